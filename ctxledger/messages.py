@@ -1,0 +1,164 @@
+"""The chat message model (OpenAI shape) and its validation.
+
+Messages are kept as plain dicts so provider extras (``reasoning_content``,
+``cache_control``, ...) pass through untouched and head/tail messages stay
+byte-identical to what the caller sent. This module owns the rules a message list
+must follow; :func:`validate_messages` checks a batch against the calls already
+issued in a session and raises :class:`InvalidMessage` naming the first problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ctxledger.errors import InvalidMessage
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+Message = dict[str, Any]
+
+
+def _check_content(content: Any, role: str, index: int | None) -> None:
+    if content is None:
+        if role in ("user", "system"):
+            raise InvalidMessage(f"{role} message has no content", index=index)
+        return
+    if isinstance(content, str):
+        return
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            if not isinstance(part, Mapping):
+                raise InvalidMessage(
+                    f"content part {j} must be an object, got {type(part).__name__}", index=index
+                )
+            if not isinstance(part.get("type"), str):
+                raise InvalidMessage(f"content part {j} has no string 'type'", index=index)
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise InvalidMessage(f"text content part {j} has no string 'text'", index=index)
+        return
+    raise InvalidMessage(
+        f"content must be a string, a list of parts or null, got {type(content).__name__}",
+        index=index,
+    )
+
+
+def _check_tool_calls(calls: Any, index: int | None) -> list[str]:
+    if not isinstance(calls, list):
+        raise InvalidMessage("'tool_calls' must be a list", index=index)
+    ids: list[str] = []
+    for j, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise InvalidMessage(f"tool call {j} must be an object", index=index)
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(f"tool call {j} has no string 'id'", index=index)
+        fn = call.get("function")
+        if not isinstance(fn, Mapping):
+            raise InvalidMessage(f"tool call {call_id!r} has no 'function' object", index=index)
+        if not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise InvalidMessage(f"tool call {call_id!r} has no function name", index=index)
+        if not isinstance(fn.get("arguments"), str):
+            raise InvalidMessage(
+                f"tool call {call_id!r}: 'arguments' must be a JSON string, "
+                f"got {type(fn.get('arguments')).__name__}",
+                index=index,
+            )
+        ids.append(call_id)
+    return ids
+
+
+def validate_message(message: Any, index: int | None = None) -> Message:
+    """Check one message's own shape (not its place in a sequence). Returns it unchanged."""
+    if not isinstance(message, Mapping):
+        raise InvalidMessage(f"a message must be a JSON object, got {type(message).__name__}", index=index)
+    role = message.get("role")
+    if role not in ROLES:
+        raise InvalidMessage(
+            f"unknown role {role!r}; expected one of system, user, assistant, tool", index=index
+        )
+    if "content" not in message and role != "assistant":
+        raise InvalidMessage(f"{role} message has no 'content' field", index=index)
+    _check_content(message.get("content"), role, index)
+    if role == "tool":
+        if not isinstance(message.get("tool_call_id"), str) or not message["tool_call_id"]:
+            raise InvalidMessage("tool message without a string 'tool_call_id'", index=index)
+    elif "tool_call_id" in message:
+        raise InvalidMessage(f"'tool_call_id' is only allowed on tool messages, not {role}", index=index)
+    if "tool_calls" in message and message["tool_calls"] is not None:
+        if role != "assistant":
+            raise InvalidMessage(f"'tool_calls' is only allowed on assistant messages, not {role}", index=index)
+        _check_tool_calls(message["tool_calls"], index)
+    elif role == "assistant" and message.get("content") is None:
+        raise InvalidMessage("assistant message has neither content nor tool_calls", index=index)
+    if "name" in message and not isinstance(message["name"], str):
+        raise InvalidMessage("'name' must be a string", index=index)
+    return dict(message)
+
+
+def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
+    return [c["id"] for c in message.get("tool_calls") or ()]
+
+
+class CallLedger:
+    """The tool-call ids a session has issued and answered, for sequence validation."""
+
+    def __init__(self, issued: Iterable[str] = (), answered: Iterable[str] = ()) -> None:
+        self.issued: set[str] = set(issued)
+        self.answered: set[str] = set(answered)
+
+    def copy(self) -> CallLedger:
+        return CallLedger(self.issued, self.answered)
+
+    def check(self, message: Mapping[str, Any], index: int | None = None) -> None:
+        """Raise if `message` cannot follow the calls seen so far; then record it."""
+        if message.get("role") == "assistant":
+            new = tool_call_ids(message)
+            if len(set(new)) != len(new):
+                dup = next(i for i in new if new.count(i) > 1)
+                raise InvalidMessage(f"duplicate tool_call id {dup!r} in one message", index=index)
+            for call_id in new:
+                if call_id in self.issued:
+                    raise InvalidMessage(f"duplicate tool_call id {call_id!r}: already issued earlier", index=index)
+            self.issued.update(new)
+        elif message.get("role") == "tool":
+            call_id = message["tool_call_id"]
+            if call_id not in self.issued:
+                raise InvalidMessage(
+                    f"tool result for {call_id!r}, but no earlier assistant message issued that call",
+                    index=index,
+                )
+            if call_id in self.answered:
+                raise InvalidMessage(f"second tool result for call {call_id!r}", index=index)
+            self.answered.add(call_id)
+
+
+def validate_messages(messages: Sequence[Any], ledger: CallLedger | None = None) -> list[Message]:
+    """Validate a batch in order against `ledger` (not modified). All or nothing."""
+    work = ledger.copy() if ledger is not None else CallLedger()
+    out: list[Message] = []
+    for i, raw in enumerate(messages):
+        msg = validate_message(raw, i)
+        work.check(msg, i)
+        out.append(msg)
+    return out
+
+
+def is_text_content_empty(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    if content is None:
+        return True
+    if isinstance(content, str):
+        return not content.strip()
+    return not any(isinstance(p, Mapping) and str(p.get("text", "")).strip() for p in content)
+
+
+def content_text(message: Mapping[str, Any]) -> str:
+    """The text of a message's content (string, or the text parts joined)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
+    return ""

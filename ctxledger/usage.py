@@ -1,0 +1,164 @@
+"""Provider usage reports -> CanonicalUsage (HERMES_SPEC §5).
+
+Buckets: input, output, cache_read, cache_write, reasoning.
+``prompt = input + cache_read + cache_write``; ``total = prompt + output``
+(reasoning is part of output, never added again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import InvalidInput
+
+
+class CanonicalUsage(msgspec.Struct, frozen=True, kw_only=True):
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_read + self.cache_write
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.output
+
+    def __add__(self, other: CanonicalUsage) -> CanonicalUsage:
+        return CanonicalUsage(
+            input=self.input + other.input,
+            output=self.output + other.output,
+            cache_read=self.cache_read + other.cache_read,
+            cache_write=self.cache_write + other.cache_write,
+            reasoning=self.reasoning + other.reasoning,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "reasoning": self.reasoning,
+            "prompt": self.prompt,
+            "total": self.total,
+        }
+
+
+def _int(value: Any, field: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"usage field {field!r} must be a number, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidInput(f"usage field {field!r} must not be negative, got {value}")
+    return int(value)
+
+
+def _get(d: Mapping[str, Any], *path: str) -> Any:
+    cur: Any = d
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return cur
+
+
+def detect_shape(raw: Mapping[str, Any]) -> str:
+    """``anthropic``, ``openai_responses``, ``openai_chat`` or ``canonical``."""
+    if "prompt_tokens" in raw or "completion_tokens" in raw:
+        return "openai_chat"
+    if "input_tokens_details" in raw or "output_tokens_details" in raw:
+        return "openai_responses"
+    if "cache_creation_input_tokens" in raw or "cache_read_input_tokens" in raw:
+        return "anthropic"
+    if "input_tokens" in raw or "output_tokens" in raw:
+        # Both Anthropic and Responses use these names; Anthropic's input excludes cache.
+        return "anthropic" if raw.get("type") != "response" and "total_tokens" not in raw else "openai_responses"
+    if {"input", "output"} & set(raw):
+        return "canonical"
+    raise InvalidInput(
+        "unrecognised usage shape: expected Anthropic (input_tokens/output_tokens), "
+        "OpenAI chat (prompt_tokens/completion_tokens) or OpenAI Responses fields"
+    )
+
+
+def _reasoning(raw: Mapping[str, Any]) -> int:
+    value = _get(raw, "output_tokens_details", "reasoning_tokens")
+    if value is None:
+        value = _get(raw, "completion_tokens_details", "reasoning_tokens")
+    return _int(value, "reasoning_tokens")
+
+
+def normalize_usage(raw: Mapping[str, Any], shape: str | None = None) -> tuple[str, CanonicalUsage]:
+    """Normalize one provider usage dict. Returns ``(shape, usage)``.
+
+    Raises :class:`InvalidInput` for unknown shapes, non-numbers, negatives, or cache
+    counts larger than the prompt they are part of.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"usage must be a JSON object, got {type(raw).__name__}")
+    shape = shape or detect_shape(raw)
+    if shape == "anthropic":
+        usage = CanonicalUsage(
+            input=_int(raw.get("input_tokens"), "input_tokens"),
+            cache_read=_int(raw.get("cache_read_input_tokens"), "cache_read_input_tokens"),
+            cache_write=_int(raw.get("cache_creation_input_tokens"), "cache_creation_input_tokens"),
+            output=_int(raw.get("output_tokens"), "output_tokens"),
+            reasoning=_reasoning(raw),
+        )
+    elif shape == "openai_responses":
+        total_in = _int(raw.get("input_tokens"), "input_tokens")
+        read = _int(_get(raw, "input_tokens_details", "cached_tokens"), "cached_tokens")
+        write = _int(_get(raw, "input_tokens_details", "cache_creation_tokens"), "cache_creation_tokens")
+        usage = _split_prompt(total_in, read, write, _int(raw.get("output_tokens"), "output_tokens"), raw)
+    elif shape == "openai_chat":
+        total_in = _int(raw.get("prompt_tokens"), "prompt_tokens")
+        read = _get(raw, "prompt_tokens_details", "cached_tokens")
+        if read is None:
+            read = raw.get("cache_read_input_tokens")
+        write = _get(raw, "prompt_tokens_details", "cache_write_tokens")
+        if write is None:
+            write = raw.get("cache_creation_input_tokens")
+        usage = _split_prompt(
+            total_in,
+            _int(read, "cached_tokens"),
+            _int(write, "cache_write_tokens"),
+            _int(raw.get("completion_tokens"), "completion_tokens"),
+            raw,
+        )
+    elif shape == "canonical":
+        usage = CanonicalUsage(
+            input=_int(raw.get("input"), "input"),
+            output=_int(raw.get("output"), "output"),
+            cache_read=_int(raw.get("cache_read"), "cache_read"),
+            cache_write=_int(raw.get("cache_write"), "cache_write"),
+            reasoning=_int(raw.get("reasoning"), "reasoning"),
+        )
+    else:
+        raise InvalidInput(f"unknown usage shape {shape!r}")
+    if usage.reasoning > usage.output and usage.output:
+        raise InvalidInput(
+            f"reasoning tokens ({usage.reasoning}) exceed output tokens ({usage.output})"
+        )
+    return shape, usage
+
+
+def _split_prompt(total_in: int, read: int, write: int, output: int, raw: Mapping[str, Any]) -> CanonicalUsage:
+    if read + write > total_in:
+        raise InvalidInput(
+            f"cache tokens (read {read} + write {write}) exceed the prompt's {total_in} input tokens"
+        )
+    return CanonicalUsage(
+        input=total_in - read - write,
+        cache_read=read,
+        cache_write=write,
+        output=output,
+        reasoning=_reasoning(raw),
+    )

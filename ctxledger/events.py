@@ -308,7 +308,7 @@ def schema_of(kind: str) -> int:
 # --- encoding, decoding, upcasting ---------------------------------------------------
 
 _encoder = msgspec.json.Encoder()
-_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)  # type: ignore[arg-type]
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
 
 Upcaster = Callable[[JSON], JSON]
 #: (kind, from_version) -> function turning a payload of that version into version + 1.
@@ -353,7 +353,8 @@ def decode_event(payload: bytes | str, kind: str | None = None, schema: int | No
                 raise InvalidEvent(f"no upcaster for {kind} v{version} -> v{version + 1}")
             data = step(data)
         data["kind"] = kind
-        return msgspec.convert(data, AnyEvent)  # type: ignore[arg-type,return-value]
+        converted: Event = msgspec.convert(data, AnyEvent)
+        return converted
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InvalidEvent(f"cannot decode {kind or 'event'}: {exc}") from exc
 

@@ -120,16 +120,16 @@ def normalize_usage(raw: Mapping[str, Any], shape: str | None = None) -> tuple[s
         usage = _split_prompt(total_in, read, write, _int(raw.get("output_tokens"), "output_tokens"), raw)
     elif shape == "openai_chat":
         total_in = _int(raw.get("prompt_tokens"), "prompt_tokens")
-        read = _get(raw, "prompt_tokens_details", "cached_tokens")
-        if read is None:
-            read = raw.get("cache_read_input_tokens")
-        write = _get(raw, "prompt_tokens_details", "cache_write_tokens")
-        if write is None:
-            write = raw.get("cache_creation_input_tokens")
+        read_raw = _get(raw, "prompt_tokens_details", "cached_tokens")
+        if read_raw is None:
+            read_raw = raw.get("cache_read_input_tokens")
+        write_raw = _get(raw, "prompt_tokens_details", "cache_write_tokens")
+        if write_raw is None:
+            write_raw = raw.get("cache_creation_input_tokens")
         usage = _split_prompt(
             total_in,
-            _int(read, "cached_tokens"),
-            _int(write, "cache_write_tokens"),
+            _int(read_raw, "cached_tokens"),
+            _int(write_raw, "cache_write_tokens"),
             _int(raw.get("completion_tokens"), "completion_tokens"),
             raw,
         )

@@ -1,0 +1,96 @@
+"""Shared CLI plumbing: the root group, global options, output and error handling."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import msgspec
+from rich.console import Console
+
+from ctxledger.errors import CtxLedgerError, InvalidInput, UnknownSession
+from ctxledger.ledger import Ledger, default_db_path
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False)
+
+
+class State:
+    """Per-invocation state: where the ledger lives; the ledger is opened lazily."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self._ledger: Ledger | None = None
+
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger.open(self.db)
+        return self._ledger
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Ledger file (SQLite). Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
+)
+@click.version_option(package_name="ctxledger")
+@click.pass_context
+def cli(ctx: click.Context, db: Path | None) -> None:
+    """ctxledger: Hermes-style context compression as an event-sourced ledger."""
+    state = State(db or default_db_path())
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)  # type: ignore[return-value]
+
+
+def emit_json(data: Any) -> None:
+    click.echo(msgspec.json.format(msgspec.json.encode(data), indent=2).decode())
+
+
+def handle_errors(fn: F) -> F:
+    """One-line errors and non-zero exits: 2 for bad input, 1 for other failures."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (InvalidInput, UnknownSession) as exc:
+            err_console.print(f"[red]error:[/red] {exc}", markup=True)
+            sys.exit(2)
+        except CtxLedgerError as exc:
+            err_console.print(f"[red]error:[/red] {exc}", markup=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def state_of(ctx: click.Context) -> State:
+    obj = ctx.find_object(State)
+    assert obj is not None
+    return obj
+
+
+def parse_at(ref: str) -> tuple[str, int | None]:
+    """``SESSION@SEQ`` -> (session, seq); plain ``SESSION`` -> (session, None)."""
+    if "@" in ref:
+        sid, _, seq = ref.rpartition("@")
+        try:
+            return sid, int(seq)
+        except ValueError:
+            raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number") from None
+    return ref, None

@@ -1,0 +1,93 @@
+"""``ctxledger compress``: a manual compaction (or its plan, with --dry-run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import msgspec
+
+from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
+from ctxledger.compaction import CompactionOutcome, compact
+from ctxledger.compressor.config import CompressionConfig, load_config
+from ctxledger.compressor.summarizers.base import Summarizer
+
+
+def make_summarizer(kind: str, config: CompressionConfig, session_model: str | None = None) -> Summarizer:
+    """``offline`` (default, no network) or ``llm`` (configured by CTXLEDGER_SUMMARY_* env vars)."""
+    if kind == "llm":
+        from ctxledger.compressor.summarizers.llm import LLMSummarizer
+
+        return LLMSummarizer.from_env(summary_model=config.summary_model, session_model=session_model)
+    from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+
+    return OfflineSummarizer()
+
+
+def plan_json(outcome: CompactionOutcome, ids: list[str | None]) -> dict[str, Any]:
+    """The documented JSON plan: indexes into the API list plus the ids on each side."""
+    plan = dict(outcome.plan)
+    start, end = plan.get("compress_start", 0), plan.get("compress_end", 0)
+    plan["head_ids"] = [i for i in ids[:start] if i is not None]
+    plan["middle_ids"] = [i for i in ids[start:end] if i is not None]
+    plan["tail_ids"] = [i for i in ids[end:] if i is not None]
+    out = msgspec.to_builtins(outcome)
+    out["plan"] = plan
+    return out  # type: ignore[no-any-return]
+
+
+@cli.command()
+@click.argument("session")
+@click.option("--focus", default=None, help="Topic to keep in full detail (about 60-70 % of the summary budget).")
+@click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default="offline", show_default=True)
+@click.option("--estimator", type=click.Choice(["exact", "rough"]), default=None, help="Token counts the planner uses (default: config, else exact).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="TOML file with compression settings.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; append nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome and plan as JSON.")
+@click.pass_context
+@handle_errors
+def compress(
+    ctx: click.Context,
+    session: str,
+    focus: str | None,
+    summarizer_kind: str,
+    estimator: str | None,
+    config_path: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Compact SESSION now (manual /compress: bypasses cooldown and the anti-thrash guard)."""
+    ledger = state_of(ctx).ledger()
+    sid = ledger.tip(ledger.resolve(session))
+    config = load_config(config_path) if config_path else ledger.config
+    if estimator is not None:
+        config = msgspec.structs.replace(config, estimator=estimator)
+    view = ledger.transcript.session(sid)
+    ids: list[str | None] = ([None] if view.system_prompt is not None else []) + list(view.live)
+    summarizer = make_summarizer(summarizer_kind, config, view.model)
+
+    async def run() -> CompactionOutcome:
+        return await compact(ledger, sid, summarizer, config=config, focus=focus, trigger="manual", dry_run=dry_run)
+
+    outcome = anyio.run(run)
+    if as_json:
+        emit_json(plan_json(outcome, ids))
+        return
+    if outcome.action == "dry_run":
+        p = outcome.plan
+        console.print(
+            f"plan for {sid}: summarize messages [{p['compress_start']}, {p['compress_end']}) of {outcome.messages_before}; "
+            f"summary as {p['summary_role']}{' (merged into tail)' if p['merged_into_tail'] else ''}; "
+            f"{len(p['prunes'])} prunes; budget {p['summary_budget_tokens']:,} tokens; "
+            f"estimated {outcome.tokens_before:,} → {outcome.tokens_after:,} tokens"
+        )
+    elif outcome.action == "skipped":
+        console.print(f"not compressed: {outcome.skip_reason}")
+        console.print(outcome.feedback, markup=False)
+    else:
+        console.print(outcome.feedback, markup=False)
+        if outcome.fallback:
+            console.print(f"[yellow]the summarizer failed ({outcome.failure}); a fallback summary was used[/yellow]")
+        console.print(f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})")

@@ -1,0 +1,15 @@
+"""The ``ctxledger`` command (click + rich). Each command module registers on ``cli``."""
+
+from __future__ import annotations
+
+from ctxledger.cli import compress as _compress  # noqa: F401  (registers commands)
+from ctxledger.cli import core as _core  # noqa: F401
+from ctxledger.cli import demo as _demo  # noqa: F401
+from ctxledger.cli.app import cli
+
+
+def main() -> None:
+    cli(prog_name="ctxledger")
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,49 @@
+"""The neutral shape every importer produces and every exporter reads.
+
+Importers are pure parsers: file text -> ``list[ImportedSession]``. The ledger turns
+those into ordinary events (``Ledger.import_sessions``), so replay, diff and audit
+work on imported history exactly as on live sessions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class ImportedUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """A provider usage block reported after message ``after_index`` (0-based).
+
+    ``aggregate`` is True when the source only kept per-session totals (Hermes
+    ``state.db`` token columns): one block standing for every call of the session.
+    """
+
+    after_index: int
+    raw: dict[str, Any]
+    shape: str | None = None
+    model: str | None = None
+    aggregate: bool = False
+
+
+class ImportedSession(msgspec.Struct, kw_only=True):
+    """One conversation from a source file, in OpenAI message shape.
+
+    ``messages`` excludes the system prompt (kept in ``system_prompt``, as Hermes does).
+    ``parent_key`` links a continuation to its parent; ``end_reason`` is the source's
+    own end reason (``"compression"`` marks a compression chain link).
+    """
+
+    key: str
+    source_format: str
+    messages: list[dict[str, Any]]
+    system_prompt: str | None = None
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    model: str | None = None
+    context_length: int | None = None
+    parent_key: str | None = None
+    end_reason: str | None = None
+    title: str | None = None
+    usages: list[ImportedUsage] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    extras: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -1,0 +1,359 @@
+"""The synchronous facade over one ledger: a store plus its live projections.
+
+Everything that writes goes through here: it validates, builds events with the
+injected clock and ids, appends atomically with the expected version it read, and
+folds the new events into the projections. The CLI and the async service are thin
+layers over this class.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.errors import InvalidInput, SessionEnded, UnknownSession
+from ctxledger.events import (
+    ContextLimitLearned,
+    Event,
+    MessageAppended,
+    MessagePinned,
+    ModelSwitched,
+    SessionReason,
+    SessionStarted,
+    SystemPromptSet,
+    ToolsDeclared,
+    UsageReported,
+)
+from ctxledger.events import (
+    SessionEnded as SessionEndedEvent,
+)
+from ctxledger.eventstore.base import AppendRequest, EventStore, VerifyReport
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.messages import CallLedger, tool_call_ids, validate_messages
+from ctxledger.projections import ChainsProjection, Lineage, SessionView, Projector, SessionUsage, TranscriptProjection
+from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
+from ctxledger.usage import normalize_usage
+
+JSON = dict[str, Any]
+
+
+def default_db_path() -> Path:
+    """``$CTXLEDGER_DB``, else ``ctxledger.db`` in the user's data directory."""
+    env = os.environ.get("CTXLEDGER_DB")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db"
+
+
+class Ledger:
+    """One event store and the projections folded from it."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        clock: Clock = system_clock,
+        ids: IdGenerator = random_ids,
+        config: CompressionConfig | None = None,
+        projector: Projector | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+        self.config = config or CompressionConfig()
+        self.projector = projector or Projector.rebuild(store)
+        self._calls: dict[str, tuple[int, CallLedger]] = {}
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        clock: Clock = system_clock,
+        ids: IdGenerator = random_ids,
+        config: CompressionConfig | None = None,
+        durability: str = "full",
+    ) -> Ledger:
+        """Open (creating if needed) a SQLite ledger file and fold it."""
+        target = Path(path) if path is not None else default_db_path()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        store = SQLiteEventStore(target, durability=durability)  # type: ignore[arg-type]
+        return cls(store, clock=clock, ids=ids, config=config)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- projections -----------------------------------------------------------------
+
+    @property
+    def transcript(self) -> TranscriptProjection:
+        return self.projector.transcript
+
+    @property
+    def chains(self) -> ChainsProjection:
+        return self.projector.chains
+
+    def refresh(self) -> int:
+        """Fold events other writers appended since we last looked."""
+        return self.projector.catch_up(self.store)
+
+    def version(self, session_id: str) -> int:
+        return self.projector.versions.get(session_id, 0)
+
+    def _append(self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None) -> None:
+        try:
+            self.store.append_many(requests, blobs)
+        finally:
+            self.refresh()
+
+    def _event_base(self, session_id: str) -> dict[str, Any]:
+        return {"event_id": self.ids("evt"), "session_id": session_id, "at": self.clock()}
+
+    # --- sessions --------------------------------------------------------------------
+
+    def start_session(
+        self,
+        *,
+        model: str,
+        context_length: int | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        parent_session_id: str | None = None,
+        reason: SessionReason = "new",
+        title: str | None = None,
+        source: str | None = None,
+        encoding: str = DEFAULT_ENCODING,
+        session_id: str | None = None,
+    ) -> str:
+        """Start a session (one atomic append: start, system prompt, tools). Returns its id."""
+        ctx = context_length or self.config.context_length
+        if not isinstance(model, str) or not model:
+            raise InvalidInput("model must be a non-empty string")
+        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
+            raise InvalidInput(
+                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
+                "or set context_length in the config"
+            )
+        if reason == "compression":
+            raise InvalidInput("continuations are started by a compaction, not by start_session")
+        if parent_session_id is not None:
+            self.transcript.session(parent_session_id)
+        if reason in ("branch", "delegate") and parent_session_id is None:
+            raise InvalidInput(f"a {reason} session needs a parent_session_id")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise InvalidInput("system_prompt must be a string")
+        tool_list = [dict(t) for t in tools or ()]
+        for i, tool in enumerate(tool_list):
+            if not isinstance(tool, dict):
+                raise InvalidInput(f"tool {i} must be a JSON object")
+        sid = session_id or self.ids("ses")
+        if sid in self.projector.versions:
+            raise InvalidInput(f"session {sid!r} already exists")
+        events: list[Event] = [
+            SessionStarted(
+                **self._event_base(sid),
+                model=model,
+                context_length=ctx,
+                parent_session_id=parent_session_id,
+                reason=reason,
+                title=title,
+                source=source,
+                encoding=encoding,
+                config=self.config.to_snapshot(),
+            )
+        ]
+        if system_prompt is not None:
+            events.append(
+                SystemPromptSet(
+                    **self._event_base(sid),
+                    text=system_prompt,
+                    tokens=count_message({"role": "system", "content": system_prompt}, encoding),
+                )
+            )
+        if tool_list:
+            events.append(ToolsDeclared(**self._event_base(sid), tools=tool_list, tokens=count_tools(tool_list, encoding)))
+        self._append([AppendRequest(sid, events, 0)])
+        return sid
+
+    def _live_session(self, session_id: str) -> SessionView:
+        view = self.transcript.session(session_id)
+        if view.ended:
+            tip = self.chains.tip(session_id)
+            hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
+            raise SessionEnded(f"session {session_id!r} has ended ({view.end_reason}){hint}")
+        return view
+
+    def call_ledger(self, session_id: str) -> CallLedger:
+        """Tool calls issued and answered in the session's live view (cached)."""
+        version = self.version(session_id)
+        cached = self._calls.get(session_id)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        ledger = CallLedger()
+        for msg in self.transcript.live_messages(session_id):
+            if msg.get("role") == "assistant":
+                ledger.issued.update(tool_call_ids(msg))
+            elif msg.get("role") == "tool":
+                ledger.answered.add(str(msg.get("tool_call_id")))
+        self._calls[session_id] = (version, ledger)
+        return ledger
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        extra_events: Sequence[Event] = (),
+        message_ids: Sequence[str] | None = None,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> list[str]:
+        """Validate and append messages (all or nothing). Returns their new message ids.
+
+        ``extra_events`` and ``blobs`` go into the same atomic append (e.g. a tool output
+        persisted out of the context); ``message_ids`` lets the caller reserve the ids
+        those events refer to.
+        """
+        view = self._live_session(session_id)
+        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInput("messages must be a list of message objects")
+        validated = validate_messages(list(messages), self.call_ledger(session_id))
+        counts = count_messages(validated, view.encoding) if validated else []
+        events: list[Event] = []
+        ids: list[str] = []
+        if message_ids is not None and len(message_ids) != len(validated):
+            raise InvalidInput("message_ids must have one id per message")
+        reserved = list(message_ids) if message_ids is not None else [self.ids("msg") for _ in validated]
+        for msg, tokens, mid in zip(validated, counts, reserved, strict=True):
+            ids.append(mid)
+            events.append(
+                MessageAppended(**self._event_base(session_id), message_id=mid, message=msg, tokens=tokens, encoding=view.encoding)
+            )
+        events.extend(extra_events)
+        if events:
+            self._append([AppendRequest(session_id, events, self.version(session_id))], blobs)
+        return ids
+
+    def report_usage(
+        self,
+        session_id: str,
+        raw: Mapping[str, Any],
+        *,
+        shape: str | None = None,
+        model: str | None = None,
+        purpose: str = "agent",
+        cost_usd: float | None = None,
+    ) -> UsageReported:
+        """Record a provider usage report (normalized per HERMES_SPEC §5)."""
+        self.transcript.session(session_id)
+        if purpose not in ("agent", "summarizer"):
+            raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
+        found_shape, usage = normalize_usage(raw, shape)
+        event = UsageReported(
+            **self._event_base(session_id),
+            raw=dict(raw),
+            shape=found_shape,
+            usage=usage,
+            model=model,
+            purpose=purpose,  # type: ignore[arg-type]
+            cost_usd=cost_usd,
+        )
+        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        return event
+
+    def switch_model(self, session_id: str, model: str, context_length: int) -> None:
+        view = self._live_session(session_id)
+        if not isinstance(context_length, int) or context_length < 1024:
+            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+        event = ModelSwitched(
+            **self._event_base(session_id),
+            model=model,
+            context_length=context_length,
+            previous_model=view.model,
+            previous_context_length=view.context_length,
+        )
+        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
+        """Record a smaller real window learned from a provider error. False if not smaller."""
+        view = self._live_session(session_id)
+        if context_length >= view.context_length:
+            return False
+        event = ContextLimitLearned(
+            **self._event_base(session_id),
+            previous_context_length=view.context_length,
+            context_length=context_length,
+            evidence=evidence[:2000],
+        )
+        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        return True
+
+    def pin(self, session_id: str, message_id: str, pinned: bool = True) -> None:
+        view = self._live_session(session_id)
+        if message_id not in view.live:
+            raise UnknownSession(f"message {message_id!r} is not in the live view of {session_id!r}")
+        event = MessagePinned(**self._event_base(session_id), message_id=message_id, pinned=pinned)
+        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def end_session(self, session_id: str, reason: str = "closed") -> None:
+        self._live_session(session_id)
+        event = SessionEndedEvent(**self._event_base(session_id), reason=reason)
+        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def append_events(self, session_id: str, events: Sequence[Event]) -> None:
+        """Append decision events (skips, warnings, notices) built by the runtime."""
+        self._append([AppendRequest(session_id, list(events), self.version(session_id))])
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def api_messages(self, session_id: str) -> list[JSON]:
+        return self.transcript.api_messages(session_id)
+
+    def usage(self, session_id: str) -> SessionUsage:
+        return self.projector.accounting.session(session_id)
+
+    def chain_usage(self, session_id: str) -> SessionUsage:
+        return self.projector.accounting.chain(self.chains.chain(session_id))
+
+    def tip(self, session_id: str) -> str:
+        return str(self.chains.tip(session_id))
+
+    def sessions(self) -> list[Lineage]:
+        return list(self.chains.state.sessions.values())
+
+    def resolve(self, ref: str) -> str:
+        """A session id from a full id or a unique prefix."""
+        if ref in self.chains.state.sessions:
+            return ref
+        matches = [s for s in self.chains.state.sessions if s.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise UnknownSession(f"no session {ref!r}; `ctxledger sessions` lists them")
+        raise InvalidInput(f"session prefix {ref!r} is ambiguous ({len(matches)} sessions)")
+
+    def projector_at(self, seq: int) -> Projector:
+        """The projections as they were right after event `seq` (read-only)."""
+        if seq < 0:
+            raise InvalidInput(f"sequence must be ≥ 0, got {seq}")
+        return Projector.rebuild(self.store, to_seq=seq)
+
+    def verify(self) -> VerifyReport:
+        return self.store.verify()
+
+    def retry_on_conflict(self) -> None:
+        """Re-read after a ConcurrencyError (another writer moved the session)."""
+        self.refresh()
+        self._calls.clear()
+

@@ -1,0 +1,134 @@
+"""Chains projection: session lineage and compression chains.
+
+A continuation's parent ended by compression; a branch or delegated sub-agent also
+has a parent, but its parent did not end by compression. The **compression tip** of
+a session is found by following compression children (capped, cycle-guarded).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ctxledger.errors import UnknownSession
+from ctxledger.events import Event, SessionEnded, SessionStarted, SessionSwitched
+
+#: the longest compression chain the tip walk follows before giving up
+MAX_CHAIN = 10_000
+
+
+class Lineage(msgspec.Struct, kw_only=True):
+    session_id: str
+    parent_session_id: str | None
+    reason: str
+    started_at: float
+    started_seq: int
+    model: str
+    title: str | None = None
+    source: str | None = None
+    compaction_id: str | None = None
+    children: list[str] = msgspec.field(default_factory=list)
+    compression_child: str | None = None
+    ended: bool = False
+    end_reason: str | None = None
+    ended_at: float | None = None
+
+
+class ChainsState(msgspec.Struct, kw_only=True):
+    sessions: dict[str, Lineage] = msgspec.field(default_factory=dict)
+    last_seq: int = 0
+
+
+class ChainsProjection:
+    name = "chains"
+
+    def __init__(self, state: ChainsState | None = None) -> None:
+        self.state = state or ChainsState()
+
+    def apply(self, seq: int, event: Event) -> None:
+        if isinstance(event, SessionStarted):
+            self.state.sessions[event.session_id] = Lineage(
+                session_id=event.session_id,
+                parent_session_id=event.parent_session_id,
+                reason=event.reason,
+                started_at=event.at,
+                started_seq=seq,
+                model=event.model,
+                title=event.title,
+                source=event.source,
+                compaction_id=event.compaction_id,
+            )
+            parent = self.state.sessions.get(event.parent_session_id or "")
+            if parent is not None:
+                parent.children.append(event.session_id)
+                if event.reason == "compression":
+                    # imported chains have no SessionSwitched: the child's start links them
+                    parent.compression_child = event.session_id
+        elif isinstance(event, SessionSwitched):
+            node = self.state.sessions[event.session_id]
+            node.compression_child = event.new_session_id
+            node.ended, node.end_reason, node.ended_at = True, event.reason, event.at
+        elif isinstance(event, SessionEnded):
+            node = self.state.sessions[event.session_id]
+            node.ended, node.end_reason, node.ended_at = True, event.reason, event.at
+        self.state.last_seq = seq
+
+    def lineage(self, session_id: str) -> Lineage:
+        try:
+            return self.state.sessions[session_id]
+        except KeyError:
+            raise UnknownSession(f"no session {session_id!r} in the log") from None
+
+    def tip(self, session_id: str) -> str:
+        """Follow compression children to the live end of the chain."""
+        node = self.lineage(session_id)
+        seen = {session_id}
+        for _ in range(MAX_CHAIN):
+            child = node.compression_child
+            if child is None or child in seen or child not in self.state.sessions:
+                return node.session_id
+            seen.add(child)
+            node = self.state.sessions[child]
+        return node.session_id
+
+    def root(self, session_id: str) -> str:
+        """Walk back through compression parents to the chain's first session."""
+        node = self.lineage(session_id)
+        seen = {session_id}
+        while node.reason in ("compression", "revert") and node.parent_session_id:
+            parent = self.state.sessions.get(node.parent_session_id)
+            if parent is None or parent.session_id in seen:
+                break
+            seen.add(parent.session_id)
+            node = parent
+        return node.session_id
+
+    def chain(self, session_id: str) -> list[str]:
+        """Every session of the compression chain containing `session_id`, oldest first."""
+        out = [self.root(session_id)]
+        seen = set(out)
+        while len(out) < MAX_CHAIN:
+            child = self.state.sessions[out[-1]].compression_child
+            if child is None or child in seen or child not in self.state.sessions:
+                break
+            seen.add(child)
+            out.append(child)
+        return out
+
+    def compression_count(self, session_id: str) -> int:
+        """How many compactions led to `session_id` (0 for a chain's first session)."""
+        chain = self.chain(session_id)
+        return chain.index(session_id)
+
+    def kind(self, session_id: str) -> str:
+        """``root``, ``continuation``, ``branch``, ``delegate``, ``revert`` or ``import``."""
+        node = self.lineage(session_id)
+        if node.parent_session_id is None:
+            return "root"
+        return "continuation" if node.reason == "compression" else node.reason
+
+    def encode_state(self) -> bytes:
+        return msgspec.msgpack.encode(self.state)
+
+    @classmethod
+    def decode_state(cls, data: bytes) -> ChainsProjection:
+        return cls(msgspec.msgpack.decode(data, type=ChainsState))

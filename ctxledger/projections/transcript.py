@@ -1,0 +1,276 @@
+"""Transcript projection: the live API view of every session.
+
+A pure fold over the log. A session's view is its system prompt plus its live
+messages, by id. After a compaction, the continuation's view is exactly the layout
+recorded in the parent's ``SessionSwitched`` (carried messages by id; summary, merged,
+stub and stripped messages recorded in full). Originals are never removed from
+``messages``: the state keeps every message ever appended, so any of them can be
+looked up after any number of compactions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import UnknownSession
+from ctxledger.events import (
+    ContextLimitLearned,
+    Event,
+    MessageAppended,
+    MessagePinned,
+    ModelSwitched,
+    SessionEnded,
+    SessionStarted,
+    SessionSwitched,
+    SystemPromptSet,
+    ToolOutputPersisted,
+    ToolsDeclared,
+)
+
+JSON = dict[str, Any]
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    """Mutable per-session state of the fold (owned by the projection; treat as read-only)."""
+
+    session_id: str
+    model: str
+    context_length: int
+    encoding: str
+    reason: str
+    parent_session_id: str | None = None
+    compaction_id: str | None = None
+    system_prompt: str | None = None
+    system_tokens: int = 0
+    tools: list[JSON] = msgspec.field(default_factory=list)
+    tools_tokens: int = 0
+    live: list[str] = msgspec.field(default_factory=list)
+    live_tokens: int = 0
+    pinned: list[str] = msgspec.field(default_factory=list)
+    ended: bool = False
+    end_reason: str | None = None
+    continued_as: str | None = None
+    config: JSON = msgspec.field(default_factory=dict)
+    last_seq: int = 0
+    version: int = 0
+
+
+class StoredMessage(msgspec.Struct, kw_only=True):
+    """A message as the live view shows it, with its origin and token count."""
+
+    message: JSON
+    tokens: int
+    session_id: str
+    origin: str = "appended"
+    source_id: str | None = None
+    seq: int = 0
+
+
+class TranscriptState(msgspec.Struct, kw_only=True):
+    sessions: dict[str, SessionView] = msgspec.field(default_factory=dict)
+    messages: dict[str, StoredMessage] = msgspec.field(default_factory=dict)
+    #: live replacements (persisted tool outputs): message id -> shown message
+    shown: dict[str, StoredMessage] = msgspec.field(default_factory=dict)
+    #: continuation layouts waiting for their SessionStarted (same atomic append)
+    pending: dict[str, SessionSwitched] = msgspec.field(default_factory=dict)
+    last_seq: int = 0
+
+
+class TranscriptProjection:
+    """Fold events into :class:`TranscriptState`. ``apply`` must see events in log order."""
+
+    name = "transcript"
+
+    def __init__(self, state: TranscriptState | None = None) -> None:
+        self.state = state or TranscriptState()
+        self._dispatch = {
+            MessageAppended: self._message,
+            SessionStarted: self._started,
+            SystemPromptSet: self._system,
+            ToolsDeclared: self._tools,
+            ToolOutputPersisted: self._persisted,
+            SessionSwitched: self._switched,
+            SessionEnded: self._ended,
+            ModelSwitched: self._model,
+            ContextLimitLearned: self._limit,
+            MessagePinned: self._pinned,
+        }
+
+    # --- folding -------------------------------------------------------------------
+
+    def apply(self, seq: int, event: Event, version: int = 0) -> None:
+        handler = self._dispatch.get(type(event))
+        if handler is not None:
+            handler(seq, event)
+        view = self.state.sessions.get(event.session_id)
+        if view is not None:
+            view.last_seq = seq
+            view.version = version
+        self.state.last_seq = seq
+
+    def _view(self, session_id: str) -> SessionView:
+        try:
+            return self.state.sessions[session_id]
+        except KeyError:
+            raise UnknownSession(f"no session {session_id!r} in the log") from None
+
+    def _message(self, seq: int, e: Event) -> None:
+        assert isinstance(e, MessageAppended)
+        view = self.state.sessions[e.session_id]
+        self.state.messages[e.message_id] = StoredMessage(
+            message=e.message, tokens=e.tokens, session_id=e.session_id, seq=seq
+        )
+        view.live.append(e.message_id)
+        view.live_tokens += e.tokens
+
+    def _started(self, seq: int, e: Event) -> None:
+        assert isinstance(e, SessionStarted)
+        view = SessionView(
+            session_id=e.session_id,
+            model=e.model,
+            context_length=e.context_length,
+            encoding=e.encoding,
+            reason=e.reason,
+            parent_session_id=e.parent_session_id,
+            compaction_id=e.compaction_id,
+            config=e.config,
+        )
+        self.state.sessions[e.session_id] = view
+        switch = self.state.pending.pop(e.session_id, None)
+        if switch is not None:
+            parent = self.state.sessions[switch.session_id]
+            view.tools, view.tools_tokens = parent.tools, parent.tools_tokens
+            view.system_prompt = switch.system_prompt
+            view.system_tokens = switch.system_prompt_tokens
+            view.pinned = [p for p in parent.pinned if any(x.message_id == p for x in switch.layout)]
+            for entry in switch.layout:
+                view.live.append(entry.message_id)
+                view.live_tokens += self.tokens_of(entry.message_id)
+
+    def _system(self, seq: int, e: Event) -> None:
+        assert isinstance(e, SystemPromptSet)
+        view = self.state.sessions[e.session_id]
+        view.system_prompt, view.system_tokens = e.text, e.tokens
+
+    def _tools(self, seq: int, e: Event) -> None:
+        assert isinstance(e, ToolsDeclared)
+        view = self.state.sessions[e.session_id]
+        view.tools, view.tools_tokens = e.tools, e.tokens
+
+    def _persisted(self, seq: int, e: Event) -> None:
+        assert isinstance(e, ToolOutputPersisted)
+        original = self.stored(e.message_id)
+        shown = StoredMessage(
+            message={**original.message, "content": e.replacement},
+            tokens=e.replacement_tokens,
+            session_id=original.session_id,
+            origin="persisted",
+            source_id=e.message_id,
+            seq=seq,
+        )
+        view = self.state.sessions[e.session_id]
+        if e.message_id in view.live:
+            view.live_tokens += shown.tokens - self.tokens_of(e.message_id)
+        self.state.shown[e.message_id] = shown
+
+    def _switched(self, seq: int, e: Event) -> None:
+        assert isinstance(e, SessionSwitched)
+        view = self.state.sessions[e.session_id]
+        view.ended, view.end_reason, view.continued_as = True, e.reason, e.new_session_id
+        for entry in e.layout:
+            if entry.message is not None:
+                self.state.messages[entry.message_id] = StoredMessage(
+                    message=entry.message,
+                    tokens=entry.tokens,
+                    session_id=e.new_session_id,
+                    origin=entry.origin,
+                    source_id=entry.source_id,
+                    seq=seq,
+                )
+        self.state.pending[e.new_session_id] = e
+
+    def _ended(self, seq: int, e: Event) -> None:
+        assert isinstance(e, SessionEnded)
+        view = self.state.sessions[e.session_id]
+        view.ended, view.end_reason = True, e.reason
+
+    def _model(self, seq: int, e: Event) -> None:
+        assert isinstance(e, ModelSwitched)
+        view = self.state.sessions[e.session_id]
+        view.model, view.context_length = e.model, e.context_length
+
+    def _limit(self, seq: int, e: Event) -> None:
+        assert isinstance(e, ContextLimitLearned)
+        self.state.sessions[e.session_id].context_length = e.context_length
+
+    def _pinned(self, seq: int, e: Event) -> None:
+        assert isinstance(e, MessagePinned)
+        view = self.state.sessions[e.session_id]
+        if e.pinned and e.message_id not in view.pinned:
+            view.pinned.append(e.message_id)
+        elif not e.pinned and e.message_id in view.pinned:
+            view.pinned.remove(e.message_id)
+
+    # --- queries (read-only) ----------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionView:
+        return self._view(session_id)
+
+    def stored(self, message_id: str) -> StoredMessage:
+        """The live form of a message (a persisted tool output shows its replacement)."""
+        shown = self.state.shown.get(message_id)
+        if shown is not None:
+            return shown
+        try:
+            return self.state.messages[message_id]
+        except KeyError:
+            raise UnknownSession(f"no message {message_id!r} in the log") from None
+
+    def original(self, message_id: str) -> JSON:
+        """The message exactly as it was appended (or recorded by a compaction)."""
+        try:
+            return self.state.messages[message_id].message
+        except KeyError:
+            raise UnknownSession(f"no message {message_id!r} in the log") from None
+
+    def tokens_of(self, message_id: str) -> int:
+        return self.stored(message_id).tokens
+
+    def live_ids(self, session_id: str) -> list[str]:
+        return list(self._view(session_id).live)
+
+    def live_messages(self, session_id: str) -> list[JSON]:
+        """The session's live messages (without the system prompt), as stored; do not mutate."""
+        stored = self.stored
+        return [stored(mid).message for mid in self._view(session_id).live]
+
+    def api_messages(self, session_id: str) -> list[JSON]:
+        """The OpenAI-shape list to send: system message (if any) then the live messages."""
+        view = self._view(session_id)
+        out: list[JSON] = []
+        if view.system_prompt is not None:
+            out.append({"role": "system", "content": view.system_prompt})
+        out.extend(self.live_messages(session_id))
+        return out
+
+    def api_tokens(self, session_id: str) -> list[int]:
+        """Token counts parallel to :meth:`api_messages`."""
+        view = self._view(session_id)
+        counts = [view.system_tokens] if view.system_prompt is not None else []
+        tokens_of = self.tokens_of
+        counts.extend(tokens_of(mid) for mid in view.live)
+        return counts
+
+    def total_tokens(self, session_id: str) -> int:
+        """System prompt + tools schema + live messages (the preflight estimate)."""
+        view = self._view(session_id)
+        return view.system_tokens + view.tools_tokens + view.live_tokens
+
+    def encode_state(self) -> bytes:
+        return msgspec.msgpack.encode(self.state)
+
+    @classmethod
+    def decode_state(cls, data: bytes) -> TranscriptProjection:
+        return cls(msgspec.msgpack.decode(data, type=TranscriptState))

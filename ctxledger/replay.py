@@ -1,0 +1,175 @@
+"""Replay: rebuild projections from the log and re-run recorded compactions.
+
+* :func:`rebuild_check` folds the chain's sessions from scratch and compares every
+  view with the live (incrementally maintained) projections.
+* :func:`verify_compactions` re-runs today's planner on each compaction's recorded
+  inputs (the transcript just before it, its config snapshot, stored token counts)
+  with the recorded summary text, and reports any drift from what was recorded.
+
+Replays never call a model and never write to the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from ctxledger.compaction import compaction_input
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.engine import build_layout, prepare
+from ctxledger.events import SessionSwitched, SummaryGenerated
+from ctxledger.ledger import Ledger
+from ctxledger.projections import Projector
+
+Progress = Callable[[int, int], None]
+
+
+class RebuildReport(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    chain: list[str]
+    events_folded: int
+    equal: bool
+    mismatches: list[str]
+
+
+def _session_fingerprint(p: Projector, sid: str) -> dict[str, Any]:
+    t = p.transcript
+    return {
+        "api_messages": t.api_messages(sid),
+        "tokens": t.api_tokens(sid),
+        "view": msgspec.to_builtins(t.session(sid)),
+        "usage": msgspec.to_builtins(p.accounting.session(sid)),
+        "lineage": msgspec.to_builtins(p.chains.lineage(sid)),
+    }
+
+
+def rebuild_check(ledger: Ledger, session_id: str, progress: Progress | None = None) -> RebuildReport:
+    """Fold the whole log from scratch (no checkpoint) and compare the chain's views."""
+    ledger.refresh()
+    chain = ledger.chains.chain(session_id)
+    fresh = Projector()
+    total = ledger.store.last_seq()
+    n = 0
+    for rec in ledger.store.read_all(1, ledger.projector.last_seq):
+        fresh.apply(rec)
+        n += 1
+        if progress is not None and n % 5000 == 0:
+            progress(n, total)
+    if progress is not None:
+        progress(n, total)
+    mismatches: list[str] = []
+    for sid in chain:
+        live, rebuilt = _session_fingerprint(ledger.projector, sid), _session_fingerprint(fresh, sid)
+        for key in live:
+            if msgspec.json.encode(live[key]) != msgspec.json.encode(rebuilt[key]):
+                mismatches.append(f"{sid}: {key} differs between the live projection and a rebuild")
+    return RebuildReport(session_id=session_id, chain=chain, events_folded=n, equal=not mismatches, mismatches=mismatches)
+
+
+class Drift(msgspec.Struct, frozen=True, kw_only=True):
+    field: str
+    recorded: Any
+    replayed: Any
+
+
+class CompactionCheck(msgspec.Struct, frozen=True, kw_only=True):
+    compaction_id: str
+    session_id: str
+    new_session_id: str
+    seq: int
+    drift: list[Drift]
+    cause: str | None  # "algorithm" (same config, different plan) or None
+
+
+class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    compactions: list[CompactionCheck]
+
+    @property
+    def drifted(self) -> bool:
+        return any(c.drift for c in self.compactions)
+
+
+_PLAN_FIELDS = (
+    "action",
+    "compress_start",
+    "compress_end",
+    "summary_role",
+    "merged_into_tail",
+    "summary_budget_tokens",
+    "system_note",
+    "previous_summary_index",
+    "pinned",
+    "orphans",
+    "prunes",
+)
+
+
+def _compaction_starts(ledger: Ledger, chain: list[str]) -> dict[int, tuple[SessionSwitched, SummaryGenerated]]:
+    """For each compaction in the chain: the seq of its first event -> (switch, summary)."""
+    out: dict[int, tuple[SessionSwitched, SummaryGenerated]] = {}
+    for sid in chain:
+        first: dict[str, int] = {}
+        summary: dict[str, SummaryGenerated] = {}
+        for rec in ledger.store.read_stream(sid):
+            cid = getattr(rec.event, "compaction_id", None)
+            if cid is not None and rec.event.session_id == sid:
+                first.setdefault(cid, rec.seq)
+            if isinstance(rec.event, SummaryGenerated):
+                summary[rec.event.compaction_id] = rec.event
+            if isinstance(rec.event, SessionSwitched) and rec.event.compaction_id in summary:
+                out[first[rec.event.compaction_id]] = (rec.event, summary[rec.event.compaction_id])
+    return out
+
+
+def _compare(switch: SessionSwitched, replay_plan: dict[str, Any], layout: list[Any]) -> list[Drift]:
+    drift: list[Drift] = []
+    for key in _PLAN_FIELDS:
+        if key in switch.plan and msgspec.json.encode(switch.plan.get(key)) != msgspec.json.encode(replay_plan.get(key)):
+            drift.append(Drift(field=f"plan.{key}", recorded=switch.plan.get(key), replayed=replay_plan.get(key)))
+    recorded_layout = [(e.origin, e.message if e.message is not None else e.message_id) for e in switch.layout]
+    replayed_layout = [(e.origin, e.message if e.message is not None else e.message_id) for e in layout]
+    if msgspec.json.encode(recorded_layout) != msgspec.json.encode(replayed_layout):
+        drift.append(Drift(field="layout", recorded=len(recorded_layout), replayed=len(replayed_layout)))
+    return drift
+
+
+def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
+    """Re-run every recorded compaction of the chain with today's planner; report drift."""
+    ledger.refresh()
+    chain = ledger.chains.chain(session_id)
+    starts = _compaction_starts(ledger, chain)
+    checks: list[CompactionCheck] = []
+    projector = Projector()
+    pending = sorted(starts)
+    for rec in ledger.store.read_all(1, max(pending) if pending else 0):
+        if pending and rec.seq == pending[0]:
+            switch, summary = starts[pending.pop(0)]
+            checks.append(_replay_one(ledger, projector, rec.seq, switch, summary))
+        projector.apply(rec)
+    return VerifyReport(session_id=session_id, compactions=checks)
+
+
+def _replay_one(
+    ledger: Ledger, projector: Projector, seq: int, switch: SessionSwitched, summary: SummaryGenerated
+) -> CompactionCheck:
+    view_ledger = Ledger(ledger.store, clock=ledger.clock, ids=ledger.ids, config=ledger.config, projector=projector)
+    inp = compaction_input(view_ledger, switch.session_id)
+    config = CompressionConfig.from_snapshot(switch.config)
+    prepared = prepare(inp, config, focus=summary.focus, force=switch.trigger == "manual")
+    replay_plan = msgspec.to_builtins(prepared.plan)
+    layout: list[Any] = []
+    if prepared.plan.action == "compress":
+        new_ids = iter([e.message_id for e in switch.layout if e.message is not None])
+        _, _, layout, _ = build_layout(prepared, summary.text, lambda prefix: next(new_ids, f"{prefix}_extra"))
+    drift = _compare(switch, replay_plan, layout)
+    return CompactionCheck(
+        compaction_id=switch.compaction_id,
+        session_id=switch.session_id,
+        new_session_id=switch.new_session_id,
+        seq=seq,
+        drift=drift,
+        cause="algorithm" if drift else None,
+    )

@@ -1,0 +1,146 @@
+"""Anthropic prompt caching, the "system_and_3" layout (HERMES_SPEC §7).
+
+Anthropic accepts at most four ``cache_control`` breakpoints per request. The system
+prompt is the most stable prefix, so it takes one; the last three non-system
+messages take the others, a rolling window that re-establishes the cache within a
+turn or two after a compaction invalidates the middle.
+
+:func:`apply_cache_markers` is pure and cheap: it copies the list shallowly and
+deep-copies only the (at most four) messages it marks, so the caller's messages are
+never touched and the cost does not grow with the transcript.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
+
+from ctxledger.errors import InvalidInput
+
+CacheTTL = Literal["5m", "1h"]
+MAX_BREAKPOINTS: Final = 4
+ROLLING_BREAKPOINTS: Final = 3
+
+_NATIVE_PROVIDERS = frozenset({"anthropic"})
+_ROUTER_PROVIDERS = frozenset({"openrouter"})
+_BEDROCK_PROVIDERS = frozenset({"bedrock", "aws-bedrock", "amazon-bedrock", "aws_bedrock"})
+# Claude 2 / Instant predate prompt caching; every later family supports it.
+_UNCACHEABLE_CLAUDE = re.compile(r"claude-(?:2|instant)", re.IGNORECASE)
+# "anthropic.claude-3-5-sonnet-20240620-v1:0", optionally with a region prefix ("us.", "eu.", "apac.")
+_BEDROCK_ID = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.claude-", re.IGNORECASE)
+
+
+def _marker(ttl: CacheTTL) -> dict[str, str]:
+    # a fresh dict per breakpoint: markers shared between messages would alias, and a
+    # caller editing one marked message would silently edit the others
+    marker = {"type": "ephemeral"}
+    if ttl == "1h":
+        marker["ttl"] = "1h"
+    return marker
+
+
+def _mark(message: Mapping[str, Any], ttl: CacheTTL, native_anthropic: bool) -> dict[str, Any] | None:
+    """A marked deep copy of ``message``, or None when it cannot carry a breakpoint here."""
+    content = message.get("content")
+    message_level = message.get("role") == "tool" or content is None or content == "" or content == []
+    if message_level:
+        # A top-level ``cache_control`` on the message is only understood by the native
+        # Anthropic adapter (which moves it onto the tool_result / empty block). On
+        # OpenAI-compatible routes it is either rejected by strict schema validation or
+        # silently dropped, and tool messages there must keep plain string content, so
+        # the breakpoint is skipped rather than risking a 400.
+        if not native_anthropic:
+            return None
+        marked = copy.deepcopy(dict(message))
+        marked["cache_control"] = _marker(ttl)
+        return marked
+    if isinstance(content, str):
+        part = {"type": "text", "text": content, "cache_control": _marker(ttl)}
+        return {k: [part] if k == "content" else copy.deepcopy(v) for k, v in message.items()}
+    if isinstance(content, list) and isinstance(content[-1], Mapping):
+        marked = copy.deepcopy(dict(message))
+        marked["content"][-1]["cache_control"] = _marker(ttl)
+        return marked
+    return None  # a list ending in a non-object part: nowhere valid to put the marker
+
+
+def apply_cache_markers(
+    messages: Sequence[dict[str, Any]],
+    *,
+    ttl: CacheTTL = "5m",
+    native_anthropic: bool = False,
+) -> list[dict[str, Any]]:
+    """Return the messages with up to four ``cache_control`` breakpoints.
+
+    Breakpoints go on the system prompt (when ``messages[0]`` is one) and on the
+    last three non-system messages; a candidate that cannot carry a marker on this
+    route (see :func:`_mark`) is skipped, not replaced by an older message, so the
+    rolling window stays at the end of the prompt. Unmarked messages are the
+    caller's own objects (shallow list copy); marked ones are deep copies.
+    """
+    if ttl not in ("5m", "1h"):
+        raise InvalidInput(f"cache ttl must be '5m' or '1h', got {ttl!r}")
+    out = list(messages)
+    if not out:
+        return out
+    targets: list[int] = []
+    if out[0].get("role") == "system":
+        targets.append(0)
+    rolling: list[int] = []
+    for index in range(len(out) - 1, -1, -1):
+        if len(rolling) == ROLLING_BREAKPOINTS:
+            break
+        if out[index].get("role") != "system":
+            rolling.append(index)
+    targets.extend(reversed(rolling))
+    for index in targets:
+        marked = _mark(out[index], ttl, native_anthropic)
+        if marked is not None:
+            out[index] = marked
+    return out
+
+
+def count_cache_markers(messages: Sequence[Mapping[str, Any]]) -> int:
+    """How many ``cache_control`` breakpoints a message list carries (message or part level)."""
+    total = 0
+    for message in messages:
+        if "cache_control" in message:
+            total += 1
+        content = message.get("content")
+        if isinstance(content, list):
+            total += sum(1 for part in content if isinstance(part, Mapping) and "cache_control" in part)
+    return total
+
+
+def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
+    """Whether ``cache_control`` breakpoints are worth sending for this model and route.
+
+    Only Claude models, and only where the breakpoints reach Anthropic: the native
+    API, OpenRouter's ``anthropic/claude-*`` models, and Bedrock's ``anthropic.claude-*``
+    ids. With no provider given, the model id's shape decides.
+    """
+    name = model.strip().lower()
+    if "claude" not in name or _UNCACHEABLE_CLAUDE.search(name):
+        return False
+    route = (provider or "").strip().lower()
+    if route in _NATIVE_PROVIDERS:
+        return name.startswith("claude-")
+    if route in _ROUTER_PROVIDERS:
+        return name.startswith("anthropic/claude-")
+    if route in _BEDROCK_PROVIDERS:
+        return bool(_BEDROCK_ID.match(name)) or name.startswith("claude-")
+    if route:
+        return False
+    return name.startswith(("claude-", "anthropic/claude-")) or bool(_BEDROCK_ID.match(name))
+
+
+__all__ = [
+    "MAX_BREAKPOINTS",
+    "ROLLING_BREAKPOINTS",
+    "CacheTTL",
+    "apply_cache_markers",
+    "count_cache_markers",
+    "supports_prompt_caching",
+]

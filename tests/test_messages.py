@@ -1,0 +1,76 @@
+"""Message validation: every bad message a user can send is a clear InvalidMessage."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxledger.errors import InvalidMessage
+from ctxledger.messages import CallLedger, content_text, validate_message, validate_messages
+
+
+def call(cid: str, name: str = "terminal", args: object = '{"command": "ls"}') -> dict[str, object]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+GOOD = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": None, "tool_calls": [call("c1"), call("c2")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "a"},
+    {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "b"}]},
+    {"role": "assistant", "content": "done", "reasoning_content": "kept as an extra"},
+]
+
+
+def test_a_valid_conversation_passes_unchanged() -> None:
+    assert validate_messages(GOOD) == GOOD
+
+
+@pytest.mark.parametrize(
+    ("message", "fragment"),
+    [
+        ({"role": "robot", "content": "x"}, "unknown role 'robot'"),
+        ({"content": "x"}, "unknown role None"),
+        ({"role": "tool", "content": "x"}, "without a string 'tool_call_id'"),
+        ({"role": "user", "content": 5}, "content must be a string"),
+        ({"role": "user"}, "no 'content' field"),
+        ({"role": "user", "content": [{"text": "x"}]}, "no string 'type'"),
+        ({"role": "assistant", "content": None}, "neither content nor tool_calls"),
+        ({"role": "assistant", "content": None, "tool_calls": [call("c", args={"a": 1})]}, "'arguments' must be a JSON string"),
+        ({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"arguments": "{}"}}]}, "no function name"),
+        ({"role": "user", "content": "x", "tool_calls": [call("c")]}, "only allowed on assistant"),
+        ("not a dict", "must be a JSON object"),
+    ],
+)
+def test_bad_message_shapes_are_rejected_with_a_clear_error(message: object, fragment: str) -> None:
+    with pytest.raises(InvalidMessage, match=None) as info:
+        validate_message(message, 3)
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("message 3: ")
+
+
+def test_tool_result_without_an_earlier_call_is_an_orphan() -> None:
+    with pytest.raises(InvalidMessage, match="no earlier assistant message issued"):
+        validate_messages([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}])
+
+
+def test_duplicate_tool_call_ids_are_rejected() -> None:
+    dup_in_one = {"role": "assistant", "content": None, "tool_calls": [call("c1"), call("c1")]}
+    with pytest.raises(InvalidMessage, match="duplicate tool_call id 'c1'"):
+        validate_messages([dup_in_one])
+    with pytest.raises(InvalidMessage, match="already issued earlier"):
+        validate_messages([*GOOD[:3], {"role": "assistant", "content": None, "tool_calls": [call("c1")]}])
+
+
+def test_second_result_for_one_call_is_rejected() -> None:
+    with pytest.raises(InvalidMessage, match="second tool result"):
+        validate_messages([*GOOD[:3], {"role": "tool", "tool_call_id": "c1", "content": "again"}])
+
+
+def test_validation_uses_but_does_not_change_the_session_ledger() -> None:
+    ledger = CallLedger(issued={"old"})
+    validate_messages([{"role": "tool", "tool_call_id": "old", "content": "r"}], ledger)
+    assert ledger.answered == set()
+
+
+def test_content_text_joins_text_parts() -> None:
+    assert content_text({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]}) == "a\nb"

@@ -1,0 +1,115 @@
+"""The middle of a transcript serialized as text for a summarizer (HERMES_SPEC §3 phase 3).
+
+One block per message, separated by blank lines::
+
+    [USER]
+    please fix the failing test
+
+    [ASSISTANT]
+    Running the tests first.
+    [TOOL CALL call_1] terminal({"command": "pytest -x"})
+
+    [TOOL RESULT call_1 · terminal]
+    1 failed, 12 passed
+
+Long contents keep their first 4,000 and last 1,500 characters around a cut mark
+that says how many characters were left out; long tool-call arguments keep their
+first 1,200. Everything is redacted (``ctxledger.redact``) *before* it is cut, so a
+secret split by a cut cannot leak half-visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxledger.compressor.markers import unwrap_summary
+from ctxledger.messages import content_text
+from ctxledger.redact import redact
+
+CONTENT_HEAD_CHARS = 4000
+CONTENT_TAIL_CHARS = 1500
+ARGS_MAX_CHARS = 1200
+
+
+def cut_middle(text: str, head: int = CONTENT_HEAD_CHARS, tail: int = CONTENT_TAIL_CHARS) -> str:
+    """`text` reduced to its first `head` and last `tail` chars when it is longer."""
+    omitted = len(text) - head - tail
+    if omitted <= 0:
+        return text
+    return f"{text[:head]}\n[… {omitted:,} chars omitted …]\n{text[len(text) - tail:]}"
+
+
+def cut_end(text: str, limit: int = ARGS_MAX_CHARS) -> str:
+    """`text` reduced to its first `limit` chars when it is longer."""
+    omitted = len(text) - limit
+    if omitted <= 0:
+        return text
+    return f"{text[:limit]}[… {omitted:,} chars omitted]"
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    text = content_text(message)
+    content = message.get("content")
+    if isinstance(content, list):
+        others = sum(
+            1 for p in content if not (isinstance(p, Mapping) and isinstance(p.get("text"), str))
+        )
+        if others:
+            text = f"{text}\n[{others} non-text part(s)]".lstrip("\n")
+    return text
+
+
+def _call_line(call: Mapping[str, Any]) -> str:
+    fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+    assert isinstance(fn, Mapping)
+    name = str(fn.get("name") or "?")
+    args = fn.get("arguments")
+    args_text = args if isinstance(args, str) else "" if args is None else str(args)
+    return f"[TOOL CALL {call.get('id', '?')}] {name}({cut_end(redact(args_text))})"
+
+
+def serialize_message(message: Mapping[str, Any], tool_names: Mapping[str, str] | None = None) -> str:
+    """One message as a labelled block (see the module docstring)."""
+    role = str(message.get("role") or "unknown")
+    text = _content(message)
+    if role == "tool":
+        call_id = str(message.get("tool_call_id") or "?")
+        name = (tool_names or {}).get(call_id) or message.get("name")
+        label = f"[TOOL RESULT {call_id} · {name}]" if name else f"[TOOL RESULT {call_id}]"
+    elif unwrap_summary(text) is not None:
+        # An earlier handoff summary inside the middle: give the summarizer its body only.
+        label, text = "[EARLIER SUMMARY]", unwrap_summary(text) or ""
+    else:
+        label = f"[{role.upper()}]"
+    lines = [label]
+    if text.strip():
+        lines.append(cut_middle(redact(text)))
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            lines.append(_call_line(call))
+    return "\n".join(lines)
+
+
+def serialize_turns(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The messages as labelled, cut and redacted text for a summarizer."""
+    names: dict[str, str] = {}  # call id -> tool name, as of the latest call with that id
+    blocks: list[str] = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+                names[str(call.get("id"))] = fn["name"]
+        blocks.append(serialize_message(message, names))
+    return "\n\n".join(blocks)
+
+
+__all__ = [
+    "ARGS_MAX_CHARS",
+    "CONTENT_HEAD_CHARS",
+    "CONTENT_TAIL_CHARS",
+    "cut_end",
+    "cut_middle",
+    "serialize_message",
+    "serialize_turns",
+]

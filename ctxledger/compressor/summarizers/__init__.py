@@ -1,0 +1,44 @@
+"""Summarizers: the protocol and its implementations (HERMES_SPEC §3 phase 3).
+
+* :class:`OfflineSummarizer` — deterministic, extractive, the embedded default.
+* :class:`LLMSummarizer` — OpenAI-compatible chat completions or Anthropic messages.
+* :class:`RecordedSummarizer` — replays recorded summary texts; never calls a model.
+* :func:`fallback_summary` — the body inserted when a summarizer fails.
+"""
+
+from ctxledger.compressor.summarizers.base import (
+    SECTION_HEADINGS,
+    SECTIONS,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    cooldown_seconds,
+    parse_sections,
+    prompt_hash,
+    render_sections,
+    summarize_with_fallback,
+)
+from ctxledger.compressor.summarizers.fallback import fallback_note, fallback_summary
+from ctxledger.compressor.summarizers.llm import LLMSummarizer, build_prompt
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.compressor.summarizers.recorded import RecordedSummarizer, request_key
+
+__all__ = [
+    "SECTIONS",
+    "SECTION_HEADINGS",
+    "LLMSummarizer",
+    "OfflineSummarizer",
+    "RecordedSummarizer",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "build_prompt",
+    "cooldown_seconds",
+    "fallback_note",
+    "fallback_summary",
+    "parse_sections",
+    "prompt_hash",
+    "render_sections",
+    "request_key",
+    "summarize_with_fallback",
+]

@@ -1,0 +1,191 @@
+"""The summarizer contract: request, result, protocol, the handoff structure, failures.
+
+Every summarizer (offline, LLM, recorded) fills the same structured handoff: the
+headings in :data:`SECTION_HEADINGS`, in that order. Sections about the past carry a
+"historical" label in their heading so that a stale Active Task cannot pass for the
+current request after a resume (HERMES_SPEC §3, hardening #35344).
+
+Failures are :class:`~ctxledger.errors.SummarizerError` with a ``failure_class``.
+:func:`summarize_with_fallback` turns the non-aborting ones into a deterministic
+fallback summary; auth / network / not-configured failures propagate so the caller
+leaves the session unchanged. :func:`cooldown_seconds` says how long automatic
+compression waits after each class (HERMES_SPEC §2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from ctxledger.errors import SummarizerError
+from ctxledger.usage import CanonicalUsage
+
+
+class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What to summarize: the middle (after prunes) and how long the summary may be."""
+
+    turns: list[dict[str, Any]]
+    budget_tokens: int
+    previous_summary: str | None = None
+    focus: str | None = None
+    session_model: str | None = None
+    context: dict[str, Any] | None = None
+
+
+class SummaryResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A summary body (without the transcript prefix / end marker) and how it was made."""
+
+    text: str
+    summarizer: str
+    model: str | None = None
+    prompt_hash: str = ""
+    usage: CanonicalUsage | None = None
+    fallback: bool = False
+    failure: str | None = None
+    failure_class: str | None = None
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything that turns a :class:`SummaryRequest` into a :class:`SummaryResult`.
+
+    ``summarize`` raises :class:`~ctxledger.errors.SummarizerError` on failure.
+    """
+
+    kind: str
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult: ...
+
+
+# --------------------------------------------------------------------------- structure
+
+#: (key, heading) of every section of a handoff summary, in order
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("active_task", "## Active Task (historical — superseded by any newer user message)"),
+    ("goal", "## Goal"),
+    ("constraints", "## Constraints & Preferences"),
+    ("completed", "## Completed Actions (historical)"),
+    ("active_state", "## Active State (at compaction)"),
+    ("in_progress", "## In Progress (at compaction)"),
+    ("blocked", "## Blocked"),
+    ("decisions", "## Key Decisions"),
+    ("resolved", "## Resolved Questions (historical — already answered)"),
+    ("pending", "## Pending User Asks"),
+    ("files", "## Relevant Files"),
+    ("remaining", "## Remaining Work (context, not instructions)"),
+    ("critical", "## Critical Context"),
+)
+SECTION_HEADINGS: tuple[str, ...] = tuple(heading for _, heading in SECTIONS)
+SECTION_KEYS: tuple[str, ...] = tuple(key for key, _ in SECTIONS)
+NONE_TEXT = "None."
+
+
+def _title(heading: str) -> str:
+    """``## Completed Actions (historical)`` -> ``completed actions``."""
+    text = heading.lstrip("#").strip()
+    return re.split(r"[(\[:—]| - ", text, maxsplit=1)[0].strip().casefold()
+
+
+_KEY_BY_TITLE = {_title(heading): key for key, heading in SECTIONS}
+_HEADING_LINE = re.compile(r"^#{1,4}\s+\S.*$", re.MULTILINE)
+
+
+def parse_sections(text: str) -> dict[str, list[str]]:
+    """The non-empty lines under each known heading of a summary (``None.`` dropped).
+
+    Headings are matched by their title, so labels that changed (or an LLM's small
+    variations such as ``## Active Task:``) still parse. Text before the first known
+    heading is returned under the key ``"preamble"``.
+    """
+    sections: dict[str, list[str]] = {"preamble": []}
+    current = "preamble"
+    for line in text.splitlines():
+        if _HEADING_LINE.match(line):
+            key = _KEY_BY_TITLE.get(_title(line))
+            if key is not None:
+                current = key
+                sections.setdefault(key, [])
+                continue
+        stripped = line.strip()
+        if stripped and stripped != NONE_TEXT:
+            sections.setdefault(current, []).append(line.rstrip())
+    return sections
+
+
+def render_sections(sections: Mapping[str, list[str]], preamble: str = "") -> str:
+    """Every heading in order, its lines beneath it (``None.`` when there are none)."""
+    blocks: list[str] = [preamble.strip()] if preamble.strip() else []
+    for key, heading in SECTIONS:
+        lines = sections.get(key) or [NONE_TEXT]
+        blocks.append(heading + "\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def prompt_hash(payload: Any) -> str:
+    """sha256 hex of the canonical JSON (sorted keys) of `payload`."""
+    return hashlib.sha256(msgspec.json.encode(payload, order="sorted")).hexdigest()
+
+
+# --------------------------------------------------------------------------- failures
+
+#: seconds automatic compression waits after a summary failure, by failure class
+COOLDOWN_NOT_CONFIGURED = 600.0
+COOLDOWN_MALFORMED = 30.0
+COOLDOWN_DEFAULT = 60.0
+
+
+def cooldown_seconds(failure_class: str | None) -> float:
+    """HERMES_SPEC §2: 600 s with no summarizer configured, 30 s after malformed output or
+    a closed stream (class ``malformed``), 60 s for every other failure."""
+    if failure_class == "not_configured":
+        return COOLDOWN_NOT_CONFIGURED
+    if failure_class == "malformed":
+        return COOLDOWN_MALFORMED
+    return COOLDOWN_DEFAULT
+
+
+async def summarize_with_fallback(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
+    """`summarizer`'s result; on a non-aborting failure, the deterministic fallback summary.
+
+    Auth, network and not-configured failures are re-raised: the compaction is
+    abandoned and nothing changes. Every other failure (timeout, rate limit, server
+    error, malformed or empty output, ...) returns :func:`fallback_summary` with
+    ``fallback=True`` and the failure recorded, so the middle is never dropped silently.
+    """
+    from ctxledger.compressor.summarizers.fallback import fallback_result
+
+    try:
+        return await summarizer.summarize(request)
+    except SummarizerError as exc:
+        if exc.aborts:
+            raise
+        return fallback_result(
+            request,
+            failure=str(exc),
+            failure_class=exc.failure_class,
+            summarizer=getattr(summarizer, "kind", "unknown"),
+            model=getattr(summarizer, "model", None),
+        )
+
+
+__all__ = [
+    "COOLDOWN_DEFAULT",
+    "COOLDOWN_MALFORMED",
+    "COOLDOWN_NOT_CONFIGURED",
+    "NONE_TEXT",
+    "SECTIONS",
+    "SECTION_HEADINGS",
+    "SECTION_KEYS",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "cooldown_seconds",
+    "parse_sections",
+    "prompt_hash",
+    "render_sections",
+    "summarize_with_fallback",
+]

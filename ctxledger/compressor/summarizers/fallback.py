@@ -1,0 +1,69 @@
+"""The deterministic fallback summary used when a summarizer fails (HERMES_SPEC §3).
+
+The middle is never dropped silently (Hermes #10719, #29559): when the summarizer
+fails with a non-aborting failure, the compaction still goes ahead with this body.
+It opens with a note saying it is a fallback and why, then fills the same template
+headings as every other summarizer — from the dropped turns themselves: the user's
+asks (the latest stated once, #49307), the tool actions with their outcomes, errors,
+file paths and the last turns — within the same token budget.
+"""
+
+from __future__ import annotations
+
+from ctxledger.compressor.markers import prompt_text
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, prompt_hash
+from ctxledger.compressor.summarizers.offline import build_summary
+
+#: how many of the last dropped turns the fallback quotes under In Progress
+FALLBACK_LAST_TURNS = 3
+
+
+def fallback_note(request: SummaryRequest, failure: str | None = None) -> str:
+    """The opening note: this is a fallback, how many messages it stands for, and why."""
+    reason = " ".join((failure or "no summarizer result").split())
+    if len(reason) > 200:
+        reason = reason[:200] + " …"
+    return (
+        prompt_text("summary_fallback.md")
+        .replace("{n_dropped}", str(len(request.turns)))
+        .replace("{reason}", reason)
+    )
+
+
+def fallback_summary(request: SummaryRequest, failure: str | None = None) -> str:
+    """The fallback body for `request`: deterministic, within the budget, template headings."""
+    return build_summary(
+        request, preamble=fallback_note(request, failure), last_turns=FALLBACK_LAST_TURNS
+    )
+
+
+def fallback_result(
+    request: SummaryRequest,
+    *,
+    failure: str,
+    failure_class: str,
+    summarizer: str,
+    model: str | None = None,
+) -> SummaryResult:
+    """A :class:`SummaryResult` carrying the fallback body and the failure it replaces."""
+    text = fallback_summary(request, failure)
+    inputs = {
+        "summarizer": "fallback",
+        "turns": request.turns,
+        "budget_tokens": request.budget_tokens,
+        "previous_summary": request.previous_summary,
+        "focus": request.focus,
+        "failure": failure,
+    }
+    return SummaryResult(
+        text=text,
+        summarizer=summarizer,
+        model=model,
+        prompt_hash=prompt_hash(inputs),
+        fallback=True,
+        failure=failure,
+        failure_class=failure_class,
+    )
+
+
+__all__ = ["FALLBACK_LAST_TURNS", "fallback_note", "fallback_result", "fallback_summary"]

@@ -1,0 +1,286 @@
+"""A summarizer that asks a model over HTTP (httpx): OpenAI-compatible or Anthropic.
+
+Endpoints:
+
+* ``api="openai"``: ``POST {base_url}/chat/completions`` with ``Authorization: Bearer
+  <key>``; ``base_url`` includes the version prefix (``https://api.openai.com/v1``,
+  ``http://127.0.0.1:8000/v1`` for vLLM).
+* ``api="anthropic"``: ``POST {base_url}/v1/messages`` with ``x-api-key`` and
+  ``anthropic-version`` headers; a ``base_url`` that already ends in ``/v1`` gets
+  ``/messages`` only.
+
+Configuration comes from the constructor, else from the environment:
+``CTXLEDGER_SUMMARY_API`` (``openai`` by default), ``CTXLEDGER_SUMMARY_BASE_URL``,
+``CTXLEDGER_SUMMARY_MODEL`` and ``CTXLEDGER_SUMMARY_API_KEY``. Without a base URL, or
+without any model (neither a summary model nor the request's session model), the
+summarizer is *not configured*.
+
+The request is a system message (``prompts/summarizer_preamble.md``) and one user
+message: the first-compaction or update instructions, the previous summary, the
+serialized turns (``compressor.serialize``), the focus instructions and the template.
+``prompt_hash`` is the sha256 of the canonical JSON of the request body.
+
+Failures raise :class:`~ctxledger.errors.SummarizerError` classified as: 401/403 ->
+``auth``; connection errors (including a connect timeout) -> ``network``; other
+timeouts -> ``timeout``; 429 -> ``rate_limit``; 5xx -> ``server``; undecodable JSON,
+missing fields or a connection closed mid-body -> ``malformed``; empty or blank text
+-> ``empty``; any other status -> ``other``. When a separate summary model fails with
+400/404/422 (model not found, unsupported request), the session's model is tried
+once instead.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from ctxledger.compressor.markers import prompt_text, unwrap_summary
+from ctxledger.compressor.serialize import serialize_turns
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, prompt_hash
+from ctxledger.errors import InvalidConfig, InvalidInput, SummarizerError
+from ctxledger.redact import redact
+from ctxledger.usage import CanonicalUsage, normalize_usage
+
+APIS = ("openai", "anthropic")
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_ANTHROPIC_VERSION = "2023-06-01"
+ENV_API = "CTXLEDGER_SUMMARY_API"
+ENV_BASE_URL = "CTXLEDGER_SUMMARY_BASE_URL"
+ENV_MODEL = "CTXLEDGER_SUMMARY_MODEL"
+ENV_API_KEY = "CTXLEDGER_SUMMARY_API_KEY"
+#: statuses after which a separate summary model is swapped for the session's model
+MODEL_RETRY_STATUSES = frozenset({400, 404, 422})
+
+
+def max_output_tokens(budget_tokens: int) -> int:
+    """Room for a summary of `budget_tokens`: a third more than the target, at least 512."""
+    return max(512, math.ceil(budget_tokens * 4 / 3))
+
+
+def build_prompt(request: SummaryRequest) -> tuple[str, str]:
+    """``(system, user)`` texts for `request` (see the module docstring for the layout)."""
+    parts: list[str] = []
+    if request.previous_summary:
+        previous = unwrap_summary(request.previous_summary) or request.previous_summary.strip()
+        parts.append(prompt_text("summary_update.md"))
+        parts.append(f"<previous-summary>\n{redact(previous)}\n</previous-summary>")
+    else:
+        parts.append(prompt_text("summary_first.md"))
+    parts.append(f"<turns>\n{serialize_turns(request.turns)}\n</turns>")
+    if request.focus:
+        parts.append(prompt_text("summary_focus.md").replace("{focus}", request.focus.strip()))
+    parts.append(prompt_text("summary_template.md").replace("{budget_tokens}", str(request.budget_tokens)))
+    return prompt_text("summarizer_preamble.md"), "\n\n".join(parts)
+
+
+def _snippet(response: httpx.Response) -> str:
+    try:
+        text = response.text
+    except (httpx.HTTPError, UnicodeDecodeError):
+        return ""
+    text = " ".join(redact(text).split())
+    return text[:300] + (" …" if len(text) > 300 else "")
+
+
+def _status_error(response: httpx.Response, model: str) -> SummarizerError:
+    status = response.status_code
+    if status in (401, 403):
+        failure_class = "auth"
+    elif status == 429:
+        failure_class = "rate_limit"
+    elif status >= 500:
+        failure_class = "server"
+    else:
+        failure_class = "other"
+    return SummarizerError(
+        f"summary model {model!r} answered HTTP {status}: {_snippet(response)}",
+        failure_class=failure_class,
+        status=status,
+    )
+
+
+def _transport_error(exc: httpx.HTTPError, url: str) -> SummarizerError:
+    if isinstance(exc, httpx.ConnectTimeout):
+        # Never reached the endpoint: the same situation as a refused connection.
+        return SummarizerError(f"cannot connect to {url}: {exc!r}", failure_class="network")
+    if isinstance(exc, httpx.TimeoutException):
+        return SummarizerError(f"summary request to {url} timed out: {exc!r}", failure_class="timeout")
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return SummarizerError(
+            f"connection to {url} closed before the response was complete: {exc}",
+            failure_class="malformed",
+        )
+    return SummarizerError(f"network error talking to {url}: {exc!r}", failure_class="network")
+
+
+def _text_of(api: str, data: Any) -> str:
+    """The reply text of a decoded response body; raises KeyError/TypeError/IndexError."""
+    if api == "anthropic":
+        blocks = data["content"]
+        return "".join(b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "text")
+    content = data["choices"][0]["message"]["content"]
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    if not isinstance(content, str):
+        raise TypeError(f"content is {type(content).__name__}")
+    return content
+
+
+def _usage_of(api: str, data: Mapping[str, Any]) -> CanonicalUsage | None:
+    raw = data.get("usage")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return normalize_usage(raw, "anthropic" if api == "anthropic" else "openai_chat")[1]
+    except InvalidInput:
+        # A provider's odd usage block must not turn a good summary into a failure.
+        return None
+
+
+class LLMSummarizer:
+    """Summaries from an OpenAI-compatible or Anthropic endpoint (see the module docstring)."""
+
+    kind = "llm"
+
+    def __init__(
+        self,
+        *,
+        api: str | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+        client: httpx.AsyncClient | None = None,
+        anthropic_version: str = DEFAULT_ANTHROPIC_VERSION,
+        session_model: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        environ = os.environ if env is None else env
+        self.api = (api or environ.get(ENV_API) or "openai").strip().lower()
+        if self.api not in APIS:
+            raise InvalidConfig(f"summary api must be one of {', '.join(APIS)}, not {self.api!r}")
+        self.base_url = (base_url or environ.get(ENV_BASE_URL) or "").strip().rstrip("/") or None
+        self.model = (model or environ.get(ENV_MODEL) or "").strip() or None
+        self.api_key = api_key if api_key is not None else environ.get(ENV_API_KEY) or None
+        if timeout <= 0:
+            raise InvalidConfig(f"summary timeout must be positive, not {timeout}")
+        self.timeout = timeout
+        self.anthropic_version = anthropic_version
+        #: used when a request does not name the session's model
+        self.session_model = session_model
+        self._transport = transport
+        self._client = client
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        summary_model: str | None = None,
+        session_model: str | None = None,
+        env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> LLMSummarizer:
+        """Configured from ``CTXLEDGER_SUMMARY_*``; `summary_model` (from the compression
+        config) wins over the environment's model."""
+        return cls(model=summary_model, session_model=session_model, env=env, **kwargs)
+
+    @property
+    def url(self) -> str:
+        if self.base_url is None:
+            raise SummarizerError(
+                f"no summarizer endpoint configured: set {ENV_BASE_URL} (and {ENV_MODEL})",
+                failure_class="not_configured",
+            )
+        if self.api == "anthropic":
+            return self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
+        return self.base_url + "/chat/completions"
+
+    def request_body(self, request: SummaryRequest, model: str) -> dict[str, Any]:
+        """The JSON body sent for `request` to `model`."""
+        system, user = build_prompt(request)
+        body: dict[str, Any] = {"model": model, "max_tokens": max_output_tokens(request.budget_tokens)}
+        if self.api == "anthropic":
+            body["system"] = system
+            body["messages"] = [{"role": "user", "content": user}]
+        else:
+            body["messages"] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        body["temperature"] = 0
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        if self.api == "anthropic":
+            headers["anthropic-version"] = self.anthropic_version
+            if self.api_key:
+                headers["x-api-key"] = self.api_key
+        elif self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        url = self.url
+        session_model = request.session_model or self.session_model
+        model = self.model or session_model
+        if not model:
+            raise SummarizerError(
+                f"no summary model: set {ENV_MODEL} or pass the session's model",
+                failure_class="not_configured",
+            )
+        try:
+            return await self._call(url, model, request)
+        except SummarizerError as exc:
+            if (
+                self.model
+                and session_model
+                and session_model != model
+                and exc.status in MODEL_RETRY_STATUSES
+            ):
+                return await self._call(url, session_model, request)
+            raise
+
+    async def _post(self, url: str, content: bytes) -> httpx.Response:
+        if self._client is not None:
+            return await self._client.post(url, content=content, headers=self._headers())
+        async with httpx.AsyncClient(transport=self._transport, timeout=httpx.Timeout(self.timeout)) as client:
+            return await client.post(url, content=content, headers=self._headers())
+
+    async def _call(self, url: str, model: str, request: SummaryRequest) -> SummaryResult:
+        body = self.request_body(request, model)
+        content = msgspec.json.encode(body, order="sorted")
+        try:
+            response = await self._post(url, content)
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, url) from exc
+        if response.status_code >= 300:
+            raise _status_error(response, model)
+        try:
+            data = response.json()
+            text = _text_of(self.api, data)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise SummarizerError(
+                f"summary response from {model!r} is not a valid {self.api} reply: {exc!r}",
+                failure_class="malformed",
+                status=response.status_code,
+            ) from exc
+        unwrapped = unwrap_summary(text)
+        body_text = (unwrapped if unwrapped is not None else text).strip()
+        if not body_text:
+            raise SummarizerError(f"summary model {model!r} returned no text", failure_class="empty")
+        return SummaryResult(
+            text=redact(body_text),
+            summarizer=self.kind,
+            model=model,
+            prompt_hash=prompt_hash(body),
+            usage=_usage_of(self.api, data) if isinstance(data, Mapping) else None,
+        )
+
+
+__all__ = ["APIS", "DEFAULT_TIMEOUT", "LLMSummarizer", "build_prompt", "max_output_tokens"]

@@ -1,0 +1,601 @@
+"""The embedded default summarizer: deterministic, no network, same template as the LLM.
+
+It reads the middle turns (redacted first) and fills every section of the handoff
+structure (``base.SECTIONS``) from what it can see: the latest user ask verbatim
+(Active Task), the first ask (Goal), one numbered line per tool call with its outcome
+(Completed Actions), unresolved errors verbatim (Blocked), files touched, decisions,
+answered and unanswered questions, and — in whatever room is left — the salient
+facts of ``ctxledger.facts`` that the sections did not already state (Critical
+Context).
+
+The summary never exceeds ``budget_tokens`` (exact ``ctxledger.tokens.count_text``):
+candidate lines are ranked, the cheap high-value ones are taken first, and lines are
+dropped — never headings — until the exact count fits. Because it is judged by how
+many facts of the middle it keeps, low-value prose goes first and facts are packed
+densely.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxledger.compressor.markers import is_summary_message, unwrap_summary
+from ctxledger.compressor.summarizers.base import (
+    SECTION_KEYS,
+    SummaryRequest,
+    SummaryResult,
+    parse_sections,
+    prompt_hash,
+    render_sections,
+)
+from ctxledger.facts import (
+    Fact,
+    error_lines,
+    exit_code,
+    extract_facts,
+    find_paths,
+    normalize,
+    retention,
+)
+from ctxledger.messages import content_text
+from ctxledger.redact import redact, redact_message
+from ctxledger.tokens import count_text
+
+RECENT_ACTIONS = 3  # always ranked with the important sections
+DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
+_MAX_LISTED = 25  # files per Relevant Files line (the most recent ones)
+ASK_SHARE = 0.35  # at most this share of the budget for the verbatim Active Task
+STRUCTURE_SHARE = 0.45  # ranked section lines may fill this share before facts are packed
+FOCUS_SHARE = 0.65  # HERMES_SPEC §3: the focus topic gets ~60–70 % of the budget
+
+_TERMINAL = frozenset({"terminal", "bash", "shell", "sh", "run", "exec", "execute", "run_command",
+                       "run_shell_command", "execute_command", "execute_bash", "cmd", "command"})
+_VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("write", "create", "save", "new_file"), "WROTE"),
+    (("edit", "patch", "replace", "modify", "update", "insert", "apply"), "EDITED"),
+    (("read", "view", "open", "cat", "show", "get_file", "load"), "READ"),
+    (("search", "grep", "find", "glob", "list", "ls", "query", "lookup"), "SEARCHED"),
+    (("delete", "remove", "rm", "cancel"), "REMOVED"),
+    (("fetch", "http", "browse", "web", "url", "download"), "FETCHED"),
+)
+_PATH_KEYS = ("path", "file_path", "filepath", "file", "filename", "target_file", "target", "dir",
+              "directory")
+_CD = re.compile(r"(?:^|&&|;|\|\|)\s*cd\s+([^\s;&|]+)")
+_BRANCH = re.compile(r"git (?:checkout -b|switch -c|checkout|switch)\s+([\w./\-]+)|On branch ([\w./\-]+)")
+_WRITES = re.compile(r"(?:cat|tee|echo[^>\n]*|printf[^>\n]*)\s*>{1,2}\s*([^\s;&|<>]+)|sed -i\S*\s+(?:'[^']*'|\"[^\"]*\"|\S+)\s+([^\s;&|]+)")
+_BACKGROUND = re.compile(r"(?:&\s*$|\bnohup\b|\brunserver\b|\buvicorn\b|\bnpm (?:run )?(?:start|dev)\b|\bserve\b)")
+_TEST_STATUS = re.compile(
+    r"(?m)^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?)(?:, )?)+)(?: in [\d.]+s)?\s*=*\s*$"
+    r"|^(Ran \d+ tests? in [\d.]+s)\s*$|^(OK(?: \([^)]*\))?|FAILED \((?:failures|errors)=[^)]*\))\s*$"
+)
+# a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)
+_SENTENCE = re.compile(r"(?:[^.!?;\n]|[.!?;](?=[^\s]))+[.!?;]?")
+_DECISION = re.compile(r"\b(?:because|decided|decide to|instead|will use|I'll use|chose|opted|rather than|so that|the fix is|the issue is|root cause)\b", re.I)
+_CONSTRAINT = re.compile(r"\b(?:don't|do not|never|always|must|should|prefer|only|without|make sure|avoid|keep|no more than|at most|at least)\b", re.I)
+_PLAN = re.compile(r"\b(?:next|then I'll|then I will|remaining|still need|need to|todo|let me|I'll now|I will now)\b", re.I)
+_QUESTION_START = re.compile(r"^\s*(?:can|could|would|will|should|is|are|do|does|did|what|why|how|when|where|which|who)\b", re.I)
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cap(text: str, limit: int) -> str:
+    text = _collapse(text)
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", int(limit * 0.6), limit)
+    return text[: cut if cut > 0 else limit].rstrip(" ,;:") + " …"
+
+
+def _sentences(text: str, pattern: re.Pattern[str], limit: int) -> list[str]:
+    return [_cap(s, limit) for s in (m.group(0).strip() for m in _SENTENCE.finditer(text))
+            if len(s) > 12 and pattern.search(s)]
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+@dataclass
+class _Action:
+    index: int
+    tool: str
+    verb: str
+    target: str
+    outcome: str
+    failed: bool
+    errors: list[str]
+    command: str = ""
+    path: str = ""
+
+
+@dataclass
+class _Analysis:
+    asks: list[tuple[int, str]] = field(default_factory=list)
+    actions: list[_Action] = field(default_factory=list)
+    assistant_texts: list[tuple[int, str]] = field(default_factory=list)
+    results: dict[str, str] = field(default_factory=dict)
+    last_text: str = ""
+
+
+def _arguments(call: Mapping[str, Any]) -> tuple[str, dict[str, Any], str]:
+    import json
+
+    fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+    assert isinstance(fn, Mapping)
+    raw = fn.get("arguments")
+    raw_text = raw if isinstance(raw, str) else ""
+    try:
+        parsed = json.loads(raw_text) if raw_text else {}
+    except ValueError:
+        parsed = {"": raw_text}
+    return str(fn.get("name") or "?"), parsed if isinstance(parsed, dict) else {"": parsed}, raw_text
+
+
+def _verb(tool: str) -> str:
+    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", tool).lower()))
+    for names, verb in _VERBS:
+        if words.intersection(names):
+            return verb
+    return "CALLED"
+
+
+def _result_body(text: str) -> str:
+    return re.sub(r"<returncode>\s*-?\d+\s*</returncode>|</?(?:returncode|output)>", " ", text).strip()
+
+
+def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
+    """``(outcome text, failed, error lines)`` of one tool result."""
+    if result is None:
+        return "no result yet", False, []
+    code = exit_code(result)
+    # Bare exception names are often just text a command printed; lines carry a message.
+    errors = [e for e in error_lines(result) if " " in e and not e.startswith("exit code ")]
+    failed = bool(code) if code is not None else bool(errors)
+    parts: list[str] = [f"exit {code}"] if code is not None else []
+    body = _collapse(_result_body(result))
+    if errors and failed:
+        parts.append(errors[-1])
+    elif len(body) <= max(60, limit // 2):
+        parts.append(body or "no output")
+    elif not limit:
+        parts.append(f"{_result_body(result).count(chr(10)) + 1} lines of output")
+    else:
+        lines_out = _result_body(result).count("\n") + 1
+        parts.append(f"{lines_out} lines: {_cap(body, limit)}" if lines_out > 1 else _cap(body, limit))
+    return "; ".join(parts), failed, errors if failed else []
+
+
+def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int) -> _Action:
+    tool, args, raw = _arguments(call)
+    command = next((str(args[k]) for k in ("command", "cmd", "script") if isinstance(args.get(k), str)), "")
+    if not command and tool.lower() in _TERMINAL:
+        command = raw
+    path = next((str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)), "")
+    if command:
+        first = next((ln for ln in command.splitlines() if ln.strip()), "")
+        verb, target = "RAN", f"`{_cap(first, 200)}`"
+    elif path:
+        extra = [f"{k}={_cap(str(v), 40)}" for k, v in args.items() if k not in _PATH_KEYS and isinstance(v, str | int)][:2]
+        verb, target = _verb(tool), " ".join([path, *extra])
+    else:
+        pairs = [f"{k}={_cap(str(v), 60)}" for k, v in args.items()][:3]
+        verb, target = _verb(tool), f"{tool}({', '.join(pairs)})"
+    outcome, failed, errors = _outcome(result, detail)
+    return _Action(index, tool, verb, target, outcome, failed, errors, command=command, path=path)
+
+
+def _analyse(turns: Sequence[Mapping[str, Any]], detail: int) -> _Analysis:
+    found = _Analysis()
+    calls: list[tuple[int, Mapping[str, Any]]] = []
+    results: list[str | None] = []
+    open_calls: dict[str, int] = {}  # call id -> position in `calls` (ids can repeat in logs)
+    for index, message in enumerate(turns):
+        role, text = message.get("role"), content_text(message).strip()
+        if role == "user" and text and not is_summary_message(message):
+            found.asks.append((index, text))
+        elif role == "assistant":
+            if text:
+                found.assistant_texts.append((index, text))
+                found.last_text = text
+            for call in message.get("tool_calls") or ():
+                if isinstance(call, Mapping):
+                    open_calls[str(call.get("id"))] = len(calls)
+                    calls.append((index, call))
+                    results.append(None)
+        elif role == "tool":
+            position = open_calls.pop(str(message.get("tool_call_id")), None)
+            if position is not None:
+                results[position] = content_text(message)
+    found.results = {str(i): r for i, r in enumerate(results) if r is not None}
+    recent = len(calls) - DETAILED_ACTIONS
+    found.actions = [
+        _action(index, call, result, detail if position >= recent else 0)
+        for position, ((index, call), result) in enumerate(zip(calls, results, strict=True))
+    ]
+    return found
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclass(order=True)
+class _Line:
+    """A candidate line of one section; lower ``rank`` is taken first."""
+
+    rank: float
+    order: int
+    section: str = field(compare=False)
+    text: str = field(compare=False)
+    number: int | None = field(default=None, compare=False)
+    tokens: int = field(default=0, compare=False)
+    focus: bool = field(default=False, compare=False)
+
+
+class _Candidates:
+    def __init__(self, focus: str | None) -> None:
+        self.lines: list[_Line] = []
+        words = [w for w in re.findall(r"\w{3,}", (focus or "").casefold())]
+        self.focus_phrase = normalize(focus or "")
+        self.focus_words = words
+        self._order = 0
+
+    def is_focus(self, text: str) -> bool:
+        if not self.focus_phrase:
+            return False
+        lowered = normalize(text)
+        if self.focus_phrase in lowered:
+            return True
+        hits = sum(1 for w in self.focus_words if w in lowered)
+        return bool(self.focus_words) and hits * 2 >= len(self.focus_words)
+
+    def add(self, section: str, rank: float, text: str, number: int | None = None) -> None:
+        self._order += 1
+        focus = self.is_focus(text)
+        self.lines.append(_Line(rank - 10 if focus else rank, self._order, section, text, number,
+                                count_text(text) + 1, focus))
+
+
+def _question(text: str) -> bool:
+    return "?" in text or bool(_QUESTION_START.match(text))
+
+
+def _answered_after(index: int, analysis: _Analysis) -> str | None:
+    """The first assistant text reply after message `index`, if there is one."""
+    return next((t for i, t in analysis.assistant_texts if i > index), None)
+
+
+def _ask_lines(analysis: _Analysis, c: _Candidates) -> None:
+    """Goal (first ask), questions (pending / resolved), constraints, other asks.
+
+    The latest ask is the Active Task and appears nowhere else, so it is stated once.
+    """
+    asks = analysis.asks
+    if not asks:
+        return
+    if len(asks) == 1:
+        c.add("goal", 1, "- Same as the Active Task.")
+    else:
+        c.add("goal", 1, f"- First request in these turns: \"{_cap(asks[0][1], 400)}\"")
+    for index, text in asks[1:-1]:
+        if _question(text):
+            reply = _answered_after(index, analysis)
+            if reply is None:
+                c.add("pending", 3.5, f"- \"{_cap(text, 300)}\"")
+            else:
+                c.add("resolved", 6.5, f"- Q: \"{_cap(text, 300)}\" A: {_cap(reply, 160)}")
+        else:
+            c.add("goal", 8, f"- User said: \"{_cap(text, 300)}\"")
+    for _, text in asks[:-1]:
+        for sentence in _sentences(text, _CONSTRAINT, 200):
+            if sentence != _collapse(text):  # a one-sentence ask is already quoted whole
+                c.add("constraints", 4, f"- {sentence}")
+
+
+def _action_lines(analysis: _Analysis, c: _Candidates, first_number: int) -> None:
+    """Completed Actions (numbered), Blocked (errors not followed by a success)."""
+    total = max(1, len(analysis.actions))
+    succeeded_later: set[str] = set()
+    blocked: set[str] = set()
+    for position in range(len(analysis.actions) - 1, -1, -1):
+        action = analysis.actions[position]
+        number = first_number + position
+        age = (total - 1 - position) / total  # 0 for the newest action, ~1 for the oldest
+        line = f"{number}. {action.verb} {action.target} — {action.outcome} [tool: {action.tool}]"
+        # the newest few actions compete with the other sections, older ones for what is left
+        rank = 3.8 if position >= total - RECENT_ACTIONS else (5.0 if action.failed else 5.5) + 3 * age
+        c.add("completed", rank, line, number)
+        key = action.target
+        if action.failed and key not in succeeded_later:
+            for error in action.errors[-3:]:
+                if error not in blocked:
+                    blocked.add(error)
+                    c.add("blocked", 3 + age, f"- {error} (from {_cap(action.target, 60)})")
+        elif not action.failed:
+            succeeded_later.add(key)
+
+
+def _state_lines(analysis: _Analysis, c: _Candidates) -> list[str]:
+    """Active State lines, Relevant Files lines; returns the state keys produced."""
+    cwd = branch = tests = ""
+    modified: dict[str, None] = {}
+    read: dict[str, None] = {}
+    running: list[str] = []
+    for action in analysis.actions:
+        for match in _CD.finditer(action.command):
+            cwd = match.group(1)
+        for match in _BRANCH.finditer(action.command):
+            branch = match.group(1) or match.group(2)
+        for match in _WRITES.finditer(action.command):
+            target = match.group(1) or match.group(2)
+            if target and not target.startswith(("/dev/", "&")):
+                modified[target] = None
+        if action.path:
+            (modified if action.verb in ("WROTE", "EDITED") else read)[action.path] = None
+        for path in find_paths(action.command):
+            read.setdefault(path, None)
+        if action.command and _BACKGROUND.search(action.command):
+            running.append(_cap(action.command, 120))
+    for result in analysis.results.values():
+        for match in _TEST_STATUS.finditer(result):
+            tests = next(g for g in match.groups() if g)
+        branch = next((m.group(2) for m in _BRANCH.finditer(result) if m.group(2)), branch)
+    keys: list[str] = []
+    for key, value in (("cwd", cwd), ("branch", branch), ("tests", tests)):
+        if value:
+            keys.append(key)
+            c.add("active_state", 4.5, f"- {key}: {value}")
+    if modified:
+        keys.append("modified")
+        c.add("active_state", 4.6, f"- modified: {' · '.join(list(modified)[-_MAX_LISTED:])}")
+        c.add("files", 4.7, f"- modified: {' · '.join(list(modified)[-_MAX_LISTED:])}")
+    for command in running[-3:]:
+        c.add("active_state", 5, f"- started (may still run): `{command}`")
+    fresh = [p for p in read if p not in modified]
+    if fresh:
+        c.add("files", 4.8, f"- read or searched: {' · '.join(fresh[-_MAX_LISTED:])}")
+    return keys
+
+
+def _text_lines(analysis: _Analysis, c: _Candidates) -> None:
+    """Key Decisions, In Progress, Remaining Work from the assistant's own words."""
+    texts = analysis.assistant_texts
+    for position, (_, text) in enumerate(texts):
+        age = (len(texts) - 1 - position) / max(1, len(texts))
+        for sentence in _sentences(text, _DECISION, 220):
+            if len(sentence) > 30 and not sentence.endswith(":"):
+                c.add("decisions", 6 + age, f"- {sentence}")
+    for _, text in texts[-3:]:
+        for sentence in _sentences(text, _PLAN, 200)[-2:]:
+            c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
+    if analysis.last_text:
+        c.add("in_progress", 2, f"- Last assistant message: {_cap(analysis.last_text, 300)}")
+    pending = [a for a in analysis.actions if a.outcome == "no result yet"]
+    for action in pending[-2:]:
+        c.add("in_progress", 2, f"- Waiting for the result of {action.verb} {_cap(action.target, 160)}")
+
+
+def _previous_lines(previous: str, analysis: _Analysis, c: _Candidates, state_keys: list[str]) -> int:
+    """Merge an earlier summary's items; returns the next Completed Actions number."""
+    body = unwrap_summary(previous)
+    sections = parse_sections(redact(body if body is not None else previous))
+    next_number = 1
+    for line in sections.get("completed", []):
+        match = re.match(r"\s*(\d+)[.)]", line)
+        number = int(match.group(1)) if match else None
+        if number is not None:
+            next_number = max(next_number, number + 1)
+        c.add("completed", 6, line, number)
+    replies = " ".join(t for _, t in analysis.assistant_texts).casefold()
+    for line in sections.get("pending", []):
+        words = re.findall(r"\w{4,}", line.casefold())
+        answered = bool(words) and sum(w in replies for w in words) * 2 >= len(words)
+        c.add("resolved" if answered else "pending", 4 if not answered else 6.5, line)
+    if analysis.asks:
+        for line in sections.get("active_task", []):
+            c.add("goal", 4.5, f"- Earlier task: {line.strip().removeprefix('- ')}")
+    for key in ("goal", "constraints", "decisions", "resolved", "files", "remaining", "blocked"):
+        for line in sections.get(key, []):
+            c.add(key, 4.5 if key in ("goal", "constraints") else 6.5, line)
+    for line in sections.get("active_state", []):
+        if line.strip().removeprefix("- ").split(":", 1)[0] not in state_keys:
+            c.add("active_state", 5.5, line)
+    if not analysis.actions and not analysis.assistant_texts:
+        for line in sections.get("in_progress", []):
+            c.add("in_progress", 2, line)
+    for line in sections.get("critical", []):
+        c.add("critical", 7, line)
+    return next_number
+
+
+def _active_task(analysis: _Analysis, previous: str | None, budget: int) -> list[str]:
+    if analysis.asks:
+        text = analysis.asks[-1][1].strip()
+        limit_chars = max(200, int(budget * ASK_SHARE) * 3)
+        if len(text) > limit_chars:
+            # Verbatim unless the ask alone would crowd out the rest of the summary.
+            omitted = len(text) - limit_chars
+            text = f"{text[: limit_chars * 2 // 3]} [… {omitted:,} chars omitted …] {text[-limit_chars // 3:]}"
+        return [f"User asked: \"{text}\""]
+    if previous:
+        body = unwrap_summary(previous)
+        lines = parse_sections(redact(body if body is not None else previous)).get("active_task", [])
+        if lines:
+            return lines
+    return []
+
+
+# --------------------------------------------------------------------------- packing
+
+# Facts are packed cheapest first (more facts per token), errors and then commands and
+# paths counted as cheaper than they are, recent ones slightly ahead of old ones.
+_KIND_FACTOR = {"error": 0.5, "command": 0.8, "path": 0.8, "identifier": 1.0, "url": 1.0,
+                "number": 1.0, "quoted": 1.2, "ask": 1.0}
+_KIND_LABEL = {"error": "errors", "command": "commands", "path": "paths", "url": "urls",
+               "identifier": "identifiers", "number": "numbers", "quoted": "values", "ask": "asks"}
+
+
+def _fact_text(fact: Fact) -> str:
+    return f"`{fact.value}`" if fact.kind == "command" else fact.value
+
+
+class _Packer:
+    """Chooses lines and facts under the budget; the exact count has the last word."""
+
+    def __init__(self, required: dict[str, list[str]], preamble: str, budget: int, first_number: int) -> None:
+        self.required = required
+        self.first_number = first_number
+        self.preamble = preamble
+        self.budget = budget
+        self.chosen: list[_Line] = []
+        self.facts: dict[str, list[str]] = {}
+        self.log: list[tuple[str, Any]] = []  # additions in order, undone from the end
+        self.seen: set[str] = set()
+        self.used = count_text(self.render())
+
+    def render(self) -> str:
+        sections: dict[str, list[str]] = {k: list(v) for k, v in self.required.items()}
+        completed = sorted((ln for ln in self.chosen if ln.section == "completed"),
+                           key=lambda ln: (ln.number if ln.number is not None else -1, ln.order))
+        others = sorted((ln for ln in self.chosen if ln.section != "completed"), key=lambda ln: ln.order)
+        previous: int | None = self.first_number - 1
+        for line in completed:
+            if line.number is not None and previous is not None and line.number > previous + 1:
+                sections.setdefault("completed", []).append(
+                    f"({previous + 1}–{line.number - 1}: omitted for length; see Critical Context)"
+                )
+            sections.setdefault("completed", []).append(line.text)
+            previous = line.number if line.number is not None else previous
+        for line in others:
+            sections.setdefault(line.section, []).append(line.text)
+        for kind, values in self.facts.items():
+            sections.setdefault("critical", []).append(f"- {_KIND_LABEL[kind]}: {' · '.join(values)}")
+        return render_sections(sections, self.preamble)
+
+    def fits(self, tokens: int) -> bool:
+        return self.used + tokens <= self.budget
+
+    def take_line(self, line: _Line) -> bool:
+        key = normalize(line.text)
+        if key in self.seen or not self.fits(line.tokens):
+            return False
+        self.seen.add(key)
+        self.chosen.append(line)
+        self.log.append(("line", line))
+        self.used += line.tokens
+        return True
+
+    def take_fact(self, fact: Fact) -> bool:
+        new_kind = fact.kind not in self.facts
+        cost = count_text(_fact_text(fact)) + 1 + (4 if new_kind else 0)
+        if not self.fits(cost):
+            return False
+        self.facts.setdefault(fact.kind, []).append(_fact_text(fact))
+        self.log.append(("fact", fact.kind))
+        self.used += cost
+        return True
+
+    def finish(self) -> str:
+        """The rendered text, dropping the latest additions until the exact count fits."""
+        text = self.render()
+        while count_text(text) > self.budget and self.log:
+            kind, item = self.log.pop()
+            if kind == "line":
+                self.chosen.remove(item)
+            else:
+                self.facts[item].pop()
+                if not self.facts[item]:
+                    del self.facts[item]
+            text = self.render()
+        return text
+
+
+def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> list[Fact]:
+    def key(fact: Fact) -> tuple[int, float]:
+        recency = fact.message_index / max(1, total_messages)
+        cost = count_text(_fact_text(fact)) * _KIND_FACTOR[fact.kind]
+        return (0 if c.is_focus(fact.value) else 1, cost - 3 * recency)
+
+    return sorted(facts, key=key)
+
+
+def _pack(required: dict[str, list[str]], preamble: str, c: _Candidates, facts: Sequence[Fact],
+          budget: int, total_messages: int) -> str:
+    numbers = [ln.number for ln in c.lines if ln.section == "completed" and ln.number is not None]
+    packer = _Packer(required, preamble, budget, min(numbers, default=1))
+    structure_cap = packer.used + int(budget * STRUCTURE_SHARE)
+    focus_cap = packer.used + int(budget * FOCUS_SHARE)
+    deferred: list[_Line] = []
+    for line in sorted(c.lines):
+        # focus lines may fill the focus share; ordinary low-rank lines the structure share
+        capped = line.focus or line.rank >= 5
+        cap = focus_cap if line.focus else structure_cap
+        if capped and packer.used + line.tokens > cap:
+            deferred.append(line)
+        else:
+            packer.take_line(line)
+    _, lost = retention(facts, packer.render())
+    for fact in _fact_order(lost, total_messages, c):
+        packer.take_fact(fact)
+    for line in deferred:
+        packer.take_line(line)
+    return packer.finish()
+
+
+# --------------------------------------------------------------------------- summarizer
+
+
+def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: int = 0) -> str:
+    """The offline handoff text for `request` (also used by the fallback summary)."""
+    turns = [redact_message(m) for m in request.turns]
+    budget = max(request.budget_tokens, MIN_BUDGET_TOKENS)
+    c = _Candidates(request.focus)
+    analysis = _analyse(turns, detail=160)
+    state_keys = _state_lines(analysis, c)
+    first_number = 1
+    if request.previous_summary:
+        first_number = _previous_lines(request.previous_summary, analysis, c, state_keys)
+    _ask_lines(analysis, c)
+    _action_lines(analysis, c, first_number)
+    _text_lines(analysis, c)
+    for message in turns[len(turns) - last_turns:] if last_turns else ():
+        text = content_text(message) or " ".join(
+            f"{_arguments(call)[0]}({_cap(_arguments(call)[2], 120)})" for call in message.get("tool_calls") or ())
+        if text.strip() and message.get("role") != "user":
+            c.add("in_progress", 2.5, f"- Last turn ({message.get('role')}): {_cap(text, 240)}")
+    required: dict[str, list[str]] = {key: [] for key in SECTION_KEYS}
+    required["active_task"] = _active_task(analysis, request.previous_summary, budget)
+    facts = [f for f in extract_facts(turns) if f.kind != "ask"]
+    return _pack(required, preamble, c, facts, budget, len(turns))
+
+
+#: below this many tokens the bare structure (headings + a short Active Task) cannot fit;
+#: smaller budgets are raised to it
+MIN_BUDGET_TOKENS = 256
+
+
+class OfflineSummarizer:
+    """Deterministic extractive summarizer; never calls a model, never fails on valid input."""
+
+    kind = "offline"
+    model: str | None = None
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        text = build_summary(request)
+        inputs = {
+            "summarizer": self.kind,
+            "turns": request.turns,
+            "budget_tokens": request.budget_tokens,
+            "previous_summary": request.previous_summary,
+            "focus": request.focus,
+        }
+        return SummaryResult(text=text, summarizer=self.kind, prompt_hash=prompt_hash(inputs))
+
+
+def summarize_offline(request: SummaryRequest) -> str:
+    """Synchronous access to the offline summary text (for the CLI and benchmarks)."""
+    return build_summary(request)
+

@@ -1,0 +1,72 @@
+"""Replay: a summarizer that answers with recorded summaries and never calls a model.
+
+Records are looked up, in order, by ``request.context["compaction_id"]``,
+``request.context["summary_key"]`` and :func:`request_key` (a hash of the request's
+inputs). A record is either a text or a full :class:`SummaryResult` (returned as is,
+so a replay reproduces the recorded summarizer kind, model and prompt hash). Asking
+for something that was never recorded is a ``SummarizerError`` of class ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, prompt_hash
+from ctxledger.errors import SummarizerError
+
+Record = str | SummaryResult
+_CONTEXT_KEYS = ("compaction_id", "summary_key")
+
+
+def request_key(request: SummaryRequest) -> str:
+    """sha256 of the request's summarization inputs (not its context or session model)."""
+    return prompt_hash(
+        {
+            "turns": request.turns,
+            "budget_tokens": request.budget_tokens,
+            "previous_summary": request.previous_summary,
+            "focus": request.focus,
+        }
+    )
+
+
+class RecordedSummarizer:
+    """Returns recorded summaries: one for every request, or one per key."""
+
+    kind = "recorded"
+    model: str | None = None
+
+    def __init__(self, records: Mapping[str, Record] | Record) -> None:
+        if isinstance(records, str | SummaryResult):
+            self._single: Record | None = records
+            self._records: dict[str, Record] = {}
+        else:
+            self._single = None
+            self._records = dict(records)
+
+    def _lookup(self, request: SummaryRequest) -> tuple[Record, str] | None:
+        if self._single is not None:
+            return self._single, "*"
+        context = request.context or {}
+        keys = [str(context[k]) for k in _CONTEXT_KEYS if context.get(k) is not None]
+        keys.append(request_key(request))
+        for key in keys:
+            if key in self._records:
+                return self._records[key], key
+        return None
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        found = self._lookup(request)
+        if found is None:
+            raise SummarizerError(
+                "no recorded summary for this request (looked up by compaction_id, summary_key "
+                f"and request key {request_key(request)[:12]}…); record one or use another summarizer",
+                failure_class="other",
+            )
+        record, _ = found
+        if isinstance(record, SummaryResult):
+            return record
+        return SummaryResult(text=record, summarizer=self.kind, prompt_hash=request_key(request))
+
+
+__all__ = ["RecordedSummarizer", "request_key"]

@@ -1,0 +1,194 @@
+"""Importer and batch-trajectory benchmarks.
+
+Prints one JSON object per line: {"bench", "value", "unit", "target", "ok", ...}.
+
+* ``import_openai_jsonl``: parse rate of a generated OpenAI JSONL file (one message
+  per line, a third of them tool calls / tool results), messages per second, best of
+  ``--repeat`` runs. Target: at least 50,000 messages/s.
+* ``trajectories_compress``: wall time of ``compress_file`` over generated ShareGPT
+  trajectories with the offline summarizer (default 1,000 trajectories of ~12k-30k
+  tokens; most need compressing to the 15,250-token default). Target: at most 30 s.
+  ``cpu_seconds`` and ``load_average`` are printed too: on a shared machine the wall
+  time follows the load, the CPU time much less.
+
+Run alone (``python bench/import_bench.py``) or import the ``bench_*`` functions.
+Every file lives in a temporary directory; nothing is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.importers.openai import parse_openai
+from ctxledger.trajectories import TrajectoryConfig, compress_file_sync
+
+Result = dict[str, Any]
+
+_WORDS = [
+    "the",
+    "context",
+    "window",
+    "compression",
+    "summary",
+    "tool",
+    "result",
+    "assistant",
+    "user",
+    "session",
+    "token",
+    "budget",
+    "handoff",
+    "protected",
+    "head",
+    "tail",
+    "middle",
+    "prune",
+    "replay",
+    "ledger",
+    "event",
+    "stream",
+    "version",
+    "hash",
+    "chain",
+    "file",
+    "path",
+    "error",
+    "retry",
+    "test",
+    "passed",
+    "failed",
+    "function",
+    "call",
+    "arguments",
+    "json",
+    "value",
+    "src",
+    "main",
+    "build",
+    "import",
+    "module",
+]
+
+
+def _text(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choices(_WORDS, k=rng.randint(low, high)))
+
+
+def openai_jsonl(n: int, seed: int = 11) -> str:
+    """`n` OpenAI messages, one per line: user, assistant with a tool call, tool result, ..."""
+    rng = random.Random(seed)
+    lines = [json.dumps({"role": "system", "content": "You are a coding agent."})]
+    for i in range(n - 1):
+        kind = i % 3
+        if kind == 0:
+            msg: dict[str, Any] = {"role": "user", "content": _text(rng, 5, 40)}
+        elif kind == 1:
+            args = json.dumps({"path": f"src/mod_{i}.py", "line": i})
+            call = {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": args},
+            }
+            msg = {"role": "assistant", "content": _text(rng, 0, 20) or None, "tool_calls": [call]}
+        else:
+            msg = {"role": "tool", "tool_call_id": f"call_{i - 1}", "content": _text(rng, 20, 120)}
+        lines.append(json.dumps(msg))
+    return "\n".join(lines) + "\n"
+
+
+def trajectory(rng: random.Random, index: int) -> dict[str, Any]:
+    """A Hermes-style ShareGPT trajectory: system, task, then gpt tool calls and tool responses."""
+    turns = [
+        {"from": "system", "value": "You are a function-calling agent. " + _text(rng, 200, 400)},
+        {"from": "human", "value": "Fix the failing test in src/app.py. " + _text(rng, 10, 40)},
+    ]
+    for i in range(rng.randint(30, 60)):
+        call = json.dumps(
+            {"name": "terminal", "arguments": {"command": f"pytest tests/test_{i}.py -q"}}
+        )
+        turns.append(
+            {"from": "gpt", "value": f"{_text(rng, 5, 30)}\n<tool_call>\n{call}\n</tool_call>"}
+        )
+        body = json.dumps(
+            {
+                "tool_call_id": f"call_{index}_{i}",
+                "name": "terminal",
+                "content": _text(rng, 80, 600),
+            }
+        )
+        turns.append({"from": "tool", "value": f"<tool_response>\n{body}\n</tool_response>"})
+    turns.append({"from": "gpt", "value": "The test passes now. " + _text(rng, 10, 30)})
+    return {"id": f"traj-{index}", "conversations": turns}
+
+
+def bench_import_openai(messages: int = 100_000, repeat: int = 3) -> Result:
+    text = openai_jsonl(messages)
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        sessions = parse_openai(text, path="bench.jsonl")
+        best = min(best, time.perf_counter() - started)
+    parsed = sum(len(s.messages) for s in sessions) + 1  # + the system prompt
+    rate = parsed / best
+    return {
+        "bench": "import_openai_jsonl",
+        "value": round(rate),
+        "unit": "messages/s",
+        "target": 50_000,
+        "ok": rate >= 50_000,
+        "messages": parsed,
+        "seconds": round(best, 3),
+    }
+
+
+def bench_trajectories(count: int = 1000, concurrency: int = 16) -> Result:
+    rng = random.Random(5)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
+        src.write_text("".join(json.dumps(trajectory(rng, i)) + "\n" for i in range(count)))
+        config = TrajectoryConfig(concurrency=concurrency)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        report = compress_file_sync(src, out, config, OfflineSummarizer(), progress=False)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return {
+        "bench": "trajectories_compress",
+        "value": round(seconds, 2),
+        "unit": "s",
+        "target": 30.0,
+        "ok": seconds <= 30.0,
+        "trajectories": count,
+        "cpu_seconds": round(cpu, 2),
+        "load_average": round(os.getloadavg()[0], 2),
+        "compressed": report.compressed,
+        "skipped_under_target": report.skipped_under_target,
+        "still_over_limit": report.still_over_limit,
+        "tokens_before": report.tokens_before,
+        "tokens_after": report.tokens_after,
+        "ratio": report.ratio,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--trajectories", type=int, default=1000)
+    args = parser.parse_args(argv)
+    print(json.dumps(bench_import_openai(args.messages, args.repeat)), flush=True)
+    print(json.dumps(bench_trajectories(args.trajectories)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Format detection and the importer registry.
+
+``detect_format`` looks at a file (or at text already read, e.g. from stdin) and
+names its format; ``load`` / ``load_text`` run the matching parser. Detection reads
+the SQLite header for Hermes's ``state.db`` and otherwise the first records of the
+JSON / JSONL text: Codex rollouts by their record wrappers, Claude Code logs by
+``uuid`` / ``parentUuid`` records, ShareGPT by ``conversations`` / ``from`` +
+``value``, Anthropic by its content blocks (``tool_use``, ``tool_result``,
+``thinking``) or a top-level ``system`` next to ``messages``; everything else that is
+chat-shaped is OpenAI. Plain user/assistant string conversations read the same in
+both, so OpenAI is the right default there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import ImportFormatError
+from ctxledger.importers.anthropic import parse_anthropic
+from ctxledger.importers.claude_code import parse_claude_code
+from ctxledger.importers.codex import parse_codex
+from ctxledger.importers.hermes_db import parse_hermes_db
+from ctxledger.importers.model import ImportedSession
+from ctxledger.importers.openai import parse_openai
+from ctxledger.importers.sharegpt import parse_sharegpt
+
+Importer = Callable[..., list[ImportedSession]]
+
+#: format name -> parser. Text formats take ``(text, *, path=None)``; those in
+#: ``PATH_FORMATS`` take the file path instead.
+IMPORTERS: dict[str, Importer] = {
+    "openai": parse_openai,
+    "anthropic": parse_anthropic,
+    "hermes_db": parse_hermes_db,
+    "claude_code": parse_claude_code,
+    "codex": parse_codex,
+    "sharegpt": parse_sharegpt,
+}
+PATH_FORMATS = frozenset({"hermes_db"})
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_CODEX_WRAPPERS = frozenset(
+    {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
+)
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+_SAMPLE_LINES = 50
+
+
+def _records(text: str) -> list[Any]:
+    """The document (as a one-element list or its elements), or the first JSONL records."""
+    try:
+        doc = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        out: list[Any] = []
+        for line in text.split("\n"):
+            if len(out) >= _SAMPLE_LINES:
+                break
+            if line.strip():
+                try:
+                    out.append(msgspec.json.decode(line))
+                except msgspec.DecodeError:
+                    break
+        return out
+    return doc if isinstance(doc, list) else [doc]
+
+
+def _messages_of(records: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
+    for rec in records:
+        if not isinstance(rec, Mapping):
+            continue
+        if isinstance(rec.get("messages"), list):
+            yield from (m for m in rec["messages"] if isinstance(m, Mapping))
+        elif "role" in rec:
+            yield rec
+
+
+def _looks_anthropic(records: list[Any]) -> bool:
+    for m in _messages_of(records):
+        if m.get("role") in ("tool", "system", "developer") or "tool_calls" in m:
+            return False
+        content = m.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
+        ):
+            return True
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "image" and "source" in b for b in content
+        ):
+            return True
+    return any(isinstance(r, Mapping) and "messages" in r and "system" in r for r in records)
+
+
+def _detect_records(records: list[Any]) -> str | None:
+    first = next((r for r in records if isinstance(r, Mapping)), None)
+    if first is None:
+        return None
+    kind = first.get("type")
+    if kind in _CODEX_WRAPPERS and "payload" in first:
+        return "codex"
+    if any(isinstance(r, Mapping) and ("parentUuid" in r or "leafUuid" in r) for r in records):
+        return "claude_code"
+    if "conversations" in first or ("from" in first and "value" in first):
+        return "sharegpt"
+    if "id" in first and "timestamp" in first and "role" not in first and "messages" not in first:
+        return "codex"  # an older rollout: a bare session meta object first
+    if "messages" in first or "role" in first or "choices" in first:
+        return "anthropic" if _looks_anthropic(records) else "openai"
+    return None
+
+
+def detect_format(path_or_text: str | os.PathLike[str]) -> str:
+    """The format name of a file path or of text (a key of ``IMPORTERS``).
+
+    Raises :class:`ImportFormatError` when nothing matches.
+    """
+    text: str
+    path: str | None = None
+    if isinstance(path_or_text, os.PathLike) or _is_path(path_or_text):
+        path = os.fspath(path_or_text)
+        with open(path, "rb") as fh:
+            if fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+                return "hermes_db"
+        try:
+            text = Path(path).read_text("utf-8")
+        except UnicodeDecodeError as err:
+            raise ImportFormatError(
+                f"not UTF-8 text ({err.reason} at byte {err.start})", path=path
+            ) from None
+    else:
+        text = str(path_or_text)
+    found = _detect_records(_records(text)) if text.strip() else None
+    if found is None:
+        raise ImportFormatError(
+            f"cannot tell the format; pass one of: {', '.join(IMPORTERS)}",
+            line=1 if text.strip() else None,
+            path=path,
+        )
+    return found
+
+
+def _is_path(value: str) -> bool:
+    return (
+        "\n" not in value
+        and len(value) < 4096
+        and not value.lstrip().startswith(("{", "["))
+        and os.path.isfile(value)
+    )
+
+
+def format_name(format: str) -> str:
+    """The registry key for a format name (``hermes-db`` and ``hermes_db`` both work)."""
+    name = format.strip().lower().replace("-", "_")
+    if name not in IMPORTERS:
+        raise ImportFormatError(
+            f"unknown import format {format!r}; expected one of: {', '.join(IMPORTERS)}"
+        )
+    return name
+
+
+def load_text(
+    text: str, format: str | None = None, *, path: str | None = None
+) -> list[ImportedSession]:
+    """Parse text already read (``-`` = stdin is read by the caller). Not for ``hermes_db``."""
+    fmt = format_name(format) if format else detect_format(text)
+    if fmt in PATH_FORMATS:
+        raise ImportFormatError(f"the {fmt} format is read from a file, not from text", path=path)
+    return IMPORTERS[fmt](text, path=path)
+
+
+def load(
+    path: str | os.PathLike[str] | None, format: str | None = None, *, text: str | None = None
+) -> list[ImportedSession]:
+    """Parse the file at `path`, or `text` already read (stdin); the format is detected when not given."""
+    if text is not None:
+        return load_text(text, format, path=os.fspath(path) if path is not None else None)
+    if path is None:
+        raise ImportFormatError("nothing to import: give a file path or the text")
+    name = os.fspath(path)
+    fmt = format_name(format) if format else detect_format(Path(name))
+    if fmt in PATH_FORMATS:
+        return IMPORTERS[fmt](name)
+    try:
+        content = Path(name).read_text("utf-8")
+    except UnicodeDecodeError as err:
+        raise ImportFormatError(
+            f"not UTF-8 text ({err.reason} at byte {err.start})", path=name
+        ) from None
+    return IMPORTERS[fmt](content, path=name)

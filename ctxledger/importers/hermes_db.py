@@ -1,0 +1,396 @@
+"""Hermes Agent's SQLite session store (``state.db``) -> ``ImportedSession`` chains.
+
+Read-only (``file:...?mode=ro``): the database is never written. Tables used:
+``sessions(id, source, model, model_config, system_prompt | system_prompt_hash,
+parent_session_id, started_at, ended_at, end_reason, title, input_tokens,
+output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, ...)`` and
+``messages(id, session_id, role, content, tool_call_id, tool_calls (JSON text),
+tool_name, finish_reason, reasoning, reasoning_content, reasoning_details,
+codex_reasoning_items, active, compacted, ...)``. Only ``sessions.id`` and
+``messages.session_id / role / content`` are required; every other column is used
+when present and its absence is reported in the warnings.
+
+Chains: a session that ended with reason ``compression`` is the parent of the
+session whose ``parent_session_id`` names it (Hermes's rotation). Other children
+(branches, sub-agents) keep their parent link too; the ledger tells them apart by
+the parent's end reason. In-place compaction (rows flagged ``active = 0,
+compacted = 1``) is imported as a chain as well: the archived rows become parent
+segments (split where the session's first message reappears, one segment per
+compaction) and the active rows the continuation. Rewound rows (``active = 0,
+compacted = 0``) are skipped. Session token totals become one aggregate usage
+report after the last message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxledger.errors import ImportFormatError
+from ctxledger.importers.model import ImportedSession
+from ctxledger.importers.openai import SessionBuilder, SourceText, dump_arguments, synth_call_id
+
+_SESSION_WANTED = (
+    "id",
+    "source",
+    "model",
+    "model_config",
+    "system_prompt",
+    "system_prompt_hash",
+    "parent_session_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "title",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cwd",
+    "git_branch",
+    "message_count",
+    "tool_call_count",
+    "api_call_count",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+    "billing_provider",
+)
+_MESSAGE_WANTED = (
+    "id",
+    "session_id",
+    "role",
+    "content",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "finish_reason",
+    "reasoning",
+    "reasoning_content",
+    "reasoning_details",
+    "codex_reasoning_items",
+    "active",
+    "compacted",
+    "token_count",
+)
+#: columns whose absence changes what is imported (reported in the warnings)
+_MESSAGE_IMPORTANT = (
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "active",
+    "compacted",
+    "reasoning_content",
+)
+_SESSION_IMPORTANT = (
+    "parent_session_id",
+    "end_reason",
+    "model",
+    "system_prompt",
+    "input_tokens",
+    "output_tokens",
+)
+_SESSION_EXTRAS = (
+    "source",
+    "started_at",
+    "ended_at",
+    "cwd",
+    "git_branch",
+    "message_count",
+    "tool_call_count",
+    "api_call_count",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+    "billing_provider",
+)
+_JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items")
+_CHAIN_CAP = 10_000
+
+
+class _Store:
+    """The read-only connection, the columns present and the statements built from them."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+        self.session_cols = self._columns("sessions")
+        self.message_cols = self._columns("messages")
+        if "id" not in self.session_cols:
+            raise ImportFormatError(
+                "not a Hermes state.db: no 'sessions' table with an 'id' column", path=path
+            )
+        missing = {"session_id", "role", "content"} - self.message_cols
+        if missing:
+            raise ImportFormatError(
+                f"not a Hermes state.db: the 'messages' table lacks {', '.join(sorted(missing))}",
+                path=path,
+            )
+        scols = [c for c in _SESSION_WANTED if c in self.session_cols]
+        mcols = [c for c in _MESSAGE_WANTED if c in self.message_cols]
+        order = "started_at, rowid" if "started_at" in self.session_cols else "rowid"
+        self.sessions_sql = f"SELECT {', '.join(scols)} FROM sessions ORDER BY {order}"
+        msg_order = "id" if "id" in self.message_cols else "rowid"
+        self.messages_sql = (
+            f"SELECT {', '.join(mcols)} FROM messages WHERE session_id = ? ORDER BY {msg_order}"
+        )
+        self.has_prompt_table = bool(self._columns("system_prompts") >= {"hash", "prompt"})
+        self.schema_warnings = [
+            f"state.db has no {table}.{col} column: {what}"
+            for table, cols, have, what in (
+                ("messages", _MESSAGE_IMPORTANT, self.message_cols, "that data is not imported"),
+                ("sessions", _SESSION_IMPORTANT, self.session_cols, "that data is not imported"),
+            )
+            for col in cols
+            if col not in have and not (col == "system_prompt" and "system_prompt_hash" in have)
+        ]
+
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+
+    def system_prompt(self, row: Mapping[str, Any]) -> str | None:
+        if isinstance(row.get("system_prompt"), str):
+            return str(row["system_prompt"])
+        digest = row.get("system_prompt_hash")
+        if digest and self.has_prompt_table:
+            found = self.conn.execute(
+                "SELECT prompt FROM system_prompts WHERE hash = ?", (digest,)
+            ).fetchone()
+            return str(found[0]) if found else None
+        return None
+
+
+def _json(value: Any, what: str, src: SourceText, where: str) -> Any:
+    if value is None or value == "":
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        raise src.error(f"{what} is not valid JSON", where) from None
+
+
+def _tool_calls(raw: Any, b: SessionBuilder, where: str, index: int) -> list[dict[str, Any]]:
+    calls = _json(raw, "tool_calls", b.src, where)
+    if not calls:
+        return []
+    if not isinstance(calls, list):
+        raise b.src.error("tool_calls must be a JSON list", where)
+    for j, call in enumerate(calls):
+        if not isinstance(call, dict):
+            raise b.src.error(f"tool call {j} is not an object", where)
+        if not call.get("id"):
+            call["id"] = synth_call_id(b.key, index, j)
+            b.warn("tool calls without an id got a synthesized id")
+        call.setdefault("type", "function")
+        fn = call.get("function")
+        if isinstance(fn, dict) and not isinstance(fn.get("arguments"), str):
+            fn["arguments"] = dump_arguments(fn.get("arguments", {}))
+    return calls
+
+
+def _message(row: Mapping[str, Any], b: SessionBuilder) -> dict[str, Any]:
+    where = f"session {b.key!r}, messages row {row.get('id', '?')}"
+    role = row["role"]
+    msg: dict[str, Any] = {"role": role, "content": row["content"]}
+    calls = (
+        _tool_calls(row.get("tool_calls"), b, where, len(b.messages)) if role == "assistant" else []
+    )
+    if calls:
+        msg["tool_calls"] = calls
+    elif msg["content"] is None and role in ("assistant", "user", "system"):
+        msg["content"] = ""
+        b.warn(f"{role} rows with NULL content were imported with empty content")
+    if role == "tool":
+        msg["tool_call_id"] = row.get("tool_call_id")
+        if row.get("tool_name"):
+            msg["name"] = row["tool_name"]
+    reasoning = row.get("reasoning_content") or row.get("reasoning")
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if row.get("finish_reason"):
+        msg["finish_reason"] = row["finish_reason"]
+    for col in _JSON_EXTRAS:
+        value = _json(row.get(col), col, b.src, where)
+        if value:
+            msg[col] = value
+    return msg
+
+
+def _generations(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """Archived rows split into one list per in-place compaction (the first message repeats)."""
+    if not rows:
+        return []
+    first = (rows[0]["role"], rows[0]["content"])
+    out: list[list[Mapping[str, Any]]] = [[]]
+    for row in rows:
+        if out[-1] and (row["role"], row["content"]) == first:
+            out.append([])
+        out[-1].append(row)
+    return out
+
+
+def _segments(rows: Sequence[Mapping[str, Any]], notes: list[str]) -> list[list[Mapping[str, Any]]]:
+    live: list[Mapping[str, Any]] = []
+    archived: list[Mapping[str, Any]] = []
+    rewound = 0
+    for row in rows:
+        active, compacted = row.get("active", 1), row.get("compacted", 0)
+        if compacted:
+            archived.append(row)
+        elif active == 0:
+            rewound += 1
+        else:
+            live.append(row)
+    if rewound:
+        notes.append(f"{rewound} rewound rows (active = 0, compacted = 0) were skipped")
+    gens = _generations(archived)
+    if gens:
+        notes.append(
+            f"in-place compaction: {len(archived)} archived rows imported as {len(gens)} parent segment(s)"
+        )
+    return [*gens, live] if live or not gens else gens
+
+
+def _usage(row: Mapping[str, Any], b: SessionBuilder) -> None:
+    raw = {
+        "input": row.get("input_tokens") or 0,
+        "output": row.get("output_tokens") or 0,
+        "cache_read": row.get("cache_read_tokens") or 0,
+        "cache_write": row.get("cache_write_tokens") or 0,
+        "reasoning": row.get("reasoning_tokens") or 0,
+    }
+    if raw["reasoning"] > raw["output"]:
+        b.warn("reasoning tokens above the output total were not kept")
+        raw["reasoning"] = 0
+    if any(raw.values()) and b.messages:
+        b.add_usage(
+            raw, f"session {b.key!r}", shape="canonical", model=row.get("model"), aggregate=True
+        )
+
+
+def _session_fields(store: _Store, row: Mapping[str, Any], src: SourceText) -> dict[str, Any]:
+    config = _json(row.get("model_config"), "model_config", src, f"session {row['id']!r}")
+    ctx = config.get("context_length") if isinstance(config, dict) else None
+    extras: dict[str, Any] = {k: row[k] for k in _SESSION_EXTRAS if row.get(k) is not None}
+    if config is not None:
+        extras["model_config"] = config
+    return {
+        "model": row.get("model"),
+        "title": row.get("title"),
+        "context_length": ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None,
+        "extras": extras,
+    }
+
+
+def _import_session(
+    store: _Store, src: SourceText, row: Mapping[str, Any], parent_key: str | None
+) -> list[ImportedSession]:
+    sid = str(row["id"])
+    rows = [dict(r) for r in store.conn.execute(store.messages_sql, (row["id"],))]
+    notes: list[str] = []
+    segments = _segments(rows, notes)
+    out: list[ImportedSession] = []
+    for k, seg in enumerate(segments):
+        last = k == len(segments) - 1
+        b = SessionBuilder(src, sid if last else f"{sid}#{k + 1}", "hermes_db")
+        b.system_prompt = store.system_prompt(row)
+        for r in seg:
+            b.add(_message(r, b), f"session {sid!r}, messages row {r.get('id', '?')}")
+        if last:
+            _usage(row, b)
+        for note in (*store.schema_warnings, *notes):
+            b.warn(note)
+        out.append(
+            b.build(
+                parent_key=out[-1].key if out else parent_key,
+                end_reason=row.get("end_reason") if last else "compression",
+                **_session_fields(store, row, src),
+            )
+        )
+    return out
+
+
+def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Mapping[str, Any]]:
+    """The compression chain holding `session`: up through compression parents, then down."""
+    by_id = {str(r["id"]): r for r in rows}
+    if session not in by_id:
+        raise ImportFormatError(f"no session {session!r} in this state.db", path=path)
+    root = by_id[session]
+    for _ in range(_CHAIN_CAP):
+        parent = by_id.get(str(root.get("parent_session_id")))
+        if parent is None or parent.get("end_reason") != "compression" or parent is by_id[session]:
+            break
+        root = parent
+    chain = [root]
+    for _ in range(_CHAIN_CAP):
+        if chain[-1].get("end_reason") != "compression":
+            break
+        child = next(
+            (
+                r
+                for r in rows
+                if str(r.get("parent_session_id")) == str(chain[-1]["id"]) and r not in chain
+            ),
+            None,
+        )
+        if child is None:
+            break
+        chain.append(child)
+    return chain
+
+
+def _parents_first(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    by_id = {str(r["id"]): r for r in rows}
+    out: list[Mapping[str, Any]] = []
+    placed: set[str] = set()
+    for r in rows:
+        stack: list[Mapping[str, Any]] = []
+        cur: Mapping[str, Any] | None = r
+        while cur is not None and str(cur["id"]) not in placed and len(stack) <= len(rows):
+            stack.append(cur)
+            cur = by_id.get(str(cur.get("parent_session_id")))
+        for item in reversed(stack):
+            if str(item["id"]) not in placed:
+                placed.add(str(item["id"]))
+                out.append(item)
+    return out
+
+
+def parse_hermes_db(
+    path: str | os.PathLike[str], *, session: str | None = None
+) -> list[ImportedSession]:
+    """Import every session of a Hermes ``state.db`` (or only the compression chain holding `session`).
+
+    Parents come before their children. Raises :class:`ImportFormatError` when the
+    file is not a readable Hermes store or a message row is malformed (an orphan tool
+    result, invalid ``tool_calls`` JSON); nothing is returned in that case.
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise ImportFormatError("no such file", path=name)
+    src = SourceText("", name)
+    try:
+        conn = sqlite3.connect(f"{Path(name).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as err:
+        raise ImportFormatError(f"cannot open the database read-only: {err}", path=name) from None
+    try:
+        conn.row_factory = sqlite3.Row
+        store = _Store(conn, name)
+        rows: list[Mapping[str, Any]] = [dict(r) for r in conn.execute(store.sessions_sql)]
+        if session is not None:
+            rows = _chain_of(rows, session, name)
+        known = {str(r["id"]) for r in rows}
+        out: list[ImportedSession] = []
+        for row in _parents_first(rows):
+            parent = str(row.get("parent_session_id"))
+            out.extend(_import_session(store, src, row, parent if parent in known else None))
+    except sqlite3.DatabaseError as err:
+        raise ImportFormatError(f"not a readable SQLite session store: {err}", path=name) from None
+    finally:
+        conn.close()
+    if not out:
+        raise ImportFormatError("the state.db holds no sessions", path=name)
+    return out

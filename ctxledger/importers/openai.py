@@ -1,0 +1,547 @@
+"""OpenAI chat messages -> ``ImportedSession``, plus the helpers every importer shares.
+
+Accepted shapes (``parse_openai``):
+
+* a JSON list of messages (one session);
+* ``{"messages": [...], "model": ..., "tools": [...], ...}`` (one session; other
+  top-level fields become session fields or ``extras``);
+* a JSON list of such conversations (one session each);
+* JSONL with one message per line (one session), one conversation per line (one
+  session per line) or chat-completion responses (``choices[0].message`` and its
+  ``usage``).
+
+A ``usage`` block on an assistant message is taken off the message and reported as
+an :class:`ImportedUsage` after it. Legacy ``function_call`` / ``function`` pairs
+become ``tool_calls`` / ``tool`` messages with synthesized ids; ``developer``
+messages become ``system`` messages.
+
+The shared part (``SourceText``, ``SessionBuilder``, ``read_json``,
+``synth_call_id``) gives every parser the same behaviour: errors carry the 1-based
+line of the offending record (for a pretty-printed JSON document the line is found
+lazily, only when an error is raised), and a session is validated with
+:func:`ctxledger.messages.validate_messages` before anything is returned.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
+from ctxledger.importers.model import ImportedSession, ImportedUsage
+from ctxledger.messages import validate_messages
+from ctxledger.usage import normalize_usage
+
+#: where a message came from: a 1-based line, a JSON path inside a document, or a description
+Origin = int | tuple[str | int, ...] | str | None
+
+SYNTHETIC_ID_PREFIX = "call_syn_"
+_DECODER = msgspec.json.Decoder()
+_BYTE_AT = re.compile(r"byte (\d+)")
+_MESSAGE_PREFIX = re.compile(r"^message \d+: ")
+
+
+def synth_call_id(source: str, index: int, sub: int = 0) -> str:
+    """A deterministic id for a tool call whose source has none: sha1(source|index|sub)."""
+    digest = hashlib.sha1(f"{source}|{index}|{sub}".encode()).hexdigest()[:24]
+    return SYNTHETIC_ID_PREFIX + digest
+
+
+def dump_arguments(value: Any) -> str:
+    """Tool-call arguments as the JSON string the OpenAI shape requires (compact, key order kept)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) == {"_raw_arguments"}:
+        raw = value["_raw_arguments"]  # how our exporters carry arguments that were not JSON
+        if isinstance(raw, str):
+            return raw
+    return msgspec.json.encode(value).decode()
+
+
+def source_name(path: str | None) -> str:
+    return os.path.basename(path) if path else "stdin"
+
+
+def type_name(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+class SourceText:
+    """The text being parsed: turns an origin into a line number and errors into ImportFormatError."""
+
+    def __init__(self, text: str, path: str | None) -> None:
+        self.text = text
+        self.path = path
+
+    def line_of(self, origin: Origin) -> int | None:
+        if isinstance(origin, int):
+            return origin
+        if isinstance(origin, tuple):
+            return locate_line(self.text, origin)
+        return None
+
+    def error(self, message: str, origin: Origin = None) -> ImportFormatError:
+        if isinstance(origin, str):
+            message = f"{origin}: {message}"
+        return ImportFormatError(message, line=self.line_of(origin), path=self.path)
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _step_into(text: str, pos: int, step: str | int, decoder: json.JSONDecoder) -> int | None:
+    """Position of child `step` of the container starting at `pos`, or None."""
+    if isinstance(step, int) and text[pos] == "[":
+        pos = _skip_ws(text, pos + 1)
+        for _ in range(step):
+            _, pos = decoder.raw_decode(text, pos)
+            pos = _skip_ws(text, pos)
+            if text[pos] != ",":
+                return None
+            pos = _skip_ws(text, pos + 1)
+        return pos
+    if isinstance(step, str) and text[pos] == "{":
+        pos = _skip_ws(text, pos + 1)
+        while text[pos] != "}":
+            key, pos = decoder.raw_decode(text, pos)
+            pos = _skip_ws(text, _skip_ws(text, pos) + 1)  # past the ':'
+            if key == step:
+                return pos
+            _, pos = decoder.raw_decode(text, pos)
+            pos = _skip_ws(text, pos)
+            if text[pos] == ",":
+                pos = _skip_ws(text, pos + 1)
+        return None
+    return None
+
+
+def locate_line(text: str, json_path: Sequence[str | int]) -> int | None:
+    """The 1-based line where the value at `json_path` starts in the JSON document `text`.
+
+    Only called when an error is reported, so it may re-scan the document.
+    """
+    decoder = json.JSONDecoder()
+    pos: int | None = _skip_ws(text, 0)
+    try:
+        for step in json_path:
+            assert pos is not None
+            pos = _step_into(text, pos, step, decoder)
+            if pos is None:
+                return None
+    except (ValueError, IndexError):
+        return None
+    assert pos is not None
+    return text.count("\n", 0, pos) + 1
+
+
+def _decode_error_line(text: str, err: Exception) -> int:
+    match = _BYTE_AT.search(str(err))
+    if match is None:
+        return text.rstrip().count("\n") + 1  # truncated input: the error is at the end
+    return text.encode()[: int(match.group(1))].count(b"\n") + 1
+
+
+def iter_json_lines(text: str, path: str | None) -> Iterable[tuple[int, Any]]:
+    """(line number, decoded value) for every non-blank line of a JSONL text."""
+    decode = _DECODER.decode
+    for lineno, raw in enumerate(text.split("\n"), 1):
+        if not raw or raw.isspace():
+            continue
+        try:
+            yield lineno, decode(raw)
+        except msgspec.DecodeError as err:
+            raise ImportFormatError(f"invalid JSON: {err}", line=lineno, path=path) from None
+
+
+def read_json(text: str, path: str | None) -> tuple[bool, Any]:
+    """``(False, value)`` for one JSON document, ``(True, [(line, value), ...])`` for JSONL."""
+    if not text.strip():
+        raise ImportFormatError("the input is empty", line=1, path=path)
+    try:
+        return False, _DECODER.decode(text)
+    except msgspec.DecodeError as doc_err:
+        first = next(line for line in text.split("\n") if line.strip())
+        try:
+            _DECODER.decode(first)
+        except msgspec.DecodeError:
+            raise ImportFormatError(
+                f"invalid JSON: {doc_err}", line=_decode_error_line(text, doc_err), path=path
+            ) from None
+        return True, list(iter_json_lines(text, path))
+
+
+def read_json_lines(text: str, path: str | None, what: str) -> list[tuple[int, Any]]:
+    """JSONL only (a format whose files are always line-oriented)."""
+    is_lines, data = read_json(text, path)
+    if is_lines:
+        rows: list[tuple[int, Any]] = data
+        return rows
+    first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
+    if text.strip().count("\n") == 0:
+        return [(first, data)]
+    raise ImportFormatError(
+        f"expected {what} (one JSON record per line), got one multi-line JSON document",
+        line=first,
+        path=path,
+    )
+
+
+def unique_key(seen: set[str], key: str) -> str:
+    out, n = key, 1
+    while out in seen:
+        n += 1
+        out = f"{key}#{n}"
+    seen.add(out)
+    return out
+
+
+class SessionBuilder:
+    """Collects one session's messages with their origins, usages and warnings; validates at the end."""
+
+    def __init__(self, src: SourceText, key: str, source_format: str) -> None:
+        self.src = src
+        self.key = key
+        self.source_format = source_format
+        self.messages: list[dict[str, Any]] = []
+        self.origins: list[Origin] = []
+        self.usages: list[ImportedUsage] = []
+        self.system_prompt: str | None = None
+        self._warnings: collections.Counter[str] = collections.Counter()
+
+    def add(self, message: dict[str, Any], origin: Origin) -> None:
+        self.messages.append(message)
+        self.origins.append(origin)
+
+    def warn(self, text: str) -> None:
+        self._warnings[text] += 1
+
+    def add_usage(
+        self,
+        raw: Any,
+        origin: Origin,
+        *,
+        shape: str | None = None,
+        model: str | None = None,
+        aggregate: bool = False,
+    ) -> None:
+        """Report `raw` after the latest message (checked now, so a bad block names its line)."""
+        if not isinstance(raw, Mapping):
+            raise self.src.error(f"a usage block must be an object, got {type_name(raw)}", origin)
+        try:
+            shape, _ = normalize_usage(raw, shape)
+        except InvalidInput as err:
+            raise self.src.error(f"bad usage block: {err}", origin) from None
+        if not self.messages:
+            self.warn("a usage block before the first message was dropped")
+            return
+        self.usages.append(
+            ImportedUsage(
+                after_index=len(self.messages) - 1,
+                raw=dict(raw),
+                shape=shape,
+                model=model,
+                aggregate=aggregate,
+            )
+        )
+
+    @property
+    def warnings(self) -> list[str]:
+        return [text if n == 1 else f"{text} (x{n})" for text, n in self._warnings.items()]
+
+    def _dedupe_call_ids(self) -> None:
+        """Give a re-used tool-call id a synthesized one (and its result with it).
+
+        Some sources (e.g. tau-bench logs) reuse an id for a later call; the ledger needs
+        ids unique within a session, so the later call and the result that follows it
+        are renamed, and the warnings say so.
+        """
+        issued: set[str] = set()
+        renamed: dict[str, str] = {}
+        for i, m in enumerate(self.messages):
+            if m.get("role") == "tool" and m.get("tool_call_id") in renamed:
+                m["tool_call_id"] = renamed.pop(m["tool_call_id"])
+                continue
+            calls = m.get("tool_calls") if m.get("role") == "assistant" else None
+            for j, call in enumerate(calls if isinstance(calls, list) else ()):
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(call_id, str):
+                    continue
+                if call_id in issued:
+                    call["id"] = renamed[call_id] = synth_call_id(self.key, i, j)
+                    self.warn("re-used tool-call ids were replaced by synthesized ids")
+                else:
+                    renamed.pop(call_id, None)
+                issued.add(call["id"])
+
+    def build(self, **fields: Any) -> ImportedSession:
+        """Validate the messages (raising ImportFormatError at the culprit's line) and build the session."""
+        self._dedupe_call_ids()
+        try:
+            validate_messages(self.messages)
+        except InvalidMessage as err:
+            origin = (
+                self.origins[err.index]
+                if err.index is not None and err.index < len(self.origins)
+                else None
+            )
+            raise self.src.error(_MESSAGE_PREFIX.sub("", str(err)), origin) from None
+        return ImportedSession(
+            key=self.key,
+            source_format=self.source_format,
+            messages=self.messages,
+            system_prompt=self.system_prompt,
+            usages=self.usages,
+            warnings=self.warnings,
+            **fields,
+        )
+
+
+def text_of_parts(content: Any) -> str | None:
+    """A system prompt as one string (text parts joined), or None if it has no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+        return "\n\n".join(texts) if texts else None
+    return None
+
+
+# --------------------------------------------------------------------------- OpenAI proper
+
+
+class _OpenAIState:
+    """Per-session state of the OpenAI parser: the builder and a pending legacy function call."""
+
+    def __init__(self, builder: SessionBuilder) -> None:
+        self.b = builder
+        self.legacy_call: str | None = None
+        self.model: str | None = None
+
+
+def _fix_tool_calls(st: _OpenAIState, calls: Any, origin: Origin) -> None:
+    if not isinstance(calls, list):
+        return  # the validator names the problem
+    index = len(st.b.messages)
+    for j, call in enumerate(calls):
+        if not isinstance(call, dict):
+            continue
+        if not call.get("id"):
+            call["id"] = synth_call_id(st.b.key, index, j)
+            st.b.warn("tool calls without an id got a synthesized id")
+        call.setdefault("type", "function")
+        fn = call.get("function")
+        if isinstance(fn, dict) and "arguments" in fn and not isinstance(fn["arguments"], str):
+            fn["arguments"] = dump_arguments(fn["arguments"])
+            st.b.warn("tool-call arguments given as JSON values were encoded as strings")
+
+
+def _legacy_function_call(st: _OpenAIState, msg: dict[str, Any]) -> None:
+    fc = msg.pop("function_call")
+    if not isinstance(fc, dict):
+        return
+    call_id = synth_call_id(st.b.key, len(st.b.messages), 0)
+    args = fc.get("arguments", "{}")
+    msg["tool_calls"] = [
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": fc.get("name"), "arguments": dump_arguments(args)},
+        }
+    ]
+    st.legacy_call = call_id
+    st.b.warn("legacy function_call messages were converted to tool_calls")
+
+
+def _legacy_function_result(st: _OpenAIState, msg: dict[str, Any], origin: Origin) -> None:
+    if st.legacy_call is None:
+        raise st.b.src.error("a 'function' message answers no earlier function_call", origin)
+    msg["role"] = "tool"
+    msg["tool_call_id"] = st.legacy_call
+    st.legacy_call = None
+
+
+def add_openai_message(st: _OpenAIState, raw: Any, origin: Origin) -> None:
+    """Normalize one OpenAI message in place and add it (leading system message -> system prompt)."""
+    if type(raw) is not dict:
+        raise st.b.src.error(f"a message must be a JSON object, got {type_name(raw)}", origin)
+    role = raw.get("role")
+    if role == "developer":
+        raw["role"] = role = "system"
+        st.b.warn("'developer' messages were imported as 'system' messages")
+    if role == "system" and not st.b.messages and st.b.system_prompt is None:
+        text = text_of_parts(raw.get("content"))
+        if text is not None:
+            st.b.system_prompt = text
+            if set(raw) - {"role", "content"}:
+                st.b.warn("fields of the system message other than its content were not kept")
+            return
+    usage = raw.pop("usage", None) if role == "assistant" else None
+    if role == "assistant":
+        if (
+            "function_call" in raw
+            and raw.get("function_call") is not None
+            and not raw.get("tool_calls")
+        ):
+            _legacy_function_call(st, raw)
+        elif "function_call" in raw and raw["function_call"] is None:
+            del raw["function_call"]
+        if raw.get("tool_calls"):
+            _fix_tool_calls(st, raw["tool_calls"], origin)
+    elif role == "function":
+        _legacy_function_result(st, raw, origin)
+    st.b.add(raw, origin)
+    if usage is not None:
+        st.b.add_usage(
+            usage, origin, model=raw.get("model") if isinstance(raw.get("model"), str) else st.model
+        )
+
+
+_CONVERSATION_FIELDS = ("messages", "model", "tools", "title", "system", "usage", "context_length")
+
+
+def _conversation(
+    src: SourceText, obj: dict[str, Any], key: str, prefix: tuple[str | int, ...] | int
+) -> ImportedSession:
+    """One ``{"messages": [...]}`` object; `prefix` is its line (JSONL) or JSON path (document)."""
+
+    def origin(*rest: str | int) -> Origin:
+        return prefix if isinstance(prefix, int) else (*prefix, *rest)
+
+    messages = obj.get("messages")
+    if not isinstance(messages, list):
+        raise src.error(f"'messages' must be a list, got {type_name(messages)}", origin("messages"))
+    st = _OpenAIState(SessionBuilder(src, key, "openai"))
+    st.model = obj["model"] if isinstance(obj.get("model"), str) else None
+    if isinstance(obj.get("system"), str):
+        st.b.system_prompt = obj["system"]
+    for i, m in enumerate(messages):
+        add_openai_message(st, m, origin("messages", i))
+    if obj.get("usage") is not None:
+        st.b.add_usage(obj["usage"], origin("usage"), model=st.model)
+    tools = obj.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise src.error("'tools' must be a list", origin("tools"))
+    ctx = obj.get("context_length")
+    return st.b.build(
+        model=st.model,
+        tools=tools or [],
+        title=obj["title"] if isinstance(obj.get("title"), str) else None,
+        context_length=ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None,
+        extras={k: v for k, v in obj.items() if k not in _CONVERSATION_FIELDS},
+    )
+
+
+def _conversation_key(obj: Mapping[str, Any], default: str, seen: set[str]) -> str:
+    for field in ("id", "session_id", "conversation_id"):
+        value = obj.get(field)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return unique_key(seen, str(value))
+    return unique_key(seen, default)
+
+
+def _from_document(src: SourceText, doc: Any) -> list[ImportedSession]:
+    base = source_name(src.path)
+    seen: set[str] = set()
+    if isinstance(doc, dict) and "messages" in doc:
+        return [_conversation(src, doc, _conversation_key(doc, base, seen), ())]
+    if not isinstance(doc, list):
+        raise src.error(
+            f"expected a list of messages or an object with 'messages', got {type_name(doc)}", 1
+        )
+    if doc and all(isinstance(el, dict) and "messages" in el for el in doc):
+        return [
+            _conversation(src, el, _conversation_key(el, f"{base}#{i + 1}", seen), (i,))
+            for i, el in enumerate(doc)
+        ]
+    st = _OpenAIState(SessionBuilder(src, base, "openai"))
+    for i, m in enumerate(doc):
+        if isinstance(m, dict) and "role" not in m:
+            raise src.error(
+                "expected a message (with 'role') or a conversation (with 'messages')", (i,)
+            )
+        add_openai_message(st, m, (i,))
+    return [st.b.build()]
+
+
+def _completion(st: _OpenAIState, obj: dict[str, Any], lineno: int) -> None:
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise st.b.src.error("a chat completion needs a non-empty 'choices' list", lineno)
+    if len(choices) > 1:
+        st.b.warn("only the first choice of multi-choice completions was imported")
+    if isinstance(obj.get("model"), str):
+        st.model = obj["model"]
+    message = choices[0].get("message")
+    add_openai_message(st, message, lineno)
+    if obj.get("usage") is not None:
+        st.b.add_usage(obj["usage"], lineno, model=st.model)
+
+
+def _line_kind(src: SourceText, obj: Any, lineno: int) -> str:
+    if not isinstance(obj, dict):
+        raise src.error(f"expected a JSON object on this line, got {type_name(obj)}", lineno)
+    if "messages" in obj:
+        return "conversation"
+    if "role" in obj or "choices" in obj:
+        return "message"
+    raise src.error(
+        "expected a message (with 'role'), a conversation (with 'messages') or a chat completion (with 'choices')",
+        lineno,
+    )
+
+
+def _from_lines(src: SourceText, rows: list[tuple[int, Any]]) -> list[ImportedSession]:
+    base = source_name(src.path)
+    kind = _line_kind(src, rows[0][1], rows[0][0])
+    if kind == "conversation":
+        seen: set[str] = set()
+        sessions = []
+        for lineno, obj in rows:
+            if _line_kind(src, obj, lineno) != kind:
+                raise src.error(
+                    "this line holds one message, earlier lines hold whole conversations", lineno
+                )
+            sessions.append(
+                _conversation(src, obj, _conversation_key(obj, f"{base}:{lineno}", seen), lineno)
+            )
+        return sessions
+    st = _OpenAIState(SessionBuilder(src, base, "openai"))
+    for lineno, obj in rows:
+        if _line_kind(src, obj, lineno) != kind:
+            raise src.error(
+                "this line holds a whole conversation, earlier lines hold one message each", lineno
+            )
+        if "choices" in obj and "role" not in obj:
+            _completion(st, obj, lineno)
+        else:
+            add_openai_message(st, obj, lineno)
+    return [st.b.build(model=st.model)]
+
+
+def parse_openai(text: str, *, path: str | None = None) -> list[ImportedSession]:
+    """Parse OpenAI chat messages (see the module docstring for the accepted shapes).
+
+    Raises :class:`ImportFormatError` (with the 1-based line) for malformed input;
+    nothing is returned unless every session validates.
+    """
+    src = SourceText(text, path)
+    is_lines, data = read_json(text, path)
+    sessions = _from_lines(src, data) if is_lines else _from_document(src, data)
+    if not any(s.messages for s in sessions):
+        raise ImportFormatError("no messages found", line=1, path=path)
+    return sessions

@@ -17,8 +17,8 @@ import msgspec
 
 from ctxledger.clock import Clock, IdGenerator
 from ctxledger.compressor.assemble import apply as assemble
+from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import CompressionError
@@ -107,17 +107,28 @@ def prepare(
 
 
 def summary_request(inp: CompactionInput, the_plan: CompactionPlan, focus: str | None) -> SummaryRequest:
-    """The middle as the summarizer sees it: prunes applied, the previous summary split out."""
+    """The middle as the summarizer sees it: prunes applied, the previous summary split out.
+
+    Only the summarized messages go in (pinned and carried ones stay verbatim). A
+    previous summary, standalone or merged into a message, becomes ``previous_summary``
+    (update mode); the message it was merged into is summarized like any other.
+    """
     replaced = {p.index: p.replacement for p in the_plan.prunes}
     turns: list[JSON] = []
     previous: str | None = None
-    for i in range(the_plan.compress_start, the_plan.compress_end):
-        if i in the_plan.pinned:
+    for i in the_plan.summarized_indices():
+        message = replaced.get(i, inp.messages[i])
+        split = split_merged(inp.messages[i]) if i == the_plan.previous_summary_index else None
+        if split is not None:
+            previous, original = split
+            if original is not None:
+                turns.append(original)
             continue
-        if i == the_plan.previous_summary_index:
-            previous = unwrap_summary(content_text(inp.messages[i]))
-            continue
-        turns.append(replaced.get(i, inp.messages[i]))
+        turns.append(message)
+    if previous is None and the_plan.previous_summary_index is not None:
+        # an older summary merged into a carried message ("unmerged"): its text is the previous summary
+        split = split_merged(inp.messages[the_plan.previous_summary_index])
+        previous = split[0] if split is not None else None
     return SummaryRequest(
         turns=turns,
         budget_tokens=the_plan.summary_budget_tokens,
@@ -213,11 +224,7 @@ def record(
         summarizer=result.summarizer,
         model=result.model,
         prompt_hash=result.prompt_hash or prompt_hash_of(prepared.request),
-        input_message_ids=[
-            _id(inp, i)
-            for i in range(the_plan.compress_start, the_plan.compress_end)
-            if i not in the_plan.pinned
-        ],
+        input_message_ids=[_id(inp, i) for i in the_plan.summarized_indices()],
         budget_tokens=the_plan.summary_budget_tokens,
         focus=the_plan.focus,
         previous_summary_id=prepared.previous_summary_id,

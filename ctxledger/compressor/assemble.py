@@ -1,0 +1,279 @@
+"""Phase 4 of a compaction: build the continuation transcript from a plan and a summary.
+
+`apply` is pure: it reads the original API message list and the plan, and returns a
+new list plus one `OutputEntry` per output message saying where it came from, so the
+engine can reference carried messages by id and record new ones in full. Head,
+pinned, carried and tail messages are deep copies of the originals; the only edits
+are the ones the plan names (the system note, the merge of the summary into the
+first message after it, removing an older merged summary, orphan repairs).
+
+`merge_summary` / `split_merged` define how a summary is merged into a message and
+how it is recognised and taken out again, so summaries are replaced, never stacked.
+`feedback` renders the manual ``/compress`` report (HERMES_SPEC §7).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from ctxledger.compressor import markers
+from ctxledger.errors import CompressionError
+from ctxledger.messages import content_text
+
+if TYPE_CHECKING:
+    from ctxledger.compressor.planner import CompactionPlan
+
+__all__ = [
+    "STUB_RESULT_TEXT",
+    "AssembledTranscript",
+    "Origin",
+    "OutputEntry",
+    "apply",
+    "feedback",
+    "merge_summary",
+    "split_merged",
+]
+
+Message = dict[str, Any]
+Origin = Literal["system", "carried", "summary", "merged", "stub", "stripped"]
+
+#: content of a stub answering a call whose result was lost (orphan policy "stub")
+STUB_RESULT_TEXT = "[no result was recorded for this tool call; it was lost before compaction]"
+
+
+class OutputEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one output message came from; `source_index` indexes the original list.
+
+    ``system`` / ``carried``: the original message (the system prompt may carry the
+    compaction note). ``summary``: new. ``merged``: the original with the summary
+    merged in. ``stripped``: the original minus orphaned calls or minus an older merged
+    summary. ``stub``: a new tool result for the call in message `source_index`.
+    """
+
+    origin: Origin
+    source_index: int | None = None
+
+
+class AssembledTranscript(msgspec.Struct, frozen=True, kw_only=True):
+    messages: list[dict[str, Any]]
+    entries: list[OutputEntry]
+
+
+# --- merged summaries ------------------------------------------------------------------
+
+
+def merge_summary(message: Mapping[str, Any], summary_text: str) -> Message:
+    """`message` with the wrapped summary and the merge delimiter in front of its content."""
+    lead = markers.wrap_summary(summary_text) + markers.merge_delimiter()
+    content = message.get("content")
+    merged = copy.deepcopy(dict(message))
+    if isinstance(content, list):
+        merged["content"] = [{"type": "text", "text": lead}, *merged["content"]]
+    elif isinstance(content, str):
+        merged["content"] = lead + content
+    else:
+        merged["content"] = lead
+    return merged
+
+
+def split_merged(message: Mapping[str, Any]) -> tuple[str, Message | None] | None:
+    """For a message carrying a summary: (summary body, original message or None).
+
+    None when the message carries no summary. The original is None for a standalone
+    summary message; for a merged one it is the message as it was before the merge
+    (content that was null before merging comes back as null).
+    """
+    if message.get("role") not in ("user", "assistant"):
+        return None
+    body = markers.unwrap_summary(content_text(message))
+    if body is None:
+        return None
+    merged, original_content = _original_content(message)
+    if not merged:
+        return body, None
+    return body, {**message, "content": original_content}
+
+
+def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
+    """(True, content before the merge) for a merged message; (False, None) otherwise."""
+    delimiter = markers.merge_delimiter()
+    content = message.get("content")
+    if isinstance(content, list) and content:
+        first = content[0]
+        if isinstance(first, Mapping) and str(first.get("text", "")).endswith(delimiter):
+            return True, list(content[1:])
+    elif isinstance(content, str):
+        end = content.find(markers.summary_end_marker())
+        cut = content.find(delimiter, max(end, 0))
+        if cut >= 0:
+            rest = content[cut + len(delimiter) :]
+            return True, None if rest == "" and message.get("tool_calls") else rest
+    if message.get("tool_calls"):
+        return True, None  # merged into a call message that had no content of its own
+    return False, None
+
+
+# --- apply -----------------------------------------------------------------------------
+
+
+def _with_system_note(message: Mapping[str, Any]) -> Message:
+    content = message.get("content")
+    if isinstance(content, list):
+        if markers.has_system_note(content_text(message)):
+            return dict(message)
+        return {**message, "content": [*content, {"type": "text", "text": markers.system_note()}]}
+    return {
+        **message,
+        "content": markers.add_system_note(content if isinstance(content, str) else ""),
+    }
+
+
+def _strip_calls(message: Mapping[str, Any], call_ids: set[str]) -> Message:
+    calls = [
+        c
+        for c in message.get("tool_calls") or ()
+        if not (isinstance(c, Mapping) and c.get("id") in call_ids)
+    ]
+    stripped = {**message, "tool_calls": calls}
+    if not calls:
+        del stripped["tool_calls"]
+        if stripped.get("content") is None:
+            stripped["content"] = ""
+    return stripped
+
+
+class _Builder:
+    """Collects output messages and their entries; applies per-message plan edits."""
+
+    def __init__(
+        self, plan: CompactionPlan, messages: Sequence[Mapping[str, Any]], body: str
+    ) -> None:
+        self.plan = plan
+        self.source = messages
+        self.body = body
+        self.messages: list[Message] = []
+        self.entries: list[OutputEntry] = []
+        self.dropped = {o.index for o in plan.orphans if o.action == "drop_result"}
+        self.stripped: dict[int, set[str]] = {}
+        for o in plan.orphans:
+            if o.action == "strip_call":
+                self.stripped.setdefault(o.index, set()).add(o.tool_call_id)
+        self.unmerged = set(plan.unmerged)
+        self.stubs_after = _stub_positions(plan, messages)
+
+    def add(self, message: Message, origin: Origin, source: int | None) -> None:
+        self.messages.append(message)
+        self.entries.append(OutputEntry(origin=origin, source_index=source))
+
+    def carry(self, i: int) -> None:
+        if i not in self.dropped:
+            original = self.source[i]
+            msg: Message = copy.deepcopy(dict(original))
+            origin: Origin = "carried"
+            if i == 0 and msg.get("role") == "system":
+                origin = "system"
+                if self.plan.system_note:
+                    msg = _with_system_note(msg)
+            if i in self.unmerged:
+                split = split_merged(msg)
+                if split is not None and split[1] is not None:
+                    msg, origin = split[1], "stripped"
+            if i in self.stripped:
+                msg, origin = _strip_calls(msg, self.stripped[i]), "stripped"
+            if i == self.plan.merge_index:
+                msg, origin = merge_summary(msg, self.body), "merged"
+            self.add(msg, origin, i)
+        for owner, call_id in self.stubs_after.get(i, ()):
+            stub = {"role": "tool", "tool_call_id": call_id, "content": STUB_RESULT_TEXT}
+            self.add(stub, "stub", owner)
+
+
+def _stub_positions(
+    plan: CompactionPlan, messages: Sequence[Mapping[str, Any]]
+) -> dict[int, list[tuple[int, str]]]:
+    """Stub results go right after the last surviving result of their call's message."""
+    positions: dict[int, list[tuple[int, str]]] = {}
+    for o in plan.orphans:
+        if o.action != "stub_result":
+            continue
+        owner = messages[o.index]
+        ids = {c.get("id") for c in owner.get("tool_calls") or () if isinstance(c, Mapping)}
+        after = o.index
+        for j in range(o.index + 1, len(messages)):
+            msg = messages[j]
+            if msg.get("role") != "tool":
+                break
+            if msg.get("tool_call_id") in ids:
+                after = j
+        positions.setdefault(after, []).append((o.index, o.tool_call_id))
+    return positions
+
+
+def apply(
+    plan: CompactionPlan, messages: Sequence[Mapping[str, Any]], summary_text: str
+) -> AssembledTranscript:
+    """The continuation: head, pinned, summary (or merged), carried anchors, tail.
+
+    Raises CompressionError for a skip plan, a plan made for another message list, or
+    an empty summary (an empty summarizer answer is a failure, Hermes #11978).
+    """
+    if plan.action != "compress":
+        raise CompressionError(f"cannot apply a skipped plan (reason: {plan.skip_reason})")
+    if len(messages) != plan.n_messages:
+        raise CompressionError(
+            f"the plan was made for {plan.n_messages} messages, got {len(messages)}: re-plan first"
+        )
+    body = summary_text.strip() if isinstance(summary_text, str) else ""
+    if not body:
+        raise CompressionError(
+            "the summary text is empty; a compaction needs a summary (or a fallback)"
+        )
+    builder = _Builder(plan, messages, body)
+    for i in range(plan.head_end):
+        builder.carry(i)
+    for i in plan.pinned:
+        builder.carry(i)
+    if not plan.merged_into_tail:
+        builder.add(
+            {"role": plan.summary_role, "content": markers.wrap_summary(body)}, "summary", None
+        )
+    for i in plan.carried:
+        builder.carry(i)
+    for i in range(plan.tail_start, len(messages)):
+        builder.carry(i)
+    return AssembledTranscript(messages=builder.messages, entries=builder.entries)
+
+
+# --- manual feedback ---------------------------------------------------------------------
+
+
+def feedback(
+    before_messages: Sequence[Mapping[str, Any]],
+    after_messages: Sequence[Mapping[str, Any]],
+    before_tokens_rough: int,
+    after_tokens_rough: int,
+) -> str:
+    """The report shown after a manual ``/compress`` (HERMES_SPEC §7)."""
+    before_n, after_n = len(before_messages), len(after_messages)
+    noop = list(before_messages) == list(after_messages)
+    if noop:
+        headline = f"No changes from compression: {before_n} messages"
+    else:
+        headline = f"Compressed: {before_n} → {after_n} messages"
+    if before_tokens_rough == after_tokens_rough:
+        tokens = f"Tokens (rough estimate, chars/4): ~{before_tokens_rough:,}, unchanged"
+    else:
+        tokens = (
+            f"Tokens (rough estimate, chars/4): ~{before_tokens_rough:,} → ~{after_tokens_rough:,}"
+        )
+    lines = [headline, tokens]
+    if not noop and after_n < before_n and after_tokens_rough > before_tokens_rough:
+        lines.append(
+            "Note: the estimate went up although there are fewer messages: the handoff summary "
+            "is denser text than the short tool results it replaced."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,339 @@
+"""Compression settings (HERMES_SPEC §1 plus ctxledger's hardening knobs) and derived budgets.
+
+`CompressionConfig` is immutable and validated when built: out-of-range values raise
+:class:`~ctxledger.errors.InvalidConfig` naming the setting, except ``target_ratio``,
+which Hermes clamps to 0.10-0.80 rather than rejects. Budgets that depend on the
+model's window (threshold, tail budget, summary budget) are methods taking the
+context length, because the window can change mid-session (model switch, a limit
+learned from a provider error) while the settings do not.
+
+`load_config` reads flat TOML keys named as in the spec, then ``CTXLEDGER_<KEY>``
+environment overrides. `to_snapshot` / `from_snapshot` give the plain dict recorded in
+events so a replay re-plans with exactly the settings that were in force.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from ctxledger.errors import InvalidConfig
+
+__all__ = ["ENV_PREFIX", "CompressionConfig", "load_config"]
+
+#: environment variables named ``CTXLEDGER_<UPPER_KEY>`` override file settings
+ENV_PREFIX = "CTXLEDGER_"
+
+#: when the threshold floor reaches the window, the floor becomes this share of it (#14690)
+_FLOOR_WINDOW_SHARE = 0.85
+#: the summary may use at most this share of the window (before the absolute cap)
+_SUMMARY_WINDOW_SHARE = 0.05
+#: Hermes's tail always keeps at least this many messages, whatever protect_last_n says
+_TAIL_HARD_MIN = 3
+_TARGET_RATIO_RANGE = (0.10, 0.80)
+
+_FRACTIONS = ("threshold", "hygiene_threshold", "pressure_level", "summary_ratio")
+
+
+class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every compression setting with its default. Build it with keywords; it validates itself."""
+
+    # --- HERMES_SPEC §1 -------------------------------------------------------------
+    enabled: bool = True
+    threshold: float = 0.50
+    target_ratio: float = 0.20
+    protect_first_n: int = 3
+    protect_last_n: int = 20
+    summary_model: str | None = None
+    hygiene_threshold: float = 0.85
+    hygiene_min_messages: int = 4
+    hygiene_hard_message_limit: int = 5000
+    max_compression_attempts: int = 3
+    # --- budgets ----------------------------------------------------------------------
+    #: overrides the model's window when set (per-model overrides are configuration)
+    context_length: int | None = None
+    max_summary_tokens_cap: int = 10_000
+    summary_min_tokens: int = 2_000
+    summary_ratio: float = 0.20
+    threshold_floor_tokens: int = 64_000
+    tail_min_messages: int = 8
+    tail_soft_ceiling: float = 1.5
+    # --- prune pass -------------------------------------------------------------------
+    prune_min_chars: int = 200
+    args_truncate_over: int = 500
+    args_leaf_keep: int = 200
+    # --- assembly, estimation ---------------------------------------------------------
+    orphan_policy: Literal["strip", "stub"] = "strip"
+    estimator: Literal["exact", "rough"] = "exact"
+    # --- runtime guards ---------------------------------------------------------------
+    pressure_level: float = 0.85
+    anti_thrash_min_saving: float = 0.10
+    anti_thrash_strikes: int = 2
+    cooldown_no_summarizer: float = 600.0
+    cooldown_generic: float = 60.0
+    cooldown_malformed: float = 30.0
+    # --- prompt caching ---------------------------------------------------------------
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    prompt_caching: bool = True
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        for name in _FRACTIONS:
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise InvalidConfig(f"{name} must be in (0, 1], got {value!r}")
+        low, high = _TARGET_RATIO_RANGE
+        if not math.isfinite(self.target_ratio):
+            raise InvalidConfig(f"target_ratio must be a finite number, got {self.target_ratio!r}")
+        # Hermes clamps rather than rejects: a ratio outside the range is a tuning slip.
+        msgspec.structs.force_setattr(self, "target_ratio", min(high, max(low, self.target_ratio)))
+        for name, value in msgspec.structs.asdict(self).items():
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                raise InvalidConfig(f"{name} must be >= 0, got {value}")
+        if self.max_compression_attempts < 1:
+            raise InvalidConfig("max_compression_attempts must be >= 1")
+        if self.context_length is not None and self.context_length < 1:
+            raise InvalidConfig(
+                f"context_length must be a positive number of tokens, got {self.context_length}"
+            )
+        if not 1.0 <= self.tail_soft_ceiling <= 10.0:
+            raise InvalidConfig(
+                f"tail_soft_ceiling must be in [1, 10], got {self.tail_soft_ceiling!r}"
+            )
+        if not 0.0 <= self.anti_thrash_min_saving < 1.0:
+            raise InvalidConfig(
+                f"anti_thrash_min_saving must be in [0, 1), got {self.anti_thrash_min_saving!r}"
+            )
+        for name in ("cooldown_no_summarizer", "cooldown_generic", "cooldown_malformed"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidConfig(f"{name} must be a number of seconds >= 0, got {value!r}")
+        if self.args_leaf_keep < 1:
+            raise InvalidConfig("args_leaf_keep must be >= 1")
+
+    # --- derived budgets ----------------------------------------------------------------
+
+    def resolve_context_length(self, model_window: int | None) -> int:
+        """The window to plan against: this config's override, else the model's window."""
+        window = self.context_length if self.context_length is not None else model_window
+        if window is None or window < 1:
+            raise InvalidConfig("no context length: set context_length or pass the model's window")
+        return window
+
+    def threshold_tokens(self, context_length: int) -> int:
+        """Tokens at which compression fires, with the small-window floor (#14690).
+
+        The floor keeps a 50 % threshold from firing too late on small windows; a floor
+        that reaches the window itself would never fire, so 85 % of the window is used.
+        """
+        window = _window(context_length)
+        base = int(window * self.threshold)
+        floor = self.threshold_floor_tokens
+        if floor >= window:
+            floor = int(window * _FLOOR_WINDOW_SHARE)
+        return max(base, floor)
+
+    def tail_token_budget(self, context_length: int) -> int:
+        """Tokens of recent messages kept verbatim: threshold_tokens x target_ratio."""
+        return int(self.threshold_tokens(context_length) * self.target_ratio)
+
+    def tail_min_count(self) -> int:
+        """Messages the tail keeps at minimum: min(tail_min_messages, protect_last_n), at least 3."""
+        return max(_TAIL_HARD_MIN, min(self.tail_min_messages, self.protect_last_n))
+
+    def max_summary_tokens(self, context_length: int) -> int:
+        """The longest summary allowed: 5 % of the window, capped."""
+        return min(
+            int(_window(context_length) * _SUMMARY_WINDOW_SHARE), self.max_summary_tokens_cap
+        )
+
+    def summary_budget(self, tokens_summarized: int, context_length: int) -> int:
+        """Target summary length: summary_ratio x tokens summarized, clamped to [min, max].
+
+        On windows so small that the maximum is below the minimum, the maximum wins:
+        a summary must never crowd out the tail it precedes.
+        """
+        high = self.max_summary_tokens(context_length)
+        low = min(self.summary_min_tokens, high)
+        return max(low, min(high, int(max(0, tokens_summarized) * self.summary_ratio)))
+
+    def hygiene_threshold_tokens(self, context_length: int) -> int:
+        return int(_window(context_length) * self.hygiene_threshold)
+
+    def pressure_tokens(self, context_length: int) -> int:
+        """Usage at which the context-pressure warning fires (a share of the threshold)."""
+        return int(self.threshold_tokens(context_length) * self.pressure_level)
+
+    # --- snapshots ------------------------------------------------------------------
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """Plain JSON-compatible dict of every setting, as recorded in events."""
+        return msgspec.structs.asdict(self)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Mapping[str, Any]) -> CompressionConfig:
+        """Rebuild from `to_snapshot` output.
+
+        Keys this version does not know are ignored (a snapshot written by a newer
+        version must still replay); known keys are validated as usual.
+        """
+        known = {f.name for f in msgspec.structs.fields(cls)}
+        return _convert({k: v for k, v in snapshot.items() if k in known}, "snapshot")
+
+    def replace(self, **changes: Any) -> CompressionConfig:
+        """A copy with some settings changed (validated like a new config)."""
+        return _convert({**self.to_snapshot(), **changes}, "replace()")
+
+
+def _window(context_length: int) -> int:
+    if (
+        isinstance(context_length, bool)
+        or not isinstance(context_length, int)
+        or context_length < 1
+    ):
+        raise InvalidConfig(f"context length must be a positive int, got {context_length!r}")
+    return context_length
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(CompressionConfig)
+
+
+def _accepts(tp: Any, value: Any) -> bool:
+    if tp is Any:
+        return True
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return value in typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(arg, value) for arg in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _check_types(config: CompressionConfig) -> None:
+    for name, tp in _field_types().items():
+        value = getattr(config, name)
+        if not _accepts(tp, value):
+            raise InvalidConfig(f"{name}: expected {_describe(tp)}, got {value!r}")
+        if tp is float and isinstance(value, int):
+            # keep snapshots stable: 1 and 1.0 must not round-trip as different values
+            msgspec.structs.force_setattr(config, name, float(value))
+
+
+def _describe(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    args = typing.get_args(tp)
+    if args:
+        return " or ".join(_describe(a) for a in args)
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _convert(data: Mapping[str, Any], source: str) -> CompressionConfig:
+    try:
+        return msgspec.convert(dict(data), CompressionConfig)
+    except msgspec.ValidationError as exc:
+        raise InvalidConfig(f"invalid compression setting in {source}: {_humanize(exc)}") from None
+
+
+def _humanize(exc: msgspec.ValidationError) -> str:
+    # msgspec says "... - at `$.threshold`"; lead with the key so the user sees it first
+    text = str(exc)
+    if " - at `$." in text:
+        message, _, where = text.rpartition(" - at `$.")
+        return f"{where.rstrip('`')}: {message}"
+    return text
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_NULL = frozenset({"", "none", "null"})
+
+
+def _from_env_text(name: str, tp: Any, raw: str, var: str) -> Any:
+    """Convert one environment string to the setting's type, or say which variable is wrong."""
+    text = raw.strip()
+    args = typing.get_args(tp)
+    if type(None) in args:
+        if text.lower() in _NULL:
+            return None
+        tp = next(a for a in args if a is not type(None))
+    try:
+        if typing.get_origin(tp) is Literal:
+            if text not in typing.get_args(tp):
+                raise ValueError
+            return text
+        if tp is bool:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError
+        if tp is int:
+            return int(text.replace("_", ""))
+        if tp is float:
+            return float(text)
+        return text
+    except ValueError:
+        raise InvalidConfig(
+            f"environment variable {var}={raw!r}: {name} expects {_describe(tp)}"
+        ) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise InvalidConfig(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidConfig(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    known = _field_types()
+    for key, value in data.items():
+        if key not in known:
+            hint = " (settings are flat keys, not tables)" if isinstance(value, dict) else ""
+            raise InvalidConfig(f"config file {path}: unknown setting {key!r}{hint}")
+    return data
+
+
+def load_config(
+    path: str | Path | None, env: Mapping[str, str] | None = os.environ
+) -> CompressionConfig:
+    """Settings from a TOML file (flat keys as in HERMES_SPEC §1), then env overrides.
+
+    Environment variables ``CTXLEDGER_<UPPER_KEY>`` (e.g. ``CTXLEDGER_THRESHOLD=0.6``)
+    win over the file; other ``CTXLEDGER_*`` variables belong to other components and
+    are ignored. Pass ``env=None`` to ignore the environment. Raises InvalidConfig.
+    """
+    data: dict[str, Any] = _read_toml(Path(path)) if path is not None else {}
+    source = str(path) if path is not None else "defaults"
+    if env:
+        overridden = []
+        for name, tp in _field_types().items():
+            var = ENV_PREFIX + name.upper()
+            if var in env:
+                data[name] = _from_env_text(name, tp, env[var], var)
+                overridden.append(var)
+        if overridden:
+            source += " + " + ", ".join(overridden)
+    return _convert(data, source)

@@ -1,0 +1,651 @@
+"""Phase 2 and the whole compaction plan, as a pure function.
+
+`plan(messages, config, token_counts, ...)` decides everything about a compaction
+except the summary text: where the protected head ends, where the token-budgeted
+tail starts, which messages in between are kept verbatim anyway (pinned ones, and the
+latest user ask / visible reply), which are summarized, the phase-1 rewrites the
+summarizer sees instead of the originals, the summary's role, orphan repairs, and
+whether the result would be smaller at all. It does no I/O, reads no clock, calls no
+model and never mutates its inputs; the same inputs always give the same plan.
+
+The rules are HERMES_SPEC §3 with the §9 defects designed out:
+
+* A boundary is only ever placed at a *valid cut*: an index that no tool-call group
+  (an assistant message with calls plus all of their results) straddles. Alignment
+  is the last word; when no valid cut leaves something to summarize the plan is a
+  skip with a reason, never a clamped boundary that orphans a result.
+* The tail is the longest valid suffix within ``tail_soft_ceiling`` x budget, but
+  at least the shortest valid suffix holding the minimum message count. A cut that
+  lands inside a tool group moves back before the parent assistant when the
+  minimum count needs the group, and forward (the group is summarized) when keeping
+  it would break the soft ceiling.
+* The latest real user message and the latest visible assistant reply are never
+  summarized. When they fall before the tail they are *carried*: kept verbatim right
+  after the summary (with their tool-call partners). Extending the tail back to them
+  instead would make one long agent turn uncompactable once the head has decayed.
+  For the same reason the head never swallows them.
+* After the first compaction (or whenever a summary is already present) only the
+  system prompt is protected (#11996); the previous summary lands in the middle and
+  is updated iteratively. A summary is never left in the tail, so there is always
+  exactly one after assembly.
+* Prunes apply only to summarized messages: head, pinned, carried and tail messages
+  stay byte-identical. A plan whose estimate is not smaller than before is a skip.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from ctxledger.compressor import markers
+from ctxledger.compressor.assemble import split_merged
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.prune import (
+    Prune,
+    call_info,
+    newest_copies,
+    prune_tool_result,
+    truncate_call_arguments,
+)
+from ctxledger.errors import InvalidInput, InvalidMessage
+from ctxledger.messages import content_text, is_text_content_empty
+from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
+
+__all__ = ["CompactionPlan", "OrphanAction", "SkipReason", "plan", "rough_counts"]
+
+SkipReason = Literal["disabled", "too_few_messages", "no_valid_cut", "no_progress"]
+Role = Literal["user", "assistant"]
+
+
+class OrphanAction(msgspec.Struct, frozen=True, kw_only=True):
+    """A repair so the provider never sees an orphan.
+
+    ``drop_result``: tool message `index` answers a call that is not in the output.
+    ``strip_call`` / ``stub_result``: assistant message `index` issued `tool_call_id`,
+    whose result is not in the output; the call is removed, or answered by a stub.
+    """
+
+    index: int
+    tool_call_id: str
+    action: Literal["drop_result", "strip_call", "stub_result"]
+
+
+class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a compaction will do, as indices into the planned message list.
+
+    Output order: ``messages[:head_end]`` (+ system note), ``pinned``, the summary
+    (unless merged), ``carried``, ``messages[tail_start:]``. The middle is
+    ``messages[compress_start:compress_end]`` (``compress_start == head_end``,
+    ``compress_end == tail_start``); of it, everything not in ``pinned`` or ``carried``
+    is summarized (`summarized_indices`). ``prunes`` are what the summarizer sees in
+    place of those messages. ``merge_index`` is the message the summary is merged
+    into when ``merged_into_tail``; ``unmerged`` are carried messages that still hold
+    an older merged summary, which is taken out (its text is the previous summary).
+    ``estimated_tokens_after`` = everything kept + the summary budget + the summary's
+    framing (prefix, end marker) + the system note when this compaction adds it.
+    """
+
+    action: Literal["compress", "skip"]
+    skip_reason: SkipReason | None = None
+    n_messages: int = 0
+    head_end: int = 0
+    tail_start: int = 0
+    compress_start: int = 0
+    compress_end: int = 0
+    head_count: int = 0
+    tail_count: int = 0
+    pinned: list[int] = msgspec.field(default_factory=list)
+    carried: list[int] = msgspec.field(default_factory=list)
+    unmerged: list[int] = msgspec.field(default_factory=list)
+    prunes: list[Prune] = msgspec.field(default_factory=list)
+    summary_role: Role = "user"
+    merged_into_tail: bool = False
+    merge_index: int | None = None
+    orphans: list[OrphanAction] = msgspec.field(default_factory=list)
+    system_note: bool = False
+    previous_summary_index: int | None = None
+    summary_budget_tokens: int = 0
+    tokens_before: int = 0
+    middle_tokens: int = 0
+    estimated_tokens_after: int = 0
+    tail_token_budget: int = 0
+    focus: str | None = None
+    compaction_count: int = 0
+    forced: bool = False
+    notes: list[str] = msgspec.field(default_factory=list)
+
+    def summarized_indices(self) -> list[int]:
+        """Indices replaced by the summary (the middle minus pinned and carried)."""
+        kept = set(self.pinned) | set(self.carried)
+        return [i for i in range(self.compress_start, self.compress_end) if i not in kept]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-compatible form, as recorded in ``SessionSwitched.plan``."""
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
+
+
+def rough_counts(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Hermes's rough per-message estimate (chars/4 + 10), parallel to `messages`."""
+    return [rough_message_tokens(m) for m in messages]
+
+
+# --- the message layout ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Layout:
+    """What planning needs to know about the list, gathered in one linear pass."""
+
+    n: int
+    roles: list[Any]
+    # tool groups as spans: cuts in (span_start[k], span_end[k]] would split a group
+    span_start: list[int] = field(default_factory=list)
+    span_end: list[int] = field(default_factory=list)
+    call_of: dict[str, Any] = field(default_factory=dict)  # call id -> the call object
+    call_ids: dict[int, list[str]] = field(default_factory=dict)  # assistant -> its call ids
+    result_owner: dict[int, int] = field(default_factory=dict)  # tool msg -> calling assistant
+    answered: set[str] = field(default_factory=set)
+    long_args: list[int] = field(default_factory=list)  # assistants with oversized arguments
+    long_results: list[int] = field(default_factory=list)  # tool msgs with >= prune_min_chars
+    summaries: list[int] = field(default_factory=list)  # messages carrying a summary
+    merged: set[int] = field(default_factory=set)  # ... of which merged into a real message
+    last_user: int | None = None
+    last_reply: int | None = None
+    has_system: bool = False
+
+    def _span(self, i: int) -> int:
+        """Index of the group span that a cut at i would split, or -1."""
+        k = bisect.bisect_left(self.span_start, i) - 1
+        return k if k >= 0 and i <= self.span_end[k] else -1
+
+    def prev_cut(self, i: int) -> int:
+        """Largest valid cut <= i (0 is always valid)."""
+        k = self._span(i)
+        return self.span_start[k] if k >= 0 else max(0, i)
+
+    def next_cut(self, i: int) -> int:
+        """Smallest valid cut >= i (n when none)."""
+        k = self._span(i)
+        return min(self.n, self.span_end[k] + 1 if k >= 0 else i)
+
+    def block(self, i: int) -> tuple[int, int]:
+        """The unsplittable run [start, end) holding message i (a tool group, or i alone)."""
+        return self.prev_cut(i), self.next_cut(i + 1)
+
+
+def _summary_starts() -> frozenset[str]:
+    return frozenset(
+        p.lstrip()[:1] for p in (markers.summary_prefix(), *markers.LEGACY_PREFIXES) if p.strip()
+    )
+
+
+def _maybe_summary(content: Any, starts: frozenset[str]) -> bool:
+    """Cheap first-character test before the real prefix check."""
+    if isinstance(content, list):
+        first = content[0] if content else None
+        content = first.get("text") if isinstance(first, Mapping) else None
+    if not isinstance(content, str) or not content:
+        return False
+    head = content[:1]
+    return head in starts or (head.isspace() and content.lstrip()[:1] in starts)
+
+
+def _scan(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> _Layout:
+    """The single pass over every message; kept tight because it dominates planning time."""
+    n = len(messages)
+    layout = _Layout(n=n, roles=[m.get("role") for m in messages])
+    call_of, call_ids = layout.call_of, layout.call_ids
+    result_owner, answered = layout.result_owner, layout.answered
+    owner_of: dict[str, int] = {}
+    group_last: dict[int, int] = {}  # assistant -> index of its last result
+    starts = _summary_starts()
+    min_chars, args_over = config.prune_min_chars, config.args_truncate_over
+    for i, role in enumerate(layout.roles):
+        msg = messages[i]
+        if role == "tool":
+            call_id = msg["tool_call_id"]
+            owner = owner_of.get(call_id, -1)
+            if 0 <= owner < i and call_id not in answered:
+                result_owner[i] = owner
+                answered.add(call_id)
+                group_last[owner] = i
+            content = msg.get("content")
+            if (len(content) >= min_chars) if type(content) is str else isinstance(content, list):
+                layout.long_results.append(i)
+            continue
+        content = msg.get("content")
+        # the first-character test is inlined: it runs for every message
+        if (
+            content
+            and (type(content) is not str or content[:1] in starts or content[:1].isspace())
+            and role in ("user", "assistant")
+            and _maybe_summary(content, starts)
+        ):
+            layout.summaries.append(i)
+        if role == "assistant":
+            tool_calls = msg.get("tool_calls")
+            if tool_calls:
+                ids = call_ids[i] = []
+                long = False
+                for call in tool_calls:
+                    call_id = call["id"]
+                    call_of[call_id] = call
+                    owner_of[call_id] = i
+                    ids.append(call_id)
+                    long = long or len(call["function"]["arguments"]) > args_over
+                if long:
+                    layout.long_args.append(i)
+    # a cut before i is invalid when an earlier call's group reaches i; overlapping
+    # groups (results interleaved across calls) merge into one unsplittable span
+    for start, end in sorted(group_last.items()):
+        if layout.span_end and start <= layout.span_end[-1]:
+            layout.span_end[-1] = max(layout.span_end[-1], end)
+        else:
+            layout.span_start.append(start)
+            layout.span_end.append(end)
+    layout.has_system = n > 0 and layout.roles[0] == "system"
+    return layout
+
+
+def _layout(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> _Layout:
+    try:
+        layout = _scan(messages, config)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise InvalidMessage(
+            f"plan() needs validated OpenAI messages (see messages.validate_messages): {exc!r}"
+        ) from None
+    candidates, layout.summaries = layout.summaries, []
+    for i in candidates:
+        split = split_merged(messages[i])
+        if split is not None:
+            layout.summaries.append(i)
+            if split[1] is not None:
+                layout.merged.add(i)
+    _find_anchors(messages, layout)
+    return layout
+
+
+def _find_anchors(messages: Sequence[Mapping[str, Any]], layout: _Layout) -> None:
+    """The latest real user message and the latest visible assistant reply (not summaries)."""
+    summaries = set(layout.summaries)
+    for i in range(layout.n - 1, -1, -1):
+        role = layout.roles[i]
+        if role == "user" and layout.last_user is None:
+            if i not in summaries or i in layout.merged:
+                layout.last_user = i
+        elif role == "assistant" and layout.last_reply is None:
+            msg: Mapping[str, Any] | None = messages[i]
+            if i in summaries:
+                split = split_merged(messages[i])
+                msg = split[1] if split is not None else None
+            if msg is not None and not is_text_content_empty(msg):
+                layout.last_reply = i
+        if layout.last_user is not None and layout.last_reply is not None:
+            return
+
+
+# --- boundaries -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Bounds:
+    head_end: int
+    tail_start: int
+    pinned: list[int]
+    carried: list[int]
+    notes: list[str]
+
+
+@dataclass(slots=True)
+class _Job:
+    """One planning call's inputs, passed whole to the helpers."""
+
+    messages: Sequence[Mapping[str, Any]]
+    config: CompressionConfig
+    counts: list[int]
+    context_length: int
+    layout: _Layout
+    force: bool
+    base: dict[str, Any]  # plan fields known before any decision
+
+
+def _head_end(layout: _Layout, head_size: int, notes: list[str]) -> int:
+    """System + protected messages, pushed forward past tool results, never past an anchor."""
+    head_end = layout.next_cut(min(head_size, layout.n))
+    anchors = [a for a in (layout.last_user, layout.last_reply) if a is not None]
+    if anchors and min(anchors) < head_end:
+        capped = max(1 if layout.has_system else 0, layout.prev_cut(min(anchors)))
+        notes.append(
+            f"head ends at {capped} instead of {head_end}: the latest user message or visible "
+            "reply is kept after the summary, not inside the protected head"
+        )
+        head_end = capped
+    return head_end
+
+
+def _kept_blocks(
+    layout: _Layout, head_end: int, pinned: Collection[int], notes: list[str]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Blocks (start, end) of pinned messages and of anchors at or after the head."""
+    anchor_blocks = sorted(
+        {
+            layout.block(a)
+            for a in (layout.last_user, layout.last_reply)
+            if a is not None and a >= head_end
+        }
+    )
+    pinned_blocks: set[tuple[int, int]] = set()
+    summaries = set(layout.summaries)
+    for p in sorted(set(pinned)):
+        if not 0 <= p < layout.n:
+            notes.append(f"pinned index {p} is outside the transcript; ignored")
+            continue
+        if p < head_end:
+            continue
+        if p in summaries:
+            notes.append(f"message {p} holds a summary; it is updated, not pinned")
+            continue
+        start, end = layout.block(p)
+        if any(s <= p < e for s, e in anchor_blocks):
+            continue
+        if end - start > 1:
+            partners = [i for i in range(start, end) if i != p]
+            notes.append(f"pinned message {p} kept with its tool-call partners {partners}")
+        pinned_blocks.add((start, end))
+    return sorted(pinned_blocks), anchor_blocks
+
+
+def _tail_start(
+    layout: _Layout, suffix: list[int], lo: int, ceiling: int, min_count: int
+) -> int | None:
+    """Longest valid suffix within the ceiling, but at least the shortest one with min_count."""
+    n = layout.n
+    first_fit = bisect.bisect_left(range(n + 1), True, lo=lo, key=lambda c: suffix[c] <= ceiling)
+    by_budget = layout.next_cut(first_fit)
+    by_budget_ok = by_budget < n
+    by_count = layout.prev_cut(n - min_count) if n - min_count >= lo else -1
+    by_count_ok = by_count >= lo
+    if by_budget_ok and by_count_ok:
+        return min(by_budget, by_count)
+    if by_budget_ok:
+        return by_budget
+    if by_count_ok:
+        return by_count
+    fallback = layout.prev_cut(n - 1)
+    return fallback if fallback >= lo else None
+
+
+def _in_blocks(i: int, blocks: Sequence[tuple[int, int]]) -> bool:
+    return any(s <= i < e for s, e in blocks)
+
+
+def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds | SkipReason:
+    notes: list[str] = []
+    layout, config, n = job.layout, job.config, job.layout.n
+    head_end = _head_end(layout, head_size, notes)
+    pinned_blocks, anchor_blocks = _kept_blocks(layout, head_end, pinned, notes)
+    # the middle must keep at least one message to summarize: the first one that is
+    # neither pinned nor an anchor; and no summary may stay behind in the tail
+    first = head_end
+    while first < n and (_in_blocks(first, pinned_blocks) or _in_blocks(first, anchor_blocks)):
+        first += 1
+    lo = max(first + 1, layout.summaries[-1] + 1 if layout.summaries else 0)
+    if lo > n - 1:
+        return "no_valid_cut"
+    suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
+    ceiling = int(config.tail_token_budget(job.context_length) * config.tail_soft_ceiling)
+    min_count = max(1, min(config.tail_min_count(), n - lo))
+    tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
+    if tail_start is None:
+        return "no_valid_cut"
+    carried = [i for s, e in anchor_blocks if e <= tail_start for i in range(s, e)]
+    kept = [i for s, e in pinned_blocks if e <= tail_start for i in range(s, e) if i not in carried]
+    if carried:
+        notes.append(
+            f"messages {carried} (the latest user ask / visible reply) are kept verbatim after the summary"
+        )
+    return _Bounds(
+        head_end=head_end, tail_start=tail_start, pinned=kept, carried=carried, notes=notes
+    )
+
+
+# --- roles and orphans ------------------------------------------------------------------
+
+
+def _summary_role(
+    layout: _Layout, before: Sequence[int], after_first: int
+) -> tuple[Role, int | None]:
+    """The summary's role, and the index it merges into when both roles would collide."""
+    roles = layout.roles
+    pre = roles[before[-1]] if before else None
+    post = roles[after_first]
+    only_system = all(roles[i] == "system" for i in before)
+    if only_system or layout.last_user is None:
+        # a transcript must open with (and keep) a user turn: the summary is that turn
+        return "user", after_first if post == "user" else None
+    role: Role = "user" if pre in ("assistant", "tool") else "assistant"
+    if role == post:
+        flipped: Role = "assistant" if role == "user" else "user"
+        if flipped != pre:
+            return flipped, None
+        return role, after_first
+    return role, None
+
+
+def _in_flight(layout: _Layout) -> set[str]:
+    """Calls of a final assistant message that are still waiting for results (#9 rule)."""
+    last_assistant = next(
+        (i for i in range(layout.n - 1, -1, -1) if layout.roles[i] != "tool"), None
+    )
+    if last_assistant is None or layout.roles[last_assistant] != "assistant":
+        return set()
+    return {c for c in layout.call_ids.get(last_assistant, []) if c not in layout.answered}
+
+
+def _orphans(job: _Job, kept: Sequence[int], notes: list[str]) -> list[OrphanAction]:
+    """Repairs for calls/results whose partner is not in the output (only odd inputs have any)."""
+    layout, messages, policy = job.layout, job.messages, job.config.orphan_policy
+    actions: list[OrphanAction] = []
+    in_flight = _in_flight(layout)
+    kept_set = set(kept)
+    seen_results: set[str] = set()
+    for i in sorted(kept):
+        role = layout.roles[i]
+        if role == "tool":
+            call_id = messages[i].get("tool_call_id")
+            owner = layout.result_owner.get(i)
+            if owner is None or owner not in kept_set or call_id in seen_results:
+                actions.append(
+                    OrphanAction(index=i, tool_call_id=str(call_id), action="drop_result")
+                )
+            else:
+                seen_results.add(str(call_id))
+        elif role == "assistant" and i in layout.call_ids:
+            missing = [
+                c for c in layout.call_ids[i] if c not in layout.answered and c not in in_flight
+            ]
+            if not missing:
+                continue
+            action: Literal["strip_call", "stub_result"] = (
+                "stub_result" if policy == "stub" else "strip_call"
+            )
+            if (
+                action == "strip_call"
+                and len(missing) == len(layout.call_ids[i])
+                and is_text_content_empty(messages[i])
+            ):
+                action = "stub_result"
+                notes.append(
+                    f"message {i}: stubbing instead of stripping, stripping would leave it empty"
+                )
+            actions.extend(OrphanAction(index=i, tool_call_id=c, action=action) for c in missing)
+    return actions
+
+
+# --- the plan ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _framing_tokens() -> int:
+    """Rough tokens a summary message costs beyond its text (prefix, end marker, framing)."""
+    return rough_text_tokens(markers.wrap_summary("")) + ROUGH_MESSAGE_OVERHEAD
+
+
+def _checked_counts(
+    messages: Sequence[Mapping[str, Any]], token_counts: Sequence[int]
+) -> list[int]:
+    counts = list(token_counts)
+    if len(counts) != len(messages):
+        raise InvalidInput(f"token_counts has {len(counts)} entries for {len(messages)} messages")
+    if counts and (not set(map(type, counts)) <= {int} or min(counts) < 0):
+        raise InvalidInput("token_counts must be non-negative integers")
+    return counts
+
+
+def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int]:
+    """Phase-1 rewrites of the summarized messages, and the tokens they save."""
+    messages, layout, config, counts = job.messages, job.layout, job.config, job.counts
+    lo, hi = b.head_end, b.tail_start
+    newest = newest_copies(messages, config.prune_min_chars, layout.long_results)
+    results = layout.long_results
+    targets = sorted(
+        i
+        for i in itertools.chain(
+            results[bisect.bisect_left(results, lo) : bisect.bisect_left(results, hi)],
+            layout.long_args[
+                bisect.bisect_left(layout.long_args, lo) : bisect.bisect_left(layout.long_args, hi)
+            ],
+        )
+        if i not in kept_mid
+    )
+    prunes: list[Prune] = []
+    saved = 0
+    for i in targets:
+        msg = messages[i]
+        if layout.roles[i] == "tool":
+            call = layout.call_of.get(msg["tool_call_id"])
+            newer = newest.get(i)
+            prune = prune_tool_result(
+                i,
+                msg,
+                call_info(call) if call is not None else None,
+                newer_call_id=messages[newer]["tool_call_id"] if newer is not None else None,
+                min_chars=config.prune_min_chars,
+            )
+        else:
+            shorter = truncate_call_arguments(
+                msg, over=config.args_truncate_over, leaf_keep=config.args_leaf_keep
+            )
+            prune = (
+                Prune(index=i, kind="args_truncated", replacement=shorter)
+                if shorter is not None
+                else None
+            )
+        if prune is not None:
+            prunes.append(prune)
+            replacement = prune.replacement
+            estimate = (
+                len(replacement["content"]) // 4 + ROUGH_MESSAGE_OVERHEAD
+                if type(replacement.get("content")) is str and not replacement.get("tool_calls")
+                else rough_message_tokens(replacement)
+            )
+            saved += max(0, counts[i] - estimate)
+    return prunes, saved
+
+
+def _old_merged_summary_tokens(message: Mapping[str, Any], count: int) -> int:
+    """Tokens of the older summary inside a merged message (it is replaced, not kept)."""
+    split = split_merged(message)
+    original = split[1] if split is not None else None
+    return max(0, count - rough_message_tokens(original)) if original is not None else 0
+
+
+def plan(
+    messages: Sequence[Mapping[str, Any]],
+    config: CompressionConfig,
+    token_counts: Sequence[int],
+    *,
+    context_length: int,
+    focus: str | None = None,
+    pinned: Collection[int] = (),
+    compaction_count: int = 0,
+    force: bool = False,
+) -> CompactionPlan:
+    """Plan one compaction of the API message list `messages` (system message at 0 if any).
+
+    `token_counts` is parallel to `messages` (exact or rough; the caller chooses).
+    `pinned` are indices the user pinned; `compaction_count` is how many compactions
+    the session chain has had. `force` (manual ``/compress``) plans even when disabled
+    or when the result would not be smaller, but never produces an invalid plan.
+    Raises InvalidInput when `token_counts` does not match `messages`.
+    """
+    counts = _checked_counts(messages, token_counts)
+    base: dict[str, Any] = {
+        "n_messages": len(messages), "tokens_before": sum(counts), "focus": focus,
+        "compaction_count": compaction_count, "forced": force,
+        "tail_token_budget": config.tail_token_budget(context_length),
+    }  # fmt: skip
+    if not config.enabled and not force:
+        return CompactionPlan(action="skip", skip_reason="disabled", **base)
+    layout = _layout(messages, config)
+    compacted = compaction_count >= 1 or bool(layout.summaries)
+    head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)
+    if len(messages) <= head_size + 4:
+        return CompactionPlan(action="skip", skip_reason="too_few_messages", **base)
+    job = _Job(messages, config, counts, context_length, layout, force, base)
+    bounds = _boundaries(job, head_size, pinned)
+    if isinstance(bounds, str):
+        return CompactionPlan(action="skip", skip_reason=bounds, **base)
+    return _complete(job, bounds)
+
+
+def _complete(job: _Job, b: _Bounds) -> CompactionPlan:
+    messages, layout, counts, base, n = job.messages, job.layout, job.counts, job.base, job.layout.n
+    kept_mid = set(b.pinned) | set(b.carried)
+    kept = [*range(b.head_end), *b.pinned, *b.carried, *range(b.tail_start, n)]
+    orphans = _orphans(job, kept, b.notes)
+    dropped = {o.index for o in orphans if o.action == "drop_result"}
+    before = [i for i in [*range(b.head_end), *b.pinned] if i not in dropped]
+    after_first = next((i for i in [*b.carried, *range(b.tail_start, n)] if i not in dropped), None)
+    if after_first is None:  # only orphaned results would follow the summary
+        return CompactionPlan(action="skip", skip_reason="no_valid_cut", notes=b.notes, **base)
+    role, merge_index = _summary_role(layout, before, after_first)
+    prunes, saved = _middle(job, b, kept_mid)
+    unmerged = [i for i in b.carried if i in layout.merged]
+    # an older summary merged into a carried message is rewritten too: count it as summarized
+    summarized_tokens = (
+        sum(counts[b.head_end : b.tail_start])
+        - sum(counts[i] for i in kept_mid)
+        + sum(_old_merged_summary_tokens(messages[i], counts[i]) for i in unmerged)
+    )
+    middle_tokens = summarized_tokens - saved
+    budget = job.config.summary_budget(middle_tokens, job.context_length)
+    system_note = layout.has_system and not markers.has_system_note(content_text(messages[0]))
+    # the summary arrives framed (prefix, end marker) and the first compaction adds a
+    # note: small budgets would otherwise "progress" by rewriting a summary into itself
+    framing = _framing_tokens() + (rough_text_tokens(markers.system_note()) if system_note else 0)
+    estimated = base["tokens_before"] - summarized_tokens + budget + framing
+    previous = [
+        i
+        for i in layout.summaries
+        if (b.head_end <= i < b.tail_start and i not in kept_mid) or i in unmerged
+    ]
+    fields: dict[str, Any] = {
+        **base, "head_end": b.head_end, "tail_start": b.tail_start,
+        "compress_start": b.head_end, "compress_end": b.tail_start,
+        "head_count": b.head_end, "tail_count": n - b.tail_start,
+        "pinned": b.pinned, "carried": b.carried, "unmerged": unmerged, "prunes": prunes,
+        "summary_role": role, "merged_into_tail": merge_index is not None,
+        "merge_index": merge_index, "orphans": orphans, "system_note": system_note,
+        "previous_summary_index": max(previous, default=None), "summary_budget_tokens": budget,
+        "middle_tokens": middle_tokens, "estimated_tokens_after": estimated, "notes": b.notes,
+    }  # fmt: skip
+    if estimated >= base["tokens_before"] and not job.force:
+        return CompactionPlan(action="skip", skip_reason="no_progress", **fields)
+    return CompactionPlan(action="compress", **fields)

@@ -1,0 +1,264 @@
+"""Phase 4: building the continuation from a plan, merged summaries, manual feedback."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from ctxledger.compressor import markers
+from ctxledger.compressor.assemble import (
+    STUB_RESULT_TEXT,
+    apply,
+    feedback,
+    merge_summary,
+    split_merged,
+)
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.planner import CompactionPlan, OrphanAction, plan
+from ctxledger.errors import CompressionError
+from ctxledger.messages import validate_messages
+
+Message = dict[str, Any]
+
+
+def _call(call_id: str, name: str = "bash") -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": '{"command": "ls"}'},
+    }
+
+
+def _chat(turns: int, *, system: bool = True) -> list[Message]:
+    messages: list[Message] = [{"role": "system", "content": "You are helpful."}] if system else []
+    for t in range(turns):
+        messages.append({"role": "user", "content": f"question {t} " + "q " * 200})
+        messages.append({"role": "assistant", "content": f"answer {t} " + "a " * 200})
+    return messages
+
+
+CONFIG = CompressionConfig(
+    threshold_floor_tokens=0,
+    summary_min_tokens=100,
+    protect_first_n=2,
+    tail_min_messages=3,
+    protect_last_n=3,
+)
+
+
+def _plan(messages: list[Message], **kwargs: Any) -> CompactionPlan:
+    counts = [120] * len(messages)
+    p = plan(
+        messages,
+        kwargs.pop("config", CONFIG),
+        counts,
+        context_length=kwargs.pop("context_length", 3_000),
+        **kwargs,
+    )
+    assert p.action == "compress", p
+    return p
+
+
+def test_output_is_head_summary_tail_with_entries() -> None:
+    messages = _chat(8)
+    p = _plan(messages)
+    result = apply(p, messages, "Goal: answer questions.")
+    out, entries = result.messages, result.entries
+    validate_messages(out)
+    assert entries[0].origin == "system" and entries[0].source_index == 0
+    assert [e.source_index for e in entries[1 : p.head_end]] == list(range(1, p.head_end))
+    summary_at = p.head_end
+    assert entries[summary_at].origin == "summary" and entries[summary_at].source_index is None
+    assert out[summary_at] == {
+        "role": p.summary_role,
+        "content": markers.wrap_summary("Goal: answer questions."),
+    }
+    assert out[summary_at + 1 :] == messages[p.tail_start :]
+    assert all(e.origin == "carried" for e in entries[summary_at + 1 :])
+
+
+def test_first_compaction_appends_the_system_note_once() -> None:
+    messages = _chat(8)
+    out = apply(_plan(messages), messages, "s").messages
+    assert out[0]["content"] == markers.add_system_note("You are helpful.")
+    again = _plan(out, compaction_count=1)
+    assert not again.system_note
+    assert apply(again, out, "s2").messages[0]["content"].count(markers.system_note()) == 1
+
+
+def test_system_note_on_list_content_is_an_extra_part() -> None:
+    messages = _chat(8)
+    messages[0] = {"role": "system", "content": [{"type": "text", "text": "You are helpful."}]}
+    out = apply(_plan(messages), messages, "s").messages
+    assert out[0]["content"][-1] == {"type": "text", "text": markers.system_note()}
+
+
+def test_apply_never_mutates_and_returns_copies() -> None:
+    messages = _chat(8)
+    before = copy.deepcopy(messages)
+    out = apply(_plan(messages), messages, "s").messages
+    assert messages == before
+    out[-1]["content"] = "changed"
+    assert messages == before
+
+
+@pytest.mark.parametrize("text", ["", "   \n "])
+def test_empty_summary_is_refused(text: str) -> None:
+    messages = _chat(8)
+    with pytest.raises(CompressionError, match="empty"):
+        apply(_plan(messages), messages, text)
+
+
+def test_a_skip_plan_cannot_be_applied() -> None:
+    with pytest.raises(CompressionError, match="skipped"):
+        apply(CompactionPlan(action="skip", skip_reason="no_progress"), _chat(2), "s")
+
+
+def test_a_plan_for_another_list_is_refused() -> None:
+    messages = _chat(8)
+    p = _plan(messages)
+    with pytest.raises(CompressionError, match="re-plan"):
+        apply(p, [*messages, {"role": "user", "content": "more"}], "s")
+
+
+def test_summary_merged_into_the_first_tail_message() -> None:
+    # head ends with an assistant reply and the tail starts with a user message:
+    # user collides with the tail, assistant with the head, so the summary is merged
+    messages = _chat(8)
+    p = _plan(messages, config=CONFIG.replace(tail_min_messages=4, protect_last_n=4))
+    assert (
+        messages[p.head_end - 1]["role"] == "assistant" and messages[p.tail_start]["role"] == "user"
+    )
+    assert p.merged_into_tail and p.merge_index == p.tail_start
+    result = apply(p, messages, "merged body")
+    merged = result.messages[p.head_end]
+    assert result.entries[p.head_end].origin == "merged"
+    original = messages[p.tail_start]["content"]
+    assert (
+        merged["content"]
+        == markers.wrap_summary("merged body") + markers.merge_delimiter() + original
+    )
+    assert markers.unwrap_summary(merged["content"]) == "merged body"
+
+
+def test_merge_and_split_round_trip_for_every_content_shape() -> None:
+    shapes: list[Message] = [
+        {"role": "user", "content": "plain"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "part"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+            ],
+        },
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1")]},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c2")]},
+        {"role": "user", "content": ""},
+    ]
+    for message in shapes:
+        merged = merge_summary(message, "the body")
+        split = split_merged(merged)
+        assert split is not None
+        body, original = split
+        assert body == "the body"
+        expected = dict(message)
+        if expected.get("tool_calls") and expected["content"] == "":
+            expected["content"] = None  # documented: "" and null are the same to providers
+        assert original == expected
+
+
+def test_split_merged_on_plain_and_standalone_summary_messages() -> None:
+    assert split_merged({"role": "user", "content": "hello"}) is None
+    assert (
+        split_merged({"role": "tool", "tool_call_id": "x", "content": markers.wrap_summary("b")})
+        is None
+    )
+    assert split_merged({"role": "assistant", "content": markers.wrap_summary("body")}) == (
+        "body",
+        None,
+    )
+
+
+def test_stub_results_follow_the_calls_own_results() -> None:
+    messages: list[Message] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "ok"},
+        {"role": "user", "content": "next"},
+    ]
+    p = CompactionPlan(
+        action="compress",
+        n_messages=4,
+        head_end=1,
+        tail_start=1,
+        compress_start=1,
+        compress_end=1,
+        summary_role="assistant",
+        orphans=[OrphanAction(index=1, tool_call_id="b", action="stub_result")],
+    )
+    result = apply(p, messages, "s")
+    roles = [(m["role"], m.get("tool_call_id")) for m in result.messages]
+    assert roles == [
+        ("user", None),
+        ("assistant", None),
+        ("assistant", None),
+        ("tool", "a"),
+        ("tool", "b"),
+        ("user", None),
+    ]
+    assert result.messages[4]["content"] == STUB_RESULT_TEXT
+    assert result.entries[4].origin == "stub" and result.entries[4].source_index == 1
+
+
+def test_strip_call_and_drop_result() -> None:
+    messages: list[Message] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "two calls", "tool_calls": [_call("a"), _call("b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "ok"},
+        {"role": "tool", "tool_call_id": "ghost", "content": "orphan"},
+    ]
+    p = CompactionPlan(
+        action="compress",
+        n_messages=4,
+        head_end=1,
+        tail_start=1,
+        compress_start=1,
+        compress_end=1,
+        summary_role="assistant",
+        orphans=[
+            OrphanAction(index=1, tool_call_id="b", action="strip_call"),
+            OrphanAction(index=3, tool_call_id="ghost", action="drop_result"),
+        ],
+    )
+    result = apply(p, messages, "s")
+    assert [m.get("tool_call_id") for m in result.messages] == [None, None, None, "a"]
+    stripped = result.messages[2]
+    assert [c["id"] for c in stripped["tool_calls"]] == ["a"]
+    assert result.entries[2].origin == "stripped"
+    validate_messages(result.messages)
+
+
+# --- feedback -----------------------------------------------------------------------------
+
+
+def test_feedback_for_a_noop() -> None:
+    messages = _chat(2)
+    text = feedback(messages, copy.deepcopy(messages), 900, 900)
+    assert text.splitlines()[0] == "No changes from compression: 5 messages"
+    assert "rough estimate" in text and "~900" in text and "unchanged" in text
+
+
+def test_feedback_for_a_compaction() -> None:
+    text = feedback(_chat(8), _chat(2), 4_000, 1_200)
+    lines = text.splitlines()
+    assert lines[0] == "Compressed: 17 → 5 messages"
+    assert "~4,000 → ~1,200" in lines[1] and "rough estimate" in lines[1]
+    assert len(lines) == 2
+
+
+def test_feedback_notes_when_fewer_messages_cost_more_tokens() -> None:
+    text = feedback(_chat(8), _chat(2), 1_000, 1_300)
+    assert len(text.splitlines()) == 3
+    assert "fewer messages" in text

@@ -1,0 +1,257 @@
+"""CompressionConfig: defaults, derived budgets, validation, TOML + environment loading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxledger.compressor.config import CompressionConfig, load_config
+from ctxledger.errors import InvalidConfig
+
+
+def test_defaults_match_hermes_spec_section_1() -> None:
+    c = CompressionConfig()
+    assert (c.enabled, c.threshold, c.target_ratio, c.protect_first_n, c.protect_last_n) == (
+        True,
+        0.5,
+        0.2,
+        3,
+        20,
+    )
+    assert (c.summary_model, c.hygiene_threshold, c.hygiene_min_messages) == (None, 0.85, 4)
+    assert (c.hygiene_hard_message_limit, c.max_compression_attempts) == (5000, 3)
+    assert (c.orphan_policy, c.estimator, c.cache_ttl, c.prompt_caching) == (
+        "strip",
+        "exact",
+        "5m",
+        True,
+    )
+    assert (c.cooldown_no_summarizer, c.cooldown_generic, c.cooldown_malformed) == (600, 60, 30)
+
+
+@pytest.mark.parametrize(
+    ("window", "threshold", "tail", "max_summary"),
+    [
+        (200_000, 100_000, 20_000, 10_000),  # the spec's worked example
+        (64_000, 54_400, 10_880, 3_200),  # floor reaches the window: 85 % of it
+        (32_000, 27_200, 5_440, 1_600),
+        (128_000, 64_000, 12_800, 6_400),  # 50 % equals the floor
+        (100_000, 64_000, 12_800, 5_000),  # the floor wins over 50 %
+        (1_000_000, 500_000, 100_000, 10_000),  # cap on the summary
+    ],
+)
+def test_derived_budgets(window: int, threshold: int, tail: int, max_summary: int) -> None:
+    c = CompressionConfig()
+    assert c.threshold_tokens(window) == threshold
+    assert c.tail_token_budget(window) == tail
+    assert c.max_summary_tokens(window) == max_summary
+
+
+def test_threshold_floor_can_be_disabled() -> None:
+    assert CompressionConfig(threshold_floor_tokens=0).threshold_tokens(32_000) == 16_000
+
+
+def test_summary_budget_is_clamped_between_minimum_and_maximum() -> None:
+    c = CompressionConfig()
+    assert c.summary_budget(5_000, 200_000) == 2_000  # 20 % = 1,000 -> raised to the minimum
+    assert c.summary_budget(30_000, 200_000) == 6_000
+    assert c.summary_budget(90_000, 200_000) == 10_000  # capped
+    assert c.summary_budget(90_000, 64_000) == 3_200  # 5 % of the window
+    assert c.summary_budget(50_000, 32_000) == 1_600  # maximum below the minimum: maximum wins
+    assert c.summary_budget(-5, 200_000) == 2_000
+
+
+def test_tail_minimum_count_is_min_of_setting_and_protect_last_n_but_at_least_three() -> None:
+    assert CompressionConfig().tail_min_count() == 8
+    assert CompressionConfig(protect_last_n=5).tail_min_count() == 5
+    assert CompressionConfig(protect_last_n=1).tail_min_count() == 3
+    assert CompressionConfig(tail_min_messages=0).tail_min_count() == 3
+
+
+def test_pressure_level_is_a_share_of_the_threshold_not_the_window() -> None:
+    assert CompressionConfig(threshold_floor_tokens=0).pressure_tokens(100_000) == 42_500
+
+
+@pytest.mark.parametrize(("given", "clamped"), [(0.01, 0.10), (0.95, 0.80), (0.33, 0.33)])
+def test_target_ratio_is_clamped_not_rejected(given: float, clamped: float) -> None:
+    assert CompressionConfig(target_ratio=given).target_ratio == pytest.approx(clamped)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"threshold": 0.0}, "threshold"),
+        ({"threshold": 1.2}, "threshold"),
+        ({"threshold": float("nan")}, "threshold"),
+        ({"hygiene_threshold": -0.1}, "hygiene_threshold"),
+        ({"protect_first_n": -1}, "protect_first_n"),
+        ({"max_compression_attempts": 0}, "max_compression_attempts"),
+        ({"context_length": 0}, "context_length"),
+        ({"tail_soft_ceiling": 0.5}, "tail_soft_ceiling"),
+        ({"cooldown_generic": -1.0}, "cooldown_generic"),
+        ({"orphan_policy": "delete"}, "orphan_policy"),
+        ({"cache_ttl": "10m"}, "cache_ttl"),
+        ({"enabled": "yes"}, "enabled"),
+        ({"protect_last_n": 2.5}, "protect_last_n"),
+        ({"protect_last_n": True}, "protect_last_n"),
+        ({"target_ratio": float("inf")}, "target_ratio"),
+    ],
+)
+def test_invalid_settings_raise_invalid_config_naming_the_setting(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidConfig, match=message):
+        CompressionConfig(**kwargs)
+
+
+def test_invalid_config_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        CompressionConfig(threshold=2)
+
+
+def test_unknown_settings_are_rejected() -> None:
+    with pytest.raises(TypeError):
+        CompressionConfig(treshold=0.5)  # type: ignore[call-arg]
+
+
+def test_context_length_override_wins_over_the_model_window() -> None:
+    assert CompressionConfig(context_length=50_000).resolve_context_length(200_000) == 50_000
+    assert CompressionConfig().resolve_context_length(200_000) == 200_000
+    with pytest.raises(InvalidConfig, match="context length"):
+        CompressionConfig().resolve_context_length(None)
+
+
+def test_budget_methods_reject_a_nonsense_window() -> None:
+    with pytest.raises(InvalidConfig):
+        CompressionConfig().threshold_tokens(0)
+
+
+def test_snapshot_round_trip() -> None:
+    c = CompressionConfig(
+        threshold=0.6, orphan_policy="stub", summary_model="small", context_length=8_192
+    )
+    snap = c.to_snapshot()
+    assert snap["threshold"] == 0.6 and snap["orphan_policy"] == "stub"
+    assert CompressionConfig.from_snapshot(snap) == c
+
+
+def test_snapshot_from_a_newer_version_ignores_unknown_settings() -> None:
+    snap = {**CompressionConfig().to_snapshot(), "setting_from_the_future": 1}
+    assert CompressionConfig.from_snapshot(snap) == CompressionConfig()
+
+
+def test_snapshot_values_are_still_validated() -> None:
+    with pytest.raises(InvalidConfig, match="threshold"):
+        CompressionConfig.from_snapshot({"threshold": 7})
+
+
+def test_replace_returns_a_validated_copy() -> None:
+    c = CompressionConfig()
+    assert c.replace(threshold=0.7).threshold == 0.7 and c.threshold == 0.5
+    with pytest.raises(InvalidConfig):
+        c.replace(protect_first_n=-2)
+
+
+# --- loading -----------------------------------------------------------------------------
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "compression.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_load_config_reads_flat_toml_keys(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        'threshold = 0.6\nprotect_first_n = 2\nsummary_model = "mini"\norphan_policy = "stub"\n',
+    )
+    c = load_config(path, env=None)
+    assert (c.threshold, c.protect_first_n, c.summary_model, c.orphan_policy) == (
+        0.6,
+        2,
+        "mini",
+        "stub",
+    )
+
+
+def test_load_config_without_a_file_gives_defaults() -> None:
+    assert load_config(None, env={}) == CompressionConfig()
+
+
+def test_integer_in_toml_is_accepted_for_a_fraction(tmp_path: Path) -> None:
+    assert load_config(_write(tmp_path, "threshold = 1\n"), env=None).threshold == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("threshold = 3\n", "threshold"),
+        ("thresold = 0.5\n", "thresold"),
+        ("[compression]\nthreshold = 0.5\n", "flat keys"),
+        ("threshold = \n", "not valid TOML"),
+        ('protect_first_n = "3"\n', "protect_first_n"),
+    ],
+)
+def test_bad_files_raise_invalid_config_naming_the_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(InvalidConfig, match=message):
+        load_config(_write(tmp_path, text), env=None)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfig, match="does not exist"):
+        load_config(tmp_path / "nope.toml", env=None)
+
+
+def test_environment_overrides_the_file_with_typed_values(tmp_path: Path) -> None:
+    path = _write(tmp_path, "threshold = 0.6\nenabled = true\n")
+    env = {
+        "CTXLEDGER_THRESHOLD": "0.7",
+        "CTXLEDGER_ENABLED": "off",
+        "CTXLEDGER_PROTECT_LAST_N": "12",
+        "CTXLEDGER_SUMMARY_MODEL": "gpt-small",
+        "CTXLEDGER_CONTEXT_LENGTH": "none",
+        "CTXLEDGER_CACHE_TTL": "1h",
+        "CTXLEDGER_DB": "/tmp/other-component.db",  # not a compression setting: ignored
+    }
+    c = load_config(path, env=env)
+    assert (c.threshold, c.enabled, c.protect_last_n, c.summary_model) == (
+        0.7,
+        False,
+        12,
+        "gpt-small",
+    )
+    assert (c.context_length, c.cache_ttl) == (None, "1h")
+
+
+@pytest.mark.parametrize("raw", ["1", "true", "YES", "on"])
+def test_boolean_environment_spellings(raw: str) -> None:
+    assert load_config(None, env={"CTXLEDGER_PROMPT_CACHING": raw}).prompt_caching is True
+
+
+@pytest.mark.parametrize(
+    ("var", "raw"),
+    [
+        ("CTXLEDGER_PROTECT_FIRST_N", "three"),
+        ("CTXLEDGER_ENABLED", "maybe"),
+        ("CTXLEDGER_THRESHOLD", "half"),
+        ("CTXLEDGER_ORPHAN_POLICY", "drop"),
+    ],
+)
+def test_bad_environment_values_name_the_variable(var: str, raw: str) -> None:
+    with pytest.raises(InvalidConfig, match=var):
+        load_config(None, env={var: raw})
+
+
+def test_environment_values_are_range_checked() -> None:
+    with pytest.raises(InvalidConfig, match="threshold"):
+        load_config(None, env={"CTXLEDGER_THRESHOLD": "1.5"})
+
+
+def test_process_environment_is_used_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXLEDGER_PROTECT_FIRST_N", "1")
+    assert load_config(None).protect_first_n == 1

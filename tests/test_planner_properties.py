@@ -1,0 +1,254 @@
+"""Properties of plan() + apply() over random valid transcripts (DESIGN.md invariants).
+
+Budgets are drawn small (no threshold floor, small summary minimum) so that the
+generated transcripts, a few thousand tokens each, actually get compacted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import msgspec
+import strategies as S
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxledger.compressor import markers
+from ctxledger.compressor.assemble import AssembledTranscript, apply
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
+from ctxledger.messages import is_text_content_empty, validate_messages
+
+Message = dict[str, Any]
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> CompressionConfig:
+    return CompressionConfig(
+        protect_first_n=draw(st.integers(0, 4)),
+        protect_last_n=draw(st.integers(1, 25)),
+        tail_min_messages=draw(st.integers(0, 10)),
+        target_ratio=draw(st.sampled_from([0.1, 0.2, 0.5, 0.8])),
+        threshold_floor_tokens=0,
+        summary_min_tokens=draw(st.sampled_from([50, 300, 800])),
+        orphan_policy=draw(st.sampled_from(["strip", "stub"])),
+    )
+
+
+windows = st.sampled_from([2_000, 5_000, 12_000, 40_000])
+
+
+def _summary_positions(messages: list[Message]) -> list[int]:
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m.get("role") != "system" and markers.is_summary_message(m)
+    ]
+
+
+def _latest(messages: list[Message], role: str) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m["role"] != role or markers.is_summary_message(m):
+            continue
+        if role == "user" or not is_text_content_empty(m):
+            return i
+    return None
+
+
+def _valid_cuts(messages: list[Message]) -> set[int]:
+    """Reference implementation: a cut c is valid when no result at >= c answers a call < c."""
+    owner = {}
+    for i, m in enumerate(messages):
+        for call in m.get("tool_calls") or ():
+            owner[call["id"]] = i
+    bad: set[int] = set()
+    for j, m in enumerate(messages):
+        if m["role"] == "tool":
+            bad.update(range(owner[m["tool_call_id"]] + 1, j + 1))
+    return set(range(len(messages) + 1)) - bad
+
+
+def _check_pairs(out: list[Message]) -> None:
+    """No orphan result; every call answered, except the in-flight final message."""
+    issued: set[str] = set()
+    answered: set[str] = set()
+    for m in out:
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in issued, f"orphan tool result {m['tool_call_id']}"
+            answered.add(m["tool_call_id"])
+        issued.update(c["id"] for c in m.get("tool_calls") or ())
+    last_asst = max((i for i, m in enumerate(out) if m["role"] != "tool"), default=-1)
+    in_flight = (
+        {c["id"] for c in out[last_asst].get("tool_calls") or ()} if last_asst >= 0 else set()
+    )
+    assert issued - answered <= in_flight, f"calls without results: {issued - answered - in_flight}"
+
+
+def _check_layout(p: CompactionPlan, messages: list[Message], result: AssembledTranscript) -> None:
+    out = result.messages
+    assert len(result.entries) == len(out)
+    for msg, entry in zip(out, result.entries, strict=True):
+        if entry.origin == "carried":
+            assert msg == messages[entry.source_index]
+            assert json.dumps(msg, sort_keys=True) == json.dumps(
+                messages[entry.source_index], sort_keys=True
+            )
+        elif entry.origin == "system":
+            expected = copy.deepcopy(messages[0])
+            if p.system_note:
+                expected["content"] = markers.add_system_note(expected["content"])
+            assert msg == expected
+        elif entry.origin == "merged":
+            assert entry.source_index == p.merge_index
+        elif entry.origin == "stripped":
+            assert entry.source_index in set(p.unmerged) | {o.index for o in p.orphans}
+    sources = {
+        e.source_index for e in result.entries if e.origin in ("carried", "system", "merged")
+    }
+    assert set(range(p.head_end)) <= sources
+    assert set(range(p.tail_start, len(messages))) - {o.index for o in p.orphans} <= sources
+
+
+def _check_summary(p: CompactionPlan, messages: list[Message], result: AssembledTranscript) -> None:
+    out = result.messages
+    positions = _summary_positions(out)
+    assert len(positions) == 1, "exactly one summary message"
+    s = positions[0]
+    for anchor in (_latest(messages, "user"), _latest(messages, "assistant")):
+        if anchor is not None:
+            where = [
+                k
+                for k, e in enumerate(result.entries)
+                if e.source_index == anchor and e.origin != "stub"
+            ]
+            assert where and where[0] >= s, f"message {anchor} must come after the summary"
+    role = out[s]["role"]
+    if not p.merged_into_tail:
+        assert role == p.summary_role
+        neighbours = [out[k]["role"] for k in (s - 1, s + 1) if 0 <= k < len(out)]
+        assert role not in neighbours, f"summary role {role} collides with {neighbours}"
+    only_system_before = all(m["role"] == "system" for m in out[:s])
+    no_user = _latest(messages, "user") is None
+    if only_system_before or no_user:
+        assert role == "user"
+
+
+@given(
+    data=S.counted_transcripts(max_turns=8), config=configs(), window=windows, force=st.booleans()
+)
+def test_plan_and_apply_keep_every_invariant(
+    data: tuple[list[Message], list[int]], config: CompressionConfig, window: int, force: bool
+) -> None:
+    messages, counts = data
+    snapshot = copy.deepcopy(messages)
+    p = plan(messages, config, counts, context_length=window, force=force)
+    assert messages == snapshot, "plan() mutated its input"
+    assert p == plan(messages, config, counts, context_length=window, force=force), (
+        "plan() is not deterministic"
+    )
+    assert msgspec.json.decode(msgspec.json.encode(p), type=CompactionPlan) == p
+    if p.action == "skip":
+        return
+    summarized = p.summarized_indices()
+    assert summarized, "a compress plan summarizes something"
+    assert {pr.index for pr in p.prunes} <= set(summarized), (
+        "prunes touch only the summarized middle"
+    )
+    if not force:
+        assert p.estimated_tokens_after < p.tokens_before
+    result = apply(p, messages, "Summary of the earlier turns.")
+    assert messages == snapshot, "apply() mutated its input"
+    validate_messages(result.messages)
+    _check_pairs(result.messages)
+    _check_layout(p, messages, result)
+    _check_summary(p, messages, result)
+    live = {
+        e.source_index
+        for e in result.entries
+        if e.origin in ("carried", "merged", "stripped", "system")
+    }
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            assert i in live or i in summarized, f"tool result {i} silently dropped"
+
+
+@given(data=S.counted_transcripts(max_turns=8), config=configs(), window=windows)
+def test_tail_respects_soft_ceiling_except_for_minimum_count(
+    data: tuple[list[Message], list[int]], config: CompressionConfig, window: int
+) -> None:
+    messages, counts = data
+    p = plan(messages, config, counts, context_length=window)
+    if p.action != "compress":
+        return
+    n = len(messages)
+    assert p.tail_start in _valid_cuts(messages) and p.head_end in _valid_cuts(messages)
+    ceiling = int(config.tail_token_budget(window) * config.tail_soft_ceiling)
+    if sum(counts[p.tail_start :]) > ceiling:
+        shorter = [c for c in _valid_cuts(messages) if p.tail_start < c < n]
+        assert all(n - c < config.tail_min_count() for c in shorter), (
+            "tail could shrink but exceeds the ceiling"
+        )
+
+
+@given(
+    data=S.counted_transcripts(max_turns=6),
+    pins=st.lists(st.integers(0, 80), max_size=4),
+    config=configs(),
+    window=windows,
+)
+def test_pinned_messages_are_kept_verbatim_before_the_summary(
+    data: tuple[list[Message], list[int]], pins: list[int], config: CompressionConfig, window: int
+) -> None:
+    messages, counts = data
+    p = plan(messages, config, counts, context_length=window, pinned=pins)
+    if p.action != "compress":
+        return
+    kept = set(p.pinned)
+    for pin in pins:
+        in_middle = p.head_end <= pin < p.tail_start and pin not in p.carried
+        if in_middle and not markers.is_summary_message(messages[pin]):
+            assert pin in kept
+    result = apply(p, messages, "s")
+    _check_pairs(result.messages)
+    summary_at = _summary_positions(result.messages)[0]
+    for k, entry in enumerate(result.entries):
+        if entry.source_index in kept and entry.origin != "stub":
+            assert k < summary_at
+            assert result.messages[k] == messages[entry.source_index]
+
+
+def _apply_with_sized_summary(p: CompactionPlan, messages: list[Message]) -> list[Message]:
+    # a summary of about half its budget, as a well-behaved summarizer would write
+    return apply(p, messages, "done: " + "x" * (p.summary_budget_tokens * 2)).messages
+
+
+@given(
+    data=S.transcripts(max_turns=4, allow_dangling=False, long=False),
+    config=configs(),
+    window=windows,
+    rounds=st.data(),
+)
+def test_iterated_compaction_of_a_growing_session_never_loops_without_progress(
+    data: list[Message], config: CompressionConfig, window: int, rounds: st.DataObject
+) -> None:
+    messages = data
+    compactions = 0
+    for r in range(4):
+        messages = messages + rounds.draw(S.turns(id_prefix=f"r{r}"))
+        for _ in range(6):  # re-plan the same transcript: it must settle into a skip
+            counts = rough_counts(messages)
+            p = plan(messages, config, counts, context_length=window, compaction_count=compactions)
+            if p.action == "skip":
+                break
+            assert p.estimated_tokens_after < p.tokens_before
+            new = _apply_with_sized_summary(p, messages)
+            validate_messages(new)
+            _check_pairs(new)
+            assert len(_summary_positions(new)) == 1
+            assert len(new) < len(messages) or sum(rough_counts(new)) < sum(counts)
+            messages, compactions = new, compactions + 1
+        else:
+            raise AssertionError("six compactions in a row without new turns: no convergence")

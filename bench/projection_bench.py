@@ -1,0 +1,79 @@
+"""Projection benchmarks: a full rebuild from the log vs a raw scan + decode, same run.
+
+Prints JSON lines like the other bench scripts. ``rebuild`` folds every event into the
+transcript, accounting and chains projections (what ``ctxledger replay`` and opening a
+ledger without a checkpoint do); the baseline only reads and decodes the payloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from store_bench import _batches, make_events
+
+from ctxledger.events import SessionStarted
+from ctxledger.eventstore import SQLiteEventStore
+from ctxledger.eventstore.base import EVENT_DECODER
+from ctxledger.projections import Projector
+
+Result = dict[str, Any]
+
+
+def _fill(path: str, events: int, streams: int = 10) -> None:
+    with SQLiteEventStore(path, durability="normal") as store:
+        for s in range(streams):
+            sid = f"ses_{s:04d}"
+            store.append(sid, [SessionStarted(event_id=f"start_{s}", session_id=sid, at=0.0, model="m", context_length=128_000)], 0)
+        for chunk in _batches(make_events(events, streams), 1000):
+            store.append(chunk[0].session_id, chunk, None)
+
+
+def bench_rebuild(events: int = 1_000_000, rounds: int = 3, workdir: str | None = None) -> Result:
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = os.path.join(tmp, "store.db")
+        _fill(path, events)
+        store = SQLiteEventStore(path)
+        conn = sqlite3.connect(path)
+        decode = EVENT_DECODER.decode
+        ours, raw = [], []
+        try:
+            for _ in range(rounds):
+                t = time.perf_counter()
+                projector = Projector.rebuild(store, use_checkpoint=False)
+                ours.append(events / (time.perf_counter() - t))
+                t = time.perf_counter()
+                n = 0
+                for (payload,) in conn.execute("SELECT payload FROM events"):
+                    decode(payload)
+                    n += 1
+                raw.append(n / (time.perf_counter() - t))
+            assert projector.last_seq == events + 10
+        finally:
+            store.close()
+            conn.close()
+    value, baseline = max(ours), max(raw)
+    return {"bench": "projection_rebuild", "value": round(value, 1), "unit": "events/s", "baseline": round(baseline, 1), "ratio": round(value / baseline, 3), "events": events}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args(argv)
+    print(json.dumps(bench_rebuild(args.events, workdir=args.workdir)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

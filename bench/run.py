@@ -1,0 +1,61 @@
+"""Run every benchmark and print one JSON object per line (figures beside raw baselines).
+
+    python bench/run.py            # full sizes (1M events; several minutes on 2 cores)
+    python bench/run.py --quick    # small sizes, for a smoke check
+
+Each bench script also runs alone; see its docstring. Nothing here is asserted:
+speed is measured, never tested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+FULL: list[list[str]] = [
+    ["store_bench.py"],
+    ["projection_bench.py"],
+    ["planner_bench.py"],
+    ["summarizer_bench.py"],
+    ["import_bench.py"],
+    ["service_bench.py"],
+    ["analysis_bench.py"],
+]
+QUICK: dict[str, list[str]] = {
+    "store_bench.py": ["--events", "100000"],
+    "projection_bench.py": ["--events", "100000"],
+    "import_bench.py": ["--messages", "20000", "--trajectories", "100"],
+    "analysis_bench.py": ["--messages", "100000"],
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--only", default=None, help="comma-separated script names to run")
+    args = parser.parse_args(argv)
+    failed = 0
+    for (script,) in FULL:
+        if args.only and script.removesuffix(".py") not in args.only.split(",") and script not in args.only.split(","):
+            continue
+        path = os.path.join(HERE, script)
+        if not os.path.exists(path):
+            continue
+        extra = QUICK.get(script, []) if args.quick else []
+        proc = subprocess.run([sys.executable, path, *extra], check=False, text=True, capture_output=True)
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                print(line, flush=True)
+        if proc.returncode != 0:
+            failed += 1
+            print(f'{{"bench": "{script}", "error": "exit {proc.returncode}"}}', flush=True)
+            sys.stderr.write(proc.stderr[-2000:])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

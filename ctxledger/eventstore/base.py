@@ -12,23 +12,41 @@ Contract (checked by ``tests/eventstore_contract.py`` for every backend):
 * The global ``seq`` orders all events; each event's ``hash`` chains to the previous
   event's, so ``verify()`` can name the first tampered event.
 * Large message contents and blobs are stored once, content-addressed by sha256.
+
+The hash chain (:func:`chain_hash`) and the walk that checks it (:class:`ChainVerifier`)
+live here, not in a backend, so every backend computes and checks the same chain.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Literal
+import hashlib
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Literal, NamedTuple, Self
 
 import msgspec
 
-from ctxledger.events import Event
+from ctxledger.errors import DuplicateEventError, InvalidEvent, InvalidInput
+from ctxledger.events import (
+    EVENT_TYPES,
+    AnyEvent,
+    Event,
+    MessageAppended,
+    ToolOutputPersisted,
+    decode_event,
+    dehydrate,
+    sha256_hex,
+)
 
 Durability = Literal["full", "normal"]
 
 
-class Recorded(msgspec.Struct, frozen=True):
-    """An event as the log holds it: its global position, stream version and hash."""
+class Recorded(msgspec.Struct, frozen=True, gc=False):
+    """An event as the log holds it: its global position, stream version and hash.
+
+    ``gc=False``: a Recorded only points at its event, never back, so it cannot be
+    part of a reference cycle; untracked, a million of them cost the collector nothing.
+    """
 
     seq: int
     stream: str
@@ -52,6 +70,224 @@ class VerifyReport(msgspec.Struct, frozen=True):
     first_bad_seq: int | None = None
     first_bad_event_id: str | None = None
     problem: str | None = None
+
+
+# --- the hash chain -------------------------------------------------------------------
+
+#: the "previous hash" of the first event in a log
+GENESIS_HASH = "0" * 64
+
+#: a stored event as backends hand it to the verifier:
+#: (seq, stream, version, event_id, kind, schema, payload, hash)
+StoredRow = tuple[int, str, int, str, str, int, bytes, str]
+
+#: encodes ``(prev_hash, seq, stream, version, event_id, kind, schema)`` as a JSON array:
+#: the bytes hashed before an event's payload (JSON, so no field can bleed into another)
+chain_header: Callable[[tuple[str, int, str, int, str, str, int]], bytes] = (
+    msgspec.json.Encoder().encode
+)
+
+
+def chain_hash(
+    prev_hash: str,
+    seq: int,
+    stream: str,
+    version: int,
+    event_id: str,
+    kind: str,
+    schema: int,
+    payload: bytes,
+) -> str:
+    """sha256 hex of the previous event's hash, this event's position and identity, and its payload."""
+    header = chain_header((prev_hash, seq, stream, version, event_id, kind, schema))
+    return hashlib.sha256(header + payload).hexdigest()
+
+
+# --- decoding stored payloads ----------------------------------------------------------
+
+#: decodes a payload stored at today's schema (:func:`decode_stored` handles older ones)
+EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(AnyEvent)
+
+
+class _Tag(msgspec.Struct):
+    kind: str
+
+
+def decode_stored(payload: bytes, schema: int) -> Event:
+    """Decode a stored payload, upcasting it when `schema` is not today's (pure).
+
+    The payload carries its ``kind`` tag, so backends need not read the kind column.
+    Raises InvalidEvent when the payload is not an event or cannot be upcast.
+    """
+    try:
+        event: Event = EVENT_DECODER.decode(payload)
+        if schema == event.SCHEMA:
+            return event
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass  # perhaps an older shape: the upcasting path decides
+    try:
+        kind = msgspec.json.decode(payload, type=_Tag).kind
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InvalidEvent(f"the payload is not an event: {exc}") from exc
+    return decode_event(payload, kind, schema)
+
+
+# --- preparing appends (shared by backends) ---------------------------------------------
+
+_encode = msgspec.json.Encoder().encode
+#: event class -> (kind, schema): one lookup validates the type and gives both columns
+_KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
+
+
+class PreparedBatch(NamedTuple):
+    """One stream's events, validated and encoded, ready for a transaction."""
+
+    stream: str
+    expected_version: int | None
+    rows: list[tuple[str, str, int, bytes]]  # event_id, kind, schema, payload
+
+
+def prepare_append(
+    requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None, threshold: int
+) -> tuple[list[PreparedBatch], dict[str, bytes]]:
+    """Validate and encode an append before any I/O (pure); raises on bad input.
+
+    Returns one batch per request (large message contents moved out by
+    ``dehydrate``) and every blob to store in the same transaction.
+    """
+    batches: list[PreparedBatch] = []
+    new_blobs: dict[str, bytes] = {}
+    for request in requests:
+        stream, expected = request.stream, request.expected_version
+        if not isinstance(stream, str) or not stream:
+            raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
+        if any(batch.stream == stream for batch in batches):
+            raise InvalidInput(
+                f"stream {stream!r} appears twice in one append; merge its events into one request"
+            )
+        if expected is not None and expected < 0:
+            raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
+        rows: list[tuple[str, str, int, bytes]] = []
+        for event in request.events:
+            meta = _KINDS.get(type(event))
+            if meta is None:
+                raise InvalidEvent(f"only catalogue events can be appended, got {type(event).__name__}")
+            if event.session_id != stream:
+                raise InvalidEvent(
+                    f"event {event.event_id!r} belongs to session {event.session_id!r}, "
+                    f"not stream {stream!r}: append it to its own session"
+                )
+            if isinstance(event, MessageAppended):
+                # the test dehydrate() makes, inlined: this loop runs once per event
+                content = event.message.get("content")
+                if isinstance(content, str) and len(content) >= threshold:
+                    event, extra = dehydrate(event, threshold)
+                    new_blobs.update(extra)
+            rows.append((event.event_id, meta[0], meta[1], _encode(event)))
+        batches.append(PreparedBatch(stream, expected, rows))
+    _reject_repeated_ids(batches)
+    for ref, data in (blobs or {}).items():
+        if sha256_hex(data) != ref:
+            raise InvalidInput(f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256")
+        new_blobs[ref] = data
+    return batches, new_blobs
+
+
+def _reject_repeated_ids(batches: list[PreparedBatch]) -> None:
+    ids = [row[0] for batch in batches for row in batch.rows]
+    if len(set(ids)) == len(ids):
+        return
+    seen: set[str] = set()
+    for event_id in ids:
+        if event_id in seen:
+            raise DuplicateEventError(
+                f"event id {event_id!r} appears twice in one append; give every event its own id"
+            )
+        seen.add(event_id)
+
+
+class ChainVerifier:
+    """Checks stored rows, fed in seq order, and keeps the first problem found (pure: no I/O).
+
+    `blobs` maps every stored blob ref to ``None`` when its bytes hash to the ref,
+    or to what is wrong with it; an event that references a bad or missing blob is
+    reported at that event.
+    """
+
+    def __init__(self, blobs: Mapping[str, str | None]) -> None:
+        self.blobs = blobs
+        self.prev_hash = GENESIS_HASH
+        self.next_seq = 1
+        self.checked = 0
+        self.versions: dict[str, int] = {}
+        self.problem: tuple[int | None, str | None, str] | None = None
+
+    def feed(self, rows: Iterable[StoredRow]) -> bool:
+        """Check `rows` (the next ones in seq order); False once a problem was found."""
+        if self.problem is not None:
+            return False
+        prev, seq_expected, versions = self.prev_hash, self.next_seq, self.versions
+        sha256, header = hashlib.sha256, chain_header
+        problem: str | None = None
+        for seq, stream, version, event_id, kind, schema, payload, stored_hash in rows:
+            previous_version = versions.get(stream, 0)
+            if seq != seq_expected:
+                problem = f"gap in the log: seq {seq_expected} is missing"
+            elif version != previous_version + 1:
+                problem = f"gap in stream {stream!r}: version {version} follows {previous_version}"
+            elif (
+                sha256(header((prev, seq, stream, version, event_id, kind, schema)) + payload)
+            ).hexdigest() != stored_hash:
+                problem = "hash mismatch: this event (or its row) was altered"
+            else:
+                problem = self._check_payload(payload, kind, schema, stream, event_id)
+            if problem is not None:
+                self.problem = (seq, event_id, problem)
+                break
+            prev = stored_hash
+            versions[stream] = version
+            seq_expected += 1
+        self.checked += seq_expected - self.next_seq
+        self.prev_hash, self.next_seq = prev, seq_expected
+        return problem is None
+
+    def _check_payload(
+        self, payload: bytes, kind: str, schema: int, stream: str, event_id: str
+    ) -> str | None:
+        try:
+            event = decode_stored(payload, schema)
+        except InvalidEvent as exc:
+            return f"undecodable payload: {exc}"
+        if (event.event_id, event.session_id, type(event).__name__) != (event_id, stream, kind):
+            return "payload disagrees with the row's event id, stream or kind"
+        if isinstance(event, MessageAppended) and event.content_ref is not None:
+            ref = event.content_ref
+            if ref not in self.blobs:
+                return f"missing blob {ref}: the message content is gone"
+        elif isinstance(event, ToolOutputPersisted) and event.blob_ref in self.blobs:
+            ref = event.blob_ref  # a tool output's blob is stored by the caller; absent is allowed
+        else:
+            return None
+        bad = self.blobs[ref]
+        return None if bad is None else f"blob mismatch: {bad}"
+
+    def report(self) -> VerifyReport:
+        """The verdict so far: the first problem found, else any bad blob no event referenced."""
+        if self.problem is None:
+            bad = next((why for why in self.blobs.values() if why is not None), None)
+            if bad is not None:
+                self.problem = (None, None, f"blob mismatch: {bad}")
+        if self.problem is None:
+            return VerifyReport(ok=True, events_checked=self.checked, blobs_checked=len(self.blobs))
+        seq, event_id, problem = self.problem
+        return VerifyReport(
+            ok=False,
+            events_checked=self.checked,
+            blobs_checked=len(self.blobs),
+            first_bad_seq=seq,
+            first_bad_event_id=event_id,
+            problem=problem,
+        )
 
 
 class EventStore(abc.ABC):
@@ -106,7 +342,8 @@ class EventStore(abc.ABC):
         """The bytes of a blob; raises UnknownSession (a KeyError) if absent."""
 
     @abc.abstractmethod
-    def has_blob(self, ref: str) -> bool: ...
+    def has_blob(self, ref: str) -> bool:
+        """Whether a blob with this sha256 hex is stored (read-only)."""
 
     @abc.abstractmethod
     def verify(self) -> VerifyReport:
@@ -137,7 +374,7 @@ class EventStore(abc.ABC):
             if not got:
                 await anyio.sleep(poll_interval)
 
-    def __enter__(self) -> EventStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,145 @@
+"""Schema migrations of the SQLite event store, registered by decorator.
+
+Each migration is a function taking a ``sqlite_utils.Database``; it runs in its own
+``BEGIN IMMEDIATE`` transaction together with the row recording it in
+``_migrations``, so a migration is either applied and recorded or not at all. The
+write lock is taken before re-reading ``_migrations``, so two processes opening a
+new ledger at the same moment apply each migration exactly once.
+
+Migrations are append-only: never edit one that has shipped, add the next one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ctxledger.errors import StoreError
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+MigrationFn = Callable[["Database"], None]
+
+_CREATE_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+_SELECT_APPLIED = "SELECT name FROM _migrations ORDER BY rowid"
+_SELECT_ONE = "SELECT 1 FROM _migrations WHERE name = ?"
+_RECORD = "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)"
+_HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'"
+
+
+class Migrations:
+    """An ordered set of named migrations; register with ``@migrations("0001_name")``."""
+
+    def __init__(self) -> None:
+        self._steps: list[tuple[str, MigrationFn]] = []
+
+    def __call__(self, name: str) -> Callable[[MigrationFn], MigrationFn]:
+        def register(fn: MigrationFn) -> MigrationFn:
+            if any(existing == name for existing, _ in self._steps):
+                raise ValueError(f"migration {name!r} is registered twice")
+            self._steps.append((name, fn))
+            return fn
+
+        return register
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self._steps]
+
+    def applied(self, conn: sqlite3.Connection) -> list[str]:
+        """Names of the migrations recorded in this database, oldest first (read-only)."""
+        if conn.execute(_HAS_TABLE).fetchone() is None:
+            return []
+        return [row[0] for row in conn.execute(_SELECT_APPLIED)]
+
+    def pending(self, conn: sqlite3.Connection) -> list[str]:
+        """Names of the registered migrations not yet applied (read-only).
+
+        Raises StoreError when the database records a migration this code does not
+        know: it was written by a newer ctxledger, and writing to it could corrupt it.
+        """
+        applied = self.applied(conn)
+        unknown = [name for name in applied if name not in self.names]
+        if unknown:
+            raise StoreError(
+                f"this ledger was migrated by a newer ctxledger (unknown migration {unknown[0]!r}); "
+                "upgrade ctxledger to open it"
+            )
+        return [name for name in self.names if name not in applied]
+
+    def apply(self, conn: sqlite3.Connection) -> list[str]:
+        """Apply every pending migration; one transaction per migration. Returns the names applied.
+
+        `conn` must be in autocommit mode (``isolation_level=None``) and outside a
+        transaction. Opening an up-to-date database only reads (no write lock).
+        """
+        if not self.pending(conn):
+            return []
+        from sqlite_utils import Database  # imported only when there is work to do (it is slow)
+
+        db = Database(conn, recursive_triggers=False, execute_plugins=False)
+        done: list[str] = []
+        conn.execute(_CREATE_MIGRATIONS_TABLE)
+        for name, fn in self._steps:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # re-check under the write lock: another process may have applied it meanwhile
+                if conn.execute(_SELECT_ONE, (name,)).fetchone() is None:
+                    fn(db)
+                    conn.execute(_RECORD, (name, datetime.datetime.now(datetime.UTC).isoformat()))
+                    done.append(name)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return done
+
+
+MIGRATIONS = Migrations()
+
+
+@MIGRATIONS("0001_event_log")
+def _create_event_log(db: Database) -> None:
+    """The log, its streams, content-addressed blobs and projection checkpoints.
+
+    ``events.stream_id`` points at ``streams``: an integer key keeps the per-stream
+    index small, which is much of the cost of a batched append. A stream's version
+    is ``max(version)`` of its events (one index seek), so an append never has to
+    rewrite the stream's row.
+    """
+    db.table("streams").create(
+        {"stream_id": int, "stream": str, "created_seq": int},
+        pk="stream_id",
+        not_null=["stream", "created_seq"],
+    )
+    db.table("streams").create_index(["stream"], index_name="streams_by_name", unique=True)
+    db.table("events").create(
+        {
+            "seq": int,
+            "event_id": str,
+            "stream_id": int,
+            "version": int,
+            "kind": str,
+            "schema": int,
+            "payload": bytes,
+            "hash": str,
+        },
+        pk="seq",
+        not_null=["event_id", "stream_id", "version", "kind", "schema", "payload", "hash"],
+    )
+    db.table("events").create_index(["event_id"], index_name="events_by_id", unique=True)
+    db.table("events").create_index(
+        ["stream_id", "version"], index_name="events_by_stream", unique=True
+    )
+    db.table("blobs").create(
+        {"ref": str, "size": int, "data": bytes}, pk="ref", not_null=["size", "data"]
+    )
+    db.table("checkpoints").create(
+        {"name": str, "seq": int, "state": bytes}, pk="name", not_null=["seq", "state"]
+    )

@@ -67,14 +67,15 @@ def _call(cid: str, name: str, args: JSON) -> JSON:
 class SessionSynth:
     """Generates turns of a coding-agent session. Deterministic for a given seed."""
 
-    def __init__(self, seed: int = 7, *, big_outputs: bool = True) -> None:
+    def __init__(self, seed: int = 7, *, big_outputs: bool = True, id_prefix: str = "call") -> None:
         self.rng = random.Random(seed)
         self.big_outputs = big_outputs
+        self.id_prefix = id_prefix
         self._call_n = 0
 
     def _cid(self) -> str:
         self._call_n += 1
-        return f"call_{self._call_n:05d}"
+        return f"{self.id_prefix}_{self._call_n:05d}"
 
     def system_prompt(self) -> str:
         return ("You are a coding agent working in the repository /work/app. Use the terminal, read_file, "

@@ -18,14 +18,15 @@ from ctxledger.ledger import Ledger, default_db_path
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
 
 
 class State:
     """Per-invocation state: where the ledger lives; the ledger is opened lazily."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, explicit: bool = False) -> None:
         self.db = db
+        #: whether --db was given (batch commands record events only then)
+        self.explicit = explicit
         self._ledger: Ledger | None = None
 
     def ledger(self) -> Ledger:
@@ -49,7 +50,7 @@ class State:
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
     """ctxledger: Hermes-style context compression as an event-sourced ledger."""
-    state = State(db or default_db_path())
+    state = State(db or default_db_path(), explicit=db is not None)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -70,13 +71,17 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (InvalidInput, UnknownSession) as exc:
-            err_console.print(f"[red]error:[/red] {exc}", markup=True)
+            click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2)
         except CtxLedgerError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", markup=True)
+            click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def state_of(ctx: click.Context) -> State:

@@ -1,0 +1,113 @@
+"""Recording compressed trajectories as ledger events, so they can be audited.
+
+Each compressed trajectory becomes an imported session (the original turns) and a
+compaction of it: ``SummaryGenerated`` (the summary turn's text, the middle's
+message ids) and ``SessionSwitched`` whose layout carries the head and tail by id
+and adds the summary message, plus the continuation's ``SessionStarted`` — the same
+events a live compaction writes, so ``audit``, ``expand`` and ``diff`` work on them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from ctxledger.events import Event, LayoutEntry, SessionStarted, SessionSwitched, SummaryGenerated
+from ctxledger.eventstore.base import AppendRequest
+from ctxledger.importers.model import ImportedSession
+from ctxledger.importers.sharegpt import turns_to_messages
+from ctxledger.importing import import_sessions
+from ctxledger.ledger import Ledger
+from ctxledger.tokens import count_message
+from ctxledger.trajectories.batch import metrics_path_for, read_records
+from ctxledger.trajectories.core import TrajectoryMetrics
+
+
+def _split(turns: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    messages = turns_to_messages(turns)
+    if messages and messages[0].get("role") == "system":
+        return str(messages[0].get("content") or ""), messages[1:]
+    return None, messages
+
+
+def _count_without_system(turns: Sequence[Mapping[str, Any]]) -> int:
+    return len(_split(turns)[1])
+
+
+def record_trajectory(
+    ledger: Ledger, key: str, before: Mapping[str, Any], after: Mapping[str, Any], metrics: TrajectoryMetrics
+) -> str | None:
+    """Append one compressed trajectory as a session and its compaction; returns the continuation id."""
+    start, end = metrics.turns_compressed_start, metrics.turns_compressed_end
+    if not metrics.was_compressed or start is None or end is None:
+        return None
+    turns_in, turns_out = list(before["conversations"]), list(after["conversations"])
+    system, messages = _split(turns_in)
+    session = ImportedSession(key=key, source_format="sharegpt", messages=messages, system_prompt=system, title=key)
+    sid = import_sessions(ledger, [session])[0]
+    ids = ledger.transcript.live_ids(sid)
+    head_n, mid_end = _count_without_system(turns_in[:start]), _count_without_system(turns_in[:end])
+    summary_turn = turns_out[start]
+    new_system, _ = _split(turns_out[:1]) if turns_out and turns_out[0].get("from") == "system" else (system, [])
+    summary_msg = {"role": "user", "content": str(summary_turn.get("value", ""))}
+    encoding = ledger.transcript.session(sid).encoding
+    summary_id, new_sid, cid = ledger.ids("msg"), ledger.ids("ses"), ledger.ids("cmp")
+    layout = [LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[:head_n]]
+    layout.append(LayoutEntry(message_id=summary_id, origin="summary", message=summary_msg, tokens=count_message(summary_msg, encoding)))
+    layout += [LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[mid_end:]]
+    base = ledger._event_base
+    view = ledger.transcript.session(sid)
+    old: list[Event] = [
+        SummaryGenerated(
+            **base(sid), compaction_id=cid, summarizer="trajectory", model=None, prompt_hash="",
+            input_message_ids=ids[head_n:mid_end], budget_tokens=metrics.summary_tokens, text=summary_msg["content"],
+        ),
+        SessionSwitched(
+            **base(sid), compaction_id=cid, new_session_id=new_sid, trigger="batch", system_prompt=new_system,
+            system_prompt_tokens=count_message({"role": "system", "content": new_system}, encoding) if new_system else 0,
+            layout=layout, plan={"turns_compressed_start": start, "turns_compressed_end": end},
+            config={}, tokens_before=metrics.original_tokens, tokens_after=metrics.compressed_tokens,
+            messages_before=len(ids), messages_after=len(layout),
+        ),
+    ]
+    started = SessionStarted(
+        **base(new_sid), model=view.model, context_length=view.context_length, parent_session_id=sid,
+        reason="compression", compaction_id=cid, encoding=encoding, source=f"trajectory:{key}",
+    )
+    ledger._append([AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)])
+    return new_sid
+
+
+def written_keys(out_path: str | os.PathLike[str]) -> set[str]:
+    """Keys of the records a batch output already holds (from its metrics file)."""
+    path = metrics_path_for(out_path)
+    if not os.path.exists(path):
+        return set()
+    with open(path, "rb") as fh:
+        return {msgspec.json.decode(line, type=TrajectoryMetrics).key for line in fh if line.strip()}
+
+
+def record_batch(
+    ledger: Ledger,
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    skip_keys: set[str] | None = None,
+) -> list[str]:
+    """Record the compressed trajectories of a finished batch (except `skip_keys`: those a
+    resumed run had already written and recorded); returns the continuation ids."""
+    inputs = {r.key: r.record for r in read_records(in_path)}
+    recorded: list[str] = []
+    with open(out_path, "rb") as out_fh, open(metrics_path_for(out_path), "rb") as metrics_fh:
+        for out_line, metrics_line in zip(out_fh, metrics_fh, strict=False):
+            metrics = msgspec.json.decode(metrics_line, type=TrajectoryMetrics)
+            before = inputs.get(metrics.key)
+            if before is None or metrics.key in (skip_keys or set()):
+                continue
+            new = record_trajectory(ledger, metrics.key, before, msgspec.json.decode(out_line), metrics)
+            if new is not None:
+                recorded.append(new)
+    return recorded

@@ -1,0 +1,36 @@
+"""Shared builders for ledger-level tests: deterministic ledgers and generated sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compaction import CompactionOutcome, compact
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.ledger import Ledger
+from ctxledger.synth import SessionSynth
+
+#: a small window where compaction happens after a few turns (no 64K floor)
+SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
+
+
+def make_ledger(path: Path, config: CompressionConfig = SMALL, namespace: str = "t") -> Ledger:
+    return Ledger.open(path, clock=StepClock(), ids=SequentialIds(namespace), config=config)
+
+
+def session_with_turns(ledger: Ledger, turns: int, seed: int = 3, big: bool = False) -> str:
+    synth = SessionSynth(seed, big_outputs=big)
+    sid = ledger.start_session(model="m", system_prompt=synth.system_prompt(), tools=synth.tools())
+    for msgs in synth.turns(turns):
+        ledger.append_messages(sid, msgs)
+    return sid
+
+
+def compact_now(ledger: Ledger, sid: str, **kwargs: object) -> CompactionOutcome:
+    async def run() -> CompactionOutcome:
+        return await compact(ledger, sid, OfflineSummarizer(), **kwargs)  # type: ignore[arg-type]
+
+    return anyio.run(run)

@@ -1,0 +1,164 @@
+"""The ``ctxledger`` command: outputs, JSON shapes, exit codes, --help everywhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ctxledger.cli.main import cli
+from ctxledger.synth import SessionSynth
+
+
+def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
+    return CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
+
+
+def commands() -> list[str]:
+    return sorted(cli.commands)
+
+
+@pytest.mark.parametrize("name", commands())
+def test_every_command_has_help_and_is_documented(name: str) -> None:
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert f"ctxledger {name}" in readme or f"`{name}`" in readme, f"README does not document `{name}`"
+
+
+@pytest.fixture
+def imported(tmp_path: Path) -> tuple[Path, str]:
+    synth = SessionSynth(5, big_outputs=False)
+    messages = [{"role": "system", "content": synth.system_prompt()}]
+    for turn in synth.turns(14):
+        messages += turn
+    path = tmp_path / "conv.jsonl"
+    path.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
+    db = tmp_path / "l.db"
+    result = run(db, "import", str(path), "--context-length", "16000", "--model", "gpt-test")
+    assert result.exit_code == 0, result.output
+    return db, result.output.strip().splitlines()[-1]
+
+
+def test_import_prints_the_session_id_last_and_show_round_trips(imported: tuple[Path, str], tmp_path: Path) -> None:
+    db, sid = imported
+    shown = json.loads(run(db, "show", sid, "--json").output)
+    original = [json.loads(line) for line in (tmp_path / "conv.jsonl").read_text().splitlines()]
+    assert shown == original
+
+
+def test_import_from_stdin(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    result = run(db, "import", "-", "--context-length", "9000", input='[{"role": "user", "content": "hi"}]')
+    assert result.exit_code == 0
+    sid = result.output.strip().splitlines()[-1]
+    assert json.loads(run(db, "show", sid, "--json").output) == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{not json", "bad.json:1:"),
+        ('[{"role": "wizard", "content": "x"}]', "unknown role"),
+        ('[{"role": "tool", "tool_call_id": "x", "content": "r"}]', "no earlier assistant"),
+    ],
+)
+def test_bad_import_is_one_line_error_exit_2_and_imports_nothing(tmp_path: Path, content: str, fragment: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    db = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(path), "--context-length", "9000"])
+    assert result.exit_code == 2
+    assert fragment in result.output
+    assert result.output.count("error:") == 1
+    assert json.loads(run(db, "sessions", "--json").output) == []
+
+
+def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"role": "user", "content": "a"}\n{"role": "user", "content": \n')
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "import", str(path), "--format", "openai", "--context-length", "9000"])
+    assert result.exit_code == 2 and "bad.jsonl:2:" in result.output
+
+
+def test_unknown_session_is_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "show", "ses_nope"])
+    assert result.exit_code == 2 and "no session 'ses_nope'" in result.output
+
+
+def test_compress_dry_run_json_plan_appends_nothing(imported: tuple[Path, str]) -> None:
+    db, sid = imported
+    before = json.loads(run(db, "verify", "--json").output)["events_checked"]
+    out = json.loads(run(db, "compress", sid, "--dry-run", "--json").output)
+    assert out["action"] == "dry_run"
+    plan = out["plan"]
+    for key in ("compress_start", "compress_end", "prunes", "summary_role", "merged_into_tail", "summary_budget_tokens", "head_ids", "middle_ids", "tail_ids"):
+        assert key in plan
+    assert plan["compress_start"] >= 1  # the system message is index 0
+    assert json.loads(run(db, "verify", "--json").output)["events_checked"] == before
+
+
+def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> None:
+    db, sid = imported
+    result = run(db, "compress", sid, "--focus", "tests")
+    assert result.exit_code == 0, result.output
+    assert "Compressed:" in result.output
+    chain = json.loads(run(db, "chain", sid, "--json").output)
+    assert chain["compression_count"] == 1 and chain["tip"] != sid
+    assert json.loads(run(db, "usage", chain["tip"], "--json").output)["chain"]["agent_calls"] == 0
+    replay = run(db, "replay", sid, "--verify", "--json")
+    assert replay.exit_code == 0, replay.output
+    assert json.loads(replay.output)["rebuild"]["equal"] is True
+    sessions = json.loads(run(db, "sessions", "--json").output)
+    assert [s["kind"] for s in sessions] == ["root", "continuation"]
+    assert run(db, "verify").exit_code == 0
+
+
+def test_show_at_a_past_sequence(imported: tuple[Path, str]) -> None:
+    db, sid = imported
+    assert json.loads(run(db, "show", f"{sid}@3", "--json").output) == json.loads(run(db, "show", sid, "--at", "3", "--json").output)
+    bad = CliRunner().invoke(cli, ["--db", str(db), "show", f"{sid}@x"])
+    assert bad.exit_code == 2 and "sequence number" in bad.output
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "sharegpt"])
+def test_export_then_import_gives_the_same_messages(imported: tuple[Path, str], tmp_path: Path, fmt: str) -> None:
+    db, sid = imported
+    out = tmp_path / f"x.{fmt}.json"
+    assert run(db, "export", sid, "--format", fmt, "--out", str(out)).exit_code == 0
+    again = run(db, "import", str(out), "--format", fmt, "--context-length", "16000").output.strip().splitlines()[-1]
+    original = json.loads(run(db, "show", sid, "--json").output)
+    copy = json.loads(run(db, "show", again, "--json").output)
+    strip = lambda ms: [{k: v for k, v in m.items() if k in ("role", "content", "tool_call_id")} for m in ms]  # noqa: E731
+    assert strip(copy) == strip(original)
+
+
+def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Path) -> None:
+    from ctxledger.importers.export import export_messages
+
+    synth = SessionSynth(8)
+    lines = []
+    for k in range(3):
+        msgs = [{"role": "system", "content": synth.system_prompt()}]
+        for turn in synth.turns(6):
+            msgs += turn
+        record = json.loads(export_messages(None, msgs, "sharegpt"))
+        record["id"] = k
+        lines.append(json.dumps(record))
+    src, dst, db = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "l.db"
+    src.write_text("\n".join(lines) + "\n")
+    result = run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["compressed"] == 3 and len(report["recorded_sessions"]) == 3
+    for line in dst.read_text().splitlines():
+        assert any(t["value"].startswith("[CONTEXT SUMMARY]") for t in json.loads(line)["conversations"])
+    chain = json.loads(run(db, "chain", report["recorded_sessions"][0], "--json").output)
+    assert chain["compression_count"] == 1
+    # resumable: a second run does no work and records nothing new
+    again = json.loads(run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output)
+    assert again["resumed"] == 3 and again["recorded_sessions"] == []

@@ -1,0 +1,137 @@
+"""The ledger facade: every bad input is a clear error and appends nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ledger_helpers import compact_now, make_ledger, session_with_turns
+
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    InvalidMessage,
+    SessionEnded,
+    UnknownSession,
+)
+from ctxledger.ledger import Ledger
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    lg = make_ledger(tmp_path / "l.db")
+    yield lg  # type: ignore[misc]
+    lg.close()
+
+
+def _call(cid: str, args: Any = '{"command": "ls"}') -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": "terminal", "arguments": args}}
+
+
+BAD_APPENDS: list[tuple[str, list[Any], type[Exception], str]] = [
+    ("unknown role", [{"role": "wizard", "content": "x"}], InvalidMessage, "unknown role"),
+    ("orphan tool result", [{"role": "tool", "tool_call_id": "nope", "content": "r"}], InvalidMessage, "no earlier assistant"),
+    (
+        "duplicate ids",
+        [{"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("a")]}],
+        InvalidMessage,
+        "duplicate tool_call id",
+    ),
+    (
+        "non-string arguments",
+        [{"role": "assistant", "content": None, "tool_calls": [_call("a", {"command": "ls"})]}],
+        InvalidMessage,
+        "must be a JSON string",
+    ),
+    (
+        "a good message before a bad one",
+        [{"role": "user", "content": "fine"}, {"role": "user", "content": 3}],
+        InvalidMessage,
+        "message 1:",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "messages", "error", "fragment"), BAD_APPENDS, ids=[b[0] for b in BAD_APPENDS])
+def test_bad_messages_append_nothing(ledger: Ledger, name: str, messages: list[Any], error: type[Exception], fragment: str) -> None:
+    sid = ledger.start_session(model="m", context_length=32_000)
+    before = ledger.store.last_seq()
+    with pytest.raises(error) as info:
+        ledger.append_messages(sid, messages)
+    assert fragment in str(info.value)
+    assert ledger.store.last_seq() == before
+    assert ledger.api_messages(sid) == []
+
+
+BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str]] = [
+    ("messages not a list", lambda lg, s: lg.append_messages(s, {"role": "user", "content": "x"}), InvalidInput, "must be a list"),  # type: ignore[arg-type]
+    ("unknown session", lambda lg, s: lg.append_messages("ses_missing", []), UnknownSession, "no session"),
+    ("usage of unknown shape", lambda lg, s: lg.report_usage(s, {"tokens": 5}), InvalidInput, "unrecognised usage shape"),
+    ("usage purpose", lambda lg, s: lg.report_usage(s, {"input_tokens": 1, "output_tokens": 1}, purpose="x"), InvalidInput, "purpose"),
+    ("tiny window", lambda lg, s: lg.switch_model(s, "m", 10), InvalidInput, "≥ 1024"),
+    ("pin unknown message", lambda lg, s: lg.pin(s, "msg_nope"), UnknownSession, "not in the live view"),
+    ("no context length", lambda lg, s: lg.start_session(model="m", context_length=None), InvalidInput, "context_length"),
+    ("empty model", lambda lg, s: lg.start_session(model="", context_length=9000), InvalidInput, "model"),
+    ("branch without parent", lambda lg, s: lg.start_session(model="m", context_length=9000, reason="branch"), InvalidInput, "parent"),
+    ("continuation by hand", lambda lg, s: lg.start_session(model="m", context_length=9000, reason="compression"), InvalidInput, "compaction"),
+    ("duplicate session id", lambda lg, s: lg.start_session(model="m", context_length=9000, session_id=s), InvalidInput, "already exists"),
+    ("negative seq", lambda lg, s: lg.projector_at(-1), InvalidInput, "≥ 0"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "error", "fragment"), BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
+def test_bad_calls_are_clear_errors_and_append_nothing(
+    tmp_path: Path, name: str, call: Callable[[Ledger, str], object], error: type[Exception], fragment: str
+) -> None:
+    from ctxledger.compressor.config import CompressionConfig
+
+    ledger = make_ledger(tmp_path / "l.db", config=CompressionConfig())
+    sid = ledger.start_session(model="m", context_length=32_000)
+    before = ledger.store.last_seq()
+    with pytest.raises(error) as info:
+        call(ledger, sid)
+    assert fragment in str(info.value)
+    assert ledger.store.last_seq() == before
+    ledger.close()
+
+
+def test_appending_to_a_compressed_session_names_the_tip(ledger: Ledger) -> None:
+    sid = session_with_turns(ledger, 12)
+    new = compact_now(ledger, sid).new_session_id
+    before = ledger.store.last_seq()
+    with pytest.raises(SessionEnded, match=f"continuation is {new!r}"):
+        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+    assert ledger.store.last_seq() == before
+
+
+def test_a_10mb_message_is_accepted_and_stored_once(ledger: Ledger, tmp_path: Path) -> None:
+    sid = ledger.start_session(model="m", context_length=32_000)
+    big = "0123456789abcdef" * (10 * 1024 * 1024 // 16)
+    ids = ledger.append_messages(sid, [{"role": "user", "content": big}, {"role": "user", "content": big}])
+    assert [m["content"] for m in ledger.api_messages(sid)] == [big, big]
+    assert ledger.transcript.original(ids[0])["content"] == big
+    assert ledger.verify().ok
+    # both events reference one content-addressed blob
+    with sqlite3.connect(tmp_path / "l.db") as raw:
+        assert raw.execute("SELECT count(*), sum(length(data)) FROM blobs").fetchone() == (1, len(big))
+
+
+def test_invalid_utf8_in_an_import_file_is_a_clear_error(tmp_path: Path) -> None:
+    from ctxledger.importers.detect import load
+
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"role": "user", "content": "ok"}\n{"role": "user", "content": "\xff\xfe"}\n')
+    with pytest.raises(CtxLedgerError):
+        load(path, "openai")
+
+
+def test_tool_call_issued_before_a_compaction_can_still_be_answered(ledger: Ledger) -> None:
+    sid = session_with_turns(ledger, 12)
+    ledger.append_messages(sid, [{"role": "user", "content": "run it"}, {"role": "assistant", "content": None, "tool_calls": [_call("late_1")]}])
+    new = compact_now(ledger, sid).new_session_id
+    assert new is not None
+    ledger.append_messages(new, [{"role": "tool", "tool_call_id": "late_1", "content": "done"}])
+    assert ledger.api_messages(new)[-1]["content"] == "done"

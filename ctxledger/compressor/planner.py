@@ -38,7 +38,7 @@ import bisect
 import functools
 import itertools
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -46,6 +46,7 @@ import msgspec
 from ctxledger.compressor import markers
 from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.layout import Layout, message_layout
 from ctxledger.compressor.prune import (
     Prune,
     call_info,
@@ -53,7 +54,7 @@ from ctxledger.compressor.prune import (
     prune_tool_result,
     truncate_call_arguments,
 )
-from ctxledger.errors import InvalidInput, InvalidMessage
+from ctxledger.errors import InvalidInput
 from ctxledger.messages import content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
 
@@ -135,161 +136,6 @@ def rough_counts(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return [rough_message_tokens(m) for m in messages]
 
 
-# --- the message layout ---------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Layout:
-    """What planning needs to know about the list, gathered in one linear pass."""
-
-    n: int
-    roles: list[Any]
-    # tool groups as spans: cuts in (span_start[k], span_end[k]] would split a group
-    span_start: list[int] = field(default_factory=list)
-    span_end: list[int] = field(default_factory=list)
-    call_of: dict[str, Any] = field(default_factory=dict)  # call id -> the call object
-    call_ids: dict[int, list[str]] = field(default_factory=dict)  # assistant -> its call ids
-    result_owner: dict[int, int] = field(default_factory=dict)  # tool msg -> calling assistant
-    answered: set[str] = field(default_factory=set)
-    long_args: list[int] = field(default_factory=list)  # assistants with oversized arguments
-    long_results: list[int] = field(default_factory=list)  # tool msgs with >= prune_min_chars
-    summaries: list[int] = field(default_factory=list)  # messages carrying a summary
-    merged: set[int] = field(default_factory=set)  # ... of which merged into a real message
-    last_user: int | None = None
-    last_reply: int | None = None
-    has_system: bool = False
-
-    def _span(self, i: int) -> int:
-        """Index of the group span that a cut at i would split, or -1."""
-        k = bisect.bisect_left(self.span_start, i) - 1
-        return k if k >= 0 and i <= self.span_end[k] else -1
-
-    def prev_cut(self, i: int) -> int:
-        """Largest valid cut <= i (0 is always valid)."""
-        k = self._span(i)
-        return self.span_start[k] if k >= 0 else max(0, i)
-
-    def next_cut(self, i: int) -> int:
-        """Smallest valid cut >= i (n when none)."""
-        k = self._span(i)
-        return min(self.n, self.span_end[k] + 1 if k >= 0 else i)
-
-    def block(self, i: int) -> tuple[int, int]:
-        """The unsplittable run [start, end) holding message i (a tool group, or i alone)."""
-        return self.prev_cut(i), self.next_cut(i + 1)
-
-
-def _summary_starts() -> frozenset[str]:
-    return frozenset(
-        p.lstrip()[:1] for p in (markers.summary_prefix(), *markers.LEGACY_PREFIXES) if p.strip()
-    )
-
-
-def _maybe_summary(content: Any, starts: frozenset[str]) -> bool:
-    """Cheap first-character test before the real prefix check."""
-    if isinstance(content, list):
-        first = content[0] if content else None
-        content = first.get("text") if isinstance(first, Mapping) else None
-    if not isinstance(content, str) or not content:
-        return False
-    head = content[:1]
-    return head in starts or (head.isspace() and content.lstrip()[:1] in starts)
-
-
-def _scan(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> _Layout:
-    """The single pass over every message; kept tight because it dominates planning time."""
-    n = len(messages)
-    layout = _Layout(n=n, roles=[m.get("role") for m in messages])
-    call_of, call_ids = layout.call_of, layout.call_ids
-    result_owner, answered = layout.result_owner, layout.answered
-    owner_of: dict[str, int] = {}
-    group_last: dict[int, int] = {}  # assistant -> index of its last result
-    starts = _summary_starts()
-    min_chars, args_over = config.prune_min_chars, config.args_truncate_over
-    for i, role in enumerate(layout.roles):
-        msg = messages[i]
-        if role == "tool":
-            call_id = msg["tool_call_id"]
-            owner = owner_of.get(call_id, -1)
-            if 0 <= owner < i and call_id not in answered:
-                result_owner[i] = owner
-                answered.add(call_id)
-                group_last[owner] = i
-            content = msg.get("content")
-            if (len(content) >= min_chars) if type(content) is str else isinstance(content, list):
-                layout.long_results.append(i)
-            continue
-        content = msg.get("content")
-        # the first-character test is inlined: it runs for every message
-        if (
-            content
-            and (type(content) is not str or content[:1] in starts or content[:1].isspace())
-            and role in ("user", "assistant")
-            and _maybe_summary(content, starts)
-        ):
-            layout.summaries.append(i)
-        if role == "assistant":
-            tool_calls = msg.get("tool_calls")
-            if tool_calls:
-                ids = call_ids[i] = []
-                long = False
-                for call in tool_calls:
-                    call_id = call["id"]
-                    call_of[call_id] = call
-                    owner_of[call_id] = i
-                    ids.append(call_id)
-                    long = long or len(call["function"]["arguments"]) > args_over
-                if long:
-                    layout.long_args.append(i)
-    # a cut before i is invalid when an earlier call's group reaches i; overlapping
-    # groups (results interleaved across calls) merge into one unsplittable span
-    for start, end in sorted(group_last.items()):
-        if layout.span_end and start <= layout.span_end[-1]:
-            layout.span_end[-1] = max(layout.span_end[-1], end)
-        else:
-            layout.span_start.append(start)
-            layout.span_end.append(end)
-    layout.has_system = n > 0 and layout.roles[0] == "system"
-    return layout
-
-
-def _layout(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> _Layout:
-    try:
-        layout = _scan(messages, config)
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise InvalidMessage(
-            f"plan() needs validated OpenAI messages (see messages.validate_messages): {exc!r}"
-        ) from None
-    candidates, layout.summaries = layout.summaries, []
-    for i in candidates:
-        split = split_merged(messages[i])
-        if split is not None:
-            layout.summaries.append(i)
-            if split[1] is not None:
-                layout.merged.add(i)
-    _find_anchors(messages, layout)
-    return layout
-
-
-def _find_anchors(messages: Sequence[Mapping[str, Any]], layout: _Layout) -> None:
-    """The latest real user message and the latest visible assistant reply (not summaries)."""
-    summaries = set(layout.summaries)
-    for i in range(layout.n - 1, -1, -1):
-        role = layout.roles[i]
-        if role == "user" and layout.last_user is None:
-            if i not in summaries or i in layout.merged:
-                layout.last_user = i
-        elif role == "assistant" and layout.last_reply is None:
-            msg: Mapping[str, Any] | None = messages[i]
-            if i in summaries:
-                split = split_merged(messages[i])
-                msg = split[1] if split is not None else None
-            if msg is not None and not is_text_content_empty(msg):
-                layout.last_reply = i
-        if layout.last_user is not None and layout.last_reply is not None:
-            return
-
-
 # --- boundaries -------------------------------------------------------------------------
 
 
@@ -310,12 +156,12 @@ class _Job:
     config: CompressionConfig
     counts: list[int]
     context_length: int
-    layout: _Layout
+    layout: Layout
     force: bool
     base: dict[str, Any]  # plan fields known before any decision
 
 
-def _head_end(layout: _Layout, head_size: int, notes: list[str]) -> int:
+def _head_end(layout: Layout, head_size: int, notes: list[str]) -> int:
     """System + protected messages, pushed forward past tool results, never past an anchor."""
     head_end = layout.next_cut(min(head_size, layout.n))
     anchors = [a for a in (layout.last_user, layout.last_reply) if a is not None]
@@ -330,7 +176,7 @@ def _head_end(layout: _Layout, head_size: int, notes: list[str]) -> int:
 
 
 def _kept_blocks(
-    layout: _Layout, head_end: int, pinned: Collection[int], notes: list[str]
+    layout: Layout, head_end: int, pinned: Collection[int], notes: list[str]
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Blocks (start, end) of pinned messages and of anchors at or after the head."""
     anchor_blocks = sorted(
@@ -362,7 +208,7 @@ def _kept_blocks(
 
 
 def _tail_start(
-    layout: _Layout, suffix: list[int], lo: int, ceiling: int, min_count: int
+    layout: Layout, suffix: list[int], lo: int, ceiling: int, min_count: int
 ) -> int | None:
     """Longest valid suffix within the ceiling, but at least the shortest one with min_count."""
     n = layout.n
@@ -419,7 +265,7 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
 
 
 def _summary_role(
-    layout: _Layout, before: Sequence[int], after_first: int
+    layout: Layout, before: Sequence[int], after_first: int
 ) -> tuple[Role, int | None]:
     """The summary's role, and the index it merges into when both roles would collide."""
     roles = layout.roles
@@ -438,7 +284,7 @@ def _summary_role(
     return role, None
 
 
-def _in_flight(layout: _Layout) -> set[str]:
+def _in_flight(layout: Layout) -> set[str]:
     """Calls of a final assistant message that are still waiting for results (#9 rule)."""
     last_assistant = next(
         (i for i in range(layout.n - 1, -1, -1) if layout.roles[i] != "tool"), None
@@ -593,7 +439,7 @@ def plan(
     }  # fmt: skip
     if not config.enabled and not force:
         return CompactionPlan(action="skip", skip_reason="disabled", **base)
-    layout = _layout(messages, config)
+    layout = message_layout(messages, config)
     compacted = compaction_count >= 1 or bool(layout.summaries)
     head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)
     if len(messages) <= head_size + 4:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import msgspec
-
+from ctxledger.factmatch import WHITESPACE, Fact, fact_in_text, normalize, normalize_fact, retention
 from ctxledger.messages import content_text
+
+__all__ = ["FACT_KINDS", "Fact", "extract_facts", "fact_in_text", "normalize", "normalize_fact", "retention"]
 
 #: every kind, in the order facts of one message are reported
 FACT_KINDS: tuple[str, ...] = (
@@ -34,80 +34,6 @@ FACT_KINDS: tuple[str, ...] = (
 ASK_MAX_CHARS = 300
 LINE_MAX_CHARS = 160
 COMMAND_MAX_CHARS = 200
-
-
-class Fact(msgspec.Struct, frozen=True, kw_only=True):
-    """One salient value and where it was first seen."""
-
-    kind: str
-    value: str
-    normalized: str
-    message_index: int
-    message_id: str | None = None
-    role: str = ""
-
-
-# --------------------------------------------------------------------------- matching
-
-_QUOTE_TABLE = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
-    "\\": "/",
-})
-_WS = re.compile(r"\s+")
-
-
-def normalize(text: str) -> str:
-    """The form facts and texts are compared in."""
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE).casefold()
-    return _WS.sub(" ", text).strip()
-
-
-def _is_word(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
-def _contains(haystack: str, needle: str) -> bool:
-    if not needle:
-        return False
-    check_start = _is_word(needle[0])
-    check_end = _is_word(needle[-1])
-    start = haystack.find(needle)
-    while start != -1:
-        end = start + len(needle)
-        ok_start = not check_start or start == 0 or not _is_word(haystack[start - 1])
-        ok_end = not check_end or end == len(haystack) or not _is_word(haystack[end])
-        if ok_start and ok_end:
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
-
-
-def fact_in_text(fact: Fact, text: str) -> bool:
-    """Whether `text` still states `fact` (normalized, word-bounded match)."""
-    return _contains(normalize(text), fact.normalized)
-
-
-def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]:
-    """``(kept, lost)``: which `facts` `text` still states, each in the input order."""
-    haystack = normalize(text)
-    kept: list[Fact] = []
-    lost: list[Fact] = []
-    for fact in facts:
-        (kept if _contains(haystack, fact.normalized) else lost).append(fact)
-    return kept, lost
-
-
-def normalize_fact(kind: str, value: str) -> str:
-    """The normalized form of a value of `kind` (paths lose ``./``, quotes their quotes)."""
-    text = normalize(value)
-    if kind == "path":
-        while text.startswith("./"):
-            text = text[2:]
-        text = text.rstrip("/") or text
-    elif kind == "quoted":
-        text = text.strip("\"'`").strip()
-    return text
 
 
 # --------------------------------------------------------------------------- patterns
@@ -586,7 +512,7 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     role = str(message.get("role") or "")
     text = content_text(message)
     if role == "user" and text.strip() and not _is_summary(message):
-        found.add("ask", -1, _cap(_WS.sub(" ", text), ASK_MAX_CHARS))
+        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     offset = len(text) + 1
     for call in message.get("tool_calls") or ():

@@ -34,7 +34,14 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, EventStore, VerifyReport
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.messages import CallLedger, tool_call_ids, validate_messages
-from ctxledger.projections import ChainsProjection, Lineage, SessionView, Projector, SessionUsage, TranscriptProjection
+from ctxledger.projections import (
+    ChainsProjection,
+    Lineage,
+    Projector,
+    SessionUsage,
+    SessionView,
+    TranscriptProjection,
+)
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
 from ctxledger.usage import normalize_usage
 
@@ -196,18 +203,24 @@ class Ledger:
         return view
 
     def call_ledger(self, session_id: str) -> CallLedger:
-        """Tool calls issued and answered in the session's live view (cached)."""
-        version = self.version(session_id)
-        cached = self._calls.get(session_id)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        ledger = CallLedger()
-        for msg in self.transcript.live_messages(session_id):
+        """Tool calls issued and answered in the session's live view (cached).
+
+        A session's live list only ever grows (a compaction starts a new session), so
+        the cache is keyed by how many live messages it has folded and catches up on
+        the new ones: an append costs O(new messages), not a rescan of the session.
+        """
+        live = self.transcript.session(session_id).live
+        n, ledger = self._calls.get(session_id) or (0, CallLedger())
+        if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
+            n, ledger = 0, CallLedger()
+        stored = self.transcript.stored
+        for mid in live[n:]:
+            msg = stored(mid).message
             if msg.get("role") == "assistant":
                 ledger.issued.update(tool_call_ids(msg))
             elif msg.get("role") == "tool":
                 ledger.answered.add(str(msg.get("tool_call_id")))
-        self._calls[session_id] = (version, ledger)
+        self._calls[session_id] = (len(live), ledger)
         return ledger
 
     def append_messages(

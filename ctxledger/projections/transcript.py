@@ -31,6 +31,9 @@ from ctxledger.events import (
 
 JSON = dict[str, Any]
 
+#: how many sessions keep a cached API view (an agent process works on a handful)
+_API_CACHE_SESSIONS = 64
+
 
 class SessionView(msgspec.Struct, kw_only=True):
     """Mutable per-session state of the fold (owned by the projection; treat as read-only)."""
@@ -85,6 +88,10 @@ class TranscriptProjection:
 
     def __init__(self, state: TranscriptState | None = None) -> None:
         self.state = state or TranscriptState()
+        #: per-session API view (system message + live messages), built on first read and
+        #: kept current by the fold so a read after an append costs a list copy, not a
+        #: rebuild by id. Derived data only: never serialized, never part of a fingerprint.
+        self._api: dict[str, list[JSON]] = {}
         self._dispatch = {
             MessageAppended: self._message,
             SessionStarted: self._started,
@@ -124,6 +131,9 @@ class TranscriptProjection:
         )
         view.live.append(e.message_id)
         view.live_tokens += e.tokens
+        cached = self._api.get(e.session_id)
+        if cached is not None:
+            cached.append(e.message)
 
     def _started(self, seq: int, e: Event) -> None:
         assert isinstance(e, SessionStarted)
@@ -138,6 +148,7 @@ class TranscriptProjection:
             config=e.config,
         )
         self.state.sessions[e.session_id] = view
+        self._api.pop(e.session_id, None)
         switch = self.state.pending.pop(e.session_id, None)
         if switch is not None:
             parent = self.state.sessions[switch.session_id]
@@ -153,6 +164,7 @@ class TranscriptProjection:
         assert isinstance(e, SystemPromptSet)
         view = self.state.sessions[e.session_id]
         view.system_prompt, view.system_tokens = e.text, e.tokens
+        self._api.pop(e.session_id, None)
 
     def _tools(self, seq: int, e: Event) -> None:
         assert isinstance(e, ToolsDeclared)
@@ -174,6 +186,25 @@ class TranscriptProjection:
         if e.message_id in view.live:
             view.live_tokens += shown.tokens - self.tokens_of(e.message_id)
         self.state.shown[e.message_id] = shown
+        self._show_in_cache(e.session_id, e.message_id, shown.message)
+
+    def _show_in_cache(self, session_id: str, message_id: str, message: JSON) -> None:
+        """Put a replacement into the cached views that show `message_id`.
+
+        Another session can only show it by carrying it (a continuation), which is rare
+        enough that dropping those caches is simpler than finding the position.
+        """
+        for other in [sid for sid in self._api if sid != session_id]:
+            del self._api[other]
+        cached = self._api.get(session_id)
+        if cached is None:
+            return
+        live = self.state.sessions[session_id].live
+        # the message is almost always among the last few (persisted in its own append)
+        for back in range(1, len(live) + 1):
+            if live[-back] == message_id:
+                cached[-back] = message
+                return
 
     def _switched(self, seq: int, e: Event) -> None:
         assert isinstance(e, SessionSwitched)
@@ -247,13 +278,23 @@ class TranscriptProjection:
         return [stored(mid).message for mid in self._view(session_id).live]
 
     def api_messages(self, session_id: str) -> list[JSON]:
-        """The OpenAI-shape list to send: system message (if any) then the live messages."""
-        view = self._view(session_id)
-        out: list[JSON] = []
-        if view.system_prompt is not None:
-            out.append({"role": "system", "content": view.system_prompt})
-        out.extend(self.live_messages(session_id))
-        return out
+        """The OpenAI-shape list to send: system message (if any) then the live messages.
+
+        The list is the caller's; the message dicts are the projection's (do not mutate).
+        """
+        return list(self.api_view(session_id))
+
+    def api_view(self, session_id: str) -> list[JSON]:
+        """The cached list behind :meth:`api_messages`: shared, read-only, never mutate it."""
+        cached = self._api.get(session_id)
+        if cached is None:
+            view = self._view(session_id)
+            cached = [{"role": "system", "content": view.system_prompt}] if view.system_prompt is not None else []
+            cached.extend(self.live_messages(session_id))
+            if len(self._api) >= _API_CACHE_SESSIONS:
+                del self._api[next(iter(self._api))]  # the oldest entry; it is rebuilt on demand
+            self._api[session_id] = cached
+        return cached
 
     def api_tokens(self, session_id: str) -> list[int]:
         """Token counts parallel to :meth:`api_messages`."""

@@ -1,30 +1,55 @@
-"""The ContextEngine protocol and the built-in engine (the ctxledger compressor).
+"""The ContextEngine protocol, the runtime state fold, and the built-in engine.
 
-A context engine decides *whether* and *how* a session is compacted; the service
-decides *when* to ask (preflight, in-loop, hygiene, manual, overflow). The built-in
-engine keeps its runtime state (pressure warning, anti-thrash strikes, cooldown) as a
-fold over the chain's events, so a reopened ledger decides exactly as before and a
-replay can explain every decision.
+A context engine decides *whether* a session is worth compacting at a given size and
+*how* to compact it; the service decides *when* to ask (preflight, in-loop, hygiene,
+manual, overflow) and owns the HERMES_SPEC §2 guards (cooldown, anti-thrashing,
+pressure warnings), which it records as events.
 
-To plug another engine, implement :class:`ContextEngine` and pass it to
-``ContextService(engine=...)``; its ``compress`` must append its own events through
-the ledger (one atomic append per compaction) and return a ``CompactionOutcome``.
+Runtime state is never kept only in memory: :func:`fold_runtime` folds the events of
+one compression chain (usage reports, compactions, skips, cooldowns, warnings, window
+changes) into a :class:`RuntimeState`, and :class:`RuntimeTracker` caches that fold
+per chain and extends it with each new event. A reopened ledger folds the same events
+to the same state, so it decides exactly as the process that wrote them; a replay can
+explain every decision.
+
+Plugging in another engine
+--------------------------
+Implement :class:`ContextEngine` and pass it as ``ContextService(ledger, engine=...)``:
+
+* ``should_compress(session_id, prompt_tokens)`` -> ``(bool, reason)``: the size
+  decision for automatic triggers (the service applies its cooldown / anti-thrash
+  guards on top, and manual ``/compress`` skips both).
+* ``compress(session_id, trigger=..., focus=...)`` must write through the ledger, one
+  atomic append per compaction (end the session and start its continuation together,
+  e.g. with :func:`ctxledger.compaction.compact`), and return a ``CompactionOutcome``.
+  Raise ``SummarizerError`` when the summary cannot be made and nothing was written
+  (the service records the failure and a cooldown); let ``ConcurrencyError`` propagate
+  (the service re-reads and continues on the compression tip).
+* The lifecycle hooks (``on_session_start`` / ``on_session_end`` /
+  ``on_session_reset`` / ``update_model``) and ``update_from_response`` let an engine
+  keep caches; they must not be the only record of a decision.
+* Optional: ``tools() -> list[dict]`` (extra tool schemas the agent may expose) and
+  ``status(session_id) -> dict`` (merged into ``ContextService.status``).
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ctxledger.compaction import CompactionOutcome, compact
+from ctxledger.compaction import CompactionOutcome, compact, plan_compaction
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.events import (
     CompressionSkipped,
+    ContextLimitLearned,
     CooldownStarted,
     Event,
+    ModelSwitched,
     PressureWarning,
+    SessionStarted,
     SessionSwitched,
     SummaryGenerated,
     Trigger,
@@ -33,13 +58,17 @@ from ctxledger.events import (
 from ctxledger.ledger import Ledger
 from ctxledger.runtime.pressure import AntiThrash, Cooldown
 
-#: CompressionSkipped reasons that count as a no-op pass for anti-thrashing
-NOOP_REASONS = ("no progress", "no_progress", "too few messages", "nothing to compress")
+#: plan skip reasons (``CompactionPlan.skip_reason``) that count as a no-op pass for
+#: anti-thrashing; "disabled" is configuration, not an ineffective pass
+NOOP_REASONS = frozenset({"too_few_messages", "no_progress", "no_valid_cut"})
 
 
 class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     """What automatic compression remembers about one compression chain."""
 
+    #: the chain's window as of the last folded event (it changes with model switches
+    #: and learned limits, so every decision is judged against the window of its time)
+    context_length: int = 0
     warned: bool = False
     anti: AntiThrash = msgspec.field(default_factory=AntiThrash)
     cooldown: Cooldown = msgspec.field(default_factory=Cooldown)
@@ -48,31 +77,113 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     compactions: int = 0
 
 
-def fold_runtime(state: RuntimeState, event: Event, threshold_tokens: int) -> RuntimeState:
-    """One transition of the runtime state (pure); the same function serves live use and replay."""
+def _after_usage(state: RuntimeState, event: UsageReported, config: CompressionConfig) -> RuntimeState:
+    if event.purpose != "agent" or state.context_length < 1:
+        return state
+    threshold = max(1, config.threshold_tokens(state.context_length))
+    anti = state.anti.after_real_prompt(event.usage.prompt, threshold, state.first_after_compaction)
+    return msgspec.structs.replace(state, anti=anti, first_after_compaction=False)
+
+
+def _after_switch(state: RuntimeState, event: SessionSwitched) -> RuntimeState:
+    anti = state.anti.after_compaction(event.tokens_before, event.tokens_after, fallback=state.last_fallback)
+    # manual /compress clears a summarizer cooldown (HERMES_SPEC §2), but only when it worked
+    cooldown = state.cooldown.clear() if event.trigger == "manual" else state.cooldown
+    return msgspec.structs.replace(
+        state, anti=anti, cooldown=cooldown, first_after_compaction=True, compactions=state.compactions + 1
+    )
+
+
+def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -> RuntimeState:
+    """One transition of a chain's runtime state (pure); live use and replay share it.
+
+    Changed from the first version: the threshold comes from the window *as of the
+    event* (folded from SessionStarted / ModelSwitched / ContextLimitLearned) rather
+    than from the window at the time of the fold, so a reopened ledger folds to the
+    same state as the live process even after the window changed.
+    """
     replace = msgspec.structs.replace
-    if isinstance(event, UsageReported) and event.purpose == "agent":
-        anti = state.anti.after_real_prompt(event.usage.prompt, max(1, threshold_tokens), state.first_after_compaction)
-        return replace(state, anti=anti, first_after_compaction=False)
+    if isinstance(event, UsageReported):
+        return _after_usage(state, event, config)
+    if isinstance(event, SessionStarted | ModelSwitched | ContextLimitLearned):
+        return replace(state, context_length=event.context_length)
     if isinstance(event, SummaryGenerated):
         return replace(state, last_fallback=event.fallback)
     if isinstance(event, SessionSwitched) and event.reason == "compression":
-        anti = state.anti.after_compaction(event.tokens_before, event.tokens_after, fallback=state.last_fallback)
-        cooldown = state.cooldown.clear() if event.trigger == "manual" else state.cooldown
-        return replace(state, anti=anti, cooldown=cooldown, first_after_compaction=True, compactions=state.compactions + 1)
-    if isinstance(event, CompressionSkipped) and event.trigger != "manual" and event.reason.startswith(NOOP_REASONS):
-        before = int(event.details.get("tokens_before", 0) or 0)
-        return replace(state, anti=state.anti.after_compaction(before, before, noop=True))
+        return _after_switch(state, event)
+    if isinstance(event, CompressionSkipped) and event.trigger != "manual" and event.reason in NOOP_REASONS:
+        return replace(state, anti=state.anti.after_compaction(0, 0, noop=True))
     if isinstance(event, CooldownStarted):
-        return replace(state, cooldown=Cooldown(until=event.until))
+        # a later, shorter cooldown never cuts a longer one short
+        until = max(event.until, state.cooldown.until or event.until)
+        return replace(state, cooldown=Cooldown(until=until))
     if isinstance(event, PressureWarning):
         return replace(state, warned=not event.cleared)
     return state
 
 
+class RuntimeTracker:
+    """:class:`RuntimeState` per compression chain, folded from the ledger and cached.
+
+    The cache is keyed by the chain's root and the ledger's last folded ``seq``; a
+    newer ``seq`` folds only the events appended since (read back from the store).
+    """
+
+    def __init__(self, ledger: Ledger, config: CompressionConfig | None = None) -> None:
+        self.ledger = ledger
+        self.config = config or ledger.config
+        self._states: dict[str, tuple[int, RuntimeState]] = {}
+
+    def state(self, session_id: str) -> RuntimeState:
+        """The chain's state as of the ledger's last folded event."""
+        ledger = self.ledger
+        root = ledger.chains.root(session_id)
+        seq = ledger.projector.last_seq
+        cached = self._states.get(root)
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        chain = ledger.chains.chain(session_id)
+        if cached is None:
+            state = RuntimeState()
+            # decision events may land on a session after it ended, so merge the
+            # chain's streams by seq instead of reading them one after the other
+            streams = [ledger.store.read_stream(sid) for sid in chain]
+            records = heapq.merge(*streams, key=lambda rec: rec.seq)
+        else:
+            state = cached[1]
+            members = set(chain)
+            records = (r for r in ledger.store.read_all(cached[0] + 1, seq) if r.stream in members)
+        for rec in records:
+            if rec.seq > seq:
+                break
+            state = fold_runtime(state, rec.event, self.config)
+        self._states[root] = (seq, state)
+        return state
+
+    def rebuilt(self, session_id: str) -> RuntimeState:
+        """The state folded from scratch (what a reopened ledger computes)."""
+        self.forget(session_id)
+        return self.state(session_id)
+
+    def forget(self, session_id: str) -> None:
+        self._states.pop(self.ledger.chains.root(session_id), None)
+
+    def guard(self, session_id: str, now: float) -> tuple[bool, str]:
+        """Whether automatic compression may run now: no cooldown, not blocked by strikes."""
+        state = self.state(session_id)
+        if state.cooldown.active(now):
+            return False, f"summarizer cooldown: {state.cooldown.remaining(now):.0f}s left"
+        if state.anti.strikes >= self.config.anti_thrash_strikes:
+            return False, (
+                f"automatic compression paused after {state.anti.strikes} ineffective passes "
+                f"(last: {state.anti.last_reason}); run /compress manually or start a new session"
+            )
+        return True, "no cooldown, not blocked"
+
+
 @runtime_checkable
 class ContextEngine(Protocol):
-    """What the service needs from a context engine (the built-in one is the default)."""
+    """What the service needs from a context engine (see the module docstring)."""
 
     name: str
 
@@ -83,9 +194,10 @@ class ContextEngine(Protocol):
         """(decision, reason) for an automatic compaction at this size."""
 
     async def compress(self, session_id: str, *, trigger: Trigger, focus: str | None = None) -> CompactionOutcome:
-        """Compact now; append the events; return what happened."""
+        """Compact now; append the events atomically; return what happened."""
 
-    def has_content_to_compress(self, session_id: str) -> bool: ...
+    def has_content_to_compress(self, session_id: str) -> bool:
+        """Whether a forced compaction would change anything."""
 
     def on_session_start(self, session_id: str) -> None: ...
 
@@ -95,52 +207,35 @@ class ContextEngine(Protocol):
 
     def update_model(self, session_id: str, model: str, context_length: int) -> None: ...
 
-    def status(self, session_id: str) -> dict[str, Any]: ...
-
 
 class BuiltinEngine:
-    """The Hermes-style compressor over the ledger, with state folded from events."""
+    """The Hermes-style compressor over the ledger, with its state folded from events."""
 
     name = "ctxledger"
 
-    def __init__(self, ledger: Ledger, summarizer: Summarizer, config: CompressionConfig | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        summarizer: Summarizer,
+        config: CompressionConfig | None = None,
+        *,
+        tracker: RuntimeTracker | None = None,
+    ) -> None:
         self.ledger = ledger
         self.summarizer = summarizer
         self.config = config or ledger.config
-        self._states: dict[str, tuple[int, RuntimeState]] = {}
-
-    # --- state ---------------------------------------------------------------------
+        self.tracker = tracker or RuntimeTracker(ledger, self.config)
 
     def threshold_tokens(self, session_id: str) -> int:
         return self.config.threshold_tokens(self.ledger.transcript.session(session_id).context_length)
 
     def state(self, session_id: str) -> RuntimeState:
-        """The chain's runtime state as of the ledger's last folded event (cached per chain)."""
-        root = self.ledger.chains.root(session_id)
-        seq = self.ledger.projector.last_seq
-        cached = self._states.get(root)
-        if cached is not None and cached[0] == seq:
-            return cached[1]
-        chain = self.ledger.chains.chain(session_id)
-        members = set(chain)
-        thresholds = {sid: self.threshold_tokens(sid) for sid in chain}
-        if cached is None:
-            state = RuntimeState()
-            records = (rec for sid in chain for rec in self.ledger.store.read_stream(sid))
-        else:
-            # fold only what was appended since (the chain may have grown a continuation)
-            state = cached[1]
-            records = (r for r in self.ledger.store.read_all(cached[0] + 1, seq) if r.stream in members)
-        for rec in records:
-            if rec.seq <= seq:
-                state = fold_runtime(state, rec.event, thresholds[rec.stream])
-        self._states[root] = (seq, state)
-        return state
+        return self.tracker.state(session_id)
 
     # --- protocol --------------------------------------------------------------------
 
     def update_from_response(self, session_id: str, event: UsageReported) -> None:
-        """State is folded from the recorded UsageReported (see :meth:`state`); nothing to do."""
+        """Nothing to do: the tracker folds the recorded ``UsageReported`` itself."""
         return None
 
     def should_compress(self, session_id: str, prompt_tokens: int | None = None) -> tuple[bool, str]:
@@ -150,48 +245,48 @@ class BuiltinEngine:
         threshold = self.threshold_tokens(session_id)
         if tokens < threshold:
             return False, f"{tokens:,} tokens is below the threshold ({threshold:,})"
-        state = self.state(session_id)
-        now = self.ledger.clock()
-        if state.cooldown.active(now):
-            return False, f"summarizer cooldown: {state.cooldown.remaining(now):.0f}s left"
-        if not state.anti.allows():
-            return False, state.anti.describe()
+        allowed, reason = self.tracker.guard(session_id, self.ledger.clock())
+        if not allowed:
+            return False, reason
         return True, f"{tokens:,} tokens ≥ threshold {threshold:,}"
 
     async def compress(self, session_id: str, *, trigger: Trigger, focus: str | None = None) -> CompactionOutcome:
         return await compact(self.ledger, session_id, self.summarizer, config=self.config, focus=focus, trigger=trigger)
 
     def has_content_to_compress(self, session_id: str) -> bool:
-        from ctxledger.compaction import plan_compaction
-
         return plan_compaction(self.ledger, session_id, config=self.config, force=True).plan.action == "compress"
 
     def on_session_start(self, session_id: str) -> None:
         return None
 
     def on_session_end(self, session_id: str) -> None:
-        self._states.pop(self.ledger.chains.root(session_id), None)
+        self.tracker.forget(session_id)
 
     def on_session_reset(self, session_id: str) -> None:
-        self._states.pop(self.ledger.chains.root(session_id), None)
+        self.tracker.forget(session_id)
 
     def update_model(self, session_id: str, model: str, context_length: int) -> None:
-        """The threshold derives from the session's recorded window; nothing cached to fix."""
-        self._states.pop(self.ledger.chains.root(session_id), None)
+        """Nothing cached depends on the window: the fold reads the recorded ModelSwitched."""
+        return None
+
+    def tools(self) -> list[dict[str, Any]]:
+        return []
 
     def status(self, session_id: str) -> dict[str, Any]:
         state = self.state(session_id)
-        view = self.ledger.transcript.session(session_id)
         now = self.ledger.clock()
         return {
             "engine": self.name,
-            "context_length": view.context_length,
+            "context_length": self.ledger.transcript.session(session_id).context_length,
             "threshold_tokens": self.threshold_tokens(session_id),
             "tokens": self.ledger.transcript.total_tokens(session_id),
             "last_prompt_tokens": self.ledger.usage(session_id).last_prompt_tokens,
             "compactions": state.compactions,
             "strikes": state.anti.strikes,
-            "blocked": state.anti.blocked,
+            "blocked": state.anti.strikes >= self.config.anti_thrash_strikes,
             "cooldown_remaining": state.cooldown.remaining(now),
             "pressure_warned": state.warned,
         }
+
+
+__all__ = ["NOOP_REASONS", "BuiltinEngine", "ContextEngine", "RuntimeState", "RuntimeTracker", "fold_runtime"]

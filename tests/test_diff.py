@@ -1,0 +1,168 @@
+"""Diff: message-level differences between views, section-level between summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.audit import chain_compactions
+from ctxledger.cli.main import cli
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.diff import DiffReport, SummaryDiff, diff, parse_ref
+from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.ledger import Ledger
+from ctxledger.whatif import record_generated
+
+SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
+    ledger = Ledger.open(tmp_path_factory.mktemp("diff") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    tip = record_generated(ledger, seed=5, turns=12)
+    assert len(chain_compactions(ledger, tip)) >= 2
+    return ledger, tip
+
+
+def refs(ledger: Ledger, tip: str) -> list[str]:
+    """Sessions, SESSION@SEQ points and compaction ids of the chain."""
+    out = list(ledger.chains.chain(tip))
+    out += [r.compaction_id for r in chain_compactions(ledger, tip)]
+    root = out[0]
+    out += [f"{root}@{seq}" for seq in (3, 10, 25, 40)]
+    return out
+
+
+def encoded(changes: list[msgspec.Struct]) -> list[bytes]:
+    return sorted(msgspec.json.encode(c) for c in changes)
+
+
+def test_one_compaction_diff_shows_what_it_summarized_and_added(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    record = chain_compactions(ledger, tip)[0]
+    report = diff(ledger, record.compaction_id)
+    assert isinstance(report, DiffReport)
+    summarized = [c.message_id for c in report.changes if c.kind == "summarized"]
+    assert summarized == record.summary.input_message_ids
+    summary_id = next(e.message_id for e in record.switch.layout if e.origin == "summary")
+    assert {c.summary_id for c in report.changes if c.kind == "summarized"} == {summary_id}
+    assert [c.message_id for c in report.changes if c.kind == "added"] == [summary_id]
+    assert report.token_delta == report.b.tokens - report.a.tokens
+    assert sum(c.token_delta for c in report.changes) == report.token_delta
+
+
+@settings(max_examples=15)
+@given(data=st.data())
+def test_diff_of_a_view_with_itself_is_empty(chain: tuple[Ledger, str], data: st.DataObject) -> None:
+    ledger, tip = chain
+    ref = data.draw(st.sampled_from(refs(ledger, tip)))
+    report = diff(ledger, ref, ref)
+    assert report.changes == []
+
+
+@settings(max_examples=25)
+@given(data=st.data())
+def test_diff_a_b_and_diff_b_a_are_inverses(chain: tuple[Ledger, str], data: st.DataObject) -> None:
+    ledger, tip = chain
+    a = data.draw(st.sampled_from(refs(ledger, tip)))
+    b = data.draw(st.sampled_from(refs(ledger, tip)))
+    forward, backward = diff(ledger, a, b), diff(ledger, b, a)
+    assert type(forward) is type(backward)
+    assert encoded([c.inverse() for c in forward.changes]) == encoded(backward.changes)
+    assert forward.token_delta == -backward.token_delta
+
+
+def test_two_compactions_compare_their_summaries_by_section(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    first, second = chain_compactions(ledger, tip)[:2]
+    report = diff(ledger, first.compaction_id, second.compaction_id)
+    assert isinstance(report, SummaryDiff)
+    assert report.changes and {c.kind for c in report.changes} <= {"added", "removed"}
+    sections = {c.section for c in report.changes}
+    assert sections <= {"preamble", "active_task", "goal", "constraints", "completed", "active_state", "in_progress",
+                        "blocked", "decisions", "resolved", "pending", "files", "remaining", "critical"}
+    for change in report.changes:
+        text = (second if change.kind == "added" else first).summary.text
+        assert change.line in text
+
+
+def test_a_later_point_shows_appended_messages_as_added(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    root = ledger.chains.chain(tip)[0]
+    report = diff(ledger, f"{root}@5", f"{root}@20")
+    assert isinstance(report, DiffReport)
+    assert report.changes and {c.kind for c in report.changes} == {"added"}
+
+
+@pytest.mark.parametrize(
+    ("ref", "error", "match"),
+    [
+        ("ses_root@x", InvalidInput, "sequence number"),
+        ("@5", InvalidInput, "name the session"),
+        ("ses_root@0", InvalidInput, "start at 1"),
+        ("ses_root@999999", InvalidInput, "past the end"),
+        ("ses_nope", UnknownSession, "no session"),
+        ("", InvalidInput, "reference is required"),
+    ],
+)
+def test_bad_references_are_clear_errors_and_append_nothing(
+    chain: tuple[Ledger, str], ref: str, error: type[Exception], match: str
+) -> None:
+    ledger, tip = chain
+    before = ledger.store.last_seq()
+    with pytest.raises(error, match=match):
+        diff(ledger, ref, tip)
+    assert ledger.store.last_seq() == before
+
+
+def test_a_session_that_had_not_started_yet_is_named(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    with pytest.raises(UnknownSession, match="had not started at seq 3"):
+        diff(ledger, f"{tip}@3", tip)
+
+
+def test_one_reference_must_be_a_compaction(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    with pytest.raises(InvalidInput, match="two references"):
+        diff(ledger, tip)
+
+
+def test_parse_ref() -> None:
+    assert parse_ref("ses_a@12") == ("ses_a", 12)
+    assert parse_ref(" ses_a ") == ("ses_a", None)
+
+
+def test_cli_diff_json_and_colored_terminal_output(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+    ledger, tip = chain
+    db = ledger.store.path
+    record = chain_compactions(ledger, tip)[0]
+    runner = CliRunner()
+    same = runner.invoke(cli, ["--db", db, "diff", tip, tip, "--json"])
+    assert same.exit_code == 0 and json.loads(same.output)["changes"] == []
+    one = json.loads(runner.invoke(cli, ["--db", db, "diff", record.compaction_id, "--json"]).output)
+    assert one["counts"]["summarized"] == len(record.summary.input_message_ids)
+    text = runner.invoke(cli, ["--db", db, "diff", record.compaction_id], color=True)
+    assert text.exit_code == 0 and "summarized" in text.output and "tokens" in text.output
+    bad = runner.invoke(cli, ["--db", db, "diff", "ses_root@nope", tip])
+    assert bad.exit_code == 2 and "error:" in bad.output
+
+
+def test_cli_diff_against_a_what_if_with_the_recorded_config_is_empty(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+    ledger, tip = chain
+    db = ledger.store.path
+    toml = tmp_path / "same.toml"
+    toml.write_text("context_length = 16000\nthreshold_floor_tokens = 0\n")
+    out = CliRunner().invoke(cli, ["--db", db, "diff", tip, "--config", str(toml), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["changes"] == []
+    other = tmp_path / "other.toml"
+    other.write_text("context_length = 16000\nthreshold_floor_tokens = 0\ntarget_ratio = 0.5\n")
+    changed = json.loads(CliRunner().invoke(cli, ["--db", db, "diff", tip, "--config", str(other), "--json"]).output)
+    assert changed["changes"]

@@ -1,0 +1,248 @@
+"""Recall (FTS5 over every message a chain held) and expand (a summary's originals), as API, CLI and agent tools."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from ctxledger.audit import chain_compactions
+from ctxledger.cli.main import cli
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compaction import compact
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.ledger import Ledger
+from ctxledger.recall import (
+    EXPAND_TOOL,
+    RECALL_TOOL,
+    SearchIndex,
+    expand,
+    fts_terms,
+    handle_tool_call,
+    recall,
+)
+from ctxledger.service import ContextService
+from ctxledger.whatif import record_generated
+
+SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
+    ledger = Ledger.open(tmp_path_factory.mktemp("recall") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    tip = record_generated(ledger, seed=9, turns=12)
+    assert len(chain_compactions(ledger, tip)) >= 2
+    return ledger, tip
+
+
+def _first_compacted_ask(ledger: Ledger, tip: str) -> str:
+    record = chain_compactions(ledger, tip)[0]
+    live = set(ledger.transcript.session(tip).live)
+    return next(
+        m for m in record.summary.input_message_ids
+        if m not in live and ledger.transcript.original(m)["role"] == "user"
+    )
+
+
+def test_recall_finds_a_compacted_message_and_names_its_compaction(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    mid = _first_compacted_ask(ledger, tip)
+    words = " ".join(w for w in ledger.transcript.original(mid)["content"].split() if w.isalnum())
+    result = recall(ledger, tip, words, limit=50)
+    hit = next(h for h in result.hits if h.message_id == mid)
+    assert hit.compacted_by == chain_compactions(ledger, tip)[0].compaction_id
+    assert not hit.live and "«" in hit.snippet
+    assert mid in {m.message_id for m in expand(ledger, hit.compacted_by or "").messages}
+
+
+def test_summaries_are_indexed_too(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    hits = recall(ledger, tip, "Active Task", limit=20).hits
+    assert any(h.origin == "summary" for h in hits)
+
+
+def test_recall_stays_inside_the_chain_and_catches_up_lazily(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    other = ledger.start_session(model="m", context_length=16_000)
+    ledger.append_messages(other, [{"role": "user", "content": "zebraquartz in another chain"}])
+    assert recall(ledger, tip, "zebraquartz").hits == []
+    assert [h.session_id for h in recall(ledger, other, "zebraquartz").hits] == [other]
+    anyio.run(lambda: ContextService(ledger, config=SMALL).append(tip, [{"role": "user", "content": "now zebraquartz here"}]))
+    found = recall(ledger, tip, "zebraquartz").hits
+    assert len(found) == 1 and found[0].live
+
+
+def test_all_words_first_then_any_word(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    result = recall(ledger, tip, "pytest nonexistentwordxyz")
+    assert result.match == "any" and result.hits
+
+
+@pytest.mark.parametrize("query", ['"unbalanced', "AND OR NOT", "src/auth/core.py:12", "name*", "a:b", "(x)"])
+def test_fts_syntax_in_a_query_never_errors(chain: tuple[Ledger, str], query: str) -> None:
+    ledger, tip = chain
+    recall(ledger, tip, query)
+
+
+@pytest.mark.parametrize(("query", "match"), [("", "empty"), ("   ", "empty"), ("?!:", "no words"), ('""', "no words")])
+def test_an_empty_query_is_a_clear_error_and_appends_nothing(chain: tuple[Ledger, str], query: str, match: str) -> None:
+    ledger, tip = chain
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match=match):
+        recall(ledger, tip, query)
+    assert ledger.store.last_seq() == before
+
+
+@pytest.mark.parametrize("limit", [0, 101, True, "5"])
+def test_limit_must_be_in_range(chain: tuple[Ledger, str], limit: object) -> None:
+    ledger, tip = chain
+    with pytest.raises(InvalidInput, match="limit"):
+        recall(ledger, tip, "pytest", limit=limit)  # type: ignore[arg-type]
+
+
+def test_the_index_lives_beside_the_log_and_never_touches_it(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    recall(ledger, tip, "pytest")
+    assert ledger.verify().ok
+    db = ledger.store.path
+    with sqlite3.connect(db) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        last = conn.execute("SELECT last_seq FROM search_state").fetchone()[0]
+        rows = conn.execute("SELECT count(*), count(DISTINCT message_id) FROM search_messages").fetchone()
+    assert {"search_messages", "search_messages_fts", "search_state"} <= tables
+    assert last == ledger.store.last_seq()
+    assert rows[0] == rows[1]  # nothing indexed twice
+    fresh = SearchIndex(ledger.store)  # another process opening the same file: nothing to fold
+    assert fresh.catch_up() == 0
+    fresh.close()
+
+
+def test_an_in_memory_ledger_gets_a_private_index() -> None:
+    ledger = Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    ledger.append_messages(sid, [{"role": "user", "content": "find the flamingo config"}])
+    assert [h.role for h in recall(ledger, sid, "flamingo").hits] == ["user"]
+
+
+def test_a_persisted_tool_output_is_recalled_and_expanded_in_full(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path / "p.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'}}
+    big = "line of log output\n" * 800 + "the answer is platypus42\n"
+    msgs = [{"role": "user", "content": "read it"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": big}]
+    ids = anyio.run(lambda: svc.append(sid, msgs)).message_ids
+    assert "platypus42" not in str(ledger.transcript.stored(ids[2]).message["content"])  # the live view: a preview
+    hit = recall(ledger, sid, "platypus42").hits[0]
+    assert hit.message_id == ids[2]
+
+
+def test_expand_returns_the_originals_in_order(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    first, second = chain_compactions(ledger, tip)[:2]
+    result = expand(ledger, second.compaction_id)
+    assert [m.message_id for m in result.messages] == second.summary.input_message_ids
+    summaries = [m for m in result.messages if m.origin == "summary"]
+    assert [m.compaction_id for m in summaries] == [first.compaction_id]
+    for m in result.messages:
+        assert m.message == ledger.transcript.original(m.message_id)
+
+
+def test_expand_an_unknown_compaction_is_a_clear_error(chain: tuple[Ledger, str]) -> None:
+    ledger, _ = chain
+    before = ledger.store.last_seq()
+    with pytest.raises(UnknownSession, match="no compaction"):
+        expand(ledger, "cmp_missing")
+    assert ledger.store.last_seq() == before
+
+
+def test_tool_schemas_name_their_required_arguments() -> None:
+    assert RECALL_TOOL["function"]["name"] == "recall"
+    assert RECALL_TOOL["function"]["parameters"]["required"] == ["query"]
+    assert EXPAND_TOOL["function"]["name"] == "expand_compaction"
+    assert EXPAND_TOOL["function"]["parameters"]["required"] == ["compaction_id"]
+
+
+def test_tool_handler_recalls_and_expands_in_pages(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    found = json.loads(handle_tool_call(ledger, tip, "recall", json.dumps({"query": "pytest", "limit": 3})))
+    assert len(found["hits"]) == 3
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    page = json.loads(handle_tool_call(ledger, tip, "expand_compaction",
+                                       json.dumps({"compaction_id": cid, "limit": 2, "max_chars": 100})))
+    assert len(page["messages"]) == 2 and page["next_offset"] == 2 and page["total"] > 2
+    assert all(len(str(m["message"].get("content") or "")) < 200 for m in page["messages"])
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "match"),
+    [
+        ("recall", '{"query": ""}', "empty"),
+        ("recall", "not json", "not valid JSON"),
+        ("recall", "[1]", "JSON object"),
+        ("recall", '{"query": "x", "limit": 500}', "limit"),
+        ("expand_compaction", '{"compaction_id": "cmp_nope"}', "no compaction"),
+        ("delete_everything", "{}", "unknown tool"),
+    ],
+)
+def test_tool_errors_come_back_as_json_for_the_model(chain: tuple[Ledger, str], name: str, arguments: str, match: str) -> None:
+    ledger, tip = chain
+    before = ledger.store.last_seq()
+    out = json.loads(handle_tool_call(ledger, tip, name, arguments))
+    assert match in out["error"]
+    assert ledger.store.last_seq() == before
+
+
+def test_an_agent_cannot_expand_another_chains_compaction(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    other = ledger.start_session(model="m", context_length=16_000)
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    out = json.loads(handle_tool_call(ledger, other, "expand_compaction", json.dumps({"compaction_id": cid})))
+    assert "no compaction" in out["error"]
+
+
+def test_fts_terms_quote_every_word() -> None:
+    assert fts_terms('fix "the bug" now') == ['"fix"', '"the bug"', '"now"']
+
+
+def test_cli_recall_and_expand(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    db = ledger.store.path
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--db", db, "recall", tip, "pytest", "--json", "--limit", "2"])
+    assert out.exit_code == 0 and len(json.loads(out.output)["hits"]) == 2
+    assert runner.invoke(cli, ["--db", db, "recall", tip, "pytest"]).exit_code == 0
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    expanded = runner.invoke(cli, ["--db", db, "expand", cid, "--json"])
+    assert expanded.exit_code == 0 and json.loads(expanded.output)["compaction_id"] == cid
+    assert runner.invoke(cli, ["--db", db, "expand", cid]).exit_code == 0
+    assert runner.invoke(cli, ["--db", db, "recall", tip, ""]).exit_code == 2
+    assert runner.invoke(cli, ["--db", db, "expand", "cmp_nope"]).exit_code == 2
+
+
+def test_two_indexes_of_one_file_fold_in_turns_without_losing_chains(tmp_path: Path) -> None:
+    """Like two processes: each folds what the other has not, and chain roots stay right."""
+    ledger = Ledger.open(tmp_path / "two.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You fix bugs.")
+    for i in range(8):
+        ledger.append_messages(sid, [{"role": "user", "content": f"fix bug {i} " + "detail " * 200},
+                                     {"role": "assistant", "content": f"fixed bug {i}"}])
+    first, second = SearchIndex(ledger.store), SearchIndex(ledger.store)
+    first.catch_up()
+    outcome = anyio.run(lambda: compact(ledger, sid, OfflineSummarizer()))
+    first.catch_up()  # folds the continuation's start; `second` has never seen it
+    cont = outcome.new_session_id or ""
+    ledger.append_messages(cont, [{"role": "user", "content": "where is the okapi handler"}])
+    assert second.catch_up() == 1
+    rows = second.search(sid, '"okapi"', 5)
+    assert [r[1] for r in rows] == [cont]
+    first.close()
+    second.close()

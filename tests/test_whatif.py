@@ -1,0 +1,159 @@
+"""What-if replay: a recorded chain's history re-run under another configuration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.audit import chain_compactions, chain_signature
+from ctxledger.cli.main import cli
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.diff import diff
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger import Ledger
+from ctxledger.service import ContextService
+from ctxledger.synth import SessionSynth
+from ctxledger.whatif import (
+    AppendStep,
+    StartInfo,
+    UsageStep,
+    history,
+    record_generated,
+    scripted_steps,
+    start_and_drive,
+    whatif,
+)
+
+SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
+    ledger = Ledger.open(tmp_path_factory.mktemp("whatif") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    tip = record_generated(ledger, seed=21, turns=12, focus_at={6: "tests"})
+    assert len(chain_compactions(ledger, tip)) >= 2
+    return ledger, tip
+
+
+@settings(max_examples=5)
+@given(seed=st.integers(0, 10_000), turns=st.integers(4, 12), manual=st.integers(0, 11))
+def test_what_if_with_the_recorded_config_reproduces_the_recorded_chain(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, turns: int, manual: int
+) -> None:
+    ledger = Ledger.open(tmp_path_factory.mktemp("repro") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    tip = record_generated(ledger, seed=seed, turns=turns, focus_at={manual: None})
+    report = whatif(ledger, tip)
+    assert report.reproduces_recorded
+    assert report.config_changes == {}
+    assert len(report.whatif.compactions) == len(report.recorded.compactions)
+    assert report.whatif.tokens_sent == report.recorded.tokens_sent
+    assert [(t.recorded, t.whatif) for t in report.turns] == [(t.recorded, t.recorded) for t in report.turns]
+    ledger.close()
+
+
+def test_the_original_ledger_is_only_read(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    before = list(ledger.store.read_all())
+    whatif(ledger, tip, config=SMALL.replace(target_ratio=0.5))
+    assert list(ledger.store.read_all()) == before
+
+
+def test_another_config_gives_another_chain_and_says_what_changed(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    report = whatif(ledger, tip, config=SMALL.replace(target_ratio=0.5))
+    assert report.config_changes == {"target_ratio": [0.2, 0.5]}
+    assert not report.reproduces_recorded
+    assert report.whatif.compactions != report.recorded.compactions
+    assert len(report.turns) == 12 and report.whatif.model_calls == report.recorded.model_calls
+    assert 0.0 <= report.whatif.retention <= 1.0 and report.whatif.facts > 0
+    manual = [c for c in report.whatif.compactions if c.trigger == "manual"]
+    assert len(manual) == 1  # the recorded /compress is replayed, automatic ones are re-decided
+
+
+def test_history_keeps_message_ids_batches_and_user_turns(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    hist = history(ledger, tip)
+    appends = [s for s in hist.steps if isinstance(s, AppendStep)]
+    ids = [mid for s in appends for mid in s.message_ids or []]
+    assert len(ids) == len(set(ids)) == len(hist.message_ids)
+    assert sum(s.user_turn for s in appends) == 12
+    assert all(isinstance(s, UsageStep) and s.offset == 0 for s in hist.steps if isinstance(s, UsageStep))
+    assert hist.config == SMALL
+
+
+def test_a_provider_count_offset_is_kept_when_the_view_changes(tmp_path: Path) -> None:
+    """A provider that counts 300 tokens more than we do is replayed as counting 300 more."""
+    ledger = Ledger.open(tmp_path / "o.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    synth = SessionSynth(2, big_outputs=False)
+    steps = [s if not isinstance(s, UsageStep) else UsageStep(output_tokens=s.output_tokens, offset=300)
+             for s in scripted_steps(synth.turns(8))]
+    start = StartInfo(session_id="ses_o", model="m", context_length=16_000, system_prompt=synth.system_prompt())
+    svc = ContextService(ledger, config=SMALL)
+    anyio.run(lambda: start_and_drive(svc, start, steps))
+    hist = history(ledger, "ses_o")
+    assert {s.offset for s in hist.steps if isinstance(s, UsageStep)} == {300}
+    assert whatif(ledger, "ses_o").reproduces_recorded
+    other = whatif(ledger, "ses_o", config=SMALL.replace(protect_last_n=4, tail_min_messages=3, target_ratio=0.1))
+    sent = [t.whatif for t in other.turns]
+    assert sent != [t.recorded for t in other.turns]
+
+
+def test_out_keeps_the_scratch_ledger_for_a_diff(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+    ledger, tip = chain
+    out = tmp_path / "kept.db"
+    report = whatif(ledger, tip, out=out)
+    assert out.exists() and report.out == str(out)
+    with Ledger.open(out) as kept:
+        assert chain_signature(kept, report.whatif.tip) == chain_signature(ledger, tip)
+        assert diff(ledger, tip, report.whatif.tip, b_ledger=kept).changes == []
+    with pytest.raises(InvalidInput, match="already exists"):
+        whatif(ledger, tip, out=out)
+
+
+def test_cli_replay_what_if(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+    ledger, tip = chain
+    db = ledger.store.path
+    toml = tmp_path / "other.toml"
+    toml.write_text("context_length = 16000\nthreshold_floor_tokens = 0\ntarget_ratio = 0.5\n")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--db", db, "replay", tip, "--config", str(toml), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["config_changes"] == {"target_ratio": [0.2, 0.5]}
+    assert {"compactions", "tokens_sent", "summarizer_tokens", "retention"} <= set(data["whatif"])
+    text = runner.invoke(cli, ["--db", db, "replay", tip, "--summarizer", "offline"])
+    assert text.exit_code == 0 and "reproduces the recorded chain" in text.output
+    kept = tmp_path / "kept.db"
+    assert runner.invoke(cli, ["--db", db, "replay", tip, "--out", str(kept)]).exit_code == 0
+    root = ledger.chains.root(tip)  # the what-if chain starts from the recorded root id
+    kept_tip = json.loads(runner.invoke(cli, ["--db", str(kept), "chain", root, "--json"]).output)["tip"]
+    compared = runner.invoke(cli, ["--db", db, "diff", tip, kept_tip, "--b-db", str(kept), "--json"])
+    assert compared.exit_code == 0 and json.loads(compared.output)["changes"] == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--verify", "--summarizer", "offline"], "--verify checks the recorded chain"),
+        (["--out", "EXISTING"], "already exists"),
+        (["--config", "BADTOML"], "unknown setting"),
+    ],
+)
+def test_cli_what_if_bad_input_exits_2(chain: tuple[Ledger, str], tmp_path: Path, extra: list[str], match: str) -> None:
+    ledger, tip = chain
+    existing = tmp_path / "exists.db"
+    existing.write_text("")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("no_such_setting = 1\n")
+    argv = [a.replace("EXISTING", str(existing)).replace("BADTOML", str(bad)) for a in extra]
+    before = ledger.store.last_seq()
+    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "replay", tip, *argv])
+    assert out.exit_code == 2 and match in out.output
+    assert ledger.store.last_seq() == before

@@ -17,7 +17,7 @@ from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.engine import CompactionInput, Prepared, prepare, record
 from ctxledger.compressor.summarizers.base import Summarizer, summarize_with_fallback
-from ctxledger.events import CompressionSkipped, SessionSwitched, SummaryGenerated, Trigger
+from ctxledger.events import CompressionSkipped, Trigger
 from ctxledger.ledger import Ledger
 from ctxledger.tokens import rough_message_tokens
 
@@ -146,17 +146,3 @@ async def compact(
         feedback=feedback(inp.messages, after, rough_total(inp.messages), rough_total(after)),
         summary_text=recorded.summary.text,
     )
-
-
-def compactions(ledger: Ledger, session_id: str) -> list[tuple[int, SessionSwitched, SummaryGenerated | None]]:
-    """Every compaction recorded in the chain of `session_id`, oldest first: (seq, switch, summary)."""
-    out: list[tuple[int, SessionSwitched, SummaryGenerated | None]] = []
-    for sid in ledger.chains.chain(session_id):
-        summary: SummaryGenerated | None = None
-        for rec in ledger.store.read_stream(sid):
-            if isinstance(rec.event, SummaryGenerated):
-                summary = rec.event
-            elif isinstance(rec.event, SessionSwitched):
-                out.append((rec.seq, rec.event, summary))
-                summary = None
-    return out

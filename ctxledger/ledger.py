@@ -347,6 +347,8 @@ class Ledger:
 
     def resolve(self, ref: str) -> str:
         """A session id from a full id or a unique prefix."""
+        if not isinstance(ref, str) or not ref.strip():
+            raise InvalidInput("a session id (or a unique prefix of one) is required")
         if ref in self.chains.state.sessions:
             return ref
         matches = [s for s in self.chains.state.sessions if s.startswith(ref)]

@@ -135,3 +135,9 @@ def test_tool_call_issued_before_a_compaction_can_still_be_answered(ledger: Ledg
     assert new is not None
     ledger.append_messages(new, [{"role": "tool", "tool_call_id": "late_1", "content": "done"}])
     assert ledger.api_messages(new)[-1]["content"] == "done"
+
+
+def test_an_empty_session_reference_is_rejected(ledger: Ledger) -> None:
+    ledger.start_session(model="m", context_length=32_000)
+    with pytest.raises(InvalidInput, match="session id"):
+        ledger.resolve("")

@@ -7,9 +7,13 @@ The public API, re-exported here (``__all__`` is checked by a test):
 * :class:`CompressionConfig` / :func:`load_config` — settings (HERMES_SPEC §1);
 * :func:`compact` — run one compaction; :func:`plan` / :func:`apply` — the pure planner;
 * summarizers: :class:`OfflineSummarizer`, :class:`LLMSummarizer`, :class:`RecordedSummarizer`;
+* analysis: :func:`audit_chain`, :func:`audit_compaction`, :func:`trace`, :func:`diff`,
+  :func:`recall`, :func:`expand` (+ the agent tools ``RECALL_TOOL``, ``EXPAND_TOOL`` and
+  :func:`handle_tool_call`), :func:`undo`, :func:`whatif`;
 * :class:`SQLiteEventStore` and the error classes of :mod:`ctxledger.errors`.
 """
 
+from ctxledger.audit import audit_chain, audit_compaction, trace
 from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.assemble import apply
 from ctxledger.compressor.config import CompressionConfig, load_config
@@ -17,6 +21,7 @@ from ctxledger.compressor.planner import CompactionPlan, plan
 from ctxledger.compressor.summarizers.llm import LLMSummarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.compressor.summarizers.recorded import RecordedSummarizer
+from ctxledger.diff import diff
 from ctxledger.errors import (
     CompressionError,
     ConcurrencyError,
@@ -32,10 +37,15 @@ from ctxledger.errors import (
 )
 from ctxledger.eventstore import SQLiteEventStore
 from ctxledger.ledger import Ledger
+from ctxledger.recall import EXPAND_TOOL, RECALL_TOOL, expand, handle_tool_call, recall
 from ctxledger.service import ContextService, Recovery, TurnResult
+from ctxledger.undo import undo
 from ctxledger.usage import CanonicalUsage, normalize_usage
+from ctxledger.whatif import whatif
 
 __all__ = [
+    "EXPAND_TOOL",
+    "RECALL_TOOL",
     "CanonicalUsage",
     "CompactionOutcome",
     "CompactionPlan",
@@ -60,8 +70,17 @@ __all__ = [
     "TurnResult",
     "UnknownSession",
     "apply",
+    "audit_chain",
+    "audit_compaction",
     "compact",
+    "diff",
+    "expand",
+    "handle_tool_call",
     "load_config",
     "normalize_usage",
     "plan",
+    "recall",
+    "trace",
+    "undo",
+    "whatif",
 ]

@@ -18,6 +18,8 @@ def test_the_public_api_list() -> None:
         "InvalidInput", "InvalidMessage", "LLMSummarizer", "Ledger", "OfflineSummarizer", "RecordedSummarizer",
         "Recovery", "SQLiteEventStore", "SessionEnded", "StorageFullError", "SummarizerError", "TurnResult",
         "UnknownSession", "apply", "compact", "load_config", "normalize_usage", "plan",
+        "EXPAND_TOOL", "RECALL_TOOL", "audit_chain", "audit_compaction", "diff", "expand", "handle_tool_call",
+        "recall", "trace", "undo", "whatif",
     }
 
 

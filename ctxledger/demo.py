@@ -16,6 +16,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from ctxledger.audit import audit_chain
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.ledger import Ledger
@@ -129,6 +130,7 @@ async def run_demo(
     _print_chain(out, ledger, root)
     usage = ledger.chain_usage(tip).to_dict()
     _print_usage(out, usage)
+    _print_audit(out, ledger, tip)
     rebuild = rebuild_check(ledger, tip)
     drift = verify_compactions(ledger, tip)
     verified = ledger.verify().ok
@@ -151,6 +153,16 @@ def _print_chain(out: Console, ledger: Ledger, root: str) -> None:
         view = ledger.transcript.session(sid)
         table.add_row(sid, ledger.chains.kind(sid), str(len(view.live)), f"{ledger.transcript.total_tokens(sid):,}", f"ended ({view.end_reason})" if view.ended else "live (tip)")
     out.print(table)
+
+
+def _print_audit(out: Console, ledger: Ledger, tip: str) -> None:
+    """What each summary kept of its middle's salient facts (``ctxledger audit``)."""
+    report = audit_chain(ledger, tip)
+    table = Table("compaction", "facts in middle", "kept", "lost", "retention", "lost at re-compression", title="audit")
+    for c in report.compactions:
+        table.add_row(c.compaction_id, str(len(c.extracted)), str(len(c.kept)), str(len(c.lost)), f"{c.retention:.0%}", str(len(c.lost_at_recompression)))
+    out.print(table)
+    out.print(f"the live view still states {report.known_now:,} of the chain's {report.facts:,} distinct facts ({report.retention:.0%}); `ctxledger recall` finds the rest in the log")
 
 
 def _print_usage(out: Console, usage: dict[str, Any]) -> None:

@@ -115,16 +115,18 @@ def summary_request(inp: CompactionInput, the_plan: CompactionPlan, focus: str |
     """
     replaced = {p.index: p.replacement for p in the_plan.prunes}
     turns: list[JSON] = []
+    originals: list[JSON] = []
     previous: str | None = None
     for i in the_plan.summarized_indices():
-        message = replaced.get(i, inp.messages[i])
         split = split_merged(inp.messages[i]) if i == the_plan.previous_summary_index else None
         if split is not None:
             previous, original = split
             if original is not None:
                 turns.append(original)
+                originals.append(original)
             continue
-        turns.append(message)
+        turns.append(replaced.get(i, inp.messages[i]))
+        originals.append(inp.messages[i])
     if previous is None and the_plan.previous_summary_index is not None:
         # an older summary merged into a carried message ("unmerged"): its text is the previous summary
         split = split_merged(inp.messages[the_plan.previous_summary_index])
@@ -135,6 +137,7 @@ def summary_request(inp: CompactionInput, the_plan: CompactionPlan, focus: str |
         previous_summary=previous,
         focus=focus,
         session_model=inp.model,
+        originals=originals if replaced else None,
     )
 
 

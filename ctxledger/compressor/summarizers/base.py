@@ -34,6 +34,14 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     focus: str | None = None
     session_model: str | None = None
     context: dict[str, Any] | None = None
+    #: the same messages before the phase-1 prunes (parallel to ``turns``; None when
+    #: nothing was pruned). Prunes exist to make a model's input cheaper; a local
+    #: summarizer pays nothing to read the originals, so it extracts from these.
+    originals: list[dict[str, Any]] | None = None
+
+    def source_turns(self) -> list[dict[str, Any]]:
+        """What a local (no model call) summarizer reads: the originals when known."""
+        return self.originals if self.originals is not None else self.turns
 
 
 class SummaryResult(msgspec.Struct, frozen=True, kw_only=True):

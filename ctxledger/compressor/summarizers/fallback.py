@@ -49,7 +49,7 @@ def fallback_result(
     text = fallback_summary(request, failure)
     inputs = {
         "summarizer": "fallback",
-        "turns": request.turns,
+        "turns": request.source_turns(),
         "budget_tokens": request.budget_tokens,
         "previous_summary": request.previous_summary,
         "focus": request.focus,

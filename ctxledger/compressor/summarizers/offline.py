@@ -432,8 +432,9 @@ def _active_task(analysis: _Analysis, previous: str | None, budget: int) -> list
 
 # Facts are packed cheapest first (more facts per token), errors and then commands and
 # paths counted as cheaper than they are, recent ones slightly ahead of old ones.
-_KIND_FACTOR = {"error": 0.5, "command": 0.8, "path": 0.8, "identifier": 1.0, "url": 1.0,
-                "number": 1.0, "quoted": 1.2, "ask": 1.0}
+#: what one fact of a kind is worth to a continuation, relative to a number
+_KIND_VALUE = {"error": 4.0, "command": 2.0, "path": 2.0, "url": 1.5, "identifier": 1.2,
+               "number": 1.0, "quoted": 1.0, "ask": 2.0}
 _KIND_LABEL = {"error": "errors", "command": "commands", "path": "paths", "url": "urls",
                "identifier": "identifiers", "number": "numbers", "quoted": "values", "ask": "asks"}
 
@@ -514,12 +515,22 @@ class _Packer:
 
 
 def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> list[Fact]:
-    def key(fact: Fact) -> tuple[int, float]:
-        recency = fact.message_index / max(1, total_messages)
-        cost = count_text(_fact_text(fact)) * _KIND_FACTOR[fact.kind]
-        return (0 if c.is_focus(fact.value) else 1, cost - 3 * recency)
+    """Facts by value per token: kind weight, recency, and diminishing returns per message.
 
-    return sorted(facts, key=key)
+    A pure count of facts would favour a log's hundred cheap ``line N`` numbers over
+    the one exception line a continuation needs; each further fact from the same
+    message is worth less, and errors, commands and paths are worth more.
+    """
+    seen_in_message: dict[int, int] = {}
+    scored: list[tuple[int, float, int]] = []
+    for order, fact in enumerate(facts):
+        k = seen_in_message.get(fact.message_index, 0)
+        seen_in_message[fact.message_index] = k + 1
+        recency = fact.message_index / max(1, total_messages)
+        value = _KIND_VALUE[fact.kind] * (1.0 + recency) / (1.0 + 0.2 * k)
+        cost = max(1, count_text(_fact_text(fact)))
+        scored.append((0 if c.is_focus(fact.value) else 1, -value / cost, order))
+    return [facts[i] for _, _, i in sorted(scored)]
 
 
 def _pack(required: dict[str, list[str]], preamble: str, c: _Candidates, facts: Sequence[Fact],
@@ -550,7 +561,7 @@ def _pack(required: dict[str, list[str]], preamble: str, c: _Candidates, facts: 
 
 def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: int = 0) -> str:
     """The offline handoff text for `request` (also used by the fallback summary)."""
-    turns = [redact_message(m) for m in request.turns]
+    turns = [redact_message(m) for m in request.source_turns()]
     budget = max(request.budget_tokens, MIN_BUDGET_TOKENS)
     c = _Candidates(request.focus)
     analysis = _analyse(turns, detail=160)
@@ -587,7 +598,7 @@ class OfflineSummarizer:
         text = build_summary(request)
         inputs = {
             "summarizer": self.kind,
-            "turns": request.turns,
+            "turns": request.source_turns(),
             "budget_tokens": request.budget_tokens,
             "previous_summary": request.previous_summary,
             "focus": request.focus,

@@ -60,7 +60,7 @@ class SessionView(msgspec.Struct, kw_only=True):
     version: int = 0
 
 
-class StoredMessage(msgspec.Struct, kw_only=True):
+class StoredMessage(msgspec.Struct, kw_only=True, gc=False):
     """A message as the live view shows it, with its origin and token count."""
 
     message: JSON
@@ -108,6 +108,23 @@ class TranscriptProjection:
     # --- folding -------------------------------------------------------------------
 
     def apply(self, seq: int, event: Event, version: int = 0) -> None:
+        if type(event) is MessageAppended:
+            # the hot path of a rebuild: most events are messages (same as _message, inlined)
+            sid = event.session_id
+            view = self.state.sessions[sid]
+            self.state.messages[event.message_id] = StoredMessage(
+                message=event.message, tokens=event.tokens, session_id=sid, seq=seq
+            )
+            view.live.append(event.message_id)
+            view.live_tokens += event.tokens
+            if self._api:
+                cached = self._api.get(sid)
+                if cached is not None:
+                    cached.append(event.message)
+            view.last_seq = seq
+            view.version = version
+            self.state.last_seq = seq
+            return
         handler = self._dispatch.get(type(event))
         if handler is not None:
             handler(seq, event)

@@ -128,10 +128,10 @@ class TranscriptProjection:
         handler = self._dispatch.get(type(event))
         if handler is not None:
             handler(seq, event)
-        view = self.state.sessions.get(event.session_id)
-        if view is not None:
-            view.last_seq = seq
-            view.version = version
+        current = self.state.sessions.get(event.session_id)
+        if current is not None:
+            current.last_seq = seq
+            current.version = version
         self.state.last_seq = seq
 
     def _view(self, session_id: str) -> SessionView:

@@ -28,51 +28,12 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import plan, rough_counts
+from ctxledger.synth import VOCABULARY
 
 WINDOW = 32_000
 DEFAULT_CORPUS = Path("/work/shared/corpus")
 
-_WORDS = (
-    "the",
-    "test",
-    "suite",
-    "failed",
-    "on",
-    "assertion",
-    "error",
-    "in",
-    "module",
-    "config",
-    "path",
-    "value",
-    "returned",
-    "none",
-    "expected",
-    "list",
-    "got",
-    "dict",
-    "traceback",
-    "line",
-    "file",
-    "src",
-    "api",
-    "handler",
-    "request",
-    "response",
-    "session",
-    "token",
-    "budget",
-    "cache",
-    "migrate",
-    "database",
-    "schema",
-    "column",
-    "index",
-    "query",
-    "commit",
-    "branch",
-    "merge",
-)
+_WORDS = VOCABULARY
 _COMMANDS = (
     "pytest -q tests/",
     "git status",

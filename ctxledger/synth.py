@@ -15,6 +15,11 @@ from typing import Any
 
 JSON = dict[str, Any]
 
+#: a small technical vocabulary for generated prose (tests, benchmarks)
+VOCABULARY: tuple[str, ...] = tuple(
+    ["the", "test", "suite", "failed", "on", "assertion", "error", "in", "module", "config", "path", "value", "returned", "none", "expected", "list", "got", "dict", "traceback", "line", "file", "src", "api", "handler", "request", "response", "session", "token", "budget", "cache", "migrate", "database", "schema", "column", "index", "commit", "branch", "merge", "deploy", "fix", "query"]
+)
+
 MODULES = ["auth", "billing", "search", "storage", "scheduler", "api", "cli", "metrics", "cache", "mailer"]
 FUNCS = ["parse_token", "refresh_session", "compute_total", "apply_discount", "build_index", "rank_results",
          "flush_queue", "retry_backoff", "render_report", "validate_payload", "open_bucket", "sign_url"]

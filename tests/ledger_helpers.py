@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -10,6 +11,7 @@ from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.events import Event
 from ctxledger.ledger import Ledger
 from ctxledger.synth import SessionSynth
 
@@ -34,3 +36,13 @@ def compact_now(ledger: Ledger, sid: str, **kwargs: object) -> CompactionOutcome
         return await compact(ledger, sid, OfflineSummarizer(), **kwargs)  # type: ignore[arg-type]
 
     return anyio.run(run)
+
+
+E = TypeVar("E", bound=Event)
+
+
+def chain_events(ledger: Ledger, sid: str, kind: type[E]) -> list[E]:
+    """Every event of `kind` in the compression chain of `sid`, in log order (after a refresh)."""
+    ledger.refresh()
+    chain = set(ledger.chains.chain(sid))
+    return [r.event for r in ledger.store.read_all() if r.stream in chain and isinstance(r.event, kind)]

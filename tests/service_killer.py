@@ -11,7 +11,6 @@ decision events, the summary and the switch. Never exits on its own.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import anyio
 
@@ -38,31 +37,18 @@ class SlowSummarizer:
         return await self.inner.summarize(request)
 
 
-def renamed(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
-    """Tool call ids made unique to this run (every synthetic session starts at call_00001)."""
-    out = []
-    for message in messages:
-        message = dict(message)
-        if message.get("tool_calls"):
-            message["tool_calls"] = [{**c, "id": f"{prefix}{c['id']}"} for c in message["tool_calls"]]
-        if message.get("tool_call_id"):
-            message["tool_call_id"] = f"{prefix}{message['tool_call_id']}"
-        out.append(message)
-    return out
-
-
 async def main(path: str, run: int) -> None:
     config = CompressionConfig(threshold_floor_tokens=0)
     svc = ContextService.open(path, config=config, summarizer=SlowSummarizer(), durability="normal")
     if ROOT not in svc.ledger.chains.state.sessions:
         await svc.start_session(model="killer-model", context_length=16_384, system_prompt="You are a coding agent.", session_id=ROOT)
-    synth = SessionSynth(run, big_outputs=False)
+    synth = SessionSynth(run, big_outputs=False, id_prefix=f"r{run}_call")
     print("ready", flush=True)
     i = 0
     while True:
         sid = svc.tip(ROOT)
         for _ in range(3):
-            await svc.append(sid, renamed(synth.turn(i), f"r{run}t{i}_"))
+            await svc.append(sid, synth.turn(i))
             i += 1
         await svc.report_usage(sid, {"prompt_tokens": 3_000, "completion_tokens": 40})
         await svc.compress(sid)

@@ -35,50 +35,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ctxledger.synth import VOCABULARY
 from ctxledger.tokens import rough_message_tokens
 
 Message = dict[str, Any]
 
-WORDS = (
-    "the",
-    "test",
-    "suite",
-    "failed",
-    "on",
-    "assertion",
-    "error",
-    "in",
-    "module",
-    "config",
-    "path",
-    "value",
-    "returned",
-    "none",
-    "expected",
-    "list",
-    "got",
-    "dict",
-    "traceback",
-    "line",
-    "file",
-    "src",
-    "api",
-    "handler",
-    "request",
-    "response",
-    "session",
-    "token",
-    "budget",
-    "cache",
-    "migrate",
-    "database",
-    "schema",
-    "commit",
-    "branch",
-    "merge",
-    "deploy",
-    "fix",
-)
+WORDS = VOCABULARY
 
 #: tool names seen in real logs, including aliases and one the prune pass does not know
 TOOL_NAMES = (

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from fake_provider import Fail, FakeProvider, Reply
+from ledger_helpers import chain_events
 
 from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
@@ -84,28 +85,13 @@ def llm(provider: FakeProvider, **kwargs: Any) -> LLMSummarizer:
 
 
 def events(svc: ContextService, sid: str, kind: type[E]) -> list[E]:
-    svc.ledger.refresh()
-    chain = set(svc.ledger.chains.chain(sid))
-    return [r.event for r in svc.ledger.store.read_all() if r.stream in chain and isinstance(r.event, kind)]
-
-
-def renamed(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
-    """The messages with their tool call ids prefixed (every synthetic session starts at call_00001)."""
-    out = []
-    for message in messages:
-        message = dict(message)
-        if message.get("tool_calls"):
-            message["tool_calls"] = [{**c, "id": f"{prefix}{c['id']}"} for c in message["tool_calls"]]
-        if message.get("tool_call_id"):
-            message["tool_call_id"] = f"{prefix}{message['tool_call_id']}"
-        out.append(message)
-    return out
+    return chain_events(svc.ledger, sid, kind)
 
 
 async def add_turns(svc: ContextService, sid: str, turns: int, seed: int = 5) -> None:
-    synth = SessionSynth(seed, big_outputs=False)
+    synth = SessionSynth(seed, big_outputs=False, id_prefix=f"s{seed}_call")
     for i in range(turns):
-        await svc.append(sid, renamed(synth.turn(i), f"s{seed}_"))
+        await svc.append(sid, synth.turn(i))
 
 
 async def session(svc: ContextService, turns: int, window: int = WINDOW) -> str:
@@ -193,7 +179,7 @@ async def test_overflow_gives_up_after_three_attempts_with_a_clear_error(tmp_pat
     with pytest.raises(ContextOverflowError, match=r"new session|/compress") as raised:
         await agent_turn(svc, provider, sid)
     attempts = [c for c in events(svc, sid, CompressionChecked) if c.trigger == "overflow"]
-    assert 1 <= len(attempts) <= CONFIG.max_compression_attempts
+    assert 0 < len(attempts) <= CONFIG.max_compression_attempts
     gave_up = events(svc, sid, CompressionSkipped)[-1]
     assert gave_up.trigger == "overflow" and gave_up.reason.startswith("overflow recovery gave up")
     assert str(raised.value) in gave_up.reason

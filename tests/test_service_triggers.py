@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from ledger_helpers import chain_events
 
 from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
@@ -106,31 +107,15 @@ def make(db: Path, clock: ManualClock, config: CompressionConfig = CONFIG, **kwa
 
 
 def events(svc: ContextService, sid: str, kind: type[E]) -> list[E]:
-    """Every event of `kind` in the compression chain of `sid`, in log order."""
-    svc.ledger.refresh()
-    chain = set(svc.ledger.chains.chain(sid))
-    return [r.event for r in svc.ledger.store.read_all() if r.stream in chain and isinstance(r.event, kind)]
-
-
-def renamed(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
-    """The messages with their tool call ids prefixed (synthetic turns restart at call_00001)."""
-    out = []
-    for message in messages:
-        message = dict(message)
-        if message.get("tool_calls"):
-            message["tool_calls"] = [{**c, "id": f"{prefix}{c['id']}"} for c in message["tool_calls"]]
-        if message.get("tool_call_id"):
-            message["tool_call_id"] = f"{prefix}{message['tool_call_id']}"
-        out.append(message)
-    return out
+    return chain_events(svc.ledger, sid, kind)
 
 
 async def grow(svc: ContextService, sid: str, tokens: int, seed: int = 3) -> str:
     """Append whole synthetic turns until the live view holds at least `tokens`."""
-    synth = SessionSynth(seed, big_outputs=False)
+    synth = SessionSynth(seed, big_outputs=False, id_prefix=f"s{seed}_call")
     i = 0
     while svc.ledger.transcript.total_tokens(sid) < tokens:
-        await svc.append(sid, renamed(synth.turn(i), f"s{seed}_"))
+        await svc.append(sid, synth.turn(i))
         i += 1
     return sid
 
@@ -179,10 +164,10 @@ async def test_preflight_counts_the_tools_schema(svc: ContextService) -> None:
     ]
     sid = await session(svc, tools=tools)
     await grow(svc, sid, 0)
-    synth = SessionSynth(5, big_outputs=False)
+    synth = SessionSynth(5, big_outputs=False, id_prefix="t_call")
     i = 0
     while svc.ledger.transcript.session(sid).live_tokens < THRESHOLD - svc.ledger.transcript.session(sid).tools_tokens:
-        await svc.append(sid, renamed(synth.turn(i), "t_"))
+        await svc.append(sid, synth.turn(i))
         i += 1
     view = svc.ledger.transcript.session(sid)
     assert view.live_tokens < THRESHOLD <= view.live_tokens + view.tools_tokens + view.system_tokens

@@ -18,11 +18,19 @@ densely.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxledger.compressor.markers import is_summary_message, unwrap_summary
+from ctxledger.compressor.markers import unwrap_summary
+from ctxledger.compressor.summarizers.analysis import (
+    Analysis,
+    analyse,
+    call_arguments,
+    cap,
+    collapse,
+    sentences,
+)
 from ctxledger.compressor.summarizers.base import (
     SECTION_KEYS,
     SummaryRequest,
@@ -33,8 +41,6 @@ from ctxledger.compressor.summarizers.base import (
 )
 from ctxledger.facts import (
     Fact,
-    error_lines,
-    exit_code,
     extract_facts,
     find_paths,
     normalize,
@@ -45,24 +51,11 @@ from ctxledger.redact import redact, redact_message
 from ctxledger.tokens import count_text
 
 RECENT_ACTIONS = 3  # always ranked with the important sections
-DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
 _MAX_LISTED = 25  # files per Relevant Files line (the most recent ones)
 ASK_SHARE = 0.35  # at most this share of the budget for the verbatim Active Task
 STRUCTURE_SHARE = 0.45  # ranked section lines may fill this share before facts are packed
 FOCUS_SHARE = 0.65  # HERMES_SPEC §3: the focus topic gets ~60–70 % of the budget
 
-_TERMINAL = frozenset({"terminal", "bash", "shell", "sh", "run", "exec", "execute", "run_command",
-                       "run_shell_command", "execute_command", "execute_bash", "cmd", "command"})
-_VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("write", "create", "save", "new_file"), "WROTE"),
-    (("edit", "patch", "replace", "modify", "update", "insert", "apply"), "EDITED"),
-    (("read", "view", "open", "cat", "show", "get_file", "load"), "READ"),
-    (("search", "grep", "find", "glob", "list", "ls", "query", "lookup"), "SEARCHED"),
-    (("delete", "remove", "rm", "cancel"), "REMOVED"),
-    (("fetch", "http", "browse", "web", "url", "download"), "FETCHED"),
-)
-_PATH_KEYS = ("path", "file_path", "filepath", "file", "filename", "target_file", "target", "dir",
-              "directory")
 _CD = re.compile(r"(?:^|&&|;|\|\|)\s*cd\s+([^\s;&|]+)")
 _BRANCH = re.compile(r"git (?:checkout -b|switch -c|checkout|switch)\s+([\w./\-]+)|On branch ([\w./\-]+)")
 _WRITES = re.compile(r"(?:cat|tee|echo[^>\n]*|printf[^>\n]*)\s*>{1,2}\s*([^\s;&|<>]+)|sed -i\S*\s+(?:'[^']*'|\"[^\"]*\"|\S+)\s+([^\s;&|]+)")
@@ -71,152 +64,10 @@ _TEST_STATUS = re.compile(
     r"(?m)^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?)(?:, )?)+)(?: in [\d.]+s)?\s*=*\s*$"
     r"|^(Ran \d+ tests? in [\d.]+s)\s*$|^(OK(?: \([^)]*\))?|FAILED \((?:failures|errors)=[^)]*\))\s*$"
 )
-# a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)
-_SENTENCE = re.compile(r"(?:[^.!?;\n]|[.!?;](?=[^\s]))+[.!?;]?")
 _DECISION = re.compile(r"\b(?:because|decided|decide to|instead|will use|I'll use|chose|opted|rather than|so that|the fix is|the issue is|root cause)\b", re.I)
 _CONSTRAINT = re.compile(r"\b(?:don't|do not|never|always|must|should|prefer|only|without|make sure|avoid|keep|no more than|at most|at least)\b", re.I)
 _PLAN = re.compile(r"\b(?:next|then I'll|then I will|remaining|still need|need to|todo|let me|I'll now|I will now)\b", re.I)
 _QUESTION_START = re.compile(r"^\s*(?:can|could|would|will|should|is|are|do|does|did|what|why|how|when|where|which|who)\b", re.I)
-
-
-def _collapse(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _cap(text: str, limit: int) -> str:
-    text = _collapse(text)
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip(" ,;:") + " …"
-
-
-def _sentences(text: str, pattern: re.Pattern[str], limit: int) -> list[str]:
-    return [_cap(s, limit) for s in (m.group(0).strip() for m in _SENTENCE.finditer(text))
-            if len(s) > 12 and pattern.search(s)]
-
-
-# --------------------------------------------------------------------------- analysis
-
-
-@dataclass
-class _Action:
-    index: int
-    tool: str
-    verb: str
-    target: str
-    outcome: str
-    failed: bool
-    errors: list[str]
-    command: str = ""
-    path: str = ""
-
-
-@dataclass
-class _Analysis:
-    asks: list[tuple[int, str]] = field(default_factory=list)
-    actions: list[_Action] = field(default_factory=list)
-    assistant_texts: list[tuple[int, str]] = field(default_factory=list)
-    results: dict[str, str] = field(default_factory=dict)
-    last_text: str = ""
-
-
-def _arguments(call: Mapping[str, Any]) -> tuple[str, dict[str, Any], str]:
-    import json
-
-    fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
-    assert isinstance(fn, Mapping)
-    raw = fn.get("arguments")
-    raw_text = raw if isinstance(raw, str) else ""
-    try:
-        parsed = json.loads(raw_text) if raw_text else {}
-    except ValueError:
-        parsed = {"": raw_text}
-    return str(fn.get("name") or "?"), parsed if isinstance(parsed, dict) else {"": parsed}, raw_text
-
-
-def _verb(tool: str) -> str:
-    words = set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", tool).lower()))
-    for names, verb in _VERBS:
-        if words.intersection(names):
-            return verb
-    return "CALLED"
-
-
-def _result_body(text: str) -> str:
-    return re.sub(r"<returncode>\s*-?\d+\s*</returncode>|</?(?:returncode|output)>", " ", text).strip()
-
-
-def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
-    """``(outcome text, failed, error lines)`` of one tool result."""
-    if result is None:
-        return "no result yet", False, []
-    code = exit_code(result)
-    # Bare exception names are often just text a command printed; lines carry a message.
-    errors = [e for e in error_lines(result) if " " in e and not e.startswith("exit code ")]
-    failed = bool(code) if code is not None else bool(errors)
-    parts: list[str] = [f"exit {code}"] if code is not None else []
-    body = _collapse(_result_body(result))
-    if errors and failed:
-        parts.append(errors[-1])
-    elif len(body) <= max(60, limit // 2):
-        parts.append(body or "no output")
-    elif not limit:
-        parts.append(f"{_result_body(result).count(chr(10)) + 1} lines of output")
-    else:
-        lines_out = _result_body(result).count("\n") + 1
-        parts.append(f"{lines_out} lines: {_cap(body, limit)}" if lines_out > 1 else _cap(body, limit))
-    return "; ".join(parts), failed, errors if failed else []
-
-
-def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int) -> _Action:
-    tool, args, raw = _arguments(call)
-    command = next((str(args[k]) for k in ("command", "cmd", "script") if isinstance(args.get(k), str)), "")
-    if not command and tool.lower() in _TERMINAL:
-        command = raw
-    path = next((str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)), "")
-    if command:
-        first = next((ln for ln in command.splitlines() if ln.strip()), "")
-        verb, target = "RAN", f"`{_cap(first, 200)}`"
-    elif path:
-        extra = [f"{k}={_cap(str(v), 40)}" for k, v in args.items() if k not in _PATH_KEYS and isinstance(v, str | int)][:2]
-        verb, target = _verb(tool), " ".join([path, *extra])
-    else:
-        pairs = [f"{k}={_cap(str(v), 60)}" for k, v in args.items()][:3]
-        verb, target = _verb(tool), f"{tool}({', '.join(pairs)})"
-    outcome, failed, errors = _outcome(result, detail)
-    return _Action(index, tool, verb, target, outcome, failed, errors, command=command, path=path)
-
-
-def _analyse(turns: Sequence[Mapping[str, Any]], detail: int) -> _Analysis:
-    found = _Analysis()
-    calls: list[tuple[int, Mapping[str, Any]]] = []
-    results: list[str | None] = []
-    open_calls: dict[str, int] = {}  # call id -> position in `calls` (ids can repeat in logs)
-    for index, message in enumerate(turns):
-        role, text = message.get("role"), content_text(message).strip()
-        if role == "user" and text and not is_summary_message(message):
-            found.asks.append((index, text))
-        elif role == "assistant":
-            if text:
-                found.assistant_texts.append((index, text))
-                found.last_text = text
-            for call in message.get("tool_calls") or ():
-                if isinstance(call, Mapping):
-                    open_calls[str(call.get("id"))] = len(calls)
-                    calls.append((index, call))
-                    results.append(None)
-        elif role == "tool":
-            position = open_calls.pop(str(message.get("tool_call_id")), None)
-            if position is not None:
-                results[position] = content_text(message)
-    found.results = {str(i): r for i, r in enumerate(results) if r is not None}
-    recent = len(calls) - DETAILED_ACTIONS
-    found.actions = [
-        _action(index, call, result, detail if position >= recent else 0)
-        for position, ((index, call), result) in enumerate(zip(calls, results, strict=True))
-    ]
-    return found
 
 
 # --------------------------------------------------------------------------- candidates
@@ -263,12 +114,12 @@ def _question(text: str) -> bool:
     return "?" in text or bool(_QUESTION_START.match(text))
 
 
-def _answered_after(index: int, analysis: _Analysis) -> str | None:
+def _answered_after(index: int, analysis: Analysis) -> str | None:
     """The first assistant text reply after message `index`, if there is one."""
     return next((t for i, t in analysis.assistant_texts if i > index), None)
 
 
-def _ask_lines(analysis: _Analysis, c: _Candidates) -> None:
+def _ask_lines(analysis: Analysis, c: _Candidates) -> None:
     """Goal (first ask), questions (pending / resolved), constraints, other asks.
 
     The latest ask is the Active Task and appears nowhere else, so it is stated once.
@@ -279,23 +130,23 @@ def _ask_lines(analysis: _Analysis, c: _Candidates) -> None:
     if len(asks) == 1:
         c.add("goal", 1, "- Same as the Active Task.")
     else:
-        c.add("goal", 1, f"- First request in these turns: \"{_cap(asks[0][1], 400)}\"")
+        c.add("goal", 1, f"- First request in these turns: \"{cap(asks[0][1], 400)}\"")
     for index, text in asks[1:-1]:
         if _question(text):
             reply = _answered_after(index, analysis)
             if reply is None:
-                c.add("pending", 3.5, f"- \"{_cap(text, 300)}\"")
+                c.add("pending", 3.5, f"- \"{cap(text, 300)}\"")
             else:
-                c.add("resolved", 6.5, f"- Q: \"{_cap(text, 300)}\" A: {_cap(reply, 160)}")
+                c.add("resolved", 6.5, f"- Q: \"{cap(text, 300)}\" A: {cap(reply, 160)}")
         else:
-            c.add("goal", 8, f"- User said: \"{_cap(text, 300)}\"")
+            c.add("goal", 8, f"- User said: \"{cap(text, 300)}\"")
     for _, text in asks[:-1]:
-        for sentence in _sentences(text, _CONSTRAINT, 200):
-            if sentence != _collapse(text):  # a one-sentence ask is already quoted whole
+        for sentence in sentences(text, _CONSTRAINT, 200):
+            if sentence != collapse(text):  # a one-sentence ask is already quoted whole
                 c.add("constraints", 4, f"- {sentence}")
 
 
-def _action_lines(analysis: _Analysis, c: _Candidates, first_number: int) -> None:
+def _action_lines(analysis: Analysis, c: _Candidates, first_number: int) -> None:
     """Completed Actions (numbered), Blocked (errors not followed by a success)."""
     total = max(1, len(analysis.actions))
     succeeded_later: set[str] = set()
@@ -313,12 +164,12 @@ def _action_lines(analysis: _Analysis, c: _Candidates, first_number: int) -> Non
             for error in action.errors[-3:]:
                 if error not in blocked:
                     blocked.add(error)
-                    c.add("blocked", 3 + age, f"- {error} (from {_cap(action.target, 60)})")
+                    c.add("blocked", 3 + age, f"- {error} (from {cap(action.target, 60)})")
         elif not action.failed:
             succeeded_later.add(key)
 
 
-def _state_lines(analysis: _Analysis, c: _Candidates) -> list[str]:
+def _state_lines(analysis: Analysis, c: _Candidates) -> list[str]:
     """Active State lines, Relevant Files lines; returns the state keys produced."""
     cwd = branch = tests = ""
     modified: dict[str, None] = {}
@@ -338,7 +189,7 @@ def _state_lines(analysis: _Analysis, c: _Candidates) -> list[str]:
         for path in find_paths(action.command):
             read.setdefault(path, None)
         if action.command and _BACKGROUND.search(action.command):
-            running.append(_cap(action.command, 120))
+            running.append(cap(action.command, 120))
     for result in analysis.results.values():
         for match in _TEST_STATUS.finditer(result):
             tests = next(g for g in match.groups() if g)
@@ -360,25 +211,25 @@ def _state_lines(analysis: _Analysis, c: _Candidates) -> list[str]:
     return keys
 
 
-def _text_lines(analysis: _Analysis, c: _Candidates) -> None:
+def _text_lines(analysis: Analysis, c: _Candidates) -> None:
     """Key Decisions, In Progress, Remaining Work from the assistant's own words."""
     texts = analysis.assistant_texts
     for position, (_, text) in enumerate(texts):
         age = (len(texts) - 1 - position) / max(1, len(texts))
-        for sentence in _sentences(text, _DECISION, 220):
+        for sentence in sentences(text, _DECISION, 220):
             if len(sentence) > 30 and not sentence.endswith(":"):
                 c.add("decisions", 6 + age, f"- {sentence}")
     for _, text in texts[-3:]:
-        for sentence in _sentences(text, _PLAN, 200)[-2:]:
+        for sentence in sentences(text, _PLAN, 200)[-2:]:
             c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
     if analysis.last_text:
-        c.add("in_progress", 2, f"- Last assistant message: {_cap(analysis.last_text, 300)}")
+        c.add("in_progress", 2, f"- Last assistant message: {cap(analysis.last_text, 300)}")
     pending = [a for a in analysis.actions if a.outcome == "no result yet"]
     for action in pending[-2:]:
-        c.add("in_progress", 2, f"- Waiting for the result of {action.verb} {_cap(action.target, 160)}")
+        c.add("in_progress", 2, f"- Waiting for the result of {action.verb} {cap(action.target, 160)}")
 
 
-def _previous_lines(previous: str, analysis: _Analysis, c: _Candidates, state_keys: list[str]) -> int:
+def _previous_lines(previous: str, analysis: Analysis, c: _Candidates, state_keys: list[str]) -> int:
     """Merge an earlier summary's items; returns the next Completed Actions number."""
     body = unwrap_summary(previous)
     sections = parse_sections(redact(body if body is not None else previous))
@@ -411,7 +262,7 @@ def _previous_lines(previous: str, analysis: _Analysis, c: _Candidates, state_ke
     return next_number
 
 
-def _active_task(analysis: _Analysis, previous: str | None, budget: int) -> list[str]:
+def _active_task(analysis: Analysis, previous: str | None, budget: int) -> list[str]:
     if analysis.asks:
         text = analysis.asks[-1][1].strip()
         limit_chars = max(200, int(budget * ASK_SHARE) * 3)
@@ -564,7 +415,7 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
     turns = [redact_message(m) for m in request.source_turns()]
     budget = max(request.budget_tokens, MIN_BUDGET_TOKENS)
     c = _Candidates(request.focus)
-    analysis = _analyse(turns, detail=160)
+    analysis = analyse(turns, detail=160)
     state_keys = _state_lines(analysis, c)
     first_number = 1
     if request.previous_summary:
@@ -574,9 +425,9 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
     _text_lines(analysis, c)
     for message in turns[len(turns) - last_turns:] if last_turns else ():
         text = content_text(message) or " ".join(
-            f"{_arguments(call)[0]}({_cap(_arguments(call)[2], 120)})" for call in message.get("tool_calls") or ())
+            f"{call_arguments(call)[0]}({cap(call_arguments(call)[2], 120)})" for call in message.get("tool_calls") or ())
         if text.strip() and message.get("role") != "user":
-            c.add("in_progress", 2.5, f"- Last turn ({message.get('role')}): {_cap(text, 240)}")
+            c.add("in_progress", 2.5, f"- Last turn ({message.get('role')}): {cap(text, 240)}")
     required: dict[str, list[str]] = {key: [] for key in SECTION_KEYS}
     required["active_task"] = _active_task(analysis, request.previous_summary, budget)
     facts = [f for f in extract_facts(turns) if f.kind != "ask"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -12,6 +12,7 @@ from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.events import Event
+from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger import Ledger
 from ctxledger.synth import SessionSynth
 
@@ -21,6 +22,21 @@ SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
 
 def make_ledger(path: Path, config: CompressionConfig = SMALL, namespace: str = "t") -> Ledger:
     return Ledger.open(path, clock=StepClock(), ids=SequentialIds(namespace), config=config)
+
+
+def deterministic_ledger(path: Path | None = None, config: CompressionConfig = SMALL) -> Ledger:
+    """Step clock, sequential ids (no namespace), the small config; in memory when no path."""
+    if path is None:
+        return Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=config)
+    return Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=config, durability="normal")
+
+
+def recorded_chain(path: Path | None, seed: int, turns: int = 12, **kwargs: Any) -> tuple[Ledger, str]:
+    """A generated session driven through the service (``whatif.record_generated``): (ledger, tip)."""
+    from ctxledger.whatif import record_generated
+
+    ledger = deterministic_ledger(path)
+    return ledger, record_generated(ledger, seed=seed, turns=turns, **kwargs)
 
 
 def session_with_turns(ledger: Ledger, turns: int, seed: int = 3, big: bool = False) -> str:

@@ -11,26 +11,20 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_helpers import deterministic_ledger, recorded_chain
 
 from ctxledger.audit import audit_chain, audit_compaction, chain_compactions, trace
 from ctxledger.cli.main import cli
-from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compaction import compact
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.facts import find_paths, normalize
 from ctxledger.ledger import Ledger
 from ctxledger.messages import content_text
-from ctxledger.whatif import record_generated
-
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
 
 
 def generated(path: Path, seed: int = 3, turns: int = 12) -> tuple[Ledger, str]:
-    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
-    return ledger, record_generated(ledger, seed=seed, turns=turns)
+    return recorded_chain(path, seed, turns)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +91,7 @@ def test_audit_of_one_compaction_equals_its_entry_in_the_chain_audit(chain: tupl
 
 
 def test_a_fact_a_later_summary_drops_is_lost_at_re_compression() -> None:
-    ledger = Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=SMALL)
+    ledger = deterministic_ledger()
     sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You fix bugs.")
     _turns(ledger, sid, 0, 8)
     # the first summary keeps every path it saw; the second drops the first of those

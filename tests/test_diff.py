@@ -10,22 +10,19 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_helpers import deterministic_ledger
 
 from ctxledger.audit import chain_compactions
 from ctxledger.cli.main import cli
-from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.diff import DiffReport, SummaryDiff, diff, parse_ref
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger import Ledger
 from ctxledger.whatif import record_generated
 
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
-
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = Ledger.open(tmp_path_factory.mktemp("diff") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path_factory.mktemp("diff") / "l.db")
     tip = record_generated(ledger, seed=5, turns=12)
     assert len(chain_compactions(ledger, tip)) >= 2
     return ledger, tip

@@ -17,24 +17,21 @@ from typing import Any
 
 import msgspec
 import pytest
+from ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.audit import audit_chain, chain_compactions
-from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.diff import diff
-from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger import Ledger
 from ctxledger.replay import verify_compactions
 from ctxledger.whatif import record_generated, whatif
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CTXLEDGER_UPDATE_GOLDEN") == "1"
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
 
 
 @pytest.fixture(scope="module")
 def chain() -> tuple[Ledger, str]:
-    ledger = Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=SMALL)
+    ledger = deterministic_ledger()
     tip = record_generated(ledger, seed=2, turns=10)
     assert len(chain_compactions(ledger, tip)) == 2
     return ledger, tip

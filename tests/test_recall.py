@@ -9,15 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.audit import chain_compactions
 from ctxledger.cli.main import cli
-from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compaction import compact
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger import Ledger
 from ctxledger.recall import (
     EXPAND_TOOL,
@@ -31,12 +29,10 @@ from ctxledger.recall import (
 from ctxledger.service import ContextService
 from ctxledger.whatif import record_generated
 
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
-
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = Ledger.open(tmp_path_factory.mktemp("recall") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path_factory.mktemp("recall") / "l.db")
     tip = record_generated(ledger, seed=9, turns=12)
     assert len(chain_compactions(ledger, tip)) >= 2
     return ledger, tip
@@ -125,14 +121,14 @@ def test_the_index_lives_beside_the_log_and_never_touches_it(chain: tuple[Ledger
 
 
 def test_an_in_memory_ledger_gets_a_private_index() -> None:
-    ledger = Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=SMALL)
+    ledger = deterministic_ledger()
     sid = ledger.start_session(model="m", context_length=16_000)
     ledger.append_messages(sid, [{"role": "user", "content": "find the flamingo config"}])
     assert [h.role for h in recall(ledger, sid, "flamingo").hits] == ["user"]
 
 
 def test_a_persisted_tool_output_is_recalled_and_expanded_in_full(tmp_path: Path) -> None:
-    ledger = Ledger.open(tmp_path / "p.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path / "p.db")
     svc = ContextService(ledger, config=SMALL)
     sid = ledger.start_session(model="m", context_length=16_000)
     call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'}}
@@ -230,7 +226,7 @@ def test_cli_recall_and_expand(chain: tuple[Ledger, str]) -> None:
 
 def test_two_indexes_of_one_file_fold_in_turns_without_losing_chains(tmp_path: Path) -> None:
     """Like two processes: each folds what the other has not, and chain roots stay right."""
-    ledger = Ledger.open(tmp_path / "two.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path / "two.db")
     sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You fix bugs.")
     for i in range(8):
         ledger.append_messages(sid, [{"role": "user", "content": f"fix bug {i} " + "detail " * 200},

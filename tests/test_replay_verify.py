@@ -11,23 +11,18 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_helpers import recorded_chain
 
 from ctxledger.audit import chain_compactions
 from ctxledger.cli.main import cli
-from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.events import Event, SessionSwitched
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger import Ledger
 from ctxledger.replay import verify_compactions
-from ctxledger.whatif import record_generated
-
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
 
 
 def generated(path: Path, seed: int = 8, turns: int = 12) -> tuple[Ledger, str]:
-    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
-    return ledger, record_generated(ledger, seed=seed, turns=turns)
+    return recorded_chain(path, seed, turns)
 
 
 @pytest.fixture(scope="module")

@@ -10,27 +10,21 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_helpers import deterministic_ledger, recorded_chain
 
 from ctxledger.audit import chain_compactions
 from ctxledger.cli.main import cli
-from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compaction import compact, compaction_input, plan_compaction
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.events import MessageAppended
-from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger import Ledger
 from ctxledger.replay import rebuild_check, verify_compactions
 from ctxledger.undo import undo
-from ctxledger.whatif import record_generated
-
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
 
 
 def generated(path: Path, seed: int = 4, turns: int = 12) -> tuple[Ledger, str]:
-    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
-    return ledger, record_generated(ledger, seed=seed, turns=turns)
+    return recorded_chain(path, seed, turns)
 
 
 def test_undo_right_after_a_compaction_shows_the_pre_compaction_view(tmp_path: Path) -> None:
@@ -113,7 +107,7 @@ def _session(ledger: Ledger, turns: int = 10) -> str:
 
 
 def test_a_pinned_message_is_kept_verbatim_and_the_plan_says_so() -> None:
-    ledger = Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=SMALL)
+    ledger = deterministic_ledger()
     sid = _session(ledger)
     target = ledger.transcript.session(sid).live[8]  # in the middle of what a compaction summarizes
     original = ledger.transcript.original(target)
@@ -130,7 +124,7 @@ def test_a_pinned_message_is_kept_verbatim_and_the_plan_says_so() -> None:
 
 def test_cli_pin_and_undo(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
-    ledger = Ledger.open(db, clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(db)
     sid = _session(ledger, 20)
     ledger.close()
     with Ledger.open(db) as plain:  # the CLI plans with the default config
@@ -162,7 +156,7 @@ def test_cli_pin_and_undo(tmp_path: Path) -> None:
 )
 def test_cli_bad_pin_and_undo_input_exits_2_and_appends_nothing(tmp_path: Path, args: list[str], match: str) -> None:
     db = tmp_path / "c.db"
-    ledger = Ledger.open(db, clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(db)
     sid = _session(ledger, 3)
     live = ledger.transcript.session(sid).live[0]
     before = ledger.store.last_seq()

@@ -10,11 +10,10 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.audit import chain_compactions, chain_signature
 from ctxledger.cli.main import cli
-from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.diff import diff
 from ctxledger.errors import InvalidInput
 from ctxledger.ledger import Ledger
@@ -31,12 +30,10 @@ from ctxledger.whatif import (
     whatif,
 )
 
-SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
-
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = Ledger.open(tmp_path_factory.mktemp("whatif") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path_factory.mktemp("whatif") / "l.db")
     tip = record_generated(ledger, seed=21, turns=12, focus_at={6: "tests"})
     assert len(chain_compactions(ledger, tip)) >= 2
     return ledger, tip
@@ -47,7 +44,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
 def test_what_if_with_the_recorded_config_reproduces_the_recorded_chain(
     tmp_path_factory: pytest.TempPathFactory, seed: int, turns: int, manual: int
 ) -> None:
-    ledger = Ledger.open(tmp_path_factory.mktemp("repro") / "l.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path_factory.mktemp("repro") / "l.db")
     tip = record_generated(ledger, seed=seed, turns=turns, focus_at={manual: None})
     report = whatif(ledger, tip)
     assert report.reproduces_recorded
@@ -90,7 +87,7 @@ def test_history_keeps_message_ids_batches_and_user_turns(chain: tuple[Ledger, s
 
 def test_a_provider_count_offset_is_kept_when_the_view_changes(tmp_path: Path) -> None:
     """A provider that counts 300 tokens more than we do is replayed as counting 300 more."""
-    ledger = Ledger.open(tmp_path / "o.db", clock=StepClock(), ids=SequentialIds(), config=SMALL, durability="normal")
+    ledger = deterministic_ledger(tmp_path / "o.db")
     synth = SessionSynth(2, big_outputs=False)
     steps = [s if not isinstance(s, UsageStep) else UsageStep(output_tokens=s.output_tokens, offset=300)
              for s in scripted_steps(synth.turns(8))]

@@ -112,6 +112,21 @@ def _alternate(
     return best_ours, best_raw
 
 
+def _append_rate(workdir: str | None, events: int, open_: Callable[[str], Any], write: Callable[[Any], None]) -> float:
+    """Events/s of `write(target)` on a fresh database opened by `open_(path)` in a temp dir."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        target = open_(os.path.join(tmp, "bench.db"))
+        start = time.perf_counter()
+        write(target)
+        elapsed = time.perf_counter() - start
+        target.close()
+    return events / elapsed
+
+
+def _raw_full(path: str) -> sqlite3.Connection:
+    return _raw_connection(path, "FULL")
+
+
 def bench_batched_append(
     events: int = 200_000, batch: int = 1000, rounds: int = 3, workdir: str | None = None
 ) -> Result:
@@ -119,31 +134,23 @@ def bench_batched_append(
     evs = make_events(events)
     payloads = [(msgspec.json.encode(e),) for e in evs]
 
+    def ours_write(store: SQLiteEventStore) -> None:
+        versions: dict[str, int] = {}
+        for chunk in _batches(evs, batch):
+            stream = chunk[0].session_id  # make_events keeps each block of 1000 in one stream
+            versions[stream] = store.append(stream, chunk, versions.get(stream, 0))
+
+    def raw_write(conn: sqlite3.Connection) -> None:
+        for lo in range(0, events, batch):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch])
+            conn.execute("COMMIT")
+
     def ours() -> float:
-        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-            store = SQLiteEventStore(os.path.join(tmp, "store.db"))
-            versions: dict[str, int] = {}
-            start = time.perf_counter()
-            for chunk in _batches(evs, batch):
-                stream = chunk[0].session_id  # make_events keeps each block of 1000 in one stream
-                versions[stream] = store.append(stream, chunk, versions.get(stream, 0))
-            elapsed = time.perf_counter() - start
-            store.close()
-        return events / elapsed
+        return _append_rate(workdir, events, SQLiteEventStore, ours_write)
 
     def raw() -> float:
-        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-            conn = _raw_connection(os.path.join(tmp, "raw.db"), "FULL")
-            start = time.perf_counter()
-            for lo in range(0, events, batch):
-                conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(
-                    "INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch]
-                )
-                conn.execute("COMMIT")
-            elapsed = time.perf_counter() - start
-            conn.close()
-        return events / elapsed
+        return _append_rate(workdir, events, _raw_full, raw_write)
 
     return _result("append_batched", *_alternate(rounds, ours, raw), "events/s")
 
@@ -153,27 +160,21 @@ def bench_durable_append(events: int = 3000, rounds: int = 3, workdir: str | Non
     evs = make_events(events, streams=1)
     payloads = [msgspec.json.encode(e) for e in evs]
 
+    def ours_write(store: SQLiteEventStore) -> None:
+        for version, event in enumerate(evs):
+            store.append(event.session_id, [event], version)
+
+    def raw_write(conn: sqlite3.Connection) -> None:
+        for payload in payloads:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO events (payload) VALUES (?)", (payload,))
+            conn.execute("COMMIT")
+
     def ours() -> float:
-        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-            store = SQLiteEventStore(os.path.join(tmp, "store.db"), durability="full")
-            start = time.perf_counter()
-            for version, event in enumerate(evs):
-                store.append(event.session_id, [event], version)
-            elapsed = time.perf_counter() - start
-            store.close()
-        return events / elapsed
+        return _append_rate(workdir, events, lambda path: SQLiteEventStore(path, durability="full"), ours_write)
 
     def raw() -> float:
-        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-            conn = _raw_connection(os.path.join(tmp, "raw.db"), "FULL")
-            start = time.perf_counter()
-            for payload in payloads:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("INSERT INTO events (payload) VALUES (?)", (payload,))
-                conn.execute("COMMIT")
-            elapsed = time.perf_counter() - start
-            conn.close()
-        return events / elapsed
+        return _append_rate(workdir, events, _raw_full, raw_write)
 
     return _result("append_durable_single", *_alternate(rounds, ours, raw), "events/s")
 

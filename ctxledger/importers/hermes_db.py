@@ -34,23 +34,11 @@ from ctxledger.errors import ImportFormatError
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import SessionBuilder, SourceText, dump_arguments, synth_call_id
 
-_SESSION_WANTED = (
-    "id",
+#: session columns kept as the imported session's extras (provenance, not behaviour)
+_SESSION_EXTRAS = (
     "source",
-    "model",
-    "model_config",
-    "system_prompt",
-    "system_prompt_hash",
-    "parent_session_id",
     "started_at",
     "ended_at",
-    "end_reason",
-    "title",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
     "cwd",
     "git_branch",
     "message_count",
@@ -59,6 +47,22 @@ _SESSION_WANTED = (
     "estimated_cost_usd",
     "actual_cost_usd",
     "billing_provider",
+)
+_SESSION_WANTED = (
+    "id",
+    "model",
+    "model_config",
+    "system_prompt",
+    "system_prompt_hash",
+    "parent_session_id",
+    "end_reason",
+    "title",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    *_SESSION_EXTRAS,
 )
 _MESSAGE_WANTED = (
     "id",
@@ -93,19 +97,6 @@ _SESSION_IMPORTANT = (
     "system_prompt",
     "input_tokens",
     "output_tokens",
-)
-_SESSION_EXTRAS = (
-    "source",
-    "started_at",
-    "ended_at",
-    "cwd",
-    "git_branch",
-    "message_count",
-    "tool_call_count",
-    "api_call_count",
-    "estimated_cost_usd",
-    "actual_cost_usd",
-    "billing_provider",
 )
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items")
 _CHAIN_CAP = 10_000

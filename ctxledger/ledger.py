@@ -17,14 +17,20 @@ from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidInput, SessionEnded, UnknownSession
 from ctxledger.events import (
+    CompressionChecked,
+    CompressionSkipped,
     ContextLimitLearned,
+    CooldownStarted,
     Event,
     MessageAppended,
     MessagePinned,
     ModelSwitched,
+    NoticeIssued,
+    PressureWarning,
     SessionReason,
     SessionStarted,
     SystemPromptSet,
+    ToolOutputPersisted,
     ToolsDeclared,
     UsageReported,
 )
@@ -46,6 +52,9 @@ from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, co
 from ctxledger.usage import normalize_usage
 
 JSON = dict[str, Any]
+
+#: what the runtime records about its own decisions (``Ledger.append_events``)
+DECISION_EVENTS = (CompressionChecked, CompressionSkipped, CooldownStarted, NoticeIssued, PressureWarning)
 
 
 def default_db_path() -> Path:
@@ -117,13 +126,33 @@ class Ledger:
         return self.projector.catch_up(self.store)
 
     def version(self, session_id: str) -> int:
-        return self.projector.versions.get(session_id, 0)
+        view = self.transcript.state.sessions.get(session_id)
+        return view.version if view is not None else 0
 
     def _append(self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None) -> None:
+        """The one way this ledger writes: check references, append atomically, fold."""
+        for request in requests:
+            self._check_references(request)
         try:
             self.store.append_many(requests, blobs)
         finally:
             self.refresh()
+
+    def _check_references(self, request: AppendRequest) -> None:
+        """Events must name a session that exists (or starts here) and messages it holds.
+
+        The log is immutable, so what it would not fold must never get in.
+        """
+        view = self.transcript.state.sessions.get(request.stream)
+        events = list(request.events)
+        if view is None and not (events and isinstance(events[0], SessionStarted)):
+            raise UnknownSession(f"no session {request.stream!r}; a new session must begin with SessionStarted")
+        batch = {e.message_id for e in events if isinstance(e, MessageAppended)}
+        for e in events:
+            if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
+                continue
+            if view is None or e.message_id not in view.live:
+                raise UnknownSession(f"message {e.message_id!r} is not in the live view of {request.stream!r}")
 
     def _event_base(self, session_id: str) -> dict[str, Any]:
         return {"event_id": self.ids("evt"), "session_id": session_id, "at": self.clock()}
@@ -166,7 +195,7 @@ class Ledger:
             if not isinstance(tool, dict):
                 raise InvalidInput(f"tool {i} must be a JSON object")
         sid = session_id or self.ids("ses")
-        if sid in self.projector.versions:
+        if sid in self.transcript.state.sessions:
             raise InvalidInput(f"session {sid!r} already exists")
         events: list[Event] = [
             SessionStarted(
@@ -325,7 +354,13 @@ class Ledger:
         self._append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def append_events(self, session_id: str, events: Sequence[Event]) -> None:
-        """Append decision events (skips, warnings, notices) built by the runtime."""
+        """Append decision events (skips, checks, warnings, notices, cooldowns) built by the runtime."""
+        for event in events:
+            if not isinstance(event, DECISION_EVENTS):
+                raise InvalidInput(
+                    f"append_events takes decision events only, not {type(event).__name__}; "
+                    "use the ledger method that writes it"
+                )
         self._append([AppendRequest(session_id, list(events), self.version(session_id))])
 
     # --- reads ---------------------------------------------------------------------------

@@ -100,14 +100,27 @@ def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
 
 
 class CallLedger:
-    """The tool-call ids a session has issued and answered, for sequence validation."""
+    """The tool-call ids a session has issued and answered, for sequence validation.
 
-    def __init__(self, issued: Iterable[str] = (), answered: Iterable[str] = ()) -> None:
+    :meth:`overlay` gives a ledger that records new ids on top of this one without
+    copying it, so validating a batch costs O(batch), not O(session).
+    """
+
+    def __init__(
+        self, issued: Iterable[str] = (), answered: Iterable[str] = (), *, base: CallLedger | None = None
+    ) -> None:
         self.issued: set[str] = set(issued)
         self.answered: set[str] = set(answered)
+        self._base = base
 
-    def copy(self) -> CallLedger:
-        return CallLedger(self.issued, self.answered)
+    def overlay(self) -> CallLedger:
+        return CallLedger(base=self)
+
+    def was_issued(self, call_id: str) -> bool:
+        return call_id in self.issued or (self._base is not None and self._base.was_issued(call_id))
+
+    def was_answered(self, call_id: str) -> bool:
+        return call_id in self.answered or (self._base is not None and self._base.was_answered(call_id))
 
     def check(self, message: Mapping[str, Any], index: int | None = None) -> None:
         """Raise if `message` cannot follow the calls seen so far; then record it."""
@@ -117,24 +130,24 @@ class CallLedger:
                 dup = next(i for i in new if new.count(i) > 1)
                 raise InvalidMessage(f"duplicate tool_call id {dup!r} in one message", index=index)
             for call_id in new:
-                if call_id in self.issued:
+                if self.was_issued(call_id):
                     raise InvalidMessage(f"duplicate tool_call id {call_id!r}: already issued earlier", index=index)
             self.issued.update(new)
         elif message.get("role") == "tool":
             call_id = message["tool_call_id"]
-            if call_id not in self.issued:
+            if not self.was_issued(call_id):
                 raise InvalidMessage(
                     f"tool result for {call_id!r}, but no earlier assistant message issued that call",
                     index=index,
                 )
-            if call_id in self.answered:
+            if self.was_answered(call_id):
                 raise InvalidMessage(f"second tool result for call {call_id!r}", index=index)
             self.answered.add(call_id)
 
 
 def validate_messages(messages: Sequence[Any], ledger: CallLedger | None = None) -> list[Message]:
     """Validate a batch in order against `ledger` (not modified). All or nothing."""
-    work = ledger.copy() if ledger is not None else CallLedger()
+    work = ledger.overlay() if ledger is not None else CallLedger()
     out: list[Message] = []
     for i, raw in enumerate(messages):
         msg = validate_message(raw, i)

@@ -141,3 +141,44 @@ def test_an_empty_session_reference_is_rejected(ledger: Ledger) -> None:
     ledger.start_session(model="m", context_length=32_000)
     with pytest.raises(InvalidInput, match="session id"):
         ledger.resolve("")
+
+
+def test_events_naming_an_unknown_session_or_message_are_refused_and_append_nothing(ledger: Ledger) -> None:
+    from ctxledger.events import NoticeIssued, ToolOutputPersisted
+    from ctxledger.events import SessionEnded as SessionEndedEvent
+
+    sid = ledger.start_session(model="m", context_length=32_000)
+    before = ledger.store.last_seq()
+    notice = NoticeIssued(event_id="e1", session_id="ses_nope", at=0.0, code="x", text="x")
+    with pytest.raises(UnknownSession, match="must begin with SessionStarted"):
+        ledger.append_events("ses_nope", [notice])
+    with pytest.raises(InvalidInput, match="decision events only"):
+        ledger.append_events(sid, [SessionEndedEvent(event_id="e2", session_id=sid, at=0.0)])
+    ghost = ToolOutputPersisted(
+        event_id="e3", session_id=sid, at=0.0, message_id="msg_ghost", tool_call_id="c", tool_name="t",
+        blob_ref="0" * 64, chars=1, replacement="r", replacement_tokens=1,
+    )
+    with pytest.raises(UnknownSession, match="msg_ghost"):
+        ledger.append_messages(sid, [{"role": "user", "content": "x"}], extra_events=[ghost])
+    assert ledger.store.last_seq() == before
+
+
+def test_a_log_with_events_of_unknown_sessions_still_opens(tmp_path: Path) -> None:
+    """The fold never fails on a stored event, whoever wrote it."""
+    from ctxledger.events import SessionEnded as SessionEndedEvent
+    from ctxledger.events import ToolOutputPersisted
+
+    path = tmp_path / "l.db"
+    ledger = make_ledger(path)
+    sid = ledger.start_session(model="m", context_length=32_000)
+    # written around the ledger's checks, as another tool might
+    ledger.store.append("ses_orphan", [SessionEndedEvent(event_id="x1", session_id="ses_orphan", at=0.0)], None)
+    ledger.store.append(sid, [ToolOutputPersisted(
+        event_id="x2", session_id=sid, at=0.0, message_id="msg_ghost", tool_call_id="c", tool_name="t",
+        blob_ref="0" * 64, chars=1, replacement="r", replacement_tokens=1,
+    )], None)
+    ledger.close()
+    again = make_ledger(path, namespace="u")
+    assert again.api_messages(sid) == []
+    again.append_messages(sid, [{"role": "user", "content": "still works"}])
+    again.close()

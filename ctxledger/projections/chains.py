@@ -63,13 +63,14 @@ class ChainsProjection:
                 if event.reason == "compression":
                     # imported chains have no SessionSwitched: the child's start links them
                     parent.compression_child = event.session_id
-        elif isinstance(event, SessionSwitched):
-            node = self.state.sessions[event.session_id]
-            node.compression_child = event.new_session_id
-            node.ended, node.end_reason, node.ended_at = True, event.reason, event.at
-        elif isinstance(event, SessionEnded):
-            node = self.state.sessions[event.session_id]
-            node.ended, node.end_reason, node.ended_at = True, event.reason, event.at
+        elif isinstance(event, SessionSwitched | SessionEnded):
+            node = self.state.sessions.get(event.session_id)
+            if node is None:
+                pass  # a session that never started: skipped, as in the transcript fold
+            else:
+                if isinstance(event, SessionSwitched):
+                    node.compression_child = event.new_session_id
+                node.ended, node.end_reason, node.ended_at = True, event.reason, event.at
         self.state.last_seq = seq
 
     def lineage(self, session_id: str) -> Lineage:

@@ -36,27 +36,13 @@ class Projector:
         self.last_seq = max(
             self.transcript.state.last_seq, self.accounting.state.last_seq, self.chains.state.last_seq
         )
-        #: per-stream version as of ``last_seq`` (the expected version for the next append)
-        self.versions: dict[str, int] = {
-            sid: view.version for sid, view in self.transcript.state.sessions.items()
-        }
 
     def apply(self, rec: Recorded) -> None:
-        if rec.seq <= self.last_seq:
-            return  # already folded (idempotent catch-up)
-        event = rec.event
-        self.transcript.apply(rec.seq, event, rec.version)
-        if type(event) is not MessageAppended:
-            # accounting and chains ignore messages; skipping them is most of a rebuild's time
-            self.accounting.apply(rec.seq, event)
-            self.chains.apply(rec.seq, event)
-        self.versions[rec.stream] = rec.version
-        self.last_seq = rec.seq
+        self.apply_all((rec,))
 
     def apply_all(self, records: Iterable[Recorded]) -> int:
-        """Fold many records; the same as :meth:`apply` on each, with lookups hoisted."""
+        """Fold records in log order (already-folded ones are skipped); returns how many."""
         transcript, accounting, chains = self.transcript.apply, self.accounting.apply, self.chains.apply
-        versions = self.versions
         last = self.last_seq
         n = 0
         try:
@@ -69,7 +55,6 @@ class Projector:
                 if type(event) is not MessageAppended:
                     accounting(seq, event)
                     chains(seq, event)
-                versions[rec.stream] = rec.version
                 last = seq
                 n += 1
         finally:
@@ -83,8 +68,6 @@ class Projector:
         acyclic, long-lived objects, and collector passes over them cost more than the
         fold itself (measured: about 2x on a 1M-event rebuild).
         """
-        if store.last_seq() - self.last_seq < 10_000:
-            return self.apply_all(store.read_all(self.last_seq + 1, to_seq))
         was_enabled = gc.isenabled()
         gc.disable()
         try:

@@ -56,7 +56,7 @@ class SessionView(msgspec.Struct, kw_only=True):
     end_reason: str | None = None
     continued_as: str | None = None
     config: JSON = msgspec.field(default_factory=dict)
-    last_seq: int = 0
+    #: the stream version as of the last folded event (the expected version of the next append)
     version: int = 0
 
 
@@ -93,7 +93,6 @@ class TranscriptProjection:
         #: rebuild by id. Derived data only: never serialized, never part of a fingerprint.
         self._api: dict[str, list[JSON]] = {}
         self._dispatch = {
-            MessageAppended: self._message,
             SessionStarted: self._started,
             SystemPromptSet: self._system,
             ToolsDeclared: self._tools,
@@ -109,9 +108,12 @@ class TranscriptProjection:
 
     def apply(self, seq: int, event: Event, version: int = 0) -> None:
         if type(event) is MessageAppended:
-            # the hot path of a rebuild: most events are messages (same as _message, inlined)
+            # the hot path of a rebuild: most events are messages, so they skip the dispatch
             sid = event.session_id
-            view = self.state.sessions[sid]
+            view = self.state.sessions.get(sid)
+            if view is None:  # see below: a fold never fails on a stored event
+                self.state.last_seq = seq
+                return
             self.state.messages[event.message_id] = StoredMessage(
                 message=event.message, tokens=event.tokens, session_id=sid, seq=seq
             )
@@ -121,8 +123,12 @@ class TranscriptProjection:
                 cached = self._api.get(sid)
                 if cached is not None:
                     cached.append(event.message)
-            view.last_seq = seq
             view.version = version
+            self.state.last_seq = seq
+            return
+        if type(event) is not SessionStarted and event.session_id not in self.state.sessions:
+            # the log is immutable: an event naming a session that never started (written by
+            # another tool, or before the ledger checked) is skipped, never a fold failure
             self.state.last_seq = seq
             return
         handler = self._dispatch.get(type(event))
@@ -130,7 +136,6 @@ class TranscriptProjection:
             handler(seq, event)
         current = self.state.sessions.get(event.session_id)
         if current is not None:
-            current.last_seq = seq
             current.version = version
         self.state.last_seq = seq
 
@@ -139,18 +144,6 @@ class TranscriptProjection:
             return self.state.sessions[session_id]
         except KeyError:
             raise UnknownSession(f"no session {session_id!r} in the log") from None
-
-    def _message(self, seq: int, e: Event) -> None:
-        assert isinstance(e, MessageAppended)
-        view = self.state.sessions[e.session_id]
-        self.state.messages[e.message_id] = StoredMessage(
-            message=e.message, tokens=e.tokens, session_id=e.session_id, seq=seq
-        )
-        view.live.append(e.message_id)
-        view.live_tokens += e.tokens
-        cached = self._api.get(e.session_id)
-        if cached is not None:
-            cached.append(e.message)
 
     def _started(self, seq: int, e: Event) -> None:
         assert isinstance(e, SessionStarted)
@@ -190,6 +183,8 @@ class TranscriptProjection:
 
     def _persisted(self, seq: int, e: Event) -> None:
         assert isinstance(e, ToolOutputPersisted)
+        if e.message_id not in self.state.messages:
+            return  # names no message: nothing to show differently
         original = self.stored(e.message_id)
         shown = StoredMessage(
             message={**original.message, "content": e.replacement},

@@ -22,9 +22,8 @@ if __package__ in (None, ""):
 
 from store_bench import _batches, make_events
 
-from ctxledger.events import SessionStarted
+from ctxledger.events import EVENT_DECODER, SessionStarted
 from ctxledger.eventstore import SQLiteEventStore
-from ctxledger.eventstore.base import EVENT_DECODER
 from ctxledger.projections import Projector
 
 Result = dict[str, Any]

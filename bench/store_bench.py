@@ -24,9 +24,8 @@ import msgspec
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ctxledger.events import MessageAppended
+from ctxledger.events import EVENT_DECODER, MessageAppended
 from ctxledger.eventstore import SQLiteEventStore
-from ctxledger.eventstore.base import EVENT_DECODER
 
 Result = dict[str, Any]
 

@@ -19,6 +19,7 @@ from ctxledger.compressor.engine import CompactionInput, Prepared, prepare, reco
 from ctxledger.compressor.summarizers.base import Summarizer, summarize_with_fallback
 from ctxledger.events import CompressionSkipped, Trigger
 from ctxledger.ledger import Ledger
+from ctxledger.projections import Projector
 from ctxledger.tokens import rough_message_tokens
 
 
@@ -42,9 +43,14 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     summary_text: str | None = None
 
 
-def compaction_input(ledger: Ledger, session_id: str) -> CompactionInput:
-    """Snapshot of everything a compaction of `session_id` depends on, from the projection."""
-    t = ledger.transcript
+def compaction_input(source: Ledger | Projector, session_id: str) -> CompactionInput:
+    """Snapshot of everything a compaction of `session_id` depends on, from the projections.
+
+    `source` is a ledger (its live projections) or any projector, e.g. one folded up
+    to just before a recorded compaction (``replay --verify``).
+    """
+    projector = source.projector if isinstance(source, Ledger) else source
+    t = projector.transcript
     view = t.session(session_id)
     messages = t.api_messages(session_id)
     ids: list[str | None] = [None] if view.system_prompt is not None else []
@@ -59,8 +65,8 @@ def compaction_input(ledger: Ledger, session_id: str) -> CompactionInput:
         exact_tokens=t.api_tokens(session_id),
         tools_tokens=view.tools_tokens,
         pinned_ids=list(view.pinned),
-        compaction_count=ledger.chains.compression_count(session_id),
-        expected_version=ledger.version(session_id),
+        compaction_count=projector.chains.compression_count(session_id),
+        expected_version=view.version,
     )
 
 
@@ -73,7 +79,7 @@ def plan_compaction(
     force: bool = True,
 ) -> Prepared:
     """Plan without appending anything (``compress --dry-run``)."""
-    ledger._live_session(session_id)
+    ledger.live_session(session_id)
     return prepare(compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force)
 
 
@@ -131,8 +137,8 @@ async def compact(
         return CompactionOutcome(**base, action="dry_run", tokens_after=the_plan.estimated_tokens_after)
     result = await summarize_with_fallback(summarizer, prepared.request)
     recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
-    ledger._append(recorded.requests)
-    after = ledger.api_messages(recorded.new_session_id)
+    ledger.append(recorded.requests)
+    after = recorded.messages  # the continuation as assembled (equal to its folded view)
     return CompactionOutcome(
         **base,
         action="compressed",

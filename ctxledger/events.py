@@ -294,10 +294,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
-def kind_of(event: Event) -> str:
-    return type(event).__name__
-
-
 def schema_of(kind: str) -> int:
     try:
         return EVENT_TYPES[kind].SCHEMA
@@ -308,7 +304,9 @@ def schema_of(kind: str) -> int:
 # --- encoding, decoding, upcasting ---------------------------------------------------
 
 _encoder = msgspec.json.Encoder()
-_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+#: decodes a payload stored at today's schema (:func:`upcast_stored` handles older ones)
+EVENT_DECODER: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+_decoder = EVENT_DECODER
 
 Upcaster = Callable[[JSON], JSON]
 #: (kind, from_version) -> function turning a payload of that version into version + 1.
@@ -359,9 +357,21 @@ def decode_event(payload: bytes | str, kind: str | None = None, schema: int | No
         raise InvalidEvent(f"cannot decode {kind or 'event'}: {exc}") from exc
 
 
-def event_to_dict(event: Event) -> JSON:
-    out: JSON = msgspec.to_builtins(event)
-    return out
+class _Tag(msgspec.Struct):
+    kind: str
+
+
+def upcast_stored(payload: bytes, schema: int) -> Event:
+    """The slow path of reading a stored payload: find its kind tag, then upcast it.
+
+    For payloads :data:`EVENT_DECODER` could not take as today's shape. Raises
+    :class:`InvalidEvent` when the payload is not an event or cannot be upcast.
+    """
+    try:
+        kind = msgspec.json.decode(payload, type=_Tag).kind
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InvalidEvent(f"the payload is not an event: {exc}") from exc
+    return decode_event(payload, kind, schema)
 
 
 # --- large contents ------------------------------------------------------------------

@@ -16,16 +16,13 @@ from ctxledger.events import (
     Event,
     MessageAppended,
     SessionEnded,
-    SessionStarted,
-    SystemPromptSet,
-    ToolsDeclared,
     UsageReported,
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger import Ledger
 from ctxledger.messages import validate_messages
-from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
+from ctxledger.tokens import DEFAULT_ENCODING, count_messages
 from ctxledger.usage import normalize_usage
 
 #: used when neither the file, nor the command line, nor the config says
@@ -71,9 +68,12 @@ def import_sessions(
     compressed = {s.key for s in ordered if s.end_reason == "compression"}
     requests: list[AppendRequest] = []
     for s in ordered:
-        events = _events(ledger, s, keys, compressed, model, context_length, encoding)
+        try:
+            events = _events(ledger, s, keys, compressed, model, context_length, encoding)
+        except InvalidInput as exc:  # say which conversation of the file is bad
+            raise type(exc)(f"session {s.key!r}: {exc}") from exc
         requests.append(AppendRequest(keys[s.key], events, 0))
-    ledger._append(requests)
+    ledger.append(requests)
     return [keys[s.key] for s in ordered]
 
 
@@ -92,25 +92,20 @@ def _events(
     parent = keys.get(s.parent_key or "")
 
     def base() -> dict[str, Any]:
-        return ledger._event_base(sid)
+        return ledger.event_fields(sid)
 
-    events: list[Event] = [
-        SessionStarted(
-            **base(),
-            model=model or s.model or DEFAULT_MODEL,
-            context_length=ctx,
-            parent_session_id=parent,
-            reason="compression" if parent and s.parent_key in compressed else ("branch" if parent else "import"),
-            title=s.title,
-            source=f"{s.source_format}:{s.key}",
-            encoding=encoding,
-            config=ledger.config.to_snapshot(),
-        )
-    ]
-    if s.system_prompt is not None:
-        events.append(SystemPromptSet(**base(), text=s.system_prompt, tokens=count_message({"role": "system", "content": s.system_prompt}, encoding)))
-    if s.tools:
-        events.append(ToolsDeclared(**base(), tools=s.tools, tokens=count_tools(s.tools, encoding)))
+    events = ledger.start_events(
+        sid,
+        model=model or s.model or DEFAULT_MODEL,
+        context_length=ctx,
+        system_prompt=s.system_prompt,
+        tools=s.tools,
+        parent_session_id=parent,
+        reason="compression" if parent and s.parent_key in compressed else ("branch" if parent else "import"),
+        title=s.title,
+        source=f"{s.source_format}:{s.key}",
+        encoding=encoding,
+    )
     usages: dict[int, list[UsageReported]] = {}
     for u in s.usages:
         shape, usage = normalize_usage(u.raw, u.shape)

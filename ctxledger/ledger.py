@@ -37,7 +37,7 @@ from ctxledger.events import (
 from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
-from ctxledger.eventstore.base import AppendRequest, EventStore, VerifyReport
+from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.messages import CallLedger, tool_call_ids, validate_messages
 from ctxledger.projections import (
@@ -94,12 +94,12 @@ class Ledger:
         clock: Clock = system_clock,
         ids: IdGenerator = random_ids,
         config: CompressionConfig | None = None,
-        durability: str = "full",
+        durability: Durability = "full",
     ) -> Ledger:
         """Open (creating if needed) a SQLite ledger file and fold it."""
+        # the store creates missing parent folders itself, private (0700)
         target = Path(path) if path is not None else default_db_path()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        store = SQLiteEventStore(target, durability=durability)  # type: ignore[arg-type]
+        store = SQLiteEventStore(target, durability=durability)
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:
@@ -129,8 +129,13 @@ class Ledger:
         view = self.transcript.state.sessions.get(session_id)
         return view.version if view is not None else 0
 
-    def _append(self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None) -> None:
-        """The one way this ledger writes: check references, append atomically, fold."""
+    def append(self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None) -> None:
+        """The one way anything writes to this ledger: check references, append atomically, fold.
+
+        For writers that build their own events (a compaction, an undo, an import): one
+        call is one transaction over every stream it names; a stale expected version
+        raises ``ConcurrencyError`` and writes nothing.
+        """
         for request in requests:
             self._check_references(request)
         try:
@@ -154,10 +159,65 @@ class Ledger:
             if view is None or e.message_id not in view.live:
                 raise UnknownSession(f"message {e.message_id!r} is not in the live view of {request.stream!r}")
 
-    def _event_base(self, session_id: str) -> dict[str, Any]:
+    def event_fields(self, session_id: str) -> dict[str, Any]:
+        """The fields every event needs (a new id, the session, the injected clock's time)."""
         return {"event_id": self.ids("evt"), "session_id": session_id, "at": self.clock()}
 
     # --- sessions --------------------------------------------------------------------
+
+    def start_events(
+        self,
+        sid: str,
+        *,
+        model: str,
+        context_length: int | None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        parent_session_id: str | None = None,
+        reason: SessionReason = "new",
+        title: str | None = None,
+        source: str | None = None,
+        encoding: str = DEFAULT_ENCODING,
+    ) -> list[Event]:
+        """The checked opening events of a session: start, system prompt, tools (pure).
+
+        Shared by :meth:`start_session` and imports, so every session is checked alike.
+        """
+        if not isinstance(model, str) or not model:
+            raise InvalidInput("model must be a non-empty string")
+        ctx = context_length
+        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
+            raise InvalidInput(
+                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
+                "or set context_length in the config"
+            )
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise InvalidInput("system_prompt must be a string")
+        tool_list: list[JSON] = []
+        for i, tool in enumerate(tools or ()):
+            if not isinstance(tool, Mapping):
+                raise InvalidInput(f"tool {i} must be a JSON object, got {type(tool).__name__}")
+            tool_list.append(dict(tool))
+        events: list[Event] = [
+            SessionStarted(
+                **self.event_fields(sid),
+                model=model,
+                context_length=ctx,
+                parent_session_id=parent_session_id,
+                reason=reason,
+                title=title,
+                source=source,
+                encoding=encoding,
+                config=self.config.to_snapshot(),
+            )
+        ]
+        if system_prompt is not None:
+            tokens = count_message({"role": "system", "content": system_prompt}, encoding)
+            events.append(SystemPromptSet(**self.event_fields(sid), text=system_prompt, tokens=tokens))
+        if tool_list:
+            tokens = count_tools(tool_list, encoding)
+            events.append(ToolsDeclared(**self.event_fields(sid), tools=tool_list, tokens=tokens))
+        return events
 
     def start_session(
         self,
@@ -174,56 +234,32 @@ class Ledger:
         session_id: str | None = None,
     ) -> str:
         """Start a session (one atomic append: start, system prompt, tools). Returns its id."""
-        ctx = context_length or self.config.context_length
-        if not isinstance(model, str) or not model:
-            raise InvalidInput("model must be a non-empty string")
-        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
-            raise InvalidInput(
-                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
-                "or set context_length in the config"
-            )
         if reason == "compression":
             raise InvalidInput("continuations are started by a compaction, not by start_session")
         if parent_session_id is not None:
             self.transcript.session(parent_session_id)
         if reason in ("branch", "delegate") and parent_session_id is None:
             raise InvalidInput(f"a {reason} session needs a parent_session_id")
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise InvalidInput("system_prompt must be a string")
-        tool_list = [dict(t) for t in tools or ()]
-        for i, tool in enumerate(tool_list):
-            if not isinstance(tool, dict):
-                raise InvalidInput(f"tool {i} must be a JSON object")
         sid = session_id or self.ids("ses")
         if sid in self.transcript.state.sessions:
             raise InvalidInput(f"session {sid!r} already exists")
-        events: list[Event] = [
-            SessionStarted(
-                **self._event_base(sid),
-                model=model,
-                context_length=ctx,
-                parent_session_id=parent_session_id,
-                reason=reason,
-                title=title,
-                source=source,
-                encoding=encoding,
-                config=self.config.to_snapshot(),
-            )
-        ]
-        if system_prompt is not None:
-            events.append(
-                SystemPromptSet(
-                    **self._event_base(sid),
-                    text=system_prompt,
-                    tokens=count_message({"role": "system", "content": system_prompt}, encoding),
-                )
-            )
-        if tool_list:
-            events.append(ToolsDeclared(**self._event_base(sid), tools=tool_list, tokens=count_tools(tool_list, encoding)))
-        self._append([AppendRequest(sid, events, 0)])
+        events = self.start_events(
+            sid,
+            model=model,
+            context_length=context_length or self.config.context_length,
+            system_prompt=system_prompt,
+            tools=tools,
+            parent_session_id=parent_session_id,
+            reason=reason,
+            title=title,
+            source=source,
+            encoding=encoding,
+        )
+        self.append([AppendRequest(sid, events, 0)])
         return sid
 
-    def _live_session(self, session_id: str) -> SessionView:
+    def live_session(self, session_id: str) -> SessionView:
+        """The view of a session that can still be written to; SessionEnded names its tip."""
         view = self.transcript.session(session_id)
         if view.ended:
             tip = self.chains.tip(session_id)
@@ -267,7 +303,7 @@ class Ledger:
         persisted out of the context); ``message_ids`` lets the caller reserve the ids
         those events refer to.
         """
-        view = self._live_session(session_id)
+        view = self.live_session(session_id)
         if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         validated = validate_messages(list(messages), self.call_ledger(session_id))
@@ -280,11 +316,11 @@ class Ledger:
         for msg, tokens, mid in zip(validated, counts, reserved, strict=True):
             ids.append(mid)
             events.append(
-                MessageAppended(**self._event_base(session_id), message_id=mid, message=msg, tokens=tokens, encoding=view.encoding)
+                MessageAppended(**self.event_fields(session_id), message_id=mid, message=msg, tokens=tokens, encoding=view.encoding)
             )
         events.extend(extra_events)
         if events:
-            self._append([AppendRequest(session_id, events, self.version(session_id))], blobs)
+            self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
         return ids
 
     def report_usage(
@@ -303,7 +339,7 @@ class Ledger:
             raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
         found_shape, usage = normalize_usage(raw, shape)
         event = UsageReported(
-            **self._event_base(session_id),
+            **self.event_fields(session_id),
             raw=dict(raw),
             shape=found_shape,
             usage=usage,
@@ -311,47 +347,49 @@ class Ledger:
             purpose=purpose,  # type: ignore[arg-type]
             cost_usd=cost_usd,
         )
-        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return event
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
-        view = self._live_session(session_id)
+        view = self.live_session(session_id)
         if not isinstance(context_length, int) or context_length < 1024:
             raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
         event = ModelSwitched(
-            **self._event_base(session_id),
+            **self.event_fields(session_id),
             model=model,
             context_length=context_length,
             previous_model=view.model,
             previous_context_length=view.context_length,
         )
-        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
-        view = self._live_session(session_id)
+        view = self.live_session(session_id)
+        if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 1024:
+            raise InvalidInput(f"a learned context length must be an integer ≥ 1024, got {context_length!r}")
         if context_length >= view.context_length:
             return False
         event = ContextLimitLearned(
-            **self._event_base(session_id),
+            **self.event_fields(session_id),
             previous_context_length=view.context_length,
             context_length=context_length,
             evidence=evidence[:2000],
         )
-        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return True
 
     def pin(self, session_id: str, message_id: str, pinned: bool = True) -> None:
-        view = self._live_session(session_id)
+        view = self.live_session(session_id)
         if message_id not in view.live:
             raise UnknownSession(f"message {message_id!r} is not in the live view of {session_id!r}")
-        event = MessagePinned(**self._event_base(session_id), message_id=message_id, pinned=pinned)
-        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def end_session(self, session_id: str, reason: str = "closed") -> None:
-        self._live_session(session_id)
-        event = SessionEndedEvent(**self._event_base(session_id), reason=reason)
-        self._append([AppendRequest(session_id, [event], self.version(session_id))])
+        self.live_session(session_id)
+        event = SessionEndedEvent(**self.event_fields(session_id), reason=reason)
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def append_events(self, session_id: str, events: Sequence[Event]) -> None:
         """Append decision events (skips, checks, warnings, notices, cooldowns) built by the runtime."""
@@ -361,7 +399,7 @@ class Ledger:
                     f"append_events takes decision events only, not {type(event).__name__}; "
                     "use the ledger method that writes it"
                 )
-        self._append([AppendRequest(session_id, list(events), self.version(session_id))])
+        self.append([AppendRequest(session_id, list(events), self.version(session_id))])
 
     # --- reads ---------------------------------------------------------------------------
 

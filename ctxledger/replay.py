@@ -15,7 +15,7 @@ Replays never call a model and never write to the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -25,6 +25,7 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.engine import build_layout, prepare
 from ctxledger.errors import UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated
+from ctxledger.eventstore.base import Recorded
 from ctxledger.ledger import Ledger
 from ctxledger.projections import Projector
 
@@ -56,12 +57,14 @@ def rebuild_check(ledger: Ledger, session_id: str, progress: Progress | None = N
     chain = ledger.chains.chain(session_id)
     fresh = Projector()
     total = ledger.store.last_seq()
-    n = 0
-    for rec in ledger.store.read_all(1, ledger.projector.last_seq):
-        fresh.apply(rec)
-        n += 1
-        if progress is not None and n % 5000 == 0:
-            progress(n, total)
+
+    def reported(records: Iterable[Recorded]) -> Iterator[Recorded]:
+        for n, rec in enumerate(records, 1):
+            if progress is not None and n % 5000 == 0:
+                progress(n, total)
+            yield rec
+
+    n = fresh.apply_all(reported(ledger.store.read_all(1, ledger.projector.last_seq)))
     if progress is not None:
         progress(n, total)
     mismatches: list[str] = []
@@ -188,20 +191,22 @@ def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
     chain = ledger.chains.chain(session_id)
     starts = _compaction_starts(ledger, chain)
     checks: list[CompactionCheck] = []
-    projector = Projector()
-    pending = sorted(starts)
-    for rec in ledger.store.read_all(1, max(pending) if pending else 0):
-        if pending and rec.seq == pending[0]:
-            switch, summary = starts[pending.pop(0)]
-            checks.append(_replay_one(ledger, projector, rec.seq, switch, summary))
-        projector.apply(rec)
+    projector: Projector | None = None
+    for seq in sorted(starts):
+        # the projections as they were just before the compaction's first event
+        if projector is None:
+            projector = Projector.rebuild(ledger.store, to_seq=seq - 1)
+        else:
+            projector.catch_up(ledger.store, to_seq=seq - 1)
+        switch, summary = starts[seq]
+        checks.append(_replay_one(ledger, projector, seq, switch, summary))
     return VerifyReport(session_id=session_id, compactions=checks)
 
 
 def _replan(
-    view_ledger: Ledger, switch: SessionSwitched, summary: SummaryGenerated, snapshot: dict[str, Any]
+    projector: Projector, switch: SessionSwitched, summary: SummaryGenerated, snapshot: dict[str, Any]
 ) -> list[Drift]:
-    inp = compaction_input(view_ledger, switch.session_id)
+    inp = compaction_input(projector, switch.session_id)
     prepared = prepare(inp, CompressionConfig.from_snapshot(snapshot), focus=summary.focus,
                        force=switch.trigger == "manual")
     layout: list[Any] = []
@@ -227,14 +232,13 @@ def _other_configs(ledger: Ledger, switch: SessionSwitched) -> list[dict[str, An
 def _replay_one(
     ledger: Ledger, projector: Projector, seq: int, switch: SessionSwitched, summary: SummaryGenerated
 ) -> CompactionCheck:
-    view_ledger = Ledger(ledger.store, clock=ledger.clock, ids=ledger.ids, config=ledger.config, projector=projector)
-    drift = _replan(view_ledger, switch, summary, switch.config)
+    drift = _replan(projector, switch, summary, switch.config)
     cause: str | None = None
     changes: dict[str, list[Any]] = {}
     if drift:
         cause = "algorithm"
         for snapshot in _other_configs(ledger, switch):
-            if not _replan(view_ledger, switch, summary, snapshot):
+            if not _replan(projector, switch, summary, snapshot):
                 cause = "config"
                 changes = {
                     k: [switch.config.get(k), snapshot.get(k)]

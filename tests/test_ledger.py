@@ -182,3 +182,39 @@ def test_a_log_with_events_of_unknown_sessions_still_opens(tmp_path: Path) -> No
     assert again.api_messages(sid) == []
     again.append_messages(sid, [{"role": "user", "content": "still works"}])
     again.close()
+
+
+def test_import_checks_sessions_like_start_session_and_names_the_bad_one(ledger: Ledger) -> None:
+    from ctxledger.importers.model import ImportedSession
+    from ctxledger.importing import import_sessions
+
+    good = ImportedSession(key="a", source_format="openai", messages=[{"role": "user", "content": "hi"}])
+    tiny = ImportedSession(key="b", source_format="openai", messages=[{"role": "user", "content": "hi"}], context_length=-5)
+    bad = ImportedSession(key="c", source_format="openai", messages=[{"role": "user"}])
+    with pytest.raises(InvalidInput, match="session 'b': context_length must be an integer"):
+        import_sessions(ledger, [good, tiny])
+    with pytest.raises(InvalidMessage, match="session 'c': message 0"):
+        import_sessions(ledger, [good, bad])
+    assert ledger.store.last_seq() == 0
+
+
+@pytest.mark.parametrize("tools", [["abc"], [1]])
+def test_tools_that_are_not_objects_are_a_clear_error(ledger: Ledger, tools: list[object]) -> None:
+    with pytest.raises(InvalidInput, match="tool 0 must be a JSON object"):
+        ledger.start_session(model="m", context_length=32_000, tools=tools)  # type: ignore[arg-type]
+    assert ledger.store.last_seq() == 0
+
+
+def test_a_learned_context_limit_must_be_a_real_window(ledger: Ledger) -> None:
+    sid = ledger.start_session(model="m", context_length=32_000)
+    with pytest.raises(InvalidInput, match="≥ 1024"):
+        ledger.learn_context_limit(sid, -5, "evidence")
+    assert ledger.transcript.session(sid).context_length == 32_000
+
+
+def test_the_ledger_folder_is_created_private(tmp_path: Path) -> None:
+    import stat
+
+    lg = Ledger.open(tmp_path / "new" / "dir" / "l.db")
+    lg.close()
+    assert stat.S_IMODE((tmp_path / "new" / "dir").stat().st_mode) == 0o700

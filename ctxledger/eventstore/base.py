@@ -28,14 +28,15 @@ import msgspec
 
 from ctxledger.errors import DuplicateEventError, InvalidEvent, InvalidInput
 from ctxledger.events import (
+    EVENT_DECODER,
     EVENT_TYPES,
-    AnyEvent,
     Event,
     MessageAppended,
     ToolOutputPersisted,
-    decode_event,
     dehydrate,
+    encode_event,
     sha256_hex,
+    upcast_stored,
 )
 
 Durability = Literal["full", "normal"]
@@ -105,14 +106,6 @@ def chain_hash(
 
 # --- decoding stored payloads ----------------------------------------------------------
 
-#: decodes a payload stored at today's schema (:func:`decode_stored` handles older ones)
-EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(AnyEvent)
-
-
-class _Tag(msgspec.Struct):
-    kind: str
-
-
 def decode_stored(payload: bytes, schema: int) -> Event:
     """Decode a stored payload, upcasting it when `schema` is not today's (pure).
 
@@ -125,16 +118,12 @@ def decode_stored(payload: bytes, schema: int) -> Event:
             return event
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass  # perhaps an older shape: the upcasting path decides
-    try:
-        kind = msgspec.json.decode(payload, type=_Tag).kind
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InvalidEvent(f"the payload is not an event: {exc}") from exc
-    return decode_event(payload, kind, schema)
+    return upcast_stored(payload, schema)
 
 
 # --- preparing appends (shared by backends) ---------------------------------------------
 
-_encode = msgspec.json.Encoder().encode
+_encode = encode_event
 #: event class -> (kind, schema): one lookup validates the type and gives both columns
 _KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
 
@@ -360,19 +349,29 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
-    async def follow(self, from_seq: int = 1, poll_interval: float = 0.05) -> AsyncIterator[Recorded]:
-        """Yield events from `from_seq` on, then wait for new ones (forever; cancel to stop)."""
+    async def follow(
+        self, from_seq: int = 1, poll_interval: float = 0.05, batch_size: int = 2000
+    ) -> AsyncIterator[Recorded]:
+        """Yield events from `from_seq` on, then poll for new ones (forever; cancel to stop). Read-only.
+
+        Each batch is read in a worker thread, so a long backlog never blocks the event loop.
+        """
+        import itertools
+
         import anyio
+
+        def read_batch(start: int) -> list[Recorded]:
+            return list(itertools.islice(self.read_all(start, None, batch_size), batch_size))
 
         next_seq = from_seq
         while True:
-            got = False
-            for rec in self.read_all(next_seq):
-                got = True
-                next_seq = rec.seq + 1
-                yield rec
-            if not got:
+            batch = await anyio.to_thread.run_sync(read_batch, next_seq)
+            if not batch:
                 await anyio.sleep(poll_interval)
+                continue
+            for recorded in batch:
+                yield recorded
+            next_seq = batch[-1].seq + 1
 
     def __enter__(self) -> Self:
         return self

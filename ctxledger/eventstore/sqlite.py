@@ -19,9 +19,8 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
-import anyio
 import msgspec
 
 from ctxledger.errors import (
@@ -38,13 +37,14 @@ from ctxledger.errors import (
 )
 from ctxledger.events import (
     BLOB_THRESHOLD,
+    EVENT_DECODER,
     Event,
     MessageAppended,
     hydrate,
     sha256_hex,
+    upcast_stored,
 )
 from ctxledger.eventstore.base import (
-    EVENT_DECODER,
     GENESIS_HASH,
     AppendRequest,
     ChainVerifier,
@@ -54,7 +54,6 @@ from ctxledger.eventstore.base import (
     Recorded,
     VerifyReport,
     chain_header,
-    decode_stored,
     prepare_append,
 )
 from ctxledger.eventstore.migrations import MIGRATIONS
@@ -443,9 +442,9 @@ class SQLiteEventStore(EventStore):
                 try:
                     event: Event | None = decode(payload)
                 except (msgspec.DecodeError, msgspec.ValidationError):
-                    event = None  # maybe an older shape: decode_stored upcasts or explains
+                    event = None  # maybe an older shape: upcast_stored upcasts or explains
                 if event is None or schema != event.SCHEMA:
-                    event = decode_stored(payload, schema)
+                    event = upcast_stored(payload, schema)
                 if type(event) is MessageAppended and event.content_ref is not None:
                     event = hydrate(event, self.get_blob)
                 # the stream is the event's session: append guarantees it, verify() checks it
@@ -459,25 +458,6 @@ class SQLiteEventStore(EventStore):
                 f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
             ) from exc
         return out
-
-    async def follow(
-        self, from_seq: int = 1, poll_interval: float = 0.05
-    ) -> AsyncIterator[Recorded]:
-        """Yield events from `from_seq` on, then poll for new ones (forever; cancel to stop). Read-only.
-
-        Each batch is read in a worker thread, so a long backlog never blocks the event loop.
-        """
-        next_seq = from_seq
-        while True:
-            batch = await anyio.to_thread.run_sync(
-                self._read_batch, next_seq, _MAX_INT, _READ_BATCH
-            )
-            if not batch:
-                await anyio.sleep(poll_interval)
-                continue
-            for recorded in batch:
-                yield recorded
-            next_seq = batch[-1].seq + 1
 
     # --- blobs and checkpoints ------------------------------------------------------------
 

@@ -20,8 +20,6 @@ class SessionUsage(msgspec.Struct, kw_only=True):
     agent_calls: int = 0
     summarizer_calls: int = 0
     last_prompt_tokens: int | None = None
-    #: the first agent prompt count reported after this session started (effectiveness of a compaction)
-    first_prompt_tokens: int | None = None
     cost_usd: float = 0.0
     cost_known: bool = True
 
@@ -63,8 +61,6 @@ class AccountingProjection:
             acc.agent = acc.agent + e.usage
             acc.agent_calls += 1
             acc.last_prompt_tokens = e.usage.prompt
-            if acc.first_prompt_tokens is None:
-                acc.first_prompt_tokens = e.usage.prompt
         if e.cost_usd is None:
             acc.cost_known = acc.cost_known and e.usage.total == 0
         else:

@@ -7,6 +7,8 @@ a session is found by following compression children (capped, cycle-guarded).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import msgspec
 
 from ctxledger.errors import UnknownSession
@@ -35,6 +37,8 @@ class Lineage(msgspec.Struct, kw_only=True):
 
 class ChainsState(msgspec.Struct, kw_only=True):
     sessions: dict[str, Lineage] = msgspec.field(default_factory=dict)
+    #: compaction id -> the session it compacted (the parent of its continuation)
+    compacted: dict[str, str] = msgspec.field(default_factory=dict)
     last_seq: int = 0
 
 
@@ -63,6 +67,8 @@ class ChainsProjection:
                 if event.reason == "compression":
                     # imported chains have no SessionSwitched: the child's start links them
                     parent.compression_child = event.session_id
+                    if event.compaction_id is not None:
+                        self.state.compacted[event.compaction_id] = parent.session_id
         elif isinstance(event, SessionSwitched | SessionEnded):
             node = self.state.sessions.get(event.session_id)
             if node is None:
@@ -79,17 +85,23 @@ class ChainsProjection:
         except KeyError:
             raise UnknownSession(f"no session {session_id!r} in the log") from None
 
-    def tip(self, session_id: str) -> str:
-        """Follow compression children to the live end of the chain."""
+    def _forward(self, session_id: str) -> Iterator[str]:
+        """`session_id`, then its compression children in turn (capped, cycle-guarded)."""
         node = self.lineage(session_id)
         seen = {session_id}
+        yield session_id
         for _ in range(MAX_CHAIN):
             child = node.compression_child
             if child is None or child in seen or child not in self.state.sessions:
-                return node.session_id
+                return
             seen.add(child)
             node = self.state.sessions[child]
-        return node.session_id
+            yield child
+
+    def tip(self, session_id: str) -> str:
+        """Follow compression children to the live end of the chain."""
+        *_, last = self._forward(session_id)
+        return last
 
     def root(self, session_id: str) -> str:
         """Walk back through compression parents to the chain's first session."""
@@ -105,15 +117,7 @@ class ChainsProjection:
 
     def chain(self, session_id: str) -> list[str]:
         """Every session of the compression chain containing `session_id`, oldest first."""
-        out = [self.root(session_id)]
-        seen = set(out)
-        while len(out) < MAX_CHAIN:
-            child = self.state.sessions[out[-1]].compression_child
-            if child is None or child in seen or child not in self.state.sessions:
-                break
-            seen.add(child)
-            out.append(child)
-        return out
+        return list(self._forward(self.root(session_id)))
 
     def compression_count(self, session_id: str) -> int:
         """How many compactions are in effect in `session_id` (0 for a chain's first session).
@@ -129,20 +133,13 @@ class ChainsProjection:
             if node.reason == "compression":
                 count += 1
             else:
-                parent_id = self._compacted_by(node.compaction_id) or parent_id
+                parent_id = self.state.compacted.get(node.compaction_id or "", parent_id)
             parent = self.state.sessions.get(parent_id or "")
             if parent is None or parent.session_id in seen:
                 break
             seen.add(parent.session_id)
             node = parent
         return count
-
-    def _compacted_by(self, compaction_id: str | None) -> str | None:
-        """The session a compaction compacted (the parent of its continuation)."""
-        for node in self.state.sessions.values():
-            if node.reason == "compression" and node.compaction_id == compaction_id:
-                return node.parent_session_id
-        return None
 
     def kind(self, session_id: str) -> str:
         """``root``, ``continuation``, ``branch``, ``delegate``, ``revert`` or ``import``."""

@@ -10,7 +10,7 @@ checks it).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -20,7 +20,10 @@ from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.chains import ChainsProjection
 from ctxledger.projections.transcript import TranscriptProjection
 
-CHECKPOINT_NAME = "projector/v1"
+#: bump whenever a projection's state gains or changes a field: a checkpoint saved under
+#: another name is ignored (the rebuild starts from the log), never decoded into the wrong
+#: shape with defaults filling what an older fold never computed
+CHECKPOINT_NAME = "projector/v2"
 
 
 class Projector:
@@ -36,6 +39,9 @@ class Projector:
         self.last_seq = max(
             self.transcript.state.last_seq, self.accounting.state.last_seq, self.chains.state.last_seq
         )
+        #: called with every record folded, in log order, after the projections saw it
+        #: (other folds, e.g. the runtime's, ride along instead of re-reading the store)
+        self.listeners: list[Callable[[Recorded], None]] = []
 
     def apply(self, rec: Recorded) -> None:
         self.apply_all((rec,))
@@ -55,6 +61,8 @@ class Projector:
                 if type(event) is not MessageAppended:
                     accounting(seq, event)
                     chains(seq, event)
+                for listener in self.listeners:
+                    listener(rec)
                 last = seq
                 n += 1
         finally:

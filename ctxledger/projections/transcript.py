@@ -165,7 +165,8 @@ class TranscriptProjection:
             view.tools, view.tools_tokens = parent.tools, parent.tools_tokens
             view.system_prompt = switch.system_prompt
             view.system_tokens = switch.system_prompt_tokens
-            view.pinned = [p for p in parent.pinned if any(x.message_id == p for x in switch.layout)]
+            carried = {x.message_id for x in switch.layout}
+            view.pinned = [p for p in parent.pinned if p in carried]
             for entry in switch.layout:
                 view.live.append(entry.message_id)
                 view.live_tokens += self.tokens_of(entry.message_id)

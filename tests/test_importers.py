@@ -146,39 +146,90 @@ def sharegpt_record() -> dict[str, Any]:
     }
 
 
-CC_USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 7}
+CC_USAGE = {
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "cache_read_input_tokens": 100,
+    "cache_creation_input_tokens": 7,
+}
 
 
-def cc(kind: str, uuid: str, parent: str | None, message: Any = None, **extra: Any) -> dict[str, Any]:
+def cc(
+    kind: str, uuid: str, parent: str | None, message: Any = None, **extra: Any
+) -> dict[str, Any]:
     """One Claude Code record of session ``sess-cc``."""
-    rec = {"sessionId": "sess-cc", "cwd": "/repo", "version": "1.0.0", "gitBranch": "main", "isSidechain": False}
+    rec = {
+        "sessionId": "sess-cc",
+        "cwd": "/repo",
+        "version": "1.0.0",
+        "gitBranch": "main",
+        "isSidechain": False,
+    }
     rec.update(type=kind, uuid=uuid, parentUuid=parent, **extra)
     if message is not None:
         rec["message"] = message
     return rec
 
 
-def cc_assistant(uuid: str, parent: str, msg_id: str, blocks: list[Any], **usage: int) -> dict[str, Any]:
-    message = {"id": msg_id, "role": "assistant", "model": "claude-x", "content": blocks, "usage": {**CC_USAGE, **usage}}
+def cc_assistant(
+    uuid: str, parent: str, msg_id: str, blocks: list[Any], **usage: int
+) -> dict[str, Any]:
+    message = {
+        "id": msg_id,
+        "role": "assistant",
+        "model": "claude-x",
+        "content": blocks,
+        "usage": {**CC_USAGE, **usage},
+    }
     return cc("assistant", uuid, parent, message)
 
 
 def claude_code_lines() -> list[dict[str, Any]]:
     """Root user -> assistant (thinking, then tool_use: one API message over two records) -> tool
     result -> answer; an abandoned fork; a compact boundary; the continuation; a sidechain."""
-    result = [{"type": "tool_result", "tool_use_id": "toolu_9", "content": [{"type": "text", "text": "a.py"}]}]
+    result = [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_9",
+            "content": [{"type": "text", "text": "a.py"}],
+        }
+    ]
     tool_use = {"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {"command": "ls"}}
     return [
         {"type": "summary", "summary": "Listing files", "leafUuid": "u9"},
         cc("user", "u1", None, {"role": "user", "content": "list files"}),
-        cc_assistant("u2", "u1", "m1", [{"type": "thinking", "thinking": "ls it", "signature": "s1"}]),
+        cc_assistant(
+            "u2", "u1", "m1", [{"type": "thinking", "thinking": "ls it", "signature": "s1"}]
+        ),
         cc_assistant("u3", "u2", "m1", [tool_use], output_tokens=9),
-        cc("user", "u4", "u3", {"role": "user", "content": result}, toolUseResult={"stdout": "a.py"}),
+        cc(
+            "user",
+            "u4",
+            "u3",
+            {"role": "user", "content": result},
+            toolUseResult={"stdout": "a.py"},
+        ),
         cc("user", "fork", "u3", {"role": "user", "content": "abandoned edit"}),
         cc_assistant("u5", "u4", "m2", [{"type": "text", "text": "One file."}]),
-        cc("system", "b1", None, subtype="compact_boundary", logicalParentUuid="u5", content="Conversation compacted"),
-        cc("user", "u6", "b1", {"role": "user", "content": "Summary: listed files, found a.py."}, isCompactSummary=True),
-        {**cc("user", "side", "u6", {"role": "user", "content": "subagent work"}), "isSidechain": True},
+        cc(
+            "system",
+            "b1",
+            None,
+            subtype="compact_boundary",
+            logicalParentUuid="u5",
+            content="Conversation compacted",
+        ),
+        cc(
+            "user",
+            "u6",
+            "b1",
+            {"role": "user", "content": "Summary: listed files, found a.py."},
+            isCompactSummary=True,
+        ),
+        {
+            **cc("user", "side", "u6", {"role": "user", "content": "subagent work"}),
+            "isSidechain": True,
+        },
         cc_assistant("u9", "u6", "m3", [{"type": "text", "text": "Continuing."}]),
         {"type": "file-history-snapshot", "messageId": "x", "snapshot": {}},
     ]
@@ -194,16 +245,34 @@ def cx_message(role: str, text: str) -> dict[str, Any]:
 
 
 def cx_tokens(total: int, **last: int) -> dict[str, Any]:
-    usage = {"input_tokens": 900, "cached_input_tokens": 800, "output_tokens": 60, "reasoning_output_tokens": 40}
-    info = {"total_token_usage": {"total_tokens": total}, "last_token_usage": {**usage, **last}, "model_context_window": 272000}
+    usage = {
+        "input_tokens": 900,
+        "cached_input_tokens": 800,
+        "output_tokens": 60,
+        "reasoning_output_tokens": 40,
+    }
+    info = {
+        "total_token_usage": {"total_tokens": total},
+        "last_token_usage": {**usage, **last},
+        "model_context_window": 272000,
+    }
     return {"type": "event_msg", "payload": {"type": "token_count", "info": info}}
 
 
 def codex_lines() -> list[dict[str, Any]]:
     """A rollout: meta, a tool call with reasoning and usage (reported twice), a compaction
     with replacement history, then a custom tool call."""
-    meta = {"id": "rollout-1", "cwd": "/w", "cli_version": "0.40.0", "base_instructions": {"text": "You are Codex."}}
-    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Run pytest."}], "encrypted_content": "gAAA"}
+    meta = {
+        "id": "rollout-1",
+        "cwd": "/w",
+        "cli_version": "0.40.0",
+        "base_instructions": {"text": "You are Codex."},
+    }
+    reasoning = {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "Run pytest."}],
+        "encrypted_content": "gAAA",
+    }
     history = [cx_message("user", "run tests"), cx_message("user", "Summary so far")]
     return [
         {"timestamp": "t0", "type": "session_meta", "payload": meta},
@@ -211,14 +280,31 @@ def codex_lines() -> list[dict[str, Any]]:
         cx_item(cx_message("user", "run tests")),
         {"type": "event_msg", "payload": {"type": "user_message", "message": "run tests"}},
         cx_item(reasoning),
-        cx_item({"type": "function_call", "name": "shell", "arguments": '{"command":["pytest"]}', "call_id": "call_1"}),
+        cx_item(
+            {
+                "type": "function_call",
+                "name": "shell",
+                "arguments": '{"command":["pytest"]}',
+                "call_id": "call_1",
+            }
+        ),
         cx_tokens(960),
         cx_tokens(960),
         cx_item({"type": "function_call_output", "call_id": "call_1", "output": "2 passed"}),
         cx_item(cx_message("assistant", "Tests pass.")),
-        {"type": "compacted", "payload": {"message": "Summary so far", "replacement_history": history}},
+        {
+            "type": "compacted",
+            "payload": {"message": "Summary so far", "replacement_history": history},
+        },
         cx_item(cx_message("user", "thanks")),
-        cx_item({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "call_2"}),
+        cx_item(
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch",
+                "call_id": "call_2",
+            }
+        ),
         cx_item({"type": "custom_tool_call_output", "call_id": "call_2", "output": "Done!"}),
         cx_item(cx_message("assistant", "Patched.")),
         cx_tokens(2000, input_tokens=1000),
@@ -427,17 +513,89 @@ def test_openai_legacy_function_call_and_missing_ids_get_deterministic_ids() -> 
 
 def test_reused_tool_call_ids_are_renamed_with_their_results() -> None:
     def call(cid: str) -> dict[str, Any]:
-        return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        }
 
-    msgs = [{"role": "user", "content": "go"}, call("c1"), {"role": "tool", "tool_call_id": "c1", "content": "one"},
-            call("c1"), {"role": "tool", "tool_call_id": "c1", "content": "two"}]
+    msgs = [
+        {"role": "user", "content": "go"},
+        call("c1"),
+        {"role": "tool", "tool_call_id": "c1", "content": "one"},
+        call("c1"),
+        {"role": "tool", "tool_call_id": "c1", "content": "two"},
+    ]
     (s,) = parse_openai(json.dumps(msgs), path="tau.json")
     renamed = synth_call_id("tau.json", 3, 0)
-    assert s.messages[3]["tool_calls"][0]["id"] == renamed and s.messages[4]["tool_call_id"] == renamed
+    assert (
+        s.messages[3]["tool_calls"][0]["id"] == renamed and s.messages[4]["tool_call_id"] == renamed
+    )
     assert s.messages[2]["tool_call_id"] == "c1"
     assert s.warnings == ["re-used tool-call ids were replaced by synthesized ids"]
     with pytest.raises(ImportFormatError, match="second tool result"):
         parse_openai(jsonl([*msgs, {"role": "tool", "tool_call_id": "c1", "content": "three"}]))
+
+
+def test_openai_tool_calls_without_arguments_get_empty_arguments() -> None:
+    msgs = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "function": {"name": "f"}},
+                {"id": "b", "function": {"name": "g", "arguments": None}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "tool", "tool_call_id": "b", "content": "2"},
+    ]
+    (s,) = parse_openai(json.dumps(msgs))
+    calls = s.messages[1]["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == ["{}", "{}"]
+    assert all(c["type"] == "function" for c in calls)
+    assert s.warnings == ["tool calls without arguments got empty arguments ('{}') (x2)"]
+
+
+# --------------------------------------------------------------------------- chat formats share one reader
+
+
+@pytest.mark.parametrize("parse", [parse_openai, parse_anthropic], ids=["openai", "anthropic"])
+def test_chat_formats_read_conversations_the_same_way(parse: Any) -> None:
+    conv = {
+        "id": "c-1",
+        "model": "m-1",
+        "title": "T",
+        "context_length": 9000,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+        "tools": [],
+        "project": "p",
+    }
+    for text in (json.dumps(conv), jsonl([conv, {**conv, "id": "c-2"}])):
+        s = parse(text, path="c.jsonl")[0]
+        assert (s.key, s.model, s.title, s.context_length) == ("c-1", "m-1", "T", 9000)
+        assert s.system_prompt == "Be brief." and s.extras == {"id": "c-1", "project": "p"}
+        assert s.usages[0].after_index == 1 and s.usages[0].model == "m-1"
+    messages = conv["messages"]
+    assert isinstance(messages, list)
+    with pytest.raises(
+        ImportFormatError, match="expected a JSON object on this line, got int"
+    ) as info:
+        parse(jsonl([messages[0], 42]))
+    assert info.value.line == 2
+    with pytest.raises(ImportFormatError, match="expected a conversation") as info:
+        parse(jsonl([conv, messages[0]]))
+    assert info.value.line == 2
+    with pytest.raises(ImportFormatError, match="whole conversation") as info:
+        parse(jsonl([messages[0], conv]))
+    assert info.value.line == 2
+    with pytest.raises(ImportFormatError, match=r"expected a message \(with 'role'\)"):
+        parse(json.dumps([messages[0], {"content": "no role"}]))
 
 
 # --------------------------------------------------------------------------- Anthropic
@@ -768,6 +926,58 @@ def test_hermes_db_tolerates_missing_optional_columns(tmp_path: Path) -> None:
     assert s.messages == [{"role": "user", "content": "hi"}]
     assert any("messages.tool_calls" in w for w in s.warnings)
     assert any("sessions.parent_session_id" in w for w in s.warnings)
+    reported = {w.split()[3] for w in s.warnings if w.startswith("state.db has no ")}
+    assert reported == {
+        "messages.tool_call_id",
+        "messages.tool_calls",
+        "messages.tool_name",
+        "messages.reasoning_content",
+        "messages.active",
+        "messages.compacted",
+        "sessions.model",
+        "sessions.system_prompt",
+        "sessions.parent_session_id",
+        "sessions.end_reason",
+        "sessions.input_tokens",
+        "sessions.output_tokens",
+    }
+
+
+def test_hermes_db_tool_calls_are_normalized_like_openai_ones(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(HERMES_SCHEMA)
+    db.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)")
+    calls = [
+        {"function": {"name": "f", "arguments": {"x": 1}}},
+        {"id": "c2", "function": {"name": "g"}},
+    ]
+    rows = [
+        ("user", "go", None, None),
+        ("assistant", None, json.dumps(calls), None),
+        ("tool", "1", None, synth_call_id("s", 1, 0)),
+        ("tool", "2", None, "c2"),
+    ]
+    db.executemany(
+        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, timestamp)"
+        " VALUES ('s',?,?,?,?,1)",
+        rows,
+    )
+    db.commit()
+    db.close()
+    (s,) = parse_hermes_db(path)
+    first, second = s.messages[1]["tool_calls"]
+    assert first == {
+        "function": {"name": "f", "arguments": '{"x":1}'},
+        "id": synth_call_id("s", 1, 0),
+        "type": "function",
+    }
+    assert second["function"]["arguments"] == "{}" and second["type"] == "function"
+    assert {
+        "tool calls without an id got a synthesized id",
+        "tool-call arguments given as JSON values were encoded as strings",
+        "tool calls without arguments got empty arguments ('{}')",
+    } <= set(s.warnings)
 
 
 def test_hermes_db_is_opened_read_only(tmp_path: Path) -> None:
@@ -1010,3 +1220,49 @@ def test_detect_and_load_every_format(tmp_path: Path) -> None:
         load_text("x", "hermes_db")
     with pytest.raises(ImportFormatError, match="unknown import format"):
         load(files["openai"], "xml")
+
+
+def test_load_reads_the_file_once_and_parses_the_text_it_detected_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    from ctxledger.importers import detect
+
+    path = write(tmp_path, "o.jsonl", jsonl(openai_conversation()["messages"]))
+    opened: list[str] = []
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(file))
+        return builtins.open(file, *args, **kwargs)
+
+    def no_second_read(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the file was read again")
+
+    parsed: list[str] = []
+    real = detect.IMPORTERS["openai"]
+
+    def parse(text: str, *, path: str | None = None) -> list[ImportedSession]:
+        parsed.append(text)
+        return real(text, path=path)
+
+    monkeypatch.setattr(detect, "open", counting_open, raising=False)
+    monkeypatch.setattr(Path, "read_text", no_second_read)
+    monkeypatch.setattr(Path, "read_bytes", no_second_read)
+    monkeypatch.setitem(detect.IMPORTERS, "openai", parse)
+    (s,) = load(path)
+    assert opened == [str(path)] and parsed == [jsonl(openai_conversation()["messages"])]
+    assert s.messages and s.source_format == "openai"
+
+
+def test_load_translates_crlf_newlines_like_text_mode(tmp_path: Path) -> None:
+    lf = jsonl(openai_conversation()["messages"])
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(lf.replace("\n", "\r\n").encode())
+    assert detect_format(path) == "openai"
+    assert load(path)[0].messages == parse_openai(lf)[0].messages
+    (tmp_path / "bad.json").write_bytes(b'[{"role": "user", "content": "\xff"}]')
+    with pytest.raises(ImportFormatError, match="not UTF-8 text"):
+        load(tmp_path / "bad.json")
+    with pytest.raises(ImportFormatError, match="not UTF-8 text"):
+        load(tmp_path / "bad.json", "openai")

@@ -28,13 +28,12 @@ from typing import Any
 
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import (
+    ConversationFormat,
+    MessageReader,
     Origin,
     SessionBuilder,
-    SourceText,
-    document_conversations,
     dump_arguments,
-    read_json,
-    source_name,
+    parse_conversations,
     synth_call_id,
     text_of_parts,
     type_name,
@@ -246,54 +245,31 @@ def openai_tools(tools: Any, b: SessionBuilder, origin: Origin) -> list[dict[str
     return out
 
 
-def _add_with_usage(
-    b: SessionBuilder, raw: Any, origin: Origin, index: int, model: str | None
-) -> None:
-    usage = raw.get("usage") if isinstance(raw, dict) else None
-    added = add_anthropic_message(b, raw, origin, index)
-    if added is not None and usage is not None:
-        b.add_usage(
-            usage,
-            origin,
-            shape="anthropic",
-            model=raw.get("model") if isinstance(raw.get("model"), str) else model,
-        )
+class AnthropicReader(MessageReader):
+    """Adds Anthropic messages; an assistant message's ``usage`` is reported after it."""
+
+    usage_shape = "anthropic"
+
+    def add(self, raw: Any, origin: Origin, index: int) -> None:
+        usage = raw.get("usage") if isinstance(raw, dict) else None
+        added = add_anthropic_message(self.b, raw, origin, index)
+        if added is not None and usage is not None:
+            model = raw.get("model") if isinstance(raw.get("model"), str) else self.model
+            self.b.add_usage(usage, origin, shape=self.usage_shape, model=model)
+
+    def add_line(self, raw: dict[str, Any], lineno: int, index: int) -> None:
+        """One message or API response per line; the latest ``model`` is the session's."""
+        if isinstance(raw.get("model"), str):
+            self.model = raw["model"]
+        self.add(raw, lineno, index)
 
 
-_CONVERSATION_FIELDS = ("messages", "system", "model", "tools", "title", "usage", "context_length")
-
-
-def _conversation(
-    src: SourceText, obj: dict[str, Any], key: str, prefix: tuple[str | int, ...] | int
-) -> ImportedSession:
-    def origin(*rest: str | int) -> Origin:
-        return prefix if isinstance(prefix, int) else (*prefix, *rest)
-
-    messages = obj.get("messages")
-    if not isinstance(messages, list):
-        raise src.error(f"'messages' must be a list, got {type_name(messages)}", origin("messages"))
-    b = SessionBuilder(src, key, "anthropic")
-    model = obj["model"] if isinstance(obj.get("model"), str) else None
-    system = obj.get("system")
-    if system is not None:
-        b.system_prompt = text_of_parts(system)
-        if b.system_prompt is None:
-            raise src.error("'system' must be a string or a list of text blocks", origin("system"))
-    for i, m in enumerate(messages):
-        _add_with_usage(b, m, origin("messages", i), i, model)
-    if obj.get("usage") is not None:
-        b.add_usage(obj["usage"], origin("usage"), shape="anthropic", model=model)
-    extras = {k: v for k, v in obj.items() if k not in _CONVERSATION_FIELDS}
-    if isinstance(system, list):
-        extras["system_blocks"] = system
-    ctx = obj.get("context_length")
-    return b.build(
-        model=model,
-        tools=openai_tools(obj.get("tools"), b, origin("tools")),
-        title=obj["title"] if isinstance(obj.get("title"), str) else None,
-        context_length=ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None,
-        extras=extras,
-    )
+def _system(value: Any, b: SessionBuilder, origin: Origin) -> dict[str, Any]:
+    """A conversation's ``system`` as the system prompt; system blocks are also kept raw."""
+    b.system_prompt = text_of_parts(value)
+    if b.system_prompt is None:
+        raise b.src.error("'system' must be a string or a list of text blocks", origin)
+    return {"system_blocks": value} if isinstance(value, list) else {}
 
 
 def _key(obj: Mapping[str, Any], default: str, seen: set[str]) -> str:
@@ -303,41 +279,13 @@ def _key(obj: Mapping[str, Any], default: str, seen: set[str]) -> str:
     )
 
 
-def _from_document(src: SourceText, doc: Any) -> list[ImportedSession]:
-    found = document_conversations(src, doc, _conversation, _key)
-    if found is not None:
-        return found
-    base = source_name(src.path)
-    b = SessionBuilder(src, base, "anthropic")
-    for i, m in enumerate(doc):
-        _add_with_usage(b, m, (i,), i, None)
-    return [b.build()]
-
-
-def _from_lines(src: SourceText, rows: list[tuple[int, Any]]) -> list[ImportedSession]:
-    base = source_name(src.path)
-    seen: set[str] = set()
-    first = rows[0][1]
-    if isinstance(first, dict) and "messages" in first:
-        out = []
-        for lineno, obj in rows:
-            if not isinstance(obj, dict) or "messages" not in obj:
-                raise src.error(
-                    "expected a conversation (an object with 'messages') on every line", lineno
-                )
-            out.append(_conversation(src, obj, _key(obj, f"{base}:{lineno}", seen), lineno))
-        return out
-    b = SessionBuilder(src, base, "anthropic")
-    model = None
-    for i, (lineno, obj) in enumerate(rows):
-        if isinstance(obj, dict) and "messages" in obj:
-            raise src.error(
-                "this line holds a whole conversation, earlier lines hold one message each", lineno
-            )
-        if isinstance(obj, dict) and isinstance(obj.get("model"), str):
-            model = obj["model"]
-        _add_with_usage(b, obj, lineno, i, model)
-    return [b.build(model=model)]
+ANTHROPIC = ConversationFormat(
+    name="anthropic",
+    reader=AnthropicReader,
+    read_system=_system,
+    read_tools=openai_tools,
+    key_of=_key,
+)
 
 
 def parse_anthropic(text: str, *, path: str | None = None) -> list[ImportedSession]:
@@ -346,9 +294,4 @@ def parse_anthropic(text: str, *, path: str | None = None) -> list[ImportedSessi
     Raises :class:`ImportFormatError` (with the 1-based line) for malformed input;
     nothing is returned unless every session validates.
     """
-    src = SourceText(text, path)
-    is_lines, data = read_json(text, path)
-    sessions = _from_lines(src, data) if is_lines else _from_document(src, data)
-    if not any(s.messages for s in sessions):
-        raise src.error("no messages found", 1)
-    return sessions
+    return parse_conversations(text, path, ANTHROPIC)

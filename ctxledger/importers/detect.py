@@ -118,21 +118,14 @@ def detect_format(path_or_text: str | os.PathLike[str]) -> str:
 
     Raises :class:`ImportFormatError` when nothing matches.
     """
-    text: str
-    path: str | None = None
     if isinstance(path_or_text, os.PathLike) or _is_path(path_or_text):
         path = os.fspath(path_or_text)
-        with open(path, "rb") as fh:
-            if fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
-                return "hermes_db"
-        try:
-            text = Path(path).read_text("utf-8")
-        except UnicodeDecodeError as err:
-            raise ImportFormatError(
-                f"not UTF-8 text ({err.reason} at byte {err.start})", path=path
-            ) from None
-    else:
-        text = str(path_or_text)
+        fmt, _ = _read_and_detect(path)
+        return fmt
+    return _detect_text(str(path_or_text), None)
+
+
+def _detect_text(text: str, path: str | None) -> str:
     found = _detect_records(_records(text)) if text.strip() else None
     if found is None:
         raise ImportFormatError(
@@ -141,6 +134,30 @@ def detect_format(path_or_text: str | os.PathLike[str]) -> str:
             path=path,
         )
     return found
+
+
+def _utf8(data: bytes, path: str) -> str:
+    """File bytes as text, newlines translated as text-mode reading does (CRLF and CR -> LF)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ImportFormatError(
+            f"not UTF-8 text ({err.reason} at byte {err.start})", path=path
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _read_and_detect(path: str) -> tuple[str, str | None]:
+    """``(format, text)`` of the file at `path`, read once (text is None for ``hermes_db``).
+
+    Only the header is read from a SQLite file (its parser opens the database itself).
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(len(_SQLITE_MAGIC))
+        if head == _SQLITE_MAGIC:
+            return "hermes_db", None
+        text = _utf8(head + fh.read(), path)
+    return _detect_text(text, path), text
 
 
 def _is_path(value: str) -> bool:
@@ -175,19 +192,20 @@ def load_text(
 def load(
     path: str | os.PathLike[str] | None, format: str | None = None, *, text: str | None = None
 ) -> list[ImportedSession]:
-    """Parse the file at `path`, or `text` already read (stdin); the format is detected when not given."""
+    """Parse the file at `path`, or `text` already read (stdin); the format is detected when not given.
+
+    The file is read once: detection works on the same text the parser gets.
+    """
     if text is not None:
         return load_text(text, format, path=os.fspath(path) if path is not None else None)
     if path is None:
         raise ImportFormatError("nothing to import: give a file path or the text")
     name = os.fspath(path)
-    fmt = format_name(format) if format else detect_format(Path(name))
-    if fmt in PATH_FORMATS:
+    if format is None:
+        fmt, content = _read_and_detect(name)
+    else:
+        fmt = format_name(format)
+        content = None if fmt in PATH_FORMATS else _utf8(Path(name).read_bytes(), name)
+    if content is None:
         return IMPORTERS[fmt](name)
-    try:
-        content = Path(name).read_text("utf-8")
-    except UnicodeDecodeError as err:
-        raise ImportFormatError(
-            f"not UTF-8 text ({err.reason} at byte {err.start})", path=name
-        ) from None
     return IMPORTERS[fmt](content, path=name)

@@ -32,7 +32,7 @@ from typing import Any
 
 from ctxledger.errors import ImportFormatError
 from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import SessionBuilder, SourceText, dump_arguments, synth_call_id
+from ctxledger.importers.openai import SessionBuilder, SourceText, normalize_tool_calls
 
 #: session columns kept as the imported session's extras (provenance, not behaviour)
 _SESSION_EXTRAS = (
@@ -48,56 +48,40 @@ _SESSION_EXTRAS = (
     "actual_cost_usd",
     "billing_provider",
 )
-_SESSION_WANTED = (
-    "id",
-    "model",
-    "model_config",
-    "system_prompt",
-    "system_prompt_hash",
-    "parent_session_id",
-    "end_reason",
-    "title",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    *_SESSION_EXTRAS,
-)
-_MESSAGE_WANTED = (
-    "id",
-    "session_id",
-    "role",
-    "content",
-    "tool_call_id",
-    "tool_calls",
-    "tool_name",
-    "finish_reason",
-    "reasoning",
-    "reasoning_content",
-    "reasoning_details",
-    "codex_reasoning_items",
-    "active",
-    "compacted",
-    "token_count",
-)
-#: columns whose absence changes what is imported (reported in the warnings)
-_MESSAGE_IMPORTANT = (
-    "tool_call_id",
-    "tool_calls",
-    "tool_name",
-    "active",
-    "compacted",
-    "reasoning_content",
-)
-_SESSION_IMPORTANT = (
-    "parent_session_id",
-    "end_reason",
-    "model",
-    "system_prompt",
-    "input_tokens",
-    "output_tokens",
-)
+#: the columns read, each with whether its absence changes what is imported (then the
+#: warnings report it); a column that is missing is simply not selected
+_SESSION_COLUMNS: dict[str, bool] = {
+    "id": False,
+    "model": True,
+    "model_config": False,
+    "system_prompt": True,
+    "system_prompt_hash": False,
+    "parent_session_id": True,
+    "end_reason": True,
+    "title": False,
+    "input_tokens": True,
+    "output_tokens": True,
+    "cache_read_tokens": False,
+    "cache_write_tokens": False,
+    "reasoning_tokens": False,
+    **dict.fromkeys(_SESSION_EXTRAS, False),
+}
+_MESSAGE_COLUMNS: dict[str, bool] = {
+    "id": False,
+    "session_id": False,
+    "role": False,
+    "content": False,
+    "tool_call_id": True,
+    "tool_calls": True,
+    "tool_name": True,
+    "finish_reason": False,
+    "reasoning": False,
+    "reasoning_content": True,
+    "reasoning_details": False,
+    "codex_reasoning_items": False,
+    "active": True,
+    "compacted": True,
+}
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items")
 _CHAIN_CAP = 10_000
 
@@ -120,8 +104,8 @@ class _Store:
                 f"not a Hermes state.db: the 'messages' table lacks {', '.join(sorted(missing))}",
                 path=path,
             )
-        scols = [c for c in _SESSION_WANTED if c in self.session_cols]
-        mcols = [c for c in _MESSAGE_WANTED if c in self.message_cols]
+        scols = [c for c in _SESSION_COLUMNS if c in self.session_cols]
+        mcols = [c for c in _MESSAGE_COLUMNS if c in self.message_cols]
         order = "started_at, rowid" if "started_at" in self.session_cols else "rowid"
         self.sessions_sql = f"SELECT {', '.join(scols)} FROM sessions ORDER BY {order}"
         msg_order = "id" if "id" in self.message_cols else "rowid"
@@ -130,13 +114,15 @@ class _Store:
         )
         self.has_prompt_table = bool(self._columns("system_prompts") >= {"hash", "prompt"})
         self.schema_warnings = [
-            f"state.db has no {table}.{col} column: {what}"
-            for table, cols, have, what in (
-                ("messages", _MESSAGE_IMPORTANT, self.message_cols, "that data is not imported"),
-                ("sessions", _SESSION_IMPORTANT, self.session_cols, "that data is not imported"),
+            f"state.db has no {table}.{col} column: that data is not imported"
+            for table, cols, have in (
+                ("messages", _MESSAGE_COLUMNS, self.message_cols),
+                ("sessions", _SESSION_COLUMNS, self.session_cols),
             )
-            for col in cols
-            if col not in have and not (col == "system_prompt" and "system_prompt_hash" in have)
+            for col, important in cols.items()
+            if important
+            and col not in have
+            and not (col == "system_prompt" and "system_prompt_hash" in have)
         ]
 
     def _columns(self, table: str) -> set[str]:
@@ -169,16 +155,7 @@ def _tool_calls(raw: Any, b: SessionBuilder, where: str, index: int) -> list[dic
         return []
     if not isinstance(calls, list):
         raise b.src.error("tool_calls must be a JSON list", where)
-    for j, call in enumerate(calls):
-        if not isinstance(call, dict):
-            raise b.src.error(f"tool call {j} is not an object", where)
-        if not call.get("id"):
-            call["id"] = synth_call_id(b.key, index, j)
-            b.warn("tool calls without an id got a synthesized id")
-        call.setdefault("type", "function")
-        fn = call.get("function")
-        if isinstance(fn, dict) and not isinstance(fn.get("arguments"), str):
-            fn["arguments"] = dump_arguments(fn.get("arguments", {}))
+    normalize_tool_calls(b, calls, index)
     return calls
 
 

@@ -20,11 +20,15 @@ The shared part (``SourceText``, ``SessionBuilder``, ``read_json``,
 line of the offending record (for a pretty-printed JSON document the line is found
 lazily, only when an error is raised), and a session is validated with
 :func:`ctxledger.messages.validate_messages` before anything is returned.
+``normalize_tool_calls`` repairs OpenAI-shape tool calls the same way for every
+importer, and ``parse_conversations`` reads any chat format whose files hold
+conversation objects or messages (OpenAI, Anthropic), given its ``ConversationFormat``.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import json
 import os
@@ -324,33 +328,81 @@ def text_of_parts(content: Any) -> str | None:
 # --------------------------------------------------------------------------- OpenAI proper
 
 
-class _OpenAIState:
-    """Per-session state of the OpenAI parser: the builder and a pending legacy function call."""
+def normalize_tool_calls(b: SessionBuilder, calls: Any, index: int) -> None:
+    """Bring OpenAI-shape tool calls of message `index` (0-based, in `b`) to the required shape, in place.
 
-    def __init__(self, builder: SessionBuilder) -> None:
-        self.b = builder
-        self.legacy_call: str | None = None
-        self.model: str | None = None
-
-
-def _fix_tool_calls(st: _OpenAIState, calls: Any, origin: Origin) -> None:
+    A call without an id gets a synthesized one, ``type`` defaults to ``function``,
+    missing (or null) arguments become ``"{}"`` and arguments given as JSON values are
+    encoded as the string the OpenAI shape requires; every repair is reported in the
+    warnings. Anything else that is wrong (not a list, a call that is not an object, no
+    function name) is left for the validator to name.
+    """
     if not isinstance(calls, list):
-        return  # the validator names the problem
-    index = len(st.b.messages)
+        return
     for j, call in enumerate(calls):
         if not isinstance(call, dict):
             continue
         if not call.get("id"):
-            call["id"] = synth_call_id(st.b.key, index, j)
-            st.b.warn("tool calls without an id got a synthesized id")
+            call["id"] = synth_call_id(b.key, index, j)
+            b.warn("tool calls without an id got a synthesized id")
         call.setdefault("type", "function")
         fn = call.get("function")
-        if isinstance(fn, dict) and "arguments" in fn and not isinstance(fn["arguments"], str):
+        if not isinstance(fn, dict) or isinstance(fn.get("arguments"), str):
+            continue
+        if fn.get("arguments") is None:
+            fn["arguments"] = "{}"
+            b.warn("tool calls without arguments got empty arguments ('{}')")
+        else:
             fn["arguments"] = dump_arguments(fn["arguments"])
-            st.b.warn("tool-call arguments given as JSON values were encoded as strings")
+            b.warn("tool-call arguments given as JSON values were encoded as strings")
 
 
-def _legacy_function_call(st: _OpenAIState, msg: dict[str, Any]) -> None:
+class MessageReader:
+    """Adds the messages of one session in some source format to its builder.
+
+    One reader per session (it may carry state from one message to the next);
+    ``model`` is the session's model as far as it is known, ``usage_shape`` the usage
+    shape of the format (None: detected).
+    """
+
+    usage_shape: str | None = None
+
+    def __init__(self, builder: SessionBuilder, model: str | None = None) -> None:
+        self.b = builder
+        self.model = model
+
+    def add(self, raw: Any, origin: Origin, index: int) -> None:
+        """Convert and add the message `raw`, number `index` in its source list."""
+        raise NotImplementedError
+
+    def add_line(self, raw: dict[str, Any], lineno: int, index: int) -> None:
+        """One JSONL record that is not a whole conversation (by default: a message)."""
+        self.add(raw, lineno, index)
+
+
+class OpenAIReader(MessageReader):
+    """The OpenAI reader: also remembers a pending legacy function call."""
+
+    def __init__(self, builder: SessionBuilder, model: str | None = None) -> None:
+        super().__init__(builder, model)
+        self.legacy_call: str | None = None
+
+    def add(self, raw: Any, origin: Origin, index: int) -> None:
+        add_openai_message(self, raw, origin)
+
+    def add_line(self, raw: dict[str, Any], lineno: int, index: int) -> None:
+        if "role" in raw:
+            add_openai_message(self, raw, lineno)
+        elif "choices" in raw:
+            _completion(self, raw, lineno)
+        else:
+            raise self.b.src.error(
+                "expected a message (with 'role'), a conversation (with 'messages') or a chat completion (with 'choices')",
+                lineno,
+            )
+
+
+def _legacy_function_call(st: OpenAIReader, msg: dict[str, Any]) -> None:
     fc = msg.pop("function_call")
     if not isinstance(fc, dict):
         return
@@ -367,7 +419,7 @@ def _legacy_function_call(st: _OpenAIState, msg: dict[str, Any]) -> None:
     st.b.warn("legacy function_call messages were converted to tool_calls")
 
 
-def _legacy_function_result(st: _OpenAIState, msg: dict[str, Any], origin: Origin) -> None:
+def _legacy_function_result(st: OpenAIReader, msg: dict[str, Any], origin: Origin) -> None:
     if st.legacy_call is None:
         raise st.b.src.error("a 'function' message answers no earlier function_call", origin)
     msg["role"] = "tool"
@@ -375,7 +427,7 @@ def _legacy_function_result(st: _OpenAIState, msg: dict[str, Any], origin: Origi
     st.legacy_call = None
 
 
-def add_openai_message(st: _OpenAIState, raw: Any, origin: Origin) -> None:
+def add_openai_message(st: OpenAIReader, raw: Any, origin: Origin) -> None:
     """Normalize one OpenAI message in place and add it (leading system message -> system prompt)."""
     if type(raw) is not dict:
         raise st.b.src.error(f"a message must be a JSON object, got {type_name(raw)}", origin)
@@ -401,7 +453,7 @@ def add_openai_message(st: _OpenAIState, raw: Any, origin: Origin) -> None:
         elif "function_call" in raw and raw["function_call"] is None:
             del raw["function_call"]
         if raw.get("tool_calls"):
-            _fix_tool_calls(st, raw["tool_calls"], origin)
+            normalize_tool_calls(st.b, raw["tool_calls"], len(st.b.messages))
     elif role == "function":
         _legacy_function_result(st, raw, origin)
     st.b.add(raw, origin)
@@ -411,11 +463,60 @@ def add_openai_message(st: _OpenAIState, raw: Any, origin: Origin) -> None:
         )
 
 
-_CONVERSATION_FIELDS = ("messages", "model", "tools", "title", "system", "usage", "context_length")
+def _completion(st: OpenAIReader, obj: dict[str, Any], lineno: int) -> None:
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise st.b.src.error("a chat completion needs a non-empty 'choices' list", lineno)
+    if len(choices) > 1:
+        st.b.warn("only the first choice of multi-choice completions was imported")
+    if isinstance(obj.get("model"), str):
+        st.model = obj["model"]
+    message = choices[0].get("message")
+    add_openai_message(st, message, lineno)
+    if obj.get("usage") is not None:
+        st.b.add_usage(obj["usage"], lineno, model=st.model)
 
 
-def _conversation(
-    src: SourceText, obj: dict[str, Any], key: str, prefix: tuple[str | int, ...] | int
+# --------------------------------------------------------------------------- conversations
+
+
+#: top-level fields of a conversation object that are read; the others become ``extras``
+CONVERSATION_FIELDS = frozenset(
+    {"messages", "model", "tools", "title", "system", "usage", "context_length"}
+)
+
+Convert = Callable[[SourceText, dict[str, Any], str, tuple[int, ...]], ImportedSession]
+KeyOf = Callable[[Mapping[str, Any], str, set[str]], str]
+#: (value, builder, origin) -> extras to keep; sets the builder's system prompt
+SystemReader = Callable[[Any, SessionBuilder, Origin], dict[str, Any]]
+#: (value or None, builder, origin) -> the session's tool definitions (OpenAI shape)
+ToolsReader = Callable[[Any, SessionBuilder, Origin], list[dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversationFormat:
+    """What sets one chat format's files apart; the readers below do the rest.
+
+    ``reader`` makes the message reader of one session from its builder and model,
+    ``read_system`` / ``read_tools`` read a conversation's ``system`` and ``tools``
+    fields, ``key_of`` names a conversation, and top-level fields outside ``fields``
+    are kept as the session's extras.
+    """
+
+    name: str
+    reader: Callable[[SessionBuilder, str | None], MessageReader]
+    read_system: SystemReader
+    read_tools: ToolsReader
+    key_of: KeyOf
+    fields: frozenset[str] = CONVERSATION_FIELDS
+
+
+def conversation_session(
+    src: SourceText,
+    obj: dict[str, Any],
+    key: str,
+    prefix: tuple[str | int, ...] | int,
+    fmt: ConversationFormat,
 ) -> ImportedSession:
     """One ``{"messages": [...]}`` object; `prefix` is its line (JSONL) or JSON path (document)."""
 
@@ -425,40 +526,28 @@ def _conversation(
     messages = obj.get("messages")
     if not isinstance(messages, list):
         raise src.error(f"'messages' must be a list, got {type_name(messages)}", origin("messages"))
-    st = _OpenAIState(SessionBuilder(src, key, "openai"))
-    st.model = obj["model"] if isinstance(obj.get("model"), str) else None
-    if isinstance(obj.get("system"), str):
-        st.b.system_prompt = obj["system"]
+    b = SessionBuilder(src, key, fmt.name)
+    reader = fmt.reader(b, obj["model"] if isinstance(obj.get("model"), str) else None)
+    extras = {k: v for k, v in obj.items() if k not in fmt.fields}
+    if obj.get("system") is not None:
+        extras.update(fmt.read_system(obj["system"], b, origin("system")))
     for i, m in enumerate(messages):
-        add_openai_message(st, m, origin("messages", i))
+        reader.add(m, origin("messages", i), i)
     if obj.get("usage") is not None:
-        st.b.add_usage(obj["usage"], origin("usage"), model=st.model)
-    tools = obj.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise src.error("'tools' must be a list", origin("tools"))
+        b.add_usage(obj["usage"], origin("usage"), shape=reader.usage_shape, model=reader.model)
     ctx = obj.get("context_length")
-    return st.b.build(
-        model=st.model,
-        tools=tools or [],
+    return b.build(
+        model=reader.model,
+        tools=fmt.read_tools(obj.get("tools"), b, origin("tools")),
         title=obj["title"] if isinstance(obj.get("title"), str) else None,
         context_length=ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None,
-        extras={k: v for k, v in obj.items() if k not in _CONVERSATION_FIELDS},
+        extras=extras,
     )
 
 
-def _conversation_key(obj: Mapping[str, Any], default: str, seen: set[str]) -> str:
-    for field in ("id", "session_id", "conversation_id"):
-        value = obj.get(field)
-        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-            return unique_key(seen, str(value))
-    return unique_key(seen, default)
-
-
-Convert = Callable[[SourceText, dict[str, Any], str, tuple[int, ...]], ImportedSession]
-KeyOf = Callable[[Mapping[str, Any], str, set[str]], str]
-
-
-def document_conversations(src: SourceText, doc: Any, convert: Convert, key_of: KeyOf) -> list[ImportedSession] | None:
+def document_conversations(
+    src: SourceText, doc: Any, convert: Convert, key_of: KeyOf
+) -> list[ImportedSession] | None:
     """The sessions of a JSON document holding one conversation object or a list of them.
 
     None when the document is a plain list of messages (the caller converts it as one
@@ -473,78 +562,119 @@ def document_conversations(src: SourceText, doc: Any, convert: Convert, key_of: 
             f"expected a list of messages or an object with 'messages', got {type_name(doc)}", 1
         )
     if doc and all(isinstance(el, dict) and "messages" in el for el in doc):
-        return [convert(src, el, key_of(el, f"{base}#{i + 1}", seen), (i,)) for i, el in enumerate(doc)]
+        return [
+            convert(src, el, key_of(el, f"{base}#{i + 1}", seen), (i,)) for i, el in enumerate(doc)
+        ]
     return None
 
 
-def _from_document(src: SourceText, doc: Any) -> list[ImportedSession]:
-    found = document_conversations(src, doc, _conversation, _conversation_key)
+def conversation_document(
+    src: SourceText, doc: Any, fmt: ConversationFormat
+) -> list[ImportedSession]:
+    """The sessions of a JSON document: conversation objects, or one plain list of messages."""
+
+    def convert(
+        src: SourceText, obj: dict[str, Any], key: str, prefix: tuple[int, ...]
+    ) -> ImportedSession:
+        return conversation_session(src, obj, key, prefix, fmt)
+
+    found = document_conversations(src, doc, convert, fmt.key_of)
     if found is not None:
         return found
-    base = source_name(src.path)
-    st = _OpenAIState(SessionBuilder(src, base, "openai"))
+    b = SessionBuilder(src, source_name(src.path), fmt.name)
+    reader = fmt.reader(b, None)
     for i, m in enumerate(doc):
         if isinstance(m, dict) and "role" not in m:
             raise src.error(
                 "expected a message (with 'role') or a conversation (with 'messages')", (i,)
             )
-        add_openai_message(st, m, (i,))
-    return [st.b.build()]
+        reader.add(m, (i,), i)
+    return [b.build()]
 
 
-def _completion(st: _OpenAIState, obj: dict[str, Any], lineno: int) -> None:
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise st.b.src.error("a chat completion needs a non-empty 'choices' list", lineno)
-    if len(choices) > 1:
-        st.b.warn("only the first choice of multi-choice completions was imported")
-    if isinstance(obj.get("model"), str):
-        st.model = obj["model"]
-    message = choices[0].get("message")
-    add_openai_message(st, message, lineno)
-    if obj.get("usage") is not None:
-        st.b.add_usage(obj["usage"], lineno, model=st.model)
-
-
-def _line_kind(src: SourceText, obj: Any, lineno: int) -> str:
-    if not isinstance(obj, dict):
-        raise src.error(f"expected a JSON object on this line, got {type_name(obj)}", lineno)
-    if "messages" in obj:
-        return "conversation"
-    if "role" in obj or "choices" in obj:
-        return "message"
-    raise src.error(
-        "expected a message (with 'role'), a conversation (with 'messages') or a chat completion (with 'choices')",
-        lineno,
-    )
-
-
-def _from_lines(src: SourceText, rows: list[tuple[int, Any]]) -> list[ImportedSession]:
+def conversation_lines(
+    src: SourceText, rows: list[tuple[int, Any]], fmt: ConversationFormat
+) -> list[ImportedSession]:
+    """The sessions of a JSONL text: one conversation per line, or one message (record) per line."""
     base = source_name(src.path)
-    kind = _line_kind(src, rows[0][1], rows[0][0])
-    if kind == "conversation":
+
+    def record(obj: Any, lineno: int) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise src.error(f"expected a JSON object on this line, got {type_name(obj)}", lineno)
+        return obj
+
+    first_line, first = rows[0]
+    if "messages" in record(first, first_line):
         seen: set[str] = set()
         sessions = []
         for lineno, obj in rows:
-            if _line_kind(src, obj, lineno) != kind:
+            if "messages" not in record(obj, lineno):
                 raise src.error(
-                    "this line holds one message, earlier lines hold whole conversations", lineno
+                    "expected a conversation (an object with 'messages') on this line,"
+                    " as on the earlier lines",
+                    lineno,
                 )
-            sessions.append(
-                _conversation(src, obj, _conversation_key(obj, f"{base}:{lineno}", seen), lineno)
-            )
+            key = fmt.key_of(obj, f"{base}:{lineno}", seen)
+            sessions.append(conversation_session(src, obj, key, lineno, fmt))
         return sessions
-    st = _OpenAIState(SessionBuilder(src, base, "openai"))
-    for lineno, obj in rows:
-        if _line_kind(src, obj, lineno) != kind:
+    b = SessionBuilder(src, base, fmt.name)
+    reader = fmt.reader(b, None)
+    for i, (lineno, obj) in enumerate(rows):
+        if "messages" in record(obj, lineno):
             raise src.error(
                 "this line holds a whole conversation, earlier lines hold one message each", lineno
             )
-        if "choices" in obj and "role" not in obj:
-            _completion(st, obj, lineno)
-        else:
-            add_openai_message(st, obj, lineno)
-    return [st.b.build(model=st.model)]
+        reader.add_line(obj, lineno, i)
+    return [b.build(model=reader.model)]
+
+
+def parse_conversations(
+    text: str, path: str | None, fmt: ConversationFormat
+) -> list[ImportedSession]:
+    """Parse a chat-format text (document or JSONL) into sessions; at least one message is required."""
+    src = SourceText(text, path)
+    is_lines, data = read_json(text, path)
+    if is_lines:
+        sessions = conversation_lines(src, data, fmt)
+    else:
+        sessions = conversation_document(src, data, fmt)
+    if not any(s.messages for s in sessions):
+        raise src.error("no messages found", 1)
+    return sessions
+
+
+# --------------------------------------------------------------------------- the OpenAI format
+
+
+def _conversation_key(obj: Mapping[str, Any], default: str, seen: set[str]) -> str:
+    for field in ("id", "session_id", "conversation_id"):
+        value = obj.get(field)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return unique_key(seen, str(value))
+    return unique_key(seen, default)
+
+
+def _openai_system(value: Any, b: SessionBuilder, origin: Origin) -> dict[str, Any]:
+    if isinstance(value, str):
+        b.system_prompt = value
+    return {}
+
+
+def _openai_tools(tools: Any, b: SessionBuilder, origin: Origin) -> list[dict[str, Any]]:
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise b.src.error("'tools' must be a list", origin)
+    return tools
+
+
+OPENAI = ConversationFormat(
+    name="openai",
+    reader=OpenAIReader,
+    read_system=_openai_system,
+    read_tools=_openai_tools,
+    key_of=_conversation_key,
+)
 
 
 def parse_openai(text: str, *, path: str | None = None) -> list[ImportedSession]:
@@ -553,9 +683,4 @@ def parse_openai(text: str, *, path: str | None = None) -> list[ImportedSession]
     Raises :class:`ImportFormatError` (with the 1-based line) for malformed input;
     nothing is returned unless every session validates.
     """
-    src = SourceText(text, path)
-    is_lines, data = read_json(text, path)
-    sessions = _from_lines(src, data) if is_lines else _from_document(src, data)
-    if not any(s.messages for s in sessions):
-        raise ImportFormatError("no messages found", line=1, path=path)
-    return sessions
+    return parse_conversations(text, path, OPENAI)

@@ -17,13 +17,13 @@ first occurrence.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxledger.factmatch import WHITESPACE, Fact, fact_in_text, normalize, normalize_fact, retention
 from ctxledger.messages import content_text
+from ctxledger.toolcalls import COMMAND_KEYS, TERMINAL_COMMAND_KEYS, call_name_and_args, tool_family
 
 __all__ = ["FACT_KINDS", "Fact", "extract_facts", "fact_in_text", "normalize", "normalize_fact", "retention"]
 
@@ -78,11 +78,6 @@ _EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
 _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
 _TRACEBACK = "Traceback (most recent call last):"
 
-_TERMINAL_TOOLS = frozenset({
-    "terminal", "bash", "shell", "sh", "run", "exec", "execute", "run_command", "run_shell",
-    "run_shell_command", "execute_command", "execute_bash", "cmd", "command", "zsh", "powershell",
-})
-_COMMAND_KEYS = ("command", "cmd", "shell_command", "script", "commands")
 _FREE_TEXT_KEYS = frozenset({
     "command", "cmd", "shell_command", "script", "commands", "code", "content", "text", "patch",
     "diff", "old_str", "new_str", "old_string", "new_string", "file_text", "new_content", "body",
@@ -409,17 +404,10 @@ def _string_leaves(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
 
 
 def _arguments(call: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]]:
-    fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
-    assert isinstance(fn, Mapping)
-    name = str(fn.get("name") or "")
-    raw = fn.get("arguments")
-    if not isinstance(raw, str):
-        return name, list(_string_leaves(raw))
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return name, [("", raw)]
-    return name, list(_string_leaves(parsed))
+    """The tool name and the (key, string) leaves of its arguments; a value that is not a
+    JSON object (or not JSON) gives leaves under the key "" (``toolcalls.RAW_KEY``)."""
+    name, args = call_name_and_args(call)
+    return name, list(_string_leaves(args))
 
 
 # --------------------------------------------------------------------------- extraction
@@ -467,10 +455,10 @@ class _Found:
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
         """Facts of one tool call's arguments; returns the next free position."""
         name, leaves = _arguments(call)
-        terminal = name.lower() in _TERMINAL_TOOLS
+        command_keys = TERMINAL_COMMAND_KEYS if tool_family(name) == "terminal" else COMMAND_KEYS
         for key, value in leaves:
             lowered = key.lower()
-            if lowered in _COMMAND_KEYS or (terminal and lowered in ("", "input", "code")):
+            if lowered in command_keys:
                 first = next((ln for ln in value.splitlines() if ln.strip()), "")
                 self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:

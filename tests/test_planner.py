@@ -12,8 +12,10 @@ from ctxledger.compressor import markers
 from ctxledger.compressor.assemble import apply
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
+from ctxledger.compressor.prune import prune_messages
 from ctxledger.errors import InvalidInput, InvalidMessage
 from ctxledger.messages import validate_messages
+from ctxledger.tokens import rough_message_tokens
 
 Message = dict[str, Any]
 
@@ -495,6 +497,28 @@ def test_middle_tokens_count_pruned_messages_at_their_stand_in_size() -> None:
     p = make_plan(messages, counts)
     raw = sum(counts[i] for i in p.summarized_indices())
     assert p.prunes and p.middle_tokens < raw
+
+
+def test_prunes_are_phase_one_over_the_summarized_messages() -> None:
+    # the plan's rewrites are exactly prune.prune_messages over what is summarized: the
+    # planner only hands it the layout's maps and the candidates, it has no copy of the loop
+    messages = _single_task(12)
+    messages[5]["content"] = messages[3]["content"]  # a duplicate, newest copy in the middle
+    messages[6]["tool_calls"][0]["function"]["arguments"] = json.dumps({"command": "x" * 900})
+    counts = rough_counts(messages)
+    p = make_plan(messages, counts)
+    expected = prune_messages(
+        messages,
+        p.summarized_indices(),
+        min_chars=CONFIG.prune_min_chars,
+        args_over=CONFIG.args_truncate_over,
+        args_leaf_keep=CONFIG.args_leaf_keep,
+    )
+    assert p.prunes == expected
+    assert {pr.kind for pr in p.prunes} == {"tool_result", "duplicate", "args_truncated"}
+    saved = sum(max(0, counts[pr.index] - rough_message_tokens(pr.replacement)) for pr in p.prunes)
+    raw = sum(counts[i] for i in p.summarized_indices())
+    assert p.middle_tokens == raw - saved
 
 
 def test_system_note_is_not_added_twice() -> None:

@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger.compressor.prune import (
+    call_index,
+    call_info,
     describe_tool_result,
     duplicate_marker,
     newest_copies,
@@ -39,8 +41,13 @@ def _lines(n: int, width: int = 30) -> str:
 
 
 @pytest.mark.parametrize(
-    "name", ["terminal", "bash", "execute_bash", "run_command", "shell", "functions.bash"]
-)
+    "name",
+    [
+        "terminal", "bash", "execute_bash", "run_command", "shell", "functions.bash",
+        # names the offline summarizer and fact extraction knew but phase 1 did not
+        "zsh", "run_shell", "exec", "mcp__devbox__exec_command",
+    ],
+)  # fmt: skip
 def test_terminal_one_liner_names_command_exit_code_and_line_count(name: str) -> None:
     output = "<returncode>1</returncode>\n<output>\n" + _lines(47) + "\n</output>"
     text = describe_tool_result(name, _args(command="npm test"), output)
@@ -61,6 +68,29 @@ def test_terminal_exit_code_is_recognised_in_common_shapes(
 ) -> None:
     text = describe_tool_result("terminal", _args(command="make"), output)
     assert f"exited {code}, {lines} lines of output" in text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "shown"),
+    [
+        (_args(shell_command="make all"), "make all"),
+        (_args(input="git diff"), "git diff"),
+        ("ls -la /tmp", "ls -la /tmp"),  # not JSON: the raw text is the command
+        ('"ls -la /tmp"', "ls -la /tmp"),  # a JSON string
+    ],
+)
+def test_terminal_command_is_found_wherever_the_tool_puts_it(arguments: str, shown: str) -> None:
+    text = describe_tool_result("exec_command", arguments, "<returncode>0</returncode>")
+    assert text.startswith(f"[exec_command] ran `{shown}`: exited 0")
+
+
+def test_terminal_with_no_usable_command_says_a_command() -> None:
+    for arguments in ("", "{}", "[1, 2]", "   "):
+        assert describe_tool_result("bash", arguments, "x").startswith("[bash] ran a command:")
+
+
+def test_unknown_tool_with_non_object_arguments_shows_no_pairs() -> None:
+    assert describe_tool_result("lookup", "not json", "q" * 300) == "[lookup] (300-char result)"
 
 
 def test_terminal_without_recognisable_exit_code_still_reports_lines() -> None:
@@ -255,6 +285,42 @@ def test_identical_short_results_are_not_duplicates() -> None:
     for i in (2, 4, 6):
         messages[i]["content"] = "same but short"
     assert newest_copies(messages) == {}
+
+
+def test_call_index_maps_call_ids_to_their_call_objects() -> None:
+    messages = _session_with_repeated_reads()
+    calls = call_index(messages)
+    assert list(calls) == ["c1", "c2", "c3"]
+    assert calls["c2"] is messages[3]["tool_calls"][0]
+    assert call_info(calls["c2"]) == ("read_file", _args(path="a.py"))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [None, "x", {}, {"function": "nope"}, {"function": {"name": None, "arguments": {"a": 1}}}],
+)
+def test_call_info_of_odd_shapes(call: Any) -> None:
+    assert call_info(call) == ("tool", "")
+
+
+def test_prune_messages_uses_the_given_call_and_duplicate_maps() -> None:
+    # the planner passes its layout's maps instead of having them rebuilt
+    messages = _session_with_repeated_reads()
+    own = prune_messages(messages, [2, 4, 6])
+    given = prune_messages(
+        messages, [2, 4, 6], calls=call_index(messages), newest=newest_copies(messages)
+    )
+    assert given == own
+    # the maps are what decides: no duplicates known, and a call under another name
+    renamed = {"c2": _call("c2", "cat", _args(path="a.py"))}
+    (prune,) = prune_messages(messages, [4], calls=renamed, newest={})
+    assert prune.kind == "tool_result"
+    assert prune.replacement["content"].startswith("[cat] read a.py")
+
+
+def test_prune_messages_skips_messages_that_cannot_be_rewritten() -> None:
+    messages = _session_with_repeated_reads()
+    assert prune_messages(messages, [0, 7, 1]) == []  # a user ask, a reply, a small call
 
 
 def test_prune_messages_touches_only_the_given_indices_and_never_mutates() -> None:

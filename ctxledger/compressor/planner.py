@@ -47,13 +47,7 @@ from ctxledger.compressor import markers
 from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import Layout, message_layout
-from ctxledger.compressor.prune import (
-    Prune,
-    call_info,
-    newest_copies,
-    prune_tool_result,
-    truncate_call_arguments,
-)
+from ctxledger.compressor.prune import Prune, newest_copies, prune_messages
 from ctxledger.errors import InvalidInput
 from ctxledger.messages import content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
@@ -358,50 +352,26 @@ def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int
     """Phase-1 rewrites of the summarized messages, and the tokens they save."""
     messages, layout, config, counts = job.messages, job.layout, job.config, job.counts
     lo, hi = b.head_end, b.tail_start
-    newest = newest_copies(messages, config.prune_min_chars, layout.long_results)
-    results = layout.long_results
+    results, long_args = layout.long_results, layout.long_args
+    # only long results and oversized calls can be rewritten: the layout listed them
     targets = sorted(
         i
         for i in itertools.chain(
             results[bisect.bisect_left(results, lo) : bisect.bisect_left(results, hi)],
-            layout.long_args[
-                bisect.bisect_left(layout.long_args, lo) : bisect.bisect_left(layout.long_args, hi)
-            ],
+            long_args[bisect.bisect_left(long_args, lo) : bisect.bisect_left(long_args, hi)],
         )
         if i not in kept_mid
     )
-    prunes: list[Prune] = []
-    saved = 0
-    for i in targets:
-        msg = messages[i]
-        if layout.roles[i] == "tool":
-            call = layout.call_of.get(msg["tool_call_id"])
-            newer = newest.get(i)
-            prune = prune_tool_result(
-                i,
-                msg,
-                call_info(call) if call is not None else None,
-                newer_call_id=messages[newer]["tool_call_id"] if newer is not None else None,
-                min_chars=config.prune_min_chars,
-            )
-        else:
-            shorter = truncate_call_arguments(
-                msg, over=config.args_truncate_over, leaf_keep=config.args_leaf_keep
-            )
-            prune = (
-                Prune(index=i, kind="args_truncated", replacement=shorter)
-                if shorter is not None
-                else None
-            )
-        if prune is not None:
-            prunes.append(prune)
-            replacement = prune.replacement
-            estimate = (
-                len(replacement["content"]) // 4 + ROUGH_MESSAGE_OVERHEAD
-                if type(replacement.get("content")) is str and not replacement.get("tool_calls")
-                else rough_message_tokens(replacement)
-            )
-            saved += max(0, counts[i] - estimate)
+    prunes = prune_messages(
+        messages,
+        targets,
+        calls=layout.call_of,
+        newest=newest_copies(messages, config.prune_min_chars, results),
+        min_chars=config.prune_min_chars,
+        args_over=config.args_truncate_over,
+        args_leaf_keep=config.args_leaf_keep,
+    )
+    saved = sum(max(0, counts[p.index] - rough_message_tokens(p.replacement)) for p in prunes)
     return prunes, saved
 
 

@@ -21,12 +21,24 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from ctxledger.messages import content_text
+from ctxledger.toolcalls import (
+    DIR_KEYS,
+    EDITOR_TOOLS,
+    FILE_SEARCH_TOOLS,
+    PATH_KEYS,
+    RAW_KEY,
+    TERMINAL_COMMAND_KEYS,
+    bare_tool_name,
+    call_parts,
+    parse_arguments,
+    tool_family,
+)
 
 __all__ = [
     "CallInfo",
@@ -45,7 +57,7 @@ __all__ = [
 
 Message = dict[str, Any]
 PruneKind = Literal["tool_result", "duplicate", "args_truncated"]
-#: tool call id -> (tool name, raw arguments string)
+#: one tool call's (tool name, raw arguments string)
 CallInfo = tuple[str, str]
 
 
@@ -57,45 +69,19 @@ class Prune(msgspec.Struct, frozen=True, kw_only=True):
     replacement: dict[str, Any]
 
 
-# --- tool families -------------------------------------------------------------------
-# Real logs name the same tools many ways; each family shares one one-liner format.
+# --- one-liner formats -----------------------------------------------------------------
+# Which tool names share a format, and where a path or command sits in the arguments, is
+# ctxledger.toolcalls's knowledge (shared with the offline summarizer and fact extraction).
 
 
 def _words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
-_TERMINAL = frozenset(_words(
-    "terminal bash shell sh execute_bash run_command run_shell_command execute_command "
-    "exec_command run_terminal_cmd run_terminal_command local_shell execute run cmd powershell"
-))  # fmt: skip
-_READ = frozenset(_words("read_file read view open cat view_file open_file read_text_file"))
-_SEARCH = frozenset(_words(
-    "search_files grep search rg ripgrep grep_search file_search find find_file find_files "
-    "search_file search_dir glob codebase_search"
-))  # fmt: skip
-_FILE_SEARCH = frozenset(_words("find find_file find_files glob file_search"))
-_WRITE = frozenset(_words("write_file write create_file write_to_file save_file"))
-_PATCH = frozenset(_words(
-    "patch edit edit_file str_replace_editor str_replace_based_edit_tool apply_patch "
-    "str_replace replace_in_file multi_edit multiedit apply_diff insert"
-))  # fmt: skip
-_WEB_SEARCH = frozenset(_words(
-    "web_search websearch search_web brave_search google_search tavily_search bing_search "
-    "duckduckgo_search internet_search"
-))  # fmt: skip
-
-# web search before search: "search" alone is a code search, "search_web" is not
-_FAMILIES: tuple[tuple[str, frozenset[str]], ...] = (
-    ("terminal", _TERMINAL), ("read", _READ), ("web_search", _WEB_SEARCH),
-    ("search", _SEARCH), ("write", _WRITE), ("patch", _PATCH),
-)  # fmt: skip
-
-# argument names that carry the same meaning across tools, most common first
-_PATH_KEYS = _words("path file_path filepath file filename target_file absolute_path uri")
-_COMMAND_KEYS = _words("command cmd commands script input code")
+# a terminal's command: a command key, its generic input, else the raw (non-JSON) arguments
+_TERMINAL_KEYS = tuple(key for key in TERMINAL_COMMAND_KEYS if key != RAW_KEY)
 _PATTERN_KEYS = _words("pattern query regex search_term search term q file_name glob")
-_DIR_KEYS = _words("path dir directory root cwd search_path folder")
+_DIR_KEYS = ("path", *DIR_KEYS)
 _OFFSET_KEYS = _words("offset start_line line from_line line_start start view_range")
 _TEXT_KEYS = _words("content file_text text contents data new_content")
 _QUERY_KEYS = _words("query q search_query search_term term")
@@ -116,22 +102,6 @@ _COUNT_SAID_RE = re.compile(
     re.IGNORECASE,
 )
 _PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
-
-
-def _parse_arguments(arguments: Any) -> dict[str, Any]:
-    """The arguments as a dict; anything that is not a JSON object gives {}."""
-    if type(arguments) is not str:
-        if isinstance(arguments, Mapping):
-            return dict(arguments)
-        if not isinstance(arguments, bytes):
-            return {}
-    if not arguments:
-        return {}
-    try:
-        value = msgspec.json.decode(arguments)
-    except msgspec.DecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _first(args: Mapping[str, Any], keys: Iterable[str]) -> Any:
@@ -202,7 +172,9 @@ def _terminal_lines(content: str) -> int:
 
 
 def _describe_terminal(name: str, args: Mapping[str, Any], content: str) -> str:
-    command = _first(args, _COMMAND_KEYS)
+    command = _first(args, _TERMINAL_KEYS)
+    if command is None and isinstance(args.get(RAW_KEY), str) and args[RAW_KEY].strip():
+        command = args[RAW_KEY]
     shown = f"`{_short(command, _SHOWN_COMMAND_CHARS)}`" if command is not None else "a command"
     code = _exit_code(content)
     outcome = f"exited {code}" if code is not None else "finished"
@@ -211,7 +183,7 @@ def _describe_terminal(name: str, args: Mapping[str, Any], content: str) -> str:
 
 
 def _describe_read(name: str, args: Mapping[str, Any], content: str) -> str:
-    path = _first(args, _PATH_KEYS)
+    path = _first(args, PATH_KEYS)
     offset = _first(args, _OFFSET_KEYS)
     if isinstance(offset, list):
         offset = offset[0] if offset else None
@@ -257,7 +229,7 @@ def _describe_search(name: str, args: Mapping[str, Any], content: str, *, files:
 
 
 def _describe_write(name: str, args: Mapping[str, Any], content: str) -> str:
-    path = _first(args, _PATH_KEYS)
+    path = _first(args, PATH_KEYS)
     body = _first(args, _TEXT_KEYS)
     where = _short(path, 120) if path is not None else "a file"
     if isinstance(body, str):
@@ -266,7 +238,7 @@ def _describe_write(name: str, args: Mapping[str, Any], content: str) -> str:
 
 
 def _describe_patch(name: str, args: Mapping[str, Any], content: str) -> str:
-    path = _first(args, _PATH_KEYS)
+    path = _first(args, PATH_KEYS)
     if path is None:
         patch_text = _first(args, ("input", "patch", "diff"))
         if isinstance(patch_text, str):
@@ -284,7 +256,8 @@ def _describe_web_search(name: str, args: Mapping[str, Any], content: str) -> st
 
 
 def _describe_generic(name: str, args: Mapping[str, Any], content: str) -> str:
-    pairs = [f"{key}={_short(value, _SHOWN_VALUE_CHARS)}" for key, value in list(args.items())[:2]]
+    shown_args = [(key, value) for key, value in args.items() if key != RAW_KEY][:2]
+    pairs = [f"{key}={_short(value, _SHOWN_VALUE_CHARS)}" for key, value in shown_args]
     shown = " ".join(pairs)
     return (
         f"[{name}] {shown} ({len(content):,}-char result)"
@@ -294,15 +267,15 @@ def _describe_generic(name: str, args: Mapping[str, Any], content: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _family(name: str) -> str:
-    """Which one-liner format a tool name gets (namespaces like ``functions.`` dropped)."""
-    bare = name.strip().lower().rsplit(".", 1)[-1].rsplit("__", 1)[-1]
-    if bare in ("str_replace_editor", "str_replace_based_edit_tool"):
+def _format(name: str) -> str:
+    """Which one-liner format a tool name gets (its family, refined for editors and file finds)."""
+    bare = bare_tool_name(name)
+    if bare in EDITOR_TOOLS:
         return "editor"
-    for family, names in _FAMILIES:
-        if bare in names:
-            return "file_search" if family == "search" and bare in _FILE_SEARCH else family
-    return "generic"
+    family = tool_family(name)
+    if family == "search" and bare in FILE_SEARCH_TOOLS:
+        return "file_search"
+    return "generic" if family == "other" else family
 
 
 def _describe_editor(name: str, args: Mapping[str, Any], content: str) -> str:
@@ -348,8 +321,8 @@ def _describe(name: str, arguments: Any, content: str) -> str:
     shown_name = _display_name(name) if isinstance(name, str) else "tool"
     text = content if isinstance(content, str) else str(content)
     try:
-        args = _parse_arguments(arguments)
-        return _DESCRIBERS[_family(shown_name)](shown_name, args, text)
+        args = parse_arguments(arguments)
+        return _DESCRIBERS[_format(shown_name)](shown_name, args, text)
     except Exception:  # a one-liner must never break a compaction; fall back to the bare facts
         return f"[{shown_name}] ({len(text):,}-char result)"
 
@@ -463,28 +436,38 @@ def newest_copies(
     to be long). Contents are grouped by length and edges first, so only likely twins
     are compared in full; hashing every long output would dominate planning time.
     """
-    groups: dict[tuple[int, Any, Any], list[int]] = {}
-    comparable: dict[int, str | bytes] = {}
+    groups: dict[tuple[int, Any, Any], list[tuple[int, str | bytes]]] = {}
     for i in range(len(messages)) if indices is None else indices:
         msg = messages[i]
         if msg.get("role") != "tool":
             continue
-        value = _comparable(msg.get("content"))
-        if value is None or len(value) < min_chars:
+        value = msg.get("content")
+        if type(value) is not str:  # str is the common case: skip the call
+            value = _comparable(value)
+            if value is None:
+                continue
+        size = len(value)
+        if size < min_chars:
             continue
-        comparable[i] = value
-        groups.setdefault((len(value), value[:_KEY_EDGE], value[-_KEY_EDGE:]), []).append(i)
+        key = (size, value[:_KEY_EDGE], value[-_KEY_EDGE:])
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [(i, value)]
+        else:
+            group.append((i, value))
     older_to_newest: dict[int, int] = {}
-    for indices in groups.values():
-        if len(indices) < 2:
+    for group in groups.values():
+        if len(group) < 2:
             continue
-        remaining = list(reversed(indices))  # newest first
+        remaining = group[::-1]  # newest first
         while remaining:
-            newest, rest = remaining[0], remaining[1:]
-            twins = [i for i in rest if comparable[i] == comparable[newest]]
-            for i in twins:
-                older_to_newest[i] = newest
-            remaining = [i for i in rest if i not in twins]
+            (newest, value), rest = remaining[0], remaining[1:]
+            remaining = []
+            for i, other in rest:
+                if other == value:
+                    older_to_newest[i] = newest
+                else:
+                    remaining.append((i, other))
     return older_to_newest
 
 
@@ -493,27 +476,27 @@ def newest_copies(
 
 def call_info(call: Any) -> CallInfo:
     """(name, arguments) of one tool call object; odd shapes give ("tool", "")."""
-    # plain dicts first: ABC isinstance checks cost more than the rest of this function
-    fn = call.get("function") if isinstance(call, dict | Mapping) else None
-    if not isinstance(fn, dict | Mapping):
-        return ("tool", "")
-    name, arguments = fn.get("name"), fn.get("arguments")
+    name, arguments = call_parts(call)
     return (
-        name if isinstance(name, str) and name else "tool",
-        arguments if isinstance(arguments, str) else "",
+        name or "tool",
+        arguments if type(arguments) is str or isinstance(arguments, str) else "",
     )
 
 
-def call_index(messages: Sequence[Mapping[str, Any]]) -> dict[str, CallInfo]:
-    """Tool call id -> (name, arguments) for every call issued in `messages`."""
-    calls: dict[str, CallInfo] = {}
+def call_index(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tool call id -> the call object, for every call issued in `messages` (later ids win).
+
+    The same map as the planner's ``Layout.call_of``; :func:`prune_messages` builds it
+    only when the caller has none.
+    """
+    calls: dict[str, Any] = {}
     for msg in messages:
         if msg.get("role") != "assistant":
             continue
         for call in msg.get("tool_calls") or ():
             call_id = call.get("id") if isinstance(call, Mapping) else None
             if isinstance(call_id, str):
-                calls[call_id] = call_info(call)
+                calls[call_id] = call
     return calls
 
 
@@ -535,13 +518,19 @@ def prune_tool_result(
         call = (name if isinstance(name, str) and name else "tool", "")
     name, arguments = call
     content = message.get("content")
-    text = content if isinstance(content, str) else content_text(message)
-    size = len(text) if isinstance(content, str) else len(_comparable(content) or "")
+    if type(content) is str:
+        text, size = content, len(content)
+    else:
+        text, size = content_text(message), len(_comparable(content) or "")
     if newer_call_id is not None:
         replacement = duplicate_marker(name, newer_call_id, size)
         kind: PruneKind = "duplicate"
     elif size > min_chars:
-        replacement = describe_tool_result(name, arguments, text)
+        replacement = (
+            _describe_memo(name, arguments, text)  # the usual case, without re-checking types
+            if type(name) is str and type(arguments) is str
+            else describe_tool_result(name, arguments, text)
+        )
         kind = "tool_result"
     else:
         return None
@@ -552,19 +541,26 @@ def prune_tool_result(
 
 def prune_messages(
     messages: Sequence[Mapping[str, Any]],
-    indices: Collection[int],
+    indices: Iterable[int],
     *,
+    calls: Mapping[str, Any] | None = None,
+    newest: Mapping[int, int] | None = None,
     min_chars: int = 200,
     args_over: int = 500,
     args_leaf_keep: int = 200,
 ) -> list[Prune]:
     """Phase-1 rewrites for the messages at `indices` (in index order); others untouched.
 
-    Duplicates are detected across the whole list (a newer copy may sit in the tail),
-    but only messages listed in `indices` are rewritten.
+    `calls` maps a tool call id to its call object (:func:`call_index`) and `newest` an
+    older tool result's index to its newest identical copy (:func:`newest_copies`, found
+    across the whole list: a newer copy may sit in the tail). Both are built from
+    `messages` when not given; the planner passes the ones its layout already has.
+    Only messages listed in `indices` are rewritten.
     """
-    calls = call_index(messages)
-    newest = newest_copies(messages, min_chars)
+    if calls is None:
+        calls = call_index(messages)
+    if newest is None:
+        newest = newest_copies(messages, min_chars)
     prunes: list[Prune] = []
     for i in sorted(indices):
         msg = messages[i]
@@ -574,11 +570,22 @@ def prune_messages(
             call = calls.get(call_id) if isinstance(call_id, str) else None
             newer = newest.get(i)
             newer_id = str(messages[newer].get("tool_call_id")) if newer is not None else None
-            prune = prune_tool_result(i, msg, call, newer_call_id=newer_id, min_chars=min_chars)
-            if prune is not None:
-                prunes.append(prune)
+            prune = prune_tool_result(
+                i,
+                msg,
+                call_info(call) if call is not None else None,
+                newer_call_id=newer_id,
+                min_chars=min_chars,
+            )
         elif role == "assistant" and msg.get("tool_calls"):
             shorter = truncate_call_arguments(msg, over=args_over, leaf_keep=args_leaf_keep)
-            if shorter is not None:
-                prunes.append(Prune(index=i, kind="args_truncated", replacement=shorter))
+            prune = (
+                Prune(index=i, kind="args_truncated", replacement=shorter)
+                if shorter is not None
+                else None
+            )
+        else:
+            continue
+        if prune is not None:
+            prunes.append(prune)
     return prunes

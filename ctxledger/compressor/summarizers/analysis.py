@@ -15,9 +15,16 @@ from typing import Any
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.facts import error_lines, exit_code
 from ctxledger.messages import content_text
+from ctxledger.toolcalls import (
+    COMMAND_KEYS,
+    DIR_KEYS,
+    TERMINAL_COMMAND_KEYS,
+    call_parts,
+    parse_arguments,
+    tool_family,
+)
+from ctxledger.toolcalls import PATH_KEYS as FILE_KEYS
 
-TERMINAL_TOOLS = frozenset({"terminal", "bash", "shell", "sh", "run", "exec", "execute", "run_command",
-                            "run_shell_command", "execute_command", "execute_bash", "cmd", "command"})
 VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("write", "create", "save", "new_file"), "WROTE"),
     (("edit", "patch", "replace", "modify", "update", "insert", "apply"), "EDITED"),
@@ -26,8 +33,8 @@ VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("delete", "remove", "rm", "cancel"), "REMOVED"),
     (("fetch", "http", "browse", "web", "url", "download"), "FETCHED"),
 )
-PATH_KEYS = ("path", "file_path", "filepath", "file", "filename", "target_file", "target", "dir",
-             "directory")
+# an action's target: a file, else a directory (the shared key lists of ctxledger.toolcalls)
+PATH_KEYS = (*FILE_KEYS, *DIR_KEYS)
 DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
 # a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)
 SENTENCE = re.compile(r"(?:[^.!?;\n]|[.!?;](?=[^\s]))+[.!?;]?")
@@ -76,17 +83,12 @@ class Analysis:
 
 
 def call_arguments(call: Mapping[str, Any]) -> tuple[str, dict[str, Any], str]:
-    import json
+    """``(name or "?", parsed arguments, raw arguments text)`` of one tool call.
 
-    fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
-    assert isinstance(fn, Mapping)
-    raw = fn.get("arguments")
-    raw_text = raw if isinstance(raw, str) else ""
-    try:
-        parsed = json.loads(raw_text) if raw_text else {}
-    except ValueError:
-        parsed = {"": raw_text}
-    return str(fn.get("name") or "?"), parsed if isinstance(parsed, dict) else {"": parsed}, raw_text
+    Arguments that are not a JSON object are kept under ``toolcalls.RAW_KEY`` ("").
+    """
+    name, raw = call_parts(call)
+    return name or "?", parse_arguments(raw), raw if isinstance(raw, str) else ""
 
 
 def _verb(tool: str) -> str:
@@ -125,8 +127,10 @@ def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
 
 def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int) -> Action:
     tool, args, raw = call_arguments(call)
-    command = next((str(args[k]) for k in ("command", "cmd", "script") if isinstance(args.get(k), str)), "")
-    if not command and tool.lower() in TERMINAL_TOOLS:
+    terminal = tool_family(tool) == "terminal"
+    keys = TERMINAL_COMMAND_KEYS if terminal else COMMAND_KEYS
+    command = next((str(args[k]) for k in keys if isinstance(args.get(k), str)), "")
+    if not command and terminal:
         command = raw
     path = next((str(args[k]) for k in PATH_KEYS if isinstance(args.get(k), str)), "")
     if command:

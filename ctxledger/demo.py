@@ -66,7 +66,7 @@ async def run_demo(
     probe.close()
     config = CompressionConfig(context_length=context_length)
     ledger = Ledger.open(db, clock=StepClock(), ids=SequentialIds(namespace), config=config)
-    svc = ContextService(ledger, config=config, summarizer_configured=False)
+    svc = ContextService(ledger, config=config)
     synth = SessionSynth(seed)
     sid = await svc.start_session(model="demo-coder-1", system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo")
     root = sid

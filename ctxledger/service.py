@@ -65,7 +65,6 @@ from ctxledger.runtime.results import (
     TurnResult,
     check_error_report,
     check_usage_report,
-    cooldown_seconds,
     focus_topic,
     is_int,
     json_safe,
@@ -77,7 +76,7 @@ from ctxledger.runtime.toolbudget import (
     read_persisted_tool,
     read_slice,
 )
-from ctxledger.tokens import count_message, rough_message_tokens
+from ctxledger.tokens import count_message, rough_message_tokens, rough_tools_tokens
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -98,17 +97,13 @@ class ContextService:
         config: CompressionConfig | None = None,
         engine: ContextEngine | None = None,
         provider: str | None = None,
-        summarizer_configured: bool = True,
     ) -> None:
         self.ledger = ledger
         self.config = config or ledger.config
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
         self.tracker = RuntimeTracker(ledger, self.config)
-        self.engine: ContextEngine = engine or BuiltinEngine(
-            ledger, self.summarizer, self.config, tracker=self.tracker
-        )
+        self.engine: ContextEngine = engine or BuiltinEngine(ledger, self.summarizer, self.config)
         self.provider = provider
-        self.summarizer_configured = summarizer_configured
         self._locks: dict[str, tuple[object, anyio.Lock]] = {}
         #: compress-and-retry attempts of the current turn, per chain root (cleared by a success)
         self._overflow: dict[str, OverflowRecovery] = {}
@@ -369,15 +364,12 @@ class ContextService:
         sid = self._live_tip(session_id)
         view = self.ledger.transcript.session(sid)
         real = self.ledger.usage(sid).last_prompt_tokens
-        rough = 0
-        if not real:  # the estimate walks every message: only when there is no real count
-            rough = sum(rough_message_tokens(m) for m in self.ledger.transcript.api_view(sid))
         decision = hygiene_should_compress(
             messages_count=len(view.live),
             real_prompt_tokens=real,
-            rough_tokens=rough,
+            estimated_tokens=0 if real else self._estimate(sid),
             context_length=view.context_length,
-            hygiene_threshold=self.config.hygiene_threshold,
+            limit_tokens=self.config.hygiene_threshold_tokens(view.context_length),
             min_messages=self.config.hygiene_min_messages,
             hard_message_limit=self.config.hygiene_hard_message_limit,
         )
@@ -385,6 +377,15 @@ class ContextService:
             return TurnResult(session_id=sid)
         source = f"{decision.source}: {decision.reason}"
         return await self._auto_compress(sid, "hygiene", decision.tokens_used, source, size_decided=True)
+
+    def _estimate(self, sid: str) -> int:
+        """System prompt + messages + tools schema by the configured estimator (HERMES_SPEC §2:
+        the tools schema can be 20-30K tokens, so it is never left out)."""
+        transcript = self.ledger.transcript
+        if self.config.estimator == "exact":
+            return transcript.total_tokens(sid)  # kept current by the projection: no walk
+        rough = sum(rough_message_tokens(m) for m in transcript.api_view(sid))
+        return rough + rough_tools_tokens(transcript.session(sid).tools)
 
     async def compress(self, session_id: str, focus: str | None = None) -> TurnResult:
         """Manual ``/compress [focus]``: always allowed (bypasses cooldown and anti-thrash)."""
@@ -439,7 +440,7 @@ class ContextService:
         return TurnResult(session_id=self.tip(requested), notices=["compaction abandoned: other writers kept changing the session"])
 
     def _cooldown(self, failure_class: str) -> tuple[type[Event], dict[str, Any]]:
-        seconds = cooldown_seconds(self.config, failure_class, summarizer_configured=self.summarizer_configured)
+        seconds = self.config.cooldown_for(failure_class)
         return CooldownStarted, {"until": self.ledger.clock() + seconds, "seconds": seconds, "failure_class": failure_class}
 
     def _summarizer_failed(self, sid: str, trigger: Trigger, exc: SummarizerError) -> TurnResult:
@@ -477,9 +478,10 @@ class ContextService:
 
     def _pressure(self, sid: str, tokens: int, *, warn: bool = True) -> list[str]:
         """Warn once at ``pressure_level`` of the threshold; clear the warning when back under."""
-        threshold = self.config.threshold_tokens(self.ledger.transcript.session(sid).context_length)
+        context_length = self.ledger.transcript.session(sid).context_length
+        threshold = self.config.threshold_tokens(context_length)
         warned = self.tracker.state(sid).warned
-        decision = pressure_check(tokens, threshold, level=self.config.pressure_level, warned=warned)
+        decision = pressure_check(tokens, threshold, self.config.pressure_tokens(context_length), warned=warned)
         if not (decision.clear or (warn and decision.warn)):
             return []
         fields = {"tokens": tokens, "threshold_tokens": threshold, "level": self.config.pressure_level,
@@ -573,7 +575,7 @@ class ContextService:
             "last_prompt_tokens": self.ledger.usage(sid).last_prompt_tokens,
             "compactions": self.ledger.chains.compression_count(sid),
             "strikes": state.anti.strikes,
-            "blocked": state.anti.strikes >= self.config.anti_thrash_strikes,
+            "blocked": state.anti.blocked(self.config.anti_thrash_strikes),
             "cooldown_remaining": state.cooldown.remaining(now),
             "pressure_warned": state.warned,
         }

@@ -116,11 +116,18 @@ def test_unknown_settings_are_rejected() -> None:
         CompressionConfig(treshold=0.5)  # type: ignore[call-arg]
 
 
-def test_context_length_override_wins_over_the_model_window() -> None:
-    assert CompressionConfig(context_length=50_000).resolve_context_length(200_000) == 50_000
-    assert CompressionConfig().resolve_context_length(200_000) == 200_000
-    with pytest.raises(InvalidConfig, match="context length"):
-        CompressionConfig().resolve_context_length(None)
+def test_share_limits_round_once_without_float_noise() -> None:
+    # 0.57 x 100 is 56.99999999999999 and 0.85 x 27,852 is 23,674.2: both round down once
+    assert CompressionConfig(hygiene_threshold=0.57).hygiene_threshold_tokens(100) == 57
+    assert CompressionConfig().hygiene_threshold_tokens(200_000) == 170_000
+    assert CompressionConfig().pressure_tokens(32_768) == 23_674
+
+
+def test_cooldown_for_each_failure_class() -> None:
+    config = CompressionConfig(cooldown_no_summarizer=600.0, cooldown_malformed=30.0, cooldown_generic=60.0)
+    assert config.cooldown_for("not_configured") == 600.0
+    assert config.cooldown_for("malformed") == config.cooldown_for("empty") == 30.0
+    assert config.cooldown_for("timeout") == config.cooldown_for(None) == 60.0
 
 
 def test_budget_methods_reject_a_nonsense_window() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from ledger_helpers import compact_now, make_ledger
 
 from ctxledger.compaction import compaction_input
-from ctxledger.compressor.engine import prepare
+from ctxledger.compressor.engine import prepare, record
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
 
 ERROR = "sqlite3.OperationalError: database is locked (while migrating table invoices)"
@@ -62,3 +64,14 @@ def test_one_compaction_is_one_atomic_append_in_order(tmp_path: Path) -> None:
     carried = [e.message_id for e in switch.layout if e.origin == "carried"]
     assert set(carried) <= set(ledger.transcript.session(sid).live)  # type: ignore[attr-defined]
     assert set(summary.input_message_ids).isdisjoint(carried)
+
+
+def test_record_returns_the_continuations_api_view(tmp_path: Path) -> None:
+    ledger, sid = _session_with_a_buried_error(tmp_path)
+    prepared = prepare(compaction_input(ledger, sid), ledger.config, force=True)  # type: ignore[arg-type]
+    assert prepared.request is not None
+    result = anyio.run(OfflineSummarizer().summarize, prepared.request)
+    recorded = record(prepared, result, trigger="manual", clock=ledger.clock, ids=ledger.ids)  # type: ignore[attr-defined]
+    ledger.append(recorded.requests)  # type: ignore[attr-defined]
+    assert len(recorded.messages) == recorded.switch.messages_after
+    assert recorded.messages == ledger.api_messages(recorded.new_session_id)  # type: ignore[attr-defined]

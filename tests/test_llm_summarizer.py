@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from fake_provider import Fail, FakeProvider, Reply, closed_port
 
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers import (
     SECTION_HEADINGS,
     LLMSummarizer,
     SummaryRequest,
-    cooldown_seconds,
     summarize_with_fallback,
 )
 from ctxledger.compressor.summarizers.llm import max_output_tokens
@@ -252,10 +252,11 @@ async def test_success_passes_through_summarize_with_fallback(provider: FakeProv
 
 @pytest.mark.parametrize(
     ("failure_class", "seconds"),
-    [("not_configured", 600.0), ("malformed", 30.0), ("timeout", 60.0), ("server", 60.0), ("empty", 60.0), (None, 60.0)],
+    # "empty" now waits like "malformed" (it waited 60 s here and 30 s in the runtime before)
+    [("not_configured", 600.0), ("malformed", 30.0), ("timeout", 60.0), ("server", 60.0), ("empty", 30.0), (None, 60.0)],
 )
 def test_cooldown_seconds_per_failure_class(failure_class: str | None, seconds: float) -> None:
-    assert cooldown_seconds(failure_class) == seconds
+    assert CompressionConfig().cooldown_for(failure_class) == seconds
 
 
 async def test_an_injected_transport_replaces_the_network() -> None:

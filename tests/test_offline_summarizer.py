@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
+from collections import Counter
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,8 +20,11 @@ from ctxledger.compressor.summarizers import (
     OfflineSummarizer,
     SummaryRequest,
     fallback_summary,
+    offline,
     parse_sections,
+    request_hash,
 )
+from ctxledger.compressor.summarizers.fallback import fallback_result
 from ctxledger.compressor.summarizers.offline import MIN_BUDGET_TOKENS, build_summary
 from ctxledger.facts import extract_facts, retention
 from ctxledger.tokens import count_messages, count_text
@@ -264,6 +270,46 @@ def test_offline_summarizer_result_is_deterministic() -> None:
     assert first == second
     assert first.summarizer == "offline" and not first.fallback and first.usage is None
     assert re.fullmatch(r"[0-9a-f]{64}", first.prompt_hash)
+
+
+def test_offline_and_fallback_prompt_hashes_are_the_shared_request_hash() -> None:
+    pruned = [{"role": "tool", "tool_call_id": "c1", "content": "[output pruned]"}]
+    original = [{"role": "tool", "tool_call_id": "c1", "content": "the whole output"}]
+    request = SummaryRequest(turns=pruned, budget_tokens=800, focus="tests", originals=original)
+    result = anyio.run(OfflineSummarizer().summarize, request)
+    assert result.prompt_hash == request_hash(request, summarizer="offline")
+    # the same value as before the helper was shared (recorded prompt hashes stay valid)
+    inputs = {"summarizer": "offline", "turns": original, "budget_tokens": 800, "previous_summary": None, "focus": "tests"}
+    assert result.prompt_hash == hashlib.sha256(msgspec.json.encode(inputs, order="sorted")).hexdigest()
+    failed = fallback_result(request, failure="timed out", failure_class="timeout", summarizer="llm")
+    assert failed.prompt_hash == request_hash(request, summarizer="fallback", failure="timed out")
+    assert failed.prompt_hash != fallback_result(
+        request, failure="HTTP 500", failure_class="server", summarizer="llm").prompt_hash
+
+
+def test_previous_summary_is_parsed_once_and_facts_are_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    counted: Counter[str] = Counter()
+    real_parse, real_count = offline.parse_sections, offline.count_text
+
+    def parse(text: str) -> dict[str, list[str]]:
+        parsed.append(text)
+        return real_parse(text)
+
+    def count(text: str) -> int:
+        counted[text] += 1
+        return real_count(text)
+
+    monkeypatch.setattr(offline, "parse_sections", parse)
+    monkeypatch.setattr(offline, "count_text", count)
+    previous = "## Active Task\nUser asked: \"ship the release\"\n## Completed Actions (historical)\n1. RAN `make`"
+    # no user ask: the Active Task comes from the previous summary
+    turns = [m for m in coding_session(3, 12) if m.get("role") != "user"]
+    text = summarize(turns, 1_500, previous_summary=previous)
+    assert parse_sections(text)["active_task"] == ['User asked: "ship the release"']
+    assert len(parsed) == 1
+    facts = {f.value for f in extract_facts(turns)} | {f"`{f.value}`" for f in extract_facts(turns)}
+    assert facts and max(counted[t] for t in facts) <= 1
 
 
 def test_fallback_summary_says_so_fills_the_template_and_fits_the_budget() -> None:

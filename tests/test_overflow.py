@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import ContextOverflowError, InvalidInput
 from ctxledger.runtime.overflow import (
     OverflowRecovery,
@@ -447,7 +448,7 @@ TOO_LONG = ProviderErrorClass(kind="prompt_too_long", evidence="prompt is too lo
 
 
 def test_three_attempts_with_progress_then_give_up() -> None:
-    recovery = OverflowRecovery()
+    recovery = OverflowRecovery(max_attempts=CompressionConfig().max_compression_attempts)
     tokens = 210_000
     for expected in (1, 2, 3):
         assert recovery.start_attempt(TOO_LONG) == expected
@@ -462,7 +463,7 @@ def test_three_attempts_with_progress_then_give_up() -> None:
 
 
 def test_attempt_without_progress_gives_up_at_once() -> None:
-    recovery = OverflowRecovery()
+    recovery = OverflowRecovery(max_attempts=3)
     recovery.start_attempt(TOO_LONG)
     with pytest.raises(ContextOverflowError, match="no progress") as info:
         recovery.record_result(tokens_before=50_000, tokens_after=50_000, rows_removed=0)
@@ -470,7 +471,7 @@ def test_attempt_without_progress_gives_up_at_once() -> None:
 
 
 def test_removing_rows_counts_as_progress() -> None:
-    recovery = OverflowRecovery()
+    recovery = OverflowRecovery(max_attempts=3)
     recovery.start_attempt(TOO_LONG)
     recovery.record_result(tokens_before=50_000, tokens_after=50_100, rows_removed=12)
 
@@ -479,4 +480,4 @@ def test_recovery_validates_its_inputs() -> None:
     with pytest.raises(InvalidInput):
         OverflowRecovery(max_attempts=0)
     with pytest.raises(InvalidInput):
-        OverflowRecovery().record_result(tokens_before=-1, tokens_after=0, rows_removed=0)
+        OverflowRecovery(max_attempts=3).record_result(tokens_before=-1, tokens_after=0, rows_removed=0)

@@ -10,6 +10,7 @@ from ctxledger.compressor.summarizers import (
     RecordedSummarizer,
     SummaryRequest,
     SummaryResult,
+    request_hash,
     request_key,
 )
 from ctxledger.errors import SummarizerError
@@ -63,3 +64,12 @@ def test_request_key_depends_on_inputs_not_on_context_or_session_model() -> None
     assert request_key(request()) == request_key(request(context={"compaction_id": "a"}, session_model="m"))
     assert request_key(request()) != request_key(request(focus="tests"))
     assert request_key(request()) != request_key(request(previous_summary="## Goal\nx"))
+
+
+def test_request_key_is_the_shared_request_hash_of_what_a_local_summarizer_reads() -> None:
+    # like the offline and fallback prompt hashes: the originals when the turns were pruned
+    pruned = [{"role": "tool", "tool_call_id": "c1", "content": "[output pruned]"}]
+    with_originals = request(turns=pruned, originals=[{"role": "tool", "tool_call_id": "c1", "content": "full"}])
+    assert request_key(with_originals) == request_hash(with_originals)
+    assert request_key(with_originals) != request_key(request(turns=pruned))
+    assert request_key(request()) == request_hash(request())

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from ctxledger.clock import SequentialIds, StepClock
@@ -20,6 +21,7 @@ from ctxledger.events import Trigger, UsageReported
 from ctxledger.ledger import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.caching import count_cache_markers
+from ctxledger.runtime.engine import BuiltinEngine, RuntimeState, RuntimeTracker
 from ctxledger.service import ContextEngine, ContextService
 
 pytestmark = pytest.mark.anyio
@@ -171,9 +173,6 @@ class FixedRuleEngine:
         self.seen.append(("compress", trigger))
         return await compact(self.ledger, session_id, OfflineSummarizer(), trigger=trigger, focus=focus)
 
-    def has_content_to_compress(self, session_id: str) -> bool:
-        return True
-
     def on_session_start(self, session_id: str) -> None:
         self.seen.append(("start", session_id))
 
@@ -214,6 +213,48 @@ async def test_another_engine_plugs_in(tmp_path: Path) -> None:
         status = svc.status(new)
         assert status["engine"] == "fixed-rule" and status["rule_tokens"] == 1_000
         assert status["compactions"] == 1 + sum(c.action == "compressed" for c in rechecked.compactions)
+
+
+async def test_the_builtin_engine_reports_only_its_name(svc: ContextService) -> None:
+    sid = await claude_session(svc, steps=1)
+    assert isinstance(svc.engine, BuiltinEngine)
+    assert svc.engine.status(sid) == {"engine": "ctxledger"}  # the runtime numbers are the service's
+    assert "compactions" not in msgspec.structs.asdict(RuntimeState())
+    status = svc.status(sid)
+    assert status["engine"] == "ctxledger" and status["compactions"] == 0 and status["strikes"] == 0
+
+
+async def test_the_tracker_rides_on_the_ledgers_fold(svc: ContextService, monkeypatch: pytest.MonkeyPatch) -> None:
+    sid = await claude_session(svc, steps=2)
+    assert svc.tracker._on_record in svc.ledger.projector.listeners
+    assert svc.tracker.state(sid).context_length == 16_384  # the first fold reads the chain's streams
+    await svc.append(sid, exchange(5))
+    await svc.report_usage(sid, {"prompt_tokens": 11_000, "completion_tokens": 5})  # over the pressure level
+    svc.ledger.switch_model(sid, CLAUDE, 20_000)
+
+    def no_reads(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the tracker read the store again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(svc.ledger.store, "read_all", no_reads)
+        patch.setattr(svc.ledger.store, "read_stream", no_reads)
+        state = svc.tracker.state(sid)  # the events since came from the ledger's fold
+    assert (state.warned, state.context_length) == (True, 20_000)
+    assert RuntimeTracker(svc.ledger, CONFIG).state(sid) == state  # a fresh fold agrees
+
+
+async def test_the_tracker_sees_another_writers_events_after_a_refresh(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    first = ContextService(Ledger.open(path, clock=StepClock(), ids=SequentialIds("a"), config=CONFIG), config=CONFIG)
+    sid = await claude_session(first, steps=1)
+    assert not first.tracker.state(sid).warned
+    other = Ledger.open(path, clock=StepClock(), ids=SequentialIds("b"), config=CONFIG)
+    other.switch_model(sid, CLAUDE, 24_000)
+    other.close()
+    assert first.tracker.state(sid).context_length == 16_384  # not folded yet
+    first.tip(sid)  # reads the new events
+    assert first.tracker.state(sid).context_length == 24_000
+    await first.aclose()
 
 
 # --- bad inputs: a clear error and nothing appended ------------------------------------------------

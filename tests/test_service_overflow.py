@@ -313,7 +313,7 @@ async def test_summarizer_success_is_accounted_separately(tmp_path: Path, clock:
 
 
 async def test_no_summarizer_endpoint_is_not_configured_600s(tmp_path: Path, clock: ManualClock) -> None:
-    svc = make(tmp_path, clock, LLMSummarizer(api="openai", env={}), summarizer_configured=False)
+    svc = make(tmp_path, clock, LLMSummarizer(api="openai", env={}))  # the class alone decides: 600 s
     sid = await session(svc, turns=12, window=16_384)
     result = await svc.preflight(sid)
     assert result.session_id == sid and not result.compactions

@@ -35,6 +35,7 @@ from ctxledger.ledger import Ledger
 from ctxledger.messages import content_text
 from ctxledger.service import ContextService
 from ctxledger.synth import SessionSynth
+from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -261,12 +262,51 @@ async def test_in_loop_ignores_output_and_reasoning_tokens(svc: ContextService) 
 # --- gateway hygiene ------------------------------------------------------------------------
 
 
-async def test_hygiene_fires_at_85_percent_of_the_window_on_the_rough_estimate(svc: ContextService) -> None:
+async def test_hygiene_fires_at_85_percent_of_the_window_on_the_estimate(svc: ContextService) -> None:
     sid = await session(svc, int(WINDOW * 0.9))
     result = await svc.hygiene(sid)
     assert result.compressed
     (check,) = events(svc, sid, CompressionChecked)
-    assert check.trigger == "hygiene" and check.source.startswith("rough")
+    # labelled "estimate" (was "rough"): with the exact estimator it is the exact total
+    assert check.trigger == "hygiene" and check.source.startswith("estimate")
+    assert check.tokens == svc.ledger.transcript.total_tokens(sid)
+
+
+BIG_TOOLS = [
+    {"type": "function", "function": {"name": f"tool_{i}", "description": "word " * 300, "parameters": {"type": "object"}}}
+    for i in range(12)
+]
+
+
+@pytest.mark.parametrize("estimator", ["exact", "rough"])
+async def test_hygiene_estimate_counts_the_tools_schema(db: Path, clock: ManualClock, estimator: str) -> None:
+    # the messages alone stay below 85 % of the window; with the tools schema they reach it
+    config = CONFIG.replace(estimator=estimator)
+    svc = make(db, clock, config)
+    sid = await session(svc, tools=BIG_TOOLS)
+    transcript = svc.ledger.transcript
+    limit = config.hygiene_threshold_tokens(WINDOW)
+
+    def messages_estimate() -> int:  # system + messages by the configured estimator
+        if estimator == "exact":
+            view = transcript.session(sid)
+            return view.system_tokens + view.live_tokens
+        return sum(rough_message_tokens(m) for m in transcript.api_view(sid))
+
+    tools = transcript.session(sid).tools_tokens if estimator == "exact" else rough_tools_tokens(BIG_TOOLS)
+    words = "check the cache hit rate of the search index after the deploy " * 8
+    i = 0
+    while messages_estimate() < limit - tools // 2:
+        await svc.append(sid, [{"role": "user", "content": f"ping {i}: {words}"}, {"role": "assistant", "content": f"pong {i}: {words}"}])
+        i += 1
+    assert messages_estimate() < limit <= messages_estimate() + tools
+    expected = messages_estimate() + tools
+    result = await svc.hygiene(sid)
+    assert result.compressed
+    (check,) = events(svc, sid, CompressionChecked)
+    assert check.tokens == expected
+    assert estimator == "rough" or expected == transcript.total_tokens(sid)
+    svc.ledger.close()
 
 
 async def test_hygiene_prefers_the_last_real_prompt_count(svc: ContextService) -> None:
@@ -328,6 +368,42 @@ async def test_cooldown_expires_with_the_clock(db: Path, clock: ManualClock) -> 
     clock.now += CONFIG.cooldown_generic + 1
     result = await svc.preflight(sid)
     assert result.compressed
+    svc.ledger.close()
+
+
+async def test_the_guards_run_once_per_automatic_trigger_in_the_service(db: Path, clock: ManualClock) -> None:
+    svc = make(db, clock, summarizer=FlakySummarizer("auth"))
+    sid = await session(svc, THRESHOLD + 1_000)
+    await svc.preflight(sid)  # aborted: a cooldown
+    tokens = svc.ledger.transcript.total_tokens(sid)
+    # the engine makes the size decision only; the cooldown is the service's to apply
+    assert svc.engine.should_compress(sid, tokens) == (True, f"{tokens:,} tokens ≥ threshold {THRESHOLD:,}")
+    calls: list[str] = []
+    guard = svc.tracker.guard
+
+    def counting_guard(session_id: str, now: float) -> tuple[bool, str]:
+        calls.append(session_id)
+        return guard(session_id, now)
+
+    svc.tracker.guard = counting_guard  # type: ignore[method-assign]
+    blocked = await svc.preflight(sid)
+    assert blocked.session_id == sid and calls == [sid]
+    assert events(svc, sid, CompressionSkipped)[-1].reason.startswith("summarizer cooldown")
+    svc.ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("failure", "setting"), [("empty", "cooldown_malformed"), ("server", "cooldown_generic"), ("rate_limit", "cooldown_generic")]
+)
+async def test_a_fallback_cooldown_follows_the_failure_class(db: Path, clock: ManualClock, failure: str, setting: str) -> None:
+    # no "summarizer configured" flag: a service on a local summarizer (as the demo runs)
+    # waits by the failure's class, never the 600 s meant for a missing summarizer
+    svc = make(db, clock, summarizer=FlakySummarizer(failure))
+    sid = await session(svc, THRESHOLD + 1_000)
+    result = await svc.preflight(sid)
+    assert result.compressed and result.compactions[0].fallback
+    (cooldown,) = events(svc, sid, CooldownStarted)
+    assert (cooldown.failure_class, cooldown.seconds) == (failure, getattr(CONFIG, setting))
     svc.ledger.close()
 
 

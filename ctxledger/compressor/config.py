@@ -122,13 +122,6 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
     # --- derived budgets ----------------------------------------------------------------
 
-    def resolve_context_length(self, model_window: int | None) -> int:
-        """The window to plan against: this config's override, else the model's window."""
-        window = self.context_length if self.context_length is not None else model_window
-        if window is None or window < 1:
-            raise InvalidConfig("no context length: set context_length or pass the model's window")
-        return window
-
     def threshold_tokens(self, context_length: int) -> int:
         """Tokens at which compression fires, with the small-window floor (#14690).
 
@@ -167,11 +160,26 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         return max(low, min(high, int(max(0, tokens_summarized) * self.summary_ratio)))
 
     def hygiene_threshold_tokens(self, context_length: int) -> int:
-        return int(_window(context_length) * self.hygiene_threshold)
+        """Tokens at which the gateway hygiene check fires (a share of the window)."""
+        return _share(_window(context_length), self.hygiene_threshold)
 
     def pressure_tokens(self, context_length: int) -> int:
         """Usage at which the context-pressure warning fires (a share of the threshold)."""
-        return int(self.threshold_tokens(context_length) * self.pressure_level)
+        return _share(self.threshold_tokens(context_length), self.pressure_level)
+
+    def cooldown_for(self, failure_class: str | None) -> float:
+        """Seconds automatic compression pauses after a summary failure of this class.
+
+        HERMES_SPEC §2: ``cooldown_no_summarizer`` when no summarizer is configured
+        (class ``not_configured``), ``cooldown_malformed`` after malformed output (a
+        stream closed mid-body is classed ``malformed`` too) or an empty summary,
+        ``cooldown_generic`` for every other failure.
+        """
+        if failure_class == "not_configured":
+            return self.cooldown_no_summarizer
+        if failure_class in ("malformed", "empty"):
+            return self.cooldown_malformed
+        return self.cooldown_generic
 
     # --- snapshots ------------------------------------------------------------------
 
@@ -192,6 +200,12 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     def replace(self, **changes: Any) -> CompressionConfig:
         """A copy with some settings changed (validated like a new config)."""
         return _convert({**self.to_snapshot(), **changes}, "replace()")
+
+
+def _share(total: int, fraction: float) -> int:
+    """``fraction`` of ``total`` in whole tokens, rounded down once float noise is removed
+    (0.85 x 50,000 is 42,500, not 42,499): the one rounding every share-of limit uses."""
+    return int(round(total * fraction, 6))
 
 
 def _window(context_length: int) -> int:

@@ -9,8 +9,6 @@ session ``ToolResultsPruned``, ``SummaryGenerated``, the summarizer's
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -20,7 +18,7 @@ from ctxledger.compressor.assemble import apply as assemble
 from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
 from ctxledger.errors import CompressionError
 from ctxledger.events import (
     Event,
@@ -62,7 +60,6 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     input: CompactionInput
     config: CompressionConfig
     plan: CompactionPlan
-    token_counts: list[int]
     request: SummaryRequest | None
     previous_summary_id: str | None = None
 
@@ -91,12 +88,11 @@ def prepare(
         force=force,
     )
     if the_plan.action != "compress":
-        return Prepared(input=inp, config=config, plan=the_plan, token_counts=counts, request=None)
+        return Prepared(input=inp, config=config, plan=the_plan, request=None)
     return Prepared(
         input=inp,
         config=config,
         plan=the_plan,
-        token_counts=counts,
         request=summary_request(inp, the_plan, focus),
         previous_summary_id=(
             inp.message_ids[the_plan.previous_summary_index]
@@ -141,16 +137,14 @@ def summary_request(inp: CompactionInput, the_plan: CompactionPlan, focus: str |
     )
 
 
-def prompt_hash_of(request: SummaryRequest) -> str:
-    return hashlib.sha256(msgspec.json.encode(request, order="deterministic")).hexdigest()
-
-
 class Recorded(msgspec.Struct, frozen=True, kw_only=True):
     compaction_id: str
     new_session_id: str
     requests: list[AppendRequest]
     switch: SessionSwitched
     summary: SummaryGenerated
+    #: the continuation's API view (system message first when there is one), as assembled
+    messages: list[JSON]
 
 
 def build_layout(
@@ -226,7 +220,7 @@ def record(
         compaction_id=compaction_id,
         summarizer=result.summarizer,
         model=result.model,
-        prompt_hash=result.prompt_hash or prompt_hash_of(prepared.request),
+        prompt_hash=result.prompt_hash or request_hash(prepared.request),
         input_message_ids=[_id(inp, i) for i in the_plan.summarized_indices()],
         budget_tokens=the_plan.summary_budget_tokens,
         focus=the_plan.focus,
@@ -292,6 +286,7 @@ def record(
         ],
         switch=switch,
         summary=summary,
+        messages=new_messages,
     )
 
 
@@ -301,7 +296,3 @@ def _id(inp: CompactionInput, index: int) -> str:
         raise CompressionError(f"message {index} has no id (the system prompt cannot be compacted)")
     return mid
 
-
-def layout_messages(layout: Sequence[LayoutEntry], lookup: dict[str, JSON]) -> list[JSON]:
-    """The continuation's messages from a layout (carried ones looked up by id)."""
-    return [e.message if e.message is not None else lookup[e.message_id] for e in layout]

@@ -33,7 +33,6 @@ from ctxledger.runtime.pressure import (
     Cooldown,
     HygieneDecision,
     PressureDecision,
-    cooldown_seconds,
     hygiene_should_compress,
     pressure_check,
 )
@@ -66,7 +65,6 @@ __all__ = [
     "ToolResult",
     "apply_cache_markers",
     "classify_provider_error",
-    "cooldown_seconds",
     "count_cache_markers",
     "hygiene_should_compress",
     "plan_persistence",

@@ -8,17 +8,18 @@ pressure warnings), which it records as events.
 Runtime state is never kept only in memory: :func:`fold_runtime` folds the events of
 one compression chain (usage reports, compactions, skips, cooldowns, warnings, window
 changes) into a :class:`RuntimeState`, and :class:`RuntimeTracker` caches that fold
-per chain and extends it with each new event. A reopened ledger folds the same events
-to the same state, so it decides exactly as the process that wrote them; a replay can
-explain every decision.
+per chain and extends it with each record the ledger's projector folds (it listens
+to ``Projector.listeners``; nothing is read back from the store after a chain's
+first fold). A reopened ledger folds the same events to the same state, so it
+decides exactly as the process that wrote them; a replay can explain every decision.
 
 Plugging in another engine
 --------------------------
 Implement :class:`ContextEngine` and pass it as ``ContextService(ledger, engine=...)``:
 
 * ``should_compress(session_id, prompt_tokens)`` -> ``(bool, reason)``: the size
-  decision for automatic triggers (the service applies its cooldown / anti-thrash
-  guards on top, and manual ``/compress`` skips both).
+  decision for automatic triggers only (the service applies the cooldown and
+  anti-thrash guards on top, once, and manual ``/compress`` skips both).
 * ``compress(session_id, trigger=..., focus=...)`` must write through the ledger, one
   atomic append per compaction (end the session and start its continuation together,
   e.g. with :func:`ctxledger.compaction.compact`), and return a ``CompactionOutcome``.
@@ -29,7 +30,8 @@ Implement :class:`ContextEngine` and pass it as ``ContextService(ledger, engine=
   ``on_session_reset`` / ``update_model``) and ``update_from_response`` let an engine
   keep caches; they must not be the only record of a decision.
 * Optional: ``tools() -> list[dict]`` (extra tool schemas the agent may expose) and
-  ``status(session_id) -> dict`` (merged into ``ContextService.status``).
+  ``status(session_id) -> dict`` (the engine's own keys, merged into
+  ``ContextService.status``; keys the service already reports are not overridden).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ctxledger.compaction import CompactionOutcome, compact, plan_compaction
+from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.events import (
@@ -47,6 +49,7 @@ from ctxledger.events import (
     ContextLimitLearned,
     CooldownStarted,
     Event,
+    MessageAppended,
     ModelSwitched,
     PressureWarning,
     SessionStarted,
@@ -55,6 +58,7 @@ from ctxledger.events import (
     Trigger,
     UsageReported,
 )
+from ctxledger.eventstore.base import Recorded
 from ctxledger.ledger import Ledger
 from ctxledger.runtime.pressure import AntiThrash, Cooldown
 
@@ -74,7 +78,6 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     cooldown: Cooldown = msgspec.field(default_factory=Cooldown)
     first_after_compaction: bool = False
     last_fallback: bool = False
-    compactions: int = 0
 
 
 def _after_usage(state: RuntimeState, event: UsageReported, config: CompressionConfig) -> RuntimeState:
@@ -90,13 +93,11 @@ def _after_switch(state: RuntimeState, event: SessionSwitched, config: Compressi
         event.tokens_before,
         event.tokens_after,
         fallback=state.last_fallback,
-        min_saving_percent=config.anti_thrash_min_saving * 100,
+        min_saving=config.anti_thrash_min_saving,
     )
     # manual /compress clears a summarizer cooldown (HERMES_SPEC §2), but only when it worked
     cooldown = state.cooldown.clear() if event.trigger == "manual" else state.cooldown
-    return msgspec.structs.replace(
-        state, anti=anti, cooldown=cooldown, first_after_compaction=True, compactions=state.compactions + 1
-    )
+    return msgspec.structs.replace(state, anti=anti, cooldown=cooldown, first_after_compaction=True)
 
 
 def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -> RuntimeState:
@@ -117,11 +118,10 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
     if isinstance(event, SessionSwitched) and event.reason == "compression":
         return _after_switch(state, event, config)
     if isinstance(event, CompressionSkipped) and event.trigger != "manual" and event.reason in NOOP_REASONS:
-        return replace(state, anti=state.anti.after_compaction(0, 0, noop=True))
+        anti = state.anti.after_compaction(0, 0, noop=True, min_saving=config.anti_thrash_min_saving)
+        return replace(state, anti=anti)
     if isinstance(event, CooldownStarted):
-        # a later, shorter cooldown never cuts a longer one short
-        until = max(event.until, state.cooldown.until or event.until)
-        return replace(state, cooldown=Cooldown(until=until))
+        return replace(state, cooldown=state.cooldown.extend(event.until))
     if isinstance(event, PressureWarning):
         return replace(state, warned=not event.cleared)
     return state
@@ -130,39 +130,62 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
 class RuntimeTracker:
     """:class:`RuntimeState` per compression chain, folded from the ledger and cached.
 
-    The cache is keyed by the chain's root and the ledger's last folded ``seq``; a
-    newer ``seq`` folds only the events appended since (read back from the store).
+    A chain is folded from its streams the first time it is asked for (or after
+    :meth:`forget`); from then on the tracker rides along with the ledger's
+    projector (``Projector.listeners``): every record the ledger folds is folded into
+    the cached state of its chain, so the state always matches the projections and
+    nothing is read or decoded twice. Records of chains nobody asked for are ignored.
     """
 
     def __init__(self, ledger: Ledger, config: CompressionConfig | None = None) -> None:
         self.ledger = ledger
         self.config = config or ledger.config
-        self._states: dict[str, tuple[int, RuntimeState]] = {}
+        self._states: dict[str, RuntimeState] = {}
+        #: session -> chain root (a session's root never changes once it started)
+        self._roots: dict[str, str] = {}
+        ledger.projector.listeners.append(self._on_record)
+
+    def _root(self, session_id: str) -> str:
+        root = self._roots.get(session_id)
+        if root is None:
+            root = self._roots[session_id] = self.ledger.chains.root(session_id)
+        return root
+
+    def _on_record(self, rec: Recorded) -> None:
+        """Fold one record the projector just folded into its chain's cached state."""
+        if not self._states or type(rec.event) is MessageAppended:
+            return  # nothing cached, or an event the runtime fold ignores
+        if rec.stream not in self.ledger.chains.state.sessions:
+            return  # a session that never started: the projections skipped it too
+        root = self._root(rec.stream)
+        state = self._states.get(root)
+        if state is None:
+            return
+        try:
+            self._states[root] = fold_runtime(state, rec.event, self.config)
+        except Exception:
+            # never break the ledger's fold: drop the cache, and the next state() refolds
+            # the chain from the store (raising there if the event really cannot be folded)
+            del self._states[root]
 
     def state(self, session_id: str) -> RuntimeState:
         """The chain's state as of the ledger's last folded event."""
-        ledger = self.ledger
-        root = ledger.chains.root(session_id)
-        seq = ledger.projector.last_seq
+        root = self._root(session_id)
         cached = self._states.get(root)
-        if cached is not None and cached[0] == seq:
-            return cached[1]
-        chain = ledger.chains.chain(session_id)
-        if cached is None:
-            state = RuntimeState()
-            # decision events may land on a session after it ended, so merge the
-            # chain's streams by seq instead of reading them one after the other
-            streams = [ledger.store.read_stream(sid) for sid in chain]
-            records = heapq.merge(*streams, key=lambda rec: rec.seq)
-        else:
-            state = cached[1]
-            members = set(chain)
-            records = (r for r in ledger.store.read_all(cached[0] + 1, seq) if r.stream in members)
-        for rec in records:
+        if cached is not None:
+            return cached
+        ledger = self.ledger
+        seq = ledger.projector.last_seq
+        state = RuntimeState()
+        # decision events may land on a session after it ended, so merge the chain's
+        # streams by seq instead of reading them one after the other; events the
+        # projector has not folded yet reach the cache through the listener later
+        streams = [ledger.store.read_stream(sid) for sid in ledger.chains.chain(root)]
+        for rec in heapq.merge(*streams, key=lambda r: r.seq):
             if rec.seq > seq:
                 break
             state = fold_runtime(state, rec.event, self.config)
-        self._states[root] = (seq, state)
+        self._states[root] = state
         return state
 
     def rebuilt(self, session_id: str) -> RuntimeState:
@@ -171,18 +194,15 @@ class RuntimeTracker:
         return self.state(session_id)
 
     def forget(self, session_id: str) -> None:
-        self._states.pop(self.ledger.chains.root(session_id), None)
+        self._states.pop(self._root(session_id), None)
 
     def guard(self, session_id: str, now: float) -> tuple[bool, str]:
         """Whether automatic compression may run now: no cooldown, not blocked by strikes."""
         state = self.state(session_id)
         if state.cooldown.active(now):
             return False, f"summarizer cooldown: {state.cooldown.remaining(now):.0f}s left"
-        if state.anti.strikes >= self.config.anti_thrash_strikes:
-            return False, (
-                f"automatic compression paused after {state.anti.strikes} ineffective passes "
-                f"(last: {state.anti.last_reason}); run /compress manually or start a new session"
-            )
+        if state.anti.blocked(self.config.anti_thrash_strikes):
+            return False, state.anti.describe(self.config.anti_thrash_strikes)
         return True, "no cooldown, not blocked"
 
 
@@ -201,9 +221,6 @@ class ContextEngine(Protocol):
     async def compress(self, session_id: str, *, trigger: Trigger, focus: str | None = None) -> CompactionOutcome:
         """Compact now; append the events atomically; return what happened."""
 
-    def has_content_to_compress(self, session_id: str) -> bool:
-        """Whether a forced compaction would change anything."""
-
     def on_session_start(self, session_id: str) -> None: ...
 
     def on_session_end(self, session_id: str) -> None: ...
@@ -214,61 +231,48 @@ class ContextEngine(Protocol):
 
 
 class BuiltinEngine:
-    """The Hermes-style compressor over the ledger, with its state folded from events."""
+    """The Hermes-style compressor over the ledger: the threshold decides, ``compact`` runs.
+
+    It keeps no state: the guards' state is the service's :class:`RuntimeTracker`.
+    """
 
     name = "ctxledger"
 
-    def __init__(
-        self,
-        ledger: Ledger,
-        summarizer: Summarizer,
-        config: CompressionConfig | None = None,
-        *,
-        tracker: RuntimeTracker | None = None,
-    ) -> None:
+    def __init__(self, ledger: Ledger, summarizer: Summarizer, config: CompressionConfig | None = None) -> None:
         self.ledger = ledger
         self.summarizer = summarizer
         self.config = config or ledger.config
-        self.tracker = tracker or RuntimeTracker(ledger, self.config)
 
     def threshold_tokens(self, session_id: str) -> int:
         return self.config.threshold_tokens(self.ledger.transcript.session(session_id).context_length)
 
-    def state(self, session_id: str) -> RuntimeState:
-        return self.tracker.state(session_id)
-
     # --- protocol --------------------------------------------------------------------
 
     def update_from_response(self, session_id: str, event: UsageReported) -> None:
-        """Nothing to do: the tracker folds the recorded ``UsageReported`` itself."""
+        """Nothing to do: the service's tracker folds the recorded ``UsageReported``."""
         return None
 
     def should_compress(self, session_id: str, prompt_tokens: int | None = None) -> tuple[bool, str]:
+        """The size decision only: the service applies the cooldown / anti-thrash guards."""
         if not self.config.enabled:
             return False, "compression is disabled"
         tokens = prompt_tokens if prompt_tokens is not None else self.ledger.transcript.total_tokens(session_id)
         threshold = self.threshold_tokens(session_id)
         if tokens < threshold:
             return False, f"{tokens:,} tokens is below the threshold ({threshold:,})"
-        allowed, reason = self.tracker.guard(session_id, self.ledger.clock())
-        if not allowed:
-            return False, reason
         return True, f"{tokens:,} tokens ≥ threshold {threshold:,}"
 
     async def compress(self, session_id: str, *, trigger: Trigger, focus: str | None = None) -> CompactionOutcome:
         return await compact(self.ledger, session_id, self.summarizer, config=self.config, focus=focus, trigger=trigger)
 
-    def has_content_to_compress(self, session_id: str) -> bool:
-        return plan_compaction(self.ledger, session_id, config=self.config, force=True).plan.action == "compress"
-
     def on_session_start(self, session_id: str) -> None:
         return None
 
     def on_session_end(self, session_id: str) -> None:
-        self.tracker.forget(session_id)
+        return None
 
     def on_session_reset(self, session_id: str) -> None:
-        self.tracker.forget(session_id)
+        return None
 
     def update_model(self, session_id: str, model: str, context_length: int) -> None:
         """Nothing cached depends on the window: the fold reads the recorded ModelSwitched."""
@@ -278,20 +282,8 @@ class BuiltinEngine:
         return []
 
     def status(self, session_id: str) -> dict[str, Any]:
-        state = self.state(session_id)
-        now = self.ledger.clock()
-        return {
-            "engine": self.name,
-            "context_length": self.ledger.transcript.session(session_id).context_length,
-            "threshold_tokens": self.threshold_tokens(session_id),
-            "tokens": self.ledger.transcript.total_tokens(session_id),
-            "last_prompt_tokens": self.ledger.usage(session_id).last_prompt_tokens,
-            "compactions": state.compactions,
-            "strikes": state.anti.strikes,
-            "blocked": state.anti.strikes >= self.config.anti_thrash_strikes,
-            "cooldown_remaining": state.cooldown.remaining(now),
-            "pressure_warned": state.warned,
-        }
+        """Nothing beyond what ``ContextService.status`` reports: the runtime state is the service's."""
+        return {"engine": self.name}
 
 
 __all__ = ["NOOP_REASONS", "BuiltinEngine", "ContextEngine", "RuntimeState", "RuntimeTracker", "fold_runtime"]

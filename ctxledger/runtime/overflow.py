@@ -41,7 +41,6 @@ ActionKind = Literal["lower_max_tokens", "compress", "fail"]
 #: a stated window outside this range is a parsing accident or a toy model; never learn it
 MIN_LEARNED_CONTEXT: Final = 1_024
 MAX_LEARNED_CONTEXT: Final = 10_000_000
-DEFAULT_MAX_ATTEMPTS: Final = 3
 
 _EVIDENCE_CHARS = 240
 #: proxies sometimes answer with whole HTML pages; the facts are always near the start
@@ -405,14 +404,14 @@ class OverflowRecovery:
     (a retry would send the same prompt and fail the same way).
     """
 
-    __slots__ = ("attempts", "last_evidence", "max_attempts")
+    __slots__ = ("attempts", "max_attempts")
 
-    def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+    def __init__(self, max_attempts: int) -> None:
+        """``max_attempts`` is the config's ``max_compression_attempts``."""
         if max_attempts < 1:
             raise InvalidInput(f"max_attempts must be at least 1, got {max_attempts}")
         self.max_attempts = max_attempts
         self.attempts = 0
-        self.last_evidence = ""
 
     @property
     def remaining(self) -> int:
@@ -420,7 +419,6 @@ class OverflowRecovery:
 
     def start_attempt(self, cls: ProviderErrorClass) -> int:
         """Count one more attempt (1-based number returned) or give up."""
-        self.last_evidence = cls.evidence
         if self.attempts >= self.max_attempts:
             raise ContextOverflowError(
                 f"The provider still rejects the prompt as too long after {self.attempts} "
@@ -444,7 +442,6 @@ class OverflowRecovery:
 
 
 __all__ = [
-    "DEFAULT_MAX_ATTEMPTS",
     "MAX_LEARNED_CONTEXT",
     "MIN_LEARNED_CONTEXT",
     "ActionKind",

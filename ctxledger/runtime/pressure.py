@@ -5,6 +5,11 @@ summary-failure cooldown and the gateway hygiene check. Every piece is a pure
 decision or an immutable state with pure transitions (each method returns a new
 value); the caller keeps the state, injects ``now``, and records the decisions as
 events (``PressureWarning``, ``CompressionSkipped``, ``CooldownStarted``).
+
+Settings are never defaulted here: limits, levels and lengths come from
+:class:`~ctxledger.compressor.config.CompressionConfig` (``pressure_tokens``,
+``hygiene_threshold_tokens``, ``anti_thrash_strikes``, ``anti_thrash_min_saving``,
+``cooldown_for``), so every decision uses the config's one rounding.
 """
 
 from __future__ import annotations
@@ -15,21 +20,10 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 
-DEFAULT_WARNING_LEVEL: Final = 0.85
-#: a pass that saves less than this percentage of the prompt is ineffective
-MIN_SAVING_PERCENT: Final = 10
-#: automatic compression stops at this many strikes (manual compression still runs)
-BLOCK_AT_STRIKES: Final = 2
 #: two fallback summaries in a row mean the summarizer is not working
 FALLBACK_STREAK_STRIKE: Final = 2
 
-COOLDOWN_NOT_CONFIGURED_SECONDS: Final = 600.0
-COOLDOWN_GENERIC_SECONDS: Final = 60.0
-COOLDOWN_TRANSIENT_SECONDS: Final = 30.0
-#: failures that a quick retry usually fixes (bad output shape, a dropped stream)
-_TRANSIENT_FAILURES = frozenset({"malformed", "empty", "stream_closed", "closed_stream"})
-
-TokenSource = Literal["real", "rough"]
+TokenSource = Literal["real", "estimate"]
 
 
 def _non_negative(**values: int) -> None:
@@ -42,11 +36,6 @@ def _positive(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
-
-
-def _ratio(name: str, value: float) -> None:
-    if not 0.0 < value <= 1.0:
-        raise InvalidInput(f"{name} must be in (0, 1], got {value!r}")
 
 
 # --- pressure warnings ---------------------------------------------------------------
@@ -64,25 +53,21 @@ class PressureDecision(msgspec.Struct, frozen=True, kw_only=True):
     warned: bool
     tokens: int
     threshold_tokens: int
-    level: float
+    warn_at_tokens: int
     percent: int
     text: str | None = None
 
 
-def pressure_check(
-    tokens: int, threshold_tokens: int, *, level: float = DEFAULT_WARNING_LEVEL, warned: bool
-) -> PressureDecision:
-    """Warn once when ``tokens`` reach ``level`` of the compaction threshold.
+def pressure_check(tokens: int, threshold_tokens: int, warn_at_tokens: int, *, warned: bool) -> PressureDecision:
+    """Warn once when ``tokens`` reach ``warn_at_tokens`` (``CompressionConfig.pressure_tokens``).
 
     The level is a share of the *threshold*, not of the window: the warning comes a
     little before automatic compression would fire. Staying above the level does not
     warn again; dropping below it clears the warning so the next climb warns anew.
     """
-    _non_negative(tokens=tokens)
+    _non_negative(tokens=tokens, warn_at_tokens=warn_at_tokens)
     _positive(threshold_tokens=threshold_tokens)
-    _ratio("level", level)
-    # round away float noise so 0.85 x 50,000 is exactly 42,500, as the user would expect
-    above = tokens >= round(level * threshold_tokens, 6)
+    above = tokens >= warn_at_tokens
     percent = tokens * 100 // threshold_tokens
     text = None
     if above and not warned:
@@ -96,7 +81,7 @@ def pressure_check(
         warned=above,
         tokens=tokens,
         threshold_tokens=threshold_tokens,
-        level=level,
+        warn_at_tokens=warn_at_tokens,
         percent=percent,
         text=text,
     )
@@ -106,12 +91,14 @@ def pressure_check(
 
 
 class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
-    """Strikes against automatic compression; blocked at two.
+    """Strikes against automatic compression; blocked at ``anti_thrash_strikes``.
 
-    A compaction pass earns at most one strike: it saved < 10 %, it was a no-op, it
-    was the second fallback summary in a row, or (judged later) the first real prompt
-    count after it was still at or above the threshold. Any real count below the
-    threshold resets the strikes: compression is working again.
+    A compaction pass earns at most one strike: it saved less than
+    ``anti_thrash_min_saving``, it was a no-op, it was the second fallback summary in
+    a row, or (judged later) the first real prompt count after it was still at or
+    above the threshold. Any real count below the threshold resets the strikes:
+    compression is working again. Manual ``/compress`` is never blocked (the service
+    does not ask).
     """
 
     strikes: int = 0
@@ -120,18 +107,9 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
     last_pass_struck: bool = False
     last_reason: str | None = None
 
-    @property
-    def blocked(self) -> bool:
-        return self.strikes >= BLOCK_AT_STRIKES
-
-    def allows(self, *, manual: bool = False) -> bool:
-        """Whether a compression may run now; manual ``/compress`` always may."""
-        return manual or not self.blocked
-
-    @staticmethod
-    def manual_bypasses() -> bool:
-        """Manual compression ignores the guard (and clears any cooldown): always True."""
-        return True
+    def blocked(self, limit: int) -> bool:
+        """Whether automatic compression is paused at ``limit`` strikes (``anti_thrash_strikes``)."""
+        return self.strikes >= limit
 
     def after_compaction(
         self,
@@ -139,11 +117,12 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
         tokens_after: int,
         noop: bool = False,
         fallback: bool = False,
-        min_saving_percent: float = MIN_SAVING_PERCENT,
+        *,
+        min_saving: float,
     ) -> AntiThrash:
         """The state after one compaction pass (pure).
 
-        ``min_saving_percent`` is the configured ``anti_thrash_min_saving`` (as a percentage).
+        ``min_saving`` is the configured ``anti_thrash_min_saving`` (a fraction of the prompt).
         """
         _non_negative(tokens_before=tokens_before, tokens_after=tokens_after)
         streak = self.fallback_streak
@@ -153,7 +132,7 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
         else:
             streak = streak + 1 if fallback else 0
             saved = tokens_before - tokens_after
-            if saved * 100 < min_saving_percent * tokens_before:
+            if saved * 100 < min_saving * 100 * tokens_before:
                 share = saved * 100 / tokens_before if tokens_before else 0.0
                 reason = f"compaction saved only {share:.1f}% ({tokens_before:,} -> {tokens_after:,} tokens)"
             elif streak >= FALLBACK_STREAK_STRIKE:
@@ -185,9 +164,9 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
             )
         return self
 
-    def describe(self) -> str:
-        """A sentence for ``CompressionSkipped.reason`` when blocked."""
-        if not self.blocked:
+    def describe(self, limit: int) -> str:
+        """A sentence for ``CompressionSkipped.reason`` (when blocked at ``limit`` strikes)."""
+        if not self.blocked(limit):
             return f"automatic compression allowed ({self.strikes} strike(s))"
         return (
             f"automatic compression paused after {self.strikes} ineffective passes "
@@ -198,17 +177,11 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
 # --- cooldown ------------------------------------------------------------------------
 
 
-def cooldown_seconds(failure_class: str, *, summarizer_configured: bool = True) -> float:
-    """How long automatic compression waits after a summary failure of this class."""
-    if not summarizer_configured or failure_class == "not_configured":
-        return COOLDOWN_NOT_CONFIGURED_SECONDS
-    if failure_class in _TRANSIENT_FAILURES:
-        return COOLDOWN_TRANSIENT_SECONDS
-    return COOLDOWN_GENERIC_SECONDS
-
-
 class Cooldown(msgspec.Struct, frozen=True, kw_only=True):
-    """Automatic compression is paused until ``until`` (seconds, the injected clock's)."""
+    """Automatic compression is paused until ``until`` (seconds, the injected clock's).
+
+    The length of a pause is the config's (``CompressionConfig.cooldown_for``).
+    """
 
     until: float | None = None
 
@@ -216,10 +189,13 @@ class Cooldown(msgspec.Struct, frozen=True, kw_only=True):
         """Pause for ``seconds`` from ``now``; never shortens a longer pause already running."""
         if seconds < 0:
             raise InvalidInput(f"cooldown seconds must not be negative, got {seconds}")
-        end = now + seconds
-        if self.until is not None and self.until > end:
+        return self.extend(now + seconds)
+
+    def extend(self, until: float) -> Cooldown:
+        """Pause until ``until`` at least: a later, shorter cooldown never cuts a longer one short."""
+        if self.until is not None and self.until >= until:
             return self
-        return Cooldown(until=end)
+        return Cooldown(until=until)
 
     def active(self, now: float) -> bool:
         return self.until is not None and now < self.until
@@ -246,53 +222,46 @@ def hygiene_should_compress(
     *,
     messages_count: int,
     real_prompt_tokens: int | None,
-    rough_tokens: int,
+    estimated_tokens: int,
     context_length: int,
-    hygiene_threshold: float = 0.85,
-    min_messages: int = 4,
-    hard_message_limit: int = 5000,
+    limit_tokens: int,
+    min_messages: int,
+    hard_message_limit: int,
 ) -> HygieneDecision:
     """The safety net before a turn for sessions that grew between turns.
 
-    Fires at ``hygiene_threshold`` of the *window* (deliberately above the agent's
-    own threshold, which would compress every turn here) or past the hard message
-    limit, and only with at least ``min_messages``. The last real prompt count is
-    preferred; a missing (or zero, i.e. never reported) one falls back to the rough
-    estimate.
+    Fires at ``limit_tokens`` (``CompressionConfig.hygiene_threshold_tokens``: a share
+    of the *window*, deliberately above the agent's own threshold, which would
+    compress every turn here) or past the hard message limit, and only with at least
+    ``min_messages``. The last real prompt count is preferred; a missing (or zero,
+    i.e. never reported) one falls back to the estimate.
     """
-    _non_negative(messages_count=messages_count, rough_tokens=rough_tokens)
+    _non_negative(messages_count=messages_count, estimated_tokens=estimated_tokens, limit_tokens=limit_tokens)
     _positive(context_length=context_length, min_messages=min_messages, hard_message_limit=hard_message_limit)
-    _ratio("hygiene_threshold", hygiene_threshold)
     if real_prompt_tokens is not None:
         _non_negative(real_prompt_tokens=real_prompt_tokens)
-    source: TokenSource = "real" if real_prompt_tokens else "rough"
-    tokens = real_prompt_tokens if real_prompt_tokens else rough_tokens
+    source: TokenSource = "real" if real_prompt_tokens else "estimate"
+    tokens = real_prompt_tokens if real_prompt_tokens else estimated_tokens
     if messages_count < min_messages:
         return HygieneDecision(False, f"only {messages_count} messages (hygiene needs {min_messages})", tokens, source)
-    limit = int(round(context_length * hygiene_threshold, 6))
-    if tokens >= limit:
-        reason = (
-            f"{tokens:,} {source} tokens reach {hygiene_threshold:.0%} of the "
-            f"{context_length:,}-token window ({limit:,})"
-        )
+    share = f"{limit_tokens / context_length:.0%}"
+    if tokens >= limit_tokens:
+        reason = f"{tokens:,} {source} tokens reach {share} of the {context_length:,}-token window ({limit_tokens:,})"
         return HygieneDecision(True, reason, tokens, source)
     if messages_count > hard_message_limit:
         reason = f"{messages_count:,} messages exceed the hard limit of {hard_message_limit:,}"
         return HygieneDecision(True, reason, tokens, source)
-    reason = f"{tokens:,} {source} tokens are below {limit:,} ({hygiene_threshold:.0%} of the window)"
+    reason = f"{tokens:,} {source} tokens are below {limit_tokens:,} ({share} of the window)"
     return HygieneDecision(False, reason, tokens, source)
 
 
 __all__ = [
-    "BLOCK_AT_STRIKES",
-    "DEFAULT_WARNING_LEVEL",
-    "MIN_SAVING_PERCENT",
+    "FALLBACK_STREAK_STRIKE",
     "AntiThrash",
     "Cooldown",
     "HygieneDecision",
     "PressureDecision",
     "TokenSource",
-    "cooldown_seconds",
     "hygiene_should_compress",
     "pressure_check",
 ]

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
 from ctxledger.compaction import CompactionOutcome
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidInput
-
-#: failure classes after which a quick retry usually works (HERMES_SPEC §2: the 30 s cooldown)
-TRANSIENT_FAILURES: Final = frozenset({"malformed", "empty", "stream_closed", "closed_stream"})
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,15 +74,6 @@ def check_error_report(status: object, requested_max_tokens: object) -> None:
         raise InvalidInput(f"requested_max_tokens must be a positive integer or None, got {cap!r}")
 
 
-def cooldown_seconds(config: CompressionConfig, failure_class: str, *, summarizer_configured: bool) -> float:
-    """How long automatic compression pauses after a summary failure (the config's settings)."""
-    if not summarizer_configured or failure_class == "not_configured":
-        return config.cooldown_no_summarizer
-    if failure_class in TRANSIENT_FAILURES:
-        return config.cooldown_malformed
-    return config.cooldown_generic
-
-
 def focus_topic(focus: Any) -> str | None:
     """A manual compression's focus: None, or a non-blank string (stripped)."""
     if focus is not None and not isinstance(focus, str):
@@ -95,12 +82,10 @@ def focus_topic(focus: Any) -> str | None:
 
 
 __all__ = [
-    "TRANSIENT_FAILURES",
     "Recovery",
     "TurnResult",
     "check_error_report",
     "check_usage_report",
-    "cooldown_seconds",
     "focus_topic",
     "is_int",
     "json_safe",

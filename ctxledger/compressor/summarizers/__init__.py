@@ -12,10 +12,9 @@ from ctxledger.compressor.summarizers.base import (
     Summarizer,
     SummaryRequest,
     SummaryResult,
-    cooldown_seconds,
     parse_sections,
-    prompt_hash,
     render_sections,
+    request_hash,
     summarize_with_fallback,
 )
 from ctxledger.compressor.summarizers.fallback import fallback_note, fallback_summary
@@ -33,12 +32,11 @@ __all__ = [
     "SummaryRequest",
     "SummaryResult",
     "build_prompt",
-    "cooldown_seconds",
     "fallback_note",
     "fallback_summary",
     "parse_sections",
-    "prompt_hash",
     "render_sections",
+    "request_hash",
     "request_key",
     "summarize_with_fallback",
 ]

@@ -8,8 +8,13 @@ current request after a resume (HERMES_SPEC §3, hardening #35344).
 Failures are :class:`~ctxledger.errors.SummarizerError` with a ``failure_class``.
 :func:`summarize_with_fallback` turns the non-aborting ones into a deterministic
 fallback summary; auth / network / not-configured failures propagate so the caller
-leaves the session unchanged. :func:`cooldown_seconds` says how long automatic
-compression waits after each class (HERMES_SPEC §2).
+leaves the session unchanged. How long automatic compression then waits is the
+config's (``CompressionConfig.cooldown_for``, HERMES_SPEC §2).
+
+:func:`request_hash` is the one hash of a request's summarization inputs: the
+``prompt_hash`` of every summarizer that does not send a prompt (offline, fallback,
+recorded; the LLM summarizer hashes the body bytes it sends) and the recorded
+summarizer's lookup key.
 """
 
 from __future__ import annotations
@@ -133,27 +138,25 @@ def render_sections(sections: Mapping[str, list[str]], preamble: str = "") -> st
     return "\n\n".join(blocks)
 
 
-def prompt_hash(payload: Any) -> str:
-    """sha256 hex of the canonical JSON (sorted keys) of `payload`."""
-    return hashlib.sha256(msgspec.json.encode(payload, order="sorted")).hexdigest()
+def request_hash(request: SummaryRequest, **extra: Any) -> str:
+    """sha256 hex of the canonical JSON (sorted keys) of the request's summarization inputs.
+
+    The inputs are what a summarizer reads: the turns as a local summarizer sees them
+    (:meth:`SummaryRequest.source_turns`), the budget, the previous summary and the
+    focus, plus ``extra`` (e.g. ``summarizer="offline"``, a fallback's ``failure``).
+    The context and the session model are not inputs: they never change a summary.
+    """
+    inputs = {
+        "turns": request.source_turns(),
+        "budget_tokens": request.budget_tokens,
+        "previous_summary": request.previous_summary,
+        "focus": request.focus,
+        **extra,
+    }
+    return hashlib.sha256(msgspec.json.encode(inputs, order="sorted")).hexdigest()
 
 
 # --------------------------------------------------------------------------- failures
-
-#: seconds automatic compression waits after a summary failure, by failure class
-COOLDOWN_NOT_CONFIGURED = 600.0
-COOLDOWN_MALFORMED = 30.0
-COOLDOWN_DEFAULT = 60.0
-
-
-def cooldown_seconds(failure_class: str | None) -> float:
-    """HERMES_SPEC §2: 600 s with no summarizer configured, 30 s after malformed output or
-    a closed stream (class ``malformed``), 60 s for every other failure."""
-    if failure_class == "not_configured":
-        return COOLDOWN_NOT_CONFIGURED
-    if failure_class == "malformed":
-        return COOLDOWN_MALFORMED
-    return COOLDOWN_DEFAULT
 
 
 async def summarize_with_fallback(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
@@ -181,9 +184,6 @@ async def summarize_with_fallback(summarizer: Summarizer, request: SummaryReques
 
 
 __all__ = [
-    "COOLDOWN_DEFAULT",
-    "COOLDOWN_MALFORMED",
-    "COOLDOWN_NOT_CONFIGURED",
     "NONE_TEXT",
     "SECTIONS",
     "SECTION_HEADINGS",
@@ -191,9 +191,8 @@ __all__ = [
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
-    "cooldown_seconds",
     "parse_sections",
-    "prompt_hash",
     "render_sections",
+    "request_hash",
     "summarize_with_fallback",
 ]

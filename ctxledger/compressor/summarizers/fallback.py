@@ -11,7 +11,7 @@ file paths and the last turns — within the same token budget.
 from __future__ import annotations
 
 from ctxledger.compressor.markers import prompt_text
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, prompt_hash
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
 from ctxledger.compressor.summarizers.offline import build_summary
 
 #: how many of the last dropped turns the fallback quotes under In Progress
@@ -46,20 +46,11 @@ def fallback_result(
     model: str | None = None,
 ) -> SummaryResult:
     """A :class:`SummaryResult` carrying the fallback body and the failure it replaces."""
-    text = fallback_summary(request, failure)
-    inputs = {
-        "summarizer": "fallback",
-        "turns": request.source_turns(),
-        "budget_tokens": request.budget_tokens,
-        "previous_summary": request.previous_summary,
-        "focus": request.focus,
-        "failure": failure,
-    }
     return SummaryResult(
-        text=text,
+        text=fallback_summary(request, failure),
         summarizer=summarizer,
         model=model,
-        prompt_hash=prompt_hash(inputs),
+        prompt_hash=request_hash(request, summarizer="fallback", failure=failure),
         fallback=True,
         failure=failure,
         failure_class=failure_class,

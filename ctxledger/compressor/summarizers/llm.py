@@ -18,7 +18,7 @@ summarizer is *not configured*.
 The request is a system message (``prompts/summarizer_preamble.md``) and one user
 message: the first-compaction or update instructions, the previous summary, the
 serialized turns (``compressor.serialize``), the focus instructions and the template.
-``prompt_hash`` is the sha256 of the canonical JSON of the request body.
+``prompt_hash`` is the sha256 of the body bytes sent (canonical JSON, sorted keys).
 
 Failures raise :class:`~ctxledger.errors.SummarizerError` classified as: 401/403 ->
 ``auth``; connection errors (including a connect timeout) -> ``network``; other
@@ -31,6 +31,7 @@ once instead.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Mapping
@@ -41,7 +42,7 @@ import msgspec
 
 from ctxledger.compressor.markers import prompt_text, unwrap_summary
 from ctxledger.compressor.serialize import serialize_turns
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, prompt_hash
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import InvalidConfig, InvalidInput, SummarizerError
 from ctxledger.redact import redact
 from ctxledger.usage import CanonicalUsage, normalize_usage
@@ -253,8 +254,7 @@ class LLMSummarizer:
             return await client.post(url, content=content, headers=self._headers())
 
     async def _call(self, url: str, model: str, request: SummaryRequest) -> SummaryResult:
-        body = self.request_body(request, model)
-        content = msgspec.json.encode(body, order="sorted")
+        content = msgspec.json.encode(self.request_body(request, model), order="sorted")
         try:
             response = await self._post(url, content)
         except httpx.HTTPError as exc:
@@ -278,7 +278,7 @@ class LLMSummarizer:
             text=redact(body_text),
             summarizer=self.kind,
             model=model,
-            prompt_hash=prompt_hash(body),
+            prompt_hash=hashlib.sha256(content).hexdigest(),
             usage=_usage_of(self.api, data) if isinstance(data, Mapping) else None,
         )
 

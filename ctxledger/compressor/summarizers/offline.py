@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.summarizers.analysis import (
@@ -36,8 +36,8 @@ from ctxledger.compressor.summarizers.base import (
     SummaryRequest,
     SummaryResult,
     parse_sections,
-    prompt_hash,
     render_sections,
+    request_hash,
 )
 from ctxledger.facts import (
     Fact,
@@ -229,10 +229,14 @@ def _text_lines(analysis: Analysis, c: _Candidates) -> None:
         c.add("in_progress", 2, f"- Waiting for the result of {action.verb} {cap(action.target, 160)}")
 
 
-def _previous_lines(previous: str, analysis: Analysis, c: _Candidates, state_keys: list[str]) -> int:
-    """Merge an earlier summary's items; returns the next Completed Actions number."""
+def _previous_sections(previous: str) -> dict[str, list[str]]:
+    """An earlier summary's lines by section (unwrapped from its prefix and redacted)."""
     body = unwrap_summary(previous)
-    sections = parse_sections(redact(body if body is not None else previous))
+    return parse_sections(redact(body if body is not None else previous))
+
+
+def _previous_lines(sections: dict[str, list[str]], analysis: Analysis, c: _Candidates, state_keys: list[str]) -> int:
+    """Merge an earlier summary's items; returns the next Completed Actions number."""
     next_number = 1
     for line in sections.get("completed", []):
         match = re.match(r"\s*(\d+)[.)]", line)
@@ -262,7 +266,7 @@ def _previous_lines(previous: str, analysis: Analysis, c: _Candidates, state_key
     return next_number
 
 
-def _active_task(analysis: Analysis, previous: str | None, budget: int) -> list[str]:
+def _active_task(analysis: Analysis, previous: dict[str, list[str]] | None, budget: int) -> list[str]:
     if analysis.asks:
         text = analysis.asks[-1][1].strip()
         limit_chars = max(200, int(budget * ASK_SHARE) * 3)
@@ -271,12 +275,7 @@ def _active_task(analysis: Analysis, previous: str | None, budget: int) -> list[
             omitted = len(text) - limit_chars
             text = f"{text[: limit_chars * 2 // 3]} [… {omitted:,} chars omitted …] {text[-limit_chars // 3:]}"
         return [f"User asked: \"{text}\""]
-    if previous:
-        body = unwrap_summary(previous)
-        lines = parse_sections(redact(body if body is not None else previous)).get("active_task", [])
-        if lines:
-            return lines
-    return []
+    return (previous or {}).get("active_task", [])
 
 
 # --------------------------------------------------------------------------- packing
@@ -292,6 +291,14 @@ _KIND_LABEL = {"error": "errors", "command": "commands", "path": "paths", "url":
 
 def _fact_text(fact: Fact) -> str:
     return f"`{fact.value}`" if fact.kind == "command" else fact.value
+
+
+class _PricedFact(NamedTuple):
+    """A fact as the summary states it, with its exact token count."""
+
+    kind: str
+    text: str
+    tokens: int
 
 
 class _Packer:
@@ -340,12 +347,12 @@ class _Packer:
         self.used += line.tokens
         return True
 
-    def take_fact(self, fact: Fact) -> bool:
+    def take_fact(self, fact: _PricedFact) -> bool:
         new_kind = fact.kind not in self.facts
-        cost = count_text(_fact_text(fact)) + 1 + (4 if new_kind else 0)
+        cost = fact.tokens + 1 + (4 if new_kind else 0)
         if not self.fits(cost):
             return False
-        self.facts.setdefault(fact.kind, []).append(_fact_text(fact))
+        self.facts.setdefault(fact.kind, []).append(fact.text)
         self.log.append(("fact", fact.kind))
         self.used += cost
         return True
@@ -365,23 +372,27 @@ class _Packer:
         return text
 
 
-def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> list[Fact]:
+def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> list[_PricedFact]:
     """Facts by value per token: kind weight, recency, and diminishing returns per message.
 
     A pure count of facts would favour a log's hundred cheap ``line N`` numbers over
     the one exception line a continuation needs; each further fact from the same
-    message is worth less, and errors, commands and paths are worth more.
+    message is worth less, and errors, commands and paths are worth more. Each fact
+    is tokenized once, here; the packer takes the count along.
     """
     seen_in_message: dict[int, int] = {}
+    priced: list[_PricedFact] = []
     scored: list[tuple[int, float, int]] = []
     for order, fact in enumerate(facts):
         k = seen_in_message.get(fact.message_index, 0)
         seen_in_message[fact.message_index] = k + 1
         recency = fact.message_index / max(1, total_messages)
         value = _KIND_VALUE[fact.kind] * (1.0 + recency) / (1.0 + 0.2 * k)
-        cost = max(1, count_text(_fact_text(fact)))
-        scored.append((0 if c.is_focus(fact.value) else 1, -value / cost, order))
-    return [facts[i] for _, _, i in sorted(scored)]
+        text = _fact_text(fact)
+        tokens = count_text(text)
+        priced.append(_PricedFact(fact.kind, text, tokens))
+        scored.append((0 if c.is_focus(fact.value) else 1, -value / max(1, tokens), order))
+    return [priced[i] for _, _, i in sorted(scored)]
 
 
 def _pack(required: dict[str, list[str]], preamble: str, c: _Candidates, facts: Sequence[Fact],
@@ -418,8 +429,9 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
     analysis = analyse(turns, detail=160)
     state_keys = _state_lines(analysis, c)
     first_number = 1
-    if request.previous_summary:
-        first_number = _previous_lines(request.previous_summary, analysis, c, state_keys)
+    previous = _previous_sections(request.previous_summary) if request.previous_summary else None
+    if previous is not None:
+        first_number = _previous_lines(previous, analysis, c, state_keys)
     _ask_lines(analysis, c)
     _action_lines(analysis, c, first_number)
     _text_lines(analysis, c)
@@ -429,7 +441,7 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
         if text.strip() and message.get("role") != "user":
             c.add("in_progress", 2.5, f"- Last turn ({message.get('role')}): {cap(text, 240)}")
     required: dict[str, list[str]] = {key: [] for key in SECTION_KEYS}
-    required["active_task"] = _active_task(analysis, request.previous_summary, budget)
+    required["active_task"] = _active_task(analysis, previous, budget)
     facts = [f for f in extract_facts(turns) if f.kind != "ask"]
     return _pack(required, preamble, c, facts, budget, len(turns))
 
@@ -447,17 +459,4 @@ class OfflineSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         text = build_summary(request)
-        inputs = {
-            "summarizer": self.kind,
-            "turns": request.source_turns(),
-            "budget_tokens": request.budget_tokens,
-            "previous_summary": request.previous_summary,
-            "focus": request.focus,
-        }
-        return SummaryResult(text=text, summarizer=self.kind, prompt_hash=prompt_hash(inputs))
-
-
-def summarize_offline(request: SummaryRequest) -> str:
-    """Synchronous access to the offline summary text (for the CLI and benchmarks)."""
-    return build_summary(request)
-
+        return SummaryResult(text=text, summarizer=self.kind, prompt_hash=request_hash(request, summarizer=self.kind))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, prompt_hash
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
 from ctxledger.errors import SummarizerError
 
 Record = str | SummaryResult
@@ -19,15 +19,9 @@ _CONTEXT_KEYS = ("compaction_id", "summary_key")
 
 
 def request_key(request: SummaryRequest) -> str:
-    """sha256 of the request's summarization inputs (not its context or session model)."""
-    return prompt_hash(
-        {
-            "turns": request.turns,
-            "budget_tokens": request.budget_tokens,
-            "previous_summary": request.previous_summary,
-            "focus": request.focus,
-        }
-    )
+    """The request's :func:`~ctxledger.compressor.summarizers.base.request_hash` (its
+    summarization inputs, not its context or session model)."""
+    return request_hash(request)
 
 
 class RecordedSummarizer:

@@ -12,8 +12,8 @@ attributed to the message it first came from.
 :func:`trace` follows one fact through the chain: where it appeared, what each
 compaction did with it, and whether the current live view still states it.
 
-Compactions are looked up here (:func:`find_compaction`, :func:`chain_compactions`)
-for the other analysis modules too. Everything here is read-only.
+Compactions are looked up here (:func:`find_compaction`, :func:`chain_compactions`,
+:func:`compactions_by_id`) for the other analysis modules too. Everything here is read-only.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ import msgspec
 
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
-from ctxledger.facts import Fact, extract_facts, normalize, retention
+from ctxledger.factmatch import contains
+from ctxledger.facts import Fact, extract_facts, fact_in_text, find_paths, normalize, normalize_fact
 from ctxledger.ledger import Ledger
-from ctxledger.messages import content_text
+from ctxledger.tokens import message_text
 
 JSON = dict[str, Any]
 
@@ -85,32 +86,46 @@ def chain_compactions(ledger: Ledger, session_id: str) -> list[CompactionRecord]
     return out
 
 
-def find_compaction(ledger: Ledger, ref: str) -> CompactionRecord:
-    """The compaction with id `ref` (or a unique prefix of one). Raises UnknownSession."""
-    if not isinstance(ref, str) or not ref.strip():
+def compacted_sessions(ledger: Ledger) -> dict[str, str]:
+    """Compaction id -> the session it compacted, for every compaction in the log (no event is read)."""
+    return {
+        node.compaction_id: node.parent_session_id
+        for node in ledger.chains.state.sessions.values()
+        if node.reason == "compression" and node.compaction_id and node.parent_session_id
+    }
+
+
+def compactions_by_id(ledger: Ledger, session_id: str) -> dict[str, CompactionRecord]:
+    """Compaction id -> record for the chain holding `session_id`, oldest first (one read of the chain)."""
+    return {record.compaction_id: record for record in chain_compactions(ledger, session_id)}
+
+
+def _match_compaction(ledger: Ledger, ref: str) -> tuple[str, str]:
+    """``(compaction id, the session it compacted)`` for an id or a unique prefix of one."""
+    if not isinstance(ref, str) or not ref:
         raise InvalidInput("a compaction id is required (`ctxledger audit SESSION` lists them)")
-    ref = ref.strip()
-    made: dict[str, str] = {}  # compaction id -> the session it compacted
-    for node in ledger.chains.state.sessions.values():
-        if node.reason == "compression" and node.compaction_id and node.parent_session_id:
-            made[node.compaction_id] = node.parent_session_id
+    made = compacted_sessions(ledger)
     matches = [ref] if ref in made else [cid for cid in made if cid.startswith(ref)]
     if len(matches) > 1:
         raise InvalidInput(f"compaction prefix {ref!r} is ambiguous ({len(matches)} compactions)")
-    if matches:
-        for record in chain_compactions(ledger, made[matches[0]]):
-            if record.compaction_id == matches[0]:
-                return record
-    raise UnknownSession(
+    if not matches:
+        raise _no_compaction(ref)
+    return matches[0], made[matches[0]]
+
+
+def _no_compaction(ref: str) -> UnknownSession:
+    return UnknownSession(
         f"no compaction {ref!r} in the log; `ctxledger audit SESSION` lists a chain's compactions"
     )
 
 
-def resolve_session(ledger: Ledger, ref: str) -> str:
-    """A session id from a full id or a unique prefix; an empty reference is an error."""
-    if not isinstance(ref, str) or not ref.strip():
-        raise InvalidInput("a session id is required (`ctxledger sessions` lists them)")
-    return ledger.resolve(ref.strip())
+def find_compaction(ledger: Ledger, ref: str) -> CompactionRecord:
+    """The compaction with id `ref` (or a unique prefix of one). Raises UnknownSession."""
+    cid, compacted = _match_compaction(ledger, ref)
+    record = compactions_by_id(ledger, compacted).get(cid)
+    if record is None:
+        raise _no_compaction(ref)
+    return record
 
 
 def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
@@ -118,7 +133,7 @@ def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
     if not ref:
         return False
     sessions = ledger.chains.state.sessions
-    ids = [n.compaction_id for n in sessions.values() if n.reason == "compression" and n.compaction_id]
+    ids = compacted_sessions(ledger)
     if ref in ids or ref in sessions:
         return ref in ids
     prefixed = any(c.startswith(ref) for c in ids)
@@ -135,23 +150,6 @@ def reverted_compactions(ledger: Ledger, session_id: str) -> dict[str, str]:
         if node.reason == "revert" and node.compaction_id:
             out.setdefault(node.compaction_id, sid)
     return out
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """Everything a fact can be stated in: the content, then each tool call's name and arguments."""
-    parts = [content_text(message)]
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(fn, Mapping):
-            args = fn.get("arguments")
-            parts.append(f"{fn.get('name') or ''} {args if isinstance(args, str) else msgspec.json.encode(args).decode()}")
-    return "\n".join(p for p in parts if p)
-
-
-def message_origin(ledger: Ledger, message_id: str) -> str:
-    """``appended`` for an agent's message, else the layout origin (``summary``, ``merged``...)."""
-    stored = ledger.transcript.state.messages.get(message_id)
-    return stored.origin if stored is not None else "unknown"
 
 
 def chain_signature(ledger: Ledger, session_id: str) -> list[JSON]:
@@ -173,7 +171,6 @@ def chain_signature(ledger: Ledger, session_id: str) -> list[JSON]:
             "tokens": [r.switch.tokens_before, r.switch.tokens_after], "focus": r.summary.focus,
         })
     return out
-
 
 
 # --------------------------------------------------------------------------- audit
@@ -236,13 +233,13 @@ class ChainAudit(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def split_kept(facts: list[AuditedFact], text: str) -> tuple[list[AuditedFact], list[AuditedFact]]:
-    """``(kept, lost)``: which `facts` `text` still states (``facts.retention``), in order."""
-    probes = [Fact(kind=f.kind, value=f.value, normalized=f.normalized, message_index=0) for f in facts]
-    kept, _ = retention(probes, text)
-    stated = {id(p) for p in kept}
-    kept_facts = [f for f, p in zip(facts, probes, strict=True) if id(p) in stated]
-    lost_facts = [f for f, p in zip(facts, probes, strict=True) if id(p) not in stated]
-    return kept_facts, lost_facts
+    """``(kept, lost)``: which `facts` `text` still states (normalized matching), in order."""
+    haystack = normalize(text)
+    kept: list[AuditedFact] = []
+    lost: list[AuditedFact] = []
+    for fact in facts:
+        (kept if contains(haystack, fact.normalized) else lost).append(fact)
+    return kept, lost
 
 
 def _ratio(part: int, whole: int) -> float:
@@ -337,13 +334,13 @@ def _audited(fact: Fact, session_id: str | None, seq: int | None, source: str, c
 
 def live_text(ledger: Ledger, session_id: str) -> str:
     """The text of a session's whole API view (system prompt included), as facts are matched in."""
-    return "\n".join(message_text(m) for m in ledger.transcript.api_messages(session_id))
+    return "\n".join(message_text(m, text_only=True) for m in ledger.transcript.api_messages(session_id))
 
 
 def audit_chain(ledger: Ledger, session_id: str) -> ChainAudit:
     """Audit every compaction of the chain holding `session_id` (read-only)."""
     ledger.refresh()
-    sid = resolve_session(ledger, session_id)
+    sid = ledger.resolve(session_id)
     records = chain_compactions(ledger, sid)
     auditor = _Auditor(ledger, reverted_compactions(ledger, sid))
     audits = [auditor.audit(r) for r in records]
@@ -372,13 +369,13 @@ def audit_chain(ledger: Ledger, session_id: str) -> ChainAudit:
 def audit_compaction(ledger: Ledger, compaction_id: str) -> CompactionAudit:
     """Audit one compaction (its chain's earlier compactions are audited to know what it inherited)."""
     ledger.refresh()
-    target = find_compaction(ledger, compaction_id)
-    auditor = _Auditor(ledger, reverted_compactions(ledger, target.session_id))
-    for record in chain_compactions(ledger, target.session_id):
+    cid, compacted = _match_compaction(ledger, compaction_id)
+    auditor = _Auditor(ledger, reverted_compactions(ledger, compacted))
+    for record in chain_compactions(ledger, compacted):  # one read of the chain
         result = auditor.audit(record)
-        if record.compaction_id == target.compaction_id:
+        if record.compaction_id == cid:
             return result
-    raise UnknownSession(f"compaction {compaction_id!r} is not in its own chain; the log is inconsistent")
+    raise _no_compaction(compaction_id)
 
 
 # --------------------------------------------------------------------------- chain reports
@@ -467,23 +464,36 @@ class FactTrace(msgspec.Struct, frozen=True, kw_only=True):
     status: str
 
 
+def _query_kind(value: str) -> str:
+    """``quoted`` or ``path`` when the whole query is one (normalized as such facts are), else ``query``."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'`":
+        return "quoted"
+    slashed = value.replace("\\", "/")
+    if "://" not in slashed and find_paths(slashed) == [slashed]:
+        return "path"
+    return "query"
+
+
 def _fact(text: str) -> Fact:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("the fact to trace is empty: give a value such as a path or an error line")
-    normalized = normalize(text)
-    return Fact(kind="query", value=text.strip(), normalized=normalized, message_index=0)
+    value = text.strip()
+    kind = _query_kind(value)
+    normalized = normalize_fact(kind, value)
+    if not normalized:
+        raise InvalidInput(f"the fact to trace {value!r} is empty once normalized: give a value inside the quotes")
+    return Fact(kind=kind, value=value, normalized=normalized, message_index=0)
 
 
 def _states(fact: Fact, text: str) -> bool:
-    kept, _ = retention([fact], text)
-    return bool(kept)
+    return fact_in_text(fact, text)
 
 
 def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
     """The life of one fact in the chain of `session_id` (read-only)."""
     fact = _fact(fact_text)
     ledger.refresh()
-    sid = resolve_session(ledger, session_id)
+    sid = ledger.resolve(session_id)
     chain = set(ledger.chains.chain(sid))
     tip = ledger.tip(sid)
     live_ids = ledger.transcript.session(tip).live
@@ -493,7 +503,7 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
     for mid, stored in ledger.transcript.state.messages.items():
         if stored.session_id not in chain:
             continue
-        holds[mid] = _states(fact, message_text(stored.message))
+        holds[mid] = _states(fact, message_text(stored.message, text_only=True))
         if holds[mid]:
             appearances.append(
                 FactAppearance(
@@ -531,7 +541,7 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
 
 def _live_holds(ledger: Ledger, message_id: str, fact: Fact) -> bool:
     # the live form: a persisted tool output shows its preview, not the full text
-    return _states(fact, message_text(ledger.transcript.stored(message_id).message))
+    return _states(fact, message_text(ledger.transcript.stored(message_id).message, text_only=True))
 
 
 def _trace_status(appearances: list[FactAppearance], steps: list[FactAtCompaction], live: bool) -> str:
@@ -561,12 +571,11 @@ __all__ = [
     "chain_compactions",
     "chain_report",
     "chain_signature",
+    "compacted_sessions",
+    "compactions_by_id",
     "find_compaction",
     "is_compaction_ref",
     "live_text",
-    "message_origin",
-    "message_text",
-    "resolve_session",
     "reverted_compactions",
     "split_kept",
     "trace",

@@ -34,10 +34,9 @@ import msgspec
 from ctxledger.audit import (
     SUMMARY_ORIGINS,
     CompactionRecord,
-    chain_compactions,
+    compactions_by_id,
     find_compaction,
     is_compaction_ref,
-    resolve_session,
 )
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
@@ -164,27 +163,74 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     return name, seq
 
 
+def transcript_at(ledger: Ledger, session_id: str, seq: int | None) -> TranscriptProjection:
+    """The transcript now (`seq` None) or right after event `seq`, where `session_id` must exist.
+
+    Raises InvalidInput for a seq outside the log and UnknownSession when the session
+    had not started yet at `seq`. ``show``, ``export`` and ``diff`` read past views here.
+    """
+    if seq is None:
+        return ledger.transcript
+    if seq < 1:
+        raise InvalidInput(f"event sequence numbers start at 1, got {seq}")
+    last = ledger.store.last_seq()
+    if seq > last:
+        raise InvalidInput(f"seq {seq} is past the end of the log (the last event is {last})")
+    transcript = ledger.projector_at(seq).transcript
+    if session_id not in transcript.state.sessions:
+        raise UnknownSession(f"session {session_id!r} had not started at seq {seq}")
+    return transcript
+
+
 # --------------------------------------------------------------------------- views
 
 
-def _coverage(ledger: Ledger, summary_id: str, seen: set[str] | None = None) -> set[str]:
-    """The original message ids a summary message stands for (through earlier summaries too)."""
-    stored = ledger.transcript.state.messages.get(summary_id)
-    if stored is None:
-        return set()
-    cid = ledger.chains.lineage(stored.session_id).compaction_id
-    if cid is None:
-        return set()
-    seen = seen if seen is not None else set()
-    record = next((r for r in chain_compactions(ledger, stored.session_id) if r.compaction_id == cid), None)
-    out: set[str] = set()
-    for mid in record.summary.input_message_ids if record is not None else ():
-        out.add(mid)
-        inner = ledger.transcript.state.messages.get(mid)
-        if inner is not None and inner.origin in SUMMARY_ORIGINS and mid not in seen:
-            seen.add(mid)
-            out |= _coverage(ledger, mid, seen)
-    return out
+class _Coverage:
+    """The original message ids each summary message of one ledger stands for.
+
+    The ``{compaction id: record}`` map is read once per chain, and each summary's
+    coverage (through earlier summaries too) is computed once: build one per ledger
+    per diff and share it between the views.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.records: dict[str, CompactionRecord] = {}
+        self.roots_read: set[str] = set()
+        self.cache: dict[str, frozenset[str]] = {}
+
+    def _inputs(self, summary_id: str) -> list[str]:
+        """The message ids the compaction that wrote `summary_id` summarized."""
+        stored = self.ledger.transcript.state.messages.get(summary_id)
+        if stored is None:
+            return []
+        cid = self.ledger.chains.lineage(stored.session_id).compaction_id
+        if cid is None:
+            return []
+        if cid not in self.records:
+            root = self.ledger.chains.root(stored.session_id)
+            if root not in self.roots_read:
+                self.roots_read.add(root)
+                self.records.update(compactions_by_id(self.ledger, stored.session_id))
+        record = self.records.get(cid)
+        return record.summary.input_message_ids if record is not None else []
+
+    def of(self, summary_id: str) -> frozenset[str]:
+        cached = self.cache.get(summary_id)
+        if cached is not None:
+            return cached
+        messages = self.ledger.transcript.state.messages
+        out: set[str] = set()
+        stack, seen = [summary_id], {summary_id}
+        while stack:
+            for mid in self._inputs(stack.pop()):
+                out.add(mid)
+                inner = messages.get(mid)
+                if inner is not None and inner.origin in SUMMARY_ORIGINS and mid not in seen:
+                    seen.add(mid)
+                    stack.append(mid)
+        self.cache[summary_id] = frozen = frozenset(out)
+        return frozen
 
 
 def _key(transcript: TranscriptProjection, message_id: str) -> str:
@@ -205,7 +251,7 @@ def _key(transcript: TranscriptProjection, message_id: str) -> str:
 
 
 def _view(
-    ledger: Ledger, transcript: TranscriptProjection, label: str, session_id: str, seq: int | None,
+    coverage: _Coverage, transcript: TranscriptProjection, label: str, session_id: str, seq: int | None,
     ids: list[str], system: tuple[str | None, int],
 ) -> View:
     entries: list[ViewEntry] = []
@@ -214,53 +260,48 @@ def _view(
                                  tokens=system[1], message={"role": "system", "content": system[0]}))
     covered: dict[str, str] = {}
     for mid in ids:
-        stored = transcript.stored(mid)
-        original = transcript.state.messages.get(mid)
-        origin = stored.origin if stored.origin == "persisted" else (original.origin if original else stored.origin)
+        stored = transcript.stored(mid)  # the live form: origin "persisted" for a tool output's preview
         entries.append(ViewEntry(message_id=mid, key=_key(transcript, mid), role=str(stored.message.get("role") or ""),
-                                 origin=origin, tokens=stored.tokens, message=stored.message))
-        if origin in SUMMARY_ORIGINS:
-            for covered_id in _coverage(ledger, mid):
+                                 origin=stored.origin, tokens=stored.tokens, message=stored.message))
+        if stored.origin in SUMMARY_ORIGINS:
+            for covered_id in coverage.of(mid):
                 covered.setdefault(covered_id, mid)
     return View(label=label, session_id=session_id, seq=seq, entries=entries, covered=covered)
 
 
-def session_view(ledger: Ledger, session_ref: str, seq: int | None = None, *, label: str | None = None) -> View:
+def session_view(
+    ledger: Ledger, session_ref: str, seq: int | None = None, *, label: str | None = None,
+    coverage: _Coverage | None = None,
+) -> View:
     """A session's API view now, or right after event `seq` (read-only)."""
     ledger.refresh()
-    sid = resolve_session(ledger, session_ref)
-    if seq is None:
-        transcript = ledger.transcript
-    else:
-        last = ledger.store.last_seq()
-        if seq > last:
-            raise InvalidInput(f"seq {seq} is past the end of the log (the last event is {last})")
-        transcript = ledger.projector_at(seq).transcript
-        if sid not in transcript.state.sessions:
-            raise UnknownSession(f"session {sid!r} had not started at seq {seq}")
+    sid = ledger.resolve(session_ref)
+    transcript = transcript_at(ledger, sid, seq)
     view = transcript.session(sid)
     name = label or (sid if seq is None else f"{sid}@{seq}")
-    return _view(ledger, transcript, name, sid, seq, list(view.live), (view.system_prompt, view.system_tokens))
+    return _view(coverage or _Coverage(ledger), transcript, name, sid, seq, list(view.live),
+                 (view.system_prompt, view.system_tokens))
 
 
-def compaction_views(ledger: Ledger, record: CompactionRecord) -> tuple[View, View]:
+def compaction_views(ledger: Ledger, record: CompactionRecord, *, coverage: _Coverage | None = None) -> tuple[View, View]:
     """(the view the compaction replaced, the continuation as it started)."""
+    coverage = coverage or _Coverage(ledger)
     transcript = ledger.transcript
     before = transcript.session(record.session_id)
     switch = record.switch
-    a = _view(ledger, transcript, f"{record.compaction_id} (before)", record.session_id, None,
+    a = _view(coverage, transcript, f"{record.compaction_id} (before)", record.session_id, None,
               list(before.live), (before.system_prompt, before.system_tokens))
-    b = _view(ledger, transcript, f"{record.compaction_id} (after)", record.new_session_id, None,
+    b = _view(coverage, transcript, f"{record.compaction_id} (after)", record.new_session_id, None,
               [e.message_id for e in switch.layout], (switch.system_prompt, switch.system_prompt_tokens))
     return a, b
 
 
-def resolve_view(ledger: Ledger, ref: str) -> View:
+def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None) -> View:
     """A side of a diff: ``SESSION``, ``SESSION@SEQ`` or a compaction id (its continuation)."""
     name, seq = parse_ref(ref)
     if seq is None and is_compaction_ref(ledger, name):
-        return compaction_views(ledger, find_compaction(ledger, name))[1]
-    return session_view(ledger, name, seq)
+        return compaction_views(ledger, find_compaction(ledger, name), coverage=coverage)[1]
+    return session_view(ledger, name, seq, coverage=coverage)
 
 
 # --------------------------------------------------------------------------- diffing
@@ -362,7 +403,9 @@ def diff(
     b_name, b_seq = parse_ref(b_ref)
     if a_seq is None and b_seq is None and is_compaction_ref(ledger, a_name) and is_compaction_ref(other, b_name):
         return diff_summaries(find_compaction(ledger, a_name), find_compaction(other, b_name))
-    return diff_views(resolve_view(ledger, a_ref), resolve_view(other, b_ref))
+    coverage = _Coverage(ledger)  # one per ledger per diff: each chain is read once
+    other_coverage = coverage if other is ledger else _Coverage(other)
+    return diff_views(resolve_view(ledger, a_ref, coverage=coverage), resolve_view(other, b_ref, coverage=other_coverage))
 
 
 __all__ = [
@@ -381,4 +424,5 @@ __all__ = [
     "parse_ref",
     "resolve_view",
     "session_view",
+    "transcript_at",
 ]

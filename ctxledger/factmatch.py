@@ -44,7 +44,8 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def contains(haystack: str, needle: str) -> bool:
+    """Whether normalized `needle` occurs in normalized `haystack` (word-bounded at word ends)."""
     if not needle:
         return False
     check_start = _is_word(needle[0])
@@ -62,7 +63,7 @@ def _contains(haystack: str, needle: str) -> bool:
 
 def fact_in_text(fact: Fact, text: str) -> bool:
     """Whether `text` still states `fact` (normalized, word-bounded match)."""
-    return _contains(normalize(text), fact.normalized)
+    return contains(normalize(text), fact.normalized)
 
 
 def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]:
@@ -71,7 +72,7 @@ def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]
     kept: list[Fact] = []
     lost: list[Fact] = []
     for fact in facts:
-        (kept if _contains(haystack, fact.normalized) else lost).append(fact)
+        (kept if contains(haystack, fact.normalized) else lost).append(fact)
     return kept, lost
 
 

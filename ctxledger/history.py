@@ -15,7 +15,6 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.audit import resolve_session
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.events import (
     CompressionSkipped,
@@ -113,6 +112,8 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class History(msgspec.Struct, frozen=True, kw_only=True):
+    #: the session the history was read for (resolved; any session of the chain)
+    session_id: str
     start: StartInfo
     steps: list[Step]
     #: the configuration the chain was compacted with (its first compaction's, else its start's)
@@ -246,7 +247,7 @@ class _Reader:
 def history(ledger: Ledger, session_id: str) -> History:
     """What the agent did in the chain holding `session_id`, as replayable steps (read-only)."""
     ledger.refresh()
-    sid = resolve_session(ledger, session_id)
+    sid = ledger.resolve(session_id)
     chain = ledger.chains.chain(sid)
     reader = _Reader()
     for rec in _chain_records(ledger, chain):
@@ -254,6 +255,7 @@ def history(ledger: Ledger, session_id: str) -> History:
     reader.flush()
     snapshot = reader.compaction_config or reader.start_config or {}
     return History(
+        session_id=sid,
         start=_start_info(ledger, chain[0]),
         steps=reader.steps,
         config=CompressionConfig.from_snapshot(snapshot),

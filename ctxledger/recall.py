@@ -40,11 +40,12 @@ from typing import Any, ClassVar
 import msgspec
 import sqlite_utils
 
-from ctxledger.audit import SUMMARY_ORIGINS, find_compaction, message_text, resolve_session
+from ctxledger.audit import SUMMARY_ORIGINS, find_compaction
 from ctxledger.errors import CtxLedgerError, InvalidInput, StoreError, UnknownSession
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger import Ledger
+from ctxledger.tokens import message_text
 
 JSON = dict[str, Any]
 
@@ -89,7 +90,8 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     root: str
     query: str
-    #: ``all`` words matched, or ``any`` when no message held them all
+    #: ``all`` words matched (or nothing matched), or ``any`` when no message held them
+    #: all and the hits hold some of them
     match: str
     hits: list[RecallHit]
 
@@ -205,7 +207,7 @@ class SearchIndex:
             if isinstance(event, MessageAppended):
                 root = self._root(event.session_id, sessions)
                 rows.append((event.message_id, event.session_id, root, str(event.message.get("role") or ""),
-                             "appended", seq, message_text(event.message)))
+                             "appended", seq, message_text(event.message, text_only=True)))
             elif isinstance(event, SessionStarted):
                 parent = event.parent_session_id
                 linked = parent is not None and event.reason in ("compression", "revert")
@@ -216,7 +218,7 @@ class SearchIndex:
                     if entry.message is not None and entry.origin in SUMMARY_ORIGINS:
                         rows.append((entry.message_id, event.new_session_id, root,
                                      str(entry.message.get("role") or ""), entry.origin, seq,
-                                     message_text(entry.message)))
+                                     message_text(entry.message, text_only=True)))
             elif isinstance(event, SummaryGenerated):
                 compacted.extend((mid, event.compaction_id) for mid in event.input_message_ids)
         return rows, compacted, sessions, seq
@@ -311,22 +313,24 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     """Full-text search over every message the chain of `session_id` ever held.
 
     Compacted messages are found too (``compacted_by`` names the compaction to
-    ``expand``). Words must all match; when no message holds them all, any word may.
-    Hits come newest first (see the module docstring for why not by bm25).
+    ``expand``). Words must all match; when no message holds them all but some hold
+    one of them, those come back with ``match="any"`` (no hit at all: ``match="all"``
+    and no hits). Hits come newest first (see the module docstring for why not by bm25).
     """
     terms = fts_terms(query)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
     ledger.refresh()
-    sid = resolve_session(ledger, session_id)
+    sid = ledger.resolve(session_id)
     root = ledger.chains.root(sid)
     index = SearchIndex.for_ledger(ledger)
     index.catch_up()
     match = "all"
     rows = index.search(root, " ".join(terms), limit)
     if not rows and len(terms) > 1:
-        match = "any"
-        rows = index.search(root, " OR ".join(terms), limit)
+        any_rows = index.search(root, " OR ".join(terms), limit)
+        if any_rows:  # only then is "any word" what the hits are
+            match, rows = "any", any_rows
     live = index.live_ids(ledger, ledger.tip(sid))
     hits = [
         RecallHit(
@@ -462,8 +466,8 @@ def _tool_recall(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
 def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JSON:
     offset, limit = _int_arg(args, "offset", 0), _int_arg(args, "limit", 20)
     max_chars = _int_arg(args, "max_chars", 4000)
-    expansion = expand(ledger, str(args.get("compaction_id") or ""))
-    if expansion.session_id not in ledger.chains.chain(resolve_session(ledger, session_id)):
+    expansion = expand(ledger, str(args.get("compaction_id") or "").strip())
+    if expansion.session_id not in ledger.chains.chain(ledger.resolve(session_id)):
         # an agent only reads its own chain's history
         raise UnknownSession(f"no compaction {expansion.compaction_id!r} in this conversation")
     page = expansion.messages[offset : offset + limit]

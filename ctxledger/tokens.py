@@ -32,11 +32,16 @@ def _encoding(name: str) -> Any:
     return tiktoken.get_encoding(name)
 
 
-def message_text(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
     """Every piece of a message that is sent to the model as text, concatenated.
 
     Content (string or text parts), tool-call names and arguments, and the
     ``name``/``tool_call_id`` fields. Non-text parts (images) contribute their JSON.
+
+    ``text_only=True`` keeps only what a reader reads (what facts are stated in and
+    what recall searches): the text parts and the tool calls, without non-text parts
+    (an image's JSON, e.g. a base64 data URL) and without the ``name``/``tool_call_id``
+    ids.
     """
     pieces: list[str] = []
     content = message.get("content")
@@ -46,16 +51,17 @@ def message_text(message: Mapping[str, Any]) -> str:
         for part in content:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 pieces.append(part["text"])
-            elif part is not None:
+            elif part is not None and not text_only:
                 pieces.append(msgspec.json.encode(part).decode())
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {} if isinstance(call, Mapping) else {}
         pieces.append(str(fn.get("name", "")))
         pieces.append(str(fn.get("arguments", "")))
-    for key in ("name", "tool_call_id"):
-        value = message.get(key)
-        if isinstance(value, str):
-            pieces.append(value)
+    if not text_only:
+        for key in ("name", "tool_call_id"):
+            value = message.get(key)
+            if isinstance(value, str):
+                pieces.append(value)
     return "\n".join(pieces)
 
 

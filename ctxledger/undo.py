@@ -64,7 +64,7 @@ def _revert_events(ledger: Ledger, record: CompactionRecord, tip: str) -> tuple[
     layout = [LayoutEntry(message_id=mid, tokens=tokens_of(mid)) for mid in [*restored.live, *after]]
     new_session_id = ledger.ids("ses")
     switch = SessionSwitched(
-        **ledger._event_base(tip),
+        **ledger.event_fields(tip),
         compaction_id=record.compaction_id,
         new_session_id=new_session_id,
         reason="revert",
@@ -86,7 +86,7 @@ def _revert_events(ledger: Ledger, record: CompactionRecord, tip: str) -> tuple[
     )
     started: list[Event] = [
         SessionStarted(
-            **ledger._event_base(new_session_id),
+            **ledger.event_fields(new_session_id),
             model=tip_view.model,
             context_length=tip_view.context_length,
             parent_session_id=tip,
@@ -100,7 +100,7 @@ def _revert_events(ledger: Ledger, record: CompactionRecord, tip: str) -> tuple[
     in_layout = {entry.message_id for entry in layout}
     for mid in restored.pinned:
         if mid in in_layout and mid not in tip_view.pinned:
-            started.append(MessagePinned(**ledger._event_base(new_session_id), message_id=mid))
+            started.append(MessagePinned(**ledger.event_fields(new_session_id), message_id=mid))
     return switch, started
 
 
@@ -114,9 +114,9 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
             f"compaction {record.compaction_id!r} was already undone (session {done[record.compaction_id]!r})"
         )
     tip = ledger.tip(record.session_id)
-    ledger._live_session(tip)  # a closed chain cannot be reverted: SessionEnded, nothing appended
+    ledger.live_session(tip)  # a closed chain cannot be reverted: SessionEnded, nothing appended
     switch, started = _revert_events(ledger, record, tip)
-    ledger._append(
+    ledger.append(
         [AppendRequest(tip, [switch], ledger.version(tip)), AppendRequest(switch.new_session_id, started, 0)]
     )
     return UndoResult(

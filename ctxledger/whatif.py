@@ -18,7 +18,9 @@ misses: framing, hidden tokens) plus our count of the what-if view. When the vie
 are the same size the recorded report is replayed verbatim.
 
 :func:`whatif` runs it all into a scratch ledger (a temporary SQLite file, deleted
-afterwards unless ``out`` is given): the original ledger is only read. Appended
+afterwards unless ``out`` is given): the original ledger is only read. Its two halves
+are :func:`replay_history` (the replay, scratch ledger kept open for a ``with`` block)
+and :func:`whatif_report` (the comparison: two chain audits, built only when asked for). Appended
 messages keep their recorded ids, so a diff lines the two chains up by message.
 Not replayed (listed in the report's notes): overflow recovery (it depended on a
 provider error about the recorded view) and reverts.
@@ -36,7 +38,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ctxledger.audit import ChainReport, chain_report, chain_signature, resolve_session
+from ctxledger.audit import ChainReport, chain_report, chain_signature
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
@@ -225,7 +227,7 @@ def record_generated(
         system_prompt=synth.system_prompt(), tools=synth.tools(),
     )
     steps = scripted_steps(synth.turns(turns), focus_at=focus_at)
-    svc = ContextService(ledger, config=ledger.config, summarizer_configured=False)
+    svc = ContextService(ledger, config=ledger.config)
 
     async def run() -> DriveResult:
         return await start_and_drive(svc, start, steps)
@@ -298,7 +300,7 @@ async def replay_into(
     summarizer: Summarizer | None,
 ) -> DriveResult:
     """Play a recorded history into `scratch` (whose ids must be a :class:`PresetIds`)."""
-    svc = ContextService(scratch, summarizer=summarizer, config=config, summarizer_configured=summarizer is not None)
+    svc = ContextService(scratch, summarizer=summarizer, config=config)
     ids = scratch.ids if isinstance(scratch.ids, PresetIds) else None
     clock = scratch.clock if isinstance(scratch.clock, ReplayClock) else None
     window = config.context_length or hist.start.context_length
@@ -307,29 +309,29 @@ async def replay_into(
 
 
 @contextlib.contextmanager
-def whatif_session(
-    ledger: Ledger,
-    session_id: str,
+def replay_history(
+    hist: History,
     *,
     config: CompressionConfig | None = None,
     summarizer: Summarizer | None = None,
     out: str | Path | None = None,
-) -> Iterator[tuple[Ledger, WhatIfReport]]:
-    """Run a what-if and keep its scratch ledger open for the ``with`` block (e.g. to diff it)."""
-    hist = history(ledger, session_id)
+) -> Iterator[tuple[Ledger, DriveResult]]:
+    """Replay `hist` under `config` (default: the recorded one) into a scratch ledger, kept
+    open for the ``with`` block (e.g. to diff it); no report is built (:func:`whatif_report`)."""
     effective = config or hist.config
     clock = ReplayClock(hist.start.at or 0.0)
     ids = PresetIds(reserved=hist.message_ids)
     with scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
-        result = anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer))
-        yield scratch, _report(ledger, session_id, scratch, hist, effective, summarizer, result, out)
+        yield scratch, anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer))
 
 
-def _report(
-    ledger: Ledger, session_id: str, scratch: Ledger, hist: History, config: CompressionConfig,
-    summarizer: Summarizer | None, result: DriveResult, out: str | Path | None,
+def whatif_report(
+    ledger: Ledger, hist: History, scratch: Ledger, result: DriveResult, *,
+    config: CompressionConfig | None = None, summarizer: Summarizer | None = None, out: str | Path | None = None,
 ) -> WhatIfReport:
-    sid = resolve_session(ledger, session_id)
+    """Compare the recorded chain of `hist` with its replay (`result` in `scratch`): two chain audits."""
+    sid = hist.session_id
+    effective = config or hist.config
     recorded_calls = [s for s in hist.steps if isinstance(s, UsageStep)]
     recorded = chain_report(ledger, sid, sum(s.recorded_prompt or 0 for s in recorded_calls), len(recorded_calls))
     alternative = chain_report(scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls))
@@ -337,7 +339,7 @@ def _report(
         session_id=sid,
         root=hist.start.session_id,
         summarizer=getattr(summarizer, "kind", "offline") if summarizer is not None else "offline",
-        config_changes=config_changes(hist.config, config),
+        config_changes=config_changes(hist.config, effective),
         recorded=recorded,
         whatif=alternative,
         turns=_turn_tokens(result.calls),
@@ -357,10 +359,12 @@ def whatif(
 ) -> WhatIfReport:
     """Re-run the chain of `session_id` under `config` (default: the recorded one) and report.
 
-    The original ledger is only read. `summarizer` defaults to the offline one.
+    The original ledger is only read. `summarizer` defaults to the offline one. With a
+    history already read, use :func:`replay_history` and :func:`whatif_report`.
     """
-    with whatif_session(ledger, session_id, config=config, summarizer=summarizer, out=out) as (_, report):
-        return report
+    hist = history(ledger, session_id)
+    with replay_history(hist, config=config, summarizer=summarizer, out=out) as (scratch, result):
+        return whatif_report(ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out)
 
 
 __all__ = [
@@ -383,10 +387,11 @@ __all__ = [
     "drive",
     "history",
     "record_generated",
+    "replay_history",
     "replay_into",
     "scratch_ledger",
     "scripted_steps",
     "start_and_drive",
     "whatif",
-    "whatif_session",
+    "whatif_report",
 ]

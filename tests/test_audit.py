@@ -13,7 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.audit import audit_chain, audit_compaction, chain_compactions, trace
+from ctxledger.audit import (
+    AuditedFact,
+    audit_chain,
+    audit_compaction,
+    chain_compactions,
+    compactions_by_id,
+    find_compaction,
+    split_kept,
+    trace,
+)
 from ctxledger.cli.main import cli
 from ctxledger.compaction import compact
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
@@ -196,3 +205,62 @@ def test_cli_empty_references_exit_2_and_append_nothing(chain: tuple[Ledger, str
     out = CliRunner().invoke(cli, ["--db", ledger.store.path, *argv])
     assert out.exit_code == 2 and out.output.startswith("error:") and "required" in out.output
     assert ledger.store.last_seq() == before
+
+
+def test_trace_normalizes_a_path_or_quoted_query_like_the_facts() -> None:
+    ledger = deterministic_ledger()
+    sid = ledger.start_session(model="m", context_length=16_000)
+    ledger.append_messages(sid, [
+        {"role": "user", "content": "Run tests/test_x.py and keep the label 'blue moon' as it is."},
+        {"role": "assistant", "content": "Done."},
+    ])
+    plain = trace(ledger, sid, "tests/test_x.py")
+    assert plain.status == "in the live view" and plain.appearances
+    for query in ("./tests/test_x.py", ".\\tests\\test_x.py", "tests/test_x.py/"):
+        dotted = trace(ledger, sid, query)
+        assert dotted.normalized == "tests/test_x.py" and dotted.status == plain.status
+        assert dotted.appearances == plain.appearances
+    quoted = trace(ledger, sid, '"blue moon"')
+    assert quoted.normalized == "blue moon" and quoted.live and quoted.fact == '"blue moon"'
+    with pytest.raises(InvalidInput, match="empty"):
+        trace(ledger, sid, '""')
+
+
+def test_audit_of_one_compaction_reads_its_chain_once(chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctxledger.audit as audit_module
+
+    ledger, tip = chain
+    second = chain_compactions(ledger, tip)[1]
+    expected = audit_compaction(ledger, second.compaction_id)
+    reads: list[str] = []
+    real = audit_module.chain_compactions
+    monkeypatch.setattr(audit_module, "chain_compactions", lambda lg, sid: reads.append(sid) or real(lg, sid))
+    assert audit_compaction(ledger, second.compaction_id) == expected
+    assert len(reads) == 1
+    assert find_compaction(ledger, second.compaction_id[:-2]) == second
+    assert compactions_by_id(ledger, tip)[second.compaction_id] == second
+
+
+def test_split_kept_keeps_input_order_and_duplicates() -> None:
+    def fact(value: str) -> AuditedFact:
+        return AuditedFact(kind="path", value=value, normalized=normalize(value), message_id=None, session_id=None,
+                           seq=None, role="user", source="middle", first_compaction_id="cmp")
+
+    facts = [fact("b.py"), fact("a.py"), fact("c.py"), fact("a.py")]
+    kept, lost = split_kept(facts, "Edited A.PY and b.py; a.pyc is something else")
+    assert [f.value for f in kept] == ["b.py", "a.py", "a.py"] and [f.value for f in lost] == ["c.py"]
+    assert kept[1] is facts[1] and kept[2] is facts[3]
+
+
+def test_cli_strips_references_once_at_the_boundary(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    db = ledger.store.path
+    runner = CliRunner()
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    padded = json.loads(runner.invoke(cli, ["--db", db, "audit", f"  {tip}\n", "--json"]).output)
+    assert padded == json.loads(runner.invoke(cli, ["--db", db, "audit", tip, "--json"]).output)
+    assert json.loads(runner.invoke(cli, ["--db", db, "audit", f" {cid} ", "--json"]).output)["compaction_id"] == cid
+    for argv in (["trace", f" {tip} ", "src/"], ["recall", f" {tip} ", "pytest"], ["expand", f" {cid} "],
+                 ["chain", f" {tip} "], ["usage", f" {tip} "], ["show", f" {tip} "]):
+        out = runner.invoke(cli, ["--db", db, *argv, "--json"])
+        assert out.exit_code == 0, (argv, out.output)

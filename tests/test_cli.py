@@ -162,3 +162,32 @@ def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Pa
     # resumable: a second run does no work and records nothing new
     again = json.loads(run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output)
     assert again["resumed"] == 3 and again["recorded_sessions"] == []
+
+
+def test_recorded_trajectory_compactions_count_the_system_message_like_the_engine(tmp_path: Path) -> None:
+    from ctxledger.events import SessionSwitched
+    from ctxledger.importers.export import export_messages
+    from ctxledger.ledger import Ledger
+
+    synth = SessionSynth(8)
+    msgs = [{"role": "system", "content": synth.system_prompt()}]
+    for turn in synth.turns(6):
+        msgs += turn
+    record = json.loads(export_messages(None, msgs, "sharegpt"))
+    record["id"] = 0
+    src, dst, db = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "l.db"
+    src.write_text(json.dumps(record) + "\n")
+    report = json.loads(run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output)
+    continuation = report["recorded_sessions"][0]
+    with Ledger.open(db) as ledger:
+        parent = ledger.chains.lineage(continuation).parent_session_id or ""
+        switch = next(r.event for r in ledger.store.read_stream(parent) if isinstance(r.event, SessionSwitched))
+        assert switch.messages_before == len(ledger.api_messages(parent)) == len(msgs)
+        assert switch.messages_after == len(ledger.api_messages(continuation))
+        assert ledger.api_messages(continuation)[0]["role"] == "system"
+
+
+def test_show_strips_the_reference(imported: tuple[Path, str]) -> None:
+    db, sid = imported
+    assert json.loads(run(db, "show", f"  {sid} ", "--json").output) == json.loads(run(db, "show", sid, "--json").output)
+    assert json.loads(run(db, "chain", f" {sid}\t", "--json").output)["session_id"] == sid

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger
 
-from ctxledger.audit import chain_compactions
+from ctxledger.audit import CompactionRecord, chain_compactions
 from ctxledger.cli.main import cli
-from ctxledger.diff import DiffReport, SummaryDiff, diff, parse_ref
+from ctxledger.diff import DiffReport, SummaryDiff, diff, parse_ref, session_view, transcript_at
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger import Ledger
 from ctxledger.whatif import record_generated
@@ -163,3 +163,70 @@ def test_cli_diff_against_a_what_if_with_the_recorded_config_is_empty(chain: tup
     other.write_text("context_length = 16000\nthreshold_floor_tokens = 0\ntarget_ratio = 0.5\n")
     changed = json.loads(CliRunner().invoke(cli, ["--db", db, "diff", tip, "--config", str(other), "--json"]).output)
     assert changed["changes"]
+
+
+def test_a_diff_reads_each_chain_once_however_many_summaries_it_nests(
+    chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tip's summary covers the earlier summaries too: their records come from one read."""
+    import ctxledger.audit as audit_module
+
+    ledger, tip = chain
+    records = chain_compactions(ledger, tip)
+    assert len(records) >= 2
+    reads: list[str] = []
+    real = audit_module.chain_compactions
+
+    def counting(ledger_: Ledger, session_id: str) -> list[CompactionRecord]:
+        reads.append(session_id)
+        return real(ledger_, session_id)
+
+    monkeypatch.setattr(audit_module, "chain_compactions", counting)
+    report = diff(ledger, records[0].session_id, tip)
+    assert isinstance(report, DiffReport) and report.counts.get("summarized")
+    assert len(reads) == 1
+    # every message the first compaction summarized is covered through the later summaries
+    summarized = {c.message_id for c in report.changes if c.kind == "summarized"}
+    assert set(records[0].summary.input_message_ids) - set(ledger.transcript.session(tip).live) <= summarized
+
+
+def test_transcript_at_checks_the_range_and_the_session(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    root = ledger.chains.root(tip)
+    assert transcript_at(ledger, root, None) is ledger.transcript
+    assert transcript_at(ledger, root, 3).session(root).live == ledger.projector_at(3).transcript.session(root).live
+    with pytest.raises(InvalidInput, match="start at 1"):
+        transcript_at(ledger, root, 0)
+    with pytest.raises(InvalidInput, match="past the end"):
+        transcript_at(ledger, root, ledger.store.last_seq() + 1)
+    with pytest.raises(UnknownSession, match="had not started at seq 3"):
+        transcript_at(ledger, tip, 3)
+
+
+@pytest.mark.parametrize("command", ["show", "export", "diff"])
+@pytest.mark.parametrize(
+    ("point", "match"),
+    [("ROOT@0", "start at 1"), ("ROOT@999999", "past the end"), ("TIP@3", "had not started at seq 3"),
+     ("ROOT@x", "sequence number"), ("@3", "name the session")],
+)
+def test_show_export_and_diff_check_session_at_seq_alike(
+    chain: tuple[Ledger, str], command: str, point: str, match: str
+) -> None:
+    ledger, tip = chain
+    ref = point.replace("ROOT", ledger.chains.root(tip)).replace("TIP", tip)
+    argv = [command, ref] + ([tip] if command == "diff" else [])
+    out = CliRunner().invoke(cli, ["--db", ledger.store.path, *argv])
+    assert out.exit_code == 2 and out.output.startswith("error:") and match in out.output, out.output
+
+
+def test_show_and_export_at_a_seq_match_the_diff_side(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    root = ledger.chains.root(tip)
+    runner = CliRunner()
+    shown = json.loads(runner.invoke(cli, ["--db", ledger.store.path, "show", f" {root}@25 ", "--json"]).output)
+    view = session_view(ledger, root, 25)
+    assert shown == [e.message for e in view.entries]
+    exported = json.loads(runner.invoke(cli, ["--db", ledger.store.path, "export", f"{root}@25"]).output)
+    assert exported["messages"] == shown
+    both = runner.invoke(cli, ["--db", ledger.store.path, "show", f"{root}@25", "--at", "26"])
+    assert both.exit_code == 2 and "give the sequence number once" in both.output

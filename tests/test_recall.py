@@ -242,3 +242,42 @@ def test_two_indexes_of_one_file_fold_in_turns_without_losing_chains(tmp_path: P
     assert [r[1] for r in rows] == [cont]
     first.close()
     second.close()
+
+
+def test_nothing_matching_any_word_is_no_hits_with_match_all(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    result = recall(ledger, tip, "nonexistentwordxyz otherabsentwordqq")
+    assert result.hits == [] and result.match == "all"
+    db = ledger.store.path
+    as_json = json.loads(CliRunner().invoke(cli, ["--db", db, "recall", tip, "nonexistentwordxyz otherabsentwordqq",
+                                                  "--json"]).output)
+    assert as_json["match"] == "all" and as_json["hits"] == []
+    text = CliRunner().invoke(cli, ["--db", db, "recall", tip, "nonexistentwordxyz otherabsentwordqq"])
+    assert text.exit_code == 0 and "no message of the chain" in text.output
+    assert "any of them" not in text.output
+    partial = CliRunner().invoke(cli, ["--db", db, "recall", tip, "pytest nonexistentwordxyz"])
+    assert "any of them" in partial.output and "no message of the chain" not in partial.output
+
+
+@pytest.mark.parametrize("max_chars", ["-20", "0"])
+def test_cli_expand_max_chars_must_be_positive(chain: tuple[Ledger, str], max_chars: str) -> None:
+    ledger, tip = chain
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "expand", cid, "--max-chars", max_chars])
+    assert out.exit_code == 2 and "--max-chars" in out.output
+
+
+def test_the_index_holds_what_a_reader_reads_not_image_data_or_call_ids() -> None:
+    ledger = deterministic_ledger()
+    sid = ledger.start_session(model="m", context_length=16_000)
+    call = {"id": "call_zebra1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}
+    ledger.append_messages(sid, [
+        {"role": "user", "content": [{"type": "text", "text": "look at this flamingo"},
+                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,okapiBASE64"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_zebra1", "content": "a.py"},
+    ])
+    assert [h.role for h in recall(ledger, sid, "flamingo").hits] == ["user"]
+    assert [h.role for h in recall(ledger, sid, "terminal").hits] == ["assistant"]
+    assert recall(ledger, sid, "okapiBASE64").hits == []
+    assert recall(ledger, sid, "call_zebra1").hits == []

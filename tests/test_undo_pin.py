@@ -166,3 +166,43 @@ def test_cli_bad_pin_and_undo_input_exits_2_and_appends_nothing(tmp_path: Path, 
     assert out.exit_code == 2 and match in out.output
     with Ledger.open(db) as reopened:
         assert reopened.store.last_seq() == before
+
+
+def test_cli_unpin_of_a_middle_message_says_the_next_compaction_summarizes_it(tmp_path: Path) -> None:
+    db = tmp_path / "u.db"
+    ledger = deterministic_ledger(db)
+    sid = _session(ledger, 20)
+    ledger.close()
+    with Ledger.open(db) as plain:  # the CLI plans with the default config
+        summarized = plan_compaction(plain, sid).plan.summarized_indices()
+        target = plain.transcript.session(sid).live[summarized[2] - 1]
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(db), "pin", sid, target]).exit_code == 0
+    out = runner.invoke(cli, ["--db", str(db), "pin", sid, target, "--unpin", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert not data["pinned"] and data["plan_index"] not in data["plan_pinned"]
+    assert data["next_compaction"] == "the next compaction would summarize it"
+    text = runner.invoke(cli, ["--db", str(db), "pin", f" {sid} ", f" {target} "])
+    assert text.exit_code == 0 and "pinned" in text.output
+    again = runner.invoke(cli, ["--db", str(db), "pin", sid, target, "--unpin"])
+    assert again.exit_code == 0 and "unpinned" in again.output and "would summarize it" in again.output
+
+
+def test_cli_chain_counts_compactions_in_effect_like_the_compressor(tmp_path: Path) -> None:
+    ledger, tip = generated(tmp_path / "l.db")
+    records = chain_compactions(ledger, tip)
+    assert len(records) >= 2
+    db = ledger.store.path
+
+    def count(ref: str) -> int:
+        out = CliRunner().invoke(cli, ["--db", db, "chain", ref, "--json"])
+        assert out.exit_code == 0, out.output
+        return int(json.loads(out.output)["compression_count"])
+
+    assert count(tip) == ledger.chains.compression_count(tip) == len(records)
+    last = undo(ledger, records[-1].compaction_id)  # back to the view before the last compaction
+    assert count(tip) == ledger.chains.compression_count(last.new_session_id) == len(records) - 1
+    first = undo(ledger, records[0].compaction_id)  # back to the root's view: no compaction in effect
+    assert count(tip) == ledger.chains.compression_count(first.new_session_id) == 0
+    ledger.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -25,9 +26,11 @@ from ctxledger.whatif import (
     UsageStep,
     history,
     record_generated,
+    replay_history,
     scripted_steps,
     start_and_drive,
     whatif,
+    whatif_report,
 )
 
 
@@ -154,3 +157,50 @@ def test_cli_what_if_bad_input_exits_2(chain: tuple[Ledger, str], tmp_path: Path
     out = CliRunner().invoke(cli, ["--db", ledger.store.path, "replay", tip, *argv])
     assert out.exit_code == 2 and match in out.output
     assert ledger.store.last_seq() == before
+
+
+def test_cli_diff_config_reads_the_history_once_and_builds_no_report(
+    chain: tuple[Ledger, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whatif_module = importlib.import_module("ctxledger.whatif")  # the package's `whatif` is the function
+
+    ledger, tip = chain
+    reads: list[str] = []
+    real_history = whatif_module.history
+    monkeypatch.setattr(whatif_module, "history", lambda lg, sid: reads.append(sid) or real_history(lg, sid))
+
+    def no_report(*args: object, **kwargs: object) -> None:
+        raise AssertionError("diff --config must not build a what-if report")
+
+    monkeypatch.setattr(whatif_module, "chain_report", no_report)
+    toml = tmp_path / "other.toml"
+    toml.write_text("context_length = 16000\nthreshold_floor_tokens = 0\ntarget_ratio = 0.5\n")
+    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "diff", tip, "--config", str(toml), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["changes"] and len(reads) == 1
+    same = CliRunner().invoke(cli, ["--db", ledger.store.path, "diff", tip, "--summarizer", "offline", "--json"])
+    assert same.exit_code == 0 and json.loads(same.output)["changes"] == [] and len(reads) == 2
+
+
+def test_cli_replay_what_if_reads_the_history_once(
+    chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whatif_module = importlib.import_module("ctxledger.whatif")  # the package's `whatif` is the function
+
+    ledger, tip = chain
+    reads: list[str] = []
+    real_history = whatif_module.history
+    monkeypatch.setattr(whatif_module, "history", lambda lg, sid: reads.append(sid) or real_history(lg, sid))
+    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "replay", tip, "--summarizer", "offline", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["reproduces_recorded"] and len(reads) == 1
+
+
+def test_replay_history_and_whatif_report_make_the_whatif_report(chain: tuple[Ledger, str]) -> None:
+    ledger, tip = chain
+    hist = history(ledger, tip)
+    assert hist.session_id == tip
+    with replay_history(hist) as (scratch, result):
+        report = whatif_report(ledger, hist, scratch, result)
+        assert scratch.tip(result.session_id) == report.whatif.tip
+    assert report == whatif(ledger, tip)

@@ -19,10 +19,9 @@ from ctxledger.audit import (
     audit_chain,
     audit_compaction,
     is_compaction_ref,
-    resolve_session,
     trace,
 )
-from ctxledger.cli.app import cli, console, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
 from ctxledger.compaction import plan_compaction
 from ctxledger.compressor.config import load_config
 from ctxledger.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
@@ -75,7 +74,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
 
 
 @cli.command()
-@click.argument("ref")
+@click.argument("ref", type=REF)
 @click.option("--all", "show_all", is_flag=True, help="List every lost fact, not the first few.")
 @json_option
 @click.pass_context
@@ -83,7 +82,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
 def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
     ledger = state_of(ctx).ledger()
-    if is_compaction_ref(ledger, ref.strip()):
+    if is_compaction_ref(ledger, ref):
         one = audit_compaction(ledger, ref)
         if as_json:
             emit_json(one)
@@ -124,8 +123,8 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
 
 
 @cli.command("diff")
-@click.argument("a")
-@click.argument("b", required=False)
+@click.argument("a", type=REF)
+@click.argument("b", type=REF, required=False)
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Compare A's chain with its what-if replay under this TOML config.")
 @click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default=None,
@@ -163,19 +162,21 @@ def diff_cmd(
 
 def _whatif_diff(ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None) -> DiffReport:
     from ctxledger.cli.compress import make_summarizer
-    from ctxledger.whatif import history, whatif_session
+    from ctxledger.whatif import history, replay_history
 
-    sid = resolve_session(ledger, a)
-    config = load_config(config_path) if config_path is not None else history(ledger, sid).config
+    hist = history(ledger, a)  # read once: the recorded config and the replayed steps
+    config = load_config(config_path) if config_path is not None else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with whatif_session(ledger, sid, config=config, summarizer=summarizer) as (scratch, report):
-        recorded = session_view(ledger, ledger.tip(sid), label=f"{ledger.tip(sid)} (recorded)")
-        alternative = session_view(scratch, report.whatif.tip, label=f"{report.whatif.tip} (what-if)")
+    with replay_history(hist, config=config, summarizer=summarizer) as (scratch, result):
+        # only the two views are compared: no what-if report (two chain audits) is built
+        tip, alt_tip = ledger.tip(hist.session_id), scratch.tip(result.session_id)
+        recorded = session_view(ledger, tip, label=f"{tip} (recorded)")
+        alternative = session_view(scratch, alt_tip, label=f"{alt_tip} (what-if)")
         return diff_views(recorded, alternative)
 
 
 @cli.command("trace")
-@click.argument("session")
+@click.argument("session", type=REF)
 @click.argument("fact")
 @json_option
 @click.pass_context
@@ -197,7 +198,7 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 
 
 @cli.command("recall")
-@click.argument("session")
+@click.argument("session", type=REF)
 @click.argument("query")
 @click.option("--limit", type=int, default=10, show_default=True)
 @json_option
@@ -211,7 +212,7 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
         return
     if not result.hits:
         console.print(f"no message of the chain of {result.root} matches {query!r}", markup=False)
-    if result.match == "any":
+    elif result.match == "any":
         console.print("[dim]no message holds every word; showing messages with any of them[/dim]")
     for hit in result.hits:
         where = "[green]live[/green]" if hit.live else (f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
@@ -220,8 +221,8 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
 
 
 @cli.command("expand")
-@click.argument("compaction")
-@click.option("--max-chars", type=int, default=2000, show_default=True, help="Cut each message's text (terminal only).")
+@click.argument("compaction", type=REF)
+@click.option("--max-chars", type=click.IntRange(min=1), default=2000, show_default=True, help="Cut each message's text (terminal only).")
 @json_option
 @click.pass_context
 @handle_errors
@@ -243,7 +244,7 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
 
 
 @cli.command("undo")
-@click.argument("compaction")
+@click.argument("compaction", type=REF)
 @json_option
 @click.pass_context
 @handle_errors
@@ -261,8 +262,8 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
 
 
 @cli.command("pin")
-@click.argument("session")
-@click.argument("message_id")
+@click.argument("session", type=REF)
+@click.argument("message_id", type=REF)
 @click.option("--unpin", is_flag=True, help="Remove the pin.")
 @json_option
 @click.pass_context
@@ -270,9 +271,9 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
 def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_json: bool) -> None:
     """Pin MESSAGE_ID in SESSION's live view: compactions never prune or summarize it."""
     ledger = state_of(ctx).ledger()
-    sid = ledger.tip(resolve_session(ledger, session))
+    sid = ledger.tip(ledger.resolve(session))
     view = ledger.transcript.session(sid)
-    if not message_id.strip():
+    if not message_id:
         raise InvalidInput("a message id is required (`ctxledger show SESSION --json` lists the live view)")
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
@@ -284,8 +285,10 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
         kept = f"no compaction is possible now ({plan.skip_reason})"
     elif index in plan.pinned:
         kept = "the next compaction keeps it verbatim (the plan lists it as pinned)"
-    elif plan.compress_start <= index < plan.compress_end and not unpin:
+    elif index in plan.summarized_indices():
         kept = "the next compaction would summarize it"
+    elif index in plan.carried:
+        kept = "the next compaction keeps it verbatim (the latest ask or reply, carried after the summary)"
     else:
         kept = "the next compaction keeps it verbatim (it is in the protected head or tail)"
     data = {"session_id": sid, "message_id": message_id, "pinned": not unpin, "plan_index": index,
@@ -317,11 +320,13 @@ def run_whatif(
 ) -> None:
     """``replay SESSION --config OTHER.toml [--summarizer] [--out FILE]``."""
     from ctxledger.cli.compress import make_summarizer
-    from ctxledger.whatif import history, whatif
+    from ctxledger.whatif import history, replay_history, whatif_report
 
-    config = load_config(config_path) if config_path is not None else history(ledger, session_id).config
+    hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
+    config = load_config(config_path) if config_path is not None else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    report = whatif(ledger, session_id, config=config, summarizer=summarizer, out=out_path)
+    with replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (scratch, result):
+        report = whatif_report(ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path)
     if as_json:
         emit_json(report)
         return

@@ -90,12 +90,17 @@ def state_of(ctx: click.Context) -> State:
     return obj
 
 
-def parse_at(ref: str) -> tuple[str, int | None]:
-    """``SESSION@SEQ`` -> (session, seq); plain ``SESSION`` -> (session, None)."""
-    if "@" in ref:
-        sid, _, seq = ref.rpartition("@")
-        try:
-            return sid, int(seq)
-        except ValueError:
-            raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number") from None
-    return ref, None
+class RefType(click.ParamType):
+    """A session, compaction or message reference: surrounding whitespace is dropped.
+
+    The one place references are stripped; the library resolves them as given
+    (``Ledger.resolve`` rejects an empty one with a clear error).
+    """
+
+    name = "ref"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        return str(value).strip()
+
+
+REF = RefType()

@@ -10,16 +10,16 @@ import msgspec
 from rich.progress import Progress
 from rich.table import Table
 
-from ctxledger.audit import resolve_session
 from ctxledger.cli.app import (
+    REF,
     cli,
     console,
     emit_json,
     handle_errors,
     json_option,
-    parse_at,
     state_of,
 )
+from ctxledger.diff import parse_ref, transcript_at
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importing import import_sessions
@@ -89,23 +89,26 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("session")
+@click.argument("session", type=REF)
 @click.option("--at", "at_seq", type=int, default=None, help="Show the view as of this event sequence number.")
 @json_option
 @click.pass_context
 @handle_errors
 def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) -> None:
-    """The API view of a session (system + live messages), now or at any point in history."""
+    """The API view of a session (system + live messages), now or at any point in history (SESSION@SEQ)."""
     ledger = state_of(ctx).ledger()
-    ref, seq = parse_at(session)
-    seq = at_seq if at_seq is not None else seq
+    ref, seq = parse_ref(session)
+    if at_seq is not None:
+        if seq is not None and seq != at_seq:
+            raise InvalidInput(f"{session!r} and --at {at_seq} name two points: give the sequence number once")
+        seq = at_seq
     sid = ledger.resolve(ref)
-    projector = ledger.projector if seq is None else ledger.projector_at(seq)
-    messages = projector.transcript.api_messages(sid)
+    transcript = transcript_at(ledger, sid, seq)
+    messages = transcript.api_messages(sid)
     if as_json:
         emit_json(messages)
         return
-    tokens = projector.transcript.api_tokens(sid)
+    tokens = transcript.api_tokens(sid)
     for i, (msg, n) in enumerate(zip(messages, tokens, strict=True)):
         calls = ", ".join(f"{c['function']['name']}({c['function']['arguments'][:60]})" for c in msg.get("tool_calls") or [])
         head = f"[bold]{i:>4} {msg['role']}[/bold] [dim]{n} tok[/dim]"
@@ -120,7 +123,7 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
 
 
 @cli.command()
-@click.argument("session")
+@click.argument("session", type=REF)
 @json_option
 @click.pass_context
 @handle_errors
@@ -145,21 +148,26 @@ def usage(ctx: click.Context, session: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("session")
+@click.argument("session", type=REF)
 @json_option
 @click.pass_context
 @handle_errors
 def chain(ctx: click.Context, session: str, as_json: bool) -> None:
-    """Lineage of a session: its compression chain, branches and the compression tip."""
+    """Lineage of a session: its compression chain, branches and the compression tip.
+
+    ``compressions`` counts the compactions in effect at the tip, as the compressor
+    does (an undo is not one, and takes the compaction it reverted out of the count).
+    """
     ledger = state_of(ctx).ledger()
     sid = ledger.resolve(session)
     chains = ledger.chains
     members = chains.chain(sid)
+    tip = chains.tip(sid)
     data = {
         "session_id": sid,
         "root": members[0],
-        "tip": chains.tip(sid),
-        "compression_count": len(members) - 1,
+        "tip": tip,
+        "compression_count": chains.compression_count(tip),
         "chain": [
             {**msgspec.to_builtins(chains.lineage(m)), "kind": chains.kind(m), "messages": len(ledger.transcript.session(m).live)}
             for m in members
@@ -196,7 +204,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("session")
+@click.argument("session", type=REF)
 @click.option("--verify", "verify_plans", is_flag=True, help="Also re-run today's planner on every recorded compaction and report drift.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="What-if: re-run the chain's history under this TOML config in a scratch ledger.")
@@ -216,7 +224,7 @@ def replay(
     With --config or --summarizer: a what-if replay instead (the log is only read).
     """
     ledger = state_of(ctx).ledger()
-    sid = resolve_session(ledger, session)
+    sid = ledger.resolve(session)
     if config_path is not None or summarizer_kind is not None or out_path is not None:
         if verify_plans:
             raise InvalidInput("--verify checks the recorded chain; run it without --config/--summarizer/--out")

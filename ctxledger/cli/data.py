@@ -7,14 +7,15 @@ from pathlib import Path
 import anyio
 import click
 
-from ctxledger.cli.app import cli, console, emit_json, handle_errors, parse_at, state_of
+from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, state_of
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.diff import parse_ref, transcript_at
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
 
 
 @cli.command()
-@click.argument("session")
+@click.argument("session", type=REF)
 @click.option("--format", "fmt", type=click.Choice(["openai", "anthropic", "sharegpt"]), default="openai", show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write to a file instead of stdout.")
 @click.pass_context
@@ -22,9 +23,9 @@ from ctxledger.importers.export import export_messages
 def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) -> None:
     """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON."""
     ledger = state_of(ctx).ledger()
-    ref, seq = parse_at(session)
+    ref, seq = parse_ref(session)
     sid = ledger.resolve(ref)
-    transcript = (ledger.projector if seq is None else ledger.projector_at(seq)).transcript
+    transcript = transcript_at(ledger, sid, seq)
     view = transcript.session(sid)
     text = export_messages(view.system_prompt, transcript.live_messages(sid), fmt)
     if out_path is None:

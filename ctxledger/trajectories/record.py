@@ -58,7 +58,7 @@ def record_trajectory(
     layout = [LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[:head_n]]
     layout.append(LayoutEntry(message_id=summary_id, origin="summary", message=summary_msg, tokens=count_message(summary_msg, encoding)))
     layout += [LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[mid_end:]]
-    base = ledger._event_base
+    base = ledger.event_fields
     view = ledger.transcript.session(sid)
     old: list[Event] = [
         SummaryGenerated(
@@ -70,14 +70,16 @@ def record_trajectory(
             system_prompt_tokens=count_message({"role": "system", "content": new_system}, encoding) if new_system else 0,
             layout=layout, plan={"turns_compressed_start": start, "turns_compressed_end": end},
             config={}, tokens_before=metrics.original_tokens, tokens_after=metrics.compressed_tokens,
-            messages_before=len(ids), messages_after=len(layout),
+            # API views, as a live compaction counts them: the system message included
+            messages_before=len(ids) + int(view.system_prompt is not None),
+            messages_after=len(layout) + int(new_system is not None),
         ),
     ]
     started = SessionStarted(
         **base(new_sid), model=view.model, context_length=view.context_length, parent_session_id=sid,
         reason="compression", compaction_id=cid, encoding=encoding, source=f"trajectory:{key}",
     )
-    ledger._append([AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)])
+    ledger.append([AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)])
     return new_sid
 
 

@@ -49,6 +49,7 @@ class Projector:
     def apply_all(self, records: Iterable[Recorded]) -> int:
         """Fold records in log order (already-folded ones are skipped); returns how many."""
         transcript, accounting, chains = self.transcript.apply, self.accounting.apply, self.chains.apply
+        listeners = self.listeners
         last = self.last_seq
         n = 0
         try:
@@ -61,8 +62,9 @@ class Projector:
                 if type(event) is not MessageAppended:
                     accounting(seq, event)
                     chains(seq, event)
-                for listener in self.listeners:
-                    listener(rec)
+                if listeners:
+                    for listener in listeners:
+                        listener(rec)
                 last = seq
                 n += 1
         finally:

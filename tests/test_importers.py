@@ -15,11 +15,12 @@ from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.anthropic import parse_anthropic
 from ctxledger.importers.claude_code import parse_claude_code
 from ctxledger.importers.codex import parse_codex
+from ctxledger.importers.common import locate_line, synth_call_id
 from ctxledger.importers.detect import IMPORTERS, detect_format, load, load_text
 from ctxledger.importers.export import export_messages, export_session
 from ctxledger.importers.hermes_db import parse_hermes_db
 from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import locate_line, parse_openai, synth_call_id
+from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
 from ctxledger.messages import validate_messages
 from ctxledger.usage import normalize_usage

@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import (
+from ctxledger.importers.common import (
     ConversationFormat,
     MessageReader,
     Origin,
@@ -39,6 +38,7 @@ from ctxledger.importers.openai import (
     type_name,
     unique_key,
 )
+from ctxledger.importers.model import ImportedSession
 
 _MESSAGE_META = ("role", "content", "usage", "type")
 _THINKING = ("thinking", "redacted_thinking")

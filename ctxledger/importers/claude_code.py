@@ -24,14 +24,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxledger.importers.anthropic import add_anthropic_message
-from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import (
+from ctxledger.importers.common import (
     SessionBuilder,
     SourceText,
     read_json_lines,
     source_name,
     type_name,
 )
+from ctxledger.importers.model import ImportedSession
 
 _MESSAGE_TYPES = ("user", "assistant")
 _SESSION_FIELDS = ("sessionId", "cwd", "version", "gitBranch")

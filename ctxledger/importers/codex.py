@@ -28,8 +28,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.importers.anthropic import content_from_parts
-from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import (
+from ctxledger.importers.common import (
     SessionBuilder,
     SourceText,
     dump_arguments,
@@ -38,6 +37,7 @@ from ctxledger.importers.openai import (
     synth_call_id,
     type_name,
 )
+from ctxledger.importers.model import ImportedSession
 
 _WRAPPERS = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
 _ITEM_TYPES = frozenset(

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger.errors import ImportFormatError
+from ctxledger.importers.common import SessionBuilder, SourceText, normalize_tool_calls
 from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import SessionBuilder, SourceText, normalize_tool_calls
 
 #: session columns kept as the imported session's extras (provenance, not behaviour)
 _SESSION_EXTRAS = (

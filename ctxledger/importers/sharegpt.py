@@ -22,8 +22,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import ImportFormatError
-from ctxledger.importers.model import ImportedSession
-from ctxledger.importers.openai import (
+from ctxledger.importers.common import (
     Origin,
     SessionBuilder,
     SourceText,
@@ -34,6 +33,7 @@ from ctxledger.importers.openai import (
     type_name,
     unique_key,
 )
+from ctxledger.importers.model import ImportedSession
 
 TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 TOOL_RESPONSE_RE = re.compile(r"<tool_response>(.*?)</tool_response>", re.S)

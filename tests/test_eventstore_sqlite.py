@@ -455,3 +455,24 @@ def test_sigkill_mid_append_leaves_only_whole_batches(path: Path) -> None:
             assert all(version % half == 0 for _, version in store.streams())
             progress.append(store.last_seq())
     assert progress[-1] > progress[0] > 0, progress  # the writer really was killed mid-stream
+
+
+def test_many_simultaneous_first_opens_of_a_new_file_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL and creating the schema race between openers: SQLite
+    reports those locks at once (no busy wait), so the store must retry, not fail."""
+    for attempt in range(25):
+        target = tmp_path / f"race{attempt}.db"
+        errors: list[BaseException] = []
+
+        def open_once(target: Path = target, errors: list[BaseException] = errors) -> None:
+            try:
+                SQLiteEventStore(target).close()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_once) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [], f"attempt {attempt}: {errors[0]}"

@@ -84,10 +84,12 @@ class Migrations:
 
         db = Database(conn, recursive_triggers=False, execute_plugins=False)
         done: list[str] = []
-        conn.execute(_CREATE_MIGRATIONS_TABLE)
         for name, fn in self._steps:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                # inside the write lock: in WAL mode a statement that reads the schema and
+                # then writes fails at once (no busy wait) if another opener wrote meanwhile
+                conn.execute(_CREATE_MIGRATIONS_TABLE)
                 # re-check under the write lock: another process may have applied it meanwhile
                 if conn.execute(_SELECT_ONE, (name,)).fetchone() is None:
                     fn(db)

@@ -19,6 +19,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 import msgspec
@@ -191,7 +192,7 @@ class SQLiteEventStore(EventStore):
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # only takes effect on a new, empty file
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = self._enter_wal()
         if not in_memory and str(mode).lower() != "wal":
             raise StoreError(
                 f"could not put {self.path} in WAL mode (journal mode is {mode}); "
@@ -201,6 +202,21 @@ class SQLiteEventStore(EventStore):
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
         if max_page_count is not None:
             conn.execute(f"PRAGMA max_page_count = {int(max_page_count)}")
+
+    def _enter_wal(self) -> str:
+        """Switch to WAL (a no-op when the file already is), retrying while others open it.
+
+        The switch on a new file needs an exclusive lock, and SQLite reports a
+        concurrent opener's lock at once rather than through the busy timeout.
+        """
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                return str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def __repr__(self) -> str:
         return f"SQLiteEventStore({self.path!r}, durability={self.durability!r})"

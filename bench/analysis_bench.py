@@ -38,19 +38,20 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 import anyio
 
-from ctxledger.audit import audit_compaction, find_compaction
+from ctxledger.analysis.audit import audit_compaction, find_compaction
+from ctxledger.analysis.recall import SearchIndex, fts_terms, recall
+from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compaction import compact
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.facts import extract_facts, retention
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.record import record_generated
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.events import Event, MessageAppended, SessionStarted
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.facts import extract_facts, retention
-from ctxledger.ledger import Ledger
-from ctxledger.recall import SearchIndex, fts_terms, recall
-from ctxledger.synth import SessionSynth
-from ctxledger.whatif import record_generated, whatif
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
 
 
 def timed(fn: Callable[[], Any], runs: int) -> list[float]:

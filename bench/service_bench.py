@@ -32,9 +32,9 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.ledger import Ledger
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 Result = dict[str, Any]
 

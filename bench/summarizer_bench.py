@@ -26,9 +26,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from ctxledger.compressor.facts import extract_facts, retention
 from ctxledger.compressor.summarizers.base import SummaryRequest
 from ctxledger.compressor.summarizers.offline import build_summary
-from ctxledger.facts import extract_facts, retention
 from ctxledger.tokens import count_messages, count_text
 
 DEFAULT_CORPUS = Path("/work/shared/corpus")

@@ -13,15 +13,17 @@ The public API, re-exported here (``__all__`` is checked by a test):
 * :class:`SQLiteEventStore` and the error classes of :mod:`ctxledger.errors`.
 """
 
-from ctxledger.audit import audit_chain, audit_compaction, trace
-from ctxledger.compaction import CompactionOutcome, compact
+from ctxledger.analysis.audit import audit_chain, audit_compaction, trace
+from ctxledger.analysis.diff import diff
+from ctxledger.analysis.recall import EXPAND_TOOL, RECALL_TOOL, expand, handle_tool_call, recall
+from ctxledger.analysis.undo import undo
+from ctxledger.analysis.whatif import whatif
 from ctxledger.compressor.assemble import apply
 from ctxledger.compressor.config import CompressionConfig, load_config
 from ctxledger.compressor.planner import CompactionPlan, plan
 from ctxledger.compressor.summarizers.llm import LLMSummarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.compressor.summarizers.recorded import RecordedSummarizer
-from ctxledger.diff import diff
 from ctxledger.errors import (
     CompressionError,
     ConcurrencyError,
@@ -36,12 +38,10 @@ from ctxledger.errors import (
     UnknownSession,
 )
 from ctxledger.eventstore import SQLiteEventStore
-from ctxledger.ledger import Ledger
-from ctxledger.recall import EXPAND_TOOL, RECALL_TOOL, expand, handle_tool_call, recall
-from ctxledger.service import ContextService, Recovery, TurnResult
-from ctxledger.undo import undo
+from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService, Recovery, TurnResult
 from ctxledger.usage import CanonicalUsage, normalize_usage
-from ctxledger.whatif import whatif
 
 __all__ = [
     "EXPAND_TOOL",

@@ -8,13 +8,13 @@ from typing import Any, TypeVar
 import anyio
 
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.events import Event
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.ledger import Ledger
-from ctxledger.synth import SessionSynth
+from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
 
 #: a small window where compaction happens after a few turns (no 64K floor)
 SMALL = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
@@ -33,7 +33,7 @@ def deterministic_ledger(path: Path | None = None, config: CompressionConfig = S
 
 def recorded_chain(path: Path | None, seed: int, turns: int = 12, **kwargs: Any) -> tuple[Ledger, str]:
     """A generated session driven through the service (``whatif.record_generated``): (ledger, tip)."""
-    from ctxledger.whatif import record_generated
+    from ctxledger.demo.record import record_generated
 
     ledger = deterministic_ledger(path)
     return ledger, record_generated(ledger, seed=seed, turns=turns, **kwargs)

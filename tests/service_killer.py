@@ -17,8 +17,8 @@ import anyio
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.runtime.service import ContextService
 from ctxledger.tokens import count_message
 
 ROOT = "ses_root"

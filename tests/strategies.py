@@ -35,7 +35,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ctxledger.synth import VOCABULARY
+from ctxledger.demo.synth import VOCABULARY
 from ctxledger.tokens import rough_message_tokens
 
 Message = dict[str, Any]

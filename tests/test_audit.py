@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.audit import (
+from ctxledger.analysis.audit import (
     AuditedFact,
     audit_chain,
     audit_compaction,
@@ -24,11 +24,11 @@ from ctxledger.audit import (
     trace,
 )
 from ctxledger.cli.main import cli
-from ctxledger.compaction import compact
+from ctxledger.compressor.facts import find_paths, normalize
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.facts import find_paths, normalize
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
 
 
@@ -227,7 +227,7 @@ def test_trace_normalizes_a_path_or_quoted_query_like_the_facts() -> None:
 
 
 def test_audit_of_one_compaction_reads_its_chain_once(chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import ctxledger.audit as audit_module
+    import ctxledger.analysis.audit as audit_module
 
     ledger, tip = chain
     second = chain_compactions(ledger, tip)[1]

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxledger.cli.main import cli
-from ctxledger.synth import SessionSynth
+from ctxledger.demo.synth import SessionSynth
 
 
 def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
@@ -167,7 +167,7 @@ def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Pa
 def test_recorded_trajectory_compactions_count_the_system_message_like_the_engine(tmp_path: Path) -> None:
     from ctxledger.events import SessionSwitched
     from ctxledger.importers.export import export_messages
-    from ctxledger.ledger import Ledger
+    from ctxledger.ledger.facade import Ledger
 
     synth = SessionSynth(8)
     msgs = [{"role": "system", "content": synth.system_prompt()}]

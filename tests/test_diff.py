@@ -12,12 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger
 
-from ctxledger.audit import CompactionRecord, chain_compactions
+from ctxledger.analysis.audit import CompactionRecord, chain_compactions
+from ctxledger.analysis.diff import (
+    DiffReport,
+    SummaryDiff,
+    diff,
+    parse_ref,
+    session_view,
+    transcript_at,
+)
 from ctxledger.cli.main import cli
-from ctxledger.diff import DiffReport, SummaryDiff, diff, parse_ref, session_view, transcript_at
+from ctxledger.demo.record import record_generated
 from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.ledger import Ledger
-from ctxledger.whatif import record_generated
+from ctxledger.ledger.facade import Ledger
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +176,7 @@ def test_a_diff_reads_each_chain_once_however_many_summaries_it_nests(
     chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tip's summary covers the earlier summaries too: their records come from one read."""
-    import ctxledger.audit as audit_module
+    import ctxledger.analysis.audit as audit_module
 
     ledger, tip = chain
     records = chain_compactions(ledger, tip)

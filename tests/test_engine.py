@@ -7,10 +7,10 @@ from pathlib import Path
 import anyio
 from ledger_helpers import compact_now, make_ledger
 
-from ctxledger.compaction import compaction_input
-from ctxledger.compressor.engine import prepare, record
+from ctxledger.compressor.recording import prepare, record
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
+from ctxledger.ledger.compaction import compaction_input
 
 ERROR = "sqlite3.OperationalError: database is locked (while migrating table invoices)"
 

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from ctxledger.compressor.markers import wrap_summary
-from ctxledger.facts import (
+from ctxledger.compressor.facts import (
     FACT_KINDS,
     Fact,
     error_lines,
@@ -19,6 +18,7 @@ from ctxledger.facts import (
     normalize,
     retention,
 )
+from ctxledger.compressor.markers import wrap_summary
 
 
 def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def test_ids_must_parallel_messages() -> None:
 def test_fact_in_text_normalizes_case_space_quotes_paths_and_word_bounds(
     kind: str, value: str, text: str, expected: bool
 ) -> None:
-    from ctxledger.facts import normalize_fact
+    from ctxledger.compressor.facts import normalize_fact
 
     fact = Fact(kind=kind, value=value, normalized=normalize_fact(kind, value), message_index=0)
     assert fact_in_text(fact, text) is expected

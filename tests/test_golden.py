@@ -19,11 +19,12 @@ import msgspec
 import pytest
 from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.audit import audit_chain, chain_compactions
-from ctxledger.diff import diff
-from ctxledger.ledger import Ledger
-from ctxledger.replay import verify_compactions
-from ctxledger.whatif import record_generated, whatif
+from ctxledger.analysis.audit import audit_chain, chain_compactions
+from ctxledger.analysis.diff import diff
+from ctxledger.analysis.replay import verify_compactions
+from ctxledger.analysis.whatif import whatif
+from ctxledger.demo.record import record_generated
+from ctxledger.ledger.facade import Ledger
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CTXLEDGER_UPDATE_GOLDEN") == "1"

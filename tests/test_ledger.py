@@ -17,7 +17,7 @@ from ctxledger.errors import (
     SessionEnded,
     UnknownSession,
 )
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 
 
 @pytest.fixture
@@ -186,7 +186,7 @@ def test_a_log_with_events_of_unknown_sessions_still_opens(tmp_path: Path) -> No
 
 def test_import_checks_sessions_like_start_session_and_names_the_bad_one(ledger: Ledger) -> None:
     from ctxledger.importers.model import ImportedSession
-    from ctxledger.importing import import_sessions
+    from ctxledger.ledger.importing import import_sessions
 
     good = ImportedSession(key="a", source_format="openai", messages=[{"role": "user", "content": "hi"}])
     tiny = ImportedSession(key="b", source_format="openai", messages=[{"role": "user", "content": "hi"}], context_length=-5)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxledger.compressor.facts import extract_facts, retention
 from ctxledger.compressor.summarizers import (
     SECTION_HEADINGS,
     OfflineSummarizer,
@@ -26,7 +27,6 @@ from ctxledger.compressor.summarizers import (
 )
 from ctxledger.compressor.summarizers.fallback import fallback_result
 from ctxledger.compressor.summarizers.offline import MIN_BUDGET_TOKENS, build_summary
-from ctxledger.facts import extract_facts, retention
 from ctxledger.tokens import count_messages, count_text
 
 MODULES = ["auth/login", "auth/tokens", "api/routes", "db/session", "cache/redis_store", "cli/main"]

@@ -13,9 +13,9 @@ from ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
 
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.events import MessageAppended
 from ctxledger.projections import Projector
-from ctxledger.synth import SessionSynth
 
 
 class LedgerMachine(RuleBasedStateMachine):

@@ -11,13 +11,8 @@ import pytest
 from click.testing import CliRunner
 from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.audit import chain_compactions
-from ctxledger.cli.main import cli
-from ctxledger.compaction import compact
-from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.ledger import Ledger
-from ctxledger.recall import (
+from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.recall import (
     EXPAND_TOOL,
     RECALL_TOOL,
     SearchIndex,
@@ -26,8 +21,13 @@ from ctxledger.recall import (
     handle_tool_call,
     recall,
 )
-from ctxledger.service import ContextService
-from ctxledger.whatif import record_generated
+from ctxledger.cli.main import cli
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.record import record_generated
+from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 
 @pytest.fixture(scope="module")

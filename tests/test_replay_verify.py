@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import recorded_chain
 
-from ctxledger.audit import chain_compactions
+from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.replay import verify_compactions
 from ctxledger.cli.main import cli
 from ctxledger.events import Event, SessionSwitched
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.ledger import Ledger
-from ctxledger.replay import verify_compactions
+from ctxledger.ledger.facade import Ledger
 
 
 def generated(path: Path, seed: int = 8, turns: int = 12) -> tuple[Ledger, str]:

@@ -13,16 +13,16 @@ import msgspec
 import pytest
 
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput, InvalidMessage, SessionEnded, UnknownSession
 from ctxledger.events import Trigger, UsageReported
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.caching import count_cache_markers
 from ctxledger.runtime.engine import BuiltinEngine, RuntimeState, RuntimeTracker
-from ctxledger.service import ContextEngine, ContextService
+from ctxledger.runtime.service import ContextEngine, ContextService
 
 pytestmark = pytest.mark.anyio
 

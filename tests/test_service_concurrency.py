@@ -27,13 +27,13 @@ from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import ConcurrencyError
 from ctxledger.events import CompressionChecked, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import AppendRequest
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
-from ctxledger.service import ContextService, TurnResult
-from ctxledger.synth import SessionSynth
+from ctxledger.runtime.service import ContextService, TurnResult
 
 pytestmark = pytest.mark.anyio
 

@@ -25,6 +25,7 @@ from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.llm import LLMSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import ContextOverflowError, InvalidInput
 from ctxledger.events import (
     CompressionChecked,
@@ -35,9 +36,8 @@ from ctxledger.events import (
     SessionSwitched,
     SummaryGenerated,
 )
-from ctxledger.ledger import Ledger
-from ctxledger.service import ContextService, Recovery
-from ctxledger.synth import SessionSynth
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService, Recovery
 
 pytestmark = pytest.mark.anyio
 

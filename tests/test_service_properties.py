@@ -35,10 +35,10 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import ContextOverflowError, SummarizerError
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.engine import RuntimeTracker
-from ctxledger.service import ContextService
+from ctxledger.runtime.service import ContextService
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, summary_min_tokens=300)
 WINDOWS = st.sampled_from([4_096, 8_192, 16_384])

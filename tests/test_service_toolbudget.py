@@ -20,10 +20,10 @@ import pytest
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.errors import InvalidInput, InvalidMessage, UnknownSession
 from ctxledger.events import ToolOutputPersisted
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
+from ctxledger.runtime.service import ContextService
 from ctxledger.runtime.toolbudget import DEFAULT_MAX_SLICE_CHARS, READ_PERSISTED_TOOL_NAME
-from ctxledger.service import ContextService
 
 pytestmark = pytest.mark.anyio
 

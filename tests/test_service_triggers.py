@@ -19,6 +19,7 @@ from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import SummarizerError
 from ctxledger.events import (
     CompressionChecked,
@@ -31,10 +32,9 @@ from ctxledger.events import (
     SessionSwitched,
     SummaryGenerated,
 )
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
+from ctxledger.runtime.service import ContextService
 from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
 
 pytestmark = pytest.mark.anyio

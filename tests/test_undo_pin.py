@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.audit import chain_compactions
+from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
+from ctxledger.analysis.undo import undo
 from ctxledger.cli.main import cli
-from ctxledger.compaction import compact, compaction_input, plan_compaction
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.events import MessageAppended
-from ctxledger.ledger import Ledger
-from ctxledger.replay import rebuild_check, verify_compactions
-from ctxledger.undo import undo
+from ctxledger.ledger.compaction import compact, compaction_input, plan_compaction
+from ctxledger.ledger.facade import Ledger
 
 
 def generated(path: Path, seed: int = 4, turns: int = 12) -> tuple[Ledger, str]:

@@ -13,25 +13,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.audit import chain_compactions, chain_signature
-from ctxledger.cli.main import cli
-from ctxledger.diff import diff
-from ctxledger.errors import InvalidInput
-from ctxledger.ledger import Ledger
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
-from ctxledger.whatif import (
+from ctxledger.analysis.audit import chain_compactions, chain_signature
+from ctxledger.analysis.diff import diff
+from ctxledger.analysis.whatif import (
     AppendStep,
     StartInfo,
     UsageStep,
     history,
-    record_generated,
     replay_history,
     scripted_steps,
     start_and_drive,
     whatif,
     whatif_report,
 )
+from ctxledger.cli.main import cli
+from ctxledger.demo.record import record_generated
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_cli_what_if_bad_input_exits_2(chain: tuple[Ledger, str], tmp_path: Path
 def test_cli_diff_config_reads_the_history_once_and_builds_no_report(
     chain: tuple[Ledger, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whatif_module = importlib.import_module("ctxledger.whatif")  # the package's `whatif` is the function
+    whatif_module = importlib.import_module("ctxledger.analysis.whatif")  # the package's `whatif` is the function
 
     ledger, tip = chain
     reads: list[str] = []
@@ -185,7 +185,7 @@ def test_cli_diff_config_reads_the_history_once_and_builds_no_report(
 def test_cli_replay_what_if_reads_the_history_once(
     chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whatif_module = importlib.import_module("ctxledger.whatif")  # the package's `whatif` is the function
+    whatif_module = importlib.import_module("ctxledger.analysis.whatif")  # the package's `whatif` is the function
 
     ledger, tip = chain
     reads: list[str] = []

@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ctxledger.audit import (
+from ctxledger.analysis.audit import (
     AuditedFact,
     ChainAudit,
     CompactionAudit,
@@ -21,16 +21,16 @@ from ctxledger.audit import (
     is_compaction_ref,
     trace,
 )
+from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
+from ctxledger.analysis.recall import expand, recall
+from ctxledger.analysis.replay import VerifyReport
+from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
-from ctxledger.compaction import plan_compaction
 from ctxledger.compressor.config import load_config
-from ctxledger.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.errors import InvalidInput
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import plan_compaction
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
-from ctxledger.recall import expand, recall
-from ctxledger.replay import VerifyReport
-from ctxledger.undo import undo
 
 _SHOWN_FACTS = 12
 
@@ -161,8 +161,8 @@ def diff_cmd(
 
 
 def _whatif_diff(ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None) -> DiffReport:
+    from ctxledger.analysis.whatif import history, replay_history
     from ctxledger.cli.compress import make_summarizer
-    from ctxledger.whatif import history, replay_history
 
     hist = history(ledger, a)  # read once: the recorded config and the replayed steps
     config = load_config(config_path) if config_path is not None else hist.config
@@ -319,8 +319,8 @@ def run_whatif(
     out_path: Path | None, as_json: bool,
 ) -> None:
     """``replay SESSION --config OTHER.toml [--summarizer] [--out FILE]``."""
+    from ctxledger.analysis.whatif import history, replay_history, whatif_report
     from ctxledger.cli.compress import make_summarizer
-    from ctxledger.whatif import history, replay_history, whatif_report
 
     hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
     config = load_config(config_path) if config_path is not None else hist.config

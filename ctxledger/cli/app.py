@@ -13,7 +13,7 @@ import msgspec
 from rich.console import Console
 
 from ctxledger.errors import CtxLedgerError, InvalidInput, UnknownSession
-from ctxledger.ledger import Ledger, default_db_path
+from ctxledger.ledger.facade import Ledger, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,9 +10,9 @@ import click
 import msgspec
 
 from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
-from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig, load_config
 from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.ledger.compaction import CompactionOutcome, compact
 
 
 def make_summarizer(kind: str, config: CompressionConfig, session_model: str | None = None) -> Summarizer:

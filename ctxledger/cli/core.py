@@ -10,6 +10,8 @@ import msgspec
 from rich.progress import Progress
 from rich.table import Table
 
+from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
     REF,
     cli,
@@ -19,12 +21,10 @@ from ctxledger.cli.app import (
     json_option,
     state_of,
 )
-from ctxledger.diff import parse_ref, transcript_at
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
-from ctxledger.importing import import_sessions
+from ctxledger.ledger.importing import import_sessions
 from ctxledger.messages import content_text
-from ctxledger.replay import rebuild_check
 
 
 @cli.command("import")
@@ -241,7 +241,7 @@ def replay(
     out: dict[str, object] = {"rebuild": msgspec.to_builtins(report)}
     drifted = False
     if verify_plans:
-        from ctxledger.replay import verify_compactions
+        from ctxledger.analysis.replay import verify_compactions
 
         checks = verify_compactions(ledger, sid)
         drifted = checks.drifted

@@ -7,9 +7,9 @@ from pathlib import Path
 import anyio
 import click
 
+from ctxledger.analysis.diff import parse_ref, transcript_at
 from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, state_of
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.diff import parse_ref, transcript_at
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
 

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
-from ctxledger.demo import run_demo
+from ctxledger.demo.run import run_demo
 
 
 @cli.command()

@@ -14,7 +14,7 @@ One block per message, separated by blank lines::
 
 Long contents keep their first 4,000 and last 1,500 characters around a cut mark
 that says how many characters were left out; long tool-call arguments keep their
-first 1,200. Everything is redacted (``ctxledger.redact``) *before* it is cut, so a
+first 1,200. Everything is redacted (``ctxledger.compressor.redact``) *before* it is cut, so a
 secret split by a cut cannot leak half-visible.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxledger.compressor.markers import unwrap_summary
+from ctxledger.compressor.redact import redact
 from ctxledger.messages import content_text
-from ctxledger.redact import redact
 
 CONTENT_HEAD_CHARS = 4000
 CONTENT_TAIL_CHARS = 1500

@@ -22,7 +22,7 @@ Implement :class:`ContextEngine` and pass it as ``ContextService(ledger, engine=
   anti-thrash guards on top, once, and manual ``/compress`` skips both).
 * ``compress(session_id, trigger=..., focus=...)`` must write through the ledger, one
   atomic append per compaction (end the session and start its continuation together,
-  e.g. with :func:`ctxledger.compaction.compact`), and return a ``CompactionOutcome``.
+  e.g. with :func:`ctxledger.ledger.compaction.compact`), and return a ``CompactionOutcome``.
   Raise ``SummarizerError`` when the summary cannot be made and nothing was written
   (the service records the failure and a cooldown); let ``ConcurrencyError`` propagate
   (the service re-reads and continues on the compression tip).
@@ -41,7 +41,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.events import (
@@ -59,7 +58,8 @@ from ctxledger.events import (
     UsageReported,
 )
 from ctxledger.eventstore.base import Recorded
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.pressure import AntiThrash, Cooldown
 
 #: plan skip reasons (``CompactionPlan.skip_reason``) that count as a no-op pass for

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compaction import CompactionOutcome
 from ctxledger.errors import InvalidInput
+from ctxledger.ledger.compaction import CompactionOutcome
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):

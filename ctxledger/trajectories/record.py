@@ -19,8 +19,8 @@ from ctxledger.events import Event, LayoutEntry, SessionStarted, SessionSwitched
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.sharegpt import turns_to_messages
-from ctxledger.importing import import_sessions
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.importing import import_sessions
 from ctxledger.tokens import count_message
 from ctxledger.trajectories.batch import metrics_path_for, read_records
 from ctxledger.trajectories.core import TrajectoryMetrics

@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxledger.compressor.facts import error_lines, exit_code
 from ctxledger.compressor.markers import is_summary_message
-from ctxledger.facts import error_lines, exit_code
-from ctxledger.messages import content_text
-from ctxledger.toolcalls import (
+from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     DIR_KEYS,
     TERMINAL_COMMAND_KEYS,
@@ -23,7 +22,8 @@ from ctxledger.toolcalls import (
     parse_arguments,
     tool_family,
 )
-from ctxledger.toolcalls import PATH_KEYS as FILE_KEYS
+from ctxledger.compressor.toolcalls import PATH_KEYS as FILE_KEYS
+from ctxledger.messages import content_text
 
 VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("write", "create", "save", "new_file"), "WROTE"),
@@ -33,7 +33,7 @@ VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("delete", "remove", "rm", "cancel"), "REMOVED"),
     (("fetch", "http", "browse", "web", "url", "download"), "FETCHED"),
 )
-# an action's target: a file, else a directory (the shared key lists of ctxledger.toolcalls)
+# an action's target: a file, else a directory (the shared key lists of ctxledger.compressor.toolcalls)
 PATH_KEYS = (*FILE_KEYS, *DIR_KEYS)
 DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
 # a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)

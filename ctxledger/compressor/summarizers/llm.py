@@ -41,10 +41,10 @@ import httpx
 import msgspec
 
 from ctxledger.compressor.markers import prompt_text, unwrap_summary
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import serialize_turns
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import InvalidConfig, InvalidInput, SummarizerError
-from ctxledger.redact import redact
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
 APIS = ("openai", "anthropic")

@@ -5,7 +5,7 @@ structure (``base.SECTIONS``) from what it can see: the latest user ask verbatim
 (Active Task), the first ask (Goal), one numbered line per tool call with its outcome
 (Completed Actions), unresolved errors verbatim (Blocked), files touched, decisions,
 answered and unanswered questions, and — in whatever room is left — the salient
-facts of ``ctxledger.facts`` that the sections did not already state (Critical
+facts of ``ctxledger.compressor.facts`` that the sections did not already state (Critical
 Context).
 
 The summary never exceeds ``budget_tokens`` (exact ``ctxledger.tokens.count_text``):
@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ctxledger.compressor.facts import (
+    Fact,
+    extract_facts,
+    find_paths,
+    normalize,
+    retention,
+)
 from ctxledger.compressor.markers import unwrap_summary
+from ctxledger.compressor.redact import redact, redact_message
 from ctxledger.compressor.summarizers.analysis import (
     Analysis,
     analyse,
@@ -39,15 +47,7 @@ from ctxledger.compressor.summarizers.base import (
     render_sections,
     request_hash,
 )
-from ctxledger.facts import (
-    Fact,
-    extract_facts,
-    find_paths,
-    normalize,
-    retention,
-)
 from ctxledger.messages import content_text
-from ctxledger.redact import redact, redact_message
 from ctxledger.tokens import count_text
 
 RECENT_ACTIONS = 3  # always ranked with the important sections

@@ -20,7 +20,7 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import validate_messages
 from ctxledger.tokens import DEFAULT_ENCODING, count_messages
 from ctxledger.usage import normalize_usage

@@ -3,7 +3,7 @@
 One place for the tool-name and argument knowledge that phase-1 pruning
 (:mod:`ctxledger.compressor.prune`), the offline summarizer's analysis
 (:mod:`ctxledger.compressor.summarizers.analysis`) and fact extraction
-(:mod:`ctxledger.facts`) share, so the three agree on which tool runs a shell
+(:mod:`ctxledger.compressor.facts`) share, so the three agree on which tool runs a shell
 command and where a path or a command sits in the arguments.
 
 Real logs name the same tools many ways (``bash``, ``exec_command``,

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxledger.audit import CompactionRecord, find_compaction, reverted_compactions
+from ctxledger.analysis.audit import CompactionRecord, find_compaction, reverted_compactions
 from ctxledger.errors import InvalidInput
 from ctxledger.events import Event, LayoutEntry, MessagePinned, SessionStarted, SessionSwitched
 from ctxledger.eventstore.base import AppendRequest
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 
 
 class UndoResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,4 +1,4 @@
-"""Facts and how a text is checked for them: the matching half of :mod:`ctxledger.facts`.
+"""Facts and how a text is checked for them: the matching half of :mod:`ctxledger.compressor.facts`.
 
 Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
 quotes straightened, backslashes read as path separators; a fact that begins or ends

@@ -15,10 +15,10 @@ import msgspec
 
 from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.engine import CompactionInput, Prepared, prepare, record
+from ctxledger.compressor.recording import CompactionInput, Prepared, prepare, record
 from ctxledger.compressor.summarizers.base import Summarizer, summarize_with_fallback
 from ctxledger.events import CompressionSkipped, Trigger
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.tokens import rough_message_tokens
 

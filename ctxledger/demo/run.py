@@ -16,13 +16,13 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from ctxledger.audit import audit_chain
+from ctxledger.analysis.audit import audit_chain
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.ledger import Ledger
-from ctxledger.replay import rebuild_check, verify_compactions
-from ctxledger.service import ContextService, TurnResult
-from ctxledger.synth import SessionSynth
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService, TurnResult
 from ctxledger.tokens import count_message
 
 

@@ -40,11 +40,11 @@ from typing import Any, ClassVar
 import msgspec
 import sqlite_utils
 
-from ctxledger.audit import SUMMARY_ORIGINS, find_compaction
+from ctxledger.analysis.audit import SUMMARY_ORIGINS, find_compaction
 from ctxledger.errors import CtxLedgerError, InvalidInput, StoreError, UnknownSession
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.tokens import message_text
 
 JSON = dict[str, Any]

@@ -18,6 +18,7 @@ from ctxledger.compressor.assemble import apply as assemble
 from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
 from ctxledger.errors import CompressionError
 from ctxledger.events import (
@@ -33,7 +34,6 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.messages import content_text
-from ctxledger.redact import redact
 from ctxledger.tokens import count_message
 
 JSON = dict[str, Any]

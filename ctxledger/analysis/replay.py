@@ -20,13 +20,13 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compaction import compaction_input
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.engine import build_layout, prepare
+from ctxledger.compressor.recording import build_layout, prepare
 from ctxledger.errors import UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import Recorded
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import compaction_input
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 
 Progress = Callable[[int, int], None]

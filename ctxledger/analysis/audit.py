@@ -1,7 +1,7 @@
 """Audit and trace: which salient facts each compaction kept, lost, or lost again later.
 
 A compaction replaces its middle by a summary. :func:`audit_chain` extracts the
-salient facts (``ctxledger.facts``) of every middle, as the model saw it (a persisted
+salient facts (``ctxledger.compressor.facts``) of every middle, as the model saw it (a persisted
 tool output is audited as the preview that was live; its full text stays
 recallable), and checks each against the summary text with normalized matching.
 Facts a summary kept are *carried* by that summary message: when a later compaction
@@ -23,11 +23,18 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.compressor.factmatch import contains
+from ctxledger.compressor.facts import (
+    Fact,
+    extract_facts,
+    fact_in_text,
+    find_paths,
+    normalize,
+    normalize_fact,
+)
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
-from ctxledger.factmatch import contains
-from ctxledger.facts import Fact, extract_facts, fact_in_text, find_paths, normalize, normalize_fact
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.tokens import message_text
 
 JSON = dict[str, Any]

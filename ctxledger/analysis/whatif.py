@@ -1,6 +1,6 @@
 """What-if replay: re-run a recorded chain's history under another configuration.
 
-:func:`~ctxledger.history.history` reads what the agent did from the log — every message it appended
+:func:`~ctxledger.analysis.history.history` reads what the agent did from the log — every message it appended
 (across the whole chain, in seq order and in the batches it appended them),
 every provider usage report, manual ``/compress`` requests, model switches, learned
 limits and pins — as a list of :data:`Step`. Compactions, skips, warnings and
@@ -31,18 +31,15 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
 
-from ctxledger.audit import ChainReport, chain_report, chain_signature
-from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.summarizers.base import Summarizer
-from ctxledger.errors import InvalidInput
-from ctxledger.history import (
+from ctxledger.analysis.audit import ChainReport, chain_report, chain_signature
+from ctxledger.analysis.history import (
     AppendStep,
     CompressStep,
     History,
@@ -55,8 +52,11 @@ from ctxledger.history import (
     history,
     scripted_steps,
 )
-from ctxledger.ledger import Ledger
-from ctxledger.service import ContextService
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 JSON = dict[str, Any]
 
@@ -202,37 +202,6 @@ async def start_and_drive(svc: ContextService, start: StartInfo, steps: Iterable
     )
     svc.engine.on_session_start(sid)
     return await drive(svc, sid, steps, **kwargs)
-
-
-def record_generated(
-    ledger: Ledger,
-    *,
-    seed: int,
-    turns: int,
-    big_outputs: bool = False,
-    focus_at: Mapping[int, str | None] | None = None,
-    session_id: str = "ses_root",
-    model: str = "synth-coder-1",
-) -> str:
-    """Record a generated coding-agent session (``SessionSynth``) through the service.
-
-    For tests and benchmarks: the ledger's config decides when compactions happen.
-    Returns the chain's tip.
-    """
-    from ctxledger.synth import SessionSynth
-
-    synth = SessionSynth(seed, big_outputs=big_outputs)
-    start = StartInfo(
-        session_id=session_id, model=model, context_length=ledger.config.context_length or 128_000,
-        system_prompt=synth.system_prompt(), tools=synth.tools(),
-    )
-    steps = scripted_steps(synth.turns(turns), focus_at=focus_at)
-    svc = ContextService(ledger, config=ledger.config)
-
-    async def run() -> DriveResult:
-        return await start_and_drive(svc, start, steps)
-
-    return anyio.run(run).session_id
 
 
 # --------------------------------------------------------------------------- reports
@@ -386,7 +355,6 @@ __all__ = [
     "config_changes",
     "drive",
     "history",
-    "record_generated",
     "replay_history",
     "replay_into",
     "scratch_ledger",

@@ -4,7 +4,7 @@
 chain, in seq order and in the batches it appended them), every provider usage
 report, manual ``/compress`` requests, model switches, learned limits and pins, as a
 list of :data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not
-steps: a what-if service makes its own (see :mod:`ctxledger.whatif`).
+steps: a what-if service makes its own (see :mod:`ctxledger.analysis.whatif`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ctxledger.events import (
     UsageReported,
 )
 from ctxledger.eventstore.base import Recorded
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.tokens import count_message
 

@@ -1,6 +1,6 @@
 """The async runtime an agent loop calls every turn (anyio: asyncio or trio).
 
-``ContextService`` wraps a :class:`~ctxledger.ledger.Ledger` and a context engine
+``ContextService`` wraps a :class:`~ctxledger.ledger.facade.Ledger` and a context engine
 (the built-in compressor by default, see :mod:`ctxledger.runtime.engine` for plugging
 another) and implements HERMES_SPEC §2, §5, §6 and §7: preflight, in-loop and hygiene
 triggers, manual compression, pressure warnings, anti-thrashing and cooldowns,
@@ -26,7 +26,6 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from ctxledger.compaction import CompactionOutcome
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
@@ -48,7 +47,8 @@ from ctxledger.events import (
     ToolOutputPersisted,
     Trigger,
 )
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import CompactionOutcome
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import validate_messages
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker

@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.audit import (
+from ctxledger.analysis.audit import (
     SUMMARY_ORIGINS,
     CompactionRecord,
     compactions_by_id,
@@ -40,7 +40,7 @@ from ctxledger.audit import (
 )
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections.transcript import TranscriptProjection
 from ctxledger.tokens import count_text
 

@@ -21,9 +21,21 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxledger.factmatch import WHITESPACE, Fact, fact_in_text, normalize, normalize_fact, retention
+from ctxledger.compressor.factmatch import (
+    WHITESPACE,
+    Fact,
+    fact_in_text,
+    normalize,
+    normalize_fact,
+    retention,
+)
+from ctxledger.compressor.toolcalls import (
+    COMMAND_KEYS,
+    TERMINAL_COMMAND_KEYS,
+    call_name_and_args,
+    tool_family,
+)
 from ctxledger.messages import content_text
-from ctxledger.toolcalls import COMMAND_KEYS, TERMINAL_COMMAND_KEYS, call_name_and_args, tool_family
 
 __all__ = ["FACT_KINDS", "Fact", "extract_facts", "fact_in_text", "normalize", "normalize_fact", "retention"]
 

@@ -1,21 +1,21 @@
 """Every error a ctxledger user can see, as a named class.
 
-    CtxLedgerError
-    ├── InvalidInput (ValueError)          bad input from a user; nothing was appended
-    │   ├── InvalidMessage                 a message breaks the OpenAI chat shape
-    │   ├── InvalidEvent                   an event payload cannot be decoded / upcast
-    │   ├── InvalidConfig                  a compression setting is out of range
-    │   └── ImportFormatError              an import file is malformed (carries a line number)
-    ├── StoreError                         the event store refused or failed an operation
-    │   ├── ConcurrencyError               stale expected version; nothing was written
-    │   ├── DuplicateEventError            an event id was re-sent with a different batch
-    │   ├── StorageFullError               the disk (or max_page_count) is full; nothing was written
-    │   └── IntegrityError                 the hash chain does not verify
-    ├── UnknownSession (KeyError)          no such session / compaction / blob
-    ├── SessionEnded                       appending to a session that ended (e.g. by compression)
-    ├── CompressionError                   a compaction could not be carried out
-    │   └── SummarizerError                the summarizer failed (see .failure_class)
-    └── ContextOverflowError               the provider rejected the prompt and recovery gave up
+CtxLedgerError
+├── InvalidInput (ValueError)          bad input from a user; nothing was appended
+│   ├── InvalidMessage                 a message breaks the OpenAI chat shape
+│   ├── InvalidEvent                   an event payload cannot be decoded / upcast
+│   ├── InvalidConfig                  a compression setting is out of range
+│   └── ImportFormatError              an import file is malformed (carries a line number)
+├── StoreError                         the event store refused or failed an operation
+│   ├── ConcurrencyError               stale expected version; nothing was written
+│   ├── DuplicateEventError            an event id was re-sent with a different batch
+│   ├── StorageFullError               the disk (or max_page_count) is full; nothing was written
+│   └── IntegrityError                 the hash chain does not verify
+├── UnknownSession (KeyError)          no such session / compaction / blob
+├── SessionEnded                       appending to a session that ended (e.g. by compression)
+├── CompressionError                   a compaction could not be carried out
+│   └── SummarizerError                the summarizer failed (see .failure_class)
+└── ContextOverflowError               the provider rejected the prompt and recovery gave up
 """
 
 from __future__ import annotations

@@ -102,29 +102,39 @@ def _openai_success(reply: Reply, model: str, prompt_chars: int) -> dict[str, An
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
-    usage = dict(reply.usage) if reply.usage is not None else {
-        "prompt_tokens": prompt_chars // 4,
-        "completion_tokens": len(reply.text) // 4,
-        "total_tokens": prompt_chars // 4 + len(reply.text) // 4,
-        "prompt_tokens_details": {"cached_tokens": 0},
-    }
+    usage = (
+        dict(reply.usage)
+        if reply.usage is not None
+        else {
+            "prompt_tokens": prompt_chars // 4,
+            "completion_tokens": len(reply.text) // 4,
+            "total_tokens": prompt_chars // 4 + len(reply.text) // 4,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
+    )
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "model": reply.model or model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}
+        ],
         "usage": usage,
     }
 
 
 def _anthropic_success(reply: Reply, model: str, prompt_chars: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]
-    usage = dict(reply.usage) if reply.usage is not None else {
-        "input_tokens": prompt_chars // 4,
-        "output_tokens": len(reply.text) // 4,
-        "cache_read_input_tokens": 0,
-        "cache_creation_input_tokens": 0,
-    }
+    usage = (
+        dict(reply.usage)
+        if reply.usage is not None
+        else {
+            "input_tokens": prompt_chars // 4,
+            "output_tokens": len(reply.text) // 4,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+    )
     return {
         "id": "msg_fake",
         "type": "message",
@@ -139,7 +149,11 @@ def _anthropic_success(reply: Reply, model: str, prompt_chars: int) -> dict[str,
 _MESSAGES = {
     "401": (401, "authentication_error", "invalid api key"),
     "403": (403, "permission_error", "this key may not use this model"),
-    "404": (404, "not_found_error", "the model {model} does not exist or you do not have access to it"),
+    "404": (
+        404,
+        "not_found_error",
+        "the model {model} does not exist or you do not have access to it",
+    ),
     "429": (429, "rate_limit_error", "rate limit reached, retry later"),
     "500": (500, "api_error", "internal server error"),
     "503": (503, "overloaded_error", "the service is overloaded"),
@@ -148,11 +162,19 @@ _MESSAGES = {
 }
 
 
-def _error_body(shape: str, error_type: str, message: str, code: str | None = None) -> dict[str, Any]:
+def _error_body(
+    shape: str, error_type: str, message: str, code: str | None = None
+) -> dict[str, Any]:
     if shape == "anthropic":
         return {"type": "error", "error": {"type": error_type, "message": message}}
     if shape == "vllm":
-        return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
+        return {
+            "object": "error",
+            "message": message,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
@@ -236,7 +258,11 @@ class _Handler(BaseHTTPRequestHandler):
             status, error_type, message = _MESSAGES[kind]
             code = "model_not_found" if kind == "404" else None
             headers = {"retry-after": "1"} if kind == "429" else None
-            self._send_json(status, _error_body(fail.shape or shape, error_type, message.format(model=model), code), headers)
+            self._send_json(
+                status,
+                _error_body(fail.shape or shape, error_type, message.format(model=model), code),
+                headers,
+            )
         elif kind in ("prompt_too_long", "max_tokens"):
             error_shape = fail.shape or shape
             message = _overflow_message(kind, error_shape, fail.limit)
@@ -246,7 +272,9 @@ class _Handler(BaseHTTPRequestHandler):
             if not self.server.provider._stopping.wait(fail.seconds):
                 self._behave(Reply(), shape, model, prompt_chars)
         elif kind in ("empty", "blank"):
-            self._behave(Reply(text="" if kind == "empty" else "  \n\t "), shape, model, prompt_chars)
+            self._behave(
+                Reply(text="" if kind == "empty" else "  \n\t "), shape, model, prompt_chars
+            )
         elif kind == "malformed":
             self._send(200, b'{"choices": [ this is not json')
         elif kind == "missing_fields":
@@ -330,7 +358,9 @@ class FakeProvider:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.provider = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -27,11 +27,17 @@ def make_ledger(path: Path, config: CompressionConfig = SMALL, namespace: str = 
 def deterministic_ledger(path: Path | None = None, config: CompressionConfig = SMALL) -> Ledger:
     """Step clock, sequential ids (no namespace), the small config; in memory when no path."""
     if path is None:
-        return Ledger(SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=config)
-    return Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=config, durability="normal")
+        return Ledger(
+            SQLiteEventStore(":memory:"), clock=StepClock(), ids=SequentialIds(), config=config
+        )
+    return Ledger.open(
+        path, clock=StepClock(), ids=SequentialIds(), config=config, durability="normal"
+    )
 
 
-def recorded_chain(path: Path | None, seed: int, turns: int = 12, **kwargs: Any) -> tuple[Ledger, str]:
+def recorded_chain(
+    path: Path | None, seed: int, turns: int = 12, **kwargs: Any
+) -> tuple[Ledger, str]:
     """A generated session driven through the service (``whatif.record_generated``): (ledger, tip)."""
     from ctxledger.demo.record import record_generated
 
@@ -61,4 +67,6 @@ def chain_events(ledger: Ledger, sid: str, kind: type[E]) -> list[E]:
     """Every event of `kind` in the compression chain of `sid`, in log order (after a refresh)."""
     ledger.refresh()
     chain = set(ledger.chains.chain(sid))
-    return [r.event for r in ledger.store.read_all() if r.stream in chain and isinstance(r.event, kind)]
+    return [
+        r.event for r in ledger.store.read_all() if r.stream in chain and isinstance(r.event, kind)
+    ]

@@ -41,7 +41,12 @@ async def main(path: str, run: int) -> None:
     config = CompressionConfig(threshold_floor_tokens=0)
     svc = ContextService.open(path, config=config, summarizer=SlowSummarizer(), durability="normal")
     if ROOT not in svc.ledger.chains.state.sessions:
-        await svc.start_session(model="killer-model", context_length=16_384, system_prompt="You are a coding agent.", session_id=ROOT)
+        await svc.start_session(
+            model="killer-model",
+            context_length=16_384,
+            system_prompt="You are a coding agent.",
+            session_id=ROOT,
+        )
     synth = SessionSynth(run, big_outputs=False, id_prefix=f"r{run}_call")
     print("ready", flush=True)
     i = 0

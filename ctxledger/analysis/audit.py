@@ -145,7 +145,9 @@ def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
         return ref in ids
     prefixed = any(c.startswith(ref) for c in ids)
     if prefixed and any(s.startswith(ref) for s in sessions):
-        raise InvalidInput(f"{ref!r} is the prefix of both a session and a compaction id; give more of it")
+        raise InvalidInput(
+            f"{ref!r} is the prefix of both a session and a compaction id; give more of it"
+        )
     return prefixed
 
 
@@ -173,10 +175,16 @@ def chain_signature(ledger: Ledger, session_id: str) -> list[JSON]:
             if entry.message is not None:
                 names.setdefault(entry.message_id, f"new#{len(names) + 1}")
             layout.append([entry.origin, names.get(entry.message_id, entry.message_id)])
-        out.append({
-            "trigger": r.switch.trigger, "inputs": inputs, "layout": layout, "summary": r.summary.text,
-            "tokens": [r.switch.tokens_before, r.switch.tokens_after], "focus": r.summary.focus,
-        })
+        out.append(
+            {
+                "trigger": r.switch.trigger,
+                "inputs": inputs,
+                "layout": layout,
+                "summary": r.summary.text,
+                "tokens": [r.switch.tokens_before, r.switch.tokens_after],
+                "focus": r.summary.focus,
+            }
+        )
     return out
 
 
@@ -280,7 +288,9 @@ class _Auditor:
         out: list[AuditedFact] = []
         for fact in extract_facts(live, ids=ids):
             origin = messages[fact.message_id or ""]
-            out.append(_audited(fact, origin.session_id, origin.seq, "middle", record.compaction_id))
+            out.append(
+                _audited(fact, origin.session_id, origin.seq, "middle", record.compaction_id)
+            )
         return out
 
     def audit(self, record: CompactionRecord) -> CompactionAudit:
@@ -290,7 +300,9 @@ class _Auditor:
             writer, facts = self.carried[mid]
             for fact in facts:
                 inherited.setdefault(fact.normalized, (writer, fact))
-        own = [f for f in self._middle_facts(record, set(previous)) if f.normalized not in inherited]
+        own = [
+            f for f in self._middle_facts(record, set(previous)) if f.normalized not in inherited
+        ]
         extracted = [fact for _, fact in inherited.values()] + own
         kept_facts, lost_facts = split_kept(extracted, record.summary.text)
         relost = [f for f in lost_facts if f.source == "summary"]
@@ -325,7 +337,9 @@ class _Auditor:
         )
 
 
-def _audited(fact: Fact, session_id: str | None, seq: int | None, source: str, compaction_id: str) -> AuditedFact:
+def _audited(
+    fact: Fact, session_id: str | None, seq: int | None, source: str, compaction_id: str
+) -> AuditedFact:
     return AuditedFact(
         kind=fact.kind,
         value=fact.value,
@@ -341,7 +355,9 @@ def _audited(fact: Fact, session_id: str | None, seq: int | None, source: str, c
 
 def live_text(ledger: Ledger, session_id: str) -> str:
     """The text of a session's whole API view (system prompt included), as facts are matched in."""
-    return "\n".join(message_text(m, text_only=True) for m in ledger.transcript.api_messages(session_id))
+    return "\n".join(
+        message_text(m, text_only=True) for m in ledger.transcript.api_messages(session_id)
+    )
 
 
 def audit_chain(ledger: Ledger, session_id: str) -> ChainAudit:
@@ -415,16 +431,23 @@ class ChainReport(msgspec.Struct, frozen=True, kw_only=True):
     mean_compaction_retention: float
 
 
-def chain_report(ledger: Ledger, session_id: str, tokens_sent: int, model_calls: int) -> ChainReport:
+def chain_report(
+    ledger: Ledger, session_id: str, tokens_sent: int, model_calls: int
+) -> ChainReport:
     """Compactions, summarizer usage and fact retention of one chain (read-only)."""
     tip = ledger.tip(session_id)
     chain = ledger.chains.chain(tip)
     briefs = [
         CompactionBrief(
-            compaction_id=r.compaction_id, trigger=r.switch.trigger, session_id=r.session_id,
-            new_session_id=r.new_session_id, messages_before=r.switch.messages_before,
-            messages_after=r.switch.messages_after, tokens_before=r.switch.tokens_before,
-            tokens_after=r.switch.tokens_after, summarized=len(r.summary.input_message_ids),
+            compaction_id=r.compaction_id,
+            trigger=r.switch.trigger,
+            session_id=r.session_id,
+            new_session_id=r.new_session_id,
+            messages_before=r.switch.messages_before,
+            messages_after=r.switch.messages_after,
+            tokens_before=r.switch.tokens_before,
+            tokens_after=r.switch.tokens_after,
+            summarized=len(r.summary.input_message_ids),
             fallback=r.summary.fallback,
         )
         for r in chain_compactions(ledger, tip)
@@ -432,9 +455,16 @@ def chain_report(ledger: Ledger, session_id: str, tokens_sent: int, model_calls:
     usage = ledger.chain_usage(tip)
     audit = audit_chain(ledger, tip)
     return ChainReport(
-        tip=tip, sessions=len(chain), compactions=briefs, model_calls=model_calls, tokens_sent=tokens_sent,
-        summarizer_calls=usage.summarizer_calls, summarizer_tokens=usage.summarizer.total,
-        facts=audit.facts, facts_known_now=audit.known_now, retention=audit.retention,
+        tip=tip,
+        sessions=len(chain),
+        compactions=briefs,
+        model_calls=model_calls,
+        tokens_sent=tokens_sent,
+        summarizer_calls=usage.summarizer_calls,
+        summarizer_tokens=usage.summarizer.total,
+        facts=audit.facts,
+        facts_known_now=audit.known_now,
+        retention=audit.retention,
         mean_compaction_retention=audit.mean_compaction_retention,
     )
 
@@ -483,12 +513,16 @@ def _query_kind(value: str) -> str:
 
 def _fact(text: str) -> Fact:
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("the fact to trace is empty: give a value such as a path or an error line")
+        raise InvalidInput(
+            "the fact to trace is empty: give a value such as a path or an error line"
+        )
     value = text.strip()
     kind = _query_kind(value)
     normalized = normalize_fact(kind, value)
     if not normalized:
-        raise InvalidInput(f"the fact to trace {value!r} is empty once normalized: give a value inside the quotes")
+        raise InvalidInput(
+            f"the fact to trace {value!r} is empty once normalized: give a value inside the quotes"
+        )
     return Fact(kind=kind, value=value, normalized=normalized, message_index=0)
 
 
@@ -514,8 +548,12 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
         if holds[mid]:
             appearances.append(
                 FactAppearance(
-                    message_id=mid, session_id=stored.session_id, seq=stored.seq,
-                    role=str(stored.message.get("role") or ""), origin=stored.origin, live=mid in live_set,
+                    message_id=mid,
+                    session_id=stored.session_id,
+                    seq=stored.seq,
+                    role=str(stored.message.get("role") or ""),
+                    origin=stored.origin,
+                    live=mid in live_set,
                 )
             )
     reverted = reverted_compactions(ledger, sid)
@@ -527,7 +565,9 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
             status = "kept" if _states(fact, record.summary.text) else "dropped"
         steps.append(
             FactAtCompaction(
-                compaction_id=record.compaction_id, index=record.index, status=status,
+                compaction_id=record.compaction_id,
+                index=record.index,
+                status=status,
                 reverted=record.compaction_id in reverted,
             )
         )
@@ -551,7 +591,9 @@ def _live_holds(ledger: Ledger, message_id: str, fact: Fact) -> bool:
     return _states(fact, message_text(ledger.transcript.stored(message_id).message, text_only=True))
 
 
-def _trace_status(appearances: list[FactAppearance], steps: list[FactAtCompaction], live: bool) -> str:
+def _trace_status(
+    appearances: list[FactAppearance], steps: list[FactAtCompaction], live: bool
+) -> str:
     if not appearances:
         return "never seen in this chain"
     if live:

@@ -48,8 +48,13 @@ JSON = dict[str, Any]
 
 #: kind -> the kind of the same change seen from the other side
 INVERSE = {
-    "added": "removed", "removed": "added", "summarized": "expanded", "expanded": "summarized",
-    "pruned": "restored", "restored": "pruned", "changed": "changed",
+    "added": "removed",
+    "removed": "added",
+    "summarized": "expanded",
+    "expanded": "summarized",
+    "pruned": "restored",
+    "restored": "pruned",
+    "changed": "changed",
 }
 #: origins of a message that shows less than the message it stands for
 _REDUCED = frozenset({"persisted", "stripped"})
@@ -98,10 +103,17 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
         """The same difference seen from the other side (B vs A)."""
         swapped_id = self.other_id if self.other_id is not None else self.message_id
         return Change(
-            kind=INVERSE[self.kind], message_id=swapped_id, role=self.role,
-            index_a=self.index_b, index_b=self.index_a, tokens_a=self.tokens_b, tokens_b=self.tokens_a,
-            token_delta=-self.token_delta, other_id=self.message_id if self.other_id is not None else None,
-            summary_id=self.summary_id, detail=self.detail,
+            kind=INVERSE[self.kind],
+            message_id=swapped_id,
+            role=self.role,
+            index_a=self.index_b,
+            index_b=self.index_a,
+            tokens_a=self.tokens_b,
+            tokens_b=self.tokens_a,
+            token_delta=-self.token_delta,
+            other_id=self.message_id if self.other_id is not None else None,
+            summary_id=self.summary_id,
+            detail=self.detail,
         )
 
 
@@ -238,11 +250,18 @@ def _key(transcript: TranscriptProjection, message_id: str) -> str:
     a summary or stub, its content (so two ledgers' identical summaries line up)."""
     stored = transcript.state.messages.get(message_id)
     if stored is not None and stored.origin in ("summary", "stub"):
-        return "content:" + hashlib.sha256(msgspec.json.encode(stored.message, order="sorted")).hexdigest()
+        return (
+            "content:"
+            + hashlib.sha256(msgspec.json.encode(stored.message, order="sorted")).hexdigest()
+        )
     key, seen = message_id, {message_id}
     while True:
         stored = transcript.state.messages.get(key)
-        if stored is None or stored.origin not in ("merged", "stripped") or stored.source_id is None:
+        if (
+            stored is None
+            or stored.origin not in ("merged", "stripped")
+            or stored.source_id is None
+        ):
             return key
         if stored.source_id in seen:
             return key
@@ -251,18 +270,41 @@ def _key(transcript: TranscriptProjection, message_id: str) -> str:
 
 
 def _view(
-    coverage: _Coverage, transcript: TranscriptProjection, label: str, session_id: str, seq: int | None,
-    ids: list[str], system: tuple[str | None, int],
+    coverage: _Coverage,
+    transcript: TranscriptProjection,
+    label: str,
+    session_id: str,
+    seq: int | None,
+    ids: list[str],
+    system: tuple[str | None, int],
 ) -> View:
     entries: list[ViewEntry] = []
     if system[0] is not None:
-        entries.append(ViewEntry(message_id=SYSTEM_ID, key=SYSTEM_ID, role="system", origin="system",
-                                 tokens=system[1], message={"role": "system", "content": system[0]}))
+        entries.append(
+            ViewEntry(
+                message_id=SYSTEM_ID,
+                key=SYSTEM_ID,
+                role="system",
+                origin="system",
+                tokens=system[1],
+                message={"role": "system", "content": system[0]},
+            )
+        )
     covered: dict[str, str] = {}
     for mid in ids:
-        stored = transcript.stored(mid)  # the live form: origin "persisted" for a tool output's preview
-        entries.append(ViewEntry(message_id=mid, key=_key(transcript, mid), role=str(stored.message.get("role") or ""),
-                                 origin=stored.origin, tokens=stored.tokens, message=stored.message))
+        stored = transcript.stored(
+            mid
+        )  # the live form: origin "persisted" for a tool output's preview
+        entries.append(
+            ViewEntry(
+                message_id=mid,
+                key=_key(transcript, mid),
+                role=str(stored.message.get("role") or ""),
+                origin=stored.origin,
+                tokens=stored.tokens,
+                message=stored.message,
+            )
+        )
         if stored.origin in SUMMARY_ORIGINS:
             for covered_id in coverage.of(mid):
                 covered.setdefault(covered_id, mid)
@@ -270,7 +312,11 @@ def _view(
 
 
 def session_view(
-    ledger: Ledger, session_ref: str, seq: int | None = None, *, label: str | None = None,
+    ledger: Ledger,
+    session_ref: str,
+    seq: int | None = None,
+    *,
+    label: str | None = None,
     coverage: _Coverage | None = None,
 ) -> View:
     """A session's API view now, or right after event `seq` (read-only)."""
@@ -279,20 +325,43 @@ def session_view(
     transcript = transcript_at(ledger, sid, seq)
     view = transcript.session(sid)
     name = label or (sid if seq is None else f"{sid}@{seq}")
-    return _view(coverage or _Coverage(ledger), transcript, name, sid, seq, list(view.live),
-                 (view.system_prompt, view.system_tokens))
+    return _view(
+        coverage or _Coverage(ledger),
+        transcript,
+        name,
+        sid,
+        seq,
+        list(view.live),
+        (view.system_prompt, view.system_tokens),
+    )
 
 
-def compaction_views(ledger: Ledger, record: CompactionRecord, *, coverage: _Coverage | None = None) -> tuple[View, View]:
+def compaction_views(
+    ledger: Ledger, record: CompactionRecord, *, coverage: _Coverage | None = None
+) -> tuple[View, View]:
     """(the view the compaction replaced, the continuation as it started)."""
     coverage = coverage or _Coverage(ledger)
     transcript = ledger.transcript
     before = transcript.session(record.session_id)
     switch = record.switch
-    a = _view(coverage, transcript, f"{record.compaction_id} (before)", record.session_id, None,
-              list(before.live), (before.system_prompt, before.system_tokens))
-    b = _view(coverage, transcript, f"{record.compaction_id} (after)", record.new_session_id, None,
-              [e.message_id for e in switch.layout], (switch.system_prompt, switch.system_prompt_tokens))
+    a = _view(
+        coverage,
+        transcript,
+        f"{record.compaction_id} (before)",
+        record.session_id,
+        None,
+        list(before.live),
+        (before.system_prompt, before.system_tokens),
+    )
+    b = _view(
+        coverage,
+        transcript,
+        f"{record.compaction_id} (after)",
+        record.new_session_id,
+        None,
+        [e.message_id for e in switch.layout],
+        (switch.system_prompt, switch.system_prompt_tokens),
+    )
     return a, b
 
 
@@ -308,7 +377,9 @@ def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None)
 
 
 def _same(a: ViewEntry, b: ViewEntry) -> bool:
-    return msgspec.json.encode(a.message, order="sorted") == msgspec.json.encode(b.message, order="sorted")
+    return msgspec.json.encode(a.message, order="sorted") == msgspec.json.encode(
+        b.message, order="sorted"
+    )
 
 
 def _pair_kind(a: ViewEntry, b: ViewEntry) -> tuple[str, str]:
@@ -323,7 +394,11 @@ def _pair_kind(a: ViewEntry, b: ViewEntry) -> tuple[str, str]:
 
 
 def _reduction(origin: str) -> str:
-    return "tool output stored outside the context (preview shown)" if origin == "persisted" else "tool calls stripped"
+    return (
+        "tool output stored outside the context (preview shown)"
+        if origin == "persisted"
+        else "tool calls stripped"
+    )
 
 
 def diff_views(a: View, b: View) -> DiffReport:
@@ -336,35 +411,76 @@ def diff_views(a: View, b: View) -> DiffReport:
         if found is None:
             summary = b.covered.get(ea.message_id) or b.covered.get(ea.key)
             kind = "summarized" if summary else "removed"
-            changes.append(Change(kind=kind, message_id=ea.message_id, role=ea.role, index_a=i, index_b=None,
-                                  tokens_a=ea.tokens, tokens_b=0, token_delta=-ea.tokens, summary_id=summary))
+            changes.append(
+                Change(
+                    kind=kind,
+                    message_id=ea.message_id,
+                    role=ea.role,
+                    index_a=i,
+                    index_b=None,
+                    tokens_a=ea.tokens,
+                    tokens_b=0,
+                    token_delta=-ea.tokens,
+                    summary_id=summary,
+                )
+            )
             continue
         j, eb = found
         if _same(ea, eb):
             continue
         kind, detail = _pair_kind(ea, eb)
-        changes.append(Change(
-            kind=kind, message_id=ea.message_id, role=ea.role, index_a=i, index_b=j, tokens_a=ea.tokens,
-            tokens_b=eb.tokens, token_delta=eb.tokens - ea.tokens,
-            other_id=eb.message_id if eb.message_id != ea.message_id else None, detail=detail,
-        ))
+        changes.append(
+            Change(
+                kind=kind,
+                message_id=ea.message_id,
+                role=ea.role,
+                index_a=i,
+                index_b=j,
+                tokens_a=ea.tokens,
+                tokens_b=eb.tokens,
+                token_delta=eb.tokens - ea.tokens,
+                other_id=eb.message_id if eb.message_id != ea.message_id else None,
+                detail=detail,
+            )
+        )
     for j, eb in enumerate(b.entries):
         if eb.key in a_keys:
             continue
         summary = a.covered.get(eb.message_id) or a.covered.get(eb.key)
-        changes.append(Change(kind="expanded" if summary else "added", message_id=eb.message_id, role=eb.role,
-                              index_a=None, index_b=j, tokens_a=0, tokens_b=eb.tokens, token_delta=eb.tokens,
-                              summary_id=summary))
+        changes.append(
+            Change(
+                kind="expanded" if summary else "added",
+                message_id=eb.message_id,
+                role=eb.role,
+                index_a=None,
+                index_b=j,
+                tokens_a=0,
+                tokens_b=eb.tokens,
+                token_delta=eb.tokens,
+                summary_id=summary,
+            )
+        )
     counts: dict[str, int] = {}
     for c in changes:
         counts[c.kind] = counts.get(c.kind, 0) + 1
     return DiffReport(
-        kind="messages", a=_side(a), b=_side(b), changes=changes, counts=counts, token_delta=b.tokens - a.tokens,
+        kind="messages",
+        a=_side(a),
+        b=_side(b),
+        changes=changes,
+        counts=counts,
+        token_delta=b.tokens - a.tokens,
     )
 
 
 def _side(view: View) -> Side:
-    return Side(label=view.label, session_id=view.session_id, seq=view.seq, messages=len(view.entries), tokens=view.tokens)
+    return Side(
+        label=view.label,
+        session_id=view.session_id,
+        seq=view.seq,
+        messages=len(view.entries),
+        tokens=view.tokens,
+    )
 
 
 def diff_summaries(a: CompactionRecord, b: CompactionRecord) -> SummaryDiff:
@@ -376,12 +492,23 @@ def diff_summaries(a: CompactionRecord, b: CompactionRecord) -> SummaryDiff:
         matcher = difflib.SequenceMatcher(a=la, b=lb, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag in ("delete", "replace"):
-                changes.extend(SectionChange(section=section, kind="removed", line=line) for line in la[i1:i2])
+                changes.extend(
+                    SectionChange(section=section, kind="removed", line=line) for line in la[i1:i2]
+                )
             if tag in ("insert", "replace"):
-                changes.extend(SectionChange(section=section, kind="added", line=line) for line in lb[j1:j2])
+                changes.extend(
+                    SectionChange(section=section, kind="added", line=line) for line in lb[j1:j2]
+                )
     tokens_a, tokens_b = count_text(a.summary.text), count_text(b.summary.text)
-    return SummaryDiff(kind="summaries", a=a.compaction_id, b=b.compaction_id, changes=changes,
-                       tokens_a=tokens_a, tokens_b=tokens_b, token_delta=tokens_b - tokens_a)
+    return SummaryDiff(
+        kind="summaries",
+        a=a.compaction_id,
+        b=b.compaction_id,
+        changes=changes,
+        tokens_a=tokens_a,
+        tokens_b=tokens_b,
+        token_delta=tokens_b - tokens_a,
+    )
 
 
 def diff(
@@ -396,16 +523,26 @@ def diff(
     if b_ref is None:
         name, seq = parse_ref(a_ref)
         if seq is not None or not is_compaction_ref(ledger, name):
-            raise InvalidInput("give two references to compare, or one compaction id (before vs after)")
+            raise InvalidInput(
+                "give two references to compare, or one compaction id (before vs after)"
+            )
         before, after = compaction_views(ledger, find_compaction(ledger, name))
         return diff_views(before, after)
     a_name, a_seq = parse_ref(a_ref)
     b_name, b_seq = parse_ref(b_ref)
-    if a_seq is None and b_seq is None and is_compaction_ref(ledger, a_name) and is_compaction_ref(other, b_name):
+    if (
+        a_seq is None
+        and b_seq is None
+        and is_compaction_ref(ledger, a_name)
+        and is_compaction_ref(other, b_name)
+    ):
         return diff_summaries(find_compaction(ledger, a_name), find_compaction(other, b_name))
     coverage = _Coverage(ledger)  # one per ledger per diff: each chain is read once
     other_coverage = coverage if other is ledger else _Coverage(other)
-    return diff_views(resolve_view(ledger, a_ref, coverage=coverage), resolve_view(other, b_ref, coverage=other_coverage))
+    return diff_views(
+        resolve_view(ledger, a_ref, coverage=coverage),
+        resolve_view(other, b_ref, coverage=other_coverage),
+    )
 
 
 __all__ = [

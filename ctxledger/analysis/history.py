@@ -122,7 +122,9 @@ class History(msgspec.Struct, frozen=True, kw_only=True):
     notes: list[str]
 
 
-def scripted_steps(turns: Iterable[list[JSON]], *, focus_at: Mapping[int, str | None] | None = None) -> list[Step]:
+def scripted_steps(
+    turns: Iterable[list[JSON]], *, focus_at: Mapping[int, str | None] | None = None
+) -> list[Step]:
     """Steps for generated turns (``SessionSynth.turns``): the agent loop of the demo.
 
     Each turn: the user message alone, then per assistant message a usage report
@@ -158,8 +160,15 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
     for rec in ledger.store.read_stream(root, 1, 3):
         e = rec.event
         if isinstance(e, SessionStarted):
-            info.update(session_id=root, model=e.model, context_length=e.context_length, title=e.title,
-                        source=e.source, encoding=e.encoding, at=e.at)
+            info.update(
+                session_id=root,
+                model=e.model,
+                context_length=e.context_length,
+                title=e.title,
+                source=e.source,
+                encoding=e.encoding,
+                at=e.at,
+            )
         elif isinstance(e, SystemPromptSet):
             info["system_prompt"] = e.text
         elif isinstance(e, ToolsDeclared):
@@ -183,8 +192,11 @@ class _Reader:
     def flush(self) -> None:
         if self.batch:
             self.steps.append(
-                AppendStep(messages=[e.message for e in self.batch], message_ids=[e.message_id for e in self.batch],
-                           at=self.batch[0].at)
+                AppendStep(
+                    messages=[e.message for e in self.batch],
+                    message_ids=[e.message_id for e in self.batch],
+                    at=self.batch[0].at,
+                )
             )
             self.batch = []
 
@@ -217,7 +229,9 @@ class _Reader:
         elif isinstance(e, ModelSwitched):
             self.steps.append(ModelStep(model=e.model, context_length=e.context_length, at=at))
         elif isinstance(e, ContextLimitLearned):
-            self.steps.append(LimitStep(context_length=e.context_length, evidence=e.evidence, at=at))
+            self.steps.append(
+                LimitStep(context_length=e.context_length, evidence=e.evidence, at=at)
+            )
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
@@ -229,7 +243,9 @@ class _Reader:
         elif e.trigger == "manual":
             self.steps.append(CompressStep(focus=self.focus.get(e.compaction_id), at=e.at))
         elif e.trigger == "overflow":
-            self.notes.append(f"overflow compaction {e.compaction_id} was not replayed (it answered a provider error)")
+            self.notes.append(
+                f"overflow compaction {e.compaction_id} was not replayed (it answered a provider error)"
+            )
         if e.reason == "compression" and self.compaction_config is None:
             self.compaction_config = e.config
 
@@ -237,9 +253,15 @@ class _Reader:
         live = self.projector.transcript.total_tokens(rec.stream)
         self.steps.append(
             UsageStep(
-                output_tokens=e.usage.output, offset=e.usage.prompt - live, raw=e.raw, recorded_live=live,
-                recorded_prompt=e.usage.prompt, cache_read=e.usage.cache_read, model=e.model,
-                cost_usd=e.cost_usd, at=e.at,
+                output_tokens=e.usage.output,
+                offset=e.usage.prompt - live,
+                raw=e.raw,
+                recorded_live=live,
+                recorded_prompt=e.usage.prompt,
+                cache_read=e.usage.cache_read,
+                model=e.model,
+                cost_usd=e.cost_usd,
+                at=e.at,
             )
         )
 

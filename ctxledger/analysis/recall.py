@@ -69,7 +69,13 @@ _INSERT_MESSAGE = (
     "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-_TABLES = ("search_messages_fts", "search_messages", "search_sessions", "search_compacted", "search_state")
+_TABLES = (
+    "search_messages_fts",
+    "search_messages",
+    "search_sessions",
+    "search_compacted",
+    "search_state",
+)
 _INDEX_NEW = "INSERT INTO search_messages_fts (rowid, text) SELECT id, text FROM search_messages WHERE id > ?"
 
 
@@ -99,14 +105,18 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
 class SearchIndex:
     """The FTS5 projection of one event store (see the module docstring)."""
 
-    _cache: ClassVar[weakref.WeakKeyDictionary[EventStore, SearchIndex]] = weakref.WeakKeyDictionary()
+    _cache: ClassVar[weakref.WeakKeyDictionary[EventStore, SearchIndex]] = (
+        weakref.WeakKeyDictionary()
+    )
 
     def __init__(self, store: EventStore) -> None:
         # weakly: the per-store cache must not keep a closed ledger's store alive
         self._store_ref = weakref.ref(store)
         path = getattr(store, "path", ":memory:")
         conn = sqlite3.connect(
-            ":memory:" if path == ":memory:" else str(path), isolation_level=None, check_same_thread=False
+            ":memory:" if path == ":memory:" else str(path),
+            isolation_level=None,
+            check_same_thread=False,
         )
         conn.execute("PRAGMA busy_timeout = 5000")
         self.db = sqlite_utils.Database(conn)
@@ -114,7 +124,10 @@ class SearchIndex:
         self._roots: dict[str, str] = {}
         self._live: dict[str, tuple[int, set[str]]] = {}
         self._create()
-        self._roots = {str(s): str(r) for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")}
+        self._roots = {
+            str(s): str(r)
+            for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")
+        }
 
     @classmethod
     def for_ledger(cls, ledger: Ledger) -> SearchIndex:
@@ -148,7 +161,11 @@ class SearchIndex:
         db, conn = self.db, self.db.conn
         if db.table("search_state").exists():
             row = conn.execute("SELECT schema FROM search_state WHERE id = 1").fetchone()
-            if row is not None and row[0] == INDEX_SCHEMA and db.table("search_messages_fts").exists():
+            if (
+                row is not None
+                and row[0] == INDEX_SCHEMA
+                and db.table("search_messages_fts").exists()
+            ):
                 return
             if row is not None and row[0] != INDEX_SCHEMA:
                 with self._write():
@@ -157,15 +174,35 @@ class SearchIndex:
         with self._write():
             messages = db.table("search_messages")
             messages.create(
-                {"id": int, "message_id": str, "session_id": str, "root_id": str, "role": str,
-                 "origin": str, "seq": int, "text": str},
-                pk="id", if_not_exists=True,
+                {
+                    "id": int,
+                    "message_id": str,
+                    "session_id": str,
+                    "root_id": str,
+                    "role": str,
+                    "origin": str,
+                    "seq": int,
+                    "text": str,
+                },
+                pk="id",
+                if_not_exists=True,
             )
-            messages.create_index(["message_id"], index_name="search_messages_by_id", if_not_exists=True)
-            db.table("search_sessions").create({"session_id": str, "root_id": str}, pk="session_id", if_not_exists=True)
-            db.table("search_compacted").create({"message_id": str, "compaction_id": str}, pk="message_id", if_not_exists=True)
-            db.table("search_state").create({"id": int, "schema": int, "last_seq": int}, pk="id", if_not_exists=True)
-            conn.execute("INSERT OR IGNORE INTO search_state (id, schema, last_seq) VALUES (1, ?, 0)", (INDEX_SCHEMA,))
+            messages.create_index(
+                ["message_id"], index_name="search_messages_by_id", if_not_exists=True
+            )
+            db.table("search_sessions").create(
+                {"session_id": str, "root_id": str}, pk="session_id", if_not_exists=True
+            )
+            db.table("search_compacted").create(
+                {"message_id": str, "compaction_id": str}, pk="message_id", if_not_exists=True
+            )
+            db.table("search_state").create(
+                {"id": int, "schema": int, "last_seq": int}, pk="id", if_not_exists=True
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO search_state (id, schema, last_seq) VALUES (1, ?, 0)",
+                (INDEX_SCHEMA,),
+            )
         # enable_fts runs a script (which commits on its own), so it stays outside the
         # transaction; another process creating it first is fine
         try:
@@ -181,7 +218,11 @@ class SearchIndex:
         added = 0
         while True:
             with self._write():
-                last = int(self.db.conn.execute("SELECT last_seq FROM search_state WHERE id = 1").fetchone()[0])
+                last = int(
+                    self.db.conn.execute(
+                        "SELECT last_seq FROM search_state WHERE id = 1"
+                    ).fetchone()[0]
+                )
                 rows, compacted, sessions, seq = self._fold(last)
                 if seq == last:
                     return added
@@ -192,12 +233,16 @@ class SearchIndex:
         """The chain root of a session already folded (by this fold, this process or another)."""
         root = sessions.get(session_id) or self._roots.get(session_id)
         if root is None:
-            row = self.db.conn.execute("SELECT root_id FROM search_sessions WHERE session_id = ?", (session_id,)).fetchone()
+            row = self.db.conn.execute(
+                "SELECT root_id FROM search_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
             root = str(row[0]) if row is not None else session_id
             self._roots[session_id] = root
         return root
 
-    def _fold(self, last: int) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]], dict[str, str], int]:
+    def _fold(
+        self, last: int
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]], dict[str, str], int]:
         rows: list[tuple[Any, ...]] = []
         compacted: list[tuple[str, str]] = []
         sessions: dict[str, str] = {}
@@ -206,32 +251,57 @@ class SearchIndex:
             seq, event = rec.seq, rec.event
             if isinstance(event, MessageAppended):
                 root = self._root(event.session_id, sessions)
-                rows.append((event.message_id, event.session_id, root, str(event.message.get("role") or ""),
-                             "appended", seq, message_text(event.message, text_only=True)))
+                rows.append(
+                    (
+                        event.message_id,
+                        event.session_id,
+                        root,
+                        str(event.message.get("role") or ""),
+                        "appended",
+                        seq,
+                        message_text(event.message, text_only=True),
+                    )
+                )
             elif isinstance(event, SessionStarted):
                 parent = event.parent_session_id
                 linked = parent is not None and event.reason in ("compression", "revert")
-                sessions[event.session_id] = self._root(parent, sessions) if linked and parent else event.session_id
+                sessions[event.session_id] = (
+                    self._root(parent, sessions) if linked and parent else event.session_id
+                )
             elif isinstance(event, SessionSwitched):
                 root = self._root(event.session_id, sessions)
                 for entry in event.layout:
                     if entry.message is not None and entry.origin in SUMMARY_ORIGINS:
-                        rows.append((entry.message_id, event.new_session_id, root,
-                                     str(entry.message.get("role") or ""), entry.origin, seq,
-                                     message_text(entry.message, text_only=True)))
+                        rows.append(
+                            (
+                                entry.message_id,
+                                event.new_session_id,
+                                root,
+                                str(entry.message.get("role") or ""),
+                                entry.origin,
+                                seq,
+                                message_text(entry.message, text_only=True),
+                            )
+                        )
             elif isinstance(event, SummaryGenerated):
                 compacted.extend((mid, event.compaction_id) for mid in event.input_message_ids)
         return rows, compacted, sessions, seq
 
     def _write_rows(
-        self, rows: list[tuple[Any, ...]], compacted: list[tuple[str, str]], sessions: dict[str, str], seq: int
+        self,
+        rows: list[tuple[Any, ...]],
+        compacted: list[tuple[str, str]],
+        sessions: dict[str, str],
+        seq: int,
     ) -> None:
         conn = self.db.conn
         top = conn.execute("SELECT coalesce(max(id), 0) FROM search_messages").fetchone()[0]
         conn.executemany(_INSERT_MESSAGE, rows)
         conn.execute(_INDEX_NEW, (top,))
         conn.executemany("INSERT OR IGNORE INTO search_compacted VALUES (?, ?)", compacted)
-        conn.executemany("INSERT OR REPLACE INTO search_sessions VALUES (?, ?)", list(sessions.items()))
+        conn.executemany(
+            "INSERT OR REPLACE INTO search_sessions VALUES (?, ?)", list(sessions.items())
+        )
         conn.execute("UPDATE search_state SET last_seq = ? WHERE id = 1", (seq,))
         self._roots.update(sessions)
 
@@ -253,7 +323,9 @@ class SearchIndex:
             try:
                 return self.db.conn.execute(_SEARCH, (match, root, limit)).fetchall()
             except sqlite3.OperationalError as exc:
-                raise InvalidInput(f"cannot search for that query ({exc}); use plain words") from None
+                raise InvalidInput(
+                    f"cannot search for that query ({exc}); use plain words"
+                ) from None
 
 
 class _Transaction:
@@ -334,8 +406,14 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     live = index.live_ids(ledger, ledger.tip(sid))
     hits = [
         RecallHit(
-            message_id=r[0], session_id=r[1], role=r[2], origin=r[3], seq=int(r[4]),
-            compacted_by=r[5], snippet=r[6], live=r[0] in live,
+            message_id=r[0],
+            session_id=r[1],
+            role=r[2],
+            origin=r[3],
+            seq=int(r[4]),
+            compacted_by=r[5],
+            snippet=r[6],
+            live=r[0] in live,
         )
         for r in rows
     ]
@@ -375,15 +453,22 @@ def expand(ledger: Ledger, compaction_id: str) -> Expansion:
     for mid in record.summary.input_message_ids:
         stored = transcript.state.messages.get(mid)
         if stored is None:
-            raise UnknownSession(f"message {mid!r} of compaction {record.compaction_id!r} is not in the log")
+            raise UnknownSession(
+                f"message {mid!r} of compaction {record.compaction_id!r} is not in the log"
+            )
         writer = None
         if stored.origin in SUMMARY_ORIGINS:
             writer = ledger.chains.lineage(stored.session_id).compaction_id
         out.append(
             ExpandedMessage(
-                message_id=mid, session_id=stored.session_id, seq=stored.seq,
-                role=str(stored.message.get("role") or ""), origin=stored.origin,
-                tokens=stored.tokens, message=stored.message, compaction_id=writer,
+                message_id=mid,
+                session_id=stored.session_id,
+                seq=stored.seq,
+                role=str(stored.message.get("role") or ""),
+                origin=stored.origin,
+                tokens=stored.tokens,
+                message=stored.message,
+                compaction_id=writer,
             )
         )
     return Expansion(
@@ -410,7 +495,10 @@ RECALL_TOOL: JSON = {
         "parameters": {
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "Words to find, e.g. a file path or an error."},
+                "query": {
+                    "type": "string",
+                    "description": "Words to find, e.g. a file path or an error.",
+                },
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8},
             },
             "required": ["query"],
@@ -433,7 +521,12 @@ EXPAND_TOOL: JSON = {
                 "compaction_id": {"type": "string"},
                 "offset": {"type": "integer", "minimum": 0, "default": 0},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
-                "max_chars": {"type": "integer", "minimum": 100, "maximum": 50_000, "default": 4000},
+                "max_chars": {
+                    "type": "integer",
+                    "minimum": 100,
+                    "maximum": 50_000,
+                    "default": 4000,
+                },
             },
             "required": ["compaction_id"],
         },
@@ -454,7 +547,10 @@ def _int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
 def _cut(message: JSON, max_chars: int) -> JSON:
     content = message.get("content")
     if isinstance(content, str) and len(content) > max_chars:
-        return {**message, "content": content[:max_chars] + f"\n… [{len(content) - max_chars:,} more chars]"}
+        return {
+            **message,
+            "content": content[:max_chars] + f"\n… [{len(content) - max_chars:,} more chars]",
+        }
     return message
 
 
@@ -477,8 +573,12 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
         "total": len(expansion.messages),
         "next_offset": end if end < len(expansion.messages) else None,
         "messages": [
-            {"message_id": m.message_id, "origin": m.origin, "compaction_id": m.compaction_id,
-             "message": _cut(m.message, max_chars)}
+            {
+                "message_id": m.message_id,
+                "origin": m.origin,
+                "compaction_id": m.compaction_id,
+                "message": _cut(m.message, max_chars),
+            }
             for m in page
         ],
     }

@@ -51,7 +51,9 @@ def _session_fingerprint(p: Projector, sid: str) -> dict[str, Any]:
     }
 
 
-def rebuild_check(ledger: Ledger, session_id: str, progress: Progress | None = None) -> RebuildReport:
+def rebuild_check(
+    ledger: Ledger, session_id: str, progress: Progress | None = None
+) -> RebuildReport:
     """Fold the whole log from scratch (no checkpoint) and compare the chain's views."""
     ledger.refresh()
     chain = ledger.chains.chain(session_id)
@@ -69,11 +71,20 @@ def rebuild_check(ledger: Ledger, session_id: str, progress: Progress | None = N
         progress(n, total)
     mismatches: list[str] = []
     for sid in chain:
-        live, rebuilt = _session_fingerprint(ledger.projector, sid), _session_fingerprint(fresh, sid)
+        live, rebuilt = (
+            _session_fingerprint(ledger.projector, sid),
+            _session_fingerprint(fresh, sid),
+        )
         for key in live:
             if msgspec.json.encode(live[key]) != msgspec.json.encode(rebuilt[key]):
                 mismatches.append(f"{sid}: {key} differs between the live projection and a rebuild")
-    return RebuildReport(session_id=session_id, chain=chain, events_folded=n, equal=not mismatches, mismatches=mismatches)
+    return RebuildReport(
+        session_id=session_id,
+        chain=chain,
+        events_folded=n,
+        equal=not mismatches,
+        mismatches=mismatches,
+    )
 
 
 class Drift(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,7 +134,9 @@ _PLAN_FIELDS = (
 _BOUNDARIES = {"compress_start": "head boundary", "compress_end": "tail boundary"}
 
 
-def _compaction_starts(ledger: Ledger, chain: list[str]) -> dict[int, tuple[SessionSwitched, SummaryGenerated]]:
+def _compaction_starts(
+    ledger: Ledger, chain: list[str]
+) -> dict[int, tuple[SessionSwitched, SummaryGenerated]]:
     """For each compaction in the chain: the seq of its first event -> (switch, summary)."""
     out: dict[int, tuple[SessionSwitched, SummaryGenerated]] = {}
     for sid in chain:
@@ -154,13 +167,25 @@ def _explain(key: str, recorded: Any, replayed: Any, ids: list[str | None]) -> s
     if key in _BOUNDARIES:
         return f"{_BOUNDARIES[key]} moved from {_at(ids, recorded)} to {_at(ids, replayed)}"
     if key == "prunes":
-        before: dict[int, str] = {int(p["index"]): str(p.get("kind")) for p in recorded or [] if isinstance(p, dict)}
-        after: dict[int, str] = {int(p["index"]): str(p.get("kind")) for p in replayed or [] if isinstance(p, dict)}
-        moved = [f"no longer pruned: {_at(ids, i)} ({before[i]})" for i in sorted(set(before) - set(after))]
-        moved += [f"now pruned: {_at(ids, i)} ({after[i]})" for i in sorted(set(after) - set(before))]
-        moved += [f"prune changed at {_at(ids, i)}" for i in sorted(set(before) & set(after))
-                  if msgspec.json.encode([p for p in recorded if p.get("index") == i])
-                  != msgspec.json.encode([p for p in replayed if p.get("index") == i])]
+        before: dict[int, str] = {
+            int(p["index"]): str(p.get("kind")) for p in recorded or [] if isinstance(p, dict)
+        }
+        after: dict[int, str] = {
+            int(p["index"]): str(p.get("kind")) for p in replayed or [] if isinstance(p, dict)
+        }
+        moved = [
+            f"no longer pruned: {_at(ids, i)} ({before[i]})"
+            for i in sorted(set(before) - set(after))
+        ]
+        moved += [
+            f"now pruned: {_at(ids, i)} ({after[i]})" for i in sorted(set(after) - set(before))
+        ]
+        moved += [
+            f"prune changed at {_at(ids, i)}"
+            for i in sorted(set(before) & set(after))
+            if msgspec.json.encode([p for p in recorded if p.get("index") == i])
+            != msgspec.json.encode([p for p in replayed if p.get("index") == i])
+        ]
         return "; ".join(moved) or "prunes differ"
     return f"{key}: recorded {recorded!r}, replayed {replayed!r}"
 
@@ -172,13 +197,29 @@ def _compare(
     for key in _PLAN_FIELDS:
         recorded, replayed = switch.plan.get(key), replay_plan.get(key)
         if key in switch.plan and msgspec.json.encode(recorded) != msgspec.json.encode(replayed):
-            drift.append(Drift(field=f"plan.{key}", recorded=recorded, replayed=replayed,
-                               explanation=_explain(key, recorded, replayed, ids)))
-    recorded_layout = [(e.origin, e.message if e.message is not None else e.message_id) for e in switch.layout]
-    replayed_layout = [(e.origin, e.message if e.message is not None else e.message_id) for e in layout]
+            drift.append(
+                Drift(
+                    field=f"plan.{key}",
+                    recorded=recorded,
+                    replayed=replayed,
+                    explanation=_explain(key, recorded, replayed, ids),
+                )
+            )
+    recorded_layout = [
+        (e.origin, e.message if e.message is not None else e.message_id) for e in switch.layout
+    ]
+    replayed_layout = [
+        (e.origin, e.message if e.message is not None else e.message_id) for e in layout
+    ]
     if msgspec.json.encode(recorded_layout) != msgspec.json.encode(replayed_layout):
-        drift.append(Drift(field="layout", recorded=len(recorded_layout), replayed=len(replayed_layout),
-                           explanation="the continuation's messages differ from the recorded layout"))
+        drift.append(
+            Drift(
+                field="layout",
+                recorded=len(recorded_layout),
+                replayed=len(replayed_layout),
+                explanation="the continuation's messages differ from the recorded layout",
+            )
+        )
     return drift
 
 
@@ -204,15 +245,24 @@ def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
 
 
 def _replan(
-    projector: Projector, switch: SessionSwitched, summary: SummaryGenerated, snapshot: dict[str, Any]
+    projector: Projector,
+    switch: SessionSwitched,
+    summary: SummaryGenerated,
+    snapshot: dict[str, Any],
 ) -> list[Drift]:
     inp = compaction_input(projector, switch.session_id)
-    prepared = prepare(inp, CompressionConfig.from_snapshot(snapshot), focus=summary.focus,
-                       force=switch.trigger == "manual")
+    prepared = prepare(
+        inp,
+        CompressionConfig.from_snapshot(snapshot),
+        focus=summary.focus,
+        force=switch.trigger == "manual",
+    )
     layout: list[Any] = []
     if prepared.plan.action == "compress":
         new_ids = iter([e.message_id for e in switch.layout if e.message is not None])
-        _, _, layout, _ = build_layout(prepared, summary.text, lambda prefix: next(new_ids, f"{prefix}_extra"))
+        _, _, layout, _ = build_layout(
+            prepared, summary.text, lambda prefix: next(new_ids, f"{prefix}_extra")
+        )
     return _compare(switch, msgspec.to_builtins(prepared.plan), layout, inp.message_ids)
 
 
@@ -230,7 +280,11 @@ def _other_configs(ledger: Ledger, switch: SessionSwitched) -> list[dict[str, An
 
 
 def _replay_one(
-    ledger: Ledger, projector: Projector, seq: int, switch: SessionSwitched, summary: SummaryGenerated
+    ledger: Ledger,
+    projector: Projector,
+    seq: int,
+    switch: SessionSwitched,
+    summary: SummaryGenerated,
 ) -> CompactionCheck:
     drift = _replan(projector, switch, summary, switch.config)
     cause: str | None = None

@@ -55,13 +55,17 @@ def appended_since(ledger: Ledger, record: CompactionRecord, tip: str) -> list[s
     return out
 
 
-def _revert_events(ledger: Ledger, record: CompactionRecord, tip: str) -> tuple[SessionSwitched, list[Event]]:
+def _revert_events(
+    ledger: Ledger, record: CompactionRecord, tip: str
+) -> tuple[SessionSwitched, list[Event]]:
     """The switch ending `tip` and the new session's events (its start, restored pins)."""
     tip_view = ledger.transcript.session(tip)
     restored = ledger.transcript.session(record.session_id)
     after = appended_since(ledger, record, tip)
     tokens_of = ledger.transcript.tokens_of
-    layout = [LayoutEntry(message_id=mid, tokens=tokens_of(mid)) for mid in [*restored.live, *after]]
+    layout = [
+        LayoutEntry(message_id=mid, tokens=tokens_of(mid)) for mid in [*restored.live, *after]
+    ]
     new_session_id = ledger.ids("ses")
     switch = SessionSwitched(
         **ledger.event_fields(tip),
@@ -117,7 +121,10 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
     ledger.live_session(tip)  # a closed chain cannot be reverted: SessionEnded, nothing appended
     switch, started = _revert_events(ledger, record, tip)
     ledger.append(
-        [AppendRequest(tip, [switch], ledger.version(tip)), AppendRequest(switch.new_session_id, started, 0)]
+        [
+            AppendRequest(tip, [switch], ledger.version(tip)),
+            AppendRequest(switch.new_session_id, started, 0),
+        ]
     )
     return UndoResult(
         compaction_id=record.compaction_id,

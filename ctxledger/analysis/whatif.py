@@ -126,7 +126,9 @@ def _usage_report(step: UsageStep, live: int) -> JSON:
 
 
 class _Driver:
-    def __init__(self, svc: ContextService, session_id: str, ids: PresetIds | None, clock: ReplayClock | None) -> None:
+    def __init__(
+        self, svc: ContextService, session_id: str, ids: PresetIds | None, clock: ReplayClock | None
+    ) -> None:
         self.svc, self.sid, self.ids, self.clock = svc, session_id, ids, clock
         self.turn = 0
         self.calls: list[CallTokens] = []
@@ -140,14 +142,24 @@ class _Driver:
             await self._append(step)
         elif isinstance(step, UsageStep):
             live = svc.ledger.transcript.total_tokens(svc.tip(self.sid))
-            self.calls.append(CallTokens(turn=self.turn, session_id=svc.tip(self.sid), tokens=max(0, live + step.offset),
-                                         recorded=step.recorded_prompt))
+            self.calls.append(
+                CallTokens(
+                    turn=self.turn,
+                    session_id=svc.tip(self.sid),
+                    tokens=max(0, live + step.offset),
+                    recorded=step.recorded_prompt,
+                )
+            )
             raw = _usage_report(step, live)
-            self.sid = (await svc.report_usage(self.sid, raw, model=step.model, cost_usd=step.cost_usd)).session_id
+            self.sid = (
+                await svc.report_usage(self.sid, raw, model=step.model, cost_usd=step.cost_usd)
+            ).session_id
         elif isinstance(step, CompressStep):
             self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
         elif isinstance(step, ModelStep):
-            self.sid = (await svc.switch_model(self.sid, step.model, step.context_length)).session_id
+            self.sid = (
+                await svc.switch_model(self.sid, step.model, step.context_length)
+            ).session_id
         elif isinstance(step, LimitStep):
             svc.ledger.learn_context_limit(svc.tip(self.sid), step.context_length, step.evidence)
         else:
@@ -175,7 +187,9 @@ class _Driver:
         if step.message_id in self.svc.ledger.transcript.session(tip).live:
             self.svc.ledger.pin(tip, step.message_id, step.pinned)
         else:
-            self.notes.append(f"turn {self.turn}: pin of {step.message_id} skipped (not in the live view)")
+            self.notes.append(
+                f"turn {self.turn}: pin of {step.message_id} skipped (not in the live view)"
+            )
 
 
 async def drive(
@@ -193,11 +207,18 @@ async def drive(
     return DriveResult(session_id=svc.tip(driver.sid), calls=driver.calls, notes=driver.notes)
 
 
-async def start_and_drive(svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any) -> DriveResult:
+async def start_and_drive(
+    svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any
+) -> DriveResult:
     """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
     sid = svc.ledger.start_session(
-        model=start.model, context_length=start.context_length, system_prompt=start.system_prompt,
-        tools=start.tools or None, title=start.title, source=start.source, encoding=start.encoding,
+        model=start.model,
+        context_length=start.context_length,
+        system_prompt=start.system_prompt,
+        tools=start.tools or None,
+        title=start.title,
+        source=start.source,
+        encoding=start.encoding,
         session_id=start.session_id,
     )
     svc.engine.on_session_start(sid)
@@ -246,7 +267,9 @@ def config_changes(before: CompressionConfig, after: CompressionConfig) -> dict[
 
 
 @contextlib.contextmanager
-def scratch_ledger(out: str | Path | None, *, config: CompressionConfig, ids: PresetIds, clock: ReplayClock) -> Iterator[Ledger]:
+def scratch_ledger(
+    out: str | Path | None, *, config: CompressionConfig, ids: PresetIds, clock: ReplayClock
+) -> Iterator[Ledger]:
     """A fresh ledger in a temporary file (removed afterwards), or at `out` (kept)."""
     if out is not None and Path(out).exists():
         raise InvalidInput(f"{out} already exists: give --out a new file name")
@@ -291,19 +314,32 @@ def replay_history(
     clock = ReplayClock(hist.start.at or 0.0)
     ids = PresetIds(reserved=hist.message_ids)
     with scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
-        yield scratch, anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer))
+        yield (
+            scratch,
+            anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer)),
+        )
 
 
 def whatif_report(
-    ledger: Ledger, hist: History, scratch: Ledger, result: DriveResult, *,
-    config: CompressionConfig | None = None, summarizer: Summarizer | None = None, out: str | Path | None = None,
+    ledger: Ledger,
+    hist: History,
+    scratch: Ledger,
+    result: DriveResult,
+    *,
+    config: CompressionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    out: str | Path | None = None,
 ) -> WhatIfReport:
     """Compare the recorded chain of `hist` with its replay (`result` in `scratch`): two chain audits."""
     sid = hist.session_id
     effective = config or hist.config
     recorded_calls = [s for s in hist.steps if isinstance(s, UsageStep)]
-    recorded = chain_report(ledger, sid, sum(s.recorded_prompt or 0 for s in recorded_calls), len(recorded_calls))
-    alternative = chain_report(scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls))
+    recorded = chain_report(
+        ledger, sid, sum(s.recorded_prompt or 0 for s in recorded_calls), len(recorded_calls)
+    )
+    alternative = chain_report(
+        scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls)
+    )
     return WhatIfReport(
         session_id=sid,
         root=hist.start.session_id,
@@ -312,7 +348,8 @@ def whatif_report(
         recorded=recorded,
         whatif=alternative,
         turns=_turn_tokens(result.calls),
-        reproduces_recorded=chain_signature(ledger, sid) == chain_signature(scratch, result.session_id),
+        reproduces_recorded=chain_signature(ledger, sid)
+        == chain_signature(scratch, result.session_id),
         notes=hist.notes + result.notes,
         out=os.fspath(out) if out is not None else None,
     )
@@ -333,7 +370,9 @@ def whatif(
     """
     hist = history(ledger, session_id)
     with replay_history(hist, config=config, summarizer=summarizer, out=out) as (scratch, result):
-        return whatif_report(ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out)
+        return whatif_report(
+            ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out
+        )
 
 
 __all__ = [

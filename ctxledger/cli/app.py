@@ -56,7 +56,9 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 
 
 def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)  # type: ignore[return-value]
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
+        fn
+    )  # type: ignore[return-value]
 
 
 def emit_json(data: Any) -> None:

@@ -29,12 +29,21 @@ from ctxledger.messages import content_text
 
 @cli.command("import")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
-@click.option("--format", "fmt", default=None, help="openai, anthropic, hermes-db, claude-code, codex, sharegpt (default: detect).")
-@click.option("--context-length", type=int, default=None, help="Context window to record for the session.")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    help="openai, anthropic, hermes-db, claude-code, codex, sharegpt (default: detect).",
+)
+@click.option(
+    "--context-length", type=int, default=None, help="Context window to record for the session."
+)
 @click.option("--model", default=None, help="Model name to record when the file has none.")
 @click.pass_context
 @handle_errors
-def import_cmd(ctx: click.Context, file: Path, fmt: str | None, context_length: int | None, model: str | None) -> None:
+def import_cmd(
+    ctx: click.Context, file: Path, fmt: str | None, context_length: int | None, model: str | None
+) -> None:
     """Import a conversation file; prints the new session id(s), one per line, last."""
     if str(file) == "-":
         sessions = load_import(None, fmt, text=sys.stdin.read())
@@ -84,13 +93,22 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     table.add_column("session", no_wrap=True, overflow="fold")
     for r in rows:
         state = f"ended ({r['end_reason']})" if r["ended"] else "live"
-        table.add_row(str(r["kind"]), str(r["model"]), str(r["messages"]), f"{r['tokens']:,}", state, str(r["session_id"]))
+        table.add_row(
+            str(r["kind"]),
+            str(r["model"]),
+            str(r["messages"]),
+            f"{r['tokens']:,}",
+            state,
+            str(r["session_id"]),
+        )
     console.print(table)
 
 
 @cli.command()
 @click.argument("session", type=REF)
-@click.option("--at", "at_seq", type=int, default=None, help="Show the view as of this event sequence number.")
+@click.option(
+    "--at", "at_seq", type=int, default=None, help="Show the view as of this event sequence number."
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -100,7 +118,9 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     ref, seq = parse_ref(session)
     if at_seq is not None:
         if seq is not None and seq != at_seq:
-            raise InvalidInput(f"{session!r} and --at {at_seq} name two points: give the sequence number once")
+            raise InvalidInput(
+                f"{session!r} and --at {at_seq} name two points: give the sequence number once"
+            )
         seq = at_seq
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)
@@ -110,14 +130,20 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
         return
     tokens = transcript.api_tokens(sid)
     for i, (msg, n) in enumerate(zip(messages, tokens, strict=True)):
-        calls = ", ".join(f"{c['function']['name']}({c['function']['arguments'][:60]})" for c in msg.get("tool_calls") or [])
+        calls = ", ".join(
+            f"{c['function']['name']}({c['function']['arguments'][:60]})"
+            for c in msg.get("tool_calls") or []
+        )
         head = f"[bold]{i:>4} {msg['role']}[/bold] [dim]{n} tok[/dim]"
         if msg.get("tool_call_id"):
             head += f" [dim]← {msg['tool_call_id']}[/dim]"
         console.print(head)
         text = content_text(msg)
         if text:
-            console.print(text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)", markup=False)
+            console.print(
+                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
+                markup=False,
+            )
         if calls:
             console.print(f"  → {calls}", markup=False)
 
@@ -135,14 +161,36 @@ def usage(ctx: click.Context, session: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
-    table = Table("scope", "calls", "input", "cache read", "cache write", "output", "reasoning", "prompt", "total")
+    table = Table(
+        "scope",
+        "calls",
+        "input",
+        "cache read",
+        "cache write",
+        "output",
+        "reasoning",
+        "prompt",
+        "total",
+    )
     for scope in ("session", "chain"):
         for who in ("agent", "summarizer"):
             u = data[scope][who]
             assert isinstance(u, dict)
             table.add_row(
-                f"{scope} · {who}", str(data[scope][f"{who}_calls"]),
-                *(f"{u[k]:,}" for k in ("input", "cache_read", "cache_write", "output", "reasoning", "prompt", "total")),
+                f"{scope} · {who}",
+                str(data[scope][f"{who}_calls"]),
+                *(
+                    f"{u[k]:,}"
+                    for k in (
+                        "input",
+                        "cache_read",
+                        "cache_write",
+                        "output",
+                        "reasoning",
+                        "prompt",
+                        "total",
+                    )
+                ),
             )
     console.print(table)
 
@@ -169,7 +217,11 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
         "tip": tip,
         "compression_count": chains.compression_count(tip),
         "chain": [
-            {**msgspec.to_builtins(chains.lineage(m)), "kind": chains.kind(m), "messages": len(ledger.transcript.session(m).live)}
+            {
+                **msgspec.to_builtins(chains.lineage(m)),
+                "kind": chains.kind(m),
+                "messages": len(ledger.transcript.session(m).live),
+            }
             for m in members
         ],
     }
@@ -180,7 +232,9 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
         node = chains.lineage(m)
         marks = " [green](tip)[/green]" if m == data["tip"] else ""
         branches = [c for c in node.children if c != node.compression_child]
-        console.print(f"{'  ' * i}{'└─ ' if i else ''}[bold]{m}[/bold] {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages{marks}")
+        console.print(
+            f"{'  ' * i}{'└─ ' if i else ''}[bold]{m}[/bold] {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages{marks}"
+        )
         for b in branches:
             console.print(f"{'  ' * (i + 1)}├─ {b} ({chains.kind(b)})")
     console.print(f"compressions: {data['compression_count']}")
@@ -196,28 +250,57 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(report)
     elif report.ok:
-        console.print(f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify")
+        console.print(
+            f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
+        )
     else:
-        console.print(f"[red]FAILED[/red] at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}")
+        console.print(
+            f"[red]FAILED[/red] at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}"
+        )
     if not report.ok:
         sys.exit(1)
 
 
 @cli.command()
 @click.argument("session", type=REF)
-@click.option("--verify", "verify_plans", is_flag=True, help="Also re-run today's planner on every recorded compaction and report drift.")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="What-if: re-run the chain's history under this TOML config in a scratch ledger.")
-@click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default=None,
-              help="What-if with this summarizer (default offline; alone: the recorded config).")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).")
+@click.option(
+    "--verify",
+    "verify_plans",
+    is_flag=True,
+    help="Also re-run today's planner on every recorded compaction and report drift.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="What-if: re-run the chain's history under this TOML config in a scratch ledger.",
+)
+@click.option(
+    "--summarizer",
+    "summarizer_kind",
+    type=click.Choice(["offline", "llm"]),
+    default=None,
+    help="What-if with this summarizer (default offline; alone: the recorded config).",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
+)
 @json_option
 @click.pass_context
 @handle_errors
 def replay(
-    ctx: click.Context, session: str, verify_plans: bool, config_path: Path | None, summarizer_kind: str | None,
-    out_path: Path | None, as_json: bool,
+    ctx: click.Context,
+    session: str,
+    verify_plans: bool,
+    config_path: Path | None,
+    summarizer_kind: str | None,
+    out_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Rebuild the session chain's projections from the log and check they equal the live state.
 
@@ -227,7 +310,9 @@ def replay(
     sid = ledger.resolve(session)
     if config_path is not None or summarizer_kind is not None or out_path is not None:
         if verify_plans:
-            raise InvalidInput("--verify checks the recorded chain; run it without --config/--summarizer/--out")
+            raise InvalidInput(
+                "--verify checks the recorded chain; run it without --config/--summarizer/--out"
+            )
         from ctxledger.cli.analysis import run_whatif
 
         run_whatif(ledger, sid, config_path, summarizer_kind, out_path, as_json)
@@ -237,7 +322,9 @@ def replay(
     else:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("folding events", total=ledger.store.last_seq())
-            report = rebuild_check(ledger, sid, progress=lambda n, total: bar.update(task, completed=n, total=total))
+            report = rebuild_check(
+                ledger, sid, progress=lambda n, total: bar.update(task, completed=n, total=total)
+            )
     out: dict[str, object] = {"rebuild": msgspec.to_builtins(report)}
     drifted = False
     if verify_plans:
@@ -250,7 +337,9 @@ def replay(
         emit_json(out)
     else:
         status = "[green]equal[/green]" if report.equal else "[red]DIFFERENT[/red]"
-        console.print(f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: {status}")
+        console.print(
+            f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: {status}"
+        )
         for m in report.mismatches:
             console.print(f"  [red]✗[/red] {m}")
         if verify_plans:

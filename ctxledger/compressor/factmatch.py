@@ -26,11 +26,20 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     role: str = ""
 
 
-_QUOTE_TABLE = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
-    "\\": "/",
-})
+_QUOTE_TABLE = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\\": "/",
+    }
+)
 WHITESPACE = re.compile(r"\s+")
 
 

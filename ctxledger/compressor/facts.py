@@ -37,11 +37,26 @@ from ctxledger.compressor.toolcalls import (
 )
 from ctxledger.messages import content_text
 
-__all__ = ["FACT_KINDS", "Fact", "extract_facts", "fact_in_text", "normalize", "normalize_fact", "retention"]
+__all__ = [
+    "FACT_KINDS",
+    "Fact",
+    "extract_facts",
+    "fact_in_text",
+    "normalize",
+    "normalize_fact",
+    "retention",
+]
 
 #: every kind, in the order facts of one message are reported
 FACT_KINDS: tuple[str, ...] = (
-    "ask", "error", "command", "path", "url", "identifier", "number", "quoted",
+    "ask",
+    "error",
+    "command",
+    "path",
+    "url",
+    "identifier",
+    "number",
+    "quoted",
 )
 ASK_MAX_CHARS = 300
 LINE_MAX_CHARS = 160
@@ -62,10 +77,14 @@ _EXTENSIONS = (
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
 _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 _EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
-_KNOWN_FILE = re.compile(r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])")
+_KNOWN_FILE = re.compile(
+    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
+)
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 _HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
-_NOT_PATHS = frozenset({"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"})
+_NOT_PATHS = frozenset(
+    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
+)
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -90,11 +109,36 @@ _EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
 _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
 _TRACEBACK = "Traceback (most recent call last):"
 
-_FREE_TEXT_KEYS = frozenset({
-    "command", "cmd", "shell_command", "script", "commands", "code", "content", "text", "patch",
-    "diff", "old_str", "new_str", "old_string", "new_string", "file_text", "new_content", "body",
-    "message", "input", "query", "prompt", "description", "reason", "summary", "note", "thought",
-})
+_FREE_TEXT_KEYS = frozenset(
+    {
+        "command",
+        "cmd",
+        "shell_command",
+        "script",
+        "commands",
+        "code",
+        "content",
+        "text",
+        "patch",
+        "diff",
+        "old_str",
+        "new_str",
+        "old_string",
+        "new_string",
+        "file_text",
+        "new_content",
+        "body",
+        "message",
+        "input",
+        "query",
+        "prompt",
+        "description",
+        "reason",
+        "summary",
+        "note",
+        "thought",
+    }
+)
 _DOLLAR_LINE = re.compile(r"^[ \t]*\$ +(\S[^\n]*)$", re.MULTILINE)
 
 _DEFINITION = re.compile(
@@ -104,6 +148,8 @@ _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
 _SNAKE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w\-])")
 _CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z]+)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])")
+
+
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -155,7 +201,9 @@ _PATH_ROOTS = _words(
     "tmp etc usr var home opt dev bin sbin srv mnt root proc sys lib work data app src workspace "
     "testbed repo code project users"
 )
-_KNOWN_FILES = frozenset({"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"})
+_KNOWN_FILES = frozenset(
+    {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
+)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -286,7 +334,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     while start != -1:
         pos = start + len(_TRACEBACK)
         for line in text[pos : pos + 20000].split("\n"):
-            if line and not line[0].isspace() and not line.startswith(("Traceback", "During", "The above")):
+            if (
+                line
+                and not line[0].isspace()
+                and not line.startswith(("Traceback", "During", "The above"))
+            ):
                 found.append((start, _cap(line, LINE_MAX_CHARS)))
                 break
         start = text.find(_TRACEBACK, pos)
@@ -336,7 +388,9 @@ def exit_code(text: str) -> int | None:
 
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
     for pattern, template, not_before in _NUMBER_PATTERNS:
-        matches = pattern.finditer(text) if not_before is None else _bounded(pattern, text, not_before)
+        matches = (
+            pattern.finditer(text) if not_before is None else _bounded(pattern, text, not_before)
+        )
         for match in matches:
             if template == "line":
                 if text[max(0, match.start() - 3) : match.start()] == '", ':
@@ -494,7 +548,9 @@ class _Found:
             self.scan(value, offset, prose=False)
         elif _plausible_path(value) is not None:
             self.add("path", offset, _plausible_path(value) or value)
-        elif any(c.isalpha() for c in value) and value.lower() not in _STOPWORDS and len(value) >= 2:
+        elif (
+            any(c.isalpha() for c in value) and value.lower() not in _STOPWORDS and len(value) >= 2
+        ):
             self.add("identifier", offset, value)
         else:
             self.scan(value, offset, prose=False)

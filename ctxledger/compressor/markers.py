@@ -18,7 +18,12 @@ from ctxledger.messages import content_text
 @functools.cache
 def prompt_text(name: str) -> str:
     """A prompt file from ``ctxledger/compressor/prompts`` (trailing newline stripped)."""
-    return resources.files("ctxledger.compressor").joinpath("prompts", name).read_text("utf-8").rstrip("\n")
+    return (
+        resources.files("ctxledger.compressor")
+        .joinpath("prompts", name)
+        .read_text("utf-8")
+        .rstrip("\n")
+    )
 
 
 def summary_prefix() -> str:
@@ -56,7 +61,7 @@ def unwrap_summary(content: str) -> str | None:
     end = summary_end_marker()
     for prefix in (current, *LEGACY_PREFIXES):
         if text.startswith(prefix):
-            body = text[len(prefix):]
+            body = text[len(prefix) :]
             if end and end in body:
                 body = body[: body.rindex(end)]
             # a merged summary is followed by the delimiter and the original tail message
@@ -82,4 +87,6 @@ def has_system_note(system_prompt: str) -> bool:
 def add_system_note(system_prompt: str) -> str:
     if has_system_note(system_prompt):
         return system_prompt
-    return f"{system_prompt.rstrip()}\n\n{system_note()}" if system_prompt.strip() else system_note()
+    return (
+        f"{system_prompt.rstrip()}\n\n{system_note()}" if system_prompt.strip() else system_note()
+    )

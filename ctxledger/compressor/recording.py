@@ -72,11 +72,17 @@ def token_counts(inp: CompactionInput, config: CompressionConfig) -> list[int]:
 
 
 def prepare(
-    inp: CompactionInput, config: CompressionConfig, *, focus: str | None = None, force: bool = False
+    inp: CompactionInput,
+    config: CompressionConfig,
+    *,
+    focus: str | None = None,
+    force: bool = False,
 ) -> Prepared:
     """Plan the compaction (pure) and build the summarizer's request."""
     counts = token_counts(inp, config)
-    pinned = [i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in inp.pinned_ids]
+    pinned = [
+        i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in inp.pinned_ids
+    ]
     the_plan = plan(
         inp.messages,
         config,
@@ -102,7 +108,9 @@ def prepare(
     )
 
 
-def summary_request(inp: CompactionInput, the_plan: CompactionPlan, focus: str | None) -> SummaryRequest:
+def summary_request(
+    inp: CompactionInput, the_plan: CompactionPlan, focus: str | None
+) -> SummaryRequest:
     """The middle as the summarizer sees it: prunes applied, the previous summary split out.
 
     Only the summarized messages go in (pinned and carried ones stay verbatim). A
@@ -159,13 +167,21 @@ def build_layout(
     for message, entry in zip(assembled.messages, assembled.entries, strict=True):
         if entry.origin == "system":
             system_prompt = content_text(message)
-            system_tokens = count_message(message, inp.encoding) if message != inp.messages[0] else inp.exact_tokens[0]
+            system_tokens = (
+                count_message(message, inp.encoding)
+                if message != inp.messages[0]
+                else inp.exact_tokens[0]
+            )
             continue
         if entry.origin == "carried":
             assert entry.source_index is not None
             mid = inp.message_ids[entry.source_index]
             assert mid is not None
-            layout.append(LayoutEntry(message_id=mid, origin="carried", tokens=inp.exact_tokens[entry.source_index]))
+            layout.append(
+                LayoutEntry(
+                    message_id=mid, origin="carried", tokens=inp.exact_tokens[entry.source_index]
+                )
+            )
             continue
         source_id = inp.message_ids[entry.source_index] if entry.source_index is not None else None
         layout.append(
@@ -295,4 +311,3 @@ def _id(inp: CompactionInput, index: int) -> str:
     if mid is None:
         raise CompressionError(f"message {index} has no id (the system prompt cannot be compacted)")
     return mid
-

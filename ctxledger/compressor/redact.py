@@ -44,7 +44,9 @@ _VENDOR_TOKENS: tuple[re.Pattern[str], ...] = (
 _SCHEMES = r"(?:bearer|basic|token|digest|apikey)"
 # ``Authorization: Basic x`` / ``"authorization": "token x"``: keep the header and scheme.
 _AUTH_HEADER = re.compile(
-    r"(?i)(authorization(?<![A-Za-z0-9_]authorization)[\"']?\s*[:=]\s*[\"']?(?:" + _SCHEMES + r"\s+)?)"
+    r"(?i)(authorization(?<![A-Za-z0-9_]authorization)[\"']?\s*[:=]\s*[\"']?(?:"
+    + _SCHEMES
+    + r"\s+)?)"
     r"(?!\[REDACTED\])(?!" + _SCHEMES + r"\s)([A-Za-z0-9\-._~+/]{6,}=*)"
 )
 _BEARER = re.compile(
@@ -130,7 +132,11 @@ def _is_secret_value(value: str, *, quoted: bool, name: str) -> bool:
 
 def _value_span(text: str, start: int, name: str) -> tuple[int, int] | None:
     """Where the secret value after an assignment site starts and ends, if it is one."""
-    for pattern, quoted in ((_ESCAPED_QUOTED_VALUE, True), (_QUOTED_VALUE, True), (_BARE_VALUE, False)):
+    for pattern, quoted in (
+        (_ESCAPED_QUOTED_VALUE, True),
+        (_QUOTED_VALUE, True),
+        (_BARE_VALUE, False),
+    ):
         match = pattern.match(text, start)
         if match is None:
             continue
@@ -169,7 +175,18 @@ def _redact_assignments(text: str) -> str:
     return "".join(pieces)
 
 
-_VENDOR_TRIGGERS = ("sk-", "github_pat_", "gh", "xox", "akia", "asia", "agpa", "aida", "aroa", "aiza")
+_VENDOR_TRIGGERS = (
+    "sk-",
+    "github_pat_",
+    "gh",
+    "xox",
+    "akia",
+    "asia",
+    "agpa",
+    "aida",
+    "aroa",
+    "aiza",
+)
 _Rule = tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[str]], str] | str]
 
 # (literal triggers in the lower-cased text, pattern, replacement). Whole-token shapes

@@ -37,7 +37,7 @@ def cut_middle(text: str, head: int = CONTENT_HEAD_CHARS, tail: int = CONTENT_TA
     omitted = len(text) - head - tail
     if omitted <= 0:
         return text
-    return f"{text[:head]}\n[… {omitted:,} chars omitted …]\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n[… {omitted:,} chars omitted …]\n{text[len(text) - tail :]}"
 
 
 def cut_end(text: str, limit: int = ARGS_MAX_CHARS) -> str:
@@ -69,7 +69,9 @@ def _call_line(call: Mapping[str, Any]) -> str:
     return f"[TOOL CALL {call.get('id', '?')}] {name}({cut_end(redact(args_text))})"
 
 
-def serialize_message(message: Mapping[str, Any], tool_names: Mapping[str, str] | None = None) -> str:
+def serialize_message(
+    message: Mapping[str, Any], tool_names: Mapping[str, str] | None = None
+) -> str:
     """One message as a labelled block (see the module docstring)."""
     role = str(message.get("role") or "unknown")
     text = _content(message)

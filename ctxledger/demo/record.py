@@ -37,8 +37,11 @@ def record_generated(
     """
     synth = SessionSynth(seed, big_outputs=big_outputs)
     start = StartInfo(
-        session_id=session_id, model=model, context_length=ledger.config.context_length or 128_000,
-        system_prompt=synth.system_prompt(), tools=synth.tools(),
+        session_id=session_id,
+        model=model,
+        context_length=ledger.config.context_length or 128_000,
+        system_prompt=synth.system_prompt(),
+        tools=synth.tools(),
     )
     steps = scripted_steps(synth.turns(turns), focus_at=focus_at)
     svc = ContextService(ledger, config=ledger.config)

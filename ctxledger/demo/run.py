@@ -68,10 +68,14 @@ async def run_demo(
     ledger = Ledger.open(db, clock=StepClock(), ids=SequentialIds(namespace), config=config)
     svc = ContextService(ledger, config=config)
     synth = SessionSynth(seed)
-    sid = await svc.start_session(model="demo-coder-1", system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo")
+    sid = await svc.start_session(
+        model="demo-coder-1", system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo"
+    )
     root = sid
     threshold = config.threshold_tokens(context_length)
-    out.rule(f"[bold]ctxledger demo[/bold] · seed {seed} · window {context_length:,} · threshold {threshold:,} tokens")
+    out.rule(
+        f"[bold]ctxledger demo[/bold] · seed {seed} · window {context_length:,} · threshold {threshold:,} tokens"
+    )
     out.print(f"ledger: {db}  session: {sid}")
     compactions: list[dict[str, Any]] = []
     persisted = warnings = appended = 0
@@ -80,7 +84,24 @@ async def run_demo(
         nonlocal warnings
         for c in result.compactions:
             if c.action == "compressed":
-                compactions.append({"turn": turn, **{k: getattr(c, k) for k in ("compaction_id", "session_id", "new_session_id", "messages_before", "messages_after", "tokens_before", "tokens_after", "fallback")}})
+                compactions.append(
+                    {
+                        "turn": turn,
+                        **{
+                            k: getattr(c, k)
+                            for k in (
+                                "compaction_id",
+                                "session_id",
+                                "new_session_id",
+                                "messages_before",
+                                "messages_after",
+                                "tokens_before",
+                                "tokens_after",
+                                "fallback",
+                            )
+                        },
+                    }
+                )
                 out.print(
                     f"  [bold cyan]compaction[/bold cyan] turn {turn}: {c.messages_before} → {c.messages_after} messages, "
                     f"{c.tokens_before:,} → {c.tokens_after:,} tokens · continuation {c.new_session_id}"
@@ -104,7 +125,9 @@ async def run_demo(
         i = 1
         while i < len(msgs):
             reply = msgs[i]
-            result = await svc.report_usage(sid, _provider_usage(svc, sid, reply), model="demo-coder-1")
+            result = await svc.report_usage(
+                sid, _provider_usage(svc, sid, reply), model="demo-coder-1"
+            )
             show(result, turn)
             sid = result.session_id
             j = i + 1
@@ -115,7 +138,9 @@ async def run_demo(
             appended += j - i
             persisted += len(svc.ledger.transcript.state.shown) - before
             if len(svc.ledger.transcript.state.shown) > before:
-                out.print(f"  [magenta]tool output persisted[/magenta] turn {turn}: a {len(msgs[j - 1]['content']):,}-char output now shows a preview block")
+                out.print(
+                    f"  [magenta]tool output persisted[/magenta] turn {turn}: a {len(msgs[j - 1]['content']):,}-char output now shows a preview block"
+                )
             i = j
         if turn == turns // 2:
             out.print(f"[bold]/compress tests[/bold] (manual, focus 'tests') at turn {turn}")
@@ -124,7 +149,9 @@ async def run_demo(
             sid = result.session_id
         if turn % 10 == 9:
             st = svc.status(sid)
-            out.print(f"[dim]turn {turn + 1}: {st['tokens']:,} tokens live · {st['compactions']} compaction(s) · strikes {st['strikes']}[/dim]")
+            out.print(
+                f"[dim]turn {turn + 1}: {st['tokens']:,} tokens live · {st['compactions']} compaction(s) · strikes {st['strikes']}[/dim]"
+            )
     ledger.refresh()
     tip = ledger.tip(root)
     _print_chain(out, ledger, root)
@@ -136,14 +163,27 @@ async def run_demo(
     verified = ledger.verify().ok
     n_drift = sum(1 for c in drift.compactions if c.drift)
     out.rule("replay")
-    out.print(f"projections rebuilt from {rebuild.events_folded:,} events: {'[green]equal[/green]' if rebuild.equal else '[red]DIFFERENT[/red]'}")
-    out.print(f"{len(drift.compactions)} compaction(s) re-planned from the log: {'[green]no drift[/green]' if not n_drift else f'[red]{n_drift} drifted[/red]'}")
+    out.print(
+        f"projections rebuilt from {rebuild.events_folded:,} events: {'[green]equal[/green]' if rebuild.equal else '[red]DIFFERENT[/red]'}"
+    )
+    out.print(
+        f"{len(drift.compactions)} compaction(s) re-planned from the log: {'[green]no drift[/green]' if not n_drift else f'[red]{n_drift} drifted[/red]'}"
+    )
     out.print(f"hash chain: {'[green]verified[/green]' if verified else '[red]BROKEN[/red]'}")
     svc.ledger.close()
     return DemoReport(
-        seed=seed, root_session=root, tip_session=tip, turns=turns, messages_appended=appended,
-        compactions=compactions, persisted_outputs=persisted, pressure_warnings=warnings, usage=usage,
-        replay_equal=rebuild.equal, replay_drift=n_drift, log_verified=verified,
+        seed=seed,
+        root_session=root,
+        tip_session=tip,
+        turns=turns,
+        messages_appended=appended,
+        compactions=compactions,
+        persisted_outputs=persisted,
+        pressure_warnings=warnings,
+        usage=usage,
+        replay_equal=rebuild.equal,
+        replay_drift=n_drift,
+        log_verified=verified,
     )
 
 
@@ -151,23 +191,63 @@ def _print_chain(out: Console, ledger: Ledger, root: str) -> None:
     table = Table("session", "kind", "messages", "live tokens", "state", title="compression chain")
     for sid in ledger.chains.chain(root):
         view = ledger.transcript.session(sid)
-        table.add_row(sid, ledger.chains.kind(sid), str(len(view.live)), f"{ledger.transcript.total_tokens(sid):,}", f"ended ({view.end_reason})" if view.ended else "live (tip)")
+        table.add_row(
+            sid,
+            ledger.chains.kind(sid),
+            str(len(view.live)),
+            f"{ledger.transcript.total_tokens(sid):,}",
+            f"ended ({view.end_reason})" if view.ended else "live (tip)",
+        )
     out.print(table)
 
 
 def _print_audit(out: Console, ledger: Ledger, tip: str) -> None:
     """What each summary kept of its middle's salient facts (``ctxledger audit``)."""
     report = audit_chain(ledger, tip)
-    table = Table("compaction", "facts in middle", "kept", "lost", "retention", "lost at re-compression", title="audit")
+    table = Table(
+        "compaction",
+        "facts in middle",
+        "kept",
+        "lost",
+        "retention",
+        "lost at re-compression",
+        title="audit",
+    )
     for c in report.compactions:
-        table.add_row(c.compaction_id, str(len(c.extracted)), str(len(c.kept)), str(len(c.lost)), f"{c.retention:.0%}", str(len(c.lost_at_recompression)))
+        table.add_row(
+            c.compaction_id,
+            str(len(c.extracted)),
+            str(len(c.kept)),
+            str(len(c.lost)),
+            f"{c.retention:.0%}",
+            str(len(c.lost_at_recompression)),
+        )
     out.print(table)
-    out.print(f"the live view still states {report.known_now:,} of the chain's {report.facts:,} distinct facts ({report.retention:.0%}); `ctxledger recall` finds the rest in the log")
+    out.print(
+        f"the live view still states {report.known_now:,} of the chain's {report.facts:,} distinct facts ({report.retention:.0%}); `ctxledger recall` finds the rest in the log"
+    )
 
 
 def _print_usage(out: Console, usage: dict[str, Any]) -> None:
-    table = Table("who", "calls", "input", "cache read", "output", "prompt", "total", title="usage (whole chain)")
+    table = Table(
+        "who",
+        "calls",
+        "input",
+        "cache read",
+        "output",
+        "prompt",
+        "total",
+        title="usage (whole chain)",
+    )
     for who in ("agent", "summarizer"):
         u = usage[who]
-        table.add_row(who, str(usage[f"{who}_calls"]), f"{u['input']:,}", f"{u['cache_read']:,}", f"{u['output']:,}", f"{u['prompt']:,}", f"{u['total']:,}")
+        table.add_row(
+            who,
+            str(usage[f"{who}_calls"]),
+            f"{u['input']:,}",
+            f"{u['cache_read']:,}",
+            f"{u['output']:,}",
+            f"{u['prompt']:,}",
+            f"{u['total']:,}",
+        )
     out.print(table)

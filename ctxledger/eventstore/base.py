@@ -106,6 +106,7 @@ def chain_hash(
 
 # --- decoding stored payloads ----------------------------------------------------------
 
+
 def decode_stored(payload: bytes, schema: int) -> Event:
     """Decode a stored payload, upcasting it when `schema` is not today's (pure).
 
@@ -155,12 +156,16 @@ def prepare_append(
                 f"stream {stream!r} appears twice in one append; merge its events into one request"
             )
         if expected is not None and expected < 0:
-            raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
+            raise InvalidInput(
+                f"expected_version must be >= 0 (0 for a new session), got {expected}"
+            )
         rows: list[tuple[str, str, int, bytes]] = []
         for event in request.events:
             meta = _KINDS.get(type(event))
             if meta is None:
-                raise InvalidEvent(f"only catalogue events can be appended, got {type(event).__name__}")
+                raise InvalidEvent(
+                    f"only catalogue events can be appended, got {type(event).__name__}"
+                )
             if event.session_id != stream:
                 raise InvalidEvent(
                     f"event {event.event_id!r} belongs to session {event.session_id!r}, "
@@ -177,7 +182,9 @@ def prepare_append(
     _reject_repeated_ids(batches)
     for ref, data in (blobs or {}).items():
         if sha256_hex(data) != ref:
-            raise InvalidInput(f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256")
+            raise InvalidInput(
+                f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256"
+            )
         new_blobs[ref] = data
     return batches, new_blobs
 
@@ -307,11 +314,15 @@ class EventStore(abc.ABC):
         """Current version of `stream` (0 if it has no events)."""
 
     @abc.abstractmethod
-    def read_stream(self, stream: str, from_version: int = 1, to_version: int | None = None) -> Iterator[Recorded]:
+    def read_stream(
+        self, stream: str, from_version: int = 1, to_version: int | None = None
+    ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order."""
 
     @abc.abstractmethod
-    def read_all(self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000) -> Iterator[Recorded]:
+    def read_all(
+        self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000
+    ) -> Iterator[Recorded]:
         """Every event with from_seq <= seq (<= to_seq), in log order."""
 
     @abc.abstractmethod

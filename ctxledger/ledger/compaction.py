@@ -80,7 +80,9 @@ def plan_compaction(
 ) -> Prepared:
     """Plan without appending anything (``compress --dry-run``)."""
     ledger.live_session(session_id)
-    return prepare(compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force)
+    return prepare(
+        compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force
+    )
 
 
 def rough_total(messages: list[dict[str, Any]]) -> int:
@@ -104,7 +106,9 @@ async def compact(
     ``SummarizerError`` with nothing appended; other failures use the recorded
     fallback summary.
     """
-    prepared = plan_compaction(ledger, session_id, config=config, focus=focus, force=trigger == "manual")
+    prepared = plan_compaction(
+        ledger, session_id, config=config, focus=focus, force=trigger == "manual"
+    )
     inp, the_plan = prepared.input, prepared.plan
     plan_dict = msgspec.to_builtins(the_plan)
     base = {
@@ -114,7 +118,9 @@ async def compact(
         "messages_before": len(inp.messages),
     }
     if the_plan.action != "compress" or prepared.request is None:
-        text = feedback(inp.messages, inp.messages, rough_total(inp.messages), rough_total(inp.messages))
+        text = feedback(
+            inp.messages, inp.messages, rough_total(inp.messages), rough_total(inp.messages)
+        )
         if record_skip and not dry_run:
             ledger.append_events(
                 session_id,
@@ -130,11 +136,17 @@ async def compact(
                 ],
             )
         return CompactionOutcome(
-            **base, action="skipped", skip_reason=the_plan.skip_reason, messages_after=len(inp.messages),
-            tokens_after=base["tokens_before"], feedback=text,
+            **base,
+            action="skipped",
+            skip_reason=the_plan.skip_reason,
+            messages_after=len(inp.messages),
+            tokens_after=base["tokens_before"],
+            feedback=text,
         )
     if dry_run:
-        return CompactionOutcome(**base, action="dry_run", tokens_after=the_plan.estimated_tokens_after)
+        return CompactionOutcome(
+            **base, action="dry_run", tokens_after=the_plan.estimated_tokens_after
+        )
     result = await summarize_with_fallback(summarizer, prepared.request)
     recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
     ledger.append(recorded.requests)

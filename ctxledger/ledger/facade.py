@@ -54,7 +54,13 @@ from ctxledger.usage import normalize_usage
 JSON = dict[str, Any]
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
-DECISION_EVENTS = (CompressionChecked, CompressionSkipped, CooldownStarted, NoticeIssued, PressureWarning)
+DECISION_EVENTS = (
+    CompressionChecked,
+    CompressionSkipped,
+    CooldownStarted,
+    NoticeIssued,
+    PressureWarning,
+)
 
 
 def default_db_path() -> Path:
@@ -129,7 +135,9 @@ class Ledger:
         view = self.transcript.state.sessions.get(session_id)
         return view.version if view is not None else 0
 
-    def append(self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None) -> None:
+    def append(
+        self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
         """The one way anything writes to this ledger: check references, append atomically, fold.
 
         For writers that build their own events (a compaction, an undo, an import): one
@@ -151,13 +159,17 @@ class Ledger:
         view = self.transcript.state.sessions.get(request.stream)
         events = list(request.events)
         if view is None and not (events and isinstance(events[0], SessionStarted)):
-            raise UnknownSession(f"no session {request.stream!r}; a new session must begin with SessionStarted")
+            raise UnknownSession(
+                f"no session {request.stream!r}; a new session must begin with SessionStarted"
+            )
         batch = {e.message_id for e in events if isinstance(e, MessageAppended)}
         for e in events:
             if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
                 continue
             if view is None or e.message_id not in view.live:
-                raise UnknownSession(f"message {e.message_id!r} is not in the live view of {request.stream!r}")
+                raise UnknownSession(
+                    f"message {e.message_id!r} is not in the live view of {request.stream!r}"
+                )
 
     def event_fields(self, session_id: str) -> dict[str, Any]:
         """The fields every event needs (a new id, the session, the injected clock's time)."""
@@ -213,7 +225,9 @@ class Ledger:
         ]
         if system_prompt is not None:
             tokens = count_message({"role": "system", "content": system_prompt}, encoding)
-            events.append(SystemPromptSet(**self.event_fields(sid), text=system_prompt, tokens=tokens))
+            events.append(
+                SystemPromptSet(**self.event_fields(sid), text=system_prompt, tokens=tokens)
+            )
         if tool_list:
             tokens = count_tools(tool_list, encoding)
             events.append(ToolsDeclared(**self.event_fields(sid), tools=tool_list, tokens=tokens))
@@ -312,11 +326,19 @@ class Ledger:
         ids: list[str] = []
         if message_ids is not None and len(message_ids) != len(validated):
             raise InvalidInput("message_ids must have one id per message")
-        reserved = list(message_ids) if message_ids is not None else [self.ids("msg") for _ in validated]
+        reserved = (
+            list(message_ids) if message_ids is not None else [self.ids("msg") for _ in validated]
+        )
         for msg, tokens, mid in zip(validated, counts, reserved, strict=True):
             ids.append(mid)
             events.append(
-                MessageAppended(**self.event_fields(session_id), message_id=mid, message=msg, tokens=tokens, encoding=view.encoding)
+                MessageAppended(
+                    **self.event_fields(session_id),
+                    message_id=mid,
+                    message=msg,
+                    tokens=tokens,
+                    encoding=view.encoding,
+                )
             )
         events.extend(extra_events)
         if events:
@@ -366,8 +388,14 @@ class Ledger:
     def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
         view = self.live_session(session_id)
-        if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 1024:
-            raise InvalidInput(f"a learned context length must be an integer ≥ 1024, got {context_length!r}")
+        if (
+            not isinstance(context_length, int)
+            or isinstance(context_length, bool)
+            or context_length < 1024
+        ):
+            raise InvalidInput(
+                f"a learned context length must be an integer ≥ 1024, got {context_length!r}"
+            )
         if context_length >= view.context_length:
             return False
         event = ContextLimitLearned(
@@ -382,7 +410,9 @@ class Ledger:
     def pin(self, session_id: str, message_id: str, pinned: bool = True) -> None:
         view = self.live_session(session_id)
         if message_id not in view.live:
-            raise UnknownSession(f"message {message_id!r} is not in the live view of {session_id!r}")
+            raise UnknownSession(
+                f"message {message_id!r} is not in the live view of {session_id!r}"
+            )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
@@ -444,4 +474,3 @@ class Ledger:
         """Re-read after a ConcurrencyError (another writer moved the session)."""
         self.refresh()
         self._calls.clear()
-

@@ -88,7 +88,9 @@ def _events(
 ) -> list[Event]:
     sid = keys[s.key]
     messages = validate_messages(s.messages)
-    ctx = context_length or s.context_length or ledger.config.context_length or DEFAULT_CONTEXT_LENGTH
+    ctx = (
+        context_length or s.context_length or ledger.config.context_length or DEFAULT_CONTEXT_LENGTH
+    )
     parent = keys.get(s.parent_key or "")
 
     def base() -> dict[str, Any]:
@@ -101,7 +103,9 @@ def _events(
         system_prompt=s.system_prompt,
         tools=s.tools,
         parent_session_id=parent,
-        reason="compression" if parent and s.parent_key in compressed else ("branch" if parent else "import"),
+        reason="compression"
+        if parent and s.parent_key in compressed
+        else ("branch" if parent else "import"),
         title=s.title,
         source=f"{s.source_format}:{s.key}",
         encoding=encoding,
@@ -112,9 +116,17 @@ def _events(
         usages.setdefault(u.after_index, []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )
-    for i, (msg, tokens) in enumerate(zip(messages, count_messages(messages, encoding) if messages else [], strict=True)):
+    for i, (msg, tokens) in enumerate(
+        zip(messages, count_messages(messages, encoding) if messages else [], strict=True)
+    ):
         events.append(
-            MessageAppended(**base(), message_id=ledger.ids("msg"), message=msg, tokens=tokens, encoding=encoding)
+            MessageAppended(
+                **base(),
+                message_id=ledger.ids("msg"),
+                message=msg,
+                tokens=tokens,
+                encoding=encoding,
+            )
         )
         events.extend(usages.pop(i, []))
     for rest in usages.values():
@@ -122,4 +134,3 @@ def _events(
     if s.end_reason is not None:
         events.append(SessionEnded(**base(), reason=s.end_reason))
     return events
-

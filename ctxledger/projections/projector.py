@@ -37,7 +37,9 @@ class Projector:
         self.accounting = accounting or AccountingProjection()
         self.chains = chains or ChainsProjection()
         self.last_seq = max(
-            self.transcript.state.last_seq, self.accounting.state.last_seq, self.chains.state.last_seq
+            self.transcript.state.last_seq,
+            self.accounting.state.last_seq,
+            self.chains.state.last_seq,
         )
         #: called with every record folded, in log order, after the projections saw it
         #: (other folds, e.g. the runtime's, ride along instead of re-reading the store)
@@ -48,7 +50,11 @@ class Projector:
 
     def apply_all(self, records: Iterable[Recorded]) -> int:
         """Fold records in log order (already-folded ones are skipped); returns how many."""
-        transcript, accounting, chains = self.transcript.apply, self.accounting.apply, self.chains.apply
+        transcript, accounting, chains = (
+            self.transcript.apply,
+            self.accounting.apply,
+            self.chains.apply,
+        )
         listeners = self.listeners
         last = self.last_seq
         n = 0
@@ -87,7 +93,9 @@ class Projector:
                 gc.enable()
 
     @classmethod
-    def rebuild(cls, store: EventStore, to_seq: int | None = None, *, use_checkpoint: bool = True) -> Projector:
+    def rebuild(
+        cls, store: EventStore, to_seq: int | None = None, *, use_checkpoint: bool = True
+    ) -> Projector:
         """A fresh projector folded from the log (from the latest usable checkpoint)."""
         projector = cls()
         if use_checkpoint:
@@ -107,7 +115,11 @@ class Projector:
     def encode(self) -> bytes:
         self._sync_last_seq()
         return msgspec.msgpack.encode(
-            [self.transcript.encode_state(), self.accounting.encode_state(), self.chains.encode_state()]
+            [
+                self.transcript.encode_state(),
+                self.accounting.encode_state(),
+                self.chains.encode_state(),
+            ]
         )
 
     @classmethod

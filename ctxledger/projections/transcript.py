@@ -302,7 +302,11 @@ class TranscriptProjection:
         cached = self._api.get(session_id)
         if cached is None:
             view = self._view(session_id)
-            cached = [{"role": "system", "content": view.system_prompt}] if view.system_prompt is not None else []
+            cached = (
+                [{"role": "system", "content": view.system_prompt}]
+                if view.system_prompt is not None
+                else []
+            )
             cached.extend(self.live_messages(session_id))
             if len(self._api) >= _API_CACHE_SESSIONS:
                 del self._api[next(iter(self._api))]  # the oldest entry; it is rebuilt on demand

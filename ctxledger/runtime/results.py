@@ -57,8 +57,10 @@ def check_usage_report(raw: object, model: object, cost_usd: object) -> None:
     if model is not None and not isinstance(model, str):
         raise InvalidInput("model must be a string or None")
     if cost_usd is not None and (
-        not isinstance(cost_usd, int | float) or isinstance(cost_usd, bool)
-        or not math.isfinite(cost_usd) or cost_usd < 0
+        not isinstance(cost_usd, int | float)
+        or isinstance(cost_usd, bool)
+        or not math.isfinite(cost_usd)
+        or cost_usd < 0
     ):
         raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {cost_usd!r}")
     if isinstance(raw, Mapping):
@@ -67,7 +69,9 @@ def check_usage_report(raw: object, model: object, cost_usd: object) -> None:
 
 def check_error_report(status: object, requested_max_tokens: object) -> None:
     """The arguments of ``handle_provider_error``."""
-    if status is not None and not (isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599):
+    if status is not None and not (
+        isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599
+    ):
         raise InvalidInput(f"status must be an HTTP status code or None, got {status!r}")
     cap = requested_max_tokens
     if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):

@@ -144,8 +144,14 @@ class ContextService:
         if tools is not None:
             json_safe(list(tools), "tools")
         sid = self.ledger.start_session(
-            model=model, context_length=context_length, system_prompt=system_prompt, tools=tools,
-            parent_session_id=parent_session_id, reason=reason, title=title, session_id=session_id,
+            model=model,
+            context_length=context_length,
+            system_prompt=system_prompt,
+            tools=tools,
+            parent_session_id=parent_session_id,
+            reason=reason,
+            title=title,
+            session_id=session_id,
         )
         self.engine.on_session_start(sid)
         return sid
@@ -174,7 +180,9 @@ class ContextService:
         sid = self.tip(session_id)
         view = self.ledger.transcript.session(sid)
         if view.ended:
-            raise SessionEnded(f"session {sid!r} has ended ({view.end_reason}); start a new session")
+            raise SessionEnded(
+                f"session {sid!r} has ended ({view.end_reason}); start a new session"
+            )
         return sid
 
     async def switch_model(self, session_id: str, model: str, context_length: int) -> TurnResult:
@@ -183,7 +191,9 @@ class ContextService:
             raise InvalidInput("model must be a non-empty string")
         if not is_int(context_length) or context_length < 1024:
             raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
-        sid, _ = self._on_tip(session_id, lambda tip: self.ledger.switch_model(tip, model, context_length))
+        sid, _ = self._on_tip(
+            session_id, lambda tip: self.ledger.switch_model(tip, model, context_length)
+        )
         self.engine.update_model(sid, model, context_length)
         return await self.preflight(sid)
 
@@ -229,7 +239,10 @@ class ContextService:
     def _record(self, sid: str, *events: tuple[type[Event], dict[str, Any]]) -> None:
         """Append decision events (skips, checks, cooldowns, warnings, notices) atomically."""
         ledger = self.ledger
-        built = [kind(event_id=ledger.ids("evt"), session_id=sid, at=ledger.clock(), **fields) for kind, fields in events]
+        built = [
+            kind(event_id=ledger.ids("evt"), session_id=sid, at=ledger.clock(), **fields)
+            for kind, fields in events
+        ]
         self._retrying(lambda: ledger.append_events(sid, built))
 
     # --- messages and the tool-output budget --------------------------------------------
@@ -265,16 +278,27 @@ class ContextService:
         reserved = [self.ledger.ids("msg") for _ in msgs]
         extra: list[Event] = [
             ToolOutputPersisted(
-                event_id=self.ledger.ids("evt"), session_id=sid, at=self.ledger.clock(),
-                message_id=reserved[p.index], tool_call_id=p.tool_call_id, tool_name=p.tool_name,
-                blob_ref=p.ref, chars=p.chars, replacement=p.block, reason=p.reason,
+                event_id=self.ledger.ids("evt"),
+                session_id=sid,
+                at=self.ledger.clock(),
+                message_id=reserved[p.index],
+                tool_call_id=p.tool_call_id,
+                tool_name=p.tool_name,
+                blob_ref=p.ref,
+                chars=p.chars,
+                replacement=p.block,
+                reason=p.reason,
                 replacement_tokens=count_message({**msgs[p.index], "content": p.block}, encoding),
             )
             for p in planned
         ]
-        return self.ledger.append_messages(sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs)
+        return self.ledger.append_messages(
+            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs
+        )
 
-    async def read_persisted(self, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS) -> SliceResult:
+    async def read_persisted(
+        self, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
+    ) -> SliceResult:
         """A slice of a persisted tool output: the handler of the ``read_persisted`` tool.
 
         `ref` must be the 64-hex-digit reference from the stored-output block; it is
@@ -304,24 +328,36 @@ class ContextService:
         messages = self.ledger.transcript.api_view(sid)
         use_cache = self.config.prompt_caching if cache is None else cache
         if use_cache and supports_prompt_caching(view.model, self.provider):
-            return apply_cache_markers(messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic")
+            return apply_cache_markers(
+                messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic"
+            )
         return list(messages)
 
     # --- triggers ------------------------------------------------------------------------
 
     async def report_usage(
-        self, session_id: str, raw: Mapping[str, Any], *, model: str | None = None, cost_usd: float | None = None
+        self,
+        session_id: str,
+        raw: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        cost_usd: float | None = None,
     ) -> TurnResult:
         """Record a provider response's usage (Anthropic, OpenAI chat or Responses shape);
         compress in the loop when the real prompt count (input + cache read + cache
         write, never output or reasoning) reaches the threshold."""
         check_usage_report(raw, model, cost_usd)
-        sid, event = self._on_tip(session_id, lambda tip: self.ledger.report_usage(tip, raw, model=model, cost_usd=cost_usd))
+        sid, event = self._on_tip(
+            session_id,
+            lambda tip: self.ledger.report_usage(tip, raw, model=model, cost_usd=cost_usd),
+        )
         self.engine.update_from_response(sid, event)
         if event.purpose == "agent":
             self._overflow.pop(self.ledger.chains.root(sid), None)  # the call went through
         prompt = event.usage.prompt
-        result = await self._auto_compress(sid, "in_loop", prompt, "provider prompt tokens (input + cache read + cache write)")
+        result = await self._auto_compress(
+            sid, "in_loop", prompt, "provider prompt tokens (input + cache read + cache write)"
+        )
         if result.compressed:
             return result
         # warn only when nothing was compacted now (a compaction re-checks on its continuation)
@@ -352,8 +388,19 @@ class ContextService:
             after_rows = len(self.ledger.transcript.session(sid).live)
             if after_rows >= rows and after >= 0.95 * tokens:
                 reason = f"preflight stopped: pass {attempt} made no progress"
-                details = {"tokens_before": tokens, "tokens_after": after, "rows_before": rows, "rows_after": after_rows}
-                self._record(sid, (CompressionSkipped, {"trigger": "preflight", "reason": reason, "details": details}))
+                details = {
+                    "tokens_before": tokens,
+                    "tokens_after": after,
+                    "rows_before": rows,
+                    "rows_after": after_rows,
+                }
+                self._record(
+                    sid,
+                    (
+                        CompressionSkipped,
+                        {"trigger": "preflight", "reason": reason, "details": details},
+                    ),
+                )
                 notices.append(reason)
                 break
         return TurnResult(session_id=sid, compactions=outcomes, notices=notices)
@@ -376,7 +423,9 @@ class ContextService:
         if not decision.should_compress:
             return TurnResult(session_id=sid)
         source = f"{decision.source}: {decision.reason}"
-        return await self._auto_compress(sid, "hygiene", decision.tokens_used, source, size_decided=True)
+        return await self._auto_compress(
+            sid, "hygiene", decision.tokens_used, source, size_decided=True
+        )
 
     def _estimate(self, sid: str) -> int:
         """System prompt + messages + tools schema by the configured estimator (HERMES_SPEC §2:
@@ -410,23 +459,40 @@ class ContextService:
         if ok:
             return await self._compress_now(sid, trigger, tokens, source)
         details = {"tokens": tokens, "threshold_tokens": threshold, "source": source}
-        self._record(sid, (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details}))
+        self._record(
+            sid, (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details})
+        )
         return TurnResult(session_id=sid, notices=[f"automatic compression skipped: {reason}"])
 
     async def _compress_now(
-        self, requested: str, trigger: Trigger, tokens: int, source: str, *, focus: str | None = None
+        self,
+        requested: str,
+        trigger: Trigger,
+        tokens: int,
+        source: str,
+        *,
+        focus: str | None = None,
     ) -> TurnResult:
         async with self._lock(requested):
             for attempt in range(1, _RACE_RETRIES + 1):
                 sid = self.tip(requested)
                 if sid != requested:
                     # another task or process compacted first: continue on its continuation
-                    return TurnResult(session_id=sid, notices=[f"session was already compacted; continuing on {sid}"])
+                    return TurnResult(
+                        session_id=sid,
+                        notices=[f"session was already compacted; continuing on {sid}"],
+                    )
                 view = self.ledger.transcript.session(sid)
                 check = {
-                    "trigger": trigger, "tokens": tokens, "source": source,
+                    "trigger": trigger,
+                    "tokens": tokens,
+                    "source": source,
                     "threshold_tokens": self.config.threshold_tokens(view.context_length),
-                    "details": {"attempt": attempt, "focus": focus, "context_length": view.context_length},
+                    "details": {
+                        "attempt": attempt,
+                        "focus": focus,
+                        "context_length": view.context_length,
+                    },
                 }
                 self._record(sid, (CompressionChecked, check))
                 try:
@@ -437,22 +503,44 @@ class ContextService:
                     self.ledger.retry_on_conflict()  # next pass: on the tip, or re-planned with the new events
                     continue
                 return self._after_compaction(sid, outcome, trigger)
-        return TurnResult(session_id=self.tip(requested), notices=["compaction abandoned: other writers kept changing the session"])
+        return TurnResult(
+            session_id=self.tip(requested),
+            notices=["compaction abandoned: other writers kept changing the session"],
+        )
 
     def _cooldown(self, failure_class: str) -> tuple[type[Event], dict[str, Any]]:
         seconds = self.config.cooldown_for(failure_class)
-        return CooldownStarted, {"until": self.ledger.clock() + seconds, "seconds": seconds, "failure_class": failure_class}
+        return CooldownStarted, {
+            "until": self.ledger.clock() + seconds,
+            "seconds": seconds,
+            "failure_class": failure_class,
+        }
 
     def _summarizer_failed(self, sid: str, trigger: Trigger, exc: SummarizerError) -> TurnResult:
         """An aborted compaction: nothing changed; record why and pause automatic compression."""
         reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
-        details = {"error": str(exc)[:500], "failure_class": exc.failure_class, "status": exc.status}
+        details = {
+            "error": str(exc)[:500],
+            "failure_class": exc.failure_class,
+            "status": exc.status,
+        }
         cooldown = self._cooldown(exc.failure_class)
-        self._record(sid, (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details}), cooldown)
+        self._record(
+            sid,
+            (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details}),
+            cooldown,
+        )
         seconds = cooldown[1]["seconds"]
-        return TurnResult(session_id=sid, notices=[f"compression aborted: {exc}; automatic compression paused for {seconds:.0f}s"])
+        return TurnResult(
+            session_id=sid,
+            notices=[
+                f"compression aborted: {exc}; automatic compression paused for {seconds:.0f}s"
+            ],
+        )
 
-    def _after_compaction(self, sid: str, outcome: CompactionOutcome, trigger: Trigger) -> TurnResult:
+    def _after_compaction(
+        self, sid: str, outcome: CompactionOutcome, trigger: Trigger
+    ) -> TurnResult:
         if outcome.action != "compressed" or outcome.new_session_id is None:
             notices = [outcome.feedback] if trigger == "manual" and outcome.feedback else []
             if outcome.skip_reason:
@@ -463,7 +551,9 @@ class ContextService:
         events: list[tuple[type[Event], dict[str, Any]]] = []
         if outcome.fallback:
             events.append(self._cooldown(outcome.failure_class or "other"))
-            notices.append(f"the summarizer failed ({outcome.failure}); a fallback summary was used")
+            notices.append(
+                f"the summarizer failed ({outcome.failure}); a fallback summary was used"
+            )
         count = self.ledger.chains.compression_count(new)
         if count >= 2:
             text = f"This session has been compressed {count} times; accuracy may degrade. Consider starting a new session."
@@ -481,11 +571,18 @@ class ContextService:
         context_length = self.ledger.transcript.session(sid).context_length
         threshold = self.config.threshold_tokens(context_length)
         warned = self.tracker.state(sid).warned
-        decision = pressure_check(tokens, threshold, self.config.pressure_tokens(context_length), warned=warned)
+        decision = pressure_check(
+            tokens, threshold, self.config.pressure_tokens(context_length), warned=warned
+        )
         if not (decision.clear or (warn and decision.warn)):
             return []
-        fields = {"tokens": tokens, "threshold_tokens": threshold, "level": self.config.pressure_level,
-                  "cleared": decision.clear, "text": decision.text or ""}
+        fields = {
+            "tokens": tokens,
+            "threshold_tokens": threshold,
+            "level": self.config.pressure_level,
+            "cleared": decision.clear,
+            "text": decision.text or "",
+        }
         self._record(sid, (PressureWarning, fields))
         return [decision.text] if decision.warn and decision.text else []
 
@@ -496,7 +593,12 @@ class ContextService:
     # --- overflow recovery -----------------------------------------------------------------
 
     async def handle_provider_error(
-        self, session_id: str, status: int | None, body: Any, *, requested_max_tokens: int | None = None
+        self,
+        session_id: str,
+        status: int | None,
+        body: Any,
+        *,
+        requested_max_tokens: int | None = None,
     ) -> Recovery:
         """Classify a provider error and say how to retry (HERMES_SPEC §2 overflow recovery).
 
@@ -509,33 +611,62 @@ class ContextService:
         sid = self._live_tip(session_id)
         cls = classify_provider_error(status, body)
         view = self.ledger.transcript.session(sid)
-        action = recovery_action(cls, context_length=view.context_length, requested_max_tokens=requested_max_tokens)
-        facts = {"status": status, "kind": cls.kind, "evidence": cls.evidence, "requested_max_tokens": requested_max_tokens}
+        action = recovery_action(
+            cls, context_length=view.context_length, requested_max_tokens=requested_max_tokens
+        )
+        facts = {
+            "status": status,
+            "kind": cls.kind,
+            "evidence": cls.evidence,
+            "requested_max_tokens": requested_max_tokens,
+        }
         if action.action == "lower_max_tokens":
             reason = f"{action.reason}; not compressing"
             self._skip_overflow(sid, reason, {**facts, "max_tokens": action.max_tokens})
-            return Recovery(action="retry", session_id=sid, max_tokens=action.max_tokens, kind=cls.kind, reason=action.reason)
+            return Recovery(
+                action="retry",
+                session_id=sid,
+                max_tokens=action.max_tokens,
+                kind=cls.kind,
+                reason=action.reason,
+            )
         if action.action != "compress":
             if cls.kind == "max_tokens_too_large":
                 self._skip_overflow(sid, action.reason, facts)
             return Recovery(action="fail", session_id=sid, kind=cls.kind, reason=action.reason)
-        return await self._recover_overflow(sid, cls, action.learn_context_length, action.reason, facts)
+        return await self._recover_overflow(
+            sid, cls, action.learn_context_length, action.reason, facts
+        )
 
     def _skip_overflow(self, sid: str, reason: str, details: dict[str, Any]) -> None:
-        self._record(sid, (CompressionSkipped, {"trigger": "overflow", "reason": reason, "details": details}))
+        self._record(
+            sid, (CompressionSkipped, {"trigger": "overflow", "reason": reason, "details": details})
+        )
 
     async def _recover_overflow(
-        self, sid: str, cls: ProviderErrorClass, learn: int | None, reason: str, facts: dict[str, Any]
+        self,
+        sid: str,
+        cls: ProviderErrorClass,
+        learn: int | None,
+        reason: str,
+        facts: dict[str, Any],
     ) -> Recovery:
         root = self.ledger.chains.root(sid)
-        recovery = self._overflow.setdefault(root, OverflowRecovery(max_attempts=self.config.max_compression_attempts))
+        recovery = self._overflow.setdefault(
+            root, OverflowRecovery(max_attempts=self.config.max_compression_attempts)
+        )
         try:
             attempt = recovery.start_attempt(cls)
         except ContextOverflowError as exc:
             self._give_up(root, sid, exc, facts)
             raise
         if learn is not None:
-            sid, _ = self._on_tip(sid, lambda tip: self.ledger.learn_context_limit(tip, learn, cls.evidence or cls.message))
+            sid, _ = self._on_tip(
+                sid,
+                lambda tip: self.ledger.learn_context_limit(
+                    tip, learn, cls.evidence or cls.message
+                ),
+            )
         before_tokens = self.ledger.transcript.total_tokens(sid)
         before_rows = len(self.ledger.transcript.session(sid).live)
         source = f"provider error: {cls.kind} ({cls.evidence[:120]}), attempt {attempt}"
@@ -544,16 +675,22 @@ class ContextService:
         after_tokens = self.ledger.transcript.total_tokens(new)
         removed = max(0, before_rows - len(self.ledger.transcript.session(new).live))
         try:
-            recovery.record_result(tokens_before=before_tokens, tokens_after=after_tokens, rows_removed=removed)
+            recovery.record_result(
+                tokens_before=before_tokens, tokens_after=after_tokens, rows_removed=removed
+            )
         except ContextOverflowError as exc:
             why = f" ({'; '.join(result.notices)})" if result.notices else ""
             error = ContextOverflowError(f"{exc}{why}")
             self._give_up(root, new, error, facts)
             raise error from None
         compaction = result.compactions[-1] if result.compactions else None
-        return Recovery(action="retry", session_id=new, kind=cls.kind, reason=reason, compaction=compaction)
+        return Recovery(
+            action="retry", session_id=new, kind=cls.kind, reason=reason, compaction=compaction
+        )
 
-    def _give_up(self, root: str, sid: str, exc: ContextOverflowError, facts: dict[str, Any]) -> None:
+    def _give_up(
+        self, root: str, sid: str, exc: ContextOverflowError, facts: dict[str, Any]
+    ) -> None:
         self._overflow.pop(root, None)
         self._skip_overflow(sid, f"overflow recovery gave up: {exc}", facts)
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from ctxledger.errors import InvalidEvent
+from ctxledger.errors import FailureClass, InvalidEvent
 from ctxledger.usage import CanonicalUsage
 
 JSON = dict[str, Any]
@@ -169,7 +169,7 @@ class SummaryGenerated(Event, frozen=True, kw_only=True):
     text: str
     fallback: bool = False
     failure: str | None = None
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
     usage: CanonicalUsage | None = None
 
 
@@ -245,7 +245,7 @@ class CooldownStarted(Event, frozen=True, kw_only=True):
 
     until: float
     seconds: float
-    failure_class: str
+    failure_class: FailureClass
 
 
 AnyEvent = (
@@ -408,3 +408,17 @@ def hydrate(event: Event, get_blob: Callable[[str], bytes]) -> Event:
     content = get_blob(event.content_ref).decode("utf-8")
     message = {k: (content if k == "content" else v) for k, v in event.message.items()}
     return msgspec.structs.replace(event, message=message, content_ref=None)
+
+
+class Recorded(msgspec.Struct, frozen=True, gc=False):
+    """An event as the log holds it: its global position, stream version and hash.
+
+    ``gc=False``: a Recorded only points at its event, never back, so it cannot be
+    part of a reference cycle; untracked, a million of them cost the collector nothing.
+    """
+
+    seq: int
+    stream: str
+    version: int
+    event: Event
+    hash: str

@@ -31,7 +31,7 @@ from ctxledger.errors import (
     InvalidEvent,
     InvalidInput,
     StoreError,
-    UnknownSession,
+    UnknownBlob,
 )
 from ctxledger.events import Event, MessageAppended, SessionStarted, sha256_hex
 from ctxledger.eventstore import AppendRequest, EventStore
@@ -253,9 +253,9 @@ class EventStoreContract(abc.ABC):
         assert ref == sha256_hex(data) == store.put_blob(data)
         assert store.has_blob(ref) and store.get_blob(ref) == data
         assert not store.has_blob("0" * 64)
-        with pytest.raises(UnknownSession):
+        with pytest.raises(UnknownBlob):
             store.get_blob("0" * 64)
-        with pytest.raises(KeyError):  # UnknownSession is a KeyError, as the interface promises
+        with pytest.raises(KeyError):  # UnknownBlob is a KeyError, as the interface promises
             store.get_blob("f" * 64)
 
     def test_blobs_given_with_an_append_are_stored_with_it(self, store: EventStore) -> None:

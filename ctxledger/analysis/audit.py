@@ -32,7 +32,7 @@ from ctxledger.compressor.facts import (
     normalize,
     normalize_fact,
 )
-from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
 from ctxledger.ledger.facade import Ledger
 from ctxledger.tokens import message_text
@@ -120,14 +120,14 @@ def _match_compaction(ledger: Ledger, ref: str) -> tuple[str, str]:
     return matches[0], made[matches[0]]
 
 
-def _no_compaction(ref: str) -> UnknownSession:
-    return UnknownSession(
+def _no_compaction(ref: str) -> UnknownCompaction:
+    return UnknownCompaction(
         f"no compaction {ref!r} in the log; `ctxledger audit SESSION` lists a chain's compactions"
     )
 
 
 def find_compaction(ledger: Ledger, ref: str) -> CompactionRecord:
-    """The compaction with id `ref` (or a unique prefix of one). Raises UnknownSession."""
+    """The compaction with id `ref` (or a unique prefix of one). Raises UnknownCompaction."""
     cid, compacted = _match_compaction(ledger, ref)
     record = compactions_by_id(ledger, compacted).get(cid)
     if record is None:

@@ -22,6 +22,7 @@ from ctxledger.events import (
     MessageAppended,
     MessagePinned,
     ModelSwitched,
+    Recorded,
     SessionStarted,
     SessionSwitched,
     SummaryGenerated,
@@ -30,7 +31,6 @@ from ctxledger.events import (
     ToolsDeclared,
     UsageReported,
 )
-from ctxledger.eventstore.base import Recorded
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.tokens import count_message

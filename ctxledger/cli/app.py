@@ -12,7 +12,7 @@ import click
 import msgspec
 from rich.console import Console
 
-from ctxledger.errors import CtxLedgerError, InvalidInput, UnknownSession
+from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.ledger.facade import Ledger, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,7 +72,7 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InvalidInput, UnknownSession) as exc:
+        except (InvalidInput, NotFound) as exc:
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2)
         except CtxLedgerError as exc:

@@ -1,10 +1,11 @@
-"""The engine: one compaction, from a session's live view to the events that record it.
+"""Recording one compaction: from a session's live view to the events that record it.
 
 ``prepare`` plans (pure) and builds the summarizer request; ``record`` turns the plan
-and the summary into the events of one atomic multi-stream append: on the old
+and the summary into the events of one atomic multi-stream append (the ledger builds
+the append; this module never imports the store): on the old
 session ``ToolResultsPruned``, ``SummaryGenerated``, the summarizer's
 ``UsageReported`` and ``SessionSwitched`` (which ends it); on the continuation its
-``SessionStarted``. The engine never touches the store: the ledger appends.
+``SessionStarted``. Nothing here touches the store.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import msgspec
 
 from ctxledger.clock import Clock, IdGenerator
 from ctxledger.compressor.assemble import apply as assemble
-from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.markers import split_merged
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
@@ -32,7 +33,6 @@ from ctxledger.events import (
     Trigger,
     UsageReported,
 )
-from ctxledger.eventstore.base import AppendRequest
 from ctxledger.messages import content_text
 from ctxledger.tokens import count_message
 
@@ -145,10 +145,17 @@ def summary_request(
     )
 
 
-class Recorded(msgspec.Struct, frozen=True, kw_only=True):
+class RecordedCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    """The events of one compaction, ready for one atomic two-stream append."""
+
     compaction_id: str
     new_session_id: str
-    requests: list[AppendRequest]
+    #: the old session's stream: ``old_events`` expect it at ``expected_version``
+    session_id: str
+    old_events: list[Event]
+    expected_version: int | None
+    #: the continuation's stream, new (version 0): its ``SessionStarted``
+    new_events: list[Event]
     switch: SessionSwitched
     summary: SummaryGenerated
     #: the continuation's API view (system message first when there is one), as assembled
@@ -203,7 +210,7 @@ def record(
     trigger: Trigger,
     clock: Clock,
     ids: IdGenerator,
-) -> Recorded:
+) -> RecordedCompaction:
     """The events of one compaction, as one atomic two-stream append."""
     inp, the_plan = prepared.input, prepared.plan
     if the_plan.action != "compress" or prepared.request is None:
@@ -293,13 +300,13 @@ def record(
         encoding=inp.encoding,
         config=prepared.config.to_snapshot(),
     )
-    return Recorded(
+    return RecordedCompaction(
         compaction_id=compaction_id,
         new_session_id=new_session_id,
-        requests=[
-            AppendRequest(sid, old, inp.expected_version),
-            AppendRequest(new_session_id, [started], 0),
-        ],
+        session_id=sid,
+        old_events=old,
+        expected_version=inp.expected_version,
+        new_events=[started],
         switch=switch,
         summary=summary,
         messages=new_messages,

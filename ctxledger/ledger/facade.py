@@ -15,7 +15,7 @@ from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import InvalidInput, SessionEnded, UnknownSession
+from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
     CompressionChecked,
     CompressionSkipped,
@@ -167,7 +167,7 @@ class Ledger:
             if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
                 continue
             if view is None or e.message_id not in view.live:
-                raise UnknownSession(
+                raise UnknownMessage(
                     f"message {e.message_id!r} is not in the live view of {request.stream!r}"
                 )
 
@@ -273,12 +273,12 @@ class Ledger:
         return sid
 
     def live_session(self, session_id: str) -> SessionView:
-        """The view of a session that can still be written to; SessionEnded names its tip."""
+        """The view of a session that can still be written to; SessionEndedError names its tip."""
         view = self.transcript.session(session_id)
         if view.ended:
             tip = self.chains.tip(session_id)
             hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
-            raise SessionEnded(f"session {session_id!r} has ended ({view.end_reason}){hint}")
+            raise SessionEndedError(f"session {session_id!r} has ended ({view.end_reason}){hint}")
         return view
 
     def call_ledger(self, session_id: str) -> CallLedger:
@@ -410,7 +410,7 @@ class Ledger:
     def pin(self, session_id: str, message_id: str, pinned: bool = True) -> None:
         view = self.live_session(session_id)
         if message_id not in view.live:
-            raise UnknownSession(
+            raise UnknownMessage(
                 f"message {message_id!r} is not in the live view of {session_id!r}"
             )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)

@@ -32,8 +32,9 @@ from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import (
     ConcurrencyError,
     ContextOverflowError,
+    FailureClass,
     InvalidInput,
-    SessionEnded,
+    SessionEndedError,
     SummarizerError,
 )
 from ctxledger.events import (
@@ -60,7 +61,7 @@ from ctxledger.runtime.overflow import (
     recovery_action,
 )
 from ctxledger.runtime.pressure import hygiene_should_compress, pressure_check
-from ctxledger.runtime.results import (
+from ctxledger.runtime.service_io import (
     Recovery,
     TurnResult,
     check_error_report,
@@ -157,7 +158,7 @@ class ContextService:
         return sid
 
     async def end_session(self, session_id: str, reason: str = "closed") -> None:
-        """End the live end of the session's chain (SessionEnded if it already ended)."""
+        """End the live end of the session's chain (SessionEndedError if it already ended)."""
         if not isinstance(reason, str) or not reason:
             raise InvalidInput("reason must be a non-empty string")
         sid, _ = self._on_tip(session_id, lambda tip: self.ledger.end_session(tip, reason))
@@ -180,7 +181,7 @@ class ContextService:
         sid = self.tip(session_id)
         view = self.ledger.transcript.session(sid)
         if view.ended:
-            raise SessionEnded(
+            raise SessionEndedError(
                 f"session {sid!r} has ended ({view.end_reason}); start a new session"
             )
         return sid
@@ -229,7 +230,7 @@ class ContextService:
             sid = self._live_tip(session_id)
             try:
                 return sid, write(sid)
-            except (ConcurrencyError, SessionEnded):
+            except (ConcurrencyError, SessionEndedError):
                 # a closed (not compacted) session raises again from _live_tip, outside this try
                 if attempt == _RACE_RETRIES - 1:
                     raise
@@ -499,7 +500,7 @@ class ContextService:
                     outcome = await self.engine.compress(sid, trigger=trigger, focus=focus)
                 except SummarizerError as exc:
                     return self._summarizer_failed(sid, trigger, exc)
-                except (ConcurrencyError, SessionEnded):
+                except (ConcurrencyError, SessionEndedError):
                     self.ledger.retry_on_conflict()  # next pass: on the tip, or re-planned with the new events
                     continue
                 return self._after_compaction(sid, outcome, trigger)
@@ -508,7 +509,7 @@ class ContextService:
             notices=["compaction abandoned: other writers kept changing the session"],
         )
 
-    def _cooldown(self, failure_class: str) -> tuple[type[Event], dict[str, Any]]:
+    def _cooldown(self, failure_class: FailureClass) -> tuple[type[Event], dict[str, Any]]:
         seconds = self.config.cooldown_for(failure_class)
         return CooldownStarted, {
             "until": self.ledger.clock() + seconds,

@@ -15,9 +15,12 @@ from ctxledger.compressor.summarizers.base import (
     parse_sections,
     render_sections,
     request_hash,
+)
+from ctxledger.compressor.summarizers.fallback import (
+    fallback_note,
+    fallback_summary,
     summarize_with_fallback,
 )
-from ctxledger.compressor.summarizers.fallback import fallback_note, fallback_summary
 from ctxledger.compressor.summarizers.llm import LLMSummarizer, build_prompt
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.compressor.summarizers.recorded import RecordedSummarizer, request_key

@@ -11,8 +11,14 @@ file paths and the last turns — within the same token budget.
 from __future__ import annotations
 
 from ctxledger.compressor.markers import prompt_text
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
+from ctxledger.compressor.summarizers.base import (
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    request_hash,
+)
 from ctxledger.compressor.summarizers.offline import build_summary
+from ctxledger.errors import FailureClass, SummarizerError
 
 #: how many of the last dropped turns the fallback quotes under In Progress
 FALLBACK_LAST_TURNS = 3
@@ -41,7 +47,7 @@ def fallback_result(
     request: SummaryRequest,
     *,
     failure: str,
-    failure_class: str,
+    failure_class: FailureClass,
     summarizer: str,
     model: str | None = None,
 ) -> SummaryResult:
@@ -57,4 +63,32 @@ def fallback_result(
     )
 
 
-__all__ = ["FALLBACK_LAST_TURNS", "fallback_note", "fallback_result", "fallback_summary"]
+async def summarize_with_fallback(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
+    """`summarizer`'s result; on a non-aborting failure, the deterministic fallback summary.
+
+    Auth, network and not-configured failures are re-raised: the compaction is
+    abandoned and nothing changes. Every other failure (timeout, rate limit, server
+    error, malformed or empty output, ...) returns :func:`fallback_summary` with
+    ``fallback=True`` and the failure recorded, so the middle is never dropped silently.
+    """
+    try:
+        return await summarizer.summarize(request)
+    except SummarizerError as exc:
+        if exc.aborts:
+            raise
+        return fallback_result(
+            request,
+            failure=str(exc),
+            failure_class=exc.failure_class,
+            summarizer=getattr(summarizer, "kind", "unknown"),
+            model=getattr(summarizer, "model", None),
+        )
+
+
+__all__ = [
+    "FALLBACK_LAST_TURNS",
+    "fallback_note",
+    "fallback_result",
+    "fallback_summary",
+    "summarize_with_fallback",
+]

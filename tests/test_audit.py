@@ -13,16 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.analysis.audit import (
-    AuditedFact,
-    audit_chain,
-    audit_compaction,
-    chain_compactions,
-    compactions_by_id,
-    find_compaction,
-    split_kept,
-    trace,
-)
+from ctxledger.analysis.audit import AuditedFact, audit_chain, audit_compaction, split_kept, trace
+from ctxledger.analysis.compactions import chain_compactions, compactions_by_id, find_compaction
 from ctxledger.cli.main import cli
 from ctxledger.compressor.facts import find_paths, normalize
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.recall import (
     EXPAND_TOOL,
     RECALL_TOOL,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import recorded_chain
 
-from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.cli.main import cli
 from ctxledger.events import Event, SessionSwitched

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.main import cli

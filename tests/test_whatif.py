@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.analysis.audit import chain_compactions, chain_signature
+from ctxledger.analysis.compactions import chain_compactions, chain_signature
 from ctxledger.analysis.diff import diff
 from ctxledger.analysis.whatif import (
     AppendStep,

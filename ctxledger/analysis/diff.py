@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.analysis.audit import (
+from ctxledger.analysis.compactions import (
     SUMMARY_ORIGINS,
     CompactionRecord,
     compactions_by_id,

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import msgspec
 import sqlite_utils
 
-from ctxledger.analysis.audit import SUMMARY_ORIGINS, find_compaction
+from ctxledger.analysis.compactions import SUMMARY_ORIGINS, find_compaction
 from ctxledger.errors import (
     CtxLedgerError,
     InvalidInput,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxledger.analysis.audit import CompactionRecord, find_compaction, reverted_compactions
+from ctxledger.analysis.compactions import CompactionRecord, find_compaction, reverted_compactions
 from ctxledger.errors import InvalidInput
 from ctxledger.events import Event, LayoutEntry, MessagePinned, SessionStarted, SessionSwitched
 from ctxledger.eventstore.base import AppendRequest

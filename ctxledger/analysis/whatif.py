@@ -38,7 +38,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from ctxledger.analysis.audit import ChainReport, chain_report, chain_signature
+from ctxledger.analysis.audit import ChainReport, chain_report
+from ctxledger.analysis.compactions import chain_signature
 from ctxledger.analysis.history import (
     AppendStep,
     CompressStep,

@@ -18,9 +18,9 @@ from ctxledger.analysis.audit import (
     CompactionAudit,
     audit_chain,
     audit_compaction,
-    is_compaction_ref,
     trace,
 )
+from ctxledger.analysis.compactions import is_compaction_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.replay import DriftReport

@@ -58,7 +58,7 @@ from ctxledger.errors import (
     UnknownSession,
 )
 from ctxledger.eventstore import EventStore, SQLiteEventStore
-from ctxledger.ledger import CompactionOutcome, Ledger, compact
+from ctxledger.ledger import CompactionOutcome, Ledger, SessionSpec, compact
 from ctxledger.projections import EventSource
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.service import ContextService, Recovery, TurnResult
@@ -111,6 +111,7 @@ __all__ = [
     "Recovery",
     "SQLiteEventStore",
     "SessionEndedError",
+    "SessionSpec",
     "StorageFullError",
     "StoreError",
     "Summarizer",

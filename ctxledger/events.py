@@ -19,9 +19,8 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidEvent
+from ctxledger.messages import JSON
 from ctxledger.usage import CanonicalUsage
-
-JSON = dict[str, Any]
 
 SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
 Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch"]
@@ -408,6 +407,16 @@ def hydrate(event: Event, get_blob: Callable[[str], bytes]) -> Event:
     content = get_blob(event.content_ref).decode("utf-8")
     message = {k: (content if k == "content" else v) for k, v in event.message.items()}
     return msgspec.structs.replace(event, message=message, content_ref=None)
+
+
+def envelope(
+    session_id: str, ids: Callable[[str], str], clock: Callable[[], float]
+) -> dict[str, Any]:
+    """The fields every event carries: a new event id, its session, the injected clock's time.
+
+    Spread into an event's constructor: ``SummaryGenerated(**envelope(sid, ids, clock), ...)``.
+    """
+    return {"event_id": ids("evt"), "session_id": session_id, "at": clock()}
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):

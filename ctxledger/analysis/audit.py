@@ -19,7 +19,6 @@ read-only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 
@@ -43,9 +42,6 @@ from ctxledger.compressor.facts import (
 from ctxledger.errors import InvalidInput
 from ctxledger.ledger.facade import Ledger
 from ctxledger.tokens import message_text
-
-JSON = dict[str, Any]
-
 
 # --------------------------------------------------------------------------- audit
 

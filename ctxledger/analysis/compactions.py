@@ -7,15 +7,12 @@ compaction up here. A :class:`CompactionRecord` pairs a compaction's
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
 from ctxledger.ledger.facade import Ledger
-
-JSON = dict[str, Any]
+from ctxledger.messages import JSON
 
 #: layout origins that hold a summary (a merged message is a tail message plus the summary)
 SUMMARY_ORIGINS = frozenset({"summary", "merged"})

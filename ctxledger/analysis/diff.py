@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from typing import Any
 
 import msgspec
 
@@ -41,10 +40,9 @@ from ctxledger.analysis.compactions import (
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
 from ctxledger.projections.transcript import TranscriptProjection
 from ctxledger.tokens import count_text
-
-JSON = dict[str, Any]
 
 #: kind -> the kind of the same change seen from the other side
 INVERSE = {

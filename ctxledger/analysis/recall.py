@@ -52,9 +52,8 @@ from ctxledger.errors import (
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
 from ctxledger.tokens import message_text
-
-JSON = dict[str, Any]
 
 #: bump to rebuild every index built by an older layout
 INDEX_SCHEMA = 1

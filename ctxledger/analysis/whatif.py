@@ -57,10 +57,8 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
 from ctxledger.runtime.service import ContextService
-
-JSON = dict[str, Any]
-
 
 # --------------------------------------------------------------------------- driving
 
@@ -212,17 +210,7 @@ async def start_and_drive(
     svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any
 ) -> DriveResult:
     """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
-    sid = svc.ledger.start_session(
-        model=start.model,
-        context_length=start.context_length,
-        system_prompt=start.system_prompt,
-        tools=start.tools or None,
-        title=start.title,
-        source=start.source,
-        encoding=start.encoding,
-        session_id=start.session_id,
-    )
-    svc.engine.on_session_start(sid)
+    sid = await svc.start(start.spec())
     return await drive(svc, sid, steps, **kwargs)
 
 

@@ -23,7 +23,7 @@ import msgspec
 from ctxledger.compressor import markers
 from ctxledger.compressor.markers import merge_summary, split_merged
 from ctxledger.errors import CompressionError
-from ctxledger.messages import content_text
+from ctxledger.messages import Message, content_text
 
 if TYPE_CHECKING:
     from ctxledger.compressor.planner import CompactionPlan
@@ -37,7 +37,6 @@ __all__ = [
     "feedback",
 ]
 
-Message = dict[str, Any]
 Origin = Literal["system", "carried", "summary", "merged", "stub", "stripped"]
 
 #: content of a stub answering a call whose result was lost (orphan policy "stub")

@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from ctxledger.messages import content_text
-
-Message = dict[str, Any]
+from ctxledger.messages import Message, content_text
 
 
 @functools.cache

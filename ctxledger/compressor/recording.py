@@ -32,11 +32,10 @@ from ctxledger.events import (
     ToolResultsPruned,
     Trigger,
     UsageReported,
+    envelope,
 )
-from ctxledger.messages import content_text
+from ctxledger.messages import JSON, content_text
 from ctxledger.tokens import count_message
-
-JSON = dict[str, Any]
 
 
 class CompactionInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,45 +221,23 @@ def record(
     new_session_id = ids("ses")
     system_prompt, system_tokens, layout, new_messages = build_layout(prepared, text, ids)
     sid = inp.session_id
+
+    def env() -> dict[str, Any]:
+        return envelope(sid, ids, clock)
+
     old: list[Event] = []
     if the_plan.prunes:
-        old.append(
-            ToolResultsPruned(
-                event_id=ids("evt"),
-                session_id=sid,
-                at=clock(),
-                compaction_id=compaction_id,
-                entries=[
-                    PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
-                    for p in the_plan.prunes
-                ],
-            )
-        )
-    summary = SummaryGenerated(
-        event_id=ids("evt"),
-        session_id=sid,
-        at=clock(),
-        compaction_id=compaction_id,
-        summarizer=result.summarizer,
-        model=result.model,
-        prompt_hash=result.prompt_hash or request_hash(prepared.request),
-        input_message_ids=[_id(inp, i) for i in the_plan.summarized_indices()],
-        budget_tokens=the_plan.summary_budget_tokens,
-        focus=the_plan.focus,
-        previous_summary_id=prepared.previous_summary_id,
-        text=text,
-        fallback=result.fallback,
-        failure=result.failure,
-        failure_class=result.failure_class,
-        usage=result.usage,
-    )
+        entries = [
+            PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
+            for p in the_plan.prunes
+        ]
+        old.append(ToolResultsPruned(**env(), compaction_id=compaction_id, entries=entries))
+    summary = _summary_event(prepared, result, text, env(), compaction_id)
     old.append(summary)
     if result.usage is not None:
         old.append(
             UsageReported(
-                event_id=ids("evt"),
-                session_id=sid,
-                at=clock(),
+                **env(),
                 raw=msgspec.to_builtins(result.usage),
                 shape="canonical",
                 usage=result.usage,
@@ -268,12 +245,8 @@ def record(
                 purpose="summarizer",
             )
         )
-    tokens_before = sum(inp.exact_tokens) + inp.tools_tokens
-    tokens_after = system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens
     switch = SessionSwitched(
-        event_id=ids("evt"),
-        session_id=sid,
-        at=clock(),
+        **env(),
         compaction_id=compaction_id,
         new_session_id=new_session_id,
         trigger=trigger,
@@ -282,16 +255,14 @@ def record(
         layout=layout,
         plan=msgspec.to_builtins(the_plan),
         config=prepared.config.to_snapshot(),
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
+        tokens_before=sum(inp.exact_tokens) + inp.tools_tokens,
+        tokens_after=system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens,
         messages_before=len(inp.messages),
         messages_after=len(new_messages),
     )
     old.append(switch)
     started = SessionStarted(
-        event_id=ids("evt"),
-        session_id=new_session_id,
-        at=clock(),
+        **envelope(new_session_id, ids, clock),
         model=inp.model,
         context_length=inp.context_length,
         parent_session_id=sid,
@@ -310,6 +281,29 @@ def record(
         switch=switch,
         summary=summary,
         messages=new_messages,
+    )
+
+
+def _summary_event(
+    prepared: Prepared, result: SummaryResult, text: str, env: dict[str, Any], compaction_id: str
+) -> SummaryGenerated:
+    inp, the_plan = prepared.input, prepared.plan
+    assert prepared.request is not None  # record() checked it
+    return SummaryGenerated(
+        **env,
+        compaction_id=compaction_id,
+        summarizer=result.summarizer,
+        model=result.model,
+        prompt_hash=result.prompt_hash or request_hash(prepared.request),
+        input_message_ids=[_id(inp, i) for i in the_plan.summarized_indices()],
+        budget_tokens=the_plan.summary_budget_tokens,
+        focus=the_plan.focus,
+        previous_summary_id=prepared.previous_summary_id,
+        text=text,
+        fallback=result.fallback,
+        failure=result.failure,
+        failure_class=result.failure_class,
+        usage=result.usage,
     )
 
 

@@ -145,9 +145,7 @@ async def compact(
                 session_id,
                 [
                     CompressionSkipped(
-                        event_id=ledger.ids("evt"),
-                        session_id=session_id,
-                        at=ledger.clock(),
+                        **ledger.event_fields(session_id),
                         trigger=trigger,
                         reason=the_plan.skip_reason or "skipped",
                         details={"plan": plan_dict},

@@ -10,8 +10,6 @@ looked up after any number of compactions.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from ctxledger.errors import UnknownMessage, UnknownSession
@@ -28,8 +26,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
     ToolsDeclared,
 )
-
-JSON = dict[str, Any]
+from ctxledger.messages import JSON
 
 #: how many sessions keep a cached API view (an agent process works on a handful)
 _API_CACHE_SESSIONS = 64

@@ -60,8 +60,6 @@ from ctxledger.runtime.service_io import (
 )
 from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
 
-JSON = dict[str, Any]
-
 
 class ContextService(ServiceCore):
     """The API an agent runtime uses every turn."""

@@ -42,7 +42,8 @@ from ctxledger.events import (
     ToolOutputPersisted,
 )
 from ctxledger.ledger.facade import Ledger
-from ctxledger.messages import validate_messages
+from ctxledger.ledger.spec import SessionSpec
+from ctxledger.messages import JSON, validate_messages
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
 from ctxledger.runtime.outputs import PlannedOutput, plan_outputs
@@ -62,7 +63,6 @@ from ctxledger.runtime.toolbudget import (
 )
 from ctxledger.tokens import count_message
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 #: how often a write is retried after losing a race with another writer
@@ -129,9 +129,7 @@ class ServiceCore:
         session_id: str | None = None,
     ) -> str:
         """Start a session (a branch or delegate names its parent). Returns its id."""
-        if tools is not None:
-            json_safe(list(tools), "tools")
-        sid = self.ledger.start_session(
+        spec = SessionSpec(
             model=model,
             context_length=context_length,
             system_prompt=system_prompt,
@@ -141,6 +139,13 @@ class ServiceCore:
             title=title,
             session_id=session_id,
         )
+        return await self.start(spec)
+
+    async def start(self, spec: SessionSpec) -> str:
+        """Start the session `spec` describes and tell the engine. Returns its id."""
+        if spec.tools is not None:
+            json_safe(list(spec.tools), "tools")
+        sid = self.ledger.start(spec)
         self.engine.on_session_start(sid)
         return sid
 
@@ -215,10 +220,7 @@ class ServiceCore:
     def _record(self, sid: str, *events: tuple[type[Event], dict[str, Any]]) -> None:
         """Append decision events (skips, checks, cooldowns, warnings, notices) atomically."""
         ledger = self.ledger
-        built = [
-            kind(event_id=ledger.ids("evt"), session_id=sid, at=ledger.clock(), **fields)
-            for kind, fields in events
-        ]
+        built = [kind(**ledger.event_fields(sid), **fields) for kind, fields in events]
         self._retrying(lambda: ledger.append_events(sid, built))
 
     # --- messages and the tool-output budget --------------------------------------------
@@ -254,9 +256,7 @@ class ServiceCore:
         reserved = [self.ledger.ids("msg") for _ in msgs]
         extra: list[Event] = [
             ToolOutputPersisted(
-                event_id=self.ledger.ids("evt"),
-                session_id=sid,
-                at=self.ledger.clock(),
+                **self.ledger.event_fields(sid),
                 message_id=reserved[p.index],
                 tool_call_id=p.tool_call_id,
                 tool_name=p.tool_name,

@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.diff import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-from ledger_helpers import compact_now, make_ledger
+from helpers.ledger_helpers import compact_now, make_ledger
 
 from ctxledger.compressor.recording import prepare, record
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.analysis.audit import audit_chain
 from ctxledger.analysis.compactions import chain_compactions

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_helpers import compact_now, make_ledger, session_with_turns
+from helpers.ledger_helpers import compact_now, make_ledger, session_with_turns
 
 from ctxledger.errors import (
     CtxLedgerError,

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
-from ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.recall import (

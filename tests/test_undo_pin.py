@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger, recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger, recorded_chain
 
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.replay import rebuild_check, verify_compactions

@@ -1,6 +1,6 @@
 """The event store interface every backend implements (SQLite today).
 
-Contract (checked by ``tests/eventstore_contract.py`` for every backend):
+Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 
 * ``append`` is atomic: a batch is all in or all out.
 * Per-stream versions are dense (1, 2, 3, ...); ``expected_version`` is the version

@@ -1,8 +1,10 @@
 """The behaviour every event store backend must show, as an abstract test class.
 
 A backend proves itself by subclassing :class:`EventStoreContract` in its own test
-module and implementing ``make_store(path)``. This module has no ``test_`` prefix,
-so pytest only collects it through those subclasses.
+module (``class TestMyStore(EventStoreContract)``) and implementing
+``make_store(path)``. Shipped inside the package so an out-of-tree backend can run
+the same suite; pytest only collects it through such subclasses. Needs pytest and
+hypothesis (the ``dev`` extra).
 """
 
 from __future__ import annotations

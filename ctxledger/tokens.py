@@ -65,7 +65,21 @@ def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
     return "\n".join(pieces)
 
 
+#: texts at least this long are counted once per process (see _count_long)
+_LONG_TEXT = 64 * 1024
+
+
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    if len(text) >= _LONG_TEXT:
+        return _count_long(text, encoding)
+    return len(_encoding(encoding).encode_ordinary(text))
+
+
+@functools.lru_cache(maxsize=16)
+def _count_long(text: str, encoding: str) -> int:
+    """Exact count of a long text, remembered: a 10 MB message takes ~1 s to encode and
+    an import, a what-if replay and a compaction each count it again (hashing it for the
+    lookup costs ~1 ms per MB, once per string object)."""
     return len(_encoding(encoding).encode_ordinary(text))
 
 
@@ -81,9 +95,10 @@ def count_messages(
     """Exact counts for many messages at once (tiktoken's threaded batch encode)."""
     texts = [message_text(m) for m in messages]
     enc = _encoding(encoding)
-    if len(texts) < _BATCH_MIN:
+    if len(texts) < _BATCH_MIN or any(len(t) >= _LONG_TEXT for t in texts):
         # a thread pool per call costs more than it saves on the few messages of one turn
-        return [len(enc.encode_ordinary(t)) + MESSAGE_OVERHEAD for t in texts]
+        # (and long texts go through the per-process memo of count_text)
+        return [count_text(t, encoding) + MESSAGE_OVERHEAD for t in texts]
     batch = enc.encode_ordinary_batch(texts, num_threads=threads or os.cpu_count() or 1)
     return [len(tokens) + MESSAGE_OVERHEAD for tokens in batch]
 

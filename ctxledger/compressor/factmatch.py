@@ -43,10 +43,44 @@ _QUOTE_TABLE = str.maketrans(
 WHITESPACE = re.compile(r"\s+")
 
 
+#: long texts are folded in pieces of about this many characters (see normalize)
+_PIECE = 64 * 1024
+_CUT = re.compile(r"[ \t\n]")
+
+
+def _fold(text: str) -> str:
+    if text.isascii():  # NFKC leaves ASCII alone, casefold is lower, "\\" the only quote
+        return text.replace("\\", "/").lower()
+    return unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE).casefold()
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` cut just before ASCII whitespace every ~_PIECE chars (whitespace is a starter
+    that composes with nothing, so NFKC of the pieces is NFKC of the whole)."""
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        cut = start + _PIECE
+        found = _CUT.search(text, cut)
+        end = found.start() if found is not None else len(text)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
 def normalize(text: str) -> str:
-    """The form facts and texts are compared in."""
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE).casefold()
-    return WHITESPACE.sub(" ", text).strip()
+    """The form facts and texts are compared in: NFKC, curly quotes straightened,
+    backslashes as slashes, case-folded, whitespace runs collapsed to one space, stripped.
+
+    Linear and cheap on long texts: ASCII stretches of a megabyte-sized text take the
+    fast path even when one character elsewhere is not ASCII.
+    """
+    if len(text) > _PIECE and not text.isascii():
+        folded = "".join(_fold(piece) for piece in _pieces(text))
+    else:
+        folded = _fold(text)
+    # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
+    return " ".join(folded.split())
 
 
 def _is_word(char: str) -> bool:

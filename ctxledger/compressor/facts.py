@@ -18,7 +18,7 @@ first occurrence.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxledger.compressor.factmatch import (
@@ -146,8 +146,16 @@ _DEFINITION = re.compile(
 )
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
-_SNAKE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w\-])")
-_CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z]+)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])")
+# Code tokens may not follow a word character, "." "-" or "\\". The check is a lookbehind
+# *after* the first character: the engine still skips to candidate characters fast, and
+# a start inside a long run of letters fails at once instead of scanning the whole run
+# (a leading repeat tried at every position of a 20 KB word is quadratic).
+_TOKEN_START = r"(?<![\w.\-\\][A-Za-z])"
+_SNAKE = re.compile(r"[A-Za-z]" + _TOKEN_START + r"[A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w\-])")
+_CAMEL = re.compile(
+    r"(?:[A-Z]" + _TOKEN_START + r"[a-z0-9]+|[a-z]" + _TOKEN_START + r"[a-z]*)"
+    r"(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])"
+)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -162,24 +170,34 @@ _STOPWORDS = _words(
     "this that init new get put post delete"
 )
 
+# A number that may not follow a word character or "." (checked after its first digit,
+# like _TOKEN_START, so a long run of digits is not rescanned from every position).
+_NUMBER_START = r"(?<![\w.]\d)"
 # (pattern, template, characters that may not precede a match besides word characters;
-# None: no check). The boundary is checked in Python (see _bounded): a leading
-# lookbehind would make the regex engine try every position of a long tool output.
+# None: no check, or the pattern checks its own start). The boundary is checked in Python
+# (see _bounded) or by a lookbehind after the first character: a *leading* lookbehind
+# would make the regex engine try every position of a long tool output.
 _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"[Pp]ort[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d)"), "line", ""),
     (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?![\w.])"), "{1}", "."),
-    (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
+    (
+        re.compile(r"(\d" + _NUMBER_START + r"\d*\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"),
+        "{1}",
+        None,
+    ),
     (
         re.compile(
-            r"(\d+(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+            r"(\d"
+            + _NUMBER_START
+            + r"\d*(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
             r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
             r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
             r"passengers|bags|nights|days))(?!\w)"
         ),
         "{1}",
-        ".",
+        None,
     ),
     (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
     (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
@@ -264,6 +282,35 @@ def _is_word_char(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+def _is_name_char(char: str) -> bool:
+    return char.isalnum() or char in "_.-"
+
+
+class _RunStart:
+    """Where the run of `accept`-ed characters ending just before a position starts.
+
+    Asked for increasing positions, it scans each character once: a run that reaches
+    the previous position continues into that position's known run (a text like
+    ``.py.py.py...`` would otherwise be rescanned from every match, quadratically).
+    """
+
+    def __init__(self, text: str, accept: Callable[[str], bool]) -> None:
+        self.text, self.accept = text, accept
+        self.at, self.start = -1, -1
+
+    def __call__(self, pos: int) -> int:
+        text, accept, start = self.text, self.accept, pos
+        while start > 0:
+            if start == self.at:
+                start = self.start
+                break
+            if not accept(text[start - 1]):
+                break
+            start -= 1
+        self.at, self.start = pos, start
+        return start
+
+
 def _bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
     """``pattern.finditer`` where a match may not follow a word char or one of `not_before`.
 
@@ -296,10 +343,9 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         yield start, end
         slash = text.find("/", end)
     for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
+        run_start = _RunStart(text, _is_name_char)
         for match in pattern.finditer(text):
-            start = match.start()
-            while start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] in ".-"):
-                start -= 1
+            start = run_start(match.start())
             if start == match.start() and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone
             yield start, match.end()
@@ -350,10 +396,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
             found.append((match.start(1), _cap(rest, LINE_MAX_CHARS)))
     lines = [value for _, value in found]
+    run_start = _RunStart(text, str.isalnum)
     for match in _EXCEPTION_ANCHOR.finditer(text):
-        start = match.start()
-        while start > 0 and text[start - 1].isalnum():
-            start -= 1
+        start = run_start(match.start())
         if start == match.start() or not ("A" <= text[start] <= "Z"):
             continue
         if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
@@ -452,8 +497,8 @@ def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
 
 
 def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
-    for pattern in (_SNAKE, _CAMEL):
-        for match in _bounded(pattern, text, ".-\\"):
+    for pattern in (_SNAKE, _CAMEL):  # each checks its own start (_TOKEN_START)
+        for match in pattern.finditer(text):
             if _good_identifier(match.group(0)):
                 yield match.start(), match.group(0)
 

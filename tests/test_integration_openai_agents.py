@@ -45,11 +45,24 @@ def _usage(call) -> Usage:
 def _script(turns: int) -> ScriptedModel:
     steps = []
     for t in range(turns):
-        steps.append(ModelStep.respond(lambda call, t=t: ModelStep(
-            output=[function_call("read_file", {"path": f"src/mod{t}.py"}, call_id=f"call_{t}")],
-            usage=_usage(call))))
-        steps.append(ModelStep.respond(lambda call, t=t: ModelStep(
-            output=[assistant_message(f"mod{t} reviewed", item_id=f"msg_{t}")], usage=_usage(call))))
+        steps.append(
+            ModelStep.respond(
+                lambda call, t=t: ModelStep(
+                    output=[
+                        function_call("read_file", {"path": f"src/mod{t}.py"}, call_id=f"call_{t}")
+                    ],
+                    usage=_usage(call),
+                )
+            )
+        )
+        steps.append(
+            ModelStep.respond(
+                lambda call, t=t: ModelStep(
+                    output=[assistant_message(f"mod{t} reviewed", item_id=f"msg_{t}")],
+                    usage=_usage(call),
+                )
+            )
+        )
     return ScriptedModel(steps)
 
 
@@ -62,13 +75,20 @@ def service(tmp_path):
 
 def _chain_events(svc: ContextService, root: str, kind):
     chain = svc.ledger.chains.chain(svc.tip(root))
-    return [r.event for r in svc.ledger.store.read_all() if isinstance(r.event, kind) and r.event.session_id in chain]
+    return [
+        r.event
+        for r in svc.ledger.store.read_all()
+        if isinstance(r.event, kind) and r.event.session_id in chain
+    ]
 
 
 def test_it_is_a_session_the_runner_hands_its_wrapper_to(service):
     session = CtxLedgerSession("chat", service)
     assert isinstance(session, Session)
-    from agents.memory.session import _session_accepts_wrapper, is_openai_responses_compaction_aware_session
+    from agents.memory.session import (
+        _session_accepts_wrapper,
+        is_openai_responses_compaction_aware_session,
+    )
 
     assert _session_accepts_wrapper(session)
     assert is_openai_responses_compaction_aware_session(session)
@@ -83,7 +103,9 @@ def test_many_turns_compact_and_the_model_is_sent_the_ledger_view(service, tmp_p
         for t in range(TURNS):
             history = await session.get_items()  # what the next run must be sent
             first_call = len(model.calls)
-            result = await Runner.run(agent, f"turn {t}: review src/mod{t}.py " + "now " * 120, session=session)
+            result = await Runner.run(
+                agent, f"turn {t}: review src/mod{t}.py " + "now " * 120, session=session
+            )
             assert result.final_output == f"mod{t} reviewed"
             sent = model.calls[first_call].input
             assert sent[: len(history)] == history
@@ -113,8 +135,13 @@ def test_pop_item_and_clear_session_keep_the_log(service):
     session = CtxLedgerSession("chat", service)
     items = [
         {"role": "user", "content": "hi"},
-        {"id": "m1", "type": "message", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "hello", "annotations": []}]},
+        {
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+        },
         {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": "{}"},
     ]
 
@@ -150,11 +177,15 @@ def test_bad_input_is_refused_and_nothing_is_appended(service):
         with pytest.raises(InvalidInput):
             await session.add_items([{"type": "function_call_output", "output": "x"}])
         with pytest.raises(Exception, match="no earlier assistant message issued"):
-            await session.add_items([{"type": "function_call_output", "call_id": "nope", "output": "x"}])
+            await session.add_items(
+                [{"type": "function_call_output", "call_id": "nope", "output": "x"}]
+            )
         with pytest.raises(InvalidInput):
             await session.get_items(limit=-1)
         assert service.ledger.refresh() == before
-        assert messages_to_items(live_messages(service, "chat")) == [{"role": "user", "content": "hi"}]
+        assert messages_to_items(live_messages(service, "chat")) == [
+            {"role": "user", "content": "hi"}
+        ]
 
     anyio.run(scenario)
     with pytest.raises(InvalidInput):

@@ -24,16 +24,52 @@ RUN_ITEMS = [
         "type": "message",
         "role": "assistant",
         "status": "completed",
-        "content": [{"type": "output_text", "text": "Reading it.", "annotations": [], "logprobs": []}],
+        "content": [
+            {"type": "output_text", "text": "Reading it.", "annotations": [], "logprobs": []}
+        ],
     },
-    {"id": "fc_1", "type": "function_call", "call_id": "call_a", "name": "read_file", "arguments": '{"path":"src/app.py"}', "status": "completed"},
-    {"id": "fc_2", "type": "function_call", "call_id": "call_b", "name": "read_file", "arguments": '{"path":"README.md"}'},
+    {
+        "id": "fc_1",
+        "type": "function_call",
+        "call_id": "call_a",
+        "name": "read_file",
+        "arguments": '{"path":"src/app.py"}',
+        "status": "completed",
+    },
+    {
+        "id": "fc_2",
+        "type": "function_call",
+        "call_id": "call_b",
+        "name": "read_file",
+        "arguments": '{"path":"README.md"}',
+    },
     {"type": "function_call_output", "call_id": "call_a", "output": "print('hi')"},
-    {"type": "function_call_output", "call_id": "call_b", "output": [{"type": "input_text", "text": "# readme"}]},
-    {"id": "msg_2", "type": "message", "role": "assistant", "status": "completed",
-     "content": [{"type": "output_text", "text": "Both read.", "annotations": [], "logprobs": []}]},
-    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be terse"}]},
-    {"role": "user", "content": [{"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}]},
+    {
+        "type": "function_call_output",
+        "call_id": "call_b",
+        "output": [{"type": "input_text", "text": "# readme"}],
+    },
+    {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [
+            {"type": "output_text", "text": "Both read.", "annotations": [], "logprobs": []}
+        ],
+    },
+    {
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": "be terse"}],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "look"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"},
+        ],
+    },
 ]
 
 
@@ -44,7 +80,15 @@ def test_a_run_round_trips_exactly():
 
 def test_parallel_calls_become_one_assistant_turn_with_its_results_after_it():
     messages = items_to_messages(RUN_ITEMS)
-    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "assistant", "system", "user"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "system",
+        "user",
+    ]
     turn = messages[1]
     assert turn["content"] == "Reading it."
     assert [c["id"] for c in turn["tool_calls"]] == ["call_a", "call_b"]
@@ -60,7 +104,11 @@ def test_ledger_rewrites_come_back_applied():
     del pruned[3]
     items = messages_to_items(pruned)
     assert [i.get("call_id") for i in items if i.get("type") == "function_call"] == ["call_a"]
-    assert items[-1] == {"type": "function_call_output", "call_id": "call_a", "output": "[read_file] read src/app.py (11 chars)"}
+    assert items[-1] == {
+        "type": "function_call_output",
+        "call_id": "call_a",
+        "output": "[read_file] read src/app.py (11 chars)",
+    }
 
 
 def test_a_summary_written_by_the_ledger_is_a_plain_user_message():
@@ -101,10 +149,23 @@ def runs(draw):
         if draw(st.booleans()):
             items.append({"type": "reasoning", "id": f"rs{n}", "summary": []})
         if draw(st.booleans()) or not calls:
-            parts = [{"type": "output_text", "text": draw(texts), "annotations": []} for _ in range(draw(st.integers(1, 2)))]
-            items.append({"id": f"m{n}", "type": "message", "role": "assistant", "status": "completed", "content": parts})
+            parts = [
+                {"type": "output_text", "text": draw(texts), "annotations": []}
+                for _ in range(draw(st.integers(1, 2)))
+            ]
+            items.append(
+                {
+                    "id": f"m{n}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": parts,
+                }
+            )
         for c in calls:
-            items.append({"type": "function_call", "call_id": c, "name": "tool", "arguments": draw(texts)})
+            items.append(
+                {"type": "function_call", "call_id": c, "name": "tool", "arguments": draw(texts)}
+            )
         for c in calls:
             items.append({"type": "function_call_output", "call_id": c, "output": draw(texts)})
     return items

@@ -48,7 +48,9 @@ class CtxLedgerSession:
         session_settings: Any = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip() or "~" in session_id:
-            raise InvalidInput(f"session_id must be a non-empty string without '~', got {session_id!r}")
+            raise InvalidInput(
+                f"session_id must be a non-empty string without '~', got {session_id!r}"
+            )
         self.session_id = session_id
         self.service = service
         self.model = model
@@ -109,7 +111,9 @@ class CtxLedgerSession:
         A full read is the start of a run: preflight runs first, so a history over the
         threshold is compacted before it is sent.
         """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
         sid = self.ledger_session_id()
         if sid is None:
@@ -174,7 +178,9 @@ class CtxLedgerSession:
         if sid is not None:
             await self.service.end_session(sid, "cleared")
 
-    async def run_compaction(self, args: Mapping[str, Any] | None = None, *, wrapper: Any = None) -> None:
+    async def run_compaction(
+        self, args: Mapping[str, Any] | None = None, *, wrapper: Any = None
+    ) -> None:
         """The Runner's post-write hook: ``force`` is a manual compaction, otherwise preflight
         (which compacts only over the threshold)."""
         sid = self.ledger_session_id()

@@ -210,7 +210,9 @@ def _assistant_items(msg: Mapping[str, Any], stubs: Sequence[Mapping[str, Any]])
                 continue  # the ledger stripped this call (its result was compacted away)
             used.add(call["id"])
             fn = call["function"]
-            out.append({**copy.deepcopy(dict(stub)), "name": fn["name"], "arguments": fn["arguments"]})
+            out.append(
+                {**copy.deepcopy(dict(stub)), "name": fn["name"], "arguments": fn["arguments"]}
+            )
         else:
             out.append(copy.deepcopy(dict(stub)))
     if has_text and not text_done:  # text the ledger added (a merged summary)
@@ -220,7 +222,12 @@ def _assistant_items(msg: Mapping[str, Any], stubs: Sequence[Mapping[str, Any]])
         if call_id not in used:
             fn = call["function"]
             out.append(
-                {"type": "function_call", "call_id": call_id, "name": fn["name"], "arguments": fn["arguments"]}
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": fn["name"],
+                    "arguments": fn["arguments"],
+                }
             )
     return out
 
@@ -233,8 +240,8 @@ def message_to_items(msg: Mapping[str, Any]) -> list[JSON]:
     if role == "assistant":
         return _assistant_items(msg, stubs)
     if role == "tool":
-        stub = dict(stubs[0]) if stubs else {"type": "function_call_output"}
-        parts = stub.pop("parts", None)
+        stub: JSON = dict(stubs[0]) if stubs else {"type": "function_call_output"}
+        parts: list[JSON | None] | None = stub.pop("parts", None)
         stub["call_id"] = msg["tool_call_id"]
         stub["output"] = _content_from_chat(content, parts, "input_text")
         return [copy.deepcopy(stub)]

@@ -180,6 +180,25 @@ def serve() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
+def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """A gateway calls the synchronous ``compress`` from a thread whose asyncio loop runs:
+    a per-agent copy, bound to a new conversation, compacts the same history there."""
+    import asyncio
+
+    engine.on_session_start("gateway-session", platform="telegram")
+
+    async def inside() -> list[dict[str, Any]]:
+        return engine.compress(copy.deepcopy(history), focus_topic="alpha module", force=True)
+
+    compressed = asyncio.run(inside())
+    return {
+        "before": len(history),
+        "after": len(compressed),
+        "root": engine._root,
+        "compression_count": engine.compression_count,
+    }
+
+
 def main() -> None:
     workdir, turns = Path(sys.argv[1]), int(sys.argv[2])
     home = workdir / "home"
@@ -220,6 +239,7 @@ def main() -> None:
     agent.shutdown_memory_provider() if hasattr(agent, "shutdown_memory_provider") else None
     engine.on_session_end(agent.session_id, history or [])
     copied = copy.deepcopy(engine)
+    in_loop = compress_inside_a_running_loop(copied, history or [])
     (workdir / "result.json").write_text(
         json.dumps(
             {
@@ -230,6 +250,7 @@ def main() -> None:
                 "compression_count": engine.compression_count,
                 "copy_shares_ledger": copied._shared is engine._shared
                 and copied._known is not engine._known,
+                "in_loop": in_loop,
                 "ledger_root": engine._root,
                 "db": str(home / "ctxledger.ledger.db"),
                 "finals": finals,

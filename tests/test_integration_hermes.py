@@ -75,12 +75,26 @@ def test_hermes_loads_the_plugin_engine_with_its_tools(run):
     assert answers and all('"hits"' in m["content"] for m in answers)
 
 
+def test_compress_works_inside_a_running_event_loop_on_a_copy(run):
+    result, ledger = run
+    in_loop = result["in_loop"]
+    assert in_loop["root"] != result["ledger_root"]  # a new conversation: a new chain
+    assert in_loop["compression_count"] == 1
+    assert in_loop["after"] < in_loop["before"]
+    # Hermes keeps the system prompt to itself: the ledger's view is exactly what compress returned
+    assert len(ledger.api_messages(ledger.tip(in_loop["root"]))) == in_loop["after"]
+
+
 def test_every_turn_is_in_the_ledger_and_compactions_are_chained(run):
     result, ledger = run
     assert result["compression_count"] >= 1
     chain = ledger.chains.chain(ledger.tip(result["ledger_root"]))
     assert len(chain) == 1 + result["compression_count"]
-    appended = [r.event for r in ledger.store.read_all() if isinstance(r.event, MessageAppended)]
+    appended = [
+        r.event
+        for r in ledger.store.read_all()
+        if isinstance(r.event, MessageAppended) and r.event.session_id in chain
+    ]
     asks = [e.message["content"][:7] for e in appended if e.message["role"] == "user"]
     assert asks == [f"Turn {t}:" for t in range(TURNS)]
     # every message of the host's final list is in the ledger's view, verbatim
@@ -91,7 +105,11 @@ def test_every_turn_is_in_the_ledger_and_compactions_are_chained(run):
 def test_the_request_after_a_compaction_carries_the_compacted_list(run):
     result, ledger = run
     chain = ledger.chains.chain(ledger.tip(result["ledger_root"]))
-    switches = [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)]
+    switches = [
+        r.event
+        for r in ledger.store.read_all()
+        if isinstance(r.event, SessionSwitched) and r.event.session_id in chain
+    ]
     sizes = [len(r["messages"]) for r in result["requests"]]
     for switch, start in zip(switches, result["compress_at"], strict=True):
         layout = [m for m in ledger.api_messages(switch.new_session_id) if m["role"] != "system"][

@@ -29,12 +29,16 @@ demo: $(STAMP)
 	$(BIN)/ctxledger --db demo.ledger.db demo
 
 test: $(STAMP) $(HERMES_STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	CTXLEDGER_REQUIRE_HERMES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

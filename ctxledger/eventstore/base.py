@@ -1,6 +1,6 @@
-"""The event store interface every backend implements (SQLite today).
+"""The event store interface every backend implements (SQLite; others pass the same contract).
 
-Contract (checked by ``tests/eventstore_contract.py`` for every backend):
+Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 
 * ``append`` is atomic: a batch is all in or all out.
 * Per-stream versions are dense (1, 2, 3, ...); ``expected_version`` is the version
@@ -32,6 +32,7 @@ from ctxledger.events import (
     EVENT_TYPES,
     Event,
     MessageAppended,
+    Recorded,
     ToolOutputPersisted,
     dehydrate,
     encode_event,
@@ -40,20 +41,6 @@ from ctxledger.events import (
 )
 
 Durability = Literal["full", "normal"]
-
-
-class Recorded(msgspec.Struct, frozen=True, gc=False):
-    """An event as the log holds it: its global position, stream version and hash.
-
-    ``gc=False``: a Recorded only points at its event, never back, so it cannot be
-    part of a reference cycle; untracked, a million of them cost the collector nothing.
-    """
-
-    seq: int
-    stream: str
-    version: int
-    event: Event
-    hash: str
 
 
 class AppendRequest(msgspec.Struct, frozen=True):
@@ -339,7 +326,7 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def get_blob(self, ref: str) -> bytes:
-        """The bytes of a blob; raises UnknownSession (a KeyError) if absent."""
+        """The bytes of a blob; raises UnknownBlob (a KeyError) if absent."""
 
     @abc.abstractmethod
     def has_blob(self, ref: str) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from ctxledger.runtime.service import ContextService
+from ctxledger import ContextService
 
 T = TypeVar("T")
 JSON = dict[str, Any]

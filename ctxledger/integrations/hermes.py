@@ -40,12 +40,9 @@ from typing import Any, TypeVar
 
 from agent.context_engine import ContextEngine
 
-from ctxledger.analysis.recall import EXPAND_TOOL, RECALL_TOOL
-from ctxledger.analysis.recall import handle_tool_call as ledger_tool_call
-from ctxledger.compressor.config import load_config
-from ctxledger.errors import CtxLedgerError
+from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError, load_config
+from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.integrations.common import LoopThread, live_messages
-from ctxledger.runtime.service import ContextService
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]

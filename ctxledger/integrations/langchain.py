@@ -35,9 +35,9 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxledger import ContextService
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import LoopThread, live_messages, system_view
-from ctxledger.runtime.service import ContextService
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id

@@ -22,10 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ctxledger.errors import InvalidInput
+from ctxledger import ContextService, InvalidInput
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.responses import items_to_messages, messages_to_items
-from ctxledger.runtime.service import ContextService
 
 JSON = dict[str, Any]
 #: attribute on the Runner's wrapper: how many of its request usages were reported

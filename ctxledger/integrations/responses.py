@@ -29,7 +29,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ctxledger.errors import InvalidInput
+from ctxledger import InvalidInput
 
 JSON = dict[str, Any]
 

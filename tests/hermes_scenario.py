@@ -191,7 +191,11 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
         return engine.compress(copy.deepcopy(history), focus_topic="alpha module", force=True)
 
     compressed = asyncio.run(inside())
+    bad = [{"role": "robot", "content": "?"}]
+    refused = engine.compress(bad) is bad and engine._last_compress_aborted
     return {
+        "refused_bad_input": refused,
+        "error": engine._last_summary_error,
         "before": len(history),
         "after": len(compressed),
         "root": engine._root,

@@ -80,6 +80,9 @@ def test_compress_works_inside_a_running_event_loop_on_a_copy(run):
     in_loop = result["in_loop"]
     assert in_loop["root"] != result["ledger_root"]  # a new conversation: a new chain
     assert in_loop["compression_count"] == 1
+    # a message the ledger cannot take: the host keeps its list and is told why
+    assert in_loop["refused_bad_input"]
+    assert "unknown role 'robot'" in in_loop["error"]
     assert in_loop["after"] < in_loop["before"]
     # Hermes keeps the system prompt to itself: the ledger's view is exactly what compress returned
     assert len(ledger.api_messages(ledger.tip(in_loop["root"]))) == in_loop["after"]

@@ -177,3 +177,27 @@ def test_async_graph_and_a_restarted_process_continue_the_same_ledger_session(se
         "tool",
     ]
     assert "langchain:t1~2" not in service.ledger.transcript.state.sessions
+
+
+def test_a_rewritten_history_starts_a_new_ledger_session(service):
+    from langchain_core.messages import RemoveMessage
+
+    model = ScriptedChat(messages=iter(_script(2)))
+    model.inputs, model.views = [], []
+    config = {"configurable": {"thread_id": "t1"}}
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("first")]}, config)
+    first = agent.get_state(config).values["messages"][0]
+    agent.update_state(config, {"messages": [RemoveMessage(id=first.id)]})
+    agent.invoke({"messages": [HumanMessage("second")]}, config)
+    sessions = service.ledger.transcript
+    assert sessions.session("langchain:t1").end_reason == "history rewritten"
+    restarted = [
+        m["content"] for m in live_messages(service, "langchain:t1~2") if m["role"] == "user"
+    ]
+    assert restarted == ["second"]  # the state as it is now: "first" is gone from it

@@ -29,7 +29,7 @@ from ctxledger.errors import (
     StoreError,
 )
 from ctxledger.events import SessionStarted, sha256_hex
-from ctxledger.eventstore import GENESIS_HASH, SQLiteEventStore, chain_hash
+from ctxledger.eventstore import GENESIS_HASH, SQLiteEventStore, chain_hash, chain_tip
 from ctxledger.eventstore.migrations import MIGRATIONS, Migrations
 from ctxledger.testing.eventstore import message, started
 
@@ -55,12 +55,12 @@ def raw(path: Path) -> sqlite3.Connection:
 def insert_raw_event(
     path: Path, stream: str, event_id: str, kind: str, schema: int, payload: bytes
 ) -> int:
-    """Append a row by hand with a valid chain hash (what an old ctxledger would have written)."""
+    """Append a row by hand with a valid per-event chain hash (the format before linked appends)."""
     conn = raw(path)
     try:
         conn.execute("BEGIN IMMEDIATE")
         tail = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        seq, prev = (tail[0] + 1, tail[1]) if tail else (1, GENESIS_HASH)
+        seq, prev = (tail[0] + 1, chain_tip(tail[1])) if tail else (1, GENESIS_HASH)
         found = conn.execute("SELECT stream_id FROM streams WHERE stream = ?", (stream,)).fetchone()
         stream_id = (
             found[0]

@@ -9,6 +9,10 @@ from ctxledger.eventstore.base import (
     EventStore,
     VerifyReport,
     chain_hash,
+    chain_tip,
+    link_hash,
+    row_digest,
+    split_linked,
 )
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
@@ -22,4 +26,8 @@ __all__ = [
     "SQLiteEventStore",
     "VerifyReport",
     "chain_hash",
+    "chain_tip",
+    "link_hash",
+    "row_digest",
+    "split_linked",
 ]

@@ -9,11 +9,15 @@ Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 * Event ids are idempotency keys: re-sending a batch whose ids are all already in
   the log, in the same streams, is a no-op returning the current versions; a batch
   mixing known and new ids raises :class:`DuplicateEventError`.
-* The global ``seq`` orders all events; each event's ``hash`` chains to the previous
-  event's, so ``verify()`` can name the first tampered event.
+* The global ``seq`` orders all events; the rows chain by hash, so ``verify()`` can
+  name the first tampered event. Two row formats verify as one chain: the per-event
+  format (each row holds :func:`chain_hash` of the previous row) and the linked one
+  (one sha256 :func:`link_hash` per append to a stream, on its last row, plus a crc
+  digest per row that locates a damaged row; the SQLite store writes this one since
+  issue 14: a batched append then hashes once instead of once per event).
 * Large message contents and blobs are stored once, content-addressed by sha256.
 
-The hash chain (:func:`chain_hash`) and the walk that checks it (:class:`ChainVerifier`)
+The hash chain (:func:`chain_hash`, :func:`link_hash`) and the walk that checks it (:class:`ChainVerifier`)
 live here, not in a backend, so every backend computes and checks the same chain.
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Literal, NamedTuple, Self
 
@@ -89,6 +94,64 @@ def chain_hash(
     """sha256 hex of the previous event's hash, this event's position and identity, and its payload."""
     header = chain_header((prev_hash, seq, stream, version, event_id, kind, schema))
     return hashlib.sha256(header + payload).hexdigest()
+
+
+#: encodes one append's link header (see :func:`link_hash`)
+_link_header: Callable[[tuple[object, ...]], bytes] = msgspec.json.Encoder().encode
+
+
+def row_digest(payload: bytes) -> str:
+    """A row's own digest in the linked format: crc32 of its payload, in decimal.
+
+    It only locates a damaged row inside an append; the append's sha256 link
+    (:func:`link_hash`), which covers the digests and the payloads, is the tamper seal.
+    Decimal, at most 10 digits: never mistaken for a 64-hex-digit per-event hash.
+    """
+    return str(zlib.crc32(payload))
+
+
+def split_linked(stored_hash: str) -> tuple[str, str] | None:
+    """(row digest, link or "") of a linked row's hash column; None for a per-event hash."""
+    if len(stored_hash) == 64 and ":" not in stored_hash:
+        return None
+    digest, _, link = stored_hash.partition(":")
+    return digest, link
+
+
+def link_hash(
+    prev_hash: str,
+    first_seq: int,
+    stream: str,
+    first_version: int,
+    rows: Sequence[tuple[str, str, int, bytes]],
+    digests: Sequence[str],
+) -> str:
+    """sha256 hex chaining one append to one stream (rows: event_id, kind, schema, payload).
+
+    One hash per append instead of one per event: the header names the previous
+    link, the append's position, and every event's id, kind, schema and row digest;
+    the payloads follow, concatenated.
+    """
+    header = _link_header(
+        (
+            prev_hash,
+            first_seq,
+            stream,
+            first_version,
+            [row[0] for row in rows],
+            [row[1] for row in rows],
+            [row[2] for row in rows],
+            digests,
+        )
+    )
+    digest = hashlib.sha256(header)
+    digest.update(b"".join([row[3] for row in rows]))
+    return digest.hexdigest()
+
+
+def chain_tip(stored_hash: str) -> str:
+    """The chain value a row hands to the next append: its hash, or the link of a linked row."""
+    return stored_hash[-64:]
 
 
 # --- decoding stored payloads ----------------------------------------------------------
@@ -192,9 +255,15 @@ def _reject_repeated_ids(batches: list[PreparedBatch]) -> None:
 class ChainVerifier:
     """Checks stored rows, fed in seq order, and keeps the first problem found (pure: no I/O).
 
-    `blobs` maps every stored blob ref to ``None`` when its bytes hash to the ref,
-    or to what is wrong with it; an event that references a bad or missing blob is
-    reported at that event.
+    Two row formats chain together, so a log written before the linked format still
+    verifies after it: a *per-event* row holds ``chain_hash`` of the previous row
+    (64 hex digits); a *linked* row holds its own digest (:func:`row_digest`), and the
+    last row of its append also ``:`` and the append's :func:`link_hash`. A row whose
+    payload no longer matches its digest is named; an append whose link does not match
+    (a digest, an id, a position or a payload was rewritten to match) is named by its
+    first row. `blobs` maps every stored blob ref to ``None`` when its bytes hash to
+    the ref, or to what is wrong with it; an event that references a bad or missing
+    blob is reported at that event.
     """
 
     def __init__(self, blobs: Mapping[str, str | None]) -> None:
@@ -204,35 +273,82 @@ class ChainVerifier:
         self.checked = 0
         self.versions: dict[str, int] = {}
         self.problem: tuple[int | None, str | None, str] | None = None
+        # the rows of an append whose link row has not been fed yet
+        self._open: list[StoredRow] = []
 
     def feed(self, rows: Iterable[StoredRow]) -> bool:
         """Check `rows` (the next ones in seq order); False once a problem was found."""
         if self.problem is not None:
             return False
-        prev, seq_expected, versions = self.prev_hash, self.next_seq, self.versions
-        sha256, header = hashlib.sha256, chain_header
-        problem: str | None = None
-        for seq, stream, version, event_id, kind, schema, payload, stored_hash in rows:
-            previous_version = versions.get(stream, 0)
-            if seq != seq_expected:
-                problem = f"gap in the log: seq {seq_expected} is missing"
-            elif version != previous_version + 1:
-                problem = f"gap in stream {stream!r}: version {version} follows {previous_version}"
-            elif (
-                sha256(header((prev, seq, stream, version, event_id, kind, schema)) + payload)
-            ).hexdigest() != stored_hash:
-                problem = "hash mismatch: this event (or its row) was altered"
-            else:
-                problem = self._check_payload(payload, kind, schema, stream, event_id)
+        for row in rows:
+            problem = self._check_row(row)
             if problem is not None:
-                self.problem = (seq, event_id, problem)
-                break
-            prev = stored_hash
-            versions[stream] = version
-            seq_expected += 1
-        self.checked += seq_expected - self.next_seq
-        self.prev_hash, self.next_seq = prev, seq_expected
-        return problem is None
+                self.problem = problem
+                return False
+        return True
+
+    def _check_row(self, row: StoredRow) -> tuple[int | None, str | None, str] | None:
+        seq, stream, version, event_id, kind, schema, payload, stored_hash = row
+        previous_version = self.versions.get(stream, 0)
+        if seq != self.next_seq:
+            return self._blame(row, f"gap in the log: seq {self.next_seq} is missing")
+        if version != previous_version + 1:
+            return self._blame(
+                row, f"gap in stream {stream!r}: version {version} follows {previous_version}"
+            )
+        linked = split_linked(stored_hash)
+        if self._open and (linked is None or self._open[0][1] != stream):
+            return self._blame(self._open[0], "an append ends without its chain link")
+        if linked is not None:
+            if linked[0] != row_digest(payload):
+                return self._blame(row, "hash mismatch: this event (or its row) was altered")
+        elif (
+            chain_hash(self.prev_hash, seq, stream, version, event_id, kind, schema, payload)
+            != stored_hash
+        ):
+            return self._blame(row, "hash mismatch: this event (or its row) was altered")
+        problem = self._check_payload(payload, kind, schema, stream, event_id)
+        if problem is not None:
+            return self._blame(row, problem)
+        self.versions[stream] = version
+        self.next_seq = seq + 1
+        if linked is None:
+            self.prev_hash = stored_hash
+            self.checked += 1
+            return None
+        self._open.append(row)
+        if not linked[1]:
+            return None
+        return self._close_append(seq, stream, linked[1])
+
+    def _close_append(
+        self, seq: int, stream: str, stored_link: str
+    ) -> tuple[int | None, str | None, str] | None:
+        """Check the link of the open append, whose last row (at `seq`) was just fed."""
+        group, self._open = self._open, []
+        first = group[0]
+        link = link_hash(
+            self.prev_hash,
+            first[0],
+            stream,
+            first[2],
+            [(r[3], r[4], r[5], r[6]) for r in group],
+            [r[7].partition(":")[0] for r in group],
+        )
+        if link != stored_link:
+            return self._blame(
+                first,
+                f"hash mismatch: the append of seq {first[0]}..{seq} was altered "
+                "(a row's id, kind, position or payload, or its link)",
+            )
+        self.prev_hash = link
+        self.checked += len(group)
+        return None
+
+    def _blame(self, row: StoredRow, problem: str) -> tuple[int | None, str | None, str]:
+        # rows of the open append before the blamed one passed their own checks
+        self.checked += sum(1 for r in self._open if r[0] < row[0])
+        return (row[0], row[3], problem)
 
     def _check_payload(
         self, payload: bytes, kind: str, schema: int, stream: str, event_id: str
@@ -256,6 +372,8 @@ class ChainVerifier:
 
     def report(self) -> VerifyReport:
         """The verdict so far: the first problem found, else any bad blob no event referenced."""
+        if self.problem is None and self._open:
+            self.problem = self._blame(self._open[0], "the log ends inside an append")
         if self.problem is None:
             bad = next((why for why in self.blobs.values() if why is not None), None)
             if bad is not None:

@@ -64,8 +64,10 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     VerifyReport,
-    chain_header,
+    chain_tip,
+    link_hash,
     prepare_append,
+    row_digest,
 )
 from ctxledger.eventstore.migrations import MIGRATIONS
 
@@ -375,22 +377,25 @@ class SQLiteEventStore(EventStore):
                 _INSERT_BLOB, [(ref, len(data), data) for ref, data in new_blobs.items()]
             )
         tail = conn.execute(_TAIL).fetchone()
-        seq, prev = (tail[0], tail[1]) if tail is not None else (0, GENESIS_HASH)
+        seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
         out: dict[str, int] = {}
-        sha256, header, extend = hashlib.sha256, chain_header, flat.extend
+        extend = flat.extend
         for batch, (stream_id, version) in zip(batches, current, strict=True):
-            stream = batch.stream
-            out[stream] = version + len(batch.rows)
-            if batch.rows and stream_id is None:
+            stream, rows = batch.stream, batch.rows
+            out[stream] = version + len(rows)
+            if not rows:
+                continue
+            if stream_id is None:
                 stream_id = conn.execute(_NEW_STREAM, (stream, seq + 1)).lastrowid
-            for event_id, kind, schema, payload in batch.rows:
+            # one sha256 link per append to a stream; each row keeps its own crc digest
+            digests = [row_digest(row[3]) for row in rows]
+            prev = link_hash(prev, seq + 1, stream, version + 1, rows, digests)
+            hashes = [*digests[:-1], f"{digests[-1]}:{prev}"]
+            for (event_id, kind, schema, payload), digest in zip(rows, hashes, strict=True):
                 seq += 1
                 version += 1
-                prev = sha256(
-                    header((prev, seq, stream, version, event_id, kind, schema)) + payload
-                ).hexdigest()
-                extend((seq, event_id, stream_id, version, kind, schema, payload, prev))
+                extend((seq, event_id, stream_id, version, kind, schema, payload, digest))
         self._insert_rows(flat)
         return out
 

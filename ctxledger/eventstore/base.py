@@ -465,6 +465,14 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    def change_token(self) -> object | None:
+        """A value that differs after any append since the previous call, or None (unknown).
+
+        Lets a reader that has folded everything skip its catch-up query when the
+        token has not moved; None (the default) means "always catch up".
+        """
+        return None
+
     async def follow(
         self, from_seq: int = 1, poll_interval: float = 0.05, batch_size: int = 2000
     ) -> AsyncIterator[Recorded]:

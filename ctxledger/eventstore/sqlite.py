@@ -89,6 +89,7 @@ _COLUMNS = 8  # per event row in _INSERT_EVENT
 # --- SQL, prepared once (sqlite3's statement cache keeps them compiled) ---------------------
 _TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
 _LAST_SEQ = "SELECT max(seq) FROM events"
+_DATA_VERSION = "PRAGMA data_version"
 # a stream's version is the max of its events' versions: one seek in events_by_stream
 _VERSION_OF = (
     "(SELECT coalesce(max(version), 0) FROM events WHERE events.stream_id = streams.stream_id)"
@@ -201,6 +202,7 @@ class SQLiteEventStore(EventStore):
         self._closed = False
         self._side_lock: int | None = None
         self._side_depth = 0
+        self._commits = 0  # appends committed through this connection (see change_token)
         in_memory = self.path == ":memory:"
         if not in_memory:
             try:
@@ -343,6 +345,7 @@ class SQLiteEventStore(EventStore):
         try:
             versions = self._write(batches, new_blobs, check_ids)
             conn.execute("COMMIT")
+            self._commits += 1
         except BaseException:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # keep the original error
@@ -451,6 +454,17 @@ class SQLiteEventStore(EventStore):
         with self._lock, self._errors("read the log's end"):
             row = self._conn.execute(_LAST_SEQ).fetchone()
         return int(row[0] or 0)
+
+    def change_token(self) -> tuple[int, int]:
+        """A value that differs after any append by anyone since the previous call (read-only).
+
+        ``PRAGMA data_version`` moves when another connection commits; this
+        connection's own appends are counted beside it. Equal tokens mean no event
+        was added, so a reader that has folded the log can skip its catch-up query.
+        """
+        with self._lock, self._errors("check the log for changes"):
+            version = int(self._conn.execute(_DATA_VERSION).fetchone()[0])
+            return (version, self._commits)
 
     def streams(self) -> list[tuple[str, int]]:
         """(stream, version) for every stream, in order of their first event (read-only)."""

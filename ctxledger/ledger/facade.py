@@ -91,6 +91,8 @@ class Ledger:
         self.config = config or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
         self._calls: dict[str, tuple[int, CallLedger]] = {}
+        # the store's change token and the projector's position at the last fold
+        self._seen: tuple[object, int] | None = None
 
     @classmethod
     def open(
@@ -128,8 +130,19 @@ class Ledger:
         return self.projector.chains
 
     def refresh(self) -> int:
-        """Fold events other writers appended since we last looked."""
-        return self.projector.catch_up(self.store)
+        """Fold events other writers appended since we last looked.
+
+        When the store's change token has not moved since the last fold, nothing was
+        appended and the catch-up query is skipped (a read after our own append costs
+        one ``PRAGMA``). The token is taken before folding, so an append that lands
+        meanwhile moves it again and is folded by the next refresh.
+        """
+        token = self.store.change_token()
+        if token is not None and self._seen == (token, self.projector.last_seq):
+            return 0
+        folded = self.projector.catch_up(self.store)
+        self._seen = None if token is None else (token, self.projector.last_seq)
+        return folded
 
     def version(self, session_id: str) -> int:
         view = self.transcript.state.sessions.get(session_id)

@@ -32,7 +32,19 @@ from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
 
 WINDOW = 16_000
-_WORDS = "alpha beta gamma delta file test error path token src/app.py retry".split()
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "file",
+    "test",
+    "error",
+    "path",
+    "token",
+    "src/app.py",
+    "retry",
+]
 
 
 def session(odd: str | None, big_chars: int) -> list[dict[str, Any]]:
@@ -114,9 +126,7 @@ def measure(odd: str | None, runs: int, big_chars: int) -> dict[str, float]:
         ledger, sid = _ledger(tmp, "a.db", messages)
         anyio.run(compact, ledger, sid, OfflineSummarizer())
         out["audit"] = _seconds(lambda: audit_chain(ledger, sid), runs)
-        out["whatif"] = _seconds(
-            lambda: whatif(ledger, sid, summarizer=OfflineSummarizer()), runs
-        )
+        out["whatif"] = _seconds(lambda: whatif(ledger, sid, summarizer=OfflineSummarizer()), runs)
         ledger.close()
     return out
 

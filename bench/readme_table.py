@@ -1,0 +1,222 @@
+"""Render the README's benchmark table from the JSON lines of one ``bench/run.py`` run.
+
+    python bench/run.py > bench.jsonl
+    python bench/readme_table.py bench.jsonl --date 2026-11-24 --write README.md
+
+Every row shows the figure, the raw baseline of the same run, the ratio, the issue's
+goal and whether this run met it. Rows whose bench did not run are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def _num(value: float, unit: str = "") -> str:
+    if abs(value) >= 1_000_000:
+        text = f"{value / 1_000_000:.2f}M"
+    elif abs(value) >= 10_000:
+        text = f"{value / 1000:.0f}k"
+    elif abs(value) >= 100:
+        text = f"{value:,.0f}"
+    else:
+        text = f"{value:g}"
+    return f"{text} {unit}".strip()
+
+
+def _met(ok: bool | None) -> str:
+    return "—" if ok is None else ("**met**" if ok else "**missed**")
+
+
+#: bench name -> (what, goal text, goal check on the row or None)
+GOALS: dict[str, tuple[str, str, Callable[[Row], bool] | None]] = {
+    "append_batched": (
+        "batched append (1,000/txn, durability full) vs raw `executemany`",
+        "ratio ≥ 0.65",
+        lambda r: r["ratio"] >= 0.65,
+    ),
+    "append_durable_single": ("single durable append vs one-row commits", "—", None),
+    "read_all_decode": ("`read_all` + decode vs `SELECT payload` + msgspec", "—", None),
+    "projection_rebuild": (
+        "full projection rebuild vs raw scan + decode",
+        "ratio ≥ 0.75 (peak RSS ≤ 450 MB: not measured)",
+        lambda r: r["ratio"] >= 0.75,
+    ),
+    "token_count_exact": ("exact token counting vs tiktoken batch encode", "—", None),
+    "api_messages_p50": (
+        "`api_messages` p50 after one append, 10k messages, vs a `list()` copy",
+        "ratio ≤ 2",
+        lambda r: r["ratio"] <= 2,
+    ),
+    "turn_ms_p50": ("one agent turn through the service vs `Ledger` alone", "—", None),
+}
+
+
+def _plain(row: Row) -> list[str] | None:
+    goal = GOALS.get(row["bench"])
+    if goal is None:
+        return None
+    what, text, check = goal
+    unit = row.get("unit", "")
+    return [
+        what,
+        _num(row["value"], unit),
+        _num(row["baseline"], unit),
+        f"{row['ratio']:g}",
+        text,
+        _met(check(row) if check else None),
+    ]
+
+
+def _planner(rows: dict[str, Row]) -> list[list[str]]:
+    out = []
+    synthetic = rows.get("plan_synthetic_5000")
+    if synthetic:
+        bounds = rows.get("plan_synthetic_5000_boundaries_only", {})
+        out.append(
+            [
+                "plan a 5,000-message compaction (median; CPU median)",
+                f"{synthetic['median_ms']:g} ms; CPU {synthetic['cpu_median_ms']:g} ms",
+                f"boundaries alone: {bounds.get('median_ms', '?')} ms",
+                "—",
+                "≤ 5 ms",
+                _met(synthetic["cpu_median_ms"] <= 5),
+            ]
+        )
+    corpus = [r["cpu_median_ms"] for k, r in rows.items() if k.startswith("plan_corpus:")]
+    if corpus:
+        out.append(
+            [
+                f"plan the {len(corpus)} corpus transcripts (CPU median each)",
+                f"{min(corpus):g}–{max(corpus):g} ms (median {statistics.median(corpus):g})",
+                "—",
+                "—",
+                "—",
+                "—",
+            ]
+        )
+    return out
+
+
+def _contention(row: Row) -> list[str]:
+    fair, raw = row["fair_lock"], row["busy_handler_only"]
+    ok = fair["p99_ms"] <= 20 and fair["max_ms"] <= 250 and row["throughput_ratio"] >= 1
+    return [
+        "8 processes appending to one file (p99 / max per append; appends/s)",
+        f"{fair['p99_ms']:g} / {fair['max_ms']:g} ms; {fair['appends_per_s']:g}/s",
+        f"busy handler only: {raw['p99_ms']:g} / {raw['max_ms']:g} ms; {raw['appends_per_s']:g}/s",
+        f"{row['ratio']:g} (throughput {row['throughput_ratio']:g})",
+        "p99 ≤ 20 ms, max ≤ 250 ms, throughput ≥ baseline",
+        _met(ok),
+    ]
+
+
+def _pathological(row: Row) -> list[str]:
+    return [
+        row["what"],
+        _num(row["value"], "ms"),
+        f"{_num(row['baseline'], 'ms')} (without it)",
+        f"{row['ratio']:g}",
+        "ratio ≤ 2",
+        _met(row["ratio"] <= 2),
+    ]
+
+
+def _other(row: Row) -> list[str] | None:
+    name = row["bench"]
+    if name == "summarizer_retention_total":
+        return [
+            f"offline summary fact retention ({row['files']} corpus transcripts)",
+            f"{row['retention_micro'] * 100:.1f} % of facts",
+            "—",
+            "—",
+            "never over budget",
+            _met(bool(row["all_within_budget"])),
+        ]
+    if "target" in row and "value" in row:
+        return [
+            name.replace("_", " "),
+            _num(row["value"], row.get("unit", "")),
+            _num(row["baseline"], row.get("unit", "")) if row.get("baseline") else "—",
+            f"{row['ratio']:g}" if row.get("ratio") is not None else "—",
+            str(row["target"]),
+            _met(row.get("ok")),
+        ]
+    if {"value", "baseline", "ratio"} <= row.keys() and row.get("baseline"):
+        return [
+            name.replace("_", " "),
+            _num(row["value"], row.get("unit", "")),
+            _num(row["baseline"], row.get("unit", "")),
+            f"{row['ratio']:g}",
+            "—",
+            "—",
+        ]
+    return None
+
+
+def table(lines: list[str], date: str) -> str:
+    rows: dict[str, Row] = {}
+    for line in lines:
+        if line.startswith("{"):
+            row = json.loads(line)
+            if "bench" in row and "error" not in row and "skipped" not in row:
+                rows[row["bench"]] = row
+    body: list[list[str]] = []
+    for name, row in rows.items():
+        if name.startswith("plan_") or name == "summarizer_retention":
+            continue
+        if name.startswith("append_contention"):
+            body.append(_contention(row))
+        elif name.startswith("pathological_"):
+            body.append(_pathological(row))
+        else:
+            cells = _plain(row) or _other(row)
+            if cells is not None:
+                body.append(cells)
+    body[3:3] = _planner(rows)
+    head = ["what", "ctxledger", "raw baseline (same run)", "ratio", "goal (issue 14)", "this run"]
+    out = [
+        f"Measured {date} with `python bench/run.py` on the shared 2-core machine (other",
+        "jobs running: absolute figures are low and noisy, ratios are what to compare).",
+        "Rendered by `bench/readme_table.py` from that run's JSON lines.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "| " + " | ".join("---" for _ in head) + " |",
+    ]
+    out += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("results", type=Path, help="JSON lines from bench/run.py")
+    parser.add_argument("--date", required=True)
+    parser.add_argument("--write", type=Path, default=None, help="README to update in place")
+    args = parser.parse_args(argv)
+    rendered = table(args.results.read_text("utf-8").splitlines(), args.date)
+    if args.write is None:
+        print(rendered)
+        return 0
+    text = args.write.read_text("utf-8")
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        sys.stderr.write(f"no {START} ... {END} block in {args.write}\n")
+        return 1
+    args.write.write_text(
+        pattern.sub(lambda _: f"{START}\n{rendered}\n{END}", text, count=1), "utf-8"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

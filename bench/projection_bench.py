@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +51,31 @@ def _fill(path: str, events: int, streams: int = 10) -> None:
             store.append(chunk[0].session_id, chunk, None)
 
 
+_RSS_CHILD = """
+import resource, sys
+from ctxledger.eventstore import SQLiteEventStore
+from ctxledger.projections import Projector
+store = SQLiteEventStore(sys.argv[1])
+if sys.argv[2] == "rebuild":
+    projector = Projector.rebuild(store, use_checkpoint=False)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def _peak_rss_mb(path: str, what: str) -> int:
+    """Peak RSS (MB) of a fresh process that opens the store and, for "rebuild", folds it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, path, what],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return int(out.stdout.split()[-1])
+
+
 def bench_rebuild(events: int = 1_000_000, rounds: int = 3, workdir: str | None = None) -> Result:
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = os.path.join(tmp, "store.db")
@@ -70,6 +96,9 @@ def bench_rebuild(events: int = 1_000_000, rounds: int = 3, workdir: str | None 
                     n += 1
                 raw.append(n / (time.perf_counter() - t))
             assert projector.last_seq == events + 10
+            del projector
+            peak_rss = _peak_rss_mb(path, "rebuild")
+            floor_rss = _peak_rss_mb(path, "open")
         finally:
             store.close()
             conn.close()
@@ -81,6 +110,9 @@ def bench_rebuild(events: int = 1_000_000, rounds: int = 3, workdir: str | None 
         "baseline": round(baseline, 1),
         "ratio": round(value / baseline, 3),
         "events": events,
+        # a fresh process folding the whole log, and one that only opens it (the floor)
+        "peak_rss_mb": peak_rss,
+        "open_only_rss_mb": floor_rss,
     }
 
 

@@ -108,7 +108,12 @@ class MessageAppended(Event, frozen=True, kw_only=True):
 
 
 class UsageReported(Event, frozen=True, kw_only=True):
-    """A provider usage report, raw and normalized. ``purpose`` separates summarizer calls."""
+    """A provider usage report, raw and normalized. ``purpose`` separates summarizer calls.
+
+    A response without usage has ``shape="none"`` (zeros) and records the ledger's
+    own estimate of the prompt it answered (system + messages + tools schema) in
+    ``estimated_prompt_tokens``: triggers and anti-thrashing judge by that instead.
+    """
 
     raw: JSON
     shape: str
@@ -116,6 +121,17 @@ class UsageReported(Event, frozen=True, kw_only=True):
     model: str | None = None
     purpose: Literal["agent", "summarizer"] = "agent"
     cost_usd: float | None = None
+    estimated_prompt_tokens: int | None = None
+
+    @property
+    def reported(self) -> bool:
+        """False for a response that reported no usage (``shape == "none"``)."""
+        return self.shape != "none"
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt size to judge by: the provider's count, else the recorded estimate."""
+        return self.usage.prompt if self.reported else self.estimated_prompt_tokens
 
 
 class ToolOutputPersisted(Event, frozen=True, kw_only=True):

@@ -193,6 +193,11 @@ def usage(ctx: click.Context, session: str, as_json: bool) -> None:
                 ),
             )
     console.print(table)
+    unreported = data["chain"]["agent_calls_without_usage"]
+    if unreported:
+        console.print(
+            f"{unreported} agent call(s) in the chain reported no usage (estimated instead)"
+        )
 
 
 @cli.command()

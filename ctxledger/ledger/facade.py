@@ -51,7 +51,7 @@ from ctxledger.projections import (
     TranscriptProjection,
 )
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
-from ctxledger.usage import normalize_usage
+from ctxledger.usage import NO_USAGE, normalize_usage
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
 DECISION_EVENTS = (
@@ -349,26 +349,35 @@ class Ledger:
     def report_usage(
         self,
         session_id: str,
-        raw: Mapping[str, Any],
+        raw: Mapping[str, Any] | None,
         *,
         shape: str | None = None,
         model: str | None = None,
         purpose: str = "agent",
         cost_usd: float | None = None,
     ) -> UsageReported:
-        """Record a provider usage report (normalized per HERMES_SPEC §5)."""
+        """Record a provider usage report (normalized per HERMES_SPEC §5).
+
+        A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
+        reported" (shape ``none``) with the ledger's estimate of the prompt it answered.
+        """
         self.transcript.session(session_id)
         if purpose not in ("agent", "summarizer"):
             raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
         found_shape, usage = normalize_usage(raw, shape)
+        unreported = found_shape == NO_USAGE
         event = UsageReported(
             **self.event_fields(session_id),
-            raw=dict(raw),
+            raw=dict(raw) if raw is not None else {},
             shape=found_shape,
             usage=usage,
             model=model,
             purpose=purpose,  # type: ignore[arg-type]
             cost_usd=cost_usd,
+            # no usage reported: the prompt it answered, as estimated (HERMES_SPEC §2 preflight)
+            estimated_prompt_tokens=self.transcript.total_tokens(session_id)
+            if unreported
+            else None,
         )
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return event

@@ -83,10 +83,11 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
 def _after_usage(
     state: RuntimeState, event: UsageReported, config: CompressionConfig
 ) -> RuntimeState:
-    if event.purpose != "agent" or state.context_length < 1:
+    prompt = event.prompt_tokens  # the estimate when the response reported no usage
+    if event.purpose != "agent" or state.context_length < 1 or prompt is None:
         return state
     threshold = max(1, config.threshold_tokens(state.context_length))
-    anti = state.anti.after_real_prompt(event.usage.prompt, threshold, state.first_after_compaction)
+    anti = state.anti.after_real_prompt(prompt, threshold, state.first_after_compaction)
     return msgspec.structs.replace(state, anti=anti, first_after_compaction=False)
 
 

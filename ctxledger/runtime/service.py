@@ -81,14 +81,17 @@ class ContextService(ServiceCore):
     async def report_usage(
         self,
         session_id: str,
-        raw: Mapping[str, Any],
+        raw: Mapping[str, Any] | None,
         *,
         model: str | None = None,
         cost_usd: float | None = None,
     ) -> TurnResult:
         """Record a provider response's usage (Anthropic, OpenAI chat or Responses shape);
         compress in the loop when the real prompt count (input + cache read + cache
-        write, never output or reasoning) reaches the threshold."""
+        write, never output or reasoning) reaches the threshold.
+
+        A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
+        reported" and judged by the estimate (system + messages + tools schema)."""
         check_usage_report(raw, model, cost_usd)
         sid, event = self._on_tip(
             session_id,
@@ -97,10 +100,15 @@ class ContextService(ServiceCore):
         self.engine.update_from_response(sid, event)
         if event.purpose == "agent":
             self._overflow.pop(self.ledger.chains.root(sid), None)  # the call went through
-        prompt = event.usage.prompt
-        result = await self._auto_compress(
-            sid, "in_loop", prompt, "provider prompt tokens (input + cache read + cache write)"
-        )
+        if event.reported:
+            prompt, source = (
+                event.usage.prompt,
+                "provider prompt tokens (input + cache read + cache write)",
+            )
+        else:
+            prompt = event.estimated_prompt_tokens or 0
+            source = "no usage reported: estimate of system + messages + tools schema"
+        result = await self._auto_compress(sid, "in_loop", prompt, source)
         if result.compressed:
             return result
         # warn only when nothing was compacted now (a compaction re-checks on its continuation)

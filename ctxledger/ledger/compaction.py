@@ -121,7 +121,7 @@ async def compact(
 ) -> CompactionOutcome:
     """Compact a live session. Manual compaction (``trigger="manual"``) forces a plan.
 
-    Summarizer failures that abort (auth, network, not configured) propagate as
+    Summarizer failures that abort (auth, network) propagate as
     ``SummarizerError`` with nothing appended; other failures use the recorded
     fallback summary.
     """

@@ -356,7 +356,8 @@ async def test_summarizer_malformed_output_has_the_short_cooldown(
 ) -> None:
     svc = make(tmp_path, clock, llm(provider))
     sid = await session(svc, turns=12, window=16_384)
-    provider.queue(Fail("malformed"))
+    # the summary model's malformed reply is retried on the session's model (issue 10)
+    provider.queue(Fail("malformed"), Fail("malformed"))
     result = await svc.preflight(sid)
     assert result.compressed
     (cooldown,) = events(svc, sid, CooldownStarted)

@@ -1,8 +1,10 @@
-"""Hermes field parity (issue 10): merge-into-tail order.
+"""Hermes field parity (issue 10): merge-into-tail order, and one-liners that never say "None".
 
 8. When the summary is merged into the first tail message, the message's own text
    comes first, then the summary, and the end-of-summary marker last (Hermes #56372).
    Ledgers written with the older order (summary, delimiter, text) still read back.
+14. ``describe_tool_result`` and the prune one-liners describe a result that is None,
+    a list of parts or a number by its real size and type.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ctxledger.compressor.assemble import apply
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.markers import merge_summary, split_merged
 from ctxledger.compressor.planner import plan
+from ctxledger.compressor.prune import describe_tool_result, prune_tool_result
 from ctxledger.messages import content_text
 
 CALL = {
@@ -130,3 +133,74 @@ def test_an_old_order_merged_summary_in_a_ledger_is_still_found() -> None:
     messages[1] = _old_order_merge(messages[1], "old summary")
     p = plan(messages, CONFIG, [120] * len(messages), context_length=3_000, compaction_count=1)
     assert p.previous_summary_index == 1
+
+
+# --- 14. one-liners never print "None" --------------------------------------------------------
+
+
+TOOLS = [
+    ("terminal", '{"command": "make test"}'),
+    ("read_file", '{"path": "src/app.py"}'),
+    ("search_files", '{"pattern": "auth"}'),
+    ("write_file", '{"path": "x.py"}'),
+    ("patch", '{"path": "api.py"}'),
+    ("web_search", '{"query": "retry"}'),
+    ("custom_tool", '{"a": null, "b": 2}'),
+    ("custom_tool", "null"),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), TOOLS)
+def test_a_none_result_is_described_as_empty(name: str, args: str) -> None:
+    line = describe_tool_result(name, args, None)
+    assert "None" not in line and "null" not in line
+    assert "no content" in line
+
+
+@pytest.mark.parametrize(("name", "args"), TOOLS)
+def test_a_list_of_parts_is_described_by_its_text_size_and_parts(name: str, args: str) -> None:
+    parts = [
+        {"type": "text", "text": "x" * 300},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 50}},
+    ]
+    line = describe_tool_result(name, args, parts)
+    assert "None" not in line and "{" not in line
+    assert "300" in line and "1 text part" in line and "1 non-text part" in line
+
+
+@pytest.mark.parametrize(("name", "args"), TOOLS)
+@pytest.mark.parametrize("number", [12345, 2.5, 0])
+def test_a_number_is_described_as_a_number(name: str, args: str, number: float) -> None:
+    line = describe_tool_result(name, args, number)
+    assert "None" not in line and "number" in line
+    assert f"{len(str(number))}-char" in line
+
+
+@given(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=50)})),
+    ),
+    st.sampled_from(TOOLS),
+)
+def test_no_result_shape_prints_none(content: Any, tool: tuple[str, str]) -> None:
+    assert "None" not in describe_tool_result(tool[0], tool[1], content)
+
+
+def test_a_missing_tool_name_is_described_as_tool() -> None:
+    assert describe_tool_result(None, None, None) == "[tool] (no content)"  # type: ignore[arg-type]
+
+
+def test_prune_one_liner_for_a_list_result_states_the_real_size() -> None:
+    message = {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": [{"type": "text", "text": "line\n" * 200}],
+    }
+    prune = prune_tool_result(3, message, ("terminal", '{"command": "make"}'))
+    assert prune is not None
+    text = prune.replacement["content"]
+    assert "None" not in text and "1,000 chars in 1 text part" in text
+    assert "200 lines of output" in text

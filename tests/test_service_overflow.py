@@ -207,15 +207,16 @@ async def test_max_tokens_too_large_lowers_the_cap_and_does_not_compress(
     sid = await session(svc, turns=4)
     provider.queue(Fail("max_tokens", limit=16_000))  # "available_tokens: 2000"
     tip, (recovery,) = await agent_turn(svc, provider, sid, max_tokens=8_000)
-    assert (recovery.action, recovery.max_tokens, recovery.session_id) == ("retry", 2_000, sid)
+    # 64 tokens of safety margin below the 2,000 the provider says are left (issue 10)
+    assert (recovery.action, recovery.max_tokens, recovery.session_id) == ("retry", 1_936, sid)
     assert tip == sid
-    assert provider.requests[-1].json["max_tokens"] == 2_000
+    assert provider.requests[-1].json["max_tokens"] == 1_936
     assert not events(svc, sid, SessionSwitched) and not events(svc, sid, ContextLimitLearned)
     (skip,) = events(svc, sid, CompressionSkipped)
     assert (
         skip.trigger == "overflow"
         and "not compressing" in skip.reason
-        and skip.details["max_tokens"] == 2_000
+        and skip.details["max_tokens"] == 1_936
     )
 
 

@@ -46,6 +46,7 @@ from ctxledger.runtime.overflow import (
     OverflowRecovery,
     ProviderErrorClass,
     classify_provider_error,
+    made_progress,
     recovery_action,
 )
 from ctxledger.runtime.pressure import hygiene_should_compress, pressure_check
@@ -137,7 +138,7 @@ class ContextService(ServiceCore):
                 continue  # another writer compacted first: judge its continuation
             after = self.ledger.transcript.total_tokens(sid)
             after_rows = len(self.ledger.transcript.session(sid).live)
-            if after_rows >= rows and after >= 0.95 * tokens:
+            if not made_progress(tokens, after, max(0, rows - after_rows)):
                 reason = f"preflight stopped: pass {attempt} made no progress"
                 details = {
                     "tokens_before": tokens,

@@ -116,7 +116,11 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
     replace = msgspec.structs.replace
     if isinstance(event, UsageReported):
         return _after_usage(state, event, config)
-    if isinstance(event, SessionStarted | ModelSwitched | ContextLimitLearned):
+    if isinstance(event, ModelSwitched):
+        # a new model (or window) is a fresh start for the guards: strikes and the
+        # fallback streak judged the old one, so a chain it blocked is unblocked
+        return replace(state, context_length=event.context_length, anti=AntiThrash())
+    if isinstance(event, SessionStarted | ContextLimitLearned):
         return replace(state, context_length=event.context_length)
     if isinstance(event, SummaryGenerated):
         return replace(state, last_fallback=event.fallback)

@@ -1,0 +1,9 @@
+"""``ctxledger serve``: the ledger as an HTTP state service and a compacting model proxy.
+
+Needs the ``server`` extra (Starlette, uvicorn). :func:`create_app` builds the ASGI app
+over a :class:`~ctxledger.ContextService`; see :mod:`ctxledger.server.app`.
+"""
+
+from ctxledger.server.app import ServerState, app_from_env, create_app, endpoints
+
+__all__ = ["ServerState", "app_from_env", "create_app", "endpoints"]

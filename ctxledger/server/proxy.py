@@ -208,7 +208,11 @@ class TurnStream(Response):
     """Forwards an upstream SSE stream event by event, then records the reply (lock held throughout)."""
 
     def __init__(self, turn: Turn, upstream: httpx.Response, release: Callable[[], None]) -> None:
-        super().__init__(status_code=upstream.status_code, headers=_response_headers(upstream))
+        # not Response.__init__: it would declare a Content-Length for an empty body
+        self.status_code = upstream.status_code
+        self.background = None
+        self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                            for k, v in _response_headers(upstream).items()]
         self.turn, self.upstream, self.release = turn, upstream, release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -110,9 +110,8 @@ def test_serve_runs_under_uvicorn_state_api_events_and_proxy(tmp_path: Path, ups
                 rest = list(lines)
                 assert any(line.startswith("event: SessionStarted") for line in rest)
             assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
-        with httpx.Client(timeout=5) as check:
-            with pytest.raises(httpx.ConnectError):
-                check.get(base + "/healthz")
+        with httpx.Client(timeout=5) as check, pytest.raises(httpx.ConnectError):
+            check.get(base + "/healthz")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -33,6 +33,8 @@ def _require_server_extra() -> None:
 @click.option("--context-length", type=click.IntRange(min=1024), default=None,
               help="Window of sessions the proxy starts (default: config, else 128000).")
 @click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default="offline", show_default=True)
+@click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
+              help="SQLite sync: full survives power loss; normal (WAL) may lose the last commits on power loss, never corrupts.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes sharing the ledger file.")
 @click.option("--graceful-timeout", type=click.IntRange(min=1), default=30, show_default=True,
               help="Seconds in-flight requests get to finish on shutdown.")
@@ -41,7 +43,8 @@ def _require_server_extra() -> None:
 @handle_errors
 def serve(
     ctx: click.Context, host: str, port: int, upstream: str | None, api: str, config_path: Path | None,
-    token_file: Path | None, guard_proxy: bool, context_length: int | None, summarizer_kind: str, workers: int,
+    token_file: Path | None, guard_proxy: bool, context_length: int | None, summarizer_kind: str, durability: str,
+    workers: int,
     graceful_timeout: int, log_level: str,
 ) -> None:
     """Serve the ledger over HTTP: state API, event feed (SSE) and the compacting proxy."""
@@ -65,7 +68,7 @@ def serve(
     settings = {
         "db": str(db), "config": str(config_path or ""), "token_file": str(token_file or ""),
         "guard_proxy": "1" if guard_proxy else "", "upstream": upstream or "", "api": api,
-        "context_length": str(context_length or ""), "summarizer": summarizer_kind,
+        "context_length": str(context_length or ""), "summarizer": summarizer_kind, "durability": durability,
     }
     for key, value in settings.items():
         os.environ[ENV_PREFIX + key.upper()] = value

@@ -171,7 +171,7 @@ def app_from_env() -> Starlette:
         from ctxledger import LLMSummarizer
 
         summarizer = LLMSummarizer.from_env(summary_model=config.summary_model if config else None)
-    service = ContextService.open(env["db"], config=config, summarizer=summarizer)
+    service = ContextService.open(env["db"], config=config, summarizer=summarizer, durability=env.get("durability") or "full")
     return create_app(
         service,
         own_service=True,

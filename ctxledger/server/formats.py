@@ -129,7 +129,7 @@ def openai_turn(body: Mapping[str, Any]) -> ClientTurn:
         if system is None:
             raise InvalidInput("messages[0]: a system message needs text content")
         raw = raw[1:]
-    messages = [strip_cache_markers(m) if isinstance(m, Mapping) else m for m in raw]
+    messages = [strip_cache_markers(m) if isinstance(m, dict) else m for m in raw]
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise InvalidInput("'tools' must be a list")

@@ -8,8 +8,8 @@ are not part of it). A request continues a line when that recorded history is a
 prefix of the client's list; the rest is the new suffix. When no line of the family
 matches, the client edited or dropped something: the request gets a new branch.
 
-Messages are compared by what a provider sees (role, text, tool calls, tool call
-id), not byte for byte, so a client that drops ``null`` fields or moves its own
+Messages are compared as dicts first and, when those differ, by what a provider
+sees (role, text, tool calls, tool call id), so a client that drops ``null`` fields or moves its own
 ``cache_control`` markers still continues its line.
 """
 
@@ -60,9 +60,13 @@ def message_key(message: Mapping[str, Any]) -> Key:
 
 def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:
     """A client's own ``cache_control`` markers removed (the service places its own)."""
+    content = message.get("content")
+    marked_parts = isinstance(content, list) and any(isinstance(p, Mapping) and "cache_control" in p for p in content)
+    if "cache_control" not in message and not marked_parts:
+        return message if isinstance(message, dict) else dict(message)  # the common case: no copy
     out = {k: v for k, v in message.items() if k != "cache_control"}
-    content = out.get("content")
-    if isinstance(content, list) and any(isinstance(p, Mapping) and "cache_control" in p for p in content):
+    if marked_parts:
+        assert isinstance(content, list)
         out["content"] = [
             {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, Mapping) else p for p in content
         ]
@@ -91,28 +95,28 @@ class HistoryIndex:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        #: session id -> (live messages examined, keys of the messages appended to it)
-        self._keys: dict[str, tuple[int, list[Key]]] = {}
+        #: session id -> (live messages examined, the messages appended to it, as appended)
+        self._appended: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
 
-    def session_keys(self, session_id: str) -> list[Key]:
-        """Keys of the messages appended to `session_id` itself, in order."""
+    def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
+        """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
         live = self.ledger.transcript.session(session_id).live
-        seen, keys = self._keys.get(session_id) or (0, [])
+        seen, appended = self._appended.get(session_id) or (0, [])
         if seen > len(live):
-            seen, keys = 0, []
+            seen, appended = 0, []
         messages = self.ledger.transcript.state.messages
         for mid in live[seen:]:
             stored = messages.get(mid)
             if stored is not None and stored.session_id == session_id and stored.origin == "appended":
-                keys.append(message_key(stored.message))
-        self._keys[session_id] = (len(live), keys)
-        return keys
+                appended.append(stored.message)
+        self._appended[session_id] = (len(live), appended)
+        return appended
 
-    def line_keys(self, line_root: str) -> list[Key]:
-        keys: list[Key] = []
+    def line_messages(self, line_root: str) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
         for sid in self.ledger.chains.chain(line_root):
-            keys.extend(self.session_keys(sid))
-        return keys
+            out.extend(self.session_messages(sid))
+        return out
 
     def lines(self, family_root: str) -> list[str]:
         """The line roots of a family: the root's chain and every branch below it."""
@@ -125,7 +129,15 @@ class HistoryIndex:
                 todo.append(child)
         return out
 
-    def match(self, family_root: str, client: Sequence[Key | None], system_prompt: str | None) -> Match:
+    @staticmethod
+    def common_prefix(recorded: Sequence[Mapping[str, Any]], client: Sequence[Any]) -> int:
+        """How many leading messages the two lists share (equal dicts, else equal keys)."""
+        for i, (a, b) in enumerate(zip(recorded, client, strict=False)):
+            if a != b and (not isinstance(b, Mapping) or message_key(a) != message_key(b)):
+                return i
+        return min(len(recorded), len(client))
+
+    def match(self, family_root: str, client: Sequence[Any], system_prompt: str | None) -> Match:
         """The longest line whose recorded history the client's list extends, else a branch point.
 
         A line whose system prompt differs from the client's matches nothing.
@@ -135,19 +147,16 @@ class HistoryIndex:
         for line in self.lines(family_root):
             if self.ledger.transcript.session(line).system_prompt != system_prompt:
                 continue
-            recorded = self.line_keys(line)
-            n = len(recorded)
-            if n <= len(client) and list(client[:n]) == recorded:
-                if best is None or n > best[0]:
-                    best = (n, line)
-                continue
-            common = next((i for i, (a, b) in enumerate(zip(recorded, client, strict=False)) if a != b),
-                          min(n, len(client)))
-            if common > closest[0]:
+            recorded = self.line_messages(line)
+            common = self.common_prefix(recorded, client)
+            if common == len(recorded):
+                if best is None or common > best[0]:
+                    best = (common, line)
+            elif common > closest[0]:
                 closest = (common, line)
         if best is not None:
             return Match(session_id=self.ledger.tip(best[1]), suffix_start=best[0])
-        return Match(session_id=self.ledger.tip(closest[1]), suffix_start=0, branch=True, common=closest[0])
+        return Match(session_id=self.ledger.tip(closest[1]), suffix_start=0, branch=True, common=max(closest[0], 0))
 
 
 __all__ = ["HistoryIndex", "Key", "Match", "content_key", "message_key", "stable_key", "strip_cache_markers"]

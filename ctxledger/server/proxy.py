@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -48,7 +49,7 @@ from ctxledger.server.formats import (
     openai_turn,
     openai_upstream,
 )
-from ctxledger.server.history import message_key, stable_key
+from ctxledger.server.history import stable_key
 from ctxledger.server.routing import Endpoint, json_object
 
 if TYPE_CHECKING:
@@ -127,8 +128,7 @@ class Turn:
             sid = await svc.start_session(model=turn.model, context_length=context_length, system_prompt=turn.system_prompt,
                                           tools=turn.tools or None, session_id=family, title=f"proxy ({self.api.name})")
         else:
-            keys = [message_key(m) if isinstance(m, Mapping) else None for m in suffix]
-            match = self.state.history.match(family, keys, turn.system_prompt)
+            match = self.state.history.match(family, suffix, turn.system_prompt)
             sid = match.session_id
             if match.branch:
                 self._check_whole(suffix)
@@ -164,7 +164,8 @@ class Turn:
         for attempt in range(retries + 1):
             payload = self.api.upstream(self.body, self.svc.api_messages(self.session_id), max_tokens)
             try:
-                req = self.state.client.build_request("POST", url, json=payload, headers=self._headers())
+                content = msgspec.json.encode(payload)
+                req = self.state.client.build_request("POST", url, content=content, headers=self._headers())
                 resp = await self.state.client.send(req, stream=True)
             except httpx.HTTPError as exc:
                 return _error(self.api, 502, "upstream_unreachable", f"upstream {url} failed: {message_of(exc)}")

@@ -18,12 +18,16 @@ demo: $(STAMP)
 	$(BIN)/ctxledger --db demo.ledger.db demo
 
 test: $(STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

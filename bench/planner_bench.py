@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import plan, rough_counts
-from ctxledger.synth import VOCABULARY
+from ctxledger.demo.synth import VOCABULARY
 
 WINDOW = 32_000
 DEFAULT_CORPUS = Path("/work/shared/corpus")

@@ -33,7 +33,19 @@ def _fill(path: str, events: int, streams: int = 10) -> None:
     with SQLiteEventStore(path, durability="normal") as store:
         for s in range(streams):
             sid = f"ses_{s:04d}"
-            store.append(sid, [SessionStarted(event_id=f"start_{s}", session_id=sid, at=0.0, model="m", context_length=128_000)], 0)
+            store.append(
+                sid,
+                [
+                    SessionStarted(
+                        event_id=f"start_{s}",
+                        session_id=sid,
+                        at=0.0,
+                        model="m",
+                        context_length=128_000,
+                    )
+                ],
+                0,
+            )
         for chunk in _batches(make_events(events, streams), 1000):
             store.append(chunk[0].session_id, chunk, None)
 
@@ -62,7 +74,14 @@ def bench_rebuild(events: int = 1_000_000, rounds: int = 3, workdir: str | None 
             store.close()
             conn.close()
     value, baseline = max(ours), max(raw)
-    return {"bench": "projection_rebuild", "value": round(value, 1), "unit": "events/s", "baseline": round(baseline, 1), "ratio": round(value / baseline, 3), "events": events}
+    return {
+        "bench": "projection_rebuild",
+        "value": round(value, 1),
+        "unit": "events/s",
+        "baseline": round(baseline, 1),
+        "ratio": round(value / baseline, 3),
+        "events": events,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

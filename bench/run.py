@@ -41,13 +41,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     failed = 0
     for (script,) in FULL:
-        if args.only and script.removesuffix(".py") not in args.only.split(",") and script not in args.only.split(","):
+        if (
+            args.only
+            and script.removesuffix(".py") not in args.only.split(",")
+            and script not in args.only.split(",")
+        ):
             continue
         path = os.path.join(HERE, script)
         if not os.path.exists(path):
             continue
         extra = QUICK.get(script, []) if args.quick else []
-        proc = subprocess.run([sys.executable, path, *extra], check=False, text=True, capture_output=True)
+        proc = subprocess.run(
+            [sys.executable, path, *extra], check=False, text=True, capture_output=True
+        )
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 print(line, flush=True)

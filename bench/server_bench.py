@@ -44,11 +44,22 @@ from ctxledger import CompressionConfig, ContextService
 from ctxledger.server import create_app
 
 Result = dict[str, Any]
-REPLY = json.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "gpt-4.1",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok, done."}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 4000, "completion_tokens": 4, "total_tokens": 4004},
-}).encode()
+REPLY = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4.1",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok, done."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 4000, "completion_tokens": 4, "total_tokens": 4004},
+    }
+).encode()
 
 
 async def fake_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -58,13 +69,25 @@ async def fake_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
     more = True
     while more:
         more = (await receive()).get("more_body", False)
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": REPLY})
 
 
 def _result(bench: str, value: float, baseline: float, unit: str, **extra: Any) -> Result:
-    return {"bench": bench, "value": round(value, 4), "unit": unit, "baseline": round(baseline, 4),
-            "ratio": round(value / baseline, 2) if baseline else None, **extra}
+    return {
+        "bench": bench,
+        "value": round(value, 4),
+        "unit": unit,
+        "baseline": round(baseline, 4),
+        "ratio": round(value / baseline, 2) if baseline else None,
+        **extra,
+    }
 
 
 def _q(samples: list[float], q: float) -> float:
@@ -91,7 +114,9 @@ def _uvicorn(app: Any) -> Any:
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -104,29 +129,55 @@ def _uvicorn(app: Any) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _clients(app: Any, tcp: bool) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+async def _clients(
+    app: Any, tcp: bool
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     """(client of the server, client of the upstream)."""
     if not tcp:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as server, \
-                httpx.AsyncClient(transport=httpx.ASGITransport(app=fake_upstream), base_url="http://up") as up:
+        async with (
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://proxy"
+            ) as server,
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=fake_upstream), base_url="http://up"
+            ) as up,
+        ):
             yield server, up
         return
     with _uvicorn(app) as server_url, _uvicorn(fake_upstream) as up_url:
-        async with httpx.AsyncClient(base_url=server_url) as server, httpx.AsyncClient(base_url=up_url) as up:
+        async with (
+            httpx.AsyncClient(base_url=server_url) as server,
+            httpx.AsyncClient(base_url=up_url) as up,
+        ):
             yield server, up
 
 
 def _history(n: int) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
     for i in range(n // 2):
-        msgs.append({"role": "user", "content": f"step {i}: run the tests of module_{i} and fix what fails " * 3})
-        msgs.append({"role": "assistant", "content": f"module_{i}: 42 passed, 0 failed. Nothing to fix. " * 3})
+        msgs.append(
+            {
+                "role": "user",
+                "content": f"step {i}: run the tests of module_{i} and fix what fails " * 3,
+            }
+        )
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"module_{i}: 42 passed, 0 failed. Nothing to fix. " * 3,
+            }
+        )
     return msgs
 
 
-async def bench_proxy(tmp: str, n_messages: int, samples: int, durability: str, tcp: bool) -> list[Result]:
-    svc = ContextService.open(os.path.join(tmp, "proxy.db"), config=CompressionConfig(context_length=1_000_000),
-                              durability=durability)
+async def bench_proxy(
+    tmp: str, n_messages: int, samples: int, durability: str, tcp: bool
+) -> list[Result]:
+    svc = ContextService.open(
+        os.path.join(tmp, "proxy.db"),
+        config=CompressionConfig(context_length=1_000_000),
+        durability=durability,
+    )
     with _uvicorn(fake_upstream) if tcp else contextlib.nullcontext("http://up") as up_url:
         transport = None if tcp else httpx.ASGITransport(app=fake_upstream)
         app = create_app(svc, upstream=f"{up_url}/v1", transport=transport)
@@ -135,13 +186,21 @@ async def bench_proxy(tmp: str, n_messages: int, samples: int, durability: str, 
         proxied: list[tuple[float, float]] = []
         direct: list[tuple[float, float]] = []
         async with _clients(app, tcp) as (server, up):
-            await server.post("/v1/chat/completions", json={"model": "gpt-4.1", "messages": history}, headers=headers)
+            await server.post(
+                "/v1/chat/completions",
+                json={"model": "gpt-4.1", "messages": history},
+                headers=headers,
+            )
             history.append({"role": "assistant", "content": "ok, done."})
             for i in range(samples + 20):
                 history.append({"role": "user", "content": f"next step {i}: continue"})
                 body = {"model": "gpt-4.1", "messages": history}
-                d = await _time(lambda b=body: up.post("/v1/chat/completions", json=b, headers=headers))  # type: ignore[misc]
-                p = await _time(lambda b=body: server.post("/v1/chat/completions", json=b, headers=headers))  # type: ignore[misc]
+                d = await _time(
+                    lambda b=body: up.post("/v1/chat/completions", json=b, headers=headers)
+                )  # type: ignore[misc]
+                p = await _time(
+                    lambda b=body: server.post("/v1/chat/completions", json=b, headers=headers)
+                )  # type: ignore[misc]
                 history.append({"role": "assistant", "content": "ok, done."})
                 if i >= 20:  # warm-up
                     direct.append(d)
@@ -154,9 +213,19 @@ async def bench_proxy(tmp: str, n_messages: int, samples: int, durability: str, 
     for name, q in (("p50", 0.5), ("p99", 0.99)):
         value, base = _q([w for w, _ in proxied], q), _q([w for w, _ in direct], q)
         cpu, cpu_base = _q([c for _, c in proxied], q), _q([c for _, c in direct], q)
-        out.append(_result(f"proxy_turn_{name}", value, base, "ms", overhead_ms=round(value - base, 3),
-                           cpu_ms=round(cpu, 3), cpu_baseline_ms=round(cpu_base, 3),
-                           cpu_overhead_ms=round(cpu - cpu_base, 3), **extra))
+        out.append(
+            _result(
+                f"proxy_turn_{name}",
+                value,
+                base,
+                "ms",
+                overhead_ms=round(value - base, 3),
+                cpu_ms=round(cpu, 3),
+                cpu_baseline_ms=round(cpu_base, 3),
+                cpu_overhead_ms=round(cpu - cpu_base, 3),
+                **extra,
+            )
+        )
     return out
 
 
@@ -169,24 +238,45 @@ async def bench_append(tmp: str, samples: int, durability: str, tcp: bool) -> li
     in_process: list[tuple[float, float]] = []
     async with _clients(app, tcp) as (server, _):
         for i in range(samples + 20):
-            h = await _time(lambda: server.post(f"/v1/sessions/{sid}/messages", json={"messages": [msg]}))
+            h = await _time(
+                lambda: server.post(f"/v1/sessions/{sid}/messages", json={"messages": [msg]})
+            )
             d = await _time(lambda: svc.append(sid, [msg]))
             if i >= 20:
                 over_http.append(h)
                 in_process.append(d)
     await app.state.ctx.aclose()
     await svc.aclose()
-    value, base = statistics.median(w for w, _ in over_http), statistics.median(w for w, _ in in_process)
-    cpu, cpu_base = statistics.median(c for _, c in over_http), statistics.median(c for _, c in in_process)
-    return [_result("state_append_p50", value, base, "ms", overhead_ms=round(value - base, 3),
-                    cpu_ms=round(cpu, 3), cpu_baseline_ms=round(cpu_base, 3), cpu_overhead_ms=round(cpu - cpu_base, 3),
-                    durability=durability, tcp=tcp)]
+    value, base = (
+        statistics.median(w for w, _ in over_http),
+        statistics.median(w for w, _ in in_process),
+    )
+    cpu, cpu_base = (
+        statistics.median(c for _, c in over_http),
+        statistics.median(c for _, c in in_process),
+    )
+    return [
+        _result(
+            "state_append_p50",
+            value,
+            base,
+            "ms",
+            overhead_ms=round(value - base, 3),
+            cpu_ms=round(cpu, 3),
+            cpu_baseline_ms=round(cpu_base, 3),
+            cpu_overhead_ms=round(cpu - cpu_base, 3),
+            durability=durability,
+            tcp=tcp,
+        )
+    ]
 
 
 async def main_async(n_messages: int, samples: int, durability: str, tcp: bool) -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
-        return [*await bench_proxy(tmp, n_messages, samples, durability, tcp),
-                *await bench_append(tmp, samples, durability, tcp)]
+        return [
+            *await bench_proxy(tmp, n_messages, samples, durability, tcp),
+            *await bench_append(tmp, samples, durability, tcp),
+        ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -194,7 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--durability", choices=("full", "normal"), default="full")
-    parser.add_argument("--tcp", action="store_true", help="through uvicorn on 127.0.0.1 instead of in-process")
+    parser.add_argument(
+        "--tcp", action="store_true", help="through uvicorn on 127.0.0.1 instead of in-process"
+    )
     args = parser.parse_args(argv)
     for result in anyio.run(main_async, args.messages, args.samples, args.durability, args.tcp):
         print(json.dumps(result), flush=True)

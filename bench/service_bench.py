@@ -32,9 +32,9 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.ledger import Ledger
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 Result = dict[str, Any]
 
@@ -64,7 +64,12 @@ def _time_ms(fn: Callable[[], object]) -> float:
 async def _build(svc: ContextService, n_messages: int) -> str:
     """A session of at least `n_messages` live messages (no compaction: a huge window)."""
     synth = SessionSynth(7, big_outputs=False)
-    sid = await svc.start_session(model="claude-sonnet-4-5", context_length=10_000_000, system_prompt=synth.system_prompt(), tools=synth.tools())
+    sid = await svc.start_session(
+        model="claude-sonnet-4-5",
+        context_length=10_000_000,
+        system_prompt=synth.system_prompt(),
+        tools=synth.tools(),
+    )
     batch: list[dict[str, Any]] = []
     for message in synth.messages(n_messages):
         batch.append(message)
@@ -85,7 +90,9 @@ async def _api_messages(svc: ContextService, sid: str, samples: int) -> list[Res
         await svc.append(sid, [{"role": "user", "content": f"one more question, number {i}"}])
         # the first read after an append is the one that matters (an agent reads once per call)
         markers = None if i % 2 else False
-        (marked if i % 2 else plain).append(_time_ms(lambda m=markers: svc.api_messages(sid, cache=m)))
+        (marked if i % 2 else plain).append(
+            _time_ms(lambda m=markers: svc.api_messages(sid, cache=m))
+        )
         live_ids = transcript.session(sid).live
         rebuild.append(_time_ms(lambda ids=live_ids: [transcript.stored(m).message for m in ids]))
     live = transcript.api_messages(sid)
@@ -94,19 +101,35 @@ async def _api_messages(svc: ContextService, sid: str, samples: int) -> list[Res
     n = len(live)
     return [
         _result("api_messages_p50", statistics.median(plain), base50, "ms", messages=n),
-        _result("api_messages_p99", _quantile(plain, 0.99), _quantile(baseline, 0.99), "ms", messages=n),
-        _result("api_messages_cache_markers_p50", statistics.median(marked), base50, "ms", messages=n),
-        _result("api_messages_cache_markers_p99", _quantile(marked, 0.99), _quantile(baseline, 0.99), "ms", messages=n),
+        _result(
+            "api_messages_p99", _quantile(plain, 0.99), _quantile(baseline, 0.99), "ms", messages=n
+        ),
+        _result(
+            "api_messages_cache_markers_p50", statistics.median(marked), base50, "ms", messages=n
+        ),
+        _result(
+            "api_messages_cache_markers_p99",
+            _quantile(marked, 0.99),
+            _quantile(baseline, 0.99),
+            "ms",
+            messages=n,
+        ),
         _result("rebuild_from_ids_p50", statistics.median(rebuild), base50, "ms", messages=n),
     ]
 
 
 async def _turns(svc: ContextService, sid: str, samples: int) -> list[Result]:
-    usage = {"prompt_tokens": 1_000, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 800}}
+    usage = {
+        "prompt_tokens": 1_000,
+        "completion_tokens": 20,
+        "prompt_tokens_details": {"cached_tokens": 800},
+    }
     per_turn: list[float] = []
     for i in range(samples):
         start = time.perf_counter()
-        await svc.append(sid, [{"role": "user", "content": f"turn {i}: please run the tests again"}])
+        await svc.append(
+            sid, [{"role": "user", "content": f"turn {i}: please run the tests again"}]
+        )
         await svc.report_usage(sid, usage)
         await svc.append(sid, [{"role": "assistant", "content": f"turn {i}: all tests pass"}])
         per_turn.append((time.perf_counter() - start) * 1000)
@@ -120,8 +143,15 @@ async def _turns(svc: ContextService, sid: str, samples: int) -> list[Result]:
         raw.append((time.perf_counter() - start) * 1000)
     p50 = statistics.median(per_turn)
     return [
-        _result("turn_ms_p50", p50, statistics.median(raw), "ms", turns_per_s=round(1000 / p50, 1),
-                messages=len(ledger.transcript.session(sid).live), durability=ledger.store.durability),  # type: ignore[attr-defined]
+        _result(
+            "turn_ms_p50",
+            p50,
+            statistics.median(raw),
+            "ms",
+            turns_per_s=round(1000 / p50, 1),
+            messages=len(ledger.transcript.session(sid).live),
+            durability=ledger.store.durability,
+        ),  # type: ignore[attr-defined]
     ]
 
 

@@ -111,7 +111,9 @@ def _alternate(
     return best_ours, best_raw
 
 
-def _append_rate(workdir: str | None, events: int, open_: Callable[[str], Any], write: Callable[[Any], None]) -> float:
+def _append_rate(
+    workdir: str | None, events: int, open_: Callable[[str], Any], write: Callable[[Any], None]
+) -> float:
     """Events/s of `write(target)` on a fresh database opened by `open_(path)` in a temp dir."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         target = open_(os.path.join(tmp, "bench.db"))
@@ -170,7 +172,9 @@ def bench_durable_append(events: int = 3000, rounds: int = 3, workdir: str | Non
             conn.execute("COMMIT")
 
     def ours() -> float:
-        return _append_rate(workdir, events, lambda path: SQLiteEventStore(path, durability="full"), ours_write)
+        return _append_rate(
+            workdir, events, lambda path: SQLiteEventStore(path, durability="full"), ours_write
+        )
 
     def raw() -> float:
         return _append_rate(workdir, events, _raw_full, raw_write)

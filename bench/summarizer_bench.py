@@ -26,16 +26,18 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from ctxledger.compressor.facts import extract_facts, retention
 from ctxledger.compressor.summarizers.base import SummaryRequest
 from ctxledger.compressor.summarizers.offline import build_summary
-from ctxledger.facts import extract_facts, retention
 from ctxledger.tokens import count_messages, count_text
 
 DEFAULT_CORPUS = Path("/work/shared/corpus")
 Result = dict[str, Any]
 
 
-def bench_file(path: Path, ratio: float = 0.2, floor: int = 2_000, ceiling: int = 10_000) -> Result | None:
+def bench_file(
+    path: Path, ratio: float = 0.2, floor: int = 2_000, ceiling: int = 10_000
+) -> Result | None:
     """Retention and time for one transcript; None when its middle is empty."""
     messages = json.loads(path.read_text("utf-8"))["messages"]
     middle = messages[4:-8]
@@ -65,7 +67,9 @@ def bench_file(path: Path, ratio: float = 0.2, floor: int = 2_000, ceiling: int 
 
 
 def bench_corpus(corpus: Path, ratio: float = 0.2, floor: int = 2_000) -> list[Result]:
-    results = [r for p in sorted(corpus.glob("*.json")) if (r := bench_file(p, ratio, floor)) is not None]
+    results = [
+        r for p in sorted(corpus.glob("*.json")) if (r := bench_file(p, ratio, floor)) is not None
+    ]
     if not results:
         return []
     facts = sum(r["facts"] for r in results)
@@ -94,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", type=int, default=2_000)
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
-        print(json.dumps({"bench": "summarizer_retention", "skipped": f"no corpus at {args.corpus}"}))
+        print(
+            json.dumps({"bench": "summarizer_retention", "skipped": f"no corpus at {args.corpus}"})
+        )
         return 0
     for result in bench_corpus(args.corpus, args.budget_ratio, args.floor):
         print(json.dumps(result))

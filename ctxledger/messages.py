@@ -15,7 +15,10 @@ from typing import Any
 from ctxledger.errors import InvalidMessage
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-Message = dict[str, Any]
+#: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
+JSON = dict[str, Any]
+#: one chat message in the OpenAI shape
+Message = JSON
 
 
 def _check_content(content: Any, role: str, index: int | None) -> None:
@@ -70,7 +73,9 @@ def _check_tool_calls(calls: Any, index: int | None) -> list[str]:
 def validate_message(message: Any, index: int | None = None) -> Message:
     """Check one message's own shape (not its place in a sequence). Returns it unchanged."""
     if not isinstance(message, Mapping):
-        raise InvalidMessage(f"a message must be a JSON object, got {type(message).__name__}", index=index)
+        raise InvalidMessage(
+            f"a message must be a JSON object, got {type(message).__name__}", index=index
+        )
     role = message.get("role")
     if role not in ROLES:
         raise InvalidMessage(
@@ -83,10 +88,14 @@ def validate_message(message: Any, index: int | None = None) -> Message:
         if not isinstance(message.get("tool_call_id"), str) or not message["tool_call_id"]:
             raise InvalidMessage("tool message without a string 'tool_call_id'", index=index)
     elif "tool_call_id" in message:
-        raise InvalidMessage(f"'tool_call_id' is only allowed on tool messages, not {role}", index=index)
+        raise InvalidMessage(
+            f"'tool_call_id' is only allowed on tool messages, not {role}", index=index
+        )
     if "tool_calls" in message and message["tool_calls"] is not None:
         if role != "assistant":
-            raise InvalidMessage(f"'tool_calls' is only allowed on assistant messages, not {role}", index=index)
+            raise InvalidMessage(
+                f"'tool_calls' is only allowed on assistant messages, not {role}", index=index
+            )
         _check_tool_calls(message["tool_calls"], index)
     elif role == "assistant" and message.get("content") is None:
         raise InvalidMessage("assistant message has neither content nor tool_calls", index=index)
@@ -107,7 +116,11 @@ class CallLedger:
     """
 
     def __init__(
-        self, issued: Iterable[str] = (), answered: Iterable[str] = (), *, base: CallLedger | None = None
+        self,
+        issued: Iterable[str] = (),
+        answered: Iterable[str] = (),
+        *,
+        base: CallLedger | None = None,
     ) -> None:
         self.issued: set[str] = set(issued)
         self.answered: set[str] = set(answered)
@@ -120,7 +133,9 @@ class CallLedger:
         return call_id in self.issued or (self._base is not None and self._base.was_issued(call_id))
 
     def was_answered(self, call_id: str) -> bool:
-        return call_id in self.answered or (self._base is not None and self._base.was_answered(call_id))
+        return call_id in self.answered or (
+            self._base is not None and self._base.was_answered(call_id)
+        )
 
     def check(self, message: Mapping[str, Any], index: int | None = None) -> None:
         """Raise if `message` cannot follow the calls seen so far; then record it."""
@@ -131,7 +146,9 @@ class CallLedger:
                 raise InvalidMessage(f"duplicate tool_call id {dup!r} in one message", index=index)
             for call_id in new:
                 if self.was_issued(call_id):
-                    raise InvalidMessage(f"duplicate tool_call id {call_id!r}: already issued earlier", index=index)
+                    raise InvalidMessage(
+                        f"duplicate tool_call id {call_id!r}: already issued earlier", index=index
+                    )
             self.issued.update(new)
         elif message.get("role") == "tool":
             call_id = message["tool_call_id"]

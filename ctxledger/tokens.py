@@ -74,7 +74,9 @@ def count_message(message: Mapping[str, Any], encoding: str = DEFAULT_ENCODING) 
 
 
 def count_messages(
-    messages: Sequence[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING, threads: int | None = None
+    messages: Sequence[Mapping[str, Any]],
+    encoding: str = DEFAULT_ENCODING,
+    threads: int | None = None,
 ) -> list[int]:
     """Exact counts for many messages at once (tiktoken's threaded batch encode)."""
     texts = [message_text(m) for m in messages]

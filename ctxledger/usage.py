@@ -80,7 +80,11 @@ def detect_shape(raw: Mapping[str, Any]) -> str:
         return "anthropic"
     if "input_tokens" in raw or "output_tokens" in raw:
         # Both Anthropic and Responses use these names; Anthropic's input excludes cache.
-        return "anthropic" if raw.get("type") != "response" and "total_tokens" not in raw else "openai_responses"
+        return (
+            "anthropic"
+            if raw.get("type") != "response" and "total_tokens" not in raw
+            else "openai_responses"
+        )
     if {"input", "output"} & set(raw):
         return "canonical"
     raise InvalidInput(
@@ -116,8 +120,12 @@ def normalize_usage(raw: Mapping[str, Any], shape: str | None = None) -> tuple[s
     elif shape == "openai_responses":
         total_in = _int(raw.get("input_tokens"), "input_tokens")
         read = _int(_get(raw, "input_tokens_details", "cached_tokens"), "cached_tokens")
-        write = _int(_get(raw, "input_tokens_details", "cache_creation_tokens"), "cache_creation_tokens")
-        usage = _split_prompt(total_in, read, write, _int(raw.get("output_tokens"), "output_tokens"), raw)
+        write = _int(
+            _get(raw, "input_tokens_details", "cache_creation_tokens"), "cache_creation_tokens"
+        )
+        usage = _split_prompt(
+            total_in, read, write, _int(raw.get("output_tokens"), "output_tokens"), raw
+        )
     elif shape == "openai_chat":
         total_in = _int(raw.get("prompt_tokens"), "prompt_tokens")
         read_raw = _get(raw, "prompt_tokens_details", "cached_tokens")
@@ -150,7 +158,9 @@ def normalize_usage(raw: Mapping[str, Any], shape: str | None = None) -> tuple[s
     return shape, usage
 
 
-def _split_prompt(total_in: int, read: int, write: int, output: int, raw: Mapping[str, Any]) -> CanonicalUsage:
+def _split_prompt(
+    total_in: int, read: int, write: int, output: int, raw: Mapping[str, Any]
+) -> CanonicalUsage:
     if read + write > total_in:
         raise InvalidInput(
             f"cache tokens (read {read} + write {write}) exceed the prompt's {total_in} input tokens"

@@ -9,26 +9,18 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger, recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.audit import (
-    AuditedFact,
-    audit_chain,
-    audit_compaction,
-    chain_compactions,
-    compactions_by_id,
-    find_compaction,
-    split_kept,
-    trace,
-)
+from ctxledger.analysis.audit import AuditedFact, audit_chain, audit_compaction, split_kept, trace
+from ctxledger.analysis.compactions import chain_compactions, compactions_by_id, find_compaction
 from ctxledger.cli.main import cli
-from ctxledger.compaction import compact
+from ctxledger.compressor.facts import find_paths, normalize
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.facts import find_paths, normalize
-from ctxledger.ledger import Ledger
+from ctxledger.errors import InvalidInput, UnknownCompaction
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
 
 
@@ -61,25 +53,46 @@ class StubSummarizer:
 
 def _turns(ledger: Ledger, sid: str, first: int, n: int) -> None:
     for i in range(first, first + n):
-        ledger.append_messages(sid, [
-            {"role": "user", "content": f"Please look at src/mod{i}/core.py and fix the bug number {i}."},
-            {"role": "assistant", "content": f"Fixed src/mod{i}/core.py: the loop now stops at line {i + 10}. "
-             + "The rest of the module was read and left as it was. " * 40},
-        ])
+        ledger.append_messages(
+            sid,
+            [
+                {
+                    "role": "user",
+                    "content": f"Please look at src/mod{i}/core.py and fix the bug number {i}.",
+                },
+                {
+                    "role": "assistant",
+                    "content": f"Fixed src/mod{i}/core.py: the loop now stops at line {i + 10}. "
+                    + "The rest of the module was read and left as it was. " * 40,
+                },
+            ],
+        )
 
 
-def test_kept_plus_lost_is_extracted_and_kept_facts_are_in_the_summary(chain: tuple[Ledger, str]) -> None:
+def test_kept_plus_lost_is_extracted_and_kept_facts_are_in_the_summary(
+    chain: tuple[Ledger, str],
+) -> None:
     ledger, tip = chain
     report = audit_chain(ledger, tip)
     for a in report.compactions:
-        assert {f.normalized for f in a.kept} | {f.normalized for f in a.lost} == {f.normalized for f in a.extracted}
+        assert {f.normalized for f in a.kept} | {f.normalized for f in a.lost} == {
+            f.normalized for f in a.extracted
+        }
         assert len(a.kept) + len(a.lost) == len(a.extracted)
-        summary = normalize(next(r.summary.text for r in chain_compactions(ledger, tip) if r.compaction_id == a.compaction_id))
+        summary = normalize(
+            next(
+                r.summary.text
+                for r in chain_compactions(ledger, tip)
+                if r.compaction_id == a.compaction_id
+            )
+        )
         assert all(f.normalized in summary for f in a.kept)
         assert a.retention == round(len(a.kept) / len(a.extracted), 4)
 
 
-def test_every_lost_fact_names_the_message_and_event_it_came_from(chain: tuple[Ledger, str]) -> None:
+def test_every_lost_fact_names_the_message_and_event_it_came_from(
+    chain: tuple[Ledger, str],
+) -> None:
     ledger, tip = chain
     messages = ledger.transcript.state.messages
     for a in audit_chain(ledger, tip).compactions:
@@ -91,7 +104,9 @@ def test_every_lost_fact_names_the_message_and_event_it_came_from(chain: tuple[L
             assert getattr(seq_event.event, "message_id", None) == fact.message_id
 
 
-def test_audit_of_one_compaction_equals_its_entry_in_the_chain_audit(chain: tuple[Ledger, str]) -> None:
+def test_audit_of_one_compaction_equals_its_entry_in_the_chain_audit(
+    chain: tuple[Ledger, str],
+) -> None:
     ledger, tip = chain
     report = audit_chain(ledger, tip)
     second = report.compactions[1]
@@ -118,7 +133,11 @@ def test_a_fact_a_later_summary_drops_is_lost_at_re_compression() -> None:
     losses = [x for x in report.lost_at_recompression if x.fact.value == dropped]
     assert len(losses) == 1
     loss = losses[0]
-    assert (loss.kept_by, loss.lost_at, loss.recompression) == (first.compaction_id, second.compaction_id, 2)
+    assert (loss.kept_by, loss.lost_at, loss.recompression) == (
+        first.compaction_id,
+        second.compaction_id,
+        2,
+    )
     # still attributed to the original message, not to the summary that carried it
     assert ledger.transcript.state.messages[loss.fact.message_id or ""].origin == "appended"
     assert dropped in [f.value for f in report.compactions[1].lost_at_recompression]
@@ -128,7 +147,9 @@ def test_a_fact_a_later_summary_drops_is_lost_at_re_compression() -> None:
 
 @settings(max_examples=5)
 @given(seed=st.integers(0, 10_000), turns=st.integers(6, 12))
-def test_kept_plus_lost_equals_extracted_for_generated_chains(tmp_path_factory: pytest.TempPathFactory, seed: int, turns: int) -> None:
+def test_kept_plus_lost_equals_extracted_for_generated_chains(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, turns: int
+) -> None:
     ledger, tip = generated(tmp_path_factory.mktemp("prop") / "l.db", seed, turns)
     report = audit_chain(ledger, tip)
     for a in report.compactions:
@@ -162,7 +183,7 @@ def test_trace_rejects_an_empty_fact(chain: tuple[Ledger, str], bad: str) -> Non
 def test_unknown_compaction_is_a_clear_error_and_appends_nothing(chain: tuple[Ledger, str]) -> None:
     ledger, _ = chain
     before = ledger.store.last_seq()
-    with pytest.raises(UnknownSession, match="no compaction 'cmp_nope'"):
+    with pytest.raises(UnknownCompaction, match="no compaction 'cmp_nope'"):
         audit_compaction(ledger, "cmp_nope")
     with pytest.raises(InvalidInput):
         audit_compaction(ledger, "")
@@ -196,10 +217,20 @@ def test_cli_audit_unknown_reference_exits_2(chain: tuple[Ledger, str]) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["audit", ""], ["trace", "", "src/"], ["recall", "", "pytest"], ["diff", "", "ses_root"],
-     ["pin", "", "msg_1"], ["undo", ""], ["expand", " "], ["replay", "", "--summarizer", "offline"]],
+    [
+        ["audit", ""],
+        ["trace", "", "src/"],
+        ["recall", "", "pytest"],
+        ["diff", "", "ses_root"],
+        ["pin", "", "msg_1"],
+        ["undo", ""],
+        ["expand", " "],
+        ["replay", "", "--summarizer", "offline"],
+    ],
 )
-def test_cli_empty_references_exit_2_and_append_nothing(chain: tuple[Ledger, str], argv: list[str]) -> None:
+def test_cli_empty_references_exit_2_and_append_nothing(
+    chain: tuple[Ledger, str], argv: list[str]
+) -> None:
     ledger, _ = chain
     before = ledger.store.last_seq()
     out = CliRunner().invoke(cli, ["--db", ledger.store.path, *argv])
@@ -210,10 +241,16 @@ def test_cli_empty_references_exit_2_and_append_nothing(chain: tuple[Ledger, str
 def test_trace_normalizes_a_path_or_quoted_query_like_the_facts() -> None:
     ledger = deterministic_ledger()
     sid = ledger.start_session(model="m", context_length=16_000)
-    ledger.append_messages(sid, [
-        {"role": "user", "content": "Run tests/test_x.py and keep the label 'blue moon' as it is."},
-        {"role": "assistant", "content": "Done."},
-    ])
+    ledger.append_messages(
+        sid,
+        [
+            {
+                "role": "user",
+                "content": "Run tests/test_x.py and keep the label 'blue moon' as it is.",
+            },
+            {"role": "assistant", "content": "Done."},
+        ],
+    )
     plain = trace(ledger, sid, "tests/test_x.py")
     assert plain.status == "in the live view" and plain.appearances
     for query in ("./tests/test_x.py", ".\\tests\\test_x.py", "tests/test_x.py/"):
@@ -226,15 +263,19 @@ def test_trace_normalizes_a_path_or_quoted_query_like_the_facts() -> None:
         trace(ledger, sid, '""')
 
 
-def test_audit_of_one_compaction_reads_its_chain_once(chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import ctxledger.audit as audit_module
+def test_audit_of_one_compaction_reads_its_chain_once(
+    chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxledger.analysis.audit as audit_module
 
     ledger, tip = chain
     second = chain_compactions(ledger, tip)[1]
     expected = audit_compaction(ledger, second.compaction_id)
     reads: list[str] = []
     real = audit_module.chain_compactions
-    monkeypatch.setattr(audit_module, "chain_compactions", lambda lg, sid: reads.append(sid) or real(lg, sid))
+    monkeypatch.setattr(
+        audit_module, "chain_compactions", lambda lg, sid: reads.append(sid) or real(lg, sid)
+    )
     assert audit_compaction(ledger, second.compaction_id) == expected
     assert len(reads) == 1
     assert find_compaction(ledger, second.compaction_id[:-2]) == second
@@ -243,12 +284,23 @@ def test_audit_of_one_compaction_reads_its_chain_once(chain: tuple[Ledger, str],
 
 def test_split_kept_keeps_input_order_and_duplicates() -> None:
     def fact(value: str) -> AuditedFact:
-        return AuditedFact(kind="path", value=value, normalized=normalize(value), message_id=None, session_id=None,
-                           seq=None, role="user", source="middle", first_compaction_id="cmp")
+        return AuditedFact(
+            kind="path",
+            value=value,
+            normalized=normalize(value),
+            message_id=None,
+            session_id=None,
+            seq=None,
+            role="user",
+            source="middle",
+            first_compaction_id="cmp",
+        )
 
     facts = [fact("b.py"), fact("a.py"), fact("c.py"), fact("a.py")]
     kept, lost = split_kept(facts, "Edited A.PY and b.py; a.pyc is something else")
-    assert [f.value for f in kept] == ["b.py", "a.py", "a.py"] and [f.value for f in lost] == ["c.py"]
+    assert [f.value for f in kept] == ["b.py", "a.py", "a.py"] and [f.value for f in lost] == [
+        "c.py"
+    ]
     assert kept[1] is facts[1] and kept[2] is facts[3]
 
 
@@ -259,8 +311,19 @@ def test_cli_strips_references_once_at_the_boundary(chain: tuple[Ledger, str]) -
     cid = chain_compactions(ledger, tip)[0].compaction_id
     padded = json.loads(runner.invoke(cli, ["--db", db, "audit", f"  {tip}\n", "--json"]).output)
     assert padded == json.loads(runner.invoke(cli, ["--db", db, "audit", tip, "--json"]).output)
-    assert json.loads(runner.invoke(cli, ["--db", db, "audit", f" {cid} ", "--json"]).output)["compaction_id"] == cid
-    for argv in (["trace", f" {tip} ", "src/"], ["recall", f" {tip} ", "pytest"], ["expand", f" {cid} "],
-                 ["chain", f" {tip} "], ["usage", f" {tip} "], ["show", f" {tip} "]):
+    assert (
+        json.loads(runner.invoke(cli, ["--db", db, "audit", f" {cid} ", "--json"]).output)[
+            "compaction_id"
+        ]
+        == cid
+    )
+    for argv in (
+        ["trace", f" {tip} ", "src/"],
+        ["recall", f" {tip} ", "pytest"],
+        ["expand", f" {cid} "],
+        ["chain", f" {tip} "],
+        ["usage", f" {tip} "],
+        ["show", f" {tip} "],
+    ):
         out = runner.invoke(cli, ["--db", db, *argv, "--json"])
         assert out.exit_code == 0, (argv, out.output)

@@ -18,7 +18,9 @@ from ctxledger.runtime.caching import (
 
 text = st.text(min_size=0, max_size=20)
 part = st.fixed_dictionaries({"type": st.just("text"), "text": text})
-image = st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": text})})
+image = st.fixed_dictionaries(
+    {"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": text})}
+)
 content = st.one_of(
     text,
     st.none(),
@@ -33,7 +35,9 @@ def message(draw: st.DrawFn) -> dict[str, Any]:
     if role == "tool":
         msg["tool_call_id"] = draw(st.sampled_from(["call_1", "call_2"]))
     if role == "assistant" and draw(st.booleans()):
-        msg["tool_calls"] = [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+        msg["tool_calls"] = [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]
     return msg
 
 
@@ -41,14 +45,24 @@ def message(draw: st.DrawFn) -> dict[str, Any]:
 def transcript(draw: st.DrawFn) -> list[dict[str, Any]]:
     body = draw(st.lists(message(), max_size=12))
     if draw(st.booleans()):
-        body.insert(0, {"role": "system", "content": draw(st.one_of(text, st.lists(part, min_size=1, max_size=2)))})
+        body.insert(
+            0,
+            {
+                "role": "system",
+                "content": draw(st.one_of(text, st.lists(part, min_size=1, max_size=2))),
+            },
+        )
     return body
 
 
 def markers_in(msg: dict[str, Any]) -> list[dict[str, Any]]:
     found = [msg["cache_control"]] if "cache_control" in msg else []
     if isinstance(msg.get("content"), list):
-        found += [p["cache_control"] for p in msg["content"] if isinstance(p, dict) and "cache_control" in p]
+        found += [
+            p["cache_control"]
+            for p in msg["content"]
+            if isinstance(p, dict) and "cache_control" in p
+        ]
     return found
 
 
@@ -94,21 +108,38 @@ def test_marking_changes_only_the_marker_placement(messages: list[dict[str, Any]
         stripped = {k: v for k, v in result.items() if k != "cache_control"}
         body = original.get("content")
         if isinstance(body, str) and body and isinstance(stripped["content"], list):
-            assert stripped["content"] == [{"type": "text", "text": body, "cache_control": stripped["content"][0]["cache_control"]}]
+            assert stripped["content"] == [
+                {
+                    "type": "text",
+                    "text": body,
+                    "cache_control": stripped["content"][0]["cache_control"],
+                }
+            ]
             stripped["content"] = body
         elif isinstance(stripped.get("content"), list):
-            stripped["content"] = [{k: v for k, v in p.items() if k != "cache_control"} for p in stripped["content"]]
+            stripped["content"] = [
+                {k: v for k, v in p.items() if k != "cache_control"} for p in stripped["content"]
+            ]
         assert stripped == original
 
 
 def test_string_content_becomes_one_marked_text_part() -> None:
-    out = apply_cache_markers([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
-    assert out[0]["content"] == [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
-    assert out[1]["content"] == [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]
+    out = apply_cache_markers(
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    )
+    assert out[0]["content"] == [
+        {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert out[1]["content"] == [
+        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+    ]
 
 
 def test_list_content_marks_last_part_only() -> None:
-    msg = {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    msg = {
+        "role": "user",
+        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+    }
     out = apply_cache_markers([msg], ttl="1h")
     assert "cache_control" not in out[0]["content"][0]
     assert out[0]["content"][1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
@@ -126,7 +157,13 @@ def test_only_last_three_non_system_messages_are_marked() -> None:
 def test_tool_and_empty_messages_marked_on_message_only_for_native_anthropic() -> None:
     messages = [
         {"role": "user", "content": "run it"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "done"},
     ]
     native = apply_cache_markers(messages, native_anthropic=True)
@@ -138,7 +175,9 @@ def test_tool_and_empty_messages_marked_on_message_only_for_native_anthropic() -
 
 
 def test_markers_are_independent_objects() -> None:
-    out = apply_cache_markers([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    out = apply_cache_markers(
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    )
     out[0]["content"][0]["cache_control"]["ttl"] = "1h"
     assert out[1]["content"][0]["cache_control"] == {"type": "ephemeral"}
 
@@ -150,7 +189,9 @@ def test_empty_list_and_bad_ttl() -> None:
 
 
 def test_large_transcript_copies_only_marked_messages() -> None:
-    messages = [{"role": "user" if i % 2 else "assistant", "content": "x" * 50} for i in range(20_000)]
+    messages = [
+        {"role": "user" if i % 2 else "assistant", "content": "x" * 50} for i in range(20_000)
+    ]
     out = apply_cache_markers(messages)
     copied = [i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b]
     assert copied == [19_997, 19_998, 19_999]

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxledger.cli.main import cli
-from ctxledger.synth import SessionSynth
+from ctxledger.demo.synth import SessionSynth
 
 
 def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
@@ -27,7 +27,9 @@ def test_every_command_has_help_and_is_documented(name: str) -> None:
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert f"ctxledger {name}" in readme or f"`{name}`" in readme, f"README does not document `{name}`"
+    assert f"ctxledger {name}" in readme or f"`{name}`" in readme, (
+        f"README does not document `{name}`"
+    )
 
 
 @pytest.fixture
@@ -44,7 +46,9 @@ def imported(tmp_path: Path) -> tuple[Path, str]:
     return db, result.output.strip().splitlines()[-1]
 
 
-def test_import_prints_the_session_id_last_and_show_round_trips(imported: tuple[Path, str], tmp_path: Path) -> None:
+def test_import_prints_the_session_id_last_and_show_round_trips(
+    imported: tuple[Path, str], tmp_path: Path
+) -> None:
     db, sid = imported
     shown = json.loads(run(db, "show", sid, "--json").output)
     original = [json.loads(line) for line in (tmp_path / "conv.jsonl").read_text().splitlines()]
@@ -53,7 +57,9 @@ def test_import_prints_the_session_id_last_and_show_round_trips(imported: tuple[
 
 def test_import_from_stdin(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    result = run(db, "import", "-", "--context-length", "9000", input='[{"role": "user", "content": "hi"}]')
+    result = run(
+        db, "import", "-", "--context-length", "9000", input='[{"role": "user", "content": "hi"}]'
+    )
     assert result.exit_code == 0
     sid = result.output.strip().splitlines()[-1]
     assert json.loads(run(db, "show", sid, "--json").output) == [{"role": "user", "content": "hi"}]
@@ -67,11 +73,15 @@ def test_import_from_stdin(tmp_path: Path) -> None:
         ('[{"role": "tool", "tool_call_id": "x", "content": "r"}]', "no earlier assistant"),
     ],
 )
-def test_bad_import_is_one_line_error_exit_2_and_imports_nothing(tmp_path: Path, content: str, fragment: str) -> None:
+def test_bad_import_is_one_line_error_exit_2_and_imports_nothing(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
     db = tmp_path / "l.db"
-    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(path), "--context-length", "9000"])
+    result = CliRunner().invoke(
+        cli, ["--db", str(db), "import", str(path), "--context-length", "9000"]
+    )
     assert result.exit_code == 2
     assert fragment in result.output
     assert result.output.count("error:") == 1
@@ -81,7 +91,19 @@ def test_bad_import_is_one_line_error_exit_2_and_imports_nothing(tmp_path: Path,
 def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"role": "user", "content": "a"}\n{"role": "user", "content": \n')
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "import", str(path), "--format", "openai", "--context-length", "9000"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--db",
+            str(tmp_path / "l.db"),
+            "import",
+            str(path),
+            "--format",
+            "openai",
+            "--context-length",
+            "9000",
+        ],
+    )
     assert result.exit_code == 2 and "bad.jsonl:2:" in result.output
 
 
@@ -96,7 +118,17 @@ def test_compress_dry_run_json_plan_appends_nothing(imported: tuple[Path, str]) 
     out = json.loads(run(db, "compress", sid, "--dry-run", "--json").output)
     assert out["action"] == "dry_run"
     plan = out["plan"]
-    for key in ("compress_start", "compress_end", "prunes", "summary_role", "merged_into_tail", "summary_budget_tokens", "head_ids", "middle_ids", "tail_ids"):
+    for key in (
+        "compress_start",
+        "compress_end",
+        "prunes",
+        "summary_role",
+        "merged_into_tail",
+        "summary_budget_tokens",
+        "head_ids",
+        "middle_ids",
+        "tail_ids",
+    ):
         assert key in plan
     assert plan["compress_start"] >= 1  # the system message is index 0
     assert json.loads(run(db, "verify", "--json").output)["events_checked"] == before
@@ -120,20 +152,32 @@ def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> 
 
 def test_show_at_a_past_sequence(imported: tuple[Path, str]) -> None:
     db, sid = imported
-    assert json.loads(run(db, "show", f"{sid}@3", "--json").output) == json.loads(run(db, "show", sid, "--at", "3", "--json").output)
+    assert json.loads(run(db, "show", f"{sid}@3", "--json").output) == json.loads(
+        run(db, "show", sid, "--at", "3", "--json").output
+    )
     bad = CliRunner().invoke(cli, ["--db", str(db), "show", f"{sid}@x"])
     assert bad.exit_code == 2 and "sequence number" in bad.output
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "sharegpt"])
-def test_export_then_import_gives_the_same_messages(imported: tuple[Path, str], tmp_path: Path, fmt: str) -> None:
+def test_export_then_import_gives_the_same_messages(
+    imported: tuple[Path, str], tmp_path: Path, fmt: str
+) -> None:
     db, sid = imported
     out = tmp_path / f"x.{fmt}.json"
     assert run(db, "export", sid, "--format", fmt, "--out", str(out)).exit_code == 0
-    again = run(db, "import", str(out), "--format", fmt, "--context-length", "16000").output.strip().splitlines()[-1]
+    again = (
+        run(db, "import", str(out), "--format", fmt, "--context-length", "16000")
+        .output.strip()
+        .splitlines()[-1]
+    )
     original = json.loads(run(db, "show", sid, "--json").output)
     copy = json.loads(run(db, "show", again, "--json").output)
-    strip = lambda ms: [{k: v for k, v in m.items() if k in ("role", "content", "tool_call_id")} for m in ms]  # noqa: E731
+
+    def strip(ms: list[dict[str, object]]) -> list[dict[str, object]]:
+        keep = ("role", "content", "tool_call_id")
+        return [{k: v for k, v in m.items() if k in keep} for m in ms]
+
     assert strip(copy) == strip(original)
 
 
@@ -156,18 +200,24 @@ def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Pa
     report = json.loads(result.output)
     assert report["compressed"] == 3 and len(report["recorded_sessions"]) == 3
     for line in dst.read_text().splitlines():
-        assert any(t["value"].startswith("[CONTEXT SUMMARY]") for t in json.loads(line)["conversations"])
+        assert any(
+            t["value"].startswith("[CONTEXT SUMMARY]") for t in json.loads(line)["conversations"]
+        )
     chain = json.loads(run(db, "chain", report["recorded_sessions"][0], "--json").output)
     assert chain["compression_count"] == 1
     # resumable: a second run does no work and records nothing new
-    again = json.loads(run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output)
+    again = json.loads(
+        run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output
+    )
     assert again["resumed"] == 3 and again["recorded_sessions"] == []
 
 
-def test_recorded_trajectory_compactions_count_the_system_message_like_the_engine(tmp_path: Path) -> None:
+def test_recorded_trajectory_compactions_count_the_system_message_like_the_engine(
+    tmp_path: Path,
+) -> None:
     from ctxledger.events import SessionSwitched
     from ctxledger.importers.export import export_messages
-    from ctxledger.ledger import Ledger
+    from ctxledger.ledger.facade import Ledger
 
     synth = SessionSynth(8)
     msgs = [{"role": "system", "content": synth.system_prompt()}]
@@ -177,11 +227,17 @@ def test_recorded_trajectory_compactions_count_the_system_message_like_the_engin
     record["id"] = 0
     src, dst, db = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "l.db"
     src.write_text(json.dumps(record) + "\n")
-    report = json.loads(run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output)
+    report = json.loads(
+        run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json").output
+    )
     continuation = report["recorded_sessions"][0]
     with Ledger.open(db) as ledger:
         parent = ledger.chains.lineage(continuation).parent_session_id or ""
-        switch = next(r.event for r in ledger.store.read_stream(parent) if isinstance(r.event, SessionSwitched))
+        switch = next(
+            r.event
+            for r in ledger.store.read_stream(parent)
+            if isinstance(r.event, SessionSwitched)
+        )
         assert switch.messages_before == len(ledger.api_messages(parent)) == len(msgs)
         assert switch.messages_after == len(ledger.api_messages(continuation))
         assert ledger.api_messages(continuation)[0]["role"] == "system"
@@ -189,5 +245,7 @@ def test_recorded_trajectory_compactions_count_the_system_message_like_the_engin
 
 def test_show_strips_the_reference(imported: tuple[Path, str]) -> None:
     db, sid = imported
-    assert json.loads(run(db, "show", f"  {sid} ", "--json").output) == json.loads(run(db, "show", sid, "--json").output)
+    assert json.loads(run(db, "show", f"  {sid} ", "--json").output) == json.loads(
+        run(db, "show", sid, "--json").output
+    )
     assert json.loads(run(db, "chain", f" {sid}\t", "--json").output)["session_id"] == sid

@@ -124,7 +124,9 @@ def test_share_limits_round_once_without_float_noise() -> None:
 
 
 def test_cooldown_for_each_failure_class() -> None:
-    config = CompressionConfig(cooldown_no_summarizer=600.0, cooldown_malformed=30.0, cooldown_generic=60.0)
+    config = CompressionConfig(
+        cooldown_no_summarizer=600.0, cooldown_malformed=30.0, cooldown_generic=60.0
+    )
     assert config.cooldown_for("not_configured") == 600.0
     assert config.cooldown_for("malformed") == config.cooldown_for("empty") == 30.0
     assert config.cooldown_for("timeout") == config.cooldown_for(None) == 60.0

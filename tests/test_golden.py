@@ -17,13 +17,15 @@ from typing import Any
 
 import msgspec
 import pytest
-from ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.audit import audit_chain, chain_compactions
-from ctxledger.diff import diff
-from ctxledger.ledger import Ledger
-from ctxledger.replay import verify_compactions
-from ctxledger.whatif import record_generated, whatif
+from ctxledger.analysis.audit import audit_chain
+from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.analysis.diff import diff
+from ctxledger.analysis.replay import verify_compactions
+from ctxledger.analysis.whatif import whatif
+from ctxledger.demo.record import record_generated
+from ctxledger.ledger.facade import Ledger
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CTXLEDGER_UPDATE_GOLDEN") == "1"
@@ -42,10 +44,15 @@ def check(name: str, report: Any) -> None:
     path = GOLDEN / f"{name}.json"
     if UPDATE:
         GOLDEN.mkdir(exist_ok=True)
-        path.write_text(json.dumps(actual, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(actual, indent=1, ensure_ascii=False, sort_keys=True) + "\n",
+            encoding="utf-8",
+        )
     assert path.exists(), f"no golden {path}: run with CTXLEDGER_UPDATE_GOLDEN=1 to create it"
     expected = json.loads(path.read_text(encoding="utf-8"))
-    assert actual == expected, f"{name} report changed; if on purpose, regenerate (see the module docstring)"
+    assert actual == expected, (
+        f"{name} report changed; if on purpose, regenerate (see the module docstring)"
+    )
 
 
 def test_audit_report_is_stable(chain: tuple[Ledger, str]) -> None:
@@ -56,17 +63,23 @@ def test_audit_report_is_stable(chain: tuple[Ledger, str]) -> None:
 def test_diff_reports_are_stable(chain: tuple[Ledger, str]) -> None:
     ledger, tip = chain
     first, second = chain_compactions(ledger, tip)
-    check("diff", {
-        "first_compaction": diff(ledger, first.compaction_id),
-        "summaries": diff(ledger, first.compaction_id, second.compaction_id),
-        "root_at_40_vs_tip": diff(ledger, f"{first.session_id}@40", tip),
-    })
+    check(
+        "diff",
+        {
+            "first_compaction": diff(ledger, first.compaction_id),
+            "summaries": diff(ledger, first.compaction_id, second.compaction_id),
+            "root_at_40_vs_tip": diff(ledger, f"{first.session_id}@40", tip),
+        },
+    )
 
 
 def test_replay_reports_are_stable(chain: tuple[Ledger, str]) -> None:
     ledger, tip = chain
-    check("replay", {
-        "verify": verify_compactions(ledger, tip),
-        "whatif_recorded_config": whatif(ledger, tip),
-        "whatif_target_ratio_0_4": whatif(ledger, tip, config=SMALL.replace(target_ratio=0.4)),
-    })
+    check(
+        "replay",
+        {
+            "verify": verify_compactions(ledger, tip),
+            "whatif_recorded_config": whatif(ledger, tip),
+            "whatif_target_ratio_0_4": whatif(ledger, tip, config=SMALL.replace(target_ratio=0.4)),
+        },
+    )

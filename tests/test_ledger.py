@@ -8,16 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_helpers import compact_now, make_ledger, session_with_turns
+from helpers.ledger_helpers import compact_now, make_ledger, session_with_turns
 
 from ctxledger.errors import (
     CtxLedgerError,
     InvalidInput,
     InvalidMessage,
-    SessionEnded,
+    SessionEndedError,
+    UnknownMessage,
     UnknownSession,
 )
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 
 
 @pytest.fixture
@@ -33,7 +34,12 @@ def _call(cid: str, args: Any = '{"command": "ls"}') -> dict[str, Any]:
 
 BAD_APPENDS: list[tuple[str, list[Any], type[Exception], str]] = [
     ("unknown role", [{"role": "wizard", "content": "x"}], InvalidMessage, "unknown role"),
-    ("orphan tool result", [{"role": "tool", "tool_call_id": "nope", "content": "r"}], InvalidMessage, "no earlier assistant"),
+    (
+        "orphan tool result",
+        [{"role": "tool", "tool_call_id": "nope", "content": "r"}],
+        InvalidMessage,
+        "no earlier assistant",
+    ),
     (
         "duplicate ids",
         [{"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("a")]}],
@@ -55,8 +61,12 @@ BAD_APPENDS: list[tuple[str, list[Any], type[Exception], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "messages", "error", "fragment"), BAD_APPENDS, ids=[b[0] for b in BAD_APPENDS])
-def test_bad_messages_append_nothing(ledger: Ledger, name: str, messages: list[Any], error: type[Exception], fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "messages", "error", "fragment"), BAD_APPENDS, ids=[b[0] for b in BAD_APPENDS]
+)
+def test_bad_messages_append_nothing(
+    ledger: Ledger, name: str, messages: list[Any], error: type[Exception], fragment: str
+) -> None:
     sid = ledger.start_session(model="m", context_length=32_000)
     before = ledger.store.last_seq()
     with pytest.raises(error) as info:
@@ -67,24 +77,80 @@ def test_bad_messages_append_nothing(ledger: Ledger, name: str, messages: list[A
 
 
 BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str]] = [
-    ("messages not a list", lambda lg, s: lg.append_messages(s, {"role": "user", "content": "x"}), InvalidInput, "must be a list"),  # type: ignore[arg-type]
-    ("unknown session", lambda lg, s: lg.append_messages("ses_missing", []), UnknownSession, "no session"),
-    ("usage of unknown shape", lambda lg, s: lg.report_usage(s, {"tokens": 5}), InvalidInput, "unrecognised usage shape"),
-    ("usage purpose", lambda lg, s: lg.report_usage(s, {"input_tokens": 1, "output_tokens": 1}, purpose="x"), InvalidInput, "purpose"),
+    (
+        "messages not a list",
+        lambda lg, s: lg.append_messages(s, {"role": "user", "content": "x"}),
+        InvalidInput,
+        "must be a list",
+    ),  # type: ignore[arg-type]
+    (
+        "unknown session",
+        lambda lg, s: lg.append_messages("ses_missing", []),
+        UnknownSession,
+        "no session",
+    ),
+    (
+        "usage of unknown shape",
+        lambda lg, s: lg.report_usage(s, {"tokens": 5}),
+        InvalidInput,
+        "unrecognised usage shape",
+    ),
+    (
+        "usage purpose",
+        lambda lg, s: lg.report_usage(s, {"input_tokens": 1, "output_tokens": 1}, purpose="x"),
+        InvalidInput,
+        "purpose",
+    ),
     ("tiny window", lambda lg, s: lg.switch_model(s, "m", 10), InvalidInput, "≥ 1024"),
-    ("pin unknown message", lambda lg, s: lg.pin(s, "msg_nope"), UnknownSession, "not in the live view"),
-    ("no context length", lambda lg, s: lg.start_session(model="m", context_length=None), InvalidInput, "context_length"),
-    ("empty model", lambda lg, s: lg.start_session(model="", context_length=9000), InvalidInput, "model"),
-    ("branch without parent", lambda lg, s: lg.start_session(model="m", context_length=9000, reason="branch"), InvalidInput, "parent"),
-    ("continuation by hand", lambda lg, s: lg.start_session(model="m", context_length=9000, reason="compression"), InvalidInput, "compaction"),
-    ("duplicate session id", lambda lg, s: lg.start_session(model="m", context_length=9000, session_id=s), InvalidInput, "already exists"),
+    (
+        "pin unknown message",
+        lambda lg, s: lg.pin(s, "msg_nope"),
+        UnknownMessage,
+        "not in the live view",
+    ),
+    (
+        "no context length",
+        lambda lg, s: lg.start_session(model="m", context_length=None),
+        InvalidInput,
+        "context_length",
+    ),
+    (
+        "empty model",
+        lambda lg, s: lg.start_session(model="", context_length=9000),
+        InvalidInput,
+        "model",
+    ),
+    (
+        "branch without parent",
+        lambda lg, s: lg.start_session(model="m", context_length=9000, reason="branch"),
+        InvalidInput,
+        "parent",
+    ),
+    (
+        "continuation by hand",
+        lambda lg, s: lg.start_session(model="m", context_length=9000, reason="compression"),
+        InvalidInput,
+        "compaction",
+    ),
+    (
+        "duplicate session id",
+        lambda lg, s: lg.start_session(model="m", context_length=9000, session_id=s),
+        InvalidInput,
+        "already exists",
+    ),
     ("negative seq", lambda lg, s: lg.projector_at(-1), InvalidInput, "≥ 0"),
 ]
 
 
-@pytest.mark.parametrize(("name", "call", "error", "fragment"), BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
+@pytest.mark.parametrize(
+    ("name", "call", "error", "fragment"), BAD_CALLS, ids=[b[0] for b in BAD_CALLS]
+)
 def test_bad_calls_are_clear_errors_and_append_nothing(
-    tmp_path: Path, name: str, call: Callable[[Ledger, str], object], error: type[Exception], fragment: str
+    tmp_path: Path,
+    name: str,
+    call: Callable[[Ledger, str], object],
+    error: type[Exception],
+    fragment: str,
 ) -> None:
     from ctxledger.compressor.config import CompressionConfig
 
@@ -102,7 +168,7 @@ def test_appending_to_a_compressed_session_names_the_tip(ledger: Ledger) -> None
     sid = session_with_turns(ledger, 12)
     new = compact_now(ledger, sid).new_session_id
     before = ledger.store.last_seq()
-    with pytest.raises(SessionEnded, match=f"continuation is {new!r}"):
+    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
         ledger.append_messages(sid, [{"role": "user", "content": "more"}])
     assert ledger.store.last_seq() == before
 
@@ -110,27 +176,40 @@ def test_appending_to_a_compressed_session_names_the_tip(ledger: Ledger) -> None
 def test_a_10mb_message_is_accepted_and_stored_once(ledger: Ledger, tmp_path: Path) -> None:
     sid = ledger.start_session(model="m", context_length=32_000)
     big = "0123456789abcdef" * (10 * 1024 * 1024 // 16)
-    ids = ledger.append_messages(sid, [{"role": "user", "content": big}, {"role": "user", "content": big}])
+    ids = ledger.append_messages(
+        sid, [{"role": "user", "content": big}, {"role": "user", "content": big}]
+    )
     assert [m["content"] for m in ledger.api_messages(sid)] == [big, big]
     assert ledger.transcript.original(ids[0])["content"] == big
     assert ledger.verify().ok
     # both events reference one content-addressed blob
     with sqlite3.connect(tmp_path / "l.db") as raw:
-        assert raw.execute("SELECT count(*), sum(length(data)) FROM blobs").fetchone() == (1, len(big))
+        assert raw.execute("SELECT count(*), sum(length(data)) FROM blobs").fetchone() == (
+            1,
+            len(big),
+        )
 
 
 def test_invalid_utf8_in_an_import_file_is_a_clear_error(tmp_path: Path) -> None:
     from ctxledger.importers.detect import load
 
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(b'{"role": "user", "content": "ok"}\n{"role": "user", "content": "\xff\xfe"}\n')
+    path.write_bytes(
+        b'{"role": "user", "content": "ok"}\n{"role": "user", "content": "\xff\xfe"}\n'
+    )
     with pytest.raises(CtxLedgerError):
         load(path, "openai")
 
 
 def test_tool_call_issued_before_a_compaction_can_still_be_answered(ledger: Ledger) -> None:
     sid = session_with_turns(ledger, 12)
-    ledger.append_messages(sid, [{"role": "user", "content": "run it"}, {"role": "assistant", "content": None, "tool_calls": [_call("late_1")]}])
+    ledger.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "run it"},
+            {"role": "assistant", "content": None, "tool_calls": [_call("late_1")]},
+        ],
+    )
     new = compact_now(ledger, sid).new_session_id
     assert new is not None
     ledger.append_messages(new, [{"role": "tool", "tool_call_id": "late_1", "content": "done"}])
@@ -143,7 +222,9 @@ def test_an_empty_session_reference_is_rejected(ledger: Ledger) -> None:
         ledger.resolve("")
 
 
-def test_events_naming_an_unknown_session_or_message_are_refused_and_append_nothing(ledger: Ledger) -> None:
+def test_events_naming_an_unknown_session_or_message_are_refused_and_append_nothing(
+    ledger: Ledger,
+) -> None:
     from ctxledger.events import NoticeIssued, ToolOutputPersisted
     from ctxledger.events import SessionEnded as SessionEndedEvent
 
@@ -155,10 +236,18 @@ def test_events_naming_an_unknown_session_or_message_are_refused_and_append_noth
     with pytest.raises(InvalidInput, match="decision events only"):
         ledger.append_events(sid, [SessionEndedEvent(event_id="e2", session_id=sid, at=0.0)])
     ghost = ToolOutputPersisted(
-        event_id="e3", session_id=sid, at=0.0, message_id="msg_ghost", tool_call_id="c", tool_name="t",
-        blob_ref="0" * 64, chars=1, replacement="r", replacement_tokens=1,
+        event_id="e3",
+        session_id=sid,
+        at=0.0,
+        message_id="msg_ghost",
+        tool_call_id="c",
+        tool_name="t",
+        blob_ref="0" * 64,
+        chars=1,
+        replacement="r",
+        replacement_tokens=1,
     )
-    with pytest.raises(UnknownSession, match="msg_ghost"):
+    with pytest.raises(UnknownMessage, match="msg_ghost"):
         ledger.append_messages(sid, [{"role": "user", "content": "x"}], extra_events=[ghost])
     assert ledger.store.last_seq() == before
 
@@ -172,11 +261,27 @@ def test_a_log_with_events_of_unknown_sessions_still_opens(tmp_path: Path) -> No
     ledger = make_ledger(path)
     sid = ledger.start_session(model="m", context_length=32_000)
     # written around the ledger's checks, as another tool might
-    ledger.store.append("ses_orphan", [SessionEndedEvent(event_id="x1", session_id="ses_orphan", at=0.0)], None)
-    ledger.store.append(sid, [ToolOutputPersisted(
-        event_id="x2", session_id=sid, at=0.0, message_id="msg_ghost", tool_call_id="c", tool_name="t",
-        blob_ref="0" * 64, chars=1, replacement="r", replacement_tokens=1,
-    )], None)
+    ledger.store.append(
+        "ses_orphan", [SessionEndedEvent(event_id="x1", session_id="ses_orphan", at=0.0)], None
+    )
+    ledger.store.append(
+        sid,
+        [
+            ToolOutputPersisted(
+                event_id="x2",
+                session_id=sid,
+                at=0.0,
+                message_id="msg_ghost",
+                tool_call_id="c",
+                tool_name="t",
+                blob_ref="0" * 64,
+                chars=1,
+                replacement="r",
+                replacement_tokens=1,
+            )
+        ],
+        None,
+    )
     ledger.close()
     again = make_ledger(path, namespace="u")
     assert again.api_messages(sid) == []
@@ -186,10 +291,17 @@ def test_a_log_with_events_of_unknown_sessions_still_opens(tmp_path: Path) -> No
 
 def test_import_checks_sessions_like_start_session_and_names_the_bad_one(ledger: Ledger) -> None:
     from ctxledger.importers.model import ImportedSession
-    from ctxledger.importing import import_sessions
+    from ctxledger.ledger.importing import import_sessions
 
-    good = ImportedSession(key="a", source_format="openai", messages=[{"role": "user", "content": "hi"}])
-    tiny = ImportedSession(key="b", source_format="openai", messages=[{"role": "user", "content": "hi"}], context_length=-5)
+    good = ImportedSession(
+        key="a", source_format="openai", messages=[{"role": "user", "content": "hi"}]
+    )
+    tiny = ImportedSession(
+        key="b",
+        source_format="openai",
+        messages=[{"role": "user", "content": "hi"}],
+        context_length=-5,
+    )
     bad = ImportedSession(key="c", source_format="openai", messages=[{"role": "user"}])
     with pytest.raises(InvalidInput, match="session 'b': context_length must be an integer"):
         import_sessions(ledger, [good, tiny])

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import Fail, FakeProvider, Reply, closed_port
+from helpers.fake_provider import Fail, FakeProvider, Reply, closed_port
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers import (
@@ -28,7 +28,13 @@ TURNS: list[dict[str, Any]] = [
     {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "make deploy"}'}}],
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "terminal", "arguments": '{"command": "make deploy"}'},
+            }
+        ],
     },
     {"role": "tool", "tool_call_id": "c1", "content": "deployed to https://staging.example.com"},
 ]
@@ -46,19 +52,34 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 def request(**kwargs: Any) -> SummaryRequest:
-    values: dict[str, Any] = {"turns": TURNS, "budget_tokens": 2_000, "session_model": "session-model"}
+    values: dict[str, Any] = {
+        "turns": TURNS,
+        "budget_tokens": 2_000,
+        "session_model": "session-model",
+    }
     values.update(kwargs)
     return SummaryRequest(**values)
 
 
 def openai(provider: FakeProvider, **kwargs: Any) -> LLMSummarizer:
-    values: dict[str, Any] = {"api": "openai", "base_url": provider.openai_base_url, "model": "summary-model", "api_key": "test-key", "env": {}}
+    values: dict[str, Any] = {
+        "api": "openai",
+        "base_url": provider.openai_base_url,
+        "model": "summary-model",
+        "api_key": "test-key",
+        "env": {},
+    }
     values.update(kwargs)
     return LLMSummarizer(**values)
 
 
 async def test_openai_shape_succeeds_with_usage_and_bearer_auth(provider: FakeProvider) -> None:
-    usage = {"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500, "prompt_tokens_details": {"cached_tokens": 200}}
+    usage = {
+        "prompt_tokens": 1200,
+        "completion_tokens": 300,
+        "total_tokens": 1500,
+        "prompt_tokens_details": {"cached_tokens": 200},
+    }
     provider.queue(Reply("## Goal\nDeploy the app.", usage=usage))
     result = await openai(provider).summarize(request())
     assert result.text == "## Goal\nDeploy the app."
@@ -74,10 +95,23 @@ async def test_openai_shape_succeeds_with_usage_and_bearer_auth(provider: FakePr
     assert result.prompt_hash == hashlib.sha256(sent.body).hexdigest()
 
 
-async def test_anthropic_shape_succeeds_with_usage_and_version_header(provider: FakeProvider) -> None:
-    usage = {"input_tokens": 900, "output_tokens": 250, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 50}
+async def test_anthropic_shape_succeeds_with_usage_and_version_header(
+    provider: FakeProvider,
+) -> None:
+    usage = {
+        "input_tokens": 900,
+        "output_tokens": 250,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 50,
+    }
     provider.queue(Reply("## Goal\nShip.", usage=usage))
-    summarizer = LLMSummarizer(api="anthropic", base_url=provider.anthropic_base_url, model="claude-x", api_key="ak", env={})
+    summarizer = LLMSummarizer(
+        api="anthropic",
+        base_url=provider.anthropic_base_url,
+        model="claude-x",
+        api_key="ak",
+        env={},
+    )
     result = await summarizer.summarize(request())
     assert result.text == "## Goal\nShip."
     assert result.usage == CanonicalUsage(input=900, cache_read=100, cache_write=50, output=250)
@@ -89,13 +123,17 @@ async def test_anthropic_shape_succeeds_with_usage_and_version_header(provider: 
 
 
 async def test_anthropic_base_url_ending_in_v1_is_not_doubled(provider: FakeProvider) -> None:
-    summarizer = LLMSummarizer(api="anthropic", base_url=provider.base_url + "/v1/", model="m", env={})
+    summarizer = LLMSummarizer(
+        api="anthropic", base_url=provider.base_url + "/v1/", model="m", env={}
+    )
     await summarizer.summarize(request())
     assert provider.requests[0].path == "/v1/messages"
 
 
 async def test_prompt_has_preamble_template_turns_and_no_secrets(provider: FakeProvider) -> None:
-    await openai(provider).summarize(request(focus="deployment", previous_summary="## Goal\nEarlier goal"))
+    await openai(provider).summarize(
+        request(focus="deployment", previous_summary="## Goal\nEarlier goal")
+    )
     system, user = (m["content"] for m in provider.requests[0].json["messages"])
     assert "different assistant" in system and "[REDACTED]" in system
     for heading in SECTION_HEADINGS:
@@ -134,7 +172,9 @@ async def test_model_output_is_redacted_and_unwrapped(provider: FakeProvider) ->
     ],
 )
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
-async def test_failures_are_classified(provider: FakeProvider, api: str, kind: str, failure_class: str) -> None:
+async def test_failures_are_classified(
+    provider: FakeProvider, api: str, kind: str, failure_class: str
+) -> None:
     provider.queue(Fail(kind))
     base = provider.openai_base_url if api == "openai" else provider.anthropic_base_url
     summarizer = LLMSummarizer(api=api, base_url=base, model="m", timeout=0.3, env={})
@@ -152,7 +192,9 @@ async def test_connection_refused_is_a_network_failure() -> None:
 
 
 @pytest.mark.parametrize("kind", ["404", "400"])
-async def test_summary_model_falls_back_to_the_session_model_once(provider: FakeProvider, kind: str) -> None:
+async def test_summary_model_falls_back_to_the_session_model_once(
+    provider: FakeProvider, kind: str
+) -> None:
     provider.on_model("summary-model", Fail(kind))
     result = await openai(provider).summarize(request())
     assert result.model == "session-model"
@@ -168,7 +210,9 @@ async def test_session_model_fallback_happens_only_once(provider: FakeProvider) 
     assert len(provider.requests) == 2
 
 
-async def test_no_model_fallback_for_server_errors_or_without_a_separate_model(provider: FakeProvider) -> None:
+async def test_no_model_fallback_for_server_errors_or_without_a_separate_model(
+    provider: FakeProvider,
+) -> None:
     provider.on_model("summary-model", Fail("500"))
     with pytest.raises(SummarizerError):
         await openai(provider).summarize(request())
@@ -198,7 +242,11 @@ async def test_configuration_from_the_environment(provider: FakeProvider) -> Non
     summarizer = LLMSummarizer(env=env)
     await summarizer.summarize(request())
     sent = provider.requests[0]
-    assert sent.path == "/v1/messages" and sent.json["model"] == "env-model" and sent.headers["x-api-key"] == "env-key"
+    assert (
+        sent.path == "/v1/messages"
+        and sent.json["model"] == "env-model"
+        and sent.headers["x-api-key"] == "env-key"
+    )
     assert LLMSummarizer.from_env(summary_model="config-model", env=env).model == "config-model"
 
 
@@ -211,7 +259,9 @@ def test_unknown_api_is_a_configuration_error() -> None:
 
 
 @pytest.mark.parametrize(("kind", "failure_class"), [("401", "auth"), ("403", "auth")])
-async def test_auth_failures_abort_the_compaction(provider: FakeProvider, kind: str, failure_class: str) -> None:
+async def test_auth_failures_abort_the_compaction(
+    provider: FakeProvider, kind: str, failure_class: str
+) -> None:
     provider.queue(Fail(kind))
     with pytest.raises(SummarizerError) as caught:
         await summarize_with_fallback(openai(provider), request())
@@ -230,7 +280,13 @@ async def test_network_and_not_configured_failures_abort_the_compaction() -> Non
 
 @pytest.mark.parametrize(
     ("kind", "failure_class"),
-    [("500", "server"), ("429", "rate_limit"), ("hang", "timeout"), ("empty", "empty"), ("malformed", "malformed")],
+    [
+        ("500", "server"),
+        ("429", "rate_limit"),
+        ("hang", "timeout"),
+        ("empty", "empty"),
+        ("malformed", "malformed"),
+    ],
 )
 async def test_other_failures_fall_back_to_the_deterministic_summary(
     provider: FakeProvider, kind: str, failure_class: str
@@ -253,7 +309,14 @@ async def test_success_passes_through_summarize_with_fallback(provider: FakeProv
 @pytest.mark.parametrize(
     ("failure_class", "seconds"),
     # "empty" now waits like "malformed" (it waited 60 s here and 30 s in the runtime before)
-    [("not_configured", 600.0), ("malformed", 30.0), ("timeout", 60.0), ("server", 60.0), ("empty", 30.0), (None, 60.0)],
+    [
+        ("not_configured", 600.0),
+        ("malformed", 30.0),
+        ("timeout", 60.0),
+        ("server", 60.0),
+        ("empty", 30.0),
+        (None, 60.0),
+    ],
 )
 def test_cooldown_seconds_per_failure_class(failure_class: str | None, seconds: float) -> None:
     assert CompressionConfig().cooldown_for(failure_class) == seconds
@@ -268,7 +331,12 @@ async def test_an_injected_transport_replaces_the_network() -> None:
         seen.append(req)
         return httpx.Response(200, json={"choices": [{"message": {"content": "## Goal\nmocked"}}]})
 
-    summarizer = LLMSummarizer(base_url="http://summarizer.invalid/v1", model="m", transport=httpx.MockTransport(handler), env={})
+    summarizer = LLMSummarizer(
+        base_url="http://summarizer.invalid/v1",
+        model="m",
+        transport=httpx.MockTransport(handler),
+        env={},
+    )
     result = await summarizer.summarize(request())
     assert result.text == "## Goal\nmocked" and result.usage is None
     assert str(seen[0].url) == "http://summarizer.invalid/v1/chat/completions"

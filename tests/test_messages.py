@@ -35,8 +35,18 @@ def test_a_valid_conversation_passes_unchanged() -> None:
         ({"role": "user"}, "no 'content' field"),
         ({"role": "user", "content": [{"text": "x"}]}, "no string 'type'"),
         ({"role": "assistant", "content": None}, "neither content nor tool_calls"),
-        ({"role": "assistant", "content": None, "tool_calls": [call("c", args={"a": 1})]}, "'arguments' must be a JSON string"),
-        ({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"arguments": "{}"}}]}, "no function name"),
+        (
+            {"role": "assistant", "content": None, "tool_calls": [call("c", args={"a": 1})]},
+            "'arguments' must be a JSON string",
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "function": {"arguments": "{}"}}],
+            },
+            "no function name",
+        ),
         ({"role": "user", "content": "x", "tool_calls": [call("c")]}, "only allowed on assistant"),
         ("not a dict", "must be a JSON object"),
     ],
@@ -50,7 +60,12 @@ def test_bad_message_shapes_are_rejected_with_a_clear_error(message: object, fra
 
 def test_tool_result_without_an_earlier_call_is_an_orphan() -> None:
     with pytest.raises(InvalidMessage, match="no earlier assistant message issued"):
-        validate_messages([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}])
+        validate_messages(
+            [
+                {"role": "user", "content": "x"},
+                {"role": "tool", "tool_call_id": "zz", "content": "r"},
+            ]
+        )
 
 
 def test_duplicate_tool_call_ids_are_rejected() -> None:
@@ -58,7 +73,9 @@ def test_duplicate_tool_call_ids_are_rejected() -> None:
     with pytest.raises(InvalidMessage, match="duplicate tool_call id 'c1'"):
         validate_messages([dup_in_one])
     with pytest.raises(InvalidMessage, match="already issued earlier"):
-        validate_messages([*GOOD[:3], {"role": "assistant", "content": None, "tool_calls": [call("c1")]}])
+        validate_messages(
+            [*GOOD[:3], {"role": "assistant", "content": None, "tool_calls": [call("c1")]}]
+        )
 
 
 def test_second_result_for_one_call_is_rejected() -> None:
@@ -73,4 +90,16 @@ def test_validation_uses_but_does_not_change_the_session_ledger() -> None:
 
 
 def test_content_text_joins_text_parts() -> None:
-    assert content_text({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]}) == "a\nb"
+    assert (
+        content_text(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a"},
+                    {"type": "image_url"},
+                    {"type": "text", "text": "b"},
+                ],
+            }
+        )
+        == "a\nb"
+    )

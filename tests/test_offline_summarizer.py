@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxledger.compressor.facts import extract_facts, retention
 from ctxledger.compressor.summarizers import (
     SECTION_HEADINGS,
     OfflineSummarizer,
@@ -26,7 +27,6 @@ from ctxledger.compressor.summarizers import (
 )
 from ctxledger.compressor.summarizers.fallback import fallback_result
 from ctxledger.compressor.summarizers.offline import MIN_BUDGET_TOKENS, build_summary
-from ctxledger.facts import extract_facts, retention
 from ctxledger.tokens import count_messages, count_text
 
 MODULES = ["auth/login", "auth/tokens", "api/routes", "db/session", "cache/redis_store", "cli/main"]
@@ -40,7 +40,11 @@ ERRORS = [
 
 
 def _call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def _action(rng: random.Random, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -55,7 +59,7 @@ def _action(rng: random.Random, n: int) -> tuple[dict[str, Any], dict[str, Any]]
             error = rng.choice(ERRORS)
             line = rng.randrange(10, 400)
             result = (
-                f"Traceback (most recent call last):\n  File \"/repo/{path}\", line {line}, in handler_{n}\n"
+                f'Traceback (most recent call last):\n  File "/repo/{path}", line {line}, in handler_{n}\n'
                 f"    return run()\n{error}\n=== {rng.randrange(1, 5)} failed, {rng.randrange(5, 90)} passed in 0.{n}s ===\n"
                 "exit code 1"
             )
@@ -63,10 +67,14 @@ def _action(rng: random.Random, n: int) -> tuple[dict[str, Any], dict[str, Any]]
             result = f"=== {rng.randrange(5, 90)} passed in 1.{n}s ===\nexit code 0"
     elif kind == 1:
         call = _call(call_id, "read_file", path=path)
-        body = "\n".join(f"def step_{n}_{i}(value):\n    return value + {i}" for i in range(rng.randrange(2, 6)))
+        body = "\n".join(
+            f"def step_{n}_{i}(value):\n    return value + {i}" for i in range(rng.randrange(2, 6))
+        )
         result = f"class Handler{n}(Base):\n    timeout = {rng.randrange(5, 120)}\n{body}"
     elif kind == 2:
-        call = _call(call_id, "patch", path=path, old_str=f"timeout = {n}", new_str=f"timeout = {n + 30}")
+        call = _call(
+            call_id, "patch", path=path, old_str=f"timeout = {n}", new_str=f"timeout = {n + 30}"
+        )
         result = f"patched {path} (1 hunk)"
     else:
         call = _call(call_id, "search_files", pattern=f"get_user_{n}", path="src")
@@ -87,16 +95,47 @@ def coding_session(seed: int, n_actions: int) -> list[dict[str, Any]]:
     """A generated middle of a coding session: asks, tool calls, results, answers."""
     rng = random.Random(seed)
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": "Please fix the failing login test in src/auth/login.py; do not change the public API."}
+        {
+            "role": "user",
+            "content": "Please fix the failing login test in src/auth/login.py; do not change the public API.",
+        }
     ]
     for n in range(n_actions):
         assistant, result = _action(rng, n)
         messages += [assistant, result]
         if n % 9 == 4:
-            messages.append({"role": "user", "content": f"Why does test_login_{n} depend on the Redis cache at redis://cache:6379/{n}?"})
-            messages.append({"role": "assistant", "content": f"Because the session store in src/cache/redis_store.py reads db {n}."})
-    messages.append({"role": "user", "content": "Now also add a regression test for the expired-token case, using freezegun."})
-    messages.append({"role": "assistant", "content": "Adding the test next.", "tool_calls": [_call("call_last", "write_file", path="tests/test_expiry.py", content="def test_expired(): ...")]})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"Why does test_login_{n} depend on the Redis cache at redis://cache:6379/{n}?",
+                }
+            )
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": f"Because the session store in src/cache/redis_store.py reads db {n}.",
+                }
+            )
+    messages.append(
+        {
+            "role": "user",
+            "content": "Now also add a regression test for the expired-token case, using freezegun.",
+        }
+    )
+    messages.append(
+        {
+            "role": "assistant",
+            "content": "Adding the test next.",
+            "tool_calls": [
+                _call(
+                    "call_last",
+                    "write_file",
+                    path="tests/test_expiry.py",
+                    content="def test_expired(): ...",
+                )
+            ],
+        }
+    )
     messages.append({"role": "tool", "tool_call_id": "call_last", "content": "wrote 1 file"})
     return messages
 
@@ -112,7 +151,9 @@ def middle_budget(turns: list[dict[str, Any]], ratio: float = 0.2) -> int:
 
 def assert_headings_in_order(text: str) -> None:
     positions = [text.find(heading) for heading in SECTION_HEADINGS]
-    assert all(p >= 0 for p in positions), [h for h, p in zip(SECTION_HEADINGS, positions, strict=True) if p < 0]
+    assert all(p >= 0 for p in positions), [
+        h for h, p in zip(SECTION_HEADINGS, positions, strict=True) if p < 0
+    ]
     assert positions == sorted(positions)
 
 
@@ -157,9 +198,13 @@ def test_latest_ask_is_the_active_task_verbatim_exactly_once() -> None:
 def test_sections_carry_actions_errors_files_and_questions() -> None:
     turns = coding_session(11, 20)
     sections = parse_sections(summarize(turns, middle_budget(turns)))
-    assert sections["goal"][0].startswith('- First request in these turns: "Please fix the failing login test')
+    assert sections["goal"][0].startswith(
+        '- First request in these turns: "Please fix the failing login test'
+    )
     assert sections["constraints"] == ["- do not change the public API."]
-    numbers = [int(m.group(1)) for line in sections["completed"] if (m := re.match(r"(\d+)\. ", line))]
+    numbers = [
+        int(m.group(1)) for line in sections["completed"] if (m := re.match(r"(\d+)\. ", line))
+    ]
     assert numbers == sorted(numbers) and numbers[-1] == 21  # 20 actions + the final write
     assert any("[tool: terminal]" in line for line in sections["completed"])
     assert any("src/" in line for line in sections["files"])
@@ -181,8 +226,17 @@ def test_unanswered_questions_are_pending_asks() -> None:
 
 def test_secrets_in_the_turns_never_reach_the_summary() -> None:
     turns = [
-        {"role": "user", "content": "Deploy with password=Sup3rS3cret! and key sk-proj-" + "Z" * 40},
-        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "terminal", command="psql postgres://app:hunter2@db:5432/x")]},
+        {
+            "role": "user",
+            "content": "Deploy with password=Sup3rS3cret! and key sk-proj-" + "Z" * 40,
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                _call("c1", "terminal", command="psql postgres://app:hunter2@db:5432/x")
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "connected"},
     ]
     text = summarize(turns, 1_000)
@@ -204,7 +258,11 @@ def test_update_mode_continues_numbering_and_keeps_previous_items() -> None:
     prev_sections = parse_sections(previous)
     assert re.match(r"8\. ", prev_sections["completed"][-1])  # 7 actions + the final write
     new_turns = [
-        {"role": "assistant", "content": None, "tool_calls": [_call("n1", "terminal", command="make lint")]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("n1", "terminal", command="make lint")],
+        },
         {"role": "tool", "tool_call_id": "n1", "content": "All checks passed\nexit code 0"},
         {"role": "user", "content": "Great, now open the pull request."},
     ]
@@ -212,13 +270,17 @@ def test_update_mode_continues_numbering_and_keeps_previous_items() -> None:
     completed = parse_sections(text)["completed"]
     assert completed[-1].startswith("9. RAN `make lint`")
     assert completed[: len(prev_sections["completed"])] == prev_sections["completed"]
-    assert parse_sections(text)["active_task"] == ['User asked: "Great, now open the pull request."']
+    assert parse_sections(text)["active_task"] == [
+        'User asked: "Great, now open the pull request."'
+    ]
     assert any("Earlier task" in line for line in parse_sections(text)["goal"])
 
 
 def test_update_mode_moves_answered_pending_asks_to_resolved() -> None:
-    previous = "## Pending User Asks\n- \"Which database engine does staging use?\"\n"
-    new_turns = [{"role": "assistant", "content": "Staging uses the Postgres database engine, version 15."}]
+    previous = '## Pending User Asks\n- "Which database engine does staging use?"\n'
+    new_turns = [
+        {"role": "assistant", "content": "Staging uses the Postgres database engine, version 15."}
+    ]
     sections = parse_sections(summarize(new_turns, 1_000, previous_summary=previous))
     assert sections["pending"] == []
     assert sections["resolved"] == ['- "Which database engine does staging use?"']
@@ -279,15 +341,32 @@ def test_offline_and_fallback_prompt_hashes_are_the_shared_request_hash() -> Non
     result = anyio.run(OfflineSummarizer().summarize, request)
     assert result.prompt_hash == request_hash(request, summarizer="offline")
     # the same value as before the helper was shared (recorded prompt hashes stay valid)
-    inputs = {"summarizer": "offline", "turns": original, "budget_tokens": 800, "previous_summary": None, "focus": "tests"}
-    assert result.prompt_hash == hashlib.sha256(msgspec.json.encode(inputs, order="sorted")).hexdigest()
-    failed = fallback_result(request, failure="timed out", failure_class="timeout", summarizer="llm")
+    inputs = {
+        "summarizer": "offline",
+        "turns": original,
+        "budget_tokens": 800,
+        "previous_summary": None,
+        "focus": "tests",
+    }
+    assert (
+        result.prompt_hash
+        == hashlib.sha256(msgspec.json.encode(inputs, order="sorted")).hexdigest()
+    )
+    failed = fallback_result(
+        request, failure="timed out", failure_class="timeout", summarizer="llm"
+    )
     assert failed.prompt_hash == request_hash(request, summarizer="fallback", failure="timed out")
-    assert failed.prompt_hash != fallback_result(
-        request, failure="HTTP 500", failure_class="server", summarizer="llm").prompt_hash
+    assert (
+        failed.prompt_hash
+        != fallback_result(
+            request, failure="HTTP 500", failure_class="server", summarizer="llm"
+        ).prompt_hash
+    )
 
 
-def test_previous_summary_is_parsed_once_and_facts_are_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_previous_summary_is_parsed_once_and_facts_are_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     parsed: list[str] = []
     counted: Counter[str] = Counter()
     real_parse, real_count = offline.parse_sections, offline.count_text
@@ -302,7 +381,7 @@ def test_previous_summary_is_parsed_once_and_facts_are_counted_once(monkeypatch:
 
     monkeypatch.setattr(offline, "parse_sections", parse)
     monkeypatch.setattr(offline, "count_text", count)
-    previous = "## Active Task\nUser asked: \"ship the release\"\n## Completed Actions (historical)\n1. RAN `make`"
+    previous = '## Active Task\nUser asked: "ship the release"\n## Completed Actions (historical)\n1. RAN `make`'
     # no user ask: the Active Task comes from the previous summary
     turns = [m for m in coding_session(3, 12) if m.get("role") != "user"]
     text = summarize(turns, 1_500, previous_summary=previous)
@@ -331,12 +410,21 @@ def test_offline_and_llm_templates_share_the_same_headings() -> None:
     template = prompt_text("summary_template.md")
     headings = [line for line in template.splitlines() if line.startswith("## ")]
     assert tuple(headings) == SECTION_HEADINGS
-    offline = [line for line in summarize(coding_session(1, 3), 1_000).splitlines() if line.startswith("## ")]
+    offline = [
+        line
+        for line in summarize(coding_session(1, 3), 1_000).splitlines()
+        if line.startswith("## ")
+    ]
     assert tuple(offline) == SECTION_HEADINGS
 
 
 def test_secrets_in_a_previous_summary_are_redacted_too() -> None:
-    previous = "## Active Task\nUser asked: \"use password=OldSecret99 for staging\"\n## Critical Context\n- token: ghp_" + "a" * 36
-    text = summarize([{"role": "assistant", "content": "Looking at staging."}], 1_000, previous_summary=previous)
+    previous = (
+        '## Active Task\nUser asked: "use password=OldSecret99 for staging"\n## Critical Context\n- token: ghp_'
+        + "a" * 36
+    )
+    text = summarize(
+        [{"role": "assistant", "content": "Looking at staging."}], 1_000, previous_summary=previous
+    )
     assert "OldSecret99" not in text and "ghp_" not in text
-    assert 'password=[REDACTED]' in text
+    assert "password=[REDACTED]" in text

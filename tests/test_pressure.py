@@ -26,15 +26,27 @@ def warn_at(threshold: int, level: float = CONFIG.pressure_level) -> int:
     return config.pressure_tokens(threshold)
 
 
-def hygiene(messages_count: int, real_prompt_tokens: int | None, estimated: int, context_length: int, **kw: int) -> HygieneDecision:
+def hygiene(
+    messages_count: int,
+    real_prompt_tokens: int | None,
+    estimated: int,
+    context_length: int,
+    **kw: int,
+) -> HygieneDecision:
     """hygiene_should_compress with the config's limits, as the service calls it."""
     return hygiene_should_compress(
-        messages_count=messages_count, real_prompt_tokens=real_prompt_tokens, estimated_tokens=estimated,
+        messages_count=messages_count,
+        real_prompt_tokens=real_prompt_tokens,
+        estimated_tokens=estimated,
         context_length=context_length,
-        limit_tokens=kw.pop("limit_tokens", CONFIG.hygiene_threshold_tokens(context_length) if context_length > 0 else 1),
+        limit_tokens=kw.pop(
+            "limit_tokens",
+            CONFIG.hygiene_threshold_tokens(context_length) if context_length > 0 else 1,
+        ),
         min_messages=kw.pop("min_messages", CONFIG.hygiene_min_messages),
         hard_message_limit=kw.pop("hard_message_limit", CONFIG.hygiene_hard_message_limit),
     )
+
 
 # --- pressure warnings ---------------------------------------------------------------
 
@@ -90,35 +102,55 @@ def test_the_warning_fires_where_the_config_says() -> None:
 
 
 def test_effective_pass_is_not_a_strike() -> None:
-    state = AntiThrash().after_compaction(100_000, 60_000, noop=False, fallback=False, min_saving=MIN_SAVING)
+    state = AntiThrash().after_compaction(
+        100_000, 60_000, noop=False, fallback=False, min_saving=MIN_SAVING
+    )
     assert state.strikes == 0 and not state.blocked(STRIKES)
 
 
 def test_pass_saving_less_than_ten_percent_is_a_strike() -> None:
-    state = AntiThrash().after_compaction(100_000, 90_001, noop=False, fallback=False, min_saving=MIN_SAVING)
+    state = AntiThrash().after_compaction(
+        100_000, 90_001, noop=False, fallback=False, min_saving=MIN_SAVING
+    )
     assert state.strikes == 1
-    assert AntiThrash().after_compaction(100_000, 90_000, noop=False, fallback=False, min_saving=MIN_SAVING).strikes == 0
+    assert (
+        AntiThrash()
+        .after_compaction(100_000, 90_000, noop=False, fallback=False, min_saving=MIN_SAVING)
+        .strikes
+        == 0
+    )
 
 
 def test_noop_pass_is_a_strike() -> None:
-    assert AntiThrash().after_compaction(5_000, 5_000, noop=True, fallback=False, min_saving=MIN_SAVING).strikes == 1
+    assert (
+        AntiThrash()
+        .after_compaction(5_000, 5_000, noop=True, fallback=False, min_saving=MIN_SAVING)
+        .strikes
+        == 1
+    )
 
 
 def test_two_fallback_summaries_in_a_row_is_a_strike() -> None:
-    one = AntiThrash().after_compaction(100_000, 40_000, noop=False, fallback=True, min_saving=MIN_SAVING)
-    two = one.after_compaction(100_000, 40_000, noop=False, fallback=True, min_saving=MIN_SAVING)
-    assert (one.strikes, two.strikes) == (0, 1)
-    broken = one.after_compaction(100_000, 40_000, noop=False, fallback=False, min_saving=MIN_SAVING).after_compaction(
+    one = AntiThrash().after_compaction(
         100_000, 40_000, noop=False, fallback=True, min_saving=MIN_SAVING
     )
+    two = one.after_compaction(100_000, 40_000, noop=False, fallback=True, min_saving=MIN_SAVING)
+    assert (one.strikes, two.strikes) == (0, 1)
+    broken = one.after_compaction(
+        100_000, 40_000, noop=False, fallback=False, min_saving=MIN_SAVING
+    ).after_compaction(100_000, 40_000, noop=False, fallback=True, min_saving=MIN_SAVING)
     assert broken.strikes == 0, "a real summary in between breaks the streak"
 
 
 def test_two_strikes_block_automatic_but_not_manual_compression() -> None:
     state = AntiThrash()
-    state = state.after_compaction(100_000, 95_000, noop=False, fallback=False, min_saving=MIN_SAVING)
+    state = state.after_compaction(
+        100_000, 95_000, noop=False, fallback=False, min_saving=MIN_SAVING
+    )
     assert not state.blocked(STRIKES)
-    state = state.after_compaction(95_000, 94_000, noop=False, fallback=False, min_saving=MIN_SAVING)
+    state = state.after_compaction(
+        95_000, 94_000, noop=False, fallback=False, min_saving=MIN_SAVING
+    )
     assert state.blocked(STRIKES)
     assert "paused" in state.describe(STRIKES) and "/compress" in state.describe(STRIKES)
 
@@ -130,7 +162,9 @@ def test_the_configured_strike_limit_decides_blocking() -> None:
 
 
 def test_first_real_prompt_still_over_threshold_is_a_strike() -> None:
-    state = AntiThrash().after_compaction(100_000, 50_000, noop=False, fallback=False, min_saving=MIN_SAVING)
+    state = AntiThrash().after_compaction(
+        100_000, 50_000, noop=False, fallback=False, min_saving=MIN_SAVING
+    )
     state = state.after_real_prompt(101_000, 100_000, first_after_compaction=True)
     assert state.strikes == 1
     later = state.after_real_prompt(102_000, 100_000, first_after_compaction=False)
@@ -138,7 +172,9 @@ def test_first_real_prompt_still_over_threshold_is_a_strike() -> None:
 
 
 def test_a_pass_earns_at_most_one_strike() -> None:
-    state = AntiThrash().after_compaction(100_000, 99_000, noop=False, fallback=False, min_saving=MIN_SAVING)
+    state = AntiThrash().after_compaction(
+        100_000, 99_000, noop=False, fallback=False, min_saving=MIN_SAVING
+    )
     state = state.after_real_prompt(120_000, 100_000, first_after_compaction=True)
     assert state.strikes == 1 and not state.blocked(STRIKES)
 
@@ -188,12 +224,22 @@ def test_extend_keeps_the_later_end() -> None:
 
 @pytest.mark.parametrize(
     ("failure", "seconds"),
-    [("not_configured", 600.0), ("malformed", 30.0), ("empty", 30.0), ("timeout", 60.0),
-     ("server", 60.0), ("auth", 60.0), ("other", 60.0), (None, 60.0)],
+    [
+        ("not_configured", 600.0),
+        ("malformed", 30.0),
+        ("empty", 30.0),
+        ("timeout", 60.0),
+        ("server", 60.0),
+        ("auth", 60.0),
+        ("other", 60.0),
+        (None, 60.0),
+    ],
 )
 def test_cooldown_lengths_come_from_the_config(failure: str | None, seconds: float) -> None:
     assert CONFIG.cooldown_for(failure) == seconds
-    custom = CompressionConfig(cooldown_no_summarizer=1.0, cooldown_malformed=2.0, cooldown_generic=3.0)
+    custom = CompressionConfig(
+        cooldown_no_summarizer=1.0, cooldown_malformed=2.0, cooldown_generic=3.0
+    )
     assert custom.cooldown_for(failure) == {600.0: 1.0, 30.0: 2.0, 60.0: 3.0}[seconds]
 
 
@@ -208,12 +254,18 @@ def test_hygiene_fires_at_85_percent_of_window_with_real_count() -> None:
 
 def test_hygiene_does_not_fire_below() -> None:
     fire, _, tokens, source = hygiene(40, 169_999, 190_000, 200_000)
-    assert (fire, tokens, source) == (False, 169_999, "real"), "the real count wins over the estimate"
+    assert (fire, tokens, source) == (False, 169_999, "real"), (
+        "the real count wins over the estimate"
+    )
 
 
 def test_hygiene_falls_back_to_the_estimate() -> None:
     decision = hygiene(40, None, 180_000, 200_000)
-    assert (decision.should_compress, decision.tokens_used, decision.source) == (True, 180_000, "estimate")
+    assert (decision.should_compress, decision.tokens_used, decision.source) == (
+        True,
+        180_000,
+        "estimate",
+    )
 
 
 def test_hygiene_needs_four_messages() -> None:
@@ -242,5 +294,7 @@ def test_hygiene_fires_at_the_configs_limit() -> None:
 
 
 def test_the_configured_minimum_saving_decides_a_strike() -> None:
-    assert AntiThrash().after_compaction(1000, 850, min_saving=MIN_SAVING).strikes == 0  # 15 % saved ≥ the default 10 %
+    assert (
+        AntiThrash().after_compaction(1000, 850, min_saving=MIN_SAVING).strikes == 0
+    )  # 15 % saved ≥ the default 10 %
     assert AntiThrash().after_compaction(1000, 850, min_saving=0.20).strikes == 1

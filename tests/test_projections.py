@@ -6,16 +6,16 @@ import tempfile
 from pathlib import Path
 
 import anyio
+from helpers.ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
 
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.events import MessageAppended
 from ctxledger.projections import Projector
-from ctxledger.synth import SessionSynth
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -60,8 +60,14 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 10), prompt=st.integers(0, 20_000), cached=st.integers(0, 100))
     def usage(self, pick: int, prompt: int, cached: int) -> None:
         live = self._live()
-        raw = {"prompt_tokens": prompt, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": prompt * cached // 100}}
-        self.ledger.report_usage(live[pick % len(live)], raw, purpose="agent" if cached % 3 else "summarizer")
+        raw = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": prompt * cached // 100},
+        }
+        self.ledger.report_usage(
+            live[pick % len(live)], raw, purpose="agent" if cached % 3 else "summarizer"
+        )
 
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), focus=st.sampled_from([None, "tests"]))
@@ -138,13 +144,20 @@ def test_show_at_a_sequence_number_is_the_past_view(tmp_path: Path) -> None:
 def test_accounting_separates_summarizer_and_sums_a_chain(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path / "l.db")
     sid = session_with_turns(ledger, 12)
-    ledger.report_usage(sid, {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 50})
+    ledger.report_usage(
+        sid, {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 50}
+    )
     ledger.report_usage(sid, {"prompt_tokens": 70, "completion_tokens": 7}, purpose="summarizer")
     new = compact_now(ledger, sid).new_session_id
     assert new is not None
     ledger.report_usage(new, {"input_tokens": 30, "output_tokens": 3})
     s = ledger.usage(sid)
-    assert (s.agent.prompt, s.agent_calls, s.summarizer.prompt, s.summarizer_calls) == (150, 1, 70, 1)
+    assert (s.agent.prompt, s.agent_calls, s.summarizer.prompt, s.summarizer_calls) == (
+        150,
+        1,
+        70,
+        1,
+    )
     assert s.last_prompt_tokens == 150
     chain = ledger.chain_usage(new)
     assert chain.agent.prompt == 180 and chain.agent_calls == 2

@@ -9,15 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
-from ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.audit import chain_compactions
-from ctxledger.cli.main import cli
-from ctxledger.compaction import compact
-from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.errors import InvalidInput, UnknownSession
-from ctxledger.ledger import Ledger
-from ctxledger.recall import (
+from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.analysis.recall import (
     EXPAND_TOOL,
     RECALL_TOOL,
     SearchIndex,
@@ -26,28 +21,30 @@ from ctxledger.recall import (
     handle_tool_call,
     recall,
 )
-from ctxledger.service import ContextService
-from ctxledger.whatif import record_generated
+from ctxledger.cli.main import cli
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.errors import InvalidInput, UnknownCompaction
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = deterministic_ledger(tmp_path_factory.mktemp("recall") / "l.db")
-    tip = record_generated(ledger, seed=9, turns=12)
-    assert len(chain_compactions(ledger, tip)) >= 2
-    return ledger, tip
+#: the module's recorded chain (the ``chain`` fixture in conftest.py)
+CHAIN_SEED = 9
 
 
 def _first_compacted_ask(ledger: Ledger, tip: str) -> str:
     record = chain_compactions(ledger, tip)[0]
     live = set(ledger.transcript.session(tip).live)
     return next(
-        m for m in record.summary.input_message_ids
+        m
+        for m in record.summary.input_message_ids
         if m not in live and ledger.transcript.original(m)["role"] == "user"
     )
 
 
-def test_recall_finds_a_compacted_message_and_names_its_compaction(chain: tuple[Ledger, str]) -> None:
+def test_recall_finds_a_compacted_message_and_names_its_compaction(
+    chain: tuple[Ledger, str],
+) -> None:
     ledger, tip = chain
     mid = _first_compacted_ask(ledger, tip)
     words = " ".join(w for w in ledger.transcript.original(mid)["content"].split() if w.isalnum())
@@ -70,7 +67,11 @@ def test_recall_stays_inside_the_chain_and_catches_up_lazily(chain: tuple[Ledger
     ledger.append_messages(other, [{"role": "user", "content": "zebraquartz in another chain"}])
     assert recall(ledger, tip, "zebraquartz").hits == []
     assert [h.session_id for h in recall(ledger, other, "zebraquartz").hits] == [other]
-    anyio.run(lambda: ContextService(ledger, config=SMALL).append(tip, [{"role": "user", "content": "now zebraquartz here"}]))
+    anyio.run(
+        lambda: ContextService(ledger, config=SMALL).append(
+            tip, [{"role": "user", "content": "now zebraquartz here"}]
+        )
+    )
     found = recall(ledger, tip, "zebraquartz").hits
     assert len(found) == 1 and found[0].live
 
@@ -81,14 +82,20 @@ def test_all_words_first_then_any_word(chain: tuple[Ledger, str]) -> None:
     assert result.match == "any" and result.hits
 
 
-@pytest.mark.parametrize("query", ['"unbalanced', "AND OR NOT", "src/auth/core.py:12", "name*", "a:b", "(x)"])
+@pytest.mark.parametrize(
+    "query", ['"unbalanced', "AND OR NOT", "src/auth/core.py:12", "name*", "a:b", "(x)"]
+)
 def test_fts_syntax_in_a_query_never_errors(chain: tuple[Ledger, str], query: str) -> None:
     ledger, tip = chain
     recall(ledger, tip, query)
 
 
-@pytest.mark.parametrize(("query", "match"), [("", "empty"), ("   ", "empty"), ("?!:", "no words"), ('""', "no words")])
-def test_an_empty_query_is_a_clear_error_and_appends_nothing(chain: tuple[Ledger, str], query: str, match: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "match"), [("", "empty"), ("   ", "empty"), ("?!:", "no words"), ('""', "no words")]
+)
+def test_an_empty_query_is_a_clear_error_and_appends_nothing(
+    chain: tuple[Ledger, str], query: str, match: str
+) -> None:
     ledger, tip = chain
     before = ledger.store.last_seq()
     with pytest.raises(InvalidInput, match=match):
@@ -111,7 +118,9 @@ def test_the_index_lives_beside_the_log_and_never_touches_it(chain: tuple[Ledger
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         last = conn.execute("SELECT last_seq FROM search_state").fetchone()[0]
-        rows = conn.execute("SELECT count(*), count(DISTINCT message_id) FROM search_messages").fetchone()
+        rows = conn.execute(
+            "SELECT count(*), count(DISTINCT message_id) FROM search_messages"
+        ).fetchone()
     assert {"search_messages", "search_messages_fts", "search_state"} <= tables
     assert last == ledger.store.last_seq()
     assert rows[0] == rows[1]  # nothing indexed twice
@@ -131,12 +140,21 @@ def test_a_persisted_tool_output_is_recalled_and_expanded_in_full(tmp_path: Path
     ledger = deterministic_ledger(tmp_path / "p.db")
     svc = ContextService(ledger, config=SMALL)
     sid = ledger.start_session(model="m", context_length=16_000)
-    call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'}}
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'},
+    }
     big = "line of log output\n" * 800 + "the answer is platypus42\n"
-    msgs = [{"role": "user", "content": "read it"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "c1", "content": big}]
+    msgs = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": big},
+    ]
     ids = anyio.run(lambda: svc.append(sid, msgs)).message_ids
-    assert "platypus42" not in str(ledger.transcript.stored(ids[2]).message["content"])  # the live view: a preview
+    assert "platypus42" not in str(
+        ledger.transcript.stored(ids[2]).message["content"]
+    )  # the live view: a preview
     hit = recall(ledger, sid, "platypus42").hits[0]
     assert hit.message_id == ids[2]
 
@@ -155,7 +173,7 @@ def test_expand_returns_the_originals_in_order(chain: tuple[Ledger, str]) -> Non
 def test_expand_an_unknown_compaction_is_a_clear_error(chain: tuple[Ledger, str]) -> None:
     ledger, _ = chain
     before = ledger.store.last_seq()
-    with pytest.raises(UnknownSession, match="no compaction"):
+    with pytest.raises(UnknownCompaction, match="no compaction"):
         expand(ledger, "cmp_missing")
     assert ledger.store.last_seq() == before
 
@@ -169,11 +187,19 @@ def test_tool_schemas_name_their_required_arguments() -> None:
 
 def test_tool_handler_recalls_and_expands_in_pages(chain: tuple[Ledger, str]) -> None:
     ledger, tip = chain
-    found = json.loads(handle_tool_call(ledger, tip, "recall", json.dumps({"query": "pytest", "limit": 3})))
+    found = json.loads(
+        handle_tool_call(ledger, tip, "recall", json.dumps({"query": "pytest", "limit": 3}))
+    )
     assert len(found["hits"]) == 3
     cid = chain_compactions(ledger, tip)[0].compaction_id
-    page = json.loads(handle_tool_call(ledger, tip, "expand_compaction",
-                                       json.dumps({"compaction_id": cid, "limit": 2, "max_chars": 100})))
+    page = json.loads(
+        handle_tool_call(
+            ledger,
+            tip,
+            "expand_compaction",
+            json.dumps({"compaction_id": cid, "limit": 2, "max_chars": 100}),
+        )
+    )
     assert len(page["messages"]) == 2 and page["next_offset"] == 2 and page["total"] > 2
     assert all(len(str(m["message"].get("content") or "")) < 200 for m in page["messages"])
 
@@ -189,7 +215,9 @@ def test_tool_handler_recalls_and_expands_in_pages(chain: tuple[Ledger, str]) ->
         ("delete_everything", "{}", "unknown tool"),
     ],
 )
-def test_tool_errors_come_back_as_json_for_the_model(chain: tuple[Ledger, str], name: str, arguments: str, match: str) -> None:
+def test_tool_errors_come_back_as_json_for_the_model(
+    chain: tuple[Ledger, str], name: str, arguments: str, match: str
+) -> None:
     ledger, tip = chain
     before = ledger.store.last_seq()
     out = json.loads(handle_tool_call(ledger, tip, name, arguments))
@@ -201,7 +229,9 @@ def test_an_agent_cannot_expand_another_chains_compaction(chain: tuple[Ledger, s
     ledger, tip = chain
     other = ledger.start_session(model="m", context_length=16_000)
     cid = chain_compactions(ledger, tip)[0].compaction_id
-    out = json.loads(handle_tool_call(ledger, other, "expand_compaction", json.dumps({"compaction_id": cid})))
+    out = json.loads(
+        handle_tool_call(ledger, other, "expand_compaction", json.dumps({"compaction_id": cid}))
+    )
     assert "no compaction" in out["error"]
 
 
@@ -229,8 +259,13 @@ def test_two_indexes_of_one_file_fold_in_turns_without_losing_chains(tmp_path: P
     ledger = deterministic_ledger(tmp_path / "two.db")
     sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You fix bugs.")
     for i in range(8):
-        ledger.append_messages(sid, [{"role": "user", "content": f"fix bug {i} " + "detail " * 200},
-                                     {"role": "assistant", "content": f"fixed bug {i}"}])
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "user", "content": f"fix bug {i} " + "detail " * 200},
+                {"role": "assistant", "content": f"fixed bug {i}"},
+            ],
+        )
     first, second = SearchIndex(ledger.store), SearchIndex(ledger.store)
     first.catch_up()
     outcome = anyio.run(lambda: compact(ledger, sid, OfflineSummarizer()))
@@ -249,10 +284,15 @@ def test_nothing_matching_any_word_is_no_hits_with_match_all(chain: tuple[Ledger
     result = recall(ledger, tip, "nonexistentwordxyz otherabsentwordqq")
     assert result.hits == [] and result.match == "all"
     db = ledger.store.path
-    as_json = json.loads(CliRunner().invoke(cli, ["--db", db, "recall", tip, "nonexistentwordxyz otherabsentwordqq",
-                                                  "--json"]).output)
+    as_json = json.loads(
+        CliRunner()
+        .invoke(cli, ["--db", db, "recall", tip, "nonexistentwordxyz otherabsentwordqq", "--json"])
+        .output
+    )
     assert as_json["match"] == "all" and as_json["hits"] == []
-    text = CliRunner().invoke(cli, ["--db", db, "recall", tip, "nonexistentwordxyz otherabsentwordqq"])
+    text = CliRunner().invoke(
+        cli, ["--db", db, "recall", tip, "nonexistentwordxyz otherabsentwordqq"]
+    )
     assert text.exit_code == 0 and "no message of the chain" in text.output
     assert "any of them" not in text.output
     partial = CliRunner().invoke(cli, ["--db", db, "recall", tip, "pytest nonexistentwordxyz"])
@@ -263,20 +303,37 @@ def test_nothing_matching_any_word_is_no_hits_with_match_all(chain: tuple[Ledger
 def test_cli_expand_max_chars_must_be_positive(chain: tuple[Ledger, str], max_chars: str) -> None:
     ledger, tip = chain
     cid = chain_compactions(ledger, tip)[0].compaction_id
-    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "expand", cid, "--max-chars", max_chars])
+    out = CliRunner().invoke(
+        cli, ["--db", ledger.store.path, "expand", cid, "--max-chars", max_chars]
+    )
     assert out.exit_code == 2 and "--max-chars" in out.output
 
 
 def test_the_index_holds_what_a_reader_reads_not_image_data_or_call_ids() -> None:
     ledger = deterministic_ledger()
     sid = ledger.start_session(model="m", context_length=16_000)
-    call = {"id": "call_zebra1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}
-    ledger.append_messages(sid, [
-        {"role": "user", "content": [{"type": "text", "text": "look at this flamingo"},
-                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,okapiBASE64"}}]},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_zebra1", "content": "a.py"},
-    ])
+    call = {
+        "id": "call_zebra1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "ls"}'},
+    }
+    ledger.append_messages(
+        sid,
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look at this flamingo"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64,okapiBASE64"},
+                    },
+                ],
+            },
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_zebra1", "content": "a.py"},
+        ],
+    )
     assert [h.role for h in recall(ledger, sid, "flamingo").hits] == ["user"]
     assert [h.role for h in recall(ledger, sid, "terminal").hits] == ["assistant"]
     assert recall(ledger, sid, "okapiBASE64").hits == []

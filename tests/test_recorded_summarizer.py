@@ -17,7 +17,10 @@ from ctxledger.errors import SummarizerError
 
 pytestmark = pytest.mark.anyio
 
-TURNS: list[dict[str, Any]] = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+TURNS: list[dict[str, Any]] = [
+    {"role": "user", "content": "hello"},
+    {"role": "assistant", "content": "hi"},
+]
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -41,16 +44,32 @@ async def test_a_single_text_answers_every_request() -> None:
 
 
 async def test_lookup_by_compaction_id_then_summary_key_then_request_key() -> None:
-    summarizer = RecordedSummarizer({"cmp_1": "by id", "k2": "by key", request_key(request()): "by request"})
+    summarizer = RecordedSummarizer(
+        {"cmp_1": "by id", "k2": "by key", request_key(request()): "by request"}
+    )
     assert (await summarizer.summarize(request(context={"compaction_id": "cmp_1"}))).text == "by id"
     assert (await summarizer.summarize(request(context={"summary_key": "k2"}))).text == "by key"
-    assert (await summarizer.summarize(request(context={"compaction_id": "unknown"}))).text == "by request"
+    assert (
+        await summarizer.summarize(request(context={"compaction_id": "unknown"}))
+    ).text == "by request"
 
 
 async def test_recorded_results_come_back_unchanged() -> None:
-    recorded = SummaryResult(text="t", summarizer="llm", model="gpt-x", prompt_hash="ab" * 32, fallback=True,
-                             failure="timed out", failure_class="timeout")
-    assert await RecordedSummarizer({"cmp_9": recorded}).summarize(request(context={"compaction_id": "cmp_9"})) == recorded
+    recorded = SummaryResult(
+        text="t",
+        summarizer="llm",
+        model="gpt-x",
+        prompt_hash="ab" * 32,
+        fallback=True,
+        failure="timed out",
+        failure_class="timeout",
+    )
+    assert (
+        await RecordedSummarizer({"cmp_9": recorded}).summarize(
+            request(context={"compaction_id": "cmp_9"})
+        )
+        == recorded
+    )
 
 
 async def test_unrecorded_requests_fail_with_class_other() -> None:
@@ -61,7 +80,9 @@ async def test_unrecorded_requests_fail_with_class_other() -> None:
 
 
 def test_request_key_depends_on_inputs_not_on_context_or_session_model() -> None:
-    assert request_key(request()) == request_key(request(context={"compaction_id": "a"}, session_model="m"))
+    assert request_key(request()) == request_key(
+        request(context={"compaction_id": "a"}, session_model="m")
+    )
     assert request_key(request()) != request_key(request(focus="tests"))
     assert request_key(request()) != request_key(request(previous_summary="## Goal\nx"))
 
@@ -69,7 +90,9 @@ def test_request_key_depends_on_inputs_not_on_context_or_session_model() -> None
 def test_request_key_is_the_shared_request_hash_of_what_a_local_summarizer_reads() -> None:
     # like the offline and fallback prompt hashes: the originals when the turns were pruned
     pruned = [{"role": "tool", "tool_call_id": "c1", "content": "[output pruned]"}]
-    with_originals = request(turns=pruned, originals=[{"role": "tool", "tool_call_id": "c1", "content": "full"}])
+    with_originals = request(
+        turns=pruned, originals=[{"role": "tool", "tool_call_id": "c1", "content": "full"}]
+    )
     assert request_key(with_originals) == request_hash(with_originals)
     assert request_key(with_originals) != request_key(request(turns=pruned))
     assert request_key(request()) == request_hash(request())

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxledger.redact import REDACTED, redact, redact_message
+from ctxledger.compressor.redact import REDACTED, redact, redact_message
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
 ANTHROPIC_KEY = "sk-ant-api03-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"
@@ -24,7 +24,10 @@ CASES = [
     (f"export OPENAI_API_KEY={OPENAI_KEY}", "export OPENAI_API_KEY=[REDACTED]"),
     (f"using {ANTHROPIC_KEY} now", "using [REDACTED] now"),
     ("api_key=abc123def456&user=bob", "api_key=[REDACTED]&user=bob"),
-    ('curl -H "Authorization: Bearer eyJhbGciOi.payload.sig" x', 'curl -H "Authorization: Bearer [REDACTED]" x'),
+    (
+        'curl -H "Authorization: Bearer eyJhbGciOi.payload.sig" x',
+        'curl -H "Authorization: Bearer [REDACTED]" x',
+    ),
     ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED]"),
     ("got bearer abcdefghij123 back", "got bearer [REDACTED] back"),
     ("password=hunter22 rest", "password=[REDACTED] rest"),
@@ -44,7 +47,7 @@ CASES = [
     (f"slack {SLACK_TOKEN}.", "slack [REDACTED]."),
     (f"key id {AWS_KEY_ID}.", "key id [REDACTED]."),
     (f"aws_secret_access_key = {AWS_SECRET}", "aws_secret_access_key = [REDACTED]"),
-    (r'{\"api_key\": \"abc123xyz\"}', r'{\"api_key\": \"[REDACTED]\"}'),
+    (r"{\"api_key\": \"abc123xyz\"}", r"{\"api_key\": \"[REDACTED]\"}"),
 ]
 
 
@@ -54,7 +57,9 @@ def test_each_secret_shape_is_redacted_keeping_its_surroundings(text: str, expec
 
 
 def test_private_key_block_keeps_its_armor_lines() -> None:
-    block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nq83hfh==\n-----END RSA PRIVATE KEY-----"
+    block = (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nq83hfh==\n-----END RSA PRIVATE KEY-----"
+    )
     out = redact(f"key:\n{block}\nafter")
     assert "MIIEowIBAAKCAQEA" not in out and "q83hfh" not in out
     assert out == (
@@ -119,12 +124,20 @@ def test_secret_values_never_survive_whatever_surrounds_them(
 def test_redact_message_copies_and_redacts_content_parts_and_tool_arguments() -> None:
     message = {
         "role": "assistant",
-        "content": [{"type": "text", "text": f"key {OPENAI_KEY}"}, {"type": "image_url", "image_url": {}}],
+        "content": [
+            {"type": "text", "text": f"key {OPENAI_KEY}"},
+            {"type": "image_url", "image_url": {}},
+        ],
         "tool_calls": [
             {
                 "id": "call_1",
                 "type": "function",
-                "function": {"name": "terminal", "arguments": json.dumps({"command": f"export T={GITHUB_TOKEN}", "password": "pw-123456"})},
+                "function": {
+                    "name": "terminal",
+                    "arguments": json.dumps(
+                        {"command": f"export T={GITHUB_TOKEN}", "password": "pw-123456"}
+                    ),
+                },
             }
         ],
         "reasoning_content": f"the key is {ANTHROPIC_KEY}",

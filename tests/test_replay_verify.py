@@ -9,16 +9,16 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import recorded_chain
 
-from ctxledger.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.analysis.replay import verify_compactions
 from ctxledger.cli.main import cli
 from ctxledger.events import Event, SessionSwitched
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.ledger import Ledger
-from ctxledger.replay import verify_compactions
+from ctxledger.ledger.facade import Ledger
 
 
 def generated(path: Path, seed: int = 8, turns: int = 12) -> tuple[Ledger, str]:
@@ -51,7 +51,9 @@ def alter_compaction(compaction_id: str, **changes: object) -> Callable[[Event],
 
 @settings(max_examples=5)
 @given(seed=st.integers(0, 10_000), turns=st.integers(6, 12))
-def test_an_untouched_log_never_reports_drift(tmp_path_factory: pytest.TempPathFactory, seed: int, turns: int) -> None:
+def test_an_untouched_log_never_reports_drift(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, turns: int
+) -> None:
     ledger, tip = generated(tmp_path_factory.mktemp("untouched") / "l.db", seed, turns)
     report = verify_compactions(ledger, tip)
     assert len(report.compactions) == len(chain_compactions(ledger, tip))
@@ -65,7 +67,9 @@ def test_a_changed_config_in_one_recorded_plan_is_reported_on_exactly_that_compa
     ledger, tip = chain
     target = chain_compactions(ledger, tip)[0]
     config = {**target.switch.config, "protect_first_n": 6}
-    copy = copy_log(ledger, tmp_path / "copy.db", alter_compaction(target.compaction_id, config=config))
+    copy = copy_log(
+        ledger, tmp_path / "copy.db", alter_compaction(target.compaction_id, config=config)
+    )
     before = list(copy.store.read_all())
     report = verify_compactions(copy, tip)
     drifted = [c for c in report.compactions if c.drift]
@@ -73,17 +77,26 @@ def test_a_changed_config_in_one_recorded_plan_is_reported_on_exactly_that_compa
     check = drifted[0]
     assert check.cause == "config"
     assert check.config_changes == {"protect_first_n": [6, 3]}
-    assert any(d.field == "plan.compress_start" and "head boundary moved" in d.explanation for d in check.drift)
+    assert any(
+        d.field == "plan.compress_start" and "head boundary moved" in d.explanation
+        for d in check.drift
+    )
     assert list(copy.store.read_all()) == before  # recorded events are never rewritten
     copy.close()
 
 
-def test_a_plan_no_config_explains_is_blamed_on_the_algorithm(chain: tuple[Ledger, str], tmp_path: Path) -> None:
+def test_a_plan_no_config_explains_is_blamed_on_the_algorithm(
+    chain: tuple[Ledger, str], tmp_path: Path
+) -> None:
     ledger, tip = chain
     target = chain_compactions(ledger, tip)[1]
     plan = {**target.switch.plan, "compress_end": target.switch.plan["compress_end"] - 2}
     copy = copy_log(ledger, tmp_path / "copy.db", alter_compaction(target.compaction_id, plan=plan))
-    check = next(c for c in verify_compactions(copy, tip).compactions if c.compaction_id == target.compaction_id)
+    check = next(
+        c
+        for c in verify_compactions(copy, tip).compactions
+        if c.compaction_id == target.compaction_id
+    )
     assert check.cause == "algorithm" and check.config_changes == {}
     moved = next(d for d in check.drift if d.field == "plan.compress_end")
     assert moved.explanation.startswith("tail boundary moved from index")
@@ -94,14 +107,23 @@ def test_cli_verify_reports_drift_and_exits_1(chain: tuple[Ledger, str], tmp_pat
     ledger, tip = chain
     target = chain_compactions(ledger, tip)[0]
     config = {**target.switch.config, "protect_first_n": 6}
-    copy_log(ledger, tmp_path / "copy.db", alter_compaction(target.compaction_id, config=config)).close()
+    copy_log(
+        ledger, tmp_path / "copy.db", alter_compaction(target.compaction_id, config=config)
+    ).close()
     runner = CliRunner()
-    out = runner.invoke(cli, ["--db", str(tmp_path / "copy.db"), "replay", tip, "--verify", "--json"])
+    out = runner.invoke(
+        cli, ["--db", str(tmp_path / "copy.db"), "replay", tip, "--verify", "--json"]
+    )
     assert out.exit_code == 1
     data = json.loads(out.output)
     causes = {c["compaction_id"]: c["cause"] for c in data["compactions"]}
-    assert causes[target.compaction_id] == "config" and list(causes.values()).count(None) == len(causes) - 1
+    assert (
+        causes[target.compaction_id] == "config"
+        and list(causes.values()).count(None) == len(causes) - 1
+    )
     text = runner.invoke(cli, ["--db", str(tmp_path / "copy.db"), "replay", tip, "--verify"])
-    assert text.exit_code == 1 and "drift (config)" in text.output and "protect_first_n" in text.output
+    assert (
+        text.exit_code == 1 and "drift (config)" in text.output and "protect_first_n" in text.output
+    )
     clean = runner.invoke(cli, ["--db", ledger.store.path, "replay", tip, "--verify"])
     assert clean.exit_code == 0 and "no drift" in clean.output

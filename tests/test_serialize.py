@@ -24,14 +24,18 @@ def test_each_message_gets_a_role_label_and_tool_results_their_call_id_and_name(
     text = serialize_turns(
         [
             {"role": "user", "content": "run the tests"},
-            {"role": "assistant", "content": "Running.", "tool_calls": [call("call_7", "terminal", '{"command": "pytest"}')]},
+            {
+                "role": "assistant",
+                "content": "Running.",
+                "tool_calls": [call("call_7", "terminal", '{"command": "pytest"}')],
+            },
             {"role": "tool", "tool_call_id": "call_7", "content": "1 failed"},
             {"role": "tool", "tool_call_id": "call_unknown", "content": "orphan"},
         ]
     )
     assert text == (
         "[USER]\nrun the tests\n\n"
-        "[ASSISTANT]\nRunning.\n[TOOL CALL call_7] terminal({\"command\": \"pytest\"})\n\n"
+        '[ASSISTANT]\nRunning.\n[TOOL CALL call_7] terminal({"command": "pytest"})\n\n'
         "[TOOL RESULT call_7 · terminal]\n1 failed\n\n"
         "[TOOL RESULT call_unknown]\norphan"
     )
@@ -48,7 +52,9 @@ def test_long_content_keeps_head_and_tail_and_says_how_much_was_cut() -> None:
 
 def test_long_tool_call_arguments_are_cut_to_1200_chars() -> None:
     arguments = json.dumps({"content": "x" * 5000})
-    text = serialize_turns([{"role": "assistant", "content": None, "tool_calls": [call("c", "write_file", arguments)]}])
+    text = serialize_turns(
+        [{"role": "assistant", "content": None, "tool_calls": [call("c", "write_file", arguments)]}]
+    )
     omitted = len(arguments) - ARGS_MAX_CHARS
     assert f"[… {omitted:,} chars omitted]" in text
     assert arguments[:ARGS_MAX_CHARS] in text
@@ -62,7 +68,11 @@ def test_secrets_are_redacted_before_cutting() -> None:
     text = serialize_turns(
         [
             {"role": "tool", "tool_call_id": "c", "content": body},
-            {"role": "assistant", "content": None, "tool_calls": [call("d", "terminal", json.dumps({"command": f"export KEY={key}"}))]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call("d", "terminal", json.dumps({"command": f"export KEY={key}"}))],
+            },
         ]
     )
     assert "QQQQ" not in text
@@ -89,6 +99,14 @@ def test_repeated_call_ids_take_the_name_of_the_latest_call() -> None:
 
 def test_content_parts_are_joined_and_non_text_parts_counted() -> None:
     text = serialize_turns(
-        [{"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "x"}}]}]
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "x"}},
+                ],
+            }
+        ]
     )
     assert text == "[USER]\nlook\n[1 non-text part(s)]"

@@ -39,39 +39,68 @@ class Api:
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    service = ContextService.open(tmp_path / "api.db", config=CompressionConfig(context_length=8192))
+    service = ContextService.open(
+        tmp_path / "api.db", config=CompressionConfig(context_length=8192)
+    )
     app = create_app(service, token=TOKEN)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ledger.test") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://ledger.test"
+    ) as client:
         yield Api(client, service)
     await app.state.ctx.aclose()
     await service.aclose()
 
 
 async def _session(api: Api, turns: int = 0, words: int = 60) -> str:
-    out = await api.call("POST", "/v1/sessions", 201, json={"model": "gpt-4.1", "system_prompt": "Be brief."})
+    out = await api.call(
+        "POST", "/v1/sessions", 201, json={"model": "gpt-4.1", "system_prompt": "Be brief."}
+    )
     sid: str = out["session_id"]
     for i in range(turns):
-        text = f"step {i}: the deploy key is K-{i:04d} and the file is src/mod_{i}.py " + "word " * words
-        await api.call("POST", f"/v1/sessions/{sid}/messages",
-                       json={"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": f"done {i} " * 30}]})
+        text = (
+            f"step {i}: the deploy key is K-{i:04d} and the file is src/mod_{i}.py "
+            + "word " * words
+        )
+        await api.call(
+            "POST",
+            f"/v1/sessions/{sid}/messages",
+            json={
+                "messages": [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": f"done {i} " * 30},
+                ]
+            },
+        )
     return sid
 
 
 async def test_append_with_expected_version_conflict_writes_nothing(api: Api) -> None:
-    started = await api.call("POST", "/v1/sessions", 201, json={"model": "gpt-4.1", "system_prompt": "Be brief."})
+    started = await api.call(
+        "POST", "/v1/sessions", 201, json={"model": "gpt-4.1", "system_prompt": "Be brief."}
+    )
     sid, start = started["session_id"], started["version"]
-    first = await api.call("POST", f"/v1/sessions/{sid}/messages",
-                           json={"messages": [{"role": "user", "content": "hi"}], "expected_version": start})
+    first = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={"messages": [{"role": "user", "content": "hi"}], "expected_version": start},
+    )
     version = first["version"]
     assert first["session_id"] == sid and len(first["message_ids"]) == 1 and version == start + 1
     before = api.last_seq()
-    err = await api.call("POST", f"/v1/sessions/{sid}/messages", 409,
-                         json={"messages": [{"role": "assistant", "content": "x"}], "expected_version": start})
+    err = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        409,
+        json={"messages": [{"role": "assistant", "content": "x"}], "expected_version": start},
+    )
     assert err["error"]["code"] == "version_conflict"
     assert err["error"]["current_version"] == version and err["error"]["session_id"] == sid
     assert api.last_seq() == before
-    ok = await api.call("POST", f"/v1/sessions/{sid}/messages",
-                        json={"messages": [{"role": "assistant", "content": "x"}], "expected_version": version})
+    ok = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={"messages": [{"role": "assistant", "content": "x"}], "expected_version": version},
+    )
     assert ok["version"] == version + 1
 
 
@@ -82,12 +111,18 @@ async def test_append_with_expected_version_conflict_writes_nothing(api: Api) ->
         (b"[1, 2]", 400, "bad_json"),
         (b'{"messages": "hi"}', 422, "invalid_input"),
         (b'{"messages": [{"role": "robot", "content": "x"}]}', 422, "invalid_message"),
-        (b'{"messages": [{"role": "tool", "tool_call_id": "c1", "content": "x"}]}', 422, "invalid_message"),
+        (
+            b'{"messages": [{"role": "tool", "tool_call_id": "c1", "content": "x"}]}',
+            422,
+            "invalid_message",
+        ),
         (b'{"messages": [], "expected_version": "3"}', 422, "invalid_input"),
         (b'{"messages": [], "extra": 1}', 422, "invalid_input"),
     ],
 )
-async def test_bad_input_is_rejected_with_a_code_and_nothing_appended(api: Api, body: bytes, status: int, code: str) -> None:
+async def test_bad_input_is_rejected_with_a_code_and_nothing_appended(
+    api: Api, body: bytes, status: int, code: str
+) -> None:
     sid = await _session(api)
     before = api.last_seq()
     err = await api.call("POST", f"/v1/sessions/{sid}/messages", status, content=body)
@@ -98,7 +133,9 @@ async def test_bad_input_is_rejected_with_a_code_and_nothing_appended(api: Api, 
 async def test_unknown_session_and_route_are_404(api: Api) -> None:
     err = await api.call("POST", "/v1/sessions/ses_missing/messages", 404, json={"messages": []})
     assert err["error"]["code"] == "unknown_session"
-    assert (await api.call("GET", "/v1/sessions/ses_missing/chain", 404))["error"]["code"] == "unknown_session"
+    assert (await api.call("GET", "/v1/sessions/ses_missing/chain", 404))["error"][
+        "code"
+    ] == "unknown_session"
     assert (await api.call("GET", "/v1/nowhere", 404))["error"]["code"] == "not_found"
     assert (await api.call("DELETE", "/v1/sessions", 405))["error"]["code"] == "method_not_allowed"
 
@@ -116,11 +153,17 @@ async def test_missing_or_wrong_token_is_401_and_appends_nothing(api: Api) -> No
 async def test_agent_loop_over_http(api: Api) -> None:
     sid = await _session(api, turns=14, words=450)
     pre = await api.call("POST", f"/v1/sessions/{sid}/preflight")
-    assert pre["compactions"] and pre["session_id"] != sid  # over the 8192-window threshold: compacted
+    assert (
+        pre["compactions"] and pre["session_id"] != sid
+    )  # over the 8192-window threshold: compacted
     tip = pre["session_id"]
     view = await api.call("GET", f"/v1/sessions/{sid}/api-messages")
     assert view["session_id"] == tip and view["messages"][0]["role"] == "system"
-    turn = await api.call("POST", f"/v1/sessions/{tip}/usage", json={"usage": {"prompt_tokens": 900, "completion_tokens": 20}})
+    turn = await api.call(
+        "POST",
+        f"/v1/sessions/{tip}/usage",
+        json={"usage": {"prompt_tokens": 900, "completion_tokens": 20}},
+    )
     assert turn["session_id"] == tip
     assert (await api.call("POST", f"/v1/sessions/{tip}/hygiene"))["session_id"] == tip
     usage = await api.call("GET", f"/v1/sessions/{tip}/usage")
@@ -132,8 +175,14 @@ async def test_agent_loop_over_http(api: Api) -> None:
 async def test_compress_dry_run_appends_nothing_then_compresses_with_focus(api: Api) -> None:
     sid = await _session(api, turns=8)
     before = api.last_seq()
-    plan = await api.call("POST", f"/v1/sessions/{sid}/compress", json={"dry_run": True, "focus": "deploy key"})
-    assert plan["action"] == "dry_run" and plan["plan"]["middle_ids"] and plan["plan"]["focus"] == "deploy key"
+    plan = await api.call(
+        "POST", f"/v1/sessions/{sid}/compress", json={"dry_run": True, "focus": "deploy key"}
+    )
+    assert (
+        plan["action"] == "dry_run"
+        and plan["plan"]["middle_ids"]
+        and plan["plan"]["focus"] == "deploy key"
+    )
     assert api.last_seq() == before
     done = await api.call("POST", f"/v1/sessions/{sid}/compress", json={"focus": "deploy key"})
     assert done["compactions"][0]["action"] == "compressed" and done["session_id"] != sid
@@ -160,35 +209,72 @@ async def test_compress_dry_run_appends_nothing_then_compresses_with_focus(api: 
 
 async def test_provider_error_returns_the_recovery(api: Api) -> None:
     sid = await _session(api, turns=10, words=400)
-    rec = await api.call("POST", f"/v1/sessions/{sid}/provider-error",
-                         json={"status": 400, "requested_max_tokens": 9000,
-                               "body": {"error": {"message": "max_tokens is too large: 9000. This model supports at most 4096 completion tokens."}}})
+    rec = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/provider-error",
+        json={
+            "status": 400,
+            "requested_max_tokens": 9000,
+            "body": {
+                "error": {
+                    "message": "max_tokens is too large: 9000. This model supports at most 4096 completion tokens."
+                }
+            },
+        },
+    )
     assert rec["action"] == "retry" and rec["max_tokens"] == 4096 and rec["session_id"] == sid
-    rec = await api.call("POST", f"/v1/sessions/{sid}/provider-error", json={"status": 413, "body": "Request Entity Too Large"})
-    assert rec["action"] == "retry" and rec["kind"] == "payload_too_large" and rec["session_id"] != sid
-    rec = await api.call("POST", f"/v1/sessions/{sid}/provider-error", json={"status": 429, "body": "rate limited"})
+    rec = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/provider-error",
+        json={"status": 413, "body": "Request Entity Too Large"},
+    )
+    assert (
+        rec["action"] == "retry" and rec["kind"] == "payload_too_large" and rec["session_id"] != sid
+    )
+    rec = await api.call(
+        "POST", f"/v1/sessions/{sid}/provider-error", json={"status": 429, "body": "rate limited"}
+    )
     assert rec["action"] == "fail"
     err = await api.call("POST", f"/v1/sessions/{sid}/provider-error", 422, json={"status": 9999})
     assert err["error"]["code"] == "invalid_input"
     tiny = await _session(api, turns=1)
-    err = await api.call("POST", f"/v1/sessions/{tiny}/provider-error", 422, json={"status": 413, "body": "too large"})
+    err = await api.call(
+        "POST",
+        f"/v1/sessions/{tiny}/provider-error",
+        422,
+        json={"status": 413, "body": "too large"},
+    )
     assert err["error"]["code"] == "context_overflow"  # nothing left to compact: recovery gives up
 
 
 async def test_persisted_tool_output_reads_in_slices(api: Api) -> None:
     sid = await _session(api)
-    call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'}}
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'},
+    }
     big = "\n".join(f"line {i} " + "x" * 40 for i in range(2000))
-    out = await api.call("POST", f"/v1/sessions/{sid}/messages", json={"messages": [
-        {"role": "user", "content": "show the log"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": big}]})
+    out = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={
+            "messages": [
+                {"role": "user", "content": "show the log"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": big},
+            ]
+        },
+    )
     assert out["notices"] and "stored outside the context" in out["notices"][0]
     view = await api.call("GET", f"/v1/sessions/{sid}/api-messages")
     block = view["messages"][-1]["content"]
     ref = next(w for w in block.replace("'", " ").replace('"', " ").split() if len(w) == 64)
     part = await api.call("GET", f"/v1/persisted/{ref}", params={"offset": 0, "limit": 100})
     assert part["text"] == big[:100] and part["total_chars"] == len(big)
-    assert (await api.call("GET", "/v1/persisted/not-a-ref", 422))["error"]["code"] == "invalid_input"
+    assert (await api.call("GET", "/v1/persisted/not-a-ref", 422))["error"][
+        "code"
+    ] == "invalid_input"
 
 
 async def _events(api: Api, path: str, **params: Any) -> list[dict[str, str]]:
@@ -196,7 +282,11 @@ async def _events(api: Api, path: str, **params: Any) -> list[dict[str, str]]:
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
     events = []
     for block in resp.text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":") and ": " in line)
+        fields = dict(
+            line.split(": ", 1)
+            for line in block.splitlines()
+            if not line.startswith(":") and ": " in line
+        )
         if fields:
             events.append(fields)
     return events
@@ -217,7 +307,9 @@ async def test_event_feed_streams_a_sessions_family_after_a_sequence_number(api:
     assert [int(e["id"]) for e in later] == seqs[-2:]
     two = await _events(api, "/v1/events", limit=2)
     assert [e["id"] for e in two] == ["1", "2"]
-    assert (await api.call("GET", "/v1/events", 422, params={"after": "x"}))["error"]["code"] == "invalid_input"
+    assert (await api.call("GET", "/v1/events", 422, params={"after": "x"}))["error"][
+        "code"
+    ] == "invalid_input"
 
 
 async def test_openapi_schema_is_served_and_lists_every_route(api: Api) -> None:
@@ -226,7 +318,13 @@ async def test_openapi_schema_is_served_and_lists_every_route(api: Api) -> None:
     assert schema["openapi"].startswith("3.1")
     documented = {(path, method.upper()) for path, ops in schema["paths"].items() for method in ops}
     app = api.client._transport.app  # type: ignore[attr-defined]
-    served = {(r.path, m) for r in app.routes if isinstance(r, Route) for m in (r.methods or ()) if m != "HEAD"}
+    served = {
+        (r.path, m)
+        for r in app.routes
+        if isinstance(r, Route)
+        for m in (r.methods or ())
+        if m != "HEAD"
+    }
     assert documented == served
     for path, ops in schema["paths"].items():
         for op in ops.values():

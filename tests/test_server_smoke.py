@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 import uvicorn
-from fake_upstream import FakeUpstream
+from helpers.fake_upstream import FakeUpstream
 
 CLI = [str(Path(sys.executable).parent / "ctxledger")]
 TOKEN = "smoke-test-token-0123456789abcdef"
@@ -37,7 +37,9 @@ def _free_port() -> int:
 def upstream() -> Iterator[tuple[FakeUpstream, int]]:
     fake = FakeUpstream()
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(fake, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(fake, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -53,7 +55,9 @@ def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"server exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise AssertionError(
+                f"server exited early: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
         try:
             if httpx.get(base + "/healthz", timeout=1).status_code == 200:
                 return
@@ -62,7 +66,9 @@ def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("server did not become healthy")
 
 
-def test_serve_runs_under_uvicorn_state_api_events_and_proxy(tmp_path: Path, upstream: tuple[FakeUpstream, int]) -> None:
+def test_serve_runs_under_uvicorn_state_api_events_and_proxy(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
     fake, upstream_port = upstream
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
@@ -70,9 +76,25 @@ def test_serve_runs_under_uvicorn_state_api_events_and_proxy(tmp_path: Path, ups
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [*CLI, "--db", str(tmp_path / "served.db"), "serve", "--port", str(port), "--token-file", str(token_file),
-         "--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning", "--graceful-timeout", "20"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        [
+            *CLI,
+            "--db",
+            str(tmp_path / "served.db"),
+            "serve",
+            "--port",
+            str(port),
+            "--token-file",
+            str(token_file),
+            "--upstream",
+            f"http://127.0.0.1:{upstream_port}/v1",
+            "--log-level",
+            "warning",
+            "--graceful-timeout",
+            "20",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     try:
         _wait_healthy(base, proc)
@@ -81,10 +103,17 @@ def test_serve_runs_under_uvicorn_state_api_events_and_proxy(tmp_path: Path, ups
         with httpx.Client(base_url=base, headers=auth, timeout=10) as http:
             with http.stream("GET", "/v1/events", params={"after": 0}) as feed:
                 lines = feed.iter_lines()
-                sid = http.post("/v1/sessions", json={"model": "gpt-4.1", "system_prompt": "Be brief."}).json()["session_id"]
-                http.post(f"/v1/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": "hello"}]})
+                sid = http.post(
+                    "/v1/sessions", json={"model": "gpt-4.1", "system_prompt": "Be brief."}
+                ).json()["session_id"]
+                http.post(
+                    f"/v1/sessions/{sid}/messages",
+                    json={"messages": [{"role": "user", "content": "hello"}]},
+                )
                 kinds = []
-                for line in lines:  # the feed follows the log live: the events arrive as they are appended
+                for (
+                    line
+                ) in lines:  # the feed follows the log live: the events arrive as they are appended
                     if line.startswith("event: "):
                         kinds.append(line[7:])
                     if "MessageAppended" in kinds:
@@ -92,8 +121,14 @@ def test_serve_runs_under_uvicorn_state_api_events_and_proxy(tmp_path: Path, ups
                 assert kinds[0] == "SessionStarted"
             client = openai.OpenAI(base_url=base + "/v1", api_key="sk-real-client", max_retries=0)
             stream = client.chat.completions.create(
-                model="gpt-4.1", stream=True, stream_options={"include_usage": True},
-                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi over tcp"}])
+                model="gpt-4.1",
+                stream=True,
+                stream_options={"include_usage": True},
+                messages=[
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "hi over tcp"},
+                ],
+            )
             chunks = list(stream)
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             assert text == "answer 1" and chunks[-1].usage is not None
@@ -123,8 +158,12 @@ def test_serve_runs_under_uvicorn_state_api_events_and_proxy(tmp_path: Path, ups
 
 
 def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:
-    out = subprocess.run([*CLI, "--db", str(tmp_path / "x.db"), "serve", "--host", "0.0.0.0"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [*CLI, "--db", str(tmp_path / "x.db"), "serve", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert out.stderr.startswith("error: refusing to listen on '0.0.0.0' without a token")
 
@@ -132,7 +171,11 @@ def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:
 def test_serve_rejects_a_short_token(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("short")
-    out = subprocess.run([*CLI, "--db", str(tmp_path / "x.db"), "serve", "--token-file", str(token_file)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [*CLI, "--db", str(tmp_path / "x.db"), "serve", "--token-file", str(token_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "at least 16 characters" in out.stderr
     assert json.dumps(out.stderr).count("\\n") == 1  # one line

@@ -27,18 +27,18 @@ from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import ConcurrencyError
 from ctxledger.events import CompressionChecked, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import AppendRequest
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
-from ctxledger.service import ContextService, TurnResult
-from ctxledger.synth import SessionSynth
+from ctxledger.runtime.service import ContextService, TurnResult
 
 pytestmark = pytest.mark.anyio
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0)
-KILLER = Path(__file__).with_name("service_killer.py")
+KILLER = Path(__file__).parent / "helpers" / "service_killer.py"
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -87,7 +87,9 @@ def concurrency_spy(svc: ContextService) -> list[ConcurrencyError]:
 
 
 async def big_session(svc: ContextService, turns: int = 12) -> str:
-    sid = await svc.start_session(model="test-model", context_length=16_384, system_prompt="You are a coding agent.")
+    sid = await svc.start_session(
+        model="test-model", context_length=16_384, system_prompt="You are a coding agent."
+    )
     synth = SessionSynth(3, big_outputs=False)
     for i in range(turns):
         await svc.append(sid, synth.turn(i))
@@ -96,7 +98,11 @@ async def big_session(svc: ContextService, turns: int = 12) -> str:
 
 def switches(ledger: Ledger, sid: str) -> list[SessionSwitched]:
     ledger.refresh()
-    return [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched) and r.stream == sid]
+    return [
+        r.event
+        for r in ledger.store.read_all()
+        if isinstance(r.event, SessionSwitched) and r.stream == sid
+    ]
 
 
 @pytest.fixture
@@ -143,7 +149,9 @@ def test_one_service_driven_by_successive_event_loops(tmp_path: Path) -> None:
     svc.ledger.close()
 
 
-async def test_two_services_race_the_second_gets_a_conflict_and_continues_on_the_tip(db: Path) -> None:
+async def test_two_services_race_the_second_gets_a_conflict_and_continues_on_the_tip(
+    db: Path,
+) -> None:
     gate = GateSummarizer()
     a, b = service(db, "a"), service(db, "b", gate)
     sid = await big_session(a)
@@ -186,15 +194,21 @@ async def test_the_loser_replans_when_the_other_writer_only_added_messages(db: P
     async with anyio.create_task_group() as tg:
         tg.start_soon(b_compresses)
         await gate.entered.wait()
-        late = await a.append(sid, [{"role": "user", "content": "one more thing: keep the retry limit at 5"}])
+        late = await a.append(
+            sid, [{"role": "user", "content": "one more thing: keep the retry limit at 5"}]
+        )
         gate.gate.set()
     (result,) = outcome
     assert result.compressed and len(conflicts) == 1 and gate.calls == 2
     assert late.message_ids[0] in b.ledger.transcript.live_ids(result.session_id)
-    checks = [r.event for r in a.ledger.store.read_stream(sid) if isinstance(r.event, CompressionChecked)]
+    checks = [
+        r.event for r in a.ledger.store.read_stream(sid) if isinstance(r.event, CompressionChecked)
+    ]
     assert [c.details["attempt"] for c in checks] == [1, 2]
     assert len(switches(a.ledger, sid)) == 1
-    summaries = [r.event for r in a.ledger.store.read_stream(sid) if isinstance(r.event, SummaryGenerated)]
+    summaries = [
+        r.event for r in a.ledger.store.read_stream(sid) if isinstance(r.event, SummaryGenerated)
+    ]
     assert len(summaries) == 1  # the first summary was never written
     a.ledger.close()
     b.ledger.close()
@@ -254,7 +268,10 @@ def spawn_writer(db: Path, run: int) -> subprocess.Popen[str]:
     """A writer that imports now and opens the ledger when told (see service_killer.py)."""
     return subprocess.Popen(
         [sys.executable, str(KILLER), str(db), str(run)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import strategies as S
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from helpers import strategies as S
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -35,19 +35,42 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import ContextOverflowError, SummarizerError
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.engine import RuntimeTracker
-from ctxledger.service import ContextService
+from ctxledger.runtime.service import ContextService
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, summary_min_tokens=300)
 WINDOWS = st.sampled_from([4_096, 8_192, 16_384])
 
 #: provider error bodies in the shapes real providers use
 ERRORS: dict[str, tuple[int, Any]] = {
-    "prompt_too_long": (400, {"error": {"message": "This model's maximum context length is 3000 tokens. However, your messages resulted in 9000 tokens.", "code": "context_length_exceeded"}}),
-    "payload_too_large": (413, {"error": {"type": "request_too_large", "message": "request exceeds the maximum allowed size"}}),
-    "max_tokens": (400, {"error": {"message": "max_tokens is too large: input length plus max_tokens exceeds the context window; available_tokens: 900"}}),
+    "prompt_too_long": (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 3000 tokens. However, your messages resulted in 9000 tokens.",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "payload_too_large": (
+        413,
+        {
+            "error": {
+                "type": "request_too_large",
+                "message": "request exceeds the maximum allowed size",
+            }
+        },
+    ),
+    "max_tokens": (
+        400,
+        {
+            "error": {
+                "message": "max_tokens is too large: input length plus max_tokens exceeds the context window; available_tokens: 900"
+            }
+        },
+    ),
     "server": (500, {"error": {"type": "api_error", "message": "internal server error"}}),
 }
 
@@ -94,7 +117,13 @@ class ServiceMachine(RuleBasedStateMachine):
 
     def _open(self) -> ContextService:
         self.opened += 1
-        ledger = Ledger.open(self.db, clock=self.clock, ids=SequentialIds(f"o{self.opened}x"), config=CONFIG, durability="normal")
+        ledger = Ledger.open(
+            self.db,
+            clock=self.clock,
+            ids=SequentialIds(f"o{self.opened}x"),
+            config=CONFIG,
+            durability="normal",
+        )
         return ContextService(ledger, config=CONFIG, summarizer=self.summarizer)
 
     def teardown(self) -> None:
@@ -116,10 +145,22 @@ class ServiceMachine(RuleBasedStateMachine):
 
     # --- rules ------------------------------------------------------------------------------
 
-    @initialize(window=WINDOWS, system=st.booleans(), history=S.turns(id_prefix="h", min_turns=2, max_turns=8))
+    @initialize(
+        window=WINDOWS,
+        system=st.booleans(),
+        history=S.turns(id_prefix="h", min_turns=2, max_turns=8),
+    )
     def start(self, window: int, system: bool, history: list[dict[str, Any]]) -> None:
-        prompt = "You are a coding agent. Run the tests before you say something is fixed." if system else None
-        self.root = self.portal.call(lambda: self.svc.start_session(model="test-model", context_length=window, system_prompt=prompt))
+        prompt = (
+            "You are a coding agent. Run the tests before you say something is fixed."
+            if system
+            else None
+        )
+        self.root = self.portal.call(
+            lambda: self.svc.start_session(
+                model="test-model", context_length=window, system_prompt=prompt
+            )
+        )
         self._append(history)  # a session with some history, so that compactions come early
 
     @precondition(lambda self: not self.in_flight)
@@ -133,14 +174,29 @@ class ServiceMachine(RuleBasedStateMachine):
     def call_in_flight(self, n_calls: int) -> None:
         self.batches += 1
         ids = [f"f{self.batches}_{i}" for i in range(n_calls)]
-        calls = [{"id": cid, "type": "function", "function": {"name": "terminal", "arguments": '{"command": "make test"}'}} for cid in ids]
-        self._append([{"role": "user", "content": "run the tests once more"}, {"role": "assistant", "content": None, "tool_calls": calls}])
+        calls = [
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": "terminal", "arguments": '{"command": "make test"}'},
+            }
+            for cid in ids
+        ]
+        self._append(
+            [
+                {"role": "user", "content": "run the tests once more"},
+                {"role": "assistant", "content": None, "tool_calls": calls},
+            ]
+        )
         self.in_flight = ids
 
     @precondition(lambda self: bool(self.in_flight))
     @rule(reply=st.booleans())
     def answer_in_flight(self, reply: bool) -> None:
-        results: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": cid, "content": "12 passed, 0 failed"} for cid in self.in_flight]
+        results: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": cid, "content": "12 passed, 0 failed"}
+            for cid in self.in_flight
+        ]
         if reply:
             results.append({"role": "assistant", "content": "All tests pass."})
         self._append(results)
@@ -150,7 +206,11 @@ class ServiceMachine(RuleBasedStateMachine):
     def report_usage(self, share: float) -> None:
         threshold = self.svc.status(self.root)["threshold_tokens"]
         prompt = int(threshold * share)
-        raw = {"prompt_tokens": prompt, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": prompt // 2}}
+        raw = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 30,
+            "prompt_tokens_details": {"cached_tokens": prompt // 2},
+        }
         self.portal.call(self.svc.report_usage, self.root, raw)
 
     @rule()
@@ -172,8 +232,14 @@ class ServiceMachine(RuleBasedStateMachine):
     @rule(kind=st.sampled_from(sorted(ERRORS)))
     def provider_error(self, kind: str) -> None:
         status, body = ERRORS[kind]
-        with contextlib.suppress(ContextOverflowError):  # recovery gave up: legitimate, and recorded
-            self.portal.call(lambda: self.svc.handle_provider_error(self.root, status, body, requested_max_tokens=4_000))
+        with contextlib.suppress(
+            ContextOverflowError
+        ):  # recovery gave up: legitimate, and recorded
+            self.portal.call(
+                lambda: self.svc.handle_provider_error(
+                    self.root, status, body, requested_max_tokens=4_000
+                )
+            )
 
     @rule(failure=st.sampled_from(["auth", "network", "server", "timeout", "malformed"]))
     def summarizer_fails_next(self, failure: str) -> None:
@@ -206,8 +272,14 @@ class ServiceMachine(RuleBasedStateMachine):
                 assert message["tool_call_id"] in issued, f"orphan result {message['tool_call_id']}"
                 answered.add(message["tool_call_id"])
         last = messages[-1] if messages else {}
-        final_calls = {c["id"] for c in last.get("tool_calls") or ()} if last.get("role") == "assistant" else set()
-        assert issued - answered <= final_calls, f"calls without a result: {issued - answered - final_calls}"
+        final_calls = (
+            {c["id"] for c in last.get("tool_calls") or ()}
+            if last.get("role") == "assistant"
+            else set()
+        )
+        assert issued - answered <= final_calls, (
+            f"calls without a result: {issued - answered - final_calls}"
+        )
         assert issued - answered <= set(self.in_flight)
 
     @invariant()
@@ -217,7 +289,9 @@ class ServiceMachine(RuleBasedStateMachine):
         transcript = self.svc.ledger.transcript
         stored = [transcript.stored(mid) for mid in transcript.session(self.tip).live]
         summaries = [i for i, m in enumerate(stored) if m.origin in ("summary", "merged")]
-        users = [i for i, m in enumerate(stored) if m.message["role"] == "user" and m.origin != "summary"]
+        users = [
+            i for i, m in enumerate(stored) if m.message["role"] == "user" and m.origin != "summary"
+        ]
         if summaries and users:
             assert max(users) >= max(summaries)
 
@@ -236,7 +310,9 @@ class ServiceMachine(RuleBasedStateMachine):
         ledger = self.svc.ledger
         fresh = Projector.rebuild(ledger.store, use_checkpoint=False)
         assert fresh.fingerprint() == ledger.projector.fingerprint()
-        assert fresh.transcript.api_messages(self.tip) == self.svc.api_messages(self.root, cache=False)
+        assert fresh.transcript.api_messages(self.tip) == self.svc.api_messages(
+            self.root, cache=False
+        )
         assert RuntimeTracker(ledger, CONFIG).state(self.tip) == self.svc.tracker.state(self.tip)
 
     @invariant()
@@ -246,6 +322,8 @@ class ServiceMachine(RuleBasedStateMachine):
 
 
 ServiceMachine.TestCase.settings = settings(
-    settings.default, max_examples=max(8, settings.default.max_examples // 3), stateful_step_count=25
+    settings.default,
+    max_examples=max(8, settings.default.max_examples // 3),
+    stateful_step_count=25,
 )
 TestServiceMachine = ServiceMachine.TestCase

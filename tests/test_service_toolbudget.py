@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.errors import InvalidInput, InvalidMessage, UnknownSession
+from ctxledger.errors import InvalidInput, InvalidMessage, UnknownBlob
 from ctxledger.events import ToolOutputPersisted
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
+from ctxledger.runtime.service import ContextService
 from ctxledger.runtime.toolbudget import DEFAULT_MAX_SLICE_CHARS, READ_PERSISTED_TOOL_NAME
-from ctxledger.service import ContextService
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[ContextService]:
-    ledger = Ledger.open(tmp_path / "ledger.db", clock=StepClock(), ids=SequentialIds(), durability="normal")
+    ledger = Ledger.open(
+        tmp_path / "ledger.db", clock=StepClock(), ids=SequentialIds(), durability="normal"
+    )
     service = ContextService(ledger)
     yield service
     service.ledger.close()
@@ -56,7 +58,11 @@ def output(n_chars: int, tag: str = "line") -> str:
 
 
 def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def turn(*results: tuple[str, str, str]) -> list[dict[str, Any]]:
@@ -69,28 +75,47 @@ def turn(*results: tuple[str, str, str]) -> list[dict[str, Any]]:
 
 
 async def start(svc: ContextService, window: int = BIG_WINDOW) -> str:
-    sid = await svc.start_session(model="test-model", context_length=window, system_prompt="You are a coding agent.")
+    sid = await svc.start_session(
+        model="test-model", context_length=window, system_prompt="You are a coding agent."
+    )
     await svc.append(sid, [{"role": "user", "content": "collect the logs"}])
     return sid
 
 
 def persisted(svc: ContextService, sid: str) -> list[ToolOutputPersisted]:
-    return [r.event for r in svc.ledger.store.read_stream(sid) if isinstance(r.event, ToolOutputPersisted)]
+    return [
+        r.event
+        for r in svc.ledger.store.read_stream(sid)
+        if isinstance(r.event, ToolOutputPersisted)
+    ]
 
 
-async def test_a_large_result_is_stored_out_of_the_context_with_a_readable_block(svc: ContextService) -> None:
+async def test_a_large_result_is_stored_out_of_the_context_with_a_readable_block(
+    svc: ContextService,
+) -> None:
     sid = await start(svc)
     big = output(150_000)
     result = await svc.append(sid, turn(("call_1", "terminal", big)))
     (event,) = persisted(svc, sid)
-    assert (event.reason, event.chars, event.tool_name, event.message_id) == ("per_result", 150_000, "terminal", result.message_ids[1])
+    assert (event.reason, event.chars, event.tool_name, event.message_id) == (
+        "per_result",
+        150_000,
+        "terminal",
+        result.message_ids[1],
+    )
     shown = svc.api_messages(sid)[-1]["content"]
-    assert event.blob_ref in shown and READ_PERSISTED_TOOL_NAME in shown and "150,000 characters" in shown
+    assert (
+        event.blob_ref in shown
+        and READ_PERSISTED_TOOL_NAME in shown
+        and "150,000 characters" in shown
+    )
     assert "offset" in shown and "limit" in shown
     preview_end = shown.index("[... ")
-    assert big.startswith(shown[shown.index("000000 line"):preview_end].rstrip("\n"))
+    assert big.startswith(shown[shown.index("000000 line") : preview_end].rstrip("\n"))
     assert len(shown) < 3_000
-    assert svc.ledger.transcript.original(result.message_ids[1])["content"] == big  # nothing is lost
+    assert (
+        svc.ledger.transcript.original(result.message_ids[1])["content"] == big
+    )  # nothing is lost
     assert any(event.blob_ref in n for n in result.notices)
     # the live token count is the block's, not the output's
     assert svc.ledger.transcript.total_tokens(sid) < 2_000
@@ -132,18 +157,28 @@ async def test_thresholds_scale_with_the_window(svc: ContextService) -> None:
 
 async def test_per_turn_budget_persists_the_largest_until_under(svc: ContextService) -> None:
     sid = await start(svc)
-    results = [("c1", "terminal", output(60_000, "a")), ("c2", "grep", output(90_000, "b")), ("c3", "terminal", output(80_000, "c"))]
+    results = [
+        ("c1", "terminal", output(60_000, "a")),
+        ("c2", "grep", output(90_000, "b")),
+        ("c3", "terminal", output(80_000, "c")),
+    ]
     await svc.append(sid, turn(*results))
     events = persisted(svc, sid)
-    assert [(e.tool_call_id, e.reason) for e in events] == [("c2", "per_turn")]  # 230,000 -> ~141,000 chars
+    assert [(e.tool_call_id, e.reason) for e in events] == [
+        ("c2", "per_turn")
+    ]  # 230,000 -> ~141,000 chars
 
 
 async def test_per_turn_budget_counts_results_appended_one_by_one(svc: ContextService) -> None:
     sid = await start(svc)
     calls = [call(f"c{i}", "terminal", command=str(i)) for i in range(3)]
-    await svc.append(sid, [{"role": "assistant", "content": "running three jobs", "tool_calls": calls}])
+    await svc.append(
+        sid, [{"role": "assistant", "content": "running three jobs", "tool_calls": calls}]
+    )
     for i, size in enumerate((90_000, 70_000)):
-        await svc.append(sid, [{"role": "tool", "tool_call_id": f"c{i}", "content": output(size, str(i))}])
+        await svc.append(
+            sid, [{"role": "tool", "tool_call_id": f"c{i}", "content": output(size, str(i))}]
+        )
     assert persisted(svc, sid) == []  # 160,000 chars so far: within the turn's budget
     await svc.append(sid, [{"role": "tool", "tool_call_id": "c2", "content": output(60_000, "2")}])
     (event,) = persisted(svc, sid)  # the earlier results are in the log already: the new one goes
@@ -152,7 +187,9 @@ async def test_per_turn_budget_counts_results_appended_one_by_one(svc: ContextSe
 
 async def test_a_new_turn_has_a_fresh_budget(svc: ContextService) -> None:
     sid = await start(svc)
-    await svc.append(sid, turn(("c1", "terminal", output(95_000)), ("c2", "terminal", output(95_000))))
+    await svc.append(
+        sid, turn(("c1", "terminal", output(95_000)), ("c2", "terminal", output(95_000)))
+    )
     await svc.append(sid, [{"role": "user", "content": "and the other host?"}])
     await svc.append(sid, turn(("c3", "terminal", output(95_000))))
     assert persisted(svc, sid) == []
@@ -171,12 +208,17 @@ async def test_call_ids_never_become_paths(svc: ContextService, tmp_path: Path) 
     for bad in ("../../etc/passwd", hostile, event.blob_ref.upper(), event.blob_ref[:-1], "", 7):
         with pytest.raises(InvalidInput):
             await svc.read_persisted(bad)  # type: ignore[arg-type]
-    with pytest.raises(UnknownSession):
+    with pytest.raises(UnknownBlob):
         await svc.read_persisted("0" * 64)
 
 
-@pytest.mark.parametrize(("offset", "limit"), [(-1, 10), (200_000, 10), (0, 0), (0, DEFAULT_MAX_SLICE_CHARS + 1), (True, 10), (0, "10")])
-async def test_read_persisted_rejects_bad_ranges(svc: ContextService, offset: Any, limit: Any) -> None:
+@pytest.mark.parametrize(
+    ("offset", "limit"),
+    [(-1, 10), (200_000, 10), (0, 0), (0, DEFAULT_MAX_SLICE_CHARS + 1), (True, 10), (0, "10")],
+)
+async def test_read_persisted_rejects_bad_ranges(
+    svc: ContextService, offset: Any, limit: Any
+) -> None:
     sid = await start(svc)
     await svc.append(sid, turn(("c1", "terminal", output(120_000))))
     with pytest.raises(InvalidInput):
@@ -186,7 +228,10 @@ async def test_read_persisted_rejects_bad_ranges(svc: ContextService, offset: An
 async def test_persisting_is_part_of_the_same_atomic_append(svc: ContextService) -> None:
     sid = await start(svc)
     last = svc.ledger.store.last_seq()
-    bad = [*turn(("c1", "terminal", output(150_000))), {"role": "tool", "tool_call_id": "nope", "content": "x"}]
+    bad = [
+        *turn(("c1", "terminal", output(150_000))),
+        {"role": "tool", "tool_call_id": "nope", "content": "x"},
+    ]
     with pytest.raises(InvalidMessage):
         await svc.append(sid, bad)
     assert svc.ledger.store.last_seq() == last and persisted(svc, sid) == []

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from ledger_helpers import chain_events
+from helpers.ledger_helpers import chain_events
 
 from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import SummarizerError
 from ctxledger.events import (
     CompressionChecked,
@@ -31,10 +32,9 @@ from ctxledger.events import (
     SessionSwitched,
     SummaryGenerated,
 )
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
+from ctxledger.runtime.service import ContextService
 from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
 
 pytestmark = pytest.mark.anyio
@@ -77,7 +77,9 @@ class VerbatimSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         parts = [request.previous_summary or "", *(content_text(turn) for turn in request.turns)]
-        return SummaryResult(text="\n".join(p for p in parts if p) or "(empty)", summarizer=self.kind)
+        return SummaryResult(
+            text="\n".join(p for p in parts if p) or "(empty)", summarizer=self.kind
+        )
 
 
 @pytest.fixture
@@ -102,8 +104,16 @@ def svc(db: Path, clock: ManualClock) -> Iterator[ContextService]:
     service.ledger.close()
 
 
-def make(db: Path, clock: ManualClock, config: CompressionConfig = CONFIG, **kwargs: Any) -> ContextService:
-    ledger = Ledger.open(db, clock=clock, ids=SequentialIds(kwargs.pop("namespace", "")), config=config, durability="normal")
+def make(
+    db: Path, clock: ManualClock, config: CompressionConfig = CONFIG, **kwargs: Any
+) -> ContextService:
+    ledger = Ledger.open(
+        db,
+        clock=clock,
+        ids=SequentialIds(kwargs.pop("namespace", "")),
+        config=config,
+        durability="normal",
+    )
     return ContextService(ledger, config=config, **kwargs)
 
 
@@ -122,7 +132,11 @@ async def grow(svc: ContextService, sid: str, tokens: int, seed: int = 3) -> str
 
 
 async def session(svc: ContextService, tokens: int = 0, **kwargs: Any) -> str:
-    values: dict[str, Any] = {"model": "test-model", "context_length": WINDOW, "system_prompt": "You are a coding agent."}
+    values: dict[str, Any] = {
+        "model": "test-model",
+        "context_length": WINDOW,
+        "system_prompt": "You are a coding agent.",
+    }
     values.update(kwargs)
     sid = await svc.start_session(**values)
     return await grow(svc, sid, tokens) if tokens else sid
@@ -133,7 +147,13 @@ async def two_party(svc: ContextService, pairs: int) -> str:
     sid = await session(svc)
     block = "the deploy log shows retries on the storage bucket " * 300
     for i in range(pairs):
-        await svc.append(sid, [{"role": "user", "content": f"{i}: {block}"}, {"role": "assistant", "content": f"{i}: {block}"}])
+        await svc.append(
+            sid,
+            [
+                {"role": "user", "content": f"{i}: {block}"},
+                {"role": "assistant", "content": f"{i}: {block}"},
+            ],
+        )
     return sid
 
 
@@ -144,7 +164,9 @@ def usage(prompt: int, output: int = 50) -> dict[str, Any]:
 # --- preflight ---------------------------------------------------------------------------
 
 
-async def test_preflight_compresses_over_threshold_and_records_the_numbers(svc: ContextService) -> None:
+async def test_preflight_compresses_over_threshold_and_records_the_numbers(
+    svc: ContextService,
+) -> None:
     sid = await session(svc, THRESHOLD + 2_000)
     before = svc.ledger.transcript.total_tokens(sid)
     result = await svc.preflight(sid)
@@ -160,14 +182,24 @@ async def test_preflight_compresses_over_threshold_and_records_the_numbers(svc: 
 
 async def test_preflight_counts_the_tools_schema(svc: ContextService) -> None:
     tools = [
-        {"type": "function", "function": {"name": f"tool_{i}", "description": "word " * 300, "parameters": {"type": "object"}}}
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{i}",
+                "description": "word " * 300,
+                "parameters": {"type": "object"},
+            },
+        }
         for i in range(12)
     ]
     sid = await session(svc, tools=tools)
     await grow(svc, sid, 0)
     synth = SessionSynth(5, big_outputs=False, id_prefix="t_call")
     i = 0
-    while svc.ledger.transcript.session(sid).live_tokens < THRESHOLD - svc.ledger.transcript.session(sid).tools_tokens:
+    while (
+        svc.ledger.transcript.session(sid).live_tokens
+        < THRESHOLD - svc.ledger.transcript.session(sid).tools_tokens
+    ):
         await svc.append(sid, synth.turn(i))
         i += 1
     view = svc.ledger.transcript.session(sid)
@@ -176,7 +208,9 @@ async def test_preflight_counts_the_tools_schema(svc: ContextService) -> None:
     assert result.compressed
 
 
-async def test_preflight_below_threshold_does_nothing_and_records_nothing(svc: ContextService) -> None:
+async def test_preflight_below_threshold_does_nothing_and_records_nothing(
+    svc: ContextService,
+) -> None:
     sid = await session(svc, 2_000)
     last = svc.ledger.store.last_seq()
     result = await svc.preflight(sid)
@@ -196,7 +230,9 @@ async def test_preflight_makes_at_most_three_passes(svc: ContextService) -> None
     assert svc.ledger.transcript.total_tokens(result.session_id) >= THRESHOLD
 
 
-async def test_preflight_stops_at_the_first_pass_without_progress(db: Path, clock: ManualClock) -> None:
+async def test_preflight_stops_at_the_first_pass_without_progress(
+    db: Path, clock: ManualClock
+) -> None:
     # a summarizer that does not summarize: once no rows are left to fold into the
     # summary, a pass neither removes rows nor saves 5 %, and preflight stops there
     config = CONFIG.replace(max_compression_attempts=6, anti_thrash_strikes=10)
@@ -206,14 +242,19 @@ async def test_preflight_stops_at_the_first_pass_without_progress(db: Path, cloc
     passes = len(events(svc, sid, CompressionChecked))
     assert passes < config.max_compression_attempts
     last = result.compactions[-1]
-    assert last.messages_after == last.messages_before and last.tokens_after >= 0.95 * last.tokens_before
+    assert (
+        last.messages_after == last.messages_before
+        and last.tokens_after >= 0.95 * last.tokens_before
+    )
     skip = events(svc, sid, CompressionSkipped)[-1]
     assert skip.reason == f"preflight stopped: pass {passes} made no progress"
     assert skip.details["rows_before"] == skip.details["rows_after"]
     svc.ledger.close()
 
 
-async def test_preflight_passes_are_capped_by_max_compression_attempts(db: Path, clock: ManualClock) -> None:
+async def test_preflight_passes_are_capped_by_max_compression_attempts(
+    db: Path, clock: ManualClock
+) -> None:
     svc = make(db, clock, CONFIG.replace(max_compression_attempts=1))
     sid = await two_party(svc, pairs=10)
     result = await svc.preflight(sid)
@@ -225,9 +266,18 @@ async def test_preflight_passes_are_capped_by_max_compression_attempts(db: Path,
 async def test_preflight_stops_when_the_planner_finds_nothing_to_do(svc: ContextService) -> None:
     sid = await session(svc)
     huge = "lorem ipsum dolor sit amet " * 1_800
-    await svc.append(sid, [{"role": "user", "content": huge}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": huge}])
+    await svc.append(
+        sid,
+        [
+            {"role": "user", "content": huge},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": huge},
+        ],
+    )
     result = await svc.preflight(sid)
-    assert result.session_id == sid and [c.skip_reason for c in result.compactions] == ["too_few_messages"]
+    assert result.session_id == sid and [c.skip_reason for c in result.compactions] == [
+        "too_few_messages"
+    ]
     assert len(events(svc, sid, CompressionChecked)) == 1
 
 
@@ -237,13 +287,38 @@ async def test_preflight_stops_when_the_planner_finds_nothing_to_do(svc: Context
 @pytest.mark.parametrize(
     ("raw", "prompt"),
     [
-        ({"input_tokens": 100, "cache_read_input_tokens": 8_000, "cache_creation_input_tokens": 200, "output_tokens": 10}, 8_300),
-        ({"prompt_tokens": 8_500, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 8_000}}, 8_500),
-        ({"input_tokens": 9_000, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 7_000}, "output_tokens_details": {"reasoning_tokens": 0}}, 9_000),
+        (
+            {
+                "input_tokens": 100,
+                "cache_read_input_tokens": 8_000,
+                "cache_creation_input_tokens": 200,
+                "output_tokens": 10,
+            },
+            8_300,
+        ),
+        (
+            {
+                "prompt_tokens": 8_500,
+                "completion_tokens": 5,
+                "prompt_tokens_details": {"cached_tokens": 8_000},
+            },
+            8_500,
+        ),
+        (
+            {
+                "input_tokens": 9_000,
+                "output_tokens": 5,
+                "input_tokens_details": {"cached_tokens": 7_000},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+            9_000,
+        ),
     ],
     ids=["anthropic", "openai_chat", "responses"],
 )
-async def test_in_loop_compresses_on_the_real_prompt_count(svc: ContextService, raw: dict[str, Any], prompt: int) -> None:
+async def test_in_loop_compresses_on_the_real_prompt_count(
+    svc: ContextService, raw: dict[str, Any], prompt: int
+) -> None:
     sid = await session(svc, 3_000)  # the estimate is far below: only the real count decides
     result = await svc.report_usage(sid, raw)
     assert result.compressed
@@ -253,7 +328,11 @@ async def test_in_loop_compresses_on_the_real_prompt_count(svc: ContextService, 
 
 async def test_in_loop_ignores_output_and_reasoning_tokens(svc: ContextService) -> None:
     sid = await session(svc, 3_000)
-    raw = {"prompt_tokens": 2_000, "completion_tokens": 40_000, "completion_tokens_details": {"reasoning_tokens": 39_000}}
+    raw = {
+        "prompt_tokens": 2_000,
+        "completion_tokens": 40_000,
+        "completion_tokens_details": {"reasoning_tokens": 39_000},
+    }
     result = await svc.report_usage(sid, raw)
     assert result.session_id == sid and not result.compactions
     assert not events(svc, sid, CompressionChecked)
@@ -262,7 +341,9 @@ async def test_in_loop_ignores_output_and_reasoning_tokens(svc: ContextService) 
 # --- gateway hygiene ------------------------------------------------------------------------
 
 
-async def test_hygiene_fires_at_85_percent_of_the_window_on_the_estimate(svc: ContextService) -> None:
+async def test_hygiene_fires_at_85_percent_of_the_window_on_the_estimate(
+    svc: ContextService,
+) -> None:
     sid = await session(svc, int(WINDOW * 0.9))
     result = await svc.hygiene(sid)
     assert result.compressed
@@ -273,13 +354,22 @@ async def test_hygiene_fires_at_85_percent_of_the_window_on_the_estimate(svc: Co
 
 
 BIG_TOOLS = [
-    {"type": "function", "function": {"name": f"tool_{i}", "description": "word " * 300, "parameters": {"type": "object"}}}
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": "word " * 300,
+            "parameters": {"type": "object"},
+        },
+    }
     for i in range(12)
 ]
 
 
 @pytest.mark.parametrize("estimator", ["exact", "rough"])
-async def test_hygiene_estimate_counts_the_tools_schema(db: Path, clock: ManualClock, estimator: str) -> None:
+async def test_hygiene_estimate_counts_the_tools_schema(
+    db: Path, clock: ManualClock, estimator: str
+) -> None:
     # the messages alone stay below 85 % of the window; with the tools schema they reach it
     config = CONFIG.replace(estimator=estimator)
     svc = make(db, clock, config)
@@ -293,11 +383,21 @@ async def test_hygiene_estimate_counts_the_tools_schema(db: Path, clock: ManualC
             return view.system_tokens + view.live_tokens
         return sum(rough_message_tokens(m) for m in transcript.api_view(sid))
 
-    tools = transcript.session(sid).tools_tokens if estimator == "exact" else rough_tools_tokens(BIG_TOOLS)
+    tools = (
+        transcript.session(sid).tools_tokens
+        if estimator == "exact"
+        else rough_tools_tokens(BIG_TOOLS)
+    )
     words = "check the cache hit rate of the search index after the deploy " * 8
     i = 0
     while messages_estimate() < limit - tools // 2:
-        await svc.append(sid, [{"role": "user", "content": f"ping {i}: {words}"}, {"role": "assistant", "content": f"pong {i}: {words}"}])
+        await svc.append(
+            sid,
+            [
+                {"role": "user", "content": f"ping {i}: {words}"},
+                {"role": "assistant", "content": f"pong {i}: {words}"},
+            ],
+        )
         i += 1
     assert messages_estimate() < limit <= messages_estimate() + tools
     expected = messages_estimate() + tools
@@ -320,7 +420,9 @@ async def test_hygiene_prefers_the_last_real_prompt_count(svc: ContextService) -
 async def test_hygiene_needs_four_messages(svc: ContextService) -> None:
     sid = await session(svc)
     huge = "x " * (WINDOW * 2)
-    await svc.append(sid, [{"role": "user", "content": huge}, {"role": "assistant", "content": huge}])
+    await svc.append(
+        sid, [{"role": "user", "content": huge}, {"role": "assistant", "content": huge}]
+    )
     result = await svc.hygiene(sid)
     assert not result.compactions and not events(svc, sid, CompressionChecked)
 
@@ -330,7 +432,13 @@ async def test_hygiene_fires_past_the_hard_message_limit(db: Path, clock: Manual
     sid = await session(svc)
     words = "check the cache hit rate of the search index after the deploy " * 8
     for i in range(20):
-        await svc.append(sid, [{"role": "user", "content": f"ping {i}: {words}"}, {"role": "assistant", "content": f"pong {i}: {words}"}])
+        await svc.append(
+            sid,
+            [
+                {"role": "user", "content": f"ping {i}: {words}"},
+                {"role": "assistant", "content": f"pong {i}: {words}"},
+            ],
+        )
     assert svc.ledger.transcript.total_tokens(sid) < THRESHOLD
     result = await svc.hygiene(sid)
     assert result.compressed
@@ -342,13 +450,17 @@ async def test_hygiene_fires_past_the_hard_message_limit(db: Path, clock: Manual
 # --- manual, cooldown, anti-thrash --------------------------------------------------------------
 
 
-async def test_manual_compress_with_focus_bypasses_the_cooldown_and_clears_it(db: Path, clock: ManualClock) -> None:
+async def test_manual_compress_with_focus_bypasses_the_cooldown_and_clears_it(
+    db: Path, clock: ManualClock
+) -> None:
     svc = make(db, clock, summarizer=FlakySummarizer("auth"))
     sid = await session(svc, THRESHOLD + 1_000)
     aborted = await svc.preflight(sid)
     assert aborted.session_id == sid and not aborted.compactions
     (cooldown,) = events(svc, sid, CooldownStarted)
-    assert cooldown.failure_class == "auth" and cooldown.until == clock.now + CONFIG.cooldown_generic
+    assert (
+        cooldown.failure_class == "auth" and cooldown.until == clock.now + CONFIG.cooldown_generic
+    )
     blocked = await svc.preflight(sid)
     assert blocked.session_id == sid
     assert events(svc, sid, CompressionSkipped)[-1].reason.startswith("summarizer cooldown")
@@ -371,13 +483,18 @@ async def test_cooldown_expires_with_the_clock(db: Path, clock: ManualClock) -> 
     svc.ledger.close()
 
 
-async def test_the_guards_run_once_per_automatic_trigger_in_the_service(db: Path, clock: ManualClock) -> None:
+async def test_the_guards_run_once_per_automatic_trigger_in_the_service(
+    db: Path, clock: ManualClock
+) -> None:
     svc = make(db, clock, summarizer=FlakySummarizer("auth"))
     sid = await session(svc, THRESHOLD + 1_000)
     await svc.preflight(sid)  # aborted: a cooldown
     tokens = svc.ledger.transcript.total_tokens(sid)
     # the engine makes the size decision only; the cooldown is the service's to apply
-    assert svc.engine.should_compress(sid, tokens) == (True, f"{tokens:,} tokens ≥ threshold {THRESHOLD:,}")
+    assert svc.engine.should_compress(sid, tokens) == (
+        True,
+        f"{tokens:,} tokens ≥ threshold {THRESHOLD:,}",
+    )
     calls: list[str] = []
     guard = svc.tracker.guard
 
@@ -393,9 +510,16 @@ async def test_the_guards_run_once_per_automatic_trigger_in_the_service(db: Path
 
 
 @pytest.mark.parametrize(
-    ("failure", "setting"), [("empty", "cooldown_malformed"), ("server", "cooldown_generic"), ("rate_limit", "cooldown_generic")]
+    ("failure", "setting"),
+    [
+        ("empty", "cooldown_malformed"),
+        ("server", "cooldown_generic"),
+        ("rate_limit", "cooldown_generic"),
+    ],
 )
-async def test_a_fallback_cooldown_follows_the_failure_class(db: Path, clock: ManualClock, failure: str, setting: str) -> None:
+async def test_a_fallback_cooldown_follows_the_failure_class(
+    db: Path, clock: ManualClock, failure: str, setting: str
+) -> None:
     # no "summarizer configured" flag: a service on a local summarizer (as the demo runs)
     # waits by the failure's class, never the 600 s meant for a missing summarizer
     svc = make(db, clock, summarizer=FlakySummarizer(failure))
@@ -407,10 +531,19 @@ async def test_a_fallback_cooldown_follows_the_failure_class(db: Path, clock: Ma
     svc.ledger.close()
 
 
-async def test_noop_passes_block_automatic_compression_until_a_real_count_is_below(svc: ContextService) -> None:
+async def test_noop_passes_block_automatic_compression_until_a_real_count_is_below(
+    svc: ContextService,
+) -> None:
     sid = await session(svc)
     huge = "lorem ipsum dolor sit amet " * 1_800  # three messages: too few to compact
-    await svc.append(sid, [{"role": "user", "content": huge}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": huge}])
+    await svc.append(
+        sid,
+        [
+            {"role": "user", "content": huge},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": huge},
+        ],
+    )
     for _ in range(2):
         result = await svc.report_usage(sid, usage(THRESHOLD + 500))
         assert result.compactions[0].skip_reason == "too_few_messages"
@@ -426,8 +559,12 @@ async def test_noop_passes_block_automatic_compression_until_a_real_count_is_bel
     assert not svc.status(sid)["blocked"] and svc.status(sid)["strikes"] == 0
 
 
-async def test_first_real_count_after_a_compaction_still_over_is_a_strike(db: Path, clock: ManualClock) -> None:
-    svc = make(db, clock, CONFIG.replace(enabled=False))  # only manual compaction: strikes are the fold's
+async def test_first_real_count_after_a_compaction_still_over_is_a_strike(
+    db: Path, clock: ManualClock
+) -> None:
+    svc = make(
+        db, clock, CONFIG.replace(enabled=False)
+    )  # only manual compaction: strikes are the fold's
     sid = await session(svc, THRESHOLD + 1_000)
     new = (await svc.compress(sid)).session_id
     await svc.report_usage(new, usage(THRESHOLD + 100))
@@ -454,7 +591,9 @@ async def test_compressed_many_times_notice_from_the_second_compaction(svc: Cont
 # --- pressure warnings ------------------------------------------------------------------------
 
 
-async def test_pressure_warning_once_cleared_after_compaction_and_rearmed(svc: ContextService) -> None:
+async def test_pressure_warning_once_cleared_after_compaction_and_rearmed(
+    svc: ContextService,
+) -> None:
     sid = await session(svc, THRESHOLD)
     level = int(THRESHOLD * CONFIG.pressure_level)
     first = await svc.report_usage(sid, usage(level + 10))
@@ -494,7 +633,9 @@ async def test_switch_model_recomputes_the_threshold_and_rechecks(svc: ContextSe
 # --- the runtime state survives a reopen ------------------------------------------------------------
 
 
-async def test_runtime_state_folds_identically_after_reopening(db: Path, clock: ManualClock) -> None:
+async def test_runtime_state_folds_identically_after_reopening(
+    db: Path, clock: ManualClock
+) -> None:
     svc = make(db, clock, summarizer=FlakySummarizer("auth"))
     sid = await session(svc, THRESHOLD + 1_000)
     await svc.preflight(sid)  # aborted: a cooldown
@@ -507,12 +648,18 @@ async def test_runtime_state_folds_identically_after_reopening(db: Path, clock: 
     tip = svc.tip(sid)
     live_state = svc.tracker.state(tip)
     live_status = svc.status(tip)
-    assert (live_state.anti.strikes, live_state.warned, live_state.context_length) == (0, True, 4_096)
+    assert (live_state.anti.strikes, live_state.warned, live_state.context_length) == (
+        0,
+        True,
+        4_096,
+    )
     decisions = [svc.engine.should_compress(tip, tokens) for tokens in (1_000, 3_500, 9_000)]
     assert svc.tracker.rebuilt(tip) == live_state
     svc.ledger.close()
     reopened = make(db, clock, namespace="r")
     assert reopened.tracker.state(tip) == live_state
     assert reopened.status(tip) == live_status
-    assert [reopened.engine.should_compress(tip, tokens) for tokens in (1_000, 3_500, 9_000)] == decisions
+    assert [
+        reopened.engine.should_compress(tip, tokens) for tokens in (1_000, 3_500, 9_000)
+    ] == decisions
     reopened.ledger.close()

@@ -23,7 +23,9 @@ from ctxledger.runtime.toolbudget import (
 )
 
 
-def result(index: int, chars: int, name: str = "terminal", turn: int | None = 0, persisted: bool = False) -> ToolResult:
+def result(
+    index: int, chars: int, name: str = "terminal", turn: int | None = 0, persisted: bool = False
+) -> ToolResult:
     return ToolResult(
         index=index,
         tool_call_id=f"call_{index}",
@@ -39,8 +41,16 @@ def result(index: int, chars: int, name: str = "terminal", turn: int | None = 0,
 
 def test_defaults_match_the_spec() -> None:
     budget = ToolBudget()
-    assert (budget.per_result_chars, budget.per_turn_chars, budget.preview_chars) == (100_000, 200_000, 1_500)
-    assert budget.is_exempt("read_file") and budget.is_exempt("Read_File") and budget.is_exempt("read_persisted")
+    assert (budget.per_result_chars, budget.per_turn_chars, budget.preview_chars) == (
+        100_000,
+        200_000,
+        1_500,
+    )
+    assert (
+        budget.is_exempt("read_file")
+        and budget.is_exempt("Read_File")
+        and budget.is_exempt("read_persisted")
+    )
     assert not budget.is_exempt("terminal")
 
 
@@ -79,7 +89,10 @@ def test_result_above_per_result_budget_is_persisted() -> None:
 
 
 def test_read_file_is_never_persisted() -> None:
-    results = [result(1, 500_000, name="read_file"), result(2, 300_000, name="read_persisted", turn=1)]
+    results = [
+        result(1, 500_000, name="read_file"),
+        result(2, 300_000, name="read_persisted", turn=1),
+    ]
     assert plan_persistence(results) == []
 
 
@@ -101,18 +114,31 @@ def test_turn_budget_counts_per_result_replacements_at_preview_size() -> None:
 
 
 def test_turns_are_budgeted_separately() -> None:
-    results = [result(1, 90_000, turn=0), result(2, 90_000, turn=0), result(3, 90_000, turn=5), result(4, 90_000, turn=5)]
+    results = [
+        result(1, 90_000, turn=0),
+        result(2, 90_000, turn=0),
+        result(3, 90_000, turn=5),
+        result(4, 90_000, turn=5),
+    ]
     assert plan_persistence(results) == []
 
 
 def test_exempt_results_count_toward_turn_but_others_are_persisted() -> None:
-    results = [result(1, 99_000, name="read_file"), result(2, 99_000, name="read_file"), result(3, 30_000)]
+    results = [
+        result(1, 99_000, name="read_file"),
+        result(2, 99_000, name="read_file"),
+        result(3, 30_000),
+    ]
     decisions = plan_persistence(results)
     assert [(d.index, d.tool_name, d.reason) for d in decisions] == [(3, "terminal", "per_turn")]
 
 
 def test_turn_of_only_exempt_results_may_stay_over_budget() -> None:
-    results = [result(1, 99_000, name="read_file"), result(2, 99_000, name="READ_FILE"), result(3, 99_000, name="read_file")]
+    results = [
+        result(1, 99_000, name="read_file"),
+        result(2, 99_000, name="READ_FILE"),
+        result(3, 99_000, name="read_file"),
+    ]
     assert plan_persistence(results) == []
 
 
@@ -135,7 +161,10 @@ def test_results_no_longer_than_a_preview_block_are_never_spilled() -> None:
 )
 def test_plan_properties(specs: list[tuple[int, str, int, bool]]) -> None:
     budget = ToolBudget()
-    results = [result(i, chars, name, turn, persisted) for i, (chars, name, turn, persisted) in enumerate(specs)]
+    results = [
+        result(i, chars, name, turn, persisted)
+        for i, (chars, name, turn, persisted) in enumerate(specs)
+    ]
     decisions = plan_persistence(results, budget)
     chosen = {d.index: d for d in decisions}
     assert [d.index for d in decisions] == sorted(chosen), "sorted, no duplicates"
@@ -147,13 +176,21 @@ def test_plan_properties(specs: list[tuple[int, str, int, bool]]) -> None:
             assert decision is not None and decision.reason == "per_result"
     for turn in {r.assistant_index for r in results}:
         members = [r for r in results if r.assistant_index == turn]
-        live = sum(budget.replacement_chars(len(r.content)) if r.index in chosen else len(r.content) for r in members)
+        live = sum(
+            budget.replacement_chars(len(r.content)) if r.index in chosen else len(r.content)
+            for r in members
+        )
         spillable = [
-            r for r in members
-            if r.index not in chosen and not r.already_persisted and not budget.is_exempt(r.tool_name)
+            r
+            for r in members
+            if r.index not in chosen
+            and not r.already_persisted
+            and not budget.is_exempt(r.tool_name)
             and len(r.content) > budget.preview_chars + PREVIEW_OVERHEAD_CHARS
         ]
-        assert live <= budget.per_turn_chars or not spillable, "over budget only when nothing is left to spill"
+        assert live <= budget.per_turn_chars or not spillable, (
+            "over budget only when nothing is left to spill"
+        )
 
 
 # --- preview --------------------------------------------------------------------------------
@@ -176,7 +213,7 @@ def test_short_output_preview_is_the_whole_output() -> None:
 
 
 def test_preview_block_says_size_place_how_to_read_and_shows_preview() -> None:
-    content = ("line of output\n" * 20_000)
+    content = "line of output\n" * 20_000
     ref = "sha256:" + "ab" * 32
     block = preview_block(content, ref=ref, tool_call_id="call_9f", preview_chars=1_500)
     assert "300,000 characters" in block
@@ -213,7 +250,9 @@ def test_different_ids_give_different_names(a: str, b: str) -> None:
     assert safe_blob_name(a) == safe_blob_name(a)
 
 
-@pytest.mark.parametrize("hostile", ["../../etc/passwd", "..", "/", "\\\\server\\share", "a\x00b", "-rf", "", "\n"])
+@pytest.mark.parametrize(
+    "hostile", ["../../etc/passwd", "..", "/", "\\\\server\\share", "a\x00b", "-rf", "", "\n"]
+)
 def test_hostile_ids_are_neutralised(hostile: str) -> None:
     name = safe_blob_name(hostile)
     assert SAFE.match(name) and not name.startswith("-")
@@ -240,8 +279,14 @@ def test_read_slice_pages_through_the_output() -> None:
 
 @pytest.mark.parametrize(
     ("offset", "limit", "message"),
-    [(-1, 10, "offset must be 0 or more"), (11, 10, "past the end"), (0, 0, "limit must be between"),
-     (0, 20_001, "limit must be between"), (True, 10, "integer"), (0, 2.5, "integer")],
+    [
+        (-1, 10, "offset must be 0 or more"),
+        (11, 10, "past the end"),
+        (0, 0, "limit must be between"),
+        (0, 20_001, "limit must be between"),
+        (True, 10, "integer"),
+        (0, 2.5, "integer"),
+    ],
 )
 def test_read_slice_rejects_bad_ranges(offset: int, limit: int, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):

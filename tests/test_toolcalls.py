@@ -1,4 +1,4 @@
-"""Tool families, shared argument keys and the one argument parser (ctxledger.toolcalls)."""
+"""Tool families, shared argument keys and the one argument parser (ctxledger.compressor.toolcalls)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxledger.compressor.facts import extract_facts
 from ctxledger.compressor.prune import describe_tool_result
 from ctxledger.compressor.summarizers.analysis import analyse, call_arguments
-from ctxledger.facts import extract_facts
-from ctxledger.toolcalls import (
+from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     DIR_KEYS,
     EDITOR_TOOLS,

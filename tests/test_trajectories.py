@@ -197,14 +197,29 @@ def test_a_tail_starting_with_a_tool_response_keeps_its_call() -> None:
 
 
 def test_a_late_first_tool_turn_is_protected_with_the_tail() -> None:
-    chat = [{"from": f, "value": text(20, i)} for i, f in enumerate(["system", "human", "gpt", "human", "gpt", "human", "gpt", "human", "gpt"])]
+    chat = [
+        {"from": f, "value": text(20, i)}
+        for i, f in enumerate(
+            ["system", "human", "gpt", "human", "gpt", "human", "gpt", "human", "gpt"]
+        )
+    ]
     turns = [*chat, gpt_call(9), tool(9, 20), {"from": "gpt", "value": "done"}]
     assert protected_bounds(turns, 1) == (3, 9)  # the first tool turn (10) is in the second half
 
 
 def test_a_summary_that_saves_nothing_leaves_the_record_unchanged() -> None:
-    values = [("system", "s"), ("human", "h"), ("gpt", "g"), ("human", "ok"), ("gpt", "yes"), ("human", "go")]
-    rec = {"conversations": [{"from": f, "value": v} for f, v in values] + [{"from": "gpt", "value": text(400, 1)}]}
+    values = [
+        ("system", "s"),
+        ("human", "h"),
+        ("gpt", "g"),
+        ("human", "ok"),
+        ("gpt", "yes"),
+        ("human", "go"),
+    ]
+    rec = {
+        "conversations": [{"from": f, "value": v} for f, v in values]
+        + [{"from": "gpt", "value": text(400, 1)}]
+    }
     config = TrajectoryConfig(
         target_max_tokens=100, summary_target_tokens=50, protect_last_n_turns=1, add_notice=False
     )

@@ -8,19 +8,19 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger, recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
+from ctxledger.analysis.undo import undo
 from ctxledger.cli.main import cli
-from ctxledger.compaction import compact, compaction_input, plan_compaction
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.events import MessageAppended
-from ctxledger.ledger import Ledger
-from ctxledger.replay import rebuild_check, verify_compactions
-from ctxledger.undo import undo
+from ctxledger.ledger.compaction import compact, compaction_input, plan_compaction
+from ctxledger.ledger.facade import Ledger
 
 
 def generated(path: Path, seed: int = 4, turns: int = 12) -> tuple[Ledger, str]:
@@ -52,11 +52,13 @@ def test_undo_then_show_equals_the_pre_compaction_view_plus_what_came_after(
     # what the agent appended after the compaction, read straight from the log
     after = [
         rec.event.message_id
-        for sid in chain[chain.index(record.new_session_id):]
+        for sid in chain[chain.index(record.new_session_id) :]
         for rec in ledger.store.read_stream(sid)
         if isinstance(rec.event, MessageAppended)
     ]
-    expected = ledger.api_messages(record.session_id) + [ledger.transcript.stored(m).message for m in after]
+    expected = ledger.api_messages(record.session_id) + [
+        ledger.transcript.stored(m).message for m in after
+    ]
     before_events = list(ledger.store.read_all())
     result = undo(ledger, record.compaction_id)
     assert ledger.api_messages(result.new_session_id) == expected
@@ -84,7 +86,7 @@ def test_undo_twice_or_of_an_unknown_compaction_appends_nothing(tmp_path: Path) 
     before = ledger.store.last_seq()
     with pytest.raises(InvalidInput, match="already undone"):
         undo(ledger, last.compaction_id)
-    with pytest.raises(UnknownSession, match="no compaction"):
+    with pytest.raises(UnknownCompaction, match="no compaction"):
         undo(ledger, "cmp_unknown")
     assert ledger.store.last_seq() == before
 
@@ -99,10 +101,16 @@ def test_replay_verify_after_undo_reports_no_drift(tmp_path: Path) -> None:
 def _session(ledger: Ledger, turns: int = 10) -> str:
     sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You fix bugs.")
     for i in range(turns):
-        ledger.append_messages(sid, [
-            {"role": "user", "content": f"Fix bug {i} in src/mod{i}/core.py please."},
-            {"role": "assistant", "content": f"Fixed bug {i}. " + "Checked the rest of the file. " * 60},
-        ])
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "user", "content": f"Fix bug {i} in src/mod{i}/core.py please."},
+                {
+                    "role": "assistant",
+                    "content": f"Fixed bug {i}. " + "Checked the rest of the file. " * 60,
+                },
+            ],
+        )
     return sid
 
 
@@ -134,7 +142,11 @@ def test_cli_pin_and_undo(tmp_path: Path) -> None:
     out = runner.invoke(cli, ["--db", str(db), "pin", sid, target, "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
-    assert data["pinned"] and data["plan_index"] in data["plan_pinned"] and "pinned" in data["next_compaction"]
+    assert (
+        data["pinned"]
+        and data["plan_index"] in data["plan_pinned"]
+        and "pinned" in data["next_compaction"]
+    )
     compressed = json.loads(runner.invoke(cli, ["--db", str(db), "compress", sid, "--json"]).output)
     cid = compressed["compaction_id"]
     undone = runner.invoke(cli, ["--db", str(db), "undo", cid, "--json"])
@@ -154,7 +166,9 @@ def test_cli_pin_and_undo(tmp_path: Path) -> None:
         (["undo", "cmp_nope"], "no compaction"),
     ],
 )
-def test_cli_bad_pin_and_undo_input_exits_2_and_appends_nothing(tmp_path: Path, args: list[str], match: str) -> None:
+def test_cli_bad_pin_and_undo_input_exits_2_and_appends_nothing(
+    tmp_path: Path, args: list[str], match: str
+) -> None:
     db = tmp_path / "c.db"
     ledger = deterministic_ledger(db)
     sid = _session(ledger, 3)
@@ -168,7 +182,9 @@ def test_cli_bad_pin_and_undo_input_exits_2_and_appends_nothing(tmp_path: Path, 
         assert reopened.store.last_seq() == before
 
 
-def test_cli_unpin_of_a_middle_message_says_the_next_compaction_summarizes_it(tmp_path: Path) -> None:
+def test_cli_unpin_of_a_middle_message_says_the_next_compaction_summarizes_it(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "u.db"
     ledger = deterministic_ledger(db)
     sid = _session(ledger, 20)
@@ -186,7 +202,9 @@ def test_cli_unpin_of_a_middle_message_says_the_next_compaction_summarizes_it(tm
     text = runner.invoke(cli, ["--db", str(db), "pin", f" {sid} ", f" {target} "])
     assert text.exit_code == 0 and "pinned" in text.output
     again = runner.invoke(cli, ["--db", str(db), "pin", sid, target, "--unpin"])
-    assert again.exit_code == 0 and "unpinned" in again.output and "would summarize it" in again.output
+    assert (
+        again.exit_code == 0 and "unpinned" in again.output and "would summarize it" in again.output
+    )
 
 
 def test_cli_chain_counts_compactions_in_effect_like_the_compressor(tmp_path: Path) -> None:
@@ -203,6 +221,8 @@ def test_cli_chain_counts_compactions_in_effect_like_the_compressor(tmp_path: Pa
     assert count(tip) == ledger.chains.compression_count(tip) == len(records)
     last = undo(ledger, records[-1].compaction_id)  # back to the view before the last compaction
     assert count(tip) == ledger.chains.compression_count(last.new_session_id) == len(records) - 1
-    first = undo(ledger, records[0].compaction_id)  # back to the root's view: no compaction in effect
+    first = undo(
+        ledger, records[0].compaction_id
+    )  # back to the root's view: no compaction in effect
     assert count(tip) == ledger.chains.compression_count(first.new_session_id) == 0
     ledger.close()

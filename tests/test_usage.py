@@ -12,7 +12,12 @@ from ctxledger.usage import CanonicalUsage, normalize_usage
 
 def test_anthropic_messages_shape() -> None:
     shape, u = normalize_usage(
-        {"input_tokens": 100, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 50, "output_tokens": 40}
+        {
+            "input_tokens": 100,
+            "cache_read_input_tokens": 900,
+            "cache_creation_input_tokens": 50,
+            "output_tokens": 40,
+        }
     )
     assert shape == "anthropic"
     assert (u.input, u.cache_read, u.cache_write, u.output) == (100, 900, 50, 40)
@@ -29,12 +34,25 @@ def test_openai_chat_shape_subtracts_cache_from_prompt() -> None:
         }
     )
     assert shape == "openai_chat"
-    assert (u.input, u.cache_read, u.cache_write, u.output, u.reasoning) == (300, 600, 100, 300, 200)
+    assert (u.input, u.cache_read, u.cache_write, u.output, u.reasoning) == (
+        300,
+        600,
+        100,
+        300,
+        200,
+    )
     assert u.prompt == 1000 and u.total == 1300
 
 
 def test_openai_chat_falls_back_to_top_level_cache_fields() -> None:
-    _, u = normalize_usage({"prompt_tokens": 500, "completion_tokens": 5, "cache_read_input_tokens": 200, "cache_creation_input_tokens": 10})
+    _, u = normalize_usage(
+        {
+            "prompt_tokens": 500,
+            "completion_tokens": 5,
+            "cache_read_input_tokens": 200,
+            "cache_creation_input_tokens": 10,
+        }
+    )
     assert (u.input, u.cache_read, u.cache_write) == (290, 200, 10)
 
 
@@ -58,7 +76,14 @@ def test_openai_responses_shape() -> None:
         ({"foo": 1}, "unrecognised usage shape"),
         ({"prompt_tokens": "12", "completion_tokens": 1}, "must be a number"),
         ({"input_tokens": -1, "output_tokens": 1}, "must not be negative"),
-        ({"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 20}}, "exceed the prompt"),
+        (
+            {
+                "prompt_tokens": 10,
+                "completion_tokens": 1,
+                "prompt_tokens_details": {"cached_tokens": 20},
+            },
+            "exceed the prompt",
+        ),
         ([1, 2], "must be a JSON object"),
     ],
 )
@@ -72,8 +97,12 @@ counts = st.integers(min_value=0, max_value=10**7)
 
 
 @given(counts, counts, counts, counts, counts)
-def test_prompt_and_total_identities(inp: int, read: int, write: int, out: int, reasoning: int) -> None:
-    u = CanonicalUsage(input=inp, cache_read=read, cache_write=write, output=out, reasoning=reasoning)
+def test_prompt_and_total_identities(
+    inp: int, read: int, write: int, out: int, reasoning: int
+) -> None:
+    u = CanonicalUsage(
+        input=inp, cache_read=read, cache_write=write, output=out, reasoning=reasoning
+    )
     assert u.prompt == inp + read + write
     assert u.total == u.prompt + out
 
@@ -81,5 +110,11 @@ def test_prompt_and_total_identities(inp: int, read: int, write: int, out: int, 
 @given(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6))
 def test_every_shape_keeps_prompt_identity(prompt: int, read: int, write: int, out: int) -> None:
     read, write = min(read, prompt), min(write, max(0, prompt - min(read, prompt)))
-    _, u = normalize_usage({"prompt_tokens": prompt, "completion_tokens": out, "prompt_tokens_details": {"cached_tokens": read, "cache_write_tokens": write}})
+    _, u = normalize_usage(
+        {
+            "prompt_tokens": prompt,
+            "completion_tokens": out,
+            "prompt_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
+        }
+    )
     assert u.prompt == prompt and u.total == prompt + out

@@ -9,37 +9,33 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.audit import chain_compactions, chain_signature
-from ctxledger.cli.main import cli
-from ctxledger.diff import diff
-from ctxledger.errors import InvalidInput
-from ctxledger.ledger import Ledger
-from ctxledger.service import ContextService
-from ctxledger.synth import SessionSynth
-from ctxledger.whatif import (
+from ctxledger.analysis.compactions import chain_signature
+from ctxledger.analysis.diff import diff
+from ctxledger.analysis.whatif import (
     AppendStep,
     StartInfo,
     UsageStep,
     history,
-    record_generated,
     replay_history,
     scripted_steps,
     start_and_drive,
     whatif,
     whatif_report,
 )
+from ctxledger.cli.main import cli
+from ctxledger.demo.record import record_generated
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = deterministic_ledger(tmp_path_factory.mktemp("whatif") / "l.db")
-    tip = record_generated(ledger, seed=21, turns=12, focus_at={6: "tests"})
-    assert len(chain_compactions(ledger, tip)) >= 2
-    return ledger, tip
+#: the module's recorded chain (the ``chain`` fixture in conftest.py)
+CHAIN_SEED = 21
+CHAIN_FOCUS_AT = {6: "tests"}
 
 
 @settings(max_examples=5)
@@ -54,7 +50,9 @@ def test_what_if_with_the_recorded_config_reproduces_the_recorded_chain(
     assert report.config_changes == {}
     assert len(report.whatif.compactions) == len(report.recorded.compactions)
     assert report.whatif.tokens_sent == report.recorded.tokens_sent
-    assert [(t.recorded, t.whatif) for t in report.turns] == [(t.recorded, t.recorded) for t in report.turns]
+    assert [(t.recorded, t.whatif) for t in report.turns] == [
+        (t.recorded, t.recorded) for t in report.turns
+    ]
     ledger.close()
 
 
@@ -65,7 +63,9 @@ def test_the_original_ledger_is_only_read(chain: tuple[Ledger, str]) -> None:
     assert list(ledger.store.read_all()) == before
 
 
-def test_another_config_gives_another_chain_and_says_what_changed(chain: tuple[Ledger, str]) -> None:
+def test_another_config_gives_another_chain_and_says_what_changed(
+    chain: tuple[Ledger, str],
+) -> None:
     ledger, tip = chain
     report = whatif(ledger, tip, config=SMALL.replace(target_ratio=0.5))
     assert report.config_changes == {"target_ratio": [0.2, 0.5]}
@@ -84,7 +84,9 @@ def test_history_keeps_message_ids_batches_and_user_turns(chain: tuple[Ledger, s
     ids = [mid for s in appends for mid in s.message_ids or []]
     assert len(ids) == len(set(ids)) == len(hist.message_ids)
     assert sum(s.user_turn for s in appends) == 12
-    assert all(isinstance(s, UsageStep) and s.offset == 0 for s in hist.steps if isinstance(s, UsageStep))
+    assert all(
+        isinstance(s, UsageStep) and s.offset == 0 for s in hist.steps if isinstance(s, UsageStep)
+    )
     assert hist.config == SMALL
 
 
@@ -92,15 +94,23 @@ def test_a_provider_count_offset_is_kept_when_the_view_changes(tmp_path: Path) -
     """A provider that counts 300 tokens more than we do is replayed as counting 300 more."""
     ledger = deterministic_ledger(tmp_path / "o.db")
     synth = SessionSynth(2, big_outputs=False)
-    steps = [s if not isinstance(s, UsageStep) else UsageStep(output_tokens=s.output_tokens, offset=300)
-             for s in scripted_steps(synth.turns(8))]
-    start = StartInfo(session_id="ses_o", model="m", context_length=16_000, system_prompt=synth.system_prompt())
+    steps = [
+        s if not isinstance(s, UsageStep) else UsageStep(output_tokens=s.output_tokens, offset=300)
+        for s in scripted_steps(synth.turns(8))
+    ]
+    start = StartInfo(
+        session_id="ses_o", model="m", context_length=16_000, system_prompt=synth.system_prompt()
+    )
     svc = ContextService(ledger, config=SMALL)
     anyio.run(lambda: start_and_drive(svc, start, steps))
     hist = history(ledger, "ses_o")
     assert {s.offset for s in hist.steps if isinstance(s, UsageStep)} == {300}
     assert whatif(ledger, "ses_o").reproduces_recorded
-    other = whatif(ledger, "ses_o", config=SMALL.replace(protect_last_n=4, tail_min_messages=3, target_ratio=0.1))
+    other = whatif(
+        ledger,
+        "ses_o",
+        config=SMALL.replace(protect_last_n=4, tail_min_messages=3, target_ratio=0.1),
+    )
     sent = [t.whatif for t in other.turns]
     assert sent != [t.recorded for t in other.turns]
 
@@ -133,8 +143,12 @@ def test_cli_replay_what_if(chain: tuple[Ledger, str], tmp_path: Path) -> None:
     kept = tmp_path / "kept.db"
     assert runner.invoke(cli, ["--db", db, "replay", tip, "--out", str(kept)]).exit_code == 0
     root = ledger.chains.root(tip)  # the what-if chain starts from the recorded root id
-    kept_tip = json.loads(runner.invoke(cli, ["--db", str(kept), "chain", root, "--json"]).output)["tip"]
-    compared = runner.invoke(cli, ["--db", db, "diff", tip, kept_tip, "--b-db", str(kept), "--json"])
+    kept_tip = json.loads(runner.invoke(cli, ["--db", str(kept), "chain", root, "--json"]).output)[
+        "tip"
+    ]
+    compared = runner.invoke(
+        cli, ["--db", db, "diff", tip, kept_tip, "--b-db", str(kept), "--json"]
+    )
     assert compared.exit_code == 0 and json.loads(compared.output)["changes"] == []
 
 
@@ -146,7 +160,9 @@ def test_cli_replay_what_if(chain: tuple[Ledger, str], tmp_path: Path) -> None:
         (["--config", "BADTOML"], "unknown setting"),
     ],
 )
-def test_cli_what_if_bad_input_exits_2(chain: tuple[Ledger, str], tmp_path: Path, extra: list[str], match: str) -> None:
+def test_cli_what_if_bad_input_exits_2(
+    chain: tuple[Ledger, str], tmp_path: Path, extra: list[str], match: str
+) -> None:
     ledger, tip = chain
     existing = tmp_path / "exists.db"
     existing.write_text("")
@@ -162,12 +178,16 @@ def test_cli_what_if_bad_input_exits_2(chain: tuple[Ledger, str], tmp_path: Path
 def test_cli_diff_config_reads_the_history_once_and_builds_no_report(
     chain: tuple[Ledger, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whatif_module = importlib.import_module("ctxledger.whatif")  # the package's `whatif` is the function
+    whatif_module = importlib.import_module(
+        "ctxledger.analysis.whatif"
+    )  # the package's `whatif` is the function
 
     ledger, tip = chain
     reads: list[str] = []
     real_history = whatif_module.history
-    monkeypatch.setattr(whatif_module, "history", lambda lg, sid: reads.append(sid) or real_history(lg, sid))
+    monkeypatch.setattr(
+        whatif_module, "history", lambda lg, sid: reads.append(sid) or real_history(lg, sid)
+    )
 
     def no_report(*args: object, **kwargs: object) -> None:
         raise AssertionError("diff --config must not build a what-if report")
@@ -175,23 +195,33 @@ def test_cli_diff_config_reads_the_history_once_and_builds_no_report(
     monkeypatch.setattr(whatif_module, "chain_report", no_report)
     toml = tmp_path / "other.toml"
     toml.write_text("context_length = 16000\nthreshold_floor_tokens = 0\ntarget_ratio = 0.5\n")
-    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "diff", tip, "--config", str(toml), "--json"])
+    out = CliRunner().invoke(
+        cli, ["--db", ledger.store.path, "diff", tip, "--config", str(toml), "--json"]
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["changes"] and len(reads) == 1
-    same = CliRunner().invoke(cli, ["--db", ledger.store.path, "diff", tip, "--summarizer", "offline", "--json"])
+    same = CliRunner().invoke(
+        cli, ["--db", ledger.store.path, "diff", tip, "--summarizer", "offline", "--json"]
+    )
     assert same.exit_code == 0 and json.loads(same.output)["changes"] == [] and len(reads) == 2
 
 
 def test_cli_replay_what_if_reads_the_history_once(
     chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whatif_module = importlib.import_module("ctxledger.whatif")  # the package's `whatif` is the function
+    whatif_module = importlib.import_module(
+        "ctxledger.analysis.whatif"
+    )  # the package's `whatif` is the function
 
     ledger, tip = chain
     reads: list[str] = []
     real_history = whatif_module.history
-    monkeypatch.setattr(whatif_module, "history", lambda lg, sid: reads.append(sid) or real_history(lg, sid))
-    out = CliRunner().invoke(cli, ["--db", ledger.store.path, "replay", tip, "--summarizer", "offline", "--json"])
+    monkeypatch.setattr(
+        whatif_module, "history", lambda lg, sid: reads.append(sid) or real_history(lg, sid)
+    )
+    out = CliRunner().invoke(
+        cli, ["--db", ledger.store.path, "replay", tip, "--summarizer", "offline", "--json"]
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["reproduces_recorded"] and len(reads) == 1
 

@@ -12,25 +12,25 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from ctxledger.audit import (
+from ctxledger.analysis.audit import (
     AuditedFact,
     ChainAudit,
     CompactionAudit,
     audit_chain,
     audit_compaction,
-    is_compaction_ref,
     trace,
 )
+from ctxledger.analysis.compactions import is_compaction_ref
+from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
+from ctxledger.analysis.recall import expand, recall
+from ctxledger.analysis.replay import DriftReport
+from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
-from ctxledger.compaction import plan_compaction
 from ctxledger.compressor.config import load_config
-from ctxledger.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.errors import InvalidInput
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import plan_compaction
+from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
-from ctxledger.recall import expand, recall
-from ctxledger.replay import VerifyReport
-from ctxledger.undo import undo
 
 _SHOWN_FACTS = 12
 
@@ -55,10 +55,26 @@ def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
 
 
 def _print_chain(report: ChainAudit, show_all: bool) -> None:
-    table = Table("#", "compaction", "summarized", "facts", "kept", "lost", "retention", title=f"audit of {report.root}")
+    table = Table(
+        "#",
+        "compaction",
+        "summarized",
+        "facts",
+        "kept",
+        "lost",
+        "retention",
+        title=f"audit of {report.root}",
+    )
     for a in report.compactions:
-        table.add_row(str(a.index), a.compaction_id, str(a.input_messages), str(len(a.extracted)),
-                      str(len(a.kept)), str(len(a.lost)), f"{a.retention:.0%}")
+        table.add_row(
+            str(a.index),
+            a.compaction_id,
+            str(a.input_messages),
+            str(len(a.extracted)),
+            str(len(a.kept)),
+            str(len(a.lost)),
+            f"{a.retention:.0%}",
+        )
     console.print(table)
     for a in report.compactions:
         _print_compaction(a, show_all)
@@ -97,46 +113,82 @@ def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
 
 
 _STYLE = {
-    "added": ("+", "green"), "removed": ("-", "red"), "summarized": ("»", "cyan"), "expanded": ("«", "cyan"),
-    "pruned": ("~", "yellow"), "restored": ("~", "yellow"), "changed": ("~", "magenta"),
+    "added": ("+", "green"),
+    "removed": ("-", "red"),
+    "summarized": ("»", "cyan"),
+    "expanded": ("«", "cyan"),
+    "pruned": ("~", "yellow"),
+    "restored": ("~", "yellow"),
+    "changed": ("~", "magenta"),
 }
 
 
 def _print_diff(report: DiffReport | SummaryDiff) -> None:
     if isinstance(report, SummaryDiff):
-        console.print(f"summary of {report.a} → summary of {report.b}: {report.token_delta:+,} tokens")
+        console.print(
+            f"summary of {report.a} → summary of {report.b}: {report.token_delta:+,} tokens"
+        )
         for sc in report.changes:
             sign, color = ("+", "green") if sc.kind == "added" else ("-", "red")
-            console.print(f"[{color}]{sign} {escape(f'[{sc.section}]')} {escape(sc.line)}[/{color}]")
+            console.print(
+                f"[{color}]{sign} {escape(f'[{sc.section}]')} {escape(sc.line)}[/{color}]"
+            )
         if not report.changes:
             console.print("[green]the summaries state the same lines[/green]")
         return
-    console.print(f"[bold]A[/bold] {report.a.label}: {report.a.messages} messages, {report.a.tokens:,} tokens")
-    console.print(f"[bold]B[/bold] {report.b.label}: {report.b.messages} messages, {report.b.tokens:,} tokens")
+    console.print(
+        f"[bold]A[/bold] {report.a.label}: {report.a.messages} messages, {report.a.tokens:,} tokens"
+    )
+    console.print(
+        f"[bold]B[/bold] {report.b.label}: {report.b.messages} messages, {report.b.tokens:,} tokens"
+    )
     for c in report.changes:
         sign, color = _STYLE[c.kind]
         ids = c.message_id + (f" → {c.other_id}" if c.other_id else "")
         extra = f" by {c.summary_id}" if c.summary_id else (f" ({c.detail})" if c.detail else "")
-        console.print(f"[{color}]{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{escape(extra)}[/{color}]")
-    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items())) or "no differences"
+        console.print(
+            f"[{color}]{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{escape(extra)}[/{color}]"
+        )
+    summary = (
+        ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items())) or "no differences"
+    )
     console.print(f"{summary}; {report.token_delta:+,} tokens")
 
 
 @cli.command("diff")
 @click.argument("a", type=REF)
 @click.argument("b", type=REF, required=False)
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Compare A's chain with its what-if replay under this TOML config.")
-@click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default=None,
-              help="Summarizer of the what-if replay (with --config; default offline).")
-@click.option("--b-db", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Resolve B in this other ledger (e.g. a what-if kept with `replay --out`).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Compare A's chain with its what-if replay under this TOML config.",
+)
+@click.option(
+    "--summarizer",
+    "summarizer_kind",
+    type=click.Choice(["offline", "llm"]),
+    default=None,
+    help="Summarizer of the what-if replay (with --config; default offline).",
+)
+@click.option(
+    "--b-db",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Resolve B in this other ledger (e.g. a what-if kept with `replay --out`).",
+)
 @json_option
 @click.pass_context
 @handle_errors
 def diff_cmd(
-    ctx: click.Context, a: str, b: str | None, config_path: Path | None, summarizer_kind: str | None,
-    b_db: Path | None, as_json: bool,
+    ctx: click.Context,
+    a: str,
+    b: str | None,
+    config_path: Path | None,
+    summarizer_kind: str | None,
+    b_db: Path | None,
+    as_json: bool,
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points or compaction ids.
 
@@ -145,11 +197,15 @@ def diff_cmd(
     ledger = state_of(ctx).ledger()
     if config_path is not None or summarizer_kind is not None:
         if b is not None or b_db is not None:
-            raise InvalidInput("--config compares A with its own what-if replay: give no B and no --b-db")
+            raise InvalidInput(
+                "--config compares A with its own what-if replay: give no B and no --b-db"
+            )
         report: DiffReport | SummaryDiff = _whatif_diff(ledger, a, config_path, summarizer_kind)
     elif b_db is not None:
         if b is None:
-            raise InvalidInput("--b-db needs B: the session or compaction to compare in that ledger")
+            raise InvalidInput(
+                "--b-db needs B: the session or compaction to compare in that ledger"
+            )
         with Ledger.open(b_db) as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
@@ -160,9 +216,11 @@ def diff_cmd(
         _print_diff(report)
 
 
-def _whatif_diff(ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None) -> DiffReport:
+def _whatif_diff(
+    ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None
+) -> DiffReport:
+    from ctxledger.analysis.whatif import history, replay_history
     from ctxledger.cli.compress import make_summarizer
-    from ctxledger.whatif import history, replay_history
 
     hist = history(ledger, a)  # read once: the recorded config and the replayed steps
     config = load_config(config_path) if config_path is not None else hist.config
@@ -190,11 +248,15 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
     console.print(f"[bold]{escape(report.fact)}[/bold]: {report.status}")
     for ap in report.appearances:
         live = " [green](live)[/green]" if ap.live else ""
-        console.print(f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}{live}")
+        console.print(
+            f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}{live}"
+        )
     for step in report.compactions:
         color = {"kept": "green", "dropped": "red"}.get(step.status, "dim")
         undone = " (undone)" if step.reverted else ""
-        console.print(f"  compaction {step.index} {step.compaction_id}: [{color}]{step.status}[/{color}]{undone}")
+        console.print(
+            f"  compaction {step.index} {step.compaction_id}: [{color}]{step.status}[/{color}]{undone}"
+        )
 
 
 @cli.command("recall")
@@ -215,14 +277,26 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
     elif result.match == "any":
         console.print("[dim]no message holds every word; showing messages with any of them[/dim]")
     for hit in result.hits:
-        where = "[green]live[/green]" if hit.live else (f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
-        console.print(f"[bold]{hit.message_id}[/bold] {hit.role} · {hit.session_id} · seq {hit.seq} · {where}")
+        where = (
+            "[green]live[/green]"
+            if hit.live
+            else (f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
+        )
+        console.print(
+            f"[bold]{hit.message_id}[/bold] {hit.role} · {hit.session_id} · seq {hit.seq} · {where}"
+        )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
 
 
 @cli.command("expand")
 @click.argument("compaction", type=REF)
-@click.option("--max-chars", type=click.IntRange(min=1), default=2000, show_default=True, help="Cut each message's text (terminal only).")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="Cut each message's text (terminal only).",
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -232,14 +306,20 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
     if as_json:
         emit_json(result)
         return
-    console.print(f"[bold]{result.compaction_id}[/bold]: {len(result.messages)} messages of {result.session_id} were summarized")
+    console.print(
+        f"[bold]{result.compaction_id}[/bold]: {len(result.messages)} messages of {result.session_id} were summarized"
+    )
     for m in result.messages:
         note = f" (a summary written by {m.compaction_id})" if m.compaction_id else ""
         console.print(f"[bold]{m.message_id}[/bold] {m.role} · {m.tokens} tok · seq {m.seq}{note}")
         text = content_text(m.message)
         for call in m.message.get("tool_calls") or ():
             text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
-        shown = text if len(text) <= max_chars else text[:max_chars] + f"\n… ({len(text) - max_chars:,} more chars)"
+        shown = (
+            text
+            if len(text) <= max_chars
+            else text[:max_chars] + f"\n… ({len(text) - max_chars:,} more chars)"
+        )
         console.print(shown, markup=False)
 
 
@@ -274,12 +354,16 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
     sid = ledger.tip(ledger.resolve(session))
     view = ledger.transcript.session(sid)
     if not message_id:
-        raise InvalidInput("a message id is required (`ctxledger show SESSION --json` lists the live view)")
+        raise InvalidInput(
+            "a message id is required (`ctxledger show SESSION --json` lists the live view)"
+        )
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
     ledger.pin(sid, message_id, not unpin)
     prepared = plan_compaction(ledger, sid, force=True)
-    index = (1 if view.system_prompt is not None else 0) + ledger.transcript.session(sid).live.index(message_id)
+    index = (1 if view.system_prompt is not None else 0) + ledger.transcript.session(
+        sid
+    ).live.index(message_id)
     plan = prepared.plan
     if plan.action != "compress":
         kept = f"no compaction is possible now ({plan.skip_reason})"
@@ -291,8 +375,14 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
         kept = "the next compaction keeps it verbatim (the latest ask or reply, carried after the summary)"
     else:
         kept = "the next compaction keeps it verbatim (it is in the protected head or tail)"
-    data = {"session_id": sid, "message_id": message_id, "pinned": not unpin, "plan_index": index,
-            "plan_pinned": list(plan.pinned), "next_compaction": kept}
+    data = {
+        "session_id": sid,
+        "message_id": message_id,
+        "pinned": not unpin,
+        "plan_index": index,
+        "plan_pinned": list(plan.pinned),
+        "next_compaction": kept,
+    }
     if as_json:
         emit_json(data)
     else:
@@ -302,7 +392,7 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
 # --------------------------------------------------------------------------- replay helpers
 
 
-def print_drift(report: VerifyReport) -> None:
+def print_drift(report: DriftReport) -> None:
     """The per-compaction drift lines of ``replay --verify``."""
     for c in report.compactions:
         mark = f"[red]drift ({c.cause})[/red]" if c.drift else "[green]no drift[/green]"
@@ -310,29 +400,44 @@ def print_drift(report: VerifyReport) -> None:
         for d in c.drift:
             console.print(f"    {d.field}: {d.explanation}", markup=False)
         for key, (recorded, planned) in c.config_changes.items():
-            console.print(f"    config {key}: recorded snapshot says {recorded!r}, the plan was made with {planned!r}",
-                          markup=False)
+            console.print(
+                f"    config {key}: recorded snapshot says {recorded!r}, the plan was made with {planned!r}",
+                markup=False,
+            )
 
 
 def run_whatif(
-    ledger: Ledger, session_id: str, config_path: Path | None, summarizer_kind: str | None,
-    out_path: Path | None, as_json: bool,
+    ledger: Ledger,
+    session_id: str,
+    config_path: Path | None,
+    summarizer_kind: str | None,
+    out_path: Path | None,
+    as_json: bool,
 ) -> None:
     """``replay SESSION --config OTHER.toml [--summarizer] [--out FILE]``."""
+    from ctxledger.analysis.whatif import history, replay_history, whatif_report
     from ctxledger.cli.compress import make_summarizer
-    from ctxledger.whatif import history, replay_history, whatif_report
 
     hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
     config = load_config(config_path) if config_path is not None else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (scratch, result):
-        report = whatif_report(ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path)
+    with replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (
+        scratch,
+        result,
+    ):
+        report = whatif_report(
+            ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path
+        )
     if as_json:
         emit_json(report)
         return
-    changes = ", ".join(f"{k}: {old!r} → {new!r}" for k, (old, new) in report.config_changes.items())
-    console.print(f"what-if of {report.root} ({report.summarizer} summarizer): {changes or 'recorded config'}",
-                  markup=False)
+    changes = ", ".join(
+        f"{k}: {old!r} → {new!r}" for k, (old, new) in report.config_changes.items()
+    )
+    console.print(
+        f"what-if of {report.root} ({report.summarizer} summarizer): {changes or 'recorded config'}",
+        markup=False,
+    )
     table = Table("", "recorded", "what-if")
     rec, alt = report.recorded, report.whatif
     rows = [
@@ -340,10 +445,18 @@ def run_whatif(
         ("model calls", rec.model_calls, alt.model_calls),
         ("tokens sent", rec.tokens_sent, alt.tokens_sent),
         ("summarizer tokens", rec.summarizer_tokens, alt.summarizer_tokens),
-        ("facts still known", f"{rec.facts_known_now}/{rec.facts}", f"{alt.facts_known_now}/{alt.facts}"),
+        (
+            "facts still known",
+            f"{rec.facts_known_now}/{rec.facts}",
+            f"{alt.facts_known_now}/{alt.facts}",
+        ),
     ]
     for name, x, y in rows:
-        table.add_row(name, f"{x:,}" if isinstance(x, int) else str(x), f"{y:,}" if isinstance(y, int) else str(y))
+        table.add_row(
+            name,
+            f"{x:,}" if isinstance(x, int) else str(x),
+            f"{y:,}" if isinstance(y, int) else str(y),
+        )
     table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
     console.print(table)
     if report.reproduces_recorded:

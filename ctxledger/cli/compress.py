@@ -10,17 +10,21 @@ import click
 import msgspec
 
 from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
-from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig, load_config
 from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.ledger.compaction import CompactionOutcome, compact
 
 
-def make_summarizer(kind: str, config: CompressionConfig, session_model: str | None = None) -> Summarizer:
+def make_summarizer(
+    kind: str, config: CompressionConfig, session_model: str | None = None
+) -> Summarizer:
     """``offline`` (default, no network) or ``llm`` (configured by CTXLEDGER_SUMMARY_* env vars)."""
     if kind == "llm":
         from ctxledger.compressor.summarizers.llm import LLMSummarizer
 
-        return LLMSummarizer.from_env(summary_model=config.summary_model, session_model=session_model)
+        return LLMSummarizer.from_env(
+            summary_model=config.summary_model, session_model=session_model
+        )
     from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 
     return OfflineSummarizer()
@@ -40,10 +44,31 @@ def plan_json(outcome: CompactionOutcome, ids: list[str | None]) -> dict[str, An
 
 @cli.command()
 @click.argument("session")
-@click.option("--focus", default=None, help="Topic to keep in full detail (about 60-70 % of the summary budget).")
-@click.option("--summarizer", "summarizer_kind", type=click.Choice(["offline", "llm"]), default="offline", show_default=True)
-@click.option("--estimator", type=click.Choice(["exact", "rough"]), default=None, help="Token counts the planner uses (default: config, else exact).")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="TOML file with compression settings.")
+@click.option(
+    "--focus",
+    default=None,
+    help="Topic to keep in full detail (about 60-70 % of the summary budget).",
+)
+@click.option(
+    "--summarizer",
+    "summarizer_kind",
+    type=click.Choice(["offline", "llm"]),
+    default="offline",
+    show_default=True,
+)
+@click.option(
+    "--estimator",
+    type=click.Choice(["exact", "rough"]),
+    default=None,
+    help="Token counts the planner uses (default: config, else exact).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML file with compression settings.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan; append nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome and plan as JSON.")
 @click.pass_context
@@ -69,7 +94,9 @@ def compress(
     summarizer = make_summarizer(summarizer_kind, config, view.model)
 
     async def run() -> CompactionOutcome:
-        return await compact(ledger, sid, summarizer, config=config, focus=focus, trigger="manual", dry_run=dry_run)
+        return await compact(
+            ledger, sid, summarizer, config=config, focus=focus, trigger="manual", dry_run=dry_run
+        )
 
     outcome = anyio.run(run)
     if as_json:
@@ -89,5 +116,9 @@ def compress(
     else:
         console.print(outcome.feedback, markup=False)
         if outcome.fallback:
-            console.print(f"[yellow]the summarizer failed ({outcome.failure}); a fallback summary was used[/yellow]")
-        console.print(f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})")
+            console.print(
+                f"[yellow]the summarizer failed ({outcome.failure}); a fallback summary was used[/yellow]"
+            )
+        console.print(
+            f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"
+        )

@@ -1,4 +1,4 @@
-"""``ctxledger demo``: the main job (see ctxledger/demo.py)."""
+"""``ctxledger demo``: the main job (see :mod:`ctxledger.demo.run`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import click
 from rich.console import Console
 
 from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
-from ctxledger.demo import run_demo
+from ctxledger.demo.run import run_demo
 
 
 @cli.command()
-@click.option("--seed", type=int, default=7, show_default=True, help="Seed of the generated session.")
+@click.option(
+    "--seed", type=int, default=7, show_default=True, help="Seed of the generated session."
+)
 @click.option("--turns", type=int, default=40, show_default=True, help="User turns to simulate.")
 @click.option("--context-length", type=int, default=128_000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the final report as JSON.")
@@ -24,11 +26,21 @@ def demo(ctx: click.Context, seed: int, turns: int, context_length: int, as_json
     db = state_of(ctx).db
 
     async def run() -> object:
-        return await run_demo(db, seed=seed, turns=turns, context_length=context_length, console=Console(quiet=True) if as_json else console)
+        return await run_demo(
+            db,
+            seed=seed,
+            turns=turns,
+            context_length=context_length,
+            console=Console(quiet=True) if as_json else console,
+        )
 
     report = anyio.run(run)
     if as_json:
         emit_json(report)
-    ok = getattr(report, "replay_equal", False) and not getattr(report, "replay_drift", 1) and getattr(report, "log_verified", False)
+    ok = (
+        getattr(report, "replay_equal", False)
+        and not getattr(report, "replay_drift", 1)
+        and getattr(report, "log_verified", False)
+    )
     if not ok:
         sys.exit(1)

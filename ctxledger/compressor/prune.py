@@ -26,8 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.messages import content_text
-from ctxledger.toolcalls import (
+from ctxledger.compressor.toolcalls import (
     DIR_KEYS,
     EDITOR_TOOLS,
     FILE_SEARCH_TOOLS,
@@ -39,6 +38,7 @@ from ctxledger.toolcalls import (
     parse_arguments,
     tool_family,
 )
+from ctxledger.messages import Message, content_text
 
 __all__ = [
     "CallInfo",
@@ -55,7 +55,6 @@ __all__ = [
     "truncate_call_arguments",
 ]
 
-Message = dict[str, Any]
 PruneKind = Literal["tool_result", "duplicate", "args_truncated"]
 #: one tool call's (tool name, raw arguments string)
 CallInfo = tuple[str, str]
@@ -71,7 +70,7 @@ class Prune(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- one-liner formats -----------------------------------------------------------------
 # Which tool names share a format, and where a path or command sits in the arguments, is
-# ctxledger.toolcalls's knowledge (shared with the offline summarizer and fact extraction).
+# ctxledger.compressor.toolcalls's knowledge (shared with the offline summarizer and fact extraction).
 
 
 def _words(text: str) -> tuple[str, ...]:

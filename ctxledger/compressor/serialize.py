@@ -14,7 +14,7 @@ One block per message, separated by blank lines::
 
 Long contents keep their first 4,000 and last 1,500 characters around a cut mark
 that says how many characters were left out; long tool-call arguments keep their
-first 1,200. Everything is redacted (``ctxledger.redact``) *before* it is cut, so a
+first 1,200. Everything is redacted (``ctxledger.compressor.redact``) *before* it is cut, so a
 secret split by a cut cannot leak half-visible.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxledger.compressor.markers import unwrap_summary
+from ctxledger.compressor.redact import redact
 from ctxledger.messages import content_text
-from ctxledger.redact import redact
 
 CONTENT_HEAD_CHARS = 4000
 CONTENT_TAIL_CHARS = 1500
@@ -37,7 +37,7 @@ def cut_middle(text: str, head: int = CONTENT_HEAD_CHARS, tail: int = CONTENT_TA
     omitted = len(text) - head - tail
     if omitted <= 0:
         return text
-    return f"{text[:head]}\n[… {omitted:,} chars omitted …]\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n[… {omitted:,} chars omitted …]\n{text[len(text) - tail :]}"
 
 
 def cut_end(text: str, limit: int = ARGS_MAX_CHARS) -> str:
@@ -69,7 +69,9 @@ def _call_line(call: Mapping[str, Any]) -> str:
     return f"[TOOL CALL {call.get('id', '?')}] {name}({cut_end(redact(args_text))})"
 
 
-def serialize_message(message: Mapping[str, Any], tool_names: Mapping[str, str] | None = None) -> str:
+def serialize_message(
+    message: Mapping[str, Any], tool_names: Mapping[str, str] | None = None
+) -> str:
     """One message as a labelled block (see the module docstring)."""
     role = str(message.get("role") or "unknown")
     text = _content(message)

@@ -1,12 +1,12 @@
 """The append-only event log: the interface (:mod:`.base`) and the SQLite backend."""
 
+from ctxledger.events import Recorded
 from ctxledger.eventstore.base import (
     GENESIS_HASH,
     AppendRequest,
     ChainVerifier,
     Durability,
     EventStore,
-    Recorded,
     VerifyReport,
     chain_hash,
 )

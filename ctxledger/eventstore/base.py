@@ -1,6 +1,6 @@
-"""The event store interface every backend implements (SQLite today).
+"""The event store interface every backend implements (SQLite; others pass the same contract).
 
-Contract (checked by ``tests/eventstore_contract.py`` for every backend):
+Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 
 * ``append`` is atomic: a batch is all in or all out.
 * Per-stream versions are dense (1, 2, 3, ...); ``expected_version`` is the version
@@ -32,6 +32,7 @@ from ctxledger.events import (
     EVENT_TYPES,
     Event,
     MessageAppended,
+    Recorded,
     ToolOutputPersisted,
     dehydrate,
     encode_event,
@@ -40,20 +41,6 @@ from ctxledger.events import (
 )
 
 Durability = Literal["full", "normal"]
-
-
-class Recorded(msgspec.Struct, frozen=True, gc=False):
-    """An event as the log holds it: its global position, stream version and hash.
-
-    ``gc=False``: a Recorded only points at its event, never back, so it cannot be
-    part of a reference cycle; untracked, a million of them cost the collector nothing.
-    """
-
-    seq: int
-    stream: str
-    version: int
-    event: Event
-    hash: str
 
 
 class AppendRequest(msgspec.Struct, frozen=True):
@@ -106,6 +93,7 @@ def chain_hash(
 
 # --- decoding stored payloads ----------------------------------------------------------
 
+
 def decode_stored(payload: bytes, schema: int) -> Event:
     """Decode a stored payload, upcasting it when `schema` is not today's (pure).
 
@@ -155,12 +143,16 @@ def prepare_append(
                 f"stream {stream!r} appears twice in one append; merge its events into one request"
             )
         if expected is not None and expected < 0:
-            raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
+            raise InvalidInput(
+                f"expected_version must be >= 0 (0 for a new session), got {expected}"
+            )
         rows: list[tuple[str, str, int, bytes]] = []
         for event in request.events:
             meta = _KINDS.get(type(event))
             if meta is None:
-                raise InvalidEvent(f"only catalogue events can be appended, got {type(event).__name__}")
+                raise InvalidEvent(
+                    f"only catalogue events can be appended, got {type(event).__name__}"
+                )
             if event.session_id != stream:
                 raise InvalidEvent(
                     f"event {event.event_id!r} belongs to session {event.session_id!r}, "
@@ -177,7 +169,9 @@ def prepare_append(
     _reject_repeated_ids(batches)
     for ref, data in (blobs or {}).items():
         if sha256_hex(data) != ref:
-            raise InvalidInput(f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256")
+            raise InvalidInput(
+                f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256"
+            )
         new_blobs[ref] = data
     return batches, new_blobs
 
@@ -307,11 +301,15 @@ class EventStore(abc.ABC):
         """Current version of `stream` (0 if it has no events)."""
 
     @abc.abstractmethod
-    def read_stream(self, stream: str, from_version: int = 1, to_version: int | None = None) -> Iterator[Recorded]:
+    def read_stream(
+        self, stream: str, from_version: int = 1, to_version: int | None = None
+    ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order."""
 
     @abc.abstractmethod
-    def read_all(self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000) -> Iterator[Recorded]:
+    def read_all(
+        self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000
+    ) -> Iterator[Recorded]:
         """Every event with from_seq <= seq (<= to_seq), in log order."""
 
     @abc.abstractmethod
@@ -328,7 +326,7 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def get_blob(self, ref: str) -> bytes:
-        """The bytes of a blob; raises UnknownSession (a KeyError) if absent."""
+        """The bytes of a blob; raises UnknownBlob (a KeyError) if absent."""
 
     @abc.abstractmethod
     def has_blob(self, ref: str) -> bool:

@@ -34,13 +34,14 @@ from ctxledger.errors import (
     InvalidInput,
     StorageFullError,
     StoreError,
-    UnknownSession,
+    UnknownBlob,
 )
 from ctxledger.events import (
     BLOB_THRESHOLD,
     EVENT_DECODER,
     Event,
     MessageAppended,
+    Recorded,
     hydrate,
     sha256_hex,
     upcast_stored,
@@ -52,7 +53,6 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
-    Recorded,
     VerifyReport,
     chain_header,
     prepare_append,
@@ -469,7 +469,7 @@ class SQLiteEventStore(EventStore):
             raise InvalidEvent(
                 f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
             ) from exc
-        except UnknownSession as exc:
+        except UnknownBlob as exc:
             raise IntegrityError(
                 f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
             ) from exc
@@ -486,11 +486,11 @@ class SQLiteEventStore(EventStore):
         return ref
 
     def get_blob(self, ref: str) -> bytes:
-        """The bytes stored under `ref` (read-only); UnknownSession if there are none."""
+        """The bytes stored under `ref` (read-only); UnknownBlob if there are none."""
         with self._lock, self._errors("read a blob"):
             row = self._conn.execute(_GET_BLOB, (ref,)).fetchone()
         if row is None:
-            raise UnknownSession(f"no blob {ref!r} in {self.path}; store it with put_blob() first")
+            raise UnknownBlob(f"no blob {ref!r} in {self.path}; store it with put_blob() first")
         return bytes(row[0])
 
     def has_blob(self, ref: str) -> bool:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-from ctxledger.events import MessageAppended
-from ctxledger.eventstore.base import EventStore, Recorded
+from ctxledger.events import MessageAppended, Recorded
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.chains import ChainsProjection
+from ctxledger.projections.source import EventSource
 from ctxledger.projections.transcript import TranscriptProjection
 
 #: bump whenever a projection's state gains or changes a field: a checkpoint saved under
@@ -37,7 +37,9 @@ class Projector:
         self.accounting = accounting or AccountingProjection()
         self.chains = chains or ChainsProjection()
         self.last_seq = max(
-            self.transcript.state.last_seq, self.accounting.state.last_seq, self.chains.state.last_seq
+            self.transcript.state.last_seq,
+            self.accounting.state.last_seq,
+            self.chains.state.last_seq,
         )
         #: called with every record folded, in log order, after the projections saw it
         #: (other folds, e.g. the runtime's, ride along instead of re-reading the store)
@@ -48,7 +50,11 @@ class Projector:
 
     def apply_all(self, records: Iterable[Recorded]) -> int:
         """Fold records in log order (already-folded ones are skipped); returns how many."""
-        transcript, accounting, chains = self.transcript.apply, self.accounting.apply, self.chains.apply
+        transcript, accounting, chains = (
+            self.transcript.apply,
+            self.accounting.apply,
+            self.chains.apply,
+        )
         listeners = self.listeners
         last = self.last_seq
         n = 0
@@ -71,7 +77,7 @@ class Projector:
             self.last_seq = last
         return n
 
-    def catch_up(self, store: EventStore, to_seq: int | None = None) -> int:
+    def catch_up(self, store: EventSource, to_seq: int | None = None) -> int:
         """Fold events appended since the last one seen; returns how many were folded.
 
         Long folds run with the cyclic garbage collector paused: they allocate only
@@ -87,7 +93,9 @@ class Projector:
                 gc.enable()
 
     @classmethod
-    def rebuild(cls, store: EventStore, to_seq: int | None = None, *, use_checkpoint: bool = True) -> Projector:
+    def rebuild(
+        cls, store: EventSource, to_seq: int | None = None, *, use_checkpoint: bool = True
+    ) -> Projector:
         """A fresh projector folded from the log (from the latest usable checkpoint)."""
         projector = cls()
         if use_checkpoint:
@@ -97,7 +105,7 @@ class Projector:
         projector.catch_up(store, to_seq)
         return projector
 
-    def save_checkpoint(self, store: EventStore) -> None:
+    def save_checkpoint(self, store: EventSource) -> None:
         store.save_checkpoint(CHECKPOINT_NAME, self.last_seq, self.encode())
 
     def _sync_last_seq(self) -> None:
@@ -107,7 +115,11 @@ class Projector:
     def encode(self) -> bytes:
         self._sync_last_seq()
         return msgspec.msgpack.encode(
-            [self.transcript.encode_state(), self.accounting.encode_state(), self.chains.encode_state()]
+            [
+                self.transcript.encode_state(),
+                self.accounting.encode_state(),
+                self.chains.encode_state(),
+            ]
         )
 
     @classmethod

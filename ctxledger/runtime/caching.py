@@ -41,10 +41,14 @@ def _marker(ttl: CacheTTL) -> dict[str, str]:
     return marker
 
 
-def _mark(message: Mapping[str, Any], ttl: CacheTTL, native_anthropic: bool) -> dict[str, Any] | None:
+def _mark(
+    message: Mapping[str, Any], ttl: CacheTTL, native_anthropic: bool
+) -> dict[str, Any] | None:
     """A marked deep copy of ``message``, or None when it cannot carry a breakpoint here."""
     content = message.get("content")
-    message_level = message.get("role") == "tool" or content is None or content == "" or content == []
+    message_level = (
+        message.get("role") == "tool" or content is None or content == "" or content == []
+    )
     if message_level:
         # A top-level ``cache_control`` on the message is only understood by the native
         # Anthropic adapter (which moves it onto the tool_result / empty block). On
@@ -110,7 +114,9 @@ def count_cache_markers(messages: Sequence[Mapping[str, Any]]) -> int:
             total += 1
         content = message.get("content")
         if isinstance(content, list):
-            total += sum(1 for part in content if isinstance(part, Mapping) and "cache_control" in part)
+            total += sum(
+                1 for part in content if isinstance(part, Mapping) and "cache_control" in part
+            )
     return total
 
 

@@ -22,7 +22,7 @@ Implement :class:`ContextEngine` and pass it as ``ContextService(ledger, engine=
   anti-thrash guards on top, once, and manual ``/compress`` skips both).
 * ``compress(session_id, trigger=..., focus=...)`` must write through the ledger, one
   atomic append per compaction (end the session and start its continuation together,
-  e.g. with :func:`ctxledger.compaction.compact`), and return a ``CompactionOutcome``.
+  e.g. with :func:`ctxledger.ledger.compaction.compact`), and return a ``CompactionOutcome``.
   Raise ``SummarizerError`` when the summary cannot be made and nothing was written
   (the service records the failure and a cooldown); let ``ConcurrencyError`` propagate
   (the service re-reads and continues on the compression tip).
@@ -41,7 +41,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ctxledger.compaction import CompactionOutcome, compact
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.events import (
@@ -52,14 +51,15 @@ from ctxledger.events import (
     MessageAppended,
     ModelSwitched,
     PressureWarning,
+    Recorded,
     SessionStarted,
     SessionSwitched,
     SummaryGenerated,
     Trigger,
     UsageReported,
 )
-from ctxledger.eventstore.base import Recorded
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.pressure import AntiThrash, Cooldown
 
 #: plan skip reasons (``CompactionPlan.skip_reason``) that count as a no-op pass for
@@ -80,7 +80,9 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     last_fallback: bool = False
 
 
-def _after_usage(state: RuntimeState, event: UsageReported, config: CompressionConfig) -> RuntimeState:
+def _after_usage(
+    state: RuntimeState, event: UsageReported, config: CompressionConfig
+) -> RuntimeState:
     if event.purpose != "agent" or state.context_length < 1:
         return state
     threshold = max(1, config.threshold_tokens(state.context_length))
@@ -88,7 +90,9 @@ def _after_usage(state: RuntimeState, event: UsageReported, config: CompressionC
     return msgspec.structs.replace(state, anti=anti, first_after_compaction=False)
 
 
-def _after_switch(state: RuntimeState, event: SessionSwitched, config: CompressionConfig) -> RuntimeState:
+def _after_switch(
+    state: RuntimeState, event: SessionSwitched, config: CompressionConfig
+) -> RuntimeState:
     anti = state.anti.after_compaction(
         event.tokens_before,
         event.tokens_after,
@@ -117,8 +121,14 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
         return replace(state, last_fallback=event.fallback)
     if isinstance(event, SessionSwitched) and event.reason == "compression":
         return _after_switch(state, event, config)
-    if isinstance(event, CompressionSkipped) and event.trigger != "manual" and event.reason in NOOP_REASONS:
-        anti = state.anti.after_compaction(0, 0, noop=True, min_saving=config.anti_thrash_min_saving)
+    if (
+        isinstance(event, CompressionSkipped)
+        and event.trigger != "manual"
+        and event.reason in NOOP_REASONS
+    ):
+        anti = state.anti.after_compaction(
+            0, 0, noop=True, min_saving=config.anti_thrash_min_saving
+        )
         return replace(state, anti=anti)
     if isinstance(event, CooldownStarted):
         return replace(state, cooldown=state.cooldown.extend(event.until))
@@ -215,10 +225,14 @@ class ContextEngine(Protocol):
     def update_from_response(self, session_id: str, event: UsageReported) -> None:
         """Called after every provider response with its recorded usage."""
 
-    def should_compress(self, session_id: str, prompt_tokens: int | None = None) -> tuple[bool, str]:
+    def should_compress(
+        self, session_id: str, prompt_tokens: int | None = None
+    ) -> tuple[bool, str]:
         """(decision, reason) for an automatic compaction at this size."""
 
-    async def compress(self, session_id: str, *, trigger: Trigger, focus: str | None = None) -> CompactionOutcome:
+    async def compress(
+        self, session_id: str, *, trigger: Trigger, focus: str | None = None
+    ) -> CompactionOutcome:
         """Compact now; append the events atomically; return what happened."""
 
     def on_session_start(self, session_id: str) -> None: ...
@@ -238,13 +252,17 @@ class BuiltinEngine:
 
     name = "ctxledger"
 
-    def __init__(self, ledger: Ledger, summarizer: Summarizer, config: CompressionConfig | None = None) -> None:
+    def __init__(
+        self, ledger: Ledger, summarizer: Summarizer, config: CompressionConfig | None = None
+    ) -> None:
         self.ledger = ledger
         self.summarizer = summarizer
         self.config = config or ledger.config
 
     def threshold_tokens(self, session_id: str) -> int:
-        return self.config.threshold_tokens(self.ledger.transcript.session(session_id).context_length)
+        return self.config.threshold_tokens(
+            self.ledger.transcript.session(session_id).context_length
+        )
 
     # --- protocol --------------------------------------------------------------------
 
@@ -252,18 +270,33 @@ class BuiltinEngine:
         """Nothing to do: the service's tracker folds the recorded ``UsageReported``."""
         return None
 
-    def should_compress(self, session_id: str, prompt_tokens: int | None = None) -> tuple[bool, str]:
+    def should_compress(
+        self, session_id: str, prompt_tokens: int | None = None
+    ) -> tuple[bool, str]:
         """The size decision only: the service applies the cooldown / anti-thrash guards."""
         if not self.config.enabled:
             return False, "compression is disabled"
-        tokens = prompt_tokens if prompt_tokens is not None else self.ledger.transcript.total_tokens(session_id)
+        tokens = (
+            prompt_tokens
+            if prompt_tokens is not None
+            else self.ledger.transcript.total_tokens(session_id)
+        )
         threshold = self.threshold_tokens(session_id)
         if tokens < threshold:
             return False, f"{tokens:,} tokens is below the threshold ({threshold:,})"
         return True, f"{tokens:,} tokens ≥ threshold {threshold:,}"
 
-    async def compress(self, session_id: str, *, trigger: Trigger, focus: str | None = None) -> CompactionOutcome:
-        return await compact(self.ledger, session_id, self.summarizer, config=self.config, focus=focus, trigger=trigger)
+    async def compress(
+        self, session_id: str, *, trigger: Trigger, focus: str | None = None
+    ) -> CompactionOutcome:
+        return await compact(
+            self.ledger,
+            session_id,
+            self.summarizer,
+            config=self.config,
+            focus=focus,
+            trigger=trigger,
+        )
 
     def on_session_start(self, session_id: str) -> None:
         return None
@@ -286,4 +319,11 @@ class BuiltinEngine:
         return {"engine": self.name}
 
 
-__all__ = ["NOOP_REASONS", "BuiltinEngine", "ContextEngine", "RuntimeState", "RuntimeTracker", "fold_runtime"]
+__all__ = [
+    "NOOP_REASONS",
+    "BuiltinEngine",
+    "ContextEngine",
+    "RuntimeState",
+    "RuntimeTracker",
+    "fold_runtime",
+]

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.messages import content_text
+from ctxledger.messages import JSON, content_text
 from ctxledger.projections.transcript import TranscriptProjection
 from ctxledger.runtime.toolbudget import (
     PersistReason,
@@ -29,8 +29,6 @@ from ctxledger.runtime.toolbudget import (
     plan_persistence,
     preview_block,
 )
-
-JSON = dict[str, Any]
 
 
 class PlannedOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,16 +89,18 @@ def _earlier_turns(
                     # already in the log: counts toward the turn's total, never re-persisted here
                     earlier.append(
                         ToolResult(
-                            index=-1 - len(earlier), tool_call_id=call_id, tool_name=calls[call_id],
-                            content=content, already_persisted=True, assistant_index=turn,
+                            index=-1 - len(earlier),
+                            tool_call_id=call_id,
+                            tool_name=calls[call_id],
+                            content=content,
+                            already_persisted=True,
+                            assistant_index=turn,
                         )
                     )
     return issuers, earlier
 
 
-def _batch_results(
-    messages: Sequence[JSON], issuers: dict[str, _Issuer]
-) -> list[ToolResult]:
+def _batch_results(messages: Sequence[JSON], issuers: dict[str, _Issuer]) -> list[ToolResult]:
     results: list[ToolResult] = []
     for i, message in enumerate(messages):
         role = message.get("role")
@@ -113,7 +113,8 @@ def _batch_results(
             content = message.get("content")
             results.append(
                 ToolResult(
-                    index=i, tool_call_id=call_id,
+                    index=i,
+                    tool_call_id=call_id,
                     tool_name=issuer.name if issuer is not None else "unknown",
                     content=content if isinstance(content, str) else content_text(message),
                     # only string outputs can be replaced by a text block; parts still count
@@ -131,9 +132,13 @@ def plan_outputs(
 
     Returns the plan (by message index) and the blobs to store (sha256 hex -> bytes).
     """
-    issued_here = {call_id for m in messages if m.get("role") == "assistant" for call_id, _ in _calls(m)}
+    issued_here = {
+        call_id for m in messages if m.get("role") == "assistant" for call_id, _ in _calls(m)
+    }
     wanted = {
-        str(m["tool_call_id"]) for m in messages if m.get("role") == "tool" and m["tool_call_id"] not in issued_here
+        str(m["tool_call_id"])
+        for m in messages
+        if m.get("role") == "tool" and m["tool_call_id"] not in issued_here
     }
     issuers, earlier = _earlier_turns(transcript, session_id, wanted) if wanted else ({}, [])
     results = _batch_results(messages, issuers)
@@ -153,8 +158,13 @@ def plan_outputs(
         )
         planned.append(
             PlannedOutput(
-                index=decision.index, tool_call_id=decision.tool_call_id, tool_name=decision.tool_name,
-                ref=ref, block=block, chars=len(content), reason=decision.reason,
+                index=decision.index,
+                tool_call_id=decision.tool_call_id,
+                tool_name=decision.tool_name,
+                ref=ref,
+                block=block,
+                chars=len(content),
+                reason=decision.reason,
             )
         )
     return planned, blobs

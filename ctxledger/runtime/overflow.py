@@ -50,8 +50,7 @@ _TEXT_KEYS = frozenset({"message", "raw", "detail", "error", "msg", "error_messa
 _CODE_KEYS = frozenset({"code", "type", "error_type", "status"})
 
 _SUGGESTION = (
-    "Start a new session, or run a manual /compress (optionally with a focus topic) "
-    "and try again."
+    "Start a new session, or run a manual /compress (optionally with a focus topic) and try again."
 )
 
 
@@ -167,7 +166,9 @@ _SN = r"(-?\d{1,3}(?:,\d{3})+|-?\d+)"
 def _rx(pattern: str) -> re.Pattern[str]:
     # "{limit}" becomes a named number group (thousands separators allowed), "{available:S}"
     # a signed one, so every rule reads like the message it matches
-    expanded = re.sub(r"\{(\w+)(:S)?\}", lambda m: f"(?P<{m[1]}>{(_SN if m[2] else _N)[1:]}", pattern)
+    expanded = re.sub(
+        r"\{(\w+)(:S)?\}", lambda m: f"(?P<{m[1]}>{(_SN if m[2] else _N)[1:]}", pattern
+    )
     return re.compile(expanded, re.IGNORECASE)
 
 
@@ -182,32 +183,82 @@ class _Rule:
 #: "fact" rules only supply numbers.
 _RULES: Final[tuple[_Rule, ...]] = (
     # Anthropic: input + max_tokens > window
-    _Rule("output", _rx(r"input length and `?max_tokens`? exceed context limit:\s*{prompt}\s*\+\s*{requested}\s*>\s*{limit}")),
-    _Rule("output", _rx(r"max_tokens:?\s*{requested}\s*>\s*context_window:?\s*{limit}\s*-\s*input_tokens:?\s*{prompt}\s*=\s*available_tokens:?\s*{available:S}")),
+    _Rule(
+        "output",
+        _rx(
+            r"input length and `?max_tokens`? exceed context limit:\s*{prompt}\s*\+\s*{requested}\s*>\s*{limit}"
+        ),
+    ),
+    _Rule(
+        "output",
+        _rx(
+            r"max_tokens:?\s*{requested}\s*>\s*context_window:?\s*{limit}\s*-\s*input_tokens:?\s*{prompt}\s*=\s*available_tokens:?\s*{available:S}"
+        ),
+    ),
     _Rule("output", _rx(r"available_tokens:?\s*{available:S}")),
     # OpenAI: the model's own output ceiling
-    _Rule("output", _rx(r"max_(?:completion_|new_)?tokens\W*(?:or\W+max_completion_tokens\W*)?is too large:\s*{requested}")),
+    _Rule(
+        "output",
+        _rx(
+            r"max_(?:completion_|new_)?tokens\W*(?:or\W+max_completion_tokens\W*)?is too large:\s*{requested}"
+        ),
+    ),
     _Rule("output", _rx(r"supports at most {available} completion tokens")),
     # vLLM / older OpenAI: "(31000 in the messages, 2000 in the completion)"
     # (OpenRouter says "(140000 of text input, 10000 in the output)")
-    _Rule("output", _rx(r"\({prompt} (?:in the messages|of text input)(?:,\s*[\d,]+ of [a-z ]+input)*,\s*{requested} in the (?:completion|output)\)")),
-    _Rule("output", _rx(r"requested {requested} output tokens and your prompt contains (?:at least )?{prompt} input tokens")),
+    _Rule(
+        "output",
+        _rx(
+            r"\({prompt} (?:in the messages|of text input)(?:,\s*[\d,]+ of [a-z ]+input)*,\s*{requested} in the (?:completion|output)\)"
+        ),
+    ),
+    _Rule(
+        "output",
+        _rx(
+            r"requested {requested} output tokens and your prompt contains (?:at least )?{prompt} input tokens"
+        ),
+    ),
     _Rule("output", _rx(r"prompt contains (?:at least )?{prompt} input tokens")),
     # HF text-generation-inference
-    _Rule("output", _rx(r"inputs`? tokens \+ `?max_new_tokens`? must be <=\s*{limit}\.?\s*Given:\s*{prompt} `?inputs`? tokens and {requested} `?max_new_tokens")),
+    _Rule(
+        "output",
+        _rx(
+            r"inputs`? tokens \+ `?max_new_tokens`? must be <=\s*{limit}\.?\s*Given:\s*{prompt} `?inputs`? tokens and {requested} `?max_new_tokens"
+        ),
+    ),
     # DashScope / Qwen, Groq and friends: a plain output range
     _Rule("output", _rx(r"range of max_tokens should be \[\s*1\s*,\s*{available}\s*\]")),
-    _Rule("output", _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}")),
+    _Rule(
+        "output", _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}")
+    ),
     # input overflow, with numbers
-    _Rule("prompt", _rx(r"prompt is too long:\s*{prompt} tokens\s*>\s*{limit}(?: tokens)? maximum")),
-    _Rule("prompt", _rx(r"request \({prompt} tokens\) exceeds the available context size \({limit} tokens\)")),
-    _Rule("prompt", _rx(r"input token count \(?{prompt}\)? exceeds the maximum number of tokens allowed \(?{limit}\)?")),
-    _Rule("prompt", _rx(r"prompt contains {prompt} tokens(?: and \d+ draft tokens)?,? too large for model with {limit} maximum context length")),
+    _Rule(
+        "prompt", _rx(r"prompt is too long:\s*{prompt} tokens\s*>\s*{limit}(?: tokens)? maximum")
+    ),
+    _Rule(
+        "prompt",
+        _rx(r"request \({prompt} tokens\) exceeds the available context size \({limit} tokens\)"),
+    ),
+    _Rule(
+        "prompt",
+        _rx(
+            r"input token count \(?{prompt}\)? exceeds the maximum number of tokens allowed \(?{limit}\)?"
+        ),
+    ),
+    _Rule(
+        "prompt",
+        _rx(
+            r"prompt contains {prompt} tokens(?: and \d+ draft tokens)?,? too large for model with {limit} maximum context length"
+        ),
+    ),
     _Rule("prompt", _rx(r"maximum context length (?:is|of) {limit}(?: tokens)?")),
     _Rule("prompt", _rx(r"loaded with (?:a )?context length of (?:only )?{limit}")),
     _Rule("prompt", _rx(r"range of input length should be \[\s*1\s*,\s*{limit}\s*\]")),
     # numbers only
-    _Rule("fact", _rx(r"(?:messages?|request|prompt) (?:has|have|resulted in) {prompt} (?:input )?tokens")),
+    _Rule(
+        "fact",
+        _rx(r"(?:messages?|request|prompt) (?:has|have|resulted in) {prompt} (?:input )?tokens"),
+    ),
     _Rule("fact", _rx(r"context (?:window|length|size) (?:is|of) {limit} tokens")),
 )
 
@@ -230,10 +281,16 @@ _AUTH_TEXT = re.compile(
     r"invalid.?api.?key|incorrect api key|unauthori[sz]ed|authentication|permission denied",
     re.IGNORECASE,
 )
-_SERVER_TEXT = re.compile(r"overloaded|internal server error|service unavailable|bad gateway", re.IGNORECASE)
+_SERVER_TEXT = re.compile(
+    r"overloaded|internal server error|service unavailable|bad gateway", re.IGNORECASE
+)
 
-_RATE_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests"})
-_AUTH_CODES = frozenset({"authentication_error", "invalid_api_key", "permission_error", "unauthorized"})
+_RATE_CODES = frozenset(
+    {"rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests"}
+)
+_AUTH_CODES = frozenset(
+    {"authentication_error", "invalid_api_key", "permission_error", "unauthorized"}
+)
 _PAYLOAD_CODES = frozenset({"request_too_large", "payload_too_large"})
 _SERVER_CODES = frozenset({"overloaded_error", "api_error", "server_error", "internal_error"})
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
@@ -308,7 +365,9 @@ def _from_facts(facts: _Facts, status: int | None, message: str) -> ProviderErro
     )
 
 
-def _by_status_and_text(status: int | None, text: str, codes: frozenset[str]) -> tuple[ErrorKind, str]:
+def _by_status_and_text(
+    status: int | None, text: str, codes: frozenset[str]
+) -> tuple[ErrorKind, str]:
     """The fallback ladder once no rule with numbers matched; returns (kind, evidence)."""
     if codes & _OVERFLOW_CODES:
         return "prompt_too_long", "code=" + sorted(codes & _OVERFLOW_CODES)[0]
@@ -343,19 +402,25 @@ def classify_provider_error(
     text, codes = _read_body(body)
     message = text[:500]
     if status in (401, 403):
-        return ProviderErrorClass(kind="auth", status=status, evidence=f"HTTP {status}", message=message)
+        return ProviderErrorClass(
+            kind="auth", status=status, evidence=f"HTTP {status}", message=message
+        )
     decided = _from_facts(_gather(text), status, message)
     if decided is not None:
         return decided
     kind, evidence = _by_status_and_text(status, text, codes)
-    return ProviderErrorClass(kind=kind, status=status, evidence=evidence[:_EVIDENCE_CHARS], message=message)
+    return ProviderErrorClass(
+        kind=kind, status=status, evidence=evidence[:_EVIDENCE_CHARS], message=message
+    )
 
 
 # --- deciding ------------------------------------------------------------------------------
 
 
 def _lower_cap(cls: ProviderErrorClass, requested_max_tokens: int | None) -> RecoveryAction:
-    requested = requested_max_tokens if requested_max_tokens is not None else cls.requested_output_tokens
+    requested = (
+        requested_max_tokens if requested_max_tokens is not None else cls.requested_output_tokens
+    )
     cap = cls.available_output_tokens
     if cap is not None and (requested is None or cap < requested):
         return RecoveryAction(
@@ -385,10 +450,16 @@ def recovery_action(
     if cls.kind == "max_tokens_too_large":
         return _lower_cap(cls, requested_max_tokens)
     if cls.is_context_overflow:
-        learned = cls.context_limit if cls.context_limit is not None and cls.context_limit < context_length else None
+        learned = (
+            cls.context_limit
+            if cls.context_limit is not None and cls.context_limit < context_length
+            else None
+        )
         reason = f"{cls.kind.replace('_', ' ')}: compress and retry"
         if learned is not None:
-            reason += f"; provider states a {learned:,}-token window (configured {context_length:,})"
+            reason += (
+                f"; provider states a {learned:,}-token window (configured {context_length:,})"
+            )
         return RecoveryAction(action="compress", learn_context_length=learned, reason=reason)
     return RecoveryAction(
         action="fail", reason=f"{cls.kind.replace('_', ' ')} is not a context-window problem"

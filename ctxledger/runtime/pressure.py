@@ -58,7 +58,9 @@ class PressureDecision(msgspec.Struct, frozen=True, kw_only=True):
     text: str | None = None
 
 
-def pressure_check(tokens: int, threshold_tokens: int, warn_at_tokens: int, *, warned: bool) -> PressureDecision:
+def pressure_check(
+    tokens: int, threshold_tokens: int, warn_at_tokens: int, *, warned: bool
+) -> PressureDecision:
     """Warn once when ``tokens`` reach ``warn_at_tokens`` (``CompressionConfig.pressure_tokens``).
 
     The level is a share of the *threshold*, not of the window: the warning comes a
@@ -236,14 +238,22 @@ def hygiene_should_compress(
     ``min_messages``. The last real prompt count is preferred; a missing (or zero,
     i.e. never reported) one falls back to the estimate.
     """
-    _non_negative(messages_count=messages_count, estimated_tokens=estimated_tokens, limit_tokens=limit_tokens)
-    _positive(context_length=context_length, min_messages=min_messages, hard_message_limit=hard_message_limit)
+    _non_negative(
+        messages_count=messages_count, estimated_tokens=estimated_tokens, limit_tokens=limit_tokens
+    )
+    _positive(
+        context_length=context_length,
+        min_messages=min_messages,
+        hard_message_limit=hard_message_limit,
+    )
     if real_prompt_tokens is not None:
         _non_negative(real_prompt_tokens=real_prompt_tokens)
     source: TokenSource = "real" if real_prompt_tokens else "estimate"
     tokens = real_prompt_tokens if real_prompt_tokens else estimated_tokens
     if messages_count < min_messages:
-        return HygieneDecision(False, f"only {messages_count} messages (hygiene needs {min_messages})", tokens, source)
+        return HygieneDecision(
+            False, f"only {messages_count} messages (hygiene needs {min_messages})", tokens, source
+        )
     share = f"{limit_tokens / context_length:.0%}"
     if tokens >= limit_tokens:
         reason = f"{tokens:,} {source} tokens reach {share} of the {context_length:,}-token window ({limit_tokens:,})"

@@ -74,10 +74,18 @@ class ToolBudget(msgspec.Struct, frozen=True, kw_only=True):
         Per result: 15 % of the window, between 8,000 and 100,000 chars. Per turn:
         30 %, between 16,000 and 200,000. A 32,768-token window gives 19,660 / 39,321.
         """
-        if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length <= 0:
-            raise InvalidConfig(f"context_length must be a positive integer, got {context_length!r}")
+        if (
+            isinstance(context_length, bool)
+            or not isinstance(context_length, int)
+            or context_length <= 0
+        ):
+            raise InvalidConfig(
+                f"context_length must be a positive integer, got {context_length!r}"
+            )
         # integer arithmetic (15 % x 4 = 60/100) so the figures never drift by float rounding
-        per_result = min(DEFAULT_PER_RESULT_CHARS, max(MIN_PER_RESULT_CHARS, context_length * 60 // 100))
+        per_result = min(
+            DEFAULT_PER_RESULT_CHARS, max(MIN_PER_RESULT_CHARS, context_length * 60 // 100)
+        )
         per_turn = min(DEFAULT_PER_TURN_CHARS, max(MIN_PER_TURN_CHARS, context_length * 120 // 100))
         fields: dict[str, Any] = {"per_result_chars": per_result, "per_turn_chars": per_turn}
         fields.update(overrides)
@@ -268,7 +276,9 @@ def read_slice(
     if offset < 0:
         raise InvalidInput(f"offset must be 0 or more, got {offset}")
     if offset > total:
-        raise InvalidInput(f"offset {offset:,} is past the end: the output has {total:,} characters")
+        raise InvalidInput(
+            f"offset {offset:,} is past the end: the output has {total:,} characters"
+        )
     if not 1 <= limit <= max_limit:
         raise InvalidInput(f"limit must be between 1 and {max_limit:,}, got {limit:,}")
     end = min(total, offset + limit)

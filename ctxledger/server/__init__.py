@@ -4,6 +4,7 @@ Needs the ``server`` extra (Starlette, uvicorn). :func:`create_app` builds the A
 over a :class:`~ctxledger.ContextService`; see :mod:`ctxledger.server.app`.
 """
 
-from ctxledger.server.app import ServerState, app_from_env, create_app, endpoints
+from ctxledger.server.app import app_from_env, create_app, endpoints
+from ctxledger.server.state import ServerState
 
 __all__ = ["ServerState", "app_from_env", "create_app", "endpoints"]

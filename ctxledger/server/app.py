@@ -17,8 +17,6 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import anyio
-import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -26,63 +24,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ctxledger import ContextService, load_config
-from ctxledger.ledger import Ledger
 from ctxledger.server import proxy, reads, sse, state_api
 from ctxledger.server.auth import read_token_file, require_bearer
 from ctxledger.server.errors import HTTPError, error_response, message_of, provider_error_response
-from ctxledger.server.history import HistoryIndex
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
+from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, ServerState
 
 log = logging.getLogger("ctxledger.server")
-
-DEFAULT_CONTEXT_LENGTH = 128_000
-DEFAULT_UPSTREAMS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-
-
-class ServerState:
-    """What every handler shares: the service, the settings, the upstream client, the locks."""
-
-    def __init__(
-        self,
-        service: ContextService,
-        *,
-        token: str | None = None,
-        guard_proxy: bool = False,
-        upstream: str | None = None,
-        api: str = "openai",
-        context_length: int | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        stopping: Callable[[], bool] | None = None,
-    ) -> None:
-        if api not in DEFAULT_UPSTREAMS:
-            raise ValueError(f"api must be openai or anthropic, not {api!r}")
-        self.service = service
-        self.ledger: Ledger = service.ledger
-        self.token = token
-        self.guard_proxy = guard_proxy
-        self.api = api
-        self.upstream = upstream or DEFAULT_UPSTREAMS[api]
-        self.context_length = context_length or service.config.context_length or DEFAULT_CONTEXT_LENGTH
-        self.client = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(600.0, connect=10.0))
-        self.history = HistoryIndex(self.ledger)
-        self.stopping: Callable[[], bool] = stopping or (lambda: False)
-        self._locks: dict[str, anyio.Semaphore] = {}
-
-    def proxy_lock(self, family: str) -> anyio.Semaphore:
-        """One turn at a time per session family (a semaphore: a stream releases it from its own task)."""
-        lock = self._locks.get(family)
-        if lock is None:
-            lock = self._locks[family] = anyio.Semaphore(1)
-        return lock
-
-    def ledger_resolve(self, ref: str) -> str:
-        """A session id from an id or unique prefix, after folding other writers' events."""
-        self.ledger.refresh()
-        return self.ledger.resolve(ref)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def _api_of(endpoint: Endpoint) -> str:
@@ -102,12 +51,20 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
                 log.exception("%s %s failed", request.method, request.url.path)
             return error_response(exc)
 
-    return Route(endpoint.path, call, methods=[endpoint.method], name=f"{endpoint.method} {endpoint.path}")
+    return Route(
+        endpoint.path, call, methods=[endpoint.method], name=f"{endpoint.method} {endpoint.path}"
+    )
 
 
 def endpoints() -> list[Endpoint]:
     """Every endpoint the server serves (the OpenAPI schema is built from this list)."""
-    return [*meta_endpoints(), *state_api.ENDPOINTS, *reads.ENDPOINTS, *sse.ENDPOINTS, *proxy.ENDPOINTS]
+    return [
+        *meta_endpoints(),
+        *state_api.ENDPOINTS,
+        *reads.ENDPOINTS,
+        *sse.ENDPOINTS,
+        *proxy.ENDPOINTS,
+    ]
 
 
 async def _health(request: Request, state: ServerState) -> Response:
@@ -121,7 +78,14 @@ async def _openapi(request: Request, state: ServerState) -> Response:
 
 def meta_endpoints() -> list[Endpoint]:
     return [
-        Endpoint("GET", "/healthz", _health, "Liveness and the log's last sequence number", tag="meta", auth="none"),
+        Endpoint(
+            "GET",
+            "/healthz",
+            _health,
+            "Liveness and the log's last sequence number",
+            tag="meta",
+            auth="none",
+        ),
         Endpoint("GET", "/openapi.json", _openapi, "This schema", tag="meta", auth="none"),
     ]
 
@@ -129,7 +93,9 @@ def meta_endpoints() -> list[Endpoint]:
 async def _not_found(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
-    message = f"no route {request.method} {request.url.path}" if status in (404, 405) else message_of(exc)
+    message = (
+        f"no route {request.method} {request.url.path}" if status in (404, 405) else message_of(exc)
+    )
     return error_response(HTTPError(status, code, message))
 
 
@@ -164,14 +130,18 @@ STOPPING: Callable[[], bool] | None = None
 
 def app_from_env() -> Starlette:
     """Build the app from ``CTXLEDGER_SERVE_*`` variables (set by ``ctxledger serve``)."""
-    env = {k[len(ENV_PREFIX):].lower(): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
+    env = {
+        k[len(ENV_PREFIX) :].lower(): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)
+    }
     config = load_config(env["config"]) if env.get("config") else None
     summarizer = None
     if env.get("summarizer") == "llm":
         from ctxledger import LLMSummarizer
 
         summarizer = LLMSummarizer.from_env(summary_model=config.summary_model if config else None)
-    service = ContextService.open(env["db"], config=config, summarizer=summarizer, durability=env.get("durability") or "full")
+    service = ContextService.open(
+        env["db"], config=config, summarizer=summarizer, durability=env.get("durability") or "full"
+    )
     return create_app(
         service,
         own_service=True,
@@ -184,4 +154,11 @@ def app_from_env() -> Starlette:
     )
 
 
-__all__ = ["DEFAULT_CONTEXT_LENGTH", "ENV_PREFIX", "ServerState", "app_from_env", "create_app", "endpoints"]
+__all__ = [
+    "DEFAULT_CONTEXT_LENGTH",
+    "ENV_PREFIX",
+    "ServerState",
+    "app_from_env",
+    "create_app",
+    "endpoints",
+]

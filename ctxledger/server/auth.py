@@ -25,7 +25,9 @@ def read_token_file(path: str | Path) -> str:
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise InvalidInput(f"cannot read the token file {str(path)!r}: {exc.strerror or exc}") from None
+        raise InvalidInput(
+            f"cannot read the token file {str(path)!r}: {exc.strerror or exc}"
+        ) from None
     if len(token) < 16 or any(c.isspace() for c in token):
         raise InvalidInput(f"the token in {str(path)!r} must be one word of at least 16 characters")
     return token

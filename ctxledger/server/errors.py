@@ -20,8 +20,12 @@ from ctxledger.errors import (
     IntegrityError,
     InvalidInput,
     InvalidMessage,
-    SessionEnded,
+    NotFound,
+    SessionEndedError,
     StorageFullError,
+    UnknownBlob,
+    UnknownCompaction,
+    UnknownMessage,
     UnknownSession,
 )
 
@@ -30,8 +34,12 @@ _MAP: tuple[tuple[type[Exception], int, str], ...] = (
     (InvalidMessage, 422, "invalid_message"),
     (InvalidInput, 422, "invalid_input"),
     (UnknownSession, 404, "unknown_session"),
+    (UnknownMessage, 404, "unknown_message"),
+    (UnknownCompaction, 404, "unknown_compaction"),
+    (UnknownBlob, 404, "unknown_blob"),
+    (NotFound, 404, "not_found"),
     (ConcurrencyError, 409, "version_conflict"),
-    (SessionEnded, 409, "session_ended"),
+    (SessionEndedError, 409, "session_ended"),
     (StorageFullError, 507, "storage_full"),
     (IntegrityError, 500, "integrity_error"),
     (ContextOverflowError, 422, "context_overflow"),
@@ -62,7 +70,11 @@ def classify(exc: Exception) -> tuple[int, str, dict[str, Any]]:
         if isinstance(exc, cls):
             extra: dict[str, Any] = {}
             if isinstance(exc, ConcurrencyError):
-                extra = {"session_id": exc.stream, "current_version": exc.actual, "expected_version": exc.expected}
+                extra = {
+                    "session_id": exc.stream,
+                    "current_version": exc.actual,
+                    "expected_version": exc.expected,
+                }
             return status, code, extra
     return 500, "internal", {}
 
@@ -76,9 +88,15 @@ def message_of(exc: Exception) -> str:
 def error_response(exc: Exception) -> JSONResponse:
     """The state API's error body for `exc`."""
     status, code, extra = classify(exc)
-    message = message_of(exc) if status < 500 or code != "internal" else f"internal error: {message_of(exc)}"
+    message = (
+        message_of(exc)
+        if status < 500 or code != "internal"
+        else f"internal error: {message_of(exc)}"
+    )
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status, headers=headers)
+    return JSONResponse(
+        {"error": {"code": code, "message": message, **extra}}, status_code=status, headers=headers
+    )
 
 
 _OPENAI_TYPES = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}
@@ -88,7 +106,9 @@ _ANTHROPIC_TYPES = {401: "authentication_error", 404: "not_found_error", 413: "r
 def provider_error_body(api: str, status: int, code: str, message: str) -> dict[str, Any]:
     """An error in the OpenAI or Anthropic shape (with our ``code``), for the proxy endpoints."""
     if api == "anthropic":
-        kind = _ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+        kind = _ANTHROPIC_TYPES.get(
+            status, "invalid_request_error" if status < 500 else "api_error"
+        )
         return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
     kind = _OPENAI_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}

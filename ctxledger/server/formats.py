@@ -135,15 +135,25 @@ def openai_turn(body: Mapping[str, Any]) -> ClientTurn:
         raise InvalidInput("'tools' must be a list")
     options = body.get("stream_options")
     wants = isinstance(options, Mapping) and bool(options.get("include_usage"))
-    return ClientTurn(model=_model(body), system_prompt=system, messages=messages, tools=tools,
-                      stream=bool(body.get("stream")), max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
-                      wants_usage=wants)
+    return ClientTurn(
+        model=_model(body),
+        system_prompt=system,
+        messages=messages,
+        tools=tools,
+        stream=bool(body.get("stream")),
+        max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
+        wants_usage=wants,
+    )
 
 
-def openai_upstream(body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None) -> JSONDict:
+def openai_upstream(
+    body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
+) -> JSONDict:
     out = {**body, "messages": view}
     if max_tokens is not None:
-        out["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = max_tokens
+        out["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = (
+            max_tokens
+        )
     if body.get("stream"):
         out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return out
@@ -152,14 +162,24 @@ def openai_upstream(body: Mapping[str, Any], view: list[JSONDict], max_tokens: i
 def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
     """The assistant message to record (only what a provider reads back)."""
     calls = [
-        {"id": c.get("id"), "type": "function",
-         "function": {"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments") or ""}}
-        for c in message.get("tool_calls") or () if isinstance(c, Mapping)
+        {
+            "id": c.get("id"),
+            "type": "function",
+            "function": {
+                "name": (c.get("function") or {}).get("name"),
+                "arguments": (c.get("function") or {}).get("arguments") or "",
+            },
+        }
+        for c in message.get("tool_calls") or ()
+        if isinstance(c, Mapping)
     ]
     content = message.get("content")
     if not calls and not isinstance(content, str | list):
         return None
-    out: JSONDict = {"role": "assistant", "content": content if content is not None else ("" if not calls else None)}
+    out: JSONDict = {
+        "role": "assistant",
+        "content": content if content is not None else ("" if not calls else None),
+    }
     if calls:
         out["tool_calls"] = calls
     return out
@@ -206,7 +226,9 @@ class OpenAIStream:
         if isinstance(delta.get("content"), str):
             self.content.append(delta["content"])
         for call in delta.get("tool_calls") or ():
-            slot = self.calls.setdefault(call.get("index", 0), {"id": None, "name": "", "arguments": ""})
+            slot = self.calls.setdefault(
+                call.get("index", 0), {"id": None, "name": "", "arguments": ""}
+            )
             fn = call.get("function") or {}
             slot["id"] = call.get("id") or slot["id"]
             slot["name"] += fn.get("name") or ""
@@ -219,9 +241,16 @@ class OpenAIStream:
         return self.finish_reason is not None
 
     def reply(self) -> JSONDict | None:
-        calls = [{"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
-                 for _, c in sorted(self.calls.items())]
-        return openai_reply({"content": "".join(self.content) if self.content or not calls else None, "tool_calls": calls})
+        calls = [
+            {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(self.calls.items())
+        ]
+        return openai_reply(
+            {
+                "content": "".join(self.content) if self.content or not calls else None,
+                "tool_calls": calls,
+            }
+        )
 
 
 # --------------------------------------------------------------------------- Anthropic
@@ -242,11 +271,19 @@ def anthropic_turn(body: Mapping[str, Any]) -> ClientTurn:
         raise InvalidInput("'system' must be a string or a list of text blocks")
     tools = openai_tools(body.get("tools"), b, "tools")
     max_tokens = _max_tokens(body, "max_tokens")
-    return ClientTurn(model=_model(body), system_prompt=prompt, messages=[strip_cache_markers(m) for m in b.messages],
-                      tools=tools, stream=bool(body.get("stream")), max_tokens=max_tokens)
+    return ClientTurn(
+        model=_model(body),
+        system_prompt=prompt,
+        messages=[strip_cache_markers(m) for m in b.messages],
+        tools=tools,
+        stream=bool(body.get("stream")),
+        max_tokens=max_tokens,
+    )
 
 
-def anthropic_upstream(body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None) -> JSONDict:
+def anthropic_upstream(
+    body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
+) -> JSONDict:
     system: Any = None
     if view and view[0].get("role") == "system":
         system, view = view[0].get("content"), view[1:]
@@ -320,14 +357,18 @@ class AnthropicStream:
         block = self.blocks.get(index)
         if block is not None and block.get("type") == "tool_use" and index in self.partial:
             parsed = _json(self.partial[index] or "{}")
-            block["input"] = parsed if isinstance(parsed, dict) else {"_raw_arguments": self.partial[index]}
+            block["input"] = (
+                parsed if isinstance(parsed, dict) else {"_raw_arguments": self.partial[index]}
+            )
 
     @property
     def complete(self) -> bool:
         return self.stopped
 
     def reply(self) -> JSONDict | None:
-        blocks = [{k: v for k, v in b.items() if v is not None} for _, b in sorted(self.blocks.items())]
+        blocks = [
+            {k: v for k, v in b.items() if v is not None} for _, b in sorted(self.blocks.items())
+        ]
         try:
             return anthropic_reply(blocks)
         except InvalidInput:

@@ -52,23 +52,36 @@ def content_key(content: Any) -> Any:
 def message_key(message: Mapping[str, Any]) -> Key:
     calls = message.get("tool_calls") or ()
     call_keys = tuple(
-        (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
-        for c in calls if isinstance(c, Mapping)
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
+        for c in calls
+        if isinstance(c, Mapping)
     )
-    return (message.get("role"), content_key(message.get("content")), call_keys, message.get("tool_call_id"))
+    return (
+        message.get("role"),
+        content_key(message.get("content")),
+        call_keys,
+        message.get("tool_call_id"),
+    )
 
 
 def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:
     """A client's own ``cache_control`` markers removed (the service places its own)."""
     content = message.get("content")
-    marked_parts = isinstance(content, list) and any(isinstance(p, Mapping) and "cache_control" in p for p in content)
+    marked_parts = isinstance(content, list) and any(
+        isinstance(p, Mapping) and "cache_control" in p for p in content
+    )
     if "cache_control" not in message and not marked_parts:
         return message if isinstance(message, dict) else dict(message)  # the common case: no copy
     out = {k: v for k, v in message.items() if k != "cache_control"}
     if marked_parts:
         assert isinstance(content, list)
         out["content"] = [
-            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, Mapping) else p for p in content
+            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, Mapping) else p
+            for p in content
         ]
     return out
 
@@ -76,7 +89,9 @@ def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:
 def stable_key(system_prompt: str | None, messages: Sequence[Mapping[str, Any]]) -> str:
     """A session id derived from the system prompt and the first user message."""
     first = next((m for m in messages if m.get("role") == "user"), None)
-    material = msgspec.json.encode([system_prompt or "", content_key(first.get("content")) if first else ""])
+    material = msgspec.json.encode(
+        [system_prompt or "", content_key(first.get("content")) if first else ""]
+    )
     return "px-" + hashlib.sha256(material).hexdigest()[:24]
 
 
@@ -107,7 +122,11 @@ class HistoryIndex:
         messages = self.ledger.transcript.state.messages
         for mid in live[seen:]:
             stored = messages.get(mid)
-            if stored is not None and stored.session_id == session_id and stored.origin == "appended":
+            if (
+                stored is not None
+                and stored.session_id == session_id
+                and stored.origin == "appended"
+            ):
                 appended.append(stored.message)
         self._appended[session_id] = (len(live), appended)
         return appended
@@ -156,7 +175,20 @@ class HistoryIndex:
                 closest = (common, line)
         if best is not None:
             return Match(session_id=self.ledger.tip(best[1]), suffix_start=best[0])
-        return Match(session_id=self.ledger.tip(closest[1]), suffix_start=0, branch=True, common=max(closest[0], 0))
+        return Match(
+            session_id=self.ledger.tip(closest[1]),
+            suffix_start=0,
+            branch=True,
+            common=max(closest[0], 0),
+        )
 
 
-__all__ = ["HistoryIndex", "Key", "Match", "content_key", "message_key", "stable_key", "strip_cache_markers"]
+__all__ = [
+    "HistoryIndex",
+    "Key",
+    "Match",
+    "content_key",
+    "message_key",
+    "stable_key",
+    "strip_cache_markers",
+]

@@ -45,7 +45,10 @@ def _operation(e: Endpoint) -> dict[str, Any]:
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
         for name in re.findall(r"{(\w+)}", e.path)
     ]
-    params += [{"name": q.name, "in": "query", "required": q.required, "schema": _schema_of(q)} for q in e.query]
+    params += [
+        {"name": q.name, "in": "query", "required": q.required, "schema": _schema_of(q)}
+        for q in e.query
+    ]
     if params:
         op["parameters"] = params
     if e.body is not None:
@@ -55,21 +58,42 @@ def _operation(e: Endpoint) -> dict[str, Any]:
             "required": [p.name for p in e.body if p.required],
             "additionalProperties": False,
         }
-        op["requestBody"] = {"required": bool(body_schema["required"]),
-                             "content": {"application/json": {"schema": body_schema}}}
+        op["requestBody"] = {
+            "required": bool(body_schema["required"]),
+            "content": {"application/json": {"schema": body_schema}},
+        }
     elif e.auth == "proxy":
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {
-            "type": "object", "description": "the provider's own request body, forwarded after compaction"}}}}
+        op["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "description": "the provider's own request body, forwarded after compaction",
+                    }
+                }
+            },
+        }
     media = "text/event-stream" if e.stream and e.tag == "events" else "application/json"
-    content: dict[str, Any] = {media: {"schema": {"type": "object"} if media == "application/json" else {"type": "string"}}}
+    content: dict[str, Any] = {
+        media: {"schema": {"type": "object"} if media == "application/json" else {"type": "string"}}
+    }
     if e.tag == "proxy":
         content["text/event-stream"] = {"schema": {"type": "string"}}
     ok = {"description": "OK", "content": content}
-    responses: dict[str, Any] = {str(min(e.responses, default=200)) if 201 in e.responses else "200": ok}
-    for status, text in {**_ERRORS, **{str(k): v for k, v in e.responses.items() if k >= 400}}.items():
+    responses: dict[str, Any] = {
+        str(min(e.responses, default=200)) if 201 in e.responses else "200": ok
+    }
+    for status, text in {
+        **_ERRORS,
+        **{str(k): v for k, v in e.responses.items() if k >= 400},
+    }.items():
         if status == "401" and e.auth == "none":
             continue
-        responses[status] = {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        responses[status] = {
+            "description": text,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
     op["responses"] = responses
     if e.auth == "bearer":
         op["security"] = [{"bearer": []}]

@@ -34,7 +34,7 @@ from starlette.types import Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
 from ctxledger.messages import validate_messages
-from ctxledger.runtime.results import json_safe
+from ctxledger.runtime.service_io import json_safe
 from ctxledger.server.auth import require_proxy_token
 from ctxledger.server.errors import HTTPError, message_of, provider_error_body
 from ctxledger.server.formats import (
@@ -53,17 +53,32 @@ from ctxledger.server.history import stable_key
 from ctxledger.server.routing import Endpoint, json_object
 
 if TYPE_CHECKING:
-    from ctxledger.server.app import ServerState
+    from ctxledger.server.state import ServerState
 
 log = logging.getLogger("ctxledger.server")
 
 SESSION_HEADER = "x-ctxledger-session"
 CONTEXT_HEADER = "x-ctxledger-context-length"
 #: client headers passed to the upstream (its auth and API version), nothing else
-FORWARDED_HEADERS = ("authorization", "x-api-key", "anthropic-version", "anthropic-beta",
-                     "openai-organization", "openai-project")
-_DROPPED_RESPONSE_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection",
-                                       "keep-alive", "date", "server"})
+FORWARDED_HEADERS = (
+    "authorization",
+    "x-api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-organization",
+    "openai-project",
+)
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "date",
+        "server",
+    }
+)
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
 
 Accumulator = OpenAIStream | AnthropicStream
@@ -78,11 +93,17 @@ class Api:
     json_reply: Callable[[Any], tuple[dict[str, Any] | None, dict[str, Any] | None]]
 
     def accumulator(self, turn: ClientTurn) -> Accumulator:
-        return OpenAIStream(wants_usage=turn.wants_usage) if self.name == "openai" else AnthropicStream()
+        return (
+            OpenAIStream(wants_usage=turn.wants_usage)
+            if self.name == "openai"
+            else AnthropicStream()
+        )
 
 
 OPENAI = Api("openai", "/chat/completions", openai_turn, openai_upstream, openai_json_reply)
-ANTHROPIC = Api("anthropic", "/v1/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply)
+ANTHROPIC = Api(
+    "anthropic", "/v1/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply
+)
 
 
 def _error(api: Api, status: int, code: str, message: str) -> Response:
@@ -96,7 +117,9 @@ def _family(request: Request, turn: ClientTurn) -> str:
     if header is None:
         return stable_key(turn.system_prompt, turn.messages)
     if not _SESSION_ID.match(header.strip()):
-        raise InvalidInput(f"{SESSION_HEADER} must be 1-200 characters of letters, digits and ._:@-")
+        raise InvalidInput(
+            f"{SESSION_HEADER} must be 1-200 characters of letters, digits and ._:@-"
+        )
     return header.strip()
 
 
@@ -112,7 +135,9 @@ def _context_length(request: Request, state: ServerState) -> int:
 class Turn:
     """One proxied request, from its arrival to its recorded reply."""
 
-    def __init__(self, state: ServerState, api: Api, request: Request, body: dict[str, Any], turn: ClientTurn) -> None:
+    def __init__(
+        self, state: ServerState, api: Api, request: Request, body: dict[str, Any], turn: ClientTurn
+    ) -> None:
         self.state, self.api, self.request, self.body, self.turn = state, api, request, body, turn
         self.svc = state.service
         self.session_id = ""
@@ -125,20 +150,34 @@ class Turn:
         suffix = turn.messages
         if family not in ledger.chains.state.sessions:
             self._check_whole(suffix)
-            sid = await svc.start_session(model=turn.model, context_length=context_length, system_prompt=turn.system_prompt,
-                                          tools=turn.tools or None, session_id=family, title=f"proxy ({self.api.name})")
+            sid = await svc.start_session(
+                model=turn.model,
+                context_length=context_length,
+                system_prompt=turn.system_prompt,
+                tools=turn.tools or None,
+                session_id=family,
+                title=f"proxy ({self.api.name})",
+            )
         else:
             match = self.state.history.match(family, suffix, turn.system_prompt)
             sid = match.session_id
             if match.branch:
                 self._check_whole(suffix)
                 parent = ledger.transcript.session(sid)
-                sid = await svc.start_session(model=turn.model, context_length=parent.context_length,
-                                              system_prompt=turn.system_prompt, tools=turn.tools or None,
-                                              parent_session_id=sid, reason="branch", title=f"proxy branch of {family}")
-                self.notices.append(f"history diverges from the ledger after {match.common} messages: branched as {sid}")
+                sid = await svc.start_session(
+                    model=turn.model,
+                    context_length=parent.context_length,
+                    system_prompt=turn.system_prompt,
+                    tools=turn.tools or None,
+                    parent_session_id=sid,
+                    reason="branch",
+                    title=f"proxy branch of {family}",
+                )
+                self.notices.append(
+                    f"history diverges from the ledger after {match.common} messages: branched as {sid}"
+                )
             else:
-                suffix = suffix[match.suffix_start:]
+                suffix = suffix[match.suffix_start :]
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
         result = await svc.preflight(sid)
@@ -152,7 +191,9 @@ class Turn:
         json_safe(messages, "messages")
 
     def _headers(self) -> dict[str, str]:
-        headers = {k: v for k in FORWARDED_HEADERS if (v := self.request.headers.get(k)) is not None}
+        headers = {
+            k: v for k in FORWARDED_HEADERS if (v := self.request.headers.get(k)) is not None
+        }
         headers["content-type"] = "application/json"
         return headers
 
@@ -162,23 +203,35 @@ class Turn:
         max_tokens = self.turn.max_tokens
         retries = self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
-            payload = self.api.upstream(self.body, self.svc.api_messages(self.session_id), max_tokens)
+            payload = self.api.upstream(
+                self.body, self.svc.api_messages(self.session_id), max_tokens
+            )
             try:
                 content = msgspec.json.encode(payload)
-                req = self.state.client.build_request("POST", url, content=content, headers=self._headers())
+                req = self.state.client.build_request(
+                    "POST", url, content=content, headers=self._headers()
+                )
                 resp = await self.state.client.send(req, stream=True)
             except httpx.HTTPError as exc:
-                return _error(self.api, 502, "upstream_unreachable", f"upstream {url} failed: {message_of(exc)}")
+                return _error(
+                    self.api,
+                    502,
+                    "upstream_unreachable",
+                    f"upstream {url} failed: {message_of(exc)}",
+                )
             if resp.status_code < 400:
                 return resp
             error_body = await resp.aread()
             await resp.aclose()
-            failed = Response(error_body, status_code=resp.status_code, headers=_response_headers(resp))
+            failed = Response(
+                error_body, status_code=resp.status_code, headers=_response_headers(resp)
+            )
             if attempt == retries:
                 return failed
             try:
                 recovery = await self.svc.handle_provider_error(
-                    self.session_id, resp.status_code, error_body, requested_max_tokens=max_tokens)
+                    self.session_id, resp.status_code, error_body, requested_max_tokens=max_tokens
+                )
             except ContextOverflowError as exc:
                 self.notices.append(str(exc))
                 return failed
@@ -186,10 +239,14 @@ class Turn:
                 return failed
             self.session_id = recovery.session_id
             max_tokens = recovery.max_tokens or max_tokens
-            self.notices.append(f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying")
+            self.notices.append(
+                f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying"
+            )
         raise AssertionError("unreachable")
 
-    async def record_reply(self, reply: dict[str, Any] | None, usage: Mapping[str, Any] | None) -> None:
+    async def record_reply(
+        self, reply: dict[str, Any] | None, usage: Mapping[str, Any] | None
+    ) -> None:
         """Append the reply, then report the real usage (which may compact in the loop)."""
         try:
             if reply is not None:
@@ -212,8 +269,10 @@ class TurnStream(Response):
         # not Response.__init__: it would declare a Content-Length for an empty body
         self.status_code = upstream.status_code
         self.background = None
-        self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                            for k, v in _response_headers(upstream).items()]
+        self.raw_headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1"))
+            for k, v in _response_headers(upstream).items()
+        ]
         self.turn, self.upstream, self.release = turn, upstream, release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -221,14 +280,22 @@ class TurnStream(Response):
         parser = SSEParser()
         delivered = False
         try:
-            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
             try:
                 async for chunk in self.upstream.aiter_bytes():
                     out = b"".join(ev.raw for ev in parser.feed(chunk) if acc.feed(ev))
                     if out:
                         await send({"type": "http.response.body", "body": out, "more_body": True})
             except httpx.HTTPError as exc:
-                log.warning("upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc))
+                log.warning(
+                    "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
+                )
             await send({"type": "http.response.body", "body": parser.rest(), "more_body": False})
             delivered = True
         except OSError as exc:  # the client went away mid-stream
@@ -247,8 +314,12 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     if state.guard_proxy:
         require_proxy_token(request, state.token)
     if api.name != state.api:
-        raise HTTPError(404, "wrong_api", f"this proxy forwards to an {state.api} upstream; "
-                        f"{request.url.path} is not served (start another with --api {api.name})")
+        raise HTTPError(
+            404,
+            "wrong_api",
+            f"this proxy forwards to an {state.api} upstream; "
+            f"{request.url.path} is not served (start another with --api {api.name})",
+        )
     body = await json_object(request)
     turn = api.turn(body)
     family = _family(request, turn)
@@ -293,10 +364,26 @@ def _handler(api: Api) -> Callable[[Request, ServerState], Awaitable[Response]]:
 
 
 ENDPOINTS = [
-    Endpoint("POST", "/v1/chat/completions", _handler(OPENAI), "OpenAI chat completions through the compacting proxy",
-             tag="proxy", auth="proxy", body=None, stream=True),
-    Endpoint("POST", "/v1/messages", _handler(ANTHROPIC), "Anthropic messages through the compacting proxy",
-             tag="proxy", auth="proxy", body=None, stream=True),
+    Endpoint(
+        "POST",
+        "/v1/chat/completions",
+        _handler(OPENAI),
+        "OpenAI chat completions through the compacting proxy",
+        tag="proxy",
+        auth="proxy",
+        body=None,
+        stream=True,
+    ),
+    Endpoint(
+        "POST",
+        "/v1/messages",
+        _handler(ANTHROPIC),
+        "Anthropic messages through the compacting proxy",
+        tag="proxy",
+        auth="proxy",
+        body=None,
+        stream=True,
+    ),
 ]
 
 __all__ = ["ANTHROPIC", "ENDPOINTS", "OPENAI", "SESSION_HEADER", "Api", "Turn", "TurnStream"]

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger import audit_chain, audit_compaction, diff, expand, recall, trace
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.errors import InvalidInput
 from ctxledger.server.routing import (
     JSON,
@@ -25,7 +26,7 @@ from ctxledger.server.routing import (
 )
 
 if TYPE_CHECKING:
-    from ctxledger.server.app import ServerState
+    from ctxledger.server.state import ServerState
 
 
 async def sessions(request: Request, state: ServerState) -> Response:
@@ -34,13 +35,21 @@ async def sessions(request: Request, state: ServerState) -> Response:
     rows = []
     for node in ledger.sessions():
         view = ledger.transcript.session(node.session_id)
-        rows.append({
-            "session_id": node.session_id, "kind": ledger.chains.kind(node.session_id),
-            "parent_session_id": node.parent_session_id, "model": view.model,
-            "context_length": view.context_length, "messages": len(view.live),
-            "tokens": ledger.transcript.total_tokens(node.session_id), "ended": view.ended,
-            "end_reason": view.end_reason, "title": node.title, "version": view.version,
-        })
+        rows.append(
+            {
+                "session_id": node.session_id,
+                "kind": ledger.chains.kind(node.session_id),
+                "parent_session_id": node.parent_session_id,
+                "model": view.model,
+                "context_length": view.context_length,
+                "messages": len(view.live),
+                "tokens": ledger.transcript.total_tokens(node.session_id),
+                "ended": view.ended,
+                "end_reason": view.end_reason,
+                "title": node.title,
+                "version": view.version,
+            }
+        )
     return JSON({"sessions": rows})
 
 
@@ -49,30 +58,44 @@ async def chain(request: Request, state: ServerState) -> Response:
     ledger, chains = state.ledger, state.ledger.chains
     members = chains.chain(sid)
     tip = chains.tip(sid)
-    return JSON({
-        "session_id": sid, "root": members[0], "tip": tip,
-        "compression_count": chains.compression_count(tip),
-        "chain": [
-            {**msgspec.to_builtins(chains.lineage(m)), "kind": chains.kind(m),
-             "messages": len(ledger.transcript.session(m).live)}
-            for m in members
-        ],
-    })
+    return JSON(
+        {
+            "session_id": sid,
+            "root": members[0],
+            "tip": tip,
+            "compression_count": chains.compression_count(tip),
+            "chain": [
+                {
+                    **msgspec.to_builtins(chains.lineage(m)),
+                    "kind": chains.kind(m),
+                    "messages": len(ledger.transcript.session(m).live),
+                }
+                for m in members
+            ],
+        }
+    )
 
 
 async def usage(request: Request, state: ServerState) -> Response:
     sid = state.ledger_resolve(path_param(request, "session_id"))
     ledger = state.ledger
-    return JSON({"session_id": sid, "session": ledger.usage(sid).to_dict(), "chain": ledger.chain_usage(sid).to_dict()})
+    return JSON(
+        {
+            "session_id": sid,
+            "session": ledger.usage(sid).to_dict(),
+            "chain": ledger.chain_usage(sid).to_dict(),
+        }
+    )
 
 
 async def replay(request: Request, state: ServerState) -> Response:
-    # the replay module moves with the analysis package; imported here only
-    from ctxledger.replay import rebuild_check, verify_compactions
-
     sid = state.ledger_resolve(path_param(request, "session_id"))
     report = rebuild_check(state.ledger, sid)
-    out: dict[str, Any] = {"session_id": sid, "equal": report.equal, "rebuild": msgspec.to_builtins(report)}
+    out: dict[str, Any] = {
+        "session_id": sid,
+        "equal": report.equal,
+        "rebuild": msgspec.to_builtins(report),
+    }
     if query_bool(request, "verify"):
         checks = verify_compactions(state.ledger, sid)
         out["drifted"] = checks.drifted
@@ -122,20 +145,65 @@ _S = "/v1/sessions/{session_id}"
 _READ = "read"
 ENDPOINTS = [
     Endpoint("GET", "/v1/sessions", sessions, "Every session, oldest first", tag=_READ),
-    Endpoint("GET", _S + "/chain", chain, "Lineage: the compression chain, branches, the tip", tag=_READ),
-    Endpoint("GET", _S + "/usage", usage, "Canonical usage of the session and its chain", tag=_READ),
-    Endpoint("GET", _S + "/replay", replay, "Rebuild the chain's projections from the log and compare (verify: re-plan)",
-             tag=_READ, query=(Param("verify", "boolean", False, "also re-plan every recorded compaction"),)),
-    Endpoint("GET", _S + "/audit", audit_session, "Facts each compaction of the chain kept and lost", tag=_READ),
-    Endpoint("GET", _S + "/trace", trace_fact, "The life of one fact across messages and compactions", tag=_READ,
-             query=(Param("fact", "string", True),)),
-    Endpoint("GET", _S + "/recall", recall_query, "Full-text search over every message the chain held", tag=_READ,
-             query=(Param("query", "string", True), Param("limit", "integer"))),
-    Endpoint("GET", "/v1/compactions/{compaction_id}/expand", expand_compaction,
-             "The original messages a compaction's summary replaced", tag=_READ),
-    Endpoint("GET", "/v1/compactions/{compaction_id}/audit", audit_one, "Facts one compaction kept and lost", tag=_READ),
-    Endpoint("GET", "/v1/diff", diff_refs, "Differences between sessions, SESSION@SEQ points or compactions", tag=_READ,
-             query=(Param("a", "string", True), Param("b", "string"))),
+    Endpoint(
+        "GET", _S + "/chain", chain, "Lineage: the compression chain, branches, the tip", tag=_READ
+    ),
+    Endpoint(
+        "GET", _S + "/usage", usage, "Canonical usage of the session and its chain", tag=_READ
+    ),
+    Endpoint(
+        "GET",
+        _S + "/replay",
+        replay,
+        "Rebuild the chain's projections from the log and compare (verify: re-plan)",
+        tag=_READ,
+        query=(Param("verify", "boolean", False, "also re-plan every recorded compaction"),),
+    ),
+    Endpoint(
+        "GET",
+        _S + "/audit",
+        audit_session,
+        "Facts each compaction of the chain kept and lost",
+        tag=_READ,
+    ),
+    Endpoint(
+        "GET",
+        _S + "/trace",
+        trace_fact,
+        "The life of one fact across messages and compactions",
+        tag=_READ,
+        query=(Param("fact", "string", True),),
+    ),
+    Endpoint(
+        "GET",
+        _S + "/recall",
+        recall_query,
+        "Full-text search over every message the chain held",
+        tag=_READ,
+        query=(Param("query", "string", True), Param("limit", "integer")),
+    ),
+    Endpoint(
+        "GET",
+        "/v1/compactions/{compaction_id}/expand",
+        expand_compaction,
+        "The original messages a compaction's summary replaced",
+        tag=_READ,
+    ),
+    Endpoint(
+        "GET",
+        "/v1/compactions/{compaction_id}/audit",
+        audit_one,
+        "Facts one compaction kept and lost",
+        tag=_READ,
+    ),
+    Endpoint(
+        "GET",
+        "/v1/diff",
+        diff_refs,
+        "Differences between sessions, SESSION@SEQ points or compactions",
+        tag=_READ,
+        query=(Param("a", "string", True), Param("b", "string")),
+    ),
 ]
 
 __all__ = ["ENDPOINTS"]

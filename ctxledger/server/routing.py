@@ -21,7 +21,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.server.errors import HTTPError
 
 if TYPE_CHECKING:
-    from ctxledger.server.app import ServerState
+    from ctxledger.server.state import ServerState
 
 Handler = Callable[[Request, "ServerState"], Awaitable[Response]]
 
@@ -104,7 +104,9 @@ def check_fields(data: Mapping[str, Any], fields: tuple[Param, ...]) -> None:
     known = {f.name: f for f in fields}
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise InvalidInput(f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(known)}")
+        raise InvalidInput(
+            f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(known)}"
+        )
     for f in fields:
         if f.name not in data or data[f.name] is None:
             if f.required:

@@ -21,12 +21,12 @@ from starlette.responses import Response, StreamingResponse
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionStarted
-from ctxledger.eventstore.base import EventStore, Recorded
+from ctxledger.eventstore import EventStore, Recorded
 from ctxledger.projections import ChainsProjection
 from ctxledger.server.routing import Endpoint, Param, path_param, query_bool, query_int
 
 if TYPE_CHECKING:
-    from ctxledger.server.app import ServerState
+    from ctxledger.server.state import ServerState
 
 #: a comment line is sent when nothing happened for this long, so proxies keep the stream open
 KEEPALIVE_SECONDS = 15.0
@@ -47,10 +47,15 @@ def family_of(chains: ChainsProjection, session_id: str) -> set[str]:
 
 
 def format_event(recorded: Recorded) -> bytes:
-    data = msgspec.json.encode({
-        "seq": recorded.seq, "stream": recorded.stream, "version": recorded.version,
-        "hash": recorded.hash, "event": recorded.event,
-    })
+    data = msgspec.json.encode(
+        {
+            "seq": recorded.seq,
+            "stream": recorded.stream,
+            "version": recorded.version,
+            "hash": recorded.hash,
+            "event": recorded.event,
+        }
+    )
     kind = type(recorded.event).__name__
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.seq, kind.encode(), data)
 
@@ -91,7 +96,10 @@ async def event_feed(
                     yield b": keepalive\n\n"
                 continue
             if family is not None:
-                if isinstance(recorded.event, SessionStarted) and recorded.event.parent_session_id in family:
+                if (
+                    isinstance(recorded.event, SessionStarted)
+                    and recorded.event.parent_session_id in family
+                ):
                     family.add(recorded.stream)
                 if recorded.stream not in family:
                     if end is not None and recorded.seq >= end:
@@ -138,16 +146,39 @@ async def session_events(request: Request, state: ServerState) -> Response:
 
 
 _QUERY = (
-    Param("after", "integer", False, "stream events after this sequence number (default 0; or Last-Event-ID)"),
+    Param(
+        "after",
+        "integer",
+        False,
+        "stream events after this sequence number (default 0; or Last-Event-ID)",
+    ),
     Param("limit", "integer", False, "stop after this many events"),
-    Param("follow", "boolean", False, "keep following the log (default true); false stops at its current end"),
+    Param(
+        "follow",
+        "boolean",
+        False,
+        "keep following the log (default true); false stops at its current end",
+    ),
 )
 ENDPOINTS = [
-    Endpoint("GET", "/v1/events", all_events, "Every event of the log, live (Server-Sent Events)", tag="events",
-             query=_QUERY, stream=True),
-    Endpoint("GET", "/v1/sessions/{session_id}/events", session_events,
-             "The events of a session's family (chain, branches), live (Server-Sent Events)", tag="events",
-             query=_QUERY, stream=True),
+    Endpoint(
+        "GET",
+        "/v1/events",
+        all_events,
+        "Every event of the log, live (Server-Sent Events)",
+        tag="events",
+        query=_QUERY,
+        stream=True,
+    ),
+    Endpoint(
+        "GET",
+        "/v1/sessions/{session_id}/events",
+        session_events,
+        "The events of a session's family (chain, branches), live (Server-Sent Events)",
+        tag="events",
+        query=_QUERY,
+        stream=True,
+    ),
 ]
 
 __all__ = ["ENDPOINTS", "event_feed", "family_of", "format_event"]

@@ -26,7 +26,7 @@ from ctxledger.server.routing import (
 )
 
 if TYPE_CHECKING:
-    from ctxledger.server.app import ServerState
+    from ctxledger.server.state import ServerState
 
 
 def turn_json(state: ServerState, result: TurnResult) -> dict[str, Any]:
@@ -62,19 +62,31 @@ async def start_session(request: Request, state: ServerState) -> Response:
 
 _APPEND = (
     Param("messages", "array", True, "OpenAI-shape chat messages"),
-    Param("expected_version", "integer", False, "optimistic concurrency: 409 unless the session is at this version"),
+    Param(
+        "expected_version",
+        "integer",
+        False,
+        "optimistic concurrency: 409 unless the session is at this version",
+    ),
 )
 
 
 async def append(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _APPEND)
     sid = path_param(request, "session_id")
-    result = await state.service.append(sid, body["messages"], expected_version=body.get("expected_version"))
+    result = await state.service.append(
+        sid, body["messages"], expected_version=body.get("expected_version")
+    )
     return JSON(turn_json(state, result))
 
 
 _USAGE = (
-    Param("usage", "object", True, "the provider's usage block (OpenAI chat, Responses or Anthropic shape)"),
+    Param(
+        "usage",
+        "object",
+        True,
+        "the provider's usage block (OpenAI chat, Responses or Anthropic shape)",
+    ),
     Param("model", "string"),
     Param("cost_usd", "number"),
 )
@@ -83,7 +95,9 @@ _USAGE = (
 async def report_usage(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _USAGE)
     sid = path_param(request, "session_id")
-    result = await state.service.report_usage(sid, body["usage"], model=body.get("model"), cost_usd=body.get("cost_usd"))
+    result = await state.service.report_usage(
+        sid, body["usage"], model=body.get("model"), cost_usd=body.get("cost_usd")
+    )
     return JSON(turn_json(state, result))
 
 
@@ -112,8 +126,15 @@ async def compress(request: Request, state: ServerState) -> Response:
         return JSON(turn_json(state, await state.service.compress(sid, focus=body.get("focus"))))
     tip = state.service.tip(sid)
     svc = state.service
-    outcome = await compact(svc.ledger, tip, svc.summarizer, config=svc.config, focus=body.get("focus"),
-                            trigger="manual", dry_run=True)
+    outcome = await compact(
+        svc.ledger,
+        tip,
+        svc.summarizer,
+        config=svc.config,
+        focus=body.get("focus"),
+        trigger="manual",
+        dry_run=True,
+    )
     return JSON({"session_id": tip, "dry_run": True, **plan_json(state, tip, outcome)})
 
 
@@ -142,7 +163,10 @@ async def provider_error(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _PROVIDER_ERROR)
     sid = path_param(request, "session_id")
     recovery = await state.service.handle_provider_error(
-        sid, body.get("status"), body.get("body"), requested_max_tokens=body.get("requested_max_tokens")
+        sid,
+        body.get("status"),
+        body.get("body"),
+        requested_max_tokens=body.get("requested_max_tokens"),
     )
     out: dict[str, Any] = msgspec.to_builtins(recovery)
     out["version"] = state.ledger.version(recovery.session_id)
@@ -184,21 +208,71 @@ async def end_session(request: Request, state: ServerState) -> Response:
 
 _S = "/v1/sessions/{session_id}"
 ENDPOINTS = [
-    Endpoint("POST", "/v1/sessions", start_session, "Start a session", body=_START, responses={201: "the new session id"}),
+    Endpoint(
+        "POST",
+        "/v1/sessions",
+        start_session,
+        "Start a session",
+        body=_START,
+        responses={201: "the new session id"},
+    ),
     Endpoint("GET", _S, session_status, "The tip's numbers and runtime state (and its version)"),
-    Endpoint("POST", _S + "/messages", append, "Append messages (all or nothing; optional expected version)", body=_APPEND,
-             responses={409: "expected_version is stale: nothing written; current_version says where the session is"}),
-    Endpoint("POST", _S + "/usage", report_usage, "Report a provider response's usage (may compact in the loop)", body=_USAGE),
-    Endpoint("POST", _S + "/preflight", preflight, "Before a model call: compact if system + messages + tools ≥ threshold", body=()),
+    Endpoint(
+        "POST",
+        _S + "/messages",
+        append,
+        "Append messages (all or nothing; optional expected version)",
+        body=_APPEND,
+        responses={
+            409: "expected_version is stale: nothing written; current_version says where the session is"
+        },
+    ),
+    Endpoint(
+        "POST",
+        _S + "/usage",
+        report_usage,
+        "Report a provider response's usage (may compact in the loop)",
+        body=_USAGE,
+    ),
+    Endpoint(
+        "POST",
+        _S + "/preflight",
+        preflight,
+        "Before a model call: compact if system + messages + tools ≥ threshold",
+        body=(),
+    ),
     Endpoint("POST", _S + "/hygiene", hygiene, "Gateway safety net (85 % of the window)", body=()),
-    Endpoint("POST", _S + "/compress", compress, "Manual /compress (focus, dry run)", body=_COMPRESS),
-    Endpoint("POST", _S + "/provider-error", provider_error, "Classify a provider error; returns how to retry",
-             body=_PROVIDER_ERROR),
-    Endpoint("POST", _S + "/end", end_session, "End the session's chain", body=(Param("reason", "string"),)),
-    Endpoint("GET", _S + "/api-messages", api_messages, "The view to send the model (cache markers when enabled)",
-             query=(Param("cache", "boolean", False, "force prompt-cache markers on or off"),)),
-    Endpoint("GET", "/v1/persisted/{ref}", read_persisted, "A slice of a persisted tool output (the read_persisted tool)",
-             query=(Param("offset", "integer"), Param("limit", "integer"))),
+    Endpoint(
+        "POST", _S + "/compress", compress, "Manual /compress (focus, dry run)", body=_COMPRESS
+    ),
+    Endpoint(
+        "POST",
+        _S + "/provider-error",
+        provider_error,
+        "Classify a provider error; returns how to retry",
+        body=_PROVIDER_ERROR,
+    ),
+    Endpoint(
+        "POST",
+        _S + "/end",
+        end_session,
+        "End the session's chain",
+        body=(Param("reason", "string"),),
+    ),
+    Endpoint(
+        "GET",
+        _S + "/api-messages",
+        api_messages,
+        "The view to send the model (cache markers when enabled)",
+        query=(Param("cache", "boolean", False, "force prompt-cache markers on or off"),),
+    ),
+    Endpoint(
+        "GET",
+        "/v1/persisted/{ref}",
+        read_persisted,
+        "A slice of a persisted tool output (the read_persisted tool)",
+        query=(Param("offset", "integer"), Param("limit", "integer")),
+    ),
 ]
 
 __all__ = ["ENDPOINTS", "plan_json", "turn_json"]

@@ -19,8 +19,8 @@ from ctxledger.events import Event, LayoutEntry, SessionStarted, SessionSwitched
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.sharegpt import turns_to_messages
-from ctxledger.importing import import_sessions
-from ctxledger.ledger import Ledger
+from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.importing import import_sessions
 from ctxledger.tokens import count_message
 from ctxledger.trajectories.batch import metrics_path_for, read_records
 from ctxledger.trajectories.core import TrajectoryMetrics
@@ -38,7 +38,11 @@ def _count_without_system(turns: Sequence[Mapping[str, Any]]) -> int:
 
 
 def record_trajectory(
-    ledger: Ledger, key: str, before: Mapping[str, Any], after: Mapping[str, Any], metrics: TrajectoryMetrics
+    ledger: Ledger,
+    key: str,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    metrics: TrajectoryMetrics,
 ) -> str | None:
     """Append one compressed trajectory as a session and its compaction; returns the continuation id."""
     start, end = metrics.turns_compressed_start, metrics.turns_compressed_end
@@ -46,40 +50,80 @@ def record_trajectory(
         return None
     turns_in, turns_out = list(before["conversations"]), list(after["conversations"])
     system, messages = _split(turns_in)
-    session = ImportedSession(key=key, source_format="sharegpt", messages=messages, system_prompt=system, title=key)
+    session = ImportedSession(
+        key=key, source_format="sharegpt", messages=messages, system_prompt=system, title=key
+    )
     sid = import_sessions(ledger, [session])[0]
     ids = ledger.transcript.live_ids(sid)
     head_n, mid_end = _count_without_system(turns_in[:start]), _count_without_system(turns_in[:end])
     summary_turn = turns_out[start]
-    new_system, _ = _split(turns_out[:1]) if turns_out and turns_out[0].get("from") == "system" else (system, [])
+    new_system, _ = (
+        _split(turns_out[:1])
+        if turns_out and turns_out[0].get("from") == "system"
+        else (system, [])
+    )
     summary_msg = {"role": "user", "content": str(summary_turn.get("value", ""))}
     encoding = ledger.transcript.session(sid).encoding
     summary_id, new_sid, cid = ledger.ids("msg"), ledger.ids("ses"), ledger.ids("cmp")
-    layout = [LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[:head_n]]
-    layout.append(LayoutEntry(message_id=summary_id, origin="summary", message=summary_msg, tokens=count_message(summary_msg, encoding)))
-    layout += [LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[mid_end:]]
+    layout = [
+        LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[:head_n]
+    ]
+    layout.append(
+        LayoutEntry(
+            message_id=summary_id,
+            origin="summary",
+            message=summary_msg,
+            tokens=count_message(summary_msg, encoding),
+        )
+    )
+    layout += [
+        LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[mid_end:]
+    ]
     base = ledger.event_fields
     view = ledger.transcript.session(sid)
     old: list[Event] = [
         SummaryGenerated(
-            **base(sid), compaction_id=cid, summarizer="trajectory", model=None, prompt_hash="",
-            input_message_ids=ids[head_n:mid_end], budget_tokens=metrics.summary_tokens, text=summary_msg["content"],
+            **base(sid),
+            compaction_id=cid,
+            summarizer="trajectory",
+            model=None,
+            prompt_hash="",
+            input_message_ids=ids[head_n:mid_end],
+            budget_tokens=metrics.summary_tokens,
+            text=summary_msg["content"],
         ),
         SessionSwitched(
-            **base(sid), compaction_id=cid, new_session_id=new_sid, trigger="batch", system_prompt=new_system,
-            system_prompt_tokens=count_message({"role": "system", "content": new_system}, encoding) if new_system else 0,
-            layout=layout, plan={"turns_compressed_start": start, "turns_compressed_end": end},
-            config={}, tokens_before=metrics.original_tokens, tokens_after=metrics.compressed_tokens,
+            **base(sid),
+            compaction_id=cid,
+            new_session_id=new_sid,
+            trigger="batch",
+            system_prompt=new_system,
+            system_prompt_tokens=count_message({"role": "system", "content": new_system}, encoding)
+            if new_system
+            else 0,
+            layout=layout,
+            plan={"turns_compressed_start": start, "turns_compressed_end": end},
+            config={},
+            tokens_before=metrics.original_tokens,
+            tokens_after=metrics.compressed_tokens,
             # API views, as a live compaction counts them: the system message included
             messages_before=len(ids) + int(view.system_prompt is not None),
             messages_after=len(layout) + int(new_system is not None),
         ),
     ]
     started = SessionStarted(
-        **base(new_sid), model=view.model, context_length=view.context_length, parent_session_id=sid,
-        reason="compression", compaction_id=cid, encoding=encoding, source=f"trajectory:{key}",
+        **base(new_sid),
+        model=view.model,
+        context_length=view.context_length,
+        parent_session_id=sid,
+        reason="compression",
+        compaction_id=cid,
+        encoding=encoding,
+        source=f"trajectory:{key}",
     )
-    ledger.append([AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)])
+    ledger.append(
+        [AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)]
+    )
     return new_sid
 
 
@@ -89,7 +133,9 @@ def written_keys(out_path: str | os.PathLike[str]) -> set[str]:
     if not os.path.exists(path):
         return set()
     with open(path, "rb") as fh:
-        return {msgspec.json.decode(line, type=TrajectoryMetrics).key for line in fh if line.strip()}
+        return {
+            msgspec.json.decode(line, type=TrajectoryMetrics).key for line in fh if line.strip()
+        }
 
 
 def record_batch(
@@ -109,7 +155,9 @@ def record_batch(
             before = inputs.get(metrics.key)
             if before is None or metrics.key in (skip_keys or set()):
                 continue
-            new = record_trajectory(ledger, metrics.key, before, msgspec.json.decode(out_line), metrics)
+            new = record_trajectory(
+                ledger, metrics.key, before, msgspec.json.decode(out_line), metrics
+            )
             if new is not None:
                 recorded.append(new)
     return recorded

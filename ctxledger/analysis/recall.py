@@ -1,0 +1,631 @@
+"""Recall and expand: lossless access to every message a chain ever held.
+
+The search index is a projection with its own tables in the ledger's SQLite file,
+written through a separate connection (sqlite-utils) and never touching the event
+store's tables, which are read only through the :class:`EventStore` API:
+
+* ``search_messages`` — one row per indexed message: every ``MessageAppended`` (the
+  original content, tool-call names and arguments) and every summary or merged
+  message a compaction wrote, with session id, chain root, message id, role, origin
+  and the seq of the event that recorded it; ``search_messages_fts`` is its FTS5
+  index (external content, made by ``enable_fts``; rows are added to it by hand, so
+  no trigger re-tokenizes a row).
+* ``search_sessions`` (session -> chain root), ``search_compacted`` (message -> the
+  compaction that first summarized it) and ``search_state`` (the last folded seq).
+
+Hits come newest first. Ranking by FTS5's bm25 needs each term's document count, a
+full doclist scan: about 20 ms per common word at a million messages, and ~250 ms to
+rank every match of two common words, against well under a millisecond for the
+newest matches. A recall asks where something came up, and the newest mention is
+usually the one an agent needs; more words narrow it.
+
+The index is folded lazily: each query first folds ``store.read_all(last_seq + 1)``
+in one write transaction, so it never misses an event and two processes never fold
+the same events twice. An in-memory ledger gets a private in-memory index.
+
+:func:`expand` returns the original messages a summary replaced. :data:`RECALL_TOOL`,
+:data:`EXPAND_TOOL` and :func:`handle_tool_call` expose both to an agent, so it can
+pull back detail a summary dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import msgspec
+import sqlite_utils
+
+from ctxledger.analysis.compactions import SUMMARY_ORIGINS, find_compaction
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    NotFound,
+    StoreError,
+    UnknownCompaction,
+    UnknownMessage,
+)
+from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
+from ctxledger.eventstore.base import EventStore
+from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
+from ctxledger.tokens import message_text
+
+#: bump to rebuild every index built by an older layout
+INDEX_SCHEMA = 1
+MAX_LIMIT = 100
+#: events folded per write transaction (a long first build still lets writers in between)
+FOLD_CHUNK = 20_000
+
+_SEARCH = """
+SELECT m.message_id, m.session_id, m.role, m.origin, m.seq, c.compaction_id,
+       snippet(search_messages_fts, 0, '«', '»', '…', 16)
+FROM search_messages_fts
+JOIN search_messages AS m ON m.id = search_messages_fts.rowid
+LEFT JOIN search_compacted AS c ON c.message_id = m.message_id
+WHERE search_messages_fts MATCH ? AND m.root_id = ?
+ORDER BY search_messages_fts.rowid DESC
+LIMIT ?
+"""
+_INSERT_MESSAGE = (
+    "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_TABLES = (
+    "search_messages_fts",
+    "search_messages",
+    "search_sessions",
+    "search_compacted",
+    "search_state",
+)
+_INDEX_NEW = "INSERT INTO search_messages_fts (rowid, text) SELECT id, text FROM search_messages WHERE id > ?"
+
+
+class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
+    message_id: str
+    session_id: str
+    role: str
+    origin: str
+    seq: int
+    snippet: str
+    #: the compaction that first summarized this message (None: never compacted)
+    compacted_by: str | None
+    #: whether the message is in the live view of the chain's tip
+    live: bool
+
+
+class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    root: str
+    query: str
+    #: ``all`` words matched (or nothing matched), or ``any`` when no message held them
+    #: all and the hits hold some of them
+    match: str
+    hits: list[RecallHit]
+
+
+class SearchIndex:
+    """The FTS5 projection of one event store (see the module docstring)."""
+
+    _cache: ClassVar[weakref.WeakKeyDictionary[EventStore, SearchIndex]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, store: EventStore) -> None:
+        # weakly: the per-store cache must not keep a closed ledger's store alive
+        self._store_ref = weakref.ref(store)
+        path = getattr(store, "path", ":memory:")
+        conn = sqlite3.connect(
+            ":memory:" if path == ":memory:" else str(path),
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute("PRAGMA busy_timeout = 5000")
+        self.db = sqlite_utils.Database(conn)
+        self._lock = threading.Lock()
+        self._roots: dict[str, str] = {}
+        self._live: dict[str, tuple[int, set[str]]] = {}
+        self._create()
+        self._roots = {
+            str(s): str(r)
+            for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")
+        }
+
+    @classmethod
+    def for_ledger(cls, ledger: Ledger) -> SearchIndex:
+        """The index of `ledger`'s store (one per store per process)."""
+        index = cls._cache.get(ledger.store)
+        if index is None:
+            index = cls(ledger.store)
+            cls._cache[ledger.store] = index
+        return index
+
+    @property
+    def store(self) -> EventStore:
+        store = self._store_ref()
+        if store is None:
+            raise StoreError("the ledger of this search index was closed; open it again")
+        return store
+
+    def close(self) -> None:
+        store = self._store_ref()
+        if store is not None and self._cache.get(store) is self:
+            del self._cache[store]
+        self.db.conn.close()
+
+    # --- schema ---------------------------------------------------------------------
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self.db.conn, self._lock)
+
+    def _create(self) -> None:
+        """Create the index tables once (or again, when an older layout is found)."""
+        db, conn = self.db, self.db.conn
+        if db.table("search_state").exists():
+            row = conn.execute("SELECT schema FROM search_state WHERE id = 1").fetchone()
+            if (
+                row is not None
+                and row[0] == INDEX_SCHEMA
+                and db.table("search_messages_fts").exists()
+            ):
+                return
+            if row is not None and row[0] != INDEX_SCHEMA:
+                with self._write():
+                    for name in _TABLES:
+                        conn.execute(f"DROP TABLE IF EXISTS [{name}]")
+        with self._write():
+            messages = db.table("search_messages")
+            messages.create(
+                {
+                    "id": int,
+                    "message_id": str,
+                    "session_id": str,
+                    "root_id": str,
+                    "role": str,
+                    "origin": str,
+                    "seq": int,
+                    "text": str,
+                },
+                pk="id",
+                if_not_exists=True,
+            )
+            messages.create_index(
+                ["message_id"], index_name="search_messages_by_id", if_not_exists=True
+            )
+            db.table("search_sessions").create(
+                {"session_id": str, "root_id": str}, pk="session_id", if_not_exists=True
+            )
+            db.table("search_compacted").create(
+                {"message_id": str, "compaction_id": str}, pk="message_id", if_not_exists=True
+            )
+            db.table("search_state").create(
+                {"id": int, "schema": int, "last_seq": int}, pk="id", if_not_exists=True
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO search_state (id, schema, last_seq) VALUES (1, ?, 0)",
+                (INDEX_SCHEMA,),
+            )
+        # enable_fts runs a script (which commits on its own), so it stays outside the
+        # transaction; another process creating it first is fine
+        try:
+            db.table("search_messages").enable_fts(["text"], fts_version="FTS5")
+        except sqlite3.OperationalError:
+            if not db.table("search_messages_fts").exists():
+                raise
+
+    # --- folding --------------------------------------------------------------------
+
+    def catch_up(self) -> int:
+        """Fold every event appended since the last fold; returns how many messages were indexed."""
+        added = 0
+        while True:
+            with self._write():
+                last = int(
+                    self.db.conn.execute(
+                        "SELECT last_seq FROM search_state WHERE id = 1"
+                    ).fetchone()[0]
+                )
+                rows, compacted, sessions, seq = self._fold(last)
+                if seq == last:
+                    return added
+                self._write_rows(rows, compacted, sessions, seq)
+                added += len(rows)
+
+    def _root(self, session_id: str, sessions: Mapping[str, str]) -> str:
+        """The chain root of a session already folded (by this fold, this process or another)."""
+        root = sessions.get(session_id) or self._roots.get(session_id)
+        if root is None:
+            row = self.db.conn.execute(
+                "SELECT root_id FROM search_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            root = str(row[0]) if row is not None else session_id
+            self._roots[session_id] = root
+        return root
+
+    def _fold(
+        self, last: int
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]], dict[str, str], int]:
+        rows: list[tuple[Any, ...]] = []
+        compacted: list[tuple[str, str]] = []
+        sessions: dict[str, str] = {}
+        seq = last
+        for rec in self.store.read_all(last + 1, last + FOLD_CHUNK):
+            seq, event = rec.seq, rec.event
+            if isinstance(event, MessageAppended):
+                root = self._root(event.session_id, sessions)
+                rows.append(
+                    (
+                        event.message_id,
+                        event.session_id,
+                        root,
+                        str(event.message.get("role") or ""),
+                        "appended",
+                        seq,
+                        message_text(event.message, text_only=True),
+                    )
+                )
+            elif isinstance(event, SessionStarted):
+                parent = event.parent_session_id
+                linked = parent is not None and event.reason in ("compression", "revert")
+                sessions[event.session_id] = (
+                    self._root(parent, sessions) if linked and parent else event.session_id
+                )
+            elif isinstance(event, SessionSwitched):
+                root = self._root(event.session_id, sessions)
+                for entry in event.layout:
+                    if entry.message is not None and entry.origin in SUMMARY_ORIGINS:
+                        rows.append(
+                            (
+                                entry.message_id,
+                                event.new_session_id,
+                                root,
+                                str(entry.message.get("role") or ""),
+                                entry.origin,
+                                seq,
+                                message_text(entry.message, text_only=True),
+                            )
+                        )
+            elif isinstance(event, SummaryGenerated):
+                compacted.extend((mid, event.compaction_id) for mid in event.input_message_ids)
+        return rows, compacted, sessions, seq
+
+    def _write_rows(
+        self,
+        rows: list[tuple[Any, ...]],
+        compacted: list[tuple[str, str]],
+        sessions: dict[str, str],
+        seq: int,
+    ) -> None:
+        conn = self.db.conn
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM search_messages").fetchone()[0]
+        conn.executemany(_INSERT_MESSAGE, rows)
+        conn.execute(_INDEX_NEW, (top,))
+        conn.executemany("INSERT OR IGNORE INTO search_compacted VALUES (?, ?)", compacted)
+        conn.executemany(
+            "INSERT OR REPLACE INTO search_sessions VALUES (?, ?)", list(sessions.items())
+        )
+        conn.execute("UPDATE search_state SET last_seq = ? WHERE id = 1", (seq,))
+        self._roots.update(sessions)
+
+    # --- queries --------------------------------------------------------------------
+
+    def live_ids(self, ledger: Ledger, tip: str) -> set[str]:
+        """The tip's live message ids, kept up to date incrementally (a live list only grows)."""
+        live = ledger.transcript.session(tip).live
+        n, ids = self._live.get(tip, (0, set()))
+        if n > len(live):
+            n, ids = 0, set()
+        ids.update(live[n:])
+        self._live[tip] = (len(live), ids)
+        return ids
+
+    def search(self, root: str, match: str, limit: int) -> list[tuple[Any, ...]]:
+        """Raw rows for an FTS5 `match` expression within one chain (read-only)."""
+        with self._lock:
+            try:
+                return self.db.conn.execute(_SEARCH, (match, root, limit)).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise InvalidInput(
+                    f"cannot search for that query ({exc}); use plain words"
+                ) from None
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on the index's connection."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
+        self.conn = conn
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.lock.release()
+            raise StoreError(f"cannot update the search index: {exc}; retry") from exc
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        try:
+            self.conn.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+        finally:
+            self.lock.release()
+
+
+# --------------------------------------------------------------------------- recall
+
+
+def fts_terms(query: str) -> list[str]:
+    """The quoted FTS5 terms of a free-text query (every FTS operator is neutralized)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("the query is empty: give words to search for")
+    quoted = sqlite_utils.Database(memory=True).quote_fts(query.strip())
+    terms = [t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)]
+    if not terms:
+        raise InvalidInput(f"the query {query!r} has no words to search for (only punctuation)")
+    return terms
+
+
+def _split_quoted(quoted: str) -> Iterator[str]:
+    """``"a" "b c"`` -> ``"a"``, ``"b c"`` (quote_fts output is space-separated quoted terms)."""
+    term: list[str] = []
+    inside = False
+    for char in quoted:
+        if char == '"':
+            inside = not inside
+        if char == " " and not inside:
+            if term:
+                yield "".join(term)
+            term = []
+            continue
+        term.append(char)
+    if term:
+        yield "".join(term)
+
+
+def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:
+    """Full-text search over every message the chain of `session_id` ever held.
+
+    Compacted messages are found too (``compacted_by`` names the compaction to
+    ``expand``). Words must all match; when no message holds them all but some hold
+    one of them, those come back with ``match="any"`` (no hit at all: ``match="all"``
+    and no hits). Hits come newest first (see the module docstring for why not by bm25).
+    """
+    terms = fts_terms(query)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+    ledger.refresh()
+    sid = ledger.resolve(session_id)
+    root = ledger.chains.root(sid)
+    index = SearchIndex.for_ledger(ledger)
+    index.catch_up()
+    match = "all"
+    rows = index.search(root, " ".join(terms), limit)
+    if not rows and len(terms) > 1:
+        any_rows = index.search(root, " OR ".join(terms), limit)
+        if any_rows:  # only then is "any word" what the hits are
+            match, rows = "any", any_rows
+    live = index.live_ids(ledger, ledger.tip(sid))
+    hits = [
+        RecallHit(
+            message_id=r[0],
+            session_id=r[1],
+            role=r[2],
+            origin=r[3],
+            seq=int(r[4]),
+            compacted_by=r[5],
+            snippet=r[6],
+            live=r[0] in live,
+        )
+        for r in rows
+    ]
+    return RecallResult(session_id=sid, root=root, query=query.strip(), match=match, hits=hits)
+
+
+# --------------------------------------------------------------------------- expand
+
+
+class ExpandedMessage(msgspec.Struct, frozen=True, kw_only=True):
+    message_id: str
+    session_id: str
+    seq: int
+    role: str
+    #: ``appended``, or ``summary``/``merged`` for an earlier summary this one re-summarized
+    origin: str
+    tokens: int
+    message: JSON
+    #: for an earlier summary: the compaction that wrote it (expand it to go further back)
+    compaction_id: str | None = None
+
+
+class Expansion(msgspec.Struct, frozen=True, kw_only=True):
+    compaction_id: str
+    session_id: str
+    new_session_id: str
+    summary_text: str
+    messages: list[ExpandedMessage]
+
+
+def expand(ledger: Ledger, compaction_id: str) -> Expansion:
+    """The original messages a compaction's summary replaced, in order (read-only)."""
+    ledger.refresh()
+    record = find_compaction(ledger, compaction_id)
+    transcript = ledger.transcript
+    out: list[ExpandedMessage] = []
+    for mid in record.summary.input_message_ids:
+        stored = transcript.state.messages.get(mid)
+        if stored is None:
+            raise UnknownMessage(
+                f"message {mid!r} of compaction {record.compaction_id!r} is not in the log"
+            )
+        writer = None
+        if stored.origin in SUMMARY_ORIGINS:
+            writer = ledger.chains.lineage(stored.session_id).compaction_id
+        out.append(
+            ExpandedMessage(
+                message_id=mid,
+                session_id=stored.session_id,
+                seq=stored.seq,
+                role=str(stored.message.get("role") or ""),
+                origin=stored.origin,
+                tokens=stored.tokens,
+                message=stored.message,
+                compaction_id=writer,
+            )
+        )
+    return Expansion(
+        compaction_id=record.compaction_id,
+        session_id=record.session_id,
+        new_session_id=record.new_session_id,
+        summary_text=record.summary.text,
+        messages=out,
+    )
+
+
+# --------------------------------------------------------------------------- agent tools
+
+RECALL_TOOL: JSON = {
+    "type": "function",
+    "function": {
+        "name": "recall",
+        "description": (
+            "Search the full history of this conversation, including earlier messages that were "
+            "compacted into a summary and are no longer in your context. Use it when the summary "
+            "lacks a detail you need (an exact path, command, error line, value). Returns matching "
+            "messages with a snippet; a hit with compacted_by can be read in full with expand_compaction."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "description": "Words to find, e.g. a file path or an error.",
+                },
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8},
+            },
+            "required": ["query"],
+        },
+    },
+}
+
+EXPAND_TOOL: JSON = {
+    "type": "function",
+    "function": {
+        "name": "expand_compaction",
+        "description": (
+            "Read the original messages that a compaction replaced with its summary. Give the "
+            "compaction id from a recall hit (compacted_by). Long messages are cut to max_chars; "
+            "page with offset and limit."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "compaction_id": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
+                "max_chars": {
+                    "type": "integer",
+                    "minimum": 100,
+                    "maximum": 50_000,
+                    "default": 4000,
+                },
+            },
+            "required": ["compaction_id"],
+        },
+    },
+}
+
+_TOOL_LIMITS = {"limit": (1, 50), "offset": (0, 10**9), "max_chars": (100, 50_000)}
+
+
+def _int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
+    value = args.get(name, default)
+    low, high = _TOOL_LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def _cut(message: JSON, max_chars: int) -> JSON:
+    content = message.get("content")
+    if isinstance(content, str) and len(content) > max_chars:
+        return {
+            **message,
+            "content": content[:max_chars] + f"\n… [{len(content) - max_chars:,} more chars]",
+        }
+    return message
+
+
+def _tool_recall(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JSON:
+    result = recall(ledger, session_id, str(args.get("query") or ""), _int_arg(args, "limit", 8))
+    return {"match": result.match, "hits": msgspec.to_builtins(result.hits)}
+
+
+def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JSON:
+    offset, limit = _int_arg(args, "offset", 0), _int_arg(args, "limit", 20)
+    max_chars = _int_arg(args, "max_chars", 4000)
+    expansion = expand(ledger, str(args.get("compaction_id") or "").strip())
+    if expansion.session_id not in ledger.chains.chain(ledger.resolve(session_id)):
+        # an agent only reads its own chain's history
+        raise UnknownCompaction(f"no compaction {expansion.compaction_id!r} in this conversation")
+    page = expansion.messages[offset : offset + limit]
+    end = offset + len(page)
+    return {
+        "compaction_id": expansion.compaction_id,
+        "total": len(expansion.messages),
+        "next_offset": end if end < len(expansion.messages) else None,
+        "messages": [
+            {
+                "message_id": m.message_id,
+                "origin": m.origin,
+                "compaction_id": m.compaction_id,
+                "message": _cut(m.message, max_chars),
+            }
+            for m in page
+        ],
+    }
+
+
+_TOOLS = {"recall": _tool_recall, "expand_compaction": _tool_expand}
+
+
+def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json: str) -> str:
+    """Run a ``recall`` / ``expand_compaction`` tool call; the JSON string to return to the model.
+
+    Bad arguments, unknown ids and unknown tools come back as ``{"error": ...}`` for the
+    model to read and correct, rather than raising into the agent loop.
+    """
+    handler = _TOOLS.get(name)
+    if handler is None:
+        return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
+    try:
+        args = json.loads(arguments_json or "{}")
+    except ValueError as exc:
+        return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
+    if not isinstance(args, dict):
+        return json.dumps({"error": "arguments must be a JSON object"})
+    try:
+        return json.dumps(handler(ledger, session_id, args), ensure_ascii=False)
+    except (InvalidInput, NotFound) as exc:
+        return json.dumps({"error": str(exc)})
+    except CtxLedgerError as exc:
+        return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+
+
+__all__ = [
+    "EXPAND_TOOL",
+    "RECALL_TOOL",
+    "ExpandedMessage",
+    "Expansion",
+    "RecallHit",
+    "RecallResult",
+    "SearchIndex",
+    "expand",
+    "fts_terms",
+    "handle_tool_call",
+    "recall",
+]

@@ -1,0 +1,144 @@
+"""Undo a compaction: the view it replaced becomes live again, as a new continuation.
+
+Nothing is deleted or rewritten. :func:`undo` appends, in one atomic append, a
+``SessionSwitched(reason="revert")`` on the chain's live tip and a
+``SessionStarted(reason="revert", parent_session_id=tip, compaction_id=<reverted>)``
+for the new session. The switch's layout carries, by id:
+
+1. the live view of the session the compaction compacted, exactly as it was just
+   before the compaction (its system prompt too, without the compaction's note), then
+2. every message the agent appended anywhere in the chain after that compaction,
+   in append order.
+
+Keeping (2) is deliberate: an undo restores what the summary replaced, it does not
+throw away the work done since. The result may be larger than the window; the
+next trigger compacts it again (pinning what matters first is the way to make the
+next compaction keep it). Pins of the restored session and of the tip stay pinned.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ctxledger.analysis.compactions import CompactionRecord, find_compaction, reverted_compactions
+from ctxledger.errors import InvalidInput
+from ctxledger.events import Event, LayoutEntry, MessagePinned, SessionStarted, SessionSwitched
+from ctxledger.eventstore.base import AppendRequest
+from ctxledger.ledger.facade import Ledger
+
+
+class UndoResult(msgspec.Struct, frozen=True, kw_only=True):
+    compaction_id: str
+    #: the session whose pre-compaction view was restored
+    restored_session_id: str
+    #: the tip that the revert ended
+    previous_tip: str
+    new_session_id: str
+    restored_messages: int
+    appended_after: int
+    tokens_before: int
+    tokens_after: int
+    messages_after: int
+
+
+def appended_since(ledger: Ledger, record: CompactionRecord, tip: str) -> list[str]:
+    """Ids of the messages appended in the chain after `record`, in append order."""
+    chain = ledger.chains.chain(tip)
+    start = chain.index(record.new_session_id)
+    messages = ledger.transcript.state.messages
+    out: list[str] = []
+    for sid in chain[start : chain.index(tip) + 1]:
+        for mid in ledger.transcript.session(sid).live:
+            stored = messages.get(mid)
+            if stored is not None and stored.session_id == sid and stored.origin == "appended":
+                out.append(mid)
+    return out
+
+
+def _revert_events(
+    ledger: Ledger, record: CompactionRecord, tip: str
+) -> tuple[SessionSwitched, list[Event]]:
+    """The switch ending `tip` and the new session's events (its start, restored pins)."""
+    tip_view = ledger.transcript.session(tip)
+    restored = ledger.transcript.session(record.session_id)
+    after = appended_since(ledger, record, tip)
+    tokens_of = ledger.transcript.tokens_of
+    layout = [
+        LayoutEntry(message_id=mid, tokens=tokens_of(mid)) for mid in [*restored.live, *after]
+    ]
+    new_session_id = ledger.ids("ses")
+    switch = SessionSwitched(
+        **ledger.event_fields(tip),
+        compaction_id=record.compaction_id,
+        new_session_id=new_session_id,
+        reason="revert",
+        system_prompt=restored.system_prompt,
+        system_prompt_tokens=restored.system_tokens,
+        layout=layout,
+        plan={
+            "action": "revert",
+            "reverted_compaction_id": record.compaction_id,
+            "restored_session_id": record.session_id,
+            "restored_messages": len(restored.live),
+            "appended_after": len(after),
+        },
+        config=ledger.config.to_snapshot(),
+        tokens_before=ledger.transcript.total_tokens(tip),
+        tokens_after=restored.system_tokens + tip_view.tools_tokens + sum(e.tokens for e in layout),
+        messages_before=len(tip_view.live) + int(tip_view.system_prompt is not None),
+        messages_after=len(layout) + int(restored.system_prompt is not None),
+    )
+    started: list[Event] = [
+        SessionStarted(
+            **ledger.event_fields(new_session_id),
+            model=tip_view.model,
+            context_length=tip_view.context_length,
+            parent_session_id=tip,
+            reason="revert",
+            compaction_id=record.compaction_id,
+            encoding=tip_view.encoding,
+            config=ledger.config.to_snapshot(),
+        )
+    ]
+    # the projection carries the tip's pins; pins the compaction had dropped come back here
+    in_layout = {entry.message_id for entry in layout}
+    for mid in restored.pinned:
+        if mid in in_layout and mid not in tip_view.pinned:
+            started.append(MessagePinned(**ledger.event_fields(new_session_id), message_id=mid))
+    return switch, started
+
+
+def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
+    """Revert a compaction (one atomic append); see the module docstring for what is restored."""
+    ledger.refresh()
+    record = find_compaction(ledger, compaction_id)
+    done = reverted_compactions(ledger, record.session_id)
+    if record.compaction_id in done:
+        raise InvalidInput(
+            f"compaction {record.compaction_id!r} was already undone (session {done[record.compaction_id]!r})"
+        )
+    tip = ledger.tip(record.session_id)
+    ledger.live_session(
+        tip
+    )  # a closed chain cannot be reverted: SessionEndedError, nothing appended
+    switch, started = _revert_events(ledger, record, tip)
+    ledger.append(
+        [
+            AppendRequest(tip, [switch], ledger.version(tip)),
+            AppendRequest(switch.new_session_id, started, 0),
+        ]
+    )
+    return UndoResult(
+        compaction_id=record.compaction_id,
+        restored_session_id=record.session_id,
+        previous_tip=tip,
+        new_session_id=switch.new_session_id,
+        restored_messages=int(switch.plan["restored_messages"]),
+        appended_after=int(switch.plan["appended_after"]),
+        tokens_before=switch.tokens_before,
+        tokens_after=ledger.transcript.total_tokens(switch.new_session_id),
+        messages_after=switch.messages_after,
+    )
+
+
+__all__ = ["UndoResult", "appended_since", "undo"]

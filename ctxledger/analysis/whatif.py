@@ -1,0 +1,393 @@
+"""What-if replay: re-run a recorded chain's history under another configuration.
+
+:func:`~ctxledger.analysis.history.history` reads what the agent did from the log — every message it appended
+(across the whole chain, in seq order and in the batches it appended them),
+every provider usage report, manual ``/compress`` requests, model switches, learned
+limits and pins — as a list of :data:`Step`. Compactions, skips, warnings and
+cooldowns are *decisions*, so they are not steps: the what-if service makes its own.
+
+:func:`drive` plays steps through a :class:`ContextService` with the agent loop of
+HERMES_SPEC §2: ``hygiene`` before each user turn, ``preflight`` after the user
+message, ``report_usage`` for each model response. It is also how tests and the
+benchmarks record a generated session (:func:`scripted_steps`), so a what-if with
+the recorded configuration reproduces such a chain exactly.
+
+A recorded usage report is replayed as the prompt the alternative view would have
+sent: the provider's count minus our count of the recorded view (what our count
+misses: framing, hidden tokens) plus our count of the what-if view. When the views
+are the same size the recorded report is replayed verbatim.
+
+:func:`whatif` runs it all into a scratch ledger (a temporary SQLite file, deleted
+afterwards unless ``out`` is given): the original ledger is only read. Its two halves
+are :func:`replay_history` (the replay, scratch ledger kept open for a ``with`` block)
+and :func:`whatif_report` (the comparison: two chain audits, built only when asked for). Appended
+messages keep their recorded ids, so a diff lines the two chains up by message.
+Not replayed (listed in the report's notes): overflow recovery (it depended on a
+provider error about the recorded view) and reverts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from ctxledger.analysis.audit import ChainReport, chain_report
+from ctxledger.analysis.compactions import chain_signature
+from ctxledger.analysis.history import (
+    AppendStep,
+    CompressStep,
+    History,
+    LimitStep,
+    ModelStep,
+    PinStep,
+    StartInfo,
+    Step,
+    UsageStep,
+    history,
+    scripted_steps,
+)
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
+from ctxledger.runtime.service import ContextService
+
+# --------------------------------------------------------------------------- driving
+
+
+class PresetIds:
+    """Ids for a replay ledger: queued ``msg`` ids first (the recorded ones), then fresh ones.
+
+    Fresh ids never collide with `reserved` (the recorded message ids).
+    """
+
+    def __init__(self, namespace: str = "whatif-", reserved: Iterable[str] = ()) -> None:
+        self.namespace = namespace
+        self.reserved = set(reserved)
+        self.queue: list[str] = []
+        self.n = 0
+
+    def preset(self, message_ids: Iterable[str]) -> None:
+        self.queue = list(message_ids)
+
+    def __call__(self, prefix: str) -> str:
+        if prefix == "msg" and self.queue:
+            return self.queue.pop(0)
+        while True:
+            self.n += 1
+            candidate = f"{prefix}_{self.namespace}{self.n:08d}"
+            if candidate not in self.reserved:
+                return candidate
+
+
+class ReplayClock:
+    """The recorded time of the step being replayed (cooldowns then expire as they did)."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CallTokens(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call: the prompt it sent (and what the recorded call sent, in a replay)."""
+
+    turn: int
+    session_id: str
+    tokens: int
+    recorded: int | None = None
+
+
+class DriveResult(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    calls: list[CallTokens]
+    notes: list[str]
+
+
+def _usage_report(step: UsageStep, live: int) -> JSON:
+    if step.raw is not None and step.recorded_live == live:
+        return step.raw
+    prompt = max(0, live + step.offset)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": step.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": min(step.cache_read, prompt)},
+    }
+
+
+class _Driver:
+    def __init__(
+        self, svc: ContextService, session_id: str, ids: PresetIds | None, clock: ReplayClock | None
+    ) -> None:
+        self.svc, self.sid, self.ids, self.clock = svc, session_id, ids, clock
+        self.turn = 0
+        self.calls: list[CallTokens] = []
+        self.notes: list[str] = []
+
+    async def play(self, step: Step) -> None:
+        if self.clock is not None and step.at is not None:
+            self.clock.now = max(self.clock.now, step.at)
+        svc = self.svc
+        if isinstance(step, AppendStep):
+            await self._append(step)
+        elif isinstance(step, UsageStep):
+            live = svc.ledger.transcript.total_tokens(svc.tip(self.sid))
+            self.calls.append(
+                CallTokens(
+                    turn=self.turn,
+                    session_id=svc.tip(self.sid),
+                    tokens=max(0, live + step.offset),
+                    recorded=step.recorded_prompt,
+                )
+            )
+            raw = _usage_report(step, live)
+            self.sid = (
+                await svc.report_usage(self.sid, raw, model=step.model, cost_usd=step.cost_usd)
+            ).session_id
+        elif isinstance(step, CompressStep):
+            self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
+        elif isinstance(step, ModelStep):
+            self.sid = (
+                await svc.switch_model(self.sid, step.model, step.context_length)
+            ).session_id
+        elif isinstance(step, LimitStep):
+            svc.ledger.learn_context_limit(svc.tip(self.sid), step.context_length, step.evidence)
+        else:
+            self._pin(step)
+
+    async def _append(self, step: AppendStep) -> None:
+        svc = self.svc
+        if step.user_turn:
+            self.turn += 1
+            self.sid = (await svc.hygiene(self.sid)).session_id
+        if self.ids is not None and step.message_ids is not None:
+            self.ids.preset(step.message_ids)
+        try:
+            self.sid = (await svc.append(self.sid, step.messages)).session_id
+        except InvalidInput as exc:
+            self.notes.append(f"turn {self.turn}: an append was skipped: {exc}")
+        finally:
+            if self.ids is not None:
+                self.ids.preset(())
+        if step.user_turn:
+            self.sid = (await svc.preflight(self.sid)).session_id
+
+    def _pin(self, step: PinStep) -> None:
+        tip = self.svc.tip(self.sid)
+        if step.message_id in self.svc.ledger.transcript.session(tip).live:
+            self.svc.ledger.pin(tip, step.message_id, step.pinned)
+        else:
+            self.notes.append(
+                f"turn {self.turn}: pin of {step.message_id} skipped (not in the live view)"
+            )
+
+
+async def drive(
+    svc: ContextService,
+    session_id: str,
+    steps: Iterable[Step],
+    *,
+    ids: PresetIds | None = None,
+    clock: ReplayClock | None = None,
+) -> DriveResult:
+    """Play `steps` through `svc` on the session `session_id` (already started)."""
+    driver = _Driver(svc, session_id, ids, clock)
+    for step in steps:
+        await driver.play(step)
+    return DriveResult(session_id=svc.tip(driver.sid), calls=driver.calls, notes=driver.notes)
+
+
+async def start_and_drive(
+    svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any
+) -> DriveResult:
+    """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
+    sid = await svc.start(start.spec())
+    return await drive(svc, sid, steps, **kwargs)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+class TurnTokens(msgspec.Struct, frozen=True, kw_only=True):
+    turn: int
+    recorded: int
+    whatif: int
+
+
+class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    root: str
+    summarizer: str
+    #: setting -> [recorded value, what-if value], for every setting that differs
+    config_changes: dict[str, list[Any]]
+    recorded: ChainReport
+    whatif: ChainReport
+    turns: list[TurnTokens]
+    #: the what-if chain's compactions are the recorded ones (same inputs, summaries, layouts)
+    reproduces_recorded: bool
+    notes: list[str]
+    out: str | None = None
+
+
+def _turn_tokens(calls: list[CallTokens]) -> list[TurnTokens]:
+    turns: dict[int, list[int]] = {}
+    for call in calls:
+        sums = turns.setdefault(call.turn, [0, 0])
+        sums[0] += call.recorded or 0
+        sums[1] += call.tokens
+    return [TurnTokens(turn=t, recorded=r, whatif=w) for t, (r, w) in sorted(turns.items())]
+
+
+def config_changes(before: CompressionConfig, after: CompressionConfig) -> dict[str, list[Any]]:
+    old, new = before.to_snapshot(), after.to_snapshot()
+    return {k: [old.get(k), new[k]] for k in sorted(new) if old.get(k) != new[k]}
+
+
+# --------------------------------------------------------------------------- what-if
+
+
+@contextlib.contextmanager
+def scratch_ledger(
+    out: str | Path | None, *, config: CompressionConfig, ids: PresetIds, clock: ReplayClock
+) -> Iterator[Ledger]:
+    """A fresh ledger in a temporary file (removed afterwards), or at `out` (kept)."""
+    if out is not None and Path(out).exists():
+        raise InvalidInput(f"{out} already exists: give --out a new file name")
+    tmp = None if out is not None else tempfile.TemporaryDirectory(prefix="ctxledger-whatif-")
+    path = Path(out) if out is not None else Path(tmp.name) / "whatif.db"  # type: ignore[union-attr]
+    ledger = Ledger.open(path, clock=clock, ids=ids, config=config, durability="normal")
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+async def replay_into(
+    scratch: Ledger,
+    hist: History,
+    *,
+    config: CompressionConfig,
+    summarizer: Summarizer | None,
+) -> DriveResult:
+    """Play a recorded history into `scratch` (whose ids must be a :class:`PresetIds`)."""
+    svc = ContextService(scratch, summarizer=summarizer, config=config)
+    ids = scratch.ids if isinstance(scratch.ids, PresetIds) else None
+    clock = scratch.clock if isinstance(scratch.clock, ReplayClock) else None
+    window = config.context_length or hist.start.context_length
+    start = msgspec.structs.replace(hist.start, context_length=window)
+    return await start_and_drive(svc, start, hist.steps, ids=ids, clock=clock)
+
+
+@contextlib.contextmanager
+def replay_history(
+    hist: History,
+    *,
+    config: CompressionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    out: str | Path | None = None,
+) -> Iterator[tuple[Ledger, DriveResult]]:
+    """Replay `hist` under `config` (default: the recorded one) into a scratch ledger, kept
+    open for the ``with`` block (e.g. to diff it); no report is built (:func:`whatif_report`)."""
+    effective = config or hist.config
+    clock = ReplayClock(hist.start.at or 0.0)
+    ids = PresetIds(reserved=hist.message_ids)
+    with scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
+        yield (
+            scratch,
+            anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer)),
+        )
+
+
+def whatif_report(
+    ledger: Ledger,
+    hist: History,
+    scratch: Ledger,
+    result: DriveResult,
+    *,
+    config: CompressionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    out: str | Path | None = None,
+) -> WhatIfReport:
+    """Compare the recorded chain of `hist` with its replay (`result` in `scratch`): two chain audits."""
+    sid = hist.session_id
+    effective = config or hist.config
+    recorded_calls = [s for s in hist.steps if isinstance(s, UsageStep)]
+    recorded = chain_report(
+        ledger, sid, sum(s.recorded_prompt or 0 for s in recorded_calls), len(recorded_calls)
+    )
+    alternative = chain_report(
+        scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls)
+    )
+    return WhatIfReport(
+        session_id=sid,
+        root=hist.start.session_id,
+        summarizer=getattr(summarizer, "kind", "offline") if summarizer is not None else "offline",
+        config_changes=config_changes(hist.config, effective),
+        recorded=recorded,
+        whatif=alternative,
+        turns=_turn_tokens(result.calls),
+        reproduces_recorded=chain_signature(ledger, sid)
+        == chain_signature(scratch, result.session_id),
+        notes=hist.notes + result.notes,
+        out=os.fspath(out) if out is not None else None,
+    )
+
+
+def whatif(
+    ledger: Ledger,
+    session_id: str,
+    *,
+    config: CompressionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    out: str | Path | None = None,
+) -> WhatIfReport:
+    """Re-run the chain of `session_id` under `config` (default: the recorded one) and report.
+
+    The original ledger is only read. `summarizer` defaults to the offline one. With a
+    history already read, use :func:`replay_history` and :func:`whatif_report`.
+    """
+    hist = history(ledger, session_id)
+    with replay_history(hist, config=config, summarizer=summarizer, out=out) as (scratch, result):
+        return whatif_report(
+            ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out
+        )
+
+
+__all__ = [
+    "AppendStep",
+    "CallTokens",
+    "CompressStep",
+    "DriveResult",
+    "History",
+    "LimitStep",
+    "ModelStep",
+    "PinStep",
+    "PresetIds",
+    "ReplayClock",
+    "StartInfo",
+    "Step",
+    "TurnTokens",
+    "UsageStep",
+    "WhatIfReport",
+    "config_changes",
+    "drive",
+    "history",
+    "replay_history",
+    "replay_into",
+    "scratch_ledger",
+    "scripted_steps",
+    "start_and_drive",
+    "whatif",
+    "whatif_report",
+]

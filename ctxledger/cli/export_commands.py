@@ -1,0 +1,156 @@
+"""Data in and out: ``export`` of a session view, ``trajectories compress`` for training data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import click
+
+from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, state_of
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.errors import InvalidInput
+from ctxledger.importers.export import export_messages
+
+
+@cli.command()
+@click.argument("session", type=REF)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["openai", "anthropic", "sharegpt"]),
+    default="openai",
+    show_default=True,
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to a file instead of stdout.",
+)
+@click.pass_context
+@handle_errors
+def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) -> None:
+    """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON."""
+    ledger = state_of(ctx).ledger()
+    ref, seq = parse_ref(session)
+    sid = ledger.resolve(ref)
+    transcript = transcript_at(ledger, sid, seq)
+    view = transcript.session(sid)
+    text = export_messages(view.system_prompt, transcript.live_messages(sid), fmt)
+    if out_path is None:
+        click.echo(text)
+    else:
+        out_path.write_text(text + "\n", encoding="utf-8")
+        click.echo(f"wrote {out_path}", err=True)
+
+
+@cli.group()
+def trajectories() -> None:
+    """Batch compression of finished ShareGPT trajectories (training data, HERMES_SPEC §8)."""
+
+
+@trajectories.command("compress")
+@click.argument("in_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("out_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--target",
+    "target",
+    type=int,
+    default=15_250,
+    show_default=True,
+    help="Target tokens per trajectory.",
+)
+@click.option(
+    "--summary-target", type=int, default=750, show_default=True, help="Tokens of the summary turn."
+)
+@click.option(
+    "--protect-last", type=int, default=4, show_default=True, help="Last turns kept verbatim."
+)
+@click.option(
+    "--no-notice", is_flag=True, help="Do not add the compaction notice to the system turn."
+)
+@click.option("--concurrency", type=int, default=16, show_default=True)
+@click.option(
+    "--max-requests", type=int, default=8, show_default=True, help="Concurrent summarizer requests."
+)
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds per trajectory.",
+)
+@click.option("--retries", type=int, default=3, show_default=True)
+@click.option(
+    "--summarizer",
+    "summarizer_kind",
+    type=click.Choice(["offline", "llm"]),
+    default="offline",
+    show_default=True,
+)
+@click.option("--no-progress", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the aggregate report as JSON.")
+@click.pass_context
+@handle_errors
+def trajectories_compress(
+    ctx: click.Context,
+    in_path: Path,
+    out_path: Path,
+    target: int,
+    summary_target: int,
+    protect_last: int,
+    no_notice: bool,
+    concurrency: int,
+    max_requests: int,
+    timeout: float,
+    retries: int,
+    summarizer_kind: str,
+    no_progress: bool,
+    as_json: bool,
+) -> None:
+    """Compress IN.jsonl into OUT.jsonl (resumable); with an explicit --db, record each as events."""
+    from ctxledger.cli.compress import make_summarizer
+    from ctxledger.trajectories import TrajectoryConfig, compress_file
+    from ctxledger.trajectories.record import record_batch, written_keys
+
+    if in_path.resolve() == out_path.resolve():
+        raise InvalidInput("OUT must differ from IN")
+    config = TrajectoryConfig(
+        target_max_tokens=target,
+        summary_target_tokens=summary_target,
+        protect_last_n_turns=protect_last,
+        add_notice=not no_notice,
+        concurrency=concurrency,
+        max_concurrent_requests=max_requests,
+        per_trajectory_timeout=timeout,
+        retries=retries,
+    )
+    summarizer = make_summarizer(summarizer_kind, CompressionConfig())
+    already = written_keys(out_path)
+
+    async def run() -> object:
+        return await compress_file(
+            in_path, out_path, config, summarizer, progress=not (no_progress or as_json)
+        )
+
+    report = anyio.run(run)
+    data = report.to_dict()  # type: ignore[attr-defined]
+    state = state_of(ctx)
+    if state.explicit:
+        data["recorded_sessions"] = record_batch(
+            state.ledger(), in_path, out_path, skip_keys=already
+        )
+    if as_json:
+        emit_json(data)
+        return
+    console.print(
+        f"{data['total_records']} trajectories: {data['compressed']} compressed, {data['skipped_under_target']} under target, "
+        f"{data['still_over_limit']} still over the limit, {data['failed']} failed · tokens {data['tokens_before']:,} → "
+        f"{data['tokens_after']:,} (ratio {data['ratio']:.3f}) in {data['seconds']:.1f}s"
+    )
+    if "recorded_sessions" in data:
+        console.print(f"recorded {len(data['recorded_sessions'])} compactions in {state.db}")

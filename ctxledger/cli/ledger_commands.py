@@ -1,0 +1,350 @@
+"""Read commands and import: sessions, show, usage, chain, verify, replay, import."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import msgspec
+from rich.progress import Progress
+from rich.table import Table
+
+from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.analysis.replay import rebuild_check
+from ctxledger.cli.app import (
+    REF,
+    cli,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    state_of,
+)
+from ctxledger.errors import InvalidInput
+from ctxledger.importers.detect import load as load_import
+from ctxledger.ledger.importing import import_sessions
+from ctxledger.messages import content_text
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    help="openai, anthropic, hermes-db, claude-code, codex, sharegpt (default: detect).",
+)
+@click.option(
+    "--context-length", type=int, default=None, help="Context window to record for the session."
+)
+@click.option("--model", default=None, help="Model name to record when the file has none.")
+@click.pass_context
+@handle_errors
+def import_cmd(
+    ctx: click.Context, file: Path, fmt: str | None, context_length: int | None, model: str | None
+) -> None:
+    """Import a conversation file; prints the new session id(s), one per line, last."""
+    if str(file) == "-":
+        sessions = load_import(None, fmt, text=sys.stdin.read())
+    else:
+        if not file.exists():
+            raise InvalidInput(f"{file}: no such file")
+        sessions = load_import(file, fmt)
+    ledger = state_of(ctx).ledger()
+    ids = import_sessions(ledger, sessions, model=model, context_length=context_length)
+    for s in sessions:
+        for warning in s.warnings:
+            click.echo(f"warning: {s.key}: {warning}", err=True)
+    n = sum(len(s.messages) for s in sessions)
+    click.echo(f"imported {n} messages into {len(ids)} session(s)", err=True)
+    for sid in ids:
+        click.echo(sid)
+
+
+@cli.command()
+@json_option
+@click.pass_context
+@handle_errors
+def sessions(ctx: click.Context, as_json: bool) -> None:
+    """List sessions, oldest first."""
+    ledger = state_of(ctx).ledger()
+    rows = []
+    for node in ledger.sessions():
+        view = ledger.transcript.session(node.session_id)
+        rows.append(
+            {
+                "session_id": node.session_id,
+                "kind": ledger.chains.kind(node.session_id),
+                "parent_session_id": node.parent_session_id,
+                "model": view.model,
+                "context_length": view.context_length,
+                "messages": len(view.live),
+                "tokens": ledger.transcript.total_tokens(node.session_id),
+                "ended": view.ended,
+                "end_reason": view.end_reason,
+                "title": node.title,
+            }
+        )
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("kind", "model", "messages", "tokens", "state")
+    table.add_column("session", no_wrap=True, overflow="fold")
+    for r in rows:
+        state = f"ended ({r['end_reason']})" if r["ended"] else "live"
+        table.add_row(
+            str(r["kind"]),
+            str(r["model"]),
+            str(r["messages"]),
+            f"{r['tokens']:,}",
+            state,
+            str(r["session_id"]),
+        )
+    console.print(table)
+
+
+@cli.command()
+@click.argument("session", type=REF)
+@click.option(
+    "--at", "at_seq", type=int, default=None, help="Show the view as of this event sequence number."
+)
+@json_option
+@click.pass_context
+@handle_errors
+def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) -> None:
+    """The API view of a session (system + live messages), now or at any point in history (SESSION@SEQ)."""
+    ledger = state_of(ctx).ledger()
+    ref, seq = parse_ref(session)
+    if at_seq is not None:
+        if seq is not None and seq != at_seq:
+            raise InvalidInput(
+                f"{session!r} and --at {at_seq} name two points: give the sequence number once"
+            )
+        seq = at_seq
+    sid = ledger.resolve(ref)
+    transcript = transcript_at(ledger, sid, seq)
+    messages = transcript.api_messages(sid)
+    if as_json:
+        emit_json(messages)
+        return
+    tokens = transcript.api_tokens(sid)
+    for i, (msg, n) in enumerate(zip(messages, tokens, strict=True)):
+        calls = ", ".join(
+            f"{c['function']['name']}({c['function']['arguments'][:60]})"
+            for c in msg.get("tool_calls") or []
+        )
+        head = f"[bold]{i:>4} {msg['role']}[/bold] [dim]{n} tok[/dim]"
+        if msg.get("tool_call_id"):
+            head += f" [dim]← {msg['tool_call_id']}[/dim]"
+        console.print(head)
+        text = content_text(msg)
+        if text:
+            console.print(
+                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
+                markup=False,
+            )
+        if calls:
+            console.print(f"  → {calls}", markup=False)
+
+
+@cli.command()
+@click.argument("session", type=REF)
+@json_option
+@click.pass_context
+@handle_errors
+def usage(ctx: click.Context, session: str, as_json: bool) -> None:
+    """Token usage of a session and of its whole compression chain (agent and summarizer apart)."""
+    ledger = state_of(ctx).ledger()
+    sid = ledger.resolve(session)
+    data = {"session": ledger.usage(sid).to_dict(), "chain": ledger.chain_usage(sid).to_dict()}
+    if as_json:
+        emit_json(data)
+        return
+    table = Table(
+        "scope",
+        "calls",
+        "input",
+        "cache read",
+        "cache write",
+        "output",
+        "reasoning",
+        "prompt",
+        "total",
+    )
+    for scope in ("session", "chain"):
+        for who in ("agent", "summarizer"):
+            u = data[scope][who]
+            assert isinstance(u, dict)
+            table.add_row(
+                f"{scope} · {who}",
+                str(data[scope][f"{who}_calls"]),
+                *(
+                    f"{u[k]:,}"
+                    for k in (
+                        "input",
+                        "cache_read",
+                        "cache_write",
+                        "output",
+                        "reasoning",
+                        "prompt",
+                        "total",
+                    )
+                ),
+            )
+    console.print(table)
+
+
+@cli.command()
+@click.argument("session", type=REF)
+@json_option
+@click.pass_context
+@handle_errors
+def chain(ctx: click.Context, session: str, as_json: bool) -> None:
+    """Lineage of a session: its compression chain, branches and the compression tip.
+
+    ``compressions`` counts the compactions in effect at the tip, as the compressor
+    does (an undo is not one, and takes the compaction it reverted out of the count).
+    """
+    ledger = state_of(ctx).ledger()
+    sid = ledger.resolve(session)
+    chains = ledger.chains
+    members = chains.chain(sid)
+    tip = chains.tip(sid)
+    data = {
+        "session_id": sid,
+        "root": members[0],
+        "tip": tip,
+        "compression_count": chains.compression_count(tip),
+        "chain": [
+            {
+                **msgspec.to_builtins(chains.lineage(m)),
+                "kind": chains.kind(m),
+                "messages": len(ledger.transcript.session(m).live),
+            }
+            for m in members
+        ],
+    }
+    if as_json:
+        emit_json(data)
+        return
+    for i, m in enumerate(members):
+        node = chains.lineage(m)
+        marks = " [green](tip)[/green]" if m == data["tip"] else ""
+        branches = [c for c in node.children if c != node.compression_child]
+        console.print(
+            f"{'  ' * i}{'└─ ' if i else ''}[bold]{m}[/bold] {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages{marks}"
+        )
+        for b in branches:
+            console.print(f"{'  ' * (i + 1)}├─ {b} ({chains.kind(b)})")
+    console.print(f"compressions: {data['compression_count']}")
+
+
+@cli.command()
+@json_option
+@click.pass_context
+@handle_errors
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Walk the whole log and check its hash chain and blobs; exit 1 on the first bad event."""
+    report = state_of(ctx).ledger().verify()
+    if as_json:
+        emit_json(report)
+    elif report.ok:
+        console.print(
+            f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
+        )
+    else:
+        console.print(
+            f"[red]FAILED[/red] at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}"
+        )
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("session", type=REF)
+@click.option(
+    "--verify",
+    "verify_plans",
+    is_flag=True,
+    help="Also re-run today's planner on every recorded compaction and report drift.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="What-if: re-run the chain's history under this TOML config in a scratch ledger.",
+)
+@click.option(
+    "--summarizer",
+    "summarizer_kind",
+    type=click.Choice(["offline", "llm"]),
+    default=None,
+    help="What-if with this summarizer (default offline; alone: the recorded config).",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
+)
+@json_option
+@click.pass_context
+@handle_errors
+def replay(
+    ctx: click.Context,
+    session: str,
+    verify_plans: bool,
+    config_path: Path | None,
+    summarizer_kind: str | None,
+    out_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Rebuild the session chain's projections from the log and check they equal the live state.
+
+    With --config or --summarizer: a what-if replay instead (the log is only read).
+    """
+    ledger = state_of(ctx).ledger()
+    sid = ledger.resolve(session)
+    if config_path is not None or summarizer_kind is not None or out_path is not None:
+        if verify_plans:
+            raise InvalidInput(
+                "--verify checks the recorded chain; run it without --config/--summarizer/--out"
+            )
+        from ctxledger.cli.analysis import run_whatif
+
+        run_whatif(ledger, sid, config_path, summarizer_kind, out_path, as_json)
+        return
+    if as_json:
+        report = rebuild_check(ledger, sid)
+    else:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("folding events", total=ledger.store.last_seq())
+            report = rebuild_check(
+                ledger, sid, progress=lambda n, total: bar.update(task, completed=n, total=total)
+            )
+    out: dict[str, object] = {"rebuild": msgspec.to_builtins(report)}
+    drifted = False
+    if verify_plans:
+        from ctxledger.analysis.replay import verify_compactions
+
+        checks = verify_compactions(ledger, sid)
+        drifted = checks.drifted
+        out["compactions"] = msgspec.to_builtins(checks.compactions)
+    if as_json:
+        emit_json(out)
+    else:
+        status = "[green]equal[/green]" if report.equal else "[red]DIFFERENT[/red]"
+        console.print(
+            f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: {status}"
+        )
+        for m in report.mismatches:
+            console.print(f"  [red]✗[/red] {m}")
+        if verify_plans:
+            from ctxledger.cli.analysis import print_drift
+
+            print_drift(checks)
+    if not report.equal or drifted:
+        sys.exit(1)

@@ -1,0 +1,623 @@
+"""Salient facts of a conversation, and whether a text (a summary) still holds them.
+
+A *fact* is a short, exact value a continuation would need and could not rebuild
+without the original turns: a file path, a URL, a shell command, an error line or
+non-zero exit code, an identifier, a number with its context (``port 8080``,
+``line 42``, ``v1.2.3``, ``3 failed``), a quoted value, or a user's ask. The offline
+summarizer packs them into its summary; ``ctxledger audit`` asks which ones a summary
+lost and which message they came from.
+
+Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
+quotes straightened, backslashes read as path separators; a fact that begins or ends
+with a word character only matches on word boundaries, so ``foo`` is not found inside
+``foobar``. Extraction is deterministic: facts come in message order, then by kind
+(:data:`FACT_KINDS`), then by position; a normalized value is reported once, at its
+first occurrence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ctxledger.compressor.factmatch import (
+    WHITESPACE,
+    Fact,
+    fact_in_text,
+    normalize,
+    normalize_fact,
+    retention,
+)
+from ctxledger.compressor.toolcalls import (
+    COMMAND_KEYS,
+    TERMINAL_COMMAND_KEYS,
+    call_name_and_args,
+    tool_family,
+)
+from ctxledger.messages import content_text
+
+__all__ = [
+    "FACT_KINDS",
+    "Fact",
+    "extract_facts",
+    "fact_in_text",
+    "normalize",
+    "normalize_fact",
+    "retention",
+]
+
+#: every kind, in the order facts of one message are reported
+FACT_KINDS: tuple[str, ...] = (
+    "ask",
+    "error",
+    "command",
+    "path",
+    "url",
+    "identifier",
+    "number",
+    "quoted",
+)
+ASK_MAX_CHARS = 300
+LINE_MAX_CHARS = 160
+COMMAND_MAX_CHARS = 200
+
+
+# --------------------------------------------------------------------------- patterns
+
+_EXTENSIONS = (
+    # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
+    "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|json|jsonl|toml|yaml|yml|ini|cfg|"
+    "txt|md|rst|html|htm|css|scss|sh|bash|zsh|ps1|bat|rs|go|java|kt|scala|c|h|cc|"
+    "cpp|hpp|cs|rb|php|swift|sql|lock|xml|csv|tsv|log|mk|gradle|proto|tf|lua|dart|"
+    "exs|erl|hs|zig|jl|patch|diff|pem|crt|sqlite|gz|zip|tar|whl|png|jpg|jpeg|gif|svg|"
+    "pdf|dll|exe|wasm|pyc"
+)
+# Paths are found from their anchors — a "/" or a known extension — and grown in both
+# directions: a single path regex tried at every position of a tool output is ~10x slower.
+_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
+_EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
+_KNOWN_FILE = re.compile(
+    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
+)
+_NOT_BEFORE_PATH = frozenset("/.-~@:%+")
+_HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
+_NOT_PATHS = frozenset(
+    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
+)
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
+_URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
+_URL_STRIP = ".,;:!?)]}'\""
+
+_EXIT_CODES = (
+    re.compile(r"<returncode>\s*(\d+)\s*</returncode>"),
+    re.compile(r"[Ee]xit(?:ed)?(?: with)?(?: code| status)?[ :=]+(\d+)"),
+    re.compile(r"non-zero exit status (\d+)"),
+    re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
+)
+_EXCEPTION_LINE = re.compile(
+    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"(?::[^\n]*)?)[ \t]*$",
+    re.MULTILINE,
+)
+_ERROR_PREFIX_LINE = re.compile(
+    r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
+    re.MULTILINE | re.IGNORECASE,
+)
+_PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
+_EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
+_EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
+_TRACEBACK = "Traceback (most recent call last):"
+
+_FREE_TEXT_KEYS = frozenset(
+    {
+        "command",
+        "cmd",
+        "shell_command",
+        "script",
+        "commands",
+        "code",
+        "content",
+        "text",
+        "patch",
+        "diff",
+        "old_str",
+        "new_str",
+        "old_string",
+        "new_string",
+        "file_text",
+        "new_content",
+        "body",
+        "message",
+        "input",
+        "query",
+        "prompt",
+        "description",
+        "reason",
+        "summary",
+        "note",
+        "thought",
+    }
+)
+_DOLLAR_LINE = re.compile(r"^[ \t]*\$ +(\S[^\n]*)$", re.MULTILINE)
+
+_DEFINITION = re.compile(
+    r"(def|fn|function|class|func)\s+(?:\([^)\n]*\)\s*)?([A-Za-z_]\w*)\s*([(<:{])"
+)
+_BACKTICK = re.compile(r"`([^`\n]{1,80})`")
+_IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
+_SNAKE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w\-])")
+_CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z]+)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_STOPWORDS = _words(
+    "self cls none true false null args kwargs str int list dict set tuple bool float bytes "
+    "object type len print range open main test tests data value values name key keys items "
+    "result results return import from class def for while if else elif try except with pass "
+    "break continue lambda yield async await json echo cat grep sed head tail find the and "
+    "this that init new get put post delete"
+)
+
+# (pattern, template, characters that may not precede a match besides word characters;
+# None: no check). The boundary is checked in Python (see _bounded): a leading
+# lookbehind would make the regex engine try every position of a long tool output.
+_NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
+    (re.compile(r"[Pp]ort[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
+    (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
+    (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d)"), "line", ""),
+    (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?![\w.])"), "{1}", "."),
+    (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
+    (
+        re.compile(
+            r"(\d+(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+            r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
+            r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
+            r"passengers|bags|nights|days))(?!\w)"
+        ),
+        "{1}",
+        ".",
+    ),
+    (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
+    (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
+)
+# ``Django 3.2``: found from the version, then the word before it is checked.
+_VERSION_AFTER_NAME = re.compile(r" v?\d+(?:\.\d+)+(?![\w.])")
+_VERSIONED_NAMES = _words(
+    "python django node nodejs npm pip go rust java ruby php postgresql postgres mysql redis "
+    "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"
+)
+
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
+
+# Interpreter and library internals (traceback frames): context, not salient facts.
+_ENVIRONMENT_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|node_modules/")
+_OBJECT_NAMES = _words("self cls mock os sys np pd obj super this args kwargs request response")
+_PATH_ROOTS = _words(
+    "tmp etc usr var home opt dev bin sbin srv mnt root proc sys lib work data app src workspace "
+    "testbed repo code project users"
+)
+_KNOWN_FILES = frozenset(
+    {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cap(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` chars, at a space when one is near the end."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", int(limit * 0.6), limit)
+    return text[: cut if cut > 0 else limit].rstrip()
+
+
+def _mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` with `spans` blanked out (same length, so positions stay valid)."""
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
+
+
+def _urls(text: str) -> list[tuple[int, int, str]]:
+    found: list[tuple[int, int, str]] = []
+    for match in _URL_TAIL.finditer(text):
+        start = match.start()
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
+            start -= 1
+        scheme = text[start : match.start()]
+        value = text[start : match.end()].rstrip(_URL_STRIP)
+        if len(scheme) < 2 or not _URL_SCHEME.match(scheme) or len(value) <= len(scheme) + 4:
+            continue
+        found.append((start, start + len(value), value))
+    return found
+
+
+def _plausible_path(raw: str) -> str | None:
+    value = raw.rstrip(".-,:")
+    if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
+        return None
+    if "/" not in value:
+        return value if _HAS_EXT.search(value) or value in _KNOWN_FILES else None
+    parts = [p for p in value.split("/") if p]
+    if not parts:
+        return None
+    if value.startswith(("/", "~/", "./", "../")):
+        if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
+            return value
+        return None
+    if _HAS_EXT.search(value) or value.count("/") >= 2 or value.endswith("/"):
+        return value
+    return None
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
+    """``pattern.finditer`` where a match may not follow a word char or one of `not_before`.
+
+    Same result as a leading negative lookbehind, without its cost: rejected matches
+    resume one character later, so an overlapping valid match is still found.
+    """
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return
+        start = match.start()
+        if start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] in not_before):
+            pos = start + 1
+            continue
+        yield match
+        pos = match.end() if match.end() > start else start + 1
+
+
+def _path_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Candidate path spans, in order: slash paths, then bare file names."""
+    n = len(text)
+    slash = text.find("/")
+    while slash != -1:
+        start, end = slash, slash
+        while start > 0 and text[start - 1] in _PATH_CHARS:
+            start -= 1
+        while end < n and (text[end] in _PATH_CHARS or text[end] == "/"):
+            end += 1
+        yield start, end
+        slash = text.find("/", end)
+    for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
+        for match in pattern.finditer(text):
+            start = match.start()
+            while start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] in ".-"):
+                start -= 1
+            if start == match.start() and pattern is _EXT_ANCHOR:
+                continue  # ``.py`` alone
+            yield start, match.end()
+
+
+def _paths(text: str) -> Iterator[tuple[int, str]]:
+    spans: dict[int, int] = {}
+    for start, end in _path_spans(text):
+        spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
+    found: dict[int, str] = {}
+    for start, end in spans.items():
+        if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:
+            continue
+        if text[start] == "." and not text.startswith(("./", "../"), start):
+            continue
+        value = _plausible_path(text[start:end])
+        if value is None or _ENVIRONMENT_PATH.search(value):
+            continue
+        if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
+            continue  # ``self.log``, ``mock.patch``: attribute access, not a file
+        found[start] = value
+    return iter(sorted(found.items()))
+
+
+def _error_lines(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for pattern in _EXIT_CODES:
+        for match in pattern.finditer(text):
+            if int(match.group(1)) != 0:
+                found.append((match.start(), f"exit code {int(match.group(1))}"))
+    start = text.find(_TRACEBACK)
+    while start != -1:
+        pos = start + len(_TRACEBACK)
+        for line in text[pos : pos + 20000].split("\n"):
+            if (
+                line
+                and not line[0].isspace()
+                and not line.startswith(("Traceback", "During", "The above"))
+            ):
+                found.append((start, _cap(line, LINE_MAX_CHARS)))
+                break
+        start = text.find(_TRACEBACK, pos)
+    for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
+        for match in pattern.finditer(text):
+            found.append((match.start(1), _cap(match.group(1), LINE_MAX_CHARS)))
+    for match in _PYTEST_E_LINE.finditer(text):
+        rest = match.group(1)
+        if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
+            found.append((match.start(1), _cap(rest, LINE_MAX_CHARS)))
+    lines = [value for _, value in found]
+    for match in _EXCEPTION_ANCHOR.finditer(text):
+        start = match.start()
+        while start > 0 and text[start - 1].isalnum():
+            start -= 1
+        if start == match.start() or not ("A" <= text[start] <= "Z"):
+            continue
+        if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
+            continue
+        name = text[start : match.end()]
+        if not any(name in line for line in lines):
+            found.append((start, name))
+    return found
+
+
+def find_paths(text: str) -> list[str]:
+    """The file paths mentioned in `text` (URLs excluded), in order, once each."""
+    masked = _mask(text, [(start, end) for start, end, _ in _urls(text)])
+    return list(dict.fromkeys(value for _, value in _paths(masked)))
+
+
+def error_lines(text: str) -> list[str]:
+    """The error facts of one text (exit codes, exception and error lines), in order, once."""
+    seen: dict[str, None] = {}
+    for _, value in sorted(_error_lines(text), key=lambda item: item[0]):
+        seen.setdefault(value, None)
+    return list(seen)
+
+
+def exit_code(text: str) -> int | None:
+    """The last exit code a tool result reports, if it reports one."""
+    found: list[tuple[int, int]] = []
+    for pattern in _EXIT_CODES:
+        found.extend((match.start(), int(match.group(1))) for match in pattern.finditer(text))
+    return max(found)[1] if found else None
+
+
+def _numbers(text: str) -> Iterator[tuple[int, str]]:
+    for pattern, template, not_before in _NUMBER_PATTERNS:
+        matches = (
+            pattern.finditer(text) if not_before is None else _bounded(pattern, text, not_before)
+        )
+        for match in matches:
+            if template == "line":
+                if text[max(0, match.start() - 3) : match.start()] == '", ':
+                    continue  # a traceback frame: its error line is the fact
+                word = "lines" if match.group(3) else "line"
+                tail = f"-{match.group(3)}" if match.group(3) else ""
+                yield match.start(), f"{word} {match.group(2)}{tail}"
+            else:
+                yield match.start(), template.format(*(match.group(0), *match.groups()))
+    for match in _VERSION_AFTER_NAME.finditer(text):
+        start = match.start()
+        while start > 0 and text[start - 1].isalpha():
+            start -= 1
+        if text[start : match.start()].lower() in _VERSIONED_NAMES and (
+            start == 0 or not _is_word_char(text[start - 1])
+        ):
+            yield start, text[start : match.end()]
+
+
+def _quoted(text: str) -> Iterator[tuple[int, str]]:
+    for match in _bounded(_QUOTED, text, "\\"):
+        inner = match.group(2)
+        if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
+            yield match.start(), inner
+
+
+def _definitions(text: str) -> Iterator[tuple[int, str]]:
+    for match in _DEFINITION.finditer(text):
+        start = match.start()
+        if start > 0 and not (text[start - 1].isspace() or text[start - 1] == "("):
+            continue  # ``undefined``, ``subclass x``: not a definition keyword
+        if match.group(1) != "class" and match.group(3) in ":{":
+            continue  # ``this function too:`` is prose; functions are followed by ``(``
+        if _good_identifier(match.group(2)):
+            yield start, match.group(2)
+
+
+def _good_identifier(name: str) -> bool:
+    bare = name.removesuffix("()")
+    return (
+        len(bare) >= 3
+        and bare.lower() not in _STOPWORDS
+        and not (bare.startswith("__") and bare.endswith("__"))
+        and any(c.isalpha() for c in bare)
+    )
+
+
+def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
+    """``(position, kind, value)``: identifier-like spans are identifiers, others quoted."""
+    for match in _BACKTICK.finditer(text):
+        inner = match.group(1).strip()
+        if not inner:
+            continue
+        if _IDENTIFIER_LIKE.fullmatch(inner):
+            if _good_identifier(inner):
+                yield match.start(), "identifier", inner.removesuffix("()")
+        elif len(inner) >= 2:
+            yield match.start(), "quoted", inner
+
+
+def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
+    for pattern in (_SNAKE, _CAMEL):
+        for match in _bounded(pattern, text, ".-\\"):
+            if _good_identifier(match.group(0)):
+                yield match.start(), match.group(0)
+
+
+def _string_leaves(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _string_leaves(v, str(k))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_leaves(item, key)
+
+
+def _arguments(call: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    """The tool name and the (key, string) leaves of its arguments; a value that is not a
+    JSON object (or not JSON) gives leaves under the key "" (``toolcalls.RAW_KEY``)."""
+    name, args = call_name_and_args(call)
+    return name, list(_string_leaves(args))
+
+
+# --------------------------------------------------------------------------- extraction
+
+_RANK = {kind: rank for rank, kind in enumerate(FACT_KINDS)}
+_Item = tuple[int, int, str, str]
+
+
+class _Found:
+    """The raw facts of one message: ``(kind rank, position, kind, value)``."""
+
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+
+    def add(self, kind: str, position: int, value: str) -> None:
+        if value:
+            self.items.append((_RANK[kind], position, kind, value))
+
+    def scan(self, text: str, offset: int, *, prose: bool) -> str:
+        """Facts of free text; returns `text` with its URLs and paths blanked out."""
+        urls = _urls(text)
+        for start, _, value in urls:
+            self.add("url", offset + start, value)
+        masked = _mask(text, [(start, end) for start, end, _ in urls])
+        path_spans: list[tuple[int, int]] = []
+        for position, value in _paths(masked):
+            self.add("path", offset + position, value)
+            path_spans.append((position, position + len(value)))
+        for position, value in _error_lines(text):
+            self.add("error", offset + position, value)
+        for position, value in _definitions(text):
+            self.add("identifier", offset + position, value)
+        for position, kind, value in _backticks(text):
+            self.add(kind, offset + position, value)
+        for position, value in _numbers(masked):
+            self.add("number", offset + position, value)
+        if prose:
+            # String literals of code blocks are mostly noise; quotes in prose are not.
+            for position, value in _quoted(_mask(text, [m.span() for m in _FENCE.finditer(text)])):
+                self.add("quoted", offset + position, value)
+        for match in _DOLLAR_LINE.finditer(text):
+            self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
+        return _mask(masked, path_spans)
+
+    def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
+        """Facts of one tool call's arguments; returns the next free position."""
+        name, leaves = _arguments(call)
+        command_keys = TERMINAL_COMMAND_KEYS if tool_family(name) == "terminal" else COMMAND_KEYS
+        for key, value in leaves:
+            lowered = key.lower()
+            if lowered in command_keys:
+                first = next((ln for ln in value.splitlines() if ln.strip()), "")
+                self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
+            if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
+                # a multi-line argument is a script or a file body: code, not prose
+                masked = self.scan(value, offset, prose="\n" not in value.strip())
+                for position, token in _code_tokens(masked):
+                    self.add("identifier", offset + position, token)
+            else:
+                self._scan_leaf(value, offset)
+            offset += len(value) + 1
+        return offset
+
+    def _scan_leaf(self, value: str, offset: int) -> None:
+        """A short structured argument value (an id, a name, a path, a city)."""
+        value = value.strip()
+        if "://" in value:
+            self.scan(value, offset, prose=False)
+        elif " " in value:
+            if any(c.isalnum() for c in value):
+                self.add("quoted", offset, value)
+            self.scan(value, offset, prose=False)
+        elif _plausible_path(value) is not None:
+            self.add("path", offset, _plausible_path(value) or value)
+        elif (
+            any(c.isalpha() for c in value) and value.lower() not in _STOPWORDS and len(value) >= 2
+        ):
+            self.add("identifier", offset, value)
+        else:
+            self.scan(value, offset, prose=False)
+
+
+def _is_summary(message: Mapping[str, Any]) -> bool:
+    # Imported here: the compressor package depends on this module, not the reverse.
+    from ctxledger.compressor.markers import is_summary_message
+
+    return is_summary_message(message)
+
+
+def _message_items(message: Mapping[str, Any]) -> list[_Item]:
+    found = _Found()
+    role = str(message.get("role") or "")
+    text = content_text(message)
+    if role == "user" and text.strip() and not _is_summary(message):
+        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
+    found.scan(text, 0, prose=role in ("user", "assistant"))
+    offset = len(text) + 1
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            offset = found.scan_call(call, offset)
+    found.items.sort(key=lambda item: (item[0], item[1]))
+    return found.items
+
+
+def extract_facts(
+    messages: Sequence[Mapping[str, Any]], *, ids: Sequence[str] | None = None
+) -> list[Fact]:
+    """The salient facts of `messages`, each normalized value once, in a stable order.
+
+    `ids` (parallel to `messages`) fills :attr:`Fact.message_id`.
+    """
+    if ids is not None and len(ids) != len(messages):
+        raise ValueError(f"ids has {len(ids)} entries for {len(messages)} messages")
+    seen: set[str] = set()
+    facts: list[Fact] = []
+    for index, message in enumerate(messages):
+        role = str(message.get("role") or "")
+        for _, _, kind, value in _message_items(message):
+            normalized = normalize_fact(kind, value)
+            if len(normalized) < 2 or normalized in seen:
+                continue
+            seen.add(normalized)
+            facts.append(
+                Fact(
+                    kind=kind,
+                    value=value,
+                    normalized=normalized,
+                    message_index=index,
+                    message_id=ids[index] if ids is not None else None,
+                    role=role,
+                )
+            )
+    return facts
+
+
+__all__ = [
+    "FACT_KINDS",
+    "Fact",
+    "error_lines",
+    "exit_code",
+    "extract_facts",
+    "fact_in_text",
+    "find_paths",
+    "normalize",
+    "normalize_fact",
+    "retention",
+]

@@ -1,0 +1,314 @@
+"""Recording one compaction: from a session's live view to the events that record it.
+
+``prepare`` plans (pure) and builds the summarizer request; ``record`` turns the plan
+and the summary into the events of one atomic multi-stream append (the ledger builds
+the append; this module never imports the store): on the old
+session ``ToolResultsPruned``, ``SummaryGenerated``, the summarizer's
+``UsageReported`` and ``SessionSwitched`` (which ends it); on the continuation its
+``SessionStarted``. Nothing here touches the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ctxledger.clock import Clock, IdGenerator
+from ctxledger.compressor.assemble import apply as assemble
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.markers import split_merged
+from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
+from ctxledger.compressor.redact import redact
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
+from ctxledger.errors import CompressionError
+from ctxledger.events import (
+    Event,
+    LayoutEntry,
+    PruneEntry,
+    SessionStarted,
+    SessionSwitched,
+    SummaryGenerated,
+    ToolResultsPruned,
+    Trigger,
+    UsageReported,
+    envelope,
+)
+from ctxledger.messages import JSON, content_text
+from ctxledger.tokens import count_message
+
+
+class CompactionInput(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a compaction decision depends on (what `replay --verify` re-runs)."""
+
+    session_id: str
+    model: str
+    context_length: int
+    encoding: str
+    messages: list[JSON]
+    #: parallel to ``messages``; None for the system message
+    message_ids: list[str | None]
+    exact_tokens: list[int]
+    tools_tokens: int = 0
+    pinned_ids: list[str] = msgspec.field(default_factory=list)
+    compaction_count: int = 0
+    expected_version: int = 0
+
+
+class Prepared(msgspec.Struct, frozen=True, kw_only=True):
+    input: CompactionInput
+    config: CompressionConfig
+    plan: CompactionPlan
+    request: SummaryRequest | None
+    previous_summary_id: str | None = None
+
+
+def token_counts(inp: CompactionInput, config: CompressionConfig) -> list[int]:
+    """The counts the planner sees: stored exact counts, or Hermes's rough estimate."""
+    if config.estimator == "rough":
+        return rough_counts(inp.messages)
+    return list(inp.exact_tokens)
+
+
+def prepare(
+    inp: CompactionInput,
+    config: CompressionConfig,
+    *,
+    focus: str | None = None,
+    force: bool = False,
+) -> Prepared:
+    """Plan the compaction (pure) and build the summarizer's request."""
+    counts = token_counts(inp, config)
+    pinned = [
+        i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in inp.pinned_ids
+    ]
+    the_plan = plan(
+        inp.messages,
+        config,
+        counts,
+        context_length=inp.context_length,
+        focus=focus,
+        pinned=pinned,
+        compaction_count=inp.compaction_count,
+        force=force,
+    )
+    if the_plan.action != "compress":
+        return Prepared(input=inp, config=config, plan=the_plan, request=None)
+    return Prepared(
+        input=inp,
+        config=config,
+        plan=the_plan,
+        request=summary_request(inp, the_plan, focus),
+        previous_summary_id=(
+            inp.message_ids[the_plan.previous_summary_index]
+            if the_plan.previous_summary_index is not None
+            else None
+        ),
+    )
+
+
+def summary_request(
+    inp: CompactionInput, the_plan: CompactionPlan, focus: str | None
+) -> SummaryRequest:
+    """The middle as the summarizer sees it: prunes applied, the previous summary split out.
+
+    Only the summarized messages go in (pinned and carried ones stay verbatim). A
+    previous summary, standalone or merged into a message, becomes ``previous_summary``
+    (update mode); the message it was merged into is summarized like any other.
+    """
+    replaced = {p.index: p.replacement for p in the_plan.prunes}
+    turns: list[JSON] = []
+    originals: list[JSON] = []
+    previous: str | None = None
+    for i in the_plan.summarized_indices():
+        split = split_merged(inp.messages[i]) if i == the_plan.previous_summary_index else None
+        if split is not None:
+            previous, original = split
+            if original is not None:
+                turns.append(original)
+                originals.append(original)
+            continue
+        turns.append(replaced.get(i, inp.messages[i]))
+        originals.append(inp.messages[i])
+    if previous is None and the_plan.previous_summary_index is not None:
+        # an older summary merged into a carried message ("unmerged"): its text is the previous summary
+        split = split_merged(inp.messages[the_plan.previous_summary_index])
+        previous = split[0] if split is not None else None
+    return SummaryRequest(
+        turns=turns,
+        budget_tokens=the_plan.summary_budget_tokens,
+        previous_summary=previous,
+        focus=focus,
+        session_model=inp.model,
+        originals=originals if replaced else None,
+    )
+
+
+class RecordedCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    """The events of one compaction, ready for one atomic two-stream append."""
+
+    compaction_id: str
+    new_session_id: str
+    #: the old session's stream: ``old_events`` expect it at ``expected_version``
+    session_id: str
+    old_events: list[Event]
+    expected_version: int | None
+    #: the continuation's stream, new (version 0): its ``SessionStarted``
+    new_events: list[Event]
+    switch: SessionSwitched
+    summary: SummaryGenerated
+    #: the continuation's API view (system message first when there is one), as assembled
+    messages: list[JSON]
+
+
+def build_layout(
+    prepared: Prepared, summary_text: str, ids: IdGenerator
+) -> tuple[str | None, int, list[LayoutEntry], list[JSON]]:
+    """Assemble the continuation (pure given the ids) and describe it as layout entries."""
+    inp = prepared.input
+    assembled = assemble(prepared.plan, inp.messages, summary_text)
+    system_prompt: str | None = None
+    system_tokens = 0
+    layout: list[LayoutEntry] = []
+    for message, entry in zip(assembled.messages, assembled.entries, strict=True):
+        if entry.origin == "system":
+            system_prompt = content_text(message)
+            system_tokens = (
+                count_message(message, inp.encoding)
+                if message != inp.messages[0]
+                else inp.exact_tokens[0]
+            )
+            continue
+        if entry.origin == "carried":
+            assert entry.source_index is not None
+            mid = inp.message_ids[entry.source_index]
+            assert mid is not None
+            layout.append(
+                LayoutEntry(
+                    message_id=mid, origin="carried", tokens=inp.exact_tokens[entry.source_index]
+                )
+            )
+            continue
+        source_id = inp.message_ids[entry.source_index] if entry.source_index is not None else None
+        layout.append(
+            LayoutEntry(
+                message_id=ids("msg"),
+                origin=entry.origin,
+                message=message,
+                tokens=count_message(message, inp.encoding),
+                source_id=source_id,
+            )
+        )
+    return system_prompt, system_tokens, layout, assembled.messages
+
+
+def record(
+    prepared: Prepared,
+    result: SummaryResult,
+    *,
+    trigger: Trigger,
+    clock: Clock,
+    ids: IdGenerator,
+) -> RecordedCompaction:
+    """The events of one compaction, as one atomic two-stream append."""
+    inp, the_plan = prepared.input, prepared.plan
+    if the_plan.action != "compress" or prepared.request is None:
+        raise CompressionError(f"nothing to record: the plan was skipped ({the_plan.skip_reason})")
+    text = redact(result.text).strip()
+    if not text:
+        raise CompressionError("the summarizer returned an empty summary")
+    compaction_id = ids("cmp")
+    new_session_id = ids("ses")
+    system_prompt, system_tokens, layout, new_messages = build_layout(prepared, text, ids)
+    sid = inp.session_id
+
+    def env() -> dict[str, Any]:
+        return envelope(sid, ids, clock)
+
+    old: list[Event] = []
+    if the_plan.prunes:
+        entries = [
+            PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
+            for p in the_plan.prunes
+        ]
+        old.append(ToolResultsPruned(**env(), compaction_id=compaction_id, entries=entries))
+    summary = _summary_event(prepared, result, text, env(), compaction_id)
+    old.append(summary)
+    if result.usage is not None:
+        old.append(
+            UsageReported(
+                **env(),
+                raw=msgspec.to_builtins(result.usage),
+                shape="canonical",
+                usage=result.usage,
+                model=result.model,
+                purpose="summarizer",
+            )
+        )
+    switch = SessionSwitched(
+        **env(),
+        compaction_id=compaction_id,
+        new_session_id=new_session_id,
+        trigger=trigger,
+        system_prompt=system_prompt,
+        system_prompt_tokens=system_tokens,
+        layout=layout,
+        plan=msgspec.to_builtins(the_plan),
+        config=prepared.config.to_snapshot(),
+        tokens_before=sum(inp.exact_tokens) + inp.tools_tokens,
+        tokens_after=system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens,
+        messages_before=len(inp.messages),
+        messages_after=len(new_messages),
+    )
+    old.append(switch)
+    started = SessionStarted(
+        **envelope(new_session_id, ids, clock),
+        model=inp.model,
+        context_length=inp.context_length,
+        parent_session_id=sid,
+        reason="compression",
+        compaction_id=compaction_id,
+        encoding=inp.encoding,
+        config=prepared.config.to_snapshot(),
+    )
+    return RecordedCompaction(
+        compaction_id=compaction_id,
+        new_session_id=new_session_id,
+        session_id=sid,
+        old_events=old,
+        expected_version=inp.expected_version,
+        new_events=[started],
+        switch=switch,
+        summary=summary,
+        messages=new_messages,
+    )
+
+
+def _summary_event(
+    prepared: Prepared, result: SummaryResult, text: str, env: dict[str, Any], compaction_id: str
+) -> SummaryGenerated:
+    inp, the_plan = prepared.input, prepared.plan
+    assert prepared.request is not None  # record() checked it
+    return SummaryGenerated(
+        **env,
+        compaction_id=compaction_id,
+        summarizer=result.summarizer,
+        model=result.model,
+        prompt_hash=result.prompt_hash or request_hash(prepared.request),
+        input_message_ids=[_id(inp, i) for i in the_plan.summarized_indices()],
+        budget_tokens=the_plan.summary_budget_tokens,
+        focus=the_plan.focus,
+        previous_summary_id=prepared.previous_summary_id,
+        text=text,
+        fallback=result.fallback,
+        failure=result.failure,
+        failure_class=result.failure_class,
+        usage=result.usage,
+    )
+
+
+def _id(inp: CompactionInput, index: int) -> str:
+    mid = inp.message_ids[index]
+    if mid is None:
+        raise CompressionError(f"message {index} has no id (the system prompt cannot be compacted)")
+    return mid

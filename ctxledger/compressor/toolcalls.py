@@ -1,0 +1,148 @@
+"""What a tool call is: its family (terminal, read, write, ...) and its arguments as a dict.
+
+One place for the tool-name and argument knowledge that phase-1 pruning
+(:mod:`ctxledger.compressor.prune`), the offline summarizer's analysis
+(:mod:`ctxledger.compressor.summarizers.analysis`) and fact extraction
+(:mod:`ctxledger.compressor.facts`) share, so the three agree on which tool runs a shell
+command and where a path or a command sits in the arguments.
+
+Real logs name the same tools many ways (``bash``, ``exec_command``,
+``functions.bash``, ``mcp__server__run_shell``); :func:`tool_family` drops the
+namespace and maps the bare name onto one family. :func:`parse_arguments` never
+raises: a JSON object gives that object; anything else that is not empty (invalid
+JSON, a JSON string or list, a non-string value) is kept under :data:`RAW_KEY`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "COMMAND_KEYS",
+    "DIR_KEYS",
+    "EDITOR_TOOLS",
+    "FAMILIES",
+    "FILE_SEARCH_TOOLS",
+    "PATH_KEYS",
+    "RAW_KEY",
+    "TERMINAL_COMMAND_KEYS",
+    "ToolFamily",
+    "bare_tool_name",
+    "call_name_and_args",
+    "call_parts",
+    "parse_arguments",
+    "tool_family",
+]
+
+ToolFamily = Literal["terminal", "read", "write", "patch", "search", "web_search", "other"]
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_TERMINAL = frozenset(_words(
+    "terminal bash shell sh zsh powershell cmd command exec execute run run_shell "
+    "execute_bash execute_command exec_command run_command run_shell_command "
+    "run_terminal_cmd run_terminal_command local_shell"
+))  # fmt: skip
+_READ = frozenset(_words("read_file read view open cat view_file open_file read_text_file"))
+_SEARCH = frozenset(_words(
+    "search_files grep search rg ripgrep grep_search file_search find find_file find_files "
+    "search_file search_dir glob codebase_search"
+))  # fmt: skip
+_WRITE = frozenset(_words("write_file write create_file write_to_file save_file"))
+_PATCH = frozenset(_words(
+    "patch edit edit_file str_replace_editor str_replace_based_edit_tool apply_patch "
+    "str_replace replace_in_file multi_edit multiedit apply_diff insert"
+))  # fmt: skip
+_WEB_SEARCH = frozenset(_words(
+    "web_search websearch search_web brave_search google_search tavily_search bing_search "
+    "duckduckgo_search internet_search"
+))  # fmt: skip
+
+#: search tools that find files by name, not lines by content (a subset of "search")
+FILE_SEARCH_TOOLS = frozenset(_words("find find_file find_files glob file_search"))
+#: one tool, several verbs (view / create / str_replace ...) chosen by its ``command`` argument
+EDITOR_TOOLS = frozenset(_words("str_replace_editor str_replace_based_edit_tool"))
+
+#: family -> the bare tool names in it ("other" is every name not listed)
+FAMILIES: Mapping[ToolFamily, frozenset[str]] = {
+    "terminal": _TERMINAL, "read": _READ, "write": _WRITE, "patch": _PATCH,
+    "search": _SEARCH, "web_search": _WEB_SEARCH,
+}  # fmt: skip
+_BY_NAME: dict[str, ToolFamily] = {
+    name: family for family, names in FAMILIES.items() for name in names
+}
+
+#: argument names holding a file path, most common first
+PATH_KEYS = _words("path file_path filepath file filename target_file absolute_path uri")
+#: argument names holding a directory (a search's scope, a command's working directory)
+DIR_KEYS = _words("dir directory root cwd search_path folder")
+#: argument names holding a shell command, whatever the tool
+COMMAND_KEYS = _words("command cmd commands shell_command script")
+#: where a terminal tool's command may be: also its generic input, or the raw arguments
+RAW_KEY = ""
+TERMINAL_COMMAND_KEYS = (*COMMAND_KEYS, "input", "code", RAW_KEY)
+
+
+@functools.lru_cache(maxsize=1024)
+def bare_tool_name(name: str) -> str:
+    """The name lower-cased, without namespaces (``functions.bash``, ``mcp__srv__bash`` -> ``bash``)."""
+    return name.strip().lower().rsplit(".", 1)[-1].rsplit("__", 1)[-1]
+
+
+def tool_family(name: Any) -> ToolFamily:
+    """terminal, read, write, patch, search, web_search, or other (also for a non-string)."""
+    return _family(name) if isinstance(name, str) else "other"
+
+
+@functools.lru_cache(maxsize=1024)
+def _family(name: str) -> ToolFamily:
+    return _BY_NAME.get(bare_tool_name(name), "other")
+
+
+def parse_arguments(arguments: Any) -> dict[str, Any]:
+    """A tool call's arguments as a dict (a copy when given a mapping). Never raises.
+
+    A JSON object string gives that object; an empty string or None gives {}; any
+    other value (invalid JSON, a JSON string, list or number, a non-string) is kept
+    whole as ``{RAW_KEY: value}`` so callers can still show or scan it.
+    """
+    if type(arguments) is str or isinstance(arguments, str | bytes | bytearray):
+        if not arguments:
+            return {}
+        try:
+            value = msgspec.json.decode(arguments)
+        except (msgspec.DecodeError, RecursionError):
+            text = (
+                arguments
+                if isinstance(arguments, str)
+                else bytes(arguments).decode("utf-8", "replace")
+            )
+            return {RAW_KEY: text}
+        return value if isinstance(value, dict) else {RAW_KEY: value}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    return {} if arguments is None else {RAW_KEY: arguments}
+
+
+def call_parts(call: Any) -> tuple[str, Any]:
+    """(name, raw arguments) of one OpenAI tool-call object; odd shapes give ("", None)."""
+    # exact type checks first: an ABC isinstance check costs more than the rest of this
+    # function, and the planner calls it for every long tool result
+    fn = call.get("function") if type(call) is dict or isinstance(call, Mapping) else None
+    if type(fn) is not dict and not isinstance(fn, Mapping):
+        return "", None
+    name = fn.get("name")
+    return name if type(name) is str or isinstance(name, str) else "", fn.get("arguments")
+
+
+def call_name_and_args(call: Any) -> tuple[str, dict[str, Any]]:
+    """(name, parsed arguments) of one tool-call object; name is "" when missing."""
+    name, arguments = call_parts(call)
+    return name, parse_arguments(arguments)

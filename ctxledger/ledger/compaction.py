@@ -1,0 +1,183 @@
+"""Running a compaction against a ledger: read the live view, plan, summarize, append.
+
+The planning and event building are pure (``compressor.engine``); this module adds
+the effects: reading the projection, calling the summarizer, and the single atomic
+append that ends the old session and starts its continuation. A stale expected
+version (another writer compacted first) raises ``ConcurrencyError`` and nothing is
+written; the caller re-reads and continues on the compression tip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ctxledger.compressor.assemble import feedback
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.recording import (
+    CompactionInput,
+    Prepared,
+    RecordedCompaction,
+    prepare,
+    record,
+)
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
+from ctxledger.errors import FailureClass
+from ctxledger.events import CompressionSkipped, Trigger
+from ctxledger.eventstore.base import AppendRequest
+from ctxledger.ledger.facade import Ledger
+from ctxledger.projections import Projector
+from ctxledger.tokens import rough_message_tokens
+
+
+class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What a compaction did (or why it did not)."""
+
+    session_id: str
+    action: str  # "compressed" | "skipped" | "dry_run"
+    plan: dict[str, Any]
+    new_session_id: str | None = None
+    compaction_id: str | None = None
+    skip_reason: str | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    fallback: bool = False
+    failure: str | None = None
+    failure_class: FailureClass | None = None
+    feedback: str = ""
+    summary_text: str | None = None
+
+
+def compaction_input(source: Ledger | Projector, session_id: str) -> CompactionInput:
+    """Snapshot of everything a compaction of `session_id` depends on, from the projections.
+
+    `source` is a ledger (its live projections) or any projector, e.g. one folded up
+    to just before a recorded compaction (``replay --verify``).
+    """
+    projector = source.projector if isinstance(source, Ledger) else source
+    t = projector.transcript
+    view = t.session(session_id)
+    messages = t.api_messages(session_id)
+    ids: list[str | None] = [None] if view.system_prompt is not None else []
+    ids.extend(view.live)
+    return CompactionInput(
+        session_id=session_id,
+        model=view.model,
+        context_length=view.context_length,
+        encoding=view.encoding,
+        messages=messages,
+        message_ids=ids,
+        exact_tokens=t.api_tokens(session_id),
+        tools_tokens=view.tools_tokens,
+        pinned_ids=list(view.pinned),
+        compaction_count=projector.chains.compression_count(session_id),
+        expected_version=view.version,
+    )
+
+
+def plan_compaction(
+    ledger: Ledger,
+    session_id: str,
+    *,
+    config: CompressionConfig | None = None,
+    focus: str | None = None,
+    force: bool = True,
+) -> Prepared:
+    """Plan without appending anything (``compress --dry-run``)."""
+    ledger.live_session(session_id)
+    return prepare(
+        compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force
+    )
+
+
+def rough_total(messages: list[dict[str, Any]]) -> int:
+    return sum(rough_message_tokens(m) for m in messages)
+
+
+def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
+    """Append a recorded compaction: both streams in one atomic, checked append."""
+    ledger.append(
+        [
+            AppendRequest(recorded.session_id, recorded.old_events, recorded.expected_version),
+            AppendRequest(recorded.new_session_id, recorded.new_events, 0),
+        ]
+    )
+
+
+async def compact(
+    ledger: Ledger,
+    session_id: str,
+    summarizer: Summarizer,
+    *,
+    config: CompressionConfig | None = None,
+    focus: str | None = None,
+    trigger: Trigger = "manual",
+    dry_run: bool = False,
+    record_skip: bool = True,
+) -> CompactionOutcome:
+    """Compact a live session. Manual compaction (``trigger="manual"``) forces a plan.
+
+    Summarizer failures that abort (auth, network, not configured) propagate as
+    ``SummarizerError`` with nothing appended; other failures use the recorded
+    fallback summary.
+    """
+    prepared = plan_compaction(
+        ledger, session_id, config=config, focus=focus, force=trigger == "manual"
+    )
+    inp, the_plan = prepared.input, prepared.plan
+    plan_dict = msgspec.to_builtins(the_plan)
+    base = {
+        "session_id": session_id,
+        "plan": plan_dict,
+        "tokens_before": sum(inp.exact_tokens) + inp.tools_tokens,
+        "messages_before": len(inp.messages),
+    }
+    if the_plan.action != "compress" or prepared.request is None:
+        text = feedback(
+            inp.messages, inp.messages, rough_total(inp.messages), rough_total(inp.messages)
+        )
+        if record_skip and not dry_run:
+            ledger.append_events(
+                session_id,
+                [
+                    CompressionSkipped(
+                        **ledger.event_fields(session_id),
+                        trigger=trigger,
+                        reason=the_plan.skip_reason or "skipped",
+                        details={"plan": plan_dict},
+                    )
+                ],
+            )
+        return CompactionOutcome(
+            **base,
+            action="skipped",
+            skip_reason=the_plan.skip_reason,
+            messages_after=len(inp.messages),
+            tokens_after=base["tokens_before"],
+            feedback=text,
+        )
+    if dry_run:
+        return CompactionOutcome(
+            **base, action="dry_run", tokens_after=the_plan.estimated_tokens_after
+        )
+    result = await summarize_with_fallback(summarizer, prepared.request)
+    recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
+    append_recorded(ledger, recorded)
+    after = recorded.messages  # the continuation as assembled (equal to its folded view)
+    return CompactionOutcome(
+        **base,
+        action="compressed",
+        new_session_id=recorded.new_session_id,
+        compaction_id=recorded.compaction_id,
+        tokens_after=recorded.switch.tokens_after,
+        messages_after=recorded.switch.messages_after,
+        fallback=result.fallback,
+        failure=result.failure,
+        failure_class=result.failure_class,
+        feedback=feedback(inp.messages, after, rough_total(inp.messages), rough_total(after)),
+        summary_text=recorded.summary.text,
+    )

@@ -1,0 +1,477 @@
+"""The synchronous facade over one ledger: a store plus its live projections.
+
+Everything that writes goes through here: it validates, builds events with the
+injected clock and ids, appends atomically with the expected version it read, and
+folds the new events into the projections. The CLI and the async service are thin
+layers over this class.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
+from ctxledger.events import (
+    CompressionChecked,
+    CompressionSkipped,
+    ContextLimitLearned,
+    CooldownStarted,
+    Event,
+    MessageAppended,
+    MessagePinned,
+    ModelSwitched,
+    NoticeIssued,
+    PressureWarning,
+    SessionReason,
+    SessionStarted,
+    SystemPromptSet,
+    ToolOutputPersisted,
+    ToolsDeclared,
+    UsageReported,
+    envelope,
+)
+from ctxledger.events import (
+    SessionEnded as SessionEndedEvent,
+)
+from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.ledger.spec import SessionSpec
+from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
+from ctxledger.projections import (
+    ChainsProjection,
+    Lineage,
+    Projector,
+    SessionUsage,
+    SessionView,
+    TranscriptProjection,
+)
+from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
+from ctxledger.usage import normalize_usage
+
+#: what the runtime records about its own decisions (``Ledger.append_events``)
+DECISION_EVENTS = (
+    CompressionChecked,
+    CompressionSkipped,
+    CooldownStarted,
+    NoticeIssued,
+    PressureWarning,
+)
+
+
+def default_db_path() -> Path:
+    """``$CTXLEDGER_DB``, else ``ctxledger.db`` in the user's data directory."""
+    env = os.environ.get("CTXLEDGER_DB")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db"
+
+
+class Ledger:
+    """One event store and the projections folded from it."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        clock: Clock = system_clock,
+        ids: IdGenerator = random_ids,
+        config: CompressionConfig | None = None,
+        projector: Projector | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+        self.config = config or CompressionConfig()
+        self.projector = projector or Projector.rebuild(store)
+        self._calls: dict[str, tuple[int, CallLedger]] = {}
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        clock: Clock = system_clock,
+        ids: IdGenerator = random_ids,
+        config: CompressionConfig | None = None,
+        durability: Durability = "full",
+    ) -> Ledger:
+        """Open (creating if needed) a SQLite ledger file and fold it."""
+        # the store creates missing parent folders itself, private (0700)
+        target = Path(path) if path is not None else default_db_path()
+        store = SQLiteEventStore(target, durability=durability)
+        return cls(store, clock=clock, ids=ids, config=config)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- projections -----------------------------------------------------------------
+
+    @property
+    def transcript(self) -> TranscriptProjection:
+        return self.projector.transcript
+
+    @property
+    def chains(self) -> ChainsProjection:
+        return self.projector.chains
+
+    def refresh(self) -> int:
+        """Fold events other writers appended since we last looked."""
+        return self.projector.catch_up(self.store)
+
+    def version(self, session_id: str) -> int:
+        view = self.transcript.state.sessions.get(session_id)
+        return view.version if view is not None else 0
+
+    def append(
+        self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
+        """The one way anything writes to this ledger: check references, append atomically, fold.
+
+        For writers that build their own events (a compaction, an undo, an import): one
+        call is one transaction over every stream it names; a stale expected version
+        raises ``ConcurrencyError`` and writes nothing.
+        """
+        for request in requests:
+            self._check_references(request)
+        try:
+            self.store.append_many(requests, blobs)
+        finally:
+            self.refresh()
+
+    def _check_references(self, request: AppendRequest) -> None:
+        """Events must name a session that exists (or starts here) and messages it holds.
+
+        The log is immutable, so what it would not fold must never get in.
+        """
+        view = self.transcript.state.sessions.get(request.stream)
+        events = list(request.events)
+        if view is None and not (events and isinstance(events[0], SessionStarted)):
+            raise UnknownSession(
+                f"no session {request.stream!r}; a new session must begin with SessionStarted"
+            )
+        batch = {e.message_id for e in events if isinstance(e, MessageAppended)}
+        for e in events:
+            if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
+                continue
+            if view is None or e.message_id not in view.live:
+                raise UnknownMessage(
+                    f"message {e.message_id!r} is not in the live view of {request.stream!r}"
+                )
+
+    def event_fields(self, session_id: str) -> dict[str, Any]:
+        """The fields every event needs (a new id, the session, the injected clock's time)."""
+        return envelope(session_id, self.ids, self.clock)
+
+    # --- sessions --------------------------------------------------------------------
+
+    def start_events(self, sid: str, spec: SessionSpec) -> list[Event]:
+        """The checked opening events of a session: start, system prompt, tools (pure).
+
+        Shared by :meth:`start` and imports, so every session is checked alike
+        (``spec.session_id`` is ignored: ``sid`` is the id).
+        """
+        model, system_prompt, tools, encoding = (
+            spec.model,
+            spec.system_prompt,
+            spec.tools,
+            spec.encoding,
+        )
+        if not isinstance(model, str) or not model:
+            raise InvalidInput("model must be a non-empty string")
+        ctx = spec.context_length or self.config.context_length
+        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
+            raise InvalidInput(
+                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
+                "or set context_length in the config"
+            )
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise InvalidInput("system_prompt must be a string")
+        tool_list: list[JSON] = []
+        for i, tool in enumerate(tools or ()):
+            if not isinstance(tool, Mapping):
+                raise InvalidInput(f"tool {i} must be a JSON object, got {type(tool).__name__}")
+            tool_list.append(dict(tool))
+        events: list[Event] = [
+            SessionStarted(
+                **self.event_fields(sid),
+                model=model,
+                context_length=ctx,
+                parent_session_id=spec.parent_session_id,
+                reason=spec.reason,
+                title=spec.title,
+                source=spec.source,
+                encoding=encoding,
+                config=self.config.to_snapshot(),
+            )
+        ]
+        if system_prompt is not None:
+            tokens = count_message({"role": "system", "content": system_prompt}, encoding)
+            events.append(
+                SystemPromptSet(**self.event_fields(sid), text=system_prompt, tokens=tokens)
+            )
+        if tool_list:
+            tokens = count_tools(tool_list, encoding)
+            events.append(ToolsDeclared(**self.event_fields(sid), tools=tool_list, tokens=tokens))
+        return events
+
+    def start_session(
+        self,
+        *,
+        model: str,
+        context_length: int | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        parent_session_id: str | None = None,
+        reason: SessionReason = "new",
+        title: str | None = None,
+        source: str | None = None,
+        encoding: str = DEFAULT_ENCODING,
+        session_id: str | None = None,
+    ) -> str:
+        """Start a session (one atomic append: start, system prompt, tools). Returns its id."""
+        return self.start(
+            SessionSpec(
+                model=model,
+                context_length=context_length,
+                system_prompt=system_prompt,
+                tools=tools,
+                parent_session_id=parent_session_id,
+                reason=reason,
+                title=title,
+                source=source,
+                encoding=encoding,
+                session_id=session_id,
+            )
+        )
+
+    def start(self, spec: SessionSpec) -> str:
+        """Start the session `spec` describes (one atomic append). Returns its id."""
+        reason, parent_session_id = spec.reason, spec.parent_session_id
+        if reason == "compression":
+            raise InvalidInput("continuations are started by a compaction, not by start_session")
+        if parent_session_id is not None:
+            self.transcript.session(parent_session_id)
+        if reason in ("branch", "delegate") and parent_session_id is None:
+            raise InvalidInput(f"a {reason} session needs a parent_session_id")
+        sid = spec.session_id or self.ids("ses")
+        if sid in self.transcript.state.sessions:
+            raise InvalidInput(f"session {sid!r} already exists")
+        events = self.start_events(sid, spec)
+        self.append([AppendRequest(sid, events, 0)])
+        return sid
+
+    def live_session(self, session_id: str) -> SessionView:
+        """The view of a session that can still be written to; SessionEndedError names its tip."""
+        view = self.transcript.session(session_id)
+        if view.ended:
+            tip = self.chains.tip(session_id)
+            hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
+            raise SessionEndedError(f"session {session_id!r} has ended ({view.end_reason}){hint}")
+        return view
+
+    def call_ledger(self, session_id: str) -> CallLedger:
+        """Tool calls issued and answered in the session's live view (cached).
+
+        A session's live list only ever grows (a compaction starts a new session), so
+        the cache is keyed by how many live messages it has folded and catches up on
+        the new ones: an append costs O(new messages), not a rescan of the session.
+        """
+        live = self.transcript.session(session_id).live
+        n, ledger = self._calls.get(session_id) or (0, CallLedger())
+        if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
+            n, ledger = 0, CallLedger()
+        stored = self.transcript.stored
+        for mid in live[n:]:
+            msg = stored(mid).message
+            if msg.get("role") == "assistant":
+                ledger.issued.update(tool_call_ids(msg))
+            elif msg.get("role") == "tool":
+                ledger.answered.add(str(msg.get("tool_call_id")))
+        self._calls[session_id] = (len(live), ledger)
+        return ledger
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        extra_events: Sequence[Event] = (),
+        message_ids: Sequence[str] | None = None,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> list[str]:
+        """Validate and append messages (all or nothing). Returns their new message ids.
+
+        ``extra_events`` and ``blobs`` go into the same atomic append (e.g. a tool output
+        persisted out of the context); ``message_ids`` lets the caller reserve the ids
+        those events refer to.
+        """
+        view = self.live_session(session_id)
+        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInput("messages must be a list of message objects")
+        validated = validate_messages(list(messages), self.call_ledger(session_id))
+        counts = count_messages(validated, view.encoding) if validated else []
+        events: list[Event] = []
+        ids: list[str] = []
+        if message_ids is not None and len(message_ids) != len(validated):
+            raise InvalidInput("message_ids must have one id per message")
+        reserved = (
+            list(message_ids) if message_ids is not None else [self.ids("msg") for _ in validated]
+        )
+        for msg, tokens, mid in zip(validated, counts, reserved, strict=True):
+            ids.append(mid)
+            events.append(
+                MessageAppended(
+                    **self.event_fields(session_id),
+                    message_id=mid,
+                    message=msg,
+                    tokens=tokens,
+                    encoding=view.encoding,
+                )
+            )
+        events.extend(extra_events)
+        if events:
+            self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
+        return ids
+
+    def report_usage(
+        self,
+        session_id: str,
+        raw: Mapping[str, Any],
+        *,
+        shape: str | None = None,
+        model: str | None = None,
+        purpose: str = "agent",
+        cost_usd: float | None = None,
+    ) -> UsageReported:
+        """Record a provider usage report (normalized per HERMES_SPEC §5)."""
+        self.transcript.session(session_id)
+        if purpose not in ("agent", "summarizer"):
+            raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
+        found_shape, usage = normalize_usage(raw, shape)
+        event = UsageReported(
+            **self.event_fields(session_id),
+            raw=dict(raw),
+            shape=found_shape,
+            usage=usage,
+            model=model,
+            purpose=purpose,  # type: ignore[arg-type]
+            cost_usd=cost_usd,
+        )
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
+        return event
+
+    def switch_model(self, session_id: str, model: str, context_length: int) -> None:
+        view = self.live_session(session_id)
+        if not isinstance(context_length, int) or context_length < 1024:
+            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+        event = ModelSwitched(
+            **self.event_fields(session_id),
+            model=model,
+            context_length=context_length,
+            previous_model=view.model,
+            previous_context_length=view.context_length,
+        )
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
+        """Record a smaller real window learned from a provider error. False if not smaller."""
+        view = self.live_session(session_id)
+        if (
+            not isinstance(context_length, int)
+            or isinstance(context_length, bool)
+            or context_length < 1024
+        ):
+            raise InvalidInput(
+                f"a learned context length must be an integer ≥ 1024, got {context_length!r}"
+            )
+        if context_length >= view.context_length:
+            return False
+        event = ContextLimitLearned(
+            **self.event_fields(session_id),
+            previous_context_length=view.context_length,
+            context_length=context_length,
+            evidence=evidence[:2000],
+        )
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
+        return True
+
+    def pin(self, session_id: str, message_id: str, pinned: bool = True) -> None:
+        view = self.live_session(session_id)
+        if message_id not in view.live:
+            raise UnknownMessage(
+                f"message {message_id!r} is not in the live view of {session_id!r}"
+            )
+        event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def end_session(self, session_id: str, reason: str = "closed") -> None:
+        self.live_session(session_id)
+        event = SessionEndedEvent(**self.event_fields(session_id), reason=reason)
+        self.append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def append_events(self, session_id: str, events: Sequence[Event]) -> None:
+        """Append decision events (skips, checks, warnings, notices, cooldowns) built by the runtime."""
+        for event in events:
+            if not isinstance(event, DECISION_EVENTS):
+                raise InvalidInput(
+                    f"append_events takes decision events only, not {type(event).__name__}; "
+                    "use the ledger method that writes it"
+                )
+        self.append([AppendRequest(session_id, list(events), self.version(session_id))])
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def api_messages(self, session_id: str) -> list[JSON]:
+        return self.transcript.api_messages(session_id)
+
+    def usage(self, session_id: str) -> SessionUsage:
+        return self.projector.accounting.session(session_id)
+
+    def chain_usage(self, session_id: str) -> SessionUsage:
+        return self.projector.accounting.chain(self.chains.chain(session_id))
+
+    def tip(self, session_id: str) -> str:
+        return str(self.chains.tip(session_id))
+
+    def sessions(self) -> list[Lineage]:
+        return list(self.chains.state.sessions.values())
+
+    def resolve(self, ref: str) -> str:
+        """A session id from a full id or a unique prefix."""
+        if not isinstance(ref, str) or not ref.strip():
+            raise InvalidInput("a session id (or a unique prefix of one) is required")
+        if ref in self.chains.state.sessions:
+            return ref
+        matches = [s for s in self.chains.state.sessions if s.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise UnknownSession(f"no session {ref!r}; `ctxledger sessions` lists them")
+        raise InvalidInput(f"session prefix {ref!r} is ambiguous ({len(matches)} sessions)")
+
+    def projector_at(self, seq: int) -> Projector:
+        """The projections as they were right after event `seq` (read-only)."""
+        if seq < 0:
+            raise InvalidInput(f"sequence must be ≥ 0, got {seq}")
+        return Projector.rebuild(self.store, to_seq=seq)
+
+    def verify(self) -> VerifyReport:
+        return self.store.verify()
+
+    def retry_on_conflict(self) -> None:
+        """Re-read after a ConcurrencyError (another writer moved the session)."""
+        self.refresh()
+        self._calls.clear()

@@ -1,0 +1,441 @@
+"""The async runtime an agent loop calls every turn (anyio: asyncio or trio).
+
+``ContextService`` wraps a :class:`~ctxledger.ledger.facade.Ledger` and a context engine
+(the built-in compressor by default, see :mod:`ctxledger.runtime.engine` for plugging
+another) and implements HERMES_SPEC §2, §5, §6 and §7: preflight, in-loop and hygiene
+triggers, manual compression, pressure warnings, anti-thrashing and cooldowns,
+overflow recovery, the tool-output budget and prompt caching. Every decision is
+appended as an event with the numbers that made it, and the guards' state is folded
+back from those events (:class:`~ctxledger.runtime.engine.RuntimeTracker`), so a
+reopened ledger decides as the process that wrote it.
+
+Ledger calls run on the event loop's thread (an append is well under a millisecond
+with WAL). One lock per compression chain serializes compactions inside a process;
+across processes, optimistic concurrency settles races: a stale expected version
+raises ``ConcurrencyError`` with nothing written, and the loser re-reads and
+continues on the compression tip (or re-plans when only messages were added).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import (
+    ConcurrencyError,
+    ContextOverflowError,
+    FailureClass,
+    InvalidInput,
+    SessionEndedError,
+    SummarizerError,
+)
+from ctxledger.events import (
+    CompressionChecked,
+    CompressionSkipped,
+    CooldownStarted,
+    Event,
+    NoticeIssued,
+    PressureWarning,
+    Trigger,
+)
+from ctxledger.ledger.compaction import CompactionOutcome
+from ctxledger.runtime.engine import ContextEngine
+from ctxledger.runtime.overflow import (
+    OverflowRecovery,
+    ProviderErrorClass,
+    classify_provider_error,
+    recovery_action,
+)
+from ctxledger.runtime.pressure import hygiene_should_compress, pressure_check
+from ctxledger.runtime.service_core import RACE_RETRIES, ServiceCore
+from ctxledger.runtime.service_io import (
+    Recovery,
+    TurnResult,
+    check_error_report,
+    check_usage_report,
+    focus_topic,
+    is_int,
+)
+from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
+
+
+class ContextService(ServiceCore):
+    """The API an agent runtime uses every turn."""
+
+    async def switch_model(self, session_id: str, model: str, context_length: int) -> TurnResult:
+        """Record a model switch (the threshold follows the new window), then re-run preflight."""
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput("model must be a non-empty string")
+        if not is_int(context_length) or context_length < 1024:
+            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+        sid, _ = self._on_tip(
+            session_id, lambda tip: self.ledger.switch_model(tip, model, context_length)
+        )
+        self.engine.update_model(sid, model, context_length)
+        return await self.preflight(sid)
+
+    # --- triggers ------------------------------------------------------------------------
+
+    async def report_usage(
+        self,
+        session_id: str,
+        raw: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        cost_usd: float | None = None,
+    ) -> TurnResult:
+        """Record a provider response's usage (Anthropic, OpenAI chat or Responses shape);
+        compress in the loop when the real prompt count (input + cache read + cache
+        write, never output or reasoning) reaches the threshold."""
+        check_usage_report(raw, model, cost_usd)
+        sid, event = self._on_tip(
+            session_id,
+            lambda tip: self.ledger.report_usage(tip, raw, model=model, cost_usd=cost_usd),
+        )
+        self.engine.update_from_response(sid, event)
+        if event.purpose == "agent":
+            self._overflow.pop(self.ledger.chains.root(sid), None)  # the call went through
+        prompt = event.usage.prompt
+        result = await self._auto_compress(
+            sid, "in_loop", prompt, "provider prompt tokens (input + cache read + cache write)"
+        )
+        if result.compressed:
+            return result
+        # warn only when nothing was compacted now (a compaction re-checks on its continuation)
+        return self._with(result, notices=self._pressure(result.session_id, prompt))
+
+    async def preflight(self, session_id: str) -> TurnResult:
+        """Before the first model call of a turn: system + messages + tools schema vs the threshold.
+
+        Up to ``max_compression_attempts`` passes, stopping when under the threshold or
+        when a pass made no progress (no rows removed and tokens not below 95 %).
+        """
+        sid = self._live_tip(session_id)
+        outcomes: list[CompactionOutcome] = []
+        notices: list[str] = []
+        for attempt in range(1, self.config.max_compression_attempts + 1):
+            tokens = self.ledger.transcript.total_tokens(sid)
+            rows = len(self.ledger.transcript.session(sid).live)
+            source = f"estimate: system + messages + tools schema (pass {attempt})"
+            result = await self._auto_compress(sid, "preflight", tokens, source)
+            outcomes += result.compactions
+            notices += result.notices
+            if result.session_id == sid:
+                break  # under the threshold, guarded, skipped or aborted
+            sid = result.session_id
+            if not result.compressed:
+                continue  # another writer compacted first: judge its continuation
+            after = self.ledger.transcript.total_tokens(sid)
+            after_rows = len(self.ledger.transcript.session(sid).live)
+            if after_rows >= rows and after >= 0.95 * tokens:
+                reason = f"preflight stopped: pass {attempt} made no progress"
+                details = {
+                    "tokens_before": tokens,
+                    "tokens_after": after,
+                    "rows_before": rows,
+                    "rows_after": after_rows,
+                }
+                self._record(
+                    sid,
+                    (
+                        CompressionSkipped,
+                        {"trigger": "preflight", "reason": reason, "details": details},
+                    ),
+                )
+                notices.append(reason)
+                break
+        return TurnResult(session_id=sid, compactions=outcomes, notices=notices)
+
+    async def hygiene(self, session_id: str) -> TurnResult:
+        """Gateway safety net before the agent runs: 85 % of the window or the hard message limit,
+        with at least ``hygiene_min_messages``; the last real prompt count is preferred."""
+        sid = self._live_tip(session_id)
+        view = self.ledger.transcript.session(sid)
+        real = self.ledger.usage(sid).last_prompt_tokens
+        decision = hygiene_should_compress(
+            messages_count=len(view.live),
+            real_prompt_tokens=real,
+            estimated_tokens=0 if real else self._estimate(sid),
+            context_length=view.context_length,
+            limit_tokens=self.config.hygiene_threshold_tokens(view.context_length),
+            min_messages=self.config.hygiene_min_messages,
+            hard_message_limit=self.config.hygiene_hard_message_limit,
+        )
+        if not decision.should_compress:
+            return TurnResult(session_id=sid)
+        source = f"{decision.source}: {decision.reason}"
+        return await self._auto_compress(
+            sid, "hygiene", decision.tokens_used, source, size_decided=True
+        )
+
+    def _estimate(self, sid: str) -> int:
+        """System prompt + messages + tools schema by the configured estimator (HERMES_SPEC §2:
+        the tools schema can be 20-30K tokens, so it is never left out)."""
+        transcript = self.ledger.transcript
+        if self.config.estimator == "exact":
+            return transcript.total_tokens(sid)  # kept current by the projection: no walk
+        rough = sum(rough_message_tokens(m) for m in transcript.api_view(sid))
+        return rough + rough_tools_tokens(transcript.session(sid).tools)
+
+    async def compress(self, session_id: str, focus: str | None = None) -> TurnResult:
+        """Manual ``/compress [focus]``: always allowed (bypasses cooldown and anti-thrash)."""
+        focus = focus_topic(focus)
+        sid = self._live_tip(session_id)
+        tokens = self.ledger.transcript.total_tokens(sid)
+        return await self._compress_now(sid, "manual", tokens, "manual /compress", focus=focus)
+
+    async def _auto_compress(
+        self, sid: str, trigger: Trigger, tokens: int, source: str, *, size_decided: bool = False
+    ) -> TurnResult:
+        """Compress when the size calls for it and the guards allow; record a skip otherwise."""
+        threshold = self.config.threshold_tokens(self.ledger.transcript.session(sid).context_length)
+        if not size_decided:
+            ok, reason = self.engine.should_compress(sid, tokens)
+            if not ok and tokens < threshold:
+                return TurnResult(session_id=sid)  # nothing to decide below the threshold
+        else:
+            ok, reason = self.config.enabled, "compression is disabled"
+        if ok:
+            ok, reason = self.tracker.guard(sid, self.ledger.clock())
+        if ok:
+            return await self._compress_now(sid, trigger, tokens, source)
+        details = {"tokens": tokens, "threshold_tokens": threshold, "source": source}
+        self._record(
+            sid, (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details})
+        )
+        return TurnResult(session_id=sid, notices=[f"automatic compression skipped: {reason}"])
+
+    async def _compress_now(
+        self,
+        requested: str,
+        trigger: Trigger,
+        tokens: int,
+        source: str,
+        *,
+        focus: str | None = None,
+    ) -> TurnResult:
+        async with self._lock(requested):
+            for attempt in range(1, RACE_RETRIES + 1):
+                sid = self.tip(requested)
+                if sid != requested:
+                    # another task or process compacted first: continue on its continuation
+                    return TurnResult(
+                        session_id=sid,
+                        notices=[f"session was already compacted; continuing on {sid}"],
+                    )
+                view = self.ledger.transcript.session(sid)
+                check = {
+                    "trigger": trigger,
+                    "tokens": tokens,
+                    "source": source,
+                    "threshold_tokens": self.config.threshold_tokens(view.context_length),
+                    "details": {
+                        "attempt": attempt,
+                        "focus": focus,
+                        "context_length": view.context_length,
+                    },
+                }
+                self._record(sid, (CompressionChecked, check))
+                try:
+                    outcome = await self.engine.compress(sid, trigger=trigger, focus=focus)
+                except SummarizerError as exc:
+                    return self._summarizer_failed(sid, trigger, exc)
+                except (ConcurrencyError, SessionEndedError):
+                    self.ledger.retry_on_conflict()  # next pass: on the tip, or re-planned with the new events
+                    continue
+                return self._after_compaction(sid, outcome, trigger)
+        return TurnResult(
+            session_id=self.tip(requested),
+            notices=["compaction abandoned: other writers kept changing the session"],
+        )
+
+    def _cooldown(self, failure_class: FailureClass) -> tuple[type[Event], dict[str, Any]]:
+        seconds = self.config.cooldown_for(failure_class)
+        return CooldownStarted, {
+            "until": self.ledger.clock() + seconds,
+            "seconds": seconds,
+            "failure_class": failure_class,
+        }
+
+    def _summarizer_failed(self, sid: str, trigger: Trigger, exc: SummarizerError) -> TurnResult:
+        """An aborted compaction: nothing changed; record why and pause automatic compression."""
+        reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
+        details = {
+            "error": str(exc)[:500],
+            "failure_class": exc.failure_class,
+            "status": exc.status,
+        }
+        cooldown = self._cooldown(exc.failure_class)
+        self._record(
+            sid,
+            (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details}),
+            cooldown,
+        )
+        seconds = cooldown[1]["seconds"]
+        return TurnResult(
+            session_id=sid,
+            notices=[
+                f"compression aborted: {exc}; automatic compression paused for {seconds:.0f}s"
+            ],
+        )
+
+    def _after_compaction(
+        self, sid: str, outcome: CompactionOutcome, trigger: Trigger
+    ) -> TurnResult:
+        if outcome.action != "compressed" or outcome.new_session_id is None:
+            notices = [outcome.feedback] if trigger == "manual" and outcome.feedback else []
+            if outcome.skip_reason:
+                notices.append(f"not compressed: {outcome.skip_reason}")
+            return TurnResult(session_id=sid, compactions=[outcome], notices=notices)
+        new = outcome.new_session_id
+        notices = [outcome.feedback]
+        events: list[tuple[type[Event], dict[str, Any]]] = []
+        if outcome.fallback:
+            events.append(self._cooldown(outcome.failure_class or "other"))
+            notices.append(
+                f"the summarizer failed ({outcome.failure}); a fallback summary was used"
+            )
+        count = self.ledger.chains.compression_count(new)
+        if count >= 2:
+            text = f"This session has been compressed {count} times; accuracy may degrade. Consider starting a new session."
+            events.append((NoticeIssued, {"code": "compressed_many_times", "text": text}))
+            notices.append(text)
+        if events:
+            self._record(new, *events)
+        # only clear here: a warning belongs to a real prompt count (report_usage), and
+        # one issued between preflight passes would announce what is already happening
+        notices += self._pressure(new, self.ledger.transcript.total_tokens(new), warn=False)
+        return TurnResult(session_id=new, compactions=[outcome], notices=notices)
+
+    def _pressure(self, sid: str, tokens: int, *, warn: bool = True) -> list[str]:
+        """Warn once at ``pressure_level`` of the threshold; clear the warning when back under."""
+        context_length = self.ledger.transcript.session(sid).context_length
+        threshold = self.config.threshold_tokens(context_length)
+        warned = self.tracker.state(sid).warned
+        decision = pressure_check(
+            tokens, threshold, self.config.pressure_tokens(context_length), warned=warned
+        )
+        if not (decision.clear or (warn and decision.warn)):
+            return []
+        fields = {
+            "tokens": tokens,
+            "threshold_tokens": threshold,
+            "level": self.config.pressure_level,
+            "cleared": decision.clear,
+            "text": decision.text or "",
+        }
+        self._record(sid, (PressureWarning, fields))
+        return [decision.text] if decision.warn and decision.text else []
+
+    @staticmethod
+    def _with(result: TurnResult, *, notices: list[str]) -> TurnResult:
+        return msgspec.structs.replace(result, notices=[*result.notices, *notices])
+
+    # --- overflow recovery -----------------------------------------------------------------
+
+    async def handle_provider_error(
+        self,
+        session_id: str,
+        status: int | None,
+        body: Any,
+        *,
+        requested_max_tokens: int | None = None,
+    ) -> Recovery:
+        """Classify a provider error and say how to retry (HERMES_SPEC §2 overflow recovery).
+
+        max-tokens errors lower the output cap (no compaction, the window unchanged);
+        prompt-too-long / 413 learn a stated lower window, then compress and retry, at
+        most ``max_compression_attempts`` times per turn, each making progress, else
+        raise ``ContextOverflowError``. Other errors return ``action="fail"``.
+        """
+        check_error_report(status, requested_max_tokens)
+        sid = self._live_tip(session_id)
+        cls = classify_provider_error(status, body)
+        view = self.ledger.transcript.session(sid)
+        action = recovery_action(
+            cls, context_length=view.context_length, requested_max_tokens=requested_max_tokens
+        )
+        facts = {
+            "status": status,
+            "kind": cls.kind,
+            "evidence": cls.evidence,
+            "requested_max_tokens": requested_max_tokens,
+        }
+        if action.action == "lower_max_tokens":
+            reason = f"{action.reason}; not compressing"
+            self._skip_overflow(sid, reason, {**facts, "max_tokens": action.max_tokens})
+            return Recovery(
+                action="retry",
+                session_id=sid,
+                max_tokens=action.max_tokens,
+                kind=cls.kind,
+                reason=action.reason,
+            )
+        if action.action != "compress":
+            if cls.kind == "max_tokens_too_large":
+                self._skip_overflow(sid, action.reason, facts)
+            return Recovery(action="fail", session_id=sid, kind=cls.kind, reason=action.reason)
+        return await self._recover_overflow(
+            sid, cls, action.learn_context_length, action.reason, facts
+        )
+
+    def _skip_overflow(self, sid: str, reason: str, details: dict[str, Any]) -> None:
+        self._record(
+            sid, (CompressionSkipped, {"trigger": "overflow", "reason": reason, "details": details})
+        )
+
+    async def _recover_overflow(
+        self,
+        sid: str,
+        cls: ProviderErrorClass,
+        learn: int | None,
+        reason: str,
+        facts: dict[str, Any],
+    ) -> Recovery:
+        root = self.ledger.chains.root(sid)
+        recovery = self._overflow.setdefault(
+            root, OverflowRecovery(max_attempts=self.config.max_compression_attempts)
+        )
+        try:
+            attempt = recovery.start_attempt(cls)
+        except ContextOverflowError as exc:
+            self._give_up(root, sid, exc, facts)
+            raise
+        if learn is not None:
+            sid, _ = self._on_tip(
+                sid,
+                lambda tip: self.ledger.learn_context_limit(
+                    tip, learn, cls.evidence or cls.message
+                ),
+            )
+        before_tokens = self.ledger.transcript.total_tokens(sid)
+        before_rows = len(self.ledger.transcript.session(sid).live)
+        source = f"provider error: {cls.kind} ({cls.evidence[:120]}), attempt {attempt}"
+        result = await self._compress_now(sid, "overflow", before_tokens, source)
+        new = result.session_id
+        after_tokens = self.ledger.transcript.total_tokens(new)
+        removed = max(0, before_rows - len(self.ledger.transcript.session(new).live))
+        try:
+            recovery.record_result(
+                tokens_before=before_tokens, tokens_after=after_tokens, rows_removed=removed
+            )
+        except ContextOverflowError as exc:
+            why = f" ({'; '.join(result.notices)})" if result.notices else ""
+            error = ContextOverflowError(f"{exc}{why}")
+            self._give_up(root, new, error, facts)
+            raise error from None
+        compaction = result.compactions[-1] if result.compactions else None
+        return Recovery(
+            action="retry", session_id=new, kind=cls.kind, reason=reason, compaction=compaction
+        )
+
+    def _give_up(
+        self, root: str, sid: str, exc: ContextOverflowError, facts: dict[str, Any]
+    ) -> None:
+        self._overflow.pop(root, None)
+        self._skip_overflow(sid, f"overflow recovery gave up: {exc}", facts)
+
+
+__all__ = ["ContextEngine", "ContextService", "Recovery", "TurnResult"]

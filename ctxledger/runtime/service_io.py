@@ -1,0 +1,96 @@
+"""What the service returns, and the checks it runs on input before anything is appended.
+
+Kept apart from ``service.py`` so the service module stays about behaviour; both
+result types are re-exported there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger.compaction import CompactionOutcome
+
+
+class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a service call did: the session to use from now on, and what to tell the user."""
+
+    session_id: str
+    compactions: list[CompactionOutcome] = msgspec.field(default_factory=list)
+    notices: list[str] = msgspec.field(default_factory=list)
+    message_ids: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def compressed(self) -> bool:
+        return any(c.action == "compressed" for c in self.compactions)
+
+
+class Recovery(msgspec.Struct, frozen=True, kw_only=True):
+    """How to retry after a provider error: with a lower output cap, or on a compacted session."""
+
+    action: str  # "retry" | "fail"
+    session_id: str
+    max_tokens: int | None = None
+    kind: str = ""
+    reason: str = ""
+    compaction: CompactionOutcome | None = None
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def json_safe(value: object, what: str) -> None:
+    """Reject values the log cannot store, before anything is appended."""
+    try:
+        msgspec.json.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError, UnicodeError) as exc:
+        raise InvalidInput(f"{what} must be JSON-serializable: {exc}") from None
+
+
+def check_usage_report(raw: object, model: object, cost_usd: object) -> None:
+    """The arguments of ``report_usage`` (the usage shape itself is checked when normalized)."""
+    if model is not None and not isinstance(model, str):
+        raise InvalidInput("model must be a string or None")
+    if cost_usd is not None and (
+        not isinstance(cost_usd, int | float)
+        or isinstance(cost_usd, bool)
+        or not math.isfinite(cost_usd)
+        or cost_usd < 0
+    ):
+        raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {cost_usd!r}")
+    if isinstance(raw, Mapping):
+        json_safe(dict(raw), "usage")
+
+
+def check_error_report(status: object, requested_max_tokens: object) -> None:
+    """The arguments of ``handle_provider_error``."""
+    if status is not None and not (
+        isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599
+    ):
+        raise InvalidInput(f"status must be an HTTP status code or None, got {status!r}")
+    cap = requested_max_tokens
+    if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
+        raise InvalidInput(f"requested_max_tokens must be a positive integer or None, got {cap!r}")
+
+
+def focus_topic(focus: Any) -> str | None:
+    """A manual compression's focus: None, or a non-blank string (stripped)."""
+    if focus is not None and not isinstance(focus, str):
+        raise InvalidInput("focus must be a string or None")
+    return (focus or "").strip() or None
+
+
+__all__ = [
+    "Recovery",
+    "TurnResult",
+    "check_error_report",
+    "check_usage_report",
+    "focus_topic",
+    "is_int",
+    "json_safe",
+]

@@ -1,0 +1,248 @@
+"""Hypothesis strategies for valid OpenAI-shape agent transcripts, shared by the suite.
+
+What they generate (every transcript passes ``messages.validate_messages``):
+
+* an optional system prompt at index 0;
+* turns: a user message, then an assistant "episode" of 0-4 tool-call groups (an
+  assistant message with 1-3 parallel calls, immediately followed by one result per
+  call), usually ending with a visible assistant reply;
+* content shapes: plain strings, lists of parts (text, sometimes an image part),
+  empty strings, ``None`` on call-only assistant messages, very long messages;
+* tool results that sometimes repeat an earlier result verbatim (duplicates) and
+  call arguments that are sometimes huge or not JSON at all;
+* optionally a *dangling* final call: a last assistant message whose calls have no
+  results yet (a run that stopped mid-call). Nowhere else is a call unanswered.
+
+Entry points:
+
+``transcripts(...)``         -> ``list[dict]``
+``counted_transcripts(...)`` -> ``(messages, token_counts)`` with counts parallel to
+                                the messages (Hermes's rough estimate, optionally
+                                jittered to mimic exact counts)
+``turns(id_prefix=...)``     -> whole turns to append to an existing transcript
+``tool_names``, ``arguments_json``, ``texts`` are building blocks.
+
+Import it as ``from helpers import strategies`` (pytest puts ``tests/`` on ``sys.path``).
+Tool-call ids are unique within a transcript: ``{prefix}_{n}``. Generation avoids
+``st.text`` for bulk content (slow and noisy); words come from a small vocabulary.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ctxledger.demo.synth import VOCABULARY
+from ctxledger.tokens import rough_message_tokens
+
+Message = dict[str, Any]
+
+WORDS = VOCABULARY
+
+#: tool names seen in real logs, including aliases and one the prune pass does not know
+TOOL_NAMES = (
+    "terminal",
+    "bash",
+    "execute_bash",
+    "read_file",
+    "view",
+    "search_files",
+    "grep",
+    "write_file",
+    "patch",
+    "str_replace_editor",
+    "web_search",
+    "get_reservation_details",
+)
+_ARG_KEYS = ("command", "path", "pattern", "query", "content", "offset", "mode", "user_id")
+
+
+def _filler(n_chars: int) -> str:
+    base = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
+    return (base * (n_chars // len(base) + 1))[:n_chars]
+
+
+@functools.cache
+def texts(min_words: int = 1, max_words: int = 40, *, long: bool = True) -> st.SearchStrategy[str]:
+    """Prose of a few words, or (rarely, when `long`) 2,000-12,000 chars of filler."""
+    short = st.lists(st.sampled_from(WORDS), min_size=min_words, max_size=max_words).map(" ".join)
+    if not long:
+        return short
+    return st.one_of(short, short, short, short, short, st.integers(2_000, 12_000).map(_filler))
+
+
+def _parts(text: str, with_image: bool) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if with_image:
+        parts.append(
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        )
+    return parts
+
+
+@functools.cache
+def contents(
+    *, allow_empty: bool = True, allow_parts: bool = True, long: bool = True
+) -> st.SearchStrategy[Any]:
+    """Message content: a string, sometimes a list of parts, sometimes empty."""
+    options: list[st.SearchStrategy[Any]] = [texts(long=long)] * 4
+    if allow_parts:
+        options.append(st.builds(_parts, texts(long=False), st.booleans()))
+    if allow_empty:
+        options.append(st.just(""))
+    return st.one_of(*options)
+
+
+tool_names = st.sampled_from(TOOL_NAMES)
+# rare events compare with a middle value: hypothesis favours the ends of an integer range
+_ONE_IN_20 = st.integers(0, 19).map(lambda x: x == 7)
+_ONE_IN_6 = st.integers(0, 5).map(lambda x: x == 3)
+_ONE_IN_7 = st.integers(0, 6).map(lambda x: x == 3)
+_CALL_CONTENT = st.sampled_from([None, "", "Let me check."])
+_RESULT_CONTENT = {
+    flag: st.one_of(
+        texts(long=flag), texts(long=flag), st.builds(lambda t: _parts(t, False), texts(long=False))
+    )
+    for flag in (True, False)
+}
+
+
+_ARG_VALUES = st.one_of(
+    texts(1, 8, long=False),
+    st.integers(0, 500),
+    st.integers(600, 3_000).map(_filler),  # huge leaf: argument truncation
+    st.lists(texts(1, 3, long=False), max_size=3),
+)
+_ARG_OBJECTS = st.dictionaries(st.sampled_from(_ARG_KEYS), _ARG_VALUES, max_size=3)
+_INVALID_ARGS = texts(1, 5, long=False).map(lambda t: "{not json: " + t)
+
+
+@st.composite
+def arguments_json(draw: st.DrawFn, *, allow_invalid: bool = True) -> str:
+    """A call's arguments: usually a small JSON object, sometimes huge, rarely not JSON."""
+    if allow_invalid and draw(_ONE_IN_20):
+        return draw(_INVALID_ARGS)
+    return json.dumps(draw(_ARG_OBJECTS))
+
+
+class _Ids:
+    """Call-id counter threaded through one draw so ids stay unique."""
+
+    def __init__(self, prefix: str, start: int = 0) -> None:
+        self.prefix = prefix
+        self.n = start
+
+    def next(self) -> str:
+        self.n += 1
+        return f"{self.prefix}_{self.n}"
+
+
+def _tool_group(
+    draw: st.DrawFn, ids: _Ids, results: list[Any], *, answered: bool, long: bool
+) -> list[Message]:
+    calls = [
+        {
+            "id": ids.next(),
+            "type": "function",
+            "function": {"name": draw(tool_names), "arguments": draw(arguments_json())},
+        }
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+    assistant: Message = {"role": "assistant", "content": draw(_CALL_CONTENT), "tool_calls": calls}
+    if assistant["content"] is None and draw(st.booleans()):
+        assistant["content"] = draw(contents(long=False))
+        if assistant["content"] == "":
+            assistant["content"] = None
+    group = [assistant]
+    if not answered:
+        return group
+    for call in calls:
+        if results and draw(_ONE_IN_6):
+            content: Any = results[
+                draw(st.integers(0, len(results) - 1))
+            ]  # verbatim repeat: a duplicate
+        else:
+            content = draw(_RESULT_CONTENT[long])
+            results.append(content)
+        group.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+    return group
+
+
+def _turn(
+    draw: st.DrawFn, ids: _Ids, results: list[Any], *, allow_parts: bool, long: bool
+) -> list[Message]:
+    turn: list[Message] = [
+        {"role": "user", "content": draw(contents(allow_parts=allow_parts, long=long))}
+    ]
+    for _ in range(draw(st.integers(0, 4))):
+        turn.extend(_tool_group(draw, ids, results, answered=True, long=long))
+    if draw(st.integers(0, 3)) > 0:  # usually a reply; without one, two user turns meet
+        turn.append(
+            {"role": "assistant", "content": draw(contents(allow_parts=allow_parts, long=long))}
+        )
+    return turn
+
+
+@st.composite
+def transcripts(
+    draw: st.DrawFn,
+    *,
+    min_turns: int = 1,
+    max_turns: int = 10,
+    system: bool | None = None,
+    allow_dangling: bool = True,
+    allow_parts: bool = True,
+    long: bool = True,
+    id_prefix: str = "call",
+) -> list[Message]:
+    """A valid transcript (see the module docstring). `system=None` draws whether to have one."""
+    ids = _Ids(id_prefix)
+    results: list[Any] = []
+    messages: list[Message] = []
+    if system if system is not None else draw(st.booleans()):
+        messages.append({"role": "system", "content": draw(texts(5, 60, long=False))})
+    for _ in range(draw(st.integers(min_turns, max_turns))):
+        messages.extend(_turn(draw, ids, results, allow_parts=allow_parts, long=long))
+    if allow_dangling and draw(_ONE_IN_7):
+        messages.extend(_tool_group(draw, ids, results, answered=False, long=long))
+    return messages
+
+
+@st.composite
+def turns(
+    draw: st.DrawFn, *, id_prefix: str, min_turns: int = 1, max_turns: int = 3
+) -> list[Message]:
+    """New turns to append to a transcript; `id_prefix` must differ from the ids in use."""
+    ids = _Ids(id_prefix)
+    results: list[Any] = []
+    out: list[Message] = []
+    for _ in range(draw(st.integers(min_turns, max_turns))):
+        out.extend(_turn(draw, ids, results, allow_parts=True, long=False))
+    return out
+
+
+def jittered_counts(messages: list[Message], factors: list[float]) -> list[int]:
+    """Rough counts scaled per message (exact counts differ from rough ones that way)."""
+    return [
+        max(1, int(rough_message_tokens(m) * f)) for m, f in zip(messages, factors, strict=True)
+    ]
+
+
+@st.composite
+def counted_transcripts(
+    draw: st.DrawFn, *, jitter: bool = True, **transcript_kwargs: Any
+) -> tuple[list[Message], list[int]]:
+    """(messages, token_counts): counts parallel to the messages."""
+    messages = draw(transcripts(**transcript_kwargs))
+    if not jitter:
+        return messages, [rough_message_tokens(m) for m in messages]
+    factors = draw(st.lists(st.floats(0.6, 1.6), min_size=len(messages), max_size=len(messages)))
+    return messages, jittered_counts(messages, factors)
+
+
+def ends_with_dangling_call(messages: list[Message]) -> bool:
+    last = messages[-1] if messages else {}
+    return last.get("role") == "assistant" and bool(last.get("tool_calls"))

@@ -179,3 +179,59 @@ def test_serve_rejects_a_short_token(tmp_path: Path) -> None:
     )
     assert out.returncode == 2 and "at least 16 characters" in out.stderr
     assert json.dumps(out.stderr).count("\\n") == 1  # one line
+
+
+def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    db = tmp_path / "shared.db"
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "--db",
+            str(db),
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_healthy(base, proc)
+        sid = httpx.post(base + "/v1/sessions", json={"model": "gpt-4.1"}).json()["session_id"]
+        failures: list[str] = []
+
+        def writer(name: str) -> None:
+            with httpx.Client(base_url=base, timeout=30) as http:  # one connection: one worker
+                for i in range(15):
+                    body = {"messages": [{"role": "user", "content": f"{name} {i}"}]}
+                    resp = http.post(f"/v1/sessions/{sid}/messages", json=body)
+                    if resp.status_code != 200:
+                        failures.append(resp.text)
+
+        threads = [threading.Thread(target=writer, args=(f"w{k}",)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert failures == []
+        view = httpx.get(base + f"/v1/sessions/{sid}/api-messages").json()
+        assert sorted(m["content"] for m in view["messages"]) == sorted(
+            f"w{k} {i}" for k in range(4) for i in range(15)
+        )
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    from ctxledger import Ledger
+
+    with Ledger.open(db) as ledger:
+        assert ledger.verify().ok
+        assert len(ledger.transcript.session(sid).live) == 60

@@ -121,7 +121,9 @@ def _json(text: str) -> Any:
 # --------------------------------------------------------------------------- OpenAI
 
 
-def openai_turn(body: Mapping[str, Any]) -> ClientTurn:
+def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
+    """`markers`: whether the body may hold ``cache_control`` markers to strip (the caller
+    knows from the raw bytes; stripping is skipped, not the check, when it says no)."""
     raw = _messages(body)
     system: str | None = None
     if isinstance(raw[0], Mapping) and raw[0].get("role") in ("system", "developer"):
@@ -129,7 +131,11 @@ def openai_turn(body: Mapping[str, Any]) -> ClientTurn:
         if system is None:
             raise InvalidInput("messages[0]: a system message needs text content")
         raw = raw[1:]
-    messages = [strip_cache_markers(m) if isinstance(m, dict) else m for m in raw]
+    messages = (
+        [strip_cache_markers(m) if isinstance(m, dict) else m for m in raw]
+        if markers
+        else list(raw)
+    )
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise InvalidInput("'tools' must be a list")
@@ -260,7 +266,7 @@ def _builder() -> SessionBuilder:
     return SessionBuilder(SourceText("", None), "proxy", "anthropic")
 
 
-def anthropic_turn(body: Mapping[str, Any]) -> ClientTurn:
+def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     raw = _messages(body)
     b = _builder()
     for i, message in enumerate(raw):
@@ -274,7 +280,7 @@ def anthropic_turn(body: Mapping[str, Any]) -> ClientTurn:
     return ClientTurn(
         model=_model(body),
         system_prompt=prompt,
-        messages=[strip_cache_markers(m) for m in b.messages],
+        messages=[strip_cache_markers(m) for m in b.messages] if markers else b.messages,
         tools=tools,
         stream=bool(body.get("stream")),
         max_tokens=max_tokens,

@@ -50,7 +50,7 @@ from ctxledger.server.formats import (
     openai_upstream,
 )
 from ctxledger.server.history import stable_key
-from ctxledger.server.routing import Endpoint, json_object
+from ctxledger.server.routing import Endpoint, decode_object, read_body
 
 if TYPE_CHECKING:
     from ctxledger.server.state import ServerState
@@ -88,7 +88,7 @@ Accumulator = OpenAIStream | AnthropicStream
 class Api:
     name: str
     upstream_path: str
-    turn: Callable[[Mapping[str, Any]], ClientTurn]
+    turn: Callable[[Mapping[str, Any], bool], ClientTurn]
     upstream: Callable[[Mapping[str, Any], list[dict[str, Any]], int | None], dict[str, Any]]
     json_reply: Callable[[Any], tuple[dict[str, Any] | None, dict[str, Any] | None]]
 
@@ -320,8 +320,9 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             f"this proxy forwards to an {state.api} upstream; "
             f"{request.url.path} is not served (start another with --api {api.name})",
         )
-    body = await json_object(request)
-    turn = api.turn(body)
+    raw = await read_body(request)
+    body = decode_object(raw)
+    turn = api.turn(body, b"cache_control" in raw)
     family = _family(request, turn)
     context_length = _context_length(request, state)
     lock = state.proxy_lock(family)

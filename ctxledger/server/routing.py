@@ -74,18 +74,22 @@ async def read_body(request: Request) -> bytes:
 
 async def json_object(request: Request, fields: tuple[Param, ...] | None = None) -> dict[str, Any]:
     """The body as a JSON object; with `fields`, unknown or mistyped fields are a 422."""
-    raw = await read_body(request)
-    if not raw.strip():
-        data: Any = {}
-    else:
-        try:
-            data = msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise HTTPError(400, "bad_json", "the request body must be a JSON object")
+    data = decode_object(await read_body(request))
     if fields is not None:
         check_fields(data, fields)
+    return data
+
+
+def decode_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object (empty: ``{}``); anything else is a 400 ``bad_json``."""
+    if not raw.strip():
+        return {}
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise HTTPError(400, "bad_json", "the request body must be a JSON object")
     return data
 
 
@@ -161,6 +165,7 @@ __all__ = [
     "Handler",
     "Param",
     "check_fields",
+    "decode_object",
     "json_object",
     "path_param",
     "query_bool",

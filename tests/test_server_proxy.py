@@ -484,3 +484,34 @@ async def test_upstream_errors_reach_the_client_unchanged(tmp_path: Path) -> Non
             json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
         )
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "wrong_api"
+
+
+async def test_anthropic_prompt_too_long_learns_the_window_compacts_and_retries(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path, api="anthropic") as r:
+        client = r.anthropic(
+            **{"X-Ctxledger-Session": "claude", "X-Ctxledger-Context-Length": "9000"}
+        )
+        too_long = {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 8500 tokens > 8192 maximum",
+            },
+        }
+        r.upstream.queue(Error(400, too_long))
+        history = _long_history()
+        msgs = [m for m in history[1:]]
+        async with client.messages.stream(
+            model="claude-sonnet-4", max_tokens=256, system=SYSTEM, messages=msgs
+        ) as s:
+            final = await s.get_final_message()
+        assert final.content[0].text == "answer 2"
+        first, retry = r.upstream.requests
+        assert len(retry.messages) < len(first.messages)
+        ledger = r.service.ledger
+        tip = ledger.tip("claude")
+        assert ledger.transcript.session(tip).context_length == 8192  # the stated window, learned
+        assert ledger.chains.compression_count(tip) == 1
+        assert ledger.transcript.live_messages(tip)[-1]["content"] == "answer 2"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ctxledger.cli.app import cli, handle_errors, state_of
 from ctxledger.errors import InvalidInput
+
+APP_FACTORY = "ctxledger.server.app:app_from_env"
 
 
 def _require_server_extra() -> None:
@@ -124,9 +127,6 @@ def serve(
 ) -> None:
     """Serve the ledger over HTTP: state API, event feed (SSE) and the compacting proxy."""
     _require_server_extra()
-    import uvicorn
-
-    from ctxledger.server.app import ENV_PREFIX
     from ctxledger.server.auth import check_bind, read_token_file
 
     token = read_token_file(token_file) if token_file else None
@@ -139,44 +139,45 @@ def serve(
         from ctxledger import load_config
 
         load_config(config_path)  # a bad file fails here, not in every worker
-    db = state_of(ctx).db
-    settings = {
-        "db": str(db),
-        "config": str(config_path or ""),
-        "token_file": str(token_file or ""),
-        "guard_proxy": "1" if guard_proxy else "",
-        "upstream": upstream or "",
-        "api": api,
-        "context_length": str(context_length or ""),
-        "summarizer": summarizer_kind,
-        "durability": durability,
-    }
+    _export_settings(
+        db=str(state_of(ctx).db),
+        config=str(config_path or ""),
+        token_file=str(token_file or ""),
+        guard_proxy="1" if guard_proxy else "",
+        upstream=upstream or "",
+        api=api,
+        context_length=str(context_length or ""),
+        summarizer=summarizer_kind,
+        durability=durability,
+    )
+    _run(host, port, workers, graceful_timeout, log_level)
+
+
+def _export_settings(**settings: str) -> None:
+    """Hand the settings to the app factory (each worker process reads them back)."""
+    from ctxledger.server.app import ENV_PREFIX
+
     for key, value in settings.items():
         os.environ[ENV_PREFIX + key.upper()] = value
-    config = uvicorn.Config(
-        "ctxledger.server.app:app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        timeout_graceful_shutdown=graceful_timeout,
-        log_level=log_level,
-        lifespan="on",
-    )
+
+
+def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: str) -> None:
+    import uvicorn
+
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "timeout_graceful_shutdown": graceful_timeout,
+        "log_level": log_level,
+        "lifespan": "on",
+    }
     if workers > 1:
-        uvicorn.run(
-            config.app,
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            timeout_graceful_shutdown=graceful_timeout,
-            log_level=log_level,
-            lifespan="on",
-        )
+        uvicorn.run(APP_FACTORY, **options)
         return
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(APP_FACTORY, **options))
     from ctxledger.server import app as app_module
 
-    app_module.STOPPING = lambda: server.should_exit
+    app_module.STOPPING = lambda: server.should_exit  # event feeds end when shutdown starts
     server.run()

@@ -39,8 +39,7 @@ def _schema_of(param: Param) -> dict[str, Any]:
     return schema
 
 
-def _operation(e: Endpoint) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": e.summary, "tags": [e.tag], "operationId": _operation_id(e)}
+def _parameters(e: Endpoint) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
         for name in re.findall(r"{(\w+)}", e.path)
@@ -49,58 +48,66 @@ def _operation(e: Endpoint) -> dict[str, Any]:
         {"name": q.name, "in": "query", "required": q.required, "schema": _schema_of(q)}
         for q in e.query
     ]
-    if params:
-        op["parameters"] = params
+    return params
+
+
+def _request_body(e: Endpoint) -> dict[str, Any] | None:
     if e.body is not None:
-        body_schema = {
+        schema = {
             "type": "object",
             "properties": {p.name: _schema_of(p) for p in e.body},
             "required": [p.name for p in e.body if p.required],
             "additionalProperties": False,
         }
-        op["requestBody"] = {
-            "required": bool(body_schema["required"]),
-            "content": {"application/json": {"schema": body_schema}},
+        return {
+            "required": bool(schema["required"]),
+            "content": {"application/json": {"schema": schema}},
         }
-    elif e.auth == "proxy":
-        op["requestBody"] = {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "description": "the provider's own request body, forwarded after compaction",
-                    }
-                }
-            },
+    if e.auth == "proxy":
+        described = {
+            "type": "object",
+            "description": "the provider's own request body, forwarded after compaction",
         }
+        return {"required": True, "content": {"application/json": {"schema": described}}}
+    return None
+
+
+def _responses(e: Endpoint) -> dict[str, Any]:
     media = "text/event-stream" if e.stream and e.tag == "events" else "application/json"
-    content: dict[str, Any] = {
-        media: {"schema": {"type": "object"} if media == "application/json" else {"type": "string"}}
-    }
+    schema = {"type": "object"} if media == "application/json" else {"type": "string"}
+    content: dict[str, Any] = {media: {"schema": schema}}
     if e.tag == "proxy":
         content["text/event-stream"] = {"schema": {"type": "string"}}
-    ok = {"description": "OK", "content": content}
+    success = "201" if 201 in e.responses else "200"
     responses: dict[str, Any] = {
-        str(min(e.responses, default=200)) if 201 in e.responses else "200": ok
+        success: {"description": e.responses.get(201, "OK"), "content": content}
     }
-    for status, text in {
-        **_ERRORS,
-        **{str(k): v for k, v in e.responses.items() if k >= 400},
-    }.items():
+    errors = {**_ERRORS, **{str(k): v for k, v in e.responses.items() if k >= 400}}
+    for status, text in errors.items():
         if status == "401" and e.auth == "none":
             continue
-        responses[status] = {
-            "description": text,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-        }
-    op["responses"] = responses
-    if e.auth == "bearer":
-        op["security"] = [{"bearer": []}]
-    elif e.auth == "none":
-        op["security"] = []
-    else:
-        op["security"] = [{}, {"proxyToken": []}]
+        ref = {"schema": {"$ref": "#/components/schemas/Error"}}
+        responses[status] = {"description": text, "content": {"application/json": ref}}
+    return responses
+
+
+_SECURITY: dict[str, list[dict[str, list[str]]]] = {
+    "bearer": [{"bearer": []}],
+    "none": [],
+    "proxy": [{}, {"proxyToken": []}],
+}
+
+
+def _operation(e: Endpoint) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": e.summary, "tags": [e.tag], "operationId": _operation_id(e)}
+    params = _parameters(e)
+    if params:
+        op["parameters"] = params
+    body = _request_body(e)
+    if body is not None:
+        op["requestBody"] = body
+    op["responses"] = _responses(e)
+    op["security"] = _SECURITY[e.auth]
     return op
 
 

@@ -6,6 +6,7 @@ real sockets end to end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -235,3 +236,56 @@ def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:
     with Ledger.open(db) as ledger:
         assert ledger.verify().ok
         assert len(ledger.transcript.session(sid).live) == 60
+
+
+@contextlib.contextmanager
+def _served(tmp_path: Path, *args: str) -> Iterator[str]:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*CLI, "--db", str(tmp_path / "served.db"), "serve", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_healthy(base, proc)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_cleanly(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    fake, upstream_port = upstream
+    fake.event_delay = 0.3  # a slow model: the client is gone long before the answer ends
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    with _served(tmp_path, *args) as base:
+        msgs = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "a long answer please"},
+        ]
+        body = {"model": "gpt-4.1", "stream": True, "messages": msgs}
+        headers = {"X-Ctxledger-Session": "leaver"}
+        with httpx.Client(timeout=30) as http:
+            with http.stream(
+                "POST", base + "/v1/chat/completions", json=body, headers=headers
+            ) as resp:
+                first = next(resp.iter_bytes())
+                assert first.startswith(b"data: ")
+            # the connection is closed: the proxy stops, records no reply, frees the session
+            fake.event_delay = 0.0
+            res = http.post(
+                base + "/v1/chat/completions", json={**body, "stream": False}, headers=headers
+            )
+            assert res.status_code == 200
+            view = http.get(base + "/v1/sessions/leaver/api-messages").json()["messages"]
+            usage = http.get(base + "/v1/sessions/leaver/usage").json()
+    assert [m["role"] for m in view] == ["system", "user", "assistant"]  # one question, one answer
+    assert view[-1]["content"] == res.json()["choices"][0]["message"]["content"]
+    assert usage["chain"]["agent_calls"] == 1  # only the completed turn's usage

@@ -277,16 +277,37 @@ class TurnStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         acc = self.turn.api.accumulator(self.turn.turn)
-        parser = SSEParser()
         delivered = False
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": self.status_code,
-                    "headers": self.raw_headers,
-                }
-            )
+            async with anyio.create_task_group() as tg:
+                # a client that goes away ends the turn: servers drop what is sent after that
+                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+                delivered = await self._forward(send, acc)
+                tg.cancel_scope.cancel()
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self.upstream.aclose()
+                    if delivered and acc.complete:
+                        await self.turn.record_reply(acc.reply(), acc.usage)
+                    elif not delivered:
+                        log.info(
+                            "session %s: the client left mid-stream; reply not recorded",
+                            self.turn.session_id,
+                        )
+            finally:
+                self.release()
+
+    async def _forward(self, send: Send, acc: Accumulator) -> bool:
+        """Send the upstream's events as they come; True once the client has the whole body."""
+        start = {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
+        parser = SSEParser()
+        try:
+            await send(start)
             try:
                 async for chunk in self.upstream.aiter_bytes():
                     out = b"".join(ev.raw for ev in parser.feed(chunk) if acc.feed(ev))
@@ -297,17 +318,16 @@ class TurnStream(Response):
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )
             await send({"type": "http.response.body", "body": parser.rest(), "more_body": False})
-            delivered = True
-        except OSError as exc:  # the client went away mid-stream
+        except OSError as exc:  # servers that raise on a send to a client that went away
             log.info("client of session %s disconnected: %s", self.turn.session_id, message_of(exc))
-        finally:
-            try:
-                await self.upstream.aclose()
-                if delivered and acc.complete:
-                    with anyio.CancelScope(shield=True):
-                        await self.turn.record_reply(acc.reply(), acc.usage)
-            finally:
-                self.release()
+            return False
+        return True
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        scope.cancel()
 
 
 async def _proxy(request: Request, state: ServerState, api: Api) -> Response:

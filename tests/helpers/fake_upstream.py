@@ -10,7 +10,8 @@ from a script, one per request, else ``default``:
 * ``Error(status, body)`` — an error response with that JSON body;
 * ``Cut(after)`` — a stream that stops (raises) after `after` events, mid-body.
 
-``delay`` (seconds) makes every answer wait (to overlap requests); ``in_flight`` and
+``delay`` (seconds) makes every answer wait (to overlap requests), ``event_delay``
+pauses between the events of a stream; ``in_flight`` and
 ``max_in_flight`` count concurrent requests.
 """
 
@@ -83,6 +84,8 @@ class FakeUpstream:
     script: list[Behaviour] = field(default_factory=list)
     requests: list[Seen] = field(default_factory=list)
     delay: float = 0.0
+    #: pause between the events of a stream (a model that writes slowly)
+    event_delay: float = 0.0
     in_flight: int = 0
     max_in_flight: int = 0
     turn: int = 0
@@ -161,6 +164,8 @@ class FakeUpstream:
             if isinstance(behaviour, Cut) and i == behaviour.after:
                 raise RuntimeError("upstream connection cut mid-stream")
             await send({"type": "http.response.body", "body": event, "more_body": True})
+            if self.event_delay:
+                await anyio.sleep(self.event_delay)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

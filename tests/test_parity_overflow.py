@@ -5,7 +5,8 @@
 11. The window they state is parsed with every delimiter, kept only in
     1,024-10,000,000, and recorded as learned.
 12. ``available_tokens : 5000`` is the max-tokens shape; list / number / null bodies
-    never crash; the lowered output cap keeps 64 tokens of margin.
+    never crash; the lowered output cap keeps 64 tokens of margin below what the
+    window has left (a model's own output ceiling is used as stated).
 13. An overflow retry counts as progress only below 95 % of the tokens or with rows
     removed (the preflight rule).
 """
@@ -146,6 +147,39 @@ def test_available_tokens_with_any_spacing_is_the_max_tokens_shape(text: str) ->
     assert (cls.kind, cls.available_output_tokens) == ("max_tokens_too_large", 5_000)
     action = recovery_action(cls, context_length=200_000, requested_max_tokens=8_000)
     assert (action.action, action.max_tokens) == ("lower_max_tokens", 5_000 - 64)
+
+
+@pytest.mark.parametrize(
+    ("text", "ceiling"),
+    [
+        (
+            "max_tokens is too large: 9000. This model supports at most 4096 completion tokens.",
+            4_096,
+        ),
+        (
+            "<400> InternalError.Algo.InvalidParameter: Range of max_tokens should be [1, 8192]",
+            8_192,
+        ),
+        ("`max_tokens` must be less than or equal to `8192`", 8_192),
+    ],
+)
+def test_a_models_own_output_ceiling_is_used_exactly(text: str, ceiling: int) -> None:
+    # the margin is for what the window has left after the prompt; a model's own
+    # maximum output does not depend on the prompt and is exact
+    cls = classify_provider_error(400, {"error": {"message": text}})
+    assert cls.kind == "max_tokens_too_large" and cls.output_is_ceiling
+    action = recovery_action(cls, context_length=200_000, requested_max_tokens=9_000)
+    assert (action.action, action.max_tokens) == ("lower_max_tokens", ceiling)
+
+
+def test_what_the_window_has_left_gets_the_margin() -> None:
+    cls = classify_provider_error(
+        400,
+        "max_tokens: 9000 > context_window: 200000 - input_tokens: 195000 = available_tokens: 5000",
+    )
+    assert cls.kind == "max_tokens_too_large" and not cls.output_is_ceiling
+    action = recovery_action(cls, context_length=200_000, requested_max_tokens=9_000)
+    assert action.max_tokens == 5_000 - OUTPUT_SAFETY_MARGIN
 
 
 @pytest.mark.parametrize(

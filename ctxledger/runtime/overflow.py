@@ -63,13 +63,17 @@ class ProviderErrorClass(msgspec.Struct, frozen=True, kw_only=True):
 
     ``context_limit`` is the window the provider stated (only values in
     1,024-10,000,000 are kept); ``available_output_tokens`` the output budget the
-    message implies for max-tokens errors; ``evidence`` the excerpt that decided.
+    message implies for max-tokens errors; ``output_is_ceiling`` says that figure is
+    the model's own output maximum ("supports at most N completion tokens"), exact and
+    independent of the prompt, rather than what the window has left after it;
+    ``evidence`` the excerpt that decided.
     """
 
     kind: ErrorKind
     status: int | None = None
     context_limit: int | None = None
     available_output_tokens: int | None = None
+    output_is_ceiling: bool = False
     prompt_tokens: int | None = None
     requested_output_tokens: int | None = None
     evidence: str = ""
@@ -195,6 +199,8 @@ _DELIM = r"(?:\s*[:=]\s*|\s*\(\s*|\s+(?:is|of)\s+\(?|\s+)"
 class _Rule:
     signal: Literal["output", "prompt", "fact"]
     pattern: re.Pattern[str]
+    #: the figure it states is the model's own output ceiling, not what the window has left
+    ceiling: bool = False
 
 
 #: Ordered: the first rule to state a fact wins it. "output" rules are evidence that
@@ -222,7 +228,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"max_(?:completion_|new_)?tokens\W*(?:or\W+max_completion_tokens\W*)?is too large:\s*{requested}"
         ),
     ),
-    _Rule("output", _rx(r"supports at most {available} completion tokens")),
+    _Rule("output", _rx(r"supports at most {available} completion tokens"), ceiling=True),
     # vLLM / older OpenAI: "(31000 in the messages, 2000 in the completion)"
     # (OpenRouter says "(140000 of text input, 10000 in the output)")
     _Rule(
@@ -246,9 +252,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
     ),
     # DashScope / Qwen, Groq and friends: a plain output range
-    _Rule("output", _rx(r"range of max_tokens should be \[\s*1\s*,\s*{available}\s*\]")),
     _Rule(
-        "output", _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}")
+        "output", _rx(r"range of max_tokens should be \[\s*1\s*,\s*{available}\s*\]"), ceiling=True
+    ),
+    _Rule(
+        "output",
+        _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}"),
+        ceiling=True,
     ),
     # input overflow, with numbers
     _Rule(
@@ -338,6 +348,7 @@ class _Facts:
     prompt: int | None = None
     requested: int | None = None
     available: int | None = None
+    available_is_ceiling: bool = False
     output_evidence: str | None = None
     prompt_evidence: str | None = None
 
@@ -355,6 +366,8 @@ def _gather(haystack: str) -> _Facts:
         for name, value in match.groupdict().items():
             if value is not None and getattr(facts, name) is None:
                 setattr(facts, name, _number(value))
+                if name == "available":
+                    facts.available_is_ceiling = rule.ceiling
         excerpt = match.group(0)[:_EVIDENCE_CHARS]
         if rule.signal == "output" and facts.output_evidence is None:
             facts.output_evidence = excerpt
@@ -385,6 +398,7 @@ def _from_facts(facts: _Facts, status: int | None, message: str) -> ProviderErro
             status=status,
             context_limit=_learnable(facts.limit),
             available_output_tokens=available,
+            output_is_ceiling=facts.available is not None and facts.available_is_ceiling,
             prompt_tokens=facts.prompt,
             requested_output_tokens=facts.requested,
             evidence=facts.output_evidence,
@@ -467,16 +481,20 @@ def _lower_cap(cls: ProviderErrorClass, requested_max_tokens: int | None) -> Rec
         requested_max_tokens if requested_max_tokens is not None else cls.requested_output_tokens
     )
     available = cls.available_output_tokens
-    # a margin below the stated figure: providers count their own framing tokens too
-    cap = max(1, available - OUTPUT_SAFETY_MARGIN) if available is not None else None
+    # a margin below what the window has left: providers count their own framing tokens
+    # too; a model's own output ceiling is exact and independent of the prompt
+    margin = 0 if cls.output_is_ceiling else OUTPUT_SAFETY_MARGIN
+    cap = max(1, available - margin) if available is not None else None
     if cap is not None and (requested is None or cap < requested):
+        said = (
+            f"the model's maximum of {available:,}"
+            if cls.output_is_ceiling
+            else f"{margin} below the {available:,} the provider says are left"
+        )
         return RecoveryAction(
             action="lower_max_tokens",
             max_tokens=cap,
-            reason=(
-                f"input fits; output cap lowered to {cap:,} tokens "
-                f"({OUTPUT_SAFETY_MARGIN} below the {available:,} the provider says are left)"
-            ),
+            reason=f"input fits; output cap lowered to {cap:,} tokens ({said})",
         )
     # No usable figure (or one that would not lower anything): halve, so repeated
     # failures shrink the cap geometrically and the retry loop always ends.

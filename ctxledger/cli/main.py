@@ -7,6 +7,7 @@ from ctxledger.cli import compress as _compress  # noqa: F401
 from ctxledger.cli import core as _core  # noqa: F401
 from ctxledger.cli import data as _data  # noqa: F401
 from ctxledger.cli import demo as _demo  # noqa: F401
+from ctxledger.cli import migrate as _migrate  # noqa: F401
 from ctxledger.cli.app import cli
 
 

@@ -192,7 +192,7 @@ def test_migrate_refuses_a_non_empty_destination_and_a_bad_source(url: str, tmp_
     import sqlite3
 
     with sqlite3.connect(source) as conn:
-        conn.execute("UPDATE events SET hash = 'f' || substr(hash, 2) WHERE seq = 3")
+        conn.execute("UPDATE events SET hash = ? WHERE seq = 3", ("x" * 64,))
     with SQLiteEventStore(source) as bad, SQLiteEventStore(tmp_path / "out.db") as out:
         with pytest.raises(IntegrityError, match="does not verify"):
             copy_ledger(bad, out)

@@ -27,6 +27,7 @@ skipped or repeated.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -79,11 +80,28 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
 _IDLE_REREAD = 1.0
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+#: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN)
+_HEAD = (
+    "SELECT pg_advisory_xact_lock(%s);" + q.TAIL + ";" + q.STREAMS_NAMED + ";" + q.NEXT_STREAM_ID
+)
+#: appends of up to this many events send their rows as literals, with the COMMIT
+_INLINE_ROWS = 16
+_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
 _INSERT_MANY = (
     "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash)"
     " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[],"
     " %s::text[], %s::integer[], %s::bytea[], %s::text[])"
 )
+
+
+def _results(cur: psycopg.ClientCursor[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+    """The rows of every statement of a multi-statement execute, in order."""
+    out: list[list[tuple[Any, ...]]] = []
+    while True:
+        out.append(cur.fetchall() if cur.description is not None else [])
+        if not cur.nextset():
+            return out
 
 
 class ConnectionLost(StoreError):
@@ -271,19 +289,23 @@ class PostgresEventStore(EventStore):
         *,
         check_ids: bool,
     ) -> dict[str, int]:
+        """One append transaction in two round trips (three with blobs, four for big batches).
+
+        Statements are bound client-side and sent several per message (simple query
+        protocol); the connection is in autocommit mode, so BEGIN/COMMIT are explicit
+        and any failure rolls back before the connection goes back to the pool.
+        """
         names = [batch.stream for batch in batches]
-        with conn.pipeline(), conn.transaction():
+        cur = psycopg.ClientCursor(conn)
+        try:
             if new_blobs:
+                cur.execute("BEGIN")
                 self._store_blobs(conn, new_blobs)  # before the lock: big bytes, no ordering
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._append_key,))
-            # statements of their own, after the lock: their snapshots see every commit
-            tail_cur = conn.execute(q.TAIL)
-            streams_cur = conn.execute(q.STREAMS_NAMED, (names,))
-            next_id_cur = conn.execute(q.NEXT_STREAM_ID)
-            tail = tail_cur.fetchone()
-            found = {str(s): (int(i), int(v)) for s, i, v in streams_cur.fetchall()}
-            next_id_row = next_id_cur.fetchone()
-            current: list[tuple[int | None, int]] = [found.get(name, (None, 0)) for name in names]
+            # the lock first; then statements of their own, whose snapshots see every commit
+            cur.execute(_HEAD if new_blobs else "BEGIN;" + _HEAD, (self._append_key, names))
+            _, tail, found_rows, next_id_rows = _results(cur)[-4:]
+            found = {str(s): (int(i), int(v)) for s, i, v in found_rows}
+            current: list[tuple[int | None, int]] = [found.get(n, (None, 0)) for n in names]
             stale = next(
                 (
                     (batch, version)
@@ -294,32 +316,34 @@ class PostgresEventStore(EventStore):
             )
             if stale is not None or check_ids:
                 if self._already_stored(conn, batches):
-                    return {
-                        name: version for name, (_, version) in zip(names, current, strict=True)
-                    }
+                    conn.execute("ROLLBACK")  # a re-send: nothing to write
+                    return {n: version for n, (_, version) in zip(names, current, strict=True)}
                 if stale is not None:
                     raise ConcurrencyError(
                         stale[0].stream, stale[0].expected_version or 0, stale[1]
                     )
-            seq, prev = (int(tail[0]), str(tail[1])) if tail is not None else (0, GENESIS_HASH)
-            next_id = int(next_id_row[0]) if next_id_row is not None else 0
-            return self._write(conn, batches, current, seq, prev, next_id)
+            seq, prev = (int(tail[0][0]), str(tail[0][1])) if tail else (0, GENESIS_HASH)
+            return self._write(cur, batches, current, seq, prev, int(next_id_rows[0][0]))
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):  # keep the original error
+                    conn.execute("ROLLBACK")
+            raise
 
     def _write(
         self,
-        conn: Conn,
+        cur: psycopg.ClientCursor[tuple[Any, ...]],
         batches: list[PreparedBatch],
         current: list[tuple[int | None, int]],
         seq: int,
         prev: str,
         next_id: int,
     ) -> dict[str, int]:
-        """Hash and insert the rows after the tail (seq, prev); the caller holds the lock."""
-        columns: list[list[Any]] = [[] for _ in range(8)]
-        seqs, ids, stream_ids, versions, kinds, schemas, payloads, hashes = columns
+        """Hash the rows after the tail (seq, prev), insert them, notify and COMMIT."""
+        rows: list[tuple[Any, ...]] = []
         new_streams: list[tuple[int, str, int]] = []
         out: dict[str, int] = {}
-        sha256, header = hashlib.sha256, chain_header
+        sha256, header, add = hashlib.sha256, chain_header, rows.append
         for batch, (stream_id, version) in zip(batches, current, strict=True):
             stream = batch.stream
             out[stream] = version + len(batch.rows)
@@ -333,21 +357,26 @@ class PostgresEventStore(EventStore):
                 prev = sha256(
                     header((prev, seq, stream, version, event_id, kind, schema)) + payload
                 ).hexdigest()
-                seqs.append(seq)
-                ids.append(event_id)
-                stream_ids.append(stream_id)
-                versions.append(version)
-                kinds.append(kind)
-                schemas.append(schema)
-                payloads.append(payload)
-                hashes.append(prev)
+                add((seq, event_id, stream_id, version, kind, schema, payload, prev))
+        statements: list[str] = []
+        params: list[Any] = []
         if new_streams:
-            conn.cursor().executemany(q.NEW_STREAM, new_streams)
-        if len(seqs) == 1:
-            conn.execute(q.INSERT_EVENT, [column[0] for column in columns])
-        else:
-            conn.execute(_INSERT_MANY, columns)
-        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, str(seq)))
+            statements.append(q.NEW_STREAMS + ", ".join(["(%s, %s, %s)"] * len(new_streams)))
+            params += [value for row in new_streams for value in row]
+        if not rows:
+            pass  # only blobs: they are in already
+        elif len(rows) <= _INLINE_ROWS:
+            statements.append(q.INSERT_EVENTS + ", ".join([_ROW] * len(rows)))
+            params += [value for row in rows for value in row]
+        else:  # one server-bound statement: bytes travel as bytes, not as hex literals
+            if statements:
+                cur.execute(";".join(statements), params)
+                statements, params = [], []
+            cur.connection.execute(
+                _INSERT_MANY, [list(column) for column in zip(*rows, strict=True)]
+            )
+        statements += ["SELECT pg_notify(%s, %s)", "COMMIT"]
+        cur.execute(";".join(statements), [*params, self._channel, str(seq)])
         return out
 
     def _store_blobs(self, conn: Conn, new_blobs: dict[str, bytes]) -> None:

@@ -162,10 +162,9 @@ STREAM_VERSION = f"SELECT {_VERSION_OF} FROM streams AS s WHERE s.stream = %s"
 STREAM_ID = "SELECT stream_id FROM streams WHERE stream = %s"
 STREAMS = f"SELECT s.stream, {_VERSION_OF} FROM streams AS s ORDER BY s.stream_id"
 NEXT_STREAM_ID = "SELECT coalesce(max(stream_id), 0) FROM streams"
-NEW_STREAM = "INSERT INTO streams (stream_id, stream, created_seq) VALUES (%s, %s, %s)"
-INSERT_EVENT = (
-    "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+NEW_STREAMS = "INSERT INTO streams (stream_id, stream, created_seq) VALUES "
+INSERT_EVENTS = (
+    "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash) VALUES "
 )
 COPY_EVENTS = (
     "COPY events (seq, event_id, stream_id, version, kind, schema, payload, hash) FROM STDIN"

@@ -11,8 +11,9 @@ tail read after the lock is granted is the true tail. The lock is held until the
 commit, so commit order is seq order: ``seq`` is gapless, each event's hash chains
 to the event before it exactly as in SQLite, and a reader tailing by seq can never
 see seq n+1 before seq n. ``UNIQUE (event_id)`` and ``UNIQUE (stream_id, version)``
-back the checks up. An append is two round trips (pipeline mode): lock, tail and
-stream versions; then the rows (one ``unnest`` INSERT), ``pg_notify`` and COMMIT.
+back the checks up. An append is two round trips (statements bound client-side,
+several per message): BEGIN, lock, tail and stream versions; then the rows (literals
+for a few, binary COPY for a batch), ``pg_notify`` and COMMIT.
 
 Connections come from a ``psycopg_pool`` pool (autocommit; one per thread at a
 time). A connection found broken (the server restarted) is dropped and the
@@ -88,11 +89,7 @@ _HEAD = (
 #: appends of up to this many events send their rows as literals, with the COMMIT
 _INLINE_ROWS = 16
 _ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
-_INSERT_MANY = (
-    "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash)"
-    " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[],"
-    " %s::text[], %s::integer[], %s::bytea[], %s::text[])"
-)
+_COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
 
 
 def _results(cur: psycopg.ClientCursor[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
@@ -368,13 +365,14 @@ class PostgresEventStore(EventStore):
         elif len(rows) <= _INLINE_ROWS:
             statements.append(q.INSERT_EVENTS + ", ".join([_ROW] * len(rows)))
             params += [value for row in rows for value in row]
-        else:  # one server-bound statement: bytes travel as bytes, not as hex literals
+        else:  # COPY (binary): bytes travel as bytes, no literal to build or parse
             if statements:
                 cur.execute(";".join(statements), params)
                 statements, params = [], []
-            cur.connection.execute(
-                _INSERT_MANY, [list(column) for column in zip(*rows, strict=True)]
-            )
+            with cur.connection.cursor().copy(q.COPY_EVENTS) as copy:
+                copy.set_types(_COPY_TYPES)
+                for row in rows:
+                    copy.write_row(row)
         statements += ["SELECT pg_notify(%s, %s)", "COMMIT"]
         cur.execute(";".join(statements), [*params, self._channel, str(seq)])
         return out

@@ -167,7 +167,8 @@ INSERT_EVENTS = (
     "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash) VALUES "
 )
 COPY_EVENTS = (
-    "COPY events (seq, event_id, stream_id, version, kind, schema, payload, hash) FROM STDIN"
+    "COPY events (seq, event_id, stream_id, version, kind, schema, payload, hash)"
+    " FROM STDIN (FORMAT BINARY)"
 )
 STREAMS_OF_EVENTS = (
     "SELECT e.event_id, s.stream FROM events AS e JOIN streams AS s USING (stream_id)"

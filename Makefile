@@ -32,12 +32,16 @@ pg-server: $(STAMP)
 	fi
 
 test: $(STAMP) pg-server
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -38,7 +38,8 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 import anyio
 
-from ctxledger.analysis.audit import audit_compaction, find_compaction
+from ctxledger.analysis.audit import audit_compaction
+from ctxledger.analysis.compactions import find_compaction
 from ctxledger.analysis.recall import SearchIndex, fts_terms, recall
 from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock

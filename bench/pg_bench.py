@@ -14,7 +14,7 @@ Prints one JSON object per line:
   ``executemany`` of the same payloads, one transaction per batch.
 * ``pg_projection_rebuild``: ``Projector.rebuild`` vs a raw ``SELECT payload`` + decode.
 
-Without ``--url`` the server is a private one from ``tests/pg_server.py`` with fsync
+Without ``--url`` the server is a private one from ``tests/helpers/pg_server.py`` with fsync
 on, so a commit costs what it costs SQLite's ``synchronous=FULL``. Nothing is asserted.
 """
 
@@ -32,11 +32,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(HERE))
-    sys.path.insert(0, HERE)
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+if __package__ in (None, ""):  # run as a script: the checkout, bench/ and the test helpers
+    sys.path[:0] = [
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.path.dirname(os.path.abspath(__file__)),
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "helpers"
+        ),
+    ]
 
 import psycopg
 from store_bench import _batches, make_events, make_messages

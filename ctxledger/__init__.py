@@ -1,8 +1,9 @@
 """ctxledger: Hermes-style context compression for LLM agents, as an event-sourced ledger.
 
-The public API, re-exported here (``__all__`` is checked by a test):
+The public API, re-exported here (``__all__`` is checked by a test; the README and the
+docs import from this module only):
 
-* :class:`Ledger` — the synchronous facade over one SQLite ledger;
+* :class:`Ledger` — the synchronous facade over one ledger;
 * :class:`ContextService` — the async runtime an agent loop calls every turn;
 * :class:`CompressionConfig` / :func:`load_config` — settings (HERMES_SPEC §1);
 * :func:`compact` — run one compaction; :func:`plan` / :func:`apply` — the pure planner;
@@ -10,8 +11,16 @@ The public API, re-exported here (``__all__`` is checked by a test):
 * analysis: :func:`audit_chain`, :func:`audit_compaction`, :func:`trace`, :func:`diff`,
   :func:`recall`, :func:`expand` (+ the agent tools ``RECALL_TOOL``, ``EXPAND_TOOL`` and
   :func:`handle_tool_call`), :func:`undo`, :func:`whatif`;
-* :class:`SQLiteEventStore` and the error classes of :mod:`ctxledger.errors`.
+* the protocols a user implements: :class:`Summarizer`, :class:`ContextEngine`,
+  :class:`EventStore` (with :class:`EventSource`, what projections read); the
+  :class:`SQLiteEventStore` backend;
+* every error class of :mod:`ctxledger.errors`.
 """
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from ctxledger.analysis.audit import audit_chain, audit_compaction, trace
 from ctxledger.analysis.diff import diff
@@ -21,6 +30,7 @@ from ctxledger.analysis.whatif import whatif
 from ctxledger.compressor.assemble import apply
 from ctxledger.compressor.config import CompressionConfig, load_config
 from ctxledger.compressor.planner import CompactionPlan, plan
+from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.llm import LLMSummarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.compressor.summarizers.recorded import RecordedSummarizer
@@ -29,19 +39,46 @@ from ctxledger.errors import (
     ConcurrencyError,
     ContextOverflowError,
     CtxLedgerError,
+    DuplicateEventError,
+    FailureClass,
+    ImportFormatError,
     IntegrityError,
+    InvalidConfig,
+    InvalidEvent,
     InvalidInput,
     InvalidMessage,
-    SessionEnded,
+    NotFound,
+    SessionEndedError,
     StorageFullError,
+    StoreError,
     SummarizerError,
+    UnknownBlob,
+    UnknownCompaction,
+    UnknownMessage,
     UnknownSession,
 )
-from ctxledger.eventstore import SQLiteEventStore
-from ctxledger.ledger.compaction import CompactionOutcome, compact
-from ctxledger.ledger.facade import Ledger
+from ctxledger.eventstore import EventStore, SQLiteEventStore
+from ctxledger.ledger import CompactionOutcome, Ledger, SessionSpec, compact
+from ctxledger.projections import EventSource
+from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.service import ContextService, Recovery, TurnResult
 from ctxledger.usage import CanonicalUsage, normalize_usage
+
+__version__ = "0.1.0"
+
+#: old public names kept for one release: name -> (new name, object)
+_DEPRECATED: dict[str, tuple[str, Any]] = {"SessionEnded": ("SessionEndedError", SessionEndedError)}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        new, obj = _DEPRECATED[name]
+        warnings.warn(
+            f"ctxledger.{name} is deprecated; use ctxledger.{new}", DeprecationWarning, stacklevel=2
+        )
+        return obj
+    raise AttributeError(f"module 'ctxledger' has no attribute {name!r}")
+
 
 __all__ = [
     "EXPAND_TOOL",
@@ -52,23 +89,41 @@ __all__ = [
     "CompressionConfig",
     "CompressionError",
     "ConcurrencyError",
+    "ContextEngine",
     "ContextOverflowError",
     "ContextService",
     "CtxLedgerError",
+    "DuplicateEventError",
+    "EventSource",
+    "EventStore",
+    "FailureClass",
+    "ImportFormatError",
     "IntegrityError",
+    "InvalidConfig",
+    "InvalidEvent",
     "InvalidInput",
     "InvalidMessage",
     "LLMSummarizer",
     "Ledger",
+    "NotFound",
     "OfflineSummarizer",
     "RecordedSummarizer",
     "Recovery",
     "SQLiteEventStore",
-    "SessionEnded",
+    "SessionEndedError",
+    "SessionSpec",
     "StorageFullError",
+    "StoreError",
+    "Summarizer",
     "SummarizerError",
+    "SummaryRequest",
+    "SummaryResult",
     "TurnResult",
+    "UnknownBlob",
+    "UnknownCompaction",
+    "UnknownMessage",
     "UnknownSession",
+    "__version__",
     "apply",
     "audit_chain",
     "audit_compaction",

@@ -11,14 +11,33 @@ CtxLedgerError
 │   ├── DuplicateEventError            an event id was re-sent with a different batch
 │   ├── StorageFullError               the disk (or max_page_count) is full; nothing was written
 │   └── IntegrityError                 the hash chain does not verify
-├── UnknownSession (KeyError)          no such session / compaction / blob
-├── SessionEnded                       appending to a session that ended (e.g. by compression)
+├── NotFound (KeyError)                no such id in the log
+│   ├── UnknownSession                 no such session
+│   ├── UnknownMessage                 no such message (or not live in that session)
+│   ├── UnknownCompaction              no such compaction
+│   └── UnknownBlob                    no such content-addressed blob
+├── SessionEndedError                  appending to a session that ended (e.g. by compression)
 ├── CompressionError                   a compaction could not be carried out
 │   └── SummarizerError                the summarizer failed (see .failure_class)
 └── ContextOverflowError               the provider rejected the prompt and recovery gave up
 """
 
 from __future__ import annotations
+
+from typing import Literal
+
+#: Why a summarizer failed; shared by :class:`SummarizerError` and the events that record it.
+FailureClass = Literal[
+    "auth",
+    "network",
+    "timeout",
+    "rate_limit",
+    "server",
+    "malformed",
+    "empty",
+    "not_configured",
+    "other",
+]
 
 
 class CtxLedgerError(Exception):
@@ -92,15 +111,35 @@ class IntegrityError(StoreError):
     """The log's hash chain does not verify."""
 
 
-class UnknownSession(CtxLedgerError, KeyError):
+class NotFound(CtxLedgerError, KeyError):
     """No session, compaction, message or blob with that id exists."""
 
     def __str__(self) -> str:  # KeyError quotes its argument; we want a sentence.
         return str(self.args[0]) if self.args else "unknown id"
 
 
-class SessionEnded(CtxLedgerError):
-    """The session has ended; append to its compression tip instead."""
+class UnknownSession(NotFound):
+    """No session with that id (or id prefix) exists."""
+
+
+class UnknownMessage(NotFound):
+    """No message with that id exists, or it is not live where it was asked for."""
+
+
+class UnknownCompaction(NotFound):
+    """No compaction with that id (or id prefix) exists in the log or the chain."""
+
+
+class UnknownBlob(NotFound):
+    """No content-addressed blob is stored under that reference."""
+
+
+class SessionEndedError(CtxLedgerError):
+    """The session has ended; append to its compression tip instead.
+
+    Named apart from the ``SessionEnded`` event; ``ctxledger.SessionEnded`` is kept as a
+    deprecated alias of this class for one release.
+    """
 
 
 class CompressionError(CtxLedgerError):
@@ -118,8 +157,10 @@ class SummarizerError(CompressionError):
 
     ABORTING = frozenset({"auth", "network", "not_configured"})
 
-    def __init__(self, message: str, *, failure_class: str, status: int | None = None) -> None:
-        self.failure_class = failure_class
+    def __init__(
+        self, message: str, *, failure_class: FailureClass, status: int | None = None
+    ) -> None:
+        self.failure_class: FailureClass = failure_class
         self.status = status
         super().__init__(message)
 

@@ -18,10 +18,9 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from ctxledger.errors import InvalidEvent
+from ctxledger.errors import FailureClass, InvalidEvent
+from ctxledger.messages import JSON
 from ctxledger.usage import CanonicalUsage
-
-JSON = dict[str, Any]
 
 SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
 Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch"]
@@ -169,7 +168,7 @@ class SummaryGenerated(Event, frozen=True, kw_only=True):
     text: str
     fallback: bool = False
     failure: str | None = None
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
     usage: CanonicalUsage | None = None
 
 
@@ -245,7 +244,7 @@ class CooldownStarted(Event, frozen=True, kw_only=True):
 
     until: float
     seconds: float
-    failure_class: str
+    failure_class: FailureClass
 
 
 AnyEvent = (
@@ -408,3 +407,27 @@ def hydrate(event: Event, get_blob: Callable[[str], bytes]) -> Event:
     content = get_blob(event.content_ref).decode("utf-8")
     message = {k: (content if k == "content" else v) for k, v in event.message.items()}
     return msgspec.structs.replace(event, message=message, content_ref=None)
+
+
+def envelope(
+    session_id: str, ids: Callable[[str], str], clock: Callable[[], float]
+) -> dict[str, Any]:
+    """The fields every event carries: a new event id, its session, the injected clock's time.
+
+    Spread into an event's constructor: ``SummaryGenerated(**envelope(sid, ids, clock), ...)``.
+    """
+    return {"event_id": ids("evt"), "session_id": session_id, "at": clock()}
+
+
+class Recorded(msgspec.Struct, frozen=True, gc=False):
+    """An event as the log holds it: its global position, stream version and hash.
+
+    ``gc=False``: a Recorded only points at its event, never back, so it cannot be
+    part of a reference cycle; untracked, a million of them cost the collector nothing.
+    """
+
+    seq: int
+    stream: str
+    version: int
+    event: Event
+    hash: str

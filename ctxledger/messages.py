@@ -15,7 +15,10 @@ from typing import Any
 from ctxledger.errors import InvalidMessage
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-Message = dict[str, Any]
+#: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
+JSON = dict[str, Any]
+#: one chat message in the OpenAI shape
+Message = JSON
 
 
 def _check_content(content: Any, role: str, index: int | None) -> None:

@@ -7,8 +7,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from helpers.pg_server import PgServer, find_bin_dir
 from hypothesis import HealthCheck, settings
-from pg_server import PgServer, find_bin_dir
 
 settings.register_profile(
     "ci",
@@ -32,7 +32,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
-# --- a private PostgreSQL server for the Postgres store's tests (tests/pg_server.py) ----------
+# --- a private PostgreSQL server for the Postgres store's tests (tests/helpers/pg_server.py) ----------
 
 
 @pytest.fixture(scope="session")

@@ -9,24 +9,16 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger, recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.analysis.audit import (
-    AuditedFact,
-    audit_chain,
-    audit_compaction,
-    chain_compactions,
-    compactions_by_id,
-    find_compaction,
-    split_kept,
-    trace,
-)
+from ctxledger.analysis.audit import AuditedFact, audit_chain, audit_compaction, split_kept, trace
+from ctxledger.analysis.compactions import chain_compactions, compactions_by_id, find_compaction
 from ctxledger.cli.main import cli
 from ctxledger.compressor.facts import find_paths, normalize
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.ledger.compaction import compact
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
@@ -191,7 +183,7 @@ def test_trace_rejects_an_empty_fact(chain: tuple[Ledger, str], bad: str) -> Non
 def test_unknown_compaction_is_a_clear_error_and_appends_nothing(chain: tuple[Ledger, str]) -> None:
     ledger, _ = chain
     before = ledger.store.last_seq()
-    with pytest.raises(UnknownSession, match="no compaction 'cmp_nope'"):
+    with pytest.raises(UnknownCompaction, match="no compaction 'cmp_nope'"):
         audit_compaction(ledger, "cmp_nope")
     with pytest.raises(InvalidInput):
         audit_compaction(ledger, "")

@@ -8,11 +8,11 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger
 
-from ctxledger.analysis.audit import CompactionRecord, chain_compactions
+from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.diff import (
     DiffReport,
     SummaryDiff,
@@ -200,7 +200,7 @@ def test_a_diff_reads_each_chain_once_however_many_summaries_it_nests(
     chain: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tip's summary covers the earlier summaries too: their records come from one read."""
-    import ctxledger.analysis.audit as audit_module
+    import ctxledger.analysis.compactions as audit_module
 
     ledger, tip = chain
     records = chain_compactions(ledger, tip)

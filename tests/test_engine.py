@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-from ledger_helpers import compact_now, make_ledger
+from helpers.ledger_helpers import compact_now, make_ledger
 
 from ctxledger.compressor.recording import prepare, record
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
-from ctxledger.ledger.compaction import compaction_input
+from ctxledger.ledger.compaction import append_recorded, compaction_input
 
 ERROR = "sqlite3.OperationalError: database is locked (while migrating table invoices)"
 
@@ -91,6 +91,6 @@ def test_record_returns_the_continuations_api_view(tmp_path: Path) -> None:
     assert prepared.request is not None
     result = anyio.run(OfflineSummarizer().summarize, prepared.request)
     recorded = record(prepared, result, trigger="manual", clock=ledger.clock, ids=ledger.ids)  # type: ignore[attr-defined]
-    ledger.append(recorded.requests)  # type: ignore[attr-defined]
+    append_recorded(ledger, recorded)
     assert len(recorded.messages) == recorded.switch.messages_after
     assert recorded.messages == ledger.api_messages(recorded.new_session_id)  # type: ignore[attr-defined]

@@ -20,8 +20,7 @@ from pathlib import Path
 import anyio
 import psycopg
 import pytest
-from eventstore_contract import EventStoreContract, message
-from pg_server import PgServer
+from helpers.pg_server import PgServer
 
 from ctxledger.errors import (
     ConcurrencyError,
@@ -32,8 +31,9 @@ from ctxledger.errors import (
 from ctxledger.events import Event
 from ctxledger.eventstore.postgres import ConnectionLost, PostgresEventStore, split_schema
 from ctxledger.eventstore.postgres_schema import PG_MIGRATIONS
+from ctxledger.testing.eventstore import EventStoreContract, message
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent / "helpers"
 
 
 def schema_for(path: Path) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from eventstore_contract import EventStoreContract, message, started
 from sqlite_utils import Database
 
 import ctxledger.eventstore
@@ -32,13 +31,9 @@ from ctxledger.errors import (
 from ctxledger.events import SessionStarted, sha256_hex
 from ctxledger.eventstore import GENESIS_HASH, SQLiteEventStore, chain_hash
 from ctxledger.eventstore.migrations import MIGRATIONS, Migrations
+from ctxledger.testing.eventstore import message, started
 
-KILLER = Path(__file__).with_name("eventstore_killer.py")
-
-
-class TestSQLiteStore(EventStoreContract):
-    def make_store(self, path: Path) -> SQLiteEventStore:
-        return SQLiteEventStore(path)
+KILLER = Path(__file__).parent / "helpers" / "eventstore_killer.py"
 
 
 @pytest.fixture

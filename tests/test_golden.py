@@ -17,9 +17,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.analysis.audit import audit_chain, chain_compactions
+from ctxledger.analysis.audit import audit_chain
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.diff import diff
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_helpers import compact_now, make_ledger, session_with_turns
+from helpers.ledger_helpers import compact_now, make_ledger, session_with_turns
 
 from ctxledger.errors import (
     CtxLedgerError,
     InvalidInput,
     InvalidMessage,
-    SessionEnded,
+    SessionEndedError,
+    UnknownMessage,
     UnknownSession,
 )
 from ctxledger.ledger.facade import Ledger
@@ -104,7 +105,7 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
     (
         "pin unknown message",
         lambda lg, s: lg.pin(s, "msg_nope"),
-        UnknownSession,
+        UnknownMessage,
         "not in the live view",
     ),
     (
@@ -167,7 +168,7 @@ def test_appending_to_a_compressed_session_names_the_tip(ledger: Ledger) -> None
     sid = session_with_turns(ledger, 12)
     new = compact_now(ledger, sid).new_session_id
     before = ledger.store.last_seq()
-    with pytest.raises(SessionEnded, match=f"continuation is {new!r}"):
+    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
         ledger.append_messages(sid, [{"role": "user", "content": "more"}])
     assert ledger.store.last_seq() == before
 
@@ -246,7 +247,7 @@ def test_events_naming_an_unknown_session_or_message_are_refused_and_append_noth
         replacement="r",
         replacement_tokens=1,
     )
-    with pytest.raises(UnknownSession, match="msg_ghost"):
+    with pytest.raises(UnknownMessage, match="msg_ghost"):
         ledger.append_messages(sid, [{"role": "user", "content": "x"}], extra_events=[ghost])
     assert ledger.store.last_seq() == before
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import Fail, FakeProvider, Reply, closed_port
+from helpers.fake_provider import Fail, FakeProvider, Reply, closed_port
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers import (

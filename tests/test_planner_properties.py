@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import msgspec
-import strategies as S
+from helpers import strategies as S
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -12,8 +12,7 @@ import anyio
 import click
 import pytest
 from click.testing import CliRunner
-from eventstore_contract import message
-from pg_server import PgServer
+from helpers.pg_server import PgServer
 
 from ctxledger import ContextService, Ledger
 from ctxledger.cli.main import cli
@@ -22,6 +21,7 @@ from ctxledger.errors import IntegrityError, InvalidInput
 from ctxledger.eventstore import SQLiteEventStore, open_store
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.transfer import copy_ledger
+from ctxledger.testing.eventstore import message
 
 
 @pytest.fixture

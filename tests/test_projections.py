@@ -6,10 +6,10 @@ import tempfile
 from pathlib import Path
 
 import anyio
+from helpers.ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
 
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer

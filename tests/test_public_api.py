@@ -1,8 +1,26 @@
-"""The package root re-exports the public API, and only names that exist."""
+"""The package root re-exports the public API, and only names that exist.
+
+As httpx does, the exported list is derived from the module itself: every public
+name defined at the root is in ``__all__`` and every name in ``__all__`` exists.
+Every subpackage declares ``__all__`` too, and every ``ctxledger`` import in the
+README and the docs resolves.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import pkgutil
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
 import ctxledger
+import ctxledger.errors
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_all_names_exist_and_are_sorted_uniquely() -> None:
@@ -11,52 +29,78 @@ def test_all_names_exist_and_are_sorted_uniquely() -> None:
         assert getattr(ctxledger, name) is not None, name
 
 
-def test_the_public_api_list() -> None:
-    assert set(ctxledger.__all__) == {
-        "CanonicalUsage",
-        "CompactionOutcome",
-        "CompactionPlan",
-        "CompressionConfig",
-        "CompressionError",
-        "ConcurrencyError",
-        "ContextOverflowError",
-        "ContextService",
-        "CtxLedgerError",
-        "IntegrityError",
-        "InvalidInput",
-        "InvalidMessage",
-        "LLMSummarizer",
-        "Ledger",
-        "OfflineSummarizer",
-        "RecordedSummarizer",
-        "Recovery",
-        "SQLiteEventStore",
-        "SessionEnded",
-        "StorageFullError",
-        "SummarizerError",
-        "TurnResult",
-        "UnknownSession",
-        "apply",
-        "compact",
-        "load_config",
-        "normalize_usage",
-        "plan",
-        "EXPAND_TOOL",
-        "RECALL_TOOL",
-        "audit_chain",
-        "audit_compaction",
-        "diff",
-        "expand",
-        "handle_tool_call",
-        "recall",
-        "trace",
-        "undo",
-        "whatif",
+def test_every_public_root_member_is_exported() -> None:
+    members = {
+        name
+        for name, value in vars(ctxledger).items()
+        if not name.startswith("_") and not isinstance(value, type(ctxledger))
     }
+    members -= {"annotations", "warnings", "Any"}
+    assert members == set(ctxledger.__all__) - {"__version__"}
 
 
-def test_every_error_class_is_a_ctxledger_error() -> None:
+def test_every_error_class_is_exported_and_a_ctxledger_error() -> None:
+    errors = {
+        name
+        for name, obj in vars(ctxledger.errors).items()
+        if isinstance(obj, type) and issubclass(obj, Exception)
+    }
+    assert errors <= set(ctxledger.__all__)
     for name in ctxledger.__all__:
         obj = getattr(ctxledger, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, ctxledger.CtxLedgerError), name
+
+
+def test_protocols_users_implement_are_exported() -> None:
+    for name in ("Summarizer", "ContextEngine", "EventStore", "EventSource"):
+        assert name in ctxledger.__all__
+
+
+def test_old_error_name_is_a_deprecated_alias() -> None:
+    with pytest.warns(DeprecationWarning, match="SessionEndedError"):
+        old = ctxledger.SessionEnded  # type: ignore[attr-defined]
+    assert old is ctxledger.SessionEndedError
+    with pytest.raises(AttributeError):
+        _ = ctxledger.NoSuchThing  # type: ignore[attr-defined]
+
+
+def _subpackages() -> list[str]:
+    return sorted(
+        info.name
+        for info in pkgutil.walk_packages(ctxledger.__path__, "ctxledger.")
+        if info.ispkg and not info.name.startswith("ctxledger.integrations")
+    )
+
+
+@pytest.mark.parametrize("name", _subpackages())
+def test_every_subpackage_declares_all(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)
+    assert isinstance(exported, list), f"{name} declares no __all__"
+    for member in exported:
+        assert hasattr(module, member), f"{name}.__all__ names missing {member}"
+
+
+def _doc_imports() -> list[tuple[str, str, str]]:
+    """(file, module, name) for every ``from ctxledger… import …`` in the README and docs."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for block in re.findall(r"```python\n(.*?)```", text, re.S):
+            for node in ast.walk(ast.parse(block)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctxledger"):
+                    found += [(path.name, node.module or "", a.name) for a in node.names]
+    return found
+
+
+def test_readme_imports_use_the_package_root_only() -> None:
+    modules = {module for file, module, _ in _doc_imports() if file == "README.md"}
+    assert modules <= {"ctxledger"} | {m for m in modules if m.startswith("ctxledger.integrations")}
+
+
+@pytest.mark.parametrize(("file", "module", "name"), _doc_imports())
+def test_every_documented_import_resolves(file: str, module: str, name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert hasattr(importlib.import_module(module), name), f"{file}: {module}.{name}"

@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
-from ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.recall import (
     EXPAND_TOOL,
     RECALL_TOOL,
@@ -24,7 +24,7 @@ from ctxledger.analysis.recall import (
 from ctxledger.cli.main import cli
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.demo.record import record_generated
-from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.ledger.compaction import compact
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
@@ -179,7 +179,7 @@ def test_expand_returns_the_originals_in_order(chain: tuple[Ledger, str]) -> Non
 def test_expand_an_unknown_compaction_is_a_clear_error(chain: tuple[Ledger, str]) -> None:
     ledger, _ = chain
     before = ledger.store.last_seq()
-    with pytest.raises(UnknownSession, match="no compaction"):
+    with pytest.raises(UnknownCompaction, match="no compaction"):
         expand(ledger, "cmp_missing")
     assert ledger.store.last_seq() == before
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import recorded_chain
 
-from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.cli.main import cli
 from ctxledger.events import Event, SessionSwitched

@@ -15,7 +15,7 @@ import pytest
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.errors import InvalidInput, InvalidMessage, SessionEnded, UnknownSession
+from ctxledger.errors import InvalidInput, InvalidMessage, SessionEndedError, UnknownSession
 from ctxledger.events import Trigger, UsageReported
 from ctxledger.ledger.compaction import CompactionOutcome, compact
 from ctxledger.ledger.facade import Ledger
@@ -207,7 +207,7 @@ async def test_sessions_branches_and_their_end(svc: ContextService) -> None:
     )
     assert svc.tip(root) == root  # a branch is not a continuation
     await svc.end_session(branch)
-    with pytest.raises(SessionEnded):
+    with pytest.raises(SessionEndedError):
         await svc.append(branch, [{"role": "user", "content": "late"}])
     status = svc.status(root)
     assert (status["session_id"], status["engine"], status["compactions"]) == (root, "ctxledger", 0)
@@ -527,6 +527,6 @@ async def test_an_ended_session_refuses_everything(svc: ContextService) -> None:
         svc.handle_provider_error(sid, 400, "prompt is too long"),
         svc.end_session(sid),
     ):
-        with pytest.raises(SessionEnded, match="user closed it"):
+        with pytest.raises(SessionEndedError, match="user closed it"):
             await call
     assert svc.ledger.store.last_seq() == last

@@ -38,7 +38,7 @@ from ctxledger.runtime.service import ContextService, TurnResult
 pytestmark = pytest.mark.anyio
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0)
-KILLER = Path(__file__).with_name("service_killer.py")
+KILLER = Path(__file__).parent / "helpers" / "service_killer.py"
 
 
 @pytest.fixture(params=["asyncio", "trio"])

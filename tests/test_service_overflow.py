@@ -1,4 +1,4 @@
-"""Failure paths against a real local HTTP model server (tests/fake_provider.py on 127.0.0.1).
+"""Failure paths against a real local HTTP model server (tests/helpers/fake_provider.py on 127.0.0.1).
 
 Overflow recovery: the agent's call is rejected (prompt too long in three providers'
 words, 413, max_tokens too large, other errors); the service classifies the error,
@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from fake_provider import Fail, FakeProvider, Reply
-from ledger_helpers import chain_events
+from helpers.fake_provider import Fail, FakeProvider, Reply
+from helpers.ledger_helpers import chain_events
 
 from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import strategies as S
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from helpers import strategies as S
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule

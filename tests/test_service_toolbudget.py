@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.errors import InvalidInput, InvalidMessage, UnknownSession
+from ctxledger.errors import InvalidInput, InvalidMessage, UnknownBlob
 from ctxledger.events import ToolOutputPersisted
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
@@ -208,7 +208,7 @@ async def test_call_ids_never_become_paths(svc: ContextService, tmp_path: Path) 
     for bad in ("../../etc/passwd", hostile, event.blob_ref.upper(), event.blob_ref[:-1], "", 7):
         with pytest.raises(InvalidInput):
             await svc.read_persisted(bad)  # type: ignore[arg-type]
-    with pytest.raises(UnknownSession):
+    with pytest.raises(UnknownBlob):
         await svc.read_persisted("0" * 64)
 
 

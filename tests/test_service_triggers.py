@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from ledger_helpers import chain_events
+from helpers.ledger_helpers import chain_events
 
 from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig

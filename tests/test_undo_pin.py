@@ -8,16 +8,16 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import deterministic_ledger, recorded_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import deterministic_ledger, recorded_chain
 
-from ctxledger.analysis.audit import chain_compactions
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.main import cli
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.events import MessageAppended
 from ctxledger.ledger.compaction import compact, compaction_input, plan_compaction
 from ctxledger.ledger.facade import Ledger
@@ -86,7 +86,7 @@ def test_undo_twice_or_of_an_unknown_compaction_appends_nothing(tmp_path: Path) 
     before = ledger.store.last_seq()
     with pytest.raises(InvalidInput, match="already undone"):
         undo(ledger, last.compaction_id)
-    with pytest.raises(UnknownSession, match="no compaction"):
+    with pytest.raises(UnknownCompaction, match="no compaction"):
         undo(ledger, "cmp_unknown")
     assert ledger.store.last_seq() == before
 

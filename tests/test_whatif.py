@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import SMALL, deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.analysis.audit import chain_compactions, chain_signature
+from ctxledger.analysis.compactions import chain_compactions, chain_signature
 from ctxledger.analysis.diff import diff
 from ctxledger.analysis.whatif import (
     AppendStep,

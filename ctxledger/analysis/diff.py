@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from typing import Any
 
 import msgspec
 
-from ctxledger.analysis.audit import (
+from ctxledger.analysis.compactions import (
     SUMMARY_ORIGINS,
     CompactionRecord,
     compactions_by_id,
@@ -41,10 +40,9 @@ from ctxledger.analysis.audit import (
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
 from ctxledger.projections.transcript import TranscriptProjection
 from ctxledger.tokens import count_text
-
-JSON = dict[str, Any]
 
 #: kind -> the kind of the same change seen from the other side
 INVERSE = {

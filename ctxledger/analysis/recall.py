@@ -42,14 +42,20 @@ from typing import Any, ClassVar
 import msgspec
 import sqlite_utils
 
-from ctxledger.analysis.audit import SUMMARY_ORIGINS, find_compaction
-from ctxledger.errors import CtxLedgerError, InvalidInput, StoreError, UnknownSession
+from ctxledger.analysis.compactions import SUMMARY_ORIGINS, find_compaction
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    NotFound,
+    StoreError,
+    UnknownCompaction,
+    UnknownMessage,
+)
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
 from ctxledger.tokens import message_text
-
-JSON = dict[str, Any]
 
 #: bump to rebuild every index built by an older layout
 INDEX_SCHEMA = 1
@@ -455,7 +461,7 @@ def expand(ledger: Ledger, compaction_id: str) -> Expansion:
     for mid in record.summary.input_message_ids:
         stored = transcript.state.messages.get(mid)
         if stored is None:
-            raise UnknownSession(
+            raise UnknownMessage(
                 f"message {mid!r} of compaction {record.compaction_id!r} is not in the log"
             )
         writer = None
@@ -567,7 +573,7 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
     expansion = expand(ledger, str(args.get("compaction_id") or "").strip())
     if expansion.session_id not in ledger.chains.chain(ledger.resolve(session_id)):
         # an agent only reads its own chain's history
-        raise UnknownSession(f"no compaction {expansion.compaction_id!r} in this conversation")
+        raise UnknownCompaction(f"no compaction {expansion.compaction_id!r} in this conversation")
     page = expansion.messages[offset : offset + limit]
     end = offset + len(page)
     return {
@@ -606,7 +612,7 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
         return json.dumps({"error": "arguments must be a JSON object"})
     try:
         return json.dumps(handler(ledger, session_id, args), ensure_ascii=False)
-    except (InvalidInput, UnknownSession) as exc:
+    except (InvalidInput, NotFound) as exc:
         return json.dumps({"error": str(exc)})
     except CtxLedgerError as exc:
         return json.dumps({"error": f"{type(exc).__name__}: {exc}"})

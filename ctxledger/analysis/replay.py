@@ -23,8 +23,7 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.recording import build_layout, prepare
 from ctxledger.errors import UnknownSession
-from ctxledger.events import SessionSwitched, SummaryGenerated
-from ctxledger.eventstore.base import Recorded
+from ctxledger.events import Recorded, SessionSwitched, SummaryGenerated
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
@@ -109,7 +108,7 @@ class CompactionCheck(msgspec.Struct, frozen=True, kw_only=True):
     config_changes: dict[str, list[Any]] = msgspec.field(default_factory=dict)
 
 
-class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
+class DriftReport(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     compactions: list[CompactionCheck]
 
@@ -223,7 +222,7 @@ def _compare(
     return drift
 
 
-def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
+def verify_compactions(ledger: Ledger, session_id: str) -> DriftReport:
     """Re-run every recorded compaction of the chain with today's planner; report drift.
 
     Read-only: recorded events are never rewritten, whatever drift is found.
@@ -241,7 +240,7 @@ def verify_compactions(ledger: Ledger, session_id: str) -> VerifyReport:
             projector.catch_up(ledger.store, to_seq=seq - 1)
         switch, summary = starts[seq]
         checks.append(_replay_one(ledger, projector, seq, switch, summary))
-    return VerifyReport(session_id=session_id, compactions=checks)
+    return DriftReport(session_id=session_id, compactions=checks)
 
 
 def _replan(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ctxledger.analysis.audit import CompactionRecord, find_compaction, reverted_compactions
+from ctxledger.analysis.compactions import CompactionRecord, find_compaction, reverted_compactions
 from ctxledger.errors import InvalidInput
 from ctxledger.events import Event, LayoutEntry, MessagePinned, SessionStarted, SessionSwitched
 from ctxledger.eventstore.base import AppendRequest
@@ -118,7 +118,9 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
             f"compaction {record.compaction_id!r} was already undone (session {done[record.compaction_id]!r})"
         )
     tip = ledger.tip(record.session_id)
-    ledger.live_session(tip)  # a closed chain cannot be reverted: SessionEnded, nothing appended
+    ledger.live_session(
+        tip
+    )  # a closed chain cannot be reverted: SessionEndedError, nothing appended
     switch, started = _revert_events(ledger, record, tip)
     ledger.append(
         [

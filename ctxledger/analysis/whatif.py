@@ -38,7 +38,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from ctxledger.analysis.audit import ChainReport, chain_report, chain_signature
+from ctxledger.analysis.audit import ChainReport, chain_report
+from ctxledger.analysis.compactions import chain_signature
 from ctxledger.analysis.history import (
     AppendStep,
     CompressStep,
@@ -56,10 +57,8 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
 from ctxledger.runtime.service import ContextService
-
-JSON = dict[str, Any]
-
 
 # --------------------------------------------------------------------------- driving
 
@@ -211,17 +210,7 @@ async def start_and_drive(
     svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any
 ) -> DriveResult:
     """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
-    sid = svc.ledger.start_session(
-        model=start.model,
-        context_length=start.context_length,
-        system_prompt=start.system_prompt,
-        tools=start.tools or None,
-        title=start.title,
-        source=start.source,
-        encoding=start.encoding,
-        session_id=start.session_id,
-    )
-    svc.engine.on_session_start(sid)
+    sid = await svc.start(start.spec())
     return await drive(svc, sid, steps, **kwargs)
 
 

@@ -19,12 +19,12 @@ from ctxledger.analysis.audit import (
     CompactionAudit,
     audit_chain,
     audit_compaction,
-    is_compaction_ref,
     trace,
 )
+from ctxledger.analysis.compactions import is_compaction_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.analysis.recall import expand, recall
-from ctxledger.analysis.replay import VerifyReport
+from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
 from ctxledger.compressor.config import load_config
@@ -396,7 +396,7 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
 # --------------------------------------------------------------------------- replay helpers
 
 
-def print_drift(report: VerifyReport) -> None:
+def print_drift(report: DriftReport) -> None:
     """The per-compaction drift lines of ``replay --verify``."""
     for c in report.compactions:
         mark = f"[red]drift ({c.cause})[/red]" if c.drift else "[green]no drift[/green]"

@@ -11,7 +11,7 @@ import click
 import msgspec
 from rich.console import Console
 
-from ctxledger.errors import CtxLedgerError, InvalidInput, UnknownSession
+from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.ledger.facade import Ledger, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,7 +58,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         fn
-    )  # type: ignore[return-value]
+    )
 
 
 def emit_json(data: Any) -> None:
@@ -72,7 +72,7 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InvalidInput, UnknownSession) as exc:
+        except (InvalidInput, NotFound) as exc:
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2)
         except CtxLedgerError as exc:
@@ -92,7 +92,7 @@ def state_of(ctx: click.Context) -> State:
     return obj
 
 
-class RefType(click.ParamType):
+class RefType(click.ParamType[str, Any]):
     """A session, compaction or message reference: surrounding whitespace is dropped.
 
     The one place references are stripped; the library resolves them as given

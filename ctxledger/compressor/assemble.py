@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from ctxledger.compressor import markers
+from ctxledger.compressor.markers import merge_summary, split_merged
 from ctxledger.errors import CompressionError
-from ctxledger.messages import content_text
+from ctxledger.messages import Message, content_text
 
 if TYPE_CHECKING:
     from ctxledger.compressor.planner import CompactionPlan
@@ -34,11 +35,8 @@ __all__ = [
     "OutputEntry",
     "apply",
     "feedback",
-    "merge_summary",
-    "split_merged",
 ]
 
-Message = dict[str, Any]
 Origin = Literal["system", "carried", "summary", "merged", "stub", "stripped"]
 
 #: content of a stub answering a call whose result was lost (orphan policy "stub")
@@ -61,60 +59,6 @@ class OutputEntry(msgspec.Struct, frozen=True, kw_only=True):
 class AssembledTranscript(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[dict[str, Any]]
     entries: list[OutputEntry]
-
-
-# --- merged summaries ------------------------------------------------------------------
-
-
-def merge_summary(message: Mapping[str, Any], summary_text: str) -> Message:
-    """`message` with the wrapped summary and the merge delimiter in front of its content."""
-    lead = markers.wrap_summary(summary_text) + markers.merge_delimiter()
-    content = message.get("content")
-    merged = copy.deepcopy(dict(message))
-    if isinstance(content, list):
-        merged["content"] = [{"type": "text", "text": lead}, *merged["content"]]
-    elif isinstance(content, str):
-        merged["content"] = lead + content
-    else:
-        merged["content"] = lead
-    return merged
-
-
-def split_merged(message: Mapping[str, Any]) -> tuple[str, Message | None] | None:
-    """For a message carrying a summary: (summary body, original message or None).
-
-    None when the message carries no summary. The original is None for a standalone
-    summary message; for a merged one it is the message as it was before the merge
-    (content that was null before merging comes back as null).
-    """
-    if message.get("role") not in ("user", "assistant"):
-        return None
-    body = markers.unwrap_summary(content_text(message))
-    if body is None:
-        return None
-    merged, original_content = _original_content(message)
-    if not merged:
-        return body, None
-    return body, {**message, "content": original_content}
-
-
-def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
-    """(True, content before the merge) for a merged message; (False, None) otherwise."""
-    delimiter = markers.merge_delimiter()
-    content = message.get("content")
-    if isinstance(content, list) and content:
-        first = content[0]
-        if isinstance(first, Mapping) and str(first.get("text", "")).endswith(delimiter):
-            return True, list(content[1:])
-    elif isinstance(content, str):
-        end = content.find(markers.summary_end_marker())
-        cut = content.find(delimiter, max(end, 0))
-        if cut >= 0:
-            rest = content[cut + len(delimiter) :]
-            return True, None if rest == "" and message.get("tool_calls") else rest
-    if message.get("tool_calls"):
-        return True, None  # merged into a call message that had no content of its own
-    return False, None
 
 
 # --- apply -----------------------------------------------------------------------------

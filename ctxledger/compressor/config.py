@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.errors import InvalidConfig
+from ctxledger.errors import FailureClass, InvalidConfig
 
 __all__ = ["ENV_PREFIX", "CompressionConfig", "load_config"]
 
@@ -167,7 +167,7 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         """Usage at which the context-pressure warning fires (a share of the threshold)."""
         return _share(self.threshold_tokens(context_length), self.pressure_level)
 
-    def cooldown_for(self, failure_class: str | None) -> float:
+    def cooldown_for(self, failure_class: FailureClass | None) -> float:
         """Seconds automatic compression pauses after a summary failure of this class.
 
         HERMES_SPEC §2: ``cooldown_no_summarizer`` when no summarizer is configured

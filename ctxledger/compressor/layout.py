@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxledger.compressor import markers
-from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.markers import split_merged
 from ctxledger.errors import InvalidMessage
 from ctxledger.messages import is_text_content_empty
 

@@ -7,12 +7,13 @@ prefixes are recognised and replaced, never stacked.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from ctxledger.messages import content_text
+from ctxledger.messages import Message, content_text
 
 
 @functools.cache
@@ -90,3 +91,57 @@ def add_system_note(system_prompt: str) -> str:
     return (
         f"{system_prompt.rstrip()}\n\n{system_note()}" if system_prompt.strip() else system_note()
     )
+
+
+# --- merged summaries ------------------------------------------------------------------
+
+
+def merge_summary(message: Mapping[str, Any], summary_text: str) -> Message:
+    """`message` with the wrapped summary and the merge delimiter in front of its content."""
+    lead = wrap_summary(summary_text) + merge_delimiter()
+    content = message.get("content")
+    merged = copy.deepcopy(dict(message))
+    if isinstance(content, list):
+        merged["content"] = [{"type": "text", "text": lead}, *merged["content"]]
+    elif isinstance(content, str):
+        merged["content"] = lead + content
+    else:
+        merged["content"] = lead
+    return merged
+
+
+def split_merged(message: Mapping[str, Any]) -> tuple[str, Message | None] | None:
+    """For a message carrying a summary: (summary body, original message or None).
+
+    None when the message carries no summary. The original is None for a standalone
+    summary message; for a merged one it is the message as it was before the merge
+    (content that was null before merging comes back as null).
+    """
+    if message.get("role") not in ("user", "assistant"):
+        return None
+    body = unwrap_summary(content_text(message))
+    if body is None:
+        return None
+    merged, original_content = _original_content(message)
+    if not merged:
+        return body, None
+    return body, {**message, "content": original_content}
+
+
+def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
+    """(True, content before the merge) for a merged message; (False, None) otherwise."""
+    delimiter = merge_delimiter()
+    content = message.get("content")
+    if isinstance(content, list) and content:
+        first = content[0]
+        if isinstance(first, Mapping) and str(first.get("text", "")).endswith(delimiter):
+            return True, list(content[1:])
+    elif isinstance(content, str):
+        end = content.find(summary_end_marker())
+        cut = content.find(delimiter, max(end, 0))
+        if cut >= 0:
+            rest = content[cut + len(delimiter) :]
+            return True, None if rest == "" and message.get("tool_calls") else rest
+    if message.get("tool_calls"):
+        return True, None  # merged into a call message that had no content of its own
+    return False, None

@@ -44,9 +44,9 @@ from typing import Any, Literal
 import msgspec
 
 from ctxledger.compressor import markers
-from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import Layout, message_layout
+from ctxledger.compressor.markers import split_merged
 from ctxledger.compressor.prune import Prune, newest_copies, prune_messages
 from ctxledger.errors import InvalidInput
 from ctxledger.messages import content_text, is_text_content_empty

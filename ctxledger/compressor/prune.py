@@ -38,7 +38,7 @@ from ctxledger.compressor.toolcalls import (
     parse_arguments,
     tool_family,
 )
-from ctxledger.messages import content_text
+from ctxledger.messages import Message, content_text
 
 __all__ = [
     "CallInfo",
@@ -55,7 +55,6 @@ __all__ = [
     "truncate_call_arguments",
 ]
 
-Message = dict[str, Any]
 PruneKind = Literal["tool_result", "duplicate", "args_truncated"]
 #: one tool call's (tool name, raw arguments string)
 CallInfo = tuple[str, str]

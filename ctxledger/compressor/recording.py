@@ -1,10 +1,11 @@
-"""The engine: one compaction, from a session's live view to the events that record it.
+"""Recording one compaction: from a session's live view to the events that record it.
 
 ``prepare`` plans (pure) and builds the summarizer request; ``record`` turns the plan
-and the summary into the events of one atomic multi-stream append: on the old
+and the summary into the events of one atomic multi-stream append (the ledger builds
+the append; this module never imports the store): on the old
 session ``ToolResultsPruned``, ``SummaryGenerated``, the summarizer's
 ``UsageReported`` and ``SessionSwitched`` (which ends it); on the continuation its
-``SessionStarted``. The engine never touches the store: the ledger appends.
+``SessionStarted``. Nothing here touches the store.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import msgspec
 
 from ctxledger.clock import Clock, IdGenerator
 from ctxledger.compressor.assemble import apply as assemble
-from ctxledger.compressor.assemble import split_merged
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.markers import split_merged
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
@@ -31,12 +32,10 @@ from ctxledger.events import (
     ToolResultsPruned,
     Trigger,
     UsageReported,
+    envelope,
 )
-from ctxledger.eventstore.base import AppendRequest
-from ctxledger.messages import content_text
+from ctxledger.messages import JSON, content_text
 from ctxledger.tokens import count_message
-
-JSON = dict[str, Any]
 
 
 class CompactionInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -145,10 +144,17 @@ def summary_request(
     )
 
 
-class Recorded(msgspec.Struct, frozen=True, kw_only=True):
+class RecordedCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    """The events of one compaction, ready for one atomic two-stream append."""
+
     compaction_id: str
     new_session_id: str
-    requests: list[AppendRequest]
+    #: the old session's stream: ``old_events`` expect it at ``expected_version``
+    session_id: str
+    old_events: list[Event]
+    expected_version: int | None
+    #: the continuation's stream, new (version 0): its ``SessionStarted``
+    new_events: list[Event]
     switch: SessionSwitched
     summary: SummaryGenerated
     #: the continuation's API view (system message first when there is one), as assembled
@@ -203,7 +209,7 @@ def record(
     trigger: Trigger,
     clock: Clock,
     ids: IdGenerator,
-) -> Recorded:
+) -> RecordedCompaction:
     """The events of one compaction, as one atomic two-stream append."""
     inp, the_plan = prepared.input, prepared.plan
     if the_plan.action != "compress" or prepared.request is None:
@@ -215,24 +221,76 @@ def record(
     new_session_id = ids("ses")
     system_prompt, system_tokens, layout, new_messages = build_layout(prepared, text, ids)
     sid = inp.session_id
+
+    def env() -> dict[str, Any]:
+        return envelope(sid, ids, clock)
+
     old: list[Event] = []
     if the_plan.prunes:
+        entries = [
+            PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
+            for p in the_plan.prunes
+        ]
+        old.append(ToolResultsPruned(**env(), compaction_id=compaction_id, entries=entries))
+    summary = _summary_event(prepared, result, text, env(), compaction_id)
+    old.append(summary)
+    if result.usage is not None:
         old.append(
-            ToolResultsPruned(
-                event_id=ids("evt"),
-                session_id=sid,
-                at=clock(),
-                compaction_id=compaction_id,
-                entries=[
-                    PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
-                    for p in the_plan.prunes
-                ],
+            UsageReported(
+                **env(),
+                raw=msgspec.to_builtins(result.usage),
+                shape="canonical",
+                usage=result.usage,
+                model=result.model,
+                purpose="summarizer",
             )
         )
-    summary = SummaryGenerated(
-        event_id=ids("evt"),
+    switch = SessionSwitched(
+        **env(),
+        compaction_id=compaction_id,
+        new_session_id=new_session_id,
+        trigger=trigger,
+        system_prompt=system_prompt,
+        system_prompt_tokens=system_tokens,
+        layout=layout,
+        plan=msgspec.to_builtins(the_plan),
+        config=prepared.config.to_snapshot(),
+        tokens_before=sum(inp.exact_tokens) + inp.tools_tokens,
+        tokens_after=system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens,
+        messages_before=len(inp.messages),
+        messages_after=len(new_messages),
+    )
+    old.append(switch)
+    started = SessionStarted(
+        **envelope(new_session_id, ids, clock),
+        model=inp.model,
+        context_length=inp.context_length,
+        parent_session_id=sid,
+        reason="compression",
+        compaction_id=compaction_id,
+        encoding=inp.encoding,
+        config=prepared.config.to_snapshot(),
+    )
+    return RecordedCompaction(
+        compaction_id=compaction_id,
+        new_session_id=new_session_id,
         session_id=sid,
-        at=clock(),
+        old_events=old,
+        expected_version=inp.expected_version,
+        new_events=[started],
+        switch=switch,
+        summary=summary,
+        messages=new_messages,
+    )
+
+
+def _summary_event(
+    prepared: Prepared, result: SummaryResult, text: str, env: dict[str, Any], compaction_id: str
+) -> SummaryGenerated:
+    inp, the_plan = prepared.input, prepared.plan
+    assert prepared.request is not None  # record() checked it
+    return SummaryGenerated(
+        **env,
         compaction_id=compaction_id,
         summarizer=result.summarizer,
         model=result.model,
@@ -246,63 +304,6 @@ def record(
         failure=result.failure,
         failure_class=result.failure_class,
         usage=result.usage,
-    )
-    old.append(summary)
-    if result.usage is not None:
-        old.append(
-            UsageReported(
-                event_id=ids("evt"),
-                session_id=sid,
-                at=clock(),
-                raw=msgspec.to_builtins(result.usage),
-                shape="canonical",
-                usage=result.usage,
-                model=result.model,
-                purpose="summarizer",
-            )
-        )
-    tokens_before = sum(inp.exact_tokens) + inp.tools_tokens
-    tokens_after = system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens
-    switch = SessionSwitched(
-        event_id=ids("evt"),
-        session_id=sid,
-        at=clock(),
-        compaction_id=compaction_id,
-        new_session_id=new_session_id,
-        trigger=trigger,
-        system_prompt=system_prompt,
-        system_prompt_tokens=system_tokens,
-        layout=layout,
-        plan=msgspec.to_builtins(the_plan),
-        config=prepared.config.to_snapshot(),
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
-        messages_before=len(inp.messages),
-        messages_after=len(new_messages),
-    )
-    old.append(switch)
-    started = SessionStarted(
-        event_id=ids("evt"),
-        session_id=new_session_id,
-        at=clock(),
-        model=inp.model,
-        context_length=inp.context_length,
-        parent_session_id=sid,
-        reason="compression",
-        compaction_id=compaction_id,
-        encoding=inp.encoding,
-        config=prepared.config.to_snapshot(),
-    )
-    return Recorded(
-        compaction_id=compaction_id,
-        new_session_id=new_session_id,
-        requests=[
-            AppendRequest(sid, old, inp.expected_version),
-            AppendRequest(new_session_id, [started], 0),
-        ],
-        switch=switch,
-        summary=summary,
-        messages=new_messages,
     )
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from typing import Any
 
-JSON = dict[str, Any]
+from ctxledger.messages import JSON
 
 #: a small technical vocabulary for generated prose (tests, benchmarks)
 VOCABULARY: tuple[str, ...] = tuple(

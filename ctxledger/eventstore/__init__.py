@@ -1,13 +1,13 @@
 """The append-only event log: the interface (:mod:`.base`), the SQLite backend, and
 :func:`open_store`, which picks SQLite or PostgreSQL (:mod:`.postgres`) from a path or URL."""
 
+from ctxledger.events import Recorded
 from ctxledger.eventstore.base import (
     GENESIS_HASH,
     AppendRequest,
     ChainVerifier,
     Durability,
     EventStore,
-    Recorded,
     VerifyReport,
     chain_hash,
 )

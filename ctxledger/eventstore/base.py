@@ -1,6 +1,6 @@
-"""The event store interface every backend implements (SQLite today).
+"""The event store interface every backend implements (SQLite; others pass the same contract).
 
-Contract (checked by ``tests/eventstore_contract.py`` for every backend):
+Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 
 * ``append`` is atomic: a batch is all in or all out.
 * Per-stream versions are dense (1, 2, 3, ...); ``expected_version`` is the version
@@ -31,13 +31,14 @@ from ctxledger.errors import (
     IntegrityError,
     InvalidEvent,
     InvalidInput,
-    UnknownSession,
+    UnknownBlob,
 )
 from ctxledger.events import (
     EVENT_DECODER,
     EVENT_TYPES,
     Event,
     MessageAppended,
+    Recorded,
     ToolOutputPersisted,
     dehydrate,
     encode_event,
@@ -47,20 +48,6 @@ from ctxledger.events import (
 )
 
 Durability = Literal["full", "normal"]
-
-
-class Recorded(msgspec.Struct, frozen=True, gc=False):
-    """An event as the log holds it: its global position, stream version and hash.
-
-    ``gc=False``: a Recorded only points at its event, never back, so it cannot be
-    part of a reference cycle; untracked, a million of them cost the collector nothing.
-    """
-
-    seq: int
-    stream: str
-    version: int
-    event: Event
-    hash: str
 
 
 class AppendRequest(msgspec.Struct, frozen=True):
@@ -155,7 +142,7 @@ def decode_rows(
         raise InvalidEvent(
             f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
         ) from exc
-    except UnknownSession as exc:
+    except UnknownBlob as exc:
         raise IntegrityError(
             f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
         ) from exc
@@ -379,7 +366,7 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def get_blob(self, ref: str) -> bytes:
-        """The bytes of a blob; raises UnknownSession (a KeyError) if absent."""
+        """The bytes of a blob; raises UnknownBlob (a KeyError) if absent."""
 
     @abc.abstractmethod
     def has_blob(self, ref: str) -> bool:

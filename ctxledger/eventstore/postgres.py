@@ -51,9 +51,9 @@ from ctxledger.errors import (
     InvalidInput,
     StorageFullError,
     StoreError,
-    UnknownSession,
+    UnknownBlob,
 )
-from ctxledger.events import BLOB_THRESHOLD, Event, sha256_hex
+from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import (
     GENESIS_HASH,
@@ -62,7 +62,6 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
-    Recorded,
     VerifyReport,
     chain_header,
     decode_rows,
@@ -502,10 +501,10 @@ class PostgresEventStore(EventStore):
         return ref
 
     def get_blob(self, ref: str) -> bytes:
-        """The bytes stored under `ref` (read-only); UnknownSession if there are none."""
+        """The bytes stored under `ref` (read-only); UnknownBlob if there are none."""
         rows = self._fetch("read a blob", q.GET_BLOB, (ref,))
         if not rows:
-            raise UnknownSession(f"no blob {ref!r} in {self.where}; store it with put_blob() first")
+            raise UnknownBlob(f"no blob {ref!r} in {self.where}; store it with put_blob() first")
         return bytes(rows[0][0])
 
     def has_blob(self, ref: str) -> bool:

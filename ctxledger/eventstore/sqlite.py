@@ -31,11 +31,12 @@ from ctxledger.errors import (
     InvalidInput,
     StorageFullError,
     StoreError,
-    UnknownSession,
+    UnknownBlob,
 )
 from ctxledger.events import (
     BLOB_THRESHOLD,
     Event,
+    Recorded,
     sha256_hex,
 )
 from ctxledger.eventstore.base import (
@@ -45,7 +46,6 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
-    Recorded,
     VerifyReport,
     chain_header,
     decode_rows,
@@ -457,11 +457,11 @@ class SQLiteEventStore(EventStore):
         return ref
 
     def get_blob(self, ref: str) -> bytes:
-        """The bytes stored under `ref` (read-only); UnknownSession if there are none."""
+        """The bytes stored under `ref` (read-only); UnknownBlob if there are none."""
         with self._lock, self._errors("read a blob"):
             row = self._conn.execute(_GET_BLOB, (ref,)).fetchone()
         if row is None:
-            raise UnknownSession(f"no blob {ref!r} in {self.path}; store it with put_blob() first")
+            raise UnknownBlob(f"no blob {ref!r} in {self.path}; store it with put_blob() first")
         return bytes(row[0])
 
     def has_blob(self, ref: str) -> bool:

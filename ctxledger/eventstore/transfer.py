@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from ctxledger.errors import IntegrityError, InvalidInput
-from ctxledger.events import Event, ToolOutputPersisted
-from ctxledger.eventstore.base import AppendRequest, EventStore, Recorded
+from ctxledger.events import Event, Recorded, ToolOutputPersisted
+from ctxledger.eventstore.base import AppendRequest, EventStore
 
 __all__ = ["CopyReport", "copy_ledger"]
 

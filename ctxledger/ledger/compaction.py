@@ -15,9 +15,18 @@ import msgspec
 
 from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.recording import CompactionInput, Prepared, prepare, record
-from ctxledger.compressor.summarizers.base import Summarizer, summarize_with_fallback
+from ctxledger.compressor.recording import (
+    CompactionInput,
+    Prepared,
+    RecordedCompaction,
+    prepare,
+    record,
+)
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
+from ctxledger.errors import FailureClass
 from ctxledger.events import CompressionSkipped, Trigger
+from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.tokens import rough_message_tokens
@@ -38,7 +47,7 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     messages_after: int = 0
     fallback: bool = False
     failure: str | None = None
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
     feedback: str = ""
     summary_text: str | None = None
 
@@ -89,6 +98,16 @@ def rough_total(messages: list[dict[str, Any]]) -> int:
     return sum(rough_message_tokens(m) for m in messages)
 
 
+def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
+    """Append a recorded compaction: both streams in one atomic, checked append."""
+    ledger.append(
+        [
+            AppendRequest(recorded.session_id, recorded.old_events, recorded.expected_version),
+            AppendRequest(recorded.new_session_id, recorded.new_events, 0),
+        ]
+    )
+
+
 async def compact(
     ledger: Ledger,
     session_id: str,
@@ -126,9 +145,7 @@ async def compact(
                 session_id,
                 [
                     CompressionSkipped(
-                        event_id=ledger.ids("evt"),
-                        session_id=session_id,
-                        at=ledger.clock(),
+                        **ledger.event_fields(session_id),
                         trigger=trigger,
                         reason=the_plan.skip_reason or "skipped",
                         details={"plan": plan_dict},
@@ -149,7 +166,7 @@ async def compact(
         )
     result = await summarize_with_fallback(summarizer, prepared.request)
     recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
-    ledger.append(recorded.requests)
+    append_recorded(ledger, recorded)
     after = recorded.messages  # the continuation as assembled (equal to its folded view)
     return CompactionOutcome(
         **base,

@@ -15,7 +15,7 @@ from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import InvalidInput, SessionEnded, UnknownSession
+from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
     CompressionChecked,
     CompressionSkipped,
@@ -33,13 +33,15 @@ from ctxledger.events import (
     ToolOutputPersisted,
     ToolsDeclared,
     UsageReported,
+    envelope,
 )
 from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.opening import open_store
-from ctxledger.messages import CallLedger, tool_call_ids, validate_messages
+from ctxledger.ledger.spec import SessionSpec
+from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -50,8 +52,6 @@ from ctxledger.projections import (
 )
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
 from ctxledger.usage import normalize_usage
-
-JSON = dict[str, Any]
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
 DECISION_EVENTS = (
@@ -167,37 +167,31 @@ class Ledger:
             if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
                 continue
             if view is None or e.message_id not in view.live:
-                raise UnknownSession(
+                raise UnknownMessage(
                     f"message {e.message_id!r} is not in the live view of {request.stream!r}"
                 )
 
     def event_fields(self, session_id: str) -> dict[str, Any]:
         """The fields every event needs (a new id, the session, the injected clock's time)."""
-        return {"event_id": self.ids("evt"), "session_id": session_id, "at": self.clock()}
+        return envelope(session_id, self.ids, self.clock)
 
     # --- sessions --------------------------------------------------------------------
 
-    def start_events(
-        self,
-        sid: str,
-        *,
-        model: str,
-        context_length: int | None,
-        system_prompt: str | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        parent_session_id: str | None = None,
-        reason: SessionReason = "new",
-        title: str | None = None,
-        source: str | None = None,
-        encoding: str = DEFAULT_ENCODING,
-    ) -> list[Event]:
+    def start_events(self, sid: str, spec: SessionSpec) -> list[Event]:
         """The checked opening events of a session: start, system prompt, tools (pure).
 
-        Shared by :meth:`start_session` and imports, so every session is checked alike.
+        Shared by :meth:`start` and imports, so every session is checked alike
+        (``spec.session_id`` is ignored: ``sid`` is the id).
         """
+        model, system_prompt, tools, encoding = (
+            spec.model,
+            spec.system_prompt,
+            spec.tools,
+            spec.encoding,
+        )
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string")
-        ctx = context_length
+        ctx = spec.context_length or self.config.context_length
         if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
             raise InvalidInput(
                 f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
@@ -215,10 +209,10 @@ class Ledger:
                 **self.event_fields(sid),
                 model=model,
                 context_length=ctx,
-                parent_session_id=parent_session_id,
-                reason=reason,
-                title=title,
-                source=source,
+                parent_session_id=spec.parent_session_id,
+                reason=spec.reason,
+                title=spec.title,
+                source=spec.source,
                 encoding=encoding,
                 config=self.config.to_snapshot(),
             )
@@ -248,37 +242,44 @@ class Ledger:
         session_id: str | None = None,
     ) -> str:
         """Start a session (one atomic append: start, system prompt, tools). Returns its id."""
+        return self.start(
+            SessionSpec(
+                model=model,
+                context_length=context_length,
+                system_prompt=system_prompt,
+                tools=tools,
+                parent_session_id=parent_session_id,
+                reason=reason,
+                title=title,
+                source=source,
+                encoding=encoding,
+                session_id=session_id,
+            )
+        )
+
+    def start(self, spec: SessionSpec) -> str:
+        """Start the session `spec` describes (one atomic append). Returns its id."""
+        reason, parent_session_id = spec.reason, spec.parent_session_id
         if reason == "compression":
             raise InvalidInput("continuations are started by a compaction, not by start_session")
         if parent_session_id is not None:
             self.transcript.session(parent_session_id)
         if reason in ("branch", "delegate") and parent_session_id is None:
             raise InvalidInput(f"a {reason} session needs a parent_session_id")
-        sid = session_id or self.ids("ses")
+        sid = spec.session_id or self.ids("ses")
         if sid in self.transcript.state.sessions:
             raise InvalidInput(f"session {sid!r} already exists")
-        events = self.start_events(
-            sid,
-            model=model,
-            context_length=context_length or self.config.context_length,
-            system_prompt=system_prompt,
-            tools=tools,
-            parent_session_id=parent_session_id,
-            reason=reason,
-            title=title,
-            source=source,
-            encoding=encoding,
-        )
+        events = self.start_events(sid, spec)
         self.append([AppendRequest(sid, events, 0)])
         return sid
 
     def live_session(self, session_id: str) -> SessionView:
-        """The view of a session that can still be written to; SessionEnded names its tip."""
+        """The view of a session that can still be written to; SessionEndedError names its tip."""
         view = self.transcript.session(session_id)
         if view.ended:
             tip = self.chains.tip(session_id)
             hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
-            raise SessionEnded(f"session {session_id!r} has ended ({view.end_reason}){hint}")
+            raise SessionEndedError(f"session {session_id!r} has ended ({view.end_reason}){hint}")
         return view
 
     def call_ledger(self, session_id: str) -> CallLedger:
@@ -410,7 +411,7 @@ class Ledger:
     def pin(self, session_id: str, message_id: str, pinned: bool = True) -> None:
         view = self.live_session(session_id)
         if message_id not in view.live:
-            raise UnknownSession(
+            raise UnknownMessage(
                 f"message {message_id!r} is not in the live view of {session_id!r}"
             )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)

@@ -16,11 +16,13 @@ from ctxledger.events import (
     Event,
     MessageAppended,
     SessionEnded,
+    SessionReason,
     UsageReported,
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import SessionSpec
 from ctxledger.messages import validate_messages
 from ctxledger.tokens import DEFAULT_ENCODING, count_messages
 from ctxledger.usage import normalize_usage
@@ -96,20 +98,23 @@ def _events(
     def base() -> dict[str, Any]:
         return ledger.event_fields(sid)
 
-    events = ledger.start_events(
-        sid,
+    reason: SessionReason = (
+        "compression"
+        if parent and s.parent_key in compressed
+        else ("branch" if parent else "import")
+    )
+    spec = SessionSpec(
         model=model or s.model or DEFAULT_MODEL,
         context_length=ctx,
         system_prompt=s.system_prompt,
         tools=s.tools,
         parent_session_id=parent,
-        reason="compression"
-        if parent and s.parent_key in compressed
-        else ("branch" if parent else "import"),
+        reason=reason,
         title=s.title,
         source=f"{s.source_format}:{s.key}",
         encoding=encoding,
     )
+    events = ledger.start_events(sid, spec)
     usages: dict[int, list[UsageReported]] = {}
     for u in s.usages:
         shape, usage = normalize_usage(u.raw, u.shape)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-from ctxledger.events import MessageAppended
-from ctxledger.eventstore.base import EventStore, Recorded
+from ctxledger.events import MessageAppended, Recorded
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.chains import ChainsProjection
+from ctxledger.projections.source import EventSource
 from ctxledger.projections.transcript import TranscriptProjection
 
 #: bump whenever a projection's state gains or changes a field: a checkpoint saved under
@@ -77,7 +77,7 @@ class Projector:
             self.last_seq = last
         return n
 
-    def catch_up(self, store: EventStore, to_seq: int | None = None) -> int:
+    def catch_up(self, store: EventSource, to_seq: int | None = None) -> int:
         """Fold events appended since the last one seen; returns how many were folded.
 
         Long folds run with the cyclic garbage collector paused: they allocate only
@@ -94,7 +94,7 @@ class Projector:
 
     @classmethod
     def rebuild(
-        cls, store: EventStore, to_seq: int | None = None, *, use_checkpoint: bool = True
+        cls, store: EventSource, to_seq: int | None = None, *, use_checkpoint: bool = True
     ) -> Projector:
         """A fresh projector folded from the log (from the latest usable checkpoint)."""
         projector = cls()
@@ -105,7 +105,7 @@ class Projector:
         projector.catch_up(store, to_seq)
         return projector
 
-    def save_checkpoint(self, store: EventStore) -> None:
+    def save_checkpoint(self, store: EventSource) -> None:
         store.save_checkpoint(CHECKPOINT_NAME, self.last_seq, self.encode())
 
     def _sync_last_seq(self) -> None:

@@ -10,11 +10,9 @@ looked up after any number of compactions.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-from ctxledger.errors import UnknownSession
+from ctxledger.errors import UnknownMessage, UnknownSession
 from ctxledger.events import (
     ContextLimitLearned,
     Event,
@@ -28,8 +26,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
     ToolsDeclared,
 )
-
-JSON = dict[str, Any]
+from ctxledger.messages import JSON
 
 #: how many sessions keep a cached API view (an agent process works on a handful)
 _API_CACHE_SESSIONS = 64
@@ -270,14 +267,14 @@ class TranscriptProjection:
         try:
             return self.state.messages[message_id]
         except KeyError:
-            raise UnknownSession(f"no message {message_id!r} in the log") from None
+            raise UnknownMessage(f"no message {message_id!r} in the log") from None
 
     def original(self, message_id: str) -> JSON:
         """The message exactly as it was appended (or recorded by a compaction)."""
         try:
             return self.state.messages[message_id].message
         except KeyError:
-            raise UnknownSession(f"no message {message_id!r} in the log") from None
+            raise UnknownMessage(f"no message {message_id!r} in the log") from None
 
     def tokens_of(self, message_id: str) -> int:
         return self.stored(message_id).tokens

@@ -51,13 +51,13 @@ from ctxledger.events import (
     MessageAppended,
     ModelSwitched,
     PressureWarning,
+    Recorded,
     SessionStarted,
     SessionSwitched,
     SummaryGenerated,
     Trigger,
     UsageReported,
 )
-from ctxledger.eventstore.base import Recorded
 from ctxledger.ledger.compaction import CompactionOutcome, compact
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.pressure import AntiThrash, Cooldown

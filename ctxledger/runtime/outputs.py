@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.messages import content_text
+from ctxledger.messages import JSON, content_text
 from ctxledger.projections.transcript import TranscriptProjection
 from ctxledger.runtime.toolbudget import (
     PersistReason,
@@ -29,8 +29,6 @@ from ctxledger.runtime.toolbudget import (
     plan_persistence,
     preview_block,
 )
-
-JSON = dict[str, Any]
 
 
 class PlannedOutput(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,7 +3,8 @@
 * :class:`OfflineSummarizer` — deterministic, extractive, the embedded default.
 * :class:`LLMSummarizer` — OpenAI-compatible chat completions or Anthropic messages.
 * :class:`RecordedSummarizer` — replays recorded summary texts; never calls a model.
-* :func:`fallback_summary` — the body inserted when a summarizer fails.
+* :func:`fallback_summary` — the body inserted when a summarizer fails;
+  :class:`FallbackSummarizer` — any summarizer, falling back to it.
 """
 
 from ctxledger.compressor.summarizers.base import (
@@ -15,9 +16,13 @@ from ctxledger.compressor.summarizers.base import (
     parse_sections,
     render_sections,
     request_hash,
+)
+from ctxledger.compressor.summarizers.fallback import (
+    FallbackSummarizer,
+    fallback_note,
+    fallback_summary,
     summarize_with_fallback,
 )
-from ctxledger.compressor.summarizers.fallback import fallback_note, fallback_summary
 from ctxledger.compressor.summarizers.llm import LLMSummarizer, build_prompt
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.compressor.summarizers.recorded import RecordedSummarizer, request_key
@@ -25,6 +30,7 @@ from ctxledger.compressor.summarizers.recorded import RecordedSummarizer, reques
 __all__ = [
     "SECTIONS",
     "SECTION_HEADINGS",
+    "FallbackSummarizer",
     "LLMSummarizer",
     "OfflineSummarizer",
     "RecordedSummarizer",

@@ -6,7 +6,7 @@ headings in :data:`SECTION_HEADINGS`, in that order. Sections about the past car
 current request after a resume (HERMES_SPEC §3, hardening #35344).
 
 Failures are :class:`~ctxledger.errors.SummarizerError` with a ``failure_class``.
-:func:`summarize_with_fallback` turns the non-aborting ones into a deterministic
+:func:`~ctxledger.compressor.summarizers.fallback.summarize_with_fallback` turns the non-aborting ones into a deterministic
 fallback summary; auth / network / not-configured failures propagate so the caller
 leaves the session unchanged. How long automatic compression then waits is the
 config's (``CompressionConfig.cooldown_for``, HERMES_SPEC §2).
@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ctxledger.errors import SummarizerError
+from ctxledger.errors import FailureClass
 from ctxledger.usage import CanonicalUsage
 
 
@@ -59,7 +59,7 @@ class SummaryResult(msgspec.Struct, frozen=True, kw_only=True):
     usage: CanonicalUsage | None = None
     fallback: bool = False
     failure: str | None = None
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
 
 
 @runtime_checkable
@@ -156,33 +156,6 @@ def request_hash(request: SummaryRequest, **extra: Any) -> str:
     return hashlib.sha256(msgspec.json.encode(inputs, order="sorted")).hexdigest()
 
 
-# --------------------------------------------------------------------------- failures
-
-
-async def summarize_with_fallback(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
-    """`summarizer`'s result; on a non-aborting failure, the deterministic fallback summary.
-
-    Auth, network and not-configured failures are re-raised: the compaction is
-    abandoned and nothing changes. Every other failure (timeout, rate limit, server
-    error, malformed or empty output, ...) returns :func:`fallback_summary` with
-    ``fallback=True`` and the failure recorded, so the middle is never dropped silently.
-    """
-    from ctxledger.compressor.summarizers.fallback import fallback_result
-
-    try:
-        return await summarizer.summarize(request)
-    except SummarizerError as exc:
-        if exc.aborts:
-            raise
-        return fallback_result(
-            request,
-            failure=str(exc),
-            failure_class=exc.failure_class,
-            summarizer=getattr(summarizer, "kind", "unknown"),
-            model=getattr(summarizer, "model", None),
-        )
-
-
 __all__ = [
     "NONE_TEXT",
     "SECTIONS",
@@ -194,5 +167,4 @@ __all__ = [
     "parse_sections",
     "render_sections",
     "request_hash",
-    "summarize_with_fallback",
 ]

@@ -11,8 +11,14 @@ file paths and the last turns — within the same token budget.
 from __future__ import annotations
 
 from ctxledger.compressor.markers import prompt_text
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
+from ctxledger.compressor.summarizers.base import (
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    request_hash,
+)
 from ctxledger.compressor.summarizers.offline import build_summary
+from ctxledger.errors import FailureClass, SummarizerError
 
 #: how many of the last dropped turns the fallback quotes under In Progress
 FALLBACK_LAST_TURNS = 3
@@ -41,7 +47,7 @@ def fallback_result(
     request: SummaryRequest,
     *,
     failure: str,
-    failure_class: str,
+    failure_class: FailureClass,
     summarizer: str,
     model: str | None = None,
 ) -> SummaryResult:
@@ -57,4 +63,57 @@ def fallback_result(
     )
 
 
-__all__ = ["FALLBACK_LAST_TURNS", "fallback_note", "fallback_result", "fallback_summary"]
+async def summarize_with_fallback(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
+    """`summarizer`'s result; on a non-aborting failure, the deterministic fallback summary.
+
+    Auth, network and not-configured failures are re-raised: the compaction is
+    abandoned and nothing changes. Every other failure (timeout, rate limit, server
+    error, malformed or empty output, ...) returns :func:`fallback_summary` with
+    ``fallback=True`` and the failure recorded, so the middle is never dropped silently.
+    """
+    try:
+        return await summarizer.summarize(request)
+    except SummarizerError as exc:
+        if exc.aborts:
+            raise
+        return fallback_result(
+            request,
+            failure=str(exc),
+            failure_class=exc.failure_class,
+            summarizer=getattr(summarizer, "kind", "unknown"),
+            model=getattr(summarizer, "model", None),
+        )
+
+
+class FallbackSummarizer:
+    """A summarizer that never fails softly: ``inner``'s summary, or the fallback body.
+
+    :func:`summarize_with_fallback` as a :class:`Summarizer` (``inner=None``: always the
+    fallback, e.g. when nothing is configured). Aborting failures still raise.
+    """
+
+    kind = "fallback"
+
+    def __init__(self, inner: Summarizer | None = None) -> None:
+        self.inner = inner
+        self.model = getattr(inner, "model", None)
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if self.inner is None:
+            return fallback_result(
+                request,
+                failure="no summarizer configured",
+                failure_class="not_configured",
+                summarizer=self.kind,
+            )
+        return await summarize_with_fallback(self.inner, request)
+
+
+__all__ = [
+    "FALLBACK_LAST_TURNS",
+    "FallbackSummarizer",
+    "fallback_note",
+    "fallback_result",
+    "fallback_summary",
+    "summarize_with_fallback",
+]

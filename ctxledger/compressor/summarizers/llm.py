@@ -44,7 +44,7 @@ from ctxledger.compressor.markers import prompt_text, unwrap_summary
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import serialize_turns
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.errors import InvalidConfig, InvalidInput, SummarizerError
+from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
 APIS = ("openai", "anthropic")
@@ -92,6 +92,7 @@ def _snippet(response: httpx.Response) -> str:
 
 def _status_error(response: httpx.Response, model: str) -> SummarizerError:
     status = response.status_code
+    failure_class: FailureClass
     if status in (401, 403):
         failure_class = "auth"
     elif status == 429:

@@ -7,7 +7,7 @@ every request.
 
 Usage::
 
-    from fake_provider import FakeProvider, Reply, Fail
+    from helpers.fake_provider import FakeProvider, Reply, Fail
 
     with FakeProvider() as provider:
         provider.queue(Reply("first answer"), Fail("429"))   # consumed one per request

@@ -22,7 +22,7 @@ Entry points:
 ``turns(id_prefix=...)``     -> whole turns to append to an existing transcript
 ``tool_names``, ``arguments_json``, ``texts`` are building blocks.
 
-Import it as ``import strategies`` (pytest puts ``tests/`` on ``sys.path``).
+Import it as ``from helpers import strategies`` (pytest puts ``tests/`` on ``sys.path``).
 Tool-call ids are unique within a transcript: ``{prefix}_{n}``. Generation avoids
 ``st.text`` for bulk content (slow and noisy); words come from a small vocabulary.
 """

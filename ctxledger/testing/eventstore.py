@@ -1,8 +1,10 @@
 """The behaviour every event store backend must show, as an abstract test class.
 
 A backend proves itself by subclassing :class:`EventStoreContract` in its own test
-module and implementing ``make_store(path)``. This module has no ``test_`` prefix,
-so pytest only collects it through those subclasses.
+module (``class TestMyStore(EventStoreContract)``) and implementing
+``make_store(path)``. Shipped inside the package so an out-of-tree backend can run
+the same suite; pytest only collects it through such subclasses. Needs pytest and
+hypothesis (the ``dev`` extra).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ctxledger.errors import (
     InvalidEvent,
     InvalidInput,
     StoreError,
-    UnknownSession,
+    UnknownBlob,
 )
 from ctxledger.events import Event, MessageAppended, SessionStarted, sha256_hex
 from ctxledger.eventstore import AppendRequest, EventStore
@@ -253,9 +255,9 @@ class EventStoreContract(abc.ABC):
         assert ref == sha256_hex(data) == store.put_blob(data)
         assert store.has_blob(ref) and store.get_blob(ref) == data
         assert not store.has_blob("0" * 64)
-        with pytest.raises(UnknownSession):
+        with pytest.raises(UnknownBlob):
             store.get_blob("0" * 64)
-        with pytest.raises(KeyError):  # UnknownSession is a KeyError, as the interface promises
+        with pytest.raises(KeyError):  # UnknownBlob is a KeyError, as the interface promises
             store.get_blob("f" * 64)
 
     def test_blobs_given_with_an_append_are_stored_with_it(self, store: EventStore) -> None:

@@ -1,0 +1,346 @@
+"""The service's core: sessions, appends, views and tools (anyio: asyncio or trio).
+
+See :mod:`ctxledger.runtime.service` for what the service as a whole implements; this
+module holds the part every decision builds on.
+
+``ContextService`` wraps a :class:`~ctxledger.ledger.facade.Ledger` and a context engine
+(the built-in compressor by default, see :mod:`ctxledger.runtime.engine` for plugging
+another) and implements HERMES_SPEC §2, §5, §6 and §7: preflight, in-loop and hygiene
+triggers, manual compression, pressure warnings, anti-thrashing and cooldowns,
+overflow recovery, the tool-output budget and prompt caching. Every decision is
+appended as an event with the numbers that made it, and the guards' state is folded
+back from those events (:class:`~ctxledger.runtime.engine.RuntimeTracker`), so a
+reopened ledger decides as the process that wrote it.
+
+Ledger calls run on the event loop's thread (an append is well under a millisecond
+with WAL). One lock per compression chain serializes compactions inside a process;
+across processes, optimistic concurrency settles races: a stale expected version
+raises ``ConcurrencyError`` with nothing written, and the loser re-reads and
+continues on the compression tip (or re-plans when only messages were added).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.errors import (
+    ConcurrencyError,
+    InvalidInput,
+    SessionEndedError,
+)
+from ctxledger.events import (
+    Event,
+    SessionReason,
+    ToolOutputPersisted,
+)
+from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import SessionSpec
+from ctxledger.messages import JSON, validate_messages
+from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
+from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
+from ctxledger.runtime.outputs import PlannedOutput, plan_outputs
+from ctxledger.runtime.overflow import (
+    OverflowRecovery,
+)
+from ctxledger.runtime.service_io import (
+    TurnResult,
+    json_safe,
+)
+from ctxledger.runtime.toolbudget import (
+    DEFAULT_MAX_SLICE_CHARS,
+    SliceResult,
+    ToolBudget,
+    read_persisted_tool,
+    read_slice,
+)
+from ctxledger.tokens import count_message
+
+T = TypeVar("T")
+
+#: how often a write is retried after losing a race with another writer
+RACE_RETRIES = 3
+_HEX = frozenset("0123456789abcdef")
+
+
+class ServiceCore:
+    """Sessions, appends, views and tools: the part of the service that makes no decision.
+
+    :class:`~ctxledger.runtime.service.ContextService` adds the triggers, compaction and
+    overflow recovery on top.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        summarizer: Summarizer | None = None,
+        config: CompressionConfig | None = None,
+        engine: ContextEngine | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.config = config or ledger.config
+        self.summarizer: Summarizer = summarizer or OfflineSummarizer()
+        self.tracker = RuntimeTracker(ledger, self.config)
+        self.engine: ContextEngine = engine or BuiltinEngine(ledger, self.summarizer, self.config)
+        self.provider = provider
+        self._locks: dict[str, tuple[object, anyio.Lock]] = {}
+        #: compress-and-retry attempts of the current turn, per chain root (cleared by a success)
+        self._overflow: dict[str, OverflowRecovery] = {}
+
+    @classmethod
+    def open(cls, path: str | Path, **kwargs: Any) -> Self:
+        """Open a ledger (a SQLite file, created on first use, or a ``postgresql://`` URL)
+        with the service on top.
+
+        ``clock``, ``ids`` and ``durability`` go to the ledger; the rest to the service.
+        """
+        ledger_kwargs = {k: kwargs.pop(k) for k in ("clock", "ids", "durability") if k in kwargs}
+        return cls(Ledger.open(path, config=kwargs.get("config"), **ledger_kwargs), **kwargs)
+
+    async def aclose(self) -> None:
+        self.ledger.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def start_session(
+        self,
+        *,
+        model: str,
+        context_length: int | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        parent_session_id: str | None = None,
+        reason: SessionReason = "new",
+        title: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """Start a session (a branch or delegate names its parent). Returns its id."""
+        spec = SessionSpec(
+            model=model,
+            context_length=context_length,
+            system_prompt=system_prompt,
+            tools=tools,
+            parent_session_id=parent_session_id,
+            reason=reason,
+            title=title,
+            session_id=session_id,
+        )
+        return await self.start(spec)
+
+    async def start(self, spec: SessionSpec) -> str:
+        """Start the session `spec` describes and tell the engine. Returns its id."""
+        if spec.tools is not None:
+            json_safe(list(spec.tools), "tools")
+        sid = self.ledger.start(spec)
+        self.engine.on_session_start(sid)
+        return sid
+
+    async def end_session(self, session_id: str, reason: str = "closed") -> None:
+        """End the live end of the session's chain (SessionEndedError if it already ended)."""
+        if not isinstance(reason, str) or not reason:
+            raise InvalidInput("reason must be a non-empty string")
+        sid, _ = self._on_tip(session_id, lambda tip: self.ledger.end_session(tip, reason))
+        self.engine.on_session_end(sid)
+        self._overflow.pop(self.ledger.chains.root(sid), None)
+
+    async def reset_session(self, session_id: str) -> None:
+        """Forget in-memory state about the chain (turn attempts, engine caches); the log stays."""
+        sid = self.tip(session_id)
+        self._overflow.pop(self.ledger.chains.root(sid), None)
+        self.tracker.forget(sid)
+        self.engine.on_session_reset(sid)
+
+    def tip(self, session_id: str) -> str:
+        """The live end of the session's compression chain (after reading new events)."""
+        self.ledger.refresh()
+        return self.ledger.tip(session_id)
+
+    def _live_tip(self, session_id: str) -> str:
+        sid = self.tip(session_id)
+        view = self.ledger.transcript.session(sid)
+        if view.ended:
+            raise SessionEndedError(
+                f"session {sid!r} has ended ({view.end_reason}); start a new session"
+            )
+        return sid
+
+    def _lock(self, session_id: str) -> anyio.Lock:
+        """The chain's lock for the running event loop.
+
+        An anyio lock belongs to the loop it was first used in, and a service may be
+        driven by several ``anyio.run`` calls in turn (a CLI, tests on both backends);
+        a lock left by a finished loop cannot be held by anyone here, so it is replaced.
+        """
+        root = self.ledger.chains.root(session_id)
+        loop = anyio.lowlevel.current_token()
+        held = self._locks.get(root)
+        if held is None or held[0] != loop:
+            held = self._locks[root] = (loop, anyio.Lock())
+        return held[1]
+
+    def _retrying(self, write: Callable[[], T]) -> T:
+        """Run a write whose content does not depend on the stream's state, re-reading on a lost race."""
+        for attempt in range(RACE_RETRIES):
+            try:
+                return write()
+            except ConcurrencyError:
+                if attempt == RACE_RETRIES - 1:
+                    raise
+                self.ledger.retry_on_conflict()
+        raise AssertionError("unreachable")
+
+    def _on_tip(self, session_id: str, write: Callable[[str], T]) -> tuple[str, T]:
+        """Run `write` against the chain's live tip; after a lost race (another writer
+        appended or compacted), re-read, find the tip again and redo it there."""
+        for attempt in range(RACE_RETRIES):
+            sid = self._live_tip(session_id)
+            try:
+                return sid, write(sid)
+            except (ConcurrencyError, SessionEndedError):
+                # a closed (not compacted) session raises again from _live_tip, outside this try
+                if attempt == RACE_RETRIES - 1:
+                    raise
+                self.ledger.retry_on_conflict()
+        raise AssertionError("unreachable")
+
+    def _record(self, sid: str, *events: tuple[type[Event], dict[str, Any]]) -> None:
+        """Append decision events (skips, checks, cooldowns, warnings, notices) atomically."""
+        ledger = self.ledger
+        built = [kind(**ledger.event_fields(sid), **fields) for kind, fields in events]
+        self._retrying(lambda: ledger.append_events(sid, built))
+
+    # --- messages and the tool-output budget --------------------------------------------
+
+    async def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> TurnResult:
+        """Append messages to the session's tip, all or nothing; oversized tool outputs are
+        stored out of the context in the same atomic append (HERMES_SPEC §6)."""
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInput("messages must be a list of message objects")
+        batch = list(messages)
+        sid, (ids, planned) = self._on_tip(session_id, lambda tip: self._append_to(tip, batch))
+        notices = [
+            f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
+            for p in planned
+        ]
+        return TurnResult(session_id=sid, message_ids=ids, notices=notices)
+
+    def _append_to(self, sid: str, batch: list[Any]) -> tuple[list[str], list[PlannedOutput]]:
+        """Validate against the session's calls, plan the tool-output budget, append atomically."""
+        validated = validate_messages(batch, self.ledger.call_ledger(sid))
+        json_safe(validated, "messages")
+        budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
+        planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
+        return self._append_planned(sid, validated, planned, blobs), planned
+
+    def _append_planned(
+        self, sid: str, msgs: list[JSON], planned: list[PlannedOutput], blobs: dict[str, bytes]
+    ) -> list[str]:
+        if not planned:
+            return self.ledger.append_messages(sid, msgs)
+        # the ToolOutputPersisted events name their messages, so the ids are reserved here
+        encoding = self.ledger.transcript.session(sid).encoding
+        reserved = [self.ledger.ids("msg") for _ in msgs]
+        extra: list[Event] = [
+            ToolOutputPersisted(
+                **self.ledger.event_fields(sid),
+                message_id=reserved[p.index],
+                tool_call_id=p.tool_call_id,
+                tool_name=p.tool_name,
+                blob_ref=p.ref,
+                chars=p.chars,
+                replacement=p.block,
+                reason=p.reason,
+                replacement_tokens=count_message({**msgs[p.index], "content": p.block}, encoding),
+            )
+            for p in planned
+        ]
+        return self.ledger.append_messages(
+            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs
+        )
+
+    async def read_persisted(
+        self, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
+    ) -> SliceResult:
+        """A slice of a persisted tool output: the handler of the ``read_persisted`` tool.
+
+        `ref` must be the 64-hex-digit reference from the stored-output block; it is
+        only ever a key of the content-addressed blob table, never a path.
+        """
+        if not isinstance(ref, str) or len(ref) != 64 or not set(ref) <= _HEX:
+            raise InvalidInput(
+                f"ref must be the 64-hex-digit reference from the stored-output block, got {ref!r:.80}"
+            )
+        data = self.ledger.store.get_blob(ref).decode("utf-8", errors="replace")
+        return read_slice(data, offset, limit)
+
+    # --- the view sent to the model ------------------------------------------------------
+
+    def api_messages(self, session_id: str, *, cache: bool | None = None) -> list[JSON]:
+        """System + live messages of the chain's tip, with prompt-cache markers when enabled (§7).
+
+        Never rebuilt per call: the projection keeps the view current as events are
+        folded, so a read after an append costs a catch-up query and one shallow list
+        copy (the floor for handing out a list). The list is the caller's; the message
+        dicts are shared with the ledger and must be treated as read-only, except the
+        (at most four) marked ones, which are fresh deep copies.
+        """
+        self.ledger.refresh()
+        sid = self.ledger.tip(session_id)
+        view = self.ledger.transcript.session(sid)
+        messages = self.ledger.transcript.api_view(sid)
+        use_cache = self.config.prompt_caching if cache is None else cache
+        if use_cache and supports_prompt_caching(view.model, self.provider):
+            return apply_cache_markers(
+                messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic"
+            )
+        return list(messages)
+
+    # --- status and tools --------------------------------------------------------------------
+
+    def status(self, session_id: str) -> dict[str, Any]:
+        """The tip's numbers and the chain's runtime state (plus the engine's own status)."""
+        sid = self.tip(session_id)
+        view = self.ledger.transcript.session(sid)
+        state = self.tracker.state(sid)
+        now = self.ledger.clock()
+        out: dict[str, Any] = {
+            "session_id": sid,
+            "engine": self.engine.name,
+            "context_length": view.context_length,
+            "threshold_tokens": self.config.threshold_tokens(view.context_length),
+            "tokens": self.ledger.transcript.total_tokens(sid),
+            "messages": len(view.live),
+            "last_prompt_tokens": self.ledger.usage(sid).last_prompt_tokens,
+            "compactions": self.ledger.chains.compression_count(sid),
+            "strikes": state.anti.strikes,
+            "blocked": state.anti.blocked(self.config.anti_thrash_strikes),
+            "cooldown_remaining": state.cooldown.remaining(now),
+            "pressure_warned": state.warned,
+        }
+        engine_status = getattr(self.engine, "status", None)
+        if callable(engine_status):
+            out.update({k: v for k, v in engine_status(sid).items() if k not in out})
+        return out
+
+    def tools(self) -> list[JSON]:
+        """Tool schemas the agent can expose: ``read_persisted``, plus the engine's own."""
+        extra = getattr(self.engine, "tools", None)
+        return [read_persisted_tool(), *(extra() if callable(extra) else [])]
+
+
+__all__ = ["ServiceCore"]

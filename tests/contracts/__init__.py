@@ -1,0 +1,1 @@
+"""Contract suites run against this project's own implementations (see ctxledger.testing)."""

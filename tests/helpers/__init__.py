@@ -1,0 +1,1 @@
+"""Test helpers shared by the suite: ledger builders, strategies, fake servers, killers."""

@@ -61,7 +61,13 @@ class PgServer:
         self.log = self.root / "server.log"
         self._as_user: list[str] = []
         if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
+            try:
+                user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise RuntimeError(
+                    "PostgreSQL refuses to run as root and there is no `postgres` user to run "
+                    "it as (the Debian package creates one)"
+                ) from None
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",

@@ -9,7 +9,10 @@ Prints one JSON object per line:
   (one ``MessageAppended``, expected version checked) to its own session for
   ``--seconds``: aggregate appends/s and p50/p99/max latency for the SQLite store
   (durability full), the PostgreSQL store (durability full) and raw psycopg
-  single-row INSERT commits of the same payloads into a table with only a primary key.
+  single-row INSERT commits of the same payloads into a table with only a primary key;
+  also both stores at durability normal (SQLite ``synchronous=NORMAL``, PostgreSQL
+  ``synchronous_commit=off``). The sides run in alternating slices of ``--seconds`` / 3,
+  so load drift hits each alike.
 * ``pg_batched_append``: ``append`` of 1,000-event batches vs raw ``COPY`` and
   ``executemany`` of the same payloads, one transaction per batch.
 * ``pg_projection_rebuild``: ``Projector.rebuild`` vs a raw ``SELECT payload`` + decode.
@@ -45,7 +48,7 @@ import psycopg
 from store_bench import _batches, make_events, make_messages
 
 from ctxledger.events import EVENT_DECODER, MessageAppended, SessionStarted, encode_event
-from ctxledger.eventstore import EventStore, SQLiteEventStore
+from ctxledger.eventstore import Durability, EventStore, SQLiteEventStore
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.projections import Projector
 
@@ -77,45 +80,52 @@ def turn(writer: int, i: int, message: dict[str, Any]) -> MessageAppended:
 # --- N writer processes -------------------------------------------------------------------
 
 
-def _writer(kind: str, target: str, n: int, seconds: float, barrier: Any, out: Any) -> None:
-    """One writer process: append single-message turns until the deadline; report latencies."""
+def _writer(
+    kind: str, target: str, n: int, first: int, seconds: float, barrier: Any, out: Any
+) -> None:
+    """One writer process: append single-message turns (versions from `first` on) until the
+    deadline; reports (writer, start, end, latencies)."""
     messages = make_messages(500, seed=n)
     latencies: list[float] = []
-    if kind == "raw":
-        conn = psycopg.connect(target, autocommit=True)
-        insert = "INSERT INTO raw_events (stream, version, payload) VALUES (%s, %s, %s)"
-        barrier.wait()
-        start = time.perf_counter()
-        i = 0
-        while time.perf_counter() - start < seconds:
-            payload = encode_event(turn(n, i, messages[i % 500]))
-            t = time.perf_counter()
-            conn.execute(insert, (f"ses_w{n}", i + 1, payload))
-            latencies.append(time.perf_counter() - t)
-            i += 1
-        conn.close()
-    else:
-        store: EventStore = (
-            SQLiteEventStore(target) if kind == "sqlite" else PostgresEventStore(target)
-        )
-        barrier.wait()
-        start = time.perf_counter()
-        i = 0
-        while time.perf_counter() - start < seconds:
-            event = turn(n, i, messages[i % 500])
+    raw = psycopg.connect(target, autocommit=True) if kind == "raw" else None
+    store: EventStore | None = None
+    durability: Durability = "normal" if kind.endswith("_normal") else "full"
+    if kind.startswith("sqlite"):
+        store = SQLiteEventStore(target, durability=durability)
+    elif kind.startswith("postgres"):
+        store = PostgresEventStore(target, durability=durability)
+    insert = "INSERT INTO raw_events (stream, version, payload) VALUES (%s, %s, %s)"
+    barrier.wait()
+    start = time.perf_counter()
+    i = first
+    while time.perf_counter() - start < seconds:
+        event = turn(n, i, messages[i % 500])
+        if store is not None:
             t = time.perf_counter()
             store.append(event.session_id, [event], i)
-            latencies.append(time.perf_counter() - t)
-            i += 1
+        else:
+            assert raw is not None
+            payload = encode_event(event)  # what the store encodes, outside the timing too
+            t = time.perf_counter()
+            raw.execute(insert, (event.session_id, i + 1, payload))
+        latencies.append(time.perf_counter() - t)
+        i += 1
+    end = time.perf_counter()
+    if store is not None:
         store.close()
-    out.put((start, time.perf_counter(), latencies))
+    if raw is not None:
+        raw.close()
+    out.put((n, start, end, latencies))
 
 
-def run_writers(kind: str, target: str, writers: int, seconds: float) -> Result:
+def run_slice(
+    kind: str, target: str, writers: int, seconds: float, starts: list[int]
+) -> tuple[float, list[float]]:
+    """`writers` processes for `seconds`; advances `starts`; returns (elapsed, latencies)."""
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(writers), ctx.Queue()
     procs = [
-        ctx.Process(target=_writer, args=(kind, target, n, seconds, barrier, out))
+        ctx.Process(target=_writer, args=(kind, target, n, starts[n], seconds, barrier, out))
         for n in range(writers)
     ]
     for proc in procs:
@@ -123,8 +133,17 @@ def run_writers(kind: str, target: str, writers: int, seconds: float) -> Result:
     results = [out.get(timeout=seconds + 120) for _ in procs]
     for proc in procs:
         proc.join()
-    latencies = [x for _, _, lat in results for x in lat]
-    elapsed = max(end for _, end, _ in results) - min(start for start, _, _ in results)
+    for n, _, _, lat in results:
+        starts[n] += len(lat)
+    elapsed = max(r[2] for r in results) - min(r[1] for r in results)
+    return elapsed, [x for r in results for x in r[3]]
+
+
+def fresh_schema(url: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}schema=b_{uuid.uuid4().hex[:12]}"
+
+
+def summarize(elapsed: float, latencies: list[float]) -> Result:
     return {
         "appends_per_s": round(len(latencies) / elapsed, 1),
         "p50_ms": round(statistics.median(latencies) * 1000, 3),
@@ -134,36 +153,57 @@ def run_writers(kind: str, target: str, writers: int, seconds: float) -> Result:
     }
 
 
-def fresh_schema(url: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}schema=b_{uuid.uuid4().hex[:12]}"
-
-
-def bench_writers(url: str, seconds: float) -> None:
+def bench_writers(url: str, seconds: float, rounds: int = 3) -> None:
+    """Per writer count, the three sides run in alternating slices (load drift hits all)."""
+    kinds = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
     for writers in WRITERS:
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "writers.db")
-            SQLiteEventStore(path).close()  # created (and migrated) before the race
-            sqlite = run_writers("sqlite", path, writers, seconds)
-        target = fresh_schema(url)
-        PostgresEventStore(target).close()
-        postgres = run_writers("postgres", target, writers, seconds)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS raw_events")
-            conn.execute(
-                "CREATE TABLE raw_events (seq bigserial PRIMARY KEY, stream text NOT NULL,"
-                " version bigint NOT NULL, payload bytea NOT NULL)"
-            )
-        raw = run_writers("raw", url, writers, seconds)
+            targets = {"raw": url}
+            for kind in kinds[:2] + kinds[3:]:  # created before the race
+                if kind.startswith("sqlite"):
+                    targets[kind] = os.path.join(tmp, f"{kind}.db")
+                    SQLiteEventStore(targets[kind]).close()
+                else:
+                    targets[kind] = fresh_schema(url)
+                    PostgresEventStore(targets[kind]).close()
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS raw_events")
+                conn.execute(
+                    "CREATE TABLE raw_events (seq bigserial PRIMARY KEY, stream text NOT NULL,"
+                    " version bigint NOT NULL, payload bytea NOT NULL)"
+                )
+            starts = {kind: [0] * writers for kind in kinds}
+            elapsed = dict.fromkeys(kinds, 0.0)
+            latencies: dict[str, list[float]] = {kind: [] for kind in kinds}
+            for r in range(rounds):
+                for kind in kinds[r % 5 :] + kinds[: r % 5]:
+                    took, lat = run_slice(
+                        kind, targets[kind], writers, seconds / rounds, starts[kind]
+                    )
+                    elapsed[kind] += took
+                    latencies[kind] += lat
+        sides = {kind: summarize(elapsed[kind], latencies[kind]) for kind in kinds}
         emit(
             {
                 "bench": "pg_writers",
                 "writers": writers,
                 "unit": "appends/s",
-                "sqlite": sqlite,
-                "postgres": postgres,
-                "raw_psycopg": raw,
-                "postgres_vs_sqlite": round(postgres["appends_per_s"] / sqlite["appends_per_s"], 3),
-                "postgres_vs_raw": round(postgres["appends_per_s"] / raw["appends_per_s"], 3),
+                "sqlite": sides["sqlite"],
+                "postgres": sides["postgres"],
+                "raw_psycopg": sides["raw"],
+                "sqlite_normal": sides["sqlite_normal"],
+                "postgres_normal": sides["postgres_normal"],
+                "postgres_vs_sqlite": round(
+                    sides["postgres"]["appends_per_s"] / sides["sqlite"]["appends_per_s"], 3
+                ),
+                "postgres_vs_raw": round(
+                    sides["postgres"]["appends_per_s"] / sides["raw"]["appends_per_s"], 3
+                ),
+                "normal_postgres_vs_sqlite": round(
+                    sides["postgres_normal"]["appends_per_s"]
+                    / sides["sqlite_normal"]["appends_per_s"],
+                    3,
+                ),
             }
         )
 

@@ -117,8 +117,10 @@ def _create_event_log(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
     ``events.payload`` is ``bytea`` (the exact bytes that were hashed); ``seq`` is
     assigned by the store under the append lock, never by a sequence, so it is
-    gapless. ``blobs`` and ``events.payload`` use external, uncompressed storage:
-    payloads are already compact JSON and blobs are read whole.
+    gapless. No foreign key from ``events`` to ``streams`` (as in SQLite): its check
+    would lock the stream's row on every insert, and verify() finds an orphan row.
+    ``blobs.data`` is stored uncompressed (EXTERNAL): contents are read whole or
+    sliced, and compressing them costs writers.
     """
     conn.execute(
         """
@@ -130,7 +132,7 @@ def _create_event_log(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         CREATE TABLE events (
             seq bigint PRIMARY KEY,
             event_id text NOT NULL,
-            stream_id bigint NOT NULL REFERENCES streams (stream_id),
+            stream_id bigint NOT NULL,
             version bigint NOT NULL,
             kind text NOT NULL,
             schema integer NOT NULL,

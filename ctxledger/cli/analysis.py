@@ -6,6 +6,7 @@ input (unknown id, malformed ``SESSION@SEQ``, empty query) with nothing appended
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -28,6 +29,7 @@ from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
 from ctxledger.compressor.config import load_config
 from ctxledger.errors import InvalidInput
+from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
@@ -174,9 +176,9 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
 )
 @click.option(
     "--b-db",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Resolve B in this other ledger (e.g. a what-if kept with `replay --out`).",
+    help="Resolve B in this other ledger, a file or a URL (e.g. a what-if kept with `replay --out`).",
 )
 @json_option
 @click.pass_context
@@ -187,7 +189,7 @@ def diff_cmd(
     b: str | None,
     config_path: Path | None,
     summarizer_kind: str | None,
-    b_db: Path | None,
+    b_db: str | None,
     as_json: bool,
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points or compaction ids.
@@ -206,6 +208,8 @@ def diff_cmd(
             raise InvalidInput(
                 "--b-db needs B: the session or compaction to compare in that ledger"
             )
+        if not is_url(b_db) and not os.path.isfile(b_db):
+            raise InvalidInput(f"--b-db {b_db}: no such ledger file")
         with Ledger.open(b_db) as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxledger.compressor.facts import error_lines, exit_code
+from ctxledger.compressor.factkinds import edit_lines, error_lines, exit_code
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
@@ -45,11 +45,19 @@ def collapse(text: str) -> str:
 
 
 def cap(text: str, limit: int) -> str:
+    """`text` in at most about `limit` chars, cut between words and never inside a `code` span."""
     text = collapse(text)
     if len(text) <= limit:
         return text
-    cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip(" ,;:") + " …"
+    cut = text.rfind(" ", 0, limit + 1)
+    if cut <= 0:  # one long word: cut after its last punctuation, else keep it whole
+        marks = [text.rfind(c, 0, limit) for c in "/.,;:)-_"]
+        cut = max(marks) + 1 if max(marks) > limit // 2 else len(text)
+    if text.count("`", 0, cut) % 2:  # the cut is inside a code span: cut before it
+        cut = text.rfind("`", 0, cut)
+        cut = text.rfind(" ", 0, cut) if text.rfind(" ", 0, cut) > 0 else cut
+    head = text[:cut].rstrip(" ,;:")
+    return head + " …" if head and len(head) < len(text) else text
 
 
 def sentences(text: str, pattern: re.Pattern[str], limit: int) -> list[str]:
@@ -74,6 +82,8 @@ class Action:
     errors: list[str]
     command: str = ""
     path: str = ""
+    #: the key lines the call's edit introduced (``factkinds.edit_lines``)
+    edits: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -154,7 +164,12 @@ def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int
         pairs = [f"{k}={cap(str(v), 60)}" for k, v in args.items()][:3]
         verb, target = _verb(tool), f"{tool}({', '.join(pairs)})"
     outcome, failed, errors = _outcome(result, detail)
-    return Action(index, tool, verb, target, outcome, failed, errors, command=command, path=path)
+    edits = edit_lines(tool, args)
+    if edits and verb in ("READ", "SEARCHED", "CALLED"):
+        verb = "EDITED"
+    return Action(
+        index, tool, verb, target, outcome, failed, errors, command=command, path=path, edits=edits
+    )
 
 
 def analyse(turns: Sequence[Mapping[str, Any]], detail: int) -> Analysis:

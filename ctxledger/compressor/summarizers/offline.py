@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ctxledger.compressor.factkinds import decision_sentences
 from ctxledger.compressor.facts import (
     Fact,
     extract_facts,
@@ -214,7 +215,8 @@ def _state_lines(analysis: Analysis, c: _Candidates) -> list[str]:
             if target and not target.startswith(("/dev/", "&")):
                 modified[target] = None
         if action.path:
-            (modified if action.verb in ("WROTE", "EDITED") else read)[action.path] = None
+            edited = action.verb in ("WROTE", "EDITED") or action.edits
+            (modified if edited else read)[action.path] = None
         for path in find_paths(action.command):
             read.setdefault(path, None)
         if action.command and _BACKGROUND.search(action.command):
@@ -234,23 +236,43 @@ def _state_lines(analysis: Analysis, c: _Candidates) -> list[str]:
         c.add("files", 4.7, f"- modified: {' · '.join(list(modified)[-_MAX_LISTED:])}")
     for command in running[-3:]:
         c.add("active_state", 5, f"- started (may still run): `{command}`")
+    _edit_lines(analysis, c)
     fresh = [p for p in read if p not in modified]
     if fresh:
         c.add("files", 4.8, f"- read or searched: {' · '.join(fresh[-_MAX_LISTED:])}")
     return keys
 
 
+def _edit_lines(analysis: Analysis, c: _Candidates) -> None:
+    """Relevant Files: each edited file with the key line its newest edit introduced."""
+    latest: dict[str, str] = {}
+    for action in analysis.actions:
+        if action.edits and not action.failed:
+            target = action.path or next(iter(find_paths(action.command)), "") or action.target
+            latest.pop(target, None)
+            latest[target] = action.edits[-1]
+    items = list(latest.items())[-_MAX_LISTED:]
+    for position, (target, line) in enumerate(items):
+        age = (len(items) - 1 - position) / max(1, len(items))
+        c.add("files", 4.2 + age, f"- edited {cap(target, 120)}: `{line}`")
+
+
 def _text_lines(analysis: Analysis, c: _Candidates) -> None:
-    """Key Decisions, In Progress, Remaining Work from the assistant's own words."""
+    """Key Decisions (the assistant's stated choices), In Progress, the latest plan only."""
     texts = analysis.assistant_texts
-    for position, (_, text) in enumerate(texts):
+    seen: set[str] = set()
+    for position in range(len(texts) - 1, -1, -1):
         age = (len(texts) - 1 - position) / max(1, len(texts))
-        for sentence in sentences(text, _DECISION, 220):
-            if len(sentence) > 30 and not sentence.endswith(":"):
-                c.add("decisions", 6 + age, f"- {sentence}")
-    for _, text in texts[-3:]:
-        for sentence in sentences(text, _PLAN, 200)[-2:]:
-            c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
+        for _, sentence in decision_sentences(texts[position][1]):
+            if sentence not in seen and not sentence.endswith(":"):
+                seen.add(sentence)
+                c.add("decisions", 5 + 2 * age, f"- {sentence}")
+    for _, text in reversed(texts):  # a plan goes stale once the assistant states a new one
+        latest = sentences(text, _PLAN, 200)[-2:]
+        if latest:
+            for sentence in latest:
+                c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
+            break
     if analysis.last_text:
         c.add("in_progress", 2, f"- Last assistant message: {cap(analysis.last_text, 300)}")
     pending = [a for a in analysis.actions if a.outcome == "no result yet"]
@@ -320,6 +342,10 @@ def _active_task(
 #: what one fact of a kind is worth to a continuation, relative to a number
 _KIND_VALUE = {
     "error": 4.0,
+    "edit": 3.5,
+    "outcome": 3.0,
+    "constraint": 2.0,
+    "decision": 1.5,
     "command": 2.0,
     "path": 2.0,
     "url": 1.5,
@@ -330,6 +356,10 @@ _KIND_VALUE = {
 }
 _KIND_LABEL = {
     "error": "errors",
+    "edit": "edited lines",
+    "outcome": "outcomes",
+    "constraint": "constraints",
+    "decision": "decisions",
     "command": "commands",
     "path": "paths",
     "url": "urls",

@@ -31,6 +31,7 @@ from ctxledger.analysis.compactions import (
     reverted_compactions,
 )
 from ctxledger.analysis.factviews import ChainViews, Group, Piece, Step
+from ctxledger.compressor.factkinds import CATEGORIES
 from ctxledger.compressor.factmatch import Haystack
 from ctxledger.compressor.facts import (
     Fact,
@@ -99,6 +100,14 @@ class LostFact(msgspec.Struct, frozen=True, kw_only=True):
     compaction_index: int | None
 
 
+class CategoryRetention(msgspec.Struct, frozen=True, kw_only=True):
+    """One fact category of a chain: how many facts it has, how many the live view still states."""
+
+    facts: int
+    known_now: int
+    retention: float
+
+
 class ChainAudit(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     root: str
@@ -114,6 +123,8 @@ class ChainAudit(msgspec.Struct, frozen=True, kw_only=True):
     #: each fact of ``lost_now`` with the compaction that dropped it (the last one that did)
     lost_now_at: list[LostFact]
     lost_at_recompression: list[RecompressionLoss]
+    #: per fact category (``factkinds.CATEGORIES``), in a stable order
+    categories: dict[str, CategoryRetention] = msgspec.field(default_factory=dict)
 
 
 def split_kept(facts: list[AuditedFact], text: str) -> tuple[list[AuditedFact], list[AuditedFact]]:
@@ -295,7 +306,25 @@ def audit_chain(ledger: Ledger, session_id: str) -> ChainAudit:
         lost_now=lost_now,
         lost_now_at=lost_now_at,
         lost_at_recompression=auditor.losses,
+        categories=_categories(known, lost_now),
     )
+
+
+def _categories(known: list[AuditedFact], lost: list[AuditedFact]) -> dict[str, CategoryRetention]:
+    totals: dict[str, int] = {}
+    gone: dict[str, int] = {}
+    for fact in known:
+        name = CATEGORIES.get(fact.kind, fact.kind)
+        totals[name] = totals.get(name, 0) + 1
+    for fact in lost:
+        name = CATEGORIES.get(fact.kind, fact.kind)
+        gone[name] = gone.get(name, 0) + 1
+    return {
+        name: CategoryRetention(
+            facts=n, known_now=n - gone.get(name, 0), retention=_ratio(n - gone.get(name, 0), n)
+        )
+        for name, n in sorted(totals.items())
+    }
 
 
 def audit_compaction(ledger: Ledger, compaction_id: str) -> CompactionAudit:
@@ -527,6 +556,7 @@ def _trace_status(
 
 __all__ = [
     "AuditedFact",
+    "CategoryRetention",
     "ChainAudit",
     "ChainReport",
     "CompactionAudit",

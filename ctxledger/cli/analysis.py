@@ -478,8 +478,22 @@ def run_whatif(
         )
     table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
     console.print(table)
+    repro = report.reproduction
     if report.reproduces_recorded:
-        console.print("[green]the what-if reproduces the recorded chain exactly[/green]")
+        console.print(
+            "[green]the what-if reproduces the recorded chain exactly: every compaction "
+            "(inputs, summary, layout, tokens) and every turn's prompt tokens match[/green]"
+        )
+    elif repro is not None:
+        console.print(
+            f"reproduced: {repro.matching_compactions} of {repro.compactions[0]} recorded "
+            f"compactions; {repro.turns - repro.turns_differing} of {repro.turns} turns' prompt tokens",
+            markup=False,
+        )
+        for line in repro.differences:
+            console.print(f"differs: {line}", markup=False)
+    for line in repro.warnings if repro is not None else ():
+        console.print(f"[yellow]warning:[/yellow] {escape(line)}")
     for note in report.notes:
         console.print(f"[dim]note: {note}[/dim]", markup=False)
     if report.out:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ctxledger.compressor.factkinds import decision_sentences
+from ctxledger.compressor.factmatch import fact_text
 from ctxledger.compressor.facts import (
     Fact,
     extract_facts,
@@ -48,7 +49,7 @@ from ctxledger.compressor.summarizers.base import (
     render_sections,
     request_hash,
 )
-from ctxledger.messages import content_text
+from ctxledger.messages import JSON, content_text
 from ctxledger.tokens import count_text
 
 RECENT_ACTIONS = 3  # always ranked with the important sections
@@ -56,6 +57,7 @@ _MAX_LISTED = 25  # files per Relevant Files line (the most recent ones)
 ASK_SHARE = 0.35  # at most this share of the budget for the verbatim Active Task
 STRUCTURE_SHARE = 0.45  # ranked section lines may fill this share before facts are packed
 FOCUS_SHARE = 0.65  # HERMES_SPEC §3: the focus topic gets ~60–70 % of the budget
+FOCUS_LINE_SHARE = 0.25  # of which the lines about the topic may take this much first
 
 _CD = re.compile(r"(?:^|&&|;|\|\|)\s*cd\s+([^\s;&|]+)")
 _BRANCH = re.compile(
@@ -127,7 +129,7 @@ class _Candidates:
         focus = self.is_focus(text)
         self.lines.append(
             _Line(
-                rank - 10 if focus else rank,
+                rank,
                 self._order,
                 section,
                 text,
@@ -480,7 +482,7 @@ def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> l
         text = _fact_text(fact)
         tokens = count_text(text)
         priced.append(_PricedFact(fact.kind, text, tokens))
-        scored.append((0 if c.is_focus(fact.value) else 1, -value / max(1, tokens), order))
+        scored.append((0, -value / max(1, tokens), order))
     return [priced[i] for _, _, i in sorted(scored)]
 
 
@@ -491,17 +493,32 @@ def _pack(
     facts: Sequence[Fact],
     budget: int,
     total_messages: int,
+    focus_messages: set[int] | None = None,
 ) -> str:
     numbers = [ln.number for ln in c.lines if ln.section == "completed" and ln.number is not None]
     packer = _Packer(required, preamble, budget, min(numbers, default=1))
     structure_cap = packer.used + int(budget * STRUCTURE_SHARE)
     focus_cap = packer.used + int(budget * FOCUS_SHARE)
+    lines = sorted(c.lines)
+    if focus_messages:
+        # the topic first: its lines (answers, actions), then its facts, up to the focus share
+        lines_cap = packer.used + int(budget * FOCUS_LINE_SHARE)
+        # what was said about the topic (answers, errors, choices) before what was done
+        said = ("resolved", "pending", "blocked", "decisions", "constraints", "goal")
+        for line in sorted((ln for ln in lines if ln.focus), key=lambda ln: ln.section not in said):
+            if packer.used + line.tokens <= lines_cap:
+                packer.take_line(line)
+        _, missing = retention(
+            [f for f in facts if f.message_index in focus_messages], packer.render()
+        )
+        for fact in _fact_order(missing, total_messages, c):
+            if packer.used + fact.tokens + 5 <= focus_cap:
+                packer.take_fact(fact)
+        # the rest of the budget is spent as before
+        structure_cap = packer.used + int((budget - packer.used) * STRUCTURE_SHARE)
     deferred: list[_Line] = []
-    for line in sorted(c.lines):
-        # focus lines may fill the focus share; ordinary low-rank lines the structure share
-        capped = line.focus or line.rank >= 5
-        cap = focus_cap if line.focus else structure_cap
-        if capped and packer.used + line.tokens > cap:
+    for line in lines:
+        if line.rank >= 5 and packer.used + line.tokens > structure_cap:
             deferred.append(line)
         else:
             packer.take_line(line)
@@ -511,6 +528,34 @@ def _pack(
     for line in deferred:
         packer.take_line(line)
     return packer.finish()
+
+
+def focus_messages(turns: Sequence[JSON], focus: str | None) -> set[int]:
+    """The turns about `focus`: those that mention it, with their tool calls' partners."""
+    if not focus or not focus.strip():
+        return set()
+    probe = _Candidates(focus)
+    about = {i for i, m in enumerate(turns) if probe.is_focus(fact_text(m))}
+    caller: dict[str, int] = {}
+    for i, m in enumerate(turns):
+        for call in m.get("tool_calls") or ():
+            if isinstance(call, dict):
+                caller[str(call.get("id"))] = i
+    for i, m in enumerate(turns):
+        owner = caller.get(str(m.get("tool_call_id"))) if m.get("role") == "tool" else None
+        if owner is not None and (owner in about or i in about):
+            about.update((owner, i))
+    return about
+
+
+def _focus_note(focus: str | None, about: set[int], facts: Sequence[Fact]) -> list[str]:
+    if not focus or not focus.strip():
+        return []
+    topic = cap(focus, 80)
+    if not about:
+        return [f"- Focus requested: {topic} (no summarized turn mentions it; summarized as usual)"]
+    n = sum(1 for f in facts if f.message_index in about)
+    return [f"- Focus: {topic} ({len(about)} of the summarized turns, {n} facts, packed first)"]
 
 
 # --------------------------------------------------------------------------- summarizer
@@ -540,7 +585,9 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
     required: dict[str, list[str]] = {key: [] for key in SECTION_KEYS}
     required["active_task"] = _active_task(analysis, previous, budget)
     facts = [f for f in extract_facts(turns) if f.kind != "ask"]
-    return _pack(required, preamble, c, facts, budget, len(turns))
+    about = focus_messages(turns, request.focus)
+    required["critical"] = _focus_note(request.focus, about, facts)
+    return _pack(required, preamble, c, facts, budget, len(turns), about)
 
 
 #: below this many tokens the bare structure (headings + a short Active Task) cannot fit;

@@ -214,6 +214,16 @@ LABELLED: list[tuple[dict[str, Any], dict[str, list[str]]]] = [
     ),
     (assistant("Now let me run the tests again."), {"decision": []}),
     (
+        assistant("Maybe the issue is in how the cache is keyed. What if the fix is elsewhere?"),
+        {"decision": []},
+    ),
+    (
+        tool(
+            "  1314\t        This doesn't return a clone (it returns\n  1315\t        the same object)."
+        ),
+        {"outcome": [], "error": []},
+    ),
+    (
         user("Fix the albedo bug in pvlib. Do not change the public API. Keep Python 3.8 support."),
         {
             "constraint": ["Do not change the public API.", "Keep Python 3.8 support."],
@@ -323,3 +333,14 @@ def test_every_kind_has_a_category() -> None:
 
     assert set(FACT_KINDS) <= set(CATEGORIES)
     assert isinstance(Fact, type)
+
+
+def test_a_sed_expression_gives_its_edit_not_paths_or_quoted_noise() -> None:
+    message = call(
+        "bash",
+        command="sed -i 's/use_tag_decimal = True/use_tag_decimal = False/' django/tag.py && nl -ba django/tag.py | sed -n '1,31p'",
+    )
+    facts = extract_facts([message])
+    assert [f.value for f in facts if f.kind == "path"] == ["django/tag.py"]
+    assert [f.value for f in facts if f.kind == "quoted"] == []
+    assert [f.value for f in facts if f.kind == "edit"] == ["use_tag_decimal = False"]

@@ -301,9 +301,12 @@ _UNITTEST = re.compile(
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
     r"success(?:fully)?|succeeded|passed|failed|works (?:correctly|as expected|now)|"
-    r"(?:is|was|now) fixed|returned|returns|result(?:s)?\s*[:=]|output\s*[:=]|"
-    r"expected\b.*\bgot\b)|[✓✔✗✘❌✅]"
+    r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b.*\bgot\b)|"
+    r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
+
+
+_LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])|^\s*[\"'#]")
 
 
 def outcome_lines(text: str) -> list[tuple[int, str]]:
@@ -330,6 +333,8 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
         if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
             if re.match(r"^\s*[\w/.\-]+::\w", line):
                 continue  # a pytest node line (``tests/x.py::test_y FAILED``): the summary says it
+            if _LISTING.match(line):
+                continue  # a line of a file listing (``nl``, ``grep -n``, ``cat``): code, not a result
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
 
@@ -358,9 +363,19 @@ def _sentences(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
     return out
 
 
+_HEDGE = re.compile(r"(?i)\b(?:maybe|perhaps|might|what if|could be|I wonder|not sure)\b")
+
+
 def decision_sentences(text: str) -> list[tuple[int, str]]:
-    """An assistant's stated choices (``I'll use X instead of Y``, ``the fix is …``)."""
-    return _sentences(text, _DECISION)
+    """An assistant's stated choices (``I'll use X instead of Y``, ``the fix is …``).
+
+    Questions and hedges (``Maybe the issue is …``, ``What if …?``) are not choices.
+    """
+    return [
+        (pos, s)
+        for pos, s in _sentences(text, _DECISION)
+        if not s.rstrip().endswith("?") and not _HEDGE.search(s)
+    ]
 
 
 def constraint_sentences(text: str) -> list[tuple[int, str]]:

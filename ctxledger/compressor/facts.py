@@ -93,6 +93,8 @@ _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 _HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
 _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
+    # the pieces of a ``sed 's/True/False/'`` expression
+    | {"true/", "false/", "none/", "null/"}
 )
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
@@ -474,8 +476,9 @@ class _Found:
                 first = next((ln for ln in value.splitlines() if ln.strip()), "")
                 self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
-                # a multi-line argument is a script or a file body: code, not prose
-                masked = self.scan(value, offset, prose="\n" not in value.strip(), errors=False)
+                # a multi-line argument is a script or a file body, a command is code: not prose
+                prose = "\n" not in value.strip() and lowered not in command_keys
+                masked = self.scan(value, offset, prose=prose, errors=False)
                 for position, token in _code_tokens(masked):
                     self.add("identifier", offset + position, token)
             else:

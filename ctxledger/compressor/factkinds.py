@@ -73,6 +73,25 @@ def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
+def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
+    """``(start, line)`` of each distinct line of `text` holding a match of `pattern`.
+
+    One regex scan of the whole text, then only the matching lines are looked at: a
+    per-line loop over a long tool output of few matching lines costs about twice as much.
+    """
+    out: list[tuple[int, str]] = []
+    next_free = -1
+    for match in pattern.finditer(text):
+        if match.start() < next_free:
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.start())
+        end = len(text) if end < 0 else end
+        out.append((start, text[start:end]))
+        next_free = end
+    return out
+
+
 def _significant(line: str) -> bool:
     """A line worth quoting: some letters or digits, not only brackets or a comment marker."""
     stripped = line.strip()
@@ -274,10 +293,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
     traceback frames) is not an outcome.
     """
     found: list[tuple[int, str]] = []
-    pos = 0
-    for line in text.split("\n"):
-        start, pos = pos, pos + len(line) + 1
-        if len(line) > 400 or not _EXCEPTION_IN_LINE.search(line):
+    for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
+        if len(line) > 400:
             continue
         stripped = line.strip()
         if _CODE_LINE.match(line) or _EXCEPTION_IN_LINE.match(stripped):
@@ -301,7 +318,7 @@ _UNITTEST = re.compile(
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
     r"success(?:fully)?|succeeded|passed|failed|works (?:correctly|as expected|now)|"
-    r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b.*\bgot\b)|"
+    r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
 
@@ -316,15 +333,11 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
         found.append((match.start(1), match.group(1).rstrip(", ")))
     for match in _UNITTEST.finditer(text):
         found.append((match.start(1), match.group(1)))
-    taken = {p for p, _ in found}
-    pos = 0
-    for line in text.split("\n"):
-        start, pos = pos, pos + len(line) + 1
+    for start, line in _lines_with(_RESULT_LINE, text):
         stripped = line.strip().strip("=-* ")
         if (
             not stripped
             or len(stripped) > LINE_MAX_CHARS
-            or start in taken
             or _CODE_LINE.match(line)
             or _EXCEPTION_IN_LINE.search(line)
             or sum(c.isalpha() for c in stripped) < 3
@@ -355,12 +368,35 @@ _CONSTRAINT = re.compile(
 
 
 def _sentences(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """The sentences of `text` that hold a match of `pattern` (found from the matches)."""
     out: list[tuple[int, str]] = []
-    for match in _SENTENCE.finditer(text):
+    next_free = -1
+    for hit in pattern.finditer(text):
+        if hit.start() < next_free:
+            continue
+        # the sentence starts after the last . ! ? (followed by a space) or newline before the hit
+        start = max(text.rfind("\n", 0, hit.start()) + 1, _last_stop(text, hit.start()))
+        match = _SENTENCE.match(text, start)
+        while match is not None and match.end() <= hit.start():
+            # a stop the backward look did not see (``.`` before a tab): the next sentence
+            match = _SENTENCE.search(text, match.end())
+        if match is None:
+            continue
+        next_free = match.end()
         sentence = match.group(0).strip()
-        if len(sentence) > 15 and pattern.search(sentence):
+        if len(sentence) > 15:
             out.append((match.start(), _cap(sentence)))
     return out
+
+
+def _last_stop(text: str, before: int) -> int:
+    window = max(0, before - 400)
+    best = 0
+    for mark in ".!?":
+        at = text.rfind(mark + " ", window, before)
+        if at >= 0:
+            best = max(best, at + 2)
+    return best
 
 
 _HEDGE = re.compile(r"(?i)\b(?:maybe|perhaps|might|what if|could be|I wonder|not sure)\b")

@@ -7,7 +7,8 @@ from test_offline_summarizer import coding_session, summarize
 
 from ctxledger.compressor.factmatch import Fact
 from ctxledger.compressor.facts import extract_facts, retention
-from ctxledger.compressor.summarizers.offline import FOCUS_SHARE, focus_messages
+from ctxledger.compressor.summarizers.offline import focus_messages
+from ctxledger.compressor.summarizers.packing import FOCUS_SHARE
 from ctxledger.tokens import count_messages, count_text
 
 

@@ -47,7 +47,9 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
+    EDITOR_TOOLS,
     TERMINAL_COMMAND_KEYS,
+    bare_tool_name,
     call_name_and_args,
     tool_family,
 )
@@ -246,7 +248,8 @@ def _plausible_path(raw: str) -> str | None:
         if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
             return value
         return None
-    if _HAS_EXT.search(value) or value.count("/") >= 2 or value.endswith("/"):
+    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
+    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
         return value
     return None
 
@@ -315,10 +318,18 @@ def _paths(text: str) -> Iterator[tuple[int, str]]:
     return iter(sorted(found.items()))
 
 
+# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
+_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
+
+
+def _path_text(text: str) -> str:
+    return _mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+
+
 def find_paths(text: str) -> list[str]:
     """The file paths mentioned in `text` (URLs excluded), in order, once each."""
     masked = _mask(text, [(start, end) for start, end, _ in _urls(text)])
-    return list(dict.fromkeys(value for _, value in _paths(masked)))
+    return list(dict.fromkeys(value for _, value in _paths(_path_text(masked))))
 
 
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
@@ -428,7 +439,7 @@ class _Found:
                 self.add("url", offset + start, value)
         masked = _mask(text, [(start, end) for start, end, _ in urls])
         path_spans: list[tuple[int, int]] = []
-        for position, value in _paths(masked):
+        for position, value in _paths(_path_text(masked)):
             if not is_asset_path(value):
                 self.add("path", offset + position, value)
             path_spans.append((position, position + len(value)))
@@ -470,6 +481,8 @@ class _Found:
             self.add("edit", offset, line)
         leaves = list(_string_leaves(args))
         command_keys = TERMINAL_COMMAND_KEYS if tool_family(name) == "terminal" else COMMAND_KEYS
+        if bare_tool_name(name) in EDITOR_TOOLS:  # its ``command`` is view / str_replace / ...
+            leaves = [(k, v) for k, v in leaves if k.lower() != "command"]
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:

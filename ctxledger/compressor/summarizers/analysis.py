@@ -17,7 +17,9 @@ from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     DIR_KEYS,
+    EDITOR_TOOLS,
     TERMINAL_COMMAND_KEYS,
+    bare_tool_name,
     call_parts,
     parse_arguments,
     tool_family,
@@ -35,6 +37,9 @@ VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 # an action's target: a file, else a directory (the shared key lists of ctxledger.compressor.toolcalls)
 PATH_KEYS = (*FILE_KEYS, *DIR_KEYS)
+#: an editor tool's ``command`` -> the action's verb; its bodies are the edit, not the target
+_EDITOR_VERBS = {"view": "READ", "create": "WROTE", "str_replace": "EDITED", "insert": "EDITED"}
+_EDITOR_BODY_KEYS = ("old_str", "new_str", "file_text", "insert_line", "view_range")
 DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
 # a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)
 SENTENCE = re.compile(r"(?:[^.!?;\n]|[.!?;](?=[^\s]))+[.!?;]?")
@@ -144,6 +149,11 @@ def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
 
 def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int) -> Action:
     tool, args, raw = call_arguments(call)
+    edits = edit_lines(tool, args)
+    editor_verb = None
+    if bare_tool_name(tool) in EDITOR_TOOLS:  # ``command`` names the edit, ``path`` its file
+        editor_verb = _EDITOR_VERBS.get(str(args.get("command")), "EDITED")
+        args = {k: v for k, v in args.items() if k not in ("command", *_EDITOR_BODY_KEYS)}
     terminal = tool_family(tool) == "terminal"
     keys = TERMINAL_COMMAND_KEYS if terminal else COMMAND_KEYS
     command = next((str(args[k]) for k in keys if isinstance(args.get(k), str)), "")
@@ -159,12 +169,11 @@ def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int
             for k, v in args.items()
             if k not in PATH_KEYS and isinstance(v, str | int)
         ][:2]
-        verb, target = _verb(tool), " ".join([path, *extra])
+        verb, target = editor_verb or _verb(tool), " ".join([path, *extra])
     else:
         pairs = [f"{k}={cap(str(v), 60)}" for k, v in args.items()][:3]
         verb, target = _verb(tool), f"{tool}({', '.join(pairs)})"
     outcome, failed, errors = _outcome(result, detail)
-    edits = edit_lines(tool, args)
     if edits and verb in ("READ", "SEARCHED", "CALLED"):
         verb = "EDITED"
     return Action(

@@ -142,15 +142,19 @@ def _ask_lines(analysis: Analysis, c: _Candidates) -> None:
         c.add("goal", 1, "- Same as the Active Task.")
     else:
         c.add("goal", 1, f'- First request in these turns: "{cap(asks[0][1], 400)}"')
+    resolved: list[str] = []
     for index, text in asks[1:-1]:
         if _question(text):
             reply = _answered_after(index, analysis)
             if reply is None:
                 c.add("pending", 3.5, f'- "{cap(text, 300)}"')
             else:
-                c.add("resolved", 6.5, f'- Q: "{cap(text, 300)}" A: {cap(reply, 160)}')
+                resolved.append(f'- Q: "{cap(text, 300)}" A: {cap(reply, 160)}')
         else:
             c.add("goal", 8, f'- User said: "{cap(text, 300)}"')
+    for position, line in enumerate(resolved):
+        # the newest answer competes with the structure (the user must not ask it again)
+        c.add("resolved", 4.9 if position == len(resolved) - 1 else 6.5, line)
     for _, text in asks[:-1]:
         for sentence in sentences(text, _CONSTRAINT, 200):
             if sentence != collapse(text):  # a one-sentence ask is already quoted whole
@@ -250,11 +254,21 @@ def _text_lines(analysis: Analysis, c: _Candidates) -> None:
             if sentence not in seen and not sentence.endswith(":"):
                 seen.add(sentence)
                 c.add("decisions", 5 + 2 * age, f"- {sentence}")
-    for _, text in reversed(texts):  # a plan goes stale once the assistant states a new one
+    # a plan goes stale once the assistant states a new one, or the user asks something new
+    last_ask = analysis.asks[-1][0] if analysis.asks else -1
+    for index, text in reversed(texts):
         latest = sentences(text, _PLAN, 200)[-2:]
         if latest:
+            stale = index < last_ask
             for sentence in latest:
-                c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
+                if stale:
+                    c.add(
+                        "remaining",
+                        8.5,
+                        f"- Planned before the latest ask (may no longer apply): {sentence}",
+                    )
+                else:
+                    c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
             break
     if analysis.last_text:
         c.add("in_progress", 2, f"- Last assistant message: {cap(analysis.last_text, 300)}")

@@ -16,6 +16,9 @@ from ctxledger.analysis.audit import audit_chain, trace
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.factviews import split_summary
 from ctxledger.compressor.markers import merge_delimiter, summary_end_marker, wrap_summary
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.errors import SummarizerError
 from ctxledger.ledger.facade import Ledger
 
 
@@ -145,3 +148,36 @@ def test_a_summary_is_found_in_a_merged_message_in_either_order(order: str) -> N
     assert "pydicom/valuerep.py" in body and "pydicom/config.py" not in body
     assert rest == original and summary_end_marker() not in rest
     assert split_summary(original) is None
+
+
+class _FailsEveryOtherTime:
+    """The offline summary, except that every second call times out (a fallback summary)."""
+
+    kind = "flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.inner = OfflineSummarizer()
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            raise SummarizerError("model timed out", failure_class="timeout")
+        return await self.inner.summarize(request)
+
+
+def test_a_chain_with_fallback_summaries_is_attributed_the_same_way() -> None:
+    ledger = deterministic_ledger()
+    tip = drive(ledger, 4, turns=40, summarizer=_FailsEveryOtherTime())
+    records = chain_compactions(ledger, tip)
+    assert [r.summary.fallback for r in records][:4] == [False, True, False, True]
+    report = audit_chain(ledger, tip)
+    known = {f.normalized: f.kind for a in report.compactions for f in a.extracted}
+    truth = ground_truth(ledger, tip, known)
+    assert truth and {x.fact.normalized: x.lost_at for x in report.lost_now_at} == truth
+    values = [x.fact.value for x in report.lost_now_at]
+    unique = [x for x in report.lost_now_at if values.count(x.fact.value) == 1][:6]
+    assert len(unique) >= 4
+    for x in unique:
+        status = trace(ledger, tip, x.fact.value).status
+        assert status == f"lost at compaction {x.compaction_index} ({x.lost_at})"

@@ -323,6 +323,9 @@ _RESULT_LINE = re.compile(
 )
 
 
+_PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
+_THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
+#: a line of a file listing (``nl``, ``grep -n``, quoted source): code, not a result
 _LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])|^\s*[\"'#]")
 
 
@@ -334,20 +337,18 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
     for match in _UNITTEST.finditer(text):
         found.append((match.start(1), match.group(1)))
     for start, line in _lines_with(_RESULT_LINE, text):
+        # cheapest rejections first: pytest's verbose output is hundreds of node lines
+        if _PYTEST_NODE.match(line) or _LISTING.match(line):
+            continue  # a node line (``tests/x.py::test_y PASSED``: the summary says it) or a listing
         stripped = line.strip().strip("=-* ")
         if (
-            not stripped
-            or len(stripped) > LINE_MAX_CHARS
+            len(stripped) > LINE_MAX_CHARS
+            or not _THREE_LETTERS.search(stripped)
             or _CODE_LINE.match(line)
             or _EXCEPTION_IN_LINE.search(line)
-            or sum(c.isalpha() for c in stripped) < 3
         ):
             continue
         if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
-            if re.match(r"^\s*[\w/.\-]+::\w", line):
-                continue  # a pytest node line (``tests/x.py::test_y FAILED``): the summary says it
-            if _LISTING.match(line):
-                continue  # a line of a file listing (``nl``, ``grep -n``, ``cat``): code, not a result
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
 

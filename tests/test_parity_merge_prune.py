@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxledger.analysis.factviews import split_summary
 from ctxledger.compressor import markers
 from ctxledger.compressor.assemble import apply
 from ctxledger.compressor.config import CompressionConfig
@@ -133,6 +134,12 @@ def test_an_old_order_merged_summary_in_a_ledger_is_still_found() -> None:
     messages[1] = _old_order_merge(messages[1], "old summary")
     p = plan(messages, CONFIG, [120] * len(messages), context_length=3_000, compaction_count=1)
     assert p.previous_summary_index == 1
+
+
+def test_the_audit_reads_the_message_and_the_summary_of_a_merge_apart() -> None:
+    for text in ("fix the failing test in src/app.py", "line one\n\nline two"):
+        merged = merge_summary({"role": "user", "content": text}, "the body names src/b.py")
+        assert split_summary(merged["content"]) == ("the body names src/b.py", text)
 
 
 # --- 14. one-liners never print "None" --------------------------------------------------------

@@ -28,6 +28,7 @@ from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.markers import (
     LEGACY_PREFIXES,
     merge_delimiter,
+    merge_lead,
     summary_end_marker,
     summary_prefix,
 )
@@ -93,7 +94,8 @@ def split_summary(text: str) -> tuple[str, str] | None:
     """``(summary body, the rest of the text)`` when `text` holds a summary, else None.
 
     Finds the summary wherever it sits (first, or after the message it was merged
-    into), from its prefix to its end marker; the merge delimiter belongs to neither.
+    into), from its prefix to its end marker; the merge delimiter and lead line belong
+    to neither.
     """
     found = [(i, p) for p in _prefixes() if (i := _line_start_find(text, p)) >= 0]
     if not found:
@@ -110,7 +112,8 @@ def split_summary(text: str) -> tuple[str, str] | None:
         body, after = text[body_start:cut], text[cut:]
     else:
         body, after = text[body_start:], ""
-    rest = (text[:start] + after).replace(delim.strip(), " ")
+    # the lead line of a summary merged after the message (issue 10) belongs to neither
+    rest = (text[:start] + after).replace(delim.strip(), " ").replace(merge_lead().strip(), " ")
     return body.strip(), rest.strip()
 
 

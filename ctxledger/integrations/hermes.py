@@ -44,6 +44,7 @@ from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError, 
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.integrations.common import LoopThread, live_messages
 from ctxledger.messages import validate_messages
+from ctxledger.tokens import rough_message_tokens
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -173,6 +174,14 @@ class CtxLedgerEngine(ContextEngine):
             return True
         status = self._run_safely(lambda svc: svc.status(root))
         return not (status and (status["blocked"] or status["cooldown_remaining"] > 0))
+
+    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+        """Before a call, without a real count: Hermes's rough estimate of ``messages``
+        (chars // 4 + 10 a message) against the threshold. Nothing is written."""
+        if self.threshold_tokens <= 0 or not isinstance(messages, list):
+            return False
+        rough = sum(rough_message_tokens(m) for m in messages if isinstance(m, dict))
+        return self.should_compress(rough)
 
     # --- compaction -------------------------------------------------------------------------
 

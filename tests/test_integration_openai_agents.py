@@ -11,9 +11,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from helpers.frameworks import require
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
-agents = pytest.importorskip("agents", reason="the ctxledger[agents] extra is part of make test")
+require("agents", "agents")
 from agents import Agent, Runner, function_tool  # noqa: E402
 from agents.memory import Session  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402

@@ -227,6 +227,13 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     }
 
 
+def _entry_points() -> dict[str, str]:
+    """The ``hermes_agent.plugins`` entry points installed in this venv (name -> module)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group="hermes_agent.plugins")}
+
+
 def main() -> None:
     workdir, turns = Path(sys.argv[1]), int(sys.argv[2])
     home = workdir / "home"
@@ -272,6 +279,7 @@ def main() -> None:
         json.dumps(
             {
                 "engine": type(engine).__module__ + "." + type(engine).__name__,
+                "entry_points": _entry_points(),
                 "engine_name": engine.name,
                 "threshold_tokens": engine.threshold_tokens,
                 "context_length": engine.context_length,

@@ -62,6 +62,8 @@ def run(tmp_path_factory):
 
 def test_hermes_loads_the_plugin_engine_with_its_tools(run):
     result, _ = run
+    # Hermes found the engine through the package's entry point (plugins.enabled: [ctxledger])
+    assert result["entry_points"] == {"ctxledger": "ctxledger.integrations.hermes"}
     assert result["engine"] == "ctxledger.integrations.hermes.CtxLedgerEngine"
     assert result["context_length"] == 64_000
     assert result["threshold_tokens"] == 54_400  # the small-window floor: 85 % of 64K

@@ -67,6 +67,16 @@ def _script(turns: int) -> ScriptedModel:
     return ScriptedModel(steps)
 
 
+class SpySession(CtxLedgerSession):
+    """Records how the Runner calls the compaction hook."""
+
+    calls: list[tuple[dict, bool]]
+
+    async def run_compaction(self, args=None, *, wrapper=None) -> None:
+        self.calls.append((dict(args or {}), wrapper is not None))
+        await super().run_compaction(args, wrapper=wrapper)
+
+
 @pytest.fixture
 def service(tmp_path):
     svc = ContextService(Ledger.open(tmp_path / "agents.ledger.db", config=CONFIG), config=CONFIG)
@@ -97,7 +107,8 @@ def test_it_is_a_session_the_runner_hands_its_wrapper_to(service):
 
 def test_many_turns_compact_and_the_model_is_sent_the_ledger_view(service, tmp_path):
     model = _script(TURNS)
-    session = CtxLedgerSession("chat", service, model="scripted", context_length=16_000)
+    session = SpySession("chat", service, model="scripted", context_length=16_000)
+    session.calls = []
     agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
 
     async def run_all() -> None:
@@ -114,6 +125,9 @@ def test_many_turns_compact_and_the_model_is_sent_the_ledger_view(service, tmp_p
 
     anyio.run(run_all)
     model.assert_complete()
+    # the Runner treats the session as compaction-aware: it calls run_compaction after its
+    # settled writes, with the response id and its wrapper
+    assert session.calls and all(a.get("response_id") and w for a, w in session.calls)
     tip = session.ledger_session_id()
     assert tip != "chat"  # compacted at least once: the chain moved on
     assert service.ledger.chains.compression_count(tip) >= 1

@@ -280,6 +280,7 @@ def main() -> None:
             {
                 "engine": type(engine).__module__ + "." + type(engine).__name__,
                 "entry_points": _entry_points(),
+                "status": engine.get_status(),
                 "engine_name": engine.name,
                 "threshold_tokens": engine.threshold_tokens,
                 "context_length": engine.context_length,

@@ -61,7 +61,7 @@ def run(tmp_path_factory):
 
 
 def test_hermes_loads_the_plugin_engine_with_its_tools(run):
-    result, _ = run
+    result, ledger = run
     # Hermes found the engine through the package's entry point (plugins.enabled: [ctxledger])
     assert result["entry_points"] == {"ctxledger": "ctxledger.integrations.hermes"}
     assert result["engine"] == "ctxledger.integrations.hermes.CtxLedgerEngine"
@@ -70,6 +70,11 @@ def test_hermes_loads_the_plugin_engine_with_its_tools(run):
     assert result["tools"] == ["expand_compaction", "recall"]
     assert result["copy_shares_ledger"]  # a per-agent deepcopy shares the ledger
     assert result["db"].endswith("home/ctxledger.ledger.db")
+    # the status Hermes displays names the ledger file and the chain's tip
+    status = result["status"]
+    assert status["engine"] == "ctxledger" and status["ledger_db"] == result["db"]
+    assert status["ledger_session_id"] == ledger.tip(result["ledger_root"])
+    assert status["compression_count"] == result["compression_count"]
     # the model's recall and expand_compaction calls were answered from the ledger
     answers = _tool_answers(result["requests"])
     assert answers["recall"] and all('"hits"' in a for a in answers["recall"])

@@ -47,7 +47,7 @@ test: $(STAMP) $(HERMES_STAMP) pg-server
 	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	CTXLEDGER_REQUIRE_HERMES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+	CTXLEDGER_REQUIRE_INTEGRATIONS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check ctxledger tests bench tools

@@ -40,10 +40,18 @@ from typing import Any, TypeVar
 
 from agent.context_engine import ContextEngine
 
-from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError, load_config
+from ctxledger import (
+    EXPAND_TOOL,
+    RECALL_TOOL,
+    CompressionConfig,
+    ContextService,
+    CtxLedgerError,
+    load_config,
+)
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.integrations.common import LoopThread, live_messages
 from ctxledger.messages import validate_messages
+from ctxledger.tokens import rough_message_tokens
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -69,6 +77,7 @@ class _Shared:
         self.db_path = db_path
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
+        self._config: CompressionConfig | None = None
 
     def run(self, make: Callable[[ContextService], Any]) -> Any:
         with self._lock:
@@ -84,13 +93,21 @@ class _Shared:
 
         return loop.run(call)
 
+    def config(self) -> CompressionConfig:
+        """The settings, without opening the ledger (Hermes asks for the threshold in
+        ``update_model`` before ``on_session_start`` names its home)."""
+        if self._service is not None:
+            return self._service.config
+        with self._lock:
+            if self._config is None:
+                self._config = load_config(os.environ.get("CTXLEDGER_CONFIG"))
+            return self._config
+
     def service(self) -> ContextService:
         if self._service is None:
             path = self.db_path or default_db_path()
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._service = ContextService.open(
-                path, config=load_config(os.environ.get("CTXLEDGER_CONFIG"))
-            )
+            self._service = ContextService.open(path, config=self.config())
         return self._service
 
 
@@ -143,7 +160,7 @@ class CtxLedgerEngine(ContextEngine):
         changed = bool(self._root) and (model, context_length) != (self._model, self.context_length)
         self._model = model or self._model
         self.context_length = int(context_length)
-        config = self._shared.run(lambda svc: svc.config)
+        config = self._shared.config()
         self.threshold_tokens = config.threshold_tokens(self.context_length)
         self.threshold_percent = self.threshold_tokens / max(1, self.context_length)
         self.protect_first_n = config.protect_first_n
@@ -173,6 +190,14 @@ class CtxLedgerEngine(ContextEngine):
             return True
         status = self._run_safely(lambda svc: svc.status(root))
         return not (status and (status["blocked"] or status["cooldown_remaining"] > 0))
+
+    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+        """Before a call, without a real count: Hermes's rough estimate of ``messages``
+        (chars // 4 + 10 a message) against the threshold. Nothing is written."""
+        if self.threshold_tokens <= 0 or not isinstance(messages, list):
+            return False
+        rough = sum(rough_message_tokens(m) for m in messages if isinstance(m, dict))
+        return self.should_compress(rough)
 
     # --- compaction -------------------------------------------------------------------------
 

@@ -239,17 +239,19 @@ def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _served(tmp_path: Path, *args: str) -> Iterator[str]:
+def _served(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``ctxledger serve --db tmp/served.db --port P ARGS`` (the --db of the serve command)."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
+    db = str(tmp_path / "served.db")
     proc = subprocess.Popen(
-        [*CLI, "--db", str(tmp_path / "served.db"), "serve", "--port", str(port), *args],
+        [*CLI, "serve", "--db", db, "--port", str(port), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
         _wait_healthy(base, proc)
-        yield base
+        yield base, proc
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -265,7 +267,7 @@ def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_clean
     fake, upstream_port = upstream
     fake.event_delay = 0.3  # a slow model: the client is gone long before the answer ends
     args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
-    with _served(tmp_path, *args) as base:
+    with _served(tmp_path, *args) as (base, _proc):
         msgs = [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "a long answer please"},
@@ -289,3 +291,43 @@ def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_clean
     assert [m["role"] for m in view] == ["system", "user", "assistant"]  # one question, one answer
     assert view[-1]["content"] == res.json()["choices"][0]["message"]["content"]
     assert usage["chain"]["agent_calls"] == 1  # only the completed turn's usage
+
+
+def test_shutdown_finishes_an_in_flight_turn_and_records_it(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    fake, upstream_port = upstream
+    fake.event_delay = 0.2  # the answer takes a while: SIGTERM arrives in the middle of it
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    with _served(tmp_path, *args) as (base, proc):
+        msgs = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "answer slowly"},
+        ]
+        body = {
+            "model": "gpt-4.1",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": msgs,
+        }
+        headers = {"X-Ctxledger-Session": "draining"}
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", base + "/v1/chat/completions", json=body, headers=headers) as resp,
+        ):
+            chunks = resp.iter_bytes()
+            received = next(chunks)
+            proc.send_signal(signal.SIGTERM)  # graceful: the turn in flight finishes
+            received += b"".join(chunks)
+        assert received.rstrip().endswith(b"data: [DONE]")
+        assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
+    from ctxledger import Ledger
+
+    with Ledger.open(tmp_path / "served.db") as ledger:
+        live = ledger.transcript.live_messages("draining")
+        assert [(m["role"], m["content"]) for m in live] == [
+            ("user", "answer slowly"),
+            ("assistant", "answer 1"),
+        ]
+        assert ledger.usage("draining").agent_calls == 1  # the usage chunk was recorded too
+        assert ledger.verify().ok

@@ -343,7 +343,7 @@ async def test_openapi_schema_is_valid_and_agrees_with_the_server(api: Api) -> N
     append = schema["paths"]["/v1/sessions/{session_id}/messages"]["post"]
     body_schema = append["requestBody"]["content"]["application/json"]["schema"]
     error_schema = schema["components"]["schemas"]["Error"]
-    assert {"409", "422", "404", "401"} <= set(append["responses"])
+    assert {"409", "413", "422", "404", "401"} <= set(append["responses"])
     sid = await _session(api)
     good = {"messages": [{"role": "user", "content": "hi"}], "expected_version": 2}
     jsonschema.validate(good, body_schema)
@@ -356,3 +356,23 @@ async def test_openapi_schema_is_valid_and_agrees_with_the_server(api: Api) -> N
         jsonschema.validate(err, error_schema)
     conflict = await api.call("POST", f"/v1/sessions/{sid}/messages", 409, json=good)
     jsonschema.validate(conflict, error_schema)
+
+
+async def test_an_oversized_body_is_413_and_appends_nothing(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.server import routing
+
+    sid = await _session(api)
+    before = api.last_seq()
+    monkeypatch.setattr(routing, "MAX_BODY_BYTES", 1000)
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for i in range(0, len(body), 256):
+            yield body[i : i + 256]
+
+    for content in (body, chunked()):
+        err = await api.call("POST", f"/v1/sessions/{sid}/messages", 413, content=content)
+        assert err["error"]["code"] == "body_too_large"
+    assert api.last_seq() == before

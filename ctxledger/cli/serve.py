@@ -28,9 +28,10 @@ def _require_server_extra() -> None:
 @click.option(
     "--db",
     "db_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Ledger file (default: the global --db, $CTXLEDGER_DB, else the user data dir's).",
+    help="Ledger: a SQLite file or a postgresql:// URL (default: the global --db, "
+    "$CTXLEDGER_DB, else the user data dir's).",
 )
 @click.option(
     "--host",
@@ -118,7 +119,7 @@ def _require_server_extra() -> None:
 @handle_errors
 def serve(
     ctx: click.Context,
-    db_path: Path | None,
+    db_path: str | None,
     host: str,
     port: int,
     upstream: str | None,

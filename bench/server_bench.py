@@ -211,6 +211,15 @@ async def bench_proxy(
             await app.state.ctx.aclose()
         await svc.aclose()
     extra = {"messages_from": n_messages, "messages_to": live, "durability": durability, "tcp": tcp}
+    return _proxy_results(proxied, direct, tcp, extra)
+
+
+def _proxy_results(
+    proxied: list[tuple[float, float]],
+    direct: list[tuple[float, float]],
+    tcp: bool,
+    extra: dict[str, Any],
+) -> list[Result]:
     out = []
     for name, q in (("p50", 0.5), ("p99", 0.99)):
         value, base = _q([w for w, _ in proxied], q), _q([w for w, _ in direct], q)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
+from openapi_spec_validator import validate as validate_openapi
 from starlette.routing import Route
 
 from ctxledger import CompressionConfig, ContextService
@@ -297,8 +301,6 @@ async def test_event_feed_streams_a_sessions_family_after_a_sequence_number(api:
     sid = await _session(api, turns=8)
     done = await api.call("POST", f"/v1/sessions/{sid}/compress", json={})
     events = await _events(api, f"/v1/sessions/{sid}/events", follow="false")
-    import json
-
     streams = {json.loads(e["data"])["stream"] for e in events}
     assert streams == {sid, done["session_id"]} and other not in streams
     seqs = [int(e["id"]) for e in events]
@@ -330,6 +332,47 @@ async def test_openapi_schema_is_served_and_lists_every_route(api: Api) -> None:
         for op in ops.values():
             assert op["summary"] and op["responses"] and op["operationId"]
             names = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
-            assert names == set(__import__("re").findall(r"{(\w+)}", path))
+            assert names == set(re.findall(r"{(\w+)}", path))
     ids = [op["operationId"] for ops in schema["paths"].values() for op in ops.values()]
     assert len(ids) == len(set(ids))
+
+
+async def test_openapi_schema_is_valid_and_agrees_with_the_server(api: Api) -> None:
+    schema = (await api.client.get("/openapi.json")).json()
+    validate_openapi(schema)  # a valid OpenAPI 3.1 document (client generators can read it)
+    append = schema["paths"]["/v1/sessions/{session_id}/messages"]["post"]
+    body_schema = append["requestBody"]["content"]["application/json"]["schema"]
+    error_schema = schema["components"]["schemas"]["Error"]
+    assert {"409", "413", "422", "404", "401"} <= set(append["responses"])
+    sid = await _session(api)
+    good = {"messages": [{"role": "user", "content": "hi"}], "expected_version": 2}
+    jsonschema.validate(good, body_schema)
+    await api.call("POST", f"/v1/sessions/{sid}/messages", json=good)
+    # what the schema rejects, the server rejects too, with an error the schema describes
+    for bad in ({"messages": "hi"}, {"messages": [], "extra": 1}, {"expected_version": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, body_schema)
+        err = await api.call("POST", f"/v1/sessions/{sid}/messages", 422, json=bad)
+        jsonschema.validate(err, error_schema)
+    conflict = await api.call("POST", f"/v1/sessions/{sid}/messages", 409, json=good)
+    jsonschema.validate(conflict, error_schema)
+
+
+async def test_an_oversized_body_is_413_and_appends_nothing(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.server import routing
+
+    sid = await _session(api)
+    before = api.last_seq()
+    monkeypatch.setattr(routing, "MAX_BODY_BYTES", 1000)
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for i in range(0, len(body), 256):
+            yield body[i : i + 256]
+
+    for content in (body, chunked()):
+        err = await api.call("POST", f"/v1/sessions/{sid}/messages", 413, content=content)
+        assert err["error"]["code"] == "body_too_large"
+    assert api.last_seq() == before

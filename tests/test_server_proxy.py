@@ -334,7 +334,10 @@ async def test_overflow_that_never_clears_returns_the_upstream_error_after_bound
         r.upstream.queue(*[Error(400, too_long)] * 10)
         with pytest.raises(openai.BadRequestError):
             await client.chat.completions.create(model="gpt-4.1", messages=_long_history())
-        assert 2 <= len(r.upstream.requests) <= 1 + r.service.config.max_compression_attempts
+        attempts = r.service.config.max_compression_attempts  # 3, as HERMES_SPEC §2
+        # the first call, then one compress-and-retry per attempt (each made progress), no more
+        assert len(r.upstream.requests) == 1 + attempts
+        assert len(_switches(r)) == attempts
 
 
 async def test_concurrent_requests_on_one_session_are_serialized(tmp_path: Path) -> None:

@@ -67,73 +67,82 @@ def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("server did not become healthy")
 
 
+@contextlib.contextmanager
+def _served(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``ctxledger serve --db tmp/served.db --port P ARGS`` (the --db of the serve command)."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    db = str(tmp_path / "served.db")
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--db", db, "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        _wait_healthy(base, proc)
+        yield base, proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _live_feed_follows_appends(http: httpx.Client) -> str:
+    """Open the global feed, then start a session and append: the events arrive live."""
+    with http.stream("GET", "/v1/events", params={"after": 0}) as feed:
+        lines = feed.iter_lines()
+        sid: str = http.post(
+            "/v1/sessions", json={"model": "gpt-4.1", "system_prompt": "Be brief."}
+        ).json()["session_id"]
+        http.post(
+            f"/v1/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "hello"}]},
+        )
+        kinds = []
+        for line in lines:
+            if line.startswith("event: "):
+                kinds.append(line[7:])
+            if "MessageAppended" in kinds:
+                break
+        assert kinds[0] == "SessionStarted"
+    return sid
+
+
+def _proxied_stream_over_tcp(base: str, fake: FakeUpstream) -> None:
+    client = openai.OpenAI(base_url=base + "/v1", api_key="sk-real-client", max_retries=0)
+    stream = client.chat.completions.create(
+        model="gpt-4.1",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hi over tcp"},
+        ],
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "answer 1" and chunks[-1].usage is not None
+    assert fake.requests[-1].headers["authorization"] == "Bearer sk-real-client"
+
+
 def test_serve_runs_under_uvicorn_state_api_events_and_proxy(
     tmp_path: Path, upstream: tuple[FakeUpstream, int]
 ) -> None:
     fake, upstream_port = upstream
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            *CLI,
-            "--db",
-            str(tmp_path / "served.db"),
-            "serve",
-            "--port",
-            str(port),
-            "--token-file",
-            str(token_file),
-            "--upstream",
-            f"http://127.0.0.1:{upstream_port}/v1",
-            "--log-level",
-            "warning",
-            "--graceful-timeout",
-            "20",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        _wait_healthy(base, proc)
-        auth = {"Authorization": f"Bearer {TOKEN}"}
+    args = ("--token-file", str(token_file), "--upstream", f"http://127.0.0.1:{upstream_port}/v1")
+    args += ("--log-level", "warning", "--graceful-timeout", "20")
+    with _served(tmp_path, *args) as (base, proc):
         assert httpx.post(base + "/v1/sessions", json={"model": "m"}).status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=base, headers=auth, timeout=10) as http:
-            with http.stream("GET", "/v1/events", params={"after": 0}) as feed:
-                lines = feed.iter_lines()
-                sid = http.post(
-                    "/v1/sessions", json={"model": "gpt-4.1", "system_prompt": "Be brief."}
-                ).json()["session_id"]
-                http.post(
-                    f"/v1/sessions/{sid}/messages",
-                    json={"messages": [{"role": "user", "content": "hello"}]},
-                )
-                kinds = []
-                for (
-                    line
-                ) in lines:  # the feed follows the log live: the events arrive as they are appended
-                    if line.startswith("event: "):
-                        kinds.append(line[7:])
-                    if "MessageAppended" in kinds:
-                        break
-                assert kinds[0] == "SessionStarted"
-            client = openai.OpenAI(base_url=base + "/v1", api_key="sk-real-client", max_retries=0)
-            stream = client.chat.completions.create(
-                model="gpt-4.1",
-                stream=True,
-                stream_options={"include_usage": True},
-                messages=[
-                    {"role": "system", "content": "Be brief."},
-                    {"role": "user", "content": "hi over tcp"},
-                ],
-            )
-            chunks = list(stream)
-            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-            assert text == "answer 1" and chunks[-1].usage is not None
-            assert fake.requests[-1].headers["authorization"] == "Bearer sk-real-client"
+            sid = _live_feed_follows_appends(http)
+            _proxied_stream_over_tcp(base, fake)
             rows = http.get("/v1/sessions").json()["sessions"]
             proxied = next(r for r in rows if r["session_id"].startswith("px-"))
             assert proxied["messages"] == 2  # the question and the recorded answer
@@ -141,17 +150,16 @@ def test_serve_runs_under_uvicorn_state_api_events_and_proxy(
             # would raise here), then the process exits (uvicorn re-raises the signal it handled)
             with http.stream("GET", f"/v1/sessions/{sid}/events") as feed:
                 lines = feed.iter_lines()
-                next(lines)
+                first_event = next(line for line in lines if line.startswith("event: "))
+                assert first_event == "event: SessionStarted"
                 proc.send_signal(signal.SIGTERM)
-                rest = list(lines)
-                assert any(line.startswith("event: SessionStarted") for line in rest)
+                rest = list(lines)  # ends without an error once the server stops
+                assert all(
+                    not line or line.startswith(("id:", "event:", "data:", ":")) for line in rest
+                )
             assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
         with httpx.Client(timeout=5) as check, pytest.raises(httpx.ConnectError):
             check.get(base + "/healthz")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     from ctxledger import Ledger
 
     with Ledger.open(tmp_path / "served.db") as ledger:
@@ -238,34 +246,13 @@ def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:
         assert len(ledger.transcript.session(sid).live) == 60
 
 
-@contextlib.contextmanager
-def _served(tmp_path: Path, *args: str) -> Iterator[str]:
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [*CLI, "--db", str(tmp_path / "served.db"), "serve", "--port", str(port), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        _wait_healthy(base, proc)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_cleanly(
     tmp_path: Path, upstream: tuple[FakeUpstream, int]
 ) -> None:
     fake, upstream_port = upstream
     fake.event_delay = 0.3  # a slow model: the client is gone long before the answer ends
     args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
-    with _served(tmp_path, *args) as base:
+    with _served(tmp_path, *args) as (base, _proc):
         msgs = [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "a long answer please"},
@@ -289,3 +276,43 @@ def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_clean
     assert [m["role"] for m in view] == ["system", "user", "assistant"]  # one question, one answer
     assert view[-1]["content"] == res.json()["choices"][0]["message"]["content"]
     assert usage["chain"]["agent_calls"] == 1  # only the completed turn's usage
+
+
+def test_shutdown_finishes_an_in_flight_turn_and_records_it(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    fake, upstream_port = upstream
+    fake.event_delay = 0.2  # the answer takes a while: SIGTERM arrives in the middle of it
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    with _served(tmp_path, *args) as (base, proc):
+        msgs = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "answer slowly"},
+        ]
+        body = {
+            "model": "gpt-4.1",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": msgs,
+        }
+        headers = {"X-Ctxledger-Session": "draining"}
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", base + "/v1/chat/completions", json=body, headers=headers) as resp,
+        ):
+            chunks = resp.iter_bytes()
+            received = next(chunks)
+            proc.send_signal(signal.SIGTERM)  # graceful: the turn in flight finishes
+            received += b"".join(chunks)
+        assert received.rstrip().endswith(b"data: [DONE]")
+        assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
+    from ctxledger import Ledger
+
+    with Ledger.open(tmp_path / "served.db") as ledger:
+        live = ledger.transcript.live_messages("draining")
+        assert [(m["role"], m["content"]) for m in live] == [
+            ("user", "answer slowly"),
+            ("assistant", "answer 1"),
+        ]
+        assert ledger.usage("draining").agent_calls == 1  # the usage chunk was recorded too
+        assert ledger.verify().ok

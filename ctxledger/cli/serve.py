@@ -26,6 +26,14 @@ def _require_server_extra() -> None:
 
 @cli.command()
 @click.option(
+    "--db",
+    "db_path",
+    metavar="PATH|URL",
+    default=None,
+    help="Ledger: a SQLite file or a postgresql:// URL (default: the global --db, "
+    "$CTXLEDGER_DB, else the user data dir's).",
+)
+@click.option(
     "--host",
     default="127.0.0.1",
     show_default=True,
@@ -111,6 +119,7 @@ def _require_server_extra() -> None:
 @handle_errors
 def serve(
     ctx: click.Context,
+    db_path: str | None,
     host: str,
     port: int,
     upstream: str | None,
@@ -140,7 +149,7 @@ def serve(
 
         load_config(config_path)  # a bad file fails here, not in every worker
     _export_settings(
-        db=str(state_of(ctx).db),
+        db=str(db_path or state_of(ctx).db),
         config=str(config_path or ""),
         token_file=str(token_file or ""),
         guard_proxy="1" if guard_proxy else "",

@@ -83,6 +83,8 @@ def _responses(e: Endpoint) -> dict[str, Any]:
         success: {"description": e.responses.get(201, "OK"), "content": content}
     }
     errors = {**_ERRORS, **{str(k): v for k, v in e.responses.items() if k >= 400}}
+    if e.body is not None:
+        errors["413"] = "body_too_large: the request body is over 64 MiB (nothing appended)"
     for status, text in errors.items():
         if status == "401" and e.auth == "none":
             continue

@@ -66,10 +66,14 @@ async def read_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
-    return body
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # a chunked body is refused as soon as it is too big
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def json_object(request: Request, fields: tuple[Param, ...] | None = None) -> dict[str, Any]:

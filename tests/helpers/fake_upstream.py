@@ -319,28 +319,7 @@ def _anthropic_events(seen: Seen, say: Say, prompt: int, output: int) -> list[by
         )
     out.append(_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
     if say.tool:
-        block = {
-            "type": "tool_use",
-            "id": f"toolu_{len(seen.messages)}",
-            "name": say.tool[0],
-            "input": {},
-        }
-        args = json.dumps(say.tool[1])
-        out.append(
-            _sse(
-                {"type": "content_block_start", "index": 1, "content_block": block},
-                "content_block_start",
-            )
-        )
-        for piece in (args[:4], args[4:]):
-            delta = {"type": "input_json_delta", "partial_json": piece}
-            out.append(
-                _sse(
-                    {"type": "content_block_delta", "index": 1, "delta": delta},
-                    "content_block_delta",
-                )
-            )
-        out.append(_sse({"type": "content_block_stop", "index": 1}, "content_block_stop"))
+        out += _anthropic_tool_events(seen, say.tool)
     stop = "tool_use" if say.tool else "end_turn"
     out.append(
         _sse(
@@ -353,6 +332,25 @@ def _anthropic_events(seen: Seen, say: Say, prompt: int, output: int) -> list[by
         )
     )
     out.append(_sse({"type": "message_stop"}, "message_stop"))
+    return out
+
+
+def _anthropic_tool_events(seen: Seen, tool: tuple[str, dict[str, Any]]) -> list[bytes]:
+    """A tool_use block (index 1) whose input arrives in two JSON pieces."""
+    block = {"type": "tool_use", "id": f"toolu_{len(seen.messages)}", "name": tool[0], "input": {}}
+    args = json.dumps(tool[1])
+    out = [
+        _sse(
+            {"type": "content_block_start", "index": 1, "content_block": block},
+            "content_block_start",
+        )
+    ]
+    for piece in (args[:4], args[4:]):
+        delta = {"type": "input_json_delta", "partial_json": piece}
+        out.append(
+            _sse({"type": "content_block_delta", "index": 1, "delta": delta}, "content_block_delta")
+        )
+    out.append(_sse({"type": "content_block_stop", "index": 1}, "content_block_stop"))
     return out
 
 

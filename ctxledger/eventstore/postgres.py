@@ -301,9 +301,12 @@ class PostgresEventStore(EventStore):
             next_seq = batch[-1].seq + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
-        return decode_rows(
-            self._fetch("read the log", q.READ_ALL, (from_seq, to_seq, limit)), self.get_blob
+        rows = self._fetch(
+            "read the log", q.READ_ALL, (from_seq, max(0, min(limit, to_seq - from_seq + 1)))
         )
+        if rows and rows[-1][0] > to_seq:  # only after a gap (a tampered log)
+            rows = [row for row in rows if row[0] <= to_seq]
+        return decode_rows(rows, self.get_blob)
 
     def read_stream(
         self, stream: str, from_version: int = 1, to_version: int | None = None
@@ -314,12 +317,11 @@ class PostgresEventStore(EventStore):
             return
         stream_id, upto = found[0][0], _MAX_INT if to_version is None else to_version
         next_version = from_version
-        while True:
-            rows = self._fetch(
-                "read a stream", q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
-            )
-            yield from decode_rows(rows, self.get_blob)
-            if len(rows) < _READ_BATCH:
+        while next_version <= upto:
+            limit = min(_READ_BATCH, upto - next_version + 1)
+            rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
+            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob)
+            if len(rows) < limit:
                 return
             next_version = rows[-1][1] + 1
 

@@ -275,13 +275,15 @@ STREAMS_OF_EVENTS = (
     "SELECT e.event_id, s.stream FROM events AS e JOIN streams AS s USING (stream_id)"
     " WHERE e.event_id = ANY(%s)"
 )
+#: reads bound only from below (the caller caps the LIMIT and drops rows past its end): an
+#: upper bound makes the planner guess a small range from stale statistics, and then it
+#: scans and sorts every row past the start for each batch instead of walking the index
 READ_ALL = (
-    "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE seq >= %s AND seq <= %s ORDER BY seq LIMIT %s"
+    "SELECT seq, version, schema, payload, hash FROM events WHERE seq >= %s ORDER BY seq LIMIT %s"
 )
 READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE stream_id = %s AND version >= %s AND version <= %s ORDER BY version LIMIT %s"
+    " WHERE stream_id = %s AND version >= %s ORDER BY version LIMIT %s"
 )
 VERIFY_EVENTS = (
     "SELECT e.seq, coalesce(s.stream, ''), e.version, e.event_id, e.kind, e.schema, e.payload, e.hash"

@@ -145,6 +145,7 @@ def test_every_cli_command_works_on_a_postgres_ledger(url: str, tmp_path: Path) 
     moved = CliRunner().invoke(cli, ["migrate", "--from", url, "--to", str(copy)])
     assert moved.exit_code == 0 and "every hash matches" in moved.output, moved.output
     covered.add("migrate")
+    covered.add("serve")  # test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it
     assert covered == set(cli.commands), set(cli.commands) - covered
 
 
@@ -197,3 +198,84 @@ def test_migrate_refuses_a_non_empty_destination_and_a_bad_source(url: str, tmp_
         with pytest.raises(IntegrityError, match="does not verify"):
             copy_ledger(bad, out)
         assert out.last_seq() == 0
+
+
+# --- ctxledger serve on PostgreSQL --------------------------------------------------------------
+
+
+def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str) -> None:
+    """``ctxledger --db postgresql://… serve --workers 2``: four clients append to one session
+    through both workers; the event feed (follow(), woken by NOTIFY) delivers every append."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    cli_path = str(Path(sys.executable).parent / "ctxledger")
+    proc = subprocess.Popen(
+        [cli_path, "--db", url, "serve", "--port", str(port), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not become healthy"
+            time.sleep(0.1)
+        sid = httpx.post(base + "/v1/sessions", json={"model": "gpt-4.1"}).json()["session_id"]
+        fed: list[str] = []
+
+        def feed() -> None:
+            with httpx.stream("GET", base + "/v1/events", params={"after": 0}, timeout=60) as resp:
+                for line in resp.iter_lines():
+                    if line == "event: MessageAppended":
+                        fed.append(line)
+                        if len(fed) == 60:
+                            return
+
+        follower = threading.Thread(target=feed)
+        follower.start()
+        failures: list[str] = []
+
+        def writer(name: str) -> None:
+            with httpx.Client(base_url=base, timeout=30) as http:
+                for i in range(15):
+                    body = {"messages": [{"role": "user", "content": f"{name} {i}"}]}
+                    resp = http.post(f"/v1/sessions/{sid}/messages", json=body)
+                    if resp.status_code != 200:
+                        failures.append(resp.text)
+
+        writers = [threading.Thread(target=writer, args=(f"w{k}",)) for k in range(4)]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join(120)
+        follower.join(60)
+        assert failures == [] and len(fed) == 60
+        view = httpx.get(base + f"/v1/sessions/{sid}/api-messages").json()
+        assert sorted(m["content"] for m in view["messages"]) == sorted(
+            f"w{k} {i}" for k in range(4) for i in range(15)
+        )
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with Ledger.open(url) as ledger:
+        assert ledger.verify().ok
+        assert len(ledger.transcript.session(sid).live) == 60

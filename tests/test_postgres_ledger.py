@@ -6,10 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import anyio
 import click
+import httpx
 import pytest
 from click.testing import CliRunner
 from helpers.pg_server import PgServer
@@ -149,6 +156,12 @@ def test_every_cli_command_works_on_a_postgres_ledger(url: str, tmp_path: Path) 
     assert covered == set(cli.commands), set(cli.commands) - covered
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 # --- migrate ---------------------------------------------------------------------------------
 
 
@@ -206,18 +219,7 @@ def test_migrate_refuses_a_non_empty_destination_and_a_bad_source(url: str, tmp_
 def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str) -> None:
     """``ctxledger --db postgresql://… serve --workers 2``: four clients append to one session
     through both workers; the event feed (follow(), woken by NOTIFY) delivers every append."""
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import threading
-    import time
-
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     base = f"http://127.0.0.1:{port}"
     cli_path = str(Path(sys.executable).parent / "ctxledger")
     proc = subprocess.Popen(
@@ -242,9 +244,9 @@ def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str)
         def feed() -> None:
             with httpx.stream("GET", base + "/v1/events", params={"after": 0}, timeout=60) as resp:
                 for line in resp.iter_lines():
-                    if line == "event: MessageAppended":
-                        fed.append(line)
-                        if len(fed) == 60:
+                    if line.startswith("event: "):
+                        fed.append(line[7:])
+                        if fed.count("MessageAppended") == 60:
                             return
 
         follower = threading.Thread(target=feed)
@@ -265,7 +267,8 @@ def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str)
         for t in writers:
             t.join(120)
         follower.join(60)
-        assert failures == [] and len(fed) == 60
+        assert failures == [] and fed.count("MessageAppended") == 60
+        assert fed[0] == "SessionStarted"
         view = httpx.get(base + f"/v1/sessions/{sid}/api-messages").json()
         assert sorted(m["content"] for m in view["messages"]) == sorted(
             f"w{k} {i}" for k in range(4) for i in range(15)

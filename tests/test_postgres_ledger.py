@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_every_cli_command_works_on_a_postgres_ledger(url: str, tmp_path: Path) 
     moved = CliRunner().invoke(cli, ["migrate", "--from", url, "--to", str(copy)])
     assert moved.exit_code == 0 and "every hash matches" in moved.output, moved.output
     covered.add("migrate")
-    covered.add("serve")  # a long-running process: test_serve_on_a_postgres_ledger below
+    covered.add("serve")  # test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it
     assert covered == set(cli.commands), set(cli.commands) - covered
 
 
@@ -159,48 +160,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def test_serve_on_a_postgres_ledger(url: str) -> None:
-    """``ctxledger --db postgresql://… serve`` under uvicorn: what the state API writes is
-    in the PostgreSQL ledger, and the event feed reads it back."""
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    exe = str(Path(sys.executable).parent / "ctxledger")
-    args = [exe, "--db", url, "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()[1].decode()
-            assert time.monotonic() < deadline, "the server did not become healthy"
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        with httpx.Client(base_url=base, timeout=10) as http:
-            made = http.post("/v1/sessions", json={"model": "m", "system_prompt": "Be brief."})
-            sid = made.json()["session_id"]
-            appended = http.post(
-                f"/v1/sessions/{sid}/messages",
-                json={"messages": [{"role": "user", "content": "hello from a worker"}]},
-            )
-            assert appended.status_code == 200, appended.text
-            with http.stream("GET", "/v1/events", params={"after": 0}) as feed:
-                kinds = []
-                for line in feed.iter_lines():
-                    if line.startswith("event: "):
-                        kinds.append(line[7:])
-                    if "MessageAppended" in kinds:
-                        break
-        assert kinds[0] == "SessionStarted"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
-    with Ledger.open(url) as ledger:
-        view = ledger.transcript.api_messages(sid)
-    assert view[-1] == {"role": "user", "content": "hello from a worker"}
 
 
 # --- migrate ---------------------------------------------------------------------------------
@@ -252,3 +211,97 @@ def test_migrate_refuses_a_non_empty_destination_and_a_bad_source(url: str, tmp_
         with pytest.raises(IntegrityError, match="does not verify"):
             copy_ledger(bad, out)
         assert out.last_seq() == 0
+
+
+# --- ctxledger serve on PostgreSQL --------------------------------------------------------------
+
+
+def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str) -> None:
+    """``ctxledger --db postgresql://… serve --workers 2``: four clients append to one session
+    through both workers; the event feed (follow(), woken by NOTIFY) delivers every append."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    cli_path = str(Path(sys.executable).parent / "ctxledger")
+    proc = subprocess.Popen(
+        [cli_path, "--db", url, "serve", "--port", str(port), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not become healthy"
+            time.sleep(0.1)
+        sid = httpx.post(base + "/v1/sessions", json={"model": "gpt-4.1"}).json()["session_id"]
+        fed: list[str] = []
+
+        def feed() -> None:
+            with httpx.stream("GET", base + "/v1/events", params={"after": 0}, timeout=60) as resp:
+                for line in resp.iter_lines():
+                    if line.startswith("event: "):
+                        fed.append(line[7:])
+                        if fed.count("MessageAppended") == 60:
+                            return
+
+        follower = threading.Thread(target=feed)
+        follower.start()
+        failures: list[str] = []
+
+        def writer(name: str) -> None:
+            with httpx.Client(base_url=base, timeout=30) as http:
+                for i in range(15):
+                    body = {"messages": [{"role": "user", "content": f"{name} {i}"}]}
+                    resp = http.post(f"/v1/sessions/{sid}/messages", json=body)
+                    if resp.status_code != 200:
+                        failures.append(resp.text)
+
+        writers = [threading.Thread(target=writer, args=(f"w{k}",)) for k in range(4)]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join(120)
+        follower.join(60)
+        assert failures == [] and fed.count("MessageAppended") == 60
+        assert fed[0] == "SessionStarted"
+        view = httpx.get(base + f"/v1/sessions/{sid}/api-messages").json()
+        assert sorted(m["content"] for m in view["messages"]) == sorted(
+            f"w{k} {i}" for k in range(4) for i in range(15)
+        )
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with Ledger.open(url) as ledger:
+        assert ledger.verify().ok
+        assert len(ledger.transcript.session(sid).live) == 60
+
+
+def test_the_framework_adapters_take_a_url_and_never_make_a_directory_of_it(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.integrations.common import ledger_target
+    from ctxledger.integrations.openai_agents import CtxLedgerSession
+
+    monkeypatch.chdir(tmp_path)
+    assert ledger_target(url) == url and list(tmp_path.iterdir()) == []
+    assert ledger_target(tmp_path / "a" / "l.db") == tmp_path / "a" / "l.db"
+    assert (tmp_path / "a").is_dir()  # a file's directory is made, as before
+    session = CtxLedgerSession.open("user-42", url, model="m", context_length=16_000)
+
+    async def main() -> list[object]:
+        await session.add_items([{"role": "user", "content": "hello from an agent"}])
+        return await session.get_items()
+
+    items = anyio.run(main)
+    session.service.ledger.close()
+    assert [i["content"] for i in items] == ["hello from an agent"]  # type: ignore[index]
+    with Ledger.open(url) as ledger:
+        assert [s.session_id for s in ledger.sessions()] == ["user-42"]

@@ -94,14 +94,14 @@ def _require_server_extra() -> None:
     type=click.Choice(["full", "normal"]),
     default="full",
     show_default=True,
-    help="SQLite sync: full survives power loss; normal (WAL) may lose the last commits on power loss, never corrupts.",
+    help="full survives power loss; normal (SQLite WAL sync, PostgreSQL synchronous_commit=off) may lose the last commits on a crash, never corrupts.",
 )
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Worker processes sharing the ledger file.",
+    help="Worker processes sharing the ledger (a file, or a postgresql:// URL for many hosts).",
 )
 @click.option(
     "--graceful-timeout",

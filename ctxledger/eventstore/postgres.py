@@ -11,9 +11,9 @@ tail read after the lock is granted is the true tail. The lock is held until the
 commit, so commit order is seq order: ``seq`` is gapless, each event's hash chains
 to the event before it exactly as in SQLite, and a reader tailing by seq can never
 see seq n+1 before seq n. ``UNIQUE (event_id)`` and ``UNIQUE (stream_id, version)``
-back the checks up. An append is two round trips (statements bound client-side,
-several per message): BEGIN, lock, tail and stream versions; then the rows (literals
-for a few, binary COPY for a batch), ``pg_notify`` and COMMIT.
+back the checks up. A small append is one round trip, a call of the server-side
+function ``ctxledger_append`` (the lock is never held across the network); the
+others are two or three (:mod:`ctxledger.eventstore.postgres_append`).
 
 Connections come from a ``psycopg_pool`` pool (autocommit; one per thread at a
 time). A connection found broken (the server restarted) is dropped and the
@@ -28,7 +28,6 @@ skipped or repeated.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -43,9 +42,7 @@ import psycopg_pool
 from psycopg import sql
 
 from ctxledger.errors import (
-    ConcurrencyError,
     CtxLedgerError,
-    DuplicateEventError,
     IntegrityError,
     InvalidConfig,
     InvalidInput,
@@ -56,17 +53,16 @@ from ctxledger.errors import (
 from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import (
-    GENESIS_HASH,
     AppendRequest,
     ChainVerifier,
     Durability,
     EventStore,
     PreparedBatch,
     VerifyReport,
-    chain_header,
     decode_rows,
     prepare_append,
 )
+from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
@@ -80,36 +76,6 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
 _IDLE_REREAD = 1.0
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
-_IDLE = psycopg.pq.TransactionStatus.IDLE
-#: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN);
-#: the statements a connection prepared (``_prepare``): planned once per connection
-_HEAD = (
-    "SELECT pg_advisory_xact_lock(%s);"
-    "EXECUTE ctxledger_tail;"
-    "EXECUTE ctxledger_streams(%s);"
-    "EXECUTE ctxledger_next_stream"
-)
-_PREPARED = {
-    "ctxledger_tail": q.TAIL,
-    "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
-    "ctxledger_next_stream": q.NEXT_STREAM_ID,
-    "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
-        q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
-    ),
-}
-_INSERT_ROW = "EXECUTE ctxledger_insert(%s, %s, %s, %s, %s, %s, %s, %s)"
-#: appends of up to this many events send their rows as literals, with the COMMIT
-_INLINE_ROWS = 16
-_COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
-
-
-def _results(cur: psycopg.ClientCursor[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
-    """The rows of every statement of a multi-statement execute, in order."""
-    out: list[list[tuple[Any, ...]]] = []
-    while True:
-        out.append(cur.fetchall() if cur.description is not None else [])
-        if not cur.nextset():
-            return out
 
 
 class ConnectionLost(StoreError):
@@ -168,8 +134,8 @@ class PostgresEventStore(EventStore):
         self._blob_threshold = blob_threshold
         self._index_dir = index_dir
         self._closed = False
-        self._append_key = q.lock_key(self.schema, "append")
-        self._channel = q.notify_channel(self.schema)
+        self._appender = Appender(q.lock_key(self.schema, "append"), q.notify_channel(self.schema))
+        self._channel = self._appender.channel
         self._conninfo = conninfo
         commit = "on" if durability == "full" else "off"
         self._kwargs: dict[str, Any] = {
@@ -188,7 +154,7 @@ class PostgresEventStore(EventStore):
             timeout=connect_timeout,
             open=True,
             name=f"ctxledger-{self.schema}",
-            configure=_prepare,
+            configure=prepare,
         )
 
     def _migrate(self) -> str:
@@ -284,148 +250,18 @@ class PostgresEventStore(EventStore):
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
         try:
-            return self._transaction(conn, batches, new_blobs, check_ids=False)
+            if new_blobs or sum(len(b.rows) for b in batches) > CALL_ROWS:
+                return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
+            return self._appender.call(conn, batches)
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id_key":
                 raise
-        # an id is already stored: look before writing, to tell a re-send from a clash
-        return self._transaction(conn, batches, new_blobs, check_ids=True)
-
-    def _transaction(
-        self,
-        conn: Conn,
-        batches: list[PreparedBatch],
-        new_blobs: dict[str, bytes],
-        *,
-        check_ids: bool,
-    ) -> dict[str, int]:
-        """One append transaction in two round trips (three with blobs, four for big batches).
-
-        Statements are bound client-side and sent several per message (simple query
-        protocol); the connection is in autocommit mode, so BEGIN/COMMIT are explicit
-        and any failure rolls back before the connection goes back to the pool.
-        """
-        names = [batch.stream for batch in batches]
-        cur = psycopg.ClientCursor(conn)
-        try:
-            if new_blobs:
-                cur.execute("BEGIN")
-                self._store_blobs(conn, new_blobs)  # before the lock: big bytes, no ordering
-            # the lock first; then statements of their own, whose snapshots see every commit
-            cur.execute(_HEAD if new_blobs else "BEGIN;" + _HEAD, (self._append_key, names))
-            _, tail, found_rows, next_id_rows = _results(cur)[-4:]
-            found = {str(s): (int(i), int(v)) for s, i, v in found_rows}
-            current: list[tuple[int | None, int]] = [found.get(n, (None, 0)) for n in names]
-            stale = next(
-                (
-                    (batch, version)
-                    for batch, (_, version) in zip(batches, current, strict=True)
-                    if batch.rows and batch.expected_version not in (None, version)
-                ),
-                None,
-            )
-            if stale is not None or check_ids:
-                if self._already_stored(conn, batches):
-                    conn.execute("ROLLBACK")  # a re-send: nothing to write
-                    return {n: version for n, (_, version) in zip(names, current, strict=True)}
-                if stale is not None:
-                    raise ConcurrencyError(
-                        stale[0].stream, stale[0].expected_version or 0, stale[1]
-                    )
-            seq, prev = (int(tail[0][0]), str(tail[0][1])) if tail else (0, GENESIS_HASH)
-            return self._write(cur, batches, current, seq, prev, int(next_id_rows[0][0]))
-        except BaseException:
-            if not conn.closed and conn.info.transaction_status != _IDLE:
-                with contextlib.suppress(psycopg.Error):  # keep the original error
-                    conn.execute("ROLLBACK")
-            raise
-
-    def _write(
-        self,
-        cur: psycopg.ClientCursor[tuple[Any, ...]],
-        batches: list[PreparedBatch],
-        current: list[tuple[int | None, int]],
-        seq: int,
-        prev: str,
-        next_id: int,
-    ) -> dict[str, int]:
-        """Hash the rows after the tail (seq, prev), insert them, notify and COMMIT."""
-        rows: list[tuple[Any, ...]] = []
-        new_streams: list[tuple[int, str, int]] = []
-        out: dict[str, int] = {}
-        sha256, header, add = hashlib.sha256, chain_header, rows.append
-        for batch, (stream_id, version) in zip(batches, current, strict=True):
-            stream = batch.stream
-            out[stream] = version + len(batch.rows)
-            if batch.rows and stream_id is None:
-                next_id += 1
-                stream_id = next_id
-                new_streams.append((stream_id, stream, seq + 1))
-            for event_id, kind, schema, payload in batch.rows:
-                seq += 1
-                version += 1
-                prev = sha256(
-                    header((prev, seq, stream, version, event_id, kind, schema)) + payload
-                ).hexdigest()
-                add((seq, event_id, stream_id, version, kind, schema, payload, prev))
-        statements: list[str] = []
-        params: list[Any] = []
-        if new_streams:
-            statements.append(q.NEW_STREAMS + ", ".join(["(%s, %s, %s)"] * len(new_streams)))
-            params += [value for row in new_streams for value in row]
-        if not rows:
-            pass  # only blobs: they are in already
-        elif len(rows) <= _INLINE_ROWS:
-            statements += [_INSERT_ROW] * len(rows)
-            params += [value for row in rows for value in row]
-        else:  # COPY (binary): bytes travel as bytes, no literal to build or parse
-            if statements:
-                cur.execute(";".join(statements), params)
-                statements, params = [], []
-            with cur.connection.cursor().copy(q.COPY_EVENTS) as copy:
-                copy.set_types(_COPY_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-        statements += ["SELECT pg_notify(%s, %s)", "COMMIT"]
-        cur.execute(";".join(statements), [*params, self._channel, str(seq)])
-        return out
-
-    def _store_blobs(self, conn: Conn, new_blobs: dict[str, bytes]) -> None:
-        """INSERT the blobs not stored yet (ON CONFLICT DO NOTHING: a racing writer's copy wins)."""
-        known = {str(r[0]) for r in conn.execute(q.KNOWN_BLOBS, (list(new_blobs),)).fetchall()}
-        missing = [(ref, len(data), data) for ref, data in new_blobs.items() if ref not in known]
-        if missing:
-            conn.cursor().executemany(q.INSERT_BLOB, missing)
-
-    def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
-        """True when every event id is already in its stream (a re-send); False when none is.
-
-        Raises DuplicateEventError when only some are, or one lives in another stream.
-        """
-        wanted = [row[0] for batch in batches for row in batch.rows]
-        stored = {
-            str(e): str(s) for e, s in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
-        }
-        found: str | None = None
-        missing: str | None = None
-        for batch in batches:
-            for event_id, *_ in batch.rows:
-                where = stored.get(event_id)
-                if where is None:
-                    missing = missing or event_id
-                elif where != batch.stream:
-                    raise DuplicateEventError(
-                        f"event id {event_id!r} is already stored in stream {where!r}, not "
-                        f"{batch.stream!r}; give every new event a fresh id"
-                    )
-                else:
-                    found = found or event_id
-        if found is not None and missing is not None:
-            raise DuplicateEventError(
-                f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
-                "re-send exactly the batch that was written, or give new events fresh ids"
-            )
-        return found is not None
+        except psycopg.DatabaseError as exc:
+            if exc.sqlstate != q.STALE_VERSION:
+                raise
+        # an id is already stored or a version is stale: look before writing, to tell a
+        # re-send from a clash (or a conflict), under the lock
+        return self._appender.transaction(conn, batches, new_blobs, check_ids=True)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -465,9 +301,12 @@ class PostgresEventStore(EventStore):
             next_seq = batch[-1].seq + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
-        return decode_rows(
-            self._fetch("read the log", q.READ_ALL, (from_seq, to_seq, limit)), self.get_blob
+        rows = self._fetch(
+            "read the log", q.READ_ALL, (from_seq, max(0, min(limit, to_seq - from_seq + 1)))
         )
+        if rows and rows[-1][0] > to_seq:  # only after a gap (a tampered log)
+            rows = [row for row in rows if row[0] <= to_seq]
+        return decode_rows(rows, self.get_blob)
 
     def read_stream(
         self, stream: str, from_version: int = 1, to_version: int | None = None
@@ -478,12 +317,11 @@ class PostgresEventStore(EventStore):
             return
         stream_id, upto = found[0][0], _MAX_INT if to_version is None else to_version
         next_version = from_version
-        while True:
-            rows = self._fetch(
-                "read a stream", q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
-            )
-            yield from decode_rows(rows, self.get_blob)
-            if len(rows) < _READ_BATCH:
+        while next_version <= upto:
+            limit = min(_READ_BATCH, upto - next_version + 1)
+            rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
+            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob)
+            if len(rows) < limit:
                 return
             next_version = rows[-1][1] + 1
 
@@ -599,13 +437,6 @@ class PostgresEventStore(EventStore):
         if not self._closed:
             self._closed = True
             self._pool.close()
-
-
-def _prepare(conn: Conn) -> None:
-    """Prepare the append's statements on a new pool connection (SQL-level PREPARE, so
-    they can be EXECUTEd inside the multi-statement messages of an append)."""
-    for name, statement in _PREPARED.items():
-        conn.execute(f"PREPARE {name} AS {statement}")
 
 
 def _check_blobs(conn: Conn) -> dict[str, str | None]:

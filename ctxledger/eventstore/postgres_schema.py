@@ -150,7 +150,106 @@ def _create_event_log(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
 
 
+@PG_MIGRATIONS("0002_append_function")
+def _create_append_function(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """``ctxledger_append``: a whole small append in one statement, so one round trip.
+
+    The append lock is then held only while the server runs the function and
+    commits, never across a client round trip (a descheduled writer no longer stalls
+    every other). Same steps as the client-side path: lock, tail, every expected
+    version checked before any write (SQLSTATE ``CL409`` with the stream, expected
+    and actual versions as a JSON detail), new streams, the rows hashed into the
+    chain, ``pg_notify``. The client sends each event's header pieces already
+    JSON-encoded as UTF-8 bytes (``"stream"`` and ``"event_id","kind",schema``), so
+    the header hashed here is byte-for-byte ``base.chain_header``: SQL never escapes
+    a string. Each statement of a VOLATILE PL/pgSQL function takes a new snapshot,
+    so the tail read after the lock is the true tail. ``search_path`` is pinned to
+    the ledger's schema.
+    """
+    conn.execute(
+        """
+        CREATE FUNCTION ctxledger_append(
+            p_lock bigint, p_channel text, p_streams text[], p_expected bigint[],
+            p_counts integer[], p_stream_json bytea[], p_event_ids text[], p_kinds text[],
+            p_schemas integer[], p_payloads bytea[], p_idents bytea[]
+        ) RETURNS bigint[]
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+        AS $fn$
+        DECLARE
+            v_seq bigint := 0;
+            v_prev text := repeat('0', 64);
+            v_next_id bigint;
+            v_ids bigint[] := '{}';
+            v_versions bigint[] := '{}';
+            v_sid bigint;
+            v_ver bigint;
+            k integer := 0;
+        BEGIN
+            PERFORM pg_advisory_xact_lock(p_lock);
+            SELECT seq, hash INTO v_seq, v_prev FROM events ORDER BY seq DESC LIMIT 1;
+            IF NOT FOUND THEN
+                v_seq := 0;
+                v_prev := repeat('0', 64);
+            END IF;
+            FOR i IN 1 .. cardinality(p_streams) LOOP
+                SELECT s.stream_id, (SELECT coalesce(max(e.version), 0) FROM events AS e
+                                     WHERE e.stream_id = s.stream_id)
+                  INTO v_sid, v_ver FROM streams AS s WHERE s.stream = p_streams[i];
+                IF NOT FOUND THEN
+                    v_sid := NULL;
+                    v_ver := 0;
+                END IF;
+                IF p_counts[i] > 0 AND p_expected[i] IS NOT NULL AND p_expected[i] <> v_ver THEN
+                    RAISE EXCEPTION 'stream % is at version %, not %', p_streams[i], v_ver,
+                        p_expected[i]
+                        USING ERRCODE = 'CL409',
+                              DETAIL = json_build_array(p_streams[i], p_expected[i], v_ver)::text;
+                END IF;
+                v_ids := v_ids || v_sid;
+                v_versions := v_versions || v_ver;
+            END LOOP;
+            SELECT coalesce(max(stream_id), 0) INTO v_next_id FROM streams;
+            FOR i IN 1 .. cardinality(p_streams) LOOP
+                IF p_counts[i] > 0 AND v_ids[i] IS NULL THEN
+                    v_next_id := v_next_id + 1;
+                    v_ids[i] := v_next_id;
+                    INSERT INTO streams (stream_id, stream, created_seq)
+                        VALUES (v_next_id, p_streams[i], v_seq + 1);
+                END IF;
+                FOR j IN 1 .. p_counts[i] LOOP
+                    k := k + 1;
+                    v_seq := v_seq + 1;
+                    v_versions[i] := v_versions[i] + 1;
+                    v_prev := encode(sha256(
+                        convert_to('["' || v_prev || '",' || v_seq || ',', 'UTF8')
+                        || p_stream_json[i]
+                        || convert_to(',' || v_versions[i] || ',', 'UTF8')
+                        || p_idents[k] || '\\x5d'::bytea
+                        || p_payloads[k]), 'hex');
+                    INSERT INTO events (seq, event_id, stream_id, version, kind, schema,
+                                        payload, hash)
+                        VALUES (v_seq, p_event_ids[k], v_ids[i], v_versions[i], p_kinds[k],
+                                p_schemas[k], p_payloads[k], v_prev);
+                END LOOP;
+            END LOOP;
+            PERFORM pg_notify(p_channel, v_seq::text);
+            RETURN v_versions;
+        END
+        $fn$
+        """
+    )
+
+
 # --- SQL, built once ------------------------------------------------------------------------
+
+#: a small append in one statement (autocommit: its own transaction, one round trip)
+CALL_APPEND = (
+    "SELECT ctxledger_append(%s, %s, %s::text[], %s::bigint[], %s::integer[], %s::bytea[],"
+    " %s::text[], %s::text[], %s::integer[], %s::bytea[], %s::bytea[])"
+)
+#: the SQLSTATE ``ctxledger_append`` raises when an expected version is stale
+STALE_VERSION = "CL409"
 
 TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
 LAST_SEQ = "SELECT max(seq) FROM events"
@@ -176,13 +275,15 @@ STREAMS_OF_EVENTS = (
     "SELECT e.event_id, s.stream FROM events AS e JOIN streams AS s USING (stream_id)"
     " WHERE e.event_id = ANY(%s)"
 )
+#: reads bound only from below (the caller caps the LIMIT and drops rows past its end): an
+#: upper bound makes the planner guess a small range from stale statistics, and then it
+#: scans and sorts every row past the start for each batch instead of walking the index
 READ_ALL = (
-    "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE seq >= %s AND seq <= %s ORDER BY seq LIMIT %s"
+    "SELECT seq, version, schema, payload, hash FROM events WHERE seq >= %s ORDER BY seq LIMIT %s"
 )
 READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE stream_id = %s AND version >= %s AND version <= %s ORDER BY version LIMIT %s"
+    " WHERE stream_id = %s AND version >= %s ORDER BY version LIMIT %s"
 )
 VERIFY_EVENTS = (
     "SELECT e.seq, coalesce(s.stream, ''), e.version, e.event_id, e.kind, e.schema, e.payload, e.hash"

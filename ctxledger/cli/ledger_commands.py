@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 import msgspec
-from rich.progress import Progress
 from rich.table import Table
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
@@ -19,8 +18,10 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_option,
+    quiet_option,
     state_of,
 )
+from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.ledger.importing import import_sessions
@@ -291,6 +292,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
 )
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def replay(
@@ -315,22 +317,17 @@ def replay(
             )
         from ctxledger.cli.analysis import run_whatif
 
-        run_whatif(ledger, sid, config_path, summarizer_kind, out_path, as_json)
+        run_whatif(ctx, ledger, sid, config_path, summarizer_kind, out_path, as_json)
         return
-    if as_json:
-        report = rebuild_check(ledger, sid)
-    else:
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("folding events", total=ledger.store.last_seq())
-            report = rebuild_check(
-                ledger, sid, progress=lambda n, total: bar.update(task, completed=n, total=total)
-            )
+    with progress_bar(ctx, "folding events", ledger.store.last_seq()) as advance:
+        report = rebuild_check(ledger, sid, progress=advance)
     out: dict[str, object] = {"rebuild": msgspec.to_builtins(report)}
     drifted = False
     if verify_plans:
         from ctxledger.analysis.replay import verify_compactions
 
-        checks = verify_compactions(ledger, sid)
+        with spinner(ctx, f"re-planning the recorded compactions of {sid}"):
+            checks = verify_compactions(ledger, sid)
         drifted = checks.drifted
         out["compactions"] = msgspec.to_builtins(checks.compactions)
     if as_json:

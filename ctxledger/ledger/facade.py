@@ -15,6 +15,7 @@ from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
     CompressionChecked,
@@ -102,7 +103,15 @@ class Ledger:
         config: CompressionConfig | None = None,
         durability: Durability = "full",
     ) -> Ledger:
-        """Open (creating if needed) a SQLite ledger file and fold it."""
+        """Open (creating if needed) a SQLite ledger file and fold it.
+
+        Without `config`, the settings are resolved as everywhere else: defaults < the
+        config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
+        directory) < ``CTXLEDGER_<KEY>`` variables (``compressor.settings.resolve_config``).
+        A `config` given here is an argument: it wins as a whole.
+        """
+        if config is None:
+            config = resolve_config().config
         # the store creates missing parent folders itself, private (0700)
         target = Path(path) if path is not None else default_db_path()
         store = SQLiteEventStore(target, durability=durability)

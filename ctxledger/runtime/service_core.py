@@ -101,6 +101,8 @@ class ServiceCore:
         """Open a SQLite ledger file (created on first use) with the service on top.
 
         ``clock``, ``ids`` and ``durability`` go to the ledger; the rest to the service.
+        Without ``config=``, the settings are resolved as by the CLI and
+        :meth:`Ledger.open`: defaults < config file < ``CTXLEDGER_<KEY>`` variables.
         """
         ledger_kwargs = {k: kwargs.pop(k) for k in ("clock", "ids", "durability") if k in kwargs}
         return cls(Ledger.open(path, config=kwargs.get("config"), **ledger_kwargs), **kwargs)

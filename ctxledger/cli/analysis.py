@@ -243,7 +243,8 @@ def _whatif_diff(
     from ctxledger.cli.compress import make_summarizer
 
     hist = history(ledger, a)  # read once: the recorded config and the replayed steps
-    config = state_of(ctx).config(config_path) if config_path is not None else hist.config
+    # the file overrides the recorded settings (keys it does not set keep their values)
+    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
     with replay_history(hist, config=config, summarizer=summarizer) as (scratch, result):
         # only the two views are compared: no what-if report (two chain audits) is built
@@ -359,24 +360,26 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
         f" + {result.appended_after} appended since → {result.new_session_id} "
         f"({result.tokens_before:,} → {result.tokens_after:,} tokens)"
     )
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @cli.command("pin")
 @click.argument("session", type=REF)
-@click.argument("message_id", type=REF)
+@click.argument("message", type=REF)
 @click.option("--unpin", is_flag=True, help="Remove the pin.")
 @json_option
 @click.pass_context
 @handle_errors
-def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_json: bool) -> None:
-    """Pin MESSAGE_ID in SESSION's live view: compactions never prune or summarize it."""
+def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json: bool) -> None:
+    """Pin MESSAGE in SESSION's live view: compactions never prune or summarize it.
+
+    MESSAGE is a message id, the short id `show` prints, or the index `show` prints.
+    """
     ledger = state_of(ctx).ledger()
     sid = ledger.tip(ledger.resolve(session))
     view = ledger.transcript.session(sid)
-    if not message_id:
-        raise InvalidInput(
-            "a message id is required (`ctxledger show SESSION --json` lists the live view)"
-        )
+    message_id = ledger.resolve_message(sid, message)
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
     ledger.pin(sid, message_id, not unpin)
@@ -440,7 +443,8 @@ def run_whatif(
     from ctxledger.cli.compress import make_summarizer
 
     hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
-    config = state_of(ctx).config(config_path) if config_path is not None else hist.config
+    # the file overrides the recorded settings (keys it does not set keep their values)
+    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
     with (
         spinner(ctx, f"replaying the history of {session_id} (what-if)"),

@@ -35,23 +35,31 @@ class State:
         self._settings: ResolvedConfig | None = None
 
     def settings(
-        self, path: Path | None = None, overrides: dict[str, Any] | None = None
+        self,
+        path: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        base: CompressionConfig | None = None,
     ) -> ResolvedConfig:
         """The one precedence: CLI defaults < config file < CTXLEDGER_<KEY> < flags.
 
-        `path` is a ``--config FILE`` (else the file is found); `overrides` are flags.
+        `path` is a ``--config FILE`` (else the file is found); `overrides` are flags;
+        `base` replaces the defaults (a what-if starts from the recorded settings).
         """
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-        if path is None and not overrides:
+        defaults = base.to_snapshot() if base is not None else CLI_DEFAULTS
+        if path is None and not overrides and base is None:
             if self._settings is None:
-                self._settings = resolve_config(defaults=CLI_DEFAULTS)
+                self._settings = resolve_config(defaults=defaults)
             return self._settings
-        return resolve_config(path, defaults=CLI_DEFAULTS, overrides=overrides)
+        return resolve_config(path, defaults=defaults, overrides=overrides)
 
     def config(
-        self, path: Path | None = None, overrides: dict[str, Any] | None = None
+        self,
+        path: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        base: CompressionConfig | None = None,
     ) -> CompressionConfig:
-        return self.settings(path, overrides).config
+        return self.settings(path, overrides, base).config
 
     def ledger(self) -> Ledger:
         if self._ledger is None:

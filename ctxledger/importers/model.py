@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.messages import CallIdRepair
+
 
 class ImportedUsage(msgspec.Struct, frozen=True, kw_only=True):
     """A provider usage block reported after message ``after_index`` (0-based).
@@ -46,4 +48,6 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     title: str | None = None
     usages: list[ImportedUsage] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
+    #: re-used tool-call ids the importer repaired (recorded as an event on import)
+    repairs: list[CallIdRepair] = msgspec.field(default_factory=list)
     extras: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -8,6 +8,7 @@ layers over this class.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
+    CallIdRepairEntry,
     CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
@@ -31,6 +33,7 @@ from ctxledger.events import (
     SessionReason,
     SessionStarted,
     SystemPromptSet,
+    ToolCallIdsRepaired,
     ToolOutputPersisted,
     ToolsDeclared,
     UsageReported,
@@ -42,7 +45,14 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
+from ctxledger.messages import (
+    JSON,
+    CallIdRepair,
+    CallLedger,
+    repair_call_ids,
+    tool_call_ids,
+    validate_messages,
+)
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -63,6 +73,8 @@ DECISION_EVENTS = (
     PressureWarning,
 )
 
+
+_log = logging.getLogger("ctxledger")
 
 #: the shortest suffix ``show`` prints as a message's short id
 SHORT_ID_CHARS = 8
@@ -316,14 +328,61 @@ class Ledger:
         if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
             n, ledger = 0, CallLedger()
         stored = self.transcript.stored
+        renames = self.transcript.state.call_renames  # repaired re-used ids: new -> original
         for mid in live[n:]:
             msg = stored(mid).message
             if msg.get("role") == "assistant":
-                ledger.issued.update(tool_call_ids(msg))
+                for call_id in tool_call_ids(msg):
+                    ledger.issued.add(call_id)
+                    if call_id in renames:  # its result may still come under the old id
+                        ledger.renamed[renames[call_id]] = call_id
             elif msg.get("role") == "tool":
-                ledger.answered.add(str(msg.get("tool_call_id")))
+                call_id = str(msg.get("tool_call_id"))
+                ledger.answered.add(call_id)
+                original = renames.get(call_id)
+                if original is not None and ledger.renamed.get(original) == call_id:
+                    ledger.renamed[original] = None
         self._calls[session_id] = (len(live), ledger)
         return ledger
+
+    def check_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[JSON], list[CallIdRepair]]:
+        """The one validation policy: repair re-used tool-call ids, then validate (pure).
+
+        Returns the messages as they will be stored and the repairs made; raises
+        InvalidMessage naming the first problem that is not a re-used id.
+        """
+        self.live_session(session_id)
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInput("messages must be a list of message objects")
+        calls = self.call_ledger(session_id)
+        repaired, repairs = repair_call_ids(list(messages), calls, lambda i, j: self.ids("call"))
+        return validate_messages(repaired, calls), repairs
+
+    def repair_event(
+        self,
+        session_id: str,
+        repairs: Sequence[CallIdRepair],
+        message_ids: Sequence[str],
+        source: str = "append",
+    ) -> ToolCallIdsRepaired:
+        """The event recording `repairs` of a batch whose messages got `message_ids`; logged."""
+        for r in repairs:
+            _log.warning("session %s: %s", session_id, r.describe())
+        return ToolCallIdsRepaired(
+            **self.event_fields(session_id),
+            repairs=[
+                CallIdRepairEntry(
+                    message_id=message_ids[r.index],
+                    call_index=r.call_index,
+                    original=r.original,
+                    replacement=r.replacement,
+                )
+                for r in repairs
+            ],
+            source=source,  # type: ignore[arg-type]
+        )
 
     def append_messages(
         self,
@@ -333,17 +392,20 @@ class Ledger:
         extra_events: Sequence[Event] = (),
         message_ids: Sequence[str] | None = None,
         blobs: Mapping[str, bytes] | None = None,
+        repairs: Sequence[CallIdRepair] = (),
     ) -> list[str]:
         """Validate and append messages (all or nothing). Returns their new message ids.
 
         ``extra_events`` and ``blobs`` go into the same atomic append (e.g. a tool output
         persisted out of the context); ``message_ids`` lets the caller reserve the ids
-        those events refer to.
+        those events refer to. Re-used tool-call ids are repaired (see
+        :meth:`check_messages`), logged as warnings and recorded as a
+        ``ToolCallIdsRepaired`` event in the same append; ``repairs`` are those a caller
+        already made with :meth:`check_messages` on these messages.
         """
         view = self.live_session(session_id)
-        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
-            raise InvalidInput("messages must be a list of message objects")
-        validated = validate_messages(list(messages), self.call_ledger(session_id))
+        validated, repaired = self.check_messages(session_id, messages)
+        repairs = [*repairs, *repaired]
         counts = count_messages(validated, view.encoding) if validated else []
         events: list[Event] = []
         ids: list[str] = []
@@ -363,6 +425,8 @@ class Ledger:
                     encoding=view.encoding,
                 )
             )
+        if repairs:
+            events.append(self.repair_event(session_id, repairs, ids))
         events.extend(extra_events)
         if events:
             self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)

@@ -121,13 +121,15 @@ def _events(
         usages.setdefault(u.after_index, []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )
+    message_ids: list[str] = []
     for i, (msg, tokens) in enumerate(
         zip(messages, count_messages(messages, encoding) if messages else [], strict=True)
     ):
+        message_ids.append(ledger.ids("msg"))
         events.append(
             MessageAppended(
                 **base(),
-                message_id=ledger.ids("msg"),
+                message_id=message_ids[-1],
                 message=msg,
                 tokens=tokens,
                 encoding=encoding,
@@ -136,6 +138,8 @@ def _events(
         events.extend(usages.pop(i, []))
     for rest in usages.values():
         events.extend(rest)
+    if s.repairs:  # the importer's repairs of re-used tool-call ids, as the ledger records them
+        events.append(ledger.repair_event(sid, s.repairs, message_ids, source="import"))
     if s.end_reason is not None:
         events.append(SessionEnded(**base(), reason=s.end_reason))
     return events

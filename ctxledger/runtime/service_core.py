@@ -43,7 +43,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON, validate_messages
+from ctxledger.messages import JSON, CallIdRepair
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
 from ctxledger.runtime.outputs import PlannedOutput, plan_outputs
@@ -233,26 +233,37 @@ class ServiceCore:
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
-        sid, (ids, planned) = self._on_tip(session_id, lambda tip: self._append_to(tip, batch))
+        sid, (ids, planned, repairs) = self._on_tip(
+            session_id, lambda tip: self._append_to(tip, batch)
+        )
         notices = [
             f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
             for p in planned
         ]
+        notices += [f"repaired {r.describe()}" for r in repairs]
         return TurnResult(session_id=sid, message_ids=ids, notices=notices)
 
-    def _append_to(self, sid: str, batch: list[Any]) -> tuple[list[str], list[PlannedOutput]]:
-        """Validate against the session's calls, plan the tool-output budget, append atomically."""
-        validated = validate_messages(batch, self.ledger.call_ledger(sid))
+    def _append_to(
+        self, sid: str, batch: list[Any]
+    ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
+        """Check against the session's calls (re-used tool-call ids are repaired, as every
+        entry point does), plan the tool-output budget, append atomically."""
+        validated, repairs = self.ledger.check_messages(sid, batch)
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
-        return self._append_planned(sid, validated, planned, blobs), planned
+        return self._append_planned(sid, validated, planned, blobs, repairs), planned, repairs
 
     def _append_planned(
-        self, sid: str, msgs: list[JSON], planned: list[PlannedOutput], blobs: dict[str, bytes]
+        self,
+        sid: str,
+        msgs: list[JSON],
+        planned: list[PlannedOutput],
+        blobs: dict[str, bytes],
+        repairs: list[CallIdRepair],
     ) -> list[str]:
         if not planned:
-            return self.ledger.append_messages(sid, msgs)
+            return self.ledger.append_messages(sid, msgs, repairs=repairs)
         # the ToolOutputPersisted events name their messages, so the ids are reserved here
         encoding = self.ledger.transcript.session(sid).encoding
         reserved = [self.ledger.ids("msg") for _ in msgs]
@@ -271,7 +282,7 @@ class ServiceCore:
             for p in planned
         ]
         return self.ledger.append_messages(
-            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs
+            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs, repairs=repairs
         )
 
     async def read_persisted(

@@ -21,7 +21,7 @@ from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput, UnknownMessage
 from ctxledger.events import NoticeIssued
-from ctxledger.ledger.facade import short_ids
+from ctxledger.ledger.refs import short_ids
 
 
 def run(db: Path, *args: str, env: dict[str, str] | None = None) -> Result:

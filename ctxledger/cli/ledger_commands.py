@@ -24,8 +24,8 @@ from ctxledger.cli.app import (
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
-from ctxledger.ledger.facade import short_ids
 from ctxledger.ledger.importing import import_sessions
+from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
 
 

@@ -96,7 +96,7 @@ def cli(ctx: click.Context, db: Path | None, quiet: bool) -> None:
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         fn
-    )  # type: ignore[return-value]
+    )
 
 
 def quiet_option(fn: F) -> F:
@@ -114,7 +114,7 @@ def quiet_option(fn: F) -> F:
         expose_value=False,
         callback=set_quiet,
         help="No progress spinner.",
-    )(fn)  # type: ignore[return-value]
+    )(fn)
 
 
 def emit_json(data: Any) -> None:
@@ -148,7 +148,7 @@ def state_of(ctx: click.Context) -> State:
     return obj
 
 
-class RefType(click.ParamType):
+class RefType(click.ParamType[str, Any]):
     """A session, compaction or message reference: surrounding whitespace is dropped.
 
     The one place references are stripped; the library resolves them as given

@@ -267,3 +267,14 @@ def test_quiet_turns_the_spinner_off(
 def test_no_spinner_when_stderr_is_not_a_terminal(session: tuple[Path, str]) -> None:
     db, sid = session
     assert run(db, "audit", sid).stderr == ""
+
+
+def test_spinner_shows_a_ref_as_typed(
+    session: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _terminal(monkeypatch)
+    db, _ = session
+    result = run(db, "audit", "{ref}[bold]x")
+    assert result.exit_code == 2, result.output
+    assert "auditing the compactions of {ref}[bold]x" in result.stderr
+    assert "error: no session '{ref}[bold]x'" in result.stderr

@@ -32,6 +32,12 @@ def _active(ctx: click.Context) -> Console | None:
     return console if console.is_terminal else None
 
 
+def _text_column() -> TextColumn:
+    # the task's description, not `text` as the column's format string: a user's ref
+    # with braces in it must be shown as typed, not formatted
+    return TextColumn("{task.description}", markup=False)
+
+
 @contextmanager
 def spinner(ctx: click.Context, text: str) -> Iterator[None]:
     """A spinner with `text` and the time elapsed while the block runs."""
@@ -39,7 +45,7 @@ def spinner(ctx: click.Context, text: str) -> Iterator[None]:
     if console is None:
         yield
         return
-    columns = (SpinnerColumn(), TextColumn(text, markup=False), TimeElapsedColumn())
+    columns = (SpinnerColumn(), _text_column(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         bar.add_task(text, total=None)
         yield
@@ -54,7 +60,7 @@ def progress_bar(ctx: click.Context, text: str, total: int) -> Iterator[Advance]
         return
     columns = (
         SpinnerColumn(),
-        TextColumn(text, markup=False),
+        _text_column(),
         BarColumn(),
         TimeElapsedColumn(),
     )

@@ -8,16 +8,18 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from click.testing import CliRunner, Result
 from helpers.ledger_helpers import compact_now, deterministic_ledger, session_with_turns
 from rich.console import Console
 
-from ctxledger import CompressionConfig, Ledger
+from ctxledger import CompressionConfig, ContextService, Ledger, LLMSummarizer
 from ctxledger.analysis.undo import undo
 from ctxledger.cli import progress
 from ctxledger.cli.compress import make_summarizer
 from ctxledger.cli.main import cli
+from ctxledger.compressor.settings import resolve_config
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput, UnknownMessage
 from ctxledger.events import NoticeIssued
@@ -209,6 +211,22 @@ def hanging_endpoint() -> Iterator[str]:
 def test_summary_timeout_comes_from_the_config() -> None:
     summarizer = make_summarizer("llm", CompressionConfig(summary_timeout=7.5))
     assert summarizer.timeout == 7.5  # type: ignore[attr-defined]
+
+
+def test_a_library_summarizer_takes_the_timeout_from_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxledger.toml").write_text('summary_timeout = 2.5\nsummary_model = "small"\n')
+
+    async def main() -> LLMSummarizer:
+        async with ContextService.open(tmp_path / "l.db") as svc:
+            return LLMSummarizer.from_config(svc.config, env={})
+
+    summarizer = anyio.run(main)
+    assert (summarizer.timeout, summarizer.model) == (2.5, "small")
+    monkeypatch.setenv("CTXLEDGER_SUMMARY_TIMEOUT", "4")
+    assert LLMSummarizer.from_config(resolve_config().config, env={}).timeout == 4.0
 
 
 def test_a_hanging_model_gives_up_after_summary_timeout(

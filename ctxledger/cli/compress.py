@@ -23,11 +23,7 @@ def make_summarizer(
     if kind == "llm":
         from ctxledger.compressor.summarizers.llm import LLMSummarizer
 
-        return LLMSummarizer.from_env(
-            summary_model=config.summary_model,
-            session_model=session_model,
-            timeout=config.summary_timeout,
-        )
+        return LLMSummarizer.from_config(config, session_model=session_model)
     from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 
     return OfflineSummarizer()

@@ -261,6 +261,18 @@ def validate_messages(messages: Sequence[Any], ledger: CallLedger | None = None)
     return out
 
 
+def check_new_messages(messages: Sequence[Any]) -> list[CallIdRepair]:
+    """Would a new session take `messages` under the one policy? (pure; nothing stored)
+
+    For an adapter that checks a whole list before it starts a session: re-used
+    tool-call ids are repairs (returned, as the ledger will make them, with placeholder
+    replacement ids), anything else raises InvalidMessage as ``validate_messages`` does.
+    """
+    repaired, repairs = repair_call_ids(messages, None, lambda i, j: f"call_repair_{i}_{j}")
+    validate_messages(repaired)
+    return repairs
+
+
 def is_text_content_empty(message: Mapping[str, Any]) -> bool:
     content = message.get("content")
     if content is None:

@@ -20,7 +20,7 @@ from ctxledger.errors import InvalidMessage
 from ctxledger.events import ToolCallIdsRepaired, decode_event, encode_event
 from ctxledger.importers.detect import load as load_import
 from ctxledger.ledger.importing import import_sessions
-from ctxledger.messages import CallLedger, repair_call_ids
+from ctxledger.messages import CallLedger, check_new_messages, repair_call_ids
 from ctxledger.projections import Projector
 
 
@@ -209,3 +209,13 @@ def test_the_repair_event_round_trips_at_schema_1() -> None:
     event = ToolCallIdsRepaired(event_id="e", session_id="s", at=1.0, repairs=[], source="import")
     assert ToolCallIdsRepaired.SCHEMA == 1
     assert decode_event(encode_event(event), "ToolCallIdsRepaired", 1) == event
+
+
+def test_a_whole_list_precheck_follows_the_same_policy() -> None:
+    """What an adapter checks before it starts a session (the Hermes engine does)."""
+    repairs = check_new_messages(CONVERSATION)
+    assert [r.index for r in repairs] == [5, 6, 9, 10]
+    assert {r.original for r in repairs} == {"call_0"}
+    assert check_new_messages(turn("call_0", 1)) == []
+    with pytest.raises(InvalidMessage, match="no earlier assistant message issued"):
+        check_new_messages([{"role": "tool", "tool_call_id": "x", "content": "?"}])

@@ -44,7 +44,7 @@ from agent.context_engine import ContextEngine
 from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.integrations.common import LoopThread, live_messages
-from ctxledger.messages import validate_messages
+from ctxledger.messages import check_new_messages
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -217,7 +217,7 @@ class CtxLedgerEngine(ContextEngine):
         """Append the host's new messages; write queued usage but the latest (returned)."""
         n = len(self._known)
         if self._root is None or messages[:n] != self._known:
-            validate_messages(messages)  # a list the ledger cannot take starts nothing
+            check_new_messages(messages)  # a list the ledger cannot take starts nothing
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,

@@ -12,7 +12,7 @@ HERMES_STAMP := $(HERMES_VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,agents,langchain]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,server,server-test,agents,langchain]'
 	touch $(STAMP)
 
 $(HERMES_STAMP): pyproject.toml constraints-hermes.txt

@@ -219,3 +219,38 @@ def test_a_whole_list_precheck_follows_the_same_policy() -> None:
     assert check_new_messages(turn("call_0", 1)) == []
     with pytest.raises(InvalidMessage, match="no earlier assistant message issued"):
         check_new_messages([{"role": "tool", "tool_call_id": "x", "content": "?"}])
+
+
+# --- the proxy: same policy, and the client's line still continues -----------------------------
+
+
+def test_the_proxy_repairs_re_used_ids_and_the_client_keeps_its_line(tmp_path: Path) -> None:
+    from helpers.server_rig import rig
+
+    async def main() -> tuple[list[Any], list[str], list[ToolCallIdsRepaired]]:
+        async with rig(tmp_path) as r:
+            client = r.openai()
+            history: list[Any] = [{"role": "system", "content": "Be brief."}, *CONVERSATION]
+            history.append({"role": "user", "content": "and now?"})
+            sent_ids = []
+            for _ in range(2):
+                res = await client.chat.completions.create(model="gpt-4.1", messages=history)
+                sent_ids.append(call_ids(r.upstream.requests[-1].json["messages"]))
+                history += [
+                    {"role": "assistant", "content": res.choices[0].message.content},
+                    {"role": "user", "content": "once more"},
+                ]
+            ledger = r.service.ledger
+            [node] = ledger.sessions()  # one line: the second turn did not branch
+            return (
+                sent_ids,
+                [n.session_id for n in ledger.sessions()],
+                repairs_of(ledger, node.session_id),
+            )
+
+    sent_ids, sessions, repairs = anyio.run(main)
+    assert len(sessions) == 1
+    assert len(repairs) == 1 and len(repairs[0].repairs) == 4  # recorded once, not per turn
+    first, second = sent_ids
+    assert first == second[: len(first)]  # the upstream sees one stable, repaired history
+    assert len(set(first)) == 3 and first[:2] == ["call_0", "call_0"]

@@ -226,6 +226,7 @@ def test_config_without_a_window_shows_sample_windows() -> None:
     ("args", "env", "message"),
     [
         (["--set", "nope=1"], {}, "unknown setting 'nope'"),
+        (["--set", "protect_lst_n=3"], {}, "(did you mean 'protect_last_n'?)"),
         (["--set", "threshold"], {}, "--set takes KEY=VALUE"),
         (["--set", "threshold=lots"], {}, "threshold expects float"),
         ([], {"CTXLEDGER_THRESHOLD": "2"}, "threshold must be in (0, 1]"),
@@ -244,3 +245,27 @@ def test_config_prints_data_as_plain_text(tmp_path: Path) -> None:
     code, out, _ = invoke("config", "--set", "summary_model=[bold]x[/bold]")
     assert code == 0
     assert "[bold]x[/bold]" in out
+
+
+def test_a_misspelt_key_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    cfg = write(tmp_path / "c.toml", "threshhold = 0.6\n")
+    with pytest.raises(InvalidConfig, match=r"'threshhold' \(did you mean 'threshold'\?\)"):
+        resolve_config(cfg)
+
+
+def test_config_notes_a_misspelt_variable_that_is_silently_ignored() -> None:
+    env = {
+        "CTXLEDGER_THRESHHOLD": "0.6",  # a typo: ignored, so `config` says so
+        "CTXLEDGER_SUMMARY_API": "openai",  # other components' variables are not strays
+        "CTXLEDGER_SERVE_DB": "x.db",
+        "CTXLEDGER_SOMETHING_ELSE": "1",
+    }
+    code, out, err = invoke("config", env=env)
+    assert code == 0
+    assert err == (
+        "note: CTXLEDGER_THRESHHOLD is not a setting and is ignored "
+        "(did you mean CTXLEDGER_THRESHOLD?)\n"
+    )
+    assert "threshold                   0.5     default" in out
+    code, out, _ = invoke("config", "--json", env=env)
+    assert json.loads(out)["notes"] == [err.removeprefix("note: ").strip()]

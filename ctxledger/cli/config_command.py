@@ -9,13 +9,14 @@ import click
 import msgspec
 
 from ctxledger.cli.app import cli, emit_json, handle_errors, json_option, state_of
-from ctxledger.compressor.config import ENV_PREFIX, env_settings
+from ctxledger.compressor.config import ENV_PREFIX, did_you_mean, env_settings
 from ctxledger.compressor.settings import (
     CONFIG_ENV,
     CONFIG_FILENAME,
     KEY_DOCS,
     ResolvedConfig,
     WindowBudgets,
+    stray_env_notes,
     user_config_file,
     window_budgets,
 )
@@ -34,7 +35,9 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key:
             raise InvalidConfig(f"--set takes KEY=VALUE, got {pair!r}")
         if key not in KEY_DOCS:
-            raise InvalidConfig(f"--set: unknown setting {key!r}; `ctxledger config` lists them")
+            raise InvalidConfig(
+                f"--set: unknown setting {key!r}{did_you_mean(key)}; `ctxledger config` lists them"
+            )
         var = ENV_PREFIX + key.upper()
         typed = env_settings({var: value})[key][1]
         out[key] = typed
@@ -131,6 +134,7 @@ def config_cmd(
     config = resolved.config
     windows = (config.context_length,) if config.context_length else SAMPLE_WINDOWS
     budgets = [window_budgets(config, w) for w in windows]
+    notes = stray_env_notes()
     if as_json:
         emit_json(
             {
@@ -139,9 +143,12 @@ def config_cmd(
                 "searched": _searched() if config_path is None else [str(config_path)],
                 "settings": _settings_rows(resolved),
                 "budgets": msgspec.to_builtins(budgets),
+                "notes": notes,
             }
         )
         return
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     if resolved.file:
         how = {"flag": "given with --config", CONFIG_ENV: f"named by ${CONFIG_ENV}"}.get(
             str(resolved.file_found_by), f"found in the {resolved.file_found_by}"

@@ -14,6 +14,7 @@ events so a replay re-plans with exactly the settings that were in force.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import os
@@ -338,9 +339,25 @@ def _read_toml(path: Path) -> dict[str, Any]:
     known = _field_types()
     for key, value in data.items():
         if key not in known:
-            hint = " (settings are flat keys, not tables)" if isinstance(value, dict) else ""
+            hint = (
+                " (settings are flat keys, not tables)"
+                if isinstance(value, dict)
+                else did_you_mean(key)
+            )
             raise InvalidConfig(f"config file {path}: unknown setting {key!r}{hint}")
     return data
+
+
+def closest_key(key: str) -> str | None:
+    """The setting a misspelt `key` most likely means, if one is close."""
+    close = difflib.get_close_matches(key.lower(), list(_field_types()), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def did_you_mean(key: str) -> str:
+    """`` (did you mean 'threshold'?)`` for a misspelt setting name, else ``""``."""
+    close = closest_key(key)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def env_settings(env: Mapping[str, str] | None) -> dict[str, tuple[str, Any]]:

@@ -24,8 +24,11 @@ from typing import Any, Literal
 import msgspec
 
 from ctxledger.compressor.config import (
+    ENV_PREFIX,
     CompressionConfig,
     build_config,
+    closest_key,
+    did_you_mean,
     env_settings,
     read_config_file,
 )
@@ -40,6 +43,7 @@ __all__ = [
     "find_config_file",
     "keys_markdown",
     "resolve_config",
+    "stray_env_notes",
     "user_config_file",
     "window_budgets",
 ]
@@ -49,6 +53,41 @@ CONFIG_ENV = "CTXLEDGER_CONFIG"
 CONFIG_FILENAME = "ctxledger.toml"
 
 Source = Literal["default", "file", "env", "flag"]
+
+#: ``CTXLEDGER_*`` variables of other components (not settings): never reported as strays
+OTHER_VARIABLES = frozenset(
+    {
+        "CTXLEDGER_DB",
+        CONFIG_ENV,
+        "CTXLEDGER_SUMMARY_API",
+        "CTXLEDGER_SUMMARY_BASE_URL",
+        "CTXLEDGER_SUMMARY_API_KEY",
+        "CTXLEDGER_REQUIRE_HERMES",
+    }
+)
+
+
+def stray_env_notes(env: Mapping[str, str] | None = os.environ) -> list[str]:
+    """A note for each ``CTXLEDGER_*`` variable that looks like a misspelt setting.
+
+    Such a variable is ignored (other components own other ``CTXLEDGER_*`` names), so
+    ``CTXLEDGER_THRESHHOLD=0.6`` would silently change nothing; ``ctxledger config``
+    says so. Only names close to a setting's are reported.
+    """
+    notes = []
+    for var in sorted(env or {}):
+        if not var.startswith(ENV_PREFIX) or var in OTHER_VARIABLES:
+            continue
+        key = var[len(ENV_PREFIX) :].lower()
+        if key in KEY_DOCS or key.startswith("serve_"):
+            continue
+        close = closest_key(key)
+        if close is not None:
+            notes.append(
+                f"{var} is not a setting and is ignored (did you mean {ENV_PREFIX}{close.upper()}?)"
+            )
+    return notes
+
 
 #: what every setting means (README's configuration table is generated from this)
 KEY_DOCS: dict[str, str] = {
@@ -195,7 +234,9 @@ def resolve_config(
 
 def _check_key(key: str, known: set[str], where: str) -> None:
     if key not in known:
-        raise InvalidConfig(f"unknown setting {key!r} in {where}; `ctxledger config` lists them")
+        raise InvalidConfig(
+            f"unknown setting {key!r}{did_you_mean(key)} in {where}; `ctxledger config` lists them"
+        )
 
 
 class WindowBudgets(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,12 +25,14 @@ FULL: list[list[str]] = [
     ["service_bench.py"],
     ["analysis_bench.py"],
     ["server_bench.py"],
+    ["pg_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
     "projection_bench.py": ["--events", "100000"],
     "import_bench.py": ["--messages", "20000", "--trajectories", "100"],
     "analysis_bench.py": ["--messages", "100000"],
+    "pg_bench.py": ["--quick"],
 }
 
 

@@ -25,7 +25,7 @@ console = Console(highlight=False, soft_wrap=True)
 class State:
     """Per-invocation state: where the ledger lives, the settings; both resolved lazily."""
 
-    def __init__(self, db: Path, explicit: bool = False, quiet: bool = False) -> None:
+    def __init__(self, db: str, explicit: bool = False, quiet: bool = False) -> None:
         self.db = db
         #: whether --db was given (batch commands record events only then)
         self.explicit = explicit
@@ -74,9 +74,10 @@ class State:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Ledger file (SQLite). Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
+    help="Ledger: a SQLite file or a postgresql://user@host/db URL. "
+    "Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
 )
 @click.option(
     "-q",
@@ -86,7 +87,7 @@ class State:
 )
 @click.version_option(package_name="ctxledger")
 @click.pass_context
-def cli(ctx: click.Context, db: Path | None, quiet: bool) -> None:
+def cli(ctx: click.Context, db: str | None, quiet: bool) -> None:
     """ctxledger: Hermes-style context compression as an event-sourced ledger."""
     state = State(db or default_db_path(), explicit=db is not None, quiet=quiet)
     ctx.obj = state

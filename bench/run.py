@@ -23,6 +23,7 @@ FULL: list[list[str]] = [
     ["summarizer_bench.py"],
     ["import_bench.py"],
     ["service_bench.py"],
+    ["policy_bench.py"],
     ["analysis_bench.py"],
     ["server_bench.py"],
     ["pg_bench.py"],
@@ -32,6 +33,7 @@ QUICK: dict[str, list[str]] = {
     "projection_bench.py": ["--events", "100000"],
     "import_bench.py": ["--messages", "20000", "--trajectories", "100"],
     "analysis_bench.py": ["--messages", "100000"],
+    "policy_bench.py": ["--turns", "100", "--samples", "500"],
     "pg_bench.py": ["--quick"],
 }
 

@@ -148,6 +148,27 @@ class ToolOutputPersisted(Event, frozen=True, kw_only=True):
     reason: Literal["per_result", "per_turn"] = "per_result"
 
 
+class CallIdRepairEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One repaired id: on call `call_index` of `message_id` (None: its ``tool_call_id``)."""
+
+    message_id: str
+    call_index: int | None
+    original: str
+    replacement: str
+
+
+class ToolCallIdsRepaired(Event, frozen=True, kw_only=True):
+    """Re-used tool-call ids were given new ones (``messages.repair_call_ids``).
+
+    Appended with the messages it names, in the same atomic append; the messages are
+    stored as repaired, so a replay folds exactly what was stored and this event says
+    what the source had sent. ``source`` is the entry point: ``append`` or ``import``.
+    """
+
+    repairs: list[CallIdRepairEntry]
+    source: Literal["append", "import"] = "append"
+
+
 class MessagePinned(Event, frozen=True, kw_only=True):
     """A message the planner must keep verbatim (never pruned or summarized)."""
 
@@ -282,6 +303,7 @@ AnyEvent = (
     | MessageAppended
     | UsageReported
     | ToolOutputPersisted
+    | ToolCallIdsRepaired
     | MessagePinned
     | ToolResultsPruned
     | SummaryGenerated
@@ -305,6 +327,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MessageAppended,
         UsageReported,
         ToolOutputPersisted,
+        ToolCallIdsRepaired,
         MessagePinned,
         ToolResultsPruned,
         SummaryGenerated,

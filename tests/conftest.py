@@ -1,6 +1,7 @@
 """Shared test settings and fixtures: hypothesis profiles (``ci`` is the default under
-`make test`), a fresh ``ledger``, a recorded multi-compaction ``chain`` and the PostgreSQL
-server fixture."""
+`make test`), a configuration-free environment (no ``CTXLEDGER_<KEY>`` variable, no config
+file found) so a developer's own settings never change a test's outcome, a fresh
+``ledger``, a recorded multi-compaction ``chain`` and the PostgreSQL server fixture."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from helpers.pg_server import PgServer, find_bin_dir
 from hypothesis import HealthCheck, settings
 
 from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.compressor.settings import KEY_DOCS
 from ctxledger.demo.record import record_generated
 from ctxledger.ledger.facade import Ledger
 
@@ -38,6 +40,26 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+#: a developer's own settings: every CTXLEDGER_<KEY>, the config file and the summary
+#: endpoint (test switches such as CTXLEDGER_REQUIRE_HERMES or CTXLEDGER_DB stay)
+_USER_SETTINGS = frozenset(
+    {f"CTXLEDGER_{key.upper()}" for key in KEY_DOCS}
+    | {"CTXLEDGER_CONFIG", "CTXLEDGER_SUMMARY_API", "CTXLEDGER_SUMMARY_BASE_URL"}
+    | {"CTXLEDGER_SUMMARY_API_KEY"}
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_user_configuration(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    for var in _USER_SETTINGS & set(os.environ):
+        monkeypatch.delenv(var)
+    # a fresh, empty user config directory per test (a test may write a config there)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    yield
 
 
 # --------------------------------------------------------------------------- fixtures

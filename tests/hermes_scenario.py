@@ -216,7 +216,7 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     compressed = asyncio.run(inside())
     bad = [{"role": "robot", "content": "?"}]
     refused = engine.compress(bad) is bad and engine._last_compress_aborted
-    return {
+    out = {
         "preflight_small_big": preflight,
         "refused_bad_input": refused,
         "error": engine._last_summary_error,
@@ -225,6 +225,22 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
         "root": engine._root,
         "compression_count": engine.compression_count,
     }
+    # a re-used tool-call id (tau-bench logs have them): repaired as by every entry point
+    call = {"id": "call_0", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    reused = [{"role": "user", "content": "list it twice"}]
+    for _ in range(2):
+        reused += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "a.py"},
+        ]
+    kept = engine.compress([*reused, {"role": "assistant", "content": "twice"}])
+    out["reused_ids_aborted"] = engine._last_compress_aborted
+    ids: list[str] = []
+    for m in kept:
+        ids += [c["id"] for c in m.get("tool_calls") or ()]
+        ids += [m["tool_call_id"]] if m["role"] == "tool" else []
+    out["reused_ids_kept"] = ids
+    return out
 
 
 def _entry_points() -> dict[str, str]:

@@ -112,6 +112,11 @@ def test_compress_works_inside_a_running_event_loop_on_a_copy(run):
     assert in_loop["refused_bad_input"]
     assert "unknown role 'robot'" in in_loop["error"]
     assert in_loop["after"] < in_loop["before"]
+    # the one validation policy: a re-used tool-call id is repaired, not refused
+    assert not in_loop["reused_ids_aborted"]
+    first, first_result, second, second_result = in_loop["reused_ids_kept"]
+    assert first == first_result == "call_0"
+    assert second == second_result != "call_0"
     # Hermes keeps the system prompt to itself: the ledger's view is exactly what compress returned
     assert len(ledger.api_messages(ledger.tip(in_loop["root"]))) == in_loop["after"]
 

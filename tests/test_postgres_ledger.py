@@ -148,6 +148,7 @@ def test_every_cli_command_works_on_a_postgres_ledger(url: str, tmp_path: Path) 
         {"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}) + "\n")  # fmt: skip
     cmd("trajectories", "compress", str(traj), str(tmp_path / "out.jsonl"), "--json")
     assert json.loads(cmd("demo", "--turns", "6", "--json"))["log_verified"] is True
+    assert json.loads(cmd("config", "--json"))["settings"]  # reads no ledger, works anyway
     copy = tmp_path / "copy.db"
     moved = CliRunner().invoke(cli, ["migrate", "--from", url, "--to", str(copy)])
     assert moved.exit_code == 0 and "every hash matches" in moved.output, moved.output

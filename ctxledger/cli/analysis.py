@@ -26,8 +26,17 @@ from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, s
 from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
-from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
-from ctxledger.compressor.config import load_config
+from ctxledger.cli.app import (
+    REF,
+    cli,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    quiet_option,
+    state_of,
+)
+from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
@@ -114,19 +123,22 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
 @click.argument("ref", type=REF)
 @click.option("--all", "show_all", is_flag=True, help="List every lost fact, not the first few.")
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
     ledger = state_of(ctx).ledger()
     if is_compaction_ref(ledger, ref):
-        one = audit_compaction(ledger, ref)
+        with spinner(ctx, f"auditing {ref}"):
+            one = audit_compaction(ledger, ref)
         if as_json:
             emit_json(one)
         else:
             _print_compaction(one, show_all)
         return
-    report = audit_chain(ledger, ref)
+    with spinner(ctx, f"auditing the compactions of {ref}"):
+        report = audit_chain(ledger, ref)
     if as_json:
         emit_json(report)
     else:
@@ -200,6 +212,7 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
     help="Resolve B in this other ledger, a file or a URL (e.g. a what-if kept with `replay --out`).",
 )
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def diff_cmd(
@@ -221,7 +234,10 @@ def diff_cmd(
             raise InvalidInput(
                 "--config compares A with its own what-if replay: give no B and no --b-db"
             )
-        report: DiffReport | SummaryDiff = _whatif_diff(ledger, a, config_path, summarizer_kind)
+        with spinner(ctx, f"replaying the history of {a} (what-if)"):
+            report: DiffReport | SummaryDiff = _whatif_diff(
+                ctx, ledger, a, config_path, summarizer_kind
+            )
     elif b_db is not None:
         if b is None:
             raise InvalidInput(
@@ -240,13 +256,18 @@ def diff_cmd(
 
 
 def _whatif_diff(
-    ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None
+    ctx: click.Context,
+    ledger: Ledger,
+    a: str,
+    config_path: Path | None,
+    summarizer_kind: str | None,
 ) -> DiffReport:
     from ctxledger.analysis.whatif import history, replay_history
     from ctxledger.cli.compress import make_summarizer
 
     hist = history(ledger, a)  # read once: the recorded config and the replayed steps
-    config = load_config(config_path) if config_path is not None else hist.config
+    # the file overrides the recorded settings (keys it does not set keep their values)
+    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
     with replay_history(hist, config=config, summarizer=summarizer) as (scratch, result):
         # only the two views are compared: no what-if report (two chain audits) is built
@@ -362,24 +383,26 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
         f" + {result.appended_after} appended since → {result.new_session_id} "
         f"({result.tokens_before:,} → {result.tokens_after:,} tokens)"
     )
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @cli.command("pin")
 @click.argument("session", type=REF)
-@click.argument("message_id", type=REF)
+@click.argument("message", type=REF)
 @click.option("--unpin", is_flag=True, help="Remove the pin.")
 @json_option
 @click.pass_context
 @handle_errors
-def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_json: bool) -> None:
-    """Pin MESSAGE_ID in SESSION's live view: compactions never prune or summarize it."""
+def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json: bool) -> None:
+    """Pin MESSAGE in SESSION's live view: compactions never prune or summarize it.
+
+    MESSAGE is a message id, the short id `show` prints, or the index `show` prints.
+    """
     ledger = state_of(ctx).ledger()
     sid = ledger.tip(ledger.resolve(session))
     view = ledger.transcript.session(sid)
-    if not message_id:
-        raise InvalidInput(
-            "a message id is required (`ctxledger show SESSION --json` lists the live view)"
-        )
+    message_id = ledger.resolve_message(sid, message)
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
     ledger.pin(sid, message_id, not unpin)
@@ -430,6 +453,7 @@ def print_drift(report: DriftReport) -> None:
 
 
 def run_whatif(
+    ctx: click.Context,
     ledger: Ledger,
     session_id: str,
     config_path: Path | None,
@@ -442,11 +466,15 @@ def run_whatif(
     from ctxledger.cli.compress import make_summarizer
 
     hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
-    config = load_config(config_path) if config_path is not None else hist.config
+    # the file overrides the recorded settings (keys it does not set keep their values)
+    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (
-        scratch,
-        result,
+    with (
+        spinner(ctx, f"replaying the history of {session_id} (what-if)"),
+        replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (
+            scratch,
+            result,
+        ),
     ):
         report = whatif_report(
             ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path

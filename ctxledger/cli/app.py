@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import msgspec
 from rich.console import Console
 
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.ledger.facade import Ledger, default_db_path
 
@@ -20,17 +23,47 @@ console = Console(highlight=False, soft_wrap=True)
 
 
 class State:
-    """Per-invocation state: where the ledger lives; the ledger is opened lazily."""
+    """Per-invocation state: where the ledger lives, the settings; both resolved lazily."""
 
-    def __init__(self, db: str, explicit: bool = False) -> None:
+    def __init__(self, db: str, explicit: bool = False, quiet: bool = False) -> None:
         self.db = db
         #: whether --db was given (batch commands record events only then)
         self.explicit = explicit
+        #: no progress spinners (--quiet)
+        self.quiet = quiet
         self._ledger: Ledger | None = None
+        self._settings: ResolvedConfig | None = None
+
+    def settings(
+        self,
+        path: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        base: CompressionConfig | None = None,
+    ) -> ResolvedConfig:
+        """The one precedence: CLI defaults < config file < CTXLEDGER_<KEY> < flags.
+
+        `path` is a ``--config FILE`` (else the file is found); `overrides` are flags;
+        `base` replaces the defaults (a what-if starts from the recorded settings).
+        """
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        defaults = base.to_snapshot() if base is not None else CLI_DEFAULTS
+        if path is None and not overrides and base is None:
+            if self._settings is None:
+                self._settings = resolve_config(defaults=defaults)
+            return self._settings
+        return resolve_config(path, defaults=defaults, overrides=overrides)
+
+    def config(
+        self,
+        path: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        base: CompressionConfig | None = None,
+    ) -> CompressionConfig:
+        return self.settings(path, overrides, base).config
 
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            self._ledger = Ledger.open(self.db)
+            self._ledger = Ledger.open(self.db, config=self.config())
         return self._ledger
 
     def close(self) -> None:
@@ -46,11 +79,17 @@ class State:
     help="Ledger: a SQLite file or a postgresql://user@host/db URL. "
     "Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
 )
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress spinners (they are drawn on stderr, and only on a terminal).",
+)
 @click.version_option(package_name="ctxledger")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, quiet: bool) -> None:
     """ctxledger: Hermes-style context compression as an event-sourced ledger."""
-    state = State(db or default_db_path(), explicit=db is not None)
+    state = State(db or default_db_path(), explicit=db is not None, quiet=quiet)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -59,6 +98,24 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         fn
     )
+
+
+def quiet_option(fn: F) -> F:
+    """``--quiet`` on a command that shows progress (the same as ``ctxledger --quiet``)."""
+
+    def set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            state_of(ctx).quiet = True
+        return value
+
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        callback=set_quiet,
+        help="No progress spinner.",
+    )(fn)
 
 
 def emit_json(data: Any) -> None:

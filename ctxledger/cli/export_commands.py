@@ -9,7 +9,6 @@ import click
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
 from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, state_of
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
 
@@ -129,12 +128,16 @@ def trajectories_compress(
         per_trajectory_timeout=timeout,
         retries=retries,
     )
-    summarizer = make_summarizer(summarizer_kind, CompressionConfig())
+    summarizer = make_summarizer(summarizer_kind, state_of(ctx).config())
     already = written_keys(out_path)
 
     async def run() -> object:
         return await compress_file(
-            in_path, out_path, config, summarizer, progress=not (no_progress or as_json)
+            in_path,
+            out_path,
+            config,
+            summarizer,
+            progress=not (no_progress or as_json or state_of(ctx).quiet),
         )
 
     report = anyio.run(run)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 import msgspec
-from rich.progress import Progress
 from rich.table import Table
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
@@ -19,11 +18,14 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_option,
+    quiet_option,
     state_of,
 )
+from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.ledger.importing import import_sessions
+from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
 
 
@@ -113,7 +115,11 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) -> None:
-    """The API view of a session (system + live messages), now or at any point in history (SESSION@SEQ)."""
+    """The API view of a session (system + live messages), now or at any point in history (SESSION@SEQ).
+
+    Each message shows its index and a short id (a unique suffix of its message id;
+    --json has the full ids); `pin` takes either.
+    """
     ledger = state_of(ctx).ledger()
     ref, seq = parse_ref(session)
     if at_seq is not None:
@@ -124,28 +130,42 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
         seq = at_seq
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)
+    view = transcript.session(sid)
     messages = transcript.api_messages(sid)
-    if as_json:
-        emit_json(messages)
-        return
     tokens = transcript.api_tokens(sid)
-    for i, (msg, n) in enumerate(zip(messages, tokens, strict=True)):
+    ids: list[str | None] = [None] * int(view.system_prompt is not None) + list(view.live)
+    if as_json:
+        pinned = set(view.pinned)
+        emit_json(
+            [
+                {
+                    "index": i,
+                    "message_id": mid,
+                    "tokens": n,
+                    "pinned": mid in pinned,
+                    "message": msg,
+                }
+                for i, (mid, msg, n) in enumerate(zip(ids, messages, tokens, strict=True))
+            ]
+        )
+        return
+    short = dict(zip(view.live, short_ids(view.live), strict=True))
+    for i, (mid, msg, n) in enumerate(zip(ids, messages, tokens, strict=True)):
         calls = ", ".join(
             f"{c['function']['name']}({c['function']['arguments'][:60]})"
             for c in msg.get("tool_calls") or []
         )
-        head = f"[bold]{i:>4} {msg['role']}[/bold] [dim]{n} tok[/dim]"
+        label = short[mid] if mid is not None else "system"
+        pin = " [pinned]" if mid in view.pinned else ""
+        head = f"{i:>4} {msg['role']} {n} tok  id {label}{pin}"
         if msg.get("tool_call_id"):
-            head += f" [dim]← {msg['tool_call_id']}[/dim]"
-        console.print(head)
+            head += f" ← {msg['tool_call_id']}"
+        click.echo(head)
         text = content_text(msg)
         if text:
-            console.print(
-                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
-                markup=False,
-            )
+            click.echo(text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)")
         if calls:
-            console.print(f"  → {calls}", markup=False)
+            click.echo(f"  → {calls}")
 
 
 @cli.command()
@@ -296,6 +316,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
 )
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def replay(
@@ -320,22 +341,17 @@ def replay(
             )
         from ctxledger.cli.analysis import run_whatif
 
-        run_whatif(ledger, sid, config_path, summarizer_kind, out_path, as_json)
+        run_whatif(ctx, ledger, sid, config_path, summarizer_kind, out_path, as_json)
         return
-    if as_json:
-        report = rebuild_check(ledger, sid)
-    else:
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("folding events", total=ledger.store.last_seq())
-            report = rebuild_check(
-                ledger, sid, progress=lambda n, total: bar.update(task, completed=n, total=total)
-            )
+    with progress_bar(ctx, "folding events", ledger.store.last_seq()) as advance:
+        report = rebuild_check(ledger, sid, progress=advance)
     out: dict[str, object] = {"rebuild": msgspec.to_builtins(report)}
     drifted = False
     if verify_plans:
         from ctxledger.analysis.replay import verify_compactions
 
-        checks = verify_compactions(ledger, sid)
+        with spinner(ctx, f"re-planning the recorded compactions of {sid}"):
+            checks = verify_compactions(ledger, sid)
         drifted = checks.drifted
         out["compactions"] = msgspec.to_builtins(checks.compactions)
     if as_json:

@@ -144,10 +144,9 @@ def serve(
         raise InvalidInput("--guard-proxy needs --token-file")
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         raise InvalidInput(f"--upstream must be an http(s) URL, got {upstream!r}")
-    if config_path is not None:
-        from ctxledger import load_config
+    from ctxledger.compressor.settings import resolve_config
 
-        load_config(config_path)  # a bad file fails here, not in every worker
+    resolve_config(config_path)  # a bad file or CTXLEDGER_<KEY> fails here, not in every worker
     _export_settings(
         db=str(db_path or state_of(ctx).db),
         config=str(config_path or ""),

@@ -26,7 +26,7 @@ import msgspec
 
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
-from ctxledger.messages import validate_messages
+from ctxledger.messages import CallIdRepair, repair_call_ids, validate_messages
 from ctxledger.usage import normalize_usage
 
 #: where a message came from: a 1-based line, a JSON path inside a document, or a description
@@ -251,34 +251,24 @@ class SessionBuilder:
     def warnings(self) -> list[str]:
         return [text if n == 1 else f"{text} (x{n})" for text, n in self._warnings.items()]
 
-    def _dedupe_call_ids(self) -> None:
+    def _dedupe_call_ids(self) -> list[CallIdRepair]:
         """Give a re-used tool-call id a synthesized one (and its result with it).
 
         Some sources (e.g. tau-bench logs) reuse an id for a later call; the ledger needs
-        ids unique within a session, so the later call and the result that follows it
-        are renamed, and the warnings say so.
+        ids unique within a session. The repair is the one every entry point makes
+        (:func:`ctxledger.messages.repair_call_ids`); the warnings say so and the ledger
+        records the repairs as an event when the session is imported.
         """
-        issued: set[str] = set()
-        renamed: dict[str, str] = {}
-        for i, m in enumerate(self.messages):
-            if m.get("role") == "tool" and m.get("tool_call_id") in renamed:
-                m["tool_call_id"] = renamed.pop(m["tool_call_id"])
-                continue
-            calls = m.get("tool_calls") if m.get("role") == "assistant" else None
-            for j, call in enumerate(calls if isinstance(calls, list) else ()):
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(call_id, str):
-                    continue
-                if call_id in issued:
-                    call["id"] = renamed[call_id] = synth_call_id(self.key, i, j)
-                    self.warn("re-used tool-call ids were replaced by synthesized ids")
-                else:
-                    renamed.pop(call_id, None)
-                issued.add(call["id"])
+        self.messages, repairs = repair_call_ids(
+            self.messages, None, lambda i, j: synth_call_id(self.key, i, j)
+        )
+        for _ in (r for r in repairs if r.call_index is not None):
+            self.warn("re-used tool-call ids were replaced by synthesized ids")
+        return repairs
 
     def build(self, **fields: Any) -> ImportedSession:
         """Validate the messages (raising ImportFormatError at the culprit's line) and build the session."""
-        self._dedupe_call_ids()
+        repairs = self._dedupe_call_ids()
         try:
             validate_messages(self.messages)
         except InvalidMessage as err:
@@ -295,6 +285,7 @@ class SessionBuilder:
             system_prompt=self.system_prompt,
             usages=self.usages,
             warnings=self.warnings,
+            repairs=repairs,
             **fields,
         )
 

@@ -5,8 +5,9 @@ Hermes loads this module through the ``hermes_agent.plugins`` entry point when
 :class:`CtxLedgerEngine`, which Hermes uses when ``context.engine: ctxledger``. Every
 compaction Hermes asks for then becomes events in a ledger that ``ctxledger replay``,
 ``diff`` and ``audit`` read. The ledger file is ``$CTXLEDGER_DB`` if set, else
-``ctxledger.ledger.db`` in ``HERMES_HOME``; settings come from the TOML file named by
-``$CTXLEDGER_CONFIG`` and ``CTXLEDGER_<KEY>`` overrides (:func:`ctxledger.load_config`).
+``ctxledger.ledger.db`` in ``HERMES_HOME``; settings are resolved as everywhere else
+(defaults < config file: ``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
+directory < ``CTXLEDGER_<KEY>``; see ``ctxledger config``).
 
 What the host does that the engine survives:
 
@@ -46,12 +47,12 @@ from ctxledger import (
     CompressionConfig,
     ContextService,
     CtxLedgerError,
-    load_config,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
+from ctxledger.compressor.settings import resolve_config
 from ctxledger.eventstore import is_url
 from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
-from ctxledger.messages import validate_messages
+from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,8 @@ class _Shared:
             return self._service.config
         with self._lock:
             if self._config is None:
-                self._config = load_config(os.environ.get("CTXLEDGER_CONFIG"))
+                # one settings resolution, as Ledger.open would do it
+                self._config = resolve_config().config
             return self._config
 
     def service(self) -> ContextService:
@@ -245,7 +247,7 @@ class CtxLedgerEngine(ContextEngine):
         """Append the host's new messages; write queued usage but the latest (returned)."""
         n = len(self._known)
         if self._root is None or messages[:n] != self._known:
-            validate_messages(messages)  # a list the ledger cannot take starts nothing
+            check_new_messages(messages)  # a list the ledger cannot take starts nothing
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,

@@ -8,6 +8,7 @@ layers over this class.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
+    CallIdRepairEntry,
     CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
@@ -30,6 +33,7 @@ from ctxledger.events import (
     SessionReason,
     SessionStarted,
     SystemPromptSet,
+    ToolCallIdsRepaired,
     ToolOutputPersisted,
     ToolsDeclared,
     UsageReported,
@@ -40,8 +44,16 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.opening import open_store
+from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
+from ctxledger.messages import (
+    JSON,
+    CallIdRepair,
+    CallLedger,
+    repair_call_ids,
+    tool_call_ids,
+    validate_messages,
+)
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -61,6 +73,9 @@ DECISION_EVENTS = (
     NoticeIssued,
     PressureWarning,
 )
+
+
+_log = logging.getLogger("ctxledger")
 
 
 def default_db_path() -> str:
@@ -103,7 +118,15 @@ class Ledger:
         durability: Durability = "full",
     ) -> Ledger:
         """Open (creating if needed) a ledger and fold it: a SQLite file path, or a
-        ``postgresql://`` URL (see :func:`ctxledger.eventstore.open_store`)."""
+        ``postgresql://`` URL (see :func:`ctxledger.eventstore.open_store`).
+
+        Without `config`, the settings are resolved as everywhere else: defaults < the
+        config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
+        directory) < ``CTXLEDGER_<KEY>`` variables (``compressor.settings.resolve_config``).
+        A `config` given here is an argument: it wins as a whole.
+        """
+        if config is None:
+            config = resolve_config().config
         # a SQLite store creates missing parent folders itself, private (0700)
         store = open_store(path if path is not None else default_db_path(), durability=durability)
         return cls(store, clock=clock, ids=ids, config=config)
@@ -294,14 +317,61 @@ class Ledger:
         if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
             n, ledger = 0, CallLedger()
         stored = self.transcript.stored
+        renames = self.transcript.state.call_renames  # repaired re-used ids: new -> original
         for mid in live[n:]:
             msg = stored(mid).message
             if msg.get("role") == "assistant":
-                ledger.issued.update(tool_call_ids(msg))
+                for call_id in tool_call_ids(msg):
+                    ledger.issued.add(call_id)
+                    if call_id in renames:  # its result may still come under the old id
+                        ledger.renamed[renames[call_id]] = call_id
             elif msg.get("role") == "tool":
-                ledger.answered.add(str(msg.get("tool_call_id")))
+                call_id = str(msg.get("tool_call_id"))
+                ledger.answered.add(call_id)
+                original = renames.get(call_id)
+                if original is not None and ledger.renamed.get(original) == call_id:
+                    ledger.renamed[original] = None
         self._calls[session_id] = (len(live), ledger)
         return ledger
+
+    def check_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[JSON], list[CallIdRepair]]:
+        """The one validation policy: repair re-used tool-call ids, then validate (pure).
+
+        Returns the messages as they will be stored and the repairs made; raises
+        InvalidMessage naming the first problem that is not a re-used id.
+        """
+        self.live_session(session_id)
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInput("messages must be a list of message objects")
+        calls = self.call_ledger(session_id)
+        repaired, repairs = repair_call_ids(list(messages), calls, lambda i, j: self.ids("call"))
+        return validate_messages(repaired, calls), repairs
+
+    def repair_event(
+        self,
+        session_id: str,
+        repairs: Sequence[CallIdRepair],
+        message_ids: Sequence[str],
+        source: str = "append",
+    ) -> ToolCallIdsRepaired:
+        """The event recording `repairs` of a batch whose messages got `message_ids`; logged."""
+        for r in repairs:
+            _log.warning("session %s: %s", session_id, r.describe())
+        return ToolCallIdsRepaired(
+            **self.event_fields(session_id),
+            repairs=[
+                CallIdRepairEntry(
+                    message_id=message_ids[r.index],
+                    call_index=r.call_index,
+                    original=r.original,
+                    replacement=r.replacement,
+                )
+                for r in repairs
+            ],
+            source=source,  # type: ignore[arg-type]
+        )
 
     def append_messages(
         self,
@@ -311,17 +381,20 @@ class Ledger:
         extra_events: Sequence[Event] = (),
         message_ids: Sequence[str] | None = None,
         blobs: Mapping[str, bytes] | None = None,
+        repairs: Sequence[CallIdRepair] = (),
     ) -> list[str]:
         """Validate and append messages (all or nothing). Returns their new message ids.
 
         ``extra_events`` and ``blobs`` go into the same atomic append (e.g. a tool output
         persisted out of the context); ``message_ids`` lets the caller reserve the ids
-        those events refer to.
+        those events refer to. Re-used tool-call ids are repaired (see
+        :meth:`check_messages`), logged as warnings and recorded as a
+        ``ToolCallIdsRepaired`` event in the same append; ``repairs`` are those a caller
+        already made with :meth:`check_messages` on these messages.
         """
         view = self.live_session(session_id)
-        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
-            raise InvalidInput("messages must be a list of message objects")
-        validated = validate_messages(list(messages), self.call_ledger(session_id))
+        validated, repaired = self.check_messages(session_id, messages)
+        repairs = [*repairs, *repaired]
         counts = count_messages(validated, view.encoding) if validated else []
         events: list[Event] = []
         ids: list[str] = []
@@ -341,6 +414,8 @@ class Ledger:
                     encoding=view.encoding,
                 )
             )
+        if repairs:
+            events.append(self.repair_event(session_id, repairs, ids))
         events.extend(extra_events)
         if events:
             self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
@@ -425,6 +500,11 @@ class Ledger:
             )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def resolve_message(self, session_id: str, ref: str | int) -> str:
+        """A live message's id from its id, the short id ``show`` prints, or its index
+        (see :func:`ctxledger.ledger.refs.resolve_message`)."""
+        return resolve_message(self.transcript.session(session_id), ref)
 
     def end_session(self, session_id: str, reason: str = "closed") -> None:
         self.live_session(session_id)

@@ -182,6 +182,11 @@ def _events(
         events.extend(usages.pop(i, []))
     for rest in usages.values():
         events.extend(rest)
+    # the importer's repairs of re-used tool-call ids, as the ledger records them (those
+    # in messages carried from the parent were recorded with the parent)
+    repairs = [r for r in s.repairs if r.index >= skip]
+    if repairs:
+        events.append(ledger.repair_event(sid, repairs, out.message_ids, source="import"))
     if s.end_reason is not None:
         events.append(SessionEnded(**base(), reason=s.end_reason))
     return out

@@ -43,7 +43,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON, validate_messages
+from ctxledger.messages import JSON, CallIdRepair
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
 from ctxledger.runtime.outputs import PlannedOutput, plan_outputs
@@ -103,6 +103,8 @@ class ServiceCore:
         with the service on top.
 
         ``clock``, ``ids`` and ``durability`` go to the ledger; the rest to the service.
+        Without ``config=``, the settings are resolved as by the CLI and
+        :meth:`Ledger.open`: defaults < config file < ``CTXLEDGER_<KEY>`` variables.
         """
         ledger_kwargs = {k: kwargs.pop(k) for k in ("clock", "ids", "durability") if k in kwargs}
         return cls(Ledger.open(path, config=kwargs.get("config"), **ledger_kwargs), **kwargs)
@@ -245,7 +247,9 @@ class ServiceCore:
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
         if expected_version is None:
-            sid, (ids, planned) = self._on_tip(session_id, lambda tip: self._append_to(tip, batch))
+            sid, (ids, planned, repairs) = self._on_tip(
+                session_id, lambda tip: self._append_to(tip, batch)
+            )
         else:
             if not is_int(expected_version) or expected_version < 0:
                 raise InvalidInput(
@@ -255,26 +259,35 @@ class ServiceCore:
             if sid != session_id or self.ledger.version(sid) != expected_version:
                 raise ConcurrencyError(sid, expected_version, self.ledger.version(sid))
             # the store re-checks the version the projection read (== expected) atomically
-            ids, planned = self._append_to(sid, batch)
+            ids, planned, repairs = self._append_to(sid, batch)
         notices = [
             f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
             for p in planned
         ]
+        notices += [f"repaired {r.describe()}" for r in repairs]
         return TurnResult(session_id=sid, message_ids=ids, notices=notices)
 
-    def _append_to(self, sid: str, batch: list[Any]) -> tuple[list[str], list[PlannedOutput]]:
-        """Validate against the session's calls, plan the tool-output budget, append atomically."""
-        validated = validate_messages(batch, self.ledger.call_ledger(sid))
+    def _append_to(
+        self, sid: str, batch: list[Any]
+    ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
+        """Check against the session's calls (re-used tool-call ids are repaired, as every
+        entry point does), plan the tool-output budget, append atomically."""
+        validated, repairs = self.ledger.check_messages(sid, batch)
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
-        return self._append_planned(sid, validated, planned, blobs), planned
+        return self._append_planned(sid, validated, planned, blobs, repairs), planned, repairs
 
     def _append_planned(
-        self, sid: str, msgs: list[JSON], planned: list[PlannedOutput], blobs: dict[str, bytes]
+        self,
+        sid: str,
+        msgs: list[JSON],
+        planned: list[PlannedOutput],
+        blobs: dict[str, bytes],
+        repairs: list[CallIdRepair],
     ) -> list[str]:
         if not planned:
-            return self.ledger.append_messages(sid, msgs)
+            return self.ledger.append_messages(sid, msgs, repairs=repairs)
         # the ToolOutputPersisted events name their messages, so the ids are reserved here
         encoding = self.ledger.transcript.session(sid).encoding
         reserved = [self.ledger.ids("msg") for _ in msgs]
@@ -293,7 +306,7 @@ class ServiceCore:
             for p in planned
         ]
         return self.ledger.append_messages(
-            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs
+            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs, repairs=repairs
         )
 
     async def read_persisted(

@@ -23,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ctxledger import ContextService, load_config
+from ctxledger import ContextService
+from ctxledger.compressor.settings import resolve_config
 from ctxledger.server import proxy, reads, sse, state_api
 from ctxledger.server.auth import read_token_file, require_bearer
 from ctxledger.server.errors import HTTPError, error_response, message_of, provider_error_response
@@ -133,12 +134,13 @@ def app_from_env() -> Starlette:
     env = {
         k[len(ENV_PREFIX) :].lower(): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)
     }
-    config = load_config(env["config"]) if env.get("config") else None
+    # the one precedence: defaults < --config FILE (else the file found) < CTXLEDGER_<KEY>
+    config = resolve_config(env.get("config") or None).config
     summarizer = None
     if env.get("summarizer") == "llm":
         from ctxledger import LLMSummarizer
 
-        summarizer = LLMSummarizer.from_env(summary_model=config.summary_model if config else None)
+        summarizer = LLMSummarizer.from_config(config)
     service = ContextService.open(
         env["db"], config=config, summarizer=summarizer, durability=env.get("durability") or "full"
     )

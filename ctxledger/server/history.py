@@ -10,7 +10,8 @@ matches, the client edited or dropped something: the request gets a new branch.
 
 Messages are compared as dicts first and, when those differ, by what a provider
 sees (role, text, tool calls, tool call id), so a client that drops ``null`` fields or moves its own
-``cache_control`` markers still continues its line.
+``cache_control`` markers still continues its line; a tool-call id the ledger repaired
+(a re-used one) is compared as the client sent it.
 """
 
 from __future__ import annotations
@@ -49,11 +50,18 @@ def content_key(content: Any) -> Any:
     return repr(content)
 
 
-def message_key(message: Mapping[str, Any]) -> Key:
+def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = None) -> Key:
+    """What a provider sees of a message; `renames` maps tool-call ids the ledger repaired
+    (replacement -> the id the client sent) back, so a client that re-uses ids matches."""
+    renames = renames or {}
+
+    def original(call_id: Any) -> Any:
+        return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
+
     calls = message.get("tool_calls") or ()
     call_keys = tuple(
         (
-            c.get("id"),
+            original(c.get("id")),
             (c.get("function") or {}).get("name"),
             (c.get("function") or {}).get("arguments"),
         )
@@ -64,7 +72,7 @@ def message_key(message: Mapping[str, Any]) -> Key:
         message.get("role"),
         content_key(message.get("content")),
         call_keys,
-        message.get("tool_call_id"),
+        original(message.get("tool_call_id")),
     )
 
 
@@ -149,10 +157,15 @@ class HistoryIndex:
         return out
 
     @staticmethod
-    def common_prefix(recorded: Sequence[Mapping[str, Any]], client: Sequence[Any]) -> int:
-        """How many leading messages the two lists share (equal dicts, else equal keys)."""
+    def common_prefix(
+        recorded: Sequence[Mapping[str, Any]],
+        client: Sequence[Any],
+        renames: Mapping[str, str] | None = None,
+    ) -> int:
+        """How many leading messages the two lists share (equal dicts, else equal keys;
+        `renames`: the ledger's repaired tool-call ids, replacement -> original)."""
         for i, (a, b) in enumerate(zip(recorded, client, strict=False)):
-            if a != b and (not isinstance(b, Mapping) or message_key(a) != message_key(b)):
+            if a != b and (not isinstance(b, Mapping) or message_key(a, renames) != message_key(b)):
                 return i
         return min(len(recorded), len(client))
 
@@ -167,7 +180,7 @@ class HistoryIndex:
             if self.ledger.transcript.session(line).system_prompt != system_prompt:
                 continue
             recorded = self.line_messages(line)
-            common = self.common_prefix(recorded, client)
+            common = self.common_prefix(recorded, client, self.ledger.transcript.state.call_renames)
             if common == len(recorded):
                 if best is None or common > best[0]:
                     best = (common, line)

@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
-from ctxledger.messages import validate_messages
+from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import json_safe
 from ctxledger.server.auth import require_proxy_token
 from ctxledger.server.errors import HTTPError, message_of, provider_error_body
@@ -187,7 +187,8 @@ class Turn:
     @staticmethod
     def _check_whole(messages: list[Any]) -> None:
         # a new session or branch is checked before it is started: a bad list appends nothing
-        validate_messages(messages)
+        # (under the one policy: a re-used tool-call id is repaired by the append, not refused)
+        check_new_messages(messages)
         json_safe(messages, "messages")
 
     def _headers(self) -> dict[str, str]:

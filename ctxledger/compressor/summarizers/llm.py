@@ -49,7 +49,7 @@ import hashlib
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
@@ -60,6 +60,9 @@ from ctxledger.compressor.serialize import serialize_turns, strip_reasoning
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
 from ctxledger.usage import CanonicalUsage, normalize_usage
+
+if TYPE_CHECKING:
+    from ctxledger.compressor.config import CompressionConfig
 
 APIS = ("openai", "anthropic")
 DEFAULT_TIMEOUT = 120.0
@@ -263,6 +266,23 @@ class LLMSummarizer:
         """Configured from ``CTXLEDGER_SUMMARY_*``; `summary_model` (from the compression
         config) wins over the environment's model."""
         return cls(model=summary_model, session_model=session_model, env=env, **kwargs)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: CompressionConfig,
+        *,
+        session_model: str | None = None,
+        env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> LLMSummarizer:
+        """Endpoint from ``CTXLEDGER_SUMMARY_*``; the model (`summary_model`) and the
+        request timeout (`summary_timeout`) from the resolved compression settings, so
+        a ``summary_timeout`` in a config file or ``CTXLEDGER_SUMMARY_TIMEOUT`` applies."""
+        kwargs.setdefault("timeout", config.summary_timeout)
+        return cls.from_env(
+            summary_model=config.summary_model, session_model=session_model, env=env, **kwargs
+        )
 
     @property
     def url(self) -> str:

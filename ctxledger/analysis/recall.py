@@ -604,6 +604,8 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
         return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
     try:
         args = json.loads(arguments_json or "{}")
+    except RecursionError:
+        return json.dumps({"error": "arguments nest too deeply"})
     except ValueError as exc:
         return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
     if not isinstance(args, dict):

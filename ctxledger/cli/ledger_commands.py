@@ -23,6 +23,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
+from ctxledger.importers.detect import read_input_stream
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.messages import content_text
 
@@ -39,18 +40,30 @@ from ctxledger.messages import content_text
     "--context-length", type=int, default=None, help="Context window to record for the session."
 )
 @click.option("--model", default=None, help="Model name to record when the file has none.")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Refuse inputs larger than this (default: $CTXLEDGER_MAX_INPUT_BYTES, else 256 MiB).",
+)
 @click.pass_context
 @handle_errors
 def import_cmd(
-    ctx: click.Context, file: Path, fmt: str | None, context_length: int | None, model: str | None
+    ctx: click.Context,
+    file: Path,
+    fmt: str | None,
+    context_length: int | None,
+    model: str | None,
+    max_bytes: int | None,
 ) -> None:
     """Import a conversation file; prints the new session id(s), one per line, last."""
     if str(file) == "-":
-        sessions = load_import(None, fmt, text=sys.stdin.read())
+        text = read_input_stream(sys.stdin.buffer, max_bytes)
+        sessions = load_import(None, fmt, text=text)
     else:
         if not file.exists():
             raise InvalidInput(f"{file}: no such file")
-        sessions = load_import(file, fmt)
+        sessions = load_import(file, fmt, max_bytes=max_bytes)
     ledger = state_of(ctx).ledger()
     ids = import_sessions(ledger, sessions, model=model, context_length=context_length)
     for s in sessions:

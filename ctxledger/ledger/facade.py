@@ -41,6 +41,7 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger.spec import SessionSpec
+from ctxledger.limits import check_context_length
 from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
 from ctxledger.projections import (
     ChainsProjection,
@@ -192,11 +193,12 @@ class Ledger:
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string")
         ctx = spec.context_length or self.config.context_length
-        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
+        if ctx is None:
             raise InvalidInput(
-                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
+                "context_length must be an integer ≥ 1024 (got None); pass --context-length "
                 "or set context_length in the config"
             )
+        ctx = check_context_length(ctx)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise InvalidInput("system_prompt must be a string")
         tool_list: list[JSON] = []
@@ -375,8 +377,7 @@ class Ledger:
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
         view = self.live_session(session_id)
-        if not isinstance(context_length, int) or context_length < 1024:
-            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+        context_length = check_context_length(context_length)
         event = ModelSwitched(
             **self.event_fields(session_id),
             model=model,
@@ -389,14 +390,7 @@ class Ledger:
     def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
         view = self.live_session(session_id)
-        if (
-            not isinstance(context_length, int)
-            or isinstance(context_length, bool)
-            or context_length < 1024
-        ):
-            raise InvalidInput(
-                f"a learned context length must be an integer ≥ 1024, got {context_length!r}"
-            )
+        context_length = check_context_length(context_length, "a learned context length")
         if context_length >= view.context_length:
             return False
         event = ContextLimitLearned(

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ctxledger.analysis.audit import (
     AuditedFact,
@@ -25,7 +25,16 @@ from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, s
 from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
-from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.app import (
+    REF,
+    cli,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    state_of,
+    styled,
+)
 from ctxledger.compressor.config import load_config
 from ctxledger.errors import InvalidInput
 from ctxledger.ledger.compaction import plan_compaction
@@ -35,23 +44,29 @@ from ctxledger.messages import content_text
 _SHOWN_FACTS = 12
 
 
-def _fact_line(fact: AuditedFact) -> str:
+def _fact_line(fact: AuditedFact) -> Text:
     where = f"{fact.message_id} (seq {fact.seq})" if fact.message_id else "?"
-    return f"[dim]{fact.kind:<10}[/dim] {escape(fact.value[:100])}  [dim]← {where}[/dim]"
+    return styled((f"{fact.kind:<10}", "dim"), f" {fact.value[:100]}  ", (f"← {where}", "dim"))
 
 
 def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
-    mark = " [yellow](undone)[/yellow]" if a.reverted else ""
+    mark = styled(" ", ("(undone)", "yellow")) if a.reverted else ""
     console.print(
-        f"[bold]compaction {a.index}[/bold] {a.compaction_id}{mark}: {a.input_messages} messages summarized · "
-        f"{len(a.extracted)} facts · kept {len(a.kept)} · lost {len(a.lost)} · retention {a.retention:.0%}"
+        styled((f"compaction {a.index}", "bold"), f" {a.compaction_id}")
+        + mark
+        + styled(
+            f": {a.input_messages} messages summarized · {len(a.extracted)} facts · "
+            f"kept {len(a.kept)} · lost {len(a.lost)} · retention {a.retention:.0%}"
+        )
     )
     lost = a.lost if show_all else a.lost[:_SHOWN_FACTS]
     for fact in lost:
-        again = " [red](lost at re-compression)[/red]" if fact.source == "summary" else ""
-        console.print(f"  [red]✗[/red] {_fact_line(fact)}{again}")
+        again = styled(" ", ("(lost at re-compression)", "red")) if fact.source == "summary" else ""
+        console.print(styled("  ", ("✗", "red"), " ") + _fact_line(fact) + again)
     if len(lost) < len(a.lost):
-        console.print(f"  [dim]… {len(a.lost) - len(lost)} more lost (--all shows them)[/dim]")
+        console.print(
+            styled(("  … " + f"{len(a.lost) - len(lost)} more lost (--all shows them)", "dim"))
+        )
 
 
 def _print_chain(report: ChainAudit, show_all: bool) -> None:
@@ -80,8 +95,11 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
         _print_compaction(a, show_all)
     for loss in report.lost_at_recompression[: None if show_all else _SHOWN_FACTS]:
         console.print(
-            f"[red]lost at re-compression {loss.recompression}[/red] ({loss.lost_at}; kept by {loss.kept_by}): "
-            f"{_fact_line(loss.fact)}"
+            styled(
+                (f"lost at re-compression {loss.recompression}", "red"),
+                f" ({loss.lost_at}; kept by {loss.kept_by}): ",
+            )
+            + _fact_line(loss.fact)
         )
     console.print(
         f"chain: {report.facts} distinct facts, {report.known_now} still in the live view of {report.tip} "
@@ -130,24 +148,22 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
         )
         for sc in report.changes:
             sign, color = ("+", "green") if sc.kind == "added" else ("-", "red")
-            console.print(
-                f"[{color}]{sign} {escape(f'[{sc.section}]')} {escape(sc.line)}[/{color}]"
-            )
+            console.print(styled((f"{sign} [{sc.section}] {sc.line}", color)))
         if not report.changes:
-            console.print("[green]the summaries state the same lines[/green]")
+            console.print(styled(("the summaries state the same lines", "green")))
         return
-    console.print(
-        f"[bold]A[/bold] {report.a.label}: {report.a.messages} messages, {report.a.tokens:,} tokens"
-    )
-    console.print(
-        f"[bold]B[/bold] {report.b.label}: {report.b.messages} messages, {report.b.tokens:,} tokens"
-    )
+    for name, side in (("A", report.a), ("B", report.b)):
+        console.print(
+            styled(
+                (name, "bold"), f" {side.label}: {side.messages} messages, {side.tokens:,} tokens"
+            )
+        )
     for c in report.changes:
         sign, color = _STYLE[c.kind]
         ids = c.message_id + (f" → {c.other_id}" if c.other_id else "")
         extra = f" by {c.summary_id}" if c.summary_id else (f" ({c.detail})" if c.detail else "")
         console.print(
-            f"[{color}]{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{escape(extra)}[/{color}]"
+            styled((f"{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{extra}", color))
         )
     summary = (
         ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items())) or "no differences"
@@ -245,17 +261,22 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
     if as_json:
         emit_json(report)
         return
-    console.print(f"[bold]{escape(report.fact)}[/bold]: {report.status}")
+    console.print(styled((report.fact, "bold"), f": {report.status}"))
     for ap in report.appearances:
-        live = " [green](live)[/green]" if ap.live else ""
+        live = styled(" ", ("(live)", "green")) if ap.live else ""
         console.print(
-            f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}{live}"
+            styled(
+                f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}"
+            )
+            + live
         )
     for step in report.compactions:
         color = {"kept": "green", "dropped": "red"}.get(step.status, "dim")
         undone = " (undone)" if step.reverted else ""
         console.print(
-            f"  compaction {step.index} {step.compaction_id}: [{color}]{step.status}[/{color}]{undone}"
+            styled(
+                f"  compaction {step.index} {step.compaction_id}: ", (step.status, color), undone
+            )
         )
 
 
@@ -275,15 +296,18 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
     if not result.hits:
         console.print(f"no message of the chain of {result.root} matches {query!r}", markup=False)
     elif result.match == "any":
-        console.print("[dim]no message holds every word; showing messages with any of them[/dim]")
+        console.print(
+            styled(("no message holds every word; showing messages with any of them", "dim"))
+        )
     for hit in result.hits:
         where = (
-            "[green]live[/green]"
+            styled(("live", "green"))
             if hit.live
-            else (f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
+            else styled(f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
         )
         console.print(
-            f"[bold]{hit.message_id}[/bold] {hit.role} · {hit.session_id} · seq {hit.seq} · {where}"
+            styled((hit.message_id, "bold"), f" {hit.role} · {hit.session_id} · seq {hit.seq} · ")
+            + where
         )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
 
@@ -307,11 +331,16 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
         emit_json(result)
         return
     console.print(
-        f"[bold]{result.compaction_id}[/bold]: {len(result.messages)} messages of {result.session_id} were summarized"
+        styled(
+            (result.compaction_id, "bold"),
+            f": {len(result.messages)} messages of {result.session_id} were summarized",
+        )
     )
     for m in result.messages:
         note = f" (a summary written by {m.compaction_id})" if m.compaction_id else ""
-        console.print(f"[bold]{m.message_id}[/bold] {m.role} · {m.tokens} tok · seq {m.seq}{note}")
+        console.print(
+            styled((m.message_id, "bold"), f" {m.role} · {m.tokens} tok · seq {m.seq}{note}")
+        )
         text = content_text(m.message)
         for call in m.message.get("tool_calls") or ():
             text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
@@ -395,8 +424,8 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
 def print_drift(report: DriftReport) -> None:
     """The per-compaction drift lines of ``replay --verify``."""
     for c in report.compactions:
-        mark = f"[red]drift ({c.cause})[/red]" if c.drift else "[green]no drift[/green]"
-        console.print(f"  compaction {c.compaction_id} (seq {c.seq}): {mark}")
+        mark = (f"drift ({c.cause})", "red") if c.drift else ("no drift", "green")
+        console.print(styled(f"  compaction {c.compaction_id} (seq {c.seq}): ", mark))
         for d in c.drift:
             console.print(f"    {d.field}: {d.explanation}", markup=False)
         for key, (recorded, planned) in c.config_changes.items():
@@ -460,8 +489,8 @@ def run_whatif(
     table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
     console.print(table)
     if report.reproduces_recorded:
-        console.print("[green]the what-if reproduces the recorded chain exactly[/green]")
+        console.print(styled(("the what-if reproduces the recorded chain exactly", "green")))
     for note in report.notes:
-        console.print(f"[dim]note: {note}[/dim]", markup=False)
+        console.print(styled((f"note: {note}", "dim")))
     if report.out:
         console.print(f"what-if ledger kept in {report.out} (tip {alt.tip})", markup=False)

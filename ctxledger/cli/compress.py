@@ -9,7 +9,7 @@ import anyio
 import click
 import msgspec
 
-from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
+from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of, styled
 from ctxledger.compressor.config import CompressionConfig, load_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.ledger.compaction import CompactionOutcome, compact
@@ -117,7 +117,12 @@ def compress(
         console.print(outcome.feedback, markup=False)
         if outcome.fallback:
             console.print(
-                f"[yellow]the summarizer failed ({outcome.failure}); a fallback summary was used[/yellow]"
+                styled(
+                    (
+                        f"the summarizer failed ({outcome.failure}); a fallback summary was used",
+                        "yellow",
+                    )
+                )
             )
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"

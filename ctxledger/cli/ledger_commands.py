@@ -16,10 +16,12 @@ from ctxledger.cli.app import (
     REF,
     cli,
     console,
+    echo,
     emit_json,
     handle_errors,
     json_option,
     state_of,
+    styled,
 )
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
@@ -68,11 +70,11 @@ def import_cmd(
     ids = import_sessions(ledger, sessions, model=model, context_length=context_length)
     for s in sessions:
         for warning in s.warnings:
-            click.echo(f"warning: {s.key}: {warning}", err=True)
+            echo(f"warning: {s.key}: {warning}", err=True)
     n = sum(len(s.messages) for s in sessions)
     click.echo(f"imported {n} messages into {len(ids)} session(s)", err=True)
     for sid in ids:
-        click.echo(sid)
+        echo(sid)
 
 
 @cli.command()
@@ -147,9 +149,9 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
             f"{c['function']['name']}({c['function']['arguments'][:60]})"
             for c in msg.get("tool_calls") or []
         )
-        head = f"[bold]{i:>4} {msg['role']}[/bold] [dim]{n} tok[/dim]"
+        head = styled((f"{i:>4} {msg['role']}", "bold"), " ", (f"{n} tok", "dim"))
         if msg.get("tool_call_id"):
-            head += f" [dim]← {msg['tool_call_id']}[/dim]"
+            head.append_text(styled(" ", (f"← {msg['tool_call_id']}", "dim")))
         console.print(head)
         text = content_text(msg)
         if text:
@@ -243,11 +245,14 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
         return
     for i, m in enumerate(members):
         node = chains.lineage(m)
-        marks = " [green](tip)[/green]" if m == data["tip"] else ""
+        marks = styled(" ", ("(tip)", "green")) if m == data["tip"] else ""
         branches = [c for c in node.children if c != node.compression_child]
-        console.print(
-            f"{'  ' * i}{'└─ ' if i else ''}[bold]{m}[/bold] {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages{marks}"
+        line = styled(
+            f"{'  ' * i}{'└─ ' if i else ''}",
+            (m, "bold"),
+            f" {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages",
         )
+        console.print(line + marks)
         for b in branches:
             console.print(f"{'  ' * (i + 1)}├─ {b} ({chains.kind(b)})")
     console.print(f"compressions: {data['compression_count']}")
@@ -268,7 +273,10 @@ def verify(ctx: click.Context, as_json: bool) -> None:
         )
     else:
         console.print(
-            f"[red]FAILED[/red] at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}"
+            styled(
+                ("FAILED", "red"),
+                f" at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}",
+            )
         )
     if not report.ok:
         sys.exit(1)
@@ -349,12 +357,15 @@ def replay(
     if as_json:
         emit_json(out)
     else:
-        status = "[green]equal[/green]" if report.equal else "[red]DIFFERENT[/red]"
+        status = ("equal", "green") if report.equal else ("DIFFERENT", "red")
         console.print(
-            f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: {status}"
+            styled(
+                f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: ",
+                status,
+            )
         )
         for m in report.mismatches:
-            console.print(f"  [red]✗[/red] {m}")
+            console.print(styled("  ", ("✗", "red"), f" {m}"))
         if verify_plans:
             from ctxledger.cli.analysis import print_drift
 

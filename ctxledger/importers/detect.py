@@ -129,14 +129,25 @@ def detect_format(path_or_text: str | os.PathLike[str]) -> str:
 
 
 def _detect_text(text: str, path: str | None) -> str:
-    found = _detect_records(_records(text, path)) if text.strip() else None
+    records = _records(text, path) if text.strip() else []
+    found = _detect_records(records) if records else None
     if found is None:
+        why = f" ({_json_problem(text)})" if text.strip() and not records else ""
         raise ImportFormatError(
-            f"cannot tell the format; pass one of: {', '.join(IMPORTERS)}",
+            f"cannot tell the format{why}; pass one of: {', '.join(IMPORTERS)}",
             line=1 if text.strip() else None,
             path=path,
         )
     return found
+
+
+def _json_problem(text: str) -> str:
+    """Why `text` is not JSON, e.g. a number out of range (``1e400``)."""
+    try:
+        msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError) as err:
+        return f"not JSON: {err}"
+    return "not a JSON document or JSON lines"
 
 
 def _utf8(data: bytes, path: str) -> str:

@@ -35,6 +35,7 @@ from ctxledger.errors import (
     ConcurrencyError,
     InvalidInput,
     SessionEndedError,
+    UnknownBlob,
 )
 from ctxledger.events import (
     Event,
@@ -273,19 +274,34 @@ class ServiceCore:
         )
 
     async def read_persisted(
-        self, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
+        self, session_id: str, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
     ) -> SliceResult:
         """A slice of a persisted tool output: the handler of the ``read_persisted`` tool.
 
-        `ref` must be the 64-hex-digit reference from the stored-output block; it is
-        only ever a key of the content-addressed blob table, never a path.
+        `ref` must be the 64-hex-digit reference from a stored-output block of
+        `session_id`'s compression chain; it is only ever a key of the content-addressed
+        blob table, never a path. A ref the chain never persisted (another session's
+        output, any other blob) is :class:`UnknownBlob`, as if it did not exist.
         """
         if not isinstance(ref, str) or len(ref) != 64 or not set(ref) <= _HEX:
             raise InvalidInput(
                 f"ref must be the 64-hex-digit reference from the stored-output block, got {ref!r:.80}"
             )
+        self.ledger.refresh()
+        if not self._chain_persisted(session_id, ref):
+            raise UnknownBlob(f"no persisted tool output {ref} in this session's chain")
         data = self.ledger.store.get_blob(ref).decode("utf-8", errors="replace")
         return read_slice(data, offset, limit)
+
+    def _chain_persisted(self, session_id: str, ref: str) -> bool:
+        """Whether a ``ToolOutputPersisted`` of `session_id`'s chain showed `ref`."""
+        chain = set(self.ledger.chains.chain(self.ledger.resolve(session_id)))
+        for shown in self.ledger.transcript.state.shown.values():
+            if shown.origin == "persisted" and shown.session_id in chain:
+                content = shown.message.get("content")
+                if isinstance(content, str) and f'"{ref}"' in content:
+                    return True
+        return False
 
     # --- the view sent to the model ------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ctxledger.cli.app import (
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import read_input_stream
+from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.messages import content_text
 
@@ -259,25 +260,34 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option(
+    "--expect-head",
+    default=None,
+    metavar="HASH|SEQ:HASH",
+    help="Fail unless the head hash is HASH (or the event at SEQ has HASH), as printed by an earlier verify.",
+)
 @json_option
 @click.pass_context
 @handle_errors
-def verify(ctx: click.Context, as_json: bool) -> None:
-    """Walk the whole log and check its hash chain and blobs; exit 1 on the first bad event."""
-    report = state_of(ctx).ledger().verify()
+def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
+    """Walk the log (without folding it), its blobs and its sealed head anchor; exit 1 on the first bad event.
+
+    Prints the head (last seq and hash): keep it elsewhere and pass it back with
+    --expect-head to detect deleted newest events even if the anchor file is lost.
+    """
+    state = state_of(ctx)
+    report = verify_file(state.db, expect_head=expect_head)
     if as_json:
         emit_json(report)
     elif report.ok:
         console.print(
             f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
         )
+        console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
     else:
-        console.print(
-            styled(
-                ("FAILED", "red"),
-                f" at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}",
-            )
-        )
+        event = f" (event {report.first_bad_event_id})" if report.first_bad_event_id else ""
+        where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the log"
+        console.print(styled(("FAILED", "red"), f" at {where}{event}: {report.problem}"))
     if not report.ok:
         sys.exit(1)
 

@@ -104,9 +104,12 @@ _READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
     " WHERE stream_id = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?"
 )
-# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch)
+# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch);
+# the casts keep a row edited in the sqlite3 shell (``replace(payload, ...)`` makes it
+# TEXT, a NULL anywhere) a hash mismatch to report rather than a type error
 _VERIFY_EVENTS = (
-    "SELECT e.seq, coalesce(s.stream, ''), e.version, e.event_id, e.kind, e.schema, e.payload, e.hash"
+    "SELECT e.seq, coalesce(s.stream, ''), e.version, coalesce(e.event_id, ''),"
+    " coalesce(e.kind, ''), e.schema, coalesce(CAST(e.payload AS BLOB), x''), coalesce(e.hash, '')"
     " FROM events AS e LEFT JOIN streams AS s USING (stream_id) WHERE e.seq >= ? ORDER BY e.seq LIMIT ?"
 )
 _LIST_BLOBS = "SELECT ref, size FROM blobs"

@@ -15,7 +15,13 @@ from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    SessionEndedError,
+    UnknownMessage,
+    UnknownSession,
+)
 from ctxledger.events import (
     CompressionChecked,
     CompressionSkipped,
@@ -40,6 +46,7 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import check_context_length
 from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
@@ -92,6 +99,8 @@ class Ledger:
         self.config = config or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
         self._calls: dict[str, tuple[int, CallLedger]] = {}
+        #: whether this ledger appended anything (its close then seals the head anchor)
+        self._appended = False
 
     @classmethod
     def open(
@@ -110,7 +119,26 @@ class Ledger:
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:
+        """Seal the head anchor (if this ledger appended to a file), then close the store."""
+        if self._appended:
+            self._appended = False
+            self.seal_head()
         self.store.close()
+
+    def seal_head(self) -> bool:
+        """Advance the sealed head anchor beside the ledger file to the log's last event.
+
+        Best effort: an in-memory store, a closed one or an unwritable folder seal
+        nothing (False). See :mod:`ctxledger.ledger.anchor`.
+        """
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or path == ":memory:":
+            return False
+        try:
+            head = head_of(self.store)
+            return head is not None and advance_anchor(path, *head)
+        except (OSError, CtxLedgerError):
+            return False
 
     def __enter__(self) -> Ledger:
         return self
@@ -149,6 +177,7 @@ class Ledger:
             self._check_references(request)
         try:
             self.store.append_many(requests, blobs)
+            self._appended = True
         finally:
             self.refresh()
 

@@ -23,6 +23,7 @@ from ctxledger.analysis.audit import (
 from ctxledger.analysis.compactions import is_compaction_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.analysis.recall import expand, recall
+from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import (
@@ -117,13 +118,13 @@ def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
     ledger = state_of(ctx).ledger()
     if is_compaction_ref(ledger, ref):
-        one = audit_compaction(ledger, ref)
+        one = redacted_report(audit_compaction(ledger, ref), ledger)
         if as_json:
             emit_json(one)
         else:
             _print_compaction(one, show_all)
         return
-    report = audit_chain(ledger, ref)
+    report = redacted_report(audit_chain(ledger, ref), ledger)
     if as_json:
         emit_json(report)
     else:
@@ -257,7 +258,7 @@ def _whatif_diff(
 @handle_errors
 def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> None:
     """The life of one FACT in SESSION's chain: where it appeared, what compactions did with it."""
-    report = trace(state_of(ctx).ledger(), session, fact)
+    report = redacted_report(trace(state_of(ctx).ledger(), session, fact))
     if as_json:
         emit_json(report)
         return

@@ -3,27 +3,42 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# hermes-agent pins its own openai and more: its integration test runs in a venv of its own
+HERMES_VENV  ?= .venv-hermes
+HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: demo test lint typecheck bench setup clean
+.PHONY: demo test lint typecheck bench setup hermes-venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,server,server-test,agents,langchain]'
 	touch $(STAMP)
 
+$(HERMES_STAMP): pyproject.toml constraints-hermes.txt
+	$(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(HERMES_VENV)/bin/python -m pip install --quiet -c constraints-hermes.txt -e '.[hermes]'
+	touch $(HERMES_STAMP)
+
 setup: $(STAMP)
+
+hermes-venv: $(HERMES_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/ctxledger --db demo.ledger.db demo
 
-test: $(STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+test: $(STAMP) $(HERMES_STAMP)
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+	$(BIN)/lint-imports
+	CTXLEDGER_REQUIRE_HERMES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check ctxledger tests bench
+	$(BIN)/ruff check ctxledger tests bench tools
+	$(BIN)/ruff format --check ctxledger tests bench tools
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -32,4 +47,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) demo.ledger.db* .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(HERMES_VENV) demo.ledger.db* .pytest_cache .mypy_cache .hypothesis

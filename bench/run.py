@@ -24,6 +24,7 @@ FULL: list[list[str]] = [
     ["import_bench.py"],
     ["service_bench.py"],
     ["analysis_bench.py"],
+    ["server_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],

@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from ctxledger import _compat
 from ctxledger.analysis.audit import audit_chain, audit_compaction, trace
 from ctxledger.analysis.diff import diff
 from ctxledger.analysis.recall import EXPAND_TOOL, RECALL_TOOL, expand, handle_tool_call, recall
@@ -65,6 +66,8 @@ from ctxledger.runtime.service import ContextService, Recovery, TurnResult
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
 __version__ = "0.1.0"
+
+_compat.install()  # old module paths (ctxledger.service, …) warn for one release
 
 #: old public names kept for one release: name -> (new name, object)
 _DEPRECATED: dict[str, tuple[str, Any]] = {"SessionEnded": ("SessionEndedError", SessionEndedError)}

@@ -1,10 +1,20 @@
-"""Shared test settings: hypothesis profiles (``ci`` is the default under `make test`)."""
+"""Shared test settings and fixtures: hypothesis profiles (``ci`` is the default under
+`make test`), a fresh ``ledger`` and a recorded multi-compaction ``chain``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
+from helpers.ledger_helpers import deterministic_ledger
 from hypothesis import HealthCheck, settings
+
+from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.demo.record import record_generated
+from ctxledger.ledger.facade import Ledger
+
+Chain = tuple[Ledger, str]
 
 settings.register_profile(
     "ci",
@@ -35,3 +45,34 @@ def pytest_configure(config: object) -> None:
 
         key_dir = tempfile.mkdtemp(prefix="ctxledger-test-key-")
         os.environ["CTXLEDGER_ANCHOR_KEY_FILE"] = os.path.join(key_dir, "anchor.key")
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def ledger() -> Iterator[Ledger]:
+    """A fresh in-memory ledger: step clock, sequential ids, the small 16K config."""
+    opened = deterministic_ledger()
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Chain:
+    """A generated session recorded through the service into a chain of ≥ 2 compactions.
+
+    ``(ledger, tip)``, shared by a module's tests. A module picks its session with
+    ``CHAIN_SEED`` / ``CHAIN_TURNS`` / ``CHAIN_FOCUS_AT`` (defaults: 5, 12, none).
+    """
+    module = request.module
+    path = tmp_path_factory.mktemp(module.__name__.rsplit(".", 1)[-1]) / "chain.db"
+    opened = deterministic_ledger(path)
+    tip = record_generated(
+        opened,
+        seed=getattr(module, "CHAIN_SEED", 5),
+        turns=getattr(module, "CHAIN_TURNS", 12),
+        focus_at=getattr(module, "CHAIN_FOCUS_AT", None),
+    )
+    assert len(chain_compactions(opened, tip)) >= 2
+    return opened, tip

@@ -8,7 +8,6 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
-from helpers.ledger_helpers import deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,17 +21,11 @@ from ctxledger.analysis.diff import (
     transcript_at,
 )
 from ctxledger.cli.main import cli
-from ctxledger.demo.record import record_generated
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
 
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = deterministic_ledger(tmp_path_factory.mktemp("diff") / "l.db")
-    tip = record_generated(ledger, seed=5, turns=12)
-    assert len(chain_compactions(ledger, tip)) >= 2
-    return ledger, tip
+#: the module's recorded chain (the ``chain`` fixture in conftest.py)
+CHAIN_SEED = 5
 
 
 def refs(ledger: Ledger, tip: str) -> list[str]:

@@ -12,6 +12,7 @@ import ast
 import importlib
 import pkgutil
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 import ctxledger
 import ctxledger.errors
+from ctxledger._compat import MOVED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,3 +106,11 @@ def test_every_documented_import_resolves(file: str, module: str, name: str) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         assert hasattr(importlib.import_module(module), name), f"{file}: {module}.{name}"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_moved_module_paths_still_import_with_a_deprecation_warning(old: str) -> None:
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=MOVED[old].replace(".", r"\.")):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(MOVED[old])

@@ -24,19 +24,13 @@ from ctxledger.analysis.recall import (
 from ctxledger.cli.main import cli
 from ctxledger.compressor.redact import redact_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.demo.record import record_generated
 from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.ledger.compaction import compact
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
 
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = deterministic_ledger(tmp_path_factory.mktemp("recall") / "l.db")
-    tip = record_generated(ledger, seed=9, turns=12)
-    assert len(chain_compactions(ledger, tip)) >= 2
-    return ledger, tip
+#: the module's recorded chain (the ``chain`` fixture in conftest.py)
+CHAIN_SEED = 9
 
 
 def _first_compacted_ask(ledger: Ledger, tip: str) -> str:

@@ -13,7 +13,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.analysis.compactions import chain_compactions, chain_signature
+from ctxledger.analysis.compactions import chain_signature
 from ctxledger.analysis.diff import diff
 from ctxledger.analysis.whatif import (
     AppendStep,
@@ -33,13 +33,9 @@ from ctxledger.errors import InvalidInput
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
 
-
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, str]:
-    ledger = deterministic_ledger(tmp_path_factory.mktemp("whatif") / "l.db")
-    tip = record_generated(ledger, seed=21, turns=12, focus_at={6: "tests"})
-    assert len(chain_compactions(ledger, tip)) >= 2
-    return ledger, tip
+#: the module's recorded chain (the ``chain`` fixture in conftest.py)
+CHAIN_SEED = 21
+CHAIN_FOCUS_AT = {6: "tests"}
 
 
 @settings(max_examples=5)

@@ -106,7 +106,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         fn
-    )  # type: ignore[return-value]
+    )
 
 
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
@@ -152,7 +152,7 @@ def state_of(ctx: click.Context) -> State:
     return obj
 
 
-class RefType(click.ParamType):
+class RefType(click.ParamType[str, Any]):
     """A session, compaction or message reference: surrounding whitespace is dropped.
 
     The one place references are stripped; the library resolves them as given

@@ -1,4 +1,4 @@
-"""``ctxledger demo``: the main job (see ctxledger/demo.py)."""
+"""``ctxledger demo``: the main job (see :mod:`ctxledger.demo.run`)."""
 
 from __future__ import annotations
 

@@ -219,7 +219,7 @@ def record(
         raise CompressionError("the summarizer returned an empty summary")
     compaction_id = ids("cmp")
     new_session_id = ids("ses")
-    system_prompt, system_tokens, layout, new_messages = build_layout(prepared, text, ids)
+    layout = build_layout(prepared, text, ids)
     sid = inp.session_id
 
     def env() -> dict[str, Any]:
@@ -245,21 +245,7 @@ def record(
                 purpose="summarizer",
             )
         )
-    switch = SessionSwitched(
-        **env(),
-        compaction_id=compaction_id,
-        new_session_id=new_session_id,
-        trigger=trigger,
-        system_prompt=system_prompt,
-        system_prompt_tokens=system_tokens,
-        layout=layout,
-        plan=msgspec.to_builtins(the_plan),
-        config=prepared.config.to_snapshot(),
-        tokens_before=sum(inp.exact_tokens) + inp.tools_tokens,
-        tokens_after=system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens,
-        messages_before=len(inp.messages),
-        messages_after=len(new_messages),
-    )
+    switch = _switch_event(prepared, env(), compaction_id, new_session_id, trigger, layout)
     old.append(switch)
     started = SessionStarted(
         **envelope(new_session_id, ids, clock),
@@ -280,7 +266,35 @@ def record(
         new_events=[started],
         switch=switch,
         summary=summary,
-        messages=new_messages,
+        messages=layout[3],
+    )
+
+
+def _switch_event(
+    prepared: Prepared,
+    env: dict[str, Any],
+    compaction_id: str,
+    new_session_id: str,
+    trigger: Trigger,
+    built: tuple[str | None, int, list[LayoutEntry], list[JSON]],
+) -> SessionSwitched:
+    """The switch: the continuation's layout (carried ids, new messages in full), the plan."""
+    inp, the_plan = prepared.input, prepared.plan
+    system_prompt, system_tokens, layout, new_messages = built
+    return SessionSwitched(
+        **env,
+        compaction_id=compaction_id,
+        new_session_id=new_session_id,
+        trigger=trigger,
+        system_prompt=system_prompt,
+        system_prompt_tokens=system_tokens,
+        layout=layout,
+        plan=msgspec.to_builtins(the_plan),
+        config=prepared.config.to_snapshot(),
+        tokens_before=sum(inp.exact_tokens) + inp.tools_tokens,
+        tokens_after=system_tokens + sum(e.tokens for e in layout) + inp.tools_tokens,
+        messages_before=len(inp.messages),
+        messages_after=len(new_messages),
     )
 
 

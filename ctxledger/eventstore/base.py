@@ -1,4 +1,4 @@
-"""The event store interface every backend implements (SQLite today).
+"""The event store interface every backend implements (SQLite; others pass the same contract).
 
 Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 

@@ -1,4 +1,4 @@
-"""OpenAI chat messages -> ``ImportedSession``, plus the helpers every importer shares.
+"""OpenAI chat messages -> ``ImportedSession`` (documents and JSONL; one conversation or many).
 
 Accepted shapes (``parse_openai``):
 

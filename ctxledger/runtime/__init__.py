@@ -1,4 +1,4 @@
-"""Pure runtime decisions an agent loop needs around each model call.
+"""The runtime: the service an agent loop calls, and the pure decisions it wires to the ledger.
 
 * :mod:`~ctxledger.runtime.overflow`: classify provider errors, decide recovery.
 * :mod:`~ctxledger.runtime.caching`: Anthropic ``cache_control`` breakpoints.

@@ -53,6 +53,7 @@ from ctxledger.runtime.overflow import (
 )
 from ctxledger.runtime.service_io import (
     TurnResult,
+    is_int,
     json_safe,
 )
 from ctxledger.runtime.toolbudget import (
@@ -226,13 +227,35 @@ class ServiceCore:
 
     # --- messages and the tool-output budget --------------------------------------------
 
-    async def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> TurnResult:
+    async def append(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        expected_version: int | None = None,
+    ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
-        stored out of the context in the same atomic append (HERMES_SPEC §6)."""
+        stored out of the context in the same atomic append (HERMES_SPEC §6).
+
+        With ``expected_version`` the append is optimistic: it goes to `session_id` itself
+        only while that session is the tip at exactly that version, else
+        ``ConcurrencyError`` (naming the tip and its version) and nothing is written.
+        """
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
-        sid, (ids, planned) = self._on_tip(session_id, lambda tip: self._append_to(tip, batch))
+        if expected_version is None:
+            sid, (ids, planned) = self._on_tip(session_id, lambda tip: self._append_to(tip, batch))
+        else:
+            if not is_int(expected_version) or expected_version < 0:
+                raise InvalidInput(
+                    f"expected_version must be an integer ≥ 0, got {expected_version!r}"
+                )
+            sid = self._live_tip(session_id)
+            if sid != session_id or self.ledger.version(sid) != expected_version:
+                raise ConcurrencyError(sid, expected_version, self.ledger.version(sid))
+            # the store re-checks the version the projection read (== expected) atomically
+            ids, planned = self._append_to(sid, batch)
         notices = [
             f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
             for p in planned

@@ -3,7 +3,8 @@
 * :class:`OfflineSummarizer` — deterministic, extractive, the embedded default.
 * :class:`LLMSummarizer` — OpenAI-compatible chat completions or Anthropic messages.
 * :class:`RecordedSummarizer` — replays recorded summary texts; never calls a model.
-* :func:`fallback_summary` — the body inserted when a summarizer fails.
+* :func:`fallback_summary` — the body inserted when a summarizer fails;
+  :class:`FallbackSummarizer` — any summarizer, falling back to it.
 """
 
 from ctxledger.compressor.summarizers.base import (
@@ -17,6 +18,7 @@ from ctxledger.compressor.summarizers.base import (
     request_hash,
 )
 from ctxledger.compressor.summarizers.fallback import (
+    FallbackSummarizer,
     fallback_note,
     fallback_summary,
     summarize_with_fallback,
@@ -28,6 +30,7 @@ from ctxledger.compressor.summarizers.recorded import RecordedSummarizer, reques
 __all__ = [
     "SECTIONS",
     "SECTION_HEADINGS",
+    "FallbackSummarizer",
     "LLMSummarizer",
     "OfflineSummarizer",
     "RecordedSummarizer",

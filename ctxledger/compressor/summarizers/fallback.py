@@ -85,8 +85,33 @@ async def summarize_with_fallback(summarizer: Summarizer, request: SummaryReques
         )
 
 
+class FallbackSummarizer:
+    """A summarizer that never fails softly: ``inner``'s summary, or the fallback body.
+
+    :func:`summarize_with_fallback` as a :class:`Summarizer` (``inner=None``: always the
+    fallback, e.g. when nothing is configured). Aborting failures still raise.
+    """
+
+    kind = "fallback"
+
+    def __init__(self, inner: Summarizer | None = None) -> None:
+        self.inner = inner
+        self.model = getattr(inner, "model", None)
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if self.inner is None:
+            return fallback_result(
+                request,
+                failure="no summarizer configured",
+                failure_class="not_configured",
+                summarizer=self.kind,
+            )
+        return await summarize_with_fallback(self.inner, request)
+
+
 __all__ = [
     "FALLBACK_LAST_TURNS",
+    "FallbackSummarizer",
     "fallback_note",
     "fallback_result",
     "fallback_summary",

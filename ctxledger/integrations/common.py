@@ -1,0 +1,84 @@
+"""What the framework adapters share: a private event loop for synchronous hosts, and
+the ledger's view as a host sees it.
+
+Hermes calls its context engine synchronously, sometimes from a thread whose asyncio
+loop is running (the gateway), and LangChain's ``invoke`` path calls middleware
+synchronously too. ``anyio.run`` cannot nest inside a running loop, so synchronous
+calls go to :class:`LoopThread`: one daemon thread running its own asyncio loop,
+which also serializes every ledger access of the adapters that use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from ctxledger import ContextService
+
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+
+class LoopThread:
+    """A daemon thread running an asyncio loop; :meth:`run` waits for a coroutine on it."""
+
+    def __init__(self, name: str = "ctxledger-loop") -> None:
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._ready.set)
+        self._loop.run_forever()
+
+    def run(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Run the coroutine ``make()`` on the private loop and return its result.
+
+        Called from the loop's own thread (a callback re-entering), it would deadlock,
+        so that raises instead.
+        """
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("LoopThread.run called from its own loop thread")
+
+        async def _call() -> T:
+            return await make()
+
+        future: Future[T] = asyncio.run_coroutine_threadsafe(_call(), self._loop)
+        return future.result()
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+
+def live_messages(service: ContextService, session_id: str) -> list[JSON]:
+    """The chain tip's live messages (the API view without its system message), as fresh
+    dicts the host may mutate. Cache markers are left to the host's own provider code."""
+    view = service.api_messages(session_id, cache=False)
+    if view and view[0].get("role") == "system":
+        view = view[1:]
+    return [_copy(m) for m in view]
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def system_view(service: ContextService, session_id: str) -> JSON | None:
+    """The system message of the tip's view (the prompt plus any compaction note), if any."""
+    view = service.api_messages(session_id, cache=False)
+    return _copy(view[0]) if view and view[0].get("role") == "system" else None
+
+
+__all__ = ["LoopThread", "live_messages", "system_view"]

@@ -1,0 +1,336 @@
+"""A Hermes Agent context engine on a ctxledger ledger (``pip install 'ctxledger[hermes]'``).
+
+Hermes loads this module through the ``hermes_agent.plugins`` entry point when
+``plugins.enabled`` lists ``ctxledger``; :func:`register` registers one
+:class:`CtxLedgerEngine`, which Hermes uses when ``context.engine: ctxledger``. Every
+compaction Hermes asks for then becomes events in a ledger that ``ctxledger replay``,
+``diff`` and ``audit`` read. The ledger file is ``$CTXLEDGER_DB`` if set, else
+``ctxledger.ledger.db`` in ``HERMES_HOME``; settings come from the TOML file named by
+``$CTXLEDGER_CONFIG`` and ``CTXLEDGER_<KEY>`` overrides (:func:`ctxledger.load_config`).
+
+What the host does that the engine survives:
+
+* it ``copy.deepcopy``s the registered engine for every agent: a copy shares the ledger
+  and its worker thread, and copies the per-agent counters and bindings;
+* ``compress`` is synchronous and may run while an asyncio loop runs in the caller's
+  thread (the gateway): the async :class:`~ctxledger.ContextService` runs on a private
+  loop thread (:class:`~ctxledger.integrations.common.LoopThread`), which also
+  serializes every ledger access of every copy;
+* ``messages`` exclude the system prompt and are the host's whole list: only the suffix
+  the ledger has not seen is appended, and the live view is returned.
+
+Usage reports are queued by ``update_from_response`` and written when the host next
+hands over its messages (``compress``, a recall tool call, the session's end), so each
+lands after the messages it counted; the latest one goes through the service, so a
+compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. When the
+host asks without a fresh report (its pre-call estimate), the compaction runs as a
+manual one. ``recall`` and ``expand_compaction`` are the engine's tools.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agent.context_engine import ContextEngine
+
+from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError, load_config
+from ctxledger import handle_tool_call as ledger_tool_call
+from ctxledger.integrations.common import LoopThread, live_messages
+from ctxledger.messages import validate_messages
+
+logger = logging.getLogger(__name__)
+JSON = dict[str, Any]
+T = TypeVar("T")
+DB_NAME = "ctxledger.ledger.db"
+_TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
+
+
+def default_db_path(hermes_home: str | None = None) -> Path:
+    """``$CTXLEDGER_DB``, else ``ctxledger.ledger.db`` in ``HERMES_HOME`` (``~/.hermes``)."""
+    if os.environ.get("CTXLEDGER_DB"):
+        return Path(os.environ["CTXLEDGER_DB"])
+    home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
+    return Path(home) / DB_NAME
+
+
+class _Shared:
+    """What every copy of the engine shares: the service (opened on first use) and the
+    thread its loop runs on."""
+
+    def __init__(self, service: ContextService | None, db_path: Path | None) -> None:
+        self._service = service
+        self.db_path = db_path
+        self._lock = threading.Lock()
+        self._loop: LoopThread | None = None
+
+    def run(self, make: Callable[[ContextService], Any]) -> Any:
+        with self._lock:
+            if self._loop is None:
+                self._loop = LoopThread("ctxledger-hermes")
+        loop = self._loop
+
+        async def call() -> Any:
+            result = make(self.service())
+            if hasattr(result, "__await__"):
+                return await result
+            return result
+
+        return loop.run(call)
+
+    def service(self) -> ContextService:
+        if self._service is None:
+            path = self.db_path or default_db_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._service = ContextService.open(
+                path, config=load_config(os.environ.get("CTXLEDGER_CONFIG"))
+            )
+        return self._service
+
+
+class CtxLedgerEngine(ContextEngine):
+    """Hermes's ``ContextEngine`` backed by :class:`~ctxledger.ContextService`."""
+
+    def __init__(
+        self, service: ContextService | None = None, *, db_path: str | Path | None = None
+    ) -> None:
+        self._shared = _Shared(service, Path(db_path) if db_path else None)
+        self._model = "hermes"
+        self._hermes_session: str | None = None
+        self._root: str | None = None  # the ledger chain this agent's conversation is on
+        self._known: list[JSON] = []  # the host messages the ledger holds, in order
+        self._pending: list[JSON] = []  # usage reports not written yet
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.compression_count = 0
+        self.context_length = 0
+        self.threshold_tokens = 0
+        self._last_compression_made_progress = False
+        self._last_compress_aborted = False
+        self._last_summary_error: str | None = None
+        self._last_summary_fallback_used = False
+
+    @property
+    def name(self) -> str:
+        return "ctxledger"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CtxLedgerEngine:
+        """A per-agent copy: the ledger and its thread are shared, the counters copied."""
+        clone = copy.copy(self)
+        clone._known = copy.deepcopy(self._known, memo)
+        clone._pending = copy.deepcopy(self._pending, memo)
+        return clone
+
+    # --- token state ----------------------------------------------------------------------
+
+    def update_model(
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+        api_mode: str = "",
+    ) -> None:
+        """The window and threshold follow the model (the ledger's config decides the threshold)."""
+        changed = bool(self._root) and (model, context_length) != (self._model, self.context_length)
+        self._model = model or self._model
+        self.context_length = int(context_length)
+        config = self._shared.run(lambda svc: svc.config)
+        self.threshold_tokens = config.threshold_tokens(self.context_length)
+        self.threshold_percent = self.threshold_tokens / max(1, self.context_length)
+        self.protect_first_n = config.protect_first_n
+        self.protect_last_n = config.protect_last_n
+        root = self._root
+        if changed and root is not None:
+            self._run_safely(lambda svc: svc.switch_model(root, self._model, self.context_length))
+
+    def update_from_response(self, usage: dict[str, Any]) -> None:
+        if not usage:
+            return
+        self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
+        self.last_total_tokens = int(usage.get("total_tokens") or 0)
+        self._pending.append(chat_usage(usage))
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds."""
+        if (
+            prompt_tokens is None
+            or self.threshold_tokens <= 0
+            or prompt_tokens < self.threshold_tokens
+        ):
+            return False
+        root = self._root
+        if root is None:
+            return True
+        status = self._run_safely(lambda svc: svc.status(root))
+        return not (status and (status["blocked"] or status["cooldown_remaining"] > 0))
+
+    # --- compaction -------------------------------------------------------------------------
+
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        memory_context: str = "",
+    ) -> list[dict[str, Any]]:
+        """Append what the ledger has not seen, compact, return the live view."""
+        self._last_compression_made_progress = False
+        self._last_compress_aborted = False
+        self._last_summary_error = None
+        self._last_summary_fallback_used = False
+        try:
+            return self._shared.run(lambda svc: self._compress(svc, messages, focus_topic))  # type: ignore[no-any-return]
+        except CtxLedgerError as exc:
+            # the host keeps its messages unchanged and tells the user; nothing half-done
+            logger.warning("ctxledger compaction failed: %s", exc)
+            self._last_compress_aborted = True
+            self._last_summary_error = f"ctxledger: {exc}"
+            return messages
+
+    async def _compress(
+        self, svc: ContextService, messages: list[JSON], focus: str | None
+    ) -> list[JSON]:
+        sid, last = await self._sync(svc, messages)
+        result = await svc.report_usage(sid, last) if last is not None else None
+        if result is None or not result.compressed:
+            result = await svc.compress(sid, focus=focus)
+        sid = result.session_id
+        for outcome in result.compactions:
+            self._last_summary_fallback_used |= bool(outcome.fallback)
+        self._last_compression_made_progress = result.compressed
+        self.compression_count = svc.ledger.chains.compression_count(sid)
+        view = live_messages(svc, sid)
+        self._known = copy.deepcopy(view)
+        return view
+
+    async def _sync(self, svc: ContextService, messages: list[JSON]) -> tuple[str, JSON | None]:
+        """Append the host's new messages; write queued usage but the latest (returned)."""
+        n = len(self._known)
+        if self._root is None or messages[:n] != self._known:
+            validate_messages(messages)  # a list the ledger cannot take starts nothing
+            self._root = await svc.start_session(
+                model=self._model,
+                context_length=self.context_length or None,
+                title=f"hermes session {self._hermes_session or '?'}",
+            )
+            self._known, n = [], 0
+        sid = svc.tip(self._root)
+        suffix = copy.deepcopy(messages[n:])
+        if suffix:
+            sid = (await svc.append(sid, suffix)).session_id
+            self._known.extend(copy.deepcopy(suffix))
+        pending, self._pending = self._pending, []
+        for usage in pending[:-1]:
+            svc.ledger.report_usage(sid, usage)  # older reports: accounting only
+        return sid, (pending[-1] if pending else None)
+
+    def _flush(self, messages: list[JSON], *, final: bool = False) -> str | None:
+        """Hand the host's messages and queued usage to the ledger without compacting (a
+        compaction the host did not ask for would leave it holding a stale list). The
+        latest usage stays queued for the next ``compress`` unless this is the end."""
+
+        async def flush(svc: ContextService) -> str:
+            sid, last = await self._sync(svc, messages)
+            if last is not None and final:
+                svc.ledger.report_usage(sid, last)
+            elif last is not None:
+                self._pending.insert(0, last)
+            return sid
+
+        return self._run_safely(flush)  # type: ignore[no-any-return]
+
+    def _run_safely(self, make: Callable[[ContextService], Any]) -> Any:
+        try:
+            return self._shared.run(make)
+        except CtxLedgerError as exc:
+            logger.warning("ctxledger: %s", exc)
+            return None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        if (
+            self._shared.db_path is None
+            and self._shared._service is None
+            and kwargs.get("hermes_home")
+        ):
+            self._shared.db_path = default_db_path(str(kwargs["hermes_home"]))
+        if kwargs.get("boundary_reason") == "compression":
+            return  # the conversation goes on: the ledger chain already continued
+        self._hermes_session = session_id
+        self._root, self._known, self._pending = None, [], []
+
+    def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """Make sure the ledger holds the whole conversation (even one never compacted)."""
+        if messages:
+            self._flush(messages, final=True)
+
+    def on_session_reset(self) -> None:
+        super().on_session_reset()
+        self._root, self._known, self._pending = None, [], []
+
+    # --- tools and status -----------------------------------------------------------------------
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(schema) for schema in _TOOLS.values()]
+
+    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """``recall`` / ``expand_compaction`` over this conversation's whole history."""
+        if name not in _TOOLS:
+            return json.dumps({"error": f"Unknown context engine tool: {name}"})
+        messages = kwargs.get("messages")
+        sid = self._flush(messages) if isinstance(messages, list) and messages else None
+        root = sid or self._root
+        if root is None:
+            return json.dumps({"error": "nothing recorded yet in this conversation"})
+        arguments = json.dumps(args if isinstance(args, dict) else {})
+        out = self._run_safely(
+            lambda svc: ledger_tool_call(svc.ledger, svc.tip(root), name, arguments)
+        )
+        return out if isinstance(out, str) else json.dumps({"error": "ctxledger is unavailable"})
+
+    def get_status(self) -> dict[str, Any]:
+        status: dict[str, Any] = dict(super().get_status())
+        status["engine"] = self.name
+        root = self._root
+        if root is not None:
+            ledger = self._run_safely(lambda svc: svc.status(root))
+            if ledger:
+                status["ledger_session_id"] = ledger["session_id"]
+                status["ledger_db"] = str(self._shared.db_path or default_db_path())
+        return status
+
+
+def chat_usage(usage: dict[str, Any]) -> JSON:
+    """Hermes's normalized usage dict as an OpenAI chat-completions usage dict."""
+    cache_read = int(usage.get("cache_read_tokens") or 0)
+    cache_write = int(usage.get("cache_write_tokens") or 0)
+    prompt = usage.get("prompt_tokens")
+    if prompt is None:
+        prompt = int(usage.get("input_tokens") or 0) + cache_read + cache_write
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    return {
+        "prompt_tokens": int(prompt or 0),
+        "completion_tokens": int(completion or 0),
+        "prompt_tokens_details": {"cached_tokens": cache_read, "cache_write_tokens": cache_write},
+        "completion_tokens_details": {"reasoning_tokens": int(usage.get("reasoning_tokens") or 0)},
+    }
+
+
+def register(ctx: Any) -> None:
+    """Hermes's plugin hook: register the engine (used when ``context.engine: ctxledger``)."""
+    ctx.register_context_engine(CtxLedgerEngine())
+
+
+__all__ = ["DB_NAME", "CtxLedgerEngine", "chat_usage", "default_db_path", "register"]

@@ -1,0 +1,280 @@
+"""A LangChain v1 agent middleware on a ctxledger ledger (``pip install 'ctxledger[langchain]'``).
+
+``CtxLedgerMiddleware`` wraps every model call of a ``create_agent`` graph:
+
+1. the new suffix of ``request.messages`` (what the graph state gained since the last
+   call) is appended to the thread's ledger session;
+2. preflight runs (system prompt + messages + tools schema against the threshold);
+3. the model is sent the ledger's live view through ``request.override(messages=...,
+   system_message=...)``;
+4. the response's ``usage_metadata`` is reported (the in-loop trigger).
+
+The graph state keeps the full history (LangChain's ``SummarizationMiddleware`` replaces
+the originals in the checkpoint); the compaction history is in the ledger. One ledger
+session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
+and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
+ledger saw (messages removed or rewritten), which starts over from the state as it is.
+Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
+process finds where the ledger left off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxledger import ContextService
+from ctxledger.events import MessageAppended
+from ctxledger.integrations.common import LoopThread, live_messages, system_view
+
+JSON = dict[str, Any]
+#: the chat-message key holding the LangChain message id
+LC_ID = "lc_id"
+
+
+class _Thread:
+    """What the middleware knows about one graph thread: its ledger root and the state
+    message ids already appended there."""
+
+    def __init__(self, root: str, seen: list[str]) -> None:
+        self.root = root
+        self.seen = seen
+
+
+class CtxLedgerMiddleware(AgentMiddleware):
+    """Keeps a ``create_agent`` graph's model input inside the window, on a ledger."""
+
+    def __init__(
+        self,
+        service: ContextService,
+        *,
+        model: str = "langchain-agent",
+        context_length: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.service = service
+        self.model_name = model
+        self.context_length = context_length
+        self._threads: dict[str, _Thread] = {}
+        self._loop: LoopThread | None = None
+
+    @classmethod
+    def open(cls, path: str | Path, **kwargs: Any) -> CtxLedgerMiddleware:
+        """A middleware on the SQLite ledger at `path` (created on first use)."""
+        service_kwargs = {k: kwargs.pop(k) for k in ("config", "summarizer") if k in kwargs}
+        return cls(ContextService.open(path, **service_kwargs), **kwargs)
+
+    @property
+    def name(self) -> str:
+        return "CtxLedgerMiddleware"
+
+    # --- the hooks ----------------------------------------------------------------------
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        thread = _thread_id()
+        if self._loop is None:
+            self._loop = LoopThread("ctxledger-langchain")
+        loop = self._loop
+        sid, view = loop.run(lambda: self._before(thread, request))
+        response = handler(self._override(request, view))
+        loop.run(lambda: self._after(sid, response))
+        return response
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        sid, view = await self._before(_thread_id(), request)
+        response = await handler(self._override(request, view))
+        await self._after(sid, response)
+        return response
+
+    # --- steps ----------------------------------------------------------------------------
+
+    async def _before(self, thread: str, request: ModelRequest[Any]) -> tuple[str, _View]:
+        """Append the new suffix of the state's messages, run preflight, read the view."""
+        messages = list(request.messages)
+        ids = [str(m.id) for m in messages]
+        known = self._threads.get(thread) or self._recover(thread)
+        if known is None or ids[: len(known.seen)] != known.seen:
+            known = await self._start(thread, request, known)
+        suffix = messages[len(known.seen) :]
+        sid = self.service.tip(known.root)
+        if suffix:
+            sid = (await self.service.append(sid, to_chat(suffix))).session_id
+            known.seen.extend(ids[len(known.seen) :])
+        sid = (await self.service.preflight(sid)).session_id
+        system = system_view(self.service, sid)
+        view = _View(system, live_messages(self.service, sid), messages)
+        return sid, view
+
+    async def _after(self, sid: str, response: ModelResponse[Any]) -> None:
+        for message in response.result:
+            usage = (
+                getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
+            )
+            if usage:
+                await self.service.report_usage(sid, responses_usage(usage))
+
+    def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
+        overrides: dict[str, Any] = {"messages": view.model_input()}
+        if view.system is not None:
+            overrides["system_message"] = SystemMessage(content=view.system["content"])
+        return request.override(**overrides)
+
+    # --- which ledger session -----------------------------------------------------------
+
+    def _root(self, thread: str, generation: int) -> str:
+        base = f"langchain:{thread}"
+        return base if generation == 1 else f"{base}~{generation}"
+
+    def _generations(self, thread: str) -> int:
+        """How many ledger sessions this thread has had (0: none yet)."""
+        self.service.ledger.refresh()
+        sessions = self.service.ledger.transcript.state.sessions
+        n = 0
+        while self._root(thread, n + 1) in sessions:
+            n += 1
+        return n
+
+    def _recover(self, thread: str) -> _Thread | None:
+        """After a restart: the ids this thread's latest ledger session already holds."""
+        n = self._generations(thread)
+        if n == 0:
+            return None
+        root = self._root(thread, n)
+        seen: list[str] = []
+        for sid in self.service.ledger.chains.chain(self.service.tip(root)):
+            for rec in self.service.ledger.store.read_stream(sid):
+                event = rec.event
+                if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
+                    seen.append(event.message[LC_ID])
+        self._threads[thread] = _Thread(root, seen)
+        return self._threads[thread]
+
+    async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
+        """A new ledger session for the thread (the first, or after the history was rewritten)."""
+        if old is not None:
+            tip = self.service.tip(old.root)
+            if not self.service.ledger.transcript.session(tip).ended:
+                await self.service.end_session(tip, "history rewritten")
+        generation = self._generations(thread) + 1
+        system = request.system_message
+        root = await self.service.start_session(
+            model=self.model_name,
+            context_length=self.context_length,
+            system_prompt=_text(system.content) if system is not None else None,
+            tools=_tool_schemas(request.tools),
+            session_id=self._root(thread, generation),
+            title=f"langchain thread {thread}",
+        )
+        self._threads[thread] = _Thread(root, [])
+        return self._threads[thread]
+
+
+class _View:
+    """The ledger's view of a thread, ready to be sent as LangChain messages."""
+
+    def __init__(self, system: JSON | None, live: list[JSON], state: Sequence[AnyMessage]) -> None:
+        self.system = system
+        self.live = live
+        self.by_id = {str(m.id): m for m in state}
+
+    def model_input(self) -> list[BaseMessage]:
+        """The live view; a message the ledger carried unchanged is the state's own object."""
+        out: list[BaseMessage] = []
+        for msg in self.live:
+            original = self.by_id.get(str(msg.get(LC_ID)))
+            if original is not None and to_chat([original])[0] == msg:
+                out.append(original)
+            else:
+                out.append(from_chat(msg))
+        return out
+
+
+def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
+    """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
+    converted = convert_to_openai_messages(list(messages))
+    out: list[JSON] = []
+    for message, chat in zip(messages, converted, strict=True):
+        chat = dict(chat)
+        if chat.get("role") == "assistant" and chat.get("content") == "" and chat.get("tool_calls"):
+            chat["content"] = None
+        if message.id is not None:
+            chat[LC_ID] = str(message.id)
+        out.append(chat)
+    return out
+
+
+def from_chat(message: JSON) -> BaseMessage:
+    """One chat message as a LangChain message (its ``lc_id`` back as the id)."""
+    plain = {k: v for k, v in message.items() if k != LC_ID}
+    if plain.get("role") == "assistant" and plain.get("content") is None:
+        plain["content"] = ""
+    converted: BaseMessage = convert_to_messages([plain])[0]
+    if isinstance(message.get(LC_ID), str):
+        converted.id = message[LC_ID]
+    return converted
+
+
+def responses_usage(usage: Any) -> JSON:
+    """LangChain ``usage_metadata`` as a Responses usage dict: LangChain's input_tokens is
+    the whole prompt (cache reads and writes included), as in the Responses API."""
+    details = usage.get("input_token_details") or {}
+    out_details = usage.get("output_token_details") or {}
+    return {
+        "input_tokens": int(usage.get("input_tokens") or 0),
+        "output_tokens": int(usage.get("output_tokens") or 0),
+        "input_tokens_details": {
+            "cached_tokens": int(details.get("cache_read") or 0),
+            "cache_creation_tokens": int(details.get("cache_creation") or 0),
+        },
+        "output_tokens_details": {"reasoning_tokens": int(out_details.get("reasoning") or 0)},
+    }
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content or ()
+    )
+
+
+def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
+    schemas: list[JSON] = []
+    for tool in tools:
+        try:
+            schemas.append(dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool))
+        except (TypeError, ValueError, NotImplementedError):
+            continue  # a provider-native tool without a function schema: not estimable
+    return schemas or None
+
+
+def _thread_id() -> str:
+    """The running graph's thread id (``default`` outside a checkpointed graph)."""
+    try:
+        from langgraph.config import get_config
+
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return "default"
+    return str(configurable.get("thread_id") or "default")
+
+
+__all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

@@ -1,0 +1,211 @@
+"""An OpenAI Agents SDK session on a ctxledger ledger (``pip install 'ctxledger[agents]'``).
+
+``CtxLedgerSession`` implements the SDK's ``Session`` protocol (``session_id``,
+``get_items``, ``add_items``, ``pop_item``, ``clear_session``) and ``run_compaction``,
+which makes it compaction-aware: the Runner calls it after each settled write. Every
+method accepts the ``wrapper=`` keyword, so the Runner hands over its
+``RunContextWrapper``; the per-request usage in ``wrapper.usage`` is reported to the
+ledger (real input tokens drive the in-loop trigger). Items are stored as chat messages
+through :mod:`ctxledger.integrations.responses`; ``get_items`` returns the ledger's live
+view (after preflight), so a compacted history is what the next run sends.
+
+One SDK session id names a series of ledger sessions: ``<id>`` first, then ``<id>~2``,
+``<id>~3``, ... after ``clear_session`` (the old one is ended, nothing deleted) or
+``pop_item`` (a branch holding the view minus the popped item; the session it
+replaces is ended). Compactions continue
+each one's chain as usual; the session always works on the chain's tip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ctxledger import ContextService, InvalidInput
+from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.responses import items_to_messages, messages_to_items
+
+JSON = dict[str, Any]
+#: attribute on the Runner's wrapper: how many of its request usages were reported
+_REPORTED = "_ctxledger_reported_requests"
+
+
+class CtxLedgerSession:
+    """Conversation memory for ``Runner.run(..., session=CtxLedgerSession(...))``."""
+
+    session_settings: Any = None
+
+    def __init__(
+        self,
+        session_id: str,
+        service: ContextService,
+        *,
+        model: str = "agent",
+        context_length: int | None = None,
+        system_prompt: str | None = None,
+        session_settings: Any = None,
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id.strip() or "~" in session_id:
+            raise InvalidInput(
+                f"session_id must be a non-empty string without '~', got {session_id!r}"
+            )
+        self.session_id = session_id
+        self.service = service
+        self.model = model
+        self.context_length = context_length
+        self.system_prompt = system_prompt
+        self.session_settings = session_settings
+        self._generation = self._latest_generation()
+
+    @classmethod
+    def open(cls, session_id: str, path: str | Path, **kwargs: Any) -> CtxLedgerSession:
+        """A session on the SQLite ledger at `path` (created on first use)."""
+        service_kwargs = {k: kwargs.pop(k) for k in ("config", "summarizer") if k in kwargs}
+        return cls(session_id, ContextService.open(path, **service_kwargs), **kwargs)
+
+    # --- which ledger session -----------------------------------------------------------
+
+    def _ledger_id(self, generation: int) -> str:
+        return self.session_id if generation == 1 else f"{self.session_id}~{generation}"
+
+    def _exists(self, sid: str) -> bool:
+        return sid in self.service.ledger.transcript.state.sessions
+
+    def _latest_generation(self) -> int:
+        self.service.ledger.refresh()
+        generation = 1
+        while self._exists(self._ledger_id(generation + 1)):
+            generation += 1
+        return generation
+
+    def ledger_session_id(self) -> str | None:
+        """The tip of the current ledger session's chain (None before anything was added,
+        or after ``clear_session``)."""
+        root = self._ledger_id(self._generation)
+        if not self._exists(root):
+            return None
+        tip = self.service.tip(root)
+        return None if self.service.ledger.transcript.session(tip).ended else tip
+
+    async def _writable(self) -> str:
+        sid = self.ledger_session_id()
+        if sid is not None:
+            return sid
+        if self._exists(self._ledger_id(self._generation)):
+            self._generation += 1  # the last one was cleared (ended): start the next
+        return await self.service.start_session(
+            model=self.model,
+            context_length=self.context_length,
+            system_prompt=self.system_prompt,
+            session_id=self._ledger_id(self._generation),
+            title=f"openai-agents session {self.session_id}",
+        )
+
+    # --- the Session protocol -----------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
+        """The live view as input items (the latest `limit` of them when given).
+
+        A full read is the start of a run: preflight runs first, so a history over the
+        threshold is compacted before it is sent.
+        """
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
+        sid = self.ledger_session_id()
+        if sid is None:
+            return []
+        if limit is None:
+            sid = (await self.service.preflight(sid)).session_id
+        items = messages_to_items(live_messages(self.service, sid))
+        if limit is not None:
+            return items[-limit:] if limit else []
+        return items
+
+    async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
+        """Append items (validated, all or nothing), then report the run's new usage."""
+        if not isinstance(items, list):
+            raise InvalidInput("items must be a list of input items")
+        messages = items_to_messages(items)
+        sid = await self._writable()
+        if messages:
+            sid = (await self.service.append(sid, messages)).session_id
+        await self._report_usage(sid, wrapper)
+
+    async def _report_usage(self, sid: str, wrapper: Any) -> None:
+        """Report each model request of the run not reported yet (Responses usage shape)."""
+        usage = getattr(wrapper, "usage", None)
+        entries = list(getattr(usage, "request_usage_entries", None) or ())
+        done = int(getattr(wrapper, _REPORTED, 0) or 0)
+        for entry in entries[done:]:
+            sid = (await self.service.report_usage(sid, request_usage(entry))).session_id
+        if wrapper is not None and len(entries) > done:
+            setattr(wrapper, _REPORTED, len(entries))
+
+    async def pop_item(self, *, wrapper: Any = None) -> Any | None:
+        """Remove and return the latest item: the view minus that item continues as a
+        branch (the log keeps everything)."""
+        sid = self.ledger_session_id()
+        if sid is None:
+            return None
+        messages = live_messages(self.service, sid)
+        if not messages:
+            return None
+        last_items = messages_to_items([messages[-1]])
+        popped = last_items[-1] if last_items else None
+        kept = [*messages[:-1], *items_to_messages(last_items[:-1])]
+        self._generation += 1
+        branch = await self.service.start_session(
+            model=self.service.ledger.transcript.session(sid).model,
+            context_length=self.service.ledger.transcript.session(sid).context_length,
+            system_prompt=self.service.ledger.transcript.session(sid).system_prompt,
+            parent_session_id=sid,
+            reason="branch",
+            session_id=self._ledger_id(self._generation),
+            title=f"openai-agents session {self.session_id} (after pop_item)",
+        )
+        if kept:
+            await self.service.append(branch, kept)
+        await self.service.end_session(sid, "pop_item")  # superseded by the branch
+        return popped
+
+    async def clear_session(self, *, wrapper: Any = None) -> None:
+        """End the current ledger session; the next item starts a new one."""
+        sid = self.ledger_session_id()
+        if sid is not None:
+            await self.service.end_session(sid, "cleared")
+
+    async def run_compaction(
+        self, args: Mapping[str, Any] | None = None, *, wrapper: Any = None
+    ) -> None:
+        """The Runner's post-write hook: ``force`` is a manual compaction, otherwise preflight
+        (which compacts only over the threshold)."""
+        sid = self.ledger_session_id()
+        if sid is None:
+            return
+        if args and args.get("force"):
+            await self.service.compress(sid)
+        else:
+            await self.service.preflight(sid)
+
+
+def request_usage(entry: Any) -> JSON:
+    """One SDK ``RequestUsage`` as a Responses usage dict (input includes cached tokens)."""
+    details = getattr(entry, "input_tokens_details", None)
+    out_details = getattr(entry, "output_tokens_details", None)
+    return {
+        "input_tokens": int(getattr(entry, "input_tokens", 0) or 0),
+        "output_tokens": int(getattr(entry, "output_tokens", 0) or 0),
+        "input_tokens_details": {
+            "cached_tokens": int(getattr(details, "cached_tokens", 0) or 0),
+            "cache_creation_tokens": int(getattr(details, "cache_write_tokens", 0) or 0),
+        },
+        "output_tokens_details": {
+            "reasoning_tokens": int(getattr(out_details, "reasoning_tokens", 0) or 0)
+        },
+    }
+
+
+__all__ = ["CtxLedgerSession", "request_usage"]

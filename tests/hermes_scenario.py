@@ -1,0 +1,271 @@
+"""Drive a real Hermes Agent (hermes-agent from PyPI) with the ctxledger context engine.
+
+Run by ``tests/test_integration_hermes.py`` with the python of ``.venv-hermes`` (Hermes
+pins its own openai and friends, so it lives apart from the project's ``.venv``):
+
+    .venv-hermes/bin/python tests/hermes_scenario.py WORKDIR TURNS
+
+It writes ``WORKDIR/home/config.yaml`` (plugin enabled, ``context.engine: ctxledger``,
+a 64K window), serves a fake OpenAI-compatible upstream on 127.0.0.1 (an ASGI app under
+uvicorn in a thread: streamed chat completions with usage), runs ``TURNS`` user turns
+through ``AIAgent.run_conversation`` and writes ``WORKDIR/result.json``: what the
+upstream was sent and what the engine saw (Hermes prints to stdout itself). Nothing here talks to the internet.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIG = """\
+model:
+  context_length: 64000
+auxiliary:
+  compression:
+    context_length: 64000
+plugins:
+  enabled: [ctxledger]
+context:
+  engine: ctxledger
+"""
+
+#: every chat request the upstream received (the parsed JSON body)
+REQUESTS: list[dict[str, Any]] = []
+
+
+def _rough_tokens(body: dict[str, Any]) -> int:
+    """The prompt size a provider would report: ~4 characters a token of what was sent."""
+    return (
+        len(json.dumps(body.get("messages", []))) // 4 + len(json.dumps(body.get("tools", []))) // 4
+    )
+
+
+def _reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The scripted assistant turn: a recall call after each user ask, then a final answer."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    n = sum(1 for m in messages if m.get("role") == "user")
+    tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    if (
+        last.get("role") == "user"
+        and "recall" in tools
+        and str(last.get("content", "")).startswith("Turn")
+    ):
+        call = {
+            "id": f"call_{len(REQUESTS)}",
+            "type": "function",
+            "function": {"name": "recall", "arguments": json.dumps({"query": "alpha"})},
+        }
+        return {"content": None, "tool_calls": [call]}
+    return {"content": f"Done with step {n}: the alpha module is reviewed."}
+
+
+def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    reply = _reply(body)
+    base = {
+        "id": f"chatcmpl-{len(REQUESTS)}",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": body.get("model", "fake-model"),
+    }
+    delta: dict[str, Any] = {"role": "assistant"}
+    if reply.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(reply["tool_calls"])]
+        finish = "tool_calls"
+    else:
+        delta["content"] = reply["content"]
+        finish = "stop"
+    prompt = _rough_tokens(body)
+    usage = {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
+    return [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        {**base, "choices": [], "usage": usage},
+    ]
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A fake OpenAI-compatible upstream: /models and streamed /chat/completions."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    path = scope["path"]
+    if path.endswith("/models"):
+        payload = {
+            "object": "list",
+            "data": [{"id": "fake-model", "object": "model", "context_length": 64000}],
+        }
+        await _send(send, 200, "application/json", json.dumps(payload).encode())
+        return
+    if not path.endswith("/chat/completions"):
+        await _send(send, 404, "application/json", b'{"error": {"message": "not found"}}')
+        return
+    request = json.loads(body or b"{}")
+    REQUESTS.append(copy.deepcopy(request))
+    if not request.get("stream"):
+        chunks = _chunks(request)
+        msg = {
+            "role": "assistant",
+            **{k: v for k, v in chunks[0]["choices"][0]["delta"].items() if k != "role"},
+        }
+        for call in msg.get("tool_calls") or []:
+            call.pop("index", None)
+        payload = {
+            "id": chunks[0]["id"],
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": request.get("model"),
+            "usage": chunks[-1]["usage"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": msg,
+                    "finish_reason": chunks[1]["choices"][0]["finish_reason"],
+                }
+            ],
+        }
+        await _send(send, 200, "application/json", json.dumps(payload).encode())
+        return
+    data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(request))
+    await _send(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
+
+
+async def _send(send: Any, status: int, ctype: str, data: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", ctype.encode()),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+def serve() -> str:
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    threading.Thread(target=server.run, daemon=True).start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the fake upstream did not start")
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """A gateway calls the synchronous ``compress`` from a thread whose asyncio loop runs:
+    a per-agent copy, bound to a new conversation, compacts the same history there."""
+    import asyncio
+
+    engine.on_session_start("gateway-session", platform="telegram")
+
+    async def inside() -> list[dict[str, Any]]:
+        return engine.compress(copy.deepcopy(history), focus_topic="alpha module", force=True)
+
+    compressed = asyncio.run(inside())
+    bad = [{"role": "robot", "content": "?"}]
+    refused = engine.compress(bad) is bad and engine._last_compress_aborted
+    return {
+        "refused_bad_input": refused,
+        "error": engine._last_summary_error,
+        "before": len(history),
+        "after": len(compressed),
+        "root": engine._root,
+        "compression_count": engine.compression_count,
+    }
+
+
+def main() -> None:
+    workdir, turns = Path(sys.argv[1]), int(sys.argv[2])
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(CONFIG)
+    os.environ["HERMES_HOME"] = str(home)
+    os.environ.pop("CTXLEDGER_DB", None)
+    base_url = serve()
+
+    from run_agent import AIAgent
+
+    agent = AIAgent(
+        base_url=base_url,
+        api_key="sk-fake",
+        model="fake-model",
+        provider="custom",
+        quiet_mode=True,
+        skip_memory=True,
+        skip_context_files=True,
+        enabled_toolsets=["context_engine"],
+    )
+    engine = agent.context_compressor
+    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))  # ~6K tokens a turn
+    history: list[dict[str, Any]] | None = None
+    finals: list[str] = []
+    compress_at: list[int] = []
+    for turn in range(turns):
+        before = len(REQUESTS)
+        count = engine.compression_count
+        result = agent.run_conversation(
+            f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
+            conversation_history=history,
+        )
+        history = result["messages"]
+        finals.append(str(result.get("final_response")))
+        if engine.compression_count > count:
+            compress_at.append(before)
+    agent.shutdown_memory_provider() if hasattr(agent, "shutdown_memory_provider") else None
+    engine.on_session_end(agent.session_id, history or [])
+    copied = copy.deepcopy(engine)
+    in_loop = compress_inside_a_running_loop(copied, history or [])
+    (workdir / "result.json").write_text(
+        json.dumps(
+            {
+                "engine": type(engine).__module__ + "." + type(engine).__name__,
+                "engine_name": engine.name,
+                "threshold_tokens": engine.threshold_tokens,
+                "context_length": engine.context_length,
+                "compression_count": engine.compression_count,
+                "copy_shares_ledger": copied._shared is engine._shared
+                and copied._known is not engine._known,
+                "in_loop": in_loop,
+                "ledger_root": engine._root,
+                "db": str(home / "ctxledger.ledger.db"),
+                "finals": finals,
+                "compress_at": compress_at,
+                "requests": REQUESTS,
+                "history": history,
+                "tools": sorted(t["function"]["name"] for t in agent.tools or []),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""One test module per importer (and the exporters, detection and malformed input)."""

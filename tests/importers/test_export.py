@@ -1,0 +1,78 @@
+"""Exporters and round trips through them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers.import_fixtures import anthropic_conversation, openai_conversation, sharegpt_record
+
+from ctxledger.errors import InvalidInput
+from ctxledger.importers.anthropic import parse_anthropic
+from ctxledger.importers.detect import IMPORTERS, detect_format
+from ctxledger.importers.export import export_messages, export_session
+from ctxledger.importers.openai import parse_openai
+from ctxledger.importers.sharegpt import parse_sharegpt
+
+
+@pytest.mark.parametrize(
+    ("fmt", "parse", "text"),
+    [
+        ("openai", parse_openai, lambda: json.dumps(openai_conversation())),
+        ("anthropic", parse_anthropic, lambda: json.dumps(anthropic_conversation())),
+        ("sharegpt", parse_sharegpt, lambda: json.dumps(sharegpt_record())),
+    ],
+)
+def test_import_export_import_gives_the_same_messages(fmt: str, parse: Any, text: Any) -> None:
+    (first,) = parse(text(), path=f"in.{fmt}")
+    exported = export_session(first, fmt)
+    assert detect_format(exported) == fmt
+    (second,) = parse(exported, path="elsewhere.json")
+    assert second.messages == first.messages
+    assert second.system_prompt == first.system_prompt
+    (third,) = parse(export_messages(second.system_prompt, second.messages, fmt))
+    assert third.messages == first.messages
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "sharegpt"])
+def test_openai_history_exports_to_other_formats_and_back(fmt: str) -> None:
+    (s,) = parse_openai(json.dumps(openai_conversation()))
+    back = IMPORTERS[fmt](export_session(s, fmt))[0]
+    assert [m["role"] for m in back.messages] == [m["role"] for m in s.messages]
+    assert [c["id"] for c in back.messages[1]["tool_calls"]] == ["call_a", "call_b"]
+    assert back.messages[1]["reasoning_content"] == "Look at the file first."
+
+
+def test_export_puts_the_system_message_first_and_rejects_unknown_formats() -> None:
+    doc = json.loads(export_messages("sys", [{"role": "user", "content": "hi"}], "openai"))
+    assert doc == {
+        "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]
+    }
+    anth = json.loads(
+        export_messages(
+            "sys",
+            [{"role": "user", "content": "hi"}, {"role": "system", "content": "note"}],
+            "anthropic",
+        )
+    )
+    assert anth["system"] == "sys" and anth["messages"][1]["ctxledger_role"] == "system"
+    assert parse_anthropic(json.dumps(anth))[0].messages[1] == {"role": "system", "content": "note"}
+    with pytest.raises(InvalidInput, match="unknown export format"):
+        export_messages(None, [], "yaml")
+
+
+def test_non_json_arguments_survive_an_anthropic_round_trip() -> None:
+    msgs = [
+        {"role": "user", "content": "x"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "not json"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+    ]
+    (back,) = parse_anthropic(export_messages(None, msgs, "anthropic"))
+    assert back.messages[1]["tool_calls"][0]["function"]["arguments"] == "not json"

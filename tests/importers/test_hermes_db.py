@@ -1,0 +1,144 @@
+"""Hermes Agent's state.db, opened read-only."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from helpers.import_fixtures import HERMES_SCHEMA, assert_valid, make_hermes_db
+
+from ctxledger.importers.common import synth_call_id
+from ctxledger.importers.hermes_db import parse_hermes_db
+from ctxledger.usage import normalize_usage
+
+
+def test_hermes_db_imports_compression_chains_and_children(tmp_path: Path) -> None:
+    path = make_hermes_db(tmp_path / "state.db")
+    sessions = parse_hermes_db(path)
+    assert_valid(sessions)
+    s1, s2, s3 = sessions
+    assert (s1.key, s2.key, s3.key) == ("s1", "s2", "s3")
+    assert s1.end_reason == "compression" and s2.parent_key == "s1" and s3.parent_key == "s2"
+    assert (
+        s1.system_prompt == "You are Hermes."
+        and s1.context_length == 64000
+        and s1.title == "Fix CI"
+    )
+    assert (
+        s1.messages[1]["reasoning_content"] == "check logs"
+        and s1.messages[1]["finish_reason"] == "tool_calls"
+    )
+    assert s1.messages[2] == {
+        "role": "tool",
+        "content": "3 failed",
+        "tool_call_id": "c1",
+        "name": "terminal",
+    }
+    (usage,) = s1.usages
+    assert usage.aggregate and usage.after_index == 3
+    assert normalize_usage(usage.raw, usage.shape)[1].prompt == 1060
+    assert "undo that" not in json.dumps(s2.messages)  # an inactive (rewound) row
+    assert not s3.usages
+    chain = parse_hermes_db(path, session="s2")
+    assert [s.key for s in chain] == ["s1", "s2"]
+
+
+def test_hermes_db_in_place_compaction_becomes_a_chain(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(HERMES_SCHEMA)
+    db.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)")
+    rows = [
+        ("user", "task", 1, 0),
+        ("assistant", "step 1", 1, 0),
+        ("assistant", "step 2", 1, 0),
+        ("user", "task", 1, 1),
+        ("user", "summary of steps", 1, 1),
+        ("assistant", "step 3", 1, 1),
+    ]
+    db.executemany(
+        "INSERT INTO messages (session_id, role, content, timestamp, compacted, active) VALUES ('s',?,?,?,?,?)",
+        [(r, c, t, 0 if a else 1, a) for r, c, t, a in rows],
+    )
+    db.commit()
+    db.close()
+    old, new = parse_hermes_db(path)
+    assert old.key == "s#1" and old.end_reason == "compression" and new.parent_key == "s#1"
+    assert [m["content"] for m in old.messages] == ["task", "step 1", "step 2"]
+    assert [m["content"] for m in new.messages] == ["task", "summary of steps", "step 3"]
+
+
+def test_hermes_db_tolerates_missing_optional_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE sessions (id TEXT); CREATE TABLE messages (session_id TEXT, role TEXT, content TEXT);"
+        "INSERT INTO sessions VALUES ('x'); INSERT INTO messages VALUES ('x', 'user', 'hi');"
+    )
+    db.commit()
+    db.close()
+    (s,) = parse_hermes_db(path)
+    assert s.messages == [{"role": "user", "content": "hi"}]
+    assert any("messages.tool_calls" in w for w in s.warnings)
+    assert any("sessions.parent_session_id" in w for w in s.warnings)
+    reported = {w.split()[3] for w in s.warnings if w.startswith("state.db has no ")}
+    assert reported == {
+        "messages.tool_call_id",
+        "messages.tool_calls",
+        "messages.tool_name",
+        "messages.reasoning_content",
+        "messages.active",
+        "messages.compacted",
+        "sessions.model",
+        "sessions.system_prompt",
+        "sessions.parent_session_id",
+        "sessions.end_reason",
+        "sessions.input_tokens",
+        "sessions.output_tokens",
+    }
+
+
+def test_hermes_db_tool_calls_are_normalized_like_openai_ones(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(HERMES_SCHEMA)
+    db.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)")
+    calls = [
+        {"function": {"name": "f", "arguments": {"x": 1}}},
+        {"id": "c2", "function": {"name": "g"}},
+    ]
+    rows = [
+        ("user", "go", None, None),
+        ("assistant", None, json.dumps(calls), None),
+        ("tool", "1", None, synth_call_id("s", 1, 0)),
+        ("tool", "2", None, "c2"),
+    ]
+    db.executemany(
+        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, timestamp)"
+        " VALUES ('s',?,?,?,?,1)",
+        rows,
+    )
+    db.commit()
+    db.close()
+    (s,) = parse_hermes_db(path)
+    first, second = s.messages[1]["tool_calls"]
+    assert first == {
+        "function": {"name": "f", "arguments": '{"x":1}'},
+        "id": synth_call_id("s", 1, 0),
+        "type": "function",
+    }
+    assert second["function"]["arguments"] == "{}" and second["type"] == "function"
+    assert {
+        "tool calls without an id got a synthesized id",
+        "tool-call arguments given as JSON values were encoded as strings",
+        "tool calls without arguments got empty arguments ('{}')",
+    } <= set(s.warnings)
+
+
+def test_hermes_db_is_opened_read_only(tmp_path: Path) -> None:
+    path = make_hermes_db(tmp_path / "state.db")
+    before = path.read_bytes()
+    parse_hermes_db(path)
+    assert path.read_bytes() == before
+    assert not (tmp_path / "state.db-wal").exists()

@@ -1,0 +1,203 @@
+"""CtxLedgerMiddleware against real LangChain v1 / LangGraph: create_agent with a fake
+chat model, a tool and a checkpointer, over enough turns to compact."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip(
+    "langchain.agents", reason="the ctxledger[langchain] extra is part of make test"
+)
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from ctxledger import CompressionConfig, ContextService, Ledger
+from ctxledger.events import MessageAppended, UsageReported
+from ctxledger.integrations.common import live_messages, system_view
+from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
+TURNS = 10
+CLI = str(Path(sys.executable).with_name("ctxledger"))
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file of the project."""
+    return f"contents of {path}: " + "lorem ipsum dolor " * 150
+
+
+class ScriptedChat(GenericFakeChatModel):
+    """Replies from the script; reports usage from the size of what it was sent."""
+
+    inputs: list[list[BaseMessage]] = Field(default_factory=list)
+    #: the ledger's view (system + live) at the moment of each call
+    views: list[list[dict]] = Field(default_factory=list)
+    service: Any = None
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.inputs.append(list(messages))
+        if self.service is not None:
+            tip = self.service.tip("langchain:t1")
+            self.views.append([system_view(self.service, tip), *live_messages(self.service, tip)])
+        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        sent = sum(len(json.dumps(m.model_dump(), default=str)) for m in messages) // 4
+        message = result.generations[0].message
+        message.usage_metadata = {
+            "input_tokens": sent,
+            "output_tokens": 10,
+            "total_tokens": sent + 10,
+        }
+        return result
+
+
+def _script(turns: int) -> list[AIMessage]:
+    replies = []
+    for t in range(turns):
+        replies.append(
+            AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "read_file", "args": {"path": f"src/m{t}.py"}, "id": f"call_{t}"}
+                ],
+            )
+        )
+        replies.append(AIMessage(f"m{t} reviewed"))
+    return replies
+
+
+@pytest.fixture
+def service(tmp_path):
+    svc = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    yield svc
+    svc.ledger.close()
+
+
+def _chain_events(svc, root, kind):
+    chain = svc.ledger.chains.chain(svc.tip(root))
+    return [
+        r.event
+        for r in svc.ledger.store.read_all()
+        if isinstance(r.event, kind) and r.event.session_id in chain
+    ]
+
+
+def _turns(invoke, model: ScriptedChat, svc: ContextService, turns: int) -> None:
+    for t in range(turns):
+        before = len(model.inputs)
+        state = invoke(
+            {"messages": [HumanMessage(f"turn {t}: review src/m{t}.py " + "now " * 120)]}
+        )
+        assert state["messages"][-1].content == f"m{t} reviewed"
+        # the state keeps everything: 4 messages a turn, never rewritten
+        assert len(state["messages"]) == 4 * (t + 1)
+        assert len(model.inputs) - before == 2
+        # what the model was sent is the ledger's live view at that moment, message for message
+        for sent, view in zip(model.inputs[before:], model.views[before:], strict=True):
+            system, *rest = sent
+            assert system.content == view[0]["content"]
+            assert [_plain(m) for m in to_chat(rest)] == [_plain(m) for m in view[1:]]
+
+
+def _plain(message: dict) -> dict:
+    """A chat message as LangChain renders it (the ledger may hold the call content as null)."""
+    return to_chat([from_chat(message)])[0]
+
+
+def test_state_stays_complete_while_the_model_gets_the_ledger_view(service, tmp_path):
+    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model.inputs, model.views, model.service = [], [], service
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        system_prompt="You review code.",
+        middleware=[CtxLedgerMiddleware(service, model="fake", context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    _turns(lambda inp: agent.invoke(inp, config), model, service, TURNS)
+    tip = service.tip("langchain:t1")
+    assert service.ledger.chains.compression_count(tip) >= 1
+    # the model's input shrank after the compaction while the state kept growing
+    assert len(model.inputs[-1]) < 4 * TURNS
+    state = agent.get_state(config).values["messages"]
+    assert len(state) == 4 * TURNS
+    assert (
+        len(_chain_events(service, "langchain:t1", MessageAppended)) == 4 * TURNS - 1
+    )  # the last reply is not sent yet
+    assert len(_chain_events(service, "langchain:t1", UsageReported)) == 2 * TURNS
+    assert service.ledger.transcript.session("langchain:t1").system_prompt == "You review code."
+    db = str(tmp_path / "lc.ledger.db")
+    for args in (["replay", "langchain:t1", "--verify"], ["verify"], ["audit", "langchain:t1"]):
+        proc = subprocess.run([CLI, "--db", db, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_async_graph_and_a_restarted_process_continue_the_same_ledger_session(service, tmp_path):
+    model = ScriptedChat(messages=iter(_script(4)))
+    model.inputs, model.views = [], []
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "t1"}}
+
+    def build() -> Any:
+        return create_agent(
+            model=model,
+            tools=[read_file],
+            system_prompt="S",
+            middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+            checkpointer=saver,
+        )
+
+    agent = build()
+    anyio.run(lambda: agent.ainvoke({"messages": [HumanMessage("first")]}, config))
+    agent = build()  # a new middleware: it finds where the ledger left off
+    anyio.run(lambda: agent.ainvoke({"messages": [HumanMessage("second")]}, config))
+    appended = _chain_events(service, "langchain:t1", MessageAppended)
+    assert [e.message["role"] for e in appended] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert "langchain:t1~2" not in service.ledger.transcript.state.sessions
+
+
+def test_a_rewritten_history_starts_a_new_ledger_session(service):
+    from langchain_core.messages import RemoveMessage
+
+    model = ScriptedChat(messages=iter(_script(2)))
+    model.inputs, model.views = [], []
+    config = {"configurable": {"thread_id": "t1"}}
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("first")]}, config)
+    first = agent.get_state(config).values["messages"][0]
+    agent.update_state(config, {"messages": [RemoveMessage(id=first.id)]})
+    agent.invoke({"messages": [HumanMessage("second")]}, config)
+    sessions = service.ledger.transcript
+    assert sessions.session("langchain:t1").end_reason == "history rewritten"
+    restarted = [
+        m["content"] for m in live_messages(service, "langchain:t1~2") if m["role"] == "user"
+    ]
+    assert restarted == ["second"]  # the state as it is now: "first" is gone from it

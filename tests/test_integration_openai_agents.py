@@ -1,0 +1,192 @@
+"""CtxLedgerSession against the real OpenAI Agents SDK: Runner.run with a scripted model
+and a function tool, over enough turns to compact."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+agents = pytest.importorskip("agents", reason="the ctxledger[agents] extra is part of make test")
+from agents import Agent, Runner, function_tool  # noqa: E402
+from agents.memory import Session  # noqa: E402
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+from agents.usage import Usage  # noqa: E402
+
+from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
+from ctxledger.events import MessageAppended, UsageReported  # noqa: E402
+from ctxledger.integrations.common import live_messages  # noqa: E402
+from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
+from ctxledger.integrations.responses import messages_to_items  # noqa: E402
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
+TURNS = 12
+CLI = str(Path(sys.executable).with_name("ctxledger"))
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a file of the project."""
+    return f"contents of {path}: " + "lorem ipsum dolor " * 150
+
+
+def _usage(call) -> Usage:
+    # the input the model was really sent, at ~4 chars a token, as a provider reports it
+    tokens = len(json.dumps(call.input, default=str)) // 4
+    return Usage(requests=1, input_tokens=tokens, output_tokens=12, total_tokens=tokens + 12)
+
+
+def _script(turns: int) -> ScriptedModel:
+    steps = []
+    for t in range(turns):
+        steps.append(
+            ModelStep.respond(
+                lambda call, t=t: ModelStep(
+                    output=[
+                        function_call("read_file", {"path": f"src/mod{t}.py"}, call_id=f"call_{t}")
+                    ],
+                    usage=_usage(call),
+                )
+            )
+        )
+        steps.append(
+            ModelStep.respond(
+                lambda call, t=t: ModelStep(
+                    output=[assistant_message(f"mod{t} reviewed", item_id=f"msg_{t}")],
+                    usage=_usage(call),
+                )
+            )
+        )
+    return ScriptedModel(steps)
+
+
+@pytest.fixture
+def service(tmp_path):
+    svc = ContextService(Ledger.open(tmp_path / "agents.ledger.db", config=CONFIG), config=CONFIG)
+    yield svc
+    svc.ledger.close()
+
+
+def _chain_events(svc: ContextService, root: str, kind):
+    chain = svc.ledger.chains.chain(svc.tip(root))
+    return [
+        r.event
+        for r in svc.ledger.store.read_all()
+        if isinstance(r.event, kind) and r.event.session_id in chain
+    ]
+
+
+def test_it_is_a_session_the_runner_hands_its_wrapper_to(service):
+    session = CtxLedgerSession("chat", service)
+    assert isinstance(session, Session)
+    from agents.memory.session import (
+        _session_accepts_wrapper,
+        is_openai_responses_compaction_aware_session,
+    )
+
+    assert _session_accepts_wrapper(session)
+    assert is_openai_responses_compaction_aware_session(session)
+
+
+def test_many_turns_compact_and_the_model_is_sent_the_ledger_view(service, tmp_path):
+    model = _script(TURNS)
+    session = CtxLedgerSession("chat", service, model="scripted", context_length=16_000)
+    agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
+
+    async def run_all() -> None:
+        for t in range(TURNS):
+            history = await session.get_items()  # what the next run must be sent
+            first_call = len(model.calls)
+            result = await Runner.run(
+                agent, f"turn {t}: review src/mod{t}.py " + "now " * 120, session=session
+            )
+            assert result.final_output == f"mod{t} reviewed"
+            sent = model.calls[first_call].input
+            assert sent[: len(history)] == history
+            assert sent[len(history)]["content"].startswith(f"turn {t}:")
+
+    anyio.run(run_all)
+    model.assert_complete()
+    tip = session.ledger_session_id()
+    assert tip != "chat"  # compacted at least once: the chain moved on
+    assert service.ledger.chains.compression_count(tip) >= 1
+    # every item ever added is in the log: 2 per model call + the user ask, per turn
+    appended = _chain_events(service, "chat", MessageAppended)
+    assert len(appended) == TURNS * 4
+    # every model request's usage was reported, from the Runner's wrapper
+    usage = _chain_events(service, "chat", UsageReported)
+    assert len(usage) == len(model.calls) == TURNS * 2
+    # the view is smaller than what was appended, and it is what get_items returns
+    live = live_messages(service, tip)
+    assert len(live) < TURNS * 4
+    db = str(tmp_path / "agents.ledger.db")
+    for args in (["replay", "chat", "--verify"], ["verify"], ["audit", "chat"]):
+        proc = subprocess.run([CLI, "--db", db, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pop_item_and_clear_session_keep_the_log(service):
+    session = CtxLedgerSession("chat", service)
+    items = [
+        {"role": "user", "content": "hi"},
+        {
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+        },
+        {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": "{}"},
+    ]
+
+    async def scenario() -> None:
+        await session.add_items(items)
+        assert await session.get_items() == items
+        assert await session.get_items(limit=1) == items[-1:]
+        assert await session.pop_item() == items[-1]
+        assert await session.get_items() == items[:-1]
+        assert session.ledger_session_id() == "chat~2"
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        await session.add_items([{"role": "user", "content": "again"}])
+        assert await session.get_items() == [{"role": "user", "content": "again"}]
+        reopened = CtxLedgerSession("chat", service)
+        assert await reopened.get_items() == [{"role": "user", "content": "again"}]
+
+    anyio.run(scenario)
+    sessions = service.ledger.transcript
+    assert sessions.session("chat").end_reason == "pop_item"
+    assert sessions.session("chat~2").reason == "branch"
+    assert sessions.session("chat~2").end_reason == "cleared"
+    assert not sessions.session("chat~3").ended
+
+
+def test_bad_input_is_refused_and_nothing_is_appended(service):
+    session = CtxLedgerSession("chat", service)
+
+    async def scenario() -> None:
+        await session.add_items([{"role": "user", "content": "hi"}])
+        before = service.ledger.refresh()
+        with pytest.raises(InvalidInput):
+            await session.add_items([{"type": "function_call_output", "output": "x"}])
+        with pytest.raises(Exception, match="no earlier assistant message issued"):
+            await session.add_items(
+                [{"type": "function_call_output", "call_id": "nope", "output": "x"}]
+            )
+        with pytest.raises(InvalidInput):
+            await session.get_items(limit=-1)
+        assert service.ledger.refresh() == before
+        assert messages_to_items(live_messages(service, "chat")) == [
+            {"role": "user", "content": "hi"}
+        ]
+
+    anyio.run(scenario)
+    with pytest.raises(InvalidInput):
+        CtxLedgerSession("a~b", service)

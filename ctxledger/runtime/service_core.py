@@ -21,6 +21,8 @@ continues on the compression tip (or re-plans when only messages were added).
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -67,8 +69,10 @@ from ctxledger.tokens import count_message
 
 T = TypeVar("T")
 
-#: how often a write is retried after losing a race with another writer
+#: how often a write is retried at once after losing a race with another writer
 RACE_RETRIES = 3
+#: how long a write keeps retrying (with jittered pauses) before ConcurrencyError escapes
+RACE_DEADLINE_SECONDS = 5.0
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -196,28 +200,39 @@ class ServiceCore:
 
     def _retrying(self, write: Callable[[], T]) -> T:
         """Run a write whose content does not depend on the stream's state, re-reading on a lost race."""
-        for attempt in range(RACE_RETRIES):
+        deadline, attempt = time.monotonic() + RACE_DEADLINE_SECONDS, 0
+        while True:
             try:
                 return write()
             except ConcurrencyError:
-                if attempt == RACE_RETRIES - 1:
-                    raise
-                self.ledger.retry_on_conflict()
-        raise AssertionError("unreachable")
+                attempt = self._after_lost_race(attempt, deadline)
 
     def _on_tip(self, session_id: str, write: Callable[[str], T]) -> tuple[str, T]:
         """Run `write` against the chain's live tip; after a lost race (another writer
         appended or compacted), re-read, find the tip again and redo it there."""
-        for attempt in range(RACE_RETRIES):
+        deadline, attempt = time.monotonic() + RACE_DEADLINE_SECONDS, 0
+        while True:
             sid = self._live_tip(session_id)
             try:
                 return sid, write(sid)
             except (ConcurrencyError, SessionEndedError):
                 # a closed (not compacted) session raises again from _live_tip, outside this try
-                if attempt == RACE_RETRIES - 1:
-                    raise
-                self.ledger.retry_on_conflict()
-        raise AssertionError("unreachable")
+                attempt = self._after_lost_race(attempt, deadline)
+
+    def _after_lost_race(self, attempt: int, deadline: float) -> int:
+        """Re-read after a lost race, or re-raise it once retrying is over.
+
+        A plain append must not fail because other processes append too: the first
+        :data:`RACE_RETRIES` retries run at once, later ones after a jittered pause,
+        until :data:`RACE_DEADLINE_SECONDS` have passed.
+        """
+        attempt += 1
+        if attempt >= RACE_RETRIES:
+            if time.monotonic() >= deadline:
+                raise  # called from an except block: re-raises the error being handled
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+        self.ledger.retry_on_conflict()
+        return attempt
 
     def _record(self, sid: str, *events: tuple[type[Event], dict[str, Any]]) -> None:
         """Append decision events (skips, checks, cooldowns, warnings, notices) atomically."""

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 HERMES_VENV  ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: demo test lint typecheck bench setup hermes-venv clean
+.PHONY: demo test stress lint typecheck bench setup hermes-venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: $(STAMP) $(HERMES_STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	CTXLEDGER_REQUIRE_HERMES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+
+# hundreds of SIGKILL trials during appends and compactions (the slow marker)
+stress: $(STAMP)
+	$(BIN)/python -m pytest -m slow --timeout 3600
 
 lint: $(STAMP)
 	$(BIN)/ruff check ctxledger tests bench tools

@@ -310,6 +310,7 @@ def check_after_crash(db: Path) -> tuple[int, bool]:
         assert not ledger.transcript.state.pending  # no switch without its continuation
         fresh = Projector.rebuild(ledger.store, use_checkpoint=False)
         assert fresh.transcript.api_messages(chain[-1]) == ledger.transcript.api_messages(chain[-1])
+        assert fresh.encode() == ledger.projector.encode()  # rebuilt == checkpoint + catch-up
         last = list(ledger.store.read_stream(chain[-1]))[-1].event
         return len(chain), isinstance(last, CompressionChecked)
 
@@ -325,10 +326,12 @@ def spawn_writer(db: Path, run: int) -> subprocess.Popen[str]:
     )
 
 
-def test_sigkill_at_random_moments_leaves_exactly_one_live_session(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runs", [10, pytest.param(200, marks=pytest.mark.slow)])
+def test_sigkill_at_random_moments_leaves_exactly_one_live_session(
+    tmp_path: Path, runs: int
+) -> None:
     db = tmp_path / "killed.db"
     rng = random.Random(20_260_101)
-    runs = 10
     lengths: list[int] = []
     inside = 0
     waiting = spawn_writer(db, 0)

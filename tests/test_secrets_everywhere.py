@@ -2,8 +2,8 @@
 
 The log keeps the originals. What leaves it — the summary request sent to a model,
 the summary a model sends back (even one that echoes secrets), ``audit``/``trace``
-output including ``--json`` fact lists, ``recall``/``expand`` in the CLI and as agent
-tools — goes through :mod:`ctxledger.compressor.redact`.
+output including ``--json`` fact lists, ``recall``/``expand`` in the CLI, as agent
+tools and over the HTTP state API — goes through :mod:`ctxledger.compressor.redact`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,19 @@ from typing import Any
 
 import anyio
 import click
+import httpx
 import pytest
 from click.testing import CliRunner
 from helpers.fake_provider import FakeProvider, Reply
 from helpers.ledger_helpers import SMALL, make_ledger
 
-from ctxledger import LLMSummarizer, compact, handle_tool_call
+from ctxledger import ContextService, LLMSummarizer, compact, handle_tool_call
 from ctxledger.cli.main import cli
 from ctxledger.compressor.redact import REDACTED, redact
 from ctxledger.events import SummaryGenerated
+from ctxledger.server import create_app
+
+HTTP_TOKEN = "token-for-the-secrets-test-0123456789"
 
 JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwicm9sZSI6ImFkbWluIn0"
@@ -165,7 +169,38 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outputs]:
     out.texts["recall jwt"] = _cli(db, "recall", tip, "session token header", "--json")
     out.texts["expand --json"] = _cli(db, "expand", cmp, "--json")
     out.texts["expand"] = _cli(db, "expand", cmp)
+    out.texts.update(anyio.run(_over_http, db, tip, cmp))
     yield out
+
+
+async def _over_http(db: Path, tip: str, cmp: str) -> dict[str, str]:
+    """The same reads through the HTTP state API."""
+    service = ContextService.open(db, config=SMALL)
+    app = create_app(service, token=HTTP_TOKEN)
+    texts: dict[str, str] = {}
+    paths = {
+        "http audit": f"/v1/sessions/{tip}/audit",
+        "http audit compaction": f"/v1/compactions/{cmp}/audit",
+        "http recall": f"/v1/sessions/{tip}/recall?query=step&limit=50",
+        "http expand": f"/v1/compactions/{cmp}/expand",
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://ledger.test"
+    ) as client:
+        headers = {"Authorization": f"Bearer {HTTP_TOKEN}"}
+        for name, path in paths.items():
+            resp = await client.get(path, headers=headers)
+            assert resp.status_code == 200, resp.text
+            texts[name] = resp.text
+        for kind in KINDS:
+            resp = await client.get(
+                f"/v1/sessions/{tip}/trace", params={"fact": SECRETS[kind][0]}, headers=headers
+            )
+            assert resp.status_code == 200, resp.text
+            texts[f"http trace {kind}"] = resp.text
+    await app.state.ctx.aclose()
+    await service.aclose()
+    return texts
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -181,3 +216,4 @@ def test_the_outputs_are_not_empty(outputs: Outputs) -> None:
     assert REDACTED in outputs.texts["expand --json"]
     assert "step" in outputs.texts["recall --json"]
     assert json.loads(outputs.texts["audit --json"])["compactions"]
+    assert json.loads(outputs.texts["http audit"])["compactions"]

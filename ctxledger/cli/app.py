@@ -6,7 +6,6 @@ import functools
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -71,7 +70,7 @@ def echo(text: object = "", *, err: bool = False) -> None:
 class State:
     """Per-invocation state: where the ledger lives; the ledger is opened lazily."""
 
-    def __init__(self, db: Path, explicit: bool = False) -> None:
+    def __init__(self, db: str, explicit: bool = False) -> None:
         self.db = db
         #: whether --db was given (batch commands record events only then)
         self.explicit = explicit
@@ -90,13 +89,14 @@ class State:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Ledger file (SQLite). Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
+    help="Ledger: a SQLite file or a postgresql://user@host/db URL. "
+    "Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
 )
 @click.version_option(package_name="ctxledger")
 @click.pass_context
-def cli(ctx: click.Context, db: Path | None) -> None:
+def cli(ctx: click.Context, db: str | None) -> None:
     """ctxledger: Hermes-style context compression as an event-sourced ledger."""
     state = State(db or default_db_path(), explicit=db is not None)
     ctx.obj = state

@@ -7,6 +7,7 @@ from ctxledger.cli import compress as _compress  # noqa: F401
 from ctxledger.cli import demo as _demo  # noqa: F401
 from ctxledger.cli import export_commands as _export_commands  # noqa: F401
 from ctxledger.cli import ledger_commands as _ledger_commands  # noqa: F401
+from ctxledger.cli import migrate as _migrate  # noqa: F401
 from ctxledger.cli import serve as _serve  # noqa: F401
 from ctxledger.cli.app import cli
 

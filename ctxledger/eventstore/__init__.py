@@ -1,4 +1,5 @@
-"""The append-only event log: the interface (:mod:`.base`) and the SQLite backend."""
+"""The append-only event log: the interface (:mod:`.base`), the SQLite backend, and
+:func:`open_store`, which picks SQLite or PostgreSQL (:mod:`.postgres`) from a path or URL."""
 
 from ctxledger.events import Recorded
 from ctxledger.eventstore.base import (
@@ -10,6 +11,7 @@ from ctxledger.eventstore.base import (
     VerifyReport,
     chain_hash,
 )
+from ctxledger.eventstore.opening import is_url, open_store
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
 __all__ = [
@@ -22,4 +24,6 @@ __all__ = [
     "SQLiteEventStore",
     "VerifyReport",
     "chain_hash",
+    "is_url",
+    "open_store",
 ]

@@ -26,7 +26,13 @@ from typing import Literal, NamedTuple, Self
 
 import msgspec
 
-from ctxledger.errors import DuplicateEventError, InvalidEvent, InvalidInput
+from ctxledger.errors import (
+    DuplicateEventError,
+    IntegrityError,
+    InvalidEvent,
+    InvalidInput,
+    UnknownBlob,
+)
 from ctxledger.events import (
     EVENT_DECODER,
     EVENT_TYPES,
@@ -36,6 +42,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
     dehydrate,
     encode_event,
+    hydrate,
     sha256_hex,
     upcast_stored,
 )
@@ -111,6 +118,39 @@ def decode_stored(payload: bytes, schema: int) -> Event:
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass  # perhaps an older shape: the upcasting path decides
     return upcast_stored(payload, schema)
+
+
+def decode_rows(
+    rows: Iterable[tuple[int, int, int, bytes, str]], get_blob: Callable[[str], bytes]
+) -> list[Recorded]:
+    """Stored rows (seq, version, schema, payload, hash) -> Recorded (shared by backends).
+
+    Upcasts older payloads and re-inflates message contents kept as blobs; the
+    stream is the event's session (append guarantees it, verify() checks it).
+    """
+    out: list[Recorded] = []
+    append, decode = out.append, EVENT_DECODER.decode
+    seq = 0
+    try:
+        for seq, version, schema, payload, digest in rows:
+            try:
+                event: Event | None = decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                event = None  # maybe an older shape: upcast_stored upcasts or explains
+            if event is None or schema != event.SCHEMA:
+                event = upcast_stored(payload, schema)
+            if type(event) is MessageAppended and event.content_ref is not None:
+                event = hydrate(event, get_blob)
+            append(Recorded(seq, event.session_id, version, event, digest))
+    except InvalidEvent as exc:
+        raise InvalidEvent(
+            f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
+        ) from exc
+    except UnknownBlob as exc:
+        raise IntegrityError(
+            f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
+        ) from exc
+    return out
 
 
 # --- preparing appends (shared by backends) ---------------------------------------------
@@ -361,6 +401,15 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    def local_index_path(self, name: str) -> str:
+        """The SQLite file where a derived index named `name` of this log may live.
+
+        Indexes that need SQLite (recall's FTS5 tables) keep their tables there; they
+        are projections, rebuilt from ``read_all`` when missing. ``":memory:"`` (this
+        default) means a private in-memory index per process.
+        """
+        return ":memory:"
 
     async def follow(
         self, from_seq: int = 1, poll_interval: float = 0.05, batch_size: int = 2000

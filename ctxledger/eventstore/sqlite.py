@@ -23,15 +23,12 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-import msgspec
-
 from ctxledger.errors import (
     ConcurrencyError,
     CtxLedgerError,
     DuplicateEventError,
     IntegrityError,
     InvalidConfig,
-    InvalidEvent,
     InvalidInput,
     StorageFullError,
     StoreError,
@@ -39,13 +36,9 @@ from ctxledger.errors import (
 )
 from ctxledger.events import (
     BLOB_THRESHOLD,
-    EVENT_DECODER,
     Event,
-    MessageAppended,
     Recorded,
-    hydrate,
     sha256_hex,
-    upcast_stored,
 )
 from ctxledger.eventstore.base import (
     GENESIS_HASH,
@@ -56,6 +49,7 @@ from ctxledger.eventstore.base import (
     PreparedBatch,
     VerifyReport,
     chain_header,
+    decode_rows,
     prepare_append,
 )
 from ctxledger.eventstore.migrations import MIGRATIONS
@@ -464,30 +458,7 @@ class SQLiteEventStore(EventStore):
 
     def _decode(self, rows: list[tuple[int, int, int, bytes, str]]) -> list[Recorded]:
         """Rows (seq, version, schema, payload, hash) -> Recorded, upcasting and re-inflating blobs."""
-        out: list[Recorded] = []
-        append, decode = out.append, EVENT_DECODER.decode
-        seq = 0
-        try:
-            for seq, version, schema, payload, digest in rows:
-                try:
-                    event: Event | None = decode(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    event = None  # maybe an older shape: upcast_stored upcasts or explains
-                if event is None or schema != event.SCHEMA:
-                    event = upcast_stored(payload, schema)
-                if type(event) is MessageAppended and event.content_ref is not None:
-                    event = hydrate(event, self.get_blob)
-                # the stream is the event's session: append guarantees it, verify() checks it
-                append(Recorded(seq, event.session_id, version, event, digest))
-        except InvalidEvent as exc:
-            raise InvalidEvent(
-                f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
-            ) from exc
-        except UnknownBlob as exc:
-            raise IntegrityError(
-                f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
-            ) from exc
-        return out
+        return decode_rows(rows, self.get_blob)
 
     # --- blobs and checkpoints ------------------------------------------------------------
 
@@ -559,6 +530,10 @@ class SQLiteEventStore(EventStore):
             else:
                 checked[ref] = None
         return checked
+
+    def local_index_path(self, name: str) -> str:
+        """Derived indexes share the ledger file (their tables never touch the log's)."""
+        return self.path
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""

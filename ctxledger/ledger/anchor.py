@@ -29,6 +29,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.base import EventStore, VerifyReport
+from ctxledger.eventstore.opening import is_url, open_store
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
 _KEY_BYTES = 32
@@ -189,23 +190,27 @@ def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> Ver
 def verify_file(
     path: str | os.PathLike[str], *, expect_head: str | None = None, seal: bool = True
 ) -> VerifyReport:
-    """Check a ledger file without folding it: the store's walk, its anchor, `expect_head`.
+    """Check a ledger without folding it: the store's walk, its anchor, `expect_head`.
 
     The store is opened directly (no projection is built, so an undecodable payload
     or a deleted row is reported at its seq, not raised while folding). After a clean
-    walk the anchor is advanced to the verified head when `seal` is set.
+    walk the anchor is advanced to the verified head when `seal` is set. A server
+    ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
     """
-    if not Path(path).is_file():
+    server = is_url(path)
+    if not server and not Path(path).is_file():
         raise InvalidInput(f"no ledger file at {os.fspath(path)}")
-    store = SQLiteEventStore(path)
+    store = open_store(path) if server else SQLiteEventStore(path)
     try:
         report = store.verify()
-        if report.ok:
+        if report.ok and not server:
             found = check_anchor(store, path)
             if found is not None:
                 report = _failed(report, *found)
         if report.ok and expect_head:
             report = _check_expected(store, report, expect_head)
+        if server:
+            return report
         if report.ok and seal and report.head_seq is not None and report.head_hash is not None:
             with contextlib.suppress(OSError):
                 advance_anchor(path, report.head_seq, report.head_hash)

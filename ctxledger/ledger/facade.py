@@ -45,7 +45,7 @@ from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
-from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.eventstore.opening import open_store
 from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import check_context_length
@@ -71,14 +71,14 @@ DECISION_EVENTS = (
 )
 
 
-def default_db_path() -> Path:
-    """``$CTXLEDGER_DB``, else ``ctxledger.db`` in the user's data directory."""
+def default_db_path() -> str:
+    """``$CTXLEDGER_DB`` (a path or a URL), else ``ctxledger.db`` in the user's data directory."""
     env = os.environ.get("CTXLEDGER_DB")
     if env:
-        return Path(env)
+        return env  # a str: Path() would collapse a URL's "//"
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db"
+    return str(Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db")
 
 
 class Ledger:
@@ -112,10 +112,10 @@ class Ledger:
         config: CompressionConfig | None = None,
         durability: Durability = "full",
     ) -> Ledger:
-        """Open (creating if needed) a SQLite ledger file and fold it."""
-        # the store creates missing parent folders itself, private (0700)
-        target = Path(path) if path is not None else default_db_path()
-        store = SQLiteEventStore(target, durability=durability)
+        """Open (creating if needed) a ledger and fold it: a SQLite file path, or a
+        ``postgresql://`` URL (see :func:`ctxledger.eventstore.open_store`)."""
+        # a SQLite store creates missing parent folders itself, private (0700)
+        store = open_store(path if path is not None else default_db_path(), durability=durability)
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:

@@ -104,7 +104,8 @@ class ServiceCore:
 
     @classmethod
     def open(cls, path: str | Path, **kwargs: Any) -> Self:
-        """Open a SQLite ledger file (created on first use) with the service on top.
+        """Open a ledger (a SQLite file, created on first use, or a ``postgresql://`` URL)
+        with the service on top.
 
         ``clock``, ``ids`` and ``durability`` go to the ledger; the rest to the service.
         """

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 HERMES_VENV  ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: demo test lint typecheck bench setup hermes-venv clean pg-server
+.PHONY: demo test stress lint typecheck bench setup hermes-venv clean pg-server
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ test: $(STAMP) $(HERMES_STAMP) pg-server
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	CTXLEDGER_REQUIRE_INTEGRATIONS=1 CTXLEDGER_REQUIRE_POSTGRES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+
+# hundreds of SIGKILL trials during appends and compactions (the slow marker)
+stress: $(STAMP)
+	$(BIN)/python -m pytest -m slow --timeout 3600
 
 lint: $(STAMP)
 	$(BIN)/ruff check ctxledger tests bench tools

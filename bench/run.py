@@ -27,6 +27,7 @@ FULL: list[list[str]] = [
     ["analysis_bench.py"],
     ["server_bench.py"],
     ["pg_bench.py"],
+    ["hostile_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],

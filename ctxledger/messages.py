@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidMessage
+from ctxledger.limits import max_json_depth, too_deep, value_depth
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
@@ -69,6 +70,12 @@ def _check_tool_calls(calls: Any, index: int | None) -> list[str]:
                 f"got {type(fn.get('arguments')).__name__}",
                 index=index,
             )
+        if too_deep(fn["arguments"]):
+            raise InvalidMessage(
+                f"tool call {call_id!r}: arguments nest deeper than {max_json_depth()} levels "
+                "(raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+                index=index,
+            )
         ids.append(call_id)
     return ids
 
@@ -78,6 +85,13 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     if not isinstance(message, Mapping):
         raise InvalidMessage(
             f"a message must be a JSON object, got {type(message).__name__}", index=index
+        )
+    limit = max_json_depth()
+    if value_depth(message, limit) > limit:
+        raise InvalidMessage(
+            f"the message nests deeper than {limit} levels "
+            "(raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+            index=index,
         )
     role = message.get("role")
     if role not in ROLES:

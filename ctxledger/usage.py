@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.limits import check_token_count
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
 NO_USAGE = "none"
@@ -60,13 +61,8 @@ class CanonicalUsage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _int(value: Any, field: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"usage field {field!r} must be a number, got {type(value).__name__}")
-    if value < 0:
-        raise InvalidInput(f"usage field {field!r} must not be negative, got {value}")
-    return int(value)
+    # the one rule for token counts (ctxledger.limits): the API, CLI and service share it
+    return check_token_count(value, f"usage field {field!r}")
 
 
 def _get(d: Mapping[str, Any], *path: str) -> Any:

@@ -62,6 +62,15 @@ def _no_user_configuration(
     yield
 
 
+def pytest_configure(config: object) -> None:
+    """Keep the head-anchor sealing key out of the user's data directory during tests."""
+    if "CTXLEDGER_ANCHOR_KEY_FILE" not in os.environ:
+        import tempfile
+
+        key_dir = tempfile.mkdtemp(prefix="ctxledger-test-key-")
+        os.environ["CTXLEDGER_ANCHOR_KEY_FILE"] = os.path.join(key_dir, "anchor.key")
+
+
 # --------------------------------------------------------------------------- fixtures
 
 

@@ -274,11 +274,17 @@ async def test_persisted_tool_output_reads_in_slices(api: Api) -> None:
     view = await api.call("GET", f"/v1/sessions/{sid}/api-messages")
     block = view["messages"][-1]["content"]
     ref = next(w for w in block.replace("'", " ").replace('"', " ").split() if len(w) == 64)
-    part = await api.call("GET", f"/v1/persisted/{ref}", params={"offset": 0, "limit": 100})
+    part = await api.call(
+        "GET", f"/v1/sessions/{sid}/persisted/{ref}", params={"offset": 0, "limit": 100}
+    )
     assert part["text"] == big[:100] and part["total_chars"] == len(big)
-    assert (await api.call("GET", "/v1/persisted/not-a-ref", 422))["error"][
+    assert (await api.call("GET", f"/v1/sessions/{sid}/persisted/not-a-ref", 422))["error"][
         "code"
     ] == "invalid_input"
+    # another session cannot read this session's persisted output
+    other = await _session(api)
+    err = await api.call("GET", f"/v1/sessions/{other}/persisted/{ref}", 404)
+    assert err["error"]["code"] == "unknown_blob"
 
 
 async def _events(api: Api, path: str, **params: Any) -> list[dict[str, str]]:

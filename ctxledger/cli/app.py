@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import click
 import msgspec
 from rich.console import Console
+from rich.text import Text
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
@@ -19,7 +21,53 @@ from ctxledger.ledger.facade import Ledger, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False, soft_wrap=True)
+#: C0/C1 control characters except newline and tab: a terminal would act on them
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def plain(text: object) -> str:
+    """`text` made safe for a terminal: control characters (ESC, BEL, CR, ...) shown as
+    ``\\xNN`` so an escape sequence from a transcript is printed, never obeyed."""
+    s = str(text)
+    return _CONTROL.sub(_visible, s) if _CONTROL.search(s) else s
+
+
+class PlainConsole(Console):
+    """A console that never interprets data: no markup, no control sequences.
+
+    Every string it renders (``print`` arguments, table cells, progress labels) goes
+    through :func:`plain` with markup off; styling is applied only through
+    :func:`styled` ``Text`` objects built by the CLI itself.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        kwargs["markup"] = False
+        return super().render_str(plain(text), **kwargs)
+
+
+def styled(*parts: object) -> Text:
+    """A line from parts: a ``(text, style)`` tuple is styled, anything else is plain
+    data. Every part is neutralized by :func:`plain`."""
+    out = Text()
+    for part in parts:
+        if isinstance(part, tuple):
+            text, style = part
+            out.append(plain(text), style=style)
+        else:
+            out.append(plain(part))
+    return out
+
+
+console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
+
+
+def echo(text: object = "", *, err: bool = False) -> None:
+    """``click.echo`` of data (ids, warnings, exported text): control characters neutralized."""
+    click.echo(plain(text), err=err)
 
 
 class State:
@@ -118,8 +166,20 @@ def quiet_option(fn: F) -> F:
     )(fn)
 
 
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+
+
+def json_text(text: str) -> str:
+    """JSON text with the control characters a JSON encoder leaves raw (DEL, C1) escaped.
+
+    They only ever occur inside strings, where ``\\u00XX`` means the same character, so
+    the document decodes to the same data and a terminal sees no control sequence.
+    """
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def emit_json(data: Any) -> None:
-    click.echo(msgspec.json.format(msgspec.json.encode(data), indent=2).decode())
+    click.echo(json_text(msgspec.json.format(msgspec.json.encode(data), indent=2).decode()))
 
 
 def handle_errors(fn: F) -> F:
@@ -140,7 +200,7 @@ def handle_errors(fn: F) -> F:
 
 
 def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+    return plain(" ".join(str(exc).split()))
 
 
 def state_of(ctx: click.Context) -> State:

@@ -9,7 +9,16 @@ import anyio
 import click
 import msgspec
 
-from ctxledger.cli.app import cli, console, emit_json, handle_errors, quiet_option, state_of
+from ctxledger.cli.app import (
+    cli,
+    console,
+    echo,
+    emit_json,
+    handle_errors,
+    quiet_option,
+    state_of,
+    styled,
+)
 from ctxledger.cli.progress import spinner
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
@@ -117,7 +126,7 @@ def compress(
         )
 
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     waiting = f"compacting {sid} ({summarizer_kind} summarizer"
     if summarizer_kind == "llm":
         waiting += f", timeout {config.summary_timeout:g} s"
@@ -141,7 +150,12 @@ def compress(
         console.print(outcome.feedback, markup=False)
         if outcome.fallback:
             console.print(
-                f"[yellow]the summarizer failed ({outcome.failure}); a fallback summary was used[/yellow]"
+                styled(
+                    (
+                        f"the summarizer failed ({outcome.failure}); a fallback summary was used",
+                        "yellow",
+                    )
+                )
             )
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"

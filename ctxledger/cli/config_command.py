@@ -8,7 +8,7 @@ from typing import Any
 import click
 import msgspec
 
-from ctxledger.cli.app import cli, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.app import cli, echo, emit_json, handle_errors, json_option, state_of
 from ctxledger.compressor.config import ENV_PREFIX, did_you_mean, env_settings
 from ctxledger.compressor.settings import (
     CONFIG_ENV,
@@ -71,23 +71,23 @@ def _settings_rows(resolved: ResolvedConfig) -> list[dict[str, Any]]:
 
 
 def _print_budgets(b: WindowBudgets, ratio: float) -> None:
-    click.echo(f"budgets for a {b.context_length:,}-token window:")
-    click.echo(f"  threshold         {b.threshold_tokens:>9,} tokens (compression fires here)")
+    echo(f"budgets for a {b.context_length:,}-token window:")
+    echo(f"  threshold         {b.threshold_tokens:>9,} tokens (compression fires here)")
     if b.note:
-        click.echo(f"    note: {b.note}")
-    click.echo(f"  tail budget       {b.tail_budget_tokens:>9,} tokens (recent messages kept)")
+        echo(f"    note: {b.note}")
+    echo(f"  tail budget       {b.tail_budget_tokens:>9,} tokens (recent messages kept)")
     if b.summary_min_tokens == b.summary_max_tokens:
-        click.echo(
+        echo(
             f"  summary budget    {b.summary_max_tokens:>9,} tokens (5 % of the window, below "
             "summary_min_tokens)"
         )
     else:
-        click.echo(
+        echo(
             f"  summary budget    {ratio:.0%} of the summarized middle, "
             f"between {b.summary_min_tokens:,} and {b.summary_max_tokens:,} tokens"
         )
-    click.echo(f"  pressure warning  {b.pressure_tokens:>9,} tokens")
-    click.echo(f"  gateway hygiene   {b.hygiene_tokens:>9,} tokens")
+    echo(f"  pressure warning  {b.pressure_tokens:>9,} tokens")
+    echo(f"  gateway hygiene   {b.hygiene_tokens:>9,} tokens")
 
 
 @cli.command("config")
@@ -148,25 +148,25 @@ def config_cmd(
         )
         return
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     if resolved.file:
         how = {"flag": "given with --config", CONFIG_ENV: f"named by ${CONFIG_ENV}"}.get(
             str(resolved.file_found_by), f"found in the {resolved.file_found_by}"
         )
-        click.echo(f"config file: {resolved.file} ({how})")
+        echo(f"config file: {resolved.file} ({how})")
     else:
-        click.echo("config file: none found (looked at " + ", ".join(_searched()) + ")")
-    click.echo("precedence: defaults < config file < CTXLEDGER_<KEY> variables < flags")
-    click.echo("")
+        echo("config file: none found (looked at " + ", ".join(_searched()) + ")")
+    echo("precedence: defaults < config file < CTXLEDGER_<KEY> variables < flags")
+    echo("")
     rows = [
         (r["key"], _value_text(r["value"]), resolved.source_of(r["key"]))
         for r in _settings_rows(resolved)
     ]
     width = max(len(k) for k, _, _ in rows)
     value_width = max(len(v) for _, v, _ in rows)
-    click.echo(f"{'key':<{width}}  {'value':<{value_width}}  source")
+    echo(f"{'key':<{width}}  {'value':<{value_width}}  source")
     for key, value, source in rows:
-        click.echo(f"{key:<{width}}  {value:<{value_width}}  {source}")
+        echo(f"{key:<{width}}  {value:<{value_width}}  {source}")
     for b in budgets:
-        click.echo("")
+        echo("")
         _print_budgets(b, config.summary_ratio)

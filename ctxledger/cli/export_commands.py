@@ -8,7 +8,7 @@ import anyio
 import click
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
-from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, state_of
+from ctxledger.cli.app import REF, cli, console, echo, emit_json, handle_errors, json_text, state_of
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
 
@@ -40,10 +40,10 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
     view = transcript.session(sid)
     text = export_messages(view.system_prompt, transcript.live_messages(sid), fmt)
     if out_path is None:
-        click.echo(text)
+        click.echo(json_text(text))
     else:
         out_path.write_text(text + "\n", encoding="utf-8")
-        click.echo(f"wrote {out_path}", err=True)
+        echo(f"wrote {out_path}", err=True)
 
 
 @cli.group()

@@ -139,8 +139,12 @@ _DEFINITION = re.compile(
 )
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
-_SNAKE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w\-])")
-_CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z]+)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])")
+# Both start only at an ASCII word start (the cheap lookbehind): trying every position
+# inside a long run of letters made a 10 MB word cost minutes (quadratic backtracking).
+_SNAKE = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]+)+(?![\w\-])")
+_CAMEL = re.compile(
+    r"(?<![A-Za-z0-9_])(?:[A-Z][a-z0-9]+|[a-z]++)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])"
+)
 
 
 def _words(text: str) -> frozenset[str]:

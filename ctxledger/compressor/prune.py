@@ -39,6 +39,7 @@ from ctxledger.compressor.toolcalls import (
     result_text,
     tool_family,
 )
+from ctxledger.limits import too_deep
 from ctxledger.messages import Message
 
 __all__ = [
@@ -379,6 +380,8 @@ def truncate_arguments(arguments: str, leaf_keep: int = 200) -> str:
     so a provider never receives invalid JSON because of us (#11762).
     """
     try:
+        if too_deep(arguments):  # stored before the depth limit existed: cut it as text
+            raise ValueError("nested too deeply")
         value = json.loads(arguments)
     except (ValueError, TypeError, RecursionError):
         raw = arguments if isinstance(arguments, str) else str(arguments)

@@ -65,6 +65,10 @@ class VerifyReport(msgspec.Struct, frozen=True):
     first_bad_seq: int | None = None
     first_bad_event_id: str | None = None
     problem: str | None = None
+    #: the last event that verified and the hash that commits to the log up to it (the
+    #: value to keep elsewhere and pass to ``verify --expect-head``); None for an empty log
+    head_seq: int | None = None
+    head_hash: str | None = None
 
 
 # --- the hash chain -------------------------------------------------------------------
@@ -300,8 +304,17 @@ class ChainVerifier:
             bad = next((why for why in self.blobs.values() if why is not None), None)
             if bad is not None:
                 self.problem = (None, None, f"blob mismatch: {bad}")
+        head = (
+            (self.next_seq - 1, self.prev_hash) if self.prev_hash != GENESIS_HASH else (None, None)
+        )
         if self.problem is None:
-            return VerifyReport(ok=True, events_checked=self.checked, blobs_checked=len(self.blobs))
+            return VerifyReport(
+                ok=True,
+                events_checked=self.checked,
+                blobs_checked=len(self.blobs),
+                head_seq=head[0],
+                head_hash=head[1],
+            )
         seq, event_id, problem = self.problem
         return VerifyReport(
             ok=False,
@@ -310,6 +323,8 @@ class ChainVerifier:
             first_bad_seq=seq,
             first_bad_event_id=event_id,
             problem=problem,
+            head_seq=head[0],
+            head_hash=head[1],
         )
 
 

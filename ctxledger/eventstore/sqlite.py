@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -52,6 +53,7 @@ from ctxledger.eventstore.base import (
     prepare_append,
 )
 from ctxledger.eventstore.migrations import MIGRATIONS
+from ctxledger.eventstore.space import out_of_space
 
 __all__ = ["SQLiteEventStore"]
 
@@ -98,9 +100,12 @@ _READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
     " WHERE stream_id = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?"
 )
-# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch)
+# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch);
+# the casts keep a row edited in the sqlite3 shell (``replace(payload, ...)`` makes it
+# TEXT, a NULL anywhere) a hash mismatch to report rather than a type error
 _VERIFY_EVENTS = (
-    "SELECT e.seq, coalesce(s.stream, ''), e.version, e.event_id, e.kind, e.schema, e.payload, e.hash"
+    "SELECT e.seq, coalesce(s.stream, ''), e.version, coalesce(e.event_id, ''),"
+    " coalesce(e.kind, ''), e.schema, coalesce(CAST(e.payload AS BLOB), x''), coalesce(e.hash, '')"
     " FROM events AS e LEFT JOIN streams AS s USING (stream_id) WHERE e.seq >= ? ORDER BY e.seq LIMIT ?"
 )
 _LIST_BLOBS = "SELECT ref, size FROM blobs"
@@ -119,12 +124,18 @@ _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
 
 
 def _create_private_file(path: str) -> None:
-    """Create an empty database file readable by its owner only, unless it exists (one syscall)."""
+    """Create an empty database file readable by its owner only; an existing one of ours
+    that others may read (0644 from an older version or a copy) is made private too."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, mode=0o700, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        for name in (path, path + "-wal", path + "-shm"):
+            with contextlib.suppress(OSError):  # not ours, or gone: leave it to its owner
+                st = os.stat(name)
+                if st.st_uid == os.getuid() and st.st_mode & 0o077:
+                    os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700)
         return
     os.close(fd)
 
@@ -230,10 +241,13 @@ class SQLiteEventStore(EventStore):
             return StoreError(f"the event store {self.path} is closed; open a new SQLiteEventStore")
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         where = f"could not {action} in {self.path}"
-        if code == _SQLITE_FULL:
+        if code == _SQLITE_FULL or (
+            code == _SQLITE_IOERR and out_of_space(self.path, 2 * _PAGE_SIZE + 64)
+        ):
             return StorageFullError(
-                f"{where}: the database or disk is full (max_page_count or free space); "
-                "nothing from this operation was written: free disk space (or raise max_page_count) and retry"
+                f"{where}: the database or disk is full (max_page_count, free space or the "
+                "file-size limit); nothing from this operation was written: free disk space "
+                "(or raise max_page_count / ulimit -f) and retry"
             )
         if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
             return StoreError(

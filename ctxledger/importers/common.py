@@ -26,6 +26,7 @@ import msgspec
 
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
+from ctxledger.limits import max_json_depth
 from ctxledger.messages import CallIdRepair, repair_call_ids, validate_messages
 from ctxledger.usage import normalize_usage
 
@@ -52,7 +53,12 @@ def dump_arguments(value: Any) -> str:
         raw = value["_raw_arguments"]  # how our exporters carry arguments that were not JSON
         if isinstance(raw, str):
             return raw
-    return msgspec.json.encode(value).decode()
+    try:
+        return msgspec.json.encode(value).decode()
+    except RecursionError:
+        raise InvalidInput(
+            f"tool-call arguments nest deeper than {max_json_depth()} levels"
+        ) from None
 
 
 def source_name(path: str | None) -> str:
@@ -152,8 +158,19 @@ def iter_json_lines(text: str, path: str | None) -> Iterable[tuple[int, Any]]:
             continue
         try:
             yield lineno, decode(raw)
+        except RecursionError:
+            raise _too_deep(lineno, path) from None
         except msgspec.DecodeError as err:
             raise ImportFormatError(f"invalid JSON: {err}", line=lineno, path=path) from None
+
+
+def _too_deep(line: int | None, path: str | None) -> ImportFormatError:
+    return ImportFormatError(
+        "the JSON nests deeper than Python can decode "
+        f"(a message may nest at most {max_json_depth()} levels)",
+        line=line,
+        path=path,
+    )
 
 
 def read_json(text: str, path: str | None) -> tuple[bool, Any]:
@@ -162,10 +179,14 @@ def read_json(text: str, path: str | None) -> tuple[bool, Any]:
         raise ImportFormatError("the input is empty", line=1, path=path)
     try:
         return False, _DECODER.decode(text)
+    except RecursionError:
+        raise _too_deep(None, path) from None
     except msgspec.DecodeError as doc_err:
         first = next(line for line in text.split("\n") if line.strip())
         try:
             _DECODER.decode(first)
+        except RecursionError:
+            raise _too_deep(1, path) from None
         except msgspec.DecodeError:
             raise ImportFormatError(
                 f"invalid JSON: {doc_err}", line=_decode_error_line(text, doc_err), path=path

@@ -17,7 +17,13 @@ from typing import Any
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    SessionEndedError,
+    UnknownMessage,
+    UnknownSession,
+)
 from ctxledger.events import (
     CallIdRepairEntry,
     CompressionChecked,
@@ -44,8 +50,10 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
 from ctxledger.eventstore.opening import open_store
+from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
+from ctxledger.limits import check_context_length
 from ctxledger.messages import (
     JSON,
     CallIdRepair,
@@ -106,6 +114,8 @@ class Ledger:
         self.config = config or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
         self._calls: dict[str, tuple[int, CallLedger]] = {}
+        #: whether this ledger appended anything (its close then seals the head anchor)
+        self._appended = False
 
     @classmethod
     def open(
@@ -132,7 +142,26 @@ class Ledger:
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:
+        """Seal the head anchor (if this ledger appended to a file), then close the store."""
+        if self._appended:
+            self._appended = False
+            self.seal_head()
         self.store.close()
+
+    def seal_head(self) -> bool:
+        """Advance the sealed head anchor beside the ledger file to the log's last event.
+
+        Best effort: an in-memory store, a closed one or an unwritable folder seal
+        nothing (False). See :mod:`ctxledger.ledger.anchor`.
+        """
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or path == ":memory:":
+            return False
+        try:
+            head = head_of(self.store)
+            return head is not None and advance_anchor(path, *head)
+        except (OSError, CtxLedgerError):
+            return False
 
     def __enter__(self) -> Ledger:
         return self
@@ -171,6 +200,7 @@ class Ledger:
             self._check_references(request)
         try:
             self.store.append_many(requests, blobs)
+            self._appended = True
         finally:
             self.refresh()
 
@@ -214,12 +244,15 @@ class Ledger:
         )
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string")
-        ctx = spec.context_length or self.config.context_length
-        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
+        ctx = spec.context_length  # 0 is out of range, not a request for the default
+        if ctx is None:
+            ctx = self.config.context_length
+        if ctx is None:
             raise InvalidInput(
-                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
+                "context_length must be an integer ≥ 1024 (got None); pass --context-length "
                 "or set context_length in the config"
             )
+        ctx = check_context_length(ctx)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise InvalidInput("system_prompt must be a string")
         tool_list: list[JSON] = []
@@ -459,8 +492,7 @@ class Ledger:
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
         view = self.live_session(session_id)
-        if not isinstance(context_length, int) or context_length < 1024:
-            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+        context_length = check_context_length(context_length)
         event = ModelSwitched(
             **self.event_fields(session_id),
             model=model,
@@ -473,14 +505,7 @@ class Ledger:
     def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
         view = self.live_session(session_id)
-        if (
-            not isinstance(context_length, int)
-            or isinstance(context_length, bool)
-            or context_length < 1024
-        ):
-            raise InvalidInput(
-                f"a learned context length must be an integer ≥ 1024, got {context_length!r}"
-            )
+        context_length = check_context_length(context_length, "a learned context length")
         if context_length >= view.context_length:
             return False
         event = ContextLimitLearned(

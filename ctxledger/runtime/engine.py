@@ -301,6 +301,7 @@ class BuiltinEngine:
             config=self.config,
             focus=focus,
             trigger=trigger,
+            record_abort=False,  # the service records the abort with its cooldown
         )
 
     def on_session_start(self, session_id: str) -> None:

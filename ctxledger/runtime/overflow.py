@@ -107,7 +107,7 @@ def _maybe_json(text: str) -> Any:
         return None
     try:
         return msgspec.json.decode(stripped)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
 
 

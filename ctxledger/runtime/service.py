@@ -19,6 +19,7 @@ continues on the compression tip (or re-plans when only messages were added).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import msgspec
@@ -42,6 +43,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.runtime.engine import ContextEngine
+from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
     OverflowRecovery,
     ProviderErrorClass,
@@ -225,7 +227,7 @@ class ContextService(ServiceCore):
         *,
         focus: str | None = None,
     ) -> TurnResult:
-        async with self._lock(requested):
+        async with self._lock(requested), self._lease(requested):
             for attempt in range(1, RACE_RETRIES + 1):
                 sid = self.tip(requested)
                 if sid != requested:
@@ -259,6 +261,15 @@ class ContextService(ServiceCore):
             session_id=self.tip(requested),
             notices=["compaction abandoned: other writers kept changing the session"],
         )
+
+    def _lease(self, session_id: str) -> AbstractAsyncContextManager[bool]:
+        """The cross-process compaction lease of the chain (see :mod:`.lease`): another
+        process compacting it makes this one wait, then find the continuation."""
+        path = getattr(self.ledger.store, "path", None)
+        wait = float(getattr(self.summarizer, "timeout", 120.0)) + 30.0
+        self.ledger.refresh()
+        root = self.ledger.chains.root(session_id)
+        return chain_lease(path if isinstance(path, str) else None, root, wait)
 
     def _cooldown(self, failure_class: FailureClass) -> tuple[type[Event], dict[str, Any]]:
         seconds = self.config.cooldown_for(failure_class)

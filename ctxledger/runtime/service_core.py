@@ -21,6 +21,8 @@ continues on the compression tip (or re-plans when only messages were added).
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -35,6 +37,7 @@ from ctxledger.errors import (
     ConcurrencyError,
     InvalidInput,
     SessionEndedError,
+    UnknownBlob,
 )
 from ctxledger.events import (
     Event,
@@ -66,8 +69,10 @@ from ctxledger.tokens import count_message
 
 T = TypeVar("T")
 
-#: how often a write is retried after losing a race with another writer
+#: how often a write is retried at once after losing a race with another writer
 RACE_RETRIES = 3
+#: how long a write keeps retrying (with jittered pauses) before ConcurrencyError escapes
+RACE_DEADLINE_SECONDS = 5.0
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -198,28 +203,39 @@ class ServiceCore:
 
     def _retrying(self, write: Callable[[], T]) -> T:
         """Run a write whose content does not depend on the stream's state, re-reading on a lost race."""
-        for attempt in range(RACE_RETRIES):
+        deadline, attempt = time.monotonic() + RACE_DEADLINE_SECONDS, 0
+        while True:
             try:
                 return write()
             except ConcurrencyError:
-                if attempt == RACE_RETRIES - 1:
-                    raise
-                self.ledger.retry_on_conflict()
-        raise AssertionError("unreachable")
+                attempt = self._after_lost_race(attempt, deadline)
 
     def _on_tip(self, session_id: str, write: Callable[[str], T]) -> tuple[str, T]:
         """Run `write` against the chain's live tip; after a lost race (another writer
         appended or compacted), re-read, find the tip again and redo it there."""
-        for attempt in range(RACE_RETRIES):
+        deadline, attempt = time.monotonic() + RACE_DEADLINE_SECONDS, 0
+        while True:
             sid = self._live_tip(session_id)
             try:
                 return sid, write(sid)
             except (ConcurrencyError, SessionEndedError):
                 # a closed (not compacted) session raises again from _live_tip, outside this try
-                if attempt == RACE_RETRIES - 1:
-                    raise
-                self.ledger.retry_on_conflict()
-        raise AssertionError("unreachable")
+                attempt = self._after_lost_race(attempt, deadline)
+
+    def _after_lost_race(self, attempt: int, deadline: float) -> int:
+        """Re-read after a lost race, or re-raise it once retrying is over.
+
+        A plain append must not fail because other processes append too: the first
+        :data:`RACE_RETRIES` retries run at once, later ones after a jittered pause,
+        until :data:`RACE_DEADLINE_SECONDS` have passed.
+        """
+        attempt += 1
+        if attempt >= RACE_RETRIES:
+            if time.monotonic() >= deadline:
+                raise  # called from an except block: re-raises the error being handled
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+        self.ledger.retry_on_conflict()
+        return attempt
 
     def _record(self, sid: str, *events: tuple[type[Event], dict[str, Any]]) -> None:
         """Append decision events (skips, checks, cooldowns, warnings, notices) atomically."""
@@ -310,19 +326,34 @@ class ServiceCore:
         )
 
     async def read_persisted(
-        self, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
+        self, session_id: str, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
     ) -> SliceResult:
         """A slice of a persisted tool output: the handler of the ``read_persisted`` tool.
 
-        `ref` must be the 64-hex-digit reference from the stored-output block; it is
-        only ever a key of the content-addressed blob table, never a path.
+        `ref` must be the 64-hex-digit reference from a stored-output block of
+        `session_id`'s compression chain; it is only ever a key of the content-addressed
+        blob table, never a path. A ref the chain never persisted (another session's
+        output, any other blob) is :class:`UnknownBlob`, as if it did not exist.
         """
         if not isinstance(ref, str) or len(ref) != 64 or not set(ref) <= _HEX:
             raise InvalidInput(
                 f"ref must be the 64-hex-digit reference from the stored-output block, got {ref!r:.80}"
             )
+        self.ledger.refresh()
+        if not self._chain_persisted(session_id, ref):
+            raise UnknownBlob(f"no persisted tool output {ref} in this session's chain")
         data = self.ledger.store.get_blob(ref).decode("utf-8", errors="replace")
         return read_slice(data, offset, limit)
+
+    def _chain_persisted(self, session_id: str, ref: str) -> bool:
+        """Whether a ``ToolOutputPersisted`` of `session_id`'s chain showed `ref`."""
+        chain = set(self.ledger.chains.chain(self.ledger.resolve(session_id)))
+        for shown in self.ledger.transcript.state.shown.values():
+            if shown.origin == "persisted" and shown.session_id in chain:
+                content = shown.message.get("content")
+                if isinstance(content, str) and f'"{ref}"' in content:
+                    return True
+        return False
 
     # --- the view sent to the model ------------------------------------------------------
 

@@ -25,7 +25,7 @@ _ERROR = {
 }
 
 _ERRORS = {
-    "400": "bad_json: the body is not a JSON object",
+    "400": "bad_json: the body is not a JSON object; too_deep: it nests too deep",
     "401": "unauthorized: missing or wrong bearer token (nothing appended)",
     "404": "unknown_session / not_found",
     "422": "invalid_input / invalid_message: bad input, nothing appended",

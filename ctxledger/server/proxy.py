@@ -373,7 +373,7 @@ def _decode(data: bytes) -> Any:
 
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # an upstream reply nested absurdly deep: not JSON to us
         return None
 
 

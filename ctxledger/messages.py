@@ -9,10 +9,14 @@ issued in a session and raises :class:`InvalidMessage` naming the first problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from ctxledger.errors import InvalidMessage
+from ctxledger.limits import max_json_depth, too_deep, value_depth
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
@@ -66,6 +70,12 @@ def _check_tool_calls(calls: Any, index: int | None) -> list[str]:
                 f"got {type(fn.get('arguments')).__name__}",
                 index=index,
             )
+        if too_deep(fn["arguments"]):
+            raise InvalidMessage(
+                f"tool call {call_id!r}: arguments nest deeper than {max_json_depth()} levels "
+                "(raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+                index=index,
+            )
         ids.append(call_id)
     return ids
 
@@ -75,6 +85,13 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     if not isinstance(message, Mapping):
         raise InvalidMessage(
             f"a message must be a JSON object, got {type(message).__name__}", index=index
+        )
+    limit = max_json_depth()
+    if value_depth(message, limit) > limit:
+        raise InvalidMessage(
+            f"the message nests deeper than {limit} levels "
+            "(raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+            index=index,
         )
     role = message.get("role")
     if role not in ROLES:
@@ -124,7 +141,16 @@ class CallLedger:
     ) -> None:
         self.issued: set[str] = set(issued)
         self.answered: set[str] = set(answered)
+        #: re-used call ids that were repaired and whose result is still awaited:
+        #: original id -> replacement (None: settled here, whatever the base says)
+        self.renamed: dict[str, str | None] = {}
         self._base = base
+
+    def pending_rename(self, call_id: str) -> str | None:
+        """The replacement of a repaired re-used `call_id` whose result has not come yet."""
+        if call_id in self.renamed:
+            return self.renamed[call_id]
+        return self._base.pending_rename(call_id) if self._base is not None else None
 
     def overlay(self) -> CallLedger:
         return CallLedger(base=self)
@@ -162,6 +188,82 @@ class CallLedger:
             self.answered.add(call_id)
 
 
+class CallIdRepair(msgspec.Struct, frozen=True, kw_only=True):
+    """One repaired tool-call id: message `index` of the batch, its call `call_index`
+    (None: the ``tool_call_id`` of a tool result), the id as sent and the one stored."""
+
+    index: int
+    call_index: int | None
+    original: str
+    replacement: str
+
+    def describe(self) -> str:
+        what = "re-used tool-call id" if self.call_index is not None else "its result"
+        return f"message {self.index}: {what} {self.original!r} became {self.replacement!r}"
+
+
+def repair_call_ids(
+    messages: Sequence[Any],
+    ledger: CallLedger | None,
+    new_id: Callable[[int, int], str],
+) -> tuple[list[Any], list[CallIdRepair]]:
+    """Give a re-used tool-call id a new one, and the result that answers it with it.
+
+    The one validation policy of every entry point (import, the ledger, the service):
+    some sources re-use an id for a later call (tau-bench logs; local models that number
+    calls per turn), while a session needs them unique. A call whose id was already
+    issued (earlier in the session per `ledger`, or earlier in the batch) gets
+    ``new_id(index, call_index)``; the next result with the original id, once the
+    original call is answered, is given the replacement. Messages are never mutated:
+    a repaired one is a copy. Shapes are not checked here (``validate_messages`` does
+    that next); anything malformed is passed through for it to name.
+    """
+    work = ledger.overlay() if ledger is not None else CallLedger()
+    out: list[Any] = list(messages)
+    repairs: list[CallIdRepair] = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Mapping):
+            continue
+        if msg.get("role") == "assistant" and isinstance(msg.get("tool_calls"), list):
+            calls = msg["tool_calls"]
+            fixed = list(calls)
+            for j, call in enumerate(calls):
+                call_id = call.get("id") if isinstance(call, Mapping) else None
+                if not isinstance(call_id, str) or not call_id:
+                    continue
+                if work.was_issued(call_id):
+                    new = first = new_id(i, j)
+                    for k in itertools.count(1):
+                        if not work.was_issued(new):
+                            break
+                        new = f"{first}_{k}"
+                    fixed[j] = {**call, "id": new}
+                    work.renamed[call_id] = new
+                    repairs.append(
+                        CallIdRepair(index=i, call_index=j, original=call_id, replacement=new)
+                    )
+                    call_id = new
+                work.issued.add(call_id)
+            if fixed != calls:
+                out[i] = {**msg, "tool_calls": fixed}
+        elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
+            call_id = msg["tool_call_id"]
+            pending = work.pending_rename(call_id)
+            if (
+                pending is not None
+                and work.was_answered(call_id)
+                and not work.was_answered(pending)
+            ):
+                out[i] = {**msg, "tool_call_id": pending}
+                work.renamed[call_id] = None
+                repairs.append(
+                    CallIdRepair(index=i, call_index=None, original=call_id, replacement=pending)
+                )
+                call_id = pending
+            work.answered.add(call_id)
+    return out, repairs
+
+
 def validate_messages(messages: Sequence[Any], ledger: CallLedger | None = None) -> list[Message]:
     """Validate a batch in order against `ledger` (not modified). All or nothing."""
     work = ledger.overlay() if ledger is not None else CallLedger()
@@ -171,6 +273,18 @@ def validate_messages(messages: Sequence[Any], ledger: CallLedger | None = None)
         work.check(msg, i)
         out.append(msg)
     return out
+
+
+def check_new_messages(messages: Sequence[Any]) -> list[CallIdRepair]:
+    """Would a new session take `messages` under the one policy? (pure; nothing stored)
+
+    For an adapter that checks a whole list before it starts a session: re-used
+    tool-call ids are repairs (returned, as the ledger will make them, with placeholder
+    replacement ids), anything else raises InvalidMessage as ``validate_messages`` does.
+    """
+    repaired, repairs = repair_call_ids(messages, None, lambda i, j: f"call_repair_{i}_{j}")
+    validate_messages(repaired)
+    return repairs
 
 
 def is_text_content_empty(message: Mapping[str, Any]) -> bool:

@@ -23,6 +23,34 @@ MESSAGE_OVERHEAD = 4
 _BATCH_MIN = 32
 #: per-message constant of Hermes's rough estimate
 ROUGH_MESSAGE_OVERHEAD = 10
+#: fields counted on their own terms, or framing / a caching directive rather than text;
+#: every other field of a message goes back to the provider as it is (``reasoning``,
+#: ``reasoning_content``, ``reasoning_details``, ``codex_*_items``, ...) and is counted
+_COUNTED_APART = frozenset(
+    {"role", "content", "tool_calls", "name", "tool_call_id", "cache_control"}
+)
+
+
+def replayed_fields_text(message: Mapping[str, Any]) -> str:
+    """The fields a message carries besides role, content, tool calls and ids, as text.
+
+    Reasoning traces (``reasoning``, ``reasoning_content``, ``reasoning_details``) and
+    provider replay items (``codex_*_items``) are passed through and sent back with the
+    message, so they take room in the window: strings count as they are, anything
+    else as its JSON. Empty in the common case (a dict of two or three known keys).
+    """
+    pieces: list[str] = []
+    for key, value in message.items():
+        if key in _COUNTED_APART or value is None:
+            continue
+        if isinstance(value, str):
+            pieces.append(value)
+        else:
+            try:
+                pieces.append(msgspec.json.encode(value).decode())
+            except (TypeError, msgspec.EncodeError):
+                pieces.append(str(value))
+    return "\n".join(pieces)
 
 
 @functools.lru_cache(maxsize=4)
@@ -35,13 +63,15 @@ def _encoding(name: str) -> Any:
 def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
     """Every piece of a message that is sent to the model as text, concatenated.
 
-    Content (string or text parts), tool-call names and arguments, and the
-    ``name``/``tool_call_id`` fields. Non-text parts (images) contribute their JSON.
+    Content (string or text parts), tool-call names and arguments, the
+    ``name``/``tool_call_id`` fields, and every other field that is sent back to the
+    provider (:func:`replayed_fields_text`: reasoning traces, replay items). Non-text
+    parts (images) contribute their JSON.
 
     ``text_only=True`` keeps only what a reader reads (what facts are stated in and
     what recall searches): the text parts and the tool calls, without non-text parts
-    (an image's JSON, e.g. a base64 data URL) and without the ``name``/``tool_call_id``
-    ids.
+    (an image's JSON, e.g. a base64 data URL), the ``name``/``tool_call_id`` ids and
+    the replayed fields (a reasoning trace states no facts the user sees).
     """
     pieces: list[str] = []
     content = message.get("content")
@@ -62,6 +92,10 @@ def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
             value = message.get(key)
             if isinstance(value, str):
                 pieces.append(value)
+        if len(message) > 2:
+            extra = replayed_fields_text(message)
+            if extra:
+                pieces.append(extra)
     return "\n".join(pieces)
 
 
@@ -111,7 +145,11 @@ def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCO
 
 
 def rough_message_tokens(message: Mapping[str, Any]) -> int:
-    """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4."""
+    """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4.
+
+    The fields replayed to the provider (reasoning traces, replay items) count like
+    content: chars // 4.
+    """
     content = message.get("content")
     if isinstance(content, str):
         chars = len(content)
@@ -126,6 +164,8 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             args += len(str((call.get("function") or {}).get("arguments", "")))
+    if len(message) > 2:
+        chars += len(replayed_fields_text(message))
     return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4
 
 

@@ -3,6 +3,11 @@
 Buckets: input, output, cache_read, cache_write, reasoning.
 ``prompt = input + cache_read + cache_write``; ``total = prompt + output``
 (reasoning is part of output, never added again).
+
+Many OpenAI-compatible servers (local ones especially) send no usage at all: an
+absent, null or empty usage block, or one whose fields are all null, is the shape
+:data:`NO_USAGE` ("no usage reported"), normalized to zeros. It is not an error; the
+runtime then judges the prompt size by its own estimate.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.limits import check_token_count
+
+#: the shape of a response that reported no usage (absent, null, empty or all-null block)
+NO_USAGE = "none"
 
 
 class CanonicalUsage(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,13 +61,8 @@ class CanonicalUsage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _int(value: Any, field: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"usage field {field!r} must be a number, got {type(value).__name__}")
-    if value < 0:
-        raise InvalidInput(f"usage field {field!r} must not be negative, got {value}")
-    return int(value)
+    # the one rule for token counts (ctxledger.limits): the API, CLI and service share it
+    return check_token_count(value, f"usage field {field!r}")
 
 
 def _get(d: Mapping[str, Any], *path: str) -> Any:
@@ -70,8 +74,19 @@ def _get(d: Mapping[str, Any], *path: str) -> Any:
     return cur
 
 
+def reports_nothing(raw: Any) -> bool:
+    """Whether a usage block carries no figure at all: None, ``{}``, or only nulls / empty blocks."""
+    if raw is None:
+        return True
+    if isinstance(raw, Mapping):
+        return all(reports_nothing(value) for value in raw.values())
+    return False
+
+
 def detect_shape(raw: Mapping[str, Any]) -> str:
-    """``anthropic``, ``openai_responses``, ``openai_chat`` or ``canonical``."""
+    """``anthropic``, ``openai_responses``, ``openai_chat``, ``canonical`` or ``none``."""
+    if reports_nothing(raw):
+        return NO_USAGE
     if "prompt_tokens" in raw or "completion_tokens" in raw:
         return "openai_chat"
     if "input_tokens_details" in raw or "output_tokens_details" in raw:
@@ -100,12 +115,17 @@ def _reasoning(raw: Mapping[str, Any]) -> int:
     return _int(value, "reasoning_tokens")
 
 
-def normalize_usage(raw: Mapping[str, Any], shape: str | None = None) -> tuple[str, CanonicalUsage]:
+def normalize_usage(
+    raw: Mapping[str, Any] | None, shape: str | None = None
+) -> tuple[str, CanonicalUsage]:
     """Normalize one provider usage dict. Returns ``(shape, usage)``.
 
+    A response without usage (None, ``{}``, all nulls) gives ``("none", zeros)``.
     Raises :class:`InvalidInput` for unknown shapes, non-numbers, negatives, or cache
     counts larger than the prompt they are part of.
     """
+    if reports_nothing(raw):
+        return NO_USAGE, CanonicalUsage()
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"usage must be a JSON object, got {type(raw).__name__}")
     shape = shape or detect_shape(raw)
@@ -141,6 +161,8 @@ def normalize_usage(raw: Mapping[str, Any], shape: str | None = None) -> tuple[s
             _int(raw.get("completion_tokens"), "completion_tokens"),
             raw,
         )
+    elif shape == NO_USAGE:
+        raise InvalidInput(f"usage shape {NO_USAGE!r} carries no figures, but this block has some")
     elif shape == "canonical":
         usage = CanonicalUsage(
             input=_int(raw.get("input"), "input"),

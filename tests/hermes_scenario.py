@@ -47,8 +47,28 @@ def _rough_tokens(body: dict[str, Any]) -> int:
     )
 
 
+def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    call = {
+        "id": f"call_{len(REQUESTS)}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return {"content": None, "tool_calls": [call]}
+
+
+def _compacted_hit(message: dict[str, Any]) -> str | None:
+    """The compaction id of the first compacted hit of a recall answer, if any."""
+    try:
+        answer = json.loads(str(message.get("content") or ""))
+    except ValueError:
+        return None
+    hits = answer.get("hits") if isinstance(answer, dict) else None
+    return next((h["compacted_by"] for h in hits or () if h.get("compacted_by")), None)
+
+
 def _reply(body: dict[str, Any]) -> dict[str, Any]:
-    """The scripted assistant turn: a recall call after each user ask, then a final answer."""
+    """The scripted assistant turn: a recall call after each user ask; when recall finds a
+    compacted message, an expand_compaction call for it; then a final answer."""
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
     n = sum(1 for m in messages if m.get("role") == "user")
@@ -58,12 +78,10 @@ def _reply(body: dict[str, Any]) -> dict[str, Any]:
         and "recall" in tools
         and str(last.get("content", "")).startswith("Turn")
     ):
-        call = {
-            "id": f"call_{len(REQUESTS)}",
-            "type": "function",
-            "function": {"name": "recall", "arguments": json.dumps({"query": "alpha"})},
-        }
-        return {"content": None, "tool_calls": [call]}
+        return _call("recall", {"query": "part 1 of the alpha module", "limit": 50})
+    compaction = _compacted_hit(last) if last.get("role") == "tool" else None
+    if compaction and "expand_compaction" in tools:
+        return _call("expand_compaction", {"compaction_id": compaction, "max_chars": 200})
     return {"content": f"Done with step {n}: the alpha module is reviewed."}
 
 
@@ -186,6 +204,11 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     import asyncio
 
     engine.on_session_start("gateway-session", platform="telegram")
+    big = [{"role": "user", "content": "alpha " * engine.threshold_tokens}]
+    preflight = [
+        engine.should_compress_preflight(history[:2]),
+        engine.should_compress_preflight(big),
+    ]
 
     async def inside() -> list[dict[str, Any]]:
         return engine.compress(copy.deepcopy(history), focus_topic="alpha module", force=True)
@@ -193,7 +216,8 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     compressed = asyncio.run(inside())
     bad = [{"role": "robot", "content": "?"}]
     refused = engine.compress(bad) is bad and engine._last_compress_aborted
-    return {
+    out = {
+        "preflight_small_big": preflight,
         "refused_bad_input": refused,
         "error": engine._last_summary_error,
         "before": len(history),
@@ -201,6 +225,29 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
         "root": engine._root,
         "compression_count": engine.compression_count,
     }
+    # a re-used tool-call id (tau-bench logs have them): repaired as by every entry point
+    call = {"id": "call_0", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    reused = [{"role": "user", "content": "list it twice"}]
+    for _ in range(2):
+        reused += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "a.py"},
+        ]
+    kept = engine.compress([*reused, {"role": "assistant", "content": "twice"}])
+    out["reused_ids_aborted"] = engine._last_compress_aborted
+    ids: list[str] = []
+    for m in kept:
+        ids += [c["id"] for c in m.get("tool_calls") or ()]
+        ids += [m["tool_call_id"]] if m["role"] == "tool" else []
+    out["reused_ids_kept"] = ids
+    return out
+
+
+def _entry_points() -> dict[str, str]:
+    """The ``hermes_agent.plugins`` entry points installed in this venv (name -> module)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group="hermes_agent.plugins")}
 
 
 def main() -> None:
@@ -248,6 +295,8 @@ def main() -> None:
         json.dumps(
             {
                 "engine": type(engine).__module__ + "." + type(engine).__name__,
+                "entry_points": _entry_points(),
+                "status": engine.get_status(),
                 "engine_name": engine.name,
                 "threshold_tokens": engine.threshold_tokens,
                 "context_length": engine.context_length,

@@ -17,6 +17,11 @@ def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
     return CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
 
 
+def shown_messages(db: Path, ref: str) -> list[dict[str, object]]:
+    """The messages of `show REF --json` (each entry also has its index, id and tokens)."""
+    return [entry["message"] for entry in json.loads(run(db, "show", ref, "--json").output)]
+
+
 def commands() -> list[str]:
     return sorted(cli.commands)
 
@@ -50,7 +55,7 @@ def test_import_prints_the_session_id_last_and_show_round_trips(
     imported: tuple[Path, str], tmp_path: Path
 ) -> None:
     db, sid = imported
-    shown = json.loads(run(db, "show", sid, "--json").output)
+    shown = shown_messages(db, sid)
     original = [json.loads(line) for line in (tmp_path / "conv.jsonl").read_text().splitlines()]
     assert shown == original
 
@@ -62,7 +67,7 @@ def test_import_from_stdin(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0
     sid = result.output.strip().splitlines()[-1]
-    assert json.loads(run(db, "show", sid, "--json").output) == [{"role": "user", "content": "hi"}]
+    assert shown_messages(db, sid) == [{"role": "user", "content": "hi"}]
 
 
 @pytest.mark.parametrize(
@@ -171,8 +176,8 @@ def test_export_then_import_gives_the_same_messages(
         .output.strip()
         .splitlines()[-1]
     )
-    original = json.loads(run(db, "show", sid, "--json").output)
-    copy = json.loads(run(db, "show", again, "--json").output)
+    original = shown_messages(db, sid)
+    copy = shown_messages(db, again)
 
     def strip(ms: list[dict[str, object]]) -> list[dict[str, object]]:
         keep = ("role", "content", "tool_call_id")

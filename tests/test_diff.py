@@ -260,9 +260,12 @@ def test_show_and_export_at_a_seq_match_the_diff_side(chain: tuple[Ledger, str])
     ledger, tip = chain
     root = ledger.chains.root(tip)
     runner = CliRunner()
-    shown = json.loads(
-        runner.invoke(cli, ["--db", ledger.store.path, "show", f" {root}@25 ", "--json"]).output
-    )
+    shown = [
+        entry["message"]
+        for entry in json.loads(
+            runner.invoke(cli, ["--db", ledger.store.path, "show", f" {root}@25 ", "--json"]).output
+        )
+    ]
     view = session_view(ledger, root, 25)
     assert shown == [e.message for e in view.entries]
     exported = json.loads(

@@ -430,18 +430,20 @@ def test_a_file_that_is_not_a_ledger_is_refused(path: Path) -> None:
         SQLiteEventStore(path)
 
 
-def test_sigkill_mid_append_leaves_only_whole_batches(path: Path) -> None:
+@pytest.mark.parametrize("trials", [12, pytest.param(300, marks=pytest.mark.slow)])
+def test_sigkill_mid_append_leaves_only_whole_batches(path: Path, trials: int) -> None:
     half, rng, progress = 200, random.Random(20260101), []
-    for _ in range(8):
+    for trial in range(trials):
+        target = path.with_name(f"{path.stem}{trial // 12}.db")  # a fresh file every 12 kills
         writer = subprocess.Popen(
-            [sys.executable, str(KILLER), str(path), str(half)], stdout=subprocess.PIPE
+            [sys.executable, str(KILLER), str(target), str(half)], stdout=subprocess.PIPE
         )
         assert writer.stdout is not None and writer.stdout.readline() == b"ready\n"
         time.sleep(rng.uniform(0.05, 0.35))
         writer.send_signal(signal.SIGKILL)
         writer.wait()
         writer.stdout.close()
-        with SQLiteEventStore(path) as store:
+        with SQLiteEventStore(target) as store:
             report = store.verify()
             assert report.ok, report
             batches = Counter(r.event.event_id.split("_")[1] for r in store.read_all())
@@ -449,7 +451,8 @@ def test_sigkill_mid_append_leaves_only_whole_batches(path: Path) -> None:
             assert sorted(batches) == [f"{k:06d}" for k in range(len(batches))]
             assert all(version % half == 0 for _, version in store.streams())
             progress.append(store.last_seq())
-    assert progress[-1] > progress[0] > 0, progress  # the writer really was killed mid-stream
+    first = progress[:12]
+    assert first[-1] > first[0] > 0, progress  # the writer really was killed mid-stream
 
 
 def test_many_simultaneous_first_opens_of_a_new_file_all_succeed(tmp_path: Path) -> None:

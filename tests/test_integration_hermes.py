@@ -2,7 +2,7 @@
 
 Hermes pins its own openai and many other packages, so it lives in a separate
 virtualenv, ``.venv-hermes`` (``make hermes-venv``; ``make test`` builds it first and
-sets ``CTXLEDGER_REQUIRE_HERMES=1``, so in CI this test runs for real or fails). The
+sets ``CTXLEDGER_REQUIRE_INTEGRATIONS=1``, so in CI this test runs for real or fails). The
 scenario (``tests/hermes_scenario.py``) runs under that venv's python against a fake
 upstream on 127.0.0.1; this test reads what it left behind with the project's own
 ctxledger: the ledger file in ``HERMES_HOME``, and the requests the upstream received.
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.frameworks import missing
 
 from ctxledger import Ledger
 from ctxledger.events import MessageAppended, SessionSwitched
@@ -37,10 +38,7 @@ def _key(message: dict) -> tuple:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     if not HERMES_PYTHON.exists():
-        message = f"{HERMES_PYTHON} is missing: run `make hermes-venv`"
-        if os.environ.get("CTXLEDGER_REQUIRE_HERMES"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
     workdir = tmp_path_factory.mktemp("hermes")
     env = {
         k: v
@@ -63,16 +61,44 @@ def run(tmp_path_factory):
 
 
 def test_hermes_loads_the_plugin_engine_with_its_tools(run):
-    result, _ = run
+    result, ledger = run
+    # Hermes found the engine through the package's entry point (plugins.enabled: [ctxledger])
+    assert result["entry_points"] == {"ctxledger": "ctxledger.integrations.hermes"}
     assert result["engine"] == "ctxledger.integrations.hermes.CtxLedgerEngine"
     assert result["context_length"] == 64_000
     assert result["threshold_tokens"] == 54_400  # the small-window floor: 85 % of 64K
     assert result["tools"] == ["expand_compaction", "recall"]
     assert result["copy_shares_ledger"]  # a per-agent deepcopy shares the ledger
     assert result["db"].endswith("home/ctxledger.ledger.db")
-    # the model's recall calls were answered from the ledger
-    answers = [m for r in result["requests"] for m in r["messages"] if m["role"] == "tool"]
-    assert answers and all('"hits"' in m["content"] for m in answers)
+    # the status Hermes displays names the ledger file and the chain's tip
+    status = result["status"]
+    assert status["engine"] == "ctxledger" and status["ledger_db"] == result["db"]
+    assert status["ledger_session_id"] == ledger.tip(result["ledger_root"])
+    assert status["compression_count"] == result["compression_count"]
+    # the model's recall and expand_compaction calls were answered from the ledger
+    answers = _tool_answers(result["requests"])
+    assert answers["recall"] and all('"hits"' in a for a in answers["recall"])
+    # a compacted recall hit was expanded: the originals the compaction summarized
+    expanded = [json.loads(a) for a in answers["expand_compaction"]]
+    assert expanded and all("error" not in e and e["messages"] for e in expanded)
+    assert any(
+        m["message"]["content"].startswith("Turn 1:") for e in expanded for m in e["messages"]
+    )
+
+
+def _tool_answers(requests: list[dict]) -> dict[str, list[str]]:
+    """The tool results the upstream was sent, by the name of the tool called."""
+    names: dict[str, str] = {}
+    seen: set[str] = set()
+    out: dict[str, list[str]] = {"recall": [], "expand_compaction": []}
+    for request in requests:
+        for m in request["messages"]:
+            for call in m.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+            if m["role"] == "tool" and m["tool_call_id"] not in seen:
+                seen.add(m["tool_call_id"])
+                out.setdefault(names[m["tool_call_id"]], []).append(m["content"])
+    return out
 
 
 def test_compress_works_inside_a_running_event_loop_on_a_copy(run):
@@ -80,10 +106,17 @@ def test_compress_works_inside_a_running_event_loop_on_a_copy(run):
     in_loop = result["in_loop"]
     assert in_loop["root"] != result["ledger_root"]  # a new conversation: a new chain
     assert in_loop["compression_count"] == 1
+    # the optional preflight hook: Hermes's rough estimate against the threshold
+    assert in_loop["preflight_small_big"] == [False, True]
     # a message the ledger cannot take: the host keeps its list and is told why
     assert in_loop["refused_bad_input"]
     assert "unknown role 'robot'" in in_loop["error"]
     assert in_loop["after"] < in_loop["before"]
+    # the one validation policy: a re-used tool-call id is repaired, not refused
+    assert not in_loop["reused_ids_aborted"]
+    first, first_result, second, second_result = in_loop["reused_ids_kept"]
+    assert first == first_result == "call_0"
+    assert second == second_result != "call_0"
     # Hermes keeps the system prompt to itself: the ledger's view is exactly what compress returned
     assert len(ledger.api_messages(ledger.tip(in_loop["root"]))) == in_loop["after"]
 
@@ -125,10 +158,17 @@ def test_the_request_after_a_compaction_carries_the_compacted_list(run):
 
 
 @pytest.mark.parametrize(
-    "args", [["replay", "{root}", "--verify"], ["verify"], ["audit", "{root}"]]
+    "args",
+    [
+        ["replay", "{root}", "--verify"],
+        ["verify"],
+        ["audit", "{root}"],
+        ["diff", "{root}", "{tip}"],
+    ],
 )
 def test_the_cli_reads_the_ledger(run, args):
-    result, _ = run
-    argv = [CLI, "--db", result["db"], *(a.format(root=result["ledger_root"]) for a in args)]
+    result, ledger = run
+    ids = {"root": result["ledger_root"], "tip": ledger.tip(result["ledger_root"])}
+    argv = [CLI, "--db", result["db"], *(a.format(**ids) for a in args)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,6 +1,7 @@
 """CtxLedgerMiddleware against real LangChain v1 / LangGraph: create_agent with a fake
 chat model, a tool and a checkpointer, over enough turns to compact."""
 
+# ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
 from __future__ import annotations
 
 import json
@@ -11,10 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.frameworks import require
 
-pytest.importorskip(
-    "langchain.agents", reason="the ctxledger[langchain] extra is part of make test"
-)
+require("langchain.agents", "langchain")
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage

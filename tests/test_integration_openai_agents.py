@@ -11,9 +11,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from helpers.frameworks import require
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
-agents = pytest.importorskip("agents", reason="the ctxledger[agents] extra is part of make test")
+require("agents", "agents")
 from agents import Agent, Runner, function_tool  # noqa: E402
 from agents.memory import Session  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
@@ -66,6 +67,16 @@ def _script(turns: int) -> ScriptedModel:
     return ScriptedModel(steps)
 
 
+class SpySession(CtxLedgerSession):
+    """Records how the Runner calls the compaction hook."""
+
+    calls: list[tuple[dict, bool]]
+
+    async def run_compaction(self, args=None, *, wrapper=None) -> None:
+        self.calls.append((dict(args or {}), wrapper is not None))
+        await super().run_compaction(args, wrapper=wrapper)
+
+
 @pytest.fixture
 def service(tmp_path):
     svc = ContextService(Ledger.open(tmp_path / "agents.ledger.db", config=CONFIG), config=CONFIG)
@@ -96,7 +107,8 @@ def test_it_is_a_session_the_runner_hands_its_wrapper_to(service):
 
 def test_many_turns_compact_and_the_model_is_sent_the_ledger_view(service, tmp_path):
     model = _script(TURNS)
-    session = CtxLedgerSession("chat", service, model="scripted", context_length=16_000)
+    session = SpySession("chat", service, model="scripted", context_length=16_000)
+    session.calls = []
     agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
 
     async def run_all() -> None:
@@ -113,6 +125,9 @@ def test_many_turns_compact_and_the_model_is_sent_the_ledger_view(service, tmp_p
 
     anyio.run(run_all)
     model.assert_complete()
+    # the Runner treats the session as compaction-aware: it calls run_compaction after its
+    # settled writes, with the response id and its wrapper
+    assert session.calls and all(a.get("response_id") and w for a, w in session.calls)
     tip = session.ledger_session_id()
     assert tip != "chat"  # compacted at least once: the chain moved on
     assert service.ledger.chains.compression_count(tip) >= 1

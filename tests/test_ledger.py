@@ -40,12 +40,7 @@ BAD_APPENDS: list[tuple[str, list[Any], type[Exception], str]] = [
         InvalidMessage,
         "no earlier assistant",
     ),
-    (
-        "duplicate ids",
-        [{"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("a")]}],
-        InvalidMessage,
-        "duplicate tool_call id",
-    ),
+    # re-used tool-call ids are repaired, not rejected: tests/test_validation_policy.py
     (
         "non-string arguments",
         [{"role": "assistant", "content": None, "tool_calls": [_call("a", {"command": "ls"})]}],

@@ -192,8 +192,10 @@ def test_latest_user_ask_in_the_head_is_carried_after_the_summary() -> None:
     # only the system prompt precedes the summary, so it is a user turn; the carried ask
     # is a user turn too, so the summary is merged in front of it
     assert p.merged_into_tail and p.merge_index == 1
-    assert out[1]["content"].startswith(markers.summary_prefix())
-    assert out[1]["content"].endswith(markers.merge_delimiter() + "fix the failing test")
+    assert out[1]["content"].startswith(
+        "fix the failing test" + markers.merge_lead() + markers.summary_prefix()
+    )
+    assert out[1]["content"].endswith(markers.summary_end_marker())
     assert out[2:] == messages[p.tail_start :]
 
 
@@ -224,7 +226,7 @@ def test_latest_visible_reply_is_kept_when_later_turns_are_silent_calls() -> Non
     out = apply(p, messages, "s").messages
     after = out[summary_positions(out)[0] :]
     if p.merge_index == visible:  # the summary may be merged in front of it
-        assert after[0]["content"].endswith(markers.merge_delimiter() + "here is the plan")
+        assert after[0]["content"].startswith("here is the plan" + markers.merge_lead())
     else:
         assert reply("here is the plan") in after
 
@@ -449,7 +451,7 @@ def test_second_compaction_updates_the_merged_summary_instead_of_stacking() -> N
     assert summary_positions(final.messages) == [1]
     body = markers.unwrap_summary(final.messages[1]["content"])
     assert body == "second summary"
-    assert final.messages[1]["content"].endswith(markers.merge_delimiter() + "fix the failing test")
+    assert final.messages[1]["content"].startswith("fix the failing test" + markers.merge_lead())
     assert final.messages[0]["content"].count(markers.system_note()) == 1
 
 

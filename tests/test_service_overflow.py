@@ -207,15 +207,16 @@ async def test_max_tokens_too_large_lowers_the_cap_and_does_not_compress(
     sid = await session(svc, turns=4)
     provider.queue(Fail("max_tokens", limit=16_000))  # "available_tokens: 2000"
     tip, (recovery,) = await agent_turn(svc, provider, sid, max_tokens=8_000)
-    assert (recovery.action, recovery.max_tokens, recovery.session_id) == ("retry", 2_000, sid)
+    # 64 tokens of safety margin below the 2,000 the provider says are left (issue 10)
+    assert (recovery.action, recovery.max_tokens, recovery.session_id) == ("retry", 1_936, sid)
     assert tip == sid
-    assert provider.requests[-1].json["max_tokens"] == 2_000
+    assert provider.requests[-1].json["max_tokens"] == 1_936
     assert not events(svc, sid, SessionSwitched) and not events(svc, sid, ContextLimitLearned)
     (skip,) = events(svc, sid, CompressionSkipped)
     assert (
         skip.trigger == "overflow"
         and "not compressing" in skip.reason
-        and skip.details["max_tokens"] == 2_000
+        and skip.details["max_tokens"] == 1_936
     )
 
 
@@ -356,7 +357,8 @@ async def test_summarizer_malformed_output_has_the_short_cooldown(
 ) -> None:
     svc = make(tmp_path, clock, llm(provider))
     sid = await session(svc, turns=12, window=16_384)
-    provider.queue(Fail("malformed"))
+    # the summary model's malformed reply is retried on the session's model (issue 10)
+    provider.queue(Fail("malformed"), Fail("malformed"))
     result = await svc.preflight(sid)
     assert result.compressed
     (cooldown,) = events(svc, sid, CooldownStarted)
@@ -397,8 +399,9 @@ async def test_no_summarizer_endpoint_is_not_configured_600s(
     )  # the class alone decides: 600 s
     sid = await session(svc, turns=12, window=16_384)
     result = await svc.preflight(sid)
-    assert result.session_id == sid and not result.compactions
-    (cooldown,) = events(svc, sid, CooldownStarted)
+    # not configured is no longer an abort (issue 10): a fallback summary, then 600 s
+    assert result.compressed and result.compactions[0].fallback
+    (cooldown,) = events(svc, result.session_id, CooldownStarted)
     assert (cooldown.failure_class, cooldown.seconds) == (
         "not_configured",
         CONFIG.cooldown_no_summarizer,

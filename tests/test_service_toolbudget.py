@@ -128,14 +128,14 @@ async def test_read_persisted_returns_the_output_in_slices(svc: ContextService) 
     ref = persisted(svc, sid)[0].blob_ref
     pieces, offset = [], 0
     while True:
-        piece = await svc.read_persisted(ref, offset, DEFAULT_MAX_SLICE_CHARS)
+        piece = await svc.read_persisted(sid, ref, offset, DEFAULT_MAX_SLICE_CHARS)
         assert piece.total_chars == 150_000 and piece.offset == offset
         pieces.append(piece.text)
         if piece.next_offset is None:
             break
         offset = piece.next_offset
     assert "".join(pieces) == big and len(pieces) == 8
-    middle = await svc.read_persisted(ref, offset=1_000, limit=50)
+    middle = await svc.read_persisted(sid, ref, offset=1_000, limit=50)
     assert middle.text == big[1_000:1_050]
 
 
@@ -207,9 +207,9 @@ async def test_call_ids_never_become_paths(svc: ContextService, tmp_path: Path) 
     assert json.dumps(hostile) in shown and hostile not in shown  # only ever JSON-escaped
     for bad in ("../../etc/passwd", hostile, event.blob_ref.upper(), event.blob_ref[:-1], "", 7):
         with pytest.raises(InvalidInput):
-            await svc.read_persisted(bad)  # type: ignore[arg-type]
+            await svc.read_persisted(sid, bad)  # type: ignore[arg-type]
     with pytest.raises(UnknownBlob):
-        await svc.read_persisted("0" * 64)
+        await svc.read_persisted(sid, "0" * 64)
 
 
 @pytest.mark.parametrize(
@@ -222,7 +222,7 @@ async def test_read_persisted_rejects_bad_ranges(
     sid = await start(svc)
     await svc.append(sid, turn(("c1", "terminal", output(120_000))))
     with pytest.raises(InvalidInput):
-        await svc.read_persisted(persisted(svc, sid)[0].blob_ref, offset, limit)
+        await svc.read_persisted(sid, persisted(svc, sid)[0].blob_ref, offset, limit)
 
 
 async def test_persisting_is_part_of_the_same_atomic_append(svc: ContextService) -> None:

@@ -1,19 +1,20 @@
 """Audit and trace: which salient facts each compaction kept, lost, or lost again later.
 
-A compaction replaces its middle by a summary. :func:`audit_chain` extracts the
-salient facts (``ctxledger.compressor.facts``) of every middle, as the model saw it (a persisted
-tool output is audited as the preview that was live; its full text stays
-recallable), and checks each against the summary text with normalized matching.
-Facts a summary kept are *carried* by that summary message: when a later compaction
-re-summarizes it, those facts are part of its middle too (``source="summary"``), and
-one the new summary drops is reported as lost at that re-compression, still
-attributed to the message it first came from.
+A compaction rewrites part of the view it compacted (the summarized middle, the
+previous summary wherever it lived, a message it merged the summary into or took an
+older summary out of) and makes a new view. :func:`audit_chain` walks the chain's
+compactions in order (:mod:`ctxledger.analysis.factviews`): the facts of every
+rewritten original message are extracted (``ctxledger.compressor.facts``, as the
+model saw it: a persisted tool output is audited as its preview) and join the chain's
+known facts; every known fact stated in a rewritten piece is *extracted* by that
+compaction, and is *kept* (its summary states it), *kept verbatim* (another message
+of the new view still states it) or *lost* (the new view no longer states it). A fact
+a previous summary carried and this one drops is also listed under
+``lost_at_recompression``, attributed to the message it first came from.
 
-:func:`trace` follows one fact through the chain: where it appeared, what each
-compaction did with it, and whether the current live view still states it.
-
-Compactions are looked up in :mod:`ctxledger.analysis.compactions`. Everything here is
-read-only.
+So each fact absent from the live view is lost by exactly one last compaction
+(:attr:`ChainAudit.lost_now_at`), and :func:`trace` reports the same compaction.
+Everything here is read-only.
 """
 
 from __future__ import annotations
@@ -23,20 +24,18 @@ from collections.abc import Mapping
 import msgspec
 
 from ctxledger.analysis.compactions import (
-    SUMMARY_ORIGINS,
     CompactionRecord,
     chain_compactions,
     match_compaction,
     no_compaction,
     reverted_compactions,
 )
-from ctxledger.compressor.factmatch import contains
+from ctxledger.analysis.factviews import ChainViews, Group, Piece, Step
+from ctxledger.compressor.factkinds import CATEGORIES
+from ctxledger.compressor.factmatch import Haystack
 from ctxledger.compressor.facts import (
     Fact,
-    extract_facts,
-    fact_in_text,
     find_paths,
-    normalize,
     normalize_fact,
 )
 from ctxledger.errors import InvalidInput
@@ -56,8 +55,8 @@ class AuditedFact(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str | None
     seq: int | None
     role: str
-    #: ``middle``: in a message this compaction summarized; ``summary``: carried in by the
-    #: previous summary (it was first summarized by ``first_compaction_id``)
+    #: ``middle``: in a message this compaction rewrote; ``summary``: carried in by a
+    #: previous summary (the chain first extracted it at ``first_compaction_id``)
     source: str
     first_compaction_id: str
 
@@ -71,9 +70,15 @@ class CompactionAudit(msgspec.Struct, frozen=True, kw_only=True):
     summarizer: str
     fallback: bool
     reverted: bool
+    imported: bool
     input_messages: int
+    #: every known fact stated in what this compaction rewrote
     extracted: list[AuditedFact]
+    #: ... that the new view still states (in the summary, or verbatim elsewhere)
     kept: list[AuditedFact]
+    #: ... of those, the ones only a verbatim message states (not the summary)
+    kept_verbatim: list[AuditedFact]
+    #: ... that the new view no longer states: this compaction dropped them
     lost: list[AuditedFact]
     retention: float
     #: facts an earlier summary had kept that this re-summary dropped
@@ -87,28 +92,48 @@ class RecompressionLoss(msgspec.Struct, frozen=True, kw_only=True):
     recompression: int
 
 
+class LostFact(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact the live view no longer states and the compaction that dropped it last."""
+
+    fact: AuditedFact
+    lost_at: str | None
+    compaction_index: int | None
+
+
+class CategoryRetention(msgspec.Struct, frozen=True, kw_only=True):
+    """One fact category of a chain: how many facts it has, how many the live view still states."""
+
+    facts: int
+    known_now: int
+    retention: float
+
+
 class ChainAudit(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     root: str
     tip: str
     compactions: list[CompactionAudit]
-    #: distinct facts of every middle of the chain
+    #: distinct facts of everything the chain's compactions rewrote
     facts: int
     #: of those, how many the tip's live view (summary or verbatim messages) still states
     known_now: int
     retention: float
     mean_compaction_retention: float
     lost_now: list[AuditedFact]
+    #: each fact of ``lost_now`` with the compaction that dropped it (the last one that did)
+    lost_now_at: list[LostFact]
     lost_at_recompression: list[RecompressionLoss]
+    #: per fact category (``factkinds.CATEGORIES``), in a stable order
+    categories: dict[str, CategoryRetention] = msgspec.field(default_factory=dict)
 
 
 def split_kept(facts: list[AuditedFact], text: str) -> tuple[list[AuditedFact], list[AuditedFact]]:
     """``(kept, lost)``: which `facts` `text` still states (normalized matching), in order."""
-    haystack = normalize(text)
+    hay = Haystack(text)
     kept: list[AuditedFact] = []
     lost: list[AuditedFact] = []
     for fact in facts:
-        (kept if contains(haystack, fact.normalized) else lost).append(fact)
+        (kept if hay.holds(fact.kind, fact.normalized) else lost).append(fact)
     return kept, lost
 
 
@@ -116,65 +141,86 @@ def _ratio(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 1.0
 
 
-class _Auditor:
-    """Walks a chain's compactions in order, carrying kept facts from summary to summary."""
+def _as_fact(fact: AuditedFact) -> Fact:
+    return Fact(kind=fact.kind, value=fact.value, normalized=fact.normalized, message_index=0)
 
-    def __init__(self, ledger: Ledger, reverted: Mapping[str, str]) -> None:
+
+class _Auditor:
+    """Walks a chain's compactions in order, registering every fact it meets once."""
+
+    def __init__(
+        self, ledger: Ledger, records: list[CompactionRecord], reverted: Mapping[str, str]
+    ) -> None:
         self.ledger = ledger
         self.reverted = reverted
-        #: summary message id -> (compaction that wrote it, the facts it kept)
-        self.carried: dict[str, tuple[str, list[AuditedFact]]] = {}
+        self.views = ChainViews(ledger)
+        self.views.learn(records)
+        #: normalized -> the fact as first met, and the index of the compaction that met it
+        self.known: dict[str, tuple[AuditedFact, int]] = {}
         self.losses: list[RecompressionLoss] = []
+        self.steps: list[Step] = []
+        self.audits: list[CompactionAudit] = []
 
-    def _middle_facts(self, record: CompactionRecord, skip: set[str]) -> list[AuditedFact]:
+    def _register(self, step: Step) -> None:
         messages = self.ledger.transcript.state.messages
-        stored = self.ledger.transcript.stored
-        ids: list[str] = []
-        for mid in record.summary.input_message_ids:
-            if mid not in messages:
+        cid = step.record.compaction_id
+        for piece in step.rewritten:
+            if piece.kind != "message":
                 continue
-            if mid not in skip:
-                ids.append(mid)
-            elif messages[mid].origin == "merged" and messages[mid].source_id in messages:
-                # a merged summary also holds a tail message nobody summarized before
-                ids.append(str(messages[mid].source_id))
-        # the live form: what the model saw and the summary replaced (a preview, if persisted)
-        live = [stored(mid).message for mid in ids]
-        out: list[AuditedFact] = []
-        for fact in extract_facts(live, ids=ids):
-            origin = messages[fact.message_id or ""]
-            out.append(
-                _audited(fact, origin.session_id, origin.seq, "middle", record.compaction_id)
-            )
-        return out
+            for fact in self.views.facts(piece):
+                if fact.normalized in self.known:
+                    continue
+                origin = messages.get(piece.root or "")
+                self.known[fact.normalized] = (
+                    AuditedFact(
+                        kind=fact.kind,
+                        value=fact.value,
+                        normalized=fact.normalized,
+                        message_id=piece.root,
+                        session_id=origin.session_id if origin else None,
+                        seq=origin.seq if origin else None,
+                        role=fact.role,
+                        source="middle",
+                        first_compaction_id=cid,
+                    ),
+                    step.record.index,
+                )
 
     def audit(self, record: CompactionRecord) -> CompactionAudit:
-        previous = [mid for mid in record.summary.input_message_ids if mid in self.carried]
-        inherited: dict[str, tuple[str, AuditedFact]] = {}
-        for mid in previous:
-            writer, facts = self.carried[mid]
-            for fact in facts:
-                inherited.setdefault(fact.normalized, (writer, fact))
-        own = [
-            f for f in self._middle_facts(record, set(previous)) if f.normalized not in inherited
-        ]
-        extracted = [fact for _, fact in inherited.values()] + own
-        kept_facts, lost_facts = split_kept(extracted, record.summary.text)
-        relost = [f for f in lost_facts if f.source == "summary"]
-        for fact in relost:
-            self.losses.append(
-                RecompressionLoss(
-                    fact=fact,
-                    kept_by=inherited[fact.normalized][0],
-                    lost_at=record.compaction_id,
-                    recompression=record.index,
-                )
-            )
-        carried_in = [msgspec.structs.replace(f, source="summary") for f in kept_facts]
-        for entry in record.switch.layout:
-            if entry.origin in SUMMARY_ORIGINS:
-                self.carried[entry.message_id] = (record.compaction_id, carried_in)
-        return CompactionAudit(
+        step = self.views.step(record)
+        self.steps.append(step)
+        self._register(step)
+        extracted: list[AuditedFact] = []
+        kept: list[AuditedFact] = []
+        verbatim: list[AuditedFact] = []
+        lost: list[AuditedFact] = []
+        relost: list[AuditedFact] = []
+        for fact, _ in self.known.values():
+            probe = _as_fact(fact)
+            if not step.rewritten_group.states(probe):
+                continue
+            carrier = _carrier(step.previous, probe)
+            if carrier is not None and not step.rewritten_messages.states(probe):
+                fact = msgspec.structs.replace(fact, source="summary")
+            extracted.append(fact)
+            if step.summary.states(probe):
+                kept.append(fact)
+            elif step.after.states(probe):
+                kept.append(fact)
+                verbatim.append(fact)
+            else:
+                lost.append(fact)
+                if carrier is not None:
+                    relost.append(fact)
+                    self.losses.append(
+                        RecompressionLoss(
+                            fact=fact,
+                            kept_by=carrier,
+                            lost_at=record.compaction_id,
+                            recompression=record.index,
+                        )
+                    )
+        result = CompactionAudit(
             compaction_id=record.compaction_id,
             session_id=record.session_id,
             new_session_id=record.new_session_id,
@@ -183,29 +229,25 @@ class _Auditor:
             summarizer=record.summary.summarizer,
             fallback=record.summary.fallback,
             reverted=record.compaction_id in self.reverted,
+            imported=record.summary.imported,
             input_messages=len(record.summary.input_message_ids),
             extracted=extracted,
-            kept=kept_facts,
-            lost=lost_facts,
-            retention=_ratio(len(kept_facts), len(extracted)),
+            kept=kept,
+            kept_verbatim=verbatim,
+            lost=lost,
+            retention=_ratio(len(kept), len(extracted)),
             lost_at_recompression=relost,
         )
+        self.audits.append(result)
+        return result
 
 
-def _audited(
-    fact: Fact, session_id: str | None, seq: int | None, source: str, compaction_id: str
-) -> AuditedFact:
-    return AuditedFact(
-        kind=fact.kind,
-        value=fact.value,
-        normalized=fact.normalized,
-        message_id=fact.message_id,
-        session_id=session_id,
-        seq=seq,
-        role=fact.role,
-        source=source,
-        first_compaction_id=compaction_id,
-    )
+def _carrier(previous: list[Group], fact: Fact) -> str | None:
+    """The compaction whose (rewritten) summary stated `fact`, if any did."""
+    for group in previous:
+        if group.states(fact):
+            return group.pieces[0].compaction_id or "unknown"
+    return None
 
 
 def live_text(ledger: Ledger, session_id: str) -> str:
@@ -215,41 +257,83 @@ def live_text(ledger: Ledger, session_id: str) -> str:
     )
 
 
+def _walk(ledger: Ledger, sid: str) -> _Auditor:
+    records = chain_compactions(ledger, sid)
+    auditor = _Auditor(ledger, records, reverted_compactions(ledger, sid))
+    for record in records:
+        auditor.audit(record)
+    return auditor
+
+
+def _last_loss(audits: list[CompactionAudit]) -> dict[str, CompactionAudit]:
+    out: dict[str, CompactionAudit] = {}
+    for a in audits:
+        for fact in a.lost:
+            out[fact.normalized] = a
+    return out
+
+
 def audit_chain(ledger: Ledger, session_id: str) -> ChainAudit:
     """Audit every compaction of the chain holding `session_id` (read-only)."""
     ledger.refresh()
     sid = ledger.resolve(session_id)
-    records = chain_compactions(ledger, sid)
-    auditor = _Auditor(ledger, reverted_compactions(ledger, sid))
-    audits = [auditor.audit(r) for r in records]
-    distinct: dict[str, AuditedFact] = {}
-    for a in audits:
-        for fact in a.extracted:
-            distinct.setdefault(fact.normalized, fact)
+    auditor = _walk(ledger, sid)
+    audits = auditor.audits
     tip = ledger.tip(sid)
-    known_now, lost_now = split_kept(list(distinct.values()), live_text(ledger, tip))
+    now = auditor.views.group(auditor.views.session_view(tip))
+    known = [fact for fact, _ in auditor.known.values()]
+    lost_now = [f for f in known if not now.states(_as_fact(f))]
+    last = _last_loss(audits)
+    lost_now_at = [
+        LostFact(
+            fact=f,
+            lost_at=last[f.normalized].compaction_id if f.normalized in last else None,
+            compaction_index=last[f.normalized].index if f.normalized in last else None,
+        )
+        for f in lost_now
+    ]
     return ChainAudit(
         session_id=sid,
         root=ledger.chains.root(sid),
         tip=tip,
         compactions=audits,
-        facts=len(distinct),
-        known_now=len(known_now),
-        retention=_ratio(len(known_now), len(distinct)),
+        facts=len(known),
+        known_now=len(known) - len(lost_now),
+        retention=_ratio(len(known) - len(lost_now), len(known)),
         mean_compaction_retention=(
             round(sum(a.retention for a in audits) / len(audits), 4) if audits else 1.0
         ),
         lost_now=lost_now,
+        lost_now_at=lost_now_at,
         lost_at_recompression=auditor.losses,
+        categories=_categories(known, lost_now),
     )
+
+
+def _categories(known: list[AuditedFact], lost: list[AuditedFact]) -> dict[str, CategoryRetention]:
+    totals: dict[str, int] = {}
+    gone: dict[str, int] = {}
+    for fact in known:
+        name = CATEGORIES.get(fact.kind, fact.kind)
+        totals[name] = totals.get(name, 0) + 1
+    for fact in lost:
+        name = CATEGORIES.get(fact.kind, fact.kind)
+        gone[name] = gone.get(name, 0) + 1
+    return {
+        name: CategoryRetention(
+            facts=n, known_now=n - gone.get(name, 0), retention=_ratio(n - gone.get(name, 0), n)
+        )
+        for name, n in sorted(totals.items())
+    }
 
 
 def audit_compaction(ledger: Ledger, compaction_id: str) -> CompactionAudit:
     """Audit one compaction (its chain's earlier compactions are audited to know what it inherited)."""
     ledger.refresh()
     cid, compacted = match_compaction(ledger, compaction_id)
-    auditor = _Auditor(ledger, reverted_compactions(ledger, compacted))
-    for record in chain_compactions(ledger, compacted):  # one read of the chain
+    records = chain_compactions(ledger, compacted)  # one read of the chain
+    auditor = _Auditor(ledger, records, reverted_compactions(ledger, compacted))
+    for record in records:
         result = auditor.audit(record)
         if record.compaction_id == cid:
             return result
@@ -339,8 +423,9 @@ class FactAppearance(msgspec.Struct, frozen=True, kw_only=True):
 class FactAtCompaction(msgspec.Struct, frozen=True, kw_only=True):
     compaction_id: str
     index: int
-    #: ``kept`` (its middle held the fact and the summary states it), ``dropped``, or
-    #: ``not_in_middle``
+    #: ``kept`` (what it rewrote stated the fact and its summary states it),
+    #: ``kept_verbatim`` (another message of the new view still states it),
+    #: ``dropped`` (the new view no longer states it), or ``not_in_middle``
     status: str
     reverted: bool
 
@@ -349,6 +434,8 @@ class FactTrace(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     fact: str
     normalized: str
+    #: the fact's kind when the audit knows it (matched as the audit matches it), else the query's
+    kind: str
     appearances: list[FactAppearance]
     compactions: list[FactAtCompaction]
     live: bool
@@ -381,26 +468,41 @@ def _fact(text: str) -> Fact:
     return Fact(kind=kind, value=value, normalized=normalized, message_index=0)
 
 
-def _states(fact: Fact, text: str) -> bool:
-    return fact_in_text(fact, text)
+def _known_fact(auditor: _Auditor, query: Fact) -> tuple[Fact, int]:
+    """The audit's own fact for `query` (same value, or same normalized form), else the query."""
+    for fact, index in auditor.known.values():
+        if fact.value == query.value or normalize_fact(fact.kind, query.value) == fact.normalized:
+            return _as_fact(fact), index
+    return query, 0
+
+
+def _step_status(step: Step, fact: Fact) -> str:
+    if not step.rewritten_group.states(fact):
+        return "not_in_middle"
+    if step.summary.states(fact):
+        return "kept"
+    return "kept_verbatim" if step.after.states(fact) else "dropped"
 
 
 def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
-    """The life of one fact in the chain of `session_id` (read-only)."""
-    fact = _fact(fact_text)
+    """The life of one fact in the chain of `session_id` (read-only).
+
+    A fact the audit knows is matched exactly as the audit matches it, so the
+    compaction ``trace`` says lost it is the one ``audit`` lists it under.
+    """
+    query = _fact(fact_text)
     ledger.refresh()
     sid = ledger.resolve(session_id)
+    auditor = _walk(ledger, sid)
+    fact, first_index = _known_fact(auditor, query)
+    views = auditor.views
     chain = set(ledger.chains.chain(sid))
     tip = ledger.tip(sid)
     live_ids = ledger.transcript.session(tip).live
     live_set = set(live_ids)
-    holds: dict[str, bool] = {}
     appearances: list[FactAppearance] = []
     for mid, stored in ledger.transcript.state.messages.items():
-        if stored.session_id not in chain:
-            continue
-        holds[mid] = _states(fact, message_text(stored.message, text_only=True))
-        if holds[mid]:
+        if stored.session_id in chain and views.group(views.pieces(mid)).states(fact):
             appearances.append(
                 FactAppearance(
                     message_id=mid,
@@ -411,39 +513,32 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
                     live=mid in live_set,
                 )
             )
-    reverted = reverted_compactions(ledger, sid)
-    steps: list[FactAtCompaction] = []
-    for record in chain_compactions(ledger, sid):
-        in_middle = any(holds.get(mid, False) for mid in record.summary.input_message_ids)
-        status = "not_in_middle"
-        if in_middle:
-            status = "kept" if _states(fact, record.summary.text) else "dropped"
-        steps.append(
-            FactAtCompaction(
-                compaction_id=record.compaction_id,
-                index=record.index,
-                status=status,
-                reverted=record.compaction_id in reverted,
-            )
+    steps = [
+        FactAtCompaction(
+            compaction_id=step.record.compaction_id,
+            index=step.record.index,
+            status="not_in_middle" if step.record.index < first_index else _step_status(step, fact),
+            reverted=step.record.compaction_id in auditor.reverted,
         )
+        for step in auditor.steps
+    ]
     view = ledger.transcript.session(tip)
-    in_system = view.system_prompt is not None and _states(fact, view.system_prompt)
-    live_hits = [mid for mid in live_ids if _live_holds(ledger, mid, fact)]
+    in_system = bool(view.system_prompt) and views.group(
+        [Piece(None, "system", view.system_prompt or "")]
+    ).states(fact)
+    live_hits = [mid for mid in live_ids if views.group(views.pieces(mid)).states(fact)]
+    live = bool(live_hits) or in_system
     return FactTrace(
         session_id=sid,
-        fact=fact.value,
+        fact=query.value,
         normalized=fact.normalized,
+        kind=fact.kind,
         appearances=appearances,
         compactions=steps,
-        live=bool(live_hits) or in_system,
+        live=live,
         live_message_ids=live_hits,
-        status=_trace_status(appearances, steps, bool(live_hits) or in_system),
+        status=_trace_status(appearances, steps, live),
     )
-
-
-def _live_holds(ledger: Ledger, message_id: str, fact: Fact) -> bool:
-    # the live form: a persisted tool output shows its preview, not the full text
-    return _states(fact, message_text(ledger.transcript.stored(message_id).message, text_only=True))
 
 
 def _trace_status(
@@ -453,7 +548,7 @@ def _trace_status(
         return "never seen in this chain"
     if live:
         return "in the live view"
-    dropped = [s for s in steps if s.status == "dropped" and not s.reverted]
+    dropped = [s for s in steps if s.status == "dropped"]
     if dropped:
         return f"lost at compaction {dropped[-1].index} ({dropped[-1].compaction_id})"
     return "not in the live view"
@@ -461,6 +556,7 @@ def _trace_status(
 
 __all__ = [
     "AuditedFact",
+    "CategoryRetention",
     "ChainAudit",
     "ChainReport",
     "CompactionAudit",
@@ -468,6 +564,7 @@ __all__ = [
     "FactAppearance",
     "FactAtCompaction",
     "FactTrace",
+    "LostFact",
     "RecompressionLoss",
     "audit_chain",
     "audit_compaction",

@@ -1,8 +1,10 @@
 """Recall and expand: lossless access to every message a chain ever held.
 
-The search index is a projection with its own tables in the ledger's SQLite file,
-written through a separate connection (sqlite-utils) and never touching the event
-store's tables, which are read only through the :class:`EventStore` API:
+The search index is a projection with its own tables in a local SQLite file (the
+ledger's own file for a SQLite ledger, a side file per machine for a PostgreSQL one:
+``EventStore.local_index_path``), written through a separate connection (sqlite-utils)
+and never touching the event store's tables, which are read only through the
+:class:`EventStore` API:
 
 * ``search_messages`` — one row per indexed message: every ``MessageAppended`` (the
   original content, tool-call names and arguments) and every summary or merged
@@ -41,6 +43,8 @@ import msgspec
 import sqlite_utils
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, find_compaction
+from ctxledger.analysis.redacted import shown_message, snippet_of
+from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
     CtxLedgerError,
     InvalidInput,
@@ -118,9 +122,9 @@ class SearchIndex:
     def __init__(self, store: EventStore) -> None:
         # weakly: the per-store cache must not keep a closed ledger's store alive
         self._store_ref = weakref.ref(store)
-        path = getattr(store, "path", ":memory:")
+        path = store.local_index_path("recall")
         conn = sqlite3.connect(
-            ":memory:" if path == ":memory:" else str(path),
+            path,
             isolation_level=None,
             check_same_thread=False,
         )
@@ -418,12 +422,19 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
             origin=r[3],
             seq=int(r[4]),
             compacted_by=r[5],
-            snippet=r[6],
+            snippet=_snippet(ledger, r[0], r[6], terms),
             live=r[0] in live,
         )
         for r in rows
     ]
     return RecallResult(session_id=sid, root=root, query=query.strip(), match=match, hits=hits)
+
+
+def _snippet(ledger: Ledger, message_id: str, fts_snippet: str, terms: list[str]) -> str:
+    stored = ledger.transcript.state.messages.get(message_id)
+    if stored is None:
+        return redact(fts_snippet)
+    return snippet_of(stored.message, fts_snippet, terms)
 
 
 # --------------------------------------------------------------------------- expand
@@ -473,7 +484,7 @@ def expand(ledger: Ledger, compaction_id: str) -> Expansion:
                 role=str(stored.message.get("role") or ""),
                 origin=stored.origin,
                 tokens=stored.tokens,
-                message=stored.message,
+                message=shown_message(stored.message),  # secrets never leave the log
                 compaction_id=writer,
             )
         )
@@ -481,7 +492,7 @@ def expand(ledger: Ledger, compaction_id: str) -> Expansion:
         compaction_id=record.compaction_id,
         session_id=record.session_id,
         new_session_id=record.new_session_id,
-        summary_text=record.summary.text,
+        summary_text=redact(record.summary.text),
         messages=out,
     )
 
@@ -604,6 +615,8 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
         return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
     try:
         args = json.loads(arguments_json or "{}")
+    except RecursionError:
+        return json.dumps({"error": "arguments nest too deeply"})
     except ValueError as exc:
         return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
     if not isinstance(args, dict):

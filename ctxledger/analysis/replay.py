@@ -151,6 +151,8 @@ def _compaction_starts(
                 isinstance(rec.event, SessionSwitched)
                 and rec.event.reason == "compression"
                 and rec.event.compaction_id in summary
+                # an imported compaction was planned by the source agent, not by ctxledger
+                and not summary[rec.event.compaction_id].imported
             ):
                 out[first[rec.event.compaction_id]] = (rec.event, summary[rec.event.compaction_id])
     return out

@@ -14,6 +14,9 @@ Keeping (2) is deliberate: an undo restores what the summary replaced, it does n
 throw away the work done since. The result may be larger than the window; the
 next trigger compacts it again (pinning what matters first is the way to make the
 next compaction keep it). Pins of the restored session and of the tip stay pinned.
+When the restored view reaches the compaction threshold (or the window itself),
+:attr:`UndoResult.warnings` says so and what the next turn will do, and the same text
+is recorded as a ``NoticeIssued`` on the new session, in the same atomic append.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ import msgspec
 
 from ctxledger.analysis.compactions import CompactionRecord, find_compaction, reverted_compactions
 from ctxledger.errors import InvalidInput
-from ctxledger.events import Event, LayoutEntry, MessagePinned, SessionStarted, SessionSwitched
+from ctxledger.events import (
+    Event,
+    LayoutEntry,
+    MessagePinned,
+    NoticeIssued,
+    SessionStarted,
+    SessionSwitched,
+)
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
 
@@ -39,6 +49,29 @@ class UndoResult(msgspec.Struct, frozen=True, kw_only=True):
     tokens_before: int
     tokens_after: int
     messages_after: int
+    #: the window of the new session and the threshold the next turn checks against
+    context_length: int = 0
+    threshold_tokens: int = 0
+    #: set when the restored view is at or over the threshold (or the window)
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+def undo_warnings(tokens: int, context_length: int, threshold_tokens: int) -> list[str]:
+    """What to tell the user when an undo restores a view the next turn must compact again."""
+    if tokens > context_length:
+        return [
+            f"the restored view holds {tokens:,} tokens, more than the {context_length:,}-token "
+            "window: no model call can take it as it is, so the next turn compacts it again "
+            f"(preflight, at {threshold_tokens:,} tokens); pin what must survive first "
+            "(`ctxledger pin`)"
+        ]
+    if tokens >= threshold_tokens:
+        return [
+            f"the restored view holds {tokens:,} tokens, at or over the compaction threshold "
+            f"({threshold_tokens:,} of a {context_length:,}-token window): the next turn "
+            "compacts it again; pin what must survive first (`ctxledger pin`)"
+        ]
+    return []
 
 
 def appended_since(ledger: Ledger, record: CompactionRecord, tip: str) -> list[str]:
@@ -122,6 +155,15 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
         tip
     )  # a closed chain cannot be reverted: SessionEndedError, nothing appended
     switch, started = _revert_events(ledger, record, tip)
+    window = ledger.transcript.session(tip).context_length
+    threshold = ledger.config.threshold_tokens(window)
+    warnings = undo_warnings(switch.tokens_after, window, threshold)
+    started += [
+        NoticeIssued(
+            **ledger.event_fields(switch.new_session_id), code="undo_over_threshold", text=w
+        )
+        for w in warnings
+    ]
     ledger.append(
         [
             AppendRequest(tip, [switch], ledger.version(tip)),
@@ -138,7 +180,10 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
         tokens_before=switch.tokens_before,
         tokens_after=ledger.transcript.total_tokens(switch.new_session_id),
         messages_after=switch.messages_after,
+        context_length=window,
+        threshold_tokens=threshold,
+        warnings=warnings,
     )
 
 
-__all__ = ["UndoResult", "appended_since", "undo"]
+__all__ = ["UndoResult", "appended_since", "undo", "undo_warnings"]

@@ -39,7 +39,7 @@ import anyio
 import msgspec
 
 from ctxledger.analysis.audit import ChainReport, chain_report
-from ctxledger.analysis.compactions import chain_signature
+from ctxledger.analysis.compactions import chain_compactions, chain_signature
 from ctxledger.analysis.history import (
     AppendStep,
     CompressStep,
@@ -223,6 +223,29 @@ class TurnTokens(msgspec.Struct, frozen=True, kw_only=True):
     whatif: int
 
 
+class Reproduction(msgspec.Struct, frozen=True, kw_only=True):
+    """What the what-if reproduced of the recorded chain, and what differs, with numbers.
+
+    ``exact`` only when every recorded compaction (inputs, summary, layout, tokens) and
+    every turn's token count matched; otherwise ``differences`` says what did not.
+    """
+
+    exact: bool
+    #: [recorded, what-if]
+    compactions: list[int]
+    #: leading compactions of the two chains that are the same (inputs, summary, layout, tokens)
+    matching_compactions: int
+    #: [recorded, what-if]
+    tokens_sent: list[int]
+    #: [recorded, what-if]
+    model_calls: list[int]
+    #: turns whose prompt tokens differ, of all turns compared
+    turns_differing: int
+    turns: int
+    differences: list[str]
+    warnings: list[str]
+
+
 class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     root: str
@@ -232,10 +255,11 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
     recorded: ChainReport
     whatif: ChainReport
     turns: list[TurnTokens]
-    #: the what-if chain's compactions are the recorded ones (same inputs, summaries, layouts)
+    #: every recorded plan and count matched (``reproduction.exact``)
     reproduces_recorded: bool
     notes: list[str]
     out: str | None = None
+    reproduction: Reproduction | None = None
 
 
 def _turn_tokens(calls: list[CallTokens]) -> list[TurnTokens]:
@@ -329,6 +353,10 @@ def whatif_report(
     alternative = chain_report(
         scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls)
     )
+    turns = _turn_tokens(result.calls)
+    reproduction = _reproduction(
+        ledger, hist, scratch, result.session_id, recorded, alternative, turns
+    )
     return WhatIfReport(
         session_id=sid,
         root=hist.start.session_id,
@@ -336,12 +364,79 @@ def whatif_report(
         config_changes=config_changes(hist.config, effective),
         recorded=recorded,
         whatif=alternative,
-        turns=_turn_tokens(result.calls),
-        reproduces_recorded=chain_signature(ledger, sid)
-        == chain_signature(scratch, result.session_id),
+        turns=turns,
+        reproduces_recorded=reproduction.exact,
         notes=hist.notes + result.notes,
         out=os.fspath(out) if out is not None else None,
+        reproduction=reproduction,
     )
+
+
+def _reproduction(
+    ledger: Ledger,
+    hist: History,
+    scratch: Ledger,
+    tip: str,
+    recorded: ChainReport,
+    alternative: ChainReport,
+    turns: list[TurnTokens],
+) -> Reproduction:
+    """Compare the two chains compaction by compaction and turn by turn (never claims more)."""
+    mine, theirs = chain_signature(ledger, hist.session_id), chain_signature(scratch, tip)
+    matching = 0
+    for a, b in zip(mine, theirs, strict=False):
+        if a != b:
+            break
+        matching += 1
+    differing = [t for t in turns if t.recorded != t.whatif]
+    differences: list[str] = []
+    if len(mine) != len(theirs):
+        differences.append(f"compactions: recorded {len(mine)}, what-if {len(theirs)}")
+    if matching < min(len(mine), len(theirs)):
+        differences.append(
+            f"compaction {matching + 1} differs (the first {matching} match: inputs, summary, "
+            "layout and tokens)"
+        )
+    if recorded.tokens_sent != alternative.tokens_sent:
+        differences.append(
+            f"tokens sent: recorded {recorded.tokens_sent:,}, what-if {alternative.tokens_sent:,}"
+        )
+    if differing:
+        differences.append(f"prompt tokens differ in {len(differing)} of {len(turns)} turns")
+    if recorded.model_calls != alternative.model_calls:
+        differences.append(
+            f"model calls: recorded {recorded.model_calls}, what-if {alternative.model_calls}"
+        )
+    return Reproduction(
+        exact=not differences,
+        compactions=[len(mine), len(theirs)],
+        matching_compactions=matching,
+        tokens_sent=[recorded.tokens_sent, alternative.tokens_sent],
+        model_calls=[recorded.model_calls, alternative.model_calls],
+        turns_differing=len(differing),
+        turns=len(turns),
+        differences=differences,
+        warnings=_warnings(ledger, hist),
+    )
+
+
+def _warnings(ledger: Ledger, hist: History) -> list[str]:
+    """What makes the comparison weaker than it looks (no usage, imported compactions)."""
+    out: list[str] = []
+    usage = [s for s in hist.steps if isinstance(s, UsageStep)]
+    if not usage or not any(s.recorded_prompt for s in usage):
+        out.append(
+            "the recorded log carries no provider usage: recorded tokens sent are 0 and the "
+            "what-if's token counts are its own estimates, not comparable to what was billed"
+        )
+    imported = [r for r in chain_compactions(ledger, hist.session_id) if r.summary.imported]
+    if imported:
+        out.append(
+            f"{len(imported)} recorded compaction(s) were made by the source agent "
+            f"({imported[0].summary.summarizer}); its triggers and summaries are not ctxledger's, "
+            "so the what-if cannot reproduce them, only compare with them"
+        )
+    return out
 
 
 def whatif(
@@ -375,6 +470,7 @@ __all__ = [
     "PinStep",
     "PresetIds",
     "ReplayClock",
+    "Reproduction",
     "StartInfo",
     "Step",
     "TurnTokens",

@@ -6,11 +6,12 @@ input (unknown id, malformed ``SESSION@SEQ``, empty query) with nothing appended
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ctxledger.analysis.audit import (
     AuditedFact,
@@ -23,11 +24,24 @@ from ctxledger.analysis.audit import (
 from ctxledger.analysis.compactions import is_compaction_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.analysis.recall import expand, recall
+from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
-from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, json_option, state_of
-from ctxledger.compressor.config import load_config
+from ctxledger.cli.app import (
+    REF,
+    cli,
+    console,
+    echo,
+    emit_json,
+    handle_errors,
+    json_option,
+    quiet_option,
+    state_of,
+    styled,
+)
+from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
+from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
@@ -35,29 +49,38 @@ from ctxledger.messages import content_text
 _SHOWN_FACTS = 12
 
 
-def _fact_line(fact: AuditedFact) -> str:
+def _fact_line(fact: AuditedFact) -> Text:
     where = f"{fact.message_id} (seq {fact.seq})" if fact.message_id else "?"
-    return f"[dim]{fact.kind:<10}[/dim] {escape(fact.value[:100])}  [dim]← {where}[/dim]"
+    return styled((f"{fact.kind:<10}", "dim"), f" {fact.value[:100]}  ", (f"← {where}", "dim"))
 
 
 def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
-    mark = " [yellow](undone)[/yellow]" if a.reverted else ""
+    mark = styled(" ", ("(undone)", "yellow")) if a.reverted else ""
+    verbatim = f" ({len(a.kept_verbatim)} verbatim)" if a.kept_verbatim else ""
     console.print(
-        f"[bold]compaction {a.index}[/bold] {a.compaction_id}{mark}: {a.input_messages} messages summarized · "
-        f"{len(a.extracted)} facts · kept {len(a.kept)} · lost {len(a.lost)} · retention {a.retention:.0%}"
+        styled((f"compaction {a.index}", "bold"), f" {a.compaction_id}")
+        + mark
+        + styled(
+            f" by {a.summarizer}: {a.input_messages} messages summarized · "
+            f"{len(a.extracted)} facts · kept {len(a.kept)}{verbatim} · lost {len(a.lost)} · "
+            f"retention {a.retention:.0%}"
+        )
     )
     lost = a.lost if show_all else a.lost[:_SHOWN_FACTS]
     for fact in lost:
-        again = " [red](lost at re-compression)[/red]" if fact.source == "summary" else ""
-        console.print(f"  [red]✗[/red] {_fact_line(fact)}{again}")
+        again = styled(" ", ("(lost at re-compression)", "red")) if fact.source == "summary" else ""
+        console.print(styled("  ", ("✗", "red"), " ") + _fact_line(fact) + again)
     if len(lost) < len(a.lost):
-        console.print(f"  [dim]… {len(a.lost) - len(lost)} more lost (--all shows them)[/dim]")
+        console.print(
+            styled(("  … " + f"{len(a.lost) - len(lost)} more lost (--all shows them)", "dim"))
+        )
 
 
 def _print_chain(report: ChainAudit, show_all: bool) -> None:
     table = Table(
         "#",
         "compaction",
+        "summarizer",
         "summarized",
         "facts",
         "kept",
@@ -69,6 +92,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
         table.add_row(
             str(a.index),
             a.compaction_id,
+            a.summarizer,
             str(a.input_messages),
             str(len(a.extracted)),
             str(len(a.kept)),
@@ -80,32 +104,53 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
         _print_compaction(a, show_all)
     for loss in report.lost_at_recompression[: None if show_all else _SHOWN_FACTS]:
         console.print(
-            f"[red]lost at re-compression {loss.recompression}[/red] ({loss.lost_at}; kept by {loss.kept_by}): "
-            f"{_fact_line(loss.fact)}"
+            styled(
+                (f"lost at re-compression {loss.recompression}", "red"),
+                f" ({loss.lost_at}; kept by {loss.kept_by}): ",
+            )
+            + _fact_line(loss.fact)
         )
+    for lost in report.lost_now_at[: None if show_all else _SHOWN_FACTS]:
+        at = (
+            f"lost at compaction {lost.compaction_index} ({lost.lost_at})"
+            if lost.lost_at
+            else "lost"
+        )
+        console.print(styled((at, "red"), ": ") + _fact_line(lost.fact))
+    if not show_all and len(report.lost_now_at) > _SHOWN_FACTS:
+        more = len(report.lost_now_at) - _SHOWN_FACTS
+        console.print(styled((f"… {more} more not in the live view (--all shows them)", "dim")))
     console.print(
         f"chain: {report.facts} distinct facts, {report.known_now} still in the live view of {report.tip} "
         f"(retention {report.retention:.0%}; mean per compaction {report.mean_compaction_retention:.0%})"
     )
+    by_category = " · ".join(
+        f"{name} {c.known_now}/{c.facts}" for name, c in report.categories.items()
+    )
+    if by_category:
+        console.print(f"still live, by category: {by_category}")
 
 
 @cli.command()
 @click.argument("ref", type=REF)
 @click.option("--all", "show_all", is_flag=True, help="List every lost fact, not the first few.")
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
     ledger = state_of(ctx).ledger()
     if is_compaction_ref(ledger, ref):
-        one = audit_compaction(ledger, ref)
+        with spinner(ctx, f"auditing {ref}"):
+            one = redacted_report(audit_compaction(ledger, ref), ledger)
         if as_json:
             emit_json(one)
         else:
             _print_compaction(one, show_all)
         return
-    report = audit_chain(ledger, ref)
+    with spinner(ctx, f"auditing the compactions of {ref}"):
+        report = redacted_report(audit_chain(ledger, ref), ledger)
     if as_json:
         emit_json(report)
     else:
@@ -130,24 +175,22 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
         )
         for sc in report.changes:
             sign, color = ("+", "green") if sc.kind == "added" else ("-", "red")
-            console.print(
-                f"[{color}]{sign} {escape(f'[{sc.section}]')} {escape(sc.line)}[/{color}]"
-            )
+            console.print(styled((f"{sign} [{sc.section}] {sc.line}", color)))
         if not report.changes:
-            console.print("[green]the summaries state the same lines[/green]")
+            console.print(styled(("the summaries state the same lines", "green")))
         return
-    console.print(
-        f"[bold]A[/bold] {report.a.label}: {report.a.messages} messages, {report.a.tokens:,} tokens"
-    )
-    console.print(
-        f"[bold]B[/bold] {report.b.label}: {report.b.messages} messages, {report.b.tokens:,} tokens"
-    )
+    for name, side in (("A", report.a), ("B", report.b)):
+        console.print(
+            styled(
+                (name, "bold"), f" {side.label}: {side.messages} messages, {side.tokens:,} tokens"
+            )
+        )
     for c in report.changes:
         sign, color = _STYLE[c.kind]
         ids = c.message_id + (f" → {c.other_id}" if c.other_id else "")
         extra = f" by {c.summary_id}" if c.summary_id else (f" ({c.detail})" if c.detail else "")
         console.print(
-            f"[{color}]{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{escape(extra)}[/{color}]"
+            styled((f"{sign} {c.kind:<10} {c.role:<9} {ids}  {c.token_delta:+,} tok{extra}", color))
         )
     summary = (
         ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items())) or "no differences"
@@ -174,11 +217,12 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
 )
 @click.option(
     "--b-db",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Resolve B in this other ledger (e.g. a what-if kept with `replay --out`).",
+    help="Resolve B in this other ledger, a file or a URL (e.g. a what-if kept with `replay --out`).",
 )
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def diff_cmd(
@@ -187,7 +231,7 @@ def diff_cmd(
     b: str | None,
     config_path: Path | None,
     summarizer_kind: str | None,
-    b_db: Path | None,
+    b_db: str | None,
     as_json: bool,
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points or compaction ids.
@@ -200,12 +244,17 @@ def diff_cmd(
             raise InvalidInput(
                 "--config compares A with its own what-if replay: give no B and no --b-db"
             )
-        report: DiffReport | SummaryDiff = _whatif_diff(ledger, a, config_path, summarizer_kind)
+        with spinner(ctx, f"replaying the history of {a} (what-if)"):
+            report: DiffReport | SummaryDiff = _whatif_diff(
+                ctx, ledger, a, config_path, summarizer_kind
+            )
     elif b_db is not None:
         if b is None:
             raise InvalidInput(
                 "--b-db needs B: the session or compaction to compare in that ledger"
             )
+        if not is_url(b_db) and not os.path.isfile(b_db):
+            raise InvalidInput(f"--b-db {b_db}: no such ledger file")
         with Ledger.open(b_db) as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
@@ -217,13 +266,18 @@ def diff_cmd(
 
 
 def _whatif_diff(
-    ledger: Ledger, a: str, config_path: Path | None, summarizer_kind: str | None
+    ctx: click.Context,
+    ledger: Ledger,
+    a: str,
+    config_path: Path | None,
+    summarizer_kind: str | None,
 ) -> DiffReport:
     from ctxledger.analysis.whatif import history, replay_history
     from ctxledger.cli.compress import make_summarizer
 
     hist = history(ledger, a)  # read once: the recorded config and the replayed steps
-    config = load_config(config_path) if config_path is not None else hist.config
+    # the file overrides the recorded settings (keys it does not set keep their values)
+    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
     with replay_history(hist, config=config, summarizer=summarizer) as (scratch, result):
         # only the two views are compared: no what-if report (two chain audits) is built
@@ -241,21 +295,26 @@ def _whatif_diff(
 @handle_errors
 def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> None:
     """The life of one FACT in SESSION's chain: where it appeared, what compactions did with it."""
-    report = trace(state_of(ctx).ledger(), session, fact)
+    report = redacted_report(trace(state_of(ctx).ledger(), session, fact))
     if as_json:
         emit_json(report)
         return
-    console.print(f"[bold]{escape(report.fact)}[/bold]: {report.status}")
+    console.print(styled((report.fact, "bold"), f": {report.status}"))
     for ap in report.appearances:
-        live = " [green](live)[/green]" if ap.live else ""
+        live = styled(" ", ("(live)", "green")) if ap.live else ""
         console.print(
-            f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}{live}"
+            styled(
+                f"  seen in {ap.message_id} ({ap.role}, {ap.origin}) of {ap.session_id} at seq {ap.seq}"
+            )
+            + live
         )
     for step in report.compactions:
         color = {"kept": "green", "dropped": "red"}.get(step.status, "dim")
         undone = " (undone)" if step.reverted else ""
         console.print(
-            f"  compaction {step.index} {step.compaction_id}: [{color}]{step.status}[/{color}]{undone}"
+            styled(
+                f"  compaction {step.index} {step.compaction_id}: ", (step.status, color), undone
+            )
         )
 
 
@@ -275,15 +334,18 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
     if not result.hits:
         console.print(f"no message of the chain of {result.root} matches {query!r}", markup=False)
     elif result.match == "any":
-        console.print("[dim]no message holds every word; showing messages with any of them[/dim]")
+        console.print(
+            styled(("no message holds every word; showing messages with any of them", "dim"))
+        )
     for hit in result.hits:
         where = (
-            "[green]live[/green]"
+            styled(("live", "green"))
             if hit.live
-            else (f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
+            else styled(f"compacted by {hit.compacted_by}" if hit.compacted_by else "not live")
         )
         console.print(
-            f"[bold]{hit.message_id}[/bold] {hit.role} · {hit.session_id} · seq {hit.seq} · {where}"
+            styled((hit.message_id, "bold"), f" {hit.role} · {hit.session_id} · seq {hit.seq} · ")
+            + where
         )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
 
@@ -307,11 +369,16 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
         emit_json(result)
         return
     console.print(
-        f"[bold]{result.compaction_id}[/bold]: {len(result.messages)} messages of {result.session_id} were summarized"
+        styled(
+            (result.compaction_id, "bold"),
+            f": {len(result.messages)} messages of {result.session_id} were summarized",
+        )
     )
     for m in result.messages:
         note = f" (a summary written by {m.compaction_id})" if m.compaction_id else ""
-        console.print(f"[bold]{m.message_id}[/bold] {m.role} · {m.tokens} tok · seq {m.seq}{note}")
+        console.print(
+            styled((m.message_id, "bold"), f" {m.role} · {m.tokens} tok · seq {m.seq}{note}")
+        )
         text = content_text(m.message)
         for call in m.message.get("tool_calls") or ():
             text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
@@ -339,24 +406,26 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
         f" + {result.appended_after} appended since → {result.new_session_id} "
         f"({result.tokens_before:,} → {result.tokens_after:,} tokens)"
     )
+    for warning in result.warnings:
+        echo(f"warning: {warning}", err=True)
 
 
 @cli.command("pin")
 @click.argument("session", type=REF)
-@click.argument("message_id", type=REF)
+@click.argument("message", type=REF)
 @click.option("--unpin", is_flag=True, help="Remove the pin.")
 @json_option
 @click.pass_context
 @handle_errors
-def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_json: bool) -> None:
-    """Pin MESSAGE_ID in SESSION's live view: compactions never prune or summarize it."""
+def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json: bool) -> None:
+    """Pin MESSAGE in SESSION's live view: compactions never prune or summarize it.
+
+    MESSAGE is a message id, the short id `show` prints, or the index `show` prints.
+    """
     ledger = state_of(ctx).ledger()
     sid = ledger.tip(ledger.resolve(session))
     view = ledger.transcript.session(sid)
-    if not message_id:
-        raise InvalidInput(
-            "a message id is required (`ctxledger show SESSION --json` lists the live view)"
-        )
+    message_id = ledger.resolve_message(sid, message)
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
     ledger.pin(sid, message_id, not unpin)
@@ -395,8 +464,8 @@ def pin_cmd(ctx: click.Context, session: str, message_id: str, unpin: bool, as_j
 def print_drift(report: DriftReport) -> None:
     """The per-compaction drift lines of ``replay --verify``."""
     for c in report.compactions:
-        mark = f"[red]drift ({c.cause})[/red]" if c.drift else "[green]no drift[/green]"
-        console.print(f"  compaction {c.compaction_id} (seq {c.seq}): {mark}")
+        mark = (f"drift ({c.cause})", "red") if c.drift else ("no drift", "green")
+        console.print(styled(f"  compaction {c.compaction_id} (seq {c.seq}): ", mark))
         for d in c.drift:
             console.print(f"    {d.field}: {d.explanation}", markup=False)
         for key, (recorded, planned) in c.config_changes.items():
@@ -407,6 +476,7 @@ def print_drift(report: DriftReport) -> None:
 
 
 def run_whatif(
+    ctx: click.Context,
     ledger: Ledger,
     session_id: str,
     config_path: Path | None,
@@ -419,11 +489,15 @@ def run_whatif(
     from ctxledger.cli.compress import make_summarizer
 
     hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
-    config = load_config(config_path) if config_path is not None else hist.config
+    # the file overrides the recorded settings (keys it does not set keep their values)
+    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (
-        scratch,
-        result,
+    with (
+        spinner(ctx, f"replaying the history of {session_id} (what-if)"),
+        replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (
+            scratch,
+            result,
+        ),
     ):
         report = whatif_report(
             ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path
@@ -459,9 +533,27 @@ def run_whatif(
         )
     table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
     console.print(table)
+    repro = report.reproduction
     if report.reproduces_recorded:
-        console.print("[green]the what-if reproduces the recorded chain exactly[/green]")
+        console.print(
+            styled(
+                (
+                    "the what-if reproduces the recorded chain exactly: every compaction "
+                    "(inputs, summary, layout, tokens) and every turn's prompt tokens match",
+                    "green",
+                )
+            )
+        )
+    elif repro is not None:
+        console.print(
+            f"reproduced: {repro.matching_compactions} of {repro.compactions[0]} recorded "
+            f"compactions; {repro.turns - repro.turns_differing} of {repro.turns} turns' prompt tokens"
+        )
+        for line in repro.differences:
+            console.print(f"differs: {line}")
+    for line in repro.warnings if repro is not None else ():
+        console.print(styled(("warning:", "yellow"), f" {line}"))
     for note in report.notes:
-        console.print(f"[dim]note: {note}[/dim]", markup=False)
+        console.print(styled((f"note: {note}", "dim")))
     if report.out:
         console.print(f"what-if ledger kept in {report.out} (tip {alt.tip})", markup=False)

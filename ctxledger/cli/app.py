@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,27 +12,106 @@ from typing import Any, TypeVar
 import click
 import msgspec
 from rich.console import Console
+from rich.text import Text
 
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.ledger.facade import Ledger, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False, soft_wrap=True)
+#: C0/C1 control characters except newline and tab: a terminal would act on them
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def plain(text: object) -> str:
+    """`text` made safe for a terminal: control characters (ESC, BEL, CR, ...) shown as
+    ``\\xNN`` so an escape sequence from a transcript is printed, never obeyed."""
+    s = str(text)
+    return _CONTROL.sub(_visible, s) if _CONTROL.search(s) else s
+
+
+class PlainConsole(Console):
+    """A console that never interprets data: no markup, no control sequences.
+
+    Every string it renders (``print`` arguments, table cells, progress labels) goes
+    through :func:`plain` with markup off; styling is applied only through
+    :func:`styled` ``Text`` objects built by the CLI itself.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        kwargs["markup"] = False
+        return super().render_str(plain(text), **kwargs)
+
+
+def styled(*parts: object) -> Text:
+    """A line from parts: a ``(text, style)`` tuple is styled, anything else is plain
+    data. Every part is neutralized by :func:`plain`."""
+    out = Text()
+    for part in parts:
+        if isinstance(part, tuple):
+            text, style = part
+            out.append(plain(text), style=style)
+        else:
+            out.append(plain(part))
+    return out
+
+
+console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
+
+
+def echo(text: object = "", *, err: bool = False) -> None:
+    """``click.echo`` of data (ids, warnings, exported text): control characters neutralized."""
+    click.echo(plain(text), err=err)
 
 
 class State:
-    """Per-invocation state: where the ledger lives; the ledger is opened lazily."""
+    """Per-invocation state: where the ledger lives, the settings; both resolved lazily."""
 
-    def __init__(self, db: Path, explicit: bool = False) -> None:
+    def __init__(self, db: str, explicit: bool = False, quiet: bool = False) -> None:
         self.db = db
         #: whether --db was given (batch commands record events only then)
         self.explicit = explicit
+        #: no progress spinners (--quiet)
+        self.quiet = quiet
         self._ledger: Ledger | None = None
+        self._settings: ResolvedConfig | None = None
+
+    def settings(
+        self,
+        path: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        base: CompressionConfig | None = None,
+    ) -> ResolvedConfig:
+        """The one precedence: CLI defaults < config file < CTXLEDGER_<KEY> < flags.
+
+        `path` is a ``--config FILE`` (else the file is found); `overrides` are flags;
+        `base` replaces the defaults (a what-if starts from the recorded settings).
+        """
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        defaults = base.to_snapshot() if base is not None else CLI_DEFAULTS
+        if path is None and not overrides and base is None:
+            if self._settings is None:
+                self._settings = resolve_config(defaults=defaults)
+            return self._settings
+        return resolve_config(path, defaults=defaults, overrides=overrides)
+
+    def config(
+        self,
+        path: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        base: CompressionConfig | None = None,
+    ) -> CompressionConfig:
+        return self.settings(path, overrides, base).config
 
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            self._ledger = Ledger.open(self.db)
+            self._ledger = Ledger.open(self.db, config=self.config())
         return self._ledger
 
     def close(self) -> None:
@@ -42,15 +122,22 @@ class State:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="Ledger file (SQLite). Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
+    help="Ledger: a SQLite file or a postgresql://user@host/db URL. "
+    "Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
+)
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress spinners (they are drawn on stderr, and only on a terminal).",
 )
 @click.version_option(package_name="ctxledger")
 @click.pass_context
-def cli(ctx: click.Context, db: Path | None) -> None:
+def cli(ctx: click.Context, db: str | None, quiet: bool) -> None:
     """ctxledger: Hermes-style context compression as an event-sourced ledger."""
-    state = State(db or default_db_path(), explicit=db is not None)
+    state = State(db or default_db_path(), explicit=db is not None, quiet=quiet)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -61,8 +148,38 @@ def json_option(fn: F) -> F:
     )
 
 
+def quiet_option(fn: F) -> F:
+    """``--quiet`` on a command that shows progress (the same as ``ctxledger --quiet``)."""
+
+    def set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            state_of(ctx).quiet = True
+        return value
+
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        callback=set_quiet,
+        help="No progress spinner.",
+    )(fn)
+
+
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+
+
+def json_text(text: str) -> str:
+    """JSON text with the control characters a JSON encoder leaves raw (DEL, C1) escaped.
+
+    They only ever occur inside strings, where ``\\u00XX`` means the same character, so
+    the document decodes to the same data and a terminal sees no control sequence.
+    """
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def emit_json(data: Any) -> None:
-    click.echo(msgspec.json.format(msgspec.json.encode(data), indent=2).decode())
+    click.echo(json_text(msgspec.json.format(msgspec.json.encode(data), indent=2).decode()))
 
 
 def handle_errors(fn: F) -> F:
@@ -83,7 +200,7 @@ def handle_errors(fn: F) -> F:
 
 
 def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+    return plain(" ".join(str(exc).split()))
 
 
 def state_of(ctx: click.Context) -> State:

@@ -9,8 +9,18 @@ import anyio
 import click
 import msgspec
 
-from ctxledger.cli.app import cli, console, emit_json, handle_errors, state_of
-from ctxledger.compressor.config import CompressionConfig, load_config
+from ctxledger.cli.app import (
+    cli,
+    console,
+    echo,
+    emit_json,
+    handle_errors,
+    quiet_option,
+    state_of,
+    styled,
+)
+from ctxledger.cli.progress import spinner
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.ledger.compaction import CompactionOutcome, compact
 
@@ -22,9 +32,7 @@ def make_summarizer(
     if kind == "llm":
         from ctxledger.compressor.summarizers.llm import LLMSummarizer
 
-        return LLMSummarizer.from_env(
-            summary_model=config.summary_model, session_model=session_model
-        )
+        return LLMSummarizer.from_config(config, session_model=session_model)
     from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 
     return OfflineSummarizer()
@@ -40,6 +48,20 @@ def plan_json(outcome: CompactionOutcome, ids: list[str | None]) -> dict[str, An
     out = msgspec.to_builtins(outcome)
     out["plan"] = plan
     return out  # type: ignore[no-any-return]
+
+
+def window_notes(config: CompressionConfig, window: int, session_id: str) -> list[str]:
+    """What to tell the user when the config names another window than the session's."""
+    wanted = config.context_length
+    if wanted is None or wanted == window:
+        return []
+    return [
+        f"the config says context_length = {wanted:,} but session {session_id} has a "
+        f"{window:,}-token window: the plan uses the session's window (threshold "
+        f"{config.threshold_tokens(window):,} tokens, not {config.threshold_tokens(wanted):,}). "
+        "context_length only sets the window of new sessions and imports; to move this "
+        "session to another window, record a switch (Ledger.switch_model) first"
+    ]
 
 
 @cli.command()
@@ -67,10 +89,11 @@ def plan_json(outcome: CompactionOutcome, ids: list[str | None]) -> dict[str, An
     "config_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="TOML file with compression settings.",
+    help="TOML file with compression settings (instead of the one found; env and flags still win).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; append nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome and plan as JSON.")
+@quiet_option
 @click.pass_context
 @handle_errors
 def compress(
@@ -83,24 +106,34 @@ def compress(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Compact SESSION now (manual /compress: bypasses cooldown and the anti-thrash guard)."""
-    ledger = state_of(ctx).ledger()
+    """Compact SESSION now (manual /compress: bypasses cooldown and the anti-thrash guard).
+
+    The plan always uses the session's recorded window; a config whose context_length
+    differs is reported (a note on stderr, ``notes`` in --json), never applied silently.
+    """
+    state = state_of(ctx)
+    ledger = state.ledger()
     sid = ledger.tip(ledger.resolve(session))
-    config = load_config(config_path) if config_path else ledger.config
-    if estimator is not None:
-        config = msgspec.structs.replace(config, estimator=estimator)
+    config = state.config(config_path, {"estimator": estimator})
     view = ledger.transcript.session(sid)
     ids: list[str | None] = ([None] if view.system_prompt is not None else []) + list(view.live)
     summarizer = make_summarizer(summarizer_kind, config, view.model)
+    notes = window_notes(config, view.context_length, sid)
 
     async def run() -> CompactionOutcome:
         return await compact(
             ledger, sid, summarizer, config=config, focus=focus, trigger="manual", dry_run=dry_run
         )
 
-    outcome = anyio.run(run)
+    for note in notes:
+        echo(f"note: {note}", err=True)
+    waiting = f"compacting {sid} ({summarizer_kind} summarizer"
+    if summarizer_kind == "llm":
+        waiting += f", timeout {config.summary_timeout:g} s"
+    with spinner(ctx, waiting + ")"):
+        outcome = anyio.run(run)
     if as_json:
-        emit_json(plan_json(outcome, ids))
+        emit_json({**plan_json(outcome, ids), "notes": notes})
         return
     if outcome.action == "dry_run":
         p = outcome.plan
@@ -117,7 +150,12 @@ def compress(
         console.print(outcome.feedback, markup=False)
         if outcome.fallback:
             console.print(
-                f"[yellow]the summarizer failed ({outcome.failure}); a fallback summary was used[/yellow]"
+                styled(
+                    (
+                        f"the summarizer failed ({outcome.failure}); a fallback summary was used",
+                        "yellow",
+                    )
+                )
             )
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"

@@ -8,8 +8,7 @@ import anyio
 import click
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
-from ctxledger.cli.app import REF, cli, console, emit_json, handle_errors, state_of
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.cli.app import REF, cli, console, echo, emit_json, handle_errors, json_text, state_of
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
 
@@ -41,10 +40,10 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
     view = transcript.session(sid)
     text = export_messages(view.system_prompt, transcript.live_messages(sid), fmt)
     if out_path is None:
-        click.echo(text)
+        click.echo(json_text(text))
     else:
         out_path.write_text(text + "\n", encoding="utf-8")
-        click.echo(f"wrote {out_path}", err=True)
+        echo(f"wrote {out_path}", err=True)
 
 
 @cli.group()
@@ -129,12 +128,16 @@ def trajectories_compress(
         per_trajectory_timeout=timeout,
         retries=retries,
     )
-    summarizer = make_summarizer(summarizer_kind, CompressionConfig())
+    summarizer = make_summarizer(summarizer_kind, state_of(ctx).config())
     already = written_keys(out_path)
 
     async def run() -> object:
         return await compress_file(
-            in_path, out_path, config, summarizer, progress=not (no_progress or as_json)
+            in_path,
+            out_path,
+            config,
+            summarizer,
+            progress=not (no_progress or as_json or state_of(ctx).quiet),
         )
 
     report = anyio.run(run)

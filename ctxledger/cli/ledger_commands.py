@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 import msgspec
-from rich.progress import Progress
 from rich.table import Table
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
@@ -16,14 +15,21 @@ from ctxledger.cli.app import (
     REF,
     cli,
     console,
+    echo,
     emit_json,
     handle_errors,
     json_option,
+    quiet_option,
     state_of,
+    styled,
 )
+from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.detect import load as load_import
+from ctxledger.importers.detect import read_input_stream
+from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
+from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
 
 
@@ -39,27 +45,39 @@ from ctxledger.messages import content_text
     "--context-length", type=int, default=None, help="Context window to record for the session."
 )
 @click.option("--model", default=None, help="Model name to record when the file has none.")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Refuse inputs larger than this (default: $CTXLEDGER_MAX_INPUT_BYTES, else 256 MiB).",
+)
 @click.pass_context
 @handle_errors
 def import_cmd(
-    ctx: click.Context, file: Path, fmt: str | None, context_length: int | None, model: str | None
+    ctx: click.Context,
+    file: Path,
+    fmt: str | None,
+    context_length: int | None,
+    model: str | None,
+    max_bytes: int | None,
 ) -> None:
     """Import a conversation file; prints the new session id(s), one per line, last."""
     if str(file) == "-":
-        sessions = load_import(None, fmt, text=sys.stdin.read())
+        text = read_input_stream(sys.stdin.buffer, max_bytes)
+        sessions = load_import(None, fmt, text=text)
     else:
         if not file.exists():
             raise InvalidInput(f"{file}: no such file")
-        sessions = load_import(file, fmt)
+        sessions = load_import(file, fmt, max_bytes=max_bytes)
     ledger = state_of(ctx).ledger()
     ids = import_sessions(ledger, sessions, model=model, context_length=context_length)
     for s in sessions:
         for warning in s.warnings:
-            click.echo(f"warning: {s.key}: {warning}", err=True)
+            echo(f"warning: {s.key}: {warning}", err=True)
     n = sum(len(s.messages) for s in sessions)
     click.echo(f"imported {n} messages into {len(ids)} session(s)", err=True)
     for sid in ids:
-        click.echo(sid)
+        echo(sid)
 
 
 @cli.command()
@@ -113,7 +131,11 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) -> None:
-    """The API view of a session (system + live messages), now or at any point in history (SESSION@SEQ)."""
+    """The API view of a session (system + live messages), now or at any point in history (SESSION@SEQ).
+
+    Each message shows its index and a short id (a unique suffix of its message id;
+    --json has the full ids); `pin` takes either.
+    """
     ledger = state_of(ctx).ledger()
     ref, seq = parse_ref(session)
     if at_seq is not None:
@@ -124,28 +146,44 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
         seq = at_seq
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)
+    view = transcript.session(sid)
     messages = transcript.api_messages(sid)
-    if as_json:
-        emit_json(messages)
-        return
     tokens = transcript.api_tokens(sid)
-    for i, (msg, n) in enumerate(zip(messages, tokens, strict=True)):
+    ids: list[str | None] = [None] * int(view.system_prompt is not None) + list(view.live)
+    if as_json:
+        pinned = set(view.pinned)
+        emit_json(
+            [
+                {
+                    "index": i,
+                    "message_id": mid,
+                    "tokens": n,
+                    "pinned": mid in pinned,
+                    "message": msg,
+                }
+                for i, (mid, msg, n) in enumerate(zip(ids, messages, tokens, strict=True))
+            ]
+        )
+        return
+    short = dict(zip(view.live, short_ids(view.live), strict=True))
+    for i, (mid, msg, n) in enumerate(zip(ids, messages, tokens, strict=True)):
         calls = ", ".join(
             f"{c['function']['name']}({c['function']['arguments'][:60]})"
             for c in msg.get("tool_calls") or []
         )
-        head = f"[bold]{i:>4} {msg['role']}[/bold] [dim]{n} tok[/dim]"
+        label = short[mid] if mid is not None else "system"
+        pin = " [pinned]" if mid in view.pinned else ""
+        head = styled(
+            (f"{i:>4} {msg['role']}", "bold"), " ", (f"{n} tok", "dim"), f"  id {label}{pin}"
+        )
         if msg.get("tool_call_id"):
-            head += f" [dim]← {msg['tool_call_id']}[/dim]"
+            head.append_text(styled(" ", (f"← {msg['tool_call_id']}", "dim")))
         console.print(head)
         text = content_text(msg)
         if text:
-            console.print(
-                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
-                markup=False,
-            )
+            echo(text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)")
         if calls:
-            console.print(f"  → {calls}", markup=False)
+            echo(f"  → {calls}")
 
 
 @cli.command()
@@ -193,6 +231,11 @@ def usage(ctx: click.Context, session: str, as_json: bool) -> None:
                 ),
             )
     console.print(table)
+    unreported = data["chain"]["agent_calls_without_usage"]
+    if unreported:
+        console.print(
+            f"{unreported} agent call(s) in the chain reported no usage (estimated instead)"
+        )
 
 
 @cli.command()
@@ -230,33 +273,48 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
         return
     for i, m in enumerate(members):
         node = chains.lineage(m)
-        marks = " [green](tip)[/green]" if m == data["tip"] else ""
+        marks = styled(" ", ("(tip)", "green")) if m == data["tip"] else ""
         branches = [c for c in node.children if c != node.compression_child]
-        console.print(
-            f"{'  ' * i}{'└─ ' if i else ''}[bold]{m}[/bold] {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages{marks}"
+        line = styled(
+            f"{'  ' * i}{'└─ ' if i else ''}",
+            (m, "bold"),
+            f" {chains.kind(m)} · {len(ledger.transcript.session(m).live)} messages",
         )
+        console.print(line + marks)
         for b in branches:
             console.print(f"{'  ' * (i + 1)}├─ {b} ({chains.kind(b)})")
     console.print(f"compressions: {data['compression_count']}")
 
 
 @cli.command()
+@click.option(
+    "--expect-head",
+    default=None,
+    metavar="HASH|SEQ:HASH",
+    help="Fail unless the head hash is HASH (or the event at SEQ has HASH), as printed by an earlier verify.",
+)
 @json_option
 @click.pass_context
 @handle_errors
-def verify(ctx: click.Context, as_json: bool) -> None:
-    """Walk the whole log and check its hash chain and blobs; exit 1 on the first bad event."""
-    report = state_of(ctx).ledger().verify()
+def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
+    """Walk the log (without folding it), its blobs and its sealed head anchor; exit 1 on the first bad event.
+
+    Prints the head (last seq and hash): keep it elsewhere and pass it back with
+    --expect-head to detect deleted newest events even if the anchor file is lost.
+    """
+    state = state_of(ctx)
+    report = verify_file(state.db, expect_head=expect_head)
     if as_json:
         emit_json(report)
     elif report.ok:
         console.print(
             f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
         )
+        console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
     else:
-        console.print(
-            f"[red]FAILED[/red] at seq {report.first_bad_seq} (event {report.first_bad_event_id}): {report.problem}"
-        )
+        event = f" (event {report.first_bad_event_id})" if report.first_bad_event_id else ""
+        where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the log"
+        console.print(styled(("FAILED", "red"), f" at {where}{event}: {report.problem}"))
     if not report.ok:
         sys.exit(1)
 
@@ -291,6 +349,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
 )
 @json_option
+@quiet_option
 @click.pass_context
 @handle_errors
 def replay(
@@ -315,33 +374,31 @@ def replay(
             )
         from ctxledger.cli.analysis import run_whatif
 
-        run_whatif(ledger, sid, config_path, summarizer_kind, out_path, as_json)
+        run_whatif(ctx, ledger, sid, config_path, summarizer_kind, out_path, as_json)
         return
-    if as_json:
-        report = rebuild_check(ledger, sid)
-    else:
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("folding events", total=ledger.store.last_seq())
-            report = rebuild_check(
-                ledger, sid, progress=lambda n, total: bar.update(task, completed=n, total=total)
-            )
+    with progress_bar(ctx, "folding events", ledger.store.last_seq()) as advance:
+        report = rebuild_check(ledger, sid, progress=advance)
     out: dict[str, object] = {"rebuild": msgspec.to_builtins(report)}
     drifted = False
     if verify_plans:
         from ctxledger.analysis.replay import verify_compactions
 
-        checks = verify_compactions(ledger, sid)
+        with spinner(ctx, f"re-planning the recorded compactions of {sid}"):
+            checks = verify_compactions(ledger, sid)
         drifted = checks.drifted
         out["compactions"] = msgspec.to_builtins(checks.compactions)
     if as_json:
         emit_json(out)
     else:
-        status = "[green]equal[/green]" if report.equal else "[red]DIFFERENT[/red]"
+        status = ("equal", "green") if report.equal else ("DIFFERENT", "red")
         console.print(
-            f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: {status}"
+            styled(
+                f"rebuilt {report.events_folded:,} events; {len(report.chain)} session(s) in the chain: ",
+                status,
+            )
         )
         for m in report.mismatches:
-            console.print(f"  [red]✗[/red] {m}")
+            console.print(styled("  ", ("✗", "red"), f" {m}"))
         if verify_plans:
             from ctxledger.cli.analysis import print_drift
 

@@ -14,6 +14,7 @@ events so a replay re-plans with exactly the settings that were in force.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import os
@@ -28,7 +29,14 @@ import msgspec
 
 from ctxledger.errors import FailureClass, InvalidConfig
 
-__all__ = ["ENV_PREFIX", "CompressionConfig", "load_config"]
+__all__ = [
+    "ENV_PREFIX",
+    "CompressionConfig",
+    "build_config",
+    "env_settings",
+    "load_config",
+    "read_config_file",
+]
 
 #: environment variables named ``CTXLEDGER_<UPPER_KEY>`` override file settings
 ENV_PREFIX = "CTXLEDGER_"
@@ -64,6 +72,8 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     max_summary_tokens_cap: int = 10_000
     summary_min_tokens: int = 2_000
     summary_ratio: float = 0.20
+    #: seconds an LLM summarizer may take for one request (the CLI's default is shorter)
+    summary_timeout: float = 120.0
     threshold_floor_tokens: int = 64_000
     tail_min_messages: int = 8
     tail_soft_ceiling: float = 1.5
@@ -112,6 +122,10 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         if not 0.0 <= self.anti_thrash_min_saving < 1.0:
             raise InvalidConfig(
                 f"anti_thrash_min_saving must be in [0, 1), got {self.anti_thrash_min_saving!r}"
+            )
+        if not (math.isfinite(self.summary_timeout) and self.summary_timeout > 0):
+            raise InvalidConfig(
+                f"summary_timeout must be a number of seconds > 0, got {self.summary_timeout!r}"
             )
         for name in ("cooldown_no_summarizer", "cooldown_generic", "cooldown_malformed"):
             value = getattr(self, name)
@@ -325,9 +339,49 @@ def _read_toml(path: Path) -> dict[str, Any]:
     known = _field_types()
     for key, value in data.items():
         if key not in known:
-            hint = " (settings are flat keys, not tables)" if isinstance(value, dict) else ""
+            hint = (
+                " (settings are flat keys, not tables)"
+                if isinstance(value, dict)
+                else did_you_mean(key)
+            )
             raise InvalidConfig(f"config file {path}: unknown setting {key!r}{hint}")
     return data
+
+
+def closest_key(key: str) -> str | None:
+    """The setting a misspelt `key` most likely means, if one is close."""
+    close = difflib.get_close_matches(key.lower(), list(_field_types()), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def did_you_mean(key: str) -> str:
+    """`` (did you mean 'threshold'?)`` for a misspelt setting name, else ``""``."""
+    close = closest_key(key)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
+def env_settings(env: Mapping[str, str] | None) -> dict[str, tuple[str, Any]]:
+    """Settings named by ``CTXLEDGER_<UPPER_KEY>`` variables: key -> (variable, typed value).
+
+    Other ``CTXLEDGER_*`` variables belong to other components and are ignored; a value
+    that does not fit its setting's type raises InvalidConfig naming the variable.
+    """
+    out: dict[str, tuple[str, Any]] = {}
+    for name, tp in _field_types().items():
+        var = ENV_PREFIX + name.upper()
+        if env and var in env:
+            out[name] = (var, _from_env_text(name, tp, env[var], var))
+    return out
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The flat settings of a TOML file (unknown keys, bad TOML, a missing file: InvalidConfig)."""
+    return _read_toml(Path(path))
+
+
+def build_config(data: Mapping[str, Any], source: str) -> CompressionConfig:
+    """A validated config from plain settings; errors name `source` (a file, variables, ...)."""
+    return _convert(data, source)
 
 
 def load_config(
@@ -338,16 +392,15 @@ def load_config(
     Environment variables ``CTXLEDGER_<UPPER_KEY>`` (e.g. ``CTXLEDGER_THRESHOLD=0.6``)
     win over the file; other ``CTXLEDGER_*`` variables belong to other components and
     are ignored. Pass ``env=None`` to ignore the environment. Raises InvalidConfig.
+    No file is looked for: :func:`ctxledger.compressor.settings.resolve_config` also
+    finds one (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config directory)
+    and says where every value came from.
     """
     data: dict[str, Any] = _read_toml(Path(path)) if path is not None else {}
     source = str(path) if path is not None else "defaults"
-    if env:
-        overridden = []
-        for name, tp in _field_types().items():
-            var = ENV_PREFIX + name.upper()
-            if var in env:
-                data[name] = _from_env_text(name, tp, env[var], var)
-                overridden.append(var)
-        if overridden:
-            source += " + " + ", ".join(overridden)
+    overridden = env_settings(env)
+    for name, (_, value) in overridden.items():
+        data[name] = value
+    if overridden:
+        source += " + " + ", ".join(var for var, _ in overridden.values())
     return _convert(data, source)

@@ -3,16 +3,24 @@
 Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
 quotes straightened, backslashes read as path separators; a fact that begins or ends
 with a word character only matches on word boundaries, so ``foo`` is not found inside
-``foobar``.
+``foobar``. Identifiers are the exception to case folding (:data:`CASE_SENSITIVE_KINDS`):
+code is case-sensitive, so ``PVSystem`` is not found in ``pvsystem.py``.
+
+Facts from tool-call arguments are extracted from the decoded argument values, so
+texts are matched in the same decoded form (:func:`fact_text`): a ``sed`` command whose
+JSON encoding doubles its backslashes is still found in the call that ran it.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import msgspec
+
+from ctxledger.compressor.toolcalls import call_name_and_args
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,17 +49,19 @@ _QUOTE_TABLE = str.maketrans(
     }
 )
 WHITESPACE = re.compile(r"\s+")
+#: kinds matched without case folding (code is case-sensitive)
+CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 
 
-#: long texts are folded in pieces of about this many characters (see normalize)
+#: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
 _CUT = re.compile(r"[ \t\n]")
 
 
-def _fold(text: str) -> str:
-    if text.isascii():  # NFKC leaves ASCII alone, casefold is lower, "\\" the only quote
-        return text.replace("\\", "/").lower()
-    return unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE).casefold()
+def _fold_cased(text: str) -> str:
+    if text.isascii():  # NFKC leaves ASCII alone and "\\" is the only quote in it
+        return text.replace("\\", "/")
+    return unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE)
 
 
 def _pieces(text: str) -> list[str]:
@@ -60,8 +70,7 @@ def _pieces(text: str) -> list[str]:
     pieces: list[str] = []
     start = 0
     while start < len(text):
-        cut = start + _PIECE
-        found = _CUT.search(text, cut)
+        found = _CUT.search(text, start + _PIECE)
         end = found.start() if found is not None else len(text)
         pieces.append(text[start:end])
         start = end
@@ -69,16 +78,20 @@ def _pieces(text: str) -> list[str]:
 
 
 def normalize(text: str) -> str:
-    """The form facts and texts are compared in: NFKC, curly quotes straightened,
-    backslashes as slashes, case-folded, whitespace runs collapsed to one space, stripped.
+    """The form facts and texts are compared in."""
+    return normalize_cased(text).casefold()
 
-    Linear and cheap on long texts: ASCII stretches of a megabyte-sized text take the
-    fast path even when one character elsewhere is not ASCII.
+
+def normalize_cased(text: str) -> str:
+    """:func:`normalize` without the case folding (how identifiers are compared).
+
+    Linear and cheap on long texts (issue 14): ASCII stretches of a megabyte-sized text
+    take the fast path even when one character elsewhere is not ASCII.
     """
     if len(text) > _PIECE and not text.isascii():
-        folded = "".join(_fold(piece) for piece in _pieces(text))
+        folded = "".join(_fold_cased(piece) for piece in _pieces(text))
     else:
-        folded = _fold(text)
+        folded = _fold_cased(text)
     # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
     return " ".join(folded.split())
 
@@ -104,24 +117,48 @@ def contains(haystack: str, needle: str) -> bool:
     return False
 
 
-def fact_in_text(fact: Fact, text: str) -> bool:
+class Haystack:
+    """A text prepared once for many fact checks (folded, and cased on demand)."""
+
+    __slots__ = ("_cased", "folded", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.folded = normalize(text)
+        self._cased: str | None = None
+
+    @property
+    def cased(self) -> str:
+        if self._cased is None:
+            self._cased = normalize_cased(self.text)
+        return self._cased
+
+    def holds(self, kind: str, normalized: str) -> bool:
+        """Whether the text states a fact of `kind` normalized as `normalized`."""
+        if kind in CASE_SENSITIVE_KINDS:
+            return contains(self.cased, normalized)
+        return contains(self.folded, normalized)
+
+
+def fact_in_text(fact: Fact, text: str | Haystack) -> bool:
     """Whether `text` still states `fact` (normalized, word-bounded match)."""
-    return contains(normalize(text), fact.normalized)
+    hay = text if isinstance(text, Haystack) else Haystack(text)
+    return hay.holds(fact.kind, fact.normalized)
 
 
 def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]:
     """``(kept, lost)``: which `facts` `text` still states, each in the input order."""
-    haystack = normalize(text)
+    hay = Haystack(text)
     kept: list[Fact] = []
     lost: list[Fact] = []
     for fact in facts:
-        (kept if contains(haystack, fact.normalized) else lost).append(fact)
+        (kept if hay.holds(fact.kind, fact.normalized) else lost).append(fact)
     return kept, lost
 
 
 def normalize_fact(kind: str, value: str) -> str:
     """The normalized form of a value of `kind` (paths lose ``./``, quotes their quotes)."""
-    text = normalize(value)
+    text = normalize_cased(value) if kind in CASE_SENSITIVE_KINDS else normalize(value)
     if kind == "path":
         while text.startswith("./"):
             text = text[2:]
@@ -129,3 +166,37 @@ def normalize_fact(kind: str, value: str) -> str:
     elif kind == "quoted":
         text = text.strip("\"'`").strip()
     return text
+
+
+def _string_leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _string_leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_leaves(item)
+
+
+def fact_text(message: Mapping[str, Any]) -> str:
+    """What a message states, as facts are matched in: its text and its calls' decoded arguments.
+
+    The text parts of the content, then per tool call its name and every string value
+    of its arguments (decoded from JSON, so escapes read as the tool received them).
+    """
+    pieces: list[str] = []
+    content = message.get("content")
+    if isinstance(content, str):
+        pieces.append(content)
+    elif isinstance(content, list):
+        pieces.extend(
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    for call in message.get("tool_calls") or ():
+        name, args = call_name_and_args(call)
+        pieces.append(name)
+        pieces.extend(_string_leaves(args))
+    return "\n".join(pieces)

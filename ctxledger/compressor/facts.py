@@ -3,7 +3,9 @@
 A *fact* is a short, exact value a continuation would need and could not rebuild
 without the original turns: a file path, a URL, a shell command, an error line or
 non-zero exit code, an identifier, a number with its context (``port 8080``,
-``line 42``, ``v1.2.3``, ``3 failed``), a quoted value, or a user's ask. The offline
+``line 42``, ``v1.2.3``, ``3 failed``), a quoted value, or a user's ask; and the
+lines of :mod:`ctxledger.compressor.factkinds` (edits, shell and script error lines,
+test and script outcomes, decisions, constraints). The offline
 summarizer packs them into its summary; ``ctxledger audit`` asks which ones a summary
 lost and which message they came from.
 
@@ -18,9 +20,23 @@ first occurrence.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ctxledger.compressor.factkinds import (
+    CATEGORIES,
+    boilerplate_url,
+    constraint_sentences,
+    decision_sentences,
+    edit_lines,
+    error_lines,
+    exit_code,
+    is_asset_path,
+    outcome_lines,
+    script_error_lines,
+    shell_error_lines,
+)
+from ctxledger.compressor.factkinds import _error_lines as _error_lines
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -31,35 +47,30 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
+    EDITOR_TOOLS,
     TERMINAL_COMMAND_KEYS,
+    bare_tool_name,
     call_name_and_args,
     tool_family,
 )
 from ctxledger.messages import content_text
 
-__all__ = [
-    "FACT_KINDS",
-    "Fact",
-    "extract_facts",
-    "fact_in_text",
-    "normalize",
-    "normalize_fact",
-    "retention",
-]
-
 #: every kind, in the order facts of one message are reported
 FACT_KINDS: tuple[str, ...] = (
     "ask",
+    "constraint",
     "error",
+    "outcome",
+    "edit",
     "command",
     "path",
     "url",
     "identifier",
     "number",
     "quoted",
+    "decision",
 )
 ASK_MAX_CHARS = 300
-LINE_MAX_CHARS = 160
 COMMAND_MAX_CHARS = 200
 
 
@@ -84,30 +95,12 @@ _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 _HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
 _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
+    # the pieces of a ``sed 's/True/False/'`` expression
+    | {"true/", "false/", "none/", "null/"}
 )
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
-
-_EXIT_CODES = (
-    re.compile(r"<returncode>\s*(\d+)\s*</returncode>"),
-    re.compile(r"[Ee]xit(?:ed)?(?: with)?(?: code| status)?[ :=]+(\d+)"),
-    re.compile(r"non-zero exit status (\d+)"),
-    re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
-)
-_EXCEPTION_LINE = re.compile(
-    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
-    r"(?::[^\n]*)?)[ \t]*$",
-    re.MULTILINE,
-)
-_ERROR_PREFIX_LINE = re.compile(
-    r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
-    re.MULTILINE | re.IGNORECASE,
-)
-_PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
-_EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
-_EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
-_TRACEBACK = "Traceback (most recent call last):"
 
 _FREE_TEXT_KEYS = frozenset(
     {
@@ -146,15 +139,11 @@ _DEFINITION = re.compile(
 )
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
-# Code tokens may not follow a word character, "." "-" or "\\". The check is a lookbehind
-# *after* the first character: the engine still skips to candidate characters fast, and
-# a start inside a long run of letters fails at once instead of scanning the whole run
-# (a leading repeat tried at every position of a 20 KB word is quadratic).
-_TOKEN_START = r"(?<![\w.\-\\][A-Za-z])"
-_SNAKE = re.compile(r"[A-Za-z]" + _TOKEN_START + r"[A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w\-])")
+# Both start only at an ASCII word start (the cheap lookbehind): trying every position
+# inside a long run of letters made a 10 MB word cost minutes (quadratic backtracking).
+_SNAKE = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]+)+(?![\w\-])")
 _CAMEL = re.compile(
-    r"(?:[A-Z]" + _TOKEN_START + r"[a-z0-9]+|[a-z]" + _TOKEN_START + r"[a-z]*)"
-    r"(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])"
+    r"(?<![A-Za-z0-9_])(?:[A-Z][a-z0-9]+|[a-z]++)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])"
 )
 
 
@@ -170,34 +159,24 @@ _STOPWORDS = _words(
     "this that init new get put post delete"
 )
 
-# A number that may not follow a word character or "." (checked after its first digit,
-# like _TOKEN_START, so a long run of digits is not rescanned from every position).
-_NUMBER_START = r"(?<![\w.]\d)"
 # (pattern, template, characters that may not precede a match besides word characters;
-# None: no check, or the pattern checks its own start). The boundary is checked in Python
-# (see _bounded) or by a lookbehind after the first character: a *leading* lookbehind
-# would make the regex engine try every position of a long tool output.
+# None: no check). The boundary is checked in Python (see _bounded): a leading
+# lookbehind would make the regex engine try every position of a long tool output.
 _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"[Pp]ort[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d)"), "line", ""),
     (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?![\w.])"), "{1}", "."),
-    (
-        re.compile(r"(\d" + _NUMBER_START + r"\d*\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"),
-        "{1}",
-        None,
-    ),
+    (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
     (
         re.compile(
-            r"(\d"
-            + _NUMBER_START
-            + r"\d*(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+            r"(\d+(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
             r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
             r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
             r"passengers|bags|nights|days))(?!\w)"
         ),
         "{1}",
-        None,
+        ".",
     ),
     (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
     (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
@@ -273,42 +252,14 @@ def _plausible_path(raw: str) -> str | None:
         if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
             return value
         return None
-    if _HAS_EXT.search(value) or value.count("/") >= 2 or value.endswith("/"):
+    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
+    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
         return value
     return None
 
 
 def _is_word_char(char: str) -> bool:
     return char.isalnum() or char == "_"
-
-
-def _is_name_char(char: str) -> bool:
-    return char.isalnum() or char in "_.-"
-
-
-class _RunStart:
-    """Where the run of `accept`-ed characters ending just before a position starts.
-
-    Asked for increasing positions, it scans each character once: a run that reaches
-    the previous position continues into that position's known run (a text like
-    ``.py.py.py...`` would otherwise be rescanned from every match, quadratically).
-    """
-
-    def __init__(self, text: str, accept: Callable[[str], bool]) -> None:
-        self.text, self.accept = text, accept
-        self.at, self.start = -1, -1
-
-    def __call__(self, pos: int) -> int:
-        text, accept, start = self.text, self.accept, pos
-        while start > 0:
-            if start == self.at:
-                start = self.start
-                break
-            if not accept(text[start - 1]):
-                break
-            start -= 1
-        self.at, self.start = pos, start
-        return start
 
 
 def _bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
@@ -343,9 +294,10 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         yield start, end
         slash = text.find("/", end)
     for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
-        run_start = _RunStart(text, _is_name_char)
         for match in pattern.finditer(text):
-            start = run_start(match.start())
+            start = match.start()
+            while start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] in ".-"):
+                start -= 1
             if start == match.start() and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone
             yield start, match.end()
@@ -370,65 +322,18 @@ def _paths(text: str) -> Iterator[tuple[int, str]]:
     return iter(sorted(found.items()))
 
 
-def _error_lines(text: str) -> list[tuple[int, str]]:
-    found: list[tuple[int, str]] = []
-    for pattern in _EXIT_CODES:
-        for match in pattern.finditer(text):
-            if int(match.group(1)) != 0:
-                found.append((match.start(), f"exit code {int(match.group(1))}"))
-    start = text.find(_TRACEBACK)
-    while start != -1:
-        pos = start + len(_TRACEBACK)
-        for line in text[pos : pos + 20000].split("\n"):
-            if (
-                line
-                and not line[0].isspace()
-                and not line.startswith(("Traceback", "During", "The above"))
-            ):
-                found.append((start, _cap(line, LINE_MAX_CHARS)))
-                break
-        start = text.find(_TRACEBACK, pos)
-    for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
-        for match in pattern.finditer(text):
-            found.append((match.start(1), _cap(match.group(1), LINE_MAX_CHARS)))
-    for match in _PYTEST_E_LINE.finditer(text):
-        rest = match.group(1)
-        if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
-            found.append((match.start(1), _cap(rest, LINE_MAX_CHARS)))
-    lines = [value for _, value in found]
-    run_start = _RunStart(text, str.isalnum)
-    for match in _EXCEPTION_ANCHOR.finditer(text):
-        start = run_start(match.start())
-        if start == match.start() or not ("A" <= text[start] <= "Z"):
-            continue
-        if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
-            continue
-        name = text[start : match.end()]
-        if not any(name in line for line in lines):
-            found.append((start, name))
-    return found
+# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
+_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
+
+
+def _path_text(text: str) -> str:
+    return _mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
 
 def find_paths(text: str) -> list[str]:
     """The file paths mentioned in `text` (URLs excluded), in order, once each."""
     masked = _mask(text, [(start, end) for start, end, _ in _urls(text)])
-    return list(dict.fromkeys(value for _, value in _paths(masked)))
-
-
-def error_lines(text: str) -> list[str]:
-    """The error facts of one text (exit codes, exception and error lines), in order, once."""
-    seen: dict[str, None] = {}
-    for _, value in sorted(_error_lines(text), key=lambda item: item[0]):
-        seen.setdefault(value, None)
-    return list(seen)
-
-
-def exit_code(text: str) -> int | None:
-    """The last exit code a tool result reports, if it reports one."""
-    found: list[tuple[int, int]] = []
-    for pattern in _EXIT_CODES:
-        found.extend((match.start(), int(match.group(1))) for match in pattern.finditer(text))
-    return max(found)[1] if found else None
+    return list(dict.fromkeys(value for _, value in _paths(_path_text(masked))))
 
 
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
@@ -497,8 +402,8 @@ def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
 
 
 def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
-    for pattern in (_SNAKE, _CAMEL):  # each checks its own start (_TOKEN_START)
-        for match in pattern.finditer(text):
+    for pattern in (_SNAKE, _CAMEL):
+        for match in _bounded(pattern, text, ".-\\"):
             if _good_identifier(match.group(0)):
                 yield match.start(), match.group(0)
 
@@ -512,13 +417,6 @@ def _string_leaves(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(value, list):
         for item in value:
             yield from _string_leaves(item, key)
-
-
-def _arguments(call: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]]:
-    """The tool name and the (key, string) leaves of its arguments; a value that is not a
-    JSON object (or not JSON) gives leaves under the key "" (``toolcalls.RAW_KEY``)."""
-    name, args = call_name_and_args(call)
-    return name, list(_string_leaves(args))
 
 
 # --------------------------------------------------------------------------- extraction
@@ -537,17 +435,20 @@ class _Found:
         if value:
             self.items.append((_RANK[kind], position, kind, value))
 
-    def scan(self, text: str, offset: int, *, prose: bool) -> str:
+    def scan(self, text: str, offset: int, *, prose: bool, errors: bool = True) -> str:
         """Facts of free text; returns `text` with its URLs and paths blanked out."""
         urls = _urls(text)
         for start, _, value in urls:
-            self.add("url", offset + start, value)
+            if not boilerplate_url(value):
+                self.add("url", offset + start, value)
         masked = _mask(text, [(start, end) for start, end, _ in urls])
         path_spans: list[tuple[int, int]] = []
-        for position, value in _paths(masked):
-            self.add("path", offset + position, value)
+        for position, value in _paths(_path_text(masked)):
+            if not is_asset_path(value):
+                self.add("path", offset + position, value)
             path_spans.append((position, position + len(value)))
-        for position, value in _error_lines(text):
+        # what a call sends (code, a command) is not an error that happened
+        for position, value in _error_lines(text) if errors else ():
             self.add("error", offset + position, value)
         for position, value in _definitions(text):
             self.add("identifier", offset + position, value)
@@ -563,18 +464,38 @@ class _Found:
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
         return _mask(masked, path_spans)
 
+    def lines(self, text: str, role: str) -> None:
+        """The line and sentence kinds: errors and outcomes a tool or user shows, choices, constraints."""
+        if role in ("tool", "user"):
+            for position, value in (*shell_error_lines(text), *script_error_lines(text)):
+                self.add("error", position, value)
+            for position, value in outcome_lines(text):
+                self.add("outcome", position, value)
+        if role == "assistant":
+            for position, value in decision_sentences(text):
+                self.add("decision", position, value)
+        elif role == "user":
+            for position, value in constraint_sentences(text):
+                self.add("constraint", position, value)
+
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
         """Facts of one tool call's arguments; returns the next free position."""
-        name, leaves = _arguments(call)
+        name, args = call_name_and_args(call)
+        for line in edit_lines(name, args):
+            self.add("edit", offset, line)
+        leaves = list(_string_leaves(args))
         command_keys = TERMINAL_COMMAND_KEYS if tool_family(name) == "terminal" else COMMAND_KEYS
+        if bare_tool_name(name) in EDITOR_TOOLS:  # its ``command`` is view / str_replace / ...
+            leaves = [(k, v) for k, v in leaves if k.lower() != "command"]
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:
                 first = next((ln for ln in value.splitlines() if ln.strip()), "")
                 self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
-                # a multi-line argument is a script or a file body: code, not prose
-                masked = self.scan(value, offset, prose="\n" not in value.strip())
+                # a multi-line argument is a script or a file body, a command is code: not prose
+                prose = "\n" not in value.strip() and lowered not in command_keys
+                masked = self.scan(value, offset, prose=prose, errors=False)
                 for position, token in _code_tokens(masked):
                     self.add("identifier", offset + position, token)
             else:
@@ -586,11 +507,11 @@ class _Found:
         """A short structured argument value (an id, a name, a path, a city)."""
         value = value.strip()
         if "://" in value:
-            self.scan(value, offset, prose=False)
+            self.scan(value, offset, prose=False, errors=False)
         elif " " in value:
             if any(c.isalnum() for c in value):
                 self.add("quoted", offset, value)
-            self.scan(value, offset, prose=False)
+            self.scan(value, offset, prose=False, errors=False)
         elif _plausible_path(value) is not None:
             self.add("path", offset, _plausible_path(value) or value)
         elif (
@@ -598,7 +519,7 @@ class _Found:
         ):
             self.add("identifier", offset, value)
         else:
-            self.scan(value, offset, prose=False)
+            self.scan(value, offset, prose=False, errors=False)
 
 
 def _is_summary(message: Mapping[str, Any]) -> bool:
@@ -615,12 +536,26 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     if role == "user" and text.strip() and not _is_summary(message):
         found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
     found.scan(text, 0, prose=role in ("user", "assistant"))
+    if not (role == "user" and _is_summary(message)):
+        found.lines(text, role)
     offset = len(text) + 1
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             offset = found.scan_call(call, offset)
     found.items.sort(key=lambda item: (item[0], item[1]))
-    return found.items
+    return _without_bare_names(found.items)
+
+
+def _without_bare_names(items: list[_Item]) -> list[_Item]:
+    """Drop a bare exception name (``ValueError``) when an error line of the message holds it."""
+    lines = [value for _, _, kind, value in items if kind == "error" and " " in value]
+    if not lines:
+        return items
+    return [
+        item
+        for item in items
+        if not (item[2] == "error" and " " not in item[3] and any(item[3] in ln for ln in lines))
+    ]
 
 
 def extract_facts(
@@ -655,6 +590,7 @@ def extract_facts(
 
 
 __all__ = [
+    "CATEGORIES",
     "FACT_KINDS",
     "Fact",
     "error_lines",
@@ -664,5 +600,6 @@ __all__ = [
     "find_paths",
     "normalize",
     "normalize_fact",
+    "outcome_lines",
     "retention",
 ]

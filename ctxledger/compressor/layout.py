@@ -67,15 +67,26 @@ def _summary_starts() -> frozenset[str]:
     )
 
 
-def _maybe_summary(content: Any, starts: frozenset[str]) -> bool:
-    """Cheap first-character test before the real prefix check."""
+def _maybe_summary(content: Any, starts: frozenset[str], end: str) -> bool:
+    """Cheap test before the real check: a summary's first character, or a merged
+    summary's end marker at the very end (today's merge order puts it last)."""
     if isinstance(content, list):
-        first = content[0] if content else None
+        if not content:
+            return False
+        last = content[-1]
+        last_text = last.get("text") if isinstance(last, Mapping) else None
+        if isinstance(last_text, str) and last_text.endswith(end):
+            return True
+        first = content[0]
         content = first.get("text") if isinstance(first, Mapping) else None
     if not isinstance(content, str) or not content:
         return False
     head = content[:1]
-    return head in starts or (head.isspace() and content.lstrip()[:1] in starts)
+    return (
+        head in starts
+        or (head.isspace() and content.lstrip()[:1] in starts)
+        or content.endswith(end)
+    )
 
 
 def _scan(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> Layout:
@@ -87,6 +98,8 @@ def _scan(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> L
     owner_of: dict[str, int] = {}
     group_last: dict[int, int] = {}  # assistant -> index of its last result
     starts = _summary_starts()
+    end_marker = markers.summary_end_marker()
+    last_char = end_marker[-1:]
     min_chars, args_over = config.prune_min_chars, config.args_truncate_over
     for i, role in enumerate(layout.roles):
         msg = messages[i]
@@ -105,9 +118,14 @@ def _scan(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> L
         # the first-character test is inlined: it runs for every message
         if (
             content
-            and (type(content) is not str or content[:1] in starts or content[:1].isspace())
+            and (
+                type(content) is not str
+                or content[:1] in starts
+                or content[:1].isspace()
+                or content[-1:] == last_char
+            )
             and role in ("user", "assistant")
-            and _maybe_summary(content, starts)
+            and _maybe_summary(content, starts, end_marker)
         ):
             layout.summaries.append(i)
         if role == "assistant":

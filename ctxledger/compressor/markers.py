@@ -3,6 +3,12 @@
 The wording lives in ``prompts/summary_prefix.md``, ``prompts/summary_end.md`` and
 ``prompts/system_note.md`` (our own words, written to HERMES_SPEC §3 phase 4). Older
 prefixes are recognised and replaced, never stacked.
+
+A summary merged into a message (both roles would collide) comes *after* the
+message's own text: the original text, a lead line, the wrapped summary, and the end
+marker last, so the model reads the turn itself before the reference block closes
+(Hermes #56372). Older ledgers hold the previous order (summary, delimiter,
+original); :func:`split_merged` and :func:`unwrap_summary` read both.
 """
 
 from __future__ import annotations
@@ -56,7 +62,11 @@ def wrap_summary(text: str) -> str:
 
 
 def unwrap_summary(content: str) -> str | None:
-    """The body of a summary message's content, or None if it is not a summary."""
+    """The body of a summary message's content, or None if it is not a summary.
+
+    Reads a standalone summary, a summary merged after a message's text (today's
+    order) and one merged before it (the order older ledgers hold).
+    """
     text = content.strip()
     current = summary_prefix()
     end = summary_end_marker()
@@ -65,15 +75,34 @@ def unwrap_summary(content: str) -> str | None:
             body = text[len(prefix) :]
             if end and end in body:
                 body = body[: body.rindex(end)]
-            # a merged summary is followed by the delimiter and the original tail message
+            # old order: a merged summary is followed by the delimiter and the original message
             delim = merge_delimiter()
             if delim in body:
                 body = body[: body.index(delim)]
             return body.strip()
-    return None
+    at = text.rfind(_MERGE_LEAD_LINE + "\n\n" + current)
+    if at < 0:
+        return None
+    body = text[at + len(_MERGE_LEAD_LINE) + 2 + len(current) :]
+    if end and end in body:
+        body = body[: body.rindex(end)]
+    return body.strip()
+
+
+#: the line between a message's own text and the summary merged after it
+_MERGE_LEAD_LINE = (
+    "--- a handoff summary of earlier turns is merged into this message below; "
+    "the text above it is the message itself ---"
+)
+
+
+def merge_lead() -> str:
+    """What separates a message's own text from the summary merged after it."""
+    return f"\n\n{_MERGE_LEAD_LINE}\n\n"
 
 
 def merge_delimiter() -> str:
+    """The delimiter of the older merge order (summary first, then the message); read only."""
     return "\n\n--- end of handoff summary; the message below follows it ---\n\n"
 
 
@@ -97,16 +126,21 @@ def add_system_note(system_prompt: str) -> str:
 
 
 def merge_summary(message: Mapping[str, Any], summary_text: str) -> Message:
-    """`message` with the wrapped summary and the merge delimiter in front of its content."""
-    lead = wrap_summary(summary_text) + merge_delimiter()
+    """`message` with the wrapped summary merged in after its own content.
+
+    The original text comes first, then :func:`merge_lead`, the summary with its
+    prefix, and the end marker last. List content gets one more text part; a message
+    without content (a call message) gets the wrapped summary as its content.
+    """
+    wrapped = wrap_summary(summary_text)
     content = message.get("content")
     merged = copy.deepcopy(dict(message))
     if isinstance(content, list):
-        merged["content"] = [{"type": "text", "text": lead}, *merged["content"]]
+        merged["content"] = [*merged["content"], {"type": "text", "text": merge_lead() + wrapped}]
     elif isinstance(content, str):
-        merged["content"] = lead + content
+        merged["content"] = content + merge_lead() + wrapped
     else:
-        merged["content"] = lead
+        merged["content"] = wrapped
     return merged
 
 
@@ -115,7 +149,8 @@ def split_merged(message: Mapping[str, Any]) -> tuple[str, Message | None] | Non
 
     None when the message carries no summary. The original is None for a standalone
     summary message; for a merged one it is the message as it was before the merge
-    (content that was null before merging comes back as null).
+    (content that was null before merging comes back as null). Both merge orders are
+    read: today's (text, summary, end marker) and the older (summary, delimiter, text).
     """
     if message.get("role") not in ("user", "assistant"):
         return None
@@ -130,16 +165,22 @@ def split_merged(message: Mapping[str, Any]) -> tuple[str, Message | None] | Non
 
 def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
     """(True, content before the merge) for a merged message; (False, None) otherwise."""
+    lead = merge_lead() + summary_prefix()
     delimiter = merge_delimiter()
     content = message.get("content")
     if isinstance(content, list) and content:
-        first = content[0]
+        first, last = content[0], content[-1]
+        if isinstance(last, Mapping) and str(last.get("text", "")).startswith(lead):
+            return True, list(content[:-1])
         if isinstance(first, Mapping) and str(first.get("text", "")).endswith(delimiter):
-            return True, list(content[1:])
+            return True, list(content[1:])  # the older order
     elif isinstance(content, str):
+        at = content.rfind(lead)
+        if at >= 0:
+            return True, content[:at]
         end = content.find(summary_end_marker())
         cut = content.find(delimiter, max(end, 0))
-        if cut >= 0:
+        if cut >= 0:  # the older order
             rest = content[cut + len(delimiter) :]
             return True, None if rest == "" and message.get("tool_calls") else rest
     if message.get("tool_calls"):

@@ -36,9 +36,11 @@ from ctxledger.compressor.toolcalls import (
     bare_tool_name,
     call_parts,
     parse_arguments,
+    result_text,
     tool_family,
 )
-from ctxledger.messages import Message, content_text
+from ctxledger.limits import too_deep
+from ctxledger.messages import Message
 
 __all__ = [
     "CallInfo",
@@ -160,7 +162,7 @@ def _exit_code(content: str) -> str | None:
 def _terminal_lines(content: str) -> int:
     if content.startswith("{") and len(content) < 500_000:
         try:
-            data = msgspec.json.decode(content)
+            data = msgspec.json.decode(str(content))  # a ResultText is a str subclass
         except msgspec.DecodeError:
             data = None
         if isinstance(data, dict):
@@ -178,7 +180,7 @@ def _describe_terminal(name: str, args: Mapping[str, Any], content: str) -> str:
     code = _exit_code(content)
     outcome = f"exited {code}" if code is not None else "finished"
     lines = _plural(_terminal_lines(content), "line")
-    return f"[{name}] ran {shown}: {outcome}, {lines} of output ({len(content):,} chars)"
+    return f"[{name}] ran {shown}: {outcome}, {lines} of output ({_chars(content)})"
 
 
 def _describe_read(name: str, args: Mapping[str, Any], content: str) -> str:
@@ -188,13 +190,13 @@ def _describe_read(name: str, args: Mapping[str, Any], content: str) -> str:
         offset = offset[0] if offset else None
     where = _short(path, 120) if path is not None else "a file"
     start = _short(offset, 20) if offset is not None else "1"
-    return f"[{name}] read {where} from line {start} ({len(content):,} chars)"
+    return f"[{name}] read {where} from line {start} ({_chars(content)})"
 
 
 def _match_count(content: str) -> int:
     if content.startswith("{") and len(content) < 500_000:
         try:
-            data = msgspec.json.decode(content)
+            data = msgspec.json.decode(str(content))  # a ResultText is a str subclass
         except msgspec.DecodeError:
             data = None
         if isinstance(data, dict):
@@ -224,7 +226,8 @@ def _describe_search(name: str, args: Mapping[str, Any], content: str, *, files:
         text += f" for '{_short(pattern, 60)}'"
     if directory is not None:
         text += f" in {_short(directory, 80)}"
-    return f"{text}: {_plural(_match_count(content), 'match', 'matches')}"
+    shape = f" ({_chars(content)})" if hasattr(content, "chars_label") else ""  # not a string
+    return f"{text}: {_plural(_match_count(content), 'match', 'matches')}{shape}"
 
 
 def _describe_write(name: str, args: Mapping[str, Any], content: str) -> str:
@@ -233,7 +236,7 @@ def _describe_write(name: str, args: Mapping[str, Any], content: str) -> str:
     where = _short(path, 120) if path is not None else "a file"
     if isinstance(body, str):
         return f"[{name}] wrote {where} ({_plural(_count_lines(body), 'line')})"
-    return f"[{name}] wrote {where} ({len(content):,}-char result)"
+    return f"[{name}] wrote {where} ({_result(content)})"
 
 
 def _describe_patch(name: str, args: Mapping[str, Any], content: str) -> str:
@@ -245,24 +248,21 @@ def _describe_patch(name: str, args: Mapping[str, Any], content: str) -> str:
             path = ", ".join(f.strip() for f in files[:3]) if files else None
     mode = args.get("mode") or args.get("command") or "edit"
     where = _short(path, 120) if path is not None else "a file"
-    return f"[{name}] {_short(mode, 20)} in {where} ({len(content):,}-char result)"
+    return f"[{name}] {_short(mode, 20)} in {where} ({_result(content)})"
 
 
 def _describe_web_search(name: str, args: Mapping[str, Any], content: str) -> str:
     query = _first(args, _QUERY_KEYS)
     shown = f"'{_short(query, 80)}'" if query is not None else "(no query)"
-    return f"[{name}] web search for {shown} ({len(content):,}-char result)"
+    return f"[{name}] web search for {shown} ({_result(content)})"
 
 
 def _describe_generic(name: str, args: Mapping[str, Any], content: str) -> str:
-    shown_args = [(key, value) for key, value in args.items() if key != RAW_KEY][:2]
+    # a null argument says nothing (and would print as "None"/"null")
+    shown_args = [(k, v) for k, v in args.items() if k != RAW_KEY and v is not None][:2]
     pairs = [f"{key}={_short(value, _SHOWN_VALUE_CHARS)}" for key, value in shown_args]
     shown = " ".join(pairs)
-    return (
-        f"[{name}] {shown} ({len(content):,}-char result)"
-        if shown
-        else f"[{name}] ({len(content):,}-char result)"
-    )
+    return f"[{name}] {shown} ({_result(content)})" if shown else f"[{name}] ({_result(content)})"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -305,8 +305,19 @@ def _display_name(name: str) -> str:
     return _short(name, 60) if name.strip() else "tool"
 
 
-def describe_tool_result(name: str, arguments: Any, content: str) -> str:
+def _chars(content: str) -> str:
+    return getattr(content, "chars_label", None) or f"{len(content):,} chars"
+
+
+def _result(content: str) -> str:
+    return getattr(content, "result_label", None) or f"{len(content):,}-char result"
+
+
+def describe_tool_result(name: str, arguments: Any, content: Any) -> str:
     """A one-line stand-in for a tool result, built from its call. Never raises.
+
+    A result that is not a string (None, a list of parts, a number) is described by
+    its real size and type, never as the text "None".
 
     Pure, so memoized: a live session is re-planned at every check, and the same
     results (the same string objects, whose hashes Python caches) come back each time.
@@ -316,14 +327,14 @@ def describe_tool_result(name: str, arguments: Any, content: str) -> str:
     return _describe(name, arguments, content)
 
 
-def _describe(name: str, arguments: Any, content: str) -> str:
-    shown_name = _display_name(name) if isinstance(name, str) else "tool"
-    text = content if isinstance(content, str) else str(content)
+def _describe(name: str, arguments: Any, content: Any) -> str:
+    shown_name = _display_name(name) if isinstance(name, str) and name.strip() else "tool"
+    text = result_text(content)
     try:
         args = parse_arguments(arguments)
         return _DESCRIBERS[_format(shown_name)](shown_name, args, text)
     except Exception:  # a one-liner must never break a compaction; fall back to the bare facts
-        return f"[{shown_name}] ({len(text):,}-char result)"
+        return f"[{shown_name}] ({_result(text)})"
 
 
 _describe_memo = functools.lru_cache(maxsize=32_768)(_describe)
@@ -369,6 +380,8 @@ def truncate_arguments(arguments: str, leaf_keep: int = 200) -> str:
     so a provider never receives invalid JSON because of us (#11762).
     """
     try:
+        if too_deep(arguments):  # stored before the depth limit existed: cut it as text
+            raise ValueError("nested too deeply")
         value = json.loads(arguments)
     except (ValueError, TypeError, RecursionError):
         raw = arguments if isinstance(arguments, str) else str(arguments)
@@ -517,18 +530,15 @@ def prune_tool_result(
         call = (name if isinstance(name, str) and name else "tool", "")
     name, arguments = call
     content = message.get("content")
-    if type(content) is str:
-        text, size = content, len(content)
-    else:
-        text, size = content_text(message), len(_comparable(content) or "")
+    size = len(content) if type(content) is str else len(_comparable(content) or "")
     if newer_call_id is not None:
         replacement = duplicate_marker(name, newer_call_id, size)
         kind: PruneKind = "duplicate"
     elif size > min_chars:
         replacement = (
-            _describe_memo(name, arguments, text)  # the usual case, without re-checking types
-            if type(name) is str and type(arguments) is str
-            else describe_tool_result(name, arguments, text)
+            _describe_memo(name, arguments, content)  # the usual case, without re-checking types
+            if type(name) is str and type(arguments) is str and type(content) is str
+            else describe_tool_result(name, arguments, content)
         )
         kind = "tool_result"
     else:

@@ -20,6 +20,7 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.markers import split_merged
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
 from ctxledger.compressor.redact import redact
+from ctxledger.compressor.serialize import strip_reasoning
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
 from ctxledger.errors import CompressionError
 from ctxledger.events import (
@@ -214,7 +215,7 @@ def record(
     inp, the_plan = prepared.input, prepared.plan
     if the_plan.action != "compress" or prepared.request is None:
         raise CompressionError(f"nothing to record: the plan was skipped ({the_plan.skip_reason})")
-    text = redact(result.text).strip()
+    text = redact(strip_reasoning(result.text)).strip()  # reasoning never reaches a summary
     if not text:
         raise CompressionError("the summarizer returned an empty summary")
     compaction_id = ids("cmp")

@@ -6,7 +6,8 @@ readable: ``password=[REDACTED]``, ``postgres://app:[REDACTED]@db.internal:5432/
 GitHub and Slack tokens, AWS access key ids and secret keys, bearer / basic
 credentials and Authorization headers, credential assignments (``api_key=...``,
 ``"password": "..."``, ``SECRET_KEY = '...'``, ``--password x``), credentials inside
-connection-string URLs, and PEM private key blocks.
+connection-string URLs, PEM private key blocks, JSON Web Tokens, cookie headers
+and dotenv assignments (``NAME_KEY=value``).
 
 Speed: every pattern starts with a literal (word-boundary checks are lookbehinds
 *after* the literal), because a leading ``\\b`` or case-insensitive flag makes Python's
@@ -95,6 +96,42 @@ _PLACEHOLDER = re.compile(
 )
 # A bare (unquoted) value that is code, e.g. ``password = settings.DB_PASSWORD``.
 _CODE_VALUE = re.compile(r"^[A-Za-z_]\w*(?:(?:\.[A-Za-z_]\w*)+(?:[(\[].*)?|[(\[].*)$")
+
+
+# A JSON Web Token: three base64url parts, the first two JSON objects (``eyJ`` = ``{"``).
+_JWT = re.compile(
+    r"eyJ(?<![A-Za-z0-9_\-]eyJ)[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{8,}"
+)
+# ``Cookie:`` / ``Set-Cookie:`` headers (or JSON header keys): every pair's value goes.
+_COOKIE_HEADER = re.compile(r"(?i)(cookie[\"']?\s*:\s*[\"']?)([^\r\n\"']+)")
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "secure", "httponly", "priority"}
+)
+# dotenv assignments: an UPPER_CASE secret name, ``=`` with no spaces, the value literal
+# whatever it looks like (``SENDGRID_API_KEY=SG.abc.def`` is not code, unlike
+# ``password = settings.X``); only run when the text has such a name and ``=``
+_DOTENV = re.compile(
+    r"(?<![\w.$\-])((?:export[ \t]+)?[A-Z][A-Z0-9_]*"
+    r"(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|PWD|PASSPHRASE|CREDENTIALS?)=)"
+    r"(?![\"']?\[REDACTED\])([\"']?)([^\s\"'#]+)\2"
+)
+
+
+def _cookie_sub(match: re.Match[str]) -> str:
+    pairs = []
+    for pair in match.group(2).split(";"):
+        name, eq, value = pair.partition("=")
+        keep = not eq or name.strip().lower() in _COOKIE_ATTRIBUTES or value.strip() == REDACTED
+        pairs.append(pair if keep else f"{name}={REDACTED}")
+    return match.group(1) + ";".join(pairs)
+
+
+def _dotenv_sub(match: re.Match[str]) -> str:
+    value = match.group(3)
+    if _PLACEHOLDER.match(value):
+        return match.group(0)
+    quote = match.group(2)
+    return f"{match.group(1)}{quote}{REDACTED}{quote}"
 
 
 def _keep_first(match: re.Match[str]) -> str:
@@ -199,6 +236,13 @@ _RULES: tuple[_Rule, ...] = (
     (("://",), _URL_CREDENTIALS, _url_sub),
     (("aws",), _AWS_SECRET_NEAR, _keep_first),
     (("--",), _CLI_FLAG, _flag_sub),
+    (("eyj",), _JWT, REDACTED),
+    (("cookie",), _COOKIE_HEADER, _cookie_sub),
+    (
+        ("key=", "secret=", "token=", "password=", "passwd=", "pwd=", "passphrase=", "credential"),
+        _DOTENV,
+        _dotenv_sub,
+    ),
 )
 
 

@@ -16,10 +16,15 @@ Long contents keep their first 4,000 and last 1,500 characters around a cut mark
 that says how many characters were left out; long tool-call arguments keep their
 first 1,200. Everything is redacted (``ctxledger.compressor.redact``) *before* it is cut, so a
 secret split by a cut cannot leak half-visible.
+
+Reasoning never reaches a summary: ``<think>``, ``<thinking>`` and ``<reasoning>``
+blocks are taken out of every text before it is sent (:func:`strip_reasoning`, which
+the summarizers also apply to what comes back).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +35,33 @@ from ctxledger.messages import content_text
 CONTENT_HEAD_CHARS = 4000
 CONTENT_TAIL_CHARS = 1500
 ARGS_MAX_CHARS = 1200
+
+_REASONING_TAGS = "think|thinking|reasoning"
+#: a whole block, however its tag is spelled (case, attributes)
+_REASONING_BLOCK = re.compile(
+    rf"<(?P<tag>{_REASONING_TAGS})\b[^>]*>.*?</(?P=tag)\s*>", re.IGNORECASE | re.DOTALL
+)
+#: an opening tag never closed (the model ran out while still reasoning): to the end
+_REASONING_OPEN = re.compile(rf"<(?:{_REASONING_TAGS})\b[^>]*>.*\Z", re.IGNORECASE | re.DOTALL)
+#: a closing tag whose opening was left out (some servers drop it): the text before it
+_REASONING_CLOSE = re.compile(rf"\A.*?</(?:{_REASONING_TAGS})\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def strip_reasoning(text: str, *, dangling: bool = False) -> str:
+    """`text` without ``<think>``/``<thinking>``/``<reasoning>`` blocks (HERMES_SPEC §3).
+
+    Whole blocks go. With ``dangling=True`` (a model's reply) so does everything
+    before a closing tag that has no opening one (some servers drop the opening tag)
+    and everything after an opening tag that is never closed (the model ran out while
+    still reasoning). Text without such a tag is returned as it is.
+    """
+    if "<" not in text or not re.search(rf"</?(?:{_REASONING_TAGS})\b", text, re.IGNORECASE):
+        return text
+    text = _REASONING_BLOCK.sub("", text)
+    if dangling:
+        text = _REASONING_CLOSE.sub("", text)
+        text = _REASONING_OPEN.sub("", text)
+    return text.strip()
 
 
 def cut_middle(text: str, head: int = CONTENT_HEAD_CHARS, tail: int = CONTENT_TAIL_CHARS) -> str:
@@ -49,7 +81,7 @@ def cut_end(text: str, limit: int = ARGS_MAX_CHARS) -> str:
 
 
 def _content(message: Mapping[str, Any]) -> str:
-    text = content_text(message)
+    text = strip_reasoning(content_text(message))
     content = message.get("content")
     if isinstance(content, list):
         others = sum(
@@ -114,4 +146,5 @@ __all__ = [
     "cut_middle",
     "serialize_message",
     "serialize_turns",
+    "strip_reasoning",
 ]

@@ -16,6 +16,7 @@ JSON, a JSON string or list, a non-string value) is kept under :data:`RAW_KEY`.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -30,11 +31,13 @@ __all__ = [
     "PATH_KEYS",
     "RAW_KEY",
     "TERMINAL_COMMAND_KEYS",
+    "ResultText",
     "ToolFamily",
     "bare_tool_name",
     "call_name_and_args",
     "call_parts",
     "parse_arguments",
+    "result_text",
     "tool_family",
 ]
 
@@ -146,3 +149,49 @@ def call_name_and_args(call: Any) -> tuple[str, dict[str, Any]]:
     """(name, parsed arguments) of one tool-call object; name is "" when missing."""
     name, arguments = call_parts(call)
     return name, parse_arguments(arguments)
+
+
+# --- tool results ------------------------------------------------------------------------
+
+
+class ResultText(str):
+    """A non-string tool result's text, carrying how to state its real size and type."""
+
+    chars_label: str
+    result_label: str
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word if n == 1 else word + 's'}"
+
+
+def result_text(content: Any) -> str:
+    """A tool result's content as text; a non-string one states its real size and type.
+
+    A string is returned as it is. Anything else (None, a list of parts, a number, an
+    object) becomes a :class:`ResultText` whose ``chars_label`` / ``result_label``
+    say what it really was ("no content", "300 chars in 1 text part", "5-char number"),
+    so a one-liner never prints "None" or a Python repr's length.
+    """
+    if isinstance(content, str):
+        return content
+    if content is None:
+        text, chars, result = "", "no content", "no content"
+    elif isinstance(content, list):
+        texts = [
+            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+        text = "\n".join(texts)
+        others = len(content) - len(texts)
+        parts = _plural(len(texts), "text part") + (
+            f", {_plural(others, 'non-text part')}" if others else ""
+        )
+        chars, result = f"{len(text):,} chars in {parts}", f"{len(text):,}-char result in {parts}"
+    else:
+        kind = "number" if isinstance(content, int | float) else type(content).__name__
+        kind = "JSON object" if isinstance(content, Mapping) else kind
+        text = json.dumps(content, ensure_ascii=False, default=str)
+        chars, result = f"{len(text):,}-char {kind}", f"{len(text):,}-char {kind} result"
+    out = ResultText(text)
+    out.chars_label, out.result_label = chars, result
+    return out

@@ -1,24 +1,29 @@
-"""The append-only event log: the interface (:mod:`.base`) and the SQLite backend."""
+"""The append-only event log: the interface (:mod:`.base`), the SQLite backend, and
+:func:`open_store`, which picks SQLite or PostgreSQL (:mod:`.postgres`) from a path or URL."""
 
 from ctxledger.events import Recorded
 from ctxledger.eventstore.base import (
     GENESIS_HASH,
     AppendRequest,
+    ChainFormat,
     ChainVerifier,
     Durability,
     EventStore,
     VerifyReport,
     chain_hash,
+    chain_rows,
     chain_tip,
     link_hash,
     row_digest,
     split_linked,
 )
+from ctxledger.eventstore.opening import is_url, open_store
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
 __all__ = [
     "GENESIS_HASH",
     "AppendRequest",
+    "ChainFormat",
     "ChainVerifier",
     "Durability",
     "EventStore",
@@ -26,8 +31,11 @@ __all__ = [
     "SQLiteEventStore",
     "VerifyReport",
     "chain_hash",
+    "chain_rows",
     "chain_tip",
+    "is_url",
     "link_hash",
+    "open_store",
     "row_digest",
     "split_linked",
 ]

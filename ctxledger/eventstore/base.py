@@ -31,7 +31,13 @@ from typing import Literal, NamedTuple, Self
 
 import msgspec
 
-from ctxledger.errors import DuplicateEventError, InvalidEvent, InvalidInput
+from ctxledger.errors import (
+    DuplicateEventError,
+    IntegrityError,
+    InvalidEvent,
+    InvalidInput,
+    UnknownBlob,
+)
 from ctxledger.events import (
     EVENT_DECODER,
     EVENT_TYPES,
@@ -41,6 +47,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
     dehydrate,
     encode_event,
+    hydrate,
     sha256_hex,
     upcast_stored,
 )
@@ -48,12 +55,24 @@ from ctxledger.events import (
 Durability = Literal["full", "normal"]
 
 
+#: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
+#: ``"linked"`` (a :func:`row_digest` per row, one :func:`link_hash` per append)
+ChainFormat = Literal["per_event", "linked"]
+CHAIN_FORMATS: tuple[ChainFormat, ...] = ("per_event", "linked")
+
+
 class AppendRequest(msgspec.Struct, frozen=True):
-    """One stream's part of an atomic multi-stream append."""
+    """One stream's part of an atomic multi-stream append.
+
+    `chain` is None for the store's own row format (SQLite: linked, PostgreSQL:
+    per-event); a copy (``ctxledger migrate``) names the source's format so every
+    copied row gets the source's hash.
+    """
 
     stream: str
     events: Sequence[Event]
     expected_version: int | None
+    chain: ChainFormat | None = None
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -63,6 +82,10 @@ class VerifyReport(msgspec.Struct, frozen=True):
     first_bad_seq: int | None = None
     first_bad_event_id: str | None = None
     problem: str | None = None
+    #: the last event that verified and the hash that commits to the log up to it (the
+    #: value to keep elsewhere and pass to ``verify --expect-head``); None for an empty log
+    head_seq: int | None = None
+    head_hash: str | None = None
 
 
 # --- the hash chain -------------------------------------------------------------------
@@ -150,8 +173,35 @@ def link_hash(
 
 
 def chain_tip(stored_hash: str) -> str:
-    """The chain value a row hands to the next append: its hash, or the link of a linked row."""
+    """The chain value a row hands to the next append: its hash, or the link of a linked row.
+
+    For the last row of a log (always the end of an append) this is the head hash that
+    ``verify`` reports and ``verify --expect-head`` / the head anchor compare.
+    """
     return stored_hash[-64:]
+
+
+def chain_rows(
+    prev: str,
+    seq: int,
+    stream: str,
+    version: int,
+    rows: Sequence[tuple[str, str, int, bytes]],
+    chain: ChainFormat,
+) -> tuple[list[str], str]:
+    """The hash column of `rows` appended to `stream` after log position `seq` and stream
+    `version`, chained from `prev`; returns (hashes, the chain value after them)."""
+    if chain == "linked":
+        digests = [row_digest(row[3]) for row in rows]
+        prev = link_hash(prev, seq + 1, stream, version + 1, rows, digests)
+        return [*digests[:-1], f"{digests[-1]}:{prev}"], prev
+    hashes: list[str] = []
+    sha256, header = hashlib.sha256, chain_header
+    for offset, (event_id, kind, schema, payload) in enumerate(rows, 1):
+        position = (prev, seq + offset, stream, version + offset, event_id, kind, schema)
+        prev = sha256(header(position) + payload).hexdigest()
+        hashes.append(prev)
+    return hashes, prev
 
 
 # --- decoding stored payloads ----------------------------------------------------------
@@ -172,6 +222,39 @@ def decode_stored(payload: bytes, schema: int) -> Event:
     return upcast_stored(payload, schema)
 
 
+def decode_rows(
+    rows: Iterable[tuple[int, int, int, bytes, str]], get_blob: Callable[[str], bytes]
+) -> list[Recorded]:
+    """Stored rows (seq, version, schema, payload, hash) -> Recorded (shared by backends).
+
+    Upcasts older payloads and re-inflates message contents kept as blobs; the
+    stream is the event's session (append guarantees it, verify() checks it).
+    """
+    out: list[Recorded] = []
+    append, decode = out.append, EVENT_DECODER.decode
+    seq = 0
+    try:
+        for seq, version, schema, payload, digest in rows:
+            try:
+                event: Event | None = decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                event = None  # maybe an older shape: upcast_stored upcasts or explains
+            if event is None or schema != event.SCHEMA:
+                event = upcast_stored(payload, schema)
+            if type(event) is MessageAppended and event.content_ref is not None:
+                event = hydrate(event, get_blob)
+            append(Recorded(seq, event.session_id, version, event, digest))
+    except InvalidEvent as exc:
+        raise InvalidEvent(
+            f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
+        ) from exc
+    except UnknownBlob as exc:
+        raise IntegrityError(
+            f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
+        ) from exc
+    return out
+
+
 # --- preparing appends (shared by backends) ---------------------------------------------
 
 _encode = encode_event
@@ -185,6 +268,7 @@ class PreparedBatch(NamedTuple):
     stream: str
     expected_version: int | None
     rows: list[tuple[str, str, int, bytes]]  # event_id, kind, schema, payload
+    chain: ChainFormat | None = None  # None: the store's own format
 
 
 def prepare_append(
@@ -209,6 +293,10 @@ def prepare_append(
             raise InvalidInput(
                 f"expected_version must be >= 0 (0 for a new session), got {expected}"
             )
+        if request.chain is not None and request.chain not in CHAIN_FORMATS:
+            raise InvalidInput(
+                f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
+            )
         rows: list[tuple[str, str, int, bytes]] = []
         for event in request.events:
             meta = _KINDS.get(type(event))
@@ -228,7 +316,7 @@ def prepare_append(
                     event, extra = dehydrate(event, threshold)
                     new_blobs.update(extra)
             rows.append((event.event_id, meta[0], meta[1], _encode(event)))
-        batches.append(PreparedBatch(stream, expected, rows))
+        batches.append(PreparedBatch(stream, expected, rows, request.chain))
     _reject_repeated_ids(batches)
     for ref, data in (blobs or {}).items():
         if sha256_hex(data) != ref:
@@ -378,8 +466,17 @@ class ChainVerifier:
             bad = next((why for why in self.blobs.values() if why is not None), None)
             if bad is not None:
                 self.problem = (None, None, f"blob mismatch: {bad}")
+        head = (
+            (self.next_seq - 1, self.prev_hash) if self.prev_hash != GENESIS_HASH else (None, None)
+        )
         if self.problem is None:
-            return VerifyReport(ok=True, events_checked=self.checked, blobs_checked=len(self.blobs))
+            return VerifyReport(
+                ok=True,
+                events_checked=self.checked,
+                blobs_checked=len(self.blobs),
+                head_seq=head[0],
+                head_hash=head[1],
+            )
         seq, event_id, problem = self.problem
         return VerifyReport(
             ok=False,
@@ -388,6 +485,8 @@ class ChainVerifier:
             first_bad_seq=seq,
             first_bad_event_id=event_id,
             problem=problem,
+            head_seq=head[0],
+            head_hash=head[1],
         )
 
 
@@ -472,6 +571,15 @@ class EventStore(abc.ABC):
         token has not moved; None (the default) means "always catch up".
         """
         return None
+
+    def local_index_path(self, name: str) -> str:
+        """The SQLite file where a derived index named `name` of this log may live.
+
+        Indexes that need SQLite (recall's FTS5 tables) keep their tables there; they
+        are projections, rebuilt from ``read_all`` when missing. ``":memory:"`` (this
+        default) means a private in-memory index per process.
+        """
+        return ":memory:"
 
     async def follow(
         self, from_seq: int = 1, poll_interval: float = 0.05, batch_size: int = 2000

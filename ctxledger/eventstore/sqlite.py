@@ -27,12 +27,11 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+import stat
 import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-
-import msgspec
 
 from ctxledger.errors import (
     ConcurrencyError,
@@ -40,7 +39,6 @@ from ctxledger.errors import (
     DuplicateEventError,
     IntegrityError,
     InvalidConfig,
-    InvalidEvent,
     InvalidInput,
     StorageFullError,
     StoreError,
@@ -48,13 +46,9 @@ from ctxledger.errors import (
 )
 from ctxledger.events import (
     BLOB_THRESHOLD,
-    EVENT_DECODER,
     Event,
-    MessageAppended,
     Recorded,
-    hydrate,
     sha256_hex,
-    upcast_stored,
 )
 from ctxledger.eventstore.base import (
     GENESIS_HASH,
@@ -64,12 +58,13 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     VerifyReport,
+    chain_rows,
     chain_tip,
-    link_hash,
+    decode_rows,
     prepare_append,
-    row_digest,
 )
 from ctxledger.eventstore.migrations import MIGRATIONS
+from ctxledger.eventstore.space import out_of_space
 
 if sys.platform != "win32":
     import fcntl
@@ -120,9 +115,12 @@ _READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
     " WHERE stream_id = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?"
 )
-# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch)
+# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch);
+# the casts keep a row edited in the sqlite3 shell (``replace(payload, ...)`` makes it
+# TEXT, a NULL anywhere) a hash mismatch to report rather than a type error
 _VERIFY_EVENTS = (
-    "SELECT e.seq, coalesce(s.stream, ''), e.version, e.event_id, e.kind, e.schema, e.payload, e.hash"
+    "SELECT e.seq, coalesce(s.stream, ''), e.version, coalesce(e.event_id, ''),"
+    " coalesce(e.kind, ''), e.schema, coalesce(CAST(e.payload AS BLOB), x''), coalesce(e.hash, '')"
     " FROM events AS e LEFT JOIN streams AS s USING (stream_id) WHERE e.seq >= ? ORDER BY e.seq LIMIT ?"
 )
 _LIST_BLOBS = "SELECT ref, size FROM blobs"
@@ -152,12 +150,18 @@ def _open_side_lock(path: str) -> int | None:
 
 
 def _create_private_file(path: str) -> None:
-    """Create an empty database file readable by its owner only, unless it exists (one syscall)."""
+    """Create an empty database file readable by its owner only; an existing one of ours
+    that others may read (0644 from an older version or a copy) is made private too."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, mode=0o700, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        for name in (path, path + "-wal", path + "-shm"):
+            with contextlib.suppress(OSError):  # not ours, or gone: leave it to its owner
+                st = os.stat(name)
+                if st.st_uid == os.getuid() and st.st_mode & 0o077:
+                    os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700)
         return
     os.close(fd)
 
@@ -272,10 +276,13 @@ class SQLiteEventStore(EventStore):
             return StoreError(f"the event store {self.path} is closed; open a new SQLiteEventStore")
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         where = f"could not {action} in {self.path}"
-        if code == _SQLITE_FULL:
+        if code == _SQLITE_FULL or (
+            code == _SQLITE_IOERR and out_of_space(self.path, 2 * _PAGE_SIZE + 64)
+        ):
             return StorageFullError(
-                f"{where}: the database or disk is full (max_page_count or free space); "
-                "nothing from this operation was written: free disk space (or raise max_page_count) and retry"
+                f"{where}: the database or disk is full (max_page_count, free space or the "
+                "file-size limit); nothing from this operation was written: free disk space "
+                "(or raise max_page_count / ulimit -f) and retry"
             )
         if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
             return StoreError(
@@ -391,10 +398,9 @@ class SQLiteEventStore(EventStore):
                 continue
             if stream_id is None:
                 stream_id = conn.execute(_NEW_STREAM, (stream, seq + 1)).lastrowid
-            # one sha256 link per append to a stream; each row keeps its own crc digest
-            digests = [row_digest(row[3]) for row in rows]
-            prev = link_hash(prev, seq + 1, stream, version + 1, rows, digests)
-            hashes = [*digests[:-1], f"{digests[-1]}:{prev}"]
+            # linked (one sha256 link per append to a stream, a crc digest per row) unless
+            # a copy asks for the source's per-event hashes
+            hashes, prev = chain_rows(prev, seq, stream, version, rows, batch.chain or "linked")
             for (event_id, kind, schema, payload), digest in zip(rows, hashes, strict=True):
                 seq += 1
                 version += 1
@@ -516,30 +522,7 @@ class SQLiteEventStore(EventStore):
 
     def _decode(self, rows: list[tuple[int, int, int, bytes, str]]) -> list[Recorded]:
         """Rows (seq, version, schema, payload, hash) -> Recorded, upcasting and re-inflating blobs."""
-        out: list[Recorded] = []
-        append, decode = out.append, EVENT_DECODER.decode
-        seq = 0
-        try:
-            for seq, version, schema, payload, digest in rows:
-                try:
-                    event: Event | None = decode(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    event = None  # maybe an older shape: upcast_stored upcasts or explains
-                if event is None or schema != event.SCHEMA:
-                    event = upcast_stored(payload, schema)
-                if type(event) is MessageAppended and event.content_ref is not None:
-                    event = hydrate(event, self.get_blob)
-                # the stream is the event's session: append guarantees it, verify() checks it
-                append(Recorded(seq, event.session_id, version, event, digest))
-        except InvalidEvent as exc:
-            raise InvalidEvent(
-                f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
-            ) from exc
-        except UnknownBlob as exc:
-            raise IntegrityError(
-                f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
-            ) from exc
-        return out
+        return decode_rows(rows, self.get_blob)
 
     # --- blobs and checkpoints ------------------------------------------------------------
 
@@ -611,6 +594,10 @@ class SQLiteEventStore(EventStore):
             else:
                 checked[ref] = None
         return checked
+
+    def local_index_path(self, name: str) -> str:
+        """Derived indexes share the ledger file (their tables never touch the log's)."""
+        return self.path
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""

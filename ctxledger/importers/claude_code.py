@@ -145,9 +145,11 @@ def _merged_assistant(
 
 def _segment(
     src: SourceText, records: list[Record], idxs: list[int], key: str
-) -> tuple[SessionBuilder, str | None]:
+) -> tuple[SessionBuilder, str | None, int | None]:
+    """The segment's messages, its model, and which message is Claude Code's compact summary."""
     b = SessionBuilder(src, key, "claude_code")
     model: str | None = None
+    summary_index: int | None = None
     pos = 0
     while pos < len(idxs):
         lineno, rec = records[idxs[pos]]
@@ -164,6 +166,8 @@ def _segment(
                 f"a {kind} record needs a 'message' object, got {type_name(msg)}", lineno
             )
         if kind == "user":
+            if rec.get("isCompactSummary") and summary_index is None:
+                summary_index = len(b.messages)
             add_anthropic_message(b, {**msg, "role": "user"}, lineno, len(b.messages))
             pos += 1
             continue
@@ -174,7 +178,7 @@ def _segment(
             model = mmodel
             if isinstance(merged.get("usage"), dict):
                 b.add_usage(merged["usage"], lineno, shape="anthropic", model=mmodel)
-    return b, model
+    return b, model, summary_index
 
 
 def _records(src: SourceText, text: str) -> list[Record]:
@@ -215,19 +219,19 @@ def parse_claude_code(text: str, *, path: str | None = None) -> list[ImportedSes
     for k, idxs in enumerate(segments):
         last = k == len(segments) - 1
         key = base if last else f"{base}#{k + 1}"
-        b, model = _segment(src, records, idxs, key)
+        b, model, summary_index = _segment(src, records, idxs, key)
         for w in chain.warnings:
             b.warn(w)
         b.warn("Claude Code logs do not record the system prompt or the tool schemas")
         head = records[idxs[0]][1] if idxs else {}
         leaf_uuid = records[idxs[-1]][1].get("uuid") if idxs else None
-        sessions.append(
-            b.build(
-                model=model,
-                parent_key=sessions[-1].key if sessions else None,
-                end_reason=None if last else "compression",
-                title=titles.get(leaf_uuid) if isinstance(leaf_uuid, str) else None,
-                extras={f: head[f] for f in _SESSION_FIELDS if f in head},
-            )
+        session = b.build(
+            model=model,
+            parent_key=sessions[-1].key if sessions else None,
+            end_reason=None if last else "compression",
+            title=titles.get(leaf_uuid) if isinstance(leaf_uuid, str) else None,
+            extras={f: head[f] for f in _SESSION_FIELDS if f in head},
         )
+        session.summary_index = summary_index if sessions else None
+        sessions.append(session)
     return sessions

@@ -117,6 +117,8 @@ class _Rollout:
         self.context_length: int | None = None
         self.reasoning: list[dict[str, Any]] = []
         self.last_total: Any = None
+        #: per compaction segment (by builder): the summary text and the message holding it
+        self.summaries: dict[int, tuple[str | None, int | None]] = {}
 
     # ---------------------------------------------------------------- records
 
@@ -187,11 +189,19 @@ class _Rollout:
         self.b = SessionBuilder(self.src, self.base, "codex")
         self.b.system_prompt = prompt
         history = payload.get("replacement_history")
+        summary = payload.get("message") if isinstance(payload.get("message"), str) else None
         if isinstance(history, list):
             for item in history:
                 self._on_response_item(lineno, item if isinstance(item, dict) else {})
-        elif isinstance(payload.get("message"), str):
-            self.b.add({"role": "user", "content": payload["message"]}, lineno)
+            held = [
+                i
+                for i, m in enumerate(self.b.messages)
+                if summary and m.get("role") == "user" and summary.strip() in str(m.get("content"))
+            ]
+            self.summaries[id(self.b)] = (summary or None, held[-1] if held else None)
+        elif summary is not None:
+            self.b.add({"role": "user", "content": summary}, lineno)
+            self.summaries[id(self.b)] = (summary, 0)
             self.b.warn(
                 "the compaction recorded no replacement history: the continuation starts with its summary only"
             )
@@ -317,15 +327,15 @@ class _Rollout:
         for k, b in enumerate(builders):
             last = k == len(builders) - 1
             b.key = self.base if last else f"{self.base}#{k + 1}"
-            out.append(
-                b.build(
-                    model=self.model,
-                    context_length=self.context_length,
-                    parent_key=out[-1].key if out else None,
-                    end_reason=None if last else "compression",
-                    extras=dict(self.meta),
-                )
+            session = b.build(
+                model=self.model,
+                context_length=self.context_length,
+                parent_key=out[-1].key if out else None,
+                end_reason=None if last else "compression",
+                extras=dict(self.meta),
             )
+            session.summary_text, session.summary_index = self.summaries.get(id(b), (None, None))
+            out.append(session)
         return out
 
 

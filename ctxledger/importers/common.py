@@ -26,7 +26,8 @@ import msgspec
 
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
-from ctxledger.messages import validate_messages
+from ctxledger.limits import max_json_depth
+from ctxledger.messages import CallIdRepair, repair_call_ids, validate_messages
 from ctxledger.usage import normalize_usage
 
 #: where a message came from: a 1-based line, a JSON path inside a document, or a description
@@ -52,7 +53,12 @@ def dump_arguments(value: Any) -> str:
         raw = value["_raw_arguments"]  # how our exporters carry arguments that were not JSON
         if isinstance(raw, str):
             return raw
-    return msgspec.json.encode(value).decode()
+    try:
+        return msgspec.json.encode(value).decode()
+    except RecursionError:
+        raise InvalidInput(
+            f"tool-call arguments nest deeper than {max_json_depth()} levels"
+        ) from None
 
 
 def source_name(path: str | None) -> str:
@@ -152,8 +158,19 @@ def iter_json_lines(text: str, path: str | None) -> Iterable[tuple[int, Any]]:
             continue
         try:
             yield lineno, decode(raw)
+        except RecursionError:
+            raise _too_deep(lineno, path) from None
         except msgspec.DecodeError as err:
             raise ImportFormatError(f"invalid JSON: {err}", line=lineno, path=path) from None
+
+
+def _too_deep(line: int | None, path: str | None) -> ImportFormatError:
+    return ImportFormatError(
+        "the JSON nests deeper than Python can decode "
+        f"(a message may nest at most {max_json_depth()} levels)",
+        line=line,
+        path=path,
+    )
 
 
 def read_json(text: str, path: str | None) -> tuple[bool, Any]:
@@ -162,10 +179,14 @@ def read_json(text: str, path: str | None) -> tuple[bool, Any]:
         raise ImportFormatError("the input is empty", line=1, path=path)
     try:
         return False, _DECODER.decode(text)
+    except RecursionError:
+        raise _too_deep(None, path) from None
     except msgspec.DecodeError as doc_err:
         first = next(line for line in text.split("\n") if line.strip())
         try:
             _DECODER.decode(first)
+        except RecursionError:
+            raise _too_deep(1, path) from None
         except msgspec.DecodeError:
             raise ImportFormatError(
                 f"invalid JSON: {doc_err}", line=_decode_error_line(text, doc_err), path=path
@@ -251,34 +272,24 @@ class SessionBuilder:
     def warnings(self) -> list[str]:
         return [text if n == 1 else f"{text} (x{n})" for text, n in self._warnings.items()]
 
-    def _dedupe_call_ids(self) -> None:
+    def _dedupe_call_ids(self) -> list[CallIdRepair]:
         """Give a re-used tool-call id a synthesized one (and its result with it).
 
         Some sources (e.g. tau-bench logs) reuse an id for a later call; the ledger needs
-        ids unique within a session, so the later call and the result that follows it
-        are renamed, and the warnings say so.
+        ids unique within a session. The repair is the one every entry point makes
+        (:func:`ctxledger.messages.repair_call_ids`); the warnings say so and the ledger
+        records the repairs as an event when the session is imported.
         """
-        issued: set[str] = set()
-        renamed: dict[str, str] = {}
-        for i, m in enumerate(self.messages):
-            if m.get("role") == "tool" and m.get("tool_call_id") in renamed:
-                m["tool_call_id"] = renamed.pop(m["tool_call_id"])
-                continue
-            calls = m.get("tool_calls") if m.get("role") == "assistant" else None
-            for j, call in enumerate(calls if isinstance(calls, list) else ()):
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(call_id, str):
-                    continue
-                if call_id in issued:
-                    call["id"] = renamed[call_id] = synth_call_id(self.key, i, j)
-                    self.warn("re-used tool-call ids were replaced by synthesized ids")
-                else:
-                    renamed.pop(call_id, None)
-                issued.add(call["id"])
+        self.messages, repairs = repair_call_ids(
+            self.messages, None, lambda i, j: synth_call_id(self.key, i, j)
+        )
+        for _ in (r for r in repairs if r.call_index is not None):
+            self.warn("re-used tool-call ids were replaced by synthesized ids")
+        return repairs
 
     def build(self, **fields: Any) -> ImportedSession:
         """Validate the messages (raising ImportFormatError at the culprit's line) and build the session."""
-        self._dedupe_call_ids()
+        repairs = self._dedupe_call_ids()
         try:
             validate_messages(self.messages)
         except InvalidMessage as err:
@@ -295,6 +306,7 @@ class SessionBuilder:
             system_prompt=self.system_prompt,
             usages=self.usages,
             warnings=self.warnings,
+            repairs=repairs,
             **fields,
         )
 

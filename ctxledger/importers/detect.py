@@ -14,9 +14,9 @@ both, so OpenAI is the right default there.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -28,6 +28,7 @@ from ctxledger.importers.hermes_db import parse_hermes_db
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
+from ctxledger.limits import max_input_bytes, max_json_depth
 
 Importer = Callable[..., list[ImportedSession]]
 
@@ -51,10 +52,12 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_
 _SAMPLE_LINES = 50
 
 
-def _records(text: str) -> list[Any]:
+def _records(text: str, path: str | None = None) -> list[Any]:
     """The document (as a one-element list or its elements), or the first JSONL records."""
     try:
         doc = msgspec.json.decode(text)
+    except RecursionError:
+        raise too_deep_error(path) from None
     except msgspec.DecodeError:
         out: list[Any] = []
         for line in text.split("\n"):
@@ -63,7 +66,7 @@ def _records(text: str) -> list[Any]:
             if line.strip():
                 try:
                     out.append(msgspec.json.decode(line))
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     break
         return out
     return doc if isinstance(doc, list) else [doc]
@@ -126,14 +129,25 @@ def detect_format(path_or_text: str | os.PathLike[str]) -> str:
 
 
 def _detect_text(text: str, path: str | None) -> str:
-    found = _detect_records(_records(text)) if text.strip() else None
+    records = _records(text, path) if text.strip() else []
+    found = _detect_records(records) if records else None
     if found is None:
+        why = f" ({_json_problem(text)})" if text.strip() and not records else ""
         raise ImportFormatError(
-            f"cannot tell the format; pass one of: {', '.join(IMPORTERS)}",
+            f"cannot tell the format{why}; pass one of: {', '.join(IMPORTERS)}",
             line=1 if text.strip() else None,
             path=path,
         )
     return found
+
+
+def _json_problem(text: str) -> str:
+    """Why `text` is not JSON, e.g. a number out of range (``1e400``)."""
+    try:
+        msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError) as err:
+        return f"not JSON: {err}"
+    return "not a JSON document or JSON lines"
 
 
 def _utf8(data: bytes, path: str) -> str:
@@ -147,17 +161,92 @@ def _utf8(data: bytes, path: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-def _read_and_detect(path: str) -> tuple[str, str | None]:
+def _read_and_detect(path: str, max_bytes: int | None = None) -> tuple[str, str | None]:
     """``(format, text)`` of the file at `path`, read once (text is None for ``hermes_db``).
 
     Only the header is read from a SQLite file (its parser opens the database itself).
     """
-    with open(path, "rb") as fh:
-        head = fh.read(len(_SQLITE_MAGIC))
-        if head == _SQLITE_MAGIC:
-            return "hermes_db", None
-        text = _utf8(head + fh.read(), path)
+    data = read_input_file(path, max_bytes)
+    if data.startswith(_SQLITE_MAGIC):
+        return "hermes_db", None
+    text = _utf8(data, path)
     return _detect_text(text, path), text
+
+
+def _open_regular(path: str) -> tuple[int, os.stat_result]:
+    """A file descriptor of `path` if it is a regular file; refuses anything else.
+
+    Checked before opening (a FIFO with no writer would block the open) and again on
+    the open descriptor (the path may have been swapped in between).
+    """
+    try:
+        before = os.stat(path)
+    except FileNotFoundError:
+        raise ImportFormatError("no such file", path=path) from None
+    except OSError as err:
+        raise ImportFormatError(f"cannot read it: {err.strerror}", path=path) from None
+    if not stat.S_ISREG(before.st_mode):
+        raise ImportFormatError(f"not a regular file ({_kind(before.st_mode)})", path=path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise ImportFormatError(f"cannot read it: {err.strerror}", path=path) from None
+    after = os.fstat(fd)
+    if not stat.S_ISREG(after.st_mode):
+        os.close(fd)
+        raise ImportFormatError(f"not a regular file ({_kind(after.st_mode)})", path=path)
+    return fd, after
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def _too_big(limit: int, path: str | None) -> ImportFormatError:
+    return ImportFormatError(
+        f"the input is larger than the {limit:,}-byte limit "
+        "(raise it with --max-bytes or CTXLEDGER_MAX_INPUT_BYTES)",
+        path=path,
+    )
+
+
+def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file at `path`, at most `max_bytes` (default: the limit)."""
+    limit = max_input_bytes() if max_bytes is None else max_bytes
+    fd, info = _open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > limit:
+            raise _too_big(limit, path)
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise _too_big(limit, path)
+    return data
+
+
+def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> str:
+    """Text read from `stream` (stdin), at most `max_bytes` of it."""
+    limit = max_input_bytes() if max_bytes is None else max_bytes
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise _too_big(limit, None)
+    return _utf8(data, "stdin")
+
+
+def too_deep_error(path: str | None) -> ImportFormatError:
+    return ImportFormatError(
+        f"the JSON nests deeper than Python can decode (the limit for a message is "
+        f"{max_json_depth()} levels)",
+        path=path,
+    )
 
 
 def _is_path(value: str) -> bool:
@@ -165,7 +254,7 @@ def _is_path(value: str) -> bool:
         "\n" not in value
         and len(value) < 4096
         and not value.lstrip().startswith(("{", "["))
-        and os.path.isfile(value)
+        and os.path.exists(value)
     )
 
 
@@ -190,11 +279,16 @@ def load_text(
 
 
 def load(
-    path: str | os.PathLike[str] | None, format: str | None = None, *, text: str | None = None
+    path: str | os.PathLike[str] | None,
+    format: str | None = None,
+    *,
+    text: str | None = None,
+    max_bytes: int | None = None,
 ) -> list[ImportedSession]:
     """Parse the file at `path`, or `text` already read (stdin); the format is detected when not given.
 
-    The file is read once: detection works on the same text the parser gets.
+    The file is read once: detection works on the same text the parser gets. Only a
+    regular file is read, and at most `max_bytes` of it (default: the limit in force).
     """
     if text is not None:
         return load_text(text, format, path=os.fspath(path) if path is not None else None)
@@ -202,10 +296,14 @@ def load(
         raise ImportFormatError("nothing to import: give a file path or the text")
     name = os.fspath(path)
     if format is None:
-        fmt, content = _read_and_detect(name)
+        fmt, content = _read_and_detect(name, max_bytes)
     else:
         fmt = format_name(format)
-        content = None if fmt in PATH_FORMATS else _utf8(Path(name).read_bytes(), name)
+        if fmt in PATH_FORMATS:
+            os.close(_open_regular(name)[0])
+            content = None
+        else:
+            content = _utf8(read_input_file(name, max_bytes), name)
     if content is None:
         return IMPORTERS[fmt](name)
     return IMPORTERS[fmt](content, path=name)

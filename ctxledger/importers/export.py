@@ -24,6 +24,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.model import ImportedSession
+from ctxledger.limits import too_deep
 from ctxledger.messages import content_text
 
 EXPORT_FORMATS = ("openai", "anthropic", "sharegpt")
@@ -35,9 +36,11 @@ def _load_arguments(arguments: Any) -> Any:
     """Tool-call arguments as a JSON object for formats that want one (non-JSON text wrapped)."""
     if not isinstance(arguments, str):
         return arguments
+    if too_deep(arguments):  # stored before the depth limit existed: never recurse into it
+        return {"_raw_arguments": arguments}
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"_raw_arguments": arguments}
     return value if isinstance(value, dict) else {"_raw_arguments": arguments}
 

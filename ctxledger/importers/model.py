@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.messages import CallIdRepair
+
 
 class ImportedUsage(msgspec.Struct, frozen=True, kw_only=True):
     """A provider usage block reported after message ``after_index`` (0-based).
@@ -45,5 +47,12 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     end_reason: str | None = None
     title: str | None = None
     usages: list[ImportedUsage] = msgspec.field(default_factory=list)
+    #: a continuation of a compression: the index in ``messages`` of the message holding
+    #: the source agent's summary (None: find it by its wording, if the format did not say)
+    summary_index: int | None = None
+    #: the source agent's summary text, when the format records it apart from the messages
+    summary_text: str | None = None
     warnings: list[str] = msgspec.field(default_factory=list)
+    #: re-used tool-call ids the importer repaired (recorded as an event on import)
+    repairs: list[CallIdRepair] = msgspec.field(default_factory=list)
     extras: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -1,5 +1,5 @@
-"""What the framework adapters share: a private event loop for synchronous hosts, and
-the ledger's view as a host sees it.
+"""What the framework adapters share: a private event loop for synchronous hosts, the
+ledger's view as a host sees it, and where the ledger lives (a file or a server URL).
 
 Hermes calls its context engine synchronously, sometimes from a thread whose asyncio
 loop is running (the gateway), and LangChain's ``invoke`` path calls middleware
@@ -11,12 +11,15 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxledger import ContextService
+from ctxledger.eventstore import is_url
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -81,4 +84,14 @@ def system_view(service: ContextService, session_id: str) -> JSON | None:
     return _copy(view[0]) if view and view[0].get("role") == "system" else None
 
 
-__all__ = ["LoopThread", "live_messages", "system_view"]
+def ledger_target(target: str | os.PathLike[str]) -> str | Path:
+    """A ``postgresql://…`` URL stays a string (a ``Path`` would collapse its ``//``); a
+    file path becomes a ``Path`` whose directory is created."""
+    if is_url(target):
+        return str(target)
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+__all__ = ["LoopThread", "ledger_target", "live_messages", "system_view"]

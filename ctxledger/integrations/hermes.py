@@ -5,8 +5,9 @@ Hermes loads this module through the ``hermes_agent.plugins`` entry point when
 :class:`CtxLedgerEngine`, which Hermes uses when ``context.engine: ctxledger``. Every
 compaction Hermes asks for then becomes events in a ledger that ``ctxledger replay``,
 ``diff`` and ``audit`` read. The ledger file is ``$CTXLEDGER_DB`` if set, else
-``ctxledger.ledger.db`` in ``HERMES_HOME``; settings come from the TOML file named by
-``$CTXLEDGER_CONFIG`` and ``CTXLEDGER_<KEY>`` overrides (:func:`ctxledger.load_config`).
+``ctxledger.ledger.db`` in ``HERMES_HOME``; settings are resolved as everywhere else
+(defaults < config file: ``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
+directory < ``CTXLEDGER_<KEY>``; see ``ctxledger config``).
 
 What the host does that the engine survives:
 
@@ -40,10 +41,19 @@ from typing import Any, TypeVar
 
 from agent.context_engine import ContextEngine
 
-from ctxledger import EXPAND_TOOL, RECALL_TOOL, ContextService, CtxLedgerError, load_config
+from ctxledger import (
+    EXPAND_TOOL,
+    RECALL_TOOL,
+    CompressionConfig,
+    ContextService,
+    CtxLedgerError,
+)
 from ctxledger import handle_tool_call as ledger_tool_call
-from ctxledger.integrations.common import LoopThread, live_messages
-from ctxledger.messages import validate_messages
+from ctxledger.compressor.settings import resolve_config
+from ctxledger.eventstore import is_url
+from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
+from ctxledger.messages import check_new_messages
+from ctxledger.tokens import rough_message_tokens
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -52,10 +62,12 @@ DB_NAME = "ctxledger.ledger.db"
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
 
 
-def default_db_path(hermes_home: str | None = None) -> Path:
-    """``$CTXLEDGER_DB``, else ``ctxledger.ledger.db`` in ``HERMES_HOME`` (``~/.hermes``)."""
+def default_db_path(hermes_home: str | None = None) -> str | Path:
+    """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
+    in ``HERMES_HOME`` (``~/.hermes``)."""
     if os.environ.get("CTXLEDGER_DB"):
-        return Path(os.environ["CTXLEDGER_DB"])
+        db = os.environ["CTXLEDGER_DB"]
+        return db if is_url(db) else Path(db)
     home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
     return Path(home) / DB_NAME
 
@@ -64,11 +76,12 @@ class _Shared:
     """What every copy of the engine shares: the service (opened on first use) and the
     thread its loop runs on."""
 
-    def __init__(self, service: ContextService | None, db_path: Path | None) -> None:
+    def __init__(self, service: ContextService | None, db_path: str | Path | None) -> None:
         self._service = service
         self.db_path = db_path
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
+        self._config: CompressionConfig | None = None
 
     def run(self, make: Callable[[ContextService], Any]) -> Any:
         with self._lock:
@@ -84,13 +97,21 @@ class _Shared:
 
         return loop.run(call)
 
+    def config(self) -> CompressionConfig:
+        """The settings, without opening the ledger (Hermes asks for the threshold in
+        ``update_model`` before ``on_session_start`` names its home)."""
+        if self._service is not None:
+            return self._service.config
+        with self._lock:
+            if self._config is None:
+                # one settings resolution, as Ledger.open would do it
+                self._config = resolve_config().config
+            return self._config
+
     def service(self) -> ContextService:
         if self._service is None:
-            path = self.db_path or default_db_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._service = ContextService.open(
-                path, config=load_config(os.environ.get("CTXLEDGER_CONFIG"))
-            )
+            target = ledger_target(self.db_path or default_db_path())
+            self._service = ContextService.open(target, config=self.config())
         return self._service
 
 
@@ -100,7 +121,7 @@ class CtxLedgerEngine(ContextEngine):
     def __init__(
         self, service: ContextService | None = None, *, db_path: str | Path | None = None
     ) -> None:
-        self._shared = _Shared(service, Path(db_path) if db_path else None)
+        self._shared = _Shared(service, db_path or None)
         self._model = "hermes"
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on
@@ -143,7 +164,7 @@ class CtxLedgerEngine(ContextEngine):
         changed = bool(self._root) and (model, context_length) != (self._model, self.context_length)
         self._model = model or self._model
         self.context_length = int(context_length)
-        config = self._shared.run(lambda svc: svc.config)
+        config = self._shared.config()
         self.threshold_tokens = config.threshold_tokens(self.context_length)
         self.threshold_percent = self.threshold_tokens / max(1, self.context_length)
         self.protect_first_n = config.protect_first_n
@@ -173,6 +194,14 @@ class CtxLedgerEngine(ContextEngine):
             return True
         status = self._run_safely(lambda svc: svc.status(root))
         return not (status and (status["blocked"] or status["cooldown_remaining"] > 0))
+
+    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+        """Before a call, without a real count: Hermes's rough estimate of ``messages``
+        (chars // 4 + 10 a message) against the threshold. Nothing is written."""
+        if self.threshold_tokens <= 0 or not isinstance(messages, list):
+            return False
+        rough = sum(rough_message_tokens(m) for m in messages if isinstance(m, dict))
+        return self.should_compress(rough)
 
     # --- compaction -------------------------------------------------------------------------
 
@@ -218,7 +247,7 @@ class CtxLedgerEngine(ContextEngine):
         """Append the host's new messages; write queued usage but the latest (returned)."""
         n = len(self._known)
         if self._root is None or messages[:n] != self._known:
-            validate_messages(messages)  # a list the ledger cannot take starts nothing
+            check_new_messages(messages)  # a list the ledger cannot take starts nothing
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,

@@ -72,7 +72,8 @@ class CtxLedgerMiddleware(AgentMiddleware):
 
     @classmethod
     def open(cls, path: str | Path, **kwargs: Any) -> CtxLedgerMiddleware:
-        """A middleware on the SQLite ledger at `path` (created on first use)."""
+        """A middleware on the ledger at `path`: a SQLite file (created on first use) or a
+        ``postgresql://`` URL."""
         service_kwargs = {k: kwargs.pop(k) for k in ("config", "summarizer") if k in kwargs}
         return cls(ContextService.open(path, **service_kwargs), **kwargs)
 

@@ -60,7 +60,8 @@ class CtxLedgerSession:
 
     @classmethod
     def open(cls, session_id: str, path: str | Path, **kwargs: Any) -> CtxLedgerSession:
-        """A session on the SQLite ledger at `path` (created on first use)."""
+        """A session on the ledger at `path`: a SQLite file (created on first use) or a
+        ``postgresql://`` URL."""
         service_kwargs = {k: kwargs.pop(k) for k in ("config", "summarizer") if k in kwargs}
         return cls(session_id, ContextService.open(path, **service_kwargs), **kwargs)
 

@@ -24,7 +24,7 @@ from ctxledger.compressor.recording import (
 )
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
-from ctxledger.errors import FailureClass
+from ctxledger.errors import FailureClass, SummarizerError
 from ctxledger.events import CompressionSkipped, Trigger
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
@@ -98,6 +98,15 @@ def rough_total(messages: list[dict[str, Any]]) -> int:
     return sum(rough_message_tokens(m) for m in messages)
 
 
+def _record_abort(ledger: Ledger, session_id: str, trigger: Trigger, exc: SummarizerError) -> None:
+    reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
+    details = {"error": str(exc)[:500], "failure_class": exc.failure_class, "status": exc.status}
+    skipped = CompressionSkipped(
+        **ledger.event_fields(session_id), trigger=trigger, reason=reason, details=details
+    )
+    ledger.append_events(session_id, [skipped])
+
+
 def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
     """Append a recorded compaction: both streams in one atomic, checked append."""
     ledger.append(
@@ -118,12 +127,14 @@ async def compact(
     trigger: Trigger = "manual",
     dry_run: bool = False,
     record_skip: bool = True,
+    record_abort: bool = True,
 ) -> CompactionOutcome:
     """Compact a live session. Manual compaction (``trigger="manual"``) forces a plan.
 
-    Summarizer failures that abort (auth, network, not configured) propagate as
-    ``SummarizerError`` with nothing appended; other failures use the recorded
-    fallback summary.
+    Summarizer failures that abort (auth, network) propagate as ``SummarizerError``
+    with the conversation unchanged and, unless `record_abort` is false (the service
+    records its own, with a cooldown), a ``CompressionSkipped`` naming the failure
+    class; other failures (not configured included) use the recorded fallback summary.
     """
     prepared = plan_compaction(
         ledger, session_id, config=config, focus=focus, force=trigger == "manual"
@@ -164,7 +175,12 @@ async def compact(
         return CompactionOutcome(
             **base, action="dry_run", tokens_after=the_plan.estimated_tokens_after
         )
-    result = await summarize_with_fallback(summarizer, prepared.request)
+    try:
+        result = await summarize_with_fallback(summarizer, prepared.request)
+    except SummarizerError as exc:
+        if record_abort:
+            _record_abort(ledger, session_id, trigger, exc)
+        raise
     recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
     append_recorded(ledger, recorded)
     after = recorded.messages  # the continuation as assembled (equal to its folded view)

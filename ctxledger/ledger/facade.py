@@ -8,6 +8,7 @@ layers over this class.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,8 +16,16 @@ from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
+from ctxledger.compressor.settings import resolve_config
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    SessionEndedError,
+    UnknownMessage,
+    UnknownSession,
+)
 from ctxledger.events import (
+    CallIdRepairEntry,
     CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
@@ -30,6 +39,7 @@ from ctxledger.events import (
     SessionReason,
     SessionStarted,
     SystemPromptSet,
+    ToolCallIdsRepaired,
     ToolOutputPersisted,
     ToolsDeclared,
     UsageReported,
@@ -39,9 +49,19 @@ from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
-from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.eventstore.opening import open_store
+from ctxledger.ledger.anchor import advance_anchor, head_of
+from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON, CallLedger, tool_call_ids, validate_messages
+from ctxledger.limits import check_context_length
+from ctxledger.messages import (
+    JSON,
+    CallIdRepair,
+    CallLedger,
+    repair_call_ids,
+    tool_call_ids,
+    validate_messages,
+)
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -51,7 +71,7 @@ from ctxledger.projections import (
     TranscriptProjection,
 )
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
-from ctxledger.usage import normalize_usage
+from ctxledger.usage import NO_USAGE, normalize_usage
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
 DECISION_EVENTS = (
@@ -63,14 +83,17 @@ DECISION_EVENTS = (
 )
 
 
-def default_db_path() -> Path:
-    """``$CTXLEDGER_DB``, else ``ctxledger.db`` in the user's data directory."""
+_log = logging.getLogger("ctxledger")
+
+
+def default_db_path() -> str:
+    """``$CTXLEDGER_DB`` (a path or a URL), else ``ctxledger.db`` in the user's data directory."""
     env = os.environ.get("CTXLEDGER_DB")
     if env:
-        return Path(env)
+        return env  # a str: Path() would collapse a URL's "//"
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db"
+    return str(Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db")
 
 
 class Ledger:
@@ -93,6 +116,8 @@ class Ledger:
         self._calls: dict[str, tuple[int, CallLedger]] = {}
         # the store's change token and the projector's position at the last fold
         self._seen: tuple[object, int] | None = None
+        #: whether this ledger appended anything (its close then seals the head anchor)
+        self._appended = False
 
     @classmethod
     def open(
@@ -104,14 +129,41 @@ class Ledger:
         config: CompressionConfig | None = None,
         durability: Durability = "full",
     ) -> Ledger:
-        """Open (creating if needed) a SQLite ledger file and fold it."""
-        # the store creates missing parent folders itself, private (0700)
-        target = Path(path) if path is not None else default_db_path()
-        store = SQLiteEventStore(target, durability=durability)
+        """Open (creating if needed) a ledger and fold it: a SQLite file path, or a
+        ``postgresql://`` URL (see :func:`ctxledger.eventstore.open_store`).
+
+        Without `config`, the settings are resolved as everywhere else: defaults < the
+        config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
+        directory) < ``CTXLEDGER_<KEY>`` variables (``compressor.settings.resolve_config``).
+        A `config` given here is an argument: it wins as a whole.
+        """
+        if config is None:
+            config = resolve_config().config
+        # a SQLite store creates missing parent folders itself, private (0700)
+        store = open_store(path if path is not None else default_db_path(), durability=durability)
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:
+        """Seal the head anchor (if this ledger appended to a file), then close the store."""
+        if self._appended:
+            self._appended = False
+            self.seal_head()
         self.store.close()
+
+    def seal_head(self) -> bool:
+        """Advance the sealed head anchor beside the ledger file to the log's last event.
+
+        Best effort: an in-memory store, a closed one or an unwritable folder seal
+        nothing (False). See :mod:`ctxledger.ledger.anchor`.
+        """
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or path == ":memory:":
+            return False
+        try:
+            head = head_of(self.store)
+            return head is not None and advance_anchor(path, *head)
+        except (OSError, CtxLedgerError):
+            return False
 
     def __enter__(self) -> Ledger:
         return self
@@ -161,6 +213,7 @@ class Ledger:
             self._check_references(request)
         try:
             self.store.append_many(requests, blobs)
+            self._appended = True
         finally:
             self.refresh()
 
@@ -204,12 +257,15 @@ class Ledger:
         )
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string")
-        ctx = spec.context_length or self.config.context_length
-        if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 1024:
+        ctx = spec.context_length  # 0 is out of range, not a request for the default
+        if ctx is None:
+            ctx = self.config.context_length
+        if ctx is None:
             raise InvalidInput(
-                f"context_length must be an integer ≥ 1024 (got {ctx!r}); pass --context-length "
+                "context_length must be an integer ≥ 1024 (got None); pass --context-length "
                 "or set context_length in the config"
             )
+        ctx = check_context_length(ctx)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise InvalidInput("system_prompt must be a string")
         tool_list: list[JSON] = []
@@ -307,14 +363,61 @@ class Ledger:
         if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
             n, ledger = 0, CallLedger()
         stored = self.transcript.stored
+        renames = self.transcript.state.call_renames  # repaired re-used ids: new -> original
         for mid in live[n:]:
             msg = stored(mid).message
             if msg.get("role") == "assistant":
-                ledger.issued.update(tool_call_ids(msg))
+                for call_id in tool_call_ids(msg):
+                    ledger.issued.add(call_id)
+                    if call_id in renames:  # its result may still come under the old id
+                        ledger.renamed[renames[call_id]] = call_id
             elif msg.get("role") == "tool":
-                ledger.answered.add(str(msg.get("tool_call_id")))
+                call_id = str(msg.get("tool_call_id"))
+                ledger.answered.add(call_id)
+                original = renames.get(call_id)
+                if original is not None and ledger.renamed.get(original) == call_id:
+                    ledger.renamed[original] = None
         self._calls[session_id] = (len(live), ledger)
         return ledger
+
+    def check_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[JSON], list[CallIdRepair]]:
+        """The one validation policy: repair re-used tool-call ids, then validate (pure).
+
+        Returns the messages as they will be stored and the repairs made; raises
+        InvalidMessage naming the first problem that is not a re-used id.
+        """
+        self.live_session(session_id)
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInput("messages must be a list of message objects")
+        calls = self.call_ledger(session_id)
+        repaired, repairs = repair_call_ids(list(messages), calls, lambda i, j: self.ids("call"))
+        return validate_messages(repaired, calls), repairs
+
+    def repair_event(
+        self,
+        session_id: str,
+        repairs: Sequence[CallIdRepair],
+        message_ids: Sequence[str],
+        source: str = "append",
+    ) -> ToolCallIdsRepaired:
+        """The event recording `repairs` of a batch whose messages got `message_ids`; logged."""
+        for r in repairs:
+            _log.warning("session %s: %s", session_id, r.describe())
+        return ToolCallIdsRepaired(
+            **self.event_fields(session_id),
+            repairs=[
+                CallIdRepairEntry(
+                    message_id=message_ids[r.index],
+                    call_index=r.call_index,
+                    original=r.original,
+                    replacement=r.replacement,
+                )
+                for r in repairs
+            ],
+            source=source,  # type: ignore[arg-type]
+        )
 
     def append_messages(
         self,
@@ -324,17 +427,20 @@ class Ledger:
         extra_events: Sequence[Event] = (),
         message_ids: Sequence[str] | None = None,
         blobs: Mapping[str, bytes] | None = None,
+        repairs: Sequence[CallIdRepair] = (),
     ) -> list[str]:
         """Validate and append messages (all or nothing). Returns their new message ids.
 
         ``extra_events`` and ``blobs`` go into the same atomic append (e.g. a tool output
         persisted out of the context); ``message_ids`` lets the caller reserve the ids
-        those events refer to.
+        those events refer to. Re-used tool-call ids are repaired (see
+        :meth:`check_messages`), logged as warnings and recorded as a
+        ``ToolCallIdsRepaired`` event in the same append; ``repairs`` are those a caller
+        already made with :meth:`check_messages` on these messages.
         """
         view = self.live_session(session_id)
-        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
-            raise InvalidInput("messages must be a list of message objects")
-        validated = validate_messages(list(messages), self.call_ledger(session_id))
+        validated, repaired = self.check_messages(session_id, messages)
+        repairs = [*repairs, *repaired]
         counts = count_messages(validated, view.encoding) if validated else []
         events: list[Event] = []
         ids: list[str] = []
@@ -354,6 +460,8 @@ class Ledger:
                     encoding=view.encoding,
                 )
             )
+        if repairs:
+            events.append(self.repair_event(session_id, repairs, ids))
         events.extend(extra_events)
         if events:
             self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
@@ -362,34 +470,42 @@ class Ledger:
     def report_usage(
         self,
         session_id: str,
-        raw: Mapping[str, Any],
+        raw: Mapping[str, Any] | None,
         *,
         shape: str | None = None,
         model: str | None = None,
         purpose: str = "agent",
         cost_usd: float | None = None,
     ) -> UsageReported:
-        """Record a provider usage report (normalized per HERMES_SPEC §5)."""
+        """Record a provider usage report (normalized per HERMES_SPEC §5).
+
+        A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
+        reported" (shape ``none``) with the ledger's estimate of the prompt it answered.
+        """
         self.transcript.session(session_id)
         if purpose not in ("agent", "summarizer"):
             raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
         found_shape, usage = normalize_usage(raw, shape)
+        unreported = found_shape == NO_USAGE
         event = UsageReported(
             **self.event_fields(session_id),
-            raw=dict(raw),
+            raw=dict(raw) if raw is not None else {},
             shape=found_shape,
             usage=usage,
             model=model,
             purpose=purpose,  # type: ignore[arg-type]
             cost_usd=cost_usd,
+            # no usage reported: the prompt it answered, as estimated (HERMES_SPEC §2 preflight)
+            estimated_prompt_tokens=self.transcript.total_tokens(session_id)
+            if unreported
+            else None,
         )
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return event
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
         view = self.live_session(session_id)
-        if not isinstance(context_length, int) or context_length < 1024:
-            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+        context_length = check_context_length(context_length)
         event = ModelSwitched(
             **self.event_fields(session_id),
             model=model,
@@ -402,14 +518,7 @@ class Ledger:
     def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
         view = self.live_session(session_id)
-        if (
-            not isinstance(context_length, int)
-            or isinstance(context_length, bool)
-            or context_length < 1024
-        ):
-            raise InvalidInput(
-                f"a learned context length must be an integer ≥ 1024, got {context_length!r}"
-            )
+        context_length = check_context_length(context_length, "a learned context length")
         if context_length >= view.context_length:
             return False
         event = ContextLimitLearned(
@@ -429,6 +538,11 @@ class Ledger:
             )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
+
+    def resolve_message(self, session_id: str, ref: str | int) -> str:
+        """A live message's id from its id, the short id ``show`` prints, or its index
+        (see :func:`ctxledger.ledger.refs.resolve_message`)."""
+        return resolve_message(self.transcript.session(session_id), ref)
 
     def end_session(self, session_id: str, reason: str = "closed") -> None:
         self.live_session(session_id)

@@ -4,32 +4,65 @@ All sessions of one import are validated first and appended in one transaction, 
 a bad file imports nothing. A parent/child pair whose parent ended with reason
 ``compression`` becomes a compression chain (the child starts with reason
 ``compression``), so chain, replay and audit commands work on imported history.
+
+When the child holds the source agent's own summary (the format marks it, or its
+wording gives it away), the compaction is recorded as one: the parent ends with a
+``SummaryGenerated(imported=True)`` (the summary text and the parent messages it
+replaced) and a ``SessionSwitched(trigger="import")`` whose layout carries the
+parent messages the source kept verbatim by id. ``audit`` then measures what the
+*source agent* lost; ``replay --verify`` does not re-plan it (ctxledger did not plan it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import (
     Event,
+    LayoutEntry,
     MessageAppended,
     SessionEnded,
     SessionReason,
+    SessionSwitched,
+    SummaryGenerated,
     UsageReported,
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import validate_messages
-from ctxledger.tokens import DEFAULT_ENCODING, count_messages
+from ctxledger.messages import JSON, content_text, validate_messages
+from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages
 from ctxledger.usage import normalize_usage
 
 #: used when neither the file, nor the command line, nor the config says
 DEFAULT_CONTEXT_LENGTH = 128_000
 DEFAULT_MODEL = "unknown"
+#: how source agents open the message that holds their summary (our own prefixes aside)
+SOURCE_SUMMARY_OPENERS: tuple[str, ...] = (
+    "This session is being continued from a previous conversation",
+    "[CONTEXT COMPACTION]",
+    "[CONTEXT SUMMARY]:",
+    "Another language model started to solve this problem",
+)
+
+
+@dataclass
+class _Imported:
+    """One session as it is being turned into events."""
+
+    sid: str
+    session: ImportedSession
+    events: list[Event]
+    messages: list[JSON] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    message_ids: list[str] = field(default_factory=list)
+    system_tokens: int = 0
 
 
 def _ordered(sessions: Sequence[ImportedSession]) -> list[ImportedSession]:
@@ -68,14 +101,16 @@ def import_sessions(
     ordered = _ordered(sessions)
     keys = {s.key: ledger.ids("ses") for s in ordered}
     compressed = {s.key for s in ordered if s.end_reason == "compression"}
-    requests: list[AppendRequest] = []
+    done: dict[str, _Imported] = {}
     for s in ordered:
         try:
-            events = _events(ledger, s, keys, compressed, model, context_length, encoding)
+            parent = done.get(s.parent_key or "") if s.parent_key in compressed else None
+            done[s.key] = _events(
+                ledger, s, keys, compressed, parent, (model, context_length, encoding)
+            )
         except InvalidInput as exc:  # say which conversation of the file is bad
             raise type(exc)(f"session {s.key!r}: {exc}") from exc
-        requests.append(AppendRequest(keys[s.key], events, 0))
-    ledger.append(requests)
+    ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
     return [keys[s.key] for s in ordered]
 
 
@@ -84,58 +119,210 @@ def _events(
     s: ImportedSession,
     keys: dict[str, str],
     compressed: set[str],
-    model: str | None,
-    context_length: int | None,
-    encoding: str,
-) -> list[Event]:
+    parent: _Imported | None,
+    overrides: tuple[str | None, int | None, str],
+) -> _Imported:
+    model, context_length, encoding = overrides
     sid = keys[s.key]
     messages = validate_messages(s.messages)
     ctx = (
         context_length or s.context_length or ledger.config.context_length or DEFAULT_CONTEXT_LENGTH
     )
-    parent = keys.get(s.parent_key or "")
+    parent_sid = keys.get(s.parent_key or "")
 
     def base() -> dict[str, Any]:
         return ledger.event_fields(sid)
 
     reason: SessionReason = (
         "compression"
-        if parent and s.parent_key in compressed
-        else ("branch" if parent else "import")
+        if parent_sid and s.parent_key in compressed
+        else ("branch" if parent_sid else "import")
     )
+    tokens = count_messages(messages, encoding) if messages else []
+    compaction = _compaction(ledger, s, parent, messages, tokens, sid) if parent else None
+    layout = compaction[1] if compaction is not None else []
     spec = SessionSpec(
         model=model or s.model or DEFAULT_MODEL,
         context_length=ctx,
         system_prompt=s.system_prompt,
         tools=s.tools,
-        parent_session_id=parent,
+        parent_session_id=parent_sid,
         reason=reason,
         title=s.title,
         source=f"{s.source_format}:{s.key}",
         encoding=encoding,
     )
     events = ledger.start_events(sid, spec)
+    if compaction is not None:
+        events[0] = msgspec.structs.replace(events[0], compaction_id=compaction[0])
+    out = _Imported(sid, s, events, messages, tokens)
+    out.system_tokens = (
+        count_message({"role": "system", "content": s.system_prompt}, encoding)
+        if s.system_prompt
+        else 0
+    )
+    skip = len(layout)
     usages: dict[int, list[UsageReported]] = {}
     for u in s.usages:
         shape, usage = normalize_usage(u.raw, u.shape)
-        usages.setdefault(u.after_index, []).append(
+        usages.setdefault(max(u.after_index, skip - 1), []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )
-    for i, (msg, tokens) in enumerate(
-        zip(messages, count_messages(messages, encoding) if messages else [], strict=True)
-    ):
+    if skip:
+        events.extend(usages.pop(skip - 1, []))
+        out.message_ids = [e.message_id for e in layout]
+    for i, (msg, count) in enumerate(zip(messages, tokens, strict=True)):
+        if i < skip:
+            continue
+        mid = ledger.ids("msg")
+        out.message_ids.append(mid)
         events.append(
-            MessageAppended(
-                **base(),
-                message_id=ledger.ids("msg"),
-                message=msg,
-                tokens=tokens,
-                encoding=encoding,
-            )
+            MessageAppended(**base(), message_id=mid, message=msg, tokens=count, encoding=encoding)
         )
         events.extend(usages.pop(i, []))
     for rest in usages.values():
         events.extend(rest)
+    # the importer's repairs of re-used tool-call ids, as the ledger records them (those
+    # in messages carried from the parent were recorded with the parent)
+    repairs = [r for r in s.repairs if r.index >= skip]
+    if repairs:
+        events.append(ledger.repair_event(sid, repairs, out.message_ids, source="import"))
     if s.end_reason is not None:
         events.append(SessionEnded(**base(), reason=s.end_reason))
-    return events
+    return out
+
+
+# --------------------------------------------------------------------------- imported compactions
+
+
+def _key(message: JSON) -> bytes:
+    fields = ("role", "content", "tool_calls", "tool_call_id")
+    return msgspec.json.encode({k: message.get(k) for k in fields})
+
+
+def _summary_index(s: ImportedSession, messages: list[JSON]) -> int | None:
+    """The child message holding the source agent's summary: as the format says, else by wording."""
+    if s.summary_index is not None and 0 <= s.summary_index < len(messages):
+        return s.summary_index
+    from ctxledger.compressor.markers import LEGACY_PREFIXES, summary_prefix
+
+    openers = (*SOURCE_SUMMARY_OPENERS, summary_prefix(), *LEGACY_PREFIXES)
+    for i, message in enumerate(messages[:50]):
+        if message.get("role") in ("user", "assistant") and content_text(
+            message
+        ).lstrip().startswith(openers):
+            return i
+    return None
+
+
+def _compaction(
+    ledger: Ledger,
+    s: ImportedSession,
+    parent: _Imported,
+    messages: list[JSON],
+    tokens: list[int],
+    sid: str,
+) -> tuple[str, list[LayoutEntry]] | None:
+    """Record the source agent's compaction on the parent (summary + switch): (id, layout), or None.
+
+    The continuation's layout is its messages up to the summary and the run of parent
+    messages right after it: a message equal to an unused parent message is carried by
+    id, the summary message is new (``summary``), anything else the source rewrote is
+    new as well (``stripped``: the parent's message in another form). The parent
+    messages not carried are the span the summary replaced.
+    """
+    index = _summary_index(s, messages)
+    if index is None:
+        parent.session.warnings.append(
+            "the continuation holds no recognisable summary: recorded as a plain continuation"
+        )
+        return None
+    by_key: dict[bytes, list[int]] = {}
+    for j, message in enumerate(parent.messages):
+        by_key.setdefault(_key(message), []).append(j)
+    end = index + 1
+    while end < len(messages) and by_key.get(_key(messages[end])):
+        end += 1
+    used: set[int] = set()
+    layout: list[LayoutEntry] = []
+    for i in range(end):
+        match = next((j for j in by_key.get(_key(messages[i]), []) if j not in used), None)
+        if i != index and match is not None:
+            used.add(match)
+            layout.append(
+                LayoutEntry(
+                    message_id=parent.message_ids[match],
+                    origin="carried",
+                    tokens=parent.tokens[match],
+                )
+            )
+        else:
+            layout.append(
+                LayoutEntry(
+                    message_id=ledger.ids("msg"),
+                    origin="summary" if i == index else "stripped",
+                    message=messages[i],
+                    tokens=tokens[i],
+                )
+            )
+    cid = ledger.ids("cmp")
+    text = s.summary_text or content_text(messages[index])
+    replaced = [mid for j, mid in enumerate(parent.message_ids) if j not in used]
+    _end_with_switch(ledger, parent, s, cid, sid, text, replaced, layout)
+    return cid, layout
+
+
+def _end_with_switch(
+    ledger: Ledger,
+    parent: _Imported,
+    child: ImportedSession,
+    cid: str,
+    new_sid: str,
+    text: str,
+    replaced: list[str],
+    layout: list[LayoutEntry],
+) -> None:
+    """Replace the parent's ``SessionEnded`` by the imported compaction's two events."""
+    psid = parent.sid
+    if parent.events and isinstance(parent.events[-1], SessionEnded):
+        parent.events.pop()
+    fmt = child.source_format
+    parent.events.append(
+        SummaryGenerated(
+            **ledger.event_fields(psid),
+            compaction_id=cid,
+            summarizer=f"imported:{fmt}",
+            model=child.model,
+            prompt_hash="",
+            input_message_ids=replaced,
+            budget_tokens=0,
+            text=text,
+            imported=True,
+        )
+    )
+    system_tokens = (
+        count_message({"role": "system", "content": child.system_prompt}, DEFAULT_ENCODING)
+        if child.system_prompt
+        else 0
+    )
+    parent.events.append(
+        SessionSwitched(
+            **ledger.event_fields(psid),
+            compaction_id=cid,
+            new_session_id=new_sid,
+            trigger="import",
+            system_prompt=child.system_prompt,
+            system_prompt_tokens=system_tokens,
+            layout=layout,
+            plan={
+                "imported": fmt,
+                "replaced": len(replaced),
+                "carried": sum(1 for e in layout if e.origin == "carried"),
+            },
+            config={},
+            tokens_before=parent.system_tokens + sum(parent.tokens),
+            tokens_after=system_tokens + sum(e.tokens for e in layout),
+            messages_before=len(parent.messages) + (1 if parent.session.system_prompt else 0),
+            messages_after=len(layout) + (1 if child.system_prompt else 0),
+        )
+    )

@@ -3,7 +3,9 @@
 Agent calls and summarizer calls are kept apart (a summarizer's tokens must not be
 read as the agent's prompt size). ``last_prompt_tokens`` is the provider's real
 prompt count (input + cache read + cache write) of the session's latest agent call,
-which the in-loop trigger uses.
+which the in-loop trigger uses. A response that reported no usage counts as a call
+(``agent_calls_without_usage`` too) and leaves no real prompt count behind: the
+latest one is unknown, so the hygiene check falls back to the estimate.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class SessionUsage(msgspec.Struct, kw_only=True):
     last_prompt_tokens: int | None = None
     cost_usd: float = 0.0
     cost_known: bool = True
+    agent_calls_without_usage: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -30,6 +33,7 @@ class SessionUsage(msgspec.Struct, kw_only=True):
             "agent_calls": self.agent_calls,
             "summarizer_calls": self.summarizer_calls,
             "last_prompt_tokens": self.last_prompt_tokens,
+            "agent_calls_without_usage": self.agent_calls_without_usage,
             "cost_usd": round(self.cost_usd, 6) if self.cost_known else None,
         }
 
@@ -60,7 +64,11 @@ class AccountingProjection:
         else:
             acc.agent = acc.agent + e.usage
             acc.agent_calls += 1
-            acc.last_prompt_tokens = e.usage.prompt
+            if e.reported:
+                acc.last_prompt_tokens = e.usage.prompt
+            else:
+                acc.agent_calls_without_usage += 1
+                acc.last_prompt_tokens = None
         if e.cost_usd is None:
             acc.cost_known = acc.cost_known and e.usage.total == 0
         else:
@@ -77,6 +85,7 @@ class AccountingProjection:
             total.agent = total.agent + acc.agent
             total.summarizer = total.summarizer + acc.summarizer
             total.agent_calls += acc.agent_calls
+            total.agent_calls_without_usage += acc.agent_calls_without_usage
             total.summarizer_calls += acc.summarizer_calls
             total.cost_usd += acc.cost_usd
             total.cost_known = total.cost_known and acc.cost_known

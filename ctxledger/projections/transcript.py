@@ -23,6 +23,7 @@ from ctxledger.events import (
     SessionStarted,
     SessionSwitched,
     SystemPromptSet,
+    ToolCallIdsRepaired,
     ToolOutputPersisted,
     ToolsDeclared,
 )
@@ -75,6 +76,8 @@ class TranscriptState(msgspec.Struct, kw_only=True):
     shown: dict[str, StoredMessage] = msgspec.field(default_factory=dict)
     #: continuation layouts waiting for their SessionStarted (same atomic append)
     pending: dict[str, SessionSwitched] = msgspec.field(default_factory=dict)
+    #: repaired re-used tool-call ids: replacement -> the id the source had sent
+    call_renames: dict[str, str] = msgspec.field(default_factory=dict)
     last_seq: int = 0
 
 
@@ -99,6 +102,7 @@ class TranscriptProjection:
             ModelSwitched: self._model,
             ContextLimitLearned: self._limit,
             MessagePinned: self._pinned,
+            ToolCallIdsRepaired: self._repaired,
         }
 
     # --- folding -------------------------------------------------------------------
@@ -245,6 +249,12 @@ class TranscriptProjection:
     def _limit(self, seq: int, e: Event) -> None:
         assert isinstance(e, ContextLimitLearned)
         self.state.sessions[e.session_id].context_length = e.context_length
+
+    def _repaired(self, seq: int, e: Event) -> None:
+        assert isinstance(e, ToolCallIdsRepaired)
+        for entry in e.repairs:
+            if entry.call_index is not None:
+                self.state.call_renames[entry.replacement] = entry.original
 
     def _pinned(self, seq: int, e: Event) -> None:
         assert isinstance(e, MessagePinned)

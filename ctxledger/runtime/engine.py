@@ -83,10 +83,11 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
 def _after_usage(
     state: RuntimeState, event: UsageReported, config: CompressionConfig
 ) -> RuntimeState:
-    if event.purpose != "agent" or state.context_length < 1:
+    prompt = event.prompt_tokens  # the estimate when the response reported no usage
+    if event.purpose != "agent" or state.context_length < 1 or prompt is None:
         return state
     threshold = max(1, config.threshold_tokens(state.context_length))
-    anti = state.anti.after_real_prompt(event.usage.prompt, threshold, state.first_after_compaction)
+    anti = state.anti.after_real_prompt(prompt, threshold, state.first_after_compaction)
     return msgspec.structs.replace(state, anti=anti, first_after_compaction=False)
 
 
@@ -115,7 +116,11 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
     replace = msgspec.structs.replace
     if isinstance(event, UsageReported):
         return _after_usage(state, event, config)
-    if isinstance(event, SessionStarted | ModelSwitched | ContextLimitLearned):
+    if isinstance(event, ModelSwitched):
+        # a new model (or window) is a fresh start for the guards: strikes and the
+        # fallback streak judged the old one, so a chain it blocked is unblocked
+        return replace(state, context_length=event.context_length, anti=AntiThrash())
+    if isinstance(event, SessionStarted | ContextLimitLearned):
         return replace(state, context_length=event.context_length)
     if isinstance(event, SummaryGenerated):
         return replace(state, last_fallback=event.fallback)
@@ -296,6 +301,7 @@ class BuiltinEngine:
             config=self.config,
             focus=focus,
             trigger=trigger,
+            record_abort=False,  # the service records the abort with its cooldown
         )
 
     def on_session_start(self, session_id: str) -> None:

@@ -48,6 +48,10 @@ _HAYSTACK_CHARS = 20_000
 _MAX_DEPTH = 6
 _TEXT_KEYS = frozenset({"message", "raw", "detail", "error", "msg", "error_message", "description"})
 _CODE_KEYS = frozenset({"code", "type", "error_type", "status"})
+#: numeric fields some servers add to an overflow error (llama.cpp: n_ctx, n_prompt_tokens)
+_NUMBER_KEYS = frozenset({"n_ctx", "n_prompt_tokens"})
+#: the output cap is lowered to this many tokens below what the provider says is left
+OUTPUT_SAFETY_MARGIN: Final = 64
 
 _SUGGESTION = (
     "Start a new session, or run a manual /compress (optionally with a focus topic) and try again."
@@ -59,13 +63,17 @@ class ProviderErrorClass(msgspec.Struct, frozen=True, kw_only=True):
 
     ``context_limit`` is the window the provider stated (only values in
     1,024-10,000,000 are kept); ``available_output_tokens`` the output budget the
-    message implies for max-tokens errors; ``evidence`` the excerpt that decided.
+    message implies for max-tokens errors; ``output_is_ceiling`` says that figure is
+    the model's own output maximum ("supports at most N completion tokens"), exact and
+    independent of the prompt, rather than what the window has left after it;
+    ``evidence`` the excerpt that decided.
     """
 
     kind: ErrorKind
     status: int | None = None
     context_limit: int | None = None
     available_output_tokens: int | None = None
+    output_is_ceiling: bool = False
     prompt_tokens: int | None = None
     requested_output_tokens: int | None = None
     evidence: str = ""
@@ -99,7 +107,7 @@ def _maybe_json(text: str) -> Any:
         return None
     try:
         return msgspec.json.decode(stripped)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
 
 
@@ -125,6 +133,8 @@ def _walk(node: Any, depth: int) -> Iterator[tuple[str, str]]:
                     yield "code", value.lower()
             elif isinstance(value, Mapping | list):
                 yield from _walk(value, depth + 1)
+            elif lowered in _NUMBER_KEYS and isinstance(value, int) and not isinstance(value, bool):
+                yield "text", f"{lowered}: {value}"
     elif isinstance(node, list):
         for item in node:
             yield from _walk(item, depth + 1)
@@ -132,13 +142,21 @@ def _walk(node: Any, depth: int) -> Iterator[tuple[str, str]]:
         yield "text", node
 
 
-def _read_body(body: str | bytes | Mapping[str, Any] | None) -> tuple[str, frozenset[str]]:
-    """The body's human-readable text (one haystack) and its error codes."""
+def _read_body(body: Any) -> tuple[str, frozenset[str]]:
+    """The body's human-readable text (one haystack) and its error codes.
+
+    Any shape: text, bytes, a decoded object, a list, a number, null.
+    """
     if body is None:
         return "", frozenset()
     if isinstance(body, bytes | bytearray):
         body = bytes(body).decode("utf-8", errors="replace")
-    decoded: Any = body if isinstance(body, Mapping) else _maybe_json(body)
+    if isinstance(body, Mapping | list | tuple):
+        decoded: Any = list(body) if isinstance(body, tuple) else body
+    elif isinstance(body, str):
+        decoded = _maybe_json(body)
+    else:  # a number, a bool, anything else: its text is all there is
+        return str(body)[:_HAYSTACK_CHARS], frozenset()
     if decoded is None:
         return str(body)[:_HAYSTACK_CHARS], frozenset()
     texts: list[str] = []
@@ -172,10 +190,17 @@ def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(expanded, re.IGNORECASE)
 
 
+#: how a figure follows its name: "max_model_len 32768", ": 32768", "=32768", "(32768)",
+#: "is 32768", "of 32768"
+_DELIM = r"(?:\s*[:=]\s*|\s*\(\s*|\s+(?:is|of)\s+\(?|\s+)"
+
+
 @dataclass(frozen=True)
 class _Rule:
     signal: Literal["output", "prompt", "fact"]
     pattern: re.Pattern[str]
+    #: the figure it states is the model's own output ceiling, not what the window has left
+    ceiling: bool = False
 
 
 #: Ordered: the first rule to state a fact wins it. "output" rules are evidence that
@@ -192,10 +217,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "output",
         _rx(
-            r"max_tokens:?\s*{requested}\s*>\s*context_window:?\s*{limit}\s*-\s*input_tokens:?\s*{prompt}\s*=\s*available_tokens:?\s*{available:S}"
+            r"max_tokens\s*:?\s*{requested}\s*>\s*context_window\s*:?\s*{limit}\s*-\s*input_tokens\s*:?\s*{prompt}\s*=\s*available_tokens\s*:?\s*{available:S}"
         ),
     ),
-    _Rule("output", _rx(r"available_tokens:?\s*{available:S}")),
+    _Rule("output", _rx(r"available_tokens\s*[:=]?\s*{available:S}")),
     # OpenAI: the model's own output ceiling
     _Rule(
         "output",
@@ -203,7 +228,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"max_(?:completion_|new_)?tokens\W*(?:or\W+max_completion_tokens\W*)?is too large:\s*{requested}"
         ),
     ),
-    _Rule("output", _rx(r"supports at most {available} completion tokens")),
+    _Rule("output", _rx(r"supports at most {available} completion tokens"), ceiling=True),
     # vLLM / older OpenAI: "(31000 in the messages, 2000 in the completion)"
     # (OpenRouter says "(140000 of text input, 10000 in the output)")
     _Rule(
@@ -227,9 +252,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
     ),
     # DashScope / Qwen, Groq and friends: a plain output range
-    _Rule("output", _rx(r"range of max_tokens should be \[\s*1\s*,\s*{available}\s*\]")),
     _Rule(
-        "output", _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}")
+        "output", _rx(r"range of max_tokens should be \[\s*1\s*,\s*{available}\s*\]"), ceiling=True
+    ),
+    _Rule(
+        "output",
+        _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}"),
+        ceiling=True,
     ),
     # input overflow, with numbers
     _Rule(
@@ -251,7 +280,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"prompt contains {prompt} tokens(?: and \d+ draft tokens)?,? too large for model with {limit} maximum context length"
         ),
     ),
-    _Rule("prompt", _rx(r"maximum context length (?:is|of) {limit}(?: tokens)?")),
+    _Rule("prompt", _rx(r"maximum context length" + _DELIM + r"{limit}(?: tokens)?")),
+    # llama.cpp / Ollama / LM Studio / vLLM wordings that state the window
+    _Rule("prompt", _rx(r"maximum context size" + _DELIM + r"{limit}")),
+    _Rule("prompt", _rx(r"context window of {limit} tokens")),
+    _Rule("prompt", _rx(r"max_model_len" + _DELIM + r"{limit}")),
+    _Rule("prompt", _rx(r"maximum model length" + _DELIM + r"{limit}")),
+    _Rule("prompt", _rx(r"最大(?:上下文)?长度(?:为|是|:|：)?\s*{limit}")),
     _Rule("prompt", _rx(r"loaded with (?:a )?context length of (?:only )?{limit}")),
     _Rule("prompt", _rx(r"range of input length should be \[\s*1\s*,\s*{limit}\s*\]")),
     # numbers only
@@ -260,13 +295,24 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _rx(r"(?:messages?|request|prompt) (?:has|have|resulted in) {prompt} (?:input )?tokens"),
     ),
     _Rule("fact", _rx(r"context (?:window|length|size) (?:is|of) {limit} tokens")),
+    _Rule("fact", _rx(r"n_ctx: {limit}")),
+    _Rule("fact", _rx(r"n_prompt_tokens: {prompt}")),
+    _Rule("fact", _rx(r"prompt \(length {prompt}\)")),
 )
 
 _GENERIC_PROMPT = re.compile(
     r"context_length_exceeded|context length exceeded|prompt is too long|input is too long"
     r"|exceeds? (?:the )?(?:model'?s? )?(?:maximum |available )?context (?:window|length|size|limit)"
     r"|too many (?:input )?tokens|reduce the length of the (?:messages|input|prompt)"
-    r"|context window (?:is )?(?:full|exceeded)|maximum context length",
+    r"|context window (?:is )?(?:full|exceeded)|maximum context length"
+    # llama.cpp server / Ollama / LM Studio / vLLM
+    r"|context (?:size|window|length) (?:has been |was |is )?exceeded|maximum context size"
+    r"|context window of [\d,]+ tokens|context length\b[^.\n]{0,80}?\bexceeded"
+    r"|max_model_len|maximum model length|\bslot\b[^\n]{0,120}?\bcontext\b[^\n]{0,120}?not enough space"
+    r"|not enough space in (?:the )?(?:context|kv cache)"
+    # Chinese "exceeds the maximum (context) length" wordings
+    r"|超过最大长度限制|超(?:过|出)了?[^，。,.\n]{0,16}?(?:最大|上下文)[^，。,.\n]{0,8}?(?:长度|限制|token|令牌|窗口)"
+    r"|(?:上下文|输入)(?:长度|窗口)[^，。,.\n]{0,6}?(?:超过|超出|超限)",
     re.IGNORECASE,
 )
 _RATE_TEXT = re.compile(
@@ -302,6 +348,7 @@ class _Facts:
     prompt: int | None = None
     requested: int | None = None
     available: int | None = None
+    available_is_ceiling: bool = False
     output_evidence: str | None = None
     prompt_evidence: str | None = None
 
@@ -319,6 +366,8 @@ def _gather(haystack: str) -> _Facts:
         for name, value in match.groupdict().items():
             if value is not None and getattr(facts, name) is None:
                 setattr(facts, name, _number(value))
+                if name == "available":
+                    facts.available_is_ceiling = rule.ceiling
         excerpt = match.group(0)[:_EVIDENCE_CHARS]
         if rule.signal == "output" and facts.output_evidence is None:
             facts.output_evidence = excerpt
@@ -349,6 +398,7 @@ def _from_facts(facts: _Facts, status: int | None, message: str) -> ProviderErro
             status=status,
             context_limit=_learnable(facts.limit),
             available_output_tokens=available,
+            output_is_ceiling=facts.available is not None and facts.available_is_ceiling,
             prompt_tokens=facts.prompt,
             requested_output_tokens=facts.requested,
             evidence=facts.output_evidence,
@@ -391,13 +441,14 @@ def _by_status_and_text(
     return "other", text[:_EVIDENCE_CHARS]
 
 
-def classify_provider_error(
-    status: int | None, body: str | bytes | Mapping[str, Any] | None
-) -> ProviderErrorClass:
+def classify_provider_error(status: int | None, body: Any) -> ProviderErrorClass:
     """Classify a failed model call from its HTTP status and response body.
 
-    ``body`` may be the raw text, bytes, or decoded JSON (nested ``error.message`` and
-    OpenRouter's ``error.metadata.raw`` are read). Never raises on odd bodies.
+    ``body`` may be the raw text, bytes, or decoded JSON of any shape (an object, a
+    list, a number, null; nested ``error.message`` and OpenRouter's
+    ``error.metadata.raw`` are read). Never raises on odd bodies. The overflow
+    wordings of real servers count whatever the status (a proxy may turn the
+    server's 400 into a 500 or 502).
     """
     text, codes = _read_body(body)
     message = text[:500]
@@ -405,12 +456,20 @@ def classify_provider_error(
         return ProviderErrorClass(
             kind="auth", status=status, evidence=f"HTTP {status}", message=message
         )
-    decided = _from_facts(_gather(text), status, message)
+    facts = _gather(text)
+    decided = _from_facts(facts, status, message)
     if decided is not None:
         return decided
     kind, evidence = _by_status_and_text(status, text, codes)
+    overflow = kind in ("prompt_too_long", "payload_too_large")
     return ProviderErrorClass(
-        kind=kind, status=status, evidence=evidence[:_EVIDENCE_CHARS], message=message
+        kind=kind,
+        status=status,
+        # numbers stated beside a generic wording (llama.cpp's n_ctx / n_prompt_tokens)
+        context_limit=_learnable(facts.limit) if overflow else None,
+        prompt_tokens=facts.prompt if overflow else None,
+        evidence=evidence[:_EVIDENCE_CHARS],
+        message=message,
     )
 
 
@@ -421,12 +480,21 @@ def _lower_cap(cls: ProviderErrorClass, requested_max_tokens: int | None) -> Rec
     requested = (
         requested_max_tokens if requested_max_tokens is not None else cls.requested_output_tokens
     )
-    cap = cls.available_output_tokens
+    available = cls.available_output_tokens
+    # a margin below what the window has left: providers count their own framing tokens
+    # too; a model's own output ceiling is exact and independent of the prompt
+    margin = 0 if cls.output_is_ceiling else OUTPUT_SAFETY_MARGIN
+    cap = max(1, available - margin) if available is not None else None
     if cap is not None and (requested is None or cap < requested):
+        said = (
+            f"the model's maximum of {available:,}"
+            if cls.output_is_ceiling
+            else f"{margin} below the {available:,} the provider says are left"
+        )
         return RecoveryAction(
             action="lower_max_tokens",
             max_tokens=cap,
-            reason=f"input fits; output cap lowered to the {cap:,} tokens the provider says are left",
+            reason=f"input fits; output cap lowered to {cap:,} tokens ({said})",
         )
     # No usable figure (or one that would not lower anything): halve, so repeated
     # failures shrink the cap geometrically and the retry loop always ends.
@@ -466,6 +534,19 @@ def recovery_action(
     )
 
 
+#: a compression pass makes progress when tokens drop below this share of before
+PROGRESS_RATIO: Final = 0.95
+
+
+def made_progress(tokens_before: int, tokens_after: int, rows_removed: int) -> bool:
+    """HERMES_SPEC §2: rows were removed, or tokens fell below 95 % of before.
+
+    The one rule for preflight passes and overflow retries: a 3 % drop is no progress
+    (the provider would reject the retry the same way).
+    """
+    return rows_removed > 0 or tokens_after < PROGRESS_RATIO * tokens_before
+
+
 class OverflowRecovery:
     """Compress-and-retry bookkeeping for one turn.
 
@@ -500,26 +581,29 @@ class OverflowRecovery:
         return self.attempts
 
     def record_result(self, *, tokens_before: int, tokens_after: int, rows_removed: int) -> None:
-        """Accept a pass that shrank the prompt or removed rows; otherwise give up."""
+        """Accept a pass that made material progress (:func:`made_progress`); else give up."""
         if min(tokens_before, tokens_after, rows_removed) < 0:
             raise InvalidInput("token counts and rows_removed must not be negative")
-        if tokens_after < tokens_before or rows_removed > 0:
+        if made_progress(tokens_before, tokens_after, rows_removed):
             return
         raise ContextOverflowError(
             f"Compression made no progress on attempt {self.attempts} "
-            f"({tokens_before:,} -> {tokens_after:,} tokens, no messages removed), so a retry "
-            f"would be rejected again. {_SUGGESTION}"
+            f"({tokens_before:,} -> {tokens_after:,} tokens, not below {PROGRESS_RATIO:.0%} "
+            f"of before, no messages removed), so a retry would be rejected again. {_SUGGESTION}"
         )
 
 
 __all__ = [
     "MAX_LEARNED_CONTEXT",
     "MIN_LEARNED_CONTEXT",
+    "OUTPUT_SAFETY_MARGIN",
+    "PROGRESS_RATIO",
     "ActionKind",
     "ErrorKind",
     "OverflowRecovery",
     "ProviderErrorClass",
     "RecoveryAction",
     "classify_provider_error",
+    "made_progress",
     "recovery_action",
 ]

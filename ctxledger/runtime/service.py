@@ -19,6 +19,7 @@ continues on the compression tip (or re-plans when only messages were added).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import msgspec
@@ -42,10 +43,12 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.runtime.engine import ContextEngine
+from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
     OverflowRecovery,
     ProviderErrorClass,
     classify_provider_error,
+    made_progress,
     recovery_action,
 )
 from ctxledger.runtime.pressure import hygiene_should_compress, pressure_check
@@ -81,14 +84,17 @@ class ContextService(ServiceCore):
     async def report_usage(
         self,
         session_id: str,
-        raw: Mapping[str, Any],
+        raw: Mapping[str, Any] | None,
         *,
         model: str | None = None,
         cost_usd: float | None = None,
     ) -> TurnResult:
         """Record a provider response's usage (Anthropic, OpenAI chat or Responses shape);
         compress in the loop when the real prompt count (input + cache read + cache
-        write, never output or reasoning) reaches the threshold."""
+        write, never output or reasoning) reaches the threshold.
+
+        A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
+        reported" and judged by the estimate (system + messages + tools schema)."""
         check_usage_report(raw, model, cost_usd)
         sid, event = self._on_tip(
             session_id,
@@ -97,10 +103,15 @@ class ContextService(ServiceCore):
         self.engine.update_from_response(sid, event)
         if event.purpose == "agent":
             self._overflow.pop(self.ledger.chains.root(sid), None)  # the call went through
-        prompt = event.usage.prompt
-        result = await self._auto_compress(
-            sid, "in_loop", prompt, "provider prompt tokens (input + cache read + cache write)"
-        )
+        if event.reported:
+            prompt, source = (
+                event.usage.prompt,
+                "provider prompt tokens (input + cache read + cache write)",
+            )
+        else:
+            prompt = event.estimated_prompt_tokens or 0
+            source = "no usage reported: estimate of system + messages + tools schema"
+        result = await self._auto_compress(sid, "in_loop", prompt, source)
         if result.compressed:
             return result
         # warn only when nothing was compacted now (a compaction re-checks on its continuation)
@@ -129,7 +140,7 @@ class ContextService(ServiceCore):
                 continue  # another writer compacted first: judge its continuation
             after = self.ledger.transcript.total_tokens(sid)
             after_rows = len(self.ledger.transcript.session(sid).live)
-            if after_rows >= rows and after >= 0.95 * tokens:
+            if not made_progress(tokens, after, max(0, rows - after_rows)):
                 reason = f"preflight stopped: pass {attempt} made no progress"
                 details = {
                     "tokens_before": tokens,
@@ -216,7 +227,7 @@ class ContextService(ServiceCore):
         *,
         focus: str | None = None,
     ) -> TurnResult:
-        async with self._lock(requested):
+        async with self._lock(requested), self._lease(requested):
             for attempt in range(1, RACE_RETRIES + 1):
                 sid = self.tip(requested)
                 if sid != requested:
@@ -250,6 +261,15 @@ class ContextService(ServiceCore):
             session_id=self.tip(requested),
             notices=["compaction abandoned: other writers kept changing the session"],
         )
+
+    def _lease(self, session_id: str) -> AbstractAsyncContextManager[bool]:
+        """The cross-process compaction lease of the chain (see :mod:`.lease`): another
+        process compacting it makes this one wait, then find the continuation."""
+        path = getattr(self.ledger.store, "path", None)
+        wait = float(getattr(self.summarizer, "timeout", 120.0)) + 30.0
+        self.ledger.refresh()
+        root = self.ledger.chains.root(session_id)
+        return chain_lease(path if isinstance(path, str) else None, root, wait)
 
     def _cooldown(self, failure_class: FailureClass) -> tuple[type[Event], dict[str, Any]]:
         seconds = self.config.cooldown_for(failure_class)

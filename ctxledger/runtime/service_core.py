@@ -21,6 +21,8 @@ continues on the compression tip (or re-plans when only messages were added).
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -35,6 +37,7 @@ from ctxledger.errors import (
     ConcurrencyError,
     InvalidInput,
     SessionEndedError,
+    UnknownBlob,
 )
 from ctxledger.events import (
     Event,
@@ -43,7 +46,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON, validate_messages
+from ctxledger.messages import JSON, CallIdRepair
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
 from ctxledger.runtime.outputs import PlannedOutput, plan_outputs
@@ -52,6 +55,7 @@ from ctxledger.runtime.overflow import (
 )
 from ctxledger.runtime.service_io import (
     TurnResult,
+    is_int,
     json_safe,
 )
 from ctxledger.runtime.toolbudget import (
@@ -65,8 +69,10 @@ from ctxledger.tokens import count_message
 
 T = TypeVar("T")
 
-#: how often a write is retried after losing a race with another writer
+#: how often a write is retried at once after losing a race with another writer
 RACE_RETRIES = 3
+#: how long a write keeps retrying (with jittered pauses) before ConcurrencyError escapes
+RACE_DEADLINE_SECONDS = 5.0
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -98,9 +104,12 @@ class ServiceCore:
 
     @classmethod
     def open(cls, path: str | Path, **kwargs: Any) -> Self:
-        """Open a SQLite ledger file (created on first use) with the service on top.
+        """Open a ledger (a SQLite file, created on first use, or a ``postgresql://`` URL)
+        with the service on top.
 
         ``clock``, ``ids`` and ``durability`` go to the ledger; the rest to the service.
+        Without ``config=``, the settings are resolved as by the CLI and
+        :meth:`Ledger.open`: defaults < config file < ``CTXLEDGER_<KEY>`` variables.
         """
         ledger_kwargs = {k: kwargs.pop(k) for k in ("clock", "ids", "durability") if k in kwargs}
         return cls(Ledger.open(path, config=kwargs.get("config"), **ledger_kwargs), **kwargs)
@@ -194,28 +203,39 @@ class ServiceCore:
 
     def _retrying(self, write: Callable[[], T]) -> T:
         """Run a write whose content does not depend on the stream's state, re-reading on a lost race."""
-        for attempt in range(RACE_RETRIES):
+        deadline, attempt = time.monotonic() + RACE_DEADLINE_SECONDS, 0
+        while True:
             try:
                 return write()
             except ConcurrencyError:
-                if attempt == RACE_RETRIES - 1:
-                    raise
-                self.ledger.retry_on_conflict()
-        raise AssertionError("unreachable")
+                attempt = self._after_lost_race(attempt, deadline)
 
     def _on_tip(self, session_id: str, write: Callable[[str], T]) -> tuple[str, T]:
         """Run `write` against the chain's live tip; after a lost race (another writer
         appended or compacted), re-read, find the tip again and redo it there."""
-        for attempt in range(RACE_RETRIES):
+        deadline, attempt = time.monotonic() + RACE_DEADLINE_SECONDS, 0
+        while True:
             sid = self._live_tip(session_id)
             try:
                 return sid, write(sid)
             except (ConcurrencyError, SessionEndedError):
                 # a closed (not compacted) session raises again from _live_tip, outside this try
-                if attempt == RACE_RETRIES - 1:
-                    raise
-                self.ledger.retry_on_conflict()
-        raise AssertionError("unreachable")
+                attempt = self._after_lost_race(attempt, deadline)
+
+    def _after_lost_race(self, attempt: int, deadline: float) -> int:
+        """Re-read after a lost race, or re-raise it once retrying is over.
+
+        A plain append must not fail because other processes append too: the first
+        :data:`RACE_RETRIES` retries run at once, later ones after a jittered pause,
+        until :data:`RACE_DEADLINE_SECONDS` have passed.
+        """
+        attempt += 1
+        if attempt >= RACE_RETRIES:
+            if time.monotonic() >= deadline:
+                raise  # called from an except block: re-raises the error being handled
+            time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+        self.ledger.retry_on_conflict()
+        return attempt
 
     def _record(self, sid: str, *events: tuple[type[Event], dict[str, Any]]) -> None:
         """Append decision events (skips, checks, cooldowns, warnings, notices) atomically."""
@@ -225,32 +245,65 @@ class ServiceCore:
 
     # --- messages and the tool-output budget --------------------------------------------
 
-    async def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> TurnResult:
+    async def append(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        expected_version: int | None = None,
+    ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
-        stored out of the context in the same atomic append (HERMES_SPEC §6)."""
+        stored out of the context in the same atomic append (HERMES_SPEC §6).
+
+        With ``expected_version`` the append is optimistic: it goes to `session_id` itself
+        only while that session is the tip at exactly that version, else
+        ``ConcurrencyError`` (naming the tip and its version) and nothing is written.
+        """
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
-        sid, (ids, planned) = self._on_tip(session_id, lambda tip: self._append_to(tip, batch))
+        if expected_version is None:
+            sid, (ids, planned, repairs) = self._on_tip(
+                session_id, lambda tip: self._append_to(tip, batch)
+            )
+        else:
+            if not is_int(expected_version) or expected_version < 0:
+                raise InvalidInput(
+                    f"expected_version must be an integer ≥ 0, got {expected_version!r}"
+                )
+            sid = self._live_tip(session_id)
+            if sid != session_id or self.ledger.version(sid) != expected_version:
+                raise ConcurrencyError(sid, expected_version, self.ledger.version(sid))
+            # the store re-checks the version the projection read (== expected) atomically
+            ids, planned, repairs = self._append_to(sid, batch)
         notices = [
             f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
             for p in planned
         ]
+        notices += [f"repaired {r.describe()}" for r in repairs]
         return TurnResult(session_id=sid, message_ids=ids, notices=notices)
 
-    def _append_to(self, sid: str, batch: list[Any]) -> tuple[list[str], list[PlannedOutput]]:
-        """Validate against the session's calls, plan the tool-output budget, append atomically."""
-        validated = validate_messages(batch, self.ledger.call_ledger(sid))
+    def _append_to(
+        self, sid: str, batch: list[Any]
+    ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
+        """Check against the session's calls (re-used tool-call ids are repaired, as every
+        entry point does), plan the tool-output budget, append atomically."""
+        validated, repairs = self.ledger.check_messages(sid, batch)
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
-        return self._append_planned(sid, validated, planned, blobs), planned
+        return self._append_planned(sid, validated, planned, blobs, repairs), planned, repairs
 
     def _append_planned(
-        self, sid: str, msgs: list[JSON], planned: list[PlannedOutput], blobs: dict[str, bytes]
+        self,
+        sid: str,
+        msgs: list[JSON],
+        planned: list[PlannedOutput],
+        blobs: dict[str, bytes],
+        repairs: list[CallIdRepair],
     ) -> list[str]:
         if not planned:
-            return self.ledger.append_messages(sid, msgs)
+            return self.ledger.append_messages(sid, msgs, repairs=repairs)
         # the ToolOutputPersisted events name their messages, so the ids are reserved here
         encoding = self.ledger.transcript.session(sid).encoding
         reserved = [self.ledger.ids("msg") for _ in msgs]
@@ -269,23 +322,38 @@ class ServiceCore:
             for p in planned
         ]
         return self.ledger.append_messages(
-            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs
+            sid, msgs, extra_events=extra, message_ids=reserved, blobs=blobs, repairs=repairs
         )
 
     async def read_persisted(
-        self, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
+        self, session_id: str, ref: str, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
     ) -> SliceResult:
         """A slice of a persisted tool output: the handler of the ``read_persisted`` tool.
 
-        `ref` must be the 64-hex-digit reference from the stored-output block; it is
-        only ever a key of the content-addressed blob table, never a path.
+        `ref` must be the 64-hex-digit reference from a stored-output block of
+        `session_id`'s compression chain; it is only ever a key of the content-addressed
+        blob table, never a path. A ref the chain never persisted (another session's
+        output, any other blob) is :class:`UnknownBlob`, as if it did not exist.
         """
         if not isinstance(ref, str) or len(ref) != 64 or not set(ref) <= _HEX:
             raise InvalidInput(
                 f"ref must be the 64-hex-digit reference from the stored-output block, got {ref!r:.80}"
             )
+        self.ledger.refresh()
+        if not self._chain_persisted(session_id, ref):
+            raise UnknownBlob(f"no persisted tool output {ref} in this session's chain")
         data = self.ledger.store.get_blob(ref).decode("utf-8", errors="replace")
         return read_slice(data, offset, limit)
+
+    def _chain_persisted(self, session_id: str, ref: str) -> bool:
+        """Whether a ``ToolOutputPersisted`` of `session_id`'s chain showed `ref`."""
+        chain = set(self.ledger.chains.chain(self.ledger.resolve(session_id)))
+        for shown in self.ledger.transcript.state.shown.values():
+            if shown.origin == "persisted" and shown.session_id in chain:
+                content = shown.message.get("content")
+                if isinstance(content, str) and f'"{ref}"' in content:
+                    return True
+        return False
 
     # --- the view sent to the model ------------------------------------------------------
 

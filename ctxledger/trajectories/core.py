@@ -32,6 +32,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ctxledger.compressor.serialize import strip_reasoning
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ctxledger.errors import InvalidConfig, InvalidInput, SummarizerError
 from ctxledger.importers.sharegpt import ROLE_OF, turns_to_messages
@@ -252,7 +253,7 @@ async def _summary_turn(
     budget = max(1, config.summary_target_tokens - prefix_cost)
     request = SummaryRequest(turns=_summary_input(middle, config, key), budget_tokens=budget)
     result: SummaryResult = await summarizer.summarize(request)
-    text = result.text.strip()
+    text = strip_reasoning(result.text).strip()  # reasoning never reaches a summary
     if not text:
         raise SummarizerError("the summarizer returned an empty summary", failure_class="empty")
     value = f"{config.summary_prefix}\n{clip_to_tokens(text, budget, config.encoding)}"

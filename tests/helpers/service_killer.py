@@ -4,7 +4,7 @@ Usage: ``python service_killer.py LEDGER_PATH RUN``. Imports everything, then wa
 line on stdin (so the test can start the next writer while the previous one still runs)
 before it opens the ledger, continues on the tip of the chain that starts at session
 ``ses_root`` (starting it on the first run), prints ``ready`` and then loops: append a synthetic turn, report usage, compact
-manually, with a summarizer that pauses a little so a kill can land between the
+manually (printing ``compacted`` after each), with a summarizer that pauses a little so a kill can land between the
 decision events, the summary and the switch. Never exits on its own.
 """
 
@@ -57,6 +57,7 @@ async def main(path: str, run: int) -> None:
             i += 1
         await svc.report_usage(sid, {"prompt_tokens": 3_000, "completion_tokens": 40})
         await svc.compress(sid)
+        print("compacted", flush=True)
 
 
 if __name__ == "__main__":

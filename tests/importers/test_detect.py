@@ -52,16 +52,17 @@ def test_detect_and_load_every_format(tmp_path: Path) -> None:
 def test_load_reads_the_file_once_and_parses_the_text_it_detected_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import builtins
+    import os
 
     from ctxledger.importers import detect
 
     path = write(tmp_path, "o.jsonl", jsonl(openai_conversation()["messages"]))
     opened: list[str] = []
+    os_open = os.open
 
     def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
         opened.append(str(file))
-        return builtins.open(file, *args, **kwargs)
+        return os_open(file, *args, **kwargs)
 
     def no_second_read(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the file was read again")
@@ -73,7 +74,7 @@ def test_load_reads_the_file_once_and_parses_the_text_it_detected_on(
         parsed.append(text)
         return real(text, path=path)
 
-    monkeypatch.setattr(detect, "open", counting_open, raising=False)
+    monkeypatch.setattr(detect.os, "open", counting_open)  # the file is opened by descriptor
     monkeypatch.setattr(Path, "read_text", no_second_read)
     monkeypatch.setattr(Path, "read_bytes", no_second_read)
     monkeypatch.setitem(detect.IMPORTERS, "openai", parse)

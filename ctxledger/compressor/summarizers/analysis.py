@@ -12,12 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxledger.compressor.facts import error_lines, exit_code
+from ctxledger.compressor.factkinds import edit_lines, error_lines, exit_code
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     DIR_KEYS,
+    EDITOR_TOOLS,
     TERMINAL_COMMAND_KEYS,
+    bare_tool_name,
     call_parts,
     parse_arguments,
     tool_family,
@@ -35,6 +37,9 @@ VERBS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 # an action's target: a file, else a directory (the shared key lists of ctxledger.compressor.toolcalls)
 PATH_KEYS = (*FILE_KEYS, *DIR_KEYS)
+#: an editor tool's ``command`` -> the action's verb; its bodies are the edit, not the target
+_EDITOR_VERBS = {"view": "READ", "create": "WROTE", "str_replace": "EDITED", "insert": "EDITED"}
+_EDITOR_BODY_KEYS = ("old_str", "new_str", "file_text", "insert_line", "view_range")
 DETAILED_ACTIONS = 6  # the newest actions quote their output; older ones only its size
 # a sentence (or clause) ends at . ! ? ; followed by white space (not inside ``utils.py`` or ``v1.2``)
 SENTENCE = re.compile(r"(?:[^.!?;\n]|[.!?;](?=[^\s]))+[.!?;]?")
@@ -45,11 +50,19 @@ def collapse(text: str) -> str:
 
 
 def cap(text: str, limit: int) -> str:
+    """`text` in at most about `limit` chars, cut between words and never inside a `code` span."""
     text = collapse(text)
     if len(text) <= limit:
         return text
-    cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip(" ,;:") + " …"
+    cut = text.rfind(" ", 0, limit + 1)
+    if cut <= 0:  # one long word: cut after its last punctuation, else keep it whole
+        marks = [text.rfind(c, 0, limit) for c in "/.,;:)-_"]
+        cut = max(marks) + 1 if max(marks) > limit // 2 else len(text)
+    if text.count("`", 0, cut) % 2:  # the cut is inside a code span: cut before it
+        cut = text.rfind("`", 0, cut)
+        cut = text.rfind(" ", 0, cut) if text.rfind(" ", 0, cut) > 0 else cut
+    head = text[:cut].rstrip(" ,;:")
+    return head + " …" if head and len(head) < len(text) else text
 
 
 def sentences(text: str, pattern: re.Pattern[str], limit: int) -> list[str]:
@@ -74,6 +87,8 @@ class Action:
     errors: list[str]
     command: str = ""
     path: str = ""
+    #: the key lines the call's edit introduced (``factkinds.edit_lines``)
+    edits: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -134,6 +149,11 @@ def _outcome(result: str | None, limit: int) -> tuple[str, bool, list[str]]:
 
 def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int) -> Action:
     tool, args, raw = call_arguments(call)
+    edits = edit_lines(tool, args)
+    editor_verb = None
+    if bare_tool_name(tool) in EDITOR_TOOLS:  # ``command`` names the edit, ``path`` its file
+        editor_verb = _EDITOR_VERBS.get(str(args.get("command")), "EDITED")
+        args = {k: v for k, v in args.items() if k not in ("command", *_EDITOR_BODY_KEYS)}
     terminal = tool_family(tool) == "terminal"
     keys = TERMINAL_COMMAND_KEYS if terminal else COMMAND_KEYS
     command = next((str(args[k]) for k in keys if isinstance(args.get(k), str)), "")
@@ -149,12 +169,16 @@ def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int
             for k, v in args.items()
             if k not in PATH_KEYS and isinstance(v, str | int)
         ][:2]
-        verb, target = _verb(tool), " ".join([path, *extra])
+        verb, target = editor_verb or _verb(tool), " ".join([path, *extra])
     else:
         pairs = [f"{k}={cap(str(v), 60)}" for k, v in args.items()][:3]
         verb, target = _verb(tool), f"{tool}({', '.join(pairs)})"
     outcome, failed, errors = _outcome(result, detail)
-    return Action(index, tool, verb, target, outcome, failed, errors, command=command, path=path)
+    if edits and verb in ("READ", "SEARCHED", "CALLED"):
+        verb = "EDITED"
+    return Action(
+        index, tool, verb, target, outcome, failed, errors, command=command, path=path, edits=edits
+    )
 
 
 def analyse(turns: Sequence[Mapping[str, Any]], detail: int) -> Analysis:

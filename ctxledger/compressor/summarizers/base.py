@@ -7,8 +7,8 @@ current request after a resume (HERMES_SPEC §3, hardening #35344).
 
 Failures are :class:`~ctxledger.errors.SummarizerError` with a ``failure_class``.
 :func:`~ctxledger.compressor.summarizers.fallback.summarize_with_fallback` turns the non-aborting ones into a deterministic
-fallback summary; auth / network / not-configured failures propagate so the caller
-leaves the session unchanged. How long automatic compression then waits is the
+fallback summary (a summarizer that is not configured included); auth and network
+failures propagate so the caller leaves the session unchanged. How long automatic compression then waits is the
 config's (``CompressionConfig.cooldown_for``, HERMES_SPEC §2).
 
 :func:`request_hash` is the one hash of a request's summarization inputs: the

@@ -66,9 +66,9 @@ def fallback_result(
 async def summarize_with_fallback(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
     """`summarizer`'s result; on a non-aborting failure, the deterministic fallback summary.
 
-    Auth, network and not-configured failures are re-raised: the compaction is
-    abandoned and nothing changes. Every other failure (timeout, rate limit, server
-    error, malformed or empty output, ...) returns :func:`fallback_summary` with
+    Auth and network failures are re-raised: the compaction is abandoned and nothing
+    changes. Every other failure (no summarizer configured, timeout, rate limit,
+    server error, malformed or empty output, ...) returns :func:`fallback_summary` with
     ``fallback=True`` and the failure recorded, so the middle is never dropped silently.
     """
     try:

@@ -20,13 +20,27 @@ message: the first-compaction or update instructions, the previous summary, the
 serialized turns (``compressor.serialize``), the focus instructions and the template.
 ``prompt_hash`` is the sha256 of the body bytes sent (canonical JSON, sorted keys).
 
+The request does not force sampling: no ``temperature`` unless one is configured
+(and never for models that reject it: Kimi's ``kimi-for-coding`` and ``kimi-k2*`` on
+Moonshot endpoints), and no output cap for OpenAI-compatible endpoints: the target
+length is in the prompt ("about N tokens"). Anthropic's messages API requires
+``max_tokens``, so there it is a generous ceiling (:func:`max_output_tokens`), not
+the target. ``<think>``/``<thinking>``/``<reasoning>`` blocks are stripped from what
+is sent and from the reply.
+
+Replies are read tolerantly: ``message.content`` may be a string, a list of parts
+(strings or ``{"text": ...}``), an object with a ``text`` (or ``content``) field, or
+``message`` itself a bare string; a legacy ``choices[0].text`` is read too.
+
 Failures raise :class:`~ctxledger.errors.SummarizerError` classified as: 401/403 ->
 ``auth``; connection errors (including a connect timeout) -> ``network``; other
 timeouts -> ``timeout``; 429 -> ``rate_limit``; 5xx -> ``server``; undecodable JSON,
 missing fields or a connection closed mid-body -> ``malformed``; empty or blank text
--> ``empty``; any other status -> ``other``. When a separate summary model fails with
-400/404/422 (model not found, unsupported request), the session's model is tried
-once instead.
+(reasoning only included) -> ``empty``; any other status -> ``other``. When a
+separate summary model is configured and fails with 400/404/422 (model not found,
+unsupported request), an empty completion, an undecodable body (an HTML error page,
+truncated JSON, JSON wrapped in another object) or a stream closed mid-body, the
+session's model is tried once instead.
 """
 
 from __future__ import annotations
@@ -35,17 +49,20 @@ import hashlib
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
 
 from ctxledger.compressor.markers import prompt_text, unwrap_summary
 from ctxledger.compressor.redact import redact
-from ctxledger.compressor.serialize import serialize_turns
+from ctxledger.compressor.serialize import serialize_turns, strip_reasoning
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
 from ctxledger.usage import CanonicalUsage, normalize_usage
+
+if TYPE_CHECKING:
+    from ctxledger.compressor.config import CompressionConfig
 
 APIS = ("openai", "anthropic")
 DEFAULT_TIMEOUT = 120.0
@@ -56,11 +73,34 @@ ENV_MODEL = "CTXLEDGER_SUMMARY_MODEL"
 ENV_API_KEY = "CTXLEDGER_SUMMARY_API_KEY"
 #: statuses after which a separate summary model is swapped for the session's model
 MODEL_RETRY_STATUSES = frozenset({400, 404, 422})
+#: failures of a separate summary model's reply after which the session's model is tried
+MODEL_RETRY_CLASSES = frozenset({"empty", "malformed"})
+#: hosts of Moonshot's own endpoints, where ``kimi-k2*`` models reject ``temperature``
+MOONSHOT_HOSTS = ("moonshot.ai", "moonshot.cn", "kimi.com", "kimi.ai")
 
 
 def max_output_tokens(budget_tokens: int) -> int:
-    """Room for a summary of `budget_tokens`: a third more than the target, at least 512."""
-    return max(512, math.ceil(budget_tokens * 4 / 3))
+    """The ``max_tokens`` an Anthropic request must carry: a ceiling, not the target.
+
+    Twice the target length, at least 4,096 and at most 16,384 (every current
+    Claude model writes that much); the target itself is in the prompt.
+    """
+    return min(16_384, max(4_096, math.ceil(budget_tokens * 2)))
+
+
+def rejects_temperature(model: str, base_url: str | None = None) -> bool:
+    """Whether `model` refuses a ``temperature`` parameter (Kimi coding models).
+
+    ``kimi-for-coding`` always; ``kimi-k2*`` on Moonshot's endpoints (or when the
+    endpoint is unknown). A provider prefix (``moonshotai/kimi-k2``) is ignored.
+    """
+    bare = model.strip().lower().rsplit("/", 1)[-1]
+    if bare == "kimi-for-coding":
+        return True
+    if not bare.startswith("kimi-k2"):
+        return False
+    host = httpx.URL(base_url).host.lower() if base_url else ""
+    return not host or any(host == h or host.endswith("." + h) for h in MOONSHOT_HOSTS)
 
 
 def build_prompt(request: SummaryRequest) -> tuple[str, str]:
@@ -69,10 +109,11 @@ def build_prompt(request: SummaryRequest) -> tuple[str, str]:
     if request.previous_summary:
         previous = unwrap_summary(request.previous_summary) or request.previous_summary.strip()
         parts.append(prompt_text("summary_update.md"))
+        previous = strip_reasoning(previous)
         parts.append(f"<previous-summary>\n{redact(previous)}\n</previous-summary>")
     else:
         parts.append(prompt_text("summary_first.md"))
-    parts.append(f"<turns>\n{serialize_turns(request.turns)}\n</turns>")
+    parts.append(f"<turns>\n{serialize_turns(request.turns)}\n</turns>")  # reasoning stripped
     if request.focus:
         parts.append(prompt_text("summary_focus.md").replace("{focus}", request.focus.strip()))
     parts.append(
@@ -116,12 +157,34 @@ def _transport_error(exc: httpx.HTTPError, url: str) -> SummarizerError:
         return SummarizerError(
             f"summary request to {url} timed out: {exc!r}", failure_class="timeout"
         )
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in str(exc):
+        # cut off mid-response; dropped before any answer (h11's words for a reset or
+        # a close, depending on the event loop) is the network failure below
         return SummarizerError(
             f"connection to {url} closed before the response was complete: {exc}",
             failure_class="malformed",
         )
     return SummarizerError(f"network error talking to {url}: {exc!r}", failure_class="network")
+
+
+def _coerce_text(value: Any, depth: int = 0) -> str:
+    """Text out of the shapes servers put a reply in; raises TypeError on anything else."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if depth < 4 and isinstance(value, list):
+        return "".join(
+            _coerce_text(part, depth + 1)
+            for part in value
+            # reasoning parts ("thinking", "reasoning") are not the summary
+            if not (isinstance(part, Mapping) and part.get("type") in ("thinking", "reasoning"))
+        )
+    if depth < 4 and isinstance(value, Mapping):
+        for key in ("text", "content", "value"):
+            if key in value:
+                return _coerce_text(value[key], depth + 1)
+    raise TypeError(f"reply content is {type(value).__name__}")
 
 
 def _text_of(api: str, data: Any) -> str:
@@ -131,14 +194,13 @@ def _text_of(api: str, data: Any) -> str:
         return "".join(
             b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
         )
-    content = data["choices"][0]["message"]["content"]
-    if content is None:
-        return ""
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    if not isinstance(content, str):
-        raise TypeError(f"content is {type(content).__name__}")
-    return content
+    choice = data["choices"][0]
+    if "message" not in choice and "text" in choice:  # a legacy completions-style choice
+        return _coerce_text(choice["text"])
+    message = choice["message"]
+    if isinstance(message, str):  # some servers answer with the message as a bare string
+        return message
+    return _coerce_text(message["content"])
 
 
 def _usage_of(api: str, data: Mapping[str, Any]) -> CanonicalUsage | None:
@@ -170,6 +232,7 @@ class LLMSummarizer:
         anthropic_version: str = DEFAULT_ANTHROPIC_VERSION,
         session_model: str | None = None,
         env: Mapping[str, str] | None = None,
+        temperature: float | None = None,
     ) -> None:
         environ = os.environ if env is None else env
         self.api = (api or environ.get(ENV_API) or "openai").strip().lower()
@@ -182,6 +245,12 @@ class LLMSummarizer:
             raise InvalidConfig(f"summary timeout must be positive, not {timeout}")
         self.timeout = timeout
         self.anthropic_version = anthropic_version
+        if temperature is not None and not (
+            isinstance(temperature, int | float) and 0 <= temperature <= 2
+        ):
+            raise InvalidConfig(f"summary temperature must be between 0 and 2, not {temperature!r}")
+        #: sent only when set, and never to a model that rejects it (:func:`rejects_temperature`)
+        self.temperature = temperature
         #: used when a request does not name the session's model
         self.session_model = session_model
         self._transport = transport
@@ -200,6 +269,23 @@ class LLMSummarizer:
         config) wins over the environment's model."""
         return cls(model=summary_model, session_model=session_model, env=env, **kwargs)
 
+    @classmethod
+    def from_config(
+        cls,
+        config: CompressionConfig,
+        *,
+        session_model: str | None = None,
+        env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> LLMSummarizer:
+        """Endpoint from ``CTXLEDGER_SUMMARY_*``; the model (`summary_model`) and the
+        request timeout (`summary_timeout`) from the resolved compression settings, so
+        a ``summary_timeout`` in a config file or ``CTXLEDGER_SUMMARY_TIMEOUT`` applies."""
+        kwargs.setdefault("timeout", config.summary_timeout)
+        return cls.from_env(
+            summary_model=config.summary_model, session_model=session_model, env=env, **kwargs
+        )
+
     @property
     def url(self) -> str:
         if self.base_url is None:
@@ -216,11 +302,9 @@ class LLMSummarizer:
     def request_body(self, request: SummaryRequest, model: str) -> dict[str, Any]:
         """The JSON body sent for `request` to `model`."""
         system, user = build_prompt(request)
-        body: dict[str, Any] = {
-            "model": model,
-            "max_tokens": max_output_tokens(request.budget_tokens),
-        }
+        body: dict[str, Any] = {"model": model}
         if self.api == "anthropic":
+            body["max_tokens"] = max_output_tokens(request.budget_tokens)  # required there
             body["system"] = system
             body["messages"] = [{"role": "user", "content": user}]
         else:
@@ -228,7 +312,8 @@ class LLMSummarizer:
                 {"role": "system", "content": system},
                 {"role": "user", "content": user},
             ]
-        body["temperature"] = 0
+        if self.temperature is not None and not rejects_temperature(model, self.base_url):
+            body["temperature"] = self.temperature
         return body
 
     def _headers(self) -> dict[str, str]:
@@ -257,7 +342,7 @@ class LLMSummarizer:
                 self.model
                 and session_model
                 and session_model != model
-                and exc.status in MODEL_RETRY_STATUSES
+                and (exc.status in MODEL_RETRY_STATUSES or exc.failure_class in MODEL_RETRY_CLASSES)
             ):
                 return await self._call(url, session_model, request)
             raise
@@ -287,6 +372,7 @@ class LLMSummarizer:
                 failure_class="malformed",
                 status=response.status_code,
             ) from exc
+        text = strip_reasoning(text, dangling=True)
         unwrapped = unwrap_summary(text)
         body_text = (unwrapped if unwrapped is not None else text).strip()
         if not body_text:
@@ -302,4 +388,11 @@ class LLMSummarizer:
         )
 
 
-__all__ = ["APIS", "DEFAULT_TIMEOUT", "LLMSummarizer", "build_prompt", "max_output_tokens"]
+__all__ = [
+    "APIS",
+    "DEFAULT_TIMEOUT",
+    "LLMSummarizer",
+    "build_prompt",
+    "max_output_tokens",
+    "rejects_temperature",
+]

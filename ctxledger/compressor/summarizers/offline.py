@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
 
+from ctxledger.compressor.factkinds import decision_sentences
+from ctxledger.compressor.factmatch import fact_text
 from ctxledger.compressor.facts import (
     Fact,
     extract_facts,
     find_paths,
     normalize,
-    retention,
 )
 from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.redact import redact, redact_message
@@ -44,17 +43,15 @@ from ctxledger.compressor.summarizers.base import (
     SummaryRequest,
     SummaryResult,
     parse_sections,
-    render_sections,
     request_hash,
 )
-from ctxledger.messages import content_text
+from ctxledger.compressor.summarizers.packing import Line, pack
+from ctxledger.messages import JSON, content_text
 from ctxledger.tokens import count_text
 
 RECENT_ACTIONS = 3  # always ranked with the important sections
 _MAX_LISTED = 25  # files per Relevant Files line (the most recent ones)
 ASK_SHARE = 0.35  # at most this share of the budget for the verbatim Active Task
-STRUCTURE_SHARE = 0.45  # ranked section lines may fill this share before facts are packed
-FOCUS_SHARE = 0.65  # HERMES_SPEC §3: the focus topic gets ~60–70 % of the budget
 
 _CD = re.compile(r"(?:^|&&|;|\|\|)\s*cd\s+([^\s;&|]+)")
 _BRANCH = re.compile(
@@ -91,22 +88,9 @@ _QUESTION_START = re.compile(
 # --------------------------------------------------------------------------- candidates
 
 
-@dataclass(order=True)
-class _Line:
-    """A candidate line of one section; lower ``rank`` is taken first."""
-
-    rank: float
-    order: int
-    section: str = field(compare=False)
-    text: str = field(compare=False)
-    number: int | None = field(default=None, compare=False)
-    tokens: int = field(default=0, compare=False)
-    focus: bool = field(default=False, compare=False)
-
-
 class _Candidates:
     def __init__(self, focus: str | None) -> None:
-        self.lines: list[_Line] = []
+        self.lines: list[Line] = []
         words = [w for w in re.findall(r"\w{3,}", (focus or "").casefold())]
         self.focus_phrase = normalize(focus or "")
         self.focus_words = words
@@ -125,8 +109,8 @@ class _Candidates:
         self._order += 1
         focus = self.is_focus(text)
         self.lines.append(
-            _Line(
-                rank - 10 if focus else rank,
+            Line(
+                rank,
                 self._order,
                 section,
                 text,
@@ -158,15 +142,19 @@ def _ask_lines(analysis: Analysis, c: _Candidates) -> None:
         c.add("goal", 1, "- Same as the Active Task.")
     else:
         c.add("goal", 1, f'- First request in these turns: "{cap(asks[0][1], 400)}"')
+    resolved: list[str] = []
     for index, text in asks[1:-1]:
         if _question(text):
             reply = _answered_after(index, analysis)
             if reply is None:
                 c.add("pending", 3.5, f'- "{cap(text, 300)}"')
             else:
-                c.add("resolved", 6.5, f'- Q: "{cap(text, 300)}" A: {cap(reply, 160)}')
+                resolved.append(f'- Q: "{cap(text, 300)}" A: {cap(reply, 160)}')
         else:
             c.add("goal", 8, f'- User said: "{cap(text, 300)}"')
+    for position, line in enumerate(resolved):
+        # the newest answer competes with the structure (the user must not ask it again)
+        c.add("resolved", 4.9 if position == len(resolved) - 1 else 6.5, line)
     for _, text in asks[:-1]:
         for sentence in sentences(text, _CONSTRAINT, 200):
             if sentence != collapse(text):  # a one-sentence ask is already quoted whole
@@ -214,7 +202,8 @@ def _state_lines(analysis: Analysis, c: _Candidates) -> list[str]:
             if target and not target.startswith(("/dev/", "&")):
                 modified[target] = None
         if action.path:
-            (modified if action.verb in ("WROTE", "EDITED") else read)[action.path] = None
+            edited = action.verb in ("WROTE", "EDITED") or action.edits
+            (modified if edited else read)[action.path] = None
         for path in find_paths(action.command):
             read.setdefault(path, None)
         if action.command and _BACKGROUND.search(action.command):
@@ -234,23 +223,53 @@ def _state_lines(analysis: Analysis, c: _Candidates) -> list[str]:
         c.add("files", 4.7, f"- modified: {' · '.join(list(modified)[-_MAX_LISTED:])}")
     for command in running[-3:]:
         c.add("active_state", 5, f"- started (may still run): `{command}`")
+    _edit_lines(analysis, c)
     fresh = [p for p in read if p not in modified]
     if fresh:
         c.add("files", 4.8, f"- read or searched: {' · '.join(fresh[-_MAX_LISTED:])}")
     return keys
 
 
+def _edit_lines(analysis: Analysis, c: _Candidates) -> None:
+    """Relevant Files: each edited file with the key line its newest edit introduced."""
+    latest: dict[str, str] = {}
+    for action in analysis.actions:
+        if action.edits and not action.failed:
+            target = action.path or next(iter(find_paths(action.command)), "") or action.target
+            latest.pop(target, None)
+            latest[target] = action.edits[-1]
+    items = list(latest.items())[-_MAX_LISTED:]
+    for position, (target, line) in enumerate(items):
+        age = (len(items) - 1 - position) / max(1, len(items))
+        c.add("files", 4.2 + age, f"- edited {cap(target, 120)}: `{line}`")
+
+
 def _text_lines(analysis: Analysis, c: _Candidates) -> None:
-    """Key Decisions, In Progress, Remaining Work from the assistant's own words."""
+    """Key Decisions (the assistant's stated choices), In Progress, the latest plan only."""
     texts = analysis.assistant_texts
-    for position, (_, text) in enumerate(texts):
+    seen: set[str] = set()
+    for position in range(len(texts) - 1, -1, -1):
         age = (len(texts) - 1 - position) / max(1, len(texts))
-        for sentence in sentences(text, _DECISION, 220):
-            if len(sentence) > 30 and not sentence.endswith(":"):
-                c.add("decisions", 6 + age, f"- {sentence}")
-    for _, text in texts[-3:]:
-        for sentence in sentences(text, _PLAN, 200)[-2:]:
-            c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
+        for _, sentence in decision_sentences(texts[position][1]):
+            if sentence not in seen and not sentence.endswith(":"):
+                seen.add(sentence)
+                c.add("decisions", 5 + 2 * age, f"- {sentence}")
+    # a plan goes stale once the assistant states a new one, or the user asks something new
+    last_ask = analysis.asks[-1][0] if analysis.asks else -1
+    for index, text in reversed(texts):
+        latest = sentences(text, _PLAN, 200)[-2:]
+        if latest:
+            stale = index < last_ask
+            for sentence in latest:
+                if stale:
+                    c.add(
+                        "remaining",
+                        8.5,
+                        f"- Planned before the latest ask (may no longer apply): {sentence}",
+                    )
+                else:
+                    c.add("remaining", 7.5, f"- The assistant had planned: {sentence}")
+            break
     if analysis.last_text:
         c.add("in_progress", 2, f"- Last assistant message: {cap(analysis.last_text, 300)}")
     pending = [a for a in analysis.actions if a.outcome == "no result yet"]
@@ -313,174 +332,32 @@ def _active_task(
     return (previous or {}).get("active_task", [])
 
 
-# --------------------------------------------------------------------------- packing
-
-# Facts are packed cheapest first (more facts per token), errors and then commands and
-# paths counted as cheaper than they are, recent ones slightly ahead of old ones.
-#: what one fact of a kind is worth to a continuation, relative to a number
-_KIND_VALUE = {
-    "error": 4.0,
-    "command": 2.0,
-    "path": 2.0,
-    "url": 1.5,
-    "identifier": 1.2,
-    "number": 1.0,
-    "quoted": 1.0,
-    "ask": 2.0,
-}
-_KIND_LABEL = {
-    "error": "errors",
-    "command": "commands",
-    "path": "paths",
-    "url": "urls",
-    "identifier": "identifiers",
-    "number": "numbers",
-    "quoted": "values",
-    "ask": "asks",
-}
+def focus_messages(turns: Sequence[JSON], focus: str | None) -> set[int]:
+    """The turns about `focus`: those that mention it, with their tool calls' partners."""
+    if not focus or not focus.strip():
+        return set()
+    probe = _Candidates(focus)
+    about = {i for i, m in enumerate(turns) if probe.is_focus(fact_text(m))}
+    caller: dict[str, int] = {}
+    for i, m in enumerate(turns):
+        for call in m.get("tool_calls") or ():
+            if isinstance(call, dict):
+                caller[str(call.get("id"))] = i
+    for i, m in enumerate(turns):
+        owner = caller.get(str(m.get("tool_call_id"))) if m.get("role") == "tool" else None
+        if owner is not None and (owner in about or i in about):
+            about.update((owner, i))
+    return about
 
 
-def _fact_text(fact: Fact) -> str:
-    return f"`{fact.value}`" if fact.kind == "command" else fact.value
-
-
-class _PricedFact(NamedTuple):
-    """A fact as the summary states it, with its exact token count."""
-
-    kind: str
-    text: str
-    tokens: int
-
-
-class _Packer:
-    """Chooses lines and facts under the budget; the exact count has the last word."""
-
-    def __init__(
-        self, required: dict[str, list[str]], preamble: str, budget: int, first_number: int
-    ) -> None:
-        self.required = required
-        self.first_number = first_number
-        self.preamble = preamble
-        self.budget = budget
-        self.chosen: list[_Line] = []
-        self.facts: dict[str, list[str]] = {}
-        self.log: list[tuple[str, Any]] = []  # additions in order, undone from the end
-        self.seen: set[str] = set()
-        self.used = count_text(self.render())
-
-    def render(self) -> str:
-        sections: dict[str, list[str]] = {k: list(v) for k, v in self.required.items()}
-        completed = sorted(
-            (ln for ln in self.chosen if ln.section == "completed"),
-            key=lambda ln: (ln.number if ln.number is not None else -1, ln.order),
-        )
-        others = sorted(
-            (ln for ln in self.chosen if ln.section != "completed"), key=lambda ln: ln.order
-        )
-        previous: int | None = self.first_number - 1
-        for line in completed:
-            if line.number is not None and previous is not None and line.number > previous + 1:
-                sections.setdefault("completed", []).append(
-                    f"({previous + 1}–{line.number - 1}: omitted for length; see Critical Context)"
-                )
-            sections.setdefault("completed", []).append(line.text)
-            previous = line.number if line.number is not None else previous
-        for line in others:
-            sections.setdefault(line.section, []).append(line.text)
-        for kind, values in self.facts.items():
-            sections.setdefault("critical", []).append(
-                f"- {_KIND_LABEL[kind]}: {' · '.join(values)}"
-            )
-        return render_sections(sections, self.preamble)
-
-    def fits(self, tokens: int) -> bool:
-        return self.used + tokens <= self.budget
-
-    def take_line(self, line: _Line) -> bool:
-        key = normalize(line.text)
-        if key in self.seen or not self.fits(line.tokens):
-            return False
-        self.seen.add(key)
-        self.chosen.append(line)
-        self.log.append(("line", line))
-        self.used += line.tokens
-        return True
-
-    def take_fact(self, fact: _PricedFact) -> bool:
-        new_kind = fact.kind not in self.facts
-        cost = fact.tokens + 1 + (4 if new_kind else 0)
-        if not self.fits(cost):
-            return False
-        self.facts.setdefault(fact.kind, []).append(fact.text)
-        self.log.append(("fact", fact.kind))
-        self.used += cost
-        return True
-
-    def finish(self) -> str:
-        """The rendered text, dropping the latest additions until the exact count fits."""
-        text = self.render()
-        while count_text(text) > self.budget and self.log:
-            kind, item = self.log.pop()
-            if kind == "line":
-                self.chosen.remove(item)
-            else:
-                self.facts[item].pop()
-                if not self.facts[item]:
-                    del self.facts[item]
-            text = self.render()
-        return text
-
-
-def _fact_order(facts: Sequence[Fact], total_messages: int, c: _Candidates) -> list[_PricedFact]:
-    """Facts by value per token: kind weight, recency, and diminishing returns per message.
-
-    A pure count of facts would favour a log's hundred cheap ``line N`` numbers over
-    the one exception line a continuation needs; each further fact from the same
-    message is worth less, and errors, commands and paths are worth more. Each fact
-    is tokenized once, here; the packer takes the count along.
-    """
-    seen_in_message: dict[int, int] = {}
-    priced: list[_PricedFact] = []
-    scored: list[tuple[int, float, int]] = []
-    for order, fact in enumerate(facts):
-        k = seen_in_message.get(fact.message_index, 0)
-        seen_in_message[fact.message_index] = k + 1
-        recency = fact.message_index / max(1, total_messages)
-        value = _KIND_VALUE[fact.kind] * (1.0 + recency) / (1.0 + 0.2 * k)
-        text = _fact_text(fact)
-        tokens = count_text(text)
-        priced.append(_PricedFact(fact.kind, text, tokens))
-        scored.append((0 if c.is_focus(fact.value) else 1, -value / max(1, tokens), order))
-    return [priced[i] for _, _, i in sorted(scored)]
-
-
-def _pack(
-    required: dict[str, list[str]],
-    preamble: str,
-    c: _Candidates,
-    facts: Sequence[Fact],
-    budget: int,
-    total_messages: int,
-) -> str:
-    numbers = [ln.number for ln in c.lines if ln.section == "completed" and ln.number is not None]
-    packer = _Packer(required, preamble, budget, min(numbers, default=1))
-    structure_cap = packer.used + int(budget * STRUCTURE_SHARE)
-    focus_cap = packer.used + int(budget * FOCUS_SHARE)
-    deferred: list[_Line] = []
-    for line in sorted(c.lines):
-        # focus lines may fill the focus share; ordinary low-rank lines the structure share
-        capped = line.focus or line.rank >= 5
-        cap = focus_cap if line.focus else structure_cap
-        if capped and packer.used + line.tokens > cap:
-            deferred.append(line)
-        else:
-            packer.take_line(line)
-    _, lost = retention(facts, packer.render())
-    for fact in _fact_order(lost, total_messages, c):
-        packer.take_fact(fact)
-    for line in deferred:
-        packer.take_line(line)
-    return packer.finish()
+def _focus_note(focus: str | None, about: set[int], facts: Sequence[Fact]) -> list[str]:
+    if not focus or not focus.strip():
+        return []
+    topic = cap(focus, 80)
+    if not about:
+        return [f"- Focus requested: {topic} (no summarized turn mentions it; summarized as usual)"]
+    n = sum(1 for f in facts if f.message_index in about)
+    return [f"- Focus: {topic} ({len(about)} of the summarized turns, {n} facts, packed first)"]
 
 
 # --------------------------------------------------------------------------- summarizer
@@ -510,7 +387,9 @@ def build_summary(request: SummaryRequest, *, preamble: str = "", last_turns: in
     required: dict[str, list[str]] = {key: [] for key in SECTION_KEYS}
     required["active_task"] = _active_task(analysis, previous, budget)
     facts = [f for f in extract_facts(turns) if f.kind != "ask"]
-    return _pack(required, preamble, c, facts, budget, len(turns))
+    about = focus_messages(turns, request.focus)
+    required["critical"] = _focus_note(request.focus, about, facts)
+    return pack(required, preamble, c.lines, facts, budget, len(turns), about)
 
 
 #: below this many tokens the bare structure (headings + a short Active Task) cannot fit;

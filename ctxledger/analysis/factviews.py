@@ -1,0 +1,253 @@
+"""The views a chain's compactions turned into one another, as pieces facts are checked in.
+
+The audit and ``trace`` ask one question per compaction: which facts were in the view
+it compacted (what the model saw just before) and are no longer in the view it made?
+A summary can live anywhere in a view: its own message, merged into a user or
+assistant message (summary first or last), or an imported source agent's summary.
+So every message of a view is split into *pieces*: the summary body it holds (with
+the compaction that wrote it) and the rest of the message (the original it was
+merged into, or the whole message). A piece the next view does not hold verbatim was
+*rewritten* by the compaction; every fact stated in a rewritten piece and in no piece
+of the new view was dropped by that compaction, and by no other one.
+
+A piece *states* a fact when the fact's normalized value occurs in its text, or when
+extracting facts from it yields that fact (``exit code 2`` is read from
+``<returncode>2</returncode>``). Read-only; one :class:`ChainViews` per query caches
+what it extracted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
+from ctxledger.compressor.factmatch import Haystack, fact_text
+from ctxledger.compressor.facts import Fact, extract_facts
+from ctxledger.compressor.markers import (
+    LEGACY_PREFIXES,
+    merge_delimiter,
+    merge_lead,
+    summary_end_marker,
+    summary_prefix,
+)
+from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import JSON
+
+#: a separator no normalized fact contains: a match never spans two pieces
+_JOIN = "\x00"
+
+
+@dataclass(slots=True)
+class Piece:
+    """Part of one message of a view: a summary body or the message's own text."""
+
+    #: the message that holds it in the view (None: the system prompt)
+    holder: str | None
+    #: ``summary``, ``message`` or ``system``
+    kind: str
+    text: str
+    #: for ``message`` pieces: the message to extract facts from (summary taken out)
+    message: JSON | None = None
+    #: for ``summary`` pieces: the compaction that wrote it (None when unknown)
+    compaction_id: str | None = None
+    #: the original message the text comes from (a merge or strip followed back)
+    root: str | None = None
+
+
+@dataclass(slots=True)
+class Group:
+    """Pieces checked together: one joined haystack and the facts extracted from them."""
+
+    pieces: list[Piece]
+    hay: Haystack
+    facts: set[str]
+
+    def states(self, fact: Fact) -> bool:
+        return fact.normalized in self.facts or self.hay.holds(fact.kind, fact.normalized)
+
+
+@dataclass(slots=True)
+class Step:
+    """One compaction: the pieces it rewrote, the view it made, the summary it wrote."""
+
+    record: CompactionRecord
+    rewritten: list[Piece]
+    rewritten_group: Group
+    #: the rewritten pieces that are messages (not summaries)
+    rewritten_messages: Group
+    #: the rewritten summary pieces (previous summaries), by the compaction that wrote them
+    previous: list[Group]
+    after: Group
+    summary: Group
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _prefixes() -> tuple[str, ...]:
+    return (summary_prefix(), *LEGACY_PREFIXES)
+
+
+def split_summary(text: str) -> tuple[str, str] | None:
+    """``(summary body, the rest of the text)`` when `text` holds a summary, else None.
+
+    Finds the summary wherever it sits (first, or after the message it was merged
+    into), from its prefix to its end marker; the merge delimiter and lead line belong
+    to neither.
+    """
+    found = [(i, p) for p in _prefixes() if (i := _line_start_find(text, p)) >= 0]
+    if not found:
+        return None
+    start, prefix = min(found)
+    end_marker = summary_end_marker()
+    body_start = start + len(prefix)
+    end = text.find(end_marker, body_start) if end_marker else -1
+    delim = merge_delimiter()
+    cut = text.find(delim, body_start)
+    if end >= 0 and (cut < 0 or end < cut):
+        body, after = text[body_start:end], text[end + len(end_marker) :]
+    elif cut >= 0:
+        body, after = text[body_start:cut], text[cut:]
+    else:
+        body, after = text[body_start:], ""
+    # the lead line of a summary merged after the message (issue 10) belongs to neither
+    rest = (text[:start] + after).replace(delim.strip(), " ").replace(merge_lead().strip(), " ")
+    return body.strip(), rest.strip()
+
+
+def _line_start_find(text: str, prefix: str) -> int:
+    """Where `prefix` starts a line of `text` (leading blanks allowed), or -1."""
+    pos = text.find(prefix)
+    while pos >= 0:
+        line_start = text.rfind("\n", 0, pos) + 1
+        if not text[line_start:pos].strip():
+            return pos
+        pos = text.find(prefix, pos + 1)
+    return -1
+
+
+# --------------------------------------------------------------------------- views
+
+
+@dataclass
+class ChainViews:
+    """Pieces of the messages of one ledger, extracted once per query."""
+
+    ledger: Ledger
+    #: message id -> (compaction that wrote the summary it holds, the summary body)
+    summary_of: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _pieces: dict[str, list[Piece]] = field(default_factory=dict)
+    _facts: dict[tuple[str | None, str, str], list[Fact]] = field(default_factory=dict)
+
+    def learn(self, records: Iterable[CompactionRecord]) -> None:
+        """Which layout messages hold which compaction's summary."""
+        for record in records:
+            for entry in record.switch.layout:
+                if entry.origin in SUMMARY_ORIGINS:
+                    self.summary_of[entry.message_id] = (record.compaction_id, record.summary.text)
+
+    def root(self, message_id: str) -> str:
+        """The original message a merged, stripped or persisted message came from."""
+        messages = self.ledger.transcript.state.messages
+        seen = {message_id}
+        current = message_id
+        while True:
+            stored = messages.get(current)
+            if stored is None or stored.origin == "appended" or stored.source_id is None:
+                return current
+            if stored.source_id in seen or stored.source_id not in messages:
+                return current
+            if stored.origin == "summary":
+                return current
+            seen.add(stored.source_id)
+            current = stored.source_id
+
+    def pieces(self, message_id: str) -> list[Piece]:
+        cached = self._pieces.get(message_id)
+        if cached is None:
+            cached = self._pieces[message_id] = self._split(message_id)
+        return cached
+
+    def _split(self, message_id: str) -> list[Piece]:
+        stored = self.ledger.transcript.stored(message_id)
+        message = stored.message
+        known = self.summary_of.get(message_id)
+        if known is not None:
+            out = [Piece(message_id, "summary", known[1], compaction_id=known[0])]
+            if stored.origin == "merged" and stored.source_id is not None:
+                out.extend(self._originals(message_id, stored.source_id))
+            return out
+        text = fact_text(message)
+        split = split_summary(text) if message.get("role") in ("user", "assistant") else None
+        if split is None:
+            return [Piece(message_id, "message", text, message, root=self.root(message_id))]
+        body, rest = split
+        out = [Piece(message_id, "summary", body)]
+        if rest:
+            original = {**message, "content": rest} if "content" in message else dict(message)
+            out.append(Piece(message_id, "message", rest, original, root=self.root(message_id)))
+        return out
+
+    def _originals(self, holder: str, source_id: str) -> list[Piece]:
+        """The non-summary pieces of `source_id`, as held by `holder` (a merge of it)."""
+        if source_id not in self.ledger.transcript.state.messages:
+            return []
+        return [
+            Piece(holder, p.kind, p.text, p.message, p.compaction_id, p.root)
+            for p in self.pieces(source_id)
+            if p.kind != "summary"
+        ]
+
+    def view(self, system_prompt: str | None, message_ids: Sequence[str]) -> list[Piece]:
+        out = [Piece(None, "system", system_prompt)] if system_prompt else []
+        for mid in message_ids:
+            out.extend(self.pieces(mid))
+        return out
+
+    def session_view(self, session_id: str) -> list[Piece]:
+        view = self.ledger.transcript.session(session_id)
+        return self.view(view.system_prompt, view.live)
+
+    def facts(self, piece: Piece) -> list[Fact]:
+        """The facts extracted from one piece (its message, or a summary read as prose)."""
+        key = (piece.holder, piece.kind, piece.text)
+        cached = self._facts.get(key)
+        if cached is None:
+            message: Mapping[str, Any] = piece.message or {
+                "role": "assistant",
+                "content": piece.text,
+            }
+            if piece.kind == "summary":
+                message = {"role": "assistant", "content": piece.text}
+            cached = self._facts[key] = extract_facts([message])
+        return cached
+
+    def group(self, pieces: list[Piece]) -> Group:
+        facts = {f.normalized for p in pieces for f in self.facts(p)}
+        return Group(pieces, Haystack(_JOIN.join(p.text for p in pieces)), facts)
+
+    def step(self, record: CompactionRecord) -> Step:
+        """What `record` rewrote (pieces of its view the new view lacks) and what it made."""
+        before = self.session_view(record.session_id)
+        after = self.view(record.switch.system_prompt, [e.message_id for e in record.switch.layout])
+        after_texts = {(p.kind == "summary", p.text) for p in after}
+        rewritten = [p for p in before if (p.kind == "summary", p.text) not in after_texts]
+        by_writer: dict[str | None, list[Piece]] = {}
+        for p in rewritten:
+            if p.kind == "summary":
+                by_writer.setdefault(p.compaction_id, []).append(p)
+        summary = Piece(None, "summary", record.summary.text, compaction_id=record.compaction_id)
+        return Step(
+            record=record,
+            rewritten=rewritten,
+            rewritten_group=self.group(rewritten),
+            rewritten_messages=self.group([p for p in rewritten if p.kind != "summary"]),
+            previous=[self.group(ps) for ps in by_writer.values()],
+            after=self.group(after),
+            summary=self.group([summary]),
+        )
+
+
+__all__ = ["ChainViews", "Group", "Piece", "Step", "split_summary"]

@@ -1,0 +1,191 @@
+"""``ctxledger serve``: run the state API, the event feed and the compacting proxy under uvicorn."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ctxledger.cli.app import cli, handle_errors, state_of
+from ctxledger.errors import InvalidInput
+
+APP_FACTORY = "ctxledger.server.app:app_from_env"
+
+
+def _require_server_extra() -> None:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise InvalidInput(
+            "`ctxledger serve` needs the server extra: pip install 'ctxledger[server]'"
+        ) from None
+
+
+@cli.command()
+@click.option(
+    "--db",
+    "db_path",
+    metavar="PATH|URL",
+    default=None,
+    help="Ledger: a SQLite file or a postgresql:// URL (default: the global --db, "
+    "$CTXLEDGER_DB, else the user data dir's).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind (non-loopback needs --token-file).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port (0: any free port).",
+)
+@click.option(
+    "--upstream",
+    default=None,
+    help="Model API the proxy forwards to (default: the --api provider's public URL).",
+)
+@click.option(
+    "--api",
+    type=click.Choice(["openai", "anthropic"]),
+    default="openai",
+    show_default=True,
+    help="What the upstream speaks: /v1/chat/completions (openai) or /v1/messages (anthropic).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML file with compression settings (context_length is the default window of new sessions).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="File holding the bearer token every state-API request must carry.",
+)
+@click.option(
+    "--guard-proxy",
+    is_flag=True,
+    help="Also require the token (X-Ctxledger-Token header) on the proxy endpoints.",
+)
+@click.option(
+    "--context-length",
+    type=click.IntRange(min=1024),
+    default=None,
+    help="Window of sessions the proxy starts (default: config, else 128000).",
+)
+@click.option(
+    "--summarizer",
+    "summarizer_kind",
+    type=click.Choice(["offline", "llm"]),
+    default="offline",
+    show_default=True,
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["full", "normal"]),
+    default="full",
+    show_default=True,
+    help="full survives power loss; normal (SQLite WAL sync, PostgreSQL synchronous_commit=off) may lose the last commits on a crash, never corrupts.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes sharing the ledger (a file, or a postgresql:// URL for many hosts).",
+)
+@click.option(
+    "--graceful-timeout",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Seconds in-flight requests get to finish on shutdown.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+)
+@click.pass_context
+@handle_errors
+def serve(
+    ctx: click.Context,
+    db_path: str | None,
+    host: str,
+    port: int,
+    upstream: str | None,
+    api: str,
+    config_path: Path | None,
+    token_file: Path | None,
+    guard_proxy: bool,
+    context_length: int | None,
+    summarizer_kind: str,
+    durability: str,
+    workers: int,
+    graceful_timeout: int,
+    log_level: str,
+) -> None:
+    """Serve the ledger over HTTP: state API, event feed (SSE) and the compacting proxy."""
+    _require_server_extra()
+    from ctxledger.server.auth import check_bind, read_token_file
+
+    token = read_token_file(token_file) if token_file else None
+    check_bind(host, token)
+    if guard_proxy and token is None:
+        raise InvalidInput("--guard-proxy needs --token-file")
+    if upstream is not None and not upstream.startswith(("http://", "https://")):
+        raise InvalidInput(f"--upstream must be an http(s) URL, got {upstream!r}")
+    from ctxledger.compressor.settings import resolve_config
+
+    resolve_config(config_path)  # a bad file or CTXLEDGER_<KEY> fails here, not in every worker
+    _export_settings(
+        db=str(db_path or state_of(ctx).db),
+        config=str(config_path or ""),
+        token_file=str(token_file or ""),
+        guard_proxy="1" if guard_proxy else "",
+        upstream=upstream or "",
+        api=api,
+        context_length=str(context_length or ""),
+        summarizer=summarizer_kind,
+        durability=durability,
+    )
+    _run(host, port, workers, graceful_timeout, log_level)
+
+
+def _export_settings(**settings: str) -> None:
+    """Hand the settings to the app factory (each worker process reads them back)."""
+    from ctxledger.server.app import ENV_PREFIX
+
+    for key, value in settings.items():
+        os.environ[ENV_PREFIX + key.upper()] = value
+
+
+def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: str) -> None:
+    import uvicorn
+
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "timeout_graceful_shutdown": graceful_timeout,
+        "log_level": log_level,
+        "lifespan": "on",
+    }
+    if workers > 1:
+        uvicorn.run(APP_FACTORY, **options)
+        return
+    server = uvicorn.Server(uvicorn.Config(APP_FACTORY, **options))
+    from ctxledger.server import app as app_module
+
+    app_module.STOPPING = lambda: server.should_exit  # event feeds end when shutdown starts
+    server.run()

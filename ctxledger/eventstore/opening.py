@@ -1,0 +1,67 @@
+"""Choosing a backend from what the user typed: a file path or a URL.
+
+``postgresql://`` and ``postgres://`` URLs open the PostgreSQL store (the
+``ctxledger[postgres]`` extra); anything else without a scheme is a SQLite file (or
+``":memory:"``). Any other ``scheme://`` is an error, never a path: a URL taken for a
+path would silently create a directory named after its scheme.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ctxledger.errors import InvalidConfig, InvalidInput
+from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+
+__all__ = ["is_url", "open_store"]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: what a ``Path`` makes of a URL: ``Path("postgresql://h/db")`` is ``postgresql:/h/db``
+_COLLAPSED = re.compile(r"^(postgres|postgresql):/(?!/)")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def is_url(target: str | os.PathLike[str]) -> bool:
+    """Whether `target` names a server (``scheme://…``) rather than a file."""
+    return isinstance(target, str) and _SCHEME.match(target) is not None
+
+
+def open_store(
+    target: str | os.PathLike[str], *, durability: Durability = "full", **options: Any
+) -> EventStore:
+    """Open the event store `target` names: a PostgreSQL URL or a SQLite file path.
+
+    `options` go to the backend's constructor. Raises InvalidInput for an unknown
+    scheme and InvalidConfig when the PostgreSQL extra is not installed.
+    """
+    text = os.fspath(target)
+    match = _SCHEME.match(text)
+    if match is None:
+        if _COLLAPSED.match(text):
+            raise InvalidInput(
+                f"{text!r} looks like a PostgreSQL URL whose '//' was lost (a Path "
+                "collapses it): pass the URL as a string"
+            )
+        return SQLiteEventStore(text, durability=durability, **options)
+    scheme = match.group(1).lower()
+    if scheme not in POSTGRES_SCHEMES:
+        raise InvalidInput(
+            f"unknown ledger URL scheme {scheme!r} in {_redact(text)!r}: give a file path for "
+            "a SQLite ledger or a postgresql://user@host/db URL for PostgreSQL"
+        )
+    try:
+        from ctxledger.eventstore.postgres import PostgresEventStore
+    except ImportError as exc:
+        raise InvalidConfig(
+            f"a PostgreSQL ledger needs the postgres extra ({exc.name} is missing): "
+            "pip install 'ctxledger[postgres]'"
+        ) from exc
+    return PostgresEventStore(text, durability=durability, **options)
+
+
+def _redact(url: str) -> str:
+    """The URL without a password."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)

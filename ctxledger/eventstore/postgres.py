@@ -1,0 +1,507 @@
+"""The PostgreSQL event store: one ledger shared by many writers on many machines.
+
+The second backend of :class:`~ctxledger.eventstore.base.EventStore` (optional extra
+``ctxledger[postgres]``, psycopg 3). Same tables as the SQLite store (see
+:mod:`ctxledger.eventstore.postgres_schema`), same hash chain, same verifier.
+
+Ordering: an append takes a transaction-scoped advisory lock (one key per ledger
+schema) and only then reads the log's tail, in a statement of its own: under READ
+COMMITTED each statement sees every transaction committed before it started, so the
+tail read after the lock is granted is the true tail. The lock is held until the
+commit, so commit order is seq order: ``seq`` is gapless, each event's hash chains
+to the event before it exactly as in SQLite, and a reader tailing by seq can never
+see seq n+1 before seq n. ``UNIQUE (event_id)`` and ``UNIQUE (stream_id, version)``
+back the checks up. A small append is one round trip, a call of the server-side
+function ``ctxledger_append`` (the lock is never held across the network); the
+others are two or three (:mod:`ctxledger.eventstore.postgres_append`).
+
+Connections come from a ``psycopg_pool`` pool (autocommit; one per thread at a
+time). A connection found broken (the server restarted) is dropped and the
+operation retried once on a fresh one: safe for appends too, because a re-sent
+batch whose ids are stored is a no-op that returns the current versions.
+
+``follow()`` LISTENs on the ledger's channel in a thread of its own: a notification
+(sent by every append, delivered at commit) only wakes the follower, which re-reads
+by seq. A lost connection is re-opened and followed by a re-read, so nothing is
+skipped or repeated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+import psycopg_pool
+from psycopg import sql
+
+from ctxledger.errors import (
+    CtxLedgerError,
+    IntegrityError,
+    InvalidConfig,
+    InvalidInput,
+    StorageFullError,
+    StoreError,
+    UnknownBlob,
+)
+from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
+from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore.base import (
+    AppendRequest,
+    ChainVerifier,
+    Durability,
+    EventStore,
+    PreparedBatch,
+    VerifyReport,
+    decode_rows,
+    prepare_append,
+)
+from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
+
+__all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
+
+T = TypeVar("T")
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+_MAX_INT = 2**63 - 1
+_READ_BATCH = 2000
+_VERIFY_BATCH = 4000
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+#: without a notification, a follower re-reads at least this often (a safety net only)
+_IDLE_REREAD = 1.0
+_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
+
+
+class ConnectionLost(StoreError):
+    """The PostgreSQL server could not be reached (down, restarting, or the network)."""
+
+
+def is_postgres_url(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """Take ctxledger's own ``schema`` query parameter out of a libpq URL (libpq rejects it)."""
+    parts = urllib.parse.urlsplit(url)
+    params = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in params if key == "schema"]
+    rest = urllib.parse.urlencode([(k, v) for k, v in params if k != "schema"])
+    return urllib.parse.urlunsplit(parts._replace(query=rest)), (schemas[-1] if schemas else None)
+
+
+class PostgresEventStore(EventStore):
+    """An event store in a PostgreSQL database (schema ``public`` unless told otherwise).
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``); a ``schema=NAME``
+    query parameter, or the `schema` argument, keeps several ledgers in one database.
+    ``durability="full"`` (default) waits for the commit's WAL flush; ``"normal"``
+    sets ``synchronous_commit=off``: a server crash may lose the last commits, never
+    corrupts the log. `index_dir` is where local side indexes live (recall's FTS5
+    file): default ``$CTXLEDGER_INDEX_DIR``, else the user cache directory.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        durability: Durability = "full",
+        blob_threshold: int = BLOB_THRESHOLD,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+        index_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not is_postgres_url(url):
+            raise InvalidInput(f"not a PostgreSQL URL: {url!r}; use postgresql://user@host/db")
+        conninfo, url_schema = split_schema(url)
+        self.schema = schema or url_schema or "public"
+        if not _SCHEMA_NAME.fullmatch(self.schema):
+            raise InvalidConfig(
+                f"schema {self.schema!r} must be a lowercase identifier (letters, digits, _)"
+            )
+        if durability not in ("full", "normal"):
+            raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
+        if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
+            raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
+        self.durability = durability
+        self.where = _describe(conninfo, self.schema)
+        self._blob_threshold = blob_threshold
+        self._index_dir = index_dir
+        self._closed = False
+        self._appender = Appender(q.lock_key(self.schema, "append"), q.notify_channel(self.schema))
+        self._channel = self._appender.channel
+        self._conninfo = conninfo
+        commit = "on" if durability == "full" else "off"
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, round(connect_timeout)),
+            "application_name": "ctxledger",
+            "options": f"-c search_path={self.schema} -c synchronous_commit={commit}",
+        }
+        self.ledger_id = self._migrate()
+        self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
+            conninfo,
+            # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
+            kwargs={**self._kwargs, "prepare_threshold": None},
+            min_size=1,
+            max_size=pool_size,
+            timeout=connect_timeout,
+            open=True,
+            name=f"ctxledger-{self.schema}",
+            configure=prepare,
+        )
+
+    def _migrate(self) -> str:
+        """Create the schema and tables if needed; returns the ledger's id (one connection)."""
+        try:
+            with psycopg.connect(self._conninfo, **self._kwargs) as conn:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+                ).fetchone()
+                if not exists:
+                    q.create_schema(conn, self.schema)
+                q.PG_MIGRATIONS.apply(conn, self.schema)
+                row = conn.execute(q.LEDGER_ID).fetchone()
+        except psycopg.Error as exc:
+            raise self._translate(exc, "open the ledger") from exc
+        assert row is not None
+        return str(row[0])
+
+    def __repr__(self) -> str:
+        return f"PostgresEventStore({self.where!r}, durability={self.durability!r})"
+
+    # --- connections and errors ------------------------------------------------------------
+
+    def _run(self, action: str, fn: Callable[[Conn], T]) -> T:
+        """Run `fn` on a pooled connection; retried once if the connection turns out broken."""
+        if self._closed:
+            raise StoreError(
+                f"the event store {self.where} is closed; open a new PostgresEventStore"
+            )
+        for attempt in (0, 1):
+            broken = False
+            try:
+                with self._pool.connection() as conn:
+                    try:
+                        return fn(conn)
+                    except psycopg.OperationalError:
+                        broken = conn.broken
+                        raise
+            except psycopg.Error as exc:
+                if broken and attempt == 0:
+                    self._pool.check()  # drop the other dead connections (a server restart)
+                    continue
+                raise self._translate(exc, action) from exc
+        raise AssertionError("unreachable")
+
+    def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
+        where = f"could not {action} in {self.where}"
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, psycopg.errors.DiskFull):
+            return StorageFullError(
+                f"{where}: the server's disk is full; nothing from this operation was written: "
+                "free space on the server and retry"
+            )
+        if isinstance(exc, psycopg.errors.IntegrityError):
+            return IntegrityError(
+                f"{where}: the tables broke a ctxledger rule ({detail}); was the log written "
+                "by something else? run verify()"
+            )
+        if isinstance(exc, psycopg.OperationalError):
+            return ConnectionLost(
+                f"{where}: the server could not be reached ({detail}); check it is running and "
+                "the URL; an append that failed this way may or may not be stored: re-send the "
+                "same events (their ids make that safe)"
+            )
+        return StoreError(f"{where}: {detail}")
+
+    # --- appending -------------------------------------------------------------------------
+
+    def append(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        expected_version: int | None,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> int:
+        """Append `events` to one stream; one transaction. Returns the stream's new version."""
+        return self.append_many((AppendRequest(stream, events, expected_version),), blobs)[stream]
+
+    def append_many(
+        self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
+    ) -> dict[str, int]:
+        """Append to several streams in one transaction: all of it is written, or none of it.
+
+        Every expected version is checked under the append lock before anything is
+        written. Large message contents and `blobs` are stored in the same transaction.
+        """
+        batches, new_blobs = prepare_append(requests, blobs, self._blob_threshold)
+        if not new_blobs and not any(batch.rows for batch in batches):
+            return {batch.stream: self.stream_version(batch.stream) for batch in batches}
+        return self._run("append", lambda conn: self._append(conn, batches, new_blobs))
+
+    def _append(
+        self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
+    ) -> dict[str, int]:
+        try:
+            if (
+                new_blobs
+                or sum(len(b.rows) for b in batches) > CALL_ROWS
+                or any(b.chain == "linked" for b in batches)
+            ):
+                return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
+            return self._appender.call(conn, batches)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "events_event_id_key":
+                raise
+        except psycopg.DatabaseError as exc:
+            if exc.sqlstate != q.STALE_VERSION:
+                raise
+        # an id is already stored or a version is stale: look before writing, to tell a
+        # re-send from a clash (or a conflict), under the lock
+        return self._appender.transaction(conn, batches, new_blobs, check_ids=True)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _fetch(self, action: str, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """All rows of one read-only query (binary results: bytea arrives as bytes)."""
+        return self._run(
+            action, lambda conn: conn.cursor(binary=True).execute(query, params).fetchall()
+        )
+
+    def stream_version(self, stream: str) -> int:
+        """Current version of `stream`, 0 if it has no events (read-only)."""
+        rows = self._fetch("read a stream version", q.STREAM_VERSION, (stream,))
+        return int(rows[0][0]) if rows else 0
+
+    def last_seq(self) -> int:
+        """The highest seq in the log, 0 when empty (read-only)."""
+        rows = self._fetch("read the log's end", q.LAST_SEQ, ())
+        return int(rows[0][0] or 0)
+
+    def streams(self) -> list[tuple[str, int]]:
+        """(stream, version) for every stream, in order of their first event (read-only)."""
+        return [(str(s), int(v)) for s, v in self._fetch("list streams", q.STREAMS, ())]
+
+    def read_all(
+        self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
+    ) -> Iterator[Recorded]:
+        """Events with from_seq <= seq (<= to_seq) in log order, `batch_size` rows per query (read-only)."""
+        if batch_size < 1:
+            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
+        upto = _MAX_INT if to_seq is None else to_seq
+        next_seq = from_seq
+        while True:
+            batch = self._read_batch(next_seq, upto, batch_size)
+            yield from batch
+            if len(batch) < batch_size:
+                return
+            next_seq = batch[-1].seq + 1
+
+    def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
+        rows = self._fetch(
+            "read the log", q.READ_ALL, (from_seq, max(0, min(limit, to_seq - from_seq + 1)))
+        )
+        if rows and rows[-1][0] > to_seq:  # only after a gap (a tampered log)
+            rows = [row for row in rows if row[0] <= to_seq]
+        return decode_rows(rows, self.get_blob)
+
+    def read_stream(
+        self, stream: str, from_version: int = 1, to_version: int | None = None
+    ) -> Iterator[Recorded]:
+        """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
+        found = self._fetch("read a stream", q.STREAM_ID, (stream,))
+        if not found:
+            return
+        stream_id, upto = found[0][0], _MAX_INT if to_version is None else to_version
+        next_version = from_version
+        while next_version <= upto:
+            limit = min(_READ_BATCH, upto - next_version + 1)
+            rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
+            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob)
+            if len(rows) < limit:
+                return
+            next_version = rows[-1][1] + 1
+
+    # --- blobs and checkpoints ---------------------------------------------------------------
+
+    def put_blob(self, data: bytes) -> str:
+        """Store `data` once, keyed by its sha256 hex (a no-op if already stored)."""
+        ref = sha256_hex(data)
+
+        def put(conn: Conn) -> None:
+            if conn.execute(q.HAS_BLOB, (ref,)).fetchone() is None:
+                conn.execute(q.INSERT_BLOB, (ref, len(data), data))
+
+        self._run("store a blob", put)
+        return ref
+
+    def get_blob(self, ref: str) -> bytes:
+        """The bytes stored under `ref` (read-only); UnknownBlob if there are none."""
+        rows = self._fetch("read a blob", q.GET_BLOB, (ref,))
+        if not rows:
+            raise UnknownBlob(f"no blob {ref!r} in {self.where}; store it with put_blob() first")
+        return bytes(rows[0][0])
+
+    def has_blob(self, ref: str) -> bool:
+        """Whether a blob with this sha256 hex is stored (read-only)."""
+        return bool(self._fetch("look up a blob", q.HAS_BLOB, (ref,)))
+
+    def save_checkpoint(self, name: str, seq: int, state: bytes) -> None:
+        """Keep `state` as projection `name` at `seq` (an upsert: replaces the previous one)."""
+        self._run(
+            "save a checkpoint", lambda conn: conn.execute(q.SAVE_CHECKPOINT, (name, seq, state))
+        )
+
+    def load_checkpoint(self, name: str) -> tuple[int, bytes] | None:
+        """(seq, state) last saved under `name`, or None (read-only)."""
+        rows = self._fetch("load a checkpoint", q.LOAD_CHECKPOINT, (name,))
+        return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
+
+    # --- integrity ---------------------------------------------------------------------------
+
+    def verify(self) -> VerifyReport:
+        """Re-hash every blob, then walk every event in seq order checking the chain (read-only).
+
+        One REPEATABLE READ transaction: the walk sees one consistent snapshot (a
+        prefix of the log, since commit order is seq order) while appends go on.
+        """
+
+        def walk(conn: Conn) -> VerifyReport:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                verifier = ChainVerifier(_check_blobs(conn))
+                cursor, next_seq = conn.cursor(binary=True), 1
+                while True:
+                    rows = cursor.execute(q.VERIFY_EVENTS, (next_seq, _VERIFY_BATCH)).fetchall()
+                    if not rows or not verifier.feed(rows):
+                        break
+                    next_seq = rows[-1][0] + 1
+            return verifier.report()
+
+        return self._run("verify the log", walk)
+
+    # --- following ---------------------------------------------------------------------------
+
+    async def follow(
+        self, from_seq: int = 1, poll_interval: float = 0.05, batch_size: int = 2000
+    ) -> AsyncIterator[Recorded]:
+        """Yield events from `from_seq` on, then wait for new ones (forever; cancel to stop). Read-only.
+
+        Woken by LISTEN/NOTIFY, then re-reads by seq (a notification is not the data);
+        without one it re-reads every ``max(poll_interval, 1 s)``. Reads run in worker
+        threads; a lost connection is retried with backoff, resuming after the last
+        event yielded.
+        """
+        import anyio
+
+        listener = _Listener(self._conninfo, self._kwargs, self._channel)
+        idle = max(poll_interval, _IDLE_REREAD)
+        next_seq, backoff = from_seq, _BACKOFF_FIRST
+        try:
+            while True:
+                listener.wake.clear()  # before the read: a commit after it sets it again
+                try:
+                    batch = await anyio.to_thread.run_sync(
+                        self._read_batch, next_seq, _MAX_INT, batch_size
+                    )
+                except ConnectionLost:
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                    continue
+                backoff = _BACKOFF_FIRST
+                for recorded in batch:
+                    yield recorded
+                    next_seq = recorded.seq + 1
+                if not batch:
+                    await anyio.to_thread.run_sync(listener.wake.wait, idle, abandon_on_cancel=True)
+        finally:
+            listener.stop()
+
+    # --- the rest --------------------------------------------------------------------------
+
+    def local_index_path(self, name: str) -> str:
+        """A file named by the ledger's id in `index_dir` (each machine keeps its own copy)."""
+        base = self._index_dir or os.environ.get("CTXLEDGER_INDEX_DIR")
+        if not base:
+            from platformdirs import user_cache_dir
+
+            base = os.path.join(user_cache_dir("ctxledger", appauthor=False), "indexes")
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        return os.path.join(os.fspath(base), f"{self.ledger_id}.{name}.db")
+
+    def close(self) -> None:
+        """Close the pool (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+
+def _check_blobs(conn: Conn) -> dict[str, str | None]:
+    """ref -> None when the bytes hash to the ref, else what is wrong (one blob in memory at a time)."""
+    cursor = conn.cursor(binary=True)
+    checked: dict[str, str | None] = {}
+    for ref, size in cursor.execute(q.LIST_BLOBS).fetchall():
+        row = cursor.execute(q.GET_BLOB, (ref,)).fetchone()
+        data = bytes(row[0]) if row is not None else b""
+        if len(data) != size:
+            checked[ref] = f"blob {ref} holds {len(data)} bytes, its row says {size}"
+        elif hashlib.sha256(data).hexdigest() != ref:
+            checked[ref] = f"blob {ref} no longer hashes to its ref"
+        else:
+            checked[ref] = None
+    return checked
+
+
+def _describe(conninfo: str, schema: str) -> str:
+    """The server, database and schema, for messages (never the password)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise InvalidInput(f"cannot parse the PostgreSQL URL: {exc}") from exc
+    host = str(info.get("host") or "localhost")
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"
+
+
+class _Listener:
+    """A thread holding a LISTEN connection; sets `wake` on every notification.
+
+    It reconnects (with backoff) when the connection is lost, and sets `wake` once
+    listening again: notifications sent meanwhile are gone, so the follower re-reads.
+    """
+
+    def __init__(self, conninfo: str, kwargs: Mapping[str, Any], channel: str) -> None:
+        self.wake = threading.Event()
+        self._stopping = threading.Event()
+        self._conninfo = conninfo
+        self._kwargs = {**kwargs, "application_name": "ctxledger-follow"}
+        self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel))
+        self._thread = threading.Thread(target=self._run, name="ctxledger-follow", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        backoff = _BACKOFF_FIRST
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self._conninfo, **self._kwargs) as conn:
+                    conn.execute(self._listen)
+                    self.wake.set()
+                    backoff = _BACKOFF_FIRST
+                    while not self._stopping.is_set():
+                        for _ in conn.notifies(timeout=0.2, stop_after=1):
+                            self.wake.set()
+            except psycopg.Error:
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def stop(self) -> None:
+        """Ask the thread to close its connection and end (within ~0.2 s); never blocks."""
+        self._stopping.set()
+        self.wake.set()

@@ -1,0 +1,241 @@
+"""How the PostgreSQL store writes an append (see :mod:`ctxledger.eventstore.postgres`).
+
+Two paths, the same rows and hashes (per-event :func:`~ctxledger.eventstore.base.chain_hash`
+rows; a copy of a linked SQLite ledger asks for linked rows, which only the client-side
+path writes). A small append without blobs is one call of the
+server-side function ``ctxledger_append`` (migration ``0002``): one round trip, and
+the append lock is held only while the server runs it and commits. Anything else
+(blobs, batches of more than 16 events, and the retry after a stale version or a
+stored event id) runs the client-side transaction: statements bound client-side
+and sent several per message (``BEGIN; lock; tail; versions; next stream id``, then
+the rows as ``EXECUTE``s of statements each pool connection prepared, or a binary
+``COPY`` for a batch, ``pg_notify`` and ``COMMIT``), the hashes computed here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import msgspec
+import psycopg
+import psycopg.errors
+
+from ctxledger.errors import ConcurrencyError, DuplicateEventError
+from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore.base import GENESIS_HASH, PreparedBatch, chain_rows, chain_tip
+
+__all__ = ["CALL_ROWS", "Appender", "prepare"]
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+#: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN);
+#: the statements a connection prepared (``_prepare``): planned once per connection
+_HEAD = (
+    "SELECT pg_advisory_xact_lock(%s);"
+    "EXECUTE ctxledger_tail;"
+    "EXECUTE ctxledger_streams(%s);"
+    "EXECUTE ctxledger_next_stream"
+)
+_PREPARED = {
+    "ctxledger_tail": q.TAIL,
+    "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
+    "ctxledger_next_stream": q.NEXT_STREAM_ID,
+    "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
+        q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
+    ),
+}
+_INSERT_ROW = "EXECUTE ctxledger_insert(%s, %s, %s, %s, %s, %s, %s, %s)"
+#: appends of up to this many events send their rows as literals, with the COMMIT
+_INLINE_ROWS = 16
+#: appends without blobs of up to this many events are one ``ctxledger_append`` call
+CALL_ROWS = 16
+_json = msgspec.json.Encoder().encode
+_COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
+
+
+def _results(cur: psycopg.ClientCursor[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+    """The rows of every statement of a multi-statement execute, in order."""
+    out: list[list[tuple[Any, ...]]] = []
+    while True:
+        out.append(cur.fetchall() if cur.description is not None else [])
+        if not cur.nextset():
+            return out
+
+
+class Appender:
+    """Writes appends to the ledger whose append-lock key and notify channel it holds."""
+
+    def __init__(self, key: int, channel: str) -> None:
+        self.key = key
+        self.channel = channel
+
+    def call(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
+        """A small append without blobs: one ``ctxledger_append`` call, one round trip
+        (autocommit: the statement is its own transaction). The header pieces are
+        JSON-encoded here, so the server hashes exactly ``chain_header``'s bytes."""
+        rows = [row for batch in batches for row in batch.rows]
+        params = (
+            self.key,
+            self.channel,
+            [b.stream for b in batches],
+            [b.expected_version for b in batches],
+            [len(b.rows) for b in batches],
+            [_json(b.stream) for b in batches],
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[3] for r in rows],
+            [_json((r[0], r[1], r[2]))[1:-1] for r in rows],
+        )
+        found = conn.execute(q.CALL_APPEND, params).fetchone()
+        assert found is not None
+        return {b.stream: int(v) for b, v in zip(batches, found[0], strict=True)}
+
+    def transaction(
+        self,
+        conn: Conn,
+        batches: list[PreparedBatch],
+        new_blobs: dict[str, bytes],
+        *,
+        check_ids: bool,
+    ) -> dict[str, int]:
+        """One append transaction in two round trips (three with blobs, four for big batches).
+
+        Statements are bound client-side and sent several per message (simple query
+        protocol); the connection is in autocommit mode, so BEGIN/COMMIT are explicit
+        and any failure rolls back before the connection goes back to the pool.
+        """
+        names = [batch.stream for batch in batches]
+        cur = psycopg.ClientCursor(conn)
+        try:
+            if new_blobs:
+                cur.execute("BEGIN")
+                self._store_blobs(conn, new_blobs)  # before the lock: big bytes, no ordering
+            # the lock first; then statements of their own, whose snapshots see every commit
+            cur.execute(_HEAD if new_blobs else "BEGIN;" + _HEAD, (self.key, names))
+            _, tail, found_rows, next_id_rows = _results(cur)[-4:]
+            found = {str(s): (int(i), int(v)) for s, i, v in found_rows}
+            current: list[tuple[int | None, int]] = [found.get(n, (None, 0)) for n in names]
+            stale = next(
+                (
+                    (batch, version)
+                    for batch, (_, version) in zip(batches, current, strict=True)
+                    if batch.rows and batch.expected_version not in (None, version)
+                ),
+                None,
+            )
+            if stale is not None or check_ids:
+                if self._already_stored(conn, batches):
+                    conn.execute("ROLLBACK")  # a re-send: nothing to write
+                    return {n: version for n, (_, version) in zip(names, current, strict=True)}
+                if stale is not None:
+                    raise ConcurrencyError(
+                        stale[0].stream, stale[0].expected_version or 0, stale[1]
+                    )
+            seq, prev = (int(tail[0][0]), chain_tip(str(tail[0][1]))) if tail else (0, GENESIS_HASH)
+            return self._write(cur, batches, current, seq, prev, int(next_id_rows[0][0]))
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):  # keep the original error
+                    conn.execute("ROLLBACK")
+            raise
+
+    def _write(
+        self,
+        cur: psycopg.ClientCursor[tuple[Any, ...]],
+        batches: list[PreparedBatch],
+        current: list[tuple[int | None, int]],
+        seq: int,
+        prev: str,
+        next_id: int,
+    ) -> dict[str, int]:
+        """Hash the rows after the tail (seq, prev), insert them, notify and COMMIT."""
+        rows: list[tuple[Any, ...]] = []
+        new_streams: list[tuple[int, str, int]] = []
+        out: dict[str, int] = {}
+        add = rows.append
+        for batch, (stream_id, version) in zip(batches, current, strict=True):
+            stream = batch.stream
+            out[stream] = version + len(batch.rows)
+            if not batch.rows:
+                continue
+            if stream_id is None:
+                next_id += 1
+                stream_id = next_id
+                new_streams.append((stream_id, stream, seq + 1))
+            # per-event hashes (as ctxledger_append computes them) unless a copy asks for
+            # the source's linked rows
+            hashes, prev = chain_rows(
+                prev, seq, stream, version, batch.rows, batch.chain or "per_event"
+            )
+            for (event_id, kind, schema, payload), digest in zip(batch.rows, hashes, strict=True):
+                seq += 1
+                version += 1
+                add((seq, event_id, stream_id, version, kind, schema, payload, digest))
+        statements: list[str] = []
+        params: list[Any] = []
+        if new_streams:
+            statements.append(q.NEW_STREAMS + ", ".join(["(%s, %s, %s)"] * len(new_streams)))
+            params += [value for row in new_streams for value in row]
+        if not rows:
+            pass  # only blobs: they are in already
+        elif len(rows) <= _INLINE_ROWS:
+            statements += [_INSERT_ROW] * len(rows)
+            params += [value for row in rows for value in row]
+        else:  # COPY (binary): bytes travel as bytes, no literal to build or parse
+            if statements:
+                cur.execute(";".join(statements), params)
+                statements, params = [], []
+            with cur.connection.cursor().copy(q.COPY_EVENTS) as copy:
+                copy.set_types(_COPY_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+        statements += ["SELECT pg_notify(%s, %s)", "COMMIT"]
+        cur.execute(";".join(statements), [*params, self.channel, str(seq)])
+        return out
+
+    def _store_blobs(self, conn: Conn, new_blobs: dict[str, bytes]) -> None:
+        """INSERT the blobs not stored yet (ON CONFLICT DO NOTHING: a racing writer's copy wins)."""
+        known = {str(r[0]) for r in conn.execute(q.KNOWN_BLOBS, (list(new_blobs),)).fetchall()}
+        missing = [(ref, len(data), data) for ref, data in new_blobs.items() if ref not in known]
+        if missing:
+            conn.cursor().executemany(q.INSERT_BLOB, missing)
+
+    def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
+        """True when every event id is already in its stream (a re-send); False when none is.
+
+        Raises DuplicateEventError when only some are, or one lives in another stream.
+        """
+        wanted = [row[0] for batch in batches for row in batch.rows]
+        stored = {
+            str(e): str(s) for e, s in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
+        }
+        found: str | None = None
+        missing: str | None = None
+        for batch in batches:
+            for event_id, *_ in batch.rows:
+                where = stored.get(event_id)
+                if where is None:
+                    missing = missing or event_id
+                elif where != batch.stream:
+                    raise DuplicateEventError(
+                        f"event id {event_id!r} is already stored in stream {where!r}, not "
+                        f"{batch.stream!r}; give every new event a fresh id"
+                    )
+                else:
+                    found = found or event_id
+        if found is not None and missing is not None:
+            raise DuplicateEventError(
+                f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
+                "re-send exactly the batch that was written, or give new events fresh ids"
+            )
+        return found is not None
+
+
+def prepare(conn: Conn) -> None:
+    """Prepare the append's statements on a new pool connection (SQL-level PREPARE, so
+    they can be EXECUTEd inside the multi-statement messages of an append)."""
+    for name, statement in _PREPARED.items():
+        conn.execute(f"PREPARE {name} AS {statement}")

@@ -1,0 +1,174 @@
+"""Copying a whole ledger from one store to another (``ctxledger migrate``), losslessly.
+
+The source must verify first. Events are copied in seq order through the ordinary
+``append_many`` (so the destination checks versions and ids as for any writer),
+in transactions of up to ``batch_events`` events; a transaction holds one run of
+events per stream, so interleaved sessions give smaller ones. The destination must
+be empty: then each copied event lands at the same seq with the same stream version,
+and its chain hash, recomputed by the destination, must equal the source's. Each
+transaction is read back and compared; any difference stops the copy and names the
+event. The destination is verified at the end.
+
+Rows keep their chain format (``AppendRequest.chain``): per-event rows are copied as
+per-event rows (in runs of any length), and each linked append of the source (rows
+up to one carrying a link, see :func:`~ctxledger.eventstore.base.link_hash`) is
+copied as one append of linked rows, never split or merged, so its link comes out
+the same. A SQLite ledger (linked since issue 14) copied to PostgreSQL (per-event)
+and back is therefore hash-identical, and a head hash kept for ``verify
+--expect-head`` still matches the copy.
+
+Blobs referenced by events (large message contents, persisted tool outputs) are
+copied with the events that reference them; blobs no event references are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from ctxledger.errors import IntegrityError, InvalidInput
+from ctxledger.events import Recorded, ToolOutputPersisted
+from ctxledger.eventstore.base import (
+    AppendRequest,
+    ChainFormat,
+    EventStore,
+    chain_tip,
+    split_linked,
+)
+
+__all__ = ["CopyReport", "copy_ledger"]
+
+
+class CopyReport(msgspec.Struct, frozen=True, kw_only=True):
+    events: int
+    streams: int
+    blobs: int
+    transactions: int
+    #: the head hash (``verify``'s, the chain value of the last event), identical in both stores
+    head_hash: str | None
+
+
+def copy_ledger(
+    source: EventStore,
+    dest: EventStore,
+    *,
+    batch_events: int = 1000,
+    progress: Callable[[int], None] | None = None,
+) -> CopyReport:
+    """Copy every event of `source` into the empty `dest`, hashes re-verified (see module doc).
+
+    Raises InvalidInput when `dest` is not empty, IntegrityError when the source does
+    not verify or an event's hash differs once copied. `progress` gets the events
+    copied so far after each transaction.
+    """
+    if batch_events < 1:
+        raise InvalidInput(f"batch_events must be >= 1, got {batch_events}")
+    held = dest.last_seq()
+    if held:
+        raise InvalidInput(
+            f"the destination already holds {held} events: migrate into an empty ledger"
+        )
+    checked = source.verify()
+    if not checked.ok:
+        raise IntegrityError(
+            f"the source ledger does not verify (seq {checked.first_bad_seq}: {checked.problem}); "
+            "nothing was copied"
+        )
+    versions: dict[str, int] = {}
+    copied = transactions = 0
+    head: str | None = None
+    for runs in _chunks(source.read_all(), batch_events):
+        chunk = [recorded for _, run in runs for recorded in run]
+        refs = {r.event.blob_ref for r in chunk if isinstance(r.event, ToolOutputPersisted)}
+        extra = {ref: source.get_blob(ref) for ref in refs if source.has_blob(ref)}
+        versions.update(dest.append_many(_requests(runs, versions), extra or None))
+        _compare(chunk, list(dest.read_all(chunk[0].seq, chunk[-1].seq)))
+        copied, transactions = copied + len(chunk), transactions + 1
+        head = chain_tip(chunk[-1].hash)
+        if progress is not None:
+            progress(copied)
+    final = dest.verify()
+    if not final.ok or final.events_checked != copied:
+        raise IntegrityError(
+            f"the copy does not verify (seq {final.first_bad_seq}: {final.problem}, "
+            f"{final.events_checked} of {copied} events checked)"
+        )
+    return CopyReport(
+        events=copied,
+        streams=len(versions),
+        blobs=final.blobs_checked,
+        transactions=transactions,
+        head_hash=head,
+    )
+
+
+_Run = tuple[ChainFormat, list[Recorded]]
+
+
+def _runs(records: Iterator[Recorded], limit: int) -> Iterator[_Run]:
+    """The source's rows as appends to replay: a linked append whole (up to its link
+    row), per-event rows in runs of one stream of at most `limit` events."""
+    run: list[Recorded] = []
+    chain: ChainFormat = "per_event"
+    for recorded in records:
+        linked = split_linked(recorded.hash)
+        kind: ChainFormat = "per_event" if linked is None else "linked"
+        if run and (
+            kind != chain
+            or run[-1].stream != recorded.stream
+            or (chain == "per_event" and len(run) >= limit)
+        ):
+            yield chain, run  # a linked run never ends here: verify() checked the source
+            run = []
+        run.append(recorded)
+        chain = kind
+        if linked is not None and linked[1]:
+            yield chain, run
+            run = []
+    if run:
+        yield chain, run
+
+
+def _chunks(records: Iterator[Recorded], limit: int) -> Iterator[list[_Run]]:
+    """Consecutive runs for one transaction: at most `limit` events (unless one linked
+    append is longer), each stream once."""
+    chunk: list[_Run] = []
+    size = 0
+    for chain, run in _runs(records, limit):
+        stream = run[0].stream
+        if chunk and (size + len(run) > limit or any(r[0].stream == stream for _, r in chunk)):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((chain, run))
+        size += len(run)
+    if chunk:
+        yield chunk
+
+
+def _requests(chunk: list[_Run], versions: dict[str, int]) -> list[AppendRequest]:
+    return [
+        AppendRequest(run[0].stream, [r.event for r in run], versions.get(run[0].stream, 0), chain)
+        for chain, run in chunk
+    ]
+
+
+def _compare(source: list[Recorded], copied: list[Recorded]) -> None:
+    for want, got in zip(source, copied, strict=False):
+        if (want.seq, want.stream, want.version, want.hash) != (
+            got.seq,
+            got.stream,
+            got.version,
+            got.hash,
+        ):
+            raise IntegrityError(
+                f"event {want.event.event_id!r} (seq {want.seq}) was copied with hash "
+                f"{got.hash[:12]}… at seq {got.seq}, not {want.hash[:12]}…: it re-encodes "
+                "differently (written by an older ctxledger or another blob threshold?); "
+                "the destination is incomplete: drop it"
+            )
+    if len(copied) != len(source):
+        raise IntegrityError(
+            f"{len(source)} events were sent but {len(copied)} read back from the destination; "
+            "is another writer using it? the destination is incomplete: drop it"
+        )

@@ -1,0 +1,234 @@
+"""The sealed head anchor: where the log ended, kept apart from the log.
+
+A hash chain proves that nothing *inside* the log changed, but deleting the newest
+events leaves a shorter chain that still verifies. The anchor is a small file beside
+the ledger (``<ledger>.head``) recording the last seq and its hash, sealed with an
+HMAC under a per-user key (``$CTXLEDGER_ANCHOR_KEY_FILE``, else ``anchor.key`` in
+the user data directory, created 0600). A writer advances it when it closes the
+ledger after appending, and ``verify`` advances it after a clean walk; it only ever
+moves forward. ``verify`` then checks that the log still holds the anchored event
+with the anchored hash: a truncation, or a rewrite from that event on, fails.
+
+Built on the store's public API (``last_seq``, ``read_all`` hashes and the verify
+report's head); a hash is compared by its chain value (``base.chain_tip``: the whole
+per-event hash, or the link of a linked row's ``<digest>:<link>``), the value
+``verify`` prints as the head, so an anchor sealed before issue 14's linked rows
+(or by a writer that stored the whole column) still matches. Limits: someone who can
+delete both the anchor and the newest events is caught only by ``verify
+--expect-head`` with a head hash kept elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+import msgspec
+
+from ctxledger.errors import InvalidInput
+from ctxledger.eventstore.base import EventStore, VerifyReport, chain_tip
+from ctxledger.eventstore.opening import is_url, open_store
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+
+_KEY_BYTES = 32
+
+
+class HeadAnchor(msgspec.Struct, frozen=True):
+    """The last event a writer saw: its seq and hash, and the seal over both."""
+
+    seq: int
+    hash: str
+    seal: str = ""
+
+
+def anchor_path(db: str | os.PathLike[str]) -> Path:
+    return Path(os.fspath(db) + ".head")
+
+
+def _key_path() -> Path:
+    env = os.environ.get("CTXLEDGER_ANCHOR_KEY_FILE")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("ctxledger", appauthor=False)) / "anchor.key"
+
+
+def _key() -> bytes:
+    """The per-user sealing key, created (0600) on first use."""
+    path = _key_path()
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process created it first
+        return path.read_bytes()
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(secrets.token_bytes(_KEY_BYTES))
+    return path.read_bytes()
+
+
+def _seal(seq: int, head: str) -> str:
+    return hmac.new(_key(), f"ctxledger-head:{seq}:{head}".encode(), hashlib.sha256).hexdigest()
+
+
+def read_anchor(db: str | os.PathLike[str]) -> HeadAnchor | None:
+    """The anchor beside `db`, or None when there is none (raises on an unreadable one)."""
+    try:
+        data = anchor_path(db).read_bytes()
+    except FileNotFoundError:
+        return None
+    return msgspec.json.decode(data, type=HeadAnchor)
+
+
+def seal_is_valid(anchor: HeadAnchor) -> bool:
+    return hmac.compare_digest(anchor.seal, _seal(anchor.seq, anchor.hash))
+
+
+def head_of(store: EventStore) -> tuple[int, str] | None:
+    """(last seq, its hash) of the log, or None when it is empty."""
+    last = store.last_seq()
+    if last == 0:
+        return None
+    recorded = next(iter(store.read_all(last, last)), None)
+    return None if recorded is None else (recorded.seq, chain_tip(recorded.hash))
+
+
+def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
+    """Seal (seq, head) beside `db` if it is past the current anchor. False if not moved.
+
+    Serialized with ``flock`` so two closing writers never move it backwards.
+    """
+    path = anchor_path(db)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "r+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        raw = fh.read()
+        if raw.strip():
+            try:
+                current = msgspec.json.decode(raw, type=HeadAnchor)
+            except msgspec.DecodeError:
+                current = None
+            if current is not None and current.seq >= seq:
+                return False
+        body = msgspec.json.encode(HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head)))
+        fh.seek(0)
+        fh.truncate()
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | None, str] | None:
+    """``(seq, problem)`` when the log contradicts its sealed anchor, else None."""
+    try:
+        anchor = read_anchor(db)
+    except (OSError, msgspec.DecodeError) as exc:
+        return None, f"the head anchor {anchor_path(db)} cannot be read: {exc}"
+    if anchor is None:
+        return None
+    if not seal_is_valid(anchor):
+        return None, (
+            f"the head anchor {anchor_path(db)} does not carry a valid seal (edited, or sealed "
+            "under another key): check the head with --expect-head"
+        )
+    last = store.last_seq()
+    if last < anchor.seq:
+        return last + 1, (
+            f"the log ends at seq {last} but its sealed head anchor records seq {anchor.seq} "
+            f"(hash {anchor.hash}): the newest events were deleted"
+        )
+    recorded = next(iter(store.read_all(anchor.seq, anchor.seq)), None)
+    if recorded is None or chain_tip(recorded.hash) != chain_tip(anchor.hash):
+        return anchor.seq, (
+            f"the event at seq {anchor.seq} is not the one the sealed head anchor records "
+            f"(hash {anchor.hash}): the log was truncated and rewritten from here"
+        )
+    return None
+
+
+def _failed(report: VerifyReport, seq: int | None, problem: str) -> VerifyReport:
+    return msgspec.structs.replace(
+        report, ok=False, first_bad_seq=seq, first_bad_event_id=None, problem=problem
+    )
+
+
+def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> VerifyReport:
+    """``HASH``: the head must be that hash; ``SEQ:HASH``: the event at SEQ must have it."""
+    seq_text, _, want = expect.strip().rpartition(":")
+    if not seq_text:
+        if report.head_hash == want:
+            return report
+        return _failed(
+            report,
+            report.head_seq,
+            f"the head is seq {report.head_seq} hash {report.head_hash}, expected {want}",
+        )
+    try:
+        seq = int(seq_text)
+    except ValueError:
+        raise InvalidInput(f"--expect-head takes HASH or SEQ:HASH, got {expect!r}") from None
+    if seq > store.last_seq():
+        return _failed(
+            report,
+            store.last_seq() + 1,
+            f"the log ends at seq {store.last_seq()}, expected an event {seq} with hash {want}: "
+            "the newest events were deleted",
+        )
+    recorded = next(iter(store.read_all(seq, seq)), None)
+    if recorded is None or want not in (recorded.hash, chain_tip(recorded.hash)):
+        return _failed(
+            report, seq, f"the event at seq {seq} does not have the expected hash {want}"
+        )
+    return report
+
+
+def verify_file(
+    path: str | os.PathLike[str], *, expect_head: str | None = None, seal: bool = True
+) -> VerifyReport:
+    """Check a ledger without folding it: the store's walk, its anchor, `expect_head`.
+
+    The store is opened directly (no projection is built, so an undecodable payload
+    or a deleted row is reported at its seq, not raised while folding). After a clean
+    walk the anchor is advanced to the verified head when `seal` is set. A server
+    ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
+    """
+    server = is_url(path)
+    if not server and not Path(path).is_file():
+        raise InvalidInput(f"no ledger file at {os.fspath(path)}")
+    store = open_store(path) if server else SQLiteEventStore(path)
+    try:
+        report = store.verify()
+        if report.ok and not server:
+            found = check_anchor(store, path)
+            if found is not None:
+                report = _failed(report, *found)
+        if report.ok and expect_head:
+            report = _check_expected(store, report, expect_head)
+        if server:
+            return report
+        if report.ok and seal and report.head_seq is not None and report.head_hash is not None:
+            with contextlib.suppress(OSError):
+                advance_anchor(path, report.head_seq, report.head_hash)
+        return report
+    finally:
+        store.close()
+
+
+__all__ = [
+    "HeadAnchor",
+    "advance_anchor",
+    "anchor_path",
+    "check_anchor",
+    "head_of",
+    "read_anchor",
+    "seal_is_valid",
+    "verify_file",
+]

@@ -1,0 +1,63 @@
+"""Naming a message of a live view: its full id, the short id ``show`` prints, or its index."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxledger.errors import InvalidInput, UnknownMessage
+from ctxledger.projections import SessionView
+
+__all__ = ["SHORT_ID_CHARS", "resolve_message", "short_ids"]
+
+#: the shortest suffix ``show`` prints as a message's short id
+SHORT_ID_CHARS = 8
+
+
+def short_ids(ids: Sequence[str]) -> list[str]:
+    """The shortest suffixes (at least :data:`SHORT_ID_CHARS` long) that tell `ids` apart.
+
+    Suffixes, not prefixes: random ids start with their creation time, so the messages
+    of one session share a prefix.
+    """
+    width = SHORT_ID_CHARS
+    longest = max((len(i) for i in ids), default=0)
+    while width < longest and len({i[-width:] for i in ids}) < len(set(ids)):
+        width += 1
+    return [i[-width:] for i in ids]
+
+
+def resolve_message(view: SessionView, ref: str | int) -> str:
+    """A live message's id from its id, the short form ``show`` prints, or its index.
+
+    An index counts the API view as ``show`` does (the system prompt, if any, is 0);
+    a string of fewer than :data:`SHORT_ID_CHARS` digits is an index (a short id is
+    never that short); any other string is a full id or a suffix unique among the
+    live ids (the short form). Read-only.
+    """
+    live, session_id = view.live, view.session_id
+    offset = int(view.system_prompt is not None)
+    if isinstance(ref, str) and ref.strip().isdigit() and len(ref.strip()) < SHORT_ID_CHARS:
+        ref = int(ref.strip())
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        if offset and ref == 0:
+            raise InvalidInput("index 0 is the system prompt, which every view keeps anyway")
+        if not offset <= ref < len(live) + offset:
+            raise UnknownMessage(
+                f"no message at index {ref} of {session_id!r} (the view has indexes "
+                f"{offset}..{len(live) + offset - 1}; `ctxledger show` lists them)"
+            )
+        return live[ref - offset]
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidInput("a message id is required (or its short form, or its index)")
+    ref = ref.strip()
+    if ref in live:
+        return ref
+    matches = [mid for mid in live if mid.endswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise InvalidInput(f"{ref!r} matches {len(matches)} live messages; give more of the id")
+    raise UnknownMessage(
+        f"message {ref!r} is not in the live view of {session_id!r} "
+        "(`ctxledger show` lists ids and indexes)"
+    )

@@ -1,0 +1,164 @@
+"""Input limits: how deep JSON may nest, how big an input may be, which numbers are sane.
+
+One module owns these rules so the library, the CLI and the service apply the same
+ones. Every walk here is iterative: a check for "too deep" must not itself recurse.
+
+- **Nesting**: a message (or the JSON inside a tool call's ``arguments``) may nest at
+  most :data:`MAX_JSON_DEPTH` levels (``$CTXLEDGER_MAX_JSON_DEPTH``). Deeper input is
+  refused at the door with the message's index; code that reads stored data bounds
+  its walks with :func:`json_text_depth` before decoding.
+- **Size**: the CLI reads at most :data:`MAX_INPUT_BYTES` from a file or stdin
+  (``$CTXLEDGER_MAX_INPUT_BYTES`` or ``import --max-bytes``), and only regular files.
+- **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
+  accepted only when it is integral, ``12.0``); a context length is an integer in
+  ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ctxledger.errors import InvalidInput
+
+#: default nesting limit of a message or of tool-call arguments (JSON levels)
+MAX_JSON_DEPTH = 100
+#: default cap on what the CLI reads from one input (bytes): 256 MiB
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+#: the largest token count accepted anywhere (a trillion: far beyond any real report)
+MAX_TOKEN_COUNT = 10**12
+#: the largest context window accepted (a billion tokens)
+MAX_CONTEXT_LENGTH = 10**9
+#: the smallest context window accepted
+MIN_CONTEXT_LENGTH = 1024
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InvalidInput(f"{name} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise InvalidInput(f"{name} must be a positive integer, got {raw!r}")
+    return value
+
+
+def max_json_depth() -> int:
+    """The nesting limit in force (``$CTXLEDGER_MAX_JSON_DEPTH``, else the default)."""
+    return _env_int("CTXLEDGER_MAX_JSON_DEPTH", MAX_JSON_DEPTH)
+
+
+def max_input_bytes() -> int:
+    """The input size cap in force (``$CTXLEDGER_MAX_INPUT_BYTES``, else the default)."""
+    return _env_int("CTXLEDGER_MAX_INPUT_BYTES", MAX_INPUT_BYTES)
+
+
+def json_text_depth(text: str, stop_above: int | None = None) -> int:
+    """How deep the brackets of JSON `text` nest (strings skipped), without decoding it.
+
+    Stops counting once the depth passes `stop_above` (the result is then
+    ``stop_above + 1``), so a hostile input costs no more than the scan up to there.
+    """
+    if "[" not in text and "{" not in text:
+        return 0
+    depth = deepest = 0
+    for match in _JSON_TOKENS.finditer(text):
+        tok = match.group()
+        if tok in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if stop_above is not None and deepest > stop_above:
+                    return deepest
+        elif tok in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def value_depth(value: Any, stop_above: int | None = None) -> int:
+    """How deep a decoded JSON value nests (a scalar is 0), walked iteratively."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        level += 1
+        if level > deepest:
+            deepest = level
+            if stop_above is not None and deepest > stop_above:
+                return deepest
+        stack.extend((child, level) for child in children)
+    return deepest
+
+
+def too_deep(text: str, limit: int | None = None) -> bool:
+    """Whether JSON `text` nests deeper than `limit` (default: the limit in force)."""
+    bound = max_json_depth() if limit is None else limit
+    return json_text_depth(text, bound) > bound
+
+
+def check_token_count(value: Any, field: str) -> int:
+    """A token count as an int; ``None`` is 0. Raises :class:`InvalidInput` otherwise.
+
+    Rejected: booleans, non-numbers, NaN/infinity, non-integral floats (``12.7``),
+    negatives and anything above :data:`MAX_TOKEN_COUNT`.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{field} must be a number, got {type(value).__name__}")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{field} must be a finite number, got {value!r}")
+        if not value.is_integer():
+            raise InvalidInput(f"{field} must be a whole number of tokens, got {value!r}")
+    if value < 0:
+        raise InvalidInput(f"{field} must not be negative, got {value}")
+    if value > MAX_TOKEN_COUNT:
+        raise InvalidInput(f"{field} is out of range: {value} > {MAX_TOKEN_COUNT:,} tokens")
+    return int(value)
+
+
+def check_context_length(value: Any, field: str = "context_length") -> int:
+    """A context window as an int in ``[MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH]``."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be an integer ≥ {MIN_CONTEXT_LENGTH}, got {value!r}")
+    if value < MIN_CONTEXT_LENGTH:
+        raise InvalidInput(f"{field} must be an integer ≥ {MIN_CONTEXT_LENGTH}, got {value!r}")
+    if value > MAX_CONTEXT_LENGTH:
+        raise InvalidInput(
+            f"{field} is out of range: {value} > {MAX_CONTEXT_LENGTH:,} tokens (no model has "
+            "a window that large)"
+        )
+    return value
+
+
+__all__ = [
+    "MAX_CONTEXT_LENGTH",
+    "MAX_INPUT_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_TOKEN_COUNT",
+    "MIN_CONTEXT_LENGTH",
+    "check_context_length",
+    "check_token_count",
+    "json_text_depth",
+    "max_input_bytes",
+    "max_json_depth",
+    "too_deep",
+    "value_depth",
+]

@@ -1,0 +1,396 @@
+"""The two wire formats the proxy speaks: OpenAI chat completions and Anthropic messages.
+
+For each: read a client request into the ledger's OpenAI message shape, build the
+upstream request from the ledger's compacted view, and read the reply and its real
+usage back, from a JSON body or incrementally from a Server-Sent-Events stream.
+Anthropic messages are converted with the importer and exporter the CLI uses, so a
+proxied conversation is stored exactly as an imported one would be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxledger.errors import InvalidInput
+from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, openai_tools
+from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
+from ctxledger.importers.export import _anthropic as anthropic_document
+from ctxledger.server.history import strip_cache_markers
+
+JSONDict = dict[str, Any]
+
+
+@dataclass
+class ClientTurn:
+    """A proxied request as the ledger sees it."""
+
+    model: str
+    system_prompt: str | None
+    messages: list[JSONDict]
+    tools: list[JSONDict]
+    stream: bool
+    max_tokens: int | None
+    wants_usage: bool = False  # OpenAI: the client asked for the usage chunk itself
+
+
+def _model(body: Mapping[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidInput("'model' must be a non-empty string")
+    return model
+
+
+def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = body.get(key)
+        if value is not None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidInput(f"'{key}' must be a positive integer")
+            return value
+    return None
+
+
+def _messages(body: Mapping[str, Any]) -> list[Any]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("'messages' must be a non-empty list")
+    return messages
+
+
+# --------------------------------------------------------------------------- SSE
+
+
+@dataclass
+class SSEEvent:
+    raw: bytes
+    event: str | None
+    data: str
+
+
+class SSEParser:
+    """Split a byte stream into SSE events, keeping each event's raw bytes for forwarding."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
+        self._buffer += chunk
+        while True:
+            cut, sep = self._boundary()
+            if cut < 0:
+                return
+            raw, self._buffer = self._buffer[: cut + sep], self._buffer[cut + sep :]
+            yield self._parse(raw)
+
+    def _boundary(self) -> tuple[int, int]:
+        best = (-1, 0)
+        for sep in (b"\n\n", b"\r\n\r\n"):
+            i = self._buffer.find(sep)
+            if i >= 0 and (best[0] < 0 or i < best[0]):
+                best = (i, len(sep))
+        return best
+
+    @staticmethod
+    def _parse(raw: bytes) -> SSEEvent:
+        name: str | None = None
+        data: list[str] = []
+        for line in raw.decode("utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if key == "event":
+                name = value
+            elif key == "data":
+                data.append(value)
+        return SSEEvent(raw=raw, event=name, data="\n".join(data))
+
+    def rest(self) -> bytes:
+        rest, self._buffer = self._buffer, b""
+        return rest
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+# --------------------------------------------------------------------------- OpenAI
+
+
+def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
+    """`markers`: whether the body may hold ``cache_control`` markers to strip (the caller
+    knows from the raw bytes; stripping is skipped, not the check, when it says no)."""
+    raw = _messages(body)
+    system: str | None = None
+    if isinstance(raw[0], Mapping) and raw[0].get("role") in ("system", "developer"):
+        system = text_of_parts(raw[0].get("content"))
+        if system is None:
+            raise InvalidInput("messages[0]: a system message needs text content")
+        raw = raw[1:]
+    messages = (
+        [strip_cache_markers(m) if isinstance(m, dict) else m for m in raw]
+        if markers
+        else list(raw)
+    )
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise InvalidInput("'tools' must be a list")
+    options = body.get("stream_options")
+    wants = isinstance(options, Mapping) and bool(options.get("include_usage"))
+    return ClientTurn(
+        model=_model(body),
+        system_prompt=system,
+        messages=messages,
+        tools=tools,
+        stream=bool(body.get("stream")),
+        max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
+        wants_usage=wants,
+    )
+
+
+def openai_upstream(
+    body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
+) -> JSONDict:
+    out = {**body, "messages": view}
+    if max_tokens is not None:
+        out["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = (
+            max_tokens
+        )
+    if body.get("stream"):
+        out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return out
+
+
+def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
+    """The assistant message to record (only what a provider reads back)."""
+    calls = [
+        {
+            "id": c.get("id"),
+            "type": "function",
+            "function": {
+                "name": (c.get("function") or {}).get("name"),
+                "arguments": (c.get("function") or {}).get("arguments") or "",
+            },
+        }
+        for c in message.get("tool_calls") or ()
+        if isinstance(c, Mapping)
+    ]
+    content = message.get("content")
+    if not calls and not isinstance(content, str | list):
+        return None
+    out: JSONDict = {
+        "role": "assistant",
+        "content": content if content is not None else ("" if not calls else None),
+    }
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def openai_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
+    if not isinstance(data, Mapping):
+        return None, None
+    choices = data.get("choices") or []
+    message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
+    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
+    return (openai_reply(message) if isinstance(message, Mapping) else None), usage
+
+
+@dataclass
+class OpenAIStream:
+    """Accumulates a chat-completions stream: the reply, the usage chunk, completion."""
+
+    wants_usage: bool
+    content: list[str] = field(default_factory=list)
+    calls: dict[int, JSONDict] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: JSONDict | None = None
+    done: bool = False
+
+    def feed(self, ev: SSEEvent) -> bool:
+        """Fold one event; False when it must not be forwarded (a usage chunk nobody asked for)."""
+        if ev.data.strip() == "[DONE]":
+            self.done = True
+            return True
+        chunk = _json(ev.data)
+        if not isinstance(chunk, Mapping):
+            return True
+        if isinstance(chunk.get("usage"), Mapping):
+            self.usage = dict(chunk["usage"])
+        choices = chunk.get("choices") or []
+        for choice in choices:
+            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+                self._delta(choice)
+        return self.wants_usage or bool(choices) or not isinstance(chunk.get("usage"), Mapping)
+
+    def _delta(self, choice: Mapping[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        if isinstance(delta.get("content"), str):
+            self.content.append(delta["content"])
+        for call in delta.get("tool_calls") or ():
+            slot = self.calls.setdefault(
+                call.get("index", 0), {"id": None, "name": "", "arguments": ""}
+            )
+            fn = call.get("function") or {}
+            slot["id"] = call.get("id") or slot["id"]
+            slot["name"] += fn.get("name") or ""
+            slot["arguments"] += fn.get("arguments") or ""
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    @property
+    def complete(self) -> bool:
+        return self.finish_reason is not None
+
+    def reply(self) -> JSONDict | None:
+        calls = [
+            {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(self.calls.items())
+        ]
+        return openai_reply(
+            {
+                "content": "".join(self.content) if self.content or not calls else None,
+                "tool_calls": calls,
+            }
+        )
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def _builder() -> SessionBuilder:
+    return SessionBuilder(SourceText("", None), "proxy", "anthropic")
+
+
+def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
+    raw = _messages(body)
+    b = _builder()
+    for i, message in enumerate(raw):
+        add_anthropic_message(b, message, f"messages[{i}]", i)
+    system = body.get("system")
+    prompt = text_of_parts(system) if system is not None else None
+    if system is not None and prompt is None:
+        raise InvalidInput("'system' must be a string or a list of text blocks")
+    tools = openai_tools(body.get("tools"), b, "tools")
+    max_tokens = _max_tokens(body, "max_tokens")
+    return ClientTurn(
+        model=_model(body),
+        system_prompt=prompt,
+        messages=[strip_cache_markers(m) for m in b.messages] if markers else b.messages,
+        tools=tools,
+        stream=bool(body.get("stream")),
+        max_tokens=max_tokens,
+    )
+
+
+def anthropic_upstream(
+    body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
+) -> JSONDict:
+    system: Any = None
+    if view and view[0].get("role") == "system":
+        system, view = view[0].get("content"), view[1:]
+    out = {**body, "messages": anthropic_document(None, view)["messages"]}
+    out.pop("system", None)
+    if system is not None:
+        out["system"] = system
+    if max_tokens is not None:
+        out["max_tokens"] = max_tokens
+    return out
+
+
+def anthropic_reply(content: Any) -> JSONDict | None:
+    if not isinstance(content, list | str):
+        return None
+    return add_assistant(_builder(), {"role": "assistant", "content": content}, "reply", 0)
+
+
+def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
+    if not isinstance(data, Mapping):
+        return None, None
+    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
+    try:
+        return anthropic_reply(data.get("content")), usage
+    except InvalidInput:
+        return None, usage
+
+
+@dataclass
+class AnthropicStream:
+    """Accumulates an Anthropic messages stream (named events) into the reply and its usage."""
+
+    blocks: dict[int, JSONDict] = field(default_factory=dict)
+    partial: dict[int, str] = field(default_factory=dict)
+    usage: JSONDict | None = None
+    stopped: bool = False
+
+    def feed(self, ev: SSEEvent) -> bool:
+        data = _json(ev.data)
+        if not isinstance(data, Mapping):
+            return True
+        kind = data.get("type") or ev.event
+        if kind == "message_start":
+            self.usage = dict((data.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            self.blocks[data.get("index", 0)] = dict(data.get("content_block") or {})
+        elif kind == "content_block_delta":
+            self._delta(data.get("index", 0), data.get("delta") or {})
+        elif kind == "content_block_stop":
+            self._finish_block(data.get("index", 0))
+        elif kind == "message_delta":
+            extra = {k: v for k, v in (data.get("usage") or {}).items() if v is not None}
+            self.usage = {**(self.usage or {}), **extra}
+        elif kind == "message_stop":
+            self.stopped = True
+        return True
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + str(delta.get("text", ""))
+        elif kind == "input_json_delta":
+            self.partial[index] = self.partial.get(index, "") + str(delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+        elif kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + str(delta.get("signature", ""))
+
+    def _finish_block(self, index: int) -> None:
+        block = self.blocks.get(index)
+        if block is not None and block.get("type") == "tool_use" and index in self.partial:
+            parsed = _json(self.partial[index] or "{}")
+            block["input"] = (
+                parsed if isinstance(parsed, dict) else {"_raw_arguments": self.partial[index]}
+            )
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped
+
+    def reply(self) -> JSONDict | None:
+        blocks = [
+            {k: v for k, v in b.items() if v is not None} for _, b in sorted(self.blocks.items())
+        ]
+        try:
+            return anthropic_reply(blocks)
+        except InvalidInput:
+            return None
+
+
+__all__ = [
+    "AnthropicStream",
+    "ClientTurn",
+    "OpenAIStream",
+    "SSEEvent",
+    "SSEParser",
+    "anthropic_json_reply",
+    "anthropic_turn",
+    "anthropic_upstream",
+    "openai_json_reply",
+    "openai_turn",
+    "openai_upstream",
+]

@@ -1,0 +1,207 @@
+"""Which ledger session a proxied request belongs to, and what is new in it.
+
+A chat client resends its whole history every turn. The ledger holds, for each
+*line* (a compression chain started by the proxy or by a branch), every message the
+client sent and every reply the proxy recorded, in order: the messages appended to
+the chain's sessions (a compaction's summaries and stubs are not appended, so they
+are not part of it). A request continues a line when that recorded history is a
+prefix of the client's list; the rest is the new suffix. When no line of the family
+matches, the client edited or dropped something: the request gets a new branch.
+
+Messages are compared as dicts first and, when those differ, by what a provider
+sees (role, text, tool calls, tool call id), so a client that drops ``null`` fields or moves its own
+``cache_control`` markers still continues its line; a tool-call id the ledger repaired
+(a re-used one) is compared as the client sent it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ctxledger.ledger import Ledger
+
+Key = tuple[Any, ...]
+
+
+def _part_key(part: Any) -> Any:
+    if isinstance(part, Mapping):
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            return part["text"]
+        return msgspec.json.encode({k: v for k, v in part.items() if k != "cache_control"})
+    return repr(part)
+
+
+def content_key(content: Any) -> Any:
+    """A message's content as compared: text parts by their text, markers ignored."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = tuple(_part_key(p) for p in content)
+        if all(isinstance(p, str) for p in parts):
+            return "\n".join(parts)
+        return parts
+    return repr(content)
+
+
+def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = None) -> Key:
+    """What a provider sees of a message; `renames` maps tool-call ids the ledger repaired
+    (replacement -> the id the client sent) back, so a client that re-uses ids matches."""
+    renames = renames or {}
+
+    def original(call_id: Any) -> Any:
+        return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
+
+    calls = message.get("tool_calls") or ()
+    call_keys = tuple(
+        (
+            original(c.get("id")),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
+        for c in calls
+        if isinstance(c, Mapping)
+    )
+    return (
+        message.get("role"),
+        content_key(message.get("content")),
+        call_keys,
+        original(message.get("tool_call_id")),
+    )
+
+
+def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A client's own ``cache_control`` markers removed (the service places its own)."""
+    content = message.get("content")
+    marked_parts = isinstance(content, list) and any(
+        isinstance(p, Mapping) and "cache_control" in p for p in content
+    )
+    if "cache_control" not in message and not marked_parts:
+        return message if isinstance(message, dict) else dict(message)  # the common case: no copy
+    out = {k: v for k, v in message.items() if k != "cache_control"}
+    if marked_parts:
+        assert isinstance(content, list)
+        out["content"] = [
+            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, Mapping) else p
+            for p in content
+        ]
+    return out
+
+
+def stable_key(system_prompt: str | None, messages: Sequence[Mapping[str, Any]]) -> str:
+    """A session id derived from the system prompt and the first user message."""
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    material = msgspec.json.encode(
+        [system_prompt or "", content_key(first.get("content")) if first else ""]
+    )
+    return "px-" + hashlib.sha256(material).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Match:
+    """Where a request lands: the line's tip and the messages it adds (or a branch to make)."""
+
+    session_id: str  # the tip to continue, or the session to branch from
+    suffix_start: int  # index in the client's list where the new messages begin
+    branch: bool = False
+    common: int = 0  # messages shared with the line branched from
+
+
+class HistoryIndex:
+    """Recorded client histories per session, cached and extended as the ledger grows."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        #: session id -> (live messages examined, the messages appended to it, as appended)
+        self._appended: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
+
+    def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
+        """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
+        live = self.ledger.transcript.session(session_id).live
+        seen, appended = self._appended.get(session_id) or (0, [])
+        if seen > len(live):
+            seen, appended = 0, []
+        messages = self.ledger.transcript.state.messages
+        for mid in live[seen:]:
+            stored = messages.get(mid)
+            if (
+                stored is not None
+                and stored.session_id == session_id
+                and stored.origin == "appended"
+            ):
+                appended.append(stored.message)
+        self._appended[session_id] = (len(live), appended)
+        return appended
+
+    def line_messages(self, line_root: str) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
+        for sid in self.ledger.chains.chain(line_root):
+            out.extend(self.session_messages(sid))
+        return out
+
+    def lines(self, family_root: str) -> list[str]:
+        """The line roots of a family: the root's chain and every branch below it."""
+        chains = self.ledger.chains
+        out, todo = [family_root], [family_root]
+        while todo:
+            for child in chains.lineage(todo.pop()).children:
+                if chains.lineage(child).reason == "branch":
+                    out.append(child)
+                todo.append(child)
+        return out
+
+    @staticmethod
+    def common_prefix(
+        recorded: Sequence[Mapping[str, Any]],
+        client: Sequence[Any],
+        renames: Mapping[str, str] | None = None,
+    ) -> int:
+        """How many leading messages the two lists share (equal dicts, else equal keys;
+        `renames`: the ledger's repaired tool-call ids, replacement -> original)."""
+        for i, (a, b) in enumerate(zip(recorded, client, strict=False)):
+            if a != b and (not isinstance(b, Mapping) or message_key(a, renames) != message_key(b)):
+                return i
+        return min(len(recorded), len(client))
+
+    def match(self, family_root: str, client: Sequence[Any], system_prompt: str | None) -> Match:
+        """The longest line whose recorded history the client's list extends, else a branch point.
+
+        A line whose system prompt differs from the client's matches nothing.
+        """
+        best: tuple[int, str] | None = None
+        closest = (-1, family_root)
+        for line in self.lines(family_root):
+            if self.ledger.transcript.session(line).system_prompt != system_prompt:
+                continue
+            recorded = self.line_messages(line)
+            common = self.common_prefix(recorded, client, self.ledger.transcript.state.call_renames)
+            if common == len(recorded):
+                if best is None or common > best[0]:
+                    best = (common, line)
+            elif common > closest[0]:
+                closest = (common, line)
+        if best is not None:
+            return Match(session_id=self.ledger.tip(best[1]), suffix_start=best[0])
+        return Match(
+            session_id=self.ledger.tip(closest[1]),
+            suffix_start=0,
+            branch=True,
+            common=max(closest[0], 0),
+        )
+
+
+__all__ = [
+    "HistoryIndex",
+    "Key",
+    "Match",
+    "content_key",
+    "message_key",
+    "stable_key",
+    "strip_cache_markers",
+]

@@ -1,0 +1,411 @@
+"""The compacting proxy: ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic).
+
+One turn, serialized per session family (a second request on the same session waits
+for the first to finish, stream included):
+
+1. find the session (``X-Ctxledger-Session``, else a key derived from the system prompt
+   and the first user message) and the line the client's history continues
+   (:mod:`ctxledger.server.history`); append only the new suffix, or start a branch
+   when the history diverges from the ledger;
+2. ``preflight`` (compacts when system + messages + tools reach the threshold);
+3. send the compacted view upstream instead of the client's list, with the client's
+   own auth headers; on an overflow error, ``handle_provider_error`` decides: compact
+   and retry, or lower the output cap (at most ``max_compression_attempts`` retries);
+4. answer with the upstream's response unchanged (streams are forwarded event by
+   event), then record the reply and the real usage (``report_usage``, which may
+   compact in the loop). A reply whose stream was cut is not recorded: the client
+   will resend the turn, and it continues from what was recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
+from ctxledger.messages import check_new_messages
+from ctxledger.runtime.service_io import json_safe
+from ctxledger.server.auth import require_proxy_token
+from ctxledger.server.errors import HTTPError, message_of, provider_error_body
+from ctxledger.server.formats import (
+    AnthropicStream,
+    ClientTurn,
+    OpenAIStream,
+    SSEParser,
+    anthropic_json_reply,
+    anthropic_turn,
+    anthropic_upstream,
+    openai_json_reply,
+    openai_turn,
+    openai_upstream,
+)
+from ctxledger.server.history import stable_key
+from ctxledger.server.routing import Endpoint, decode_object, read_body
+
+if TYPE_CHECKING:
+    from ctxledger.server.state import ServerState
+
+log = logging.getLogger("ctxledger.server")
+
+SESSION_HEADER = "x-ctxledger-session"
+CONTEXT_HEADER = "x-ctxledger-context-length"
+#: client headers passed to the upstream (its auth and API version), nothing else
+FORWARDED_HEADERS = (
+    "authorization",
+    "x-api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-organization",
+    "openai-project",
+)
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "date",
+        "server",
+    }
+)
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
+
+Accumulator = OpenAIStream | AnthropicStream
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str
+    upstream_path: str
+    turn: Callable[[Mapping[str, Any], bool], ClientTurn]
+    upstream: Callable[[Mapping[str, Any], list[dict[str, Any]], int | None], dict[str, Any]]
+    json_reply: Callable[[Any], tuple[dict[str, Any] | None, dict[str, Any] | None]]
+
+    def accumulator(self, turn: ClientTurn) -> Accumulator:
+        return (
+            OpenAIStream(wants_usage=turn.wants_usage)
+            if self.name == "openai"
+            else AnthropicStream()
+        )
+
+
+OPENAI = Api("openai", "/chat/completions", openai_turn, openai_upstream, openai_json_reply)
+ANTHROPIC = Api(
+    "anthropic", "/v1/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply
+)
+
+
+def _error(api: Api, status: int, code: str, message: str) -> Response:
+    from ctxledger.server.routing import JSON
+
+    return JSON(provider_error_body(api.name, status, code, message), status_code=status)
+
+
+def _family(request: Request, turn: ClientTurn) -> str:
+    header = request.headers.get(SESSION_HEADER)
+    if header is None:
+        return stable_key(turn.system_prompt, turn.messages)
+    if not _SESSION_ID.match(header.strip()):
+        raise InvalidInput(
+            f"{SESSION_HEADER} must be 1-200 characters of letters, digits and ._:@-"
+        )
+    return header.strip()
+
+
+def _context_length(request: Request, state: ServerState) -> int:
+    raw = request.headers.get(CONTEXT_HEADER)
+    if raw is None:
+        return state.context_length
+    if not raw.strip().isdigit() or int(raw) < 1024:
+        raise InvalidInput(f"{CONTEXT_HEADER} must be an integer ≥ 1024, got {raw!r}")
+    return int(raw)
+
+
+class Turn:
+    """One proxied request, from its arrival to its recorded reply."""
+
+    def __init__(
+        self, state: ServerState, api: Api, request: Request, body: dict[str, Any], turn: ClientTurn
+    ) -> None:
+        self.state, self.api, self.request, self.body, self.turn = state, api, request, body, turn
+        self.svc = state.service
+        self.session_id = ""
+        self.notices: list[str] = []
+
+    async def record_request(self, family: str, context_length: int) -> None:
+        """Append the new suffix (or start the session / a branch), then preflight."""
+        svc, turn, ledger = self.svc, self.turn, self.state.ledger
+        ledger.refresh()
+        suffix = turn.messages
+        if family not in ledger.chains.state.sessions:
+            self._check_whole(suffix)
+            sid = await svc.start_session(
+                model=turn.model,
+                context_length=context_length,
+                system_prompt=turn.system_prompt,
+                tools=turn.tools or None,
+                session_id=family,
+                title=f"proxy ({self.api.name})",
+            )
+        else:
+            match = self.state.history.match(family, suffix, turn.system_prompt)
+            sid = match.session_id
+            if match.branch:
+                self._check_whole(suffix)
+                parent = ledger.transcript.session(sid)
+                sid = await svc.start_session(
+                    model=turn.model,
+                    context_length=parent.context_length,
+                    system_prompt=turn.system_prompt,
+                    tools=turn.tools or None,
+                    parent_session_id=sid,
+                    reason="branch",
+                    title=f"proxy branch of {family}",
+                )
+                self.notices.append(
+                    f"history diverges from the ledger after {match.common} messages: branched as {sid}"
+                )
+            else:
+                suffix = suffix[match.suffix_start :]
+        if suffix:
+            sid = (await svc.append(sid, suffix)).session_id
+        result = await svc.preflight(sid)
+        self.session_id = result.session_id
+        self.notices += result.notices
+
+    @staticmethod
+    def _check_whole(messages: list[Any]) -> None:
+        # a new session or branch is checked before it is started: a bad list appends nothing
+        # (under the one policy: a re-used tool-call id is repaired by the append, not refused)
+        check_new_messages(messages)
+        json_safe(messages, "messages")
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            k: v for k in FORWARDED_HEADERS if (v := self.request.headers.get(k)) is not None
+        }
+        headers["content-type"] = "application/json"
+        return headers
+
+    async def call_upstream(self) -> httpx.Response | Response:
+        """Send the compacted view; recover from overflow errors as the service decides."""
+        url = self.state.upstream.rstrip("/") + self.api.upstream_path
+        max_tokens = self.turn.max_tokens
+        retries = self.svc.config.max_compression_attempts
+        for attempt in range(retries + 1):
+            payload = self.api.upstream(
+                self.body, self.svc.api_messages(self.session_id), max_tokens
+            )
+            try:
+                content = msgspec.json.encode(payload)
+                req = self.state.client.build_request(
+                    "POST", url, content=content, headers=self._headers()
+                )
+                resp = await self.state.client.send(req, stream=True)
+            except httpx.HTTPError as exc:
+                return _error(
+                    self.api,
+                    502,
+                    "upstream_unreachable",
+                    f"upstream {url} failed: {message_of(exc)}",
+                )
+            if resp.status_code < 400:
+                return resp
+            error_body = await resp.aread()
+            await resp.aclose()
+            failed = Response(
+                error_body, status_code=resp.status_code, headers=_response_headers(resp)
+            )
+            if attempt == retries:
+                return failed
+            try:
+                recovery = await self.svc.handle_provider_error(
+                    self.session_id, resp.status_code, error_body, requested_max_tokens=max_tokens
+                )
+            except ContextOverflowError as exc:
+                self.notices.append(str(exc))
+                return failed
+            if recovery.action != "retry":
+                return failed
+            self.session_id = recovery.session_id
+            max_tokens = recovery.max_tokens or max_tokens
+            self.notices.append(
+                f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying"
+            )
+        raise AssertionError("unreachable")
+
+    async def record_reply(
+        self, reply: dict[str, Any] | None, usage: Mapping[str, Any] | None
+    ) -> None:
+        """Append the reply, then report the real usage (which may compact in the loop)."""
+        try:
+            if reply is not None:
+                self.session_id = (await self.svc.append(self.session_id, [reply])).session_id
+            if usage:
+                result = await self.svc.report_usage(self.session_id, usage, model=self.turn.model)
+                self.session_id = result.session_id
+        except CtxLedgerError as exc:  # the client has its answer; the ledger says why it lacks it
+            log.warning("reply of session %s not recorded: %s", self.session_id, message_of(exc))
+
+
+def _response_headers(resp: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in resp.headers.items() if k.lower() not in _DROPPED_RESPONSE_HEADERS}
+
+
+class TurnStream(Response):
+    """Forwards an upstream SSE stream event by event, then records the reply (lock held throughout)."""
+
+    def __init__(self, turn: Turn, upstream: httpx.Response, release: Callable[[], None]) -> None:
+        # not Response.__init__: it would declare a Content-Length for an empty body
+        self.status_code = upstream.status_code
+        self.background = None
+        self.raw_headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1"))
+            for k, v in _response_headers(upstream).items()
+        ]
+        self.turn, self.upstream, self.release = turn, upstream, release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        acc = self.turn.api.accumulator(self.turn.turn)
+        delivered = False
+        try:
+            async with anyio.create_task_group() as tg:
+                # a client that goes away ends the turn: servers drop what is sent after that
+                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+                delivered = await self._forward(send, acc)
+                tg.cancel_scope.cancel()
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self.upstream.aclose()
+                    if delivered and acc.complete:
+                        await self.turn.record_reply(acc.reply(), acc.usage)
+                    elif not delivered:
+                        log.info(
+                            "session %s: the client left mid-stream; reply not recorded",
+                            self.turn.session_id,
+                        )
+            finally:
+                self.release()
+
+    async def _forward(self, send: Send, acc: Accumulator) -> bool:
+        """Send the upstream's events as they come; True once the client has the whole body."""
+        start = {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
+        parser = SSEParser()
+        try:
+            await send(start)
+            try:
+                async for chunk in self.upstream.aiter_bytes():
+                    out = b"".join(ev.raw for ev in parser.feed(chunk) if acc.feed(ev))
+                    if out:
+                        await send({"type": "http.response.body", "body": out, "more_body": True})
+            except httpx.HTTPError as exc:
+                log.warning(
+                    "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
+                )
+            await send({"type": "http.response.body", "body": parser.rest(), "more_body": False})
+        except OSError as exc:  # servers that raise on a send to a client that went away
+            log.info("client of session %s disconnected: %s", self.turn.session_id, message_of(exc))
+            return False
+        return True
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        scope.cancel()
+
+
+async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
+    if state.guard_proxy:
+        require_proxy_token(request, state.token)
+    if api.name != state.api:
+        raise HTTPError(
+            404,
+            "wrong_api",
+            f"this proxy forwards to an {state.api} upstream; "
+            f"{request.url.path} is not served (start another with --api {api.name})",
+        )
+    raw = await read_body(request)
+    body = decode_object(raw)
+    turn = api.turn(body, b"cache_control" in raw)
+    family = _family(request, turn)
+    context_length = _context_length(request, state)
+    lock = state.proxy_lock(family)
+    await lock.acquire()
+    handed_over = False
+    try:
+        t = Turn(state, api, request, body, turn)
+        await t.record_request(family, context_length)
+        upstream = await t.call_upstream()
+        if isinstance(upstream, Response):
+            return upstream
+        if turn.stream and upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            handed_over = True  # the stream releases the lock when it is done
+            return TurnStream(t, upstream, lock.release)
+        data = await upstream.aread()
+        await upstream.aclose()
+        reply, usage = api.json_reply(_decode(data))
+        await t.record_reply(reply, usage)
+        return Response(data, status_code=upstream.status_code, headers=_response_headers(upstream))
+    finally:
+        if not handed_over:
+            lock.release()
+
+
+def _decode(data: bytes) -> Any:
+    import json
+
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):  # an upstream reply nested absurdly deep: not JSON to us
+        return None
+
+
+def _handler(api: Api) -> Callable[[Request, ServerState], Awaitable[Response]]:
+    async def handle(request: Request, state: ServerState) -> Response:
+        return await _proxy(request, state, api)
+
+    handle.__name__ = f"proxy_{api.name}"
+    return handle
+
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/v1/chat/completions",
+        _handler(OPENAI),
+        "OpenAI chat completions through the compacting proxy",
+        tag="proxy",
+        auth="proxy",
+        body=None,
+        stream=True,
+    ),
+    Endpoint(
+        "POST",
+        "/v1/messages",
+        _handler(ANTHROPIC),
+        "Anthropic messages through the compacting proxy",
+        tag="proxy",
+        auth="proxy",
+        body=None,
+        stream=True,
+    ),
+]
+
+__all__ = ["ANTHROPIC", "ENDPOINTS", "OPENAI", "SESSION_HEADER", "Api", "Turn", "TurnStream"]

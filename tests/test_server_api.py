@@ -1,0 +1,384 @@
+"""The state API over HTTP: every ContextService call, the reads, the event feed, errors, auth."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from openapi_spec_validator import validate as validate_openapi
+from starlette.routing import Route
+
+from ctxledger import CompressionConfig, ContextService
+from ctxledger.server import create_app, endpoints
+from ctxledger.server.openapi import build_schema
+
+pytestmark = pytest.mark.anyio
+TOKEN = "s3cret-token-for-tests-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Api:
+    def __init__(self, client: httpx.AsyncClient, service: ContextService) -> None:
+        self.client, self.service = client, service
+
+    async def call(self, method: str, path: str, status: int = 200, **kwargs: Any) -> Any:
+        resp = await self.client.request(method, path, headers=AUTH, **kwargs)
+        assert resp.status_code == status, resp.text
+        return resp.json()
+
+    def last_seq(self) -> int:
+        return self.service.ledger.store.last_seq()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    service = ContextService.open(
+        tmp_path / "api.db", config=CompressionConfig(context_length=8192)
+    )
+    app = create_app(service, token=TOKEN)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://ledger.test"
+    ) as client:
+        yield Api(client, service)
+    await app.state.ctx.aclose()
+    await service.aclose()
+
+
+async def _session(api: Api, turns: int = 0, words: int = 60) -> str:
+    out = await api.call(
+        "POST", "/v1/sessions", 201, json={"model": "gpt-4.1", "system_prompt": "Be brief."}
+    )
+    sid: str = out["session_id"]
+    for i in range(turns):
+        text = (
+            f"step {i}: the deploy key is K-{i:04d} and the file is src/mod_{i}.py "
+            + "word " * words
+        )
+        await api.call(
+            "POST",
+            f"/v1/sessions/{sid}/messages",
+            json={
+                "messages": [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": f"done {i} " * 30},
+                ]
+            },
+        )
+    return sid
+
+
+async def test_append_with_expected_version_conflict_writes_nothing(api: Api) -> None:
+    started = await api.call(
+        "POST", "/v1/sessions", 201, json={"model": "gpt-4.1", "system_prompt": "Be brief."}
+    )
+    sid, start = started["session_id"], started["version"]
+    first = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={"messages": [{"role": "user", "content": "hi"}], "expected_version": start},
+    )
+    version = first["version"]
+    assert first["session_id"] == sid and len(first["message_ids"]) == 1 and version == start + 1
+    before = api.last_seq()
+    err = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        409,
+        json={"messages": [{"role": "assistant", "content": "x"}], "expected_version": start},
+    )
+    assert err["error"]["code"] == "version_conflict"
+    assert err["error"]["current_version"] == version and err["error"]["session_id"] == sid
+    assert api.last_seq() == before
+    ok = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={"messages": [{"role": "assistant", "content": "x"}], "expected_version": version},
+    )
+    assert ok["version"] == version + 1
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{nope", 400, "bad_json"),
+        (b"[1, 2]", 400, "bad_json"),
+        (b'{"messages": "hi"}', 422, "invalid_input"),
+        (b'{"messages": [{"role": "robot", "content": "x"}]}', 422, "invalid_message"),
+        (
+            b'{"messages": [{"role": "tool", "tool_call_id": "c1", "content": "x"}]}',
+            422,
+            "invalid_message",
+        ),
+        (b'{"messages": [], "expected_version": "3"}', 422, "invalid_input"),
+        (b'{"messages": [], "extra": 1}', 422, "invalid_input"),
+    ],
+)
+async def test_bad_input_is_rejected_with_a_code_and_nothing_appended(
+    api: Api, body: bytes, status: int, code: str
+) -> None:
+    sid = await _session(api)
+    before = api.last_seq()
+    err = await api.call("POST", f"/v1/sessions/{sid}/messages", status, content=body)
+    assert err["error"]["code"] == code and "\n" not in err["error"]["message"]
+    assert api.last_seq() == before
+
+
+async def test_unknown_session_and_route_are_404(api: Api) -> None:
+    err = await api.call("POST", "/v1/sessions/ses_missing/messages", 404, json={"messages": []})
+    assert err["error"]["code"] == "unknown_session"
+    assert (await api.call("GET", "/v1/sessions/ses_missing/chain", 404))["error"][
+        "code"
+    ] == "unknown_session"
+    assert (await api.call("GET", "/v1/nowhere", 404))["error"]["code"] == "not_found"
+    assert (await api.call("DELETE", "/v1/sessions", 405))["error"]["code"] == "method_not_allowed"
+
+
+async def test_missing_or_wrong_token_is_401_and_appends_nothing(api: Api) -> None:
+    before = api.last_seq()
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+        resp = await api.client.post("/v1/sessions", json={"model": "m"}, headers=headers)
+        assert resp.status_code == 401 and resp.json()["error"]["code"] == "unauthorized"
+        assert resp.headers["www-authenticate"] == "Bearer"
+    assert api.last_seq() == before
+    assert (await api.client.get("/healthz")).status_code == 200  # liveness needs no token
+
+
+async def test_agent_loop_over_http(api: Api) -> None:
+    sid = await _session(api, turns=14, words=450)
+    pre = await api.call("POST", f"/v1/sessions/{sid}/preflight")
+    assert (
+        pre["compactions"] and pre["session_id"] != sid
+    )  # over the 8192-window threshold: compacted
+    tip = pre["session_id"]
+    view = await api.call("GET", f"/v1/sessions/{sid}/api-messages")
+    assert view["session_id"] == tip and view["messages"][0]["role"] == "system"
+    turn = await api.call(
+        "POST",
+        f"/v1/sessions/{tip}/usage",
+        json={"usage": {"prompt_tokens": 900, "completion_tokens": 20}},
+    )
+    assert turn["session_id"] == tip
+    assert (await api.call("POST", f"/v1/sessions/{tip}/hygiene"))["session_id"] == tip
+    usage = await api.call("GET", f"/v1/sessions/{tip}/usage")
+    assert usage["chain"]["agent_calls"] == 1
+    status = await api.call("GET", f"/v1/sessions/{sid}")
+    assert status["session_id"] == tip and status["compactions"] == 1 and status["version"] >= 1
+
+
+async def test_compress_dry_run_appends_nothing_then_compresses_with_focus(api: Api) -> None:
+    sid = await _session(api, turns=8)
+    before = api.last_seq()
+    plan = await api.call(
+        "POST", f"/v1/sessions/{sid}/compress", json={"dry_run": True, "focus": "deploy key"}
+    )
+    assert (
+        plan["action"] == "dry_run"
+        and plan["plan"]["middle_ids"]
+        and plan["plan"]["focus"] == "deploy key"
+    )
+    assert api.last_seq() == before
+    done = await api.call("POST", f"/v1/sessions/{sid}/compress", json={"focus": "deploy key"})
+    assert done["compactions"][0]["action"] == "compressed" and done["session_id"] != sid
+    cid = done["compactions"][0]["compaction_id"]
+    expanded = await api.call("GET", f"/v1/compactions/{cid}/expand")
+    assert len(expanded["messages"]) == len(plan["plan"]["middle_ids"])
+    audit = await api.call("GET", f"/v1/compactions/{cid}/audit")
+    assert audit["compaction_id"] == cid
+    chain = await api.call("GET", f"/v1/sessions/{sid}/chain")
+    assert chain["tip"] == done["session_id"] and chain["compression_count"] == 1
+    replay = await api.call("GET", f"/v1/sessions/{sid}/replay", params={"verify": "true"})
+    assert replay["equal"] is True and replay["drifted"] is False
+    assert (await api.call("GET", f"/v1/sessions/{sid}/audit"))["compactions"]
+    hits = await api.call("GET", f"/v1/sessions/{sid}/recall", params={"query": "K-0001"})
+    assert hits["hits"]
+    trace = await api.call("GET", f"/v1/sessions/{sid}/trace", params={"fact": "src/mod_1.py"})
+    assert trace["appearances"]
+    diff = await api.call("GET", "/v1/diff", params={"a": sid, "b": done["session_id"]})
+    assert diff["counts"]
+    assert (await api.call("GET", "/v1/diff", 422))["error"]["code"] == "invalid_input"
+    sessions = await api.call("GET", "/v1/sessions")
+    assert {s["session_id"] for s in sessions["sessions"]} == {sid, done["session_id"]}
+
+
+async def test_provider_error_returns_the_recovery(api: Api) -> None:
+    sid = await _session(api, turns=10, words=400)
+    rec = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/provider-error",
+        json={
+            "status": 400,
+            "requested_max_tokens": 9000,
+            "body": {
+                "error": {
+                    "message": "max_tokens is too large: 9000. This model supports at most 4096 completion tokens."
+                }
+            },
+        },
+    )
+    assert rec["action"] == "retry" and rec["max_tokens"] == 4096 and rec["session_id"] == sid
+    rec = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/provider-error",
+        json={"status": 413, "body": "Request Entity Too Large"},
+    )
+    assert (
+        rec["action"] == "retry" and rec["kind"] == "payload_too_large" and rec["session_id"] != sid
+    )
+    rec = await api.call(
+        "POST", f"/v1/sessions/{sid}/provider-error", json={"status": 429, "body": "rate limited"}
+    )
+    assert rec["action"] == "fail"
+    err = await api.call("POST", f"/v1/sessions/{sid}/provider-error", 422, json={"status": 9999})
+    assert err["error"]["code"] == "invalid_input"
+    tiny = await _session(api, turns=1)
+    err = await api.call(
+        "POST",
+        f"/v1/sessions/{tiny}/provider-error",
+        422,
+        json={"status": 413, "body": "too large"},
+    )
+    assert err["error"]["code"] == "context_overflow"  # nothing left to compact: recovery gives up
+
+
+async def test_persisted_tool_output_reads_in_slices(api: Api) -> None:
+    sid = await _session(api)
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "cat big.log"}'},
+    }
+    big = "\n".join(f"line {i} " + "x" * 40 for i in range(2000))
+    out = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={
+            "messages": [
+                {"role": "user", "content": "show the log"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": big},
+            ]
+        },
+    )
+    assert out["notices"] and "stored outside the context" in out["notices"][0]
+    view = await api.call("GET", f"/v1/sessions/{sid}/api-messages")
+    block = view["messages"][-1]["content"]
+    ref = next(w for w in block.replace("'", " ").replace('"', " ").split() if len(w) == 64)
+    part = await api.call(
+        "GET", f"/v1/sessions/{sid}/persisted/{ref}", params={"offset": 0, "limit": 100}
+    )
+    assert part["text"] == big[:100] and part["total_chars"] == len(big)
+    assert (await api.call("GET", f"/v1/sessions/{sid}/persisted/not-a-ref", 422))["error"][
+        "code"
+    ] == "invalid_input"
+    # another session cannot read this session's persisted output
+    other = await _session(api)
+    err = await api.call("GET", f"/v1/sessions/{other}/persisted/{ref}", 404)
+    assert err["error"]["code"] == "unknown_blob"
+
+
+async def _events(api: Api, path: str, **params: Any) -> list[dict[str, str]]:
+    resp = await api.client.get(path, params=params, headers=AUTH)
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+    events = []
+    for block in resp.text.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1)
+            for line in block.splitlines()
+            if not line.startswith(":") and ": " in line
+        )
+        if fields:
+            events.append(fields)
+    return events
+
+
+async def test_event_feed_streams_a_sessions_family_after_a_sequence_number(api: Api) -> None:
+    other = await _session(api, turns=1)
+    sid = await _session(api, turns=8)
+    done = await api.call("POST", f"/v1/sessions/{sid}/compress", json={})
+    events = await _events(api, f"/v1/sessions/{sid}/events", follow="false")
+    streams = {json.loads(e["data"])["stream"] for e in events}
+    assert streams == {sid, done["session_id"]} and other not in streams
+    seqs = [int(e["id"]) for e in events]
+    assert seqs == sorted(seqs) and events[0]["event"] == "SessionStarted"
+    later = await _events(api, f"/v1/sessions/{sid}/events", after=seqs[-3], follow="false")
+    assert [int(e["id"]) for e in later] == seqs[-2:]
+    two = await _events(api, "/v1/events", limit=2)
+    assert [e["id"] for e in two] == ["1", "2"]
+    assert (await api.call("GET", "/v1/events", 422, params={"after": "x"}))["error"][
+        "code"
+    ] == "invalid_input"
+
+
+async def test_openapi_schema_is_served_and_lists_every_route(api: Api) -> None:
+    schema = (await api.client.get("/openapi.json")).json()
+    assert schema == build_schema(endpoints())
+    assert schema["openapi"].startswith("3.1")
+    documented = {(path, method.upper()) for path, ops in schema["paths"].items() for method in ops}
+    app = api.client._transport.app  # type: ignore[attr-defined]
+    served = {
+        (r.path, m)
+        for r in app.routes
+        if isinstance(r, Route)
+        for m in (r.methods or ())
+        if m != "HEAD"
+    }
+    assert documented == served
+    for path, ops in schema["paths"].items():
+        for op in ops.values():
+            assert op["summary"] and op["responses"] and op["operationId"]
+            names = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
+            assert names == set(re.findall(r"{(\w+)}", path))
+    ids = [op["operationId"] for ops in schema["paths"].values() for op in ops.values()]
+    assert len(ids) == len(set(ids))
+
+
+async def test_openapi_schema_is_valid_and_agrees_with_the_server(api: Api) -> None:
+    schema = (await api.client.get("/openapi.json")).json()
+    validate_openapi(schema)  # a valid OpenAPI 3.1 document (client generators can read it)
+    append = schema["paths"]["/v1/sessions/{session_id}/messages"]["post"]
+    body_schema = append["requestBody"]["content"]["application/json"]["schema"]
+    error_schema = schema["components"]["schemas"]["Error"]
+    assert {"409", "413", "422", "404", "401"} <= set(append["responses"])
+    sid = await _session(api)
+    good = {"messages": [{"role": "user", "content": "hi"}], "expected_version": 2}
+    jsonschema.validate(good, body_schema)
+    await api.call("POST", f"/v1/sessions/{sid}/messages", json=good)
+    # what the schema rejects, the server rejects too, with an error the schema describes
+    for bad in ({"messages": "hi"}, {"messages": [], "extra": 1}, {"expected_version": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, body_schema)
+        err = await api.call("POST", f"/v1/sessions/{sid}/messages", 422, json=bad)
+        jsonschema.validate(err, error_schema)
+    conflict = await api.call("POST", f"/v1/sessions/{sid}/messages", 409, json=good)
+    jsonschema.validate(conflict, error_schema)
+
+
+async def test_an_oversized_body_is_413_and_appends_nothing(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.server import routing
+
+    sid = await _session(api)
+    before = api.last_seq()
+    monkeypatch.setattr(routing, "MAX_BODY_BYTES", 1000)
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for i in range(0, len(body), 256):
+            yield body[i : i + 256]
+
+    for content in (body, chunked()):
+        err = await api.call("POST", f"/v1/sessions/{sid}/messages", 413, content=content)
+        assert err["error"]["code"] == "body_too_large"
+    assert api.last_seq() == before

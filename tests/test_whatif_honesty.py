@@ -1,0 +1,90 @@
+"""What-if says what it reproduced and what differs, with numbers (issue 17, point 3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+from helpers.ledger_helpers import SMALL, deterministic_ledger
+from test_imported_compactions import claude_code_log
+
+from ctxledger.analysis.whatif import whatif
+from ctxledger.cli.main import cli
+from ctxledger.demo.record import record_generated
+from ctxledger.importers.detect import load
+from ctxledger.ledger.importing import import_sessions
+
+
+def test_the_recorded_config_reproduces_a_recorded_chain_exactly_and_says_why(
+    tmp_path: Path,
+) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = record_generated(ledger, seed=4, turns=10)
+    report = whatif(ledger, tip)
+    repro = report.reproduction
+    assert repro is not None and repro.exact and report.reproduces_recorded
+    assert repro.differences == [] and repro.warnings == []
+    assert repro.matching_compactions == repro.compactions[0] == repro.compactions[1] >= 1
+    assert repro.tokens_sent[0] == repro.tokens_sent[1] > 0 and repro.turns_differing == 0
+
+
+def test_another_config_lists_each_difference_with_numbers(tmp_path: Path) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = record_generated(ledger, seed=4, turns=10)
+    report = whatif(ledger, tip, config=msgspec.structs.replace(SMALL, threshold=0.3))
+    repro = report.reproduction
+    assert repro is not None and not repro.exact and not report.reproduces_recorded
+    assert any(
+        d.startswith("tokens sent: recorded ") and f"{repro.tokens_sent[1]:,}" in d
+        for d in repro.differences
+    )
+    assert repro.matching_compactions < max(repro.compactions)
+
+
+def test_an_import_without_usage_is_never_called_exact_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 300}
+        for i in range(40)
+    ]
+    path.write_text(json.dumps(turns))
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    report = whatif(ledger, sid)
+    repro = report.reproduction
+    assert repro is not None and not repro.exact
+    assert repro.tokens_sent[0] == 0
+    assert any("carries no provider usage" in w for w in repro.warnings)
+
+
+def test_an_imported_chain_with_source_compactions_is_compared_not_reproduced(
+    tmp_path: Path,
+) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    ids = import_sessions(ledger, load(claude_code_log(7, tmp_path / "cc.jsonl")))
+    report = whatif(ledger, ids[-1])
+    repro = report.reproduction
+    assert repro is not None and not repro.exact and repro.compactions[0] == 2
+    assert any("made by the source agent (imported:claude_code)" in w for w in repro.warnings)
+    out = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "l.db"), "replay", ids[-1], "--summarizer", "offline"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "exactly" not in out.output
+    assert "reproduced: " in out.output and "warning:" in out.output
+
+
+@pytest.mark.parametrize("flag", ["--json"])
+def test_the_json_report_holds_the_reproduction(tmp_path: Path, flag: str) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = record_generated(ledger, seed=5, turns=8)
+    ledger.close()
+    out = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "l.db"), "replay", tip, "--summarizer", "offline", flag]
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["reproduction"]["exact"] == data["reproduces_recorded"]

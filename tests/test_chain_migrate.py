@@ -1,8 +1,12 @@
-"""The two chain formats across stores: SQLite writes linked rows (issue 14), PostgreSQL
-per-event rows; ``ctxledger migrate`` copies each row in its own format, so a copy is
-hash-for-hash the source either way, and each store extends a log holding the other's
-rows. The head anchor and ``verify --expect-head`` compare chain values (the link of a
-linked row), so they keep working on mixed logs and across a migration."""
+"""The two chain formats across stores, and migrate copying rows as stored.
+
+SQLite writes linked rows (issue 14), PostgreSQL per-event rows; ``ctxledger migrate``
+copies each row in its own format and with its stored bytes, so a copy is hash-for-hash
+the source either way (also for events whose class gained a field since they were
+written: the committed pre-issue-14 ledger holds some), and each store extends a log
+holding the other's rows. The head anchor and ``verify --expect-head`` compare chain
+values (the link of a linked row), so they keep working on mixed logs and across a
+migration."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import hashlib
 import itertools
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -24,6 +29,7 @@ from ctxledger.eventstore import (
     ChainFormat,
     EventStore,
     SQLiteEventStore,
+    StoredRow,
     chain_hash,
     chain_tip,
     split_linked,
@@ -82,9 +88,10 @@ def test_a_mixed_ledger_migrates_to_postgres_and_back_hash_for_hash(
     url: str, tmp_path: Path
 ) -> None:
     source = tmp_path / "mixed.db"
+    shutil.copyfile(FIXTURE, source)  # written by main before issue 14, with older event shapes
     back = tmp_path / "back.db"
     with SQLiteEventStore(source) as src:
-        _extend(src, "o", "per_event")  # rows as SQLite wrote them before issue 14
+        _extend(src, "o", "per_event")  # more per-event rows
         _extend(src, "s")  # linked rows after them
         want = _rows(src)
         head = src.verify().head_hash
@@ -112,6 +119,10 @@ def test_a_store_writes_the_chain_format_a_request_names(tmp_path: Path) -> None
         events: list[Event] = [started("ses_a"), message("ses_a")]
         store.append_many([AppendRequest("ses_a", events, 0, "per_event")])
         store.append_many([AppendRequest("ses_a", [message("ses_a")], 2)])
+        with pytest.raises(InvalidInput, match="2 payloads for 1 events"):
+            store.append_many(
+                [AppendRequest("ses_a", [message("ses_a")], 3, None, [(1, b"{}")] * 2)]
+            )
         with pytest.raises(InvalidInput, match="chain must be one of"):
             store.append_many([AppendRequest("ses_a", [message("ses_a")], 3, "sha1")])  # type: ignore[arg-type]
         rows = list(store.read_all())
@@ -151,3 +162,15 @@ def test_the_head_anchor_and_expect_head_work_on_a_mixed_log(tmp_path: Path) -> 
     raw.close()
     cut = verify_file(path)
     assert not cut.ok and cut.first_bad_seq == 76 and "deleted" in (cut.problem or "")
+
+
+class _NoStoredRows(SQLiteEventStore):
+    def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
+        return EventStore.read_stored(self, from_seq, batch_size)
+
+
+def test_a_source_without_stored_rows_is_copied_by_re_encoding(tmp_path: Path) -> None:
+    with _NoStoredRows(tmp_path / "src.db") as src, SQLiteEventStore(tmp_path / "dst.db") as dst:
+        _extend(src, "n")
+        report = copy_ledger(src, dst, batch_events=4)
+        assert _rows(dst) == _rows(src) and report.head_hash == src.verify().head_hash

@@ -73,6 +73,10 @@ class AppendRequest(msgspec.Struct, frozen=True):
     events: Sequence[Event]
     expected_version: int | None
     chain: ChainFormat | None = None
+    #: each event's (schema, payload) exactly as another store holds it, written verbatim
+    #: instead of encoding `events` (a copy: ``ctxledger migrate``); the caller vouches
+    #: that each payload is its event (the copy verifies the destination at the end)
+    stored: Sequence[tuple[int, bytes]] | None = None
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -298,7 +302,12 @@ def prepare_append(
                 f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
             )
         rows: list[tuple[str, str, int, bytes]] = []
-        for event in request.events:
+        stored = request.stored
+        if stored is not None and len(stored) != len(request.events):
+            raise InvalidInput(
+                f"stored holds {len(stored)} payloads for {len(request.events)} events"
+            )
+        for index, event in enumerate(request.events):
             meta = _KINDS.get(type(event))
             if meta is None:
                 raise InvalidEvent(
@@ -309,6 +318,12 @@ def prepare_append(
                     f"event {event.event_id!r} belongs to session {event.session_id!r}, "
                     f"not stream {stream!r}: append it to its own session"
                 )
+            if stored is not None:
+                schema, payload = stored[index]
+                if not isinstance(schema, int) or not isinstance(payload, bytes):
+                    raise InvalidInput("stored payloads are (schema int, payload bytes) pairs")
+                rows.append((event.event_id, meta[0], schema, payload))
+                continue
             if isinstance(event, MessageAppended):
                 # the test dehydrate() makes, inlined: this loop runs once per event
                 content = event.message.get("content")
@@ -528,6 +543,15 @@ class EventStore(abc.ABC):
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000
     ) -> Iterator[Recorded]:
         """Every event with from_seq <= seq (<= to_seq), in log order."""
+
+    def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
+        """Rows as stored (schema, payload bytes and hash untouched), in seq order (read-only).
+
+        What ``ctxledger migrate`` copies, so an event written by an older ctxledger
+        keeps its bytes and hash. Optional: a backend without it raises
+        NotImplementedError, and a copy then re-encodes the decoded events.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not hand out stored rows")
 
     @abc.abstractmethod
     def last_seq(self) -> int:

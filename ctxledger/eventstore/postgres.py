@@ -58,6 +58,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    StoredRow,
     VerifyReport,
     decode_rows,
     prepare_append,
@@ -274,6 +275,28 @@ class PostgresEventStore(EventStore):
         return self._run(
             action, lambda conn: conn.cursor(binary=True).execute(query, params).fetchall()
         )
+
+    def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
+        """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""
+        if batch_size < 1:
+            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
+        next_seq = from_seq
+        while True:
+            rows = self._fetch("read the log", q.VERIFY_EVENTS, (next_seq, batch_size))
+            for seq, stream, version, event_id, kind, schema, payload, digest in rows:
+                yield (
+                    int(seq),
+                    str(stream),
+                    int(version),
+                    str(event_id),
+                    str(kind),
+                    int(schema),
+                    bytes(payload),
+                    str(digest),
+                )
+            if len(rows) < batch_size:
+                return
+            next_seq = int(rows[-1][0]) + 1
 
     def stream_version(self, stream: str) -> int:
         """Current version of `stream`, 0 if it has no events (read-only)."""

@@ -57,6 +57,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    StoredRow,
     VerifyReport,
     chain_rows,
     chain_tip,
@@ -491,6 +492,19 @@ class SQLiteEventStore(EventStore):
             if len(batch) < batch_size:
                 return
             next_seq = batch[-1].seq + 1
+
+    def read_stored(self, from_seq: int = 1, batch_size: int = _READ_BATCH) -> Iterator[StoredRow]:
+        """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""
+        if batch_size < 1:
+            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows = self._conn.execute(_VERIFY_EVENTS, (next_seq, batch_size)).fetchall()
+            yield from rows
+            if len(rows) < batch_size:
+                return
+            next_seq = rows[-1][0] + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):

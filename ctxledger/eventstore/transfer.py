@@ -9,7 +9,10 @@ and its chain hash, recomputed by the destination, must equal the source's. Each
 transaction is read back and compared; any difference stops the copy and names the
 event. The destination is verified at the end.
 
-Rows keep their chain format (``AppendRequest.chain``): per-event rows are copied as
+Each event is copied as stored (``EventStore.read_stored`` → ``AppendRequest.stored``:
+the same schema and payload bytes, a blob-held content still a ref), so an event
+written by an older ctxledger, whose class has gained a field since, keeps its
+hash. Rows keep their chain format (``AppendRequest.chain``): per-event rows are copied as
 per-event rows (in runs of any length), and each linked append of the source (rows
 up to one carrying a link, see :func:`~ctxledger.eventstore.base.link_hash`) is
 copied as one append of linked rows, never split or merged, so its link comes out
@@ -23,17 +26,20 @@ copied with the events that reference them; blobs no event references are not.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import msgspec
 
 from ctxledger.errors import IntegrityError, InvalidInput
-from ctxledger.events import Recorded, ToolOutputPersisted
+from ctxledger.events import Event, MessageAppended, Recorded, ToolOutputPersisted
 from ctxledger.eventstore.base import (
     AppendRequest,
     ChainFormat,
     EventStore,
     chain_tip,
+    decode_stored,
     split_linked,
 )
 
@@ -78,9 +84,9 @@ def copy_ledger(
     versions: dict[str, int] = {}
     copied = transactions = 0
     head: str | None = None
-    for runs in _chunks(source.read_all(), batch_events):
-        chunk = [recorded for _, run in runs for recorded in run]
-        refs = {r.event.blob_ref for r in chunk if isinstance(r.event, ToolOutputPersisted)}
+    for runs in _chunks(_source_rows(source), batch_events):
+        chunk = [row for _, run in runs for row in run]
+        refs = {ref for row in chunk if (ref := _blob_ref(row.event)) is not None}
         extra = {ref: source.get_blob(ref) for ref in refs if source.has_blob(ref)}
         versions.update(dest.append_many(_requests(runs, versions), extra or None))
         _compare(chunk, list(dest.read_all(chunk[0].seq, chunk[-1].seq)))
@@ -103,13 +109,50 @@ def copy_ledger(
     )
 
 
-_Run = tuple[ChainFormat, list[Recorded]]
+class _Row(NamedTuple):
+    """One source event: where it is, its hash, and its stored (schema, payload) if known."""
+
+    seq: int
+    stream: str
+    version: int
+    event: Event
+    hash: str
+    stored: tuple[int, bytes] | None
 
 
-def _runs(records: Iterator[Recorded], limit: int) -> Iterator[_Run]:
+def _source_rows(source: EventStore) -> Iterator[_Row]:
+    """The source's rows as stored (their bytes are copied verbatim, so an event written by
+    an older ctxledger keeps its hash); a store without ``read_stored``: decoded events,
+    which the destination re-encodes."""
+    try:
+        rows = source.read_stored()
+        first = next(rows, None)
+    except NotImplementedError:
+        for r in source.read_all():
+            yield _Row(r.seq, r.stream, r.version, r.event, r.hash, None)
+        return
+    if first is None:
+        return
+    for seq, stream, version, _, _, schema, payload, digest in itertools.chain((first,), rows):
+        event = decode_stored(payload, schema)  # as stored: a blob-held content stays a ref
+        yield _Row(seq, stream, version, event, digest, (schema, payload))
+
+
+def _blob_ref(event: Event) -> str | None:
+    if isinstance(event, ToolOutputPersisted):
+        return event.blob_ref
+    if isinstance(event, MessageAppended):
+        return event.content_ref
+    return None
+
+
+_Run = tuple[ChainFormat, list[_Row]]
+
+
+def _runs(records: Iterator[_Row], limit: int) -> Iterator[_Run]:
     """The source's rows as appends to replay: a linked append whole (up to its link
     row), per-event rows in runs of one stream of at most `limit` events."""
-    run: list[Recorded] = []
+    run: list[_Row] = []
     chain: ChainFormat = "per_event"
     for recorded in records:
         linked = split_linked(recorded.hash)
@@ -130,7 +173,7 @@ def _runs(records: Iterator[Recorded], limit: int) -> Iterator[_Run]:
         yield chain, run
 
 
-def _chunks(records: Iterator[Recorded], limit: int) -> Iterator[list[_Run]]:
+def _chunks(records: Iterator[_Row], limit: int) -> Iterator[list[_Run]]:
     """Consecutive runs for one transaction: at most `limit` events (unless one linked
     append is longer), each stream once."""
     chunk: list[_Run] = []
@@ -147,13 +190,23 @@ def _chunks(records: Iterator[Recorded], limit: int) -> Iterator[list[_Run]]:
 
 
 def _requests(chunk: list[_Run], versions: dict[str, int]) -> list[AppendRequest]:
-    return [
-        AppendRequest(run[0].stream, [r.event for r in run], versions.get(run[0].stream, 0), chain)
-        for chain, run in chunk
-    ]
+    requests: list[AppendRequest] = []
+    for chain, run in chunk:
+        stream = run[0].stream
+        stored = [row.stored for row in run if row.stored is not None]
+        requests.append(
+            AppendRequest(
+                stream,
+                [row.event for row in run],
+                versions.get(stream, 0),
+                chain,
+                stored if len(stored) == len(run) else None,
+            )
+        )
+    return requests
 
 
-def _compare(source: list[Recorded], copied: list[Recorded]) -> None:
+def _compare(source: list[_Row], copied: list[Recorded]) -> None:
     for want, got in zip(source, copied, strict=False):
         if (want.seq, want.stream, want.version, want.hash) != (
             got.seq,
@@ -164,7 +217,7 @@ def _compare(source: list[Recorded], copied: list[Recorded]) -> None:
             raise IntegrityError(
                 f"event {want.event.event_id!r} (seq {want.seq}) was copied with hash "
                 f"{got.hash[:12]}… at seq {got.seq}, not {want.hash[:12]}…: it re-encodes "
-                "differently (written by an older ctxledger or another blob threshold?); "
+                "differently (a source store that cannot hand out its stored rows?); "
                 "the destination is incomplete: drop it"
             )
     if len(copied) != len(source):

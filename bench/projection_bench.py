@@ -51,6 +51,8 @@ def _fill(path: str, events: int, streams: int = 10) -> None:
             store.append(chunk[0].session_id, chunk, None)
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of this
+# (big) bench process reported the parent's peak, not its own
 _RSS_CHILD = """
 import resource, sys
 from ctxledger.eventstore import SQLiteEventStore
@@ -58,7 +60,12 @@ from ctxledger.projections import Projector
 store = SQLiteEventStore(sys.argv[1])
 if sys.argv[2] == "rebuild":
     projector = Projector.rebuild(store, use_checkpoint=False)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+try:
+    with open("/proc/self/status") as status:
+        hwm = [line for line in status if line.startswith("VmHWM:")][0]
+    print(int(hwm.split()[1]) // 1024)
+except (OSError, IndexError):
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
 

@@ -37,7 +37,6 @@ from ctxledger.cli.app import (
     json_option,
     quiet_option,
     state_of,
-    styled,
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
@@ -45,6 +44,7 @@ from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
+from ctxledger.terminal import styled
 
 _SHOWN_FACTS = 12
 

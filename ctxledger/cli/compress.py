@@ -17,12 +17,12 @@ from ctxledger.cli.app import (
     handle_errors,
     quiet_option,
     state_of,
-    styled,
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.terminal import styled
 
 
 def make_summarizer(

@@ -21,7 +21,6 @@ from ctxledger.cli.app import (
     json_option,
     quiet_option,
     state_of,
-    styled,
 )
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
@@ -31,6 +30,7 @@ from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
+from ctxledger.terminal import styled
 
 
 @cli.command("import")

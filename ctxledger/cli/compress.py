@@ -135,6 +135,11 @@ def compress(
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
         return
+    _print_outcome(sid, outcome)
+
+
+def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
+    """What a compaction (or its dry run) did, for a person."""
     if outcome.action == "dry_run":
         p = outcome.plan
         console.print(

@@ -10,6 +10,7 @@ import msgspec
 from rich.table import Table
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.analysis.listing import session_rows
 from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
     REF,
@@ -86,24 +87,7 @@ def import_cmd(
 @handle_errors
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List sessions, oldest first."""
-    ledger = state_of(ctx).ledger()
-    rows = []
-    for node in ledger.sessions():
-        view = ledger.transcript.session(node.session_id)
-        rows.append(
-            {
-                "session_id": node.session_id,
-                "kind": ledger.chains.kind(node.session_id),
-                "parent_session_id": node.parent_session_id,
-                "model": view.model,
-                "context_length": view.context_length,
-                "messages": len(view.live),
-                "tokens": ledger.transcript.total_tokens(node.session_id),
-                "ended": view.ended,
-                "end_reason": view.end_reason,
-                "title": node.title,
-            }
-        )
+    rows = session_rows(state_of(ctx).ledger())
     if as_json:
         emit_json(rows)
         return

@@ -106,6 +106,29 @@ def json_option(fn: F) -> F:
     )
 
 
+def config_file_option(help: str) -> Callable[[F], F]:
+    """``--config FILE`` (an existing TOML file of settings), passed as ``config_path``."""
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help=help,
+    )
+
+
+def summarizer_option(default: str | None = "offline", help: str | None = None) -> Callable[[F], F]:
+    """``--summarizer offline|llm``, passed as ``summarizer_kind``."""
+    return click.option(
+        "--summarizer",
+        "summarizer_kind",
+        type=click.Choice(["offline", "llm"]),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
 def quiet_option(fn: F) -> F:
     """``--quiet`` on a command that shows progress (the same as ``ctxledger --quiet``)."""
 

@@ -15,6 +15,7 @@ from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
     REF,
     cli,
+    config_file_option,
     console,
     echo,
     emit_json,
@@ -22,6 +23,7 @@ from ctxledger.cli.app import (
     json_option,
     quiet_option,
     state_of,
+    summarizer_option,
 )
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
@@ -311,19 +313,11 @@ def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
     is_flag=True,
     help="Also re-run today's planner on every recorded compaction and report drift.",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="What-if: re-run the chain's history under this TOML config in a scratch ledger.",
+@config_file_option(
+    "What-if: re-run the chain's history under this TOML config in a scratch ledger."
 )
-@click.option(
-    "--summarizer",
-    "summarizer_kind",
-    type=click.Choice(["offline", "llm"]),
-    default=None,
-    help="What-if with this summarizer (default offline; alone: the recorded config).",
+@summarizer_option(
+    None, "What-if with this summarizer (default offline; alone: the recorded config)."
 )
 @click.option(
     "--out",

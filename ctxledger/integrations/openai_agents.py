@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger import ContextService, InvalidInput
-from ctxledger.integrations.common import live_messages
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.integrations.common import live_messages
 
 JSON = dict[str, Any]
 #: attribute on the Runner's wrapper: how many of its request usages were reported

@@ -1,0 +1,252 @@
+"""The proxy's OpenAI Responses face: ``POST /v1/responses``, JSON and streaming.
+
+The turn is the one :mod:`ctxledger.server.proxy` runs for chat completions (session
+from ``X-Ctxledger-Session`` else the stable key, only the new suffix appended, a
+diverging history branches, preflight, overflow recovery, the answer forwarded
+unchanged, reply and usage recorded afterwards); this module only speaks the format.
+Input items become chat messages through :mod:`ctxledger.importers.responses` (what
+chat has no field for — item ids, reasoning items, part annotations — rides along in
+each message, so the compacted view converts back to the items the client sent);
+``instructions`` (or a leading system/developer item) is the session's system prompt.
+A stream is read for its ``response.output_item.done`` items and the
+``response.completed`` (or ``response.incomplete``) event's output and usage.
+
+Requests that lean on state kept by the provider are refused with a 400 in OpenAI's
+error shape: ``previous_response_id`` and ``conversation`` (the provider would prepend
+history the proxy never saw, so it could neither record nor compact it),
+``item_reference`` input items (the same, per item) and ``background`` (the answer
+would be fetched from the provider later, past the proxy). The client sends its whole
+conversation in ``input`` each turn, as with chat completions (``store: false`` keeps
+nothing at the provider; reasoning items then need ``include:
+["reasoning.encrypted_content"]`` to be sent back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxledger.errors import InvalidInput
+from ctxledger.importers.common import text_of_parts
+from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.server.errors import HTTPError
+from ctxledger.server.formats import ClientTurn, SSEEvent, _json, _max_tokens, _model
+from ctxledger.server.history import strip_cache_markers
+from ctxledger.server.proxy import Api, proxy_handler
+from ctxledger.server.routing import Endpoint
+
+JSONDict = dict[str, Any]
+
+#: fields naming conversation state kept by the provider, which the proxy never sees
+_PROVIDER_STATE = ("previous_response_id", "conversation")
+_SYSTEM_ROLES = ("system", "developer")
+#: a response in one of these states has output worth recording
+_FINISHED = ("completed", "incomplete")
+
+SEND_WHOLE_INPUT = (
+    "send the whole conversation in 'input' every turn, as with chat completions "
+    "(add 'store': false to keep nothing at the provider; reasoning items then need "
+    "'include': ['reasoning.encrypted_content'] to be sent back)"
+)
+
+
+def _refuse_provider_state(body: Mapping[str, Any]) -> None:
+    for key in _PROVIDER_STATE:
+        if body.get(key) is not None:
+            raise HTTPError(
+                400,
+                "provider_state_unsupported",
+                f"'{key}' makes the provider prepend history kept on its side, which a "
+                f"compacting proxy can neither record nor compact: {SEND_WHOLE_INPUT}",
+            )
+    if body.get("background"):
+        raise HTTPError(
+            400,
+            "background_unsupported",
+            "'background': true leaves the answer at the provider to be fetched later, "
+            "past the proxy, so it could never be recorded: send the request in the "
+            "foreground (stream it for a long answer)",
+        )
+
+
+def _input_items(body: Mapping[str, Any]) -> list[Any]:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        if not raw:
+            raise InvalidInput("'input' must be a non-empty string or list of items")
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise InvalidInput("'input' must be a non-empty string or list of items")
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping) and item.get("type") == "item_reference":
+            raise HTTPError(
+                400,
+                "provider_state_unsupported",
+                f"input[{i}] is an item_reference to an item kept by the provider, which "
+                f"a compacting proxy cannot see: {SEND_WHOLE_INPUT}",
+            )
+    return raw
+
+
+def _system_role(body: Mapping[str, Any]) -> str | None:
+    """Where the client put its system prompt: ``instructions``, or the role of a leading
+    system/developer item (``None``: it has none)."""
+    if body.get("instructions") is not None:
+        return "instructions"
+    raw = body.get("input")
+    if isinstance(raw, list) and raw and isinstance(raw[0], Mapping):
+        first = raw[0]
+        if first.get("type", "message") == "message" and first.get("role") in _SYSTEM_ROLES:
+            return str(first["role"])
+    return None
+
+
+def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
+    """A Responses request as the ledger sees it (400/422 before anything is appended)."""
+    _refuse_provider_state(body)
+    model = _model(body)
+    items = _input_items(body)
+    try:
+        messages = items_to_messages(items)
+    except InvalidInput as exc:
+        raise InvalidInput(f"input: {exc}") from None
+    system: str | None = None
+    where = _system_role(body)
+    if where == "instructions":
+        system = body["instructions"]
+        if not isinstance(system, str):
+            raise InvalidInput("'instructions' must be a string")
+    elif where is not None:
+        system = text_of_parts(messages[0].get("content"))
+        if system is None:
+            raise InvalidInput(f"input[0]: a {where} message needs text content")
+        messages = messages[1:]
+    if markers:
+        messages = [strip_cache_markers(m) for m in messages]
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise InvalidInput("'tools' must be a list")
+    return ClientTurn(
+        model=model,
+        system_prompt=system,
+        messages=messages,
+        tools=tools,
+        stream=bool(body.get("stream")),
+        max_tokens=_max_tokens(body, "max_output_tokens"),
+    )
+
+
+def responses_upstream(
+    body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
+) -> JSONDict:
+    """The client's request with the ledger's compacted view as its input items."""
+    view = [strip_cache_markers(m) for m in view]
+    out = dict(body)
+    where = _system_role(body)
+    head: list[JSONDict] = []
+    if where is not None and view and view[0].get("role") == "system":
+        system, view = view[0].get("content"), view[1:]
+        if where == "instructions":
+            out["instructions"] = system
+        else:
+            head = [{"role": where, "content": system}]
+    out["input"] = head + messages_to_items(view)
+    if max_tokens is not None:
+        out["max_output_tokens"] = max_tokens
+    return out
+
+
+def _reply(output: Any) -> list[JSONDict] | None:
+    """A response's output items as the chat messages to record (None: nothing usable)."""
+    if not isinstance(output, list) or not output:
+        return None
+    try:
+        return items_to_messages(output) or None
+    except InvalidInput:
+        return None
+
+
+def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | None]:
+    if not isinstance(data, Mapping):
+        return None, None
+    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
+    if data.get("status", "completed") not in _FINISHED:
+        return None, usage
+    return _reply(data.get("output")), usage
+
+
+@dataclass
+class ResponsesStream:
+    """Accumulates a Responses stream (named ``response.*`` events) into the reply and usage."""
+
+    done: dict[int, JSONDict] = field(default_factory=dict)
+    output: list[Any] | None = None
+    usage: JSONDict | None = None
+    status: str | None = None
+
+    def feed(self, ev: SSEEvent) -> bool:
+        data = _json(ev.data)
+        if not isinstance(data, Mapping):
+            return True
+        kind = data.get("type") or ev.event
+        if kind == "response.output_item.done" and isinstance(data.get("item"), Mapping):
+            index = data.get("output_index")
+            self.done[index if isinstance(index, int) else len(self.done)] = dict(data["item"])
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            response = data.get("response")
+            response = response if isinstance(response, Mapping) else {}
+            self.status = str(response.get("status") or str(kind).rpartition(".")[2])
+            if isinstance(response.get("usage"), Mapping):
+                self.usage = dict(response["usage"])
+            if isinstance(response.get("output"), list) and response["output"]:
+                self.output = list(response["output"])
+        return True
+
+    @property
+    def complete(self) -> bool:
+        return self.status in _FINISHED
+
+    def reply(self) -> list[JSONDict] | None:
+        items = (
+            self.output if self.output is not None else [i for _, i in sorted(self.done.items())]
+        )
+        return _reply(items)
+
+
+RESPONSES = Api(
+    "responses",
+    "/responses",
+    responses_turn,
+    responses_upstream,
+    responses_json_reply,
+    provider="openai",
+    stream=lambda turn: ResponsesStream(),
+)
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/v1/responses",
+        proxy_handler(RESPONSES),
+        "OpenAI Responses through the compacting proxy (the whole conversation in 'input')",
+        tag="proxy",
+        auth="proxy",
+        body=None,
+        stream=True,
+        responses={
+            400: "bad_json / too_deep; provider_state_unsupported / background_unsupported: "
+            "previous_response_id, conversation, item_reference or background are refused "
+            "(send the whole conversation in 'input'; nothing appended)",
+        },
+    ),
+]
+
+__all__ = [
+    "ENDPOINTS",
+    "RESPONSES",
+    "ResponsesStream",
+    "responses_json_reply",
+    "responses_turn",
+    "responses_upstream",
+]

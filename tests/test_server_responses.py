@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 import pytest
-from helpers.fake_upstream import Cut, Error, Say, Seen, responses_prompt_tokens
+from helpers.fake_upstream import Cut, Error, Failed, Say, Seen, responses_prompt_tokens
 from helpers.server_rig import Rig, rig
 
 from ctxledger import CompressionConfig
@@ -289,6 +289,57 @@ async def test_an_overflow_error_leads_to_one_compaction_and_a_retry(tmp_path: P
         tip = ledger.tip("big")
         assert switch.new_session_id == tip and ledger.chains.compression_count(tip) == 1
         assert ledger.transcript.live_messages(tip)[-1]["content"] == "answer 2"
+
+
+OVERFLOW = Failed(
+    "context_length_exceeded",
+    "Your input exceeds the context window of this model. Please adjust your input and try again.",
+)
+
+
+async def test_an_overflow_reported_inside_a_stream_is_recovered_from(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        client = r.openai(**{"X-Ctxledger-Session": "big", "X-Ctxledger-Context-Length": "8192"})
+        r.upstream.queue(OVERFLOW)  # a 200 stream: created, in_progress, response.failed
+        async with client.responses.stream(
+            model=MODEL, instructions=SYSTEM, input=_long_history()
+        ) as s:
+            kinds = [event.type async for event in s]
+            final = await s.get_final_response()
+        assert "response.failed" not in kinds  # the client only saw the retried stream
+        assert final.output_text == "answer 2"
+        first, retry = r.upstream.requests
+        assert len(retry.items) < len(first.items)
+        ledger = r.service.ledger
+        tip = ledger.tip("big")
+        assert len(_switches(r)) == 1 and ledger.chains.compression_count(tip) == 1
+        assert ledger.transcript.live_messages(tip)[-1]["content"] == "answer 2"
+        assert ledger.usage(tip).agent_calls == 1
+
+
+async def test_in_stream_failures_that_persist_or_are_not_overflows(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        client = r.openai(**{"X-Ctxledger-Session": "s", "X-Ctxledger-Context-Length": "8192"})
+        r.upstream.queue(*[OVERFLOW] * 10)
+        with pytest.raises(openai.BadRequestError) as err:  # the last failure, as a JSON error
+            await client.responses.create(
+                model=MODEL, instructions=SYSTEM, input=_long_history(), stream=True
+            )
+        assert err.value.code == "context_length_exceeded"
+        assert len(r.upstream.requests) == 1 + r.service.config.max_compression_attempts
+        # a failure that is not an overflow reaches the client as the provider sent it
+        before = len(r.upstream.requests)
+        r.upstream.script[:] = [
+            Failed("server_error", "The server had an error processing your request.")
+        ]
+        stream = await client.responses.create(
+            model=MODEL, instructions=SYSTEM, input=_long_history(), stream=True
+        )
+        kinds = [event.type async for event in stream]
+        assert kinds == ["response.created", "response.in_progress", "response.failed"]
+        assert len(r.upstream.requests) == before + 1  # no retry
+        tip = r.service.ledger.tip("s")
+        assert r.service.ledger.transcript.live_messages(tip)[-1]["role"] == "user"  # no reply
 
 
 async def test_a_diverging_history_gets_a_branch(tmp_path: Path) -> None:

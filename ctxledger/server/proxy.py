@@ -110,6 +110,9 @@ class Api:
     provider: str = ""
     #: the stream accumulator of a face defined outside this module
     stream: Callable[[ClientTurn], Accumulator] | None = None
+    #: reads the start of a 2xx stream: an error the provider reports as an event before
+    #: any output comes back as an error response (so it is recovered from like one)
+    peek: Callable[[httpx.Response], Awaitable[httpx.Response]] | None = None
 
     @property
     def served_by(self) -> str:
@@ -238,6 +241,8 @@ class Turn:
                     "POST", url, content=content, headers=self._headers()
                 )
                 resp = await self.state.client.send(req, stream=True)
+                if self.api.peek is not None and resp.status_code < 400:
+                    resp = await self.api.peek(resp)
             except httpx.HTTPError as exc:
                 return _error(
                     self.api,

@@ -9,7 +9,11 @@ chat has no field for — item ids, reasoning items, part annotations — rides 
 each message, so the compacted view converts back to the items the client sent);
 ``instructions`` (or a leading system/developer item) is the session's system prompt.
 A stream is read for its ``response.output_item.done`` items and the
-``response.completed`` (or ``response.incomplete``) event's output and usage.
+``response.completed`` (or ``response.incomplete``) event's output and usage. The
+Responses API may report an overflow inside a 200 stream (``response.failed`` with
+``context_length_exceeded`` before any output): the face reads a stream's first events
+before answering, and such a failure is recovered from like the HTTP error it stands
+for (compact and retry); if it persists, the client gets it as a 400 JSON error.
 
 Requests that lean on state kept by the provider are refused with a 400 in OpenAI's
 error shape: ``previous_response_id`` and ``conversation`` (the provider would prepend
@@ -23,15 +27,25 @@ nothing at the provider; reasoning items then need ``include:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
-from ctxledger.server.formats import ClientTurn, SSEEvent, _json, _max_tokens, _model
+from ctxledger.server.formats import (
+    ClientTurn,
+    SSEEvent,
+    SSEParser,
+    _json,
+    _max_tokens,
+    _model,
+)
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.proxy import Api, proxy_handler
 from ctxledger.server.routing import Endpoint
@@ -214,6 +228,95 @@ class ResponsesStream:
         return _reply(items)
 
 
+#: events a stream opens with, before any output
+_PREAMBLE = frozenset({"response.created", "response.queued", "response.in_progress"})
+#: what the start of a stream may hold before it is handed on unread (bytes)
+_PEEK_BYTES = 256 * 1024
+#: failures the turn recovers from (the kinds handle_provider_error acts on)
+_RECOVERABLE = frozenset({"prompt_too_long", "payload_too_large", "max_tokens_too_large"})
+
+
+class _Replay(httpx.AsyncByteStream):
+    """A stream's bytes already read, then the rest of it."""
+
+    def __init__(
+        self, head: list[bytes], rest: AsyncIterator[bytes] | None, upstream: httpx.Response
+    ):
+        self.head, self.rest, self.upstream = head, rest, upstream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.head:
+            yield chunk
+        if self.rest is not None:
+            async for chunk in self.rest:
+                yield chunk
+
+    async def aclose(self) -> None:
+        await self.upstream.aclose()
+
+
+def _failure(data: Any) -> JSONDict | None:
+    """The OpenAI error body of a ``response.failed`` event the turn can recover from."""
+    response = data.get("response") if isinstance(data, Mapping) else None
+    error = response.get("error") if isinstance(response, Mapping) else None
+    if not isinstance(error, Mapping):
+        return None
+    body = {
+        "error": {
+            "message": str(error.get("message") or ""),
+            "type": "invalid_request_error",
+            "param": None,
+            "code": error.get("code"),
+        }
+    }
+    return body if classify_provider_error(400, body).kind in _RECOVERABLE else None
+
+
+async def peek_stream(upstream: httpx.Response) -> httpx.Response:
+    """Read a stream up to its first output event: an overflow reported there becomes a
+    400 JSON error response; anything else is handed on, the bytes read replayed first."""
+    if not upstream.headers.get("content-type", "").startswith("text/event-stream"):
+        return upstream
+    head: list[bytes] = []
+    parser = SSEParser()
+    chunks = upstream.aiter_bytes()
+    rest: AsyncIterator[bytes] | None = chunks
+    try:
+        while sum(map(len, head)) < _PEEK_BYTES:
+            chunk = await anext(chunks)
+            head.append(chunk)
+            for ev in parser.feed(chunk):
+                data = _json(ev.data)
+                kind = data.get("type") if isinstance(data, Mapping) else ev.event
+                if kind in _PREAMBLE:
+                    continue
+                body = _failure(data) if kind == "response.failed" else None
+                if body is None:
+                    return _replayed(upstream, head, rest)
+                await upstream.aclose()
+                headers = {"content-type": "application/json"}
+                return httpx.Response(400, json=body, headers=headers, request=upstream.request)
+    except (StopAsyncIteration, httpx.HTTPError):  # ended or cut while opening: what came
+        rest = None  # is forwarded, and nothing is recorded (no response.completed)
+    return _replayed(upstream, head, rest)
+
+
+def _replayed(
+    upstream: httpx.Response, head: list[bytes], rest: AsyncIterator[bytes] | None
+) -> httpx.Response:
+    headers = [
+        (k, v)
+        for k, v in upstream.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length")  # the bytes are decoded
+    ]
+    return httpx.Response(
+        upstream.status_code,
+        headers=headers,
+        stream=_Replay(head, rest, upstream),
+        request=upstream.request,
+    )
+
+
 RESPONSES = Api(
     "responses",
     "/responses",
@@ -222,6 +325,7 @@ RESPONSES = Api(
     responses_json_reply,
     provider="openai",
     stream=lambda turn: ResponsesStream(),
+    peek=peek_stream,
 )
 
 ENDPOINTS = [
@@ -246,6 +350,7 @@ __all__ = [
     "ENDPOINTS",
     "RESPONSES",
     "ResponsesStream",
+    "peek_stream",
     "responses_json_reply",
     "responses_turn",
     "responses_upstream",

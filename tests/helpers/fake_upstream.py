@@ -10,7 +10,10 @@ from a script, one per request, else ``default``:
   request asks, with usage computed from what the request sent (prompt tokens = exact
   token count of the messages, or Responses input items, it received);
 * ``Error(status, body)`` — an error response with that JSON body;
-* ``Cut(after)`` — a stream that stops (raises) after `after` events, mid-body.
+* ``Cut(after)`` — a stream that stops (raises) after `after` events, mid-body;
+* ``Failed(code, message)`` — Responses: a 200 stream that opens and then reports the
+  error as a ``response.failed`` event (how the API may report an overflow in a
+  stream); without ``stream``, a 400 JSON error.
 
 ``delay`` (seconds) makes every answer wait (to overlap requests), ``event_delay``
 pauses between the events of a stream; ``in_flight`` and
@@ -47,7 +50,23 @@ class Cut:
     after: int = 2
 
 
-Behaviour = Say | Error | Cut
+@dataclass(frozen=True)
+class Failed:
+    code: str
+    message: str
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": self.code,
+            }
+        }
+
+
+Behaviour = Say | Error | Cut | Failed
 
 
 @dataclass
@@ -161,10 +180,15 @@ class FakeUpstream:
         behaviour = self.script.pop(0) if self.script else Say(f"answer {self.turn}")
         anthropic = seen.path.endswith("/messages")
         responses = seen.path.endswith("/responses")
+        if isinstance(behaviour, Failed) and not seen.json.get("stream"):
+            behaviour = Error(400, behaviour.body())
         if isinstance(behaviour, Error):
             await _respond(
                 send, behaviour.status, "application/json", json.dumps(behaviour.body).encode()
             )
+            return
+        if isinstance(behaviour, Failed):
+            await _stream(send, failed_events(seen, behaviour, self.turn), self.event_delay)
             return
         say = (
             behaviour
@@ -190,20 +214,27 @@ class FakeUpstream:
             if responses
             else _openai_events(seen, say, prompt, output)
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
-            }
-        )
-        for i, event in enumerate(events):
-            if isinstance(behaviour, Cut) and i == behaviour.after:
-                raise RuntimeError("upstream connection cut mid-stream")
-            await send({"type": "http.response.body", "body": event, "more_body": True})
-            if self.event_delay:
-                await anyio.sleep(self.event_delay)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        cut = isinstance(behaviour, Cut) and behaviour.after < len(events)
+        if isinstance(behaviour, Cut):
+            events = events[: behaviour.after]
+        await _stream(send, events, self.event_delay, cut=cut)
+
+
+async def _stream(send: Any, events: list[bytes], delay: float, *, cut: bool = False) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
+        }
+    )
+    for event in events:
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        if delay:
+            await anyio.sleep(delay)
+    if cut:
+        raise RuntimeError("upstream connection cut mid-stream")
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _respond(send: Any, status: int, content_type: str, body: bytes) -> None:
@@ -496,6 +527,23 @@ def responses_events(seen: Seen, say: Say, prompt: int, output: int, turn: int) 
     ]
 
 
+def failed_events(seen: Seen, failed: Failed, turn: int) -> list[bytes]:
+    """A stream that opens and fails before any output (response.failed with the error)."""
+    response = _response(seen, turn, "failed", [], None)
+    response["error"] = {"code": failed.code, "message": failed.message}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response(seen, turn, "in_progress", [], None)},
+        {
+            "type": "response.in_progress",
+            "response": _response(seen, turn, "in_progress", [], None),
+        },
+        {"type": "response.failed", "response": response},
+    ]
+    return [
+        _sse({**event, "sequence_number": seq}, event["type"]) for seq, event in enumerate(events)
+    ]
+
+
 def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
     at = {"output_index": index, "item_id": item["id"]}
     if item["type"] == "reasoning":
@@ -548,6 +596,7 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
 __all__ = [
     "Cut",
     "Error",
+    "Failed",
     "FakeUpstream",
     "Say",
     "Seen",

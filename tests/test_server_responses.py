@@ -380,6 +380,7 @@ async def test_bad_input_is_refused_and_appends_nothing(tmp_path: Path) -> None:
             {"model": MODEL, "input": "hi", "max_output_tokens": 0},
             {"model": MODEL, "input": "hi", "instructions": ["not", "text"]},
             {"model": "", "input": "hi"},
+            {"model": MODEL, "input": "hi", "previous_response_id": 5},
         ]
         for body in bad:
             resp = await r.http.post("/v1/responses", json=body)
@@ -393,6 +394,61 @@ async def test_bad_input_is_refused_and_appends_nothing(tmp_path: Path) -> None:
         assert r.last_seq() == before and r.upstream.requests == []
 
 
+async def test_previous_response_id_continues_the_recorded_line(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        client = r.openai()
+        r.upstream.queue(Say("checking", tool=("read_file", {"path": "a.py"})))
+        first = await client.responses.create(model=MODEL, instructions=SYSTEM, input="read a.py")
+        call = first.output[-1]
+        assert call.type == "function_call"
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "x = 1"}
+        second = await client.responses.create(
+            model=MODEL, instructions=SYSTEM, input=[output], previous_response_id=first.id
+        )
+        async with client.responses.stream(
+            model=MODEL,
+            instructions=SYSTEM,
+            input=[{"role": "user", "content": "and then?"}],
+            previous_response_id=second.id,
+        ) as s:
+            third = await s.get_final_response()
+        assert third.output_text == "answer 3"
+        # the upstream got the whole conversation, never the provider-side chain
+        sent = r.upstream.requests[-1].json
+        assert "previous_response_id" not in sent
+        assert [i.get("type", "message") for i in sent["input"]] == [
+            "message",
+            "message",
+            "function_call",
+            "function_call_output",
+            "message",
+            "message",
+        ]
+        assert sent["input"][2]["call_id"] == call.call_id
+        sid = _only_session(r)  # one line, no branch
+        live = r.service.ledger.transcript.live_messages(sid)
+        roles = ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert [m["role"] for m in live] == roles
+        # chaining from an older response forks a branch holding that history
+        await client.responses.create(
+            model=MODEL,
+            instructions=SYSTEM,
+            input=[{"role": "user", "content": "another way"}],
+            previous_response_id=second.id,
+        )
+        ledger = r.service.ledger
+        kinds = sorted(ledger.chains.kind(x.session_id) for x in ledger.sessions())
+        assert kinds == ["branch", "root"]
+        forked = r.upstream.requests[-1].json["input"]
+        assert len(forked) == 6 and forked[-1]["content"] == "another way"
+        # the same chain through a session header; a header naming another session is refused
+        with pytest.raises(openai.UnprocessableEntityError, match="continues session"):
+            await r.openai(**{"X-Ctxledger-Session": "other"}).responses.create(
+                model=MODEL, input="more", previous_response_id=third.id
+            )
+        assert ledger.verify().ok
+
+
 async def test_provider_side_state_is_refused_with_a_clear_400(tmp_path: Path) -> None:
     async with rig(tmp_path) as r:
         client = r.openai()
@@ -401,7 +457,7 @@ async def test_provider_side_state_is_refused_with_a_clear_400(tmp_path: Path) -
             await client.responses.create(model=MODEL, input="and then?", previous_response_id="r1")
         body: Any = err.value.body
         assert body["code"] == "provider_state_unsupported"
-        assert "previous_response_id" in body["message"]
+        assert "previous_response_id 'r1' is not a response this proxy recorded" in body["message"]
         assert "send the whole conversation in 'input'" in body["message"]
         refused: list[tuple[dict[str, Any], str]] = [
             ({"conversation": "conv_1"}, "provider_state_unsupported"),

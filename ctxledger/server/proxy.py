@@ -99,6 +99,10 @@ class Accumulator(Protocol):
     def reply(self) -> Reply: ...
 
 
+#: (state, request, body, turn) -> the session family, having completed ``turn.messages``
+Resolver = Callable[["ServerState", Request, Mapping[str, Any], ClientTurn], str | None]
+
+
 @dataclass(frozen=True)
 class Api:
     name: str
@@ -113,6 +117,9 @@ class Api:
     #: reads the start of a 2xx stream: an error the provider reports as an event before
     #: any output comes back as an error response (so it is recovered from like one)
     peek: Callable[[httpx.Response], Awaitable[httpx.Response]] | None = None
+    #: completes a request that continues recorded history by reference (it may extend
+    #: ``turn.messages`` in front) and names its session family; None: the usual way
+    resolve: Resolver | None = None
 
     @property
     def served_by(self) -> str:
@@ -141,6 +148,7 @@ def _error(api: Api, status: int, code: str, message: str) -> Response:
 
 
 def _family(request: Request, turn: ClientTurn) -> str:
+    """The session family of a request: ``X-Ctxledger-Session``, else the stable key."""
     header = request.headers.get(SESSION_HEADER)
     if header is None:
         return stable_key(turn.system_prompt, turn.messages)
@@ -373,7 +381,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     raw = await read_body(request)
     body = decode_object(raw)
     turn = api.turn(body, b"cache_control" in raw)
-    family = _family(request, turn)
+    family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
     lock = state.proxy_lock(family)
     await lock.acquire()

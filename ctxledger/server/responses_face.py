@@ -15,21 +15,24 @@ Responses API may report an overflow inside a 200 stream (``response.failed`` wi
 before answering, and such a failure is recovered from like the HTTP error it stands
 for (compact and retry); if it persists, the client gets it as a 400 JSON error.
 
-Requests that lean on state kept by the provider are refused with a 400 in OpenAI's
-error shape: ``previous_response_id`` and ``conversation`` (the provider would prepend
-history the proxy never saw, so it could neither record nor compact it),
-``item_reference`` input items (the same, per item) and ``background`` (the answer
-would be fetched from the provider later, past the proxy). The client sends its whole
-conversation in ``input`` each turn, as with chat completions (``store: false`` keeps
-nothing at the provider; reasoning items then need ``include:
-["reasoning.encrypted_content"]`` to be sent back).
+``previous_response_id`` is honoured for responses this proxy recorded itself: each
+recorded reply carries its response id (``responses_response_id``, an extra key that is
+stored but never sent), so the request is completed with the recorded line up to that
+reply and then handled like one that sent the whole conversation — the upstream gets
+the compacted view and no ``previous_response_id`` (the provider's copy of the history
+is the uncompacted one, so it is never used). Chaining from an older response forks a
+branch. An id the proxy did not record (a cut stream, another client) is refused with a
+400 in OpenAI's error shape, as is everything else that leans on state kept by the
+provider: ``conversation``, ``item_reference`` input items, and ``background`` (the
+answer would be fetched later, past the proxy). ``store: false`` keeps nothing at the
+provider; reasoning items then need ``include: ["reasoning.encrypted_content"]``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -47,13 +50,22 @@ from ctxledger.server.formats import (
     _model,
 )
 from ctxledger.server.history import strip_cache_markers
-from ctxledger.server.proxy import Api, proxy_handler
+from ctxledger.server.proxy import SESSION_HEADER, Api, proxy_handler
 from ctxledger.server.routing import Endpoint
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from ctxledger.ledger import Ledger
+    from ctxledger.projections.transcript import StoredMessage
+    from ctxledger.server.state import ServerState
 
 JSONDict = dict[str, Any]
 
+#: the recorded reply's extra key holding its response id (stored, never sent upstream)
+RESPONSE_ID = "responses_response_id"
 #: fields naming conversation state kept by the provider, which the proxy never sees
-_PROVIDER_STATE = ("previous_response_id", "conversation")
+_PROVIDER_STATE = ("conversation",)
 _SYSTEM_ROLES = ("system", "developer")
 #: a response in one of these states has output worth recording
 _FINISHED = ("completed", "incomplete")
@@ -66,6 +78,9 @@ SEND_WHOLE_INPUT = (
 
 
 def _refuse_provider_state(body: Mapping[str, Any]) -> None:
+    previous = body.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous.strip()):
+        raise InvalidInput("'previous_response_id' must be a non-empty string")
     for key in _PROVIDER_STATE:
         if body.get(key) is not None:
             raise HTTPError(
@@ -157,6 +172,7 @@ def responses_upstream(
     """The client's request with the ledger's compacted view as its input items."""
     view = [strip_cache_markers(m) for m in view]
     out = dict(body)
+    out.pop("previous_response_id", None)  # resolved into the view (see resolve_previous)
     where = _system_role(body)
     head: list[JSONDict] = []
     if where is not None and view and view[0].get("role") == "system":
@@ -171,14 +187,69 @@ def responses_upstream(
     return out
 
 
-def _reply(output: Any) -> list[JSONDict] | None:
-    """A response's output items as the chat messages to record (None: nothing usable)."""
+def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
+    """A response's output items as the chat messages to record (None: nothing usable);
+    the last one carries the response id, for ``previous_response_id``."""
     if not isinstance(output, list) or not output:
         return None
     try:
-        return items_to_messages(output) or None
+        messages = items_to_messages(output)
     except InvalidInput:
         return None
+    if messages and isinstance(response_id, str) and response_id:
+        messages[-1][RESPONSE_ID] = response_id
+    return messages or None
+
+
+def _recorded_reply(ledger: Ledger, response_id: str) -> StoredMessage | None:
+    """The newest appended message ending the reply `response_id` (newest first: a
+    chained turn names a recent response)."""
+    for stored in reversed(ledger.transcript.state.messages.values()):
+        if stored.origin == "appended" and stored.message.get(RESPONSE_ID) == response_id:
+            return stored
+    return None
+
+
+def _family_root(ledger: Ledger, session_id: str) -> str:
+    node, seen = ledger.chains.lineage(session_id), {session_id}
+    while node.parent_session_id is not None and node.parent_session_id not in seen:
+        seen.add(node.parent_session_id)
+        node = ledger.chains.lineage(node.parent_session_id)
+    return node.session_id
+
+
+def resolve_previous(
+    state: ServerState, request: Request, body: Mapping[str, Any], turn: ClientTurn
+) -> str | None:
+    """``previous_response_id``: put the recorded line up to that reply in front of the
+    new input items and name its family (None when the request has no such id)."""
+    previous = body.get("previous_response_id")
+    if previous is None:
+        return None
+    ledger = state.ledger
+    ledger.refresh()
+    stored = _recorded_reply(ledger, previous)
+    recorded = state.history.line_messages(ledger.chains.root(stored.session_id)) if stored else []
+    end = next(
+        (i for i in range(len(recorded) - 1, -1, -1) if recorded[i].get(RESPONSE_ID) == previous),
+        None,
+    )
+    if stored is None or end is None:
+        raise HTTPError(
+            400,
+            "provider_state_unsupported",
+            f"previous_response_id {previous!r} is not a response this proxy recorded, and "
+            f"history kept only by the provider cannot be compacted: {SEND_WHOLE_INPUT}",
+        )
+    family = _family_root(ledger, stored.session_id)
+    header = (request.headers.get(SESSION_HEADER) or "").strip()
+    if header and header != family:
+        raise InvalidInput(
+            f"previous_response_id {previous!r} continues session {family!r}, "
+            f"not {header!r} ({SESSION_HEADER})"
+        )
+    turn.messages = [dict(m) for m in recorded[: end + 1]] + turn.messages
+    return family
 
 
 def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | None]:
@@ -187,7 +258,7 @@ def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | N
     usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
     if data.get("status", "completed") not in _FINISHED:
         return None, usage
-    return _reply(data.get("output")), usage
+    return _reply(data.get("output"), data.get("id")), usage
 
 
 @dataclass
@@ -198,6 +269,7 @@ class ResponsesStream:
     output: list[Any] | None = None
     usage: JSONDict | None = None
     status: str | None = None
+    response_id: str | None = None
 
     def feed(self, ev: SSEEvent) -> bool:
         data = _json(ev.data)
@@ -207,9 +279,12 @@ class ResponsesStream:
         if kind == "response.output_item.done" and isinstance(data.get("item"), Mapping):
             index = data.get("output_index")
             self.done[index if isinstance(index, int) else len(self.done)] = dict(data["item"])
+        elif kind in _PREAMBLE and isinstance(data.get("response"), Mapping):
+            self.response_id = data["response"].get("id") or self.response_id
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             response = data.get("response")
             response = response if isinstance(response, Mapping) else {}
+            self.response_id = response.get("id") or self.response_id
             self.status = str(response.get("status") or str(kind).rpartition(".")[2])
             if isinstance(response.get("usage"), Mapping):
                 self.usage = dict(response["usage"])
@@ -225,7 +300,7 @@ class ResponsesStream:
         items = (
             self.output if self.output is not None else [i for _, i in sorted(self.done.items())]
         )
-        return _reply(items)
+        return _reply(items, self.response_id)
 
 
 #: events a stream opens with, before any output
@@ -326,6 +401,7 @@ RESPONSES = Api(
     provider="openai",
     stream=lambda turn: ResponsesStream(),
     peek=peek_stream,
+    resolve=resolve_previous,
 )
 
 ENDPOINTS = [
@@ -340,8 +416,8 @@ ENDPOINTS = [
         stream=True,
         responses={
             400: "bad_json / too_deep; provider_state_unsupported / background_unsupported: "
-            "previous_response_id, conversation, item_reference or background are refused "
-            "(send the whole conversation in 'input'; nothing appended)",
+            "a previous_response_id this proxy did not record, conversation, item_reference "
+            "or background (send the whole conversation in 'input'; nothing appended)",
         },
     ),
 ]
@@ -349,8 +425,10 @@ ENDPOINTS = [
 __all__ = [
     "ENDPOINTS",
     "RESPONSES",
+    "RESPONSE_ID",
     "ResponsesStream",
     "peek_stream",
+    "resolve_previous",
     "responses_json_reply",
     "responses_turn",
     "responses_upstream",

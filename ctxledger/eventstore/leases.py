@@ -33,13 +33,17 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ctxledger.eventstore.base import EventStore
+from typing import Protocol
 
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
+
+
+class Leasable(Protocol):
+    """What the waiting forms need of a store (every EventStore is one)."""
+
+    def try_lease(self, key: str) -> Release | None: ...
+
 
 _FIRST_POLL, _MAX_POLL = 0.005, 0.05
 
@@ -107,7 +111,7 @@ def _polls(wait: float | None) -> Iterator[float]:
 
 
 @contextlib.contextmanager
-def hold(store: EventStore, key: str, wait: float | None = None) -> Iterator[bool]:
+def hold(store: Leasable, key: str, wait: float | None = None) -> Iterator[bool]:
     """Hold lease `key` (blocking); yields False when `wait` seconds passed without it."""
     release = store.try_lease(key)
     if release is None:
@@ -123,7 +127,7 @@ def hold(store: EventStore, key: str, wait: float | None = None) -> Iterator[boo
             release()
 
 
-async def acquire(store: EventStore, key: str, wait: float | None = None) -> Release | None:
+async def acquire(store: Leasable, key: str, wait: float | None = None) -> Release | None:
     """Wait for lease `key` without blocking the event loop; None when `wait` ran out.
 
     Every try runs in a worker thread (a PostgreSQL try is a network round trip).
@@ -149,7 +153,7 @@ async def acquire(store: EventStore, key: str, wait: float | None = None) -> Rel
 
 
 @contextlib.asynccontextmanager
-async def hold_async(store: EventStore, key: str, wait: float | None = None) -> AsyncIterator[bool]:
+async def hold_async(store: Leasable, key: str, wait: float | None = None) -> AsyncIterator[bool]:
     """Hold lease `key` without blocking the event loop; yields False when `wait` ran out."""
     release = await acquire(store, key, wait)
     try:
@@ -160,6 +164,7 @@ async def hold_async(store: EventStore, key: str, wait: float | None = None) -> 
 
 
 __all__ = [
+    "Leasable",
     "LocalLeases",
     "Release",
     "acquire",

@@ -15,6 +15,14 @@ for the first to finish, stream included):
    event), then record the reply and the real usage (``report_usage``, which may
    compact in the loop). A reply whose stream was cut is not recorded: the client
    will resend the turn, and it continues from what was recorded.
+
+Turns of a session family are serialized across worker processes too: a turn holds
+this process's semaphore and the event store's lease ``proxy:<family>``
+(:meth:`ServerState.take_turn`). A request whose exact history the ledger has just
+answered (the line's last message is the reply to it: a duplicate sent at the same
+time, or a retry) is a *repeat*: it is answered from the view before that reply and
+nothing of it is recorded; the ledger keeps the first answer, and a client that
+continues from the other one branches at its next turn.
 """
 
 from __future__ import annotations
@@ -142,6 +150,7 @@ class Turn:
         self.svc = state.service
         self.session_id = ""
         self.notices: list[str] = []
+        self.repeat = False  # the ledger already answered this exact history: record nothing
 
     async def record_request(self, family: str, context_length: int) -> None:
         """Append the new suffix (or start the session / a branch), then preflight."""
@@ -161,6 +170,13 @@ class Turn:
         else:
             match = self.state.history.match(family, suffix, turn.system_prompt)
             sid = match.session_id
+            answered = match.branch and self.state.history.answered(
+                family, suffix, turn.system_prompt
+            )
+            if answered:
+                self.session_id, self.repeat = answered, True
+                self.notices.append(f"session {answered} already answered this history")
+                return
             if match.branch:
                 self._check_whole(suffix)
                 parent = ledger.transcript.session(sid)
@@ -202,11 +218,10 @@ class Turn:
         """Send the compacted view; recover from overflow errors as the service decides."""
         url = self.state.upstream.rstrip("/") + self.api.upstream_path
         max_tokens = self.turn.max_tokens
-        retries = self.svc.config.max_compression_attempts
+        retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
-            payload = self.api.upstream(
-                self.body, self.svc.api_messages(self.session_id), max_tokens
-            )
+            view = self.svc.api_messages(self.session_id)
+            payload = self.api.upstream(self.body, view[:-1] if self.repeat else view, max_tokens)
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(
@@ -249,6 +264,9 @@ class Turn:
         self, reply: dict[str, Any] | None, usage: Mapping[str, Any] | None
     ) -> None:
         """Append the reply, then report the real usage (which may compact in the loop)."""
+        if self.repeat:
+            log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
+            return
         try:
             if reply is not None:
                 self.session_id = (await self.svc.append(self.session_id, [reply])).session_id
@@ -346,8 +364,9 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     turn = api.turn(body, b"cache_control" in raw)
     family = _family(request, turn)
     context_length = _context_length(request, state)
-    lock = state.proxy_lock(family)
-    await lock.acquire()
+    release = await state.take_turn(family, request.receive)
+    if release is None:
+        return _error(api, 499, "client_closed", "the client left while waiting for its turn")
     handed_over = False
     try:
         t = Turn(state, api, request, body, turn)
@@ -357,7 +376,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             return upstream
         if turn.stream and upstream.headers.get("content-type", "").startswith("text/event-stream"):
             handed_over = True  # the stream releases the lock when it is done
-            return TurnStream(t, upstream, lock.release)
+            return TurnStream(t, upstream, release)
         data = await upstream.aread()
         await upstream.aclose()
         reply, usage = api.json_reply(_decode(data))
@@ -365,7 +384,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
         return Response(data, status_code=upstream.status_code, headers=_response_headers(upstream))
     finally:
         if not handed_over:
-            lock.release()
+            release()
 
 
 def _decode(data: bytes) -> Any:

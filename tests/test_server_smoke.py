@@ -278,6 +278,39 @@ def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_clean
     assert usage["chain"]["agent_calls"] == 1  # only the completed turn's usage
 
 
+def test_a_client_that_has_seen_the_end_of_a_stream_finds_its_reply_recorded(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    """The openai SDK stops reading at ``data: [DONE]`` and closes the connection before the
+    body's last chunk; the proxy records the reply before it sends the end marker, so the
+    reply is in the ledger the moment the client has the whole answer (this race made the
+    first smoke test flaky: the reply was recorded after the body ended, or not at all)."""
+    fake, upstream_port = upstream
+    fake.event_delay = 0.2  # the upstream keeps its body open a while after [DONE]
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    with _served(tmp_path, *args) as (base, _proc):
+        client = openai.OpenAI(
+            base_url=base + "/v1",
+            api_key="sk-real-client",
+            max_retries=0,
+            default_headers={"X-Ctxledger-Session": "ender"},
+        )
+        stream = client.chat.completions.create(
+            model="gpt-4.1",
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "the end, please"}],
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        view = httpx.get(base + "/v1/sessions/ender/api-messages", timeout=30).json()
+        usage = httpx.get(base + "/v1/sessions/ender/usage", timeout=30).json()
+    assert [(m["role"], m["content"]) for m in view["messages"]] == [
+        ("user", "the end, please"),
+        ("assistant", text),
+    ]
+    assert usage["chain"]["agent_calls"] == 1
+
+
 def test_shutdown_finishes_an_in_flight_turn_and_records_it(
     tmp_path: Path, upstream: tuple[FakeUpstream, int]
 ) -> None:

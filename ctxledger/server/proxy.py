@@ -293,6 +293,7 @@ class TurnStream(Response):
             for k, v in _response_headers(upstream).items()
         ]
         self.turn, self.upstream, self.release = turn, upstream, release
+        self.recorded = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         acc = self.turn.api.accumulator(self.turn.turn)
@@ -307,9 +308,9 @@ class TurnStream(Response):
             try:
                 with anyio.CancelScope(shield=True):
                     await self.upstream.aclose()
-                    if delivered and acc.complete:
-                        await self.turn.record_reply(acc.reply(), acc.usage)
-                    elif not delivered:
+                    if delivered and acc.complete and not self.recorded:
+                        await self._record(acc)  # an upstream that sent no end marker
+                    elif not delivered and not self.recorded:
                         log.info(
                             "session %s: the client left mid-stream; reply not recorded",
                             self.turn.session_id,
@@ -317,8 +318,18 @@ class TurnStream(Response):
             finally:
                 self.release()
 
+    async def _record(self, acc: Accumulator) -> None:
+        self.recorded = True
+        with anyio.CancelScope(shield=True):
+            await self.turn.record_reply(acc.reply(), acc.usage)
+
     async def _forward(self, send: Send, acc: Accumulator) -> bool:
-        """Send the upstream's events as they come; True once the client has the whole body."""
+        """Send the upstream's events as they come; True once the client has the whole body.
+
+        The reply is recorded just before the stream's end marker (``[DONE]``,
+        ``message_stop``) is sent: a client that has seen the end finds its reply in the
+        ledger (SDKs close the connection right after it, before the body's last chunk).
+        """
         start = {
             "type": "http.response.start",
             "status": self.status_code,
@@ -329,9 +340,18 @@ class TurnStream(Response):
             await send(start)
             try:
                 async for chunk in self.upstream.aiter_bytes():
-                    out = b"".join(ev.raw for ev in parser.feed(chunk) if acc.feed(ev))
+                    out: list[bytes] = []
+                    for ev in parser.feed(chunk):
+                        if not acc.feed(ev):
+                            continue
+                        if acc.ended and acc.complete and not self.recorded:
+                            if out:
+                                await send(_body(b"".join(out)))
+                                out = []
+                            await self._record(acc)
+                        out.append(ev.raw)
                     if out:
-                        await send({"type": "http.response.body", "body": out, "more_body": True})
+                        await send(_body(b"".join(out)))
             except httpx.HTTPError as exc:
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
@@ -385,6 +405,10 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     finally:
         if not handed_over:
             release()
+
+
+def _body(data: bytes) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": True}
 
 
 def _decode(data: bytes) -> Any:

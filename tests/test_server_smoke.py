@@ -311,6 +311,50 @@ def test_a_client_that_has_seen_the_end_of_a_stream_finds_its_reply_recorded(
     assert usage["chain"]["agent_calls"] == 1
 
 
+def test_a_client_that_leaves_while_waiting_for_its_turn_is_forgotten(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    """A second request of a session waits for the first one's turn; its client gives up
+    (read timeout) and hangs up: the wait is abandoned, it never reaches the model."""
+    fake, upstream_port = upstream
+    calls = threading.Semaphore(0)
+    fake.on_request = lambda seen: calls.release()
+    fake.event_delay = 0.3  # the first turn streams slowly: the second waits behind it
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    question = [{"role": "user", "content": "first question"}]
+    headers = {"X-Ctxledger-Session": "patient"}
+    with _served(tmp_path, *args) as (base, _proc):
+        url = base + "/v1/chat/completions"
+
+        def first() -> None:
+            body = {"model": "gpt-4.1", "stream": True, "messages": question}
+            with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as resp:
+                resp.read()
+
+        turn = threading.Thread(target=first)
+        turn.start()
+        assert calls.acquire(timeout=60)  # the first request holds the session's turn
+        with pytest.raises(httpx.ReadTimeout):  # the impatient duplicate hangs up
+            httpx.post(
+                url,
+                json={"model": "gpt-4.1", "messages": question},
+                headers=headers,
+                timeout=httpx.Timeout(30, read=0.5),
+            )
+        turn.join(60)
+        fake.event_delay = 0.0
+        with httpx.Client(timeout=30) as http:
+            view = http.get(base + "/v1/sessions/patient/api-messages").json()["messages"]
+            nxt = [*question, view[-1], {"role": "user", "content": "second question"}]
+            res = http.post(url, json={"model": "gpt-4.1", "messages": nxt}, headers=headers)
+            assert res.status_code == 200
+    # the next turn waited behind any request still queued: the one that left never ran
+    assert [seen.messages[-1]["content"] for seen in fake.requests] == [
+        "first question",
+        "second question",
+    ]
+
+
 def test_shutdown_finishes_an_in_flight_turn_and_records_it(
     tmp_path: Path, upstream: tuple[FakeUpstream, int]
 ) -> None:

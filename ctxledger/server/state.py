@@ -65,18 +65,23 @@ class ServerState:
         release function, or None when the client left while waiting (nothing held)."""
         held: list[Callable[[], None]] = []
         lock = self.proxy_lock(family)
-        with anyio.CancelScope() as waiting:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_until_disconnect, receive, waiting)
-                await lock.acquire()
-                held.append(lock.release)
-                try:
-                    lease = await leases.acquire(self.ledger.store, "proxy:" + family)
-                except StoreError as exc:  # no lease: turns still land, as expected versions allow
-                    log.warning("no cross-process lease for %s: %s", family, exc)
-                    lease = None
-                held.append(lease or (lambda: None))
-                tg.cancel_scope.cancel()
+        try:
+            with anyio.CancelScope() as waiting:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_until_disconnect, receive, waiting)
+                    await lock.acquire()
+                    held.append(lock.release)
+                    try:
+                        lease = await leases.acquire(self.ledger.store, "proxy:" + family)
+                    except StoreError as exc:  # no lease: turns still land (expected versions)
+                        log.warning("no cross-process lease for %s: %s", family, exc)
+                        lease = None
+                    held.append(lease or (lambda: None))
+                    tg.cancel_scope.cancel()
+        except BaseException:  # cancelled from outside (shutdown): leave nothing held
+            for undo in reversed(held):
+                undo()
+            raise
         if len(held) < 2:
             for undo in reversed(held):
                 undo()

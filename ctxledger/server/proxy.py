@@ -104,6 +104,11 @@ class Accumulator(Protocol):
     @property
     def complete(self) -> bool: ...
 
+    @property
+    def ended(self) -> bool:
+        """The stream's end marker arrived (the reply is recorded before it is forwarded)."""
+        ...
+
     def reply(self) -> Reply: ...
 
 
@@ -364,7 +369,7 @@ class TurnStream(Response):
         """Send the upstream's events as they come; True once the client has the whole body.
 
         The reply is recorded just before the stream's end marker (``[DONE]``,
-        ``message_stop``) is sent: a client that has seen the end finds its reply in the
+        ``message_stop``, ``response.completed``) is sent: a client that has seen the end finds its reply in the
         ledger (SDKs close the connection right after it, before the body's last chunk).
         """
         start = {

@@ -14,7 +14,7 @@ from typing import Any
 
 from helpers import reference_layout, reference_planner
 from helpers import strategies as S
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import markers
@@ -151,3 +151,41 @@ def test_the_cache_is_bounded() -> None:
     assert len(cache._scans) == 2
     cache.clear()
     assert cache._scans == []
+
+
+@st.composite
+def tangled(draw: st.DrawFn) -> list[Message]:
+    """Odd but scannable lists: results out of order, late, repeated or answering nothing."""
+    messages: list[Message] = []
+    issued: list[str] = []
+    answered: set[str] = set()
+    for n in range(draw(st.integers(1, 40))):
+        kind = draw(st.sampled_from(["user", "calls", "result", "result", "reply"]))
+        if kind == "calls":
+            ids = [f"c{n}_{k}" for k in range(draw(st.integers(1, 3)))]
+            issued.extend(ids)
+            calls = [
+                {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                for i in ids
+            ]
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        elif kind == "result":  # mostly a call still waiting, oldest or newest first
+            waiting = [i for i in issued if i not in answered] or issued or ["nobody"]
+            call_id = draw(st.sampled_from([waiting[0], waiting[-1], *issued[-3:]]))
+            answered.add(call_id)
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": "out " * 80})
+        else:
+            role = "user" if kind == "user" else "assistant"
+            messages.append({"role": role, "content": f"{kind} {n}"})
+    return messages
+
+
+@settings(max_examples=200)  # small lists: cheap, and late answers need many draws
+@given(messages=tangled(), step=st.integers(1, 3))
+def test_spans_merged_incrementally_equal_the_reference(messages: list[Message], step: int) -> None:
+    config = CompressionConfig()
+    cache = PlanCache()
+    for end in [*range(0, len(messages), step), len(messages)]:
+        prefix = messages[:end]
+        got = dataclasses.asdict(cache.scan(prefix, config).layout)
+        assert got == dataclasses.asdict(reference_layout.message_layout(prefix, config))

@@ -112,13 +112,22 @@ class Scanner:
     long_results: list[int] = field(default_factory=list)
     summaries: list[int] = field(default_factory=list)
     merged: set[int] = field(default_factory=set)
+    redeclared: int = 0  # call ids issued again (a later call takes over the id)
+    owners: list[int] = field(default_factory=list)  # the keys of group_last, sorted
+    span_start: list[int] = field(default_factory=list)  # as in Layout, up to `touched`
+    span_end: list[int] = field(default_factory=list)
+    touched: int | None = None  # the first group changed since the spans were merged
 
     def copy(self) -> Scanner:
         return Scanner(
-            self.min_chars, self.args_over, list(self.roles), dict(self.call_of),
-            dict(self.call_ids), dict(self.result_owner), set(self.answered),
-            dict(self.owner_of), dict(self.group_last), list(self.long_args),
-            list(self.long_results), list(self.summaries), set(self.merged),
+            min_chars=self.min_chars, args_over=self.args_over, roles=list(self.roles),
+            call_of=dict(self.call_of), call_ids=dict(self.call_ids),
+            result_owner=dict(self.result_owner), answered=set(self.answered),
+            owner_of=dict(self.owner_of), group_last=dict(self.group_last),
+            long_args=list(self.long_args), long_results=list(self.long_results),
+            summaries=list(self.summaries), merged=set(self.merged),
+            redeclared=self.redeclared, owners=list(self.owners),
+            span_start=list(self.span_start), span_end=list(self.span_end), touched=self.touched,
         )  # fmt: skip
 
     def feed(self, messages: Sequence[Mapping[str, Any]]) -> Scanner:
@@ -144,6 +153,8 @@ class Scanner:
         call_of, call_ids, owner_of = self.call_of, self.call_ids, self.owner_of
         result_owner, answered, group_last = self.result_owner, self.answered, self.group_last
         candidates: list[int] = []
+        new_owners: list[int] = []
+        changed: list[int] = []
         starts = _summary_starts()
         end_marker = markers.summary_end_marker()
         last_char = end_marker[-1:]
@@ -156,7 +167,10 @@ class Scanner:
                 if 0 <= owner < i and call_id not in answered:
                     result_owner[i] = owner
                     answered.add(call_id)
+                    if owner not in group_last:
+                        new_owners.append(owner)
                     group_last[owner] = i
+                    changed.append(owner)
                 content = msg.get("content")
                 if (
                     (len(content) >= min_chars)
@@ -186,33 +200,66 @@ class Scanner:
                     long = False
                     for call in tool_calls:
                         call_id = call["id"]
+                        if call_id in call_of:
+                            self.redeclared += 1
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
                         long = long or len(call["function"]["arguments"]) > args_over
                     if long:
                         self.long_args.append(i)
+        self._note_groups(new_owners, changed)
         return candidates
+
+    def _note_groups(self, new_owners: list[int], changed: list[int]) -> None:
+        owners = self.owners
+        for owner in new_owners:
+            if owners and owner < owners[-1]:
+                bisect.insort(owners, owner)
+            else:
+                owners.append(owner)
+        if changed:
+            first = min(changed)
+            self.touched = first if self.touched is None else min(self.touched, first)
+
+    def _merge_spans(self) -> None:
+        """Bring the spans up to date, re-merging only the groups from the first changed one.
+
+        A cut before i is invalid when an earlier call's group reaches i; overlapping
+        groups (results interleaved across calls) merge into one unsplittable span.
+        """
+        lo = self.touched
+        if lo is None:
+            return
+        self.touched = None
+        starts, ends = self.span_start, self.span_end
+        k = bisect.bisect_right(starts, lo) - 1
+        if k >= 0 and ends[k] >= lo:
+            lo = starts[k]  # the span holding the change is merged again
+        else:
+            k += 1
+        del starts[k:], ends[k:]
+        group_last = self.group_last
+        for start in self.owners[bisect.bisect_left(self.owners, lo) :]:
+            end = group_last[start]
+            if ends and start <= ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
 
     def finish(self, messages: Sequence[Mapping[str, Any]]) -> Layout:
         """The layout of `messages` (the list this scanner has scanned entirely)."""
         n = len(self.roles)
+        self._merge_spans()
         layout = Layout(
             n=n, roles=self.roles, call_of=self.call_of, call_ids=self.call_ids,
             result_owner=self.result_owner, answered=self.answered,
             long_args=self.long_args, long_results=self.long_results,
             summaries=self.summaries, merged=self.merged,
             has_system=n > 0 and self.roles[0] == "system",
+            span_start=self.span_start, span_end=self.span_end,
         )  # fmt: skip
-        # a cut before i is invalid when an earlier call's group reaches i; overlapping
-        # groups (results interleaved across calls) merge into one unsplittable span
-        span_start, span_end = layout.span_start, layout.span_end
-        for start, end in sorted(self.group_last.items()):
-            if span_end and start <= span_end[-1]:
-                span_end[-1] = max(span_end[-1], end)
-            else:
-                span_start.append(start)
-                span_end.append(end)
         _find_anchors(messages, layout)
         return layout
 

@@ -33,14 +33,13 @@ from ctxledger.tokens import rough_message_tokens
 
 __all__ = ["PlanCache", "Scan", "scan"]
 
-#: message index -> (the message, its newer copy's message, its call, the rewrite, its
-#: rough tokens): the rewrite depends on nothing else (and the config, part of the key)
-_Memo = dict[int, tuple[Any, Any, Any, Prune | None, int]]
+#: message index -> (its phase-1 rewrite or None, the rewrite's rough tokens)
+_Resolved = dict[int, tuple[Prune | None, int]]
 
 
 @dataclass(slots=True)
 class Scan:
-    """One list's layout, its repeated results and its rewrites so far."""
+    """One list's layout, its repeated results and the rewrites built so far."""
 
     key: tuple[int, int, int]
     messages: list[Any]
@@ -48,25 +47,20 @@ class Scan:
     groups: CopyGroups
     layout: Layout
     newest: dict[int, int]
-    memo: _Memo = field(default_factory=dict)
+    #: rewrites of this list's messages (valid for this scan's newest copies and calls)
+    resolved: _Resolved = field(default_factory=dict)
 
     def prune(self, messages: Sequence[Mapping[str, Any]], i: int) -> tuple[Prune | None, int]:
         """The phase-1 rewrite of message `i` and its rough tokens (built once, then reused)."""
-        msg = messages[i]
-        newer_at = self.newest.get(i)
-        newer = messages[newer_at] if newer_at is not None else None
-        call_id = msg.get("tool_call_id")
-        call = self.layout.call_of.get(call_id) if isinstance(call_id, str) else None
-        known = self.memo.get(i)
-        if known is not None and known[0] is msg and known[1] is newer and known[2] is call:
-            return known[3], known[4]
-        min_chars, args_over, leaf_keep = self.key
-        found = prune_one(
-            messages, i, self.layout.call_of, self.newest, min_chars, args_over, leaf_keep
-        )
-        tokens = rough_message_tokens(found.replacement) if found is not None else 0
-        self.memo[i] = (msg, newer, call, found, tokens)
-        return found, tokens
+        found = self.resolved.get(i)
+        if found is None:
+            min_chars, args_over, leaf_keep = self.key
+            prune = prune_one(
+                messages, i, self.layout.call_of, self.newest, min_chars, args_over, leaf_keep
+            )
+            tokens = rough_message_tokens(prune.replacement) if prune is not None else 0
+            found = self.resolved[i] = (prune, tokens)
+        return found
 
 
 def _key(config: CompressionConfig) -> tuple[int, int, int]:
@@ -89,7 +83,15 @@ def _extend(old: Scan, messages: Sequence[Mapping[str, Any]]) -> Scan:
     groups = dict(old.groups)
     group_copies(groups, messages, scanner.long_results[seen_long:], old.key[0], shared=True)
     layout = scanner.finish(messages)
-    return Scan(old.key, list(messages), scanner, groups, layout, resolve_copies(groups), old.memo)
+    newest = resolve_copies(groups)
+    # a rewrite depends on its message (the same object: a prefix), the config (the key),
+    # the call it answers and its newer copy: keep those whose call and copy did not change
+    resolved = dict(old.resolved) if scanner.redeclared == old.scanner.redeclared else {}
+    if newest != old.newest:
+        for i in old.newest.keys() | newest.keys():
+            if old.newest.get(i) != newest.get(i):
+                resolved.pop(i, None)
+    return Scan(old.key, list(messages), scanner, groups, layout, newest, resolved)
 
 
 def _prefix_of(known: list[Any], messages: Sequence[Any]) -> bool:

@@ -366,11 +366,14 @@ def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int
     )
     prunes: list[Prune] = []
     saved = 0
+    resolved = the_scan.resolved  # the rewrites built by earlier plans of this list
     for i in targets:
-        prune, tokens = the_scan.prune(messages, i)
+        found = resolved.get(i)
+        prune, tokens = found if found is not None else the_scan.prune(messages, i)
         if prune is not None:
             prunes.append(prune)
-            saved += max(0, counts[i] - tokens)
+            if counts[i] > tokens:
+                saved += counts[i] - tokens
     return prunes, saved
 
 

@@ -153,12 +153,10 @@ class Scanner:
         call_of, call_ids, owner_of = self.call_of, self.call_ids, self.owner_of
         result_owner, answered, group_last = self.result_owner, self.answered, self.group_last
         candidates: list[int] = []
-        new_owners: list[int] = []
-        changed: list[int] = []
-        starts = _summary_starts()
+        changed: list[int] = []  # owners whose group gained a result
+        starts, min_chars, args_over = _summary_starts(), self.min_chars, self.args_over
         end_marker = markers.summary_end_marker()
         last_char = end_marker[-1:]
-        min_chars, args_over = self.min_chars, self.args_over
         for i, role in enumerate(roles, first):
             msg = messages[i]
             if role == "tool":
@@ -167,8 +165,6 @@ class Scanner:
                 if 0 <= owner < i and call_id not in answered:
                     result_owner[i] = owner
                     answered.add(call_id)
-                    if owner not in group_last:
-                        new_owners.append(owner)
                     group_last[owner] = i
                     changed.append(owner)
                 content = msg.get("content")
@@ -208,16 +204,19 @@ class Scanner:
                         long = long or len(call["function"]["arguments"]) > args_over
                     if long:
                         self.long_args.append(i)
-        self._note_groups(new_owners, changed)
+        self._note_groups(changed)
         return candidates
 
-    def _note_groups(self, new_owners: list[int], changed: list[int]) -> None:
+    def _note_groups(self, changed: list[int]) -> None:
+        """Record the owners new to `owners` (kept sorted) and the first group touched."""
         owners = self.owners
-        for owner in new_owners:
-            if owners and owner < owners[-1]:
-                bisect.insort(owners, owner)
-            else:
+        for owner in changed:
+            if not owners or owner > owners[-1]:
                 owners.append(owner)
+            else:
+                at = bisect.bisect_left(owners, owner)
+                if owners[at] != owner:
+                    owners.insert(at, owner)
         if changed:
             first = min(changed)
             self.touched = first if self.touched is None else min(self.touched, first)

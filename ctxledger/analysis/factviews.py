@@ -45,7 +45,7 @@ class Piece:
 
     #: the message that holds it in the view (None: the system prompt)
     holder: str | None
-    #: ``summary``, ``message`` or ``system``
+    #: ``summary``, ``message``, ``system`` or ``frame`` (the summary's fixed framing)
     kind: str
     text: str
     #: for ``message`` pieces: the message to extract facts from (summary taken out)
@@ -117,6 +117,23 @@ def split_summary(text: str) -> tuple[str, str] | None:
     return body.strip(), rest.strip()
 
 
+def frame_text(text: str) -> str:
+    """The fixed framing ctxledger put around a summary in `text` (prefix, end marker,
+    merge delimiter and lead line), joined; empty when there is none.
+
+    The model reads it with the view, so a fact it happens to state (the quoted
+    ``"is a"`` in "what follows is a handoff") is stated by the view: without this
+    piece the audit called such a fact lost where the whole view still holds it.
+    """
+    marks = (
+        *_prefixes(),
+        summary_end_marker(),
+        merge_delimiter().strip(),
+        merge_lead().strip(),
+    )
+    return _JOIN.join(m for m in marks if m and m in text)
+
+
 def _line_start_find(text: str, prefix: str) -> int:
     """Where `prefix` starts a line of `text` (leading blanks allowed), or -1."""
     pos = text.find(prefix)
@@ -174,12 +191,12 @@ class ChainViews:
         stored = self.ledger.transcript.stored(message_id)
         message = stored.message
         known = self.summary_of.get(message_id)
+        text = fact_text(message)
         if known is not None:
             out = [Piece(message_id, "summary", known[1], compaction_id=known[0])]
             if stored.origin == "merged" and stored.source_id is not None:
                 out.extend(self._originals(message_id, stored.source_id))
-            return out
-        text = fact_text(message)
+            return self._framed(out, text)
         split = split_summary(text) if message.get("role") in ("user", "assistant") else None
         if split is None:
             return [Piece(message_id, "message", text, message, root=self.root(message_id))]
@@ -188,7 +205,14 @@ class ChainViews:
         if rest:
             original = {**message, "content": rest} if "content" in message else dict(message)
             out.append(Piece(message_id, "message", rest, original, root=self.root(message_id)))
-        return out
+        return self._framed(out, text)
+
+    @staticmethod
+    def _framed(pieces: list[Piece], text: str) -> list[Piece]:
+        frame = frame_text(text)
+        if frame:
+            pieces.append(Piece(pieces[0].holder, "frame", frame))
+        return pieces
 
     def _originals(self, holder: str, source_id: str) -> list[Piece]:
         """The non-summary pieces of `source_id`, as held by `holder` (a merge of it)."""
@@ -197,7 +221,7 @@ class ChainViews:
         return [
             Piece(holder, p.kind, p.text, p.message, p.compaction_id, p.root)
             for p in self.pieces(source_id)
-            if p.kind != "summary"
+            if p.kind not in ("summary", "frame")
         ]
 
     def view(self, system_prompt: str | None, message_ids: Sequence[str]) -> list[Piece]:
@@ -243,11 +267,13 @@ class ChainViews:
             record=record,
             rewritten=rewritten,
             rewritten_group=self.group(rewritten),
-            rewritten_messages=self.group([p for p in rewritten if p.kind != "summary"]),
+            rewritten_messages=self.group(
+                [p for p in rewritten if p.kind not in ("summary", "frame")]
+            ),
             previous=[self.group(ps) for ps in by_writer.values()],
             after=self.group(after),
             summary=self.group([summary]),
         )
 
 
-__all__ = ["ChainViews", "Group", "Piece", "Step", "split_summary"]
+__all__ = ["ChainViews", "Group", "Piece", "Step", "frame_text", "split_summary"]

@@ -12,15 +12,22 @@ of the new view was dropped by that compaction, and by no other one.
 
 A piece *states* a fact when the fact's normalized value occurs in its text, or when
 extracting facts from it yields that fact (``exit code 2`` is read from
-``<returncode>2</returncode>``). Read-only; one :class:`ChainViews` per query caches
-what it extracted.
+``<returncode>2</returncode>``). Read-only; facts are extracted once per message
+content and kept in a bounded process-wide cache (:data:`FACTS`), since they are a
+pure function of the message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
 from ctxledger.compressor.factmatch import Haystack, fact_text
@@ -81,6 +88,69 @@ class Step:
     previous: list[Group]
     after: Group
     summary: Group
+
+
+# --------------------------------------------------------------------------- fact cache
+
+
+class FactCache:
+    """The facts of a message, kept by its content across queries (bounded, least recently used).
+
+    Facts are a pure function of the message (``extract_facts([message])``), so the
+    compactions of a chain, the audit and ``trace`` of one process, and repeated
+    audits (the server, a TUI) extract each piece once. Keys are a digest of the
+    message's canonical JSON; the cache holds at most `limit` messages' facts.
+    """
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self.enabled = True
+        self.hits = 0
+        self.misses = 0
+        self._items: OrderedDict[bytes, list[Fact]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._encoder = msgspec.json.Encoder(order="sorted")
+
+    def facts(self, message: Mapping[str, Any]) -> list[Fact]:
+        if not self.enabled:
+            return extract_facts([message])
+        key = hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+        facts = extract_facts([message])
+        with self._lock:
+            self.misses += 1
+            self._items[key] = facts
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+        return facts
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+#: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
+FACTS = FactCache()
+
+
+@contextmanager
+def uncached() -> Iterator[None]:
+    """Extract every piece afresh inside the block (the cache is neither read nor filled)."""
+    before = FACTS.enabled
+    FACTS.enabled = False
+    try:
+        yield
+    finally:
+        FACTS.enabled = before
 
 
 # --------------------------------------------------------------------------- summaries
@@ -245,7 +315,7 @@ class ChainViews:
             }
             if piece.kind == "summary":
                 message = {"role": "assistant", "content": piece.text}
-            cached = self._facts[key] = extract_facts([message])
+            cached = self._facts[key] = FACTS.facts(message)
         return cached
 
     def group(self, pieces: list[Piece]) -> Group:
@@ -276,4 +346,14 @@ class ChainViews:
         )
 
 
-__all__ = ["ChainViews", "Group", "Piece", "Step", "frame_text", "split_summary"]
+__all__ = [
+    "FACTS",
+    "ChainViews",
+    "FactCache",
+    "Group",
+    "Piece",
+    "Step",
+    "frame_text",
+    "split_summary",
+    "uncached",
+]

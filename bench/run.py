@@ -29,6 +29,12 @@ FULL: list[list[str]] = [
     ["pg_bench.py"],
     ["hostile_bench.py"],
 ]
+#: the real-transcript audit bench runs only where the corpus is (CI has only the project)
+CORPUS = os.environ.get("CTXLEDGER_CORPUS") or os.path.join(
+    os.path.dirname(os.path.dirname(HERE)), "shared", "corpus"
+)
+if os.path.isdir(CORPUS):
+    FULL.append(["audit_corpus_bench.py"])
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
     "projection_bench.py": ["--events", "100000"],
@@ -36,6 +42,7 @@ QUICK: dict[str, list[str]] = {
     "analysis_bench.py": ["--messages", "100000"],
     "policy_bench.py": ["--turns", "100", "--samples", "500"],
     "pg_bench.py": ["--quick"],
+    "audit_corpus_bench.py": ["--limit", "8"],
 }
 
 

@@ -14,7 +14,8 @@ messages (the idea of ``tests/helpers/debug_sessions.py``, re-implemented here s
 bench imports no test code): which compaction last had each fact in the view it
 compacted and not in the view it made.
 
-One JSON line per transcript, then one ``total`` line:
+One JSON line per transcript (or its ``error``: a crash is reported, not hidden), then
+one ``total`` line:
 
 * ``facts``: facts the audit extracted from everything the chain's compactions rewrote;
 * ``lost_now``: of those, facts the live view no longer states; ``attributed_pct``: the
@@ -372,15 +373,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         files = files[: args.limit]
     rows: list[dict[str, Any]] = []
+    errors: list[str] = []
     if args.recall_only:
         files_for_recall, files = files, []
     with tempfile.TemporaryDirectory() as tmp:
         for number, path in enumerate(files):
-            row = measure(path, args.window, Path(tmp), number)
+            try:
+                row = measure(path, args.window, Path(tmp), number)
+            except Exception as exc:  # a crash is a finding: report it, measure the rest
+                errors.append(path.name)
+                emit({"bench": "audit_corpus", "transcript": path.name, "error": repr(exc)})
+                continue
             emit(row)
             rows.append(row)
-    if rows:
-        emit(total(rows, args.window))
+    if rows or errors:
+        emit({**total(rows, args.window), "errors": len(errors)})
     if args.recall or args.recall_only:
         sys.path.insert(0, str(HERE))
         from corpus_lines import recall_report

@@ -22,8 +22,8 @@ extractor, written from the corpus's shapes and sharing no code with the fact mo
   (``3 failed, 10 passed``) and **commands** (a bash call's first line), for reference.
 
 A line is *known* when a fact extracted from its message contains it (case and
-whitespace folded; a line longer than the fact model's 160-character cap is compared
-on its first 120 characters).
+whitespace folded, decoration such as ``===`` stripped; a line longer than the fact
+model's 160-character cap is compared on its first 120 characters).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _fold(text: str) -> str:
 
 
 def _known(line: str, facts: list[str]) -> bool:
-    want = _fold(line)
+    want = _fold(line).strip("=-*#~ ")  # ``=== All tests passed! ===`` is its words
     if len(want) > 150:
         want = want[:120]
     return any(want in f for f in facts)
@@ -92,7 +92,7 @@ def _edits(command: str) -> Iterator[tuple[str, str, list[str]]]:
     for m in _SED_SUB.finditer(command):
         yield "edits: sed/echo", m.group(5), [m.group(4).replace("\\.", ".").replace("\\", "")]
     for m in _SED_TEXT.finditer(command):
-        first = m.group(2).split("\\n")[0].strip()
+        first = re.split(r"\\n|\n", m.group(2))[0].rstrip("\\").strip()
         if first:
             yield "edits: sed/echo", m.group(3), [first]
     for m in _ECHO.finditer(command):
@@ -131,7 +131,7 @@ def _tool_output_lines(tally: Tally, content: str, facts: list[str], by_python: 
         tally.add("shell error lines", m.group(0), _known(m.group(0), facts))
     for m in _ALL_PASSED.finditer(content):
         line = m.group(0).strip()
-        if len(line) >= 7:
+        if len(line) >= 7 and " = " not in line:  # ``success = run()`` is code
             tally.add("all-passed lines", line, _known(line, facts))
     for m in _EXCEPTION.finditer(content):
         tally.add("exception lines", m.group(0), _known(m.group(0), facts))

@@ -28,6 +28,7 @@ FULL: list[list[str]] = [
     ["server_bench.py"],
     ["pg_bench.py"],
     ["hostile_bench.py"],
+    ["hermes_bench.py"],
 ]
 #: the real-transcript audit bench runs only where the corpus is (CI has only the project)
 CORPUS = os.environ.get("CTXLEDGER_CORPUS") or os.path.join(
@@ -43,6 +44,12 @@ QUICK: dict[str, list[str]] = {
     "policy_bench.py": ["--turns", "100", "--samples", "500"],
     "pg_bench.py": ["--quick"],
     "audit_corpus_bench.py": ["--limit", "8"],
+    "hermes_bench.py": ["--runs", "3"],
+}
+#: scripts that run in another interpreter: hermes-agent lives in its own venv (``make
+#: hermes-venv``), where this checkout is installed too
+INTERPRETERS: dict[str, str] = {
+    "hermes_bench.py": os.path.join(os.path.dirname(HERE), ".venv-hermes", "bin", "python"),
 }
 
 
@@ -63,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.exists(path):
             continue
         extra = QUICK.get(script, []) if args.quick else []
-        proc = subprocess.run(
-            [sys.executable, path, *extra], check=False, text=True, capture_output=True
-        )
+        python = INTERPRETERS.get(script, sys.executable)
+        if not os.path.exists(python):
+            print(f'{{"bench": "{script}", "skipped": "{python} not found (make hermes-venv)"}}')
+            continue
+        proc = subprocess.run([python, path, *extra], check=False, text=True, capture_output=True)
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 print(line, flush=True)

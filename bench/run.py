@@ -32,6 +32,12 @@ FULL: list[list[str]] = [
     ["hostile_bench.py"],
     ["hermes_bench.py"],
 ]
+#: the real-transcript audit bench runs only where the corpus is (CI has only the project)
+CORPUS = os.environ.get("CTXLEDGER_CORPUS") or os.path.join(
+    os.path.dirname(os.path.dirname(HERE)), "shared", "corpus"
+)
+if os.path.isdir(CORPUS):
+    FULL.append(["audit_corpus_bench.py"])
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
     "projection_bench.py": ["--events", "100000"],
@@ -40,6 +46,7 @@ QUICK: dict[str, list[str]] = {
     "contention_bench.py": ["--appends", "60", "--rounds", "1"],
     "policy_bench.py": ["--turns", "100", "--samples", "500"],
     "pg_bench.py": ["--quick"],
+    "audit_corpus_bench.py": ["--limit", "8"],
     "hermes_bench.py": ["--runs", "3"],
 }
 #: scripts that run in another interpreter: hermes-agent lives in its own venv (``make

@@ -103,6 +103,14 @@ LABELLED: list[tuple[dict[str, Any], dict[str, list[str]]]] = [
         {"edit": ["def test_nan_power():"]},
     ),
     (
+        # the corpus's edit scripts start with bare module imports, which name nothing
+        call(
+            "bash",
+            command="cat > fix_distinct.py << 'EOF'\nimport sys\nimport os, re\n\nwith open('django/db/models/query.py') as f:\n    lines = f.readlines()\nEOF",
+        ),
+        {"edit": ["with open('django/db/models/query.py') as f:"]},
+    ),
+    (
         call("bash", command="echo 'DEBUG = False' >> settings/local.py"),
         {"edit": ["DEBUG = False"]},
     ),
@@ -344,3 +352,23 @@ def test_a_sed_expression_gives_its_edit_not_paths_or_quoted_noise() -> None:
     assert [f.value for f in facts if f.kind == "path"] == ["django/tag.py"]
     assert [f.value for f in facts if f.kind == "quoted"] == []
     assert [f.value for f in facts if f.kind == "edit"] == ["use_tag_decimal = False"]
+
+
+def test_a_written_script_s_key_line_is_not_a_bare_module_import() -> None:
+    # found on the real corpus: edit scripts begin with ``import re`` / ``import sys``,
+    # which the key line then was (bench/corpus_lines.py: 53 % -> 91 % of written files)
+    script = (
+        "import sys\nimport os, re\n\nwith open('pkg/query.py') as f:\n    lines = f.readlines()\n"
+    )
+    command = f"cat > fix_query.py << 'EOF'\n{script}EOF"
+    facts = extract_facts([call("bash", command=command)])
+    assert [f.value for f in facts if f.kind == "edit"] == ["with open('pkg/query.py') as f:"]
+    # a ``from x import name`` line names what the script is about: still the key line
+    only = "from django.utils.http import parse_http_date\n\nprint(parse_http_date(''))\n"
+    facts = extract_facts([call("write_file", path="reproduce.py", content=only)])
+    assert [f.value for f in facts if f.kind == "edit"] == [
+        "from django.utils.http import parse_http_date"
+    ]
+    # a file of imports only keeps its first line
+    facts = extract_facts([call("write_file", path="deps.py", content="import os\nimport re\n")])
+    assert [f.value for f in facts if f.kind == "edit"] == ["import os"]

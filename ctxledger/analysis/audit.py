@@ -160,6 +160,14 @@ class _Auditor:
         self.losses: list[RecompressionLoss] = []
         self.steps: list[Step] = []
         self.audits: list[CompactionAudit] = []
+        # every step first: a fact first extracted at a later compaction may already be
+        # stated (not extracted: ``datadict.py`` inside ``./pkg/datadict.py``) in what an
+        # earlier one rewrote and dropped, and that compaction must list it too
+        for record in records:
+            step = self.views.step(record)
+            self.steps.append(step)
+            self._register(step)
+        self._step_of = {step.record.compaction_id: step for step in self.steps}
 
     def _register(self, step: Step) -> None:
         messages = self.ledger.transcript.state.messages
@@ -187,9 +195,7 @@ class _Auditor:
                 )
 
     def audit(self, record: CompactionRecord) -> CompactionAudit:
-        step = self.views.step(record)
-        self.steps.append(step)
-        self._register(step)
+        step = self._step_of[record.compaction_id]
         extracted: list[AuditedFact] = []
         kept: list[AuditedFact] = []
         verbatim: list[AuditedFact] = []
@@ -468,12 +474,12 @@ def _fact(text: str) -> Fact:
     return Fact(kind=kind, value=value, normalized=normalized, message_index=0)
 
 
-def _known_fact(auditor: _Auditor, query: Fact) -> tuple[Fact, int]:
+def _known_fact(auditor: _Auditor, query: Fact) -> Fact:
     """The audit's own fact for `query` (same value, or same normalized form), else the query."""
-    for fact, index in auditor.known.values():
+    for fact, _ in auditor.known.values():
         if fact.value == query.value or normalize_fact(fact.kind, query.value) == fact.normalized:
-            return _as_fact(fact), index
-    return query, 0
+            return _as_fact(fact)
+    return query
 
 
 def _step_status(step: Step, fact: Fact) -> str:
@@ -494,7 +500,7 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
     ledger.refresh()
     sid = ledger.resolve(session_id)
     auditor = _walk(ledger, sid)
-    fact, first_index = _known_fact(auditor, query)
+    fact = _known_fact(auditor, query)
     views = auditor.views
     chain = set(ledger.chains.chain(sid))
     tip = ledger.tip(sid)
@@ -517,7 +523,7 @@ def trace(ledger: Ledger, session_id: str, fact_text: str) -> FactTrace:
         FactAtCompaction(
             compaction_id=step.record.compaction_id,
             index=step.record.index,
-            status="not_in_middle" if step.record.index < first_index else _step_status(step, fact),
+            status=_step_status(step, fact),
             reverted=step.record.compaction_id in auditor.reverted,
         )
         for step in auditor.steps

@@ -12,15 +12,22 @@ of the new view was dropped by that compaction, and by no other one.
 
 A piece *states* a fact when the fact's normalized value occurs in its text, or when
 extracting facts from it yields that fact (``exit code 2`` is read from
-``<returncode>2</returncode>``). Read-only; one :class:`ChainViews` per query caches
-what it extracted.
+``<returncode>2</returncode>``). Read-only; facts are extracted once per message
+content and kept in a bounded process-wide cache (:data:`FACTS`), since they are a
+pure function of the message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
 from ctxledger.compressor.factmatch import Haystack, fact_text
@@ -45,7 +52,7 @@ class Piece:
 
     #: the message that holds it in the view (None: the system prompt)
     holder: str | None
-    #: ``summary``, ``message`` or ``system``
+    #: ``summary``, ``message``, ``system`` or ``frame`` (the summary's fixed framing)
     kind: str
     text: str
     #: for ``message`` pieces: the message to extract facts from (summary taken out)
@@ -83,6 +90,69 @@ class Step:
     summary: Group
 
 
+# --------------------------------------------------------------------------- fact cache
+
+
+class FactCache:
+    """The facts of a message, kept by its content across queries (bounded, least recently used).
+
+    Facts are a pure function of the message (``extract_facts([message])``), so the
+    compactions of a chain, the audit and ``trace`` of one process, and repeated
+    audits (the server, a TUI) extract each piece once. Keys are a digest of the
+    message's canonical JSON; the cache holds at most `limit` messages' facts.
+    """
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self.enabled = True
+        self.hits = 0
+        self.misses = 0
+        self._items: OrderedDict[bytes, list[Fact]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._encoder = msgspec.json.Encoder(order="sorted")
+
+    def facts(self, message: Mapping[str, Any]) -> list[Fact]:
+        if not self.enabled:
+            return extract_facts([message])
+        key = hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+        facts = extract_facts([message])
+        with self._lock:
+            self.misses += 1
+            self._items[key] = facts
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+        return facts
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+#: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
+FACTS = FactCache()
+
+
+@contextmanager
+def uncached() -> Iterator[None]:
+    """Extract every piece afresh inside the block (the cache is neither read nor filled)."""
+    before = FACTS.enabled
+    FACTS.enabled = False
+    try:
+        yield
+    finally:
+        FACTS.enabled = before
+
+
 # --------------------------------------------------------------------------- summaries
 
 
@@ -115,6 +185,23 @@ def split_summary(text: str) -> tuple[str, str] | None:
     # the lead line of a summary merged after the message (issue 10) belongs to neither
     rest = (text[:start] + after).replace(delim.strip(), " ").replace(merge_lead().strip(), " ")
     return body.strip(), rest.strip()
+
+
+def frame_text(text: str) -> str:
+    """The fixed framing ctxledger put around a summary in `text` (prefix, end marker,
+    merge delimiter and lead line), joined; empty when there is none.
+
+    The model reads it with the view, so a fact it happens to state (the quoted
+    ``"is a"`` in "what follows is a handoff") is stated by the view: without this
+    piece the audit called such a fact lost where the whole view still holds it.
+    """
+    marks = (
+        *_prefixes(),
+        summary_end_marker(),
+        merge_delimiter().strip(),
+        merge_lead().strip(),
+    )
+    return _JOIN.join(m for m in marks if m and m in text)
 
 
 def _line_start_find(text: str, prefix: str) -> int:
@@ -174,12 +261,12 @@ class ChainViews:
         stored = self.ledger.transcript.stored(message_id)
         message = stored.message
         known = self.summary_of.get(message_id)
+        text = fact_text(message)
         if known is not None:
             out = [Piece(message_id, "summary", known[1], compaction_id=known[0])]
             if stored.origin == "merged" and stored.source_id is not None:
                 out.extend(self._originals(message_id, stored.source_id))
-            return out
-        text = fact_text(message)
+            return self._framed(out, text)
         split = split_summary(text) if message.get("role") in ("user", "assistant") else None
         if split is None:
             return [Piece(message_id, "message", text, message, root=self.root(message_id))]
@@ -188,7 +275,14 @@ class ChainViews:
         if rest:
             original = {**message, "content": rest} if "content" in message else dict(message)
             out.append(Piece(message_id, "message", rest, original, root=self.root(message_id)))
-        return out
+        return self._framed(out, text)
+
+    @staticmethod
+    def _framed(pieces: list[Piece], text: str) -> list[Piece]:
+        frame = frame_text(text)
+        if frame:
+            pieces.append(Piece(pieces[0].holder, "frame", frame))
+        return pieces
 
     def _originals(self, holder: str, source_id: str) -> list[Piece]:
         """The non-summary pieces of `source_id`, as held by `holder` (a merge of it)."""
@@ -197,7 +291,7 @@ class ChainViews:
         return [
             Piece(holder, p.kind, p.text, p.message, p.compaction_id, p.root)
             for p in self.pieces(source_id)
-            if p.kind != "summary"
+            if p.kind not in ("summary", "frame")
         ]
 
     def view(self, system_prompt: str | None, message_ids: Sequence[str]) -> list[Piece]:
@@ -221,7 +315,7 @@ class ChainViews:
             }
             if piece.kind == "summary":
                 message = {"role": "assistant", "content": piece.text}
-            cached = self._facts[key] = extract_facts([message])
+            cached = self._facts[key] = FACTS.facts(message)
         return cached
 
     def group(self, pieces: list[Piece]) -> Group:
@@ -243,11 +337,23 @@ class ChainViews:
             record=record,
             rewritten=rewritten,
             rewritten_group=self.group(rewritten),
-            rewritten_messages=self.group([p for p in rewritten if p.kind != "summary"]),
+            rewritten_messages=self.group(
+                [p for p in rewritten if p.kind not in ("summary", "frame")]
+            ),
             previous=[self.group(ps) for ps in by_writer.values()],
             after=self.group(after),
             summary=self.group([summary]),
         )
 
 
-__all__ = ["ChainViews", "Group", "Piece", "Step", "split_summary"]
+__all__ = [
+    "FACTS",
+    "ChainViews",
+    "FactCache",
+    "Group",
+    "Piece",
+    "Step",
+    "frame_text",
+    "split_summary",
+    "uncached",
+]

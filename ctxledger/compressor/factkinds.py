@@ -129,11 +129,20 @@ def _patch_line(patch: str) -> str | None:
     return None
 
 
+#: ``import re``, ``import os, sys``: names no more than a module (``from x import name`` does)
+_IMPORT_LINE = re.compile(r"\s*import\s+[\w.]+(?:\s*,\s*[\w.]+)*\s*$")
+
+
 def _body_line(body: str) -> str | None:
-    """The key line of a written file: its first definition, else its first significant line."""
+    """The key line of a written file: its first definition, else its first significant
+    line that is not a bare module import (``import re`` says nothing about a script),
+    else its first."""
     lines = [ln for ln in body.splitlines() if _significant(ln)]
     for line in lines:
         if re.match(r"\s*(?:def|class|fn|func|function|export|const|let)\b", line):
+            return _cap(line)
+    for line in lines:
+        if not _IMPORT_LINE.match(line):
             return _cap(line)
     return _cap(lines[0]) if lines else None
 

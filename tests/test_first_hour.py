@@ -195,6 +195,42 @@ def test_cli_undo_prints_the_warning_on_stderr(tmp_path: Path) -> None:
     assert "warning" not in out.stdout
 
 
+def _one_ask_session(ledger: Ledger) -> str:
+    """A mini-swe-agent shaped session: one user ask, then only tool calls and results."""
+    sid = ledger.start_session(model="m", system_prompt="You run shell commands.")
+    ledger.append_messages(sid, [{"role": "user", "content": "Fix the failing resolver test."}])
+    for i in range(40):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "assistant", "content": f"step {i}", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i} " * 120},
+            ],
+        )
+    return sid
+
+
+def test_undo_of_a_compaction_that_merged_a_pinned_ask_restores_the_pin(tmp_path: Path) -> None:
+    # pin the ask by index, compact (the summary is merged into the ask, whose pin the
+    # continuation cannot keep), undo: the pin comes back with the restored view; undo
+    # used to fail with "not in the live view" because the check ran before the switch
+    db = tmp_path / "a.db"
+    with deterministic_ledger(db) as ledger:
+        sid = _one_ask_session(ledger)
+    assert run(db, "pin", sid, "1").exit_code == 0
+    out = run(db, "compress", sid, "--json")
+    compressed = json.loads(out.stdout)
+    assert compressed["plan"]["merged_into_tail"], out.output
+    undone = run(db, "undo", compressed["compaction_id"], "--json")
+    assert undone.exit_code == 0, undone.output
+    new_sid = json.loads(undone.stdout)["new_session_id"]
+    rows = json.loads(run(db, "show", new_sid, "--json").stdout)
+    assert [r["index"] for r in rows if r["pinned"]] == [1]
+    verified = run(db, "replay", sid, "--verify")
+    assert verified.exit_code == 0, verified.output
+
+
 # --- a hanging summarizer, spinners ---------------------------------------------------------
 
 

@@ -231,6 +231,28 @@ def test_undo_of_a_compaction_that_merged_a_pinned_ask_restores_the_pin(tmp_path
     assert verified.exit_code == 0, verified.output
 
 
+def test_serve_resolves_settings_like_every_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ctxledger serve` hands its options to the uvicorn factory through CTXLEDGER_SERVE_*;
+    the factory finds ./ctxledger.toml and applies CTXLEDGER_<KEY> as the CLI does."""
+    from ctxledger.server.app import app_from_env
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxledger.toml").write_text("threshold = 0.6\ncontext_length = 40000\n")
+    monkeypatch.setenv("CTXLEDGER_PROTECT_LAST_N", "9")
+    monkeypatch.setenv("CTXLEDGER_SERVE_DB", str(tmp_path / "serve.db"))
+    app = app_from_env()
+    state = app.state.ctx
+    try:
+        config = state.service.config
+        assert (config.threshold, config.protect_last_n, config.context_length) == (0.6, 9, 40_000)
+        assert state.context_length == 40_000  # the window of sessions the proxy starts
+    finally:
+        anyio.run(state.aclose)
+        anyio.run(state.service.aclose)
+
+
 # --- a hanging summarizer, spinners ---------------------------------------------------------
 
 

@@ -218,7 +218,9 @@ def test_undo_of_a_compaction_that_merged_a_pinned_ask_restores_the_pin(tmp_path
     db = tmp_path / "a.db"
     with deterministic_ledger(db) as ledger:
         sid = _one_ask_session(ledger)
-    assert run(db, "pin", sid, "1").exit_code == 0
+    pinned = run(db, "pin", sid, "1")
+    # the pin says what the compaction will do: not "verbatim", the summary goes into it
+    assert pinned.exit_code == 0 and "merges the handoff summary into it" in pinned.stdout
     out = run(db, "compress", sid, "--json")
     compressed = json.loads(out.stdout)
     assert compressed["plan"]["merged_into_tail"], out.output

@@ -147,6 +147,15 @@ def test_pin_rejects_the_system_prompt_and_out_of_range_indexes(
     assert run(db, "verify", "--json").stdout == before
 
 
+def test_sessions_on_an_empty_ledger_says_which_ledger_and_how_to_fill_it(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    out = run(db, "sessions")
+    assert out.exit_code == 0
+    assert f"no sessions in {db}" in out.stderr and "ctxledger import FILE" in out.stderr
+    as_json = run(db, "sessions", "--json")
+    assert json.loads(as_json.stdout) == [] and as_json.stderr == ""  # JSON stays data only
+
+
 # --- undo warns when the restored view must be compacted again ---------------------------
 
 

@@ -156,6 +156,21 @@ def test_sessions_on_an_empty_ledger_says_which_ledger_and_how_to_fill_it(tmp_pa
     assert json.loads(as_json.stdout) == [] and as_json.stderr == ""  # JSON stays data only
 
 
+def test_demo_ends_with_commands_that_work_on_its_ledger(tmp_path: Path) -> None:
+    """`make demo` is a new user's first command: it ends by saying what to run next."""
+    db = tmp_path / "demo.db"
+    out = run(db, "demo", "--turns", "12")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    steps = lines[lines.index("explore it:") + 1 :]
+    assert len(steps) == 5
+    for step in steps:
+        args = step.split("#")[0].split()
+        assert args[0] == "ctxledger"
+        ran = CliRunner().invoke(cli, args[1:])
+        assert ran.exit_code == 0, (step, ran.output)
+
+
 # --- undo warns when the restored view must be compacted again ---------------------------
 
 

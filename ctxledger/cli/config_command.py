@@ -8,7 +8,15 @@ from typing import Any
 import click
 import msgspec
 
-from ctxledger.cli.app import cli, echo, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.app import (
+    cli,
+    config_file_option,
+    echo,
+    emit_json,
+    handle_errors,
+    json_option,
+    state_of,
+)
 from ctxledger.compressor.config import did_you_mean, setting_from_text
 from ctxledger.compressor.settings import (
     CONFIG_ENV,
@@ -89,13 +97,9 @@ def _print_budgets(b: WindowBudgets, ratio: float) -> None:
 
 
 @cli.command("config")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help=f"Read this TOML file instead of finding one (${CONFIG_ENV}, ./{CONFIG_FILENAME}, "
-    "the user config directory).",
+@config_file_option(
+    f"Read this TOML file instead of finding one (${CONFIG_ENV}, ./{CONFIG_FILENAME}, "
+    "the user config directory)."
 )
 @click.option(
     "--context-length",

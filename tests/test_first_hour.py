@@ -171,6 +171,28 @@ def test_demo_ends_with_commands_that_work_on_its_ledger(tmp_path: Path) -> None
         assert ran.exit_code == 0, (step, ran.output)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pin", "SID", "-1"], "No such option '-1'. (see `ctxledger pin --help`)"),
+        (["compress"], "Missing argument 'SESSION'. (see `ctxledger compress --help`)"),
+        (["config", "--context-length", "1000"], "1000 is not in the range x>=1024"),
+        (["nope"], "No such command 'nope'. (see `ctxledger --help`)"),
+        (["--bogus", "sessions"], "No such option '--bogus'"),
+        (["trajectories", "compress"], "(see `ctxledger trajectories compress --help`)"),
+    ],
+)
+def test_a_mistyped_command_is_one_error_line_and_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """The README's rule (bad input: exit 2, one `error:` line) holds for click's usage
+    errors too, not only for the ledger's own checks."""
+    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), *args], prog_name="ctxledger")
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1
+    assert message in out.stderr
+
+
 # --- undo warns when the restored view must be compacted again ---------------------------
 
 

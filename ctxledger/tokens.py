@@ -149,7 +149,7 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             args += len(str((call.get("function") or {}).get("arguments", "")))
-    if len(message) > 2:
+    if len(message) > 2 and not message.keys() <= _COUNTED_APART:  # (empty text otherwise)
         chars += len(replayed_fields_text(message))
     return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4
 

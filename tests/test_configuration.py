@@ -229,6 +229,9 @@ def test_config_without_a_window_shows_sample_windows() -> None:
         (["--set", "protect_lst_n=3"], {}, "(did you mean 'protect_last_n'?)"),
         (["--set", "threshold"], {}, "--set takes KEY=VALUE"),
         (["--set", "threshold=lots"], {}, "threshold expects float"),
+        # a flag's bad value is named as the flag, not as an environment variable
+        (["--set", "context_length=abc"], {}, "--set context_length='abc': context_length"),
+        ([], {"CTXLEDGER_CONTEXT_LENGTH": "abc"}, "environment variable CTXLEDGER_CONTEXT_LENGTH="),
         ([], {"CTXLEDGER_THRESHOLD": "2"}, "threshold must be in (0, 1]"),
         ([], {"CTXLEDGER_CONFIG": "/nonexistent/c.toml"}, "no such config file"),
     ],

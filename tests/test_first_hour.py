@@ -147,6 +147,52 @@ def test_pin_rejects_the_system_prompt_and_out_of_range_indexes(
     assert run(db, "verify", "--json").stdout == before
 
 
+def test_sessions_on_an_empty_ledger_says_which_ledger_and_how_to_fill_it(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    out = run(db, "sessions")
+    assert out.exit_code == 0
+    assert f"no sessions in {db}" in out.stderr and "ctxledger import FILE" in out.stderr
+    as_json = run(db, "sessions", "--json")
+    assert json.loads(as_json.stdout) == [] and as_json.stderr == ""  # JSON stays data only
+
+
+def test_demo_ends_with_commands_that_work_on_its_ledger(tmp_path: Path) -> None:
+    """`make demo` is a new user's first command: it ends by saying what to run next."""
+    db = tmp_path / "demo.db"
+    out = run(db, "demo", "--turns", "12")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    steps = lines[lines.index("explore it:") + 1 :]
+    assert len(steps) == 5
+    for step in steps:
+        args = step.split("#")[0].split()
+        assert args[0] == "ctxledger"
+        ran = CliRunner().invoke(cli, args[1:])
+        assert ran.exit_code == 0, (step, ran.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pin", "SID", "-1"], "No such option '-1'. (see `ctxledger pin --help`)"),
+        (["compress"], "Missing argument 'SESSION'. (see `ctxledger compress --help`)"),
+        (["config", "--context-length", "1000"], "1000 is not in the range x>=1024"),
+        (["nope"], "No such command 'nope'. (see `ctxledger --help`)"),
+        (["--bogus", "sessions"], "No such option '--bogus'"),
+        (["trajectories", "compress"], "(see `ctxledger trajectories compress --help`)"),
+    ],
+)
+def test_a_mistyped_command_is_one_error_line_and_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """The README's rule (bad input: exit 2, one `error:` line) holds for click's usage
+    errors too, not only for the ledger's own checks."""
+    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), *args], prog_name="ctxledger")
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1
+    assert message in out.stderr
+
+
 # --- undo warns when the restored view must be compacted again ---------------------------
 
 
@@ -193,6 +239,66 @@ def test_cli_undo_prints_the_warning_on_stderr(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "warning: the restored view holds" in out.stderr
     assert "warning" not in out.stdout
+
+
+def _one_ask_session(ledger: Ledger) -> str:
+    """A mini-swe-agent shaped session: one user ask, then only tool calls and results."""
+    sid = ledger.start_session(model="m", system_prompt="You run shell commands.")
+    ledger.append_messages(sid, [{"role": "user", "content": "Fix the failing resolver test."}])
+    for i in range(40):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "assistant", "content": f"step {i}", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i} " * 120},
+            ],
+        )
+    return sid
+
+
+def test_undo_of_a_compaction_that_merged_a_pinned_ask_restores_the_pin(tmp_path: Path) -> None:
+    # pin the ask by index, compact (the summary is merged into the ask, whose pin the
+    # continuation cannot keep), undo: the pin comes back with the restored view; undo
+    # used to fail with "not in the live view" because the check ran before the switch
+    db = tmp_path / "a.db"
+    with deterministic_ledger(db) as ledger:
+        sid = _one_ask_session(ledger)
+    pinned = run(db, "pin", sid, "1")
+    # the pin says what the compaction will do: not "verbatim", the summary goes into it
+    assert pinned.exit_code == 0 and "merges the handoff summary into it" in pinned.stdout
+    out = run(db, "compress", sid, "--json")
+    compressed = json.loads(out.stdout)
+    assert compressed["plan"]["merged_into_tail"], out.output
+    undone = run(db, "undo", compressed["compaction_id"], "--json")
+    assert undone.exit_code == 0, undone.output
+    new_sid = json.loads(undone.stdout)["new_session_id"]
+    rows = json.loads(run(db, "show", new_sid, "--json").stdout)
+    assert [r["index"] for r in rows if r["pinned"]] == [1]
+    verified = run(db, "replay", sid, "--verify")
+    assert verified.exit_code == 0, verified.output
+
+
+def test_serve_resolves_settings_like_every_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ctxledger serve` hands its options to the uvicorn factory through CTXLEDGER_SERVE_*;
+    the factory finds ./ctxledger.toml and applies CTXLEDGER_<KEY> as the CLI does."""
+    from ctxledger.server.app import app_from_env
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxledger.toml").write_text("threshold = 0.6\ncontext_length = 40000\n")
+    monkeypatch.setenv("CTXLEDGER_PROTECT_LAST_N", "9")
+    monkeypatch.setenv("CTXLEDGER_SERVE_DB", str(tmp_path / "serve.db"))
+    app = app_from_env()
+    state = app.state.ctx
+    try:
+        config = state.service.config
+        assert (config.threshold, config.protect_last_n, config.context_length) == (0.6, 9, 40_000)
+        assert state.context_length == 40_000  # the window of sessions the proxy starts
+    finally:
+        anyio.run(state.aclose)
+        anyio.run(state.service.aclose)
 
 
 # --- a hanging summarizer, spinners ---------------------------------------------------------

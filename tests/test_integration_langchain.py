@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
-from ctxledger.events import MessageAppended, UsageReported
+from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported
 from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
 
@@ -201,3 +201,33 @@ def test_a_rewritten_history_starts_a_new_ledger_session(service):
         m["content"] for m in live_messages(service, "langchain:t1~2") if m["role"] == "user"
     ]
     assert restarted == ["second"]  # the state as it is now: "first" is gone from it
+
+
+def test_a_model_that_re_uses_call_ids_is_repaired_not_refused(service):
+    """The one validation policy: call_0 in every turn (a local model numbering calls per
+    turn) is renamed in the ledger and recorded; the model is sent unique, paired ids."""
+    replies = []
+    for t in range(3):
+        call = {"name": "read_file", "args": {"path": f"src/m{t}.py"}, "id": "call_0"}
+        replies += [AIMessage("", tool_calls=[call]), AIMessage(f"m{t} reviewed")]
+    model = ScriptedChat(messages=iter(replies))
+    model.inputs, model.views = [], []
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        system_prompt="You review code.",
+        middleware=[CtxLedgerMiddleware(service, model="fake", context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "reuse"}}
+    for t in range(3):
+        state = agent.invoke({"messages": [HumanMessage(f"review src/m{t}.py")]}, config)
+        assert state["messages"][-1].content == f"m{t} reviewed"
+    # the state keeps what the model said; the model is sent the ledger's repaired view
+    assert {c["id"] for m in state["messages"] for c in getattr(m, "tool_calls", [])} == {"call_0"}
+    sent = to_chat(model.inputs[-1])
+    calls = [c["id"] for m in sent for c in m.get("tool_calls") or []]
+    results = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert calls[0] == "call_0" and len(set(calls)) == 3 and results == calls
+    repaired = _chain_events(service, "langchain:reuse", ToolCallIdsRepaired)
+    assert {e.original for r in repaired for e in r.repairs} == {"call_0"} and len(repaired) == 2

@@ -21,7 +21,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
-from ctxledger.events import MessageAppended, UsageReported  # noqa: E402
+from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported  # noqa: E402
 from ctxledger.integrations.common import live_messages  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.responses import messages_to_items  # noqa: E402
@@ -205,3 +205,34 @@ def test_bad_input_is_refused_and_nothing_is_appended(service):
     anyio.run(scenario)
     with pytest.raises(InvalidInput):
         CtxLedgerSession("a~b", service)
+
+
+def test_a_model_that_re_uses_call_ids_is_repaired_not_refused(service):
+    """The one validation policy: a local model numbering its calls per turn (call_0 every
+    turn) gets renamed calls in the ledger, recorded as ToolCallIdsRepaired, and the next
+    turn's history pairs each call with its own output."""
+    steps = []
+    for t in range(3):
+        steps.append(
+            ModelStep(
+                output=[function_call("read_file", {"path": f"src/m{t}.py"}, call_id="call_0")]
+            )
+        )
+        steps.append(ModelStep(output=[assistant_message(f"m{t} read", item_id=f"msg_{t}")]))
+    model = ScriptedModel(steps)
+    session = CtxLedgerSession("reuse", service, model="scripted")
+    agent = Agent(name="reader", instructions="Read files.", model=model, tools=[read_file])
+
+    async def run_all() -> list:
+        for t in range(3):
+            result = await Runner.run(agent, f"read src/m{t}.py", session=session)
+            assert result.final_output == f"m{t} read"
+        return await session.get_items()
+
+    items = anyio.run(run_all)
+    calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    assert calls[0] == "call_0" and len(set(calls)) == 3 and outputs == calls
+    repaired = _chain_events(service, "reuse", ToolCallIdsRepaired)
+    assert len(repaired) == 2  # turns 2 and 3, each in its own append
+    assert {e.original for r in repaired for e in r.repairs} == {"call_0"}

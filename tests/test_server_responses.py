@@ -492,3 +492,43 @@ async def test_upstream_errors_reach_the_client_unchanged(tmp_path: Path) -> Non
         sid = _only_session(r)  # the user's message is recorded, no reply
         assert [m["role"] for m in r.service.ledger.transcript.live_messages(sid)] == ["user"]
         assert sum(count_messages(r.service.api_messages(sid))) > 0
+
+
+async def test_re_used_call_ids_are_repaired_and_the_line_continues(tmp_path: Path) -> None:
+    """The one validation policy on this face too: a client whose model re-used call_0 in
+    two turns is repaired (recorded once), not refused, and its next turn continues the
+    same line instead of branching."""
+    from ctxledger.events import ToolCallIdsRepaired
+
+    def turn(n: int) -> list[Any]:
+        return [
+            {"role": "user", "content": f"read file {n}"},
+            {
+                "type": "function_call",
+                "call_id": "call_0",
+                "name": "read_file",
+                "arguments": f'{{"path": "f{n}.py"}}',
+            },
+            {"type": "function_call_output", "call_id": "call_0", "output": f"body {n}"},
+        ]
+
+    async with rig(tmp_path) as r:
+        client = r.openai()
+        history: list[Any] = [*turn(1), *turn(2), {"role": "user", "content": "and now?"}]
+        sent_ids = []
+        for ask in ("once more", "again"):
+            res = await client.responses.create(model=MODEL, instructions=SYSTEM, input=history)
+            sent = r.upstream.requests[-1].json["input"]
+            sent_ids.append([i["call_id"] for i in sent if i.get("type") == "function_call"])
+            history += [item.model_dump(exclude_none=True) for item in res.output]
+            history.append({"role": "user", "content": ask})
+        sid = _only_session(r)  # the second turn continued the line
+        repairs = [
+            rec.event
+            for rec in r.service.ledger.store.read_all()
+            if isinstance(rec.event, ToolCallIdsRepaired)
+        ]
+    first, second = sent_ids
+    assert first == second and first[0] == "call_0" and len(set(first)) == 2
+    assert len(repairs) == 1 and repairs[0].session_id == sid  # recorded once, not per turn
+    assert [e.original for e in repairs[0].repairs] == ["call_0", "call_0"]

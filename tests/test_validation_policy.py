@@ -103,7 +103,8 @@ def test_ledger_repairs_across_appends_logs_and_records_the_repair(
     with caplog.at_level(logging.WARNING, logger="ctxledger"):
         ids = ledger.append_messages(sid, turn("call_0", 2)[:2])  # the call alone
         ledger.append_messages(sid, turn("call_0", 2)[2:])  # its result, under the old id
-    assert "re-used tool-call id 'call_0'" in caplog.text
+    # the log names the message as stored (the id `show` and `pin` take), not its batch index
+    assert f"message {ids[1]}: re-used tool-call id 'call_0'" in caplog.text
     stored = ledger.api_messages(sid)
     assert len(set(call_ids(stored))) == 2 and call_ids(stored)[0] == "call_0"
     (call_fix,), (result_fix,) = (e.repairs for e in repairs_of(ledger, sid))
@@ -254,3 +255,47 @@ def test_the_proxy_repairs_re_used_ids_and_the_client_keeps_its_line(tmp_path: P
     first, second = sent_ids
     assert first == second[: len(first)]  # the upstream sees one stable, repaired history
     assert len(set(first)) == 3 and first[:2] == ["call_0", "call_0"]
+
+
+# --- the HTTP state API: the same policy as ContextService.append ------------------------------
+
+
+def test_the_state_api_repairs_a_re_used_id_and_refuses_what_the_policy_refuses(
+    tmp_path: Path,
+) -> None:
+    from helpers.server_rig import rig
+
+    async def main() -> tuple[list[Any], list[str], list[ToolCallIdsRepaired], int, int]:
+        async with rig(tmp_path) as r:
+            started = await r.http.post("/v1/sessions", json={"model": "gpt-4.1"})
+            sid = started.json()["session_id"]
+            first = await r.http.post(
+                f"/v1/sessions/{sid}/messages", json={"messages": turn("call_0", 1)}
+            )
+            assert first.status_code == 200, first.text
+            again = await r.http.post(
+                f"/v1/sessions/{sid}/messages", json={"messages": turn("call_0", 2)}
+            )
+            assert again.status_code == 200, again.text
+            before = r.last_seq()
+            # a second result for an answered call is still refused, nothing appended
+            bad = await r.http.post(
+                f"/v1/sessions/{sid}/messages",
+                json={"messages": [{"role": "tool", "tool_call_id": "call_0", "content": "?"}]},
+            )
+            view = (await r.http.get(f"/v1/sessions/{sid}/api-messages")).json()
+            messages = view["messages"] if isinstance(view, dict) else view
+            return (
+                messages,
+                again.json()["notices"],
+                repairs_of(r.service.ledger, sid),
+                bad.status_code,
+                r.last_seq() - before,
+            )
+
+    messages, notices, repairs, bad_status, appended = anyio.run(main)
+    ids = call_ids([m for m in messages if m.get("role") != "system"])
+    assert ids[:2] == ["call_0", "call_0"] and ids[2] == ids[3] != "call_0"
+    assert [n.split(":")[0] for n in notices] == ["repaired message 1", "repaired message 2"]
+    assert len(repairs) == 1 and [e.replacement for e in repairs[0].repairs] == [ids[2]] * 2
+    assert (bad_status, appended) == (422, 0)

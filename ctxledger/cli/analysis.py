@@ -426,6 +426,12 @@ def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json
     plan = prepared.plan
     if plan.action != "compress":
         kept = f"no compaction is possible now ({plan.skip_reason})"
+    elif index in plan.unmerged or (plan.merged_into_tail and index == plan.merge_index):
+        kept = (
+            "the next compaction keeps its text but merges the handoff summary into it "
+            "(a new message holding the summary, which is rewritten at each compaction and "
+            "cannot stay pinned)"
+        )
     elif index in plan.pinned:
         kept = "the next compaction keeps it verbatim (the plan lists it as pinned)"
     elif index in plan.summarized_indices():

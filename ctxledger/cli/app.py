@@ -77,7 +77,48 @@ class State:
             self._ledger.close()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _UsageLine(click.ClickException):
+    """A usage error (unknown option, missing argument, out-of-range value) shown as the
+    one ``error:`` line every other bad input gets, exit 2, instead of click's block."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {plain(self.format_message())}", err=True)
+
+
+def _usage_line(exc: click.UsageError) -> _UsageLine:
+    hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+    return _UsageLine(" ".join(exc.format_message().split()) + hint)
+
+
+class LedgerGroup(click.Group):
+    """The root group: usage errors of it and of every command under it are one line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `ctxledger` alone prints its help
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
+
+
+@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
     metavar="PATH|URL",

@@ -17,7 +17,7 @@ from ctxledger.cli.app import (
     json_option,
     state_of,
 )
-from ctxledger.compressor.config import ENV_PREFIX, did_you_mean, env_settings
+from ctxledger.compressor.config import did_you_mean, setting_from_text
 from ctxledger.compressor.settings import (
     CONFIG_ENV,
     CONFIG_FILENAME,
@@ -46,9 +46,7 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
             raise InvalidConfig(
                 f"--set: unknown setting {key!r}{did_you_mean(key)}; `ctxledger config` lists them"
             )
-        var = ENV_PREFIX + key.upper()
-        typed = env_settings({var: value})[key][1]
-        out[key] = typed
+        out[key] = setting_from_text(key, value, f"--set {key}")
     return out
 
 

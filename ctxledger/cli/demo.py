@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 
 import anyio
 import click
 
-from ctxledger.cli.app import cli, emit_json, handle_errors, state_of
-from ctxledger.demo.run import run_demo
+from ctxledger.cli.app import cli, echo, emit_json, handle_errors, state_of
+from ctxledger.demo.run import DemoReport, run_demo
 from ctxledger.terminal import PlainConsole
+
+
+def next_steps(db: str, report: DemoReport, context_length: int) -> list[str]:
+    """Commands to explore the ledger the demo wrote, as this program was invoked."""
+    prog = sys.argv[0] if os.path.basename(sys.argv[0]) == "ctxledger" else "ctxledger"
+    prog = shlex.quote(prog)
+    base = prog if "://" in db else f"{prog} --db {shlex.quote(db)}"  # never echo a password
+    tip, root = report.tip_session, report.root_session
+    return [
+        "explore it:",
+        f"  {base} sessions",
+        f"  {base} show {tip}            # the live view, with the indexes and ids pin takes",
+        f"  {base} audit {tip}           # what each compaction kept and lost",
+        f"  {base} replay {root} --verify",
+        f"  {prog} config --context-length {context_length}   # the settings, the budgets they give",
+    ]
 
 
 @cli.command()
@@ -40,6 +58,9 @@ def demo(ctx: click.Context, seed: int, turns: int, context_length: int, as_json
     report = anyio.run(run)
     if as_json:
         emit_json(report)
+    elif isinstance(report, DemoReport):
+        for line in next_steps(db, report, context_length):
+            echo(line)
     ok = (
         getattr(report, "replay_equal", False)
         and not getattr(report, "replay_drift", 1)

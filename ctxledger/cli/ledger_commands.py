@@ -93,6 +93,15 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
+    if not rows:  # a first run: say which ledger was read and how to fill it
+        db = state_of(ctx).db
+        where = "this PostgreSQL ledger" if "://" in db else db
+        echo(
+            f"no sessions in {where} (the ledger is --db, else $CTXLEDGER_DB, else "
+            "ctxledger.db in the user data dir); `ctxledger import FILE` adds one, "
+            "`ctxledger demo` plays a generated one",
+            err=True,
+        )
     table = Table("kind", "model", "messages", "tokens", "state")
     table.add_column("session", no_wrap=True, overflow="fold")
     for r in rows:

@@ -36,6 +36,7 @@ __all__ = [
     "env_settings",
     "load_config",
     "read_config_file",
+    "setting_from_text",
 ]
 
 #: environment variables named ``CTXLEDGER_<UPPER_KEY>`` override file settings
@@ -296,8 +297,8 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 _NULL = frozenset({"", "none", "null"})
 
 
-def _from_env_text(name: str, tp: Any, raw: str, var: str) -> Any:
-    """Convert one environment string to the setting's type, or say which variable is wrong."""
+def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
+    """Convert one setting's text to its type, or say where the wrong text came from."""
     text = raw.strip()
     args = typing.get_args(tp)
     if type(None) in args:
@@ -321,9 +322,7 @@ def _from_env_text(name: str, tp: Any, raw: str, var: str) -> Any:
             return float(text)
         return text
     except ValueError:
-        raise InvalidConfig(
-            f"environment variable {var}={raw!r}: {name} expects {_describe(tp)}"
-        ) from None
+        raise InvalidConfig(f"{where}={raw!r}: {name} expects {_describe(tp)}") from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -370,8 +369,14 @@ def env_settings(env: Mapping[str, str] | None) -> dict[str, tuple[str, Any]]:
     for name, tp in _field_types().items():
         var = ENV_PREFIX + name.upper()
         if env and var in env:
-            out[name] = (var, _from_env_text(name, tp, env[var], var))
+            out[name] = (var, _from_env_text(name, tp, env[var], f"environment variable {var}"))
     return out
+
+
+def setting_from_text(key: str, raw: str, where: str) -> Any:
+    """One known setting from text, typed as ``CTXLEDGER_<KEY>`` is (``--set KEY=VALUE``);
+    a value that does not fit raises InvalidConfig naming `where`."""
+    return _from_env_text(key, _field_types()[key], raw, where)
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from ctxledger.events import (
     PressureWarning,
     SessionReason,
     SessionStarted,
+    SessionSwitched,
     SystemPromptSet,
     ToolCallIdsRepaired,
     ToolOutputPersisted,
@@ -209,15 +210,22 @@ class Ledger:
         call is one transaction over every stream it names; a stale expected version
         raises ``ConcurrencyError`` and writes nothing.
         """
+        # a continuation starting in this append holds the layout its switch names
+        incoming = {
+            e.new_session_id: {x.message_id for x in e.layout}
+            for r in requests
+            for e in r.events
+            if isinstance(e, SessionSwitched)
+        }
         for request in requests:
-            self._check_references(request)
+            self._check_references(request, incoming.get(request.stream, set()))
         try:
             self.store.append_many(requests, blobs)
             self._appended = True
         finally:
             self.refresh()
 
-    def _check_references(self, request: AppendRequest) -> None:
+    def _check_references(self, request: AppendRequest, incoming: set[str]) -> None:
         """Events must name a session that exists (or starts here) and messages it holds.
 
         The log is immutable, so what it would not fold must never get in.
@@ -228,7 +236,7 @@ class Ledger:
             raise UnknownSession(
                 f"no session {request.stream!r}; a new session must begin with SessionStarted"
             )
-        batch = {e.message_id for e in events if isinstance(e, MessageAppended)}
+        batch = incoming | {e.message_id for e in events if isinstance(e, MessageAppended)}
         for e in events:
             if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
                 continue
@@ -404,7 +412,7 @@ class Ledger:
     ) -> ToolCallIdsRepaired:
         """The event recording `repairs` of a batch whose messages got `message_ids`; logged."""
         for r in repairs:
-            _log.warning("session %s: %s", session_id, r.describe())
+            _log.warning("session %s: %s", session_id, r.describe(message_ids[r.index]))
         return ToolCallIdsRepaired(
             **self.event_fields(session_id),
             repairs=[

@@ -1,0 +1,104 @@
+"""The differences the differential check against hermes-agent 0.19.0 found and fixed.
+
+``tests/test_parity_differential.py`` compares with the real Hermes; these pin each fix
+on ctxledger alone, so they run without ``.venv-hermes`` too.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxledger import CompressionConfig
+from ctxledger.compressor.prune import describe_tool_result
+from ctxledger.compressor.serialize import strip_reasoning
+from ctxledger.runtime.overflow import classify_provider_error, recovery_action
+from ctxledger.tokens import rough_message_tokens
+from ctxledger.usage import normalize_usage
+
+
+def _call(n: int) -> dict[str, object]:
+    return {
+        "id": f"call_{n:04d}",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": json.dumps({"command": f"make check-{n}"})},
+    }
+
+
+def test_rough_estimate_counts_each_tool_call_envelope() -> None:
+    """Arguments alone undercounted four parallel calls ~2.5x (Hermes #28053)."""
+    message = {"role": "assistant", "content": None, "tool_calls": [_call(i) for i in range(4)]}
+    envelopes = sum(len(json.dumps(c)) // 4 for c in message["tool_calls"])  # type: ignore[union-attr]
+    assert rough_message_tokens(message) == 10 + envelopes
+    arguments_only = sum(len(c["function"]["arguments"]) for c in message["tool_calls"]) // 4  # type: ignore[index,union-attr]
+    assert rough_message_tokens(message) > 10 + 3 * arguments_only
+
+
+def test_deepseek_cache_hits_are_cache_reads() -> None:
+    raw = {"prompt_tokens": 1000, "completion_tokens": 50, "prompt_cache_hit_tokens": 600}
+    _, usage = normalize_usage(raw)
+    assert (usage.input, usage.cache_read, usage.prompt) == (400, 600, 1000)
+
+
+def test_a_zero_in_the_nested_place_does_not_hide_a_top_level_figure() -> None:
+    raw = {
+        "prompt_tokens": 5000,
+        "completion_tokens": 100,
+        "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "cache_read_input_tokens": 3000,
+        "cache_creation_input_tokens": 1500,
+        "completion_tokens_details": {"reasoning_tokens": 40},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    _, usage = normalize_usage(raw)
+    assert (usage.input, usage.cache_read, usage.cache_write, usage.reasoning) == (
+        500,
+        3000,
+        1500,
+        40,
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "stored"),
+    [
+        ("<thought>Gemma plans</thought>Summary", "Summary"),
+        ("<REASONING_SCRATCHPAD>s</REASONING_SCRATCHPAD>Summary", "Summary"),
+        # an opening tag inside a line is a mention: only the tag goes, not the rest
+        ("Use <think> tags in prose.", "Use  tags in prose."),
+        ("Summary\n<thinking>ran out of tokens", "Summary"),
+        ("reasoning</think>Summary</think>", "Summary"),
+    ],
+)
+def test_reply_reasoning_variants(reply: str, stored: str) -> None:
+    assert strip_reasoning(reply, dangling=True) == stored
+
+
+def test_lm_studio_prompt_in_characters_lowers_the_output_cap() -> None:
+    """The input fits (77,409 chars ~ 25,803 tokens); compressing would resend the same
+    65,536-token output request and fail again."""
+    text = (
+        "This model's maximum context length is 65536 tokens. However, you requested 65536 "
+        "output tokens and your prompt contains 77409 characters"
+    )
+    verdict = classify_provider_error(400, {"error": {"message": text}})
+    assert verdict.kind == "max_tokens_too_large"
+    assert verdict.available_output_tokens == 65536 - (77409 + 2) // 3
+    action = recovery_action(verdict, context_length=65536, requested_max_tokens=65536)
+    assert action.action == "lower_max_tokens" and action.max_tokens == 39733 - 64
+
+
+def test_max_model_len_is_colon() -> None:
+    verdict = classify_provider_error(400, "The prompt exceeds the max_model_len is: 32768")
+    assert verdict.is_context_overflow and verdict.context_limit == 32768
+
+
+@pytest.mark.parametrize("window", [4_096, 32_000, 200_000, 1_000_000])
+def test_a_threshold_of_the_whole_window_fires_at_85_percent(window: int) -> None:
+    assert CompressionConfig(threshold=1.0).threshold_tokens(window) == int(window * 0.85)
+
+
+def test_blank_terminal_output_has_no_lines() -> None:
+    line = describe_tool_result("terminal", '{"command": "true"}', "\n\n \n")
+    assert "0 lines of output" in line

@@ -132,3 +132,24 @@ def test_an_error_naming_hostile_data_is_plain(ledger: tuple[Path, str, str, str
     result = run(db, "show", "ses_[/]" + OSC_TITLE)
     assert result.exit_code == 2
     assert not CONTROL.search(result.output)
+
+
+def test_config_prints_hostile_settings_literally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ctxledger config` shows values and the file they came from: data, never markup."""
+    model = "sum-[bold]m[/italic]" + CSI_RED
+    conf = tmp_path / "c[bold]onf.toml"
+    conf.write_text(f"summary_model = {json.dumps(model)}\n")
+    monkeypatch.setenv("CTXLEDGER_CONFIG", str(conf))
+    out = assert_plain(run(tmp_path / "l.db", "config"))
+    assert "sum-[bold]m[/italic]\\x1b[31m" in out
+    assert "c[bold]onf.toml" in out
+
+
+def test_demo_prints_a_hostile_ledger_path_literally(tmp_path: Path) -> None:
+    """The demo styles only its own labels; the ledger path a user typed is shown as text."""
+    db = tmp_path / ("d[bold]x" + OSC_TITLE + ".db")
+    out = assert_plain(run(db, "demo", "--turns", "3", "--context-length", "16000"))
+    assert "d[bold]x\\x1b]0;pwned\\x07.db" in out
+    assert "hash chain: verified" in out

@@ -407,57 +407,12 @@ def diff_views(a: View, b: View) -> DiffReport:
     for i, ea in enumerate(a.entries):
         found = b_by_key.get(ea.key)
         if found is None:
-            summary = b.covered.get(ea.message_id) or b.covered.get(ea.key)
-            kind = "summarized" if summary else "removed"
-            changes.append(
-                Change(
-                    kind=kind,
-                    message_id=ea.message_id,
-                    role=ea.role,
-                    index_a=i,
-                    index_b=None,
-                    tokens_a=ea.tokens,
-                    tokens_b=0,
-                    token_delta=-ea.tokens,
-                    summary_id=summary,
-                )
-            )
-            continue
-        j, eb = found
-        if _same(ea, eb):
-            continue
-        kind, detail = _pair_kind(ea, eb)
-        changes.append(
-            Change(
-                kind=kind,
-                message_id=ea.message_id,
-                role=ea.role,
-                index_a=i,
-                index_b=j,
-                tokens_a=ea.tokens,
-                tokens_b=eb.tokens,
-                token_delta=eb.tokens - ea.tokens,
-                other_id=eb.message_id if eb.message_id != ea.message_id else None,
-                detail=detail,
-            )
-        )
+            changes.append(_gone(ea, i, b.covered.get(ea.message_id) or b.covered.get(ea.key)))
+        elif not _same(ea, found[1]):
+            changes.append(_changed(ea, i, *found))
     for j, eb in enumerate(b.entries):
-        if eb.key in a_keys:
-            continue
-        summary = a.covered.get(eb.message_id) or a.covered.get(eb.key)
-        changes.append(
-            Change(
-                kind="expanded" if summary else "added",
-                message_id=eb.message_id,
-                role=eb.role,
-                index_a=None,
-                index_b=j,
-                tokens_a=0,
-                tokens_b=eb.tokens,
-                token_delta=eb.tokens,
-                summary_id=summary,
-            )
-        )
+        if eb.key not in a_keys:
+            changes.append(_new(eb, j, a.covered.get(eb.message_id) or a.covered.get(eb.key)))
     counts: dict[str, int] = {}
     for c in changes:
         counts[c.kind] = counts.get(c.kind, 0) + 1
@@ -468,6 +423,53 @@ def diff_views(a: View, b: View) -> DiffReport:
         changes=changes,
         counts=counts,
         token_delta=b.tokens - a.tokens,
+    )
+
+
+def _gone(ea: ViewEntry, i: int, summary: str | None) -> Change:
+    """A message of `a` that `b` does not show: summarized (a summary covers it) or removed."""
+    return Change(
+        kind="summarized" if summary else "removed",
+        message_id=ea.message_id,
+        role=ea.role,
+        index_a=i,
+        index_b=None,
+        tokens_a=ea.tokens,
+        tokens_b=0,
+        token_delta=-ea.tokens,
+        summary_id=summary,
+    )
+
+
+def _changed(ea: ViewEntry, i: int, j: int, eb: ViewEntry) -> Change:
+    """A message both views show, but differently (pruned, rewritten, re-ided …)."""
+    kind, detail = _pair_kind(ea, eb)
+    return Change(
+        kind=kind,
+        message_id=ea.message_id,
+        role=ea.role,
+        index_a=i,
+        index_b=j,
+        tokens_a=ea.tokens,
+        tokens_b=eb.tokens,
+        token_delta=eb.tokens - ea.tokens,
+        other_id=eb.message_id if eb.message_id != ea.message_id else None,
+        detail=detail,
+    )
+
+
+def _new(eb: ViewEntry, j: int, summary: str | None) -> Change:
+    """A message only `b` shows: expanded (`a` had it under a summary) or added."""
+    return Change(
+        kind="expanded" if summary else "added",
+        message_id=eb.message_id,
+        role=eb.role,
+        index_a=None,
+        index_b=j,
+        tokens_a=0,
+        tokens_b=eb.tokens,
+        token_delta=eb.tokens,
+        summary_id=summary,
     )
 
 

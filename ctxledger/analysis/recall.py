@@ -42,8 +42,9 @@ from typing import Any, ClassVar
 import msgspec
 import sqlite_utils
 
-from ctxledger.analysis.compactions import SUMMARY_ORIGINS, find_compaction
-from ctxledger.analysis.redacted import shown_message, snippet_of
+from ctxledger.analysis.compactions import SUMMARY_ORIGINS
+from ctxledger.analysis.expand import ExpandedMessage, Expansion, expand
+from ctxledger.analysis.redacted import snippet_of
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
     CtxLedgerError,
@@ -51,7 +52,6 @@ from ctxledger.errors import (
     NotFound,
     StoreError,
     UnknownCompaction,
-    UnknownMessage,
 )
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
@@ -435,66 +435,6 @@ def _snippet(ledger: Ledger, message_id: str, fts_snippet: str, terms: list[str]
     if stored is None:
         return redact(fts_snippet)
     return snippet_of(stored.message, fts_snippet, terms)
-
-
-# --------------------------------------------------------------------------- expand
-
-
-class ExpandedMessage(msgspec.Struct, frozen=True, kw_only=True):
-    message_id: str
-    session_id: str
-    seq: int
-    role: str
-    #: ``appended``, or ``summary``/``merged`` for an earlier summary this one re-summarized
-    origin: str
-    tokens: int
-    message: JSON
-    #: for an earlier summary: the compaction that wrote it (expand it to go further back)
-    compaction_id: str | None = None
-
-
-class Expansion(msgspec.Struct, frozen=True, kw_only=True):
-    compaction_id: str
-    session_id: str
-    new_session_id: str
-    summary_text: str
-    messages: list[ExpandedMessage]
-
-
-def expand(ledger: Ledger, compaction_id: str) -> Expansion:
-    """The original messages a compaction's summary replaced, in order (read-only)."""
-    ledger.refresh()
-    record = find_compaction(ledger, compaction_id)
-    transcript = ledger.transcript
-    out: list[ExpandedMessage] = []
-    for mid in record.summary.input_message_ids:
-        stored = transcript.state.messages.get(mid)
-        if stored is None:
-            raise UnknownMessage(
-                f"message {mid!r} of compaction {record.compaction_id!r} is not in the log"
-            )
-        writer = None
-        if stored.origin in SUMMARY_ORIGINS:
-            writer = ledger.chains.lineage(stored.session_id).compaction_id
-        out.append(
-            ExpandedMessage(
-                message_id=mid,
-                session_id=stored.session_id,
-                seq=stored.seq,
-                role=str(stored.message.get("role") or ""),
-                origin=stored.origin,
-                tokens=stored.tokens,
-                message=shown_message(stored.message),  # secrets never leave the log
-                compaction_id=writer,
-            )
-        )
-    return Expansion(
-        compaction_id=record.compaction_id,
-        session_id=record.session_id,
-        new_session_id=record.new_session_id,
-        summary_text=redact(record.summary.text),
-        messages=out,
-    )
 
 
 # --------------------------------------------------------------------------- agent tools

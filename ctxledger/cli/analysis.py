@@ -30,6 +30,7 @@ from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import (
     REF,
     cli,
+    config_file_option,
     console,
     echo,
     emit_json,
@@ -37,7 +38,7 @@ from ctxledger.cli.app import (
     json_option,
     quiet_option,
     state_of,
-    styled,
+    summarizer_option,
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
@@ -45,6 +46,7 @@ from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
+from ctxledger.terminal import styled
 
 _SHOWN_FACTS = 12
 
@@ -201,20 +203,8 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
 @cli.command("diff")
 @click.argument("a", type=REF)
 @click.argument("b", type=REF, required=False)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="Compare A's chain with its what-if replay under this TOML config.",
-)
-@click.option(
-    "--summarizer",
-    "summarizer_kind",
-    type=click.Choice(["offline", "llm"]),
-    default=None,
-    help="Summarizer of the what-if replay (with --config; default offline).",
-)
+@config_file_option("Compare A's chain with its what-if replay under this TOML config.")
+@summarizer_option(None, "Summarizer of the what-if replay (with --config; default offline).")
 @click.option(
     "--b-db",
     metavar="PATH|URL",

@@ -11,56 +11,14 @@ from typing import Any, TypeVar
 
 import click
 import msgspec
-from rich.console import Console
-from rich.text import Text
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.ledger.facade import Ledger, default_db_path
+from ctxledger.terminal import PlainConsole, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: C0/C1 control characters except newline and tab: a terminal would act on them
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
-
-
-def plain(text: object) -> str:
-    """`text` made safe for a terminal: control characters (ESC, BEL, CR, ...) shown as
-    ``\\xNN`` so an escape sequence from a transcript is printed, never obeyed."""
-    s = str(text)
-    return _CONTROL.sub(_visible, s) if _CONTROL.search(s) else s
-
-
-class PlainConsole(Console):
-    """A console that never interprets data: no markup, no control sequences.
-
-    Every string it renders (``print`` arguments, table cells, progress labels) goes
-    through :func:`plain` with markup off; styling is applied only through
-    :func:`styled` ``Text`` objects built by the CLI itself.
-    """
-
-    def render_str(self, text: str, **kwargs: Any) -> Text:
-        kwargs["markup"] = False
-        return super().render_str(plain(text), **kwargs)
-
-
-def styled(*parts: object) -> Text:
-    """A line from parts: a ``(text, style)`` tuple is styled, anything else is plain
-    data. Every part is neutralized by :func:`plain`."""
-    out = Text()
-    for part in parts:
-        if isinstance(part, tuple):
-            text, style = part
-            out.append(plain(text), style=style)
-        else:
-            out.append(plain(part))
-    return out
-
 
 console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
 
@@ -145,6 +103,29 @@ def cli(ctx: click.Context, db: str | None, quiet: bool) -> None:
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         fn
+    )
+
+
+def config_file_option(help: str) -> Callable[[F], F]:
+    """``--config FILE`` (an existing TOML file of settings), passed as ``config_path``."""
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help=help,
+    )
+
+
+def summarizer_option(default: str | None = "offline", help: str | None = None) -> Callable[[F], F]:
+    """``--summarizer offline|llm``, passed as ``summarizer_kind``."""
+    return click.option(
+        "--summarizer",
+        "summarizer_kind",
+        type=click.Choice(["offline", "llm"]),
+        default=default,
+        show_default=default is not None,
+        help=help,
     )
 
 

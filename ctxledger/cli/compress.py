@@ -11,18 +11,20 @@ import msgspec
 
 from ctxledger.cli.app import (
     cli,
+    config_file_option,
     console,
     echo,
     emit_json,
     handle_errors,
     quiet_option,
     state_of,
-    styled,
+    summarizer_option,
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.terminal import styled
 
 
 def make_summarizer(
@@ -71,25 +73,15 @@ def window_notes(config: CompressionConfig, window: int, session_id: str) -> lis
     default=None,
     help="Topic to keep in full detail (about 60-70 % of the summary budget).",
 )
-@click.option(
-    "--summarizer",
-    "summarizer_kind",
-    type=click.Choice(["offline", "llm"]),
-    default="offline",
-    show_default=True,
-)
+@summarizer_option()
 @click.option(
     "--estimator",
     type=click.Choice(["exact", "rough"]),
     default=None,
     help="Token counts the planner uses (default: config, else exact).",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="TOML file with compression settings (instead of the one found; env and flags still win).",
+@config_file_option(
+    "TOML file with compression settings (instead of the one found; env and flags still win)."
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; append nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome and plan as JSON.")
@@ -135,6 +127,11 @@ def compress(
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
         return
+    _print_outcome(sid, outcome)
+
+
+def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
+    """What a compaction (or its dry run) did, for a person."""
     if outcome.action == "dry_run":
         p = outcome.plan
         console.print(

@@ -8,7 +8,15 @@ from typing import Any
 import click
 import msgspec
 
-from ctxledger.cli.app import cli, echo, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.app import (
+    cli,
+    config_file_option,
+    echo,
+    emit_json,
+    handle_errors,
+    json_option,
+    state_of,
+)
 from ctxledger.compressor.config import ENV_PREFIX, did_you_mean, env_settings
 from ctxledger.compressor.settings import (
     CONFIG_ENV,
@@ -91,13 +99,9 @@ def _print_budgets(b: WindowBudgets, ratio: float) -> None:
 
 
 @cli.command("config")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help=f"Read this TOML file instead of finding one (${CONFIG_ENV}, ./{CONFIG_FILENAME}, "
-    "the user config directory).",
+@config_file_option(
+    f"Read this TOML file instead of finding one (${CONFIG_ENV}, ./{CONFIG_FILENAME}, "
+    "the user config directory)."
 )
 @click.option(
     "--context-length",

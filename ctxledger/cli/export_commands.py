@@ -8,7 +8,17 @@ import anyio
 import click
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
-from ctxledger.cli.app import REF, cli, console, echo, emit_json, handle_errors, json_text, state_of
+from ctxledger.cli.app import (
+    REF,
+    cli,
+    console,
+    echo,
+    emit_json,
+    handle_errors,
+    json_text,
+    state_of,
+    summarizer_option,
+)
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
 
@@ -84,13 +94,7 @@ def trajectories() -> None:
     help="Seconds per trajectory.",
 )
 @click.option("--retries", type=int, default=3, show_default=True)
-@click.option(
-    "--summarizer",
-    "summarizer_kind",
-    type=click.Choice(["offline", "llm"]),
-    default="offline",
-    show_default=True,
-)
+@summarizer_option()
 @click.option("--no-progress", is_flag=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the aggregate report as JSON.")
 @click.pass_context

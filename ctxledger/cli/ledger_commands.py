@@ -10,10 +10,12 @@ import msgspec
 from rich.table import Table
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.analysis.listing import session_rows
 from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
     REF,
     cli,
+    config_file_option,
     console,
     echo,
     emit_json,
@@ -21,7 +23,7 @@ from ctxledger.cli.app import (
     json_option,
     quiet_option,
     state_of,
-    styled,
+    summarizer_option,
 )
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import InvalidInput
@@ -31,6 +33,7 @@ from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
+from ctxledger.terminal import styled
 
 
 @cli.command("import")
@@ -86,24 +89,7 @@ def import_cmd(
 @handle_errors
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List sessions, oldest first."""
-    ledger = state_of(ctx).ledger()
-    rows = []
-    for node in ledger.sessions():
-        view = ledger.transcript.session(node.session_id)
-        rows.append(
-            {
-                "session_id": node.session_id,
-                "kind": ledger.chains.kind(node.session_id),
-                "parent_session_id": node.parent_session_id,
-                "model": view.model,
-                "context_length": view.context_length,
-                "messages": len(view.live),
-                "tokens": ledger.transcript.total_tokens(node.session_id),
-                "ended": view.ended,
-                "end_reason": view.end_reason,
-                "title": node.title,
-            }
-        )
+    rows = session_rows(state_of(ctx).ledger())
     if as_json:
         emit_json(rows)
         return
@@ -327,19 +313,11 @@ def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
     is_flag=True,
     help="Also re-run today's planner on every recorded compaction and report drift.",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="What-if: re-run the chain's history under this TOML config in a scratch ledger.",
+@config_file_option(
+    "What-if: re-run the chain's history under this TOML config in a scratch ledger."
 )
-@click.option(
-    "--summarizer",
-    "summarizer_kind",
-    type=click.Choice(["offline", "llm"]),
-    default=None,
-    help="What-if with this summarizer (default offline; alone: the recorded config).",
+@summarizer_option(
+    None, "What-if with this summarizer (default offline; alone: the recorded config)."
 )
 @click.option(
     "--out",

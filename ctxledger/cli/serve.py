@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ctxledger.cli.app import cli, handle_errors, state_of
+from ctxledger.cli.app import cli, config_file_option, handle_errors, state_of, summarizer_option
 from ctxledger.errors import InvalidInput
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
@@ -58,12 +58,8 @@ def _require_server_extra() -> None:
     show_default=True,
     help="What the upstream speaks: /v1/chat/completions (openai) or /v1/messages (anthropic).",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="TOML file with compression settings (context_length is the default window of new sessions).",
+@config_file_option(
+    "TOML file with compression settings (context_length is the default window of new sessions)."
 )
 @click.option(
     "--token-file",
@@ -82,13 +78,7 @@ def _require_server_extra() -> None:
     default=None,
     help="Window of sessions the proxy starts (default: config, else 128000).",
 )
-@click.option(
-    "--summarizer",
-    "summarizer_kind",
-    type=click.Choice(["offline", "llm"]),
-    default="offline",
-    show_default=True,
-)
+@summarizer_option()
 @click.option(
     "--durability",
     type=click.Choice(["full", "normal"]),

@@ -23,7 +23,11 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService, TurnResult
+from ctxledger.terminal import PlainConsole, styled
 from ctxledger.tokens import count_message
+
+#: the model the generated agent talks to
+MODEL = "demo-coder-1"
 
 
 class DemoReport(msgspec.Struct, kw_only=True):
@@ -52,6 +56,85 @@ def _provider_usage(svc: ContextService, sid: str, reply: dict[str, Any]) -> dic
     }
 
 
+_COMPACTION_FIELDS = (
+    "compaction_id",
+    "session_id",
+    "new_session_id",
+    "messages_before",
+    "messages_after",
+    "tokens_before",
+    "tokens_after",
+    "fallback",
+)
+
+
+class _Run:
+    """One demo run: the service, where it prints, and what it counted."""
+
+    def __init__(self, svc: ContextService, out: Console) -> None:
+        self.svc = svc
+        self.out = out
+        self.compactions: list[dict[str, Any]] = []
+        self.persisted = self.warnings = self.appended = 0
+
+    def show(self, result: TurnResult, turn: int) -> str:
+        """Print what a service call did; return the session to continue in."""
+        for c in result.compactions:
+            if c.action != "compressed":
+                continue
+            self.compactions.append(
+                {"turn": turn, **{k: getattr(c, k) for k in _COMPACTION_FIELDS}}
+            )
+            self.out.print(
+                styled(
+                    "  ",
+                    ("compaction", "bold cyan"),
+                    f" turn {turn}: {c.messages_before} → {c.messages_after} messages, "
+                    f"{c.tokens_before:,} → {c.tokens_after:,} tokens · "
+                    f"continuation {c.new_session_id}",
+                )
+            )
+        for note in result.notices:
+            if "compaction threshold" in note or ("%" in note and "threshold" in note):
+                self.warnings += 1
+                self.out.print(styled("  ", (f"⚠ {note}", "yellow")))
+            elif not note.startswith("Compressed"):
+                self.out.print(styled("  ", (note, "dim")))
+        return result.session_id
+
+    async def turn(self, sid: str, turn: int, msgs: list[dict[str, Any]]) -> str:
+        """One user turn: hygiene, the user message, preflight, then each reply with the
+        usage a provider would report and the tool results that follow it."""
+        svc = self.svc
+        sid = self.show(await svc.hygiene(sid), turn)
+        r = await svc.append(sid, msgs[:1])
+        self.appended += 1
+        sid = self.show(await svc.preflight(r.session_id), turn)
+        i = 1
+        while i < len(msgs):
+            usage = _provider_usage(svc, sid, msgs[i])
+            sid = self.show(await svc.report_usage(sid, usage, model=MODEL), turn)
+            j = i + 1
+            while j < len(msgs) and msgs[j]["role"] == "tool":
+                j += 1
+            before = len(svc.ledger.transcript.state.shown)
+            await svc.append(sid, msgs[i:j])
+            self.appended += j - i
+            shown = len(svc.ledger.transcript.state.shown) - before
+            self.persisted += shown
+            if shown:
+                size = len(msgs[j - 1]["content"])
+                self.out.print(
+                    styled(
+                        "  ",
+                        ("tool output persisted", "magenta"),
+                        f" turn {turn}: a {size:,}-char output now shows a preview block",
+                    )
+                )
+            i = j
+        return sid
+
+
 async def run_demo(
     db: str | Path,
     *,
@@ -60,7 +143,9 @@ async def run_demo(
     context_length: int = 128_000,
     console: Console | None = None,
 ) -> DemoReport:
-    out = console or Console()
+    """Drive `turns` generated user turns through a ContextService on the ledger `db`,
+    print what happens, then check the log: rebuild, re-plan, verify."""
+    out = console or PlainConsole(highlight=False, soft_wrap=True)
     probe = Ledger.open(db)
     namespace = f"d{seed}x{len(probe.sessions())}-"
     probe.close()
@@ -68,123 +153,75 @@ async def run_demo(
     ledger = Ledger.open(db, clock=StepClock(), ids=SequentialIds(namespace), config=config)
     svc = ContextService(ledger, config=config)
     synth = SessionSynth(seed)
-    sid = await svc.start_session(
-        model="demo-coder-1", system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo"
+    root = sid = await svc.start_session(
+        model=MODEL, system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo"
     )
-    root = sid
     threshold = config.threshold_tokens(context_length)
     out.rule(
-        f"[bold]ctxledger demo[/bold] · seed {seed} · window {context_length:,} · threshold {threshold:,} tokens"
+        styled(
+            ("ctxledger demo", "bold"),
+            f" · seed {seed} · window {context_length:,} · threshold {threshold:,} tokens",
+        )
     )
     out.print(f"ledger: {db}  session: {sid}")
-    compactions: list[dict[str, Any]] = []
-    persisted = warnings = appended = 0
-
-    def show(result: TurnResult, turn: int) -> None:
-        nonlocal warnings
-        for c in result.compactions:
-            if c.action == "compressed":
-                compactions.append(
-                    {
-                        "turn": turn,
-                        **{
-                            k: getattr(c, k)
-                            for k in (
-                                "compaction_id",
-                                "session_id",
-                                "new_session_id",
-                                "messages_before",
-                                "messages_after",
-                                "tokens_before",
-                                "tokens_after",
-                                "fallback",
-                            )
-                        },
-                    }
-                )
-                out.print(
-                    f"  [bold cyan]compaction[/bold cyan] turn {turn}: {c.messages_before} → {c.messages_after} messages, "
-                    f"{c.tokens_before:,} → {c.tokens_after:,} tokens · continuation {c.new_session_id}"
-                )
-        for note in result.notices:
-            if "compaction threshold" in note or ("%" in note and "threshold" in note):
-                warnings += 1
-                out.print(f"  [yellow]⚠ {note}[/yellow]")
-            elif not note.startswith("Compressed"):
-                out.print(f"  [dim]{note}[/dim]")
-
+    run = _Run(svc, out)
     for turn, msgs in enumerate(synth.turns(turns)):
-        result = await svc.hygiene(sid)
-        show(result, turn)
-        sid = result.session_id
-        r = await svc.append(sid, msgs[:1])
-        appended += 1
-        result = await svc.preflight(r.session_id)
-        show(result, turn)
-        sid = result.session_id
-        i = 1
-        while i < len(msgs):
-            reply = msgs[i]
-            result = await svc.report_usage(
-                sid, _provider_usage(svc, sid, reply), model="demo-coder-1"
-            )
-            show(result, turn)
-            sid = result.session_id
-            j = i + 1
-            while j < len(msgs) and msgs[j]["role"] == "tool":
-                j += 1
-            before = len(svc.ledger.transcript.state.shown)
-            r = await svc.append(sid, msgs[i:j])
-            appended += j - i
-            persisted += len(svc.ledger.transcript.state.shown) - before
-            if len(svc.ledger.transcript.state.shown) > before:
-                out.print(
-                    f"  [magenta]tool output persisted[/magenta] turn {turn}: a {len(msgs[j - 1]['content']):,}-char output now shows a preview block"
-                )
-            i = j
+        sid = await run.turn(sid, turn, msgs)
         if turn == turns // 2:
-            out.print(f"[bold]/compress tests[/bold] (manual, focus 'tests') at turn {turn}")
-            result = await svc.compress(sid, focus="tests")
-            show(result, turn)
-            sid = result.session_id
+            out.print(
+                styled(("/compress tests", "bold"), f" (manual, focus 'tests') at turn {turn}")
+            )
+            sid = run.show(await svc.compress(sid, focus="tests"), turn)
         if turn % 10 == 9:
             st = svc.status(sid)
-            out.print(
-                f"[dim]turn {turn + 1}: {st['tokens']:,} tokens live · {st['compactions']} compaction(s) · strikes {st['strikes']}[/dim]"
-            )
+            line = f"turn {turn + 1}: {st['tokens']:,} tokens live · {st['compactions']} compaction(s) · strikes {st['strikes']}"
+            out.print(styled((line, "dim")))
     ledger.refresh()
     tip = ledger.tip(root)
     _print_chain(out, ledger, root)
     usage = ledger.chain_usage(tip).to_dict()
     _print_usage(out, usage)
     _print_audit(out, ledger, tip)
-    rebuild = rebuild_check(ledger, tip)
-    drift = verify_compactions(ledger, tip)
-    verified = ledger.verify().ok
-    n_drift = sum(1 for c in drift.compactions if c.drift)
-    out.rule("replay")
-    out.print(
-        f"projections rebuilt from {rebuild.events_folded:,} events: {'[green]equal[/green]' if rebuild.equal else '[red]DIFFERENT[/red]'}"
-    )
-    out.print(
-        f"{len(drift.compactions)} compaction(s) re-planned from the log: {'[green]no drift[/green]' if not n_drift else f'[red]{n_drift} drifted[/red]'}"
-    )
-    out.print(f"hash chain: {'[green]verified[/green]' if verified else '[red]BROKEN[/red]'}")
+    equal, n_drift, verified = _print_checks(out, ledger, tip)
     svc.ledger.close()
     return DemoReport(
         seed=seed,
         root_session=root,
         tip_session=tip,
         turns=turns,
-        messages_appended=appended,
-        compactions=compactions,
-        persisted_outputs=persisted,
-        pressure_warnings=warnings,
+        messages_appended=run.appended,
+        compactions=run.compactions,
+        persisted_outputs=run.persisted,
+        pressure_warnings=run.warnings,
         usage=usage,
-        replay_equal=rebuild.equal,
+        replay_equal=equal,
         replay_drift=n_drift,
         log_verified=verified,
     )
+
+
+def _print_checks(out: Console, ledger: Ledger, tip: str) -> tuple[bool, int, bool]:
+    """Rebuild the projections, re-plan every compaction and verify the hash chain."""
+    rebuild = rebuild_check(ledger, tip)
+    drift = verify_compactions(ledger, tip)
+    verified = ledger.verify().ok
+    n_drift = sum(1 for c in drift.compactions if c.drift)
+    out.rule("replay")
+    good, bad = "green", "red"
+    out.print(
+        styled(
+            f"projections rebuilt from {rebuild.events_folded:,} events: ",
+            ("equal", good) if rebuild.equal else ("DIFFERENT", bad),
+        )
+    )
+    out.print(
+        styled(
+            f"{len(drift.compactions)} compaction(s) re-planned from the log: ",
+            ("no drift", good) if not n_drift else (f"{n_drift} drifted", bad),
+        )
+    )
+    out.print(styled("hash chain: ", ("verified", good) if verified else ("BROKEN", bad)))
+    return rebuild.equal, n_drift, verified
 
 
 def _print_chain(out: Console, ledger: Ledger, root: str) -> None:

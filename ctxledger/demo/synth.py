@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 from ctxledger.messages import JSON
 
@@ -218,87 +219,11 @@ class SessionSynth:
             )
             kind = rng.choice(kinds) if step < steps - 1 else "test"
             cid = self._cid()
-            if kind == "read":
-                content = _code_file(rng, mod, rng.randint(60, 900 if self.big_outputs else 120))
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": f"Let me look at {path}.",
-                        "tool_calls": [_call(cid, "read_file", {"path": path, "offset": 1})],
-                    }
-                )
-                msgs.append({"role": "tool", "tool_call_id": cid, "content": content})
-            elif kind == "log":
-                # an occasional huge output (a full CI log): exercises the tool-output budget
-                lines = [
-                    f"{i:06d} [{rng.choice(['INFO', 'DEBUG', 'WARN'])}] {mod}.{func}: step {i} ok"
-                    for i in range(rng.randint(2500, 4000))
-                ]
-                cmd = f"cat logs/ci-{mod}.log"
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": "Let me read the CI log.",
-                        "tool_calls": [_call(cid, "terminal", {"command": cmd})],
-                    }
-                )
-                msgs.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": cid,
-                        "content": "\n".join(lines) + "\n[exit code 0]",
-                    }
-                )
-            elif kind == "search":
-                hits = "\n".join(
-                    f"src/{rng.choice(MODULES)}/core.py:{rng.randint(1, 500)}: {func}(value)"
-                    for _ in range(rng.randint(3, 40))
-                )
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            _call(cid, "search_files", {"pattern": func, "path": "src"})
-                        ],
-                    }
-                )
-                msgs.append({"role": "tool", "tool_call_id": cid, "content": hits})
-            elif kind == "patch":
-                old, new = (
-                    f"return value * {rng.randint(2, 9)}",
-                    f"return (value or 0) * {rng.randint(2, 9)}",
-                )
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": f"I'll fix {func} because it does not handle None.",
-                        "tool_calls": [_call(cid, "patch", {"path": path, "old": old, "new": new})],
-                    }
-                )
-                msgs.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": cid,
-                        "content": f"Patched {path}: 1 replacement.",
-                    }
-                )
+            if kind == "test":
+                call, content = self._test_step(cid, mod, func, failable=step < steps - 1)
             else:
-                failing = step < steps - 1 and rng.random() < 0.6
-                out, code = _pytest_output(
-                    rng, mod, func, failing, rng.randint(5, 300 if self.big_outputs else 30)
-                )
-                cmd = f"python -m pytest tests/{mod} -x -q"
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [_call(cid, "terminal", {"command": cmd})],
-                    }
-                )
-                msgs.append(
-                    {"role": "tool", "tool_call_id": cid, "content": out + f"\n[exit code {code}]"}
-                )
+                call, content = self._STEPS[kind](self, cid, mod, func, path)
+            msgs += [call, {"role": "tool", "tool_call_id": cid, "content": content}]
         msgs.append(
             {
                 "role": "assistant",
@@ -306,6 +231,63 @@ class SessionSynth:
             }
         )
         return msgs
+
+    # each step: the assistant's call and the tool's output (random draws in a fixed order)
+
+    def _read_step(self, cid: str, mod: str, func: str, path: str) -> tuple[JSON, str]:
+        rng = self.rng
+        content = _code_file(rng, mod, rng.randint(60, 900 if self.big_outputs else 120))
+        call = _call(cid, "read_file", {"path": path, "offset": 1})
+        return {"role": "assistant", "content": f"Let me look at {path}.", "tool_calls": [call]}, (
+            content
+        )
+
+    def _log_step(self, cid: str, mod: str, func: str, path: str) -> tuple[JSON, str]:
+        """An occasional huge output (a full CI log): exercises the tool-output budget."""
+        rng = self.rng
+        lines = [
+            f"{i:06d} [{rng.choice(['INFO', 'DEBUG', 'WARN'])}] {mod}.{func}: step {i} ok"
+            for i in range(rng.randint(2500, 4000))
+        ]
+        call = _call(cid, "terminal", {"command": f"cat logs/ci-{mod}.log"})
+        msg = {"role": "assistant", "content": "Let me read the CI log.", "tool_calls": [call]}
+        return msg, "\n".join(lines) + "\n[exit code 0]"
+
+    def _search_step(self, cid: str, mod: str, func: str, path: str) -> tuple[JSON, str]:
+        rng = self.rng
+        hits = "\n".join(
+            f"src/{rng.choice(MODULES)}/core.py:{rng.randint(1, 500)}: {func}(value)"
+            for _ in range(rng.randint(3, 40))
+        )
+        call = _call(cid, "search_files", {"pattern": func, "path": "src"})
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, hits
+
+    def _patch_step(self, cid: str, mod: str, func: str, path: str) -> tuple[JSON, str]:
+        rng = self.rng
+        old = f"return value * {rng.randint(2, 9)}"
+        new = f"return (value or 0) * {rng.randint(2, 9)}"
+        call = _call(cid, "patch", {"path": path, "old": old, "new": new})
+        text = f"I'll fix {func} because it does not handle None."
+        msg = {"role": "assistant", "content": text, "tool_calls": [call]}
+        return msg, f"Patched {path}: 1 replacement."
+
+    def _test_step(self, cid: str, mod: str, func: str, *, failable: bool) -> tuple[JSON, str]:
+        rng = self.rng
+        failing = failable and rng.random() < 0.6
+        out, code = _pytest_output(
+            rng, mod, func, failing, rng.randint(5, 300 if self.big_outputs else 30)
+        )
+        call = _call(cid, "terminal", {"command": f"python -m pytest tests/{mod} -x -q"})
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, (
+            out + f"\n[exit code {code}]"
+        )
+
+    _STEPS: ClassVar[dict[str, Callable[[SessionSynth, str, str, str, str], tuple[JSON, str]]]] = {
+        "read": _read_step,
+        "log": _log_step,
+        "search": _search_step,
+        "patch": _patch_step,
+    }
 
     def turns(self, n: int) -> Iterator[list[JSON]]:
         for i in range(n):

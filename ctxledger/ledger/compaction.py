@@ -98,6 +98,19 @@ def rough_total(messages: list[dict[str, Any]]) -> int:
     return sum(rough_message_tokens(m) for m in messages)
 
 
+def _record_skip(
+    ledger: Ledger, session_id: str, trigger: Trigger, reason: str | None, plan: Any
+) -> None:
+    """The planner found nothing worth compacting: say so in the log."""
+    skipped = CompressionSkipped(
+        **ledger.event_fields(session_id),
+        trigger=trigger,
+        reason=reason or "skipped",
+        details={"plan": plan},
+    )
+    ledger.append_events(session_id, [skipped])
+
+
 def _record_abort(ledger: Ledger, session_id: str, trigger: Trigger, exc: SummarizerError) -> None:
     reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
     details = {"error": str(exc)[:500], "failure_class": exc.failure_class, "status": exc.status}
@@ -148,21 +161,11 @@ async def compact(
         "messages_before": len(inp.messages),
     }
     if the_plan.action != "compress" or prepared.request is None:
+        if record_skip and not dry_run:
+            _record_skip(ledger, session_id, trigger, the_plan.skip_reason, plan_dict)
         text = feedback(
             inp.messages, inp.messages, rough_total(inp.messages), rough_total(inp.messages)
         )
-        if record_skip and not dry_run:
-            ledger.append_events(
-                session_id,
-                [
-                    CompressionSkipped(
-                        **ledger.event_fields(session_id),
-                        trigger=trigger,
-                        reason=the_plan.skip_reason or "skipped",
-                        details={"plan": plan_dict},
-                    )
-                ],
-            )
         return CompactionOutcome(
             **base,
             action="skipped",

@@ -162,26 +162,7 @@ def _events(
         else 0
     )
     skip = len(layout)
-    usages: dict[int, list[UsageReported]] = {}
-    for u in s.usages:
-        shape, usage = normalize_usage(u.raw, u.shape)
-        usages.setdefault(max(u.after_index, skip - 1), []).append(
-            UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
-        )
-    if skip:
-        events.extend(usages.pop(skip - 1, []))
-        out.message_ids = [e.message_id for e in layout]
-    for i, (msg, count) in enumerate(zip(messages, tokens, strict=True)):
-        if i < skip:
-            continue
-        mid = ledger.ids("msg")
-        out.message_ids.append(mid)
-        events.append(
-            MessageAppended(**base(), message_id=mid, message=msg, tokens=count, encoding=encoding)
-        )
-        events.extend(usages.pop(i, []))
-    for rest in usages.values():
-        events.extend(rest)
+    _message_events(ledger, out, [e.message_id for e in layout], encoding)
     # the importer's repairs of re-used tool-call ids, as the ledger records them (those
     # in messages carried from the parent were recorded with the parent)
     repairs = [r for r in s.repairs if r.index >= skip]
@@ -190,6 +171,37 @@ def _events(
     if s.end_reason is not None:
         events.append(SessionEnded(**base(), reason=s.end_reason))
     return out
+
+
+def _message_events(ledger: Ledger, out: _Imported, carried: list[str], encoding: str) -> None:
+    """The session's messages and usage reports, in order, after the `carried` ones (the
+    messages a continuation kept from its parent, by id): each usage report follows the
+    message it was reported after."""
+
+    def base() -> dict[str, Any]:  # a new event id per call, in the order events are made
+        return ledger.event_fields(out.sid)
+
+    skip = len(carried)
+    usages: dict[int, list[UsageReported]] = {}
+    for u in out.session.usages:
+        shape, usage = normalize_usage(u.raw, u.shape)
+        usages.setdefault(max(u.after_index, skip - 1), []).append(
+            UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
+        )
+    if skip:
+        out.events.extend(usages.pop(skip - 1, []))
+        out.message_ids = list(carried)
+    for i, (msg, count) in enumerate(zip(out.messages, out.tokens, strict=True)):
+        if i < skip:
+            continue
+        mid = ledger.ids("msg")
+        out.message_ids.append(mid)
+        out.events.append(
+            MessageAppended(**base(), message_id=mid, message=msg, tokens=count, encoding=encoding)
+        )
+        out.events.extend(usages.pop(i, []))
+    for rest in usages.values():
+        out.events.extend(rest)
 
 
 # --------------------------------------------------------------------------- imported compactions

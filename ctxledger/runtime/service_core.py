@@ -1,22 +1,10 @@
 """The service's core: sessions, appends, views and tools (anyio: asyncio or trio).
 
-See :mod:`ctxledger.runtime.service` for what the service as a whole implements; this
-module holds the part every decision builds on.
-
-``ContextService`` wraps a :class:`~ctxledger.ledger.facade.Ledger` and a context engine
-(the built-in compressor by default, see :mod:`ctxledger.runtime.engine` for plugging
-another) and implements HERMES_SPEC §2, §5, §6 and §7: preflight, in-loop and hygiene
-triggers, manual compression, pressure warnings, anti-thrashing and cooldowns,
-overflow recovery, the tool-output budget and prompt caching. Every decision is
-appended as an event with the numbers that made it, and the guards' state is folded
-back from those events (:class:`~ctxledger.runtime.engine.RuntimeTracker`), so a
-reopened ledger decides as the process that wrote it.
-
-Ledger calls run on the event loop's thread (an append is well under a millisecond
-with WAL). One lock per compression chain serializes compactions inside a process;
-across processes, optimistic concurrency settles races: a stale expected version
-raises ``ConcurrencyError`` with nothing written, and the loser re-reads and
-continues on the compression tip (or re-plans when only messages were added).
+What the service as a whole implements (triggers, guards, overflow recovery, the
+concurrency rules) is told once, in :mod:`ctxledger.runtime.service`; this module holds
+the part every decision builds on: opening a ledger, starting and continuing sessions,
+appending with lost-race retries, the API view, persisted tool outputs and the agent
+tools.
 """
 
 from __future__ import annotations

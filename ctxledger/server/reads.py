@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger import audit_chain, audit_compaction, diff, expand, recall, trace
+from ctxledger.analysis.listing import session_rows
 from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.errors import InvalidInput
@@ -33,24 +34,7 @@ if TYPE_CHECKING:
 async def sessions(request: Request, state: ServerState) -> Response:
     ledger = state.ledger
     ledger.refresh()
-    rows = []
-    for node in ledger.sessions():
-        view = ledger.transcript.session(node.session_id)
-        rows.append(
-            {
-                "session_id": node.session_id,
-                "kind": ledger.chains.kind(node.session_id),
-                "parent_session_id": node.parent_session_id,
-                "model": view.model,
-                "context_length": view.context_length,
-                "messages": len(view.live),
-                "tokens": ledger.transcript.total_tokens(node.session_id),
-                "ended": view.ended,
-                "end_reason": view.end_reason,
-                "title": node.title,
-                "version": view.version,
-            }
-        )
+    rows = session_rows(ledger)
     return JSON({"sessions": rows})
 
 

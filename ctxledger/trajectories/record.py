@@ -65,22 +65,9 @@ def record_trajectory(
     summary_msg = {"role": "user", "content": str(summary_turn.get("value", ""))}
     encoding = ledger.transcript.session(sid).encoding
     summary_id, new_sid, cid = ledger.ids("msg"), ledger.ids("ses"), ledger.ids("cmp")
-    layout = [
-        LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[:head_n]
-    ]
-    layout.append(
-        LayoutEntry(
-            message_id=summary_id,
-            origin="summary",
-            message=summary_msg,
-            tokens=count_message(summary_msg, encoding),
-        )
-    )
-    layout += [
-        LayoutEntry(message_id=m, tokens=ledger.transcript.tokens_of(m)) for m in ids[mid_end:]
-    ]
-    base = ledger.event_fields
+    layout = _layout(ledger, ids, (head_n, mid_end), summary_id, summary_msg, encoding)
     view = ledger.transcript.session(sid)
+    base = ledger.event_fields
     old: list[Event] = [
         SummaryGenerated(
             **base(sid),
@@ -98,9 +85,7 @@ def record_trajectory(
             new_session_id=new_sid,
             trigger="batch",
             system_prompt=new_system,
-            system_prompt_tokens=count_message({"role": "system", "content": new_system}, encoding)
-            if new_system
-            else 0,
+            system_prompt_tokens=_system_tokens(new_system, encoding),
             layout=layout,
             plan={"turns_compressed_start": start, "turns_compressed_end": end},
             config={},
@@ -125,6 +110,34 @@ def record_trajectory(
         [AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)]
     )
     return new_sid
+
+
+def _layout(
+    ledger: Ledger,
+    ids: list[str],
+    middle: tuple[int, int],
+    summary_id: str,
+    summary_msg: dict[str, Any],
+    encoding: str,
+) -> list[LayoutEntry]:
+    """The continuation's layout: the head, the summary in place of the middle, the tail."""
+    head_n, mid_end = middle
+    tokens_of = ledger.transcript.tokens_of
+    summary = LayoutEntry(
+        message_id=summary_id,
+        origin="summary",
+        message=summary_msg,
+        tokens=count_message(summary_msg, encoding),
+    )
+    return [
+        *(LayoutEntry(message_id=m, tokens=tokens_of(m)) for m in ids[:head_n]),
+        summary,
+        *(LayoutEntry(message_id=m, tokens=tokens_of(m)) for m in ids[mid_end:]),
+    ]
+
+
+def _system_tokens(system: str | None, encoding: str) -> int:
+    return count_message({"role": "system", "content": system}, encoding) if system else 0
 
 
 def written_keys(out_path: str | os.PathLike[str]) -> set[str]:

@@ -141,18 +141,13 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
         The floor keeps a 50 % threshold from firing too late on small windows; a floor
         that reaches the window itself would never fire, so 85 % of the window is used.
-        So is a threshold of the whole window (``threshold = 1.0``): a prompt is refused
-        before it reaches the window, so that threshold could never fire either.
         """
         window = _window(context_length)
         base = int(window * self.threshold)
         floor = self.threshold_floor_tokens
         if floor >= window:
             floor = int(window * _FLOOR_WINDOW_SHARE)
-        tokens = max(base, floor)
-        if tokens >= window:
-            tokens = max(1, min(int(window * _FLOOR_WINDOW_SHARE), window - 1))
-        return tokens
+        return max(base, floor)
 
     def tail_token_budget(self, context_length: int) -> int:
         """Tokens of recent messages kept verbatim: threshold_tokens x target_ratio."""

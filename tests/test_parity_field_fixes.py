@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from ctxledger import CompressionConfig
 from ctxledger.compressor.prune import describe_tool_result
 from ctxledger.compressor.serialize import strip_reasoning
 from ctxledger.runtime.overflow import classify_provider_error, recovery_action
@@ -92,11 +91,6 @@ def test_lm_studio_prompt_in_characters_lowers_the_output_cap() -> None:
 def test_max_model_len_is_colon() -> None:
     verdict = classify_provider_error(400, "The prompt exceeds the max_model_len is: 32768")
     assert verdict.is_context_overflow and verdict.context_limit == 32768
-
-
-@pytest.mark.parametrize("window", [4_096, 32_000, 200_000, 1_000_000])
-def test_a_threshold_of_the_whole_window_fires_at_85_percent(window: int) -> None:
-    assert CompressionConfig(threshold=1.0).threshold_tokens(window) == int(window * 0.85)
 
 
 def test_blank_terminal_output_has_no_lines() -> None:

@@ -4,7 +4,9 @@
   of any supported format into :class:`ImportedSession` objects;
 * one module per format: ``openai``, ``anthropic``, ``hermes_db``, ``claude_code``,
   ``codex``, ``sharegpt`` (what they share is in ``common``);
-* :mod:`~ctxledger.importers.export`: :func:`export_messages` — a view in a provider format.
+* :mod:`~ctxledger.importers.export`: :func:`export_messages` — a view in a provider format;
+* :mod:`~ctxledger.importers.responses`: OpenAI Responses input items <-> chat messages
+  (used by the Agents SDK adapter and the proxy's ``/v1/responses`` face).
 """
 
 from ctxledger.importers.detect import detect_format, load, load_text

@@ -5,7 +5,7 @@ Each adapter is an optional extra and imports its framework only in its own modu
 * :mod:`ctxledger.integrations.hermes` — a Hermes Agent ``ContextEngine`` plugin
   (``pip install 'ctxledger[hermes]'``, entry point group ``hermes_agent.plugins``);
 * :mod:`ctxledger.integrations.openai_agents` — ``CtxLedgerSession``, an OpenAI Agents
-  SDK session (``ctxledger[agents]``), with :mod:`ctxledger.integrations.responses`
+  SDK session (``ctxledger[agents]``), with :mod:`ctxledger.importers.responses`
   converting Responses input items to chat messages and back;
 * :mod:`ctxledger.integrations.langchain` — ``CtxLedgerMiddleware``, a LangChain v1
   agent middleware (``ctxledger[langchain]``).

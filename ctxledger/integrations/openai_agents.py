@@ -6,7 +6,7 @@ which makes it compaction-aware: the Runner calls it after each settled write. E
 method accepts the ``wrapper=`` keyword, so the Runner hands over its
 ``RunContextWrapper``; the per-request usage in ``wrapper.usage`` is reported to the
 ledger (real input tokens drive the in-loop trigger). Items are stored as chat messages
-through :mod:`ctxledger.integrations.responses`; ``get_items`` returns the ledger's live
+through :mod:`ctxledger.importers.responses`; ``get_items`` returns the ledger's live
 view (after preflight), so a compacted history is what the next run sends.
 
 One SDK session id names a series of ledger sessions: ``<id>`` first, then ``<id>~2``,
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger import ContextService, InvalidInput
+from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import live_messages
-from ctxledger.integrations.responses import items_to_messages, messages_to_items
 
 JSON = dict[str, Any]
 #: attribute on the Runner's wrapper: how many of its request usages were reported

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from ctxledger import ContextService
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.server import proxy, reads, sse, state_api
+from ctxledger.server import proxy, reads, responses_face, sse, state_api
 from ctxledger.server.auth import read_token_file, require_bearer
 from ctxledger.server.errors import HTTPError, error_response, message_of, provider_error_response
 from ctxledger.server.openapi import build_schema
@@ -65,6 +65,7 @@ def endpoints() -> list[Endpoint]:
         *reads.ENDPOINTS,
         *sse.ENDPOINTS,
         *proxy.ENDPOINTS,
+        *responses_face.ENDPOINTS,
     ]
 
 

@@ -23,7 +23,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import httpx
@@ -41,6 +41,7 @@ from ctxledger.server.formats import (
     AnthropicStream,
     ClientTurn,
     OpenAIStream,
+    SSEEvent,
     SSEParser,
     anthropic_json_reply,
     anthropic_turn,
@@ -81,7 +82,25 @@ _DROPPED_RESPONSE_HEADERS = frozenset(
 )
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
 
-Accumulator = OpenAIStream | AnthropicStream
+#: what a face records of an answer: one message, several (a Responses output), or nothing
+Reply = dict[str, Any] | list[dict[str, Any]] | None
+
+
+class Accumulator(Protocol):
+    """Folds a stream's events into the reply and its usage (see formats.OpenAIStream)."""
+
+    usage: dict[str, Any] | None
+
+    def feed(self, ev: SSEEvent) -> bool: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def reply(self) -> Reply: ...
+
+
+#: (state, request, body, turn) -> the session family, having completed ``turn.messages``
+Resolver = Callable[["ServerState", Request, Mapping[str, Any], ClientTurn], str | None]
 
 
 @dataclass(frozen=True)
@@ -90,9 +109,25 @@ class Api:
     upstream_path: str
     turn: Callable[[Mapping[str, Any], bool], ClientTurn]
     upstream: Callable[[Mapping[str, Any], list[dict[str, Any]], int | None], dict[str, Any]]
-    json_reply: Callable[[Any], tuple[dict[str, Any] | None, dict[str, Any] | None]]
+    json_reply: Callable[[Any], tuple[Reply, dict[str, Any] | None]]
+    #: the upstream API (``--api``) this face forwards to, when not its own name
+    provider: str = ""
+    #: the stream accumulator of a face defined outside this module
+    stream: Callable[[ClientTurn], Accumulator] | None = None
+    #: reads the start of a 2xx stream: an error the provider reports as an event before
+    #: any output comes back as an error response (so it is recovered from like one)
+    peek: Callable[[httpx.Response], Awaitable[httpx.Response]] | None = None
+    #: completes a request that continues recorded history by reference (it may extend
+    #: ``turn.messages`` in front) and names its session family; None: the usual way
+    resolve: Resolver | None = None
+
+    @property
+    def served_by(self) -> str:
+        return self.provider or self.name
 
     def accumulator(self, turn: ClientTurn) -> Accumulator:
+        if self.stream is not None:
+            return self.stream(turn)
         return (
             OpenAIStream(wants_usage=turn.wants_usage)
             if self.name == "openai"
@@ -109,10 +144,11 @@ ANTHROPIC = Api(
 def _error(api: Api, status: int, code: str, message: str) -> Response:
     from ctxledger.server.routing import JSON
 
-    return JSON(provider_error_body(api.name, status, code, message), status_code=status)
+    return JSON(provider_error_body(api.served_by, status, code, message), status_code=status)
 
 
 def _family(request: Request, turn: ClientTurn) -> str:
+    """The session family of a request: ``X-Ctxledger-Session``, else the stable key."""
     header = request.headers.get(SESSION_HEADER)
     if header is None:
         return stable_key(turn.system_prompt, turn.messages)
@@ -213,6 +249,8 @@ class Turn:
                     "POST", url, content=content, headers=self._headers()
                 )
                 resp = await self.state.client.send(req, stream=True)
+                if self.api.peek is not None and resp.status_code < 400:
+                    resp = await self.api.peek(resp)
             except httpx.HTTPError as exc:
                 return _error(
                     self.api,
@@ -245,13 +283,12 @@ class Turn:
             )
         raise AssertionError("unreachable")
 
-    async def record_reply(
-        self, reply: dict[str, Any] | None, usage: Mapping[str, Any] | None
-    ) -> None:
+    async def record_reply(self, reply: Reply, usage: Mapping[str, Any] | None) -> None:
         """Append the reply, then report the real usage (which may compact in the loop)."""
         try:
-            if reply is not None:
-                self.session_id = (await self.svc.append(self.session_id, [reply])).session_id
+            if reply:
+                replies = reply if isinstance(reply, list) else [reply]
+                self.session_id = (await self.svc.append(self.session_id, replies)).session_id
             if usage:
                 result = await self.svc.report_usage(self.session_id, usage, model=self.turn.model)
                 self.session_id = result.session_id
@@ -334,17 +371,17 @@ class TurnStream(Response):
 async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     if state.guard_proxy:
         require_proxy_token(request, state.token)
-    if api.name != state.api:
+    if api.served_by != state.api:
         raise HTTPError(
             404,
             "wrong_api",
             f"this proxy forwards to an {state.api} upstream; "
-            f"{request.url.path} is not served (start another with --api {api.name})",
+            f"{request.url.path} is not served (start another with --api {api.served_by})",
         )
     raw = await read_body(request)
     body = decode_object(raw)
     turn = api.turn(body, b"cache_control" in raw)
-    family = _family(request, turn)
+    family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
     lock = state.proxy_lock(family)
     await lock.acquire()
@@ -377,7 +414,9 @@ def _decode(data: bytes) -> Any:
         return None
 
 
-def _handler(api: Api) -> Callable[[Request, ServerState], Awaitable[Response]]:
+def proxy_handler(api: Api) -> Callable[[Request, ServerState], Awaitable[Response]]:
+    """The endpoint handler of one face (the faces outside this module use it too)."""
+
     async def handle(request: Request, state: ServerState) -> Response:
         return await _proxy(request, state, api)
 
@@ -389,7 +428,7 @@ ENDPOINTS = [
     Endpoint(
         "POST",
         "/v1/chat/completions",
-        _handler(OPENAI),
+        proxy_handler(OPENAI),
         "OpenAI chat completions through the compacting proxy",
         tag="proxy",
         auth="proxy",
@@ -399,7 +438,7 @@ ENDPOINTS = [
     Endpoint(
         "POST",
         "/v1/messages",
-        _handler(ANTHROPIC),
+        proxy_handler(ANTHROPIC),
         "Anthropic messages through the compacting proxy",
         tag="proxy",
         auth="proxy",
@@ -408,4 +447,15 @@ ENDPOINTS = [
     ),
 ]
 
-__all__ = ["ANTHROPIC", "ENDPOINTS", "OPENAI", "SESSION_HEADER", "Api", "Turn", "TurnStream"]
+__all__ = [
+    "ANTHROPIC",
+    "ENDPOINTS",
+    "OPENAI",
+    "SESSION_HEADER",
+    "Accumulator",
+    "Api",
+    "Reply",
+    "Turn",
+    "TurnStream",
+    "proxy_handler",
+]

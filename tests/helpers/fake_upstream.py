@@ -1,14 +1,19 @@
-"""A fake model upstream as an ASGI app: OpenAI chat completions and Anthropic messages.
+"""A fake model upstream as an ASGI app: OpenAI chat completions, OpenAI Responses and
+Anthropic messages.
 
 Drive it in-process (``httpx.ASGITransport(app=upstream, raise_app_exceptions=False)``)
 or under uvicorn. Every request is recorded (path, headers, JSON body). Answers come
 from a script, one per request, else ``default``:
 
-* ``Say(text, tool=None)`` — a reply (``tool=(name, args)`` adds one tool call), JSON or
-  SSE as the request asks, with usage computed from what the request sent
-  (prompt tokens = exact token count of the messages it received);
+* ``Say(text, tool=None, reasoning=None)`` — a reply (``tool=(name, args)`` adds one tool
+  call; ``reasoning`` a Responses reasoning item with that summary), JSON or SSE as the
+  request asks, with usage computed from what the request sent (prompt tokens = exact
+  token count of the messages, or Responses input items, it received);
 * ``Error(status, body)`` — an error response with that JSON body;
-* ``Cut(after)`` — a stream that stops (raises) after `after` events, mid-body.
+* ``Cut(after)`` — a stream that stops (raises) after `after` events, mid-body;
+* ``Failed(code, message)`` — Responses: a 200 stream that opens and then reports the
+  error as a ``response.failed`` event (how the API may report an overflow in a
+  stream); without ``stream``, a 400 JSON error.
 
 ``delay`` (seconds) makes every answer wait (to overlap requests), ``event_delay``
 pauses between the events of a stream; ``in_flight`` and
@@ -31,6 +36,7 @@ from ctxledger.tokens import count_messages
 class Say:
     text: str
     tool: tuple[str, dict[str, Any]] | None = None
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,23 @@ class Cut:
     after: int = 2
 
 
-Behaviour = Say | Error | Cut
+@dataclass(frozen=True)
+class Failed:
+    code: str
+    message: str
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": self.code,
+            }
+        }
+
+
+Behaviour = Say | Error | Cut | Failed
 
 
 @dataclass
@@ -57,8 +79,16 @@ class Seen:
     def messages(self) -> list[dict[str, Any]]:
         return list(self.json.get("messages") or [])
 
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """A Responses request's input items."""
+        raw = self.json.get("input") or []
+        return [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw)
+
     def prompt_tokens(self) -> int:
         """Exact tokens of what this request sent (system + messages, as text)."""
+        if self.path.endswith("/responses"):
+            return responses_prompt_tokens(self.json.get("instructions"), self.items)
         msgs = (
             [{"role": "system", "content": _text(self.json["system"])}]
             if self.json.get("system")
@@ -69,14 +99,35 @@ class Seen:
         return sum(count_messages(msgs)) if msgs else 0
 
 
+_TEXT_PARTS = ("text", "input_text", "output_text")
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         return "\n".join(
-            json.dumps(p, sort_keys=True) if p.get("type") != "text" else p["text"] for p in content
+            p["text"] if p.get("type") in _TEXT_PARTS else json.dumps(p, sort_keys=True)
+            for p in content
         )
     return ""
+
+
+def responses_prompt_tokens(instructions: str | None, items: list[dict[str, Any]]) -> int:
+    """Exact tokens of Responses input items read as text (what the fake charges for)."""
+    msgs = [{"role": "system", "content": instructions}] if instructions else []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            text = _text(item.get("content"))
+        elif kind == "function_call":
+            text = f"{item.get('name')}({item.get('arguments')})"
+        elif kind == "function_call_output":
+            text = _text(item.get("output"))
+        else:
+            text = json.dumps(item, sort_keys=True)
+        msgs.append({"role": "user", "content": text})
+    return sum(count_messages(msgs)) if msgs else 0
 
 
 @dataclass
@@ -128,10 +179,16 @@ class FakeUpstream:
         self.turn += 1
         behaviour = self.script.pop(0) if self.script else Say(f"answer {self.turn}")
         anthropic = seen.path.endswith("/messages")
+        responses = seen.path.endswith("/responses")
+        if isinstance(behaviour, Failed) and not seen.json.get("stream"):
+            behaviour = Error(400, behaviour.body())
         if isinstance(behaviour, Error):
             await _respond(
                 send, behaviour.status, "application/json", json.dumps(behaviour.body).encode()
             )
+            return
+        if isinstance(behaviour, Failed):
+            await _stream(send, failed_events(seen, behaviour, self.turn), self.event_delay)
             return
         say = (
             behaviour
@@ -144,6 +201,8 @@ class FakeUpstream:
             doc = (
                 _anthropic_json(seen, say, prompt, output)
                 if anthropic
+                else responses_json(seen, say, prompt, output, self.turn)
+                if responses
                 else _openai_json(seen, say, prompt, output)
             )
             await _respond(send, 200, "application/json", json.dumps(doc).encode())
@@ -151,22 +210,31 @@ class FakeUpstream:
         events = (
             _anthropic_events(seen, say, prompt, output)
             if anthropic
+            else responses_events(seen, say, prompt, output, self.turn)
+            if responses
             else _openai_events(seen, say, prompt, output)
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
-            }
-        )
-        for i, event in enumerate(events):
-            if isinstance(behaviour, Cut) and i == behaviour.after:
-                raise RuntimeError("upstream connection cut mid-stream")
-            await send({"type": "http.response.body", "body": event, "more_body": True})
-            if self.event_delay:
-                await anyio.sleep(self.event_delay)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        cut = isinstance(behaviour, Cut) and behaviour.after < len(events)
+        if isinstance(behaviour, Cut):
+            events = events[: behaviour.after]
+        await _stream(send, events, self.event_delay, cut=cut)
+
+
+async def _stream(send: Any, events: list[bytes], delay: float, *, cut: bool = False) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
+        }
+    )
+    for event in events:
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        if delay:
+            await anyio.sleep(delay)
+    if cut:
+        raise RuntimeError("upstream connection cut mid-stream")
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _respond(send: Any, status: int, content_type: str, body: bytes) -> None:
@@ -354,4 +422,185 @@ def _anthropic_tool_events(seen: Seen, tool: tuple[str, dict[str, Any]]) -> list
     return out
 
 
-__all__ = ["Cut", "Error", "FakeUpstream", "Say", "Seen"]
+# --------------------------------------------------------------------------- Responses
+
+
+def _responses_output(seen: Seen, say: Say, turn: int) -> list[dict[str, Any]]:
+    """The output items of a reply: reasoning, the message, a function call (as the API orders them)."""
+    out: list[dict[str, Any]] = []
+    if say.reasoning is not None:
+        item: dict[str, Any] = {
+            "id": f"rs_{turn}",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": say.reasoning}],
+        }
+        if "reasoning.encrypted_content" in (seen.json.get("include") or []):
+            item["encrypted_content"] = f"gAAAA-sealed-{turn}"
+        out.append(item)
+    out.append(
+        {
+            "id": f"msg_{turn}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": say.text, "annotations": [], "logprobs": []}
+            ],
+        }
+    )
+    if say.tool:
+        out.append(
+            {
+                "id": f"fc_{turn}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": f"call_{len(seen.items)}_{say.tool[0]}",
+                "name": say.tool[0],
+                "arguments": json.dumps(say.tool[1]),
+            }
+        )
+    return out
+
+
+def _responses_usage(prompt: int, output: int, reasoning: int) -> dict[str, Any]:
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": output + reasoning,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + output + reasoning,
+    }
+
+
+def _response(
+    seen: Seen, turn: int, status: str, output: list[Any], usage: dict[str, Any] | None
+) -> dict[str, Any]:
+    body = seen.json
+    return {
+        "id": f"resp_fake{turn}",
+        "object": "response",
+        "created_at": 1764000000 + turn,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": body.get("model"),
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": body.get("store", True),
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": body.get("tools") or [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": usage,
+        "metadata": {},
+    }
+
+
+def responses_json(seen: Seen, say: Say, prompt: int, output: int, turn: int) -> dict[str, Any]:
+    reasoning = max(1, len(say.reasoning) // 4) if say.reasoning is not None else 0
+    items = _responses_output(seen, say, turn)
+    return _response(seen, turn, "completed", items, _responses_usage(prompt, output, reasoning))
+
+
+def responses_events(seen: Seen, say: Say, prompt: int, output: int, turn: int) -> list[bytes]:
+    """The named events of a streamed response, as the Responses API sends them."""
+    done = responses_json(seen, say, prompt, output, turn)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response(seen, turn, "in_progress", [], None)},
+        {
+            "type": "response.in_progress",
+            "response": _response(seen, turn, "in_progress", [], None),
+        },
+    ]
+    for index, item in enumerate(done["output"]):
+        events += _item_events(index, item)
+    events.append({"type": "response.completed", "response": done})
+    return [
+        _sse({**event, "sequence_number": seq}, event["type"]) for seq, event in enumerate(events)
+    ]
+
+
+def failed_events(seen: Seen, failed: Failed, turn: int) -> list[bytes]:
+    """A stream that opens and fails before any output (response.failed with the error)."""
+    response = _response(seen, turn, "failed", [], None)
+    response["error"] = {"code": failed.code, "message": failed.message}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response(seen, turn, "in_progress", [], None)},
+        {
+            "type": "response.in_progress",
+            "response": _response(seen, turn, "in_progress", [], None),
+        },
+        {"type": "response.failed", "response": response},
+    ]
+    return [
+        _sse({**event, "sequence_number": seq}, event["type"]) for seq, event in enumerate(events)
+    ]
+
+
+def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
+    at = {"output_index": index, "item_id": item["id"]}
+    if item["type"] == "reasoning":
+        text = item["summary"][0]["text"]
+        added = {**item, "summary": []}
+        middle = [
+            {"type": "response.reasoning_summary_text.delta", **at, "summary_index": 0, "delta": t}
+            for t in (text[:3], text[3:])
+        ]
+    elif item["type"] == "function_call":
+        added = {**item, "status": "in_progress", "arguments": ""}
+        args = item["arguments"]
+        middle = [
+            {"type": "response.function_call_arguments.delta", **at, "delta": piece}
+            for piece in (args[:5], args[5:])
+        ]
+        middle.append(
+            {
+                "type": "response.function_call_arguments.done",
+                **at,
+                "name": item["name"],
+                "arguments": args,
+            }
+        )
+    else:
+        added = {**item, "status": "in_progress", "content": []}
+        part = item["content"][0]
+        at = {**at, "content_index": 0}
+        middle = [
+            {"type": "response.content_part.added", **at, "part": {**part, "text": ""}},
+            *(
+                {
+                    "type": "response.output_text.delta",
+                    **at,
+                    "delta": w if i == 0 else " " + w,
+                    "logprobs": [],
+                }
+                for i, w in enumerate(part["text"].split(" "))
+            ),
+            {"type": "response.output_text.done", **at, "text": part["text"], "logprobs": []},
+            {"type": "response.content_part.done", **at, "part": part},
+        ]
+    return [
+        {"type": "response.output_item.added", "output_index": index, "item": added},
+        *middle,
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
+
+
+__all__ = [
+    "Cut",
+    "Error",
+    "Failed",
+    "FakeUpstream",
+    "Say",
+    "Seen",
+    "responses_events",
+    "responses_json",
+    "responses_prompt_tokens",
+]

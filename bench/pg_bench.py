@@ -153,10 +153,12 @@ def summarize(elapsed: float, latencies: list[float]) -> Result:
     }
 
 
-def bench_writers(url: str, seconds: float, rounds: int = 3) -> None:
+def bench_writers(
+    url: str, seconds: float, rounds: int = 3, counts: tuple[int, ...] = WRITERS
+) -> None:
     """Per writer count, the three sides run in alternating slices (load drift hits all)."""
     kinds = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
-    for writers in WRITERS:
+    for writers in counts:
         with tempfile.TemporaryDirectory() as tmp:
             targets = {"raw": url}
             for kind in kinds[:2] + kinds[3:]:  # created before the race
@@ -321,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100_000, help="batched append and rebuild")
     parser.add_argument("--quick", action="store_true", help="1 s per run, 20k events")
     parser.add_argument("--only", default="writers,batched,rebuild")
+    parser.add_argument("--writers", default="1,2,4,8", help="writer counts, comma-separated")
     args = parser.parse_args(argv)
     seconds, events = (1.0, 20_000) if args.quick else (args.seconds, args.events)
     server = None
@@ -338,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         only = args.only.split(",")
         if "writers" in only:
-            bench_writers(url, seconds)
+            counts = tuple(int(n) for n in args.writers.split(","))
+            bench_writers(url, seconds, counts=counts)
         if "batched" in only:
             bench_batched(url, events, rounds=2)
         if "rebuild" in only:

@@ -28,6 +28,7 @@ FULL: list[list[str]] = [
     ["server_bench.py"],
     ["pg_bench.py"],
     ["hostile_bench.py"],
+    ["hermes_bench.py"],
 ]
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
@@ -36,6 +37,12 @@ QUICK: dict[str, list[str]] = {
     "analysis_bench.py": ["--messages", "100000"],
     "policy_bench.py": ["--turns", "100", "--samples", "500"],
     "pg_bench.py": ["--quick"],
+    "hermes_bench.py": ["--runs", "3"],
+}
+#: scripts that run in another interpreter: hermes-agent lives in its own venv (``make
+#: hermes-venv``), where this checkout is installed too
+INTERPRETERS: dict[str, str] = {
+    "hermes_bench.py": os.path.join(os.path.dirname(HERE), ".venv-hermes", "bin", "python"),
 }
 
 
@@ -56,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.exists(path):
             continue
         extra = QUICK.get(script, []) if args.quick else []
-        proc = subprocess.run(
-            [sys.executable, path, *extra], check=False, text=True, capture_output=True
-        )
+        python = INTERPRETERS.get(script, sys.executable)
+        if not os.path.exists(python):
+            print(f'{{"bench": "{script}", "skipped": "{python} not found (make hermes-venv)"}}')
+            continue
+        proc = subprocess.run([python, path, *extra], check=False, text=True, capture_output=True)
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 print(line, flush=True)

@@ -107,6 +107,8 @@ def value_depth(value: Any, stop_above: int | None = None) -> int:
 def too_deep(text: str, limit: int | None = None) -> bool:
     """Whether JSON `text` nests deeper than `limit` (default: the limit in force)."""
     bound = max_json_depth() if limit is None else limit
+    if text.count("[") + text.count("{") <= bound:  # each level opens one: cannot be deeper
+        return False
     return json_text_depth(text, bound) > bound
 
 

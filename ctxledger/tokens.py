@@ -10,7 +10,6 @@ published hash; see README).
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -130,22 +129,12 @@ def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCO
     return count_text(msgspec.json.encode(data).decode(), encoding)
 
 
-def _call_chars(call: Mapping[str, Any]) -> int:
-    """Characters of one tool call as sent: its whole JSON envelope (id, type, name, arguments),
-    spaced the way the OpenAI client serializes a request body."""
-    try:
-        return len(json.dumps(call, ensure_ascii=False))
-    except (TypeError, ValueError):
-        return len(str(call))
-
-
 def rough_message_tokens(message: Mapping[str, Any]) -> int:
-    """Hermes's estimate: content chars // 4 + 10 per message + each tool call's chars // 4.
+    """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4.
 
-    A tool call counts as its whole envelope (id, type, function name and arguments),
-    as hermes-agent 0.19 counts it (#28053: arguments alone undercount parallel calls
-    several times over). The fields replayed to the provider (reasoning traces,
-    replay items) count like content: chars // 4.
+    The fields replayed to the provider (reasoning traces, replay items) count like
+    content: chars // 4. (hermes-agent 0.19 counts each tool call's whole envelope; see
+    README "Differences from hermes-agent 0.19.0".)
     """
     content = message.get("content")
     if isinstance(content, str):
@@ -157,13 +146,13 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
         )
     else:
         chars = 0
-    calls = 0
+    args = 0
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
-            calls += _call_chars(call) // 4
-    if len(message) > 2:
+            args += len(str((call.get("function") or {}).get("arguments", "")))
+    if len(message) > 2 and not message.keys() <= _COUNTED_APART:  # (empty text otherwise)
         chars += len(replayed_fields_text(message))
-    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + calls
+    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4
 
 
 def rough_text_tokens(text: str) -> int:

@@ -134,12 +134,23 @@ def _estimate_pairs(hermes: Hermes, messages: list[dict[str, Any]]) -> list[tupl
     pairs = []
     for message, answer in zip(messages, answers, strict=True):
         ours = rough_message_tokens(message)
-        theirs = answer["budget"]
+        theirs = answer["budget"] - _envelope_surplus(message)
         # each field Hermes rounds down on its own can be up to one token under ours
         fields = sum(1 for key in _REPLAY_KEYS if message.get(key) not in (None, ""))
         slack = 2 + fields + theirs // 20 + _spacing_tokens(message)
         pairs.append((message, theirs, theirs if abs(ours - theirs) <= slack else ours))
     return pairs
+
+
+def _envelope_surplus(message: dict[str, Any]) -> int:
+    """Kept on purpose for now (README decisions): Hermes 0.19 counts each tool call's
+    whole envelope (``len(str(call)) // 4``, #28053); ctxledger its arguments. Counting
+    the envelope was tried and reverted: on tiny windows it made the planner's
+    iterated compaction of merged summaries take more than six passes to settle
+    (tests/test_planner_properties.py), which needs its own fix first."""
+    calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
+    envelope = sum(len(str(call)) // 4 for call in calls)
+    return envelope - sum(len(str(c["function"].get("arguments", ""))) for c in calls) // 4
 
 
 def _spacing_tokens(message: dict[str, Any]) -> int:

@@ -6,32 +6,12 @@ on ctxledger alone, so they run without ``.venv-hermes`` too.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from ctxledger.compressor.prune import describe_tool_result
 from ctxledger.compressor.serialize import strip_reasoning
 from ctxledger.runtime.overflow import classify_provider_error, recovery_action
-from ctxledger.tokens import rough_message_tokens
 from ctxledger.usage import normalize_usage
-
-
-def _call(n: int) -> dict[str, object]:
-    return {
-        "id": f"call_{n:04d}",
-        "type": "function",
-        "function": {"name": "terminal", "arguments": json.dumps({"command": f"make check-{n}"})},
-    }
-
-
-def test_rough_estimate_counts_each_tool_call_envelope() -> None:
-    """Arguments alone undercounted four parallel calls ~2.5x (Hermes #28053)."""
-    message = {"role": "assistant", "content": None, "tool_calls": [_call(i) for i in range(4)]}
-    envelopes = sum(len(json.dumps(c)) // 4 for c in message["tool_calls"])  # type: ignore[union-attr]
-    assert rough_message_tokens(message) == 10 + envelopes
-    arguments_only = sum(len(c["function"]["arguments"]) for c in message["tool_calls"]) // 4  # type: ignore[index,union-attr]
-    assert rough_message_tokens(message) > 10 + 3 * arguments_only
 
 
 def test_deepseek_cache_hits_are_cache_reads() -> None:

@@ -278,6 +278,83 @@ def test_a_client_that_leaves_mid_stream_gets_nothing_recorded_and_retries_clean
     assert usage["chain"]["agent_calls"] == 1  # only the completed turn's usage
 
 
+def test_a_client_that_has_seen_the_end_of_a_stream_finds_its_reply_recorded(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    """The openai SDK stops reading at ``data: [DONE]`` and closes the connection before the
+    body's last chunk; the proxy records the reply before it sends the end marker, so the
+    reply is in the ledger the moment the client has the whole answer (this race made the
+    first smoke test flaky: the reply was recorded after the body ended, or not at all)."""
+    fake, upstream_port = upstream
+    fake.event_delay = 0.2  # the upstream keeps its body open a while after [DONE]
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    with _served(tmp_path, *args) as (base, _proc):
+        client = openai.OpenAI(
+            base_url=base + "/v1",
+            api_key="sk-real-client",
+            max_retries=0,
+            default_headers={"X-Ctxledger-Session": "ender"},
+        )
+        stream = client.chat.completions.create(
+            model="gpt-4.1",
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "the end, please"}],
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        view = httpx.get(base + "/v1/sessions/ender/api-messages", timeout=30).json()
+        usage = httpx.get(base + "/v1/sessions/ender/usage", timeout=30).json()
+    assert [(m["role"], m["content"]) for m in view["messages"]] == [
+        ("user", "the end, please"),
+        ("assistant", text),
+    ]
+    assert usage["chain"]["agent_calls"] == 1
+
+
+def test_a_client_that_leaves_while_waiting_for_its_turn_is_forgotten(
+    tmp_path: Path, upstream: tuple[FakeUpstream, int]
+) -> None:
+    """A second request of a session waits for the first one's turn; its client gives up
+    (read timeout) and hangs up: the wait is abandoned, it never reaches the model."""
+    fake, upstream_port = upstream
+    calls = threading.Semaphore(0)
+    fake.on_request = lambda seen: calls.release()
+    fake.event_delay = 0.3  # the first turn streams slowly: the second waits behind it
+    args = ("--upstream", f"http://127.0.0.1:{upstream_port}/v1", "--log-level", "warning")
+    question = [{"role": "user", "content": "first question"}]
+    headers = {"X-Ctxledger-Session": "patient"}
+    with _served(tmp_path, *args) as (base, _proc):
+        url = base + "/v1/chat/completions"
+
+        def first() -> None:
+            body = {"model": "gpt-4.1", "stream": True, "messages": question}
+            with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as resp:
+                resp.read()
+
+        turn = threading.Thread(target=first)
+        turn.start()
+        assert calls.acquire(timeout=60)  # the first request holds the session's turn
+        with pytest.raises(httpx.ReadTimeout):  # the impatient duplicate hangs up
+            httpx.post(
+                url,
+                json={"model": "gpt-4.1", "messages": question},
+                headers=headers,
+                timeout=httpx.Timeout(30, read=0.5),
+            )
+        turn.join(60)
+        fake.event_delay = 0.0
+        with httpx.Client(timeout=30) as http:
+            view = http.get(base + "/v1/sessions/patient/api-messages").json()["messages"]
+            nxt = [*question, view[-1], {"role": "user", "content": "second question"}]
+            res = http.post(url, json={"model": "gpt-4.1", "messages": nxt}, headers=headers)
+            assert res.status_code == 200
+    # the next turn waited behind any request still queued: the one that left never ran
+    assert [seen.messages[-1]["content"] for seen in fake.requests] == [
+        "first question",
+        "second question",
+    ]
+
+
 def test_shutdown_finishes_an_in_flight_turn_and_records_it(
     tmp_path: Path, upstream: tuple[FakeUpstream, int]
 ) -> None:

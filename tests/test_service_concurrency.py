@@ -160,7 +160,7 @@ def no_lease(monkeypatch: pytest.MonkeyPatch) -> None:
     wait that ran out): the log's expected versions alone must keep the outcome right."""
 
     @contextlib.asynccontextmanager
-    async def never_held(db: str | None, root: str, wait: float) -> AsyncIterator[bool]:
+    async def never_held(store: object, root: str, wait: float) -> AsyncIterator[bool]:
         yield False
 
     monkeypatch.setattr(service_module, "chain_lease", never_held)

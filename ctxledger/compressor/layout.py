@@ -9,6 +9,7 @@ visible reply, oversized arguments and long results. The planner
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,86 +90,183 @@ def _maybe_summary(content: Any, starts: frozenset[str], end: str) -> bool:
     )
 
 
-def _scan(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> Layout:
-    """The single pass over every message; kept tight because it dominates planning time."""
-    n = len(messages)
-    layout = Layout(n=n, roles=[m.get("role") for m in messages])
-    call_of, call_ids = layout.call_of, layout.call_ids
-    result_owner, answered = layout.result_owner, layout.answered
-    owner_of: dict[str, int] = {}
-    group_last: dict[int, int] = {}  # assistant -> index of its last result
-    starts = _summary_starts()
-    end_marker = markers.summary_end_marker()
-    last_char = end_marker[-1:]
-    min_chars, args_over = config.prune_min_chars, config.args_truncate_over
-    for i, role in enumerate(layout.roles):
-        msg = messages[i]
-        if role == "tool":
-            call_id = msg["tool_call_id"]
-            owner = owner_of.get(call_id, -1)
-            if 0 <= owner < i and call_id not in answered:
-                result_owner[i] = owner
-                answered.add(call_id)
-                group_last[owner] = i
+@dataclass(slots=True)
+class Scanner:
+    """The layout's raw state for a prefix of the list, so a longer list extends it.
+
+    ``feed`` scans messages from where the last feed stopped; ``finish`` derives the
+    layout (spans, anchors). A scanner is copied before it is extended, so a layout
+    already handed out never changes under its reader.
+    """
+
+    min_chars: int
+    args_over: int
+    roles: list[Any] = field(default_factory=list)
+    call_of: dict[str, Any] = field(default_factory=dict)
+    call_ids: dict[int, list[str]] = field(default_factory=dict)
+    result_owner: dict[int, int] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+    owner_of: dict[str, int] = field(default_factory=dict)
+    group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
+    long_args: list[int] = field(default_factory=list)
+    long_results: list[int] = field(default_factory=list)
+    summaries: list[int] = field(default_factory=list)
+    merged: set[int] = field(default_factory=set)
+    redeclared: int = 0  # call ids issued again (a later call takes over the id)
+    owners: list[int] = field(default_factory=list)  # the keys of group_last, sorted
+    span_start: list[int] = field(default_factory=list)  # as in Layout, up to `touched`
+    span_end: list[int] = field(default_factory=list)
+    touched: int | None = None  # the first group changed since the spans were merged
+
+    def copy(self) -> Scanner:
+        return Scanner(
+            min_chars=self.min_chars, args_over=self.args_over, roles=list(self.roles),
+            call_of=dict(self.call_of), call_ids=dict(self.call_ids),
+            result_owner=dict(self.result_owner), answered=set(self.answered),
+            owner_of=dict(self.owner_of), group_last=dict(self.group_last),
+            long_args=list(self.long_args), long_results=list(self.long_results),
+            summaries=list(self.summaries), merged=set(self.merged),
+            redeclared=self.redeclared, owners=list(self.owners),
+            span_start=list(self.span_start), span_end=list(self.span_end), touched=self.touched,
+        )  # fmt: skip
+
+    def feed(self, messages: Sequence[Mapping[str, Any]]) -> Scanner:
+        """Scan the messages after the ones already scanned; raises InvalidMessage."""
+        try:
+            candidates = self._scan(messages, len(self.roles))
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise InvalidMessage(
+                f"plan() needs validated OpenAI messages (see messages.validate_messages): {exc!r}"
+            ) from None
+        for i in candidates:
+            split = split_merged(messages[i])
+            if split is not None:
+                self.summaries.append(i)
+                if split[1] is not None:
+                    self.merged.add(i)
+        return self
+
+    def _scan(self, messages: Sequence[Mapping[str, Any]], first: int) -> list[int]:
+        """The single pass over new messages; kept tight because it dominates planning time."""
+        roles = [m.get("role") for m in itertools.islice(messages, first, None)]
+        self.roles.extend(roles)
+        call_of, call_ids, owner_of = self.call_of, self.call_ids, self.owner_of
+        result_owner, answered, group_last = self.result_owner, self.answered, self.group_last
+        candidates: list[int] = []
+        changed: list[int] = []  # owners whose group gained a result
+        starts, min_chars, args_over = _summary_starts(), self.min_chars, self.args_over
+        end_marker = markers.summary_end_marker()
+        last_char = end_marker[-1:]
+        for i, role in enumerate(roles, first):
+            msg = messages[i]
+            if role == "tool":
+                call_id = msg["tool_call_id"]
+                owner = owner_of.get(call_id, -1)
+                if 0 <= owner < i and call_id not in answered:
+                    result_owner[i] = owner
+                    answered.add(call_id)
+                    group_last[owner] = i
+                    changed.append(owner)
+                content = msg.get("content")
+                if (
+                    (len(content) >= min_chars)
+                    if type(content) is str
+                    else isinstance(content, list)
+                ):
+                    self.long_results.append(i)
+                continue
             content = msg.get("content")
-            if (len(content) >= min_chars) if type(content) is str else isinstance(content, list):
-                layout.long_results.append(i)
-            continue
-        content = msg.get("content")
-        # the first-character test is inlined: it runs for every message
-        if (
-            content
-            and (
-                type(content) is not str
-                or content[:1] in starts
-                or content[:1].isspace()
-                or content[-1:] == last_char
-            )
-            and role in ("user", "assistant")
-            and _maybe_summary(content, starts, end_marker)
-        ):
-            layout.summaries.append(i)
-        if role == "assistant":
-            tool_calls = msg.get("tool_calls")
-            if tool_calls:
-                ids = call_ids[i] = []
-                long = False
-                for call in tool_calls:
-                    call_id = call["id"]
-                    call_of[call_id] = call
-                    owner_of[call_id] = i
-                    ids.append(call_id)
-                    long = long or len(call["function"]["arguments"]) > args_over
-                if long:
-                    layout.long_args.append(i)
-    # a cut before i is invalid when an earlier call's group reaches i; overlapping
-    # groups (results interleaved across calls) merge into one unsplittable span
-    for start, end in sorted(group_last.items()):
-        if layout.span_end and start <= layout.span_end[-1]:
-            layout.span_end[-1] = max(layout.span_end[-1], end)
+            # the first-character test is inlined: it runs for every message
+            if (
+                content
+                and (
+                    type(content) is not str
+                    or content[:1] in starts
+                    or content[:1].isspace()
+                    or content[-1:] == last_char
+                )
+                and role in ("user", "assistant")
+                and _maybe_summary(content, starts, end_marker)
+            ):
+                candidates.append(i)
+            if role == "assistant":
+                tool_calls = msg.get("tool_calls")
+                if tool_calls:
+                    ids = call_ids[i] = []
+                    long = False
+                    for call in tool_calls:
+                        call_id = call["id"]
+                        if call_id in call_of:
+                            self.redeclared += 1
+                        call_of[call_id] = call
+                        owner_of[call_id] = i
+                        ids.append(call_id)
+                        long = long or len(call["function"]["arguments"]) > args_over
+                    if long:
+                        self.long_args.append(i)
+        self._note_groups(changed)
+        return candidates
+
+    def _note_groups(self, changed: list[int]) -> None:
+        """Record the owners new to `owners` (kept sorted) and the first group touched."""
+        owners = self.owners
+        for owner in changed:
+            if not owners or owner > owners[-1]:
+                owners.append(owner)
+            else:
+                at = bisect.bisect_left(owners, owner)
+                if owners[at] != owner:
+                    owners.insert(at, owner)
+        if changed:
+            first = min(changed)
+            self.touched = first if self.touched is None else min(self.touched, first)
+
+    def _merge_spans(self) -> None:
+        """Bring the spans up to date, re-merging only the groups from the first changed one.
+
+        A cut before i is invalid when an earlier call's group reaches i; overlapping
+        groups (results interleaved across calls) merge into one unsplittable span.
+        """
+        lo = self.touched
+        if lo is None:
+            return
+        self.touched = None
+        starts, ends = self.span_start, self.span_end
+        k = bisect.bisect_right(starts, lo) - 1
+        if k >= 0 and ends[k] >= lo:
+            lo = starts[k]  # the span holding the change is merged again
         else:
-            layout.span_start.append(start)
-            layout.span_end.append(end)
-    layout.has_system = n > 0 and layout.roles[0] == "system"
-    return layout
+            k += 1
+        del starts[k:], ends[k:]
+        group_last = self.group_last
+        for start in self.owners[bisect.bisect_left(self.owners, lo) :]:
+            end = group_last[start]
+            if ends and start <= ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+
+    def finish(self, messages: Sequence[Mapping[str, Any]]) -> Layout:
+        """The layout of `messages` (the list this scanner has scanned entirely)."""
+        n = len(self.roles)
+        self._merge_spans()
+        layout = Layout(
+            n=n, roles=self.roles, call_of=self.call_of, call_ids=self.call_ids,
+            result_owner=self.result_owner, answered=self.answered,
+            long_args=self.long_args, long_results=self.long_results,
+            summaries=self.summaries, merged=self.merged,
+            has_system=n > 0 and self.roles[0] == "system",
+            span_start=self.span_start, span_end=self.span_end,
+        )  # fmt: skip
+        _find_anchors(messages, layout)
+        return layout
 
 
 def message_layout(messages: Sequence[Mapping[str, Any]], config: CompressionConfig) -> Layout:
-    try:
-        layout = _scan(messages, config)
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise InvalidMessage(
-            f"plan() needs validated OpenAI messages (see messages.validate_messages): {exc!r}"
-        ) from None
-    candidates, layout.summaries = layout.summaries, []
-    for i in candidates:
-        split = split_merged(messages[i])
-        if split is not None:
-            layout.summaries.append(i)
-            if split[1] is not None:
-                layout.merged.add(i)
-    _find_anchors(messages, layout)
-    return layout
+    """The layout of `messages`, scanned from scratch."""
+    scanner = Scanner(config.prune_min_chars, config.args_truncate_over)
+    return scanner.feed(messages).finish(messages)
 
 
 def _find_anchors(messages: Sequence[Mapping[str, Any]], layout: Layout) -> None:

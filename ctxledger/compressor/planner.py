@@ -45,9 +45,10 @@ import msgspec
 
 from ctxledger.compressor import markers
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.layout import Layout, message_layout
+from ctxledger.compressor.layout import Layout
 from ctxledger.compressor.markers import split_merged
-from ctxledger.compressor.prune import Prune, newest_copies, prune_messages
+from ctxledger.compressor.plancache import PlanCache, Scan, scan
+from ctxledger.compressor.prune import Prune
 from ctxledger.errors import InvalidInput
 from ctxledger.messages import content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
@@ -153,6 +154,7 @@ class _Job:
     layout: Layout
     force: bool
     base: dict[str, Any]  # plan fields known before any decision
+    scan: Scan  # the layout's source, with the rewrites already built for these messages
 
 
 def _head_end(layout: Layout, head_size: int, notes: list[str]) -> int:
@@ -350,7 +352,7 @@ def _checked_counts(
 
 def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int]:
     """Phase-1 rewrites of the summarized messages, and the tokens they save."""
-    messages, layout, config, counts = job.messages, job.layout, job.config, job.counts
+    messages, layout, counts, the_scan = job.messages, job.layout, job.counts, job.scan
     lo, hi = b.head_end, b.tail_start
     results, long_args = layout.long_results, layout.long_args
     # only long results and oversized calls can be rewritten: the layout listed them
@@ -362,16 +364,16 @@ def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int
         )
         if i not in kept_mid
     )
-    prunes = prune_messages(
-        messages,
-        targets,
-        calls=layout.call_of,
-        newest=newest_copies(messages, config.prune_min_chars, results),
-        min_chars=config.prune_min_chars,
-        args_over=config.args_truncate_over,
-        args_leaf_keep=config.args_leaf_keep,
-    )
-    saved = sum(max(0, counts[p.index] - rough_message_tokens(p.replacement)) for p in prunes)
+    prunes: list[Prune] = []
+    saved = 0
+    resolved = the_scan.resolved  # the rewrites built by earlier plans of this list
+    for i in targets:
+        found = resolved.get(i)
+        prune, tokens = found if found is not None else the_scan.prune(messages, i)
+        if prune is not None:
+            prunes.append(prune)
+            if counts[i] > tokens:
+                saved += counts[i] - tokens
     return prunes, saved
 
 
@@ -392,6 +394,7 @@ def plan(
     pinned: Collection[int] = (),
     compaction_count: int = 0,
     force: bool = False,
+    cache: PlanCache | None = None,
 ) -> CompactionPlan:
     """Plan one compaction of the API message list `messages` (system message at 0 if any).
 
@@ -399,6 +402,9 @@ def plan(
     `pinned` are indices the user pinned; `compaction_count` is how many compactions
     the session chain has had. `force` (manual ``/compress``) plans even when disabled
     or when the result would not be smaller, but never produces an invalid plan.
+    `cache` (:class:`~ctxledger.compressor.plancache.PlanCache`) reuses what an earlier
+    plan of a prefix of the same message objects found; give one only for messages
+    that are never mutated in place. The plan is the same with or without it.
     Raises InvalidInput when `token_counts` does not match `messages`.
     """
     counts = _checked_counts(messages, token_counts)
@@ -409,12 +415,13 @@ def plan(
     }  # fmt: skip
     if not config.enabled and not force:
         return CompactionPlan(action="skip", skip_reason="disabled", **base)
-    layout = message_layout(messages, config)
+    the_scan = scan(messages, config, cache)
+    layout = the_scan.layout
     compacted = compaction_count >= 1 or bool(layout.summaries)
     head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)
     if len(messages) <= head_size + 4:
         return CompactionPlan(action="skip", skip_reason="too_few_messages", **base)
-    job = _Job(messages, config, counts, context_length, layout, force, base)
+    job = _Job(messages, config, counts, context_length, layout, force, base, the_scan)
     bounds = _boundaries(job, head_size, pinned)
     if isinstance(bounds, str):
         return CompactionPlan(action="skip", skip_reason=bounds, **base)

@@ -26,6 +26,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from ctxledger.compressor.copies import (
+    CopyGroups,
+    comparable,
+    group_copies,
+    newest_copies,
+    resolve_copies,
+)
 from ctxledger.compressor.toolcalls import (
     DIR_KEYS,
     EDITOR_TOOLS,
@@ -44,15 +51,19 @@ from ctxledger.messages import Message
 
 __all__ = [
     "CallInfo",
+    "CopyGroups",
     "Prune",
     "PruneKind",
     "call_index",
     "call_info",
     "describe_tool_result",
     "duplicate_marker",
+    "group_copies",
     "newest_copies",
     "prune_messages",
+    "prune_one",
     "prune_tool_result",
+    "resolve_copies",
     "truncate_arguments",
     "truncate_call_arguments",
 ]
@@ -426,68 +437,6 @@ def truncate_call_arguments(
     return {**message, "tool_calls": new_calls}
 
 
-# --- duplicates ------------------------------------------------------------------------
-
-_KEY_EDGE = 64
-
-
-def _comparable(content: Any) -> str | bytes | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        try:
-            return msgspec.json.encode(content)
-        except (TypeError, msgspec.EncodeError):
-            return None
-    return None
-
-
-def newest_copies(
-    messages: Sequence[Mapping[str, Any]],
-    min_chars: int = 200,
-    indices: Iterable[int] | None = None,
-) -> dict[int, int]:
-    """Older tool result index -> index of the newest identical result (>= `min_chars`).
-
-    `indices` limits the search to those messages (e.g. the tool results already known
-    to be long). Contents are grouped by length and edges first, so only likely twins
-    are compared in full; hashing every long output would dominate planning time.
-    """
-    groups: dict[tuple[int, Any, Any], list[tuple[int, str | bytes]]] = {}
-    for i in range(len(messages)) if indices is None else indices:
-        msg = messages[i]
-        if msg.get("role") != "tool":
-            continue
-        value = msg.get("content")
-        if type(value) is not str:  # str is the common case: skip the call
-            value = _comparable(value)
-            if value is None:
-                continue
-        size = len(value)
-        if size < min_chars:
-            continue
-        key = (size, value[:_KEY_EDGE], value[-_KEY_EDGE:])
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [(i, value)]
-        else:
-            group.append((i, value))
-    older_to_newest: dict[int, int] = {}
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        remaining = group[::-1]  # newest first
-        while remaining:
-            (newest, value), rest = remaining[0], remaining[1:]
-            remaining = []
-            for i, other in rest:
-                if other == value:
-                    older_to_newest[i] = newest
-                else:
-                    remaining.append((i, other))
-    return older_to_newest
-
-
 # --- the pass ---------------------------------------------------------------------------
 
 
@@ -535,7 +484,7 @@ def prune_tool_result(
         call = (name if isinstance(name, str) and name else "tool", "")
     name, arguments = call
     content = message.get("content")
-    size = len(content) if type(content) is str else len(_comparable(content) or "")
+    size = len(content) if type(content) is str else len(comparable(content) or "")
     if newer_call_id is not None:
         replacement = duplicate_marker(name, newer_call_id, size)
         kind: PruneKind = "duplicate"
@@ -575,31 +524,42 @@ def prune_messages(
         calls = call_index(messages)
     if newest is None:
         newest = newest_copies(messages, min_chars)
-    prunes: list[Prune] = []
-    for i in sorted(indices):
-        msg = messages[i]
-        role = msg.get("role")
-        if role == "tool":
-            call_id = msg.get("tool_call_id")
-            call = calls.get(call_id) if isinstance(call_id, str) else None
-            newer = newest.get(i)
-            newer_id = str(messages[newer].get("tool_call_id")) if newer is not None else None
-            prune = prune_tool_result(
-                i,
-                msg,
-                call_info(call) if call is not None else None,
-                newer_call_id=newer_id,
-                min_chars=min_chars,
-            )
-        elif role == "assistant" and msg.get("tool_calls"):
-            shorter = truncate_call_arguments(msg, over=args_over, leaf_keep=args_leaf_keep)
-            prune = (
-                Prune(index=i, kind="args_truncated", replacement=shorter)
-                if shorter is not None
-                else None
-            )
-        else:
-            continue
-        if prune is not None:
-            prunes.append(prune)
-    return prunes
+    prunes = (
+        prune_one(messages, i, calls, newest, min_chars, args_over, args_leaf_keep)
+        for i in sorted(indices)
+    )
+    return [p for p in prunes if p is not None]
+
+
+def prune_one(
+    messages: Sequence[Mapping[str, Any]],
+    i: int,
+    calls: Mapping[str, Any],
+    newest: Mapping[int, int],
+    min_chars: int,
+    args_over: int,
+    args_leaf_keep: int,
+) -> Prune | None:
+    """The phase-1 rewrite of message `i`, or None (see :func:`prune_messages`)."""
+    msg = messages[i]
+    role = msg.get("role")
+    if role == "tool":
+        call_id = msg.get("tool_call_id")
+        call = calls.get(call_id) if isinstance(call_id, str) else None
+        newer = newest.get(i)
+        newer_id = str(messages[newer].get("tool_call_id")) if newer is not None else None
+        return prune_tool_result(
+            i,
+            msg,
+            call_info(call) if call is not None else None,
+            newer_call_id=newer_id,
+            min_chars=min_chars,
+        )
+    if role == "assistant" and msg.get("tool_calls"):
+        shorter = truncate_call_arguments(msg, over=args_over, leaf_keep=args_leaf_keep)
+        return (
+            Prune(index=i, kind="args_truncated", replacement=shorter)
+            if shorter is not None
+            else None
+        )
+    return None

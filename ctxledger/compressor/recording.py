@@ -18,6 +18,7 @@ from ctxledger.clock import Clock, IdGenerator
 from ctxledger.compressor.assemble import apply as assemble
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.markers import split_merged
+from ctxledger.compressor.plancache import PlanCache
 from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import strip_reasoning
@@ -37,6 +38,10 @@ from ctxledger.events import (
 )
 from ctxledger.messages import JSON, content_text
 from ctxledger.tokens import count_message
+
+#: the scans of the live views planned lately: their messages are the projections',
+#: never mutated in place, so a session re-planned as it grows scans only what is new
+PLAN_CACHE = PlanCache()
 
 
 class CompactionInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,6 +97,7 @@ def prepare(
         pinned=pinned,
         compaction_count=inp.compaction_count,
         force=force,
+        cache=PLAN_CACHE,
     )
     if the_plan.action != "compress":
         return Prepared(input=inp, config=config, plan=the_plan, request=None)

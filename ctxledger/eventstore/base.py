@@ -22,6 +22,7 @@ from __future__ import annotations
 import abc
 import hashlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Literal, NamedTuple, Self
 
 import msgspec
@@ -46,6 +47,8 @@ from ctxledger.events import (
     sha256_hex,
     upcast_stored,
 )
+from ctxledger.eventstore import leases
+from ctxledger.eventstore.leases import LocalLeases, Release
 
 Durability = Literal["full", "normal"]
 
@@ -401,6 +404,26 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    # --- leases (see :mod:`ctxledger.eventstore.leases`) -----------------------------------
+
+    def try_lease(self, key: str) -> Release | None:
+        """Take lease `key` if nobody holds it, without waiting: a release function, else None.
+
+        Backends override this with a lock every process using the same log sees; this
+        default is process-local (right for a store no other process can open).
+        """
+        local: LocalLeases = self.__dict__.setdefault("_local_leases", LocalLeases())
+        return local.try_lease(key)
+
+    def lease(self, key: str, wait: float | None = None) -> AbstractContextManager[bool]:
+        """Hold lease `key` for the ``with`` block, waiting (blocking) up to `wait` seconds
+        (None: until it is free); yields whether it is held."""
+        return leases.hold(self, key, wait)
+
+    def alease(self, key: str, wait: float | None = None) -> AbstractAsyncContextManager[bool]:
+        """:meth:`lease` for async code: waits without blocking the event loop, cancellable."""
+        return leases.hold_async(self, key, wait)
 
     def local_index_path(self, name: str) -> str:
         """The SQLite file where a derived index named `name` of this log may live.

@@ -4,16 +4,21 @@ The second backend of :class:`~ctxledger.eventstore.base.EventStore` (optional e
 ``ctxledger[postgres]``, psycopg 3). Same tables as the SQLite store (see
 :mod:`ctxledger.eventstore.postgres_schema`), same hash chain, same verifier.
 
-Ordering: an append takes a transaction-scoped advisory lock (one key per ledger
-schema) and only then reads the log's tail, in a statement of its own: under READ
-COMMITTED each statement sees every transaction committed before it started, so the
-tail read after the lock is granted is the true tail. The lock is held until the
-commit, so commit order is seq order: ``seq`` is gapless, each event's hash chains
-to the event before it exactly as in SQLite, and a reader tailing by seq can never
-see seq n+1 before seq n. ``UNIQUE (event_id)`` and ``UNIQUE (stream_id, version)``
-back the checks up. A small append is one round trip, a call of the server-side
-function ``ctxledger_append`` (the lock is never held across the network); the
-others are two or three (:mod:`ctxledger.eventstore.postgres_append`).
+Ordering: appends group-commit and are then sealed. An append inserts its rows
+*unsealed* (``seq`` and ``hash`` NULL) and commits without any lock, so the WAL
+flushes of concurrent appenders' commits are shared; ``UNIQUE (stream_id, version)``
+and ``UNIQUE (event_id)`` decide races (versions are checked against every row,
+sealed or not). Then whoever holds the append lock (a transaction-scoped advisory
+lock, one key per ledger schema) *seals* every unsealed row it can see, in insertion
+order: the next gapless ``seq``, each hash chained to the one before exactly as in
+SQLite, one transaction (one flush) for many appends, and a notification. An
+appender that finds the lock taken waits for it (no polling): if the sealer of the
+moment did not see its rows, or died (its transaction rolls back, the lock goes),
+it seals them itself. An append returns only once its rows are sealed and that
+commit is flushed. Readers see sealed rows only, and the lock is held until the
+seal commits, so seq order is commit order: a reader tailing by seq never sees
+seq n+1 before seq n, nor an event a crash can take back. The details are in
+:mod:`ctxledger.eventstore.postgres_append` and migration ``0003``.
 
 Connections come from a ``psycopg_pool`` pool (autocommit; one per thread at a
 time). A connection found broken (the server restarted) is dropped and the
@@ -62,7 +67,9 @@ from ctxledger.eventstore.base import (
     decode_rows,
     prepare_append,
 )
+from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
+from ctxledger.eventstore.postgres_leases import PgLeases
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
@@ -75,6 +82,8 @@ _VERIFY_BATCH = 4000
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
 _IDLE_REREAD = 1.0
+#: an append that keeps losing races to other appenders of its streams gives up
+_RACE_RETRIES = 50
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
 
 
@@ -114,6 +123,7 @@ class PostgresEventStore(EventStore):
         durability: Durability = "full",
         blob_threshold: int = BLOB_THRESHOLD,
         pool_size: int = 4,
+        lease_pool_size: int = 8,
         connect_timeout: float = 10.0,
         index_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -127,8 +137,10 @@ class PostgresEventStore(EventStore):
             )
         if durability not in ("full", "normal"):
             raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
-        if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
-            raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
+        if blob_threshold < 1 or min(pool_size, lease_pool_size) < 1 or connect_timeout <= 0:
+            raise InvalidConfig(
+                "blob_threshold, pool_size and lease_pool_size must be >= 1, connect_timeout > 0"
+            )
         self.durability = durability
         self.where = _describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
@@ -145,6 +157,9 @@ class PostgresEventStore(EventStore):
             "options": f"-c search_path={self.schema} -c synchronous_commit={commit}",
         }
         self.ledger_id = self._migrate()
+        self._leases = PgLeases(
+            conninfo, self._kwargs, self.schema, size=lease_pool_size, timeout=connect_timeout
+        )
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             conninfo,
             # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
@@ -247,6 +262,23 @@ class PostgresEventStore(EventStore):
         return self._run("append", lambda conn: self._append(conn, batches, new_blobs))
 
     def _append(
+        self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
+    ) -> dict[str, int]:
+        """The append; retried when another appender took a version or stream id first."""
+        for _ in range(_RACE_RETRIES):
+            try:
+                return self._append_once(conn, batches, new_blobs)
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected) as exc:
+                if not isinstance(exc, psycopg.errors.DeadlockDetected) and (
+                    exc.diag.constraint_name not in q.RACES
+                ):
+                    raise
+        raise StoreError(
+            f"could not append in {self.where}: {_RACE_RETRIES} attempts in a row lost a race "
+            "with other appenders to the same streams; retry later"
+        )
+
+    def _append_once(
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
         try:
@@ -432,11 +464,28 @@ class PostgresEventStore(EventStore):
         os.makedirs(base, mode=0o700, exist_ok=True)
         return os.path.join(os.fspath(base), f"{self.ledger_id}.{name}.db")
 
+    # --- leases -------------------------------------------------------------------------
+
+    def try_lease(self, key: str) -> Release | None:
+        """A session-level advisory lock on a connection of the lease pool, held until
+        release (see :mod:`.postgres_leases`)."""
+        if self._closed:
+            raise StoreError(
+                f"the event store {self.where} is closed; open a new PostgresEventStore"
+            )
+        try:
+            return self._leases.try_lease(key)
+        except psycopg.Error as exc:
+            raise self._translate(exc, f"take lease {key!r}") from exc
+        except psycopg_pool.PoolTimeout as exc:
+            raise ConnectionLost(f"could not take lease {key!r} on {self.where}: {exc}") from exc
+
     def close(self) -> None:
-        """Close the pool (idempotent)."""
+        """Close the pools (idempotent); leases still held are dropped with their connections."""
         if not self._closed:
             self._closed = True
             self._pool.close()
+            self._leases.close()
 
 
 def _check_blobs(conn: Conn) -> dict[str, str | None]:

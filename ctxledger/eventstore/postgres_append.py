@@ -1,13 +1,17 @@
 """How the PostgreSQL store writes an append (see :mod:`ctxledger.eventstore.postgres`).
 
-Two paths, the same rows and hashes. A small append without blobs is one call of the
-server-side function ``ctxledger_append`` (migration ``0002``): one round trip, and
-the append lock is held only while the server runs it and commits. Anything else
-(blobs, batches of more than 16 events, and the retry after a stale version or a
-stored event id) runs the client-side transaction: statements bound client-side
-and sent several per message (``BEGIN; lock; tail; versions; next stream id``, then
-the rows as ``EXECUTE``s of statements each pool connection prepared, or a binary
-``COPY`` for a batch, ``pg_notify`` and ``COMMIT``), the hashes computed here.
+Two paths, the same rows and hashes. A small append without blobs (every chat turn)
+is one call of the server-side function ``ctxledger_insert`` (migration ``0003``),
+its own transaction: the version checks, the streams and the rows, inserted
+unsealed; if the append lock is free it also seals (``ctxledger_seal``) in the same
+transaction, so an append alone costs one flush. Else it commits (sharing the flush
+with other appenders' commits) and a second call, ``ctxledger_await``, waits for the
+lock and seals whatever is still unsealed. Anything else (blobs, batches of more
+than 16 events, and the retry after a stale version or a stored event id) runs the
+client-side transaction: statements bound client-side and sent several per message
+(``BEGIN; lock; seal what waits; versions; stream ids``, then the rows as
+``EXECUTE``s of statements each pool connection prepared, or a binary ``COPY`` for a
+batch, written sealed with the hashes computed here, ``pg_notify`` and ``COMMIT``).
 """
 
 from __future__ import annotations
@@ -33,14 +37,14 @@ _IDLE = psycopg.pq.TransactionStatus.IDLE
 #: the statements a connection prepared (``_prepare``): planned once per connection
 _HEAD = (
     "SELECT pg_advisory_xact_lock(%s);"
-    "EXECUTE ctxledger_tail;"
+    "EXECUTE ctxledger_seal(%s);"
     "EXECUTE ctxledger_streams(%s);"
-    "EXECUTE ctxledger_next_stream"
+    "EXECUTE ctxledger_next_streams(%s)"
 )
 _PREPARED = {
-    "ctxledger_tail": q.TAIL,
+    "ctxledger_seal(text)": q.SEAL,
     "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
-    "ctxledger_next_stream": q.NEXT_STREAM_ID,
+    "ctxledger_next_streams(integer)": q.NEXT_STREAM_IDS,
     "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
         q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
     ),
@@ -48,10 +52,18 @@ _PREPARED = {
 _INSERT_ROW = "EXECUTE ctxledger_insert(%s, %s, %s, %s, %s, %s, %s, %s)"
 #: appends of up to this many events send their rows as literals, with the COMMIT
 _INLINE_ROWS = 16
-#: appends without blobs of up to this many events are one ``ctxledger_append`` call
+#: appends without blobs of up to this many events go through ``ctxledger_insert``
+#: (which numbers an append's rows ``pid = n * 1000 + k``: keep this under 1000)
 CALL_ROWS = 16
 _json = msgspec.json.Encoder().encode
 _COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
+
+
+def _rollback(conn: Conn) -> None:
+    """End a failed transaction before the connection goes back to the pool."""
+    if not conn.closed and conn.info.transaction_status != _IDLE:
+        with contextlib.suppress(psycopg.Error):  # keep the original error
+            conn.execute("ROLLBACK")
 
 
 def _results(cur: psycopg.ClientCursor[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
@@ -71,11 +83,24 @@ class Appender:
         self.channel = channel
 
     def call(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
-        """A small append without blobs: one ``ctxledger_append`` call, one round trip
-        (autocommit: the statement is its own transaction). The header pieces are
-        JSON-encoded here, so the server hashes exactly ``chain_header``'s bytes."""
+        """A small append without blobs: one ``ctxledger_insert`` call (autocommit: its
+        own transaction) inserts the rows unsealed, and seals them if the append lock
+        is free; else one ``ctxledger_await`` call waits for the sealer of the moment
+        and seals them if it did not. The header pieces are JSON-encoded here, so the
+        server hashes exactly ``chain_header``'s bytes."""
+        params = self.call_params(batches)
+        found = conn.execute(q.CALL_INSERT, params).fetchone()
+        assert found is not None
+        versions, sealed = found
+        if not sealed:
+            conn.execute(q.CALL_AWAIT, (self.key, self.channel, params[6]))
+        return {b.stream: int(v) for b, v in zip(batches, versions, strict=True)}
+
+    def call_params(self, batches: list[PreparedBatch]) -> tuple[Any, ...]:
+        """The arguments of ``ctxledger_insert`` (those of migration 0002's
+        ``ctxledger_append`` too) for `batches`."""
         rows = [row for batch in batches for row in batch.rows]
-        params = (
+        return (
             self.key,
             self.channel,
             [b.stream for b in batches],
@@ -88,9 +113,6 @@ class Appender:
             [r[3] for r in rows],
             [_json((r[0], r[1], r[2]))[1:-1] for r in rows],
         )
-        found = conn.execute(q.CALL_APPEND, params).fetchone()
-        assert found is not None
-        return {b.stream: int(v) for b, v in zip(batches, found[0], strict=True)}
 
     def transaction(
         self,
@@ -113,8 +135,9 @@ class Appender:
                 cur.execute("BEGIN")
                 self._store_blobs(conn, new_blobs)  # before the lock: big bytes, no ordering
             # the lock first; then statements of their own, whose snapshots see every commit
-            cur.execute(_HEAD if new_blobs else "BEGIN;" + _HEAD, (self.key, names))
-            _, tail, found_rows, next_id_rows = _results(cur)[-4:]
+            head = (self.key, self.channel, names, len(names))
+            cur.execute(_HEAD if new_blobs else "BEGIN;" + _HEAD, head)
+            _, tail, found_rows, id_rows = _results(cur)[-4:]
             found = {str(s): (int(i), int(v)) for s, i, v in found_rows}
             current: list[tuple[int | None, int]] = [found.get(n, (None, 0)) for n in names]
             stale = next(
@@ -127,18 +150,18 @@ class Appender:
             )
             if stale is not None or check_ids:
                 if self._already_stored(conn, batches):
-                    conn.execute("ROLLBACK")  # a re-send: nothing to write
+                    conn.execute("COMMIT")  # a re-send: only the seal of what was waiting
                     return {n: version for n, (_, version) in zip(names, current, strict=True)}
                 if stale is not None:
+                    # keep the seal of what was waiting (this append's blobs go with it)
+                    conn.execute("ROLLBACK" if new_blobs else "COMMIT")
                     raise ConcurrencyError(
                         stale[0].stream, stale[0].expected_version or 0, stale[1]
                     )
             seq, prev = (int(tail[0][0]), str(tail[0][1])) if tail else (0, GENESIS_HASH)
-            return self._write(cur, batches, current, seq, prev, int(next_id_rows[0][0]))
+            return self._write(cur, batches, current, seq, prev, [int(r[0]) for r in id_rows])
         except BaseException:
-            if not conn.closed and conn.info.transaction_status != _IDLE:
-                with contextlib.suppress(psycopg.Error):  # keep the original error
-                    conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def _write(
@@ -148,9 +171,13 @@ class Appender:
         current: list[tuple[int | None, int]],
         seq: int,
         prev: str,
-        next_id: int,
+        new_ids: list[int],
     ) -> dict[str, int]:
-        """Hash the rows after the tail (seq, prev), insert them, notify and COMMIT."""
+        """Hash the rows after the tail (seq, prev), insert them, notify and COMMIT.
+
+        Everything waiting was sealed in this transaction first, so the rows written
+        here come after it; a row inserted meanwhile at one of these versions is a
+        unique violation (the append is retried), never a misordered stream."""
         rows: list[tuple[Any, ...]] = []
         new_streams: list[tuple[int, str, int]] = []
         out: dict[str, int] = {}
@@ -159,8 +186,7 @@ class Appender:
             stream = batch.stream
             out[stream] = version + len(batch.rows)
             if batch.rows and stream_id is None:
-                next_id += 1
-                stream_id = next_id
+                stream_id = new_ids.pop()
                 new_streams.append((stream_id, stream, seq + 1))
             for event_id, kind, schema, payload in batch.rows:
                 seq += 1

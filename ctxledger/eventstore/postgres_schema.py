@@ -1,8 +1,9 @@
 """Schema, migrations and SQL text of the PostgreSQL event store.
 
 The tables mirror the SQLite ones (:mod:`ctxledger.eventstore.migrations`):
-``events`` (``seq`` is the global order, ``UNIQUE (event_id)`` and
-``UNIQUE (stream_id, version)`` are the backstops of idempotency and concurrency),
+``events`` (``seq`` is the global order, NULL while a row waits to be sealed (migration
+``0003``); ``UNIQUE (event_id)`` and ``UNIQUE (stream_id, version)`` are the backstops
+of idempotency and concurrency),
 ``streams``, ``blobs`` (content-addressed) and ``checkpoints``; plus ``ledger_meta``,
 which names the ledger with a random id (local side files, such as the recall index,
 are keyed by it).
@@ -241,28 +242,202 @@ def _create_append_function(conn: psycopg.Connection[tuple[object, ...]]) -> Non
     )
 
 
+@PG_MIGRATIONS("0003_sealed_appends")
+def _create_sealing(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Appends that group-commit: rows are inserted unsealed, then sealed in batches.
+
+    An appender inserts its rows with ``seq`` and ``hash`` NULL (``ctxledger_insert``:
+    versions checked against every row, sealed or not; ``UNIQUE (stream_id, version)``
+    and ``UNIQUE (event_id)`` still decide races) and commits without the append lock,
+    so concurrent appenders' commits share WAL flushes. Whoever holds the append lock
+    runs ``ctxledger_seal``: every unsealed row it can see, in insertion order
+    (``pid``), gets the next gapless ``seq`` and its chain hash, in one transaction
+    (one flush for many appends), and a notification. Readers see only sealed rows;
+    the lock is held until the seal commits, so seal order is commit order and seq n
+    is visible no later than seq n+1. ``pid`` order is version order within a stream:
+    a row at version v+1 is inserted only after its writer saw version v committed.
+    The header pieces (``hdr_stream``, ``hdr_ident``) wait in the row until it is
+    sealed, then are cleared. Stream ids come from a sequence (streams are created
+    by appenders that do not hold the lock); ``streams.created_seq`` is NULL for a
+    stream created unsealed (``streams()`` orders by the seq of each stream's
+    version 1 instead). A sealed row has no ``pid`` when the client-side path wrote
+    it sealed directly (it seals what waits first, under the lock).
+    """
+    conn.execute(
+        """
+        ALTER TABLE events DROP CONSTRAINT events_pkey;
+        ALTER TABLE events ALTER COLUMN seq DROP NOT NULL, ALTER COLUMN hash DROP NOT NULL;
+        ALTER TABLE events ADD CONSTRAINT events_seq_key UNIQUE (seq);
+        CREATE SEQUENCE events_pid_seq;
+        ALTER TABLE events ADD COLUMN pid bigint, ADD COLUMN hdr_stream bytea,
+            ADD COLUMN hdr_ident bytea;
+        CREATE INDEX events_unsealed ON events (pid) WHERE seq IS NULL;
+        ALTER TABLE streams ALTER COLUMN created_seq DROP NOT NULL;
+        CREATE SEQUENCE streams_id_seq;
+        SELECT setval('streams_id_seq', coalesce(max(stream_id), 0) + 1, false) FROM streams;
+        DROP FUNCTION ctxledger_append(bigint, text, text[], bigint[], integer[], bytea[],
+            text[], text[], integer[], bytea[], bytea[]);
+        """
+    )
+    conn.execute(
+        r"""
+        CREATE FUNCTION ctxledger_seal(p_channel text, OUT o_seq bigint, OUT o_hash text)
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+        AS $fn$
+        DECLARE
+            r record;
+            v_pids bigint[] := '{}';
+            v_seqs bigint[] := '{}';
+            v_hashes text[] := '{}';
+        BEGIN
+            -- the caller holds the append lock
+            SELECT seq, hash INTO o_seq, o_hash FROM events WHERE seq IS NOT NULL
+                ORDER BY seq DESC LIMIT 1;
+            IF NOT FOUND THEN
+                o_seq := 0;
+                o_hash := repeat('0', 64);
+            END IF;
+            FOR r IN SELECT e.pid, e.version, e.hdr_stream, e.hdr_ident, e.payload
+                     FROM events AS e WHERE e.seq IS NULL ORDER BY e.pid LOOP
+                o_seq := o_seq + 1;
+                o_hash := encode(sha256(
+                    convert_to('["' || o_hash || '",' || o_seq || ',', 'UTF8')
+                    || r.hdr_stream
+                    || convert_to(',' || r.version || ',', 'UTF8')
+                    || r.hdr_ident || '\x5d'::bytea
+                    || r.payload), 'hex');
+                v_pids := v_pids || r.pid;
+                v_seqs := v_seqs || o_seq;
+                v_hashes := v_hashes || o_hash;
+            END LOOP;
+            IF cardinality(v_pids) > 0 THEN
+                UPDATE events AS e SET seq = u.seq, hash = u.hash, hdr_stream = NULL,
+                                       hdr_ident = NULL
+                    FROM unnest(v_pids, v_seqs, v_hashes) AS u(pid, seq, hash)
+                    WHERE e.seq IS NULL AND e.pid = u.pid;
+                PERFORM pg_notify(p_channel, o_seq::text);
+            END IF;
+        END
+        $fn$;
+
+        CREATE FUNCTION ctxledger_insert(
+            p_lock bigint, p_channel text, p_streams text[], p_expected bigint[],
+            p_counts integer[], p_stream_json bytea[], p_event_ids text[], p_kinds text[],
+            p_schemas integer[], p_payloads bytea[], p_idents bytea[],
+            OUT o_versions bigint[], OUT o_sealed boolean)
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+        AS $fn$
+        DECLARE
+            v_sid bigint;
+            v_ver bigint;
+            k integer := 0;
+            v_base bigint := nextval('events_pid_seq') * 1000;
+        BEGIN
+            o_versions := '{}';
+            -- missing streams first, in name order (two appenders creating the same
+            -- streams wait for each other in one order, never in a cycle)
+            INSERT INTO streams (stream_id, stream)
+                SELECT nextval('streams_id_seq'), n
+                FROM (SELECT DISTINCT n FROM unnest(p_streams, p_counts) AS u(n, c)
+                      WHERE c > 0 ORDER BY n) AS m
+                WHERE NOT EXISTS (SELECT 1 FROM streams WHERE stream = m.n)
+                ORDER BY n
+                ON CONFLICT (stream) DO NOTHING;
+            FOR i IN 1 .. cardinality(p_streams) LOOP
+                SELECT s.stream_id, (SELECT coalesce(max(e.version), 0) FROM events AS e
+                                     WHERE e.stream_id = s.stream_id)
+                  INTO v_sid, v_ver FROM streams AS s WHERE s.stream = p_streams[i];
+                IF NOT FOUND THEN
+                    v_sid := NULL;
+                    v_ver := 0;
+                END IF;
+                IF p_counts[i] > 0 AND p_expected[i] IS NOT NULL AND p_expected[i] <> v_ver THEN
+                    RAISE EXCEPTION 'stream % is at version %, not %', p_streams[i], v_ver,
+                        p_expected[i]
+                        USING ERRCODE = 'CL409',
+                              DETAIL = json_build_array(p_streams[i], p_expected[i], v_ver)::text;
+                END IF;
+                FOR j IN 1 .. p_counts[i] LOOP
+                    k := k + 1;
+                    v_ver := v_ver + 1;
+                    INSERT INTO events (pid, event_id, stream_id, version, kind, schema,
+                                        payload, hdr_stream, hdr_ident)
+                        VALUES (v_base + k, p_event_ids[k], v_sid, v_ver,
+                                p_kinds[k], p_schemas[k], p_payloads[k], p_stream_json[i],
+                                p_idents[k]);
+                END LOOP;
+                o_versions := o_versions || v_ver;
+            END LOOP;
+            -- seal now if nobody else is sealing: then this append costs one flush
+            o_sealed := pg_try_advisory_xact_lock(p_lock);
+            IF o_sealed THEN
+                PERFORM ctxledger_seal(p_channel);
+            END IF;
+        END
+        $fn$;
+
+        CREATE FUNCTION ctxledger_await(p_lock bigint, p_channel text, p_event_ids text[])
+            RETURNS void
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+        AS $fn$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY(p_event_ids)
+                           AND seq IS NULL) THEN
+                RETURN;  -- sealed already
+            END IF;
+            -- waits for the sealer of the moment; if our rows are still unsealed after
+            -- it (it did not see them, or it died), seal them and everything before them
+            PERFORM pg_advisory_xact_lock(p_lock);
+            IF EXISTS (SELECT 1 FROM events WHERE event_id = ANY(p_event_ids) AND seq IS NULL)
+            THEN
+                PERFORM ctxledger_seal(p_channel);
+            END IF;
+        END
+        $fn$;
+        """
+    )
+
+
 # --- SQL, built once ------------------------------------------------------------------------
 
-#: a small append in one statement (autocommit: its own transaction, one round trip)
-CALL_APPEND = (
-    "SELECT ctxledger_append(%s, %s, %s::text[], %s::bigint[], %s::integer[], %s::bytea[],"
-    " %s::text[], %s::text[], %s::integer[], %s::bytea[], %s::bytea[])"
+#: a small append in one statement (autocommit: its own transaction, one round trip):
+#: inserts the rows unsealed and seals them too when the append lock is free
+CALL_INSERT = (
+    "SELECT o_versions, o_sealed FROM ctxledger_insert(%s, %s, %s::text[], %s::bigint[],"
+    " %s::integer[], %s::bytea[], %s::text[], %s::text[], %s::integer[], %s::bytea[],"
+    " %s::bytea[])"
 )
-#: the SQLSTATE ``ctxledger_append`` raises when an expected version is stale
+#: after an insert that could not seal: wait for the sealer of the moment (the lock),
+#: then seal if the rows are still unsealed (it did not see them, or it died)
+CALL_AWAIT = "SELECT ctxledger_await(%s, %s, %s::text[])"
+#: the SQLSTATE ``ctxledger_insert`` raises when an expected version is stale
 STALE_VERSION = "CL409"
+#: unique violations that mean "another appender got there first": retry the append
+RACES = frozenset({"events_stream_version_key", "streams_stream_key"})
 
-TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
+#: under the append lock: seal what is waiting; the sealed tail (seq, hash)
+SEAL = "SELECT o_seq, o_hash FROM ctxledger_seal($1)"
 LAST_SEQ = "SELECT max(seq) FROM events"
+#: versions count sealed rows only (what readers see)
 _VERSION_OF = (
-    "(SELECT coalesce(max(e.version), 0) FROM events AS e WHERE e.stream_id = s.stream_id)"
+    "(SELECT coalesce(max(e.version), 0) FROM events AS e"
+    " WHERE e.stream_id = s.stream_id AND e.seq IS NOT NULL)"
 )
 STREAMS_NAMED = (
     f"SELECT s.stream, s.stream_id, {_VERSION_OF} FROM streams AS s WHERE s.stream = ANY(%s)"
 )
 STREAM_VERSION = f"SELECT {_VERSION_OF} FROM streams AS s WHERE s.stream = %s"
 STREAM_ID = "SELECT stream_id FROM streams WHERE stream = %s"
-STREAMS = f"SELECT s.stream, {_VERSION_OF} FROM streams AS s ORDER BY s.stream_id"
-NEXT_STREAM_ID = "SELECT coalesce(max(stream_id), 0) FROM streams"
+#: streams with a sealed event, in order of their first one
+STREAMS = (
+    f"SELECT s.stream, {_VERSION_OF} FROM streams AS s"
+    " JOIN events AS f ON f.stream_id = s.stream_id AND f.version = 1 AND f.seq IS NOT NULL"
+    " ORDER BY f.seq"
+)
+NEXT_STREAM_IDS = "SELECT nextval('streams_id_seq') FROM generate_series(1, $1)"
 NEW_STREAMS = "INSERT INTO streams (stream_id, stream, created_seq) VALUES "
 INSERT_EVENTS = (
     "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash) VALUES "
@@ -283,7 +458,7 @@ READ_ALL = (
 )
 READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE stream_id = %s AND version >= %s ORDER BY version LIMIT %s"
+    " WHERE stream_id = %s AND version >= %s AND seq IS NOT NULL ORDER BY version LIMIT %s"
 )
 VERIFY_EVENTS = (
     "SELECT e.seq, coalesce(s.stream, ''), e.version, e.event_id, e.kind, e.schema, e.payload, e.hash"

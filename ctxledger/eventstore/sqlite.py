@@ -52,6 +52,7 @@ from ctxledger.eventstore.base import (
     decode_rows,
     prepare_append,
 )
+from ctxledger.eventstore.leases import Release, try_file_lease
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.space import out_of_space
 
@@ -530,6 +531,16 @@ class SQLiteEventStore(EventStore):
             else:
                 checked[ref] = None
         return checked
+
+    def try_lease(self, key: str) -> Release | None:
+        """A ``flock`` on ``<ledger>.leases/<hash of key>`` (see :mod:`.leases`); a private
+        in-memory log, or a directory where the lease file cannot be made, leases per process."""
+        if self.path != ":memory:":
+            try:
+                return try_file_lease(self.path, key)
+            except OSError:
+                pass  # read-only directory: other processes are kept honest by expected versions
+        return super().try_lease(key)
 
     def local_index_path(self, name: str) -> str:
         """Derived indexes share the ledger file (their tables never touch the log's)."""

@@ -28,6 +28,7 @@ from ctxledger.events import (
     ToolsDeclared,
 )
 from ctxledger.messages import JSON
+from ctxledger.projections.handout import SharedView, writable
 
 #: how many sessions keep a cached API view (an agent process works on a handful)
 _API_CACHE_SESSIONS = 64
@@ -121,9 +122,9 @@ class TranscriptProjection:
             view.live.append(event.message_id)
             view.live_tokens += event.tokens
             if self._api:
-                cached = self._api.get(sid)
+                cached = writable(self._api, sid, self._released)
                 if cached is not None:
-                    cached.append(event.message)
+                    list.append(cached, event.message)
             view.version = version
             self.state.last_seq = seq
             return
@@ -210,14 +211,21 @@ class TranscriptProjection:
         """
         for other in [sid for sid in self._api if sid != session_id]:
             del self._api[other]
-        cached = self._api.get(session_id)
+        cached = writable(self._api, session_id, self._released)
         if cached is None:
             return
         live = self.state.sessions[session_id].live
         # the message is almost always among the last few (persisted in its own append)
         for back in range(1, len(live) + 1):
             if live[-back] == message_id:
-                cached[-back] = message
+                list.__setitem__(cached, -back, message)
+                return
+
+    def _released(self, view: SharedView) -> None:
+        """A reader is about to change `view`: the cache keeps a copy of it as it is."""
+        for sid, cached in self._api.items():
+            if cached is view:
+                self._api[sid] = SharedView(view, self._released)
                 return
 
     def _switched(self, seq: int, e: Event) -> None:
@@ -300,21 +308,29 @@ class TranscriptProjection:
     def api_messages(self, session_id: str) -> list[JSON]:
         """The OpenAI-shape list to send: system message (if any) then the live messages.
 
-        The list is the caller's; the message dicts are the projection's (do not mutate).
+        The list is the caller's: it never changes after it is handed out, and changing
+        it never changes the ledger's view. It is handed out without a copy, copied on
+        the first write (:mod:`ctxledger.projections.handout`). The message dicts are the
+        projection's (do not mutate them).
         """
-        return list(self.api_view(session_id))
+        return self.api_view(session_id)
 
     def api_view(self, session_id: str) -> list[JSON]:
-        """The cached list behind :meth:`api_messages`: shared, read-only, never mutate it."""
-        cached = self._api.get(session_id)
+        """The cached list behind :meth:`api_messages` (a copy-on-write :class:`SharedView`).
+
+        At most one reader shares it with the projection: when an earlier reader still
+        holds it, this reader gets (and the cache keeps) a copy.
+        """
+        cached = writable(self._api, session_id, self._released)
         if cached is None:
             view = self._view(session_id)
-            cached = (
+            cached = SharedView(
                 [{"role": "system", "content": view.system_prompt}]
                 if view.system_prompt is not None
-                else []
+                else [],
+                self._released,
             )
-            cached.extend(self.live_messages(session_id))
+            list.extend(cached, self.live_messages(session_id))
             if len(self._api) >= _API_CACHE_SESSIONS:
                 del self._api[next(iter(self._api))]  # the oldest entry; it is rebuilt on demand
             self._api[session_id] = cached

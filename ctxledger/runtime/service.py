@@ -265,11 +265,10 @@ class ContextService(ServiceCore):
     def _lease(self, session_id: str) -> AbstractAsyncContextManager[bool]:
         """The cross-process compaction lease of the chain (see :mod:`.lease`): another
         process compacting it makes this one wait, then find the continuation."""
-        path = getattr(self.ledger.store, "path", None)
         wait = float(getattr(self.summarizer, "timeout", 120.0)) + 30.0
         self.ledger.refresh()
         root = self.ledger.chains.root(session_id)
-        return chain_lease(path if isinstance(path, str) else None, root, wait)
+        return chain_lease(self.ledger.store, root, wait)
 
     def _cooldown(self, failure_class: FailureClass) -> tuple[type[Event], dict[str, Any]]:
         seconds = self.config.cooldown_for(failure_class)

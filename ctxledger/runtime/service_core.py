@@ -349,8 +349,8 @@ class ServiceCore:
         """System + live messages of the chain's tip, with prompt-cache markers when enabled (§7).
 
         Never rebuilt per call: the projection keeps the view current as events are
-        folded, so a read after an append costs a catch-up query and one shallow list
-        copy (the floor for handing out a list). The list is the caller's; the message
+        folded, and hands it out copy-on-write (no copy unless someone writes to it:
+        :mod:`ctxledger.projections.handout`). The list is the caller's; the message
         dicts are shared with the ledger and must be treated as read-only, except the
         (at most four) marked ones, which are fresh deep copies.
         """
@@ -363,7 +363,7 @@ class ServiceCore:
             return apply_cache_markers(
                 messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic"
             )
-        return list(messages)
+        return messages
 
     # --- status and tools --------------------------------------------------------------------
 

@@ -246,6 +246,11 @@ class OpenAIStream:
     def complete(self) -> bool:
         return self.finish_reason is not None
 
+    @property
+    def ended(self) -> bool:
+        """The stream's end marker (``[DONE]``) has arrived."""
+        return self.done
+
     def reply(self) -> JSONDict | None:
         calls = [
             {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
@@ -369,6 +374,11 @@ class AnthropicStream:
 
     @property
     def complete(self) -> bool:
+        return self.stopped
+
+    @property
+    def ended(self) -> bool:
+        """The stream's end marker (``message_stop``) has arrived."""
         return self.stopped
 
     def reply(self) -> JSONDict | None:

@@ -195,6 +195,28 @@ class HistoryIndex:
             common=max(closest[0], 0),
         )
 
+    def answered(
+        self, family_root: str, client: Sequence[Any], system_prompt: str | None
+    ) -> str | None:
+        """The tip of a line whose recorded history is the client's list plus one reply that
+        is still the last message of its live view (the client repeats a turn the ledger
+        has just answered: a concurrent duplicate or a retry), else None."""
+        renames = self.ledger.transcript.state.call_renames
+        for line in self.lines(family_root):
+            if self.ledger.transcript.session(line).system_prompt != system_prompt:
+                continue
+            recorded = self.line_messages(line)
+            if len(recorded) != len(client) + 1 or recorded[-1].get("role") != "assistant":
+                continue
+            if self.common_prefix(recorded, client, renames) != len(client):
+                continue
+            tip = self.ledger.tip(line)
+            live = self.ledger.transcript.session(tip).live
+            last = self.ledger.transcript.state.messages.get(live[-1]) if live else None
+            if last is not None and last.message == recorded[-1]:
+                return tip
+        return None
+
 
 __all__ = [
     "HistoryIndex",

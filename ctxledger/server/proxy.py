@@ -15,6 +15,14 @@ for the first to finish, stream included):
    event), then record the reply and the real usage (``report_usage``, which may
    compact in the loop). A reply whose stream was cut is not recorded: the client
    will resend the turn, and it continues from what was recorded.
+
+Turns of a session family are serialized across worker processes too: a turn holds
+this process's semaphore and the event store's lease ``proxy:<family>``
+(:meth:`ServerState.take_turn`). A request whose exact history the ledger has just
+answered (the line's last message is the reply to it: a duplicate sent at the same
+time, or a retry) is a *repeat*: it is answered from the view before that reply and
+nothing of it is recorded; the ledger keeps the first answer, and a client that
+continues from the other one branches at its next turn.
 """
 
 from __future__ import annotations
@@ -95,6 +103,11 @@ class Accumulator(Protocol):
 
     @property
     def complete(self) -> bool: ...
+
+    @property
+    def ended(self) -> bool:
+        """The stream's end marker arrived (the reply is recorded before it is forwarded)."""
+        ...
 
     def reply(self) -> Reply: ...
 
@@ -178,6 +191,7 @@ class Turn:
         self.svc = state.service
         self.session_id = ""
         self.notices: list[str] = []
+        self.repeat = False  # the ledger already answered this exact history: record nothing
 
     async def record_request(self, family: str, context_length: int) -> None:
         """Append the new suffix (or start the session / a branch), then preflight."""
@@ -197,6 +211,13 @@ class Turn:
         else:
             match = self.state.history.match(family, suffix, turn.system_prompt)
             sid = match.session_id
+            answered = match.branch and self.state.history.answered(
+                family, suffix, turn.system_prompt
+            )
+            if answered:
+                self.session_id, self.repeat = answered, True
+                self.notices.append(f"session {answered} already answered this history")
+                return
             if match.branch:
                 self._check_whole(suffix)
                 parent = ledger.transcript.session(sid)
@@ -238,11 +259,10 @@ class Turn:
         """Send the compacted view; recover from overflow errors as the service decides."""
         url = self.state.upstream.rstrip("/") + self.api.upstream_path
         max_tokens = self.turn.max_tokens
-        retries = self.svc.config.max_compression_attempts
+        retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
-            payload = self.api.upstream(
-                self.body, self.svc.api_messages(self.session_id), max_tokens
-            )
+            view = self.svc.api_messages(self.session_id)
+            payload = self.api.upstream(self.body, view[:-1] if self.repeat else view, max_tokens)
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(
@@ -285,6 +305,9 @@ class Turn:
 
     async def record_reply(self, reply: Reply, usage: Mapping[str, Any] | None) -> None:
         """Append the reply, then report the real usage (which may compact in the loop)."""
+        if self.repeat:
+            log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
+            return
         try:
             if reply:
                 replies = reply if isinstance(reply, list) else [reply]
@@ -312,6 +335,7 @@ class TurnStream(Response):
             for k, v in _response_headers(upstream).items()
         ]
         self.turn, self.upstream, self.release = turn, upstream, release
+        self.recorded = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         acc = self.turn.api.accumulator(self.turn.turn)
@@ -326,9 +350,9 @@ class TurnStream(Response):
             try:
                 with anyio.CancelScope(shield=True):
                     await self.upstream.aclose()
-                    if delivered and acc.complete:
-                        await self.turn.record_reply(acc.reply(), acc.usage)
-                    elif not delivered:
+                    if delivered and acc.complete and not self.recorded:
+                        await self._record(acc)  # an upstream that sent no end marker
+                    elif not delivered and not self.recorded:
                         log.info(
                             "session %s: the client left mid-stream; reply not recorded",
                             self.turn.session_id,
@@ -336,8 +360,18 @@ class TurnStream(Response):
             finally:
                 self.release()
 
+    async def _record(self, acc: Accumulator) -> None:
+        self.recorded = True
+        with anyio.CancelScope(shield=True):
+            await self.turn.record_reply(acc.reply(), acc.usage)
+
     async def _forward(self, send: Send, acc: Accumulator) -> bool:
-        """Send the upstream's events as they come; True once the client has the whole body."""
+        """Send the upstream's events as they come; True once the client has the whole body.
+
+        The reply is recorded just before the stream's end marker (``[DONE]``,
+        ``message_stop``, ``response.completed``) is sent: a client that has seen the end finds its reply in the
+        ledger (SDKs close the connection right after it, before the body's last chunk).
+        """
         start = {
             "type": "http.response.start",
             "status": self.status_code,
@@ -348,9 +382,18 @@ class TurnStream(Response):
             await send(start)
             try:
                 async for chunk in self.upstream.aiter_bytes():
-                    out = b"".join(ev.raw for ev in parser.feed(chunk) if acc.feed(ev))
+                    out: list[bytes] = []
+                    for ev in parser.feed(chunk):
+                        if not acc.feed(ev):
+                            continue
+                        if acc.ended and acc.complete and not self.recorded:
+                            if out:
+                                await send(_body(b"".join(out)))
+                                out = []
+                            await self._record(acc)
+                        out.append(ev.raw)
                     if out:
-                        await send({"type": "http.response.body", "body": out, "more_body": True})
+                        await send(_body(b"".join(out)))
             except httpx.HTTPError as exc:
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
@@ -383,8 +426,9 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     turn = api.turn(body, b"cache_control" in raw)
     family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
-    lock = state.proxy_lock(family)
-    await lock.acquire()
+    release = await state.take_turn(family, request.receive)
+    if release is None:
+        return _error(api, 499, "client_closed", "the client left while waiting for its turn")
     handed_over = False
     try:
         t = Turn(state, api, request, body, turn)
@@ -394,7 +438,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             return upstream
         if turn.stream and upstream.headers.get("content-type", "").startswith("text/event-stream"):
             handed_over = True  # the stream releases the lock when it is done
-            return TurnStream(t, upstream, lock.release)
+            return TurnStream(t, upstream, release)
         data = await upstream.aread()
         await upstream.aclose()
         reply, usage = api.json_reply(_decode(data))
@@ -402,7 +446,11 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
         return Response(data, status_code=upstream.status_code, headers=_response_headers(upstream))
     finally:
         if not handed_over:
-            lock.release()
+            release()
+
+
+def _body(data: bytes) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": True}
 
 
 def _decode(data: bytes) -> Any:

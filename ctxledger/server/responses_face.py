@@ -296,6 +296,11 @@ class ResponsesStream:
     def complete(self) -> bool:
         return self.status in _FINISHED
 
+    @property
+    def ended(self) -> bool:
+        """The stream's last event (``response.completed`` / ``incomplete`` / ``failed``) arrived."""
+        return self.status is not None
+
     def reply(self) -> list[JSONDict] | None:
         items = (
             self.output if self.output is not None else [i for _, i in sorted(self.done.items())]

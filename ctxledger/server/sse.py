@@ -18,6 +18,7 @@ import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Send
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionStarted
@@ -113,6 +114,25 @@ async def event_feed(
         tg.cancel_scope.cancel()
 
 
+class FeedResponse(StreamingResponse):
+    """A StreamingResponse that closes its feed in the task that iterated it.
+
+    Starlette leaves a body iterator that stopped early (the client went away, a send
+    failed) to the garbage collector, whose ``aclose()`` runs in another task: the
+    feed's task group (it spans the yields) could not exit there, and its pump would
+    keep following the log until shutdown.
+    """
+
+    body_iterator: AsyncIterator[bytes]
+
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()  # type: ignore[attr-defined]
+
+
 def _after(request: Request) -> int:
     after = query_int(request, "after", None)
     if after is None:
@@ -133,7 +153,7 @@ def _stream(request: Request, state: ServerState, family: set[str] | None) -> Re
         follow=bool(query_bool(request, "follow", True)),
         stopping=state.stopping,
     )
-    return StreamingResponse(feed, media_type="text/event-stream", headers=_SSE_HEADERS)
+    return FeedResponse(feed, media_type="text/event-stream", headers=_SSE_HEADERS)
 
 
 async def all_events(request: Request, state: ServerState) -> Response:

@@ -1,16 +1,23 @@
 """What every handler of one server process shares: the service, the settings, the
-upstream client, the proxy's history index and its per-session locks."""
+upstream client, the proxy's history index and its per-session locks (with the
+store's lease, which serializes a session's turns across worker processes)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import anyio
 import httpx
+from starlette.types import Receive
 
 from ctxledger import ContextService
+from ctxledger.errors import StoreError
+from ctxledger.eventstore import leases
 from ctxledger.ledger import Ledger
 from ctxledger.server.history import HistoryIndex
+
+log = logging.getLogger("ctxledger.server")
 
 DEFAULT_CONTEXT_LENGTH = 128_000
 DEFAULT_UPSTREAMS = {
@@ -52,6 +59,43 @@ class ServerState:
         self.stopping: Callable[[], bool] = stopping or (lambda: False)
         self._locks: dict[str, anyio.Semaphore] = {}
 
+    async def take_turn(self, family: str, receive: Receive) -> Callable[[], None] | None:
+        """Wait for the family's turn: this process's semaphore, then the store's lease
+        ``proxy:<family>`` (the other worker processes on the same ledger). Returns the
+        release function, or None when the client left while waiting (nothing held)."""
+        held: list[Callable[[], None]] = []
+        lock = self.proxy_lock(family)
+        try:
+            with anyio.CancelScope() as waiting:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_until_disconnect, receive, waiting)
+                    await lock.acquire()
+                    held.append(lock.release)
+                    try:
+                        lease = await leases.acquire(self.ledger.store, "proxy:" + family)
+                    except StoreError as exc:  # no lease: turns still land (expected versions)
+                        log.warning("no cross-process lease for %s: %s", family, exc)
+                        lease = None
+                    held.append(lease or (lambda: None))
+                    tg.cancel_scope.cancel()
+        except BaseException:  # cancelled from outside (shutdown): leave nothing held
+            for undo in reversed(held):
+                undo()
+            raise
+        if len(held) < 2:
+            for undo in reversed(held):
+                undo()
+            return None
+        release_lease, release_lock = held[1], held[0]
+
+        def release() -> None:
+            try:
+                release_lease()
+            finally:
+                release_lock()
+
+        return release
+
     def proxy_lock(self, family: str) -> anyio.Semaphore:
         """One turn at a time per session family (a semaphore: a stream releases it from its own task)."""
         lock = self._locks.get(family)
@@ -66,6 +110,12 @@ class ServerState:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
 
 
 __all__ = ["DEFAULT_CONTEXT_LENGTH", "DEFAULT_UPSTREAMS", "ServerState"]

@@ -74,6 +74,8 @@ class Seen:
     path: str
     headers: dict[str, str]
     json: dict[str, Any]
+    #: the caller's (host, port): one per connection (a server process keeps its own)
+    peer: Any = None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -162,6 +164,7 @@ class FakeUpstream:
             scope["path"],
             {k.decode().lower(): v.decode() for k, v in scope["headers"]},
             json.loads(body or b"{}"),
+            tuple(scope["client"]) if scope.get("client") else None,
         )
         self.requests.append(seen)
         if self.on_request is not None:

@@ -1,0 +1,214 @@
+"""ctxledger against Hermes on the same 5,000-message session: planning and a whole compaction.
+
+Runs in the Hermes venv (``.venv-hermes``, where hermes-agent and this checkout are
+both installed; ``bench/run.py`` picks that interpreter), offline: Hermes's
+summarizer call (``ContextCompressor._generate_summary``) and ours are stubs that
+answer at once, so only the work around the summary is timed. Both sides get the
+session of ``planner_bench.py`` at a 128K window with default settings, in
+interleaved runs (so both see the same machine load). Prints one JSON object per
+line, ``{"bench", "value", "unit", "baseline", "ratio", "goal", ...}`` with Hermes as
+the baseline:
+
+* ``hermes_plan_5000``: our first plan of the list (no plan cache, one-liner memo
+  emptied: a session never planned in this process) vs Hermes's planning (its
+  phase-1 pruning and boundary search, as ``compress()`` runs them). CPU medians.
+* ``hermes_replan_5000``: our re-plan of the session grown by two messages through
+  a ``PlanCache`` (what ``prepare()`` does for a live session) vs the same Hermes
+  planning (which keeps nothing between calls). CPU medians.
+* ``hermes_compact_5000``: ``compact()`` on a ledger holding the session (live view,
+  plan, request, events, one durable append; the ledger is opened before the clock
+  starts) vs Hermes ``compress()`` on a copy of the list. Wall medians (the append's
+  fsync is part of ours).
+
+    .venv-hermes/bin/python bench/hermes_bench.py [--messages 5000] [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+if __package__ in (None, ""):  # run as a script: make the checkout and planner_bench importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from planner_bench import synthetic_session
+
+from ctxledger.compressor import prune
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.plancache import PlanCache
+from ctxledger.compressor.planner import plan, rough_counts
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
+
+WINDOW = 128_000
+MODEL = "gpt-4o"
+STUB_SUMMARY = "## Goal\nFix the failing tests.\n\n## Progress\nRan the suite; read the modules."
+
+
+class StubSummarizer:
+    """Answers every request at once (the summarizer is excluded from the figure)."""
+
+    kind = "stub"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        return SummaryResult(text=STUB_SUMMARY, summarizer=self.kind)
+
+
+def _hermes() -> Any:
+    from agent.context_compressor import ContextCompressor
+
+    compressor = ContextCompressor(
+        model=MODEL,
+        quiet_mode=True,
+        config_context_length=WINDOW,
+        provider="openai",
+        base_url="http://127.0.0.1:9",  # never called: the summary is stubbed below
+        api_key="unused",
+    )
+    compressor._generate_summary = lambda turns, focus_topic=None, memory_context="": STUB_SUMMARY
+    return compressor
+
+
+def _hermes_plan(messages: list[dict[str, Any]]) -> tuple[int, int]:
+    """Hermes's planning, as compress() runs it: phase-1 pruning, then the boundaries."""
+    h = _hermes()
+    pruned, _ = h._prune_old_tool_results(
+        messages, protect_tail_count=h.protect_last_n, protect_tail_tokens=h.tail_token_budget
+    )
+    start = h._align_boundary_forward(pruned, h._protect_head_size(pruned))
+    return start, h._find_tail_cut_by_tokens(pruned, start)
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one call."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    fn()
+    return (time.perf_counter() - start) * 1000, (time.process_time() - start_cpu) * 1000
+
+
+def _row(bench: str, value: float, baseline: float, goal: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "bench": bench,
+        "value": round(value, 3),
+        "unit": "ms",
+        "baseline": round(baseline, 3),
+        "ratio": round(value / baseline, 4) if baseline else None,
+        "goal": f"ratio <= {goal}",
+        "met": bool(baseline) and value / baseline <= goal,
+        **extra,
+    }
+
+
+def bench_plans(session: list[dict[str, Any]], runs: int) -> list[dict[str, Any]]:
+    config = CompressionConfig()
+    counts = rough_counts(session)
+    hermes: list[float] = []
+    cold: list[float] = []
+    replan: list[float] = []
+    for _ in range(runs):
+        messages = copy.deepcopy(session)  # Hermes may rewrite what it is given
+        hermes.append(_timed(lambda m=messages: _hermes_plan(m))[1])
+        prune._describe_memo.cache_clear()
+        cold.append(_timed(lambda: plan(session, config, counts, context_length=WINDOW))[1])
+        cache = PlanCache()
+        plan(session[:-2], config, counts[:-2], context_length=WINDOW, cache=cache)
+        replan.append(
+            _timed(lambda c=cache: plan(session, config, counts, context_length=WINDOW, cache=c))[1]
+        )
+    base = statistics.median(hermes)
+    extra = {"messages": len(session), "runs": runs, "clock": "cpu"}
+    return [
+        _row("hermes_plan_5000", statistics.median(cold), base, 0.1, mode="cold", **extra),
+        _row("hermes_replan_5000", statistics.median(replan), base, 0.1, mode="replan", **extra),
+    ]
+
+
+def _build_ledger(path: str, session: list[dict[str, Any]]) -> str:
+    ledger = Ledger.open(path, config=CompressionConfig())
+    system = session[0]["content"] if session[0]["role"] == "system" else None
+    sid = ledger.start_session(model=MODEL, context_length=WINDOW, system_prompt=system)
+    rest = session[1:] if system is not None else session
+    for start in range(0, len(rest), 500):
+        ledger.append_messages(sid, rest[start : start + 500])
+    ledger.close()
+    return sid
+
+
+async def _compact_once(template: str, work: str, sid: str) -> tuple[float, float, int]:
+    shutil.copyfile(template, work)
+    ledger = Ledger.open(work, config=CompressionConfig())
+    try:
+        prune._describe_memo.cache_clear()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        outcome = await compact(ledger, sid, StubSummarizer(), trigger="manual")
+        wall = (time.perf_counter() - start) * 1000
+        cpu = (time.process_time() - start_cpu) * 1000
+    finally:
+        ledger.close()
+    assert outcome.action == "compressed", outcome.skip_reason
+    return wall, cpu, outcome.messages_after
+
+
+def bench_compact(session: list[dict[str, Any]], runs: int) -> dict[str, Any]:
+    hermes: list[float] = []
+    hermes_cpu: list[float] = []
+    ours: list[float] = []
+    ours_cpu: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        template = os.path.join(tmp, "template.db")
+        sid = _build_ledger(template, session)
+        for i in range(runs):
+            messages = copy.deepcopy(session)
+            h = _hermes()
+            wall, cpu = _timed(lambda m=messages, h=h: h.compress(m, force=True))
+            hermes.append(wall)
+            hermes_cpu.append(cpu)
+            wall, cpu, after = anyio.run(_compact_once, template, os.path.join(tmp, f"{i}.db"), sid)
+            ours.append(wall)
+            ours_cpu.append(cpu)
+    return _row(
+        "hermes_compact_5000",
+        statistics.median(ours),
+        statistics.median(hermes),
+        0.05,
+        clock="wall",
+        cpu_median_ms=round(statistics.median(ours_cpu), 3),
+        baseline_cpu_median_ms=round(statistics.median(hermes_cpu), 3),
+        messages=len(session),
+        messages_after=after,
+        runs=runs,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args(argv)
+    try:
+        import agent.context_compressor  # noqa: F401
+    except ImportError as exc:
+        print(json.dumps({"bench": "hermes_plan_5000", "skipped": f"hermes-agent: {exc}"}))
+        return 0
+    session = synthetic_session(args.messages)
+    for row in bench_plans(session, args.runs):
+        print(json.dumps(row), flush=True)
+    print(json.dumps(bench_compact(session, args.runs)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,372 @@
+"""Oracle for the planner's speed work (issue 14): main's ``planner.py`` as it was before.
+
+A verbatim copy, except that it imports the reference layout scan and phase-1 pass
+(:mod:`helpers.reference_layout`); ``tests/test_plan_cache.py`` checks that today's
+planner, with or without a plan cache, returns exactly its plans. Do not edit.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctxledger.compressor import markers
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.markers import split_merged
+from ctxledger.compressor.planner import CompactionPlan, OrphanAction
+from ctxledger.compressor.prune import Prune
+from ctxledger.errors import InvalidInput
+from ctxledger.messages import content_text, is_text_content_empty
+from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
+from helpers.reference_layout import Layout, message_layout, newest_copies, prune_messages
+
+__all__ = ["plan"]
+
+SkipReason = Literal["disabled", "too_few_messages", "no_valid_cut", "no_progress"]
+Role = Literal["user", "assistant"]
+
+
+def rough_counts(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Hermes's rough per-message estimate (chars/4 + 10), parallel to `messages`."""
+    return [rough_message_tokens(m) for m in messages]
+
+
+# --- boundaries -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Bounds:
+    head_end: int
+    tail_start: int
+    pinned: list[int]
+    carried: list[int]
+    notes: list[str]
+
+
+@dataclass(slots=True)
+class _Job:
+    """One planning call's inputs, passed whole to the helpers."""
+
+    messages: Sequence[Mapping[str, Any]]
+    config: CompressionConfig
+    counts: list[int]
+    context_length: int
+    layout: Layout
+    force: bool
+    base: dict[str, Any]  # plan fields known before any decision
+
+
+def _head_end(layout: Layout, head_size: int, notes: list[str]) -> int:
+    """System + protected messages, pushed forward past tool results, never past an anchor."""
+    head_end = layout.next_cut(min(head_size, layout.n))
+    anchors = [a for a in (layout.last_user, layout.last_reply) if a is not None]
+    if anchors and min(anchors) < head_end:
+        capped = max(1 if layout.has_system else 0, layout.prev_cut(min(anchors)))
+        notes.append(
+            f"head ends at {capped} instead of {head_end}: the latest user message or visible "
+            "reply is kept after the summary, not inside the protected head"
+        )
+        head_end = capped
+    return head_end
+
+
+def _kept_blocks(
+    layout: Layout, head_end: int, pinned: Collection[int], notes: list[str]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Blocks (start, end) of pinned messages and of anchors at or after the head."""
+    anchor_blocks = sorted(
+        {
+            layout.block(a)
+            for a in (layout.last_user, layout.last_reply)
+            if a is not None and a >= head_end
+        }
+    )
+    pinned_blocks: set[tuple[int, int]] = set()
+    summaries = set(layout.summaries)
+    for p in sorted(set(pinned)):
+        if not 0 <= p < layout.n:
+            notes.append(f"pinned index {p} is outside the transcript; ignored")
+            continue
+        if p < head_end:
+            continue
+        if p in summaries:
+            notes.append(f"message {p} holds a summary; it is updated, not pinned")
+            continue
+        start, end = layout.block(p)
+        if any(s <= p < e for s, e in anchor_blocks):
+            continue
+        if end - start > 1:
+            partners = [i for i in range(start, end) if i != p]
+            notes.append(f"pinned message {p} kept with its tool-call partners {partners}")
+        pinned_blocks.add((start, end))
+    return sorted(pinned_blocks), anchor_blocks
+
+
+def _tail_start(
+    layout: Layout, suffix: list[int], lo: int, ceiling: int, min_count: int
+) -> int | None:
+    """Longest valid suffix within the ceiling, but at least the shortest one with min_count."""
+    n = layout.n
+    first_fit = bisect.bisect_left(range(n + 1), True, lo=lo, key=lambda c: suffix[c] <= ceiling)
+    by_budget = layout.next_cut(first_fit)
+    by_budget_ok = by_budget < n
+    by_count = layout.prev_cut(n - min_count) if n - min_count >= lo else -1
+    by_count_ok = by_count >= lo
+    if by_budget_ok and by_count_ok:
+        return min(by_budget, by_count)
+    if by_budget_ok:
+        return by_budget
+    if by_count_ok:
+        return by_count
+    fallback = layout.prev_cut(n - 1)
+    return fallback if fallback >= lo else None
+
+
+def _in_blocks(i: int, blocks: Sequence[tuple[int, int]]) -> bool:
+    return any(s <= i < e for s, e in blocks)
+
+
+def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds | SkipReason:
+    notes: list[str] = []
+    layout, config, n = job.layout, job.config, job.layout.n
+    head_end = _head_end(layout, head_size, notes)
+    pinned_blocks, anchor_blocks = _kept_blocks(layout, head_end, pinned, notes)
+    # the middle must keep at least one message to summarize: the first one that is
+    # neither pinned nor an anchor; and no summary may stay behind in the tail
+    first = head_end
+    while first < n and (_in_blocks(first, pinned_blocks) or _in_blocks(first, anchor_blocks)):
+        first += 1
+    lo = max(first + 1, layout.summaries[-1] + 1 if layout.summaries else 0)
+    if lo > n - 1:
+        return "no_valid_cut"
+    suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
+    ceiling = int(config.tail_token_budget(job.context_length) * config.tail_soft_ceiling)
+    min_count = max(1, min(config.tail_min_count(), n - lo))
+    tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
+    if tail_start is None:
+        return "no_valid_cut"
+    carried = [i for s, e in anchor_blocks if e <= tail_start for i in range(s, e)]
+    kept = [i for s, e in pinned_blocks if e <= tail_start for i in range(s, e) if i not in carried]
+    if carried:
+        notes.append(
+            f"messages {carried} (the latest user ask / visible reply) are kept verbatim after the summary"
+        )
+    return _Bounds(
+        head_end=head_end, tail_start=tail_start, pinned=kept, carried=carried, notes=notes
+    )
+
+
+# --- roles and orphans ------------------------------------------------------------------
+
+
+def _summary_role(
+    layout: Layout, before: Sequence[int], after_first: int
+) -> tuple[Role, int | None]:
+    """The summary's role, and the index it merges into when both roles would collide."""
+    roles = layout.roles
+    pre = roles[before[-1]] if before else None
+    post = roles[after_first]
+    only_system = all(roles[i] == "system" for i in before)
+    if only_system or layout.last_user is None:
+        # a transcript must open with (and keep) a user turn: the summary is that turn
+        return "user", after_first if post == "user" else None
+    role: Role = "user" if pre in ("assistant", "tool") else "assistant"
+    if role == post:
+        flipped: Role = "assistant" if role == "user" else "user"
+        if flipped != pre:
+            return flipped, None
+        return role, after_first
+    return role, None
+
+
+def _in_flight(layout: Layout) -> set[str]:
+    """Calls of a final assistant message that are still waiting for results (#9 rule)."""
+    last_assistant = next(
+        (i for i in range(layout.n - 1, -1, -1) if layout.roles[i] != "tool"), None
+    )
+    if last_assistant is None or layout.roles[last_assistant] != "assistant":
+        return set()
+    return {c for c in layout.call_ids.get(last_assistant, []) if c not in layout.answered}
+
+
+def _orphans(job: _Job, kept: Sequence[int], notes: list[str]) -> list[OrphanAction]:
+    """Repairs for calls/results whose partner is not in the output (only odd inputs have any)."""
+    layout, messages, policy = job.layout, job.messages, job.config.orphan_policy
+    actions: list[OrphanAction] = []
+    in_flight = _in_flight(layout)
+    kept_set = set(kept)
+    seen_results: set[str] = set()
+    for i in sorted(kept):
+        role = layout.roles[i]
+        if role == "tool":
+            call_id = messages[i].get("tool_call_id")
+            owner = layout.result_owner.get(i)
+            if owner is None or owner not in kept_set or call_id in seen_results:
+                actions.append(
+                    OrphanAction(index=i, tool_call_id=str(call_id), action="drop_result")
+                )
+            else:
+                seen_results.add(str(call_id))
+        elif role == "assistant" and i in layout.call_ids:
+            missing = [
+                c for c in layout.call_ids[i] if c not in layout.answered and c not in in_flight
+            ]
+            if not missing:
+                continue
+            action: Literal["strip_call", "stub_result"] = (
+                "stub_result" if policy == "stub" else "strip_call"
+            )
+            if (
+                action == "strip_call"
+                and len(missing) == len(layout.call_ids[i])
+                and is_text_content_empty(messages[i])
+            ):
+                action = "stub_result"
+                notes.append(
+                    f"message {i}: stubbing instead of stripping, stripping would leave it empty"
+                )
+            actions.extend(OrphanAction(index=i, tool_call_id=c, action=action) for c in missing)
+    return actions
+
+
+# --- the plan ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _framing_tokens() -> int:
+    """Rough tokens a summary message costs beyond its text (prefix, end marker, framing)."""
+    return rough_text_tokens(markers.wrap_summary("")) + ROUGH_MESSAGE_OVERHEAD
+
+
+def _checked_counts(
+    messages: Sequence[Mapping[str, Any]], token_counts: Sequence[int]
+) -> list[int]:
+    counts = list(token_counts)
+    if len(counts) != len(messages):
+        raise InvalidInput(f"token_counts has {len(counts)} entries for {len(messages)} messages")
+    if counts and (not set(map(type, counts)) <= {int} or min(counts) < 0):
+        raise InvalidInput("token_counts must be non-negative integers")
+    return counts
+
+
+def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int]:
+    """Phase-1 rewrites of the summarized messages, and the tokens they save."""
+    messages, layout, config, counts = job.messages, job.layout, job.config, job.counts
+    lo, hi = b.head_end, b.tail_start
+    results, long_args = layout.long_results, layout.long_args
+    # only long results and oversized calls can be rewritten: the layout listed them
+    targets = sorted(
+        i
+        for i in itertools.chain(
+            results[bisect.bisect_left(results, lo) : bisect.bisect_left(results, hi)],
+            long_args[bisect.bisect_left(long_args, lo) : bisect.bisect_left(long_args, hi)],
+        )
+        if i not in kept_mid
+    )
+    prunes = prune_messages(
+        messages,
+        targets,
+        calls=layout.call_of,
+        newest=newest_copies(messages, config.prune_min_chars, results),
+        min_chars=config.prune_min_chars,
+        args_over=config.args_truncate_over,
+        args_leaf_keep=config.args_leaf_keep,
+    )
+    saved = sum(max(0, counts[p.index] - rough_message_tokens(p.replacement)) for p in prunes)
+    return prunes, saved
+
+
+def _old_merged_summary_tokens(message: Mapping[str, Any], count: int) -> int:
+    """Tokens of the older summary inside a merged message (it is replaced, not kept)."""
+    split = split_merged(message)
+    original = split[1] if split is not None else None
+    return max(0, count - rough_message_tokens(original)) if original is not None else 0
+
+
+def plan(
+    messages: Sequence[Mapping[str, Any]],
+    config: CompressionConfig,
+    token_counts: Sequence[int],
+    *,
+    context_length: int,
+    focus: str | None = None,
+    pinned: Collection[int] = (),
+    compaction_count: int = 0,
+    force: bool = False,
+) -> CompactionPlan:
+    """Plan one compaction of the API message list `messages` (system message at 0 if any).
+
+    `token_counts` is parallel to `messages` (exact or rough; the caller chooses).
+    `pinned` are indices the user pinned; `compaction_count` is how many compactions
+    the session chain has had. `force` (manual ``/compress``) plans even when disabled
+    or when the result would not be smaller, but never produces an invalid plan.
+    Raises InvalidInput when `token_counts` does not match `messages`.
+    """
+    counts = _checked_counts(messages, token_counts)
+    base: dict[str, Any] = {
+        "n_messages": len(messages), "tokens_before": sum(counts), "focus": focus,
+        "compaction_count": compaction_count, "forced": force,
+        "tail_token_budget": config.tail_token_budget(context_length),
+    }  # fmt: skip
+    if not config.enabled and not force:
+        return CompactionPlan(action="skip", skip_reason="disabled", **base)
+    layout = message_layout(messages, config)
+    compacted = compaction_count >= 1 or bool(layout.summaries)
+    head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)
+    if len(messages) <= head_size + 4:
+        return CompactionPlan(action="skip", skip_reason="too_few_messages", **base)
+    job = _Job(messages, config, counts, context_length, layout, force, base)
+    bounds = _boundaries(job, head_size, pinned)
+    if isinstance(bounds, str):
+        return CompactionPlan(action="skip", skip_reason=bounds, **base)
+    return _complete(job, bounds)
+
+
+def _complete(job: _Job, b: _Bounds) -> CompactionPlan:
+    messages, layout, counts, base, n = job.messages, job.layout, job.counts, job.base, job.layout.n
+    kept_mid = set(b.pinned) | set(b.carried)
+    kept = [*range(b.head_end), *b.pinned, *b.carried, *range(b.tail_start, n)]
+    orphans = _orphans(job, kept, b.notes)
+    dropped = {o.index for o in orphans if o.action == "drop_result"}
+    before = [i for i in [*range(b.head_end), *b.pinned] if i not in dropped]
+    after_first = next((i for i in [*b.carried, *range(b.tail_start, n)] if i not in dropped), None)
+    if after_first is None:  # only orphaned results would follow the summary
+        return CompactionPlan(action="skip", skip_reason="no_valid_cut", notes=b.notes, **base)
+    role, merge_index = _summary_role(layout, before, after_first)
+    prunes, saved = _middle(job, b, kept_mid)
+    unmerged = [i for i in b.carried if i in layout.merged]
+    # an older summary merged into a carried message is rewritten too: count it as summarized
+    summarized_tokens = (
+        sum(counts[b.head_end : b.tail_start])
+        - sum(counts[i] for i in kept_mid)
+        + sum(_old_merged_summary_tokens(messages[i], counts[i]) for i in unmerged)
+    )
+    middle_tokens = summarized_tokens - saved
+    budget = job.config.summary_budget(middle_tokens, job.context_length)
+    system_note = layout.has_system and not markers.has_system_note(content_text(messages[0]))
+    # the summary arrives framed (prefix, end marker) and the first compaction adds a
+    # note: small budgets would otherwise "progress" by rewriting a summary into itself
+    framing = _framing_tokens() + (rough_text_tokens(markers.system_note()) if system_note else 0)
+    estimated = base["tokens_before"] - summarized_tokens + budget + framing
+    previous = [
+        i
+        for i in layout.summaries
+        if (b.head_end <= i < b.tail_start and i not in kept_mid) or i in unmerged
+    ]
+    fields: dict[str, Any] = {
+        **base, "head_end": b.head_end, "tail_start": b.tail_start,
+        "compress_start": b.head_end, "compress_end": b.tail_start,
+        "head_count": b.head_end, "tail_count": n - b.tail_start,
+        "pinned": b.pinned, "carried": b.carried, "unmerged": unmerged, "prunes": prunes,
+        "summary_role": role, "merged_into_tail": merge_index is not None,
+        "merge_index": merge_index, "orphans": orphans, "system_note": system_note,
+        "previous_summary_index": max(previous, default=None), "summary_budget_tokens": budget,
+        "middle_tokens": middle_tokens, "estimated_tokens_after": estimated, "notes": b.notes,
+    }  # fmt: skip
+    if estimated >= base["tokens_before"] and not job.force:
+        return CompactionPlan(action="skip", skip_reason="no_progress", **fields)
+    return CompactionPlan(action="compress", **fields)

@@ -148,7 +148,8 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
     """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4.
 
     The fields replayed to the provider (reasoning traces, replay items) count like
-    content: chars // 4.
+    content: chars // 4. (hermes-agent 0.19 counts each tool call's whole envelope; see
+    README "Differences from hermes-agent 0.19.0".)
     """
     content = message.get("content")
     if isinstance(content, str):

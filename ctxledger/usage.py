@@ -108,10 +108,24 @@ def detect_shape(raw: Mapping[str, Any]) -> str:
     )
 
 
+def _first_figure(raw: Mapping[str, Any], *paths: tuple[str, ...]) -> Any:
+    """The first of `paths` that holds a non-zero figure (else the last one's value):
+    servers put the same count in different places, and a zero in the standard place
+    does not hide a figure in another one."""
+    value: Any = None
+    for path in paths:
+        value = _get(raw, *path)
+        if value:
+            return value
+    return value
+
+
 def _reasoning(raw: Mapping[str, Any]) -> int:
-    value = _get(raw, "output_tokens_details", "reasoning_tokens")
-    if value is None:
-        value = _get(raw, "completion_tokens_details", "reasoning_tokens")
+    value = _first_figure(
+        raw,
+        ("output_tokens_details", "reasoning_tokens"),
+        ("completion_tokens_details", "reasoning_tokens"),
+    )
     return _int(value, "reasoning_tokens")
 
 
@@ -148,12 +162,17 @@ def normalize_usage(
         )
     elif shape == "openai_chat":
         total_in = _int(raw.get("prompt_tokens"), "prompt_tokens")
-        read_raw = _get(raw, "prompt_tokens_details", "cached_tokens")
-        if read_raw is None:
-            read_raw = raw.get("cache_read_input_tokens")
-        write_raw = _get(raw, "prompt_tokens_details", "cache_write_tokens")
-        if write_raw is None:
-            write_raw = raw.get("cache_creation_input_tokens")
+        # OpenAI nests cache figures; proxies routing Claude (OpenRouter) put Anthropic's
+        # names at the top level; DeepSeek's own API says prompt_cache_hit_tokens
+        read_raw = _first_figure(
+            raw,
+            ("prompt_tokens_details", "cached_tokens"),
+            ("cache_read_input_tokens",),
+            ("prompt_cache_hit_tokens",),
+        )
+        write_raw = _first_figure(
+            raw, ("prompt_tokens_details", "cache_write_tokens"), ("cache_creation_input_tokens",)
+        )
         usage = _split_prompt(
             total_in,
             _int(read_raw, "cached_tokens"),

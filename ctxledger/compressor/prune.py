@@ -136,13 +136,18 @@ def _plural(n: int, word: str, words: str | None = None) -> str:
 
 
 def _count_lines(text: str, start: int = 0, end: int | None = None) -> int:
-    """Lines in text[start:end], not counting one leading/trailing newline (no copying)."""
+    """Lines in text[start:end], not counting one leading/trailing newline; blank text
+    (only whitespace) has none. Copies nothing unless the text starts and ends blank."""
     end = len(text) if end is None else end
     if text.startswith("\n", start) and start < end:
         start += 1
     if end > start and text[end - 1] == "\n":
         end -= 1
-    return text.count("\n", start, end) + 1 if end > start else 0
+    if end <= start:
+        return 0
+    if text[start].isspace() and text[end - 1].isspace() and not text[start:end].strip():
+        return 0
+    return text.count("\n", start, end) + 1
 
 
 def _output_span(content: str) -> tuple[int, int]:

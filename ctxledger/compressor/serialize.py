@@ -36,24 +36,33 @@ CONTENT_HEAD_CHARS = 4000
 CONTENT_TAIL_CHARS = 1500
 ARGS_MAX_CHARS = 1200
 
-_REASONING_TAGS = "think|thinking|reasoning"
+#: the reasoning tags models emit inline: <think> (DeepSeek, Qwen, MiniMax), <thinking>,
+#: <reasoning>, <thought> (Gemma) and <REASONING_SCRATCHPAD>, in any case
+_REASONING_TAGS = "think|thinking|reasoning|thought|reasoning_scratchpad"
 #: a whole block, however its tag is spelled (case, attributes)
 _REASONING_BLOCK = re.compile(
     rf"<(?P<tag>{_REASONING_TAGS})\b[^>]*>.*?</(?P=tag)\s*>", re.IGNORECASE | re.DOTALL
 )
-#: an opening tag never closed (the model ran out while still reasoning): to the end
-_REASONING_OPEN = re.compile(rf"<(?:{_REASONING_TAGS})\b[^>]*>.*\Z", re.IGNORECASE | re.DOTALL)
+#: an opening tag never closed, at the start of a line (the model ran out while still
+#: reasoning): to the end. Elsewhere in a line it is a mention, and only the tag goes.
+_REASONING_OPEN = re.compile(
+    rf"(?:\A|\n)[ \t]*<(?:{_REASONING_TAGS})\b[^>]*>.*\Z", re.IGNORECASE | re.DOTALL
+)
 #: a closing tag whose opening was left out (some servers drop it): the text before it
 _REASONING_CLOSE = re.compile(rf"\A.*?</(?:{_REASONING_TAGS})\s*>", re.IGNORECASE | re.DOTALL)
+#: a tag left over once the blocks are gone
+_REASONING_STRAY = re.compile(rf"</?(?:{_REASONING_TAGS})\b[^>]*>", re.IGNORECASE)
 
 
 def strip_reasoning(text: str, *, dangling: bool = False) -> str:
-    """`text` without ``<think>``/``<thinking>``/``<reasoning>`` blocks (HERMES_SPEC §3).
+    """`text` without reasoning blocks (``<think>``, ``<thinking>``, ``<reasoning>``,
+    ``<thought>``, ``<REASONING_SCRATCHPAD>``; HERMES_SPEC §3).
 
     Whole blocks go. With ``dangling=True`` (a model's reply) so does everything
-    before a closing tag that has no opening one (some servers drop the opening tag)
-    and everything after an opening tag that is never closed (the model ran out while
-    still reasoning). Text without such a tag is returned as it is.
+    before a closing tag that has no opening one (some servers drop the opening tag),
+    everything after an opening tag that starts a line and is never closed (the model
+    ran out while still reasoning), and any tag left over. Text without such a tag is
+    returned as it is.
     """
     if "<" not in text or not re.search(rf"</?(?:{_REASONING_TAGS})\b", text, re.IGNORECASE):
         return text
@@ -61,6 +70,7 @@ def strip_reasoning(text: str, *, dangling: bool = False) -> str:
     if dangling:
         text = _REASONING_CLOSE.sub("", text)
         text = _REASONING_OPEN.sub("", text)
+        text = _REASONING_STRAY.sub("", text)
     return text.strip()
 
 

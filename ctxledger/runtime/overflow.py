@@ -177,6 +177,9 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
 
 # --- the patterns ------------------------------------------------------------------------
 
+#: characters a token, counted low, for a prompt a server states in characters
+_CHARS_PER_TOKEN_LOW = 3
+
 _N = r"(\d{1,3}(?:,\d{3})+|\d+)"
 _SN = r"(-?\d{1,3}(?:,\d{3})+|-?\d+)"
 
@@ -191,8 +194,8 @@ def _rx(pattern: str) -> re.Pattern[str]:
 
 
 #: how a figure follows its name: "max_model_len 32768", ": 32768", "=32768", "(32768)",
-#: "is 32768", "of 32768"
-_DELIM = r"(?:\s*[:=]\s*|\s*\(\s*|\s+(?:is|of)\s+\(?|\s+)"
+#: "is 32768", "of 32768", "is: 32768"
+_DELIM = r"(?:\s*[:=]\s*|\s*\(\s*|\s+(?:is|of)(?:\s*[:=])?\s*\(?\s*|\s+)"
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
     ),
     _Rule("output", _rx(r"prompt contains (?:at least )?{prompt} input tokens")),
+    # LM Studio / llama.cpp: the window in tokens, the prompt in characters
+    _Rule(
+        "output",
+        _rx(
+            r"requested {requested} output tokens and your prompt contains {prompt_chars} characters"
+        ),
+    ),
     # HF text-generation-inference
     _Rule(
         "output",
@@ -349,6 +359,7 @@ class _Facts:
     requested: int | None = None
     available: int | None = None
     available_is_ceiling: bool = False
+    prompt_chars: int | None = None
     output_evidence: str | None = None
     prompt_evidence: str | None = None
 
@@ -389,6 +400,12 @@ def _from_facts(facts: _Facts, status: int | None, message: str) -> ProviderErro
     available = facts.available
     if available is None and facts.limit is not None and facts.prompt is not None:
         available = facts.limit - facts.prompt
+    if available is None and facts.limit is not None and facts.prompt_chars is not None:
+        # a prompt stated in characters: ~3 a token over-reserves the input, so the
+        # lowered output cap stays inside the window
+        available = (
+            facts.limit - (facts.prompt_chars + _CHARS_PER_TOKEN_LOW - 1) // _CHARS_PER_TOKEN_LOW
+        )
     input_overflows = (
         facts.limit is not None and facts.prompt is not None and facts.prompt >= facts.limit
     ) or (available is not None and available <= 0)

@@ -1,0 +1,72 @@
+"""The client side of the differential parity tests against the real hermes-agent.
+
+``tests/hermes_oracle.py`` runs under ``.venv-hermes``'s python and answers with
+Hermes's own functions; :class:`Hermes` talks to it (one process per test module,
+inputs batched) and :func:`oracle` is the body of a module-scoped fixture. Under
+``make test`` (``CTXLEDGER_REQUIRE_INTEGRATIONS=1``) a missing ``.venv-hermes`` fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from helpers.frameworks import missing
+
+ROOT = Path(__file__).resolve().parents[2]
+HERMES_PYTHON = Path(
+    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
+)
+
+
+class Hermes:
+    """The oracle process: ``ask(op, inputs)`` returns Hermes's answer for each input."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OPENAI_"))}
+        self.proc = subprocess.Popen(
+            [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_oracle.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+
+    def ask(self, op: str, inputs: list[Any]) -> list[Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, "inputs": inputs}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"the Hermes oracle exited (code {self.proc.poll()})"
+        outputs: list[Any] = json.loads(line)["outputs"]
+        return outputs
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def oracle() -> Iterator[Hermes]:
+    """Start the oracle, check it answers, yield it, stop it."""
+    if not HERMES_PYTHON.exists():
+        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
+    process = Hermes()
+    try:
+        probe = process.ask("strip", ["<think>x</think>ok"])
+    except (AssertionError, BrokenPipeError) as exc:
+        missing(f"hermes-agent does not answer in {HERMES_PYTHON}: {exc}")
+        raise
+    assert probe == ["ok"]
+    yield process
+    process.close()
+
+
+def mismatches(pairs: list[tuple[Any, Any, Any]]) -> list[str]:
+    """``(input, hermes, ctxledger)`` triples that differ, as readable lines."""
+    return [f"input {i!r}\n  hermes    {h!r}\n  ctxledger {c!r}" for i, h, c in pairs if h != c]

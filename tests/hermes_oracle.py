@@ -1,0 +1,159 @@
+"""Answer questions with hermes-agent's own functions, for the differential parity tests.
+
+Run by ``tests/test_parity_differential.py`` with the python of ``.venv-hermes`` (the
+real hermes-agent from PyPI, imported, never copied):
+
+    .venv-hermes/bin/python tests/hermes_oracle.py
+
+It reads one JSON request a line on stdin, ``{"op": NAME, "inputs": [...]}``, runs every
+input through the Hermes function ``NAME`` stands for and writes one JSON line back,
+``{"outputs": [...]}`` (an input Hermes raised on gives ``{"raised": "..."}``). One
+process serves a whole test module; nothing here talks to the network.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import openai
+from agent import context_compressor as cc
+from agent import error_classifier, model_metadata, usage_pricing
+from agent.agent_runtime_helpers import strip_think_blocks
+
+_CLIENT = openai.OpenAI(api_key="sk-oracle", base_url="http://127.0.0.1:9/v1")
+_REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+
+def _namespace(value: Any) -> Any:
+    """A decoded usage block as the SDK hands it over: attributes, not keys."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: _namespace(v) for k, v in value.items()})
+    return value
+
+
+def estimate(message: dict[str, Any]) -> dict[str, int]:
+    return {
+        "budget": cc._estimate_msg_budget_tokens(message),
+        "rough": model_metadata.estimate_messages_tokens_rough([message]),
+    }
+
+
+def usage(item: dict[str, Any]) -> dict[str, int]:
+    raw = item["raw"]
+    result = usage_pricing.normalize_usage(
+        _namespace(raw) if raw else raw, api_mode=item.get("api_mode")
+    )
+    return {
+        "input": result.input_tokens,
+        "output": result.output_tokens,
+        "cache_read": result.cache_read_tokens,
+        "cache_write": result.cache_write_tokens,
+        "reasoning": result.reasoning_tokens,
+    }
+
+
+def reply(item: dict[str, Any]) -> str | None:
+    """What Hermes's summary call stores for one reply message (None: a failure)."""
+    if item["kind"] == "string":
+        message: Any = item["value"]
+    elif item["kind"] == "dict":
+        message = item["value"]
+    else:
+        message = SimpleNamespace(content=item["value"])
+    response = SimpleNamespace(choices=[SimpleNamespace(message=message)])
+    original = cc.call_llm
+    cc.call_llm = lambda **_: response
+    try:
+        compressor = cc.ContextCompressor(
+            "local-model", config_context_length=200_000, quiet_mode=True
+        )
+        summary = compressor._generate_summary([{"role": "assistant", "content": "Working."}])
+    finally:
+        cc.call_llm = original
+    return None if summary is None else compressor._strip_summary_prefix(summary)
+
+
+def strip(text: str) -> str:
+    return strip_think_blocks(None, text)
+
+
+def classify(item: dict[str, Any]) -> dict[str, Any]:
+    """An error exactly as the openai SDK raises it for this status and body."""
+    response = httpx.Response(item["status"], content=item["body"].encode(), request=_REQUEST)
+    error = _CLIENT._make_status_error_from_response(response)
+    verdict = error_classifier.classify_api_error(
+        error, provider="custom", model="local-model", approx_tokens=0, context_length=200_000
+    )
+    text = str(error).lower()  # what Hermes's conversation loop parses
+    return {
+        "reason": verdict.reason.value,
+        "should_compress": verdict.should_compress,
+        "stated_window": model_metadata.parse_context_limit_from_error(text),
+        "output_cap_error": model_metadata.is_output_cap_error(text),
+        "available_output": model_metadata.parse_available_output_tokens_from_error(text),
+    }
+
+
+def budgets(item: dict[str, Any]) -> dict[str, int]:
+    window, threshold, ratio = item["window"], item["threshold"], item["target_ratio"]
+    compressor = cc.ContextCompressor(
+        "local-model",
+        config_context_length=window,
+        threshold_percent=threshold,
+        summary_target_ratio=ratio,
+        quiet_mode=True,
+    )
+    plain = cc.ContextCompressor._compute_threshold_tokens(window, threshold)
+    return {
+        "threshold_tokens": compressor.threshold_tokens,
+        "threshold_tokens_without_small_window_raise": plain,
+        "tail_budget": compressor.tail_token_budget,
+        "max_summary_tokens": compressor.max_summary_tokens,
+        "summary_budget": [
+            [
+                model_metadata.estimate_messages_tokens_rough(turns),
+                compressor._compute_summary_budget(turns),
+            ]
+            for turns in ([{"role": "user", "content": "x" * n}] for n in item["summarized_chars"])
+        ],
+    }
+
+
+def oneliner(item: dict[str, Any]) -> str:
+    return cc._summarize_tool_result(item["name"], item["arguments"], item["content"])
+
+
+OPS = {
+    "estimate": estimate,
+    "usage": usage,
+    "reply": reply,
+    "strip": strip,
+    "classify": classify,
+    "budgets": budgets,
+    "oneliner": oneliner,
+}
+
+
+def _answer(op: str, value: Any) -> Any:
+    try:
+        return OPS[op](value)
+    except Exception as exc:  # reported to the test, which decides what a raise means
+        return {"raised": f"{type(exc).__name__}: {exc}"}
+
+
+def main() -> None:
+    channel = sys.stdout
+    sys.stdout = sys.stderr  # whatever Hermes prints must not mix with the answers
+    for line in sys.stdin:
+        request = json.loads(line)
+        outputs = [_answer(request["op"], value) for value in request["inputs"]]
+        channel.write(json.dumps({"outputs": outputs}) + "\n")
+        channel.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -51,21 +51,23 @@ from ctxledger.events import (
     sha256_hex,
 )
 from ctxledger.eventstore.base import (
-    GENESIS_HASH,
     AppendRequest,
-    ChainVerifier,
     Durability,
     EventStore,
     PreparedBatch,
+    prepare_append,
+)
+from ctxledger.eventstore.leases import Release, try_file_lease
+from ctxledger.eventstore.migrations import MIGRATIONS
+from ctxledger.eventstore.rows import (
+    GENESIS_HASH,
+    ChainVerifier,
     StoredRow,
     VerifyReport,
     chain_rows,
     chain_tip,
     decode_rows,
-    prepare_append,
 )
-from ctxledger.eventstore.leases import Release, try_file_lease
-from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.space import out_of_space
 
 if sys.platform != "win32":

@@ -49,8 +49,9 @@ from ctxledger.events import (
 from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
-from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
+from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import open_store
+from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec

@@ -103,27 +103,9 @@ def prepare_append(
     batches: list[PreparedBatch] = []
     new_blobs: dict[str, bytes] = {}
     for request in requests:
-        stream, expected = request.stream, request.expected_version
-        if not isinstance(stream, str) or not stream:
-            raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
-        if any(batch.stream == stream for batch in batches):
-            raise InvalidInput(
-                f"stream {stream!r} appears twice in one append; merge its events into one request"
-            )
-        if expected is not None and expected < 0:
-            raise InvalidInput(
-                f"expected_version must be >= 0 (0 for a new session), got {expected}"
-            )
-        if request.chain is not None and request.chain not in CHAIN_FORMATS:
-            raise InvalidInput(
-                f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
-            )
+        _check_request(request, batches)
+        stream, expected, stored = request.stream, request.expected_version, request.stored
         rows: list[tuple[str, str, int, bytes]] = []
-        stored = request.stored
-        if stored is not None and len(stored) != len(request.events):
-            raise InvalidInput(
-                f"stored holds {len(stored)} payloads for {len(request.events)} events"
-            )
         for index, event in enumerate(request.events):
             meta = _KINDS.get(type(event))
             if meta is None:
@@ -157,6 +139,25 @@ def prepare_append(
             )
         new_blobs[ref] = data
     return batches, new_blobs
+
+
+def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None:
+    """The request-level checks of an append (its events are checked one by one)."""
+    stream, expected, stored = request.stream, request.expected_version, request.stored
+    if not isinstance(stream, str) or not stream:
+        raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
+    if any(batch.stream == stream for batch in batches):
+        raise InvalidInput(
+            f"stream {stream!r} appears twice in one append; merge its events into one request"
+        )
+    if expected is not None and expected < 0:
+        raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
+    if request.chain is not None and request.chain not in CHAIN_FORMATS:
+        raise InvalidInput(
+            f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
+        )
+    if stored is not None and len(stored) != len(request.events):
+        raise InvalidInput(f"stored holds {len(stored)} payloads for {len(request.events)} events")
 
 
 def _reject_repeated_ids(batches: list[PreparedBatch]) -> None:

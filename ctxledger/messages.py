@@ -146,6 +146,23 @@ class CallLedger:
         self.renamed: dict[str, str | None] = {}
         self._base = base
 
+    def fold(self, messages: Iterable[JSON], renames: Mapping[str, str]) -> None:
+        """Record the calls issued and answered by `messages` (stored ones, in order);
+        `renames` maps each repaired re-used id's replacement to the original, whose
+        result may still come under the original id."""
+        for msg in messages:
+            if msg.get("role") == "assistant":
+                for call_id in tool_call_ids(msg):
+                    self.issued.add(call_id)
+                    if call_id in renames:
+                        self.renamed[renames[call_id]] = call_id
+            elif msg.get("role") == "tool":
+                call_id = str(msg.get("tool_call_id"))
+                self.answered.add(call_id)
+                original = renames.get(call_id)
+                if original is not None and self.renamed.get(original) == call_id:
+                    self.renamed[original] = None
+
     def pending_rename(self, call_id: str) -> str | None:
         """The replacement of a repaired re-used `call_id` whose result has not come yet."""
         if call_id in self.renamed:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -47,6 +48,9 @@ from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
 from ctxledger.terminal import styled
+
+if TYPE_CHECKING:
+    from ctxledger.analysis.whatif import WhatIfReport
 
 _SHOWN_FACTS = 12
 
@@ -501,6 +505,11 @@ def run_whatif(
     if as_json:
         emit_json(report)
         return
+    _print_whatif(report)
+
+
+def _print_whatif(report: WhatIfReport) -> None:
+    """The what-if beside the recorded chain, then what it reproduced and what differs."""
     changes = ", ".join(
         f"{k}: {old!r} → {new!r}" for k, (old, new) in report.config_changes.items()
     )

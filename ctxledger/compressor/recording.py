@@ -38,6 +38,7 @@ from ctxledger.events import (
 )
 from ctxledger.messages import JSON, content_text
 from ctxledger.tokens import count_message
+from ctxledger.usage import CanonicalUsage
 
 #: the scans of the live views planned lately: their messages are the projections',
 #: never mutated in place, so a session re-planned as it grows scans only what is new
@@ -234,24 +235,11 @@ def record(
 
     old: list[Event] = []
     if the_plan.prunes:
-        entries = [
-            PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
-            for p in the_plan.prunes
-        ]
-        old.append(ToolResultsPruned(**env(), compaction_id=compaction_id, entries=entries))
+        old.append(_prune_event(inp, the_plan, env(), compaction_id))
     summary = _summary_event(prepared, result, text, env(), compaction_id)
     old.append(summary)
     if result.usage is not None:
-        old.append(
-            UsageReported(
-                **env(),
-                raw=msgspec.to_builtins(result.usage),
-                shape="canonical",
-                usage=result.usage,
-                model=result.model,
-                purpose="summarizer",
-            )
-        )
+        old.append(_summarizer_usage(result, result.usage, env()))
     switch = _switch_event(prepared, env(), compaction_id, new_session_id, trigger, layout)
     old.append(switch)
     started = SessionStarted(
@@ -274,6 +262,31 @@ def record(
         switch=switch,
         summary=summary,
         messages=layout[3],
+    )
+
+
+def _prune_event(
+    inp: CompactionInput, the_plan: CompactionPlan, fields: dict[str, Any], compaction_id: str
+) -> ToolResultsPruned:
+    """The tool results the plan pruned in the kept head and tail, with their one-liners."""
+    entries = [
+        PruneEntry(message_id=_id(inp, p.index), kind=p.kind, replacement=p.replacement)
+        for p in the_plan.prunes
+    ]
+    return ToolResultsPruned(**fields, compaction_id=compaction_id, entries=entries)
+
+
+def _summarizer_usage(
+    result: SummaryResult, usage: CanonicalUsage, fields: dict[str, Any]
+) -> UsageReported:
+    """What the summarizer's own model call cost, as a usage report of purpose summarizer."""
+    return UsageReported(
+        **fields,
+        raw=msgspec.to_builtins(usage),
+        shape="canonical",
+        usage=usage,
+        model=result.model,
+        purpose="summarizer",
     )
 
 

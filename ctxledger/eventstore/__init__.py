@@ -2,13 +2,12 @@
 :func:`open_store`, which picks SQLite or PostgreSQL (:mod:`.postgres`) from a path or URL."""
 
 from ctxledger.events import Recorded
-from ctxledger.eventstore.base import (
+from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
+from ctxledger.eventstore.opening import is_url, open_store
+from ctxledger.eventstore.rows import (
     GENESIS_HASH,
-    AppendRequest,
     ChainFormat,
     ChainVerifier,
-    Durability,
-    EventStore,
     StoredRow,
     VerifyReport,
     chain_hash,
@@ -18,7 +17,6 @@ from ctxledger.eventstore.base import (
     row_digest,
     split_linked,
 )
-from ctxledger.eventstore.opening import is_url, open_store
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
 __all__ = [

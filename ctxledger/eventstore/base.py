@@ -17,16 +17,16 @@ Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
   issue 14: a batched append then hashes once instead of once per event).
 * Large message contents and blobs are stored once, content-addressed by sha256.
 
-The hash chain (:func:`chain_hash`, :func:`link_hash`) and the walk that checks it (:class:`ChainVerifier`)
-live here, not in a backend, so every backend computes and checks the same chain.
+The hash chain (:func:`~ctxledger.eventstore.rows.chain_hash`,
+:func:`~ctxledger.eventstore.rows.link_hash`) and the walk that checks it
+(:class:`~ctxledger.eventstore.rows.ChainVerifier`) live in :mod:`ctxledger.eventstore.rows`,
+not in a backend, so every backend computes and checks the same chain.
 """
 
 from __future__ import annotations
 
 import abc
-import hashlib
-import zlib
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Literal, NamedTuple, Self
 
@@ -34,34 +34,28 @@ import msgspec
 
 from ctxledger.errors import (
     DuplicateEventError,
-    IntegrityError,
     InvalidEvent,
     InvalidInput,
-    UnknownBlob,
 )
 from ctxledger.events import (
-    EVENT_DECODER,
     EVENT_TYPES,
     Event,
     MessageAppended,
     Recorded,
-    ToolOutputPersisted,
     dehydrate,
     encode_event,
-    hydrate,
     sha256_hex,
-    upcast_stored,
 )
 from ctxledger.eventstore import leases
 from ctxledger.eventstore.leases import LocalLeases, Release
+from ctxledger.eventstore.rows import (
+    CHAIN_FORMATS,
+    ChainFormat,
+    StoredRow,
+    VerifyReport,
+)
 
 Durability = Literal["full", "normal"]
-
-
-#: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
-#: ``"linked"`` (a :func:`row_digest` per row, one :func:`link_hash` per append)
-ChainFormat = Literal["per_event", "linked"]
-CHAIN_FORMATS: tuple[ChainFormat, ...] = ("per_event", "linked")
 
 
 class AppendRequest(msgspec.Struct, frozen=True):
@@ -80,186 +74,6 @@ class AppendRequest(msgspec.Struct, frozen=True):
     #: instead of encoding `events` (a copy: ``ctxledger migrate``); the caller vouches
     #: that each payload is its event (the copy verifies the destination at the end)
     stored: Sequence[tuple[int, bytes]] | None = None
-
-
-class VerifyReport(msgspec.Struct, frozen=True):
-    ok: bool
-    events_checked: int
-    blobs_checked: int
-    first_bad_seq: int | None = None
-    first_bad_event_id: str | None = None
-    problem: str | None = None
-    #: the last event that verified and the hash that commits to the log up to it (the
-    #: value to keep elsewhere and pass to ``verify --expect-head``); None for an empty log
-    head_seq: int | None = None
-    head_hash: str | None = None
-
-
-# --- the hash chain -------------------------------------------------------------------
-
-#: the "previous hash" of the first event in a log
-GENESIS_HASH = "0" * 64
-
-#: a stored event as backends hand it to the verifier:
-#: (seq, stream, version, event_id, kind, schema, payload, hash)
-StoredRow = tuple[int, str, int, str, str, int, bytes, str]
-
-#: encodes ``(prev_hash, seq, stream, version, event_id, kind, schema)`` as a JSON array:
-#: the bytes hashed before an event's payload (JSON, so no field can bleed into another)
-chain_header: Callable[[tuple[str, int, str, int, str, str, int]], bytes] = (
-    msgspec.json.Encoder().encode
-)
-
-
-def chain_hash(
-    prev_hash: str,
-    seq: int,
-    stream: str,
-    version: int,
-    event_id: str,
-    kind: str,
-    schema: int,
-    payload: bytes,
-) -> str:
-    """sha256 hex of the previous event's hash, this event's position and identity, and its payload."""
-    header = chain_header((prev_hash, seq, stream, version, event_id, kind, schema))
-    return hashlib.sha256(header + payload).hexdigest()
-
-
-#: encodes one append's link header (see :func:`link_hash`)
-_link_header: Callable[[tuple[object, ...]], bytes] = msgspec.json.Encoder().encode
-
-
-def row_digest(payload: bytes) -> str:
-    """A row's own digest in the linked format: crc32 of its payload, in decimal.
-
-    It only locates a damaged row inside an append; the append's sha256 link
-    (:func:`link_hash`), which covers the digests and the payloads, is the tamper seal.
-    Decimal, at most 10 digits: never mistaken for a 64-hex-digit per-event hash.
-    """
-    return str(zlib.crc32(payload))
-
-
-def split_linked(stored_hash: str) -> tuple[str, str] | None:
-    """(row digest, link or "") of a linked row's hash column; None for a per-event hash."""
-    if len(stored_hash) == 64 and ":" not in stored_hash:
-        return None
-    digest, _, link = stored_hash.partition(":")
-    return digest, link
-
-
-def link_hash(
-    prev_hash: str,
-    first_seq: int,
-    stream: str,
-    first_version: int,
-    rows: Sequence[tuple[str, str, int, bytes]],
-    digests: Sequence[str],
-) -> str:
-    """sha256 hex chaining one append to one stream (rows: event_id, kind, schema, payload).
-
-    One hash per append instead of one per event: the header names the previous
-    link, the append's position, and every event's id, kind, schema and row digest;
-    the payloads follow, concatenated.
-    """
-    header = _link_header(
-        (
-            prev_hash,
-            first_seq,
-            stream,
-            first_version,
-            [row[0] for row in rows],
-            [row[1] for row in rows],
-            [row[2] for row in rows],
-            digests,
-        )
-    )
-    digest = hashlib.sha256(header)
-    digest.update(b"".join([row[3] for row in rows]))
-    return digest.hexdigest()
-
-
-def chain_tip(stored_hash: str) -> str:
-    """The chain value a row hands to the next append: its hash, or the link of a linked row.
-
-    For the last row of a log (always the end of an append) this is the head hash that
-    ``verify`` reports and ``verify --expect-head`` / the head anchor compare.
-    """
-    return stored_hash[-64:]
-
-
-def chain_rows(
-    prev: str,
-    seq: int,
-    stream: str,
-    version: int,
-    rows: Sequence[tuple[str, str, int, bytes]],
-    chain: ChainFormat,
-) -> tuple[list[str], str]:
-    """The hash column of `rows` appended to `stream` after log position `seq` and stream
-    `version`, chained from `prev`; returns (hashes, the chain value after them)."""
-    if chain == "linked":
-        digests = [row_digest(row[3]) for row in rows]
-        prev = link_hash(prev, seq + 1, stream, version + 1, rows, digests)
-        return [*digests[:-1], f"{digests[-1]}:{prev}"], prev
-    hashes: list[str] = []
-    sha256, header = hashlib.sha256, chain_header
-    for offset, (event_id, kind, schema, payload) in enumerate(rows, 1):
-        position = (prev, seq + offset, stream, version + offset, event_id, kind, schema)
-        prev = sha256(header(position) + payload).hexdigest()
-        hashes.append(prev)
-    return hashes, prev
-
-
-# --- decoding stored payloads ----------------------------------------------------------
-
-
-def decode_stored(payload: bytes, schema: int) -> Event:
-    """Decode a stored payload, upcasting it when `schema` is not today's (pure).
-
-    The payload carries its ``kind`` tag, so backends need not read the kind column.
-    Raises InvalidEvent when the payload is not an event or cannot be upcast.
-    """
-    try:
-        event: Event = EVENT_DECODER.decode(payload)
-        if schema == event.SCHEMA:
-            return event
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass  # perhaps an older shape: the upcasting path decides
-    return upcast_stored(payload, schema)
-
-
-def decode_rows(
-    rows: Iterable[tuple[int, int, int, bytes, str]], get_blob: Callable[[str], bytes]
-) -> list[Recorded]:
-    """Stored rows (seq, version, schema, payload, hash) -> Recorded (shared by backends).
-
-    Upcasts older payloads and re-inflates message contents kept as blobs; the
-    stream is the event's session (append guarantees it, verify() checks it).
-    """
-    out: list[Recorded] = []
-    append, decode = out.append, EVENT_DECODER.decode
-    seq = 0
-    try:
-        for seq, version, schema, payload, digest in rows:
-            try:
-                event: Event | None = decode(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                event = None  # maybe an older shape: upcast_stored upcasts or explains
-            if event is None or schema != event.SCHEMA:
-                event = upcast_stored(payload, schema)
-            if type(event) is MessageAppended and event.content_ref is not None:
-                event = hydrate(event, get_blob)
-            append(Recorded(seq, event.session_id, version, event, digest))
-    except InvalidEvent as exc:
-        raise InvalidEvent(
-            f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
-        ) from exc
-    except UnknownBlob as exc:
-        raise IntegrityError(
-            f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
-        ) from exc
-    return out
 
 
 # --- preparing appends (shared by backends) ---------------------------------------------
@@ -289,27 +103,9 @@ def prepare_append(
     batches: list[PreparedBatch] = []
     new_blobs: dict[str, bytes] = {}
     for request in requests:
-        stream, expected = request.stream, request.expected_version
-        if not isinstance(stream, str) or not stream:
-            raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
-        if any(batch.stream == stream for batch in batches):
-            raise InvalidInput(
-                f"stream {stream!r} appears twice in one append; merge its events into one request"
-            )
-        if expected is not None and expected < 0:
-            raise InvalidInput(
-                f"expected_version must be >= 0 (0 for a new session), got {expected}"
-            )
-        if request.chain is not None and request.chain not in CHAIN_FORMATS:
-            raise InvalidInput(
-                f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
-            )
+        _check_request(request, batches)
+        stream, expected, stored = request.stream, request.expected_version, request.stored
         rows: list[tuple[str, str, int, bytes]] = []
-        stored = request.stored
-        if stored is not None and len(stored) != len(request.events):
-            raise InvalidInput(
-                f"stored holds {len(stored)} payloads for {len(request.events)} events"
-            )
         for index, event in enumerate(request.events):
             meta = _KINDS.get(type(event))
             if meta is None:
@@ -345,6 +141,25 @@ def prepare_append(
     return batches, new_blobs
 
 
+def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None:
+    """The request-level checks of an append (its events are checked one by one)."""
+    stream, expected, stored = request.stream, request.expected_version, request.stored
+    if not isinstance(stream, str) or not stream:
+        raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
+    if any(batch.stream == stream for batch in batches):
+        raise InvalidInput(
+            f"stream {stream!r} appears twice in one append; merge its events into one request"
+        )
+    if expected is not None and expected < 0:
+        raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
+    if request.chain is not None and request.chain not in CHAIN_FORMATS:
+        raise InvalidInput(
+            f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
+        )
+    if stored is not None and len(stored) != len(request.events):
+        raise InvalidInput(f"stored holds {len(stored)} payloads for {len(request.events)} events")
+
+
 def _reject_repeated_ids(batches: list[PreparedBatch]) -> None:
     ids = [row[0] for batch in batches for row in batch.rows]
     if len(set(ids)) == len(ids):
@@ -356,156 +171,6 @@ def _reject_repeated_ids(batches: list[PreparedBatch]) -> None:
                 f"event id {event_id!r} appears twice in one append; give every event its own id"
             )
         seen.add(event_id)
-
-
-class ChainVerifier:
-    """Checks stored rows, fed in seq order, and keeps the first problem found (pure: no I/O).
-
-    Two row formats chain together, so a log written before the linked format still
-    verifies after it: a *per-event* row holds ``chain_hash`` of the previous row
-    (64 hex digits); a *linked* row holds its own digest (:func:`row_digest`), and the
-    last row of its append also ``:`` and the append's :func:`link_hash`. A row whose
-    payload no longer matches its digest is named; an append whose link does not match
-    (a digest, an id, a position or a payload was rewritten to match) is named by its
-    first row. `blobs` maps every stored blob ref to ``None`` when its bytes hash to
-    the ref, or to what is wrong with it; an event that references a bad or missing
-    blob is reported at that event.
-    """
-
-    def __init__(self, blobs: Mapping[str, str | None]) -> None:
-        self.blobs = blobs
-        self.prev_hash = GENESIS_HASH
-        self.next_seq = 1
-        self.checked = 0
-        self.versions: dict[str, int] = {}
-        self.problem: tuple[int | None, str | None, str] | None = None
-        # the rows of an append whose link row has not been fed yet
-        self._open: list[StoredRow] = []
-
-    def feed(self, rows: Iterable[StoredRow]) -> bool:
-        """Check `rows` (the next ones in seq order); False once a problem was found."""
-        if self.problem is not None:
-            return False
-        for row in rows:
-            problem = self._check_row(row)
-            if problem is not None:
-                self.problem = problem
-                return False
-        return True
-
-    def _check_row(self, row: StoredRow) -> tuple[int | None, str | None, str] | None:
-        seq, stream, version, event_id, kind, schema, payload, stored_hash = row
-        previous_version = self.versions.get(stream, 0)
-        if seq != self.next_seq:
-            return self._blame(row, f"gap in the log: seq {self.next_seq} is missing")
-        if version != previous_version + 1:
-            return self._blame(
-                row, f"gap in stream {stream!r}: version {version} follows {previous_version}"
-            )
-        linked = split_linked(stored_hash)
-        if self._open and (linked is None or self._open[0][1] != stream):
-            return self._blame(self._open[0], "an append ends without its chain link")
-        if linked is not None:
-            if linked[0] != row_digest(payload):
-                return self._blame(row, "hash mismatch: this event (or its row) was altered")
-        elif (
-            chain_hash(self.prev_hash, seq, stream, version, event_id, kind, schema, payload)
-            != stored_hash
-        ):
-            return self._blame(row, "hash mismatch: this event (or its row) was altered")
-        problem = self._check_payload(payload, kind, schema, stream, event_id)
-        if problem is not None:
-            return self._blame(row, problem)
-        self.versions[stream] = version
-        self.next_seq = seq + 1
-        if linked is None:
-            self.prev_hash = stored_hash
-            self.checked += 1
-            return None
-        self._open.append(row)
-        if not linked[1]:
-            return None
-        return self._close_append(seq, stream, linked[1])
-
-    def _close_append(
-        self, seq: int, stream: str, stored_link: str
-    ) -> tuple[int | None, str | None, str] | None:
-        """Check the link of the open append, whose last row (at `seq`) was just fed."""
-        group, self._open = self._open, []
-        first = group[0]
-        link = link_hash(
-            self.prev_hash,
-            first[0],
-            stream,
-            first[2],
-            [(r[3], r[4], r[5], r[6]) for r in group],
-            [r[7].partition(":")[0] for r in group],
-        )
-        if link != stored_link:
-            return self._blame(
-                first,
-                f"hash mismatch: the append of seq {first[0]}..{seq} was altered "
-                "(a row's id, kind, position or payload, or its link)",
-            )
-        self.prev_hash = link
-        self.checked += len(group)
-        return None
-
-    def _blame(self, row: StoredRow, problem: str) -> tuple[int | None, str | None, str]:
-        # rows of the open append before the blamed one passed their own checks
-        self.checked += sum(1 for r in self._open if r[0] < row[0])
-        return (row[0], row[3], problem)
-
-    def _check_payload(
-        self, payload: bytes, kind: str, schema: int, stream: str, event_id: str
-    ) -> str | None:
-        try:
-            event = decode_stored(payload, schema)
-        except InvalidEvent as exc:
-            return f"undecodable payload: {exc}"
-        if (event.event_id, event.session_id, type(event).__name__) != (event_id, stream, kind):
-            return "payload disagrees with the row's event id, stream or kind"
-        if isinstance(event, MessageAppended) and event.content_ref is not None:
-            ref = event.content_ref
-            if ref not in self.blobs:
-                return f"missing blob {ref}: the message content is gone"
-        elif isinstance(event, ToolOutputPersisted) and event.blob_ref in self.blobs:
-            ref = event.blob_ref  # a tool output's blob is stored by the caller; absent is allowed
-        else:
-            return None
-        bad = self.blobs[ref]
-        return None if bad is None else f"blob mismatch: {bad}"
-
-    def report(self) -> VerifyReport:
-        """The verdict so far: the first problem found, else any bad blob no event referenced."""
-        if self.problem is None and self._open:
-            self.problem = self._blame(self._open[0], "the log ends inside an append")
-        if self.problem is None:
-            bad = next((why for why in self.blobs.values() if why is not None), None)
-            if bad is not None:
-                self.problem = (None, None, f"blob mismatch: {bad}")
-        head = (
-            (self.next_seq - 1, self.prev_hash) if self.prev_hash != GENESIS_HASH else (None, None)
-        )
-        if self.problem is None:
-            return VerifyReport(
-                ok=True,
-                events_checked=self.checked,
-                blobs_checked=len(self.blobs),
-                head_seq=head[0],
-                head_hash=head[1],
-            )
-        seq, event_id, problem = self.problem
-        return VerifyReport(
-            ok=False,
-            events_checked=self.checked,
-            blobs_checked=len(self.blobs),
-            first_bad_seq=seq,
-            first_bad_event_id=event_id,
-            problem=problem,
-            head_seq=head[0],
-            head_hash=head[1],
-        )
 
 
 class EventStore(abc.ABC):

@@ -59,18 +59,15 @@ from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import (
     AppendRequest,
-    ChainVerifier,
     Durability,
     EventStore,
     PreparedBatch,
-    StoredRow,
-    VerifyReport,
-    decode_rows,
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
 from ctxledger.eventstore.postgres_leases import PgLeases
+from ctxledger.eventstore.rows import ChainVerifier, StoredRow, VerifyReport, decode_rows
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 

@@ -1,7 +1,7 @@
 """How the PostgreSQL store writes an append (see :mod:`ctxledger.eventstore.postgres`).
 
 Two paths, the same rows and hashes (per-event
-:func:`~ctxledger.eventstore.base.chain_hash` rows; a copy of a linked SQLite ledger
+:func:`~ctxledger.eventstore.rows.chain_hash` rows; a copy of a linked SQLite ledger
 asks for linked rows, which only the client-side path writes). A small append without blobs (every chat turn)
 is one call of the server-side function ``ctxledger_insert`` (migration ``0003``),
 its own transaction: the version checks, the streams and the rows, inserted
@@ -27,7 +27,8 @@ import psycopg.errors
 
 from ctxledger.errors import ConcurrencyError, DuplicateEventError
 from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import GENESIS_HASH, PreparedBatch, chain_rows, chain_tip
+from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.rows import GENESIS_HASH, chain_rows, chain_tip
 
 __all__ = ["CALL_ROWS", "Appender", "prepare"]
 

@@ -50,22 +50,25 @@ from ctxledger.events import (
     Recorded,
     sha256_hex,
 )
+from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import (
-    GENESIS_HASH,
     AppendRequest,
-    ChainVerifier,
     Durability,
     EventStore,
     PreparedBatch,
+    prepare_append,
+)
+from ctxledger.eventstore.leases import Release, try_file_lease
+from ctxledger.eventstore.migrations import MIGRATIONS
+from ctxledger.eventstore.rows import (
+    GENESIS_HASH,
+    ChainVerifier,
     StoredRow,
     VerifyReport,
     chain_rows,
     chain_tip,
     decode_rows,
-    prepare_append,
 )
-from ctxledger.eventstore.leases import Release, try_file_lease
-from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.space import out_of_space
 
 if sys.platform != "win32":
@@ -81,59 +84,7 @@ _PAGE_SIZE = 4096
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
 _VERIFY_BATCH = 4000
-_COLUMNS = 8  # per event row in _INSERT_EVENT
-
-# --- SQL, prepared once (sqlite3's statement cache keeps them compiled) ---------------------
-_TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
-_LAST_SEQ = "SELECT max(seq) FROM events"
-_DATA_VERSION = "PRAGMA data_version"
-# a stream's version is the max of its events' versions: one seek in events_by_stream
-_VERSION_OF = (
-    "(SELECT coalesce(max(version), 0) FROM events WHERE events.stream_id = streams.stream_id)"
-)
-_STREAM = f"SELECT stream_id, {_VERSION_OF} FROM streams WHERE stream = ?"
-_STREAM_VERSION = f"SELECT {_VERSION_OF} FROM streams WHERE stream = ?"
-_STREAM_ID = "SELECT stream_id FROM streams WHERE stream = ?"
-# stream_id grows with created_seq (streams are never deleted), and needs no sort
-_STREAMS = f"SELECT stream, {_VERSION_OF} FROM streams ORDER BY stream_id"
-_NEW_STREAM = "INSERT INTO streams (stream, created_seq) VALUES (?, ?)"
-_INSERT_EVENT = (
-    "INSERT INTO events (seq, event_id, stream_id, version, kind, schema, payload, hash)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-# many rows per statement: binding is the same work, but one step/reset per block
-# instead of per row makes batched appends ~15 % faster than executemany alone
-_BLOCK = 64
-_INSERT_BLOCK = _INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?, ?)" * (_BLOCK - 1)
-_STREAM_OF_EVENT = (
-    "SELECT s.stream FROM events AS e JOIN streams AS s USING (stream_id) WHERE e.event_id = ?"
-)
-# no kind column: the payload carries its tag, and every column fetched costs ~10 % of a read
-_READ_ALL = (
-    "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
-)
-_READ_STREAM = (
-    "SELECT seq, version, schema, payload, hash FROM events"
-    " WHERE stream_id = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?"
-)
-# LEFT JOIN: a row whose stream vanished still reaches the verifier (as a hash mismatch);
-# the casts keep a row edited in the sqlite3 shell (``replace(payload, ...)`` makes it
-# TEXT, a NULL anywhere) a hash mismatch to report rather than a type error
-_VERIFY_EVENTS = (
-    "SELECT e.seq, coalesce(s.stream, ''), e.version, coalesce(e.event_id, ''),"
-    " coalesce(e.kind, ''), e.schema, coalesce(CAST(e.payload AS BLOB), x''), coalesce(e.hash, '')"
-    " FROM events AS e LEFT JOIN streams AS s USING (stream_id) WHERE e.seq >= ? ORDER BY e.seq LIMIT ?"
-)
-_LIST_BLOBS = "SELECT ref, size FROM blobs"
-_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (ref, size, data) VALUES (?, ?, ?)"
-_GET_BLOB = "SELECT data FROM blobs WHERE ref = ?"
-_HAS_BLOB = "SELECT 1 FROM blobs WHERE ref = ?"
-_SAVE_CHECKPOINT = (
-    "INSERT INTO checkpoints (name, seq, state) VALUES (?, ?, ?)"
-    " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, state = excluded.state"
-)
-_LOAD_CHECKPOINT = "SELECT seq, state FROM checkpoints WHERE name = ?"
+_COLUMNS = 8  # per event row in q.INSERT_EVENT
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
@@ -370,7 +321,7 @@ class SQLiteEventStore(EventStore):
         current: list[tuple[int | None, int]] = []
         stale: tuple[PreparedBatch, int] | None = None
         for batch in batches:
-            row = conn.execute(_STREAM, (batch.stream,)).fetchone()
+            row = conn.execute(q.STREAM, (batch.stream,)).fetchone()
             stream_id, version = (row[0], row[1]) if row is not None else (None, 0)
             # an empty request writes nothing, so it cannot be stale
             if stale is None and batch.rows and batch.expected_version not in (None, version):
@@ -386,9 +337,9 @@ class SQLiteEventStore(EventStore):
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
         if new_blobs:
             conn.executemany(
-                _INSERT_BLOB, [(ref, len(data), data) for ref, data in new_blobs.items()]
+                q.INSERT_BLOB, [(ref, len(data), data) for ref, data in new_blobs.items()]
             )
-        tail = conn.execute(_TAIL).fetchone()
+        tail = conn.execute(q.TAIL).fetchone()
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
         out: dict[str, int] = {}
@@ -399,7 +350,7 @@ class SQLiteEventStore(EventStore):
             if not rows:
                 continue
             if stream_id is None:
-                stream_id = conn.execute(_NEW_STREAM, (stream, seq + 1)).lastrowid
+                stream_id = conn.execute(q.NEW_STREAM, (stream, seq + 1)).lastrowid
             # linked (one sha256 link per append to a stream, a crc digest per row) unless
             # a copy asks for the source's per-event hashes
             hashes, prev = chain_rows(prev, seq, stream, version, rows, batch.chain or "linked")
@@ -411,16 +362,16 @@ class SQLiteEventStore(EventStore):
         return out
 
     def _insert_rows(self, flat: list[object]) -> None:
-        """INSERT the flattened event rows: whole blocks of _BLOCK rows, then the rest one by one."""
-        conn, step = self._conn, _BLOCK * _COLUMNS
+        """INSERT the flattened event rows: whole blocks of q.BLOCK rows, then the rest one by one."""
+        conn, step = self._conn, q.BLOCK * _COLUMNS
         whole = len(flat) - len(flat) % step
         for start in range(0, whole, step):
-            conn.execute(_INSERT_BLOCK, flat[start : start + step])
+            conn.execute(q.INSERT_BLOCK, flat[start : start + step])
         if len(flat) - whole == _COLUMNS:  # the common one-event append: skip executemany
-            conn.execute(_INSERT_EVENT, flat[whole:])
+            conn.execute(q.INSERT_EVENT, flat[whole:])
         elif whole < len(flat):
             conn.executemany(
-                _INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
+                q.INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
             )
 
     def _already_stored(self, batches: list[PreparedBatch]) -> bool:
@@ -432,7 +383,7 @@ class SQLiteEventStore(EventStore):
         missing: str | None = None
         for batch in batches:
             for event_id, *_ in batch.rows:
-                row = self._conn.execute(_STREAM_OF_EVENT, (event_id,)).fetchone()
+                row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
                 if row is None:
                     missing = missing or event_id
                 elif row[0] != batch.stream:
@@ -454,13 +405,13 @@ class SQLiteEventStore(EventStore):
     def stream_version(self, stream: str) -> int:
         """Current version of `stream`, 0 if it has no events (read-only)."""
         with self._lock, self._errors("read a stream version"):
-            row = self._conn.execute(_STREAM_VERSION, (stream,)).fetchone()
+            row = self._conn.execute(q.STREAM_VERSION, (stream,)).fetchone()
         return int(row[0]) if row is not None else 0
 
     def last_seq(self) -> int:
         """The highest seq in the log, 0 when empty (read-only)."""
         with self._lock, self._errors("read the log's end"):
-            row = self._conn.execute(_LAST_SEQ).fetchone()
+            row = self._conn.execute(q.LAST_SEQ).fetchone()
         return int(row[0] or 0)
 
     def change_token(self) -> tuple[int, int]:
@@ -471,13 +422,13 @@ class SQLiteEventStore(EventStore):
         was added, so a reader that has folded the log can skip its catch-up query.
         """
         with self._lock, self._errors("check the log for changes"):
-            version = int(self._conn.execute(_DATA_VERSION).fetchone()[0])
+            version = int(self._conn.execute(q.DATA_VERSION).fetchone()[0])
             return (version, self._commits)
 
     def streams(self) -> list[tuple[str, int]]:
         """(stream, version) for every stream, in order of their first event (read-only)."""
         with self._lock, self._errors("list streams"):
-            return [(str(s), int(v)) for s, v in self._conn.execute(_STREAMS)]
+            return [(str(s), int(v)) for s, v in self._conn.execute(q.STREAMS)]
 
     def read_all(
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
@@ -501,7 +452,7 @@ class SQLiteEventStore(EventStore):
         next_seq = from_seq
         while True:
             with self._lock, self._errors("read the log"):
-                rows = self._conn.execute(_VERIFY_EVENTS, (next_seq, batch_size)).fetchall()
+                rows = self._conn.execute(q.VERIFY_EVENTS, (next_seq, batch_size)).fetchall()
             yield from rows
             if len(rows) < batch_size:
                 return
@@ -509,7 +460,7 @@ class SQLiteEventStore(EventStore):
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):
-            rows = self._conn.execute(_READ_ALL, (from_seq, to_seq, limit)).fetchall()
+            rows = self._conn.execute(q.READ_ALL, (from_seq, to_seq, limit)).fetchall()
         return self._decode(rows)
 
     def read_stream(
@@ -517,7 +468,7 @@ class SQLiteEventStore(EventStore):
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
         with self._lock, self._errors("read a stream"):
-            found = self._conn.execute(_STREAM_ID, (stream,)).fetchone()
+            found = self._conn.execute(q.STREAM_ID, (stream,)).fetchone()
         if found is None:
             return
         stream_id, upto, next_version = (
@@ -528,7 +479,7 @@ class SQLiteEventStore(EventStore):
         while True:
             with self._lock, self._errors("read a stream"):
                 rows = self._conn.execute(
-                    _READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
+                    q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
                 ).fetchall()
             yield from self._decode(rows)
             if len(rows) < _READ_BATCH:
@@ -545,14 +496,14 @@ class SQLiteEventStore(EventStore):
         """Store `data` once, keyed by its sha256 hex; one transaction (a no-op if already stored)."""
         ref = sha256_hex(data)
         with self._lock, self._errors("store a blob"), self._writing():
-            if self._conn.execute(_HAS_BLOB, (ref,)).fetchone() is None:
-                self._conn.execute(_INSERT_BLOB, (ref, len(data), data))
+            if self._conn.execute(q.HAS_BLOB, (ref,)).fetchone() is None:
+                self._conn.execute(q.INSERT_BLOB, (ref, len(data), data))
         return ref
 
     def get_blob(self, ref: str) -> bytes:
         """The bytes stored under `ref` (read-only); UnknownBlob if there are none."""
         with self._lock, self._errors("read a blob"):
-            row = self._conn.execute(_GET_BLOB, (ref,)).fetchone()
+            row = self._conn.execute(q.GET_BLOB, (ref,)).fetchone()
         if row is None:
             raise UnknownBlob(f"no blob {ref!r} in {self.path}; store it with put_blob() first")
         return bytes(row[0])
@@ -560,17 +511,17 @@ class SQLiteEventStore(EventStore):
     def has_blob(self, ref: str) -> bool:
         """Whether a blob with this sha256 hex is stored (read-only)."""
         with self._lock, self._errors("look up a blob"):
-            return self._conn.execute(_HAS_BLOB, (ref,)).fetchone() is not None
+            return self._conn.execute(q.HAS_BLOB, (ref,)).fetchone() is not None
 
     def save_checkpoint(self, name: str, seq: int, state: bytes) -> None:
         """Keep `state` as projection `name` at `seq`, replacing the previous one; one transaction."""
         with self._lock, self._errors("save a checkpoint"), self._writing():
-            self._conn.execute(_SAVE_CHECKPOINT, (name, seq, state))
+            self._conn.execute(q.SAVE_CHECKPOINT, (name, seq, state))
 
     def load_checkpoint(self, name: str) -> tuple[int, bytes] | None:
         """(seq, state) last saved under `name`, or None (read-only)."""
         with self._lock, self._errors("load a checkpoint"):
-            row = self._conn.execute(_LOAD_CHECKPOINT, (name,)).fetchone()
+            row = self._conn.execute(q.LOAD_CHECKPOINT, (name,)).fetchone()
         return (int(row[0]), bytes(row[1])) if row is not None else None
 
     # --- integrity -------------------------------------------------------------------------
@@ -585,7 +536,7 @@ class SQLiteEventStore(EventStore):
         next_seq = 1
         while True:
             with self._lock, self._errors("verify the log"):
-                rows = self._conn.execute(_VERIFY_EVENTS, (next_seq, _VERIFY_BATCH)).fetchall()
+                rows = self._conn.execute(q.VERIFY_EVENTS, (next_seq, _VERIFY_BATCH)).fetchall()
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1
@@ -597,11 +548,11 @@ class SQLiteEventStore(EventStore):
         One blob in memory at a time: contents can be tens of megabytes each.
         """
         with self._lock, self._errors("verify the blobs"):
-            listing = self._conn.execute(_LIST_BLOBS).fetchall()
+            listing = self._conn.execute(q.LIST_BLOBS).fetchall()
         checked: dict[str, str | None] = {}
         for ref, size in listing:
             with self._lock, self._errors("verify the blobs"):
-                data = bytes(self._conn.execute(_GET_BLOB, (ref,)).fetchone()[0])
+                data = bytes(self._conn.execute(q.GET_BLOB, (ref,)).fetchone()[0])
             if len(data) != size:
                 checked[ref] = f"blob {ref} holds {len(data)} bytes, its row says {size}"
             elif hashlib.sha256(data).hexdigest() != ref:

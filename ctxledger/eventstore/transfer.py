@@ -14,7 +14,7 @@ the same schema and payload bytes, a blob-held content still a ref), so an event
 written by an older ctxledger, whose class has gained a field since, keeps its
 hash. Rows keep their chain format (``AppendRequest.chain``): per-event rows are copied as
 per-event rows (in runs of any length), and each linked append of the source (rows
-up to one carrying a link, see :func:`~ctxledger.eventstore.base.link_hash`) is
+up to one carrying a link, see :func:`~ctxledger.eventstore.rows.link_hash`) is
 copied as one append of linked rows, never split or merged, so its link comes out
 the same. A SQLite ledger (linked since issue 14) copied to PostgreSQL (per-event)
 and back is therefore hash-identical, and a head hash kept for ``verify
@@ -34,14 +34,8 @@ import msgspec
 
 from ctxledger.errors import IntegrityError, InvalidInput
 from ctxledger.events import Event, MessageAppended, Recorded, ToolOutputPersisted
-from ctxledger.eventstore.base import (
-    AppendRequest,
-    ChainFormat,
-    EventStore,
-    chain_tip,
-    decode_stored,
-    split_linked,
-)
+from ctxledger.eventstore.base import AppendRequest, EventStore
+from ctxledger.eventstore.rows import ChainFormat, chain_tip, decode_stored, split_linked
 
 __all__ = ["CopyReport", "copy_ledger"]
 

@@ -31,8 +31,9 @@ from pathlib import Path
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore.base import EventStore, VerifyReport, chain_tip
+from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import is_url, open_store
+from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
 _KEY_BYTES = 32

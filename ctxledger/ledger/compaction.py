@@ -98,6 +98,20 @@ def rough_total(messages: list[dict[str, Any]]) -> int:
     return sum(rough_message_tokens(m) for m in messages)
 
 
+def _skipped(prepared: Prepared, base: dict[str, Any]) -> CompactionOutcome:
+    """The outcome of a plan that compacts nothing: the conversation as it was."""
+    messages = prepared.input.messages
+    rough = rough_total(messages)
+    return CompactionOutcome(
+        **base,
+        action="skipped",
+        skip_reason=prepared.plan.skip_reason,
+        messages_after=len(messages),
+        tokens_after=base["tokens_before"],
+        feedback=feedback(messages, messages, rough, rough),
+    )
+
+
 def _record_skip(
     ledger: Ledger, session_id: str, trigger: Trigger, reason: str | None, plan: Any
 ) -> None:
@@ -163,17 +177,7 @@ async def compact(
     if the_plan.action != "compress" or prepared.request is None:
         if record_skip and not dry_run:
             _record_skip(ledger, session_id, trigger, the_plan.skip_reason, plan_dict)
-        text = feedback(
-            inp.messages, inp.messages, rough_total(inp.messages), rough_total(inp.messages)
-        )
-        return CompactionOutcome(
-            **base,
-            action="skipped",
-            skip_reason=the_plan.skip_reason,
-            messages_after=len(inp.messages),
-            tokens_after=base["tokens_before"],
-            feedback=text,
-        )
+        return _skipped(prepared, base)
     if dry_run:
         return CompactionOutcome(
             **base, action="dry_run", tokens_after=the_plan.estimated_tokens_after

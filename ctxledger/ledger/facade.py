@@ -49,8 +49,9 @@ from ctxledger.events import (
 from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
-from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, VerifyReport
+from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import open_store
+from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
@@ -60,7 +61,6 @@ from ctxledger.messages import (
     CallIdRepair,
     CallLedger,
     repair_call_ids,
-    tool_call_ids,
     validate_messages,
 )
 from ctxledger.projections import (
@@ -371,20 +371,8 @@ class Ledger:
         if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
             n, ledger = 0, CallLedger()
         stored = self.transcript.stored
-        renames = self.transcript.state.call_renames  # repaired re-used ids: new -> original
-        for mid in live[n:]:
-            msg = stored(mid).message
-            if msg.get("role") == "assistant":
-                for call_id in tool_call_ids(msg):
-                    ledger.issued.add(call_id)
-                    if call_id in renames:  # its result may still come under the old id
-                        ledger.renamed[renames[call_id]] = call_id
-            elif msg.get("role") == "tool":
-                call_id = str(msg.get("tool_call_id"))
-                ledger.answered.add(call_id)
-                original = renames.get(call_id)
-                if original is not None and ledger.renamed.get(original) == call_id:
-                    ledger.renamed[original] = None
+        # repaired re-used ids (replacement -> original) let a late result find its call
+        ledger.fold((stored(mid).message for mid in live[n:]), self.transcript.state.call_renames)
         self._calls[session_id] = (len(live), ledger)
         return ledger
 

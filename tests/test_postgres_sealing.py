@@ -235,3 +235,26 @@ def test_a_ledger_written_before_sealing_is_upgraded_in_place(
         assert store.streams() == [("ses_old", 3), ("ses_b", 1), ("ses_new", 1)]
         report = store.verify()
         assert report.ok and report.events_checked == 5
+
+
+def test_migrate_copies_rows_a_dead_writer_left_unsealed(
+    store: PostgresEventStore, sealer: Conn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Committed but unsealed rows are part of the log: a copy seals them first (under
+    the append lock) instead of leaving them behind for the source to seal later."""
+    from ctxledger.eventstore import SQLiteEventStore
+    from ctxledger.eventstore.transfer import copy_ledger
+
+    # the writer "dies" right after its insert committed (the sealer fixture holds the lock)
+    monkeypatch.setattr(q, "CALL_AWAIT", "SELECT %s, %s, %s::text[]")
+    orphan = message("ses_a", "orphan")
+    assert store.append("ses_a", [message("ses_a", "first"), orphan], 0) == 2
+    sealer.execute("ROLLBACK")
+    monkeypatch.undo()
+    assert unsealed(store) == 2 and store.last_seq() == 0
+    with SQLiteEventStore(tmp_path / "copy.db") as dest:
+        report = copy_ledger(store, dest)
+        assert report.events == 2
+        assert [r.event.event_id for r in dest.read_all()][-1] == orphan.event_id
+        assert dest.verify().ok
+    assert unsealed(store) == 0 and store.verify().ok

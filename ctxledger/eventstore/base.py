@@ -221,6 +221,14 @@ class EventStore(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not hand out stored rows")
 
+    def settle(self) -> None:  # noqa: B027 (a default no-op, not an abstract method)
+        """Make every committed append visible before a whole-log read (a copy).
+
+        A no-op for stores whose appends are visible once committed; PostgreSQL seals
+        rows whose writer died between its insert and the seal (see
+        :mod:`ctxledger.eventstore.postgres`).
+        """
+
     @abc.abstractmethod
     def last_seq(self) -> int:
         """The highest seq in the log (0 when empty)."""

@@ -300,6 +300,17 @@ class PostgresEventStore(EventStore):
             action, lambda conn: conn.cursor(binary=True).execute(query, params).fetchall()
         )
 
+    def settle(self) -> None:
+        """Seal every committed unsealed row (a writer died before sealing its own), under
+        the append lock, so a whole-log read sees every committed append."""
+
+        def seal(conn: Conn) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._appender.key,))
+                conn.execute("SELECT ctxledger_seal(%s)", (self._channel,))
+
+        self._run("seal pending appends", seal)
+
     def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
         """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""
         if batch_size < 1:

@@ -69,6 +69,7 @@ def copy_ledger(
         raise InvalidInput(
             f"the destination already holds {held} events: migrate into an empty ledger"
         )
+    source.settle()  # rows a dead writer left unsealed are committed: copy them too
     checked = source.verify()
     if not checked.ok:
         raise IntegrityError(

@@ -13,7 +13,7 @@ from starlette.types import Receive
 
 from ctxledger import ContextService
 from ctxledger.errors import StoreError
-from ctxledger.eventstore import leases
+from ctxledger.eventstore import SQLiteEventStore, leases
 from ctxledger.ledger import Ledger
 from ctxledger.server.history import HistoryIndex
 
@@ -72,7 +72,7 @@ class ServerState:
                     await lock.acquire()
                     held.append(lock.release)
                     try:
-                        lease = await leases.acquire(self.ledger.store, "proxy:" + family)
+                        lease = await self._lease("proxy:" + family)
                     except StoreError as exc:  # no lease: turns still land (expected versions)
                         log.warning("no cross-process lease for %s: %s", family, exc)
                         lease = None
@@ -95,6 +95,17 @@ class ServerState:
                 release_lock()
 
         return release
+
+    async def _lease(self, key: str) -> Callable[[], None] | None:
+        """The store's lease `key`. A SQLite file's first try (a non-blocking ``flock``) is
+        made right here, saving the turn a worker-thread hop; waiting for a lease another
+        worker holds, and any try over the network (PostgreSQL), run in a worker thread."""
+        store = self.ledger.store
+        if isinstance(store, SQLiteEventStore):
+            release = store.try_lease(key)
+            if release is not None:
+                return release
+        return await leases.acquire(store, key)
 
     def proxy_lock(self, family: str) -> anyio.Semaphore:
         """One turn at a time per session family (a semaphore: a stream releases it from its own task)."""

@@ -12,7 +12,7 @@ runtime then judges the prompt size by its own estimate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -143,60 +143,79 @@ def normalize_usage(
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"usage must be a JSON object, got {type(raw).__name__}")
     shape = shape or detect_shape(raw)
-    if shape == "anthropic":
-        usage = CanonicalUsage(
-            input=_int(raw.get("input_tokens"), "input_tokens"),
-            cache_read=_int(raw.get("cache_read_input_tokens"), "cache_read_input_tokens"),
-            cache_write=_int(raw.get("cache_creation_input_tokens"), "cache_creation_input_tokens"),
-            output=_int(raw.get("output_tokens"), "output_tokens"),
-            reasoning=_reasoning(raw),
-        )
-    elif shape == "openai_responses":
-        total_in = _int(raw.get("input_tokens"), "input_tokens")
-        read = _int(_get(raw, "input_tokens_details", "cached_tokens"), "cached_tokens")
-        write = _int(
-            _get(raw, "input_tokens_details", "cache_creation_tokens"), "cache_creation_tokens"
-        )
-        usage = _split_prompt(
-            total_in, read, write, _int(raw.get("output_tokens"), "output_tokens"), raw
-        )
-    elif shape == "openai_chat":
-        total_in = _int(raw.get("prompt_tokens"), "prompt_tokens")
-        # OpenAI nests cache figures; proxies routing Claude (OpenRouter) put Anthropic's
-        # names at the top level; DeepSeek's own API says prompt_cache_hit_tokens
-        read_raw = _first_figure(
-            raw,
-            ("prompt_tokens_details", "cached_tokens"),
-            ("cache_read_input_tokens",),
-            ("prompt_cache_hit_tokens",),
-        )
-        write_raw = _first_figure(
-            raw, ("prompt_tokens_details", "cache_write_tokens"), ("cache_creation_input_tokens",)
-        )
-        usage = _split_prompt(
-            total_in,
-            _int(read_raw, "cached_tokens"),
-            _int(write_raw, "cache_write_tokens"),
-            _int(raw.get("completion_tokens"), "completion_tokens"),
-            raw,
-        )
-    elif shape == NO_USAGE:
+    if shape == NO_USAGE:
         raise InvalidInput(f"usage shape {NO_USAGE!r} carries no figures, but this block has some")
-    elif shape == "canonical":
-        usage = CanonicalUsage(
-            input=_int(raw.get("input"), "input"),
-            output=_int(raw.get("output"), "output"),
-            cache_read=_int(raw.get("cache_read"), "cache_read"),
-            cache_write=_int(raw.get("cache_write"), "cache_write"),
-            reasoning=_int(raw.get("reasoning"), "reasoning"),
-        )
-    else:
+    reader = _READERS.get(shape)
+    if reader is None:
         raise InvalidInput(f"unknown usage shape {shape!r}")
+    usage = reader(raw)
     if usage.reasoning > usage.output and usage.output:
         raise InvalidInput(
             f"reasoning tokens ({usage.reasoning}) exceed output tokens ({usage.output})"
         )
     return shape, usage
+
+
+def _from_anthropic(raw: Mapping[str, Any]) -> CanonicalUsage:
+    return CanonicalUsage(
+        input=_int(raw.get("input_tokens"), "input_tokens"),
+        cache_read=_int(raw.get("cache_read_input_tokens"), "cache_read_input_tokens"),
+        cache_write=_int(raw.get("cache_creation_input_tokens"), "cache_creation_input_tokens"),
+        output=_int(raw.get("output_tokens"), "output_tokens"),
+        reasoning=_reasoning(raw),
+    )
+
+
+def _from_responses(raw: Mapping[str, Any]) -> CanonicalUsage:
+    total_in = _int(raw.get("input_tokens"), "input_tokens")
+    read = _int(_get(raw, "input_tokens_details", "cached_tokens"), "cached_tokens")
+    write = _int(
+        _get(raw, "input_tokens_details", "cache_creation_tokens"), "cache_creation_tokens"
+    )
+    return _split_prompt(
+        total_in, read, write, _int(raw.get("output_tokens"), "output_tokens"), raw
+    )
+
+
+def _from_chat(raw: Mapping[str, Any]) -> CanonicalUsage:
+    total_in = _int(raw.get("prompt_tokens"), "prompt_tokens")
+    # OpenAI nests cache figures; proxies routing Claude (OpenRouter) put Anthropic's
+    # names at the top level; DeepSeek's own API says prompt_cache_hit_tokens
+    read_raw = _first_figure(
+        raw,
+        ("prompt_tokens_details", "cached_tokens"),
+        ("cache_read_input_tokens",),
+        ("prompt_cache_hit_tokens",),
+    )
+    write_raw = _first_figure(
+        raw, ("prompt_tokens_details", "cache_write_tokens"), ("cache_creation_input_tokens",)
+    )
+    return _split_prompt(
+        total_in,
+        _int(read_raw, "cached_tokens"),
+        _int(write_raw, "cache_write_tokens"),
+        _int(raw.get("completion_tokens"), "completion_tokens"),
+        raw,
+    )
+
+
+def _from_canonical(raw: Mapping[str, Any]) -> CanonicalUsage:
+    return CanonicalUsage(
+        input=_int(raw.get("input"), "input"),
+        output=_int(raw.get("output"), "output"),
+        cache_read=_int(raw.get("cache_read"), "cache_read"),
+        cache_write=_int(raw.get("cache_write"), "cache_write"),
+        reasoning=_int(raw.get("reasoning"), "reasoning"),
+    )
+
+
+#: how each known shape maps onto the canonical fields
+_READERS: dict[str, Callable[[Mapping[str, Any]], CanonicalUsage]] = {
+    "anthropic": _from_anthropic,
+    "openai_responses": _from_responses,
+    "openai_chat": _from_chat,
+    "canonical": _from_canonical,
+}
 
 
 def _split_prompt(

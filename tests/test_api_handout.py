@@ -1,4 +1,4 @@
-"""`api_messages` hands out the projection's view copy-on-write (issue 14): the contract holds.
+"""`api_messages` hands out a copy of the projection's cached view: the contract holds.
 
 The list a caller gets is the caller's: it never changes after it was handed out
 (appends, persisted outputs and compactions fold into the ledger's own view), and
@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger import CompressionConfig, ContextService, Ledger
-from ctxledger.projections.handout import SharedView
 
 Message = dict[str, Any]
 
@@ -81,18 +79,18 @@ def test_a_held_list_never_changes_under_its_holder(tmp_path: Path) -> None:
     assert held == snapshot
     now = ledger.api_messages(sid)
     assert now == [*snapshot, {"role": "user", "content": "one more"}]
-    # and a list nobody holds any more is extended in place: nothing copied
-    del held, now
-    view = weakref.ref(ledger.transcript.api_view(sid))
+    # the cached view is the projection's own, extended in place as events fold
+    view = ledger.transcript.api_view(sid)
     ledger.append_messages(sid, [{"role": "user", "content": "and another"}])
-    assert ledger.transcript.api_view(sid) is view()
+    assert ledger.transcript.api_view(sid) is view
+    assert held == snapshot
     ledger.close()
 
 
 def test_copies_pickles_and_encodings_are_plain_lists(tmp_path: Path) -> None:
     ledger, sid = _ledger(tmp_path)
     view = ledger.api_messages(sid)
-    assert isinstance(view, SharedView) and isinstance(view, list)
+    assert type(view) is list and view is not ledger.transcript.api_view(sid)
     for other in (
         copy.copy(view),
         copy.deepcopy(view),
@@ -170,3 +168,32 @@ def test_the_service_hands_out_the_same_contract(tmp_path: Path) -> None:
         await svc.aclose()
 
     anyio.run(main)
+
+
+def test_a_list_changed_on_another_thread_never_reaches_the_ledger(tmp_path: Path) -> None:
+    """The framework adapters run the service on a loop thread while the host changes
+    the list it got: each reader's list is its own, whatever the threads do."""
+    import threading
+
+    ledger, sid = _ledger(tmp_path)
+    lists: list[list[Message]] = []
+    done = threading.Event()
+
+    def caller() -> None:
+        while not done.is_set() or lists:
+            if lists:
+                got = lists.pop()
+                for _ in range(50):
+                    got.append({"role": "user", "content": "host's own"})
+                    got.pop(0)
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    for i in range(200):
+        lists.append(ledger.api_messages(sid))
+        ledger.append_messages(sid, [{"role": "user", "content": f"turn {i}"}])
+    done.set()
+    thread.join()
+    assert ledger.api_messages(sid) == _folded(ledger, sid)
+    assert len(_folded(ledger, sid)) == 1 + 5 + 200
+    ledger.close()

@@ -81,6 +81,23 @@ def test_two_stores_on_one_ledger_exclude_each_other(shared: str) -> None:
         release()
 
 
+def test_a_process_may_hold_many_leases_at_once(shared: str) -> None:
+    """A server proxying many sessions holds a lease per turn: no pool size caps them
+    (PostgreSQL leases share one connection), and another store still sees each held."""
+    with open_store(shared) as a, open_store(shared) as b:
+        releases = [a.try_lease(f"proxy:family-{i}") for i in range(40)]
+        assert all(r is not None for r in releases)
+        assert all(b.try_lease(f"proxy:family-{i}") is None for i in range(40))
+        for r in releases:
+            assert r is not None
+            r()
+        taken = [b.try_lease(f"proxy:family-{i}") for i in range(40)]
+        assert all(r is not None for r in taken)
+        for r in taken:
+            assert r is not None
+            r()
+
+
 def test_a_waiter_cancelled_while_waiting_holds_nothing(backend: str) -> None:
     async def main(store: EventStore) -> None:
         async with store.alease("k", wait=0) as held:

@@ -102,6 +102,22 @@ class _Run:
                 self.out.print(styled("  ", (note, "dim")))
         return result.session_id
 
+    async def drive(self, sid: str, synth: SessionSynth, turns: int) -> str:
+        """Every generated turn, a manual ``/compress`` half-way, a status line every 10."""
+        svc, out = self.svc, self.out
+        for turn, msgs in enumerate(synth.turns(turns)):
+            sid = await self.turn(sid, turn, msgs)
+            if turn == turns // 2:
+                out.print(
+                    styled(("/compress tests", "bold"), f" (manual, focus 'tests') at turn {turn}")
+                )
+                sid = self.show(await svc.compress(sid, focus="tests"), turn)
+            if turn % 10 == 9:
+                st = svc.status(sid)
+                line = f"turn {turn + 1}: {st['tokens']:,} tokens live · {st['compactions']} compaction(s) · strikes {st['strikes']}"
+                out.print(styled((line, "dim")))
+        return sid
+
     async def turn(self, sid: str, turn: int, msgs: list[dict[str, Any]]) -> str:
         """One user turn: hygiene, the user message, preflight, then each reply with the
         usage a provider would report and the tool results that follow it."""
@@ -165,17 +181,7 @@ async def run_demo(
     )
     out.print(f"ledger: {db}  session: {sid}")
     run = _Run(svc, out)
-    for turn, msgs in enumerate(synth.turns(turns)):
-        sid = await run.turn(sid, turn, msgs)
-        if turn == turns // 2:
-            out.print(
-                styled(("/compress tests", "bold"), f" (manual, focus 'tests') at turn {turn}")
-            )
-            sid = run.show(await svc.compress(sid, focus="tests"), turn)
-        if turn % 10 == 9:
-            st = svc.status(sid)
-            line = f"turn {turn + 1}: {st['tokens']:,} tokens live · {st['compactions']} compaction(s) · strikes {st['strikes']}"
-            out.print(styled((line, "dim")))
+    await run.drive(sid, synth, turns)
     ledger.refresh()
     tip = ledger.tip(root)
     _print_chain(out, ledger, root)
@@ -250,6 +256,7 @@ def _print_audit(out: Console, ledger: Ledger, tip: str) -> None:
         "lost at re-compression",
         title="audit",
     )
+    table.columns[0].no_wrap = True  # an id is only useful whole (`ctxledger audit ID`)
     for c in report.compactions:
         table.add_row(
             c.compaction_id,

@@ -121,7 +121,6 @@ class PostgresEventStore(EventStore):
         durability: Durability = "full",
         blob_threshold: int = BLOB_THRESHOLD,
         pool_size: int = 4,
-        lease_pool_size: int = 8,
         connect_timeout: float = 10.0,
         index_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -135,10 +134,8 @@ class PostgresEventStore(EventStore):
             )
         if durability not in ("full", "normal"):
             raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
-        if blob_threshold < 1 or min(pool_size, lease_pool_size) < 1 or connect_timeout <= 0:
-            raise InvalidConfig(
-                "blob_threshold, pool_size and lease_pool_size must be >= 1, connect_timeout > 0"
-            )
+        if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
+            raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
         self.durability = durability
         self.where = _describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
@@ -155,9 +152,7 @@ class PostgresEventStore(EventStore):
             "options": f"-c search_path={self.schema} -c synchronous_commit={commit}",
         }
         self.ledger_id = self._migrate()
-        self._leases = PgLeases(
-            conninfo, self._kwargs, self.schema, size=lease_pool_size, timeout=connect_timeout
-        )
+        self._leases = PgLeases(conninfo, self._kwargs, self.schema)
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             conninfo,
             # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
@@ -491,7 +486,7 @@ class PostgresEventStore(EventStore):
     # --- leases -------------------------------------------------------------------------
 
     def try_lease(self, key: str) -> Release | None:
-        """A session-level advisory lock on a connection of the lease pool, held until
+        """A session-level advisory lock on the store's lease connection, held until
         release (see :mod:`.postgres_leases`)."""
         if self._closed:
             raise StoreError(

@@ -1,12 +1,15 @@
 """Leases on a PostgreSQL ledger: session-level advisory locks (see :mod:`.leases`).
 
 ``try_lease(key)`` takes ``pg_try_advisory_lock`` of a 64-bit hash of `key` within the
-ledger's schema (advisory locks are database-wide) on a connection of a small pool of
-its own, and keeps that connection until the lease is released. The pool is separate
-from the store's main one, so a lease holder can always append; a process already
-holding `size` leases gets None (it waits) for the next one. A holder whose
-connection dies loses the lock with it, and a killed process's connections close,
-so the server drops its locks: a lease never outlives its holder.
+ledger's schema (advisory locks are database-wide) on one connection of its own, which
+holds every lease the process takes: session-level advisory locks stack on a
+connection, so a process may hold any number of leases (a server proxying many
+sessions at once, each turn holding one, plus compactions) with one connection. The
+connection is separate from the store's pool, so a lease holder can always append.
+The server would grant a lock its holder's connection already has, so the process
+keeps the set of keys it holds and refuses a second holder itself. A holder whose
+connection dies loses its locks with it, and a killed process's connection closes, so
+the server drops its locks: a lease never outlives its holder.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import psycopg
-import psycopg_pool
 
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.leases import Release
@@ -27,96 +29,74 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 class PgLeases:
     """The advisory-lock leases of one store (thread-safe)."""
 
-    def __init__(
-        self, conninfo: str, kwargs: Mapping[str, Any], schema: str, *, size: int, timeout: float
-    ) -> None:
+    def __init__(self, conninfo: str, kwargs: Mapping[str, Any], schema: str) -> None:
+        """`kwargs` are the store's connection options (autocommit, timeouts, search path)."""
         self._conninfo, self._kwargs, self._schema = conninfo, dict(kwargs), schema
-        self._size, self._timeout = size, timeout
-        self._mutex = threading.Lock()
-        self._pool: psycopg_pool.ConnectionPool[Conn] | None = None
-        self._held = 0
+        self._mutex = threading.Lock()  # guards the connection and the held keys
+        self._conn: Conn | None = None
+        self._held: set[int] = set()
         self._closed = False
 
     def key(self, key: str) -> int:
         return q.lock_key(self._schema, "lease:" + key)
 
     def try_lease(self, key: str) -> Release | None:
-        """Raises psycopg.Error or PoolTimeout when the server cannot be reached."""
+        """Raises psycopg.Error when the server cannot be reached."""
+        lock = self.key(key)
         with self._mutex:
-            if self._held >= self._size:
+            if lock in self._held:
+                return None  # this process holds it (the server would grant it again)
+            if not self._lock(lock):
                 return None
-            self._held += 1
-        try:
-            release = self._try(self.key(key))
-        except BaseException:
-            self._done()
-            raise
-        if release is None:
-            self._done()
-        return release
+            self._held.add(lock)
+        return self._releaser(lock)
 
-    def _try(self, lock: int) -> Release | None:
-        pool = self._connections()
+    def _lock(self, lock: int) -> bool:
         for attempt in (0, 1):
-            conn = pool.getconn()
+            conn = self._connection()
             try:
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+                return bool(row and row[0])
             except psycopg.Error as exc:
-                conn.close()  # broken or in an unknown state: the pool replaces it
-                pool.putconn(conn)
+                self._drop()  # broken: its locks (if any) went with it
                 if attempt == 0 and isinstance(exc, psycopg.OperationalError):
                     continue  # a server restart: once more on a fresh connection
                 raise
-            if not (row and row[0]):
-                pool.putconn(conn)
-                return None
-            return self._releaser(pool, conn, lock)
         raise AssertionError("unreachable")
 
-    def _releaser(self, pool: psycopg_pool.ConnectionPool[Conn], conn: Conn, lock: int) -> Release:
-        done = threading.Lock()
+    def _releaser(self, lock: int) -> Release:
+        conn = self._conn
 
         def release() -> None:
-            if not done.acquire(blocking=False):
-                return
-            try:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
-            except psycopg.Error:
-                conn.close()  # the lock went with the connection (or goes with it now)
-            finally:
-                pool.putconn(conn)  # a closed pool closes it
-                self._done()
+            with self._mutex:
+                if lock not in self._held:
+                    return
+                self._held.discard(lock)
+                if conn is not self._conn or conn is None:
+                    return  # the connection it was taken on is gone, and the lock with it
+                try:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+                except psycopg.Error:
+                    self._drop()
 
         return release
 
-    def _done(self) -> None:
-        with self._mutex:
-            self._held -= 1
+    def _connection(self) -> Conn:
+        if self._closed:
+            raise psycopg.OperationalError("the store is closed")
+        if self._conn is None or self._conn.closed:
+            self._held.clear()  # a new connection holds none of the old locks
+            self._conn = psycopg.connect(self._conninfo, **self._kwargs)
+        return self._conn
 
-    def _connections(self) -> psycopg_pool.ConnectionPool[Conn]:
-        """The pool, opened on first use (most processes never take a lease)."""
-        with self._mutex:
-            if self._closed:
-                raise psycopg.OperationalError("the store is closed")
-            if self._pool is None:
-                self._pool = psycopg_pool.ConnectionPool(
-                    self._conninfo,
-                    kwargs=self._kwargs,
-                    min_size=0,
-                    max_size=self._size,
-                    timeout=self._timeout,
-                    open=True,
-                    name=f"ctxledger-leases-{self._schema}",
-                )
-            return self._pool
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        self._held.clear()
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
-        """Close the pool: leases still held are dropped with their connections."""
+        """Close the connection: leases still held are dropped with it."""
         with self._mutex:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
-
-
-__all__ = ["PgLeases"]
+            self._drop()

@@ -28,7 +28,6 @@ from ctxledger.events import (
     ToolsDeclared,
 )
 from ctxledger.messages import JSON
-from ctxledger.projections.handout import SharedView, writable
 
 #: how many sessions keep a cached API view (an agent process works on a handful)
 _API_CACHE_SESSIONS = 64
@@ -122,9 +121,9 @@ class TranscriptProjection:
             view.live.append(event.message_id)
             view.live_tokens += event.tokens
             if self._api:
-                cached = writable(self._api, sid, self._released)
+                cached = self._api.get(sid)
                 if cached is not None:
-                    list.append(cached, event.message)
+                    cached.append(event.message)
             view.version = version
             self.state.last_seq = seq
             return
@@ -211,21 +210,14 @@ class TranscriptProjection:
         """
         for other in [sid for sid in self._api if sid != session_id]:
             del self._api[other]
-        cached = writable(self._api, session_id, self._released)
+        cached = self._api.get(session_id)
         if cached is None:
             return
         live = self.state.sessions[session_id].live
         # the message is almost always among the last few (persisted in its own append)
         for back in range(1, len(live) + 1):
             if live[-back] == message_id:
-                list.__setitem__(cached, -back, message)
-                return
-
-    def _released(self, view: SharedView) -> None:
-        """A reader is about to change `view`: the cache keeps a copy of it as it is."""
-        for sid, cached in self._api.items():
-            if cached is view:
-                self._api[sid] = SharedView(view, self._released)
+                cached[-back] = message
                 return
 
     def _switched(self, seq: int, e: Event) -> None:
@@ -308,29 +300,27 @@ class TranscriptProjection:
     def api_messages(self, session_id: str) -> list[JSON]:
         """The OpenAI-shape list to send: system message (if any) then the live messages.
 
-        The list is the caller's: it never changes after it is handed out, and changing
-        it never changes the ledger's view. It is handed out without a copy, copied on
-        the first write (:mod:`ctxledger.projections.handout`). The message dicts are the
-        projection's (do not mutate them).
+        The list is the caller's (a shallow copy of the cached view): it never changes
+        after it is handed out, and changing it never changes the ledger's view. The
+        message dicts are the projection's (do not mutate them).
         """
-        return self.api_view(session_id)
+        return list(self.api_view(session_id))
 
     def api_view(self, session_id: str) -> list[JSON]:
-        """The cached list behind :meth:`api_messages` (a copy-on-write :class:`SharedView`).
+        """The cached list behind :meth:`api_messages`, kept current as events fold.
 
-        At most one reader shares it with the projection: when an earlier reader still
-        holds it, this reader gets (and the cache keeps) a copy.
+        It is the projection's own list: read it at once and never keep or change it
+        (the fold appends to it); :meth:`api_messages` hands out a copy.
         """
-        cached = writable(self._api, session_id, self._released)
+        cached = self._api.get(session_id)
         if cached is None:
             view = self._view(session_id)
-            cached = SharedView(
+            cached = (
                 [{"role": "system", "content": view.system_prompt}]
                 if view.system_prompt is not None
-                else [],
-                self._released,
+                else []
             )
-            list.extend(cached, self.live_messages(session_id))
+            cached.extend(self.live_messages(session_id))
             if len(self._api) >= _API_CACHE_SESSIONS:
                 del self._api[next(iter(self._api))]  # the oldest entry; it is rebuilt on demand
             self._api[session_id] = cached

@@ -18,7 +18,6 @@ records the decisions as events (``ContextLimitLearned``, ``CompressionChecked``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -26,6 +25,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from ctxledger.errors import ContextOverflowError, InvalidInput
+from ctxledger.runtime import overflow_patterns as pt
 
 ErrorKind = Literal[
     "prompt_too_long",
@@ -175,183 +175,6 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
     return "\n".join(texts)[:_HAYSTACK_CHARS], frozenset(codes)
 
 
-# --- the patterns ------------------------------------------------------------------------
-
-#: characters a token, counted low, for a prompt a server states in characters
-_CHARS_PER_TOKEN_LOW = 3
-
-_N = r"(\d{1,3}(?:,\d{3})+|\d+)"
-_SN = r"(-?\d{1,3}(?:,\d{3})+|-?\d+)"
-
-
-def _rx(pattern: str) -> re.Pattern[str]:
-    # "{limit}" becomes a named number group (thousands separators allowed), "{available:S}"
-    # a signed one, so every rule reads like the message it matches
-    expanded = re.sub(
-        r"\{(\w+)(:S)?\}", lambda m: f"(?P<{m[1]}>{(_SN if m[2] else _N)[1:]}", pattern
-    )
-    return re.compile(expanded, re.IGNORECASE)
-
-
-#: how a figure follows its name: "max_model_len 32768", ": 32768", "=32768", "(32768)",
-#: "is 32768", "of 32768", "is: 32768"
-_DELIM = r"(?:\s*[:=]\s*|\s*\(\s*|\s+(?:is|of)(?:\s*[:=])?\s*\(?\s*|\s+)"
-
-
-@dataclass(frozen=True)
-class _Rule:
-    signal: Literal["output", "prompt", "fact"]
-    pattern: re.Pattern[str]
-    #: the figure it states is the model's own output ceiling, not what the window has left
-    ceiling: bool = False
-
-
-#: Ordered: the first rule to state a fact wins it. "output" rules are evidence that
-#: the requested output cap is what overflowed; "prompt" rules that the input did;
-#: "fact" rules only supply numbers.
-_RULES: Final[tuple[_Rule, ...]] = (
-    # Anthropic: input + max_tokens > window
-    _Rule(
-        "output",
-        _rx(
-            r"input length and `?max_tokens`? exceed context limit:\s*{prompt}\s*\+\s*{requested}\s*>\s*{limit}"
-        ),
-    ),
-    _Rule(
-        "output",
-        _rx(
-            r"max_tokens\s*:?\s*{requested}\s*>\s*context_window\s*:?\s*{limit}\s*-\s*input_tokens\s*:?\s*{prompt}\s*=\s*available_tokens\s*:?\s*{available:S}"
-        ),
-    ),
-    _Rule("output", _rx(r"available_tokens\s*[:=]?\s*{available:S}")),
-    # OpenAI: the model's own output ceiling
-    _Rule(
-        "output",
-        _rx(
-            r"max_(?:completion_|new_)?tokens\W*(?:or\W+max_completion_tokens\W*)?is too large:\s*{requested}"
-        ),
-    ),
-    _Rule("output", _rx(r"supports at most {available} completion tokens"), ceiling=True),
-    # vLLM / older OpenAI: "(31000 in the messages, 2000 in the completion)"
-    # (OpenRouter says "(140000 of text input, 10000 in the output)")
-    _Rule(
-        "output",
-        _rx(
-            r"\({prompt} (?:in the messages|of text input)(?:,\s*[\d,]+ of [a-z ]+input)*,\s*{requested} in the (?:completion|output)\)"
-        ),
-    ),
-    _Rule(
-        "output",
-        _rx(
-            r"requested {requested} output tokens and your prompt contains (?:at least )?{prompt} input tokens"
-        ),
-    ),
-    _Rule("output", _rx(r"prompt contains (?:at least )?{prompt} input tokens")),
-    # LM Studio / llama.cpp: the window in tokens, the prompt in characters
-    _Rule(
-        "output",
-        _rx(
-            r"requested {requested} output tokens and your prompt contains {prompt_chars} characters"
-        ),
-    ),
-    # HF text-generation-inference
-    _Rule(
-        "output",
-        _rx(
-            r"inputs`? tokens \+ `?max_new_tokens`? must be <=\s*{limit}\.?\s*Given:\s*{prompt} `?inputs`? tokens and {requested} `?max_new_tokens"
-        ),
-    ),
-    # DashScope / Qwen, Groq and friends: a plain output range
-    _Rule(
-        "output", _rx(r"range of max_tokens should be \[\s*1\s*,\s*{available}\s*\]"), ceiling=True
-    ),
-    _Rule(
-        "output",
-        _rx(r"max_tokens`? must be (?:less than or equal to|<=|at most)\s*`?{available}"),
-        ceiling=True,
-    ),
-    # input overflow, with numbers
-    _Rule(
-        "prompt", _rx(r"prompt is too long:\s*{prompt} tokens\s*>\s*{limit}(?: tokens)? maximum")
-    ),
-    _Rule(
-        "prompt",
-        _rx(r"request \({prompt} tokens\) exceeds the available context size \({limit} tokens\)"),
-    ),
-    _Rule(
-        "prompt",
-        _rx(
-            r"input token count \(?{prompt}\)? exceeds the maximum number of tokens allowed \(?{limit}\)?"
-        ),
-    ),
-    _Rule(
-        "prompt",
-        _rx(
-            r"prompt contains {prompt} tokens(?: and \d+ draft tokens)?,? too large for model with {limit} maximum context length"
-        ),
-    ),
-    _Rule("prompt", _rx(r"maximum context length" + _DELIM + r"{limit}(?: tokens)?")),
-    # llama.cpp / Ollama / LM Studio / vLLM wordings that state the window
-    _Rule("prompt", _rx(r"maximum context size" + _DELIM + r"{limit}")),
-    _Rule("prompt", _rx(r"context window of {limit} tokens")),
-    _Rule("prompt", _rx(r"max_model_len" + _DELIM + r"{limit}")),
-    _Rule("prompt", _rx(r"maximum model length" + _DELIM + r"{limit}")),
-    _Rule("prompt", _rx(r"最大(?:上下文)?长度(?:为|是|:|：)?\s*{limit}")),
-    _Rule("prompt", _rx(r"loaded with (?:a )?context length of (?:only )?{limit}")),
-    _Rule("prompt", _rx(r"range of input length should be \[\s*1\s*,\s*{limit}\s*\]")),
-    # numbers only
-    _Rule(
-        "fact",
-        _rx(r"(?:messages?|request|prompt) (?:has|have|resulted in) {prompt} (?:input )?tokens"),
-    ),
-    _Rule("fact", _rx(r"context (?:window|length|size) (?:is|of) {limit} tokens")),
-    _Rule("fact", _rx(r"n_ctx: {limit}")),
-    _Rule("fact", _rx(r"n_prompt_tokens: {prompt}")),
-    _Rule("fact", _rx(r"prompt \(length {prompt}\)")),
-)
-
-_GENERIC_PROMPT = re.compile(
-    r"context_length_exceeded|context length exceeded|prompt is too long|input is too long"
-    r"|exceeds? (?:the )?(?:model'?s? )?(?:maximum |available )?context (?:window|length|size|limit)"
-    r"|too many (?:input )?tokens|reduce the length of the (?:messages|input|prompt)"
-    r"|context window (?:is )?(?:full|exceeded)|maximum context length"
-    # llama.cpp server / Ollama / LM Studio / vLLM
-    r"|context (?:size|window|length) (?:has been |was |is )?exceeded|maximum context size"
-    r"|context window of [\d,]+ tokens|context length\b[^.\n]{0,80}?\bexceeded"
-    r"|max_model_len|maximum model length|\bslot\b[^\n]{0,120}?\bcontext\b[^\n]{0,120}?not enough space"
-    r"|not enough space in (?:the )?(?:context|kv cache)"
-    # Chinese "exceeds the maximum (context) length" wordings
-    r"|超过最大长度限制|超(?:过|出)了?[^，。,.\n]{0,16}?(?:最大|上下文)[^，。,.\n]{0,8}?(?:长度|限制|token|令牌|窗口)"
-    r"|(?:上下文|输入)(?:长度|窗口)[^，。,.\n]{0,6}?(?:超过|超出|超限)",
-    re.IGNORECASE,
-)
-_RATE_TEXT = re.compile(
-    r"rate.?limit|too many requests|tokens per min|requests per min|\b[RT]PM\b", re.IGNORECASE
-)
-_PAYLOAD_TEXT = re.compile(
-    r"payload too large|request entity too large|entity too large|body too large"
-    r"|request_too_large|request too large|maximum allowed number of bytes",
-    re.IGNORECASE,
-)
-_AUTH_TEXT = re.compile(
-    r"invalid.?api.?key|incorrect api key|unauthori[sz]ed|authentication|permission denied",
-    re.IGNORECASE,
-)
-_SERVER_TEXT = re.compile(
-    r"overloaded|internal server error|service unavailable|bad gateway", re.IGNORECASE
-)
-
-_RATE_CODES = frozenset(
-    {"rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests"}
-)
-_AUTH_CODES = frozenset(
-    {"authentication_error", "invalid_api_key", "permission_error", "unauthorized"}
-)
-_PAYLOAD_CODES = frozenset({"request_too_large", "payload_too_large"})
-_SERVER_CODES = frozenset({"overloaded_error", "api_error", "server_error", "internal_error"})
-_OVERFLOW_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
-
-
 @dataclass
 class _Facts:
     limit: int | None = None
@@ -370,7 +193,7 @@ def _number(text: str) -> int:
 
 def _gather(haystack: str) -> _Facts:
     facts = _Facts()
-    for rule in _RULES:
+    for rule in pt.RULES:
         match = rule.pattern.search(haystack)
         if match is None:
             continue
@@ -404,7 +227,8 @@ def _from_facts(facts: _Facts, status: int | None, message: str) -> ProviderErro
         # a prompt stated in characters: ~3 a token over-reserves the input, so the
         # lowered output cap stays inside the window
         available = (
-            facts.limit - (facts.prompt_chars + _CHARS_PER_TOKEN_LOW - 1) // _CHARS_PER_TOKEN_LOW
+            facts.limit
+            - (facts.prompt_chars + pt.CHARS_PER_TOKEN_LOW - 1) // pt.CHARS_PER_TOKEN_LOW
         )
     input_overflows = (
         facts.limit is not None and facts.prompt is not None and facts.prompt >= facts.limit
@@ -436,24 +260,24 @@ def _by_status_and_text(
     status: int | None, text: str, codes: frozenset[str]
 ) -> tuple[ErrorKind, str]:
     """The fallback ladder once no rule with numbers matched; returns (kind, evidence)."""
-    if codes & _OVERFLOW_CODES:
-        return "prompt_too_long", "code=" + sorted(codes & _OVERFLOW_CODES)[0]
-    rate = _RATE_TEXT.search(text)
+    if codes & pt.OVERFLOW_CODES:
+        return "prompt_too_long", "code=" + sorted(codes & pt.OVERFLOW_CODES)[0]
+    rate = pt.RATE_TEXT.search(text)
     if rate:
         return "rate_limit", rate.group(0)
-    if status == 429 or codes & _RATE_CODES:
+    if status == 429 or codes & pt.RATE_CODES:
         return "rate_limit", f"HTTP {status}" if status == 429 else "rate limit code"
-    generic = _GENERIC_PROMPT.search(text)
+    generic = pt.GENERIC_PROMPT.search(text)
     if generic:
         return "prompt_too_long", generic.group(0)
-    payload = _PAYLOAD_TEXT.search(text)
-    if status == 413 or codes & _PAYLOAD_CODES or payload:
+    payload = pt.PAYLOAD_TEXT.search(text)
+    if status == 413 or codes & pt.PAYLOAD_CODES or payload:
         return "payload_too_large", payload.group(0) if payload else "HTTP 413"
-    auth = _AUTH_TEXT.search(text)
-    if codes & _AUTH_CODES or auth:
+    auth = pt.AUTH_TEXT.search(text)
+    if codes & pt.AUTH_CODES or auth:
         return "auth", auth.group(0) if auth else "auth error code"
-    server = _SERVER_TEXT.search(text)
-    if (status is not None and status >= 500) or codes & _SERVER_CODES or server:
+    server = pt.SERVER_TEXT.search(text)
+    if (status is not None and status >= 500) or codes & pt.SERVER_CODES or server:
         return "server", server.group(0) if server else f"HTTP {status}"
     return "other", text[:_EVIDENCE_CHARS]
 

@@ -349,10 +349,10 @@ class ServiceCore:
         """System + live messages of the chain's tip, with prompt-cache markers when enabled (§7).
 
         Never rebuilt per call: the projection keeps the view current as events are
-        folded, and hands it out copy-on-write (no copy unless someone writes to it:
-        :mod:`ctxledger.projections.handout`). The list is the caller's; the message
-        dicts are shared with the ledger and must be treated as read-only, except the
-        (at most four) marked ones, which are fresh deep copies.
+        folded; the caller gets a shallow copy of it. The list is the caller's (any
+        thread may change it); the message dicts are shared with the ledger and must be
+        treated as read-only, except the (at most four) marked ones, which are fresh
+        deep copies.
         """
         self.ledger.refresh()
         sid = self.ledger.tip(session_id)
@@ -363,7 +363,9 @@ class ServiceCore:
             return apply_cache_markers(
                 messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic"
             )
-        return messages
+        # a copy, not the cached list: a caller on another thread (the framework adapters
+        # run the service on a loop thread) must never share a list the fold appends to
+        return list(messages)
 
     # --- status and tools --------------------------------------------------------------------
 

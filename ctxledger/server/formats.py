@@ -22,6 +22,10 @@ from ctxledger.server.history import strip_cache_markers
 
 JSONDict = dict[str, Any]
 
+#: the recorded reply's extra key holding its Responses API response id (stored, never
+#: sent upstream); ``previous_response_id`` is resolved by it, so a client may not set it
+RESPONSE_ID = "responses_response_id"
+
 
 @dataclass
 class ClientTurn:
@@ -34,6 +38,13 @@ class ClientTurn:
     stream: bool
     max_tokens: int | None
     wants_usage: bool = False  # OpenAI: the client asked for the usage chunk itself
+
+    def __post_init__(self) -> None:
+        # a client-sent message carrying the proxy's response-id key would let a later
+        # ``previous_response_id`` of another client resolve to this client's history
+        for message in self.messages:
+            if isinstance(message, dict):
+                message.pop(RESPONSE_ID, None)
 
 
 def _model(body: Mapping[str, Any]) -> str:

@@ -42,6 +42,7 @@ from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
 from ctxledger.server.formats import (
+    RESPONSE_ID,
     ClientTurn,
     SSEEvent,
     SSEParser,
@@ -62,8 +63,6 @@ if TYPE_CHECKING:
 
 JSONDict = dict[str, Any]
 
-#: the recorded reply's extra key holding its response id (stored, never sent upstream)
-RESPONSE_ID = "responses_response_id"
 #: fields naming conversation state kept by the provider, which the proxy never sees
 _PROVIDER_STATE = ("conversation",)
 _SYSTEM_ROLES = ("system", "developer")

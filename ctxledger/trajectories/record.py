@@ -49,11 +49,7 @@ def record_trajectory(
     if not metrics.was_compressed or start is None or end is None:
         return None
     turns_in, turns_out = list(before["conversations"]), list(after["conversations"])
-    system, messages = _split(turns_in)
-    session = ImportedSession(
-        key=key, source_format="sharegpt", messages=messages, system_prompt=system, title=key
-    )
-    sid = import_sessions(ledger, [session])[0]
+    system, sid = _import_original(ledger, key, turns_in)
     ids = ledger.transcript.live_ids(sid)
     head_n, mid_end = _count_without_system(turns_in[:start]), _count_without_system(turns_in[:end])
     summary_turn = turns_out[start]
@@ -110,6 +106,15 @@ def record_trajectory(
         [AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)]
     )
     return new_sid
+
+
+def _import_original(ledger: Ledger, key: str, turns: list[Any]) -> tuple[str | None, str]:
+    """The uncompressed trajectory as an imported session: (its system prompt, its id)."""
+    system, messages = _split(turns)
+    session = ImportedSession(
+        key=key, source_format="sharegpt", messages=messages, system_prompt=system, title=key
+    )
+    return system, import_sessions(ledger, [session])[0]
 
 
 def _layout(

@@ -90,24 +90,58 @@ _ENVELOPE_DEPTH = 8
 
 
 def decode_object(raw: bytes) -> dict[str, Any]:
-    """A request body as a JSON object (empty: ``{}``); anything else is a 400 ``bad_json``."""
+    """A request body as a JSON object (empty: ``{}``); anything else is a 400 ``bad_json``.
+
+    A body nesting deeper than the limit is a 400 ``too_deep``. The decoder (C) runs
+    first: a valid body's depth is its value's, walked over containers only; the text
+    scan, which a hostile body would also pass through, runs only when decoding failed
+    (so an invalid body too deep is still ``too_deep``, not ``bad_json``).
+    """
     if not raw.strip():
         return {}
     limit = max_json_depth() + _ENVELOPE_DEPTH
-    if json_text_depth(raw.decode("utf-8", errors="replace"), stop_above=limit) > limit:
-        raise HTTPError(
-            400,
-            "too_deep",
-            f"the request body nests deeper than {limit} levels (a message may nest "
-            f"{max_json_depth()}; raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
-        )
     try:
         data = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
+        if json_text_depth(raw.decode("utf-8", errors="replace"), stop_above=limit) > limit:
+            raise _too_deep(limit) from None
+        if isinstance(exc, RecursionError):
+            raise
         raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+    if _container_depth(data, limit) > limit:
+        raise _too_deep(limit)
     if not isinstance(data, dict):
         raise HTTPError(400, "bad_json", "the request body must be a JSON object")
     return data
+
+
+def _too_deep(limit: int) -> HTTPError:
+    return HTTPError(
+        400,
+        "too_deep",
+        f"the request body nests deeper than {limit} levels (a message may nest "
+        f"{max_json_depth()}; raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
+    )
+
+
+def _container_depth(value: Any, stop_above: int) -> int:
+    """How deep a decoded JSON value nests (the bracket depth of its text), walked
+    iteratively over its dicts and lists only; stops once past `stop_above`."""
+    if type(value) is not dict and type(value) is not list:
+        return 0
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, level = pop()
+        if level > deepest:
+            deepest = level
+            if deepest > stop_above:
+                return deepest
+        for child in item.values() if type(item) is dict else item:
+            if type(child) is dict or type(child) is list:
+                push((child, level + 1))
+    return deepest
 
 
 _TYPES: dict[str, Callable[[Any], bool]] = {

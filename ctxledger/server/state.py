@@ -13,7 +13,7 @@ from starlette.types import Receive
 
 from ctxledger import ContextService
 from ctxledger.errors import StoreError
-from ctxledger.eventstore import leases
+from ctxledger.eventstore import SQLiteEventStore, leases
 from ctxledger.ledger import Ledger
 from ctxledger.server.history import HistoryIndex
 
@@ -63,8 +63,11 @@ class ServerState:
         """Wait for the family's turn: this process's semaphore, then the store's lease
         ``proxy:<family>`` (the other worker processes on the same ledger). Returns the
         release function, or None when the client left while waiting (nothing held)."""
+        lock, key = self.proxy_lock(family), "proxy:" + family
+        free = self._take_if_free(lock, key)
+        if free is not None:
+            return free
         held: list[Callable[[], None]] = []
-        lock = self.proxy_lock(family)
         try:
             with anyio.CancelScope() as waiting:
                 async with anyio.create_task_group() as tg:
@@ -72,7 +75,7 @@ class ServerState:
                     await lock.acquire()
                     held.append(lock.release)
                     try:
-                        lease = await leases.acquire(self.ledger.store, "proxy:" + family)
+                        lease = await leases.acquire(self.ledger.store, key)
                     except StoreError as exc:  # no lease: turns still land (expected versions)
                         log.warning("no cross-process lease for %s: %s", family, exc)
                         lease = None
@@ -86,15 +89,29 @@ class ServerState:
             for undo in reversed(held):
                 undo()
             return None
-        release_lease, release_lock = held[1], held[0]
+        return _both(held[1], held[0])
 
-        def release() -> None:
-            try:
-                release_lease()
-            finally:
-                release_lock()
-
-        return release
+    def _take_if_free(self, lock: anyio.Semaphore, key: str) -> Callable[[], None] | None:
+        """The usual case, without waiting: the semaphore is free and the store is a SQLite
+        file whose lease (a non-blocking ``flock``) is free too. Taken here on the event
+        loop, with no disconnect watcher (nothing to wait for) and no worker-thread hop;
+        otherwise nothing is held and :meth:`take_turn` waits for both."""
+        store = self.ledger.store
+        if not isinstance(store, SQLiteEventStore):
+            return None  # a PostgreSQL try is a network round trip: a worker thread's job
+        try:
+            lock.acquire_nowait()
+        except anyio.WouldBlock:
+            return None
+        try:
+            lease = store.try_lease(key)
+        except BaseException:
+            lock.release()
+            raise
+        if lease is None:  # another worker process holds it
+            lock.release()
+            return None
+        return _both(lease, lock.release)
 
     def proxy_lock(self, family: str) -> anyio.Semaphore:
         """One turn at a time per session family (a semaphore: a stream releases it from its own task)."""
@@ -110,6 +127,18 @@ class ServerState:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _both(
+    release_lease: Callable[[], None], release_lock: Callable[[], None]
+) -> Callable[[], None]:
+    def release() -> None:
+        try:
+            release_lease()
+        finally:
+            release_lock()
+
+    return release
 
 
 async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:

@@ -15,10 +15,9 @@ import anyio
 import openai
 import pytest
 from helpers.fake_upstream import Cut, Error, Say, Seen
-from helpers.server_rig import Rig, rig
+from helpers.server_rig import Rig, ask, rig, switches
 
 from ctxledger import CompressionConfig
-from ctxledger.events import SessionSwitched
 from ctxledger.tokens import count_messages
 
 pytestmark = pytest.mark.anyio
@@ -29,20 +28,6 @@ SYSTEM = "You are a careful coding agent. Answer briefly."
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _ask(i: int, words: int = 40) -> str:
-    return f"Step {i}: please check module_{i}.py and report. " + " ".join(
-        f"detail{i}_{j}" for j in range(words)
-    )
-
-
-def _switches(r: Rig) -> list[SessionSwitched]:
-    return [
-        rec.event
-        for rec in r.service.ledger.store.read_all()
-        if isinstance(rec.event, SessionSwitched)
-    ]
 
 
 def _check_view(r: Rig, family: str) -> Any:
@@ -204,7 +189,7 @@ async def test_two_hundred_turns_stay_under_the_threshold_and_replay(tmp_path: P
         threshold = config.threshold_tokens(8192)
         history: list[Any] = [{"role": "system", "content": SYSTEM}]
         for i in range(200):
-            history.append({"role": "user", "content": _ask(i)})
+            history.append({"role": "user", "content": ask(i)})
             stream = i % 2 == 1
             if stream:
                 chunks = await client.chat.completions.create(
@@ -220,9 +205,9 @@ async def test_two_hundred_turns_stay_under_the_threshold_and_replay(tmp_path: P
         sent = [sum(count_messages(seen.messages)) for seen in r.upstream.requests]
         assert max(sent) < threshold
         assert sum(count_messages(history)) > 3 * threshold  # the client's list grew far past it
-        assert len(_switches(r)) >= 3
+        assert len(switches(r)) >= 3
         ledger = r.service.ledger
-        assert len(ledger.chains.chain("long-run")) == len(_switches(r)) + 1  # one line, no branch
+        assert len(ledger.chains.chain("long-run")) == len(switches(r)) + 1  # one line, no branch
         replay = (
             await r.http.get("/v1/sessions/long-run/replay", params={"verify": "true"})
         ).json()
@@ -276,7 +261,7 @@ def _long_history(n: int = 24) -> list[Any]:
     msgs: list[Any] = [{"role": "system", "content": SYSTEM}]
     for i in range(n // 2):
         msgs += [
-            {"role": "user", "content": _ask(i, 80)},
+            {"role": "user", "content": ask(i, 80)},
             {"role": "assistant", "content": f"done with step {i}. " * 20},
         ]
     msgs.append({"role": "user", "content": "what next?"})
@@ -296,7 +281,7 @@ async def test_upstream_413_leads_to_one_compaction_and_a_successful_retry(tmp_p
         assert res.choices[0].message.content == "answer 2"
         first, retry = r.upstream.requests
         assert len(retry.messages) < len(first.messages)
-        [switch] = _switches(r)
+        [switch] = switches(r)
         ledger = r.service.ledger
         tip = ledger.tip("big")
         assert switch.new_session_id == tip and ledger.chains.compression_count(tip) == 1
@@ -316,7 +301,7 @@ async def test_max_tokens_error_lowers_the_cap_without_compacting(tmp_path: Path
         res = await client.chat.completions.create(model="gpt-4.1", messages=msgs, max_tokens=9000)  # type: ignore[arg-type]
         assert res.choices[0].message.content == "answer 2"
         assert [s.json["max_tokens"] for s in r.upstream.requests] == [9000, 4096]
-        assert _switches(r) == []
+        assert switches(r) == []
 
 
 async def test_overflow_that_never_clears_returns_the_upstream_error_after_bounded_retries(
@@ -337,7 +322,7 @@ async def test_overflow_that_never_clears_returns_the_upstream_error_after_bound
         attempts = r.service.config.max_compression_attempts  # 3, as HERMES_SPEC §2
         # the first call, then one compress-and-retry per attempt (each made progress), no more
         assert len(r.upstream.requests) == 1 + attempts
-        assert len(_switches(r)) == attempts
+        assert len(switches(r)) == attempts
 
 
 async def test_concurrent_requests_on_one_session_are_serialized(tmp_path: Path) -> None:
@@ -368,7 +353,7 @@ async def test_concurrent_requests_on_one_session_are_serialized(tmp_path: Path)
         assert (
             len(lines) == 4
         )  # the first continued "shared"; the three that diverged from it branched
-        switched = [s.session_id for s in _switches(r)]
+        switched = [s.session_id for s in switches(r)]
         assert len(switched) == len(set(switched)) == 4  # one compaction per line, none doubled
         assert ledger.verify().ok
 

@@ -13,10 +13,9 @@ from typing import Any
 import openai
 import pytest
 from helpers.fake_upstream import Cut, Error, Failed, Say, Seen, responses_prompt_tokens
-from helpers.server_rig import Rig, rig
+from helpers.server_rig import Rig, ask, rig, switches
 
 from ctxledger import CompressionConfig
-from ctxledger.events import SessionSwitched
 from ctxledger.importers import responses as converter
 from ctxledger.importers.responses import STUBS, messages_to_items
 from ctxledger.integrations import responses as old_path
@@ -31,20 +30,6 @@ MODEL = "gpt-4.1"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _ask(i: int, words: int = 40) -> str:
-    return f"Step {i}: please check module_{i}.py and report. " + " ".join(
-        f"detail{i}_{j}" for j in range(words)
-    )
-
-
-def _switches(r: Rig) -> list[SessionSwitched]:
-    return [
-        rec.event
-        for rec in r.service.ledger.store.read_all()
-        if isinstance(rec.event, SessionSwitched)
-    ]
 
 
 def _only_session(r: Rig) -> str:
@@ -198,7 +183,7 @@ async def test_a_long_conversation_stays_under_the_threshold(tmp_path: Path) -> 
         threshold = config.threshold_tokens(8192)
         history: list[Any] = []
         for i in range(60):
-            history.append({"role": "user", "content": _ask(i, 110)})
+            history.append({"role": "user", "content": ask(i, 110)})
             if i % 6 == 0:  # a tool round trip: the call, then its output in the next request
                 r.upstream.queue(Say("looking", tool=("grep", {"pattern": f"x{i}"})))
                 res = await client.responses.create(model=MODEL, instructions=SYSTEM, input=history)
@@ -219,9 +204,9 @@ async def test_a_long_conversation_stays_under_the_threshold(tmp_path: Path) -> 
         sent = [responses_prompt_tokens(SYSTEM, seen.items) for seen in r.upstream.requests]
         assert max(sent) < threshold
         assert responses_prompt_tokens(SYSTEM, history) > 3 * threshold
-        assert len(_switches(r)) >= 3
+        assert len(switches(r)) >= 3
         ledger = r.service.ledger
-        assert len(ledger.chains.chain("long-resp")) == len(_switches(r)) + 1  # one line
+        assert len(ledger.chains.chain("long-resp")) == len(switches(r)) + 1  # one line
         replay = (
             await r.http.get("/v1/sessions/long-resp/replay", params={"verify": "true"})
         ).json()
@@ -260,7 +245,7 @@ def _long_history(n: int = 24) -> list[Any]:
     items: list[Any] = []
     for i in range(n // 2):
         items += [
-            {"role": "user", "content": _ask(i, 80)},
+            {"role": "user", "content": ask(i, 80)},
             {"role": "assistant", "content": f"done with step {i}. " * 20},
         ]
     items.append({"role": "user", "content": "what next?"})
@@ -284,7 +269,7 @@ async def test_an_overflow_error_leads_to_one_compaction_and_a_retry(tmp_path: P
         assert res.output_text == "answer 2"
         first, retry = r.upstream.requests
         assert len(retry.items) < len(first.items)
-        [switch] = _switches(r)
+        [switch] = switches(r)
         ledger = r.service.ledger
         tip = ledger.tip("big")
         assert switch.new_session_id == tip and ledger.chains.compression_count(tip) == 1
@@ -312,7 +297,7 @@ async def test_an_overflow_reported_inside_a_stream_is_recovered_from(tmp_path: 
         assert len(retry.items) < len(first.items)
         ledger = r.service.ledger
         tip = ledger.tip("big")
-        assert len(_switches(r)) == 1 and ledger.chains.compression_count(tip) == 1
+        assert len(switches(r)) == 1 and ledger.chains.compression_count(tip) == 1
         assert ledger.transcript.live_messages(tip)[-1]["content"] == "answer 2"
         assert ledger.usage(tip).agent_calls == 1
 

@@ -21,6 +21,7 @@ import openai
 from starlette.applications import Starlette
 
 from ctxledger import CompressionConfig, ContextService
+from ctxledger.events import SessionSwitched
 from ctxledger.server import create_app
 from ctxledger.server.state import ServerState
 from helpers.fake_upstream import FakeUpstream
@@ -80,3 +81,19 @@ async def rig(
         await http.aclose()
         await app.state.ctx.aclose()
         await service.aclose()
+
+
+def ask(i: int, words: int = 40) -> str:
+    """A user turn of a long proxied conversation (about `words` + 10 tokens)."""
+    return f"Step {i}: please check module_{i}.py and report. " + " ".join(
+        f"detail{i}_{j}" for j in range(words)
+    )
+
+
+def switches(r: Rig) -> list[SessionSwitched]:
+    """Every compaction's switch event in the rig's ledger, in log order."""
+    return [
+        rec.event
+        for rec in r.service.ledger.store.read_all()
+        if isinstance(rec.event, SessionSwitched)
+    ]

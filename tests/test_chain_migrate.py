@@ -157,6 +157,12 @@ def test_the_head_anchor_and_expect_head_work_on_a_mixed_log(tmp_path: Path) -> 
     for expected in (moved.hash, f"77:{moved.hash}", f"74:{sealed.hash}"):
         assert verify_file(path, expect_head=expected).ok, expected
     assert not verify_file(path, expect_head="77:" + "0" * 64).ok
+    # seq 76 is inside the last append: its row holds only a crc32 locator, never a seal
+    with SQLiteEventStore(path) as store:
+        locator = next(iter(store.read_all(76, 76))).hash
+    assert len(locator) < 64
+    with pytest.raises(InvalidInput, match="inside an append"):
+        verify_file(path, expect_head=f"76:{locator}")
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("DELETE FROM events WHERE seq >= 76")  # the newest append, whole
     raw.close()

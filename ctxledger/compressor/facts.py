@@ -45,6 +45,16 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
+from ctxledger.compressor.factpaths import (
+    bounded,
+    find_paths,
+    is_word_char,
+    mask,
+    path_text,
+    paths,
+    plausible_path,
+    urls,
+)
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -75,32 +85,6 @@ COMMAND_MAX_CHARS = 200
 
 
 # --------------------------------------------------------------------------- patterns
-
-_EXTENSIONS = (
-    # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
-    "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|json|jsonl|toml|yaml|yml|ini|cfg|"
-    "txt|md|rst|html|htm|css|scss|sh|bash|zsh|ps1|bat|rs|go|java|kt|scala|c|h|cc|"
-    "cpp|hpp|cs|rb|php|swift|sql|lock|xml|csv|tsv|log|mk|gradle|proto|tf|lua|dart|"
-    "exs|erl|hs|zig|jl|patch|diff|pem|crt|sqlite|gz|zip|tar|whl|png|jpg|jpeg|gif|svg|"
-    "pdf|dll|exe|wasm|pyc"
-)
-# Paths are found from their anchors — a "/" or a known extension — and grown in both
-# directions: a single path regex tried at every position of a tool output is ~10x slower.
-_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
-_EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
-_KNOWN_FILE = re.compile(
-    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
-)
-_NOT_BEFORE_PATH = frozenset("/.-~@:%+")
-_HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
-_NOT_PATHS = frozenset(
-    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
-    # the pieces of a ``sed 's/True/False/'`` expression
-    | {"true/", "false/", "none/", "null/"}
-)
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
-_URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
-_URL_STRIP = ".,;:!?)]}'\""
 
 _FREE_TEXT_KEYS = frozenset(
     {
@@ -160,7 +144,7 @@ _STOPWORDS = _words(
 )
 
 # (pattern, template, characters that may not precede a match besides word characters;
-# None: no check). The boundary is checked in Python (see _bounded): a leading
+# None: no check). The boundary is checked in Python (see bounded): a leading
 # lookbehind would make the regex engine try every position of a long tool output.
 _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"[Pp]ort[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
@@ -192,15 +176,6 @@ _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
 # Interpreter and library internals (traceback frames): context, not salient facts.
-_ENVIRONMENT_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|node_modules/")
-_OBJECT_NAMES = _words("self cls mock os sys np pd obj super this args kwargs request response")
-_PATH_ROOTS = _words(
-    "tmp etc usr var home opt dev bin sbin srv mnt root proc sys lib work data app src workspace "
-    "testbed repo code project users"
-)
-_KNOWN_FILES = frozenset(
-    {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
-)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -215,131 +190,10 @@ def _cap(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
-def _mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """`text` with `spans` blanked out (same length, so positions stay valid)."""
-    if not spans:
-        return text
-    chars = list(text)
-    for start, end in spans:
-        chars[start:end] = " " * (end - start)
-    return "".join(chars)
-
-
-def _urls(text: str) -> list[tuple[int, int, str]]:
-    found: list[tuple[int, int, str]] = []
-    for match in _URL_TAIL.finditer(text):
-        start = match.start()
-        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
-            start -= 1
-        scheme = text[start : match.start()]
-        value = text[start : match.end()].rstrip(_URL_STRIP)
-        if len(scheme) < 2 or not _URL_SCHEME.match(scheme) or len(value) <= len(scheme) + 4:
-            continue
-        found.append((start, start + len(value), value))
-    return found
-
-
-def _plausible_path(raw: str) -> str | None:
-    value = raw.rstrip(".-,:")
-    if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
-        return None
-    if "/" not in value:
-        return value if _HAS_EXT.search(value) or value in _KNOWN_FILES else None
-    parts = [p for p in value.split("/") if p]
-    if not parts:
-        return None
-    if value.startswith(("/", "~/", "./", "../")):
-        if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
-            return value
-        return None
-    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
-    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
-        return value
-    return None
-
-
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
-def _bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
-    """``pattern.finditer`` where a match may not follow a word char or one of `not_before`.
-
-    Same result as a leading negative lookbehind, without its cost: rejected matches
-    resume one character later, so an overlapping valid match is still found.
-    """
-    pos = 0
-    while True:
-        match = pattern.search(text, pos)
-        if match is None:
-            return
-        start = match.start()
-        if start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] in not_before):
-            pos = start + 1
-            continue
-        yield match
-        pos = match.end() if match.end() > start else start + 1
-
-
-def _path_spans(text: str) -> Iterator[tuple[int, int]]:
-    """Candidate path spans, in order: slash paths, then bare file names."""
-    n = len(text)
-    slash = text.find("/")
-    while slash != -1:
-        start, end = slash, slash
-        while start > 0 and text[start - 1] in _PATH_CHARS:
-            start -= 1
-        while end < n and (text[end] in _PATH_CHARS or text[end] == "/"):
-            end += 1
-        yield start, end
-        slash = text.find("/", end)
-    for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
-        for match in pattern.finditer(text):
-            start = match.start()
-            while start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] in ".-"):
-                start -= 1
-            if start == match.start() and pattern is _EXT_ANCHOR:
-                continue  # ``.py`` alone
-            yield start, match.end()
-
-
-def _paths(text: str) -> Iterator[tuple[int, str]]:
-    spans: dict[int, int] = {}
-    for start, end in _path_spans(text):
-        spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
-    found: dict[int, str] = {}
-    for start, end in spans.items():
-        if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:
-            continue
-        if text[start] == "." and not text.startswith(("./", "../"), start):
-            continue
-        value = _plausible_path(text[start:end])
-        if value is None or _ENVIRONMENT_PATH.search(value):
-            continue
-        if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
-            continue  # ``self.log``, ``mock.patch``: attribute access, not a file
-        found[start] = value
-    return iter(sorted(found.items()))
-
-
-# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
-_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
-
-
-def _path_text(text: str) -> str:
-    return _mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
-
-
-def find_paths(text: str) -> list[str]:
-    """The file paths mentioned in `text` (URLs excluded), in order, once each."""
-    masked = _mask(text, [(start, end) for start, end, _ in _urls(text)])
-    return list(dict.fromkeys(value for _, value in _paths(_path_text(masked))))
-
-
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
     for pattern, template, not_before in _NUMBER_PATTERNS:
         matches = (
-            pattern.finditer(text) if not_before is None else _bounded(pattern, text, not_before)
+            pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
         for match in matches:
             if template == "line":
@@ -355,13 +209,13 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
         while start > 0 and text[start - 1].isalpha():
             start -= 1
         if text[start : match.start()].lower() in _VERSIONED_NAMES and (
-            start == 0 or not _is_word_char(text[start - 1])
+            start == 0 or not is_word_char(text[start - 1])
         ):
             yield start, text[start : match.end()]
 
 
 def _quoted(text: str) -> Iterator[tuple[int, str]]:
-    for match in _bounded(_QUOTED, text, "\\"):
+    for match in bounded(_QUOTED, text, "\\"):
         inner = match.group(2)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
             yield match.start(), inner
@@ -403,7 +257,7 @@ def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
 
 def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
     for pattern in (_SNAKE, _CAMEL):
-        for match in _bounded(pattern, text, ".-\\"):
+        for match in bounded(pattern, text, ".-\\"):
             if _good_identifier(match.group(0)):
                 yield match.start(), match.group(0)
 
@@ -437,13 +291,13 @@ class _Found:
 
     def scan(self, text: str, offset: int, *, prose: bool, errors: bool = True) -> str:
         """Facts of free text; returns `text` with its URLs and paths blanked out."""
-        urls = _urls(text)
-        for start, _, value in urls:
+        found = urls(text)
+        for start, _, value in found:
             if not boilerplate_url(value):
                 self.add("url", offset + start, value)
-        masked = _mask(text, [(start, end) for start, end, _ in urls])
+        masked = mask(text, [(start, end) for start, end, _ in found])
         path_spans: list[tuple[int, int]] = []
-        for position, value in _paths(_path_text(masked)):
+        for position, value in paths(path_text(masked)):
             if not is_asset_path(value):
                 self.add("path", offset + position, value)
             path_spans.append((position, position + len(value)))
@@ -458,11 +312,11 @@ class _Found:
             self.add("number", offset + position, value)
         if prose:
             # String literals of code blocks are mostly noise; quotes in prose are not.
-            for position, value in _quoted(_mask(text, [m.span() for m in _FENCE.finditer(text)])):
+            for position, value in _quoted(mask(text, [m.span() for m in _FENCE.finditer(text)])):
                 self.add("quoted", offset + position, value)
         for match in _DOLLAR_LINE.finditer(text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
-        return _mask(masked, path_spans)
+        return mask(masked, path_spans)
 
     def lines(self, text: str, role: str) -> None:
         """The line and sentence kinds: errors and outcomes a tool or user shows, choices, constraints."""
@@ -512,8 +366,8 @@ class _Found:
             if any(c.isalnum() for c in value):
                 self.add("quoted", offset, value)
             self.scan(value, offset, prose=False, errors=False)
-        elif _plausible_path(value) is not None:
-            self.add("path", offset, _plausible_path(value) or value)
+        elif plausible_path(value) is not None:
+            self.add("path", offset, plausible_path(value) or value)
         elif (
             any(c.isalpha() for c in value) and value.lower() not in _STOPWORDS and len(value) >= 2
         ):

@@ -26,9 +26,9 @@ not in a backend, so every backend computes and checks the same chain.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Literal, NamedTuple, Self
+from typing import Literal, NamedTuple, Self, TypeVar
 
 import msgspec
 
@@ -139,6 +139,31 @@ def prepare_append(
             )
         new_blobs[ref] = data
     return batches, new_blobs
+
+
+#: "no upper bound" for a seq or a version (SQLite's and PostgreSQL's largest integer)
+MAX_SEQ = 2**63 - 1
+
+Row = TypeVar("Row")
+
+
+def paged(
+    fetch: Callable[[int, int], Sequence[Row]],
+    from_seq: int,
+    batch_size: int,
+    seq_of: Callable[[Row], int],
+) -> Iterator[Row]:
+    """Rows of ``fetch(next_seq, limit)``, one page after another until a short page: how
+    every backend reads the log in seq order without holding it all (read-only)."""
+    if batch_size < 1:
+        raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
+    next_seq = from_seq
+    while True:
+        rows = fetch(next_seq, batch_size)
+        yield from rows
+        if len(rows) < batch_size:
+            return
+        next_seq = seq_of(rows[-1]) + 1
 
 
 def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None:

@@ -58,10 +58,12 @@ from ctxledger.errors import (
 from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import (
+    MAX_SEQ,
     AppendRequest,
     Durability,
     EventStore,
     PreparedBatch,
+    paged,
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release
@@ -74,7 +76,6 @@ __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 T = TypeVar("T")
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-_MAX_INT = 2**63 - 1
 _READ_BATCH = 2000
 _VERIFY_BATCH = 4000
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -313,13 +314,11 @@ class PostgresEventStore(EventStore):
 
     def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
         """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""
-        if batch_size < 1:
-            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
-        next_seq = from_seq
-        while True:
-            rows = self._fetch("read the log", q.VERIFY_EVENTS, (next_seq, batch_size))
-            for seq, stream, version, event_id, kind, schema, payload, digest in rows:
-                yield (
+
+        def fetch(from_seq: int, limit: int) -> list[StoredRow]:
+            rows = self._fetch("read the log", q.VERIFY_EVENTS, (from_seq, limit))
+            return [
+                (
                     int(seq),
                     str(stream),
                     int(version),
@@ -329,9 +328,10 @@ class PostgresEventStore(EventStore):
                     bytes(payload),
                     str(digest),
                 )
-            if len(rows) < batch_size:
-                return
-            next_seq = int(rows[-1][0]) + 1
+                for seq, stream, version, event_id, kind, schema, payload, digest in rows
+            ]
+
+        return paged(fetch, from_seq, batch_size, lambda row: row[0])
 
     def stream_version(self, stream: str) -> int:
         """Current version of `stream`, 0 if it has no events (read-only)."""
@@ -351,16 +351,10 @@ class PostgresEventStore(EventStore):
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
     ) -> Iterator[Recorded]:
         """Events with from_seq <= seq (<= to_seq) in log order, `batch_size` rows per query (read-only)."""
-        if batch_size < 1:
-            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
-        upto = _MAX_INT if to_seq is None else to_seq
-        next_seq = from_seq
-        while True:
-            batch = self._read_batch(next_seq, upto, batch_size)
-            yield from batch
-            if len(batch) < batch_size:
-                return
-            next_seq = batch[-1].seq + 1
+        upto = MAX_SEQ if to_seq is None else to_seq
+        return paged(
+            lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
+        )
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         rows = self._fetch(
@@ -377,7 +371,7 @@ class PostgresEventStore(EventStore):
         found = self._fetch("read a stream", q.STREAM_ID, (stream,))
         if not found:
             return
-        stream_id, upto = found[0][0], _MAX_INT if to_version is None else to_version
+        stream_id, upto = found[0][0], MAX_SEQ if to_version is None else to_version
         next_version = from_version
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
@@ -467,7 +461,7 @@ class PostgresEventStore(EventStore):
                 listener.wake.clear()  # before the read: a commit after it sets it again
                 try:
                     batch = await anyio.to_thread.run_sync(
-                        self._read_batch, next_seq, _MAX_INT, batch_size
+                        self._read_batch, next_seq, MAX_SEQ, batch_size
                     )
                 except ConnectionLost:
                     await anyio.sleep(backoff)

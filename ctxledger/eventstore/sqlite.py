@@ -39,7 +39,6 @@ from ctxledger.errors import (
     DuplicateEventError,
     IntegrityError,
     InvalidConfig,
-    InvalidInput,
     StorageFullError,
     StoreError,
     UnknownBlob,
@@ -52,10 +51,12 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import (
+    MAX_SEQ,
     AppendRequest,
     Durability,
     EventStore,
     PreparedBatch,
+    paged,
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release, try_file_lease
@@ -76,7 +77,6 @@ if sys.platform != "win32":
 
 __all__ = ["SQLiteEventStore"]
 
-_MAX_INT = 2**63 - 1
 #: a one-event append dirties three pages (the row and two index leaves), all fsynced on
 #: commit; 4 KiB pages made those ~7 % faster than 8 KiB ones, costing batches ~4 %
 _PAGE_SIZE = 4096
@@ -434,29 +434,22 @@ class SQLiteEventStore(EventStore):
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
     ) -> Iterator[Recorded]:
         """Events with from_seq <= seq (<= to_seq) in log order, fetched `batch_size` rows at a time (read-only)."""
-        if batch_size < 1:
-            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
-        upto = _MAX_INT if to_seq is None else to_seq
-        next_seq = from_seq
-        while True:
-            batch = self._read_batch(next_seq, upto, batch_size)
-            yield from batch
-            if len(batch) < batch_size:
-                return
-            next_seq = batch[-1].seq + 1
+        upto = MAX_SEQ if to_seq is None else to_seq
+        return paged(
+            lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
+        )
 
     def read_stored(self, from_seq: int = 1, batch_size: int = _READ_BATCH) -> Iterator[StoredRow]:
         """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""
-        if batch_size < 1:
-            raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
-        next_seq = from_seq
-        while True:
+
+        def fetch(from_seq: int, limit: int) -> list[StoredRow]:
             with self._lock, self._errors("read the log"):
-                rows = self._conn.execute(q.VERIFY_EVENTS, (next_seq, batch_size)).fetchall()
-            yield from rows
-            if len(rows) < batch_size:
-                return
-            next_seq = rows[-1][0] + 1
+                rows: list[StoredRow] = self._conn.execute(
+                    q.VERIFY_EVENTS, (from_seq, limit)
+                ).fetchall()
+            return rows
+
+        return paged(fetch, from_seq, batch_size, lambda row: row[0])
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):
@@ -473,7 +466,7 @@ class SQLiteEventStore(EventStore):
             return
         stream_id, upto, next_version = (
             found[0],
-            _MAX_INT if to_version is None else to_version,
+            MAX_SEQ if to_version is None else to_version,
             from_version,
         )
         while True:

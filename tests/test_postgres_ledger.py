@@ -19,6 +19,7 @@ import click
 import httpx
 import pytest
 from click.testing import CliRunner
+from helpers.http_writers import run_writers, written
 from helpers.pg_server import PgServer
 
 from ctxledger import ContextService, Ledger
@@ -253,28 +254,12 @@ def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str)
 
         follower = threading.Thread(target=feed)
         follower.start()
-        failures: list[str] = []
-
-        def writer(name: str) -> None:
-            with httpx.Client(base_url=base, timeout=30) as http:
-                for i in range(15):
-                    body = {"messages": [{"role": "user", "content": f"{name} {i}"}]}
-                    resp = http.post(f"/v1/sessions/{sid}/messages", json=body)
-                    if resp.status_code != 200:
-                        failures.append(resp.text)
-
-        writers = [threading.Thread(target=writer, args=(f"w{k}",)) for k in range(4)]
-        for t in writers:
-            t.start()
-        for t in writers:
-            t.join(120)
+        failures = run_writers(base, sid)
         follower.join(60)
         assert failures == [] and fed.count("MessageAppended") == 60
         assert fed[0] == "SessionStarted"
         view = httpx.get(base + f"/v1/sessions/{sid}/api-messages").json()
-        assert sorted(m["content"] for m in view["messages"]) == sorted(
-            f"w{k} {i}" for k in range(4) for i in range(15)
-        )
+        assert sorted(m["content"] for m in view["messages"]) == written()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:

@@ -23,6 +23,7 @@ import openai
 import pytest
 import uvicorn
 from helpers.fake_upstream import FakeUpstream
+from helpers.http_writers import run_writers, written
 
 CLI = [str(Path(sys.executable).parent / "ctxledger")]
 TOKEN = "smoke-test-token-0123456789abcdef"
@@ -213,26 +214,10 @@ def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:
     try:
         _wait_healthy(base, proc)
         sid = httpx.post(base + "/v1/sessions", json={"model": "gpt-4.1"}).json()["session_id"]
-        failures: list[str] = []
-
-        def writer(name: str) -> None:
-            with httpx.Client(base_url=base, timeout=30) as http:  # one connection: one worker
-                for i in range(15):
-                    body = {"messages": [{"role": "user", "content": f"{name} {i}"}]}
-                    resp = http.post(f"/v1/sessions/{sid}/messages", json=body)
-                    if resp.status_code != 200:
-                        failures.append(resp.text)
-
-        threads = [threading.Thread(target=writer, args=(f"w{k}",)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        failures = run_writers(base, sid)
         assert failures == []
         view = httpx.get(base + f"/v1/sessions/{sid}/api-messages").json()
-        assert sorted(m["content"] for m in view["messages"]) == sorted(
-            f"w{k} {i}" for k in range(4) for i in range(15)
-        )
+        assert sorted(m["content"] for m in view["messages"]) == written()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -396,6 +397,15 @@ def _saved_at_most(job: _Job, targets: Sequence[int]) -> int:
     least the per-message overhead; rewrites already built count exactly.
     """
     counts, resolved = job.counts, job.scan.resolved
+    if not resolved:  # nothing built yet (a first plan): one pass in C
+        overhead = itertools.repeat(ROUGH_MESSAGE_OVERHEAD)
+        return sum(
+            map(
+                max,
+                itertools.repeat(0),
+                map(operator.sub, map(counts.__getitem__, targets), overhead),
+            )
+        )
     bound = 0
     for i in targets:
         found = resolved.get(i)

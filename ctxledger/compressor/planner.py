@@ -394,26 +394,11 @@ def _saved_at_most(job: _Job, targets: Sequence[int]) -> int:
     """An upper bound on what the rewrites of `targets` save, building none of them.
 
     A rewrite saves ``counts[i] - tokens`` when positive, and its rough tokens are at
-    least the per-message overhead; rewrites already built count exactly.
+    least the per-message overhead. One pass in C.
     """
-    counts, resolved = job.counts, job.scan.resolved
-    if not resolved:  # nothing built yet (a first plan): one pass in C
-        overhead = itertools.repeat(ROUGH_MESSAGE_OVERHEAD)
-        return sum(
-            map(
-                max,
-                itertools.repeat(0),
-                map(operator.sub, map(counts.__getitem__, targets), overhead),
-            )
-        )
-    bound = 0
-    for i in targets:
-        found = resolved.get(i)
-        if found is None:
-            bound += max(0, counts[i] - ROUGH_MESSAGE_OVERHEAD)
-        elif found[0] is not None:
-            bound += max(0, counts[i] - found[1])
-    return bound
+    counts = map(job.counts.__getitem__, targets)
+    over = map(operator.sub, counts, itertools.repeat(ROUGH_MESSAGE_OVERHEAD))
+    return sum(map(max, itertools.repeat(0), over))
 
 
 def _old_merged_summary_tokens(message: Mapping[str, Any], count: int) -> int:
@@ -618,7 +603,10 @@ def _budget(
     """
     config, window = job.config, job.context_length
     budget = config.summary_budget(summarized_tokens, window)
-    if config.summary_budget(summarized_tokens - _saved_at_most(job, targets), window) == budget:
+    # a scan that already holds rewrites (a re-plan) has them at hand: no bound needed
+    if not job.scan.resolved and budget == config.summary_budget(
+        summarized_tokens - _saved_at_most(job, targets), window
+    ):
         return budget, None
     built = _middle(job, targets)
     return config.summary_budget(summarized_tokens - built[1], window), built

@@ -73,8 +73,12 @@ PruneKind = Literal["tool_result", "duplicate", "args_truncated"]
 CallInfo = tuple[str, str]
 
 
-class Prune(msgspec.Struct, frozen=True, kw_only=True):
-    """One phase-1 rewrite: message `index` is replaced by `replacement` (a full message)."""
+class Prune(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One phase-1 rewrite: message `index` is replaced by `replacement` (a full message).
+
+    ``gc=False``: a Prune points at a new message that never points back, so it cannot
+    be part of a reference cycle; a plan makes thousands of them, untracked.
+    """
 
     index: int
     kind: PruneKind

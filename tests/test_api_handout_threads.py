@@ -275,11 +275,12 @@ def test_the_openai_and_anthropic_sdks_send_exactly_the_view(rig: Rig) -> None:
             api_key="k", base_url="http://upstream.test", max_retries=0, http_client=http
         )
         await claude.messages.create(
-            model="claude-sonnet-4-5",
+            model="claude-handout-test",
             max_tokens=16,
             system=view[0]["content"],
             messages=view[1:],  # type: ignore[arg-type]
         )
+        await http.aclose()
 
     anyio.run(send)
     sent_openai, sent_anthropic = upstream.requests

@@ -22,8 +22,8 @@ from helpers.pg_server import PgServer
 
 from ctxledger.eventstore import AppendRequest
 from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.postgres_append import Appender
 from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.eventstore.postgres_append import Appender
 from ctxledger.testing.eventstore import message
 
 Conn = psycopg.Connection[tuple[object, ...]]

@@ -14,7 +14,9 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -117,15 +119,22 @@ def contains(haystack: str, needle: str) -> bool:
     return False
 
 
+#: a text at least this long is prepared once per process (:func:`prepared`) and
+#: remembers each answer: a what-if audits the same long message in many views
+LONG_TEXT = 64 * 1024
+
+
 class Haystack:
     """A text prepared once for many fact checks (folded, and cased on demand)."""
 
-    __slots__ = ("_cased", "folded", "text")
+    __slots__ = ("_answers", "_cased", "folded", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.folded = normalize(text)
         self._cased: str | None = None
+        #: (case-sensitive, needle) -> answer, kept for long texts only
+        self._answers: dict[tuple[bool, str], bool] | None = {} if len(text) >= LONG_TEXT else None
 
     @property
     def cased(self) -> str:
@@ -135,9 +144,98 @@ class Haystack:
 
     def holds(self, kind: str, normalized: str) -> bool:
         """Whether the text states a fact of `kind` normalized as `normalized`."""
-        if kind in CASE_SENSITIVE_KINDS:
-            return contains(self.cased, normalized)
-        return contains(self.folded, normalized)
+        cased = kind in CASE_SENSITIVE_KINDS
+        answers = self._answers
+        if answers is None:
+            return contains(self.cased if cased else self.folded, normalized)
+        key = (cased, normalized)
+        found = answers.get(key)
+        if found is None:
+            found = answers[key] = contains(self.cased if cased else self.folded, normalized)
+        return found
+
+
+class _LongHaystacks:
+    """The process's prepared long texts (least recently used first out, bounded in chars)."""
+
+    def __init__(self, limit_chars: int = 64 * 1024 * 1024) -> None:
+        self.limit_chars = limit_chars
+        self._items: OrderedDict[str, Haystack] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Haystack:
+        with self._lock:
+            found = self._items.get(text)
+            if found is not None:
+                self._items.move_to_end(text)
+                return found
+        hay = Haystack(text)
+        with self._lock:
+            if text not in self._items:
+                self._items[text] = hay
+                self._chars += len(text)
+            while self._chars > self.limit_chars and len(self._items) > 1:
+                old, _ = self._items.popitem(last=False)
+                self._chars -= len(old)
+        return hay
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+#: the process's shared haystacks of long texts (:func:`prepared`)
+LONG_HAYSTACKS = _LongHaystacks()
+
+
+def prepared(text: str) -> Haystack:
+    """A :class:`Haystack` of `text`: shared by the process when `text` is long."""
+    return LONG_HAYSTACKS.get(text) if len(text) >= LONG_TEXT else Haystack(text)
+
+
+#: joins the texts of a :class:`JoinedHaystack`; no normalized fact contains it
+JOIN = "\x00"
+
+
+class JoinedHaystack:
+    """Texts checked as if joined by :data:`JOIN` into one :class:`Haystack`, cheaper.
+
+    Short texts are joined as before; each long text is its own :func:`prepared`
+    haystack (normalized once per process, answers remembered). The answer is the
+    joined haystack's: normalizing is per character and collapses whitespace, so the
+    normalized join is the normalized texts joined (give or take one space next to a
+    JOIN), a word-bounded match of a needle without JOIN and without edge whitespace
+    lies inside one text, and JOIN and the string ends are both non-word neighbours.
+    Any other needle is checked in the real join (built when first needed).
+    """
+
+    __slots__ = ("_hays", "_joined", "texts")
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+        self._joined: Haystack | None = None
+        short = [t for t in self.texts if len(t) < LONG_TEXT]
+        if len(short) == len(self.texts):
+            self._joined = Haystack(JOIN.join(short))
+            self._hays = [self._joined]
+        else:
+            self._hays = [prepared(t) for t in self.texts if len(t) >= LONG_TEXT]
+            if short:
+                self._hays.insert(0, Haystack(JOIN.join(short)))
+
+    def holds(self, kind: str, normalized: str) -> bool:
+        """What ``Haystack(JOIN.join(texts)).holds(kind, normalized)`` answers."""
+        if self._joined is not None:
+            return self._joined.holds(kind, normalized)
+        if not normalized or JOIN in normalized or normalized.strip() != normalized:
+            self._joined = Haystack(JOIN.join(self.texts))
+            return self._joined.holds(kind, normalized)
+        return any(hay.holds(kind, normalized) for hay in self._hays)
 
 
 def fact_in_text(fact: Fact, text: str | Haystack) -> bool:

@@ -283,11 +283,34 @@ class _Found:
     """The raw facts of one message: ``(kind rank, position, kind, value)``."""
 
     def __init__(self) -> None:
-        self.items: list[_Item] = []
+        self.items: list[_Item | None] = []
+        #: (kind, value) -> index of its item: a repeat is only kept when it comes first
+        self._at: dict[tuple[str, str], int] = {}
 
     def add(self, kind: str, position: int, value: str) -> None:
-        if value:
-            self.items.append((_RANK[kind], position, kind, value))
+        """Record a fact; a value seen again is kept once, at its first position.
+
+        Same facts as keeping every repeat (a 10 MB text names one path 150,000
+        times): the ordered extraction keeps the first of equal values; a repeat
+        at an earlier position replaces the item and moves to the end, where the
+        stable sort would have ranked it among equal positions.
+        """
+        if not value:
+            return
+        key = (kind, value)
+        at = self._at.get(key)
+        if at is not None:
+            item = self.items[at]
+            if item is None or position >= item[1]:
+                return
+            self.items[at] = None
+        self._at[key] = len(self.items)
+        self.items.append((_RANK[kind], position, kind, value))
+
+    def sorted_items(self) -> list[_Item]:
+        items = [item for item in self.items if item is not None]
+        items.sort(key=lambda item: (item[0], item[1]))
+        return items
 
     def scan(self, text: str, offset: int, *, prose: bool, errors: bool = True) -> str:
         """Facts of free text; returns `text` with its URLs and paths blanked out."""
@@ -388,7 +411,7 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     role = str(message.get("role") or "")
     text = content_text(message)
     if role == "user" and text.strip() and not _is_summary(message):
-        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
+        found.add("ask", -1, _ask(text))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     if not (role == "user" and _is_summary(message)):
         found.lines(text, role)
@@ -396,8 +419,22 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             offset = found.scan_call(call, offset)
-    found.items.sort(key=lambda item: (item[0], item[1]))
-    return _without_bare_names(found.items)
+    return _without_bare_names(found.sorted_items())
+
+
+def _ask(text: str) -> str:
+    """``_cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS)``, reading only a prefix of a long text.
+
+    Collapsing the whitespace of a prefix gives a prefix of the collapsed whole, and
+    the cap reads only its first ASK_MAX_CHARS + 1 characters after the leading blank.
+    """
+    head = WHITESPACE.sub(" ", text[:_ASK_PREFIX]).lstrip()
+    if len(text) > _ASK_PREFIX and len(head) > ASK_MAX_CHARS + 1:
+        return _cap(head, ASK_MAX_CHARS)
+    return _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS)
+
+
+_ASK_PREFIX = 8 * ASK_MAX_CHARS
 
 
 def _without_bare_names(items: list[_Item]) -> list[_Item]:

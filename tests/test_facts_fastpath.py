@@ -11,6 +11,7 @@ in ``bench/pathological_bench.py``, never asserted here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from helpers.reference_facts import facts as reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factmatch, factpaths, facts
+from ctxledger.compressor import factkinds, factmatch, factpaths, facts, factscan
 from ctxledger.compressor.factmatch import JOIN, Haystack, JoinedHaystack
 
 _FRAGMENTS = (
@@ -96,6 +97,7 @@ def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Long-text shortcuts from a few characters on, so generated texts take them."""
     monkeypatch.setattr(factmatch, "LONG_TEXT", 24)
     monkeypatch.setattr(facts, "_ASK_PREFIX", 16)
+    monkeypatch.setattr(factscan, "_SMALL", 0)
     yield
     factmatch.LONG_HAYSTACKS.clear()
 
@@ -206,3 +208,55 @@ def test_a_long_text_is_prepared_once_per_process() -> None:
         # a needle across two texts: the real join decides
         assert hay.holds("quoted", "one\x00alpha") == (hay is first)
     factmatch.LONG_HAYSTACKS.clear()
+
+
+# --- the prechecks: "no" only when the pattern cannot match --------------------------------
+
+_PRECHECKED = (
+    (factkinds._RESULT_LINE, factkinds._RESULT_LITERALS),
+    (factkinds._DECISION, factkinds._DECISION_LITERALS),
+    (factkinds._CONSTRAINT, factkinds._CONSTRAINT_LITERALS),
+)
+_LINE_PATTERNS = (
+    factkinds._EXCEPTION_LINE, factkinds._ERROR_PREFIX_LINE, factkinds._PYTEST_E_LINE,
+    factkinds._SHELL_ERROR, factkinds._TEST_SUMMARY, factkinds._UNITTEST, facts._DOLLAR_LINE,
+)  # fmt: skip
+
+
+@_SETTINGS
+@given(_texts(max_repeat=3))
+def test_prechecks_never_skip_a_text_the_pattern_matches(small_thresholds: None, text: str) -> None:
+    for pattern, literals in _PRECHECKED:
+        if pattern.search(text):
+            assert factscan.may_match_ignoring_case(text, literals), pattern.pattern
+    for pattern, literals in zip(factkinds._EXIT_CODES, factkinds._EXIT_LITERALS, strict=True):
+        if pattern.search(text):
+            assert factscan.has_any(text, literals), pattern.pattern
+    if re.search(r"\d", text):
+        assert factscan.may_have_digit(text)
+    for line_pattern in _LINE_PATTERNS:
+        assert [m.span() for m in factscan.line_matches(line_pattern, text)] == [
+            m.span() for m in line_pattern.finditer(text)
+        ]
+
+
+def test_lower_maps_every_ignore_case_twin_of_an_ascii_letter_but_the_odd_three() -> None:
+    letter = re.compile(r"(?i)[a-z]")
+    for i in range(0x110000):
+        c = chr(i)
+        if c.isascii() or c in factscan.CASE_ODD or not letter.fullmatch(c):
+            continue
+        low = c.lower()
+        assert len(low) == 1 and low.isascii() and re.fullmatch("(?i)" + low, c), hex(i)
+
+
+def test_every_decimal_digit_is_seen_in_a_long_text() -> None:
+    digit = re.compile(r"\d")
+    filler = "é" * 3000
+    for i in range(0x80, 0x110000):
+        c = chr(i)
+        if digit.match(c):
+            assert factscan.may_have_digit(filler + c), hex(i)
+    assert not factscan.may_have_digit(filler)
+    assert not factscan.may_have_digit("\u0100" + filler)
+    assert not factscan.may_have_digit("a" * 5000)

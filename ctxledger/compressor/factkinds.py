@@ -26,6 +26,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ctxledger.compressor.factscan import (
+    has_any,
+    line_matches,
+    may_match_ignoring_case,
+)
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 
 __all__ = [
@@ -211,6 +216,13 @@ _ERROR_PREFIX_LINE = re.compile(
     re.MULTILINE | re.IGNORECASE,
 )
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
+#: a literal each of _EXIT_CODES needs (in its order)
+_EXIT_LITERALS = (
+    ("<returncode>",),
+    ("xit",),
+    ("non-zero exit status",),
+    ("exit_code", "returncode", "exitCode"),
+)
 _EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
 _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
 _TRACEBACK = "Traceback (most recent call last):"
@@ -218,8 +230,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
-    for pattern in _EXIT_CODES:
-        for match in pattern.finditer(text):
+    for pattern, literals in zip(_EXIT_CODES, _EXIT_LITERALS, strict=True):
+        for match in pattern.finditer(text) if has_any(text, literals) else ():
             if int(match.group(1)) != 0:
                 found.append((match.start(), f"exit code {int(match.group(1))}"))
     start = text.find(_TRACEBACK)
@@ -235,9 +247,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
                 break
         start = text.find(_TRACEBACK, pos)
     for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
-        for match in pattern.finditer(text):
+        for match in line_matches(pattern, text):
             found.append((match.start(1), _cap(match.group(1))))
-    for match in _PYTEST_E_LINE.finditer(text):
+    for match in line_matches(_PYTEST_E_LINE, text):
         rest = match.group(1)
         if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
             found.append((match.start(1), _cap(rest)))
@@ -291,7 +303,7 @@ _CODE_LINE = re.compile(
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
-    return [(m.start(1), _cap(m.group(1))) for m in _SHELL_ERROR.finditer(text)]
+    return [(m.start(1), _cap(m.group(1))) for m in line_matches(_SHELL_ERROR, text)]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -302,6 +314,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
     traceback frames) is not an outcome.
     """
     found: list[tuple[int, str]] = []
+    if not has_any(text, ("Error", "Exception")):
+        return found
     for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
         if len(line) > 400:
             continue
@@ -331,6 +345,11 @@ _RESULT_LINE = re.compile(
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
 
+#: every match of _RESULT_LINE holds one of these (ignoring case)
+_RESULT_LITERALS = (
+    "pass", "fail", "succe", "works", "fixed", "result", "output", "expected", "test ok",
+    "tests ok", ")", "✓", "✔", "✗", "✘", "❌", "✅",
+)  # fmt: skip
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
 _THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
@@ -341,10 +360,12 @@ _LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])
 def outcome_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of test summaries and a script's result lines."""
     found: list[tuple[int, str]] = []
-    for match in _TEST_SUMMARY.finditer(text):
+    for match in line_matches(_TEST_SUMMARY, text):
         found.append((match.start(1), match.group(1).rstrip(", ")))
-    for match in _UNITTEST.finditer(text):
+    for match in line_matches(_UNITTEST, text):
         found.append((match.start(1), match.group(1)))
+    if not may_match_ignoring_case(text, _RESULT_LITERALS):
+        return found
     for start, line in _lines_with(_RESULT_LINE, text):
         # cheapest rejections first: pytest's verbose output is hundreds of node lines
         if _PYTEST_NODE.match(line) or _LISTING.match(line):
@@ -376,10 +397,25 @@ _CONSTRAINT = re.compile(
     r"no more than|at most|at least)\b"
 )
 
+_DECISION_LITERALS = (
+    "i'll ", "i will ", "decided", "chose", "opted", "should use", "instead of", "rather than",
+    "going with", "the fix is", "the solution is", "the root cause is", "the cause is",
+    "the issue is",
+)  # fmt: skip
+_CONSTRAINT_LITERALS = (
+    "don't", "do not", "never", "must", "always", "make sure", "avoid", "without ", "keep ",
+    "only ", "no more than", "at most", "at least",
+)  # fmt: skip
 
-def _sentences(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
-    """The sentences of `text` that hold a match of `pattern` (found from the matches)."""
+
+def _sentences(
+    text: str, pattern: re.Pattern[str], literals: tuple[str, ...]
+) -> list[tuple[int, str]]:
+    """The sentences of `text` that hold a match of `pattern` (found from the matches);
+    every match holds one of `literals` (ignoring case)."""
     out: list[tuple[int, str]] = []
+    if not may_match_ignoring_case(text, literals):
+        return out
     next_free = -1
     for hit in pattern.finditer(text):
         if hit.start() < next_free:
@@ -419,14 +455,14 @@ def decision_sentences(text: str) -> list[tuple[int, str]]:
     """
     return [
         (pos, s)
-        for pos, s in _sentences(text, _DECISION)
+        for pos, s in _sentences(text, _DECISION, _DECISION_LITERALS)
         if not s.rstrip().endswith("?") and not _HEDGE.search(s)
     ]
 
 
 def constraint_sentences(text: str) -> list[tuple[int, str]]:
     """What a user said must or must not happen (``Do not change the public API``)."""
-    return _sentences(text, _CONSTRAINT)
+    return _sentences(text, _CONSTRAINT, _CONSTRAINT_LITERALS)
 
 
 # --------------------------------------------------------------------------- noise

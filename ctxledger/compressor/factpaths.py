@@ -238,7 +238,9 @@ _SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA
 
 
 def path_text(text: str) -> str:
-    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+    if "s" not in text or ("'" not in text and '"' not in text):
+        return text  # an expression is quoted
+    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)])
 
 
 def find_paths(text: str) -> list[str]:

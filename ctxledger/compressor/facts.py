@@ -55,6 +55,7 @@ from ctxledger.compressor.factpaths import (
     plausible_path,
     urls,
 )
+from ctxledger.compressor.factscan import has_any, line_matches, may_have_digit
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -172,6 +173,8 @@ _VERSIONED_NAMES = _words(
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"
 )
 
+#: _CAMEL needs one
+_CAPITALS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
@@ -191,6 +194,8 @@ def _cap(text: str, limit: int) -> str:
 
 
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
+    if not may_have_digit(text):
+        return  # every number pattern needs a digit
     for pattern, template, not_before in _NUMBER_PATTERNS:
         matches = (
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
@@ -215,6 +220,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _quoted(text: str) -> Iterator[tuple[int, str]]:
+    if not has_any(text, ("'", '"')):
+        return
     for match in bounded(_QUOTED, text, "\\"):
         inner = match.group(2)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
@@ -222,6 +229,8 @@ def _quoted(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _definitions(text: str) -> Iterator[tuple[int, str]]:
+    if not has_any(text, ("def", "fn", "class", "func")):
+        return
     for match in _DEFINITION.finditer(text):
         start = match.start()
         if start > 0 and not (text[start - 1].isspace() or text[start - 1] == "("):
@@ -256,7 +265,9 @@ def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
 
 
 def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
-    for pattern in (_SNAKE, _CAMEL):
+    for pattern, literals in ((_SNAKE, ("_",)), (_CAMEL, _CAPITALS)):
+        if not has_any(text, literals):
+            continue
         for match in bounded(pattern, text, ".-\\"):
             if _good_identifier(match.group(0)):
                 yield match.start(), match.group(0)
@@ -337,7 +348,7 @@ class _Found:
             # String literals of code blocks are mostly noise; quotes in prose are not.
             for position, value in _quoted(mask(text, [m.span() for m in _FENCE.finditer(text)])):
                 self.add("quoted", offset + position, value)
-        for match in _DOLLAR_LINE.finditer(text):
+        for match in line_matches(_DOLLAR_LINE, text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
         return mask(masked, path_spans)
 

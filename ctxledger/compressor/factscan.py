@@ -49,8 +49,22 @@ def may_match_ignoring_case(text: str, literals: tuple[str, ...]) -> bool:
     """
     if len(text) < _SMALL or any(odd in text for odd in CASE_ODD):
         return True
-    lowered = text.lower()
+    lowered = _lowered(text)
     return any(literal in lowered for literal in literals)
+
+
+_last_lowered: tuple[str, str] = ("", "")
+
+
+def _lowered(text: str) -> str:
+    """``text.lower()``, remembered for the last text (its line and sentence kinds ask twice)."""
+    global _last_lowered
+    last = _last_lowered
+    if last[0] is text:
+        return last[1]
+    lowered = text.lower()
+    _last_lowered = (text, lowered)
+    return lowered
 
 
 def may_have_digit(text: str) -> bool:

@@ -229,7 +229,17 @@ def test_prechecks_never_skip_a_text_the_pattern_matches(small_thresholds: None,
     for pattern, literals in _PRECHECKED:
         if pattern.search(text):
             assert factscan.may_match_ignoring_case(text, literals), pattern.pattern
-    for pattern, literals in zip(factkinds._EXIT_CODES, factkinds._EXIT_LITERALS, strict=True):
+    checked = (
+        *zip(factkinds._EXIT_CODES, factkinds._EXIT_LITERALS, strict=True),
+        (factkinds._SHELL_ERROR, factkinds._SHELL_ERROR_LITERALS),
+        (factkinds._EXCEPTION_LINE, factkinds._EXCEPTION_LINE_LITERALS),
+        (factkinds._EXCEPTION_IN_LINE, ("Error", "Exception")),
+        (facts._DEFINITION, ("def", "fn", "class", "func")),
+        (facts._SNAKE, ("_",)),
+        (facts._CAMEL, facts._CAPITALS),
+        (facts._QUOTED, ("'", '"')),
+    )
+    for pattern, literals in checked:
         if pattern.search(text):
             assert factscan.has_any(text, literals), pattern.pattern
     if re.search(r"\d", text):

@@ -211,6 +211,9 @@ _EXCEPTION_LINE = re.compile(
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
+_EXCEPTION_LINE_LITERALS = (
+    "Error", "Exception", "Exit", "Interrupt", "Fault", "Failure", "Warning",
+)  # fmt: skip
 _ERROR_PREFIX_LINE = re.compile(
     r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed(?! \()|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
     re.MULTILINE | re.IGNORECASE,
@@ -246,8 +249,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
                 found.append((start, _cap(line)))
                 break
         start = text.find(_TRACEBACK, pos)
-    for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
-        for match in line_matches(pattern, text):
+    for pattern, literals in (
+        (_EXCEPTION_LINE, _EXCEPTION_LINE_LITERALS),
+        (_ERROR_PREFIX_LINE, ()),
+    ):
+        for match in line_matches(pattern, text, literals):
             found.append((match.start(1), _cap(match.group(1))))
     for match in line_matches(_PYTEST_E_LINE, text):
         rest = match.group(1)
@@ -294,6 +300,8 @@ _SHELL_ERROR = re.compile(
     r"[^\n]*)$",
     re.MULTILINE,
 )
+#: every shell error line has ``prog: `` (a colon, then a blank)
+_SHELL_ERROR_LITERALS = (": ", ":\t")
 _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 _CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
@@ -303,7 +311,8 @@ _CODE_LINE = re.compile(
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
-    return [(m.start(1), _cap(m.group(1))) for m in line_matches(_SHELL_ERROR, text)]
+    matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
+    return [(m.start(1), _cap(m.group(1))) for m in matches]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:

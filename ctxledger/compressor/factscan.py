@@ -25,9 +25,14 @@ _DIGIT = re.compile(r"\d")
 CASE_ODD = ("\u0130", "\u0131", "\u017f")
 
 
-def line_matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+def line_matches(
+    pattern: re.Pattern[str], text: str, literals: tuple[str, ...] = ()
+) -> Iterator[re.Match[str]]:
     """``pattern.finditer(text)`` for a pattern whose every match starts a line (``^`` in
-    MULTILINE mode): a text without a newline can only match at its start."""
+    MULTILINE mode): a text without a newline can only match at its start. Each match
+    holds one of `literals` when some are given (none: no such check)."""
+    if literals and not has_any(text, literals):
+        return iter(())
     if "\n" in text:
         return pattern.finditer(text)
     match = pattern.match(text)

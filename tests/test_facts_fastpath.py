@@ -270,3 +270,38 @@ def test_every_decimal_digit_is_seen_in_a_long_text() -> None:
     assert not factscan.may_have_digit(filler)
     assert not factscan.may_have_digit("\u0100" + filler)
     assert not factscan.may_have_digit("a" * 5000)
+
+
+def test_the_regex_word_chars_are_the_matchers_word_chars() -> None:
+    """``contains`` skips a word run with ``\\W``: it must agree with ``_is_word`` everywhere."""
+    non_word = re.compile(r"\W")
+    for i in range(0x110000):
+        c = chr(i)
+        assert bool(non_word.match(c)) != factmatch._is_word(c), hex(i)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab_ .é-", max_size=40), st.text(alphabet="ab_ .é-", max_size=4))
+def test_contains_equals_the_position_by_position_search(haystack: str, needle: str) -> None:
+    def plain(hay: str, sub: str) -> bool:
+        if not sub:
+            return False
+        for start in range(len(hay) - len(sub) + 1):
+            end = start + len(sub)
+            if hay[start:end] != sub:
+                continue
+            before = (
+                start == 0
+                or not factmatch._is_word(sub[0])
+                or not factmatch._is_word(hay[start - 1])
+            )
+            after = (
+                end == len(hay)
+                or not factmatch._is_word(sub[-1])
+                or not factmatch._is_word(hay[end])
+            )
+            if before and after:
+                return True
+        return False
+
+    assert factmatch.contains(haystack, needle) == plain(haystack, needle)

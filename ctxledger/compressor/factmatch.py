@@ -115,8 +115,20 @@ def contains(haystack: str, needle: str) -> bool:
         ok_end = not check_end or end == len(haystack) or not _is_word(haystack[end])
         if ok_start and ok_end:
             return True
-        start = haystack.find(needle, start + 1)
+        if check_start:
+            # a later start inside this word run follows a word char: skip the run
+            # (a needle of letters inside a 10 MB word was one find per position)
+            after = _NON_WORD.search(haystack, start)
+            if after is None:
+                return False
+            start = haystack.find(needle, after.end())
+        else:
+            start = haystack.find(needle, start + 1)
     return False
+
+
+#: what is not a word char to :func:`_is_word` (tested on every code point)
+_NON_WORD = re.compile(r"\W")
 
 
 #: a text at least this long is prepared once per process (:func:`prepared`) and

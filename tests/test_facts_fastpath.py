@@ -305,3 +305,20 @@ def test_contains_equals_the_position_by_position_search(haystack: str, needle: 
         return False
 
     assert factmatch.contains(haystack, needle) == plain(haystack, needle)
+
+
+def test_other_spaces_are_every_split_char_but_the_space() -> None:
+    every = {chr(i) for i in range(0x110000) if chr(i).isspace()}
+    assert set(factmatch.OTHER_SPACES) | {" "} == every
+    assert len(factmatch.OTHER_SPACES) == len(every) - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab \t\n\u00a0\u3000é", max_size=60))
+def test_collapsing_skips_only_texts_already_collapsed(text: str) -> None:
+    old = factmatch._PIECE
+    factmatch._PIECE = 3
+    try:
+        assert factmatch._collapsed(text) == " ".join(text.split())
+    finally:
+        factmatch._PIECE = old

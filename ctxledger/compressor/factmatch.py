@@ -95,7 +95,28 @@ def normalize_cased(text: str) -> str:
     else:
         folded = _fold_cased(text)
     # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
-    return " ".join(folded.split())
+    return _collapsed(folded)
+
+
+#: every character ``str.split()`` splits on but the space (tested on every code point)
+OTHER_SPACES = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def _collapsed(text: str) -> str:
+    """``" ".join(text.split())``; a long text already in that form is not split (a 10 MB
+    message of single-spaced words is two million pieces)."""
+    if (
+        len(text) > _PIECE
+        and not text.startswith(" ")
+        and not text.endswith(" ")
+        and "  " not in text
+        and not any(space in text for space in OTHER_SPACES)
+    ):
+        return text
+    return " ".join(text.split())
 
 
 def _is_word(char: str) -> bool:

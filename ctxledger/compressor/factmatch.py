@@ -252,23 +252,28 @@ class JoinedHaystack:
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = list(texts)
         self._joined: Haystack | None = None
+        self._hays = [prepared(t) for t in self.texts if len(t) >= LONG_TEXT]
         short = [t for t in self.texts if len(t) < LONG_TEXT]
-        if len(short) == len(self.texts):
-            self._joined = Haystack(JOIN.join(short))
-            self._hays = [self._joined]
-        else:
-            self._hays = [prepared(t) for t in self.texts if len(t) >= LONG_TEXT]
-            if short:
-                self._hays.insert(0, Haystack(JOIN.join(short)))
+        if short:
+            self._hays.insert(0, Haystack(JOIN.join(short)))
 
     def holds(self, kind: str, normalized: str) -> bool:
         """What ``Haystack(JOIN.join(texts)).holds(kind, normalized)`` answers."""
+        if self._joined is None and (
+            not normalized or JOIN in normalized or normalized.strip() != normalized
+        ):
+            self._joined = Haystack(JOIN.join(self.texts))
         if self._joined is not None:
             return self._joined.holds(kind, normalized)
-        if not normalized or JOIN in normalized or normalized.strip() != normalized:
-            self._joined = Haystack(JOIN.join(self.texts))
-            return self._joined.holds(kind, normalized)
         return any(hay.holds(kind, normalized) for hay in self._hays)
+
+
+def joined_haystack(texts: Sequence[str]) -> Haystack | JoinedHaystack:
+    """What checks `texts` as one :data:`JOIN`-joined text: that :class:`Haystack` when
+    every text is short (as before), else a :class:`JoinedHaystack`."""
+    if all(len(t) < LONG_TEXT for t in texts):
+        return Haystack(JOIN.join(texts))
+    return JoinedHaystack(texts)
 
 
 def fact_in_text(fact: Fact, text: str | Haystack) -> bool:

@@ -189,9 +189,10 @@ class Haystack:
 
 
 class _LongHaystacks:
-    """The process's prepared long texts (least recently used first out, bounded in chars)."""
+    """The process's prepared long texts (least recently used first out), at most
+    `limit_chars` characters of text (each kept with its two normalized forms)."""
 
-    def __init__(self, limit_chars: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, limit_chars: int = 24 * 1024 * 1024) -> None:
         self.limit_chars = limit_chars
         self._items: OrderedDict[str, Haystack] = OrderedDict()
         self._chars = 0

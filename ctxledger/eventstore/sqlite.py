@@ -64,6 +64,7 @@ from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     ChainVerifier,
+    HeadRow,
     StoredRow,
     VerifyReport,
     chain_rows,
@@ -450,6 +451,22 @@ class SQLiteEventStore(EventStore):
             return rows
 
         return paged(fetch, from_seq, batch_size, lambda row: row[0])
+
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
+        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows: list[HeadRow] = self._conn.execute(
+                    q.READ_HEADS, (next_seq, upto, _READ_BATCH)
+                ).fetchall()
+            if rows:
+                yield rows
+            if len(rows) < _READ_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):

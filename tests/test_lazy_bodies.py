@@ -40,6 +40,7 @@ from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.rows import MessageHead, decode_head
 from ctxledger.projections import Projector
 from ctxledger.projections.projector import CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME
+from ctxledger.projections.transcript import with_bodies
 
 GOLDEN_V2 = Path(__file__).parent / "golden" / "ledger_v2_checkpoint.db"
 
@@ -337,3 +338,23 @@ def test_both_stores_fold_from_heads_and_read_bodies_by_seq(
     lazy = Projector.rebuild(any_store, use_checkpoint=False)
     assert_same_fold(lazy, eager_fold(any_store), sessions)
     assert lazy.fingerprint() == ledger.projector.fingerprint()
+
+
+def test_scans_read_bodies_in_batches_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    writer = make_ledger(path)
+    sid = writer.start_session(model="m")
+    for i in range(40):
+        writer.append_messages(sid, [{"role": "user", "content": f"m{i}"}])
+    writer.close()
+    store = CountingStore(str(path))
+    try:
+        transcript = Projector.rebuild(store, use_checkpoint=False).transcript
+        CountingStore.calls = 0
+        stored = list(transcript.state.messages.values())
+        seen = [m.message["content"] for m in with_bodies(reversed(stored), batch=16)]
+        assert seen == [f"m{i}" for i in reversed(range(40))]
+        assert CountingStore.calls == 3  # 16 + 16 + 8
+        assert all(m.body is not None for m in stored)
+    finally:
+        store.close()

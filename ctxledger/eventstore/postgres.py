@@ -83,6 +83,8 @@ T = TypeVar("T")
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 _READ_BATCH = 2000
+#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
+_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
@@ -368,10 +370,10 @@ class PostgresEventStore(EventStore):
         upto = MAX_SEQ if to_seq is None else to_seq
         next_seq = from_seq
         while True:
-            rows = self._rows(next_seq, upto, _READ_BATCH)
+            rows = self._rows(next_seq, upto, _ROWS_BATCH)
             if rows:
                 yield [(r[0], r[1], r[2], r[3]) for r in rows]
-            if len(rows) < _READ_BATCH:
+            if len(rows) < _ROWS_BATCH:
                 return
             next_seq = rows[-1][0] + 1
 

@@ -84,6 +84,8 @@ _PAGE_SIZE = 4096
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
+#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
+_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 _COLUMNS = 8  # per event row in q.INSERT_EVENT
 
@@ -460,11 +462,11 @@ class SQLiteEventStore(EventStore):
         while True:
             with self._lock, self._errors("read the log"):
                 rows: list[HeadRow] = self._conn.execute(
-                    q.READ_HEADS, (next_seq, upto, _READ_BATCH)
+                    q.READ_HEADS, (next_seq, upto, _ROWS_BATCH)
                 ).fetchall()
             if rows:
                 yield rows
-            if len(rows) < _READ_BATCH:
+            if len(rows) < _ROWS_BATCH:
                 return
             next_seq = rows[-1][0] + 1
 

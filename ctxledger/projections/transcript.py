@@ -16,7 +16,7 @@ keeps only its seq and reads the body from the log the first time it is asked fo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -103,6 +103,19 @@ class StoredMessage(msgspec.Struct, kw_only=True, gc=False):
                 )
             body = self.body = self.bodies.load(self.seq)
         return body
+
+
+def with_bodies(stored: Iterable[StoredMessage], batch: int = 512) -> Iterator[StoredMessage]:
+    """`stored`, each with its body read (a batch at a time): for scans over many messages."""
+    chunk: list[StoredMessage] = []
+    for m in stored:
+        chunk.append(m)
+        if len(chunk) >= batch:
+            load_bodies(chunk)
+            yield from chunk
+            chunk = []
+    load_bodies(chunk)
+    yield from chunk
 
 
 def load_bodies(stored: list[StoredMessage]) -> None:
@@ -219,21 +232,21 @@ class TranscriptProjection:
                         item = None
                     if type(item) is not head_type or schema != schema_now:
                         item = decode_head(seq, schema, payload)
-                        if type(item) is not head_type:
-                            assert not isinstance(item, MessageHead)
+                        if not isinstance(item, MessageHead):
                             other(seq, item, version)
                             last = seq
                             n += 1
                             continue
-                    assert isinstance(item, MessageHead)
+                    # a MessageHead from here on (no isinstance: this runs once per message)
                     view = sessions.get(item.session_id)
                     if view is not None:
+                        mid, tokens = item.message_id, item.tokens
                         sid = view.session_id  # one string per session, not per message
-                        messages[item.message_id] = StoredMessage(
-                            tokens=item.tokens, session_id=sid, seq=seq, bodies=bodies
+                        messages[mid] = StoredMessage(
+                            tokens=tokens, session_id=sid, seq=seq, bodies=bodies
                         )
-                        view.live.append(item.message_id)
-                        view.live_tokens += item.tokens
+                        view.live.append(mid)
+                        view.live_tokens += tokens
                         view.version = version
                         if api:
                             api.pop(sid, None)  # rebuilt on its next read, bodies in one batch

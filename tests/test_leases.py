@@ -146,14 +146,26 @@ def test_a_killed_holder_releases_its_lease(shared: str) -> None:
             holder.wait()
 
 
-def test_a_lease_file_that_cannot_be_made_falls_back_to_a_process_lock(tmp_path: Path) -> None:
+def test_a_lease_file_that_cannot_be_made_falls_back_to_a_process_lock(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     db = tmp_path / "x.db"
-    (tmp_path / "x.db.leases").write_text("not a directory")  # (chmod would not stop root)
+    blocker = tmp_path / "x.db.leases"
+    blocker.write_text("not a directory")  # (chmod would not stop root)
     with SQLiteEventStore(db) as store:
-        release = store.try_lease("k")
+        with caplog.at_level("WARNING", logger="ctxledger.eventstore.sqlite"):
+            release = store.try_lease("k")
         assert release is not None and store.try_lease("k") is None
+        assert "per process from now on" in caplog.text
+        # the lease directory becomes possible while the key is held: the store stays on
+        # its process locks, so the holder is still the only one
+        blocker.unlink()
+        assert store.try_lease("k") is None
         release()
-        assert store.try_lease("k") is not None
+        again = store.try_lease("k")
+        assert again is not None and store.try_lease("k") is None
+        again()
+    assert not blocker.exists()  # no lease file was made after the fallback
 
 
 def test_two_processes_compacting_one_postgres_chain_make_one_continuation_with_one_call(

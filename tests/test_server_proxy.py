@@ -342,8 +342,12 @@ async def test_concurrent_requests_on_one_session_are_serialized(tmp_path: Path)
         async with anyio.create_task_group() as tg:
             for i in range(4):
                 tg.start_soon(one, i)
+                if i == 2:
+                    await anyio.sleep(0.005)
+                    assert r.state.families_locked() == 1  # one lock for the waiting turns
         assert len(results) == 4
         assert r.upstream.max_in_flight == 1  # one turn of the session at a time, streams included
+        assert r.state.families_locked() == 0  # no lock outlives its family's last turn
         ledger = r.service.ledger
         lines = [
             s.session_id
@@ -503,3 +507,33 @@ async def test_anthropic_prompt_too_long_learns_the_window_compacts_and_retries(
         assert ledger.transcript.session(tip).context_length == 8192  # the stated window, learned
         assert ledger.chains.compression_count(tip) == 1
         assert ledger.transcript.live_messages(tip)[-1]["content"] == "answer 2"
+
+
+async def test_a_repeated_turn_is_not_recorded_and_keeps_the_full_set_of_cache_markers(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path, api="anthropic") as r:
+        client = r.anthropic()
+        msgs: list[Any] = []
+        for i in range(4):
+            msgs.append({"role": "user", "content": f"question {i}"})
+            reply = await client.messages.create(
+                model="claude-sonnet-4", max_tokens=64, system=SYSTEM, messages=msgs
+            )
+            msgs.append({"role": "assistant", "content": reply.content[0].text})
+        ledger = r.service.ledger
+        [node] = ledger.sessions()
+        before = ledger.store.last_seq()
+        first = r.upstream.requests[-1].json
+        # the client retries its last request (it never saw the answer): a repeat
+        again = await client.messages.create(
+            model="claude-sonnet-4", max_tokens=64, system=SYSTEM, messages=msgs[:-1]
+        )
+        assert again.content[0].text
+        repeat = r.upstream.requests[-1].json
+        assert repeat["messages"] == first["messages"]  # the same prompt as the first time
+        assert str(repeat).count("cache_control") == str(first).count("cache_control") == 4
+        assert ledger.store.last_seq() == before  # nothing of the repeat was recorded
+        assert [m["content"] for m in ledger.transcript.live_messages(node.session_id)][-1] == (
+            msgs[-1]["content"]
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
@@ -153,11 +154,16 @@ def trajectories_compress(
         )
     if as_json:
         emit_json(data)
-        return
+    else:
+        _print_trajectory_report(data, state.db)
+
+
+def _print_trajectory_report(data: dict[str, Any], db: object) -> None:
+    """The one-paragraph summary of a ``trajectories compress`` run."""
     console.print(
         f"{data['total_records']} trajectories: {data['compressed']} compressed, {data['skipped_under_target']} under target, "
         f"{data['still_over_limit']} still over the limit, {data['failed']} failed · tokens {data['tokens_before']:,} → "
         f"{data['tokens_after']:,} (ratio {data['ratio']:.3f}) in {data['seconds']:.1f}s"
     )
     if "recorded_sessions" in data:
-        console.print(f"recorded {len(data['recorded_sessions'])} compactions in {state.db}")
+        console.print(f"recorded {len(data['recorded_sessions'])} compactions in {db}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import sqlite3
 import stat
@@ -92,6 +93,8 @@ _COLUMNS = 8  # per event row in q.INSERT_EVENT
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
 _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
+
+log = logging.getLogger(__name__)
 
 
 def _open_side_lock(path: str) -> int | None:
@@ -163,6 +166,10 @@ class SQLiteEventStore(EventStore):
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
+        #: leases are files beside the ledger until one cannot be made; from then on this
+        #: store leases per process for good (never a file lease for one call and a
+        #: process lock for the next: two holders of one key could then overlap)
+        self._file_leases = self.path != ":memory:"
         in_memory = self.path == ":memory:"
         if not in_memory:
             try:
@@ -576,11 +583,17 @@ class SQLiteEventStore(EventStore):
     def try_lease(self, key: str) -> Release | None:
         """A ``flock`` on ``<ledger>.leases/<hash of key>`` (see :mod:`.leases`); a private
         in-memory log, or a directory where the lease file cannot be made, leases per process."""
-        if self.path != ":memory:":
+        if self._file_leases:
             try:
                 return try_file_lease(self.path, key)
-            except OSError:
-                pass  # read-only directory: other processes are kept honest by expected versions
+            except OSError as exc:
+                # read-only directory: other processes are kept honest by expected versions
+                self._file_leases = False
+                log.warning(
+                    "leases of %s are per process from now on: cannot make a lease file (%s)",
+                    self.path,
+                    exc.strerror or exc,
+                )
         return super().try_lease(key)
 
     def local_index_path(self, name: str) -> str:

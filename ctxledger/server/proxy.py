@@ -42,6 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
 from ctxledger.messages import check_new_messages
+from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.service_io import json_safe
 from ctxledger.server.auth import require_proxy_token
 from ctxledger.server.errors import HTTPError, message_of, provider_error_body
@@ -261,8 +262,7 @@ class Turn:
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
-            view = self.svc.api_messages(self.session_id)
-            payload = self.api.upstream(self.body, view[:-1] if self.repeat else view, max_tokens)
+            payload = self.api.upstream(self.body, self._view(), max_tokens)
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(
@@ -302,6 +302,20 @@ class Turn:
                 f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying"
             )
         raise AssertionError("unreachable")
+
+    def _view(self) -> list[Any]:
+        """The compacted view to send; a repeat's ends before the reply the ledger kept,
+        with the prompt-cache markers placed on that shorter view (as the first time)."""
+        if not self.repeat:
+            return self.svc.api_messages(self.session_id)
+        svc = self.svc
+        view = svc.api_messages(self.session_id, cache=False)[:-1]
+        model = svc.ledger.transcript.session(svc.ledger.tip(self.session_id)).model
+        if svc.config.prompt_caching and supports_prompt_caching(model, svc.provider):
+            view = apply_cache_markers(
+                view, ttl=svc.config.cache_ttl, native_anthropic=svc.provider == "anthropic"
+            )
+        return view
 
     async def record_reply(self, reply: Reply, usage: Mapping[str, Any] | None) -> None:
         """Append the reply, then report the real usage (which may compact in the loop)."""

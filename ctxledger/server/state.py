@@ -57,17 +57,20 @@ class ServerState:
         )
         self.history = HistoryIndex(self.ledger)
         self.stopping: Callable[[], bool] = stopping or (lambda: False)
-        self._locks: dict[str, anyio.Semaphore] = {}
+        #: family -> (its semaphore, how many turns hold or wait for it); an entry goes
+        #: when its last turn leaves, so a long-lived server keeps no lock per family it
+        #: ever saw
+        self._locks: dict[str, tuple[anyio.Semaphore, list[int]]] = {}
 
     async def take_turn(self, family: str, receive: Receive) -> Callable[[], None] | None:
         """Wait for the family's turn: this process's semaphore, then the store's lease
         ``proxy:<family>`` (the other worker processes on the same ledger). Returns the
         release function, or None when the client left while waiting (nothing held)."""
-        lock, key = self.proxy_lock(family), "proxy:" + family
+        lock, key = self._enter(family), "proxy:" + family
         free = self._take_if_free(lock, key)
         if free is not None:
-            return free
-        held: list[Callable[[], None]] = []
+            return self._leaving(family, free)
+        held: list[Callable[[], None]] = [lambda: self._leave(family)]
         try:
             with anyio.CancelScope() as waiting:
                 async with anyio.create_task_group() as tg:
@@ -85,11 +88,11 @@ class ServerState:
             for undo in reversed(held):
                 undo()
             raise
-        if len(held) < 2:
+        if len(held) < 3:
             for undo in reversed(held):
                 undo()
             return None
-        return _both(held[1], held[0])
+        return self._leaving(family, _both(held[2], held[1]))
 
     def _take_if_free(self, lock: anyio.Semaphore, key: str) -> Callable[[], None] | None:
         """The usual case, without waiting: the semaphore is free and the store is a SQLite
@@ -113,12 +116,39 @@ class ServerState:
             return None
         return _both(lease, lock.release)
 
-    def proxy_lock(self, family: str) -> anyio.Semaphore:
-        """One turn at a time per session family (a semaphore: a stream releases it from its own task)."""
-        lock = self._locks.get(family)
-        if lock is None:
-            lock = self._locks[family] = anyio.Semaphore(1)
-        return lock
+    def _enter(self, family: str) -> anyio.Semaphore:
+        """The family's semaphore (one turn at a time; a stream releases it from its own
+        task), counting one more turn that holds or waits for it."""
+        entry = self._locks.get(family)
+        if entry is None:
+            entry = self._locks[family] = (anyio.Semaphore(1), [0])
+        entry[1][0] += 1
+        return entry[0]
+
+    def _leave(self, family: str) -> None:
+        entry = self._locks.get(family)
+        if entry is not None:
+            entry[1][0] -= 1
+            if entry[1][0] <= 0:
+                del self._locks[family]
+
+    def _leaving(self, family: str, release: Callable[[], None]) -> Callable[[], None]:
+        done = [False]
+
+        def release_and_leave() -> None:
+            if done[0]:
+                return  # released already: never count a turn out twice
+            done[0] = True
+            try:
+                release()
+            finally:
+                self._leave(family)
+
+        return release_and_leave
+
+    def families_locked(self) -> int:
+        """How many session families have a turn holding or waiting (for tests and status)."""
+        return len(self._locks)
 
     def ledger_resolve(self, ref: str) -> str:
         """A session id from an id or unique prefix, after folding other writers' events."""

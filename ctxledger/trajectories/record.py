@@ -92,20 +92,26 @@ def record_trajectory(
             messages_after=len(layout) + int(new_system is not None),
         ),
     ]
-    started = SessionStarted(
-        **base(new_sid),
+    started = _continuation(ledger, sid, new_sid, cid, f"trajectory:{key}")
+    ledger.append(
+        [AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)]
+    )
+    return new_sid
+
+
+def _continuation(ledger: Ledger, sid: str, new_sid: str, cid: str, source: str) -> SessionStarted:
+    """The continuation session's start: the parent's model, window and encoding."""
+    view = ledger.transcript.session(sid)
+    return SessionStarted(
+        **ledger.event_fields(new_sid),
         model=view.model,
         context_length=view.context_length,
         parent_session_id=sid,
         reason="compression",
         compaction_id=cid,
-        encoding=encoding,
-        source=f"trajectory:{key}",
+        encoding=view.encoding,
+        source=source,
     )
-    ledger.append(
-        [AppendRequest(sid, old, ledger.version(sid)), AppendRequest(new_sid, [started], 0)]
-    )
-    return new_sid
 
 
 def _import_original(ledger: Ledger, key: str, turns: list[Any]) -> tuple[str | None, str]:

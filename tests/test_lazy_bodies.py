@@ -276,13 +276,40 @@ def test_the_cached_view_follows_a_catch_up_from_heads(tmp_path: Path) -> None:
     writer = make_ledger(path)
     sid = writer.start_session(model="m", system_prompt="be brief")
     writer.append_messages(sid, [{"role": "user", "content": "one"}])
-    reader = make_ledger(path, namespace="r")
+    store = SQLiteEventStore(str(path))
     try:
-        assert [m["content"] for m in reader.api_messages(sid)] == ["be brief", "one"]
+        projector = Projector.rebuild(store, use_checkpoint=False)
+        view = projector.transcript.api_messages(sid)
+        assert [m["content"] for m in view] == ["be brief", "one"]
         writer.append_messages(sid, [{"role": "assistant", "content": "two"}])
-        assert reader.refresh() == 1  # no listeners: folded from heads
-        assert [m["content"] for m in reader.api_messages(sid)] == ["be brief", "one", "two"]
-        assert reader.transcript.api_tokens(sid) == writer.transcript.api_tokens(sid)
+        assert projector.catch_up(store, heads=True) == 1
+        assert [m["content"] for m in projector.transcript.api_messages(sid)] == [
+            "be brief",
+            "one",
+            "two",
+        ]
+        assert projector.transcript.api_tokens(sid) == writer.transcript.api_tokens(sid)
+    finally:
+        store.close()
+        writer.close()
+
+
+def test_an_incremental_catch_up_keeps_bodies_and_extends_the_view_in_place(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "l.db"
+    writer = make_ledger(path)
+    sid = writer.start_session(model="m")
+    writer.append_messages(sid, [{"role": "user", "content": "one"}])
+    reader = make_ledger(path, namespace="r")  # opened: folded from heads
+    try:
+        view = reader.transcript.api_view(sid)
+        writer.append_messages(sid, [{"role": "assistant", "content": "two"}])
+        assert reader.refresh() == 1  # whole events: the view grows in place
+        assert reader.transcript.api_view(sid) is view
+        assert [m["content"] for m in view] == ["one", "two"]
+        last = reader.transcript.state.messages[reader.transcript.live_ids(sid)[-1]]
+        assert last.body == {"role": "assistant", "content": "two"}
     finally:
         reader.close()
         writer.close()

@@ -6,7 +6,7 @@ checkpoint stores the serialized state at a sequence so a rebuild can start late
 Rebuilding and folding incrementally must give the same state (a property test
 checks it).
 
-A catch-up with no listeners folds *message heads* (``read_rows``: a message's id,
+A rebuild folds *message heads* (``read_rows``: a message's id,
 session and token count; its body is not parsed) and leaves each body in the log,
 read back by seq the first time it is asked for (:mod:`ctxledger.projections.bodies`):
 a rebuild of a million events then neither parses nor keeps a million bodies.
@@ -101,8 +101,16 @@ class Projector:
             self.last_seq = last
         return n
 
-    def catch_up(self, store: EventSource, to_seq: int | None = None) -> int:
+    def catch_up(
+        self, store: EventSource, to_seq: int | None = None, *, heads: bool = False
+    ) -> int:
         """Fold events appended since the last one seen; returns how many were folded.
+
+        `heads`: fold messages from their heads and leave their bodies in the log (what
+        :meth:`rebuild` does; ignored with listeners, or for a store without
+        ``read_rows``). Otherwise whole events are folded: an incremental catch-up
+        (``Ledger.refresh`` after an append) keeps the bodies it just read and extends
+        cached API views in place.
 
         Long folds run with the cyclic garbage collector paused: they allocate only
         acyclic, long-lived objects, and collector passes over them cost more than the
@@ -111,11 +119,10 @@ class Projector:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            if not self.listeners and _heads_of(store) is not None:
-                heads = _heads_of(store)
-                assert heads is not None
+            source = _heads_of(store) if heads and not self.listeners else None
+            if source is not None:
                 return self.apply_rows(
-                    heads.read_rows(self.last_seq + 1, to_seq), self._bodies_in(heads)
+                    source.read_rows(self.last_seq + 1, to_seq), self._bodies_in(source)
                 )
             return self.apply_all(store.read_all(self.last_seq + 1, to_seq))
         finally:
@@ -169,7 +176,7 @@ class Projector:
                         legacy=name == LEGACY_CHECKPOINT_NAME,
                     )
                     break
-        projector.catch_up(store, to_seq)
+        projector.catch_up(store, to_seq, heads=True)
         return projector
 
     def save_checkpoint(self, store: EventSource) -> None:

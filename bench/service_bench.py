@@ -7,6 +7,10 @@ Prints one JSON object per line: {"bench", "value", "unit", "baseline", "ratio",
   prompt-cache markers (a Claude model) and without; the baseline is a plain
   ``list(...)`` copy of that many message dicts, the floor for returning a fresh list.
   ``rebuild_p50`` is what the first version paid: the view rebuilt from ids.
+  ``list_copy_after_append_p50`` is a bare ``list()`` copy of the view right after an
+  append (baseline: the warm copy): the message dicts are out of the CPU cache then, so
+  even the copy alone costs several warm copies; ``api_messages_vs_copy_after_append``
+  compares the call with that copy (a second baseline beside the issue's warm one).
 * ``turn_ms``: one agent turn through the service (append the user message, report
   usage, append the reply) against the same session; the baseline is the same three
   writes straight through the synchronous ``Ledger`` (no triggers, guards or budget).
@@ -85,6 +89,7 @@ async def _api_messages(svc: ContextService, sid: str, samples: int) -> list[Res
     marked: list[float] = []
     plain: list[float] = []
     rebuild: list[float] = []
+    after_append: list[float] = []
     transcript = svc.ledger.transcript
     for i in range(samples):
         await svc.append(sid, [{"role": "user", "content": f"one more question, number {i}"}])
@@ -95,9 +100,15 @@ async def _api_messages(svc: ContextService, sid: str, samples: int) -> list[Res
         )
         live_ids = transcript.session(sid).live
         rebuild.append(_time_ms(lambda ids=live_ids: [transcript.stored(m).message for m in ids]))
+        # a second baseline (reported beside, never instead of, the warm copy): a bare
+        # list() copy of the same view read right after the same kind of append
+        await svc.append(sid, [{"role": "assistant", "content": f"answer number {i}"}])
+        view = transcript.api_view(sid)
+        after_append.append(_time_ms(lambda v=view: list(v)))
     live = transcript.api_messages(sid)
     baseline = [_time_ms(lambda: list(live)) for _ in range(samples)]
     base50 = statistics.median(baseline)
+    cold50 = statistics.median(after_append)
     n = len(live)
     return [
         _result("api_messages_p50", statistics.median(plain), base50, "ms", messages=n),
@@ -115,6 +126,8 @@ async def _api_messages(svc: ContextService, sid: str, samples: int) -> list[Res
             messages=n,
         ),
         _result("rebuild_from_ids_p50", statistics.median(rebuild), base50, "ms", messages=n),
+        _result("list_copy_after_append_p50", cold50, base50, "ms", messages=n),
+        _result("api_messages_vs_copy_after_append_p50", statistics.median(plain), cold50, "ms"),
     ]
 
 

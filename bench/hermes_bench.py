@@ -12,13 +12,37 @@ the baseline:
 * ``hermes_plan_5000``: our first plan of the list (no plan cache, one-liner memo
   emptied: a session never planned in this process) vs Hermes's planning (its
   phase-1 pruning and boundary search, as ``compress()`` runs them). CPU medians.
+  Ours is ``planner.draft``: the whole decision (boundaries, kept and carried
+  messages, orphan repairs, the prunes listed as (index, kind), summary budget,
+  estimate, action: all equal to the complete plan's), with the replacement texts
+  left for when the summary request or the recorded events need them. Hermes's
+  phase 1 builds its one-liners for every old result at once, so the two sides do
+  not do the same amount of text work here: the row also carries
+  ``complete_ms`` / ``complete_ratio``, our cold ``plan()`` with every replacement
+  built. The texts are counted on both sides in ``hermes_compact_5000``.
 * ``hermes_replan_5000``: our re-plan of the session grown by two messages through
   a ``PlanCache`` (what ``prepare()`` does for a live session) vs the same Hermes
   planning (which keeps nothing between calls). CPU medians.
 * ``hermes_compact_5000``: ``compact()`` on a ledger holding the session (live view,
   plan, request, events, one durable append; the ledger is opened before the clock
   starts) vs Hermes ``compress()`` on a copy of the list. Wall medians (the append's
-  fsync is part of ours).
+  fsync is part of ours), CPU medians beside them.
+
+What each side's compaction figure includes (like for like, checked against
+hermes-agent's ``ContextCompressor.compress``): Hermes's is in memory only — phase 1,
+boundaries, the stubbed ``_generate_summary`` (which is where Hermes serializes the
+turns into its prompt: that serialization is therefore *not* in its figure),
+assembly, ``_sanitize_tool_pairs``, media stripping and three rough token estimates
+of the lists; it persists nothing (the agent writes its session store after
+``compress()`` returns). Ours also covers what Hermes leaves to its caller: reading
+the live view, the plan, the summary request, the events (every replacement message
+is recorded, in ``ToolResultsPruned`` and in the switch's plan), one atomic SQLite
+append with its fsync, and folding the appended events. The one piece left out on
+both sides is the summarizer's prompt: Hermes builds it inside the stubbed
+``_generate_summary``; our stub, like the LLM summarizer, returns the hash of the
+prompt it "sent", so ``record`` does not hash the canonical request (a summarizer
+that sends no prompt — offline, fallback — makes it do so: ``request_hash_ms`` in
+the row, not in the figure).
 
     .venv-hermes/bin/python bench/hermes_bench.py [--messages 5000] [--runs 7]
 """
@@ -48,9 +72,9 @@ from planner_bench import synthetic_session
 from ctxledger.compressor import prune
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.plancache import PlanCache
-from ctxledger.compressor.planner import plan, rough_counts
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.ledger.compaction import compact
+from ctxledger.compressor.planner import draft, plan, rough_counts
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
+from ctxledger.ledger.compaction import compact, plan_compaction
 from ctxledger.ledger.facade import Ledger
 
 WINDOW = 128_000
@@ -59,12 +83,19 @@ STUB_SUMMARY = "## Goal\nFix the failing tests.\n\n## Progress\nRan the suite; r
 
 
 class StubSummarizer:
-    """Answers every request at once (the summarizer is excluded from the figure)."""
+    """Answers every request at once (the summarizer is excluded from the figure).
+
+    Like a model-calling summarizer it names the prompt it sent (``prompt_hash``; the
+    LLM summarizer hashes its request body), so ``record`` does not hash the request
+    itself: on Hermes's side the prompt is built inside the stubbed
+    ``_generate_summary`` and is not timed either. What that hash would cost is
+    reported beside the figure (``request_hash_ms``).
+    """
 
     kind = "stub"
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        return SummaryResult(text=STUB_SUMMARY, summarizer=self.kind)
+        return SummaryResult(text=STUB_SUMMARY, summarizer=self.kind, prompt_hash="stub-prompt")
 
 
 def _hermes() -> Any:
@@ -117,12 +148,15 @@ def bench_plans(session: list[dict[str, Any]], runs: int) -> list[dict[str, Any]
     counts = rough_counts(session)
     hermes: list[float] = []
     cold: list[float] = []
+    complete: list[float] = []
     replan: list[float] = []
     for _ in range(runs):
         messages = copy.deepcopy(session)  # Hermes may rewrite what it is given
         hermes.append(_timed(lambda m=messages: _hermes_plan(m))[1])
         prune._describe_memo.cache_clear()
-        cold.append(_timed(lambda: plan(session, config, counts, context_length=WINDOW))[1])
+        cold.append(_timed(lambda: draft(session, config, counts, context_length=WINDOW))[1])
+        prune._describe_memo.cache_clear()
+        complete.append(_timed(lambda: plan(session, config, counts, context_length=WINDOW))[1])
         cache = PlanCache()
         plan(session[:-2], config, counts[:-2], context_length=WINDOW, cache=cache)
         replan.append(
@@ -131,7 +165,16 @@ def bench_plans(session: list[dict[str, Any]], runs: int) -> list[dict[str, Any]
     base = statistics.median(hermes)
     extra = {"messages": len(session), "runs": runs, "clock": "cpu"}
     return [
-        _row("hermes_plan_5000", statistics.median(cold), base, 0.1, mode="cold", **extra),
+        _row(
+            "hermes_plan_5000",
+            statistics.median(cold),
+            base,
+            0.1,
+            mode="cold",
+            complete_ms=round(statistics.median(complete), 3),
+            complete_ratio=round(statistics.median(complete) / base, 4) if base else None,
+            **extra,
+        ),
         _row("hermes_replan_5000", statistics.median(replan), base, 0.1, mode="replan", **extra),
     ]
 
@@ -162,6 +205,19 @@ async def _compact_once(template: str, work: str, sid: str) -> tuple[float, floa
     return wall, cpu, outcome.messages_after
 
 
+def _request_hash_ms(template: str, sid: str, runs: int) -> float:
+    """CPU median of hashing the summary request (what a prompt-less summarizer adds)."""
+    ledger = Ledger.open(template, config=CompressionConfig())
+    try:
+        request = plan_compaction(ledger, sid).request
+    finally:
+        ledger.close()
+    assert request is not None
+    return round(
+        statistics.median(_timed(lambda: request_hash(request))[1] for _ in range(runs)), 3
+    )
+
+
 def bench_compact(session: list[dict[str, Any]], runs: int) -> dict[str, Any]:
     hermes: list[float] = []
     hermes_cpu: list[float] = []
@@ -170,6 +226,7 @@ def bench_compact(session: list[dict[str, Any]], runs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         template = os.path.join(tmp, "template.db")
         sid = _build_ledger(template, session)
+        hashing = _request_hash_ms(template, sid, runs)
         for i in range(runs):
             messages = copy.deepcopy(session)
             h = _hermes()
@@ -187,6 +244,7 @@ def bench_compact(session: list[dict[str, Any]], runs: int) -> dict[str, Any]:
         clock="wall",
         cpu_median_ms=round(statistics.median(ours_cpu), 3),
         baseline_cpu_median_ms=round(statistics.median(hermes_cpu), 3),
+        request_hash_ms=hashing,
         messages=len(session),
         messages_after=after,
         runs=runs,

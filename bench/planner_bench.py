@@ -18,6 +18,10 @@ Modes (``plan_synthetic_5000`` is the issue's row, the other two are its context
   on the same list (the one-liner memo warm): what this bench measured before.
 * ``cold`` (``plan_synthetic_5000_cold``): no cache and the one-liner memo emptied
   before each run: a list never planned before in this process (a first compaction).
+* ``draft`` (``plan_synthetic_5000_draft``): as ``cold``, but ``planner.draft``: the
+  decision only (boundaries, estimate, action, prunes listed as (index, kind)); the
+  replacement texts are built later by ``PlanDraft.complete()`` (the other rows'
+  fields describe the complete plan).
 
     python bench/planner_bench.py [--runs 30] [--messages 5000] [--corpus DIR]
 """
@@ -40,7 +44,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from ctxledger.compressor import prune
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.plancache import PlanCache
-from ctxledger.compressor.planner import CompactionPlan, plan, rough_counts
+from ctxledger.compressor.planner import draft, plan, rough_counts
 from ctxledger.demo.synth import VOCABULARY
 
 WINDOW = 32_000
@@ -111,18 +115,19 @@ def synthetic_session(n_messages: int, seed: int = 5) -> list[dict[str, Any]]:
 
 def _plan_once(
     messages: list[dict[str, Any]], counts: list[int], config: CompressionConfig, mode: str
-) -> tuple[CompactionPlan, float, float]:
-    """One plan in `mode`; returns it with its wall and CPU milliseconds."""
+) -> tuple[float, float]:
+    """One plan in `mode`; returns its wall and CPU milliseconds."""
     cache = None
     if mode == "replan":
         cache = PlanCache()
         plan(messages[:-2], config, counts[:-2], context_length=WINDOW, cache=cache)
-    elif mode == "cold":
+    elif mode in ("cold", "draft"):
         prune._describe_memo.cache_clear()
+    decide = draft if mode == "draft" else plan
     start, start_cpu = time.perf_counter(), time.process_time()
-    result = plan(messages, config, counts, context_length=WINDOW, cache=cache)
+    decide(messages, config, counts, context_length=WINDOW, cache=cache)
     cpu = (time.process_time() - start_cpu) * 1000
-    return result, (time.perf_counter() - start) * 1000, cpu
+    return (time.perf_counter() - start) * 1000, cpu
 
 
 def time_plan(
@@ -132,7 +137,7 @@ def time_plan(
     result = plan(messages, config, counts, context_length=WINDOW)  # warm-up (caches, imports)
     samples, cpu = [], []
     for _ in range(runs):
-        _, wall_ms, cpu_ms = _plan_once(messages, counts, config, mode)
+        wall_ms, cpu_ms = _plan_once(messages, counts, config, mode)
         samples.append(wall_ms)
         cpu.append(cpu_ms)
     samples.sort()
@@ -168,6 +173,8 @@ def _synthetic(n: int, runs: int, config: CompressionConfig) -> None:
     print(json.dumps({"bench": f"plan_synthetic_{n}_uncached", **uncached}))
     cold = time_plan(session, max(3, runs // 5), config, "cold")
     print(json.dumps({"bench": f"plan_synthetic_{n}_cold", **cold}))
+    first = time_plan(session, max(3, runs // 5), config, "draft")
+    print(json.dumps({"bench": f"plan_synthetic_{n}_draft", **first}))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -179,7 +179,10 @@ class MessagePinned(Event, frozen=True, kw_only=True):
 # --- compaction --------------------------------------------------------------------
 
 
-class PruneEntry(msgspec.Struct, frozen=True, kw_only=True):
+class PruneEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One pruned message and its stand-in (``gc=False``: it never points back at a
+    container holding it, so it is never part of a cycle; a compaction records thousands)."""
+
     message_id: str
     kind: Literal["tool_result", "duplicate", "args_truncated"]
     replacement: JSON

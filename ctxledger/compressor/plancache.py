@@ -44,11 +44,25 @@ class Scan:
     key: tuple[int, int, int]
     messages: list[Any]
     scanner: Scanner
-    groups: CopyGroups
     layout: Layout
-    newest: dict[int, int]
-    #: rewrites of this list's messages (valid for this scan's newest copies and calls)
+    #: the repeated long results, grouped when a rewrite first needs them (a plan's
+    #: decision does not: see ``planner.draft``); None until then
+    groups: CopyGroups | None = None
+    found_newest: dict[int, int] | None = None
+    #: rewrites of this list's messages (valid for this scan's newest copies and calls);
+    #: empty while ``groups`` is None
     resolved: _Resolved = field(default_factory=dict)
+
+    @property
+    def newest(self) -> dict[int, int]:
+        """Older tool result index -> its newest identical copy (grouped on first use)."""
+        if self.found_newest is None:
+            if self.groups is None:
+                groups: CopyGroups = {}
+                group_copies(groups, self.messages, self.scanner.long_results, self.key[0])
+                self.groups = groups
+            self.found_newest = resolve_copies(self.groups)
+        return self.found_newest
 
     def prune(self, messages: Sequence[Mapping[str, Any]], i: int) -> tuple[Prune | None, int]:
         """The phase-1 rewrite of message `i` and its rough tokens (built once, then reused)."""
@@ -69,10 +83,7 @@ def _key(config: CompressionConfig) -> tuple[int, int, int]:
 
 def _fresh(messages: Sequence[Mapping[str, Any]], key: tuple[int, int, int]) -> Scan:
     scanner = Scanner(key[0], key[1]).feed(messages)
-    groups: CopyGroups = {}
-    group_copies(groups, messages, scanner.long_results, key[0])
-    layout = scanner.finish(messages)
-    return Scan(key, list(messages), scanner, groups, layout, resolve_copies(groups))
+    return Scan(key, list(messages), scanner, scanner.finish(messages))
 
 
 def _extend(old: Scan, messages: Sequence[Mapping[str, Any]]) -> Scan:
@@ -80,18 +91,21 @@ def _extend(old: Scan, messages: Sequence[Mapping[str, Any]]) -> Scan:
     scanner = old.scanner.copy()
     seen_long = len(scanner.long_results)
     scanner.feed(messages)
+    layout = scanner.finish(messages)
+    if old.groups is None:  # never needed: group later, from scratch (nothing was built)
+        return Scan(old.key, list(messages), scanner, layout)
+    old_newest = old.newest
     groups = dict(old.groups)
     group_copies(groups, messages, scanner.long_results[seen_long:], old.key[0], shared=True)
-    layout = scanner.finish(messages)
     newest = resolve_copies(groups)
     # a rewrite depends on its message (the same object: a prefix), the config (the key),
     # the call it answers and its newer copy: keep those whose call and copy did not change
     resolved = dict(old.resolved) if scanner.redeclared == old.scanner.redeclared else {}
-    if newest != old.newest:
-        for i in old.newest.keys() | newest.keys():
-            if old.newest.get(i) != newest.get(i):
+    if newest != old_newest:
+        for i in old_newest.keys() | newest.keys():
+            if old_newest.get(i) != newest.get(i):
                 resolved.pop(i, None)
-    return Scan(old.key, list(messages), scanner, groups, layout, newest, resolved)
+    return Scan(old.key, list(messages), scanner, layout, groups, newest, resolved)
 
 
 def _prefix_of(known: list[Any], messages: Sequence[Any]) -> bool:

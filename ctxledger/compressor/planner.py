@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -48,12 +49,20 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import Layout
 from ctxledger.compressor.markers import split_merged
 from ctxledger.compressor.plancache import PlanCache, Scan, scan
-from ctxledger.compressor.prune import Prune
+from ctxledger.compressor.prune import Prune, PruneKind
 from ctxledger.errors import InvalidInput
 from ctxledger.messages import content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
 
-__all__ = ["CompactionPlan", "OrphanAction", "SkipReason", "plan", "rough_counts"]
+__all__ = [
+    "CompactionPlan",
+    "OrphanAction",
+    "PlanDraft",
+    "SkipReason",
+    "draft",
+    "plan",
+    "rough_counts",
+]
 
 SkipReason = Literal["disabled", "too_few_messages", "no_valid_cut", "no_progress"]
 Role = Literal["user", "assistant"]
@@ -350,13 +359,12 @@ def _checked_counts(
     return counts
 
 
-def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int]:
-    """Phase-1 rewrites of the summarized messages, and the tokens they save."""
-    messages, layout, counts, the_scan = job.messages, job.layout, job.counts, job.scan
-    lo, hi = b.head_end, b.tail_start
+def _targets(job: _Job, b: _Bounds, kept_mid: set[int]) -> list[int]:
+    """The summarized messages a phase-1 rewrite may apply to, in index order."""
+    layout, lo, hi = job.layout, b.head_end, b.tail_start
     results, long_args = layout.long_results, layout.long_args
     # only long results and oversized calls can be rewritten: the layout listed them
-    targets = sorted(
+    return sorted(
         i
         for i in itertools.chain(
             results[bisect.bisect_left(results, lo) : bisect.bisect_left(results, hi)],
@@ -364,6 +372,11 @@ def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int
         )
         if i not in kept_mid
     )
+
+
+def _middle(job: _Job, targets: Sequence[int]) -> tuple[list[Prune], int]:
+    """Phase-1 rewrites of the summarized messages, and the tokens they save."""
+    messages, counts, the_scan = job.messages, job.counts, job.scan
     prunes: list[Prune] = []
     saved = 0
     resolved = the_scan.resolved  # the rewrites built by earlier plans of this list
@@ -375,6 +388,17 @@ def _middle(job: _Job, b: _Bounds, kept_mid: set[int]) -> tuple[list[Prune], int
             if counts[i] > tokens:
                 saved += counts[i] - tokens
     return prunes, saved
+
+
+def _saved_at_most(job: _Job, targets: Sequence[int]) -> int:
+    """An upper bound on what the rewrites of `targets` save, building none of them.
+
+    A rewrite saves ``counts[i] - tokens`` when positive, and its rough tokens are at
+    least the per-message overhead. One pass in C.
+    """
+    counts = map(job.counts.__getitem__, targets)
+    over = map(operator.sub, counts, itertools.repeat(ROUGH_MESSAGE_OVERHEAD))
+    return sum(map(max, itertools.repeat(0), over))
 
 
 def _old_merged_summary_tokens(message: Mapping[str, Any], count: int) -> int:
@@ -405,7 +429,30 @@ def plan(
     `cache` (:class:`~ctxledger.compressor.plancache.PlanCache`) reuses what an earlier
     plan of a prefix of the same message objects found; give one only for messages
     that are never mutated in place. The plan is the same with or without it.
-    Raises InvalidInput when `token_counts` does not match `messages`.
+    Raises InvalidInput when `token_counts` does not match `messages`. This is
+    :func:`draft` (the decision) completed with its phase-1 rewrites.
+    """
+    return draft(
+        messages, config, token_counts, context_length=context_length, focus=focus,
+        pinned=pinned, compaction_count=compaction_count, force=force, cache=cache,
+    ).complete()  # fmt: skip
+
+
+def draft(
+    messages: Sequence[Mapping[str, Any]],
+    config: CompressionConfig,
+    token_counts: Sequence[int],
+    *,
+    context_length: int,
+    focus: str | None = None,
+    pinned: Collection[int] = (),
+    compaction_count: int = 0,
+    force: bool = False,
+    cache: PlanCache | None = None,
+) -> PlanDraft:
+    """Decide one compaction of `messages` without building its phase-1 rewrites yet.
+
+    Same arguments as :func:`plan`; ``draft(...).complete() == plan(...)``.
     """
     counts = _checked_counts(messages, token_counts)
     base: dict[str, Any] = {
@@ -414,21 +461,92 @@ def plan(
         "tail_token_budget": config.tail_token_budget(context_length),
     }  # fmt: skip
     if not config.enabled and not force:
-        return CompactionPlan(action="skip", skip_reason="disabled", **base)
+        return PlanDraft.final(CompactionPlan(action="skip", skip_reason="disabled", **base))
     the_scan = scan(messages, config, cache)
     layout = the_scan.layout
     compacted = compaction_count >= 1 or bool(layout.summaries)
     head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)
     if len(messages) <= head_size + 4:
-        return CompactionPlan(action="skip", skip_reason="too_few_messages", **base)
+        return PlanDraft.final(
+            CompactionPlan(action="skip", skip_reason="too_few_messages", **base)
+        )
     job = _Job(messages, config, counts, context_length, layout, force, base, the_scan)
     bounds = _boundaries(job, head_size, pinned)
     if isinstance(bounds, str):
-        return CompactionPlan(action="skip", skip_reason=bounds, **base)
-    return _complete(job, bounds)
+        return PlanDraft.final(CompactionPlan(action="skip", skip_reason=bounds, **base))
+    return _draft(job, bounds)
 
 
-def _complete(job: _Job, b: _Bounds) -> CompactionPlan:
+class PlanDraft:
+    """A decided compaction whose phase-1 rewrites (replacement texts) are not built yet.
+
+    Everything but ``prunes`` and ``middle_tokens`` is final and equal to the complete
+    plan's: boundaries, kept messages, orphan repairs, the summary's role and budget,
+    ``estimated_tokens_after`` and the action. :meth:`listed` names the messages phase 1
+    may rewrite as (index, kind); :meth:`complete` builds their replacements (one that
+    would not be shorter than its original is dropped then, as :func:`plan` does) and
+    the exact ``middle_tokens``. The budget, hence the estimate and the action, does
+    not depend on them when it is the same whatever they save (clamped at its maximum
+    or minimum); otherwise the draft builds them at once, since the decision needs them.
+    """
+
+    __slots__ = ("_built", "_fields", "_job", "_plan", "_targets", "action", "skip_reason")
+
+    def __init__(
+        self,
+        job: _Job | None,
+        fields: dict[str, Any],
+        targets: list[int],
+        built: tuple[list[Prune], int] | None,
+    ) -> None:
+        self._job, self._fields, self._targets, self._built = job, fields, targets, built
+        self._plan: CompactionPlan | None = None
+        self.action: Literal["compress", "skip"] = fields["action"]
+        self.skip_reason: SkipReason | None = fields.get("skip_reason")
+
+    @classmethod
+    def final(cls, the_plan: CompactionPlan) -> PlanDraft:
+        """A draft of a plan with nothing left to build (a skip found before the middle)."""
+        done = cls(None, {"action": the_plan.action, "skip_reason": the_plan.skip_reason}, [], None)
+        done._plan = the_plan
+        return done
+
+    def field(self, name: str) -> Any:
+        """A final field of the plan (any but ``prunes`` and ``middle_tokens``)."""
+        if name in ("prunes", "middle_tokens"):
+            raise KeyError(f"{name} is known once the draft is complete()")
+        return getattr(self._plan, name) if self._plan is not None else self._fields[name]
+
+    def listed(self) -> list[tuple[int, PruneKind]]:
+        """The messages phase 1 may rewrite, as (index, kind), in index order."""
+        if self._plan is not None:
+            return [(p.index, p.kind) for p in self._plan.prunes]
+        assert self._job is not None
+        roles, newest = self._job.layout.roles, self._job.scan.newest
+        return [
+            (
+                i,
+                "args_truncated"
+                if roles[i] != "tool"
+                else "duplicate"
+                if i in newest
+                else "tool_result",
+            )
+            for i in self._targets
+        ]
+
+    def complete(self) -> CompactionPlan:
+        """The plan, its phase-1 rewrites built (once; the same object afterwards)."""
+        if self._plan is None:
+            assert self._job is not None
+            prunes, saved = self._built or _middle(self._job, self._targets)
+            fields = dict(self._fields)
+            fields["middle_tokens"] = fields.pop("summarized_tokens") - saved
+            self._plan = CompactionPlan(prunes=prunes, **fields)
+        return self._plan
+
+
+def _draft(job: _Job, b: _Bounds) -> PlanDraft:
     messages, layout, counts, base, n = job.messages, job.layout, job.counts, job.base, job.layout.n
     kept_mid = set(b.pinned) | set(b.carried)
     kept = [*range(b.head_end), *b.pinned, *b.carried, *range(b.tail_start, n)]
@@ -437,9 +555,10 @@ def _complete(job: _Job, b: _Bounds) -> CompactionPlan:
     before = [i for i in [*range(b.head_end), *b.pinned] if i not in dropped]
     after_first = next((i for i in [*b.carried, *range(b.tail_start, n)] if i not in dropped), None)
     if after_first is None:  # only orphaned results would follow the summary
-        return CompactionPlan(action="skip", skip_reason="no_valid_cut", notes=b.notes, **base)
+        skip = CompactionPlan(action="skip", skip_reason="no_valid_cut", notes=b.notes, **base)
+        return PlanDraft.final(skip)
     role, merge_index = _summary_role(layout, before, after_first)
-    prunes, saved = _middle(job, b, kept_mid)
+    targets = _targets(job, b, kept_mid)
     unmerged = [i for i in b.carried if i in layout.merged]
     # an older summary merged into a carried message is rewritten too: count it as summarized
     summarized_tokens = (
@@ -447,8 +566,7 @@ def _complete(job: _Job, b: _Bounds) -> CompactionPlan:
         - sum(counts[i] for i in kept_mid)
         + sum(_old_merged_summary_tokens(messages[i], counts[i]) for i in unmerged)
     )
-    middle_tokens = summarized_tokens - saved
-    budget = job.config.summary_budget(middle_tokens, job.context_length)
+    budget, built = _budget(job, targets, summarized_tokens)
     system_note = layout.has_system and not markers.has_system_note(content_text(messages[0]))
     # the summary arrives framed (prefix, end marker) and the first compaction adds a
     # note: small budgets would otherwise "progress" by rewriting a summary into itself
@@ -459,16 +577,36 @@ def _complete(job: _Job, b: _Bounds) -> CompactionPlan:
         for i in layout.summaries
         if (b.head_end <= i < b.tail_start and i not in kept_mid) or i in unmerged
     ]
+    no_progress = estimated >= base["tokens_before"] and not job.force
     fields: dict[str, Any] = {
         **base, "head_end": b.head_end, "tail_start": b.tail_start,
         "compress_start": b.head_end, "compress_end": b.tail_start,
         "head_count": b.head_end, "tail_count": n - b.tail_start,
-        "pinned": b.pinned, "carried": b.carried, "unmerged": unmerged, "prunes": prunes,
+        "pinned": b.pinned, "carried": b.carried, "unmerged": unmerged,
         "summary_role": role, "merged_into_tail": merge_index is not None,
         "merge_index": merge_index, "orphans": orphans, "system_note": system_note,
         "previous_summary_index": max(previous, default=None), "summary_budget_tokens": budget,
-        "middle_tokens": middle_tokens, "estimated_tokens_after": estimated, "notes": b.notes,
+        "summarized_tokens": summarized_tokens, "estimated_tokens_after": estimated,
+        "notes": b.notes, "action": "skip" if no_progress else "compress",
+        "skip_reason": "no_progress" if no_progress else None,
     }  # fmt: skip
-    if estimated >= base["tokens_before"] and not job.force:
-        return CompactionPlan(action="skip", skip_reason="no_progress", **fields)
-    return CompactionPlan(action="compress", **fields)
+    return PlanDraft(job, fields, targets, built)
+
+
+def _budget(
+    job: _Job, targets: list[int], summarized_tokens: int
+) -> tuple[int, tuple[list[Prune], int] | None]:
+    """The summary budget, and the rewrites when it depends on what they save.
+
+    The budget grows with the summarized tokens minus the savings; when the bound on
+    the savings gives the same budget as no savings at all, the rewrites can wait.
+    """
+    config, window = job.config, job.context_length
+    budget = config.summary_budget(summarized_tokens, window)
+    # a scan that already holds rewrites (a re-plan) has them at hand: no bound needed
+    if not job.scan.resolved and budget == config.summary_budget(
+        summarized_tokens - _saved_at_most(job, targets), window
+    ):
+        return budget, None
+    built = _middle(job, targets)
+    return config.summary_budget(summarized_tokens - built[1], window), built

@@ -73,8 +73,12 @@ PruneKind = Literal["tool_result", "duplicate", "args_truncated"]
 CallInfo = tuple[str, str]
 
 
-class Prune(msgspec.Struct, frozen=True, kw_only=True):
-    """One phase-1 rewrite: message `index` is replaced by `replacement` (a full message)."""
+class Prune(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One phase-1 rewrite: message `index` is replaced by `replacement` (a full message).
+
+    ``gc=False``: a Prune points at a new message that never points back, so it cannot
+    be part of a reference cycle; a plan makes thousands of them, untracked.
+    """
 
     index: int
     kind: PruneKind
@@ -242,7 +246,12 @@ def _describe_search(name: str, args: Mapping[str, Any], content: str, *, files:
         text += f" for '{_short(pattern, 60)}'"
     if directory is not None:
         text += f" in {_short(directory, 80)}"
-    shape = f" ({_chars(content)})" if hasattr(content, "chars_label") else ""  # not a string
+    # a non-string result (a ResultText) states its real size and type
+    shape = (
+        f" ({_chars(content)})"
+        if type(content) is not str and hasattr(content, "chars_label")
+        else ""
+    )
     return f"{text}: {_plural(_match_count(content), 'match', 'matches')}{shape}"
 
 
@@ -322,11 +331,14 @@ def _display_name(name: str) -> str:
 
 
 def _chars(content: str) -> str:
-    return getattr(content, "chars_label", None) or f"{len(content):,} chars"
+    # a plain str has no label: skip the (failing, costly) attribute lookup
+    label = None if type(content) is str else getattr(content, "chars_label", None)
+    return label or f"{len(content):,} chars"
 
 
 def _result(content: str) -> str:
-    return getattr(content, "result_label", None) or f"{len(content):,}-char result"
+    label = None if type(content) is str else getattr(content, "result_label", None)
+    return label or f"{len(content):,}-char result"
 
 
 def describe_tool_result(name: str, arguments: Any, content: Any) -> str:

@@ -167,20 +167,22 @@ async def compact(
         ledger, session_id, config=config, focus=focus, force=trigger == "manual"
     )
     inp, the_plan = prepared.input, prepared.plan
-    plan_dict = msgspec.to_builtins(the_plan)
-    base = {
+    base: dict[str, Any] = {
         "session_id": session_id,
-        "plan": plan_dict,
         "tokens_before": sum(inp.exact_tokens) + inp.tools_tokens,
         "messages_before": len(inp.messages),
     }
     if the_plan.action != "compress" or prepared.request is None:
+        plan_dict = msgspec.to_builtins(the_plan)
         if record_skip and not dry_run:
             _record_skip(ledger, session_id, trigger, the_plan.skip_reason, plan_dict)
-        return _skipped(prepared, base)
+        return _skipped(prepared, {**base, "plan": plan_dict})
     if dry_run:
         return CompactionOutcome(
-            **base, action="dry_run", tokens_after=the_plan.estimated_tokens_after
+            **base,
+            plan=msgspec.to_builtins(the_plan),
+            action="dry_run",
+            tokens_after=the_plan.estimated_tokens_after,
         )
     try:
         result = await summarize_with_fallback(summarizer, prepared.request)
@@ -193,6 +195,7 @@ async def compact(
     after = recorded.messages  # the continuation as assembled (equal to its folded view)
     return CompactionOutcome(
         **base,
+        plan=recorded.switch.plan,  # the plan's plain form, built once for the switch
         action="compressed",
         new_session_id=recorded.new_session_id,
         compaction_id=recorded.compaction_id,

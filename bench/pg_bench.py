@@ -12,7 +12,10 @@ Prints one JSON object per line:
   single-row INSERT commits of the same payloads into a table with only a primary key;
   also both stores at durability normal (SQLite ``synchronous=NORMAL``, PostgreSQL
   ``synchronous_commit=off``). The sides run in alternating slices of ``--seconds`` / 3,
-  so load drift hits each alike.
+  so load drift hits each alike. Each side also reports the CPU time per append of the
+  writer processes (``client_cpu_ms``: the whole loop, event building included) and,
+  with the private server, of the server's processes (``server_cpu_ms``), and the run
+  its load average: on a shared machine the CPU figures are the ones to compare.
 * ``pg_batched_append``: ``append`` of 1,000-event batches vs raw ``COPY`` and
   ``executemany`` of the same payloads, one transaction per batch.
 * ``pg_projection_rebuild``: ``Projector.rebuild`` vs a raw ``SELECT payload`` + decode.
@@ -24,6 +27,7 @@ on, so a commit costs what it costs SQLite's ``synchronous=FULL``. Nothing is as
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import multiprocessing as mp
 import os
@@ -84,7 +88,7 @@ def _writer(
     kind: str, target: str, n: int, first: int, seconds: float, barrier: Any, out: Any
 ) -> None:
     """One writer process: append single-message turns (versions from `first` on) until the
-    deadline; reports (writer, start, end, latencies)."""
+    deadline; reports (writer, start, end, latencies, CPU seconds of the loop)."""
     messages = make_messages(500, seed=n)
     latencies: list[float] = []
     raw = psycopg.connect(target, autocommit=True) if kind == "raw" else None
@@ -96,6 +100,7 @@ def _writer(
         store = PostgresEventStore(target, durability=durability)
     insert = "INSERT INTO raw_events (stream, version, payload) VALUES (%s, %s, %s)"
     barrier.wait()
+    cpu = time.process_time()
     start = time.perf_counter()
     i = first
     while time.perf_counter() - start < seconds:
@@ -111,50 +116,89 @@ def _writer(
         latencies.append(time.perf_counter() - t)
         i += 1
     end = time.perf_counter()
+    cpu = time.process_time() - cpu
     if store is not None:
         store.close()
     if raw is not None:
         raw.close()
-    out.put((n, start, end, latencies))
+    out.put((n, start, end, latencies, cpu))
+
+
+def server_cpu(postmaster: int | None) -> float:
+    """CPU seconds used so far by a local server: the postmaster, its live children
+    (background processes) and its exited children (the backends of past slices)."""
+    if postmaster is None:
+        return 0.0
+    total = 0
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(stat.split("/")[2])
+        if pid == postmaster:
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        elif int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def run_slice(
-    kind: str, target: str, writers: int, seconds: float, starts: list[int]
-) -> tuple[float, list[float]]:
-    """`writers` processes for `seconds`; advances `starts`; returns (elapsed, latencies)."""
+    kind: str,
+    target: str,
+    writers: int,
+    seconds: float,
+    starts: list[int],
+    postmaster: int | None = None,
+) -> tuple[float, list[float], float, float]:
+    """`writers` processes for `seconds`; advances `starts`; returns (elapsed, latencies,
+    client CPU seconds, server CPU seconds)."""
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(writers), ctx.Queue()
     procs = [
         ctx.Process(target=_writer, args=(kind, target, n, starts[n], seconds, barrier, out))
         for n in range(writers)
     ]
+    before = server_cpu(postmaster)
     for proc in procs:
         proc.start()
     results = [out.get(timeout=seconds + 120) for _ in procs]
     for proc in procs:
         proc.join()
-    for n, _, _, lat in results:
+    server = server_cpu(postmaster) - before
+    for n, _, _, lat, _ in results:
         starts[n] += len(lat)
     elapsed = max(r[2] for r in results) - min(r[1] for r in results)
-    return elapsed, [x for r in results for x in r[3]]
+    return elapsed, [x for r in results for x in r[3]], sum(r[4] for r in results), server
 
 
 def fresh_schema(url: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}schema=b_{uuid.uuid4().hex[:12]}"
 
 
-def summarize(elapsed: float, latencies: list[float]) -> Result:
+def summarize(
+    elapsed: float, latencies: list[float], client_cpu: float = 0.0, server_cpu: float | None = None
+) -> Result:
+    cpu = {"client_cpu_ms": round(client_cpu / len(latencies) * 1000, 3)}
+    if server_cpu is not None:
+        cpu["server_cpu_ms"] = round(server_cpu / len(latencies) * 1000, 3)
     return {
         "appends_per_s": round(len(latencies) / elapsed, 1),
         "p50_ms": round(statistics.median(latencies) * 1000, 3),
         "p99_ms": round(quantile(latencies, 0.99) * 1000, 3),
         "max_ms": round(max(latencies) * 1000, 3),
         "appends": len(latencies),
+        **cpu,
     }
 
 
 def bench_writers(
-    url: str, seconds: float, rounds: int = 3, counts: tuple[int, ...] = WRITERS
+    url: str,
+    seconds: float,
+    rounds: int = 3,
+    counts: tuple[int, ...] = WRITERS,
+    postmaster: int | None = None,
 ) -> None:
     """Per writer count, the three sides run in alternating slices (load drift hits all)."""
     kinds = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
@@ -177,19 +221,33 @@ def bench_writers(
             starts = {kind: [0] * writers for kind in kinds}
             elapsed = dict.fromkeys(kinds, 0.0)
             latencies: dict[str, list[float]] = {kind: [] for kind in kinds}
+            cpu = {kind: [0.0, 0.0] for kind in kinds}
+            load = os.getloadavg()[0]
             for r in range(rounds):
                 for kind in kinds[r % 5 :] + kinds[: r % 5]:
-                    took, lat = run_slice(
-                        kind, targets[kind], writers, seconds / rounds, starts[kind]
+                    took, lat, client, server = run_slice(
+                        kind, targets[kind], writers, seconds / rounds, starts[kind], postmaster
                     )
                     elapsed[kind] += took
                     latencies[kind] += lat
-        sides = {kind: summarize(elapsed[kind], latencies[kind]) for kind in kinds}
+                    cpu[kind][0] += client
+                    cpu[kind][1] += server
+        on_server = postmaster is not None
+        sides = {
+            kind: summarize(
+                elapsed[kind],
+                latencies[kind],
+                cpu[kind][0],
+                cpu[kind][1] if on_server and not kind.startswith("sqlite") else None,
+            )
+            for kind in kinds
+        }
         emit(
             {
                 "bench": "pg_writers",
                 "writers": writers,
                 "unit": "appends/s",
+                "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
                 "sqlite": sides["sqlite"],
                 "postgres": sides["postgres"],
                 "raw_psycopg": sides["raw"],
@@ -342,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         only = args.only.split(",")
         if "writers" in only:
             counts = tuple(int(n) for n in args.writers.split(","))
-            bench_writers(url, seconds, counts=counts)
+            postmaster = server._postmaster_pid() if server is not None else None
+            bench_writers(url, seconds, counts=counts, postmaster=postmaster)
         if "batched" in only:
             bench_batched(url, events, rounds=2)
         if "rebuild" in only:

@@ -23,6 +23,7 @@ from helpers.pg_server import PgServer
 from ctxledger.eventstore import AppendRequest
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.eventstore.postgres_append import Appender
 from ctxledger.testing.eventstore import message
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -58,6 +59,15 @@ def unsealed(store: PostgresEventStore) -> int:
     with connect(store) as conn:
         row = conn.execute("SELECT count(*) FROM events WHERE seq IS NULL").fetchone()
     return int(row[0]) if row else -1
+
+
+def orphan_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Appends from now on commit their rows and never wait for their seal (a writer
+    that dies right after its insert): one-event appends too go through the two-call
+    path, whose second call is made a no-op (the one-call procedure of migration 0005
+    waits inside the server; ``test_postgres_one_call.py`` kills a writer there)."""
+    monkeypatch.setattr(q, "CALL_AWAIT", "SELECT %s, %s, %s::text[]")
+    monkeypatch.setattr(Appender, "call_one", lambda self, conn, b: self.call_many(conn, [b]))
 
 
 def wait_until(check: object, timeout: float = 20.0) -> None:
@@ -126,7 +136,7 @@ def test_rows_a_dead_writer_left_unsealed_are_sealed_by_a_resend_or_the_next_app
 
     # rows orphaned again are sealed, first, by the next append of anyone
     hold_lock(store, sealer)
-    monkeypatch.setattr(q, "CALL_AWAIT", "SELECT %s, %s, %s::text[]")
+    orphan_writes(monkeypatch)
     third = message("ses_dead", "three")
     assert store.append("ses_dead", [third], 2) == 3
     sealer.execute("ROLLBACK")
@@ -148,7 +158,7 @@ def test_a_stale_expected_version_counts_unsealed_rows(
     loses even before the first is sealed (exactly one wins)."""
     from ctxledger.errors import ConcurrencyError
 
-    monkeypatch.setattr(q, "CALL_AWAIT", "SELECT %s, %s, %s::text[]")
+    orphan_writes(monkeypatch)
     assert store.append("ses_a", [message("ses_a", "first")], 0) == 1
     monkeypatch.undo()
     sealer.execute("ROLLBACK")

@@ -12,8 +12,9 @@ sealed or not). Then whoever holds the append lock (a transaction-scoped advisor
 lock, one key per ledger schema) *seals* every unsealed row it can see, in insertion
 order: the next gapless ``seq``, each hash chained to the one before exactly as in
 SQLite, one transaction (one flush) for many appends, and a notification. An
-appender that finds the lock taken waits for it (no polling): if the sealer of the
-moment did not see its rows, or died (its transaction rolls back, the lock goes),
+appender that finds the lock taken waits for it (a one-event append first looks a
+few times, over 18 ms, whether the sealer of the moment sealed its row): if the
+sealer did not see its rows, or died (its transaction rolls back, the lock goes),
 it seals them itself. An append returns only once its rows are sealed and that
 commit is flushed. Readers see sealed rows only, and the lock is held until the
 seal commits, so seq order is commit order: a reader tailing by seq never sees

@@ -2,8 +2,10 @@
 
 Two paths, the same rows and hashes (per-event
 :func:`~ctxledger.eventstore.rows.chain_hash` rows; a copy of a linked SQLite ledger
-asks for linked rows, which only the client-side path writes). A small append without blobs (every chat turn)
-is one call of the server-side function ``ctxledger_insert`` (migration ``0003``),
+asks for linked rows, which only the client-side path writes). A small append without
+blobs with one event (every chat turn) is one ``CALL ctxledger_append_one`` (migration
+``0005``: the steps below in one round trip, the row written sealed at once when the
+lock is free); with more events it is one call of ``ctxledger_insert`` (``0003``),
 its own transaction: the version checks, the streams and the rows, inserted
 unsealed; if the append lock is free it also seals (``ctxledger_seal``) in the same
 transaction, so an append alone costs one flush. Else it commits (sharing the flush
@@ -89,7 +91,16 @@ class Appender:
         own transaction) inserts the rows unsealed, and seals them if the append lock
         is free; else one ``ctxledger_await`` call waits for the sealer of the moment
         and seals them if it did not. The header pieces are JSON-encoded here, so the
-        server hashes exactly ``chain_header``'s bytes."""
+        server hashes exactly ``chain_header``'s bytes. A one-event append (every chat
+        turn) is one ``CALL ctxledger_append_one`` (migration 0005) with scalar
+        arguments: the same steps in one round trip, its row written once (sealed
+        directly) when the lock is free."""
+        if len(batches) == 1 and len(batches[0].rows) == 1:
+            return self.call_one(conn, batches[0])
+        return self.call_many(conn, batches)
+
+    def call_many(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
+        """``ctxledger_insert``, then ``ctxledger_await`` if it could not seal."""
         params = self.call_params(batches)
         found = conn.execute(q.CALL_INSERT, params).fetchone()
         assert found is not None
@@ -97,6 +108,28 @@ class Appender:
         if not sealed:
             conn.execute(q.CALL_AWAIT, (self.key, self.channel, params[6]))
         return {b.stream: int(v) for b, v in zip(batches, versions, strict=True)}
+
+    def call_one(self, conn: Conn, batch: PreparedBatch) -> dict[str, int]:
+        """One event: ``ctxledger_append_one`` inserts it (sealed if the lock is free,
+        else unsealed, committed, then sealed by whoever holds the lock next)."""
+        ((event_id, kind, schema, payload),) = batch.rows
+        found = conn.execute(
+            q.CALL_ONE,
+            (
+                self.key,
+                self.channel,
+                batch.stream,
+                batch.expected_version,
+                _json(batch.stream),
+                event_id,
+                kind,
+                schema,
+                payload,
+                _json((event_id, kind, schema))[1:-1],
+            ),
+        ).fetchone()
+        assert found is not None
+        return {batch.stream: int(found[0])}
 
     def call_params(self, batches: list[PreparedBatch]) -> tuple[Any, ...]:
         """The arguments of ``ctxledger_insert`` (those of migration 0002's

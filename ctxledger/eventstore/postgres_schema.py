@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 from collections.abc import Callable
 
 import psycopg
@@ -420,6 +421,101 @@ def _seal_after_linked_rows(conn: psycopg.Connection[tuple[object, ...]]) -> Non
     conn.execute(definition.replace(tail, "SELECT seq, right(hash, 64) INTO o_seq, o_hash", 1))
 
 
+@PG_MIGRATIONS("0005_one_call_appends")
+def _one_call_appends(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A one-event append in one round trip, written once when the lock is free (issue 13).
+
+    ``ctxledger_append_one`` is a procedure (``CALL``), so it can ``COMMIT`` half-way:
+    it checks the version, then, if the append lock is free, seals what waits and
+    inserts its row sealed (one write, one flush); else it inserts the row unsealed,
+    commits (sharing the flush), and waits until its row is sealed: it looks up to 8
+    times, 0.5 ms more apart each time (18 ms in all), and seals itself whenever it
+    finds the lock free; only then does it queue for the lock (a long seal), and seal
+    if its row is still unsealed. That is what ``ctxledger_insert`` +
+    ``ctxledger_await`` do in two calls, with scalar arguments (no arrays to encode
+    and parse); queueing at once made every waiter take the lock in turn, one wake-up
+    after another, mostly only to find its row sealed. A procedure that commits cannot
+    pin ``search_path``, so its body names the ledger's tables with the schema.
+    ``ctxledger_seal`` walks the unsealed rows by a plain index scan: a bitmap scan
+    visited every row the seal's UPDATE left dead in the partial index (all appended
+    rows since the last vacuum) and never marked them, so each seal grew with the log.
+    """
+    found = conn.execute("SELECT current_schema()").fetchone()
+    schema = str(found[0]) if found else ""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
+        raise StoreError(f"unexpected schema name {schema!r}")
+    conn.execute("ALTER FUNCTION ctxledger_seal(text) SET enable_bitmapscan = off")
+    conn.execute(_APPEND_ONE.replace("@.", schema + "."))
+
+
+_APPEND_ONE = r"""
+CREATE PROCEDURE @.ctxledger_append_one(
+    p_lock bigint, p_channel text, p_stream text, p_expected bigint, p_stream_json bytea,
+    p_event_id text, p_kind text, p_schema integer, p_payload bytea, p_ident bytea,
+    INOUT o_version bigint DEFAULT NULL)
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    v_sid bigint;
+    v_seq bigint;
+    v_hash text;
+BEGIN
+    SELECT s.stream_id INTO v_sid FROM @.streams AS s WHERE s.stream = p_stream;
+    IF NOT FOUND THEN
+        INSERT INTO @.streams (stream_id, stream)
+            VALUES (nextval('@.streams_id_seq'), p_stream) ON CONFLICT (stream) DO NOTHING;
+        SELECT s.stream_id INTO v_sid FROM @.streams AS s WHERE s.stream = p_stream;
+    END IF;
+    SELECT coalesce(max(e.version), 0) INTO o_version FROM @.events AS e
+        WHERE e.stream_id = v_sid;
+    IF p_expected IS NOT NULL AND p_expected <> o_version THEN
+        RAISE EXCEPTION 'stream % is at version %, not %', p_stream, o_version, p_expected
+            USING ERRCODE = 'CL409',
+                  DETAIL = json_build_array(p_stream, p_expected, o_version)::text;
+    END IF;
+    o_version := o_version + 1;
+    IF pg_try_advisory_xact_lock(p_lock) THEN
+        -- nobody is sealing: seal what waits, then write this row sealed after it
+        SELECT o_seq, o_hash INTO v_seq, v_hash FROM @.ctxledger_seal(p_channel);
+        v_seq := v_seq + 1;
+        v_hash := encode(sha256(
+            convert_to('["' || v_hash || '",' || v_seq || ',', 'UTF8') || p_stream_json
+            || convert_to(',' || o_version || ',', 'UTF8') || p_ident || '\x5d'::bytea
+            || p_payload), 'hex');
+        INSERT INTO @.events (seq, event_id, stream_id, version, kind, schema, payload, hash)
+            VALUES (v_seq, p_event_id, v_sid, o_version, p_kind, p_schema, p_payload, v_hash);
+        PERFORM pg_notify(p_channel, v_seq::text);
+        RETURN;
+    END IF;
+    INSERT INTO @.events (pid, event_id, stream_id, version, kind, schema, payload,
+                          hdr_stream, hdr_ident)
+        VALUES (nextval('@.events_pid_seq') * 1000 + 1, p_event_id, v_sid, o_version, p_kind,
+                p_schema, p_payload, p_stream_json, p_ident);
+    COMMIT;  -- durable, unsealed; the flush is shared with the other appenders' commits
+    -- the sealer of the moment usually seals this row: look a few times (18 ms in all)
+    -- before queueing for the lock, whose hand-overs from waiter to waiter each need
+    -- a wake-up; whoever finds the lock free seals
+    FOR i IN 1 .. 8 LOOP
+        IF NOT EXISTS (SELECT 1 FROM @.events WHERE event_id = p_event_id AND seq IS NULL)
+        THEN
+            RETURN;
+        END IF;
+        IF pg_try_advisory_xact_lock(p_lock) THEN
+            PERFORM @.ctxledger_seal(p_channel);
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.0005 * i);
+    END LOOP;
+    -- a long seal (a big batch): wait for it; seal if it did not see this row (or died)
+    PERFORM pg_advisory_xact_lock(p_lock);
+    IF EXISTS (SELECT 1 FROM @.events WHERE event_id = p_event_id AND seq IS NULL) THEN
+        PERFORM @.ctxledger_seal(p_channel);
+    END IF;
+END
+$fn$
+"""
+
+
 # --- SQL, built once ------------------------------------------------------------------------
 
 #: a small append in one statement (autocommit: its own transaction, one round trip):
@@ -432,6 +528,8 @@ CALL_INSERT = (
 #: after an insert that could not seal: wait for the sealer of the moment (the lock),
 #: then seal if the rows are still unsealed (it did not see them, or it died)
 CALL_AWAIT = "SELECT ctxledger_await(%s, %s, %s::text[])"
+#: a one-event append in one round trip (migration 0005): returns the stream's new version
+CALL_ONE = "CALL ctxledger_append_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL)"
 #: the SQLSTATE ``ctxledger_insert`` raises when an expected version is stale
 STALE_VERSION = "CL409"
 #: unique violations that mean "another appender got there first": retry the append

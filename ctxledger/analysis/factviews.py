@@ -30,7 +30,13 @@ from typing import Any
 import msgspec
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
-from ctxledger.compressor.factmatch import Haystack, fact_text
+from ctxledger.compressor.factmatch import (
+    JOIN,
+    Haystack,
+    JoinedHaystack,
+    fact_text,
+    joined_haystack,
+)
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.markers import (
     LEGACY_PREFIXES,
@@ -43,7 +49,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 
 #: a separator no normalized fact contains: a match never spans two pieces
-_JOIN = "\x00"
+_JOIN = JOIN
 
 
 @dataclass(slots=True)
@@ -68,7 +74,7 @@ class Group:
     """Pieces checked together: one joined haystack and the facts extracted from them."""
 
     pieces: list[Piece]
-    hay: Haystack
+    hay: Haystack | JoinedHaystack
     facts: set[str]
 
     def states(self, fact: Fact) -> bool:
@@ -320,7 +326,7 @@ class ChainViews:
 
     def group(self, pieces: list[Piece]) -> Group:
         facts = {f.normalized for p in pieces for f in self.facts(p)}
-        return Group(pieces, Haystack(_JOIN.join(p.text for p in pieces)), facts)
+        return Group(pieces, joined_haystack([p.text for p in pieces]), facts)
 
     def step(self, record: CompactionRecord) -> Step:
         """What `record` rewrote (pieces of its view the new view lacks) and what it made."""

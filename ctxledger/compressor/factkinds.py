@@ -26,6 +26,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ctxledger.compressor.factscan import (
+    has_any,
+    line_matches,
+    may_match_ignoring_case,
+)
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 
 __all__ = [
@@ -206,11 +211,21 @@ _EXCEPTION_LINE = re.compile(
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
+_EXCEPTION_LINE_LITERALS = (
+    "Error", "Exception", "Exit", "Interrupt", "Fault", "Failure", "Warning",
+)  # fmt: skip
 _ERROR_PREFIX_LINE = re.compile(
     r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed(?! \()|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
     re.MULTILINE | re.IGNORECASE,
 )
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
+#: a literal each of _EXIT_CODES needs (in its order)
+_EXIT_LITERALS = (
+    ("<returncode>",),
+    ("xit",),
+    ("non-zero exit status",),
+    ("exit_code", "returncode", "exitCode"),
+)
 _EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
 _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
 _TRACEBACK = "Traceback (most recent call last):"
@@ -218,8 +233,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
-    for pattern in _EXIT_CODES:
-        for match in pattern.finditer(text):
+    for pattern, literals in zip(_EXIT_CODES, _EXIT_LITERALS, strict=True):
+        for match in pattern.finditer(text) if has_any(text, literals) else ():
             if int(match.group(1)) != 0:
                 found.append((match.start(), f"exit code {int(match.group(1))}"))
     start = text.find(_TRACEBACK)
@@ -234,10 +249,13 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
                 found.append((start, _cap(line)))
                 break
         start = text.find(_TRACEBACK, pos)
-    for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
-        for match in pattern.finditer(text):
+    for pattern, literals in (
+        (_EXCEPTION_LINE, _EXCEPTION_LINE_LITERALS),
+        (_ERROR_PREFIX_LINE, ()),
+    ):
+        for match in line_matches(pattern, text, literals):
             found.append((match.start(1), _cap(match.group(1))))
-    for match in _PYTEST_E_LINE.finditer(text):
+    for match in line_matches(_PYTEST_E_LINE, text):
         rest = match.group(1)
         if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
             found.append((match.start(1), _cap(rest)))
@@ -282,6 +300,8 @@ _SHELL_ERROR = re.compile(
     r"[^\n]*)$",
     re.MULTILINE,
 )
+#: every shell error line has ``prog: `` (a colon, then a blank)
+_SHELL_ERROR_LITERALS = (": ", ":\t")
 _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 _CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
@@ -291,7 +311,8 @@ _CODE_LINE = re.compile(
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
-    return [(m.start(1), _cap(m.group(1))) for m in _SHELL_ERROR.finditer(text)]
+    matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
+    return [(m.start(1), _cap(m.group(1))) for m in matches]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -302,6 +323,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
     traceback frames) is not an outcome.
     """
     found: list[tuple[int, str]] = []
+    if not has_any(text, ("Error", "Exception")):
+        return found
     for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
         if len(line) > 400:
             continue
@@ -331,6 +354,11 @@ _RESULT_LINE = re.compile(
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
 
+#: every match of _RESULT_LINE holds one of these (ignoring case)
+_RESULT_LITERALS = (
+    "pass", "fail", "succe", "works", "fixed", "result", "output", "expected", "test ok",
+    "tests ok", ")", "✓", "✔", "✗", "✘", "❌", "✅",
+)  # fmt: skip
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
 _THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
@@ -341,10 +369,12 @@ _LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])
 def outcome_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of test summaries and a script's result lines."""
     found: list[tuple[int, str]] = []
-    for match in _TEST_SUMMARY.finditer(text):
+    for match in line_matches(_TEST_SUMMARY, text):
         found.append((match.start(1), match.group(1).rstrip(", ")))
-    for match in _UNITTEST.finditer(text):
+    for match in line_matches(_UNITTEST, text):
         found.append((match.start(1), match.group(1)))
+    if not may_match_ignoring_case(text, _RESULT_LITERALS):
+        return found
     for start, line in _lines_with(_RESULT_LINE, text):
         # cheapest rejections first: pytest's verbose output is hundreds of node lines
         if _PYTEST_NODE.match(line) or _LISTING.match(line):
@@ -376,10 +406,25 @@ _CONSTRAINT = re.compile(
     r"no more than|at most|at least)\b"
 )
 
+_DECISION_LITERALS = (
+    "i'll ", "i will ", "decided", "chose", "opted", "should use", "instead of", "rather than",
+    "going with", "the fix is", "the solution is", "the root cause is", "the cause is",
+    "the issue is",
+)  # fmt: skip
+_CONSTRAINT_LITERALS = (
+    "don't", "do not", "never", "must", "always", "make sure", "avoid", "without ", "keep ",
+    "only ", "no more than", "at most", "at least",
+)  # fmt: skip
 
-def _sentences(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
-    """The sentences of `text` that hold a match of `pattern` (found from the matches)."""
+
+def _sentences(
+    text: str, pattern: re.Pattern[str], literals: tuple[str, ...]
+) -> list[tuple[int, str]]:
+    """The sentences of `text` that hold a match of `pattern` (found from the matches);
+    every match holds one of `literals` (ignoring case)."""
     out: list[tuple[int, str]] = []
+    if not may_match_ignoring_case(text, literals):
+        return out
     next_free = -1
     for hit in pattern.finditer(text):
         if hit.start() < next_free:
@@ -419,14 +464,14 @@ def decision_sentences(text: str) -> list[tuple[int, str]]:
     """
     return [
         (pos, s)
-        for pos, s in _sentences(text, _DECISION)
+        for pos, s in _sentences(text, _DECISION, _DECISION_LITERALS)
         if not s.rstrip().endswith("?") and not _HEDGE.search(s)
     ]
 
 
 def constraint_sentences(text: str) -> list[tuple[int, str]]:
     """What a user said must or must not happen (``Do not change the public API``)."""
-    return _sentences(text, _CONSTRAINT)
+    return _sentences(text, _CONSTRAINT, _CONSTRAINT_LITERALS)
 
 
 # --------------------------------------------------------------------------- noise

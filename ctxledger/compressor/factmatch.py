@@ -14,7 +14,9 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -93,7 +95,28 @@ def normalize_cased(text: str) -> str:
     else:
         folded = _fold_cased(text)
     # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
-    return " ".join(folded.split())
+    return _collapsed(folded)
+
+
+#: every character ``str.split()`` splits on but the space (tested on every code point)
+OTHER_SPACES = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def _collapsed(text: str) -> str:
+    """``" ".join(text.split())``; a long text already in that form is not split (a 10 MB
+    message of single-spaced words is two million pieces)."""
+    if (
+        len(text) > _PIECE
+        and not text.startswith(" ")
+        and not text.endswith(" ")
+        and "  " not in text
+        and not any(space in text for space in OTHER_SPACES)
+    ):
+        return text
+    return " ".join(text.split())
 
 
 def _is_word(char: str) -> bool:
@@ -113,19 +136,38 @@ def contains(haystack: str, needle: str) -> bool:
         ok_end = not check_end or end == len(haystack) or not _is_word(haystack[end])
         if ok_start and ok_end:
             return True
-        start = haystack.find(needle, start + 1)
+        if check_start:
+            # a later start inside this word run follows a word char: skip the run
+            # (a needle of letters inside a 10 MB word was one find per position)
+            after = _NON_WORD.search(haystack, start)
+            if after is None:
+                return False
+            start = haystack.find(needle, after.end())
+        else:
+            start = haystack.find(needle, start + 1)
     return False
+
+
+#: what is not a word char to :func:`_is_word` (tested on every code point)
+_NON_WORD = re.compile(r"\W")
+
+
+#: a text at least this long is prepared once per process (:func:`prepared`) and
+#: remembers each answer: a what-if audits the same long message in many views
+LONG_TEXT = 64 * 1024
 
 
 class Haystack:
     """A text prepared once for many fact checks (folded, and cased on demand)."""
 
-    __slots__ = ("_cased", "folded", "text")
+    __slots__ = ("_answers", "_cased", "folded", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.folded = normalize(text)
         self._cased: str | None = None
+        #: (case-sensitive, needle) -> answer, kept for long texts only
+        self._answers: dict[tuple[bool, str], bool] | None = {} if len(text) >= LONG_TEXT else None
 
     @property
     def cased(self) -> str:
@@ -135,9 +177,104 @@ class Haystack:
 
     def holds(self, kind: str, normalized: str) -> bool:
         """Whether the text states a fact of `kind` normalized as `normalized`."""
-        if kind in CASE_SENSITIVE_KINDS:
-            return contains(self.cased, normalized)
-        return contains(self.folded, normalized)
+        cased = kind in CASE_SENSITIVE_KINDS
+        answers = self._answers
+        if answers is None:
+            return contains(self.cased if cased else self.folded, normalized)
+        key = (cased, normalized)
+        found = answers.get(key)
+        if found is None:
+            found = answers[key] = contains(self.cased if cased else self.folded, normalized)
+        return found
+
+
+class _LongHaystacks:
+    """The process's prepared long texts (least recently used first out), at most
+    `limit_chars` characters of text (each kept with its two normalized forms)."""
+
+    def __init__(self, limit_chars: int = 24 * 1024 * 1024) -> None:
+        self.limit_chars = limit_chars
+        self._items: OrderedDict[str, Haystack] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Haystack:
+        with self._lock:
+            found = self._items.get(text)
+            if found is not None:
+                self._items.move_to_end(text)
+                return found
+        hay = Haystack(text)
+        with self._lock:
+            if text not in self._items:
+                self._items[text] = hay
+                self._chars += len(text)
+            while self._chars > self.limit_chars and len(self._items) > 1:
+                old, _ = self._items.popitem(last=False)
+                self._chars -= len(old)
+        return hay
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+#: the process's shared haystacks of long texts (:func:`prepared`)
+LONG_HAYSTACKS = _LongHaystacks()
+
+
+def prepared(text: str) -> Haystack:
+    """A :class:`Haystack` of `text`: shared by the process when `text` is long."""
+    return LONG_HAYSTACKS.get(text) if len(text) >= LONG_TEXT else Haystack(text)
+
+
+#: joins the texts of a :class:`JoinedHaystack`; no normalized fact contains it
+JOIN = "\x00"
+
+
+class JoinedHaystack:
+    """Texts checked as if joined by :data:`JOIN` into one :class:`Haystack`, cheaper.
+
+    Short texts are joined as before; each long text is its own :func:`prepared`
+    haystack (normalized once per process, answers remembered). The answer is the
+    joined haystack's: normalizing is per character and collapses whitespace, so the
+    normalized join is the normalized texts joined (give or take one space next to a
+    JOIN), a word-bounded match of a needle without JOIN and without edge whitespace
+    lies inside one text, and JOIN and the string ends are both non-word neighbours.
+    Any other needle is checked in the real join (built when first needed).
+    """
+
+    __slots__ = ("_hays", "_joined", "texts")
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+        self._joined: Haystack | None = None
+        self._hays = [prepared(t) for t in self.texts if len(t) >= LONG_TEXT]
+        short = [t for t in self.texts if len(t) < LONG_TEXT]
+        if short:
+            self._hays.insert(0, Haystack(JOIN.join(short)))
+
+    def holds(self, kind: str, normalized: str) -> bool:
+        """What ``Haystack(JOIN.join(texts)).holds(kind, normalized)`` answers."""
+        if self._joined is None and (
+            not normalized or JOIN in normalized or normalized.strip() != normalized
+        ):
+            self._joined = Haystack(JOIN.join(self.texts))
+        if self._joined is not None:
+            return self._joined.holds(kind, normalized)
+        return any(hay.holds(kind, normalized) for hay in self._hays)
+
+
+def joined_haystack(texts: Sequence[str]) -> Haystack | JoinedHaystack:
+    """What checks `texts` as one :data:`JOIN`-joined text: that :class:`Haystack` when
+    every text is short (as before), else a :class:`JoinedHaystack`."""
+    if all(len(t) < LONG_TEXT for t in texts):
+        return Haystack(JOIN.join(texts))
+    return JoinedHaystack(texts)
 
 
 def fact_in_text(fact: Fact, text: str | Haystack) -> bool:

@@ -105,10 +105,24 @@ def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
     """`text` with `spans` blanked out (same length, so positions stay valid)."""
     if not spans:
         return text
-    chars = list(text)
-    for start, end in spans:
-        chars[start:end] = " " * (end - start)
-    return "".join(chars)
+    n = len(text)
+    if len(spans) < 8 or not all(0 <= start <= end <= n for start, end in spans):
+        chars = list(text)
+        for start, end in spans:
+            chars[start:end] = " " * (end - start)
+        return "".join(chars)
+    # many spans (a long text): the union blanked between slices of `text`, no char list
+    out: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if end <= done:
+            continue
+        start = max(start, done)
+        out.append(text[done:start])
+        out.append(" " * (end - start))
+        done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 def urls(text: str) -> list[tuple[int, int, str]]:
@@ -167,22 +181,24 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
         pos = match.end() if match.end() > start else start + 1
 
 
+_RIGHT_OF_SLASH = re.compile(r"[A-Za-z0-9_.+@~/-]*")  # _PATH_CHARS and "/"
+
+
 def _path_spans(text: str) -> Iterator[tuple[int, int]]:
     """Candidate path spans, in order: slash paths, then bare file names."""
-    n = len(text)
     slash = text.find("/")
     while slash != -1:
-        start, end = slash, slash
+        start = slash
         while start > 0 and text[start - 1] in _PATH_CHARS:
             start -= 1
-        while end < n and (text[end] in _PATH_CHARS or text[end] == "/"):
-            end += 1
+        match = _RIGHT_OF_SLASH.match(text, slash)
+        end = match.end() if match is not None else slash
         yield start, end
         slash = text.find("/", end)
     for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
         for match in pattern.finditer(text):
             start = match.start()
-            while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
+            while start > 0 and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
             if start == match.start() and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone
@@ -194,18 +210,27 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
     for start, end in _path_spans(text):
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
     found: dict[int, str] = {}
+    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
     for start, end in spans.items():
         if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:
             continue
         if text[start] == "." and not text.startswith(("./", "../"), start):
             continue
-        value = plausible_path(text[start:end])
-        if value is None or _ENVIRONMENT_PATH.search(value):
-            continue
-        if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
-            continue  # ``self.log``, ``mock.patch``: attribute access, not a file
-        found[start] = value
+        raw = text[start:end]
+        value = judged[raw] if raw in judged else judged.setdefault(raw, _judged(raw))
+        if value is not None:
+            found[start] = value
     return iter(sorted(found.items()))
+
+
+def _judged(raw: str) -> str | None:
+    """The path `raw` names, or None when it is none (or an environment path, an attribute)."""
+    value = plausible_path(raw)
+    if value is None or _ENVIRONMENT_PATH.search(value):
+        return None
+    if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
+        return None  # ``self.log``, ``mock.patch``: attribute access, not a file
+    return value
 
 
 # a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
@@ -213,7 +238,9 @@ _SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA
 
 
 def path_text(text: str) -> str:
-    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+    if "s" not in text or ("'" not in text and '"' not in text):
+        return text  # an expression is quoted
+    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)])
 
 
 def find_paths(text: str) -> list[str]:

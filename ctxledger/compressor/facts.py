@@ -55,6 +55,7 @@ from ctxledger.compressor.factpaths import (
     plausible_path,
     urls,
 )
+from ctxledger.compressor.factscan import has_any, line_matches, may_have_digit
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -172,6 +173,8 @@ _VERSIONED_NAMES = _words(
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"
 )
 
+#: _CAMEL needs one
+_CAPITALS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
@@ -191,6 +194,8 @@ def _cap(text: str, limit: int) -> str:
 
 
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
+    if not may_have_digit(text):
+        return  # every number pattern needs a digit
     for pattern, template, not_before in _NUMBER_PATTERNS:
         matches = (
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
@@ -215,6 +220,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _quoted(text: str) -> Iterator[tuple[int, str]]:
+    if not has_any(text, ("'", '"')):
+        return
     for match in bounded(_QUOTED, text, "\\"):
         inner = match.group(2)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
@@ -222,6 +229,8 @@ def _quoted(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _definitions(text: str) -> Iterator[tuple[int, str]]:
+    if not has_any(text, ("def", "fn", "class", "func")):
+        return
     for match in _DEFINITION.finditer(text):
         start = match.start()
         if start > 0 and not (text[start - 1].isspace() or text[start - 1] == "("):
@@ -256,7 +265,9 @@ def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
 
 
 def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
-    for pattern in (_SNAKE, _CAMEL):
+    for pattern, literals in ((_SNAKE, ("_",)), (_CAMEL, _CAPITALS)):
+        if not has_any(text, literals):
+            continue
         for match in bounded(pattern, text, ".-\\"):
             if _good_identifier(match.group(0)):
                 yield match.start(), match.group(0)
@@ -283,11 +294,34 @@ class _Found:
     """The raw facts of one message: ``(kind rank, position, kind, value)``."""
 
     def __init__(self) -> None:
-        self.items: list[_Item] = []
+        self.items: list[_Item | None] = []
+        #: (kind, value) -> index of its item: a repeat is only kept when it comes first
+        self._at: dict[tuple[str, str], int] = {}
 
     def add(self, kind: str, position: int, value: str) -> None:
-        if value:
-            self.items.append((_RANK[kind], position, kind, value))
+        """Record a fact; a value seen again is kept once, at its first position.
+
+        Same facts as keeping every repeat (a 10 MB text names one path 150,000
+        times): the ordered extraction keeps the first of equal values; a repeat
+        at an earlier position replaces the item and moves to the end, where the
+        stable sort would have ranked it among equal positions.
+        """
+        if not value:
+            return
+        key = (kind, value)
+        at = self._at.get(key)
+        if at is not None:
+            item = self.items[at]
+            if item is None or position >= item[1]:
+                return
+            self.items[at] = None
+        self._at[key] = len(self.items)
+        self.items.append((_RANK[kind], position, kind, value))
+
+    def sorted_items(self) -> list[_Item]:
+        items = [item for item in self.items if item is not None]
+        items.sort(key=lambda item: (item[0], item[1]))
+        return items
 
     def scan(self, text: str, offset: int, *, prose: bool, errors: bool = True) -> str:
         """Facts of free text; returns `text` with its URLs and paths blanked out."""
@@ -314,7 +348,7 @@ class _Found:
             # String literals of code blocks are mostly noise; quotes in prose are not.
             for position, value in _quoted(mask(text, [m.span() for m in _FENCE.finditer(text)])):
                 self.add("quoted", offset + position, value)
-        for match in _DOLLAR_LINE.finditer(text):
+        for match in line_matches(_DOLLAR_LINE, text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
         return mask(masked, path_spans)
 
@@ -388,7 +422,7 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     role = str(message.get("role") or "")
     text = content_text(message)
     if role == "user" and text.strip() and not _is_summary(message):
-        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
+        found.add("ask", -1, _ask(text))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     if not (role == "user" and _is_summary(message)):
         found.lines(text, role)
@@ -396,8 +430,22 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             offset = found.scan_call(call, offset)
-    found.items.sort(key=lambda item: (item[0], item[1]))
-    return _without_bare_names(found.items)
+    return _without_bare_names(found.sorted_items())
+
+
+def _ask(text: str) -> str:
+    """``_cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS)``, reading only a prefix of a long text.
+
+    Collapsing the whitespace of a prefix gives a prefix of the collapsed whole, and
+    the cap reads only its first ASK_MAX_CHARS + 1 characters after the leading blank.
+    """
+    head = WHITESPACE.sub(" ", text[:_ASK_PREFIX]).lstrip()
+    if len(text) > _ASK_PREFIX and len(head) > ASK_MAX_CHARS + 1:
+        return _cap(head, ASK_MAX_CHARS)
+    return _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS)
+
+
+_ASK_PREFIX = 8 * ASK_MAX_CHARS
 
 
 def _without_bare_names(items: list[_Item]) -> list[_Item]:

@@ -1,0 +1,85 @@
+"""Cheap necessary conditions before the fact patterns' whole-text scans (issue 14).
+
+Most fact patterns cannot match a given text at all: a 10 MB log with no digit has no
+number, one without ``Error`` no exception line. Each check here is a few C-level
+``in`` searches (memchr speed), far cheaper than the regex scan it can skip; when
+it says "maybe", the pattern runs exactly as before, so results never change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+__all__ = [
+    "has_any",
+    "line_matches",
+    "may_have_digit",
+    "may_match_ignoring_case",
+]
+
+#: below this many characters a scan is cheap: no check (it would cost as much)
+_SMALL = 2048
+_DIGIT = re.compile(r"\d")
+#: İ ı ſ: ``re.IGNORECASE`` matches them to ``i`` / ``s``, which ``lower()`` does not
+CASE_ODD = ("\u0130", "\u0131", "\u017f")
+
+
+def line_matches(
+    pattern: re.Pattern[str], text: str, literals: tuple[str, ...] = ()
+) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)`` for a pattern whose every match starts a line (``^`` in
+    MULTILINE mode): a text without a newline can only match at its start. Each match
+    holds one of `literals` when some are given (none: no such check)."""
+    if literals and not has_any(text, literals):
+        return iter(())
+    if "\n" in text:
+        return pattern.finditer(text)
+    match = pattern.match(text)
+    return iter(() if match is None else (match,))
+
+
+def has_any(text: str, literals: tuple[str, ...]) -> bool:
+    """Whether `text` holds one of `literals` (always True for a short text)."""
+    return len(text) < _SMALL or any(literal in text for literal in literals)
+
+
+def may_match_ignoring_case(text: str, literals: tuple[str, ...]) -> bool:
+    """False only when no case variant of any of the lowercase ASCII `literals` is in `text`.
+
+    ``re.IGNORECASE`` matches an ASCII letter to the characters whose simple
+    lowercase it is (its capital, the Kelvin sign for ``k``, ``İ`` for ``i``) and to
+    ``ı`` and ``ſ``; ``str.lower()`` maps all of them but those three, so a text
+    holding one of them is always scanned.
+    """
+    if len(text) < _SMALL or any(odd in text for odd in CASE_ODD):
+        return True
+    lowered = _lowered(text)
+    return any(literal in lowered for literal in literals)
+
+
+_last_lowered: tuple[str, str] = ("", "")
+
+
+def _lowered(text: str) -> str:
+    """``text.lower()``, remembered for the last text (its line and sentence kinds ask twice)."""
+    global _last_lowered
+    last = _last_lowered
+    if last[0] is text:
+        return last[1]
+    lowered = text.lower()
+    _last_lowered = (text, lowered)
+    return lowered
+
+
+def may_have_digit(text: str) -> bool:
+    """False only when `text` has no character ``\\d`` matches (a decimal digit of any script)."""
+    if len(text) < _SMALL or any(d in text for d in "0123456789"):
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("latin-1")  # no decimal digit between U+0080 and U+00FF
+    except UnicodeEncodeError:
+        return _DIGIT.search(text) is not None
+    return False

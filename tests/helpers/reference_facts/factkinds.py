@@ -1,0 +1,457 @@
+"""The fact categories a debugging user looks for, beyond values: edits, outcomes, error lines.
+
+:mod:`ctxledger.compressor.facts` finds values (paths, commands, identifiers, numbers,
+URLs); this module finds the *lines* a continuation needs verbatim:
+
+* **edits** — which line an edit introduced (``use_DS_decimal = False``), read from
+  the tool call that made it: an editor's ``new_str``, a patch's ``+`` lines, a
+  written file, ``sed -i 's/…/…/'``, a heredoc or ``echo … > file``;
+* **shell error lines** — ``cat: x: No such file or directory``,
+  ``find: 'grep' terminated by signal 13``, ``bash: line 1: foo: command not found``;
+* **script error lines** — a line that names an exception with its message
+  (``parse_http_date("") raised: ValueError - '' is not …``), not the bare name;
+* **outcomes** — test summaries (``3 failed, 10 passed``, ``FAILED (failures=2)``,
+  ``Ran 5 tests``) and result lines (``All tests passed!``, ``SUCCESS: …``);
+* **decisions** (an assistant's stated choice) and **constraints** (what the user
+  said must or must not happen), as sentences.
+
+Also the boilerplate filters: URLs of schemas, licences and tool documentation, and
+static asset paths (``/settings/img/admin.svg``), which are noise, not facts.
+:data:`CATEGORIES` names the category of every kind, as reports group them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
+
+__all__ = [
+    "CATEGORIES",
+    "LINE_MAX_CHARS",
+    "SENTENCE_KINDS",
+    "boilerplate_url",
+    "constraint_sentences",
+    "decision_sentences",
+    "edit_lines",
+    "error_lines",
+    "exit_code",
+    "is_asset_path",
+    "outcome_lines",
+    "script_error_lines",
+    "shell_error_lines",
+]
+
+LINE_MAX_CHARS = 160
+#: kinds whose value is a whole sentence (costly to keep verbatim; reported apart in benchmarks)
+SENTENCE_KINDS = frozenset({"decision", "constraint"})
+
+#: fact kind -> the category reports group it under
+CATEGORIES: Mapping[str, str] = {
+    "ask": "user asks and constraints",
+    "constraint": "user asks and constraints",
+    "path": "paths",
+    "command": "commands run",
+    "error": "errors",
+    "edit": "edits",
+    "outcome": "test and script outcomes",
+    "identifier": "identifiers",
+    "number": "numbers with units",
+    "decision": "decisions",
+    "url": "urls",
+    "quoted": "quoted values",
+}
+
+
+def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", int(limit * 0.6), limit)
+    return text[: cut if cut > 0 else limit].rstrip()
+
+
+def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
+    """``(start, line)`` of each distinct line of `text` holding a match of `pattern`.
+
+    One regex scan of the whole text, then only the matching lines are looked at: a
+    per-line loop over a long tool output of few matching lines costs about twice as much.
+    """
+    out: list[tuple[int, str]] = []
+    next_free = -1
+    for match in pattern.finditer(text):
+        if match.start() < next_free:
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.start())
+        end = len(text) if end < 0 else end
+        out.append((start, text[start:end]))
+        next_free = end
+    return out
+
+
+def _significant(line: str) -> bool:
+    """A line worth quoting: some letters or digits, not only brackets or a comment marker."""
+    stripped = line.strip()
+    return sum(c.isalnum() for c in stripped) >= 3 and not stripped.startswith(("#", "//", '"""'))
+
+
+# --------------------------------------------------------------------------- edits
+
+_NEW_KEYS = ("new_str", "new_string", "new_content", "replacement", "insert_text")
+_OLD_KEYS = ("old_str", "old_string", "old_content")
+_FILE_BODY_KEYS = ("file_text", "content", "contents", "text", "code")
+_PATCH_KEYS = ("patch", "diff", "input")
+_SED = re.compile(
+    r"\b(?:sed|perl)\s+(?:-[a-zA-Z]*i[a-zA-Z.]*\S*|-p?i(?:\.\w+)?\s+-e|-i\s+-e)\s+"
+    r"(?:-e\s+)?(['\"])s(.)(.*?)(?<!\\)\2(.*?)(?<!\\)\2[a-zA-Z]*\1"
+)
+_HEREDOC = re.compile(
+    r"\bcat\s*>{1,2}\s*\S+\s*<<-?\s*(['\"]?)(\w+)\1[^\n]*\n(.*?)\n\s*\2\b", re.DOTALL
+)
+_ECHO = re.compile(r"\b(?:echo|printf)\s+(['\"])(.+?)(?<!\\)\1\s*>{1,2}\s*\S+")
+
+
+def _first_new_line(new: str, old: str = "") -> str | None:
+    old_lines = {ln.strip() for ln in old.splitlines()}
+    for line in new.splitlines():
+        if _significant(line) and line.strip() not in old_lines:
+            return _cap(line)
+    return None
+
+
+def _patch_line(patch: str) -> str | None:
+    for line in patch.splitlines():
+        if line.startswith("+") and not line.startswith("+++") and _significant(line[1:]):
+            return _cap(line[1:])
+    return None
+
+
+#: ``import re``, ``import os, sys``: names no more than a module (``from x import name`` does)
+_IMPORT_LINE = re.compile(r"\s*import\s+[\w.]+(?:\s*,\s*[\w.]+)*\s*$")
+
+
+def _body_line(body: str) -> str | None:
+    """The key line of a written file: its first definition, else its first significant
+    line that is not a bare module import (``import re`` says nothing about a script),
+    else its first."""
+    lines = [ln for ln in body.splitlines() if _significant(ln)]
+    for line in lines:
+        if re.match(r"\s*(?:def|class|fn|func|function|export|const|let)\b", line):
+            return _cap(line)
+    for line in lines:
+        if not _IMPORT_LINE.match(line):
+            return _cap(line)
+    return _cap(lines[0]) if lines else None
+
+
+def _shell_edits(command: str) -> Iterator[str]:
+    for match in _SED.finditer(command):
+        replacement = match.group(4)
+        if _significant(replacement):
+            yield _cap(replacement)
+    for match in _HEREDOC.finditer(command):
+        line = _body_line(match.group(3))
+        if line:
+            yield line
+    for match in _ECHO.finditer(command):
+        if _significant(match.group(2)):
+            yield _cap(match.group(2))
+
+
+def edit_lines(name: str, args: Mapping[str, Any]) -> list[str]:
+    """The key line(s) an edit-making tool call introduced (empty when it edits nothing)."""
+    family = tool_family(name)
+    editor = bare_tool_name(name) in EDITOR_TOOLS
+    strings = {str(k).lower(): v for k, v in args.items() if isinstance(v, str)}
+    if editor and strings.get("command") in ("view", "undo_edit"):
+        return []
+    if not editor and family == "terminal":
+        return list(dict.fromkeys(_shell_edits(_command_of(strings))))
+    if not editor and family not in ("write", "patch"):
+        return []
+    new = next((strings[k] for k in _NEW_KEYS if k in strings), None)
+    if new is not None:
+        old = next((strings[k] for k in _OLD_KEYS if k in strings), "")
+        line = _first_new_line(new, old)
+        return [line] if line else []
+    patch = next((strings[k] for k in _PATCH_KEYS if k in strings), None)
+    if patch is not None and family == "patch":
+        line = _patch_line(patch)
+        return [line] if line else []
+    body = next((strings[k] for k in _FILE_BODY_KEYS if k in strings), None)
+    line = _body_line(body) if body else None
+    return [line] if line else []
+
+
+def _command_of(strings: Mapping[str, str]) -> str:
+    for key in ("command", "cmd", "script", "input", "code", ""):
+        if key in strings:
+            return strings[key]
+    return ""
+
+
+# --------------------------------------------------------------------------- error lines
+
+_EXIT_CODES = (
+    re.compile(r"<returncode>\s*(\d+)\s*</returncode>"),
+    re.compile(r"[Ee]xit(?:ed)?(?: with)?(?: code| status)?[ :=]+(\d+)"),
+    re.compile(r"non-zero exit status (\d+)"),
+    re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
+)
+_EXCEPTION_LINE = re.compile(
+    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"(?::[^\n]*)?)[ \t]*$",
+    re.MULTILINE,
+)
+_ERROR_PREFIX_LINE = re.compile(
+    r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed(?! \()|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
+    re.MULTILINE | re.IGNORECASE,
+)
+_PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
+_EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
+_EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _error_lines(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for pattern in _EXIT_CODES:
+        for match in pattern.finditer(text):
+            if int(match.group(1)) != 0:
+                found.append((match.start(), f"exit code {int(match.group(1))}"))
+    start = text.find(_TRACEBACK)
+    while start != -1:
+        pos = start + len(_TRACEBACK)
+        for line in text[pos : pos + 20000].split("\n"):
+            if (
+                line
+                and not line[0].isspace()
+                and not line.startswith(("Traceback", "During", "The above"))
+            ):
+                found.append((start, _cap(line)))
+                break
+        start = text.find(_TRACEBACK, pos)
+    for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
+        for match in pattern.finditer(text):
+            found.append((match.start(1), _cap(match.group(1))))
+    for match in _PYTEST_E_LINE.finditer(text):
+        rest = match.group(1)
+        if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
+            found.append((match.start(1), _cap(rest)))
+    lines = [value for _, value in found]
+    for match in _EXCEPTION_ANCHOR.finditer(text):
+        start = match.start()
+        while start > 0 and text[start - 1].isalnum():
+            start -= 1
+        if start == match.start() or not ("A" <= text[start] <= "Z"):
+            continue
+        if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
+            continue
+        name = text[start : match.end()]
+        if not any(name in line for line in lines):
+            found.append((start, name))
+    return found
+
+
+def error_lines(text: str) -> list[str]:
+    """The error facts of one text (exit codes, exception and error lines), in order, once."""
+    seen: dict[str, None] = {}
+    for _, value in sorted(_error_lines(text), key=lambda item: item[0]):
+        seen.setdefault(value, None)
+    return list(seen)
+
+
+def exit_code(text: str) -> int | None:
+    """The last exit code a tool result reports, if it reports one."""
+    found: list[tuple[int, int]] = []
+    for pattern in _EXIT_CODES:
+        found.extend((match.start(), int(match.group(1))) for match in pattern.finditer(text))
+    return max(found)[1] if found else None
+
+
+_SHELL_ERROR = re.compile(
+    r"^[ \t]*((?:[\w.\-/]+|/bin/sh|sh|bash)(?:: line \d+| \d+)?:[ \t][^\n]*?"
+    r"(?:No such file or directory|Permission denied|command not found|[Ii]s a directory|"
+    r"Not a directory|Operation not permitted|terminated by signal \d+|[Cc]annot [a-z][^\n]*|"
+    r"can't [a-z][^\n]*|unrecognized (?:option|arguments?)[^\n]*|invalid option[^\n]*|"
+    r"illegal option[^\n]*|missing operand[^\n]*|unterminated [^\n]*|unknown (?:option|command)[^\n]*|"
+    r"not found|syntax error[^\n]*|File exists|Directory not empty|Killed|Segmentation fault[^\n]*)"
+    r"[^\n]*)$",
+    re.MULTILINE,
+)
+_EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
+_CODE_LINE = re.compile(
+    r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
+    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
+)
+
+
+def shell_error_lines(text: str) -> list[tuple[int, str]]:
+    """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
+    return [(m.start(1), _cap(m.group(1))) for m in _SHELL_ERROR.finditer(text)]
+
+
+def script_error_lines(text: str) -> list[tuple[int, str]]:
+    """``(position, line)`` of lines naming an exception *with* its message, as a script printed them.
+
+    A line that is only the exception (``ValueError: x`` at the start of a line) is
+    found by the exception-line rule of :mod:`facts`; code (``raise``, ``except``,
+    traceback frames) is not an outcome.
+    """
+    found: list[tuple[int, str]] = []
+    for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
+        if len(line) > 400:
+            continue
+        stripped = line.strip()
+        if _CODE_LINE.match(line) or _EXCEPTION_IN_LINE.match(stripped):
+            continue
+        if sum(c.isalnum() for c in stripped) < 12:
+            continue
+        found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
+    return found
+
+
+# --------------------------------------------------------------------------- outcomes
+
+_TEST_SUMMARY = re.compile(
+    r"^[ \t=\-]*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
+    r"(?:, )?)+)(?: in [\d.]+s(?: \([\d:]+\))?)?[ \t=\-]*$",
+    re.MULTILINE,
+)
+_UNITTEST = re.compile(
+    r"^[ \t]*(Ran \d+ tests?|FAILED \((?:failures|errors)=[^)\n]*\)|OK \([^)\n]*\))", re.MULTILINE
+)
+_RESULT_LINE = re.compile(
+    r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
+    r"success(?:fully)?|succeeded|passed|failed|works (?:correctly|as expected|now)|"
+    r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
+    r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
+)
+
+
+_PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
+_THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
+#: a line of a file listing (``nl``, ``grep -n``, quoted source): code, not a result
+_LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])|^\s*[\"'#]")
+
+
+def outcome_lines(text: str) -> list[tuple[int, str]]:
+    """``(position, line)`` of test summaries and a script's result lines."""
+    found: list[tuple[int, str]] = []
+    for match in _TEST_SUMMARY.finditer(text):
+        found.append((match.start(1), match.group(1).rstrip(", ")))
+    for match in _UNITTEST.finditer(text):
+        found.append((match.start(1), match.group(1)))
+    for start, line in _lines_with(_RESULT_LINE, text):
+        # cheapest rejections first: pytest's verbose output is hundreds of node lines
+        if _PYTEST_NODE.match(line) or _LISTING.match(line):
+            continue  # a node line (``tests/x.py::test_y PASSED``: the summary says it) or a listing
+        stripped = line.strip().strip("=-* ")
+        if (
+            len(stripped) > LINE_MAX_CHARS
+            or not _THREE_LETTERS.search(stripped)
+            or _CODE_LINE.match(line)
+            or _EXCEPTION_IN_LINE.search(line)
+        ):
+            continue
+        if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
+            found.append((start + len(line) - len(line.lstrip()), stripped))
+    return found
+
+
+# --------------------------------------------------------------------------- sentences
+
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
+_DECISION = re.compile(
+    r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
+    r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
+    r"going with|the (?:fix|solution|root cause|cause) is|the issue is)\b"
+)
+_CONSTRAINT = re.compile(
+    r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"
+    r"without (?:changing|breaking|touching)|keep (?:the|it|python|support)|only (?:change|touch|edit)|"
+    r"no more than|at most|at least)\b"
+)
+
+
+def _sentences(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """The sentences of `text` that hold a match of `pattern` (found from the matches)."""
+    out: list[tuple[int, str]] = []
+    next_free = -1
+    for hit in pattern.finditer(text):
+        if hit.start() < next_free:
+            continue
+        # the sentence starts after the last . ! ? (followed by a space) or newline before the hit
+        start = max(text.rfind("\n", 0, hit.start()) + 1, _last_stop(text, hit.start()))
+        match = _SENTENCE.match(text, start)
+        while match is not None and match.end() <= hit.start():
+            # a stop the backward look did not see (``.`` before a tab): the next sentence
+            match = _SENTENCE.search(text, match.end())
+        if match is None:
+            continue
+        next_free = match.end()
+        sentence = match.group(0).strip()
+        if len(sentence) > 15:
+            out.append((match.start(), _cap(sentence)))
+    return out
+
+
+def _last_stop(text: str, before: int) -> int:
+    window = max(0, before - 400)
+    best = 0
+    for mark in ".!?":
+        at = text.rfind(mark + " ", window, before)
+        if at >= 0:
+            best = max(best, at + 2)
+    return best
+
+
+_HEDGE = re.compile(r"(?i)\b(?:maybe|perhaps|might|what if|could be|I wonder|not sure)\b")
+
+
+def decision_sentences(text: str) -> list[tuple[int, str]]:
+    """An assistant's stated choices (``I'll use X instead of Y``, ``the fix is …``).
+
+    Questions and hedges (``Maybe the issue is …``, ``What if …?``) are not choices.
+    """
+    return [
+        (pos, s)
+        for pos, s in _sentences(text, _DECISION)
+        if not s.rstrip().endswith("?") and not _HEDGE.search(s)
+    ]
+
+
+def constraint_sentences(text: str) -> list[tuple[int, str]]:
+    """What a user said must or must not happen (``Do not change the public API``)."""
+    return _sentences(text, _CONSTRAINT)
+
+
+# --------------------------------------------------------------------------- noise
+
+_BOILERPLATE_HOSTS = re.compile(
+    r"^[a-z+.\-]+://(?:www\.)?(?:w3\.org|schemas?\.[\w.]+|xmlns\.[\w.]+|json-schema\.org|"
+    r"purl\.org|opensource\.org|gnu\.org/licenses|apache\.org/licenses|creativecommons\.org|"
+    r"docs\.pytest\.org/en/[\w.]+/how-to/capture-warnings|pip\.pypa\.io|bugs\.python\.org|"
+    r"fsf\.org|localhost\.localdomain|sphinx-doc\.org|"
+    r"python\.org/dev/peps|docs\.python\.org|setuptools\.pypa\.io|packaging\.python\.org|"
+    r"github\.com/[\w.\-]+/[\w.\-]+/(?:blob|raw)/[\w.\-]+/(?:LICENSE|COPYING))",
+    re.IGNORECASE,
+)
+_ASSET = re.compile(r"\.(?:png|jpe?g|gif|svg|ico|webp|woff2?|ttf|eot|css|map)$", re.IGNORECASE)
+_ASSET_DIRS = frozenset({"img", "images", "static", "assets", "icons", "fonts", "media", "css"})
+
+
+def boilerplate_url(url: str) -> bool:
+    """Schemas, licences, tool documentation: URLs every log repeats and no one needs."""
+    return bool(_BOILERPLATE_HOSTS.match(url))
+
+
+def is_asset_path(path: str) -> bool:
+    """A static asset of a web app (``/settings/img/admin.svg``): context, not a fact."""
+    if not _ASSET.search(path):
+        return False
+    parts = {p.lower() for p in path.split("/")[:-1]}
+    return bool(parts & _ASSET_DIRS)

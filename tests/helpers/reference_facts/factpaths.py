@@ -1,0 +1,222 @@
+"""Finding file paths and URLs in text, for fact extraction (:mod:`.facts`).
+
+Paths are found from their anchors (a ``/`` or a known extension) and grown in both
+directions, then judged (``and/or`` and the pieces of a ``sed`` expression are not
+paths; environment paths like ``site-packages`` are not the user's files). URLs are
+found from their ``://`` and masked out before paths are looked for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+__all__ = [
+    "bounded",
+    "find_paths",
+    "is_word_char",
+    "mask",
+    "path_text",
+    "paths",
+    "plausible_path",
+    "urls",
+]
+
+_EXTENSIONS = (
+    # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
+    "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|json|jsonl|toml|yaml|yml|ini|cfg|"
+    "txt|md|rst|html|htm|css|scss|sh|bash|zsh|ps1|bat|rs|go|java|kt|scala|c|h|cc|"
+    "cpp|hpp|cs|rb|php|swift|sql|lock|xml|csv|tsv|log|mk|gradle|proto|tf|lua|dart|"
+    "exs|erl|hs|zig|jl|patch|diff|pem|crt|sqlite|gz|zip|tar|whl|png|jpg|jpeg|gif|svg|"
+    "pdf|dll|exe|wasm|pyc"
+)
+# Paths are found from their anchors — a "/" or a known extension — and grown in both
+# directions: a single path regex tried at every position of a tool output is ~10x slower.
+_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
+_EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
+_KNOWN_FILE = re.compile(
+    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
+)
+_NOT_BEFORE_PATH = frozenset("/.-~@:%+")
+_HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
+_NOT_PATHS = frozenset(
+    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
+    # the pieces of a ``sed 's/True/False/'`` expression
+    | {"true/", "false/", "none/", "null/"}
+)
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
+_URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
+_URL_STRIP = ".,;:!?)]}'\""
+
+_ENVIRONMENT_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|node_modules/")
+_OBJECT_NAMES = frozenset(
+    [
+        "self",
+        "cls",
+        "mock",
+        "os",
+        "sys",
+        "np",
+        "pd",
+        "obj",
+        "super",
+        "this",
+        "args",
+        "kwargs",
+        "request",
+        "response",
+    ]
+)
+_PATH_ROOTS = frozenset(
+    [
+        "tmp",
+        "etc",
+        "usr",
+        "var",
+        "home",
+        "opt",
+        "dev",
+        "bin",
+        "sbin",
+        "srv",
+        "mnt",
+        "root",
+        "proc",
+        "sys",
+        "lib",
+        "work",
+        "data",
+        "app",
+        "src",
+        "workspace",
+        "testbed",
+        "repo",
+        "code",
+        "project",
+        "users",
+    ]
+)
+_KNOWN_FILES = frozenset(
+    {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
+)
+
+
+def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` with `spans` blanked out (same length, so positions stay valid)."""
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
+
+
+def urls(text: str) -> list[tuple[int, int, str]]:
+    found: list[tuple[int, int, str]] = []
+    for match in _URL_TAIL.finditer(text):
+        start = match.start()
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
+            start -= 1
+        scheme = text[start : match.start()]
+        value = text[start : match.end()].rstrip(_URL_STRIP)
+        if len(scheme) < 2 or not _URL_SCHEME.match(scheme) or len(value) <= len(scheme) + 4:
+            continue
+        found.append((start, start + len(value), value))
+    return found
+
+
+def plausible_path(raw: str) -> str | None:
+    value = raw.rstrip(".-,:")
+    if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
+        return None
+    if "/" not in value:
+        return value if _HAS_EXT.search(value) or value in _KNOWN_FILES else None
+    parts = [p for p in value.split("/") if p]
+    if not parts:
+        return None
+    if value.startswith(("/", "~/", "./", "../")):
+        if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
+            return value
+        return None
+    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
+    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
+        return value
+    return None
+
+
+def is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
+    """``pattern.finditer`` where a match may not follow a word char or one of `not_before`.
+
+    Same result as a leading negative lookbehind, without its cost: rejected matches
+    resume one character later, so an overlapping valid match is still found.
+    """
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return
+        start = match.start()
+        if start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in not_before):
+            pos = start + 1
+            continue
+        yield match
+        pos = match.end() if match.end() > start else start + 1
+
+
+def _path_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Candidate path spans, in order: slash paths, then bare file names."""
+    n = len(text)
+    slash = text.find("/")
+    while slash != -1:
+        start, end = slash, slash
+        while start > 0 and text[start - 1] in _PATH_CHARS:
+            start -= 1
+        while end < n and (text[end] in _PATH_CHARS or text[end] == "/"):
+            end += 1
+        yield start, end
+        slash = text.find("/", end)
+    for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
+        for match in pattern.finditer(text):
+            start = match.start()
+            while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
+                start -= 1
+            if start == match.start() and pattern is _EXT_ANCHOR:
+                continue  # ``.py`` alone
+            yield start, match.end()
+
+
+def paths(text: str) -> Iterator[tuple[int, str]]:
+    spans: dict[int, int] = {}
+    for start, end in _path_spans(text):
+        spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
+    found: dict[int, str] = {}
+    for start, end in spans.items():
+        if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:
+            continue
+        if text[start] == "." and not text.startswith(("./", "../"), start):
+            continue
+        value = plausible_path(text[start:end])
+        if value is None or _ENVIRONMENT_PATH.search(value):
+            continue
+        if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
+            continue  # ``self.log``, ``mock.patch``: attribute access, not a file
+        found[start] = value
+    return iter(sorted(found.items()))
+
+
+# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
+_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
+
+
+def path_text(text: str) -> str:
+    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+
+
+def find_paths(text: str) -> list[str]:
+    """The file paths mentioned in `text` (URLs excluded), in order, once each."""
+    masked = mask(text, [(start, end) for start, end, _ in urls(text)])
+    return list(dict.fromkeys(value for _, value in paths(path_text(masked))))

@@ -1,0 +1,459 @@
+"""Salient facts of a conversation, and whether a text (a summary) still holds them.
+
+A *fact* is a short, exact value a continuation would need and could not rebuild
+without the original turns: a file path, a URL, a shell command, an error line or
+non-zero exit code, an identifier, a number with its context (``port 8080``,
+``line 42``, ``v1.2.3``, ``3 failed``), a quoted value, or a user's ask; and the
+lines of :mod:`ctxledger.compressor.factkinds` (edits, shell and script error lines,
+test and script outcomes, decisions, constraints). The offline
+summarizer packs them into its summary; ``ctxledger audit`` asks which ones a summary
+lost and which message they came from.
+
+Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
+quotes straightened, backslashes read as path separators; a fact that begins or ends
+with a word character only matches on word boundaries, so ``foo`` is not found inside
+``foobar``. Extraction is deterministic: facts come in message order, then by kind
+(:data:`FACT_KINDS`), then by position; a normalized value is reported once, at its
+first occurrence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ctxledger.compressor.factmatch import (
+    WHITESPACE,
+    Fact,
+    fact_in_text,
+    normalize,
+    normalize_fact,
+    retention,
+)
+from ctxledger.compressor.toolcalls import (
+    COMMAND_KEYS,
+    EDITOR_TOOLS,
+    TERMINAL_COMMAND_KEYS,
+    bare_tool_name,
+    call_name_and_args,
+    tool_family,
+)
+from ctxledger.messages import content_text
+from helpers.reference_facts.factkinds import (
+    CATEGORIES,
+    boilerplate_url,
+    constraint_sentences,
+    decision_sentences,
+    edit_lines,
+    error_lines,
+    exit_code,
+    is_asset_path,
+    outcome_lines,
+    script_error_lines,
+    shell_error_lines,
+)
+from helpers.reference_facts.factkinds import _error_lines as _error_lines
+from helpers.reference_facts.factpaths import (
+    bounded,
+    find_paths,
+    is_word_char,
+    mask,
+    path_text,
+    paths,
+    plausible_path,
+    urls,
+)
+
+#: every kind, in the order facts of one message are reported
+FACT_KINDS: tuple[str, ...] = (
+    "ask",
+    "constraint",
+    "error",
+    "outcome",
+    "edit",
+    "command",
+    "path",
+    "url",
+    "identifier",
+    "number",
+    "quoted",
+    "decision",
+)
+ASK_MAX_CHARS = 300
+COMMAND_MAX_CHARS = 200
+
+
+# --------------------------------------------------------------------------- patterns
+
+_FREE_TEXT_KEYS = frozenset(
+    {
+        "command",
+        "cmd",
+        "shell_command",
+        "script",
+        "commands",
+        "code",
+        "content",
+        "text",
+        "patch",
+        "diff",
+        "old_str",
+        "new_str",
+        "old_string",
+        "new_string",
+        "file_text",
+        "new_content",
+        "body",
+        "message",
+        "input",
+        "query",
+        "prompt",
+        "description",
+        "reason",
+        "summary",
+        "note",
+        "thought",
+    }
+)
+_DOLLAR_LINE = re.compile(r"^[ \t]*\$ +(\S[^\n]*)$", re.MULTILINE)
+
+_DEFINITION = re.compile(
+    r"(def|fn|function|class|func)\s+(?:\([^)\n]*\)\s*)?([A-Za-z_]\w*)\s*([(<:{])"
+)
+_BACKTICK = re.compile(r"`([^`\n]{1,80})`")
+_IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
+# Both start only at an ASCII word start (the cheap lookbehind): trying every position
+# inside a long run of letters made a 10 MB word cost minutes (quadratic backtracking).
+_SNAKE = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]+)+(?![\w\-])")
+_CAMEL = re.compile(
+    r"(?<![A-Za-z0-9_])(?:[A-Z][a-z0-9]+|[a-z]++)(?:[A-Z][a-z0-9]+)+[A-Z]?(?![\w\-])"
+)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_STOPWORDS = _words(
+    "self cls none true false null args kwargs str int list dict set tuple bool float bytes "
+    "object type len print range open main test tests data value values name key keys items "
+    "result results return import from class def for while if else elif try except with pass "
+    "break continue lambda yield async await json echo cat grep sed head tail find the and "
+    "this that init new get put post delete"
+)
+
+# (pattern, template, characters that may not precede a match besides word characters;
+# None: no check). The boundary is checked in Python (see bounded): a leading
+# lookbehind would make the regex engine try every position of a long tool output.
+_NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
+    (re.compile(r"[Pp]ort[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
+    (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
+    (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d)"), "line", ""),
+    (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?![\w.])"), "{1}", "."),
+    (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
+    (
+        re.compile(
+            r"(\d+(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+            r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
+            r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
+            r"passengers|bags|nights|days))(?!\w)"
+        ),
+        "{1}",
+        ".",
+    ),
+    (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
+    (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
+)
+# ``Django 3.2``: found from the version, then the word before it is checked.
+_VERSION_AFTER_NAME = re.compile(r" v?\d+(?:\.\d+)+(?![\w.])")
+_VERSIONED_NAMES = _words(
+    "python django node nodejs npm pip go rust java ruby php postgresql postgres mysql redis "
+    "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"
+)
+
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
+
+# Interpreter and library internals (traceback frames): context, not salient facts.
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cap(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` chars, at a space when one is near the end."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", int(limit * 0.6), limit)
+    return text[: cut if cut > 0 else limit].rstrip()
+
+
+def _numbers(text: str) -> Iterator[tuple[int, str]]:
+    for pattern, template, not_before in _NUMBER_PATTERNS:
+        matches = (
+            pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
+        )
+        for match in matches:
+            if template == "line":
+                if text[max(0, match.start() - 3) : match.start()] == '", ':
+                    continue  # a traceback frame: its error line is the fact
+                word = "lines" if match.group(3) else "line"
+                tail = f"-{match.group(3)}" if match.group(3) else ""
+                yield match.start(), f"{word} {match.group(2)}{tail}"
+            else:
+                yield match.start(), template.format(*(match.group(0), *match.groups()))
+    for match in _VERSION_AFTER_NAME.finditer(text):
+        start = match.start()
+        while start > 0 and text[start - 1].isalpha():
+            start -= 1
+        if text[start : match.start()].lower() in _VERSIONED_NAMES and (
+            start == 0 or not is_word_char(text[start - 1])
+        ):
+            yield start, text[start : match.end()]
+
+
+def _quoted(text: str) -> Iterator[tuple[int, str]]:
+    for match in bounded(_QUOTED, text, "\\"):
+        inner = match.group(2)
+        if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
+            yield match.start(), inner
+
+
+def _definitions(text: str) -> Iterator[tuple[int, str]]:
+    for match in _DEFINITION.finditer(text):
+        start = match.start()
+        if start > 0 and not (text[start - 1].isspace() or text[start - 1] == "("):
+            continue  # ``undefined``, ``subclass x``: not a definition keyword
+        if match.group(1) != "class" and match.group(3) in ":{":
+            continue  # ``this function too:`` is prose; functions are followed by ``(``
+        if _good_identifier(match.group(2)):
+            yield start, match.group(2)
+
+
+def _good_identifier(name: str) -> bool:
+    bare = name.removesuffix("()")
+    return (
+        len(bare) >= 3
+        and bare.lower() not in _STOPWORDS
+        and not (bare.startswith("__") and bare.endswith("__"))
+        and any(c.isalpha() for c in bare)
+    )
+
+
+def _backticks(text: str) -> Iterator[tuple[int, str, str]]:
+    """``(position, kind, value)``: identifier-like spans are identifiers, others quoted."""
+    for match in _BACKTICK.finditer(text):
+        inner = match.group(1).strip()
+        if not inner:
+            continue
+        if _IDENTIFIER_LIKE.fullmatch(inner):
+            if _good_identifier(inner):
+                yield match.start(), "identifier", inner.removesuffix("()")
+        elif len(inner) >= 2:
+            yield match.start(), "quoted", inner
+
+
+def _code_tokens(text: str) -> Iterator[tuple[int, str]]:
+    for pattern in (_SNAKE, _CAMEL):
+        for match in bounded(pattern, text, ".-\\"):
+            if _good_identifier(match.group(0)):
+                yield match.start(), match.group(0)
+
+
+def _string_leaves(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _string_leaves(v, str(k))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_leaves(item, key)
+
+
+# --------------------------------------------------------------------------- extraction
+
+_RANK = {kind: rank for rank, kind in enumerate(FACT_KINDS)}
+_Item = tuple[int, int, str, str]
+
+
+class _Found:
+    """The raw facts of one message: ``(kind rank, position, kind, value)``."""
+
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+
+    def add(self, kind: str, position: int, value: str) -> None:
+        if value:
+            self.items.append((_RANK[kind], position, kind, value))
+
+    def scan(self, text: str, offset: int, *, prose: bool, errors: bool = True) -> str:
+        """Facts of free text; returns `text` with its URLs and paths blanked out."""
+        found = urls(text)
+        for start, _, value in found:
+            if not boilerplate_url(value):
+                self.add("url", offset + start, value)
+        masked = mask(text, [(start, end) for start, end, _ in found])
+        path_spans: list[tuple[int, int]] = []
+        for position, value in paths(path_text(masked)):
+            if not is_asset_path(value):
+                self.add("path", offset + position, value)
+            path_spans.append((position, position + len(value)))
+        # what a call sends (code, a command) is not an error that happened
+        for position, value in _error_lines(text) if errors else ():
+            self.add("error", offset + position, value)
+        for position, value in _definitions(text):
+            self.add("identifier", offset + position, value)
+        for position, kind, value in _backticks(text):
+            self.add(kind, offset + position, value)
+        for position, value in _numbers(masked):
+            self.add("number", offset + position, value)
+        if prose:
+            # String literals of code blocks are mostly noise; quotes in prose are not.
+            for position, value in _quoted(mask(text, [m.span() for m in _FENCE.finditer(text)])):
+                self.add("quoted", offset + position, value)
+        for match in _DOLLAR_LINE.finditer(text):
+            self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
+        return mask(masked, path_spans)
+
+    def lines(self, text: str, role: str) -> None:
+        """The line and sentence kinds: errors and outcomes a tool or user shows, choices, constraints."""
+        if role in ("tool", "user"):
+            for position, value in (*shell_error_lines(text), *script_error_lines(text)):
+                self.add("error", position, value)
+            for position, value in outcome_lines(text):
+                self.add("outcome", position, value)
+        if role == "assistant":
+            for position, value in decision_sentences(text):
+                self.add("decision", position, value)
+        elif role == "user":
+            for position, value in constraint_sentences(text):
+                self.add("constraint", position, value)
+
+    def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
+        """Facts of one tool call's arguments; returns the next free position."""
+        name, args = call_name_and_args(call)
+        for line in edit_lines(name, args):
+            self.add("edit", offset, line)
+        leaves = list(_string_leaves(args))
+        command_keys = TERMINAL_COMMAND_KEYS if tool_family(name) == "terminal" else COMMAND_KEYS
+        if bare_tool_name(name) in EDITOR_TOOLS:  # its ``command`` is view / str_replace / ...
+            leaves = [(k, v) for k, v in leaves if k.lower() != "command"]
+        for key, value in leaves:
+            lowered = key.lower()
+            if lowered in command_keys:
+                first = next((ln for ln in value.splitlines() if ln.strip()), "")
+                self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
+            if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
+                # a multi-line argument is a script or a file body, a command is code: not prose
+                prose = "\n" not in value.strip() and lowered not in command_keys
+                masked = self.scan(value, offset, prose=prose, errors=False)
+                for position, token in _code_tokens(masked):
+                    self.add("identifier", offset + position, token)
+            else:
+                self._scan_leaf(value, offset)
+            offset += len(value) + 1
+        return offset
+
+    def _scan_leaf(self, value: str, offset: int) -> None:
+        """A short structured argument value (an id, a name, a path, a city)."""
+        value = value.strip()
+        if "://" in value:
+            self.scan(value, offset, prose=False, errors=False)
+        elif " " in value:
+            if any(c.isalnum() for c in value):
+                self.add("quoted", offset, value)
+            self.scan(value, offset, prose=False, errors=False)
+        elif plausible_path(value) is not None:
+            self.add("path", offset, plausible_path(value) or value)
+        elif (
+            any(c.isalpha() for c in value) and value.lower() not in _STOPWORDS and len(value) >= 2
+        ):
+            self.add("identifier", offset, value)
+        else:
+            self.scan(value, offset, prose=False, errors=False)
+
+
+def _is_summary(message: Mapping[str, Any]) -> bool:
+    # Imported here: the compressor package depends on this module, not the reverse.
+    from ctxledger.compressor.markers import is_summary_message
+
+    return is_summary_message(message)
+
+
+def _message_items(message: Mapping[str, Any]) -> list[_Item]:
+    found = _Found()
+    role = str(message.get("role") or "")
+    text = content_text(message)
+    if role == "user" and text.strip() and not _is_summary(message):
+        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
+    found.scan(text, 0, prose=role in ("user", "assistant"))
+    if not (role == "user" and _is_summary(message)):
+        found.lines(text, role)
+    offset = len(text) + 1
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            offset = found.scan_call(call, offset)
+    found.items.sort(key=lambda item: (item[0], item[1]))
+    return _without_bare_names(found.items)
+
+
+def _without_bare_names(items: list[_Item]) -> list[_Item]:
+    """Drop a bare exception name (``ValueError``) when an error line of the message holds it."""
+    lines = [value for _, _, kind, value in items if kind == "error" and " " in value]
+    if not lines:
+        return items
+    return [
+        item
+        for item in items
+        if not (item[2] == "error" and " " not in item[3] and any(item[3] in ln for ln in lines))
+    ]
+
+
+def extract_facts(
+    messages: Sequence[Mapping[str, Any]], *, ids: Sequence[str] | None = None
+) -> list[Fact]:
+    """The salient facts of `messages`, each normalized value once, in a stable order.
+
+    `ids` (parallel to `messages`) fills :attr:`Fact.message_id`.
+    """
+    if ids is not None and len(ids) != len(messages):
+        raise ValueError(f"ids has {len(ids)} entries for {len(messages)} messages")
+    seen: set[str] = set()
+    facts: list[Fact] = []
+    for index, message in enumerate(messages):
+        role = str(message.get("role") or "")
+        for _, _, kind, value in _message_items(message):
+            normalized = normalize_fact(kind, value)
+            if len(normalized) < 2 or normalized in seen:
+                continue
+            seen.add(normalized)
+            facts.append(
+                Fact(
+                    kind=kind,
+                    value=value,
+                    normalized=normalized,
+                    message_index=index,
+                    message_id=ids[index] if ids is not None else None,
+                    role=role,
+                )
+            )
+    return facts
+
+
+__all__ = [
+    "CATEGORIES",
+    "FACT_KINDS",
+    "Fact",
+    "error_lines",
+    "exit_code",
+    "extract_facts",
+    "fact_in_text",
+    "find_paths",
+    "normalize",
+    "normalize_fact",
+    "outcome_lines",
+    "retention",
+]

@@ -141,6 +141,9 @@ def prepare_append(
     return batches, new_blobs
 
 
+#: :meth:`EventStore.read_at` reads seqs at most this far apart in one range query
+_RUN_GAP = 64
+
 #: "no upper bound" for a seq or a version (SQLite's and PostgreSQL's largest integer)
 MAX_SEQ = 2**63 - 1
 
@@ -236,6 +239,24 @@ class EventStore(abc.ABC):
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000
     ) -> Iterator[Recorded]:
         """Every event with from_seq <= seq (<= to_seq), in log order."""
+
+    def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
+        """The records at `seqs` (any order; missing seqs are left out), in seq order (read-only).
+
+        Reads runs of nearby seqs with one :meth:`read_all` each, so the bodies of one
+        session's live messages cost a few queries, not one per message.
+        """
+        wanted = sorted(set(seqs))
+        out: list[Recorded] = []
+        start = 0
+        while start < len(wanted):
+            end = start
+            while end + 1 < len(wanted) and wanted[end + 1] - wanted[end] <= _RUN_GAP:
+                end += 1
+            keep = set(wanted[start : end + 1])
+            out.extend(r for r in self.read_all(wanted[start], wanted[end]) if r.seq in keep)
+            start = end + 1
+        return out
 
     def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
         """Rows as stored (schema, payload bytes and hash untouched), in seq order (read-only).

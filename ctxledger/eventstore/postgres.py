@@ -70,7 +70,13 @@ from ctxledger.eventstore.base import (
 from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
 from ctxledger.eventstore.postgres_leases import PgLeases
-from ctxledger.eventstore.rows import ChainVerifier, StoredRow, VerifyReport, decode_rows
+from ctxledger.eventstore.rows import (
+    ChainVerifier,
+    HeadRow,
+    StoredRow,
+    VerifyReport,
+    decode_rows,
+)
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
@@ -78,6 +84,8 @@ T = TypeVar("T")
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 _READ_BATCH = 2000
+#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
+_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
@@ -357,13 +365,29 @@ class PostgresEventStore(EventStore):
             lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
         )
 
-    def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
+        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        next_seq = from_seq
+        while True:
+            rows = self._rows(next_seq, upto, _ROWS_BATCH)
+            if rows:
+                yield [(r[0], r[1], r[2], r[3]) for r in rows]
+            if len(rows) < _ROWS_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
+
+    def _rows(self, from_seq: int, to_seq: int, limit: int) -> list[tuple[Any, ...]]:
         rows = self._fetch(
             "read the log", q.READ_ALL, (from_seq, max(0, min(limit, to_seq - from_seq + 1)))
         )
         if rows and rows[-1][0] > to_seq:  # only after a gap (a tampered log)
             rows = [row for row in rows if row[0] <= to_seq]
-        return decode_rows(rows, self.get_blob)
+        return rows
+
+    def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
+        return decode_rows(self._rows(from_seq, to_seq, limit), self.get_blob)
 
     def read_stream(
         self, stream: str, from_version: int = 1, to_version: int | None = None

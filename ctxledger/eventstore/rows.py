@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, Union
 
 import msgspec
 
 from ctxledger.errors import IntegrityError, InvalidEvent, UnknownBlob
 from ctxledger.events import (
     EVENT_DECODER,
+    EVENT_TYPES,
     Event,
     MessageAppended,
     Recorded,
@@ -212,6 +213,61 @@ def decode_rows(
             f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
         ) from exc
     return out
+
+
+class MessageHead(
+    msgspec.Struct, tag_field="kind", tag="MessageAppended", frozen=True, kw_only=True, gc=False
+):
+    """What a fold needs of a stored ``MessageAppended`` payload: everything but the body.
+
+    Decoding into it skips the ``message`` field (and its content) without building it,
+    so a rebuild does not pay for parsing a million message bodies it only indexes; the
+    body is read again by seq when someone asks for it (``EventStore.read_at``).
+    """
+
+    session_id: str
+    message_id: str
+    tokens: int
+
+
+#: a stored row as a rebuild reads it: (seq, version, schema, payload)
+HeadRow = tuple[int, int, int, bytes]
+
+_HEAD_TYPES = tuple(cls for kind, cls in EVENT_TYPES.items() if kind != "MessageAppended")
+#: decodes a payload stored at today's schema, a message as its :class:`MessageHead`
+HEAD_DECODER: msgspec.json.Decoder[Event | MessageHead] = msgspec.json.Decoder(
+    Union[(MessageHead, *_HEAD_TYPES)]
+)
+#: the schema of a ``MessageAppended`` payload :data:`HEAD_DECODER` takes as a head
+MESSAGE_SCHEMA = MessageAppended.SCHEMA
+
+
+def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
+    """One stored row as a rebuild folds it: a message as its head (body not parsed) (pure).
+
+    The fold decodes rows with :data:`HEAD_DECODER` itself and calls this for the rest
+    (a row stored at an older schema, or not decodable as today's shape).
+    """
+    try:
+        item: Event | MessageHead | None = HEAD_DECODER.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        item = None
+    if type(item) is MessageHead:
+        if schema == MESSAGE_SCHEMA:
+            return item
+    elif item is not None and schema == item.SCHEMA:  # type: ignore[union-attr]
+        return item
+    try:
+        event = upcast_stored(payload, schema)
+    except InvalidEvent as exc:
+        raise InvalidEvent(
+            f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
+        ) from exc
+    if type(event) is MessageAppended:
+        return MessageHead(
+            session_id=event.session_id, message_id=event.message_id, tokens=event.tokens
+        )
+    return event
 
 
 class ChainVerifier:

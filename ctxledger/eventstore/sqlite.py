@@ -65,6 +65,7 @@ from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     ChainVerifier,
+    HeadRow,
     StoredRow,
     VerifyReport,
     chain_rows,
@@ -84,6 +85,8 @@ _PAGE_SIZE = 4096
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
+#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
+_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 _COLUMNS = 8  # per event row in q.INSERT_EVENT
 
@@ -462,6 +465,22 @@ class SQLiteEventStore(EventStore):
             return rows
 
         return paged(fetch, from_seq, batch_size, lambda row: row[0])
+
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
+        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows: list[HeadRow] = self._conn.execute(
+                    q.READ_HEADS, (next_seq, upto, _ROWS_BATCH)
+                ).fetchall()
+            if rows:
+                yield rows
+            if len(rows) < _ROWS_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):

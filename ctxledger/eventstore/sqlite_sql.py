@@ -35,6 +35,11 @@ READ_ALL = (
     "SELECT seq, version, schema, payload, hash FROM events"
     " WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
+# a rebuild's read (read_rows): no hash either, it is not folded
+READ_HEADS = (
+    "SELECT seq, version, schema, payload FROM events"
+    " WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
+)
 READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"
     " WHERE stream_id = ? AND version >= ? AND version <= ? ORDER BY version LIMIT ?"

@@ -370,9 +370,8 @@ class Ledger:
         n, ledger = self._calls.get(session_id) or (0, CallLedger())
         if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
             n, ledger = 0, CallLedger()
-        stored = self.transcript.stored
         # repaired re-used ids (replacement -> original) let a late result find its call
-        ledger.fold((stored(mid).message for mid in live[n:]), self.transcript.state.call_renames)
+        ledger.fold(self.transcript.messages_of(live[n:]), self.transcript.state.call_renames)
         self._calls[session_id] = (len(live), ledger)
         return ledger
 

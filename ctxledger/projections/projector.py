@@ -5,17 +5,25 @@
 checkpoint stores the serialized state at a sequence so a rebuild can start late.
 Rebuilding and folding incrementally must give the same state (a property test
 checks it).
+
+A rebuild folds *message heads* (``read_rows``: a message's id,
+session and token count; its body is not parsed) and leaves each body in the log,
+read back by seq the first time it is asked for (:mod:`ctxledger.projections.bodies`):
+a rebuild of a million events then neither parses nor keeps a million bodies.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
 
 import msgspec
 
-from ctxledger.events import MessageAppended, Recorded
+from ctxledger.events import Event, MessageAppended, Recorded
+from ctxledger.eventstore.rows import HeadRow
 from ctxledger.projections.accounting import AccountingProjection
+from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.chains import ChainsProjection
 from ctxledger.projections.source import EventSource
 from ctxledger.projections.transcript import TranscriptProjection
@@ -23,7 +31,21 @@ from ctxledger.projections.transcript import TranscriptProjection
 #: bump whenever a projection's state gains or changes a field: a checkpoint saved under
 #: another name is ignored (the rebuild starts from the log), never decoded into the wrong
 #: shape with defaults filling what an older fold never computed
-CHECKPOINT_NAME = "projector/v2"
+CHECKPOINT_NAME = "projector/v3"
+#: the checkpoint before message bodies could stay in the log (still loaded)
+LEGACY_CHECKPOINT_NAME = "projector/v2"
+
+
+class HeadSource(Protocol):
+    """A log that can be folded from message heads (every event store can)."""
+
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        """Pages of stored rows (seq, version, schema, payload), in log order."""
+        ...
+
+    def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
+        """The records at `seqs`, in seq order."""
+        ...
 
 
 class Projector:
@@ -44,6 +66,8 @@ class Projector:
         #: called with every record folded, in log order, after the projections saw it
         #: (other folds, e.g. the runtime's, ride along instead of re-reading the store)
         self.listeners: list[Callable[[Recorded], None]] = []
+        #: reads the bodies of messages folded from their heads (set by the first such fold)
+        self._bodies: Bodies | None = None
 
     def apply(self, rec: Recorded) -> None:
         self.apply_all((rec,))
@@ -77,8 +101,16 @@ class Projector:
             self.last_seq = last
         return n
 
-    def catch_up(self, store: EventSource, to_seq: int | None = None) -> int:
+    def catch_up(
+        self, store: EventSource, to_seq: int | None = None, *, heads: bool = False
+    ) -> int:
         """Fold events appended since the last one seen; returns how many were folded.
+
+        `heads`: fold messages from their heads and leave their bodies in the log (what
+        :meth:`rebuild` does; ignored with listeners, or for a store without
+        ``read_rows``). Otherwise whole events are folded: an incremental catch-up
+        (``Ledger.refresh`` after an append) keeps the bodies it just read and extends
+        cached API views in place.
 
         Long folds run with the cyclic garbage collector paused: they allocate only
         acyclic, long-lived objects, and collector passes over them cost more than the
@@ -87,10 +119,45 @@ class Projector:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
+            source = _heads_of(store) if heads and not self.listeners else None
+            if source is not None:
+                return self.apply_rows(
+                    source.read_rows(self.last_seq + 1, to_seq), self._bodies_in(source)
+                )
             return self.apply_all(store.read_all(self.last_seq + 1, to_seq))
         finally:
             if was_enabled:
                 gc.enable()
+
+    def _bodies_in(self, source: HeadSource) -> Bodies:
+        """One body reader per log, shared by every message folded from it."""
+        bodies = self._bodies
+        if bodies is None or bodies.source is not source:
+            bodies = self._bodies = Bodies(source)
+        return bodies
+
+    def apply_rows(self, pages: Iterable[list[HeadRow]], bodies: Bodies) -> int:
+        """Fold stored rows (``read_rows``): messages from their heads, bodies left in the
+        log behind `bodies`; returns how many events were folded. Listeners are not
+        called (they need whole events)."""
+        transcript, accounting, chains = (
+            self.transcript.apply,
+            self.accounting.apply,
+            self.chains.apply,
+        )
+
+        def other(seq: int, event: Event, version: int) -> None:
+            transcript(seq, event, version)
+            if type(event) is not MessageAppended:
+                accounting(seq, event)
+                chains(seq, event)
+
+        last, folded = self.last_seq, 0
+        try:
+            last, folded = self.transcript.fold_rows(pages, bodies, other, self.last_seq)
+        finally:
+            self.last_seq = max(last, self.transcript.state.last_seq)
+        return folded
 
     @classmethod
     def rebuild(
@@ -99,10 +166,17 @@ class Projector:
         """A fresh projector folded from the log (from the latest usable checkpoint)."""
         projector = cls()
         if use_checkpoint:
-            saved = store.load_checkpoint(CHECKPOINT_NAME)
-            if saved is not None and (to_seq is None or saved[0] <= to_seq):
-                projector = cls.decode(saved[1])
-        projector.catch_up(store, to_seq)
+            for name in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):
+                saved = store.load_checkpoint(name)
+                if saved is not None and (to_seq is None or saved[0] <= to_seq):
+                    heads = _heads_of(store)
+                    projector = cls.decode(
+                        saved[1],
+                        None if heads is None else Bodies(heads),
+                        legacy=name == LEGACY_CHECKPOINT_NAME,
+                    )
+                    break
+        projector.catch_up(store, to_seq, heads=True)
         return projector
 
     def save_checkpoint(self, store: EventSource) -> None:
@@ -123,22 +197,35 @@ class Projector:
         )
 
     @classmethod
-    def decode(cls, data: bytes) -> Projector:
+    def decode(
+        cls, data: bytes, bodies: Bodies | None = None, *, legacy: bool = False
+    ) -> Projector:
+        """A projector from :meth:`encode`'s bytes; `bodies` reads the message bodies the
+        checkpoint left in the log (`legacy`: a ``projector/v2`` checkpoint)."""
         t, a, c = msgspec.msgpack.decode(data, type=tuple[bytes, bytes, bytes])
-        return cls(
-            TranscriptProjection.decode_state(t),
+        projector = cls(
+            TranscriptProjection.decode_state(t, bodies, legacy=legacy),
             AccountingProjection.decode_state(a),
             ChainsProjection.decode_state(c),
         )
+        projector._bodies = bodies
+        return projector
 
     def fingerprint(self) -> bytes:
         """A canonical encoding of the whole state, for equality checks (rebuild == live)."""
         self._sync_last_seq()
         return msgspec.json.encode(
             [
-                msgspec.to_builtins(self.transcript.state),
+                self.transcript.builtins(),
                 msgspec.to_builtins(self.accounting.state),
                 msgspec.to_builtins(self.chains.state),
             ],
             order="sorted",
         )
+
+
+def _heads_of(store: EventSource) -> HeadSource | None:
+    """`store` when it can be folded from message heads (every event store), else None."""
+    if callable(getattr(store, "read_rows", None)) and callable(getattr(store, "read_at", None)):
+        return store  # type: ignore[return-value]
+    return None

@@ -6,13 +6,21 @@ recorded in the parent's ``SessionSwitched`` (carried messages by id; summary, m
 stub and stripped messages recorded in full). Originals are never removed from
 ``messages``: the state keeps every message ever appended, so any of them can be
 looked up after any number of compactions.
+
+A message folded from a full event keeps its body; one folded from a
+:class:`~ctxledger.eventstore.rows.MessageHead` (a rebuild: ``Projector.catch_up``)
+keeps only its seq and reads the body from the log the first time it is asked for
+(:class:`~ctxledger.projections.bodies.Bodies`), then keeps it. Either way
+``StoredMessage.message`` is the message exactly as appended.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+
 import msgspec
 
-from ctxledger.errors import UnknownMessage, UnknownSession
+from ctxledger.errors import IntegrityError, UnknownMessage, UnknownSession
 from ctxledger.events import (
     ContextLimitLearned,
     Event,
@@ -27,7 +35,15 @@ from ctxledger.events import (
     ToolOutputPersisted,
     ToolsDeclared,
 )
+from ctxledger.eventstore.rows import (
+    HEAD_DECODER,
+    MESSAGE_SCHEMA,
+    HeadRow,
+    MessageHead,
+    decode_head,
+)
 from ctxledger.messages import JSON
+from ctxledger.projections.bodies import Bodies
 
 #: how many sessions keep a cached API view (an agent process works on a handful)
 _API_CACHE_SESSIONS = 64
@@ -59,14 +75,60 @@ class SessionView(msgspec.Struct, kw_only=True):
 
 
 class StoredMessage(msgspec.Struct, kw_only=True, gc=False):
-    """A message as the live view shows it, with its origin and token count."""
+    """A message as the live view shows it, with its origin and token count.
 
-    message: JSON
+    Its :attr:`message` is `body` when held in memory, else read once from the log at
+    `seq` through `bodies` (a message a rebuild folded from its head).
+    """
+
     tokens: int
     session_id: str
     origin: str = "appended"
     source_id: str | None = None
     seq: int = 0
+    #: the message, or None while it is only in the log (at `seq`)
+    body: JSON | None = None
+    #: where to read a body that is only in the log
+    bodies: Bodies | None = None
+
+    @property
+    def message(self) -> JSON:
+        """The message (as appended, or as recorded by a compaction); do not mutate it."""
+        body = self.body
+        if body is None:
+            if self.bodies is None:
+                raise IntegrityError(
+                    f"the message at seq {self.seq} was folded without its log; "
+                    "rebuild the projections from the store"
+                )
+            body = self.body = self.bodies.load(self.seq)
+        return body
+
+
+def with_bodies(stored: Iterable[StoredMessage], batch: int = 512) -> Iterator[StoredMessage]:
+    """`stored`, each with its body read (a batch at a time): for scans over many messages."""
+    chunk: list[StoredMessage] = []
+    for m in stored:
+        chunk.append(m)
+        if len(chunk) >= batch:
+            load_bodies(chunk)
+            yield from chunk
+            chunk = []
+    load_bodies(chunk)
+    yield from chunk
+
+
+def load_bodies(stored: list[StoredMessage]) -> None:
+    """Read every body of `stored` still only in the log, one batch per log (then kept)."""
+    lazy = [m for m in stored if m.body is None and m.bodies is not None]
+    while lazy:
+        bodies = lazy[0].bodies
+        assert bodies is not None
+        batch = [m for m in lazy if m.bodies is bodies]
+        found = bodies.load_many(m.seq for m in batch)
+        for m in batch:
+            m.body = found[m.seq]
+        lazy = [m for m in lazy if m.bodies is not bodies]
 
 
 class TranscriptState(msgspec.Struct, kw_only=True):
@@ -116,7 +178,7 @@ class TranscriptProjection:
                 self.state.last_seq = seq
                 return
             self.state.messages[event.message_id] = StoredMessage(
-                message=event.message, tokens=event.tokens, session_id=sid, seq=seq
+                body=event.message, tokens=event.tokens, session_id=sid, seq=seq
             )
             view.live.append(event.message_id)
             view.live_tokens += event.tokens
@@ -139,6 +201,60 @@ class TranscriptProjection:
         if current is not None:
             current.version = version
         self.state.last_seq = seq
+
+    def fold_rows(
+        self,
+        pages: Iterable[list[HeadRow]],
+        bodies: Bodies,
+        other: Callable[[int, Event, int], None],
+        after: int,
+    ) -> tuple[int, int]:
+        """Fold stored rows (pages of ``read_rows``) after seq `after`; returns the last
+        seq folded (`after` if none) and how many rows were folded.
+
+        A message is folded from its head (its body stays in the log, read through
+        `bodies`); every other event goes to `other(seq, event, version)`, which must
+        fold it into this projection (and any other). The loop is the rebuild's hot
+        path: most rows are messages, decoded without their bodies and folded inline.
+        """
+        decode, head_type, schema_now = HEAD_DECODER.decode, MessageHead, MESSAGE_SCHEMA
+        state = self.state
+        sessions, messages, api = state.sessions, state.messages, self._api
+        last, n = after, 0
+        try:
+            for page in pages:
+                for seq, version, schema, payload in page:
+                    if seq <= last:
+                        continue
+                    try:
+                        item: Event | MessageHead | None = decode(payload)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        item = None
+                    if type(item) is not head_type or schema != schema_now:
+                        item = decode_head(seq, schema, payload)
+                        if not isinstance(item, MessageHead):
+                            other(seq, item, version)
+                            last = seq
+                            n += 1
+                            continue
+                    # a MessageHead from here on (no isinstance: this runs once per message)
+                    view = sessions.get(item.session_id)
+                    if view is not None:
+                        mid, tokens = item.message_id, item.tokens
+                        sid = view.session_id  # one string per session, not per message
+                        messages[mid] = StoredMessage(
+                            tokens=tokens, session_id=sid, seq=seq, bodies=bodies
+                        )
+                        view.live.append(mid)
+                        view.live_tokens += tokens
+                        view.version = version
+                        if api:
+                            api.pop(sid, None)  # rebuilt on its next read, bodies in one batch
+                    last = seq
+                    n += 1
+        finally:
+            state.last_seq = max(state.last_seq, last)
+        return last, n
 
     def _view(self, session_id: str) -> SessionView:
         try:
@@ -189,7 +305,7 @@ class TranscriptProjection:
             return  # names no message: nothing to show differently
         original = self.stored(e.message_id)
         shown = StoredMessage(
-            message={**original.message, "content": e.replacement},
+            body={**original.message, "content": e.replacement},
             tokens=e.replacement_tokens,
             session_id=original.session_id,
             origin="persisted",
@@ -227,7 +343,7 @@ class TranscriptProjection:
         for entry in e.layout:
             if entry.message is not None:
                 self.state.messages[entry.message_id] = StoredMessage(
-                    message=entry.message,
+                    body=entry.message,
                     tokens=entry.tokens,
                     session_id=e.new_session_id,
                     origin=entry.origin,
@@ -294,8 +410,13 @@ class TranscriptProjection:
 
     def live_messages(self, session_id: str) -> list[JSON]:
         """The session's live messages (without the system prompt), as stored; do not mutate."""
-        stored = self.stored
-        return [stored(mid).message for mid in self._view(session_id).live]
+        return self.messages_of(self._view(session_id).live)
+
+    def messages_of(self, message_ids: Iterable[str]) -> list[JSON]:
+        """The live form of each message (as :meth:`stored`), bodies read in one batch."""
+        stored = [self.stored(mid) for mid in message_ids]
+        load_bodies(stored)
+        return [m.message for m in stored]
 
     def api_messages(self, session_id: str) -> list[JSON]:
         """The OpenAI-shape list to send: system message (if any) then the live messages.
@@ -339,9 +460,131 @@ class TranscriptProjection:
         view = self._view(session_id)
         return view.system_tokens + view.tools_tokens + view.live_tokens
 
+    def builtins(self) -> dict[str, object]:
+        """The state as plain data, every message with its body (for a fingerprint).
+
+        The shape is the one the state had when every body was kept in memory, so a
+        fold from heads and a fold from full events compare equal.
+        """
+        state = self.state
+        load_bodies([*state.messages.values(), *state.shown.values()])
+        out = msgspec.to_builtins(
+            TranscriptState(
+                sessions=state.sessions,
+                pending=state.pending,
+                call_renames=state.call_renames,
+                last_seq=state.last_seq,
+            )
+        )
+        out["messages"] = {k: _plain(m) for k, m in state.messages.items()}
+        out["shown"] = {k: _plain(m) for k, m in state.shown.items()}
+        assert isinstance(out, dict)
+        return out
+
     def encode_state(self) -> bytes:
-        return msgspec.msgpack.encode(self.state)
+        """The state for a checkpoint; a body still in the log is saved as its seq only."""
+        state = self.state
+        return _STATE_ENCODER.encode(
+            _WireState(
+                sessions=state.sessions,
+                messages={k: _wire(m) for k, m in state.messages.items()},
+                shown={k: _wire(m) for k, m in state.shown.items()},
+                pending=state.pending,
+                call_renames=state.call_renames,
+                last_seq=state.last_seq,
+            )
+        )
 
     @classmethod
-    def decode_state(cls, data: bytes) -> TranscriptProjection:
-        return cls(msgspec.msgpack.decode(data, type=TranscriptState))
+    def decode_state(
+        cls, data: bytes, bodies: Bodies | None = None, *, legacy: bool = False
+    ) -> TranscriptProjection:
+        """A projection from :meth:`encode_state`'s bytes; bodies saved as a seq are read
+        through `bodies`. `legacy`: the bytes are a ``projector/v2`` checkpoint's (every
+        body in full, the ``message`` field)."""
+        wire: _WireState | _LegacyState = (
+            msgspec.msgpack.decode(data, type=_LegacyState)
+            if legacy
+            else msgspec.msgpack.decode(data, type=_WireState)
+        )
+
+        def stored(m: _WireMessage | _LegacyMessage) -> StoredMessage:
+            body = m.message if isinstance(m, _LegacyMessage) else m.body
+            return StoredMessage(
+                tokens=m.tokens,
+                session_id=m.session_id,
+                origin=m.origin,
+                source_id=m.source_id,
+                seq=m.seq,
+                body=body,
+                bodies=bodies if body is None else None,
+            )
+
+        return cls(
+            TranscriptState(
+                sessions=wire.sessions,
+                messages={k: stored(m) for k, m in wire.messages.items()},
+                shown={k: stored(m) for k, m in wire.shown.items()},
+                pending=wire.pending,
+                call_renames=wire.call_renames,
+                last_seq=wire.last_seq,
+            )
+        )
+
+
+def _plain(m: StoredMessage) -> dict[str, object]:
+    return {
+        "message": m.message,
+        "tokens": m.tokens,
+        "session_id": m.session_id,
+        "origin": m.origin,
+        "source_id": m.source_id,
+        "seq": m.seq,
+    }
+
+
+class _WireMessage(msgspec.Struct, array_like=True, gc=False):
+    """A checkpointed message: its body, or None when it is read from the log by seq."""
+
+    tokens: int
+    session_id: str
+    origin: str
+    source_id: str | None
+    seq: int
+    body: JSON | None
+
+
+def _wire(m: StoredMessage) -> _WireMessage:
+    return _WireMessage(m.tokens, m.session_id, m.origin, m.source_id, m.seq, m.body)
+
+
+class _WireState(msgspec.Struct, kw_only=True):
+    sessions: dict[str, SessionView]
+    messages: dict[str, _WireMessage]
+    shown: dict[str, _WireMessage]
+    pending: dict[str, SessionSwitched]
+    call_renames: dict[str, str]
+    last_seq: int
+
+
+class _LegacyMessage(msgspec.Struct, kw_only=True, gc=False):
+    """A message as ``projector/v2`` checkpoints hold it (every body in full)."""
+
+    message: JSON
+    tokens: int
+    session_id: str
+    origin: str = "appended"
+    source_id: str | None = None
+    seq: int = 0
+
+
+class _LegacyState(msgspec.Struct, kw_only=True):
+    sessions: dict[str, SessionView] = msgspec.field(default_factory=dict)
+    messages: dict[str, _LegacyMessage] = msgspec.field(default_factory=dict)
+    shown: dict[str, _LegacyMessage] = msgspec.field(default_factory=dict)
+    pending: dict[str, SessionSwitched] = msgspec.field(default_factory=dict)
+    call_renames: dict[str, str] = msgspec.field(default_factory=dict)
+    last_seq: int = 0
+
+
+_STATE_ENCODER = msgspec.msgpack.Encoder()

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.ledger import Ledger
+from ctxledger.projections.transcript import load_bodies
 
 Key = tuple[Any, ...]
 
@@ -128,14 +129,15 @@ class HistoryIndex:
         if seen > len(live):
             seen, appended = 0, []
         messages = self.ledger.transcript.state.messages
-        for mid in live[seen:]:
-            stored = messages.get(mid)
-            if (
-                stored is not None
-                and stored.session_id == session_id
-                and stored.origin == "appended"
-            ):
-                appended.append(stored.message)
+        own = [
+            stored
+            for stored in (messages.get(mid) for mid in live[seen:])
+            if stored is not None
+            and stored.session_id == session_id
+            and stored.origin == "appended"
+        ]
+        load_bodies(own)  # bodies a rebuild left in the log: one batch
+        appended.extend(stored.message for stored in own)
         self._appended[session_id] = (len(live), appended)
         return appended
 

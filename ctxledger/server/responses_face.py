@@ -39,6 +39,7 @@ import httpx
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.projections.transcript import with_bodies
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
 from ctxledger.server.formats import (
@@ -203,8 +204,11 @@ def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
 def _recorded_reply(ledger: Ledger, response_id: str) -> StoredMessage | None:
     """The newest appended message ending the reply `response_id` (newest first: a
     chained turn names a recent response)."""
-    for stored in reversed(ledger.transcript.state.messages.values()):
-        if stored.origin == "appended" and stored.message.get(RESPONSE_ID) == response_id:
+    appended = (
+        s for s in reversed(ledger.transcript.state.messages.values()) if s.origin == "appended"
+    )
+    for stored in with_bodies(appended):  # bodies a rebuild left in the log: read in batches
+        if stored.message.get(RESPONSE_ID) == response_id:
             return stored
     return None
 

@@ -233,3 +233,19 @@ def test_a_ledger_of_migrations_0001_to_0004_is_upgraded_in_place(
                 (schema,),
             ).fetchone()
             assert found is not None and "enable_bitmapscan=off" in list(found[0])
+
+
+@pytest.mark.parametrize("schema", ["user", "order"])
+def test_a_ledger_in_a_schema_named_by_a_reserved_word_opens_and_appends(
+    pg_server: PgServer, tmp_path: Path, schema: str
+) -> None:
+    # the one-call procedure names its tables with the schema: it must quote it
+    url = f"{pg_server.url}?schema={schema}"
+    for _ in range(2):  # created, then reopened (migrations already applied)
+        with PostgresEventStore(url, index_dir=tmp_path) as opened:
+            stream = f"s-{opened.last_seq()}"
+            for version in range(3):
+                opened.append(stream, [message(stream, f"turn {version}")], version)
+            assert opened.verify().ok
+    with PostgresEventStore(url, index_dir=tmp_path) as opened:
+        assert opened.last_seq() == 6

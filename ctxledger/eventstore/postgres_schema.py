@@ -445,7 +445,8 @@ def _one_call_appends(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
         raise StoreError(f"unexpected schema name {schema!r}")
     conn.execute("ALTER FUNCTION ctxledger_seal(text) SET enable_bitmapscan = off")
-    conn.execute(_APPEND_ONE.replace("@.", schema + "."))
+    # quoted: a schema may be named by a reserved word (``user``, ``order``)
+    conn.execute(_APPEND_ONE.replace("@.", f'"{schema}".'))
 
 
 _APPEND_ONE = r"""

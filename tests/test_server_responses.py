@@ -548,3 +548,32 @@ async def test_a_client_cannot_forge_a_response_id_another_client_chains_from(
         assert resp.status_code == 400
         assert resp.json()["error"]["code"] == "provider_state_unsupported"
         assert r.last_seq() == before
+
+
+async def test_previous_response_id_after_a_restart_reads_no_body_it_does_not_need(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path) as r:
+        client = r.openai()
+        first = await client.responses.create(model=MODEL, instructions=SYSTEM, input="hello")
+        for i in range(40):  # other traffic after it
+            await r.openai(**{"X-Ctxledger-Session": f"s{i}"}).responses.create(
+                model=MODEL, instructions=SYSTEM, input=f"task {i}"
+            )
+    async with rig(tmp_path) as r:  # a restart: the ledger is folded from the log again
+        messages = r.service.ledger.transcript.state.messages.values()
+        lazy = sum(m.body is None for m in messages)
+        assert lazy > 80  # bodies a rebuild leaves in the log
+        client = r.openai()
+        for _ in range(3):  # an id nobody recorded: a clear 400, and no body kept in memory
+            with pytest.raises(openai.BadRequestError, match="not a response this proxy"):
+                await client.responses.create(
+                    model=MODEL, input="more", previous_response_id="resp_unknown"
+                )
+        assert sum(m.body is None for m in messages) == lazy
+        again = await client.responses.create(
+            model=MODEL, input="and then?", previous_response_id=first.id
+        )
+        assert again.output_text
+        sent = r.upstream.requests[-1].json["input"]
+        assert sent[-3]["content"] == "hello" and "answer 1" in str(sent[-2]["content"])

@@ -39,7 +39,6 @@ import httpx
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
-from ctxledger.projections.transcript import with_bodies
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
 from ctxledger.server.formats import (
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from ctxledger.ledger import Ledger
-    from ctxledger.projections.transcript import StoredMessage
     from ctxledger.server.state import ServerState
 
 JSONDict = dict[str, Any]
@@ -201,18 +199,6 @@ def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
     return messages or None
 
 
-def _recorded_reply(ledger: Ledger, response_id: str) -> StoredMessage | None:
-    """The newest appended message ending the reply `response_id` (newest first: a
-    chained turn names a recent response)."""
-    appended = (
-        s for s in reversed(ledger.transcript.state.messages.values()) if s.origin == "appended"
-    )
-    for stored in with_bodies(appended):  # bodies a rebuild left in the log: read in batches
-        if stored.message.get(RESPONSE_ID) == response_id:
-            return stored
-    return None
-
-
 def _family_root(ledger: Ledger, session_id: str) -> str:
     node, seen = ledger.chains.lineage(session_id), {session_id}
     while node.parent_session_id is not None and node.parent_session_id not in seen:
@@ -231,7 +217,7 @@ def resolve_previous(
         return None
     ledger = state.ledger
     ledger.refresh()
-    stored = _recorded_reply(ledger, previous)
+    stored = state.responses.find(previous) if isinstance(previous, str) else None
     recorded = state.history.line_messages(ledger.chains.root(stored.session_id)) if stored else []
     end = next(
         (i for i in range(len(recorded) - 1, -1, -1) if recorded[i].get(RESPONSE_ID) == previous),

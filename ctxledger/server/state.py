@@ -16,6 +16,7 @@ from ctxledger.errors import StoreError
 from ctxledger.eventstore import SQLiteEventStore, leases
 from ctxledger.ledger import Ledger
 from ctxledger.server.history import HistoryIndex
+from ctxledger.server.response_index import ResponseIndex
 
 log = logging.getLogger("ctxledger.server")
 
@@ -56,6 +57,8 @@ class ServerState:
             transport=transport, timeout=httpx.Timeout(600.0, connect=10.0)
         )
         self.history = HistoryIndex(self.ledger)
+        #: Responses ``previous_response_id`` -> the recorded reply (see response_index)
+        self.responses = ResponseIndex(self.ledger)
         self.stopping: Callable[[], bool] = stopping or (lambda: False)
         #: family -> (its semaphore, how many turns hold or wait for it); an entry goes
         #: when its last turn leaves, so a long-lived server keeps no lock per family it

@@ -184,3 +184,25 @@ def test_two_processes_compacting_one_postgres_chain_make_one_continuation_with_
         assert ledger.verify().ok
     assert results == [["compressed", switch.new_session_id], ["continued", switch.new_session_id]]
     assert calls.read_text().count("call") == 1  # the second waited instead of summarizing
+
+
+def test_a_passing_failure_to_make_a_lease_file_is_not_held_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import ctxledger.eventstore.sqlite as sqlite_module
+
+    real = sqlite_module.try_file_lease
+
+    def out_of_descriptors(path: str, key: str) -> object:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    with SQLiteEventStore(tmp_path / "x.db") as store:
+        monkeypatch.setattr(sqlite_module, "try_file_lease", out_of_descriptors)
+        assert store.try_lease("k") is None  # not held this time: a waiter tries again
+        monkeypatch.setattr(sqlite_module, "try_file_lease", real)
+        release = store.try_lease("k")
+        assert release is not None
+        assert (tmp_path / "x.db.leases").is_dir()  # still file leases, shared with processes
+        release()

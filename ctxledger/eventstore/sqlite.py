@@ -24,6 +24,7 @@ writer without it (an older ctxledger, the sqlite3 shell) is still handled by
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -95,6 +96,12 @@ _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
 _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
 
 log = logging.getLogger(__name__)
+
+#: why a lease file can never be made here (a read-only or foreign directory, a file in
+#: the way): the store then leases per process for good
+_NO_LEASE_FILES = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EEXIST, errno.ENOTDIR, errno.ENOENT}
+)
 
 
 def _open_side_lock(path: str) -> int | None:
@@ -592,6 +599,11 @@ class SQLiteEventStore(EventStore):
             try:
                 return try_file_lease(self.path, key)
             except OSError as exc:
+                if exc.errno not in _NO_LEASE_FILES:
+                    # a passing failure (out of descriptors, EINTR, a full disk): not held
+                    # this time; the waiting forms try again
+                    log.debug("lease %s of %s not taken: %s", key, self.path, exc)
+                    return None
                 # read-only directory: other processes are kept honest by expected versions
                 self._file_leases = False
                 log.warning(

@@ -70,7 +70,11 @@ class ServerState:
         ``proxy:<family>`` (the other worker processes on the same ledger). Returns the
         release function, or None when the client left while waiting (nothing held)."""
         lock, key = self._enter(family), "proxy:" + family
-        free = self._take_if_free(lock, key)
+        try:
+            free = self._take_if_free(lock, key)
+        except BaseException:
+            self._leave(family)
+            raise
         if free is not None:
             return self._leaving(family, free)
         held: list[Callable[[], None]] = [lambda: self._leave(family)]

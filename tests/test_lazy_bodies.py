@@ -33,7 +33,7 @@ from ctxledger import Ledger
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.errors import IntegrityError
+from ctxledger.errors import IntegrityError, StoreError
 from ctxledger.events import MessageAppended, ToolOutputPersisted
 from ctxledger.eventstore import EventStore, SQLiteEventStore
 from ctxledger.eventstore.postgres import PostgresEventStore
@@ -234,6 +234,22 @@ def test_a_lazy_message_without_its_log_is_a_clear_error(tmp_path: Path) -> None
     orphan = Projector.decode(data)  # no log to read bodies from
     with pytest.raises(IntegrityError, match="folded without its log"):
         orphan.transcript.live_messages(sid)
+
+
+def test_a_body_asked_for_after_close_is_a_store_error_that_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    writer = deterministic_ledger(path)
+    sid, other = writer.start_session(model="m"), writer.start_session(model="m")
+    writer.append_messages(sid, [{"role": "user", "content": "hello"}])
+    writer.append_messages(other, [{"role": "user", "content": "unread"}])
+    writer.close()
+    reopened = Ledger.open(path)
+    kept = reopened.api_messages(sid)  # read before close: the caller's to keep
+    reopened.close()
+    assert kept[-1]["content"] == "hello"
+    assert reopened.transcript.live_messages(sid)[-1]["content"] == "hello"  # read: kept
+    with pytest.raises(StoreError, match=r"read what you need before close\(\)"):
+        reopened.transcript.live_messages(other)
 
 
 # --- the API view and batch reads -------------------------------------------------------

@@ -145,7 +145,11 @@ class Ledger:
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:
-        """Seal the head anchor (if this ledger appended to a file), then close the store."""
+        """Seal the head anchor (if this ledger appended to a file), then close the store.
+
+        Message bodies a rebuild left in the log are read from the store when first
+        asked for: read the messages you need (``transcript``, ``api_messages``) before
+        closing; after it, such a read is a ``StoreError`` that says so."""
         if self._appended:
             self._appended = False
             self.seal_head()

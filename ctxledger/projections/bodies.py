@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from ctxledger.errors import IntegrityError
+from ctxledger.errors import IntegrityError, StoreError
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.messages import JSON
 
@@ -44,7 +44,14 @@ class Bodies:
         """seq -> the message appended there, for every seq in `seqs` (one batch)."""
         wanted = set(seqs)
         found: dict[int, JSON] = {}
-        for rec in self.source.read_at(sorted(wanted)):
+        try:
+            records = self.source.read_at(sorted(wanted))
+        except StoreError as exc:
+            raise StoreError(
+                f"{exc} (a ledger opened from its log reads message bodies from the log "
+                "when first asked for them: read what you need before close())"
+            ) from exc
+        for rec in records:
             event = rec.event
             if type(event) is MessageAppended:
                 found[rec.seq] = event.message

@@ -153,7 +153,7 @@ def test_a_lease_file_that_cannot_be_made_falls_back_to_a_process_lock(
     blocker = tmp_path / "x.db.leases"
     blocker.write_text("not a directory")  # (chmod would not stop root)
     with SQLiteEventStore(db) as store:
-        with caplog.at_level("WARNING", logger="ctxledger.eventstore.sqlite"):
+        with caplog.at_level("WARNING", logger="ctxledger.eventstore.leases"):
             release = store.try_lease("k")
         assert release is not None and store.try_lease("k") is None
         assert "per process from now on" in caplog.text
@@ -191,17 +191,17 @@ def test_a_passing_failure_to_make_a_lease_file_is_not_held_and_changes_nothing(
 ) -> None:
     import errno
 
-    import ctxledger.eventstore.sqlite as sqlite_module
+    import ctxledger.eventstore.leases as leases_module
 
-    real = sqlite_module.try_file_lease
+    real = leases_module.try_file_lease
 
     def out_of_descriptors(path: str, key: str) -> object:
         raise OSError(errno.EMFILE, "Too many open files")
 
     with SQLiteEventStore(tmp_path / "x.db") as store:
-        monkeypatch.setattr(sqlite_module, "try_file_lease", out_of_descriptors)
+        monkeypatch.setattr(leases_module, "try_file_lease", out_of_descriptors)
         assert store.try_lease("k") is None  # not held this time: a waiter tries again
-        monkeypatch.setattr(sqlite_module, "try_file_lease", real)
+        monkeypatch.setattr(leases_module, "try_file_lease", real)
         release = store.try_lease("k")
         assert release is not None
         assert (tmp_path / "x.db.leases").is_dir()  # still file leases, shared with processes

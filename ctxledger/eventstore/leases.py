@@ -26,8 +26,10 @@ event loop never blocks; cancelling the waiter leaves nothing held).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -46,6 +48,14 @@ class Leasable(Protocol):
 
 
 _FIRST_POLL, _MAX_POLL = 0.005, 0.05
+
+log = logging.getLogger(__name__)
+
+#: why a lease file can never be made here (a read-only or foreign directory, a file in
+#: the way): the store then leases per process for good
+_NO_LEASE_FILES = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EEXIST, errno.ENOTDIR, errno.ENOENT}
+)
 
 
 def _once(fn: Callable[[], None]) -> Release:
@@ -98,6 +108,38 @@ def try_file_lease(ledger_path: str, key: str) -> Release | None:
         os.close(fd)
         raise
     return _once(lambda: os.close(fd))  # closing the descriptor releases the lock
+
+
+class FileLeases:
+    """The leases of a ledger file: ``flock`` files beside it (:func:`try_file_lease`).
+
+    Where they can never be made (read-only or foreign directory), the store leases per
+    process (`fallback`) *for good*, never a file lease for one call and a process lock
+    for the next (two holders of one key could then overlap); other processes are then
+    kept honest by expected versions alone. A passing failure (out of descriptors,
+    EINTR, a full disk) leaves the lease untaken this time: the waiting forms retry.
+    """
+
+    def __init__(self, ledger_path: str, fallback: Callable[[str], Release | None]) -> None:
+        self.ledger_path = ledger_path
+        self._fallback = fallback
+        self._files = True
+
+    def try_lease(self, key: str) -> Release | None:
+        if self._files:
+            try:
+                return try_file_lease(self.ledger_path, key)
+            except OSError as exc:
+                if exc.errno not in _NO_LEASE_FILES:
+                    log.debug("lease %s of %s not taken: %s", key, self.ledger_path, exc)
+                    return None
+                self._files = False
+                log.warning(
+                    "leases of %s are per process from now on: cannot make a lease file (%s)",
+                    self.ledger_path,
+                    exc.strerror or exc,
+                )
+        return self._fallback(key)
 
 
 def _polls(wait: float | None) -> Iterator[float]:
@@ -164,6 +206,7 @@ async def hold_async(store: Leasable, key: str, wait: float | None = None) -> As
 
 
 __all__ = [
+    "FileLeases",
     "Leasable",
     "LocalLeases",
     "Release",

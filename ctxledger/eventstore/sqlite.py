@@ -24,9 +24,7 @@ writer without it (an older ctxledger, the sqlite3 shell) is still handled by
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
-import logging
 import os
 import sqlite3
 import stat
@@ -61,7 +59,7 @@ from ctxledger.eventstore.base import (
     paged,
     prepare_append,
 )
-from ctxledger.eventstore.leases import Release, try_file_lease
+from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
@@ -94,14 +92,6 @@ _COLUMNS = 8  # per event row in q.INSERT_EVENT
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
 _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
-
-log = logging.getLogger(__name__)
-
-#: why a lease file can never be made here (a read-only or foreign directory, a file in
-#: the way): the store then leases per process for good
-_NO_LEASE_FILES = frozenset(
-    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EEXIST, errno.ENOTDIR, errno.ENOENT}
-)
 
 
 def _open_side_lock(path: str) -> int | None:
@@ -173,11 +163,9 @@ class SQLiteEventStore(EventStore):
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
-        #: leases are files beside the ledger until one cannot be made; from then on this
-        #: store leases per process for good (never a file lease for one call and a
-        #: process lock for the next: two holders of one key could then overlap)
-        self._file_leases = self.path != ":memory:"
         in_memory = self.path == ":memory:"
+        #: leases are files beside the ledger (a private in-memory log: per process)
+        self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
             try:
                 _create_private_file(self.path)
@@ -595,22 +583,8 @@ class SQLiteEventStore(EventStore):
     def try_lease(self, key: str) -> Release | None:
         """A ``flock`` on ``<ledger>.leases/<hash of key>`` (see :mod:`.leases`); a private
         in-memory log, or a directory where the lease file cannot be made, leases per process."""
-        if self._file_leases:
-            try:
-                return try_file_lease(self.path, key)
-            except OSError as exc:
-                if exc.errno not in _NO_LEASE_FILES:
-                    # a passing failure (out of descriptors, EINTR, a full disk): not held
-                    # this time; the waiting forms try again
-                    log.debug("lease %s of %s not taken: %s", key, self.path, exc)
-                    return None
-                # read-only directory: other processes are kept honest by expected versions
-                self._file_leases = False
-                log.warning(
-                    "leases of %s are per process from now on: cannot make a lease file (%s)",
-                    self.path,
-                    exc.strerror or exc,
-                )
+        if self._file_leases is not None:
+            return self._file_leases.try_lease(key)
         return super().try_lease(key)
 
     def local_index_path(self, name: str) -> str:

@@ -22,7 +22,7 @@ from ctxledger.compressor.recording import (
     prepare,
     record,
 )
-from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.compressor.summarizers.base import Summarizer, SummaryResult
 from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
 from ctxledger.errors import FailureClass, SummarizerError
 from ctxledger.events import CompressionSkipped, Trigger
@@ -192,6 +192,13 @@ async def compact(
         raise
     recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
     append_recorded(ledger, recorded)
+    return _compressed(base, prepared.input, recorded, result)
+
+
+def _compressed(
+    base: dict[str, Any], inp: CompactionInput, recorded: RecordedCompaction, result: SummaryResult
+) -> CompactionOutcome:
+    """The outcome of a compaction that was recorded."""
     after = recorded.messages  # the continuation as assembled (equal to its folded view)
     return CompactionOutcome(
         **base,

@@ -401,3 +401,24 @@ def test_scans_read_bodies_in_batches_in_order(tmp_path: Path) -> None:
         assert all(m.body is not None for m in stored)
     finally:
         store.close()
+
+
+def test_a_diff_side_reads_its_bodies_in_one_batch(tmp_path: Path) -> None:
+    from ctxledger.analysis.diff import resolve_view
+
+    path = tmp_path / "l.db"
+    writer = make_ledger(path)
+    synth = SessionSynth(3, big_outputs=False)
+    sid = writer.start_session(model="m")
+    for turn in range(30):
+        writer.append_messages(sid, synth.turn(turn))
+    expected = writer.api_messages(sid)
+    writer.close()
+    ledger = Ledger(CountingStore(str(path)))
+    try:
+        CountingStore.calls = 0
+        view = resolve_view(ledger, sid)
+        assert CountingStore.calls == 1  # not one read per message
+        assert [e.message for e in view.entries] == expected
+    finally:
+        ledger.close()

@@ -41,7 +41,7 @@ from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
-from ctxledger.projections.transcript import TranscriptProjection
+from ctxledger.projections.transcript import TranscriptProjection, load_bodies
 from ctxledger.tokens import count_text
 
 #: kind -> the kind of the same change seen from the other side
@@ -289,6 +289,8 @@ def _view(
             )
         )
     covered: dict[str, str] = {}
+    # bodies a rebuild left in the log: one batch read, not one read per message
+    load_bodies([transcript.stored(mid) for mid in ids if mid in transcript.state.messages])
     for mid in ids:
         stored = transcript.stored(
             mid

@@ -15,6 +15,7 @@ from ctxledger.compressor.redact import redact
 from ctxledger.errors import UnknownMessage
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
+from ctxledger.projections.transcript import load_bodies
 
 __all__ = ["ExpandedMessage", "Expansion", "expand"]
 
@@ -46,7 +47,10 @@ def expand(ledger: Ledger, compaction_id: str) -> Expansion:
     record = find_compaction(ledger, compaction_id)
     transcript = ledger.transcript
     out: list[ExpandedMessage] = []
-    for mid in record.summary.input_message_ids:
+    ids = record.summary.input_message_ids
+    # bodies a rebuild left in the log: one batch read, not one read per message
+    load_bodies([transcript.state.messages[m] for m in ids if m in transcript.state.messages])
+    for mid in ids:
         stored = transcript.state.messages.get(mid)
         if stored is None:
             raise UnknownMessage(

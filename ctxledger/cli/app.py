@@ -15,7 +15,8 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
-from ctxledger.ledger.facade import Ledger, default_db_path
+from ctxledger.eventstore.opening import default_db_path
+from ctxledger.ledger.facade import Ledger
 from ctxledger.terminal import PlainConsole, plain
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from ctxledger.errors import InvalidConfig, InvalidInput
 from ctxledger.eventstore.base import Durability, EventStore
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
-__all__ = ["is_url", "open_store"]
+__all__ = ["default_db_path", "is_url", "open_store"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: what a ``Path`` makes of a URL: ``Path("postgresql://h/db")`` is ``postgresql:/h/db``
@@ -65,3 +66,13 @@ def open_store(
 def _redact(url: str) -> str:
     """The URL without a password."""
     return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def default_db_path() -> str:
+    """``$CTXLEDGER_DB`` (a path or a URL), else ``ctxledger.db`` in the user's data directory."""
+    env = os.environ.get("CTXLEDGER_DB")
+    if env:
+        return env  # a str: Path() would collapse a URL's "//"
+    from platformdirs import user_data_dir
+
+    return str(Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db")

@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -45,7 +44,6 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.errors
 import psycopg_pool
-from psycopg import sql
 
 from ctxledger.errors import (
     CtxLedgerError,
@@ -70,6 +68,7 @@ from ctxledger.eventstore.base import (
 from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
 from ctxledger.eventstore.postgres_leases import PgLeases
+from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.rows import (
     ChainVerifier,
     HeadRow,
@@ -92,7 +91,6 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _IDLE_REREAD = 1.0
 #: an append that keeps losing races to other appenders of its streams gives up
 _RACE_RETRIES = 50
-_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
 
 
 class ConnectionLost(StoreError):
@@ -478,9 +476,9 @@ class PostgresEventStore(EventStore):
         """
         import anyio
 
-        listener = _Listener(self._conninfo, self._kwargs, self._channel)
+        listener = Listener(self._conninfo, self._kwargs, self._channel)
         idle = max(poll_interval, _IDLE_REREAD)
-        next_seq, backoff = from_seq, _BACKOFF_FIRST
+        next_seq, backoff = from_seq, BACKOFF_FIRST
         try:
             while True:
                 listener.wake.clear()  # before the read: a commit after it sets it again
@@ -490,9 +488,9 @@ class PostgresEventStore(EventStore):
                     )
                 except ConnectionLost:
                     await anyio.sleep(backoff)
-                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
                     continue
-                backoff = _BACKOFF_FIRST
+                backoff = BACKOFF_FIRST
                 for recorded in batch:
                     yield recorded
                     next_seq = recorded.seq + 1
@@ -562,40 +560,3 @@ def _describe(conninfo: str, schema: str) -> str:
     host = str(info.get("host") or "localhost")
     port = f":{info['port']}" if info.get("port") else ""
     return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"
-
-
-class _Listener:
-    """A thread holding a LISTEN connection; sets `wake` on every notification.
-
-    It reconnects (with backoff) when the connection is lost, and sets `wake` once
-    listening again: notifications sent meanwhile are gone, so the follower re-reads.
-    """
-
-    def __init__(self, conninfo: str, kwargs: Mapping[str, Any], channel: str) -> None:
-        self.wake = threading.Event()
-        self._stopping = threading.Event()
-        self._conninfo = conninfo
-        self._kwargs = {**kwargs, "application_name": "ctxledger-follow"}
-        self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel))
-        self._thread = threading.Thread(target=self._run, name="ctxledger-follow", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        backoff = _BACKOFF_FIRST
-        while not self._stopping.is_set():
-            try:
-                with psycopg.connect(self._conninfo, **self._kwargs) as conn:
-                    conn.execute(self._listen)
-                    self.wake.set()
-                    backoff = _BACKOFF_FIRST
-                    while not self._stopping.is_set():
-                        for _ in conn.notifies(timeout=0.2, stop_after=1):
-                            self.wake.set()
-            except psycopg.Error:
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX)
-
-    def stop(self) -> None:
-        """Ask the thread to close its connection and end (within ~0.2 s); never blocks."""
-        self._stopping.set()
-        self.wake.set()

@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-import stat
 import sys
 import threading
 import time
@@ -59,6 +58,7 @@ from ctxledger.eventstore.base import (
     paged,
     prepare_append,
 )
+from ctxledger.eventstore.files import create_private_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import (
@@ -92,34 +92,6 @@ _COLUMNS = 8  # per event row in q.INSERT_EVENT
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
 _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
-
-
-def _open_side_lock(path: str) -> int | None:
-    """The descriptor of the side lock file (created 0600), or None where there is none
-    (no ``fcntl``, or a read-only directory: writes then rely on busy_timeout alone)."""
-    if sys.platform == "win32":
-        return None
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        return None
-
-
-def _create_private_file(path: str) -> None:
-    """Create an empty database file readable by its owner only; an existing one of ours
-    that others may read (0644 from an older version or a copy) is made private too."""
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, mode=0o700, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        for name in (path, path + "-wal", path + "-shm"):
-            with contextlib.suppress(OSError):  # not ours, or gone: leave it to its owner
-                st = os.stat(name)
-                if st.st_uid == os.getuid() and st.st_mode & 0o077:
-                    os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700)
-        return
-    os.close(fd)
 
 
 class SQLiteEventStore(EventStore):
@@ -168,14 +140,14 @@ class SQLiteEventStore(EventStore):
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
             try:
-                _create_private_file(self.path)
+                create_private_file(self.path)
             except OSError as exc:
                 raise StoreError(
                     f"cannot create the ledger {self.path}: {exc.strerror}; "
                     "check the directory exists and is writable"
                 ) from exc
             if fair_write_lock:
-                self._side_lock = _open_side_lock(self.path + ".lock")
+                self._side_lock = open_side_lock(self.path + ".lock")
         with self._errors("open the ledger"):
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:

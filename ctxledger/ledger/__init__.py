@@ -8,8 +8,9 @@
 * :mod:`~ctxledger.ledger.spec`: :class:`SessionSpec` — how a session starts, named once.
 """
 
+from ctxledger.eventstore.opening import default_db_path
 from ctxledger.ledger.compaction import CompactionOutcome, compact
-from ctxledger.ledger.facade import Ledger, default_db_path
+from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.spec import SessionSpec
 

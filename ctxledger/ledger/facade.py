@@ -9,7 +9,6 @@ layers over this class.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
 )
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
-from ctxledger.eventstore.opening import open_store
+from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.refs import resolve_message
@@ -85,16 +84,6 @@ DECISION_EVENTS = (
 
 
 _log = logging.getLogger("ctxledger")
-
-
-def default_db_path() -> str:
-    """``$CTXLEDGER_DB`` (a path or a URL), else ``ctxledger.db`` in the user's data directory."""
-    env = os.environ.get("CTXLEDGER_DB")
-    if env:
-        return env  # a str: Path() would collapse a URL's "//"
-    from platformdirs import user_data_dir
-
-    return str(Path(user_data_dir("ctxledger", appauthor=False)) / "ctxledger.db")
 
 
 class Ledger:

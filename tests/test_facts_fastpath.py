@@ -32,7 +32,7 @@ _FRAGMENTS = (
     "Traceback (most recent call last):\n  File \"x.py\", line 3, in f\nValueError: bad",
     "ValueError: boom", "KeyError", "error: no such thing", "fatal: not a git repo",
     "cat: x: No such file or directory", "bash: line 1: foo: command not found",
-    "E   assert 1 == 2", "E   TypeError: nope", "FAILED (failures=2)", "Ran 5 tests", "OK (skipped=1)",
+    "E   assert total == expected", "E   TypeError: nope", "FAILED (failures=2)", "Ran 5 tests", "OK (skipped=1)",
     "All tests passed!", "result: 5", "f(1) returned 3", "expected 1 but got 2", "✓ done",
     "Do not change the public API.", "You must keep python 3.8 support", "never touch x.py.",
     "I'll use json instead of yaml.", "The fix is to retry.", "Maybe the issue is x?",

@@ -17,7 +17,6 @@ from helpers import strategies as S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import markers
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import message_layout
 from ctxledger.compressor.plancache import PlanCache
@@ -25,38 +24,6 @@ from ctxledger.compressor.planner import plan
 from ctxledger.tokens import rough_message_tokens
 
 Message = dict[str, Any]
-
-
-@st.composite
-def configs(draw: st.DrawFn) -> CompressionConfig:
-    return CompressionConfig(
-        protect_first_n=draw(st.integers(0, 4)),
-        protect_last_n=draw(st.integers(1, 25)),
-        tail_min_messages=draw(st.integers(0, 10)),
-        target_ratio=draw(st.sampled_from([0.1, 0.2, 0.5])),
-        threshold_floor_tokens=0,
-        summary_min_tokens=draw(st.sampled_from([50, 300])),
-        orphan_policy=draw(st.sampled_from(["strip", "stub"])),
-        prune_min_chars=draw(st.sampled_from([50, 200, 1000])),
-        args_truncate_over=draw(st.sampled_from([100, 500])),
-        args_leaf_keep=draw(st.sampled_from([20, 200])),
-    )
-
-
-@st.composite
-def sessions(draw: st.DrawFn) -> list[Message]:
-    """A transcript, sometimes holding an earlier summary (standalone or merged)."""
-    messages = draw(S.transcripts(max_turns=8))
-    kind = draw(st.sampled_from(["none", "none", "standalone", "merged"]))
-    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    if kind != "none" and users:
-        at = draw(st.sampled_from(users))
-        body = "Goal: fix the tests. Done: read the failing module."
-        if kind == "standalone":
-            messages.insert(at, {"role": "user", "content": markers.wrap_summary(body)})
-        else:
-            messages[at] = markers.merge_summary(messages[at], body)
-    return messages
 
 
 def _both(
@@ -74,8 +41,8 @@ def _both(
 
 
 @given(
-    messages=sessions(),
-    config=configs(),
+    messages=S.planner_sessions(),
+    config=S.planner_configs(),
     window=st.sampled_from([2_000, 5_000, 12_000]),
     cuts=st.lists(st.integers(0, 200), max_size=4),
     pinned=st.lists(st.integers(0, 60), max_size=3),
@@ -103,7 +70,7 @@ def test_plans_of_a_growing_session_equal_the_reference(
     messages=S.transcripts(max_turns=6, allow_dangling=False),
     left=S.turns(id_prefix="left"),
     right=S.turns(id_prefix="right"),
-    config=configs(),
+    config=S.planner_configs(),
     window=st.sampled_from([2_000, 5_000]),
 )
 def test_two_branches_from_one_prefix_do_not_mix(
@@ -120,7 +87,7 @@ def test_two_branches_from_one_prefix_do_not_mix(
         _both([*messages, *right], config, window, cache)
 
 
-@given(messages=sessions(), config=configs())
+@given(messages=S.planner_sessions(), config=S.planner_configs())
 def test_layout_equals_the_reference_scan(
     messages: list[Message], config: CompressionConfig
 ) -> None:
@@ -128,7 +95,7 @@ def test_layout_equals_the_reference_scan(
     assert got == dataclasses.asdict(reference_layout.message_layout(messages, config))
 
 
-@given(messages=S.transcripts(min_turns=3, max_turns=8), config=configs())
+@given(messages=S.transcripts(min_turns=3, max_turns=8), config=S.planner_configs())
 def test_a_message_replaced_by_a_new_object_is_scanned_again(
     messages: list[Message], config: CompressionConfig
 ) -> None:

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor import markers, plancache
+from ctxledger.compressor import plancache
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.plancache import PlanCache
 from ctxledger.compressor.planner import CompactionPlan, draft, plan
@@ -39,42 +39,9 @@ Message = dict[str, Any]
 LAZY = [f for f in CompactionPlan.__struct_fields__ if f not in ("prunes", "middle_tokens")]
 
 
-@st.composite
-def configs(draw: st.DrawFn) -> CompressionConfig:
-    return CompressionConfig(
-        protect_first_n=draw(st.integers(0, 4)),
-        protect_last_n=draw(st.integers(1, 25)),
-        tail_min_messages=draw(st.integers(0, 10)),
-        target_ratio=draw(st.sampled_from([0.1, 0.2, 0.5])),
-        threshold_floor_tokens=0,
-        summary_min_tokens=draw(st.sampled_from([50, 300])),
-        max_summary_tokens_cap=draw(st.sampled_from([60, 400, 12_000])),
-        orphan_policy=draw(st.sampled_from(["strip", "stub"])),
-        prune_min_chars=draw(st.sampled_from([50, 200, 1000])),
-        args_truncate_over=draw(st.sampled_from([100, 500])),
-        args_leaf_keep=draw(st.sampled_from([20, 200])),
-    )
-
-
-@st.composite
-def sessions(draw: st.DrawFn) -> list[Message]:
-    """A transcript, sometimes holding an earlier summary (standalone or merged)."""
-    messages = draw(S.transcripts(max_turns=8))
-    kind = draw(st.sampled_from(["none", "none", "standalone", "merged"]))
-    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    if kind != "none" and users:
-        at = draw(st.sampled_from(users))
-        body = "Goal: fix the tests. Done: read the failing module."
-        if kind == "standalone":
-            messages.insert(at, {"role": "user", "content": markers.wrap_summary(body)})
-        else:
-            messages[at] = markers.merge_summary(messages[at], body)
-    return messages
-
-
 @given(
-    messages=sessions(),
-    config=configs(),
+    messages=S.planner_sessions(),
+    config=S.planner_configs(vary_summary_cap=True),
     window=st.sampled_from([2_000, 5_000, 12_000, 128_000]),
     pinned=st.lists(st.integers(0, 60), max_size=3),
     count=st.integers(0, 2),

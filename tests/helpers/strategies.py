@@ -35,6 +35,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ctxledger.compressor import markers
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.demo.synth import VOCABULARY
 from ctxledger.tokens import rough_message_tokens
 
@@ -246,3 +248,40 @@ def counted_transcripts(
 def ends_with_dangling_call(messages: list[Message]) -> bool:
     last = messages[-1] if messages else {}
     return last.get("role") == "assistant" and bool(last.get("tool_calls"))
+
+
+@st.composite
+def planner_configs(draw: st.DrawFn, *, vary_summary_cap: bool = False) -> CompressionConfig:
+    """Settings that move every planning decision (optionally the summary cap too)."""
+    cap = {}
+    if vary_summary_cap:
+        cap["max_summary_tokens_cap"] = draw(st.sampled_from([60, 400, 12_000]))
+    return CompressionConfig(
+        protect_first_n=draw(st.integers(0, 4)),
+        protect_last_n=draw(st.integers(1, 25)),
+        tail_min_messages=draw(st.integers(0, 10)),
+        target_ratio=draw(st.sampled_from([0.1, 0.2, 0.5])),
+        threshold_floor_tokens=0,
+        summary_min_tokens=draw(st.sampled_from([50, 300])),
+        **cap,
+        orphan_policy=draw(st.sampled_from(["strip", "stub"])),
+        prune_min_chars=draw(st.sampled_from([50, 200, 1000])),
+        args_truncate_over=draw(st.sampled_from([100, 500])),
+        args_leaf_keep=draw(st.sampled_from([20, 200])),
+    )
+
+
+@st.composite
+def planner_sessions(draw: st.DrawFn) -> list[Message]:
+    """A transcript, sometimes holding an earlier summary (standalone or merged)."""
+    messages = draw(transcripts(max_turns=8))
+    kind = draw(st.sampled_from(["none", "none", "standalone", "merged"]))
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if kind != "none" and users:
+        at = draw(st.sampled_from(users))
+        body = "Goal: fix the tests. Done: read the failing module."
+        if kind == "standalone":
+            messages.insert(at, {"role": "user", "content": markers.wrap_summary(body)})
+        else:
+            messages[at] = markers.merge_summary(messages[at], body)
+    return messages

@@ -121,14 +121,24 @@ def with_bodies(stored: Iterable[StoredMessage], batch: int = 512) -> Iterator[S
 def load_bodies(stored: list[StoredMessage]) -> None:
     """Read every body of `stored` still only in the log, one batch per log (then kept)."""
     lazy = [m for m in stored if m.body is None and m.bodies is not None]
+    for m, body in zip(lazy, read_bodies(lazy), strict=True):
+        m.body = body
+
+
+def read_bodies(stored: list[StoredMessage]) -> list[JSON]:
+    """The bodies of `stored`, in order; those only in the log are read (one batch per
+    log) and not kept on their messages (a one-off scan keeps the memory a rebuild saved)."""
+    out: list[JSON | None] = [m.body for m in stored]
+    lazy = [i for i, m in enumerate(stored) if m.body is None and m.bodies is not None]
     while lazy:
-        bodies = lazy[0].bodies
+        bodies = stored[lazy[0]].bodies
         assert bodies is not None
-        batch = [m for m in lazy if m.bodies is bodies]
-        found = bodies.load_many(m.seq for m in batch)
-        for m in batch:
-            m.body = found[m.seq]
-        lazy = [m for m in lazy if m.bodies is not bodies]
+        batch = [i for i in lazy if stored[i].bodies is bodies]
+        found = bodies.load_many(stored[i].seq for i in batch)
+        for i in batch:
+            out[i] = found[stored[i].seq]
+        lazy = [i for i in lazy if stored[i].bodies is not bodies]
+    return [body if body is not None else m.message for body, m in zip(out, stored, strict=True)]
 
 
 class TranscriptState(msgspec.Struct, kw_only=True):

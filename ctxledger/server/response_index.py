@@ -14,8 +14,7 @@ import itertools
 import threading
 
 from ctxledger.ledger import Ledger
-from ctxledger.messages import JSON
-from ctxledger.projections.transcript import StoredMessage
+from ctxledger.projections.transcript import StoredMessage, read_bodies
 from ctxledger.server.formats import RESPONSE_ID
 
 _BATCH = 512
@@ -49,24 +48,10 @@ class ResponseIndex:
 
     def _index(self, chunk: list[tuple[str, StoredMessage]]) -> None:
         appended = [(mid, m) for mid, m in chunk if m.origin == "appended"]
-        for (mid, _), body in zip(appended, _peek([m for _, m in appended]), strict=True):
+        for (mid, _), body in zip(appended, read_bodies([m for _, m in appended]), strict=True):
             rid = body.get(RESPONSE_ID)
             if isinstance(rid, str):
                 self._of[rid] = mid
-
-
-def _peek(stored: list[StoredMessage]) -> list[JSON]:
-    """The bodies of `stored`, in order; those only in the log are read (one batch per
-    log) and not kept on their messages."""
-    out: list[JSON | None] = [m.body for m in stored]
-    sources = {id(m.bodies): m.bodies for m in stored if m.body is None and m.bodies is not None}
-    for bodies in sources.values():
-        assert bodies is not None
-        at = [i for i, m in enumerate(stored) if m.body is None and m.bodies is bodies]
-        found = bodies.load_many(stored[i].seq for i in at)
-        for i in at:
-            out[i] = found[stored[i].seq]
-    return [body if body is not None else m.message for body, m in zip(out, stored, strict=True)]
 
 
 __all__ = ["ResponseIndex"]

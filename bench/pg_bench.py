@@ -16,6 +16,11 @@ Prints one JSON object per line:
   writer processes (``client_cpu_ms``: the whole loop, event building included) and,
   with the private server, of the server's processes (``server_cpu_ms``), and the run
   its load average: on a shared machine the CPU figures are the ones to compare.
+  ``--floor`` adds ``raw_ledger_table``: raw psycopg single-row INSERT commits of the same
+  rows into a table shaped like the ledger's ``events`` (same columns, seq from a
+  sequence, the three backstops ``UNIQUE (seq)``, ``UNIQUE (event_id)``,
+  ``UNIQUE (stream_id, version)``), a prepared statement, no lock, no version check, no
+  chain: what any append design that keeps the schema's backstops costs at least.
 * ``pg_batched_append``: ``append`` of 1,000-event batches vs raw ``COPY`` and
   ``executemany`` of the same payloads, one transaction per batch.
 * ``pg_projection_rebuild``: ``Projector.rebuild`` vs a raw ``SELECT payload`` + decode.
@@ -51,7 +56,13 @@ if __package__ in (None, ""):  # run as a script: the checkout, bench/ and the t
 import psycopg
 from store_bench import _batches, make_events, make_messages
 
-from ctxledger.events import EVENT_DECODER, MessageAppended, SessionStarted, encode_event
+from ctxledger.events import (
+    EVENT_DECODER,
+    MessageAppended,
+    SessionStarted,
+    encode_event,
+    sha256_hex,
+)
 from ctxledger.eventstore import Durability, EventStore, SQLiteEventStore
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.projections import Projector
@@ -91,7 +102,7 @@ def _writer(
     deadline; reports (writer, start, end, latencies, CPU seconds of the loop)."""
     messages = make_messages(500, seed=n)
     latencies: list[float] = []
-    raw = psycopg.connect(target, autocommit=True) if kind == "raw" else None
+    raw = psycopg.connect(target, autocommit=True) if kind.startswith("raw") else None
     store: EventStore | None = None
     durability: Durability = "normal" if kind.endswith("_normal") else "full"
     if kind.startswith("sqlite"):
@@ -99,6 +110,11 @@ def _writer(
     elif kind.startswith("postgres"):
         store = PostgresEventStore(target, durability=durability)
     insert = "INSERT INTO raw_events (stream, version, payload) VALUES (%s, %s, %s)"
+    if kind == "raw_ledger":
+        insert = (
+            "INSERT INTO raw_ledger (event_id, stream_id, version, kind, schema, payload, hash)"
+            " VALUES (%s, %s, %s, 'message_appended', 1, %s, %s)"
+        )
     barrier.wait()
     cpu = time.process_time()
     start = time.perf_counter()
@@ -111,8 +127,12 @@ def _writer(
         else:
             assert raw is not None
             payload = encode_event(event)  # what the store encodes, outside the timing too
+            if kind == "raw_ledger":  # the chain hash computed outside the timing too
+                args: tuple[Any, ...] = (event.event_id, n, i + 1, payload, sha256_hex(payload))
+            else:
+                args = (event.session_id, i + 1, payload)
             t = time.perf_counter()
-            raw.execute(insert, (event.session_id, i + 1, payload))
+            raw.execute(insert, args)
         latencies.append(time.perf_counter() - t)
         i += 1
     end = time.perf_counter()
@@ -193,38 +213,54 @@ def summarize(
     }
 
 
+def create_raw_tables(url: str) -> None:
+    """The raw sides' tables: a primary key only, and the ledger's shape (its backstops)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS raw_events, raw_ledger")
+        conn.execute(
+            "CREATE TABLE raw_events (seq bigserial PRIMARY KEY, stream text NOT NULL,"
+            " version bigint NOT NULL, payload bytea NOT NULL)"
+        )
+        conn.execute(
+            "CREATE TABLE raw_ledger (seq bigserial UNIQUE, event_id text NOT NULL UNIQUE,"
+            " stream_id bigint NOT NULL, version bigint NOT NULL, kind text NOT NULL,"
+            " schema integer NOT NULL, payload bytea NOT NULL, hash text NOT NULL,"
+            " UNIQUE (stream_id, version))"
+        )
+
+
 def bench_writers(
     url: str,
     seconds: float,
     rounds: int = 3,
     counts: tuple[int, ...] = WRITERS,
     postmaster: int | None = None,
+    floor: bool = False,
 ) -> None:
-    """Per writer count, the three sides run in alternating slices (load drift hits all)."""
-    kinds = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
+    """Per writer count, the sides run in alternating slices (load drift hits all)."""
+    kinds: tuple[str, ...] = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
+    if floor:
+        kinds += ("raw_ledger",)
     for writers in counts:
         with tempfile.TemporaryDirectory() as tmp:
-            targets = {"raw": url}
-            for kind in kinds[:2] + kinds[3:]:  # created before the race
+            targets = {"raw": url, "raw_ledger": url}
+            for kind in kinds:  # created before the race
+                if kind.startswith("raw"):
+                    continue
                 if kind.startswith("sqlite"):
                     targets[kind] = os.path.join(tmp, f"{kind}.db")
                     SQLiteEventStore(targets[kind]).close()
                 else:
                     targets[kind] = fresh_schema(url)
                     PostgresEventStore(targets[kind]).close()
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("DROP TABLE IF EXISTS raw_events")
-                conn.execute(
-                    "CREATE TABLE raw_events (seq bigserial PRIMARY KEY, stream text NOT NULL,"
-                    " version bigint NOT NULL, payload bytea NOT NULL)"
-                )
+            create_raw_tables(url)
             starts = {kind: [0] * writers for kind in kinds}
             elapsed = dict.fromkeys(kinds, 0.0)
             latencies: dict[str, list[float]] = {kind: [] for kind in kinds}
             cpu = {kind: [0.0, 0.0] for kind in kinds}
             load = os.getloadavg()[0]
             for r in range(rounds):
-                for kind in kinds[r % 5 :] + kinds[: r % 5]:
+                for kind in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
                     took, lat, client, server = run_slice(
                         kind, targets[kind], writers, seconds / rounds, starts[kind], postmaster
                     )
@@ -242,6 +278,14 @@ def bench_writers(
             )
             for kind in kinds
         }
+        floor_side: Result = {}
+        if floor:
+            floor_side = {
+                "raw_ledger_table": sides["raw_ledger"],
+                "raw_ledger_vs_sqlite": round(
+                    sides["raw_ledger"]["appends_per_s"] / sides["sqlite"]["appends_per_s"], 3
+                ),
+            }
         emit(
             {
                 "bench": "pg_writers",
@@ -264,6 +308,7 @@ def bench_writers(
                     / sides["sqlite_normal"]["appends_per_s"],
                     3,
                 ),
+                **floor_side,
             }
         )
 
@@ -382,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 s per run, 20k events")
     parser.add_argument("--only", default="writers,batched,rebuild")
     parser.add_argument("--writers", default="1,2,4,8", help="writer counts, comma-separated")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="writers: also raw INSERTs into a table with the ledger's unique indexes",
+    )
     args = parser.parse_args(argv)
     seconds, events = (1.0, 20_000) if args.quick else (args.seconds, args.events)
     server = None
@@ -401,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         if "writers" in only:
             counts = tuple(int(n) for n in args.writers.split(","))
             postmaster = server._postmaster_pid() if server is not None else None
-            bench_writers(url, seconds, counts=counts, postmaster=postmaster)
+            bench_writers(url, seconds, counts=counts, postmaster=postmaster, floor=args.floor)
         if "batched" in only:
             bench_batched(url, events, rounds=2)
         if "rebuild" in only:

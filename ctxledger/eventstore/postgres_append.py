@@ -3,9 +3,9 @@
 Two paths, the same rows and hashes (per-event
 :func:`~ctxledger.eventstore.rows.chain_hash` rows; a copy of a linked SQLite ledger
 asks for linked rows, which only the client-side path writes). A small append without
-blobs with one event (every chat turn) is one ``CALL ctxledger_append_one`` (migration
-``0005``: the steps below in one round trip, the row written sealed at once when the
-lock is free); with more events it is one call of ``ctxledger_insert`` (``0003``),
+blobs with one event (every chat turn) is one ``CALL ctxledger_append_one`` (migrations
+``0005``/``0006``: the steps below in one round trip, the row written sealed at once when
+the lock is free; the call is prepared on each pool connection); with more events it is one call of ``ctxledger_insert`` (``0003``),
 its own transaction: the version checks, the streams and the rows, inserted
 unsealed; if the append lock is free it also seals (``ctxledger_seal``) in the same
 transaction, so an append alone costs one flush. Else it commits (sharing the flush
@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import psycopg
 import psycopg.errors
+from psycopg import generators, pq
 
 from ctxledger.errors import ConcurrencyError, DuplicateEventError
 from ctxledger.eventstore import postgres_schema as q
@@ -54,6 +55,14 @@ _PREPARED = {
     ),
 }
 _INSERT_ROW = "EXECUTE ctxledger_insert(%s, %s, %s, %s, %s, %s, %s, %s)"
+#: the one-event append, prepared with libpq on each pool connection (protocol level:
+#: psycopg's DEALLOCATE ALL after a ROLLBACK only runs once psycopg prepared something,
+#: and the pool's ``prepare_threshold=None`` keeps it from ever doing so)
+_ONE = b"ctxledger_one"
+_ONE_SQL = q.CALL_ONE.replace("%s", "$%d") % tuple(range(1, 11))
+#: int8, text, text, int8, bytea, text, text, int4, bytea, bytea; bytea travels as bytes
+_ONE_TYPES = [20, 25, 25, 20, 17, 25, 25, 23, 17, 17]
+_ONE_FORMATS = [0, 0, 0, 0, 1, 0, 0, 0, 1, 1]
 #: appends of up to this many events send their rows as literals, with the COMMIT
 _INLINE_ROWS = 16
 #: appends without blobs of up to this many events go through ``ctxledger_insert``
@@ -85,6 +94,8 @@ class Appender:
     def __init__(self, key: int, channel: str) -> None:
         self.key = key
         self.channel = channel
+        self._key = b"%d" % key
+        self._channel = channel.encode()
 
     def call(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
         """A small append without blobs: one ``ctxledger_insert`` call (autocommit: its
@@ -111,25 +122,35 @@ class Appender:
 
     def call_one(self, conn: Conn, batch: PreparedBatch) -> dict[str, int]:
         """One event: ``ctxledger_append_one`` inserts it (sealed if the lock is free,
-        else unsealed, committed, then sealed by whoever holds the lock next)."""
+        else unsealed, committed, then sealed by whoever holds the lock next).
+
+        Sent as the statement each pool connection prepared (:func:`prepare`) with
+        libpq's own call and binary ``bytea`` arguments: no statement to parse on the
+        server, no query to build or bytes to hex-encode here."""
         ((event_id, kind, schema, payload),) = batch.rows
-        found = conn.execute(
-            q.CALL_ONE,
-            (
-                self.key,
-                self.channel,
-                batch.stream,
-                batch.expected_version,
-                _json(batch.stream),
-                event_id,
-                kind,
-                schema,
-                payload,
-                _json((event_id, kind, schema))[1:-1],
-            ),
-        ).fetchone()
-        assert found is not None
-        return {batch.stream: int(found[0])}
+        text = conn.info.encoding
+        expected = batch.expected_version
+        params: list[bytes | None] = [
+            self._key,
+            self._channel,
+            batch.stream.encode(text),
+            None if expected is None else b"%d" % expected,
+            _json(batch.stream),
+            event_id.encode(text),
+            kind.encode(text),
+            b"%d" % schema,
+            payload,
+            _json((event_id, kind, schema))[1:-1],
+        ]
+        with conn.lock:
+            conn.pgconn.send_query_prepared(_ONE, params, _ONE_FORMATS)
+            results = conn.wait(generators.execute(conn.pgconn))
+        found = results[-1]
+        if found.status != pq.ExecStatus.TUPLES_OK:
+            raise psycopg.errors.error_from_result(found, encoding=text)
+        value = found.get_value(0, 0)
+        assert value is not None
+        return {batch.stream: int(value)}
 
     def call_params(self, batches: list[PreparedBatch]) -> tuple[Any, ...]:
         """The arguments of ``ctxledger_insert`` (those of migration 0002's
@@ -296,6 +317,11 @@ class Appender:
 
 def prepare(conn: Conn) -> None:
     """Prepare the append's statements on a new pool connection (SQL-level PREPARE, so
-    they can be EXECUTEd inside the multi-statement messages of an append)."""
+    they can be EXECUTEd inside the multi-statement messages of an append; the
+    one-event ``CALL`` at protocol level, for :meth:`Appender.call_one`)."""
     for name, statement in _PREPARED.items():
         conn.execute(f"PREPARE {name} AS {statement}")
+    with conn.lock:
+        done = conn.pgconn.prepare(_ONE, _ONE_SQL.encode(), _ONE_TYPES)
+    if done.status != pq.ExecStatus.COMMAND_OK:
+        raise psycopg.errors.error_from_result(done, encoding=conn.info.encoding)

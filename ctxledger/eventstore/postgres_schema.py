@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from ctxledger.errors import StoreError
+from ctxledger.eventstore.postgres_procs import APPEND_ONE_0005, APPEND_ONE_0006
 
 MigrationFn = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
@@ -446,75 +447,33 @@ def _one_call_appends(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         raise StoreError(f"unexpected schema name {schema!r}")
     conn.execute("ALTER FUNCTION ctxledger_seal(text) SET enable_bitmapscan = off")
     # quoted: a schema may be named by a reserved word (``user``, ``order``)
-    conn.execute(_APPEND_ONE.replace("@.", f'"{schema}".'))
+    conn.execute(APPEND_ONE_0005.replace("@.", f'"{schema}".'))
 
 
-_APPEND_ONE = r"""
-CREATE PROCEDURE @.ctxledger_append_one(
-    p_lock bigint, p_channel text, p_stream text, p_expected bigint, p_stream_json bytea,
-    p_event_id text, p_kind text, p_schema integer, p_payload bytea, p_ident bytea,
-    INOUT o_version bigint DEFAULT NULL)
-LANGUAGE plpgsql
-AS $fn$
-DECLARE
-    v_sid bigint;
-    v_seq bigint;
-    v_hash text;
-BEGIN
-    SELECT s.stream_id INTO v_sid FROM @.streams AS s WHERE s.stream = p_stream;
-    IF NOT FOUND THEN
-        INSERT INTO @.streams (stream_id, stream)
-            VALUES (nextval('@.streams_id_seq'), p_stream) ON CONFLICT (stream) DO NOTHING;
-        SELECT s.stream_id INTO v_sid FROM @.streams AS s WHERE s.stream = p_stream;
-    END IF;
-    SELECT coalesce(max(e.version), 0) INTO o_version FROM @.events AS e
-        WHERE e.stream_id = v_sid;
-    IF p_expected IS NOT NULL AND p_expected <> o_version THEN
-        RAISE EXCEPTION 'stream % is at version %, not %', p_stream, o_version, p_expected
-            USING ERRCODE = 'CL409',
-                  DETAIL = json_build_array(p_stream, p_expected, o_version)::text;
-    END IF;
-    o_version := o_version + 1;
-    IF pg_try_advisory_xact_lock(p_lock) THEN
-        -- nobody is sealing: seal what waits, then write this row sealed after it
-        SELECT o_seq, o_hash INTO v_seq, v_hash FROM @.ctxledger_seal(p_channel);
-        v_seq := v_seq + 1;
-        v_hash := encode(sha256(
-            convert_to('["' || v_hash || '",' || v_seq || ',', 'UTF8') || p_stream_json
-            || convert_to(',' || o_version || ',', 'UTF8') || p_ident || '\x5d'::bytea
-            || p_payload), 'hex');
-        INSERT INTO @.events (seq, event_id, stream_id, version, kind, schema, payload, hash)
-            VALUES (v_seq, p_event_id, v_sid, o_version, p_kind, p_schema, p_payload, v_hash);
-        PERFORM pg_notify(p_channel, v_seq::text);
-        RETURN;
-    END IF;
-    INSERT INTO @.events (pid, event_id, stream_id, version, kind, schema, payload,
-                          hdr_stream, hdr_ident)
-        VALUES (nextval('@.events_pid_seq') * 1000 + 1, p_event_id, v_sid, o_version, p_kind,
-                p_schema, p_payload, p_stream_json, p_ident);
-    COMMIT;  -- durable, unsealed; the flush is shared with the other appenders' commits
-    -- the sealer of the moment usually seals this row: look a few times (18 ms in all)
-    -- before queueing for the lock, whose hand-overs from waiter to waiter each need
-    -- a wake-up; whoever finds the lock free seals
-    FOR i IN 1 .. 8 LOOP
-        IF NOT EXISTS (SELECT 1 FROM @.events WHERE event_id = p_event_id AND seq IS NULL)
-        THEN
-            RETURN;
-        END IF;
-        IF pg_try_advisory_xact_lock(p_lock) THEN
-            PERFORM @.ctxledger_seal(p_channel);
-            RETURN;
-        END IF;
-        PERFORM pg_sleep(0.0005 * i);
-    END LOOP;
-    -- a long seal (a big batch): wait for it; seal if it did not see this row (or died)
-    PERFORM pg_advisory_xact_lock(p_lock);
-    IF EXISTS (SELECT 1 FROM @.events WHERE event_id = p_event_id AND seq IS NULL) THEN
-        PERFORM @.ctxledger_seal(p_channel);
-    END IF;
-END
-$fn$
-"""
+@PG_MIGRATIONS("0006_lean_one_call")
+def _lean_one_call(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """``ctxledger_append_one`` with fewer statements; the seal's UPDATE planned once (issue 13).
+
+    The procedure is replaced (same arguments, same steps, same rows and hashes; see
+    :data:`~ctxledger.eventstore.postgres_procs.APPEND_ONE_0006`): the stream's id and
+    version are read by one statement, and with the append lock free it calls
+    ``ctxledger_seal`` only when a row waits (a probe of the partial index), reading the
+    tail itself otherwise. ``ctxledger_seal`` gets ``plan_cache_mode =
+    force_generic_plan``: its ``UPDATE … FROM unnest(…)`` was planned again at every
+    seal (a custom plan for each array, ~0.1 ms) because the generic plan's guess of
+    the array length never looked cheaper.
+    """
+    conn.execute("ALTER FUNCTION ctxledger_seal(text) SET plan_cache_mode = force_generic_plan")
+    conn.execute(APPEND_ONE_0006.replace("@.", f'"{_ledger_schema(conn)}".'))
+
+
+def _ledger_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    """The schema being migrated (first on the search path), checked to be a plain name."""
+    found = conn.execute("SELECT current_schema()").fetchone()
+    schema = str(found[0]) if found else ""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
+        raise StoreError(f"unexpected schema name {schema!r}")
+    return schema
 
 
 # --- SQL, built once ------------------------------------------------------------------------

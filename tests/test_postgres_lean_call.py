@@ -221,3 +221,61 @@ def test_concurrent_writers_leave_a_gapless_verified_log(
         assert all(v == list(range(1, len(v) + 1)) for v in by_stream.values())
         report = store.verify()
         assert report.ok and report.events_checked == len(acked) and unsealed(store) == 0
+
+
+@pytest.fixture
+def own_server(pg_server: PgServer) -> Iterator[PgServer]:
+    """A second server this test may kill (the session one stays up for the others)."""
+    server = PgServer(pg_server.bin_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+def test_a_server_killed_under_waiting_writers_keeps_every_acknowledged_append(
+    own_server: PgServer, tmp_path: Path
+) -> None:
+    """Six threads append one-event turns (most of them wait for a seal, their rows
+    committed without a flush of their own) while the server is SIGKILLed, twice: after
+    recovery every acknowledged event is in the log exactly once, seq is gapless, a
+    re-send of the last event of each writer is a no-op or an append, and verify passes."""
+    url = f"{own_server.url}?schema=crash"
+    acked: list[str] = []
+    sent: dict[int, list[MessageAppended]] = {}
+    lock = threading.Lock()
+
+    def writer(n: int, store: PostgresEventStore, stop: threading.Event) -> None:
+        stream = f"ses_{n}"
+        while not stop.is_set():
+            event = message(stream, f"{n}")
+            sent.setdefault(n, []).append(event)
+            try:
+                store.append(stream, [event], None)
+            except Exception:  # the server went away: this append is unacknowledged
+                return
+            with lock:
+                acked.append(event.event_id)
+
+    for _ in range(2):
+        stop = threading.Event()
+        with PostgresEventStore(url, index_dir=tmp_path, pool_size=6) as store:
+            threads = [threading.Thread(target=writer, args=(n, store, stop)) for n in range(6)]
+            for t in threads:
+                t.start()
+            deadline = len(acked) + 60
+            while len(acked) < deadline and any(t.is_alive() for t in threads):
+                threading.Event().wait(0.01)
+            own_server.kill()
+            stop.set()
+            for t in threads:
+                t.join(30)
+            own_server.start()
+        with PostgresEventStore(url, index_dir=tmp_path) as store:
+            for n, events in sent.items():  # a re-send of the last try: stored once
+                store.append(f"ses_{n}", [events[-1]], None)
+            log = [r.event.event_id for r in store.read_all()]
+            assert set(acked) <= set(log) and len(log) == len(set(log))
+            assert store.last_seq() == len(log) and unsealed(store) == 0
+            assert store.verify().ok

@@ -79,7 +79,8 @@ $fn$
 #: statements: the stream's id and version in one read; with the lock free, the seal is
 #: called only when a row waits (the probe walks the partial index ``events_unsealed``),
 #: else the tail is read here (``right(hash, 64)``: a linked SQLite row chains from its
-#: link, as in 0004)
+#: link, as in 0004); a row that must wait for a seal is committed without its own flush
+#: (the seal's flush covers it)
 APPEND_ONE_0006 = r"""
 CREATE OR REPLACE PROCEDURE @.ctxledger_append_one(
     p_lock bigint, p_channel text, p_stream text, p_expected bigint, p_stream_json bytea,
@@ -135,7 +136,12 @@ BEGIN
                           hdr_stream, hdr_ident)
         VALUES (nextval('@.events_pid_seq') * 1000 + 1, p_event_id, v_sid, o_version, p_kind,
                 p_schema, p_payload, p_stream_json, p_ident);
-    COMMIT;  -- durable, unsealed; the flush is shared with the other appenders' commits
+    -- committed without waiting for its flush: the row is unsealed (no reader sees it, the
+    -- caller is not answered) until a seal commits, and a seal's commit flushes the WAL up
+    -- to itself, this row's insert included; a crash before that loses an append nobody
+    -- was told about (its writer gets an error and re-sends)
+    PERFORM set_config('synchronous_commit', 'off', true);
+    COMMIT;
     -- the sealer of the moment usually seals this row: look a few times (18 ms in all)
     -- before queueing for the lock; whoever finds the lock free seals
     FOR i IN 1 .. 8 LOOP

@@ -458,10 +458,14 @@ def _lean_one_call(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     :data:`~ctxledger.eventstore.postgres_procs.APPEND_ONE_0006`): the stream's id and
     version are read by one statement, and with the append lock free it calls
     ``ctxledger_seal`` only when a row waits (a probe of the partial index), reading the
-    tail itself otherwise. ``ctxledger_seal`` gets ``plan_cache_mode =
-    force_generic_plan``: its ``UPDATE … FROM unnest(…)`` was planned again at every
-    seal (a custom plan for each array, ~0.1 ms) because the generic plan's guess of
-    the array length never looked cheaper.
+    tail itself otherwise. A row that has to wait for a seal (the lock was taken) is
+    committed with ``synchronous_commit`` off: until a seal commits it is unsealed, seen
+    by no reader and acknowledged to no caller, and the seal's (synchronous) commit
+    flushes the WAL up to itself, which holds this row's insert; a crash before that
+    loses only an unacknowledged append. This halves the flushes of waiting appenders.
+    ``ctxledger_seal`` gets ``plan_cache_mode = force_generic_plan``: its ``UPDATE …
+    FROM unnest(…)`` was planned again at every seal (a custom plan for each array,
+    ~0.1 ms) because the generic plan's guess of the array length never looked cheaper.
     """
     conn.execute("ALTER FUNCTION ctxledger_seal(text) SET plan_cache_mode = force_generic_plan")
     conn.execute(APPEND_ONE_0006.replace("@.", f'"{_ledger_schema(conn)}".'))

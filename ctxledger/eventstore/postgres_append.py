@@ -322,6 +322,7 @@ def prepare(conn: Conn) -> None:
     for name, statement in _PREPARED.items():
         conn.execute(f"PREPARE {name} AS {statement}")
     with conn.lock:
-        done = conn.pgconn.prepare(_ONE, _ONE_SQL.encode(), _ONE_TYPES)
+        conn.pgconn.send_prepare(_ONE, _ONE_SQL.encode(), _ONE_TYPES)
+        (done,) = conn.wait(generators.execute(conn.pgconn))
     if done.status != pq.ExecStatus.COMMAND_OK:
         raise psycopg.errors.error_from_result(done, encoding=conn.info.encoding)

@@ -113,6 +113,10 @@ def test_a_ledger_of_migrations_0001_to_0005_is_upgraded_in_place(
         with connect(store) as conn:
             applied = [str(r[0]) for r in conn.execute("SELECT name FROM _migrations")]
             assert applied[-1] == "0006_lean_one_call"
+            insert = conn.execute(
+                "SELECT pg_get_functiondef('ctxledger_insert'::regproc)"
+            ).fetchone()
+            assert insert is not None and "IF NOT o_sealed THEN" in str(insert[0])
             config = conn.execute(
                 "SELECT proconfig FROM pg_proc WHERE proname = 'ctxledger_seal'"
                 " AND pronamespace = %s::regnamespace",
@@ -237,26 +241,26 @@ def own_server(pg_server: PgServer) -> Iterator[PgServer]:
 def test_a_server_killed_under_waiting_writers_keeps_every_acknowledged_append(
     own_server: PgServer, tmp_path: Path
 ) -> None:
-    """Six threads append one-event turns (most of them wait for a seal, their rows
-    committed without a flush of their own) while the server is SIGKILLed, twice: after
+    """Six threads append one- and two-event turns (most of them wait for a seal, their
+    rows committed without a flush of their own) while the server is SIGKILLed, twice: after
     recovery every acknowledged event is in the log exactly once, seq is gapless, a
     re-send of the last event of each writer is a no-op or an append, and verify passes."""
     url = f"{own_server.url}?schema=crash"
     acked: list[str] = []
-    sent: dict[int, list[MessageAppended]] = {}
+    sent: dict[int, list[list[MessageAppended]]] = {}
     lock = threading.Lock()
 
     def writer(n: int, store: PostgresEventStore, stop: threading.Event) -> None:
         stream = f"ses_{n}"
-        while not stop.is_set():
-            event = message(stream, f"{n}")
-            sent.setdefault(n, []).append(event)
+        while not stop.is_set():  # one-event calls and two-event ctxledger_insert calls
+            events = [message(stream, f"{n}") for _ in range(1 + len(sent.get(n, [])) % 2)]
+            sent.setdefault(n, []).append(events)
             try:
-                store.append(stream, [event], None)
+                store.append(stream, events, None)
             except Exception:  # the server went away: this append is unacknowledged
                 return
             with lock:
-                acked.append(event.event_id)
+                acked.extend(e.event_id for e in events)
 
     for _ in range(2):
         stop = threading.Event()
@@ -273,8 +277,8 @@ def test_a_server_killed_under_waiting_writers_keeps_every_acknowledged_append(
                 t.join(30)
             own_server.start()
         with PostgresEventStore(url, index_dir=tmp_path) as store:
-            for n, events in sent.items():  # a re-send of the last try: stored once
-                store.append(f"ses_{n}", [events[-1]], None)
+            for n, tries in sent.items():  # a re-send of the last try: stored once
+                store.append(f"ses_{n}", tries[-1], None)
             log = [r.event.event_id for r in store.read_all()]
             assert set(acked) <= set(log) and len(log) == len(set(log))
             assert store.last_seq() == len(log) and unsealed(store) == 0

@@ -463,12 +463,32 @@ def _lean_one_call(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     by no reader and acknowledged to no caller, and the seal's (synchronous) commit
     flushes the WAL up to itself, which holds this row's insert; a crash before that
     loses only an unacknowledged append. This halves the flushes of waiting appenders.
+    ``ctxledger_insert`` (2-16 events) does the same when it could not seal (its rows
+    then wait for ``ctxledger_await``).
     ``ctxledger_seal`` gets ``plan_cache_mode = force_generic_plan``: its ``UPDATE …
     FROM unnest(…)`` was planned again at every seal (a custom plan for each array,
     ~0.1 ms) because the generic plan's guess of the array length never looked cheaper.
     """
     conn.execute("ALTER FUNCTION ctxledger_seal(text) SET plan_cache_mode = force_generic_plan")
     conn.execute(APPEND_ONE_0006.replace("@.", f'"{_ledger_schema(conn)}".'))
+    # the same for 2-16 events: rows that wait for ctxledger_await commit unflushed
+    found = conn.execute("SELECT pg_get_functiondef('ctxledger_insert'::regproc)").fetchone()
+    definition = str(found[0]) if found else ""
+    sealed = "            IF o_sealed THEN\n                PERFORM ctxledger_seal(p_channel);\n"
+    if sealed not in definition:
+        raise StoreError("ctxledger_insert is not the function migration 0003 created")
+    conn.execute(
+        definition.replace(
+            sealed,
+            sealed.replace(
+                "IF o_sealed THEN",
+                "IF NOT o_sealed THEN\n"
+                "                PERFORM set_config('synchronous_commit', 'off', true);\n"
+                "            ELSE",
+            ),
+            1,
+        )
+    )
 
 
 def _ledger_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:

@@ -117,10 +117,26 @@ class FactCache:
         self._lock = threading.Lock()
         self._encoder = msgspec.json.Encoder(order="sorted")
 
+    def key(self, message: Mapping[str, Any]) -> bytes:
+        """The cache key of `message`: a digest of its canonical JSON.
+
+        A long string content (a 10 MB message) is digested apart, once per string
+        object (:func:`content_digest`), and the rest of the message with it: keys of
+        that form start with a byte no JSON encoding starts with, so the two forms
+        never meet.
+        """
+        content = message.get("content")
+        if isinstance(content, str) and len(content) >= LONG_CONTENT:
+            rest = self._encoder.encode({**message, "content": None})
+            return hashlib.blake2b(
+                b"\x00" + content_digest(content) + rest, digest_size=16
+            ).digest()
+        return hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
+
     def facts(self, message: Mapping[str, Any]) -> list[Fact]:
         if not self.enabled:
             return extract_facts([message])
-        key = hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
+        key = self.key(message)
         with self._lock:
             found = self._items.get(key)
             if found is not None:
@@ -146,6 +162,30 @@ class FactCache:
 
 #: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
 FACTS = FactCache()
+
+#: a string content at least this long is digested once per string object (FactCache.key)
+LONG_CONTENT = 64 * 1024
+#: id(text) -> (text, sha256 of its UTF-8): the last few long contents digested
+_DIGESTS: OrderedDict[int, tuple[str, bytes]] = OrderedDict()
+_DIGESTS_KEPT = 4
+_DIGESTS_LOCK = threading.Lock()
+
+
+def content_digest(text: str) -> bytes:
+    """sha256 of `text`'s UTF-8 (surrogates passed), remembered for the last few string
+    objects digested: a what-if asks for the key of the same 10 MB content several times
+    (strings are immutable, so the object held is the text digested)."""
+    with _DIGESTS_LOCK:
+        found = _DIGESTS.get(id(text))
+        if found is not None and found[0] is text:
+            _DIGESTS.move_to_end(id(text))
+            return found[1]
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[id(text)] = (text, digest)
+        while len(_DIGESTS) > _DIGESTS_KEPT:
+            _DIGESTS.popitem(last=False)
+    return digest
 
 
 @contextmanager

@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from helpers.ledger_helpers import compact_now, deterministic_ledger
 
+from ctxledger import tokens
 from ctxledger.analysis.compactions import chain_compactions, remembering_compactions
 from ctxledger.analysis.whatif import history, whatif, whatif_reads
 from ctxledger.compressor.config import CompressionConfig
@@ -260,3 +261,66 @@ def test_appending_a_text_the_run_did_not_read_hashes_it(tmp_path: Path) -> None
         assert rec.event.message["content"] == text  # type: ignore[attr-defined]
         assert shared.ref_of(rec.event.message["content"]) == sha256_hex(text.encode())  # type: ignore[attr-defined]
     store.close()
+
+
+def test_the_replay_reuses_the_recorded_count_of_the_long_message(
+    recorded: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, sid = recorded
+    big = _messages(90_000)[25]["content"]
+    counted: list[str] = []
+    real = tokens._count_long
+
+    def counting(text: str, encoding: str) -> int:
+        counted.append(text)
+        return real(text, encoding)
+
+    tokens._count_long.cache_clear()
+    monkeypatch.setattr(tokens, "_count_long", counting)
+    report = whatif(ledger, sid)
+    assert report.whatif.compactions
+    assert big not in counted  # the recorded count was used, not a recount
+    # ... and it is the count: the recorded event's, and a fresh count's
+    (recorded_event,) = [
+        r.event
+        for r in ledger.store.read_all()
+        if isinstance(r.event, MessageAppended) and r.event.message.get("content") == big
+    ]
+    assert recorded_event.tokens == tokens.count_message({"role": "user", "content": big})
+    # outside a run nothing is remembered: the same append counts the text again
+    counted.clear()
+    tokens.count_message(recorded_event.message)
+    assert counted == [big]
+
+
+def test_only_a_message_whose_text_is_its_content_is_remembered() -> None:
+    text = "z " * 40_000
+    with tokens.knowing_counts():
+        tokens.remember_count({"role": "user", "content": text, "name": "x"}, "enc", 7)
+        tokens.remember_count({"role": "user", "content": text[:100]}, "enc", 7)
+        assert tokens.count_text(text, tokens.DEFAULT_ENCODING) != 3
+        tokens.remember_count({"role": "user", "content": text}, tokens.DEFAULT_ENCODING, 7)
+        assert tokens.count_text(text) == 3  # 7 - MESSAGE_OVERHEAD: the recorded count
+        assert tokens.count_text("".join([text[:1], text[1:]])) != 3  # another string object
+    assert tokens.count_text(text) != 3
+    tokens.remember_count({"role": "user", "content": text}, tokens.DEFAULT_ENCODING, 7)
+    assert tokens.count_text(text) != 3  # outside the block: not remembered
+
+
+def test_a_tampered_blob_is_counted_again(recorded: tuple[Ledger, str]) -> None:
+    ledger, sid = recorded
+    path = Path(ledger.store.path)  # type: ignore[attr-defined]
+    ledger.close()
+    _tamper(path)
+    reopened = Ledger.open(path)
+    with sharing_contents():
+        hist = history(reopened, sid)
+        (text,) = [
+            m["content"]
+            for s in hist.steps
+            for m in getattr(s, "messages", ())
+            if len(m.get("content") or "") > 65_536
+        ]
+        assert tokens.count_text(text) == tokens._count_long(text, tokens.DEFAULT_ENCODING)
+        assert tokens._KNOWN_COUNTS.get() == {}
+    reopened.close()

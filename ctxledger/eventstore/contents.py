@@ -10,10 +10,13 @@ Inside :func:`sharing_contents` (one run), the first read of a ref is checked â€
 bytes must hash to the ref, else nothing is remembered and every read of it goes to its
 store as before â€” and its decoded text kept for the rest of the run: later reads of
 that ref, in any store, hand out the same ``str`` object, and an append of that very
-object (so the very same text) reuses its ref instead of hashing it again. Outside such
-a block nothing is remembered: ``verify``, and any read after a blob was tampered with
-on disk, see the store's bytes as they are. The block remembers only what the run
-reads, which the run holds anyway (the replayed history keeps every message).
+object (so the very same text) reuses its ref instead of hashing it again. The token
+count the log recorded with such a message is remembered for that string too
+(:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again.
+Outside such a block nothing is remembered: ``verify``, and any read after a blob was
+tampered with on disk, see the store's bytes as they are. The block remembers only
+what the run reads, which the run holds anyway (the replayed history keeps every
+message).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ctxledger.events import (
     hydrate_text,
     sha256_hex,
 )
+from ctxledger.tokens import knowing_counts, remember_count
 
 __all__ = ["SharedContents", "dehydrate_shared", "hydrate_shared", "sharing_contents"]
 
@@ -63,6 +67,10 @@ class SharedContents:
             self._refs[id(text)] = ref
         return text
 
+    def holds(self, ref: str, text: str) -> bool:
+        """Whether `text` is the (checked) text this run keeps for `ref`."""
+        return self._texts.get(ref) is text
+
     def ref_of(self, text: str) -> str | None:
         """The ref of `text` when it is a text this run read (the same object), else None."""
         ref = self._refs.get(id(text))
@@ -85,7 +93,8 @@ def sharing_contents() -> Iterator[SharedContents]:
     shared = SharedContents()
     token = _SHARED.set(shared)
     try:
-        yield shared
+        with knowing_counts():
+            yield shared
     finally:
         _SHARED.reset(token)
 
@@ -95,7 +104,11 @@ def hydrate_shared(event: MessageAppended, get_blob: Callable[[str], bytes]) -> 
     shared, ref = _SHARED.get(), event.content_ref
     if shared is None or ref is None:
         return hydrate(event, get_blob)
-    return hydrate_text(event, shared.text(ref, get_blob))
+    text = shared.text(ref, get_blob)
+    whole = hydrate_text(event, text)
+    if shared.holds(ref, text):  # checked against its ref: the text the count was made for
+        remember_count(whole.message, whole.encoding, whole.tokens)
+    return whole
 
 
 def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, bytes]]:

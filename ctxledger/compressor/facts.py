@@ -48,6 +48,7 @@ from ctxledger.compressor.factmatch import (
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
+    first_paths,
     is_word_char,
     mask,
     path_text,
@@ -334,8 +335,11 @@ class _Found:
                 self.add("url", offset + start, value)
         masked = mask(text, [(start, end) for start, end, _ in found])
         path_spans: list[tuple[int, int]] = []
+        # each path once, at its first position (add() keeps that one of equal values),
+        # unless every occurrence is to be blanked
+        found_paths = paths(path_text(masked)) if blank_paths else first_paths(path_text(masked))
         assets: dict[str, bool] = {}  # a long text repeats its paths: judge each once
-        for position, value in paths(path_text(masked)):
+        for position, value in found_paths:
             asset = assets.get(value)
             if asset is None:
                 asset = assets[value] = is_asset_path(value)

@@ -42,11 +42,11 @@ from ctxledger.events import (
     Event,
     MessageAppended,
     Recorded,
-    dehydrate,
     encode_event,
     sha256_hex,
 )
 from ctxledger.eventstore import leases
+from ctxledger.eventstore.contents import dehydrate_shared
 from ctxledger.eventstore.leases import LocalLeases, Release
 from ctxledger.eventstore.rows import (
     CHAIN_FORMATS,
@@ -127,7 +127,7 @@ def prepare_append(
                 # the test dehydrate() makes, inlined: this loop runs once per event
                 content = event.message.get("content")
                 if isinstance(content, str) and len(content) >= threshold:
-                    event, extra = dehydrate(event, threshold)
+                    event, extra = dehydrate_shared(event, threshold)
                     new_blobs.update(extra)
             rows.append((event.event_id, meta[0], meta[1], _encode(event)))
         batches.append(PreparedBatch(stream, expected, rows, request.chain))

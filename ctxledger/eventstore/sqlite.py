@@ -63,7 +63,10 @@ from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
+    NO_HEAD,
     ChainVerifier,
+    ColumnRow,
+    HeadedRow,
     HeadRow,
     StoredRow,
     VerifyReport,
@@ -87,7 +90,7 @@ _READ_BATCH = 2000
 #: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
 _ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
-_COLUMNS = 8  # per event row in q.INSERT_EVENT
+_COLUMNS = 10  # per event row in q.INSERT_EVENT
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
@@ -331,10 +334,26 @@ class SQLiteEventStore(EventStore):
             # linked (one sha256 link per append to a stream, a crc digest per row) unless
             # a copy asks for the source's per-event hashes
             hashes, prev = chain_rows(prev, seq, stream, version, rows, batch.chain or "linked")
-            for (event_id, kind, schema, payload), digest in zip(rows, hashes, strict=True):
+            heads = batch.heads if batch.heads is not None else [NO_HEAD] * len(rows)
+            for (event_id, kind, schema, payload), digest, (message_id, tokens) in zip(
+                rows, hashes, heads, strict=True
+            ):
                 seq += 1
                 version += 1
-                extend((seq, event_id, stream_id, version, kind, schema, payload, digest))
+                extend(
+                    (
+                        seq,
+                        event_id,
+                        stream_id,
+                        version,
+                        kind,
+                        schema,
+                        payload,
+                        digest,
+                        message_id,
+                        tokens,
+                    )
+                )
         self._insert_rows(flat)
         return out
 
@@ -449,6 +468,29 @@ class SQLiteEventStore(EventStore):
                 return
             next_seq = rows[-1][0] + 1
 
+    def read_heads(
+        self, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[tuple[Mapping[int, str], list[ColumnRow]]]:
+        """Pages of rows with their message heads read from the head columns (read-only):
+        ``(names, rows)``, `names` mapping every stream id of `rows` to its stream; a
+        row without a head (not a message, or written before migration 0002) has its
+        payload, for the fold to decode (see ``rows.ColumnRow``)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        names: dict[int, str] = {}
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows: list[ColumnRow] = self._conn.execute(
+                    q.READ_HEAD_COLUMNS, (next_seq, upto, _ROWS_BATCH)
+                ).fetchall()
+                # after the rows: a stream is committed with (or before) its first row
+                names.update(self._conn.execute(q.STREAM_NAMES, (max(names, default=0),)))
+            if rows:
+                yield names, rows
+            if len(rows) < _ROWS_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
+
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):
             rows = self._conn.execute(q.READ_ALL, (from_seq, to_seq, limit)).fetchall()
@@ -527,7 +569,9 @@ class SQLiteEventStore(EventStore):
         next_seq = 1
         while True:
             with self._lock, self._errors("verify the log"):
-                rows = self._conn.execute(q.VERIFY_EVENTS, (next_seq, _VERIFY_BATCH)).fetchall()
+                rows: list[HeadedRow] = self._conn.execute(
+                    q.VERIFY_HEADS, (next_seq, _VERIFY_BATCH)
+                ).fetchall()
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1

@@ -15,13 +15,13 @@ a rebuild of a million events then neither parses nor keeps a million bodies.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import msgspec
 
 from ctxledger.events import Event, MessageAppended, Recorded
-from ctxledger.eventstore.rows import HeadRow
+from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.chains import ChainsProjection
@@ -121,6 +121,11 @@ class Projector:
         try:
             source = _heads_of(store) if heads and not self.listeners else None
             if source is not None:
+                read_heads = getattr(source, "read_heads", None)
+                if callable(read_heads):  # heads in columns (SQLite): payloads left unread
+                    return self.apply_column_rows(
+                        read_heads(self.last_seq + 1, to_seq), self._bodies_in(source)
+                    )
                 return self.apply_rows(
                     source.read_rows(self.last_seq + 1, to_seq), self._bodies_in(source)
                 )
@@ -140,24 +145,30 @@ class Projector:
         """Fold stored rows (``read_rows``): messages from their heads, bodies left in the
         log behind `bodies`; returns how many events were folded. Listeners are not
         called (they need whole events)."""
-        transcript, accounting, chains = (
-            self.transcript.apply,
-            self.accounting.apply,
-            self.chains.apply,
-        )
-
-        def other(seq: int, event: Event, version: int) -> None:
-            transcript(seq, event, version)
-            if type(event) is not MessageAppended:
-                accounting(seq, event)
-                chains(seq, event)
-
         last, folded = self.last_seq, 0
         try:
-            last, folded = self.transcript.fold_rows(pages, bodies, other, self.last_seq)
+            last, folded = self.transcript.fold_rows(pages, bodies, self._fold_other, last)
         finally:
             self.last_seq = max(last, self.transcript.state.last_seq)
         return folded
+
+    def apply_column_rows(
+        self, pages: Iterable[tuple[Mapping[int, str], list[ColumnRow]]], bodies: Bodies
+    ) -> int:
+        """:meth:`apply_rows` for ``read_heads`` pages (message heads in columns)."""
+        last, folded = self.last_seq, 0
+        try:
+            last, folded = self.transcript.fold_column_rows(pages, bodies, self._fold_other, last)
+        finally:
+            self.last_seq = max(last, self.transcript.state.last_seq)
+        return folded
+
+    def _fold_other(self, seq: int, event: Event, version: int) -> None:
+        """Fold an event a row fold did not take as a message head, into every projection."""
+        self.transcript.apply(seq, event, version)
+        if type(event) is not MessageAppended:
+            self.accounting.apply(seq, event)
+            self.chains.apply(seq, event)
 
     @classmethod
     def rebuild(

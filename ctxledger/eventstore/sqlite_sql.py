@@ -43,12 +43,13 @@ READ_HEADS = (
     " WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
 # a rebuild's read (read_heads): a message's head from its columns, the payload only
-# for a row without one (any other event, a message written before migration 0002);
-# the stream by its id (the names are read once per page: STREAM_NAMES)
+# for a row without one (any other event, a message written before migration 0002, or
+# a head of the wrong types: edited in the sqlite3 shell, folded from its payload and
+# reported by verify); the stream by its id (names read once per page: STREAM_NAMES)
 READ_HEAD_COLUMNS = (
     "SELECT seq, version, stream_id, message_id, tokens, schema,"
-    " CASE WHEN message_id IS NULL OR tokens IS NULL THEN payload END FROM events"
-    " WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
+    " CASE WHEN typeof(message_id) = 'text' AND typeof(tokens) = 'integer' THEN NULL"
+    " ELSE payload END FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
 STREAM_NAMES = "SELECT stream_id, stream FROM streams WHERE stream_id > ? ORDER BY stream_id"
 READ_STREAM = (

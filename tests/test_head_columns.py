@@ -234,11 +234,19 @@ def test_rows_already_folded_are_skipped(small: Path) -> None:
         projector = Projector.rebuild(store, use_checkpoint=False)
         before = projector.fingerprint()
         bodies = projector._bodies_in(store)
-        assert projector.apply_column_rows(store.read_heads(1), bodies) == 0
-        assert projector.apply_column_rows(store.read_heads(store.last_seq()), bodies) == 0
+        assert projector.apply_column_rows(store.read_heads(1), bodies, store.versions_at) == 0
+        assert (
+            projector.apply_column_rows(
+                store.read_heads(store.last_seq()), bodies, store.versions_at
+            )
+            == 0
+        )
         assert projector.fingerprint() == before
         fresh = Projector()
         half = store.last_seq() // 2
-        assert fresh.apply_column_rows(store.read_heads(1, half), bodies) == half
-        assert fresh.apply_column_rows(store.read_heads(1), bodies) == store.last_seq() - half
+        assert fresh.apply_column_rows(store.read_heads(1, half), bodies, store.versions_at) == half
+        assert (
+            fresh.apply_column_rows(store.read_heads(1), bodies, store.versions_at)
+            == store.last_seq() - half
+        )
         assert fresh.fingerprint() == before

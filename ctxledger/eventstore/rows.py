@@ -245,10 +245,11 @@ MESSAGE_SCHEMA = MessageAppended.SCHEMA
 
 
 #: a stored row as a rebuild reads it from a store with head columns (SQLite since
-#: migration 0002): (seq, version, stream id, message id, tokens, schema, payload). The
-#: payload is None exactly when the row has its message's head in the two columns;
-#: when it is not, message id and tokens may be None (typed by the common case)
-ColumnRow = tuple[int, int, int, str, int, int, bytes | None]
+#: migration 0002): (seq, stream id, message id, tokens, schema, payload). The payload
+#: is None exactly when the row has its message's head in the two columns; when it is
+#: not, message id and tokens may be None (typed by the common case). No version: the
+#: fold asks for each stream's last one (``versions_at``)
+ColumnRow = tuple[int, int, str, int, int, bytes | None]
 
 #: the head columns of a row that is not a message (or predates them)
 NO_HEAD: tuple[None, None] = (None, None)

@@ -30,7 +30,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ctxledger.errors import (
     ConcurrencyError,
@@ -490,6 +490,17 @@ class SQLiteEventStore(EventStore):
             if len(rows) < _ROWS_BATCH:
                 return
             next_seq = rows[-1][0] + 1
+
+    def versions_at(self, stream_ids: Iterable[int], seq: int) -> dict[int, int]:
+        """stream id -> its version as of `seq` (its events up to `seq`), for each id
+        with such events (read-only; ids as ``read_heads`` names them)."""
+        out: dict[int, int] = {}
+        with self._lock, self._errors("read stream versions"):
+            for stream_id in stream_ids:
+                row = self._conn.execute(q.VERSION_AT, (stream_id, seq)).fetchone()
+                if row is not None:
+                    out[stream_id] = int(row[0])
+        return out
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):

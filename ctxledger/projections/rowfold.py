@@ -39,6 +39,8 @@ from ctxledger.projections.stored import SessionView, StoredMessage, TranscriptS
 __all__ = ["fold_column_rows", "fold_rows"]
 
 Other = Callable[[int, Event, int], None]
+#: (stream ids, seq) -> each stream's version as of seq (``SQLiteEventStore.versions_at``)
+Versions = Callable[[Iterable[int], int], Mapping[int, int]]
 
 
 def fold_rows(
@@ -99,19 +101,26 @@ def fold_column_rows(
     bodies: Bodies,
     other: Other,
     after: int,
+    versions: Versions,
 ) -> tuple[int, int]:
     """Fold ``read_heads`` pages (stream names, rows) after seq `after` into `state`;
     returns as :func:`fold_rows`. A row with its payload is folded as :func:`fold_rows`
     folds it; one without is a message whose head is in the row's columns.
 
     Head rows are folded in *runs* (consecutive rows of one stream): the run's view is
-    looked up once, and its token sum and version are written back when the run ends —
-    before any other row is folded, so every fold step sees the view as an event-by-event
-    fold would.
+    looked up once, and its token sum is added when the run ends — before any other
+    row is folded, so every fold step sees the view as an event-by-event fold would.
+    Rows carry no version: each session's ``version`` (the expected version of its next
+    append) is set once at the end, `versions(stream ids, seq)` giving every touched
+    stream's version as of the last row folded. In a log that verifies, every event
+    belongs to its own stream and versions grow with seq, so that is the version of the
+    session's last event, what an event-by-event fold leaves.
     """
     sessions, messages, make = state.sessions, state.messages, StoredMessage
     run = _Run()
-    last, n = after, 0
+    names: Mapping[int, str] = {}
+    touched: set[int] = set()
+    last, n, completed = after, 0, False
     try:
         for names, page in pages:
             if page[0][0] <= last:
@@ -119,17 +128,22 @@ def fold_column_rows(
                 if not page:
                     continue
             # the run, unpacked into locals: this loop runs once per row of the log
-            stream, view, append, sid = run.stream, run.view, run.append, run.sid
-            tokens_sum, version_now = run.tokens, run.version
+            stream, view, append, sid, tokens_sum = (
+                run.stream,
+                run.view,
+                run.append,
+                run.sid,
+                run.tokens,
+            )
             seq = page[0][0]
             try:
-                for seq, version, stream_id, mid, tokens, schema, payload in page:
+                for seq, stream_id, mid, tokens, schema, payload in page:
                     if payload is None:  # the head is in the columns: the payload is not read
                         if stream_id != stream:
                             if view is not None:  # the previous run ends
                                 view.live_tokens += tokens_sum
-                                view.version = version_now
                             stream, tokens_sum = stream_id, 0
+                            touched.add(stream_id)
                             view = sessions.get(names[stream_id])
                             if view is None:  # a session that never started: skipped
                                 continue
@@ -141,13 +155,12 @@ def fold_column_rows(
                         messages[mid] = make(tokens=tokens, session_id=sid, seq=seq, bodies=bodies)
                         append(mid)
                         tokens_sum += tokens
-                        version_now = version
                         continue
                     if view is not None:  # the run ends before anything else is folded
                         view.live_tokens += tokens_sum
-                        view.version = version_now
                     stream, view, tokens_sum = None, None, 0
-                    _fold_payload(state, api, seq, version, schema, payload, bodies, other)
+                    touched.add(stream_id)
+                    _fold_payload(state, api, seq, schema, payload, bodies, other)
             except BaseException:
                 done = bisect.bisect_left(page, seq, key=_seq_of)  # rows before the failing one
                 n += done
@@ -155,21 +168,30 @@ def fold_column_rows(
                 raise
             finally:
                 run.stream, run.view, run.append, run.sid = stream, view, append, sid
-                run.tokens, run.version = tokens_sum, version_now
+                run.tokens = tokens_sum
             n += len(page)
             last = page[-1][0]
+        completed = True
     finally:
         if run.view is not None:
             run.view.live_tokens += run.tokens
-            run.view.version = run.version
         state.last_seq = max(state.last_seq, last)
+        if touched and (completed or last > after):
+            try:
+                for stream_id, version in versions(touched, last).items():
+                    view = sessions.get(names[stream_id])
+                    if view is not None:
+                        view.version = version
+            except Exception:
+                if completed:
+                    raise  # else the fold's own error is the one to see
     return last, n
 
 
 class _Run:
     """The run of head rows a page ended in (it may go on in the next page)."""
 
-    __slots__ = ("append", "sid", "stream", "tokens", "version", "view")
+    __slots__ = ("append", "sid", "stream", "tokens", "view")
 
     def __init__(self) -> None:
         self.stream: int | None = None
@@ -177,7 +199,6 @@ class _Run:
         self.append: Callable[[str], None] = _no_append
         self.sid = ""
         self.tokens = 0
-        self.version = 0
 
 
 def _no_append(mid: str) -> None:
@@ -192,13 +213,13 @@ def _fold_payload(
     state: TranscriptState,
     api: dict[str, list[JSON]],
     seq: int,
-    version: int,
     schema: int,
     payload: bytes,
     bodies: Bodies,
     other: Other,
 ) -> None:
-    """Fold one row from its payload (as :func:`fold_rows` does, a message as its head)."""
+    """Fold one row from its payload (as :func:`fold_rows` does, a message as its head),
+    version 0: :func:`fold_column_rows` sets the versions at the end."""
     try:
         item: Event | MessageHead | None = HEAD_DECODER.decode(payload)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -206,7 +227,7 @@ def _fold_payload(
     if type(item) is not MessageHead or schema != MESSAGE_SCHEMA:
         item = decode_head(seq, schema, payload)
         if not isinstance(item, MessageHead):
-            other(seq, item, version)
+            other(seq, item, 0)
             return
     view = state.sessions.get(item.session_id)
     if view is None:
@@ -217,6 +238,5 @@ def _fold_payload(
     )
     view.live.append(item.message_id)
     view.live_tokens += item.tokens
-    view.version = version
     if api:
         api.pop(sid, None)

@@ -138,9 +138,13 @@ class TranscriptProjection:
         bodies: Bodies,
         other: Callable[[int, Event, int], None],
         after: int,
+        versions: rowfold.Versions,
     ) -> tuple[int, int]:
-        """Fold ``read_heads`` pages (heads in columns: :func:`rowfold.fold_column_rows`)."""
-        return rowfold.fold_column_rows(self.state, self._api, pages, bodies, other, after)
+        """Fold ``read_heads`` pages (heads in columns: :func:`rowfold.fold_column_rows`;
+        `versions` gives each stream's version as of a seq)."""
+        return rowfold.fold_column_rows(
+            self.state, self._api, pages, bodies, other, after, versions
+        )
 
     def _view(self, session_id: str) -> SessionView:
         try:

@@ -477,6 +477,7 @@ class SQLiteEventStore(EventStore):
         payload, for the fold to decode (see ``rows.ColumnRow``)."""
         upto = MAX_SEQ if to_seq is None else to_seq
         names: dict[int, str] = {}
+        top = 0  # the highest stream id in `names`
         next_seq = from_seq
         while True:
             with self._lock, self._errors("read the log"):
@@ -484,7 +485,9 @@ class SQLiteEventStore(EventStore):
                     q.READ_HEAD_COLUMNS, (next_seq, upto, _ROWS_BATCH)
                 ).fetchall()
                 # after the rows: a stream is committed with (or before) its first row
-                names.update(self._conn.execute(q.STREAM_NAMES, (max(names, default=0),)))
+                for stream_id, stream in self._conn.execute(q.STREAM_NAMES, (top,)):
+                    names[stream_id] = stream
+                    top = stream_id
             if rows:
                 yield names, rows
             if len(rows) < _ROWS_BATCH:

@@ -250,3 +250,14 @@ def test_rows_already_folded_are_skipped(small: Path) -> None:
             == store.last_seq() - half
         )
         assert fresh.fingerprint() == before
+
+
+def test_a_head_row_moved_to_a_missing_stream_is_reported_and_does_not_stop_a_rebuild(
+    small: Path,
+) -> None:
+    seq = message_seq(small, 2)
+    sql(small, "UPDATE events SET stream_id = 999 WHERE seq = ?", seq)
+    with SQLiteEventStore(str(small)) as store:
+        report = store.verify()
+        assert not report.ok and report.first_bad_seq == seq
+        assert Projector.rebuild(store, use_checkpoint=False).last_seq == store.last_seq()

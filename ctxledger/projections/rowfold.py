@@ -144,7 +144,9 @@ def fold_column_rows(
                                 view.live_tokens += tokens_sum
                             stream, tokens_sum = stream_id, 0
                             touched.add(stream_id)
-                            view = sessions.get(names[stream_id])
+                            # no name: a row edited to a stream that does not exist
+                            # (verify reports it); skipped like a session never started
+                            view = sessions.get(names.get(stream_id, ""))
                             if view is None:  # a session that never started: skipped
                                 continue
                             append, sid = view.live.append, view.session_id
@@ -179,7 +181,7 @@ def fold_column_rows(
         if touched and (completed or last > after):
             try:
                 for stream_id, version in versions(touched, last).items():
-                    view = sessions.get(names[stream_id])
+                    view = sessions.get(names.get(stream_id, ""))
                     if view is not None:
                         view.version = version
             except Exception:

@@ -107,19 +107,15 @@ def fold_column_rows(
     returns as :func:`fold_rows`. A row with its payload is folded as :func:`fold_rows`
     folds it; one without is a message whose head is in the row's columns.
 
-    Head rows are folded in *runs* (consecutive rows of one stream): the run's view is
-    looked up once, and its token sum is added when the run ends — before any other
-    row is folded, so every fold step sees the view as an event-by-event fold would.
+    Head rows are folded in *runs* (consecutive rows of one stream, :class:`_Run`).
     Rows carry no version: each session's ``version`` (the expected version of its next
     append) is set once at the end, `versions(stream ids, seq)` giving every touched
     stream's version as of the last row folded. In a log that verifies, every event
     belongs to its own stream and versions grow with seq, so that is the version of the
     session's last event, what an event-by-event fold leaves.
     """
-    sessions, messages, make = state.sessions, state.messages, StoredMessage
-    run = _Run()
+    run = _Run(state, api, bodies, other)
     names: Mapping[int, str] = {}
-    touched: set[int] = set()
     last, n, completed = after, 0, False
     try:
         for names, page in pages:
@@ -127,61 +123,23 @@ def fold_column_rows(
                 page = [row for row in page if row[0] > last]
                 if not page:
                     continue
-            # the run, unpacked into locals: this loop runs once per row of the log
-            stream, view, append, sid, tokens_sum = (
-                run.stream,
-                run.view,
-                run.append,
-                run.sid,
-                run.tokens,
-            )
-            seq = page[0][0]
             try:
-                for seq, stream_id, mid, tokens, schema, payload in page:
-                    if payload is None:  # the head is in the columns: the payload is not read
-                        if stream_id != stream:
-                            if view is not None:  # the previous run ends
-                                view.live_tokens += tokens_sum
-                            stream, tokens_sum = stream_id, 0
-                            touched.add(stream_id)
-                            # no name: a row edited to a stream that does not exist
-                            # (verify reports it); skipped like a session never started
-                            view = sessions.get(names.get(stream_id, ""))
-                            if view is None:  # a session that never started: skipped
-                                continue
-                            append, sid = view.live.append, view.session_id
-                            if api:  # rebuilt on its next read, bodies in one batch
-                                api.pop(sid, None)
-                        elif view is None:
-                            continue
-                        messages[mid] = make(tokens=tokens, session_id=sid, seq=seq, bodies=bodies)
-                        append(mid)
-                        tokens_sum += tokens
-                        continue
-                    if view is not None:  # the run ends before anything else is folded
-                        view.live_tokens += tokens_sum
-                    stream, view, tokens_sum = None, None, 0
-                    touched.add(stream_id)
-                    _fold_payload(state, api, seq, schema, payload, bodies, other)
+                run.fold_page(names, page)
             except BaseException:
-                done = bisect.bisect_left(page, seq, key=_seq_of)  # rows before the failing one
+                done = bisect.bisect_left(page, run.seq, key=_seq_of)  # rows before the failing one
                 n += done
                 last = page[done - 1][0] if done else last
                 raise
-            finally:
-                run.stream, run.view, run.append, run.sid = stream, view, append, sid
-                run.tokens = tokens_sum
             n += len(page)
             last = page[-1][0]
         completed = True
     finally:
-        if run.view is not None:
-            run.view.live_tokens += run.tokens
+        run.end()
         state.last_seq = max(state.last_seq, last)
-        if touched and (completed or last > after):
+        if run.touched and (completed or last > after):
             try:
-                for stream_id, version in versions(touched, last).items():
-                    view = sessions.get(names.get(stream_id, ""))
+                for stream_id, version in versions(run.touched, last).items():
+                    view = state.sessions.get(names.get(stream_id, ""))
                     if view is not None:
                         view.version = version
             except Exception:
@@ -191,16 +149,88 @@ def fold_column_rows(
 
 
 class _Run:
-    """The run of head rows a page ended in (it may go on in the next page)."""
+    """Folds pages of ``read_heads`` rows, head rows in runs of one stream: the run's view
+    is looked up once, and its token sum is added when the run ends — before any other
+    row is folded, so every fold step sees the view as an event-by-event fold would. A
+    run may go on from one page into the next."""
 
-    __slots__ = ("append", "sid", "stream", "tokens", "view")
+    __slots__ = (
+        "api",
+        "append",
+        "bodies",
+        "other",
+        "seq",
+        "sid",
+        "state",
+        "stream",
+        "tokens",
+        "touched",
+        "view",
+    )
 
-    def __init__(self) -> None:
+    def __init__(
+        self, state: TranscriptState, api: dict[str, list[JSON]], bodies: Bodies, other: Other
+    ) -> None:
+        self.state, self.api, self.bodies, self.other = state, api, bodies, other
         self.stream: int | None = None
         self.view: SessionView | None = None
         self.append: Callable[[str], None] = _no_append
         self.sid = ""
         self.tokens = 0
+        #: the seq of the row being folded (after a failure: the row that failed)
+        self.seq = 0
+        #: every stream a row of which was folded (their versions are set at the end)
+        self.touched: set[int] = set()
+
+    def fold_page(self, names: Mapping[int, str], page: list[ColumnRow]) -> None:
+        """Fold one page (rows after the projection's last seq); the rebuild's hot loop."""
+        state, api, bodies, touched = self.state, self.api, self.bodies, self.touched
+        sessions, messages, make = state.sessions, state.messages, StoredMessage
+        # the run, unpacked into locals: this loop runs once per row of the log
+        stream, view, append, sid, tokens_sum = (
+            self.stream,
+            self.view,
+            self.append,
+            self.sid,
+            self.tokens,
+        )
+        seq = page[0][0]
+        try:
+            for seq, stream_id, mid, tokens, schema, payload in page:
+                if payload is None:  # the head is in the columns: the payload is not read
+                    if stream_id != stream:
+                        if view is not None:  # the previous run ends
+                            view.live_tokens += tokens_sum
+                        stream, tokens_sum = stream_id, 0
+                        touched.add(stream_id)
+                        # no name: a row edited to a stream that does not exist (verify
+                        # reports it); skipped like a session that never started
+                        view = sessions.get(names.get(stream_id, ""))
+                        if view is None:
+                            continue
+                        append, sid = view.live.append, view.session_id
+                        if api:  # rebuilt on its next read, bodies in one batch
+                            api.pop(sid, None)
+                    elif view is None:
+                        continue
+                    messages[mid] = make(tokens=tokens, session_id=sid, seq=seq, bodies=bodies)
+                    append(mid)
+                    tokens_sum += tokens
+                    continue
+                if view is not None:  # the run ends before anything else is folded
+                    view.live_tokens += tokens_sum
+                stream, view, tokens_sum = None, None, 0
+                touched.add(stream_id)
+                _fold_payload(state, api, seq, schema, payload, bodies, self.other)
+        finally:
+            self.stream, self.view, self.append, self.sid = stream, view, append, sid
+            self.tokens, self.seq = tokens_sum, seq
+
+    def end(self) -> None:
+        """The last run ends (its token sum is added to its view)."""
+        if self.view is not None:
+            self.view.live_tokens += self.tokens
+        self.stream, self.view, self.tokens = None, None, 0
 
 
 def _no_append(mid: str) -> None:

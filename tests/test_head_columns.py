@@ -32,7 +32,7 @@ from test_lazy_bodies import OPS, assert_same_fold, eager_fold, play
 from ctxledger import Ledger
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.eventstore import SQLiteEventStore, sqlite
+from ctxledger.eventstore import SQLiteEventStore, sqlite_heads
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import NO_HEAD, head_columns
 from ctxledger.eventstore.transfer import copy_ledger
@@ -129,7 +129,7 @@ def test_the_rebuild_over_head_columns_equals_the_eager_fold(
                 )
             store = ledger.store
             eager = eager_fold(store)
-            with mock.patch.object(sqlite, "_ROWS_BATCH", page):
+            with mock.patch.object(sqlite_heads, "ROWS_BATCH", page):
                 lazy = Projector.rebuild(store, use_checkpoint=False)
             assert lazy.last_seq == store.last_seq()
             assert_same_fold(lazy, eager, sessions)
@@ -261,3 +261,21 @@ def test_a_head_row_moved_to_a_missing_stream_is_reported_and_does_not_stop_a_re
         report = store.verify()
         assert not report.ok and report.first_bad_seq == seq
         assert Projector.rebuild(store, use_checkpoint=False).last_seq == store.last_seq()
+
+
+def test_backfill_gives_old_rows_their_heads_and_changes_nothing_else(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copyfile(GOLDEN, path)
+    with SQLiteEventStore(str(path)) as store:
+        messages = sum(1 for h in heads(path) if h[1] == "MessageAppended")
+        assert store.backfill_heads(batch=7) == messages
+        assert store.backfill_heads(batch=7) == 0  # nothing left: idempotent
+        report = store.verify()
+        assert report.ok and report.head_hash == FACTS["head_hash"]
+        rebuilt = Projector.rebuild(store, use_checkpoint=False)
+        assert hashlib.sha256(rebuilt.fingerprint()).hexdigest() == FACTS["fingerprint_sha256"]
+        rows = store._conn.execute(
+            "SELECT s.stream, e.schema, e.payload FROM events AS e JOIN streams AS s"
+            " USING (stream_id) ORDER BY e.seq"
+        ).fetchall()
+    assert [h[2:] for h in heads(path)] == [head_columns(*row) for row in rows]

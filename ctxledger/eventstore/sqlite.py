@@ -30,7 +30,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from ctxledger.errors import (
     ConcurrencyError,
@@ -65,7 +65,6 @@ from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
     ChainVerifier,
-    ColumnRow,
     HeadedRow,
     HeadRow,
     StoredRow,
@@ -75,6 +74,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import out_of_space
+from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
     import fcntl
@@ -87,7 +87,8 @@ _PAGE_SIZE = 4096
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
-#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
+#: rows per page of ``read_rows`` (undecoded payloads: a fold from heads reads the whole
+#: log; ``read_heads``, the head columns of SQLite's own rebuilds: sqlite_heads.py)
 _ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 _COLUMNS = 10  # per event row in q.INSERT_EVENT
@@ -97,7 +98,7 @@ _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
 _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
 
 
-class SQLiteEventStore(EventStore):
+class SQLiteEventStore(EventStore, HeadColumns):
     """The default event store: a single SQLite file in WAL mode.
 
     ``durability="full"`` (default) fsyncs the WAL on every commit, so an append that
@@ -467,43 +468,6 @@ class SQLiteEventStore(EventStore):
             if len(rows) < _ROWS_BATCH:
                 return
             next_seq = rows[-1][0] + 1
-
-    def read_heads(
-        self, from_seq: int = 1, to_seq: int | None = None
-    ) -> Iterator[tuple[Mapping[int, str], list[ColumnRow]]]:
-        """Pages of rows with their message heads read from the head columns (read-only):
-        ``(names, rows)``, `names` mapping every stream id of `rows` to its stream; a
-        row without a head (not a message, or written before migration 0002) has its
-        payload, for the fold to decode (see ``rows.ColumnRow``)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        names: dict[int, str] = {}
-        top = 0  # the highest stream id in `names`
-        next_seq = from_seq
-        while True:
-            with self._lock, self._errors("read the log"):
-                rows: list[ColumnRow] = self._conn.execute(
-                    q.READ_HEAD_COLUMNS, (next_seq, upto, _ROWS_BATCH)
-                ).fetchall()
-                # after the rows: a stream is committed with (or before) its first row
-                for stream_id, stream in self._conn.execute(q.STREAM_NAMES, (top,)):
-                    names[stream_id] = stream
-                    top = stream_id
-            if rows:
-                yield names, rows
-            if len(rows) < _ROWS_BATCH:
-                return
-            next_seq = rows[-1][0] + 1
-
-    def versions_at(self, stream_ids: Iterable[int], seq: int) -> dict[int, int]:
-        """stream id -> its version as of `seq` (its events up to `seq`), for each id
-        with such events (read-only; ids as ``read_heads`` names them)."""
-        out: dict[int, int] = {}
-        with self._lock, self._errors("read stream versions"):
-            for stream_id in stream_ids:
-                row = self._conn.execute(q.VERSION_AT, (stream_id, seq)).fetchone()
-                if row is not None:
-                    out[stream_id] = int(row[0])
-        return out
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         with self._lock, self._errors("read the log"):

@@ -54,6 +54,13 @@ READ_HEAD_COLUMNS = (
     " ELSE payload END FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
 STREAM_NAMES = "SELECT stream_id, stream FROM streams WHERE stream_id > ? ORDER BY stream_id"
+# backfill (migration 0002 left old rows without heads): messages still without one
+HEADLESS_MESSAGES = (
+    "SELECT e.seq, s.stream, e.schema, CAST(e.payload AS BLOB) FROM events AS e"
+    " JOIN streams AS s USING (stream_id) WHERE e.seq >= ? AND e.kind = 'MessageAppended'"
+    " AND (e.message_id IS NULL OR e.tokens IS NULL) ORDER BY e.seq LIMIT ?"
+)
+SET_HEAD = "UPDATE events SET message_id = ?, tokens = ? WHERE seq = ?"
 # a stream's version as of a seq: walks events_by_stream down from its top (the rowid
 # is in the index), so as of the log's end it is one seek
 VERSION_AT = (

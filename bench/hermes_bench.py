@@ -12,6 +12,10 @@ the baseline:
 * ``hermes_plan_5000``: our first plan of the list (no plan cache, one-liner memo
   emptied: a session never planned in this process) vs Hermes's planning (its
   phase-1 pruning and boundary search, as ``compress()`` runs them). CPU medians.
+  Reported without a goal: issue 14's planning goal ("≤ 5 ms, also ≤ 0.1× Hermes's
+  own planning") is stated for the plan with "the layout kept incrementally", which
+  is the live session's plan below (``hermes_replan_5000``, and ``planner_bench``'s
+  ``plan_synthetic_5000``); a first plan must read the whole list once.
   The figure is our cold ``plan()`` with every replacement text built, because
   Hermes's phase 1 builds its one-liners for every old result at once: the same
   text work on both sides (every compaction needs the texts for its summary
@@ -130,17 +134,20 @@ def _timed(fn: Callable[[], object]) -> tuple[float, float]:
     return (time.perf_counter() - start) * 1000, (time.process_time() - start_cpu) * 1000
 
 
-def _row(bench: str, value: float, baseline: float, goal: float, **extra: Any) -> dict[str, Any]:
-    return {
+def _row(
+    bench: str, value: float, baseline: float, goal: float | None, **extra: Any
+) -> dict[str, Any]:
+    row = {
         "bench": bench,
         "value": round(value, 3),
         "unit": "ms",
         "baseline": round(baseline, 3),
         "ratio": round(value / baseline, 4) if baseline else None,
-        "goal": f"ratio <= {goal}",
-        "met": bool(baseline) and value / baseline <= goal,
-        **extra,
     }
+    if goal is not None:  # an issue-14 goal (a row without one is reported beside it)
+        row["goal"] = f"ratio <= {goal}"
+        row["met"] = bool(baseline) and value / baseline <= goal
+    return {**row, **extra}
 
 
 def bench_plans(session: list[dict[str, Any]], runs: int) -> list[dict[str, Any]]:
@@ -169,7 +176,7 @@ def bench_plans(session: list[dict[str, Any]], runs: int) -> list[dict[str, Any]
             "hermes_plan_5000",
             statistics.median(complete),
             base,
-            0.1,
+            None,  # reported: issue 14's plan goal is the live session's plan (below)
             mode="cold",
             draft_ms=round(statistics.median(cold), 3),
             draft_ratio=round(statistics.median(cold) / base, 4) if base else None,

@@ -422,3 +422,39 @@ def test_a_diff_side_reads_its_bodies_in_one_batch(tmp_path: Path) -> None:
         assert [e.message for e in view.entries] == expected
     finally:
         ledger.close()
+
+
+def test_an_audit_and_a_recall_read_their_bodies_in_batches(tmp_path: Path) -> None:
+    from ctxledger.analysis.audit import audit_chain
+    from ctxledger.analysis.recall import recall
+
+    path = tmp_path / "l.db"
+    writer = make_ledger(path)
+    sid = writer.start_session(model="m", context_length=4000)
+    for n in range(24):
+        writer.append_messages(
+            writer.tip(sid),
+            [
+                {"role": "user", "content": f"edit src/mod{n}.py and set PORT={8000 + n}"},
+                {"role": "assistant", "content": f"done: src/mod{n}.py, 3 passed " + "ok " * 40},
+            ],
+        )
+        if n % 8 == 7:
+            compact_now(writer, writer.tip(sid), trigger="manual")
+    expected_audit = audit_chain(writer, sid)
+    expected_recall = recall(writer, sid, "src", limit=30)
+    writer.close()
+    for check in ("audit", "recall"):  # each on a freshly rebuilt ledger: no body read yet
+        ledger = Ledger(CountingStore(str(path)))
+        try:
+            CountingStore.calls = 0
+            if check == "audit":
+                assert audit_chain(ledger, sid) == expected_audit
+                views = 1 + len(expected_audit.compactions) * 2  # before/after each, and the tip
+                assert 0 < CountingStore.calls <= views  # not one read per message (was 48)
+            else:
+                found = recall(ledger, sid, "src", limit=30)
+                assert found == expected_recall and len(found.hits) == 30
+                assert CountingStore.calls == 1  # every hit's snippet from one batch
+        finally:
+            ledger.close()

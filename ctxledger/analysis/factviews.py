@@ -47,6 +47,7 @@ from ctxledger.compressor.markers import (
 )
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
+from ctxledger.projections.transcript import load_bodies
 
 #: a separator no normalized fact contains: a match never spans two pieces
 _JOIN = JOIN
@@ -301,6 +302,10 @@ class ChainViews:
         ]
 
     def view(self, system_prompt: str | None, message_ids: Sequence[str]) -> list[Piece]:
+        transcript = self.ledger.transcript
+        # the bodies not split yet, read in one batch (one by one, a rebuilt ledger's
+        # audit made one query per message)
+        load_bodies([transcript.stored(mid) for mid in message_ids if mid not in self._pieces])
         out = [Piece(None, "system", system_prompt)] if system_prompt else []
         for mid in message_ids:
             out.extend(self.pieces(mid))

@@ -57,6 +57,7 @@ from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, S
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
+from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import message_text
 
 #: bump to rebuild every index built by an older layout
@@ -414,6 +415,9 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
         if any_rows:  # only then is "any word" what the hits are
             match, rows = "any", any_rows
     live = index.live_ids(ledger, ledger.tip(sid))
+    messages = ledger.transcript.state.messages
+    ids = [r[0] for r in rows if r[0] in messages]
+    bodies = dict(zip(ids, read_bodies([messages[i] for i in ids]), strict=True))  # one batch
     hits = [
         RecallHit(
             message_id=r[0],
@@ -422,7 +426,7 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
             origin=r[3],
             seq=int(r[4]),
             compacted_by=r[5],
-            snippet=_snippet(ledger, r[0], r[6], terms),
+            snippet=_snippet(bodies.get(r[0]), r[6], terms),
             live=r[0] in live,
         )
         for r in rows
@@ -430,11 +434,10 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     return RecallResult(session_id=sid, root=root, query=query.strip(), match=match, hits=hits)
 
 
-def _snippet(ledger: Ledger, message_id: str, fts_snippet: str, terms: list[str]) -> str:
-    stored = ledger.transcript.state.messages.get(message_id)
-    if stored is None:
+def _snippet(message: JSON | None, fts_snippet: str, terms: list[str]) -> str:
+    if message is None:
         return redact(fts_snippet)
-    return snippet_of(stored.message, fts_snippet, terms)
+    return snippet_of(message, fts_snippet, terms)
 
 
 # --------------------------------------------------------------------------- agent tools

@@ -161,6 +161,19 @@ MAX_SEQ = 2**63 - 1
 Row = TypeVar("Row")
 
 
+def seq_runs(seqs: Sequence[int]) -> Iterator[list[int]]:
+    """`seqs` sorted and deduplicated, in runs of seqs at most ``_RUN_GAP`` apart: each run
+    is read with one range query by :meth:`EventStore.read_at` (read-only)."""
+    wanted = sorted(set(seqs))
+    start = 0
+    while start < len(wanted):
+        end = start
+        while end + 1 < len(wanted) and wanted[end + 1] - wanted[end] <= _RUN_GAP:
+            end += 1
+        yield wanted[start : end + 1]
+        start = end + 1
+
+
 def paged(
     fetch: Callable[[int, int], Sequence[Row]],
     from_seq: int,
@@ -257,16 +270,10 @@ class EventStore(abc.ABC):
         Reads runs of nearby seqs with one :meth:`read_all` each, so the bodies of one
         session's live messages cost a few queries, not one per message.
         """
-        wanted = sorted(set(seqs))
         out: list[Recorded] = []
-        start = 0
-        while start < len(wanted):
-            end = start
-            while end + 1 < len(wanted) and wanted[end + 1] - wanted[end] <= _RUN_GAP:
-                end += 1
-            keep = set(wanted[start : end + 1])
-            out.extend(r for r in self.read_all(wanted[start], wanted[end]) if r.seq in keep)
-            start = end + 1
+        for run in seq_runs(seqs):
+            keep = set(run)
+            out.extend(r for r in self.read_all(run[0], run[-1]) if r.seq in keep)
         return out
 
     def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:

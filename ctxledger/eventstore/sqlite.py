@@ -470,8 +470,26 @@ class SQLiteEventStore(EventStore, HeadColumns):
             next_seq = rows[-1][0] + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
+        return self._decode(self._stored_rows(from_seq, to_seq, limit))
+
+    def _stored_rows(
+        self, from_seq: int, to_seq: int, limit: int
+    ) -> list[tuple[int, int, int, bytes, str]]:
         with self._lock, self._errors("read the log"):
-            rows = self._conn.execute(q.READ_ALL, (from_seq, to_seq, limit)).fetchall()
+            rows: list[tuple[int, int, int, bytes, str]] = self._conn.execute(
+                q.READ_ALL, (from_seq, to_seq, limit)
+            ).fetchall()
+        return rows
+
+    def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
+        """The records at `seqs`, in seq order: only those rows are fetched and decoded,
+        not the other sessions' rows between them (read-only)."""
+        wanted = sorted(set(seqs))
+        rows: list[tuple[int, int, int, bytes, str]] = []
+        with self._lock, self._errors("read the log"):
+            for start in range(0, len(wanted), q.READ_AT_CHUNK):
+                chunk = wanted[start : start + q.READ_AT_CHUNK]
+                rows += self._conn.execute(q.read_at(len(chunk)), chunk).fetchall()
         return self._decode(rows)
 
     def read_stream(

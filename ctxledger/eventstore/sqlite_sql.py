@@ -6,6 +6,8 @@ its shape, since most of them were measured.
 
 from __future__ import annotations
 
+import functools
+
 TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
 LAST_SEQ = "SELECT max(seq) FROM events"
 DATA_VERSION = "PRAGMA data_version"
@@ -37,6 +39,17 @@ READ_ALL = (
     "SELECT seq, version, schema, payload, hash FROM events"
     " WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
+#: how many seqs one read_at query names (well under SQLite's 32,766 host parameters)
+READ_AT_CHUNK = 500
+
+
+@functools.lru_cache(maxsize=8)
+def read_at(count: int) -> str:
+    """The rows at `count` given seqs (read_at: a session's bodies among other sessions' rows)."""
+    marks = ",".join("?" * count)
+    return f"SELECT seq, version, schema, payload, hash FROM events WHERE seq IN ({marks}) ORDER BY seq"
+
+
 # a rebuild's read (read_rows): no hash either, it is not folded
 READ_HEADS = (
     "SELECT seq, version, schema, payload FROM events"

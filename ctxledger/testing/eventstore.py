@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -248,6 +248,20 @@ class EventStoreContract(abc.ABC):
         assert list(store.read_all(8, batch_size=batch_size)) == []
         with pytest.raises(InvalidInput, match="batch_size"):
             list(store.read_all(batch_size=0))
+
+    def test_read_at_returns_exactly_the_records_asked_for(self, store: EventStore) -> None:
+        for n in range(100):  # three sessions interleaved: a run of wanted seqs spans the others'
+            for stream in ("ses_a", "ses_b", "ses_c"):
+                store.append(stream, [message(stream, f"{stream} {n}")], n)
+        every = {record.seq: record for record in store.read_all()}
+
+        @settings(max_examples=40, deadline=None)
+        @given(picks=st.lists(st.integers(min_value=-2, max_value=420), max_size=60))
+        def asked(picks: list[int]) -> None:  # any order, repeats, seqs not in the log
+            wanted = sorted({seq for seq in picks if seq in every})
+            assert store.read_at(picks) == [every[seq] for seq in wanted]
+
+        asked()
 
     # --- blobs, large contents, checkpoints, verify ------------------------------------------
 

@@ -66,7 +66,6 @@ from ctxledger.eventstore.rows import (
     NO_HEAD,
     ChainVerifier,
     HeadedRow,
-    HeadRow,
     StoredRow,
     VerifyReport,
     chain_rows,
@@ -87,9 +86,6 @@ _PAGE_SIZE = 4096
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
-#: rows per page of ``read_rows`` (undecoded payloads: a fold from heads reads the whole
-#: log; ``read_heads``, the head columns of SQLite's own rebuilds: sqlite_heads.py)
-_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 _COLUMNS = 10  # per event row in q.INSERT_EVENT
 
@@ -452,22 +448,6 @@ class SQLiteEventStore(EventStore, HeadColumns):
             return rows
 
         return paged(fetch, from_seq, batch_size, lambda row: row[0])
-
-    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
-        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
-        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        next_seq = from_seq
-        while True:
-            with self._lock, self._errors("read the log"):
-                rows: list[HeadRow] = self._conn.execute(
-                    q.READ_HEADS, (next_seq, upto, _ROWS_BATCH)
-                ).fetchall()
-            if rows:
-                yield rows
-            if len(rows) < _ROWS_BATCH:
-                return
-            next_seq = rows[-1][0] + 1
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         return self._decode(self._stored_rows(from_seq, to_seq, limit))

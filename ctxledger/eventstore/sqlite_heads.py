@@ -1,5 +1,6 @@
-"""The SQLite store's message-head columns (migration ``0002_message_heads``): the
-reads a rebuild folds from, and the backfill of rows written before the columns.
+"""What a SQLite rebuild reads: message heads from their columns (migration
+``0002_message_heads``) or stored rows whole, and the backfill of rows written before
+the columns.
 
 ``events.message_id`` / ``events.tokens`` are derived from a ``MessageAppended``
 payload (its session is the row's stream); they are not hashed, and ``verify``
@@ -18,11 +19,11 @@ from contextlib import AbstractContextManager
 
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import MAX_SEQ
-from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, head_columns
+from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, HeadRow, head_columns
 
 __all__ = ["HeadColumns"]
 
-#: rows per page of ``read_heads`` (a rebuild reads the whole log)
+#: rows per page of ``read_heads`` / ``read_rows`` (a rebuild reads the whole log)
 ROWS_BATCH = 10_000
 #: rows examined per backfill transaction
 BACKFILL_BATCH = 5000
@@ -36,6 +37,22 @@ class HeadColumns:
     _lock: threading.RLock
     _errors: Callable[[str], AbstractContextManager[None]]
     _writing: Callable[[], AbstractContextManager[None]]
+
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
+        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows: list[HeadRow] = self._conn.execute(
+                    q.READ_HEADS, (next_seq, upto, ROWS_BATCH)
+                ).fetchall()
+            if rows:
+                yield rows
+            if len(rows) < ROWS_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
 
     def read_heads(
         self, from_seq: int = 1, to_seq: int | None = None

@@ -119,6 +119,9 @@ def _cold() -> None:
     from ctxledger.compressor import factmatch
 
     factviews.FACTS.clear()
+    digests = getattr(factviews, "_DIGESTS", None)  # long contents' fact-cache digests
+    if digests is not None:
+        digests.clear()
     long_haystacks = getattr(factmatch, "LONG_HAYSTACKS", None)  # absent before issue 14's
     if long_haystacks is not None:
         long_haystacks.clear()

@@ -439,12 +439,15 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def dehydrate(event: Event, threshold: int = BLOB_THRESHOLD) -> tuple[Event, dict[str, bytes]]:
+def dehydrate(
+    event: Event, threshold: int = BLOB_THRESHOLD, *, ref: str | None = None
+) -> tuple[Event, dict[str, bytes]]:
     """Move a very large string message content into a content-addressed blob.
 
     Returns the event to store and the blobs to store with it (sha256 -> bytes).
     Backends call this on append and :func:`hydrate` on read, so callers only ever
-    see whole events.
+    see whole events. `ref`, when given, is already known to be the sha256 hex of the
+    content's UTF-8 bytes (it is not computed again).
     """
     if not isinstance(event, MessageAppended) or event.content_ref is not None:
         return event, {}
@@ -452,7 +455,8 @@ def dehydrate(event: Event, threshold: int = BLOB_THRESHOLD) -> tuple[Event, dic
     if not isinstance(content, str) or len(content) < threshold:
         return event, {}
     data = content.encode("utf-8")
-    ref = sha256_hex(data)
+    if ref is None:
+        ref = sha256_hex(data)
     # keep the key (and so the key order) with a placeholder; `content_ref` says where it is
     message = {k: (None if k == "content" else v) for k, v in event.message.items()}
     return msgspec.structs.replace(event, message=message, content_ref=ref), {ref: data}
@@ -461,7 +465,11 @@ def dehydrate(event: Event, threshold: int = BLOB_THRESHOLD) -> tuple[Event, dic
 def hydrate(event: Event, get_blob: Callable[[str], bytes]) -> Event:
     if not isinstance(event, MessageAppended) or event.content_ref is None:
         return event
-    content = get_blob(event.content_ref).decode("utf-8")
+    return hydrate_text(event, get_blob(event.content_ref).decode("utf-8"))
+
+
+def hydrate_text(event: MessageAppended, content: str) -> MessageAppended:
+    """`event` (stored with a ``content_ref``) with its content put back as `content`."""
     message = {k: (content if k == "content" else v) for k, v in event.message.items()}
     return msgspec.structs.replace(event, message=message, content_ref=None)
 

@@ -9,9 +9,11 @@ published hash; see README).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
@@ -105,8 +107,57 @@ _LONG_TEXT = 64 * 1024
 
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     if len(text) >= _LONG_TEXT:
+        known = _KNOWN_COUNTS.get()
+        if known is not None:
+            found = known.get((id(text), encoding))
+            if found is not None and found[0] is text:
+                return found[1]
         return _count_long(text, encoding)
     return len(_encoding(encoding).encode_ordinary(text))
+
+
+#: (id(text), encoding) -> (text, count): counts a log recorded, inside knowing_counts()
+_KNOWN_COUNTS: ContextVar[dict[tuple[int, str], tuple[str, int]] | None] = ContextVar(
+    "ctxledger_known_counts", default=None
+)
+
+
+@contextlib.contextmanager
+def knowing_counts() -> Iterator[None]:
+    """Within the block, :func:`count_text` answers a long text from its recorded count
+    (:func:`remember_count`) instead of tokenizing it again (a 10 MB message: ~0.5 s).
+
+    For one run that replays a log (a what-if): a count the log recorded was made by
+    :func:`count_message` under the same encoding, so it is the count. Only the very
+    string object a count was remembered for is answered. Joins an enclosing block.
+    """
+    if _KNOWN_COUNTS.get() is not None:
+        yield
+        return
+    token = _KNOWN_COUNTS.set({})
+    try:
+        yield
+    finally:
+        _KNOWN_COUNTS.reset(token)
+
+
+def remember_count(message: Mapping[str, Any], encoding: str, tokens: int) -> None:
+    """Inside :func:`knowing_counts`, remember that `message` (as recorded, with its
+    ``tokens`` under `encoding`) counts ``tokens - MESSAGE_OVERHEAD`` for its text.
+
+    Only a message whose text is its long string content alone (no tool calls, ids or
+    replayed fields: :func:`message_text` is then that very string) is remembered.
+    """
+    known = _KNOWN_COUNTS.get()
+    content = message.get("content")
+    if (
+        known is None
+        or not isinstance(content, str)
+        or len(content) < _LONG_TEXT
+        or not message.keys() <= {"role", "content"}
+    ):
+        return
+    known[(id(content), encoding)] = (content, tokens - MESSAGE_OVERHEAD)
 
 
 @functools.lru_cache(maxsize=16)

@@ -7,6 +7,11 @@ compaction up here. A :class:`CompactionRecord` pairs a compaction's
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
 import msgspec
 
 from ctxledger.errors import InvalidInput, UnknownCompaction
@@ -34,13 +39,50 @@ class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
     prunes: ToolResultsPruned | None = None
 
 
+#: (id(ledger), chain, the log's last seq) -> (ledger, its compactions): inside
+#: :func:`remembering_compactions` only
+_REMEMBERED: ContextVar[dict[tuple[int, tuple[str, ...], int], Any] | None] = ContextVar(
+    "ctxledger_remembered_compactions", default=None
+)
+
+
+@contextlib.contextmanager
+def remembering_compactions() -> Iterator[None]:
+    """Within the block, :func:`chain_compactions` reads each chain of a ledger once.
+
+    For a report that asks for the same chains' compactions several times (a what-if's
+    two audits and its reproduction check). A chain is read again when its ledger's log
+    has grown meanwhile. Joins an enclosing block.
+    """
+    if _REMEMBERED.get() is not None:
+        yield
+        return
+    token = _REMEMBERED.set({})
+    try:
+        yield
+    finally:
+        _REMEMBERED.reset(token)
+
+
 def chain_compactions(ledger: Ledger, session_id: str) -> list[CompactionRecord]:
     """Every compaction of the chain holding `session_id`, oldest first (read-only).
 
     Reverts are not compactions: they are left out (see :func:`reverted_compactions`).
     """
+    chain = ledger.chains.chain(session_id)
+    remembered = _REMEMBERED.get()
+    if remembered is None:
+        return _read_compactions(ledger, chain)
+    key = (id(ledger), tuple(chain), ledger.store.last_seq())
+    found = remembered.get(key)
+    if found is None or found[0] is not ledger:
+        found = remembered[key] = (ledger, _read_compactions(ledger, chain))
+    return list(found[1])
+
+
+def _read_compactions(ledger: Ledger, chain: list[str]) -> list[CompactionRecord]:
     out: list[CompactionRecord] = []
-    for sid in ledger.chains.chain(session_id):
+    for sid in chain:
         summaries: dict[str, SummaryGenerated] = {}
         prunes: dict[str, ToolResultsPruned] = {}
         for rec in ledger.store.read_stream(sid):
@@ -174,5 +216,6 @@ __all__ = [
     "is_compaction_ref",
     "match_compaction",
     "no_compaction",
+    "remembering_compactions",
     "reverted_compactions",
 ]

@@ -118,10 +118,26 @@ class FactCache:
         self._lock = threading.Lock()
         self._encoder = msgspec.json.Encoder(order="sorted")
 
+    def key(self, message: Mapping[str, Any]) -> bytes:
+        """The cache key of `message`: a digest of its canonical JSON.
+
+        A long string content (a 10 MB message) is digested apart, once per string
+        object (:func:`content_digest`), and the rest of the message with it: keys of
+        that form start with a byte no JSON encoding starts with, so the two forms
+        never meet.
+        """
+        content = message.get("content")
+        if isinstance(content, str) and len(content) >= LONG_CONTENT:
+            rest = self._encoder.encode({**message, "content": None})
+            return hashlib.blake2b(
+                b"\x00" + content_digest(content) + rest, digest_size=16
+            ).digest()
+        return hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
+
     def facts(self, message: Mapping[str, Any]) -> list[Fact]:
         if not self.enabled:
             return extract_facts([message])
-        key = hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
+        key = self.key(message)
         with self._lock:
             found = self._items.get(key)
             if found is not None:
@@ -148,6 +164,30 @@ class FactCache:
 #: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
 FACTS = FactCache()
 
+#: a string content at least this long is digested once per string object (FactCache.key)
+LONG_CONTENT = 64 * 1024
+#: id(text) -> (text, sha256 of its UTF-8): the last few long contents digested
+_DIGESTS: OrderedDict[int, tuple[str, bytes]] = OrderedDict()
+_DIGESTS_KEPT = 4
+_DIGESTS_LOCK = threading.Lock()
+
+
+def content_digest(text: str) -> bytes:
+    """sha256 of `text`'s UTF-8 (surrogates passed), remembered for the last few string
+    objects digested: a what-if asks for the key of the same 10 MB content several times
+    (strings are immutable, so the object held is the text digested)."""
+    with _DIGESTS_LOCK:
+        found = _DIGESTS.get(id(text))
+        if found is not None and found[0] is text:
+            _DIGESTS.move_to_end(id(text))
+            return found[1]
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[id(text)] = (text, digest)
+        while len(_DIGESTS) > _DIGESTS_KEPT:
+            _DIGESTS.popitem(last=False)
+    return digest
+
 
 @contextmanager
 def uncached() -> Iterator[None]:
@@ -167,6 +207,34 @@ def _prefixes() -> tuple[str, ...]:
     return (summary_prefix(), *LEGACY_PREFIXES)
 
 
+#: texts at least this long are searched from the occurrences of a needle's first character
+_LONG_SEARCH = 64 * 1024
+#: ... at most this many of them, then by ``str.find`` from there
+_PROBES = 32
+
+
+def _find(text: str, needle: str, start: int = 0) -> int:
+    """``text.find(needle, start)`` for a non-empty `needle`, faster on a long text where the
+    needle's first character is rare (a 10 MB message without any ``[``): finding that
+    character is a ``memchr``, a needle search is several times slower. Any match starts
+    at such a character, so trying each (the first few, then searching the rest) finds
+    the same first match."""
+    if len(text) - start < _LONG_SEARCH:
+        return text.find(needle, start)
+    first = needle[0]
+    pos = text.find(first, start)
+    for _ in range(_PROBES):
+        if pos < 0 or text.startswith(needle, pos):
+            return pos
+        pos = text.find(first, pos + 1)
+    return text.find(needle, pos) if pos >= 0 else -1
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    """``text.replace(old, new)`` (a non-empty `old`), not scanned twice when `old` is absent."""
+    return text.replace(old, new) if _find(text, old) >= 0 else text
+
+
 def split_summary(text: str) -> tuple[str, str] | None:
     """``(summary body, the rest of the text)`` when `text` holds a summary, else None.
 
@@ -180,9 +248,9 @@ def split_summary(text: str) -> tuple[str, str] | None:
     start, prefix = min(found)
     end_marker = summary_end_marker()
     body_start = start + len(prefix)
-    end = text.find(end_marker, body_start) if end_marker else -1
+    end = _find(text, end_marker, body_start) if end_marker else -1
     delim = merge_delimiter()
-    cut = text.find(delim, body_start)
+    cut = _find(text, delim, body_start) if delim else text.find(delim, body_start)
     if end >= 0 and (cut < 0 or end < cut):
         body, after = text[body_start:end], text[end + len(end_marker) :]
     elif cut >= 0:
@@ -190,7 +258,9 @@ def split_summary(text: str) -> tuple[str, str] | None:
     else:
         body, after = text[body_start:], ""
     # the lead line of a summary merged after the message (issue 10) belongs to neither
-    rest = (text[:start] + after).replace(delim.strip(), " ").replace(merge_lead().strip(), " ")
+    rest = text[:start] + after
+    for mark in (delim.strip(), merge_lead().strip()):
+        rest = _replace(rest, mark, " ") if mark else rest.replace(mark, " ")
     return body.strip(), rest.strip()
 
 
@@ -208,17 +278,17 @@ def frame_text(text: str) -> str:
         merge_delimiter().strip(),
         merge_lead().strip(),
     )
-    return _JOIN.join(m for m in marks if m and m in text)
+    return _JOIN.join(m for m in marks if m and _find(text, m) >= 0)
 
 
 def _line_start_find(text: str, prefix: str) -> int:
     """Where `prefix` starts a line of `text` (leading blanks allowed), or -1."""
-    pos = text.find(prefix)
+    pos = _find(text, prefix) if prefix else text.find(prefix)
     while pos >= 0:
         line_start = text.rfind("\n", 0, pos) + 1
         if not text[line_start:pos].strip():
             return pos
-        pos = text.find(prefix, pos + 1)
+        pos = _find(text, prefix, pos + 1) if prefix else text.find(prefix, pos + 1)
     return -1
 
 

@@ -39,7 +39,11 @@ import anyio
 import msgspec
 
 from ctxledger.analysis.audit import ChainReport, chain_report
-from ctxledger.analysis.compactions import chain_compactions, chain_signature
+from ctxledger.analysis.compactions import (
+    chain_compactions,
+    chain_signature,
+    remembering_compactions,
+)
 from ctxledger.analysis.history import (
     AppendStep,
     CompressStep,
@@ -56,6 +60,7 @@ from ctxledger.analysis.history import (
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
+from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 from ctxledger.runtime.service import ContextService
@@ -280,6 +285,17 @@ def config_changes(before: CompressionConfig, after: CompressionConfig) -> dict[
 
 
 @contextlib.contextmanager
+def whatif_reads() -> Iterator[None]:
+    """The reads of one what-if run, shared: a large message content (a blob) is read and
+    decoded once for the history, the replay and the report (see
+    :mod:`ctxledger.eventstore.contents`), and each chain's compactions are read once by
+    the report. Wrap :func:`history` and :func:`replay_history` in it (:func:`whatif` does);
+    joins an enclosing block."""
+    with sharing_contents(), remembering_compactions():
+        yield
+
+
+@contextlib.contextmanager
 def scratch_ledger(
     out: str | Path | None, *, config: CompressionConfig, ids: PresetIds, clock: ReplayClock
 ) -> Iterator[Ledger]:
@@ -326,7 +342,7 @@ def replay_history(
     effective = config or hist.config
     clock = ReplayClock(hist.start.at or 0.0)
     ids = PresetIds(reserved=hist.message_ids)
-    with scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
+    with whatif_reads(), scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
         yield (
             scratch,
             anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer)),
@@ -344,6 +360,20 @@ def whatif_report(
     out: str | Path | None = None,
 ) -> WhatIfReport:
     """Compare the recorded chain of `hist` with its replay (`result` in `scratch`): two chain audits."""
+    with whatif_reads():
+        return _report(ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out)
+
+
+def _report(
+    ledger: Ledger,
+    hist: History,
+    scratch: Ledger,
+    result: DriveResult,
+    *,
+    config: CompressionConfig | None,
+    summarizer: Summarizer | None,
+    out: str | Path | None,
+) -> WhatIfReport:
     sid = hist.session_id
     effective = config or hist.config
     recorded_calls = [s for s in hist.steps if isinstance(s, UsageStep)]
@@ -452,11 +482,15 @@ def whatif(
     The original ledger is only read. `summarizer` defaults to the offline one. With a
     history already read, use :func:`replay_history` and :func:`whatif_report`.
     """
-    hist = history(ledger, session_id)
-    with replay_history(hist, config=config, summarizer=summarizer, out=out) as (scratch, result):
-        return whatif_report(
-            ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out
-        )
+    with whatif_reads():
+        hist = history(ledger, session_id)
+        with replay_history(hist, config=config, summarizer=summarizer, out=out) as (
+            scratch,
+            result,
+        ):
+            return whatif_report(
+                ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out
+            )
 
 
 __all__ = [
@@ -485,5 +519,6 @@ __all__ = [
     "scripted_steps",
     "start_and_drive",
     "whatif",
+    "whatif_reads",
     "whatif_report",
 ]

@@ -50,6 +50,7 @@ from ctxledger.messages import content_text
 from ctxledger.terminal import styled
 
 if TYPE_CHECKING:
+    from ctxledger.analysis.history import History
     from ctxledger.analysis.whatif import WhatIfReport
 
 _SHOWN_FACTS = 12
@@ -266,10 +267,22 @@ def _whatif_diff(
     config_path: Path | None,
     summarizer_kind: str | None,
 ) -> DiffReport:
-    from ctxledger.analysis.whatif import history, replay_history
+    from ctxledger.analysis.whatif import history, whatif_reads
+
+    with whatif_reads():  # a large content is read once for the history and the replay
+        return _replayed_diff(ctx, ledger, history(ledger, a), config_path, summarizer_kind)
+
+
+def _replayed_diff(
+    ctx: click.Context,
+    ledger: Ledger,
+    hist: History,
+    config_path: Path | None,
+    summarizer_kind: str | None,
+) -> DiffReport:
+    from ctxledger.analysis.whatif import replay_history
     from ctxledger.cli.compress import make_summarizer
 
-    hist = history(ledger, a)  # read once: the recorded config and the replayed steps
     # the file overrides the recorded settings (keys it does not set keep their values)
     config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
@@ -485,10 +498,31 @@ def run_whatif(
     as_json: bool,
 ) -> None:
     """``replay SESSION --config OTHER.toml [--summarizer] [--out FILE]``."""
-    from ctxledger.analysis.whatif import history, replay_history, whatif_report
+    from ctxledger.analysis.whatif import history, whatif_reads
+
+    with whatif_reads():  # a large content is read once for the history, replay and report
+        hist = history(ledger, session_id)  # the recorded config and the replayed steps
+        report = _replayed_report(
+            ctx, ledger, session_id, hist, config_path, summarizer_kind, out_path
+        )
+    if as_json:
+        emit_json(report)
+        return
+    _print_whatif(report)
+
+
+def _replayed_report(
+    ctx: click.Context,
+    ledger: Ledger,
+    session_id: str,
+    hist: History,
+    config_path: Path | None,
+    summarizer_kind: str | None,
+    out_path: Path | None,
+) -> WhatIfReport:
+    from ctxledger.analysis.whatif import replay_history, whatif_report
     from ctxledger.cli.compress import make_summarizer
 
-    hist = history(ledger, session_id)  # read once: the recorded config and the replayed steps
     # the file overrides the recorded settings (keys it does not set keep their values)
     config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
@@ -499,13 +533,9 @@ def run_whatif(
             result,
         ),
     ):
-        report = whatif_report(
+        return whatif_report(
             ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path
         )
-    if as_json:
-        emit_json(report)
-        return
-    _print_whatif(report)
 
 
 def _print_whatif(report: WhatIfReport) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 __all__ = [
     "bounded",
     "find_paths",
+    "first_paths",
     "is_word_char",
     "mask",
     "path_text",
@@ -181,46 +182,73 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
         pos = match.end() if match.end() > start else start + 1
 
 
-_RIGHT_OF_SLASH = re.compile(r"[A-Za-z0-9_.+@~/-]*")  # _PATH_CHARS and "/"
+#: a "/" and what follows it of a path: _PATH_CHARS and "/"
+_SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
 
 
-def _path_spans(text: str) -> Iterator[tuple[int, int]]:
-    """Candidate path spans, in order: slash paths, then bare file names."""
-    slash = text.find("/")
-    while slash != -1:
-        start = slash
-        while start > 0 and text[start - 1] in _PATH_CHARS:
-            start -= 1
-        match = _RIGHT_OF_SLASH.match(text, slash)
-        end = match.end() if match is not None else slash
-        yield start, end
-        slash = text.find("/", end)
+def _span_ends(text: str) -> dict[int, int]:
+    """Candidate path spans: start -> the longest end of the spans at that start
+    (``x.tar.gz`` over ``x.tar``), without the starts paths() skips (after a char of
+    _NOT_BEFORE_PATH).
+
+    Slash paths: each "/" (from where the previous span ended) grown left over
+    _PATH_CHARS and right over them and "/"; bare file names: each extension anchor or
+    known file name grown left over word chars, "." and "-" (``.py`` alone is none).
+    The same spans as the candidate walk of tests/helpers/reference_facts, in one loop
+    per anchor kind with the slashes found by one regex scan (a long text names
+    150,000 paths).
+    """
+    spans: dict[int, int] = {}
+    get, path_chars, not_before = spans.get, _PATH_CHARS, _NOT_BEFORE_PATH
+    if "/" in text:
+        # finditer resumes at a span's end, as the loop looked for the next "/" from there
+        for match in _SLASH_AND_RIGHT.finditer(text):
+            start, end = match.span()
+            while start > 0 and text[start - 1] in path_chars:
+                start -= 1
+            if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
+                spans[start] = end
     for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
         for match in pattern.finditer(text):
-            start = match.start()
+            anchor, end = match.span()
+            start = anchor
             while start > 0 and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
-            if start == match.start() and pattern is _EXT_ANCHOR:
+            if start == anchor and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone
-            yield start, match.end()
+            if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
+                spans[start] = end
+    return spans
 
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
-    spans: dict[int, int] = {}
-    for start, end in _path_spans(text):
-        spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
+    """``(position, path)`` of every path `text` names, in order."""
+    return iter(sorted(_found(text).items()))
+
+
+def first_paths(text: str) -> list[tuple[int, str]]:
+    """``(position, path)`` of each distinct path at its first position, in order: what
+    :func:`paths` yields, without the repeats (a caller keeping the first of equal
+    values, as fact extraction does, sees the same)."""
+    first: dict[str, int] = {}
+    for start, value in _found(text).items():
+        if start < first.get(value, start + 1):
+            first[value] = start
+    return sorted((start, value) for value, start in first.items())
+
+
+def _found(text: str) -> dict[int, str]:
+    """Start -> path, for every path of `text` (in no particular order)."""
     found: dict[int, str] = {}
     judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
-    for start, end in spans.items():
-        if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:
-            continue
+    for start, end in _span_ends(text).items():
         if text[start] == "." and not text.startswith(("./", "../"), start):
             continue
         raw = text[start:end]
         value = judged[raw] if raw in judged else judged.setdefault(raw, _judged(raw))
         if value is not None:
             found[start] = value
-    return iter(sorted(found.items()))
+    return found
 
 
 def _judged(raw: str) -> str | None:

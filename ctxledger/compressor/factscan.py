@@ -8,6 +8,7 @@ it says "maybe", the pattern runs exactly as before, so results never change.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -41,7 +42,19 @@ def line_matches(
 
 def has_any(text: str, literals: tuple[str, ...]) -> bool:
     """Whether `text` holds one of `literals` (always True for a short text)."""
-    return len(text) < _SMALL or any(literal in text for literal in literals)
+    return len(text) < _SMALL or any(_holds(text, literal) for literal in literals)
+
+
+def _holds(text: str, literal: str) -> bool:
+    """``literal in text``, answered at once when one of the literal's characters is
+    nowhere in `text`: finding one character is a memchr, a literal search of a long
+    text several times slower (~8 ms per 10 MB), and most literals are absent."""
+    return all(char in text for char in _chars(literal)) and literal in text
+
+
+@functools.lru_cache(maxsize=1024)
+def _chars(literal: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(literal))
 
 
 def may_match_ignoring_case(text: str, literals: tuple[str, ...]) -> bool:
@@ -55,7 +68,7 @@ def may_match_ignoring_case(text: str, literals: tuple[str, ...]) -> bool:
     if len(text) < _SMALL or any(odd in text for odd in CASE_ODD):
         return True
     lowered = _lowered(text)
-    return any(literal in lowered for literal in literals)
+    return any(_holds(lowered, literal) for literal in literals)
 
 
 _last_lowered: tuple[str, str] = ("", "")

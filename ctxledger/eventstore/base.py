@@ -42,11 +42,11 @@ from ctxledger.events import (
     Event,
     MessageAppended,
     Recorded,
-    dehydrate,
     encode_event,
     sha256_hex,
 )
 from ctxledger.eventstore import leases
+from ctxledger.eventstore.contents import dehydrate_shared
 from ctxledger.eventstore.leases import LocalLeases, Release
 from ctxledger.eventstore.rows import (
     CHAIN_FORMATS,
@@ -136,7 +136,7 @@ def prepare_append(
                 # the test dehydrate() makes, inlined: this loop runs once per event
                 content = event.message.get("content")
                 if isinstance(content, str) and len(content) >= threshold:
-                    event, extra = dehydrate(event, threshold)
+                    event, extra = dehydrate_shared(event, threshold)
                     new_blobs.update(extra)
             else:
                 heads.append(NO_HEAD)

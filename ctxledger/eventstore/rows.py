@@ -25,9 +25,9 @@ from ctxledger.events import (
     MessageAppended,
     Recorded,
     ToolOutputPersisted,
-    hydrate,
     upcast_stored,
 )
+from ctxledger.eventstore.contents import hydrate_shared
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
 #: ``"linked"`` (a :func:`row_digest` per row, one :func:`link_hash` per append)
@@ -204,7 +204,7 @@ def decode_rows(
             if event is None or schema != event.SCHEMA:
                 event = upcast_stored(payload, schema)
             if type(event) is MessageAppended and event.content_ref is not None:
-                event = hydrate(event, get_blob)
+                event = hydrate_shared(event, get_blob)
             append(Recorded(seq, event.session_id, version, event, digest))
     except InvalidEvent as exc:
         raise InvalidEvent(

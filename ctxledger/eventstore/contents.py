@@ -1,0 +1,121 @@
+"""Large message contents shared within one run (a what-if) instead of read again.
+
+A message content kept as a blob is content-addressed: the text stored under a sha256
+ref is the same in every store that holds it. A what-if reads a 10 MB content from the
+recorded ledger, appends it to its scratch ledger, and reads it back from both several
+times (the projection's catch-up, the audits, the reproduction check): each read was a
+10 MB blob fetch and UTF-8 decode, each append an encode and a sha256.
+
+Inside :func:`sharing_contents` (one run), the first read of a ref is checked — its
+bytes must hash to the ref, else nothing is remembered and every read of it goes to its
+store as before — and its decoded text kept for the rest of the run: later reads of
+that ref, in any store, hand out the same ``str`` object, and an append of that very
+object (so the very same text) reuses its ref instead of hashing it again. The token
+count the log recorded with such a message is remembered for that string too
+(:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again.
+Outside such a block nothing is remembered: ``verify``, and any read after a blob was
+tampered with on disk, see the store's bytes as they are. The block remembers only
+what the run reads, which the run holds anyway (the replayed history keeps every
+message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+from ctxledger.events import (
+    Event,
+    MessageAppended,
+    dehydrate,
+    hydrate,
+    hydrate_text,
+    sha256_hex,
+)
+from ctxledger.tokens import knowing_counts, remember_count
+
+__all__ = ["SharedContents", "dehydrate_shared", "hydrate_shared", "sharing_contents"]
+
+
+class SharedContents:
+    """The blob contents one run has read: ref -> text (checked against the ref)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+        #: id(text) -> ref, for texts held in ``_texts`` (so the id stays theirs)
+        self._refs: dict[int, str] = {}
+        #: blobs fetched from a store and decoded
+        self.reads = 0
+        #: reads answered from the run's memory
+        self.hits = 0
+        #: appends that reused a known ref instead of hashing the text
+        self.reused = 0
+
+    def text(self, ref: str, get_blob: Callable[[str], bytes]) -> str:
+        """The text stored under `ref`: remembered, or read with `get_blob` (and remembered
+        only when its bytes hash to `ref`)."""
+        found = self._texts.get(ref)
+        if found is not None:
+            self.hits += 1
+            return found
+        data = get_blob(ref)
+        self.reads += 1
+        text = data.decode("utf-8")
+        if sha256_hex(data) == ref:
+            self._texts[ref] = text
+            self._refs[id(text)] = ref
+        return text
+
+    def holds(self, ref: str, text: str) -> bool:
+        """Whether `text` is the (checked) text this run keeps for `ref`."""
+        return self._texts.get(ref) is text
+
+    def ref_of(self, text: str) -> str | None:
+        """The ref of `text` when it is a text this run read (the same object), else None."""
+        ref = self._refs.get(id(text))
+        if ref is None or self._texts.get(ref) is not text:
+            return None
+        self.reused += 1
+        return ref
+
+
+_SHARED: ContextVar[SharedContents | None] = ContextVar("ctxledger_shared_contents", default=None)
+
+
+@contextlib.contextmanager
+def sharing_contents() -> Iterator[SharedContents]:
+    """Share blob contents within the block (joins an enclosing block when there is one)."""
+    current = _SHARED.get()
+    if current is not None:
+        yield current
+        return
+    shared = SharedContents()
+    token = _SHARED.set(shared)
+    try:
+        with knowing_counts():
+            yield shared
+    finally:
+        _SHARED.reset(token)
+
+
+def hydrate_shared(event: MessageAppended, get_blob: Callable[[str], bytes]) -> Event:
+    """``hydrate(event, get_blob)``, answered from the run's memory inside :func:`sharing_contents`."""
+    shared, ref = _SHARED.get(), event.content_ref
+    if shared is None or ref is None:
+        return hydrate(event, get_blob)
+    text = shared.text(ref, get_blob)
+    whole = hydrate_text(event, text)
+    if shared.holds(ref, text):  # checked against its ref: the text the count was made for
+        remember_count(whole.message, whole.encoding, whole.tokens)
+    return whole
+
+
+def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, bytes]]:
+    """``dehydrate(event, threshold)``, reusing the ref of a content this run read."""
+    shared = _SHARED.get()
+    if shared is None or not isinstance(event, MessageAppended):
+        return dehydrate(event, threshold)
+    content = event.message.get("content")
+    ref = shared.ref_of(content) if isinstance(content, str) else None
+    return dehydrate(event, threshold, ref=ref)

@@ -146,7 +146,7 @@ def test_a_log_truncated_then_rewritten_differs_from_the_anchor(db: Path) -> Non
         conn.execute(f"ATTACH DATABASE '{donor}' AS d")
         conn.execute(
             "INSERT INTO events SELECT ?, event_id || 'x', stream_id, version, kind, schema,"
-            " payload, hash FROM d.events WHERE seq = ?",
+            " payload, hash, message_id, tokens FROM d.events WHERE seq = ?",
             (last, last),
         )
     conn.close()

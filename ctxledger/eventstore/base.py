@@ -50,9 +50,11 @@ from ctxledger.eventstore.contents import dehydrate_shared
 from ctxledger.eventstore.leases import LocalLeases, Release
 from ctxledger.eventstore.rows import (
     CHAIN_FORMATS,
+    NO_HEAD,
     ChainFormat,
     StoredRow,
     VerifyReport,
+    head_columns,
 )
 
 Durability = Literal["full", "normal"]
@@ -90,6 +92,9 @@ class PreparedBatch(NamedTuple):
     expected_version: int | None
     rows: list[tuple[str, str, int, bytes]]  # event_id, kind, schema, payload
     chain: ChainFormat | None = None  # None: the store's own format
+    #: per row, its message's head (message id, tokens) or NO_HEAD: the derived
+    #: columns a store may keep beside the payload (SQLite's, for rebuilds)
+    heads: list[tuple[str, int] | tuple[None, None]] | None = None
 
 
 def prepare_append(
@@ -106,6 +111,7 @@ def prepare_append(
         _check_request(request, batches)
         stream, expected, stored = request.stream, request.expected_version, request.stored
         rows: list[tuple[str, str, int, bytes]] = []
+        heads: list[tuple[str, int] | tuple[None, None]] = []
         for index, event in enumerate(request.events):
             meta = _KINDS.get(type(event))
             if meta is None:
@@ -122,15 +128,20 @@ def prepare_append(
                 if not isinstance(schema, int) or not isinstance(payload, bytes):
                     raise InvalidInput("stored payloads are (schema int, payload bytes) pairs")
                 rows.append((event.event_id, meta[0], schema, payload))
+                # from the bytes stored, which the columns must match (not the event)
+                heads.append(head_columns(stream, schema, payload))
                 continue
             if isinstance(event, MessageAppended):
+                heads.append((event.message_id, event.tokens))
                 # the test dehydrate() makes, inlined: this loop runs once per event
                 content = event.message.get("content")
                 if isinstance(content, str) and len(content) >= threshold:
                     event, extra = dehydrate_shared(event, threshold)
                     new_blobs.update(extra)
+            else:
+                heads.append(NO_HEAD)
             rows.append((event.event_id, meta[0], meta[1], _encode(event)))
-        batches.append(PreparedBatch(stream, expected, rows, request.chain))
+        batches.append(PreparedBatch(stream, expected, rows, request.chain, heads))
     _reject_repeated_ids(batches)
     for ref, data in (blobs or {}).items():
         if sha256_hex(data) != ref:

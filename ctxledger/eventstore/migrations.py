@@ -145,3 +145,18 @@ def _create_event_log(db: Database) -> None:
     db.table("checkpoints").create(
         {"name": str, "seq": int, "state": bytes}, pk="name", not_null=["seq", "state"]
     )
+
+
+@MIGRATIONS("0002_message_heads")
+def _add_message_heads(db: Database) -> None:
+    """``events.message_id`` and ``events.tokens``: a message's head, beside its payload.
+
+    Derived data (the payload stays the record and the only hashed bytes): a rebuild
+    reads a message's id and token count from these two columns (its session is the
+    row's stream) instead of parsing the payload. ``ALTER TABLE ... ADD COLUMN`` does
+    not rewrite the table, so the migration is instant on any log; rows written before
+    it keep NULL there and are folded from their payload as before. ``verify`` checks
+    every non-NULL head against the payload.
+    """
+    db.execute("ALTER TABLE events ADD COLUMN message_id TEXT")
+    db.execute("ALTER TABLE events ADD COLUMN tokens INTEGER")

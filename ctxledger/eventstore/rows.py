@@ -56,6 +56,8 @@ GENESIS_HASH = "0" * 64
 #: a stored event as backends hand it to the verifier:
 #: (seq, stream, version, event_id, kind, schema, payload, hash)
 StoredRow = tuple[int, str, int, str, str, int, bytes, str]
+#: a stored row with its head columns (message_id, tokens), as SQLite's verify reads it
+HeadedRow = tuple[int, str, int, str, str, int, bytes, str, str | None, int | None]
 
 #: encodes ``(prev_hash, seq, stream, version, event_id, kind, schema)`` as a JSON array:
 #: the bytes hashed before an event's payload (JSON, so no field can bleed into another)
@@ -242,6 +244,32 @@ HEAD_DECODER: msgspec.json.Decoder[Event | MessageHead] = msgspec.json.Decoder(
 MESSAGE_SCHEMA = MessageAppended.SCHEMA
 
 
+#: a stored row as a rebuild reads it from a store with head columns (SQLite since
+#: migration 0002): (seq, stream id, message id, tokens, schema, payload). The payload
+#: is None exactly when the row has its message's head in the two columns; when it is
+#: not, message id and tokens may be None (typed by the common case). No version: the
+#: fold asks for each stream's last one (``versions_at``)
+ColumnRow = tuple[int, int, str, int, int, bytes | None]
+
+#: the head columns of a row that is not a message (or predates them)
+NO_HEAD: tuple[None, None] = (None, None)
+
+
+def head_columns(stream: str, schema: int, payload: bytes) -> tuple[str, int] | tuple[None, None]:
+    """The (message id, tokens) columns a stored row gets (pure): its message's head when
+    the payload is a ``MessageAppended`` at today's schema belonging to `stream`, else
+    :data:`NO_HEAD` (the row is folded from its payload)."""
+    if schema != MESSAGE_SCHEMA:
+        return NO_HEAD
+    try:
+        item = HEAD_DECODER.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return NO_HEAD
+    if type(item) is not MessageHead or item.session_id != stream:
+        return NO_HEAD
+    return (item.message_id, item.tokens)
+
+
 def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
     """One stored row as a rebuild folds it: a message as its head (body not parsed) (pure).
 
@@ -292,9 +320,9 @@ class ChainVerifier:
         self.versions: dict[str, int] = {}
         self.problem: tuple[int | None, str | None, str] | None = None
         # the rows of an append whose link row has not been fed yet
-        self._open: list[StoredRow] = []
+        self._open: list[StoredRow | HeadedRow] = []
 
-    def feed(self, rows: Iterable[StoredRow]) -> bool:
+    def feed(self, rows: Iterable[StoredRow] | Iterable[HeadedRow]) -> bool:
         """Check `rows` (the next ones in seq order); False once a problem was found."""
         if self.problem is not None:
             return False
@@ -305,8 +333,9 @@ class ChainVerifier:
                 return False
         return True
 
-    def _check_row(self, row: StoredRow) -> tuple[int | None, str | None, str] | None:
-        seq, stream, version, event_id, kind, schema, payload, stored_hash = row
+    def _check_row(self, row: StoredRow | HeadedRow) -> tuple[int | None, str | None, str] | None:
+        seq, stream, version, event_id, kind, schema, payload, stored_hash = row[:8]
+        head = row[8:]  # a HeadedRow's head columns (not hashed: checked against the payload)
         previous_version = self.versions.get(stream, 0)
         if seq != self.next_seq:
             return self._blame(row, f"gap in the log: seq {self.next_seq} is missing")
@@ -326,6 +355,13 @@ class ChainVerifier:
         ):
             return self._blame(row, "hash mismatch: this event (or its row) was altered")
         problem = self._check_payload(payload, kind, schema, stream, event_id)
+        if (
+            problem is None
+            and head
+            and head != NO_HEAD
+            and head != head_columns(stream, schema, payload)
+        ):
+            problem = "the row's message_id/tokens columns disagree with its payload"
         if problem is not None:
             return self._blame(row, problem)
         self.versions[stream] = version
@@ -363,7 +399,9 @@ class ChainVerifier:
         self.checked += len(group)
         return None
 
-    def _blame(self, row: StoredRow, problem: str) -> tuple[int | None, str | None, str]:
+    def _blame(
+        self, row: StoredRow | HeadedRow, problem: str
+    ) -> tuple[int | None, str | None, str]:
         # rows of the open append before the blamed one passed their own checks
         self.checked += sum(1 for r in self._open if r[0] < row[0])
         return (row[0], row[3], problem)

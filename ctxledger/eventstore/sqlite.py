@@ -63,8 +63,9 @@ from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
+    NO_HEAD,
     ChainVerifier,
-    HeadRow,
+    HeadedRow,
     StoredRow,
     VerifyReport,
     chain_rows,
@@ -72,6 +73,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import out_of_space
+from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
     import fcntl
@@ -84,17 +86,15 @@ _PAGE_SIZE = 4096
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
-#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
-_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
-_COLUMNS = 8  # per event row in q.INSERT_EVENT
+_COLUMNS = 10  # per event row in q.INSERT_EVENT
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
 _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
 
 
-class SQLiteEventStore(EventStore):
+class SQLiteEventStore(EventStore, HeadColumns):
     """The default event store: a single SQLite file in WAL mode.
 
     ``durability="full"`` (default) fsyncs the WAL on every commit, so an append that
@@ -331,10 +331,26 @@ class SQLiteEventStore(EventStore):
             # linked (one sha256 link per append to a stream, a crc digest per row) unless
             # a copy asks for the source's per-event hashes
             hashes, prev = chain_rows(prev, seq, stream, version, rows, batch.chain or "linked")
-            for (event_id, kind, schema, payload), digest in zip(rows, hashes, strict=True):
+            heads = batch.heads if batch.heads is not None else [NO_HEAD] * len(rows)
+            for (event_id, kind, schema, payload), digest, (message_id, tokens) in zip(
+                rows, hashes, heads, strict=True
+            ):
                 seq += 1
                 version += 1
-                extend((seq, event_id, stream_id, version, kind, schema, payload, digest))
+                extend(
+                    (
+                        seq,
+                        event_id,
+                        stream_id,
+                        version,
+                        kind,
+                        schema,
+                        payload,
+                        digest,
+                        message_id,
+                        tokens,
+                    )
+                )
         self._insert_rows(flat)
         return out
 
@@ -433,22 +449,6 @@ class SQLiteEventStore(EventStore):
 
         return paged(fetch, from_seq, batch_size, lambda row: row[0])
 
-    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
-        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
-        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        next_seq = from_seq
-        while True:
-            with self._lock, self._errors("read the log"):
-                rows: list[HeadRow] = self._conn.execute(
-                    q.READ_HEADS, (next_seq, upto, _ROWS_BATCH)
-                ).fetchall()
-            if rows:
-                yield rows
-            if len(rows) < _ROWS_BATCH:
-                return
-            next_seq = rows[-1][0] + 1
-
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
         return self._decode(self._stored_rows(from_seq, to_seq, limit))
 
@@ -545,7 +545,9 @@ class SQLiteEventStore(EventStore):
         next_seq = 1
         while True:
             with self._lock, self._errors("verify the log"):
-                rows = self._conn.execute(q.VERIFY_EVENTS, (next_seq, _VERIFY_BATCH)).fetchall()
+                rows: list[HeadedRow] = self._conn.execute(
+                    q.VERIFY_HEADS, (next_seq, _VERIFY_BATCH)
+                ).fetchall()
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1

@@ -15,16 +15,17 @@ a rebuild of a million events then neither parses nor keeps a million bodies.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import msgspec
 
 from ctxledger.events import Event, MessageAppended, Recorded
-from ctxledger.eventstore.rows import HeadRow
+from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.chains import ChainsProjection
+from ctxledger.projections.rowfold import Versions
 from ctxledger.projections.source import EventSource
 from ctxledger.projections.transcript import TranscriptProjection
 
@@ -121,6 +122,13 @@ class Projector:
         try:
             source = _heads_of(store) if heads and not self.listeners else None
             if source is not None:
+                columns = _columns_of(source)
+                if columns is not None:  # heads in columns (SQLite): payloads left unread
+                    return self.apply_column_rows(
+                        columns.read_heads(self.last_seq + 1, to_seq),
+                        self._bodies_in(source),
+                        columns.versions_at,
+                    )
                 return self.apply_rows(
                     source.read_rows(self.last_seq + 1, to_seq), self._bodies_in(source)
                 )
@@ -140,24 +148,36 @@ class Projector:
         """Fold stored rows (``read_rows``): messages from their heads, bodies left in the
         log behind `bodies`; returns how many events were folded. Listeners are not
         called (they need whole events)."""
-        transcript, accounting, chains = (
-            self.transcript.apply,
-            self.accounting.apply,
-            self.chains.apply,
-        )
-
-        def other(seq: int, event: Event, version: int) -> None:
-            transcript(seq, event, version)
-            if type(event) is not MessageAppended:
-                accounting(seq, event)
-                chains(seq, event)
-
         last, folded = self.last_seq, 0
         try:
-            last, folded = self.transcript.fold_rows(pages, bodies, other, self.last_seq)
+            last, folded = self.transcript.fold_rows(pages, bodies, self._fold_other, last)
         finally:
             self.last_seq = max(last, self.transcript.state.last_seq)
         return folded
+
+    def apply_column_rows(
+        self,
+        pages: Iterable[tuple[Mapping[int, str], list[ColumnRow]]],
+        bodies: Bodies,
+        versions: Versions,
+    ) -> int:
+        """:meth:`apply_rows` for ``read_heads`` pages (message heads in columns);
+        `versions` is the store's ``versions_at``."""
+        last, folded = self.last_seq, 0
+        try:
+            last, folded = self.transcript.fold_column_rows(
+                pages, bodies, self._fold_other, last, versions
+            )
+        finally:
+            self.last_seq = max(last, self.transcript.state.last_seq)
+        return folded
+
+    def _fold_other(self, seq: int, event: Event, version: int) -> None:
+        """Fold an event a row fold did not take as a message head, into every projection."""
+        self.transcript.apply(seq, event, version)
+        if type(event) is not MessageAppended:
+            self.accounting.apply(seq, event)
+            self.chains.apply(seq, event)
 
     @classmethod
     def rebuild(
@@ -222,6 +242,29 @@ class Projector:
             ],
             order="sorted",
         )
+
+
+class ColumnSource(Protocol):
+    """A log that keeps message heads in columns (SQLite since its migration 0002)."""
+
+    def read_heads(
+        self, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[tuple[Mapping[int, str], list[ColumnRow]]]:
+        """Pages of (stream names, rows), heads from their columns."""
+        ...
+
+    def versions_at(self, stream_ids: Iterable[int], seq: int) -> dict[int, int]:
+        """Each stream's version as of `seq`."""
+        ...
+
+
+def _columns_of(store: HeadSource) -> ColumnSource | None:
+    """`store` when it keeps message heads in columns, else None."""
+    if callable(getattr(store, "read_heads", None)) and callable(
+        getattr(store, "versions_at", None)
+    ):
+        return store  # type: ignore[return-value]
+    return None
 
 
 def _heads_of(store: EventSource) -> HeadSource | None:

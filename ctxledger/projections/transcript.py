@@ -16,11 +16,11 @@ keeps only its seq and reads the body from the log the first time it is asked fo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from ctxledger.errors import IntegrityError, UnknownMessage, UnknownSession
+from ctxledger.errors import UnknownMessage, UnknownSession
 from ctxledger.events import (
     ContextLimitLearned,
     Event,
@@ -35,122 +35,31 @@ from ctxledger.events import (
     ToolOutputPersisted,
     ToolsDeclared,
 )
-from ctxledger.eventstore.rows import (
-    HEAD_DECODER,
-    MESSAGE_SCHEMA,
-    HeadRow,
-    MessageHead,
-    decode_head,
-)
+from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.messages import JSON
+from ctxledger.projections import rowfold
 from ctxledger.projections.bodies import Bodies
+from ctxledger.projections.stored import (
+    SessionView,
+    StoredMessage,
+    TranscriptState,
+    load_bodies,
+    read_bodies,
+    with_bodies,
+)
+
+__all__ = [
+    "SessionView",
+    "StoredMessage",
+    "TranscriptProjection",
+    "TranscriptState",
+    "load_bodies",
+    "read_bodies",
+    "with_bodies",
+]
 
 #: how many sessions keep a cached API view (an agent process works on a handful)
 _API_CACHE_SESSIONS = 64
-
-
-class SessionView(msgspec.Struct, kw_only=True):
-    """Mutable per-session state of the fold (owned by the projection; treat as read-only)."""
-
-    session_id: str
-    model: str
-    context_length: int
-    encoding: str
-    reason: str
-    parent_session_id: str | None = None
-    compaction_id: str | None = None
-    system_prompt: str | None = None
-    system_tokens: int = 0
-    tools: list[JSON] = msgspec.field(default_factory=list)
-    tools_tokens: int = 0
-    live: list[str] = msgspec.field(default_factory=list)
-    live_tokens: int = 0
-    pinned: list[str] = msgspec.field(default_factory=list)
-    ended: bool = False
-    end_reason: str | None = None
-    continued_as: str | None = None
-    config: JSON = msgspec.field(default_factory=dict)
-    #: the stream version as of the last folded event (the expected version of the next append)
-    version: int = 0
-
-
-class StoredMessage(msgspec.Struct, kw_only=True, gc=False):
-    """A message as the live view shows it, with its origin and token count.
-
-    Its :attr:`message` is `body` when held in memory, else read once from the log at
-    `seq` through `bodies` (a message a rebuild folded from its head).
-    """
-
-    tokens: int
-    session_id: str
-    origin: str = "appended"
-    source_id: str | None = None
-    seq: int = 0
-    #: the message, or None while it is only in the log (at `seq`)
-    body: JSON | None = None
-    #: where to read a body that is only in the log
-    bodies: Bodies | None = None
-
-    @property
-    def message(self) -> JSON:
-        """The message (as appended, or as recorded by a compaction); do not mutate it."""
-        body = self.body
-        if body is None:
-            if self.bodies is None:
-                raise IntegrityError(
-                    f"the message at seq {self.seq} was folded without its log; "
-                    "rebuild the projections from the store"
-                )
-            body = self.body = self.bodies.load(self.seq)
-        return body
-
-
-def with_bodies(stored: Iterable[StoredMessage], batch: int = 512) -> Iterator[StoredMessage]:
-    """`stored`, each with its body read (a batch at a time): for scans over many messages."""
-    chunk: list[StoredMessage] = []
-    for m in stored:
-        chunk.append(m)
-        if len(chunk) >= batch:
-            load_bodies(chunk)
-            yield from chunk
-            chunk = []
-    load_bodies(chunk)
-    yield from chunk
-
-
-def load_bodies(stored: list[StoredMessage]) -> None:
-    """Read every body of `stored` still only in the log, one batch per log (then kept)."""
-    lazy = [m for m in stored if m.body is None and m.bodies is not None]
-    for m, body in zip(lazy, read_bodies(lazy), strict=True):
-        m.body = body
-
-
-def read_bodies(stored: list[StoredMessage]) -> list[JSON]:
-    """The bodies of `stored`, in order; those only in the log are read (one batch per
-    log) and not kept on their messages (a one-off scan keeps the memory a rebuild saved)."""
-    out: list[JSON | None] = [m.body for m in stored]
-    lazy = [i for i, m in enumerate(stored) if m.body is None and m.bodies is not None]
-    while lazy:
-        bodies = stored[lazy[0]].bodies
-        assert bodies is not None
-        batch = [i for i in lazy if stored[i].bodies is bodies]
-        found = bodies.load_many(stored[i].seq for i in batch)
-        for i in batch:
-            out[i] = found[stored[i].seq]
-        lazy = [i for i in lazy if stored[i].bodies is not bodies]
-    return [body if body is not None else m.message for body, m in zip(out, stored, strict=True)]
-
-
-class TranscriptState(msgspec.Struct, kw_only=True):
-    sessions: dict[str, SessionView] = msgspec.field(default_factory=dict)
-    messages: dict[str, StoredMessage] = msgspec.field(default_factory=dict)
-    #: live replacements (persisted tool outputs): message id -> shown message
-    shown: dict[str, StoredMessage] = msgspec.field(default_factory=dict)
-    #: continuation layouts waiting for their SessionStarted (same atomic append)
-    pending: dict[str, SessionSwitched] = msgspec.field(default_factory=dict)
-    #: repaired re-used tool-call ids: replacement -> the id the source had sent
-    call_renames: dict[str, str] = msgspec.field(default_factory=dict)
-    last_seq: int = 0
 
 
 class TranscriptProjection:
@@ -219,52 +128,23 @@ class TranscriptProjection:
         other: Callable[[int, Event, int], None],
         after: int,
     ) -> tuple[int, int]:
-        """Fold stored rows (pages of ``read_rows``) after seq `after`; returns the last
-        seq folded (`after` if none) and how many rows were folded.
+        """Fold ``read_rows`` pages after seq `after` (:func:`rowfold.fold_rows`); returns
+        the last seq folded (`after` if none) and how many rows were folded."""
+        return rowfold.fold_rows(self.state, self._api, pages, bodies, other, after)
 
-        A message is folded from its head (its body stays in the log, read through
-        `bodies`); every other event goes to `other(seq, event, version)`, which must
-        fold it into this projection (and any other). The loop is the rebuild's hot
-        path: most rows are messages, decoded without their bodies and folded inline.
-        """
-        decode, head_type, schema_now = HEAD_DECODER.decode, MessageHead, MESSAGE_SCHEMA
-        state = self.state
-        sessions, messages, api = state.sessions, state.messages, self._api
-        last, n = after, 0
-        try:
-            for page in pages:
-                for seq, version, schema, payload in page:
-                    if seq <= last:
-                        continue
-                    try:
-                        item: Event | MessageHead | None = decode(payload)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        item = None
-                    if type(item) is not head_type or schema != schema_now:
-                        item = decode_head(seq, schema, payload)
-                        if not isinstance(item, MessageHead):
-                            other(seq, item, version)
-                            last = seq
-                            n += 1
-                            continue
-                    # a MessageHead from here on (no isinstance: this runs once per message)
-                    view = sessions.get(item.session_id)
-                    if view is not None:
-                        mid, tokens = item.message_id, item.tokens
-                        sid = view.session_id  # one string per session, not per message
-                        messages[mid] = StoredMessage(
-                            tokens=tokens, session_id=sid, seq=seq, bodies=bodies
-                        )
-                        view.live.append(mid)
-                        view.live_tokens += tokens
-                        view.version = version
-                        if api:
-                            api.pop(sid, None)  # rebuilt on its next read, bodies in one batch
-                    last = seq
-                    n += 1
-        finally:
-            state.last_seq = max(state.last_seq, last)
-        return last, n
+    def fold_column_rows(
+        self,
+        pages: Iterable[tuple[Mapping[int, str], list[ColumnRow]]],
+        bodies: Bodies,
+        other: Callable[[int, Event, int], None],
+        after: int,
+        versions: rowfold.Versions,
+    ) -> tuple[int, int]:
+        """Fold ``read_heads`` pages (heads in columns: :func:`rowfold.fold_column_rows`;
+        `versions` gives each stream's version as of a seq)."""
+        return rowfold.fold_column_rows(
+            self.state, self._api, pages, bodies, other, after, versions
+        )
 
     def _view(self, session_id: str) -> SessionView:
         try:

@@ -1,0 +1,125 @@
+"""What a SQLite rebuild reads: message heads from their columns (migration
+``0002_message_heads``) or stored rows whole, and the backfill of rows written before
+the columns.
+
+``events.message_id`` / ``events.tokens`` are derived from a ``MessageAppended``
+payload (its session is the row's stream); they are not hashed, and ``verify``
+checks every non-NULL head against its payload. A mixin of
+:class:`~ctxledger.eventstore.sqlite.SQLiteEventStore`, kept apart so the store's
+module stays about appends, reads by seq and integrity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+
+from ctxledger.eventstore import sqlite_sql as q
+from ctxledger.eventstore.base import MAX_SEQ
+from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, HeadRow, head_columns
+
+__all__ = ["HeadColumns"]
+
+#: rows per page of ``read_heads`` / ``read_rows`` (a rebuild reads the whole log)
+ROWS_BATCH = 10_000
+#: rows examined per backfill transaction
+BACKFILL_BATCH = 5000
+
+
+class HeadColumns:
+    """Reads and backfills the head columns; needs the store's connection, lock and
+    error translation (``_conn``, ``_lock``, ``_errors``, ``_writing``)."""
+
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+    _errors: Callable[[str], AbstractContextManager[None]]
+    _writing: Callable[[], AbstractContextManager[None]]
+
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
+        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows: list[HeadRow] = self._conn.execute(
+                    q.READ_HEADS, (next_seq, upto, ROWS_BATCH)
+                ).fetchall()
+            if rows:
+                yield rows
+            if len(rows) < ROWS_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
+
+    def read_heads(
+        self, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[tuple[Mapping[int, str], list[ColumnRow]]]:
+        """Pages of rows with their message heads read from the head columns (read-only):
+        ``(names, rows)``, `names` mapping every stream id of `rows` to its stream; a
+        row without a head (not a message, or written before migration 0002) has its
+        payload, for the fold to decode (see ``rows.ColumnRow``)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        names: dict[int, str] = {}
+        top = 0  # the highest stream id in `names`
+        next_seq = from_seq
+        while True:
+            with self._lock, self._errors("read the log"):
+                rows: list[ColumnRow] = self._conn.execute(
+                    q.READ_HEAD_COLUMNS, (next_seq, upto, ROWS_BATCH)
+                ).fetchall()
+                # after the rows: a stream is committed with (or before) its first row
+                for stream_id, stream in self._conn.execute(q.STREAM_NAMES, (top,)):
+                    names[stream_id] = stream
+                    top = stream_id
+            if rows:
+                yield names, rows
+            if len(rows) < ROWS_BATCH:
+                return
+            next_seq = rows[-1][0] + 1
+
+    def versions_at(self, stream_ids: Iterable[int], seq: int) -> dict[int, int]:
+        """stream id -> its version as of `seq` (its events up to `seq`), for each id
+        with such events (read-only; ids as ``read_heads`` names them)."""
+        out: dict[int, int] = {}
+        with self._lock, self._errors("read stream versions"):
+            for stream_id in stream_ids:
+                row = self._conn.execute(q.VERSION_AT, (stream_id, seq)).fetchone()
+                if row is not None:
+                    out[stream_id] = int(row[0])
+        return out
+
+    def backfill_heads(self, batch: int = BACKFILL_BATCH) -> int:
+        """Write the head columns of message rows stored without them (written before
+        migration 0002); returns how many rows got a head.
+
+        Rows are read and updated `batch` at a time, one write transaction each (other
+        writers interleave between batches); the heads are derived from the stored
+        payloads (``rows.head_columns``), so running it again, or concurrently, writes
+        the same values. The hash chain is untouched (heads are not hashed).
+        """
+        written, next_seq = 0, 1
+        while True:
+            with self._lock, self._errors("backfill message heads"), self._writing():
+                conn = self._conn
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = conn.execute(q.HEADLESS_MESSAGES, (next_seq, batch)).fetchall()
+                    heads = [
+                        (seq, head_columns(stream, schema, payload))
+                        for seq, stream, schema, payload in rows
+                    ]
+                    updates = [(h[0], h[1], seq) for seq, h in heads if h != NO_HEAD]
+                    conn.executemany(q.SET_HEAD, updates)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+            written += len(updates)
+            if len(rows) < batch:
+                return written
+            next_seq = rows[-1][0] + 1

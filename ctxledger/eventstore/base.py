@@ -55,6 +55,7 @@ from ctxledger.eventstore.rows import (
     StoredRow,
     VerifyReport,
     head_columns,
+    message_head,
 )
 
 Durability = Literal["full", "normal"]
@@ -118,6 +119,10 @@ def prepare_append(
                 raise InvalidEvent(
                     f"only catalogue events can be appended, got {type(event).__name__}"
                 )
+            if not isinstance(event.event_id, str) or "\x00" in event.event_id:
+                raise InvalidEvent(
+                    f"an event id is text without NUL characters, got {event.event_id!r}"
+                )
             if event.session_id != stream:
                 raise InvalidEvent(
                     f"event {event.event_id!r} belongs to session {event.session_id!r}, "
@@ -132,7 +137,7 @@ def prepare_append(
                 heads.append(head_columns(stream, schema, payload))
                 continue
             if isinstance(event, MessageAppended):
-                heads.append((event.message_id, event.tokens))
+                heads.append(message_head(event.message_id, event.tokens))
                 # the test dehydrate() makes, inlined: this loop runs once per event
                 content = event.message.get("content")
                 if isinstance(content, str) and len(content) >= threshold:
@@ -198,10 +203,14 @@ def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None
     stream, expected, stored = request.stream, request.expected_version, request.stored
     if not isinstance(stream, str) or not stream:
         raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
+    if "\x00" in stream:  # PostgreSQL text cannot hold it (libpq would cut the id there)
+        raise InvalidInput(f"a session id cannot contain a NUL character, got {stream!r}")
     if any(batch.stream == stream for batch in batches):
         raise InvalidInput(
             f"stream {stream!r} appears twice in one append; merge its events into one request"
         )
+    if expected is not None and type(expected) is not int:
+        raise InvalidInput(f"expected_version must be an int or None, got {expected!r}")
     if expected is not None and expected < 0:
         raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
     if request.chain is not None and request.chain not in CHAIN_FORMATS:

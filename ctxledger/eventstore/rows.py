@@ -255,6 +255,15 @@ ColumnRow = tuple[int, int, str, int, int, bytes | None]
 NO_HEAD: tuple[None, None] = (None, None)
 
 
+def message_head(message_id: object, tokens: object) -> tuple[str, int] | tuple[None, None]:
+    """The head columns of a message with this id and token count, or :data:`NO_HEAD` when
+    they do not fit the columns (a token count past 64 bits, a non-text id: such a row
+    is folded from its payload, like a row stored before the columns)."""
+    if type(message_id) is str and type(tokens) is int and 0 <= tokens < 2**63:
+        return (message_id, tokens)
+    return NO_HEAD
+
+
 def head_columns(stream: str, schema: int, payload: bytes) -> tuple[str, int] | tuple[None, None]:
     """The (message id, tokens) columns a stored row gets (pure): its message's head when
     the payload is a ``MessageAppended`` at today's schema belonging to `stream`, else
@@ -267,7 +276,7 @@ def head_columns(stream: str, schema: int, payload: bytes) -> tuple[str, int] | 
         return NO_HEAD
     if type(item) is not MessageHead or item.session_id != stream:
         return NO_HEAD
-    return (item.message_id, item.tokens)
+    return message_head(item.message_id, item.tokens)
 
 
 def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:

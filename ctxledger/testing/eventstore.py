@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,6 +147,31 @@ class EventStoreContract(abc.ABC):
     def test_negative_expected_version_is_rejected(self, store: EventStore) -> None:
         with pytest.raises(InvalidInput):
             store.append("ses_a", [message("ses_a")], -1)
+
+    @pytest.mark.parametrize("expected", [True, 1.5, "1"])
+    def test_an_expected_version_that_is_not_an_int_is_rejected(
+        self, store: EventStore, expected: Any
+    ) -> None:
+        store.append("ses_a", [message("ses_a")], 0)
+        with pytest.raises(InvalidInput, match="expected_version"):
+            store.append("ses_a", [message("ses_a")], expected)
+        assert store.last_seq() == 1
+
+    def test_a_nul_in_a_session_or_event_id_is_rejected_and_nothing_is_written(
+        self, store: EventStore
+    ) -> None:
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.append("ses_a\x00b", [message("ses_a\x00b")], 0)
+        with pytest.raises(InvalidEvent, match="NUL"):
+            store.append("ses_a", [message("ses_a", event_id="evt_\x00x")], 0)
+        store.append("ses_a", [message("ses_a")], 0)  # the one-event path of every backend
+        assert [r.stream for r in store.read_all()] == ["ses_a"] and store.last_seq() == 1
+
+    def test_a_token_count_past_64_bits_is_stored_and_read_back(self, store: EventStore) -> None:
+        big = msgspec.structs.replace(message("ses_a"), tokens=2**64)
+        store.append("ses_a", [big], 0)
+        assert [r.event for r in store.read_all()] == [big]
+        assert store.verify().ok
 
     # --- multi-stream appends ---------------------------------------------------------------
 

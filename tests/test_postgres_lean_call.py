@@ -283,3 +283,38 @@ def test_a_server_killed_under_waiting_writers_keeps_every_acknowledged_append(
             assert set(acked) <= set(log) and len(log) == len(set(log))
             assert store.last_seq() == len(log) and unsealed(store) == 0
             assert store.verify().ok
+
+
+def test_a_seal_made_by_a_normal_durability_session_is_still_flushed(
+    store: PostgresEventStore, pg_server: PgServer
+) -> None:
+    """Rows that waited were committed without their own flush; whoever seals them, even a
+    ``durability="normal"`` process (``synchronous_commit=off``), commits the seal flushed,
+    and a seal that found nothing waiting leaves the session's setting alone."""
+    appender = Appender(q.lock_key(store.schema, "append"), q.notify_channel(store.schema))
+    store.append("ses_a", [message("ses_a", "first")], 0)
+    batches, _ = prepare_append(
+        [AppendRequest("ses_w", [message("ses_w", "waits")], 0)], None, BLOB_THRESHOLD
+    )
+    normal = psycopg.connect(
+        pg_server.url, options=f"-c search_path={store.schema} -c synchronous_commit=off"
+    )
+    with normal, psycopg.connect(pg_server.url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (appender.key,))
+        normal.autocommit = True
+        assert normal.execute(q.CALL_INSERT, appender.call_params(batches)).fetchone() == (
+            [1],
+            False,
+        )
+        holder.execute("SELECT pg_advisory_unlock(%s)", (appender.key,))
+        assert unsealed(store) == 1
+        normal.autocommit = False
+        for waiting, setting in ((1, "on"), (0, "off")):
+            normal.execute("SELECT pg_advisory_xact_lock(%s)", (appender.key,))
+            normal.execute("SELECT ctxledger_seal(%s)", (appender.channel,))
+            assert unsealed(store) == waiting  # not committed yet
+            found = normal.execute("SHOW synchronous_commit").fetchone()
+            assert found is not None and found[0] == setting
+            normal.commit()
+    assert unsealed(store) == 0 and store.verify().ok
+    assert [r.stream for r in store.read_all()] == ["ses_a", "ses_w"]

@@ -470,6 +470,7 @@ def _lean_one_call(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     ~0.1 ms) because the generic plan's guess of the array length never looked cheaper.
     """
     conn.execute("ALTER FUNCTION ctxledger_seal(text) SET plan_cache_mode = force_generic_plan")
+    _seal_flushes(conn)
     conn.execute(APPEND_ONE_0006.replace("@.", f'"{_ledger_schema(conn)}".'))
     # the same for 2-16 events: rows that wait for ctxledger_await commit unflushed
     found = conn.execute("SELECT pg_get_functiondef('ctxledger_insert'::regproc)").fetchone()
@@ -489,6 +490,21 @@ def _lean_one_call(conn: psycopg.Connection[tuple[object, ...]]) -> None:
             1,
         )
     )
+
+
+def _seal_flushes(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A seal that seals rows commits with ``synchronous_commit`` on, whatever its session's.
+
+    The rows it seals may have been committed without their own flush (above), and their
+    writers answer as soon as they see them sealed: a seal made by a ``durability="normal"``
+    process (whose session commits unflushed) must still reach the disk before them."""
+    found = conn.execute("SELECT pg_get_functiondef('ctxledger_seal'::regproc)").fetchone()
+    definition = str(found[0]) if found else ""
+    sealing = "            IF cardinality(v_pids) > 0 THEN\n"
+    if sealing not in definition:
+        raise StoreError("ctxledger_seal is not the function migration 0003 created")
+    flush = "                PERFORM set_config('synchronous_commit', 'on', true);\n"
+    conn.execute(definition.replace(sealing, sealing + flush, 1))
 
 
 def _ledger_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:

@@ -59,6 +59,16 @@ GOALS: dict[str, tuple[str, str, Callable[[Row], bool] | None]] = {
         lambda r: r["ratio"] <= 2,
     ),
     "turn_ms_p50": ("one agent turn through the service vs `Ledger` alone", "—", None),
+    "pg_batched_append": (
+        "PostgreSQL batched append (1,000/txn) vs raw psycopg binary `COPY` of the same rows",
+        "#13: ratio ≥ 0.5",
+        lambda r: r["ratio"] >= 0.5,
+    ),
+    "pg_projection_rebuild": (
+        "PostgreSQL projection rebuild vs raw `SELECT` + decode",
+        "#13: ratio ≥ 0.5",
+        lambda r: r["ratio"] >= 0.5,
+    ),
 }
 
 
@@ -70,6 +80,8 @@ def _plain(row: Row) -> list[str] | None:
     unit = row.get("unit", "")
     if "events" in row:
         what += f" ({row['events']:,} events)"
+    if "ratio_executemany" in row:
+        what += f"; vs raw `executemany`: {row['ratio_executemany']:g}"
     if "peak_rss_mb" in row:
         what += f"; peak RSS {row['peak_rss_mb']} MB (opening alone: {row['open_only_rss_mb']} MB)"
     return [
@@ -133,6 +145,23 @@ def _contention(row: Row) -> list[str]:
         + _floor(row),
         f"{row['ratio']:g} (throughput {row['throughput_ratio']:g})",
         "#14: p99 ≤ 20 ms, max ≤ 250 ms, throughput ≥ baseline",
+        _met(ok),
+    ]
+
+
+def _pg_writers(row: Row) -> list[str]:
+    """The 8-writer row of pg_bench: PostgreSQL beside SQLite and raw psycopg, same run."""
+    pg, lite, raw = row["postgres"], row["sqlite"], row["raw_psycopg"]
+    ok = row["postgres_vs_sqlite"] >= 2 and pg["p99_ms"] <= 20 and pg["max_ms"] <= 250
+    return [
+        f"{row['writers']} writer processes, one-message turns: PostgreSQL (p50 / p99 / max; "
+        "CPU per append, client + server)",
+        f"{pg['appends_per_s']:,.0f}/s ({pg['p50_ms']:g} / {pg['p99_ms']:g} / "
+        f"{pg['max_ms']:g} ms; CPU {pg['client_cpu_ms']:g} + {pg.get('server_cpu_ms', 0):g} ms)",
+        f"SQLite {lite['appends_per_s']:,.0f}/s (CPU {lite['client_cpu_ms']:g} ms); raw psycopg "
+        f"INSERT {raw['appends_per_s']:,.0f}/s",
+        f"{row['postgres_vs_sqlite']:g} (vs raw {row['postgres_vs_raw']:g})",
+        "#13: ≥ 2× SQLite, p99 ≤ 20 ms, max ≤ 250 ms",
         _met(ok),
     ]
 
@@ -237,6 +266,8 @@ def table(lines: list[str], date: str) -> str:
             body.append(_contention(row))
         elif name.startswith("pathological_"):
             body.append(_pathological(row))
+        elif name == "pg_writers":
+            body.append(_pg_writers(row))
         else:
             cells = _plain(row) or _other(row)
             if cells is not None:

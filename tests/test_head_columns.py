@@ -32,9 +32,11 @@ from test_lazy_bodies import OPS, assert_same_fold, eager_fold, play
 from ctxledger import Ledger
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.events import MessageAppended
 from ctxledger.eventstore import SQLiteEventStore, sqlite_heads
 from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.eventstore.rows import NO_HEAD, head_columns
+from ctxledger.eventstore.sqlite_sql import READ_HEAD_COLUMNS
 from ctxledger.eventstore.transfer import copy_ledger
 from ctxledger.projections import Projector
 
@@ -208,6 +210,31 @@ def test_a_row_without_its_head_is_folded_from_its_payload(small: Path) -> None:
     with SQLiteEventStore(str(small)) as store:
         assert store.verify().ok
         assert Projector.rebuild(store, use_checkpoint=False).fingerprint() == before
+
+
+def test_the_head_columns_are_tied_to_the_message_schema_they_were_derived_at() -> None:
+    """Tripwire: the columns hold a ``MessageAppended`` head at schema 1. A new message
+    schema needs its own step: ``head_columns`` (verify) derives heads only at today's
+    schema, and the rebuild trusts the columns only on rows at it (others fold from the
+    payload through the upcaster) — so after a bump, rows of the old schema that carry
+    heads must be verified against their upcast head (or the columns cleared by a
+    migration)."""
+    assert MessageAppended.SCHEMA == 1
+    assert f"schema = {MessageAppended.SCHEMA}" in READ_HEAD_COLUMNS
+
+
+def test_a_row_at_another_schema_is_folded_from_its_payload_whatever_its_columns(
+    small: Path,
+) -> None:
+    """The read hands the payload of a row whose schema is not today's message schema,
+    even with well-typed columns (a future upcaster may change what they would say)."""
+    with SQLiteEventStore(str(small)) as store:
+        rows = store._conn.execute(READ_HEAD_COLUMNS, (1, 10**9, 10**6)).fetchall()
+        other = [r for r in rows if r[2] is not None and r[4] != MessageAppended.SCHEMA]
+        assert other == [] and all(r[5] is None for r in rows if r[2] is not None)
+        store._conn.execute("UPDATE events SET schema = 99 WHERE message_id IS NOT NULL")
+        rows = store._conn.execute(READ_HEAD_COLUMNS, (1, 10**9, 10**6)).fetchall()
+        assert rows and all(r[5] is not None for r in rows)
 
 
 # --- writing heads ----------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+from ctxledger.events import MessageAppended
+
 TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
 LAST_SEQ = "SELECT max(seq) FROM events"
 DATA_VERSION = "PRAGMA data_version"
@@ -61,9 +63,12 @@ READ_HEADS = (
 # reported by verify); the stream by its id (names read once per page: STREAM_NAMES).
 # No version: every column fetched costs ~0.1 s per million rows in Python objects, and
 # a fold needs only each stream's last version (VERSION_AT, once per stream)
+# the columns are trusted only on a row at today's MessageAppended schema (the one they
+# were derived at); any other row is folded from its payload, through its upcaster
 READ_HEAD_COLUMNS = (
     "SELECT seq, stream_id, message_id, tokens, schema,"
-    " CASE WHEN typeof(message_id) = 'text' AND typeof(tokens) = 'integer' THEN NULL"
+    " CASE WHEN typeof(message_id) = 'text' AND typeof(tokens) = 'integer'"
+    f" AND schema = {MessageAppended.SCHEMA} THEN NULL"
     " ELSE payload END FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
 STREAM_NAMES = "SELECT stream_id, stream FROM streams WHERE stream_id > ? ORDER BY stream_id"

@@ -229,6 +229,51 @@ def create_raw_tables(url: str) -> None:
         )
 
 
+def _targets(url: str, tmp: str, kinds: tuple[str, ...]) -> dict[str, str]:
+    """Each side's ledger, created before the race (raw sides write the raw tables)."""
+    targets = {"raw": url, "raw_ledger": url}
+    for kind in kinds:
+        if kind.startswith("raw"):
+            continue
+        if kind.startswith("sqlite"):
+            targets[kind] = os.path.join(tmp, f"{kind}.db")
+            SQLiteEventStore(targets[kind]).close()
+        else:
+            targets[kind] = fresh_schema(url)
+            PostgresEventStore(targets[kind]).close()
+    create_raw_tables(url)
+    return targets
+
+
+def _writers_row(writers: int, load: float, sides: dict[str, Result], floor: bool) -> Result:
+    """The pg_writers JSON line of one writer count."""
+
+    def per_s(kind: str) -> float:
+        return float(sides[kind]["appends_per_s"])
+
+    extra: Result = {}
+    if floor:
+        extra = {
+            "raw_ledger_table": sides["raw_ledger"],
+            "raw_ledger_vs_sqlite": round(per_s("raw_ledger") / per_s("sqlite"), 3),
+        }
+    return {
+        "bench": "pg_writers",
+        "writers": writers,
+        "unit": "appends/s",
+        "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "sqlite": sides["sqlite"],
+        "postgres": sides["postgres"],
+        "raw_psycopg": sides["raw"],
+        "sqlite_normal": sides["sqlite_normal"],
+        "postgres_normal": sides["postgres_normal"],
+        "postgres_vs_sqlite": round(per_s("postgres") / per_s("sqlite"), 3),
+        "postgres_vs_raw": round(per_s("postgres") / per_s("raw"), 3),
+        "normal_postgres_vs_sqlite": round(per_s("postgres_normal") / per_s("sqlite_normal"), 3),
+        **extra,
+    }
+
+
 def bench_writers(
     url: str,
     seconds: float,
@@ -243,17 +288,7 @@ def bench_writers(
         kinds += ("raw_ledger",)
     for writers in counts:
         with tempfile.TemporaryDirectory() as tmp:
-            targets = {"raw": url, "raw_ledger": url}
-            for kind in kinds:  # created before the race
-                if kind.startswith("raw"):
-                    continue
-                if kind.startswith("sqlite"):
-                    targets[kind] = os.path.join(tmp, f"{kind}.db")
-                    SQLiteEventStore(targets[kind]).close()
-                else:
-                    targets[kind] = fresh_schema(url)
-                    PostgresEventStore(targets[kind]).close()
-            create_raw_tables(url)
+            targets = _targets(url, tmp, kinds)
             starts = {kind: [0] * writers for kind in kinds}
             elapsed = dict.fromkeys(kinds, 0.0)
             latencies: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -278,39 +313,7 @@ def bench_writers(
             )
             for kind in kinds
         }
-        floor_side: Result = {}
-        if floor:
-            floor_side = {
-                "raw_ledger_table": sides["raw_ledger"],
-                "raw_ledger_vs_sqlite": round(
-                    sides["raw_ledger"]["appends_per_s"] / sides["sqlite"]["appends_per_s"], 3
-                ),
-            }
-        emit(
-            {
-                "bench": "pg_writers",
-                "writers": writers,
-                "unit": "appends/s",
-                "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
-                "sqlite": sides["sqlite"],
-                "postgres": sides["postgres"],
-                "raw_psycopg": sides["raw"],
-                "sqlite_normal": sides["sqlite_normal"],
-                "postgres_normal": sides["postgres_normal"],
-                "postgres_vs_sqlite": round(
-                    sides["postgres"]["appends_per_s"] / sides["sqlite"]["appends_per_s"], 3
-                ),
-                "postgres_vs_raw": round(
-                    sides["postgres"]["appends_per_s"] / sides["raw"]["appends_per_s"], 3
-                ),
-                "normal_postgres_vs_sqlite": round(
-                    sides["postgres_normal"]["appends_per_s"]
-                    / sides["sqlite_normal"]["appends_per_s"],
-                    3,
-                ),
-                **floor_side,
-            }
-        )
+        emit(_writers_row(writers, load, sides, floor))
 
 
 # --- batched append ---------------------------------------------------------------------------

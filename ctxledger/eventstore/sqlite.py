@@ -295,27 +295,14 @@ class SQLiteEventStore(EventStore, HeadColumns):
     ) -> dict[str, int]:
         """The body of an append transaction (the caller holds BEGIN IMMEDIATE)."""
         conn = self._conn
-        current: list[tuple[int | None, int]] = []
-        stale: tuple[PreparedBatch, int] | None = None
-        for batch in batches:
-            row = conn.execute(q.STREAM, (batch.stream,)).fetchone()
-            stream_id, version = (row[0], row[1]) if row is not None else (None, 0)
-            # an empty request writes nothing, so it cannot be stale
-            if stale is None and batch.rows and batch.expected_version not in (None, version):
-                stale = (batch, version)
-            current.append((stream_id, version))
+        current, stale = self._versions(batches)
         if stale is not None or check_ids:
-            if self._already_stored(batches):
-                return {
-                    batch.stream: version
-                    for batch, (_, version) in zip(batches, current, strict=True)
-                }
+            if self._already_stored(batches):  # a re-send: the versions as they are
+                return {b.stream: v for b, (_, v) in zip(batches, current, strict=True)}
             if stale is not None:
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
         if new_blobs:
-            conn.executemany(
-                q.INSERT_BLOB, [(ref, len(data), data) for ref, data in new_blobs.items()]
-            )
+            conn.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in new_blobs.items()])
         tail = conn.execute(q.TAIL).fetchone()
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
@@ -353,6 +340,21 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 )
         self._insert_rows(flat)
         return out
+
+    def _versions(
+        self, batches: list[PreparedBatch]
+    ) -> tuple[list[tuple[int | None, int]], tuple[PreparedBatch, int] | None]:
+        """(stream id or None, version) of each batch's stream, and the first stale batch."""
+        current: list[tuple[int | None, int]] = []
+        stale: tuple[PreparedBatch, int] | None = None
+        for batch in batches:
+            row = self._conn.execute(q.STREAM, (batch.stream,)).fetchone()
+            stream_id, version = (row[0], row[1]) if row is not None else (None, 0)
+            # an empty request writes nothing, so it cannot be stale
+            if stale is None and batch.rows and batch.expected_version not in (None, version):
+                stale = (batch, version)
+            current.append((stream_id, version))
+        return current, stale
 
     def _insert_rows(self, flat: list[object]) -> None:
         """INSERT the flattened event rows: whole blocks of q.BLOCK rows, then the rest one by one."""

@@ -130,3 +130,14 @@ def pg_server() -> Iterator[PgServer]:
         yield server
     finally:
         server.cleanup()
+
+
+@pytest.fixture
+def own_server(pg_server: PgServer) -> Iterator[PgServer]:
+    """A second server a test may kill (the session one stays up for the others)."""
+    server = PgServer(pg_server.bin_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()

@@ -318,17 +318,6 @@ def test_concurrency_error_writes_nothing(store: PostgresEventStore) -> None:
 # --- faults: a crashed server, a lost listener --------------------------------------------
 
 
-@pytest.fixture
-def own_server(pg_server: PgServer) -> Iterator[PgServer]:
-    """A second server this test may kill (the session one stays up for the others)."""
-    server = PgServer(pg_server.bin_dir)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
 def _batches(store: PostgresEventStore, half: int) -> Counter[int]:
     """Events per batch number (ids are evt_<k>_...)."""
     return Counter(int(r.event.event_id.split("_")[1]) for r in store.read_all())

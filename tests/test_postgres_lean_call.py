@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers.pg_server import PgServer
+from helpers.pg_server import PgServer, schema_at
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,14 +79,8 @@ def test_a_ledger_of_migrations_0001_to_0005_is_upgraded_in_place(
     first = [message("ses_a", "one"), message("ses_a", "two")]
     batch = [message("ses_b", "three"), message("ses_b", "four")]
     orphan = message("ses_c", "left unsealed")
-    with psycopg.connect(
-        pg_server.url, autocommit=True, options=f"-c search_path={schema}"
-    ) as conn:
-        q.create_schema(conn, schema)
-        before = q.PgMigrations()
-        for name, step in q.PG_MIGRATIONS._steps[:5]:
-            before(name)(step)
-        assert before.apply(conn, schema)[-1] == "0005_one_call_appends"
+    with schema_at(pg_server.url, schema, 5) as (conn, applied):
+        assert applied[-1] == "0005_one_call_appends"
         for version, event in enumerate(first):  # the 0005 procedure, as main calls it
             conn.execute(q.CALL_ONE, one_call_args(appender, "ses_a", event, version))
         batches, _ = prepare_append([AppendRequest("ses_b", batch, 0)], None, BLOB_THRESHOLD)
@@ -225,17 +219,6 @@ def test_concurrent_writers_leave_a_gapless_verified_log(
         assert all(v == list(range(1, len(v) + 1)) for v in by_stream.values())
         report = store.verify()
         assert report.ok and report.events_checked == len(acked) and unsealed(store) == 0
-
-
-@pytest.fixture
-def own_server(pg_server: PgServer) -> Iterator[PgServer]:
-    """A second server this test may kill (the session one stays up for the others)."""
-    server = PgServer(pg_server.bin_dir)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 def test_a_server_killed_under_waiting_writers_keeps_every_acknowledged_append(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers.pg_server import PgServer
+from helpers.pg_server import PgServer, schema_at
 
 from ctxledger.events import BLOB_THRESHOLD
 from ctxledger.eventstore import AppendRequest
@@ -197,14 +197,8 @@ def test_a_ledger_of_migrations_0001_to_0004_is_upgraded_in_place(
     schema = schema_for(tmp_path, "u_")
     appender = Appender(q.lock_key(schema, "append"), q.notify_channel(schema))
     old = [message("ses_old", "one"), message("ses_old", "two"), message("ses_b", "three")]
-    with psycopg.connect(
-        pg_server.url, autocommit=True, options=f"-c search_path={schema}"
-    ) as conn:
-        q.create_schema(conn, schema)
-        before = q.PgMigrations()
-        for name, step in q.PG_MIGRATIONS._steps[:4]:
-            before(name)(step)
-        assert before.apply(conn, schema)[-1] == "0004_seal_after_linked_rows"
+    with schema_at(pg_server.url, schema, 4) as (conn, applied):
+        assert applied[-1] == "0004_seal_after_linked_rows"
         for request in (AppendRequest("ses_old", old[:2], 0), AppendRequest("ses_b", old[2:], 0)):
             batches, _ = prepare_append([request], None, BLOB_THRESHOLD)
             if request.stream == "ses_b":  # its writer dies before sealing

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers.pg_server import PgServer
+from helpers.pg_server import PgServer, schema_at
 
 from ctxledger.eventstore import AppendRequest
 from ctxledger.eventstore import postgres_schema as q
@@ -216,14 +216,8 @@ def test_a_ledger_written_before_sealing_is_upgraded_in_place(
     schema = "u_" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]
     appender = Appender(q.lock_key(schema, "append"), q.notify_channel(schema))
     old = [message("ses_old", "one"), message("ses_old", "two"), message("ses_b", "three")]
-    with psycopg.connect(
-        pg_server.url, autocommit=True, options=f"-c search_path={schema}"
-    ) as conn:
-        q.create_schema(conn, schema)
-        before = q.PgMigrations()
-        for name, step in q.PG_MIGRATIONS._steps[:2]:
-            before(name)(step)
-        assert before.apply(conn, schema) == ["0001_event_log", "0002_append_function"]
+    with schema_at(pg_server.url, schema, 2) as (conn, applied):
+        assert applied == ["0001_event_log", "0002_append_function"]
         for request in (
             AppendRequest("ses_old", old[:2], 0),
             AppendRequest("ses_b", old[2:], 0),

@@ -23,7 +23,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 NEEDED = ("initdb", "pg_ctl", "postgres")
 
@@ -150,3 +152,19 @@ def _alive(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     return False
+
+
+@contextlib.contextmanager
+def schema_at(url: str, schema: str, upto: int) -> Iterator[tuple[Any, list[str]]]:
+    """An autocommit connection to `schema`, created with the first `upto` store
+    migrations only (a ledger as an older ctxledger left it), and the names applied."""
+    import psycopg
+
+    from ctxledger.eventstore import postgres_schema as q
+
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        q.create_schema(conn, schema)
+        before = q.PgMigrations()
+        for name, step in q.PG_MIGRATIONS._steps[:upto]:
+            before(name)(step)
+        yield conn, before.apply(conn, schema)

@@ -32,6 +32,7 @@ import msgspec
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
 from ctxledger.compressor.factmatch import (
     JOIN,
+    LONG_TEXT,
     Haystack,
     JoinedHaystack,
     fact_text,
@@ -164,8 +165,9 @@ class FactCache:
 #: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
 FACTS = FactCache()
 
-#: a string content at least this long is digested once per string object (FactCache.key)
-LONG_CONTENT = 64 * 1024
+#: a string content at least this long is digested once per string object (FactCache.key):
+#: the fact matcher's notion of a long text
+LONG_CONTENT = LONG_TEXT
 #: id(text) -> (text, sha256 of its UTF-8): the last few long contents digested
 _DIGESTS: OrderedDict[int, tuple[str, bytes]] = OrderedDict()
 _DIGESTS_KEPT = 4
@@ -208,18 +210,18 @@ def _prefixes() -> tuple[str, ...]:
 
 
 #: texts at least this long are searched from the occurrences of a needle's first character
-_LONG_SEARCH = 64 * 1024
+_LONG_SEARCH = LONG_TEXT
 #: ... at most this many of them, then by ``str.find`` from there
 _PROBES = 32
 
 
 def _find(text: str, needle: str, start: int = 0) -> int:
-    """``text.find(needle, start)`` for a non-empty `needle`, faster on a long text where the
+    """``text.find(needle, start)``, faster on a long text where the
     needle's first character is rare (a 10 MB message without any ``[``): finding that
     character is a ``memchr``, a needle search is several times slower. Any match starts
     at such a character, so trying each (the first few, then searching the rest) finds
     the same first match."""
-    if len(text) - start < _LONG_SEARCH:
+    if not needle or len(text) - start < _LONG_SEARCH:
         return text.find(needle, start)
     first = needle[0]
     pos = text.find(first, start)
@@ -231,8 +233,8 @@ def _find(text: str, needle: str, start: int = 0) -> int:
 
 
 def _replace(text: str, old: str, new: str) -> str:
-    """``text.replace(old, new)`` (a non-empty `old`), not scanned twice when `old` is absent."""
-    return text.replace(old, new) if _find(text, old) >= 0 else text
+    """``text.replace(old, new)``, not scanned twice when a non-empty `old` is absent."""
+    return text.replace(old, new) if not old or _find(text, old) >= 0 else text
 
 
 def split_summary(text: str) -> tuple[str, str] | None:
@@ -250,7 +252,7 @@ def split_summary(text: str) -> tuple[str, str] | None:
     body_start = start + len(prefix)
     end = _find(text, end_marker, body_start) if end_marker else -1
     delim = merge_delimiter()
-    cut = _find(text, delim, body_start) if delim else text.find(delim, body_start)
+    cut = _find(text, delim, body_start)
     if end >= 0 and (cut < 0 or end < cut):
         body, after = text[body_start:end], text[end + len(end_marker) :]
     elif cut >= 0:
@@ -260,7 +262,7 @@ def split_summary(text: str) -> tuple[str, str] | None:
     # the lead line of a summary merged after the message (issue 10) belongs to neither
     rest = text[:start] + after
     for mark in (delim.strip(), merge_lead().strip()):
-        rest = _replace(rest, mark, " ") if mark else rest.replace(mark, " ")
+        rest = _replace(rest, mark, " ")
     return body.strip(), rest.strip()
 
 
@@ -283,12 +285,12 @@ def frame_text(text: str) -> str:
 
 def _line_start_find(text: str, prefix: str) -> int:
     """Where `prefix` starts a line of `text` (leading blanks allowed), or -1."""
-    pos = _find(text, prefix) if prefix else text.find(prefix)
+    pos = _find(text, prefix)
     while pos >= 0:
         line_start = text.rfind("\n", 0, pos) + 1
         if not text[line_start:pos].strip():
             return pos
-        pos = _find(text, prefix, pos + 1) if prefix else text.find(prefix, pos + 1)
+        pos = _find(text, prefix, pos + 1)
     return -1
 
 

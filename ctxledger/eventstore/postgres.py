@@ -67,6 +67,7 @@ from ctxledger.eventstore.base import (
 )
 from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
+from ctxledger.eventstore.postgres_copy import copy_append
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.rows import (
@@ -288,13 +289,14 @@ class PostgresEventStore(EventStore):
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
         try:
-            if (
-                new_blobs
-                or sum(len(b.rows) for b in batches) > CALL_ROWS
-                or any(b.chain == "linked" for b in batches)
-            ):
+            if new_blobs or any(b.chain == "linked" for b in batches):
                 return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
-            return self._appender.call(conn, batches)
+            if sum(len(b.rows) for b in batches) <= CALL_ROWS:
+                return self._appender.call(conn, batches)
+            key, channel = self._appender.key, self._appender.channel
+            versions = copy_append(conn, key, channel, batches)
+            if versions is not None:
+                return versions
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name != "events_event_id_key":
                 raise

@@ -31,7 +31,8 @@ from psycopg import generators, pq
 from ctxledger.errors import ConcurrencyError, DuplicateEventError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
-from ctxledger.eventstore.rows import GENESIS_HASH, chain_rows, chain_tip
+from ctxledger.eventstore.postgres_copy import Placed, hash_rows
+from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
 __all__ = ["CALL_ROWS", "Appender", "prepare"]
 
@@ -86,6 +87,13 @@ def _results(cur: psycopg.ClientCursor[tuple[Any, ...]]) -> list[list[tuple[Any,
         out.append(cur.fetchall() if cur.description is not None else [])
         if not cur.nextset():
             return out
+
+
+def _copy_rows(conn: Conn, plan: list[Placed], seq: int, prev: str) -> None:
+    """The rows of `plan` by binary ``COPY``, hashed while it streams."""
+    with conn.cursor().copy(q.COPY_EVENTS) as copy:
+        copy.set_types(_COPY_TYPES)
+        hash_rows(plan, seq, prev, copy.write_row)
 
 
 class Appender:
@@ -233,48 +241,36 @@ class Appender:
 
         Everything waiting was sealed in this transaction first, so the rows written
         here come after it; a row inserted meanwhile at one of these versions is a
-        unique violation (the append is retried), never a misordered stream."""
-        rows: list[tuple[Any, ...]] = []
+        unique violation (the append is retried), never a misordered stream. The new
+        streams' rows go with the notify and the COMMIT (``events`` has no foreign key
+        to them; a race on a stream name fails the COMMIT's statement and is retried)."""
+        plan: list[Placed] = []
         new_streams: list[tuple[int, str, int]] = []
         out: dict[str, int] = {}
-        add = rows.append
+        end = seq
         for batch, (stream_id, version) in zip(batches, current, strict=True):
-            stream = batch.stream
-            out[stream] = version + len(batch.rows)
+            out[batch.stream] = version + len(batch.rows)
             if not batch.rows:
                 continue
             if stream_id is None:
                 stream_id = new_ids.pop()
-                new_streams.append((stream_id, stream, seq + 1))
-            # per-event hashes (as ctxledger_seal computes them) unless a copy asks for
-            # the source's linked rows
-            hashes, prev = chain_rows(
-                prev, seq, stream, version, batch.rows, batch.chain or "per_event"
-            )
-            for (event_id, kind, schema, payload), digest in zip(batch.rows, hashes, strict=True):
-                seq += 1
-                version += 1
-                add((seq, event_id, stream_id, version, kind, schema, payload, digest))
+                new_streams.append((stream_id, batch.stream, end + 1))
+            plan.append((batch, stream_id, version))
+            end += len(batch.rows)
         statements: list[str] = []
         params: list[Any] = []
         if new_streams:
             statements.append(q.NEW_STREAMS + ", ".join(["(%s, %s, %s)"] * len(new_streams)))
             params += [value for row in new_streams for value in row]
-        if not rows:
-            pass  # only blobs: they are in already
-        elif len(rows) <= _INLINE_ROWS:
+        if end - seq > _INLINE_ROWS:  # COPY (binary): bytes travel as bytes, nothing to parse
+            _copy_rows(cur.connection, plan, seq, prev)
+        else:
+            rows: list[tuple[Any, ...]] = []
+            hash_rows(plan, seq, prev, rows.append)
             statements += [_INSERT_ROW] * len(rows)
             params += [value for row in rows for value in row]
-        else:  # COPY (binary): bytes travel as bytes, no literal to build or parse
-            if statements:
-                cur.execute(";".join(statements), params)
-                statements, params = [], []
-            with cur.connection.cursor().copy(q.COPY_EVENTS) as copy:
-                copy.set_types(_COPY_TYPES)
-                for row in rows:
-                    copy.write_row(row)
         statements += ["SELECT pg_notify(%s, %s)", "COMMIT"]
-        cur.execute(";".join(statements), [*params, self.channel, str(seq)])
+        cur.execute(";".join(statements), [*params, self.channel, str(end)])
         return out
 
     def _store_blobs(self, conn: Conn, new_blobs: dict[str, bytes]) -> None:

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from helpers.pg_server import PgServer
 
-from ctxledger.errors import ConcurrencyError, DuplicateEventError
+from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidEvent
 from ctxledger.events import BLOB_THRESHOLD, MessageAppended
 from ctxledger.eventstore import AppendRequest, postgres_copy
 from ctxledger.eventstore import postgres_schema as q
@@ -64,9 +64,9 @@ def spy_copies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = postgres_copy.copy_append
 
-    def spy(conn: Any, key: int, channel: str, batches: Any) -> dict[str, int] | None:
-        seen.append(sum(len(b.rows) for b in batches))
-        return real(conn, key, channel, batches)
+    def spy(conn: Any, key: int, channel: str, heads: Any, prepare: Any) -> dict[str, int] | None:
+        seen.append(sum(n for _, n in heads))
+        return real(conn, key, channel, heads, prepare)
 
     monkeypatch.setattr("ctxledger.eventstore.postgres.copy_append", spy)
     return seen
@@ -117,7 +117,9 @@ def test_stale_versions_re_sends_and_clashes_write_nothing(
     with pytest.raises(DuplicateEventError):  # ids stored in another stream
         clash = [message("ses_b", "x", event_id=e.event_id) for e in first[:20]]
         store.append("ses_b", clash, 0)
-    assert seen == [30, 30, 30, 20, 20]
+    # each refused batch: the head sent before it was prepared, then the usual way's
+    # try, then the client-side look that tells a re-send from a conflict
+    assert seen == [30, 30, 30, 30, 30, 20, 20, 20, 20]
     assert count(store) == 30 and store.stream_version("ses_b") == 0
     assert store.append("ses_a", batch("ses_a", 20), 30) == 50
     assert store.verify().events_checked == 50
@@ -127,26 +129,23 @@ def test_a_client_stopping_mid_copy_leaves_nothing_and_the_connection_works(
     store: PostgresEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert store.append("ses_a", batch("ses_a", 20), 0) == 20
-    real = postgres_copy.hash_rows
+    real = postgres_copy.send_rows
+    sent: list[int] = []
 
-    def stop_half_way(plan: Any, seq: int, prev: str, emit: Any) -> None:
-        sent = 0
+    def stop_after_one_step(conn: Any, parts: list[bytes]) -> None:
+        if sent:
+            raise KeyboardInterrupt  # e.g. Ctrl-C while the rows stream
+        sent.append(len(parts))
+        real(conn, parts)
 
-        def emit_some(row: tuple[Any, ...]) -> None:
-            nonlocal sent
-            if sent == 100:
-                raise KeyboardInterrupt  # e.g. Ctrl-C while the rows stream
-            sent += 1
-            emit(row)
-
-        real(plan, seq, prev, emit_some)
-
-    monkeypatch.setattr(postgres_copy, "hash_rows", stop_half_way)
+    monkeypatch.setattr(postgres_copy, "send_rows", stop_after_one_step)
     with pytest.raises(KeyboardInterrupt):
         store.append("ses_a", batch("ses_a", 300), 20)
+    assert sent == [1 + 4 * 64]  # the signature and 64 rows of 4 parts, then stopped
+    sent.clear()
     with pytest.raises(KeyboardInterrupt):
         store.append("ses_new", batch("ses_new", 300), 0)
-    monkeypatch.setattr(postgres_copy, "hash_rows", real)
+    monkeypatch.setattr(postgres_copy, "send_rows", real)
     assert count(store) == 20 and store.stream_version("ses_new") == 0
     assert store.append("ses_a", batch("ses_a", 300), 20) == 320  # same pool connection
     assert store.append("ses_new", batch("ses_new", 17), 0) == 17
@@ -210,3 +209,23 @@ def test_batches_and_one_event_appends_from_threads_interleave_gaplessly(
     }
     report = store.verify()
     assert report.ok and report.events_checked == 530 and count(store, "seq IS NULL") == 0
+
+
+def test_a_batch_refused_or_declined_while_its_head_is_out(
+    store: PostgresEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head leaves before the batch is validated and encoded: a bad event aborts the
+    ``COPY`` (nothing written, no stream made); a large content (a blob to store first)
+    makes it decline, and the client-side transaction stores the blob and the rows."""
+    seen = spy_copies(monkeypatch)
+    bad = [*batch("ses_a", 19), message("ses_other", "not this session's")]
+    with pytest.raises(InvalidEvent):
+        store.append("ses_a", bad, 0)
+    assert count(store) == 0 and store.streams() == [] and store.stream_version("ses_a") == 0
+    big = [*batch("ses_a", 19), message("ses_a", "x" * (BLOB_THRESHOLD + 1))]
+    assert store.append("ses_a", big, 0) == 20
+    assert seen == [20, 20]  # the refused one, the declined one (blobs go the usual way)
+    assert [r.event for r in store.read_stream("ses_a")][-1] == big[-1]
+    assert store.append("ses_a", batch("ses_a", 20), 20) == 40
+    report = store.verify()
+    assert report.ok and report.events_checked == 40 and count(store, "seq IS NULL") == 0

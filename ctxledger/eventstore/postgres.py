@@ -67,7 +67,7 @@ from ctxledger.eventstore.base import (
 )
 from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
-from ctxledger.eventstore.postgres_copy import copy_append
+from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.rows import (
@@ -263,6 +263,8 @@ class PostgresEventStore(EventStore):
         Every expected version is checked under the append lock before anything is
         written. Large message contents and `blobs` are stored in the same transaction.
         """
+        if not blobs and copy_shaped(requests, CALL_ROWS):
+            return self._run("append", lambda conn: self._append_copy(conn, requests))
         batches, new_blobs = prepare_append(requests, blobs, self._blob_threshold)
         if not new_blobs and not any(batch.rows for batch in batches):
             return {batch.stream: self.stream_version(batch.stream) for batch in batches}
@@ -285,6 +287,26 @@ class PostgresEventStore(EventStore):
             "with other appenders to the same streams; retry later"
         )
 
+    def _append_copy(self, conn: Conn, requests: Sequence[AppendRequest]) -> dict[str, int]:
+        """:func:`copy_append`, preparing the batch while its head is on the way; the usual
+        way (:meth:`_append`) if it declines (new blobs), finds a stale version or a race."""
+        prepared: list[tuple[list[PreparedBatch], dict[str, bytes]]] = []
+
+        def prepare() -> list[PreparedBatch] | None:
+            prepared.append(prepare_append(requests, None, self._blob_threshold))
+            batches, new_blobs = prepared[0]
+            return None if new_blobs or any(b.chain == "linked" for b in batches) else batches
+
+        heads = [(r.stream, len(r.events)) for r in requests]
+        try:
+            versions = copy_append(conn, self._appender.key, self._channel, heads, prepare)
+        except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected) as exc:
+            name = getattr(exc.diag, "constraint_name", None)
+            if name not in q.RACES and name != "events_event_id_key" and name is not None:
+                raise
+            versions = None  # a race, a re-send or a clash: the usual way tells them apart
+        return self._append(conn, *prepared[0]) if versions is None else versions
+
     def _append_once(
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
@@ -293,8 +315,8 @@ class PostgresEventStore(EventStore):
                 return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
             if sum(len(b.rows) for b in batches) <= CALL_ROWS:
                 return self._appender.call(conn, batches)
-            key, channel = self._appender.key, self._appender.channel
-            versions = copy_append(conn, key, channel, batches)
+            heads = [(b.stream, len(b.rows)) for b in batches]
+            versions = copy_append(conn, self._appender.key, self._channel, heads, lambda: batches)
             if versions is not None:
                 return versions
         except psycopg.errors.UniqueViolation as exc:

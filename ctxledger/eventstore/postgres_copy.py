@@ -13,10 +13,9 @@ A batch of more than ``CALL_ROWS`` events without new blobs (a bulk import, a
 PostgreSQL runs a message of several statements as one implicit transaction that
 commits when its last statement ends, so the lock is held from the tail read through
 the rows' commit and its flush, as in the client-side transaction. The client reads
-the tail and versions from the first round trip's results, hashes the rows while
-they stream (:func:`~ctxledger.eventstore.postgres_append.hash_rows`, 64 at a time, so
-the server inserts one step while the next is hashed) and ends the ``COPY``: the
-commit is the second round trip's answer. The client-side transaction costs four
+the tail and versions from the first round trip's results, hashes and packs the rows
+while they stream (64 at a time, so the server inserts one step while the next is
+hashed) and ends the ``COPY``: the commit is the second round trip's answer. The client-side transaction costs four
 (head, ``COPY`` start, ``COPY`` end, ``COMMIT``).
 
 A stale expected version aborts the ``COPY`` (nothing written, the seal rolled back
@@ -27,8 +26,9 @@ a conflict. Unique violations come back from the ``COPY`` like from any statemen
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -37,10 +37,10 @@ from psycopg import generators, pq
 from psycopg.abc import PQGen
 
 from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import PreparedBatch
-from ctxledger.eventstore.rows import GENESIS_HASH, chain_rows, chain_tip
+from ctxledger.eventstore.base import AppendRequest, PreparedBatch
+from ctxledger.eventstore.rows import GENESIS_HASH, chain_header, chain_rows, chain_tip
 
-__all__ = ["Placed", "copy_append", "hash_rows"]
+__all__ = ["Placed", "copy_append", "copy_shaped", "hash_rows"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -62,12 +62,11 @@ _STATUSES = [_TUPLES, _TUPLES, _COMMAND, _TUPLES, _TUPLES, _COPY_IN]
 #: binary COPY framing: the signature and header, and the trailer
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
 _TRAILER = b"\xff\xff"
-#: one row's fixed parts around its variable fields: (field count, seq, event id
-#: length), (stream id, version, kind length), (schema, payload length), hash length
-_ROW_A = struct.Struct("!hiqi").pack
-_ROW_B = struct.Struct("!iqiqi").pack
-_ROW_C = struct.Struct("!iii").pack
-_LENGTH = struct.Struct("!i").pack
+#: a row up to its payload: field count; seq; event id; stream id; version; kind; schema;
+#: the payload's length (each field after its length; ``% (len(id), len(kind))``)
+_ROW = "!hiqi%dsiqiqi%dsiii"
+#: the length of the hash field (sha256 hex)
+_HASH_LENGTH = struct.pack("!i", 64)
 #: rows hashed and packed per message sent (~50 kB of typical rows)
 _STEP = 64
 
@@ -96,41 +95,73 @@ def hash_rows(
                 emit((seq, event_id, stream_id, version, kind, schema, payload, digest))
 
 
+def copy_shaped(requests: Sequence[AppendRequest], more_than: int) -> bool:
+    """True for an append :func:`copy_append` can start before it is prepared: more than
+    `more_than` events, no linked rows asked for, streams that are ids (nothing the head
+    could not bind; :func:`~ctxledger.eventstore.base.prepare_append` checks the rest)."""
+    total = 0
+    for request in requests:
+        stream = request.stream
+        if type(stream) is not str or not stream or "\x00" in stream or request.chain == "linked":
+            return False
+        try:
+            total += len(request.events)
+        except TypeError:
+            return False
+    return total > more_than
+
+
 def copy_append(
-    conn: Conn, key: int, channel: str, batches: list[PreparedBatch]
+    conn: Conn,
+    key: int,
+    channel: str,
+    heads: Sequence[tuple[str, int]],
+    prepare: Callable[[], list[PreparedBatch] | None],
 ) -> dict[str, int] | None:
-    """Append per-event-chained `batches` (more than a few rows, no new blobs) in one
-    implicit transaction; the streams' new versions, or None when an expected version
-    is stale (nothing written: the caller looks again under the client-side path)."""
-    names = [b.stream for b in batches]
-    new = sorted(b.stream for b in batches if b.rows)  # streams with rows, made if missing
-    total = sum(len(b.rows) for b in batches)
+    """Append per-event-chained batches of more than a few rows in one implicit
+    transaction; the streams' new versions, or None when nothing was written because
+    an expected version is stale or ``prepare`` declined (returned None).
+
+    `heads` are the streams and their event counts, in request order; ``prepare()``
+    validates and encodes the batches (:func:`~ctxledger.eventstore.base.prepare_append`)
+    while the head is on its way and the server takes the lock and seals: an error it
+    raises aborts the ``COPY`` (nothing written) and propagates."""
+    names = [stream for stream, _ in heads]
+    new = sorted(stream for stream, n in heads if n)  # streams with rows, made if missing
+    total = sum(n for _, n in heads)
     head = psycopg.ClientCursor(conn).mogrify(_HEAD, (key, channel, new, names, channel, total))
     text = conn.info.encoding
     pgconn = conn.pgconn
     with conn.lock:
         pgconn.send_query(head.encode(text))
-        results = conn.wait(generators.execute(pgconn))
-        for result, status in zip(results, _STATUSES, strict=False):
-            if result.status != status:
-                raise psycopg.errors.error_from_result(result, encoding=text)
-        if len(results) != len(_STATUSES):  # pragma: no cover - the server's protocol
-            raise psycopg.OperationalError("the batched append's head answered unexpectedly")
-        tail, streams = results[1], results[3]
+        conn.wait(generators.send(pgconn))
+        try:
+            batches = prepare()
+        except BaseException:
+            results = conn.wait(generators.fetch_many(pgconn))
+            if results and results[-1].status == _COPY_IN:
+                conn.wait(_abort(pgconn, b"the append was refused before any row was sent"))
+            raise
+        results = conn.wait(generators.fetch_many(pgconn))
+        _check(results, text)
         found = {
-            _text(streams, r, 0, text): (
-                int(_text(streams, r, 1, text)),
-                int(_text(streams, r, 2, text)),
+            _text(results[3], r, 0, text): (
+                int(_text(results[3], r, 1, text)),
+                int(_text(results[3], r, 2, text)),
             )
-            for r in range(streams.ntuples)
+            for r in range(results[3].ntuples)
         }
         out: dict[str, int] = {}
-        for batch in batches:
+        for batch in batches or ():
             version = found[batch.stream][1] if batch.stream in found else 0
             if batch.rows and batch.expected_version not in (None, version):
-                conn.wait(_abort(pgconn, b"stale expected version"))
-                return None
+                batches = None  # stale: the client-side path tells a re-send from a conflict
+                break
             out[batch.stream] = version + len(batch.rows)
+        if batches is None:
+            conn.wait(_abort(pgconn, b"the append took another way"))
+            return None
+        tail = results[1]
         if tail.ntuples and tail.get_value(0, 0) is not None:
             seq, prev = int(_text(tail, 0, 0, text)), chain_tip(_text(tail, 0, 1, text))
         else:
@@ -142,6 +173,15 @@ def copy_append(
             raise
         conn.wait(generators.copy_end(pgconn, None))
     return out
+
+
+def _check(results: list[pq.abc.PGresult], encoding: str) -> None:
+    """Raise the head's error, if a statement failed (the server then ran no more)."""
+    for result, status in zip(results, _STATUSES, strict=False):
+        if result.status != status:
+            raise psycopg.errors.error_from_result(result, encoding=encoding)
+    if len(results) != len(_STATUSES):  # pragma: no cover - the server's protocol
+        raise psycopg.OperationalError("the batched append's head answered unexpectedly")
 
 
 def _text(result: pq.abc.PGresult, row: int, column: int, encoding: str) -> str:
@@ -157,38 +197,50 @@ def _stream_rows(
     seq: int,
     prev: str,
 ) -> None:
-    """Hash and pack the rows after (seq, prev) and send them, ``_STEP`` rows a message."""
+    """Hash (per-event rows, exactly :func:`~ctxledger.eventstore.rows.chain_rows`) and
+    pack the rows after (seq, prev) as binary ``COPY`` rows; send them ``_STEP`` at a time.
+
+    One loop, one ``struct`` call per row (a ``Struct`` per shape of the id and kind):
+    the row's fixed fields and its id and kind, then the payload, then the hash."""
     text = conn.info.encoding
-    pgconn = conn.pgconn
+    sha256, header = hashlib.sha256, chain_header
+    shapes: dict[tuple[int, int], Callable[..., bytes]] = {}
     parts: list[bytes] = [_SIGNATURE]
-    kinds: dict[str, bytes] = {}
     count = 0
-
-    def pack(row: tuple[Any, ...]) -> None:
-        nonlocal parts, count
-        seq, event_id, stream_id, version, kind, schema, payload, digest = row
-        ident = event_id.encode(text)
-        name = kinds.get(kind) or kinds.setdefault(kind, kind.encode(text))
-        hashed = digest.encode(text)
-        parts += (
-            _ROW_A(8, 8, seq, len(ident)),
-            ident,
-            _ROW_B(8, stream_id, 8, version, len(name)),
-            name,
-            _ROW_C(4, schema, len(payload)),
-            payload,
-            _LENGTH(len(hashed)),
-            hashed,
-        )
-        count += 1
-        if count == _STEP:
-            conn.wait(generators.copy_to(pgconn, b"".join(parts), flush=False))
-            parts, count = [], 0
-
-    plan = [(b, found[b.stream][0], found[b.stream][1]) for b in batches if b.rows]
-    hash_rows(plan, seq, prev, pack)
+    for batch in batches:
+        if not batch.rows:
+            continue
+        stream = batch.stream
+        stream_id, version = found[stream]
+        for event_id, kind, schema, payload in batch.rows:
+            seq += 1
+            version += 1
+            digest = sha256(header((prev, seq, stream, version, event_id, kind, schema)))
+            digest.update(payload)
+            prev = digest.hexdigest()
+            ident, name = event_id.encode(text), kind.encode(text)
+            shape = (len(ident), len(name))
+            pack = shapes.get(shape)
+            if pack is None:
+                pack = shapes[shape] = struct.Struct(_ROW % shape).pack
+            parts += (
+                pack(8, 8, seq, shape[0], ident, 8, stream_id, 8, version, shape[1], name, 4,
+                     schema, len(payload)),
+                payload,
+                _HASH_LENGTH,
+                prev.encode(),
+            )  # fmt: skip
+            count += 1
+            if count == _STEP:
+                send_rows(conn, parts)
+                parts, count = [], 0
     parts.append(_TRAILER)
-    conn.wait(generators.copy_to(pgconn, b"".join(parts), flush=False))
+    send_rows(conn, parts)
+
+
+def send_rows(conn: Conn, parts: list[bytes]) -> None:
+    """Hand one step of ``COPY`` data to libpq (sent as its buffer fills; flushed at the end)."""
+    conn.wait(generators.copy_to(conn.pgconn, b"".join(parts), flush=False))
 
 
 def _abort(pgconn: pq.abc.PGconn, why: bytes) -> PQGen[None]:

@@ -22,7 +22,9 @@ Prints one JSON object per line:
   ``UNIQUE (stream_id, version)``), a prepared statement, no lock, no version check, no
   chain: what any append design that keeps the schema's backstops costs at least.
 * ``pg_batched_append``: ``append`` of 1,000-event batches vs raw ``COPY`` and
-  ``executemany`` of the same payloads, one transaction per batch.
+  ``executemany`` of the same payloads, one transaction per batch; three rounds, the
+  sides in a rotating order, the best rate of each, and (private server) the client and
+  server CPU seconds of each side (medians).
 * ``pg_projection_rebuild``: ``Projector.rebuild`` vs a raw ``SELECT payload`` + decode.
 
 Without ``--url`` the server is a private one from ``tests/helpers/pg_server.py`` with fsync
@@ -325,20 +327,32 @@ def _rate(events: int, fn: Callable[[], None]) -> float:
     return events / (time.perf_counter() - start)
 
 
-def bench_batched(url: str, events: int, rounds: int) -> None:
+def _timed(
+    events: int, fn: Callable[[], None], postmaster: int | None
+) -> tuple[float, float, float]:
+    """events/s, client CPU seconds and server CPU seconds of one run of `fn`."""
+    server, client = server_cpu(postmaster), time.process_time()
+    rate = _rate(events, fn)
+    return rate, time.process_time() - client, server_cpu(postmaster) - server
+
+
+def bench_batched(url: str, events: int, rounds: int, postmaster: int | None = None) -> None:
+    """The store's 1,000-event appends against raw COPY and executemany of the same
+    payloads (encoded outside the timing), the three sides in a rotating order per round
+    so load drift hits each alike; best rate of each, per-side CPU medians."""
     evts = make_events(events)
     payloads = [encode_event(e) for e in evts]
-    ours: list[float] = []
-    copy: list[float] = []
-    many: list[float] = []
-    for _ in range(rounds):
+
+    def ours() -> tuple[float, float, float]:
         with PostgresEventStore(fresh_schema(url)) as store:
 
             def append_all(s: PostgresEventStore = store) -> None:
                 for chunk in _batches(evts, 1000):
                     s.append(chunk[0].session_id, chunk, None)
 
-            ours.append(_rate(events, append_all))
+            return _timed(events, append_all, postmaster)
+
+    def raw(copy: bool) -> tuple[float, float, float]:
         with psycopg.connect(url) as conn:
             conn.execute("DROP TABLE IF EXISTS raw_batch")
             conn.execute("CREATE TABLE raw_batch (seq bigint PRIMARY KEY, payload bytea NOT NULL)")
@@ -351,10 +365,6 @@ def bench_batched(url: str, events: int, rounds: int) -> None:
                             cp.write_row((seq, payloads[seq]))
                     c.commit()
 
-            copy.append(_rate(events, copy_all))
-            conn.execute("TRUNCATE raw_batch")
-            conn.commit()
-
             def many_all(c: psycopg.Connection[Any] = conn) -> None:
                 for start in range(0, events, 1000):
                     c.cursor().executemany(
@@ -363,8 +373,24 @@ def bench_batched(url: str, events: int, rounds: int) -> None:
                     )
                     c.commit()
 
-            many.append(_rate(events, many_all))
-    value, raw_copy, raw_many = max(ours), max(copy), max(many)
+            return _timed(events, copy_all if copy else many_all, postmaster)
+
+    sides: dict[str, Callable[[], tuple[float, float, float]]] = {
+        "ours": ours,
+        "copy": lambda: raw(True),
+        "many": lambda: raw(False),
+    }
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in sides}
+    names = list(sides)
+    for n in range(rounds):
+        for name in names[n % 3 :] + names[: n % 3]:
+            runs[name].append(sides[name]())
+    best = {name: max(r[0] for r in found) for name, found in runs.items()}
+    value, raw_copy, raw_many = best["ours"], best["copy"], best["many"]
+
+    def cpu(index: int) -> dict[str, float]:
+        return {n: round(statistics.median(r[index] for r in f), 3) for n, f in runs.items()}
+
     emit(
         {
             "bench": "pg_batched_append",
@@ -376,6 +402,10 @@ def bench_batched(url: str, events: int, rounds: int) -> None:
             "ratio_executemany": round(value / raw_many, 3),
             "events": events,
             "batch": 1000,
+            "rounds": rounds,
+            "client_cpu_s": cpu(1),
+            "server_cpu_s": cpu(2) if postmaster is not None else None,
+            "load_average": round(os.getloadavg()[0], 2),
         }
     )
 
@@ -456,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             postmaster = server._postmaster_pid() if server is not None else None
             bench_writers(url, seconds, counts=counts, postmaster=postmaster, floor=args.floor)
         if "batched" in only:
-            bench_batched(url, events, rounds=2)
+            postmaster = server._postmaster_pid() if server is not None else None
+            bench_batched(url, events, rounds=3, postmaster=postmaster)
         if "rebuild" in only:
             bench_rebuild(url, events, rounds=2)
     finally:

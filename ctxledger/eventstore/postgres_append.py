@@ -10,9 +10,10 @@ its own transaction: the version checks, the streams and the rows, inserted
 unsealed; if the append lock is free it also seals (``ctxledger_seal``) in the same
 transaction, so an append alone costs one flush. Else it commits (sharing the flush
 with other appenders' commits) and a second call, ``ctxledger_await``, waits for the
-lock and seals whatever is still unsealed. Anything else (blobs, batches of more
-than 16 events, and the retry after a stale version or a stored event id) runs the
-client-side transaction: statements bound client-side and sent several per message
+lock and seals whatever is still unsealed. A batch of more than 16 events without new
+blobs is one message and a ``COPY`` (:mod:`ctxledger.eventstore.postgres_copy`).
+Anything else (blobs, linked rows, and the retry after a stale version or a stored
+event id) runs the client-side transaction: statements bound client-side and sent several per message
 (``BEGIN; lock; seal what waits; versions; stream ids``, then the rows as
 ``EXECUTE``s of statements each pool connection prepared, or a binary ``COPY`` for a
 batch, written sealed with the hashes computed here, ``pg_notify`` and ``COMMIT``).

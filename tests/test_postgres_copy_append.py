@@ -139,18 +139,19 @@ def test_a_client_stopping_mid_copy_leaves_nothing_and_the_connection_works(
         real(conn, parts)
 
     monkeypatch.setattr(postgres_copy, "send_rows", stop_after_one_step)
+    step = postgres_copy._STEP
     with pytest.raises(KeyboardInterrupt):
-        store.append("ses_a", batch("ses_a", 300), 20)
-    assert sent == [1 + 4 * 64]  # the signature and 64 rows of 4 parts, then stopped
+        store.append("ses_a", batch("ses_a", step + 10), 20)
+    assert sent == [1 + 4 * step]  # the signature and one step of rows (4 parts each)
     sent.clear()
     with pytest.raises(KeyboardInterrupt):
-        store.append("ses_new", batch("ses_new", 300), 0)
+        store.append("ses_new", batch("ses_new", step + 10), 0)
     monkeypatch.setattr(postgres_copy, "send_rows", real)
     assert count(store) == 20 and store.stream_version("ses_new") == 0
-    assert store.append("ses_a", batch("ses_a", 300), 20) == 320  # same pool connection
+    assert store.append("ses_a", batch("ses_a", step + 10), 20) == step + 30  # same pool
     assert store.append("ses_new", batch("ses_new", 17), 0) == 17
     report = store.verify()
-    assert report.ok and report.events_checked == 337
+    assert report.ok and report.events_checked == step + 47
 
 
 def test_rows_a_dead_writer_left_unsealed_are_sealed_before_the_batch(

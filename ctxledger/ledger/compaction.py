@@ -140,7 +140,8 @@ def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
         [
             AppendRequest(recorded.session_id, recorded.old_events, recorded.expected_version),
             AppendRequest(recorded.new_session_id, recorded.new_events, 0),
-        ]
+        ],
+        own=True,  # built here from the projections, handed to no one: folded as written
     )
 
 

@@ -245,3 +245,49 @@ def test_written_records_refuses_what_it_cannot_fold_as_is(tmp_path: Path) -> No
         assert written_records(object(), [request], versions, last) is None
     finally:
         ledger.close()
+
+
+# --- the collector during a compaction ---------------------------------------------------
+
+
+class _Watching:
+    """A summarizer that notes whether the collector runs while it is awaited."""
+
+    kind = "watching"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.enabled: list[bool] = []
+
+    async def summarize(self, request: object) -> object:
+        from ctxledger.compressor.summarizers.base import SummaryResult
+        from ctxledger.errors import SummarizerError
+
+        self.enabled.append(gc.isenabled())
+        if self.fail:
+            raise SummarizerError("no route", failure_class="network")
+        return SummaryResult(text="## Goal\nwatch", summarizer=self.kind)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_collector_runs_while_the_summarizer_is_awaited(tmp_path: Path, fail: bool) -> None:
+    import anyio
+
+    from ctxledger.errors import SummarizerError
+    from ctxledger.ledger.compaction import compact
+
+    ledger = make_ledger(tmp_path / "l.db")
+    try:
+        sid = session_with_turns(ledger, 8)
+        watching = _Watching(fail)
+        assert gc.isenabled()
+        if fail:
+            with pytest.raises(SummarizerError):
+                anyio.run(compact, ledger, sid, watching)  # type: ignore[arg-type]
+        else:
+            outcome = anyio.run(compact, ledger, sid, watching)  # type: ignore[arg-type]
+            assert outcome.action == "compressed"
+        assert watching.enabled == [True]  # paused only around the synchronous stretches
+        assert gc.isenabled()
+    finally:
+        ledger.close()

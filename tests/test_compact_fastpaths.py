@@ -4,6 +4,8 @@ folded as written.
 * ``SQLiteEventStore.read_bodies`` hands out exactly the messages ``read_at`` does
   (blob-held contents, rows written before the head columns, non-message and missing
   seqs included); ``Bodies`` uses it and leaves the garbage collector as it found it.
+* Property: ``assemble.apply(copy_carried=False)`` (what ``record`` uses) builds the
+  same continuation, sharing only messages carried unchanged with its input.
 * Property: the events a compaction appends and folds in memory (``ledger.ownfold``)
   are, record for record, what reading them back gives, and the projections equal a
   fold of the whole log; when another writer's rows come first, or the store cannot say
@@ -19,6 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from helpers.ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
+from helpers.strategies import planner_configs, planner_sessions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -291,3 +294,42 @@ def test_the_collector_runs_while_the_summarizer_is_awaited(tmp_path: Path, fail
         assert gc.isenabled()
     finally:
         ledger.close()
+
+
+# --- the continuation without copies of what is carried unchanged ---------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=planner_sessions(),
+    config=planner_configs(),
+    window=st.integers(2_000, 20_000),
+    pins=st.lists(st.integers(0, 60), max_size=2),
+)
+def test_apply_without_carried_copies_builds_the_same_continuation(
+    messages: list[dict[str, object]], config: object, window: int, pins: list[int]
+) -> None:
+    from ctxledger.compressor.assemble import apply
+    from ctxledger.compressor.planner import plan, rough_counts
+
+    pinned = sorted({p % len(messages) for p in pins})
+    the_plan = plan(
+        messages,
+        config,  # type: ignore[arg-type]
+        rough_counts(messages),
+        context_length=window,
+        pinned=pinned,
+        force=True,
+    )
+    if the_plan.action != "compress":
+        return
+    before = msgspec.json.encode(messages)
+    copied = apply(the_plan, messages, "the summary")
+    shared = apply(the_plan, messages, "the summary", copy_carried=False)
+    assert shared == copied
+    assert msgspec.json.encode(messages) == before  # the source is never changed
+    sources = {id(m) for m in messages}
+    assert not any(id(m) in sources for m in copied.messages)
+    for message, entry in zip(shared.messages, shared.entries, strict=True):
+        if id(message) in sources:  # only a message carried as it was
+            assert entry.origin == "carried" and message is messages[entry.source_index or 0]

@@ -3,9 +3,11 @@
 A rebuild folds message *heads* (id, session, token count: see
 ``EventStore.read_heads``) and keeps each message's seq, not its body: a million
 parsed bodies were most of a rebuild's time and memory. :class:`Bodies` reads bodies
-back from the log (``read_at``), a batch at a time where the caller knows what it
-will need (a session's live messages), and hands out exactly the message that was
-appended (the same decode, blob re-inflation included, as any other read).
+back from the log (``read_bodies`` where the store has it — SQLite: the payloads
+alone, decoded past their envelope — else ``read_at``), a batch at a time where the
+caller knows what it will need (a session's live messages), and hands out exactly
+the message that was appended (blob re-inflation and upcasting included, as any
+other read).
 """
 
 from __future__ import annotations

@@ -9,13 +9,11 @@ written; the caller re-reads and continues on the compression tip.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import msgspec
 
+from ctxledger.collector import collector_paused
 from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.recording import (
@@ -146,24 +144,6 @@ def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
         ],
         own=True,  # built here from the projections, handed to no one: folded as written
     )
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for one synchronous stretch of a compaction.
-
-    A compaction allocates thousands of acyclic objects it keeps (message bodies read
-    from the log, replacement messages, events); collector passes over them while they
-    are built are work the next collection would redo. As in ``Projector.catch_up``,
-    the collector runs again afterwards; never held across an ``await``.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 async def compact(

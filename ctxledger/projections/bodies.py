@@ -12,10 +12,10 @@ other read).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
+from ctxledger.collector import collector_paused
 from ctxledger.errors import IntegrityError, StoreError
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.messages import JSON
@@ -60,18 +60,14 @@ class Bodies:
         (``Projector.catch_up``): the read allocates only acyclic bodies that are kept.
         """
         wanted = set(seqs)
-        was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            found = self._read(sorted(wanted))
+            with collector_paused():
+                found = self._read(sorted(wanted))
         except StoreError as exc:
             raise StoreError(
                 f"{exc} (a ledger opened from its log reads message bodies from the log "
                 "when first asked for them: read what you need before close())"
             ) from exc
-        finally:
-            if was_enabled:
-                gc.enable()
         missing = wanted.difference(found)
         if missing:
             raise IntegrityError(

@@ -71,6 +71,9 @@ _ROW = "!hiqi%dsiqiqi%dsiii"
 _HASH_LENGTH = struct.pack("!i", 64)
 #: rows hashed and packed per message sent (~400 kB of typical rows)
 _STEP = 512
+#: the largest ``CopyData`` message sent (psycopg's own limit: a much larger buffer can make
+#: libpq loop forever, psycopg issue #255)
+_MESSAGE = 128 * 1024
 
 
 #: one stream's rows placed in the log: (batch, stream id, version before them)
@@ -241,8 +244,11 @@ def _stream_rows(
 
 
 def send_rows(conn: Conn, parts: list[bytes]) -> None:
-    """Hand one step of ``COPY`` data to libpq (sent as its buffer fills; flushed at the end)."""
-    conn.wait(generators.copy_to(conn.pgconn, b"".join(parts), flush=False))
+    """Hand one step of ``COPY`` data to libpq in ``CopyData`` messages of at most
+    ``_MESSAGE`` bytes (sent as its buffer fills; flushed at the end)."""
+    data = memoryview(b"".join(parts))
+    for start in range(0, len(data), _MESSAGE):
+        conn.wait(generators.copy_to(conn.pgconn, data[start : start + _MESSAGE], flush=False))
 
 
 def _abort(pgconn: pq.abc.PGconn, why: bytes) -> PQGen[None]:

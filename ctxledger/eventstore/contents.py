@@ -12,7 +12,8 @@ store as before — and its decoded text kept for the rest of the run: later rea
 that ref, in any store, hand out the same ``str`` object, and an append of that very
 object (so the very same text) reuses its ref instead of hashing it again. The token
 count the log recorded with such a message is remembered for that string too
-(:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again.
+(:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again;
+it is used only after the row holding it is checked against its append's seal.
 Outside such a block nothing is remembered: ``verify``, and any read after a blob was
 tampered with on disk, see the store's bytes as they are. The block remembers only
 what the run reads, which the run holds anyway (the replayed history keeps every
@@ -99,15 +100,25 @@ def sharing_contents() -> Iterator[SharedContents]:
         _SHARED.reset(token)
 
 
-def hydrate_shared(event: MessageAppended, get_blob: Callable[[str], bytes]) -> Event:
-    """``hydrate(event, get_blob)``, answered from the run's memory inside :func:`sharing_contents`."""
+def hydrate_shared(
+    event: MessageAppended,
+    get_blob: Callable[[str], bytes],
+    sealed: Callable[[], bool] | None = None,
+) -> Event:
+    """``hydrate(event, get_blob)``, answered from the run's memory inside :func:`sharing_contents`.
+
+    The row's token count is remembered for the text (so the run does not tokenize it
+    again) only when the text is the one its ref names (checked) and `sealed` is given:
+    the count is used only once ``sealed()`` says the row itself is intact (the count
+    and the ref are in its payload; see :mod:`ctxledger.eventstore.seals`).
+    """
     shared, ref = _SHARED.get(), event.content_ref
     if shared is None or ref is None:
         return hydrate(event, get_blob)
     text = shared.text(ref, get_blob)
     whole = hydrate_text(event, text)
-    if shared.holds(ref, text):  # checked against its ref: the text the count was made for
-        remember_count(whole.message, whole.encoding, whole.tokens)
+    if sealed is not None and shared.holds(ref, text):
+        remember_count(whole.message, whole.encoding, whole.tokens, sealed)
     return whole
 
 

@@ -11,15 +11,18 @@ content the run read from a checked blob is not encoded again to check it is JSO
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from helpers.ledger_helpers import compact_now, deterministic_ledger
 
+from ctxledger.analysis import factviews
 from ctxledger.analysis.whatif import whatif
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidInput
@@ -147,3 +150,28 @@ def test_a_whatif_over_a_long_merged_message_decodes_it_once_and_reports_the_sam
         plain = msgspec.json.encode(whatif(ledger, sid))
     assert shared == plain
     ledger.close()
+
+
+def test_a_checked_blob_texts_fact_cache_digest_is_its_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteEventStore(tmp_path / "d.db")
+    text = "naïve src/app.py " * 5_000  # a blob (>= 64 KB), not ASCII
+    store.append("s1", [_event(1, "{}", content=text)], None)
+    with sharing_contents():
+        (record,) = list(store.read_all())
+        read = record.event.message["content"]  # type: ignore[attr-defined]
+        hashed: list[int] = []
+        real = hashlib.sha256
+
+        def counting(data: bytes = b"") -> Any:
+            hashed.append(len(data))
+            return real(data)
+
+        monkeypatch.setattr(factviews.hashlib, "sha256", counting)
+        assert factviews.content_digest(read) == real(text.encode()).digest()
+        assert hashed == []  # the blob's ref, checked when read, is the digest
+        copy = "".join([read[:10], read[10:]])  # equal text, another object: hashed
+        assert factviews.content_digest(copy) == real(text.encode()).digest()
+        assert hashed == [len(text.encode())]
+    store.close()

@@ -108,8 +108,13 @@ class SharedContents:
     def checked(self, text: object) -> bool:
         """Whether `text` is a text this run read from a blob that hashed to its ref (the
         same object): valid UTF-8 when read, so it holds no lone surrogate."""
+        return self.checked_ref(text) is not None
+
+    def checked_ref(self, text: object) -> str | None:
+        """The ref (sha256 hex of its UTF-8) of a text this run read and checked (the same
+        object), else None. Unlike :meth:`ref_of`, not counted as a reuse."""
         ref = self._refs.get(id(text))
-        return ref is not None and self._texts.get(ref) is text
+        return ref if ref is not None and self._texts.get(ref) is text else None
 
     def ref_of(self, text: str) -> str | None:
         """The ref of `text` when it is a text this run read (the same object), else None."""

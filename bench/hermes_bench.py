@@ -30,7 +30,15 @@ the baseline:
 * ``hermes_compact_5000``: ``compact()`` on a ledger holding the session (live view,
   plan, request, events, one durable append; the ledger is opened before the clock
   starts) vs Hermes ``compress()`` on a copy of the list. Wall medians (the append's
-  fsync is part of ours), CPU medians beside them.
+  fsync is part of ours), CPU medians beside them. Each side's call starts after a
+  full garbage collection (the setup's garbage — the ledger's opening, the list's
+  copy — is neither side's); ``collect_after_ms`` / ``baseline_collect_after_ms`` are
+  the CPU medians of the full collection run right after each call: what the call
+  left for the collector (``compact()`` pauses the collector over its synchronous
+  stretches, as the ledger's folds do, so part of its collector work is there).
+  ``body_read_ms``: the CPU median of reading the live view just after opening —
+  the message bodies the opening left in the log, read inside ``compact()`` (in
+  the figure; a process that appended the session itself already holds them).
 
 What each side's compaction figure includes (like for like, checked against
 hermes-agent's ``ContextCompressor.compress``): Hermes's is in memory only — phase 1,
@@ -55,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import shutil
@@ -197,19 +206,29 @@ def _build_ledger(path: str, session: list[dict[str, Any]]) -> str:
     return sid
 
 
-async def _compact_once(template: str, work: str, sid: str) -> tuple[float, float, int]:
+def _collect_ms() -> float:
+    """CPU ms of a full garbage collection now (what a call left for the collector)."""
+    start = time.process_time()
+    gc.collect()
+    return (time.process_time() - start) * 1000
+
+
+async def _compact_once(template: str, work: str, sid: str) -> tuple[float, float, int, float]:
+    """(wall ms, CPU ms, messages after, CPU ms of the full collection right after)."""
     shutil.copyfile(template, work)
     ledger = Ledger.open(work, config=CompressionConfig())
     try:
         prune._describe_memo.cache_clear()
+        gc.collect()  # the opening's garbage is not the compaction's (Hermes's side alike)
         start, start_cpu = time.perf_counter(), time.process_time()
         outcome = await compact(ledger, sid, StubSummarizer(), trigger="manual")
         wall = (time.perf_counter() - start) * 1000
         cpu = (time.process_time() - start_cpu) * 1000
+        after = _collect_ms()
     finally:
         ledger.close()
     assert outcome.action == "compressed", outcome.skip_reason
-    return wall, cpu, outcome.messages_after
+    return wall, cpu, outcome.messages_after, after
 
 
 def _request_hash_ms(template: str, sid: str, runs: int) -> float:
@@ -225,22 +244,44 @@ def _request_hash_ms(template: str, sid: str, runs: int) -> float:
     )
 
 
+def _body_read_ms(template: str, sid: str, runs: int) -> float:
+    """CPU median of reading the session's live view right after opening the ledger: the
+    bodies a rebuild left in the log (part of the figure; a process that appended the
+    messages itself holds them)."""
+    times: list[float] = []
+    for _ in range(runs):
+        ledger = Ledger.open(template, config=CompressionConfig())
+        try:
+            gc.collect()
+            times.append(_timed(lambda ledger=ledger: ledger.api_messages(sid))[1])
+        finally:
+            ledger.close()
+    return round(statistics.median(times), 3)
+
+
 def bench_compact(session: list[dict[str, Any]], runs: int) -> dict[str, Any]:
     hermes: list[float] = []
     hermes_cpu: list[float] = []
     ours: list[float] = []
     ours_cpu: list[float] = []
+    collects: tuple[list[float], list[float]] = ([], [])  # (ours, Hermes's)
     with tempfile.TemporaryDirectory() as tmp:
         template = os.path.join(tmp, "template.db")
         sid = _build_ledger(template, session)
         hashing = _request_hash_ms(template, sid, runs)
+        bodies = _body_read_ms(template, sid, runs)
         for i in range(runs):
             messages = copy.deepcopy(session)
             h = _hermes()
+            gc.collect()
             wall, cpu = _timed(lambda m=messages, h=h: h.compress(m, force=True))
+            collects[1].append(_collect_ms())
             hermes.append(wall)
             hermes_cpu.append(cpu)
-            wall, cpu, after = anyio.run(_compact_once, template, os.path.join(tmp, f"{i}.db"), sid)
+            wall, cpu, after, collect = anyio.run(
+                _compact_once, template, os.path.join(tmp, f"{i}.db"), sid
+            )
+            collects[0].append(collect)
             ours.append(wall)
             ours_cpu.append(cpu)
     return _row(
@@ -252,6 +293,9 @@ def bench_compact(session: list[dict[str, Any]], runs: int) -> dict[str, Any]:
         cpu_median_ms=round(statistics.median(ours_cpu), 3),
         baseline_cpu_median_ms=round(statistics.median(hermes_cpu), 3),
         request_hash_ms=hashing,
+        body_read_ms=bodies,
+        collect_after_ms=round(statistics.median(collects[0]), 3),
+        baseline_collect_after_ms=round(statistics.median(collects[1]), 3),
         messages=len(session),
         messages_after=after,
         runs=runs,

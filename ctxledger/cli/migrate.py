@@ -1,4 +1,5 @@
-"""``ctxledger migrate``: copy a ledger between stores (SQLite file <-> PostgreSQL URL)."""
+"""``ctxledger migrate``: copy a ledger between stores (SQLite file <-> PostgreSQL URL);
+``ctxledger upgrade``: finish an in-place upgrade (fill derived columns)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import os
 
 import click
 
-from ctxledger.cli.app import cli, console, emit_json, handle_errors
+from ctxledger.cli.app import cli, console, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore import is_url, open_store
+from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
 from ctxledger.eventstore.transfer import copy_ledger
 
 
@@ -50,3 +52,37 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
         "verifies",
         markup=False,
     )
+
+
+@cli.command()
+@json_option
+@click.pass_context
+@handle_errors
+def upgrade(ctx: click.Context, as_json: bool) -> None:
+    """Fill what opening an older ledger left for later; safe to run again.
+
+    A SQLite ledger written before message heads were columns (migration
+    0002_message_heads) opens at once and folds those rows from their payloads;
+    this writes their message id and token count beside them, a thousand rows per
+    transaction (other writers go on between batches), so later rebuilds skip the
+    payloads. Nothing hashed changes: verify gives the same head before and after.
+    A PostgreSQL ledger keeps no such columns: nothing to do.
+    """
+    db = state_of(ctx).db
+    if is_url(db):
+        filled, text = 0, "nothing to fill: a PostgreSQL ledger keeps no derived columns"
+    else:
+        if not os.path.isfile(db):
+            raise InvalidInput(f"no ledger file at {db}")
+        with SQLiteEventStore(db) as store, spinner(ctx, "filling message heads"):
+            filled = store.backfill_heads()
+        text = (
+            f"filled the heads of {filled:,} message rows written before migration "
+            "0002_message_heads; rebuilds now skip their payloads"
+            if filled
+            else "nothing to fill"
+        )
+    if as_json:
+        emit_json({"message_heads_filled": filled})
+    else:
+        console.print(text, markup=False)

@@ -94,9 +94,14 @@ class _Builder:
     """Collects output messages and their entries; applies per-message plan edits."""
 
     def __init__(
-        self, plan: CompactionPlan, messages: Sequence[Mapping[str, Any]], body: str
+        self,
+        plan: CompactionPlan,
+        messages: Sequence[Mapping[str, Any]],
+        body: str,
+        copy_carried: bool = True,
     ) -> None:
         self.plan = plan
+        self.copy_carried = copy_carried
         self.source = messages
         self.body = body
         self.messages: list[Message] = []
@@ -116,7 +121,12 @@ class _Builder:
     def carry(self, i: int) -> None:
         if i not in self.dropped:
             original = self.source[i]
-            msg: Message = copy.deepcopy(dict(original))
+            plan = self.plan
+            changed = i == 0 or i in self.unmerged or i in self.stripped or i == plan.merge_index
+            # a message carried as it is may stay the caller's object (see apply)
+            msg: Message = (
+                copy.deepcopy(dict(original)) if changed or self.copy_carried else original  # type: ignore[assignment]
+            )
             origin: Origin = "carried"
             if i == 0 and msg.get("role") == "system":
                 origin = "system"
@@ -158,9 +168,17 @@ def _stub_positions(
 
 
 def apply(
-    plan: CompactionPlan, messages: Sequence[Mapping[str, Any]], summary_text: str
+    plan: CompactionPlan,
+    messages: Sequence[Mapping[str, Any]],
+    summary_text: str,
+    *,
+    copy_carried: bool = True,
 ) -> AssembledTranscript:
     """The continuation: head, pinned, summary (or merged), carried anchors, tail.
+
+    Every message is a new object unless `copy_carried` is false: then a message
+    carried unchanged is the very object of `messages` (for a caller that only reads
+    the result, like ``recording.build_layout``, which records such messages by id).
 
     Raises CompressionError for a skip plan, a plan made for another message list, or
     an empty summary (an empty summarizer answer is a failure, Hermes #11978).
@@ -176,7 +194,7 @@ def apply(
         raise CompressionError(
             "the summary text is empty; a compaction needs a summary (or a fallback)"
         )
-    builder = _Builder(plan, messages, body)
+    builder = _Builder(plan, messages, body, copy_carried)
     for i in range(plan.head_end):
         builder.carry(i)
     for i in plan.pinned:

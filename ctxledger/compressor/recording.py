@@ -174,7 +174,8 @@ def build_layout(
 ) -> tuple[str | None, int, list[LayoutEntry], list[JSON]]:
     """Assemble the continuation (pure given the ids) and describe it as layout entries."""
     inp = prepared.input
-    assembled = assemble(prepared.plan, inp.messages, summary_text)
+    # carried messages are recorded by id and only read here: no copies of them
+    assembled = assemble(prepared.plan, inp.messages, summary_text, copy_carried=False)
     system_prompt: str | None = None
     system_tokens = 0
     layout: list[LayoutEntry] = []

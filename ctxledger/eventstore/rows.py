@@ -33,6 +33,7 @@ from ctxledger.eventstore.contents import (
     hydrate_shared,
     shared_contents,
 )
+from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
 #: ``"linked"`` (a :func:`row_digest` per row, one :func:`link_hash` per append)
@@ -260,6 +261,43 @@ class MessageHead(
     session_id: str
     message_id: str
     tokens: int
+
+
+class MessageBody(
+    msgspec.Struct, tag_field="kind", tag="MessageAppended", frozen=True, kw_only=True, gc=False
+):
+    """What a body read needs of a stored ``MessageAppended`` payload: the message (and
+    whether its content is a blob to re-inflate); the envelope is skipped."""
+
+    message: JSON
+    content_ref: str | None = None
+
+
+#: decodes a ``MessageAppended`` payload at today's schema as its :class:`MessageBody`
+BODY_DECODER: msgspec.json.Decoder[MessageBody] = msgspec.json.Decoder(MessageBody)
+
+
+def decode_bodies(
+    rows: Iterable[tuple[int, int, bytes]],
+) -> tuple[dict[int, JSON], list[int]]:
+    """Rows (seq, schema, payload) -> (seq -> message, the seqs this fast path leaves to a
+    whole decode: another schema, a content kept as a blob, a payload that is not a
+    message at today's shape). Pure; the caller reads the rest with ``read_at``."""
+    found: dict[int, JSON] = {}
+    rest: list[int] = []
+    decode = BODY_DECODER.decode
+    for seq, schema, payload in rows:
+        if schema == MESSAGE_SCHEMA:
+            try:
+                body = decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                rest.append(seq)
+                continue
+            if body.content_ref is None:
+                found[seq] = body.message
+                continue
+        rest.append(seq)
+    return found, rest
 
 
 #: a stored row as a rebuild reads it: (seq, version, schema, payload)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
+from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import MAX_SEQ
-from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, HeadRow, head_columns
+from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, HeadRow, decode_bodies, head_columns
+from ctxledger.messages import JSON
 
 __all__ = ["HeadColumns"]
 
@@ -37,6 +39,7 @@ class HeadColumns:
     _lock: threading.RLock
     _errors: Callable[[str], AbstractContextManager[None]]
     _writing: Callable[[], AbstractContextManager[None]]
+    read_at: Callable[[Sequence[int]], list[Recorded]]
 
     def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
         """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
@@ -79,6 +82,36 @@ class HeadColumns:
             if len(rows) < ROWS_BATCH:
                 return
             next_seq = rows[-1][0] + 1
+
+    def read_bodies(self, seqs: Sequence[int]) -> dict[int, JSON]:
+        """seq -> the message appended there, for the ``MessageAppended`` rows among `seqs`
+        (others left out; read-only). What a lazily folded body needs and no more: the
+        payload alone, decoded past its envelope (``rows.decode_bodies``); a row at
+        another schema or with its content in a blob goes through ``read_at`` (upcast,
+        re-inflated), so the message is the one ``read_at`` would hand out."""
+        wanted = sorted(set(seqs))
+        rows: list[tuple[int, int, bytes]] = []
+        with self._lock, self._errors("read the log"):
+            for start in range(0, len(wanted), q.READ_AT_CHUNK):
+                chunk = wanted[start : start + q.READ_AT_CHUNK]
+                rows += self._conn.execute(q.read_bodies(len(chunk)), chunk).fetchall()
+        found, rest = decode_bodies(rows)
+        for rec in self.read_at(rest) if rest else ():
+            if type(rec.event) is MessageAppended:
+                found[rec.seq] = rec.event.message
+        return found
+
+    def written_rows(
+        self, stream: str, after_version: int, count: int
+    ) -> list[tuple[int, int, str, str]]:
+        """(seq, version, event id, hash) of at most `count` rows of `stream` after
+        `after_version`, in version order (read-only; no payload is read): where an
+        append's events landed (``ledger.ownfold``)."""
+        with self._lock, self._errors("read the log"):
+            rows: list[tuple[int, int, str, str]] = self._conn.execute(
+                q.WRITTEN_ROWS, (stream, after_version, count)
+            ).fetchall()
+        return rows
 
     def versions_at(self, stream_ids: Iterable[int], seq: int) -> dict[int, int]:
         """stream id -> its version as of `seq` (its events up to `seq`), for each id

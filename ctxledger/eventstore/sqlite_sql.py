@@ -52,6 +52,13 @@ def read_at(count: int) -> str:
     return f"SELECT seq, version, schema, payload, hash FROM events WHERE seq IN ({marks}) ORDER BY seq"
 
 
+@functools.lru_cache(maxsize=8)
+def read_bodies(count: int) -> str:
+    """The payloads at `count` given seqs (read_bodies: only what a message body needs)."""
+    marks = ",".join("?" * count)
+    return f"SELECT seq, schema, payload FROM events WHERE seq IN ({marks})"
+
+
 # a rebuild's read (read_rows): no hash either, it is not folded
 READ_HEADS = (
     "SELECT seq, version, schema, payload FROM events"
@@ -81,6 +88,11 @@ HEADLESS_MESSAGES = (
 SET_HEAD = "UPDATE events SET message_id = ?, tokens = ? WHERE seq = ?"
 # a stream's version as of a seq: walks events_by_stream down from its top (the rowid
 # is in the index), so as of the log's end it is one seek
+# where an append's rows landed (no payload): a ledger folds its own events as written
+WRITTEN_ROWS = (
+    "SELECT seq, version, event_id, hash FROM events WHERE stream_id ="
+    " (SELECT stream_id FROM streams WHERE stream = ?) AND version > ? ORDER BY version LIMIT ?"
+)
 VERSION_AT = (
     "SELECT version FROM events WHERE stream_id = ? AND seq <= ? ORDER BY version DESC LIMIT 1"
 )

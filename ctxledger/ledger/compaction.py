@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.collector import collector_paused
 from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.recording import (
@@ -140,7 +141,8 @@ def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
         [
             AppendRequest(recorded.session_id, recorded.old_events, recorded.expected_version),
             AppendRequest(recorded.new_session_id, recorded.new_events, 0),
-        ]
+        ],
+        own=True,  # built here from the projections, handed to no one: folded as written
     )
 
 
@@ -163,9 +165,10 @@ async def compact(
     records its own, with a cooldown), a ``CompressionSkipped`` naming the failure
     class; other failures (not configured included) use the recorded fallback summary.
     """
-    prepared = plan_compaction(
-        ledger, session_id, config=config, focus=focus, force=trigger == "manual"
-    )
+    with collector_paused():
+        prepared = plan_compaction(
+            ledger, session_id, config=config, focus=focus, force=trigger == "manual"
+        )
     inp, the_plan = prepared.input, prepared.plan
     base: dict[str, Any] = {
         "session_id": session_id,
@@ -190,9 +193,10 @@ async def compact(
         if record_abort:
             _record_abort(ledger, session_id, trigger, exc)
         raise
-    recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
-    append_recorded(ledger, recorded)
-    return _compressed(base, prepared.input, recorded, result)
+    with collector_paused():
+        recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
+        append_recorded(ledger, recorded)
+        return _compressed(base, prepared.input, recorded, result)
 
 
 def _compressed(

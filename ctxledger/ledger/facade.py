@@ -52,6 +52,7 @@ from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.ledger.anchor import advance_anchor, head_of
+from ctxledger.ledger.ownfold import fold_written
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import check_context_length
@@ -195,13 +196,18 @@ class Ledger:
         return view.version if view is not None else 0
 
     def append(
-        self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
+        self,
+        requests: Sequence[AppendRequest],
+        blobs: Mapping[str, bytes] | None = None,
+        *,
+        own: bool = False,
     ) -> None:
         """The one way anything writes to this ledger: check references, append atomically, fold.
 
         For writers that build their own events (a compaction, an undo, an import): one
         call is one transaction over every stream it names; a stale expected version
-        raises ``ConcurrencyError`` and writes nothing.
+        raises ``ConcurrencyError`` and writes nothing. `own`: events nobody else holds
+        (a compaction's) are folded as written, not read back (``ledger.ownfold``).
         """
         # a continuation starting in this append holds the layout its switch names
         incoming = {
@@ -213,8 +219,10 @@ class Ledger:
         for request in requests:
             self._check_references(request, incoming.get(request.stream, set()))
         try:
-            self.store.append_many(requests, blobs)
+            versions = self.store.append_many(requests, blobs)
             self._appended = True
+            if own and not blobs:
+                fold_written(self.projector, self.store, requests, versions)
         finally:
             self.refresh()
 

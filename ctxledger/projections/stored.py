@@ -98,8 +98,14 @@ def with_bodies(stored: Iterable[StoredMessage], batch: int = 512) -> Iterator[S
 def load_bodies(stored: list[StoredMessage]) -> None:
     """Read every body of `stored` still only in the log, one batch per log (then kept)."""
     lazy = [m for m in stored if m.body is None and m.bodies is not None]
-    for m, body in zip(lazy, read_bodies(lazy), strict=True):
-        m.body = body
+    while lazy:
+        bodies = lazy[0].bodies
+        assert bodies is not None
+        batch = [m for m in lazy if m.bodies is bodies]
+        found = bodies.load_many(m.seq for m in batch)
+        for m in batch:
+            m.body = found[m.seq]
+        lazy = [m for m in lazy if m.bodies is not bodies] if len(batch) < len(lazy) else []
 
 
 def read_bodies(stored: list[StoredMessage]) -> list[JSON]:

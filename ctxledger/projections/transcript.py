@@ -341,6 +341,13 @@ class TranscriptProjection:
         """Token counts parallel to :meth:`api_messages`."""
         view = self._view(session_id)
         counts = [view.system_tokens] if view.system_prompt is not None else []
+        shown, messages = self.state.shown, self.state.messages
+        if not shown:  # the common case: no persisted output shows a replacement
+            try:
+                counts.extend([messages[mid].tokens for mid in view.live])
+                return counts
+            except KeyError:  # (the list was not extended) the path below names the message
+                pass
         tokens_of = self.tokens_of
         counts.extend(tokens_of(mid) for mid in view.live)
         return counts

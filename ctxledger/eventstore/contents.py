@@ -23,7 +23,6 @@ message).
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
@@ -38,7 +37,6 @@ from ctxledger.events import (
 from ctxledger.tokens import knowing_counts, remember_count
 
 __all__ = [
-    "LONG_PAYLOAD",
     "SharedContents",
     "dehydrate_shared",
     "hydrate_shared",
@@ -60,31 +58,6 @@ class SharedContents:
         self.hits = 0
         #: appends that reused a known ref instead of hashing the text
         self.reused = 0
-        #: (schema, payload length) -> (payload, event): the last few long payloads decoded
-        self._events: OrderedDict[tuple[int, int], tuple[bytes, Event]] = OrderedDict()
-        #: long payloads answered from the run's memory instead of decoded again
-        self.decoded_hits = 0
-
-    def decoded(self, schema: int, payload: bytes) -> Event | None:
-        """The event a payload with these very bytes decoded to earlier in the run, or None.
-
-        Decoding is a pure function of (schema, payload): equal bytes give an equal
-        event, so the run hands out the one it has (a 10 MB compaction layout is read
-        back by the projection's catch-up and again by the report). Compared byte for
-        byte, so a changed row is decoded anew.
-        """
-        found = self._events.get((schema, len(payload)))
-        if found is None or found[0] != payload:
-            return None
-        self.decoded_hits += 1
-        return found[1]
-
-    def keep_decoded(self, schema: int, payload: bytes, event: Event) -> None:
-        """Remember `event` as what `payload` decodes to (the last few long payloads)."""
-        self._events[(schema, len(payload))] = (payload, event)
-        self._events.move_to_end((schema, len(payload)))
-        while len(self._events) > _DECODED_KEPT:
-            self._events.popitem(last=False)
 
     def text(self, ref: str, get_blob: Callable[[str], bytes]) -> str:
         """The text stored under `ref`: remembered, or read with `get_blob` (and remembered
@@ -126,10 +99,6 @@ class SharedContents:
 
 
 _SHARED: ContextVar[SharedContents | None] = ContextVar("ctxledger_shared_contents", default=None)
-
-#: a stored payload at least this long is remembered decoded within a run (a few of them)
-LONG_PAYLOAD = 1024 * 1024
-_DECODED_KEPT = 4
 
 
 def shared_contents() -> SharedContents | None:

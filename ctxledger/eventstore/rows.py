@@ -27,12 +27,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
     upcast_stored,
 )
-from ctxledger.eventstore.contents import (
-    LONG_PAYLOAD,
-    SharedContents,
-    hydrate_shared,
-    shared_contents,
-)
+from ctxledger.eventstore.contents import hydrate_shared
 from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
@@ -203,17 +198,14 @@ def decode_rows(
     message's recorded token count once its row is checked (see ``hydrate_shared``).
     """
     out: list[Recorded] = []
-    append, decode, shared = out.append, EVENT_DECODER.decode, shared_contents()
+    append, decode = out.append, EVENT_DECODER.decode
     seq = 0
     try:
         for seq, version, schema, payload, digest in rows:
-            if shared is not None and len(payload) >= LONG_PAYLOAD:
-                event: Event | None = _decode_shared(shared, schema, payload)
-            else:
-                try:
-                    event = decode(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    event = None  # maybe an older shape: upcast_stored upcasts or explains
+            try:
+                event: Event | None = decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                event = None  # maybe an older shape: upcast_stored upcasts or explains
             if event is None or schema != event.SCHEMA:
                 event = upcast_stored(payload, schema)
             if type(event) is MessageAppended and event.content_ref is not None:
@@ -228,20 +220,6 @@ def decode_rows(
             f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
         ) from exc
     return out
-
-
-def _decode_shared(shared: SharedContents, schema: int, payload: bytes) -> Event:
-    """A long payload decoded once per run (the same bytes give the same event)."""
-    event = shared.decoded(schema, payload)
-    if event is None:
-        try:
-            event = EVENT_DECODER.decode(payload)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            event = None
-        if event is None or schema != event.SCHEMA:
-            event = upcast_stored(payload, schema)
-        shared.keep_decoded(schema, payload, event)
-    return event
 
 
 def _seal_of(sealed: Callable[[int], bool] | None, seq: int) -> Callable[[], bool] | None:

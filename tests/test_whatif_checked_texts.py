@@ -18,7 +18,7 @@ import pytest
 from ctxledger.analysis import factviews
 from ctxledger.errors import InvalidInput
 from ctxledger.events import MessageAppended
-from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.eventstore.contents import dehydrate_shared, sharing_contents
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.runtime import service_io
 
@@ -85,4 +85,21 @@ def test_a_checked_blob_texts_fact_cache_digest_is_its_ref(
         copy = "".join([read[:10], read[10:]])  # equal text, another object: hashed
         assert factviews.content_digest(copy) == real(text.encode()).digest()
         assert hashed == [len(text.encode())]
+    store.close()
+
+
+def test_appending_a_checked_text_reuses_its_ref_and_bytes(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "a.db")
+    text = "naïve src/app.py " * 5_000
+    store.append("s1", [_event(1, "{}", content=text)], None)
+    with sharing_contents() as shared:
+        (record,) = list(store.read_all())
+        read = record.event.message["content"]  # type: ignore[attr-defined]
+        ref = hashlib.sha256(text.encode()).hexdigest()
+        event, blobs = dehydrate_shared(_event(2, "{}", content=read), 64 * 1024)
+        assert event.content_ref == ref  # type: ignore[attr-defined]
+        assert blobs[ref] is shared.data_of(ref) and blobs[ref] == text.encode()
+        # an equal text in another object is encoded and hashed: its own bytes
+        _, again = dehydrate_shared(_event(3, "{}", content="".join([read[:5], read[5:]])), 1)
+        assert again[ref] == text.encode() and again[ref] is not blobs[ref]
     store.close()

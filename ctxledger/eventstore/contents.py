@@ -10,9 +10,9 @@ Inside :func:`sharing_contents` (one run), the first read of a ref is checked â€
 bytes must hash to the ref, else nothing is remembered and every read of it goes to its
 store as before â€” and its decoded text kept for the rest of the run: later reads of
 that ref, in any store, hand out the same ``str`` object, and an append of that very
-object (so the very same text) reuses its ref instead of hashing it again. The token
-count the log recorded with such a message is remembered for that string too
-(:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again;
+object (so the very same text) reuses its ref and bytes instead of encoding and hashing
+it again. The token count the log recorded with such a message is remembered for that
+string too (:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again;
 it is used only after the row holding it is checked against its append's seal.
 Outside such a block nothing is remembered: ``verify``, and any read after a blob was
 tampered with on disk, see the store's bytes as they are. The block remembers only
@@ -52,6 +52,8 @@ class SharedContents:
         self._texts: dict[str, str] = {}
         #: id(text) -> ref, for texts held in ``_texts`` (so the id stays theirs)
         self._refs: dict[int, str] = {}
+        #: ref -> the checked bytes read (its text's UTF-8: a scratch append stores them)
+        self._data: dict[str, bytes] = {}
         #: blobs fetched from a store and decoded
         self.reads = 0
         #: reads answered from the run's memory
@@ -72,6 +74,7 @@ class SharedContents:
         if sha256_hex(data) == ref:
             self._texts[ref] = text
             self._refs[id(text)] = ref
+            self._data[ref] = data
         return text
 
     def holds(self, ref: str, text: str) -> bool:
@@ -88,6 +91,10 @@ class SharedContents:
         object), else None. Unlike :meth:`ref_of`, not counted as a reuse."""
         ref = self._refs.get(id(text))
         return ref if ref is not None and self._texts.get(ref) is text else None
+
+    def data_of(self, ref: str) -> bytes | None:
+        """The checked bytes read for `ref` (the UTF-8 of the text kept for it), or None."""
+        return self._data.get(ref)
 
     def ref_of(self, text: str) -> str | None:
         """The ref of `text` when it is a text this run read (the same object), else None."""
@@ -151,4 +158,5 @@ def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, byt
         return dehydrate(event, threshold)
     content = event.message.get("content")
     ref = shared.ref_of(content) if isinstance(content, str) else None
-    return dehydrate(event, threshold, ref=ref)
+    data = shared.data_of(ref) if ref is not None else None
+    return dehydrate(event, threshold, ref=ref, data=data)

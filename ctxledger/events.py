@@ -440,21 +440,27 @@ def sha256_hex(data: bytes) -> str:
 
 
 def dehydrate(
-    event: Event, threshold: int = BLOB_THRESHOLD, *, ref: str | None = None
+    event: Event,
+    threshold: int = BLOB_THRESHOLD,
+    *,
+    ref: str | None = None,
+    data: bytes | None = None,
 ) -> tuple[Event, dict[str, bytes]]:
     """Move a very large string message content into a content-addressed blob.
 
     Returns the event to store and the blobs to store with it (sha256 -> bytes).
     Backends call this on append and :func:`hydrate` on read, so callers only ever
     see whole events. `ref`, when given, is already known to be the sha256 hex of the
-    content's UTF-8 bytes (it is not computed again).
+    content's UTF-8 bytes (it is not computed again), and `data` with it those bytes
+    (not encoded again).
     """
     if not isinstance(event, MessageAppended) or event.content_ref is not None:
         return event, {}
     content = event.message.get("content")
     if not isinstance(content, str) or len(content) < threshold:
         return event, {}
-    data = content.encode("utf-8")
+    if ref is None or data is None:
+        data = content.encode("utf-8")
     if ref is None:
         ref = sha256_hex(data)
     # keep the key (and so the key order) with a placeholder; `content_ref` says where it is

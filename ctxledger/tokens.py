@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -110,14 +110,30 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
         known = _KNOWN_COUNTS.get()
         if known is not None:
             found = known.get((id(text), encoding))
-            if found is not None and found[0] is text:
-                return found[1]
+            if found is not None and found.text is text and found.trusted():
+                return found.count
         return _count_long(text, encoding)
     return len(_encoding(encoding).encode_ordinary(text))
 
 
-#: (id(text), encoding) -> (text, count): counts a log recorded, inside knowing_counts()
-_KNOWN_COUNTS: ContextVar[dict[tuple[int, str], tuple[str, int]] | None] = ContextVar(
+class _Known:
+    """A count a log recorded for `text`, used once `sealed()` says its row is intact."""
+
+    __slots__ = ("count", "sealed", "text", "verdict")
+
+    def __init__(self, text: str, count: int, sealed: Callable[[], bool]) -> None:
+        self.text, self.count, self.sealed = text, count, sealed
+        self.verdict: bool | None = None
+
+    def trusted(self) -> bool:
+        """Whether the row is intact (asked once, then remembered)."""
+        if self.verdict is None:
+            self.verdict = self.count >= 0 and self.sealed()
+        return self.verdict
+
+
+#: (id(text), encoding) -> the count a log recorded, inside knowing_counts()
+_KNOWN_COUNTS: ContextVar[dict[tuple[int, str], _Known] | None] = ContextVar(
     "ctxledger_known_counts", default=None
 )
 
@@ -141,9 +157,13 @@ def knowing_counts() -> Iterator[None]:
         _KNOWN_COUNTS.reset(token)
 
 
-def remember_count(message: Mapping[str, Any], encoding: str, tokens: int) -> None:
+def remember_count(
+    message: Mapping[str, Any], encoding: str, tokens: int, sealed: Callable[[], bool]
+) -> None:
     """Inside :func:`knowing_counts`, remember that `message` (as recorded, with its
-    ``tokens`` under `encoding`) counts ``tokens - MESSAGE_OVERHEAD`` for its text.
+    ``tokens`` under `encoding`) counts ``tokens - MESSAGE_OVERHEAD`` for its text,
+    to be used only if ``sealed()`` (called once, when the count is first asked for)
+    says the record holding `tokens` is intact; otherwise the text is counted.
 
     Only a message whose text is its long string content alone (no tool calls, ids or
     replayed fields: :func:`message_text` is then that very string) is remembered.
@@ -157,7 +177,7 @@ def remember_count(message: Mapping[str, Any], encoding: str, tokens: int) -> No
         or not message.keys() <= {"role", "content"}
     ):
         return
-    known[(id(content), encoding)] = (content, tokens - MESSAGE_OVERHEAD)
+    known[(id(content), encoding)] = _Known(content, tokens - MESSAGE_OVERHEAD, sealed)
 
 
 @functools.lru_cache(maxsize=16)

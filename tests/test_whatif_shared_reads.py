@@ -293,17 +293,23 @@ def test_the_replay_reuses_the_recorded_count_of_the_long_message(
     assert counted == [big]
 
 
+def _sealed() -> bool:  # a row said intact (the seal itself: test_whatif_sealed_counts.py)
+    return True
+
+
 def test_only_a_message_whose_text_is_its_content_is_remembered() -> None:
     text = "z " * 40_000
     with tokens.knowing_counts():
-        tokens.remember_count({"role": "user", "content": text, "name": "x"}, "enc", 7)
-        tokens.remember_count({"role": "user", "content": text[:100]}, "enc", 7)
+        tokens.remember_count({"role": "user", "content": text, "name": "x"}, "enc", 7, _sealed)
+        tokens.remember_count({"role": "user", "content": text[:100]}, "enc", 7, _sealed)
         assert tokens.count_text(text, tokens.DEFAULT_ENCODING) != 3
-        tokens.remember_count({"role": "user", "content": text}, tokens.DEFAULT_ENCODING, 7)
+        tokens.remember_count(
+            {"role": "user", "content": text}, tokens.DEFAULT_ENCODING, 7, _sealed
+        )
         assert tokens.count_text(text) == 3  # 7 - MESSAGE_OVERHEAD: the recorded count
         assert tokens.count_text("".join([text[:1], text[1:]])) != 3  # another string object
     assert tokens.count_text(text) != 3
-    tokens.remember_count({"role": "user", "content": text}, tokens.DEFAULT_ENCODING, 7)
+    tokens.remember_count({"role": "user", "content": text}, tokens.DEFAULT_ENCODING, 7, _sealed)
     assert tokens.count_text(text) != 3  # outside the block: not remembered
 
 

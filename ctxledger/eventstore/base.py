@@ -57,6 +57,7 @@ from ctxledger.eventstore.rows import (
     head_columns,
     message_head,
 )
+from ctxledger.eventstore.seals import append_sealed
 
 Durability = Literal["full", "normal"]
 
@@ -293,6 +294,11 @@ class EventStore(abc.ABC):
         NotImplementedError, and a copy then re-encodes the decoded events.
         """
         raise NotImplementedError(f"{type(self).__name__} does not hand out stored rows")
+
+    def sealed(self, seq: int) -> bool:
+        """Whether the append holding the row at `seq` still matches its seal (row digests,
+        sha256 link) as ``verify`` checks it; see :mod:`ctxledger.eventstore.seals`."""
+        return append_sealed(self.read_stored, seq)
 
     def settle(self) -> None:  # noqa: B027 (a default no-op, not an abstract method)
         """Make every committed append visible before a whole-log read (a copy).

@@ -10,9 +10,10 @@ Inside :func:`sharing_contents` (one run), the first read of a ref is checked â€
 bytes must hash to the ref, else nothing is remembered and every read of it goes to its
 store as before â€” and its decoded text kept for the rest of the run: later reads of
 that ref, in any store, hand out the same ``str`` object, and an append of that very
-object (so the very same text) reuses its ref instead of hashing it again. The token
-count the log recorded with such a message is remembered for that string too
-(:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again.
+object (so the very same text) reuses its ref and bytes instead of encoding and hashing
+it again. The token count the log recorded with such a message is remembered for that
+string too (:func:`ctxledger.tokens.knowing_counts`), so the replay does not tokenize it again;
+it is used only after the row holding it is checked against its append's seal.
 Outside such a block nothing is remembered: ``verify``, and any read after a blob was
 tampered with on disk, see the store's bytes as they are. The block remembers only
 what the run reads, which the run holds anyway (the replayed history keeps every
@@ -35,7 +36,13 @@ from ctxledger.events import (
 )
 from ctxledger.tokens import knowing_counts, remember_count
 
-__all__ = ["SharedContents", "dehydrate_shared", "hydrate_shared", "sharing_contents"]
+__all__ = [
+    "SharedContents",
+    "dehydrate_shared",
+    "hydrate_shared",
+    "shared_contents",
+    "sharing_contents",
+]
 
 
 class SharedContents:
@@ -45,6 +52,8 @@ class SharedContents:
         self._texts: dict[str, str] = {}
         #: id(text) -> ref, for texts held in ``_texts`` (so the id stays theirs)
         self._refs: dict[int, str] = {}
+        #: ref -> the checked bytes read (its text's UTF-8: a scratch append stores them)
+        self._data: dict[str, bytes] = {}
         #: blobs fetched from a store and decoded
         self.reads = 0
         #: reads answered from the run's memory
@@ -65,11 +74,27 @@ class SharedContents:
         if sha256_hex(data) == ref:
             self._texts[ref] = text
             self._refs[id(text)] = ref
+            self._data[ref] = data
         return text
 
     def holds(self, ref: str, text: str) -> bool:
         """Whether `text` is the (checked) text this run keeps for `ref`."""
         return self._texts.get(ref) is text
+
+    def checked(self, text: object) -> bool:
+        """Whether `text` is a text this run read from a blob that hashed to its ref (the
+        same object): valid UTF-8 when read, so it holds no lone surrogate."""
+        return self.checked_ref(text) is not None
+
+    def checked_ref(self, text: object) -> str | None:
+        """The ref (sha256 hex of its UTF-8) of a text this run read and checked (the same
+        object), else None. Unlike :meth:`ref_of`, not counted as a reuse."""
+        ref = self._refs.get(id(text))
+        return ref if ref is not None and self._texts.get(ref) is text else None
+
+    def data_of(self, ref: str) -> bytes | None:
+        """The checked bytes read for `ref` (the UTF-8 of the text kept for it), or None."""
+        return self._data.get(ref)
 
     def ref_of(self, text: str) -> str | None:
         """The ref of `text` when it is a text this run read (the same object), else None."""
@@ -81,6 +106,11 @@ class SharedContents:
 
 
 _SHARED: ContextVar[SharedContents | None] = ContextVar("ctxledger_shared_contents", default=None)
+
+
+def shared_contents() -> SharedContents | None:
+    """The contents shared by the enclosing :func:`sharing_contents` block, if any."""
+    return _SHARED.get()
 
 
 @contextlib.contextmanager
@@ -99,15 +129,25 @@ def sharing_contents() -> Iterator[SharedContents]:
         _SHARED.reset(token)
 
 
-def hydrate_shared(event: MessageAppended, get_blob: Callable[[str], bytes]) -> Event:
-    """``hydrate(event, get_blob)``, answered from the run's memory inside :func:`sharing_contents`."""
+def hydrate_shared(
+    event: MessageAppended,
+    get_blob: Callable[[str], bytes],
+    sealed: Callable[[], bool] | None = None,
+) -> Event:
+    """``hydrate(event, get_blob)``, answered from the run's memory inside :func:`sharing_contents`.
+
+    The row's token count is remembered for the text (so the run does not tokenize it
+    again) only when the text is the one its ref names (checked) and `sealed` is given:
+    the count is used only once ``sealed()`` says the row itself is intact (the count
+    and the ref are in its payload; see :mod:`ctxledger.eventstore.seals`).
+    """
     shared, ref = _SHARED.get(), event.content_ref
     if shared is None or ref is None:
         return hydrate(event, get_blob)
     text = shared.text(ref, get_blob)
     whole = hydrate_text(event, text)
-    if shared.holds(ref, text):  # checked against its ref: the text the count was made for
-        remember_count(whole.message, whole.encoding, whole.tokens)
+    if sealed is not None and shared.holds(ref, text):
+        remember_count(whole.message, whole.encoding, whole.tokens, sealed)
     return whole
 
 
@@ -118,4 +158,5 @@ def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, byt
         return dehydrate(event, threshold)
     content = event.message.get("content")
     ref = shared.ref_of(content) if isinstance(content, str) else None
-    return dehydrate(event, threshold, ref=ref)
+    data = shared.data_of(ref) if ref is not None else None
+    return dehydrate(event, threshold, ref=ref, data=data)

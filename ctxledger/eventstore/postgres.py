@@ -414,7 +414,7 @@ class PostgresEventStore(EventStore):
         return rows
 
     def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
-        return decode_rows(self._rows(from_seq, to_seq, limit), self.get_blob)
+        return decode_rows(self._rows(from_seq, to_seq, limit), self.get_blob, self.sealed)
 
     def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
         """The records at `seqs`, in seq order: only those rows are fetched and decoded,
@@ -424,7 +424,7 @@ class PostgresEventStore(EventStore):
         for start in range(0, len(wanted), _READ_AT_CHUNK):
             chunk = wanted[start : start + _READ_AT_CHUNK]
             rows += self._fetch("read the log", _READ_AT, (chunk,))
-        return decode_rows(rows, self.get_blob)
+        return decode_rows(rows, self.get_blob, self.sealed)
 
     def read_stream(
         self, stream: str, from_version: int = 1, to_version: int | None = None
@@ -438,7 +438,7 @@ class PostgresEventStore(EventStore):
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
             rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
-            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob)
+            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob, self.sealed)
             if len(rows) < limit:
                 return
             next_version = rows[-1][1] + 1

@@ -186,12 +186,16 @@ def decode_stored(payload: bytes, schema: int) -> Event:
 
 
 def decode_rows(
-    rows: Iterable[tuple[int, int, int, bytes, str]], get_blob: Callable[[str], bytes]
+    rows: Iterable[tuple[int, int, int, bytes, str]],
+    get_blob: Callable[[str], bytes],
+    sealed: Callable[[int], bool] | None = None,
 ) -> list[Recorded]:
     """Stored rows (seq, version, schema, payload, hash) -> Recorded (shared by backends).
 
     Upcasts older payloads and re-inflates message contents kept as blobs; the
     stream is the event's session (append guarantees it, verify() checks it).
+    `sealed` (the store's ``sealed(seq)``) lets a run that shares contents reuse a
+    message's recorded token count once its row is checked (see ``hydrate_shared``).
     """
     out: list[Recorded] = []
     append, decode = out.append, EVENT_DECODER.decode
@@ -205,7 +209,7 @@ def decode_rows(
             if event is None or schema != event.SCHEMA:
                 event = upcast_stored(payload, schema)
             if type(event) is MessageAppended and event.content_ref is not None:
-                event = hydrate_shared(event, get_blob)
+                event = hydrate_shared(event, get_blob, _seal_of(sealed, seq))
             append(Recorded(seq, event.session_id, version, event, digest))
     except InvalidEvent as exc:
         raise InvalidEvent(
@@ -216,6 +220,10 @@ def decode_rows(
             f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
         ) from exc
     return out
+
+
+def _seal_of(sealed: Callable[[int], bool] | None, seq: int) -> Callable[[], bool] | None:
+    return None if sealed is None else lambda: sealed(seq)
 
 
 class MessageHead(

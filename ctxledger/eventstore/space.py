@@ -21,7 +21,7 @@ def out_of_space(path: str, slack: int) -> bool:
 
     `slack` is how close to the file-size limit a file must be (about one page write).
     """
-    if path == ":memory:":
+    if path in (":memory:", ""):
         return False
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if soft != resource.RLIM_INFINITY:

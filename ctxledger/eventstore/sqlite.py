@@ -101,7 +101,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     returned survives a power loss; ``"normal"`` may lose the last commits on power
     loss (never on a process crash) and never corrupts the log. ``max_page_count``
     caps the file size in pages (mostly for tests of the disk-full path).
-    ``":memory:"`` opens a private in-memory log (no WAL, nothing persisted).
+    ``":memory:"``/``""``: a private in-memory/temporary (spills, unsynced) unpersisted log.
     ``fair_write_lock`` (default on) orders writing processes with a blocking OS lock
     on ``<path>.lock`` (see the module docstring); off, SQLite's busy handler alone does.
     """
@@ -135,7 +135,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
-        in_memory = self.path == ":memory:"
+        in_memory = self.path in (":memory:", "")  # "": SQLite's temporary database
         #: leases are files beside the ledger (a private in-memory log: per process)
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
@@ -499,7 +499,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
 
     def _decode(self, rows: list[tuple[int, int, int, bytes, str]]) -> list[Recorded]:
         """Rows (seq, version, schema, payload, hash) -> Recorded, upcasting and re-inflating blobs."""
-        return decode_rows(rows, self.get_blob)
+        return decode_rows(rows, self.get_blob, self.sealed)
 
     # --- blobs and checkpoints ------------------------------------------------------------
 

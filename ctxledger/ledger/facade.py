@@ -152,7 +152,7 @@ class Ledger:
         nothing (False). See :mod:`ctxledger.ledger.anchor`.
         """
         path = getattr(self.store, "path", None)
-        if not isinstance(path, str) or path == ":memory:":
+        if not isinstance(path, str) or path in (":memory:", ""):
             return False
         try:
             head = head_of(self.store)

@@ -333,3 +333,38 @@ def test_apply_without_carried_copies_builds_the_same_continuation(
     for message, entry in zip(shared.messages, shared.entries, strict=True):
         if id(message) in sources:  # only a message carried as it was
             assert entry.origin == "carried" and message is messages[entry.source_index or 0]
+
+
+def test_a_failed_look_at_the_written_rows_falls_back_to_a_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.errors import StoreError
+
+    def broken(self: SQLiteEventStore, *args: object) -> object:
+        raise StoreError("the written rows could not be read")
+
+    ledger = make_ledger(tmp_path / "l.db")
+    try:
+        sid = session_with_turns(ledger, 8)
+        monkeypatch.setattr(SQLiteEventStore, "written_rows", broken)
+        with _Spy() as spy:
+            outcome = compact_now(ledger, sid, trigger="manual")
+        assert outcome.action == "compressed"  # the append committed: not a failure
+        assert spy.folded == [False]
+        assert ledger.projector.fingerprint() == _fold_of_the_log(ledger).fingerprint()
+    finally:
+        ledger.close()
+
+
+def test_rows_the_projections_have_not_seen_mean_no_own_fold(tmp_path: Path) -> None:
+    # the store's last seq before the append is past the projections (another writer's
+    # rows): an append could then be a re-send of ids that writer already stored
+    from ctxledger.ledger.ownfold import fold_written
+
+    ledger = make_ledger(tmp_path / "l.db")
+    try:
+        session_with_turns(ledger, 2)
+        projector = ledger.projector
+        assert not fold_written(projector, ledger.store, [], {}, projector.last_seq + 1)
+    finally:
+        ledger.close()

@@ -16,6 +16,7 @@ from helpers.ledger_helpers import compact_now, deterministic_ledger
 
 from ctxledger.analysis.whatif import history, replay_history, whatif
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.ledger.facade import Ledger
 
@@ -45,7 +46,7 @@ def test_the_scratch_is_a_private_temporary_database(
     before = sorted(os.listdir(tmp_path))
     hist = history(ledger, sid)
     with replay_history(hist) as (scratch, result):
-        assert isinstance(scratch.store, SQLiteEventStore) and scratch.store.path == ""
+        assert isinstance(scratch.store, SQLiteEventStore) and scratch.store.path == TEMPORARY
         assert scratch.store.verify().ok
         assert scratch.transcript.session(result.session_id).live
     assert not scratch.seal_head()  # closed, and never an anchor file for it

@@ -60,6 +60,7 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 from ctxledger.runtime.service import ContextService
@@ -308,7 +309,11 @@ def scratch_ledger(
     if out is not None and Path(out).exists():
         raise InvalidInput(f"{out} already exists: give --out a new file name")
     ledger = Ledger.open(
-        "" if out is None else Path(out), clock=clock, ids=ids, config=config, durability="normal"
+        TEMPORARY if out is None else Path(out),
+        clock=clock,
+        ids=ids,
+        config=config,
+        durability="normal",
     )
     try:
         yield ledger

@@ -12,6 +12,26 @@ from __future__ import annotations
 import os
 import resource
 
+from ctxledger.errors import InvalidInput
+
+#: the path of a private temporary SQLite log (SQLite's own temporary database: kept in
+#: its page cache, spilled to an unnamed file, gone when closed); ``":memory:"`` keeps
+#: everything in memory. An empty path is refused: it is a missing setting, not a choice.
+TEMPORARY = ":temporary:"
+#: paths that name no file
+UNPERSISTED = (":memory:", TEMPORARY)
+
+
+def ledger_path(path: str | os.PathLike[str]) -> str:
+    """`path` as text; an empty one is refused (a missing setting, not a choice)."""
+    text = os.fspath(path)
+    if not text:
+        raise InvalidInput(
+            "the ledger path is empty: give a file path (or ':memory:' for a private in-memory log)"
+        )
+    return text
+
+
 #: below this much free space on the ledger's filesystem a failed write counts as "full"
 LOW_SPACE_BYTES = 1 << 20
 
@@ -21,7 +41,7 @@ def out_of_space(path: str, slack: int) -> bool:
 
     `slack` is how close to the file-size limit a file must be (about one page write).
     """
-    if path in (":memory:", ""):
+    if path in UNPERSISTED:
         return False
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if soft != resource.RLIM_INFINITY:

@@ -72,7 +72,7 @@ from ctxledger.eventstore.rows import (
     chain_tip,
     decode_rows,
 )
-from ctxledger.eventstore.space import out_of_space
+from ctxledger.eventstore.space import TEMPORARY, UNPERSISTED, ledger_path, out_of_space
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -101,7 +101,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     returned survives a power loss; ``"normal"`` may lose the last commits on power
     loss (never on a process crash) and never corrupts the log. ``max_page_count``
     caps the file size in pages (mostly for tests of the disk-full path).
-    ``":memory:"``/``""``: a private in-memory/temporary (spills, unsynced) unpersisted log.
+    ``":memory:"`` / ``space.TEMPORARY``: private logs, nothing persisted; ``""`` is refused.
     ``fair_write_lock`` (default on) orders writing processes with a blocking OS lock
     on ``<path>.lock`` (see the module docstring); off, SQLite's busy handler alone does.
     """
@@ -126,7 +126,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
             raise InvalidConfig(
                 "busy_timeout_ms must be >= 0, blob_threshold and max_page_count >= 1"
             )
-        self.path = os.fspath(path)
+        self.path = ledger_path(path)
         self.durability = durability
         self.busy_timeout_ms = busy_timeout_ms
         self._blob_threshold = blob_threshold
@@ -135,8 +135,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
-        in_memory = self.path in (":memory:", "")  # "": SQLite's temporary database
-        #: leases are files beside the ledger (a private in-memory log: per process)
+        in_memory = self.path in UNPERSISTED  # leases: files beside the ledger, else per process
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
             try:
@@ -149,7 +148,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             if fair_write_lock:
                 self._side_lock = open_side_lock(self.path + ".lock")
         with self._errors("open the ledger"):
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            target = "" if self.path == TEMPORARY else self.path  # "": SQLite's temp database
+            self._conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
             try:
                 self._configure(in_memory, max_page_count)
                 MIGRATIONS.apply(self._conn)

@@ -51,6 +51,7 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
+from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.ownfold import fold_written
 from ctxledger.ledger.refs import resolve_message
@@ -152,7 +153,7 @@ class Ledger:
         nothing (False). See :mod:`ctxledger.ledger.anchor`.
         """
         path = getattr(self.store, "path", None)
-        if not isinstance(path, str) or path in (":memory:", ""):
+        if not isinstance(path, str) or path in UNPERSISTED:
             return False
         try:
             head = head_of(self.store)
@@ -206,11 +207,9 @@ class Ledger:
 
         For writers that build their own events (a compaction, an undo, an import): one
         call is one transaction over every stream it names; a stale expected version
-        raises ``ConcurrencyError`` and writes nothing. `own`: events nobody else holds
-        (a compaction's) are folded as written, not read back (``ledger.ownfold``).
+        raises ``ConcurrencyError`` and writes nothing. `own`: folded as written (``ownfold``).
         """
-        # a continuation starting in this append holds the layout its switch names
-        incoming = {
+        incoming = {  # a continuation starting in this append holds its switch's layout
             e.new_session_id: {x.message_id for x in e.layout}
             for r in requests
             for e in r.events
@@ -218,11 +217,12 @@ class Ledger:
         }
         for request in requests:
             self._check_references(request, incoming.get(request.stream, set()))
+        before = self.store.last_seq() if own and not blobs else None
         try:
             versions = self.store.append_many(requests, blobs)
             self._appended = True
-            if own and not blobs:
-                fold_written(self.projector, self.store, requests, versions)
+            if before is not None:  # else (or if it declines) the refresh reads them back
+                fold_written(self.projector, self.store, requests, versions, before)
         finally:
             self.refresh()
 

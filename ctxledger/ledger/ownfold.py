@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from ctxledger.errors import CtxLedgerError
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.projections import Projector
@@ -74,10 +75,23 @@ def fold_written(
     store: object,
     requests: Sequence[AppendRequest],
     versions: Mapping[str, int],
+    before: int,
 ) -> bool:
     """Fold the records `requests` became into `projector` when they qualify (see the
-    module); returns whether it did (if not, a read-back catch-up folds them)."""
-    records = written_records(store, requests, versions, projector.last_seq)
+    module); returns whether it did (if not, a read-back catch-up folds them).
+
+    `before` is the store's last seq read just before the append: unless it is where the
+    projections stand, another writer's rows are in the log, and an id clash with them
+    (two writers with deterministic ids) could make this append a re-send that wrote
+    nothing; then the rows are read back. The append has committed when this runs, so a
+    failed look at the written rows is not the caller's failure: the read-back folds them.
+    """
+    if before != projector.last_seq:
+        return False
+    try:
+        records = written_records(store, requests, versions, projector.last_seq)
+    except CtxLedgerError:
+        return False
     if records is None:
         return False
     projector.apply_all(records)

@@ -5,7 +5,8 @@ over them cost more than the work itself. ``gc.disable()`` is process-wide, so t
 threads toggling it naively can leave it off for good (one reads "disabled" while the
 other's pause is running, then never turns it back on). Here pauses are counted under
 a lock: the first one in switches the collector off, the last one out restores what the
-first one found.
+first one found (so a host that switches the collector off while a pause runs gets it
+back on when the last pause ends: switch it off before, or after).
 """
 
 from __future__ import annotations

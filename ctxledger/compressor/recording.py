@@ -165,7 +165,8 @@ class RecordedCompaction(msgspec.Struct, frozen=True, kw_only=True):
     new_events: list[Event]
     switch: SessionSwitched
     summary: SummaryGenerated
-    #: the continuation's API view (system message first when there is one), as assembled
+    #: the continuation's API view (system message first when there is one), as assembled;
+    #: a message carried unchanged is the caller's own object (shared: do not mutate)
     messages: list[JSON]
 
 

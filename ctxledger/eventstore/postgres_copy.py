@@ -90,7 +90,7 @@ def hash_rows(
     of a linked ledger asks for linked rows, whose link spans its whole append."""
     for batch, stream_id, version in plan:
         rows, chain = batch.rows, batch.chain or "per_event"
-        step = len(rows) if chain == "linked" else _STEP
+        step = max(len(rows), 1) if chain == "linked" else _STEP
         for start in range(0, len(rows), step):
             part = rows[start : start + step]
             hashes, prev = chain_rows(prev, seq, batch.stream, version, part, chain)

@@ -86,13 +86,13 @@ HEADLESS_MESSAGES = (
     " AND (e.message_id IS NULL OR e.tokens IS NULL) ORDER BY e.seq LIMIT ?"
 )
 SET_HEAD = "UPDATE events SET message_id = ?, tokens = ? WHERE seq = ?"
-# a stream's version as of a seq: walks events_by_stream down from its top (the rowid
-# is in the index), so as of the log's end it is one seek
 # where an append's rows landed (no payload): a ledger folds its own events as written
 WRITTEN_ROWS = (
     "SELECT seq, version, event_id, hash FROM events WHERE stream_id ="
     " (SELECT stream_id FROM streams WHERE stream = ?) AND version > ? ORDER BY version LIMIT ?"
 )
+# a stream's version as of a seq: walks events_by_stream down from its top (the rowid
+# is in the index), so as of the log's end it is one seek
 VERSION_AT = (
     "SELECT version FROM events WHERE stream_id = ? AND seq <= ? ORDER BY version DESC LIMIT 1"
 )

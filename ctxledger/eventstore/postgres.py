@@ -34,7 +34,6 @@ skipped or repeated.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import urllib.parse
@@ -75,6 +74,7 @@ from ctxledger.eventstore.rows import (
     HeadRow,
     StoredRow,
     VerifyReport,
+    blob_problem,
     decode_rows,
 )
 
@@ -581,12 +581,7 @@ def _check_blobs(conn: Conn) -> dict[str, str | None]:
     for ref, size in cursor.execute(q.LIST_BLOBS).fetchall():
         row = cursor.execute(q.GET_BLOB, (ref,)).fetchone()
         data = bytes(row[0]) if row is not None else b""
-        if len(data) != size:
-            checked[ref] = f"blob {ref} holds {len(data)} bytes, its row says {size}"
-        elif hashlib.sha256(data).hexdigest() != ref:
-            checked[ref] = f"blob {ref} no longer hashes to its ref"
-        else:
-            checked[ref] = None
+        checked[ref] = blob_problem(ref, size, data)
     return checked
 
 

@@ -353,6 +353,15 @@ def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
     return event
 
 
+def blob_problem(ref: str, size: int, data: bytes) -> str | None:
+    """What is wrong with a stored blob (its row's size, its sha256 ref), or None (pure)."""
+    if len(data) != size:
+        return f"blob {ref} holds {len(data)} bytes, its row says {size}"
+    if hashlib.sha256(data).hexdigest() != ref:
+        return f"blob {ref} no longer hashes to its ref"
+    return None
+
+
 class ChainVerifier:
     """Checks stored rows, fed in seq order, and keeps the first problem found (pure: no I/O).
 

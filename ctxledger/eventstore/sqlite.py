@@ -24,7 +24,6 @@ writer without it (an older ctxledger, the sqlite3 shell) is still handled by
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 import sys
@@ -68,6 +67,7 @@ from ctxledger.eventstore.rows import (
     HeadedRow,
     StoredRow,
     VerifyReport,
+    blob_problem,
     chain_rows,
     chain_tip,
     decode_rows,
@@ -566,12 +566,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         for ref, size in listing:
             with self._lock, self._errors("verify the blobs"):
                 data = bytes(self._conn.execute(q.GET_BLOB, (ref,)).fetchone()[0])
-            if len(data) != size:
-                checked[ref] = f"blob {ref} holds {len(data)} bytes, its row says {size}"
-            elif hashlib.sha256(data).hexdigest() != ref:
-                checked[ref] = f"blob {ref} no longer hashes to its ref"
-            else:
-                checked[ref] = None
+            checked[ref] = blob_problem(ref, size, data)
         return checked
 
     def try_lease(self, key: str) -> Release | None:

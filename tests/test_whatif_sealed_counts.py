@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers.ledger_helpers import compact_now, deterministic_ledger
+from test_whatif_shared_reads import counting_long_texts
 
 from ctxledger import tokens
 from ctxledger.analysis.whatif import WhatIfReport, whatif
@@ -78,19 +79,6 @@ def _edit_count(path: Path, *, fix_digest: bool) -> int:
     return int(digits)
 
 
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    counted: list[str] = []
-    real = tokens._count_long
-
-    def counting(text: str, encoding: str) -> int:
-        counted.append(text)
-        return real(text, encoding)
-
-    tokens._count_long.cache_clear()
-    monkeypatch.setattr(tokens, "_count_long", counting)
-    return counted
-
-
 def _whatif_side(report: WhatIfReport) -> tuple[object, ...]:
     return (report.whatif, [t.whatif for t in report.turns], report.reproduction)
 
@@ -109,7 +97,7 @@ def test_an_edited_count_is_not_reused(
     assert not edited.store.verify().ok
     big = _messages()[21]["content"]
     assert recorded_count == tokens.count_message({"role": "user", "content": big})
-    counted = _counting(monkeypatch)
+    counted = counting_long_texts(monkeypatch)
     report = whatif(edited, sid)
     assert big in counted  # the edited row's count was not used: the text was counted
     assert _whatif_side(report)[:2] == _whatif_side(expected)[:2]
@@ -125,7 +113,7 @@ def test_an_intact_row_is_reused_without_counting(
 ) -> None:
     ledger, sid = _recorded(tmp_path / "r.db")
     expected = whatif(ledger, sid)
-    counted = _counting(monkeypatch)
+    counted = counting_long_texts(monkeypatch)
     checked: list[int] = []
     real = SQLiteEventStore.sealed
 

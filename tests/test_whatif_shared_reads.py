@@ -263,11 +263,8 @@ def test_appending_a_text_the_run_did_not_read_hashes_it(tmp_path: Path) -> None
     store.close()
 
 
-def test_the_replay_reuses_the_recorded_count_of_the_long_message(
-    recorded: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ledger, sid = recorded
-    big = _messages(90_000)[25]["content"]
+def counting_long_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every long text tokenized from now on (the count cache emptied first)."""
     counted: list[str] = []
     real = tokens._count_long
 
@@ -277,6 +274,15 @@ def test_the_replay_reuses_the_recorded_count_of_the_long_message(
 
     tokens._count_long.cache_clear()
     monkeypatch.setattr(tokens, "_count_long", counting)
+    return counted
+
+
+def test_the_replay_reuses_the_recorded_count_of_the_long_message(
+    recorded: tuple[Ledger, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, sid = recorded
+    big = _messages(90_000)[25]["content"]
+    counted = counting_long_texts(monkeypatch)
     report = whatif(ledger, sid)
     assert report.whatif.compactions
     assert big not in counted  # the recorded count was used, not a recount

@@ -37,7 +37,7 @@ from ctxledger.events import (
     envelope,
 )
 from ctxledger.messages import JSON, content_text
-from ctxledger.tokens import count_message
+from ctxledger.tokens import count_message, count_message_after
 from ctxledger.usage import CanonicalUsage
 
 #: the scans of the live views planned lately: their messages are the projections',
@@ -200,12 +200,17 @@ def build_layout(
             )
             continue
         source_id = inp.message_ids[entry.source_index] if entry.source_index is not None else None
+        if entry.origin == "merged" and entry.source_index is not None:
+            # the summary follows the message's own text: its count is known, count the rest
+            tokens = count_message_after(message, inp.messages[entry.source_index], inp.encoding)
+        else:
+            tokens = count_message(message, inp.encoding)
         layout.append(
             LayoutEntry(
                 message_id=ids("msg"),
                 origin=entry.origin,
                 message=message,
-                tokens=count_message(message, inp.encoding),
+                tokens=tokens,
                 source_id=source_id,
             )
         )

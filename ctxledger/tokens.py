@@ -142,7 +142,7 @@ _KNOWN_COUNTS: ContextVar[dict[tuple[int, str], _Known] | None] = ContextVar(
 @contextlib.contextmanager
 def knowing_counts() -> Iterator[None]:
     """Within the block, :func:`count_text` answers a long text from its recorded count
-    (:func:`remember_count`) instead of tokenizing it again (a 10 MB message: ~0.5 s).
+    (:func:`remember_count`) instead of tokenizing it again (a 10 MB message: ~0.4-1 s).
 
     For one run that replays a log (a what-if): a count the log recorded was made by
     :func:`count_message` under the same encoding, so it is the count. Only the very
@@ -193,20 +193,29 @@ def _count_long(text: str, encoding: str) -> int:
 _CUT = re.compile(r"[A-Za-z][\x00-\x40\x5b-\x60\x7b-\x7f]")
 #: how far from its end a long text is searched for such a cut
 _CUT_WINDOW = 4096
+#: the pre-tokenizer pattern :func:`_cut` is shown sound for (cl100k's; o200k, for one,
+#: keeps a letter run and the contraction after it in one piece)
+CUT_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|"""
+    r""" ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
 
 
 def _cut(base: str) -> int | None:
-    """A position ``j`` near the end of `base` (``0 < j < len(base)``) where cl100k's
-    pre-tokenizer starts a piece in `base` and in every ``base + suffix`` alike, with the
-    same pieces before it: ``base[j - 1]`` an ASCII letter, ``base[j]`` an ASCII non-letter.
+    """A position ``j`` near the end of `base` (``0 < j < len(base)``) where the
+    :data:`CUT_PATTERN` pre-tokenizer starts a piece in `base` and in every
+    ``base + suffix`` alike, with the same pieces before it: ``base[j - 1]`` an ASCII
+    letter, ``base[j]`` an ASCII non-letter.
 
     Why that holds: a piece holding a letter is a letter run (after at most one other
     character) or a contraction (``'s``), so it ends at its last letter and cannot
     hold ``base[j]``; and a match attempted before ``j`` reads no character past ``j``
     (every alternative stops at the end of a letter, digit, punctuation or space run,
-    and each such run ends at the letter ``base[j - 1]`` or at ``base[j]``). The
-    pattern has no look-behind, so the pieces from ``j`` on are those of ``base[j:]``
-    alone; BPE encodes each piece on its own. None when the last 4 KiB hold no cut.
+    and each such run ends at the letter ``base[j - 1]`` or at ``base[j]``), so the
+    pieces before ``j`` are the same whatever follows ``base``. The pattern has no
+    look-behind, so the pieces from ``j`` on are those of ``base[j:]`` alone, and BPE
+    encodes each piece on its own. None when the last 4 KiB hold no ASCII letter
+    followed by an ASCII non-letter (e.g. a Cyrillic or CJK text).
     """
     starts = [m.start() for m in _CUT.finditer(base, max(0, len(base) - _CUT_WINDOW))]
     return starts[-1] + 1 if starts else None
@@ -218,15 +227,18 @@ def count_text_after(text: str, base: str, encoding: str = DEFAULT_ENCODING) -> 
 
     Exact: ``count(base) - count(base[j:]) + count(text[j:])`` at a cut ``j`` of
     :func:`_cut`, so a long `base` whose count is recorded (:func:`knowing_counts`) or
-    already counted in this process is not tokenized again (a 10 MB message: ~0.4 s);
-    only its last few KiB are. Any other `text` is counted as it is.
+    already counted in this process is not tokenized again; only its last few KiB
+    are. Any other `text`, or an encoding whose pattern is not :data:`CUT_PATTERN`, is
+    counted as it is.
     """
     if len(base) >= _LONG_TEXT and text.startswith(base):
-        cut = _cut(base)
+        enc = _encoding(encoding)
+        cut = _cut(base) if getattr(enc, "_pat_str", None) == CUT_PATTERN else None
         if cut is not None:
-            ordinary = _encoding(encoding).encode_ordinary
-            tail = len(ordinary(base[cut:]))
-            return count_text(base, encoding) - tail + len(ordinary(text[cut:]))
+            tail = len(enc.encode_ordinary(base[cut:]))
+            count = count_text(base, encoding) - tail + len(enc.encode_ordinary(text[cut:]))
+            if count >= 0:  # (a recorded count is trusted; a nonsensical one is not used)
+                return count
     return count_text(text, encoding)
 
 

@@ -24,8 +24,26 @@ _PIECES = st.sampled_from(
 _TEXTS = st.lists(_PIECES, max_size=40).map("".join)
 
 
+def _tokens(text: str) -> list[int]:
+    return list(tokens._encoding(ENC).encode_ordinary(text))
+
+
 def _direct(text: str) -> int:
-    return len(tokens._encoding(ENC).encode_ordinary(text))
+    return len(_tokens(text))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every text tokenized whole from now on (the count memo emptied)."""
+    counted: list[int] = []
+    real = tokens._count_long
+
+    def counting(text: str, encoding: str) -> int:
+        counted.append(len(text))
+        return real(text, encoding)
+
+    tokens._count_long.cache_clear()
+    monkeypatch.setattr(tokens, "_count_long", counting)
+    return counted
 
 
 @pytest.fixture
@@ -44,9 +62,16 @@ def short_texts_are_long(monkeypatch: pytest.MonkeyPatch) -> None:
 @example(base="x 12", suffix="3")
 @example(base="x y\n", suffix="\n")
 @example(base="hello  ", suffix="  ")
-@example(base="a\ud800.", suffix="\udc00")
+@example(base="a.\ud800", suffix="\udc00")
+@example(base="tok. toké", suffix="nization")
+@example(base="a, naï", suffix="ve")
 def test_counting_after_a_base_equals_counting_the_whole_text(base: str, suffix: str) -> None:
-    assert tokens.count_text_after(base + suffix, base, ENC) == _direct(base + suffix)
+    text = base + suffix
+    assert tokens.count_text_after(text, base, ENC) == _direct(text)
+    cut = tokens._cut(base)
+    if cut is not None:  # not only the counts: the very tokens split at the cut
+        for whole in (base, text):
+            assert _tokens(whole[:cut]) + _tokens(whole[cut:]) == _tokens(whole)
 
 
 @pytest.mark.usefixtures("short_texts_are_long")
@@ -55,11 +80,25 @@ def test_a_text_that_does_not_extend_the_base_is_counted_as_it_is(base: str, oth
     assert tokens.count_text_after(other, base, ENC) == _direct(other)
 
 
-def test_the_cut_is_needed_a_cut_inside_a_piece_would_miscount() -> None:
-    # the property above is not vacuous: splitting where a piece goes on changes counts
-    base, suffix = "tok" * 30, "enization"
-    assert _direct(base) + _direct(suffix) != _direct(base + suffix)
-    assert tokens._cut(base) is None  # no letter/non-letter pair: no cut, a whole count
+def test_the_default_encoding_has_the_pattern_the_cut_is_shown_for() -> None:
+    # a tripwire: another pre-tokenizer needs its own argument (tokens._cut)
+    assert tokens._encoding(ENC)._pat_str == tokens.CUT_PATTERN
+
+
+def test_a_cut_inside_a_piece_would_split_tokens_differently() -> None:
+    # what the token-identity check above guards against: an ASCII letter followed by
+    # a non-ASCII letter (or by another letter) is no cut
+    for text, cut in (("déjàvu", 3), ("tokenization", 1)):
+        assert _tokens(text[:cut]) + _tokens(text[cut:]) != _tokens(text)
+    assert tokens._cut("tok" * 30) is None  # no letter/non-letter pair: no cut, a whole count
+
+
+def test_another_pattern_is_counted_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "CUT_PATTERN", "not the encoding's pattern")
+    counted = _counting(monkeypatch)
+    base = "word. " * 20_000
+    assert tokens.count_text_after(base + "more", base, ENC) == _direct(base + "more")
+    assert counted == [len(base) + 4]  # the whole text, as count_text would
 
 
 def test_a_cut_is_found_only_in_the_last_window() -> None:
@@ -87,15 +126,7 @@ def test_a_recorded_count_spares_tokenizing_the_long_message(
     message = _long_message()
     merged = merge_summary(message, "the summary")
     expected = tokens.count_message(merged)
-    counted: list[int] = []
-    real = tokens._count_long
-
-    def counting(text: str, encoding: str) -> int:
-        counted.append(len(text))
-        return real(text, encoding)
-
-    tokens._count_long.cache_clear()
-    monkeypatch.setattr(tokens, "_count_long", counting)
+    counted = _counting(monkeypatch)
     recorded = tokens.count_message(message)
     counted.clear()
     with tokens.knowing_counts():

@@ -201,7 +201,7 @@ def build_layout(
             continue
         source_id = inp.message_ids[entry.source_index] if entry.source_index is not None else None
         if entry.origin == "merged" and entry.source_index is not None:
-            # the summary follows the message's own text: its count is known, count the rest
+            # the summary follows the message's own text: counted from that text's count when known
             tokens = count_message_after(message, inp.messages[entry.source_index], inp.encoding)
         else:
             tokens = count_message(message, inp.encoding)

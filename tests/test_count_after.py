@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_whatif_shared_reads import counting_long_texts
 
 from ctxledger import tokens
 from ctxledger.compressor.markers import merge_summary
@@ -30,20 +31,6 @@ def _tokens(text: str) -> list[int]:
 
 def _direct(text: str) -> int:
     return len(_tokens(text))
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The length of every text tokenized whole from now on (the count memo emptied)."""
-    counted: list[int] = []
-    real = tokens._count_long
-
-    def counting(text: str, encoding: str) -> int:
-        counted.append(len(text))
-        return real(text, encoding)
-
-    tokens._count_long.cache_clear()
-    monkeypatch.setattr(tokens, "_count_long", counting)
-    return counted
 
 
 @pytest.fixture
@@ -95,10 +82,10 @@ def test_a_cut_inside_a_piece_would_split_tokens_differently() -> None:
 
 def test_another_pattern_is_counted_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "CUT_PATTERN", "not the encoding's pattern")
-    counted = _counting(monkeypatch)
+    counted = counting_long_texts(monkeypatch)
     base = "word. " * 20_000
     assert tokens.count_text_after(base + "more", base, ENC) == _direct(base + "more")
-    assert counted == [len(base) + 4]  # the whole text, as count_text would
+    assert [len(t) for t in counted] == [len(base) + 4]  # the whole text, as count_text would
 
 
 def test_a_cut_is_found_only_in_the_last_window() -> None:
@@ -126,7 +113,7 @@ def test_a_recorded_count_spares_tokenizing_the_long_message(
     message = _long_message()
     merged = merge_summary(message, "the summary")
     expected = tokens.count_message(merged)
-    counted = _counting(monkeypatch)
+    counted = counting_long_texts(monkeypatch)
     recorded = tokens.count_message(message)
     counted.clear()
     with tokens.knowing_counts():
@@ -135,4 +122,4 @@ def test_a_recorded_count_spares_tokenizing_the_long_message(
     assert counted == []  # neither the message nor the merged text was tokenized whole
     # without a known count the base is counted once (and the merged text never)
     assert tokens.count_message_after(merged, message, ENC) == expected
-    assert counted == [len(message["content"])]
+    assert [len(t) for t in counted] == [len(message["content"])]

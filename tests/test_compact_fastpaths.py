@@ -368,3 +368,66 @@ def test_rows_the_projections_have_not_seen_mean_no_own_fold(tmp_path: Path) -> 
         assert not fold_written(projector, ledger.store, [], {}, projector.last_seq + 1)
     finally:
         ledger.close()
+
+
+def test_an_append_that_wrote_nothing_is_read_back_not_folded(tmp_path: Path) -> None:
+    # review (session 26): another writer stores events with the same (deterministic) ids
+    # between the ledger's look at the log's end and its append; the append is then a
+    # re-send that writes nothing, and the rows at the seqs after the look are the other
+    # writer's: the ledger must fold those (read back), never its own events at their seqs
+    from ctxledger.events import ModelSwitched
+    from ctxledger.eventstore.base import AppendRequest
+
+    path = tmp_path / "l.db"
+    ledger = make_ledger(path)
+    sid = ledger.start_session(model="m0", context_length=100_000)
+    version = ledger.version(sid)
+    other = Ledger.open(path, config=SMALL)
+    try:
+
+        def switch(model: str) -> ModelSwitched:
+            return ModelSwitched(
+                event_id="evt_same", session_id=sid, at=1.0, model=model,
+                context_length=100_000, previous_model="m0", previous_context_length=100_000,
+            )  # fmt: skip
+
+        real = ledger.store.last_seq
+
+        def racing_last_seq() -> int:
+            seq = real()
+            other.append([AppendRequest(sid, [switch("theirs")], version)])
+            return seq
+
+        ledger.store.last_seq = racing_last_seq  # type: ignore[method-assign]
+        with _Spy() as spy:
+            ledger.append([AppendRequest(sid, [switch("ours")], version)], own=True)
+        ledger.store.last_seq = real  # type: ignore[method-assign]
+        assert spy.folded == [False]
+        assert ledger.transcript.state.sessions[sid].model == "theirs"
+        assert ledger.projector.fingerprint() == _fold_of_the_log(ledger).fingerprint()
+    finally:
+        other.close()
+        ledger.close()
+
+
+def test_last_written_is_the_calling_threads_own_append(tmp_path: Path) -> None:
+    import threading
+
+    store = SQLiteEventStore(tmp_path / "l.db")
+    ledger = make_ledger(tmp_path / "m.db")
+    try:
+        sid = ledger.start_session(model="m")
+        events = [r.event for r in ledger.store.read_all()]
+        assert store.last_written() is None
+        store.append(sid, events, 0)
+        assert store.last_written() == (1, len(events))
+        store.append(sid, events, None)  # a re-send: nothing inserted
+        assert store.last_written() is None
+        seen: list[object] = []
+        thread = threading.Thread(target=lambda: seen.append(store.last_written()))
+        thread.start()
+        thread.join()
+        assert seen == [None]  # another thread's appends are not this thread's
+    finally:
+        ledger.close()
+        store.close()

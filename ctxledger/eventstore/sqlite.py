@@ -135,6 +135,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
+        self._wrote = threading.local()  # this thread's last append's seqs (last_written)
+        self._span: tuple[int, int] | None = None  # the open write transaction's seqs
         in_memory = self.path in UNPERSISTED  # leases: files beside the ledger, else per process
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
@@ -247,6 +249,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         Every expected version is checked (under the write lock) before anything is
         written. Large message contents and `blobs` are stored in the same transaction.
         """
+        self._wrote.span = None
         batches, new_blobs = prepare_append(requests, blobs, self._blob_threshold)
         if not new_blobs and not any(batch.rows for batch in batches):
             return {batch.stream: self.stream_version(batch.stream) for batch in batches}
@@ -279,10 +282,12 @@ class SQLiteEventStore(EventStore, HeadColumns):
     ) -> dict[str, int]:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
+        self._span = None
         try:
             versions = self._write(batches, new_blobs, check_ids)
             conn.execute("COMMIT")
             self._commits += 1
+            self._wrote.span = self._span
         except BaseException:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # keep the original error
@@ -305,6 +310,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
             conn.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in new_blobs.items()])
         tail = conn.execute(q.TAIL).fetchone()
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
+        first = seq
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
         out: dict[str, int] = {}
         extend = flat.extend
@@ -324,21 +330,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
             ):
                 seq += 1
                 version += 1
-                extend(
-                    (
-                        seq,
-                        event_id,
-                        stream_id,
-                        version,
-                        kind,
-                        schema,
-                        payload,
-                        digest,
-                        message_id,
-                        tokens,
-                    )
-                )
+                extend((seq, event_id, stream_id, version, kind, schema, payload, digest,
+                        message_id, tokens))  # fmt: skip
         self._insert_rows(flat)
+        self._span = (first + 1, seq) if flat else None
         return out
 
     def _versions(

@@ -38,6 +38,7 @@ class HeadColumns:
     _conn: sqlite3.Connection
     _lock: threading.RLock
     _errors: Callable[[str], AbstractContextManager[None]]
+    _wrote: threading.local
     _writing: Callable[[], AbstractContextManager[None]]
     read_at: Callable[[Sequence[int]], list[Recorded]]
 
@@ -100,6 +101,14 @@ class HeadColumns:
             if type(rec.event) is MessageAppended:
                 found[rec.seq] = rec.event.message
         return found
+
+    def last_written(self) -> tuple[int, int] | None:
+        """(first seq, last seq) of the rows the calling thread's last ``append_many`` on
+        this store inserted, or None when it inserted none (a re-send found its events
+        stored, or it failed): what tells a ledger's own append from another writer's
+        rows with the same ids (``ledger.ownfold``)."""
+        span: tuple[int, int] | None = getattr(self._wrote, "span", None)
+        return span
 
     def written_rows(
         self, stream: str, after_version: int, count: int

@@ -10,7 +10,10 @@ Only events whose stored payload decodes to an equal event qualify: no
 ``MessageAppended`` (a large content is moved to a blob and re-inflated on read), no
 verbatim copies (``AppendRequest.stored``); and only when the rows are exactly the
 requested events, contiguous, right after what the projections have folded (no other
-writer in between). Anything else returns None and the caller reads back as before.
+writer in between), and the store says this very append inserted them
+(``last_written``: equal ids are not enough, another writer with deterministic ids may
+have stored them first, making this append a re-send that wrote nothing). Anything
+else returns None and the caller reads back as before.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ __all__ = ["WrittenRows", "fold_written", "written_records"]
 class WrittenRows(Protocol):
     """A store that can list the rows an append wrote (``SQLiteEventStore``)."""
 
+    def last_written(self) -> tuple[int, int] | None:
+        """(first seq, last seq) the calling thread's last append inserted, None if none."""
+        ...
+
     def written_rows(
         self, stream: str, after_version: int, count: int
     ) -> list[tuple[int, int, str, str]]:
@@ -47,6 +54,9 @@ def written_records(
     stored), in seq order; None unless they can be folded as is right after `last_seq`."""
     if not isinstance(store, WrittenRows):
         return None
+    total = sum(len(request.events) for request in requests)
+    if store.last_written() != (last_seq + 1, last_seq + total):
+        return None  # not all written by this append (a re-send, another writer's rows)
     out: list[Recorded] = []
     for request in requests:
         events = list(request.events)

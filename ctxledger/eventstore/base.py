@@ -131,8 +131,10 @@ def prepare_append(
                 )
             if stored is not None:
                 schema, payload = stored[index]
-                if not isinstance(schema, int) or not isinstance(payload, bytes):
+                if type(schema) is not int or not isinstance(payload, bytes):
                     raise InvalidInput("stored payloads are (schema int, payload bytes) pairs")
+                if not 0 < schema <= MAX_SCHEMA:  # PostgreSQL's column is a 32-bit integer
+                    raise InvalidInput(f"a stored schema is 1 to {MAX_SCHEMA}, got {schema}")
                 rows.append((event.event_id, meta[0], schema, payload))
                 # from the bytes stored, which the columns must match (not the event)
                 heads.append(head_columns(stream, schema, payload))
@@ -161,6 +163,8 @@ def prepare_append(
 #: :meth:`EventStore.read_at` reads seqs at most this far apart in one range query
 _RUN_GAP = 64
 
+#: the largest event schema number a store keeps (PostgreSQL's ``integer``)
+MAX_SCHEMA = 2**31 - 1
 #: "no upper bound" for a seq or a version (SQLite's and PostgreSQL's largest integer)
 MAX_SEQ = 2**63 - 1
 
@@ -212,8 +216,10 @@ def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None
         )
     if expected is not None and type(expected) is not int:
         raise InvalidInput(f"expected_version must be an int or None, got {expected!r}")
-    if expected is not None and expected < 0:
-        raise InvalidInput(f"expected_version must be >= 0 (0 for a new session), got {expected}")
+    if expected is not None and not 0 <= expected <= MAX_SEQ:
+        raise InvalidInput(
+            f"expected_version must be >= 0 (0 for a new session) and <= {MAX_SEQ}, got {expected}"
+        )
     if request.chain is not None and request.chain not in CHAIN_FORMATS:
         raise InvalidInput(
             f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"

@@ -148,6 +148,27 @@ class EventStoreContract(abc.ABC):
         with pytest.raises(InvalidInput):
             store.append("ses_a", [message("ses_a")], -1)
 
+    @pytest.mark.parametrize("events", [1, 3, 40])  # every backend's append paths
+    def test_an_expected_version_past_64_bits_is_rejected_alike(
+        self, store: EventStore, events: int
+    ) -> None:
+        batch = [message("ses_a", f"m{i}") for i in range(events)]
+        with pytest.raises(InvalidInput, match="expected_version"):
+            store.append("ses_a", batch, 2**70)
+        assert store.last_seq() == 0 and store.streams() == []
+
+    @pytest.mark.parametrize("schema", [0, -1, 2**31, 2**40, True])
+    @pytest.mark.parametrize("events", [1, 3, 40])
+    def test_a_stored_schema_out_of_range_is_rejected_and_nothing_is_written(
+        self, store: EventStore, schema: Any, events: int
+    ) -> None:
+        batch = [message("ses_a", f"m{i}") for i in range(events)]
+        payload = msgspec.json.encode(batch[0])
+        stored = [(schema, payload)] * events
+        with pytest.raises(InvalidInput, match="schema"):
+            store.append_many([AppendRequest("ses_a", batch, 0, stored=stored)])
+        assert store.last_seq() == 0 and store.streams() == []
+
     @pytest.mark.parametrize("expected", [True, 1.5, "1"])
     def test_an_expected_version_that_is_not_an_int_is_rejected(
         self, store: EventStore, expected: Any

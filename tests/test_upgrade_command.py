@@ -74,3 +74,47 @@ def test_upgrade_of_a_missing_file_is_a_clear_error_and_creates_nothing(tmp_path
     assert code != 0
     assert "no ledger file at" in out
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def _foreign_database(path: Path) -> bytes:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.close()
+    return path.read_bytes()
+
+
+def test_upgrade_of_another_programs_database_is_refused_and_leaves_it_untouched(
+    tmp_path: Path,
+) -> None:
+    # review (session 26): opening it as a ledger added the log's tables, WAL mode, a
+    # side lock file and 0600 permissions, then said "nothing to fill"
+    path = tmp_path / "app.db"
+    before = _foreign_database(path)
+    mode = path.stat().st_mode
+    for args in (("upgrade",), ("verify",), ("sessions",)):
+        code, out = run(path, *args)
+        assert code == 2, out
+        assert "not a ctxledger ledger" in out and "'notes'" in out
+    assert path.read_bytes() == before and path.stat().st_mode == mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_a_ledger_opens_as_before_and_a_new_empty_file_becomes_one(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copyfile(GOLDEN, path)
+    assert run(path, "verify")[0] == 0
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, out = run(empty, "verify")
+    assert code == 0, out
+    with SQLiteEventStore(str(empty)) as store:
+        assert store.last_seq() == 0
+
+
+def test_upgrade_of_a_url_opens_it(tmp_path: Path) -> None:
+    # an unknown scheme is refused, not answered with "nothing to fill"
+    result = CliRunner().invoke(cli, ["--db", "mysql://h/db", "upgrade"])
+    code, out = result.exit_code, result.output
+    assert code == 2 and "unknown ledger URL scheme 'mysql'" in out
+    assert list(tmp_path.iterdir()) == []

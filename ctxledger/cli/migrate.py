@@ -70,6 +70,7 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
     """
     db = state_of(ctx).db
     if is_url(db):
+        open_store(db).close()  # an unknown scheme or a server it cannot reach is an error
         filled, text = 0, "nothing to fill: a PostgreSQL ledger keeps no derived columns"
     else:
         if not os.path.isfile(db):

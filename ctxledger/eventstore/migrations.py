@@ -12,11 +12,13 @@ Migrations are append-only: never edit one that has shipped, add the next one.
 from __future__ import annotations
 
 import datetime
+import os
 import sqlite3
+import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ctxledger.errors import StoreError
+from ctxledger.errors import InvalidInput, StoreError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -29,7 +31,10 @@ _CREATE_MIGRATIONS_TABLE = (
 _SELECT_APPLIED = "SELECT name FROM _migrations ORDER BY rowid"
 _SELECT_ONE = "SELECT 1 FROM _migrations WHERE name = ?"
 _RECORD = "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)"
-_HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'"
+#: every table of the database but SQLite's own, in one statement (one snapshot)
+_TABLES = (
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
+)
 
 
 class Migrations:
@@ -52,8 +57,14 @@ class Migrations:
         return [name for name, _ in self._steps]
 
     def applied(self, conn: sqlite3.Connection) -> list[str]:
-        """Names of the migrations recorded in this database, oldest first (read-only)."""
-        if conn.execute(_HAS_TABLE).fetchone() is None:
+        """Names of the migrations recorded in this database, oldest first (read-only).
+
+        Raises InvalidInput for a database that holds tables but no ``_migrations``:
+        another program's database, which opening it as a ledger must not change (the
+        first migration creates its tables and ``_migrations`` in one transaction, so a
+        ledger never has one without the other).
+        """
+        if not _is_ledger(conn, "this SQLite database"):
             return []
         return [row[0] for row in conn.execute(_SELECT_APPLIED)]
 
@@ -101,6 +112,40 @@ class Migrations:
                     conn.execute("ROLLBACK")
                 raise
         return done
+
+
+def _is_ledger(conn: sqlite3.Connection, what: str) -> bool:
+    """Whether `conn`'s database has ``_migrations`` (False: it has no table at all);
+    raises InvalidInput when it holds tables but not that one."""
+    tables = [row[0] for row in conn.execute(_TABLES)]
+    if "_migrations" in tables or not tables:
+        return bool(tables)
+    raise InvalidInput(
+        f"{what} is not a ctxledger ledger (it holds a table {tables[0]!r} and no "
+        "_migrations); give a ledger's path or a new file"
+    )
+
+
+def refuse_foreign_database(path: str) -> None:
+    """Raise InvalidInput when the file at `path` is another program's SQLite database,
+    before opening it as a ledger touches it (WAL mode, permissions, a side lock file).
+
+    Read-only; a missing or empty file (a new ledger) or one SQLite cannot read is left
+    to the store's open, which reports what it finds.
+    """
+    try:
+        if os.path.getsize(path) == 0:
+            return
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True)
+    except (OSError, sqlite3.Error):
+        return
+    try:
+        _is_ledger(conn, path)
+    except sqlite3.Error:
+        return
+    finally:
+        conn.close()
 
 
 MIGRATIONS = Migrations()

@@ -59,7 +59,7 @@ from ctxledger.eventstore.base import (
 )
 from ctxledger.eventstore.files import create_private_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
-from ctxledger.eventstore.migrations import MIGRATIONS
+from ctxledger.eventstore.migrations import MIGRATIONS, refuse_foreign_database
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -140,6 +140,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         in_memory = self.path in UNPERSISTED  # leases: files beside the ledger, else per process
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
+            refuse_foreign_database(self.path)
             try:
                 create_private_file(self.path)
             except OSError as exc:

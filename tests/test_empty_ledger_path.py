@@ -55,3 +55,43 @@ def test_the_temporary_ledger_works_and_leaves_no_file(
         assert ledger.api_messages(sid) == [{"role": "user", "content": "hi"}]
         assert ledger.store.verify().ok
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("dest", [":memory:", TEMPORARY])
+def test_migrate_to_a_ledger_kept_in_no_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dest: str
+) -> None:
+    # review (session 26): the copy was made, verified and thrown away, and the command
+    # said "copied ... the copy verifies"
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "a.db"
+    with Ledger.open(src) as ledger:
+        ledger.start_session(model="m", context_length=8000)
+    result = CliRunner().invoke(cli, ["migrate", "--from", str(src), "--to", dest])
+    assert result.exit_code == 2
+    assert "keeps nothing" in result.output and "copied" not in result.output
+    assert all(name.startswith("a.db") for name in os.listdir(tmp_path))
+
+
+def test_the_temporary_ledger_is_not_a_name_a_user_can_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a NUL cannot be in a command-line argument, an environment variable or a file name:
+    # a user's --db is always a real file (or a URL), never the what-if's scratch log
+    assert "\x00" in TEMPORARY
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", ":temporary:", "sessions"])
+    assert result.exit_code == 0, result.output
+    assert ":temporary:" in os.listdir(tmp_path)  # an ordinary file of that name
+
+
+def test_derived_indexes_of_a_ledger_kept_in_no_file_stay_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for path in (":memory:", TEMPORARY):
+        with SQLiteEventStore(path) as store:
+            assert store.local_index_path("search") == ":memory:"
+    with SQLiteEventStore(tmp_path / "l.db") as store:
+        assert store.local_index_path("search") == str(tmp_path / "l.db")
+    assert sorted(os.listdir(tmp_path)) == ["l.db", "l.db.lock"]

@@ -11,6 +11,7 @@ from ctxledger.cli.app import cli, console, emit_json, handle_errors, json_optio
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
+from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
 
 
@@ -36,6 +37,8 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
         raise InvalidInput("--from and --to name the same ledger")
     if not is_url(source) and not os.path.isfile(source):
         raise InvalidInput(f"--from {source}: no such ledger file")
+    if dest in UNPERSISTED:
+        raise InvalidInput(f"--to {dest} keeps nothing once the command ends: give a file or URL")
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
     # checkpointed); over the network a durable commit costs little more
     with (

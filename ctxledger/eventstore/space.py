@@ -17,7 +17,9 @@ from ctxledger.errors import InvalidInput
 #: the path of a private temporary SQLite log (SQLite's own temporary database: kept in
 #: its page cache, spilled to an unnamed file, gone when closed); ``":memory:"`` keeps
 #: everything in memory. An empty path is refused: it is a missing setting, not a choice.
-TEMPORARY = ":temporary:"
+#: It starts with a NUL, which no file path, command-line argument or environment
+#: variable can hold: only code asks for it, a user's ``--db`` never lands there.
+TEMPORARY = "\x00temporary"
 #: paths that name no file
 UNPERSISTED = (":memory:", TEMPORARY)
 

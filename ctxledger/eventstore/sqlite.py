@@ -573,8 +573,9 @@ class SQLiteEventStore(EventStore, HeadColumns):
         return super().try_lease(key)
 
     def local_index_path(self, name: str) -> str:
-        """Derived indexes share the ledger file (their tables never touch the log's)."""
-        return self.path
+        """Derived indexes share the ledger file (their tables never touch the log's);
+        a log kept in no file keeps them in memory."""
+        return ":memory:" if self.path in UNPERSISTED else self.path
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""

@@ -293,3 +293,29 @@ def test_the_framework_adapters_take_a_url_and_never_make_a_directory_of_it(
     assert [i["content"] for i in items] == ["hello from an agent"]  # type: ignore[index]
     with Ledger.open(url) as ledger:
         assert [s.session_id for s in ledger.sessions()] == ["user-42"]
+
+
+def test_a_compaction_on_postgres_reads_its_events_back_without_a_look_at_the_log_end(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review (session 26): the own fold needs a store that says what it wrote (SQLite's);
+    # PostgreSQL's ledger read its last seq before every compaction's append for nothing
+    from ctxledger import OfflineSummarizer, compact
+    from ctxledger.compressor.config import CompressionConfig
+
+    with Ledger.open(url, config=CompressionConfig(context_length=4000)) as ledger:
+        sid = ledger.start_session(model="m", context_length=4000)
+        for i in range(12):
+            ledger.append_messages(
+                sid, [{"role": "user", "content": f"turn {i} " + "words " * 60},
+                      {"role": "assistant", "content": f"answer {i}"}],
+            )  # fmt: skip
+        looks: list[int] = []
+        real = ledger.store.last_seq
+        monkeypatch.setattr(ledger.store, "last_seq", lambda: looks.append(1) or real())
+        outcome = anyio.run(compact, ledger, sid, OfflineSummarizer())
+        assert outcome.action == "compressed" and looks == []
+        new = outcome.new_session_id
+        assert new is not None
+        with Ledger.open(url) as fresh:  # what it folded is what the log holds
+            assert fresh.api_messages(new) == ledger.api_messages(new)

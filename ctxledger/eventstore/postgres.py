@@ -80,8 +80,7 @@ from ctxledger.eventstore.rows import (
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
-#: read_at: the rows at given seqs (a session's bodies among other sessions' rows), a
-#: bounded array of them per query
+#: read_at: the rows at given seqs, a bounded array of them per query
 _READ_AT = "SELECT seq, version, schema, payload, hash FROM events WHERE seq = ANY(%s) ORDER BY seq"
 _READ_AT_CHUNK = 5000
 
@@ -288,8 +287,8 @@ class PostgresEventStore(EventStore):
         )
 
     def _append_copy(self, conn: Conn, requests: Sequence[AppendRequest]) -> dict[str, int]:
-        """:func:`copy_append`, preparing the batch while its head is on the way; the usual
-        way (:meth:`_append`) if it declines (new blobs), finds a stale version or a race."""
+        """:func:`copy_append`, preparing the batch while its head is on the way; if it
+        declines (new blobs), finds a stale version, a stored id or a race, another way."""
         prepared: list[tuple[list[PreparedBatch], dict[str, bytes]]] = []
 
         def prepare() -> list[PreparedBatch] | None:
@@ -297,15 +296,21 @@ class PostgresEventStore(EventStore):
             batches, new_blobs = prepared[0]
             return None if new_blobs or any(b.chain == "linked" for b in batches) else batches
 
-        heads = [(r.stream, len(r.events)) for r in requests]
+        heads, race = [(r.stream, len(r.events)) for r in requests], False
         try:
             versions = copy_append(conn, self._appender.key, self._channel, heads, prepare)
         except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected) as exc:
             name = getattr(exc.diag, "constraint_name", None)
             if name not in q.RACES and name != "events_event_id_key" and name is not None:
                 raise
-            versions = None  # a race, a re-send or a clash: the usual way tells them apart
-        return self._append(conn, *prepared[0]) if versions is None else versions
+            versions, race = None, name != "events_event_id_key"
+        if versions is not None:
+            return versions
+        batches, new_blobs = prepared[0]
+        if race or new_blobs or any(b.chain == "linked" for b in batches):
+            return self._append(conn, batches, new_blobs)  # retried, or the blob-carrying way
+        # a stale version or a stored id: told apart under the lock, the batch not sent again
+        return self._appender.transaction(conn, batches, new_blobs, check_ids=True)
 
     def _append_once(
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]

@@ -53,7 +53,7 @@ from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import advance_anchor, head_of
-from ctxledger.ledger.ownfold import fold_written
+from ctxledger.ledger.ownfold import WrittenRows, fold_written
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import check_context_length
@@ -217,7 +217,9 @@ class Ledger:
         }
         for request in requests:
             self._check_references(request, incoming.get(request.stream, set()))
-        before = self.store.last_seq() if own and not blobs else None
+        # (a store that cannot say what it wrote is read back: no look at the log's end)
+        own = own and not blobs and isinstance(self.store, WrittenRows)
+        before = self.store.last_seq() if own else None
         try:
             versions = self.store.append_many(requests, blobs)
             self._appended = True

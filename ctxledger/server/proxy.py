@@ -61,6 +61,7 @@ from ctxledger.server.formats import (
 )
 from ctxledger.server.history import stable_key
 from ctxledger.server.routing import Endpoint, decode_object, read_body
+from ctxledger.shownurl import scrubbed
 
 if TYPE_CHECKING:
     from ctxledger.server.state import ServerState
@@ -258,7 +259,8 @@ class Turn:
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
-        url = self.state.upstream.rstrip("/") + self.api.upstream_path
+        base = httpx.URL(self.state.upstream)  # a query (an API key) stays after the path
+        url = base.copy_with(path=base.path.rstrip("/") + self.api.upstream_path)
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
@@ -276,7 +278,10 @@ class Turn:
                     self.api,
                     502,
                     "upstream_unreachable",
-                    f"upstream {url} failed: {message_of(exc)}",
+                    scrubbed(
+                        f"upstream {self.state.upstream} failed: {message_of(exc)}",
+                        self.state.upstream,
+                    ),
                 )
             if resp.status_code < 400:
                 return resp

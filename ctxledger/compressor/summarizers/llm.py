@@ -59,6 +59,7 @@ from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import serialize_turns, strip_reasoning
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
+from ctxledger.shownurl import scrubbed
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
 if TYPE_CHECKING:
@@ -150,6 +151,12 @@ def _status_error(response: httpx.Response, model: str) -> SummarizerError:
 
 
 def _transport_error(exc: httpx.HTTPError, url: str) -> SummarizerError:
+    """The error for `exc`, with `url`'s credentials masked (the message may be logged)."""
+    error = _unscrubbed_transport_error(exc, url)
+    return SummarizerError(scrubbed(str(error), url), failure_class=error.failure_class)
+
+
+def _unscrubbed_transport_error(exc: httpx.HTTPError, url: str) -> SummarizerError:
     if isinstance(exc, httpx.ConnectTimeout):
         # Never reached the endpoint: the same situation as a refused connection.
         return SummarizerError(f"cannot connect to {url}: {exc!r}", failure_class="network")

@@ -53,6 +53,7 @@ from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import advance_anchor, head_of
+from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import WrittenRows, fold_written
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
@@ -209,16 +210,14 @@ class Ledger:
         call is one transaction over every stream it names; a stale expected version
         raises ``ConcurrencyError`` and writes nothing. `own`: folded as written (``ownfold``).
         """
-        incoming = {  # a continuation starting in this append holds its switch's layout
-            e.new_session_id: {x.message_id for x in e.layout}
-            for r in requests
-            for e in r.events
-            if isinstance(e, SessionSwitched)
-        }
+        if not own:  # a compaction's own events are built here, typed
+            check_decodable(requests, self.transcript.state.messages)
+        # a continuation starting in this append holds its switch's layout
+        incoming = {e.new_session_id: {x.message_id for x in e.layout} for r in requests
+                    for e in r.events if isinstance(e, SessionSwitched)}  # fmt: skip
         for request in requests:
             self._check_references(request, incoming.get(request.stream, set()))
-        # (a store that cannot say what it wrote is read back: no look at the log's end)
-        own = own and not blobs and isinstance(self.store, WrittenRows)
+        own = own and not blobs and isinstance(self.store, WrittenRows)  # else: read back
         before = self.store.last_seq() if own else None
         try:
             versions = self.store.append_many(requests, blobs)

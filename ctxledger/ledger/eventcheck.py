@@ -1,0 +1,53 @@
+"""What a ledger checks before it appends events it did not build itself.
+
+The log is append-only: an event that is stored but does not decode (a field of the
+wrong type, ``switch_model(sid, 123, 8192)``) would make every later open of the
+ledger fail, with no way to repair it. So every event a caller hands in is encoded
+and decoded back as its own type before any I/O, and refused with ``InvalidInput``
+if that fails; a message id must be new. A ``MessageAppended``'s message is checked by the message policy
+(``Ledger.check_messages``), so only its id is looked at here: decoding a 10 MB
+message back would cost more than the append.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Sequence
+
+import msgspec
+
+from ctxledger.errors import InvalidInput
+from ctxledger.events import MessageAppended, encode_event
+from ctxledger.eventstore.base import AppendRequest
+
+__all__ = ["check_decodable"]
+
+
+def check_decodable(requests: Sequence[AppendRequest], known: Container[str]) -> None:
+    """Raise InvalidInput unless every event of `requests` would be read back as written
+    and every appended message has a new id (one not in `known`, the ledger's messages,
+    nor twice in the append: a repeated id would replace another message's text)."""
+    fresh: set[str] = set()
+    for request in requests:
+        if request.stored is not None:
+            continue  # verbatim copies of stored rows: checked by the store's reader
+        for event in request.events:
+            name = type(event).__name__
+            if type(event) is MessageAppended:
+                if not isinstance(event.message_id, str) or not event.message_id:
+                    raise InvalidInput(
+                        f"a message id is non-empty text, got {event.message_id!r}; "
+                        "nothing was appended"
+                    )
+                if event.message_id in known or event.message_id in fresh:
+                    raise InvalidInput(
+                        f"message id {event.message_id!r} is already taken; give every "
+                        "message a new id (nothing was appended)"
+                    )
+                fresh.add(event.message_id)
+                continue
+            try:
+                msgspec.json.decode(encode_event(event), type=type(event))
+            except (msgspec.MsgspecError, TypeError, ValueError, OverflowError) as exc:
+                raise InvalidInput(
+                    f"{name} has a field of the wrong type or value ({exc}); nothing was appended"
+                ) from None

@@ -68,6 +68,9 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidInput("'messages' must be a non-empty list")
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InvalidInput(f"messages[{index}] must be a JSON object, got {message!r}"[:200])
     return messages
 
 
@@ -151,6 +154,10 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     if not isinstance(tools, list):
         raise InvalidInput("'tools' must be a list")
     options = body.get("stream_options")
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidInput("'stream_options' must be an object")
+    if not isinstance(body.get("stream", False), bool | None):
+        raise InvalidInput("'stream' must be true or false")
     wants = isinstance(options, Mapping) and bool(options.get("include_usage"))
     return ClientTurn(
         model=_model(body),

@@ -28,7 +28,6 @@ continues from the other one branches at its next turn.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -60,7 +59,7 @@ from ctxledger.server.formats import (
     openai_upstream,
 )
 from ctxledger.server.history import stable_key
-from ctxledger.server.routing import Endpoint, decode_object, read_body
+from ctxledger.server.routing import SESSION_ID, Endpoint, decimal, decode_object, read_body
 from ctxledger.shownurl import scrubbed
 
 if TYPE_CHECKING:
@@ -90,7 +89,6 @@ _DROPPED_RESPONSE_HEADERS = frozenset(
         "server",
     }
 )
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
 
 #: what a face records of an answer: one message, several (a Responses output), or nothing
 Reply = dict[str, Any] | list[dict[str, Any]] | None
@@ -167,7 +165,7 @@ def _family(request: Request, turn: ClientTurn) -> str:
     header = request.headers.get(SESSION_HEADER)
     if header is None:
         return stable_key(turn.system_prompt, turn.messages)
-    if not _SESSION_ID.match(header.strip()):
+    if not SESSION_ID.fullmatch(header.strip()):
         raise InvalidInput(
             f"{SESSION_HEADER} must be 1-200 characters of letters, digits and ._:@-"
         )
@@ -178,9 +176,19 @@ def _context_length(request: Request, state: ServerState) -> int:
     raw = request.headers.get(CONTEXT_HEADER)
     if raw is None:
         return state.context_length
-    if not raw.strip().isdigit() or int(raw) < 1024:
+    value = decimal(raw)
+    if value is None or value < 1024:
         raise InvalidInput(f"{CONTEXT_HEADER} must be an integer ≥ 1024, got {raw!r}")
-    return int(raw)
+    return value
+
+
+def _check_forwarded(request: Request) -> None:
+    """The headers sent on upstream must be ASCII (HTTP's own rule): refused before the
+    request is recorded, not after (a non-ASCII key failed the upstream call, every retry)."""
+    for name in FORWARDED_HEADERS:
+        value = request.headers.get(name)
+        if value is not None and not value.isascii():
+            raise InvalidInput(f"the {name} header must be ASCII text")
 
 
 class Turn:
@@ -445,6 +453,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     turn = api.turn(body, b"cache_control" in raw)
     family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
+    _check_forwarded(request)
     release = await state.take_turn(family, request.receive)
     if release is None:
         return _error(api, 499, "client_closed", "the client left while waiting for its turn")

@@ -9,6 +9,7 @@ routes and cannot drift from them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -65,7 +66,8 @@ class JSON(Response):
 
 async def read_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    length = decimal(declared) if declared is not None else None
+    if length is not None and length > MAX_BODY_BYTES:
         raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -203,6 +205,19 @@ def query_str(request: Request, name: str, *, required: bool = False) -> str | N
     return raw
 
 
+#: a session id a client may choose (the proxy's header, the state API's start): one that
+#: every route can name again (no "/", no surrounding blanks, no control characters)
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
+_DECIMAL = re.compile(r"[0-9]{1,18}")
+
+
+def decimal(raw: str) -> int | None:
+    """The non-negative integer a header spells in ASCII digits (blanks around), else None
+    (``str.isdigit`` also takes "²", which ``int`` refuses)."""
+    text = raw.strip()
+    return int(text) if _DECIMAL.fullmatch(text) else None
+
+
 def path_param(request: Request, name: str) -> str:
     value = str(request.path_params.get(name, "")).strip()
     if not value:
@@ -212,10 +227,12 @@ def path_param(request: Request, name: str) -> str:
 
 __all__ = [
     "JSON",
+    "SESSION_ID",
     "Endpoint",
     "Handler",
     "Param",
     "check_fields",
+    "decimal",
     "decode_object",
     "json_object",
     "path_param",

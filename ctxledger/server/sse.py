@@ -24,7 +24,14 @@ from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionStarted
 from ctxledger.eventstore import EventStore, Recorded
 from ctxledger.projections import ChainsProjection
-from ctxledger.server.routing import Endpoint, Param, path_param, query_bool, query_int
+from ctxledger.server.routing import (
+    Endpoint,
+    Param,
+    decimal,
+    path_param,
+    query_bool,
+    query_int,
+)
 
 if TYPE_CHECKING:
     from ctxledger.server.state import ServerState
@@ -138,9 +145,9 @@ def _after(request: Request) -> int:
     if after is None:
         last = request.headers.get("last-event-id")
         if last:
-            if not last.strip().isdigit():
+            after = decimal(last)
+            if after is None:
                 raise InvalidInput(f"Last-Event-ID must be an event sequence number, got {last!r}")
-            after = int(last)
     return after or 0
 
 

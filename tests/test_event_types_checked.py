@@ -28,7 +28,9 @@ BAD: dict[str, Call] = {
     "title int": lambda lg, sid, mid: lg.start_session(model="m", title=5),  # type: ignore[arg-type]
     "reason unknown": lambda lg, sid, mid: lg.start_session(model="m", reason="bogus"),  # type: ignore[arg-type]
     "message id int": lambda lg, sid, mid: lg.append_messages(
-        sid, [{"role": "user", "content": "x"}], message_ids=[5]  # type: ignore[list-item]
+        sid,
+        [{"role": "user", "content": "x"}],
+        message_ids=[5],  # type: ignore[list-item]
     ),
     "message id empty": lambda lg, sid, mid: lg.append_messages(
         sid, [{"role": "user", "content": "x"}], message_ids=[""]

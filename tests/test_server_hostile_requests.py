@@ -110,3 +110,18 @@ def test_the_state_api_takes_a_well_formed_session_id(tmp_path: Path) -> None:
             return made.status_code, read.status_code
 
     assert anyio.run(main) == (201, 200)
+
+
+def test_responses_parts_and_stubs_of_odd_shapes_do_not_fail() -> None:
+    # review (session 26): an unhashable part type was a 500; a chat client's own
+    # ``responses_items`` key was stored and failed every later Responses turn
+    from ctxledger.importers.responses import STUBS, items_to_messages, message_to_items
+    from ctxledger.server.formats import openai_turn
+
+    odd = {"type": "message", "role": "user", "content": [{"type": ["x"], "text": "a"}]}
+    (message,) = items_to_messages([odd])
+    assert message["role"] == "user"
+    poisoned = {"role": "user", "content": "x", STUBS: [5]}
+    assert message_to_items(poisoned) == message_to_items({"role": "user", "content": "x"})
+    turn = openai_turn({"model": "m", "messages": [dict(poisoned)]})
+    assert turn.messages == [{"role": "user", "content": "x"}]

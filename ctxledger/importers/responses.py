@@ -47,7 +47,8 @@ def _is_message(item: Mapping[str, Any]) -> bool:
 
 def _part_to_chat(part: Any) -> tuple[Any, JSON | None]:
     """A content part as a chat part plus its stub (the part minus its text)."""
-    if isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS and "text" in part:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if isinstance(kind, str) and kind in _TEXT_PARTS and "text" in part:
         stub = {k: copy.deepcopy(v) for k, v in part.items() if k != "text"}
         return {"type": "text", "text": part["text"]}, stub
     return copy.deepcopy(part), None
@@ -237,7 +238,12 @@ def _assistant_items(msg: Mapping[str, Any], stubs: Sequence[Mapping[str, Any]])
 def message_to_items(msg: Mapping[str, Any]) -> list[JSON]:
     """One chat message -> the Responses input items it stands for."""
     role = msg.get("role")
-    stubs: list[Mapping[str, Any]] = list(msg.get(STUBS) or ())
+    raw = msg.get(STUBS)
+    # stubs this module wrote are a list of objects; anything else (a chat client's own
+    # key of that name, kept in the log) is ignored rather than failing every later turn
+    stubs: list[Mapping[str, Any]] = (
+        [s for s in raw if isinstance(s, Mapping)] if isinstance(raw, list) else []
+    )
     content = msg.get("content")
     if role == "assistant":
         return _assistant_items(msg, stubs)

@@ -18,6 +18,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, openai_tools
 from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
+from ctxledger.importers.responses import STUBS
 from ctxledger.server.history import strip_cache_markers
 
 JSONDict = dict[str, Any]
@@ -88,21 +89,32 @@ class SSEParser:
     """Split a byte stream into SSE events, keeping each event's raw bytes for forwarding."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._start = 0  # where the next event begins in the buffer
+        self._from = 0  # where the next look for a separator begins (what is before: none)
 
     def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
+        """The events `chunk` completes. Linear in the bytes fed: each look for a
+        separator starts where the last one stopped (less a separator's length), so an
+        event arriving in many chunks is not searched again from its start each time."""
         self._buffer += chunk
         while True:
             cut, sep = self._boundary()
             if cut < 0:
+                self._from = max(self._start, len(self._buffer) - 3)
+                if self._start:  # drop what was handed out (once per chunk, not per event)
+                    del self._buffer[: self._start]
+                    self._from -= self._start
+                    self._start = 0
                 return
-            raw, self._buffer = self._buffer[: cut + sep], self._buffer[cut + sep :]
+            raw = bytes(self._buffer[self._start : cut + sep])
+            self._start = self._from = cut + sep
             yield self._parse(raw)
 
     def _boundary(self) -> tuple[int, int]:
         best = (-1, 0)
         for sep in (b"\n\n", b"\r\n\r\n"):
-            i = self._buffer.find(sep)
+            i = self._buffer.find(sep, self._from)
             if i >= 0 and (best[0] < 0 or i < best[0]):
                 best = (i, len(sep))
         return best
@@ -121,7 +133,8 @@ class SSEParser:
         return SSEEvent(raw=raw, event=name, data="\n".join(data))
 
     def rest(self) -> bytes:
-        rest, self._buffer = self._buffer, b""
+        rest = bytes(self._buffer[self._start :])
+        self._buffer, self._start, self._from = bytearray(), 0, 0
         return rest
 
 
@@ -150,6 +163,8 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         if markers
         else list(raw)
     )
+    for message in messages:  # the Responses face's own key: not a chat client's to set
+        message.pop(STUBS, None)
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise InvalidInput("'tools' must be a list")

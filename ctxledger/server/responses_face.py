@@ -265,6 +265,7 @@ class ResponsesStream:
         if not isinstance(data, Mapping):
             return True
         kind = data.get("type") or ev.event
+        kind = kind if isinstance(kind, str) else None  # an odd type names no event
         if kind == "response.output_item.done" and isinstance(data.get("item"), Mapping):
             index = data.get("output_index")
             self.done[index if isinstance(index, int) else len(self.done)] = dict(data["item"])
@@ -357,7 +358,7 @@ async def peek_stream(upstream: httpx.Response) -> httpx.Response:
             for ev in parser.feed(chunk):
                 data = _json(ev.data)
                 kind = data.get("type") if isinstance(data, Mapping) else ev.event
-                if kind in _PREAMBLE:
+                if isinstance(kind, str) and kind in _PREAMBLE:
                     continue
                 body = _failure(data) if kind == "response.failed" else None
                 if body is None:

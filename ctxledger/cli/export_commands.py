@@ -53,7 +53,10 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
     if out_path is None:
         click.echo(json_text(text))
     else:
-        out_path.write_text(text + "\n", encoding="utf-8")
+        try:
+            out_path.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"cannot write {out_path}: {exc.strerror or exc}") from None
         echo(f"wrote {out_path}", err=True)
 
 
@@ -123,6 +126,8 @@ def trajectories_compress(
 
     if in_path.resolve() == out_path.resolve():
         raise InvalidInput("OUT must differ from IN")
+    if not out_path.resolve().parent.is_dir():
+        raise InvalidInput(f"OUT's directory {out_path.resolve().parent} does not exist")
     config = TrajectoryConfig(
         target_max_tokens=target,
         summary_target_tokens=summary_target,

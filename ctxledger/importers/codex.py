@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.errors import InvalidInput
 from ctxledger.importers.anthropic import content_from_parts
 from ctxledger.importers.common import (
     SessionBuilder,
@@ -89,13 +90,24 @@ def _texts(items: Any) -> list[str]:
     return [p["text"] for p in _parts(items) if p.get("type") == "text"]
 
 
+def _count(usage: Mapping[str, Any], key: str) -> int:
+    """A token count of a usage block: an integer (absent or null: 0), never coerced
+    (``int("12")``, ``int(1.9)`` or ``int(True)`` would make up a count)."""
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise InvalidInput(f"last_token_usage.{key} must be an integer, got {value!r}"[:200])
+    return value
+
+
 def responses_usage(last: Mapping[str, Any]) -> dict[str, Any]:
     """A Codex ``last_token_usage`` block in OpenAI Responses usage shape."""
-    output = int(last.get("output_tokens") or 0)
-    reasoning = int(last.get("reasoning_output_tokens") or 0)
+    output = _count(last, "output_tokens")
+    reasoning = _count(last, "reasoning_output_tokens")
     raw: dict[str, Any] = {
-        "input_tokens": int(last.get("input_tokens") or 0),
-        "input_tokens_details": {"cached_tokens": int(last.get("cached_input_tokens") or 0)},
+        "input_tokens": _count(last, "input_tokens"),
+        "input_tokens_details": {"cached_tokens": _count(last, "cached_input_tokens")},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": reasoning if reasoning <= output else 0},
     }
@@ -178,9 +190,11 @@ class _Rollout:
             self.context_length = window
         last = info.get("last_token_usage")
         if isinstance(last, dict):
-            self.b.add_usage(
-                responses_usage(last), lineno, shape="openai_responses", model=self.model
-            )
+            try:
+                usage = responses_usage(last)
+            except InvalidInput as exc:
+                raise self.src.error(str(exc), lineno) from None
+            self.b.add_usage(usage, lineno, shape="openai_responses", model=self.model)
 
     def _on_compacted(self, lineno: int, payload: dict[str, Any]) -> None:
         self._drop_reasoning()

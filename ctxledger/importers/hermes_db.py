@@ -145,7 +145,7 @@ def _json(value: Any, what: str, src: SourceText, where: str) -> Any:
         return None
     try:
         return json.loads(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested too deep
         raise src.error(f"{what} is not valid JSON", where) from None
 
 
@@ -230,6 +230,10 @@ def _usage(row: Mapping[str, Any], b: SessionBuilder) -> None:
         "cache_write": row.get("cache_write_tokens") or 0,
         "reasoning": row.get("reasoning_tokens") or 0,
     }
+    if not all(type(v) is int for v in raw.values()):
+        raise b.src.error(
+            "a token count column holds something other than an integer", f"session {b.key!r}"
+        )
     if raw["reasoning"] > raw["output"]:
         b.warn("reasoning tokens above the output total were not kept")
         raw["reasoning"] = 0

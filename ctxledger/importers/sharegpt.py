@@ -92,7 +92,7 @@ class _Pending:
 def _decode_object(raw: str) -> dict[str, Any] | None:
     try:
         value = msgspec.json.decode(raw.strip())
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested too deep: not a call either
         return None
     return value if isinstance(value, dict) else None
 

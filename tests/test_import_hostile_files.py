@@ -1,0 +1,85 @@
+"""Importer inputs that used to end in a traceback: now a located ImportFormatError.
+
+Review (session 26): a Codex token count that is text or a list (``int()`` raised, and
+``"12"``, ``1.9`` or ``true`` were coerced into made-up counts); JSON nested past the
+recursion limit in a ShareGPT ``<tool_call>`` or a Hermes ``tool_calls`` /
+``model_config`` column; a Hermes token column holding text. Also ``export --out`` and
+``trajectories compress`` into a directory that does not exist (exit 2, not a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from helpers.import_fixtures import codex_lines, cx_tokens, jsonl, make_hermes_db
+
+from ctxledger import Ledger
+from ctxledger.cli.main import cli
+from ctxledger.errors import ImportFormatError
+from ctxledger.importers.codex import parse_codex
+from ctxledger.importers.hermes_db import parse_hermes_db
+from ctxledger.importers.sharegpt import parse_sharegpt
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("count", ["abc", [1], "12", 1.9, True])
+def test_a_codex_token_count_that_is_not_an_integer_is_a_located_error(count: Any) -> None:
+    lines = [*codex_lines(), cx_tokens(5000, input_tokens=0)]
+    lines[-1]["payload"]["info"]["last_token_usage"]["input_tokens"] = count
+    with pytest.raises(ImportFormatError, match="input_tokens must be an integer"):
+        parse_codex(jsonl(lines), path="rollout.jsonl")
+
+
+def test_a_sharegpt_call_nested_past_the_recursion_limit_is_a_clear_error() -> None:
+    turns = [
+        {"from": "human", "value": "go"},
+        {"from": "gpt", "value": f"<tool_call>{DEEP}</tool_call>"},
+    ]
+    with pytest.raises(ImportFormatError, match="not a JSON object"):
+        parse_sharegpt(json.dumps([{"conversations": turns}]))
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("UPDATE sessions SET model_config = ? WHERE id = 's1'", "model_config is not valid JSON"),
+        (
+            "UPDATE messages SET tool_calls = ? WHERE tool_calls IS NOT NULL",
+            "tool_calls is not valid JSON",
+        ),
+        (
+            "UPDATE sessions SET output_tokens = 'abc' WHERE id = 's1' AND ? IS NOT NULL",
+            "token count",
+        ),
+    ],
+)
+def test_a_hermes_database_with_odd_columns_is_a_clear_error(
+    tmp_path: Path, sql: str, says: str
+) -> None:
+    path = make_hermes_db(tmp_path / "state.db")
+    with sqlite3.connect(path) as db:
+        db.execute(sql, (DEEP,))
+    db.close()
+    with pytest.raises(ImportFormatError, match=says):
+        parse_hermes_db(path)
+
+
+def test_writing_into_a_missing_directory_is_exit_2(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        sid = ledger.start_session(model="m", context_length=8192)
+        ledger.append_messages(sid, [{"role": "user", "content": "hi"}])
+    missing = tmp_path / "nowhere" / "x.json"
+    result = CliRunner().invoke(cli, ["--db", str(db), "export", sid, "--out", str(missing)])
+    assert result.exit_code == 2 and "cannot write" in result.output
+    source = tmp_path / "in.jsonl"
+    source.write_text("{}\n")
+    result = CliRunner().invoke(cli, ["trajectories", "compress", str(source), str(missing)])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    assert not (tmp_path / "nowhere").exists()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-__all__ = ["scrubbed", "shown_url"]
+__all__ = ["scrubbed", "shown_url", "with_path"]
 
 #: what stands for a URL that cannot be parsed (it is never echoed)
 UNPARSED = "<the configured URL>"
@@ -31,15 +31,28 @@ def shown_url(url: str) -> str:
 
 
 def scrubbed(text: str, url: str) -> str:
-    """`text` with `url` shown as :func:`shown_url` and its secrets (password, user,
-    query, fragment) masked wherever else they appear (an exception quoting a request)."""
-    out = text.replace(url, shown_url(url))
+    """`text` with `url`'s secrets (password, query, fragment, as written and decoded)
+    masked wherever they appear (an exception quoting a request), then `url` itself
+    shown as :func:`shown_url`."""
     try:
         parts = urllib.parse.urlsplit(url)
-        secrets = [parts.password, parts.username, parts.query, parts.fragment]
+        secrets = [parts.password, parts.query, parts.fragment]
     except ValueError:
-        secrets = []
+        return text.replace(url, UNPARSED)
+    out = text.replace(url, "\x00")
     for secret in secrets:
-        if secret:
-            out = out.replace(secret, "***")
-    return out
+        for form in {secret, urllib.parse.unquote(secret or "")}:
+            if form:
+                out = out.replace(form, "***")
+    return out.replace("\x00", shown_url(url))
+
+
+def with_path(base: str, path: str, anthropic: bool = False) -> str:
+    """`base` with `path` appended to its path, its query kept after it (a key in the
+    query stays a query parameter); for Anthropic, ``/v1/messages`` unless the base
+    path already ends with ``/v1``."""
+    parts = urllib.parse.urlsplit(base)
+    stem = parts.path.rstrip("/")
+    if anthropic:
+        path = "/messages" if stem.endswith("/v1") else "/v1/messages"
+    return urllib.parse.urlunsplit(parts._replace(path=stem + path))

@@ -421,13 +421,14 @@ def test_last_written_is_the_calling_threads_own_append(tmp_path: Path) -> None:
         assert store.last_written() is None
         store.append(sid, events, 0)
         assert store.last_written() == (1, len(events))
-        store.append(sid, events, None)  # a re-send: nothing inserted
-        assert store.last_written() is None
         seen: list[object] = []
         thread = threading.Thread(target=lambda: seen.append(store.last_written()))
         thread.start()
         thread.join()
-        assert seen == [None]  # another thread's appends are not this thread's
+        assert seen == [None]  # this thread's append is not another thread's
+        assert store.last_written() == (1, len(events))
+        store.append(sid, events, None)  # a re-send: nothing inserted
+        assert store.last_written() is None
     finally:
         ledger.close()
         store.close()

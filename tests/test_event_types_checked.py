@@ -20,6 +20,22 @@ from ctxledger.errors import InvalidInput
 
 Call = Callable[[Ledger, str, str], object]
 
+
+def _message_request(ledger: Ledger, sid: str, **bad: Any) -> Any:
+    from ctxledger.events import MessageAppended
+    from ctxledger.eventstore.base import AppendRequest
+
+    fields: dict[str, Any] = {
+        **ledger.event_fields(sid),
+        "message_id": "mX",
+        "message": {"role": "user", "content": "hi"},
+        "tokens": 3,
+        "encoding": "o200k_base",
+        **bad,
+    }
+    return AppendRequest(sid, [MessageAppended(**fields)], ledger.version(sid))
+
+
 BAD: dict[str, Call] = {
     "model int": lambda lg, sid, mid: lg.switch_model(sid, 123, 8192),  # type: ignore[arg-type]
     "model None": lambda lg, sid, mid: lg.switch_model(sid, None, 8192),  # type: ignore[arg-type]
@@ -37,6 +53,11 @@ BAD: dict[str, Call] = {
     ),
     "message id twice": lambda lg, sid, mid: lg.append_messages(
         sid, [{"role": "user", "content": "x"}] * 2, message_ids=["m1", "m1"]
+    ),
+    "message tokens text": lambda lg, sid, mid: lg.append([_message_request(lg, sid, tokens="12")]),
+    "message tokens float": lambda lg, sid, mid: lg.append([_message_request(lg, sid, tokens=1.5)]),
+    "message not an object": lambda lg, sid, mid: lg.append(
+        [_message_request(lg, sid, message="hi")]
     ),
     "message id taken": lambda lg, sid, mid: lg.append_messages(
         sid, [{"role": "user", "content": "x"}], message_ids=[mid]

@@ -60,7 +60,7 @@ from ctxledger.server.formats import (
 )
 from ctxledger.server.history import stable_key
 from ctxledger.server.routing import SESSION_ID, Endpoint, decimal, decode_object, read_body
-from ctxledger.shownurl import scrubbed
+from ctxledger.shownurl import scrubbed, with_path
 
 if TYPE_CHECKING:
     from ctxledger.server.state import ServerState
@@ -267,8 +267,7 @@ class Turn:
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
-        base = httpx.URL(self.state.upstream)  # a query (an API key) stays after the path
-        url = base.copy_with(path=base.path.rstrip("/") + self.api.upstream_path)
+        url = with_path(self.state.upstream, self.api.upstream_path)  # a query stays after it
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):

@@ -59,7 +59,7 @@ from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import serialize_turns, strip_reasoning
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
-from ctxledger.shownurl import scrubbed
+from ctxledger.shownurl import scrubbed, with_path
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
 if TYPE_CHECKING:
@@ -300,11 +300,7 @@ class LLMSummarizer:
                 f"no summarizer endpoint configured: set {ENV_BASE_URL} (and {ENV_MODEL})",
                 failure_class="not_configured",
             )
-        if self.api == "anthropic":
-            return self.base_url + (
-                "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
-            )
-        return self.base_url + "/chat/completions"
+        return with_path(self.base_url, "/chat/completions", self.api == "anthropic")
 
     def request_body(self, request: SummaryRequest, model: str) -> dict[str, Any]:
         """The JSON body sent for `request` to `model`."""

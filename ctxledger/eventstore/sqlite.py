@@ -136,7 +136,6 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
         self._wrote = threading.local()  # this thread's last append's seqs (last_written)
-        self._span: tuple[int, int] | None = None  # the open write transaction's seqs
         in_memory = self.path in UNPERSISTED  # leases: files beside the ledger, else per process
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
@@ -283,13 +282,12 @@ class SQLiteEventStore(EventStore, HeadColumns):
     ) -> dict[str, int]:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
-        self._span = None
         try:
             versions = self._write(batches, new_blobs, check_ids)
             conn.execute("COMMIT")
             self._commits += 1
-            self._wrote.span = self._span
         except BaseException:
+            self._wrote.span = None  # rolled back: nothing inserted
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # keep the original error
                     conn.execute("ROLLBACK")
@@ -334,7 +332,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 extend((seq, event_id, stream_id, version, kind, schema, payload, digest,
                         message_id, tokens))  # fmt: skip
         self._insert_rows(flat)
-        self._span = (first + 1, seq) if flat else None
+        self._wrote.span = (first + 1, seq) if flat else None  # kept if it commits
         return out
 
     def _versions(

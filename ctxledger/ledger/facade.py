@@ -54,7 +54,7 @@ from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.eventcheck import check_decodable
-from ctxledger.ledger.ownfold import WrittenRows, fold_written
+from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import check_context_length
@@ -217,8 +217,7 @@ class Ledger:
                     for e in r.events if isinstance(e, SessionSwitched)}  # fmt: skip
         for request in requests:
             self._check_references(request, incoming.get(request.stream, set()))
-        own = own and not blobs and isinstance(self.store, WrittenRows)  # else: read back
-        before = self.store.last_seq() if own else None
+        before = log_end(self.store, blobs) if own else None  # None: read back
         try:
             versions = self.store.append_many(requests, blobs)
             self._appended = True

@@ -26,12 +26,14 @@ from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.projections import Projector
 
-__all__ = ["WrittenRows", "fold_written", "written_records"]
+__all__ = ["WrittenRows", "fold_written", "log_end", "written_records"]
 
 
 @runtime_checkable
 class WrittenRows(Protocol):
     """A store that can list the rows an append wrote (``SQLiteEventStore``)."""
+
+    def last_seq(self) -> int: ...
 
     def last_written(self) -> tuple[int, int] | None:
         """(first seq, last seq) the calling thread's last append inserted, None if none."""
@@ -78,6 +80,14 @@ def written_records(
     if not out or any(rec.seq != last_seq + 1 + i for i, rec in enumerate(out)):
         return None  # another writer's rows come first (or between): read back
     return out
+
+
+def log_end(store: object, blobs: object) -> int | None:
+    """The store's last seq, read just before an own append, when that append could be
+    folded as written (a store that says what it wrote, no blobs); else None: no look."""
+    if blobs or not isinstance(store, WrittenRows):
+        return None
+    return store.last_seq()
 
 
 def fold_written(

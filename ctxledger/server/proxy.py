@@ -59,7 +59,13 @@ from ctxledger.server.formats import (
     openai_upstream,
 )
 from ctxledger.server.history import stable_key
-from ctxledger.server.routing import SESSION_ID, Endpoint, decimal, decode_object, read_body
+from ctxledger.server.routing import (
+    Endpoint,
+    check_session_id,
+    decimal,
+    decode_object,
+    read_body,
+)
 from ctxledger.shownurl import scrubbed, with_path
 
 if TYPE_CHECKING:
@@ -165,11 +171,7 @@ def _family(request: Request, turn: ClientTurn) -> str:
     header = request.headers.get(SESSION_HEADER)
     if header is None:
         return stable_key(turn.system_prompt, turn.messages)
-    if not SESSION_ID.fullmatch(header.strip()):
-        raise InvalidInput(
-            f"{SESSION_HEADER} must be 1-200 characters of letters, digits and ._:@-"
-        )
-    return header.strip()
+    return check_session_id(header.strip(), SESSION_HEADER)
 
 
 def _context_length(request: Request, state: ServerState) -> int:

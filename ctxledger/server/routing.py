@@ -211,6 +211,17 @@ SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 _DECIMAL = re.compile(r"[0-9]{1,18}")
 
 
+def check_session_id(value: object, what: str) -> str:
+    """`value` when it is a session id a client may choose (:data:`SESSION_ID`), else
+    InvalidInput naming `what` (a header, a field)."""
+    if not (isinstance(value, str) and SESSION_ID.fullmatch(value)):
+        raise InvalidInput(
+            f"{what} must be 1-200 characters of letters, digits and ._:@- "
+            f"(starting with a letter or digit), got {value!r}"[:300]
+        )
+    return value
+
+
 def decimal(raw: str) -> int | None:
     """The non-negative integer a header spells in ASCII digits (blanks around), else None
     (``str.isdigit`` also takes "²", which ``int`` refuses)."""
@@ -232,6 +243,7 @@ __all__ = [
     "Handler",
     "Param",
     "check_fields",
+    "check_session_id",
     "decimal",
     "decode_object",
     "json_object",

@@ -17,9 +17,9 @@ from ctxledger import CompactionOutcome, TurnResult, compact
 from ctxledger.errors import InvalidInput
 from ctxledger.server.routing import (
     JSON,
-    SESSION_ID,
     Endpoint,
     Param,
+    check_session_id,
     json_object,
     path_param,
     query_bool,
@@ -50,12 +50,8 @@ _START = (
 
 async def start_session(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _START)
-    sid = body.get("session_id")
-    if sid is not None and not (isinstance(sid, str) and SESSION_ID.fullmatch(sid)):
-        raise InvalidInput(
-            "session_id must be 1-200 characters of letters, digits and ._:@- "
-            f"(starting with a letter or digit), got {sid!r}"[:300]
-        )
+    if body.get("session_id") is not None:
+        check_session_id(body["session_id"], "session_id")
     reason = body.get("reason") or "new"
     if reason not in ("new", "branch", "delegate"):
         raise InvalidInput(f"reason must be new, branch or delegate, not {reason!r}")

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -69,6 +68,7 @@ from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
+from ctxledger.eventstore.postgres_url import is_postgres_url, split_schema
 from ctxledger.eventstore.rows import (
     ChainVerifier,
     HeadRow,
@@ -100,19 +100,6 @@ _RACE_RETRIES = 50
 
 class ConnectionLost(StoreError):
     """The PostgreSQL server could not be reached (down, restarting, or the network)."""
-
-
-def is_postgres_url(target: str) -> bool:
-    return target.startswith(("postgresql://", "postgres://"))
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """Take ctxledger's own ``schema`` query parameter out of a libpq URL (libpq rejects it)."""
-    parts = urllib.parse.urlsplit(url)
-    params = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in params if key == "schema"]
-    rest = urllib.parse.urlencode([(k, v) for k, v in params if k != "schema"])
-    return urllib.parse.urlunsplit(parts._replace(query=rest)), (schemas[-1] if schemas else None)
 
 
 class PostgresEventStore(EventStore):
@@ -294,7 +281,7 @@ class PostgresEventStore(EventStore):
         def prepare() -> list[PreparedBatch] | None:
             prepared.append(prepare_append(requests, None, self._blob_threshold))
             batches, new_blobs = prepared[0]
-            return None if new_blobs or any(b.chain == "linked" for b in batches) else batches
+            return None if _client_side(batches, new_blobs) else batches
 
         heads, race = [(r.stream, len(r.events)) for r in requests], False
         try:
@@ -307,7 +294,7 @@ class PostgresEventStore(EventStore):
         if versions is not None:
             return versions
         batches, new_blobs = prepared[0]
-        if race or new_blobs or any(b.chain == "linked" for b in batches):
+        if race or _client_side(batches, new_blobs):
             return self._append(conn, batches, new_blobs)  # retried, or the blob-carrying way
         # a stale version or a stored id: told apart under the lock, the batch not sent again
         return self._appender.transaction(conn, batches, new_blobs, check_ids=True)
@@ -316,7 +303,7 @@ class PostgresEventStore(EventStore):
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
         try:
-            if new_blobs or any(b.chain == "linked" for b in batches):
+            if _client_side(batches, new_blobs):
                 return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
             if sum(len(b.rows) for b in batches) <= CALL_ROWS:
                 return self._appender.call(conn, batches)
@@ -577,6 +564,11 @@ class PostgresEventStore(EventStore):
             self._closed = True
             self._pool.close()
             self._leases.close()
+
+
+def _client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:
+    """Whether an append goes the client-side transaction's way (blobs, linked rows)."""
+    return bool(new_blobs) or any(b.chain == "linked" for b in batches)
 
 
 def _check_blobs(conn: Conn) -> dict[str, str | None]:

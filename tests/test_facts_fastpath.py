@@ -193,6 +193,35 @@ def test_joined_haystack_answers_what_one_joined_text_answers(
                 assert fast.holds(kind, needle) == joined.holds(kind, needle)  # remembered
 
 
+@_SETTINGS
+@given(
+    st.text(alphabet=_NEEDLE_ALPHABET + "\t\n", min_size=24, max_size=80),
+    st.text(alphabet="Zq7" + _NEEDLE_ALPHABET, max_size=6),
+    st.data(),
+)
+def test_a_long_text_answers_what_a_search_answers(
+    small_thresholds: None, text: str, tail: str, data: st.DataObject
+) -> None:
+    """A long text skips the search for a needle holding a character it lacks (asked
+    once per character): the answer is the search's, asked first or after others.
+    Needles are pieces of the text (a character may occur only near its end) and
+    strings of characters it may lack."""
+    text += tail
+    hay = Haystack(text)
+    assert hay._answers is not None  # the long-text path
+    pieces = st.tuples(st.integers(0, len(text)), st.integers(1, 6)).map(
+        lambda at: text[at[0] : at[0] + at[1]]
+    )
+    raws = data.draw(st.lists(st.one_of(pieces, st.text("Zq7" + _NEEDLE_ALPHABET, max_size=6))))
+    for raw in raws:
+        for kind in ("path", "identifier"):
+            for needle in (raw, factmatch.normalize(raw), factmatch.normalize_cased(raw)):
+                searched = hay.cased if kind in factmatch.CASE_SENSITIVE_KINDS else hay.folded
+                expected = factmatch.contains(searched, needle)
+                assert hay.holds(kind, needle) == expected, (kind, needle)
+                assert hay.holds(kind, needle) == expected  # remembered
+
+
 def test_a_long_text_is_prepared_once_per_process() -> None:
     text = "alpha src/app.py " * (factmatch.LONG_TEXT // 8)
     factmatch.LONG_HAYSTACKS.clear()

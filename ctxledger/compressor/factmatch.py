@@ -13,6 +13,7 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import unicodedata
@@ -160,7 +161,7 @@ LONG_TEXT = 64 * 1024
 class Haystack:
     """A text prepared once for many fact checks (folded, and cased on demand)."""
 
-    __slots__ = ("_answers", "_cased", "folded", "text")
+    __slots__ = ("_answers", "_cased", "_present", "folded", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -168,6 +169,8 @@ class Haystack:
         self._cased: str | None = None
         #: (case-sensitive, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, str], bool] | None = {} if len(text) >= LONG_TEXT else None
+        #: (case-sensitive, character) -> whether the text holds it (long texts only)
+        self._present: dict[tuple[bool, str], bool] = {}
 
     @property
     def cased(self) -> str:
@@ -184,8 +187,32 @@ class Haystack:
         key = (cased, normalized)
         found = answers.get(key)
         if found is None:
-            found = answers[key] = contains(self.cased if cased else self.folded, normalized)
+            text = self.cased if cased else self.folded
+            found = self._may_hold(cased, text, normalized) and contains(text, normalized)
+            answers[key] = found
         return found
+
+    def _may_hold(self, cased: bool, text: str, needle: str) -> bool:
+        """False when a character of `needle` is nowhere in `text`, else True.
+
+        Most needles checked against a long text are absent (the facts a summary
+        dropped, the commands of other turns), and a failed search reads the whole
+        text (~3 ms per 10 MB). Whether a character occurs is a memchr (~0.1 ms when
+        it does not), asked once per character and text: many needles share them.
+        """
+        present = self._present
+        for char in _distinct_chars(needle):
+            seen = present.get((cased, char))
+            if seen is None:
+                seen = present[(cased, char)] = char in text
+            if not seen:
+                return False
+        return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _distinct_chars(needle: str) -> str:
+    return "".join(dict.fromkeys(needle))
 
 
 class _LongHaystacks:

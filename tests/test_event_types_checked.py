@@ -93,3 +93,25 @@ def test_well_typed_calls_still_append(tmp_path: Path) -> None:
         ledger.end_session(sid, "done")
         state: Any = ledger.transcript.state.sessions[sid]
         assert ids == ["m1"] and state.model == "m2" and state.ended
+
+
+def test_a_resent_append_is_a_no_op_and_a_new_event_with_a_taken_id_is_not(
+    tmp_path: Path,
+) -> None:
+    """Event ids are idempotency keys: re-sending the batch that stored a message (after
+    an error that left it stored, and a read that folded it) changes nothing; another
+    event naming the same message id is still refused."""
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        sid = ledger.start_session(model="m", context_length=8192)
+        request = _message_request(ledger, sid)
+        ledger.append([request])
+        before = ledger.store.last_seq()
+        ledger.refresh()
+        ledger.append([request])  # the same events, the same ids
+        assert ledger.store.last_seq() == before
+        assert ledger.api_messages(sid) == [{"role": "user", "content": "hi"}]
+        with pytest.raises(InvalidInput, match="already taken"):
+            ledger.append([_message_request(ledger, sid, message={"role": "user", "content": "B"})])
+        assert ledger.store.last_seq() == before
+    with Ledger.open(tmp_path / "l.db") as reopened:
+        assert reopened.api_messages(sid) == [{"role": "user", "content": "hi"}]

@@ -4,28 +4,49 @@ The log is append-only: an event that is stored but does not decode (a field of 
 wrong type, ``switch_model(sid, 123, 8192)``) would make every later open of the
 ledger fail, with no way to repair it. So every event a caller hands in is encoded
 and decoded back as its own type before any I/O, and refused with ``InvalidInput``
-if that fails; a message id must be new. A ``MessageAppended``'s message is checked by the message policy
+if that fails; a message id must be new, unless the event is the very one that stored
+it (the same event id: a re-send, which the store answers as a no-op). A ``MessageAppended``'s message is checked by the message policy
 (``Ledger.check_messages``), so its other fields are round-tripped with an empty
 message: decoding a 10 MB message back would cost more than the append.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import MessageAppended, encode_event
-from ctxledger.eventstore.base import AppendRequest
+from ctxledger.eventstore.base import AppendRequest, EventStore
+from ctxledger.projections.stored import StoredMessage
 
 __all__ = ["check_decodable"]
 
 
-def check_decodable(requests: Sequence[AppendRequest], known: Container[str]) -> None:
+def _stored_by(store: EventStore | None, stored: StoredMessage) -> str | None:
+    """The id of the event that appended a folded message, read from the log at its
+    seq (asked only on a clash), or None when it is not a stored ``MessageAppended``."""
+    if store is None or stored.seq <= 0:
+        return None
+    found = store.read_at([stored.seq])
+    if not found or type(found[0].event) is not MessageAppended:
+        return None
+    return found[0].event.event_id
+
+
+def check_decodable(
+    requests: Sequence[AppendRequest],
+    known: Mapping[str, StoredMessage],
+    store: EventStore | None = None,
+) -> None:
     """Raise InvalidInput unless every event of `requests` would be read back as written
     and every appended message has a new id (one not in `known`, the ledger's messages,
-    nor twice in the append: a repeated id would replace another message's text)."""
+    nor twice in the append: a repeated id would replace another message's text).
+
+    A known id is allowed for the very event that stored it (read from `store`): event
+    ids are idempotency keys, so re-sending a batch after an error that left it stored
+    is a no-op, not a clash; the store refuses a batch mixing stored and new events."""
     fresh: set[str] = set()
     for request in requests:
         if request.stored is not None:
@@ -38,7 +59,10 @@ def check_decodable(requests: Sequence[AppendRequest], known: Container[str]) ->
                         f"a message id is non-empty text, got {event.message_id!r}; "
                         "nothing was appended"
                     )
-                if event.message_id in known or event.message_id in fresh:
+                if event.message_id in fresh or (
+                    event.message_id in known
+                    and _stored_by(store, known[event.message_id]) != event.event_id
+                ):
                     raise InvalidInput(
                         f"message id {event.message_id!r} is already taken; give every "
                         "message a new id (nothing was appended)"

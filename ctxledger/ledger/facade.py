@@ -211,7 +211,7 @@ class Ledger:
         raises ``ConcurrencyError`` and writes nothing. `own`: folded as written (``ownfold``).
         """
         if not own:  # a compaction's own events are built here, typed
-            check_decodable(requests, self.transcript.state.messages)
+            check_decodable(requests, self.transcript.state.messages, self.store)
         # a continuation starting in this append holds its switch's layout
         incoming = {e.new_session_id: {x.message_id for x in e.layout} for r in requests
                     for e in r.events if isinstance(e, SessionSwitched)}  # fmt: skip

@@ -4,6 +4,8 @@ so a 16 MiB event in 16 KiB chunks cost 16 s of the event loop)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,3 +48,35 @@ def test_a_long_event_in_small_chunks_is_one_event() -> None:
     got = [e for i in range(0, len(body), 1024) for e in parser.feed(body[i : i + 1024])]
     got += list(parser.feed(b"\n\n"))
     assert len(got) == 1 and got[0].data == "x" * 1_000_000
+
+
+class _CountingBuffer(bytearray):
+    """A parser buffer that counts the bytes its separator searches read."""
+
+    scanned = 0
+
+    def find(self, sub: Any, start: Any = 0, *rest: Any) -> int:
+        found = super().find(sub, start, *rest)
+        _CountingBuffer.scanned += (found + len(sub) if found >= 0 else len(self)) - start
+        return found
+
+
+def test_the_separator_search_reads_each_byte_a_bounded_number_of_times() -> None:
+    """Linear, counted rather than timed: a long event in small chunks, then many small
+    events of each line ending, in small chunks and in one; each separator's searches
+    read each byte about once. Searching a pending event from its start again, or the
+    separator a stream does not use once per event, reads 10-500x more here."""
+    body = (
+        b"data: " + b"x" * 1_000_000 + b"\n\n"
+        + b"data: y\n\n" * 20_000 + b"data: z\r\n\r\n" * 20_000
+    )  # fmt: skip
+    for chunk in (1024, len(body)):
+        parser = SSEParser()
+        parser._buffer = _CountingBuffer()
+        _CountingBuffer.scanned = 0
+        pieces = (body[i : i + chunk] for i in range(0, len(body), chunk))
+        events = [event for piece in pieces for event in parser.feed(piece)]
+        assert len(events) == 40_001
+        # per separator: each byte once, plus a separator's length per search
+        searches = len(events) + len(body) // chunk + 1
+        assert _CountingBuffer.scanned <= 2 * (len(body) + 4 * searches), chunk

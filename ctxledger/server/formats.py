@@ -20,6 +20,18 @@ from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
 from ctxledger.server.history import strip_cache_markers
+from ctxledger.server.upstream_reply import (
+    BadUpstreamReply,
+    check_openai_message,
+    decode_event,
+    index_of,
+    kind_of,
+    need_object,
+    optional_list,
+    optional_object,
+    optional_str,
+    usage_block,
+)
 
 JSONDict = dict[str, Any]
 
@@ -225,12 +237,19 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
 
 
 def openai_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
-    if not isinstance(data, Mapping):
-        return None, None
-    choices = data.get("choices") or []
-    message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
-    return (openai_reply(message) if isinstance(message, Mapping) else None), usage
+    """The reply and usage of a chat completion (BadUpstreamReply: not one). A body that
+    reports an error instead, or has no choice, is forwarded and records nothing."""
+    body = need_object(data, "the body")
+    usage = usage_block(body.get("usage"))
+    if "choices" not in body and "error" in body:
+        return None, usage
+    if not isinstance(body.get("choices"), list):
+        raise BadUpstreamReply("'choices' must be a list, got " + kind_of(body.get("choices")))
+    if not body["choices"]:
+        return None, usage
+    choice = need_object(body["choices"][0], "choices[0]")
+    message = check_openai_message(choice.get("message"), "choices[0].message")
+    return openai_reply(message), usage
 
 
 @dataclass
@@ -249,31 +268,35 @@ class OpenAIStream:
         if ev.data.strip() == "[DONE]":
             self.done = True
             return True
-        chunk = _json(ev.data)
-        if not isinstance(chunk, Mapping):
+        chunk = decode_event(ev.data)  # BadUpstreamReply: not a chunk
+        if chunk is None:
             return True
-        if isinstance(chunk.get("usage"), Mapping):
-            self.usage = dict(chunk["usage"])
-        choices = chunk.get("choices") or []
-        for choice in choices:
-            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+        usage = usage_block(chunk.get("usage"))
+        if usage is not None:
+            self.usage = usage
+        choices = optional_list(chunk.get("choices"), "a chunk's 'choices'")
+        for i, choice in enumerate(choices):
+            choice = need_object(choice, f"a chunk's choices[{i}]")
+            if index_of(choice.get("index"), f"a chunk's choices[{i}].index") == 0:
                 self._delta(choice)
-        return self.wants_usage or bool(choices) or not isinstance(chunk.get("usage"), Mapping)
+        return self.wants_usage or bool(choices) or usage is None
 
     def _delta(self, choice: Mapping[str, Any]) -> None:
-        delta = choice.get("delta") or {}
+        delta = check_openai_message(choice.get("delta") or {}, "a chunk's delta")
         if isinstance(delta.get("content"), str):
             self.content.append(delta["content"])
         for call in delta.get("tool_calls") or ():
+            where = "a chunk's tool call index"
             slot = self.calls.setdefault(
-                call.get("index", 0), {"id": None, "name": "", "arguments": ""}
+                index_of(call.get("index"), where), {"id": None, "name": "", "arguments": ""}
             )
             fn = call.get("function") or {}
             slot["id"] = call.get("id") or slot["id"]
             slot["name"] += fn.get("name") or ""
             slot["arguments"] += fn.get("arguments") or ""
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        finish = optional_str(choice.get("finish_reason"), "a chunk's finish_reason")
+        if finish:
+            self.finish_reason = finish
 
     @property
     def complete(self) -> bool:
@@ -347,13 +370,19 @@ def anthropic_reply(content: Any) -> JSONDict | None:
 
 
 def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
-    if not isinstance(data, Mapping):
-        return None, None
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
-    try:
-        return anthropic_reply(data.get("content")), usage
-    except InvalidInput:
+    """The reply and usage of a message (BadUpstreamReply: not one); a body that reports
+    an error instead is forwarded and records nothing."""
+    body = need_object(data, "the body")
+    usage = usage_block(body.get("usage"))
+    content = body.get("content")
+    if content is None and "error" in body:
         return None, usage
+    if not isinstance(content, list | str):
+        raise BadUpstreamReply(f"'content' must be a list or a string, got {kind_of(content)}")
+    try:
+        return anthropic_reply(content), usage
+    except InvalidInput as exc:
+        raise BadUpstreamReply(str(exc)) from None
 
 
 @dataclass
@@ -366,20 +395,23 @@ class AnthropicStream:
     stopped: bool = False
 
     def feed(self, ev: SSEEvent) -> bool:
-        data = _json(ev.data)
-        if not isinstance(data, Mapping):
+        data = decode_event(ev.data)  # BadUpstreamReply: not an event
+        if data is None:
             return True
         kind = data.get("type") or ev.event
         if kind == "message_start":
-            self.usage = dict((data.get("message") or {}).get("usage") or {})
+            message = optional_object(data.get("message"), "message_start's 'message'")
+            self.usage = dict(optional_object(message.get("usage"), "message_start's usage"))
         elif kind == "content_block_start":
-            self.blocks[data.get("index", 0)] = dict(data.get("content_block") or {})
+            block = optional_object(data.get("content_block"), "a content_block_start's block")
+            self.blocks[_index(data)] = dict(block)
         elif kind == "content_block_delta":
-            self._delta(data.get("index", 0), data.get("delta") or {})
+            self._delta(_index(data), optional_object(data.get("delta"), "a block's delta"))
         elif kind == "content_block_stop":
-            self._finish_block(data.get("index", 0))
+            self._finish_block(_index(data))
         elif kind == "message_delta":
-            extra = {k: v for k, v in (data.get("usage") or {}).items() if v is not None}
+            usage = optional_object(data.get("usage"), "message_delta's usage")
+            extra = {k: v for k, v in usage.items() if v is not None}
             self.usage = {**(self.usage or {}), **extra}
         elif kind == "message_stop":
             self.stopped = True
@@ -420,8 +452,12 @@ class AnthropicStream:
         ]
         try:
             return anthropic_reply(blocks)
-        except InvalidInput:
-            return None
+        except InvalidInput as exc:
+            raise BadUpstreamReply(str(exc)) from None
+
+
+def _index(data: Mapping[str, Any]) -> int:
+    return index_of(data.get("index"), f"a {data.get('type') or 'stream'} event's index")
 
 
 __all__ = [

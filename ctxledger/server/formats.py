@@ -19,6 +19,7 @@ from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, 
 from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
+from ctxledger.limits import MAX_CONTEXT_LENGTH
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.upstream_reply import (
     BadUpstreamReply,
@@ -68,13 +69,64 @@ def _model(body: Mapping[str, Any]) -> str:
 
 
 def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:
+    """The output cap the client asked for: an integer in [1, MAX_CONTEXT_LENGTH] (no
+    window is larger, and the cap is halved and sent upstream on a retry)."""
     for key in keys:
         value = body.get(key)
         if value is not None:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInput(f"'{key}' must be a positive integer")
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or not 1 <= value <= MAX_CONTEXT_LENGTH
+            ):
+                raise InvalidInput(
+                    f"'{key}' must be a positive integer up to {MAX_CONTEXT_LENGTH:,}, "
+                    f"got {_shown(value)}"
+                )
             return value
     return None
+
+
+def _shown(value: Any) -> str:
+    """A number as the client sent it (unless absurdly long), else its JSON type."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value}" if value.bit_length() <= 200 else "an integer over 60 digits long"
+    return kind_of(value)
+
+
+def _tools(body: Mapping[str, Any], face: str) -> list[Any]:
+    """The request's tool definitions, checked where the ledger will read them (a tool's
+    name, its parameters): `face` ``openai`` nests a function's fields under
+    ``function``, ``responses`` has them flat, ``anthropic`` names every tool."""
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise InvalidInput("'tools' must be a list")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise InvalidInput(f"tools[{i}] must be a JSON object, got {kind_of(tool)}")
+        kind = tool.get("type", "function" if face == "openai" else None)
+        if kind is not None and not isinstance(kind, str):
+            raise InvalidInput(f"tools[{i}].type must be a string, got {kind_of(kind)}")
+        if face == "openai" and (kind == "function" or "function" in tool):
+            fn = tool.get("function")
+            if not isinstance(fn, Mapping):
+                raise InvalidInput(f"tools[{i}].function must be a JSON object, got {kind_of(fn)}")
+            _tool_fields(fn, f"tools[{i}].function", "parameters")
+        elif face == "responses" and kind == "function":
+            _tool_fields(tool, f"tools[{i}]", "parameters")
+        elif face == "anthropic":
+            _tool_fields(tool, f"tools[{i}]", "input_schema")
+    return tools
+
+
+def _tool_fields(tool: Mapping[str, Any], where: str, schema: str) -> None:
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}.name must be a non-empty string, got {kind_of(name)}")
+    if tool.get(schema) is not None and not isinstance(tool[schema], Mapping):
+        raise InvalidInput(f"{where}.{schema} must be a JSON object, got {kind_of(tool[schema])}")
 
 
 def _messages(body: Mapping[str, Any]) -> list[Any]:
@@ -177,9 +229,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     )
     for message in messages:  # the Responses face's own key: not a chat client's to set
         message.pop(STUBS, None)
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise InvalidInput("'tools' must be a list")
+    tools = _tools(body, "openai")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, Mapping):
         raise InvalidInput("'stream_options' must be an object")
@@ -336,7 +386,7 @@ def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     prompt = text_of_parts(system) if system is not None else None
     if system is not None and prompt is None:
         raise InvalidInput("'system' must be a string or a list of text blocks")
-    tools = openai_tools(body.get("tools"), b, "tools")
+    tools = openai_tools(_tools(body, "anthropic") or None, b, "tools")
     max_tokens = _max_tokens(body, "max_tokens")
     return ClientTurn(
         model=_model(body),

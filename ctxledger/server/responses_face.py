@@ -49,6 +49,7 @@ from ctxledger.server.formats import (
     _json,
     _max_tokens,
     _model,
+    _tools,
 )
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.proxy import SESSION_HEADER, Api, proxy_handler
@@ -161,9 +162,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         messages = messages[1:]
     if markers:
         messages = [strip_cache_markers(m) for m in messages]
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise InvalidInput("'tools' must be a list")
+    tools = _tools(body, "responses")
     return ClientTurn(
         model=model,
         system_prompt=system,

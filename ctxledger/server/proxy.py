@@ -65,7 +65,7 @@ from ctxledger.server.routing import (
     Endpoint,
     check_session_id,
     decimal,
-    decode_object,
+    decode_body,
     read_body,
 )
 from ctxledger.server.upstream_reply import (
@@ -498,7 +498,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             f"{request.url.path} is not served (start another with --api {api.served_by})",
         )
     raw = await read_body(request)
-    body = decode_object(raw)
+    body = await decode_body(raw)
     turn = api.turn(body, b"cache_control" in raw)
     family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)

@@ -39,7 +39,7 @@ import httpx
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
 from ctxledger.messages import check_new_messages
@@ -412,11 +412,8 @@ class TurnStream(Response):
         try:
             await self._record(acc)
         except BadUpstreamReply as exc:
-            log.warning(
-                "session %s: the upstream's stream ended unreadable (%s); reply not recorded",
-                self.turn.session_id,
-                message_of(exc),
-            )
+            sid, why = self.turn.session_id, message_of(exc)
+            log.warning("session %s: reply not recorded, its stream is unreadable: %s", sid, why)
 
     async def _record(self, acc: Accumulator) -> None:
         reply = read_upstream(acc.reply)  # BadUpstreamReply: nothing recorded
@@ -439,6 +436,7 @@ class TurnStream(Response):
             "headers": self.raw_headers,
         }
         parser = SSEParser()
+        send = self._patient(send)
         try:
             await send(start)
             try:
@@ -449,10 +447,29 @@ class TurnStream(Response):
                 )
                 last = parser.rest()
             await send({"type": "http.response.body", "body": last, "more_body": False})
+        except TimeoutError:
+            log.info(
+                "client of session %s took nothing for %ss: its stream is ended",
+                self.turn.session_id,
+                self.turn.state.stall_timeout,
+            )
+            return False
         except OSError as exc:  # servers that raise on a send to a client that went away
             log.info("client of session %s disconnected: %s", self.turn.session_id, message_of(exc))
             return False
         return True
+
+    def _patient(self, send: Send) -> Send:
+        """`send`, up to the stall timeout: a client that keeps its connection open but
+        reads nothing blocks a send once the socket buffers are full, and the turn (the
+        session's lock) would wait for it forever (TimeoutError, an OSError, instead)."""
+        timeout = self.turn.state.stall_timeout
+
+        async def send_or_give_up(message: Message) -> None:
+            with anyio.fail_after(timeout):
+                await send(message)
+
+        return send_or_give_up
 
     async def _relay(self, send: Send, acc: Accumulator, parser: SSEParser) -> bytes:
         """Forward the upstream's events; the bytes that end the body (what the parser

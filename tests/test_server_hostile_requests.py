@@ -1,6 +1,9 @@
 """Requests a client can send that used to end in a 500 (or after a partial write).
 
-Review (session 26), each now a 422 with nothing appended: non-object messages;
+Review (session 26), each now a 422 with nothing appended: an output cap
+(``max_tokens``, ``max_completion_tokens``, ``max_output_tokens``) out of [1, 10**9];
+tool definitions of the wrong shape (a tool or its ``function`` not an object, a name
+that is not a string, parameters that are not an object); non-object messages;
 ``stream_options`` that is not an object (the request was recorded, then the upstream
 payload failed to build, at every retry); a ``stream`` that is not a boolean; a
 non-ASCII value in a header the proxy forwards (recorded, then the upstream call
@@ -23,12 +26,15 @@ USER = {"role": "user", "content": "hello"}
 
 
 def _proxied(
-    tmp_path: Path, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
+    tmp_path: Path,
+    body: dict[str, Any],
+    headers: list[tuple[bytes, bytes]],
+    path: str = "/v1/chat/completions",
 ) -> tuple[int, str, int, int]:
     async def main() -> tuple[int, str, int, int]:
-        async with rig(tmp_path) as r:
+        async with rig(tmp_path, api="anthropic" if path == "/v1/messages" else "openai") as r:
             before = r.last_seq()
-            response = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+            response = await r.http.post(path, json=body, headers=headers)
             return (
                 response.status_code,
                 response.text,
@@ -48,6 +54,20 @@ def _proxied(
         ({"stream": "yes"}, [], "'stream' must be true or false"),
         ({}, [(b"authorization", b"Bearer \xc3\xa9")], "authorization header must be ASCII"),
         ({}, [(b"x-ctxledger-context-length", b"2048\xc2\xb3")], "must be an integer"),
+        ({"max_tokens": 10**30}, [], "'max_tokens' must be a positive integer up to 1,0"),
+        ({"max_tokens": -5}, [], "'max_tokens' must be a positive integer up to"),
+        ({"max_completion_tokens": 0}, [], "'max_completion_tokens' must be a positive"),
+        ({"max_tokens": 1.5}, [], "'max_tokens' must be a positive integer"),
+        ({"tools": [{"function": 5}]}, [], "tools[0].function must be a JSON object"),
+        ({"tools": [5]}, [], "tools[0] must be a JSON object, got an integer"),
+        ({"tools": [{"type": "function"}]}, [], "tools[0].function must be a JSON object"),
+        ({"tools": [{"function": {"name": 5}}]}, [], "tools[0].function.name must be a non-"),
+        ({"tools": [{"type": 5}]}, [], "tools[0].type must be a string"),
+        (
+            {"tools": [{"function": {"name": "f", "parameters": "x"}}]},
+            [],
+            "tools[0].function.parameters must be a JSON object",
+        ),
     ],
 )
 def test_a_bad_proxy_request_is_refused_before_anything_is_recorded(
@@ -57,6 +77,42 @@ def test_a_bad_proxy_request_is_refused_before_anything_is_recorded(
     status, text, appended, sent = _proxied(tmp_path, body, headers)
     assert status == 422 and says in text, text
     assert appended == 0 and sent == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "extra", "says"),
+    [
+        ("/v1/responses", {"max_output_tokens": 10**30}, "'max_output_tokens' must be a posi"),
+        ("/v1/responses", {"max_output_tokens": -1}, "'max_output_tokens' must be a positive"),
+        ("/v1/responses", {"tools": [5]}, "tools[0] must be a JSON object"),
+        ("/v1/responses", {"tools": [{"type": "function", "name": 5}]}, "tools[0].name must"),
+        ("/v1/messages", {"max_tokens": 10**30}, "'max_tokens' must be a positive integer"),
+        ("/v1/messages", {"tools": [{"name": 5, "input_schema": {}}]}, "tools[0].name must"),
+        ("/v1/messages", {"tools": [{"name": "f", "input_schema": 5}]}, "input_schema must"),
+    ],
+)
+def test_the_other_faces_refuse_bad_caps_and_tools_before_recording(
+    tmp_path: Path, path: str, extra: dict[str, Any], says: str
+) -> None:
+    body = {"model": "m", "max_tokens": 64, "messages": [USER], **extra}
+    if path == "/v1/responses":
+        body = {"model": "m", "input": "hello", **extra}
+    status, text, appended, sent = _proxied(tmp_path, body, [], path)
+    assert status == 422 and says in text, text
+    assert appended == 0 and sent == 0
+
+
+def test_well_formed_tools_of_every_face_go_through(tmp_path: Path) -> None:
+    fn = {"name": "f", "parameters": {"type": "object"}}
+    chat = {"model": "m", "messages": [USER], "max_tokens": 10**9}
+    chat["tools"] = [{"type": "function", "function": fn}, {"type": "custom", "custom": {}}]
+    assert _proxied(tmp_path / "a", chat, [])[0] == 200
+    responses = {"model": "m", "input": "hi", "tools": [{"type": "function", **fn}]}
+    responses["tools"].append({"type": "web_search"})
+    assert _proxied(tmp_path / "b", responses, [], "/v1/responses")[0] == 200
+    tools = [{"name": "f", "input_schema": {}}, {"type": "web_search_20250305", "name": "w"}]
+    anthropic = {"model": "m", "max_tokens": 64, "messages": [USER], "tools": tools}
+    assert _proxied(tmp_path / "c", anthropic, [], "/v1/messages")[0] == 200
 
 
 def test_a_good_proxy_request_still_goes_through(tmp_path: Path) -> None:
@@ -125,3 +181,47 @@ def test_responses_parts_and_stubs_of_odd_shapes_do_not_fail() -> None:
     assert message_to_items(poisoned) == message_to_items({"role": "user", "content": "x"})
     turn = openai_turn({"model": "m", "messages": [dict(poisoned)]})
     assert turn.messages == [{"role": "user", "content": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("usage", "says"),
+    [
+        ({"prompt_tokens": -1}, "'prompt_tokens' must not be negative"),
+        ({"prompt_tokens": "3"}, "'prompt_tokens' must be a number, got str"),
+        ({"prompt_tokens": 10**30}, "'prompt_tokens' is out of range"),
+        ({"prompt_tokens": 1.5}, "must be a whole number of tokens"),
+        ({"input_tokens": [1]}, "'input_tokens' must be a number, got list"),
+        ({"surprise": 1}, "unrecognised usage shape"),
+        ([1], "field 'usage' must be of type object"),
+    ],
+)
+def test_a_client_sent_usage_with_bad_figures_is_refused_and_records_nothing(
+    tmp_path: Path, usage: Any, says: str
+) -> None:
+    async def main() -> tuple[int, str, int]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            await r.http.post("/v1/sessions", headers=AUTH, json={"model": "m", "session_id": "s"})
+            before = r.last_seq()
+            response = await r.http.post(
+                "/v1/sessions/s/usage", headers=AUTH, json={"usage": usage}
+            )
+            return response.status_code, response.text, r.last_seq() - before
+
+    status, text, appended = anyio.run(main)
+    assert status == 422 and says in text, text
+    assert appended == 0
+
+
+def test_an_empty_client_usage_is_the_documented_no_usage_report(tmp_path: Path) -> None:
+    # ctxledger.usage: an empty block is how many servers say "no usage"; it is recorded
+    # as such (shape "none", the ledger's own estimate), not refused
+    from ctxledger.events import UsageReported
+
+    async def main() -> tuple[int, list[str]]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            await r.http.post("/v1/sessions", headers=AUTH, json={"model": "m", "session_id": "s"})
+            response = await r.http.post("/v1/sessions/s/usage", headers=AUTH, json={"usage": {}})
+            events = [rec.event for rec in r.service.ledger.store.read_all()]
+            return response.status_code, [e.shape for e in events if isinstance(e, UsageReported)]
+
+    assert anyio.run(main) == (200, ["none"])

@@ -19,7 +19,20 @@ from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, 
 from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
+from ctxledger.limits import MAX_CONTEXT_LENGTH
 from ctxledger.server.history import strip_cache_markers
+from ctxledger.server.upstream_reply import (
+    BadUpstreamReply,
+    check_openai_message,
+    decode_event,
+    index_of,
+    kind_of,
+    need_object,
+    optional_list,
+    optional_object,
+    optional_str,
+    usage_block,
+)
 
 JSONDict = dict[str, Any]
 
@@ -56,13 +69,64 @@ def _model(body: Mapping[str, Any]) -> str:
 
 
 def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:
+    """The output cap the client asked for: an integer in [1, MAX_CONTEXT_LENGTH] (no
+    window is larger, and the cap is halved and sent upstream on a retry)."""
     for key in keys:
         value = body.get(key)
         if value is not None:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInput(f"'{key}' must be a positive integer")
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or not 1 <= value <= MAX_CONTEXT_LENGTH
+            ):
+                raise InvalidInput(
+                    f"'{key}' must be a positive integer up to {MAX_CONTEXT_LENGTH:,}, "
+                    f"got {_shown(value)}"
+                )
             return value
     return None
+
+
+def _shown(value: Any) -> str:
+    """A number as the client sent it (unless absurdly long), else its JSON type."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value}" if value.bit_length() <= 200 else "an integer over 60 digits long"
+    return kind_of(value)
+
+
+def _tools(body: Mapping[str, Any], face: str) -> list[Any]:
+    """The request's tool definitions, checked where the ledger will read them (a tool's
+    name, its parameters): `face` ``openai`` nests a function's fields under
+    ``function``, ``responses`` has them flat, ``anthropic`` names every tool."""
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise InvalidInput("'tools' must be a list")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise InvalidInput(f"tools[{i}] must be a JSON object, got {kind_of(tool)}")
+        kind = tool.get("type", "function" if face == "openai" else None)
+        if kind is not None and not isinstance(kind, str):
+            raise InvalidInput(f"tools[{i}].type must be a string, got {kind_of(kind)}")
+        if face == "openai" and (kind == "function" or "function" in tool):
+            fn = tool.get("function")
+            if not isinstance(fn, Mapping):
+                raise InvalidInput(f"tools[{i}].function must be a JSON object, got {kind_of(fn)}")
+            _tool_fields(fn, f"tools[{i}].function", "parameters")
+        elif face == "responses" and kind == "function":
+            _tool_fields(tool, f"tools[{i}]", "parameters")
+        elif face == "anthropic":
+            _tool_fields(tool, f"tools[{i}]", "input_schema")
+    return tools
+
+
+def _tool_fields(tool: Mapping[str, Any], where: str, schema: str) -> None:
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}.name must be a non-empty string, got {kind_of(name)}")
+    if tool.get(schema) is not None and not isinstance(tool[schema], Mapping):
+        raise InvalidInput(f"{where}.{schema} must be a JSON object, got {kind_of(tool[schema])}")
 
 
 def _messages(body: Mapping[str, Any]) -> list[Any]:
@@ -180,9 +244,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     )
     for message in messages:  # the Responses face's own key: not a chat client's to set
         message.pop(STUBS, None)
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise InvalidInput("'tools' must be a list")
+    tools = _tools(body, "openai")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, Mapping):
         raise InvalidInput("'stream_options' must be an object")
@@ -240,12 +302,19 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
 
 
 def openai_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
-    if not isinstance(data, Mapping):
-        return None, None
-    choices = data.get("choices") or []
-    message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
-    return (openai_reply(message) if isinstance(message, Mapping) else None), usage
+    """The reply and usage of a chat completion (BadUpstreamReply: not one). A body that
+    reports an error instead, or has no choice, is forwarded and records nothing."""
+    body = need_object(data, "the body")
+    usage = usage_block(body.get("usage"))
+    if "choices" not in body and "error" in body:
+        return None, usage
+    if not isinstance(body.get("choices"), list):
+        raise BadUpstreamReply("'choices' must be a list, got " + kind_of(body.get("choices")))
+    if not body["choices"]:
+        return None, usage
+    choice = need_object(body["choices"][0], "choices[0]")
+    message = check_openai_message(choice.get("message"), "choices[0].message")
+    return openai_reply(message), usage
 
 
 @dataclass
@@ -264,31 +333,35 @@ class OpenAIStream:
         if ev.data.strip() == "[DONE]":
             self.done = True
             return True
-        chunk = _json(ev.data)
-        if not isinstance(chunk, Mapping):
+        chunk = decode_event(ev.data)  # BadUpstreamReply: not a chunk
+        if chunk is None:
             return True
-        if isinstance(chunk.get("usage"), Mapping):
-            self.usage = dict(chunk["usage"])
-        choices = chunk.get("choices") or []
-        for choice in choices:
-            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+        usage = usage_block(chunk.get("usage"))
+        if usage is not None:
+            self.usage = usage
+        choices = optional_list(chunk.get("choices"), "a chunk's 'choices'")
+        for i, choice in enumerate(choices):
+            choice = need_object(choice, f"a chunk's choices[{i}]")
+            if index_of(choice.get("index"), f"a chunk's choices[{i}].index") == 0:
                 self._delta(choice)
-        return self.wants_usage or bool(choices) or not isinstance(chunk.get("usage"), Mapping)
+        return self.wants_usage or bool(choices) or usage is None
 
     def _delta(self, choice: Mapping[str, Any]) -> None:
-        delta = choice.get("delta") or {}
+        delta = check_openai_message(choice.get("delta") or {}, "a chunk's delta")
         if isinstance(delta.get("content"), str):
             self.content.append(delta["content"])
         for call in delta.get("tool_calls") or ():
+            where = "a chunk's tool call index"
             slot = self.calls.setdefault(
-                call.get("index", 0), {"id": None, "name": "", "arguments": ""}
+                index_of(call.get("index"), where), {"id": None, "name": "", "arguments": ""}
             )
             fn = call.get("function") or {}
             slot["id"] = call.get("id") or slot["id"]
             slot["name"] += fn.get("name") or ""
             slot["arguments"] += fn.get("arguments") or ""
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        finish = optional_str(choice.get("finish_reason"), "a chunk's finish_reason")
+        if finish:
+            self.finish_reason = finish
 
     @property
     def complete(self) -> bool:
@@ -328,7 +401,7 @@ def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     prompt = text_of_parts(system) if system is not None else None
     if system is not None and prompt is None:
         raise InvalidInput("'system' must be a string or a list of text blocks")
-    tools = openai_tools(body.get("tools"), b, "tools")
+    tools = openai_tools(_tools(body, "anthropic") or None, b, "tools")
     max_tokens = _max_tokens(body, "max_tokens")
     return ClientTurn(
         model=_model(body),
@@ -362,13 +435,19 @@ def anthropic_reply(content: Any) -> JSONDict | None:
 
 
 def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
-    if not isinstance(data, Mapping):
-        return None, None
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
-    try:
-        return anthropic_reply(data.get("content")), usage
-    except InvalidInput:
+    """The reply and usage of a message (BadUpstreamReply: not one); a body that reports
+    an error instead is forwarded and records nothing."""
+    body = need_object(data, "the body")
+    usage = usage_block(body.get("usage"))
+    content = body.get("content")
+    if content is None and "error" in body:
         return None, usage
+    if not isinstance(content, list | str):
+        raise BadUpstreamReply(f"'content' must be a list or a string, got {kind_of(content)}")
+    try:
+        return anthropic_reply(content), usage
+    except InvalidInput as exc:
+        raise BadUpstreamReply(str(exc)) from None
 
 
 @dataclass
@@ -381,20 +460,23 @@ class AnthropicStream:
     stopped: bool = False
 
     def feed(self, ev: SSEEvent) -> bool:
-        data = _json(ev.data)
-        if not isinstance(data, Mapping):
+        data = decode_event(ev.data)  # BadUpstreamReply: not an event
+        if data is None:
             return True
         kind = data.get("type") or ev.event
         if kind == "message_start":
-            self.usage = dict((data.get("message") or {}).get("usage") or {})
+            message = optional_object(data.get("message"), "message_start's 'message'")
+            self.usage = dict(optional_object(message.get("usage"), "message_start's usage"))
         elif kind == "content_block_start":
-            self.blocks[data.get("index", 0)] = dict(data.get("content_block") or {})
+            block = optional_object(data.get("content_block"), "a content_block_start's block")
+            self.blocks[_index(data)] = dict(block)
         elif kind == "content_block_delta":
-            self._delta(data.get("index", 0), data.get("delta") or {})
+            self._delta(_index(data), optional_object(data.get("delta"), "a block's delta"))
         elif kind == "content_block_stop":
-            self._finish_block(data.get("index", 0))
+            self._finish_block(_index(data))
         elif kind == "message_delta":
-            extra = {k: v for k, v in (data.get("usage") or {}).items() if v is not None}
+            usage = optional_object(data.get("usage"), "message_delta's usage")
+            extra = {k: v for k, v in usage.items() if v is not None}
             self.usage = {**(self.usage or {}), **extra}
         elif kind == "message_stop":
             self.stopped = True
@@ -435,8 +517,12 @@ class AnthropicStream:
         ]
         try:
             return anthropic_reply(blocks)
-        except InvalidInput:
-            return None
+        except InvalidInput as exc:
+            raise BadUpstreamReply(str(exc)) from None
+
+
+def _index(data: Mapping[str, Any]) -> int:
+    return index_of(data.get("index"), f"a {data.get('type') or 'stream'} event's index")
 
 
 __all__ = [

@@ -14,7 +14,9 @@ for the first to finish, stream included):
 4. answer with the upstream's response unchanged (streams are forwarded event by
    event), then record the reply and the real usage (``report_usage``, which may
    compact in the loop). A reply whose stream was cut is not recorded: the client
-   will resend the turn, and it continues from what was recorded.
+   will resend the turn, and it continues from what was recorded. Nor is an answer
+   that is not the format asked for (:mod:`ctxledger.server.upstream_reply`): a 502,
+   or a stream ended by an error event; a usage block with bad figures is dropped.
 
 Turns of a session family are serialized across worker processes too: a turn holds
 this process's semaphore and the event store's lease ``proxy:<family>``
@@ -37,7 +39,7 @@ import httpx
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
 from ctxledger.messages import check_new_messages
@@ -63,8 +65,16 @@ from ctxledger.server.routing import (
     Endpoint,
     check_session_id,
     decimal,
-    decode_object,
+    decode_body,
     read_body,
+)
+from ctxledger.server.upstream_reply import (
+    BAD_REPLY,
+    BadUpstreamReply,
+    bad_reply_message,
+    decode_reply,
+    error_event,
+    read_upstream,
 )
 from ctxledger.shownurl import scrubbed, with_path
 
@@ -336,15 +346,24 @@ class Turn:
         if self.repeat:
             log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
             return
-        try:
-            if reply:
-                replies = reply if isinstance(reply, list) else [reply]
+        # the client has its answer either way; the log says why the ledger lacks it
+        if reply:
+            replies = reply if isinstance(reply, list) else [reply]
+            try:
                 self.session_id = (await self.svc.append(self.session_id, replies)).session_id
-            if usage:
+            except CtxLedgerError as exc:
+                log.warning(
+                    "reply of session %s not recorded: %s", self.session_id, message_of(exc)
+                )
+                return
+        if usage:
+            try:
                 result = await self.svc.report_usage(self.session_id, usage, model=self.turn.model)
                 self.session_id = result.session_id
-        except CtxLedgerError as exc:  # the client has its answer; the ledger says why it lacks it
-            log.warning("reply of session %s not recorded: %s", self.session_id, message_of(exc))
+            except CtxLedgerError as exc:  # an upstream's odd figures: the turn has no usage
+                log.warning(
+                    "usage of session %s not recorded: %s", self.session_id, message_of(exc)
+                )
 
 
 def _response_headers(resp: httpx.Response) -> dict[str, str]:
@@ -364,6 +383,7 @@ class TurnStream(Response):
         ]
         self.turn, self.upstream, self.release = turn, upstream, release
         self.recorded = False
+        self.broken = False  # an event could not be read: the stream ended with an error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         acc = self.turn.api.accumulator(self.turn.turn)
@@ -378,8 +398,8 @@ class TurnStream(Response):
             try:
                 with anyio.CancelScope(shield=True):
                     await self.upstream.aclose()
-                    if delivered and acc.complete and not self.recorded:
-                        await self._record(acc)  # an upstream that sent no end marker
+                    if delivered and acc.complete and not self.recorded and not self.broken:
+                        await self._record_end(acc)  # an upstream that sent no end marker
                     elif not delivered and not self.recorded:
                         log.info(
                             "session %s: the client left mid-stream; reply not recorded",
@@ -388,17 +408,27 @@ class TurnStream(Response):
             finally:
                 self.release()
 
+    async def _record_end(self, acc: Accumulator) -> None:
+        try:
+            await self._record(acc)
+        except BadUpstreamReply as exc:
+            sid, why = self.turn.session_id, message_of(exc)
+            log.warning("session %s: reply not recorded, its stream is unreadable: %s", sid, why)
+
     async def _record(self, acc: Accumulator) -> None:
+        reply = read_upstream(acc.reply)  # BadUpstreamReply: nothing recorded
         self.recorded = True
         with anyio.CancelScope(shield=True):
-            await self.turn.record_reply(acc.reply(), acc.usage)
+            await self.turn.record_reply(reply, acc.usage)
 
     async def _forward(self, send: Send, acc: Accumulator) -> bool:
         """Send the upstream's events as they come; True once the client has the whole body.
 
         The reply is recorded just before the stream's end marker (``[DONE]``,
-        ``message_stop``, ``response.completed``) is sent: a client that has seen the end finds its reply in the
-        ledger (SDKs close the connection right after it, before the body's last chunk).
+        ``message_stop``, ``response.completed``) is sent: a client that has seen the end
+        finds its reply in the ledger (SDKs close the connection right after it, before
+        the body's last chunk). An event that cannot be read ends the body with an error
+        event instead, and nothing of the reply is recorded.
         """
         start = {
             "type": "http.response.start",
@@ -406,31 +436,66 @@ class TurnStream(Response):
             "headers": self.raw_headers,
         }
         parser = SSEParser()
+        send = self._patient(send)
         try:
             await send(start)
             try:
-                async for chunk in self.upstream.aiter_bytes():
-                    out: list[bytes] = []
-                    for ev in parser.feed(chunk):
-                        if not acc.feed(ev):
-                            continue
-                        if acc.ended and acc.complete and not self.recorded:
-                            if out:
-                                await send(_body(b"".join(out)))
-                                out = []
-                            await self._record(acc)
-                        out.append(ev.raw)
-                    if out:
-                        await send(_body(b"".join(out)))
+                last = await self._relay(send, acc, parser)
             except httpx.HTTPError as exc:
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )
-            await send({"type": "http.response.body", "body": parser.rest(), "more_body": False})
+                last = parser.rest()
+            await send({"type": "http.response.body", "body": last, "more_body": False})
+        except TimeoutError:
+            log.info(
+                "client of session %s took nothing for %ss: its stream is ended",
+                self.turn.session_id,
+                self.turn.state.stall_timeout,
+            )
+            return False
         except OSError as exc:  # servers that raise on a send to a client that went away
             log.info("client of session %s disconnected: %s", self.turn.session_id, message_of(exc))
             return False
         return True
+
+    def _patient(self, send: Send) -> Send:
+        """`send`, up to the stall timeout: a client that keeps its connection open but
+        reads nothing blocks a send once the socket buffers are full, and the turn (the
+        session's lock) would wait for it forever (TimeoutError, an OSError, instead)."""
+        timeout = self.turn.state.stall_timeout
+
+        async def send_or_give_up(message: Message) -> None:
+            with anyio.fail_after(timeout):
+                await send(message)
+
+        return send_or_give_up
+
+    async def _relay(self, send: Send, acc: Accumulator, parser: SSEParser) -> bytes:
+        """Forward the upstream's events; the bytes that end the body (what the parser
+        holds, or an error event when an event could not be read)."""
+        async for chunk in self.upstream.aiter_bytes():
+            out: list[bytes] = []
+            for ev in parser.feed(chunk):
+                try:
+                    if not read_upstream(acc.feed, ev):
+                        continue
+                    if acc.ended and acc.complete and not self.recorded:
+                        if out:
+                            await send(_body(b"".join(out)))
+                            out = []
+                        await self._record(acc)
+                except BadUpstreamReply as exc:
+                    self.broken = True
+                    message = bad_reply_message(self.turn.api.name, exc)
+                    log.warning("session %s: %s", self.turn.session_id, message)
+                    return b"".join(out) + error_event(
+                        self.turn.api.name, self.turn.api.served_by, message
+                    )
+                out.append(ev.raw)
+            if out:
+                await send(_body(b"".join(out)))
+        return parser.rest()
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -450,7 +515,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             f"{request.url.path} is not served (start another with --api {api.served_by})",
         )
     raw = await read_body(request)
-    body = decode_object(raw)
+    body = await decode_body(raw)
     turn = api.turn(body, b"cache_control" in raw)
     family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
@@ -470,7 +535,10 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             return TurnStream(t, upstream, release)
         data = await upstream.aread()
         await upstream.aclose()
-        reply, usage = api.json_reply(_decode(data))
+        try:
+            reply, usage = api.json_reply(decode_reply(data))
+        except BadUpstreamReply as exc:
+            return _error(api, 502, BAD_REPLY, bad_reply_message(api.name, exc))
         await t.record_reply(reply, usage)
         return Response(data, status_code=upstream.status_code, headers=_response_headers(upstream))
     finally:
@@ -480,15 +548,6 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
 
 def _body(data: bytes) -> dict[str, Any]:
     return {"type": "http.response.body", "body": data, "more_body": True}
-
-
-def _decode(data: bytes) -> Any:
-    import json
-
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):  # an upstream reply nested absurdly deep: not JSON to us
-        return None
 
 
 def proxy_handler(api: Api) -> Callable[[Request, ServerState], Awaitable[Response]]:

@@ -49,10 +49,21 @@ from ctxledger.server.formats import (
     _json,
     _max_tokens,
     _model,
+    _tools,
 )
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.proxy import SESSION_HEADER, Api, proxy_handler
 from ctxledger.server.routing import Endpoint
+from ctxledger.server.upstream_reply import (
+    BadUpstreamReply,
+    decode_event,
+    index_of,
+    need_object,
+    optional_list,
+    optional_object,
+    optional_str,
+    usage_block,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -151,9 +162,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         messages = messages[1:]
     if markers:
         messages = [strip_cache_markers(m) for m in messages]
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise InvalidInput("'tools' must be a list")
+    tools = _tools(body, "responses")
     return ClientTurn(
         model=model,
         system_prompt=system,
@@ -186,14 +195,16 @@ def responses_upstream(
 
 
 def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
-    """A response's output items as the chat messages to record (None: nothing usable);
-    the last one carries the response id, for ``previous_response_id``."""
-    if not isinstance(output, list) or not output:
+    """A response's output items as the chat messages to record (None: no output;
+    BadUpstreamReply: output that is not a list of items); the last one carries the
+    response id, for ``previous_response_id``."""
+    output = optional_list(output, "'output'")
+    if not output:
         return None
     try:
         messages = items_to_messages(output)
-    except InvalidInput:
-        return None
+    except InvalidInput as exc:
+        raise BadUpstreamReply(f"'output': {exc}") from None
     if messages and isinstance(response_id, str) and response_id:
         messages[-1][RESPONSE_ID] = response_id
     return messages or None
@@ -242,12 +253,13 @@ def resolve_previous(
 
 
 def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | None]:
-    if not isinstance(data, Mapping):
-        return None, None
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
-    if data.get("status", "completed") not in _FINISHED:
+    """The reply and usage of a response (BadUpstreamReply: not one)."""
+    body = need_object(data, "the body")
+    usage = usage_block(body.get("usage"))
+    status = optional_str(body.get("status"), "'status'") or "completed"
+    if status not in _FINISHED:
         return None, usage
-    return _reply(data.get("output"), data.get("id")), usage
+    return _reply(body.get("output"), optional_str(body.get("id"), "'id'")), usage
 
 
 @dataclass
@@ -261,26 +273,30 @@ class ResponsesStream:
     response_id: str | None = None
 
     def feed(self, ev: SSEEvent) -> bool:
-        data = _json(ev.data)
-        if not isinstance(data, Mapping):
+        data = decode_event(ev.data)  # BadUpstreamReply: not an event
+        if data is None:
             return True
         kind = data.get("type") or ev.event
         kind = kind if isinstance(kind, str) else None  # an odd type names no event
-        if kind == "response.output_item.done" and isinstance(data.get("item"), Mapping):
-            index = data.get("output_index")
-            self.done[index if isinstance(index, int) else len(self.done)] = dict(data["item"])
+        if kind == "response.output_item.done":
+            item = need_object(data.get("item"), f"{kind}'s 'item'")
+            index = index_of(data.get("output_index"), f"{kind}'s 'output_index'", len(self.done))
+            self.done[index] = dict(item)
         elif kind in _PREAMBLE and isinstance(data.get("response"), Mapping):
-            self.response_id = data["response"].get("id") or self.response_id
+            self.response_id = self._id(data["response"])
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
-            response = data.get("response")
-            response = response if isinstance(response, Mapping) else {}
-            self.response_id = response.get("id") or self.response_id
-            self.status = str(response.get("status") or str(kind).rpartition(".")[2])
-            if isinstance(response.get("usage"), Mapping):
-                self.usage = dict(response["usage"])
-            if isinstance(response.get("output"), list) and response["output"]:
-                self.output = list(response["output"])
+            response = optional_object(data.get("response"), f"{kind}'s 'response'")
+            self.response_id = self._id(response)
+            status = optional_str(response.get("status"), f"{kind}'s status")
+            self.status = status or kind.rpartition(".")[2]
+            self.usage = usage_block(response.get("usage")) or self.usage
+            output = optional_list(response.get("output"), f"{kind}'s output")
+            if output:
+                self.output = list(output)
         return True
+
+    def _id(self, response: Mapping[str, Any]) -> str | None:
+        return optional_str(response.get("id"), "a response's 'id'") or self.response_id
 
     @property
     def complete(self) -> bool:

@@ -14,12 +14,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import json_text_depth, max_json_depth
+from ctxledger.limits import max_json_depth
 from ctxledger.server.errors import HTTPError
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ async def read_body(request: Request) -> bytes:
 
 async def json_object(request: Request, fields: tuple[Param, ...] | None = None) -> dict[str, Any]:
     """The body as a JSON object; with `fields`, unknown or mistyped fields are a 422."""
-    data = decode_object(await read_body(request))
+    data = await decode_body(await read_body(request))
     if fields is not None:
         check_fields(data, fields)
     return data
@@ -89,29 +90,35 @@ async def json_object(request: Request, fields: tuple[Param, ...] | None = None)
 
 #: levels a request body may add around a message ({"messages": [ {message} ]} and the like)
 _ENVELOPE_DEPTH = 8
+#: a body larger than this is decoded on a worker thread (see decode_body)
+THREAD_DECODE_BYTES = 1024 * 1024
+
+
+async def decode_body(raw: bytes) -> dict[str, Any]:
+    """:func:`decode_object`, on a worker thread for a large body: its depth scan then
+    leaves the event loop free between its steps for the server's other requests (the
+    decoder itself, C code holding the GIL, still stalls it for its own run)."""
+    if len(raw) <= THREAD_DECODE_BYTES:
+        return decode_object(raw)
+    return await anyio.to_thread.run_sync(decode_object, raw)
 
 
 def decode_object(raw: bytes) -> dict[str, Any]:
     """A request body as a JSON object (empty: ``{}``); anything else is a 400 ``bad_json``.
 
-    A body nesting deeper than the limit is a 400 ``too_deep``. The decoder (C) runs
-    first: a valid body's depth is its value's, walked over containers only; the text
-    scan, which a hostile body would also pass through, runs only when decoding failed
-    (so an invalid body too deep is still ``too_deep``, not ``bad_json``).
+    A body nesting deeper than the limit is a 400 ``too_deep``, found by a scan of the
+    bytes before anything is decoded (:func:`bracket_depth`), so a hostile body costs
+    no decoding and a valid one no second walk over its decoded values.
     """
     if not raw.strip():
         return {}
     limit = max_json_depth() + _ENVELOPE_DEPTH
+    if bracket_depth(raw, limit) > limit:
+        raise _too_deep(limit)
     try:
         data = msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:
-        if json_text_depth(raw.decode("utf-8", errors="replace"), stop_above=limit) > limit:
-            raise _too_deep(limit) from None
-        if isinstance(exc, RecursionError):
-            raise
         raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
-    if _container_depth(data, limit) > limit:
-        raise _too_deep(limit)
     if not isinstance(data, dict):
         raise HTTPError(400, "bad_json", "the request body must be a JSON object")
     return data
@@ -126,24 +133,34 @@ def _too_deep(limit: int) -> HTTPError:
     )
 
 
-def _container_depth(value: Any, stop_above: int) -> int:
-    """How deep a decoded JSON value nests (the bracket depth of its text), walked
-    iteratively over its dicts and lists only; stops once past `stop_above`."""
-    if type(value) is not dict and type(value) is not list:
-        return 0
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item, level = pop()
-        if level > deepest:
-            deepest = level
-            if deepest > stop_above:
-                return deepest
-        for child in item.values() if type(item) is dict else item:
-            if type(child) is dict or type(child) is list:
-                push((child, level + 1))
-    return deepest
+#: a JSON string, escapes included (the unrolled form: no backtracking per character)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+#: every byte but the brackets (deleted), and the braces read as brackets
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
+
+
+def bracket_depth(raw: bytes, stop_above: int) -> int:
+    """How deep the brackets of JSON `raw` nest, strings skipped, without decoding it;
+    ``stop_above + 1`` once it is deeper than that.
+
+    Exact for valid JSON (where it is the decoded value's depth). It keeps only the
+    brackets (bytes-level C calls: the strings cut, the rest deleted), then removes the
+    innermost pairs, one level per pass, until nothing is left: at most `stop_above`
+    passes over a shrinking copy. Left unpaired (invalid JSON: ``[[[`` cut short), the
+    opening brackets count as levels, so a cut deep body is still too deep.
+    """
+    text = _STRING.sub(b"", raw) if b'"' in raw else raw
+    brackets = text.translate(_AS_BRACKETS, _NOT_BRACKETS)
+    depth = 0
+    while brackets:
+        if depth > stop_above:
+            return depth
+        inner = brackets.replace(b"[]", b"")
+        if len(inner) == len(brackets):  # ']...][...[': nothing pairs up any more
+            return depth + inner.count(b"[")
+        brackets, depth = inner, depth + 1
+    return depth
 
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
@@ -242,9 +259,11 @@ __all__ = [
     "Endpoint",
     "Handler",
     "Param",
+    "bracket_depth",
     "check_fields",
     "check_session_id",
     "decimal",
+    "decode_body",
     "decode_object",
     "json_object",
     "path_param",

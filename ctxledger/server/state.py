@@ -21,6 +21,9 @@ from ctxledger.server.response_index import ResponseIndex
 log = logging.getLogger("ctxledger.server")
 
 DEFAULT_CONTEXT_LENGTH = 128_000
+#: a proxied stream whose client takes no bytes for this long is ended (seconds): a
+#: client that stops reading would otherwise hold its session's turn forever
+DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_UPSTREAMS = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
@@ -41,6 +44,7 @@ class ServerState:
         context_length: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         stopping: Callable[[], bool] | None = None,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         if api not in DEFAULT_UPSTREAMS:
             raise ValueError(f"api must be openai or anthropic, not {api!r}")
@@ -60,6 +64,7 @@ class ServerState:
         #: Responses ``previous_response_id`` -> the recorded reply (see response_index)
         self.responses = ResponseIndex(self.ledger)
         self.stopping: Callable[[], bool] = stopping or (lambda: False)
+        self.stall_timeout = stall_timeout
         #: family -> (its semaphore, how many turns hold or wait for it); an entry goes
         #: when its last turn leaves, so a long-lived server keeps no lock per family it
         #: ever saw
@@ -184,4 +189,4 @@ async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
     scope.cancel()
 
 
-__all__ = ["DEFAULT_CONTEXT_LENGTH", "DEFAULT_UPSTREAMS", "ServerState"]
+__all__ = ["DEFAULT_CONTEXT_LENGTH", "DEFAULT_STALL_TIMEOUT", "DEFAULT_UPSTREAMS", "ServerState"]

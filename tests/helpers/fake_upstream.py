@@ -11,6 +11,8 @@ from a script, one per request, else ``default``:
   token count of the messages, or Responses input items, it received);
 * ``Error(status, body)`` — an error response with that JSON body;
 * ``Cut(after)`` — a stream that stops (raises) after `after` events, mid-body;
+* ``Raw(chunks, content_type)`` — a 200 whose body is exactly these bytes (sent one
+  chunk at a time), whatever the request asked: a server answering garbage;
 * ``Failed(code, message)`` — Responses: a 200 stream that opens and then reports the
   error as a ``response.failed`` event (how the API may report an overflow in a
   stream); without ``stream``, a 400 JSON error.
@@ -66,7 +68,13 @@ class Failed:
         }
 
 
-Behaviour = Say | Error | Cut | Failed
+@dataclass(frozen=True)
+class Raw:
+    chunks: tuple[bytes, ...]
+    content_type: str = "application/json"
+
+
+Behaviour = Say | Error | Cut | Failed | Raw
 
 
 @dataclass
@@ -193,6 +201,9 @@ class FakeUpstream:
         if isinstance(behaviour, Failed):
             await _stream(send, failed_events(seen, behaviour, self.turn), self.event_delay)
             return
+        if isinstance(behaviour, Raw):
+            await _raw(send, behaviour)
+            return
         say = (
             behaviour
             if isinstance(behaviour, Say)
@@ -237,6 +248,14 @@ async def _stream(send: Any, events: list[bytes], delay: float, *, cut: bool = F
             await anyio.sleep(delay)
     if cut:
         raise RuntimeError("upstream connection cut mid-stream")
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _raw(send: Any, raw: Raw) -> None:
+    headers = [(b"content-type", raw.content_type.encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for chunk in raw.chunks:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -601,6 +620,7 @@ __all__ = [
     "Error",
     "Failed",
     "FakeUpstream",
+    "Raw",
     "Say",
     "Seen",
     "responses_events",

@@ -1,0 +1,176 @@
+"""What the proxy requires of an upstream's 2xx answer before it reads a reply from it.
+
+A model server that answers 200 with a body that is not JSON, or with JSON of the wrong
+shape (``choices`` a number, a stream event whose ``delta`` is a string), has not
+answered: the proxy raises :class:`BadUpstreamReply` while reading it, answers a 502 (a
+stream ends with an error event instead) and records nothing of it, as when the
+upstream fails outright. The checks here name the field and the type found (never the
+data itself), so the message is plain text the client can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from ctxledger.server.errors import message_of, provider_error_body
+
+JSONDict = dict[str, Any]
+_T = TypeVar("_T")
+
+#: the error code of an upstream 2xx answer that is not the format asked for
+BAD_REPLY = "bad_upstream_reply"
+_WHAT = {"openai": "a chat completion", "anthropic": "a message", "responses": "a response"}
+
+
+class BadUpstreamReply(Exception):
+    """The upstream's 2xx answer is not the format the request asked for."""
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
+
+
+def decode_reply(data: bytes) -> Mapping[str, Any]:
+    """A non-streamed reply's body as a JSON object, else BadUpstreamReply."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):  # RecursionError: nested absurdly deep
+        head = data[:40].decode("utf-8", "replace")
+        raise BadUpstreamReply(
+            f"the body is not JSON ({len(data):,} bytes, starting {head!r})"
+        ) from None
+    return need_object(value, "the body")
+
+
+def decode_event(data: str) -> Mapping[str, Any] | None:
+    """A stream event's data as a JSON object; None for an event without data (a
+    comment, a keep-alive); BadUpstreamReply for anything else."""
+    if not data.strip():
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        raise BadUpstreamReply(
+            f"a stream event's data is not JSON (starting {data[:40]!r})"
+        ) from None
+    return need_object(value, "a stream event's data")
+
+
+def need_object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise BadUpstreamReply(f"{what} must be a JSON object, got {kind_of(value)}")
+    return value
+
+
+def optional_object(value: Any, what: str) -> Mapping[str, Any]:
+    """`value` when an object, ``{}`` when absent or null."""
+    return {} if value is None else need_object(value, what)
+
+
+def optional_list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadUpstreamReply(f"{what} must be a list, got {kind_of(value)}")
+    return value
+
+
+def optional_str(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise BadUpstreamReply(f"{what} must be a string, got {kind_of(value)}")
+    return value
+
+
+def index_of(value: Any, what: str, default: int = 0) -> int:
+    """A stream event's ``index``: a non-negative integer (absent: `default`)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadUpstreamReply(f"{what} must be a non-negative integer, got {kind_of(value)}")
+    return value
+
+
+def usage_block(value: Any) -> JSONDict | None:
+    """A reply's usage block when it is an object (its figures are checked when it is
+    reported: a bad one is not recorded, the reply is); anything else: no usage."""
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def check_openai_message(message: Any, what: str) -> Mapping[str, Any]:
+    """A chat completion's assistant message (or a stream's delta): content a string,
+    a list of parts or null; tool calls a list of objects with string names/arguments."""
+    checked = need_object(message, what)
+    content = checked.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise BadUpstreamReply(
+            f"{what}.content must be a string, a list or null, got {kind_of(content)}"
+        )
+    for i, call in enumerate(optional_list(checked.get("tool_calls"), f"{what}.tool_calls")):
+        where = f"{what}.tool_calls[{i}]"
+        call = need_object(call, where)
+        optional_str(call.get("id"), f"{where}.id")
+        fn = optional_object(call.get("function"), f"{where}.function")
+        optional_str(fn.get("name"), f"{where}.function.name")
+        optional_str(fn.get("arguments"), f"{where}.function.arguments")
+    return checked
+
+
+def bad_reply_message(face: str, exc: BadUpstreamReply) -> str:
+    """What the client is told (`face`: the proxy face, ``openai``, ``responses``...)."""
+    return (
+        f"the upstream model server answered with something that is not "
+        f"{_WHAT.get(face, 'a reply')}: {message_of(exc)}. Nothing of its answer was "
+        f"recorded; send the turn again (or check the upstream server)"
+    )
+
+
+def error_event(face: str, served_by: str, message: str) -> bytes:
+    """The SSE event ending a stream whose upstream sent something unreadable, in the
+    shape the face's SDKs raise on (`served_by`: ``openai`` or ``anthropic``)."""
+    body = provider_error_body(served_by, 502, BAD_REPLY, message)
+    if face == "openai":
+        return b"data: " + msgspec.json.encode(body) + b"\n\n"
+    if face == "responses":  # the Responses API's error event, plus the key SDKs check
+        body = {"type": "error", "code": BAD_REPLY, "message": message, "param": None, **body}
+    return b"event: error\ndata: " + msgspec.json.encode(body) + b"\n\n"
+
+
+def read_upstream(step: Callable[..., _T], *args: Any) -> _T:
+    """`step` of an accumulator over upstream data: what its checks did not foresee (a
+    field of an odd type deep in an event) is a BadUpstreamReply too, not a traceback."""
+    try:
+        return step(*args)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+        raise BadUpstreamReply(f"a stream event could not be read ({message_of(exc)})") from exc
+
+
+__all__ = [
+    "BAD_REPLY",
+    "BadUpstreamReply",
+    "bad_reply_message",
+    "check_openai_message",
+    "decode_event",
+    "decode_reply",
+    "error_event",
+    "index_of",
+    "kind_of",
+    "need_object",
+    "optional_list",
+    "optional_object",
+    "optional_str",
+    "read_upstream",
+    "usage_block",
+]

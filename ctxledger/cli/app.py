@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -78,6 +79,50 @@ class State:
             self._ledger.close()
 
 
+class LedgerTargetType(click.ParamType[str, Any]):
+    """A ledger (``--db``, ``--from``, ``--to``): a SQLite path or a postgresql:// URL.
+
+    An empty one is refused here: it would otherwise fall back to the default ledger
+    (or open a file named by nothing) without a word.
+    """
+
+    name = "PATH|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("empty; give a SQLite file path or a postgresql://user@host/db URL")
+        return text
+
+
+class SecondsType(click.ParamType[float, Any]):
+    """A duration in seconds: a finite number > 0 (``nan``, ``inf``, 0 and less refused)."""
+
+    name = "SECONDS"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds")
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"must be a finite number of seconds > 0, got {value!r}")
+        return seconds
+
+
+#: the option types every command shares, so one kind of value is checked one way
+LEDGER_TARGET = LedgerTargetType()
+SECONDS = SecondsType()
+#: a context window in tokens (the library refuses fewer than 1024)
+CONTEXT_LENGTH = click.IntRange(min=1024)
+#: a count that must be at least 1 (turns, tokens, workers, batch sizes)
+POSITIVE = click.IntRange(min=1)
+#: a count that may be 0 (retries, turns kept)
+NON_NEGATIVE = click.IntRange(min=0)
+
+
 class _UsageLine(click.ClickException):
     """A usage error (unknown option, missing argument, out-of-range value) shown as the
     one ``error:`` line every other bad input gets, exit 2, instead of click's block."""
@@ -122,7 +167,7 @@ class LedgerGroup(click.Group):
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
-    metavar="PATH|URL",
+    type=LEDGER_TARGET,
     default=None,
     help="Ledger: a SQLite file or a postgresql://user@host/db URL. "
     "Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",

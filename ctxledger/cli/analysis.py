@@ -48,7 +48,7 @@ from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
-from ctxledger.terminal import styled
+from ctxledger.terminal import block, styled
 
 if TYPE_CHECKING:
     from ctxledger.analysis.history import History
@@ -395,7 +395,7 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
             if len(text) <= max_chars
             else text[:max_chars] + f"\n… ({len(text) - max_chars:,} more chars)"
         )
-        console.print(shown, markup=False)
+        console.print(block(shown))
 
 
 @cli.command("undo")

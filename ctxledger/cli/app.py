@@ -18,16 +18,18 @@ from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.eventstore.opening import default_db_path
 from ctxledger.ledger.facade import Ledger
-from ctxledger.terminal import PlainConsole, plain
+from ctxledger.terminal import PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
 
 
-def echo(text: object = "", *, err: bool = False) -> None:
-    """``click.echo`` of data (ids, warnings, exported text): control characters neutralized."""
-    click.echo(plain(text), err=err)
+def echo(text: object = "", *, err: bool = False, lines: bool = False) -> None:
+    """``click.echo`` of data (ids, warnings, notes) as one line (:func:`inline`); with
+    `lines`, multi-line data (a message's text) keeps its line breaks (:func:`plain`).
+    Control and bidi characters are shown escaped either way."""
+    click.echo(plain(text) if lines else inline(text), err=err)
 
 
 class State:
@@ -91,7 +93,7 @@ class LedgerTargetType(click.ParamType[str, Any]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
         if not text.strip():
-            self.fail("empty; give a SQLite file path or a postgresql://user@host/db URL")
+            self.fail("the ledger path is empty: give a SQLite file path or a postgresql:// URL")
         return text
 
 
@@ -234,11 +236,11 @@ def quiet_option(fn: F) -> F:
     )(fn)
 
 
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def json_text(text: str) -> str:
-    """JSON text with the control characters a JSON encoder leaves raw (DEL, C1) escaped.
+    """JSON text with the characters a JSON encoder leaves raw (DEL, C1, bidi controls) escaped.
 
     They only ever occur inside strings, where ``\\u00XX`` means the same character, so
     the document decodes to the same data and a terminal sees no control sequence.

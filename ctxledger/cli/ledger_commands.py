@@ -181,7 +181,10 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
         console.print(head)
         text = content_text(msg)
         if text:
-            echo(text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)")
+            echo(
+                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
+                lines=True,
+            )
         if calls:
             echo(f"  → {calls}")
 

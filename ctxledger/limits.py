@@ -150,6 +150,22 @@ def check_context_length(value: Any, field: str = "context_length") -> int:
     return value
 
 
+def check_seq(value: Any, field: str = "sequence") -> int:
+    """An event sequence number: an int ≥ 0 (not a bool, a string or a float)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be an integer ≥ 0, got {value!r}")
+    if value < 0:
+        raise InvalidInput(f"{field} must be ≥ 0, got {value}")
+    return value
+
+
+def check_text(value: Any, field: str) -> str:
+    """`value` when it is a string, else :class:`InvalidInput` naming `field`."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string, got {type(value).__name__}")
+    return value
+
+
 __all__ = [
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
@@ -157,6 +173,8 @@ __all__ = [
     "MAX_TOKEN_COUNT",
     "MIN_CONTEXT_LENGTH",
     "check_context_length",
+    "check_seq",
+    "check_text",
     "check_token_count",
     "json_text_depth",
     "max_input_bytes",

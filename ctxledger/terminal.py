@@ -1,9 +1,17 @@
 """Printing data to a terminal without letting it act on the terminal.
 
 Everything that comes from data (transcripts, ids, paths, notes) is shown as text:
-rich markup is never interpreted and control characters (ESC, BEL, CR, ...) are shown
-as ``\\xNN``. Styling is applied only through :func:`styled` parts that ctxledger's
-own code builds. The CLI and the demo print through :class:`PlainConsole`.
+rich markup is never interpreted, control characters (ESC, BEL, CR, ...) are shown as
+``\\xNN`` and bidi controls (U+202E RIGHT-TO-LEFT OVERRIDE, ...) as ``\\uXXXX``, so a
+hostile id can neither forge a line nor reverse the text after it. Two forms:
+
+* :func:`inline`: one line (table cells, ids, labels): newline and tab are escaped too.
+  :class:`PlainConsole` renders every string this way, and :func:`styled` parts.
+* :func:`plain` / :func:`block`: multi-line text (a message's content): newline and tab
+  are kept, everything else is escaped as above.
+
+Styling is applied only through :func:`styled` parts that ctxledger's own code builds.
+The CLI and the demo print through :class:`PlainConsole`.
 """
 
 from __future__ import annotations
@@ -14,44 +22,66 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["PlainConsole", "plain", "styled"]
+__all__ = ["PlainConsole", "block", "inline", "plain", "styled"]
 
-#: C0/C1 control characters except newline and tab: a terminal would act on them
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: the Unicode Bidi_Control characters: embeddings, overrides, isolates, marks
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+#: C0/C1 control characters except newline and tab, and the bidi controls
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+#: the same, and newline, tab and the Unicode line/paragraph separators
+_LINE_BREAKING = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_BIDI}]")
+_NAMED = {"\n": "\\n", "\t": "\\t"}
 
 
 def _visible(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def plain(text: object) -> str:
-    """`text` made safe for a terminal: control characters (ESC, BEL, CR, ...) shown as
-    ``\\xNN`` so an escape sequence from a transcript is printed, never obeyed."""
+    """`text` made safe for a terminal, lines kept: control characters (ESC, BEL, CR, ...)
+    shown as ``\\xNN`` and bidi controls as ``\\uXXXX``, so an escape sequence from a
+    transcript is printed, never obeyed."""
     s = str(text)
     return _CONTROL.sub(_visible, s) if _CONTROL.search(s) else s
+
+
+def inline(text: object) -> str:
+    """`text` as one line of plain text: like :func:`plain`, and a newline is shown as
+    ``\\n``, a tab as ``\\t`` (an id or a model name cannot start a forged line)."""
+    s = str(text)
+    return _LINE_BREAKING.sub(_visible, s) if _LINE_BREAKING.search(s) else s
+
+
+def block(text: object) -> Text:
+    """Multi-line data (a message's text) for :meth:`PlainConsole.print`: its lines kept,
+    everything else neutralized by :func:`plain`."""
+    return Text(plain(text))
 
 
 class PlainConsole(Console):
     """A console that never interprets data: no markup, no control sequences.
 
     Every string it renders (``print`` arguments, table cells, progress labels) goes
-    through :func:`plain` with markup off; styling is applied only through
-    :func:`styled` ``Text`` objects built by the CLI itself.
+    through :func:`inline` with markup off, so it stays on its line; multi-line data is
+    printed as a :func:`block`. Styling is applied only through :func:`styled` ``Text``
+    objects built by the CLI itself.
     """
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         kwargs["markup"] = False
-        return super().render_str(plain(text), **kwargs)
+        return super().render_str(inline(text), **kwargs)
 
 
 def styled(*parts: object) -> Text:
     """A line from parts: a ``(text, style)`` tuple is styled, anything else is plain
-    data. Every part is neutralized by :func:`plain`."""
+    data. Every part is neutralized by :func:`inline`."""
     out = Text()
     for part in parts:
         if isinstance(part, tuple):
             text, style = part
-            out.append(plain(text), style=style)
+            out.append(inline(text), style=style)
         else:
-            out.append(plain(part))
+            out.append(inline(part))
     return out

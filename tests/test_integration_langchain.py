@@ -231,3 +231,52 @@ def test_a_model_that_re_uses_call_ids_is_repaired_not_refused(service):
     assert calls[0] == "call_0" and len(set(calls)) == 3 and results == calls
     repaired = _chain_events(service, "langchain:reuse", ToolCallIdsRepaired)
     assert {e.original for r in repaired for e in r.repairs} == {"call_0"} and len(repaired) == 2
+
+
+def _agent(service: ContextService, replies: int, saver: InMemorySaver) -> Any:
+    model = ScriptedChat(messages=iter(_script(replies)))
+    model.inputs, model.views = [], []
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    return create_agent(model=model, tools=[read_file], middleware=[middleware], checkpointer=saver)
+
+
+@pytest.mark.parametrize("other", ["a~2", "a%7E2", "a%2"])
+def test_a_thread_id_holding_the_separator_never_meets_another_thread(service, other):
+    """Thread ``a~2`` (or one spelling an escape) and thread ``a`` keep their own ledger
+    sessions: a restarted middleware of ``a`` does not take ``a~2``'s session for its second
+    generation (and end it as 'history rewritten')."""
+    saver = InMemorySaver()
+    for thread in ("a", other):
+        agent = _agent(service, 2, saver)
+        agent.invoke({"messages": [HumanMessage(f"hello from {thread}")]}, _thread(thread))
+    agent = _agent(service, 2, saver)  # a restarted process, thread "a" again
+    agent.invoke({"messages": [HumanMessage("again")]}, _thread("a"))
+    state = service.ledger.transcript.state.sessions
+    roots = [s for s in state if state[s].parent_session_id is None and s.startswith("langchain:")]
+    assert len(roots) == 2, roots
+    for view in state.values():
+        assert not view.ended, (view.session_id, view.end_reason)
+    users = {
+        root: [
+            m["content"] for m in live_messages(service, service.tip(root)) if m["role"] == "user"
+        ]
+        for root in roots
+    }
+    assert sorted(users.values()) == sorted([["hello from a", "again"], [f"hello from {other}"]]), (
+        users
+    )
+
+
+def test_a_thread_id_with_separators_keeps_one_session_across_a_restart(service):
+    saver = InMemorySaver()
+    for text in ("first", "second"):
+        agent = _agent(service, 2, saver)
+        agent.invoke({"messages": [HumanMessage(text)]}, _thread("x~y z/%41"))
+    (root,) = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    users = [m["content"] for m in live_messages(service, root) if m["role"] == "user"]
+    assert users == ["first", "second"]
+    assert "~" not in root and " " not in root
+
+
+def _thread(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}

@@ -236,3 +236,38 @@ def test_a_model_that_re_uses_call_ids_is_repaired_not_refused(service):
     repaired = _chain_events(service, "reuse", ToolCallIdsRepaired)
     assert len(repaired) == 2  # turns 2 and 3, each in its own append
     assert {e.original for r in repaired for e in r.repairs} == {"call_0"}
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"type": "function_call_output", "call_id": "nope", "output": "x"}],
+        [{"role": "user", "content": "hi"}, {"type": "function_call_output", "output": "x"}],
+        [{"role": "user", "content": "\ud800 a lone surrogate"}],
+    ],
+    ids=["orphan-output", "output-without-call-id", "not-encodable"],
+)
+def test_a_failed_first_add_items_creates_no_session(service, items):
+    """Validation comes before the ledger session is started: a refused first batch (or
+    the first batch after clear_session) leaves no empty session behind."""
+    session = CtxLedgerSession("fresh", service)
+
+    async def scenario() -> None:
+        before = service.ledger.refresh()
+        with pytest.raises(InvalidInput):
+            await session.add_items(items)
+        assert service.ledger.refresh() == before
+        assert "fresh" not in service.ledger.transcript.state.sessions
+        assert await session.get_items() == []
+        await session.add_items([{"role": "user", "content": "hi"}])
+        await session.clear_session()
+        before = service.ledger.refresh()
+        with pytest.raises(InvalidInput):
+            await session.add_items(items)
+        assert service.ledger.refresh() == before
+        assert "fresh~2" not in service.ledger.transcript.state.sessions
+        await session.add_items([{"role": "user", "content": "again"}])
+        assert await session.get_items() == [{"role": "user", "content": "again"}]
+        assert "fresh~2" in service.ledger.transcript.state.sessions
+
+    anyio.run(scenario)

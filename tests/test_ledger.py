@@ -134,6 +134,21 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
         "already exists",
     ),
     ("negative seq", lambda lg, s: lg.projector_at(-1), InvalidInput, "≥ 0"),
+    ("seq as a string", lambda lg, s: lg.projector_at("5"), InvalidInput, "integer ≥ 0, got '5'"),
+    ("seq as a bool", lambda lg, s: lg.projector_at(True), InvalidInput, "integer ≥ 0"),
+    ("seq as a float", lambda lg, s: lg.projector_at(2.5), InvalidInput, "integer ≥ 0"),
+    (
+        "learned limit without evidence",
+        lambda lg, s: lg.learn_context_limit(s, 8000, None),
+        InvalidInput,
+        "evidence (the provider's error text) must be a string, got NoneType",
+    ),
+    (
+        "learned limit, not smaller, without evidence",
+        lambda lg, s: lg.learn_context_limit(s, 64_000, None),
+        InvalidInput,
+        "evidence",
+    ),
 ]
 
 

@@ -29,6 +29,7 @@ from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import (
+    POSITIVE,
     REF,
     cli,
     config_file_option,
@@ -47,7 +48,7 @@ from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import content_text
-from ctxledger.terminal import styled
+from ctxledger.terminal import block, styled
 
 if TYPE_CHECKING:
     from ctxledger.analysis.history import History
@@ -328,7 +329,7 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 @cli.command("recall")
 @click.argument("session", type=REF)
 @click.argument("query")
-@click.option("--limit", type=int, default=10, show_default=True)
+@click.option("--limit", type=POSITIVE, default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
@@ -361,7 +362,7 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
 @click.argument("compaction", type=REF)
 @click.option(
     "--max-chars",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     default=2000,
     show_default=True,
     help="Cut each message's text (terminal only).",
@@ -394,7 +395,7 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
             if len(text) <= max_chars
             else text[:max_chars] + f"\n… ({len(text) - max_chars:,} more chars)"
         )
-        console.print(shown, markup=False)
+        console.print(block(shown))
 
 
 @cli.command("undo")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -17,16 +18,18 @@ from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.eventstore.opening import default_db_path
 from ctxledger.ledger.facade import Ledger
-from ctxledger.terminal import PlainConsole, plain
+from ctxledger.terminal import PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
 
 
-def echo(text: object = "", *, err: bool = False) -> None:
-    """``click.echo`` of data (ids, warnings, exported text): control characters neutralized."""
-    click.echo(plain(text), err=err)
+def echo(text: object = "", *, err: bool = False, lines: bool = False) -> None:
+    """``click.echo`` of data (ids, warnings, notes) as one line (:func:`inline`); with
+    `lines`, multi-line data (a message's text) keeps its line breaks (:func:`plain`).
+    Control and bidi characters are shown escaped either way."""
+    click.echo(plain(text) if lines else inline(text), err=err)
 
 
 class State:
@@ -78,6 +81,50 @@ class State:
             self._ledger.close()
 
 
+class LedgerTargetType(click.ParamType[str, Any]):
+    """A ledger (``--db``, ``--from``, ``--to``): a SQLite path or a postgresql:// URL.
+
+    An empty one is refused here: it would otherwise fall back to the default ledger
+    (or open a file named by nothing) without a word.
+    """
+
+    name = "PATH|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("the ledger path is empty: give a SQLite file path or a postgresql:// URL")
+        return text
+
+
+class SecondsType(click.ParamType[float, Any]):
+    """A duration in seconds: a finite number > 0 (``nan``, ``inf``, 0 and less refused)."""
+
+    name = "SECONDS"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds")
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"must be a finite number of seconds > 0, got {value!r}")
+        return seconds
+
+
+#: the option types every command shares, so one kind of value is checked one way
+LEDGER_TARGET = LedgerTargetType()
+SECONDS = SecondsType()
+#: a context window in tokens (the library refuses fewer than 1024)
+CONTEXT_LENGTH = click.IntRange(min=1024)
+#: a count that must be at least 1 (turns, tokens, workers, batch sizes)
+POSITIVE = click.IntRange(min=1)
+#: a count that may be 0 (retries, turns kept)
+NON_NEGATIVE = click.IntRange(min=0)
+
+
 class _UsageLine(click.ClickException):
     """A usage error (unknown option, missing argument, out-of-range value) shown as the
     one ``error:`` line every other bad input gets, exit 2, instead of click's block."""
@@ -122,7 +169,7 @@ class LedgerGroup(click.Group):
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
-    metavar="PATH|URL",
+    type=LEDGER_TARGET,
     default=None,
     help="Ledger: a SQLite file or a postgresql://user@host/db URL. "
     "Default: $CTXLEDGER_DB, else ctxledger.db in the user data dir.",
@@ -189,11 +236,11 @@ def quiet_option(fn: F) -> F:
     )(fn)
 
 
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def json_text(text: str) -> str:
-    """JSON text with the control characters a JSON encoder leaves raw (DEL, C1) escaped.
+    """JSON text with the characters a JSON encoder leaves raw (DEL, C1, bidi controls) escaped.
 
     They only ever occur inside strings, where ``\\u00XX`` means the same character, so
     the document decodes to the same data and a terminal sees no control sequence.

@@ -24,7 +24,7 @@ from ctxledger.cli.progress import spinner
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.ledger.compaction import CompactionOutcome, compact
-from ctxledger.terminal import styled
+from ctxledger.terminal import block, styled
 
 
 def make_summarizer(
@@ -142,9 +142,9 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
         )
     elif outcome.action == "skipped":
         console.print(f"not compressed: {outcome.skip_reason}")
-        console.print(outcome.feedback, markup=False)
+        console.print(block(outcome.feedback))
     else:
-        console.print(outcome.feedback, markup=False)
+        console.print(block(outcome.feedback))
         if outcome.fallback:
             console.print(
                 styled(

@@ -9,6 +9,7 @@ import click
 import msgspec
 
 from ctxledger.cli.app import (
+    CONTEXT_LENGTH,
     cli,
     config_file_option,
     echo,
@@ -103,7 +104,7 @@ def _print_budgets(b: WindowBudgets, ratio: float) -> None:
 )
 @click.option(
     "--context-length",
-    type=click.IntRange(min=1024),
+    type=CONTEXT_LENGTH,
     default=None,
     help="Window to derive the budgets for (also the context_length flag).",
 )

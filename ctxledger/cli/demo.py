@@ -9,7 +9,15 @@ import sys
 import anyio
 import click
 
-from ctxledger.cli.app import cli, echo, emit_json, handle_errors, state_of
+from ctxledger.cli.app import (
+    CONTEXT_LENGTH,
+    POSITIVE,
+    cli,
+    echo,
+    emit_json,
+    handle_errors,
+    state_of,
+)
 from ctxledger.demo.run import DemoReport, run_demo
 from ctxledger.terminal import PlainConsole
 
@@ -34,8 +42,10 @@ def next_steps(db: str, report: DemoReport, context_length: int) -> list[str]:
 @click.option(
     "--seed", type=int, default=7, show_default=True, help="Seed of the generated session."
 )
-@click.option("--turns", type=int, default=40, show_default=True, help="User turns to simulate.")
-@click.option("--context-length", type=int, default=128_000, show_default=True)
+@click.option(
+    "--turns", type=POSITIVE, default=40, show_default=True, help="User turns to simulate."
+)
+@click.option("--context-length", type=CONTEXT_LENGTH, default=128_000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the final report as JSON.")
 @click.pass_context
 @handle_errors

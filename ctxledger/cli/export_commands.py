@@ -10,7 +10,10 @@ import click
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
 from ctxledger.cli.app import (
+    NON_NEGATIVE,
+    POSITIVE,
     REF,
+    SECONDS,
     cli,
     console,
     echo,
@@ -71,33 +74,45 @@ def trajectories() -> None:
 @click.option(
     "--target",
     "target",
-    type=int,
+    type=POSITIVE,
     default=15_250,
     show_default=True,
     help="Target tokens per trajectory.",
 )
 @click.option(
-    "--summary-target", type=int, default=750, show_default=True, help="Tokens of the summary turn."
+    "--summary-target",
+    type=POSITIVE,
+    default=750,
+    show_default=True,
+    help="Tokens of the summary turn.",
 )
 @click.option(
-    "--protect-last", type=int, default=4, show_default=True, help="Last turns kept verbatim."
+    "--protect-last",
+    type=NON_NEGATIVE,
+    default=4,
+    show_default=True,
+    help="Last turns kept verbatim.",
 )
 @click.option(
     "--no-notice", is_flag=True, help="Do not add the compaction notice to the system turn."
 )
-@click.option("--concurrency", type=int, default=16, show_default=True)
+@click.option("--concurrency", type=POSITIVE, default=16, show_default=True)
 @click.option(
-    "--max-requests", type=int, default=8, show_default=True, help="Concurrent summarizer requests."
+    "--max-requests",
+    type=POSITIVE,
+    default=8,
+    show_default=True,
+    help="Concurrent summarizer requests.",
 )
 @click.option(
     "--timeout",
     "timeout",
-    type=float,
+    type=SECONDS,
     default=300.0,
     show_default=True,
     help="Seconds per trajectory.",
 )
-@click.option("--retries", type=int, default=3, show_default=True)
+@click.option("--retries", type=NON_NEGATIVE, default=3, show_default=True)
 @summarizer_option()
 @click.option("--no-progress", is_flag=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the aggregate report as JSON.")

@@ -13,6 +13,8 @@ from ctxledger.analysis.diff import parse_ref, transcript_at
 from ctxledger.analysis.listing import session_rows
 from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
+    CONTEXT_LENGTH,
+    POSITIVE,
     REF,
     cli,
     config_file_option,
@@ -45,12 +47,15 @@ from ctxledger.terminal import styled
     help="openai, anthropic, hermes-db, claude-code, codex, sharegpt (default: detect).",
 )
 @click.option(
-    "--context-length", type=int, default=None, help="Context window to record for the session."
+    "--context-length",
+    type=CONTEXT_LENGTH,
+    default=None,
+    help="Context window to record for the session.",
 )
 @click.option("--model", default=None, help="Model name to record when the file has none.")
 @click.option(
     "--max-bytes",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     default=None,
     help="Refuse inputs larger than this (default: $CTXLEDGER_MAX_INPUT_BYTES, else 256 MiB).",
 )
@@ -176,7 +181,10 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
         console.print(head)
         text = content_text(msg)
         if text:
-            echo(text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)")
+            echo(
+                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
+                lines=True,
+            )
         if calls:
             echo(f"  → {calls}")
 

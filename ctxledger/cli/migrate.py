@@ -7,7 +7,16 @@ import os
 
 import click
 
-from ctxledger.cli.app import cli, console, emit_json, handle_errors, json_option, state_of
+from ctxledger.cli.app import (
+    LEDGER_TARGET,
+    POSITIVE,
+    cli,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    state_of,
+)
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
@@ -16,12 +25,12 @@ from ctxledger.eventstore.transfer import copy_ledger
 
 
 @cli.command()
-@click.option("--from", "source", required=True, metavar="PATH|URL", help="The ledger to copy.")
+@click.option("--from", "source", required=True, type=LEDGER_TARGET, help="The ledger to copy.")
 @click.option(
-    "--to", "dest", required=True, metavar="PATH|URL", help="An empty (or new) ledger to fill."
+    "--to", "dest", required=True, type=LEDGER_TARGET, help="An empty (or new) ledger to fill."
 )
 @click.option(
-    "--batch", "batch_events", type=int, default=1000, show_default=True,
+    "--batch", "batch_events", type=POSITIVE, default=1000, show_default=True,
     help="Events per transaction at most.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

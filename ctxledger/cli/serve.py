@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from ctxledger.cli.app import cli, config_file_option, handle_errors, state_of, summarizer_option
+from ctxledger.cli.app import (
+    CONTEXT_LENGTH,
+    LEDGER_TARGET,
+    POSITIVE,
+    cli,
+    config_file_option,
+    handle_errors,
+    state_of,
+    summarizer_option,
+)
 from ctxledger.errors import InvalidInput
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
@@ -28,7 +37,7 @@ def _require_server_extra() -> None:
 @click.option(
     "--db",
     "db_path",
-    metavar="PATH|URL",
+    type=LEDGER_TARGET,
     default=None,
     help="Ledger: a SQLite file or a postgresql:// URL (default: the global --db, "
     "$CTXLEDGER_DB, else the user data dir's).",
@@ -74,7 +83,7 @@ def _require_server_extra() -> None:
 )
 @click.option(
     "--context-length",
-    type=click.IntRange(min=1024),
+    type=CONTEXT_LENGTH,
     default=None,
     help="Window of sessions the proxy starts (default: config, else 128000).",
 )
@@ -88,14 +97,14 @@ def _require_server_extra() -> None:
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     default=1,
     show_default=True,
     help="Worker processes sharing the ledger (a file, or a postgresql:// URL for many hosts).",
 )
 @click.option(
     "--graceful-timeout",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     default=30,
     show_default=True,
     help="Seconds in-flight requests get to finish on shutdown.",

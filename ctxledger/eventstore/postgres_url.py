@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import urllib.parse
 
+from ctxledger.errors import InvalidInput
+
 __all__ = ["is_postgres_url", "split_schema"]
 
 
@@ -17,9 +19,35 @@ def is_postgres_url(target: str) -> bool:
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
-    """Take ctxledger's own ``schema`` query parameter out of a libpq URL (libpq rejects it)."""
-    parts = urllib.parse.urlsplit(url)
-    params = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in params if key == "schema"]
-    rest = urllib.parse.urlencode([(k, v) for k, v in params if k != "schema"])
-    return urllib.parse.urlunsplit(parts._replace(query=rest)), (schemas[-1] if schemas else None)
+    """Take ctxledger's own ``schema`` query parameter out of a libpq URL (libpq rejects it).
+
+    Only the ``schema=...`` pieces of the query are cut out; every other byte of the URL
+    is passed on as given (no re-encoding: libpq reads ``+`` as a plus, not a space).
+    The last ``schema`` wins. Raises :class:`InvalidInput` for a URL that cannot be
+    parsed (an unclosed ``[`` host).
+    """
+    _check_parsable(url)
+    head, mark, tail = url.partition("?")
+    if not mark:
+        return url, None
+    query, hash_mark, fragment = tail.partition("#")
+    kept: list[str] = []
+    schema: str | None = None
+    for piece in query.split("&"):
+        key, _eq, value = piece.partition("=")
+        if urllib.parse.unquote(key) == "schema":
+            schema = urllib.parse.unquote(value)
+        else:
+            kept.append(piece)
+    rest = "&".join(kept)
+    return head + ("?" + rest if rest else "") + hash_mark + fragment, schema
+
+
+def _check_parsable(url: str) -> None:
+    try:
+        urllib.parse.urlsplit(url)  # no port check: libpq's multi-host form has commas
+    except ValueError as exc:
+        raise InvalidInput(
+            f"cannot parse the PostgreSQL URL ({exc}); expected "
+            "postgresql://user:password@host:port/dbname?param=value"
+        ) from None

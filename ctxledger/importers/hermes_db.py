@@ -257,8 +257,41 @@ def _session_fields(store: _Store, row: Mapping[str, Any], src: SourceText) -> d
     }
 
 
+def _parent_of(row: Mapping[str, Any]) -> str | None:
+    """The row's parent session id as text; NULL (or empty) is no parent, never ``'None'``."""
+    value = row.get("parent_session_id")
+    return None if value is None or value == "" else str(value)
+
+
+def _check_ids(rows: list[Mapping[str, Any]], path: str) -> set[str]:
+    """Every session's id as text, each once: a NULL id, or two rows whose ids read the same
+    (``'x'`` twice, or ``5`` and ``'5'``), would merge or misattribute sessions."""
+    seen: set[str] = set()
+    for row in rows:
+        raw = row["id"]
+        if raw is None or raw == "":
+            raise ImportFormatError("a row of the sessions table has no id", path=path)
+        if str(raw) in seen:
+            raise ImportFormatError(
+                f"two rows of the sessions table have the id {str(raw)!r} (read as text); "
+                "session ids must be unique",
+                path=path,
+            )
+        seen.add(str(raw))
+    return seen
+
+
+def _segment_key(sid: str, k: int, taken: set[str]) -> str:
+    """The key of archived segment `k` of session `sid` (``sid#k``), never another session's."""
+    key = f"{sid}#{k}"
+    while key in taken:
+        key += "'"
+    taken.add(key)
+    return key
+
+
 def _import_session(
-    store: _Store, src: SourceText, row: Mapping[str, Any], parent_key: str | None
+    store: _Store, src: SourceText, row: Mapping[str, Any], parent_key: str | None, taken: set[str]
 ) -> list[ImportedSession]:
     sid = str(row["id"])
     rows = [dict(r) for r in store.conn.execute(store.messages_sql, (row["id"],))]
@@ -267,7 +300,7 @@ def _import_session(
     out: list[ImportedSession] = []
     for k, seg in enumerate(segments):
         last = k == len(segments) - 1
-        b = SessionBuilder(src, sid if last else f"{sid}#{k + 1}", "hermes_db")
+        b = SessionBuilder(src, sid if last else _segment_key(sid, k + 1, taken), "hermes_db")
         b.system_prompt = store.system_prompt(row)
         for r in seg:
             b.add(_message(r, b), f"session {sid!r}, messages row {r.get('id', '?')}")
@@ -292,7 +325,7 @@ def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Ma
         raise ImportFormatError(f"no session {session!r} in this state.db", path=path)
     root = by_id[session]
     for _ in range(_CHAIN_CAP):
-        parent = by_id.get(str(root.get("parent_session_id")))
+        parent = by_id.get(_parent_of(root) or "")  # "" is no session's id (_check_ids)
         if parent is None or parent.get("end_reason") != "compression" or parent is by_id[session]:
             break
         root = parent
@@ -301,11 +334,7 @@ def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Ma
         if chain[-1].get("end_reason") != "compression":
             break
         child = next(
-            (
-                r
-                for r in rows
-                if str(r.get("parent_session_id")) == str(chain[-1]["id"]) and r not in chain
-            ),
+            (r for r in rows if _parent_of(r) == str(chain[-1]["id"]) and r not in chain),
             None,
         )
         if child is None:
@@ -323,7 +352,7 @@ def _parents_first(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         cur: Mapping[str, Any] | None = r
         while cur is not None and str(cur["id"]) not in placed and len(stack) <= len(rows):
             stack.append(cur)
-            cur = by_id.get(str(cur.get("parent_session_id")))
+            cur = by_id.get(_parent_of(cur) or "")
         for item in reversed(stack):
             if str(item["id"]) not in placed:
                 placed.add(str(item["id"]))
@@ -352,13 +381,16 @@ def parse_hermes_db(
         conn.row_factory = sqlite3.Row
         store = _Store(conn, name)
         rows: list[Mapping[str, Any]] = [dict(r) for r in conn.execute(store.sessions_sql)]
+        _check_ids(rows, name)
         if session is not None:
             rows = _chain_of(rows, session, name)
-        known = {str(r["id"]) for r in rows}
+        known = _check_ids(rows, name)
+        taken = set(known)
         out: list[ImportedSession] = []
         for row in _parents_first(rows):
-            parent = str(row.get("parent_session_id"))
-            out.extend(_import_session(store, src, row, parent if parent in known else None))
+            parent = _parent_of(row)
+            key = parent if parent in known else None
+            out.extend(_import_session(store, src, row, key, taken))
     except sqlite3.DatabaseError as err:
         raise ImportFormatError(f"not a readable SQLite session store: {err}", path=name) from None
     finally:

@@ -14,12 +14,15 @@ the originals in the checkpoint); the compaction history is in the ledger. One l
 session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
+In ``<thread>`` every character but ``A-Z a-z 0-9 . _ : @ -`` is written ``%XX`` (its
+UTF-8 bytes), so no thread id holds the ``~`` of another thread's generation.
 Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
 process finds where the ledger left off.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +144,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
     # --- which ledger session -----------------------------------------------------------
 
     def _root(self, thread: str, generation: int) -> str:
-        base = f"langchain:{thread}"
+        base = f"langchain:{_session_key(thread)}"
         return base if generation == 1 else f"{base}~{generation}"
 
     def _generations(self, thread: str) -> int:
@@ -267,6 +270,18 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     return schemas or None
 
 
+_UNSAFE_IN_KEY = re.compile(r"[^A-Za-z0-9._:@-]")
+
+
+def _session_key(thread: str) -> str:
+    """`thread` with every character outside ``[A-Za-z0-9._:@-]`` as ``%XX`` UTF-8 bytes:
+    one way back (``%`` is escaped too) and never the ``~`` that numbers generations."""
+    return _UNSAFE_IN_KEY.sub(
+        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
+        thread,
+    )
+
+
 def _thread_id() -> str:
     """The running graph's thread id (``default`` outside a checkpointed graph)."""
     try:
@@ -275,7 +290,8 @@ def _thread_id() -> str:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:
         return "default"
-    return str(configurable.get("thread_id") or "default")
+    thread = configurable.get("thread_id")
+    return "default" if thread is None or thread == "" else str(thread)
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

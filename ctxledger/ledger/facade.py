@@ -57,7 +57,7 @@ from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.limits import check_context_length
+from ctxledger.limits import check_context_length, check_seq, check_text
 from ctxledger.messages import (
     JSON,
     CallIdRepair,
@@ -513,6 +513,7 @@ class Ledger:
 
     def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
+        check_text(evidence, "evidence (the provider's error text)")
         view = self.live_session(session_id)
         context_length = check_context_length(context_length, "a learned context length")
         if context_length >= view.context_length:
@@ -587,9 +588,7 @@ class Ledger:
 
     def projector_at(self, seq: int) -> Projector:
         """The projections as they were right after event `seq` (read-only)."""
-        if seq < 0:
-            raise InvalidInput(f"sequence must be ≥ 0, got {seq}")
-        return Projector.rebuild(self.store, to_seq=seq)
+        return Projector.rebuild(self.store, to_seq=check_seq(seq))
 
     def verify(self) -> VerifyReport:
         return self.store.verify()

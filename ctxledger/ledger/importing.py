@@ -87,6 +87,18 @@ def _ordered(sessions: Sequence[ImportedSession]) -> list[ImportedSession]:
     return out
 
 
+def _check_unique_keys(sessions: Sequence[ImportedSession]) -> None:
+    """Two sessions under one key would merge their parent links and drop one of them."""
+    seen: set[str] = set()
+    for s in sessions:
+        if s.key in seen:
+            raise InvalidInput(
+                f"two imported sessions have the key {s.key!r}: the importer must name each "
+                "session once (nothing was imported)"
+            )
+        seen.add(s.key)
+
+
 def import_sessions(
     ledger: Ledger,
     sessions: Sequence[ImportedSession],
@@ -98,6 +110,7 @@ def import_sessions(
     """Append every session as events in one transaction. Returns the new session ids, in order."""
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")
+    _check_unique_keys(sessions)
     ordered = _ordered(sessions)
     keys = {s.key: ledger.ids("ses") for s in ordered}
     compressed = {s.key for s in ordered if s.end_reason == "compression"}

@@ -1,0 +1,99 @@
+"""Option values that make no sense are usage errors: exit 2, the option named, nothing written.
+
+A zero or negative context window, a timeout of ``nan``, ``inf`` or less than a second's
+fraction above 0, and an empty ``--db`` were accepted silently (the empty ``--db`` fell
+back to the default ledger). Each command shares one option type per kind of value
+(``ctxledger.cli.app``), so each is checked one way everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ctxledger.cli.main import cli
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with one chat (a.jsonl) and one trajectory (t.jsonl); the
+    default ledger ($CTXLEDGER_DB) points inside it, so a fallback to it would show."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXLEDGER_DB", str(tmp_path / "default.db"))
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    (tmp_path / "a.jsonl").write_text(json.dumps(chat) + "\n")
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]
+    (tmp_path / "t.jsonl").write_text(json.dumps({"conversations": turns}) + "\n")
+    return tmp_path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def assert_refused(result: Result, option: str, where: Path) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: Invalid value for '{option}'"), result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in where.iterdir()) == ["a.jsonl", "t.jsonl"], "something written"
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1023"])
+def test_import_refuses_a_context_length_below_1024(files: Path, value: str) -> None:
+    result = run("--db", "l.db", "import", "--context-length", value, "a.jsonl")
+    assert_refused(result, "--context-length", files)
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_demo_refuses_a_bad_context_length(files: Path, value: str) -> None:
+    assert_refused(
+        run("--db", "l.db", "demo", "--context-length", value), "--context-length", files
+    )
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e400", "-1", "0", "abc"])
+def test_a_timeout_must_be_a_finite_positive_number(files: Path, value: str) -> None:
+    result = run(
+        "--db", "l.db", "trajectories", "compress", "--timeout", value, "t.jsonl", "o.jsonl"
+    )
+    assert_refused(result, "--timeout", files)
+
+
+@pytest.mark.parametrize("db", ["", " ", "\t"])
+@pytest.mark.parametrize("command", [["sessions"], ["import", "a.jsonl"]])
+def test_an_empty_db_is_refused_not_the_default_ledger(
+    files: Path, db: str, command: list[str]
+) -> None:
+    assert_refused(run("--db", db, *command), "--db", files)
+
+
+def test_serve_and_migrate_refuse_an_empty_ledger(files: Path) -> None:
+    assert_refused(run("serve", "--db", ""), "--db", files)
+    assert_refused(run("migrate", "--from", "", "--to", "m.db"), "--from", files)
+    assert_refused(run("migrate", "--from", "a.jsonl", "--to", ""), "--to", files)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["demo", "--turns", "0"], "--turns"),
+        (["recall", "s", "q", "--limit", "0"], "--limit"),
+        (["migrate", "--from", "a.jsonl", "--to", "m.db", "--batch", "0"], "--batch"),
+        (["trajectories", "compress", "--retries", "-1", "t.jsonl", "o.jsonl"], "--retries"),
+        (["trajectories", "compress", "--target", "0", "t.jsonl", "o.jsonl"], "--target"),
+        (["trajectories", "compress", "--concurrency", "0", "t.jsonl", "o.jsonl"], "--concurrency"),
+    ],
+)
+def test_counts_out_of_range_name_their_option(files: Path, args: list[str], option: str) -> None:
+    assert_refused(run("--db", "l.db", *args), option, files)
+
+
+def test_good_values_still_work(files: Path) -> None:
+    result = run("--db", "l.db", "import", "--context-length", "2048", "a.jsonl")
+    assert result.exit_code == 0, result.output
+    result = run("trajectories", "compress", "--timeout", "1.5", "t.jsonl", "o.jsonl")
+    assert result.exit_code == 0, result.output
+    assert (files / "o.jsonl").exists()

@@ -1,0 +1,109 @@
+"""Ids and model names from data stay on their line and read left to right.
+
+A session id or model name holding a newline, a carriage return, ESC or a bidi control
+(U+202E RIGHT-TO-LEFT OVERRIDE, U+2066 isolates) was printed raw into tables and report
+lines: a hostile session could forge a row or reverse the text after it. Every command
+shows such characters as visible escapes (``\\n``, ``\\x0d``, ``\\u202e``); a message's
+own text keeps its line breaks but not its bidi controls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ctxledger.cli.main import cli
+from ctxledger.ledger.facade import Ledger
+from ctxledger.terminal import inline, plain
+
+SID = "ses_a\r\nforged row\u202eevil\u2066x\x1b[31m"
+MODEL = "gpt\nFAKE LINE\u202eledom"
+BRANCH = "ses_b\nforged branch\u2067"
+TEXT = "hello\nthere \u202etxet"
+
+#: any raw control character but newline, and every bidi control
+RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("hostile-ids") / "l.db"
+    ledger = Ledger.open(str(path))
+    try:
+        ledger.start_session(model=MODEL, context_length=16_000, session_id=SID)
+        ledger.append_messages(SID, [{"role": "user", "content": TEXT}])
+        ledger.start_session(
+            model=MODEL, context_length=16_000, session_id=BRANCH,
+            parent_session_id=SID, reason="branch",
+        )  # fmt: skip
+    finally:
+        ledger.close()
+    return path
+
+
+def run(db: Path, *args: str, width: int = 80) -> click.testing.Result:
+    result = CliRunner(env={"COLUMNS": str(width)}).invoke(
+        cli, ["--db", str(db), *args], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert not RAW.search(result.output), repr(RAW.search(result.output))
+    assert not any(
+        line.lstrip("│┃ ").startswith(("forged", "FAKE LINE"))
+        for line in result.output.splitlines()
+    ), result.output
+    return result
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions"],
+        ["show", SID],
+        ["chain", SID],
+        ["usage", SID],
+        ["replay", SID],
+        ["recall", SID, "hello"],
+        ["diff", SID, BRANCH],
+        ["audit", SID],
+        ["sessions", "--json"],
+        ["show", SID, "--json"],
+    ],
+    ids=lambda a: "-".join(x for x in a if x.isascii() and x.isprintable()),
+)
+def test_no_raw_control_or_bidi_character_from_data_is_printed(db: Path, args: list[str]) -> None:
+    run(db, *args)
+
+
+def test_the_sessions_table_shows_the_escapes(db: Path) -> None:
+    out = run(db, "sessions", width=300).output
+    assert "ses_a\\x0d\\nforged row\\u202eevil\\u2066x\\x1b[31m" in out
+    assert "gpt\\nFAKE LINE\\u202eledom" in out
+    assert len(out.splitlines()) == 6  # top, header, rule, two rows, bottom: no forged row
+
+
+def test_a_report_line_shows_the_id_escaped_on_one_line(db: Path) -> None:
+    out = run(db, "chain", SID).output
+    assert "ses_a\\x0d\\nforged row\\u202eevil\\u2066x\\x1b[31m root" in out
+    assert "ses_b\\nforged branch\\u2067 (branch)" in out
+
+
+def test_message_text_keeps_its_lines_but_not_its_bidi_controls(db: Path) -> None:
+    out = run(db, "show", SID).output
+    assert "hello\nthere \\u202etxet" in out
+
+
+def test_json_output_escapes_bidi_controls_and_decodes_to_the_data(db: Path) -> None:
+    out = run(db, "sessions", "--json").output
+    assert "\\u202e" in out
+    assert {row["session_id"] for row in json.loads(out)} == {SID, BRANCH}
+
+
+def test_inline_and_plain() -> None:
+    assert inline("a\nb\tc\rd\u202ee\u2028") == "a\\nb\\tc\\x0dd\\u202ee\\u2028"
+    assert plain("a\nb\tc\rd\u202ee") == "a\nb\tc\\x0dd\\u202ee"
+    assert inline("plain id ses_01") == "plain id ses_01"

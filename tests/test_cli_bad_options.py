@@ -62,6 +62,11 @@ def test_a_timeout_must_be_a_finite_positive_number(files: Path, value: str) -> 
     assert_refused(result, "--timeout", files)
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-2"])
+def test_serve_refuses_a_bad_stall_timeout(files: Path, value: str) -> None:
+    assert_refused(run("--db", "l.db", "serve", "--stall-timeout", value), "--stall-timeout", files)
+
+
 @pytest.mark.parametrize("db", ["", " ", "\t"])
 @pytest.mark.parametrize("command", [["sessions"], ["import", "a.jsonl"]])
 def test_an_empty_db_is_refused_not_the_default_ledger(

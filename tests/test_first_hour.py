@@ -4,6 +4,7 @@ compress, a summarizer that cannot hold the terminal, spinners that stay out of 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,6 +297,14 @@ def test_serve_resolves_settings_like_every_entry_point(
         config = state.service.config
         assert (config.threshold, config.protect_last_n, config.context_length) == (0.6, 9, 40_000)
         assert state.context_length == 40_000  # the window of sessions the proxy starts
+        assert state.stall_timeout == 60  # the default when serve is given no --stall-timeout
+    finally:
+        anyio.run(state.aclose)
+        anyio.run(state.service.aclose)
+    monkeypatch.setenv("CTXLEDGER_SERVE_STALL_TIMEOUT", "2.5")  # serve --stall-timeout 2.5
+    state = app_from_env().state.ctx
+    try:
+        assert state.stall_timeout == 2.5
     finally:
         anyio.run(state.aclose)
         anyio.run(state.service.aclose)
@@ -402,3 +411,23 @@ def test_spinner_shows_a_ref_as_typed(
     assert result.exit_code == 2, result.output
     assert "auditing the compactions of {ref}[bold]x" in result.stderr
     assert "error: no session '{ref}[bold]x'" in result.stderr
+
+
+def test_serve_hands_its_stall_timeout_to_the_factory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve --stall-timeout S` reaches every worker's app (through CTXLEDGER_SERVE_*)."""
+    from click.testing import CliRunner
+
+    from ctxledger.cli import serve as serve_module
+    from ctxledger.cli.main import cli as main_cli
+
+    keys = ("db", "config", "token_file", "guard_proxy", "upstream", "api", "context_length",
+            "summarizer", "durability", "stall_timeout")  # fmt: skip
+    for key in keys:  # what serve exports is undone after the test
+        monkeypatch.delenv("CTXLEDGER_SERVE_" + key.upper(), raising=False)
+    monkeypatch.setattr(serve_module, "_run", lambda *args: None)
+    db = str(tmp_path / "s.db")
+    result = CliRunner().invoke(main_cli, ["serve", "--db", db, "--stall-timeout", "2.5"])
+    assert result.exit_code == 0, result.output
+    assert os.environ["CTXLEDGER_SERVE_STALL_TIMEOUT"] == "2.5"

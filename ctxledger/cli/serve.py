@@ -12,6 +12,7 @@ from ctxledger.cli.app import (
     CONTEXT_LENGTH,
     LEDGER_TARGET,
     POSITIVE,
+    SECONDS,
     cli,
     config_file_option,
     handle_errors,
@@ -110,6 +111,13 @@ def _require_server_extra() -> None:
     help="Seconds in-flight requests get to finish on shutdown.",
 )
 @click.option(
+    "--stall-timeout",
+    type=SECONDS,
+    default=None,
+    help="Seconds a streamed reply waits for a client that stops reading before the turn "
+    "ends as if it left (its session is freed, the reply not recorded; default 60).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="info",
@@ -131,6 +139,7 @@ def serve(
     durability: str,
     workers: int,
     graceful_timeout: int,
+    stall_timeout: float | None,
     log_level: str,
 ) -> None:
     """Serve the ledger over HTTP: state API, event feed (SSE) and the compacting proxy."""
@@ -156,6 +165,7 @@ def serve(
         context_length=str(context_length or ""),
         summarizer=summarizer_kind,
         durability=durability,
+        stall_timeout="" if stall_timeout is None else repr(stall_timeout),
     )
     _run(host, port, workers, graceful_timeout, log_level)
 

@@ -154,6 +154,7 @@ def app_from_env() -> Starlette:
         api=env.get("api") or "openai",
         context_length=int(env["context_length"]) if env.get("context_length") else None,
         stopping=STOPPING,
+        **({"stall_timeout": float(env["stall_timeout"])} if env.get("stall_timeout") else {}),
     )
 
 

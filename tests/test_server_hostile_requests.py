@@ -89,6 +89,12 @@ def test_a_bad_proxy_request_is_refused_before_anything_is_recorded(
         ("/v1/messages", {"max_tokens": 10**30}, "'max_tokens' must be a positive integer"),
         ("/v1/messages", {"tools": [{"name": 5, "input_schema": {}}]}, "tools[0].name must"),
         ("/v1/messages", {"tools": [{"name": "f", "input_schema": 5}]}, "input_schema must"),
+        (
+            "/v1/messages",
+            {"tools": [{"name": ""}]},
+            "name must be a non-empty string, got an empty",
+        ),
+        ("/v1/messages", {"tools": [{"type": "mcp_toolset", "name": 5}]}, "tools[0].name must"),
     ],
 )
 def test_the_other_faces_refuse_bad_caps_and_tools_before_recording(
@@ -111,6 +117,7 @@ def test_well_formed_tools_of_every_face_go_through(tmp_path: Path) -> None:
     responses["tools"].append({"type": "web_search"})
     assert _proxied(tmp_path / "b", responses, [], "/v1/responses")[0] == 200
     tools = [{"name": "f", "input_schema": {}}, {"type": "web_search_20250305", "name": "w"}]
+    tools.append({"type": "mcp_toolset", "mcp_server_name": "x"})  # a server tool: no name
     anthropic = {"model": "m", "max_tokens": 64, "messages": [USER], "tools": tools}
     assert _proxied(tmp_path / "c", anthropic, [], "/v1/messages")[0] == 200
 

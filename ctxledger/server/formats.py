@@ -97,7 +97,9 @@ def _shown(value: Any) -> str:
 def _tools(body: Mapping[str, Any], face: str) -> list[Any]:
     """The request's tool definitions, checked where the ledger will read them (a tool's
     name, its parameters): `face` ``openai`` nests a function's fields under
-    ``function``, ``responses`` has them flat, ``anthropic`` names every tool."""
+    ``function``, ``responses`` has them flat, ``anthropic`` names every tool the
+    client defines (untyped or ``custom``); its typed server tools (``web_search_…``,
+    ``mcp_toolset``) may have no name, and are checked only for what they carry."""
     tools = body.get("tools")
     if tools is None:
         return []
@@ -116,8 +118,8 @@ def _tools(body: Mapping[str, Any], face: str) -> list[Any]:
             _tool_fields(fn, f"tools[{i}].function", "parameters")
         elif face == "responses" and kind == "function":
             _tool_fields(tool, f"tools[{i}]", "parameters")
-        elif face == "anthropic":
-            _tool_fields(tool, f"tools[{i}]", "input_schema")
+        elif face == "anthropic" and (kind in (None, "custom") or tool.get("name") is not None):
+            _tool_fields(tool, f"tools[{i}]", "input_schema")  # a server tool may have no name
     return tools
 
 

@@ -33,6 +33,8 @@ class BadUpstreamReply(Exception):
 def kind_of(value: Any) -> str:
     if value is None:
         return "null"
+    if value == "":
+        return "an empty string"
     return {
         dict: "an object",
         list: "a list",
@@ -99,7 +101,8 @@ def index_of(value: Any, what: str, default: int = 0) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadUpstreamReply(f"{what} must be a non-negative integer, got {kind_of(value)}")
+        got = value if type(value) is int else kind_of(value)
+        raise BadUpstreamReply(f"{what} must be a non-negative integer, got {got}")
     return value
 
 

@@ -17,6 +17,8 @@ import anyio
 import click
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxledger import ContextService, InvalidInput, InvalidMessage, Ledger
 from ctxledger.cli.main import cli
@@ -76,6 +78,34 @@ def test_depth_helpers_are_iterative_and_stop_early() -> None:
         cur.append(nxt)
         cur = nxt
     assert value_depth(nested, stop_above=MAX_JSON_DEPTH) == MAX_JSON_DEPTH + 1
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='ab"\\[]{}\n', max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text('k["', max_size=3), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(_JSON_VALUES)
+def test_the_text_scan_reads_the_values_depth(value: object) -> None:
+    assert json_text_depth(json.dumps(value)) == value_depth(value)
+
+
+@given(st.lists(st.sampled_from(['"', "\\", "[", "{", "]", "x"]), max_size=40).map("".join))
+def test_a_string_token_started_at_a_quote_never_fails(text: str) -> None:
+    """Linear by construction (review, session 27): an unterminated string is one token
+    to the end of the text, so no later quote starts another scan to the end (20 KB of
+    \\" after one quote took 6 s in a tool call's arguments). Counted, not timed."""
+    from ctxledger import limits
+
+    pos = 0
+    while (start := text.find('"', pos)) >= 0:
+        match = limits._JSON_TOKENS.match(text, start)
+        assert match is not None and match.group().startswith('"'), (text, start)
+        pos = match.end()
 
 
 @pytest.mark.parametrize(

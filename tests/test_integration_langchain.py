@@ -275,7 +275,21 @@ def test_a_thread_id_with_separators_keeps_one_session_across_a_restart(service)
     (root,) = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
     users = [m["content"] for m in live_messages(service, root) if m["role"] == "user"]
     assert users == ["first", "second"]
-    assert "~" not in root and " " not in root
+    assert root == "langchain:x%7Ey z/%2541"
+
+
+@pytest.mark.parametrize("thread", ["user/42", "Zürich", "thread 1"])
+def test_a_thread_recorded_before_the_escaping_is_continued(service, thread):
+    """Thread ids without ``~``, ``%`` or control characters keep the session id they had
+    (``langchain:<thread>``): an upgraded process continues their sessions."""
+    saver = InMemorySaver()
+    for text in ("first", "second"):
+        agent = _agent(service, 2, saver)
+        agent.invoke({"messages": [HumanMessage(text)]}, _thread(thread))
+    roots = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    assert roots == [f"langchain:{thread}"]
+    users = [m["content"] for m in live_messages(service, roots[0]) if m["role"] == "user"]
+    assert users == ["first", "second"]
 
 
 def _thread(thread: str) -> dict[str, Any]:

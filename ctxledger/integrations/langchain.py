@@ -14,8 +14,9 @@ the originals in the checkpoint); the compaction history is in the ledger. One l
 session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
-In ``<thread>`` every character but ``A-Z a-z 0-9 . _ : @ -`` is written ``%XX`` (its
-UTF-8 bytes), so no thread id holds the ``~`` of another thread's generation.
+In ``<thread>`` a ``~``, a ``%`` and control characters are written ``%XX``, so no
+thread id holds the ``~`` of another thread's generation; every other character is
+kept, so the sessions of threads named before this escaping are found again.
 Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
 process finds where the ledger left off.
 """
@@ -270,12 +271,15 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     return schemas or None
 
 
-_UNSAFE_IN_KEY = re.compile(r"[^A-Za-z0-9._:@-]")
+#: what a thread id may not hold as itself in a session id: the ``~`` that numbers
+#: generations, the ``%`` of the escape, and control characters (a NUL is refused)
+_UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
 
 
 def _session_key(thread: str) -> str:
-    """`thread` with every character outside ``[A-Za-z0-9._:@-]`` as ``%XX`` UTF-8 bytes:
-    one way back (``%`` is escaped too) and never the ``~`` that numbers generations."""
+    """`thread` with each of :data:`_UNSAFE_IN_KEY` as ``%XX``: one way back, never the
+    ``~`` of a generation. Any other character stays (``user/42``, ``Zürich``, spaces),
+    as thread ids were written before the escaping, so their sessions are found again."""
     return _UNSAFE_IN_KEY.sub(
         lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
         thread,

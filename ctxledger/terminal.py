@@ -5,10 +5,13 @@ rich markup is never interpreted, control characters (ESC, BEL, CR, ...) are sho
 ``\\xNN`` and bidi controls (U+202E RIGHT-TO-LEFT OVERRIDE, ...) as ``\\uXXXX``, so a
 hostile id can neither forge a line nor reverse the text after it. Two forms:
 
-* :func:`inline`: one line (table cells, ids, labels): newline and tab are escaped too.
+* :func:`inline`: one line (table cells, ids, labels): newline, tab, the bidi marks and
+  invisible characters (zero-width space, word joiner, BOM, soft hyphen) are escaped
+  too, so one id cannot pass for another.
   :class:`PlainConsole` renders every string this way, and :func:`styled` parts.
 * :func:`plain` / :func:`block`: multi-line text (a message's content): newline and tab
-  are kept, everything else is escaped as above.
+  are kept, and so are the bidi marks of right-to-left prose (LRM, RLM, ALM: they move
+  no text past their neighbours); everything else is escaped as above.
 
 Styling is applied only through :func:`styled` parts that ctxledger's own code builds.
 The CLI and the demo print through :class:`PlainConsole`.
@@ -24,12 +27,18 @@ from rich.text import Text
 
 __all__ = ["PlainConsole", "block", "inline", "plain", "styled"]
 
-#: the Unicode Bidi_Control characters: embeddings, overrides, isolates, marks
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-#: C0/C1 control characters except newline and tab, and the bidi controls
-_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
-#: the same, and newline, tab and the Unicode line/paragraph separators
-_LINE_BREAKING = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_BIDI}]")
+#: the bidi controls that reorder what follows them: embeddings, overrides, isolates
+_REORDERING = "\u202a-\u202e\u2066-\u2069"
+#: the bidi marks (ALM, LRM, RLM): right-to-left prose uses them, they reorder nothing
+#: beyond their neighbours; and characters that show nothing (an id holding one looks
+#: like another id)
+_MARKS_AND_INVISIBLE = "\u061c\u200e\u200f\u200b\u2060\ufeff\u00ad"
+#: C0/C1 control characters except newline and tab, and the reordering bidi controls
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}]")
+#: the same, newline, tab, the Unicode line/paragraph separators, marks and invisibles
+_LINE_BREAKING = re.compile(
+    f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_REORDERING}{_MARKS_AND_INVISIBLE}]"
+)
 _NAMED = {"\n": "\\n", "\t": "\\t"}
 
 

@@ -107,3 +107,16 @@ def test_inline_and_plain() -> None:
     assert inline("a\nb\tc\rd\u202ee\u2028") == "a\\nb\\tc\\x0dd\\u202ee\\u2028"
     assert plain("a\nb\tc\rd\u202ee") == "a\nb\tc\\x0dd\\u202ee"
     assert inline("plain id ses_01") == "plain id ses_01"
+
+
+def test_right_to_left_prose_keeps_its_marks_and_an_id_shows_every_invisible() -> None:
+    """Message text keeps the bidi marks of Hebrew or Arabic prose (RLM, LRM, ALM move
+    nothing past their neighbours) but not the overrides and isolates; a one-line id
+    shows the marks and every invisible character, so it cannot pass for another id."""
+    prose = "שלום\u200f עולם \u061cمرحبا\u200e ok"
+    assert plain(prose) == prose
+    assert plain("a\u202eb\u2066c") == "a\\u202eb\\u2066c"
+    assert inline("ses_a\u200bb\u2060c\ufeffd\u00ade\u200ff") == (
+        "ses_a\\u200bb\\u2060c\\ufeffd\\xade\\u200ff"
+    )
+    assert inline("Zürich 東京 👨\u200d👩") == "Zürich 東京 👨\u200d👩"  # joiners stay

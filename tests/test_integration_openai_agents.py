@@ -271,3 +271,20 @@ def test_a_failed_first_add_items_creates_no_session(service, items):
         assert "fresh~2" in service.ledger.transcript.state.sessions
 
     anyio.run(scenario)
+
+
+def test_an_empty_first_add_items_starts_no_session(service):
+    """``add_items([])`` with no usage to report records nothing, so no empty session."""
+    session = CtxLedgerSession("quiet", service)
+
+    async def scenario() -> None:
+        before = service.ledger.refresh()
+        await session.add_items([])
+        assert service.ledger.refresh() == before
+        assert "quiet" not in service.ledger.transcript.state.sessions
+        assert session.ledger_session_id() is None
+        await session.add_items([{"role": "user", "content": "hi"}])
+        await session.add_items([])  # a session exists now: still fine
+        assert await session.get_items() == [{"role": "user", "content": "hi"}]
+
+    anyio.run(scenario)

@@ -134,6 +134,8 @@ class CtxLedgerSession:
         messages = items_to_messages(items)
         if self.ledger_session_id() is None:
             _check_first_batch(messages)  # a refused first batch must not leave a session
+            if not messages and not _unreported(wrapper):
+                return  # nothing to record: no empty session either
         sid = await self._writable()
         if messages:
             sid = (await self.service.append(sid, messages)).session_id
@@ -141,9 +143,7 @@ class CtxLedgerSession:
 
     async def _report_usage(self, sid: str, wrapper: Any) -> None:
         """Report each model request of the run not reported yet (Responses usage shape)."""
-        usage = getattr(wrapper, "usage", None)
-        entries = list(getattr(usage, "request_usage_entries", None) or ())
-        done = int(getattr(wrapper, _REPORTED, 0) or 0)
+        entries, done = _usage_entries(wrapper)
         for entry in entries[done:]:
             sid = (await self.service.report_usage(sid, request_usage(entry))).session_id
         if wrapper is not None and len(entries) > done:
@@ -194,6 +194,18 @@ class CtxLedgerSession:
             await self.service.compress(sid)
         else:
             await self.service.preflight(sid)
+
+
+def _usage_entries(wrapper: Any) -> tuple[list[Any], int]:
+    """The run's model requests (usage entries) and how many were reported already."""
+    usage = getattr(wrapper, "usage", None)
+    entries = list(getattr(usage, "request_usage_entries", None) or ())
+    return entries, int(getattr(wrapper, _REPORTED, 0) or 0)
+
+
+def _unreported(wrapper: Any) -> bool:
+    entries, done = _usage_entries(wrapper)
+    return len(entries) > done
 
 
 def _check_first_batch(messages: list[JSON]) -> None:

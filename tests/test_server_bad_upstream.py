@@ -48,6 +48,18 @@ def _usages(r: Rig) -> int:
     return sum(isinstance(e, UsageReported) for e in _recorded(r))
 
 
+async def _refused(r: Rig, path: str, request: dict[str, Any], body: bytes, says: str) -> Any:
+    """Post `request` while the upstream answers `body`: a 502 ``bad_upstream_reply``
+    saying `says`, with the user's turn recorded and nothing of the reply (the error)."""
+    r.upstream.queue(Raw((body,)))
+    response = await r.http.post(path, json=request)
+    assert response.status_code == 502, response.text
+    error = response.json()["error"]
+    assert error["code"] == "bad_upstream_reply" and says in error["message"]
+    assert _roles(r) == ["user"] and _usages(r) == 0
+    return error
+
+
 def _events(*data: Any) -> tuple[bytes, ...]:
     return tuple(f"data: {d if isinstance(d, str) else json.dumps(d)}\n\n".encode() for d in data)
 
@@ -73,13 +85,8 @@ async def test_a_malformed_chat_reply_is_a_502_and_records_no_reply(
     tmp_path: Path, body: bytes, says: str
 ) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(Raw((body,)))
-        response = await r.http.post("/v1/chat/completions", json=CHAT)
-        assert response.status_code == 502, response.text
-        error = response.json()["error"]
-        assert error["code"] == "bad_upstream_reply" and says in error["message"]
+        error = await _refused(r, "/v1/chat/completions", CHAT, body, says)
         assert "Nothing of its answer was recorded" in error["message"]
-        assert _roles(r) == ["user"] and _usages(r) == 0
         # the client sends the turn again: it continues from what was recorded
         again = await r.http.post("/v1/chat/completions", json=CHAT)
         assert again.status_code == 200 and _roles(r) == ["user", "assistant"]
@@ -99,23 +106,15 @@ async def test_a_malformed_response_is_a_502_and_records_no_reply(
     tmp_path: Path, body: bytes, says: str
 ) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(Raw((body,)))
-        response = await r.http.post("/v1/responses", json=RESPONSES)
-        assert response.status_code == 502, response.text
-        error = response.json()["error"]
-        assert error["code"] == "bad_upstream_reply" and says in error["message"]
-        assert _roles(r) == ["user"] and _usages(r) == 0
+        await _refused(r, "/v1/responses", RESPONSES, body, says)
 
 
 async def test_a_malformed_anthropic_reply_is_a_502_and_records_no_reply(tmp_path: Path) -> None:
     async with rig(tmp_path, api="anthropic") as r:
-        r.upstream.queue(Raw((b'{"type": "message", "content": 5}',)))
-        response = await r.http.post("/v1/messages", json=ANTHROPIC)
-        assert response.status_code == 502, response.text
-        error = response.json()["error"]
-        assert error["type"] == "api_error" and error["code"] == "bad_upstream_reply"
-        assert "'content' must be a list or a string, got an integer" in error["message"]
-        assert _roles(r) == ["user"]
+        body = b'{"type": "message", "content": 5}'
+        says = "'content' must be a list or a string, got an integer"
+        error = await _refused(r, "/v1/messages", ANTHROPIC, body, says)
+        assert error["type"] == "api_error"
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,36 +20,19 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-import uvicorn
 from helpers.fake_upstream import FakeUpstream
 from helpers.http_writers import run_writers, written
+from helpers.uvicorn_thread import free_port, serving
 
 CLI = [str(Path(sys.executable).parent / "ctxledger")]
 TOKEN = "smoke-test-token-0123456789abcdef"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def upstream() -> Iterator[tuple[FakeUpstream, int]]:
     fake = FakeUpstream()
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(fake, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield fake, port
-    server.should_exit = True
-    thread.join(10)
+    with serving(fake) as port:
+        yield fake, port
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
@@ -71,7 +53,7 @@ def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def _served(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``ctxledger serve --db tmp/served.db --port P ARGS`` (the --db of the serve command)."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     db = str(tmp_path / "served.db")
     proc = subprocess.Popen(
@@ -192,7 +174,7 @@ def test_serve_rejects_a_short_token(tmp_path: Path) -> None:
 
 
 def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     db = tmp_path / "shared.db"
     proc = subprocess.Popen(

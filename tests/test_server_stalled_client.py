@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 from helpers.fake_upstream import FakeUpstream, Raw
+from helpers.uvicorn_thread import serving
 
 from ctxledger import ContextService
 from ctxledger.events import MessageAppended
@@ -42,35 +40,16 @@ def _big_stream(megabytes: int) -> tuple[bytes, ...]:
     return (event,) * (megabytes * 10) + tail
 
 
-def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    return server, thread, port
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, FakeUpstream, ContextService]]:
     # both under uvicorn: the upstream's stream reaches the proxy as it is sent (an
     # in-process transport would hand over the whole body at once)
     fake = FakeUpstream()
-    up_server, up_thread, up_port = _serve(fake)
     service = ContextService.open(tmp_path / "server.db")
-    app = create_app(service, upstream=f"http://127.0.0.1:{up_port}/v1", stall_timeout=1.0)
-    server, thread, port = _serve(app)
-    yield f"http://127.0.0.1:{port}", fake, service
-    for srv, th in ((server, thread), (up_server, up_thread)):
-        srv.should_exit = True
-        th.join(10)
+    with serving(fake) as up_port:
+        app = create_app(service, upstream=f"http://127.0.0.1:{up_port}/v1", stall_timeout=1.0)
+        with serving(app) as port:
+            yield f"http://127.0.0.1:{port}", fake, service
     anyio.run(service.aclose)
 
 

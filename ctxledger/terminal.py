@@ -2,8 +2,9 @@
 
 Everything that comes from data (transcripts, ids, paths, notes) is shown as text:
 rich markup is never interpreted, control characters (ESC, BEL, CR, ...) are shown as
-``\\xNN`` and bidi controls (U+202E RIGHT-TO-LEFT OVERRIDE, ...) as ``\\uXXXX``, so a
-hostile id can neither forge a line nor reverse the text after it. Two forms:
+``\\x1b`` (two hex digits) and bidi controls (U+202E RIGHT-TO-LEFT OVERRIDE, ...) as
+``\\u202e`` (four), so a hostile id can neither forge a line nor reverse the text
+after it. Two forms:
 
 * :func:`inline`: one line (table cells, ids, labels): newline, tab, the bidi marks and
   invisible characters (zero-width space, word joiner, BOM, soft hyphen) are escaped
@@ -50,7 +51,7 @@ def _visible(match: re.Match[str]) -> str:
 
 def plain(text: object) -> str:
     """`text` made safe for a terminal, lines kept: control characters (ESC, BEL, CR, ...)
-    shown as ``\\xNN`` and bidi controls as ``\\uXXXX``, so an escape sequence from a
+    shown as ``\\x1b`` and bidi controls as ``\\u202e``, so an escape sequence from a
     transcript is printed, never obeyed."""
     s = str(text)
     return _CONTROL.sub(_visible, s) if _CONTROL.search(s) else s

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from helpers.http_writers import run_writers, written
 from helpers.pg_server import PgServer
+from helpers.uvicorn_thread import free_port
 
 from ctxledger import ContextService, Ledger
 from ctxledger.cli.main import cli
@@ -159,12 +159,6 @@ def test_every_cli_command_works_on_a_postgres_ledger(url: str, tmp_path: Path) 
     assert covered == set(cli.commands), set(cli.commands) - covered
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # --- migrate ---------------------------------------------------------------------------------
 
 
@@ -223,7 +217,7 @@ def test_migrate_refuses_a_non_empty_destination_and_a_bad_source(url: str, tmp_
 def test_serve_workers_share_a_postgres_ledger_and_the_feed_follows_it(url: str) -> None:
     """``ctxledger --db postgresql://… serve --workers 2``: four clients append to one session
     through both workers; the event feed (follow(), woken by NOTIFY) delivers every append."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     cli_path = str(Path(sys.executable).parent / "ctxledger")
     proc = subprocess.Popen(

@@ -25,7 +25,8 @@ import httpx
 import pytest
 from helpers.fake_upstream import FakeUpstream
 from helpers.pg_server import PgServer
-from test_server_smoke import CLI, _free_port, _wait_healthy, upstream  # noqa: F401
+from helpers.uvicorn_thread import free_port
+from test_server_smoke import CLI, _wait_healthy, upstream  # noqa: F401
 
 from ctxledger import Ledger
 
@@ -47,7 +48,7 @@ def serve_workers(
     """``ctxledger serve --workers 2``, yielded once *both* workers finished their startup
     (a frozen worker must not be waiting for the other one to start: uvicorn's supervisor
     kills a worker that does not answer its health check for 5 s)."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "CTXLEDGER_INDEX_DIR": str(tmp_path)}
     upstream_url = f"http://127.0.0.1:{upstream_port}/v1"

@@ -138,3 +138,21 @@ def test_an_unterminated_string_of_escaped_quotes_is_bad_json() -> None:
     with pytest.raises(HTTPError) as caught:
         decode_object(b'{"a":"' + b'\\"' * 200_000)
     assert caught.value.code == "bad_json"
+
+
+@pytest.mark.parametrize("padding", [0, 200_000])
+@pytest.mark.parametrize("siblings", [0, 60_000])
+def test_every_way_to_measure_a_body_finds_its_depth(padding: int, siblings: int) -> None:
+    """A body is scanned as bytes (a dense start), walked once decoded (a sparse one),
+    or walked until it holds too many containers and then scanned: at the limit it
+    decodes, one level deeper it is too deep, in each of the three ways."""
+    pad = '"pad": "' + "p" * padding + '", '
+    many = '"many": [' + ",".join(["[]"] * siblings) + "], " if siblings else ""
+    for levels, ok in ((LIMIT, True), (LIMIT + 1, False)):
+        nest = "[" * (levels - 1) + "]" * (levels - 1)
+        # "a" first: the walk (last key first) meets "many" before it
+        raw = ("{" + pad + '"a": ' + nest + ", " + many + '"z": 0}').encode()
+        if ok:
+            assert len(decode_object(raw)["a"]) == 1
+        else:
+            assert _code(raw) == "too_deep"

@@ -13,7 +13,6 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 import unicodedata
@@ -169,7 +168,7 @@ class Haystack:
         self._cased: str | None = None
         #: (case-sensitive, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, str], bool] | None = {} if len(text) >= LONG_TEXT else None
-        #: (case-sensitive, character) -> whether the text holds it (long texts only)
+        #: (case-sensitive, character) -> whether the text holds it (asked of long texts)
         self._present: dict[tuple[bool, str], bool] = {}
 
     @property
@@ -201,18 +200,13 @@ class Haystack:
         it does not), asked once per character and text: many needles share them.
         """
         present = self._present
-        for char in _distinct_chars(needle):
+        for char in set(needle):
             seen = present.get((cased, char))
             if seen is None:
                 seen = present[(cased, char)] = char in text
             if not seen:
                 return False
         return True
-
-
-@functools.lru_cache(maxsize=4096)
-def _distinct_chars(needle: str) -> str:
-    return "".join(dict.fromkeys(needle))
 
 
 class _LongHaystacks:

@@ -165,7 +165,7 @@ def serve(
         context_length=str(context_length or ""),
         summarizer=summarizer_kind,
         durability=durability,
-        stall_timeout="" if stall_timeout is None else repr(stall_timeout),
+        stall_timeout=str(stall_timeout or ""),
     )
     _run(host, port, workers, graceful_timeout, log_level)
 

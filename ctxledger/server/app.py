@@ -30,7 +30,7 @@ from ctxledger.server.auth import read_token_file, require_bearer
 from ctxledger.server.errors import HTTPError, error_response, message_of, provider_error_response
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
-from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, ServerState
+from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, DEFAULT_STALL_TIMEOUT, ServerState
 
 log = logging.getLogger("ctxledger.server")
 
@@ -154,7 +154,7 @@ def app_from_env() -> Starlette:
         api=env.get("api") or "openai",
         context_length=int(env["context_length"]) if env.get("context_length") else None,
         stopping=STOPPING,
-        **({"stall_timeout": float(env["stall_timeout"])} if env.get("stall_timeout") else {}),
+        stall_timeout=float(env.get("stall_timeout") or DEFAULT_STALL_TIMEOUT),
     )
 
 

@@ -25,8 +25,7 @@ from typing import Any
 from ctxledger import ContextService, InvalidInput
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import live_messages
-from ctxledger.messages import repair_call_ids, validate_messages
-from ctxledger.runtime.service_io import json_safe
+from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
 #: attribute on the Runner's wrapper: how many of its request usages were reported
@@ -133,7 +132,7 @@ class CtxLedgerSession:
             raise InvalidInput("items must be a list of input items")
         messages = items_to_messages(items)
         if self.ledger_session_id() is None:
-            _check_first_batch(messages)  # a refused first batch must not leave a session
+            check_new_batch(messages)  # a refused first batch must not leave a session
             if not messages and not _unreported(wrapper):
                 return  # nothing to record: no empty session either
         sid = await self._writable()
@@ -206,14 +205,6 @@ def _usage_entries(wrapper: Any) -> tuple[list[Any], int]:
 def _unreported(wrapper: Any) -> bool:
     entries, done = _usage_entries(wrapper)
     return len(entries) > done
-
-
-def _check_first_batch(messages: list[JSON]) -> None:
-    """What appending `messages` to a new (empty) ledger session checks, done before the
-    session is started: re-used call ids repaired, then the one validation policy, then
-    the log's encoding. Raises InvalidInput (InvalidMessage) as the append would."""
-    repaired, _ = repair_call_ids(messages, None, lambda i, j: f"ctxledger_check_{i}_{j}")
-    json_safe(validate_messages(repaired), "messages")
 
 
 def request_usage(entry: Any) -> JSON:

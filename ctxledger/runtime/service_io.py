@@ -15,6 +15,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
+from ctxledger.messages import check_new_messages
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +44,14 @@ class Recovery(msgspec.Struct, frozen=True, kw_only=True):
 
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_new_batch(messages: list[Any]) -> None:
+    """What appending `messages` to a new (empty) session checks, run before the session
+    is started, so a refused list leaves nothing behind: the one message policy (re-used
+    tool-call ids are repairs, not errors) and the log's encoding. Raises InvalidInput."""
+    check_new_messages(messages)
+    json_safe(messages, "messages")
 
 
 def json_safe(value: object, what: str) -> None:

@@ -42,9 +42,8 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
-from ctxledger.messages import check_new_messages
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
-from ctxledger.runtime.service_io import json_safe
+from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.server.auth import require_proxy_token
 from ctxledger.server.errors import HTTPError, message_of, provider_error_body
 from ctxledger.server.formats import (
@@ -266,9 +265,7 @@ class Turn:
     @staticmethod
     def _check_whole(messages: list[Any]) -> None:
         # a new session or branch is checked before it is started: a bad list appends nothing
-        # (under the one policy: a re-used tool-call id is repaired by the append, not refused)
-        check_new_messages(messages)
-        json_safe(messages, "messages")
+        check_new_batch(messages)
 
     def _headers(self) -> dict[str, str]:
         headers = {

@@ -54,6 +54,8 @@ def _proxied(
         ({"stream": "yes"}, [], "'stream' must be true or false"),
         ({}, [(b"authorization", b"Bearer \xc3\xa9")], "authorization header must be ASCII"),
         ({}, [(b"x-ctxledger-context-length", b"2048\xc2\xb3")], "must be an integer"),
+        ({}, [(b"x-ctxledger-context-length", b"1023")], "must be an integer \u2265 1024"),
+        ({}, [(b"x-ctxledger-context-length", b"1" + b"0" * 15)], "is out of range"),
         ({"max_tokens": 10**30}, [], "'max_tokens' must be a positive integer up to 1,0"),
         ({"max_tokens": -5}, [], "'max_tokens' must be a positive integer up to"),
         ({"max_completion_tokens": 0}, [], "'max_completion_tokens' must be a positive"),

@@ -18,6 +18,7 @@ from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.eventstore.opening import default_db_path
 from ctxledger.ledger.facade import Ledger
+from ctxledger.limits import MAX_CONTEXT_LENGTH, MIN_CONTEXT_LENGTH
 from ctxledger.terminal import PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,7 +119,7 @@ class SecondsType(click.ParamType[float, Any]):
 LEDGER_TARGET = LedgerTargetType()
 SECONDS = SecondsType()
 #: a context window in tokens (the library refuses fewer than 1024)
-CONTEXT_LENGTH = click.IntRange(min=1024)
+CONTEXT_LENGTH = click.IntRange(MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH)
 #: a count that must be at least 1 (turns, tokens, workers, batch sizes)
 POSITIVE = click.IntRange(min=1)
 #: a count that may be 0 (retries, turns kept)

@@ -42,6 +42,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
+from ctxledger.limits import check_context_length
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.server.auth import require_proxy_token
@@ -188,9 +189,7 @@ def _context_length(request: Request, state: ServerState) -> int:
     if raw is None:
         return state.context_length
     value = decimal(raw)
-    if value is None or value < 1024:
-        raise InvalidInput(f"{CONTEXT_HEADER} must be an integer ≥ 1024, got {raw!r}")
-    return value
+    return check_context_length(raw if value is None else value, CONTEXT_HEADER)
 
 
 def _check_forwarded(request: Request) -> None:

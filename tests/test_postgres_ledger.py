@@ -67,6 +67,7 @@ def test_a_path_opens_sqlite_and_a_postgres_url_opens_postgres(url: str, tmp_pat
     ("target", "fragment"),
     [
         ("mysql://u:hunter2@db/ledger", "unknown ledger URL scheme 'mysql'"),
+        ("mysql://db/ledger?password=hunter2", "unknown ledger URL scheme 'mysql'"),
         ("sqlite:///tmp/x.db", "unknown ledger URL scheme 'sqlite'"),
         ("postgresql:/host/db", "whose '//' was lost"),
     ],

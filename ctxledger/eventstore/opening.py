@@ -16,6 +16,7 @@ from typing import Any
 from ctxledger.errors import InvalidConfig, InvalidInput
 from ctxledger.eventstore.base import Durability, EventStore
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.shownurl import shown_url
 
 __all__ = ["default_db_path", "is_url", "open_store"]
 
@@ -50,7 +51,7 @@ def open_store(
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:
         raise InvalidInput(
-            f"unknown ledger URL scheme {scheme!r} in {_redact(text)!r}: give a file path for "
+            f"unknown ledger URL scheme {scheme!r} in {shown_url(text)!r}: give a file path for "
             "a SQLite ledger or a postgresql://user@host/db URL for PostgreSQL"
         )
     try:
@@ -61,11 +62,6 @@ def open_store(
             "pip install 'ctxledger[postgres]'"
         ) from exc
     return PostgresEventStore(text, durability=durability, **options)
-
-
-def _redact(url: str) -> str:
-    """The URL without a password."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
 def default_db_path() -> str:

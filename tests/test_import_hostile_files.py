@@ -36,6 +36,14 @@ def test_a_codex_token_count_that_is_not_an_integer_is_a_located_error(count: An
         parse_codex(jsonl(lines), path="rollout.jsonl")
 
 
+@pytest.mark.parametrize("count", [-1, 10**30])
+def test_a_codex_token_count_out_of_range_is_a_located_error(count: int) -> None:
+    lines = [*codex_lines(), cx_tokens(5000, input_tokens=0)]
+    lines[-1]["payload"]["info"]["last_token_usage"]["input_tokens"] = count
+    with pytest.raises(ImportFormatError, match=r"last_token_usage\.input_tokens"):
+        parse_codex(jsonl(lines), path="rollout.jsonl")
+
+
 def test_a_sharegpt_call_nested_past_the_recursion_limit_is_a_clear_error() -> None:
     turns = [
         {"from": "human", "value": "go"},
@@ -56,6 +64,10 @@ def test_a_sharegpt_call_nested_past_the_recursion_limit_is_a_clear_error() -> N
         (
             "UPDATE sessions SET output_tokens = 'abc' WHERE id = 's1' AND ? IS NOT NULL",
             "token count",
+        ),
+        (
+            "UPDATE sessions SET input_tokens = -5 WHERE id = 's1' AND ? IS NOT NULL",
+            "token count column is out of range: input tokens must not be negative",
         ),
     ],
 )

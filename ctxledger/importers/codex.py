@@ -39,6 +39,7 @@ from ctxledger.importers.common import (
     type_name,
 )
 from ctxledger.importers.model import ImportedSession
+from ctxledger.limits import check_token_count
 
 _WRAPPERS = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
 _ITEM_TYPES = frozenset(
@@ -92,13 +93,14 @@ def _texts(items: Any) -> list[str]:
 
 def _count(usage: Mapping[str, Any], key: str) -> int:
     """A token count of a usage block: an integer (absent or null: 0), never coerced
-    (``int("12")``, ``int(1.9)`` or ``int(True)`` would make up a count)."""
+    (``int("12")``, ``int(1.9)`` or ``int(True)`` would make up a count), in the range
+    the ledger takes (not negative)."""
     value = usage.get(key)
     if value is None:
         return 0
     if type(value) is not int:
         raise InvalidInput(f"last_token_usage.{key} must be an integer, got {value!r}"[:200])
-    return value
+    return check_token_count(value, f"last_token_usage.{key}")  # the ledger's range
 
 
 def responses_usage(last: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,9 +30,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxledger.errors import ImportFormatError
+from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.common import SessionBuilder, SourceText, normalize_tool_calls
 from ctxledger.importers.model import ImportedSession
+from ctxledger.limits import check_token_count
 
 #: session columns kept as the imported session's extras (provenance, not behaviour)
 _SESSION_EXTRAS = (
@@ -234,6 +235,13 @@ def _usage(row: Mapping[str, Any], b: SessionBuilder) -> None:
         raise b.src.error(
             "a token count column holds something other than an integer", f"session {b.key!r}"
         )
+    try:
+        for key, value in raw.items():
+            check_token_count(value, f"{key} tokens")  # the ledger's range: not negative
+    except InvalidInput as exc:
+        raise b.src.error(
+            f"a token count column is out of range: {exc}", f"session {b.key!r}"
+        ) from None
     if raw["reasoning"] > raw["output"]:
         b.warn("reasoning tokens above the output total were not kept")
         raw["reasoning"] = 0

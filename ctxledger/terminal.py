@@ -26,14 +26,17 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["PlainConsole", "block", "inline", "plain", "styled"]
+__all__ = ["BIDI_CONTROLS", "PlainConsole", "block", "inline", "plain", "styled"]
 
 #: the bidi controls that reorder what follows them: embeddings, overrides, isolates
 _REORDERING = "\u202a-\u202e\u2066-\u2069"
 #: the bidi marks (ALM, LRM, RLM): right-to-left prose uses them, they reorder nothing
-#: beyond their neighbours; and characters that show nothing (an id holding one looks
-#: like another id)
-_MARKS_AND_INVISIBLE = "\u061c\u200e\u200f\u200b\u2060\ufeff\u00ad"
+#: beyond their neighbours
+_MARKS = "\u061c\u200e\u200f"
+#: every Unicode Bidi_Control character, as a regex character-class body
+BIDI_CONTROLS = _REORDERING + _MARKS
+#: the marks, and characters that show nothing (an id holding one looks like another)
+_MARKS_AND_INVISIBLE = _MARKS + "\u200b\u2060\ufeff\u00ad"
 #: C0/C1 control characters except newline and tab, and the reordering bidi controls
 _CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}]")
 #: the same, newline, tab, the Unicode line/paragraph separators, marks and invisibles

@@ -19,7 +19,7 @@ from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.eventstore.opening import default_db_path
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MIN_CONTEXT_LENGTH
-from ctxledger.terminal import PlainConsole, inline, plain
+from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -237,7 +237,7 @@ def quiet_option(fn: F) -> F:
     )(fn)
 
 
-_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{BIDI_CONTROLS}]")
 
 
 def json_text(text: str) -> str:

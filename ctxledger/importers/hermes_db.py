@@ -389,10 +389,10 @@ def parse_hermes_db(
         conn.row_factory = sqlite3.Row
         store = _Store(conn, name)
         rows: list[Mapping[str, Any]] = [dict(r) for r in conn.execute(store.sessions_sql)]
-        _check_ids(rows, name)
+        known = _check_ids(rows, name)
         if session is not None:
             rows = _chain_of(rows, session, name)
-        known = _check_ids(rows, name)
+            known = {str(r["id"]) for r in rows}  # a subset of the rows just checked
         taken = set(known)
         out: list[ImportedSession] = []
         for row in _parents_first(rows):

@@ -102,8 +102,3 @@ def test_good_values_still_work(files: Path) -> None:
     result = run("trajectories", "compress", "--timeout", "1.5", "t.jsonl", "o.jsonl")
     assert result.exit_code == 0, result.output
     assert (files / "o.jsonl").exists()
-
-
-def test_a_context_length_past_any_models_window_is_refused(files: Path) -> None:
-    result = run("--db", "l.db", "import", "--context-length", str(10**15), "a.jsonl")
-    assert_refused(result, "--context-length", files)

@@ -18,7 +18,7 @@ from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
 from ctxledger.eventstore.opening import default_db_path
 from ctxledger.ledger.facade import Ledger
-from ctxledger.limits import MAX_CONTEXT_LENGTH, MIN_CONTEXT_LENGTH
+from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,8 +118,9 @@ class SecondsType(click.ParamType[float, Any]):
 #: the option types every command shares, so one kind of value is checked one way
 LEDGER_TARGET = LedgerTargetType()
 SECONDS = SecondsType()
-#: a context window in tokens (the library refuses fewer than 1024)
-CONTEXT_LENGTH = click.IntRange(MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH)
+#: a context window in tokens: at least MIN_CONTEXT_LENGTH here; the upper bound is the
+#: library's own check (its message names the range)
+CONTEXT_LENGTH = click.IntRange(min=MIN_CONTEXT_LENGTH)
 #: a count that must be at least 1 (turns, tokens, workers, batch sizes)
 POSITIVE = click.IntRange(min=1)
 #: a count that may be 0 (retries, turns kept)

@@ -127,7 +127,20 @@ def oneliner(item: dict[str, Any]) -> str:
     return cc._summarize_tool_result(item["name"], item["arguments"], item["content"])
 
 
+def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Hermes's own ``compress()`` of a message list, its summary call answered with
+    ``item["summary"]`` (given the summary prefix, as Hermes's summary call does)."""
+    compressor = cc.ContextCompressor(
+        "local-model", config_context_length=item["window"], quiet_mode=True
+    )
+    body = item["summary"]
+    compressor._generate_summary = lambda *_, **__: compressor._with_summary_prefix(body)  # type: ignore[method-assign]
+    out = compressor.compress([dict(m) for m in item["messages"]])
+    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+
+
 OPS = {
+    "compress": compress,
     "estimate": estimate,
     "usage": usage,
     "reply": reply,

@@ -40,6 +40,10 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.markers import (
+    FOREIGN_END,
+    FOREIGN_MERGE_DELIMITER,
+    FOREIGN_MERGE_HEADER,
+    FOREIGN_TAGS,
     LEGACY_PREFIXES,
     merge_delimiter,
     merge_lead,
@@ -252,7 +256,7 @@ def split_summary(text: str) -> tuple[str, str] | None:
     """
     found = [(i, p) for p in _prefixes() if (i := _line_start_find(text, p)) >= 0]
     if not found:
-        return None
+        return _split_foreign(text)
     start, prefix = min(found)
     end_marker = summary_end_marker()
     body_start = start + len(prefix)
@@ -272,6 +276,35 @@ def split_summary(text: str) -> tuple[str, str] | None:
     return body.strip(), rest.strip()
 
 
+def _foreign_span(text: str) -> tuple[int, int, int, int] | None:
+    """Where a summary Hermes wrote sits in `text` (see ``markers.FOREIGN_TAGS``): its
+    tag's start, its body's start (the line after the tag's preamble) and end, and the
+    end of its closing marker's line; None when `text` holds none."""
+    starts = [i for tag in FOREIGN_TAGS if (i := _line_start_find(text, tag)) >= 0]
+    if not starts:
+        return None
+    start = min(starts)
+    line_end = text.find("\n", start)
+    body_start = len(text) if line_end < 0 else line_end + 1
+    end = _line_start_find(text[body_start:], FOREIGN_END)
+    if end < 0:
+        return start, body_start, len(text), len(text)
+    end += body_start
+    close = text.find("\n", end)
+    return start, body_start, end, len(text) if close < 0 else close
+
+
+def _split_foreign(text: str) -> tuple[str, str] | None:
+    span = _foreign_span(text)
+    if span is None:
+        return None
+    start, body_start, body_end, after = span
+    rest = text[:start] + " " + text[after:]
+    for mark in (FOREIGN_MERGE_HEADER, FOREIGN_MERGE_DELIMITER):
+        rest = _replace(rest, mark, " ")
+    return text[body_start:body_end].strip(), rest.strip()
+
+
 def frame_text(text: str) -> str:
     """The fixed framing ctxledger put around a summary in `text` (prefix, end marker,
     merge delimiter and lead line), joined; empty when there is none.
@@ -286,7 +319,13 @@ def frame_text(text: str) -> str:
         merge_delimiter().strip(),
         merge_lead().strip(),
     )
-    return _JOIN.join(m for m in marks if m and _find(text, m) >= 0)
+    framing = [m for m in marks if m and _find(text, m) >= 0]
+    span = _foreign_span(text)
+    if span is not None:  # Hermes's preamble line, closing marker line and merge marks
+        start, body_start, body_end, after = span
+        framing += [text[start:body_start], text[body_end:after]]
+        framing += [m for m in (FOREIGN_MERGE_HEADER, FOREIGN_MERGE_DELIMITER) if m in text]
+    return _JOIN.join(framing)
 
 
 def _line_start_find(text: str, prefix: str) -> int:

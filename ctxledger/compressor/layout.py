@@ -64,7 +64,14 @@ class Layout:
 
 def _summary_starts() -> frozenset[str]:
     return frozenset(
-        p.lstrip()[:1] for p in (markers.summary_prefix(), *markers.LEGACY_PREFIXES) if p.strip()
+        p.lstrip()[:1]
+        for p in (
+            markers.summary_prefix(),
+            *markers.LEGACY_PREFIXES,
+            *markers.FOREIGN_TAGS,
+            markers.FOREIGN_MERGE_HEADER,
+        )
+        if p.strip()
     )
 
 

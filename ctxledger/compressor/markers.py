@@ -52,6 +52,18 @@ LEGACY_PREFIXES: tuple[str, ...] = (
     "[ctxledger handoff summary]",
 )
 
+# Hermes Agent's own summaries (0.19 and the releases before it since #35344), read so a
+# list Hermes already compacted is updated, never stacked (HERMES_SPEC §3 phase 4). Only
+# their tags are matched, not their wording, which changes between releases.
+#: a tag opening a one-line preamble; the summary body starts on the next line
+FOREIGN_TAGS: tuple[str, ...] = ("[CONTEXT COMPACTION — REFERENCE ONLY]",)
+#: how the closing marker's line starts (the last line of such a summary)
+FOREIGN_END = "--- END OF CONTEXT SUMMARY"
+#: a summary merged into a message: this header line, the message's own text, the
+#: delimiter, then the summary with its preamble
+FOREIGN_MERGE_HEADER = "[PRIOR CONTEXT — for reference only; not a new message]"
+FOREIGN_MERGE_DELIMITER = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
+
 
 def wrap_summary(text: str) -> str:
     """The summary message content: reference-only prefix, the body, the end marker."""
@@ -68,6 +80,9 @@ def unwrap_summary(content: str) -> str | None:
     order) and one merged before it (the order older ledgers hold).
     """
     text = content.strip()
+    foreign = _foreign_body(text)
+    if foreign is not None:
+        return foreign
     current = summary_prefix()
     end = summary_end_marker()
     for prefix in (current, *LEGACY_PREFIXES):
@@ -86,6 +101,23 @@ def unwrap_summary(content: str) -> str | None:
     body = text[at + len(_MERGE_LEAD_LINE) + 2 + len(current) :]
     if end and end in body:
         body = body[: body.rindex(end)]
+    return body.strip()
+
+
+def _foreign_body(text: str) -> str | None:
+    """The body of a summary Hermes wrote (standalone or merged), else None."""
+    if text.startswith(FOREIGN_MERGE_HEADER):
+        at = text.find(FOREIGN_MERGE_DELIMITER)
+        if at < 0:
+            return None
+        text = text[at + len(FOREIGN_MERGE_DELIMITER) :].lstrip()
+    if not text.startswith(FOREIGN_TAGS):
+        return None
+    newline = text.find("\n")
+    body = "" if newline < 0 else text[newline + 1 :]
+    end = body.rfind(FOREIGN_END)
+    if end >= 0 and "\n" not in body[end:].strip():
+        body = body[:end]
     return body.strip()
 
 
@@ -168,6 +200,10 @@ def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
     lead = merge_lead() + summary_prefix()
     delimiter = merge_delimiter()
     content = message.get("content")
+    foreign = _foreign_original(content)
+    if foreign is not None:
+        original = foreign[0]
+        return True, None if original == "" and message.get("tool_calls") else original
     if isinstance(content, list) and content:
         first, last = content[0], content[-1]
         if isinstance(last, Mapping) and str(last.get("text", "")).startswith(lead):
@@ -186,3 +222,24 @@ def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
     if message.get("tool_calls"):
         return True, None  # merged into a call message that had no content of its own
     return False, None
+
+
+def _foreign_original(content: Any) -> tuple[Any] | None:
+    """(content before the merge,) of a message Hermes merged a summary into, else None."""
+    header = FOREIGN_MERGE_HEADER + "\n"
+    if isinstance(content, str):
+        at = content.find(FOREIGN_MERGE_DELIMITER)
+        if not content.startswith(header) or at < 0:
+            return None
+        original = content[len(header) : at]
+        return (original[:-2] if original.endswith("\n\n") else original,)
+    if isinstance(content, list) and len(content) >= 2:
+        first, last = content[0], content[-1]
+        if (
+            isinstance(first, Mapping)
+            and first.get("text") == header
+            and isinstance(last, Mapping)
+            and str(last.get("text", "")).startswith("\n\n" + FOREIGN_MERGE_DELIMITER)
+        ):
+            return (list(content[1:-1]),)
+    return None

@@ -229,9 +229,20 @@ def _summary_index(s: ImportedSession, messages: list[JSON]) -> int | None:
     """The child message holding the source agent's summary: as the format says, else by wording."""
     if s.summary_index is not None and 0 <= s.summary_index < len(messages):
         return s.summary_index
-    from ctxledger.compressor.markers import LEGACY_PREFIXES, summary_prefix
+    from ctxledger.compressor.markers import (
+        FOREIGN_MERGE_HEADER,
+        FOREIGN_TAGS,
+        LEGACY_PREFIXES,
+        summary_prefix,
+    )
 
-    openers = (*SOURCE_SUMMARY_OPENERS, summary_prefix(), *LEGACY_PREFIXES)
+    openers = (
+        *SOURCE_SUMMARY_OPENERS,
+        summary_prefix(),
+        *LEGACY_PREFIXES,
+        *FOREIGN_TAGS,
+        FOREIGN_MERGE_HEADER,
+    )
     for i, message in enumerate(messages[:50]):
         if message.get("role") in ("user", "assistant") and content_text(
             message

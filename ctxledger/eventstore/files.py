@@ -11,7 +11,12 @@ import os
 import stat
 import sys
 
+from ctxledger.errors import InvalidInput
+
 __all__ = ["create_private_file", "open_side_lock"]
+
+#: the first 16 bytes of every SQLite database file
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def open_side_lock(path: str) -> int | None:
@@ -27,16 +32,42 @@ def open_side_lock(path: str) -> int | None:
 
 def create_private_file(path: str) -> None:
     """Create an empty database file readable by its owner only; an existing one of ours
-    that others may read (0644 from an older version or a copy) is made private too."""
+    that others may read (0644 from an older version or a copy) is made private too.
+
+    Raises InvalidInput, changing nothing, when `path` is a directory or a file that is
+    no SQLite database (``--db notes.txt``, ``--db /tmp``): before, such a path had its
+    mode cut to the owner's (a directory too) and then failed as a "damaged" ledger.
+    """
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, mode=0o700, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        _check_database_file(path)
         for name in (path, path + "-wal", path + "-shm"):
             with contextlib.suppress(OSError):  # not ours, or gone: leave it to its owner
                 st = os.stat(name)
-                if st.st_uid == os.getuid() and st.st_mode & 0o077:
+                if st.st_uid == os.getuid() and st.st_mode & 0o077 and stat.S_ISREG(st.st_mode):
                     os.chmod(name, stat.S_IMODE(st.st_mode) & 0o700)
         return
     os.close(fd)
+
+
+def _check_database_file(path: str) -> None:
+    """InvalidInput unless `path` is a regular file that is empty or an SQLite database."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # gone meanwhile, or unreadable: the open reports it
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise InvalidInput(f"{path} is {kind}, not a ledger file; nothing was changed")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError:
+        return  # not readable by us: the open reports it
+    if head and head != _SQLITE_HEADER:
+        raise InvalidInput(
+            f"{path} is not a ctxledger ledger (not an SQLite database); nothing was changed"
+        )

@@ -1,0 +1,77 @@
+"""A `--db` that names a directory or a file that is no database changes nothing.
+
+Found in session 28: opening ``--db /tmp`` cut the directory's mode to 0700 (the
+"make an old ledger private" step ran on whatever the path named, as its owner), and
+``--db notes.txt`` made the text file 0600, then failed as a "damaged" ledger. Both
+are now a clear InvalidInput (exit 2) before anything on disk is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxledger import Ledger
+from ctxledger.cli.main import cli
+from ctxledger.errors import InvalidInput
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _listing(path: Path) -> list[str]:
+    return sorted(os.listdir(path))
+
+
+@pytest.mark.parametrize(
+    "command", [["sessions"], ["verify"], ["import", "-", "--format", "openai"]]
+)
+def test_a_directory_is_refused_and_keeps_its_mode(tmp_path: Path, command: list[str]) -> None:
+    target = tmp_path / "shared"
+    target.mkdir()
+    os.chmod(target, 0o1777)
+    before = _listing(tmp_path)
+    result = CliRunner().invoke(
+        cli, ["--db", str(target), *command], input=json.dumps([{"role": "user", "content": "hi"}])
+    )
+    assert result.exit_code == 2, result.output
+    assert "directory" in result.output or "no ledger file" in result.output
+    assert _mode(target) == 0o1777
+    assert _listing(tmp_path) == before and _listing(target) == []
+
+
+def test_a_file_that_is_no_database_is_refused_untouched(tmp_path: Path) -> None:
+    notes = tmp_path / "alt.toml"
+    notes.write_text("threshold = 0.5\n")
+    os.chmod(notes, 0o644)
+    before = _listing(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(notes), "sessions"])
+    assert result.exit_code == 2, result.output
+    assert "not a ctxledger ledger" in result.output and "not an SQLite database" in result.output
+    assert _mode(notes) == 0o644 and notes.read_text() == "threshold = 0.5\n"
+    assert _listing(tmp_path) == before
+    with pytest.raises(InvalidInput, match="not an SQLite database"):
+        Ledger.open(str(notes))
+    assert _mode(notes) == 0o644 and _listing(tmp_path) == before
+
+
+def test_an_existing_ledger_others_could_read_is_still_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    Ledger.open(str(path)).close()
+    os.chmod(path, 0o644)
+    Ledger.open(str(path)).close()
+    assert _mode(path) == 0o600
+
+
+def test_an_empty_file_becomes_a_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    path.touch()
+    ledger = Ledger.open(str(path))
+    assert ledger.start_session(model="m", context_length=8_192)
+    ledger.close()

@@ -26,6 +26,14 @@ MESSAGE_OVERHEAD = 4
 _BATCH_MIN = 32
 #: per-message constant of Hermes's rough estimate
 ROUGH_MESSAGE_OVERHEAD = 10
+#: content-part types that carry an image (chat ``image_url``, Responses ``input_image``,
+#: Anthropic ``image``): providers bill an image by its size in tiles or pixels, never
+#: by the characters of its base64 data, so a part of these types counts as IMAGE_TOKENS
+IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
+#: what one image part counts, exact and rough alike: a realistic ceiling of what
+#: providers bill for one image (Anthropic ~1,600 at its largest size; OpenAI's high
+#: detail and Gemini's tiles below it), the figure Hermes's tail walk uses too
+IMAGE_TOKENS = 1600
 #: fields counted on their own terms, or framing / a caching directive rather than text;
 #: every other field of a message goes back to the provider as it is (``reasoning``,
 #: ``reasoning_content``, ``reasoning_details``, ``codex_*_items``, ...) and is counted
@@ -61,6 +69,27 @@ def _encoding(name: str) -> Any:
     import tiktoken
 
     return tiktoken.get_encoding(name)
+
+
+def _is_image(part: object) -> bool:
+    return isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES
+
+
+def image_parts(message: Mapping[str, Any]) -> int:
+    """How many image parts `message`'s content holds (each counts IMAGE_TOKENS)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if _is_image(part))
+
+
+def _counted(message: Mapping[str, Any]) -> tuple[str, int]:
+    """(the text a count tokenizes, the tokens of its image parts)."""
+    images = image_parts(message)
+    if not images:
+        return message_text(message), 0
+    rest = [p for p in message["content"] if not _is_image(p)]
+    return message_text({**message, "content": rest}), images * IMAGE_TOKENS
 
 
 def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
@@ -247,12 +276,15 @@ def count_message_after(
 ) -> int:
     """:func:`count_message` of `message`, whose text may extend the text of `before`
     (the message a summary was merged into): see :func:`count_text_after`."""
-    text = message_text(message)
-    return count_text_after(text, message_text(before), encoding) + MESSAGE_OVERHEAD
+    text, images = _counted(message)
+    return count_text_after(text, _counted(before)[0], encoding) + MESSAGE_OVERHEAD + images
 
 
 def count_message(message: Mapping[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
-    return count_text(message_text(message), encoding) + MESSAGE_OVERHEAD
+    """The exact count of what `message` sends: its text tokenized (content, tool calls,
+    ids, replayed fields), IMAGE_TOKENS per image part, MESSAGE_OVERHEAD."""
+    text, images = _counted(message)
+    return count_text(text, encoding) + MESSAGE_OVERHEAD + images
 
 
 def count_messages(
@@ -261,14 +293,18 @@ def count_messages(
     threads: int | None = None,
 ) -> list[int]:
     """Exact counts for many messages at once (tiktoken's threaded batch encode)."""
-    texts = [message_text(m) for m in messages]
+    counted = [_counted(m) for m in messages]
+    texts = [text for text, _ in counted]
     enc = _encoding(encoding)
     if len(texts) < _BATCH_MIN or any(len(t) >= _LONG_TEXT for t in texts):
         # a thread pool per call costs more than it saves on the few messages of one turn
         # (and long texts go through the per-process memo of count_text)
-        return [count_text(t, encoding) + MESSAGE_OVERHEAD for t in texts]
+        return [count_text(t, encoding) + MESSAGE_OVERHEAD + i for t, i in counted]
     batch = enc.encode_ordinary_batch(texts, num_threads=threads or os.cpu_count() or 1)
-    return [len(tokens) + MESSAGE_OVERHEAD for tokens in batch]
+    return [
+        len(tokens) + MESSAGE_OVERHEAD + images
+        for tokens, (_, images) in zip(batch, counted, strict=True)
+    ]
 
 
 def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING) -> int:
@@ -279,13 +315,15 @@ def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCO
 
 
 def rough_message_tokens(message: Mapping[str, Any]) -> int:
-    """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4.
+    """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4,
+    plus IMAGE_TOKENS per image part.
 
     The fields replayed to the provider (reasoning traces, replay items) count like
     content: chars // 4. (hermes-agent 0.19 counts each tool call's whole envelope; see
     README "Differences from hermes-agent 0.19.0".)
     """
     content = message.get("content")
+    images = 0
     if isinstance(content, str):
         chars = len(content)
     elif isinstance(content, list):
@@ -293,6 +331,7 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
             len(p["text"]) if isinstance(p, Mapping) and isinstance(p.get("text"), str) else 0
             for p in content
         )
+        images = image_parts(message) * IMAGE_TOKENS
     else:
         chars = 0
     args = 0
@@ -301,7 +340,7 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
             args += len(str((call.get("function") or {}).get("arguments", "")))
     if len(message) > 2 and not message.keys() <= _COUNTED_APART:  # (empty text otherwise)
         chars += len(replayed_fields_text(message))
-    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4
+    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4 + images
 
 
 def rough_text_tokens(text: str) -> int:

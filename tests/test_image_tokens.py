@@ -1,0 +1,110 @@
+"""An image part counts what a provider bills for an image, not its base64 characters.
+
+Before, the exact count tokenized an image part's JSON (a 200 KB screenshot as a data
+URL: ~143,000 tokens) and the rough estimate counted it as nothing, so three
+screenshots in a 128K window fired compaction at every turn (the parity probe of
+session 28; Hermes counts ~1,500–1,600 per image). Now each image part of the
+three API shapes counts ``IMAGE_TOKENS`` in both counts, whatever its size.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxledger import Ledger
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.tokens import (
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD,
+    count_message,
+    count_messages,
+    count_text,
+    message_text,
+    rough_message_tokens,
+)
+
+
+def _png(size: int, seed: int = 0) -> str:
+    return base64.b64encode(random.Random(seed).randbytes(size)).decode()
+
+
+def _chat_image(data: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+
+
+SHAPES = {
+    "chat": _chat_image,
+    "responses": lambda data: {"type": "input_image", "image_url": f"data:image/png;base64,{data}"},
+    "anthropic": lambda data: {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": data},
+    },
+}
+
+
+def _message(image: dict[str, Any], text: str = "what is wrong on this screen?") -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}, image]}
+
+
+def test_each_shape_counts_its_text_and_one_image_whatever_the_image_size() -> None:
+    text_only = {
+        "role": "user",
+        "content": [{"type": "text", "text": "what is wrong on this screen?"}],
+    }
+    for shape in SHAPES.values():
+        small, large = _message(shape(_png(300))), _message(shape(_png(150_000, seed=1)))
+        assert (
+            count_message(small) == count_message(large) == count_message(text_only) + IMAGE_TOKENS
+        )
+        assert rough_message_tokens(small) == rough_message_tokens(text_only) + IMAGE_TOKENS
+        assert rough_message_tokens(large) == rough_message_tokens(small)
+
+
+def test_the_text_around_the_images_still_counts_and_other_parts_keep_their_json() -> None:
+    image = _chat_image(_png(3_000))
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "first"},
+            image,
+            {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+            image,
+        ],
+    }
+    audio = {"role": "user", "content": [{"type": "text", "text": "first"}, message["content"][2]]}
+    assert count_message(message) == count_message(audio) + 2 * IMAGE_TOKENS
+    assert count_message(audio) == count_text(message_text(audio)) + MESSAGE_OVERHEAD
+    # the text a reader reads (audit, recall) never held the image data
+    assert message_text(message, text_only=True) == "first"
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=40), st.sampled_from(sorted(SHAPES)))
+def test_a_batch_count_equals_the_counts_one_by_one(images: list[int], shape: str) -> None:
+    make = SHAPES[shape]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": f"look {i}"}]
+         + [make(_png(50, seed=k)) for k in range(n)]}
+        for i, n in enumerate(images)
+    ]  # fmt: skip
+    assert count_messages(messages) == [count_message(m) for m in messages]
+
+
+def test_three_screenshots_do_not_fill_a_128k_window(tmp_path: Any) -> None:
+    ledger = Ledger.open(str(tmp_path / "l.db"), clock=StepClock(), ids=SequentialIds())
+    sid = ledger.start_session(model="m", context_length=128_000, system_prompt="You test UIs.")
+    for k in range(3):
+        ledger.append_messages(
+            sid,
+            [
+                _message(_chat_image(_png(150_000, seed=k)), f"screenshot {k}: is it right?"),
+                {"role": "assistant", "content": f"screenshot {k} looks right"},
+            ],
+        )
+    total = ledger.transcript.total_tokens(sid)
+    assert 3 * IMAGE_TOKENS < total < 3 * IMAGE_TOKENS + 500
+    ledger.close()

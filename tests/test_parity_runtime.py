@@ -257,7 +257,9 @@ async def test_an_overflow_retry_that_barely_shrinks_gives_up(
 ) -> None:
     svc = make(tmp_path / "l.db", clock, summarizer=AlmostVerbatimSummarizer())
     sid = await svc.start_session(model="m", context_length=WINDOW, system_prompt="agent")
-    # the middle is one long message: the summary replaces it one for one (no rows removed)
+    # the middle is one long message: the summary replaces it one for one (no rows
+    # removed); the recent turns hold more than the tail's soft ceiling, so the tail is
+    # their minimum count and the middle stays that one message
     await svc.append(
         sid,
         [
@@ -269,8 +271,8 @@ async def test_an_overflow_retry_that_barely_shrinks_gives_up(
                 m
                 for i in range(4)
                 for m in (
-                    {"role": "user", "content": f"q{i}"},
-                    {"role": "assistant", "content": f"a{i}"},
+                    {"role": "user", "content": f"q{i} " + "w " * 400},
+                    {"role": "assistant", "content": f"a{i} " + "w " * 400},
                 )
             ],
         ],

@@ -18,7 +18,9 @@ The rules are HERMES_SPEC §3 with the §9 defects designed out:
   at least the shortest valid suffix holding the minimum message count. A cut that
   lands inside a tool group moves back before the parent assistant when the
   minimum count needs the group, and forward (the group is summarized) when keeping
-  it would break the soft ceiling.
+  it would break the soft ceiling. When everything after the head fits the ceiling,
+  the plain budget decides instead, then the minimum count alone (Hermes #40803), so
+  a short session's compaction still summarizes something worth it.
 * The latest real user message and the latest visible assistant reply are never
   summarized. When they fall before the tail they are *carried*: kept verbatim right
   after the summary (with their tool-call partners). Extending the tail back to them
@@ -161,6 +163,10 @@ def _tail_start(
     return fallback if fallback >= lo else None
 
 
+#: the tail a refit keeps at least (and the messages it leaves to summarize, when it can)
+_FEW = 3
+
+
 def _in_blocks(i: int, blocks: Sequence[tuple[int, int]]) -> bool:
     return any(s <= i < e for s, e in blocks)
 
@@ -179,8 +185,18 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
     if lo > n - 1:
         return "no_valid_cut"
     suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
-    ceiling = int(config.tail_token_budget(job.context_length) * config.tail_soft_ceiling)
+    budget = config.tail_token_budget(job.context_length)
+    ceiling = int(budget * config.tail_soft_ceiling)
     min_count = max(1, min(config.tail_min_count(), n - lo))
+    if suffix[lo] <= ceiling:
+        # everything after the middle's first message fits the soft ceiling: that tail
+        # would leave one message to summarize (a no_progress skip, or a manual /compress
+        # that does nothing useful). As Hermes does (#40803): the plain budget decides;
+        # when even that holds everything, the minimum count alone, leaving a few to summarize
+        ceiling = budget
+        if suffix[lo] <= ceiling:
+            ceiling = -1
+            min_count = min(min_count, max(_FEW, n - lo - 2))
     tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
     if tail_start is None:
         return "no_valid_cut"

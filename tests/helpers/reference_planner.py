@@ -2,7 +2,9 @@
 
 A verbatim copy, except that it imports the reference layout scan and phase-1 pass
 (:mod:`helpers.reference_layout`); ``tests/test_plan_cache.py`` checks that today's
-planner, with or without a plan cache, returns exactly its plans. Do not edit.
+planner, with or without a plan cache, returns exactly its plans. Do not edit, except
+to follow a deliberate change of the planner's rules (session 28: the tail refit when
+everything after the head fits the soft ceiling, Hermes #40803).
 """
 
 from __future__ import annotations
@@ -144,8 +146,14 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
     if lo > n - 1:
         return "no_valid_cut"
     suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
-    ceiling = int(config.tail_token_budget(job.context_length) * config.tail_soft_ceiling)
+    budget = config.tail_token_budget(job.context_length)
+    ceiling = int(budget * config.tail_soft_ceiling)
     min_count = max(1, min(config.tail_min_count(), n - lo))
+    if suffix[lo] <= ceiling:  # session 28: everything fits, refit (Hermes #40803)
+        ceiling = budget
+        if suffix[lo] <= ceiling:
+            ceiling = -1
+            min_count = min(min_count, max(3, n - lo - 2))
     tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
     if tail_start is None:
         return "no_valid_cut"

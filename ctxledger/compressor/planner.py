@@ -194,9 +194,9 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
         # that does nothing useful). As Hermes does (#40803): the plain budget decides;
         # when even that holds everything, the minimum count alone, leaving a few to summarize
         ceiling = budget
+        min_count = min(min_count, max(_FEW, n - lo - 2))
         if suffix[lo] <= ceiling:
             ceiling = -1
-            min_count = min(min_count, max(_FEW, n - lo - 2))
     tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
     if tail_start is None:
         return "no_valid_cut"

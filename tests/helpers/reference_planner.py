@@ -151,9 +151,9 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
     min_count = max(1, min(config.tail_min_count(), n - lo))
     if suffix[lo] <= ceiling:  # session 28: everything fits, refit (Hermes #40803)
         ceiling = budget
+        min_count = min(min_count, max(3, n - lo - 2))
         if suffix[lo] <= ceiling:
             ceiling = -1
-            min_count = min(min_count, max(3, n - lo - 2))
     tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
     if tail_start is None:
         return "no_valid_cut"

@@ -3,7 +3,9 @@
 Found in session 28: opening ``--db /tmp`` cut the directory's mode to 0700 (the
 "make an old ledger private" step ran on whatever the path named, as its owner), and
 ``--db notes.txt`` made the text file 0600, then failed as a "damaged" ledger. Both
-are now a clear InvalidInput (exit 2) before anything on disk is touched.
+are now refused before anything on disk is touched: a directory as bad input (exit
+2), a file that is no SQLite database as the integrity error it may also be (exit 1:
+it may be a ledger whose first page is damaged).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from click.testing import CliRunner
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import IntegrityError
 
 
 def _mode(path: Path) -> int:
@@ -52,11 +54,11 @@ def test_a_file_that_is_no_database_is_refused_untouched(tmp_path: Path) -> None
     os.chmod(notes, 0o644)
     before = _listing(tmp_path)
     result = CliRunner().invoke(cli, ["--db", str(notes), "sessions"])
-    assert result.exit_code == 2, result.output
-    assert "not a ctxledger ledger" in result.output and "not an SQLite database" in result.output
+    assert result.exit_code == 1, result.output
+    assert "not an SQLite database" in result.output and "check the path" in result.output
     assert _mode(notes) == 0o644 and notes.read_text() == "threshold = 0.5\n"
     assert _listing(tmp_path) == before
-    with pytest.raises(InvalidInput, match="not an SQLite database"):
+    with pytest.raises(IntegrityError, match="not an SQLite database"):
         Ledger.open(str(notes))
     assert _mode(notes) == 0o644 and _listing(tmp_path) == before
 

@@ -11,7 +11,7 @@ import os
 import stat
 import sys
 
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import IntegrityError, InvalidInput
 
 __all__ = ["create_private_file", "open_side_lock"]
 
@@ -34,9 +34,10 @@ def create_private_file(path: str) -> None:
     """Create an empty database file readable by its owner only; an existing one of ours
     that others may read (0644 from an older version or a copy) is made private too.
 
-    Raises InvalidInput, changing nothing, when `path` is a directory or a file that is
-    no SQLite database (``--db notes.txt``, ``--db /tmp``): before, such a path had its
-    mode cut to the owner's (a directory too) and then failed as a "damaged" ledger.
+    Changes nothing and raises InvalidInput when `path` is a directory (``--db /tmp``),
+    IntegrityError when it is a file that is no SQLite database (``--db notes.txt``, or
+    a ledger whose first page is gone): before, such a path had its mode cut to the
+    owner's (a directory too) and then failed as a "damaged" ledger.
     """
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, mode=0o700, exist_ok=True)
@@ -54,7 +55,7 @@ def create_private_file(path: str) -> None:
 
 
 def _check_database_file(path: str) -> None:
-    """InvalidInput unless `path` is a regular file that is empty or an SQLite database."""
+    """Raise unless `path` is a regular file that is empty or an SQLite database."""
     try:
         st = os.stat(path)
     except OSError:
@@ -68,6 +69,8 @@ def _check_database_file(path: str) -> None:
     except OSError:
         return  # not readable by us: the open reports it
     if head and head != _SQLITE_HEADER:
-        raise InvalidInput(
-            f"{path} is not a ctxledger ledger (not an SQLite database); nothing was changed"
+        raise IntegrityError(
+            f"{path} is not an SQLite database: a file that is no ledger (check the path), "
+            "or a ledger damaged past its first page (restore it from a backup); "
+            "nothing was changed"
         )

@@ -663,3 +663,38 @@ async def test_runtime_state_folds_identically_after_reopening(
         reopened.engine.should_compress(tip, tokens) for tokens in (1_000, 3_500, 9_000)
     ] == decisions
     reopened.ledger.close()
+
+
+@pytest.mark.parametrize("estimator", ["exact", "rough"])
+async def test_preflight_judges_by_the_configured_estimator(
+    db: Path, clock: ManualClock, estimator: str
+) -> None:
+    # HERMES_SPEC §2 / DESIGN: the rough estimate exists for preflight, where Hermes uses it;
+    # before session 28 preflight always took the exact total, whatever `estimator` said
+    config = CONFIG.replace(estimator=estimator)
+    svc = make(db, clock, config)
+    sid = await session(svc, tools=BIG_TOOLS)
+    transcript = svc.ledger.transcript
+
+    def estimate() -> int:
+        if estimator == "exact":
+            return transcript.total_tokens(sid)
+        rough = sum(rough_message_tokens(m) for m in transcript.api_view(sid))
+        return rough + rough_tools_tokens(BIG_TOOLS)
+
+    words = "check the cache hit rate of the search index after the deploy " * 8
+    i = 0
+    while estimate() < THRESHOLD:
+        await svc.append(
+            sid,
+            [
+                {"role": "user", "content": f"ping {i}: {words}"},
+                {"role": "assistant", "content": f"pong {i}: {words}"},
+            ],
+        )
+        i += 1
+    expected = estimate()
+    await svc.preflight(sid)  # (whether the plan then saves enough is the planner's matter)
+    check = events(svc, sid, CompressionChecked)[0]
+    assert check.trigger == "preflight" and check.tokens == expected
+    svc.ledger.close()

@@ -127,7 +127,7 @@ class ContextService(ServiceCore):
         outcomes: list[CompactionOutcome] = []
         notices: list[str] = []
         for attempt in range(1, self.config.max_compression_attempts + 1):
-            tokens = self.ledger.transcript.total_tokens(sid)
+            tokens = self._estimate(sid)  # the configured estimator, as hygiene's fallback
             rows = len(self.ledger.transcript.session(sid).live)
             source = f"estimate: system + messages + tools schema (pass {attempt})"
             result = await self._auto_compress(sid, "preflight", tokens, source)
@@ -138,7 +138,7 @@ class ContextService(ServiceCore):
             sid = result.session_id
             if not result.compressed:
                 continue  # another writer compacted first: judge its continuation
-            after = self.ledger.transcript.total_tokens(sid)
+            after = self._estimate(sid)
             after_rows = len(self.ledger.transcript.session(sid).live)
             if not made_progress(tokens, after, max(0, rows - after_rows)):
                 reason = f"preflight stopped: pass {attempt} made no progress"

@@ -130,25 +130,28 @@ def prepare_append(
                     f"not stream {stream!r}: append it to its own session"
                 )
             if stored is not None:
-                schema, payload = stored[index]
-                if type(schema) is not int or not isinstance(payload, bytes):
-                    raise InvalidInput("stored payloads are (schema int, payload bytes) pairs")
-                if not 0 < schema <= MAX_SCHEMA:  # PostgreSQL's column is a 32-bit integer
-                    raise InvalidInput(f"a stored schema is 1 to {MAX_SCHEMA}, got {schema}")
-                rows.append((event.event_id, meta[0], schema, payload))
+                row = _stored_row(event.event_id, meta[0], stored[index])
+                rows.append(row)
                 # from the bytes stored, which the columns must match (not the event)
-                heads.append(head_columns(stream, schema, payload))
+                heads.append(head_columns(stream, row[2], row[3]))
                 continue
-            if isinstance(event, MessageAppended):
-                heads.append(message_head(event.message_id, event.tokens))
-                # the test dehydrate() makes, inlined: this loop runs once per event
-                content = event.message.get("content")
-                if isinstance(content, str) and len(content) >= threshold:
-                    event, extra = dehydrate_shared(event, threshold)
-                    new_blobs.update(extra)
-            else:
-                heads.append(NO_HEAD)
-            rows.append((event.event_id, meta[0], meta[1], _encode(event)))
+            try:
+                if isinstance(event, MessageAppended):
+                    heads.append(message_head(event.message_id, event.tokens))
+                    # the test dehydrate() makes, inlined: this loop runs once per event
+                    content = event.message.get("content")
+                    if isinstance(content, str) and len(content) >= threshold:
+                        event, extra = dehydrate_shared(event, threshold)
+                        new_blobs.update(extra)
+                else:
+                    heads.append(NO_HEAD)
+                rows.append((event.event_id, meta[0], meta[1], _encode(event)))
+            except UnicodeEncodeError as exc:
+                raise InvalidEvent(
+                    f"event {event.event_id!r} holds text that is not valid Unicode "
+                    f"({exc.reason}: {exc.object[exc.start : exc.end]!a}, e.g. half of an "
+                    "escaped emoji pair); nothing was appended"
+                ) from None
         batches.append(PreparedBatch(stream, expected, rows, request.chain, heads))
     _reject_repeated_ids(batches)
     for ref, data in (blobs or {}).items():
@@ -158,6 +161,16 @@ def prepare_append(
             )
         new_blobs[ref] = data
     return batches, new_blobs
+
+
+def _stored_row(event_id: str, kind: str, stored: tuple[int, bytes]) -> tuple[str, str, int, bytes]:
+    """The row of an event copied verbatim (``AppendRequest.stored``), its pair checked."""
+    schema, payload = stored
+    if type(schema) is not int or not isinstance(payload, bytes):
+        raise InvalidInput("stored payloads are (schema int, payload bytes) pairs")
+    if not 0 < schema <= MAX_SCHEMA:  # PostgreSQL's column is a 32-bit integer
+        raise InvalidInput(f"a stored schema is 1 to {MAX_SCHEMA}, got {schema}")
+    return event_id, kind, schema, payload
 
 
 #: :meth:`EventStore.read_at` reads seqs at most this far apart in one range query

@@ -1,0 +1,98 @@
+"""Text that is not valid Unicode (a lone surrogate) is refused before anything is written.
+
+JSON can carry one (``"\\ud83d"``: half of an escaped emoji pair), and Python's json
+module decodes it into a ``str`` that UTF-8 cannot encode. Before session 28,
+``Ledger.append_messages`` of such a message raised a raw ``UnicodeEncodeError`` from
+the store's encoder; now every append path refuses it as ``InvalidEvent``, naming the
+character, with nothing appended.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger import ContextService, Ledger
+from ctxledger.cli.main import cli
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.errors import InvalidEvent, InvalidInput
+
+HALF = json.loads('"\\ud83d"')
+
+
+def _open(path: Path) -> tuple[Ledger, str]:
+    ledger = Ledger.open(str(path), clock=StepClock(), ids=SequentialIds())
+    return ledger, ledger.start_session(model="m", context_length=32_000)
+
+
+def _call_message(arguments: str) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": arguments}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": f"half an emoji: {HALF} end"},
+        {"role": "user", "content": "x" * 200_000 + HALF},  # large: kept as a blob
+        {"role": "user", "content": [{"type": "text", "text": HALF}]},
+        _call_message(json.dumps({"path": "a"}).replace("a", HALF)),
+    ],
+    ids=["content", "blob", "part", "arguments"],
+)
+def test_a_lone_surrogate_is_refused_and_nothing_is_appended(
+    tmp_path: Path, message: dict[str, Any]
+) -> None:
+    ledger, sid = _open(tmp_path / "l.db")
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidEvent, match=r"not valid Unicode.*\\ud83d.*nothing was appended"):
+        ledger.append_messages(sid, [{"role": "user", "content": "fine"}, message])
+    assert ledger.store.last_seq() == before
+    assert ledger.append_messages(sid, [{"role": "user", "content": "still works"}])
+    ledger.close()
+
+
+def test_the_service_refuses_it_too(tmp_path: Path) -> None:
+    async def run() -> None:
+        ledger, sid = _open(tmp_path / "l.db")
+        svc = ContextService(ledger)
+        before = ledger.store.last_seq()
+        with pytest.raises(InvalidInput):
+            await svc.append(sid, [{"role": "user", "content": HALF}])
+        assert ledger.store.last_seq() == before
+        await svc.aclose()
+
+    anyio.run(run)
+
+
+def test_an_import_holding_one_exits_2_with_nothing_imported(tmp_path: Path) -> None:
+    source = tmp_path / "t.json"
+    source.write_text('[{"role": "user", "content": "a \\ud83d b"}]')
+    db = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(source), "--format", "openai"])
+    assert result.exit_code == 2, result.output
+    assert "invalid JSON" in result.output  # (msgspec refuses the escape as it decodes)
+    listing = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
+    assert listing.exit_code == 0 and json.loads(listing.output) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=30), st.integers(0xD800, 0xDFFF), st.data())
+def test_any_text_with_a_lone_surrogate_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, text: str, code: int, data: st.DataObject
+) -> None:
+    at = data.draw(st.integers(0, len(text)))
+    bad = text[:at] + chr(code) + text[at:]
+    ledger, sid = _open(tmp_path_factory.mktemp("s") / "l.db")
+    with pytest.raises(InvalidEvent):
+        ledger.append_messages(sid, [{"role": "user", "content": bad}])
+    if all(not 0xD800 <= ord(c) <= 0xDFFF for c in text):
+        assert ledger.append_messages(sid, [{"role": "user", "content": text or "-"}])
+    ledger.close()

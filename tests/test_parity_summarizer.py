@@ -205,6 +205,17 @@ async def test_separate_summary_model_failures_retry_on_the_session_model(
     assert [r.json["model"] for r in provider.requests] == ["summary-m", "session-m"]
 
 
+async def test_when_the_retry_fails_too_both_failures_are_told(provider: FakeProvider) -> None:
+    provider.on_model("summary-m", Fail("empty"))
+    provider.on_model("session-m", Fail("empty"))
+    with pytest.raises(SummarizerError) as caught:
+        await summarizer(provider).summarize(request())
+    message = str(caught.value)
+    assert "'summary-m'" in message and "retried with the session's model" in message
+    assert "'session-m'" in message and caught.value.failure_class == "empty"
+    assert [r.json["model"] for r in provider.requests] == ["summary-m", "session-m"]
+
+
 async def test_without_a_separate_model_there_is_nothing_to_retry(provider: FakeProvider) -> None:
     provider.queue(Fail("empty"))
     with pytest.raises(SummarizerError) as caught:

@@ -347,7 +347,14 @@ class LLMSummarizer:
                 and session_model != model
                 and (exc.status in MODEL_RETRY_STATUSES or exc.failure_class in MODEL_RETRY_CLASSES)
             ):
-                return await self._call(url, session_model, request)
+                try:
+                    return await self._call(url, session_model, request)
+                except SummarizerError as retry:  # both failures told: the first is the cause
+                    raise SummarizerError(
+                        f"{exc}; retried with the session's model: {retry}",
+                        failure_class=retry.failure_class,
+                        status=retry.status,
+                    ) from retry
             raise
 
     async def _post(self, url: str, content: bytes) -> httpx.Response:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -171,6 +172,21 @@ def test_serve_rejects_a_short_token(tmp_path: Path) -> None:
     )
     assert out.returncode == 2 and "at least 16 characters" in out.stderr
     assert json.dumps(out.stderr).count("\\n") == 1  # one line
+
+
+def test_serve_on_a_taken_port_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [*CLI, "--db", str(tmp_path / "x.db"), "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 1, out.stderr  # uvicorn's own failure was exit 3 with its log
+    assert out.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
 def test_two_workers_share_one_ledger_file(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ctxledger.cli.app import (
     state_of,
     summarizer_option,
 )
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import CtxLedgerError, InvalidInput
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
 
@@ -178,8 +179,27 @@ def _export_settings(**settings: str) -> None:
         os.environ[ENV_PREFIX + key.upper()] = value
 
 
+def _check_port(host: str, port: int) -> None:
+    """One ``error:`` line (exit 1) when the address is taken or cannot be had, before
+    uvicorn starts (which logs the error with its start-up lines and exits 3)."""
+    if port == 0:
+        return  # any free port
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CtxLedgerError(f"cannot listen on {host}:{port}: {reason}") from None
+
+
 def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: str) -> None:
     import uvicorn
+
+    _check_port(host, port)
 
     options: dict[str, Any] = {
         "factory": True,

@@ -91,6 +91,26 @@ def test_undo_twice_or_of_an_unknown_compaction_appends_nothing(tmp_path: Path) 
     assert ledger.store.last_seq() == before
 
 
+def test_undo_of_a_newer_compaction_after_an_older_one_was_undone_appends_nothing(
+    tmp_path: Path,
+) -> None:
+    ledger, tip = generated(tmp_path / "l.db")
+    first, second = chain_compactions(ledger, tip)[:2]
+    result = undo(ledger, first.compaction_id)
+    assert ledger.chains.compression_count(result.new_session_id) == 0
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match="no longer in effect"):
+        undo(ledger, second.compaction_id)  # would bring back what the first undo removed
+    assert ledger.store.last_seq() == before
+    assert ledger.chains.compression_count(ledger.tip(tip)) == 0
+    db = ledger.store.path
+    ledger.close()
+    out = CliRunner().invoke(cli, ["--db", db, "undo", second.compaction_id])
+    assert out.exit_code == 2 and "no longer in effect" in out.output, out.output
+    with Ledger.open(db) as reopened:
+        assert reopened.store.last_seq() == before
+
+
 def test_replay_verify_after_undo_reports_no_drift(tmp_path: Path) -> None:
     ledger, tip = generated(tmp_path / "l.db")
     result = undo(ledger, chain_compactions(ledger, tip)[0].compaction_id)

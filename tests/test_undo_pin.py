@@ -176,6 +176,39 @@ def test_cli_pin_and_undo(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "already undone" in again.output
 
 
+def test_cli_pin_by_index_of_an_ended_session_counts_in_the_view_show_prints(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "c.db"
+    ledger = deterministic_ledger(db)
+    sid = _session(ledger, 20)
+    ledger.close()
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(db), "compress", sid]).exit_code == 0
+    with Ledger.open(db) as done:
+        tip = done.tip(sid)
+        old, new = done.transcript.session(sid), done.transcript.session(tip)
+        offset = int(old.system_prompt is not None)
+        kept = [i for i, mid in enumerate(old.live) if mid in new.live]
+        gone = [i for i, mid in enumerate(old.live) if mid not in new.live]
+        # the same message sits at another index of the tip's view
+        assert kept and gone and new.live.index(old.live[kept[-1]]) != kept[-1]
+        target = old.live[kept[-1]]
+        before = done.store.last_seq()
+    out = runner.invoke(cli, ["--db", str(db), "pin", sid, str(kept[-1] + offset), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["message_id"] == target and data["session_id"] == tip
+    with Ledger.open(db) as pinned:
+        assert target in pinned.transcript.session(tip).pinned
+        before = pinned.store.last_seq()
+    out = runner.invoke(cli, ["--db", str(db), "pin", sid, str(gone[0] + offset)])
+    assert out.exit_code == 2 and "no longer live at the chain's tip" in out.output, out.output
+    assert tip in out.output
+    with Ledger.open(db) as reopened:
+        assert reopened.store.last_seq() == before
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [

@@ -47,6 +47,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.refs import resolve_pin
 from ctxledger.messages import content_text
 from ctxledger.terminal import block, styled
 
@@ -428,12 +429,16 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
 def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json: bool) -> None:
     """Pin MESSAGE in SESSION's live view: compactions never prune or summarize it.
 
-    MESSAGE is a message id, the short id `show` prints, or the index `show` prints.
+    MESSAGE is a message id, or the short id or index `show SESSION` prints. A pin
+    applies to the chain's tip: a message of an ended session must still be live there.
     """
     ledger = state_of(ctx).ledger()
-    sid = ledger.tip(ledger.resolve(session))
+    named = ledger.resolve(session)
+    sid = ledger.tip(named)
+    message_id = resolve_pin(
+        ledger.transcript.session(named), ledger.transcript.session(sid), message
+    )
     view = ledger.transcript.session(sid)
-    message_id = ledger.resolve_message(sid, message)
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
     ledger.pin(sid, message_id, not unpin)

@@ -60,6 +60,19 @@ def test_import_prints_the_session_id_last_and_show_round_trips(
     assert shown == original
 
 
+def test_import_model_fills_in_only_when_the_file_has_none(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    hi = [{"role": "user", "content": "hi"}]
+    named, bare = tmp_path / "named.json", tmp_path / "bare.json"
+    named.write_text(json.dumps({"model": "file-model", "messages": hi}))
+    bare.write_text(json.dumps(hi))
+    for path in (named, bare):
+        result = run(db, "import", str(path), "--model", "flag-model", "--context-length", "9000")
+        assert result.exit_code == 0, result.output
+    models = [row["model"] for row in json.loads(run(db, "sessions", "--json").output)]
+    assert sorted(models) == ["file-model", "flag-model"]
+
+
 def test_import_from_stdin(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     result = run(

@@ -50,7 +50,7 @@ from ctxledger.terminal import styled
     "--context-length",
     type=CONTEXT_LENGTH,
     default=None,
-    help="Context window to record for the session.",
+    help="Context window to record for every imported session (overrides the file's own).",
 )
 @click.option("--model", default=None, help="Model name to record when the file has none.")
 @click.option(

@@ -149,7 +149,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
 @handle_errors
 def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
-    ledger = state_of(ctx).ledger()
+    ledger = state_of(ctx).ledger(existing=True)
     if is_compaction_ref(ledger, ref):
         with spinner(ctx, f"auditing {ref}"):
             one = redacted_report(audit_compaction(ledger, ref), ledger)
@@ -235,7 +235,7 @@ def diff_cmd(
 
     With only A (a compaction): the view it replaced vs the view it made.
     """
-    ledger = state_of(ctx).ledger()
+    ledger = state_of(ctx).ledger(existing=True)
     if config_path is not None or summarizer_kind is not None:
         if b is not None or b_db is not None:
             raise InvalidInput(
@@ -304,7 +304,7 @@ def _replayed_diff(
 @handle_errors
 def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> None:
     """The life of one FACT in SESSION's chain: where it appeared, what compactions did with it."""
-    report = redacted_report(trace(state_of(ctx).ledger(), session, fact))
+    report = redacted_report(trace(state_of(ctx).ledger(existing=True), session, fact))
     if as_json:
         emit_json(report)
         return
@@ -336,7 +336,7 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 @handle_errors
 def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json: bool) -> None:
     """Full-text search over every message SESSION's chain ever held, compacted ones too."""
-    result = recall(state_of(ctx).ledger(), session, query, limit)
+    result = recall(state_of(ctx).ledger(existing=True), session, query, limit)
     if as_json:
         emit_json(result)
         return
@@ -373,7 +373,7 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
 @handle_errors
 def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: bool) -> None:
     """The original messages COMPACTION's summary replaced."""
-    result = expand(state_of(ctx).ledger(), compaction)
+    result = expand(state_of(ctx).ledger(existing=True), compaction)
     if as_json:
         emit_json(result)
         return
@@ -406,7 +406,7 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
 @handle_errors
 def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
     """Revert COMPACTION: the view it replaced becomes live again as a new continuation."""
-    result = undo(state_of(ctx).ledger(), compaction)
+    result = undo(state_of(ctx).ledger(existing=True), compaction)
     if as_json:
         emit_json(result)
         return
@@ -432,7 +432,7 @@ def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json
     MESSAGE is a message id, or the short id or index `show SESSION` prints. A pin
     applies to the chain's tip: a message of an ended session must still be live there.
     """
-    ledger = state_of(ctx).ledger()
+    ledger = state_of(ctx).ledger(existing=True)
     named = ledger.resolve(session)
     sid = ledger.tip(named)
     message_id = resolve_pin(

@@ -104,7 +104,7 @@ def compress(
     differs is reported (a note on stderr, ``notes`` in --json), never applied silently.
     """
     state = state_of(ctx)
-    ledger = state.ledger()
+    ledger = state.ledger(existing=True)
     sid = ledger.tip(ledger.resolve(session))
     config = state.config(config_path, {"estimator": estimator})
     view = ledger.transcript.session(sid)

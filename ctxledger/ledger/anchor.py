@@ -32,7 +32,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.opening import is_url, open_store
+from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
@@ -209,8 +209,7 @@ def verify_file(
     ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
     """
     server = is_url(path)
-    if not server and not Path(path).is_file():
-        raise InvalidInput(f"no ledger file at {os.fspath(path)}")
+    require_ledger_file(path)
     store = open_store(path) if server else SQLiteEventStore(path)
     try:
         report = store.verify()

@@ -414,7 +414,7 @@ def test_spinner_shows_a_ref_as_typed(
     result = run(db, "audit", "{ref}[bold]x")
     assert result.exit_code == 2, result.output
     assert "auditing the compactions of {ref}[bold]x" in result.stderr
-    assert "error: no session '{ref}[bold]x'" in result.stderr
+    assert "error: no session or compaction '{ref}[bold]x'" in result.stderr
 
 
 def test_serve_hands_its_stall_timeout_to_the_factory(

@@ -22,7 +22,7 @@ from ctxledger.analysis.audit import (
     audit_compaction,
     trace,
 )
-from ctxledger.analysis.compactions import is_compaction_ref
+from ctxledger.analysis.compactions import is_compaction_ref, resolve_session_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.redacted import redacted_report
@@ -159,7 +159,7 @@ def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
             _print_compaction(one, show_all)
         return
     with spinner(ctx, f"auditing the compactions of {ref}"):
-        report = redacted_report(audit_chain(ledger, ref), ledger)
+        report = redacted_report(audit_chain(ledger, resolve_session_ref(ledger, ref)), ledger)
     if as_json:
         emit_json(report)
     else:

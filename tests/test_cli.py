@@ -9,6 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.ledger.facade import Ledger
@@ -159,7 +160,10 @@ def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> 
     db, sid = imported
     result = run(db, "compress", sid, "--focus", "tests")
     assert result.exit_code == 0, result.output
-    assert "Compressed:" in result.output
+    assert "Compressed:" in result.output and "rough estimate" not in result.output
+    with Ledger.open(db) as ledger:  # the exact counts --dry-run reports, as recorded
+        switch = chain_compactions(ledger, sid)[0].switch
+    assert f"Tokens: {switch.tokens_before:,} → {switch.tokens_after:,}" in result.output
     chain = json.loads(run(db, "chain", sid, "--json").output)
     assert chain["compression_count"] == 1 and chain["tip"] != sid
     assert json.loads(run(db, "usage", chain["tip"], "--json").output)["chain"]["agent_calls"] == 0

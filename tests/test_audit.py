@@ -332,3 +332,15 @@ def test_cli_strips_references_once_at_the_boundary(chain: tuple[Ledger, str]) -
     ):
         out = runner.invoke(cli, ["--db", db, *argv, "--json"])
         assert out.exit_code == 0, (argv, out.output)
+
+
+@pytest.mark.parametrize("args", [["audit", "cmp_nope"], ["diff", "cmp_nope", "cmp_nada"]])
+def test_an_unknown_reference_is_neither_a_session_nor_a_compaction(
+    tmp_path: Path, args: list[str]
+) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        ledger.start_session(model="m", context_length=8000)
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    assert result.exit_code == 2, result.output
+    assert "no session or compaction 'cmp_nope'" in result.output

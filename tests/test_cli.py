@@ -9,8 +9,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
+from ctxledger.ledger.facade import Ledger
 
 
 def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
@@ -60,6 +62,19 @@ def test_import_prints_the_session_id_last_and_show_round_trips(
     assert shown == original
 
 
+def test_import_model_fills_in_only_when_the_file_has_none(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    hi = [{"role": "user", "content": "hi"}]
+    named, bare = tmp_path / "named.json", tmp_path / "bare.json"
+    named.write_text(json.dumps({"model": "file-model", "messages": hi}))
+    bare.write_text(json.dumps(hi))
+    for path in (named, bare):
+        result = run(db, "import", str(path), "--model", "flag-model", "--context-length", "9000")
+        assert result.exit_code == 0, result.output
+    models = [row["model"] for row in json.loads(run(db, "sessions", "--json").output)]
+    assert sorted(models) == ["file-model", "flag-model"]
+
+
 def test_import_from_stdin(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     result = run(
@@ -90,7 +105,8 @@ def test_bad_import_is_one_line_error_exit_2_and_imports_nothing(
     assert result.exit_code == 2
     assert fragment in result.output
     assert result.output.count("error:") == 1
-    assert json.loads(run(db, "sessions", "--json").output) == []
+    # a file that does not parse fails before the ledger is opened: no ledger file at all
+    assert not db.exists() or json.loads(run(db, "sessions", "--json").output) == []
 
 
 def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
@@ -113,6 +129,7 @@ def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
 
 
 def test_unknown_session_is_exit_2(tmp_path: Path) -> None:
+    Ledger.open(tmp_path / "l.db").close()
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "show", "ses_nope"])
     assert result.exit_code == 2 and "no session 'ses_nope'" in result.output
 
@@ -143,7 +160,10 @@ def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> 
     db, sid = imported
     result = run(db, "compress", sid, "--focus", "tests")
     assert result.exit_code == 0, result.output
-    assert "Compressed:" in result.output
+    assert "Compressed:" in result.output and "rough estimate" not in result.output
+    with Ledger.open(db) as ledger:  # the exact counts --dry-run reports, as recorded
+        switch = chain_compactions(ledger, sid)[0].switch
+    assert f"Tokens: {switch.tokens_before:,} → {switch.tokens_after:,}" in result.output
     chain = json.loads(run(db, "chain", sid, "--json").output)
     assert chain["compression_count"] == 1 and chain["tip"] != sid
     assert json.loads(run(db, "usage", chain["tip"], "--json").output)["chain"]["agent_calls"] == 0

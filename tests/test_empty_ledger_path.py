@@ -80,7 +80,11 @@ def test_the_temporary_ledger_is_not_a_name_a_user_can_type(
     # a user's --db is always a real file (or a URL), never the what-if's scratch log
     assert "\x00" in TEMPORARY
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["--db", ":temporary:", "sessions"])
+    result = CliRunner().invoke(  # a command that writes (a read refuses a missing file)
+        cli,
+        ["--db", ":temporary:", "import", "-"],
+        input='[{"role": "user", "content": "hi"}]',
+    )
     assert result.exit_code == 0, result.output
     assert ":temporary:" in os.listdir(tmp_path)  # an ordinary file of that name
 
@@ -95,3 +99,43 @@ def test_derived_indexes_of_a_ledger_kept_in_no_file_stay_in_memory(
     with SQLiteEventStore(tmp_path / "l.db") as store:
         assert store.local_index_path("search") == str(tmp_path / "l.db")
     assert sorted(os.listdir(tmp_path)) == ["l.db", "l.db.lock"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions"],
+        ["show", "ses_x"],
+        ["usage", "ses_x"],
+        ["chain", "ses_x"],
+        ["replay", "ses_x"],
+        ["audit", "ses_x"],
+        ["diff", "ses_x", "ses_y"],
+        ["trace", "ses_x", "fact"],
+        ["recall", "ses_x", "query"],
+        ["expand", "cmp_x"],
+        ["export", "ses_x"],
+        ["undo", "cmp_x"],
+        ["pin", "ses_x", "1"],
+        ["compress", "ses_x"],
+        ["verify"],
+        ["upgrade"],
+    ],
+)
+def test_a_command_that_reads_refuses_a_missing_ledger_file_and_creates_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    db = tmp_path / "missing" / "dir" / "x.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    assert result.exit_code == 2, result.output
+    assert f"no ledger file at {db}" in result.output
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_command_that_writes_still_creates_the_ledger_file(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "x.db"
+    src = tmp_path / "a.json"
+    src.write_text('[{"role": "user", "content": "hi"}]')
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(src)])
+    assert result.exit_code == 0, result.output
+    assert db.is_file()

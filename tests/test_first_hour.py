@@ -150,6 +150,10 @@ def test_pin_rejects_the_system_prompt_and_out_of_range_indexes(
 
 def test_sessions_on_an_empty_ledger_says_which_ledger_and_how_to_fill_it(tmp_path: Path) -> None:
     db = tmp_path / "new.db"
+    missing = run(db, "sessions")  # a read creates no ledger: a mistyped --db is not a new one
+    assert missing.exit_code == 2 and not db.exists()
+    assert f"no ledger file at {db}" in missing.output and "ctxledger import FILE" in missing.output
+    Ledger.open(db).close()
     out = run(db, "sessions")
     assert out.exit_code == 0
     assert f"no sessions in {db}" in out.stderr and "ctxledger import FILE" in out.stderr
@@ -410,7 +414,7 @@ def test_spinner_shows_a_ref_as_typed(
     result = run(db, "audit", "{ref}[bold]x")
     assert result.exit_code == 2, result.output
     assert "auditing the compactions of {ref}[bold]x" in result.stderr
-    assert "error: no session '{ref}[bold]x'" in result.stderr
+    assert "error: no session or compaction '{ref}[bold]x'" in result.stderr
 
 
 def test_serve_hands_its_stall_timeout_to_the_factory(

@@ -91,6 +91,26 @@ def test_undo_twice_or_of_an_unknown_compaction_appends_nothing(tmp_path: Path) 
     assert ledger.store.last_seq() == before
 
 
+def test_undo_of_a_newer_compaction_after_an_older_one_was_undone_appends_nothing(
+    tmp_path: Path,
+) -> None:
+    ledger, tip = generated(tmp_path / "l.db")
+    first, second = chain_compactions(ledger, tip)[:2]
+    result = undo(ledger, first.compaction_id)
+    assert ledger.chains.compression_count(result.new_session_id) == 0
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match="no longer in effect"):
+        undo(ledger, second.compaction_id)  # would bring back what the first undo removed
+    assert ledger.store.last_seq() == before
+    assert ledger.chains.compression_count(ledger.tip(tip)) == 0
+    db = ledger.store.path
+    ledger.close()
+    out = CliRunner().invoke(cli, ["--db", db, "undo", second.compaction_id])
+    assert out.exit_code == 2 and "no longer in effect" in out.output, out.output
+    with Ledger.open(db) as reopened:
+        assert reopened.store.last_seq() == before
+
+
 def test_replay_verify_after_undo_reports_no_drift(tmp_path: Path) -> None:
     ledger, tip = generated(tmp_path / "l.db")
     result = undo(ledger, chain_compactions(ledger, tip)[0].compaction_id)
@@ -154,6 +174,39 @@ def test_cli_pin_and_undo(tmp_path: Path) -> None:
     assert json.loads(undone.output)["compaction_id"] == cid
     again = runner.invoke(cli, ["--db", str(db), "undo", cid])
     assert again.exit_code == 2 and "already undone" in again.output
+
+
+def test_cli_pin_by_index_of_an_ended_session_counts_in_the_view_show_prints(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "c.db"
+    ledger = deterministic_ledger(db)
+    sid = _session(ledger, 20)
+    ledger.close()
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(db), "compress", sid]).exit_code == 0
+    with Ledger.open(db) as done:
+        tip = done.tip(sid)
+        old, new = done.transcript.session(sid), done.transcript.session(tip)
+        offset = int(old.system_prompt is not None)
+        kept = [i for i, mid in enumerate(old.live) if mid in new.live]
+        gone = [i for i, mid in enumerate(old.live) if mid not in new.live]
+        # the same message sits at another index of the tip's view
+        assert kept and gone and new.live.index(old.live[kept[-1]]) != kept[-1]
+        target = old.live[kept[-1]]
+        before = done.store.last_seq()
+    out = runner.invoke(cli, ["--db", str(db), "pin", sid, str(kept[-1] + offset), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["message_id"] == target and data["session_id"] == tip
+    with Ledger.open(db) as pinned:
+        assert target in pinned.transcript.session(tip).pinned
+        before = pinned.store.last_seq()
+    out = runner.invoke(cli, ["--db", str(db), "pin", sid, str(gone[0] + offset)])
+    assert out.exit_code == 2 and "no longer live at the chain's tip" in out.output, out.output
+    assert tip in out.output
+    with Ledger.open(db) as reopened:
+        assert reopened.store.last_seq() == before
 
 
 @pytest.mark.parametrize(

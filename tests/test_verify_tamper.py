@@ -166,3 +166,18 @@ def test_verify_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:
     result = run(tmp_path / "absent.db")
     assert result.exit_code == 2 and "no ledger file" in result.output
     assert not (tmp_path / "absent.db").exists()
+
+
+@pytest.mark.parametrize(
+    "bad", ["bogus", "abc123", "x:" + "0" * 64, "-1:" + "0" * 64, "1:nothex", "5:", "0" * 63]
+)
+def test_expect_head_that_is_no_head_is_bad_input_exit_2(db: Path, bad: str) -> None:
+    result = run(db, "--expect-head", bad)
+    assert result.exit_code == 2, result.output
+    assert "--expect-head takes HASH or SEQ:HASH" in result.output
+    assert "FAILED" not in result.output
+
+
+def test_expect_head_in_capitals_is_the_same_hash(db: Path) -> None:
+    head = json.loads(run(db, "--json").output)["head_hash"]
+    assert run(db, "--expect-head", head.upper()).exit_code == 0

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.errors import InvalidInput, UnknownCompaction
+from ctxledger.errors import InvalidInput, UnknownCompaction, UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
@@ -168,6 +168,26 @@ def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
     return prefixed
 
 
+def resolve_session_ref(ledger: Ledger, ref: str) -> str:
+    """The session `ref` names, for a command that takes a session or a compaction id.
+
+    Called once `ref` is known not to be a compaction's: an unknown one is reported
+    as neither (a mistyped compaction id is not "no session").
+    """
+    try:
+        return ledger.resolve(ref)
+    except UnknownSession:
+        raise resolve_session_ref_error(ref) from None
+
+
+def resolve_session_ref_error(ref: str) -> UnknownSession:
+    """The error for a reference that names neither a session nor a compaction."""
+    return UnknownSession(
+        f"no session or compaction {ref!r}; `ctxledger sessions` lists sessions, "
+        "`ctxledger audit SESSION` a chain's compactions"
+    )
+
+
 def reverted_compactions(ledger: Ledger, session_id: str) -> dict[str, str]:
     """Compaction id -> the revert session that undid it, for the chain of `session_id`."""
     out: dict[str, str] = {}
@@ -217,5 +237,7 @@ __all__ = [
     "match_compaction",
     "no_compaction",
     "remembering_compactions",
+    "resolve_session_ref",
+    "resolve_session_ref_error",
     "reverted_compactions",
 ]

@@ -36,6 +36,7 @@ from ctxledger.analysis.compactions import (
     compactions_by_id,
     find_compaction,
     is_compaction_ref,
+    resolve_session_ref_error,
 )
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
@@ -370,7 +371,12 @@ def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None)
     name, seq = parse_ref(ref)
     if seq is None and is_compaction_ref(ledger, name):
         return compaction_views(ledger, find_compaction(ledger, name), coverage=coverage)[1]
-    return session_view(ledger, name, seq, coverage=coverage)
+    try:
+        return session_view(ledger, name, seq, coverage=coverage)
+    except UnknownSession:
+        if seq is not None:
+            raise  # SESSION@SEQ names a session only
+        raise resolve_session_ref_error(name) from None
 
 
 # --------------------------------------------------------------------------- diffing

@@ -154,6 +154,14 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
     ledger.live_session(
         tip
     )  # a closed chain cannot be reverted: SessionEndedError, nothing appended
+    if record.compaction_id not in ledger.chains.compaction_ids_in_effect(tip):
+        # an older compaction was undone since: reverting this one would bring back
+        # the very compactions that undo removed
+        raise InvalidInput(
+            f"compaction {record.compaction_id!r} is no longer in effect at the tip {tip!r} "
+            "(an older compaction of the chain was undone since); `ctxledger chain "
+            f"{tip}` shows the compactions in effect"
+        )
     switch, started = _revert_events(ledger, record, tip)
     window = ledger.transcript.session(tip).context_length
     threshold = ledger.config.threshold_tokens(window)

@@ -22,7 +22,7 @@ from ctxledger.analysis.audit import (
     audit_compaction,
     trace,
 )
-from ctxledger.analysis.compactions import is_compaction_ref
+from ctxledger.analysis.compactions import is_compaction_ref, resolve_session_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
 from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.redacted import redacted_report
@@ -47,6 +47,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import is_url
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.refs import resolve_pin
 from ctxledger.messages import content_text
 from ctxledger.terminal import block, styled
 
@@ -148,7 +149,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
 @handle_errors
 def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
-    ledger = state_of(ctx).ledger()
+    ledger = state_of(ctx).ledger(existing=True)
     if is_compaction_ref(ledger, ref):
         with spinner(ctx, f"auditing {ref}"):
             one = redacted_report(audit_compaction(ledger, ref), ledger)
@@ -158,7 +159,7 @@ def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
             _print_compaction(one, show_all)
         return
     with spinner(ctx, f"auditing the compactions of {ref}"):
-        report = redacted_report(audit_chain(ledger, ref), ledger)
+        report = redacted_report(audit_chain(ledger, resolve_session_ref(ledger, ref)), ledger)
     if as_json:
         emit_json(report)
     else:
@@ -234,7 +235,7 @@ def diff_cmd(
 
     With only A (a compaction): the view it replaced vs the view it made.
     """
-    ledger = state_of(ctx).ledger()
+    ledger = state_of(ctx).ledger(existing=True)
     if config_path is not None or summarizer_kind is not None:
         if b is not None or b_db is not None:
             raise InvalidInput(
@@ -303,7 +304,7 @@ def _replayed_diff(
 @handle_errors
 def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> None:
     """The life of one FACT in SESSION's chain: where it appeared, what compactions did with it."""
-    report = redacted_report(trace(state_of(ctx).ledger(), session, fact))
+    report = redacted_report(trace(state_of(ctx).ledger(existing=True), session, fact))
     if as_json:
         emit_json(report)
         return
@@ -335,7 +336,7 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 @handle_errors
 def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json: bool) -> None:
     """Full-text search over every message SESSION's chain ever held, compacted ones too."""
-    result = recall(state_of(ctx).ledger(), session, query, limit)
+    result = recall(state_of(ctx).ledger(existing=True), session, query, limit)
     if as_json:
         emit_json(result)
         return
@@ -372,7 +373,7 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
 @handle_errors
 def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: bool) -> None:
     """The original messages COMPACTION's summary replaced."""
-    result = expand(state_of(ctx).ledger(), compaction)
+    result = expand(state_of(ctx).ledger(existing=True), compaction)
     if as_json:
         emit_json(result)
         return
@@ -405,7 +406,7 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
 @handle_errors
 def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
     """Revert COMPACTION: the view it replaced becomes live again as a new continuation."""
-    result = undo(state_of(ctx).ledger(), compaction)
+    result = undo(state_of(ctx).ledger(existing=True), compaction)
     if as_json:
         emit_json(result)
         return
@@ -428,12 +429,16 @@ def undo_cmd(ctx: click.Context, compaction: str, as_json: bool) -> None:
 def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json: bool) -> None:
     """Pin MESSAGE in SESSION's live view: compactions never prune or summarize it.
 
-    MESSAGE is a message id, the short id `show` prints, or the index `show` prints.
+    MESSAGE is a message id, or the short id or index `show SESSION` prints. A pin
+    applies to the chain's tip: a message of an ended session must still be live there.
     """
-    ledger = state_of(ctx).ledger()
-    sid = ledger.tip(ledger.resolve(session))
+    ledger = state_of(ctx).ledger(existing=True)
+    named = ledger.resolve(session)
+    sid = ledger.tip(named)
+    message_id = resolve_pin(
+        ledger.transcript.session(named), ledger.transcript.session(sid), message
+    )
     view = ledger.transcript.session(sid)
-    message_id = ledger.resolve_message(sid, message)
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
     ledger.pin(sid, message_id, not unpin)

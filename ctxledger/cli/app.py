@@ -16,7 +16,7 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
-from ctxledger.eventstore.opening import default_db_path
+from ctxledger.eventstore.opening import default_db_path, require_ledger_file
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
@@ -72,8 +72,12 @@ class State:
     ) -> CompressionConfig:
         return self.settings(path, overrides, base).config
 
-    def ledger(self) -> Ledger:
+    def ledger(self, *, existing: bool = False) -> Ledger:
+        """The ledger, opened once. With `existing` (a command that only reads, or names
+        something already recorded) a missing SQLite file is refused, not created."""
         if self._ledger is None:
+            if existing:
+                require_ledger_file(self.db)
             self._ledger = Ledger.open(self.db, config=self.config())
         return self._ledger
 

@@ -24,7 +24,7 @@ from ctxledger.cli.progress import spinner
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.ledger.compaction import CompactionOutcome, compact
-from ctxledger.terminal import block, styled
+from ctxledger.terminal import styled
 
 
 def make_summarizer(
@@ -104,7 +104,7 @@ def compress(
     differs is reported (a note on stderr, ``notes`` in --json), never applied silently.
     """
     state = state_of(ctx)
-    ledger = state.ledger()
+    ledger = state.ledger(existing=True)
     sid = ledger.tip(ledger.resolve(session))
     config = state.config(config_path, {"estimator": estimator})
     view = ledger.transcript.session(sid)
@@ -142,9 +142,17 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
         )
     elif outcome.action == "skipped":
         console.print(f"not compressed: {outcome.skip_reason}")
-        console.print(block(outcome.feedback))
+        console.print(
+            f"No changes from compression: {outcome.messages_before} messages\n"
+            f"Tokens: {outcome.tokens_before:,}, unchanged"
+        )
     else:
-        console.print(block(outcome.feedback))
+        # the counts --dry-run estimates, as recorded (the outcome's `feedback` is Hermes's
+        # wording with its chars/4 estimate: kept for the service's notices, not shown here)
+        console.print(
+            f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages\n"
+            f"Tokens: {outcome.tokens_before:,} → {outcome.tokens_after:,}"
+        )
         if outcome.fallback:
             console.print(
                 styled(

@@ -47,7 +47,7 @@ from ctxledger.importers.export import export_messages
 @handle_errors
 def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) -> None:
     """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON."""
-    ledger = state_of(ctx).ledger()
+    ledger = state_of(ctx).ledger(existing=True)
     ref, seq = parse_ref(session)
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)

@@ -20,6 +20,7 @@ from ctxledger.cli.app import (
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
+from ctxledger.eventstore.opening import require_ledger_file
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
 
@@ -85,8 +86,7 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
         open_store(db).close()  # an unknown scheme or a server it cannot reach is an error
         filled, text = 0, "nothing to fill: a PostgreSQL ledger keeps no derived columns"
     else:
-        if not os.path.isfile(db):
-            raise InvalidInput(f"no ledger file at {db}")
+        require_ledger_file(db)
         with SQLiteEventStore(db) as store, spinner(ctx, "filling message heads"):
             filled = store.backfill_heads()
         text = (

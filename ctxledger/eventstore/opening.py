@@ -18,7 +18,7 @@ from ctxledger.eventstore.base import Durability, EventStore
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
 
-__all__ = ["default_db_path", "is_url", "open_store"]
+__all__ = ["default_db_path", "is_url", "open_store", "require_ledger_file"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: what a ``Path`` makes of a URL: ``Path("postgresql://h/db")`` is ``postgresql:/h/db``
@@ -29,6 +29,31 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 def is_url(target: str | os.PathLike[str]) -> bool:
     """Whether `target` names a server (``scheme://…``) rather than a file."""
     return isinstance(target, str) and _SCHEME.match(target) is not None
+
+
+def _refuse_collapsed_url(text: str) -> None:
+    if _COLLAPSED.match(text):
+        raise InvalidInput(
+            f"{text!r} looks like a PostgreSQL URL whose '//' was lost (a Path "
+            "collapses it): pass the URL as a string"
+        )
+
+
+def require_ledger_file(target: str | os.PathLike[str]) -> None:
+    """Refuse (InvalidInput, nothing created) a SQLite ledger file that does not exist.
+
+    For commands that only read a ledger: opening a store creates a missing file (and
+    its folders), which would turn a mistyped path into an empty ledger. A server URL
+    passes (its store says whether it can be reached).
+    """
+    text = os.fspath(target)
+    if is_url(text) or Path(text).is_file():
+        return
+    _refuse_collapsed_url(text)
+    raise InvalidInput(
+        f"no ledger file at {text} (the ledger is --db, else $CTXLEDGER_DB, else ctxledger.db "
+        "in the user data dir); `ctxledger import FILE` or `ctxledger demo` creates one"
+    )
 
 
 def open_store(
@@ -42,11 +67,7 @@ def open_store(
     text = os.fspath(target)
     match = _SCHEME.match(text)
     if match is None:
-        if _COLLAPSED.match(text):
-            raise InvalidInput(
-                f"{text!r} looks like a PostgreSQL URL whose '//' was lost (a Path "
-                "collapses it): pass the URL as a string"
-            )
+        _refuse_collapsed_url(text)
         return SQLiteEventStore(text, durability=durability, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:

@@ -32,7 +32,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.opening import is_url, open_store
+from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
@@ -161,10 +161,36 @@ def _failed(report: VerifyReport, seq: int | None, problem: str) -> VerifyReport
     )
 
 
+def _bad_expected(expect: str) -> InvalidInput:
+    return InvalidInput(
+        f"--expect-head takes HASH or SEQ:HASH, the head `ctxledger verify` prints (a hash is "
+        f"64 hex characters, SEQ a sequence number), got {expect!r}"
+    )
+
+
+def parse_expected(expect: str) -> tuple[int | None, str]:
+    """``(seq or None, hash)`` of an ``--expect-head`` value; InvalidInput if it is not one."""
+    seq_text, _, want = expect.strip().rpartition(":")
+    want = want.lower()
+    if not want or any(c not in "0123456789abcdef" for c in want):
+        raise _bad_expected(expect)
+    if not seq_text:
+        if len(want) != 64:
+            raise _bad_expected(expect)
+        return None, want
+    try:
+        seq = int(seq_text)
+    except ValueError:
+        raise _bad_expected(expect) from None
+    if seq < 0:
+        raise _bad_expected(expect)
+    return seq, want
+
+
 def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> VerifyReport:
     """``HASH``: the head must be that hash; ``SEQ:HASH``: the event at SEQ must have it."""
-    seq_text, _, want = expect.strip().rpartition(":")
-    if not seq_text:
+    seq, want = parse_expected(expect)
+    if seq is None:
         if report.head_hash == want:
             return report
         return _failed(
@@ -172,11 +198,9 @@ def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> Ver
             report.head_seq,
             f"the head is seq {report.head_seq} hash {report.head_hash}, expected {want}",
         )
-    try:
-        seq = int(seq_text)
-    except ValueError:
-        raise InvalidInput(f"--expect-head takes HASH or SEQ:HASH, got {expect!r}") from None
     if seq > store.last_seq():
+        if len(want) != 64:
+            raise _bad_expected(expect)
         return _failed(
             report,
             store.last_seq() + 1,
@@ -191,6 +215,8 @@ def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> Ver
             f"seq {seq} is inside an append, whose rows carry no chain value: name a seq "
             "that ends an append (the head verify prints always does)"
         )
+    if len(want) != 64:
+        raise _bad_expected(expect)
     if recorded is None or want != tip:
         return _failed(
             report, seq, f"the event at seq {seq} does not have the expected hash {want}"
@@ -209,8 +235,9 @@ def verify_file(
     ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
     """
     server = is_url(path)
-    if not server and not Path(path).is_file():
-        raise InvalidInput(f"no ledger file at {os.fspath(path)}")
+    if expect_head:
+        parse_expected(expect_head)  # bad input is refused before the walk
+    require_ledger_file(path)
     store = open_store(path) if server else SQLiteEventStore(path)
     try:
         report = store.verify()

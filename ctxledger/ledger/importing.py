@@ -107,7 +107,11 @@ def import_sessions(
     context_length: int | None = None,
     encoding: str = DEFAULT_ENCODING,
 ) -> list[str]:
-    """Append every session as events in one transaction. Returns the new session ids, in order."""
+    """Append every session as events in one transaction. Returns the new session ids, in order.
+
+    `model` is recorded for a session whose file names none (the file's own wins);
+    `context_length` overrides the file's window for every session.
+    """
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")
     _check_unique_keys(sessions)
@@ -155,7 +159,7 @@ def _events(
     compaction = _compaction(ledger, s, parent, messages, tokens, sid) if parent else None
     layout = compaction[1] if compaction is not None else []
     spec = SessionSpec(
-        model=model or s.model or DEFAULT_MODEL,
+        model=s.model or model or DEFAULT_MODEL,  # `model` fills in for a file without one
         context_length=ctx,
         system_prompt=s.system_prompt,
         tools=s.tools,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ctxledger.errors import InvalidInput, UnknownMessage
 from ctxledger.projections import SessionView
 
-__all__ = ["SHORT_ID_CHARS", "resolve_message", "short_ids"]
+__all__ = ["SHORT_ID_CHARS", "resolve_message", "resolve_pin", "short_ids"]
 
 #: the shortest suffix ``show`` prints as a message's short id
 SHORT_ID_CHARS = 8
@@ -61,3 +61,23 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
         f"message {ref!r} is not in the live view of {session_id!r} "
         "(`ctxledger show` lists ids and indexes)"
     )
+
+
+def resolve_pin(named: SessionView, tip: SessionView, ref: str | int) -> str:
+    """The message a pin of `ref` in session `named` applies to, live in the chain's `tip`.
+
+    `ref` names a message of the view ``show NAMED`` prints (an index or short id
+    counts in that view; a full id live at the tip is taken as it is). A pin only
+    affects the tip, so a message of an ended session that is no longer live there
+    is refused (nothing to pin). Read-only.
+    """
+    if named.session_id == tip.session_id or (isinstance(ref, str) and ref.strip() in tip.live):
+        return resolve_message(tip, ref)
+    message_id = resolve_message(named, ref)
+    if message_id not in tip.live:
+        raise InvalidInput(
+            f"message {message_id!r} ({ref!r} in `ctxledger show {named.session_id}`) is no "
+            f"longer live at the chain's tip {tip.session_id!r}, and a pin applies to the tip "
+            f"only; `ctxledger show {tip.session_id}` lists what can be pinned"
+        )
+    return message_id

@@ -122,19 +122,20 @@ class ChainsProjection:
         """Every session of the compression chain containing `session_id`, oldest first."""
         return list(self._forward(self.root(session_id)))
 
-    def compression_count(self, session_id: str) -> int:
-        """How many compactions are in effect in `session_id` (0 for a chain's first session).
+    def compaction_ids_in_effect(self, session_id: str) -> list[str]:
+        """The compactions whose result `session_id`'s view builds on, newest first.
 
-        A revert (undo) restores the view its compaction replaced, so it counts what
-        the session that compaction compacted counted.
+        A revert (undo) restores the view its compaction replaced, so it continues
+        from the session that compaction compacted: the compactions it skipped over
+        (the undone one and every later one) are no longer in effect.
         """
         node = self.lineage(session_id)
-        count = 0
+        out: list[str] = []
         seen = {session_id}
         while node.parent_session_id is not None and node.reason in ("compression", "revert"):
             parent_id: str | None = node.parent_session_id
             if node.reason == "compression":
-                count += 1
+                out.append(node.compaction_id or "")
             else:
                 parent_id = self.state.compacted.get(node.compaction_id or "", parent_id)
             parent = self.state.sessions.get(parent_id or "")
@@ -142,7 +143,15 @@ class ChainsProjection:
                 break
             seen.add(parent.session_id)
             node = parent
-        return count
+        return out
+
+    def compression_count(self, session_id: str) -> int:
+        """How many compactions are in effect in `session_id` (0 for a chain's first session).
+
+        A revert (undo) restores the view its compaction replaced, so it counts what
+        the session that compaction compacted counted.
+        """
+        return len(self.compaction_ids_in_effect(session_id))
 
     def kind(self, session_id: str) -> str:
         """``root``, ``continuation``, ``branch``, ``delegate``, ``revert`` or ``import``."""

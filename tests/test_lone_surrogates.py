@@ -79,8 +79,9 @@ def test_an_import_holding_one_exits_2_with_nothing_imported(tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["--db", str(db), "import", str(source), "--format", "openai"])
     assert result.exit_code == 2, result.output
     assert "invalid JSON" in result.output  # (msgspec refuses the escape as it decodes)
-    listing = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
-    assert listing.exit_code == 0 and json.loads(listing.output) == []
+    if db.exists():  # (the import may stop before it opens the ledger)
+        listing = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
+        assert listing.exit_code == 0 and json.loads(listing.output) == []
 
 
 @settings(max_examples=40, deadline=None)

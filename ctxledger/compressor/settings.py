@@ -115,7 +115,7 @@ KEY_DOCS: dict[str, str] = {
     "args_truncate_over": "tool-call arguments longer than this are truncated (JSON-valid)",
     "args_leaf_keep": "characters kept of each long argument value when truncating",
     "orphan_policy": "`strip` a tool call whose result was cut, or `stub` an answer for it",
-    "estimator": "token counts the planner uses: `exact` (cl100k) or `rough` (chars/4)",
+    "estimator": "token counts the planner, preflight and hygiene use: `exact` (cl100k) or `rough` (chars/4)",
     "pressure_level": "share of the threshold at which the pressure warning fires",
     "anti_thrash_min_saving": "a compaction saving less than this share is a strike",
     "anti_thrash_strikes": "automatic compression stops after this many strikes",

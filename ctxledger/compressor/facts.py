@@ -12,9 +12,10 @@ lost and which message they came from.
 Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
 quotes straightened, backslashes read as path separators; a fact that begins or ends
 with a word character only matches on word boundaries, so ``foo`` is not found inside
-``foobar``. Extraction is deterministic: facts come in message order, then by kind
-(:data:`FACT_KINDS`), then by position; a normalized value is reported once, at its
-first occurrence.
+``foobar``, a number not inside a longer one, a path not inside a longer path (see
+:mod:`ctxledger.compressor.factmatch`). Extraction is deterministic: facts come in
+message order, then by kind (:data:`FACT_KINDS`), then by position; a normalized value
+is reported once, at its first occurrence.
 """
 
 from __future__ import annotations

@@ -283,3 +283,34 @@ def test_extraction_dedupes_a_directory_and_its_bare_word_apart() -> None:
     found = {(f.kind, f.normalized) for f in facts}
     assert ("path", "build/") in found
     assert ("path", "tests/") in found
+
+
+# --------------------------------------------------------------------------- 4. ports
+
+
+def test_a_port_is_kept_whatever_the_case_of_the_word_port() -> None:
+    for summary in (
+        "Server: PORT 8080.",
+        "Server: Port=8080.",
+        "Server: PORT=8080.",
+        "Server: PORT: 8080.",
+        "Server: port: 8080.",
+    ):
+        audit = _audit(_assistant("The dev server listens on port 8080."), summary)
+        assert _status(audit, "port 8080") == "kept", summary
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.tuples(*(st.sampled_from((c, c.upper())) for c in "port")).map("".join),
+    st.sampled_from((" ", "=", ": ", ":", "\t")),
+    st.integers(10, 65535),
+)
+def test_the_port_pattern_ignores_case(word: str, separator: str, port: int) -> None:
+    facts = extract_facts([{"role": "tool", "content": f"listening {word}{separator}{port}"}])
+    assert ("number", f"port {port}") in {(f.kind, f.normalized) for f in facts}
+
+
+def test_a_word_ending_in_port_is_no_port() -> None:
+    facts = extract_facts([{"role": "tool", "content": "EXPORT=8080 and SUPPORT 443"}])
+    assert not [f for f in facts if f.normalized.startswith("port")]

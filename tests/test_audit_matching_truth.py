@@ -314,3 +314,88 @@ def test_the_port_pattern_ignores_case(word: str, separator: str, port: int) -> 
 def test_a_word_ending_in_port_is_no_port() -> None:
     facts = extract_facts([{"role": "tool", "content": "EXPORT=8080 and SUPPORT 443"}])
     assert not [f for f in facts if f.normalized.startswith("port")]
+
+
+# --------------------------------------------------------------------------- 5. prose errors
+
+
+def _errors(role: str, text: str) -> list[str]:
+    message: dict[str, Any] = {"role": role, "content": text}
+    if role == "tool":
+        message["tool_call_id"] = "c1"
+    return [f.value for f in extract_facts([message]) if f.kind == "error"]
+
+
+_PROSE = (
+    "Error handling looks fine now; nothing else to change.",
+    "Failed attempts so far: none. Both approaches work.",
+    "Fatal flaws: none found in the design.",
+    "error reporting is verbose but correct",
+    "Failed tests are listed below.",
+)
+_NO_ERROR_STATUS = ("Error: none", "error: None.", "Failed: 0", "fatal: no")
+
+
+def test_prose_about_errors_is_no_error_fact() -> None:
+    for role in ("assistant", "user", "tool"):
+        for line in (*_PROSE, *_NO_ERROR_STATUS):
+            assert _errors(role, line) == [], (role, line)
+    assert _errors("tool", "checks: 12\nError: none\nWarnings: 0") == []
+
+
+def test_the_audit_loses_no_error_that_never_happened() -> None:
+    audit = _audit(_assistant(_PROSE[0]), "Reviewed the module; no problems.")
+    assert not [f for f in audit.extracted if f.kind == "error"]
+
+
+_REAL_ERRORS = (
+    "error: no such thing",
+    "Error: connection refused",
+    "fatal: not a git repository",
+    "npm ERR! code E404",
+    "[ERROR] build broke",
+    "error[E0382]: borrow of moved value",
+    "panic: runtime error: index out of range",
+    "fail: expected 3",
+    "FAILED tests/test_x.py::test_y - AssertionError",
+    "ERROR tests/test_x.py - ImportError",
+    "FATAL could not open the database",
+    "Failed to connect to db at localhost",
+    "failed to resolve host",
+    "Error while parsing config",
+    "Error in module x",
+    "Error occurred during startup",
+    "Fatal error: out of memory",
+    "Fatal Python error: Segmentation fault",
+    "error TS2304: Cannot find name 'x'",
+    "Error 404 Not Found",
+    "Failed building wheel for numpy",
+    "Error - the job stopped",
+    "failed with exit status 2",
+)
+
+
+def test_every_real_error_shape_is_still_an_error() -> None:
+    for role in ("assistant", "tool"):
+        for line in _REAL_ERRORS:
+            assert line in _errors(role, line), (role, line)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(("error", "Error", "fatal", "Fatal", "failed", "Failed")),
+    st.sampled_from(("handling", "attempts", "flaws", "reporting", "messages", "cases")),
+    st.text(alphabet="abc ;,.", max_size=20),
+)
+def test_an_error_word_as_a_noun_modifier_is_no_error(word: str, noun: str, rest: str) -> None:
+    assert _errors("assistant", f"{word} {noun} {rest}".rstrip()) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(("ERROR", "FAILED", "FATAL")),
+    st.text(alphabet="abcdef ;,.:/", min_size=3, max_size=20).filter(lambda s: s.strip()),
+)
+def test_a_capitalised_error_word_is_an_error(word: str, rest: str) -> None:
+    line = f"{word} {rest.strip()}"
+    assert _errors("tool", line)

@@ -399,3 +399,15 @@ def test_an_error_word_as_a_noun_modifier_is_no_error(word: str, noun: str, rest
 def test_a_capitalised_error_word_is_an_error(word: str, rest: str) -> None:
     line = f"{word} {rest.strip()}"
     assert _errors("tool", line)
+
+
+def test_a_line_number_is_not_extracted_from_a_longer_number() -> None:
+    """The summary's own facts count as stated (factviews): ``line 4.5`` and
+    ``line 4,500`` must not yield ``line 4``, or the prefix is kept through them."""
+    for text in ("see line 4.5 of the spec", "at line 4,500"):
+        facts = extract_facts([{"role": "tool", "content": text}])
+        assert "line 4" not in {f.normalized for f in facts}, text
+    audit = _audit(_assistant("The bug is on line 4 of app.py."), "The bug is on line 4.5.")
+    assert _status(audit, "line 4") == "lost"
+    facts = extract_facts([{"role": "tool", "content": "line 4. Then lines 3-7, and line 9,"}])
+    assert {"line 4", "lines 3-7", "line 9"} <= {f.normalized for f in facts}

@@ -171,14 +171,16 @@ def test_ask_reads_a_prefix_and_says_what_the_whole_text_says(text: str) -> None
     assert short == expected == facts._ask(text)
 
 
-_NEEDLE_ALPHABET = "ab_ \x00/.\u00e9K\u212a\u017fs"
+_NEEDLE_ALPHABET = "ab_ \x00/.\u00e9K\u212a\u017fs1,-"
 
 
 @_SETTINGS
 @given(
     st.lists(st.text(alphabet=_NEEDLE_ALPHABET + "\t\n\u00a0", max_size=40), max_size=5),
     st.lists(
-        st.tuples(st.sampled_from(("path", "identifier")), st.text(_NEEDLE_ALPHABET, max_size=6)),
+        st.tuples(
+            st.sampled_from(("path", "identifier", "number")), st.text(_NEEDLE_ALPHABET, max_size=6)
+        ),
         max_size=12,
     ),
 )
@@ -214,10 +216,10 @@ def test_a_long_text_answers_what_a_search_answers(
     )
     raws = data.draw(st.lists(st.one_of(pieces, st.text("Zq7" + _NEEDLE_ALPHABET, max_size=6))))
     for raw in raws:
-        for kind in ("path", "identifier"):
+        for kind in ("path", "identifier", "number"):
             for needle in (raw, factmatch.normalize(raw), factmatch.normalize_cased(raw)):
                 searched = hay.cased if kind in factmatch.CASE_SENSITIVE_KINDS else hay.folded
-                expected = factmatch.contains(searched, needle)
+                expected = factmatch.contains(searched, needle, path=kind == "path")
                 assert hay.holds(kind, needle) == expected, (kind, needle)
                 assert hay.holds(kind, needle) == expected  # remembered
 
@@ -310,8 +312,17 @@ def test_the_regex_word_chars_are_the_matchers_word_chars() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet="ab_ .é-", max_size=40), st.text(alphabet="ab_ .é-", max_size=4))
-def test_contains_equals_the_position_by_position_search(haystack: str, needle: str) -> None:
+@given(
+    st.text(alphabet="ab_ .é-1,/", max_size=40),
+    st.text(alphabet="ab_ .é-1,/", max_size=4),
+    st.booleans(),
+)
+def test_contains_equals_the_position_by_position_search(
+    haystack: str, needle: str, path: bool
+) -> None:
+    """The word-run skip of ``contains`` finds what trying every position finds, with
+    the number and path boundaries too."""
+
     def plain(hay: str, sub: str) -> bool:
         if not sub:
             return False
@@ -329,11 +340,16 @@ def test_contains_equals_the_position_by_position_search(haystack: str, needle: 
                 or not factmatch._is_word(sub[-1])
                 or not factmatch._is_word(hay[end])
             )
-            if before and after:
+            if (
+                before
+                and after
+                and not factmatch._continues_number(hay, start, end, sub)
+                and not (path and factmatch._inside_longer_path(hay, start, end, sub))
+            ):
                 return True
         return False
 
-    assert factmatch.contains(haystack, needle) == plain(haystack, needle)
+    assert factmatch.contains(haystack, needle, path=path) == plain(haystack, needle)
 
 
 def test_other_spaces_are_every_split_char_but_the_space() -> None:

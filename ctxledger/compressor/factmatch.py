@@ -6,6 +6,14 @@ with a word character only matches on word boundaries, so ``foo`` is not found i
 ``foobar``. Identifiers are the exception to case folding (:data:`CASE_SENSITIVE_KINDS`):
 code is case-sensitive, so ``PVSystem`` is not found in ``pvsystem.py``.
 
+A match is never part of a longer number (``$5`` is not found in ``$5,000``, ``v2.0``
+not in ``v2.0.1``), and a path's match never part of a longer path: an absolute path
+is not found inside another (``/app/settings.py`` in ``/opt/legacy/app/settings.py``),
+a relative one only after a ``/`` (``src/app.py`` names ``app.py``), and neither
+followed by more of a name (``run.log.1``). A one-name directory keeps its slash
+(``build/``, see :func:`normalize_fact`): the bare word "build" does not state it,
+``build/``, ``./build/`` and ``build/out.txt`` do.
+
 Facts from tool-call arguments are extracted from the decoded argument values, so
 texts are matched in the same decoded form (:func:`fact_text`): a ``sed`` command whose
 JSON encoding doubles its backslashes is still found in the call that ran it.
@@ -123,8 +131,68 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
-def contains(haystack: str, needle: str) -> bool:
-    """Whether normalized `needle` occurs in normalized `haystack` (word-bounded at word ends)."""
+#: the characters of a path besides "/" (as :mod:`.factpaths` grows paths over them)
+PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
+_DIGITS = frozenset("0123456789")
+
+
+def _continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
+    """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
+    a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
+    ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
+    ``,`` or ``.`` (``0.1`` in ``v2.0.1``)."""
+    if (
+        needle[-1] in _DIGITS
+        and end + 1 < len(haystack)
+        and haystack[end] in ",."
+        and haystack[end + 1] in _DIGITS
+    ):
+        return True
+    return (
+        needle[0] in _DIGITS
+        and start >= 2
+        and haystack[start - 1] in ",."
+        and haystack[start - 2] in _DIGITS
+    )
+
+
+def _inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool:
+    """Whether the match ``haystack[start:end]`` of path `needle` is part of a longer path.
+
+    Before it: an absolute path (``/app/settings.py``) may follow no path character
+    and no ``/`` (``/opt/legacy/app/settings.py`` names another file); a relative one
+    may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
+    character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in
+    ``/``) may be followed by anything (``build/x`` is in ``build/``); any other path by
+    a ``/`` or a non-path character, or by dots that end a sentence (``run.log.``), but
+    not by more of a name (``run.log.1``, ``run.logs``, ``app.py-old``).
+    """
+    if start > 0:
+        before = haystack[start - 1]
+        if before == "/" and needle[0] == "/":
+            return True
+        if before in PATH_CHARS:
+            return True
+    if needle[-1] == "/" or end == len(haystack):
+        return False
+    after = haystack[end]
+    if after == "/" or after not in PATH_CHARS:
+        return False
+    if after != ".":
+        return True
+    stop = end
+    while stop < len(haystack) and haystack[stop] == ".":
+        stop += 1
+    return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
+
+
+def contains(haystack: str, needle: str, *, path: bool = False) -> bool:
+    """Whether normalized `needle` occurs in normalized `haystack`.
+
+    Word-bounded at word ends; never as part of a longer number (see
+    :func:`_continues_number`); with `path`, never as part of a longer path (see
+    :func:`_inside_longer_path`).
+    """
     if not needle:
         return False
     check_start = _is_word(needle[0])
@@ -134,7 +202,12 @@ def contains(haystack: str, needle: str) -> bool:
         end = start + len(needle)
         ok_start = not check_start or start == 0 or not _is_word(haystack[start - 1])
         ok_end = not check_end or end == len(haystack) or not _is_word(haystack[end])
-        if ok_start and ok_end:
+        if (
+            ok_start
+            and ok_end
+            and not _continues_number(haystack, start, end, needle)
+            and not (path and _inside_longer_path(haystack, start, end, needle))
+        ):
             return True
         if check_start:
             # a later start inside this word run follows a word char: skip the run
@@ -166,8 +239,10 @@ class Haystack:
         self.text = text
         self.folded = normalize(text)
         self._cased: str | None = None
-        #: (case-sensitive, needle) -> answer, kept for long texts only
-        self._answers: dict[tuple[bool, str], bool] | None = {} if len(text) >= LONG_TEXT else None
+        #: (case-sensitive, path, needle) -> answer, kept for long texts only
+        self._answers: dict[tuple[bool, bool, str], bool] | None = (
+            {} if len(text) >= LONG_TEXT else None
+        )
         #: (case-sensitive, character) -> whether the text holds it (asked of long texts)
         self._present: dict[tuple[bool, str], bool] = {}
 
@@ -180,14 +255,17 @@ class Haystack:
     def holds(self, kind: str, normalized: str) -> bool:
         """Whether the text states a fact of `kind` normalized as `normalized`."""
         cased = kind in CASE_SENSITIVE_KINDS
+        path = kind == "path"
         answers = self._answers
         if answers is None:
-            return contains(self.cased if cased else self.folded, normalized)
-        key = (cased, normalized)
+            return contains(self.cased if cased else self.folded, normalized, path=path)
+        key = (cased, path, normalized)
         found = answers.get(key)
         if found is None:
             text = self.cased if cased else self.folded
-            found = self._may_hold(cased, text, normalized) and contains(text, normalized)
+            found = self._may_hold(cased, text, normalized) and contains(
+                text, normalized, path=path
+            )
             answers[key] = found
         return found
 
@@ -315,12 +393,23 @@ def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]
 
 
 def normalize_fact(kind: str, value: str) -> str:
-    """The normalized form of a value of `kind` (paths lose ``./``, quotes their quotes)."""
+    """The normalized form of a value of `kind` (paths lose ``./``, quotes their quotes).
+
+    A directory path loses its trailing slashes, except that a one-name directory
+    (``build/``) keeps one: without it, it would be the bare word ``build``, stated by
+    any summary that says "build" (``src/build/``, ``src/build`` name theirs as paths).
+    """
     text = normalize_cased(value) if kind in CASE_SENSITIVE_KINDS else normalize(value)
     if kind == "path":
         while text.startswith("./"):
             text = text[2:]
-        text = text.rstrip("/") or text
+        stripped = text.rstrip("/")
+        if not stripped:
+            pass  # ``/`` itself
+        elif "/" in stripped or stripped == text:
+            text = stripped
+        else:
+            text = stripped + "/"
     elif kind == "quoted":
         text = text.strip("\"'`").strip()
     return text

@@ -210,6 +210,42 @@ _ERROR_PREFIX_LINE = re.compile(
     r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed(?! \()|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
     re.MULTILINE | re.IGNORECASE,
 )
+#: a line of the error-prefix rule that reports no error: a status of none
+#: (``Error: none``, ``failed: 0``)
+_NO_ERROR_STATUS = re.compile(
+    r"(?:error|fatal|failed|fail)[ \t]*:[ \t]*(?:none|0|no|null|n/a|false)[ \t.]*$", re.IGNORECASE
+)
+#: the prefix word written out, then a blank (``Error handling``, ``Failed attempts``)
+_PREFIX_WORD_BLANK = re.compile(r"(error|fatal|failed)[ \t]", re.IGNORECASE)
+#: what, after ``error``/``fatal``/``failed`` and a blank, makes the line report an error
+#: (``Failed to connect``, ``Error while parsing``, ``error TS2304: …``, ``Fatal error``,
+#: ``Fatal Python error: …``) rather than prose using the word as a noun's modifier
+#: (``Error handling looks fine``, ``Failed attempts so far: none``, ``Fatal flaws: none``)
+_ERROR_WORD_REPORT = re.compile(
+    r"[ \t]+(?:(?:to|in|while|when|during|on|at|for|with|from|occurred|building|loading|running|"
+    r"reading|writing|parsing|connecting|executing|compiling|processing|calling|opening|"
+    r"creating|installing|importing|fetching|downloading|resolving|initializing|"
+    r"validating)\b|[-\u2013\u2014:]|\S*\d)"
+    r"|.*\b(?:error|exception)\b",
+    re.IGNORECASE,
+)
+
+
+def _reports_error(line: str) -> bool:
+    """Whether a line the error-prefix rule matched reports an error (see _ERROR_WORD_REPORT).
+
+    A prefix word in capitals (``ERROR tests/x.py``, ``FAILED tests/x.py::t``, ``FATAL``)
+    is a log level or a test runner's verdict: always an error; ``: none`` never is.
+    """
+    stripped = line.lstrip()
+    if _NO_ERROR_STATUS.match(stripped):
+        return False
+    word = _PREFIX_WORD_BLANK.match(stripped)
+    if word is None or word.group(1).isupper():
+        return True
+    return _ERROR_WORD_REPORT.match(stripped, word.end(1)) is not None
+
+
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
 _EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
 _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
@@ -236,6 +272,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         start = text.find(_TRACEBACK, pos)
     for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
         for match in pattern.finditer(text):
+            if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
+                continue  # (ctxledger's rule since s28: prose about errors is no error)
             found.append((match.start(1), _cap(match.group(1))))
     for match in _PYTEST_E_LINE.finditer(text):
         rest = match.group(1)

@@ -147,9 +147,9 @@ _STOPWORDS = _words(
 # None: no check). The boundary is checked in Python (see bounded): a leading
 # lookbehind would make the regex engine try every position of a long tool output.
 _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
-    (re.compile(r"[Pp]ort[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
+    (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
-    (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d)"), "line", ""),
+    (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
     (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?![\w.])"), "{1}", "."),
     (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
     (

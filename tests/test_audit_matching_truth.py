@@ -331,7 +331,6 @@ _PROSE = (
     "Failed attempts so far: none. Both approaches work.",
     "Fatal flaws: none found in the design.",
     "error reporting is verbose but correct",
-    "Failed tests are listed below.",
 )
 _NO_ERROR_STATUS = ("Error: none", "error: None.", "Failed: 0", "fatal: no")
 
@@ -372,6 +371,18 @@ _REAL_ERRORS = (
     "Failed building wheel for numpy",
     "Error - the job stopped",
     "failed with exit status 2",
+    # lower-case reports whose next word is no verb of a list (the review of session 28:
+    # a verb whitelist dropped these, and the offline summary lost the docker cause)
+    "Error response from daemon: No such container: web",
+    "Error establishing a database connection",
+    "Error syncing pod, skipping",
+    "Error retrieving logs",
+    "Error getting ssh key",
+    "error decoding token",
+    "Error checking for updates",
+    "Failed unmounting /var",
+    "failed password for root from 1.2.3.4",
+    "Failed tests are listed below.",
 )
 
 

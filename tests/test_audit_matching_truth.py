@@ -422,3 +422,25 @@ def test_a_line_number_is_not_extracted_from_a_longer_number() -> None:
     assert _status(audit, "line 4") == "lost"
     facts = extract_facts([{"role": "tool", "content": "line 4. Then lines 3-7, and line 9,"}])
     assert {"line 4", "lines 3-7", "line 9"} <= {f.normalized for f in facts}
+
+
+# --- a number with thousands separators is one fact (the review of session 28) -------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1_000, 10**9),
+    st.sampled_from(("rows", "files", "MB", "tokens", "passed")),
+    st.sampled_from(("We processed {} today.", "Downloaded {}", "used {} in all")),
+)
+def test_a_separated_number_is_extracted_whole_and_found_in_its_own_text(
+    value: int, unit: str, shape: str
+) -> None:
+    # before, "1,234 rows" gave the fact "234 rows", which the stricter matching then
+    # found nowhere: not even in the message it came from
+    text = shape.format(f"{value:,} {unit}")
+    message = {"role": "user", "content": text}
+    numbers = [f.value for f in extract_facts([message]) if f.kind == "number"]
+    assert f"{value:,} {unit}" in numbers
+    kept, lost = factmatch.retention(extract_facts([message]), text)
+    assert lost == [] and len(kept) == len(extract_facts([message]))

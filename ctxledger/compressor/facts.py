@@ -157,7 +157,8 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
     (
         re.compile(
-            r"(\d+(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+            r"((?:\d{1,3}(?:,\d{3})+|\d+)(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|"
+            r"xpassed|warnings?|"
             r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
             r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
             r"passengers|bags|nights|days))(?!\w)"

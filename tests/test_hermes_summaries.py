@@ -172,3 +172,41 @@ def test_what_hermes_compacted_is_read_and_updated_by_ctxledger(hermes: Hermes) 
         assert p.previous_summary_index == index
         out = apply(p, grown, "ctxledger's update").messages
         assert sum(is_summary_message(m) for m in out) == 1
+
+
+def test_an_imported_hermes_session_records_the_summary_body_alone(tmp_path: Any) -> None:
+    """A Hermes state.db whose continuation opens with the summary Hermes merged into the
+    task: the imported compaction's summary is the body, not the merged message."""
+    import sqlite3
+
+    from helpers.ledger_helpers import deterministic_ledger
+    from test_imported_compactions import HERMES_SCHEMA
+
+    from ctxledger.analysis.compactions import chain_compactions
+    from ctxledger.importers.detect import load
+    from ctxledger.ledger.importing import import_sessions
+
+    turns = _chat(6)
+    db = sqlite3.connect(tmp_path / "state.db")
+    db.executescript(HERMES_SCHEMA)
+    rows = [("h1", [{"role": "user", "content": "fix the bug"}, *turns]),
+            ("h2", [{"role": "user", "content": _merged("fix the bug")}, *turns[-2:]])]  # fmt: skip
+    clock = iter(range(1, 1_000))
+    for k, (sid, messages) in enumerate(rows):
+        db.execute(
+            "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?)",
+            (sid, "cli", "hermes-4", "sys", "h1" if k else None, k, None,
+             None if k else "compression", None),
+        )  # fmt: skip
+        for m in messages:
+            db.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?,?,?,?)",
+                (sid, m["role"], m["content"], next(clock)),
+            )
+    db.commit()
+    db.close()
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sids = import_sessions(ledger, load(str(tmp_path / "state.db")))
+    (record,) = chain_compactions(ledger, sids[0])
+    assert record.summary.text == BODY
+    ledger.close()

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.compressor.markers import split_merged
 from ctxledger.errors import InvalidInput
 from ctxledger.events import (
     Event,
@@ -306,7 +307,9 @@ def _compaction(
                 )
             )
     cid = ledger.ids("cmp")
-    text = s.summary_text or content_text(messages[index])
+    # the summary's body (a summary merged into a message leaves that message out)
+    split = split_merged(messages[index])
+    text = s.summary_text or (split[0] if split is not None else content_text(messages[index]))
     replaced = [mid for j, mid in enumerate(parent.message_ids) if j not in used]
     _end_with_switch(ledger, parent, s, cid, sid, text, replaced, layout)
     return cid, layout

@@ -329,13 +329,19 @@ def frame_text(text: str) -> str:
 
 
 def _line_start_find(text: str, prefix: str) -> int:
-    """Where `prefix` starts a line of `text` (leading blanks allowed), or -1."""
+    """Where `prefix` starts a line of `text` (leading blanks allowed), or -1.
+
+    An occurrence inside a line sends the search to the next line, so each line is
+    looked at once (one line holding the prefix thousands of times stays linear)."""
     pos = _find(text, prefix)
     while pos >= 0:
         line_start = text.rfind("\n", 0, pos) + 1
         if not text[line_start:pos].strip():
             return pos
-        pos = _find(text, prefix, pos + 1)
+        next_line = text.find("\n", pos)
+        if next_line < 0:
+            return -1
+        pos = _find(text, prefix, next_line + 1)
     return -1
 
 

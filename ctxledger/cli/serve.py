@@ -193,7 +193,8 @@ def _check_port(host: str, port: int) -> None:
             probe.bind(address)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise CtxLedgerError(f"cannot listen on {host}:{port}: {reason}") from None
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise CtxLedgerError(f"cannot listen on {where}: {reason}") from None
 
 
 def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: str) -> None:

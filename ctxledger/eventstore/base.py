@@ -147,20 +147,29 @@ def prepare_append(
                     heads.append(NO_HEAD)
                 rows.append((event.event_id, meta[0], meta[1], _encode(event)))
             except UnicodeEncodeError as exc:
-                raise InvalidEvent(
-                    f"event {event.event_id!r} holds text that is not valid Unicode "
-                    f"({exc.reason}: {exc.object[exc.start : exc.end]!a}, e.g. half of an "
-                    "escaped emoji pair); nothing was appended"
-                ) from None
+                raise _not_unicode(event.event_id, exc) from None
         batches.append(PreparedBatch(stream, expected, rows, request.chain, heads))
     _reject_repeated_ids(batches)
-    for ref, data in (blobs or {}).items():
+    new_blobs.update(_checked_blobs(blobs or {}))
+    return batches, new_blobs
+
+
+def _not_unicode(event_id: str, exc: UnicodeEncodeError) -> InvalidEvent:
+    return InvalidEvent(
+        f"event {event_id!r} holds text that is not valid Unicode "
+        f"({exc.reason}: {exc.object[exc.start : exc.end]!a}, e.g. half of an "
+        "escaped emoji pair); nothing was appended"
+    )
+
+
+def _checked_blobs(blobs: Mapping[str, bytes]) -> Mapping[str, bytes]:
+    """`blobs` when each is keyed by the sha256 hex of its bytes, else InvalidInput."""
+    for ref, data in blobs.items():
         if sha256_hex(data) != ref:
             raise InvalidInput(
                 f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256"
             )
-        new_blobs[ref] = data
-    return batches, new_blobs
+    return blobs
 
 
 def _stored_row(event_id: str, kind: str, stored: tuple[int, bytes]) -> tuple[str, str, int, bytes]:

@@ -194,7 +194,7 @@ class ContextService(ServiceCore):
         """Manual ``/compress [focus]``: always allowed (bypasses cooldown and anti-thrash)."""
         focus = focus_topic(focus)
         sid = self._live_tip(session_id)
-        tokens = self.ledger.transcript.total_tokens(sid)
+        tokens = self._estimate(sid)
         return await self._compress_now(sid, "manual", tokens, "manual /compress", focus=focus)
 
     async def _auto_compress(

@@ -8,7 +8,7 @@ and the runtime state folded back identically after reopening the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -366,6 +366,21 @@ BIG_TOOLS = [
 ]
 
 
+async def _ping_pong_until(svc: ContextService, sid: str, done: Callable[[], bool]) -> None:
+    """Append ping/pong turns of ~100 tokens each until `done()`."""
+    words = "check the cache hit rate of the search index after the deploy " * 8
+    i = 0
+    while not done():
+        await svc.append(
+            sid,
+            [
+                {"role": "user", "content": f"ping {i}: {words}"},
+                {"role": "assistant", "content": f"pong {i}: {words}"},
+            ],
+        )
+        i += 1
+
+
 @pytest.mark.parametrize("estimator", ["exact", "rough"])
 async def test_hygiene_estimate_counts_the_tools_schema(
     db: Path, clock: ManualClock, estimator: str
@@ -388,17 +403,7 @@ async def test_hygiene_estimate_counts_the_tools_schema(
         if estimator == "exact"
         else rough_tools_tokens(BIG_TOOLS)
     )
-    words = "check the cache hit rate of the search index after the deploy " * 8
-    i = 0
-    while messages_estimate() < limit - tools // 2:
-        await svc.append(
-            sid,
-            [
-                {"role": "user", "content": f"ping {i}: {words}"},
-                {"role": "assistant", "content": f"pong {i}: {words}"},
-            ],
-        )
-        i += 1
+    await _ping_pong_until(svc, sid, lambda: messages_estimate() >= limit - tools // 2)
     assert messages_estimate() < limit <= messages_estimate() + tools
     expected = messages_estimate() + tools
     result = await svc.hygiene(sid)
@@ -682,17 +687,7 @@ async def test_preflight_judges_by_the_configured_estimator(
         rough = sum(rough_message_tokens(m) for m in transcript.api_view(sid))
         return rough + rough_tools_tokens(BIG_TOOLS)
 
-    words = "check the cache hit rate of the search index after the deploy " * 8
-    i = 0
-    while estimate() < THRESHOLD:
-        await svc.append(
-            sid,
-            [
-                {"role": "user", "content": f"ping {i}: {words}"},
-                {"role": "assistant", "content": f"pong {i}: {words}"},
-            ],
-        )
-        i += 1
+    await _ping_pong_until(svc, sid, lambda: estimate() >= THRESHOLD)
     expected = estimate()
     await svc.preflight(sid)  # (whether the plan then saves enough is the planner's matter)
     check = events(svc, sid, CompressionChecked)[0]

@@ -444,3 +444,19 @@ def test_a_separated_number_is_extracted_whole_and_found_in_its_own_text(
     assert f"{value:,} {unit}" in numbers
     kept, lost = factmatch.retention(extract_facts([message]), text)
     assert lost == [] and len(kept) == len(extract_facts([message]))
+
+
+def test_a_version_ending_a_sentence_is_a_fact() -> None:
+    # before session 28's review, a full stop after the version hid it ("Keep Python 3.8.")
+    for text, value in (
+        ("Keep Python 3.8.", "Python 3.8"),
+        ("We are on Django 4.2.", "Django 4.2"),
+        ("This ships as release v2.0.", "v2.0"),
+    ):
+        numbers = [f.value for f in extract_facts([{"role": "user", "content": text}])]
+        assert value in numbers, (text, numbers)
+    # still not a piece of a longer name
+    assert not [
+        f for f in extract_facts([{"role": "user", "content": "see file.v2.0.txt"}])
+        if f.kind == "number"
+    ]  # fmt: skip

@@ -150,7 +150,7 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
-    (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?![\w.])"), "{1}", "."),
+    (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?!\w|\.\w)"), "{1}", "."),
     (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
     (
         re.compile(
@@ -167,7 +167,7 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
 )
 # ``Django 3.2``: found from the version, then the word before it is checked.
-_VERSION_AFTER_NAME = re.compile(r" v?\d+(?:\.\d+)+(?![\w.])")
+_VERSION_AFTER_NAME = re.compile(r" v?\d+(?:\.\d+)+(?!\w|\.\w)")
 _VERSIONED_NAMES = _words(
     "python django node nodejs npm pip go rust java ruby php postgresql postgres mysql redis "
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"

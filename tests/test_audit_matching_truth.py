@@ -460,3 +460,21 @@ def test_a_version_ending_a_sentence_is_a_fact() -> None:
         f for f in extract_facts([{"role": "user", "content": "see file.v2.0.txt"}])
         if f.kind == "number"
     ]  # fmt: skip
+
+
+@given(
+    st.sampled_from(("ok", "Okay", "thanks", "Thank you", "go on", "continue", "yes please")),
+    st.sampled_from(("", "!", ".", "!!", " :)", "...")),
+)
+def test_an_acknowledgement_is_no_ask(word: str, tail: str) -> None:
+    # "ok" and "thanks!" counted as user asks a summary lost (the audit probe of session 28)
+    facts = extract_facts([{"role": "user", "content": word + tail}])
+    assert [f for f in facts if f.kind == "ask"] == []
+
+
+def test_a_short_real_ask_is_still_an_ask() -> None:
+    for text in ("fix it", "no, use port 8080", "continue with the migration", "ok, now deploy"):
+        asks = [
+            f.value for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "ask"
+        ]
+        assert asks == [text], (text, asks)

@@ -435,7 +435,12 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     found = _Found()
     role = str(message.get("role") or "")
     text = content_text(message)
-    if role == "user" and text.strip() and not _is_summary(message):
+    if (
+        role == "user"
+        and text.strip()
+        and not _is_summary(message)
+        and not is_acknowledgement(text)
+    ):
         found.add("ask", -1, _ask(text))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     if not (role == "user" and _is_summary(message)):
@@ -445,6 +450,27 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
         if isinstance(call, Mapping):
             offset = found.scan_call(call, offset)
     return _without_bare_names(found.sorted_items())
+
+
+#: user turns that only acknowledge or prompt the agent on: no ask of their own, so no
+#: fact a summary could lose ("ok", "thanks!", "go on"); compared lower-cased, without
+#: punctuation, blanks collapsed
+_ACKNOWLEDGEMENTS = frozenset(
+    {
+        "ok", "okay", "k", "yes", "y", "yep", "yeah", "no", "n", "sure", "thanks",
+        "thank you", "thx", "ty", "great", "cool", "nice", "good", "perfect", "done",
+        "got it", "alright", "all right", "lgtm", "go on", "go ahead", "continue",
+        "proceed", "next", "ok thanks", "ok thank you", "yes please", "please continue",
+    }
+)  # fmt: skip
+_NOT_WORD = re.compile(r"[^\w\s]+")
+
+
+def is_acknowledgement(text: str) -> bool:
+    """Whether a user turn only acknowledges or prompts the agent on (see _ACKNOWLEDGEMENTS)."""
+    if len(text) > 40:
+        return False
+    return " ".join(_NOT_WORD.sub(" ", text).lower().split()) in _ACKNOWLEDGEMENTS
 
 
 def _ask(text: str) -> str:

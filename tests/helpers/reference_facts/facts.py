@@ -31,6 +31,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
+from ctxledger.compressor.facts import is_acknowledgement
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -388,7 +389,12 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     found = _Found()
     role = str(message.get("role") or "")
     text = content_text(message)
-    if role == "user" and text.strip() and not _is_summary(message):
+    if (
+        role == "user"
+        and text.strip()
+        and not _is_summary(message)
+        and not is_acknowledgement(text)
+    ):
         found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     if not (role == "user" and _is_summary(message)):

@@ -193,6 +193,16 @@ def test_config_command_shows_values_sources_and_budgets(
     assert "note: threshold 0.5 x 32,000 = 16,000 tokens was raised to 27,200" in out
 
 
+def test_set_none_overrides_a_files_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--set summary_model=none` read as "not given": the file's model stayed, shown as set
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "ctxledger.toml", 'summary_model = "gpt-x"\n')
+    code, out, _ = invoke("config", "--json", "--set", "summary_model=none")
+    assert code == 0, out
+    (row,) = [s for s in json.loads(out)["settings"] if s["key"] == "summary_model"]
+    assert row["value"] is None and row["source"] == "flag"
+
+
 def test_config_json_has_every_key_and_window_budgets(tmp_path: Path) -> None:
     code, out, _ = invoke("config", "--json", "--context-length", "100000")
     assert code == 0, out

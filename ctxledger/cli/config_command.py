@@ -22,6 +22,7 @@ from ctxledger.compressor.config import did_you_mean, setting_from_text
 from ctxledger.compressor.settings import (
     CONFIG_ENV,
     CONFIG_FILENAME,
+    GIVEN_NONE,
     KEY_DOCS,
     ResolvedConfig,
     WindowBudgets,
@@ -47,7 +48,8 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
             raise InvalidConfig(
                 f"--set: unknown setting {key!r}{did_you_mean(key)}; `ctxledger config` lists them"
             )
-        out[key] = setting_from_text(key, value, f"--set {key}")
+        parsed = setting_from_text(key, value, f"--set {key}")
+        out[key] = GIVEN_NONE if parsed is None else parsed  # (None: "not given")
     return out
 
 

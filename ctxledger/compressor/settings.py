@@ -37,6 +37,7 @@ from ctxledger.errors import InvalidConfig
 __all__ = [
     "CONFIG_ENV",
     "CONFIG_FILENAME",
+    "GIVEN_NONE",
     "KEY_DOCS",
     "ResolvedConfig",
     "WindowBudgets",
@@ -53,6 +54,19 @@ CONFIG_ENV = "CTXLEDGER_CONFIG"
 CONFIG_FILENAME = "ctxledger.toml"
 
 Source = Literal["default", "file", "env", "flag"]
+
+
+class _GivenNone:
+    """A flag that sets a setting to none (``--set summary_model=none``), unlike a flag
+    left out (None): it overrides a file's or the environment's value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "GIVEN_NONE"
+
+
+GIVEN_NONE = _GivenNone()
 
 #: ``CTXLEDGER_*`` variables of other components (not settings): never reported as strays
 OTHER_VARIABLES = frozenset(
@@ -219,7 +233,7 @@ def resolve_config(
     for key, value in (overrides or {}).items():
         _check_key(key, known, "flags")
         if value is not None:
-            data[key], sources[key] = value, "flag"
+            data[key], sources[key] = None if value is GIVEN_NONE else value, "flag"
     where = [str(found[0])] if found else []
     where += list(env_vars.values()) + [k for k, s in sources.items() if s == "flag"]
     config = build_config(data, " + ".join(where) or "defaults")

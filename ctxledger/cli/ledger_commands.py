@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import msgspec
-from rich.table import Table
+from rich.table import Column, Table
 
 from ctxledger.analysis.diff import parse_ref, transcript_at
 from ctxledger.analysis.listing import session_rows
@@ -189,6 +190,35 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
             echo(f"  → {calls}")
 
 
+_USAGE_ROWS = (
+    ("calls", None), ("input", "input"), ("cache read", "cache_read"),
+    ("cache write", "cache_write"), ("output", "output"), ("reasoning", "reasoning"),
+    ("prompt", "prompt"), ("total", "total"),
+)  # fmt: skip
+
+
+def _usage_table(data: dict[str, dict[str, Any]]) -> Table:
+    """One row per bucket, one column per scope (session / chain x agent / summarizer):
+    five columns fit an 80-column terminal, and no column is narrower than its longest
+    figure (nine columns, one per bucket, cut figures to "169,2…" there)."""
+    scopes = [(scope, who) for scope in ("session", "chain") for who in ("agent", "summarizer")]
+    cells = [
+        [
+            f"{data[scope][f'{who}_calls'] if key is None else data[scope][who][key]:,}"
+            for scope, who in scopes
+        ]
+        for _, key in _USAGE_ROWS
+    ]
+    columns = [
+        Column(f"{scope} {who}", justify="right", min_width=max(len(row[i]) for row in cells))
+        for i, (scope, who) in enumerate(scopes)
+    ]
+    table = Table(Column(""), *columns)
+    for (label, _), row in zip(_USAGE_ROWS, cells, strict=True):
+        table.add_row(label, *row)
+    return table
+
+
 @cli.command()
 @click.argument("session", type=REF)
 @json_option
@@ -202,37 +232,7 @@ def usage(ctx: click.Context, session: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
-    table = Table(
-        "scope",
-        "calls",
-        "input",
-        "cache read",
-        "cache write",
-        "output",
-        "reasoning",
-        "prompt",
-        "total",
-    )
-    for scope in ("session", "chain"):
-        for who in ("agent", "summarizer"):
-            u = data[scope][who]
-            assert isinstance(u, dict)
-            table.add_row(
-                f"{scope} · {who}",
-                str(data[scope][f"{who}_calls"]),
-                *(
-                    f"{u[k]:,}"
-                    for k in (
-                        "input",
-                        "cache_read",
-                        "cache_write",
-                        "output",
-                        "reasoning",
-                        "prompt",
-                        "total",
-                    )
-                ),
-            )
+    table = _usage_table(data)
     console.print(table)
     unreported = data["chain"]["agent_calls_without_usage"]
     if unreported:

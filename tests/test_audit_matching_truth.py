@@ -463,18 +463,35 @@ def test_a_version_ending_a_sentence_is_a_fact() -> None:
 
 
 @given(
-    st.sampled_from(("ok", "Okay", "thanks", "Thank you", "go on", "continue", "yes please")),
+    st.sampled_from(("thanks", "Thank you", "great", "perfect", "lgtm", "ok thanks")),
     st.sampled_from(("", "!", ".", "!!", " :)", "...")),
 )
-def test_an_acknowledgement_is_no_ask(word: str, tail: str) -> None:
-    # "ok" and "thanks!" counted as user asks a summary lost (the audit probe of session 28)
+def test_thanks_is_no_ask(word: str, tail: str) -> None:
+    # "thanks!" counted as a user ask a summary lost (the audit probe of session 28)
     facts = extract_facts([{"role": "user", "content": word + tail}])
     assert [f for f in facts if f.kind == "ask"] == []
 
 
 def test_a_short_real_ask_is_still_an_ask() -> None:
-    for text in ("fix it", "no, use port 8080", "continue with the migration", "ok, now deploy"):
+    # a short answer may be the decision the agent asked for ("drop the table?" "no")
+    for text in (
+        "fix it", "no, use port 8080", "continue with the migration", "ok, now deploy",
+        "no", "Yes.", "go ahead", "continue", "ok",
+    ):  # fmt: skip
         asks = [
             f.value for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "ask"
         ]
         assert asks == [text], (text, asks)
+
+
+def test_a_version_suffix_does_not_take_the_full_stop() -> None:
+    for text, value in (("We ship v1.2-rc1.", "v1.2-rc1"), ("Pin 2.31.0-post1.", "2.31.0-post1")):
+        numbers = [f.value for f in extract_facts([{"role": "user", "content": text}])]
+        assert value in numbers and value + "." not in numbers, (text, numbers)
+
+
+def test_a_run_of_digits_is_no_count_or_version() -> None:
+    # (the count and x.y.z patterns tried every start in a run: 40,000 digits took 31 s)
+    for text in ("0" * 5_000 + " rows", "1" * 3_000 + ".2.3", "9" * 20 + " files"):
+        facts = extract_facts([{"role": "tool", "tool_call_id": "c", "content": text}])
+        assert [f for f in facts if f.kind == "number"] == [], text

@@ -172,3 +172,18 @@ def test_truncation_never_cuts_inside_a_word_or_a_code_span(parts: list[str], li
     head = out.removesuffix(" …")
     assert text.startswith(head) and text[len(head)] == " "  # cut between two words
     assert head.count("`") % 2 == 0  # every code span it keeps is whole
+
+
+def test_a_continue_after_the_ask_does_not_replace_the_active_task() -> None:
+    # session 28's review: "continue" became the Active Task and the real ask was dropped
+    turns = [
+        {"role": "user", "content": "Migrate the orders table to PostgreSQL 15."},
+        {"role": "assistant", "content": "Done with step one; shall I keep going?"},
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "Continuing."},
+    ]
+    task = next(v for k, v in _sections(turns).items() if k.startswith("active_task"))
+    assert task == [
+        'User asked: "Migrate the orders table to PostgreSQL 15."',
+        'User then said: "continue"',
+    ]

@@ -153,11 +153,22 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
-    (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?!\w|\.\w)"), "{1}", "."),
-    (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
+    (
+        re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w)"),
+        "{1}",
+        ".",
+    ),
     (
         re.compile(
-            r"((?:\d{1,3}(?:,\d{3})+|\d+)(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|"
+            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?![\w]|\.\d)"
+        ),
+        "{1}",
+        ".",
+    ),
+    (
+        re.compile(
+            r"((?:\d{1,3}(?:,\d{3})+|\d{1,15})(?:/\d{1,15})? (?:passed|failed|errors?|skipped|"
+            r"xfailed|"
             r"xpassed|warnings?|"
             r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
             r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
@@ -452,25 +463,41 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
     return _without_bare_names(found.sorted_items())
 
 
-#: user turns that only acknowledge or prompt the agent on: no ask of their own, so no
-#: fact a summary could lose ("ok", "thanks!", "go on"); compared lower-cased, without
-#: punctuation, blanks collapsed
-_ACKNOWLEDGEMENTS = frozenset(
+#: user turns that only thank or approve: no ask of their own, so no fact a summary could
+#: lose ("thanks!", "great"); compared lower-cased, without punctuation, blanks collapsed.
+#: A short answer ("no", "yes", "go ahead") may be a decision the agent asked for: it
+#: stays an ask.
+_THANKS = frozenset(
     {
-        "ok", "okay", "k", "yes", "y", "yep", "yeah", "no", "n", "sure", "thanks",
-        "thank you", "thx", "ty", "great", "cool", "nice", "good", "perfect", "done",
-        "got it", "alright", "all right", "lgtm", "go on", "go ahead", "continue",
-        "proceed", "next", "ok thanks", "ok thank you", "yes please", "please continue",
+        "thanks", "thank you", "thanks a lot", "thank you very much", "thx", "ty", "great",
+        "cool", "nice", "perfect", "awesome", "got it", "lgtm", "ok thanks",
+        "ok thank you", "great thanks", "perfect thanks",
+    }
+)  # fmt: skip
+#: turns that move the agent on without stating a task ("continue", "ok", "yes"): the
+#: task they continue is an earlier ask (what a summary's Active Task states)
+_PROMPTS_ON = _THANKS | frozenset(
+    {
+        "ok", "okay", "k", "continue", "go on", "go ahead", "proceed", "next",
+        "please continue", "keep going", "carry on", "yes", "y", "yep", "yeah", "sure",
+        "yes please", "alright", "all right", "do it", "please do",
     }
 )  # fmt: skip
 _NOT_WORD = re.compile(r"[^\w\s]+")
 
 
+def _phrase(text: str) -> str:
+    return "" if len(text) > 40 else " ".join(_NOT_WORD.sub(" ", text).lower().split())
+
+
 def is_acknowledgement(text: str) -> bool:
-    """Whether a user turn only acknowledges or prompts the agent on (see _ACKNOWLEDGEMENTS)."""
-    if len(text) > 40:
-        return False
-    return " ".join(_NOT_WORD.sub(" ", text).lower().split()) in _ACKNOWLEDGEMENTS
+    """Whether a user turn only thanks or approves (see _THANKS): no ask fact."""
+    return _phrase(text) in _THANKS
+
+
+def states_no_task(text: str) -> bool:
+    """Whether a user turn moves the agent on without a task of its own (see _PROMPTS_ON)."""
+    return _phrase(text) in _PROMPTS_ON
 
 
 def _ask(text: str) -> str:

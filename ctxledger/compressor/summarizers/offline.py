@@ -27,6 +27,7 @@ from ctxledger.compressor.facts import (
     extract_facts,
     find_paths,
     normalize,
+    states_no_task,
 )
 from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.redact import redact, redact_message
@@ -321,15 +322,23 @@ def _previous_lines(
 def _active_task(
     analysis: Analysis, previous: dict[str, list[str]] | None, budget: int
 ) -> list[str]:
-    if analysis.asks:
-        text = analysis.asks[-1][1].strip()
+    """The latest ask that states a task, verbatim; a later "continue" or "ok" is told
+    after it, never instead of it (it states no task of its own)."""
+    latest = analysis.asks[-1][1].strip() if analysis.asks else None
+    tasks = [text.strip() for _, text in analysis.asks if not states_no_task(text)]
+    if tasks:
+        text = tasks[-1]
         limit_chars = max(200, int(budget * ASK_SHARE) * 3)
         if len(text) > limit_chars:
             # Verbatim unless the ask alone would crowd out the rest of the summary.
             omitted = len(text) - limit_chars
             text = f"{text[: limit_chars * 2 // 3]} [… {omitted:,} chars omitted …] {text[-limit_chars // 3 :]}"
-        return [f'User asked: "{text}"']
-    return (previous or {}).get("active_task", [])
+        lines = [f'User asked: "{text}"']
+    else:
+        lines = list((previous or {}).get("active_task", []))
+    if latest is not None and latest != (tasks[-1] if tasks else None):
+        lines.append(f'User then said: "{latest}"' if lines else f'User asked: "{latest}"')
+    return lines
 
 
 def focus_messages(turns: Sequence[JSON], focus: str | None) -> set[int]:

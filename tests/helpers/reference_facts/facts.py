@@ -151,11 +151,22 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
-    (re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?)(?!\w|\.\w)"), "{1}", "."),
-    (re.compile(r"(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?)(?![\w]|\.\d)"), "{1}", "."),
+    (
+        re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w)"),
+        "{1}",
+        ".",
+    ),
     (
         re.compile(
-            r"((?:\d{1,3}(?:,\d{3})+|\d+)(?:/\d+)? (?:passed|failed|errors?|skipped|xfailed|"
+            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?![\w]|\.\d)"
+        ),
+        "{1}",
+        ".",
+    ),
+    (
+        re.compile(
+            r"((?:\d{1,3}(?:,\d{3})+|\d{1,15})(?:/\d{1,15})? (?:passed|failed|errors?|skipped|"
+            r"xfailed|"
             r"xpassed|warnings?|"
             r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
             r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"

@@ -383,6 +383,9 @@ _REAL_ERRORS = (
     "Failed unmounting /var",
     "failed password for root from 1.2.3.4",
     "Failed tests are listed below.",
+    "Error count: 12",
+    "error rate 12.5% exceeds threshold 5%",
+    "Failed attempts: 5 (account locked)",
 )
 
 

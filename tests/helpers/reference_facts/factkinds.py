@@ -240,7 +240,8 @@ def _reports_error(line: str) -> bool:
     word = _PREFIX_WORD_NEXT.match(stripped)
     if word is None or word.group(1).isupper():
         return True
-    return word.group(2).lower() not in _PROSE_NOUNS
+    # a figure makes it a report again ("Error count: 12", "Failed attempts: 5")
+    return word.group(2).lower() not in _PROSE_NOUNS or any(c.isdigit() for c in stripped)
 
 
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)

@@ -1,5 +1,7 @@
 """The fact extractor as it was before issue 14's fast paths: the oracle of test_facts_fastpath.py.
 
 Verbatim copies of ctxledger/compressor/{facts,factkinds,factpaths}.py at c2756f6 (imports
-renamed); do not optimise them.
+renamed); do not optimise them. Rules changed since, not fast paths, are imported from the
+modules under test (session 28: the number patterns, the error-line prose check, the
+thanks filter), so the oracle checks how facts are found, with today's rules.
 """

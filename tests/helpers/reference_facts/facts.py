@@ -31,7 +31,9 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-from ctxledger.compressor.facts import is_acknowledgement
+
+# rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
+from ctxledger.compressor.facts import _NUMBER_PATTERNS, _VERSION_AFTER_NAME, is_acknowledgement
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -147,39 +149,7 @@ _STOPWORDS = _words(
 # (pattern, template, characters that may not precede a match besides word characters;
 # None: no check). The boundary is checked in Python (see bounded): a leading
 # lookbehind would make the regex engine try every position of a long tool output.
-_NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
-    (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
-    (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
-    (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
-    (
-        re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w)"),
-        "{1}",
-        ".",
-    ),
-    (
-        re.compile(
-            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?![\w]|\.\d)"
-        ),
-        "{1}",
-        ".",
-    ),
-    (
-        re.compile(
-            r"((?:\d{1,3}(?:,\d{3})+|\d{1,15})(?:/\d{1,15})? (?:passed|failed|errors?|skipped|"
-            r"xfailed|"
-            r"xpassed|warnings?|"
-            r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
-            r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
-            r"passengers|bags|nights|days))(?!\w)"
-        ),
-        "{1}",
-        ".",
-    ),
-    (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
-    (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
-)
 # ``Django 3.2``: found from the version, then the word before it is checked.
-_VERSION_AFTER_NAME = re.compile(r" v?\d+(?:\.\d+)+(?!\w|\.\w)")
 _VERSIONED_NAMES = _words(
     "python django node nodejs npm pip go rust java ruby php postgresql postgres mysql redis "
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"

@@ -186,19 +186,21 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
+def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
+    """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate (JSON's
+    ``"\\ud83d"``, half of an escaped emoji pair), named escaped."""
+    bad = exc.object[exc.start : exc.end]
+    return f"{what} holds text that is not valid Unicode ({bad!a}, half of an escaped emoji pair?)"
+
+
 def check_unicode(value: str, field: str) -> str:
-    """`value` when UTF-8 can encode it, else :class:`InvalidInput` naming `field` and the
-    lone surrogate (JSON's ``"\\ud83d"``: half of an escaped emoji pair) it holds."""
+    """`value` when UTF-8 can encode it, else :class:`InvalidInput` (see :func:`not_unicode`)."""
     if value.isascii():
         return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end]
-        raise InvalidInput(
-            f"{field} holds text that is not valid Unicode ({bad!a}, half of an escaped "
-            "emoji pair?)"
-        ) from None
+        raise InvalidInput(not_unicode(field, exc)) from None
     return value
 
 
@@ -216,6 +218,7 @@ __all__ = [
     "json_text_depth",
     "max_input_bytes",
     "max_json_depth",
+    "not_unicode",
     "too_deep",
     "value_depth",
     "walked_depth",

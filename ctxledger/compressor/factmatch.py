@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -131,8 +132,6 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
-#: the characters of a path besides "/" (as :mod:`.factpaths` grows paths over them)
-PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 _DIGITS = frozenset("0123456789")
 
 
@@ -404,12 +403,9 @@ def normalize_fact(kind: str, value: str) -> str:
         while text.startswith("./"):
             text = text[2:]
         stripped = text.rstrip("/")
-        if not stripped:
-            pass  # ``/`` itself
-        elif "/" in stripped or stripped == text:
-            text = stripped
-        else:
-            text = stripped + "/"
+        if stripped:  # (``/`` itself stays)
+            one_name_dir = stripped != text and "/" not in stripped
+            text = stripped + "/" if one_name_dir else stripped
     elif kind == "quoted":
         text = text.strip("\"'`").strip()
     return text

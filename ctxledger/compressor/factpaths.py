@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 __all__ = [
+    "PATH_CHARS",
     "bounded",
     "find_paths",
     "first_paths",
@@ -33,7 +34,7 @@ _EXTENSIONS = (
 )
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
-_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
+PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 _EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
@@ -182,7 +183,7 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
         pos = match.end() if match.end() > start else start + 1
 
 
-#: a "/" and what follows it of a path: _PATH_CHARS and "/"
+#: a "/" and what follows it of a path: PATH_CHARS and "/"
 _SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
 
 
@@ -192,14 +193,14 @@ def _span_ends(text: str) -> dict[int, int]:
     _NOT_BEFORE_PATH).
 
     Slash paths: each "/" (from where the previous span ended) grown left over
-    _PATH_CHARS and right over them and "/"; bare file names: each extension anchor or
+    PATH_CHARS and right over them and "/"; bare file names: each extension anchor or
     known file name grown left over word chars, "." and "-" (``.py`` alone is none).
     The same spans as the candidate walk of tests/helpers/reference_facts, in one loop
     per anchor kind with the slashes found by one regex scan (a long text names
     150,000 paths).
     """
     spans: dict[int, int] = {}
-    get, path_chars, not_before = spans.get, _PATH_CHARS, _NOT_BEFORE_PATH
+    get, path_chars, not_before = spans.get, PATH_CHARS, _NOT_BEFORE_PATH
     if "/" in text:
         # finditer resumes at a span's end, as the loop looked for the next "/" from there
         for match in _SLASH_AND_RIGHT.finditer(text):

@@ -168,8 +168,7 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (
         re.compile(
             r"((?:\d{1,3}(?:,\d{3})+|\d{1,15})(?:/\d{1,15})? (?:passed|failed|errors?|skipped|"
-            r"xfailed|"
-            r"xpassed|warnings?|"
+            r"xfailed|xpassed|warnings?|"
             r"tests?|files?|lines?|matches|items|rows|records|commits|seconds|ms|minutes|hours|"
             r"bytes|KB|MB|GB|tokens|characters|chars|messages|retries|attempts|workers|"
             r"passengers|bags|nights|days))(?!\w)"

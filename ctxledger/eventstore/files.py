@@ -13,10 +13,10 @@ import sys
 
 from ctxledger.errors import IntegrityError, InvalidInput
 
-__all__ = ["create_private_file", "open_side_lock"]
+__all__ = ["SQLITE_HEADER", "create_private_file", "open_side_lock"]
 
 #: the first 16 bytes of every SQLite database file
-_SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def open_side_lock(path: str) -> int | None:
@@ -65,10 +65,10 @@ def _check_database_file(path: str) -> None:
         raise InvalidInput(f"{path} is {kind}, not a ledger file; nothing was changed")
     try:
         with open(path, "rb") as f:
-            head = f.read(len(_SQLITE_HEADER))
+            head = f.read(len(SQLITE_HEADER))
     except OSError:
         return  # not readable by us: the open reports it
-    if head and head != _SQLITE_HEADER:
+    if head and head != SQLITE_HEADER:
         raise IntegrityError(
             f"{path} is not an SQLite database: a file that is no ledger (check the path), "
             "or a ledger damaged past its first page (restore it from a backup); "

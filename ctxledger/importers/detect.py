@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from ctxledger.errors import ImportFormatError
+from ctxledger.eventstore.files import SQLITE_HEADER
 from ctxledger.importers.anthropic import parse_anthropic
 from ctxledger.importers.claude_code import parse_claude_code
 from ctxledger.importers.codex import parse_codex
@@ -44,7 +45,6 @@ IMPORTERS: dict[str, Importer] = {
 }
 PATH_FORMATS = frozenset({"hermes_db"})
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _CODEX_WRAPPERS = frozenset(
     {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 )
@@ -167,7 +167,7 @@ def _read_and_detect(path: str, max_bytes: int | None = None) -> tuple[str, str 
     Only the header is read from a SQLite file (its parser opens the database itself).
     """
     data = read_input_file(path, max_bytes)
-    if data.startswith(_SQLITE_MAGIC):
+    if data.startswith(SQLITE_HEADER):
         return "hermes_db", None
     text = _utf8(data, path)
     return _detect_text(text, path), text

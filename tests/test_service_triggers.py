@@ -366,6 +366,15 @@ BIG_TOOLS = [
 ]
 
 
+async def _big_tools_session(
+    db: Path, clock: ManualClock, estimator: str
+) -> tuple[CompressionConfig, ContextService, str]:
+    """A service estimating by `estimator`, and a session declaring BIG_TOOLS."""
+    config = CONFIG.replace(estimator=estimator)
+    svc = make(db, clock, config)
+    return config, svc, await session(svc, tools=BIG_TOOLS)
+
+
 async def _ping_pong_until(svc: ContextService, sid: str, done: Callable[[], bool]) -> None:
     """Append ping/pong turns of ~100 tokens each until `done()`."""
     words = "check the cache hit rate of the search index after the deploy " * 8
@@ -386,9 +395,7 @@ async def test_hygiene_estimate_counts_the_tools_schema(
     db: Path, clock: ManualClock, estimator: str
 ) -> None:
     # the messages alone stay below 85 % of the window; with the tools schema they reach it
-    config = CONFIG.replace(estimator=estimator)
-    svc = make(db, clock, config)
-    sid = await session(svc, tools=BIG_TOOLS)
+    config, svc, sid = await _big_tools_session(db, clock, estimator)
     transcript = svc.ledger.transcript
     limit = config.hygiene_threshold_tokens(WINDOW)
 
@@ -676,9 +683,7 @@ async def test_preflight_judges_by_the_configured_estimator(
 ) -> None:
     # HERMES_SPEC §2 / DESIGN: the rough estimate exists for preflight, where Hermes uses it;
     # before session 28 preflight always took the exact total, whatever `estimator` said
-    config = CONFIG.replace(estimator=estimator)
-    svc = make(db, clock, config)
-    sid = await session(svc, tools=BIG_TOOLS)
+    _, svc, sid = await _big_tools_session(db, clock, estimator)
     transcript = svc.ledger.transcript
 
     def estimate() -> int:

@@ -127,6 +127,12 @@ def oneliner(item: dict[str, Any]) -> str:
     return cc._summarize_tool_result(item["name"], item["arguments"], item["content"])
 
 
+def serialize(messages: list[dict[str, Any]]) -> str:
+    """What Hermes sends its summarizer for these turns (``_serialize_for_summary``)."""
+    compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
+    return compressor._serialize_for_summary(messages)
+
+
 def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
     """Hermes's own ``compress()`` of a message list, its summary call answered with
     ``item["summary"]`` (given the summary prefix, as Hermes's summary call does)."""
@@ -148,6 +154,7 @@ OPS = {
     "classify": classify,
     "budgets": budgets,
     "oneliner": oneliner,
+    "serialize": serialize,
 }
 
 

@@ -1,0 +1,94 @@
+"""Differential parity with the real hermes-agent 0.19.0 (session 29): what the summarizer
+is sent, and what a summarizer failure does.
+
+As in ``test_parity_differential.py``, the same inputs go through Hermes's own functions
+(``tests/hermes_oracle.py``) and through ctxledger:
+
+* the per-message cuts of the summarizer input (``_serialize_for_summary``): a content
+  is cut only past 6,000 characters (4,000 + 1,500 kept), arguments only past 1,500
+  (1,200 kept); the labels and cut marks are ctxledger's own wording.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers.hermes_differential import Hermes, mismatches, oracle
+
+from ctxledger.compressor.serialize import serialize_turns
+
+
+@pytest.fixture(scope="module")
+def hermes() -> Iterator[Hermes]:
+    yield from oracle()
+
+
+# --- the summarizer input's cut lengths ------------------------------------------------------
+
+CONTENT_LENGTHS = [1_000, 5_500, 5_501, 5_999, 6_000, 6_001, 9_000]
+ARGS_LENGTHS = [500, 1_200, 1_201, 1_499, 1_500, 1_501, 5_000]
+
+
+def _text(n: int) -> str:
+    return ("The quick brown fox jumps over the lazy dog. " * (n // 45 + 1))[:n]
+
+
+def _arguments(n: int) -> str:
+    arguments = json.dumps({"content": "y" * n})
+    return json.dumps({"content": "y" * (n - (len(arguments) - n))})
+
+
+def _kept(text: str, original: str) -> str:
+    """What survives of `original` in a serialization: all of it, or head and tail only."""
+    if original in text:
+        return "whole"
+    if original[:4_000] in text and original[-1_500:] in text:
+        return "head 4,000 + tail 1,500"
+    return "other"
+
+
+def _kept_args(text: str, arguments: str) -> str:
+    if arguments in text:
+        return "whole"
+    return "first 1,200" if arguments[:1_200] in text else "other"
+
+
+def test_contents_are_cut_only_past_6000_chars_as_hermes_does(hermes: Hermes) -> None:
+    inputs = [
+        [{"role": role, "content": _text(n), **({"tool_call_id": "c1"} if role == "tool" else {})}]
+        for n in CONTENT_LENGTHS
+        for role in ("user", "assistant", "tool")
+    ]
+    answers = hermes.ask("serialize", inputs)
+    pairs = [
+        (
+            (turns[0]["role"], len(turns[0]["content"])),
+            _kept(theirs, turns[0]["content"]),
+            _kept(serialize_turns(turns), turns[0]["content"]),
+        )
+        for turns, theirs in zip(inputs, answers, strict=True)
+    ]
+    assert not mismatches(pairs), "\n".join(mismatches(pairs))
+    assert {kept for _, kept, _ in pairs} == {"whole", "head 4,000 + tail 1,500"}
+
+
+def test_arguments_are_cut_only_past_1500_chars_as_hermes_does(hermes: Hermes) -> None:
+    inputs: list[list[dict[str, Any]]] = []
+    for n in ARGS_LENGTHS:
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "w", "arguments": _arguments(n)},
+        }
+        inputs.append([{"role": "assistant", "content": "Writing.", "tool_calls": [call]}])
+    answers = hermes.ask("serialize", inputs)
+    pairs = []
+    for turns, theirs in zip(inputs, answers, strict=True):
+        arguments = turns[0]["tool_calls"][0]["function"]["arguments"]
+        ours = serialize_turns(turns)
+        pairs.append((len(arguments), _kept_args(theirs, arguments), _kept_args(ours, arguments)))
+    assert not mismatches(pairs), "\n".join(mismatches(pairs))
+    assert [len(a) for a in (_arguments(n) for n in ARGS_LENGTHS)] == ARGS_LENGTHS

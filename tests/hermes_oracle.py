@@ -145,6 +145,42 @@ def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
 
 
+def _chat(pairs: int) -> list[dict[str, Any]]:
+    turns = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(pairs):
+        turns.append({"role": "user", "content": f"ask {i} " + "u" * 4_000})
+        turns.append({"role": "assistant", "content": f"answer {i} " + "a" * 4_000})
+    return turns
+
+
+def _guard_step(compressor: Any, step: list[Any]) -> None:
+    """One step of a guard sequence, as Hermes's conversation loop drives its compressor."""
+    if step[0] == "usage":  # a provider's prompt count, as a share of the threshold
+        compressor.update_from_response(
+            {"prompt_tokens": int(step[1] * compressor.threshold_tokens)}
+        )
+        return
+    body = None if step[0] == "fallback" else compressor._with_summary_prefix("## Goal\nx")
+    compressor._generate_summary = lambda *_, **__: body
+    compressor.compress(_chat(1 if step[0] == "noop" else 60))
+    if compressor._last_compression_made_progress:  # what compress_context() then records
+        compressor.last_prompt_tokens = -1
+        compressor.awaiting_real_usage_after_compression = True
+        compressor.record_completed_compaction(used_fallback=compressor._last_summary_fallback_used)
+
+
+def guards(steps: list[list[Any]]) -> list[bool]:
+    """Whether automatic compression is blocked after each step: ``["compress"]``,
+    ``["fallback"]`` (the summary failed), ``["noop"]`` (too few messages),
+    ``["usage", share of the threshold]``."""
+    compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
+    blocked = []
+    for step in steps:
+        _guard_step(compressor, step)
+        blocked.append(compressor._automatic_compression_blocked())
+    return blocked
+
+
 OPS = {
     "compress": compress,
     "estimate": estimate,
@@ -155,6 +191,7 @@ OPS = {
     "budgets": budgets,
     "oneliner": oneliner,
     "serialize": serialize,
+    "guards": guards,
 }
 
 

@@ -6,7 +6,9 @@ As in ``test_parity_differential.py``, the same inputs go through Hermes's own f
 
 * the per-message cuts of the summarizer input (``_serialize_for_summary``): a content
   is cut only past 6,000 characters (4,000 + 1,500 kept), arguments only past 1,500
-  (1,200 kept); the labels and cut marks are ctxledger's own wording.
+  (1,200 kept); the labels and cut marks are ctxledger's own wording;
+* when automatic compression is blocked: strikes, and two fallback summaries in a row
+  (``ContextCompressor`` driven as its conversation loop drives it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from helpers.hermes_differential import Hermes, mismatches, oracle
 
 from ctxledger.compressor.serialize import serialize_turns
+from ctxledger.runtime.pressure import AntiThrash
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +95,47 @@ def test_arguments_are_cut_only_past_1500_chars_as_hermes_does(hermes: Hermes) -
         pairs.append((len(arguments), _kept_args(theirs, arguments), _kept_args(ours, arguments)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs))
     assert [len(a) for a in (_arguments(n) for n in ARGS_LENGTHS)] == ARGS_LENGTHS
+
+
+# --- the anti-thrash guard and the fallback breaker -------------------------------------------
+
+GUARD_SEQUENCES: list[list[list[Any]]] = [
+    [["compress"], ["usage", 1.2], ["compress"], ["usage", 1.2], ["usage", 0.5]],
+    [["noop"], ["noop"], ["usage", 0.5], ["noop"]],
+    [["fallback"], ["usage", 0.5], ["fallback"], ["usage", 0.5], ["usage", 1.3], ["compress"]],
+    [["fallback"], ["compress"], ["fallback"], ["usage", 0.4]],
+    [["fallback"], ["usage", 1.2], ["fallback"], ["compress"], ["usage", 0.5]],
+    [["compress"], ["usage", 1.1], ["usage", 1.1], ["noop"], ["usage", 0.9]],
+]
+
+
+def _our_guard(steps: list[list[Any]]) -> list[bool]:
+    """ctxledger's state after each step, fed as the runtime fold feeds it (a compaction
+    saving 60 %; a real count as a share of the threshold)."""
+    state, first, blocked = AntiThrash(), False, []
+    for step in steps:
+        if step[0] == "usage":
+            state = state.after_real_prompt(int(step[1] * 100_000), 100_000, first)
+            first = False
+        elif step[0] == "noop":
+            state = state.after_compaction(0, 0, noop=True, min_saving=0.10)
+        else:
+            fallback = step[0] == "fallback"
+            state = state.after_compaction(100_000, 40_000, fallback=fallback, min_saving=0.10)
+            first = True
+        blocked.append(state.blocked(2))
+    return blocked
+
+
+def test_the_guard_blocks_and_unblocks_automatic_compression_as_hermes_does(
+    hermes: Hermes,
+) -> None:
+    """Strikes (no-op passes, a first real count still over the threshold) and the
+    fallback breaker (two fallback summaries in a row, lifted only by a summary that
+    works). ctxledger's extra strike, a pass saving < 10 %, is not exercised here."""
+    answers = hermes.ask("guards", GUARD_SEQUENCES)
+    pairs = [
+        (steps, theirs, _our_guard(steps))
+        for steps, theirs in zip(GUARD_SEQUENCES, answers, strict=True)
+    ]
+    assert not mismatches(pairs), "\n".join(mismatches(pairs))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -145,6 +146,50 @@ def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
 
 
+def _failure(kind: str) -> Exception:
+    """The exception Hermes's summary call raises for one kind of failure."""
+    if kind == "timeout":
+        return openai.APITimeoutError(request=_REQUEST)
+    if kind == "refused":
+        return openai.APIConnectionError(request=_REQUEST)
+    if kind == "closed":
+        return httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body (incomplete chunked read)"
+        )
+    if kind == "malformed":
+        return json.JSONDecodeError("Expecting value", "<html>", 0)
+    if kind == "not_configured":
+        return RuntimeError("No LLM provider configured for task compression")
+    response = httpx.Response(int(kind), content=b'{"error": {"message": "x"}}', request=_REQUEST)
+    return _CLIENT._make_status_error_from_response(response)
+
+
+def summary_failure(kind: str) -> dict[str, Any]:
+    """What one failure of the summary call (the first in a session) does to a compaction:
+    abandoned or replaced by the fallback summary, and the cooldown that follows."""
+    empty = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=""))])
+
+    def call(**_: Any) -> Any:
+        if kind == "empty":
+            return empty
+        raise _failure(kind)
+
+    original = cc.call_llm
+    cc.call_llm = call
+    try:
+        compressor = cc.ContextCompressor(
+            "local-model", config_context_length=200_000, quiet_mode=True
+        )
+        compressor.compress(_chat(40))
+    finally:
+        cc.call_llm = original
+    left = compressor._summary_failure_cooldown_until - time.monotonic()
+    return {
+        "aborted": compressor._last_compress_aborted,
+        "cooldown": round(left / 10) * 10,
+    }
+
+
 def _chat(pairs: int) -> list[dict[str, Any]]:
     turns = [{"role": "system", "content": "You are a coding agent."}]
     for i in range(pairs):
@@ -192,6 +237,7 @@ OPS = {
     "oneliner": oneliner,
     "serialize": serialize,
     "guards": guards,
+    "summary_failure": summary_failure,
 }
 
 

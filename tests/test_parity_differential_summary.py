@@ -8,7 +8,10 @@ As in ``test_parity_differential.py``, the same inputs go through Hermes's own f
   is cut only past 6,000 characters (4,000 + 1,500 kept), arguments only past 1,500
   (1,200 kept); the labels and cut marks are ctxledger's own wording;
 * when automatic compression is blocked: strikes, and two fallback summaries in a row
-  (``ContextCompressor`` driven as its conversation loop drives it).
+  (``ContextCompressor`` driven as its conversation loop drives it);
+* what one failure of the summary call does: the compaction abandoned or given the
+  fallback summary, and the cooldown that follows (``compress()`` with its model call
+  raising, against the local fake provider's same failure).
 """
 
 from __future__ import annotations
@@ -18,15 +21,35 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers.fake_provider import Fail, FakeProvider
 from helpers.hermes_differential import Hermes, mismatches, oracle
 
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.serialize import serialize_turns
+from ctxledger.compressor.summarizers import (
+    FallbackSummarizer,
+    LLMSummarizer,
+    SummaryRequest,
+    summarize_with_fallback,
+)
+from ctxledger.errors import SummarizerError
 from ctxledger.runtime.pressure import AntiThrash
 
 
 @pytest.fixture(scope="module")
 def hermes() -> Iterator[Hermes]:
     yield from oracle()
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as running:
+        yield running
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 # --- the summarizer input's cut lengths ------------------------------------------------------
@@ -139,3 +162,65 @@ def test_the_guard_blocks_and_unblocks_automatic_compression_as_hermes_does(
         for steps, theirs in zip(GUARD_SEQUENCES, answers, strict=True)
     ]
     assert not mismatches(pairs), "\n".join(mismatches(pairs))
+
+
+# --- what a summarizer failure does: abandon or fall back, and the cooldown ------------------
+
+#: Hermes's kind of failure -> how the local fake provider produces the same failure
+FAILURES = {
+    "timeout": "hang",
+    "refused": None,  # nothing listens
+    "closed": "close",
+    "malformed": "malformed",
+    "not_configured": None,
+    "empty": "empty",
+    "429": "429",
+    "500": "500",
+    "503": "503",
+    "401": "401",
+    "404": "404",
+}
+
+
+async def _ours(provider: FakeProvider, kind: str) -> dict[str, Any]:
+    """ctxledger's verdict on one failure: abandoned (raises an aborting failure) or a
+    fallback summary, and the cooldown of its class."""
+    summarizer: FallbackSummarizer | LLMSummarizer
+    if kind == "not_configured":
+        summarizer = FallbackSummarizer(None)
+    else:
+        fail = FAILURES[kind]
+        base = provider.openai_base_url if fail else "http://127.0.0.1:9/v1"
+        summarizer = LLMSummarizer(api="openai", base_url=base, model=None, timeout=0.3, env={})
+        if fail:
+            provider.queue(Fail(fail))
+    request = SummaryRequest(
+        turns=[{"role": "user", "content": "fix the tests"}], budget_tokens=2_000, session_model="m"
+    )
+    try:
+        result = await summarize_with_fallback(summarizer, request)
+    except SummarizerError as exc:
+        return {"aborted": True, "cooldown": CompressionConfig().cooldown_for(exc.failure_class)}
+    assert result.fallback
+    return {"aborted": False, "cooldown": CompressionConfig().cooldown_for(result.failure_class)}
+
+
+@pytest.mark.anyio
+async def test_a_summarizer_failure_is_abandoned_or_falls_back_as_hermes_does(
+    hermes: Hermes, provider: FakeProvider
+) -> None:
+    """Auth and network failures (a stream closed mid-reply too) abandon the compaction;
+    the others insert the fallback summary; 30 s after malformed output or a dropped
+    connection, 600 s with no summarizer, 60 s otherwise (an empty summary too).
+
+    Documented difference (README): a timeout falls back here; Hermes 0.19 abandons the
+    compaction (its connection check matches "timed out") and lengthens the cooldown
+    for timeouts in a row, which two fallbacks in a row already stop here."""
+    kinds = list(FAILURES)
+    answers = hermes.ask("summary_failure", kinds)
+    pairs = []
+    for kind, theirs in zip(kinds, answers, strict=True):
+        expected = {"aborted": False, "cooldown": 60} if kind == "timeout" else theirs
+        pairs.append((kind, expected, await _ours(provider, kind)))
+    assert not mismatches(pairs), "\n".join(mismatches(pairs))
+    assert answers[kinds.index("timeout")] == {"aborted": True, "cooldown": 60}

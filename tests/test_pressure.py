@@ -236,7 +236,8 @@ def test_extend_keeps_the_later_end() -> None:
     [
         ("not_configured", 600.0),
         ("malformed", 30.0),
-        ("empty", 30.0),
+        ("network", 30.0),
+        ("empty", 60.0),
         ("timeout", 60.0),
         ("server", 60.0),
         ("auth", 60.0),

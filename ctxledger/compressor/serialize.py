@@ -15,8 +15,9 @@ One block per message, separated by blank lines::
 A content longer than 6,000 characters keeps its first 4,000 and last 1,500 around a
 cut mark that says how many characters were left out; tool-call arguments longer than
 1,500 characters keep their first 1,200. Shorter ones are sent whole (the lengths
-hermes-agent 0.19 uses: a cut only where it saves something). Everything is redacted (``ctxledger.compressor.redact``) *before* it is cut, so a
-secret split by a cut cannot leak half-visible.
+hermes-agent 0.19 uses: a cut only where it saves something). Everything is redacted
+(``ctxledger.compressor.redact``) *before* it is cut, so a secret split by a cut cannot
+leak half-visible.
 
 Reasoning never reaches a summary: ``<think>``, ``<thinking>`` and ``<reasoning>``
 blocks are taken out of every text before it is sent (:func:`strip_reasoning`, which

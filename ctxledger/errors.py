@@ -151,9 +151,10 @@ class SummarizerError(CompressionError):
 
     `failure_class` is one of: ``auth``, ``network``, ``timeout``, ``rate_limit``,
     ``server``, ``malformed``, ``empty``, ``not_configured``, ``other``.
-    Only auth and network failures abort a compaction (HERMES_SPEC §3 phase 4); the
-    others, ``not_configured`` included, fall back to the deterministic fallback
-    summary (and a cooldown: 600 s when no summarizer is configured).
+    Only auth and network failures abort a compaction (HERMES_SPEC §3 phase 4); a
+    connection closed in the middle of the reply is a network failure. The others,
+    ``not_configured`` included, fall back to the deterministic fallback summary (and
+    a cooldown: 600 s when no summarizer is configured).
     """
 
     ABORTING = frozenset({"auth", "network"})

@@ -37,6 +37,13 @@ IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
 #: providers bill for one image (Anthropic ~1,600 at its largest size; OpenAI's high
 #: detail and Gemini's tiles below it), the figure Hermes's tail walk uses too
 IMAGE_TOKENS = 1600
+#: content-part types that carry a file or a recording (chat ``file``, Responses
+#: ``input_file``, ``input_audio`` / ``audio``, Anthropic ``document``): providers bill them
+#: by pages or seconds, which their base64 data does not tell, and tokenizing that data
+#: gives ~1 token per 1.4 characters. Such a part counts its JSON's characters / 4, in
+#: the exact count and the rough estimate alike: hermes-agent 0.19's preflight estimate
+#: (its tail walk counts it as nothing, which lets a 50-page PDF look free)
+PAYLOAD_PART_TYPES = frozenset({"file", "input_file", "input_audio", "audio", "document"})
 #: fields counted on their own terms, or framing / a caching directive rather than text;
 #: every other field of a message goes back to the provider as it is (``reasoning``,
 #: ``reasoning_content``, ``reasoning_details``, ``codex_*_items``, ...) and is counted
@@ -78,6 +85,12 @@ def _is_image(part: object) -> bool:
     return isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES
 
 
+def _is_counted_apart(part: object) -> bool:
+    return isinstance(part, Mapping) and (
+        part.get("type") in IMAGE_PART_TYPES or part.get("type") in PAYLOAD_PART_TYPES
+    )
+
+
 def image_parts(message: Mapping[str, Any]) -> int:
     """How many image parts `message`'s content holds (each counts IMAGE_TOKENS)."""
     content = message.get("content")
@@ -86,13 +99,35 @@ def image_parts(message: Mapping[str, Any]) -> int:
     return sum(1 for part in content if _is_image(part))
 
 
+def _payload_chars(part: Mapping[str, Any]) -> int:
+    try:
+        return len(msgspec.json.encode(part))
+    except (TypeError, msgspec.EncodeError):
+        return len(str(part))
+
+
+def payload_tokens(message: Mapping[str, Any]) -> int:
+    """What `message`'s file and audio parts count (PAYLOAD_PART_TYPES): their JSON's
+    characters / 4."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    chars = sum(
+        _payload_chars(part)
+        for part in content
+        if isinstance(part, Mapping) and part.get("type") in PAYLOAD_PART_TYPES
+    )
+    return chars // 4
+
+
 def _counted(message: Mapping[str, Any]) -> tuple[str, int]:
-    """(the text a count tokenizes, the tokens of its image parts)."""
-    images = image_parts(message)
-    if not images:
+    """(the text a count tokenizes, the tokens of its image, file and audio parts)."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(_is_counted_apart(p) for p in content):
         return message_text(message), 0
-    rest = [p for p in message["content"] if not _is_image(p)]
-    return message_text({**message, "content": rest}), images * IMAGE_TOKENS
+    rest = [p for p in content if not _is_counted_apart(p)]
+    apart = image_parts(message) * IMAGE_TOKENS + payload_tokens(message)
+    return message_text({**message, "content": rest}), apart
 
 
 def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
@@ -285,7 +320,8 @@ def count_message_after(
 
 def count_message(message: Mapping[str, Any], encoding: str = DEFAULT_ENCODING) -> int:
     """The exact count of what `message` sends: its text tokenized (content, tool calls,
-    ids, replayed fields), IMAGE_TOKENS per image part, MESSAGE_OVERHEAD."""
+    ids, replayed fields), IMAGE_TOKENS per image part, a file or audio part's JSON
+    characters / 4, MESSAGE_OVERHEAD."""
     text, images = _counted(message)
     return count_text(text, encoding) + MESSAGE_OVERHEAD + images
 
@@ -327,14 +363,14 @@ def count_tools(tools: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCO
 
 def rough_message_tokens(message: Mapping[str, Any]) -> int:
     """Hermes's estimate: content chars // 4 + 10 per message + tool-call argument chars // 4,
-    plus IMAGE_TOKENS per image part.
+    plus IMAGE_TOKENS per image part and a file or audio part's JSON characters / 4.
 
     The fields replayed to the provider (reasoning traces, replay items) count like
     content: chars // 4. (hermes-agent 0.19 counts each tool call's whole envelope; see
     README "Differences from hermes-agent 0.19.0".)
     """
     content = message.get("content")
-    images = 0
+    parts = 0  # what image, file and audio parts count
     if isinstance(content, str):
         chars = len(content)
     elif isinstance(content, list):
@@ -342,7 +378,7 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
             len(p["text"]) if isinstance(p, Mapping) and isinstance(p.get("text"), str) else 0
             for p in content
         )
-        images = image_parts(message) * IMAGE_TOKENS
+        parts = image_parts(message) * IMAGE_TOKENS + payload_tokens(message)
     else:
         chars = 0
     args = 0
@@ -351,7 +387,7 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
             args += len(str((call.get("function") or {}).get("arguments", "")))
     if len(message) > 2 and not message.keys() <= _COUNTED_APART:  # (empty text otherwise)
         chars += len(replayed_fields_text(message))
-    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4 + images
+    return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4 + parts
 
 
 def rough_text_tokens(text: str) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -127,6 +128,12 @@ def oneliner(item: dict[str, Any]) -> str:
     return cc._summarize_tool_result(item["name"], item["arguments"], item["content"])
 
 
+def serialize(messages: list[dict[str, Any]]) -> str:
+    """What Hermes sends its summarizer for these turns (``_serialize_for_summary``)."""
+    compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
+    return compressor._serialize_for_summary(messages)
+
+
 def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
     """Hermes's own ``compress()`` of a message list, its summary call answered with
     ``item["summary"]`` (given the summary prefix, as Hermes's summary call does)."""
@@ -139,6 +146,86 @@ def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
 
 
+def _failure(kind: str) -> Exception:
+    """The exception Hermes's summary call raises for one kind of failure."""
+    if kind == "timeout":
+        return openai.APITimeoutError(request=_REQUEST)
+    if kind == "refused":
+        return openai.APIConnectionError(request=_REQUEST)
+    if kind == "closed":
+        return httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body (incomplete chunked read)"
+        )
+    if kind == "malformed":
+        return json.JSONDecodeError("Expecting value", "<html>", 0)
+    if kind == "not_configured":
+        return RuntimeError("No LLM provider configured for task compression")
+    response = httpx.Response(int(kind), content=b'{"error": {"message": "x"}}', request=_REQUEST)
+    return _CLIENT._make_status_error_from_response(response)
+
+
+def summary_failure(kind: str) -> dict[str, Any]:
+    """What one failure of the summary call (the first in a session) does to a compaction:
+    abandoned or replaced by the fallback summary, and the cooldown that follows."""
+    empty = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=""))])
+
+    def call(**_: Any) -> Any:
+        if kind == "empty":
+            return empty
+        raise _failure(kind)
+
+    original = cc.call_llm
+    cc.call_llm = call
+    try:
+        compressor = cc.ContextCompressor(
+            "local-model", config_context_length=200_000, quiet_mode=True
+        )
+        compressor.compress(_chat(40))
+    finally:
+        cc.call_llm = original
+    left = compressor._summary_failure_cooldown_until - time.monotonic()
+    return {
+        "aborted": compressor._last_compress_aborted,
+        "cooldown": round(left / 10) * 10,
+    }
+
+
+def _chat(pairs: int) -> list[dict[str, Any]]:
+    turns = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(pairs):
+        turns.append({"role": "user", "content": f"ask {i} " + "u" * 4_000})
+        turns.append({"role": "assistant", "content": f"answer {i} " + "a" * 4_000})
+    return turns
+
+
+def _guard_step(compressor: Any, step: list[Any]) -> None:
+    """One step of a guard sequence, as Hermes's conversation loop drives its compressor."""
+    if step[0] == "usage":  # a provider's prompt count, as a share of the threshold
+        compressor.update_from_response(
+            {"prompt_tokens": int(step[1] * compressor.threshold_tokens)}
+        )
+        return
+    body = None if step[0] == "fallback" else compressor._with_summary_prefix("## Goal\nx")
+    compressor._generate_summary = lambda *_, **__: body
+    compressor.compress(_chat(1 if step[0] == "noop" else 60))
+    if compressor._last_compression_made_progress:  # what compress_context() then records
+        compressor.last_prompt_tokens = -1
+        compressor.awaiting_real_usage_after_compression = True
+        compressor.record_completed_compaction(used_fallback=compressor._last_summary_fallback_used)
+
+
+def guards(steps: list[list[Any]]) -> list[bool]:
+    """Whether automatic compression is blocked after each step: ``["compress"]``,
+    ``["fallback"]`` (the summary failed), ``["noop"]`` (too few messages),
+    ``["usage", share of the threshold]``."""
+    compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
+    blocked = []
+    for step in steps:
+        _guard_step(compressor, step)
+        blocked.append(compressor._automatic_compression_blocked())
+    return blocked
+
+
 OPS = {
     "compress": compress,
     "estimate": estimate,
@@ -148,6 +235,9 @@ OPS = {
     "classify": classify,
     "budgets": budgets,
     "oneliner": oneliner,
+    "serialize": serialize,
+    "guards": guards,
+    "summary_failure": summary_failure,
 }
 
 

@@ -128,8 +128,9 @@ def test_cooldown_for_each_failure_class() -> None:
         cooldown_no_summarizer=600.0, cooldown_malformed=30.0, cooldown_generic=60.0
     )
     assert config.cooldown_for("not_configured") == 600.0
-    assert config.cooldown_for("malformed") == config.cooldown_for("empty") == 30.0
+    assert config.cooldown_for("malformed") == config.cooldown_for("network") == 30.0
     assert config.cooldown_for("timeout") == config.cooldown_for(None) == 60.0
+    assert config.cooldown_for("empty") == 60.0
 
 
 def test_budget_methods_reject_a_nonsense_window() -> None:

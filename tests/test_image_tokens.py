@@ -10,6 +10,7 @@ three API shapes counts ``IMAGE_TOKENS`` in both counts, whatever its size.
 from __future__ import annotations
 
 import base64
+import json
 import random
 from typing import Any
 
@@ -27,6 +28,27 @@ from ctxledger.tokens import (
     message_text,
     rough_message_tokens,
 )
+
+#: a file or a recording, in the shapes the APIs send them
+PAYLOADS = {
+    "chat file": lambda data: {
+        "type": "file",
+        "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{data}"},
+    },
+    "responses file": lambda data: {
+        "type": "input_file",
+        "filename": "report.pdf",
+        "file_data": f"data:application/pdf;base64,{data}",
+    },
+    "chat audio": lambda data: {
+        "type": "input_audio",
+        "input_audio": {"data": data, "format": "wav"},
+    },
+    "anthropic document": lambda data: {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+    },
+}
 
 
 def _png(size: int, seed: int = 0) -> str:
@@ -65,7 +87,7 @@ def test_each_shape_counts_its_text_and_one_image_whatever_the_image_size() -> N
         assert rough_message_tokens(large) == rough_message_tokens(small)
 
 
-def test_the_text_around_the_images_still_counts_and_other_parts_keep_their_json() -> None:
+def test_the_text_around_the_images_still_counts_and_other_parts_count_apart() -> None:
     image = _chat_image(_png(3_000))
     message = {
         "role": "user",
@@ -78,7 +100,8 @@ def test_the_text_around_the_images_still_counts_and_other_parts_keep_their_json
     }
     audio = {"role": "user", "content": [{"type": "text", "text": "first"}, message["content"][2]]}
     assert count_message(message) == count_message(audio) + 2 * IMAGE_TOKENS
-    assert count_message(audio) == count_text(message_text(audio)) + MESSAGE_OVERHEAD
+    audio_json = len(json.dumps(message["content"][2], separators=(",", ":")))
+    assert count_message(audio) == count_text("first") + MESSAGE_OVERHEAD + audio_json // 4
     # the text a reader reads (audit, recall) never held the image data
     assert message_text(message, text_only=True) == "first"
 
@@ -108,3 +131,19 @@ def test_three_screenshots_do_not_fill_a_128k_window(tmp_path: Any) -> None:
     total = ledger.transcript.total_tokens(sid)
     assert 3 * IMAGE_TOKENS < total < 3 * IMAGE_TOKENS + 500
     ledger.close()
+
+
+def test_a_file_or_audio_part_counts_a_quarter_of_its_json_in_both_counts() -> None:
+    """Session 29: the exact count tokenized the base64 (~1 token per 1.4 characters: a
+    75 KB PDF counted ~72,000 tokens) and the rough estimate counted nothing; now both
+    count the part's JSON characters / 4, as hermes-agent 0.19's preflight estimate does."""
+    text_only = {"role": "user", "content": [{"type": "text", "text": "summarize the attachment"}]}
+    for make in PAYLOADS.values():
+        part = make(_png(75_000))
+        message = {"role": "user", "content": [*text_only["content"], part]}
+        quarter = len(json.dumps(part, separators=(",", ":"))) // 4
+        assert 25_000 < quarter < 25_100
+        assert count_message(message) == count_message(text_only) + quarter
+        assert rough_message_tokens(message) == rough_message_tokens(text_only) + quarter
+        twice = {"role": "user", "content": [part, part]}
+        assert count_messages([twice] * 40) == [count_message(twice)] * 40

@@ -170,7 +170,7 @@ async def test_model_output_is_redacted_and_unwrapped(provider: FakeProvider) ->
         ("blank", "empty"),
         ("malformed", "malformed"),
         ("missing_fields", "malformed"),
-        ("close", "malformed"),
+        ("close", "network"),  # cut off mid-reply: abandoned like a network failure (s29)
         ("hang", "timeout"),
     ],
 )
@@ -309,13 +309,14 @@ async def test_success_passes_through_summarize_with_fallback(provider: FakeProv
 
 @pytest.mark.parametrize(
     ("failure_class", "seconds"),
-    # "empty" now waits like "malformed" (it waited 60 s here and 30 s in the runtime before)
+    # an empty summary waits the generic 60 s, as in hermes-agent 0.19 (30 s before s29)
     [
         ("not_configured", 600.0),
         ("malformed", 30.0),
+        ("network", 30.0),
         ("timeout", 60.0),
         ("server", 60.0),
-        ("empty", 30.0),
+        ("empty", 60.0),
         (None, 60.0),
     ],
 )

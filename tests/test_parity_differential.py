@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from ctxledger.compressor.serialize import strip_reasoning
 from ctxledger.compressor.summarizers.llm import _text_of
 from ctxledger.errors import InvalidInput
-from ctxledger.tokens import rough_message_tokens
+from ctxledger.tokens import count_message, rough_message_tokens
 from ctxledger.usage import normalize_usage
 
 
@@ -176,6 +176,32 @@ def test_estimate_matches_on_generated_messages(
     hermes: Hermes, messages: list[dict[str, Any]]
 ) -> None:
     assert mismatches(_estimate_pairs(hermes, messages)) == []
+
+
+def _payload_message(part: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": "see the attachment"}, part]}
+
+
+PAYLOAD_DATA = "JVBERi0xLjcK" * 8_000  # 96,000 base64 characters
+PAYLOAD_PARTS: list[dict[str, Any]] = [
+    {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:;base64,{PAYLOAD_DATA}"}},
+    {"type": "input_file", "filename": "a.pdf", "file_data": f"data:;base64,{PAYLOAD_DATA}"},
+    {"type": "input_audio", "input_audio": {"data": PAYLOAD_DATA, "format": "wav"}},
+    {"type": "document", "source": {"type": "base64", "data": PAYLOAD_DATA}},
+]
+
+
+def test_a_file_or_audio_part_counts_what_hermes_preflight_counts(hermes: Hermes) -> None:
+    """Session 29: a file or audio part counts its JSON's characters / 4, exactly and
+    roughly, as Hermes's preflight estimate counts it (its repr's characters / 4: the
+    same within the repr's spacing). Hermes's tail walk counts it as nothing, a
+    documented difference: a 50-page PDF is not free."""
+    messages = [_payload_message(part) for part in PAYLOAD_PARTS]
+    answers = hermes.ask("estimate", messages)
+    for message, answer in zip(messages, answers, strict=True):
+        for ours in (rough_message_tokens(message), count_message(message)):
+            assert abs(ours - answer["rough"]) <= 25, (message["content"][1]["type"], ours, answer)
+        assert answer["budget"] < 100 < answer["rough"]
 
 
 # --- 2: usage normalization, no usage included --------------------------------------------

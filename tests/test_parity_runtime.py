@@ -58,6 +58,20 @@ class ServerErrorSummarizer:
         raise SummarizerError("HTTP 500", failure_class="server")
 
 
+class FlakySummarizer:
+    """Fails with a server error while ``failing``; then writes a short summary."""
+
+    kind = "flaky"
+
+    def __init__(self) -> None:
+        self.failing = True
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if self.failing:
+            raise SummarizerError("HTTP 500", failure_class="server")
+        return SummaryResult(text="## Goal\nkeep going", summarizer=self.kind)
+
+
 class AlmostVerbatimSummarizer:
     """Returns 97 % of what it was given: a compaction that barely shrinks anything."""
 
@@ -201,6 +215,35 @@ async def test_switch_model_clears_the_fallback_streak(tmp_path: Path, clock: Ma
     tip = svc.tip(sid)
     assert svc.tracker.state(tip).anti.fallback_streak == 0
     assert svc.tracker.state(tip).anti.strikes == 0
+
+
+async def test_two_fallback_summaries_in_a_row_pause_automatic_compression_until_one_works(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """hermes-agent 0.19's fallback breaker (s29): a prompt that fits does not lift it."""
+    flaky = FlakySummarizer()
+    svc = make(tmp_path / "l.db", clock, summarizer=flaky)
+    sid = await session(svc, THRESHOLD + 1_000)
+    for n in range(2):
+        result = await svc.report_usage(
+            sid, {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 5}
+        )
+        assert result.compressed and result.compactions[0].fallback
+        sid = result.session_id
+        clock.now += 3_600  # the summarizer's cooldown is over
+        await svc.report_usage(sid, {"prompt_tokens": THRESHOLD // 2, "completion_tokens": 5})
+        synth = SessionSynth(5 + n, big_outputs=False, id_prefix=f"{sid}_g")
+        for i in range(4):
+            await svc.append(sid, synth.turn(i))
+    assert svc.status(sid)["blocked"]
+    tried = len(events(svc, sid, CompressionChecked))
+    result = await svc.report_usage(sid, {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 5})
+    assert not result.compressed and len(events(svc, sid, CompressionChecked)) == tried
+    assert "2 fallback summaries in a row" in events(svc, sid, CompressionSkipped)[-1].reason
+    flaky.failing = False
+    sid = (await svc.compress(sid)).session_id  # manual: allowed, and it works
+    assert not svc.status(sid)["blocked"]
+    assert svc.tracker.rebuilt(sid) == svc.tracker.state(sid)
 
 
 async def test_after_the_switch_automatic_compression_is_tried_again(

@@ -7,8 +7,10 @@ from typing import Any
 
 from ctxledger.compressor.markers import wrap_summary
 from ctxledger.compressor.serialize import (
+    ARGS_HEAD_CHARS,
     ARGS_MAX_CHARS,
     CONTENT_HEAD_CHARS,
+    CONTENT_MAX_CHARS,
     CONTENT_TAIL_CHARS,
     cut_end,
     cut_middle,
@@ -55,10 +57,32 @@ def test_long_tool_call_arguments_are_cut_to_1200_chars() -> None:
     text = serialize_turns(
         [{"role": "assistant", "content": None, "tool_calls": [call("c", "write_file", arguments)]}]
     )
-    omitted = len(arguments) - ARGS_MAX_CHARS
+    omitted = len(arguments) - ARGS_HEAD_CHARS
     assert f"[… {omitted:,} chars omitted]" in text
-    assert arguments[:ARGS_MAX_CHARS] in text
+    assert arguments[:ARGS_HEAD_CHARS] in text
     assert cut_end("abc") == "abc"
+
+
+def test_a_content_up_to_6000_chars_is_sent_whole_and_a_longer_one_is_cut() -> None:
+    # hermes-agent 0.19's lengths: a 5,501-6,000-char content was cut before (s29)
+    whole = "H" * CONTENT_HEAD_CHARS + "M" * 500 + "T" * CONTENT_TAIL_CHARS
+    assert len(whole) == CONTENT_MAX_CHARS == 6000
+    assert whole in serialize_turns([{"role": "user", "content": whole}])
+    longer = whole + "T"
+    text = serialize_turns([{"role": "user", "content": longer}])
+    assert longer not in text and "[… 501 chars omitted …]" in text
+
+
+def test_arguments_up_to_1500_chars_are_sent_whole_and_longer_ones_are_cut() -> None:
+    # hermes-agent 0.19's lengths: 1,201-1,500-char arguments were cut before (s29)
+    whole = json.dumps({"content": "x" * (ARGS_MAX_CHARS - 15)})
+    assert len(whole) == ARGS_MAX_CHARS == 1500
+    message = {"role": "assistant", "content": None, "tool_calls": [call("c", "w", whole)]}
+    assert f"w({whole})" in serialize_turns([message])
+    longer = json.dumps({"content": "x" * (ARGS_MAX_CHARS - 14)})
+    message["tool_calls"] = [call("c", "w", longer)]
+    text = serialize_turns([message])
+    assert longer not in text and f"[… {len(longer) - ARGS_HEAD_CHARS:,} chars omitted]" in text
 
 
 def test_secrets_are_redacted_before_cutting() -> None:

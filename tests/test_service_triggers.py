@@ -487,9 +487,9 @@ async def test_manual_compress_with_focus_bypasses_the_cooldown_and_clears_it(
 async def test_cooldown_expires_with_the_clock(db: Path, clock: ManualClock) -> None:
     svc = make(db, clock, summarizer=FlakySummarizer("network"))
     sid = await session(svc, THRESHOLD + 1_000)
-    await svc.preflight(sid)  # a network failure aborts the compaction: the generic cooldown
-    assert svc.status(sid)["cooldown_remaining"] == CONFIG.cooldown_generic
-    clock.now += CONFIG.cooldown_generic + 1
+    await svc.preflight(sid)  # a network failure aborts the compaction: a short cooldown
+    assert svc.status(sid)["cooldown_remaining"] == CONFIG.cooldown_malformed
+    clock.now += CONFIG.cooldown_malformed + 1
     result = await svc.preflight(sid)
     assert result.compressed
     svc.ledger.close()
@@ -524,7 +524,7 @@ async def test_the_guards_run_once_per_automatic_trigger_in_the_service(
 @pytest.mark.parametrize(
     ("failure", "setting"),
     [
-        ("empty", "cooldown_malformed"),
+        ("empty", "cooldown_generic"),
         ("server", "cooldown_generic"),
         ("rate_limit", "cooldown_generic"),
     ],

@@ -186,13 +186,14 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         """Seconds automatic compression pauses after a summary failure of this class.
 
         HERMES_SPEC §2: ``cooldown_no_summarizer`` when no summarizer is configured
-        (class ``not_configured``), ``cooldown_malformed`` after malformed output (a
-        stream closed mid-body is classed ``malformed`` too) or an empty summary,
-        ``cooldown_generic`` for every other failure.
+        (class ``not_configured``), ``cooldown_malformed`` after malformed output or a
+        dropped connection (class ``network``, a stream closed mid-body included),
+        ``cooldown_generic`` for every other failure (an empty summary too, as in
+        hermes-agent 0.19).
         """
         if failure_class == "not_configured":
             return self.cooldown_no_summarizer
-        if failure_class in ("malformed", "empty"):
+        if failure_class in ("malformed", "network"):
             return self.cooldown_malformed
         return self.cooldown_generic
 

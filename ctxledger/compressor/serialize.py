@@ -12,10 +12,12 @@ One block per message, separated by blank lines::
     [TOOL RESULT call_1 · terminal]
     1 failed, 12 passed
 
-Long contents keep their first 4,000 and last 1,500 characters around a cut mark
-that says how many characters were left out; long tool-call arguments keep their
-first 1,200. Everything is redacted (``ctxledger.compressor.redact``) *before* it is cut, so a
-secret split by a cut cannot leak half-visible.
+A content longer than 6,000 characters keeps its first 4,000 and last 1,500 around a
+cut mark that says how many characters were left out; tool-call arguments longer than
+1,500 characters keep their first 1,200. Shorter ones are sent whole (the lengths
+hermes-agent 0.19 uses: a cut only where it saves something). Everything is redacted
+(``ctxledger.compressor.redact``) *before* it is cut, so a secret split by a cut cannot
+leak half-visible.
 
 Reasoning never reaches a summary: ``<think>``, ``<thinking>`` and ``<reasoning>``
 blocks are taken out of every text before it is sent (:func:`strip_reasoning`, which
@@ -32,9 +34,14 @@ from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.redact import redact
 from ctxledger.messages import content_text
 
+#: a content up to this long is sent whole; a longer one keeps its head and tail
+CONTENT_MAX_CHARS = 6000
 CONTENT_HEAD_CHARS = 4000
 CONTENT_TAIL_CHARS = 1500
-ARGS_MAX_CHARS = 1200
+#: tool-call arguments up to this long are sent whole; longer ones keep their first
+#: ARGS_HEAD_CHARS
+ARGS_MAX_CHARS = 1500
+ARGS_HEAD_CHARS = 1200
 
 #: the reasoning tags models emit inline: <think> (DeepSeek, Qwen, MiniMax), <thinking>,
 #: <reasoning>, <thought> (Gemma) and <REASONING_SCRATCHPAD>, in any case
@@ -74,18 +81,23 @@ def strip_reasoning(text: str, *, dangling: bool = False) -> str:
     return text.strip()
 
 
-def cut_middle(text: str, head: int = CONTENT_HEAD_CHARS, tail: int = CONTENT_TAIL_CHARS) -> str:
-    """`text` reduced to its first `head` and last `tail` chars when it is longer."""
+def cut_middle(
+    text: str,
+    head: int = CONTENT_HEAD_CHARS,
+    tail: int = CONTENT_TAIL_CHARS,
+    over: int = CONTENT_MAX_CHARS,
+) -> str:
+    """`text` reduced to its first `head` and last `tail` chars when longer than `over`."""
     omitted = len(text) - head - tail
-    if omitted <= 0:
+    if len(text) <= over or omitted <= 0:
         return text
     return f"{text[:head]}\n[… {omitted:,} chars omitted …]\n{text[len(text) - tail :]}"
 
 
-def cut_end(text: str, limit: int = ARGS_MAX_CHARS) -> str:
-    """`text` reduced to its first `limit` chars when it is longer."""
+def cut_end(text: str, limit: int = ARGS_HEAD_CHARS, over: int = ARGS_MAX_CHARS) -> str:
+    """`text` reduced to its first `limit` chars when longer than `over`."""
     omitted = len(text) - limit
-    if omitted <= 0:
+    if len(text) <= over or omitted <= 0:
         return text
     return f"{text[:limit]}[… {omitted:,} chars omitted]"
 
@@ -149,8 +161,10 @@ def serialize_turns(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 __all__ = [
+    "ARGS_HEAD_CHARS",
     "ARGS_MAX_CHARS",
     "CONTENT_HEAD_CHARS",
+    "CONTENT_MAX_CHARS",
     "CONTENT_TAIL_CHARS",
     "cut_end",
     "cut_middle",

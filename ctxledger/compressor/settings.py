@@ -135,7 +135,7 @@ KEY_DOCS: dict[str, str] = {
     "anti_thrash_strikes": "automatic compression stops after this many strikes",
     "cooldown_no_summarizer": "seconds automatic compression pauses when no summarizer is set",
     "cooldown_generic": "seconds it pauses after a summarizer failure",
-    "cooldown_malformed": "seconds it pauses after malformed or empty summarizer output",
+    "cooldown_malformed": "seconds it pauses after malformed summarizer output or a dropped connection",
     "cache_ttl": "prompt-cache marker lifetime for Claude models: `5m` or `1h`",
     "prompt_caching": "add prompt-cache markers to the API view for models that take them",
 }

@@ -20,7 +20,8 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 
-#: two fallback summaries in a row mean the summarizer is not working
+#: two fallback summaries in a row mean the summarizer is not working: automatic
+#: compression pauses until a summary succeeds (hermes-agent 0.19's breaker)
 FALLBACK_STREAK_STRIKE: Final = 2
 
 TokenSource = Literal["real", "estimate"]
@@ -96,11 +97,16 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
     """Strikes against automatic compression; blocked at ``anti_thrash_strikes``.
 
     A compaction pass earns at most one strike: it saved less than
-    ``anti_thrash_min_saving``, it was a no-op, it was the second fallback summary in
-    a row, or (judged later) the first real prompt count after it was still at or
-    above the threshold. Any real count below the threshold resets the strikes:
-    compression is working again. Manual ``/compress`` is never blocked (the service
-    does not ask).
+    ``anti_thrash_min_saving``, it was a no-op, or (judged later) the first real prompt
+    count after it was still at or above the threshold. Any real count below the
+    threshold resets the strikes: compression is working again.
+
+    Apart from the strikes, two fallback summaries in a row (the summarizer keeps
+    failing) block automatic compression until a compaction's summary succeeds (a
+    manual ``/compress``, an overflow recovery) or the model changes; a prompt that
+    fits does not lift it, since it says nothing about the summarizer (hermes-agent
+    0.19's fallback breaker). Manual ``/compress`` is never blocked (the service does
+    not ask).
     """
 
     strikes: int = 0
@@ -110,8 +116,9 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
     last_reason: str | None = None
 
     def blocked(self, limit: int) -> bool:
-        """Whether automatic compression is paused at ``limit`` strikes (``anti_thrash_strikes``)."""
-        return self.strikes >= limit
+        """Whether automatic compression is paused: ``limit`` strikes (``anti_thrash_strikes``)
+        or the fallback streak."""
+        return self.strikes >= limit or self.fallback_streak >= FALLBACK_STREAK_STRIKE
 
     def after_compaction(
         self,
@@ -137,8 +144,6 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
             if saved * 100 < min_saving * 100 * tokens_before:
                 share = saved * 100 / tokens_before if tokens_before else 0.0
                 reason = f"compaction saved only {share:.1f}% ({tokens_before:,} -> {tokens_after:,} tokens)"
-            elif streak >= FALLBACK_STREAK_STRIKE:
-                reason = f"{streak} fallback summaries in a row"
         return AntiThrash(
             strikes=self.strikes + (reason is not None),
             fallback_streak=streak,
@@ -170,6 +175,12 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
         """A sentence for ``CompressionSkipped.reason`` (when blocked at ``limit`` strikes)."""
         if not self.blocked(limit):
             return f"automatic compression allowed ({self.strikes} strike(s))"
+        if self.strikes < limit:
+            return (
+                f"automatic compression paused after {self.fallback_streak} fallback summaries "
+                "in a row (the summarizer keeps failing); run /compress manually once it "
+                "works again, or start a new session"
+            )
         return (
             f"automatic compression paused after {self.strikes} ineffective passes "
             f"(last: {self.last_reason}); run /compress manually or start a new session"

@@ -75,6 +75,7 @@ ENV_API_KEY = "CTXLEDGER_SUMMARY_API_KEY"
 #: statuses after which a separate summary model is swapped for the session's model
 MODEL_RETRY_STATUSES = frozenset({400, 404, 422})
 #: failures of a separate summary model's reply after which the session's model is tried
+#: (and a connection the server closed: see LLMSummarizer.summarize)
 MODEL_RETRY_CLASSES = frozenset({"empty", "malformed"})
 #: hosts of Moonshot's own endpoints, where ``kimi-k2*`` models reject ``temperature``
 MOONSHOT_HOSTS = ("moonshot.ai", "moonshot.cn", "kimi.com", "kimi.ai")
@@ -123,6 +124,17 @@ def build_prompt(request: SummaryRequest) -> tuple[str, str]:
     return prompt_text("summarizer_preamble.md"), "\n\n".join(parts)
 
 
+def _model_retry(exc: SummarizerError) -> bool:
+    """Whether a separate summary model's failure is retried on the session's model: a
+    status or reply that says the model is wrong or broken, or a connection the server
+    closed (the endpoint answers; that model's backend may not)."""
+    return (
+        exc.status in MODEL_RETRY_STATUSES
+        or exc.failure_class in MODEL_RETRY_CLASSES
+        or isinstance(exc.__cause__, httpx.RemoteProtocolError)
+    )
+
+
 def _snippet(response: httpx.Response) -> str:
     try:
         text = response.text
@@ -165,11 +177,12 @@ def _unscrubbed_transport_error(exc: httpx.HTTPError, url: str) -> SummarizerErr
             f"summary request to {url} timed out: {exc!r}", failure_class="timeout"
         )
     if isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in str(exc):
-        # cut off mid-response; dropped before any answer (h11's words for a reset or
-        # a close, depending on the event loop) is the network failure below
+        # cut off mid-response: a network failure like the one below (the compaction is
+        # abandoned, not replaced by a fallback: the next try may well work, #29559),
+        # worded apart; dropped before any answer is h11's wording for a reset or a close
         return SummarizerError(
             f"connection to {url} closed before the response was complete: {exc}",
-            failure_class="malformed",
+            failure_class="network",
         )
     return SummarizerError(f"network error talking to {url}: {exc!r}", failure_class="network")
 
@@ -341,12 +354,7 @@ class LLMSummarizer:
         try:
             return await self._call(url, model, request)
         except SummarizerError as exc:
-            if (
-                self.model
-                and session_model
-                and session_model != model
-                and (exc.status in MODEL_RETRY_STATUSES or exc.failure_class in MODEL_RETRY_CLASSES)
-            ):
+            if self.model and session_model and session_model != model and _model_retry(exc):
                 try:
                     return await self._call(url, session_model, request)
                 except SummarizerError as retry:  # both failures told: the first is the cause

@@ -127,6 +127,14 @@ def decode_object(raw: bytes) -> dict[str, Any]:
         raise _too_deep(limit) from None
     except msgspec.DecodeError as exc:
         raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:  # msgspec checks UTF-8 only when it decodes a string
+        bad = bytes(exc.object[exc.start : exc.start + 1]).hex()
+        raise HTTPError(
+            400,
+            "bad_json",
+            f"the request body is not UTF-8 text (it holds the byte 0x{bad} inside a string); "
+            "send JSON encoded as UTF-8",
+        ) from None
     if not dense:
         depth = walked_depth(data, limit, _WALKED)
         if (bracket_depth(raw, limit) if depth is None else depth) > limit:

@@ -11,7 +11,8 @@ failed); superscript digits in a numeric header (``str.isdigit`` takes "²", ``i
 does not); a session id the state API's own routes could not name again.
 
 Session 29: a body with bytes that are not UTF-8 inside a string, and a message whose
-``role`` is a list or an object, were 500s; now a 400 ``bad_json`` and a 422.
+``role`` is a list or an object, were 500s; now a 400 ``bad_json`` and a 422. A client
+that closed its connection mid-body was a 500 with a traceback in the log; now a 499.
 """
 
 from __future__ import annotations
@@ -292,3 +293,36 @@ def test_a_role_of_the_wrong_type_is_a_422_not_a_500(
     status, answer, appended, sent = _post_raw(tmp_path, path, json.dumps(body).encode())
     assert status == 422 and "unknown role" in answer, answer
     assert appended == 0 and sent == 0
+
+
+@pytest.mark.parametrize("path", ["/v1/sessions", "/v1/chat/completions"])
+def test_a_client_that_leaves_mid_body_is_no_server_error(
+    tmp_path: Path, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # session 29: starlette's ClientDisconnect was a 500 "internal" with a traceback in
+    # the server's log, for a client that only closed its connection
+    async def main() -> tuple[list[dict[str, Any]], int]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            pieces = [
+                {"type": "http.request", "body": b'{"model": "m", "mess', "more_body": True},
+                {"type": "http.disconnect"},
+            ]
+
+            async def receive() -> dict[str, Any]:
+                return pieces.pop(0) if pieces else {"type": "http.disconnect"}
+
+            sent: list[dict[str, Any]] = []
+
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(message)
+
+            headers = [(b"authorization", AUTH["Authorization"].encode())]
+            scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+            scope.update(query_string=b"", root_path="", scheme="http", http_version="1.1")
+            await r.app(scope, receive, send)
+            return sent, r.last_seq()
+
+    with caplog.at_level("ERROR", logger="ctxledger.server"):
+        sent, seq = anyio.run(main)
+    assert sent[0]["status"] == 499 and b"client_closed" in sent[1]["body"]
+    assert seq == 0 and not caplog.records

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
@@ -72,11 +72,18 @@ async def read_body(request: Request) -> bytes:
         raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():  # a chunked body is refused as soon as it is too big
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():  # a chunked body is refused once it is too big
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise HTTPError(
+                    413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes"
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:  # a client that left mid-body: no answer, and no server error
+        raise HTTPError(
+            499, "client_closed", "the client closed the connection before its body arrived"
+        ) from None
     return b"".join(chunks)
 
 

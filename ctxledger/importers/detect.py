@@ -219,6 +219,26 @@ def _too_big(limit: int, path: str | None) -> ImportFormatError:
     )
 
 
+def _read_capped(fh: BinaryIO, limit: int, expected: int) -> bytes:
+    """What `fh` holds up to one byte past `limit`, read `expected` bytes (its size, when
+    known) at a time: ``read(limit + 1)`` allocates that much first, so a large limit
+    (``--max-bytes 10**12``) failed with an OverflowError or a MemoryError."""
+    chunks: list[bytes] = []
+    size = 0
+    step = max(expected, _STEP) + 1
+    while size <= limit:
+        chunk = fh.read(min(step, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)  # one chunk (a file read whole): returned as it is, not copied
+
+
+#: how much a read of an input of unknown size asks for at a time
+_STEP = 1 << 20
+
+
 def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes` (default: the limit)."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
@@ -226,7 +246,7 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     with os.fdopen(fd, "rb") as fh:
         if info.st_size > limit:
             raise _too_big(limit, path)
-        data = fh.read(limit + 1)
+        data = _read_capped(fh, limit, info.st_size)
     if len(data) > limit:
         raise _too_big(limit, path)
     return data
@@ -235,7 +255,7 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
 def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> str:
     """Text read from `stream` (stdin), at most `max_bytes` of it."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
-    data = stream.read(limit + 1)
+    data = _read_capped(stream, limit, 0)
     if len(data) > limit:
         raise _too_big(limit, None)
     return _utf8(data, "stdin")

@@ -539,6 +539,10 @@ def parse_conversations(
     is_lines, data = read_json(text, path)
     if is_lines:
         sessions = conversation_lines(src, data, fmt)
+    elif isinstance(data, dict) and "messages" not in data and "\n" not in text.strip():
+        # JSONL of one line (one message, one response) reads as a JSON document too
+        first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
+        sessions = conversation_lines(src, [(first, data)], fmt)
     else:
         sessions = conversation_document(src, data, fmt)
     if not any(s.messages for s in sessions):

@@ -326,3 +326,13 @@ def test_a_client_that_leaves_mid_body_is_no_server_error(
         sent, seq = anyio.run(main)
     assert sent[0]["status"] == 499 and b"client_closed" in sent[1]["body"]
     assert seq == 0 and not caplog.records
+
+
+@pytest.mark.parametrize("path", ["/v1/sessions/s/messages", "/v1/chat/completions"])
+def test_an_escaped_lone_surrogate_is_named_not_called_truncated(tmp_path: Path, path: str) -> None:
+    # msgspec reports a lone "\ud800" escape as "Input data was truncated"
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "a \\ud800 b"}]}'
+    status, answer, appended, sent = _post_raw(tmp_path, path, body)
+    assert status == 400 and "truncated" not in answer, answer
+    assert "the escape \\\\ud800 is half of an escaped emoji pair, not valid Unicode" in answer
+    assert appended == 0 and sent == 0

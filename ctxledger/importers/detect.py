@@ -29,7 +29,7 @@ from ctxledger.importers.hermes_db import parse_hermes_db
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
-from ctxledger.limits import max_input_bytes, max_json_depth
+from ctxledger.limits import json_problem, max_input_bytes, max_json_depth
 
 Importer = Callable[..., list[ImportedSession]]
 
@@ -146,14 +146,21 @@ def _json_problem(text: str) -> str:
     try:
         msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError) as err:
-        return f"not JSON: {err}"
+        return f"not JSON: {json_problem(err, text)}"
     return "not a JSON document or JSON lines"
 
 
 def _utf8(data: bytes, path: str) -> str:
-    """File bytes as text, newlines translated as text-mode reading does (CRLF and CR -> LF)."""
+    """File bytes as text, newlines translated as text-mode reading does (CRLF and CR -> LF).
+
+    A UTF-8 byte-order mark (Windows editors write one) is dropped; a UTF-16 one is named.
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ImportFormatError(
+            "UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8", path=path
+        )
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise ImportFormatError(
             f"not UTF-8 text ({err.reason} at byte {err.start})", path=path

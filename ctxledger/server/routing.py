@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import max_json_depth, walked_depth
+from ctxledger.limits import json_problem, max_json_depth, walked_depth
 from ctxledger.server.errors import HTTPError
 
 if TYPE_CHECKING:
@@ -133,7 +133,8 @@ def decode_object(raw: bytes) -> dict[str, Any]:
     except RecursionError:
         raise _too_deep(limit) from None
     except msgspec.DecodeError as exc:
-        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+        problem = json_problem(exc, raw)
+        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {problem}") from None
     except UnicodeDecodeError as exc:  # msgspec checks UTF-8 only when it decodes a string
         bad = bytes(exc.object[exc.start : exc.start + 1]).hex()
         raise HTTPError(

@@ -193,6 +193,25 @@ def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
     return f"{what} holds text that is not valid Unicode ({bad!a}, half of an escaped emoji pair?)"
 
 
+#: a JSON escape of half a surrogate pair with no other half: a high one not followed by
+#: a low one, or a low one not after a high one
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def json_problem(exc: Exception, data: str | bytes) -> str:
+    """What a JSON decoder's error says about `data`, plus what an escaped lone surrogate
+    means when `data` holds one (msgspec calls ``"\\ud800"`` "Input data was truncated")."""
+    text = data.decode("latin-1") if isinstance(data, bytes) else data
+    found = _LONE_SURROGATE.search(text)
+    if found is None:
+        return str(exc)
+    lone = f"the escape {found.group()} is half of an escaped emoji pair, not valid Unicode"
+    return lone if str(exc) == "Input data was truncated" else f"{exc}: {lone}"
+
+
 def check_unicode(value: str, field: str) -> str:
     """`value` when UTF-8 can encode it, else :class:`InvalidInput` (see :func:`not_unicode`)."""
     if value.isascii():
@@ -215,6 +234,7 @@ __all__ = [
     "check_text",
     "check_token_count",
     "check_unicode",
+    "json_problem",
     "json_text_depth",
     "max_input_bytes",
     "max_json_depth",

@@ -94,7 +94,7 @@ def validate_message(message: Any, index: int | None = None) -> Message:
             index=index,
         )
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:  # a list or an object is unhashable
         raise InvalidMessage(
             f"unknown role {role!r}; expected one of system, user, assistant, tool", index=index
         )

@@ -67,11 +67,17 @@ def replayed_fields_text(message: Mapping[str, Any]) -> str:
         if isinstance(value, str):
             pieces.append(value)
         else:
-            try:
-                pieces.append(msgspec.json.encode(value).decode())
-            except (TypeError, msgspec.EncodeError):
-                pieces.append(str(value))
+            pieces.append(_as_json(value))
     return "\n".join(pieces)
+
+
+def _as_json(value: Any) -> str:
+    """`value`'s JSON as counted; what JSON cannot hold (a key that is not text, a lone
+    surrogate) is counted as its ``str`` here and refused when the event is stored."""
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
+        return str(value)
 
 
 @functools.lru_cache(maxsize=4)
@@ -152,7 +158,7 @@ def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 pieces.append(part["text"])
             elif part is not None and not text_only:
-                pieces.append(msgspec.json.encode(part).decode())
+                pieces.append(_as_json(part))
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {} if isinstance(call, Mapping) else {}
         pieces.append(str(fn.get("name", "")))

@@ -156,6 +156,18 @@ def test_compress_dry_run_json_plan_appends_nothing(imported: tuple[Path, str]) 
     assert json.loads(run(db, "verify", "--json").output)["events_checked"] == before
 
 
+def test_a_skipped_compress_prints_its_lines_as_lines(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        sid = ledger.start_session(model="m", context_length=16_000)
+        ledger.append_messages(sid, [{"role": "user", "content": "hi"}])
+    result = run(db, "compress", sid)
+    lines = result.output.splitlines()
+    assert lines[0].startswith("not compressed: "), result.output
+    assert lines[1] == "No changes from compression: 1 messages"
+    assert lines[2].startswith("Tokens: ") and lines[2].endswith(", unchanged")
+
+
 def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> None:
     db, sid = imported
     result = run(db, "compress", sid, "--focus", "tests")
@@ -163,7 +175,10 @@ def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> 
     assert "Compressed:" in result.output and "rough estimate" not in result.output
     with Ledger.open(db) as ledger:  # the exact counts --dry-run reports, as recorded
         switch = chain_compactions(ledger, sid)[0].switch
-    assert f"Tokens: {switch.tokens_before:,} → {switch.tokens_after:,}" in result.output
+    # its own line (it was printed after a "\n" the console shows as text)
+    assert (
+        f"Tokens: {switch.tokens_before:,} → {switch.tokens_after:,}" in result.output.splitlines()
+    )
     chain = json.loads(run(db, "chain", sid, "--json").output)
     assert chain["compression_count"] == 1 and chain["tip"] != sid
     assert json.loads(run(db, "usage", chain["tip"], "--json").output)["chain"]["agent_calls"] == 0

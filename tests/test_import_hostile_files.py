@@ -5,6 +5,9 @@ Review (session 26): a Codex token count that is text or a list (``int()`` raise
 recursion limit in a ShareGPT ``<tool_call>`` or a Hermes ``tool_calls`` /
 ``model_config`` column; a Hermes token column holding text. Also ``export --out`` and
 ``trajectories compress`` into a directory that does not exist (exit 2, not a traceback).
+
+Session 29: a UTF-8 byte-order mark made a file "not JSON", UTF-16 text was "invalid
+start byte", and an escaped lone surrogate was "Input data was truncated".
 """
 
 from __future__ import annotations
@@ -95,3 +98,44 @@ def test_writing_into_a_missing_directory_is_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["trajectories", "compress", str(source), str(missing)])
     assert result.exit_code == 2 and "does not exist" in result.output
     assert not (tmp_path / "nowhere").exists()
+
+
+def _import(tmp_path: Path, data: bytes, *args: str) -> tuple[int, str, int]:
+    """`ctxledger import` of a file holding `data` (`args`: more options): exit code,
+    output, events in the ledger after it."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(data)
+    db = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(source), *args])
+    with Ledger.open(db) as ledger:
+        return result.exit_code, result.output, ledger.store.last_seq()
+
+
+LINES = b'{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n'
+
+
+def test_a_utf8_byte_order_mark_is_dropped(tmp_path: Path) -> None:
+    # session 29: a file a Windows editor saved ("\ufeff" first) was "cannot tell the
+    # format (not JSON: JSON is malformed: invalid character (byte 0))"
+    code, output, seq = _import(tmp_path, b"\xef\xbb\xbf" + LINES)
+    assert code == 0, output
+    assert seq > 0
+
+
+def test_utf16_text_is_named(tmp_path: Path) -> None:
+    text = LINES.decode().encode("utf-16")
+    code, output, seq = _import(tmp_path, text)
+    assert code == 2 and "UTF-16 text (it starts with a UTF-16 byte-order mark)" in output
+    assert seq == 0
+
+
+@pytest.mark.parametrize("fmt", [[], ["--format", "openai"]])
+def test_an_escaped_lone_surrogate_is_named_not_called_truncated(
+    tmp_path: Path, fmt: list[str]
+) -> None:
+    # msgspec reports a lone "\ud800" escape as "Input data was truncated"
+    data = LINES + b'{"role": "user", "content": "half \\ud83d of an emoji"}\n'
+    code, output, seq = _import(tmp_path, data, *fmt)
+    assert code == 2 and "truncated" not in output, output
+    assert "the escape \\ud83d is half of an escaped emoji pair, not valid Unicode" in output
+    assert seq == 0

@@ -270,6 +270,21 @@ def test_input_larger_than_the_cap_is_refused(
     assert run(db, "import", str(src)).exit_code == 0
 
 
+@pytest.mark.parametrize("cap", [str(10**12), str(10**20)])
+def test_a_cap_larger_than_memory_reads_the_input_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: str
+) -> None:
+    # session 29: the input was read with read(cap + 1), which allocates that much
+    # first: a MemoryError or an OverflowError traceback for a cap far above the file
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps(conversation()))
+    db = tmp_path / "l.db"
+    assert run(db, "import", str(src), "--max-bytes", cap).exit_code == 0
+    assert run(db, "import", "-", "--max-bytes", cap, input=src.read_text()).exit_code == 0
+    monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", cap)
+    assert run(db, "import", str(src)).exit_code == 0
+
+
 # --------------------------------------------------------------------------- numbers
 
 BAD_COUNTS = [10**30, 2**63, 12.7, float("inf"), float("nan"), -1, True, "12"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctxledger.errors import InvalidMessage
+from ctxledger import Ledger
+from ctxledger.errors import InvalidEvent, InvalidMessage
 from ctxledger.messages import CallLedger, content_text, validate_message, validate_messages
 
 
@@ -49,6 +50,9 @@ def test_a_valid_conversation_passes_unchanged() -> None:
         ),
         ({"role": "user", "content": "x", "tool_calls": [call("c")]}, "only allowed on assistant"),
         ("not a dict", "must be a JSON object"),
+        # a role that cannot be looked up (unhashable) was a TypeError, a 500 over HTTP
+        ({"role": ["user"], "content": "x"}, "unknown role ['user']"),
+        ({"role": {"a": 1}, "content": "x"}, "unknown role {'a': 1}"),
     ],
 )
 def test_bad_message_shapes_are_rejected_with_a_clear_error(message: object, fragment: str) -> None:
@@ -103,3 +107,30 @@ def test_content_text_joins_text_parts() -> None:
         )
         == "a\nb"
     )
+
+
+class _Opaque:
+    """A Python object no JSON encoder knows."""
+
+
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        ({"role": "user", "content": "x", None: 1}, "keys must be text"),
+        ({"role": "user", "content": "x", "extra": {("a",): 1}}, "keys must be text"),
+        ({"role": "user", "content": [{"type": "blob", "data": {None: 1}}]}, "keys must be text"),
+        ({"role": "user", "content": "x", "extra": _Opaque()}, "type _Opaque is unsupported"),
+        ({"role": "user", "content": [{"type": "blob", "data": "\ud800"}]}, "not valid Unicode"),
+    ],
+)
+def test_a_message_json_cannot_hold_is_refused_and_nothing_is_appended(
+    ledger: Ledger, message: dict[object, object], says: str
+) -> None:
+    # a key that is not text or an object JSON cannot encode was a TypeError traceback
+    # (and a lone surrogate in a part of unknown type a UnicodeEncodeError) from the library
+    sid = ledger.start_session(model="m", context_length=16_000)
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidEvent) as info:
+        ledger.append_messages(sid, [{"role": "user", "content": "ok"}, message])
+    assert says in str(info.value) and "nothing was appended" in str(info.value)
+    assert ledger.store.last_seq() == before

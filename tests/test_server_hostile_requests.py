@@ -9,10 +9,15 @@ payload failed to build, at every retry); a ``stream`` that is not a boolean; a
 non-ASCII value in a header the proxy forwards (recorded, then the upstream call
 failed); superscript digits in a numeric header (``str.isdigit`` takes "²", ``int``
 does not); a session id the state API's own routes could not name again.
+
+Session 29: a body with bytes that are not UTF-8 inside a string, and a message whose
+``role`` is a list or an object, were 500s; now a 400 ``bad_json`` and a 422. A client
+that closed its connection mid-body was a 500 with a traceback in the log; now a 499.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +239,100 @@ def test_an_empty_client_usage_is_the_documented_no_usage_report(tmp_path: Path)
             return response.status_code, [e.shape for e in events if isinstance(e, UsageReported)]
 
     assert anyio.run(main) == (200, ["none"])
+
+
+def _post_raw(tmp_path: Path, path: str, content: bytes) -> tuple[int, str, int, int]:
+    """Post `content` as a JSON body to `path` of a rig holding session ``s``: (status,
+    text, events appended by the post, requests sent upstream)."""
+
+    async def main() -> tuple[int, str, int, int]:
+        api = "anthropic" if path == "/v1/messages" else "openai"
+        async with rig(tmp_path, api=api, token=TOKEN) as r:
+            await r.http.post("/v1/sessions", headers=AUTH, json={"model": "m", "session_id": "s"})
+            before = r.last_seq()
+            response = await r.http.post(
+                path, content=content, headers={**AUTH, "content-type": "application/json"}
+            )
+            return (
+                response.status_code,
+                response.text,
+                r.last_seq() - before,
+                len(r.upstream.requests),
+            )
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/sessions/s/messages", "/v1/chat/completions", "/v1/messages", "/v1/responses"]
+)
+@pytest.mark.parametrize("text", [b"\xff\xfe", "caf\u00e9".encode("latin-1")])
+def test_a_body_that_is_not_utf8_is_bad_json_not_a_500(
+    tmp_path: Path, path: str, text: bytes
+) -> None:
+    # session 29: msgspec raises UnicodeDecodeError (not a DecodeError) for bytes that
+    # are not UTF-8 inside a string: every endpoint answered a 500 "internal error"
+    body = b'{"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "'
+    body += text + b'"}], "input": "x"}'
+    status, answer, appended, sent = _post_raw(tmp_path, path, body)
+    assert status == 400 and "bad_json" in answer, answer
+    assert "not UTF-8 text (it holds the byte 0x" in answer
+    assert appended == 0 and sent == 0
+
+
+@pytest.mark.parametrize("role", [["user"], {"role": "user"}])
+@pytest.mark.parametrize("path", ["/v1/sessions/s/messages", "/v1/chat/completions"])
+def test_a_role_of_the_wrong_type_is_a_422_not_a_500(
+    tmp_path: Path, path: str, role: object
+) -> None:
+    # session 29: an unhashable role was looked up in the set of roles (TypeError: 500)
+    message = {"role": role, "content": "x"}
+    body: dict[str, Any] = {"messages": [USER, {"role": "assistant", "content": "y"}, message]}
+    if path == "/v1/chat/completions":
+        body["model"] = "m"
+    status, answer, appended, sent = _post_raw(tmp_path, path, json.dumps(body).encode())
+    assert status == 422 and "unknown role" in answer, answer
+    assert appended == 0 and sent == 0
+
+
+@pytest.mark.parametrize("path", ["/v1/sessions", "/v1/chat/completions"])
+def test_a_client_that_leaves_mid_body_is_no_server_error(
+    tmp_path: Path, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # session 29: starlette's ClientDisconnect was a 500 "internal" with a traceback in
+    # the server's log, for a client that only closed its connection
+    async def main() -> tuple[list[dict[str, Any]], int]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            pieces = [
+                {"type": "http.request", "body": b'{"model": "m", "mess', "more_body": True},
+                {"type": "http.disconnect"},
+            ]
+
+            async def receive() -> dict[str, Any]:
+                return pieces.pop(0) if pieces else {"type": "http.disconnect"}
+
+            sent: list[dict[str, Any]] = []
+
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(message)
+
+            headers = [(b"authorization", AUTH["Authorization"].encode())]
+            scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+            scope.update(query_string=b"", root_path="", scheme="http", http_version="1.1")
+            await r.app(scope, receive, send)
+            return sent, r.last_seq()
+
+    with caplog.at_level("ERROR", logger="ctxledger.server"):
+        sent, seq = anyio.run(main)
+    assert sent[0]["status"] == 499 and b"client_closed" in sent[1]["body"]
+    assert seq == 0 and not caplog.records
+
+
+@pytest.mark.parametrize("path", ["/v1/sessions/s/messages", "/v1/chat/completions"])
+def test_an_escaped_lone_surrogate_is_named_not_called_truncated(tmp_path: Path, path: str) -> None:
+    # msgspec reports a lone "\ud800" escape as "Input data was truncated"
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "a \\ud800 b"}]}'
+    status, answer, appended, sent = _post_raw(tmp_path, path, body)
+    assert status == 400 and "truncated" not in answer, answer
+    assert "the escape \\\\ud800 is half of an escaped emoji pair, not valid Unicode" in answer
+    assert appended == 0 and sent == 0

@@ -142,17 +142,14 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
         )
     elif outcome.action == "skipped":
         console.print(f"not compressed: {outcome.skip_reason}")
-        console.print(
-            f"No changes from compression: {outcome.messages_before} messages\n"
-            f"Tokens: {outcome.tokens_before:,}, unchanged"
-        )
+        # one print per line: the console shows a newline inside a string as "\n"
+        console.print(f"No changes from compression: {outcome.messages_before} messages")
+        console.print(f"Tokens: {outcome.tokens_before:,}, unchanged")
     else:
         # the counts --dry-run estimates, as recorded (the outcome's `feedback` is Hermes's
         # wording with its chars/4 estimate: kept for the service's notices, not shown here)
-        console.print(
-            f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages\n"
-            f"Tokens: {outcome.tokens_before:,} → {outcome.tokens_after:,}"
-        )
+        console.print(f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages")
+        console.print(f"Tokens: {outcome.tokens_before:,} → {outcome.tokens_after:,}")
         if outcome.fallback:
             console.print(
                 styled(

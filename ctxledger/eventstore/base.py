@@ -149,6 +149,11 @@ def prepare_append(
                 rows.append((event.event_id, meta[0], meta[1], _encode(event)))
             except UnicodeEncodeError as exc:
                 raise _not_unicode(event.event_id, exc) from None
+            except (TypeError, msgspec.EncodeError) as exc:  # a key that is not text, a set...
+                raise InvalidEvent(
+                    f"event {event.event_id!r} holds a value JSON cannot hold ({exc}; keys "
+                    "must be text, values JSON types); nothing was appended"
+                ) from None
         batches.append(PreparedBatch(stream, expected, rows, request.chain, heads))
     _reject_repeated_ids(batches)
     new_blobs.update(_checked_blobs(blobs or {}))

@@ -26,7 +26,7 @@ import msgspec
 
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
-from ctxledger.limits import max_json_depth
+from ctxledger.limits import json_problem, max_json_depth
 from ctxledger.messages import CallIdRepair, repair_call_ids, validate_messages
 from ctxledger.usage import normalize_usage
 
@@ -161,7 +161,8 @@ def iter_json_lines(text: str, path: str | None) -> Iterable[tuple[int, Any]]:
         except RecursionError:
             raise _too_deep(lineno, path) from None
         except msgspec.DecodeError as err:
-            raise ImportFormatError(f"invalid JSON: {err}", line=lineno, path=path) from None
+            problem = json_problem(err, raw)
+            raise ImportFormatError(f"invalid JSON: {problem}", line=lineno, path=path) from None
 
 
 def _too_deep(line: int | None, path: str | None) -> ImportFormatError:
@@ -189,7 +190,9 @@ def read_json(text: str, path: str | None) -> tuple[bool, Any]:
             raise _too_deep(1, path) from None
         except msgspec.DecodeError:
             raise ImportFormatError(
-                f"invalid JSON: {doc_err}", line=_decode_error_line(text, doc_err), path=path
+                f"invalid JSON: {json_problem(doc_err, text)}",
+                line=_decode_error_line(text, doc_err),
+                path=path,
             ) from None
         return True, list(iter_json_lines(text, path))
 
@@ -539,6 +542,10 @@ def parse_conversations(
     is_lines, data = read_json(text, path)
     if is_lines:
         sessions = conversation_lines(src, data, fmt)
+    elif isinstance(data, dict) and "messages" not in data and "\n" not in text.strip():
+        # JSONL of one line (one message, one response) reads as a JSON document too
+        first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
+        sessions = conversation_lines(src, [(first, data)], fmt)
     else:
         sessions = conversation_document(src, data, fmt)
     if not any(s.messages for s in sessions):

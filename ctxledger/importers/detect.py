@@ -29,7 +29,7 @@ from ctxledger.importers.hermes_db import parse_hermes_db
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
-from ctxledger.limits import max_input_bytes, max_json_depth
+from ctxledger.limits import json_problem, max_input_bytes, max_json_depth
 
 Importer = Callable[..., list[ImportedSession]]
 
@@ -146,14 +146,21 @@ def _json_problem(text: str) -> str:
     try:
         msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError) as err:
-        return f"not JSON: {err}"
+        return f"not JSON: {json_problem(err, text)}"
     return "not a JSON document or JSON lines"
 
 
 def _utf8(data: bytes, path: str) -> str:
-    """File bytes as text, newlines translated as text-mode reading does (CRLF and CR -> LF)."""
+    """File bytes as text, newlines translated as text-mode reading does (CRLF and CR -> LF).
+
+    A UTF-8 byte-order mark (Windows editors write one) is dropped; a UTF-16 one is named.
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ImportFormatError(
+            "UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8", path=path
+        )
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise ImportFormatError(
             f"not UTF-8 text ({err.reason} at byte {err.start})", path=path
@@ -219,6 +226,26 @@ def _too_big(limit: int, path: str | None) -> ImportFormatError:
     )
 
 
+def _read_capped(fh: BinaryIO, limit: int, expected: int) -> bytes:
+    """What `fh` holds up to one byte past `limit`, read `expected` bytes (its size, when
+    known) at a time: ``read(limit + 1)`` allocates that much first, so a large limit
+    (``--max-bytes 10**12``) failed with an OverflowError or a MemoryError."""
+    chunks: list[bytes] = []
+    size = 0
+    step = max(expected, _STEP) + 1
+    while size <= limit:
+        chunk = fh.read(min(step, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)  # one chunk (a file read whole): returned as it is, not copied
+
+
+#: how much a read of an input of unknown size asks for at a time
+_STEP = 1 << 20
+
+
 def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes` (default: the limit)."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
@@ -226,7 +253,7 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     with os.fdopen(fd, "rb") as fh:
         if info.st_size > limit:
             raise _too_big(limit, path)
-        data = fh.read(limit + 1)
+        data = _read_capped(fh, limit, info.st_size)
     if len(data) > limit:
         raise _too_big(limit, path)
     return data
@@ -235,7 +262,7 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
 def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> str:
     """Text read from `stream` (stdin), at most `max_bytes` of it."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
-    data = stream.read(limit + 1)
+    data = _read_capped(stream, limit, 0)
     if len(data) > limit:
         raise _too_big(limit, None)
     return _utf8(data, "stdin")

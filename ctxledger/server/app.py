@@ -27,7 +27,13 @@ from ctxledger import ContextService
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.server import proxy, reads, responses_face, sse, state_api
 from ctxledger.server.auth import read_token_file, require_bearer
-from ctxledger.server.errors import HTTPError, error_response, message_of, provider_error_response
+from ctxledger.server.errors import (
+    HTTPError,
+    classify,
+    error_response,
+    message_of,
+    provider_error_response,
+)
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
 from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, DEFAULT_STALL_TIMEOUT, ServerState
@@ -46,10 +52,10 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
                 require_bearer(request, state.token)
             return await endpoint.handler(request, state)
         except Exception as exc:
+            if not isinstance(exc, HTTPError) and classify(exc)[0] >= 500:  # on either face
+                log.exception("%s %s failed", request.method, request.url.path)
             if endpoint.auth == "proxy":
                 return provider_error_response(_api_of(endpoint), exc)
-            if not isinstance(exc, HTTPError) and error_response(exc).status_code >= 500:
-                log.exception("%s %s failed", request.method, request.url.path)
             return error_response(exc)
 
     return Route(

@@ -74,9 +74,13 @@ from ctxledger.server.upstream_reply import (
     bad_reply_message,
     decode_reply,
     error_event,
+    forwarded,
     read_upstream,
+    read_whole,
+    response_headers,
+    upstream_failed,
 )
-from ctxledger.shownurl import scrubbed, with_path
+from ctxledger.shownurl import with_path
 
 if TYPE_CHECKING:
     from ctxledger.server.state import ServerState
@@ -93,17 +97,6 @@ FORWARDED_HEADERS = (
     "anthropic-beta",
     "openai-organization",
     "openai-project",
-)
-_DROPPED_RESPONSE_HEADERS = frozenset(
-    {
-        "content-length",
-        "content-encoding",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "date",
-        "server",
-    }
 )
 
 #: what a face records of an answer: one message, several (a Responses output), or nothing
@@ -289,22 +282,13 @@ class Turn:
                 if self.api.peek is not None and resp.status_code < 400:
                     resp = await self.api.peek(resp)
             except httpx.HTTPError as exc:
-                return _error(
-                    self.api,
-                    502,
-                    "upstream_unreachable",
-                    scrubbed(
-                        f"upstream {self.state.upstream} failed: {message_of(exc)}",
-                        self.state.upstream,
-                    ),
-                )
+                return upstream_failed(self.api.served_by, self.state.upstream, exc)
             if resp.status_code < 400:
                 return resp
-            error_body = await resp.aread()
-            await resp.aclose()
-            failed = Response(
-                error_body, status_code=resp.status_code, headers=_response_headers(resp)
-            )
+            error_body = await read_whole(self.api.served_by, self.state.upstream, resp)
+            if isinstance(error_body, Response):
+                return error_body
+            failed = forwarded(error_body, resp)
             if attempt == retries:
                 return failed
             try:
@@ -362,10 +346,6 @@ class Turn:
                 )
 
 
-def _response_headers(resp: httpx.Response) -> dict[str, str]:
-    return {k: v for k, v in resp.headers.items() if k.lower() not in _DROPPED_RESPONSE_HEADERS}
-
-
 class TurnStream(Response):
     """Forwards an upstream SSE stream event by event, then records the reply (lock held throughout)."""
 
@@ -373,10 +353,7 @@ class TurnStream(Response):
         # not Response.__init__: it would declare a Content-Length for an empty body
         self.status_code = upstream.status_code
         self.background = None
-        self.raw_headers = [
-            (k.lower().encode("latin-1"), v.encode("latin-1"))
-            for k, v in _response_headers(upstream).items()
-        ]
+        self.raw_headers = response_headers(upstream)
         self.turn, self.upstream, self.release = turn, upstream, release
         self.recorded = False
         self.broken = False  # an event could not be read: the stream ended with an error
@@ -529,14 +506,15 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
         if turn.stream and upstream.headers.get("content-type", "").startswith("text/event-stream"):
             handed_over = True  # the stream releases the lock when it is done
             return TurnStream(t, upstream, release)
-        data = await upstream.aread()
-        await upstream.aclose()
+        data = await read_whole(api.served_by, state.upstream, upstream)
+        if isinstance(data, Response):
+            return data  # cut mid-body: nothing of the answer is recorded
         try:
             reply, usage = api.json_reply(decode_reply(data))
         except BadUpstreamReply as exc:
             return _error(api, 502, BAD_REPLY, bad_reply_message(api.name, exc))
         await t.record_reply(reply, usage)
-        return Response(data, status_code=upstream.status_code, headers=_response_headers(upstream))
+        return forwarded(data, upstream)
     finally:
         if not handed_over:
             release()

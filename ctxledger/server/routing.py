@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import max_json_depth, walked_depth
+from ctxledger.limits import json_problem, max_json_depth, walked_depth
 from ctxledger.server.errors import HTTPError
 
 if TYPE_CHECKING:
@@ -72,11 +72,18 @@ async def read_body(request: Request) -> bytes:
         raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():  # a chunked body is refused as soon as it is too big
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():  # a chunked body is refused once it is too big
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise HTTPError(
+                    413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes"
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:  # a client that left mid-body: no answer, and no server error
+        raise HTTPError(
+            499, "client_closed", "the client closed the connection before its body arrived"
+        ) from None
     return b"".join(chunks)
 
 
@@ -126,7 +133,16 @@ def decode_object(raw: bytes) -> dict[str, Any]:
     except RecursionError:
         raise _too_deep(limit) from None
     except msgspec.DecodeError as exc:
-        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+        problem = json_problem(exc, raw)
+        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {problem}") from None
+    except UnicodeDecodeError as exc:  # msgspec checks UTF-8 only when it decodes a string
+        bad = bytes(exc.object[exc.start : exc.start + 1]).hex()
+        raise HTTPError(
+            400,
+            "bad_json",
+            f"the request body is not UTF-8 text (it holds the byte 0x{bad} inside a string); "
+            "send JSON encoded as UTF-8",
+        ) from None
     if not dense:
         depth = walked_depth(data, limit, _WALKED)
         if (bracket_depth(raw, limit) if depth is None else depth) > limit:

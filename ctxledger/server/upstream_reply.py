@@ -6,6 +6,10 @@ answered: the proxy raises :class:`BadUpstreamReply` while reading it, answers a
 stream ends with an error event instead) and records nothing of it, as when the
 upstream fails outright. The checks here name the field and the type found (never the
 data itself), so the message is plain text the client can act on.
+
+It also owns how an answer is passed on: the upstream's headers as the bytes it sent
+(a UTF-8 value has no Latin-1 text form), and a body the upstream failed to finish (a
+connection cut mid-body, a content-encoding that does not decode) as a 502.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import httpx
 import msgspec
+from starlette.responses import JSONResponse, Response
 
 from ctxledger.server.errors import message_of, provider_error_body
+from ctxledger.shownurl import scrubbed
 
 JSONDict = dict[str, Any]
 _T = TypeVar("_T")
@@ -24,6 +31,18 @@ _T = TypeVar("_T")
 #: the error code of an upstream 2xx answer that is not the format asked for
 BAD_REPLY = "bad_upstream_reply"
 _WHAT = {"openai": "a chat completion", "anthropic": "a message", "responses": "a response"}
+#: upstream response headers that are not passed on (they describe its connection)
+DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "date",
+        "server",
+    }
+)
 
 
 class BadUpstreamReply(Exception):
@@ -160,14 +179,51 @@ def read_upstream(step: Callable[..., _T], *args: Any) -> _T:
         raise BadUpstreamReply(f"a stream event could not be read ({message_of(exc)})") from exc
 
 
+def response_headers(resp: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """The upstream's response headers to pass on, as the bytes it sent: a value that is
+    not Latin-1 text (UTF-8 bytes, which httpx decodes) cannot be encoded back from text."""
+    return [
+        (k.lower(), v)
+        for k, v in resp.headers.raw
+        if k.lower().decode("latin-1") not in DROPPED_RESPONSE_HEADERS
+    ]
+
+
+def forwarded(content: bytes, resp: httpx.Response) -> Response:
+    """The upstream's whole answer, as the client's response (its status and headers)."""
+    out = Response(content, status_code=resp.status_code)
+    out.raw_headers.extend(response_headers(resp))
+    return out
+
+
+def upstream_failed(served_by: str, upstream: str, exc: httpx.HTTPError) -> Response:
+    """A 502 for an upstream that could not be reached, or that failed while sending its
+    answer (a connection cut mid-body, a body its content-encoding does not decode)."""
+    message = scrubbed(f"upstream {upstream} failed: {message_of(exc)}", upstream)
+    body = provider_error_body(served_by, 502, "upstream_unreachable", message)
+    return JSONResponse(body, status_code=502)
+
+
+async def read_whole(served_by: str, upstream: str, resp: httpx.Response) -> bytes | Response:
+    """A non-streamed answer's body, else (the upstream failed while sending it) the 502."""
+    try:
+        return await resp.aread()
+    except httpx.HTTPError as exc:
+        return upstream_failed(served_by, upstream, exc)
+    finally:
+        await resp.aclose()
+
+
 __all__ = [
     "BAD_REPLY",
+    "DROPPED_RESPONSE_HEADERS",
     "BadUpstreamReply",
     "bad_reply_message",
     "check_openai_message",
     "decode_event",
     "decode_reply",
     "error_event",
+    "forwarded",
     "index_of",
     "kind_of",
     "need_object",
@@ -175,5 +231,8 @@ __all__ = [
     "optional_object",
     "optional_str",
     "read_upstream",
+    "read_whole",
+    "response_headers",
+    "upstream_failed",
     "usage_block",
 ]

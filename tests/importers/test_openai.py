@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -59,6 +60,27 @@ def test_openai_chat_completion_lines_attach_usage_and_model() -> None:
     assert s.model == "gpt-4o-mini"
     assert s.messages[-1] == {"role": "assistant", "content": "hello"}
     assert s.usages[0].after_index == 1 and s.usages[0].model == "gpt-4o-mini"
+
+
+@pytest.mark.parametrize(
+    ("parse", "line"),
+    [
+        (parse_openai, {"role": "user", "content": "hi"}),
+        (parse_anthropic, {"role": "user", "content": "hi"}),
+        (parse_openai, {"choices": [{"message": {"role": "assistant", "content": "hi"}}]}),
+    ],
+)
+def test_jsonl_of_one_line_is_one_message_not_a_document(parse: Any, line: dict[str, Any]) -> None:
+    # session 29: a one-line JSONL file reads as a JSON document, which was refused as
+    # "expected a list of messages or an object with 'messages', got object"
+    (s,) = parse("\n" + json.dumps(line) + "\n", path="one.jsonl")
+    assert [m["role"] for m in s.messages] == [line.get("role", "assistant")]
+    assert s.messages[0]["content"] == "hi"
+
+
+def test_a_one_line_object_that_is_no_message_still_names_what_is_expected() -> None:
+    with pytest.raises(ImportFormatError, match=re.escape("one.jsonl:2: expected a message")):
+        parse_openai("\n" + json.dumps({"surprise": 1}), path="one.jsonl")
 
 
 def test_openai_legacy_function_call_and_missing_ids_get_deterministic_ids() -> None:

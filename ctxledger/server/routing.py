@@ -132,16 +132,11 @@ def decode_object(raw: bytes) -> dict[str, Any]:
         data = msgspec.json.decode(raw)
     except RecursionError:
         raise _too_deep(limit) from None
-    except msgspec.DecodeError as exc:
-        problem = json_problem(exc, raw)
-        raise HTTPError(400, "bad_json", f"the request body is not valid JSON: {problem}") from None
-    except UnicodeDecodeError as exc:  # msgspec checks UTF-8 only when it decodes a string
-        bad = bytes(exc.object[exc.start : exc.start + 1]).hex()
-        raise HTTPError(
-            400,
-            "bad_json",
-            f"the request body is not UTF-8 text (it holds the byte 0x{bad} inside a string); "
-            "send JSON encoded as UTF-8",
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        # bytes that are not UTF-8 inside a string: msgspec 0.22 raises UnicodeDecodeError,
+        # 0.23 a DecodeError ("Invalid UTF-8 encoded string"); both are named the same way
+        raise _not_utf8(raw) or HTTPError(
+            400, "bad_json", f"the request body is not valid JSON: {json_problem(exc, raw)}"
         ) from None
     if not dense:
         depth = walked_depth(data, limit, _WALKED)
@@ -150,6 +145,21 @@ def decode_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise HTTPError(400, "bad_json", "the request body must be a JSON object")
     return data
+
+
+def _not_utf8(raw: bytes) -> HTTPError | None:
+    """The 400 for a body that is not UTF-8 text, naming its first bad byte; else None."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1].hex()
+        return HTTPError(
+            400,
+            "bad_json",
+            f"the request body is not UTF-8 text (it holds the byte 0x{bad} at offset "
+            f"{exc.start:,}); send JSON encoded as UTF-8",
+        )
+    return None
 
 
 #: how much of a body's start says whether it is dense with brackets (one per

@@ -6,7 +6,9 @@ occurrence counts only when it is not part of something longer:
 * a word: a fact that begins or ends with a word character only matches on word
   boundaries (``foo`` is not in ``foobar``);
 * a number (:func:`continues_number`): ``$5`` is not in ``$5,000``, ``v2.0`` not in
-  ``v2.0.1``, while sentence punctuation after it (``v2.0.``, ``v2.0,``) ends it;
+  ``v2.0.1``, and a version not in a longer version (``v2.0`` in ``v2.0-rc1``,
+  ``v2.0-beta``, ``v2.0+build``; :data:`VERSION_SUFFIX`), while sentence punctuation
+  after it (``v2.0.``, ``v2.0,``) ends it;
 * a path (:func:`inside_longer_path`): not inside a longer path, not followed by more
   of a name.
 
@@ -26,6 +28,7 @@ import re
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 
 __all__ = [
+    "VERSION_SUFFIX",
     "contains",
     "continues_number",
     "inside_longer_path",
@@ -34,6 +37,19 @@ __all__ = [
 ]
 
 _DIGITS = frozenset("0123456789")
+
+#: what makes a version longer after its dotted number: build metadata (``+build``) or a
+#: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
+#: one (``Python 3.8-compatible`` states Python 3.8). Also used by the extraction of a
+#: named version (``release v2.0-rc1``), so a summary's own facts agree with matching.
+VERSION_SUFFIX = (
+    r"(?:\+[0-9A-Za-z]|-(?:[0-9A-Za-z]*[0-9]"
+    r"|(?i:alpha|beta|rc|dev|pre|preview|post|snapshot|nightly|canary)(?![A-Za-z])))"
+)
+_VERSION_SUFFIX = re.compile(VERSION_SUFFIX)
+#: a needle ending in a dotted number (``v2.0``, ``python 3.8``, ``1.2.3``; not an amount,
+#: ``$5.50``, nor a number with thousands separators)
+_DOTTED_END = re.compile(r"(?<![0-9.,$])[0-9]+(?:\.[0-9]+)+$")
 
 
 def is_word(char: str) -> bool:
@@ -48,14 +64,13 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
     """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
     a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
     ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
-    ``,`` or ``.`` (``0.1`` in ``v2.0.1``)."""
-    if (
-        needle[-1] in _DIGITS
-        and end + 1 < len(haystack)
-        and haystack[end] in ",."
-        and haystack[end + 1] in _DIGITS
-    ):
-        return True
+    ``,`` or ``.`` (``0.1`` in ``v2.0.1``); a needle ending in a dotted number followed
+    by a :data:`VERSION_SUFFIX` (``v2.0`` in ``v2.0-rc1``)."""
+    if needle[-1] in _DIGITS and end + 1 < len(haystack):
+        if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
+            return True
+        if _VERSION_SUFFIX.match(haystack, end) and _DOTTED_END.search(needle):
+            return True
     return (
         needle[0] in _DIGITS
         and start >= 2
@@ -181,6 +196,8 @@ def _ahead(needle: str, path: bool) -> str:
         ahead.append(r"\w")
     if needle[-1] in _DIGITS:
         ahead.append(r"[,.][0-9]")
+        if _DOTTED_END.search(needle):
+            ahead.append(VERSION_SUFFIX)
     if path and needle[-1] != "/":
         ahead.append(f"[{_PATH_CLASS_NO_DOT}]|\\.+[{_PATH_CLASS_NO_DOT}/]")
     return f"(?!{'|'.join(ahead)})" if ahead else ""

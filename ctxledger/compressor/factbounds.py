@@ -10,7 +10,11 @@ occurrence counts only when it is not part of something longer:
   ``v2.0-beta``, ``v2.0+build``; :data:`VERSION_SUFFIX`), while sentence punctuation
   after it (``v2.0.``, ``v2.0,``) ends it;
 * a path (:func:`inside_longer_path`): not inside a longer path, not followed by more
-  of a name.
+  of a name; an absolute path is stated by a URL whose path it is
+  (``/api/v1/users`` by ``http://localhost:8000/api/v1/users?page=2``), not by one
+  whose path only ends with it (``http://h/v2/api/v1/users``: another route, as
+  ``/opt/legacy/app/settings.py`` is another file). A URL is not stated by its path
+  alone (host and port are lost).
 
 The rules are written once per occurrence in Python (the readable definition, and
 what the first few occurrences are checked with) and once as one regular expression
@@ -37,6 +41,10 @@ __all__ = [
 ]
 
 _DIGITS = frozenset("0123456789")
+#: the characters of a URL scheme (two of them before ``://`` make a URL to the matcher)
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+#: what ends a URL's authority besides whitespace (the URL finder's stops, ``/``, JOIN)
+_NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
 
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
@@ -83,16 +91,17 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     """Whether the match ``haystack[start:end]`` of path `needle` is part of a longer path.
 
     Before it: an absolute path (``/app/settings.py``) may follow no path character
-    and no ``/`` (``/opt/legacy/app/settings.py`` names another file); a relative one
-    may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
+    and no ``/`` (``/opt/legacy/app/settings.py`` names another file), except a URL's
+    ``scheme://authority`` (a URL states its path); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
     character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in ``/``) may be followed by anything (``build/x`` is in
     ``build/``); any other path by a ``/`` or a non-path character, or by dots that
     end a sentence (``run.log.``), but not by more of a name (``run.log.1``,
     ``run.logs``, ``app.py-old``).
     """
-    if start > 0:
+    absolute = needle[0] == "/"
+    if start > 0 and not (absolute and _after_url_authority(haystack, start)):
         before = haystack[start - 1]
-        if (before == "/" and needle[0] == "/") or before in PATH_CHARS:
+        if (before == "/" and absolute) or before in PATH_CHARS:
             return True
     if needle[-1] == "/" or end == len(haystack):
         return False
@@ -105,6 +114,15 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     while stop < len(haystack) and haystack[stop] == ".":
         stop += 1
     return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
+
+
+def _after_url_authority(haystack: str, start: int) -> bool:
+    """Whether ``haystack[:start]`` ends with a URL's ``scheme://authority`` (two scheme
+    characters, ``://``, then no ``/``, blank or character that ends a URL)."""
+    at = haystack.rfind("://", 0, start)
+    if at < 2 or haystack[at - 1] not in _SCHEME_CHARS or haystack[at - 2] not in _SCHEME_CHARS:
+        return False
+    return not any(c in _NOT_AUTHORITY or c.isspace() for c in haystack[at + 3 : start])
 
 
 def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
@@ -157,7 +175,10 @@ def search(haystack: str, needle: str, *, path: bool = False) -> bool:
     """:func:`contains` as regex searches: linear in C however often `needle` occurs."""
     if not needle:
         return False
-    return _pattern(needle, path).search(haystack) is not None
+    plain, in_url = _patterns(needle, path)
+    if plain.search(haystack) is not None:
+        return True
+    return in_url is not None and "://" in haystack and in_url.search(haystack) is not None
 
 
 def _class(chars: frozenset[str]) -> str:
@@ -166,11 +187,13 @@ def _class(chars: frozenset[str]) -> str:
 
 _PATH_CLASS = _class(PATH_CHARS)
 _PATH_CLASS_NO_DOT = _class(PATH_CHARS - {"."})
+_AUTHORITY = r"[^\s" + _class(_NOT_AUTHORITY) + r"]*"
+_SCHEME = "[" + _class(_SCHEME_CHARS) + "]"
 
 
 @functools.lru_cache(maxsize=4096)
-def _pattern(needle: str, path: bool) -> re.Pattern[str]:
-    """The regex of `needle`'s matches.
+def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """The regexes of `needle`'s matches: anywhere, and (an absolute path) as a URL's path.
 
     The needle comes first so the engine finds candidates by its literal prefix; the
     rules before it are lookbehinds that re-read the needle (``(?<!\\wNEEDLE)``), since
@@ -184,9 +207,12 @@ def _pattern(needle: str, path: bool) -> re.Pattern[str]:
         behind.append(r"[0-9][,.]")
     if path:
         behind.append("[" + _PATH_CLASS + ("/" if needle[0] == "/" else "") + "]")
-    return re.compile(
-        literal + "".join(f"(?<!{b}{literal})" for b in behind) + _ahead(needle, path)
-    )
+    ahead = _ahead(needle, path)
+    plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
+    in_url = None
+    if path and needle[0] == "/":
+        in_url = re.compile(f"(?<={_SCHEME}{_SCHEME})://{_AUTHORITY}{literal}{ahead}")
+    return re.compile(plain), in_url
 
 
 def _ahead(needle: str, path: bool) -> str:

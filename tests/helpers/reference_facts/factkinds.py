@@ -26,8 +26,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-# a rule changed since c2756f6 (session 28), not a fast path: shared with the module under test
-from ctxledger.compressor.factkinds import _reports_error
+# rules changed since c2756f6 (session 28: prose about errors; session 29: build tools'
+# error lines), not fast paths: shared with the module under test
+from ctxledger.compressor.factkinds import TOOL_ERROR_LINE, _reports_error, reports_tool_error
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 
 __all__ = [
@@ -240,6 +241,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         for match in pattern.finditer(text):
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # (ctxledger's rule since s28: prose about errors is no error)
+            found.append((match.start(1), _cap(match.group(1))))
+    for match in TOOL_ERROR_LINE.finditer(text):
+        if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))
     for match in _PYTEST_E_LINE.finditer(text):
         rest = match.group(1)

@@ -41,6 +41,13 @@ _FRAGMENTS = (
     "sed -i 's/old/new/g' f.py", "```py\nx = 'a'\n```", "/settings/img/a.svg", "site-packages/x.py",
     "é", "Ünïcödé ß", "\u2018curly\u2019", "\u201cdq\u201d", "İstanbul", "ſ", "K", "٣", "x\u0301",
     "C:\\dir\\f.py", "a\x00b", "\u00a0", "\u2003",
+    # session 29's shapes: Windows paths, second suffixes, dotfiles, build errors, versions
+    ".\\scripts\\run.ps1", "D:/data/x.csv", "..\\up\\x.txt", "%C:\\x", "config.yaml.j2",
+    "run.log.1", "x.d.ts", "Dockerfile.dev", "the Makefile.", ".env", ".env.local", "x.env",
+    ".github/workflows/ci.yml", ".ssh/config", "config/.env", ".filter(", ".NET", "...",
+    "make: *** [all] Error 2", "make[1]: *** No rule.  Stop.", "x.c:3:5: error: boom",
+    "Note: error: fine", "gcc: fatal error: none", "v2.0-rc1", "release v2.0-rc1",
+    "Python 3.8-compatible", "http://h:80/api/v1",
 )  # fmt: skip
 _SEPARATORS = (" ", " ", "\n", "", ". ", "\t", "  ", ", ", "\r\n", ": ")
 

@@ -14,7 +14,8 @@ occurrence counts only when it is not part of something longer:
   (``/api/v1/users`` by ``http://localhost:8000/api/v1/users?page=2``), not by one
   whose path only ends with it (``http://h/v2/api/v1/users``: another route, as
   ``/opt/legacy/app/settings.py`` is another file). A URL is not stated by its path
-  alone (host and port are lost).
+  alone (host and port are lost). Nor is an absolute path stated behind a drive
+  (``/users/me`` in ``c:/users/me``, a Windows path as normalized).
 
 The rules are written once per occurrence in Python (the readable definition, and
 what the first few occurrences are checked with) and once as one regular expression
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 _DIGITS = frozenset("0123456789")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 #: the characters of a URL scheme (two of them before ``://`` make a URL to the matcher)
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 #: what ends a URL's authority besides whitespace (the URL finder's stops, ``/``, JOIN)
@@ -91,8 +93,9 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     """Whether the match ``haystack[start:end]`` of path `needle` is part of a longer path.
 
     Before it: an absolute path (``/app/settings.py``) may follow no path character
-    and no ``/`` (``/opt/legacy/app/settings.py`` names another file), except a URL's
-    ``scheme://authority`` (a URL states its path); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
+    and no ``/`` (``/opt/legacy/app/settings.py`` names another file) and no drive
+    (``c:/app/settings.py``), except a URL's ``scheme://authority`` (a URL states its
+    path); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
     character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in ``/``) may be followed by anything (``build/x`` is in
     ``build/``); any other path by a ``/`` or a non-path character, or by dots that
     end a sentence (``run.log.``), but not by more of a name (``run.log.1``,
@@ -102,6 +105,8 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     if start > 0 and not (absolute and _after_url_authority(haystack, start)):
         before = haystack[start - 1]
         if (before == "/" and absolute) or before in PATH_CHARS:
+            return True
+        if absolute and _after_drive(haystack, start):
             return True
     if needle[-1] == "/" or end == len(haystack):
         return False
@@ -123,6 +128,16 @@ def _after_url_authority(haystack: str, start: int) -> bool:
     if at < 2 or haystack[at - 1] not in _SCHEME_CHARS or haystack[at - 2] not in _SCHEME_CHARS:
         return False
     return not any(c in _NOT_AUTHORITY or c.isspace() for c in haystack[at + 3 : start])
+
+
+def _after_drive(haystack: str, start: int) -> bool:
+    """Whether a drive (``c:``, a letter after no path character) ends at `start`."""
+    return (
+        start >= 2
+        and haystack[start - 1] == ":"
+        and haystack[start - 2] in _ASCII_LETTERS
+        and (start == 2 or haystack[start - 3] not in PATH_CHARS)
+    )
 
 
 def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
@@ -207,6 +222,8 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
         behind.append(r"[0-9][,.]")
     if path:
         behind.append("[" + _PATH_CLASS + ("/" if needle[0] == "/" else "") + "]")
+        if needle[0] == "/":
+            behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
     ahead = _ahead(needle, path)
     plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
     in_url = None

@@ -560,5 +560,5 @@ def is_asset_path(path: str) -> bool:
     """A static asset of a web app (``/settings/img/admin.svg``): context, not a fact."""
     if not _ASSET.search(path):
         return False
-    parts = {p.lower() for p in path.split("/")[:-1]}
+    parts = {p.lower() for p in path.replace("\\", "/").split("/")[:-1]}
     return bool(parts & _ASSET_DIRS)

@@ -79,7 +79,11 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
     if needle[-1] in _DIGITS and end + 1 < len(haystack):
         if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
             return True
-        if _VERSION_SUFFIX.match(haystack, end) and _DOTTED_END.search(needle):
+        if (
+            haystack[end] in "+-"
+            and _VERSION_SUFFIX.match(haystack, end)
+            and _DOTTED_END.search(needle)
+        ):
             return True
     return (
         needle[0] in _DIGITS
@@ -102,11 +106,14 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     ``run.logs``, ``app.py-old``).
     """
     absolute = needle[0] == "/"
-    if start > 0 and not (absolute and _after_url_authority(haystack, start)):
+    if start > 0:
         before = haystack[start - 1]
-        if (before == "/" and absolute) or before in PATH_CHARS:
-            return True
-        if absolute and _after_drive(haystack, start):
+        longer = (
+            (before == "/" and absolute)
+            or before in PATH_CHARS
+            or (absolute and _after_drive(haystack, start))
+        )
+        if longer and not (absolute and _after_url_authority(haystack, start)):
             return True
     if needle[-1] == "/" or end == len(haystack):
         return False

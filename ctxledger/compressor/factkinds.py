@@ -314,7 +314,10 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # prose about errors (``Error handling looks fine``)
             found.append((match.start(1), _cap(match.group(1))))
-    for match in line_matches(TOOL_ERROR_LINE, text, _TOOL_ERROR_LITERALS):
+    # (a literal check even on a short text: most texts hold none, and the pattern tries
+    # every line start)
+    tool_errors = any(literal in text for literal in _TOOL_ERROR_LITERALS)
+    for match in line_matches(TOOL_ERROR_LINE, text) if tool_errors else ():
         if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))
     for match in line_matches(_PYTEST_E_LINE, text):

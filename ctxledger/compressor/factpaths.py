@@ -12,13 +12,13 @@ found from their ``://`` and masked out before paths are looked for.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator, Sequence
 
 __all__ = [
     "PATH_CHARS",
     "bounded",
-    "dot_starts_path",
     "find_paths",
     "first_paths",
     "is_word_char",
@@ -274,8 +274,11 @@ def _span_ends(text: str) -> dict[int, int]:
                 spans[start] = end
     windows = _windows_spans(text)
     if windows:
-        for start in [s for s in spans if any(w < s < end for w, end in windows)]:
-            del spans[start]
+        starts = [start for start, _ in windows]  # sorted, the spans apart
+        for start in list(spans):
+            at = bisect.bisect_left(starts, start) - 1  # the last Windows path before it
+            if at >= 0 and start < windows[at][1]:
+                del spans[start]
         for start, end in windows:
             spans[start] = max(end, get(start, -1))
     return spans
@@ -323,7 +326,7 @@ def _found(text: str) -> dict[int, str]:
     found: dict[int, str] = {}
     judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
     for start, end in _span_ends(text).items():
-        if text[start] == "." and not dot_starts_path(text, start):
+        if text[start] == "." and not _dot_starts_path(text, start):
             continue
         raw = text[start:end]
         value = judged[raw] if raw in judged else judged.setdefault(raw, _judged(raw))
@@ -332,7 +335,7 @@ def _found(text: str) -> dict[int, str]:
     return found
 
 
-def dot_starts_path(text: str, start: int) -> bool:
+def _dot_starts_path(text: str, start: int) -> bool:
     """Whether a candidate starting with a ``.`` at `start` may be a path: ``./``,
     ``../``, ``.\\``, ``..\\`` or a dotted name (``.env``, ``.github/``), not dots
     (``...``) or a dot before no name (``.5``, ``.-``)."""

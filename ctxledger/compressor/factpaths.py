@@ -263,11 +263,15 @@ def _span_ends(text: str) -> dict[int, int]:
             if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
                 spans[start] = end
     for pattern in (_EXT_ANCHOR, _KNOWN_FILE, _DOTFILE):
+        last, last_start = 0, 0  # the last anchor and where its name starts
         for match in pattern.finditer(text):
             anchor, end = match.span()
             start = anchor
-            while start > 0 and ((c := text[start - 1]).isalnum() or c in "_.-"):
+            while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
+            if start == last:  # the name runs on through the last anchor: its start
+                start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
+            last, last_start = anchor, start
             if start == anchor and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone
             if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:

@@ -13,71 +13,17 @@ Each is checked end to end (a compaction audited) and as a property of ``contain
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import anyio
-from helpers.ledger_helpers import deterministic_ledger
+from helpers.audit_harness import assistant as _assistant
+from helpers.audit_harness import audit_of as _audit
+from helpers.audit_harness import status as _status
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.analysis.audit import CompactionAudit, audit_chain
 from ctxledger.compressor import factmatch
 from ctxledger.compressor.factmatch import Haystack, JoinedHaystack, contains, normalize_fact
 from ctxledger.compressor.facts import extract_facts
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.ledger.compaction import compact
-
-# --------------------------------------------------------------------------- harness
-
-
-class _Scripted:
-    kind = "scripted"
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        return SummaryResult(text=self.text, summarizer=self.kind)
-
-
-def _audit(middle: list[Mapping[str, Any]], summary: str) -> CompactionAudit:
-    """The audit of one compaction that summarized `middle` into `summary`."""
-    ledger = deterministic_ledger()
-    sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You fix bugs.")
-    ledger.append_messages(
-        sid,
-        [
-            {"role": "user", "content": "Task: fix the bug."},
-            {"role": "assistant", "content": "Starting."},
-            {"role": "user", "content": "ok"},
-        ],
-    )
-    ledger.append_messages(sid, [dict(m) for m in middle])
-    filler = "The rest of the module was read and left alone. " * 40
-    for i in range(12):
-        ledger.append_messages(
-            sid,
-            [
-                {"role": "assistant", "content": f"Step {100 + i} done. {filler}"},
-                {"role": "user", "content": f"continue {i}"},
-            ],
-        )
-    outcome = anyio.run(lambda: compact(ledger, sid, _Scripted(summary)))
-    assert outcome.action == "compressed"
-    return audit_chain(ledger, sid).compactions[0]
-
-
-def _status(audit: CompactionAudit, value: str) -> str:
-    for fact in audit.extracted:
-        if fact.value == value:
-            return "kept" if fact in audit.kept else "lost"
-    return "not extracted"
-
-
-def _assistant(text: str) -> list[Mapping[str, Any]]:
-    return [{"role": "assistant", "content": text}]
-
 
 # --------------------------------------------------------------------------- 1. directories
 
@@ -236,7 +182,7 @@ def test_a_path_never_matches_followed_by_more_of_a_name(segments: list[str], mo
 # --------------------------------------------------------------------------- fast paths
 
 
-_HAY_ALPHABET = "ab /.,1-$~"
+_HAY_ALPHABET = "ab /.,1-$~:+"  # (: and + for the URL, drive and version rules)
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,6 +9,7 @@ import re
 import unicodedata
 
 import pytest
+from helpers.reference_facts import facts as reference
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,6 +38,16 @@ def test_long_runs_give_the_facts_of_the_plain_algorithms(piece: str) -> None:
     found = facts.extract_facts([{"role": "user", "content": text}, message])
     assert all(len(f.normalized) >= 2 for f in found)
     assert len({f.normalized for f in found}) == len(found)
+
+
+@pytest.mark.parametrize("piece", ["a.py.", "x.tar.gz.", "Makefile.", ".env.", "a.py.1."])
+def test_a_long_dotted_name_run_gives_the_reference_facts(piece: str) -> None:
+    """Session 29: every extension anchor of one run of name characters was grown left
+    over the whole run (``a.py.`` * 20,000: 60 s); the run's start is now found once.
+    The answer is the reference extractor's, whose plain walk is quadratic (kept short)."""
+    text = piece * (3000 // len(piece))
+    message = {"role": "tool", "tool_call_id": "c", "content": text}
+    assert facts.extract_facts([message]) == reference.extract_facts([message])
 
 
 @given(

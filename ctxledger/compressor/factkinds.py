@@ -252,6 +252,29 @@ def _reports_error(line: str) -> bool:
     return word.group(2).lower() not in _PROSE_NOUNS or any(c.isdigit() for c in stripped)
 
 
+#: a build tool's or compiler's error line: make's ``***`` (``make: *** [all] Error 2``,
+#: ``make[1]: *** No rule to make target 'x'.  Stop.``, ``Makefile:3: *** missing
+#: separator.  Stop.``) and ``prog: error:`` / ``file:line:col: error:`` (gcc, clang,
+#: ld, mypy, ninja: ``x.c:3:5: error: expected ';'``, ``collect2: error: ld returned 1``)
+TOOL_ERROR_LINE = re.compile(
+    r"^[ \t]*([\w.+\-/]+(?:\[\d+\])?(?::\d+){0,2}: (?:\*\*\*|(?:fatal )?error:)[ \t]+\S[^\n]*)$",
+    re.MULTILINE,
+)
+_TOOL_ERROR_LITERALS = (": ***", ": error:", ": fatal error:")
+
+
+def reports_tool_error(line: str) -> bool:
+    """Whether a :data:`TOOL_ERROR_LINE` match reports an error: make's ``***`` always;
+    ``prog: error:`` when `prog` is a tool or file name (lower-case, or holding a digit,
+    ``.`` or ``/``), not a capitalised label (``Note: error: handling is fine``), and
+    the error is no status of none (``ld: error: none``)."""
+    prefix, _, rest = line.lstrip().partition(": ")
+    if rest.startswith("***"):
+        return True
+    named = not prefix[:1].isupper() or any(c.isdigit() or c in "./" for c in prefix)
+    return named and not _NO_ERROR_STATUS.match(rest.removeprefix("fatal "))
+
+
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
 #: a literal each of _EXIT_CODES needs (in its order)
 _EXIT_LITERALS = (
@@ -290,6 +313,12 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         for match in line_matches(pattern, text, literals):
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # prose about errors (``Error handling looks fine``)
+            found.append((match.start(1), _cap(match.group(1))))
+    # (a literal check even on a short text: most texts hold none, and the pattern tries
+    # every line start)
+    tool_errors = any(literal in text for literal in _TOOL_ERROR_LITERALS)
+    for match in line_matches(TOOL_ERROR_LINE, text) if tool_errors else ():
+        if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))
     for match in line_matches(_PYTEST_E_LINE, text):
         rest = match.group(1)
@@ -534,5 +563,5 @@ def is_asset_path(path: str) -> bool:
     """A static asset of a web app (``/settings/img/admin.svg``): context, not a fact."""
     if not _ASSET.search(path):
         return False
-    parts = {p.lower() for p in path.split("/")[:-1]}
+    parts = {p.lower() for p in path.replace("\\", "/").split("/")[:-1]}
     return bool(parts & _ASSET_DIRS)

@@ -7,12 +7,14 @@ with a word character only matches on word boundaries, so ``foo`` is not found i
 code is case-sensitive, so ``PVSystem`` is not found in ``pvsystem.py``.
 
 A match is never part of a longer number (``$5`` is not found in ``$5,000``, ``v2.0``
-not in ``v2.0.1``), and a path's match never part of a longer path: an absolute path
-is not found inside another (``/app/settings.py`` in ``/opt/legacy/app/settings.py``),
-a relative one only after a ``/`` (``src/app.py`` names ``app.py``), and neither
-followed by more of a name (``run.log.1``). A one-name directory keeps its slash
-(``build/``, see :func:`normalize_fact`): the bare word "build" does not state it,
-``build/``, ``./build/`` and ``build/out.txt`` do.
+not in ``v2.0.1`` or ``v2.0-rc1``), and a path's match never part of a longer path: an
+absolute path is not found inside another (``/app/settings.py`` in
+``/opt/legacy/app/settings.py``), but it is in a URL whose path it is
+(``http://localhost:8000/api/v1/users``), a relative one only after a ``/``
+(``src/app.py`` names ``app.py``), and neither followed by more of a name
+(``run.log.1``); the rules are :mod:`ctxledger.compressor.factbounds`. A one-name
+directory keeps its slash (``build/``, see :func:`normalize_fact`): the bare word
+"build" does not state it, ``build/``, ``./build/`` and ``build/out.txt`` do.
 
 Facts from tool-call arguments are extracted from the decoded argument values, so
 texts are matched in the same decoded form (:func:`fact_text`): a ``sed`` command whose
@@ -30,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
+from ctxledger.compressor.factbounds import contains
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -126,102 +128,6 @@ def _collapsed(text: str) -> str:
     ):
         return text
     return " ".join(text.split())
-
-
-def _is_word(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
-_DIGITS = frozenset("0123456789")
-
-
-def _continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
-    """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
-    a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
-    ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
-    ``,`` or ``.`` (``0.1`` in ``v2.0.1``)."""
-    if (
-        needle[-1] in _DIGITS
-        and end + 1 < len(haystack)
-        and haystack[end] in ",."
-        and haystack[end + 1] in _DIGITS
-    ):
-        return True
-    return (
-        needle[0] in _DIGITS
-        and start >= 2
-        and haystack[start - 1] in ",."
-        and haystack[start - 2] in _DIGITS
-    )
-
-
-def _inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool:
-    """Whether the match ``haystack[start:end]`` of path `needle` is part of a longer path.
-
-    Before it: an absolute path (``/app/settings.py``) may follow no path character
-    and no ``/`` (``/opt/legacy/app/settings.py`` names another file); a relative one
-    may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
-    character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in
-    ``/``) may be followed by anything (``build/x`` is in ``build/``); any other path by
-    a ``/`` or a non-path character, or by dots that end a sentence (``run.log.``), but
-    not by more of a name (``run.log.1``, ``run.logs``, ``app.py-old``).
-    """
-    if start > 0:
-        before = haystack[start - 1]
-        if before == "/" and needle[0] == "/":
-            return True
-        if before in PATH_CHARS:
-            return True
-    if needle[-1] == "/" or end == len(haystack):
-        return False
-    after = haystack[end]
-    if after == "/" or after not in PATH_CHARS:
-        return False
-    if after != ".":
-        return True
-    stop = end
-    while stop < len(haystack) and haystack[stop] == ".":
-        stop += 1
-    return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
-
-
-def contains(haystack: str, needle: str, *, path: bool = False) -> bool:
-    """Whether normalized `needle` occurs in normalized `haystack`.
-
-    Word-bounded at word ends; never as part of a longer number (see
-    :func:`_continues_number`); with `path`, never as part of a longer path (see
-    :func:`_inside_longer_path`).
-    """
-    if not needle:
-        return False
-    check_start = _is_word(needle[0])
-    check_end = _is_word(needle[-1])
-    start = haystack.find(needle)
-    while start != -1:
-        end = start + len(needle)
-        ok_start = not check_start or start == 0 or not _is_word(haystack[start - 1])
-        ok_end = not check_end or end == len(haystack) or not _is_word(haystack[end])
-        if (
-            ok_start
-            and ok_end
-            and not _continues_number(haystack, start, end, needle)
-            and not (path and _inside_longer_path(haystack, start, end, needle))
-        ):
-            return True
-        if check_start:
-            # a later start inside this word run follows a word char: skip the run
-            # (a needle of letters inside a 10 MB word was one find per position)
-            after = _NON_WORD.search(haystack, start)
-            if after is None:
-                return False
-            start = haystack.find(needle, after.end())
-        else:
-            start = haystack.find(needle, start + 1)
-    return False
-
-
-#: what is not a word char to :func:`_is_word` (tested on every code point)
-_NON_WORD = re.compile(r"\W")
 
 
 #: a text at least this long is prepared once per process (:func:`prepared`) and

@@ -1,13 +1,18 @@
 """Finding file paths and URLs in text, for fact extraction (:mod:`.facts`).
 
-Paths are found from their anchors (a ``/`` or a known extension) and grown in both
-directions, then judged (``and/or`` and the pieces of a ``sed`` expression are not
-paths; environment paths like ``site-packages`` are not the user's files). URLs are
+Paths are found from their anchors (a ``/``, a known extension, a known file or
+dotfile name, a Windows drive or ``.\\``) and grown in both directions, then judged
+(``and/or`` and the pieces of a ``sed`` expression are not paths; environment paths
+like ``site-packages`` are not the user's files). A name keeps its second suffix
+after a known extension (``config.yaml.j2``, ``run.log.1``), a dotfile or dotted
+directory its dot (``.env``, ``.github/workflows/ci.yml``), a Windows path its drive
+and backslashes (``C:\\Users\\me\\app.py``, matched as ``c:/users/me/app.py``). URLs are
 found from their ``://`` and masked out before paths are looked for.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator, Sequence
 
@@ -35,12 +40,44 @@ _EXTENSIONS = (
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
 PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
-_EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
-_KNOWN_FILE = re.compile(
-    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
+#: suffixes a file name keeps after a known extension (``config.yaml.j2``, ``app.py.bak``,
+#: ``run.log.1``): a closed list, so ``resp.json.get`` stays no path
+_SECOND_SUFFIXES = (
+    r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
+    r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
+_EXT_ANCHOR = re.compile(
+    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/])"
+)
+#: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
+_KNOWN_FILE = re.compile(
+    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
+    r"(?:\.[a-z0-9]+)?(?!\w|\.\w)"
+)
+#: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
+#: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
+_DOTFILE = re.compile(
+    r"\.(?:env|envrc|bashrc|bash_profile|bash_aliases|bash_history|profile|zshrc|zprofile|"
+    r"vimrc|inputrc|gitignore|gitattributes|gitmodules|gitconfig|dockerignore|npmrc|nvmrc|"
+    r"yarnrc|editorconfig|prettierrc|prettierignore|eslintrc|eslintignore|babelrc|pylintrc|"
+    r"flake8|coveragerc|pypirc|netrc|htaccess|python-version|node-version|ruby-version|"
+    r"tool-versions)(?:\.(?:local|example|sample|template|dev|development|prod|production|"
+    r"test|staging))?(?![\w\-(/]|\.\w)"
+)
+#: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
+_WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
+#: what a Windows path grows over: path characters and both separators
+_WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+#: a relative path whose first name is a dotted directory (``.ssh/config``)
+_DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
-_HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
+#: what may not stand before a Windows path (else it is part of something longer)
+_NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
+_HAS_EXT = re.compile(
+    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*$", re.IGNORECASE
+)
 _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
     # the pieces of a ``sed 's/True/False/'`` expression
@@ -142,11 +179,25 @@ def urls(text: str) -> list[tuple[int, int, str]]:
 
 
 def plausible_path(raw: str) -> str | None:
+    """The path `raw` names (without sentence punctuation after it), or None.
+
+    A Windows path (``C:\\Users\\me``, ``.\\run.ps1``) is judged as the POSIX path it
+    reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written.
+    """
     value = raw.rstrip(".-,:")
+    windows = _DRIVE.match(value) is not None
+    if windows or value.startswith((".\\", "..\\", "~\\")):
+        posix = value.replace("\\", "/")
+        return value if _plausible(posix[2:] if windows else posix) is not None else None
+    return _plausible(value)
+
+
+def _plausible(value: str) -> str | None:
     if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
         return None
     if "/" not in value:
-        return value if _HAS_EXT.search(value) or value in _KNOWN_FILES else None
+        known = value.split(".", 1)[0] in _KNOWN_FILES
+        return value if _HAS_EXT.search(value) or known or _DOTFILE.fullmatch(value) else None
     parts = [p for p in value.split("/") if p]
     if not parts:
         return None
@@ -157,7 +208,8 @@ def plausible_path(raw: str) -> str | None:
     # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
     if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
         return value
-    return None
+    # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
+    return value if _DOT_DIR.match(value) or _DOTFILE.fullmatch(parts[-1]) else None
 
 
 def is_word_char(char: str) -> bool:
@@ -193,11 +245,12 @@ def _span_ends(text: str) -> dict[int, int]:
     _NOT_BEFORE_PATH).
 
     Slash paths: each "/" (from where the previous span ended) grown left over
-    PATH_CHARS and right over them and "/"; bare file names: each extension anchor or
-    known file name grown left over word chars, "." and "-" (``.py`` alone is none).
-    The same spans as the candidate walk of tests/helpers/reference_facts, in one loop
-    per anchor kind with the slashes found by one regex scan (a long text names
-    150,000 paths).
+    PATH_CHARS and right over them and "/"; bare file names: each extension anchor,
+    known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
+    is none); Windows paths (:func:`_windows_spans`), which replace every other span
+    starting inside them (``app.py`` of ``C:\\proj\\app.py``). The same spans as the
+    candidate walk of tests/helpers/reference_facts, in one loop per anchor kind with
+    the slashes found by one regex scan (a long text names 150,000 paths).
     """
     spans: dict[int, int] = {}
     get, path_chars, not_before = spans.get, PATH_CHARS, _NOT_BEFORE_PATH
@@ -209,17 +262,51 @@ def _span_ends(text: str) -> dict[int, int]:
                 start -= 1
             if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
                 spans[start] = end
-    for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
+    for pattern in (_EXT_ANCHOR, _KNOWN_FILE, _DOTFILE):
+        last, last_start = 0, 0  # the last anchor and where its name starts
         for match in pattern.finditer(text):
             anchor, end = match.span()
             start = anchor
-            while start > 0 and ((c := text[start - 1]).isalnum() or c in "_.-"):
+            while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
+            if start == last:  # the name runs on through the last anchor: its start
+                start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
+            last, last_start = anchor, start
             if start == anchor and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone
             if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
                 spans[start] = end
+    windows = _windows_spans(text)
+    if windows:
+        starts = [start for start, _ in windows]  # sorted, the spans apart
+        for start in list(spans):
+            at = bisect.bisect_left(starts, start) - 1  # the last Windows path before it
+            if at >= 0 and start < windows[at][1]:
+                del spans[start]
+        for start, end in windows:
+            spans[start] = max(end, get(start, -1))
     return spans
+
+
+def _windows_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the Windows paths of `text`: from a drive (``C:\\``, ``D:/``),
+    ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or ``:``,
+    over path characters and both separators."""
+    if "\\" not in text and ":/" not in text:
+        return []
+    found: list[tuple[int, int]] = []
+    done = 0
+    for match in _WINDOWS_ANCHOR.finditer(text):
+        drive = match.group()[0] == ":"
+        start = match.start() - 1 if drive else match.start()
+        if start < done or (drive and text[start] not in _ASCII_LETTERS):
+            continue  # (inside the last one, or no drive letter; done >= 0 > -1)
+        if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS:
+            continue
+        right = _WINDOWS_RIGHT.match(text, match.end())
+        done = right.end() if right is not None else match.end()
+        found.append((start, done))
+    return found
 
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
@@ -243,7 +330,7 @@ def _found(text: str) -> dict[int, str]:
     found: dict[int, str] = {}
     judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
     for start, end in _span_ends(text).items():
-        if text[start] == "." and not text.startswith(("./", "../"), start):
+        if text[start] == "." and not _dot_starts_path(text, start):
             continue
         raw = text[start:end]
         value = judged[raw] if raw in judged else judged.setdefault(raw, _judged(raw))
@@ -252,10 +339,19 @@ def _found(text: str) -> dict[int, str]:
     return found
 
 
+def _dot_starts_path(text: str, start: int) -> bool:
+    """Whether a candidate starting with a ``.`` at `start` may be a path: ``./``,
+    ``../``, ``.\\``, ``..\\`` or a dotted name (``.env``, ``.github/``), not dots
+    (``...``) or a dot before no name (``.5``, ``.-``)."""
+    if text.startswith(("./", "../", ".\\", "..\\"), start):
+        return True
+    return start + 1 < len(text) and (text[start + 1].isascii() and text[start + 1].isalpha())
+
+
 def _judged(raw: str) -> str | None:
     """The path `raw` names, or None when it is none (or an environment path, an attribute)."""
     value = plausible_path(raw)
-    if value is None or _ENVIRONMENT_PATH.search(value):
+    if value is None or _ENVIRONMENT_PATH.search(value.replace("\\", "/")):
         return None
     if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
         return None  # ``self.log``, ``mock.patch``: attribute access, not a file

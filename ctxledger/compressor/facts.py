@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ctxledger.compressor.factbounds import VERSION_SUFFIX
 from ctxledger.compressor.factkinds import (
     CATEGORIES,
     boilerplate_url,
@@ -146,6 +147,9 @@ _STOPWORDS = _words(
     "this that init new get put post delete"
 )
 
+#: what makes a version longer (the matcher's rule): no version is found without it
+_SUFFIX = VERSION_SUFFIX
+
 # (pattern, template, characters that may not precede a match besides word characters;
 # None: no check). The boundary is checked in Python (see bounded): a leading
 # lookbehind would make the regex engine try every position of a long tool output.
@@ -154,13 +158,16 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
     (
-        re.compile(r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w)"),
+        re.compile(
+            r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w|" + _SUFFIX + ")"
+        ),
         "{1}",
         ".",
     ),
     (
         re.compile(
-            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?![\w]|\.\d)"
+            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)"
+            r"(?![\w]|\.\d|" + _SUFFIX + ")"
         ),
         "{1}",
         ".",
@@ -179,8 +186,13 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
     (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
 )
-# ``Django 3.2``: found from the version, then the word before it is checked.
-_VERSION_AFTER_NAME = re.compile(r" v?\d+(?:\.\d+)+(?!\w|\.\w)")
+# ``Django 3.2``: found from the version, then the word before it is checked. A
+# pre-release or build suffix is part of it (``release v2.0-rc1``), a word after a
+# hyphen is not (``Python 3.8-compatible``); never the version without a suffix it has.
+_VERSION_AFTER_NAME = re.compile(
+    r" v?\d+(?:\.\d+)+(?:(?=" + _SUFFIX + r")[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
+    r"(?!\w|\.\w|" + _SUFFIX + ")"
+)
 _VERSIONED_NAMES = _words(
     "python django node nodejs npm pip go rust java ruby php postgresql postgres mysql redis "
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"

@@ -3,5 +3,7 @@
 Verbatim copies of ctxledger/compressor/{facts,factkinds,factpaths}.py at c2756f6 (imports
 renamed); do not optimise them. Rules changed since, not fast paths, are imported from the
 modules under test (session 28: the number patterns, the error-line prose check, the
-thanks filter), so the oracle checks how facts are found, with today's rules.
+thanks filter; session 29: the version patterns, the path anchors and plausible_path,
+build tools' error lines, asset paths), so the oracle checks how facts are found, with
+today's rules. Rules that add a kind of span (Windows paths) are written plainly here.
 """

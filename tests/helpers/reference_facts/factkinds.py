@@ -26,8 +26,15 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-# a rule changed since c2756f6 (session 28), not a fast path: shared with the module under test
-from ctxledger.compressor.factkinds import _reports_error
+# rules changed since c2756f6 (session 28: prose about errors; session 29: build tools'
+# error lines, asset paths written with backslashes), not fast paths: shared with the
+# module under test
+from ctxledger.compressor.factkinds import (
+    TOOL_ERROR_LINE,
+    _reports_error,
+    is_asset_path,
+    reports_tool_error,
+)
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 
 __all__ = [
@@ -241,6 +248,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # (ctxledger's rule since s28: prose about errors is no error)
             found.append((match.start(1), _cap(match.group(1))))
+    for match in TOOL_ERROR_LINE.finditer(text):
+        if reports_tool_error(match.group(1)):
+            found.append((match.start(1), _cap(match.group(1))))
     for match in _PYTEST_E_LINE.finditer(text):
         rest = match.group(1)
         if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
@@ -444,18 +454,8 @@ _BOILERPLATE_HOSTS = re.compile(
     r"github\.com/[\w.\-]+/[\w.\-]+/(?:blob|raw)/[\w.\-]+/(?:LICENSE|COPYING))",
     re.IGNORECASE,
 )
-_ASSET = re.compile(r"\.(?:png|jpe?g|gif|svg|ico|webp|woff2?|ttf|eot|css|map)$", re.IGNORECASE)
-_ASSET_DIRS = frozenset({"img", "images", "static", "assets", "icons", "fonts", "media", "css"})
 
 
 def boilerplate_url(url: str) -> bool:
     """Schemas, licences, tool documentation: URLs every log repeats and no one needs."""
     return bool(_BOILERPLATE_HOSTS.match(url))
-
-
-def is_asset_path(path: str) -> bool:
-    """A static asset of a web app (``/settings/img/admin.svg``): context, not a fact."""
-    if not _ASSET.search(path):
-        return False
-    parts = {p.lower() for p in path.split("/")[:-1]}
-    return bool(parts & _ASSET_DIRS)

@@ -11,6 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+# rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
+# suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
+# under test
+from ctxledger.compressor.factpaths import _DOTFILE, _EXT_ANCHOR, _KNOWN_FILE, plausible_path
+
 __all__ = [
     "bounded",
     "find_paths",
@@ -22,27 +27,13 @@ __all__ = [
     "urls",
 ]
 
-_EXTENSIONS = (
-    # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
-    "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|json|jsonl|toml|yaml|yml|ini|cfg|"
-    "txt|md|rst|html|htm|css|scss|sh|bash|zsh|ps1|bat|rs|go|java|kt|scala|c|h|cc|"
-    "cpp|hpp|cs|rb|php|swift|sql|lock|xml|csv|tsv|log|mk|gradle|proto|tf|lua|dart|"
-    "exs|erl|hs|zig|jl|patch|diff|pem|crt|sqlite|gz|zip|tar|whl|png|jpg|jpeg|gif|svg|"
-    "pdf|dll|exe|wasm|pyc"
-)
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
 _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
-_EXT_ANCHOR = re.compile(r"\.(?:" + _EXTENSIONS + r")(?![\w\-(/])")
-_KNOWN_FILE = re.compile(
-    r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)(?![\w.])"
-)
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
-_HAS_EXT = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.IGNORECASE)
-_NOT_PATHS = frozenset(
-    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
-    # the pieces of a ``sed 's/True/False/'`` expression
-    | {"true/", "false/", "none/", "null/"}
+# Session 29: a Windows path, plainly (a leading lookbehind tried at every position)
+_WINDOWS_PATH = re.compile(
+    r"(?<![A-Za-z0-9_.+@~\-/\\:%])(?:[A-Za-z]:[\\/]|\.\.?\\|~\\)[A-Za-z0-9_.+@~\-\\/]*"
 )
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
@@ -125,25 +116,6 @@ def urls(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def plausible_path(raw: str) -> str | None:
-    value = raw.rstrip(".-,:")
-    if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
-        return None
-    if "/" not in value:
-        return value if _HAS_EXT.search(value) or value in _KNOWN_FILES else None
-    parts = [p for p in value.split("/") if p]
-    if not parts:
-        return None
-    if value.startswith(("/", "~/", "./", "../")):
-        if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
-            return value
-        return None
-    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
-    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
-        return value
-    return None
-
-
 def is_word_char(char: str) -> bool:
     return char.isalnum() or char == "_"
 
@@ -179,7 +151,7 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
             end += 1
         yield start, end
         slash = text.find("/", end)
-    for pattern in (_EXT_ANCHOR, _KNOWN_FILE):
+    for pattern in (_EXT_ANCHOR, _KNOWN_FILE, _DOTFILE):
         for match in pattern.finditer(text):
             start = match.start()
             while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
@@ -193,14 +165,25 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
     spans: dict[int, int] = {}
     for start, end in _path_spans(text):
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
+    # a Windows path replaces every span starting inside it (session 29)
+    windows = [match.span() for match in _WINDOWS_PATH.finditer(text)]
+    for start in list(spans):
+        if any(w_start < start < w_end for w_start, w_end in windows):
+            del spans[start]
+    for start, end in windows:
+        spans[start] = max(end, spans.get(start, end))
     found: dict[int, str] = {}
     for start, end in spans.items():
         if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:
             continue
-        if text[start] == "." and not text.startswith(("./", "../"), start):
+        # session 29: a dotted name (``.env``, ``.github/``) and ``.\\`` start paths too
+        dotted = start + 1 < len(text) and text[start + 1].isascii() and text[start + 1].isalpha()
+        if text[start] == "." and not (
+            text.startswith(("./", "../", ".\\", "..\\"), start) or dotted
+        ):
             continue
         value = plausible_path(text[start:end])
-        if value is None or _ENVIRONMENT_PATH.search(value):
+        if value is None or _ENVIRONMENT_PATH.search(value.replace("\\", "/")):
             continue
         if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
             continue  # ``self.log``, ``mock.patch``: attribute access, not a file

@@ -1,0 +1,253 @@
+"""Where an occurrence of a fact in a text is a match: the boundary rules of :mod:`.factmatch`.
+
+A fact's normalized value is found in a normalized text by :func:`contains`; an
+occurrence counts only when it is not part of something longer:
+
+* a word: a fact that begins or ends with a word character only matches on word
+  boundaries (``foo`` is not in ``foobar``);
+* a number (:func:`continues_number`): ``$5`` is not in ``$5,000``, ``v2.0`` not in
+  ``v2.0.1``, and a version not in a longer version (``v2.0`` in ``v2.0-rc1``,
+  ``v2.0-beta``, ``v2.0+build``; :data:`VERSION_SUFFIX`), while sentence punctuation
+  after it (``v2.0.``, ``v2.0,``) ends it;
+* a path (:func:`inside_longer_path`): not inside a longer path, not followed by more
+  of a name; an absolute path is stated by a URL whose path it is
+  (``/api/v1/users`` by ``http://localhost:8000/api/v1/users?page=2``), not by one
+  whose path only ends with it (``http://h/v2/api/v1/users``: another route, as
+  ``/opt/legacy/app/settings.py`` is another file). A URL is not stated by its path
+  alone (host and port are lost). Nor is an absolute path stated behind a drive
+  (``/users/me`` in ``c:/users/me``, a Windows path as normalized).
+
+The rules are written once per occurrence in Python (the readable definition, and
+what the first few occurrences are checked with) and once as one regular expression
+per needle (:func:`search`), which takes over after a few rejected occurrences: a
+needle that occurs at every other position of a 10 MB text (``a.a`` in ``a.a.a…``)
+was rejected one occurrence at a time in Python (4 to 8 s); one regex search
+rejects them in C (~0.1 s). Tests hold the two to the same answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
+
+__all__ = [
+    "VERSION_SUFFIX",
+    "contains",
+    "continues_number",
+    "inside_longer_path",
+    "is_word",
+    "search",
+]
+
+_DIGITS = frozenset("0123456789")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: the characters of a URL scheme (two of them before ``://`` make a URL to the matcher)
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+#: what ends a URL's authority besides whitespace (the URL finder's stops, ``/``, JOIN)
+_NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
+
+#: what makes a version longer after its dotted number: build metadata (``+build``) or a
+#: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
+#: one (``Python 3.8-compatible`` states Python 3.8). Also used by the extraction of a
+#: named version (``release v2.0-rc1``), so a summary's own facts agree with matching.
+VERSION_SUFFIX = (
+    r"(?:\+[0-9A-Za-z]|-(?:[0-9A-Za-z]*[0-9]"
+    r"|(?i:alpha|beta|rc|dev|pre|preview|post|snapshot|nightly|canary)(?![A-Za-z])))"
+)
+_VERSION_SUFFIX = re.compile(VERSION_SUFFIX)
+#: a needle ending in a dotted number (``v2.0``, ``python 3.8``, ``1.2.3``; not an amount,
+#: ``$5.50``, nor a number with thousands separators)
+_DOTTED_END = re.compile(r"(?<![0-9.,$])[0-9]+(?:\.[0-9]+)+$")
+
+
+def is_word(char: str) -> bool:
+    """A word character (as ``\\w`` of a str regex; tested on every code point)."""
+    return char.isalnum() or char == "_"
+
+
+# --------------------------------------------------------------------------- per occurrence
+
+
+def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
+    """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
+    a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
+    ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
+    ``,`` or ``.`` (``0.1`` in ``v2.0.1``); a needle ending in a dotted number followed
+    by a :data:`VERSION_SUFFIX` (``v2.0`` in ``v2.0-rc1``)."""
+    if needle[-1] in _DIGITS and end + 1 < len(haystack):
+        if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
+            return True
+        if (
+            haystack[end] in "+-"
+            and _VERSION_SUFFIX.match(haystack, end)
+            and _DOTTED_END.search(needle)
+        ):
+            return True
+    return (
+        needle[0] in _DIGITS
+        and start >= 2
+        and haystack[start - 1] in ",."
+        and haystack[start - 2] in _DIGITS
+    )
+
+
+def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool:
+    """Whether the match ``haystack[start:end]`` of path `needle` is part of a longer path.
+
+    Before it: an absolute path (``/app/settings.py``) may follow no path character
+    and no ``/`` (``/opt/legacy/app/settings.py`` names another file) and no drive
+    (``c:/app/settings.py``), except a URL's ``scheme://authority`` (a URL states its
+    path); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
+    character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in ``/``) may be followed by anything (``build/x`` is in
+    ``build/``); any other path by a ``/`` or a non-path character, or by dots that
+    end a sentence (``run.log.``), but not by more of a name (``run.log.1``,
+    ``run.logs``, ``app.py-old``).
+    """
+    absolute = needle[0] == "/"
+    if start > 0:
+        before = haystack[start - 1]
+        longer = (
+            (before == "/" and absolute)
+            or before in PATH_CHARS
+            or (absolute and _after_drive(haystack, start))
+        )
+        if longer and not (absolute and _after_url_authority(haystack, start)):
+            return True
+    if needle[-1] == "/" or end == len(haystack):
+        return False
+    after = haystack[end]
+    if after == "/" or after not in PATH_CHARS:
+        return False
+    if after != ".":
+        return True
+    stop = end
+    while stop < len(haystack) and haystack[stop] == ".":
+        stop += 1
+    return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
+
+
+def _after_url_authority(haystack: str, start: int) -> bool:
+    """Whether ``haystack[:start]`` ends with a URL's ``scheme://authority`` (two scheme
+    characters, ``://``, then no ``/``, blank or character that ends a URL)."""
+    at = haystack.rfind("://", 0, start)
+    if at < 2 or haystack[at - 1] not in _SCHEME_CHARS or haystack[at - 2] not in _SCHEME_CHARS:
+        return False
+    return not any(c in _NOT_AUTHORITY or c.isspace() for c in haystack[at + 3 : start])
+
+
+def _after_drive(haystack: str, start: int) -> bool:
+    """Whether a drive (``c:``, a letter after no path character) ends at `start`."""
+    return (
+        start >= 2
+        and haystack[start - 1] == ":"
+        and haystack[start - 2] in _ASCII_LETTERS
+        and (start == 2 or haystack[start - 3] not in PATH_CHARS)
+    )
+
+
+def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
+    """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
+    end = start + len(needle)
+    if is_word(needle[0]) and start > 0 and is_word(haystack[start - 1]):
+        return False
+    if is_word(needle[-1]) and end < len(haystack) and is_word(haystack[end]):
+        return False
+    if continues_number(haystack, start, end, needle):
+        return False
+    return not (path and inside_longer_path(haystack, start, end, needle))
+
+
+# --------------------------------------------------------------------------- one regex
+
+#: rejected occurrences checked in Python before one regex search takes over
+PLAIN_TRIES = 8
+
+
+def contains(haystack: str, needle: str, *, path: bool = False) -> bool:
+    """Whether normalized `needle` occurs in normalized `haystack` as a match (see above)."""
+    if not needle:
+        return False
+    start = haystack.find(needle)
+    tries = 0
+    while start != -1:
+        if _accepted(haystack, start, needle, path):
+            return True
+        tries += 1
+        if tries >= PLAIN_TRIES:
+            return search(haystack, needle, path=path)
+        if is_word(needle[0]):
+            # a later start inside this word run follows a word char: skip the run
+            # (a needle of letters inside a 10 MB word was one find per position)
+            after = _NON_WORD.search(haystack, start)
+            if after is None:
+                return False
+            start = haystack.find(needle, after.end())
+        else:
+            start = haystack.find(needle, start + 1)
+    return False
+
+
+#: what is not a word char to :func:`is_word` (tested on every code point)
+_NON_WORD = re.compile(r"\W")
+
+
+def search(haystack: str, needle: str, *, path: bool = False) -> bool:
+    """:func:`contains` as regex searches: linear in C however often `needle` occurs."""
+    if not needle:
+        return False
+    plain, in_url = _patterns(needle, path)
+    if plain.search(haystack) is not None:
+        return True
+    return in_url is not None and "://" in haystack and in_url.search(haystack) is not None
+
+
+def _class(chars: frozenset[str]) -> str:
+    return "".join(re.escape(c) for c in sorted(chars))
+
+
+_PATH_CLASS = _class(PATH_CHARS)
+_PATH_CLASS_NO_DOT = _class(PATH_CHARS - {"."})
+_AUTHORITY = r"[^\s" + _class(_NOT_AUTHORITY) + r"]*"
+_SCHEME = "[" + _class(_SCHEME_CHARS) + "]"
+
+
+@functools.lru_cache(maxsize=4096)
+def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """The regexes of `needle`'s matches: anywhere, and (an absolute path) as a URL's path.
+
+    The needle comes first so the engine finds candidates by its literal prefix; the
+    rules before it are lookbehinds that re-read the needle (``(?<!\\wNEEDLE)``), since
+    a leading lookbehind would be tried at every position of the text.
+    """
+    literal = re.escape(needle)
+    behind: list[str] = []
+    if is_word(needle[0]):
+        behind.append(r"\w")
+    if needle[0] in _DIGITS:
+        behind.append(r"[0-9][,.]")
+    if path:
+        behind.append("[" + _PATH_CLASS + ("/" if needle[0] == "/" else "") + "]")
+        if needle[0] == "/":
+            behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
+    ahead = _ahead(needle, path)
+    plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
+    in_url = None
+    if path and needle[0] == "/":
+        in_url = re.compile(f"(?<={_SCHEME}{_SCHEME})://{_AUTHORITY}{literal}{ahead}")
+    return re.compile(plain), in_url
+
+
+def _ahead(needle: str, path: bool) -> str:
+    """The lookaheads of the rules after a match of `needle`."""
+    ahead: list[str] = []
+    if is_word(needle[-1]):
+        ahead.append(r"\w")
+    if needle[-1] in _DIGITS:
+        ahead.append(r"[,.][0-9]")
+        if _DOTTED_END.search(needle):
+            ahead.append(VERSION_SUFFIX)
+    if path and needle[-1] != "/":
+        ahead.append(f"[{_PATH_CLASS_NO_DOT}]|\\.+[{_PATH_CLASS_NO_DOT}/]")
+    return f"(?!{'|'.join(ahead)})" if ahead else ""

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ctxledger.compressor import factpaths
 
 _PIECES = st.sampled_from(
-    [*"ab./-_~@:%+ \n\t", "é", "٣", "ℌ", "K", ".py", ".tar", ".gz", ".pyx", "src/", "/", "//",
+    [*"ab./-_~@:%+ \n\t\\", "C:\\", "a:/", "é", "٣", "ℌ", "K", ".py", ".tar", ".gz", ".pyx", "src/", "/", "//",
      "./", "../", "x.py.", "Makefile", "self.log", "and/or", "site-packages/", "app.py",
      "s/a/b/", "'", "https://x.io/a.py"]
 )  # fmt: skip
@@ -23,9 +23,7 @@ _TEXTS = st.lists(_PIECES, max_size=24).map("".join)
 
 
 def _reference_ends(text: str) -> dict[int, int]:
-    spans: dict[int, int] = {}
-    for start, end in reference._path_spans(text):
-        spans[start] = max(end, spans.get(start, end))
+    spans = reference.span_ends(text)  # Windows paths included (session 29)
     not_before = reference._NOT_BEFORE_PATH
     return {s: e for s, e in spans.items() if not (s > 0 and text[s - 1] in not_before)}
 

@@ -161,7 +161,8 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
             yield start, match.end()
 
 
-def paths(text: str) -> Iterator[tuple[int, str]]:
+def span_ends(text: str) -> dict[int, int]:
+    """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
     for start, end in _path_spans(text):
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
@@ -172,6 +173,11 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
             del spans[start]
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
+    return spans
+
+
+def paths(text: str) -> Iterator[tuple[int, str]]:
+    spans = span_ends(text)
     found: dict[int, str] = {}
     for start, end in spans.items():
         if start > 0 and text[start - 1] in _NOT_BEFORE_PATH:

@@ -20,6 +20,7 @@ from helpers.audit_harness import assistant, audit_of, status
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor import factbounds
 from ctxledger.compressor.factmatch import contains
 from ctxledger.compressor.facts import extract_facts
 
@@ -91,3 +92,17 @@ def test_a_url_does_not_state_a_path_its_path_only_ends_with(
     url = f"see http://{host}/{prefix}{path}"
     if url.find(path) == url.rfind(path):  # (overlapping occurrences counted too)
         assert not contains(url, path, path=True)
+
+
+def test_an_authority_is_read_up_to_its_bound_by_the_per_occurrence_and_the_regex_rules() -> None:
+    # the look back for "scheme://" is bounded (an occurrence in a long text without one
+    # read the whole text back to its start): an authority of MAX_AUTHORITY characters is
+    # one, a longer one is not, in the Python rules and in the regex that takes over
+    for extra, kept in ((0, True), (1, False)):
+        host = "h" * (factbounds.MAX_AUTHORITY + extra)
+        text = f"see http://{host}/api/v1/users now"
+        assert factbounds.contains(text, "/api/v1/users", path=True) is kept
+        assert factbounds.search(text, "/api/v1/users", path=True) is kept
+        # past the Python tries, the regex decides the same
+        many = "x/api/v1/users " * factbounds.PLAIN_TRIES + text
+        assert factbounds.contains(many, "/api/v1/users", path=True) is kept

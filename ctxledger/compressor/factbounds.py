@@ -33,6 +33,7 @@ import re
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 
 __all__ = [
+    "MAX_AUTHORITY",
     "VERSION_SUFFIX",
     "contains",
     "continues_number",
@@ -47,6 +48,9 @@ _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 #: what ends a URL's authority besides whitespace (the URL finder's stops, ``/``, JOIN)
 _NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
+#: the longest URL authority (user, host, port) the matcher reads as one; a host name
+#: has at most 253 characters
+MAX_AUTHORITY = 2048
 
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
@@ -130,11 +134,13 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
 
 def _after_url_authority(haystack: str, start: int) -> bool:
     """Whether ``haystack[:start]`` ends with a URL's ``scheme://authority`` (two scheme
-    characters, ``://``, then no ``/``, blank or character that ends a URL)."""
-    at = haystack.rfind("://", 0, start)
+    characters, ``://``, then at most MAX_AUTHORITY characters, none a ``/``, blank or
+    character that ends a URL). The bound keeps each look back short: a text without
+    ``://`` was read back to its start for every occurrence looked at."""
+    at = haystack.rfind("://", max(0, start - MAX_AUTHORITY - 3), start)
     if at < 2 or haystack[at - 1] not in _SCHEME_CHARS or haystack[at - 2] not in _SCHEME_CHARS:
         return False
-    return not any(c in _NOT_AUTHORITY or c.isspace() for c in haystack[at + 3 : start])
+    return _AUTHORITY_STOP.search(haystack, at + 3, start) is None
 
 
 def _after_drive(haystack: str, start: int) -> bool:
@@ -209,7 +215,8 @@ def _class(chars: frozenset[str]) -> str:
 
 _PATH_CLASS = _class(PATH_CHARS)
 _PATH_CLASS_NO_DOT = _class(PATH_CHARS - {"."})
-_AUTHORITY = r"[^\s" + _class(_NOT_AUTHORITY) + r"]*"
+_AUTHORITY = r"[^\s" + _class(_NOT_AUTHORITY) + "]{0," + str(MAX_AUTHORITY) + "}"
+_AUTHORITY_STOP = re.compile(r"[\s" + _class(_NOT_AUTHORITY) + r"]")
 _SCHEME = "[" + _class(_SCHEME_CHARS) + "]"
 
 
@@ -235,7 +242,8 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
     plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
     in_url = None
     if path and needle[0] == "/":
-        in_url = re.compile(f"(?<={_SCHEME}{_SCHEME})://{_AUTHORITY}{literal}{ahead}")
+        # "://" first: a pattern that starts with a lookbehind is tried at every position
+        in_url = re.compile(f"://(?<={_SCHEME}{_SCHEME}://){_AUTHORITY}{literal}{ahead}")
     return re.compile(plain), in_url
 
 

@@ -78,3 +78,30 @@ def test_long_texts_are_counted_exactly_and_remembered() -> None:
     assert tokens.count_text("".join([text])) == expected  # another object, same text
     message = {"role": "user", "content": text}
     assert tokens.count_messages([message] * 40) == [expected + tokens.MESSAGE_OVERHEAD] * 40
+
+
+def _reference_path_form(value: str) -> str:
+    """normalize_fact's path branch as written before session 29 (a loop of slices)."""
+    text = factmatch.normalize(value)
+    while text.startswith("./"):
+        text = text[2:]
+    stripped = text.rstrip("/")
+    if stripped:
+        one_name_dir = stripped != text and "/" not in stripped
+        text = stripped + "/" if one_name_dir else stripped
+    return text
+
+
+@given(st.text(alphabet="./\\x ", max_size=30))
+def test_a_paths_leading_dot_slashes_go_as_the_plain_loop_takes_them(value: str) -> None:
+    assert factmatch.normalize_fact("path", value) == _reference_path_form(value)
+
+
+def test_a_long_run_of_dot_backslashes_is_one_linear_path() -> None:
+    """Session 29: a run of ``.\\`` is one Windows path, normalized to a run of ``./``
+    that a loop of slices took off two characters at a time (quadratic: 2 MB of tool
+    output took 23 s to extract); it goes in one step."""
+    run = ".\\" * 200_000 + "x.py"
+    assert factmatch.normalize_fact("path", run) == "x.py"
+    message = {"role": "tool", "tool_call_id": "c", "content": "wrote " + run + " done"}
+    assert "x.py" in {f.normalized for f in facts.extract_facts([message])}

@@ -297,6 +297,11 @@ def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]
     return kept, lost
 
 
+#: leading ``./`` pieces, taken off in one step (a loop of slices was quadratic in a run
+#: of them: ``.\\`` repeated over megabytes is one Windows path)
+_DOT_SLASHES = re.compile(r"\A(?:\./)+")
+
+
 def normalize_fact(kind: str, value: str) -> str:
     """The normalized form of a value of `kind` (paths lose ``./``, quotes their quotes).
 
@@ -306,8 +311,7 @@ def normalize_fact(kind: str, value: str) -> str:
     """
     text = normalize_cased(value) if kind in CASE_SENSITIVE_KINDS else normalize(value)
     if kind == "path":
-        while text.startswith("./"):
-            text = text[2:]
+        text = _DOT_SLASHES.sub("", text, count=1)
         stripped = text.rstrip("/")
         if stripped:  # (``/`` itself stays)
             one_name_dir = stripped != text and "/" not in stripped

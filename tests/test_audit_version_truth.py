@@ -100,3 +100,24 @@ def test_every_version_fact_is_found_in_its_own_text() -> None:
     ):
         for fact in extract_facts([{"role": "tool", "tool_call_id": "c", "content": text}]):
             assert fact_in_text(fact, text), fact
+
+
+def test_a_version_range_states_both_ends() -> None:
+    # review of session 29: "-3.12" read as a pre-release suffix, so "Python 3.8-3.12"
+    # did not keep Python 3.8 (and was extracted as one fact "Python 3.8-3.12")
+    audit = audit_of(
+        assistant("We need Python 3.8 support. Pin numpy 1.24.0 for now. Deployed v2.0."),
+        "Supports Python 3.8-3.12; numpy 1.24.0-1.26.0 works; deployed v2.0-v2.1.",
+    )
+    for value in ("Python 3.8", "numpy 1.24.0", "1.24.0", "v2.0"):
+        assert status(audit, value) == "kept", value
+    for text, ends in {
+        "Supports Python 3.8-3.12.": ["Python 3.8"],
+        "use 1.2.3-1.4.0 here": ["1.2.3", "1.4.0"],
+        "roll v1.2-v1.4 out": ["v1.2", "v1.4"],
+    }.items():
+        numbers = [f.value for f in extract_facts([{"role": "tool", "content": text}])]
+        assert numbers == ends, (text, numbers)
+    # a release's own suffix still makes a longer version ("2.0-1" is a Debian revision)
+    assert not contains("installed 2.0-1 and 3.1-rc1", "2.0")
+    assert not contains("installed 3.1-rc1", "3.1")

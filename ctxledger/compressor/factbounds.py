@@ -34,6 +34,7 @@ from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over,
 
 __all__ = [
     "MAX_AUTHORITY",
+    "VERSION_RANGE_END",
     "VERSION_SUFFIX",
     "contains",
     "continues_number",
@@ -52,12 +53,16 @@ _NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
 #: has at most 253 characters
 MAX_AUTHORITY = 2048
 
+#: after a version's ``-``: not a range's other end (``3.8-3.12``, ``v2.0-v2.1``,
+#: ``1.24.0-1.26.0`` state both ends, not a longer version)
+VERSION_RANGE_END = r"(?!v?[0-9]+\.[0-9])"
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
-#: one (``Python 3.8-compatible`` states Python 3.8). Also used by the extraction of a
+#: one (``Python 3.8-compatible`` states Python 3.8), nor a range's other end
+#: (VERSION_RANGE_END). Also used by the extraction of a
 #: named version (``release v2.0-rc1``), so a summary's own facts agree with matching.
 VERSION_SUFFIX = (
-    r"(?:\+[0-9A-Za-z]|-(?:[0-9A-Za-z]*[0-9]"
+    r"(?:\+[0-9A-Za-z]|-" + VERSION_RANGE_END + r"(?:[0-9A-Za-z]*[0-9]"
     r"|(?i:alpha|beta|rc|dev|pre|preview|post|snapshot|nightly|canary)(?![A-Za-z])))"
 )
 _VERSION_SUFFIX = re.compile(VERSION_SUFFIX)

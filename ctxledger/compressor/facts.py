@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxledger.compressor.factbounds import VERSION_SUFFIX
+from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX
 from ctxledger.compressor.factkinds import (
     CATEGORIES,
     boilerplate_url,
@@ -149,6 +149,9 @@ _STOPWORDS = _words(
 
 #: what makes a version longer (the matcher's rule): no version is found without it
 _SUFFIX = VERSION_SUFFIX
+#: the rest of a version after its dotted number (``-rc1``, ``+build.5``), not a range's
+#: other end (``1.2.3-1.4.0`` is two versions)
+_MORE = r"(?:\+|-" + VERSION_RANGE_END + r")[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*"
 
 # (pattern, template, characters that may not precede a match besides word characters;
 # None: no check). The boundary is checked in Python (see bounded): a leading
@@ -158,15 +161,13 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
     (
-        re.compile(
-            r"(v\d+(?:\.\d+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w|" + _SUFFIX + ")"
-        ),
+        re.compile(r"(v\d+(?:\.\d+)+(?:" + _MORE + r")?)(?!\w|\.\w|" + _SUFFIX + ")"),
         "{1}",
         ".",
     ),
     (
         re.compile(
-            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)"
+            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:" + _MORE + r")?)"
             r"(?![\w]|\.\d|" + _SUFFIX + ")"
         ),
         "{1}",

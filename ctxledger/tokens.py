@@ -108,7 +108,7 @@ def image_parts(message: Mapping[str, Any]) -> int:
 def _payload_chars(part: Mapping[str, Any]) -> int:
     try:
         return len(msgspec.json.encode(part))
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):  # refused when stored
         return len(str(part))
 
 

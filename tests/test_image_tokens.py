@@ -14,11 +14,13 @@ import json
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger import Ledger
 from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.errors import InvalidEvent
 from ctxledger.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
@@ -147,3 +149,25 @@ def test_a_file_or_audio_part_counts_a_quarter_of_its_json_in_both_counts() -> N
         assert rough_message_tokens(message) == rough_message_tokens(text_only) + quarter
         twice = {"role": "user", "content": [part, part]}
         assert count_messages([twice] * 40) == [count_message(twice)] * 40
+
+
+def test_a_file_part_holding_text_utf8_cannot_encode_is_counted_then_refused(
+    tmp_path: Any,
+) -> None:
+    # review of session 29: the part's JSON length raised UnicodeEncodeError (a lone
+    # surrogate in a file name), a traceback from rough_message_tokens (Hermes's
+    # preflight) and from append_messages instead of its InvalidEvent
+    for make in PAYLOADS.values():
+        part = make("QQ==")
+        part = json.loads(json.dumps(part).replace("report.pdf", "r\\udcff.pdf"))
+        message = {"role": "user", "content": [part]}
+        assert rough_message_tokens(message) > 0 and count_message(message) > 0
+    ledger = Ledger.open(str(tmp_path / "l.db"), clock=StepClock(), ids=SequentialIds())
+    sid = ledger.start_session(model="m", context_length=16_000)
+    before = ledger.store.last_seq()
+    bad = {"role": "user", "content": [PAYLOADS["chat file"]("QQ==")]}
+    bad["content"][0]["file"]["filename"] = "r\udcff.pdf"
+    with pytest.raises(InvalidEvent, match="not valid Unicode"):
+        ledger.append_messages(sid, [bad])
+    assert ledger.store.last_seq() == before
+    ledger.close()

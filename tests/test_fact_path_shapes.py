@@ -75,6 +75,25 @@ def test_a_windows_path_matches_whichever_separators_a_summary_writes() -> None:
         assert contains(normalize(f"ran {summary}"), relative, path=True), summary
 
 
+def test_a_windows_path_in_json_text_is_the_path_its_escapes_stand_for() -> None:
+    # review of session 29: a tool's JSON output holds the path with each backslash
+    # doubled (its escapes); the fact was that doubled text, which no summary keeps
+    output = '{"logPath": "C:\\\\logs\\\\app.log", "port": 8080}'
+    facts = extract_facts([{"role": "tool", "tool_call_id": "c", "content": output}])
+    paths = [f for f in facts if f.kind == "path"]
+    assert [f.value for f in paths] == ["C:\\logs\\app.log"]
+    assert fact_in_text(paths[0], output)  # still found in its own (escaped) text
+    for summary, kept in (
+        ("Logs go to C:\\logs\\app.log.", True),
+        ("Logs go to C:/logs/app.log.", True),
+        ('Config: {"logPath": "C:\\\\logs\\\\app.log"}', True),
+        ("Logs go to C:\\logs\\app.log.1 now.", False),
+        ("Logs go to D:\\logs\\app.log.", False),
+    ):
+        audit = audit_of(assistant(output), summary)
+        assert status(audit, "C:\\logs\\app.log") == ("kept" if kept else "lost"), summary
+
+
 def test_an_absolute_path_is_not_kept_behind_a_drive() -> None:
     audit = audit_of(
         assistant("The config lives in /users/me/app.py on the server."),

@@ -66,6 +66,8 @@ WHITESPACE = re.compile(r"\s+")
 CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 
 
+#: a Windows path with a drive, as normalized (``\\`` reads as ``/``)
+_DRIVE_PATH = re.compile(r"[a-z]:/[^/]")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
 _CUT = re.compile(r"[ \t\n]")
@@ -158,9 +160,22 @@ class Haystack:
         return self._cased
 
     def holds(self, kind: str, normalized: str) -> bool:
-        """Whether the text states a fact of `kind` normalized as `normalized`."""
+        """Whether the text states a fact of `kind` normalized as `normalized`.
+
+        A Windows path (``c:/logs/app.log`` as normalized) is also stated with doubled
+        separators: the text of a JSON string escapes each backslash (``C:\\\\logs``).
+        """
         cased = kind in CASE_SENSITIVE_KINDS
         path = kind == "path"
+        if self._holds(cased, path, normalized):
+            return True
+        return (
+            path
+            and _DRIVE_PATH.match(normalized) is not None
+            and self._holds(cased, path, normalized.replace("/", "//"))
+        )
+
+    def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
         answers = self._answers
         if answers is None:
             return contains(self.cased if cased else self.folded, normalized, path=path)

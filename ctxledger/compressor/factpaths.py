@@ -70,6 +70,8 @@ _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
 _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+#: a run of backslashes in a Windows path: a JSON string's escapes double each one
+_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
 #: a relative path whose first name is a dotted directory (``.ssh/config``)
 _DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
@@ -182,11 +184,13 @@ def plausible_path(raw: str) -> str | None:
     """The path `raw` names (without sentence punctuation after it), or None.
 
     A Windows path (``C:\\Users\\me``, ``.\\run.ps1``) is judged as the POSIX path it
-    reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written.
+    reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written,
+    except that doubled backslashes (a JSON string's escapes, ``C:\\\\logs``) are one.
     """
     value = raw.rstrip(".-,:")
     windows = _DRIVE.match(value) is not None
     if windows or value.startswith((".\\", "..\\", "~\\")):
+        value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
         posix = value.replace("\\", "/")
         return value if _plausible(posix[2:] if windows else posix) is not None else None
     return _plausible(value)

@@ -30,6 +30,11 @@ _TOOL_ERRORS = (
     "gcc: fatal error: no input files",
     "ninja: error: loading 'build.ninja': No such file or directory",
     "clang: error: linker command failed with exit code 1",
+    # on Windows (review of session 29): a drive and backslashes, MSVC / MSBuild codes
+    'C:\\proj\\main.c:3:5: error: expected ";"',
+    "src\\main.c:3:5: error: use of undeclared identifier 'x'",
+    "Program.cs(12,5): error CS1002: ; expected",
+    "main.cpp(3): fatal error C1083: Cannot open include file: 'x.h'",
 )
 _NOT_ERRORS = (
     "Note: error: handling is fine",
@@ -39,6 +44,8 @@ _NOT_ERRORS = (
     "make: Nothing to be done for 'all'.",
     "make[1]: Leaving directory '/src'",
     "x.py:3: note: see the definition",
+    "The result: error CS1002: a label, not a file",
+    "Program.cs(12,5): warning CS0168: unused",
 )
 
 

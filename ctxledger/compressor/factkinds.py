@@ -255,12 +255,15 @@ def _reports_error(line: str) -> bool:
 #: a build tool's or compiler's error line: make's ``***`` (``make: *** [all] Error 2``,
 #: ``make[1]: *** No rule to make target 'x'.  Stop.``, ``Makefile:3: *** missing
 #: separator.  Stop.``) and ``prog: error:`` / ``file:line:col: error:`` (gcc, clang,
-#: ld, mypy, ninja: ``x.c:3:5: error: expected ';'``, ``collect2: error: ld returned 1``)
+#: ld, mypy, ninja: ``x.c:3:5: error: expected ';'``, ``collect2: error: ld returned 1``),
+#: also on Windows: a drive and backslashes (``C:\\proj\\main.c:3:5: error:``) and the
+#: MSVC / MSBuild form with a code (``Program.cs(12,5): error CS1002: ; expected``)
 TOOL_ERROR_LINE = re.compile(
-    r"^[ \t]*([\w.+\-/]+(?:\[\d+\])?(?::\d+){0,2}: (?:\*\*\*|(?:fatal )?error:)[ \t]+\S[^\n]*)$",
+    r"^[ \t]*((?:[A-Za-z]:)?[\w.+\-/\\]+(?:\[\d+\])?(?:\(\d+(?:,\d+)?\))?(?::\d+){0,2}: "
+    r"(?:\*\*\*|(?:fatal )?error(?: [A-Z]{1,4}\d{1,5})?:)[ \t]+\S[^\n]*)$",
     re.MULTILINE,
 )
-_TOOL_ERROR_LITERALS = (": ***", ": error:", ": fatal error:")
+_TOOL_ERROR_LITERALS = (": ***", ": error", ": fatal error")
 
 
 def reports_tool_error(line: str) -> bool:

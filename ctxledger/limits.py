@@ -201,14 +201,26 @@ _LONE_SURROGATE = re.compile(
 )
 
 
+def _lone_surrogate(text: str) -> str | None:
+    """The first escaped lone surrogate of JSON `text` whose backslash is not itself
+    escaped (JSON ``"\\\\ud800"`` is the six characters ``\\ud800``, no escape)."""
+    for found in _LONE_SURROGATE.finditer(text):
+        start = back = found.start()
+        while back > 0 and text[back - 1] == "\\":
+            back -= 1
+        if (start - back) % 2 == 0:
+            return found.group()
+    return None
+
+
 def json_problem(exc: Exception, data: str | bytes) -> str:
     """What a JSON decoder's error says about `data`, plus what an escaped lone surrogate
     means when `data` holds one (msgspec calls ``"\\ud800"`` "Input data was truncated")."""
     text = data.decode("latin-1") if isinstance(data, bytes) else data
-    found = _LONE_SURROGATE.search(text)
+    found = _lone_surrogate(text)
     if found is None:
         return str(exc)
-    lone = f"the escape {found.group()} is half of an escaped emoji pair, not valid Unicode"
+    lone = f"the escape {found} is half of an escaped emoji pair, not valid Unicode"
     return lone if str(exc) == "Input data was truncated" else f"{exc}: {lone}"
 
 

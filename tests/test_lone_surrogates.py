@@ -23,6 +23,7 @@ from ctxledger import ContextService, Ledger
 from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.errors import InvalidEvent, InvalidInput
+from ctxledger.limits import json_problem
 
 HALF = json.loads('"\\ud83d"')
 
@@ -116,3 +117,14 @@ def test_a_recall_query_holding_one_is_a_clear_error_for_the_model(tmp_path: Pat
     answer = json.loads(handle_tool_call(ledger, sid, "recall", json.dumps({"query": "a" + HALF})))
     assert "not valid Unicode" in answer["error"]
     ledger.close()
+
+
+def test_an_escaped_backslash_before_u_is_text_not_a_lone_surrogate() -> None:
+    # review of session 29: the JSON text \\ud800 (an escaped backslash, then "ud800")
+    # is no escape, yet a truncated body holding it was reported as a lone surrogate
+    truncated = Exception("Input data was truncated")
+    for body in (r'{"content": "regex [\\ud800-\\udfff] ...', r'"C:\\udc00\\x"'):
+        assert json_problem(truncated, body) == "Input data was truncated", body
+    for body in (r'{"a": "\ud800"}', r'{"a": "x\\\ud800"}', r'"\\\\\\\ud800 \\ud800"'):
+        assert "the escape \\ud800 is half" in json_problem(truncated, body), body
+    assert "\\udc00 is half" in json_problem(truncated, r'"\ud83d\ude00 ok \udc00"')

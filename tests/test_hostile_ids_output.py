@@ -9,6 +9,7 @@ own text keeps its line breaks but not its bidi controls.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -120,3 +121,25 @@ def test_right_to_left_prose_keeps_its_marks_and_an_id_shows_every_invisible() -
         "ses_a\\u200bb\\u2060c\\ufeffd\\xade\\u200ff"
     )
     assert inline("Zürich 東京 👨\u200d👩") == "Zürich 東京 👨\u200d👩"  # joiners stay
+
+
+@pytest.mark.parametrize(
+    "args", [["audit", SID], ["replay", SID, "--verify"], ["compress", SID]], ids=lambda a: a[0]
+)
+def test_the_spinner_on_a_terminal_shows_the_id_escaped(
+    db: Path, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spinner's label names the session a user typed; rich's ``Text`` keeps ESC and
+    the bidi controls, so the label is made one plain line before it is drawn."""
+    from rich.console import Console
+
+    from ctxledger.cli import progress
+
+    drawn = io.StringIO()
+    monkeypatch.setattr(
+        progress, "err_console", lambda: Console(file=drawn, force_terminal=True, width=300)
+    )
+    run(db, *args)
+    label = "ses_a\\x0d\\nforged row\\u202eevil\\u2066x\\x1b[31m"
+    assert label in drawn.getvalue()
+    assert not re.search("\x1b\\[31m|[\u202e\u2066\r\n]forged", drawn.getvalue())

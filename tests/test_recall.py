@@ -14,6 +14,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.recall import (
     EXPAND_TOOL,
+    MAX_QUERY_TERMS,
     RECALL_TOOL,
     SearchIndex,
     expand,
@@ -84,7 +85,18 @@ def test_all_words_first_then_any_word(chain: tuple[Ledger, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ['"unbalanced', "AND OR NOT", "src/auth/core.py:12", "name*", "a:b", "(x)"]
+    "query",
+    [
+        '"unbalanced',
+        "AND OR NOT",
+        "src/auth/core.py:12",
+        "name*",
+        "a:b",
+        "(x)",
+        "NEAR(pytest",
+        "^pytest -x",
+        "\x00pytest",  # FTS5 read the query as C text: 'unterminated string'
+    ],
 )
 def test_fts_syntax_in_a_query_never_errors(chain: tuple[Ledger, str], query: str) -> None:
     ledger, tip = chain
@@ -101,6 +113,22 @@ def test_an_empty_query_is_a_clear_error_and_appends_nothing(
     before = ledger.store.last_seq()
     with pytest.raises(InvalidInput, match=match):
         recall(ledger, tip, query)
+    assert ledger.store.last_seq() == before
+
+
+def test_a_word_repeated_counts_once_and_too_many_words_are_refused(
+    chain: tuple[Ledger, str],
+) -> None:
+    """FTS5's cost grows with the square of a repeated term: 1,000 times one common
+    word took 16 s, a 100 KB query hours. Repeats (any case) count once; more than
+    MAX_QUERY_TERMS different words are refused before the index is asked."""
+    ledger, tip = chain
+    once = recall(ledger, tip, "pytest")
+    assert recall(ledger, tip, "pytest PyTest " * 20_000).hits == once.hits
+    before = ledger.store.last_seq()
+    many = " ".join(f"w{i}" for i in range(MAX_QUERY_TERMS + 1))
+    with pytest.raises(InvalidInput, match=f"65 different words.*at most {MAX_QUERY_TERMS}"):
+        recall(ledger, tip, many)
     assert ledger.store.last_seq() == before
 
 

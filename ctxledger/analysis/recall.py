@@ -64,6 +64,8 @@ from ctxledger.tokens import message_text
 #: bump to rebuild every index built by an older layout
 INDEX_SCHEMA = 1
 MAX_LIMIT = 100
+#: the most different words one recall query may search for (a repeated word counts once)
+MAX_QUERY_TERMS = 64
 #: events folded per write transaction (a long first build still lets writers in between)
 FOLD_CHUNK = 20_000
 
@@ -370,10 +372,18 @@ def fts_terms(query: str) -> list[str]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the query is empty: give words to search for")
     check_unicode(query, "the query")
-    quoted = sqlite_utils.Database(memory=True).quote_fts(query.strip())
-    terms = [t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)]
+    # FTS5 reads a query as C text: a NUL ended it mid-term ("unterminated string")
+    quoted = sqlite_utils.Database(memory=True).quote_fts(query.replace("\x00", " ").strip())
+    # a word given twice narrows nothing, and FTS5's cost grows with the square of the
+    # repeats (1,000 times one common word: 16 s; a 100 KB query: hours)
+    terms = list({t.lower(): t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)})
     if not terms:
         raise InvalidInput(f"the query {query!r} has no words to search for (only punctuation)")
+    if len(terms) > MAX_QUERY_TERMS:
+        raise InvalidInput(
+            f"the query has {len(terms):,} different words; recall searches for at most "
+            f"{MAX_QUERY_TERMS}: give the few that matter (a path, an error's words)"
+        )
     return terms
 
 

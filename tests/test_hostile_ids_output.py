@@ -143,3 +143,21 @@ def test_the_spinner_on_a_terminal_shows_the_id_escaped(
     label = "ses_a\\x0d\\nforged row\\u202eevil\\u2066x\\x1b[31m"
     assert label in drawn.getvalue()
     assert not re.search("\x1b\\[31m|[\u202e\u2066\r\n]forged", drawn.getvalue())
+
+
+def test_a_very_long_session_id_folds_instead_of_squeezing_the_other_columns(
+    tmp_path: Path,
+) -> None:
+    """A caller may choose session ids; one of 2,000 characters kept on one line took
+    the whole width and left every other column of `sessions` zero wide."""
+    path = tmp_path / "long.db"
+    long_id = "ses_" + "a" * 2000
+    with Ledger.open(str(path)) as ledger:
+        ledger.start_session(model="model-one", context_length=16_000, session_id=long_id)
+        ledger.start_session(model="model-two", context_length=16_000, session_id="ses_short")
+    out = run(path, "sessions", width=100).output
+    assert "model-one" in out and "model-two" in out and "ses_short" in out
+    assert out.count("root") == 2
+    assert max(len(line) for line in out.splitlines()) <= 100
+    folded = "".join(line.rsplit("│", 2)[1].strip() for line in out.splitlines()[3:-1])
+    assert folded == long_id + "ses_short"  # every character shown, in order

@@ -36,7 +36,10 @@ from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
-from ctxledger.terminal import styled
+from ctxledger.terminal import inline, styled
+
+#: the longest session id the sessions table keeps on one line (generated ids: 32)
+_ONE_LINE_ID = 48
 
 
 @cli.command("import")
@@ -109,7 +112,10 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
             err=True,
         )
     table = Table("kind", "model", "messages", "tokens", "state")
-    table.add_column("session", no_wrap=True, overflow="fold")
+    # an id is kept on one line to be copied whole, unless one is so long (a caller
+    # may choose ids) that it would squeeze every other column to nothing: then folded
+    long_ids = any(len(inline(r["session_id"])) > _ONE_LINE_ID for r in rows)
+    table.add_column("session", no_wrap=not long_ids, overflow="fold")
     for r in rows:
         state = f"ended ({r['end_reason']})" if r["ended"] else "live"
         table.add_row(

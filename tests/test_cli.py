@@ -86,6 +86,23 @@ def test_import_from_stdin(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[{"role": "user", "content": 5}]', "error: stdin:1: content must be a string"),
+        ('{"role": "user", "content": "a"}\n{"role": "wizard"}\n', "error: stdin:2: unknown role"),
+    ],
+)
+def test_a_bad_import_from_stdin_names_stdin_and_the_line(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """An error at a line of stdin said ``1: content must be ...``, naming nothing."""
+    db = tmp_path / "l.db"
+    result = run(db, "import", "-", input=text)
+    assert result.exit_code == 2 and result.output.startswith(said), result.output
+    assert not db.exists()  # nothing was created, so nothing was appended
+
+
+@pytest.mark.parametrize(
     ("content", "fragment"),
     [
         ("{not json", "bad.json:1:"),

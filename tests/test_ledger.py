@@ -149,7 +149,39 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
         InvalidInput,
         "evidence",
     ),
-]
+    # start_session refused an empty model; a switch to one was appended
+    ("switch to an empty model", lambda lg, s: lg.switch_model(s, "", 16_000), InvalidInput,
+     "model must be a non-empty string"),
+    ("switch to no model", lambda lg, s: lg.switch_model(s, None, 16_000), InvalidInput,
+     "model must be a non-empty string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("focus", "fragment"),
+    [(5, "focus must be a string, got int"), (["a"], "focus must be a string, got list"),
+     ("a\ud800", "focus holds text that is not valid Unicode ('\\ud800'")],
+)  # fmt: skip
+def test_a_focus_that_is_not_text_is_a_clear_error_and_appends_nothing(
+    ledger: Ledger, focus: Any, fragment: str
+) -> None:
+    """A number or a lone surrogate as focus failed deep in the summarizer
+    (AttributeError, UnicodeEncodeError) instead of naming the argument."""
+    from functools import partial
+
+    import anyio
+
+    from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+    from ctxledger.ledger.compaction import compact
+
+    sid = session_with_turns(ledger, 12)
+    before = ledger.store.last_seq()
+    for dry_run in (True, False):
+        run = partial(compact, ledger, sid, OfflineSummarizer(), focus=focus, dry_run=dry_run)
+        with pytest.raises(InvalidInput) as info:
+            anyio.run(run)
+        assert fragment in str(info.value)
+    assert ledger.store.last_seq() == before
 
 
 @pytest.mark.parametrize(

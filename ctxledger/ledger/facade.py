@@ -500,6 +500,8 @@ class Ledger:
         return event
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
+        if not isinstance(model, str) or not model:  # as start_session says
+            raise InvalidInput("model must be a non-empty string")
         view = self.live_session(session_id)
         context_length = check_context_length(context_length)
         event = ModelSwitched(

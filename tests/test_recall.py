@@ -242,6 +242,10 @@ def test_tool_handler_recalls_and_expands_in_pages(chain: tuple[Ledger, str]) ->
         ("recall", '{"query": "x", "limit": 500}', "limit"),
         ("expand_compaction", '{"compaction_id": "cmp_nope"}', "no compaction"),
         ("delete_everything", "{}", "unknown tool"),
+        # not a string: a TypeError traceback out of json.loads / the tools dict
+        ("recall", 5, "not valid JSON: expected a JSON string, got int"),
+        ("recall", ["x"], "not valid JSON: expected a JSON string, got list"),
+        (["recall"], "{}", "unknown tool ['recall']"),
     ],
 )
 def test_tool_errors_come_back_as_json_for_the_model(
@@ -252,6 +256,14 @@ def test_tool_errors_come_back_as_json_for_the_model(
     out = json.loads(handle_tool_call(ledger, tip, name, arguments))
     assert match in out["error"]
     assert ledger.store.last_seq() == before
+
+
+def test_arguments_a_framework_already_decoded_are_taken_as_they_are(
+    chain: tuple[Ledger, str],
+) -> None:
+    ledger, tip = chain
+    decoded = handle_tool_call(ledger, tip, "recall", {"query": "pytest", "limit": 3})  # type: ignore[arg-type]
+    assert decoded == handle_tool_call(ledger, tip, "recall", '{"query": "pytest", "limit": 3}')
 
 
 def test_an_agent_cannot_expand_another_chains_compaction(chain: tuple[Ledger, str]) -> None:

@@ -559,17 +559,26 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
 _TOOLS = {"recall": _tool_recall, "expand_compaction": _tool_expand}
 
 
+def _arguments(arguments_json: Any) -> Any:
+    """A call's arguments: JSON text, or the object a framework already decoded."""
+    if isinstance(arguments_json, Mapping):
+        return dict(arguments_json)
+    if not isinstance(arguments_json, str | bytes | bytearray | None):
+        raise ValueError(f"expected a JSON string, got {type(arguments_json).__name__}")
+    return json.loads(arguments_json or "{}")
+
+
 def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json: str) -> str:
     """Run a ``recall`` / ``expand_compaction`` tool call; the JSON string to return to the model.
 
     Bad arguments, unknown ids and unknown tools come back as ``{"error": ...}`` for the
     model to read and correct, rather than raising into the agent loop.
     """
-    handler = _TOOLS.get(name)
+    handler = _TOOLS.get(name) if isinstance(name, str) else None  # a list is unhashable
     if handler is None:
         return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
     try:
-        args = json.loads(arguments_json or "{}")
+        args = _arguments(arguments_json)
     except RecursionError:
         return json.dumps({"error": "arguments nest too deeply"})
     except ValueError as exc:

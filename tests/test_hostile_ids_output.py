@@ -161,3 +161,44 @@ def test_a_very_long_session_id_folds_instead_of_squeezing_the_other_columns(
     assert max(len(line) for line in out.splitlines()) <= 100
     folded = "".join(line.rsplit("│", 2)[1].strip() for line in out.splitlines()[3:-1])
     assert folded == long_id + "ses_short"  # every character shown, in order
+
+
+def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:
+    """An argument that was not UTF-8 arrives with lone surrogates (byte 0x9b, an 8-bit
+    CSI, as U+DC9B); stdout's surrogateescape wrote them back as the raw bytes."""
+    assert inline("a\udc9b2Jb\ud800") == "a\\udc9b2Jb\\ud800"
+    assert plain("x\n\udcff") == "x\n\\udcff"
+
+
+def test_json_output_holding_a_lone_surrogate_is_valid_escaped_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """msgspec refuses to encode a lone surrogate (a UnicodeEncodeError traceback from
+    `--json` output echoing such an argument or path); it is written as its escape."""
+    from ctxledger.cli.app import emit_json
+
+    emit_json({"path": "/tmp/\udc9b2J", "n": [1]})
+    out = capsys.readouterr().out
+    assert "\\udc9b2J" in out and not re.search("[\ud800-\udfff]", out)
+    assert json.loads(out) == {"path": "/tmp/\udc9b2J", "n": [1]}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["trace", SID, "\udc9b2J"], "the fact to trace holds text that is not valid Unicode"),
+        (["trace", SID, "\udcff", "--json"], "the fact to trace holds text that is not valid"),
+        (["config", "--set", "summary_model=\udc9b2J"], "summary_model is not UTF-8 text"),
+        (["config", "--json", "--set", "summary_model=\udcff"], "summary_model is not UTF-8"),
+    ],
+    ids=["trace", "trace-json", "config-set", "config-set-json"],
+)
+def test_an_argument_that_was_not_utf8_is_a_clear_error(
+    db: Path, args: list[str], said: str
+) -> None:
+    """trace printed the fact's raw bytes, and with --json (as config --set with --json)
+    was a UnicodeEncodeError traceback."""
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output and "\\udc" in result.output
+    assert not re.search("[\ud800-\udfff]", result.output)

@@ -301,6 +301,11 @@ _NULL = frozenset({"", "none", "null"})
 
 def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
     """Convert one setting's text to its type, or say where the wrong text came from."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as exc:  # an argument or variable that was not UTF-8
+        bad = exc.object[exc.start : exc.end]
+        raise InvalidConfig(f"{where}: {name} is not UTF-8 text (it holds {bad!a})") from None
     text = raw.strip()
     args = typing.get_args(tp)
     if type(None) in args:

@@ -77,3 +77,36 @@ def test_an_empty_file_becomes_a_ledger(tmp_path: Path) -> None:
     ledger = Ledger.open(str(path))
     assert ledger.start_session(model="m", context_length=8_192)
     ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        (5, "a ledger is a file path or a postgresql:// URL, got int"),
+        ("l\x00.db", "holds a NUL character"),
+    ],
+)
+def test_a_target_no_file_can_have_is_invalid_input(
+    tmp_path: Path, target: object, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A number was a TypeError, a NUL in the path a ValueError ('embedded null byte')."""
+    from ctxledger.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=said):
+        Ledger.open(target)  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_ledger_whose_file_name_is_not_utf8_opens_again(tmp_path: Path) -> None:
+    """A name holding byte 0xff (text: a lone surrogate) was created, then refused on
+    every later open: the foreign-database check quoted the name as UTF-8
+    (UnicodeEncodeError). A bytes path is taken as the same file."""
+    name = os.fsdecode(os.fsencode(tmp_path) + b"/l\xff.db")
+    for _ in range(2):
+        with Ledger.open(name) as ledger:
+            ledger.start_session(model="m", context_length=9000)
+    with Ledger.open(os.fsencode(name)) as ledger:  # type: ignore[arg-type]
+        assert ledger.store.last_seq() == 2
+    shown = CliRunner().invoke(cli, ["--db", name, "sessions", "--json"])
+    assert shown.exit_code == 0 and len(json.loads(shown.output)) == 2

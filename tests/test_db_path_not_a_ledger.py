@@ -110,3 +110,32 @@ def test_a_ledger_whose_file_name_is_not_utf8_opens_again(tmp_path: Path) -> Non
         assert ledger.store.last_seq() == 2
     shown = CliRunner().invoke(cli, ["--db", name, "sessions", "--json"])
     assert shown.exit_code == 0 and len(json.loads(shown.output)) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+def test_a_damaged_ledger_is_one_error_line_that_says_what_to_do(
+    tmp_path: Path, damage: str
+) -> None:
+    """A ledger cut in half, or with garbage over its middle pages: every command is one
+    `error:` line (exit 1) naming the file and the way out; it said "run verify()", a
+    library call, which for a file that does not open fails the same way."""
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        sid = ledger.start_session(model="m", context_length=9000)
+        ledger.append_messages(
+            sid, [{"role": "user", "content": f"m{i} " * 400} for i in range(60)]
+        )
+    size = db.stat().st_size
+    with db.open("r+b") as fh:
+        if damage == "truncated":
+            fh.truncate(size // 2)
+        else:
+            fh.seek(size // 2)
+            fh.write(bytes(range(256)) * 32)
+    for args in (["sessions"], ["verify"], ["show", sid], ["import", "-"]):
+        message = '[{"role": "user", "content": "hi"}]'
+        result = CliRunner().invoke(cli, ["--db", str(db), *args], input=message)
+        assert result.exit_code == 1, (args, result.output)
+        (line,) = result.output.splitlines()
+        assert line.startswith("error: could not ") and str(db) in line
+        assert "restore it from a backup (`ctxledger verify`" in line

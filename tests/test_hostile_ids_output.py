@@ -202,3 +202,13 @@ def test_an_argument_that_was_not_utf8_is_a_clear_error(
     assert result.exit_code == 2, result.output
     assert said in result.output and "\\udc" in result.output
     assert not re.search("[\ud800-\udfff]", result.output)
+
+
+def test_an_error_line_shows_a_carriage_return_in_a_path_not_a_blank(tmp_path: Path) -> None:
+    """Error lines were joined with str.split(), which took a CR, a tab or U+001F in a
+    path the user typed for a space: the path shown was not the path tried."""
+    db = tmp_path / "a\rb\tc\x1fd.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert f"no ledger file at {tmp_path}/a\\x0db\\tc\\x1fd.db (the ledger is" in line

@@ -283,7 +283,12 @@ def handle_errors(fn: F) -> F:
 
 
 def _one_line(exc: Exception) -> str:
-    return plain(" ".join(str(exc).split()))
+    # line breaks (and the spaces around them) join the lines; any other control
+    # character is data a user gave (a CR in a path) and is shown escaped, not blanked
+    return inline(_LINE_BREAKS.sub(" ", str(exc).strip()))
+
+
+_LINE_BREAKS = re.compile(r"[ \t]*(?:\r?\n)+[ \t]*")
 
 
 def state_of(ctx: click.Context) -> State:

@@ -132,6 +132,37 @@ def test_a_word_repeated_counts_once_and_too_many_words_are_refused(
     assert ledger.store.last_seq() == before
 
 
+def test_a_message_with_thousands_of_matches_gets_its_snippet_without_fts5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FTS5's snippet() costs the square of a row's matches: a tool output holding one
+    word 40,000 times took 10 s, a million of them hours. Such a hit's snippet is cut
+    from the message in Python; a hit with few matches still gets FTS5's."""
+    ledger = Ledger.open(tmp_path / "r.db")
+    sid = ledger.start_session(model="m", context_length=200_000)
+    ledger.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "needle " * 40_000},
+            {"role": "user", "content": "only one needle here"},
+        ],
+    )
+    asked: list[int] = []
+    fts_snippet = SearchIndex.snippet
+
+    def counted(index: SearchIndex, match: str, rowid: int) -> str:
+        asked.append(rowid)
+        return fts_snippet(index, match, rowid)
+
+    monkeypatch.setattr(SearchIndex, "snippet", counted)
+    hits = recall(ledger, sid, "needle").hits
+    assert [h.snippet.count("«needle»") > 0 for h in hits] == [True, True]
+    assert hits[0].snippet == "only one «needle» here"
+    assert hits[1].snippet.startswith("«needle» «needle»") and len(hits[1].snippet) < 400
+    assert len(asked) == 1  # FTS5 made only the few-match row's snippet
+    ledger.close()
+
+
 @pytest.mark.parametrize("limit", [0, 101, True, "5"])
 def test_limit_must_be_in_range(chain: tuple[Ledger, str], limit: object) -> None:
     ledger, tip = chain

@@ -385,3 +385,29 @@ def test_the_ledger_folder_is_created_private(tmp_path: Path) -> None:
     lg = Ledger.open(tmp_path / "new" / "dir" / "l.db")
     lg.close()
     assert stat.S_IMODE((tmp_path / "new" / "dir").stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("bad", [["ses_x"], {"id": "ses_x"}], ids=["list", "dict"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lg, s: lg.api_messages(s),
+        lambda lg, s: lg.tip(s),
+        lambda lg, s: lg.live_session(s),
+        lambda lg, s: lg.chain_usage(s),
+        lambda lg, s: lg.append_messages(s, [{"role": "user", "content": "x"}]),
+        lambda lg, s: lg.report_usage(s, {"prompt_tokens": 1}),
+    ],
+    ids=["api_messages", "tip", "live_session", "chain_usage", "append", "report_usage"],
+)
+def test_a_session_id_that_is_not_text_is_unknown_not_a_type_error(
+    ledger: Ledger, call: Callable[[Ledger, object], object], bad: object
+) -> None:
+    """A list or a dict as a session id was a TypeError ('unhashable type') out of the
+    projections' dicts; it is an UnknownSession naming it, and nothing is appended."""
+    ledger.start_session(model="m", context_length=9000)
+    before = ledger.store.last_seq()
+    with pytest.raises(UnknownSession, match=f"no session {bad!r}".replace("[", r"\[")):
+        call(ledger, bad)
+    assert ledger.store.last_seq() == before
+    assert ledger.version(bad) == 0  # type: ignore[arg-type]

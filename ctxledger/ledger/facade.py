@@ -194,6 +194,8 @@ class Ledger:
         return folded
 
     def version(self, session_id: str) -> int:
+        if not isinstance(session_id, str):  # a list is unhashable: no TypeError
+            return 0
         view = self.transcript.state.sessions.get(session_id)
         return view.version if view is not None else 0
 

@@ -290,3 +290,10 @@ def test_a_configured_window_follows_the_library_s_context_length_rule(
         resolve_config(conf, env=None)
     assert CompressionConfig.from_snapshot({"context_length": 500}).context_length == 500
     assert load_config(None, env={"CTXLEDGER_CONTEXT_LENGTH": "1024"}).context_length == 1024
+
+
+def test_a_flag_s_bad_value_is_named_as_a_flag() -> None:
+    """The source of a bad flag read "invalid compression setting in threshold: ...",
+    as if a file or a variable were called 'threshold'."""
+    with pytest.raises(InvalidConfig, match="setting in flag threshold: threshold must be in"):
+        resolve_config(None, env=None, overrides={"threshold": 2.0}, discover=False)

@@ -139,3 +139,37 @@ def test_a_damaged_ledger_is_one_error_line_that_says_what_to_do(
         (line,) = result.output.splitlines()
         assert line.startswith("error: could not ") and str(db) in line
         assert "restore it from a backup (`ctxledger verify`" in line
+
+
+def test_a_sqlite_uri_is_refused_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`file:/x/u.db?mode=ro` was taken as a relative path: the open failed but left the
+    folders ./file:/x/ and a lock file behind."""
+    from ctxledger.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="is a SQLite URI, not a ledger path"):
+        Ledger.open(f"file:{tmp_path}/u.db?mode=ro")
+    message = '[{"role": "user", "content": "hi"}]'
+    result = CliRunner().invoke(cli, ["--db", "file:u.db", "import", "-"], input=message)
+    assert result.exit_code == 2 and "SQLite URI" in result.output
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_ledger_path_under_the_home_folder_is_expanded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`CTXLEDGER_DB="~/x.db"` (a .env file, a quoted --db) made a folder named ~ in the
+    working directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    with Ledger.open("~/x.db") as ledger:
+        ledger.start_session(model="m", context_length=9000)
+    assert (home / "x.db").is_file() and os.listdir(work) == []
+    monkeypatch.setenv("CTXLEDGER_DB", "~/x.db")
+    shown = CliRunner().invoke(cli, ["sessions", "--json"])
+    assert shown.exit_code == 0 and len(json.loads(shown.output)) == 1

@@ -41,8 +41,9 @@ def _refuse_collapsed_url(text: str) -> None:
 
 
 def _target_text(target: object) -> str:
-    """A ledger target as text: a path (str, bytes or path-like) or a URL; a number, or a
-    path holding NUL (no file name can), is InvalidInput, not a TypeError / ValueError."""
+    """A ledger target as text: a path (str, bytes or path-like, ``~`` expanded) or a URL;
+    a number, a path holding NUL (no file name can) or a SQLite ``file:`` URI is
+    InvalidInput, not a TypeError / ValueError / a stray folder."""
     if isinstance(target, bytes):
         target = os.fsdecode(target)
     if not isinstance(target, str | os.PathLike):
@@ -55,7 +56,13 @@ def _target_text(target: object) -> str:
         raise InvalidInput(
             f"the ledger path {text!r} holds a NUL character, which no file name can"
         )
-    return text
+    if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
+        raise InvalidInput(
+            f"{text!r} is a SQLite URI, not a ledger path: give the file's path (a ledger "
+            "opens its file itself)"
+        )
+    # "~/x.db" from a .env file or a quoted --db: the home folder, not a folder named ~
+    return os.path.expanduser(text) if text.startswith("~") else text
 
 
 def require_ledger_file(target: str | os.PathLike[str]) -> None:

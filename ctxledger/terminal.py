@@ -37,11 +37,15 @@ _MARKS = "\u061c\u200e\u200f"
 BIDI_CONTROLS = _REORDERING + _MARKS
 #: the marks, and characters that show nothing (an id holding one looks like another)
 _MARKS_AND_INVISIBLE = _MARKS + "\u200b\u2060\ufeff\u00ad"
-#: C0/C1 control characters except newline and tab, and the reordering bidi controls
-_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}]")
+#: lone surrogates: an argument that was not UTF-8 (``\\xff``, ``\\x9b``) arrives as
+#: U+DCFF, U+DC9B, which stdout writes back as the raw byte (0x9b: an 8-bit CSI)
+_SURROGATES = "\\ud800-\\udfff"
+#: C0/C1 control characters except newline and tab, the reordering bidi controls, and
+#: lone surrogates
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}{_SURROGATES}]")
 #: the same, newline, tab, the Unicode line/paragraph separators, marks and invisibles
 _LINE_BREAKING = re.compile(
-    f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_REORDERING}{_MARKS_AND_INVISIBLE}]"
+    f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_REORDERING}{_MARKS_AND_INVISIBLE}{_SURROGATES}]"
 )
 _NAMED = {"\n": "\\n", "\t": "\\t"}
 

@@ -75,6 +75,16 @@ def test_import_model_fills_in_only_when_the_file_has_none(tmp_path: Path) -> No
     assert sorted(models) == ["file-model", "flag-model"]
 
 
+@pytest.mark.parametrize("model", ["", "  "])
+def test_import_with_an_empty_model_is_refused_not_defaulted(tmp_path: Path, model: str) -> None:
+    """`--model ""` recorded the default model without a word (" " recorded a blank)."""
+    src = tmp_path / "bare.json"
+    src.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    result = run(tmp_path / "l.db", "import", str(src), "--model", model)
+    assert result.exit_code == 2
+    assert f"the model to record must be a non-empty string, got {model!r}" in result.output
+
+
 def test_import_from_stdin(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     result = run(
@@ -83,6 +93,23 @@ def test_import_from_stdin(tmp_path: Path) -> None:
     assert result.exit_code == 0
     sid = result.output.strip().splitlines()[-1]
     assert shown_messages(db, sid) == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[{"role": "user", "content": 5}]', "error: stdin:1: content must be a string"),
+        ('{"role": "user", "content": "a"}\n{"role": "wizard"}\n', "error: stdin:2: unknown role"),
+    ],
+)
+def test_a_bad_import_from_stdin_names_stdin_and_the_line(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """An error at a line of stdin said ``1: content must be ...``, naming nothing."""
+    db = tmp_path / "l.db"
+    result = run(db, "import", "-", input=text)
+    assert result.exit_code == 2 and result.output.startswith(said), result.output
+    assert not db.exists()  # nothing was created, so nothing was appended
 
 
 @pytest.mark.parametrize(

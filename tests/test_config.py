@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ctxledger.compressor.config import CompressionConfig, load_config
+from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidConfig
 
 
@@ -265,3 +266,34 @@ def test_environment_values_are_range_checked() -> None:
 def test_process_environment_is_used_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXLEDGER_PROTECT_FIRST_N", "1")
     assert load_config(None).protect_first_n == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "match"),
+    [
+        ("1", "must be an integer ≥ 1024, got 1"),
+        ("500", "must be an integer ≥ 1024, got 500"),
+        (str(10**30), "is out of range"),
+    ],
+)
+def test_a_configured_window_follows_the_library_s_context_length_rule(
+    raw: str, match: str, tmp_path: Path
+) -> None:
+    """context_length from a file, a variable or ``--set`` is a window a session could
+    have (1,024 to 10^9 tokens); 1 gave budgets of 0 tokens and 10^30 a session error
+    that did not name the setting. A recorded snapshot is not re-checked (it replays)."""
+    with pytest.raises(InvalidConfig, match=f"CTXLEDGER_CONTEXT_LENGTH: context_length {match}"):
+        load_config(None, env={"CTXLEDGER_CONTEXT_LENGTH": raw})
+    conf = tmp_path / "c.toml"
+    conf.write_text(f"context_length = {raw}\n")
+    with pytest.raises(InvalidConfig, match=f"c.toml: context_length {match}"):
+        resolve_config(conf, env=None)
+    assert CompressionConfig.from_snapshot({"context_length": 500}).context_length == 500
+    assert load_config(None, env={"CTXLEDGER_CONTEXT_LENGTH": "1024"}).context_length == 1024
+
+
+def test_a_flag_s_bad_value_is_named_as_a_flag() -> None:
+    """The source of a bad flag read "invalid compression setting in threshold: ...",
+    as if a file or a variable were called 'threshold'."""
+    with pytest.raises(InvalidConfig, match="setting in flag threshold: threshold must be in"):
+        resolve_config(None, env=None, overrides={"threshold": 2.0}, discover=False)

@@ -77,3 +77,99 @@ def test_an_empty_file_becomes_a_ledger(tmp_path: Path) -> None:
     ledger = Ledger.open(str(path))
     assert ledger.start_session(model="m", context_length=8_192)
     ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        (5, "a ledger is a file path or a postgresql:// URL, got int"),
+        ("l\x00.db", "holds a NUL character"),
+    ],
+)
+def test_a_target_no_file_can_have_is_invalid_input(
+    tmp_path: Path, target: object, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A number was a TypeError, a NUL in the path a ValueError ('embedded null byte')."""
+    from ctxledger.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=said):
+        Ledger.open(target)  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_ledger_whose_file_name_is_not_utf8_opens_again(tmp_path: Path) -> None:
+    """A name holding byte 0xff (text: a lone surrogate) was created, then refused on
+    every later open: the foreign-database check quoted the name as UTF-8
+    (UnicodeEncodeError). A bytes path is taken as the same file."""
+    name = os.fsdecode(os.fsencode(tmp_path) + b"/l\xff.db")
+    for _ in range(2):
+        with Ledger.open(name) as ledger:
+            ledger.start_session(model="m", context_length=9000)
+    with Ledger.open(os.fsencode(name)) as ledger:  # type: ignore[arg-type]
+        assert ledger.store.last_seq() == 2
+    shown = CliRunner().invoke(cli, ["--db", name, "sessions", "--json"])
+    assert shown.exit_code == 0 and len(json.loads(shown.output)) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+def test_a_damaged_ledger_is_one_error_line_that_says_what_to_do(
+    tmp_path: Path, damage: str
+) -> None:
+    """A ledger cut in half, or with garbage over its middle pages: every command is one
+    `error:` line (exit 1) naming the file and the way out; it said "run verify()", a
+    library call, which for a file that does not open fails the same way."""
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        sid = ledger.start_session(model="m", context_length=9000)
+        ledger.append_messages(
+            sid, [{"role": "user", "content": f"m{i} " * 400} for i in range(60)]
+        )
+    size = db.stat().st_size
+    with db.open("r+b") as fh:
+        if damage == "truncated":
+            fh.truncate(size // 2)
+        else:
+            fh.seek(size // 2)
+            fh.write(bytes(range(256)) * 32)
+    for args in (["sessions"], ["verify"], ["show", sid], ["import", "-"]):
+        message = '[{"role": "user", "content": "hi"}]'
+        result = CliRunner().invoke(cli, ["--db", str(db), *args], input=message)
+        assert result.exit_code == 1, (args, result.output)
+        (line,) = result.output.splitlines()
+        assert line.startswith("error: could not ") and str(db) in line
+        assert "restore it from a backup (`ctxledger verify`" in line
+
+
+def test_a_sqlite_uri_is_refused_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`file:/x/u.db?mode=ro` was taken as a relative path: the open failed but left the
+    folders ./file:/x/ and a lock file behind."""
+    from ctxledger.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="is a SQLite URI, not a ledger path"):
+        Ledger.open(f"file:{tmp_path}/u.db?mode=ro")
+    message = '[{"role": "user", "content": "hi"}]'
+    result = CliRunner().invoke(cli, ["--db", "file:u.db", "import", "-"], input=message)
+    assert result.exit_code == 2 and "SQLite URI" in result.output
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_ledger_path_under_the_home_folder_is_expanded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`CTXLEDGER_DB="~/x.db"` (a .env file, a quoted --db) made a folder named ~ in the
+    working directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    with Ledger.open("~/x.db") as ledger:
+        ledger.start_session(model="m", context_length=9000)
+    assert (home / "x.db").is_file() and os.listdir(work) == []
+    monkeypatch.setenv("CTXLEDGER_DB", "~/x.db")
+    shown = CliRunner().invoke(cli, ["sessions", "--json"])
+    assert shown.exit_code == 0 and len(json.loads(shown.output)) == 1

@@ -9,6 +9,7 @@ own text keeps its line breaks but not its bidi controls.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -120,3 +121,94 @@ def test_right_to_left_prose_keeps_its_marks_and_an_id_shows_every_invisible() -
         "ses_a\\u200bb\\u2060c\\ufeffd\\xade\\u200ff"
     )
     assert inline("Zürich 東京 👨\u200d👩") == "Zürich 東京 👨\u200d👩"  # joiners stay
+
+
+@pytest.mark.parametrize(
+    "args", [["audit", SID], ["replay", SID, "--verify"], ["compress", SID]], ids=lambda a: a[0]
+)
+def test_the_spinner_on_a_terminal_shows_the_id_escaped(
+    db: Path, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spinner's label names the session a user typed; rich's ``Text`` keeps ESC and
+    the bidi controls, so the label is made one plain line before it is drawn."""
+    from rich.console import Console
+
+    from ctxledger.cli import progress
+
+    drawn = io.StringIO()
+    monkeypatch.setattr(
+        progress, "err_console", lambda: Console(file=drawn, force_terminal=True, width=300)
+    )
+    run(db, *args)
+    label = "ses_a\\x0d\\nforged row\\u202eevil\\u2066x\\x1b[31m"
+    assert label in drawn.getvalue()
+    assert not re.search("\x1b\\[31m|[\u202e\u2066\r\n]forged", drawn.getvalue())
+
+
+def test_a_very_long_session_id_folds_instead_of_squeezing_the_other_columns(
+    tmp_path: Path,
+) -> None:
+    """A caller may choose session ids; one of 2,000 characters kept on one line took
+    the whole width and left every other column of `sessions` zero wide."""
+    path = tmp_path / "long.db"
+    long_id = "ses_" + "a" * 2000
+    with Ledger.open(str(path)) as ledger:
+        ledger.start_session(model="model-one", context_length=16_000, session_id=long_id)
+        ledger.start_session(model="model-two", context_length=16_000, session_id="ses_short")
+    out = run(path, "sessions", width=100).output
+    assert "model-one" in out and "model-two" in out and "ses_short" in out
+    assert out.count("root") == 2
+    assert max(len(line) for line in out.splitlines()) <= 100
+    folded = "".join(line.rsplit("│", 2)[1].strip() for line in out.splitlines()[3:-1])
+    assert folded == long_id + "ses_short"  # every character shown, in order
+
+
+def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:
+    """An argument that was not UTF-8 arrives with lone surrogates (byte 0x9b, an 8-bit
+    CSI, as U+DC9B); stdout's surrogateescape wrote them back as the raw bytes."""
+    assert inline("a\udc9b2Jb\ud800") == "a\\udc9b2Jb\\ud800"
+    assert plain("x\n\udcff") == "x\n\\udcff"
+
+
+def test_json_output_holding_a_lone_surrogate_is_valid_escaped_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """msgspec refuses to encode a lone surrogate (a UnicodeEncodeError traceback from
+    `--json` output echoing such an argument or path); it is written as its escape."""
+    from ctxledger.cli.app import emit_json
+
+    emit_json({"path": "/tmp/\udc9b2J", "n": [1]})
+    out = capsys.readouterr().out
+    assert "\\udc9b2J" in out and not re.search("[\ud800-\udfff]", out)
+    assert json.loads(out) == {"path": "/tmp/\udc9b2J", "n": [1]}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["trace", SID, "\udc9b2J"], "the fact to trace holds text that is not valid Unicode"),
+        (["trace", SID, "\udcff", "--json"], "the fact to trace holds text that is not valid"),
+        (["config", "--set", "summary_model=\udc9b2J"], "summary_model is not UTF-8 text"),
+        (["config", "--json", "--set", "summary_model=\udcff"], "summary_model is not UTF-8"),
+    ],
+    ids=["trace", "trace-json", "config-set", "config-set-json"],
+)
+def test_an_argument_that_was_not_utf8_is_a_clear_error(
+    db: Path, args: list[str], said: str
+) -> None:
+    """trace printed the fact's raw bytes, and with --json (as config --set with --json)
+    was a UnicodeEncodeError traceback."""
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output and "\\udc" in result.output
+    assert not re.search("[\ud800-\udfff]", result.output)
+
+
+def test_an_error_line_shows_a_carriage_return_in_a_path_not_a_blank(tmp_path: Path) -> None:
+    """Error lines were joined with str.split(), which took a CR, a tab or U+001F in a
+    path the user typed for a space: the path shown was not the path tried."""
+    db = tmp_path / "a\rb\tc\x1fd.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert f"no ledger file at {tmp_path}/a\\x0db\\tc\\x1fd.db (the ledger is" in line

@@ -149,7 +149,52 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
         InvalidInput,
         "evidence",
     ),
-]
+    # text UTF-8 cannot encode was "SessionStarted has a field of the wrong type or value"
+    ("model with a lone surrogate", lambda lg, s: lg.start_session(model="m\udcff",
+     context_length=9000), InvalidInput, "model holds text that is not valid Unicode"),
+    ("system prompt with a lone surrogate", lambda lg, s: lg.start_session(model="m",
+     context_length=9000, system_prompt="\ud800"), InvalidInput,
+     "system_prompt holds text that is not valid Unicode"),
+    ("switch to a model with a lone surrogate", lambda lg, s: lg.switch_model(s, "\udc9b",
+     16_000), InvalidInput, "model holds text that is not valid Unicode"),
+    # a str or a dict was walked as its characters or keys: "tool 0 must be a JSON object"
+    ("tools as a string", lambda lg, s: lg.start_session(model="m", context_length=9000,
+     tools="abc"), InvalidInput, "tools must be a list of tool schemas, got str"),
+    ("tools as one object", lambda lg, s: lg.start_session(model="m", context_length=9000,
+     tools={"type": "function"}), InvalidInput, "tools must be a list of tool schemas, got dict"),
+    # start_session refused an empty model; a switch to one was appended
+    ("switch to an empty model", lambda lg, s: lg.switch_model(s, "", 16_000), InvalidInput,
+     "model must be a non-empty string"),
+    ("switch to no model", lambda lg, s: lg.switch_model(s, None, 16_000), InvalidInput,
+     "model must be a non-empty string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("focus", "fragment"),
+    [(5, "focus must be a string, got int"), (["a"], "focus must be a string, got list"),
+     ("a\ud800", "focus holds text that is not valid Unicode ('\\ud800'")],
+)  # fmt: skip
+def test_a_focus_that_is_not_text_is_a_clear_error_and_appends_nothing(
+    ledger: Ledger, focus: Any, fragment: str
+) -> None:
+    """A number or a lone surrogate as focus failed deep in the summarizer
+    (AttributeError, UnicodeEncodeError) instead of naming the argument."""
+    from functools import partial
+
+    import anyio
+
+    from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+    from ctxledger.ledger.compaction import compact
+
+    sid = session_with_turns(ledger, 12)
+    before = ledger.store.last_seq()
+    for dry_run in (True, False):
+        run = partial(compact, ledger, sid, OfflineSummarizer(), focus=focus, dry_run=dry_run)
+        with pytest.raises(InvalidInput) as info:
+            anyio.run(run)
+        assert fragment in str(info.value)
+    assert ledger.store.last_seq() == before
 
 
 @pytest.mark.parametrize(
@@ -340,3 +385,29 @@ def test_the_ledger_folder_is_created_private(tmp_path: Path) -> None:
     lg = Ledger.open(tmp_path / "new" / "dir" / "l.db")
     lg.close()
     assert stat.S_IMODE((tmp_path / "new" / "dir").stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("bad", [["ses_x"], {"id": "ses_x"}], ids=["list", "dict"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lg, s: lg.api_messages(s),
+        lambda lg, s: lg.tip(s),
+        lambda lg, s: lg.live_session(s),
+        lambda lg, s: lg.chain_usage(s),
+        lambda lg, s: lg.append_messages(s, [{"role": "user", "content": "x"}]),
+        lambda lg, s: lg.report_usage(s, {"prompt_tokens": 1}),
+    ],
+    ids=["api_messages", "tip", "live_session", "chain_usage", "append", "report_usage"],
+)
+def test_a_session_id_that_is_not_text_is_unknown_not_a_type_error(
+    ledger: Ledger, call: Callable[[Ledger, object], object], bad: object
+) -> None:
+    """A list or a dict as a session id was a TypeError ('unhashable type') out of the
+    projections' dicts; it is an UnknownSession naming it, and nothing is appended."""
+    ledger.start_session(model="m", context_length=9000)
+    before = ledger.store.last_seq()
+    with pytest.raises(UnknownSession, match=f"no session {bad!r}".replace("[", r"\[")):
+        call(ledger, bad)
+    assert ledger.store.last_seq() == before
+    assert ledger.version(bad) == 0  # type: ignore[arg-type]

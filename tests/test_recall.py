@@ -14,6 +14,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.analysis.recall import (
     EXPAND_TOOL,
+    MAX_QUERY_TERMS,
     RECALL_TOOL,
     SearchIndex,
     expand,
@@ -84,7 +85,18 @@ def test_all_words_first_then_any_word(chain: tuple[Ledger, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ['"unbalanced', "AND OR NOT", "src/auth/core.py:12", "name*", "a:b", "(x)"]
+    "query",
+    [
+        '"unbalanced',
+        "AND OR NOT",
+        "src/auth/core.py:12",
+        "name*",
+        "a:b",
+        "(x)",
+        "NEAR(pytest",
+        "^pytest -x",
+        "\x00pytest",  # FTS5 read the query as C text: 'unterminated string'
+    ],
 )
 def test_fts_syntax_in_a_query_never_errors(chain: tuple[Ledger, str], query: str) -> None:
     ledger, tip = chain
@@ -102,6 +114,53 @@ def test_an_empty_query_is_a_clear_error_and_appends_nothing(
     with pytest.raises(InvalidInput, match=match):
         recall(ledger, tip, query)
     assert ledger.store.last_seq() == before
+
+
+def test_a_word_repeated_counts_once_and_too_many_words_are_refused(
+    chain: tuple[Ledger, str],
+) -> None:
+    """FTS5's cost grows with the square of a repeated term: 1,000 times one common
+    word took 16 s, a 100 KB query hours. Repeats (any case) count once; more than
+    MAX_QUERY_TERMS different words are refused before the index is asked."""
+    ledger, tip = chain
+    once = recall(ledger, tip, "pytest")
+    assert recall(ledger, tip, "pytest PyTest " * 20_000).hits == once.hits
+    before = ledger.store.last_seq()
+    many = " ".join(f"w{i}" for i in range(MAX_QUERY_TERMS + 1))
+    with pytest.raises(InvalidInput, match=f"65 different words.*at most {MAX_QUERY_TERMS}"):
+        recall(ledger, tip, many)
+    assert ledger.store.last_seq() == before
+
+
+def test_a_message_with_thousands_of_matches_gets_its_snippet_without_fts5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FTS5's snippet() costs the square of a row's matches: a tool output holding one
+    word 40,000 times took 10 s, a million of them hours. Such a hit's snippet is cut
+    from the message in Python; a hit with few matches still gets FTS5's."""
+    ledger = Ledger.open(tmp_path / "r.db")
+    sid = ledger.start_session(model="m", context_length=200_000)
+    ledger.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "needle " * 40_000},
+            {"role": "user", "content": "only one needle here"},
+        ],
+    )
+    asked: list[int] = []
+    fts_snippet = SearchIndex.snippet
+
+    def counted(index: SearchIndex, match: str, rowid: int) -> str:
+        asked.append(rowid)
+        return fts_snippet(index, match, rowid)
+
+    monkeypatch.setattr(SearchIndex, "snippet", counted)
+    hits = recall(ledger, sid, "needle").hits
+    assert [h.snippet.count("«needle»") > 0 for h in hits] == [True, True]
+    assert hits[0].snippet == "only one «needle» here"
+    assert hits[1].snippet.startswith("«needle» «needle»") and len(hits[1].snippet) < 400
+    assert len(asked) == 1  # FTS5 made only the few-match row's snippet
+    ledger.close()
 
 
 @pytest.mark.parametrize("limit", [0, 101, True, "5"])
@@ -214,6 +273,10 @@ def test_tool_handler_recalls_and_expands_in_pages(chain: tuple[Ledger, str]) ->
         ("recall", '{"query": "x", "limit": 500}', "limit"),
         ("expand_compaction", '{"compaction_id": "cmp_nope"}', "no compaction"),
         ("delete_everything", "{}", "unknown tool"),
+        # not a string: a TypeError traceback out of json.loads / the tools dict
+        ("recall", 5, "not valid JSON: expected a JSON string, got int"),
+        ("recall", ["x"], "not valid JSON: expected a JSON string, got list"),
+        (["recall"], "{}", "unknown tool ['recall']"),
     ],
 )
 def test_tool_errors_come_back_as_json_for_the_model(
@@ -224,6 +287,14 @@ def test_tool_errors_come_back_as_json_for_the_model(
     out = json.loads(handle_tool_call(ledger, tip, name, arguments))
     assert match in out["error"]
     assert ledger.store.last_seq() == before
+
+
+def test_arguments_a_framework_already_decoded_are_taken_as_they_are(
+    chain: tuple[Ledger, str],
+) -> None:
+    ledger, tip = chain
+    decoded = handle_tool_call(ledger, tip, "recall", {"query": "pytest", "limit": 3})  # type: ignore[arg-type]
+    assert decoded == handle_tool_call(ledger, tip, "recall", '{"query": "pytest", "limit": 3}')
 
 
 def test_an_agent_cannot_expand_another_chains_compaction(chain: tuple[Ledger, str]) -> None:

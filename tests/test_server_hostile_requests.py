@@ -337,3 +337,26 @@ def test_an_escaped_lone_surrogate_is_named_not_called_truncated(tmp_path: Path,
     assert status == 400 and "truncated" not in answer, answer
     assert "the escape \\\\ud800 is half of an escaped emoji pair, not valid Unicode" in answer
     assert appended == 0 and sent == 0
+
+
+def test_a_server_error_logs_and_answers_the_path_and_message_escaped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log line of a 500 named the request's decoded path raw (``%1b]0;pwn%07``
+    set the operator's terminal title), and an error's text reached the log and the
+    client with its control characters."""
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("broke on \x1b[2J")
+
+    async def main() -> tuple[int, str]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            monkeypatch.setattr(r.service.ledger, "resolve", boom)
+            answer = await r.http.get("/v1/sessions/%1b]0;pwn%07/usage", headers=AUTH)
+            return answer.status_code, answer.json()["error"]["message"]
+
+    with caplog.at_level("ERROR", logger="ctxledger.server"):
+        status, message = anyio.run(main)
+    assert status == 500 and message == "internal error: broke on \\x1b[2J"
+    (record,) = caplog.records
+    assert record.getMessage() == "GET /v1/sessions/\\x1b]0;pwn\\x07/usage failed"

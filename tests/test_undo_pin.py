@@ -214,6 +214,11 @@ def test_cli_pin_by_index_of_an_ended_session_counts_in_the_view_show_prints(
     [
         (["pin", "SID", "msg_nope"], "not in the live view"),
         (["pin", "SID", " "], "message id is required"),
+        # str.isdigit() holds for a superscript two, which int() refuses (a traceback),
+        # and for Arabic-Indic digits, an index no `show` prints: both are ids here
+        (["pin", "SID", "\u00b2"], "not in the live view"),
+        (["pin", "SID", "1\u00b2"], "not in the live view"),
+        (["pin", "SID", "\u0661"], "not in the live view"),
         (["pin", "SID", "LIVE", "--unpin"], "is not pinned"),
         (["pin", "ses_nope", "msg_x"], "no session"),
         (["undo", "cmp_nope"], "no compaction"),

@@ -40,6 +40,7 @@ from ctxledger.compressor.facts import (
 )
 from ctxledger.errors import InvalidInput
 from ctxledger.ledger.facade import Ledger
+from ctxledger.limits import check_unicode
 from ctxledger.tokens import message_text
 
 # --------------------------------------------------------------------------- audit
@@ -464,7 +465,7 @@ def _fact(text: str) -> Fact:
         raise InvalidInput(
             "the fact to trace is empty: give a value such as a path or an error line"
         )
-    value = text.strip()
+    value = check_unicode(text.strip(), "the fact to trace")
     kind = _query_kind(value)
     normalized = normalize_fact(kind, value)
     if not normalized:

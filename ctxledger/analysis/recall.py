@@ -44,7 +44,7 @@ import sqlite_utils
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS
 from ctxledger.analysis.expand import ExpandedMessage, Expansion, expand
-from ctxledger.analysis.redacted import snippet_of
+from ctxledger.analysis.redacted import occurrences, snippet_of
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
     CtxLedgerError,
@@ -64,12 +64,14 @@ from ctxledger.tokens import message_text
 #: bump to rebuild every index built by an older layout
 INDEX_SCHEMA = 1
 MAX_LIMIT = 100
+#: the most different words one recall query may search for (a repeated word counts once)
+MAX_QUERY_TERMS = 64
 #: events folded per write transaction (a long first build still lets writers in between)
 FOLD_CHUNK = 20_000
 
 _SEARCH = """
 SELECT m.message_id, m.session_id, m.role, m.origin, m.seq, c.compaction_id,
-       snippet(search_messages_fts, 0, '«', '»', '…', 16)
+       search_messages_fts.rowid
 FROM search_messages_fts
 JOIN search_messages AS m ON m.id = search_messages_fts.rowid
 LEFT JOIN search_compacted AS c ON c.message_id = m.message_id
@@ -77,6 +79,14 @@ WHERE search_messages_fts MATCH ? AND m.root_id = ?
 ORDER BY search_messages_fts.rowid DESC
 LIMIT ?
 """
+#: FTS5's snippet() of one row; its cost grows with the square of the row's matches
+#: (40,000 of one word: 10 s), so it is asked only for rows with few (_FTS_SNIPPET_HITS)
+_SNIPPET = (
+    "SELECT snippet(search_messages_fts, 0, '«', '»', '…', 16) FROM search_messages_fts "
+    "WHERE search_messages_fts MATCH ? AND rowid = ?"
+)
+#: above this many occurrences of the query's words, a hit's snippet is cut in Python
+_FTS_SNIPPET_HITS = 1000
 _INSERT_MESSAGE = (
     "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -329,6 +339,12 @@ class SearchIndex:
         self._live[tip] = (len(live), ids)
         return ids
 
+    def snippet(self, match: str, rowid: int) -> str:
+        """FTS5's snippet of one matching row (read-only; "" if it no longer matches)."""
+        with self._lock:
+            row = self.db.conn.execute(_SNIPPET, (match, rowid)).fetchone()
+        return str(row[0]) if row else ""
+
     def search(self, root: str, match: str, limit: int) -> list[tuple[Any, ...]]:
         """Raw rows for an FTS5 `match` expression within one chain (read-only)."""
         with self._lock:
@@ -370,10 +386,18 @@ def fts_terms(query: str) -> list[str]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the query is empty: give words to search for")
     check_unicode(query, "the query")
-    quoted = sqlite_utils.Database(memory=True).quote_fts(query.strip())
-    terms = [t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)]
+    # FTS5 reads a query as C text: a NUL ended it mid-term ("unterminated string")
+    quoted = sqlite_utils.Database(memory=True).quote_fts(query.replace("\x00", " ").strip())
+    # a word given twice narrows nothing, and FTS5's cost grows with the square of the
+    # repeats (1,000 times one common word: 16 s; a 100 KB query: hours)
+    terms = list({t.lower(): t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)})
     if not terms:
         raise InvalidInput(f"the query {query!r} has no words to search for (only punctuation)")
+    if len(terms) > MAX_QUERY_TERMS:
+        raise InvalidInput(
+            f"the query has {len(terms):,} different words; recall searches for at most "
+            f"{MAX_QUERY_TERMS}: give the few that matter (a path, an error's words)"
+        )
     return terms
 
 
@@ -410,12 +434,12 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     root = ledger.chains.root(sid)
     index = SearchIndex.for_ledger(ledger)
     index.catch_up()
-    match = "all"
-    rows = index.search(root, " ".join(terms), limit)
+    match, expr = "all", " ".join(terms)
+    rows = index.search(root, expr, limit)
     if not rows and len(terms) > 1:
         any_rows = index.search(root, " OR ".join(terms), limit)
         if any_rows:  # only then is "any word" what the hits are
-            match, rows = "any", any_rows
+            match, rows, expr = "any", any_rows, " OR ".join(terms)
     live = index.live_ids(ledger, ledger.tip(sid))
     messages = ledger.transcript.state.messages
     ids = [r[0] for r in rows if r[0] in messages]
@@ -428,7 +452,7 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
             origin=r[3],
             seq=int(r[4]),
             compacted_by=r[5],
-            snippet=_snippet(bodies.get(r[0]), r[6], terms),
+            snippet=_snippet(index, expr, r[6], bodies.get(r[0]), terms),
             live=r[0] in live,
         )
         for r in rows
@@ -436,10 +460,13 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     return RecallResult(session_id=sid, root=root, query=query.strip(), match=match, hits=hits)
 
 
-def _snippet(message: JSON | None, fts_snippet: str, terms: list[str]) -> str:
-    if message is None:
-        return redact(fts_snippet)
-    return snippet_of(message, fts_snippet, terms)
+def _snippet(
+    index: SearchIndex, expr: str, rowid: int, message: JSON | None, terms: list[str]
+) -> str:
+    if message is not None and occurrences(message_text(message), terms) > _FTS_SNIPPET_HITS:
+        return snippet_of(message, None, terms)
+    fts = index.snippet(expr, rowid)
+    return redact(fts) if message is None else snippet_of(message, fts, terms)
 
 
 # --------------------------------------------------------------------------- agent tools
@@ -549,17 +576,26 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
 _TOOLS = {"recall": _tool_recall, "expand_compaction": _tool_expand}
 
 
+def _arguments(arguments_json: Any) -> Any:
+    """A call's arguments: JSON text, or the object a framework already decoded."""
+    if isinstance(arguments_json, Mapping):
+        return dict(arguments_json)
+    if not isinstance(arguments_json, str | bytes | bytearray | None):
+        raise ValueError(f"expected a JSON string, got {type(arguments_json).__name__}")
+    return json.loads(arguments_json or "{}")
+
+
 def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json: str) -> str:
     """Run a ``recall`` / ``expand_compaction`` tool call; the JSON string to return to the model.
 
     Bad arguments, unknown ids and unknown tools come back as ``{"error": ...}`` for the
     model to read and correct, rather than raising into the agent loop.
     """
-    handler = _TOOLS.get(name)
+    handler = _TOOLS.get(name) if isinstance(name, str) else None  # a list is unhashable
     if handler is None:
         return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
     try:
-        args = json.loads(arguments_json or "{}")
+        args = _arguments(arguments_json)
     except RecursionError:
         return json.dumps({"error": "arguments nest too deeply"})
     except ValueError as exc:

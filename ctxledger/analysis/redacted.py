@@ -31,13 +31,24 @@ _WORD = re.compile(r"\w+")
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-def snippet_of(message: JSON, fts_snippet: str, terms: Sequence[str]) -> str:
-    """The FTS snippet, or one cut from the redacted text when the message holds a secret."""
+def occurrences(text: str, terms: Sequence[str]) -> int:
+    """How often the words of `terms` occur in `text` (as substrings: at least the matches)."""
+    lowered = text.lower()
+    return sum(lowered.count(w) for w in _words(terms))
+
+
+def _words(terms: Sequence[str]) -> set[str]:
+    return {w.lower() for t in terms for w in _WORD.findall(t)}
+
+
+def snippet_of(message: JSON, fts_snippet: str | None, terms: Sequence[str]) -> str:
+    """The FTS snippet, or one cut from the redacted text when the message holds a secret
+    or no FTS snippet was made (a message with too many matches for FTS5's snippet)."""
     text = message_text(message)
     clean = redact(text)
-    if clean == text:
+    if clean == text and fts_snippet is not None:
         return redact(fts_snippet)
-    words = {w.lower() for t in terms for w in _WORD.findall(t)}
+    words = _words(terms)
     lowered = clean.lower()
     first = min((i for w in words if (i := lowered.find(w)) >= 0), default=0)
     start = max(0, first - _SNIPPET_CHARS // 2)

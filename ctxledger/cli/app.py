@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import sys
@@ -242,7 +243,9 @@ def quiet_option(fn: F) -> F:
     )(fn)
 
 
-_JSON_UNSAFE = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{BIDI_CONTROLS}]")
+#: DEL, C1, line separators, bidi controls and lone surrogates (an argument or path that
+#: was not UTF-8 holds one: byte 0x9b arrives as U+DC9B)
+_JSON_UNSAFE = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{BIDI_CONTROLS}\\ud800-\\udfff]")
 
 
 def json_text(text: str) -> str:
@@ -255,7 +258,11 @@ def json_text(text: str) -> str:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json_text(msgspec.json.format(msgspec.json.encode(data), indent=2).decode()))
+    try:
+        text = msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
+    except UnicodeEncodeError:  # a lone surrogate (see _JSON_UNSAFE), which msgspec refuses
+        text = json.dumps(msgspec.to_builtins(data), indent=2, ensure_ascii=False)
+    click.echo(json_text(text))
 
 
 def handle_errors(fn: F) -> F:
@@ -276,7 +283,12 @@ def handle_errors(fn: F) -> F:
 
 
 def _one_line(exc: Exception) -> str:
-    return plain(" ".join(str(exc).split()))
+    # line breaks (and the spaces around them) join the lines; any other control
+    # character is data a user gave (a CR in a path) and is shown escaped, not blanked
+    return inline(_LINE_BREAKS.sub(" ", str(exc).strip()))
+
+
+_LINE_BREAKS = re.compile(r"[ \t]*(?:\r?\n)+[ \t]*")
 
 
 def state_of(ctx: click.Context) -> State:

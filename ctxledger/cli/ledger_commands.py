@@ -29,14 +29,30 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.cli.progress import progress_bar, spinner
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import read_input_stream
+from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.messages import content_text
-from ctxledger.terminal import styled
+from ctxledger.terminal import inline, styled
+
+#: the longest session id the sessions table keeps on one line (generated ids: 32)
+_ONE_LINE_ID = 48
+
+
+def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
+    """The sessions of text read from stdin; an error at a line says ``stdin:LINE:``
+    (it said ``1: ...``, naming nothing), as one in a file names the file."""
+    try:
+        return load_import(None, fmt, text=text)
+    except ImportFormatError as exc:
+        if exc.path is not None or exc.line is None:
+            raise
+        message = str(exc).removeprefix(f"{exc.line}: ")
+        raise ImportFormatError(message, line=exc.line, path="stdin") from None
 
 
 @cli.command("import")
@@ -73,7 +89,7 @@ def import_cmd(
     """Import a conversation file; prints the new session id(s), one per line, last."""
     if str(file) == "-":
         text = read_input_stream(sys.stdin.buffer, max_bytes)
-        sessions = load_import(None, fmt, text=text)
+        sessions = _from_stdin(text, fmt)
     else:
         if not file.exists():
             raise InvalidInput(f"{file}: no such file")
@@ -109,7 +125,10 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
             err=True,
         )
     table = Table("kind", "model", "messages", "tokens", "state")
-    table.add_column("session", no_wrap=True, overflow="fold")
+    # an id is kept on one line to be copied whole, unless one is so long (a caller
+    # may choose ids) that it would squeeze every other column to nothing: then folded
+    long_ids = any(len(inline(r["session_id"])) > _ONE_LINE_ID for r in rows)
+    table.add_column("session", no_wrap=not long_ids, overflow="fold")
     for r in rows:
         state = f"ended ({r['end_reason']})" if r["ended"] else "live"
         table.add_row(

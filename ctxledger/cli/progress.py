@@ -2,7 +2,8 @@
 
 A spinner is drawn on **stderr**, only when stderr is a terminal and ``--quiet`` was
 not given, and is erased when the work ends: stdout (``--json`` included) never holds
-a byte of it. Texts are shown as plain text, never as rich markup.
+a byte of it. Texts are shown as plain text, never as rich markup, and the ids in them
+through :func:`~ctxledger.terminal.inline` (rich's ``Text`` keeps ESC and bidi controls).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ctxledger.cli.app import state_of
+from ctxledger.terminal import inline
 
 #: called back with (done, total) by work that knows how far it is
 Advance = Callable[[int, int], None]
@@ -47,7 +49,7 @@ def spinner(ctx: click.Context, text: str) -> Iterator[None]:
         return
     columns = (SpinnerColumn(), _text_column(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
-        bar.add_task(text, total=None)
+        bar.add_task(inline(text), total=None)
         yield
 
 
@@ -65,5 +67,5 @@ def progress_bar(ctx: click.Context, text: str, total: int) -> Iterator[Advance]
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task(text, total=total)
+        task = bar.add_task(inline(text), total=total)
         yield lambda done, total: bar.update(task, completed=done, total=total)

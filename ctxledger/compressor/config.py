@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.errors import FailureClass, InvalidConfig
+from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput
+from ctxledger.limits import check_context_length
 
 __all__ = [
     "ENV_PREFIX",
@@ -300,6 +301,11 @@ _NULL = frozenset({"", "none", "null"})
 
 def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
     """Convert one setting's text to its type, or say where the wrong text came from."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as exc:  # an argument or variable that was not UTF-8
+        bad = exc.object[exc.start : exc.end]
+        raise InvalidConfig(f"{where}: {name} is not UTF-8 text (it holds {bad!a})") from None
     text = raw.strip()
     args = typing.get_args(tp)
     if type(None) in args:
@@ -387,7 +393,21 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 def build_config(data: Mapping[str, Any], source: str) -> CompressionConfig:
     """A validated config from plain settings; errors name `source` (a file, variables, ...)."""
-    return _convert(data, source)
+    return _user_window(_convert(data, source), source)
+
+
+def _user_window(config: CompressionConfig, source: str) -> CompressionConfig:
+    """`config`, once its ``context_length`` (if set) is a window the library accepts.
+
+    Checked where settings come from a user (a file, variables, flags), not in
+    ``__post_init__``: a snapshot recorded before this check must still replay.
+    """
+    if config.context_length is not None:
+        try:
+            check_context_length(config.context_length)
+        except InvalidInput as exc:
+            raise InvalidConfig(f"invalid compression setting in {source}: {exc}") from None
+    return config
 
 
 def load_config(
@@ -409,4 +429,4 @@ def load_config(
         data[name] = value
     if overridden:
         source += " + " + ", ".join(var for var, _ in overridden.values())
-    return _convert(data, source)
+    return _user_window(_convert(data, source), source)

@@ -235,7 +235,7 @@ def resolve_config(
         if value is not None:
             data[key], sources[key] = None if value is GIVEN_NONE else value, "flag"
     where = [str(found[0])] if found else []
-    where += list(env_vars.values()) + [k for k, s in sources.items() if s == "flag"]
+    where += list(env_vars.values()) + [f"flag {k}" for k, s in sources.items() if s == "flag"]
     config = build_config(data, " + ".join(where) or "defaults")
     return ResolvedConfig(
         config=config,

@@ -136,7 +136,8 @@ def refuse_foreign_database(path: str) -> None:
     try:
         if os.path.getsize(path) == 0:
             return
-        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        # the file name's bytes: one that is not UTF-8 holds lone surrogates as text
+        uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True)
     except (OSError, sqlite3.Error):
         return

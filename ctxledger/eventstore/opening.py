@@ -15,6 +15,7 @@ from typing import Any
 
 from ctxledger.errors import InvalidConfig, InvalidInput
 from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
 
@@ -39,6 +40,31 @@ def _refuse_collapsed_url(text: str) -> None:
         )
 
 
+def _target_text(target: object) -> str:
+    """A ledger target as text: a path (str, bytes or path-like, ``~`` expanded) or a URL;
+    a number, a path holding NUL (no file name can) or a SQLite ``file:`` URI is
+    InvalidInput, not a TypeError / ValueError / a stray folder."""
+    if isinstance(target, bytes):
+        target = os.fsdecode(target)
+    if not isinstance(target, str | os.PathLike):
+        raise InvalidInput(
+            f"a ledger is a file path or a postgresql:// URL, got {type(target).__name__}"
+        )
+    text = os.fspath(target)
+    text = os.fsdecode(text) if isinstance(text, bytes) else text
+    if "\x00" in text and text != TEMPORARY:  # (the private temporary log's name)
+        raise InvalidInput(
+            f"the ledger path {text!r} holds a NUL character, which no file name can"
+        )
+    if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
+        raise InvalidInput(
+            f"{text!r} is a SQLite URI, not a ledger path: give the file's path (a ledger "
+            "opens its file itself)"
+        )
+    # "~/x.db" from a .env file or a quoted --db: the home folder, not a folder named ~
+    return os.path.expanduser(text) if text.startswith("~") else text
+
+
 def require_ledger_file(target: str | os.PathLike[str]) -> None:
     """Refuse (InvalidInput, nothing created) a SQLite ledger file that does not exist.
 
@@ -46,7 +72,7 @@ def require_ledger_file(target: str | os.PathLike[str]) -> None:
     its folders), which would turn a mistyped path into an empty ledger. A server URL
     passes (its store says whether it can be reached).
     """
-    text = os.fspath(target)
+    text = _target_text(target)
     if is_url(text) or Path(text).is_file():
         return
     _refuse_collapsed_url(text)
@@ -64,7 +90,7 @@ def open_store(
     `options` go to the backend's constructor. Raises InvalidInput for an unknown
     scheme and InvalidConfig when the PostgreSQL extra is not installed.
     """
-    text = os.fspath(target)
+    text = _target_text(target)
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)

@@ -223,7 +223,9 @@ class SQLiteEventStore(EventStore, HeadColumns):
             )
         if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or isinstance(exc, sqlite3.IntegrityError):
             return IntegrityError(
-                f"{where}: the file is damaged or inconsistent ({exc}); run verify() and restore from a backup"
+                f"{where}: the file is damaged or inconsistent ({exc}); restore it from a "
+                "backup (`ctxledger verify` or Ledger.verify() names the first bad event "
+                "while the file still opens)"
             )
         if code in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN):
             return StoreError(f"{where}: {exc}; check the disk and the file's permissions")

@@ -70,7 +70,12 @@ def _block(part: Any) -> Any:
     """An OpenAI content part as an Anthropic block (images converted back)."""
     if not isinstance(part, Mapping) or part.get("type") != "image_url":
         return dict(part) if isinstance(part, Mapping) else part
-    url = str((part.get("image_url") or {}).get("url", ""))
+    image = part.get("image_url")
+    # the object form, or the bare-string form some clients send; anything else (a
+    # number, a url that is not text) is data the export cannot convert: kept as it is
+    url = image.get("url") if isinstance(image, Mapping) else image
+    if not isinstance(url, str):
+        return dict(part)
     extras = {k: v for k, v in part.items() if k not in ("type", "image_url")}
     if url.startswith("data:") and ";base64," in url:
         media, data = url[5:].split(";base64,", 1)

@@ -29,6 +29,7 @@ from ctxledger.errors import FailureClass, SummarizerError
 from ctxledger.events import CompressionSkipped, Trigger
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
+from ctxledger.limits import check_text, check_unicode
 from ctxledger.projections import Projector
 from ctxledger.tokens import rough_message_tokens
 
@@ -89,6 +90,8 @@ def plan_compaction(
     force: bool = True,
 ) -> Prepared:
     """Plan without appending anything (``compress --dry-run``)."""
+    if focus is not None:  # a number or a lone surrogate failed deep in the summarizer
+        check_unicode(check_text(focus, "focus"), "focus")
     ledger.live_session(session_id)
     return prepare(
         compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force

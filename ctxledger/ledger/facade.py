@@ -57,7 +57,7 @@ from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.limits import check_context_length, check_seq, check_text
+from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
 from ctxledger.messages import (
     JSON,
     CallIdRepair,
@@ -194,6 +194,8 @@ class Ledger:
         return folded
 
     def version(self, session_id: str) -> int:
+        if not isinstance(session_id, str):  # a list is unhashable: no TypeError
+            return 0
         view = self.transcript.state.sessions.get(session_id)
         return view.version if view is not None else 0
 
@@ -266,6 +268,7 @@ class Ledger:
         )
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string")
+        check_unicode(model, "model")  # not "SessionStarted has a field of the wrong type"
         ctx = spec.context_length  # 0 is out of range, not a request for the default
         if ctx is None:
             ctx = self.config.context_length
@@ -275,8 +278,10 @@ class Ledger:
                 "or set context_length in the config"
             )
         ctx = check_context_length(ctx)
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise InvalidInput("system_prompt must be a string")
+        if system_prompt is not None:
+            check_unicode(check_text(system_prompt, "system_prompt"), "system_prompt")
+        if tools is not None and not isinstance(tools, list | tuple):  # a str, a dict: not "tool 0"
+            raise InvalidInput(f"tools must be a list of tool schemas, got {type(tools).__name__}")
         tool_list: list[JSON] = []
         for i, tool in enumerate(tools or ()):
             if not isinstance(tool, Mapping):
@@ -500,6 +505,9 @@ class Ledger:
         return event
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
+        if not isinstance(model, str) or not model:  # as start_session says
+            raise InvalidInput("model must be a non-empty string")
+        check_unicode(model, "model")
         view = self.live_session(session_id)
         context_length = check_context_length(context_length)
         event = ModelSwitched(

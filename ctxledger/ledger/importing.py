@@ -115,6 +115,9 @@ def import_sessions(
     """
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        # "" fell back to the default model without a word; start_session refuses it
+        raise InvalidInput(f"the model to record must be a non-empty string, got {model!r}")
     _check_unique_keys(sessions)
     ordered = _ordered(sessions)
     keys = {s.key: ledger.ids("ses") for s in ordered}

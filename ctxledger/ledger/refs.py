@@ -26,17 +26,23 @@ def short_ids(ids: Sequence[str]) -> list[str]:
     return [i[-width:] for i in ids]
 
 
+def _is_index(ref: str) -> bool:
+    # ASCII digits only: str.isdigit() is true of '²' (int() refuses it) and '١' (an
+    # index no `show` prints); those are taken as ids, and named as such if unknown
+    return ref.isascii() and ref.isdigit() and len(ref) < SHORT_ID_CHARS
+
+
 def resolve_message(view: SessionView, ref: str | int) -> str:
     """A live message's id from its id, the short form ``show`` prints, or its index.
 
     An index counts the API view as ``show`` does (the system prompt, if any, is 0);
-    a string of fewer than :data:`SHORT_ID_CHARS` digits is an index (a short id is
+    a string of fewer than :data:`SHORT_ID_CHARS` ASCII digits is an index (a short id is
     never that short); any other string is a full id or a suffix unique among the
     live ids (the short form). Read-only.
     """
     live, session_id = view.live, view.session_id
     offset = int(view.system_prompt is not None)
-    if isinstance(ref, str) and ref.strip().isdigit() and len(ref.strip()) < SHORT_ID_CHARS:
+    if isinstance(ref, str) and _is_index(ref.strip()):
         ref = int(ref.strip())
     if isinstance(ref, int) and not isinstance(ref, bool):
         if offset and ref == 0:

@@ -75,6 +75,8 @@ class AccountingProjection:
             acc.cost_usd += e.cost_usd
 
     def session(self, session_id: str) -> SessionUsage:
+        if not isinstance(session_id, str):  # a list is unhashable: no TypeError
+            return SessionUsage()
         return self.state.sessions.get(session_id) or SessionUsage()
 
     def chain(self, session_ids: list[str]) -> SessionUsage:

@@ -82,7 +82,7 @@ class ChainsProjection:
     def lineage(self, session_id: str) -> Lineage:
         try:
             return self.state.sessions[session_id]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: a list or a dict as the id
             raise UnknownSession(f"no session {session_id!r} in the log") from None
 
     def _forward(self, session_id: str) -> Iterator[str]:
@@ -100,7 +100,7 @@ class ChainsProjection:
 
     def tip(self, session_id: str) -> str:
         """Follow compression children to the live end of the chain."""
-        node = self.state.sessions.get(session_id)
+        node = self.state.sessions.get(session_id) if isinstance(session_id, str) else None
         if node is not None and node.compression_child is None:
             return session_id  # the common case (a live session is its own tip): no walk
         *_, last = self._forward(session_id)

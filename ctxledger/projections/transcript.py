@@ -149,7 +149,7 @@ class TranscriptProjection:
     def _view(self, session_id: str) -> SessionView:
         try:
             return self.state.sessions[session_id]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: a list or a dict as the id
             raise UnknownSession(f"no session {session_id!r} in the log") from None
 
     def _started(self, seq: int, e: Event) -> None:
@@ -216,7 +216,7 @@ class TranscriptProjection:
         """
         for other in [sid for sid in self._api if sid != session_id]:
             del self._api[other]
-        cached = self._api.get(session_id)
+        cached = self._api.get(session_id) if isinstance(session_id, str) else None
         if cached is None:
             return
         live = self.state.sessions[session_id].live
@@ -323,7 +323,7 @@ class TranscriptProjection:
         It is the projection's own list: read it at once and never keep or change it
         (the fold appends to it); :meth:`api_messages` hands out a copy.
         """
-        cached = self._api.get(session_id)
+        cached = self._api.get(session_id) if isinstance(session_id, str) else None
         if cached is None:
             view = self._view(session_id)
             cached = (

@@ -37,6 +37,7 @@ from ctxledger.server.errors import (
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
 from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, DEFAULT_STALL_TIMEOUT, ServerState
+from ctxledger.terminal import inline
 
 log = logging.getLogger("ctxledger.server")
 
@@ -53,7 +54,8 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
             return await endpoint.handler(request, state)
         except Exception as exc:
             if not isinstance(exc, HTTPError) and classify(exc)[0] >= 500:  # on either face
-                log.exception("%s %s failed", request.method, request.url.path)
+                # the path as a client sent it, decoded: %1b is an ESC (shown escaped)
+                log.exception("%s %s failed", request.method, inline(request.url.path))
             if endpoint.auth == "proxy":
                 return provider_error_response(_api_of(endpoint), exc)
             return error_response(exc)

@@ -28,6 +28,7 @@ from ctxledger.errors import (
     UnknownMessage,
     UnknownSession,
 )
+from ctxledger.terminal import inline
 
 #: (exception class, HTTP status, code), most specific first
 _MAP: tuple[tuple[type[Exception], int, str], ...] = (
@@ -59,7 +60,10 @@ class HTTPError(Exception):
 
 
 def one_line(text: str) -> str:
-    return " ".join(str(text).split())[:1000]
+    """`text` as one line for a client's error body and the server's log: blanks joined,
+    control and bidi characters escaped (:func:`~ctxledger.terminal.inline`), so an
+    upstream's or a client's bytes never act on the operator's terminal."""
+    return inline(" ".join(str(text).split()))[:1000]
 
 
 def classify(exc: Exception) -> tuple[int, str, dict[str, Any]]:

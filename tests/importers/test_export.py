@@ -76,3 +76,19 @@ def test_non_json_arguments_survive_an_anthropic_round_trip() -> None:
     ]
     (back,) = parse_anthropic(export_messages(None, msgs, "anthropic"))
     assert back.messages[1]["tool_calls"][0]["function"]["arguments"] == "not json"
+
+
+@pytest.mark.parametrize("image", [5, None, {"url": None}, {"url": ["x"]}, ["u"]])
+def test_an_image_part_the_validator_accepted_exports_to_anthropic_as_it_is(image: Any) -> None:
+    """An ``image_url`` part whose ``image_url`` is not an object with a text url is
+    stored as given (the validator checks only a part's ``type``); exporting it was an
+    AttributeError traceback. It is kept unconverted, and a bare-string url converts."""
+    odd = {"type": "image_url", "image_url": image}
+    messages = [
+        {"role": "user", "content": [odd, {"type": "image_url", "image_url": "https://x/a.png"}]}
+    ]
+    (user,) = json.loads(export_messages(None, messages, "anthropic"))["messages"]
+    assert user["content"] == [
+        odd,
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}},
+    ]

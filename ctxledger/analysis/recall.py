@@ -36,7 +36,7 @@ import json
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -44,6 +44,7 @@ import sqlite_utils
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS
 from ctxledger.analysis.expand import ExpandedMessage, Expansion, expand
+from ctxledger.analysis.recall_query import MAX_QUERY_TERMS, fts_terms
 from ctxledger.analysis.redacted import occurrences, snippet_of
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
@@ -56,7 +57,6 @@ from ctxledger.errors import (
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger.facade import Ledger
-from ctxledger.limits import check_unicode
 from ctxledger.messages import JSON
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import message_text
@@ -64,8 +64,6 @@ from ctxledger.tokens import message_text
 #: bump to rebuild every index built by an older layout
 INDEX_SCHEMA = 1
 MAX_LIMIT = 100
-#: the most different words one recall query may search for (a repeated word counts once)
-MAX_QUERY_TERMS = 64
 #: events folded per write transaction (a long first build still lets writers in between)
 FOLD_CHUNK = 20_000
 
@@ -381,43 +379,6 @@ class _Transaction:
 # --------------------------------------------------------------------------- recall
 
 
-def fts_terms(query: str) -> list[str]:
-    """The quoted FTS5 terms of a free-text query (every FTS operator is neutralized)."""
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("the query is empty: give words to search for")
-    check_unicode(query, "the query")
-    # FTS5 reads a query as C text: a NUL ended it mid-term ("unterminated string")
-    quoted = sqlite_utils.Database(memory=True).quote_fts(query.replace("\x00", " ").strip())
-    # a word given twice narrows nothing, and FTS5's cost grows with the square of the
-    # repeats (1,000 times one common word: 16 s; a 100 KB query: hours)
-    terms = list({t.lower(): t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)})
-    if not terms:
-        raise InvalidInput(f"the query {query!r} has no words to search for (only punctuation)")
-    if len(terms) > MAX_QUERY_TERMS:
-        raise InvalidInput(
-            f"the query has {len(terms):,} different words; recall searches for at most "
-            f"{MAX_QUERY_TERMS}: give the few that matter (a path, an error's words)"
-        )
-    return terms
-
-
-def _split_quoted(quoted: str) -> Iterator[str]:
-    """``"a" "b c"`` -> ``"a"``, ``"b c"`` (quote_fts output is space-separated quoted terms)."""
-    term: list[str] = []
-    inside = False
-    for char in quoted:
-        if char == '"':
-            inside = not inside
-        if char == " " and not inside:
-            if term:
-                yield "".join(term)
-            term = []
-            continue
-        term.append(char)
-    if term:
-        yield "".join(term)
-
-
 def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:
     """Full-text search over every message the chain of `session_id` ever held.
 
@@ -612,6 +573,7 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
 
 __all__ = [
     "EXPAND_TOOL",
+    "MAX_QUERY_TERMS",
     "RECALL_TOOL",
     "ExpandedMessage",
     "Expansion",

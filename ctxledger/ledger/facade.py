@@ -56,7 +56,7 @@ from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import SessionSpec, check_model, checked_tools
 from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
 from ctxledger.messages import (
     JSON,
@@ -266,9 +266,7 @@ class Ledger:
             spec.tools,
             spec.encoding,
         )
-        if not isinstance(model, str) or not model:
-            raise InvalidInput("model must be a non-empty string")
-        check_unicode(model, "model")  # not "SessionStarted has a field of the wrong type"
+        check_model(model)
         ctx = spec.context_length  # 0 is out of range, not a request for the default
         if ctx is None:
             ctx = self.config.context_length
@@ -280,13 +278,7 @@ class Ledger:
         ctx = check_context_length(ctx)
         if system_prompt is not None:
             check_unicode(check_text(system_prompt, "system_prompt"), "system_prompt")
-        if tools is not None and not isinstance(tools, list | tuple):  # a str, a dict: not "tool 0"
-            raise InvalidInput(f"tools must be a list of tool schemas, got {type(tools).__name__}")
-        tool_list: list[JSON] = []
-        for i, tool in enumerate(tools or ()):
-            if not isinstance(tool, Mapping):
-                raise InvalidInput(f"tool {i} must be a JSON object, got {type(tool).__name__}")
-            tool_list.append(dict(tool))
+        tool_list: list[JSON] = checked_tools(tools)
         events: list[Event] = [
             SessionStarted(
                 **self.event_fields(sid),
@@ -505,9 +497,7 @@ class Ledger:
         return event
 
     def switch_model(self, session_id: str, model: str, context_length: int) -> None:
-        if not isinstance(model, str) or not model:  # as start_session says
-            raise InvalidInput("model must be a non-empty string")
-        check_unicode(model, "model")
+        check_model(model)  # as start_session checks it
         view = self.live_session(session_id)
         context_length = check_context_length(context_length)
         event = ModelSwitched(

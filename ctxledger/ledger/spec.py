@@ -14,10 +14,12 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionReason
+from ctxledger.limits import check_unicode
 from ctxledger.tokens import DEFAULT_ENCODING
 
-__all__ = ["SessionSpec"]
+__all__ = ["SessionSpec", "check_model", "checked_tools"]
 
 
 class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,3 +38,26 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     encoding: str = DEFAULT_ENCODING
     #: None: a new id from the ledger's id generator
     session_id: str | None = None
+
+
+def check_model(model: object) -> str:
+    """`model` when it is a non-empty string UTF-8 can encode, else InvalidInput (not
+    "SessionStarted has a field of the wrong type")."""
+    if not isinstance(model, str) or not model:
+        raise InvalidInput("model must be a non-empty string")
+    return check_unicode(model, "model")
+
+
+def checked_tools(tools: object) -> list[dict[str, Any]]:
+    """Copies of the tool schemas `tools` lists (None: none), else InvalidInput: a string
+    or a single object is no list (it was walked as characters or keys)."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list | tuple):
+        raise InvalidInput(f"tools must be a list of tool schemas, got {type(tools).__name__}")
+    out: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise InvalidInput(f"tool {i} must be a JSON object, got {type(tool).__name__}")
+        out.append(dict(tool))
+    return out

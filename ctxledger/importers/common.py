@@ -175,7 +175,11 @@ def _too_deep(line: int | None, path: str | None) -> ImportFormatError:
 
 
 def read_json(text: str, path: str | None) -> tuple[bool, Any]:
-    """``(False, value)`` for one JSON document, ``(True, [(line, value), ...])`` for JSONL."""
+    """``(False, value)`` for one JSON document, ``(True, [(line, value), ...])`` for JSONL.
+
+    A leading byte-order mark is dropped (as when a file is read), also from text handed
+    to a parse function."""
+    text = text.removeprefix("\ufeff")
     if not text.strip():
         raise ImportFormatError("the input is empty", line=1, path=path)
     try:
@@ -534,6 +538,13 @@ def conversation_lines(
     return [b.build(model=reader.model)]
 
 
+def _one_record(data: dict[str, Any], fmt: ConversationFormat) -> bool:
+    """Whether an object without ``messages`` is read as one line: OpenAI's line reader
+    names every shape it takes (a message, a chat completion); another format's only
+    when it is a message, else the document's error says what a file must hold."""
+    return "messages" not in data and (fmt.name == "openai" or "role" in data)
+
+
 def parse_conversations(
     text: str, path: str | None, fmt: ConversationFormat
 ) -> list[ImportedSession]:
@@ -542,8 +553,9 @@ def parse_conversations(
     is_lines, data = read_json(text, path)
     if is_lines:
         sessions = conversation_lines(src, data, fmt)
-    elif isinstance(data, dict) and "messages" not in data and "\n" not in text.strip():
-        # JSONL of one line (one message, one response) reads as a JSON document too
+    elif isinstance(data, dict) and _one_record(data, fmt) and "\n" not in text.strip():
+        # JSONL of one line (one message, one response) reads as a JSON document too; any
+        # other object is told what a document must hold
         first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
         sessions = conversation_lines(src, [(first, data)], fmt)
     else:

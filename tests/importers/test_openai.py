@@ -194,3 +194,23 @@ def test_chat_formats_read_conversations_the_same_way(parse: Any) -> None:
     assert info.value.line == 2
     with pytest.raises(ImportFormatError, match=r"expected a message \(with 'role'\)"):
         parse(json.dumps([messages[0], {"content": "no role"}]))
+
+
+@pytest.mark.parametrize(
+    "line", [{"foo": 1}, {}, {"choices": [{"message": {"role": "assistant", "content": "x"}}]}]
+)
+def test_a_one_line_object_that_is_no_anthropic_message_says_what_a_file_holds(
+    line: dict[str, Any],
+) -> None:
+    # review of session 29: the one-line reading gave "unknown role None; Anthropic
+    # messages are 'user' or 'assistant'" for any object, naming nothing that was wrong
+    with pytest.raises(ImportFormatError, match="expected a list of messages or an object"):
+        parse_anthropic(json.dumps(line), path="one.jsonl")
+
+
+@pytest.mark.parametrize("parse", [parse_openai, parse_anthropic])
+def test_text_handed_to_a_parser_may_start_with_a_byte_order_mark(parse: Any) -> None:
+    (s,) = parse('\ufeff{"role": "user", "content": "hi"}\n', path="bom.jsonl")
+    assert s.messages == [{"role": "user", "content": "hi"}]
+    (s,) = parse('\ufeff[{"role": "user", "content": "hi"}]', path="bom.json")
+    assert s.messages == [{"role": "user", "content": "hi"}]

@@ -173,3 +173,11 @@ def test_a_ledger_path_under_the_home_folder_is_expanded(
     monkeypatch.setenv("CTXLEDGER_DB", "~/x.db")
     shown = CliRunner().invoke(cli, ["sessions", "--json"])
     assert shown.exit_code == 0 and len(json.loads(shown.output)) == 1
+    # review of session 29: verify and upgrade checked the expanded path but opened
+    # "~/x.db" under the working directory: "ok: 0 events" for a file never looked at
+    for args in (["verify", "--json"], ["upgrade"], ["--db", "~/x.db", "verify", "--json"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, (args, result.output)
+        if "verify" in args:
+            assert json.loads(result.output)["events_checked"] > 0, result.output
+    assert os.listdir(work) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -100,7 +101,8 @@ class LedgerTargetType(click.ParamType[str, Any]):
         text = str(value)
         if not text.strip():
             self.fail("the ledger path is empty: give a SQLite file path or a postgresql:// URL")
-        return text
+        # every command sees the file it opens ("~/x.db" from $CTXLEDGER_DB or a quoted --db)
+        return os.path.expanduser(text) if text.startswith("~") else text
 
 
 class SecondsType(click.ParamType[float, Any]):

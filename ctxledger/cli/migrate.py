@@ -20,7 +20,7 @@ from ctxledger.cli.app import (
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
-from ctxledger.eventstore.opening import require_ledger_file
+from ctxledger.eventstore.opening import require_ledger_file, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
 
@@ -81,7 +81,7 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
     payloads. Nothing hashed changes: verify gives the same head before and after.
     A PostgreSQL ledger keeps no such columns: nothing to do.
     """
-    db = state_of(ctx).db
+    db = target_text(state_of(ctx).db)  # the file require_ledger_file checks
     if is_url(db):
         open_store(db).close()  # an unknown scheme or a server it cannot reach is an error
         filled, text = 0, "nothing to fill: a PostgreSQL ledger keeps no derived columns"

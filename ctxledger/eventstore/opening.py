@@ -19,7 +19,7 @@ from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
 
-__all__ = ["default_db_path", "is_url", "open_store", "require_ledger_file"]
+__all__ = ["default_db_path", "is_url", "open_store", "require_ledger_file", "target_text"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: what a ``Path`` makes of a URL: ``Path("postgresql://h/db")`` is ``postgresql:/h/db``
@@ -40,7 +40,7 @@ def _refuse_collapsed_url(text: str) -> None:
         )
 
 
-def _target_text(target: object) -> str:
+def target_text(target: object) -> str:
     """A ledger target as text: a path (str, bytes or path-like, ``~`` expanded) or a URL;
     a number, a path holding NUL (no file name can) or a SQLite ``file:`` URI is
     InvalidInput, not a TypeError / ValueError / a stray folder."""
@@ -72,7 +72,7 @@ def require_ledger_file(target: str | os.PathLike[str]) -> None:
     its folders), which would turn a mistyped path into an empty ledger. A server URL
     passes (its store says whether it can be reached).
     """
-    text = _target_text(target)
+    text = target_text(target)
     if is_url(text) or Path(text).is_file():
         return
     _refuse_collapsed_url(text)
@@ -90,7 +90,7 @@ def open_store(
     `options` go to the backend's constructor. Raises InvalidInput for an unknown
     scheme and InvalidConfig when the PostgreSQL extra is not installed.
     """
-    text = _target_text(target)
+    text = target_text(target)
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)

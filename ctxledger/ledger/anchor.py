@@ -32,7 +32,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file
+from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file, target_text
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
@@ -234,6 +234,7 @@ def verify_file(
     walk the anchor is advanced to the verified head when `seal` is set. A server
     ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
     """
+    path = target_text(path)  # the file every step below opens ("~/x.db" expanded)
     server = is_url(path)
     if expect_head:
         parse_expected(expect_head)  # bad input is refused before the walk

@@ -22,6 +22,7 @@ from ctxledger.analysis.recall import (
     handle_tool_call,
     recall,
 )
+from ctxledger.analysis.redacted import occurrences
 from ctxledger.cli.main import cli
 from ctxledger.compressor.redact import redact_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
@@ -160,6 +161,23 @@ def test_a_message_with_thousands_of_matches_gets_its_snippet_without_fts5(
     assert hits[0].snippet == "only one «needle» here"
     assert hits[1].snippet.startswith("«needle» «needle»") and len(hits[1].snippet) < 400
     assert len(asked) == 1  # FTS5 made only the few-match row's snippet
+    ledger.close()
+
+
+def test_a_long_log_with_a_pieces_letters_everywhere_keeps_its_fts5_snippet(
+    tmp_path: Path,
+) -> None:
+    """Review of session 29: the match count behind the Python cut counted substrings, so
+    the ``a`` of ``src/a.py`` counted every letter a of a 25 KB log (over 1,000), and the
+    cut started at the first substring, not at the match: the snippet showed none."""
+    log = "collecting tests in package alpha ... passed\n" * 500
+    log += "FAILED src/a.py::test_login - AssertionError"
+    ledger = Ledger.open(tmp_path / "r.db")
+    sid = ledger.start_session(model="m", context_length=200_000)
+    ledger.append_messages(sid, [{"role": "user", "content": log}])
+    (hit,) = recall(ledger, sid, "src/a.py").hits
+    assert "FAILED «src/a.py»::test_login" in hit.snippet, hit.snippet
+    assert occurrences(log, ["src/a.py"], 1_001) == 3  # src, a, py: once each
     ledger.close()
 
 

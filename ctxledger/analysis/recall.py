@@ -424,7 +424,8 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
 def _snippet(
     index: SearchIndex, expr: str, rowid: int, message: JSON | None, terms: list[str]
 ) -> str:
-    if message is not None and occurrences(message_text(message), terms) > _FTS_SNIPPET_HITS:
+    stop = _FTS_SNIPPET_HITS + 1
+    if message is not None and occurrences(message_text(message), terms, stop) >= stop:
         return snippet_of(message, None, terms)
     fts = index.snippet(expr, rowid)
     return redact(fts) if message is None else snippet_of(message, fts, terms)

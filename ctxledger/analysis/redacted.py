@@ -14,6 +14,7 @@ so redacting the output changes no verdict, only what is shown.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -26,19 +27,35 @@ from ctxledger.messages import JSON
 from ctxledger.tokens import message_text
 
 _SNIPPET_CHARS = 160
-_WORD = re.compile(r"\w+")
+#: a word as the full-text index cuts one (letters and digits; ``_`` separates)
+_WORD = re.compile(r"[^\W_]+")
 
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-def occurrences(text: str, terms: Sequence[str]) -> int:
-    """How often the words of `terms` occur in `text` (as substrings: at least the matches)."""
+def occurrences(text: str, terms: Sequence[str], stop: int) -> int:
+    """How often the words of `terms` occur in `text` as whole words, counted up to
+    `stop` (``src/a.py``'s ``a`` is not every letter a of a log)."""
     lowered = text.lower()
-    return sum(lowered.count(w) for w in _words(terms))
+    found = 0
+    for word in _words(terms):
+        for _ in _whole(word).finditer(lowered):
+            found += 1
+            if found >= stop:
+                return found
+    return found
 
 
 def _words(terms: Sequence[str]) -> set[str]:
     return {w.lower() for t in terms for w in _WORD.findall(t)}
+
+
+@functools.lru_cache(maxsize=256)
+def _whole(word: str) -> re.Pattern[str]:
+    """`word` as a whole word; the literal comes first, so ``re`` scans for it fast (a
+    leading lookbehind would be tried at every position)."""
+    literal = re.escape(word)
+    return re.compile(rf"{literal}(?<![^\W_]{literal})(?![^\W_])")
 
 
 def snippet_of(message: JSON, fts_snippet: str | None, terms: Sequence[str]) -> str:
@@ -50,7 +67,7 @@ def snippet_of(message: JSON, fts_snippet: str | None, terms: Sequence[str]) -> 
         return redact(fts_snippet)
     words = _words(terms)
     lowered = clean.lower()
-    first = min((i for w in words if (i := lowered.find(w)) >= 0), default=0)
+    first = min((m.start() for w in words if (m := _whole(w).search(lowered))), default=0)
     start = max(0, first - _SNIPPET_CHARS // 2)
     piece = clean[start : start + _SNIPPET_CHARS]
     for word in sorted(words, key=len, reverse=True):

@@ -112,9 +112,12 @@ def test_a_version_range_states_both_ends() -> None:
     for value in ("Python 3.8", "numpy 1.24.0", "1.24.0", "v2.0"):
         assert status(audit, value) == "kept", value
     for text, ends in {
-        "Supports Python 3.8-3.12.": ["Python 3.8"],
+        "Supports Python 3.8-3.12.": ["Python 3.8", "Python 3.12"],
         "use 1.2.3-1.4.0 here": ["1.2.3", "1.4.0"],
         "roll v1.2-v1.4 out": ["v1.2", "v1.4"],
+        # a right side that goes on is the release's own part, not a range's end
+        "uname: 5.14.0-362.8.1.el9_3.x86_64": ["5.14.0-362.8.1"],
+        "maven 1.0.0-20231012.142536-3 built": [],
     }.items():
         numbers = [f.value for f in extract_facts([{"role": "tool", "content": text}])]
         assert numbers == ends, (text, numbers)

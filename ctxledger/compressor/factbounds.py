@@ -54,8 +54,10 @@ _NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
 MAX_AUTHORITY = 2048
 
 #: after a version's ``-``: not a range's other end (``3.8-3.12``, ``v2.0-v2.1``,
-#: ``1.24.0-1.26.0`` state both ends, not a longer version)
-VERSION_RANGE_END = r"(?!v?[0-9]+\.[0-9])"
+#: ``1.24.0-1.26.0`` state both ends, not a longer version): a dotted version that
+#: ends there. One that goes on is a release's own part (``5.14.0-362.8.1.el9_3``,
+#: ``1.0.0-20231012.142536-3``); ``1.0.0-0.3.7`` reads as a range
+VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w))"
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
 #: one (``Python 3.8-compatible`` states Python 3.8), nor a range's other end

@@ -194,6 +194,8 @@ _VERSION_AFTER_NAME = re.compile(
     r" v?\d+(?:\.\d+)+(?:(?=" + _SUFFIX + r")[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
     r"(?!\w|\.\w|" + _SUFFIX + ")"
 )
+#: a named range's other end (``Python 3.8-3.12``: Python 3.12 too)
+VERSION_RANGE_TO = re.compile(r"-(v?\d+(?:\.\d+)+)(?!\w|\.\w|" + _SUFFIX + ")")
 _VERSIONED_NAMES = _words(
     "python django node nodejs npm pip go rust java ruby php postgresql postgres mysql redis "
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"
@@ -243,6 +245,9 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             start == 0 or not is_word_char(text[start - 1])
         ):
             yield start, text[start : match.end()]
+            upper = VERSION_RANGE_TO.match(text, match.end())
+            if upper is not None:
+                yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 
 def _quoted(text: str) -> Iterator[tuple[int, str]]:

@@ -33,7 +33,12 @@ from ctxledger.compressor.factmatch import (
 )
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
-from ctxledger.compressor.facts import _NUMBER_PATTERNS, _VERSION_AFTER_NAME, is_acknowledgement
+from ctxledger.compressor.facts import (
+    _NUMBER_PATTERNS,
+    _VERSION_AFTER_NAME,
+    VERSION_RANGE_TO,
+    is_acknowledgement,
+)
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -195,6 +200,9 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             start == 0 or not is_word_char(text[start - 1])
         ):
             yield start, text[start : match.end()]
+            upper = VERSION_RANGE_TO.match(text, match.end())
+            if upper is not None:
+                yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 
 def _quoted(text: str) -> Iterator[tuple[int, str]]:

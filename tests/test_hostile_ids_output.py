@@ -226,3 +226,15 @@ def test_an_error_line_joins_lines_in_one_pass_over_long_blanks(db: Path) -> Non
     assert result.exit_code == 2
     (line,) = result.output.splitlines()
     assert line.startswith("error:") and hostile in line
+
+
+def test_json_output_with_a_lone_surrogate_and_a_nan_stays_valid_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # review of session 29: the fallback for text msgspec refuses wrote NaN (not JSON)
+    from ctxledger.cli.app import emit_json
+
+    emit_json({"name": "x\udc9by", "ratio": float("nan"), "rows": [float("inf"), 1.5]})
+    out = capsys.readouterr().out
+    assert "x\\udc9by" in out  # escaped in the text, the same string once decoded
+    assert json.loads(out) == {"name": "x\udc9by", "ratio": None, "rows": [None, 1.5]}

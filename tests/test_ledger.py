@@ -411,3 +411,16 @@ def test_a_session_id_that_is_not_text_is_unknown_not_a_type_error(
         call(ledger, bad)
     assert ledger.store.last_seq() == before
     assert ledger.version(bad) == 0  # type: ignore[arg-type]
+
+
+def test_tools_may_be_any_sequence_of_schemas_but_not_text_or_one_object(tmp_path: Path) -> None:
+    # review of session 29: the not-a-list check refused a UserList (a Sequence)
+    from collections import UserList
+
+    tool = {"type": "function", "function": {"name": "ls", "parameters": {}}}
+    with Ledger.open(tmp_path / "t.db") as ledger:
+        sid = ledger.start_session(model="m", context_length=9000, tools=UserList([tool]))
+        assert ledger.transcript.session(sid).tools == [tool]
+        for bad in ("ls", tool, b"ls"):
+            with pytest.raises(InvalidInput, match="tools must be a list of tool schemas"):
+                ledger.start_session(model="m", context_length=9000, tools=bad)

@@ -448,7 +448,10 @@ RECALL_TOOL: JSON = {
             "properties": {
                 "query": {
                     "type": "string",
-                    "description": "Words to find, e.g. a file path or an error.",
+                    "description": (
+                        "Words to find, e.g. a file path or an error (at most 64 different "
+                        "words; give the few that matter)."
+                    ),
                 },
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8},
             },

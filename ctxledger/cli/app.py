@@ -263,8 +263,20 @@ def emit_json(data: Any) -> None:
     try:
         text = msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
     except UnicodeEncodeError:  # a lone surrogate (see _JSON_UNSAFE), which msgspec refuses
-        text = json.dumps(msgspec.to_builtins(data), indent=2, ensure_ascii=False)
+        finite = _finite(msgspec.to_builtins(data))  # NaN is null, as msgspec writes it
+        text = json.dumps(finite, indent=2, ensure_ascii=False, allow_nan=False)
     click.echo(json_text(text))
+
+
+def _finite(value: Any) -> Any:
+    """`value` (builtins) with each NaN or infinity as None, which JSON can hold."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def handle_errors(fn: F) -> F:

@@ -53,7 +53,7 @@ def checked_tools(tools: object) -> list[dict[str, Any]]:
     or a single object is no list (it was walked as characters or keys)."""
     if tools is None:
         return []
-    if not isinstance(tools, list | tuple):
+    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes | bytearray):
         raise InvalidInput(f"tools must be a list of tool schemas, got {type(tools).__name__}")
     out: list[dict[str, Any]] = []
     for i, tool in enumerate(tools):

@@ -145,22 +145,24 @@ def test_a_message_with_thousands_of_matches_gets_its_snippet_without_fts5(
         sid,
         [
             {"role": "user", "content": "needle " * 40_000},
+            {"role": "user", "content": "x " * 5_000 + "one long needle here"},
             {"role": "user", "content": "only one needle here"},
         ],
     )
     asked: list[int] = []
-    fts_snippet = SearchIndex.snippet
+    fts_snippets = SearchIndex.snippets
 
-    def counted(index: SearchIndex, match: str, rowid: int) -> str:
-        asked.append(rowid)
-        return fts_snippet(index, match, rowid)
+    def counted(index: SearchIndex, match: str, rowids: list[int]) -> dict[int, str]:
+        asked.extend(rowids)
+        return fts_snippets(index, match, rowids)
 
-    monkeypatch.setattr(SearchIndex, "snippet", counted)
+    monkeypatch.setattr(SearchIndex, "snippets", counted)
     hits = recall(ledger, sid, "needle").hits
-    assert [h.snippet.count("«needle»") > 0 for h in hits] == [True, True]
-    assert hits[0].snippet == "only one «needle» here"
-    assert hits[1].snippet.startswith("«needle» «needle»") and len(hits[1].snippet) < 400
-    assert len(asked) == 1  # FTS5 made only the few-match row's snippet
+    assert [h.snippet.count("«needle»") > 0 for h in hits] == [True, True, True]
+    assert hits[0].snippet == "only one «needle» here"  # short: made by the search
+    assert hits[1].snippet.endswith("one long «needle» here")  # long, few: FTS5 asked
+    assert hits[2].snippet.startswith("«needle» «needle»") and len(hits[2].snippet) < 400
+    assert len(asked) == 1  # FTS5 was asked for the long row with few matches only
     ledger.close()
 
 

@@ -69,7 +69,9 @@ FOLD_CHUNK = 20_000
 
 _SEARCH = """
 SELECT m.message_id, m.session_id, m.role, m.origin, m.seq, c.compaction_id,
-       search_messages_fts.rowid
+       search_messages_fts.rowid,
+       CASE WHEN length(m.text) <= {short} THEN
+            snippet(search_messages_fts, 0, '«', '»', '…', 16) END
 FROM search_messages_fts
 JOIN search_messages AS m ON m.id = search_messages_fts.rowid
 LEFT JOIN search_compacted AS c ON c.message_id = m.message_id
@@ -79,12 +81,17 @@ LIMIT ?
 """
 #: FTS5's snippet() of one row; its cost grows with the square of the row's matches
 #: (40,000 of one word: 10 s), so it is asked only for rows with few (_FTS_SNIPPET_HITS)
-_SNIPPET = (
-    "SELECT snippet(search_messages_fts, 0, '«', '»', '…', 16) FROM search_messages_fts "
-    "WHERE search_messages_fts MATCH ? AND rowid = ?"
+_SNIPPETS = (
+    "SELECT rowid, snippet(search_messages_fts, 0, '«', '»', '…', 16) FROM search_messages_fts "
+    "WHERE search_messages_fts MATCH ? AND rowid IN ({})"
 )
 #: above this many occurrences of the query's words, a hit's snippet is cut in Python
 _FTS_SNIPPET_HITS = 1000
+#: a row this short holds too few words for its snippet to cost much (at most ~4,000
+#: one-letter matches: a few tens of ms): the search makes it (a second query walks the
+#: index again, ~1 ms); a longer hit is counted first
+_SHORT_TEXT = 8000
+_SEARCH = _SEARCH.format(short=_SHORT_TEXT)
 _INSERT_MESSAGE = (
     "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -337,11 +344,15 @@ class SearchIndex:
         self._live[tip] = (len(live), ids)
         return ids
 
-    def snippet(self, match: str, rowid: int) -> str:
-        """FTS5's snippet of one matching row (read-only; "" if it no longer matches)."""
+    def snippets(self, match: str, rowids: list[int]) -> dict[int, str]:
+        """FTS5's snippets of matching rows, in one query (read-only; a row that no longer
+        matches is absent): one MATCH walks the index, one per row was ~0.3 ms each."""
+        if not rowids:
+            return {}
+        sql = _SNIPPETS.format(",".join("?" * len(rowids)))
         with self._lock:
-            row = self.db.conn.execute(_SNIPPET, (match, rowid)).fetchone()
-        return str(row[0]) if row else ""
+            rows = self.db.conn.execute(sql, (match, *rowids)).fetchall()
+        return {int(rowid): str(text) for rowid, text in rows}
 
     def search(self, root: str, match: str, limit: int) -> list[tuple[Any, ...]]:
         """Raw rows for an FTS5 `match` expression within one chain (read-only)."""
@@ -405,6 +416,10 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     messages = ledger.transcript.state.messages
     ids = [r[0] for r in rows if r[0] in messages]
     bodies = dict(zip(ids, read_bodies([messages[i] for i in ids]), strict=True))  # one batch
+    fts = {r[6]: r[7] for r in rows if r[7] is not None}  # made by the search
+    long = [r for r in rows if r[7] is None]
+    many = {r[6] for r in long if _many_matches(bodies.get(r[0]), terms)}
+    fts.update(index.snippets(expr, [r[6] for r in long if r[6] not in many]))
     hits = [
         RecallHit(
             message_id=r[0],
@@ -413,7 +428,7 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
             origin=r[3],
             seq=int(r[4]),
             compacted_by=r[5],
-            snippet=_snippet(index, expr, r[6], bodies.get(r[0]), terms),
+            snippet=_snippet(bodies.get(r[0]), fts.get(r[6], ""), terms, r[6] in many),
             live=r[0] in live,
         )
         for r in rows
@@ -421,14 +436,16 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     return RecallResult(session_id=sid, root=root, query=query.strip(), match=match, hits=hits)
 
 
-def _snippet(
-    index: SearchIndex, expr: str, rowid: int, message: JSON | None, terms: list[str]
-) -> str:
+def _many_matches(message: JSON | None, terms: list[str]) -> bool:
+    """Whether FTS5's snippet of `message` would cost too much (see _FTS_SNIPPET_HITS)."""
     stop = _FTS_SNIPPET_HITS + 1
-    if message is not None and occurrences(message_text(message), terms, stop) >= stop:
-        return snippet_of(message, None, terms)
-    fts = index.snippet(expr, rowid)
-    return redact(fts) if message is None else snippet_of(message, fts, terms)
+    return message is not None and occurrences(message_text(message), terms, stop) >= stop
+
+
+def _snippet(message: JSON | None, fts: str, terms: list[str], many: bool) -> str:
+    if message is None:
+        return redact(fts)
+    return snippet_of(message, None if many else fts, terms)
 
 
 # --------------------------------------------------------------------------- agent tools

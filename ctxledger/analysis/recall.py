@@ -87,10 +87,10 @@ _SNIPPETS = (
 )
 #: above this many occurrences of the query's words, a hit's snippet is cut in Python
 _FTS_SNIPPET_HITS = 1000
-#: a row this short holds too few words for its snippet to cost much (at most ~4,000
-#: one-letter matches: a few tens of ms): the search makes it (a second query walks the
-#: index again, ~1 ms); a longer hit is counted first
-_SHORT_TEXT = 8000
+#: a row this short cannot hold more than _FTS_SNIPPET_HITS matches (a word and a
+#: separator each): the search makes its snippet; a longer hit is counted first, and
+#: those with few matches get theirs from one further query (it walks the index again)
+_SHORT_TEXT = 2 * _FTS_SNIPPET_HITS
 _SEARCH = _SEARCH.format(short=_SHORT_TEXT)
 _INSERT_MESSAGE = (
     "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "

@@ -40,14 +40,14 @@ def _proxied(
         async with rig(tmp_path, api="anthropic" if path == "/v1/messages" else "openai") as r:
             before = r.last_seq()
             response = await r.http.post(path, json=body, headers=headers)
-            return (
-                response.status_code,
-                response.text,
-                r.last_seq() - before,
-                len(r.upstream.requests),
-            )
+            return _outcome(r, response, before)
 
     return anyio.run(main)
+
+
+def _outcome(r: Any, response: Any, before: int) -> tuple[int, str, int, int]:
+    """(status, text, events appended since `before`, requests sent upstream)."""
+    return response.status_code, response.text, r.last_seq() - before, len(r.upstream.requests)
 
 
 @pytest.mark.parametrize(
@@ -253,12 +253,7 @@ def _post_raw(tmp_path: Path, path: str, content: bytes) -> tuple[int, str, int,
             response = await r.http.post(
                 path, content=content, headers={**AUTH, "content-type": "application/json"}
             )
-            return (
-                response.status_code,
-                response.text,
-                r.last_seq() - before,
-                len(r.upstream.requests),
-            )
+            return _outcome(r, response, before)
 
     return anyio.run(main)
 

@@ -23,9 +23,10 @@ import warnings
 from typing import Any
 
 from ctxledger import _compat
+from ctxledger.analysis.agent_tools import EXPAND_TOOL, RECALL_TOOL, handle_tool_call
 from ctxledger.analysis.audit import audit_chain, audit_compaction, trace
 from ctxledger.analysis.diff import diff
-from ctxledger.analysis.recall import EXPAND_TOOL, RECALL_TOOL, expand, handle_tool_call, recall
+from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.undo import undo
 from ctxledger.analysis.whatif import whatif
 from ctxledger.compressor.assemble import apply

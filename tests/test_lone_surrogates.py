@@ -108,7 +108,8 @@ def test_a_tools_schema_holding_one_is_refused_before_the_session_starts(tmp_pat
 
 
 def test_a_recall_query_holding_one_is_a_clear_error_for_the_model(tmp_path: Path) -> None:
-    from ctxledger.analysis.recall import handle_tool_call, recall
+    from ctxledger.analysis.agent_tools import handle_tool_call
+    from ctxledger.analysis.recall import recall
 
     ledger, sid = _open(tmp_path / "l.db")
     ledger.append_messages(sid, [{"role": "user", "content": "find the cache bug"}])

@@ -11,17 +11,9 @@ import pytest
 from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, deterministic_ledger
 
+from ctxledger.analysis.agent_tools import EXPAND_TOOL, RECALL_TOOL, handle_tool_call
 from ctxledger.analysis.compactions import chain_compactions
-from ctxledger.analysis.recall import (
-    EXPAND_TOOL,
-    MAX_QUERY_TERMS,
-    RECALL_TOOL,
-    SearchIndex,
-    expand,
-    fts_terms,
-    handle_tool_call,
-    recall,
-)
+from ctxledger.analysis.recall import MAX_QUERY_TERMS, SearchIndex, expand, fts_terms, recall
 from ctxledger.analysis.redacted import occurrences
 from ctxledger.cli.main import cli
 from ctxledger.compressor.redact import redact_message

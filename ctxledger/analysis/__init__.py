@@ -10,9 +10,10 @@
 * :mod:`~ctxledger.analysis.undo`: make a pre-compaction transcript live again.
 """
 
+from ctxledger.analysis.agent_tools import EXPAND_TOOL, RECALL_TOOL, handle_tool_call
 from ctxledger.analysis.audit import audit_chain, audit_compaction, trace
 from ctxledger.analysis.diff import diff
-from ctxledger.analysis.recall import EXPAND_TOOL, RECALL_TOOL, expand, handle_tool_call, recall
+from ctxledger.analysis.recall import expand, recall
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.analysis.undo import undo
 from ctxledger.analysis.whatif import whatif

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 
@@ -43,10 +44,10 @@ __all__ = [
     "search",
 ]
 
-_DIGITS = frozenset("0123456789")
-_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DIGITS = frozenset(string.digits)
+_ASCII_LETTERS = frozenset(string.ascii_letters)
 #: the characters of a URL scheme (two of them before ``://`` make a URL to the matcher)
-_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_SCHEME_CHARS = frozenset(string.ascii_letters + string.digits + "+.-")
 #: what ends a URL's authority besides whitespace (the URL finder's stops, ``/``, JOIN)
 _NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
 #: the longest URL authority (user, host, port) the matcher reads as one; a host name

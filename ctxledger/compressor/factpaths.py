@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import string
 from collections.abc import Iterator, Sequence
 
 __all__ = [
@@ -39,7 +40,7 @@ _EXTENSIONS = (
 )
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
-PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
+PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
 #: suffixes a file name keeps after a known extension (``config.yaml.j2``, ``app.py.bak``,
 #: ``run.log.1``): a closed list, so ``resp.json.get`` stays no path
 _SECOND_SUFFIXES = (
@@ -68,7 +69,6 @@ _DOTFILE = re.compile(
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
 #: what a Windows path grows over: path characters and both separators
 _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
-_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 #: a run of backslashes in a Windows path: a JSON string's escapes double each one
 _DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
@@ -303,7 +303,7 @@ def _windows_spans(text: str) -> list[tuple[int, int]]:
     for match in _WINDOWS_ANCHOR.finditer(text):
         drive = match.group()[0] == ":"
         start = match.start() - 1 if drive else match.start()
-        if start < done or (drive and text[start] not in _ASCII_LETTERS):
+        if start < done or (drive and text[start] not in string.ascii_letters):
             continue  # (inside the last one, or no drive letter; done >= 0 > -1)
         if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS:
             continue

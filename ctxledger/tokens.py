@@ -87,22 +87,10 @@ def _encoding(name: str) -> Any:
     return tiktoken.get_encoding(name)
 
 
-def _is_image(part: object) -> bool:
-    return isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES
-
-
-def _is_counted_apart(part: object) -> bool:
-    return isinstance(part, Mapping) and (
-        part.get("type") in IMAGE_PART_TYPES or part.get("type") in PAYLOAD_PART_TYPES
-    )
-
-
-def image_parts(message: Mapping[str, Any]) -> int:
-    """How many image parts `message`'s content holds (each counts IMAGE_TOKENS)."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return 0
-    return sum(1 for part in content if _is_image(part))
+def _kind(part: object) -> str | None:
+    """A content part's ``type`` when it is text (a list there is no type: not a crash)."""
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _payload_chars(part: Mapping[str, Any]) -> int:
@@ -112,28 +100,32 @@ def _payload_chars(part: Mapping[str, Any]) -> int:
         return len(str(part))
 
 
-def payload_tokens(message: Mapping[str, Any]) -> int:
-    """What `message`'s file and audio parts count (PAYLOAD_PART_TYPES): their JSON's
-    characters / 4."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return 0
-    chars = sum(
-        _payload_chars(part)
-        for part in content
-        if isinstance(part, Mapping) and part.get("type") in PAYLOAD_PART_TYPES
-    )
-    return chars // 4
+def parts_apart_tokens(content: list[Any]) -> int:
+    """What the parts of `content` counted apart from its text count: IMAGE_TOKENS per
+    image, and a quarter of the file and audio parts' JSON characters (PAYLOAD_PART_TYPES)."""
+    images = chars = 0
+    for part in content:
+        kind = _kind(part)
+        if kind in IMAGE_PART_TYPES:
+            images += 1
+        elif kind in PAYLOAD_PART_TYPES:
+            chars += _payload_chars(part)
+    return images * IMAGE_TOKENS + chars // 4
+
+
+#: the part types counted apart from the text
+_APART = IMAGE_PART_TYPES | PAYLOAD_PART_TYPES
 
 
 def _counted(message: Mapping[str, Any]) -> tuple[str, int]:
     """(the text a count tokenizes, the tokens of its image, file and audio parts)."""
     content = message.get("content")
-    if not isinstance(content, list) or not any(_is_counted_apart(p) for p in content):
+    if not isinstance(content, list):
         return message_text(message), 0
-    rest = [p for p in content if not _is_counted_apart(p)]
-    apart = image_parts(message) * IMAGE_TOKENS + payload_tokens(message)
-    return message_text({**message, "content": rest}), apart
+    rest = [p for p in content if _kind(p) not in _APART]
+    if len(rest) == len(content):
+        return message_text(message), 0
+    return message_text({**message, "content": rest}), parts_apart_tokens(content)
 
 
 def message_text(message: Mapping[str, Any], *, text_only: bool = False) -> str:
@@ -384,7 +376,7 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
             len(p["text"]) if isinstance(p, Mapping) and isinstance(p.get("text"), str) else 0
             for p in content
         )
-        parts = image_parts(message) * IMAGE_TOKENS + payload_tokens(message)
+        parts = parts_apart_tokens(content)
     else:
         chars = 0
     args = 0

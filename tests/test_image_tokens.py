@@ -171,3 +171,12 @@ def test_a_file_part_holding_text_utf8_cannot_encode_is_counted_then_refused(
         ledger.append_messages(sid, [bad])
     assert ledger.store.last_seq() == before
     ledger.close()
+
+
+def test_a_part_whose_type_is_not_text_is_counted_as_text_not_a_crash() -> None:
+    # a list as a part's "type" made the image and file checks raise TypeError
+    # (unhashable) in both counts; the rough one runs on messages nobody validated
+    # (Hermes's preflight)
+    message = {"role": "user", "content": [{"type": ["image"], "text": "hi"}]}
+    assert count_message(message) > MESSAGE_OVERHEAD
+    assert rough_message_tokens(message) > 0

@@ -120,11 +120,9 @@ _APART = IMAGE_PART_TYPES | PAYLOAD_PART_TYPES
 def _counted(message: Mapping[str, Any]) -> tuple[str, int]:
     """(the text a count tokenizes, the tokens of its image, file and audio parts)."""
     content = message.get("content")
-    if not isinstance(content, list):
+    if not isinstance(content, list) or not any(_kind(p) in _APART for p in content):
         return message_text(message), 0
     rest = [p for p in content if _kind(p) not in _APART]
-    if len(rest) == len(content):
-        return message_text(message), 0
     return message_text({**message, "content": rest}), parts_apart_tokens(content)
 
 

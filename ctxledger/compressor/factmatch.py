@@ -66,8 +66,9 @@ WHITESPACE = re.compile(r"\s+")
 CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 
 
-#: a Windows path with a drive, as normalized (``\\`` reads as ``/``)
-_DRIVE_PATH = re.compile(r"[a-z]:/[^/]")
+#: a relative path of two names or more, as normalized (``\\`` reads as ``/``), single
+#: separators: a Windows path (``c:/logs``, ``src/app.py``) whose text may double them
+_SEPARATED = re.compile(r"[^/]+(?:/[^/]+)+/?\Z")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
 _CUT = re.compile(r"[ \t\n]")
@@ -162,8 +163,11 @@ class Haystack:
     def holds(self, kind: str, normalized: str) -> bool:
         """Whether the text states a fact of `kind` normalized as `normalized`.
 
-        A Windows path (``c:/logs/app.log`` as normalized) is also stated with doubled
-        separators: the text of a JSON string escapes each backslash (``C:\\\\logs``).
+        A Windows path (``c:/logs/app.log``, ``src/app.py`` as normalized) is also stated
+        with doubled separators: the text of a JSON string escapes each backslash
+        (``C:\\\\logs``, ``src\\\\app.py``). So is any relative path of two names or more
+        (``src//app.py`` names the same file); an absolute one is not (``//host/x`` is
+        another path).
         """
         cased = kind in CASE_SENSITIVE_KINDS
         path = kind == "path"
@@ -171,7 +175,7 @@ class Haystack:
             return True
         return (
             path
-            and _DRIVE_PATH.match(normalized) is not None
+            and _SEPARATED.match(normalized) is not None
             and self._holds(cased, path, normalized.replace("/", "//"))
         )
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ctxledger.compressor.factbounds import prerelease_end  # session 30
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -178,13 +179,28 @@ def _cap(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
+def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
+    """`value`, a version ending at `end`, with the numeric pre-release after it
+    (``1.0.0-0.3.7``; factbounds.prerelease_end), whose start then goes to `joined`
+    (no version of its own)."""
+    tail = prerelease_end(text, end, value)
+    if tail == -1:
+        return value
+    joined.add(end + 1)
+    return value + text[end:tail]
+
+
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
+    joined: set[int] = set()  # session 30: where a numeric pre-release joined to its version starts
     for pattern, template, not_before in _NUMBER_PATTERNS:
         matches = (
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
         for match in matches:
-            if template == "line":
+            if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if match.start() not in joined:
+                    yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)
+            elif template == "line":
                 if text[max(0, match.start() - 3) : match.start()] == '", ':
                     continue  # a traceback frame: its error line is the fact
                 word = "lines" if match.group(3) else "line"
@@ -199,9 +215,11 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
         if text[start : match.start()].lower() in _VERSIONED_NAMES and (
             start == 0 or not is_word_char(text[start - 1])
         ):
-            yield start, text[start : match.end()]
+            value = text[start : match.end()]
+            whole = _joined_version(text, match.end(), value, joined)
+            yield start, whole
             upper = VERSION_RANGE_TO.match(text, match.end())
-            if upper is not None:
+            if upper is not None and whole == value:
                 yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 

@@ -101,3 +101,24 @@ def test_the_regex_and_the_rule_agree_on_pre_releases(left: str, right: str, tai
     # contains (the rule per occurrence) and search (the regex) agree, repeated or not
     for hay in (text, " ".join([text] * 10)):
         assert contains(hay, left) == search(hay, left)
+
+
+def test_a_named_range_restated_keeps_both_ends() -> None:
+    # the extraction makes "Python 3.12" of "Python 3.8-3.12"; that fact was found
+    # nowhere, not even in its own text, so restating the range lost it
+    text = "CI runs Python 3.8-3.12 and numpy 1.24.0-1.26.0."
+    facts = extract_facts([{"role": "assistant", "content": text}])
+    assert {"Python 3.12", "numpy 1.26.0"} <= {f.value for f in facts}
+    for fact in facts:
+        assert fact_in_text(fact, text), fact
+    for summary, kept in (
+        ("CI: Python 3.8-3.12, numpy 1.24.0-1.26.0.", True),
+        ("CI: python 3.10-3.12; numpy 1.25.0-1.26.0", True),
+        ("CI: Python 3.8-3.12.1, numpy 1.24.0-1.26.0.1.", False),
+        ("CI: Python 3.8-3.13, numpy 1.24.0-1.27.0.", False),
+        ("CI: CPython 3.8-3.12, mynumpy 1.24.0-1.26.0.", False),
+        ("CI: Python 3.13-3.12, numpy 1.27.0-1.26.0.", False),  # pre-releases, no ranges
+    ):
+        audit = audit_of(assistant(text), summary)
+        for value in ("Python 3.12", "numpy 1.26.0"):
+            assert status(audit, value) == ("kept" if kept else "lost"), (summary, value)

@@ -44,6 +44,7 @@ __all__ = [
     "lower_tail",
     "prerelease_end",
     "search",
+    "states_range_end",
 ]
 
 _DIGITS = frozenset(string.digits)
@@ -104,6 +105,26 @@ def prerelease_end(text: str, at: int, version: str) -> int:
     if left is None or tail is None:
         return -1
     return tail.end() if _numbers_of(tail.group(1)) < _numbers_of(left.group()) else -1
+
+
+def states_range_end(haystack: str, name: str, version: str) -> bool:
+    """Whether `haystack` names a range of `name` that ends at `version` (``python 3.12``
+    in ``python 3.8-3.12``): the extraction makes such a named version of a range's
+    other end, and the range restated keeps it. The end is matched as `version` (not
+    part of a longer number or version); a lower number is no end but a pre-release."""
+    for match in _range_end_pattern(name, version).finditer(haystack):
+        left = match.group(1)
+        if prerelease_end(haystack, match.end(1), left) == -1 and _accepted(
+            haystack, match.start(2), version, False
+        ):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _range_end_pattern(name: str, version: str) -> re.Pattern[str]:
+    literal = re.escape(name)  # first, so the engine finds candidates by it
+    return re.compile(f"{literal}(?<!\\w{literal}) (v?[0-9]+(?:\\.[0-9]+)+)-({re.escape(version)})")
 
 
 def _less_than(number: int) -> str | None:

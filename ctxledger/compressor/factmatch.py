@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compressor.factbounds import contains
+from ctxledger.compressor.factbounds import contains, states_range_end
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -69,6 +69,8 @@ CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 #: a relative path of two names or more, as normalized (``\\`` reads as ``/``), single
 #: separators: a Windows path (``c:/logs``, ``src/app.py``) whose text may double them
 _SEPARATED = re.compile(r"[^/]+(?:/[^/]+)+/?\Z")
+#: a named version, as normalized (``python 3.12``)
+_NAMED_VERSION = re.compile(r"([a-z]+) (v?[0-9]+(?:\.[0-9]+)+)")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
 _CUT = re.compile(r"[ \t\n]")
@@ -173,6 +175,10 @@ class Haystack:
         path = kind == "path"
         if self._holds(cased, path, normalized):
             return True
+        if kind == "number" and " " in normalized:
+            # a named range's other end (``python 3.12``) is stated by the range restated
+            named = _NAMED_VERSION.fullmatch(normalized)
+            return named is not None and states_range_end(self.folded, *named.groups())
         return (
             path
             and _SEPARATED.match(normalized) is not None

@@ -47,8 +47,12 @@ _SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
+#: a known extension, its second suffixes, then no more of a name: not a word char, ``-``,
+#: ``(`` or ``/``, nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get``
+#: and ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the
+#: matcher found nowhere, not even in its own text)
 _EXT_ANCHOR = re.compile(
-    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/])"
+    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/]|\.\w)"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
@@ -89,6 +93,11 @@ _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
 _HAS_EXT = re.compile(
     r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*$", re.IGNORECASE
 )
+#: a file name: a name, a dot and a lower-case extension of two characters or more
+#: (``schema.prisma``, ``index.mdx``; not ``3.x``, ``e.g``)
+_FILE_NAME = re.compile(r"[A-Za-z_][\w\-]*\.[a-z][a-z0-9]{1,9}")
+#: the directory before such a file name: a name with a letter
+_FILE_NAME_DIR = re.compile(r"[\w\-.]*[A-Za-z][\w\-.]*")
 _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
     # the pieces of a ``sed 's/True/False/'`` expression
@@ -258,6 +267,9 @@ def _plausible(value: str) -> str | None:
         return None
     # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
     if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
+        return value
+    # under a directory a file name needs no known extension (``prisma/schema.prisma``)
+    if _FILE_NAME.fullmatch(parts[-1]) and _FILE_NAME_DIR.fullmatch(parts[0]):
         return value
     # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
     return value if _DOT_DIR.match(value) or _DOTFILE.fullmatch(parts[-1]) else None

@@ -47,6 +47,7 @@ __all__ = [
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
+    "states_exit_code",
 ]
 
 LINE_MAX_CHARS = 160
@@ -348,6 +349,22 @@ def error_lines(text: str) -> list[str]:
     for _, value in sorted(_error_lines(text), key=lambda item: item[0]):
         seen.setdefault(value, None)
     return list(seen)
+
+
+#: _EXIT_CODES as a matcher reads them: in a case-folded text (``exitcode``)
+_FOLDED_EXIT_CODES = tuple(re.compile(p.pattern, re.IGNORECASE) for p in _EXIT_CODES)
+
+
+def states_exit_code(folded: str, code: int) -> bool:
+    """Whether case-folded `folded` reports exit code `code` in a way the extraction
+    reads one (``exited with 2``, ``<returncode>2</returncode>``, ``"exit_code": 2``)."""
+    if not has_any(folded, ("xit", "returncode")):
+        return False
+    return any(
+        int(match.group(1)) == code
+        for pattern in _FOLDED_EXIT_CODES
+        for match in pattern.finditer(folded)
+    )
 
 
 def exit_code(text: str) -> int | None:

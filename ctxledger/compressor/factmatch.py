@@ -32,7 +32,8 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compressor.factbounds import contains, states_range_end
+from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
+from ctxledger.compressor.factkinds import states_exit_code
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -71,6 +72,10 @@ CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 _SEPARATED = re.compile(r"[^/]+(?:/[^/]+)+/?\Z")
 #: a named version, as normalized (``python 3.12``)
 _NAMED_VERSION = re.compile(r"([a-z]+) (v?[0-9]+(?:\.[0-9]+)+)")
+#: a range of lines, as extracted and normalized (``lines 12-20``)
+_LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
+#: an exit code, as extracted (``exit code 2``)
+_EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
 _CUT = re.compile(r"[ \t\n]")
@@ -175,15 +180,27 @@ class Haystack:
         path = kind == "path"
         if self._holds(cased, path, normalized):
             return True
-        if kind == "number" and " " in normalized:
-            # a named range's other end (``python 3.12``) is stated by the range restated
-            named = _NAMED_VERSION.fullmatch(normalized)
-            return named is not None and states_range_end(self.folded, *named.groups())
+        if kind in ("number", "error") and " " in normalized:
+            return self._read_as(normalized)
         return (
             path
             and _SEPARATED.match(normalized) is not None
             and self._holds(cased, path, normalized.replace("/", "//"))
         )
+
+    def _read_as(self, normalized: str) -> bool:
+        """Whether the text states a fact the extraction words its own way in the words
+        it reads it from: a named range's other end (``python 3.12``) by the range
+        restated (``python 3.8-3.12``), lines (``lines 12-20``) by ``line 12 to 20``, an
+        exit code (``exit code 2``) by ``exited with 2`` or ``"exit_code": 2``."""
+        named = _NAMED_VERSION.fullmatch(normalized)
+        if named is not None:
+            return states_range_end(self.folded, *named.groups())
+        lines = _LINES.fullmatch(normalized)
+        if lines is not None:
+            return states_lines(self.folded, *lines.groups())
+        code = _EXIT_CODE.fullmatch(normalized)
+        return code is not None and states_exit_code(self.folded, int(code.group(1)))
 
     def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
         answers = self._answers

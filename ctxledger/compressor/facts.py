@@ -92,34 +92,12 @@ COMMAND_MAX_CHARS = 200
 
 _FREE_TEXT_KEYS = frozenset(
     {
-        "command",
-        "cmd",
-        "shell_command",
-        "script",
-        "commands",
-        "code",
-        "content",
-        "text",
-        "patch",
-        "diff",
-        "old_str",
-        "new_str",
-        "old_string",
-        "new_string",
-        "file_text",
-        "new_content",
-        "body",
-        "message",
-        "input",
-        "query",
-        "prompt",
-        "description",
-        "reason",
-        "summary",
-        "note",
-        "thought",
+        "command", "cmd", "shell_command", "script", "commands", "code", "content", "text",
+        "patch", "diff", "old_str", "new_str", "old_string", "new_string", "file_text",
+        "new_content", "body", "message", "input", "query", "prompt", "description", "reason",
+        "summary", "note", "thought",
     }
-)
+)  # fmt: skip
 _DOLLAR_LINE = re.compile(r"^[ \t]*\$ +(\S[^\n]*)$", re.MULTILINE)
 
 _DEFINITION = re.compile(
@@ -190,7 +168,15 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         ".",
     ),
     (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
-    (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
+    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone
+    (
+        re.compile(
+            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d))?)?"
+            r"(?:Z|[+-]\d{2}:?\d{2})?)?)(?![\w])"
+        ),
+        "{1}",
+        "-",
+    ),
 )
 # ``Django 3.2``: found from the version, then the word before it is checked. A
 # pre-release or build suffix is part of it (``release v2.0-rc1``), a word after a

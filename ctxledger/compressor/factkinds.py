@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
+from ctxledger.compressor.factnoise import listed_or_documented
 from ctxledger.compressor.factscan import (
     has_any,
     line_matches,
@@ -44,6 +46,7 @@ __all__ = [
     "error_lines",
     "exit_code",
     "is_asset_path",
+    "listed_or_documented",
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
@@ -388,10 +391,6 @@ _SHELL_ERROR = re.compile(
 #: every shell error line has ``prog: `` (a colon, then a blank)
 _SHELL_ERROR_LITERALS = (": ", ":\t")
 _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
-_CODE_LINE = re.compile(
-    r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
-    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
-)
 
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
@@ -416,7 +415,7 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
         stripped = line.strip()
         if _CODE_LINE.match(line) or _EXCEPTION_IN_LINE.match(stripped):
             continue
-        if sum(c.isalnum() for c in stripped) < 12:
+        if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found

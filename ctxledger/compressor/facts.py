@@ -47,6 +47,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
+from ctxledger.compressor.factnoise import in_file_listing
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
@@ -197,8 +198,6 @@ _CAPITALS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
-# Interpreter and library internals (traceback frames): context, not salient facts.
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -213,9 +212,8 @@ def _cap(text: str, limit: int) -> str:
 
 
 def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
-    """`value`, a version ending at `end`, with the numeric pre-release after it
-    (``1.0.0-0.3.7``; factbounds.prerelease_end), whose start then goes to `joined`
-    (no version of its own)."""
+    """`value` (a version ending at `end`) with its numeric pre-release (``1.0.0-0.3.7``),
+    whose start then goes to `joined`: no version of its own."""
     tail = prerelease_end(text, end, value)
     if tail == -1:
         return value
@@ -232,6 +230,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
         for match in matches:
+            if in_file_listing(text, match.start()):
+                continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
                 if match.start() not in joined:
                     yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)

@@ -32,6 +32,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
+from ctxledger.compressor.factnoise import in_file_listing  # session 30
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.facts import (
@@ -197,6 +198,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
         for match in matches:
+            if in_file_listing(text, match.start()):
+                continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
                 if match.start() not in joined:
                     yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)

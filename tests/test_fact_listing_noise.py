@@ -57,3 +57,16 @@ def test_lines_naming_an_exception_that_happened_stay_errors() -> None:
         "2024-01-02 12:00:01 worker crashed with ValueError: bad input",
         "The call failed with KeyError: 'missing'",
     ], errors
+
+
+def test_a_bare_yes_or_no_argument_is_no_fact() -> None:
+    # "insurance": "no" made the fact "no", kept by any summary holding the word
+    arguments = '{"cabin": "economy", "insurance": "no", "confirm": "yes"}'
+    message = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "book", "arguments": arguments}}
+        ],
+    }
+    assert [(f.kind, f.value) for f in extract_facts([message])] == [("identifier", "economy")]

@@ -123,7 +123,7 @@ _STOPWORDS = _words(
     "object type len print range open main test tests data value values name key keys items "
     "result results return import from class def for while if else elif try except with pass "
     "break continue lambda yield async await json echo cat grep sed head tail find the and "
-    "this that init new get put post delete"
+    "this that init new get put post delete yes no"
 )
 
 #: what makes a version longer (the matcher's rule): no version is found without it

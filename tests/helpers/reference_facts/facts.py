@@ -150,7 +150,7 @@ _STOPWORDS = _words(
     "object type len print range open main test tests data value values name key keys items "
     "result results return import from class def for while if else elif try except with pass "
     "break continue lambda yield async await json echo cat grep sed head tail find the and "
-    "this that init new get put post delete"
+    "this that init new get put post delete yes no"
 )
 
 # (pattern, template, characters that may not precede a match besides word characters;

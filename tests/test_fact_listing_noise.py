@@ -70,3 +70,23 @@ def test_a_bare_yes_or_no_argument_is_no_fact() -> None:
         ],
     }
     assert [(f.kind, f.value) for f in extract_facts([message])] == [("identifier", "economy")]
+
+
+def test_a_numbered_listing_line_is_no_shell_or_script_error() -> None:
+    # grep -n / cat -n of source: "1194:" is a line number, not a program's name
+    output = (
+        '1194:        raise TypeError("Cannot pass None as an argument to only().")\n'
+        "28-except ImportError:\n"
+        '1447:        "format": "{input!r} cannot be formatted as a timedelta.",\n'
+        "cat: x.txt: No such file or directory\n"
+    )
+    errors = [value for kind, value in _facts(output) if kind == "error"]
+    assert errors == ["TypeError", "ImportError", "cat: x.txt: No such file or directory"]
+
+
+def test_an_amount_ends_before_a_comma_of_prose() -> None:
+    # "$375, $500" gave the fact "$375,": a summary saying "$375." lost it
+    numbers = [
+        value for kind, value in _facts("Fares: $375, $500, $1,250.50 and $5.") if kind == "number"
+    ]
+    assert numbers == ["$375", "$500", "$1,250.50", "$5"]

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
-from ctxledger.compressor.factnoise import listed_or_documented
+from ctxledger.compressor.factnoise import listed_or_documented, numbered
 from ctxledger.compressor.factscan import (
     has_any,
     line_matches,
@@ -396,7 +396,7 @@ _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [(m.start(1), _cap(m.group(1))) for m in matches]
+    return [(m.start(1), _cap(m.group(1))) for m in matches if not numbered(m.group(1))]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:

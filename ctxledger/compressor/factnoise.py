@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CODE_LINE", "in_file_listing", "listed_or_documented"]
+__all__ = ["CODE_LINE", "in_file_listing", "listed_or_documented", "numbered"]
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt
 CODE_LINE = re.compile(
@@ -20,7 +20,9 @@ CODE_LINE = re.compile(
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
 #: (``astroid/builder.py:79:``); not a clock (``12:30``) or a date (``2024-01-02``)
-_LISTED = re.compile(r"\s*(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?=\s))")
+_LISTED = re.compile(r"\s*(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?!\d))")
+#: a listing's line number alone at the start of a line (``1194:``, ``28-``)
+_NUMBERED = re.compile(r"\s*\d+(?::(?!\d)|-(?!\d))")
 #: a docstring's field naming what a function raises (``:raises KeyError:``, ``@throws``)
 _DOC_FIELD = re.compile(r"\s*(?::raises?\b|:exception\b|@raises?\b|@throws\b|Raises:\s*$)")
 
@@ -34,6 +36,12 @@ def listed_or_documented(line: str) -> bool:
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
         _DOC_FIELD.match(rest) is not None
     )
+
+
+def numbered(line: str) -> bool:
+    """Whether `line` starts with a listing's line number (``1194:``, ``28-``): no
+    program's name (``1194: … cannot be …`` is no shell error)."""
+    return _NUMBERED.match(line) is not None
 
 
 #: the start of a line of ``ls -l``: a file type and mode (``drwxr-xr-x``, ``-rw-r--r--.``)

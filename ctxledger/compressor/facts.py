@@ -168,7 +168,7 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         "{1}",
         ".",
     ),
-    (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
+    (re.compile(r"(\$\d+(?:,\d{3})*(?:\.\d+)?)(?![\d])"), "{1}", None),  # not ``$375,``
     # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone
     (
         re.compile(

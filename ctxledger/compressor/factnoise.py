@@ -19,8 +19,11 @@ CODE_LINE = re.compile(
 )
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
-#: (``astroid/builder.py:79:``); not a clock (``12:30``) or a date (``2024-01-02``)
-_LISTED = re.compile(r"\s*(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?!\d))")
+#: (``astroid/builder.py:79:``), not a clock (``12:30``) or a date (``2024-01-02``); a
+#: file of ``grep -r`` (``astroid/manager.py:``); a diff's ``+`` or ``-``
+_LISTED = re.compile(
+    r"\s*(?:(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?!\d))|[\w/.\-]+\.[A-Za-z]\w*:(?!\d)|[+\-])"
+)
 #: a listing's line number alone at the start of a line (``1194:``, ``28-``)
 _NUMBERED = re.compile(r"\s*\d+(?::(?!\d)|-(?!\d))")
 #: a docstring's field naming what a function raises (``:raises KeyError:``, ``@throws``)

@@ -50,7 +50,7 @@ __all__ = [
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
-    "states_exit_code",
+    "stated_exit_codes",
 ]
 
 LINE_MAX_CHARS = 160
@@ -354,19 +354,21 @@ def error_lines(text: str) -> list[str]:
     return list(seen)
 
 
-#: _EXIT_CODES as a matcher reads them: in a case-folded text (``exitcode``)
-_FOLDED_EXIT_CODES = tuple(re.compile(p.pattern, re.IGNORECASE) for p in _EXIT_CODES)
+#: _EXIT_CODES as a matcher reads them: in a case-folded text (``exitcode``; no
+#: IGNORECASE, a slower scan of a text already folded)
+_FOLDED_EXIT_CODES = tuple(
+    re.compile(p.pattern.replace("[Ee]xit", "exit").replace("exitCode", "exitcode"))
+    for p in _EXIT_CODES
+)
 
 
-def states_exit_code(folded: str, code: int) -> bool:
-    """Whether case-folded `folded` reports exit code `code` in a way the extraction
-    reads one (``exited with 2``, ``<returncode>2</returncode>``, ``"exit_code": 2``)."""
+def stated_exit_codes(folded: str) -> frozenset[int]:
+    """The exit codes case-folded `folded` reports in a way the extraction reads one
+    (``exited with 2``, ``<returncode>2</returncode>``, ``"exit_code": 2``)."""
     if not has_any(folded, ("xit", "returncode")):
-        return False
-    return any(
-        int(match.group(1)) == code
-        for pattern in _FOLDED_EXIT_CODES
-        for match in pattern.finditer(folded)
+        return frozenset()
+    return frozenset(
+        int(match.group(1)) for pattern in _FOLDED_EXIT_CODES for match in pattern.finditer(folded)
     )
 
 

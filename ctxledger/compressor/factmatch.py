@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
-from ctxledger.compressor.factkinds import states_exit_code
+from ctxledger.compressor.factkinds import stated_exit_codes
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -148,12 +148,14 @@ LONG_TEXT = 64 * 1024
 class Haystack:
     """A text prepared once for many fact checks (folded, and cased on demand)."""
 
-    __slots__ = ("_answers", "_cased", "_present", "folded", "text")
+    __slots__ = ("_answers", "_cased", "_escaped", "_exit_codes", "_present", "folded", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.folded = normalize(text)
         self._cased: str | None = None
+        self._exit_codes: frozenset[int] | None = None
+        self._escaped: bool | None = None
         #: (case-sensitive, path, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, str], bool] | None = (
             {} if len(text) >= LONG_TEXT else None
@@ -182,11 +184,11 @@ class Haystack:
             return True
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
-        return (
-            path
-            and _SEPARATED.match(normalized) is not None
-            and self._holds(cased, path, normalized.replace("/", "//"))
-        )
+        if not path or _SEPARATED.match(normalized) is None:
+            return False
+        if self._escaped is None:  # doubled separators come from escaped backslashes
+            self._escaped = "\\\\" in self.text or "//" in self.folded.replace("://", "")
+        return self._escaped and self._holds(cased, path, normalized.replace("/", "//"))
 
     def _read_as(self, normalized: str) -> bool:
         """Whether the text states a fact the extraction words its own way in the words
@@ -200,7 +202,11 @@ class Haystack:
         if lines is not None:
             return states_lines(self.folded, *lines.groups())
         code = _EXIT_CODE.fullmatch(normalized)
-        return code is not None and states_exit_code(self.folded, int(code.group(1)))
+        if code is None:
+            return False
+        if self._exit_codes is None:  # read once per text: many facts ask
+            self._exit_codes = stated_exit_codes(self.folded)
+        return int(code.group(1)) in self._exit_codes
 
     def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
         answers = self._answers

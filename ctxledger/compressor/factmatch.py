@@ -186,9 +186,15 @@ class Haystack:
             return self._read_as(normalized)
         if not path or _SEPARATED.match(normalized) is None:
             return False
-        if self._escaped is None:  # doubled separators come from escaped backslashes
-            self._escaped = "\\\\" in self.text or "//" in self.folded.replace("://", "")
-        return self._escaped and self._holds(cased, path, normalized.replace("/", "//"))
+        if ":" not in normalized and not self._doubled():
+            return False  # (its doubled form would hold a "//" outside a "://")
+        return self._holds(cased, path, normalized.replace("/", "//"))
+
+    def _doubled(self) -> bool:
+        """Whether the text holds a ``//`` that is no URL's ``://`` (asked once per text)."""
+        if self._escaped is None:
+            self._escaped = "//" in self.folded.replace("://", "")
+        return self._escaped
 
     def _read_as(self, normalized: str) -> bool:
         """Whether the text states a fact the extraction words its own way in the words

@@ -48,6 +48,10 @@ _FRAGMENTS = (
     "make: *** [all] Error 2", "make[1]: *** No rule.  Stop.", "x.c:3:5: error: boom",
     "Note: error: fine", "gcc: fatal error: none", "v2.0-rc1", "release v2.0-rc1",
     "Python 3.8-compatible", "http://h:80/api/v1",
+    # session 30's: relative Windows paths and their look-alikes, semver pre-releases
+    "src\\app.py", "src\\\\app.py", "lib\\x\\models", "x.\\y.py", "a.py\\nb.py",
+    "\\d+\\.\\d+", "2\\theta\\sin", "config\\.yaml", "1.0.0-0.3.7", "v2.0.0-rc.1+build.5",
+    "1.0.0-alpha.1", "3.8-3.12",
 )  # fmt: skip
 _SEPARATORS = (" ", " ", "\n", "", ". ", "\t", "  ", ", ", "\r\n", ": ")
 

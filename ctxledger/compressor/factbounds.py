@@ -41,7 +41,11 @@ __all__ = [
     "continues_number",
     "inside_longer_path",
     "is_word",
+    "lower_tail",
+    "prerelease_end",
     "search",
+    "states_lines",
+    "states_range_end",
 ]
 
 _DIGITS = frozenset(string.digits)
@@ -57,7 +61,8 @@ MAX_AUTHORITY = 2048
 #: after a version's ``-``: not a range's other end (``3.8-3.12``, ``v2.0-v2.1``,
 #: ``1.24.0-1.26.0`` state both ends, not a longer version): a dotted version that
 #: ends there. One that goes on is a release's own part (``5.14.0-362.8.1.el9_3``,
-#: ``1.0.0-20231012.142536-3``); ``1.0.0-0.3.7`` reads as a range
+#: ``1.0.0-20231012.142536-3``); so is one lower than the version before it, which
+#: is no upper end (``1.0.0-0.3.7``, a semver pre-release: :func:`prerelease_end`)
 VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w))"
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
@@ -74,6 +79,109 @@ _VERSION_SUFFIX = re.compile(VERSION_SUFFIX)
 _DOTTED_END = re.compile(r"(?<![0-9.,$])[0-9]+(?:\.[0-9]+)+$")
 
 
+#: after a version: ``-`` and a dotted number that ends there (with a ``v`` it is a
+#: range's other end however low: ``v2.0-v1.9`` names two versions)
+_NUMERIC_TAIL = re.compile(r"-([0-9]+(?:\.[0-9]+)+)(?![\w\-+]|\.\w)")
+#: how a numeric pre-release ends (the ``(?![\w\-+]|\.\w)`` of VERSION_RANGE_END)
+_TAIL_END = r"(?![\w\-+]|\.\w)"
+
+
+def _numbers_of(dotted: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in dotted.split("."))
+
+
+def prerelease_end(text: str, at: int, version: str) -> int:
+    """Where the numeric pre-release after `version` (which ends at `at` in `text`)
+    ends, or -1 when there is none.
+
+    A ``-`` and a dotted number after a version read as a range (``3.8-3.12``) when
+    the number is a plausible upper end; when it is lower than the version's
+    (``1.0.0-0.3.7``, ``2.0-1.5``, compared number by number) it is no upper end but
+    the version's own pre-release, one longer version.
+    """
+    if not text.startswith("-", at):
+        return -1
+    left = _DOTTED_END.search(version)
+    tail = _NUMERIC_TAIL.match(text, at) if left is not None else None
+    if left is None or tail is None:
+        return -1
+    return tail.end() if _numbers_of(tail.group(1)) < _numbers_of(left.group()) else -1
+
+
+def states_range_end(haystack: str, name: str, version: str) -> bool:
+    """Whether `haystack` names a range of `name` that ends at `version` (``python 3.12``
+    in ``python 3.8-3.12``): the extraction makes such a named version of a range's
+    other end, and the range restated keeps it. The end is matched as `version` (not
+    part of a longer number or version); a lower number is no end but a pre-release."""
+    for match in _range_end_pattern(name, version).finditer(haystack):
+        left = match.group(1)
+        if prerelease_end(haystack, match.end(1), left) == -1 and _accepted(
+            haystack, match.start(2), version, False
+        ):
+            return True
+    return False
+
+
+def states_lines(haystack: str, first: str, last: str) -> bool:
+    """Whether `haystack` names the lines `first` to `last` as the extraction reads them
+    (``lines 12-20`` of ``Line 12-20``, ``lines 12 to 20``, ``lines 12 – 20``)."""
+    return _lines_pattern(first, last).search(haystack) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _lines_pattern(first: str, last: str) -> re.Pattern[str]:
+    # "line" first, so the engine finds candidates by it; the rest as extraction reads it
+    return re.compile(f"line(?<!\\wline)s? {first}\\s*(?:-|\u2013|to)\\s*{last}(?![0-9]|[.,][0-9])")
+
+
+@functools.lru_cache(maxsize=1024)
+def _range_end_pattern(name: str, version: str) -> re.Pattern[str]:
+    literal = re.escape(name)  # first, so the engine finds candidates by it
+    return re.compile(f"{literal}(?<!\\w{literal}) (v?[0-9]+(?:\\.[0-9]+)+)-({re.escape(version)})")
+
+
+def _less_than(number: int) -> str | None:
+    """A regex of the digit strings whose value is lower than `number` (leading zeros
+    allowed), or None when none is (0)."""
+    if number == 0:
+        return None
+    digits = str(number)
+    shorter = [f"[1-9][0-9]{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
+    same = []
+    for i, digit in enumerate(digits):
+        low = 1 if i == 0 else 0
+        if int(digit) > low:
+            rest = len(digits) - i - 1
+            same.append(f"{digits[:i]}[{low}-{int(digit) - 1}][0-9]{{{rest}}}")
+    return "(?=[0-9])0*(?:" + "|".join([*shorter, *same]) + ")?(?![0-9])"
+
+
+def _equal_to(number: int) -> str:
+    return f"0*{number}(?![0-9])" if number else "0+(?![0-9])"
+
+
+def lower_tail(version: str) -> str | None:
+    """The regex of what :func:`prerelease_end` finds after `version`: ``-`` and a
+    dotted number lower than the one `version` ends with (None when it ends with none,
+    or with one nothing is lower than)."""
+    left = _DOTTED_END.search(version)
+    if left is None:
+        return None
+    numbers = _numbers_of(left.group())
+    options: list[str] = []
+    for i, number in enumerate(numbers):
+        same = r"\.".join(_equal_to(n) for n in numbers[:i])
+        below = _less_than(number)
+        if below is not None:  # equal up to i, lower at i, anything after (two numbers or more)
+            more = r"(?:\.[0-9]+)+" if i == 0 else r"(?:\.[0-9]+)*"
+            options.append((same + r"\." if same else "") + below + more)
+        if i >= 2:  # a shorter equal prefix is lower too (``1.2`` < ``1.2.3``)
+            options.append(same)
+    if not options:
+        return None
+    return "-(?:" + "|".join(options) + ")" + _TAIL_END
+
+
 def is_word(char: str) -> bool:
     """A word character (as ``\\w`` of a str regex; tested on every code point)."""
     return char.isalnum() or char == "_"
@@ -87,7 +195,8 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
     a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
     ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
     ``,`` or ``.`` (``0.1`` in ``v2.0.1``); a needle ending in a dotted number followed
-    by a :data:`VERSION_SUFFIX` (``v2.0`` in ``v2.0-rc1``)."""
+    by a :data:`VERSION_SUFFIX` (``v2.0`` in ``v2.0-rc1``) or a numeric pre-release
+    (``1.0.0`` in ``1.0.0-0.3.7``: :func:`prerelease_end`)."""
     if needle[-1] in _DIGITS and end + 1 < len(haystack):
         if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
             return True
@@ -97,6 +206,8 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
             and _DOTTED_END.search(needle)
         ):
             return True
+        if prerelease_end(haystack, end, needle) != -1:
+            return True  # ``1.0.0`` in ``1.0.0-0.3.7``
     return (
         needle[0] in _DIGITS
         and start >= 2
@@ -264,6 +375,9 @@ def _ahead(needle: str, path: bool) -> str:
         ahead.append(r"[,.][0-9]")
         if _DOTTED_END.search(needle):
             ahead.append(VERSION_SUFFIX)
+            lower = lower_tail(needle)
+            if lower is not None:
+                ahead.append(lower)
     if path and needle[-1] != "/":
         ahead.append(f"[{_PATH_CLASS_NO_DOT}]|\\.+[{_PATH_CLASS_NO_DOT}/]")
     return f"(?!{'|'.join(ahead)})" if ahead else ""

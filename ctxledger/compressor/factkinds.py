@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
+from ctxledger.compressor.factnoise import listed_or_documented, numbered
 from ctxledger.compressor.factscan import (
     has_any,
     line_matches,
@@ -44,9 +46,11 @@ __all__ = [
     "error_lines",
     "exit_code",
     "is_asset_path",
+    "listed_or_documented",
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
+    "stated_exit_codes",
 ]
 
 LINE_MAX_CHARS = 160
@@ -350,6 +354,24 @@ def error_lines(text: str) -> list[str]:
     return list(seen)
 
 
+#: _EXIT_CODES as a matcher reads them: in a case-folded text (``exitcode``; no
+#: IGNORECASE, a slower scan of a text already folded)
+_FOLDED_EXIT_CODES = tuple(
+    re.compile(p.pattern.replace("[Ee]xit", "exit").replace("exitCode", "exitcode"))
+    for p in _EXIT_CODES
+)
+
+
+def stated_exit_codes(folded: str) -> frozenset[int]:
+    """The exit codes case-folded `folded` reports in a way the extraction reads one
+    (``exited with 2``, ``<returncode>2</returncode>``, ``"exit_code": 2``)."""
+    if not has_any(folded, ("xit", "returncode")):
+        return frozenset()
+    return frozenset(
+        int(match.group(1)) for pattern in _FOLDED_EXIT_CODES for match in pattern.finditer(folded)
+    )
+
+
 def exit_code(text: str) -> int | None:
     """The last exit code a tool result reports, if it reports one."""
     found: list[tuple[int, int]] = []
@@ -371,16 +393,12 @@ _SHELL_ERROR = re.compile(
 #: every shell error line has ``prog: `` (a colon, then a blank)
 _SHELL_ERROR_LITERALS = (": ", ":\t")
 _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
-_CODE_LINE = re.compile(
-    r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
-    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
-)
 
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [(m.start(1), _cap(m.group(1))) for m in matches]
+    return [(m.start(1), _cap(m.group(1))) for m in matches if not numbered(m.group(1))]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -399,7 +417,7 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
         stripped = line.strip()
         if _CODE_LINE.match(line) or _EXCEPTION_IN_LINE.match(stripped):
             continue
-        if sum(c.isalnum() for c in stripped) < 12:
+        if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found

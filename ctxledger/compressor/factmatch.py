@@ -32,7 +32,8 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compressor.factbounds import contains
+from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
+from ctxledger.compressor.factkinds import stated_exit_codes
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -66,8 +67,15 @@ WHITESPACE = re.compile(r"\s+")
 CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 
 
-#: a Windows path with a drive, as normalized (``\\`` reads as ``/``)
-_DRIVE_PATH = re.compile(r"[a-z]:/[^/]")
+#: a relative path of two names or more, as normalized (``\\`` reads as ``/``), single
+#: separators: a Windows path (``c:/logs``, ``src/app.py``) whose text may double them
+_SEPARATED = re.compile(r"[^/]+(?:/[^/]+)+/?\Z")
+#: a named version, as normalized (``python 3.12``)
+_NAMED_VERSION = re.compile(r"([a-z]+) (v?[0-9]+(?:\.[0-9]+)+)")
+#: a range of lines, as extracted and normalized (``lines 12-20``)
+_LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
+#: an exit code, as extracted (``exit code 2``)
+_EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
 _CUT = re.compile(r"[ \t\n]")
@@ -140,12 +148,14 @@ LONG_TEXT = 64 * 1024
 class Haystack:
     """A text prepared once for many fact checks (folded, and cased on demand)."""
 
-    __slots__ = ("_answers", "_cased", "_present", "folded", "text")
+    __slots__ = ("_answers", "_cased", "_escaped", "_exit_codes", "_present", "folded", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.folded = normalize(text)
         self._cased: str | None = None
+        self._exit_codes: frozenset[int] | None = None
+        self._escaped: bool | None = None
         #: (case-sensitive, path, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, str], bool] | None = (
             {} if len(text) >= LONG_TEXT else None
@@ -162,18 +172,47 @@ class Haystack:
     def holds(self, kind: str, normalized: str) -> bool:
         """Whether the text states a fact of `kind` normalized as `normalized`.
 
-        A Windows path (``c:/logs/app.log`` as normalized) is also stated with doubled
-        separators: the text of a JSON string escapes each backslash (``C:\\\\logs``).
+        A Windows path (``c:/logs/app.log``, ``src/app.py`` as normalized) is also stated
+        with doubled separators: the text of a JSON string escapes each backslash
+        (``C:\\\\logs``, ``src\\\\app.py``). So is any relative path of two names or more
+        (``src//app.py`` names the same file); an absolute one is not (``//host/x`` is
+        another path).
         """
         cased = kind in CASE_SENSITIVE_KINDS
         path = kind == "path"
         if self._holds(cased, path, normalized):
             return True
-        return (
-            path
-            and _DRIVE_PATH.match(normalized) is not None
-            and self._holds(cased, path, normalized.replace("/", "//"))
-        )
+        if kind in ("number", "error") and " " in normalized:
+            return self._read_as(normalized)
+        if not path or _SEPARATED.match(normalized) is None:
+            return False
+        if ":" not in normalized and not self._doubled():
+            return False  # (its doubled form would hold a "//" outside a "://")
+        return self._holds(cased, path, normalized.replace("/", "//"))
+
+    def _doubled(self) -> bool:
+        """Whether the text holds a ``//`` that is no URL's ``://`` (asked once per text)."""
+        if self._escaped is None:
+            self._escaped = "//" in self.folded.replace("://", "")
+        return self._escaped
+
+    def _read_as(self, normalized: str) -> bool:
+        """Whether the text states a fact the extraction words its own way in the words
+        it reads it from: a named range's other end (``python 3.12``) by the range
+        restated (``python 3.8-3.12``), lines (``lines 12-20``) by ``line 12 to 20``, an
+        exit code (``exit code 2``) by ``exited with 2`` or ``"exit_code": 2``."""
+        named = _NAMED_VERSION.fullmatch(normalized)
+        if named is not None:
+            return states_range_end(self.folded, *named.groups())
+        lines = _LINES.fullmatch(normalized)
+        if lines is not None:
+            return states_lines(self.folded, *lines.groups())
+        code = _EXIT_CODE.fullmatch(normalized)
+        if code is None:
+            return False
+        if self._exit_codes is None:  # read once per text: many facts ask
+            self._exit_codes = stated_exit_codes(self.folded)
+        return int(code.group(1)) in self._exit_codes
 
     def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
         answers = self._answers

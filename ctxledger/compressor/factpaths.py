@@ -47,8 +47,12 @@ _SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
+#: a known extension, its second suffixes, then no more of a name: not a word char, ``-``,
+#: ``(`` or ``/``, nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get``
+#: and ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the
+#: matcher found nowhere, not even in its own text)
 _EXT_ANCHOR = re.compile(
-    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/])"
+    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/]|\.\w)"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
@@ -67,9 +71,18 @@ _DOTFILE = re.compile(
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
+#: where a relative Windows path starts (``src\\app.py``): its first name, after no path
+#: character, separator or ``:``, then a backslash. The character before is matched,
+#: not looked behind at, so each name is read once (a leading lookbehind would be
+#: tried at every position)
+_RELATIVE_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])([A-Za-z0-9_][A-Za-z0-9_.+@~\-]*+)\\")
 #: what a Windows path grows over: path characters and both separators
 _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+#: a single backslash before ``n``, ``r`` or ``t``: maybe an escape, not a separator
+_ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
+#: what a name of a relative Windows path starts with
+_NAME_START = frozenset(string.ascii_letters + string.digits + "_")
 #: a run of backslashes in a Windows path: a JSON string's escapes double each one
 _DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
 #: a relative path whose first name is a dotted directory (``.ssh/config``)
@@ -80,6 +93,11 @@ _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
 _HAS_EXT = re.compile(
     r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*$", re.IGNORECASE
 )
+#: a file name: a name, a dot and a lower-case extension of two characters or more
+#: (``schema.prisma``, ``index.mdx``; not ``3.x``, ``e.g``)
+_FILE_NAME = re.compile(r"[A-Za-z_][\w\-]*\.[a-z][a-z0-9]{1,9}")
+#: the directory before such a file name: a name with a letter
+_FILE_NAME_DIR = re.compile(r"[\w\-.]*[A-Za-z][\w\-.]*")
 _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
     # the pieces of a ``sed 's/True/False/'`` expression
@@ -193,7 +211,45 @@ def plausible_path(raw: str) -> str | None:
         value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
         posix = value.replace("\\", "/")
         return value if _plausible(posix[2:] if windows else posix) is not None else None
+    if "\\" in value:
+        return _relative_windows(value)
     return _plausible(value)
+
+
+def _relative_windows(raw: str) -> str | None:
+    """The relative Windows path `raw` names (``src\\app.py``, ``src\\\\app.py`` as a
+    JSON string escapes it: one backslash each), or None.
+
+    Regex escapes and LaTeX have the same shape (``\\d+\\.\\d+``, ``x\\in``,
+    ``2\\theta\\sin``, ``config\\.yaml``), so it must look like a path: two names or
+    more, each starting with a letter, digit or ``_`` (or ``..``), none but the last a
+    file name (``a.py\\nb.py`` is a listing with a newline escape), and the last a file
+    name with a known extension, or three names or more of two characters each
+    (``src\\app\\models``).
+    """
+    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
+    names = value.replace("/", "\\").split("\\")
+    if names[-1] == "":
+        names.pop()  # a directory's trailing separator
+    if len(names) < 2 or not (_HAS_EXT.search(names[-1]) or _directories(raw, names)):
+        return None
+    if any(not name or (name[0] not in _NAME_START and name != "..") for name in names):
+        return None
+    if any(_HAS_EXT.search(name) for name in names[:-1]):
+        return None
+    return value if _plausible(value.replace("\\", "/")) is not None else None
+
+
+def _directories(raw: str, names: list[str]) -> bool:
+    """Whether names without an extension are a directory path: three names or more of
+    two characters each, none after a single backslash starting with ``n``, ``r`` or
+    ``t`` (``word\\nword\\nword`` is text with its newlines escaped, ``src\\\\tests\\\\unit``
+    a path as a JSON string writes it)."""
+    return (
+        len(names) >= 3
+        and all(len(name) >= 2 for name in names)
+        and _ESCAPE_LIKE.search(raw) is None
+    )
 
 
 def _plausible(value: str) -> str | None:
@@ -211,6 +267,9 @@ def _plausible(value: str) -> str | None:
         return None
     # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
     if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
+        return value
+    # under a directory a file name needs no known extension (``prisma/schema.prisma``)
+    if _FILE_NAME.fullmatch(parts[-1]) and _FILE_NAME_DIR.fullmatch(parts[0]):
         return value
     # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
     return value if _DOT_DIR.match(value) or _DOTFILE.fullmatch(parts[-1]) else None
@@ -295,7 +354,7 @@ def _span_ends(text: str) -> dict[int, int]:
 def _windows_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the Windows paths of `text`: from a drive (``C:\\``, ``D:/``),
     ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or ``:``,
-    over path characters and both separators."""
+    over path characters and both separators; and the relative ones (:func:`_relative_spans`)."""
     if "\\" not in text and ":/" not in text:
         return []
     found: list[tuple[int, int]] = []
@@ -310,6 +369,28 @@ def _windows_spans(text: str) -> list[tuple[int, int]]:
         right = _WINDOWS_RIGHT.match(text, match.end())
         done = right.end() if right is not None else match.end()
         found.append((start, done))
+    relative = _relative_spans(text) if "\\" in text else []
+    # (apart from the others: a relative one starts after a character no other holds)
+    return sorted(found + relative) if relative else found
+
+
+def _relative_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the relative Windows paths of `text` (``src\\app.py``): a name
+    after no path character, separator or ``:`` (``\\d+\\.`` is none), then a backslash
+    and what a Windows path grows over, when :func:`plausible_path` judges it a path
+    (else the names in it are looked at alone, as before)."""
+    found: list[tuple[int, int]] = []
+    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+    for match in _RELATIVE_START.finditer(text):
+        start = match.start(1)
+        right = _WINDOWS_RIGHT.match(text, match.end())
+        end = right.end() if right is not None else match.end()
+        raw = text[start:end]
+        good = judged.get(raw)
+        if good is None:
+            good = judged[raw] = plausible_path(raw) is not None
+        if good:
+            found.append((start, end))
     return found
 
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX
+from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX, prerelease_end
 from ctxledger.compressor.factkinds import (
     CATEGORIES,
     boilerplate_url,
@@ -47,6 +47,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
+from ctxledger.compressor.factnoise import in_file_listing
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
@@ -92,34 +93,12 @@ COMMAND_MAX_CHARS = 200
 
 _FREE_TEXT_KEYS = frozenset(
     {
-        "command",
-        "cmd",
-        "shell_command",
-        "script",
-        "commands",
-        "code",
-        "content",
-        "text",
-        "patch",
-        "diff",
-        "old_str",
-        "new_str",
-        "old_string",
-        "new_string",
-        "file_text",
-        "new_content",
-        "body",
-        "message",
-        "input",
-        "query",
-        "prompt",
-        "description",
-        "reason",
-        "summary",
-        "note",
-        "thought",
+        "command", "cmd", "shell_command", "script", "commands", "code", "content", "text",
+        "patch", "diff", "old_str", "new_str", "old_string", "new_string", "file_text",
+        "new_content", "body", "message", "input", "query", "prompt", "description", "reason",
+        "summary", "note", "thought",
     }
-)
+)  # fmt: skip
 _DOLLAR_LINE = re.compile(r"^[ \t]*\$ +(\S[^\n]*)$", re.MULTILINE)
 
 _DEFINITION = re.compile(
@@ -144,14 +123,19 @@ _STOPWORDS = _words(
     "object type len print range open main test tests data value values name key keys items "
     "result results return import from class def for while if else elif try except with pass "
     "break continue lambda yield async await json echo cat grep sed head tail find the and "
-    "this that init new get put post delete"
+    "this that init new get put post delete yes no"
 )
 
 #: what makes a version longer (the matcher's rule): no version is found without it
 _SUFFIX = VERSION_SUFFIX
-#: the rest of a version after its dotted number (``-rc1``, ``+build.5``), not a range's
-#: other end (``1.2.3-1.4.0`` is two versions)
-_MORE = r"(?:\+|-" + VERSION_RANGE_END + r")[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*"
+#: the rest of a version after its dotted number: a pre-release (``-rc1``, ``-rc.1``), then
+#: build metadata (``+build.5``, ``-rc.1+build.5``); not a range's other end
+#: (``1.2.3-1.4.0`` is two versions). A numeric pre-release lower than the version
+#: (``1.0.0-0.3.7``) is joined to it in Python (factbounds.prerelease_end)
+_MORE = (
+    r"(?:-" + VERSION_RANGE_END + r"[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
+    r"(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
+)
 
 # (pattern, template, characters that may not precede a match besides word characters;
 # None: no check). The boundary is checked in Python (see bounded): a leading
@@ -161,16 +145,16 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
     (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
     (
-        re.compile(r"(v\d+(?:\.\d+)+(?:" + _MORE + r")?)(?!\w|\.\w|" + _SUFFIX + ")"),
-        "{1}",
+        re.compile(r"(v\d+(?:\.\d+)+" + _MORE + r")(?!\w|\.\w|" + _SUFFIX + ")"),
+        "version",
         ".",
     ),
     (
         re.compile(
-            r"(\d{1,9}\.\d{1,9}\.\d{1,9}(?:" + _MORE + r")?)"
+            r"(\d{1,9}\.\d{1,9}\.\d{1,9}" + _MORE + r")"
             r"(?![\w]|\.\d|" + _SUFFIX + ")"
         ),
-        "{1}",
+        "version",
         ".",
     ),
     (
@@ -184,15 +168,23 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         "{1}",
         ".",
     ),
-    (re.compile(r"(\$\d[\d,]*(?:\.\d+)?)(?![\d])"), "{1}", None),
-    (re.compile(r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)(?![\w])"), "{1}", "-"),
+    (re.compile(r"(\$\d+(?:,\d{3})*(?:\.\d+)?)(?![\d])"), "{1}", None),  # not ``$375,``
+    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone
+    (
+        re.compile(
+            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d))?)?"
+            r"(?:Z|[+-]\d{2}:?\d{2})?)?)(?![\w])"
+        ),
+        "{1}",
+        "-",
+    ),
 )
 # ``Django 3.2``: found from the version, then the word before it is checked. A
 # pre-release or build suffix is part of it (``release v2.0-rc1``), a word after a
 # hyphen is not (``Python 3.8-compatible``); never the version without a suffix it has.
 _VERSION_AFTER_NAME = re.compile(
-    r" v?\d+(?:\.\d+)+(?:(?=" + _SUFFIX + r")[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
-    r"(?!\w|\.\w|" + _SUFFIX + ")"
+    r" v?\d+(?:\.\d+)+(?:(?=" + _SUFFIX + r")-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
+    r"(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?!\w|\.\w|" + _SUFFIX + ")"
 )
 #: a named range's other end (``Python 3.8-3.12``: Python 3.12 too)
 VERSION_RANGE_TO = re.compile(r"-(v?\d+(?:\.\d+)+)(?!\w|\.\w|" + _SUFFIX + ")")
@@ -205,8 +197,6 @@ _VERSIONED_NAMES = _words(
 _CAPITALS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
-
-# Interpreter and library internals (traceback frames): context, not salient facts.
 
 
 # --------------------------------------------------------------------------- helpers
@@ -221,15 +211,31 @@ def _cap(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
+def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
+    """`value` (a version ending at `end`) with its numeric pre-release (``1.0.0-0.3.7``),
+    whose start then goes to `joined`: no version of its own."""
+    tail = prerelease_end(text, end, value)
+    if tail == -1:
+        return value
+    joined.add(end + 1)
+    return value + text[end:tail]
+
+
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
     if not may_have_digit(text):
         return  # every number pattern needs a digit
+    joined: set[int] = set()  # where a numeric pre-release joined to its version starts
     for pattern, template, not_before in _NUMBER_PATTERNS:
         matches = (
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
         for match in matches:
-            if template == "line":
+            if in_file_listing(text, match.start()):
+                continue  # ``May  6  2025 tests`` of ``ls -l``: no count
+            if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if match.start() not in joined:
+                    yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)
+            elif template == "line":
                 if text[max(0, match.start() - 3) : match.start()] == '", ':
                     continue  # a traceback frame: its error line is the fact
                 word = "lines" if match.group(3) else "line"
@@ -244,9 +250,11 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
         if text[start : match.start()].lower() in _VERSIONED_NAMES and (
             start == 0 or not is_word_char(text[start - 1])
         ):
-            yield start, text[start : match.end()]
+            value = text[start : match.end()]
+            whole = _joined_version(text, match.end(), value, joined)
+            yield start, whole
             upper = VERSION_RANGE_TO.match(text, match.end())
-            if upper is not None:
+            if upper is not None and whole == value:
                 yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 

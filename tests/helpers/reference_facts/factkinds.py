@@ -35,6 +35,7 @@ from ctxledger.compressor.factkinds import (
     is_asset_path,
     reports_tool_error,
 )
+from ctxledger.compressor.factnoise import listed_or_documented, numbered  # session 30
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 
 __all__ = [
@@ -305,7 +306,12 @@ _CODE_LINE = re.compile(
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
-    return [(m.start(1), _cap(m.group(1))) for m in _SHELL_ERROR.finditer(text)]
+    # (session 30: a listing's numbered line is no program's)
+    return [
+        (m.start(1), _cap(m.group(1)))
+        for m in _SHELL_ERROR.finditer(text)
+        if not numbered(m.group(1))
+    ]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -322,8 +328,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
         stripped = line.strip()
         if _CODE_LINE.match(line) or _EXCEPTION_IN_LINE.match(stripped):
             continue
-        if sum(c.isalnum() for c in stripped) < 12:
-            continue
+        if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
+            continue  # (session 30: a listing's code, a docstring's field)
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found
 

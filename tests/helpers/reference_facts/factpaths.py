@@ -35,6 +35,10 @@ _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 _WINDOWS_PATH = re.compile(
     r"(?<![A-Za-z0-9_.+@~\-/\\:%])(?:[A-Za-z]:[\\/]|\.\.?\\|~\\)[A-Za-z0-9_.+@~\-\\/]*"
 )
+# Session 30: a relative one (``src\\app.py``): a name, a backslash, the rest
+_RELATIVE_WINDOWS_PATH = re.compile(
+    r"(?<![A-Za-z0-9_.+@~\-/\\:%])[A-Za-z0-9_][A-Za-z0-9_.+@~\-]*\\[A-Za-z0-9_.+@~\-\\/]*"
+)
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -168,6 +172,12 @@ def span_ends(text: str) -> dict[int, int]:
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
     # a Windows path replaces every span starting inside it (session 29)
     windows = [match.span() for match in _WINDOWS_PATH.finditer(text)]
+    # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
+    for match in _RELATIVE_WINDOWS_PATH.finditer(text):
+        inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
+        if not inside and plausible_path(match.group()) is not None:
+            windows.append(match.span())
+    windows.sort()
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):
             del spans[start]

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ctxledger.compressor.factbounds import prerelease_end  # session 30
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -31,6 +32,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
+from ctxledger.compressor.factnoise import in_file_listing  # session 30
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.facts import (
@@ -148,7 +150,7 @@ _STOPWORDS = _words(
     "object type len print range open main test tests data value values name key keys items "
     "result results return import from class def for while if else elif try except with pass "
     "break continue lambda yield async await json echo cat grep sed head tail find the and "
-    "this that init new get put post delete"
+    "this that init new get put post delete yes no"
 )
 
 # (pattern, template, characters that may not precede a match besides word characters;
@@ -178,13 +180,30 @@ def _cap(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
+def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
+    """`value`, a version ending at `end`, with the numeric pre-release after it
+    (``1.0.0-0.3.7``; factbounds.prerelease_end), whose start then goes to `joined`
+    (no version of its own)."""
+    tail = prerelease_end(text, end, value)
+    if tail == -1:
+        return value
+    joined.add(end + 1)
+    return value + text[end:tail]
+
+
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
+    joined: set[int] = set()  # session 30: where a numeric pre-release joined to its version starts
     for pattern, template, not_before in _NUMBER_PATTERNS:
         matches = (
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
         for match in matches:
-            if template == "line":
+            if in_file_listing(text, match.start()):
+                continue  # ``May  6  2025 tests`` of ``ls -l``: no count
+            if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if match.start() not in joined:
+                    yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)
+            elif template == "line":
                 if text[max(0, match.start() - 3) : match.start()] == '", ':
                     continue  # a traceback frame: its error line is the fact
                 word = "lines" if match.group(3) else "line"
@@ -199,9 +218,11 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
         if text[start : match.start()].lower() in _VERSIONED_NAMES and (
             start == 0 or not is_word_char(text[start - 1])
         ):
-            yield start, text[start : match.end()]
+            value = text[start : match.end()]
+            whole = _joined_version(text, match.end(), value, joined)
+            yield start, whole
             upper = VERSION_RANGE_TO.match(text, match.end())
-            if upper is not None:
+            if upper is not None and whole == value:
                 yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 

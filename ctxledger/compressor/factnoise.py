@@ -1,0 +1,64 @@
+"""Lines and numbers that look like facts but are code, a listing or documentation.
+
+:mod:`.factkinds` and :mod:`.facts` find error lines and numbers by their shape; the
+same shapes occur in code a tool showed (``79:class AstroidBuildingError(…):`` of
+``grep -n``), in a docstring (``:raises KeyError: when …``) and in a file listing
+(``drwxr-xr-x 3 root root 4096 May  6  2025 tests`` is no count of tests).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CODE_LINE", "in_file_listing", "listed_or_documented", "numbered"]
+
+#: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt
+CODE_LINE = re.compile(
+    r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
+    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
+)
+
+#: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
+#: (``astroid/builder.py:79:``), not a clock (``12:30``) or a date (``2024-01-02``); a
+#: file of ``grep -r`` (``astroid/manager.py:``); a diff's ``+`` or ``-``
+_LISTED = re.compile(
+    r"\s*(?:(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?!\d))|[\w/.\-]+\.[A-Za-z]\w*:(?!\d)|[+\-])"
+)
+#: a listing's line number alone at the start of a line (``1194:``, ``28-``)
+_NUMBERED = re.compile(r"\s*\d+(?::(?!\d)|-(?!\d))")
+#: a docstring's field naming what a function raises (``:raises KeyError:``, ``@throws``)
+_DOC_FIELD = re.compile(r"\s*(?::raises?\b|:exception\b|@raises?\b|@throws\b|Raises:\s*$)")
+
+
+def listed_or_documented(line: str) -> bool:
+    """Whether a line naming an exception is code as a listing shows it
+    (``79:class AstroidBuildingError(AstroidError):``, ``185: raise KeyError(``) or a
+    docstring's field (``:raises TooManyLevelsError: When …``): no error that happened."""
+    listed = _LISTED.match(line)
+    rest = line[listed.end() :] if listed is not None else line
+    return (listed is not None and CODE_LINE.match(rest) is not None) or (
+        _DOC_FIELD.match(rest) is not None
+    )
+
+
+def numbered(line: str) -> bool:
+    """Whether `line` starts with a listing's line number (``1194:``, ``28-``): no
+    program's name (``1194: … cannot be …`` is no shell error)."""
+    return _NUMBERED.match(line) is not None
+
+
+#: the start of a line of ``ls -l``: a file type and mode (``drwxr-xr-x``, ``-rw-r--r--.``)
+_LS_LINE = re.compile(r"[-dlcbps][rwxsStT-]{9}[.+@]?[ \t]")
+#: how far back the start of such a line is looked for (its columns before a name)
+_LS_REACH = 160
+
+
+def in_file_listing(text: str, at: int) -> bool:
+    """Whether position `at` of `text` lies on a line of ``ls -l`` (its sizes, dates and
+    times are no counts: ``May  6  2025 tests``, ``Sep 10 14:22 files``). The line's
+    start is looked for at most _LS_REACH characters back (a long line is no listing)."""
+    window = max(0, at - _LS_REACH)
+    line = text.rfind("\n", window, at) + 1
+    if line == 0 and window > 0:
+        return False
+    return _LS_LINE.match(text, line) is not None

@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.compressor.factbounds import contains
+from ctxledger.compressor.factscan import casefolded, pieces
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -70,7 +71,6 @@ CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 _DRIVE_PATH = re.compile(r"[a-z]:/[^/]")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
-_CUT = re.compile(r"[ \t\n]")
 
 
 def _fold_cased(text: str) -> str:
@@ -82,19 +82,12 @@ def _fold_cased(text: str) -> str:
 def _pieces(text: str) -> list[str]:
     """`text` cut just before ASCII whitespace every ~_PIECE chars (whitespace is a starter
     that composes with nothing, so NFKC of the pieces is NFKC of the whole)."""
-    pieces: list[str] = []
-    start = 0
-    while start < len(text):
-        found = _CUT.search(text, start + _PIECE)
-        end = found.start() if found is not None else len(text)
-        pieces.append(text[start:end])
-        start = end
-    return pieces
+    return pieces(text, _PIECE)
 
 
 def normalize(text: str) -> str:
     """The form facts and texts are compared in."""
-    return normalize_cased(text).casefold()
+    return casefolded(normalize_cased(text))
 
 
 def normalize_cased(text: str) -> str:

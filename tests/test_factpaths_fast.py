@@ -50,3 +50,26 @@ def test_a_long_text_of_one_repeated_path() -> None:
     text = "alpha src/app.py beta ./x/y.tar.gz " * 20_000
     assert list(factpaths.paths(text)) == list(reference.paths(text))
     assert factpaths.first_paths(text) == [(6, "src/app.py"), (22, "./x/y.tar.gz")]
+
+
+# Session 30: one scan finds the slashes and the extension anchors (a slash path's right
+# part swallows the anchors inside it), known file names are looked for only when one of
+# their capitals occurs, and first_paths judges each distinct candidate once. The pieces
+# put anchors inside, right after and right before slash paths, behind "+", "@", "~",
+# ":", "%" and non-ASCII letters, and dotfiles and known names inside paths.
+_NEAR_SLASHES = st.sampled_from(
+    ["/", "a/", "x+", "@", "~/", ":", "%", "é", "ℌ", ".py", ".tar.gz", ".j2", ".1", ".env",
+     ".env.local", "Makefile", "Dockerfile.dev", "make", "a.py+", "a.py/", "-", "_", ".",
+     " ", "\n", "C:/", "..\\", "s/x/y/", "'", "app", "A"]
+)  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=st.lists(_NEAR_SLASHES, max_size=20).map("".join))
+def test_anchors_near_slash_paths_give_the_reference_spans(text: str) -> None:
+    assert factpaths._span_ends(text) == _reference_ends(text)
+    assert list(factpaths.paths(text)) == list(reference.paths(text))
+    first: dict[str, int] = {}
+    for position, value in reference.paths(text):
+        first.setdefault(value, position)
+    assert factpaths.first_paths(text) == sorted((p, v) for v, p in first.items())

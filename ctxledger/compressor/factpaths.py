@@ -239,11 +239,17 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
         pos = match.end() if match.end() > start else start + 1
 
 
-#: a "/" and what follows it of a path (PATH_CHARS and "/"), or an extension anchor: one
-#: scan finds both, and a slash path swallows the extension anchors inside it
+#: a "/" and what follows it of a path: PATH_CHARS and "/"
+_SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
+#: the same, or an extension anchor: one scan finds both in a long text, and a slash
+#: path swallows the extension anchors inside it
 _SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern)
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
+#: a text at least this long is scanned as :func:`_span_ends` says (and its paths
+#: listed as :func:`first_paths` says); a shorter one the plain way, cheaper for it
+LONG_TEXT = 64 * 1024
+_SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
 
 
 def _span_ends(text: str) -> dict[int, int]:
@@ -258,22 +264,30 @@ def _span_ends(text: str) -> dict[int, int]:
     starting inside them (``app.py`` of ``C:\\proj\\app.py``). The same spans as the
     candidate walk of tests/helpers/reference_facts (a long text names 150,000 paths).
 
-    The slashes and the extension anchors are found by one scan, in which a slash
-    path's right part (from its first "/") swallows the extension anchors inside it:
-    their names grow left to a "/", "+", "@" or "~" of that part, all characters of
-    _NOT_BEFORE_PATH, so they never start a span (``app.py`` of ``src/app.py``).
+    A long text (:data:`LONG_TEXT`) is scanned once for slashes and extension anchors
+    together: a slash path's right part (from its first "/") swallows the extension
+    anchors inside it, whose names grow left to a "/", "+", "@" or "~" of that part,
+    all characters of _NOT_BEFORE_PATH, so they never start a span (``app.py`` of
+    ``src/app.py``); and known file names are looked for only when one of their
+    capitals occurs. A short text is scanned once per kind (two memchr-fast scans
+    beat one scan for either of two characters there).
     """
     spans: dict[int, int] = {}
     get, path_chars, not_before = spans.get, PATH_CHARS, _NOT_BEFORE_PATH
-    patterns: list[re.Pattern[str]] = [_SLASH_OR_EXTENSION, _DOTFILE]
-    if any(capital in text for capital in _KNOWN_FILE_CAPITALS):
-        patterns.insert(1, _KNOWN_FILE)
-    for pattern in patterns:
+    scans: Sequence[re.Pattern[str]] = _SHORT_SCANS
+    if len(text) >= LONG_TEXT:
+        scans = [_SLASH_OR_EXTENSION, _DOTFILE]
+        if any(capital in text for capital in _KNOWN_FILE_CAPITALS):
+            scans.insert(1, _KNOWN_FILE)
+    for pattern in scans:
+        # (by identity: a compiled pattern's hash reads its whole program)
+        slashes, mixed = pattern is _SLASH_AND_RIGHT, pattern is _SLASH_OR_EXTENSION
+        extensions = mixed or pattern is _EXT_ANCHOR
         last, last_start = 0, 0  # the last name anchor and where its name starts
         for match in pattern.finditer(text):
             anchor, end = match.span()
             start = anchor
-            if text[anchor] == "/":  # (finditer resumes at its end, as the walk does)
+            if slashes or (mixed and text[anchor] == "/"):  # (resumes at its end, as the walk)
                 while start > 0 and text[start - 1] in path_chars:
                     start -= 1
             else:
@@ -282,7 +296,7 @@ def _span_ends(text: str) -> dict[int, int]:
                 if start == last:  # the name runs on through the last anchor: its start
                     start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
                 last, last_start = anchor, start
-                if start == anchor and pattern is _SLASH_OR_EXTENSION:
+                if start == anchor and extensions:
                     continue  # ``.py`` alone
             if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
                 spans[start] = end
@@ -329,19 +343,22 @@ def first_paths(text: str) -> list[tuple[int, str]]:
     :func:`paths` yields, without the repeats (a caller keeping the first of equal
     values, as fact extraction does, sees the same).
 
-    Each distinct candidate is judged once, at its first start: the judgement reads
-    only the candidate's characters (:func:`_path_of`). The candidates of a long text
-    (150,000 occurrences of a few paths) are cut and deduplicated by ``map`` and
-    ``dict``, not by a Python loop over every occurrence.
+    A long text's candidates (150,000 occurrences of a few paths) are cut and
+    deduplicated by ``map`` and ``dict``, and each distinct one judged once, at its
+    first start: the judgement reads only the candidate's characters (:func:`_path_of`).
     """
+    first: dict[str, int] = {}
+    if len(text) < LONG_TEXT:
+        for start, value in _found(text).items():
+            if start < first.get(value, start + 1):
+                first[value] = start
+        return sorted((start, value) for value, start in first.items())
     spans = _span_ends(text)
     starts = sorted(spans)
     raws = list(map(text.__getitem__, map(slice, starts, map(spans.__getitem__, starts))))
     raws.reverse()
     starts.reverse()  # (a key keeps its last write: its first start)
-    first_start = dict(zip(raws, starts, strict=True))
-    first: dict[str, int] = {}
-    for raw, start in first_start.items():
+    for raw, start in dict(zip(raws, starts, strict=True)).items():
         value = _path_of(raw)
         if value is not None and start < first.get(value, start + 1):
             first[value] = start

@@ -359,9 +359,9 @@ def first_paths(text: str) -> list[tuple[int, str]]:
     raws.reverse()
     starts.reverse()  # (a key keeps its last write: its first start)
     for raw, start in dict(zip(raws, starts, strict=True)).items():
-        value = _path_of(raw)
-        if value is not None and start < first.get(value, start + 1):
-            first[value] = start
+        path = _path_of(raw)
+        if path is not None and start < first.get(path, start + 1):
+            first[path] = start
     return sorted((start, value) for value, start in first.items())
 
 

@@ -246,8 +246,8 @@ _SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
 _SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern)
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
-#: a text at least this long is scanned as :func:`_span_ends` says (and its paths
-#: listed as :func:`first_paths` says); a shorter one the plain way, cheaper for it
+#: a text at least this long is scanned as :func:`_span_ends` says; a shorter one the
+#: plain way, cheaper for it
 LONG_TEXT = 64 * 1024
 _SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
 
@@ -343,26 +343,18 @@ def first_paths(text: str) -> list[tuple[int, str]]:
     :func:`paths` yields, without the repeats (a caller keeping the first of equal
     values, as fact extraction does, sees the same).
 
-    A long text's candidates (150,000 occurrences of a few paths) are cut and
-    deduplicated by ``map`` and ``dict``, and each distinct one judged once, at its
-    first start: the judgement reads only the candidate's characters (:func:`_path_of`).
+    One pass over the candidates, each distinct one judged once: the judgement reads
+    only the candidate's characters (:func:`_path_of`).
     """
     first: dict[str, int] = {}
-    if len(text) < LONG_TEXT:
-        for start, value in _found(text).items():
-            if start < first.get(value, start + 1):
-                first[value] = start
-        return sorted((start, value) for value, start in first.items())
-    spans = _span_ends(text)
-    starts = sorted(spans)
-    raws = list(map(text.__getitem__, map(slice, starts, map(spans.__getitem__, starts))))
-    raws.reverse()
-    starts.reverse()  # (a key keeps its last write: its first start)
-    for raw, start in dict(zip(raws, starts, strict=True)).items():
-        path = _path_of(raw)
-        if path is not None and start < first.get(path, start + 1):
+    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
+    get = first.get
+    for start, end in _span_ends(text).items():
+        raw = text[start:end]
+        path = judged[raw] if raw in judged else judged.setdefault(raw, _path_of(raw))
+        if path is not None and start < get(path, start + 1):
             first[path] = start
-    return sorted((start, value) for value, start in first.items())
+    return sorted((start, path) for path, start in first.items())
 
 
 def _found(text: str) -> dict[int, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from helpers.audit_harness import audit_of, status
+from helpers.reference_facts import facts as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,3 +104,22 @@ def test_a_summary_dropping_the_build_error_loses_it() -> None:
 def test_every_make_star_line_is_an_error(program: str, rest: str) -> None:
     line = f"{program}: *** {rest.strip()}"
     assert _errors("tool", line) == [" ".join(line.split())]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    line=st.sampled_from(_TOOL_ERRORS + _NOT_ERRORS),
+    colon=st.booleans(),
+    role=st.sampled_from(["tool", "user"]),
+)
+def test_a_long_text_finds_the_tool_errors_the_reference_finds(
+    line: str, colon: bool, role: str
+) -> None:
+    """Session 30: a long text looks for the tool-error literals by their characters
+    first (a text without ":" holds none); the facts stay the reference extractor's."""
+    filler = "alpha beta, gamma delta; " + ("x: y " if colon else "")
+    for text in (filler * 200, "\n".join([filler * 100, line, filler * 100])):
+        message = {"role": role, "content": text}
+        if role == "tool":
+            message["tool_call_id"] = "c"
+        assert extract_facts([message]) == reference.extract_facts([message])

@@ -8,6 +8,9 @@ the characters a path may not follow, and non-ASCII letters and digits.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from helpers.reference_facts import factpaths as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,3 +53,61 @@ def test_a_long_text_of_one_repeated_path() -> None:
     text = "alpha src/app.py beta ./x/y.tar.gz " * 20_000
     assert list(factpaths.paths(text)) == list(reference.paths(text))
     assert factpaths.first_paths(text) == [(6, "src/app.py"), (22, "./x/y.tar.gz")]
+
+
+# Session 30: a long text (factpaths.LONG_TEXT, lowered to 0 here so that short texts
+# take that way too) is scanned once for slashes and extension anchors (a slash path's
+# right part swallows the anchors inside it), known file names are looked for only when
+# one of their capitals occurs, and first_paths judges each distinct candidate once. The
+# pieces put anchors inside, right after and right before slash paths, behind "+", "@",
+# "~", ":", "%" and non-ASCII letters, and dotfiles and known names inside paths.
+_NEAR_SLASHES = st.sampled_from(
+    ["/", "a/", "x+", "@", "~/", ":", "%", "é", "ℌ", ".py", ".tar.gz", ".j2", ".1", ".env",
+     ".env.local", "Makefile", "Dockerfile.dev", "make", "a.py+", "a.py/", "-", "_", ".",
+     " ", "\n", "C:/", "..\\", "s/x/y/", "'", "app", "A"]
+)  # fmt: skip
+
+
+@contextmanager
+def _long_text_at(chars: int) -> Iterator[None]:
+    before = factpaths.LONG_TEXT
+    factpaths.LONG_TEXT = chars
+    try:
+        yield
+    finally:
+        factpaths.LONG_TEXT = before
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=st.lists(_NEAR_SLASHES, max_size=20).map("".join), long=st.booleans())
+def test_anchors_near_slash_paths_give_the_reference_spans(text: str, long: bool) -> None:
+    first: dict[str, int] = {}
+    for position, value in reference.paths(text):
+        first.setdefault(value, position)
+    with _long_text_at(0 if long else factpaths.LONG_TEXT):
+        assert factpaths._span_ends(text) == _reference_ends(text)
+        assert list(factpaths.paths(text)) == list(reference.paths(text))
+        assert factpaths.first_paths(text) == sorted((p, v) for v, p in first.items())
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_TEXTS, repeat=st.integers(1, 30))
+def test_the_long_text_scan_gives_the_reference_spans(text: str, repeat: int) -> None:
+    text = text * repeat
+    with _long_text_at(0):
+        assert factpaths._span_ends(text) == _reference_ends(text)
+        every = list(factpaths.paths(text))
+        assert every == list(reference.paths(text))
+        first: dict[str, int] = {}
+        for position, value in every:
+            first.setdefault(value, position)
+        assert factpaths.first_paths(text) == sorted((p, v) for v, p in first.items())
+
+
+def test_a_long_text_takes_the_long_text_scan() -> None:
+    text = "alpha src/app.py beta Makefile ./x/y.tar.gz .env " * 5_000
+    assert len(text) >= factpaths.LONG_TEXT
+    assert factpaths._span_ends(text) == _reference_ends(text)
+    assert factpaths.first_paths(text) == [
+        (6, "src/app.py"), (22, "Makefile"), (31, "./x/y.tar.gz"), (44, ".env")
+    ]  # fmt: skip

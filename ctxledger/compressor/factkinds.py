@@ -322,8 +322,10 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
                 continue  # prose about errors (``Error handling looks fine``)
             found.append((match.start(1), _cap(match.group(1))))
     # (a literal check even on a short text: most texts hold none, and the pattern tries
-    # every line start)
-    tool_errors = any(literal in text for literal in _TOOL_ERROR_LITERALS)
+    # every line start; has_any answers a long text without ":" at once)
+    tool_errors = has_any(text, _TOOL_ERROR_LITERALS) and any(
+        literal in text for literal in _TOOL_ERROR_LITERALS
+    )
     for match in line_matches(TOOL_ERROR_LINE, text) if tool_errors else ():
         if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))

@@ -34,6 +34,7 @@ import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factkinds import stated_exit_codes
+from ctxledger.compressor.factscan import casefolded, pieces
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -78,7 +79,6 @@ _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 _EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 #: long texts are folded in pieces of about this many characters (see normalize_cased)
 _PIECE = 64 * 1024
-_CUT = re.compile(r"[ \t\n]")
 
 
 def _fold_cased(text: str) -> str:
@@ -90,19 +90,12 @@ def _fold_cased(text: str) -> str:
 def _pieces(text: str) -> list[str]:
     """`text` cut just before ASCII whitespace every ~_PIECE chars (whitespace is a starter
     that composes with nothing, so NFKC of the pieces is NFKC of the whole)."""
-    pieces: list[str] = []
-    start = 0
-    while start < len(text):
-        found = _CUT.search(text, start + _PIECE)
-        end = found.start() if found is not None else len(text)
-        pieces.append(text[start:end])
-        start = end
-    return pieces
+    return pieces(text, _PIECE)
 
 
 def normalize(text: str) -> str:
     """The form facts and texts are compared in."""
-    return normalize_cased(text).casefold()
+    return casefolded(normalize_cased(text))
 
 
 def normalize_cased(text: str) -> str:

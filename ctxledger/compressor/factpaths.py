@@ -300,6 +300,15 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
 
 #: a "/" and what follows it of a path: PATH_CHARS and "/"
 _SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
+#: the same, or an extension anchor: one scan finds both in a long text, and a slash
+#: path swallows the extension anchors inside it
+_SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern)
+#: what a known file name (_KNOWN_FILE) needs: one of their capitals
+_KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
+#: a text at least this long is scanned as :func:`_span_ends` says; a shorter one the
+#: plain way, cheaper for it
+LONG_TEXT = 64 * 1024
+_SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
 
 
 def _span_ends(text: str) -> dict[int, int]:
@@ -312,31 +321,42 @@ def _span_ends(text: str) -> dict[int, int]:
     known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
     is none); Windows paths (:func:`_windows_spans`), which replace every other span
     starting inside them (``app.py`` of ``C:\\proj\\app.py``). The same spans as the
-    candidate walk of tests/helpers/reference_facts, in one loop per anchor kind with
-    the slashes found by one regex scan (a long text names 150,000 paths).
+    candidate walk of tests/helpers/reference_facts (a long text names 150,000 paths).
+
+    A long text (:data:`LONG_TEXT`) is scanned once for slashes and extension anchors
+    together: a slash path's right part (from its first "/") swallows the extension
+    anchors inside it, whose names grow left to a "/", "+", "@" or "~" of that part,
+    all characters of _NOT_BEFORE_PATH, so they never start a span (``app.py`` of
+    ``src/app.py``); and known file names are looked for only when one of their
+    capitals occurs. A short text is scanned once per kind (two memchr-fast scans
+    beat one scan for either of two characters there).
     """
     spans: dict[int, int] = {}
     get, path_chars, not_before = spans.get, PATH_CHARS, _NOT_BEFORE_PATH
-    if "/" in text:
-        # finditer resumes at a span's end, as the loop looked for the next "/" from there
-        for match in _SLASH_AND_RIGHT.finditer(text):
-            start, end = match.span()
-            while start > 0 and text[start - 1] in path_chars:
-                start -= 1
-            if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
-                spans[start] = end
-    for pattern in (_EXT_ANCHOR, _KNOWN_FILE, _DOTFILE):
-        last, last_start = 0, 0  # the last anchor and where its name starts
+    scans: Sequence[re.Pattern[str]] = _SHORT_SCANS
+    if len(text) >= LONG_TEXT:
+        scans = [_SLASH_OR_EXTENSION, _DOTFILE]
+        if any(capital in text for capital in _KNOWN_FILE_CAPITALS):
+            scans.insert(1, _KNOWN_FILE)
+    for pattern in scans:
+        # (by identity: a compiled pattern's hash reads its whole program)
+        slashes, mixed = pattern is _SLASH_AND_RIGHT, pattern is _SLASH_OR_EXTENSION
+        extensions = mixed or pattern is _EXT_ANCHOR
+        last, last_start = 0, 0  # the last name anchor and where its name starts
         for match in pattern.finditer(text):
             anchor, end = match.span()
             start = anchor
-            while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
-                start -= 1
-            if start == last:  # the name runs on through the last anchor: its start
-                start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
-            last, last_start = anchor, start
-            if start == anchor and pattern is _EXT_ANCHOR:
-                continue  # ``.py`` alone
+            if slashes or (mixed and text[anchor] == "/"):  # (resumes at its end, as the walk)
+                while start > 0 and text[start - 1] in path_chars:
+                    start -= 1
+            else:
+                while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
+                    start -= 1
+                if start == last:  # the name runs on through the last anchor: its start
+                    start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
+                last, last_start = anchor, start
+                if start == anchor and extensions:
+                    continue  # ``.py`` alone
             if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
                 spans[start] = end
     windows = _windows_spans(text)
@@ -355,7 +375,7 @@ def _windows_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the Windows paths of `text`: from a drive (``C:\\``, ``D:/``),
     ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or ``:``,
     over path characters and both separators; and the relative ones (:func:`_relative_spans`)."""
-    if "\\" not in text and ":/" not in text:
+    if "\\" not in text and (":" not in text or ":/" not in text):
         return []
     found: list[tuple[int, int]] = []
     done = 0
@@ -402,12 +422,20 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
 def first_paths(text: str) -> list[tuple[int, str]]:
     """``(position, path)`` of each distinct path at its first position, in order: what
     :func:`paths` yields, without the repeats (a caller keeping the first of equal
-    values, as fact extraction does, sees the same)."""
+    values, as fact extraction does, sees the same).
+
+    One pass over the candidates, each distinct one judged once: the judgement reads
+    only the candidate's characters (:func:`_path_of`).
+    """
     first: dict[str, int] = {}
-    for start, value in _found(text).items():
-        if start < first.get(value, start + 1):
-            first[value] = start
-    return sorted((start, value) for value, start in first.items())
+    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
+    get = first.get
+    for start, end in _span_ends(text).items():
+        raw = text[start:end]
+        path = judged[raw] if raw in judged else judged.setdefault(raw, _path_of(raw))
+        if path is not None and start < get(path, start + 1):
+            first[path] = start
+    return sorted((start, path) for path, start in first.items())
 
 
 def _found(text: str) -> dict[int, str]:
@@ -415,13 +443,20 @@ def _found(text: str) -> dict[int, str]:
     found: dict[int, str] = {}
     judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
     for start, end in _span_ends(text).items():
-        if text[start] == "." and not _dot_starts_path(text, start):
-            continue
         raw = text[start:end]
-        value = judged[raw] if raw in judged else judged.setdefault(raw, _judged(raw))
+        value = judged[raw] if raw in judged else judged.setdefault(raw, _path_of(raw))
         if value is not None:
             found[start] = value
     return found
+
+
+def _path_of(raw: str) -> str | None:
+    """The path a candidate span's text names, or None. Its text alone decides: the
+    look past a leading ``.`` (:func:`_dot_starts_path`) stays inside it, since a
+    candidate starting with ``.`` holds the name or separator that follows the dot."""
+    if raw.startswith(".") and not _dot_starts_path(raw, 0):
+        return None
+    return _judged(raw)
 
 
 def _dot_starts_path(text: str, start: int) -> bool:

@@ -170,7 +170,7 @@ def merge_summary(message: Mapping[str, Any], summary_text: str) -> Message:
     if isinstance(content, list):
         merged["content"] = [*merged["content"], {"type": "text", "text": merge_lead() + wrapped}]
     elif isinstance(content, str):
-        merged["content"] = content + merge_lead() + wrapped
+        merged["content"] = "".join((content, merge_lead(), wrapped))  # (one copy of content)
     else:
         merged["content"] = wrapped
     return merged

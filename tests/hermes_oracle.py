@@ -24,6 +24,7 @@ import openai
 from agent import context_compressor as cc
 from agent import error_classifier, model_metadata, usage_pricing
 from agent.agent_runtime_helpers import strip_think_blocks
+from hermes_loop import loop
 
 _CLIENT = openai.OpenAI(api_key="sk-oracle", base_url="http://127.0.0.1:9/v1")
 _REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
@@ -200,6 +201,10 @@ def _chat(pairs: int) -> list[dict[str, Any]]:
 
 def _guard_step(compressor: Any, step: list[Any]) -> None:
     """One step of a guard sequence, as Hermes's conversation loop drives its compressor."""
+    if step[0] == "nousage":  # a response without usage, as the conversation loop hands it
+        if compressor.awaiting_real_usage_after_compression:
+            compressor.update_from_response({})
+        return
     if step[0] == "usage":  # a provider's prompt count, as a share of the threshold
         compressor.update_from_response(
             {"prompt_tokens": int(step[1] * compressor.threshold_tokens)}
@@ -238,6 +243,7 @@ OPS = {
     "serialize": serialize,
     "guards": guards,
     "summary_failure": summary_failure,
+    "loop": loop,
 }
 
 

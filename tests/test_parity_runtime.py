@@ -395,8 +395,11 @@ async def test_an_overflow_retry_that_barely_shrinks_gives_up(
     svc = make(tmp_path / "l.db", clock, summarizer=AlmostVerbatimSummarizer())
     sid = await svc.start_session(model="m", context_length=WINDOW, system_prompt="agent")
     # the middle is one long message: the summary replaces it one for one (no rows
-    # removed); the recent turns hold more than the tail's soft ceiling, so the tail is
-    # their minimum count and the middle stays that one message
+    # removed). The recent turns fit the tail's soft ceiling but not its budget, and the
+    # first of them crosses the budget: the refit keeps it (as Hermes's refit does), so
+    # the tail is everything after the log and the middle stays that one message
+    turns = [{"role": "user", "content": "q0 " + "w " * 1_000}]
+    turns += [{"role": ("assistant", "user")[i % 2], "content": "w " * 150} for i in range(7)]
     await svc.append(
         sid,
         [
@@ -404,14 +407,7 @@ async def test_an_overflow_retry_that_barely_shrinks_gives_up(
             {"role": "assistant", "content": "ok"},
             {"role": "user", "content": "go on"},
             {"role": "assistant", "content": "the log: " + "x y z " * 4_000},
-            *[
-                m
-                for i in range(4)
-                for m in (
-                    {"role": "user", "content": f"q{i} " + "w " * 400},
-                    {"role": "assistant", "content": f"a{i} " + "w " * 400},
-                )
-            ],
+            *turns,
         ],
     )
     with pytest.raises(ContextOverflowError, match="no progress"):

@@ -135,16 +135,27 @@ def serialize(messages: list[dict[str, Any]]) -> str:
     return compressor._serialize_for_summary(messages)
 
 
-def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
+def compress(item: dict[str, Any]) -> Any:
     """Hermes's own ``compress()`` of a message list, its summary call answered with
-    ``item["summary"]`` (given the summary prefix, as Hermes's summary call does)."""
+    ``item["summary"]`` (given the summary prefix, as Hermes's summary call does).
+    With ``item["then"]``, the same compressor then compacts its output followed by
+    those turns, and both outputs are returned."""
     compressor = cc.ContextCompressor(
         "local-model", config_context_length=item["window"], quiet_mode=True
     )
     body = item["summary"]
     compressor._generate_summary = lambda *_, **__: compressor._with_summary_prefix(body)  # type: ignore[method-assign]
     out = compressor.compress([dict(m) for m in item["messages"]])
-    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+    out = [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+    if "then" not in item:
+        return out
+    # a repeated compaction by the same compressor: the first output, then new turns
+    grown = out + [dict(m) for m in item["then"]]
+    again = compressor.compress(grown)
+    return {
+        "first": out,
+        "second": [{k: v for k, v in m.items() if not k.startswith("_")} for m in again],
+    }
 
 
 def _failure(kind: str) -> Exception:

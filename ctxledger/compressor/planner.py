@@ -200,7 +200,7 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
     ceiling, crossing = int(budget * config.tail_soft_ceiling), False
     # the minimum count never takes all but one message: it leaves a few to summarize
     # (Hermes's floor is capped the same way, so a compaction is worth its summary)
-    min_count = max(1, min(config.tail_min_count(), n - lo, max(_FEW, n - lo - 2)))
+    min_count = max(1, min(config.tail_min_count(), n - lo, max(_FEW, n - head_end - 3)))
     if suffix[lo] <= ceiling:
         # everything after the middle's first message fits the soft ceiling: that tail
         # would leave one message to summarize (a no_progress skip, or a manual /compress

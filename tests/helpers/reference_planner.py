@@ -156,7 +156,7 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
     suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
     budget = config.tail_token_budget(job.context_length)
     ceiling, crossing = int(budget * config.tail_soft_ceiling), False
-    min_count = max(1, min(config.tail_min_count(), n - lo, max(3, n - lo - 2)))  # session 30
+    min_count = max(1, min(config.tail_min_count(), n - lo, max(3, n - head_end - 3)))  # session 30
     if suffix[lo] <= ceiling:  # session 28: everything fits, refit (Hermes #40803)
         ceiling, crossing = budget, True
         if suffix[lo] <= ceiling:

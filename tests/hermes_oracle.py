@@ -24,6 +24,7 @@ import openai
 from agent import context_compressor as cc
 from agent import error_classifier, model_metadata, usage_pricing
 from agent.agent_runtime_helpers import strip_think_blocks
+from hermes_loop import loop
 
 _CLIENT = openai.OpenAI(api_key="sk-oracle", base_url="http://127.0.0.1:9/v1")
 _REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
@@ -134,16 +135,27 @@ def serialize(messages: list[dict[str, Any]]) -> str:
     return compressor._serialize_for_summary(messages)
 
 
-def compress(item: dict[str, Any]) -> list[dict[str, Any]]:
+def compress(item: dict[str, Any]) -> Any:
     """Hermes's own ``compress()`` of a message list, its summary call answered with
-    ``item["summary"]`` (given the summary prefix, as Hermes's summary call does)."""
+    ``item["summary"]`` (given the summary prefix, as Hermes's summary call does).
+    With ``item["then"]``, the same compressor then compacts its output followed by
+    those turns, and both outputs are returned."""
     compressor = cc.ContextCompressor(
         "local-model", config_context_length=item["window"], quiet_mode=True
     )
     body = item["summary"]
     compressor._generate_summary = lambda *_, **__: compressor._with_summary_prefix(body)  # type: ignore[method-assign]
     out = compressor.compress([dict(m) for m in item["messages"]])
-    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+    out = [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+    if "then" not in item:
+        return out
+    # a repeated compaction by the same compressor: the first output, then new turns
+    grown = out + [dict(m) for m in item["then"]]
+    again = compressor.compress(grown)
+    return {
+        "first": out,
+        "second": [{k: v for k, v in m.items() if not k.startswith("_")} for m in again],
+    }
 
 
 def _failure(kind: str) -> Exception:
@@ -200,6 +212,10 @@ def _chat(pairs: int) -> list[dict[str, Any]]:
 
 def _guard_step(compressor: Any, step: list[Any]) -> None:
     """One step of a guard sequence, as Hermes's conversation loop drives its compressor."""
+    if step[0] == "nousage":  # a response without usage, as the conversation loop hands it
+        if compressor.awaiting_real_usage_after_compression:
+            compressor.update_from_response({})
+        return
     if step[0] == "usage":  # a provider's prompt count, as a share of the threshold
         compressor.update_from_response(
             {"prompt_tokens": int(step[1] * compressor.threshold_tokens)}
@@ -238,6 +254,7 @@ OPS = {
     "serialize": serialize,
     "guards": guards,
     "summary_failure": summary_failure,
+    "loop": loop,
 }
 
 

@@ -129,6 +129,9 @@ GUARD_SEQUENCES: list[list[list[Any]]] = [
     [["fallback"], ["compress"], ["fallback"], ["usage", 0.4]],
     [["fallback"], ["usage", 1.2], ["fallback"], ["compress"], ["usage", 0.5]],
     [["compress"], ["usage", 1.1], ["usage", 1.1], ["noop"], ["usage", 0.9]],
+    # a response without usage gives no verdict and consumes a compaction's pending one
+    [["compress"], ["nousage"], ["usage", 1.2], ["compress"], ["usage", 1.2], ["nousage"]],
+    [["compress"], ["usage", 1.2], ["nousage"], ["compress"], ["usage", 1.3], ["nousage"]],
 ]
 
 
@@ -140,6 +143,8 @@ def _our_guard(steps: list[list[Any]]) -> list[bool]:
         if step[0] == "usage":
             state = state.after_real_prompt(int(step[1] * 100_000), 100_000, first)
             first = False
+        elif step[0] == "nousage":
+            first = False  # the runtime fold: no verdict, the pending one consumed
         elif step[0] == "noop":
             state = state.after_compaction(0, 0, noop=True, min_saving=0.10)
         else:

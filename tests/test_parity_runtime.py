@@ -1,7 +1,13 @@
 """Hermes field parity (issue 10) in the running service, against a real SQLite ledger.
 
 2. A response without usage is recorded as "no usage reported"; the in-loop trigger
-   and the anti-thrash guard judge by the estimate (a zero must not reset strikes).
+   judges it as Hermes 0.19 does (session 30): by the session's latest real prompt
+   count, else by the estimate (system + messages + tools; messages + tools on a
+   compaction's continuation, before its first real count); the anti-thrash guard gives
+   it no verdict (neither a strike nor a reset; a zero must not reset strikes), and it
+   consumes a compaction's pending verdict. After a final answer (``tool_calls=False``)
+   the in-loop check waits for the next preflight, as Hermes checks only after a
+   response whose tools ran.
 9. ``switch_model`` clears the strikes and the fallback streak: a chain blocked under
    the old model is unblocked (and a reopened ledger folds to the same state).
 11. A local server's stated window (any status, any body shape) is learned.
@@ -20,7 +26,7 @@ from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.errors import ContextOverflowError, SummarizerError
+from ctxledger.errors import ContextOverflowError, InvalidInput, SummarizerError
 from ctxledger.events import (
     CompressionChecked,
     CompressionSkipped,
@@ -145,6 +151,7 @@ async def test_no_usage_triggers_in_the_loop_by_the_estimate(
     (check,) = events(svc, sid, CompressionChecked)
     assert check.trigger == "in_loop" and "no usage reported" in check.source
     assert check.tokens >= THRESHOLD
+    assert "system + messages + tools schema" in check.source
     (usage,) = events(svc, sid, UsageReported)
     assert usage.shape == "none" and usage.estimated_prompt_tokens == check.tokens
 
@@ -171,17 +178,104 @@ async def test_no_usage_does_not_reset_the_anti_thrash_strikes(
     assert svc.tracker.rebuilt(sid) == svc.tracker.state(sid)
 
 
-async def test_no_usage_with_a_small_estimate_resets_the_strikes(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+async def test_no_usage_neither_strikes_nor_resets(tmp_path: Path, clock: ManualClock) -> None:
     svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
     sid = await session(svc, THRESHOLD + 1_000)
     new = (await svc.compress(sid)).session_id  # manual
     await svc.report_usage(new, {"prompt_tokens": THRESHOLD + 100, "completion_tokens": 1})
     assert svc.status(new)["strikes"] == 1  # the first real count after it was still over
     assert svc.ledger.transcript.total_tokens(new) < THRESHOLD
-    await svc.report_usage(new, None)  # judged by the estimate: below the threshold
+    await svc.report_usage(new, None)  # no real count: no verdict (it was a reset before)
+    assert svc.status(new)["strikes"] == 1
+    await svc.report_usage(new, {"prompt_tokens": THRESHOLD - 100, "completion_tokens": 1})
     assert svc.status(new)["strikes"] == 0
+    assert svc.tracker.rebuilt(new) == svc.tracker.state(new)
+
+
+async def test_no_usage_consumes_the_pending_verdict_of_a_compaction(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Hermes: the first response after a compaction decides whether it cleared the
+    threshold; one without usage consumes that verdict, so a later real count over the
+    threshold is not charged to the compaction."""
+    svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
+    sid = await session(svc, THRESHOLD + 1_000)
+    new = (await svc.compress(sid)).session_id
+    await svc.report_usage(new, {})
+    await svc.report_usage(new, {"prompt_tokens": THRESHOLD + 100, "completion_tokens": 1})
+    assert svc.status(new)["strikes"] == 0
+    assert svc.tracker.rebuilt(new) == svc.tracker.state(new)
+
+
+def _skips(svc: ContextService, sid: str) -> list[tuple[int, str]]:
+    """The in-loop skips recorded on `sid` itself (tokens judged, their source)."""
+    skips = events(svc, sid, CompressionSkipped)
+    return [(e.details["tokens"], e.details["source"]) for e in skips if e.session_id == sid]
+
+
+async def test_no_usage_is_judged_by_the_latest_real_count_until_a_model_switch(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Hermes keeps its last reported count until a compaction or a model switch: a
+    response without usage is judged by it, whatever the estimate (compression off here,
+    so each judgement over the threshold is recorded as a skip)."""
+    svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
+    sid = await session(svc, 2_000)
+    over = {"prompt_tokens": THRESHOLD + 100, "completion_tokens": 1}
+    await svc.report_usage(sid, over, tool_calls=True)
+    for _ in range(2):  # stays the figure through several responses without usage
+        await svc.report_usage(sid, {}, tool_calls=True)
+    latest = "no usage reported: the session's latest provider prompt count"
+    assert _skips(svc, sid)[1:] == [(THRESHOLD + 100, latest)] * 2
+    svc.ledger.switch_model(sid, "other-model", WINDOW)
+    await svc.report_usage(sid, {}, tool_calls=True)  # the estimate (2,000) decides: nothing
+    assert len(_skips(svc, sid)) == 3
+
+
+async def test_no_usage_right_after_a_compaction_leaves_the_system_prompt_out(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Hermes's estimate after a compaction, before a real count, is messages + tools;
+    a first session's estimate counts the system prompt (Hermes's turn-start estimate)."""
+    svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
+    sid = await svc.start_session(
+        model="local-model", context_length=WINDOW, system_prompt="Rules. " * 3_000
+    )
+    synth = SessionSynth(3, big_outputs=False)
+    for i in range(12):
+        await svc.append(sid, synth.turn(i))
+    await svc.report_usage(sid, {}, tool_calls=True)
+    ((tokens, source),) = _skips(svc, sid)
+    assert tokens >= THRESHOLD and "system + messages + tools" in source
+    new = (await svc.compress(sid)).session_id
+    system = svc.ledger.transcript.session(new).system_tokens
+    assert svc.ledger.transcript.total_tokens(new) >= THRESHOLD > system
+    await svc.report_usage(new, {}, tool_calls=True)
+    assert not _skips(svc, new)  # messages + tools alone are under the threshold
+
+
+async def test_a_final_answer_leaves_the_decision_to_the_next_preflight(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await session(svc, THRESHOLD + 1_000)
+    over = {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 1}
+    result = await svc.report_usage(sid, over, tool_calls=False)
+    assert result.session_id == sid and not result.compactions
+    assert not events(svc, sid, CompressionChecked) and not events(svc, sid, CompressionSkipped)
+    assert (await svc.preflight(sid)).compressed
+    (check,) = events(svc, sid, CompressionChecked)
+    assert check.trigger == "preflight"
+
+
+@pytest.mark.parametrize("bad", [1, "yes", 0.0])
+async def test_tool_calls_must_be_a_bool(tmp_path: Path, clock: ManualClock, bad: Any) -> None:
+    svc = make(tmp_path / "l.db", clock)
+    sid = await session(svc)
+    before = svc.ledger.version(sid)
+    with pytest.raises(InvalidInput, match="tool_calls"):
+        await svc.report_usage(sid, {}, tool_calls=bad)
+    assert svc.ledger.version(sid) == before
 
 
 # --- 9. a model switch resets the guards -------------------------------------------------------
@@ -301,8 +395,11 @@ async def test_an_overflow_retry_that_barely_shrinks_gives_up(
     svc = make(tmp_path / "l.db", clock, summarizer=AlmostVerbatimSummarizer())
     sid = await svc.start_session(model="m", context_length=WINDOW, system_prompt="agent")
     # the middle is one long message: the summary replaces it one for one (no rows
-    # removed); the recent turns hold more than the tail's soft ceiling, so the tail is
-    # their minimum count and the middle stays that one message
+    # removed). The recent turns fit the tail's soft ceiling but not its budget, and the
+    # first of them crosses the budget: the refit keeps it (as Hermes's refit does), so
+    # the tail is everything after the log and the middle stays that one message
+    turns = [{"role": "user", "content": "q0 " + "w " * 1_000}]
+    turns += [{"role": ("assistant", "user")[i % 2], "content": "w " * 150} for i in range(7)]
     await svc.append(
         sid,
         [
@@ -310,14 +407,7 @@ async def test_an_overflow_retry_that_barely_shrinks_gives_up(
             {"role": "assistant", "content": "ok"},
             {"role": "user", "content": "go on"},
             {"role": "assistant", "content": "the log: " + "x y z " * 4_000},
-            *[
-                m
-                for i in range(4)
-                for m in (
-                    {"role": "user", "content": f"q{i} " + "w " * 400},
-                    {"role": "assistant", "content": f"a{i} " + "w " * 400},
-                )
-            ],
+            *turns,
         ],
     )
     with pytest.raises(ContextOverflowError, match="no progress"):

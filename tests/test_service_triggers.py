@@ -233,11 +233,22 @@ async def test_preflight_makes_at_most_three_passes(svc: ContextService) -> None
 async def test_preflight_stops_at_the_first_pass_without_progress(
     db: Path, clock: ManualClock
 ) -> None:
-    # a summarizer that does not summarize: once no rows are left to fold into the
-    # summary, a pass neither removes rows nor saves 5 %, and preflight stops there
+    # a summarizer that does not summarize, and a middle of one message (a long log; the
+    # recent turns fit the tail's soft ceiling and the first of them crosses its budget,
+    # so the refit keeps them all): the pass neither removes rows nor saves 5 %, and
+    # preflight stops there
     config = CONFIG.replace(max_compression_attempts=6, anti_thrash_strikes=10)
     svc = make(db, clock, config, summarizer=VerbatimSummarizer())
-    sid = await two_party(svc, pairs=10)
+    sid = await session(svc)
+    turns = [{"role": "user", "content": "q0 " + "w " * 1_000}]
+    turns += [{"role": ("assistant", "user")[i % 2], "content": "w " * 150} for i in range(7)]
+    opening = [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go on"},
+        {"role": "assistant", "content": "the log: " + "x y z " * 4_000},
+    ]
+    await svc.append(sid, [*opening, *turns])
     result = await svc.preflight(sid)
     passes = len(events(svc, sid, CompressionChecked))
     assert passes < config.max_compression_attempts

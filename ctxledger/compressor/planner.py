@@ -144,12 +144,23 @@ def _kept_blocks(
 
 
 def _tail_start(
-    layout: Layout, suffix: list[int], lo: int, ceiling: int, min_count: int
+    layout: Layout,
+    suffix: list[int],
+    lo: int,
+    ceiling: int,
+    min_count: int,
+    *,
+    crossing: bool = False,
 ) -> int | None:
-    """Longest valid suffix within the ceiling, but at least the shortest one with min_count."""
+    """Longest valid suffix within the ceiling, but at least the shortest one with min_count.
+
+    ``crossing`` (the plain-budget refit): the message that crosses the budget is kept
+    too when that is a valid cut, as Hermes's refit keeps it (#40803)."""
     n = layout.n
     first_fit = bisect.bisect_left(range(n + 1), True, lo=lo, key=lambda c: suffix[c] <= ceiling)
     by_budget = layout.next_cut(first_fit)
+    if crossing and first_fit - 1 >= lo and layout.next_cut(first_fit - 1) == first_fit - 1:
+        by_budget = first_fit - 1
     by_budget_ok = by_budget < n
     by_count = layout.prev_cut(n - min_count) if n - min_count >= lo else -1
     by_count_ok = by_count >= lo
@@ -186,18 +197,19 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
         return "no_valid_cut"
     suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
     budget = config.tail_token_budget(job.context_length)
-    ceiling = int(budget * config.tail_soft_ceiling)
-    min_count = max(1, min(config.tail_min_count(), n - lo))
+    ceiling, crossing = int(budget * config.tail_soft_ceiling), False
+    # the minimum count never takes all but one message: it leaves a few to summarize
+    # (Hermes's floor is capped the same way, so a compaction is worth its summary)
+    min_count = max(1, min(config.tail_min_count(), n - lo, max(_FEW, n - head_end - 3)))
     if suffix[lo] <= ceiling:
         # everything after the middle's first message fits the soft ceiling: that tail
         # would leave one message to summarize (a no_progress skip, or a manual /compress
         # that does nothing useful). As Hermes does (#40803): the plain budget decides;
-        # when even that holds everything, the minimum count alone, leaving a few to summarize
-        ceiling = budget
-        min_count = min(min_count, max(_FEW, n - lo - 2))
+        # when even that holds everything, the minimum count alone
+        ceiling, crossing = budget, True
         if suffix[lo] <= ceiling:
             ceiling = -1
-    tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
+    tail_start = _tail_start(layout, suffix, lo, ceiling, min_count, crossing=crossing)
     if tail_start is None:
         return "no_valid_cut"
     carried = [i for s, e in anchor_blocks if e <= tail_start for i in range(s, e)]

@@ -133,8 +133,9 @@ class CtxLedgerMiddleware(AgentMiddleware):
             usage = (
                 getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
             )
-            if usage:
-                await self.service.report_usage(sid, responses_usage(usage))
+            if usage:  # after a final answer the next call's preflight decides (as Hermes)
+                asked = bool(getattr(message, "tool_calls", None))
+                await self.service.report_usage(sid, responses_usage(usage), tool_calls=asked)
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}

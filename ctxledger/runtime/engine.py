@@ -78,17 +78,28 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     cooldown: Cooldown = msgspec.field(default_factory=Cooldown)
     first_after_compaction: bool = False
     last_fallback: bool = False
+    #: the latest real prompt count of the chain's live session since it started or its
+    #: model switched; a response without usage leaves it (Hermes judges such a
+    #: response by its last reported count)
+    last_real_prompt: int | None = None
 
 
 def _after_usage(
     state: RuntimeState, event: UsageReported, config: CompressionConfig
 ) -> RuntimeState:
-    prompt = event.prompt_tokens  # the estimate when the response reported no usage
-    if event.purpose != "agent" or state.context_length < 1 or prompt is None:
+    if event.purpose != "agent" or state.context_length < 1:
         return state
+    if not event.reported:
+        # no real count, no verdict (HERMES_SPEC §2 judges by real counts, as Hermes does):
+        # neither a strike nor a reset, but a compaction's pending verdict is consumed so
+        # a much later reading is not charged to it
+        return msgspec.structs.replace(state, first_after_compaction=False)
+    prompt = event.usage.prompt
     threshold = max(1, config.threshold_tokens(state.context_length))
     anti = state.anti.after_real_prompt(prompt, threshold, state.first_after_compaction)
-    return msgspec.structs.replace(state, anti=anti, first_after_compaction=False)
+    return msgspec.structs.replace(
+        state, anti=anti, first_after_compaction=False, last_real_prompt=prompt
+    )
 
 
 def _after_switch(
@@ -102,7 +113,9 @@ def _after_switch(
     )
     # manual /compress clears a summarizer cooldown (HERMES_SPEC §2), but only when it worked
     cooldown = state.cooldown.clear() if event.trigger == "manual" else state.cooldown
-    return msgspec.structs.replace(state, anti=anti, cooldown=cooldown, first_after_compaction=True)
+    return msgspec.structs.replace(
+        state, anti=anti, cooldown=cooldown, first_after_compaction=True, last_real_prompt=None
+    )
 
 
 def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -> RuntimeState:
@@ -119,13 +132,17 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
     if isinstance(event, ModelSwitched):
         # a new model (or window) is a fresh start for the guards: strikes and the
         # fallback streak judged the old one, so a chain it blocked is unblocked
-        return replace(state, context_length=event.context_length, anti=AntiThrash())
+        return replace(
+            state, context_length=event.context_length, anti=AntiThrash(), last_real_prompt=None
+        )
     if isinstance(event, SessionStarted | ContextLimitLearned):
         return replace(state, context_length=event.context_length)
     if isinstance(event, SummaryGenerated):
         return replace(state, last_fallback=event.fallback)
-    if isinstance(event, SessionSwitched) and event.reason == "compression":
-        return _after_switch(state, event, config)
+    if isinstance(event, SessionSwitched):
+        if event.reason == "compression":
+            return _after_switch(state, event, config)
+        return replace(state, last_real_prompt=None)  # another live session: no count yet
     if (
         isinstance(event, CompressionSkipped)
         and event.trigger != "manual"

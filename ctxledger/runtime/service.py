@@ -88,14 +88,19 @@ class ContextService(ServiceCore):
         *,
         model: str | None = None,
         cost_usd: float | None = None,
+        tool_calls: bool | None = None,
     ) -> TurnResult:
         """Record a provider response's usage (Anthropic, OpenAI chat or Responses shape);
         compress in the loop when the real prompt count (input + cache read + cache
         write, never output or reasoning) reaches the threshold.
 
+        ``tool_calls``: whether the response asked for tools. After a final answer
+        (``False``) the in-loop check waits for the next turn's preflight, as Hermes
+        checks only after a response whose tools ran; ``None`` (not said) checks.
+
         A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
-        reported" and judged by the estimate (system + messages + tools schema)."""
-        check_usage_report(raw, model, cost_usd)
+        reported" and judged as Hermes judges it (see ``_unreported_prompt``)."""
+        check_usage_report(raw, model, cost_usd, tool_calls)
         sid, event = self._on_tip(
             session_id,
             lambda tip: self.ledger.report_usage(tip, raw, model=model, cost_usd=cost_usd),
@@ -109,13 +114,33 @@ class ContextService(ServiceCore):
                 "provider prompt tokens (input + cache read + cache write)",
             )
         else:
-            prompt = event.estimated_prompt_tokens or 0
-            source = "no usage reported: estimate of system + messages + tools schema"
+            prompt, source = self._unreported_prompt(sid)
+        if tool_calls is False:  # a final answer: the next turn's preflight decides
+            return self._with(TurnResult(session_id=sid), notices=self._pressure(sid, prompt))
         result = await self._auto_compress(sid, "in_loop", prompt, source)
         if result.compressed:
             return result
         # warn only when nothing was compacted now (a compaction re-checks on its continuation)
         return self._with(result, notices=self._pressure(result.session_id, prompt))
+
+    def _unreported_prompt(self, sid: str) -> tuple[int, str]:
+        """The size a response without usage is judged by in the loop, as Hermes 0.19 keeps
+        it: the latest real prompt count of the live session (since it started or its
+        model switched), however stale; with none, the estimate of system + messages +
+        tools (Hermes: its turn-start estimate), and on a compaction's continuation the
+        estimate of messages + tools (Hermes's after a compaction: no system prompt)."""
+        real = self.tracker.state(sid).last_real_prompt
+        if real is not None:
+            return real, "no usage reported: the session's latest provider prompt count"
+        if self.ledger.chains.root(sid) != sid:
+            estimate = self._estimate(sid, system=False)
+            return (
+                estimate,
+                "no usage reported yet after compaction: estimate of messages + tools schema",
+            )
+        return self._estimate(
+            sid
+        ), "no usage reported: estimate of system + messages + tools schema"
 
     async def preflight(self, session_id: str) -> TurnResult:
         """Before the first model call of a turn: system + messages + tools schema vs the threshold.
@@ -181,13 +206,18 @@ class ContextService(ServiceCore):
             sid, "hygiene", decision.tokens_used, source, size_decided=True
         )
 
-    def _estimate(self, sid: str) -> int:
+    def _estimate(self, sid: str, *, system: bool = True) -> int:
         """System prompt + messages + tools schema by the configured estimator (HERMES_SPEC §2:
-        the tools schema can be 20-30K tokens, so it is never left out)."""
+        the tools schema can be 20-30K tokens, so it is never left out); ``system=False``
+        leaves the system prompt out (the in-loop figure of a response without usage)."""
         transcript = self.ledger.transcript
         if self.config.estimator == "exact":
-            return transcript.total_tokens(sid)  # kept current by the projection: no walk
-        rough = sum(rough_message_tokens(m) for m in transcript.api_view(sid))
+            total = transcript.total_tokens(sid)  # kept current by the projection: no walk
+            return total if system else total - transcript.session(sid).system_tokens
+        view = transcript.api_view(sid)
+        if not system and view and view[0].get("role") == "system":
+            view = view[1:]
+        rough = sum(rough_message_tokens(m) for m in view)
         return rough + rough_tools_tokens(transcript.session(sid).tools)
 
     async def compress(self, session_id: str, focus: str | None = None) -> TurnResult:

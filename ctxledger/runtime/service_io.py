@@ -74,8 +74,12 @@ def json_safe(value: object, what: str) -> None:
         raise InvalidInput(f"{what} must be JSON-serializable: {exc}") from None
 
 
-def check_usage_report(raw: object, model: object, cost_usd: object) -> None:
+def check_usage_report(
+    raw: object, model: object, cost_usd: object, tool_calls: object = None
+) -> None:
     """The arguments of ``report_usage`` (the usage shape itself is checked when normalized)."""
+    if tool_calls is not None and not isinstance(tool_calls, bool):
+        raise InvalidInput(f"tool_calls must be true, false or None, got {tool_calls!r}")
     if model is not None and not isinstance(model, str):
         raise InvalidInput("model must be a string or None")
     if cost_usd is not None and (

@@ -337,8 +337,12 @@ class Turn:
                 )
                 return
         if usage:
+            # a final answer leaves the in-loop check to the next request's preflight (Hermes)
+            asked = None if not reply else any(m.get("tool_calls") for m in replies)
             try:
-                result = await self.svc.report_usage(self.session_id, usage, model=self.turn.model)
+                result = await self.svc.report_usage(
+                    self.session_id, usage, model=self.turn.model, tool_calls=asked
+                )
                 self.session_id = result.session_id
             except CtxLedgerError as exc:  # an upstream's odd figures: the turn has no usage
                 log.warning(

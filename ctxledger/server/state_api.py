@@ -92,6 +92,7 @@ _USAGE = (
     ),
     Param("model", "string"),
     Param("cost_usd", "number"),
+    Param("tool_calls", "boolean"),
 )
 
 
@@ -99,7 +100,11 @@ async def report_usage(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _USAGE)
     sid = path_param(request, "session_id")
     result = await state.service.report_usage(
-        sid, body["usage"], model=body.get("model"), cost_usd=body.get("cost_usd")
+        sid,
+        body["usage"],
+        model=body.get("model"),
+        cost_usd=body.get("cost_usd"),
+        tool_calls=body.get("tool_calls"),
     )
     return JSON(turn_json(state, result))
 

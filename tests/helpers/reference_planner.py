@@ -4,7 +4,8 @@ A verbatim copy, except that it imports the reference layout scan and phase-1 pa
 (:mod:`helpers.reference_layout`); ``tests/test_plan_cache.py`` checks that today's
 planner, with or without a plan cache, returns exactly its plans. Do not edit, except
 to follow a deliberate change of the planner's rules (session 28: the tail refit when
-everything after the head fits the soft ceiling, Hermes #40803).
+everything after the head fits the soft ceiling, Hermes #40803; session 30: the
+minimum count always leaves a few to summarize, the refit keeps the crossing message).
 """
 
 from __future__ import annotations
@@ -109,12 +110,19 @@ def _kept_blocks(
 
 
 def _tail_start(
-    layout: Layout, suffix: list[int], lo: int, ceiling: int, min_count: int
+    layout: Layout,
+    suffix: list[int],
+    lo: int,
+    ceiling: int,
+    min_count: int,
+    crossing: bool = False,
 ) -> int | None:
     """Longest valid suffix within the ceiling, but at least the shortest one with min_count."""
     n = layout.n
     first_fit = bisect.bisect_left(range(n + 1), True, lo=lo, key=lambda c: suffix[c] <= ceiling)
     by_budget = layout.next_cut(first_fit)
+    if crossing and first_fit - 1 >= lo and layout.next_cut(first_fit - 1) == first_fit - 1:
+        by_budget = first_fit - 1  # session 30: the refit keeps the crossing message
     by_budget_ok = by_budget < n
     by_count = layout.prev_cut(n - min_count) if n - min_count >= lo else -1
     by_count_ok = by_count >= lo
@@ -147,14 +155,13 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
         return "no_valid_cut"
     suffix = list(itertools.accumulate(reversed(job.counts), initial=0))[::-1]
     budget = config.tail_token_budget(job.context_length)
-    ceiling = int(budget * config.tail_soft_ceiling)
-    min_count = max(1, min(config.tail_min_count(), n - lo))
+    ceiling, crossing = int(budget * config.tail_soft_ceiling), False
+    min_count = max(1, min(config.tail_min_count(), n - lo, max(3, n - head_end - 3)))  # session 30
     if suffix[lo] <= ceiling:  # session 28: everything fits, refit (Hermes #40803)
-        ceiling = budget
-        min_count = min(min_count, max(3, n - lo - 2))
+        ceiling, crossing = budget, True
         if suffix[lo] <= ceiling:
             ceiling = -1
-    tail_start = _tail_start(layout, suffix, lo, ceiling, min_count)
+    tail_start = _tail_start(layout, suffix, lo, ceiling, min_count, crossing)
     if tail_start is None:
         return "no_valid_cut"
     carried = [i for s, e in anchor_blocks if e <= tail_start for i in range(s, e)]

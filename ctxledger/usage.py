@@ -12,13 +12,14 @@ runtime then judges the prompt size by its own estimate.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_json, check_token_count, check_unicode
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
 NO_USAGE = "none"
@@ -127,6 +128,25 @@ def _reasoning(raw: Mapping[str, Any]) -> int:
         ("completion_tokens_details", "reasoning_tokens"),
     )
     return _int(value, "reasoning_tokens")
+
+
+def check_usage_report(raw: object, model: object, cost_usd: object) -> None:
+    """The arguments of ``report_usage`` besides the figures (checked when normalized):
+    a model is None or a non-blank string (a blank one named no model, silently), a cost
+    a finite number ≥ 0, and the raw report JSON as it is (a NaN was stored as null)."""
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput(f"model must be None or a non-empty string, got {model!r}")
+        check_unicode(model, "model")
+    if cost_usd is not None and (
+        not isinstance(cost_usd, int | float)
+        or isinstance(cost_usd, bool)
+        or not math.isfinite(cost_usd)
+        or cost_usd < 0
+    ):
+        raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {cost_usd!r}")
+    if isinstance(raw, Mapping):
+        check_json(raw, "usage")
 
 
 def normalize_usage(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -167,6 +168,30 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
      "model must be a non-empty string"),
     ("switch to no model", lambda lg, s: lg.switch_model(s, None, 16_000), InvalidInput,
      "model must be a non-empty string"),
+    ("a blank model", lambda lg, s: lg.start_session(model=" \t", context_length=9000),
+     InvalidInput, "model must be a non-empty string, got ' \\t'"),
+    # the service refused these; the ledger recorded an empty model, a NaN cost (stored as
+    # null), a negative one, and a NaN or an int key inside the raw report (null, "1")
+    ("usage for an empty model", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     model=""), InvalidInput, "model must be None or a non-empty string, got ''"),
+    ("usage for a blank model", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     model="  "), InvalidInput, "model must be None or a non-empty string"),
+    ("usage for a model that is not text", lambda lg, s: lg.report_usage(s, {"prompt_tokens":
+     5}, model=5), InvalidInput, "model must be None or a non-empty string, got 5"),
+    ("usage with a NaN cost", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     cost_usd=math.nan), InvalidInput, "cost_usd must be a finite number ≥ 0, got nan"),
+    ("usage with a negative cost", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     cost_usd=-0.5), InvalidInput, "cost_usd must be a finite number ≥ 0"),
+    ("usage holding a NaN", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5,
+     "prompt_tokens_details": {"audio": math.nan}}), InvalidInput,
+     "usage.prompt_tokens_details.audio is nan: JSON has no NaN or infinity"),
+    ("usage with a key that is not text", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5,
+     7: 1}), InvalidInput, "usage has a key that is not text: 7"),
+    # a tool schema holding a NaN default was stored with null
+    ("a tool holding an infinity", lambda lg, s: lg.start_session(model="m",
+     context_length=9000, tools=[{"type": "function", "function": {"name": "f", "parameters":
+     {"maximum": math.inf}}}]), InvalidInput,
+     "tool 0.function.parameters.maximum is inf: JSON has no NaN or infinity"),
 ]  # fmt: skip
 
 

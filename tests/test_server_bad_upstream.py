@@ -12,6 +12,7 @@ failure, and the client's resend continues from it.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,10 @@ async def test_a_malformed_anthropic_stream_ends_with_an_error_event(tmp_path: P
         {"prompt_tokens": 10**30, "completion_tokens": 1},
         {"surprise": 1},
         [1, 2],
+        # Python servers write NaN and Infinity (json.dumps allows them): recorded with
+        # null in their place before, the report read back was not the one received
+        {"prompt_tokens": 5, "completion_tokens": 1, "cost": math.nan},
+        {"prompt_tokens": 5, "completion_tokens": 1, "details": {"x": -math.inf}},
     ],
 )
 async def test_an_upstream_usage_that_is_malformed_is_dropped_and_the_reply_kept(

@@ -226,6 +226,31 @@ def test_a_client_sent_usage_with_bad_figures_is_refused_and_records_nothing(
     assert appended == 0
 
 
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"model": ""}, "model must be None or a non-empty string, got ''"),
+        ({"model": "   "}, "model must be None or a non-empty string"),
+        ({"cost_usd": -1}, "cost_usd must be a finite number ≥ 0, got -1"),
+    ],
+)
+def test_a_usage_report_for_a_blank_model_is_refused_and_records_nothing(
+    tmp_path: Path, extra: dict[str, Any], says: str
+) -> None:
+    # session 29 left it: a usage report naming the model "" was recorded with no model
+    async def main() -> tuple[int, str, int]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            await r.http.post("/v1/sessions", headers=AUTH, json={"model": "m", "session_id": "s"})
+            before = r.last_seq()
+            body = {"usage": {"prompt_tokens": 5, "completion_tokens": 1}, **extra}
+            response = await r.http.post("/v1/sessions/s/usage", headers=AUTH, json=body)
+            return response.status_code, response.text, r.last_seq() - before
+
+    status, text, appended = anyio.run(main)
+    assert status == 422 and says in text, text
+    assert appended == 0
+
+
 def test_an_empty_client_usage_is_the_documented_no_usage_report(tmp_path: Path) -> None:
     # ctxledger.usage: an empty block is how many servers say "no usage"; it is recorded
     # as such (shape "none", the ledger's own estimate), not refused

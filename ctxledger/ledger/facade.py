@@ -74,7 +74,7 @@ from ctxledger.projections import (
     TranscriptProjection,
 )
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
-from ctxledger.usage import NO_USAGE, normalize_usage
+from ctxledger.usage import NO_USAGE, check_usage_report, normalize_usage
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
 DECISION_EVENTS = (
@@ -476,6 +476,7 @@ class Ledger:
         reported" (shape ``none``) with the ledger's estimate of the prompt it answered.
         """
         self.transcript.session(session_id)
+        check_usage_report(raw, model, cost_usd)
         if purpose not in ("agent", "summarizer"):
             raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
         found_shape, usage = normalize_usage(raw, shape)

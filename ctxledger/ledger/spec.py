@@ -16,7 +16,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionReason
-from ctxledger.limits import check_unicode
+from ctxledger.limits import check_json, check_unicode
 from ctxledger.tokens import DEFAULT_ENCODING
 
 __all__ = ["SessionSpec", "check_model", "checked_tools"]
@@ -43,8 +43,8 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
 def check_model(model: object) -> str:
     """`model` when it is a non-empty string UTF-8 can encode, else InvalidInput (not
     "SessionStarted has a field of the wrong type")."""
-    if not isinstance(model, str) or not model:
-        raise InvalidInput("model must be a non-empty string")
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidInput(f"model must be a non-empty string, got {model!r}")
     return check_unicode(model, "model")
 
 
@@ -59,5 +59,5 @@ def checked_tools(tools: object) -> list[dict[str, Any]]:
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             raise InvalidInput(f"tool {i} must be a JSON object, got {type(tool).__name__}")
-        out.append(dict(tool))
+        out.append(check_json(dict(tool), f"tool {i}"))
     return out

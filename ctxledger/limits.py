@@ -16,9 +16,11 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -125,8 +127,9 @@ def walked_depth(value: Any, stop_above: int | None, budget: int | None) -> int 
 
 
 #: leaves JSON holds as they are, by exact type (a float is checked: NaN and the
-#: infinities are encoded as null)
-_LEAVES = frozenset({str, int, bool, type(None)})
+#: infinities are encoded as null; an int: msgspec writes one of up to 4,300 digits
+#: (Python's limit) but reads back at most 4,300 characters, the sign included)
+_LEAVES = frozenset({str, bool, type(None)})
 _INFINITIES = (math.inf, -math.inf)
 _TEXT = {str}
 
@@ -164,10 +167,15 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
             children = item
         if set(map(type, children)) <= _LEAVES:
             continue
+        bound = _int_bound()
         for child in children:
             kind = type(child)
             if kind in _LEAVES:
                 continue
+            if kind is int:
+                if -bound < child < bound:
+                    continue
+                return deepest, False
             if kind is dict or kind is list or kind is tuple or isinstance(child, Mapping):
                 stack.append((child, level + 1))
             elif not _is_leaf(child):
@@ -179,7 +187,32 @@ def _is_leaf(value: Any) -> bool:
     """Whether `value` is a JSON leaf as it is (a subclass of str or int counts: an enum)."""
     if isinstance(value, float):
         return value == value and value not in _INFINITIES
-    return value is None or isinstance(value, str | int)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -_int_bound() < value < _int_bound()
+    return value is None or isinstance(value, str | bool)
+
+
+def _int_bound() -> int | float:
+    """Ints stored as JSON text and read back are less than this in magnitude (10 ** one
+    less than the digits Python converts to text, for the sign; none when that is off)."""
+    return _power_of_ten(_int_digits())
+
+
+def _int_digits() -> int:
+    """The most digits of an int stored and read back (0: no limit)."""
+    return max(0, sys.get_int_max_str_digits() - 1)
+
+
+def _digits(value: int) -> int:
+    """How many decimal digits `value` has (``str`` refuses past Python's limit)."""
+    magnitude = abs(value)
+    digits = max(1, int(magnitude.bit_length() * math.log10(2)))
+    return digits + 1 if magnitude >= 10**digits else digits
+
+
+@functools.cache
+def _power_of_ten(digits: int) -> int | float:
+    return 10**digits if digits else math.inf
 
 
 def not_json(value: Any, where: str = "", whole: str = "the value") -> str | None:
@@ -198,6 +231,11 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
             stack.extend((item[i], f"{path}[{i}]") for i in reversed(range(len(item))))
         elif isinstance(item, float) and not _is_leaf(item):
             return f"{path or whole} is {item!r}: JSON has no NaN or infinity"
+        elif isinstance(item, int) and not _is_leaf(item):
+            return (
+                f"{path or whole} is an integer of {_digits(item):,} digits: at most "
+                f"{_int_digits():,} are stored and read back"
+            )
         elif not _is_leaf(item):
             return (
                 f"{path or whole} is a Python {type(item).__name__}, which JSON cannot hold "

@@ -103,6 +103,7 @@ _PYTHON_VALUES = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
+    | st.sampled_from([10**4299 - 1, -(10**4299 - 1), 10**4299, -(10**4299)])  # 4,299 digits
     | st.floats()
     | st.text(max_size=3)
     | st.binary(max_size=2)

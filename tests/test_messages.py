@@ -164,6 +164,10 @@ def test_a_lone_surrogate_is_refused_when_stored_and_nothing_is_appended(ledger:
         ({"blob": b"\x00\x01"}, "blob is a Python bytes"),
         ({"meta": {1: "one"}}, "meta has a key that is not text: 1"),
         ({"meta": {"x-y z": [{2.5: 1}]}}, "meta['x-y z'][0] has a key that is not text: 2.5"),
+        # more digits than Python writes as text: a ValueError traceback from the counter;
+        # 4,300 with a sign: stored, then the event could not be read back (msgspec)
+        ({"n": [1, 10**5000]}, "n[1] is an integer of 5,001 digits: at most 4,299"),
+        ({"n": -(10**4299)}, "n is an integer of 4,300 digits: at most 4,299 are stored"),
     ],
 )
 def test_a_value_msgspec_would_store_changed_is_refused(
@@ -183,11 +187,15 @@ def test_a_value_msgspec_would_store_changed_is_refused(
 def test_json_values_of_every_kind_are_stored_as_sent(ledger: Ledger) -> None:
     # finite floats, big ints, enum-like subclasses of str and int, tuples (a JSON list)
     sid = ledger.start_session(model="m", context_length=16_000)
-    extra = {"f": [0.1, -2.5e300, 5e-324], "big": 10**30, "n": None, "b": [True, False]}
-    ledger.append_messages(sid, [{"role": "user", "content": "x", **extra, "t": (1, "a")}])
-    assert ledger.api_messages(sid)[-1] == {
-        "role": "user",
-        "content": "x",
-        **extra,
-        "t": [1, "a"],
+    extra = {
+        "f": [0.1, -2.5e300, 5e-324],
+        "big": [10**30, -(10**4298), 10**4299 - 1],
+        "n": None,
+        "b": [True],
     }
+    ledger.append_messages(sid, [{"role": "user", "content": "x", **extra, "t": (1, "a")}])
+    expected = {"role": "user", "content": "x", **extra, "t": [1, "a"]}
+    assert ledger.api_messages(sid)[-1] == expected
+    # as stored: read back from the log
+    (stored,) = [r.event.message for r in ledger.store.read_all() if hasattr(r.event, "message")]
+    assert stored == expected

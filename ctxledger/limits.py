@@ -203,7 +203,7 @@ def _int_digits() -> int:
     return max(0, sys.get_int_max_str_digits() - 1)
 
 
-def _digits(value: int) -> int:
+def decimal_digits(value: int) -> int:
     """How many decimal digits `value` has (``str`` refuses past Python's limit)."""
     magnitude = abs(value)
     digits = max(1, int(magnitude.bit_length() * math.log10(2)))
@@ -233,7 +233,7 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
             return f"{path or whole} is {item!r}: JSON has no NaN or infinity"
         elif isinstance(item, int) and not _is_leaf(item):
             return (
-                f"{path or whole} is an integer of {_digits(item):,} digits: at most "
+                f"{path or whole} is an integer of {decimal_digits(item):,} digits: at most "
                 f"{_int_digits():,} are stored and read back"
             )
         elif not _is_leaf(item):
@@ -381,6 +381,7 @@ __all__ = [
     "check_text",
     "check_token_count",
     "check_unicode",
+    "decimal_digits",
     "json_depth",
     "json_problem",
     "json_text_depth",

@@ -50,7 +50,7 @@ from ctxledger import (
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.eventstore import is_url
+from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
 from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
@@ -65,8 +65,8 @@ _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOO
 def default_db_path(hermes_home: str | None = None) -> str | Path:
     """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
     in ``HERMES_HOME`` (``~/.hermes``)."""
-    if os.environ.get("CTXLEDGER_DB"):
-        db = os.environ["CTXLEDGER_DB"]
+    db = env_db()
+    if db:
         return db if is_url(db) else Path(db)
     home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
     return Path(home) / DB_NAME

@@ -294,3 +294,43 @@ def test_a_thread_recorded_before_the_escaping_is_continued(service, thread):
 
 def _thread(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
+
+
+def test_a_long_thread_id_gives_a_session_id_the_http_api_can_name(service):
+    """A 10,000-character thread id made a 10,010-character session id, past the 200
+    characters the HTTP API's routes take: now its start and a digest, the same after a
+    restart, and two long ids that share their first 150 characters stay apart."""
+    from ctxledger.server.routing import check_session_id
+
+    saver = InMemorySaver()
+    first, second = "t" * 10_000, "t" * 9_999 + "u"
+    for text, thread in (("first", first), ("second", first), ("other", second)):
+        agent = _agent(service, 2, saver)  # a restarted process each time
+        agent.invoke({"messages": [HumanMessage(text)]}, _thread(thread))
+    roots = sorted(s for s in service.ledger.transcript.state.sessions if s.startswith("lang"))
+    assert len(roots) == 2 and all(len(root) == 170 for root in roots), roots
+    for root in roots:
+        assert check_session_id(root, "id") == root and root.startswith("langchain:" + "t" * 126)
+    users = {
+        tuple(m["content"] for m in live_messages(service, root) if m["role"] == "user")
+        for root in roots
+    }
+    assert users == {("first", "second"), ("other",)}
+    # a generation number still fits
+    assert len(CtxLedgerMiddleware(service)._root(first, 10**6)) <= 200
+
+
+def test_a_long_thread_recorded_under_its_whole_id_is_continued(service):
+    """A session recorded before the digest under the whole long id is found again."""
+    thread = "x" * 300
+    anyio.run(
+        lambda: service.start_session(
+            model="langchain-agent", context_length=16_000, session_id=f"langchain:{thread}"
+        )
+    )
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("hello")]}, _thread(thread))
+    roots = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    assert roots == [f"langchain:{thread}"]
+    users = [m["content"] for m in live_messages(service, roots[0]) if m["role"] == "user"]
+    assert users == ["hello"]

@@ -334,3 +334,36 @@ def test_a_long_thread_recorded_under_its_whole_id_is_continued(service):
     assert roots == [f"langchain:{thread}"]
     users = [m["content"] for m in live_messages(service, roots[0]) if m["role"] == "user"]
     assert users == ["hello"]
+
+
+class OddUsageChat(GenericFakeChatModel):
+    """Answers once, with usage figures no ledger can record."""
+
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> OddUsageChat:
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        result.generations[0].message.usage_metadata = self.usage
+        return result
+
+
+@pytest.mark.parametrize("figure", [float("nan"), "lots", -5], ids=["nan", "text", "negative"])
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # LangChain's, of the odd figure
+def test_odd_usage_figures_keep_the_answer_and_record_no_usage(service, figure, caplog):
+    """usage_metadata of a NaN raised ValueError and a negative count InvalidInput out of
+    the middleware after the model had answered: the graph failed and the answer was
+    lost. As the proxy does, the report is dropped (logged) and the answer kept."""
+    usage = {"input_tokens": figure, "output_tokens": 3, "total_tokens": 3}
+    model = OddUsageChat(messages=iter([AIMessage("the answer")]), usage=usage)
+    middleware = CtxLedgerMiddleware(service)
+    agent = create_agent(
+        model=model, tools=[], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    with caplog.at_level("WARNING", logger="ctxledger.integrations"):
+        state = agent.invoke({"messages": [HumanMessage("q")]}, _thread("odd"))
+    assert state["messages"][-1].content == "the answer"
+    assert "usage of session langchain:odd not recorded" in caplog.text
+    assert not _chain_events(service, "langchain:odd", UsageReported)

@@ -25,6 +25,7 @@ process finds where the ledger left off.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,7 +45,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
 from ctxledger.events import MessageAppended
-from ctxledger.integrations.common import LoopThread, live_messages, system_view
+from ctxledger.integrations.common import (
+    LoopThread,
+    live_messages,
+    report_usage_or_warn,
+    system_view,
+)
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
@@ -138,7 +144,8 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
             )
             if usage:
-                await self.service.report_usage(sid, responses_usage(usage))
+                report = functools.partial(responses_usage, usage)
+                sid = await report_usage_or_warn(self.service, sid, report)
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}

@@ -380,3 +380,40 @@ def test_a_server_error_logs_and_answers_the_path_and_message_escaped(
     assert status == 500 and message == "internal error: broke on \\x1b[2J"
     (record,) = caplog.records
     assert record.getMessage() == "GET /v1/sessions/\\x1b]0;pwn\\x07/usage failed"
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [1.5, "c1", [{"id": "c1", "function": "f"}], [5]],
+    ids=["number", "string", "function-not-object", "call-not-object"],
+)
+def test_a_resent_turn_with_malformed_tool_calls_is_a_422_not_a_500(
+    tmp_path: Path, calls: Any
+) -> None:
+    # the proxy compares a request with the line it continues before validating it; the
+    # comparison iterated tool_calls (1.5: "'float' object is not iterable", a 500) and
+    # skipped calls that were not objects (a malformed call could match a recorded one)
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "user", "content": "next"},
+    ]
+    again = [dict(m) for m in first]
+    again[2]["tool_calls"] = calls
+
+    async def main() -> tuple[int, str, int]:
+        async with rig(tmp_path) as r:
+            ok = await r.http.post("/v1/chat/completions", json={"model": "m", "messages": first})
+            assert ok.status_code == 200
+            before = r.last_seq()
+            response = await r.http.post(
+                "/v1/chat/completions", json={"model": "m", "messages": again}
+            )
+            return response.status_code, response.text, r.last_seq() - before
+
+    status, text, appended = anyio.run(main)
+    assert status == 422 and ("tool call" in text or "'tool_calls'" in text), text
+    assert appended == 0

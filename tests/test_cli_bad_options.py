@@ -102,3 +102,11 @@ def test_good_values_still_work(files: Path) -> None:
     result = run("trajectories", "compress", "--timeout", "1.5", "t.jsonl", "o.jsonl")
     assert result.exit_code == 0, result.output
     assert (files / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("value", ["257", "1000000000"])
+def test_serve_refuses_more_workers_than_any_host_has_use_for(files: Path, value: str) -> None:
+    # --workers 10**9 forked worker processes until the machine gave out
+    result = run("serve", "--db", "l.db", "--workers", value)
+    assert_refused(result, "--workers", files)
+    assert "1<=x<=256" in result.output

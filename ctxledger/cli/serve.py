@@ -23,6 +23,8 @@ from ctxledger.cli.app import (
 from ctxledger.errors import CtxLedgerError, InvalidInput
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
+#: the most worker processes `serve --workers` starts
+MAX_WORKERS = 256
 
 
 def _require_server_extra() -> None:
@@ -99,7 +101,9 @@ def _require_server_extra() -> None:
 )
 @click.option(
     "--workers",
-    type=POSITIVE,
+    # 10**9 forked until the machine gave out: more processes than any host has cores
+    # share one ledger no better
+    type=click.IntRange(1, MAX_WORKERS),
     default=1,
     show_default=True,
     help="Worker processes sharing the ledger (a file, or a postgresql:// URL for many hosts).",

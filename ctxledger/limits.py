@@ -304,12 +304,19 @@ def check_context_length(value: Any, field: str = "context_length") -> int:
     return value
 
 
+#: the largest event sequence number a store can hold (SQLite's and PostgreSQL's bigint)
+MAX_SEQ = 2**63 - 1
+
+
 def check_seq(value: Any, field: str = "sequence") -> int:
-    """An event sequence number: an int ≥ 0 (not a bool, a string or a float)."""
+    """An event sequence number: an int in [0, MAX_SEQ] (not a bool, a string or a float;
+    10**30 was an OverflowError from SQLite's parameter binding)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{field} must be an integer ≥ 0, got {value!r}")
     if value < 0:
         raise InvalidInput(f"{field} must be ≥ 0, got {value}")
+    if value > MAX_SEQ:
+        raise InvalidInput(f"{field} is out of range: more than {MAX_SEQ:,} (2^63 - 1)")
     return value
 
 
@@ -373,6 +380,7 @@ __all__ = [
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_SEQ",
     "MAX_TOKEN_COUNT",
     "MIN_CONTEXT_LENGTH",
     "check_context_length",

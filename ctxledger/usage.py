@@ -162,6 +162,8 @@ def normalize_usage(
         return NO_USAGE, CanonicalUsage()
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"usage must be a JSON object, got {type(raw).__name__}")
+    if shape is not None and not isinstance(shape, str):  # a list was unhashable: TypeError
+        raise InvalidInput(f"shape must be a usage shape's name or None, got {shape!r}")
     shape = shape or detect_shape(raw)
     if shape == NO_USAGE:
         raise InvalidInput(f"usage shape {NO_USAGE!r} carries no figures, but this block has some")

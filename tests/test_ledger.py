@@ -187,6 +187,21 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
      "usage.prompt_tokens_details.audio is nan: JSON has no NaN or infinity"),
     ("usage with a key that is not text", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5,
      7: 1}), InvalidInput, "usage has a key that is not text: 7"),
+    # a list as a chosen session id was a TypeError (unhashable); "" was silently replaced
+    # by a generated id
+    ("a session id that is a list", lambda lg, s: lg.start_session(model="m",
+     context_length=9000, session_id=["a"]), InvalidInput,
+     "session_id must be a non-blank string (or None for a new id), got ['a']"),
+    ("an empty session id", lambda lg, s: lg.start_session(model="m", context_length=9000,
+     session_id=""), InvalidInput, "session_id must be a non-blank string"),
+    ("a blank session id", lambda lg, s: lg.start_session(model="m", context_length=9000,
+     session_id="  "), InvalidInput, "session_id must be a non-blank string"),
+    # SQLite cannot bind it: OverflowError
+    ("a seq past 2^63", lambda lg, s: lg.projector_at(10**30), InvalidInput,
+     "sequence is out of range"),
+    # unhashable: TypeError
+    ("a usage shape that is a list", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     shape=["openai"]), InvalidInput, "shape must be a usage shape's name or None"),
     # a tool schema holding a NaN default was stored with null
     ("a tool holding an infinity", lambda lg, s: lg.start_session(model="m",
      context_length=9000, tools=[{"type": "function", "function": {"name": "f", "parameters":

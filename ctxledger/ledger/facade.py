@@ -56,7 +56,7 @@ from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
-from ctxledger.ledger.spec import SessionSpec, check_model, checked_tools
+from ctxledger.ledger.spec import SessionSpec, check_model, check_session_id, checked_tools
 from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
 from ctxledger.messages import (
     JSON,
@@ -341,7 +341,7 @@ class Ledger:
             self.transcript.session(parent_session_id)
         if reason in ("branch", "delegate") and parent_session_id is None:
             raise InvalidInput(f"a {reason} session needs a parent_session_id")
-        sid = spec.session_id or self.ids("ses")
+        sid = self.ids("ses") if spec.session_id is None else check_session_id(spec.session_id)
         if sid in self.transcript.state.sessions:
             raise InvalidInput(f"session {sid!r} already exists")
         events = self.start_events(sid, spec)

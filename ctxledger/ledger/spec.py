@@ -19,7 +19,7 @@ from ctxledger.events import SessionReason
 from ctxledger.limits import check_json, check_unicode
 from ctxledger.tokens import DEFAULT_ENCODING
 
-__all__ = ["SessionSpec", "check_model", "checked_tools"]
+__all__ = ["SessionSpec", "check_model", "check_session_id", "checked_tools"]
 
 
 class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,6 +46,16 @@ def check_model(model: object) -> str:
     if not isinstance(model, str) or not model.strip():
         raise InvalidInput(f"model must be a non-empty string, got {model!r}")
     return check_unicode(model, "model")
+
+
+def check_session_id(session_id: object) -> str:
+    """A session id a caller chose: text that is not blank (a list was a TypeError from
+    the projections' dicts; ``""`` was silently replaced by a generated id)."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidInput(
+            f"session_id must be a non-blank string (or None for a new id), got {session_id!r}"
+        )
+    return check_unicode(session_id, "session_id")
 
 
 def checked_tools(tools: object) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
 )
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import SessionSpec, checked_tools
 from ctxledger.messages import JSON, CallIdRepair
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
@@ -141,7 +141,7 @@ class ServiceCore:
     async def start(self, spec: SessionSpec) -> str:
         """Start the session `spec` describes and tell the engine. Returns its id."""
         if spec.tools is not None:
-            json_safe(list(spec.tools), "tools")
+            json_safe(checked_tools(spec.tools), "tools")
         sid = self.ledger.start(spec)
         self.engine.on_session_start(sid)
         return sid

@@ -110,3 +110,21 @@ def test_serve_refuses_more_workers_than_any_host_has_use_for(files: Path, value
     result = run("serve", "--db", "l.db", "--workers", value)
     assert_refused(result, "--workers", files)
     assert "1<=x<=256" in result.output
+
+
+def test_serve_refuses_a_window_past_the_library_s_range(
+    files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 10**30 was served, and every session the proxy started then failed
+    import ctxledger.cli.serve as serve_module
+
+    def never(*args: object) -> None:
+        raise AssertionError("the server was started")
+
+    monkeypatch.setattr(serve_module, "_run", never)
+    result = CliRunner().invoke(
+        cli, ["serve", "--db", "l.db", "--port", "0", "--context-length", str(10**30)]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --context-length is out of range: "), result.output
+    assert sorted(p.name for p in files.iterdir()) == ["a.jsonl", "t.jsonl"]

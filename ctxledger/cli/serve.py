@@ -21,6 +21,7 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.errors import CtxLedgerError, InvalidInput
+from ctxledger.limits import check_context_length
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
 #: the most worker processes `serve --workers` starts
@@ -155,6 +156,8 @@ def serve(
     check_bind(host, token)
     if guard_proxy and token is None:
         raise InvalidInput("--guard-proxy needs --token-file")
+    if context_length is not None:  # 10**30 served, and every proxied session then failed
+        check_context_length(context_length, "--context-length")
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         raise InvalidInput(f"--upstream must be an http(s) URL, got {upstream!r}")
     from ctxledger.compressor.settings import resolve_config

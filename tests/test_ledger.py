@@ -464,3 +464,18 @@ def test_tools_may_be_any_sequence_of_schemas_but_not_text_or_one_object(tmp_pat
         for bad in ("ls", tool, b"ls"):
             with pytest.raises(InvalidInput, match="tools must be a list of tool schemas"):
                 ledger.start_session(model="m", context_length=9000, tools=bad)
+
+
+@pytest.mark.parametrize("config", [{"threshold": 0.6}, 5])
+def test_a_config_that_is_not_a_compression_config_is_named_and_creates_nothing(
+    tmp_path: Path, config: Any
+) -> None:
+    """A dict of settings was taken, then an AttributeError ('to_snapshot') at the first
+    session; ContextService.open took anything at all."""
+    from ctxledger import ContextService
+    from ctxledger.errors import InvalidConfig
+
+    for open_ in (Ledger.open, ContextService.open):
+        with pytest.raises(InvalidConfig, match="config must be a CompressionConfig"):
+            open_(tmp_path / "l.db", config=config)
+    assert list(tmp_path.iterdir()) == []

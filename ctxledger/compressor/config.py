@@ -41,6 +41,7 @@ __all__ = [
     "ENV_PREFIX",
     "CompressionConfig",
     "build_config",
+    "checked_config",
     "env_settings",
     "load_config",
     "read_config_file",
@@ -257,6 +258,17 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     def replace(self, **changes: Any) -> CompressionConfig:
         """A copy with some settings changed (validated like a new config)."""
         return _convert({**self.to_snapshot(), **changes}, "replace()")
+
+
+def checked_config(config: object) -> CompressionConfig | None:
+    """`config` when it is a CompressionConfig or None, else InvalidConfig (a dict of
+    settings was taken, then an AttributeError on first use)."""
+    if config is None or isinstance(config, CompressionConfig):
+        return config
+    raise InvalidConfig(
+        f"config must be a CompressionConfig (CompressionConfig(**settings) builds one from "
+        f"a dict of settings), got {type(config).__name__}"
+    )
 
 
 def _share(total: int, fraction: float) -> int:

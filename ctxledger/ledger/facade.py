@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import (
     CtxLedgerError,
@@ -104,7 +104,7 @@ class Ledger:
         self.store = store
         self.clock = clock
         self.ids = ids
-        self.config = config or CompressionConfig()
+        self.config = checked_config(config) or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
         self._calls: dict[str, tuple[int, CallLedger]] = {}
         # the store's change token and the projector's position at the last fold
@@ -130,7 +130,7 @@ class Ledger:
         directory) < ``CTXLEDGER_<KEY>`` variables (``compressor.settings.resolve_config``).
         A `config` given here is an argument: it wins as a whole.
         """
-        if config is None:
+        if checked_config(config) is None:  # (checked before the store is opened)
             config = resolve_config().config
         # a SQLite store creates missing parent folders itself, private (0700)
         store = open_store(path if path is not None else default_db_path(), durability=durability)

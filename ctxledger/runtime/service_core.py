@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import (
@@ -81,7 +81,7 @@ class ServiceCore:
         provider: str | None = None,
     ) -> None:
         self.ledger = ledger
-        self.config = config or ledger.config
+        self.config = checked_config(config) or ledger.config
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
         self.tracker = RuntimeTracker(ledger, self.config)
         self.engine: ContextEngine = engine or BuiltinEngine(ledger, self.summarizer, self.config)

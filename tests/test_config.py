@@ -356,3 +356,23 @@ def test_a_config_file_number_past_python_s_digit_limit_is_a_clear_error(tmp_pat
     # tomllib's int() raised a ValueError traceback out of `ctxledger config`
     with pytest.raises(InvalidConfig, match="holds a number of more than 4,300 digits"):
         load_config(_write(tmp_path, "protect_last_n = 1" + "0" * 5000 + "\n"), env=None)
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"protect_last_n = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "nests too deep"),
+        (b"\xff\xfe = 1\n", "is not UTF-8 text (it holds the byte 0xff at offset 0)"),
+        (b'threshold = 0.5\nsummary_model = "a\xe9"\n', "byte 0xe9 at offset 34"),
+    ],
+    ids=["deep", "utf16-bom", "latin1"],
+)
+def test_a_config_file_tomllib_cannot_read_is_a_clear_error(
+    tmp_path: Path, data: bytes, says: str
+) -> None:
+    # deep nesting was a RecursionError traceback, bytes that are not UTF-8 a
+    # UnicodeDecodeError one
+    path = tmp_path / "c.toml"
+    path.write_bytes(data)
+    with pytest.raises(InvalidConfig, match=re.escape(says)):
+        load_config(path, env=None)

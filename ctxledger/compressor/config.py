@@ -392,11 +392,19 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InvalidConfig(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise InvalidConfig(
+            f"config file {path} is not UTF-8 text (it holds the byte 0x{bad} at offset "
+            f"{exc.start:,})"
+        ) from None
     except ValueError:  # tomllib's int() of a number past Python's digit limit
         raise InvalidConfig(
             f"config file {path} holds a number of more than {sys.get_int_max_str_digits():,} "
             "digits"
         ) from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise InvalidConfig(f"config file {path} nests too deep to be a settings file") from None
     except OSError as exc:
         raise InvalidConfig(f"cannot read config file {path}: {exc.strerror or exc}") from None
     known = _field_types()

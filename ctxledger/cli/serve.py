@@ -158,8 +158,10 @@ def serve(
         raise InvalidInput("--guard-proxy needs --token-file")
     if context_length is not None:  # 10**30 served, and every proxied session then failed
         check_context_length(context_length, "--context-length")
-    if upstream is not None and not upstream.startswith(("http://", "https://")):
-        raise InvalidInput(f"--upstream must be an http(s) URL, got {upstream!r}")
+    if upstream is not None:
+        from ctxledger.server.state import check_upstream
+
+        check_upstream(upstream)
     from ctxledger.compressor.settings import resolve_config
 
     resolve_config(config_path)  # a bad file or CTXLEDGER_<KEY> fails here, not in every worker

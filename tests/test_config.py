@@ -376,3 +376,20 @@ def test_a_config_file_tomllib_cannot_read_is_a_clear_error(
     path.write_bytes(data)
     with pytest.raises(InvalidConfig, match=re.escape(says)):
         load_config(path, env=None)
+
+
+def test_a_config_file_that_is_no_regular_file_or_is_huge_is_refused(tmp_path: Path) -> None:
+    # /dev/zero was read until memory ran out and a FIFO waited for a writer forever;
+    # /dev/null stays what it was: no settings
+    import os
+
+    fifo = tmp_path / "c.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(InvalidConfig, match="is not a regular file"):
+            load_config(path, env=None)
+    huge = tmp_path / "huge.toml"
+    huge.write_text("# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(InvalidConfig, match="is larger than 1 MiB"):
+        load_config(huge, env=None)
+    assert load_config(Path(os.devnull), env=None) == CompressionConfig()

@@ -19,6 +19,7 @@ import difflib
 import functools
 import math
 import os
+import stat
 import sys
 import tomllib
 import types
@@ -384,10 +385,30 @@ def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
         raise InvalidConfig(f"{where}={raw!r}: {name} expects {_describe(tp)}") from None
 
 
+#: a settings file is read up to this much (/dev/zero was read until memory ran out)
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+def _config_bytes(path: Path) -> bytes:
+    """The bytes of a settings file: a regular file (a FIFO or a device blocked or was read
+    forever; opened non-blocking so a FIFO is not waited on), or /dev/null (no settings),
+    of at most 1 MiB."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        if not regular and os.path.realpath(path) != os.devnull:
+            raise InvalidConfig(f"config file {path} is not a regular file")
+        data = fh.read(_MAX_CONFIG_BYTES + 1)
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise InvalidConfig(f"config file {path} is larger than 1 MiB: no settings file is")
+    return data
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(_config_bytes(path).decode("utf-8"))
+    except InvalidConfig:
+        raise
     except FileNotFoundError:
         raise InvalidConfig(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
@@ -398,7 +419,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
             f"config file {path} is not UTF-8 text (it holds the byte 0x{bad} at offset "
             f"{exc.start:,})"
         ) from None
-    except ValueError:  # tomllib's int() of a number past Python's digit limit
+    except ValueError as exc:  # tomllib's int() of a number past Python's digit limit
+        if "integer string conversion" not in str(exc):
+            raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
         raise InvalidConfig(
             f"config file {path} holds a number of more than {sys.get_int_max_str_digits():,} "
             "digits"

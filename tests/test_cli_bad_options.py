@@ -177,3 +177,12 @@ def test_serve_refuses_a_token_file_no_header_can_carry(
 
 def _never_started(*args: object) -> None:
     raise AssertionError("the server was started")
+
+
+def test_trajectories_compress_reads_only_a_regular_file(files: Path) -> None:
+    # /dev/zero was read as one endless line (memory), a FIFO waited for a writer; the
+    # character device /dev/null stands for both here (it cannot hang the test)
+    result = run("trajectories", "compress", "/dev/null", "o.jsonl")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "error: /dev/null: not a regular file (a character device)"
+    assert sorted(p.name for p in files.iterdir()) == ["a.jsonl", "t.jsonl"]

@@ -252,6 +252,13 @@ def _read_capped(fh: BinaryIO, limit: int, expected: int) -> bytes:
 _STEP = 1 << 20
 
 
+def open_regular_file(path: str) -> BinaryIO:
+    """`path` opened for reading in binary if it is a regular file, else ImportFormatError
+    (a FIFO would block, a device such as /dev/zero would be read forever)."""
+    fd, _ = _open_regular(path)
+    return os.fdopen(fd, "rb")
+
+
 def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes` (default: the limit)."""
     limit = max_input_bytes() if max_bytes is None else max_bytes

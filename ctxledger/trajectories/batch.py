@@ -19,6 +19,7 @@ import msgspec
 
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ctxledger.errors import ImportFormatError, InvalidInput, SummarizerError
+from ctxledger.importers.detect import open_regular_file
 from ctxledger.trajectories.core import (
     FATAL_FAILURES,
     TrajectoryConfig,
@@ -54,7 +55,7 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
     name = os.fspath(in_path)
     out: list[InputRecord] = []
     seen: dict[str, int] = {}
-    with open(name, "rb") as fh:
+    with open_regular_file(name) as fh:  # /dev/zero was read as one endless line
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue

@@ -84,9 +84,13 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
 
 
 def _complete_lines(path: Path) -> list[bytes]:
-    """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped)."""
+    """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped).
+    An output that exists must be a regular file: it is read back to resume (/dev/zero
+    was read until memory ran out, a FIFO waited for a writer)."""
     if not path.exists():
         return []
+    if not path.is_file():
+        raise InvalidInput(f"{path} is not a regular file: the output must be one (or not exist)")
     out: list[bytes] = []
     for raw in path.read_bytes().split(b"\n")[:-1]:
         try:

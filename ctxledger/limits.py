@@ -16,9 +16,11 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -124,6 +126,138 @@ def walked_depth(value: Any, stop_above: int | None, budget: int | None) -> int 
     return deepest
 
 
+#: leaves JSON holds as they are, by exact type (a float is checked: NaN and the
+#: infinities are encoded as null; an int: msgspec writes one of up to 4,300 digits
+#: (Python's limit) but reads back at most 4,300 characters, the sign included)
+_LEAVES = frozenset({str, bool, type(None)})
+_INFINITIES = (math.inf, -math.inf)
+_TEXT = {str}
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
+    """:func:`value_depth`, and whether every part of `value` is JSON as it is.
+
+    Not JSON (msgspec would store it changed, silently): a NaN or an infinity (stored as
+    null), a key that is not text (``1`` stored as ``"1"``), a set, bytes (stored as
+    base64), any other object. A tuple is a list. One iterative walk; the types of a
+    container's children are gathered at C speed, so a container of plain leaves (the
+    common case) costs no Python loop. The walk stops above `stop_above` (the flag then
+    covers only what was walked) and at the first part that is not JSON (the depth is
+    then how deep it had gone). :func:`not_json` names that part.
+    """
+    if not isinstance(value, Mapping | list | tuple):
+        return 0, _is_leaf(value)
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if level > deepest:
+            deepest = level
+            if stop_above is not None and deepest > stop_above:
+                return deepest, True
+        if isinstance(item, Mapping):
+            if item and set(map(type, item)) != _TEXT and not all(map(_is_text, item)):
+                return deepest, False
+            children: Any = item.values()
+        else:
+            children = item
+        if set(map(type, children)) <= _LEAVES:
+            continue
+        bound = _int_bound()
+        for child in children:
+            kind = type(child)
+            if kind in _LEAVES:
+                continue
+            if kind is int:
+                if -bound < child < bound:
+                    continue
+                return deepest, False
+            if kind is dict or kind is list or kind is tuple or isinstance(child, Mapping):
+                stack.append((child, level + 1))
+            elif not _is_leaf(child):
+                return deepest, False
+    return deepest, True
+
+
+def _is_leaf(value: Any) -> bool:
+    """Whether `value` is a JSON leaf as it is (a subclass of str or int counts: an enum)."""
+    if isinstance(value, float):
+        return value == value and value not in _INFINITIES
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -_int_bound() < value < _int_bound()
+    return value is None or isinstance(value, str | bool)
+
+
+def _int_bound() -> int | float:
+    """Ints stored as JSON text and read back are less than this in magnitude (10 ** one
+    less than the digits Python converts to text, for the sign; none when that is off)."""
+    return _power_of_ten(_int_digits())
+
+
+def _int_digits() -> int:
+    """The most digits of an int stored and read back (0: no limit)."""
+    return max(0, sys.get_int_max_str_digits() - 1)
+
+
+def decimal_digits(value: int) -> int:
+    """How many decimal digits `value` has (``str`` refuses past Python's limit)."""
+    magnitude = abs(value)
+    digits = max(1, int(magnitude.bit_length() * math.log10(2)))
+    return digits + 1 if magnitude >= 10**digits else digits
+
+
+@functools.cache
+def _power_of_ten(digits: int) -> int | float:
+    return 10**digits if digits else math.inf
+
+
+def not_json(value: Any, where: str = "", whole: str = "the value") -> str | None:
+    """What JSON cannot hold in `value` (see :func:`json_depth`), named by its path
+    under `where` (``content[0].score is nan: JSON has no NaN or infinity``); None
+    when it is all JSON. `whole` names `value` itself when `where` is empty."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Mapping):
+            for key in item:
+                if not isinstance(key, str):
+                    return f"{path or whole} has a key that is not text: {key!r}"
+            stack.extend((item[k], _key_path(path, k)) for k in reversed(list(item)))
+        elif isinstance(item, list | tuple):
+            stack.extend((item[i], f"{path}[{i}]") for i in reversed(range(len(item))))
+        elif isinstance(item, float) and not _is_leaf(item):
+            return f"{path or whole} is {item!r}: JSON has no NaN or infinity"
+        elif isinstance(item, int) and not _is_leaf(item):
+            return (
+                f"{path or whole} is an integer of {decimal_digits(item):,} digits: at most "
+                f"{_int_digits():,} are stored and read back"
+            )
+        elif not _is_leaf(item):
+            return (
+                f"{path or whole} is a Python {type(item).__name__}, which JSON cannot hold "
+                "(JSON holds text, numbers, true/false, null, lists and objects)"
+            )
+    return None
+
+
+def _key_path(path: str, key: str) -> str:
+    if key.isidentifier() and len(key) <= 40:
+        return f"{path}.{key}" if path else key
+    shown = key if len(key) <= 40 else key[:40] + "…"
+    return f"{path}[{shown!r}]"
+
+
+def check_json(value: Any, field: str) -> Any:
+    """`value` when it is all JSON as it is, else :class:`InvalidInput` naming the part."""
+    if json_depth(value)[1]:
+        return value
+    raise InvalidInput(not_json(value, field) or f"{field} is not JSON")
+
+
 def too_deep(text: str, limit: int | None = None) -> bool:
     """Whether JSON `text` nests deeper than `limit` (default: the limit in force)."""
     bound = max_json_depth() if limit is None else limit
@@ -170,12 +304,19 @@ def check_context_length(value: Any, field: str = "context_length") -> int:
     return value
 
 
+#: the largest event sequence number a store can hold (SQLite's and PostgreSQL's bigint)
+MAX_SEQ = 2**63 - 1
+
+
 def check_seq(value: Any, field: str = "sequence") -> int:
-    """An event sequence number: an int ≥ 0 (not a bool, a string or a float)."""
+    """An event sequence number: an int in [0, MAX_SEQ] (not a bool, a string or a float;
+    10**30 was an OverflowError from SQLite's parameter binding)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{field} must be an integer ≥ 0, got {value!r}")
     if value < 0:
         raise InvalidInput(f"{field} must be ≥ 0, got {value}")
+    if value > MAX_SEQ:
+        raise InvalidInput(f"{field} is out of range: more than {MAX_SEQ:,} (2^63 - 1)")
     return value
 
 
@@ -239,17 +380,22 @@ __all__ = [
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_SEQ",
     "MAX_TOKEN_COUNT",
     "MIN_CONTEXT_LENGTH",
     "check_context_length",
+    "check_json",
     "check_seq",
     "check_text",
     "check_token_count",
     "check_unicode",
+    "decimal_digits",
+    "json_depth",
     "json_problem",
     "json_text_depth",
     "max_input_bytes",
     "max_json_depth",
+    "not_json",
     "not_unicode",
     "too_deep",
     "value_depth",

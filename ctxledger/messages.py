@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidMessage
-from ctxledger.limits import max_json_depth, too_deep, value_depth
+from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
@@ -87,11 +87,16 @@ def validate_message(message: Any, index: int | None = None) -> Message:
             f"a message must be a JSON object, got {type(message).__name__}", index=index
         )
     limit = max_json_depth()
-    if value_depth(message, limit) > limit:
+    depth, is_json = json_depth(message, limit)
+    if depth > limit:
         raise InvalidMessage(
             f"the message nests deeper than {limit} levels "
             "(raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
             index=index,
+        )
+    if not is_json:  # it would be stored changed (NaN as null, a set as a list, ...)
+        raise InvalidMessage(
+            not_json(message, whole="the message") or "the message is not JSON", index=index
         )
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:  # a list or an object is unhashable

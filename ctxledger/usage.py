@@ -12,13 +12,14 @@ runtime then judges the prompt size by its own estimate.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_json, check_token_count, check_unicode
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
 NO_USAGE = "none"
@@ -129,6 +130,30 @@ def _reasoning(raw: Mapping[str, Any]) -> int:
     return _int(value, "reasoning_tokens")
 
 
+def check_usage_report(
+    raw: object, model: object, cost_usd: object, tool_calls: object = None
+) -> None:
+    """The arguments of ``report_usage`` besides the figures (checked when normalized):
+    a model is None or a non-blank string (a blank one named no model, silently), a cost
+    a finite number ≥ 0, ``tool_calls`` None or a bool, and the raw report JSON as it is
+    (a NaN was stored as null)."""
+    if tool_calls is not None and not isinstance(tool_calls, bool):
+        raise InvalidInput(f"tool_calls must be true, false or None, got {tool_calls!r}")
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput(f"model must be None or a non-empty string, got {model!r}")
+        check_unicode(model, "model")
+    if cost_usd is not None and (
+        not isinstance(cost_usd, int | float)
+        or isinstance(cost_usd, bool)
+        or not math.isfinite(cost_usd)
+        or cost_usd < 0
+    ):
+        raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {cost_usd!r}")
+    if isinstance(raw, Mapping):
+        check_json(raw, "usage")
+
+
 def normalize_usage(
     raw: Mapping[str, Any] | None, shape: str | None = None
 ) -> tuple[str, CanonicalUsage]:
@@ -142,6 +167,8 @@ def normalize_usage(
         return NO_USAGE, CanonicalUsage()
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"usage must be a JSON object, got {type(raw).__name__}")
+    if shape is not None and not isinstance(shape, str):  # a list was unhashable: TypeError
+        raise InvalidInput(f"shape must be a usage shape's name or None, got {shape!r}")
     shape = shape or detect_shape(raw)
     if shape == NO_USAGE:
         raise InvalidInput(f"usage shape {NO_USAGE!r} carries no figures, but this block has some")

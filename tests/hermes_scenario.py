@@ -243,6 +243,31 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     return out
 
 
+def host_odd_values(engine: Any) -> dict[str, Any]:
+    """What the host may hand over that is no number: a model Hermes knows no window of
+    (0, None), usage figures that are NaN or infinity. Each raised into the host's loop."""
+    out: dict[str, Any] = {"raised": []}
+    for window in (0, None, -5, 10**30):
+        try:
+            engine.update_model("unknown-model", window)
+            out.setdefault("thresholds", []).append(engine.threshold_tokens)
+        except Exception as exc:  # the host would have crashed here
+            out["raised"].append(f"update_model({window!r}): {exc!r}")
+    out["compress_at_any_size"] = engine.should_compress(10**9)
+    engine.update_model("fake-model", 64_000)
+    pending = len(engine._pending)
+    for usage in (
+        {"prompt_tokens": float("nan")},
+        {"prompt_tokens": 5, "completion_tokens": float("inf")},
+    ):
+        try:
+            engine.update_from_response(usage)
+        except Exception as exc:
+            out["raised"].append(f"update_from_response({usage!r}): {exc!r}")
+    out["reports_kept"] = len(engine._pending) - pending
+    return out
+
+
 def _entry_points() -> dict[str, str]:
     """The ``hermes_agent.plugins`` entry points installed in this venv (name -> module)."""
     from importlib.metadata import entry_points
@@ -291,6 +316,7 @@ def main() -> None:
     engine.on_session_end(agent.session_id, history or [])
     copied = copy.deepcopy(engine)
     in_loop = compress_inside_a_running_loop(copied, history or [])
+    odd = host_odd_values(copy.deepcopy(engine))
     (workdir / "result.json").write_text(
         json.dumps(
             {
@@ -304,6 +330,7 @@ def main() -> None:
                 "copy_shares_ledger": copied._shared is engine._shared
                 and copied._known is not engine._known,
                 "in_loop": in_loop,
+                "host_odd_values": odd,
                 "ledger_root": engine._root,
                 "db": str(home / "ctxledger.ledger.db"),
                 "finals": finals,

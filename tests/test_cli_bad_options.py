@@ -102,3 +102,87 @@ def test_good_values_still_work(files: Path) -> None:
     result = run("trajectories", "compress", "--timeout", "1.5", "t.jsonl", "o.jsonl")
     assert result.exit_code == 0, result.output
     assert (files / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("value", ["257", "1000000000"])
+def test_serve_refuses_more_workers_than_any_host_has_use_for(files: Path, value: str) -> None:
+    # --workers 10**9 forked worker processes until the machine gave out
+    result = run("serve", "--db", "l.db", "--workers", value)
+    assert_refused(result, "--workers", files)
+    assert "1<=x<=256" in result.output
+
+
+def test_serve_refuses_a_window_past_the_library_s_range(
+    files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 10**30 was served, and every session the proxy started then failed
+    import ctxledger.cli.serve as serve_module
+
+    def never(*args: object) -> None:
+        raise AssertionError("the server was started")
+
+    monkeypatch.setattr(serve_module, "_run", never)
+    result = CliRunner().invoke(
+        cli, ["serve", "--db", "l.db", "--port", "0", "--context-length", str(10**30)]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --context-length is out of range: "), result.output
+    assert sorted(p.name for p in files.iterdir()) == ["a.jsonl", "t.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("upstream", "says"),
+    [
+        ("http://", "must be an http(s) URL with a host"),
+        ("http://[::1", "is not a URL: Invalid IPv6 URL"),
+        ("http://x:99999", "is not a URL: Port out of range"),
+        ("http://a b", "holds blanks or control characters"),
+    ],
+)
+def test_serve_refuses_an_upstream_it_could_never_call(
+    files: Path, monkeypatch: pytest.MonkeyPatch, upstream: str, says: str
+) -> None:
+    # each was served, and every proxied request then failed
+    import ctxledger.cli.serve as serve_module
+
+    monkeypatch.setattr(serve_module, "_run", _never_started)
+    result = CliRunner().invoke(cli, ["serve", "--db", "l.db", "--upstream", upstream])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --upstream") and says in result.output
+    assert sorted(p.name for p in files.iterdir()) == ["a.jsonl", "t.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"\xff\xfe" + b"t\x00" * 20, "one word of at least 16 characters, printable ASCII"),
+        (b"x" * 5000, "holds more than 4,096 bytes"),
+        (b"caf\xc3\xa9-token-0123456789", "printable ASCII"),
+    ],
+    ids=["utf16", "huge", "not-ascii"],
+)
+def test_serve_refuses_a_token_file_no_header_can_carry(
+    files: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, says: str
+) -> None:
+    # bytes that are not UTF-8 were a UnicodeDecodeError traceback, /dev/zero was read
+    # until memory ran out, a non-ASCII token could never be sent in a header
+    import ctxledger.cli.serve as serve_module
+
+    monkeypatch.setattr(serve_module, "_run", _never_started)
+    (files / "tok").write_bytes(content)
+    result = CliRunner().invoke(cli, ["serve", "--db", "l.db", "--token-file", "tok"])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output
+
+
+def _never_started(*args: object) -> None:
+    raise AssertionError("the server was started")
+
+
+def test_trajectories_compress_reads_only_a_regular_file(files: Path) -> None:
+    # /dev/zero was read as one endless line (memory), a FIFO waited for a writer; the
+    # character device /dev/null stands for both here (it cannot hang the test)
+    result = run("trajectories", "compress", "/dev/null", "o.jsonl")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "error: /dev/null: not a regular file (a character device)"
+    assert sorted(p.name for p in files.iterdir()) == ["a.jsonl", "t.jsonl"]

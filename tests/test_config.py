@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,98 @@ def test_a_flag_s_bad_value_is_named_as_a_flag() -> None:
     as if a file or a variable were called 'threshold'."""
     with pytest.raises(InvalidConfig, match="setting in flag threshold: threshold must be in"):
         resolve_config(None, env=None, overrides={"threshold": 2.0}, discover=False)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("protect_last_n", 10**30, "protect_last_n is out of range: 1,000,000"),
+        ("protect_first_n", 10**9 + 1, "protect_first_n is out of range: 1,000,000,001 > 1,000,000,000"),
+        ("hygiene_hard_message_limit", 10**12, "hygiene_hard_message_limit is out of range"),
+        ("max_compression_attempts", 101, "max_compression_attempts is out of range: 101 > 100"),
+        ("threshold_floor_tokens", 10**10, "threshold_floor_tokens is out of range"),
+        ("max_summary_tokens_cap", 10**10, "max_summary_tokens_cap is out of range"),
+        ("prune_min_chars", 10**13, "prune_min_chars is out of range"),
+        ("summary_timeout", 1e300, "summary_timeout is out of range: 1e+300 s > 31,622,400 s"),
+        ("cooldown_generic", 1e12, "cooldown_generic is out of range"),
+        ("context_length", 500, "context_length must be an integer ≥ 1024, got 500"),
+    ],
+)  # fmt: skip
+def test_a_setting_past_what_it_can_mean_is_refused_on_every_path(
+    key: str, value: float, says: str, tmp_path: Path
+) -> None:
+    """10**30 was accepted and read as "all" (protect_last_n) or "never"; now a count, a
+    token budget or a number of seconds past what it can mean is refused naming it, from
+    the library, a file, a variable or a flag. A recorded snapshot replays as it was."""
+    with pytest.raises(InvalidConfig, match=re.escape(says)):
+        CompressionConfig(**{key: value})
+    with pytest.raises(InvalidConfig, match=re.escape(f"c.toml: {says}")):
+        conf = tmp_path / "c.toml"
+        conf.write_text(f"{key} = {value}\n")
+        resolve_config(conf, env=None)
+    var = f"CTXLEDGER_{key.upper()}"
+    with pytest.raises(InvalidConfig, match=re.escape(f"{var}: {says}")):
+        load_config(None, env={var: str(value)})
+    with pytest.raises(InvalidConfig, match=re.escape(f"in flag {key}: {says}")):
+        resolve_config(None, env=None, overrides={key: value}, discover=False)
+    recorded = {**CompressionConfig().to_snapshot(), key: value}
+    assert getattr(CompressionConfig.from_snapshot(recorded), key) == value
+
+
+def test_the_largest_meaningful_settings_are_kept() -> None:
+    config = CompressionConfig(
+        protect_last_n=10**9,
+        hygiene_hard_message_limit=10**9,
+        max_compression_attempts=100,
+        threshold_floor_tokens=10**9,
+        prune_min_chars=10**12,
+        summary_timeout=3600.0 * 24 * 366,
+        context_length=10**9,
+    )
+    assert config.protect_last_n == 10**9 and config.context_length == 10**9
+    # one past Python's digit limit is named by its length (its text would itself raise)
+    with pytest.raises(InvalidConfig, match="protect_first_n is out of range: an integer of 5,001"):
+        CompressionConfig(protect_first_n=10**5000)
+
+
+def test_a_config_file_number_past_python_s_digit_limit_is_a_clear_error(tmp_path: Path) -> None:
+    # tomllib's int() raised a ValueError traceback out of `ctxledger config`
+    with pytest.raises(InvalidConfig, match="holds a number of more than 4,300 digits"):
+        load_config(_write(tmp_path, "protect_last_n = 1" + "0" * 5000 + "\n"), env=None)
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"protect_last_n = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "nests too deep"),
+        (b"\xff\xfe = 1\n", "is not UTF-8 text (it holds the byte 0xff at offset 0)"),
+        (b'threshold = 0.5\nsummary_model = "a\xe9"\n', "byte 0xe9 at offset 34"),
+    ],
+    ids=["deep", "utf16-bom", "latin1"],
+)
+def test_a_config_file_tomllib_cannot_read_is_a_clear_error(
+    tmp_path: Path, data: bytes, says: str
+) -> None:
+    # deep nesting was a RecursionError traceback, bytes that are not UTF-8 a
+    # UnicodeDecodeError one
+    path = tmp_path / "c.toml"
+    path.write_bytes(data)
+    with pytest.raises(InvalidConfig, match=re.escape(says)):
+        load_config(path, env=None)
+
+
+def test_a_config_file_that_is_no_regular_file_or_is_huge_is_refused(tmp_path: Path) -> None:
+    # /dev/zero was read until memory ran out and a FIFO waited for a writer forever;
+    # /dev/null stays what it was: no settings
+    import os
+
+    fifo = tmp_path / "c.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(InvalidConfig, match="is not a regular file"):
+            load_config(path, env=None)
+    huge = tmp_path / "huge.toml"
+    huge.write_text("# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(InvalidConfig, match="is larger than 1 MiB"):
+        load_config(huge, env=None)
+    assert load_config(Path(os.devnull), env=None) == CompressionConfig()

@@ -139,3 +139,53 @@ def test_a_command_that_writes_still_creates_the_ledger_file(tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["--db", str(db), "import", str(src)])
     assert result.exit_code == 0, result.output
     assert db.is_file()
+
+
+@pytest.mark.parametrize("path", [" ", "\t", " \n ", Path(" "), b"  "])
+@pytest.mark.parametrize("opener", [SQLiteEventStore, open_store, Ledger.open])
+def test_a_blank_path_is_refused_and_creates_nothing(
+    opener: object, path: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # session 29 left it: " " made a ledger file named by a blank (and its lock file)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="is only blank characters"):
+        opener(path)  # type: ignore[operator]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["sessions"], ["import", "-"], ["verify"], ["demo", "--turns", "1"]],
+)
+def test_a_blank_ctxledger_db_is_named_and_creates_nothing(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXLEDGER_DB", "  ")
+    result = CliRunner().invoke(cli, args, input='[{"role": "user", "content": "hi"}]')
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        "error: CTXLEDGER_DB is only blank characters ('  '): set it to a file path or a "
+        "postgresql:// URL, or unset it"
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_blank_ctxledger_db_leaves_help_and_an_explicit_ledger_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXLEDGER_DB", " ")
+    assert CliRunner().invoke(cli, ["sessions", "--help"]).exit_code == 0
+    result = CliRunner().invoke(
+        cli, ["--db", "x.db", "import", "-"], input='[{"role": "user", "content": "hi"}]'
+    )
+    assert result.exit_code == 0, result.output
+    assert all(name.startswith("x.db") for name in os.listdir(tmp_path))
+
+
+@pytest.mark.parametrize("args", [["--db", " ", "sessions"], ["serve", "--db", "\t"]])
+def test_a_blank_db_flag_is_refused(args: list[str], tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "the ledger path is empty" in result.output

@@ -205,3 +205,16 @@ def test_library_frames_and_attribute_access_are_not_paths() -> None:
         "self.log(x) and mock.patch are attributes; notes.txt is a file"
     )
     assert find_paths(text) == ["notes.txt"]
+
+
+def test_an_exit_code_of_thousands_of_digits_is_no_exit_code() -> None:
+    # "exit code " and 5,000 digits: int() raised ValueError out of the fact scan, and so
+    # out of a compaction whose middle held that tool output
+    digits = "9" * 5000
+    from ctxledger.compressor.factkinds import error_lines, exit_code
+
+    for text in (f"Exit code: {digits}", f"<returncode>{digits}</returncode>",
+                 f'{{"exit_code": {digits}}}', f"non-zero exit status {digits}"):  # fmt: skip
+        assert exit_code(text) is None
+        assert not any("exit code" in line for line in error_lines(text))
+    assert exit_code("Exit code: 2") == 2 and error_lines("exit status 3") == ["exit code 3"]

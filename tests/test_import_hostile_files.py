@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers.import_fixtures import codex_lines, cx_tokens, jsonl, make_hermes_db
+from helpers.import_fixtures import (
+    anthropic_conversation,
+    claude_code_lines,
+    codex_lines,
+    cx_tokens,
+    jsonl,
+    make_hermes_db,
+)
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
@@ -139,3 +146,53 @@ def test_an_escaped_lone_surrogate_is_named_not_called_truncated(
     assert code == 2 and "truncated" not in output, output
     assert "the escape \\ud83d is half of an escaped emoji pair, not valid Unicode" in output
     assert seq == 0
+
+
+def _anthropic_block_type_list() -> str:
+    doc = anthropic_conversation()
+    doc["messages"][0]["content"] = [{"type": ["tool_use"], "text": "x"}]
+    return json.dumps(doc)
+
+
+def _codex_record_type(at: int, kind: Any) -> str:
+    lines = codex_lines()
+    lines.insert(at, {"type": kind, "payload": {}})
+    return jsonl(lines)
+
+
+def _claude_code_first_type(kind: Any) -> str:
+    lines = claude_code_lines()
+    lines.insert(0, {"type": kind, "summary": "s", "leafUuid": "u9"})
+    return jsonl(lines)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (_anthropic_block_type_list(), "1: content block 0 must be an object with a string 'type'"),
+        (_codex_record_type(2, {"x": 1}), "3: not a Codex rollout record (no text 'type')"),
+        (_codex_record_type(0, ["session_meta"]), "1: cannot tell the format"),
+        (_claude_code_first_type({"a": 1}), "1: expected a record object with a string 'type'"),
+    ],
+    ids=["anthropic-block", "codex-record", "codex-first", "claude-code-first"],
+)
+def test_a_record_type_that_is_a_list_or_an_object_is_a_located_error(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    # format detection and the Codex reader asked `type in <a set>`: a list or an object
+    # is unhashable, and the import was a TypeError traceback
+    db = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=text)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: stdin:") and says in result.output, result.output
+    assert not db.exists() or Ledger.open(db).store.last_seq() == 0
+
+
+def test_a_codex_reasoning_text_that_is_not_text_is_kept_raw_not_a_traceback() -> None:
+    # a summary part {"type": "text", "text": 5}: "\n\n".join raised TypeError
+    lines = codex_lines()
+    (reasoning,) = [r for r in lines if r["payload"].get("type") == "reasoning"]
+    reasoning["payload"]["summary"] = [{"type": "text", "text": 5}]
+    sessions = parse_codex(jsonl(lines), path="rollout.jsonl")
+    kept = [m for s in sessions for m in s.messages if "codex_reasoning_items" in m]
+    assert kept and kept[0]["codex_reasoning_items"][0]["summary"] == [{"type": "text", "text": 5}]

@@ -172,3 +172,16 @@ def test_the_cli_reads_the_ledger(run, args):
     argv = [CLI, "--db", result["db"], *(a.format(**ids) for a in args)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_odd_values_from_the_host_never_raise_into_its_loop(run):
+    """A window of 0 or None (a model Hermes knows nothing of) raised InvalidConfig or
+    TypeError out of update_model, and a NaN or infinite usage figure ValueError or
+    OverflowError out of update_from_response, into Hermes's agent loop. Now compaction
+    is off (threshold 0) until a window is given, and such a report is dropped (logged)."""
+    result, _ = run
+    odd = result["host_odd_values"]
+    assert odd["raised"] == []
+    assert odd["thresholds"] == [0, 0, 0, 0]
+    assert odd["compress_at_any_size"] is False
+    assert odd["reports_kept"] == 0

@@ -294,3 +294,76 @@ def test_a_thread_recorded_before_the_escaping_is_continued(service, thread):
 
 def _thread(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
+
+
+def test_a_long_thread_id_gives_a_session_id_the_http_api_can_name(service):
+    """A 10,000-character thread id made a 10,010-character session id, past the 200
+    characters the HTTP API's routes take: now its start and a digest, the same after a
+    restart, and two long ids that share their first 150 characters stay apart."""
+    from ctxledger.server.routing import check_session_id
+
+    saver = InMemorySaver()
+    first, second = "t" * 10_000, "t" * 9_999 + "u"
+    for text, thread in (("first", first), ("second", first), ("other", second)):
+        agent = _agent(service, 2, saver)  # a restarted process each time
+        agent.invoke({"messages": [HumanMessage(text)]}, _thread(thread))
+    roots = sorted(s for s in service.ledger.transcript.state.sessions if s.startswith("lang"))
+    assert len(roots) == 2 and all(len(root) == 170 for root in roots), roots
+    for root in roots:
+        assert check_session_id(root, "id") == root and root.startswith("langchain:" + "t" * 126)
+    users = {
+        tuple(m["content"] for m in live_messages(service, root) if m["role"] == "user")
+        for root in roots
+    }
+    assert users == {("first", "second"), ("other",)}
+    # a generation number still fits
+    assert len(CtxLedgerMiddleware(service)._root(first, 10**6)) <= 200
+
+
+def test_a_long_thread_recorded_under_its_whole_id_is_continued(service):
+    """A session recorded before the digest under the whole long id is found again."""
+    thread = "x" * 300
+    anyio.run(
+        lambda: service.start_session(
+            model="langchain-agent", context_length=16_000, session_id=f"langchain:{thread}"
+        )
+    )
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("hello")]}, _thread(thread))
+    roots = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    assert roots == [f"langchain:{thread}"]
+    users = [m["content"] for m in live_messages(service, roots[0]) if m["role"] == "user"]
+    assert users == ["hello"]
+
+
+class OddUsageChat(GenericFakeChatModel):
+    """Answers once, with usage figures no ledger can record."""
+
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> OddUsageChat:
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        result.generations[0].message.usage_metadata = self.usage
+        return result
+
+
+@pytest.mark.parametrize("figure", [float("nan"), "lots", -5], ids=["nan", "text", "negative"])
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # LangChain's, of the odd figure
+def test_odd_usage_figures_keep_the_answer_and_record_no_usage(service, figure, caplog):
+    """usage_metadata of a NaN raised ValueError and a negative count InvalidInput out of
+    the middleware after the model had answered: the graph failed and the answer was
+    lost. As the proxy does, the report is dropped (logged) and the answer kept."""
+    usage = {"input_tokens": figure, "output_tokens": 3, "total_tokens": 3}
+    model = OddUsageChat(messages=iter([AIMessage("the answer")]), usage=usage)
+    middleware = CtxLedgerMiddleware(service)
+    agent = create_agent(
+        model=model, tools=[], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    with caplog.at_level("WARNING", logger="ctxledger.integrations"):
+        state = agent.invoke({"messages": [HumanMessage("q")]}, _thread("odd"))
+    assert state["messages"][-1].content == "the answer"
+    assert "usage of session langchain:odd not recorded" in caplog.text
+    assert not _chain_events(service, "langchain:odd", UsageReported)

@@ -288,3 +288,27 @@ def test_an_empty_first_add_items_starts_no_session(service):
         assert await session.get_items() == [{"role": "user", "content": "hi"}]
 
     anyio.run(scenario)
+
+
+def test_odd_usage_figures_keep_the_run_and_record_no_usage(service, caplog):
+    """A request's usage with a negative count raised InvalidInput out of add_items after
+    the model had answered (the run failed). It is dropped (logged), the items kept."""
+    model = ScriptedModel(
+        [
+            ModelStep(
+                output=[assistant_message("the answer", item_id="msg_1")],
+                usage=Usage(requests=1, input_tokens=-5, output_tokens=3, total_tokens=-2),
+            )
+        ]
+    )
+    session = CtxLedgerSession("odd", service)
+    agent = Agent(name="a", instructions="Answer.", model=model)
+    with caplog.at_level("WARNING", logger="ctxledger.integrations"):
+        result = anyio.run(lambda: Runner.run(agent, "q", session=session))
+    assert result.final_output == "the answer"
+    assert "not recorded" in caplog.text and "must not be negative" in caplog.text
+    assert [e.message["role"] for e in _chain_events(service, "odd", MessageAppended)] == [
+        "user",
+        "assistant",
+    ]
+    assert not _chain_events(service, "odd", UsageReported)

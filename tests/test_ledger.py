@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -167,6 +168,45 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
      "model must be a non-empty string"),
     ("switch to no model", lambda lg, s: lg.switch_model(s, None, 16_000), InvalidInput,
      "model must be a non-empty string"),
+    ("a blank model", lambda lg, s: lg.start_session(model=" \t", context_length=9000),
+     InvalidInput, "model must be a non-empty string, got ' \\t'"),
+    # the service refused these; the ledger recorded an empty model, a NaN cost (stored as
+    # null), a negative one, and a NaN or an int key inside the raw report (null, "1")
+    ("usage for an empty model", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     model=""), InvalidInput, "model must be None or a non-empty string, got ''"),
+    ("usage for a blank model", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     model="  "), InvalidInput, "model must be None or a non-empty string"),
+    ("usage for a model that is not text", lambda lg, s: lg.report_usage(s, {"prompt_tokens":
+     5}, model=5), InvalidInput, "model must be None or a non-empty string, got 5"),
+    ("usage with a NaN cost", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     cost_usd=math.nan), InvalidInput, "cost_usd must be a finite number ≥ 0, got nan"),
+    ("usage with a negative cost", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     cost_usd=-0.5), InvalidInput, "cost_usd must be a finite number ≥ 0"),
+    ("usage holding a NaN", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5,
+     "prompt_tokens_details": {"audio": math.nan}}), InvalidInput,
+     "usage.prompt_tokens_details.audio is nan: JSON has no NaN or infinity"),
+    ("usage with a key that is not text", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5,
+     7: 1}), InvalidInput, "usage has a key that is not text: 7"),
+    # a list as a chosen session id was a TypeError (unhashable); "" was silently replaced
+    # by a generated id
+    ("a session id that is a list", lambda lg, s: lg.start_session(model="m",
+     context_length=9000, session_id=["a"]), InvalidInput,
+     "session_id must be a non-blank string (or None for a new id), got ['a']"),
+    ("an empty session id", lambda lg, s: lg.start_session(model="m", context_length=9000,
+     session_id=""), InvalidInput, "session_id must be a non-blank string"),
+    ("a blank session id", lambda lg, s: lg.start_session(model="m", context_length=9000,
+     session_id="  "), InvalidInput, "session_id must be a non-blank string"),
+    # SQLite cannot bind it: OverflowError
+    ("a seq past 2^63", lambda lg, s: lg.projector_at(10**30), InvalidInput,
+     "sequence is out of range"),
+    # unhashable: TypeError
+    ("a usage shape that is a list", lambda lg, s: lg.report_usage(s, {"prompt_tokens": 5},
+     shape=["openai"]), InvalidInput, "shape must be a usage shape's name or None"),
+    # a tool schema holding a NaN default was stored with null
+    ("a tool holding an infinity", lambda lg, s: lg.start_session(model="m",
+     context_length=9000, tools=[{"type": "function", "function": {"name": "f", "parameters":
+     {"maximum": math.inf}}}]), InvalidInput,
+     "tool 0.function.parameters.maximum is inf: JSON has no NaN or infinity"),
 ]  # fmt: skip
 
 
@@ -424,3 +464,18 @@ def test_tools_may_be_any_sequence_of_schemas_but_not_text_or_one_object(tmp_pat
         for bad in ("ls", tool, b"ls"):
             with pytest.raises(InvalidInput, match="tools must be a list of tool schemas"):
                 ledger.start_session(model="m", context_length=9000, tools=bad)
+
+
+@pytest.mark.parametrize("config", [{"threshold": 0.6}, 5])
+def test_a_config_that_is_not_a_compression_config_is_named_and_creates_nothing(
+    tmp_path: Path, config: Any
+) -> None:
+    """A dict of settings was taken, then an AttributeError ('to_snapshot') at the first
+    session; ContextService.open took anything at all."""
+    from ctxledger import ContextService
+    from ctxledger.errors import InvalidConfig
+
+    for open_ in (Ledger.open, ContextService.open):
+        with pytest.raises(InvalidConfig, match="config must be a CompressionConfig"):
+            open_(tmp_path / "l.db", config=config)
+    assert list(tmp_path.iterdir()) == []

@@ -430,3 +430,13 @@ def test_secrets_in_a_previous_summary_are_redacted_too() -> None:
     )
     assert "OldSecret99" not in text and "ghp_" not in text
     assert "password=[REDACTED]" in text
+
+
+def test_a_previous_summary_line_numbered_with_thousands_of_digits_is_no_number() -> None:
+    # a message that reads as an earlier summary (a user can send one) whose Completed
+    # Actions line starts with 5,000 digits: int() raised ValueError out of the compaction
+    previous = "## Completed Actions\n" + "9" * 5000 + ". did a thing\n2. did another\n"
+    text = summarize(
+        [{"role": "assistant", "content": "Looking at staging."}], 1_000, previous_summary=previous
+    )
+    assert "did another" in text

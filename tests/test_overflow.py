@@ -665,3 +665,11 @@ def test_recovery_validates_its_inputs() -> None:
         OverflowRecovery(max_attempts=3).record_result(
             tokens_before=-1, tokens_after=0, rows_removed=0
         )
+
+
+def test_a_figure_of_thousands_of_digits_in_an_error_is_no_figure() -> None:
+    # an upstream's error text holding 5,000 digits: int() raised ValueError out of
+    # handle_provider_error (and so out of the proxy's retry)
+    text = "This model's maximum context length is " + "9" * 5000 + " tokens. However, you"
+    found = classify_provider_error(400, openai_error(text, "context_length_exceeded"))
+    assert found.context_limit is None

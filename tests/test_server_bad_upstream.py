@@ -12,6 +12,7 @@ failure, and the client's resend continues from it.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,24 @@ async def test_a_malformed_anthropic_stream_ends_with_an_error_event(tmp_path: P
 
 
 @pytest.mark.parametrize(
+    ("value", "shown"), [("NaN", "nan"), ("1e999", "inf"), ("-Infinity", "-inf")]
+)
+async def test_an_anthropic_tool_input_json_cannot_carry_is_a_502_not_a_null(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    # Python servers write NaN and Infinity; json.loads reads them (and 1e999 as inf): the
+    # call was recorded with its arguments as '{"a":null}', not what the model asked for
+    async with rig(tmp_path, api="anthropic") as r:
+        body = (
+            '{"type": "message", "role": "assistant", "model": "m", "content": [{"type": '
+            f'"tool_use", "id": "tu", "name": "f", "input": {{"a": {value}}}}}], '
+            '"usage": {"input_tokens": 5, "output_tokens": 1}}'
+        ).encode()
+        says = f"tool-call arguments.a is {shown}: JSON has no NaN or infinity"
+        await _refused(r, "/v1/messages", ANTHROPIC, body, says)
+
+
+@pytest.mark.parametrize(
     "usage",
     [
         {"prompt_tokens": -5, "completion_tokens": 1},
@@ -227,6 +246,10 @@ async def test_a_malformed_anthropic_stream_ends_with_an_error_event(tmp_path: P
         {"prompt_tokens": 10**30, "completion_tokens": 1},
         {"surprise": 1},
         [1, 2],
+        # Python servers write NaN and Infinity (json.dumps allows them): recorded with
+        # null in their place before, the report read back was not the one received
+        {"prompt_tokens": 5, "completion_tokens": 1, "cost": math.nan},
+        {"prompt_tokens": 5, "completion_tokens": 1, "details": {"x": -math.inf}},
     ],
 )
 async def test_an_upstream_usage_that_is_malformed_is_dropped_and_the_reply_kept(

@@ -226,6 +226,31 @@ def test_a_client_sent_usage_with_bad_figures_is_refused_and_records_nothing(
     assert appended == 0
 
 
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"model": ""}, "model must be None or a non-empty string, got ''"),
+        ({"model": "   "}, "model must be None or a non-empty string"),
+        ({"cost_usd": -1}, "cost_usd must be a finite number ≥ 0, got -1"),
+    ],
+)
+def test_a_usage_report_for_a_blank_model_is_refused_and_records_nothing(
+    tmp_path: Path, extra: dict[str, Any], says: str
+) -> None:
+    # session 29 left it: a usage report naming the model "" was recorded with no model
+    async def main() -> tuple[int, str, int]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            await r.http.post("/v1/sessions", headers=AUTH, json={"model": "m", "session_id": "s"})
+            before = r.last_seq()
+            body = {"usage": {"prompt_tokens": 5, "completion_tokens": 1}, **extra}
+            response = await r.http.post("/v1/sessions/s/usage", headers=AUTH, json=body)
+            return response.status_code, response.text, r.last_seq() - before
+
+    status, text, appended = anyio.run(main)
+    assert status == 422 and says in text, text
+    assert appended == 0
+
+
 def test_an_empty_client_usage_is_the_documented_no_usage_report(tmp_path: Path) -> None:
     # ctxledger.usage: an empty block is how many servers say "no usage"; it is recorded
     # as such (shape "none", the ledger's own estimate), not refused
@@ -355,3 +380,40 @@ def test_a_server_error_logs_and_answers_the_path_and_message_escaped(
     assert status == 500 and message == "internal error: broke on \\x1b[2J"
     (record,) = caplog.records
     assert record.getMessage() == "GET /v1/sessions/\\x1b]0;pwn\\x07/usage failed"
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [1.5, "c1", [{"id": "c1", "function": "f"}], [5]],
+    ids=["number", "string", "function-not-object", "call-not-object"],
+)
+def test_a_resent_turn_with_malformed_tool_calls_is_a_422_not_a_500(
+    tmp_path: Path, calls: Any
+) -> None:
+    # the proxy compares a request with the line it continues before validating it; the
+    # comparison iterated tool_calls (1.5: "'float' object is not iterable", a 500) and
+    # skipped calls that were not objects (a malformed call could match a recorded one)
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "user", "content": "next"},
+    ]
+    again = [dict(m) for m in first]
+    again[2]["tool_calls"] = calls
+
+    async def main() -> tuple[int, str, int]:
+        async with rig(tmp_path) as r:
+            ok = await r.http.post("/v1/chat/completions", json={"model": "m", "messages": first})
+            assert ok.status_code == 200
+            before = r.last_seq()
+            response = await r.http.post(
+                "/v1/chat/completions", json={"model": "m", "messages": again}
+            )
+            return response.status_code, response.text, r.last_seq() - before
+
+    status, text, appended = anyio.run(main)
+    assert status == 422 and ("tool call" in text or "'tool_calls'" in text), text
+    assert appended == 0

@@ -467,6 +467,19 @@ BAD_CALLS: list[tuple[str, Call, type[Exception], str]] = [
         "1024",
     ),
     ("start_empty_model", lambda s, sid: s.start_session(model=""), InvalidInput, "model"),
+    # list(0) was a TypeError before the ledger's own check could name it
+    (
+        "start_tools_not_a_list",
+        lambda s, sid: s.start_session(model="m", tools=0),
+        InvalidInput,
+        "tools must be a list of tool schemas, got int",
+    ),  # type: ignore[arg-type]
+    (
+        "start_session_id_a_list",
+        lambda s, sid: s.start_session(model="m", session_id=["x"]),
+        InvalidInput,
+        "session_id must be a non-blank string",
+    ),  # type: ignore[arg-type]
     (
         "start_unknown_parent",
         lambda s, sid: s.start_session(

@@ -518,3 +518,16 @@ def test_progress_bar_and_offline_summarizer_in_a_batch(tmp_path: Path) -> None:
     assert report.processed == 4 and report.failed == 0 and report.compressed == 3
     for before, after in zip(batch_records()[:4], read_jsonl(out), strict=True):
         assert tool_pairs_intact(before["conversations"], after["conversations"])
+
+
+def test_an_output_that_is_no_regular_file_is_refused_before_it_is_read_back(
+    tmp_path: Path,
+) -> None:
+    # the output is read back to resume: /dev/zero was read until memory ran out and a
+    # FIFO waited for a writer (/dev/null stands for both: it cannot hang the test)
+    from ctxledger.errors import InvalidInput
+    from ctxledger.trajectories.batch import resume_state
+
+    with pytest.raises(InvalidInput, match="/dev/null is not a regular file"):
+        resume_state(Path("/dev/null"), tmp_path / "out.metrics.jsonl")
+    assert resume_state(tmp_path / "out.jsonl", tmp_path / "out.metrics.jsonl") == []

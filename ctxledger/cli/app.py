@@ -38,14 +38,20 @@ def echo(text: object = "", *, err: bool = False, lines: bool = False) -> None:
 class State:
     """Per-invocation state: where the ledger lives, the settings; both resolved lazily."""
 
-    def __init__(self, db: str, explicit: bool = False, quiet: bool = False) -> None:
-        self.db = db
+    def __init__(self, db: str | None, explicit: bool = False, quiet: bool = False) -> None:
+        self._db = db
         #: whether --db was given (batch commands record events only then)
         self.explicit = explicit
         #: no progress spinners (--quiet)
         self.quiet = quiet
         self._ledger: Ledger | None = None
         self._settings: ResolvedConfig | None = None
+
+    @property
+    def db(self) -> str:
+        """--db, else the default (``$CTXLEDGER_DB``, checked when a command needs it:
+        ``--help`` and the commands that open no ledger work whatever it holds)."""
+        return self._db if self._db is not None else default_db_path()
 
     def settings(
         self,
@@ -193,7 +199,7 @@ class LedgerGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, quiet: bool) -> None:
     """ctxledger: Hermes-style context compression as an event-sourced ledger."""
-    state = State(db or default_db_path(), explicit=db is not None, quiet=quiet)
+    state = State(db, explicit=db is not None, quiet=quiet)
     ctx.obj = state
     ctx.call_on_close(state.close)
 

@@ -21,8 +21,11 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.errors import CtxLedgerError, InvalidInput
+from ctxledger.limits import check_context_length
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
+#: the most worker processes `serve --workers` starts
+MAX_WORKERS = 256
 
 
 def _require_server_extra() -> None:
@@ -99,7 +102,9 @@ def _require_server_extra() -> None:
 )
 @click.option(
     "--workers",
-    type=POSITIVE,
+    # 10**9 forked until the machine gave out: more processes than any host has cores
+    # share one ledger no better
+    type=click.IntRange(1, MAX_WORKERS),
     default=1,
     show_default=True,
     help="Worker processes sharing the ledger (a file, or a postgresql:// URL for many hosts).",
@@ -151,8 +156,12 @@ def serve(
     check_bind(host, token)
     if guard_proxy and token is None:
         raise InvalidInput("--guard-proxy needs --token-file")
-    if upstream is not None and not upstream.startswith(("http://", "https://")):
-        raise InvalidInput(f"--upstream must be an http(s) URL, got {upstream!r}")
+    if context_length is not None:  # 10**30 served, and every proxied session then failed
+        check_context_length(context_length, "--context-length")
+    if upstream is not None:
+        from ctxledger.server.state import check_upstream
+
+        check_upstream(upstream)
     from ctxledger.compressor.settings import resolve_config
 
     resolve_config(config_path)  # a bad file or CTXLEDGER_<KEY> fails here, not in every worker

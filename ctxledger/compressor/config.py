@@ -14,10 +14,13 @@ events so a replay re-plans with exactly the settings that were in force.
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import functools
 import math
 import os
+import stat
+import sys
 import tomllib
 import types
 import typing
@@ -28,12 +31,18 @@ from typing import Any, Literal
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput
-from ctxledger.limits import check_context_length
+from ctxledger.limits import (
+    MAX_CONTEXT_LENGTH,
+    MAX_TOKEN_COUNT,
+    check_context_length,
+    decimal_digits,
+)
 
 __all__ = [
     "ENV_PREFIX",
     "CompressionConfig",
     "build_config",
+    "checked_config",
     "env_settings",
     "load_config",
     "read_config_file",
@@ -52,6 +61,33 @@ _TAIL_HARD_MIN = 3
 _TARGET_RATIO_RANGE = (0.10, 0.80)
 
 _FRACTIONS = ("threshold", "hygiene_threshold", "pressure_level", "summary_ratio")
+
+#: no session holds more messages; a count above this reads as "all" or "never" already
+_MAX_MESSAGES = 10**9
+#: the largest value of each integer setting that still means something (a window holds
+#: at most MAX_CONTEXT_LENGTH tokens; a message a trillion characters): 10**30 was taken
+#: as "all" without a word. Not checked on a recorded snapshot (an old log replays).
+_INT_MAXIMUM = {
+    "protect_first_n": _MAX_MESSAGES,
+    "protect_last_n": _MAX_MESSAGES,
+    "hygiene_min_messages": _MAX_MESSAGES,
+    "hygiene_hard_message_limit": _MAX_MESSAGES,
+    "tail_min_messages": _MAX_MESSAGES,
+    "anti_thrash_strikes": _MAX_MESSAGES,
+    # each attempt is a compaction and a model call
+    "max_compression_attempts": 100,
+    "max_summary_tokens_cap": MAX_CONTEXT_LENGTH,
+    "summary_min_tokens": MAX_CONTEXT_LENGTH,
+    "threshold_floor_tokens": MAX_CONTEXT_LENGTH,
+    "prune_min_chars": MAX_TOKEN_COUNT,
+    "args_truncate_over": MAX_TOKEN_COUNT,
+    "args_leaf_keep": MAX_TOKEN_COUNT,
+}
+#: seconds: a summary request or a cooldown longer than a year is no setting
+_MAX_SECONDS = 366 * 24 * 3600.0
+_SECONDS = ("summary_timeout", "cooldown_no_summarizer", "cooldown_generic", "cooldown_malformed")
+#: set while a recorded snapshot is rebuilt
+_RECORDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_RECORDED", default=False)
 
 
 class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -135,6 +171,8 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                 raise InvalidConfig(f"{name} must be a number of seconds >= 0, got {value!r}")
         if self.args_leaf_keep < 1:
             raise InvalidConfig("args_leaf_keep must be >= 1")
+        if not _RECORDED.get():
+            _check_ranges(self)
 
     # --- derived budgets ----------------------------------------------------------------
 
@@ -212,11 +250,26 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         version must still replay); known keys are validated as usual.
         """
         known = {f.name for f in msgspec.structs.fields(cls)}
-        return _convert({k: v for k, v in snapshot.items() if k in known}, "snapshot")
+        recorded = _RECORDED.set(True)  # recorded before the range checks: it replays
+        try:
+            return _convert({k: v for k, v in snapshot.items() if k in known}, "snapshot")
+        finally:
+            _RECORDED.reset(recorded)
 
     def replace(self, **changes: Any) -> CompressionConfig:
         """A copy with some settings changed (validated like a new config)."""
         return _convert({**self.to_snapshot(), **changes}, "replace()")
+
+
+def checked_config(config: object) -> CompressionConfig | None:
+    """`config` when it is a CompressionConfig or None, else InvalidConfig (a dict of
+    settings was taken, then an AttributeError on first use)."""
+    if config is None or isinstance(config, CompressionConfig):
+        return config
+    raise InvalidConfig(
+        f"config must be a CompressionConfig (CompressionConfig(**settings) builds one from "
+        f"a dict of settings), got {type(config).__name__}"
+    )
 
 
 def _share(total: int, fraction: float) -> int:
@@ -332,14 +385,49 @@ def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
         raise InvalidConfig(f"{where}={raw!r}: {name} expects {_describe(tp)}") from None
 
 
+#: a settings file is read up to this much (/dev/zero was read until memory ran out)
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+def _config_bytes(path: Path) -> bytes:
+    """The bytes of a settings file: a regular file (a FIFO or a device blocked or was read
+    forever; opened non-blocking so a FIFO is not waited on), or /dev/null (no settings),
+    of at most 1 MiB."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        if not regular and os.path.realpath(path) != os.devnull:
+            raise InvalidConfig(f"config file {path} is not a regular file")
+        data = fh.read(_MAX_CONFIG_BYTES + 1)
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise InvalidConfig(f"config file {path} is larger than 1 MiB: no settings file is")
+    return data
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(_config_bytes(path).decode("utf-8"))
+    except InvalidConfig:
+        raise
     except FileNotFoundError:
         raise InvalidConfig(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise InvalidConfig(
+            f"config file {path} is not UTF-8 text (it holds the byte 0x{bad} at offset "
+            f"{exc.start:,})"
+        ) from None
+    except ValueError as exc:  # tomllib's int() of a number past Python's digit limit
+        if "integer string conversion" not in str(exc):
+            raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+        raise InvalidConfig(
+            f"config file {path} holds a number of more than {sys.get_int_max_str_digits():,} "
+            "digits"
+        ) from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise InvalidConfig(f"config file {path} nests too deep to be a settings file") from None
     except OSError as exc:
         raise InvalidConfig(f"cannot read config file {path}: {exc.strerror or exc}") from None
     known = _field_types()
@@ -393,21 +481,35 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 def build_config(data: Mapping[str, Any], source: str) -> CompressionConfig:
     """A validated config from plain settings; errors name `source` (a file, variables, ...)."""
-    return _user_window(_convert(data, source), source)
+    return _convert(data, source)
 
 
-def _user_window(config: CompressionConfig, source: str) -> CompressionConfig:
-    """`config`, once its ``context_length`` (if set) is a window the library accepts.
-
-    Checked where settings come from a user (a file, variables, flags), not in
-    ``__post_init__``: a snapshot recorded before this check must still replay.
-    """
+def _check_ranges(config: CompressionConfig) -> None:
+    """A window the library accepts, and no count, token budget or number of seconds
+    past what it can mean (:data:`_INT_MAXIMUM`, a year of seconds); else InvalidConfig
+    naming the setting. Not run on a recorded snapshot: it replays as recorded."""
     if config.context_length is not None:
         try:
             check_context_length(config.context_length)
         except InvalidInput as exc:
-            raise InvalidConfig(f"invalid compression setting in {source}: {exc}") from None
-    return config
+            raise InvalidConfig(str(exc)) from None
+    for name, most in _INT_MAXIMUM.items():
+        value = getattr(config, name)
+        if value > most:
+            raise InvalidConfig(f"{name} is out of range: {_shown(value)} > {most:,}")
+    for name in _SECONDS:
+        value = getattr(config, name)
+        if value > _MAX_SECONDS:
+            raise InvalidConfig(
+                f"{name} is out of range: {value:g} s > {_MAX_SECONDS:,.0f} s (a year)"
+            )
+
+
+def _shown(value: int) -> str:
+    """An int as the error shows it (one past Python's text limit would itself raise)."""
+    if value.bit_length() <= 1024:
+        return f"{value:,}"
+    return f"an integer of {decimal_digits(value):,} digits"
 
 
 def load_config(
@@ -429,4 +531,4 @@ def load_config(
         data[name] = value
     if overridden:
         source += " + " + ", ".join(var for var, _ in overridden.values())
-    return _user_window(_convert(data, source), source)
+    return _convert(data, source)

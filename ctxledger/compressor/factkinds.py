@@ -204,11 +204,13 @@ def _command_of(strings: Mapping[str, str]) -> str:
 
 # --------------------------------------------------------------------------- error lines
 
+#: (an exit code has at most 18 digits: "exit code " and 5,000 digits made int() raise a
+#: ValueError out of a compaction; a longer run of digits is no exit code)
 _EXIT_CODES = (
-    re.compile(r"<returncode>\s*(\d+)\s*</returncode>"),
-    re.compile(r"[Ee]xit(?:ed)?(?: with)?(?: code| status)?[ :=]+(\d+)"),
-    re.compile(r"non-zero exit status (\d+)"),
-    re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
+    re.compile(r"<returncode>\s*(\d{1,18})\s*</returncode>"),
+    re.compile(r"[Ee]xit(?:ed)?(?: with)?(?: code| status)?[ :=]+(\d{1,18})(?!\d)"),
+    re.compile(r"non-zero exit status (\d{1,18})(?!\d)"),
+    re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d{1,18})(?!\d)"),
 )
 _EXCEPTION_LINE = re.compile(
     r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"

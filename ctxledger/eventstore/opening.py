@@ -19,7 +19,14 @@ from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
 
-__all__ = ["default_db_path", "is_url", "open_store", "require_ledger_file", "target_text"]
+__all__ = [
+    "default_db_path",
+    "env_db",
+    "is_url",
+    "open_store",
+    "require_ledger_file",
+    "target_text",
+]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: what a ``Path`` makes of a URL: ``Path("postgresql://h/db")`` is ``postgresql:/h/db``
@@ -52,6 +59,11 @@ def target_text(target: object) -> str:
         )
     text = os.fspath(target)
     text = os.fsdecode(text) if isinstance(text, bytes) else text
+    if text and not text.strip():  # " " made a file named by a blank, and its lock file
+        raise InvalidInput(
+            f"the ledger path {text!r} is only blank characters: give a file path or a "
+            "postgresql:// URL"
+        )
     if "\x00" in text and text != TEMPORARY:  # (the private temporary log's name)
         raise InvalidInput(
             f"the ledger path {text!r} holds a NUL character, which no file name can"
@@ -111,9 +123,21 @@ def open_store(
     return PostgresEventStore(text, durability=durability, **options)
 
 
+def env_db() -> str | None:
+    """``$CTXLEDGER_DB`` (a path or a URL); None when unset or empty. One of only blank
+    characters is InvalidInput naming the variable (it made a file named by a blank)."""
+    env = os.environ.get("CTXLEDGER_DB")
+    if env and not env.strip():
+        raise InvalidInput(
+            f"CTXLEDGER_DB is only blank characters ({env!r}): set it to a file path or a "
+            "postgresql:// URL, or unset it"
+        )
+    return env or None
+
+
 def default_db_path() -> str:
     """``$CTXLEDGER_DB`` (a path or a URL), else ``ctxledger.db`` in the user's data directory."""
-    env = os.environ.get("CTXLEDGER_DB")
+    env = env_db()
     if env:
         return env  # a str: Path() would collapse a URL's "//"
     from platformdirs import user_data_dir

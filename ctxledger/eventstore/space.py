@@ -27,9 +27,10 @@ UNPERSISTED = (":memory:", TEMPORARY)
 def ledger_path(path: str | os.PathLike[str]) -> str:
     """`path` as text; an empty one is refused (a missing setting, not a choice)."""
     text = os.fspath(path)
-    if not text:
+    if not text.strip():  # (an empty one, or only blanks: a file named by a blank)
+        what = "is empty" if not text else f"{text!r} is only blank characters"
         raise InvalidInput(
-            "the ledger path is empty: give a file path (or ':memory:' for a private in-memory log)"
+            f"the ledger path {what}: give a file path (or ':memory:' for a private in-memory log)"
         )
     return text
 

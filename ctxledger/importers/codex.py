@@ -88,7 +88,12 @@ def _parts(content: Any) -> list[dict[str, Any]]:
 
 
 def _texts(items: Any) -> list[str]:
-    return [p["text"] for p in _parts(items) if p.get("type") == "text"]
+    # (a "text" part whose text is not a string is kept raw, for validation to name)
+    return [
+        p["text"]
+        for p in _parts(items)
+        if p.get("type") == "text" and isinstance(p.get("text"), str)
+    ]
 
 
 def _count(usage: Mapping[str, Any], key: str) -> int:
@@ -140,6 +145,8 @@ class _Rollout:
         if not isinstance(rec, dict):
             raise self.src.error(f"expected a rollout record object, got {type_name(rec)}", lineno)
         kind = rec.get("type")
+        if not isinstance(kind, str):  # a list or an object: unhashable, `in` raised
+            kind = None
         if kind in _WRAPPERS and "payload" in rec:
             payload = rec["payload"]
         elif rec.get("record_type") == "state":
@@ -152,7 +159,7 @@ class _Rollout:
             self.b.warn(f"rollout records of type {kind!r} are not known and were skipped")
             return
         else:
-            raise self.src.error("not a Codex rollout record (no 'type')", lineno)
+            raise self.src.error("not a Codex rollout record (no text 'type')", lineno)
         if not isinstance(payload, dict):
             raise self.src.error(
                 f"a {kind} payload must be an object, got {type_name(payload)}", lineno

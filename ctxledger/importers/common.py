@@ -26,7 +26,7 @@ import msgspec
 
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
-from ctxledger.limits import json_problem, max_json_depth
+from ctxledger.limits import json_depth, json_problem, max_json_depth, not_json
 from ctxledger.messages import CallIdRepair, repair_call_ids, validate_messages
 from ctxledger.usage import normalize_usage
 
@@ -53,6 +53,8 @@ def dump_arguments(value: Any) -> str:
         raw = value["_raw_arguments"]  # how our exporters carry arguments that were not JSON
         if isinstance(raw, str):
             return raw
+    if not json_depth(value)[1]:  # a NaN from a json.loads was encoded as null, silently
+        raise InvalidInput(not_json(value, "tool-call arguments") or "arguments are not JSON")
     try:
         return msgspec.json.encode(value).decode()
     except RecursionError:

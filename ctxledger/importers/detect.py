@@ -82,13 +82,19 @@ def _messages_of(records: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
             yield rec
 
 
+def _text(value: Any) -> str | None:
+    """`value` when it is text, else None: a list or an object of a record's ``type`` is
+    unhashable, and a set's ``in`` raised TypeError on it."""
+    return value if isinstance(value, str) else None
+
+
 def _looks_anthropic(records: list[Any]) -> bool:
     for m in _messages_of(records):
         if m.get("role") in ("tool", "system", "developer") or "tool_calls" in m:
             return False
         content = m.get("content")
         if isinstance(content, list) and any(
-            isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
+            isinstance(b, Mapping) and _text(b.get("type")) in _ANTHROPIC_BLOCKS for b in content
         ):
             return True
         if isinstance(content, list) and any(
@@ -102,7 +108,7 @@ def _detect_records(records: list[Any]) -> str | None:
     first = next((r for r in records if isinstance(r, Mapping)), None)
     if first is None:
         return None
-    kind = first.get("type")
+    kind = _text(first.get("type"))
     if kind in _CODEX_WRAPPERS and "payload" in first:
         return "codex"
     if any(isinstance(r, Mapping) and ("parentUuid" in r or "leafUuid" in r) for r in records):
@@ -244,6 +250,13 @@ def _read_capped(fh: BinaryIO, limit: int, expected: int) -> bytes:
 
 #: how much a read of an input of unknown size asks for at a time
 _STEP = 1 << 20
+
+
+def open_regular_file(path: str) -> BinaryIO:
+    """`path` opened for reading in binary if it is a regular file, else ImportFormatError
+    (a FIFO would block, a device such as /dev/zero would be read forever)."""
+    fd, _ = _open_regular(path)
+    return os.fdopen(fd, "rb")
 
 
 def read_input_file(path: str, max_bytes: int | None = None) -> bytes:

@@ -33,7 +33,7 @@ from typing import Any
 from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.common import SessionBuilder, SourceText, normalize_tool_calls
 from ctxledger.importers.model import ImportedSession
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_token_count, json_depth, not_json
 
 #: session columns kept as the imported session's extras (provenance, not behaviour)
 _SESSION_EXTRAS = (
@@ -141,13 +141,18 @@ class _Store:
         return None
 
 
-def _json(value: Any, what: str, src: SourceText, where: str) -> Any:
+def _json(value: Any, what: str, src: SourceText, where: str, *, stored: bool = True) -> Any:
+    """A column's JSON; one `stored` in a message must be JSON as it is (a NaN would be
+    stored as null); ``model_config``, of which only the window is read, need not."""
     if value is None or value == "":
         return None
     try:
-        return json.loads(value)
+        decoded = json.loads(value)
     except (TypeError, ValueError, RecursionError):  # RecursionError: nested too deep
         raise src.error(f"{what} is not valid JSON", where) from None
+    if stored and not json_depth(decoded)[1]:  # json.loads takes NaN, Infinity, 1e999 (inf)
+        raise src.error(f"{what} is not valid JSON: {not_json(decoded, what)}", where)
+    return decoded
 
 
 def _tool_calls(raw: Any, b: SessionBuilder, where: str, index: int) -> list[dict[str, Any]]:
@@ -252,7 +257,8 @@ def _usage(row: Mapping[str, Any], b: SessionBuilder) -> None:
 
 
 def _session_fields(store: _Store, row: Mapping[str, Any], src: SourceText) -> dict[str, Any]:
-    config = _json(row.get("model_config"), "model_config", src, f"session {row['id']!r}")
+    where = f"session {row['id']!r}"
+    config = _json(row.get("model_config"), "model_config", src, where, stored=False)
     ctx = config.get("context_length") if isinstance(config, dict) else None
     extras: dict[str, Any] = {k: row[k] for k in _SESSION_EXTRAS if row.get(k) is not None}
     if config is not None:

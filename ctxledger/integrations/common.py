@@ -11,6 +11,7 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -19,10 +20,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxledger import ContextService
+from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
 
 T = TypeVar("T")
 JSON = dict[str, Any]
+logger = logging.getLogger("ctxledger.integrations")
 
 
 class LoopThread:
@@ -59,6 +62,27 @@ class LoopThread:
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+
+
+async def report_usage_or_warn(
+    service: ContextService,
+    session_id: str,
+    make_report: Callable[[], JSON],
+    *,
+    tool_calls: bool | None = None,
+) -> str:
+    """Report the usage `make_report` builds from a framework's figures (``tool_calls``:
+    whether the response asked for tools, as ``report_usage`` takes it); the session to
+    use from now on. A report with odd figures (NaN, text, negative, out of range) is
+    dropped with a warning, as the proxy drops one: the model has answered, and an
+    error here lost its answer to the host (the graph or run failed after the call)."""
+    try:
+        report = make_report()
+        result = await service.report_usage(session_id, report, tool_calls=tool_calls)
+        return result.session_id
+    except (CtxLedgerError, TypeError, ValueError, OverflowError) as exc:
+        logger.warning("ctxledger: usage of session %s not recorded: %s", session_id, exc)
+        return session_id
 
 
 def live_messages(service: ContextService, session_id: str) -> list[JSON]:

@@ -50,8 +50,9 @@ from ctxledger import (
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.eventstore import is_url
+from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
+from ctxledger.limits import MAX_CONTEXT_LENGTH
 from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
 
@@ -65,8 +66,8 @@ _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOO
 def default_db_path(hermes_home: str | None = None) -> str | Path:
     """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
     in ``HERMES_HOME`` (``~/.hermes``)."""
-    if os.environ.get("CTXLEDGER_DB"):
-        db = os.environ["CTXLEDGER_DB"]
+    db = env_db()
+    if db:
         return db if is_url(db) else Path(db)
     home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
     return Path(home) / DB_NAME
@@ -160,10 +161,26 @@ class CtxLedgerEngine(ContextEngine):
         provider: str = "",
         api_mode: str = "",
     ) -> None:
-        """The window and threshold follow the model (the ledger's config decides the threshold)."""
-        changed = bool(self._root) and (model, context_length) != (self._model, self.context_length)
+        """The window and threshold follow the model (the ledger's config decides the threshold).
+
+        A window that is no positive number of tokens (0, None: a model Hermes knows
+        nothing of) turns automatic compaction off with a warning, as a threshold of 0
+        tokens; it raised into the host's loop (InvalidConfig, TypeError).
+        """
+        window = _window(context_length)
+        if window is None:
+            logger.warning(
+                "ctxledger: no usable context length for model %r (got %r): automatic "
+                "compaction is off until one is given",
+                model,
+                context_length,
+            )
+            self._model = model or self._model
+            self.context_length = self.threshold_tokens = 0
+            return
+        changed = bool(self._root) and (model, window) != (self._model, self.context_length)
         self._model = model or self._model
-        self.context_length = int(context_length)
+        self.context_length = window
         config = self._shared.config()
         self.threshold_tokens = config.threshold_tokens(self.context_length)
         self.threshold_percent = self.threshold_tokens / max(1, self.context_length)
@@ -174,12 +191,20 @@ class CtxLedgerEngine(ContextEngine):
             self._run_safely(lambda svc: svc.switch_model(root, self._model, self.context_length))
 
     def update_from_response(self, usage: dict[str, Any]) -> None:
+        """Keep the report for the next ``compress``. One whose figures are not numbers
+        (NaN, infinity, text) is dropped with a warning: it raised into the host's loop."""
         if not usage:
             return
-        self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
-        self.last_total_tokens = int(usage.get("total_tokens") or 0)
-        self._pending.append(chat_usage(usage))
+        try:
+            report = chat_usage(usage)
+            last = [_tokens(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")]
+            total = _tokens(usage.get("total_tokens"))
+        except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+            logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
+            return
+        self.last_prompt_tokens, self.last_completion_tokens = last
+        self.last_total_tokens = total
+        self._pending.append(report)
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds."""
@@ -342,19 +367,36 @@ class CtxLedgerEngine(ContextEngine):
 
 
 def chat_usage(usage: dict[str, Any]) -> JSON:
-    """Hermes's normalized usage dict as an OpenAI chat-completions usage dict."""
-    cache_read = int(usage.get("cache_read_tokens") or 0)
-    cache_write = int(usage.get("cache_write_tokens") or 0)
+    """Hermes's normalized usage dict as an OpenAI chat-completions usage dict
+    (ValueError / OverflowError / TypeError for a figure that is no number of tokens)."""
+    cache_read = _tokens(usage.get("cache_read_tokens"))
+    cache_write = _tokens(usage.get("cache_write_tokens"))
     prompt = usage.get("prompt_tokens")
     if prompt is None:
-        prompt = int(usage.get("input_tokens") or 0) + cache_read + cache_write
+        prompt = _tokens(usage.get("input_tokens")) + cache_read + cache_write
     completion = usage.get("completion_tokens", usage.get("output_tokens"))
     return {
-        "prompt_tokens": int(prompt or 0),
-        "completion_tokens": int(completion or 0),
+        "prompt_tokens": _tokens(prompt),
+        "completion_tokens": _tokens(completion),
         "prompt_tokens_details": {"cached_tokens": cache_read, "cache_write_tokens": cache_write},
-        "completion_tokens_details": {"reasoning_tokens": int(usage.get("reasoning_tokens") or 0)},
+        "completion_tokens_details": {"reasoning_tokens": _tokens(usage.get("reasoning_tokens"))},
     }
+
+
+def _tokens(value: Any) -> int:
+    """A figure as an int (None and 0 are 0; NaN and infinity raise, as text that is no
+    integer does)."""
+    return int(value or 0)
+
+
+def _window(value: Any) -> int | None:
+    """A context length the host gave, as an int; None when it is no window a session
+    could have (0, None, more than MAX_CONTEXT_LENGTH: no session would start)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= MAX_CONTEXT_LENGTH else None
 
 
 def register(ctx: Any) -> None:

@@ -16,13 +16,17 @@ and ``~2``, ``~3``, ... when the state's history stops being an extension of wha
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
 In ``<thread>`` a ``~``, a ``%`` and control characters are written ``%XX``, so no
 thread id holds the ``~`` of another thread's generation; every other character is
-kept, so the sessions of threads named before this escaping are found again.
+kept, so the sessions of threads named before this escaping are found again. A thread
+id longer than 150 characters (escaped) is its first 126 and a digest of the whole, so
+a session id stays within the 200 characters the HTTP API can name.
 Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
 process finds where the ledger left off.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -41,7 +45,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
 from ctxledger.events import MessageAppended
-from ctxledger.integrations.common import LoopThread, live_messages, system_view
+from ctxledger.integrations.common import (
+    LoopThread,
+    live_messages,
+    report_usage_or_warn,
+    system_view,
+)
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
@@ -72,6 +81,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
         self.model_name = model
         self.context_length = context_length
         self._threads: dict[str, _Thread] = {}
+        self._keys: dict[str, str] = {}
         self._loop: LoopThread | None = None
 
     @classmethod
@@ -135,7 +145,8 @@ class CtxLedgerMiddleware(AgentMiddleware):
             )
             if usage:  # after a final answer the next call's preflight decides (as Hermes)
                 asked = bool(getattr(message, "tool_calls", None))
-                await self.service.report_usage(sid, responses_usage(usage), tool_calls=asked)
+                report = functools.partial(responses_usage, usage)
+                sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}
@@ -146,8 +157,23 @@ class CtxLedgerMiddleware(AgentMiddleware):
     # --- which ledger session -----------------------------------------------------------
 
     def _root(self, thread: str, generation: int) -> str:
-        base = f"langchain:{_session_key(thread)}"
+        base = f"langchain:{self._key(thread)}"
         return base if generation == 1 else f"{base}~{generation}"
+
+    def _key(self, thread: str) -> str:
+        """The thread's part of its session ids: :func:`_session_key`, except for a long
+        thread whose sessions were recorded under the whole of it (before the digest)."""
+        key = self._keys.get(thread)
+        if key is None:
+            key = _session_key(thread)
+            whole = _escaped(thread)
+            if (
+                key != whole
+                and f"langchain:{whole}" in self.service.ledger.transcript.state.sessions
+            ):
+                key = whole
+            self._keys[thread] = key
+        return key
 
     def _generations(self, thread: str) -> int:
         """How many ledger sessions this thread has had (0: none yet)."""
@@ -277,10 +303,28 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
 _UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
 
 
+#: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
+#: generation's ``~N`` stays within the 200 characters of a session id the HTTP API can
+#: name. A longer one is cut to its first _KEPT characters and a digest of the whole,
+#: 160 characters in all: longer than any whole key, so never the key of another thread.
+_LONGEST_KEY = 150
+_KEPT = 126
+
+
 def _session_key(thread: str) -> str:
     """`thread` with each of :data:`_UNSAFE_IN_KEY` as ``%XX``: one way back, never the
     ``~`` of a generation. Any other character stays (``user/42``, ``Zürich``, spaces),
-    as thread ids were written before the escaping, so their sessions are found again."""
+    as thread ids were written before the escaping, so their sessions are found again.
+    Past :data:`_LONGEST_KEY` characters: its start, ``.h`` and 32 hex digits of the
+    sha256 of the whole id (a 10,000-character id made a 10,010-character session id)."""
+    key = _escaped(thread)
+    if len(key) <= _LONGEST_KEY:
+        return key
+    digest = hashlib.sha256(thread.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{key[:_KEPT]}.h{digest}"
+
+
+def _escaped(thread: str) -> str:
     return _UNSAFE_IN_KEY.sub(
         lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
         thread,

@@ -18,13 +18,14 @@ each one's chain as usual; the session always works on the chain's tip.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ctxledger import ContextService, InvalidInput
 from ctxledger.importers.responses import items_to_messages, messages_to_items
-from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.common import live_messages, report_usage_or_warn
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
@@ -144,7 +145,8 @@ class CtxLedgerSession:
         """Report each model request of the run not reported yet (Responses usage shape)."""
         entries, done = _usage_entries(wrapper)
         for entry in entries[done:]:
-            sid = (await self.service.report_usage(sid, request_usage(entry))).session_id
+            report = functools.partial(request_usage, entry)
+            sid = await report_usage_or_warn(self.service, sid, report)
         if wrapper is not None and len(entries) > done:
             setattr(wrapper, _REPORTED, len(entries))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import (
     CtxLedgerError,
@@ -56,7 +56,7 @@ from ctxledger.ledger.anchor import advance_anchor, head_of
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
-from ctxledger.ledger.spec import SessionSpec, check_model, checked_tools
+from ctxledger.ledger.spec import SessionSpec, check_model, check_session_id, checked_tools
 from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
 from ctxledger.messages import (
     JSON,
@@ -74,7 +74,7 @@ from ctxledger.projections import (
     TranscriptProjection,
 )
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
-from ctxledger.usage import NO_USAGE, normalize_usage
+from ctxledger.usage import NO_USAGE, check_usage_report, normalize_usage
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
 DECISION_EVENTS = (
@@ -104,7 +104,7 @@ class Ledger:
         self.store = store
         self.clock = clock
         self.ids = ids
-        self.config = config or CompressionConfig()
+        self.config = checked_config(config) or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
         self._calls: dict[str, tuple[int, CallLedger]] = {}
         # the store's change token and the projector's position at the last fold
@@ -130,7 +130,7 @@ class Ledger:
         directory) < ``CTXLEDGER_<KEY>`` variables (``compressor.settings.resolve_config``).
         A `config` given here is an argument: it wins as a whole.
         """
-        if config is None:
+        if checked_config(config) is None:  # (checked before the store is opened)
             config = resolve_config().config
         # a SQLite store creates missing parent folders itself, private (0700)
         store = open_store(path if path is not None else default_db_path(), durability=durability)
@@ -341,7 +341,7 @@ class Ledger:
             self.transcript.session(parent_session_id)
         if reason in ("branch", "delegate") and parent_session_id is None:
             raise InvalidInput(f"a {reason} session needs a parent_session_id")
-        sid = spec.session_id or self.ids("ses")
+        sid = self.ids("ses") if spec.session_id is None else check_session_id(spec.session_id)
         if sid in self.transcript.state.sessions:
             raise InvalidInput(f"session {sid!r} already exists")
         events = self.start_events(sid, spec)
@@ -476,6 +476,7 @@ class Ledger:
         reported" (shape ``none``) with the ledger's estimate of the prompt it answered.
         """
         self.transcript.session(session_id)
+        check_usage_report(raw, model, cost_usd)
         if purpose not in ("agent", "summarizer"):
             raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
         found_shape, usage = normalize_usage(raw, shape)

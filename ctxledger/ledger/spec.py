@@ -16,10 +16,10 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionReason
-from ctxledger.limits import check_unicode
+from ctxledger.limits import check_json, check_unicode
 from ctxledger.tokens import DEFAULT_ENCODING
 
-__all__ = ["SessionSpec", "check_model", "checked_tools"]
+__all__ = ["SessionSpec", "check_model", "check_session_id", "checked_tools"]
 
 
 class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,9 +43,19 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
 def check_model(model: object) -> str:
     """`model` when it is a non-empty string UTF-8 can encode, else InvalidInput (not
     "SessionStarted has a field of the wrong type")."""
-    if not isinstance(model, str) or not model:
-        raise InvalidInput("model must be a non-empty string")
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidInput(f"model must be a non-empty string, got {model!r}")
     return check_unicode(model, "model")
+
+
+def check_session_id(session_id: object) -> str:
+    """A session id a caller chose: text that is not blank (a list was a TypeError from
+    the projections' dicts; ``""`` was silently replaced by a generated id)."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidInput(
+            f"session_id must be a non-blank string (or None for a new id), got {session_id!r}"
+        )
+    return check_unicode(session_id, "session_id")
 
 
 def checked_tools(tools: object) -> list[dict[str, Any]]:
@@ -59,5 +69,5 @@ def checked_tools(tools: object) -> list[dict[str, Any]]:
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             raise InvalidInput(f"tool {i} must be a JSON object, got {type(tool).__name__}")
-        out.append(dict(tool))
+        out.append(check_json(dict(tool), f"tool {i}"))
     return out

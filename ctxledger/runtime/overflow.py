@@ -187,8 +187,14 @@ class _Facts:
     prompt_evidence: str | None = None
 
 
-def _number(text: str) -> int:
-    return int(text.replace(",", ""))
+#: more digits than any token figure has: such a "number" in an error text is not one
+#: (5,000 digits were a ValueError out of handle_provider_error: Python's int() limit)
+_MAX_DIGITS = 18
+
+
+def _number(text: str) -> int | None:
+    digits = text.replace(",", "")
+    return int(digits) if len(digits.lstrip("-")) <= _MAX_DIGITS else None
 
 
 def _gather(haystack: str) -> _Facts:
@@ -200,7 +206,7 @@ def _gather(haystack: str) -> _Facts:
         for name, value in match.groupdict().items():
             if value is not None and getattr(facts, name) is None:
                 setattr(facts, name, _number(value))
-                if name == "available":
+                if name == "available" and facts.available is not None:
                     facts.available_is_ceiling = rule.ceiling
         excerpt = match.group(0)[:_EVIDENCE_CHARS]
         if rule.signal == "output" and facts.output_evidence is None:

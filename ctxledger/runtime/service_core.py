@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import (
@@ -33,7 +33,7 @@ from ctxledger.events import (
     ToolOutputPersisted,
 )
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import SessionSpec, checked_tools
 from ctxledger.messages import JSON, CallIdRepair
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
@@ -81,7 +81,7 @@ class ServiceCore:
         provider: str | None = None,
     ) -> None:
         self.ledger = ledger
-        self.config = config or ledger.config
+        self.config = checked_config(config) or ledger.config
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
         self.tracker = RuntimeTracker(ledger, self.config)
         self.engine: ContextEngine = engine or BuiltinEngine(ledger, self.summarizer, self.config)
@@ -141,7 +141,7 @@ class ServiceCore:
     async def start(self, spec: SessionSpec) -> str:
         """Start the session `spec` describes and tell the engine. Returns its id."""
         if spec.tools is not None:
-            json_safe(list(spec.tools), "tools")
+            json_safe(checked_tools(spec.tools), "tools")
         sid = self.ledger.start(spec)
         self.engine.on_session_start(sid)
         return sid

@@ -6,8 +6,6 @@ result types are re-exported there.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -16,6 +14,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.messages import check_new_messages
+from ctxledger.usage import check_usage_report
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,25 +71,6 @@ def json_safe(value: object, what: str) -> None:
         msgspec.json.encode(value)
     except (TypeError, ValueError, msgspec.EncodeError, UnicodeError) as exc:
         raise InvalidInput(f"{what} must be JSON-serializable: {exc}") from None
-
-
-def check_usage_report(
-    raw: object, model: object, cost_usd: object, tool_calls: object = None
-) -> None:
-    """The arguments of ``report_usage`` (the usage shape itself is checked when normalized)."""
-    if tool_calls is not None and not isinstance(tool_calls, bool):
-        raise InvalidInput(f"tool_calls must be true, false or None, got {tool_calls!r}")
-    if model is not None and not isinstance(model, str):
-        raise InvalidInput("model must be a string or None")
-    if cost_usd is not None and (
-        not isinstance(cost_usd, int | float)
-        or isinstance(cost_usd, bool)
-        or not math.isfinite(cost_usd)
-        or cost_usd < 0
-    ):
-        raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {cost_usd!r}")
-    if isinstance(raw, Mapping):
-        json_safe(dict(raw), "usage")
 
 
 def check_error_report(status: object, requested_max_tokens: object) -> None:

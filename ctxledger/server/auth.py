@@ -20,16 +20,31 @@ from ctxledger.server.errors import HTTPError
 PROXY_TOKEN_HEADER = "x-ctxledger-token"
 
 
+#: a token file is read up to this much (``/dev/zero`` was read until memory ran out)
+_TOKEN_FILE_BYTES = 4096
+
+
 def read_token_file(path: str | Path) -> str:
-    """The token in `path` (surrounding whitespace dropped); it must be at least 16 characters."""
+    """The token in `path` (surrounding whitespace dropped): one word of at least 16
+    printable ASCII characters (a header carries it); InvalidInput otherwise."""
     try:
-        token = Path(path).read_text(encoding="utf-8").strip()
+        with Path(path).open("rb") as fh:
+            data = fh.read(_TOKEN_FILE_BYTES + 1)
     except OSError as exc:
         raise InvalidInput(
             f"cannot read the token file {str(path)!r}: {exc.strerror or exc}"
         ) from None
-    if len(token) < 16 or any(c.isspace() for c in token):
-        raise InvalidInput(f"the token in {str(path)!r} must be one word of at least 16 characters")
+    if len(data) > _TOKEN_FILE_BYTES:
+        raise InvalidInput(
+            f"the token file {str(path)!r} holds more than {_TOKEN_FILE_BYTES:,} bytes: a "
+            "token is one word"
+        )
+    token = data.decode("latin-1").strip()
+    if len(token) < 16 or not (token.isascii() and token.isprintable()) or " " in token:
+        raise InvalidInput(
+            f"the token in {str(path)!r} must be one word of at least 16 characters, "
+            "printable ASCII (a header carries it)"
+        )
     return token
 
 

@@ -17,7 +17,7 @@ sees (role, text, tool calls, tool call id), so a client that drops ``null`` fie
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,22 +59,28 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
     def original(call_id: Any) -> Any:
         return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
 
-    calls = message.get("tool_calls") or ()
-    call_keys = tuple(
-        (
-            original(c.get("id")),
-            (c.get("function") or {}).get("name"),
-            (c.get("function") or {}).get("arguments"),
-        )
-        for c in calls
-        if isinstance(c, Mapping)
-    )
     return (
         message.get("role"),
         content_key(message.get("content")),
-        call_keys,
+        _calls_key(message.get("tool_calls") or (), original),
         original(message.get("tool_call_id")),
     )
+
+
+def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
+    """The tool calls as compared. Anything but a list of calls with a ``function``
+    object (a number, a string: iterating it raised a 500 before validation could name
+    it) is its repr, which no recorded (validated) message has: never a match."""
+    if not isinstance(calls, list | tuple):
+        return repr(calls)
+    keys: list[Any] = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            keys.append(repr(call))
+            continue
+        keys.append((original(call.get("id")), function.get("name"), function.get("arguments")))
+    return tuple(keys)
 
 
 def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
 from starlette.types import Receive
 
 from ctxledger import ContextService
-from ctxledger.errors import StoreError
+from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, leases
 from ctxledger.ledger import Ledger
 from ctxledger.server.history import HistoryIndex
@@ -28,6 +29,22 @@ DEFAULT_UPSTREAMS = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
 }
+
+
+def check_upstream(url: str) -> str:
+    """`url` when it is an http(s) URL with a host (and a port that is a port); else
+    InvalidInput. ``http://``, ``http://[::1`` or a port of 99999 were served, and every
+    proxied request then failed."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a port)
+    except ValueError as exc:
+        raise InvalidInput(f"--upstream {url!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"--upstream must be an http(s) URL with a host, got {url!r}")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise InvalidInput(f"--upstream {url!r} holds blanks or control characters")
+    return url
 
 
 class ServerState:
@@ -53,7 +70,7 @@ class ServerState:
         self.token = token
         self.guard_proxy = guard_proxy
         self.api = api
-        self.upstream = upstream or DEFAULT_UPSTREAMS[api]
+        self.upstream = check_upstream(upstream) if upstream else DEFAULT_UPSTREAMS[api]
         self.context_length = (
             context_length or service.config.context_length or DEFAULT_CONTEXT_LENGTH
         )

@@ -19,6 +19,7 @@ import msgspec
 
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ctxledger.errors import ImportFormatError, InvalidInput, SummarizerError
+from ctxledger.importers.detect import open_regular_file
 from ctxledger.trajectories.core import (
     FATAL_FAILURES,
     TrajectoryConfig,
@@ -54,7 +55,7 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
     name = os.fspath(in_path)
     out: list[InputRecord] = []
     seen: dict[str, int] = {}
-    with open(name, "rb") as fh:
+    with open_regular_file(name) as fh:  # /dev/zero was read as one endless line
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
@@ -83,9 +84,13 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
 
 
 def _complete_lines(path: Path) -> list[bytes]:
-    """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped)."""
+    """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped).
+    An output that exists must be a regular file: it is read back to resume (/dev/zero
+    was read until memory ran out, a FIFO waited for a writer)."""
     if not path.exists():
         return []
+    if not path.is_file():
+        raise InvalidInput(f"{path} is not a regular file: the output must be one (or not exist)")
     out: list[bytes] = []
     for raw in path.read_bytes().split(b"\n")[:-1]:
         try:

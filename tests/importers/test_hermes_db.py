@@ -6,8 +6,10 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from helpers.import_fixtures import HERMES_SCHEMA, assert_valid, make_hermes_db
 
+from ctxledger.errors import ImportFormatError
 from ctxledger.importers.common import synth_call_id
 from ctxledger.importers.hermes_db import parse_hermes_db
 from ctxledger.usage import normalize_usage
@@ -142,3 +144,51 @@ def test_hermes_db_is_opened_read_only(tmp_path: Path) -> None:
     parse_hermes_db(path)
     assert path.read_bytes() == before
     assert not (tmp_path / "state.db-wal").exists()
+
+
+@pytest.mark.parametrize(
+    ("calls", "says"),
+    [
+        (
+            '[{"id": "c", "function": {"name": "f", "arguments": "{}"}, "score": NaN}]',
+            "tool_calls is not valid JSON: tool_calls[0].score is nan: JSON has no NaN",
+        ),
+        (
+            '[{"id": "c", "function": {"name": "f", "arguments": {"x": 1e999}}}]',
+            "tool_calls[0].function.arguments.x is inf",
+        ),
+        (
+            '[{"id": "c", "function": {"name": "f", "arguments": {"x": -Infinity}}}]',
+            "tool_calls[0].function.arguments.x is -inf",
+        ),
+    ],
+)
+def test_hermes_db_json_with_nan_is_refused_where_it_is(
+    tmp_path: Path, calls: str, says: str
+) -> None:
+    # json.loads reads NaN, Infinity and 1e999 (as inf): the call was imported with null
+    # in their place (the arguments as the string '{"x":null}'), silently
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(HERMES_SCHEMA)
+    db.execute(
+        "INSERT INTO sessions (id, source, started_at, model_config) VALUES "
+        """('s', 'cli', 1, '{"context_length": 64000, "temperature": NaN}')"""
+    )
+    db.executemany(
+        "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, timestamp)"
+        " VALUES (?, 's', ?, ?, ?, ?, 1)",
+        [(1, "user", "go", None, None), (2, "assistant", None, calls, None)],
+    )
+    db.commit()
+    db.close()
+    with pytest.raises(ImportFormatError) as info:
+        parse_hermes_db(path)
+    assert "session 's', messages row 2: " in str(info.value) and says in str(info.value)
+    # a NaN in model_config, of which only the window is read, is no reason to refuse
+    db = sqlite3.connect(path)
+    db.execute("UPDATE messages SET tool_calls = NULL, content = 'ok' WHERE id = 2")
+    db.commit()
+    db.close()
+    (session,) = parse_hermes_db(path)
+    assert session.context_length == 64000

@@ -292,7 +292,7 @@ def _previous_lines(
     """Merge an earlier summary's items; returns the next Completed Actions number."""
     next_number = 1
     for line in sections.get("completed", []):
-        match = re.match(r"\s*(\d+)[.)]", line)
+        match = re.match(r"\s*(\d{1,9})[.)]", line)  # (5,000 digits: int() raised)
         number = int(match.group(1)) if match else None
         if number is not None:
             next_number = max(next_number, number + 1)

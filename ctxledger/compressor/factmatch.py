@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
-from ctxledger.compressor.factkinds import stated_exit_codes
+from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factscan import casefolded, pieces
 from ctxledger.compressor.toolcalls import call_name_and_args
 
@@ -205,7 +205,8 @@ class Haystack:
             return False
         if self._exit_codes is None:  # read once per text: many facts ask
             self._exit_codes = stated_exit_codes(self.folded)
-        return int(code.group(1)) in self._exit_codes
+        value = code_value(code.group(1))
+        return value is not None and value in self._exit_codes
 
     def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
         answers = self._answers

@@ -1,0 +1,150 @@
+"""The findings of session 30's review of the audit's fact changes, each held here.
+
+* 1a: a number of over 4,300 digits (``int()``'s limit) crashed extraction and the
+  matcher: versions compare as digit strings, an exit code has at most 20 digits;
+* 2a: the regex of a version's lower pre-releases (``lower_tail``) grew with the
+  square of the version's length; a long version is checked per match instead;
+* 1b–1g: facts that were no facts (a division as a path, LaTeX as a Windows path, a
+  time range as a zone, a cut amount, a dashed banner as ``ls -l``, a bullet as a diff).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxledger.compressor import factbounds
+from ctxledger.compressor.factbounds import contains, search
+from ctxledger.compressor.factcodes import exit_code, stated_exit_codes
+from ctxledger.compressor.factkinds import error_lines
+from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize, normalize_fact, retention
+from ctxledger.compressor.facts import extract_facts
+
+_LONG = 5000  # digits: over int()'s 4,300
+
+
+def _facts(text: str, role: str = "user") -> list[Fact]:
+    message: dict[str, Any] = {"role": role, "content": text}
+    if role == "tool":
+        message["tool_call_id"] = "c"
+    return extract_facts([message])
+
+
+def _fact(kind: str, value: str) -> Fact:
+    return Fact(kind=kind, value=value, normalized=normalize_fact(kind, value), message_index=0)
+
+
+def _kept(fact: Fact, text: str) -> bool:
+    return bool(retention([fact], text)[0])
+
+
+# --------------------------------------------------------------------------- 1a
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see 1.0.0-0." + "1" * _LONG,
+        "see v1." + "1" * _LONG + "-0.1",
+        "Python 3." + "9" * _LONG + "-3.1",
+        "exit code " + "1" * _LONG,
+        "ok\nexited with " + "7" * _LONG + "\n",
+    ],
+)
+def test_a_number_of_thousands_of_digits_is_extracted_without_error(text: str) -> None:
+    for role in ("user", "tool"):
+        for fact in _facts(text, role):  # (an ask is cut inside the long word: known)
+            assert fact.kind == "ask" or fact_in_text(fact, text), fact
+
+
+def test_a_long_version_with_its_pre_release_is_one_fact() -> None:
+    version = "1.0.0-0." + "1" * _LONG
+    assert version in [f.value for f in _facts("see " + version)]
+
+
+def test_an_exit_code_has_at_most_twenty_digits() -> None:
+    assert error_lines("exit code " + "1" * 20) == ["exit code " + "1" * 20]
+    assert error_lines("exit code " + "1" * 21) == []
+    assert error_lines("exit code " + "1" * _LONG) == []
+    assert exit_code("exit code 3; exit code " + "1" * _LONG) == 3
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "text", "kept"),
+    [
+        ("number", "1.0.0", "upgrade to 1.0.0-0." + "1" * _LONG, False),
+        ("number", "1.0.0", "upgrade to 1.0.0-2." + "1" * _LONG, True),
+        ("error", "exit code 2", "exited with 2; exit code " + "1" * _LONG, True),
+        ("error", "exit code 3", "exited with 2; exit code " + "1" * _LONG, False),
+        ("error", "exit code " + "1" * _LONG, "exited with " + "1" * _LONG, False),
+        ("number", "python 3.12", "python 3." + "1" * _LONG + "-3.12", False),
+        ("number", "python 3.12", "python 3." + "0" * _LONG + "1-3.12", True),
+    ],
+)
+def test_the_matcher_reads_thousands_of_digits(
+    kind: str, value: str, text: str, kept: bool
+) -> None:
+    assert _kept(_fact(kind, value), text) is kept
+
+
+def test_a_long_version_among_near_misses() -> None:
+    version = "v1." + "9" * _LONG
+    near = " ".join(f"{version}-0.{i}" for i in range(9))  # past PLAIN_TRIES
+    assert not _kept(_fact("number", version), near)
+    assert _kept(_fact("number", version), near + " and " + version + ".")
+    assert _kept(_fact("number", version), near + " " + version + "-" + version[1:] + "1")
+
+
+# --------------------------------------------------------------------------- 2a
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["v1." + "1" * 4000, "v" + ".".join(["5"] * 1000), "1.2." + "9" * 300, "2." + "10" * 13],
+)
+def test_the_regex_of_a_version_grows_linearly(version: str) -> None:
+    # the regex built for a needle stays within a constant times the needle's length
+    # (lower_tail's size was quadratic: 8 MB for 4,000 digits)
+    factbounds._patterns.cache_clear()
+    plain, _ = factbounds._patterns(version, False)
+    assert len(plain.pattern) <= 4 * len(version) + 2000
+    assert factbounds.lower_tail(version) is None  # checked per match (search)
+    near = " ".join(f"{version}-0.{i}" for i in range(10))
+    assert not search(near, version)
+    assert search(near + " " + version, version)
+    assert search(near, version) == contains(near, version)
+
+
+def test_a_short_version_keeps_its_regex() -> None:
+    assert factbounds.lower_tail("1.2.3") is not None
+    assert factbounds.lower_tail("1." + "2" * (factbounds.SHORT_DOTTED - 2)) is not None
+    assert factbounds.lower_tail("1." + "2" * (factbounds.SHORT_DOTTED - 1)) is None
+
+
+def test_a_long_version_in_a_url_is_checked_per_match() -> None:
+    path = "/pkg/v1." + "7" * 40
+    hay = " ".join(f"http://h{path}-0.{i}" for i in range(10))
+    assert not search(hay, path, path=True)
+    assert search(hay + f" http://h{path}/x", path, path=True)
+    assert search(hay, path, path=True) == contains(hay, path, path=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<returncode>3</returncode>",
+        "Exited with code 3",
+        "exit status: 3",
+        "subprocess: non-zero exit status 3",
+        '{"exitCode": 3}',
+        '{"returncode": 3}',
+        '{"exit_code": 3}',
+    ],
+)
+def test_the_matcher_reads_every_exit_code_the_extraction_reads(text: str) -> None:
+    # the folded patterns are written with the extraction's, not made by text
+    # replacement on them
+    assert error_lines(text) == ["exit code 3"]
+    assert stated_exit_codes(normalize(text)) == {3}
+    assert exit_code(text) == 3

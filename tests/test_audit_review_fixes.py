@@ -78,8 +78,8 @@ def test_an_exit_code_has_at_most_twenty_digits() -> None:
         ("error", "exit code 2", "exited with 2; exit code " + "1" * _LONG, True),
         ("error", "exit code 3", "exited with 2; exit code " + "1" * _LONG, False),
         ("error", "exit code " + "1" * _LONG, "exited with " + "1" * _LONG, False),
-        ("number", "python 3.12", "python 3." + "1" * _LONG + "-3.12", False),
-        ("number", "python 3.12", "python 3." + "0" * _LONG + "1-3.12", True),
+        ("number", "python 3.12.0", "python 3.12." + "1" * _LONG + "-3.12.0", False),
+        ("number", "python 3.12.1", "python 3.12." + "0" * _LONG + "1-3.12.1", True),
     ],
 )
 def test_the_matcher_reads_thousands_of_digits(
@@ -89,7 +89,7 @@ def test_the_matcher_reads_thousands_of_digits(
 
 
 def test_a_long_version_among_near_misses() -> None:
-    version = "v1." + "9" * _LONG
+    version = "v1.0." + "9" * _LONG
     near = " ".join(f"{version}-0.{i}" for i in range(9))  # past PLAIN_TRIES
     assert not _kept(_fact("number", version), near)
     assert _kept(_fact("number", version), near + " and " + version + ".")
@@ -101,7 +101,7 @@ def test_a_long_version_among_near_misses() -> None:
 
 @pytest.mark.parametrize(
     "version",
-    ["v1." + "1" * 4000, "v" + ".".join(["5"] * 1000), "1.2." + "9" * 300, "2." + "10" * 13],
+    ["v1.0." + "1" * 4000, "v" + ".".join(["5"] * 1000), "1.2." + "9" * 300, "2.1." + "10" * 13],
 )
 def test_the_regex_of_a_version_grows_linearly(version: str) -> None:
     # the regex built for a needle stays within a constant times the needle's length
@@ -118,12 +118,12 @@ def test_the_regex_of_a_version_grows_linearly(version: str) -> None:
 
 def test_a_short_version_keeps_its_regex() -> None:
     assert factbounds.lower_tail("1.2.3") is not None
-    assert factbounds.lower_tail("1." + "2" * (factbounds.SHORT_DOTTED - 2)) is not None
-    assert factbounds.lower_tail("1." + "2" * (factbounds.SHORT_DOTTED - 1)) is None
+    assert factbounds.lower_tail("1.0." + "2" * (factbounds.SHORT_DOTTED - 4)) is not None
+    assert factbounds.lower_tail("1.0." + "2" * (factbounds.SHORT_DOTTED - 3)) is None
 
 
 def test_a_long_version_in_a_url_is_checked_per_match() -> None:
-    path = "/pkg/v1." + "7" * 40
+    path = "/pkg/v1.0." + "7" * 40
     hay = " ".join(f"http://h{path}-0.{i}" for i in range(10))
     assert not search(hay, path, path=True)
     assert search(hay + f" http://h{path}/x", path, path=True)
@@ -148,3 +148,107 @@ def test_the_matcher_reads_every_exit_code_the_extraction_reads(text: str) -> No
     assert error_lines(text) == ["exit code 3"]
     assert stated_exit_codes(normalize(text)) == {3}
     assert exit_code(text) == 3
+
+
+# --------------------------------------------------------------------------- 1b–1g
+
+
+def _values(text: str, role: str = "user", kind: str | None = None) -> list[str]:
+    return [f.value for f in _facts(text, role) if f.kind != "ask" and kind in (None, f.kind)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ratio = hits/self.total",
+        "x = a/np.sqrt(n)",
+        "result = df/df.sum()",
+        "speed in km/h.ok",
+        "mean = total/batch.size",
+    ],
+)
+def test_a_division_in_code_is_no_path(text: str) -> None:  # 1b
+    assert _values(text, kind="path") == []
+
+
+def test_a_file_under_a_directory_still_needs_no_known_extension() -> None:  # 1b
+    text = "see prisma/schema.prisma and docs/index.mdx"
+    assert _values(text, kind="path") == ["prisma/schema.prisma", "docs/index.mdx"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [r"$\sum_{i} w_i\cdot\log p_i$", r"$x_i\cdot\sigma$", r"pattern ab\w+\d+"],
+)
+def test_latex_and_regexes_are_no_relative_windows_paths(text: str) -> None:  # 1c
+    assert _values(text, kind="path") == []
+
+
+def test_a_relative_windows_directory_path_is_still_one() -> None:  # 1c
+    assert _values(r"look in src\app\models now", kind="path") == [r"src\app\models"]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Book the room for 2024-05-20 10:00-11:30", "2024-05-20 10:00"),
+        ("shift 2024-05-20T09:00-17:00", "2024-05-20T09:00"),
+        ("at 2014-12-22T03:12:58.019077+00:00 ok", "2014-12-22T03:12:58.019077+00:00"),
+        ("at 2024-05-20T10:00:00-05:00 ok", "2024-05-20T10:00:00-05:00"),
+        ("at 2024-05-20T10:00Z ok", "2024-05-20T10:00Z"),
+    ],
+)
+def test_a_time_range_is_no_time_zone(text: str, value: str) -> None:  # 1d
+    assert _values(text, kind="number") == [value]
+
+
+def test_a_summary_restating_the_start_of_a_time_range_keeps_it() -> None:  # 1d
+    facts = [f for f in _facts("Book the room for 2024-05-20 10:00-11:30") if f.kind == "number"]
+    kept, lost = retention(facts, "Room booked for 2024-05-20 10:00 until 11:30.")
+    assert kept == facts and lost == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The fee is $3,50", "$3,50"),
+        ("raised $1,2345", "$1,2345"),
+        ("fees: $375, $500", "$375"),
+        ("total $1,250.50 due", "$1,250.50"),
+    ],
+)
+def test_an_amount_is_whole_and_found_in_its_own_text(text: str, value: str) -> None:  # 1e
+    facts = [f for f in _facts(text) if f.kind == "number"]
+    assert facts[0].value == value
+    assert all(fact_in_text(f, text) for f in facts)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("---------- 2024-01-02 12:00:01 deploy of v2.3.1 failed ----------", "v2.3.1"),
+        ("---------- server on localhost:8080 ----------", "localhost:8080"),
+        ("---------- coverage: platform linux, python 3.11.4-final-0 ---", "3.11.4"),
+    ],
+)
+def test_a_dashed_banner_is_no_file_listing(line: str, expected: str) -> None:  # 1f
+    assert expected in _values("ok\n" + line + "\n", "tool", "number")
+
+
+def test_a_file_listing_line_has_no_number_facts() -> None:  # 1f
+    text = "drwxr-xr-x 3 root root 4096 May  6  2025 tests\n-rw-r--r-- 1 u u 9 May 6 12:00 python 3.11\n"
+    assert _values(text, "tool", "number") == []
+
+
+def test_a_two_number_range_written_high_to_low_is_two_versions() -> None:  # 1g
+    assert _values("Python 3.12-3.8", kind="number") == ["Python 3.12", "Python 3.8"]
+    assert _values("see 1.0.0-0.3.7", kind="number") == ["1.0.0-0.3.7"]  # semver: one
+    assert _kept(_fact("number", "3.12"), "supports 3.12-3.8")
+    assert not _kept(_fact("number", "1.0.0"), "supports 1.0.0-0.3.7")
+
+
+def test_a_markdown_bullet_naming_an_exception_is_an_error_line() -> None:  # 1g
+    line = "- if the config file is missing, a FileNotFoundError is raised at startup"
+    assert _values("Notes:\n" + line + "\n", "tool", "error") == [line]
+    diff = "@@ -1,2 +1,2 @@\n-    raise KeyError(name)\n+        except TypeError:\n+from x import ValueError\n"
+    assert _values(diff, "tool", "error") == ["KeyError", "TypeError", "ValueError"]

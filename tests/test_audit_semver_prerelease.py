@@ -40,7 +40,7 @@ def test_a_semver_pre_release_is_one_fact() -> None:
         "Installed 1.0.0-alpha.1 today.": ["1.0.0-alpha.1"],
         "Installed 2.0.0-rc.1+build.5 today.": ["2.0.0-rc.1+build.5"],
         "Installed v2.0.0-rc.1+build.5 today.": ["v2.0.0-rc.1+build.5"],
-        "Installed v2.0-1.5 today.": ["v2.0-1.5"],
+        "Installed v2.0-1.5 today.": ["v2.0"],  # two numbers: no semver, a range
         "Pinned release 1.0.0-0.3.7 and release 2.0.0-rc.1+build.5.": [
             "release 1.0.0-0.3.7",
             "1.0.0-0.3.7",
@@ -107,7 +107,7 @@ def test_the_regex_and_the_rule_agree_on_pre_releases(left: str, right: str, tai
     # numbers with leading zeros, long ones, and versions past SHORT_DOTTED (whose
     # pre-releases search checks per match instead of in the regex)
     text = f"{left}-{right}{tail}"
-    lower = _value(right) < _value(left)
+    lower = _value(right) < _value(left) and left.count(".") >= 2  # semver only
     ends = tail in ("", ".", " x")
     assert (prerelease_end(text, len(left), left) != -1) == (lower and ends)
     if len(left) <= SHORT_DOTTED:
@@ -133,8 +133,12 @@ def test_a_named_range_restated_keeps_both_ends() -> None:
         ("CI: Python 3.8-3.12.1, numpy 1.24.0-1.26.0.1.", False),
         ("CI: Python 3.8-3.13, numpy 1.24.0-1.27.0.", False),
         ("CI: CPython 3.8-3.12, mynumpy 1.24.0-1.26.0.", False),
-        ("CI: Python 3.13-3.12, numpy 1.27.0-1.26.0.", False),  # pre-releases, no ranges
     ):
         audit = audit_of(assistant(text), summary)
         for value in ("Python 3.12", "numpy 1.26.0"):
             assert status(audit, value) == ("kept" if kept else "lost"), (summary, value)
+    # a lower end after a semver version is its pre-release; after two numbers a range
+    # written high to low (review 1g)
+    audit = audit_of(assistant(text), "CI: Python 3.13-3.12, numpy 1.27.0-1.26.0.")
+    assert status(audit, "Python 3.12") == "kept"
+    assert status(audit, "numpy 1.26.0") == "lost"

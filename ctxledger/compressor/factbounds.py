@@ -98,18 +98,26 @@ def _number_key(digits: str) -> tuple[int, str]:
     return len(significant), significant
 
 
+def _semver_end(version: str) -> re.Match[str] | None:
+    """The dotted number `version` ends with when it has three numbers or more (a
+    two-number version is no semver: ``3.12-3.8`` is a range written high to low)."""
+    left = _DOTTED_END.search(version)
+    return left if left is not None and left.group().count(".") >= 2 else None
+
+
 def prerelease_end(text: str, at: int, version: str) -> int:
     """Where the numeric pre-release after `version` (which ends at `at` in `text`)
     ends, or -1 when there is none.
 
     A ``-`` and a dotted number after a version read as a range (``3.8-3.12``) when
-    the number is a plausible upper end; when it is lower than the version's
-    (``1.0.0-0.3.7``, ``2.0-1.5``, compared number by number) it is no upper end but
-    the version's own pre-release, one longer version.
+    the number is a plausible upper end; when it is lower than a semver version's
+    (``1.0.0-0.3.7``, compared number by number) it is no upper end but the version's
+    own pre-release, one longer version. After a version of two numbers it is a
+    range whatever its order (``3.12-3.8``).
     """
     if not text.startswith("-", at):
         return -1
-    left = _DOTTED_END.search(version)
+    left = _semver_end(version)
     tail = _NUMERIC_TAIL.match(text, at) if left is not None else None
     if left is None or tail is None:
         return -1
@@ -177,7 +185,7 @@ def lower_tail(version: str) -> str | None:
     """The regex of what :func:`prerelease_end` finds after `version`: ``-`` and a
     dotted number lower than the one `version` ends with (None when it ends with none,
     or with one nothing is lower than, or with one longer than SHORT_DOTTED)."""
-    left = _DOTTED_END.search(version)
+    left = _semver_end(version)
     if left is None or len(left.group()) > SHORT_DOTTED:
         return None
     numbers = [digits for _, digits in _numbers_of(left.group())]
@@ -348,7 +356,7 @@ def _long_dotted_end(needle: str) -> bool:
     """Whether `needle` ends with a dotted number too long for :func:`lower_tail`."""
     if needle[-1] not in _DIGITS:
         return False
-    left = _DOTTED_END.search(needle)
+    left = _semver_end(needle)
     return left is not None and len(left.group()) > SHORT_DOTTED
 
 

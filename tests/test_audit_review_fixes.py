@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ctxledger.compressor import factbounds
+from ctxledger.compressor import factbounds, factkinds
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.factcodes import exit_code, stated_exit_codes
 from ctxledger.compressor.factkinds import error_lines
@@ -252,3 +252,24 @@ def test_a_markdown_bullet_naming_an_exception_is_an_error_line() -> None:  # 1g
     assert _values("Notes:\n" + line + "\n", "tool", "error") == [line]
     diff = "@@ -1,2 +1,2 @@\n-    raise KeyError(name)\n+        except TypeError:\n+from x import ValueError\n"
     assert _values(diff, "tool", "error") == ["KeyError", "TypeError", "ValueError"]
+
+
+# --------------------------------------------------------------------------- 2c
+
+
+class _CountingText(str):
+    """A text that counts the searches of each literal in it."""
+
+    searched: dict[str, int]
+
+    def __contains__(self, literal: object) -> bool:
+        self.searched[str(literal)] = self.searched.get(str(literal), 0) + 1
+        return super().__contains__(str(literal))
+
+
+def test_a_tool_error_literal_is_searched_once() -> None:  # 2c
+    text = _CountingText("x" * 100_000 + "\nmain.c:3:5: error: expected ';'\n")
+    text.searched = {}
+    assert "main.c:3:5: error: expected ';'" in factkinds.error_lines(text)
+    for literal in factkinds._TOOL_ERROR_LITERALS:
+        assert text.searched.get(literal, 0) <= 1, (literal, text.searched)

@@ -31,6 +31,7 @@ from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
 from ctxledger.compressor.factnoise import listed_or_documented, numbered
 from ctxledger.compressor.factscan import (
     has_any,
+    holds_any,
     line_matches,
     may_match_ignoring_case,
 )
@@ -311,9 +312,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             found.append((match.start(1), _cap(match.group(1))))
     # (a literal check even on a short text: most texts hold none, and the pattern tries
     # every line start; has_any answers a long text without ":" at once)
-    tool_errors = has_any(text, _TOOL_ERROR_LITERALS) and any(
-        literal in text for literal in _TOOL_ERROR_LITERALS
-    )
+    tool_errors = holds_any(text, _TOOL_ERROR_LITERALS)
     for match in line_matches(TOOL_ERROR_LINE, text) if tool_errors else ():
         if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 __all__ = [
     "casefolded",
     "has_any",
+    "holds_any",
     "line_matches",
     "lowered",
     "may_have_digit",
@@ -46,6 +47,12 @@ def line_matches(
 def has_any(text: str, literals: tuple[str, ...]) -> bool:
     """Whether `text` holds one of `literals` (always True for a short text)."""
     return len(text) < _SMALL or any(_holds(text, literal) for literal in literals)
+
+
+def holds_any(text: str, literals: tuple[str, ...]) -> bool:
+    """Whether `text` holds one of `literals`, whatever its length (each literal's
+    characters looked for first: see _holds)."""
+    return any(_holds(text, literal) for literal in literals)
 
 
 def _holds(text: str, literal: str) -> bool:

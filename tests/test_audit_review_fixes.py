@@ -13,6 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.reference_facts import facts as reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger.compressor import factbounds, factkinds
 from ctxledger.compressor.factbounds import contains, search
@@ -273,3 +276,52 @@ def test_a_tool_error_literal_is_searched_once() -> None:  # 2c
     assert "main.c:3:5: error: expected ';'" in factkinds.error_lines(text)
     for literal in factkinds._TOOL_ERROR_LITERALS:
         assert text.searched.get(literal, 0) <= 1, (literal, text.searched)
+
+
+# --------------------------------------------------------------------------- the reference
+
+_REPRODUCERS = [
+    "see 1.0.0-0." + "1" * _LONG,
+    "see v1." + "1" * _LONG + "-0.1",
+    "Python 3." + "9" * _LONG + "-3.1",
+    "ratio = hits/self.total; x = a/np.sqrt(n); result = df/df.sum(); speed in km/h.ok",
+    "see prisma/schema.prisma and docs/index.mdx, ~/np.sqrt",
+    r"$\sum_{i} w_i\cdot\log p_i$ and $x_i\cdot\sigma$, pattern ab\w+\d+, src\app\models",
+    "Book the room for 2024-05-20 10:00-11:30; shift 2024-05-20T09:00-17:00",
+    "at 2014-12-22T03:12:58.019077+00:00, 2024-05-20T10:00Z, 2018-03-25 15:27:29,744",
+    "The fee is $3,50, raised $1,2345, $375, $500, $1,250.50, $12,3456, $1,234,5",
+    "---------- 2024-01-02 12:00:01 deploy of v2.3.1 failed ----------\n"
+    "---------- server on localhost:8080 ----------\n"
+    "---------- coverage: platform linux, python 3.11.4-final-0 ---\n"
+    "drwxr-xr-x 3 root root 4096 May  6  2025 tests\n",
+    "Python 3.12-3.8, numpy 1.27.0-1.26.0, 1.0.0-0.3.7, 1.0.0-0.3..7, v2.0-1.5)",
+]
+
+
+@pytest.mark.parametrize("text", _REPRODUCERS)
+@pytest.mark.parametrize("role", ["user", "tool", "assistant"])
+def test_the_reference_states_the_review_rules_alike(text: str, role: str) -> None:
+    message: dict[str, Any] = {"role": role, "content": text}
+    if role == "tool":
+        message["tool_call_id"] = "c"
+    assert extract_facts([message]) == reference.extract_facts([message])
+
+
+_PIECES = st.sampled_from(
+    (
+        "$", "1", "0", "12", "345", "007", ",", ".", "-", ":", "T", " ", "Z", "+", "\n",
+        "2024-05-20", " 10:00", ":59", ".123", ",744", "+00:00", "-0500", "drwxr-xr-x",
+        "-rw-r--r--", "----------", " 1 ", " root", "v1.0.0", "1.0.0", "Python ", "3.12",
+        "/", "np.sqrt", "self.total", "docs", "x", "\\", "cdot", "w+", "src", "app.py",
+        "\tab",
+    )
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=30).map("".join), st.sampled_from(("user", "tool")))
+def test_the_reference_agrees_on_generated_texts(text: str, role: str) -> None:
+    message: dict[str, Any] = {"role": role, "content": text}
+    if role == "tool":
+        message["tool_call_id"] = "c"
+    assert extract_facts([message]) == reference.extract_facts([message])

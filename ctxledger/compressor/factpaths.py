@@ -17,6 +17,8 @@ import re
 import string
 from collections.abc import Iterator, Sequence
 
+from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
+
 __all__ = [
     "PATH_CHARS",
     "bounded",
@@ -427,9 +429,6 @@ _SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
 _SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern)
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
-#: a text at least this long is scanned as :func:`_span_ends` says; a shorter one the
-#: plain way, cheaper for it
-LONG_TEXT = 64 * 1024
 _SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
 
 

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 
 __all__ = [
+    "LONG_TEXT",
+    "PIECE",
     "casefolded",
     "has_any",
     "holds_any",
@@ -95,8 +97,12 @@ def _lowered(text: str) -> str:
     return lower
 
 
+#: the length from which the fact modules treat a text as long (issue 14): it is
+#: case-mapped and normalized in pieces of about this many characters, its paths
+#: scanned in one pass (factpaths), its haystack prepared once per process (factmatch)
+LONG_TEXT = 64 * 1024
 #: a long text that is not ASCII is case-mapped in pieces of about this many characters
-PIECE = 64 * 1024
+PIECE = LONG_TEXT
 _CUT = re.compile(r"[ \t\n]")
 
 

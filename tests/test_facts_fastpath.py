@@ -21,7 +21,15 @@ from helpers.reference_facts import facts as reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factbounds, factkinds, factmatch, factpaths, facts, factscan
+from ctxledger.compressor import (
+    factbounds,
+    factcodes,
+    factkinds,
+    factmatch,
+    factpaths,
+    facts,
+    factscan,
+)
 from ctxledger.compressor.factmatch import JOIN, Haystack, JoinedHaystack
 
 _FRAGMENTS = (
@@ -272,7 +280,7 @@ def test_prechecks_never_skip_a_text_the_pattern_matches(small_thresholds: None,
         if pattern.search(text):
             assert factscan.may_match_ignoring_case(text, literals), pattern.pattern
     checked = (
-        *zip(factkinds._EXIT_CODES, factkinds._EXIT_LITERALS, strict=True),
+        *zip(factcodes.EXIT_CODES, factcodes.EXIT_LITERALS, strict=True),
         (factkinds._SHELL_ERROR, factkinds._SHELL_ERROR_LITERALS),
         (factkinds._EXCEPTION_LINE, factkinds._EXCEPTION_LINE_LITERALS),
         (factkinds._EXCEPTION_IN_LINE, ("Error", "Exception")),

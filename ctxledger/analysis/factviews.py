@@ -32,13 +32,13 @@ import msgspec
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
 from ctxledger.compressor.factmatch import (
     JOIN,
-    LONG_TEXT,
     Haystack,
     JoinedHaystack,
     fact_text,
     joined_haystack,
 )
 from ctxledger.compressor.facts import Fact, extract_facts
+from ctxledger.compressor.factscan import LONG_TEXT
 from ctxledger.compressor.markers import (
     FOREIGN_END,
     FOREIGN_MERGE_DELIMITER,

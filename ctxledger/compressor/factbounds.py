@@ -86,8 +86,23 @@ _NUMERIC_TAIL = re.compile(r"-([0-9]+(?:\.[0-9]+)+)(?![\w\-+]|\.\w)")
 _TAIL_END = r"(?![\w\-+]|\.\w)"
 
 
-def _numbers_of(dotted: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in dotted.split("."))
+def _numbers_of(dotted: str) -> tuple[tuple[int, str], ...]:
+    """The numbers of `dotted` (ASCII digits and dots) as keys that compare as their
+    values do: length, then digits, without leading zeros. No ``int()``: a number of
+    over 4,300 digits is a ValueError to it, and costs quadratic time below that."""
+    return tuple(_number_key(part) for part in dotted.split("."))
+
+
+def _number_key(digits: str) -> tuple[int, str]:
+    significant = digits.lstrip("0")
+    return len(significant), significant
+
+
+def _semver_end(version: str) -> re.Match[str] | None:
+    """The dotted number `version` ends with when it has three numbers or more (a
+    two-number version is no semver: ``3.12-3.8`` is a range written high to low)."""
+    left = _DOTTED_END.search(version)
+    return left if left is not None and left.group().count(".") >= 2 else None
 
 
 def prerelease_end(text: str, at: int, version: str) -> int:
@@ -95,13 +110,14 @@ def prerelease_end(text: str, at: int, version: str) -> int:
     ends, or -1 when there is none.
 
     A ``-`` and a dotted number after a version read as a range (``3.8-3.12``) when
-    the number is a plausible upper end; when it is lower than the version's
-    (``1.0.0-0.3.7``, ``2.0-1.5``, compared number by number) it is no upper end but
-    the version's own pre-release, one longer version.
+    the number is a plausible upper end; when it is lower than a semver version's
+    (``1.0.0-0.3.7``, compared number by number) it is no upper end but the version's
+    own pre-release, one longer version. After a version of two numbers it is a
+    range whatever its order (``3.12-3.8``).
     """
     if not text.startswith("-", at):
         return -1
-    left = _DOTTED_END.search(version)
+    left = _semver_end(version)
     tail = _NUMERIC_TAIL.match(text, at) if left is not None else None
     if left is None or tail is None:
         return -1
@@ -140,12 +156,11 @@ def _range_end_pattern(name: str, version: str) -> re.Pattern[str]:
     return re.compile(f"{literal}(?<!\\w{literal}) (v?[0-9]+(?:\\.[0-9]+)+)-({re.escape(version)})")
 
 
-def _less_than(number: int) -> str | None:
-    """A regex of the digit strings whose value is lower than `number` (leading zeros
-    allowed), or None when none is (0)."""
-    if number == 0:
+def _less_than(digits: str) -> str | None:
+    """A regex of the digit strings whose value is lower than `digits` (no leading zeros;
+    leading zeros allowed in what it matches), or None when none is (0)."""
+    if not digits:
         return None
-    digits = str(number)
     shorter = [f"[1-9][0-9]{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
     same = []
     for i, digit in enumerate(digits):
@@ -156,18 +171,24 @@ def _less_than(number: int) -> str | None:
     return "(?=[0-9])0*(?:" + "|".join([*shorter, *same]) + ")?(?![0-9])"
 
 
-def _equal_to(number: int) -> str:
-    return f"0*{number}(?![0-9])" if number else "0+(?![0-9])"
+def _equal_to(digits: str) -> str:
+    return f"0*{digits}(?![0-9])" if digits else "0+(?![0-9])"
+
+
+#: the longest dotted number :func:`lower_tail` makes a regex of: its size grows with
+#: the square of the number's length (``v1.`` and 4,000 digits made 8 MB); a longer
+#: one is checked per occurrence (:func:`search`)
+SHORT_DOTTED = 24
 
 
 def lower_tail(version: str) -> str | None:
     """The regex of what :func:`prerelease_end` finds after `version`: ``-`` and a
     dotted number lower than the one `version` ends with (None when it ends with none,
-    or with one nothing is lower than)."""
-    left = _DOTTED_END.search(version)
-    if left is None:
+    or with one nothing is lower than, or with one longer than SHORT_DOTTED)."""
+    left = _semver_end(version)
+    if left is None or len(left.group()) > SHORT_DOTTED:
         return None
-    numbers = _numbers_of(left.group())
+    numbers = [digits for _, digits in _numbers_of(left.group())]
     options: list[str] = []
     for i, number in enumerate(numbers):
         same = r"\.".join(_equal_to(n) for n in numbers[:i])
@@ -323,9 +344,34 @@ def search(haystack: str, needle: str, *, path: bool = False) -> bool:
     if not needle:
         return False
     plain, in_url = _patterns(needle, path)
-    if plain.search(haystack) is not None:
+    long_version = _long_dotted_end(needle)
+    if _found(plain, haystack, needle, long_version):
         return True
-    return in_url is not None and "://" in haystack and in_url.search(haystack) is not None
+    return (
+        in_url is not None and "://" in haystack and _found(in_url, haystack, needle, long_version)
+    )
+
+
+def _long_dotted_end(needle: str) -> bool:
+    """Whether `needle` ends with a dotted number too long for :func:`lower_tail`."""
+    if needle[-1] not in _DIGITS:
+        return False
+    left = _semver_end(needle)
+    return left is not None and len(left.group()) > SHORT_DOTTED
+
+
+def _found(pattern: re.Pattern[str], haystack: str, needle: str, per_match: bool) -> bool:
+    """Whether `pattern` matches in `haystack`; with `per_match`, a match followed by a
+    numeric pre-release (:func:`prerelease_end`, which the pattern leaves to Python for
+    a long version) is no match, and the search goes on one character after its start."""
+    match = pattern.search(haystack)
+    if not per_match:
+        return match is not None
+    while match is not None:
+        if prerelease_end(haystack, match.end(), needle) == -1:
+            return True
+        match = pattern.search(haystack, match.start() + 1)
+    return False
 
 
 def _class(chars: frozenset[str]) -> str:

@@ -26,10 +26,12 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value, exit_code
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
 from ctxledger.compressor.factnoise import listed_or_documented, numbered
 from ctxledger.compressor.factscan import (
     has_any,
+    holds_any,
     line_matches,
     may_match_ignoring_case,
 )
@@ -50,7 +52,6 @@ __all__ = [
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
-    "stated_exit_codes",
 ]
 
 LINE_MAX_CHARS = 160
@@ -204,14 +205,6 @@ def _command_of(strings: Mapping[str, str]) -> str:
 
 # --------------------------------------------------------------------------- error lines
 
-#: (an exit code has at most 18 digits: "exit code " and 5,000 digits made int() raise a
-#: ValueError out of a compaction; a longer run of digits is no exit code)
-_EXIT_CODES = (
-    re.compile(r"<returncode>\s*(\d{1,18})\s*</returncode>"),
-    re.compile(r"[Ee]xit(?:ed)?(?: with)?(?: code| status)?[ :=]+(\d{1,18})(?!\d)"),
-    re.compile(r"non-zero exit status (\d{1,18})(?!\d)"),
-    re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d{1,18})(?!\d)"),
-)
 _EXCEPTION_LINE = re.compile(
     r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
     r"(?::[^\n]*)?)[ \t]*$",
@@ -285,13 +278,6 @@ def reports_tool_error(line: str) -> bool:
 
 
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
-#: a literal each of _EXIT_CODES needs (in its order)
-_EXIT_LITERALS = (
-    ("<returncode>",),
-    ("xit",),
-    ("non-zero exit status",),
-    ("exit_code", "returncode", "exitCode"),
-)
 _EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:Error|Exception)(?!\w)")
 _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
 _TRACEBACK = "Traceback (most recent call last):"
@@ -299,10 +285,11 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
-    for pattern, literals in zip(_EXIT_CODES, _EXIT_LITERALS, strict=True):
+    for pattern, literals in zip(EXIT_CODES, EXIT_LITERALS, strict=True):
         for match in pattern.finditer(text) if has_any(text, literals) else ():
-            if int(match.group(1)) != 0:
-                found.append((match.start(), f"exit code {int(match.group(1))}"))
+            code = code_value(match.group(1))
+            if code:  # (not 0, not None)
+                found.append((match.start(), f"exit code {code}"))
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
@@ -325,9 +312,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             found.append((match.start(1), _cap(match.group(1))))
     # (a literal check even on a short text: most texts hold none, and the pattern tries
     # every line start; has_any answers a long text without ":" at once)
-    tool_errors = has_any(text, _TOOL_ERROR_LITERALS) and any(
-        literal in text for literal in _TOOL_ERROR_LITERALS
-    )
+    tool_errors = holds_any(text, _TOOL_ERROR_LITERALS)
     for match in line_matches(TOOL_ERROR_LINE, text) if tool_errors else ():
         if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))
@@ -356,32 +341,6 @@ def error_lines(text: str) -> list[str]:
     for _, value in sorted(_error_lines(text), key=lambda item: item[0]):
         seen.setdefault(value, None)
     return list(seen)
-
-
-#: _EXIT_CODES as a matcher reads them: in a case-folded text (``exitcode``; no
-#: IGNORECASE, a slower scan of a text already folded)
-_FOLDED_EXIT_CODES = tuple(
-    re.compile(p.pattern.replace("[Ee]xit", "exit").replace("exitCode", "exitcode"))
-    for p in _EXIT_CODES
-)
-
-
-def stated_exit_codes(folded: str) -> frozenset[int]:
-    """The exit codes case-folded `folded` reports in a way the extraction reads one
-    (``exited with 2``, ``<returncode>2</returncode>``, ``"exit_code": 2``)."""
-    if not has_any(folded, ("xit", "returncode")):
-        return frozenset()
-    return frozenset(
-        int(match.group(1)) for pattern in _FOLDED_EXIT_CODES for match in pattern.finditer(folded)
-    )
-
-
-def exit_code(text: str) -> int | None:
-    """The last exit code a tool result reports, if it reports one."""
-    found: list[tuple[int, int]] = []
-    for pattern in _EXIT_CODES:
-        found.extend((match.start(), int(match.group(1))) for match in pattern.finditer(text))
-    return max(found)[1] if found else None
 
 
 _SHELL_ERROR = re.compile(

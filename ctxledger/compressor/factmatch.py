@@ -33,8 +33,9 @@ from typing import Any
 import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
-from ctxledger.compressor.factkinds import stated_exit_codes
-from ctxledger.compressor.factscan import casefolded, pieces
+from ctxledger.compressor.factcodes import code_value, stated_exit_codes
+from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
+from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args
 
 
@@ -77,20 +78,12 @@ _NAMED_VERSION = re.compile(r"([a-z]+) (v?[0-9]+(?:\.[0-9]+)+)")
 _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 #: an exit code, as extracted (``exit code 2``)
 _EXIT_CODE = re.compile(r"exit code ([0-9]+)")
-#: long texts are folded in pieces of about this many characters (see normalize_cased)
-_PIECE = 64 * 1024
 
 
 def _fold_cased(text: str) -> str:
     if text.isascii():  # NFKC leaves ASCII alone and "\\" is the only quote in it
         return text.replace("\\", "/")
     return unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE)
-
-
-def _pieces(text: str) -> list[str]:
-    """`text` cut just before ASCII whitespace every ~_PIECE chars (whitespace is a starter
-    that composes with nothing, so NFKC of the pieces is NFKC of the whole)."""
-    return pieces(text, _PIECE)
 
 
 def normalize(text: str) -> str:
@@ -105,7 +98,9 @@ def normalize_cased(text: str) -> str:
     take the fast path even when one character elsewhere is not ASCII.
     """
     if len(text) > _PIECE and not text.isascii():
-        folded = "".join(_fold_cased(piece) for piece in _pieces(text))
+        # cut before ASCII whitespace, a starter that composes with nothing: NFKC of
+        # the pieces is NFKC of the whole
+        folded = "".join(_fold_cased(piece) for piece in pieces(text, _PIECE))
     else:
         folded = _fold_cased(text)
     # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
@@ -131,11 +126,6 @@ def _collapsed(text: str) -> str:
     ):
         return text
     return " ".join(text.split())
-
-
-#: a text at least this long is prepared once per process (:func:`prepared`) and
-#: remembers each answer: a what-if audits the same long message in many views
-LONG_TEXT = 64 * 1024
 
 
 class Haystack:
@@ -205,7 +195,8 @@ class Haystack:
             return False
         if self._exit_codes is None:  # read once per text: many facts ask
             self._exit_codes = stated_exit_codes(self.folded)
-        return int(code.group(1)) in self._exit_codes
+        value = code_value(code.group(1))
+        return value is not None and value in self._exit_codes
 
     def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
         answers = self._answers

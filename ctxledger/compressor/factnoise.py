@@ -20,9 +20,12 @@ CODE_LINE = re.compile(
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
 #: (``astroid/builder.py:79:``), not a clock (``12:30``) or a date (``2024-01-02``); a
-#: file of ``grep -r`` (``astroid/manager.py:``); a diff's ``+`` or ``-``
+#: file of ``grep -r`` (``astroid/manager.py:``); a diff's ``+`` or ``-`` before code
+#: (``+import os``, ``+        except TypeError:``), not before one blank and a word:
+#: that is a markdown bullet (``- if the file is missing, a FileNotFoundError …``)
 _LISTED = re.compile(
-    r"\s*(?:(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?!\d))|[\w/.\-]+\.[A-Za-z]\w*:(?!\d)|[+\-])"
+    r"\s*(?:(?:[\w/.\-]+:)?\d+(?::(?!\d)|-(?!\d))|[\w/.\-]+\.[A-Za-z]\w*:(?!\d)"
+    r"|[+\-](?![ \t]\S))"
 )
 #: a listing's line number alone at the start of a line (``1194:``, ``28-``)
 _NUMBERED = re.compile(r"\s*\d+(?::(?!\d)|-(?!\d))")
@@ -48,7 +51,8 @@ def numbered(line: str) -> bool:
 
 
 #: the start of a line of ``ls -l``: a file type and mode (``drwxr-xr-x``, ``-rw-r--r--.``)
-_LS_LINE = re.compile(r"[-dlcbps][rwxsStT-]{9}[.+@]?[ \t]")
+#: and the link count (``---------- 2024-01-02 …`` is a banner, no listing)
+_LS_LINE = re.compile(r"[-dlcbps][rwxsStT-]{9}[.+@]?[ \t]+\d+[ \t]")
 #: how far back the start of such a line is looked for (its columns before a name)
 _LS_REACH = 160
 

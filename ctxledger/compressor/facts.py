@@ -168,12 +168,15 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         "{1}",
         ".",
     ),
-    (re.compile(r"(\$\d+(?:,\d{3})*(?:\.\d+)?)(?![\d])"), "{1}", None),  # not ``$375,``
-    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone
+    # thousands groups (not ``$375,`` of ``$375, $500``), then a decimal point or comma
+    # (``$3,50``, ``$1,2345``: the whole amount, never a part of it)
+    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?![\d])"), "{1}", None),
+    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone;
+    # a zone's offset only after seconds: ``10:00-11:30`` is a time range
     (
         re.compile(
-            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d))?)?"
-            r"(?:Z|[+-]\d{2}:?\d{2})?)?)(?![\w])"
+            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d))?"
+            r"(?:Z|[+-]\d{2}:?\d{2})?|Z)?)?)(?![\w])"
         ),
         "{1}",
         "-",
@@ -247,8 +250,10 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
         start = match.start()
         while start > 0 and text[start - 1].isalpha():
             start -= 1
-        if text[start : match.start()].lower() in _VERSIONED_NAMES and (
-            start == 0 or not is_word_char(text[start - 1])
+        if (
+            text[start : match.start()].lower() in _VERSIONED_NAMES
+            and (start == 0 or not is_word_char(text[start - 1]))
+            and not in_file_listing(text, start)
         ):
             value = text[start : match.end()]
             whole = _joined_version(text, match.end(), value, joined)

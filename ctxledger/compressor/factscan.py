@@ -13,8 +13,11 @@ import re
 from collections.abc import Iterator
 
 __all__ = [
+    "LONG_TEXT",
+    "PIECE",
     "casefolded",
     "has_any",
+    "holds_any",
     "line_matches",
     "lowered",
     "may_have_digit",
@@ -46,6 +49,12 @@ def line_matches(
 def has_any(text: str, literals: tuple[str, ...]) -> bool:
     """Whether `text` holds one of `literals` (always True for a short text)."""
     return len(text) < _SMALL or any(_holds(text, literal) for literal in literals)
+
+
+def holds_any(text: str, literals: tuple[str, ...]) -> bool:
+    """Whether `text` holds one of `literals`, whatever its length (each literal's
+    characters looked for first: see _holds)."""
+    return any(_holds(text, literal) for literal in literals)
 
 
 def _holds(text: str, literal: str) -> bool:
@@ -88,8 +97,12 @@ def _lowered(text: str) -> str:
     return lower
 
 
+#: the length from which the fact modules treat a text as long (issue 14): it is
+#: case-mapped and normalized in pieces of about this many characters, its paths
+#: scanned in one pass (factpaths), its haystack prepared once per process (factmatch)
+LONG_TEXT = 64 * 1024
 #: a long text that is not ASCII is case-mapped in pieces of about this many characters
-PIECE = 64 * 1024
+PIECE = LONG_TEXT
 _CUT = re.compile(r"[ \t\n]")
 
 

@@ -6,4 +6,7 @@ modules under test (session 28: the number patterns, the error-line prose check,
 thanks filter; session 29: the version patterns, the path anchors and plausible_path,
 build tools' error lines, asset paths), so the oracle checks how facts are found, with
 today's rules. Rules that add a kind of span (Windows paths) are written plainly here.
+Session 30's rules (numeric pre-releases, ls -l lines, amounts, timestamps, exit codes
+of at most 20 digits, and what plausible_path now rejects) are stated in ``rules.py``
+their own way, after a review found mistakes in them that an imported rule could not show.
 """

@@ -230,8 +230,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for pattern in _EXIT_CODES:
         for match in pattern.finditer(text):
-            if int(match.group(1)) != 0:
-                found.append((match.start(), f"exit code {int(match.group(1))}"))
+            digits = match.group(1)
+            if len(digits) <= 20 and int(digits) != 0:  # session 30: 21 digits is no code
+                found.append((match.start(), f"exit code {int(digits)}"))
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
@@ -283,7 +284,11 @@ def exit_code(text: str) -> int | None:
     """The last exit code a tool result reports, if it reports one."""
     found: list[tuple[int, int]] = []
     for pattern in _EXIT_CODES:
-        found.extend((match.start(), int(match.group(1))) for match in pattern.finditer(text))
+        found.extend(
+            (match.start(), int(match.group(1)))
+            for match in pattern.finditer(text)
+            if len(match.group(1)) <= 20  # session 30
+        )
     return max(found)[1] if found else None
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
-from ctxledger.compressor.factpaths import _DOTFILE, _EXT_ANCHOR, _KNOWN_FILE, plausible_path
+from ctxledger.compressor.factpaths import _DOTFILE, _EXT_ANCHOR, _KNOWN_FILE
+from helpers.reference_facts.rules import plausible_path  # session 30's review: 1b, 1c
 
 __all__ = [
     "bounded",

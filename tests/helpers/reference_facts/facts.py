@@ -20,10 +20,9 @@ first occurrence.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxledger.compressor.factbounds import prerelease_end  # session 30
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -32,7 +31,6 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-from ctxledger.compressor.factnoise import in_file_listing  # session 30
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.facts import (
@@ -74,6 +72,7 @@ from helpers.reference_facts.factpaths import (
     plausible_path,
     urls,
 )
+from helpers.reference_facts.rules import amounts, in_file_listing, joined_version, timestamps
 
 #: every kind, in the order facts of one message are reported
 FACT_KINDS: tuple[str, ...] = (
@@ -180,20 +179,23 @@ def _cap(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
-def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
-    """`value`, a version ending at `end`, with the numeric pre-release after it
-    (``1.0.0-0.3.7``; factbounds.prerelease_end), whose start then goes to `joined`
-    (no version of its own)."""
-    tail = prerelease_end(text, end, value)
-    if tail == -1:
-        return value
-    joined.add(end + 1)
-    return value + text[end:tail]
+#: the number patterns of the module under test whose rules are stated here (the
+#: amount and the timestamp, session 30's review 1d and 1e), by the pattern
+_OWN_NUMBERS: dict[re.Pattern[str], Callable[[str], Iterator[tuple[int, str]]]] = {
+    _NUMBER_PATTERNS[-2][0]: amounts,
+    _NUMBER_PATTERNS[-1][0]: timestamps,
+}
+assert "$" in _NUMBER_PATTERNS[-2][0].pattern and "{4}" in _NUMBER_PATTERNS[-1][0].pattern
 
 
 def _numbers(text: str) -> Iterator[tuple[int, str]]:
     joined: set[int] = set()  # session 30: where a numeric pre-release joined to its version starts
     for pattern, template, not_before in _NUMBER_PATTERNS:
+        if pattern in _OWN_NUMBERS:  # session 30's review: amounts, timestamps stated here
+            for start, value in _OWN_NUMBERS[pattern](text):
+                if not in_file_listing(text, start):
+                    yield start, value
+            continue
         matches = (
             pattern.finditer(text) if not_before is None else bounded(pattern, text, not_before)
         )
@@ -202,7 +204,7 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
                 continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
                 if match.start() not in joined:
-                    yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)
+                    yield match.start(), joined_version(text, match.end(1), match.group(1), joined)
             elif template == "line":
                 if text[max(0, match.start() - 3) : match.start()] == '", ':
                     continue  # a traceback frame: its error line is the fact
@@ -215,11 +217,13 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
         start = match.start()
         while start > 0 and text[start - 1].isalpha():
             start -= 1
-        if text[start : match.start()].lower() in _VERSIONED_NAMES and (
-            start == 0 or not is_word_char(text[start - 1])
+        if (
+            text[start : match.start()].lower() in _VERSIONED_NAMES
+            and (start == 0 or not is_word_char(text[start - 1]))
+            and not in_file_listing(text, start)
         ):
             value = text[start : match.end()]
-            whole = _joined_version(text, match.end(), value, joined)
+            whole = joined_version(text, match.end(), value, joined)
             yield start, whole
             upper = VERSION_RANGE_TO.match(text, match.end())
             if upper is not None and whole == value:

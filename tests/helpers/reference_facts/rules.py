@@ -1,0 +1,230 @@
+"""Session 30's rules, stated here their own (plain, slow) way, not imported.
+
+The module under test writes them as regexes and lookups tuned for speed; these are
+character loops and plain comparisons, so a mistake in one (review 1a–1f: a crash on a
+number of thousands of digits, a division read as a path, LaTeX as a Windows path, a
+time range as a zone, a cut amount, a banner as ``ls -l``) shows as a difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ctxledger.compressor.factpaths import plausible_path as _code_plausible_path
+
+_DIGITS = "0123456789"
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _dotted_parts(run: str) -> list[str] | None:
+    """The numbers of `run` when it is two ASCII numbers or more joined by dots."""
+    parts = run.split(".")
+    if len(parts) < 2 or any(not p or any(c not in _DIGITS for c in p) for p in parts):
+        return None
+    return parts
+
+
+def _lower(right: list[str], left: list[str]) -> bool:
+    """Whether the dotted number `right` is lower than `left`, number by number; the
+    numbers padded with zeros to one width compare as strings as they do as values."""
+    width = max(len(p) for p in right + left)
+    return [p.rjust(width, "0") for p in right] < [p.rjust(width, "0") for p in left]
+
+
+def prerelease_end(text: str, at: int, version: str) -> int:
+    """Where a numeric pre-release after semver `version` (ending at `at`) ends, or -1:
+    ``-`` and a dotted number lower than the version's three numbers or more, not
+    followed by a word character, ``-``, ``+`` or a dot and a word character."""
+    start = len(version)
+    while start > 0 and (version[start - 1] in _DIGITS or version[start - 1] == "."):
+        start -= 1
+    run = version[start:]
+    if run.startswith("."):  # (the run must start with a digit after no dot)
+        return -1
+    if start > 0 and version[start - 1] in ",$":
+        return -1
+    left = _dotted_parts(run)
+    if left is None or len(left) < 3 or not text.startswith("-", at):
+        return -1
+    end = at + 1  # the longest dotted number: digits, then dots each before digits
+    right: list[str] = []
+    while _digits_at(text, end, 1):
+        number = end
+        while _digits_at(text, end, 1):
+            end += 1
+        right.append(text[number:end])
+        if not (text[end : end + 1] == "." and _digits_at(text, end + 1, 1)):
+            break
+        end += 1
+    if len(right) < 2:
+        return -1
+    after = text[end : end + 2]
+    if after[:1] and (_is_word(after[0]) or after[0] in "-+"):
+        return -1
+    if len(after) == 2 and after[0] == "." and _is_word(after[1]):
+        return -1
+    return end if _lower(right, left) else -1
+
+
+def joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
+    """`value` with its numeric pre-release; the pre-release's start goes to `joined`."""
+    tail = prerelease_end(text, end, value)
+    if tail == -1:
+        return value
+    joined.add(end + 1)
+    return value + text[end:tail]
+
+
+def in_file_listing(text: str, at: int) -> bool:
+    """Whether `at` lies on a line of ``ls -l``: the line starts less than 160 characters
+    back (or at the text's start, at most 160 back) with a type letter, nine permission
+    letters, maybe one of ``.+@``, blanks, a link count and a blank."""
+    line = text.rfind("\n", 0, at) + 1
+    if at - line > 160 or (line > 0 and at - line == 160):
+        return False
+    if not (len(text) > line + 10 and text[line] in "-dlcbps"):
+        return False
+    if any(c not in "rwxsStT-" for c in text[line + 1 : line + 10]):
+        return False
+    i = line + 10 + (text[line + 10] in ".+@")
+    blanks = i
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    digits = i
+    while i < len(text) and text[i].isdecimal():
+        i += 1
+    return blanks < digits < i < len(text) and text[i] in " \t"
+
+
+def amounts(text: str) -> Iterator[tuple[int, str]]:
+    """``$`` amounts: digits, then groups of ``,`` and three digits, then a ``.`` or
+    ``,`` and digits, the longest such reading not followed by a digit."""
+    for start, char in enumerate(text):
+        if char != "$" or start + 1 >= len(text) or text[start + 1] not in _DIGITS:
+            continue
+        end = start + 1
+        while end < len(text) and text[end] in _DIGITS:
+            end += 1
+        ends = [end]  # after each thousands group
+        while text[ends[-1] : ends[-1] + 1] == "," and _digits_at(text, ends[-1] + 1, 3):
+            ends.append(ends[-1] + 4)
+        for group_end in reversed(ends):
+            found = _amount_end(text, group_end)
+            if found != -1:
+                yield start, text[start:found]
+                break
+
+
+def _digits_at(text: str, at: int, count: int) -> bool:
+    return len(text) >= at + count and all(c in _DIGITS for c in text[at : at + count])
+
+
+def _amount_end(text: str, end: int) -> int:
+    """The end of an amount whose groups end at `end` (a decimal part after them if one
+    fits), or -1 when each reading is followed by a digit."""
+    if text[end : end + 1] in (".", ",") and _digits_at(text, end + 1, 1):
+        decimal = end + 1
+        while decimal < len(text) and text[decimal] in _DIGITS:
+            decimal += 1
+        return decimal  # (all its digits: never followed by one)
+    return -1 if _digits_at(text, end, 1) else end
+
+
+def timestamps(text: str) -> Iterator[tuple[int, str]]:
+    """``YYYY-MM-DD``, then maybe a time ``HH:MM``, then seconds (with a fraction and a
+    zone ``Z`` or ``±HH[:]MM``) or ``Z``: the longest reading followed by no word
+    character; not after a word character or ``-``."""
+    resume = 0  # (a match found: the next starts after it)
+    for start in range(len(text) - 9):
+        if start < resume:
+            continue
+        if start > 0 and (_is_word(text[start - 1]) or text[start - 1] == "-"):
+            continue
+        if not _shape(text, start, "dddd-dd-dd"):
+            continue
+        ends = [start + 10]
+        if text[start + 10 : start + 11] in ("T", " ") and _shape(text, start + 11, "dd:dd"):
+            minutes = start + 16
+            ends.append(minutes)
+            if _shape(text, minutes, "Z"):
+                ends.append(minutes + 1)
+            if _shape(text, minutes, ":dd"):
+                ends.extend(_after_seconds(text, minutes + 3))
+        for end in sorted(ends, reverse=True):
+            if end >= len(text) or not _is_word(text[end]):
+                yield start, text[start:end]
+                resume = end
+                break
+
+
+def _after_seconds(text: str, seconds: int) -> list[int]:
+    ends = [seconds]
+    for count in range(1, 10):
+        if _shape(text, seconds, "." + "d" * count):
+            ends.append(seconds + 1 + count)
+    if _shape(text, seconds, ",ddd") and not _shape(text, seconds + 4, "d"):
+        ends.append(seconds + 4)
+    zoned = []
+    for end in ends:
+        if _shape(text, end, "Z"):
+            zoned.append(end + 1)
+        for sign in "+-":
+            for zone in (sign + "dd:dd", sign + "dddd"):
+                if _shape(text, end, zone):
+                    zoned.append(end + len(zone))
+    return ends + zoned
+
+
+def _shape(text: str, at: int, shape: str) -> bool:
+    """Whether `text` at `at` has `shape` (``d`` a digit, anything else itself)."""
+    if len(text) < at + len(shape):
+        return False
+    return all(
+        (c in _DIGITS) if s == "d" else c == s for c, s in zip(text[at:], shape, strict=False)
+    )
+
+
+# --------------------------------------------------------------------------- paths
+
+_OBJECTS = ("self", "cls", "this", "np", "pd", "df", "math", "os", "sys", "torch", "tf", "nn")
+_OBJECTS += ("jnp", "sp", "plt", "scipy", "random", "time")
+_ATTRIBUTES = ("sum", "mean", "total", "sqrt", "size", "shape", "count", "max", "min", "len")
+_ATTRIBUTES += ("std", "var", "abs", "exp", "log", "item", "values", "value", "norm", "numel")
+_TEX = ("cdot", "times", "log", "ln", "exp", "sin", "cos", "tan", "sum", "prod", "int")
+_TEX += ("frac", "sqrt", "partial", "nabla", "infty", "sigma", "alpha", "beta", "gamma")
+_TEX += ("delta", "epsilon", "theta", "lambda", "mu", "pi", "rho", "tau", "phi", "psi")
+_TEX += ("omega", "mathbb", "mathrm", "mathbf", "mathcal", "left", "right", "ldots", "cdots")
+_TEX += ("leq", "geq", "neq", "approx")
+
+
+def plausible_path(raw: str) -> str | None:
+    """The module's judgement, then review 1b and 1c stated again: a name and a dotted
+    name (no known extension) that read as a division in code, and three backslashed
+    names one of which is a LaTeX command or ends in a regex quantifier, are no path."""
+    value = _code_plausible_path(raw)
+    if value is None:
+        return None
+    parts = value.split("/")
+    relative = not value.startswith(("/", "~", "."))
+    if relative and len(parts) == 2 and "\\" not in value and "." in parts[1]:
+        left, (obj, _, attribute) = parts[0], parts[1].partition(".")
+        division = (
+            len(left) < 2
+            or len(obj) < 2
+            or obj.lower() in _OBJECTS
+            or obj == left
+            or attribute.split(".")[0].lower() in _ATTRIBUTES
+        )
+        known = _code_plausible_path(parts[1]) is not None  # a known extension
+        if division and not known and obj[:1].isalpha():
+            return None
+    names = [n for n in value.replace("\\\\", "\\").split("\\") if n]
+    drive = len(value) > 1 and value[1] == ":"
+    directories = relative and not drive and len(names) >= 3
+    formula = any(n.lower() in _TEX or not _is_word(n[-1]) for n in names)
+    if directories and formula and _code_plausible_path(names[-1]) is None:
+        return None
+    return value

@@ -17,6 +17,7 @@ import re
 import string
 from collections.abc import Iterator, Sequence
 
+from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 
 __all__ = [
@@ -251,60 +252,9 @@ def _directories(raw: str, names: list[str]) -> bool:
     return (
         len(names) >= 3
         and all(len(name) >= 2 and name[-1] in _NAME_START for name in names)
-        and not any(name.lower() in _TEX_COMMANDS for name in names)
+        and not any(name.lower() in TEX_COMMANDS for name in names)
         and _ESCAPE_LIKE.search(raw) is None
     )
-
-
-#: LaTeX commands that stand between names as a path's directories would
-#: (``w_i\\cdot\\log``, ``x_i\\cdot\\sigma``): a formula, no path
-_TEX_COMMANDS = frozenset(
-    [
-        "cdot",
-        "times",
-        "log",
-        "ln",
-        "exp",
-        "sin",
-        "cos",
-        "tan",
-        "sum",
-        "prod",
-        "int",
-        "frac",
-        "sqrt",
-        "partial",
-        "nabla",
-        "infty",
-        "sigma",
-        "alpha",
-        "beta",
-        "gamma",
-        "delta",
-        "epsilon",
-        "theta",
-        "lambda",
-        "mu",
-        "pi",
-        "rho",
-        "tau",
-        "phi",
-        "psi",
-        "omega",
-        "mathbb",
-        "mathrm",
-        "mathbf",
-        "mathcal",
-        "left",
-        "right",
-        "ldots",
-        "cdots",
-        "leq",
-        "geq",
-        "neq",
-        "approx",
-    ]
-)
 
 
 def _plausible(value: str) -> str | None:
@@ -327,76 +277,11 @@ def _plausible(value: str) -> str | None:
     if (
         _FILE_NAME.fullmatch(parts[-1])
         and _FILE_NAME_DIR.fullmatch(parts[0])
-        and not _division(parts[0], parts[-1])
+        and not division(parts[0], parts[-1])
     ):
         return value
     # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
     return value if _DOT_DIR.match(value) or _DOTFILE.fullmatch(parts[-1]) else None
-
-
-def _division(left: str, right: str) -> bool:
-    """Whether ``left/right`` (a name, then a dotted name without a known extension)
-    reads as a division in code: ``hits/self.total``, ``a/np.sqrt``, ``df/df.sum``,
-    ``km/h.ok`` (an object of one letter, a usual receiver, the left name again, or an
-    attribute a computation takes), not as a file under a directory."""
-    obj, _, attribute = right.partition(".")
-    return (
-        len(left) < 2
-        or len(obj) < 2
-        or obj.lower() in _CODE_OBJECTS
-        or obj == left
-        or attribute.split(".")[0].lower() in _CODE_ATTRIBUTES
-    )
-
-
-#: names that stand before an attribute in code, rarely as a file's name
-_CODE_OBJECTS = frozenset(
-    [
-        "self",
-        "cls",
-        "this",
-        "np",
-        "pd",
-        "df",
-        "math",
-        "os",
-        "sys",
-        "torch",
-        "tf",
-        "nn",
-        "jnp",
-        "sp",
-        "plt",
-        "scipy",
-        "random",
-        "time",
-    ]
-)
-#: attributes a computation divides by, rarely a file's extension
-_CODE_ATTRIBUTES = frozenset(
-    [
-        "sum",
-        "mean",
-        "total",
-        "sqrt",
-        "size",
-        "shape",
-        "count",
-        "max",
-        "min",
-        "len",
-        "std",
-        "var",
-        "abs",
-        "exp",
-        "log",
-        "item",
-        "values",
-        "value",
-        "norm",
-        "numel",
-    ]
-)
 
 
 def is_word_char(char: str) -> bool:

@@ -20,15 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ctxledger.compressor.factasks import states_no_task
 from ctxledger.compressor.factkinds import decision_sentences
 from ctxledger.compressor.factmatch import fact_text
-from ctxledger.compressor.facts import (
-    Fact,
-    extract_facts,
-    find_paths,
-    normalize,
-    states_no_task,
-)
+from ctxledger.compressor.facts import Fact, extract_facts, find_paths, normalize
 from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.redact import redact, redact_message
 from ctxledger.compressor.summarizers.analysis import (

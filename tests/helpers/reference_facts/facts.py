@@ -23,6 +23,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+# rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
+from ctxledger.compressor.factasks import is_acknowledgement
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -31,13 +33,10 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-
-# rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.facts import (
     _NUMBER_PATTERNS,
     _VERSION_AFTER_NAME,
     VERSION_RANGE_TO,
-    is_acknowledgement,
 )
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,

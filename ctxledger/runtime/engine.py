@@ -78,9 +78,9 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     cooldown: Cooldown = msgspec.field(default_factory=Cooldown)
     first_after_compaction: bool = False
     last_fallback: bool = False
-    #: the latest real prompt count of the chain's live session since it started or its
-    #: model switched; a response without usage leaves it (Hermes judges such a
-    #: response by its last reported count)
+    #: the latest real prompt count of the chain's live session since it started, its
+    #: model switched or a reported 0 (Hermes's kept count); a response without usage
+    #: leaves it, and the in-loop check judges such a response by max(it, estimate)
     last_real_prompt: int | None = None
 
 

@@ -140,7 +140,9 @@ class ContextService(ServiceCore):
         return estimate, "no usage reported: estimate of system + messages + tools schema"
 
     async def preflight(self, session_id: str) -> TurnResult:
-        """Before the first model call of a turn: system + messages + tools schema vs the threshold.
+        """Before a model call (at least the first of a turn; before every call of a tool
+        loop, as Hermes 0.19 checks and as the proxy and the integrations run it):
+        system + messages + tools schema vs the threshold.
 
         Up to ``max_compression_attempts`` passes, stopping when under the threshold or
         when a pass made no progress (no rows removed and tokens not below 95 %).

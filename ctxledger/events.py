@@ -113,7 +113,13 @@ class UsageReported(Event, frozen=True, kw_only=True):
 
     A response without usage has ``shape="none"`` (zeros) and records the ledger's
     own estimate of the prompt it answered (system + messages + tools schema) in
-    ``estimated_prompt_tokens``: triggers and anti-thrashing judge by that instead.
+    ``estimated_prompt_tokens`` (what the report showed; the in-loop trigger judges
+    such a response by ``max(latest real count, estimate)``, and anti-thrashing gives
+    it no verdict: see ``ContextService.report_usage``).
+
+    ``tool_calls`` says whether the response asked for tools, when the caller said so
+    (unset otherwise, and in ledgers written before session 30: an unset field is not
+    encoded, so those events keep their bytes and hashes).
     """
 
     raw: JSON
@@ -123,6 +129,7 @@ class UsageReported(Event, frozen=True, kw_only=True):
     purpose: Literal["agent", "summarizer"] = "agent"
     cost_usd: float | None = None
     estimated_prompt_tokens: int | None = None
+    tool_calls: bool | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def reported(self) -> bool:
@@ -130,9 +137,26 @@ class UsageReported(Event, frozen=True, kw_only=True):
         return self.shape != "none"
 
     @property
+    def counted(self) -> bool:
+        """True when the provider gave a prompt count: reported and above 0 (Hermes
+        takes a reported 0, as some local servers send, for no count)."""
+        return self.reported and self.usage.prompt > 0
+
+    @property
     def prompt_tokens(self) -> int | None:
-        """The prompt size to judge by: the provider's count, else the recorded estimate."""
+        """What the report showed of the prompt: the provider's count, else the recorded
+        estimate (the in-loop figure is the service's, see ``report_usage``)."""
         return self.usage.prompt if self.reported else self.estimated_prompt_tokens
+
+    @property
+    def asked_for_tools(self) -> bool | None:
+        """``tool_calls`` as said, None when it was not said."""
+        return None if self.tool_calls is msgspec.UNSET else bool(self.tool_calls)
+
+
+def said(flag: bool | None) -> bool | msgspec.UnsetType:
+    """An optional flag as an event field: None (not said) stays unset, so not encoded."""
+    return msgspec.UNSET if flag is None else flag
 
 
 class ToolOutputPersisted(Event, frozen=True, kw_only=True):

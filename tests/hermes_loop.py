@@ -110,12 +110,30 @@ def _start() -> str:
     return str(_STATE["url"])
 
 
+#: first line of the post-response check in each loop file (found in its source once)
+_POST_LINE: dict[str, int] = {}
+
+
+def _post_response_line(filename: str) -> int:
+    """Where the post-response check starts: the line that tests the kept count before
+    estimating (the pre-API check comes earlier in the loop body, and has no such test)."""
+    if filename not in _POST_LINE:
+        with open(filename, encoding="utf-8") as f:
+            found = [n for n, text in enumerate(f, 1) if ".last_prompt_tokens > 0" in text]
+        if len(found) != 1:
+            raise RuntimeError(f"cannot tell the loop's checks apart in {filename}: {found}")
+        _POST_LINE[filename] = found[0]
+    return _POST_LINE[filename]
+
+
 def _site(frame: Any) -> str:
-    name = os.path.basename(frame.f_code.co_filename)
+    filename = frame.f_code.co_filename
+    name = os.path.basename(filename)
     if name == "turn_context.py":
         return "preflight"
-    if name == "conversation_loop.py":  # the pre-API check comes first in the loop body
-        return "pre_api" if frame.f_lineno < 3000 else "post_response"
+    if name == "conversation_loop.py":
+        post = frame.f_lineno >= _post_response_line(filename)
+        return "post_response" if post else "pre_api"
     return f"{name}:{frame.f_lineno}"
 
 

@@ -82,3 +82,34 @@ def test_small_content_stays_inline() -> None:
         encoding="e",
     )
     assert ev.dehydrate(event) == (event, {})
+
+
+#: a UsageReported payload as ledgers before session 30 stored it (no ``tool_calls``)
+_OLD_USAGE = (
+    b'{"kind":"UsageReported","event_id":"e","session_id":"s","at":1.0,"raw":{},'
+    b'"shape":"none","usage":{"input":0,"output":0,"cache_read":0,"cache_write":0,'
+    b'"reasoning":0},"model":null,"purpose":"agent","cost_usd":null,'
+    b'"estimated_prompt_tokens":120}'
+)
+
+
+def test_a_usage_report_from_before_tool_calls_decodes_and_keeps_its_bytes() -> None:
+    got = ev.decode_event(_OLD_USAGE, "UsageReported", 1)
+    assert isinstance(got, ev.UsageReported)
+    assert got.tool_calls is msgspec.UNSET and got.asked_for_tools is None
+    assert ev.encode_event(got) == _OLD_USAGE  # so its hash and the chain's are unchanged
+
+
+@pytest.mark.parametrize("said", [None, True, False])
+def test_tool_calls_is_encoded_only_when_said(said: bool | None) -> None:
+    old = ev.decode_event(_OLD_USAGE, "UsageReported", 1)
+    assert isinstance(old, ev.UsageReported)
+    event = msgspec.structs.replace(old, tool_calls=ev.said(said))
+    data = ev.encode_event(event)
+    if said is None:
+        assert data == _OLD_USAGE
+    else:
+        assert data == _OLD_USAGE[:-1] + f',"tool_calls":{str(said).lower()}}}'.encode()
+    back = ev.decode_event(data, "UsageReported", ev.UsageReported.SCHEMA)
+    assert back == event and isinstance(back, ev.UsageReported)
+    assert back.asked_for_tools is said

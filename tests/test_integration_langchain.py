@@ -139,7 +139,9 @@ def test_state_stays_complete_while_the_model_gets_the_ledger_view(service, tmp_
     assert (
         len(_chain_events(service, "langchain:t1", MessageAppended)) == 4 * TURNS - 1
     )  # the last reply is not sent yet
-    assert len(_chain_events(service, "langchain:t1", UsageReported)) == 2 * TURNS
+    usage = _chain_events(service, "langchain:t1", UsageReported)
+    # each tool call, then each final answer: the in-loop check ran after the calls only
+    assert [e.asked_for_tools for e in usage] == [True, False] * TURNS
     assert service.ledger.transcript.session("langchain:t1").system_prompt == "You review code."
     db = str(tmp_path / "lc.ledger.db")
     for args in (["replay", "langchain:t1", "--verify"], ["verify"], ["audit", "langchain:t1"]):

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from helpers.hermes_differential import Hermes, mismatches, oracle
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.config import CompressionConfig
@@ -83,11 +83,7 @@ def _only_first_breaks_the_ceiling(
     return sum(counts[lo:]) <= ceiling < sum(counts[head_end:])
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(sessions=st.lists(_session(), min_size=6, max_size=6))
-def test_head_and_tail_counts_match_hermes(hermes: Hermes, sessions: list[dict[str, Any]]) -> None:
+def _compared_first(hermes: Hermes, sessions: list[dict[str, Any]]) -> int:
     outputs = hermes.ask("compress", sessions)
     estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
     pairs, at = [], 0
@@ -98,6 +94,7 @@ def test_head_and_tail_counts_match_hermes(hermes: Hermes, sessions: list[dict[s
             continue
         pairs.append((session["window"], _hermes_shape(out), _ours(session, counts)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs))
+    return len(pairs)
 
 
 @st.composite
@@ -113,23 +110,14 @@ def _repeated(draw: st.DrawFn) -> dict[str, Any]:
     return session
 
 
-@settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(sessions=st.lists(_repeated(), min_size=6, max_size=6))
-def test_a_repeated_compaction_keeps_what_hermes_keeps(
-    hermes: Hermes, sessions: list[dict[str, Any]]
-) -> None:
-    """The second compaction of one compressor (Hermes) or chain (ctxledger): only the
-    system prompt is protected (#11996), the previous summary is updated in the middle,
-    and the tail is the same."""
+def _compared_repeated(hermes: Hermes, sessions: list[dict[str, Any]]) -> int:
     outputs = hermes.ask("compress", sessions)
     grown = [
         {"window": s["window"], "messages": out["first"] + s["then"]}
         for s, out in zip(sessions, outputs, strict=True)
     ]
     estimates = hermes.ask("estimate", [m for g in grown for m in g["messages"]])
-    pairs, at, stacked = [], 0, 0
+    pairs, at = [], 0
     for session, out in zip(grown, outputs, strict=True):
         counts = [e["budget"] for e in estimates[at : at + len(session["messages"])]]
         at += len(session["messages"])
@@ -141,7 +129,40 @@ def test_a_repeated_compaction_keeps_what_hermes_keeps(
             # kept on purpose: Hermes's tail reached back over its previous summary, which
             # it leaves there and stacks a second one before it (README)
             assert sum(is_summary_message(m) for m in out["second"]) == 2, out["second"]
-            stacked += 1
             continue
         pairs.append((session["window"], theirs, _ours(session, counts)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs))
+    return len(pairs)
+
+
+def _enough(compared: list[int]) -> None:
+    """The kept cases are a few in 40 sessions (small generated examples are filtered
+    more often): fewer than one compared session per example means a filter broke."""
+    assert sum(compared) >= len(compared) > 0, compared
+
+
+def test_head_and_tail_counts_match_hermes(hermes: Hermes) -> None:
+    compared: list[int] = []
+
+    @settings(max_examples=25, deadline=None)
+    @given(sessions=st.lists(_session(), min_size=6, max_size=6))
+    def check(sessions: list[dict[str, Any]]) -> None:
+        compared.append(_compared_first(hermes, sessions))
+
+    check()
+    _enough(compared)
+
+
+def test_a_repeated_compaction_keeps_what_hermes_keeps(hermes: Hermes) -> None:
+    """The second compaction of one compressor (Hermes) or chain (ctxledger): only the
+    system prompt is protected (#11996), the previous summary is updated in the middle,
+    and the tail is the same."""
+    compared: list[int] = []
+
+    @settings(max_examples=10, deadline=None)
+    @given(sessions=st.lists(_repeated(), min_size=6, max_size=6))
+    def check(sessions: list[dict[str, Any]]) -> None:
+        compared.append(_compared_repeated(hermes, sessions))
+
+    check()
+    _enough(compared)

@@ -11,9 +11,13 @@ result) and the sizes its engine judged in the loop are compared:
 * the check runs after a response that asked for tools, never after a final answer
   (the next turn's preflight decides);
 * it judges the provider's prompt count (never completion tokens);
-* a response without usage is judged by the latest real count since the last
-  compaction, else by the estimate of messages + tools schema, which leaves the
-  system prompt out (a 40K-token system prompt tells the two apart).
+* a response without usage is judged by what decides by Hermes's next call: the
+  larger of its in-loop figure (the latest real count since the last compaction, else
+  the estimate of messages + tools schema) and its check before the next call (the
+  estimate of system + messages + tools). ctxledger judges by that at the response
+  (review fix A: a stale count must not hide a turn's growth when the integrator runs
+  preflight only at a turn's start); a 40K-token system prompt tells the estimates
+  apart.
 """
 
 from __future__ import annotations
@@ -133,6 +137,22 @@ async def _ours(path: Path, turn: dict[str, Any], hermes: dict[str, Any]) -> lis
     return judged
 
 
+def _by_the_next_call(turn: dict[str, Any], judged: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Hermes's in-loop figures after each response whose tools ran; for a response
+    without usage, the larger of that and the figure its pre-call check judged before
+    the next call (the decision by then: compact when either reaches the threshold)."""
+    pre_api = {j["responses"]: j["tokens"] for j in judged if j["site"] == "pre_api"}
+    out = []
+    for j in judged:
+        if j["site"] != "post_response":
+            continue
+        r, tokens = j["responses"], j["tokens"]
+        if turn["steps"][r - 1]["prompt"] is None and r in pre_api:
+            tokens = max(tokens, pre_api[r])
+        out.append((r, tokens))
+    return out
+
+
 def _same(theirs: list[tuple[int, int]], ours: list[tuple[int, int]], system: int) -> bool:
     """Same checks after the same responses; a real count equal, an estimate within
     5 % + 200 tokens (the two rough estimates measure structures differently), far
@@ -163,9 +183,7 @@ def test_the_in_loop_check_judges_what_hermes_judges(
     answers = hermes.ask("loop", inputs)
     for n, (turn, answer) in enumerate(zip(turns, answers, strict=True)):
         assert "raised" not in answer, answer
-        theirs = [
-            (j["responses"], j["tokens"]) for j in answer["judged"] if j["site"] == "post_response"
-        ]
+        theirs = _by_the_next_call(turn, answer["judged"])
         path = tmp_path / f"{id(turns)}-{n}.db"
         ours = anyio.run(_ours, path, turn, answer)
         system = len(answer["system"]) // 4

@@ -1,11 +1,11 @@
 """Hermes field parity (issue 10) in the running service, against a real SQLite ledger.
 
 2. A response without usage is recorded as "no usage reported"; the in-loop trigger
-   judges it as Hermes 0.19 does (session 30): by the session's latest real prompt
-   count, else by the estimate (system + messages + tools; messages + tools on a
-   compaction's continuation, before its first real count); the anti-thrash guard gives
+   judges it by the larger of the session's latest real prompt count (Hermes 0.19's
+   in-loop figure) and the estimate of system + messages + tools (what Hermes's check
+   before the next call judges); a reported 0 is no count. The anti-thrash guard gives
    it no verdict (neither a strike nor a reset; a zero must not reset strikes), and it
-   consumes a compaction's pending verdict. After a final answer (``tool_calls=False``)
+   consumes a compaction's pending verdict (so does a model switch). After a final answer (``tool_calls=False``)
    the in-loop check waits for the next preflight, as Hermes checks only after a
    response whose tools ran.
 9. ``switch_model`` clears the strikes and the fallback streak: a chain blocked under
@@ -232,11 +232,12 @@ async def test_no_usage_is_judged_by_the_latest_real_count_until_a_model_switch(
     assert len(_skips(svc, sid)) == 3
 
 
-async def test_no_usage_right_after_a_compaction_leaves_the_system_prompt_out(
+async def test_no_usage_after_a_compaction_is_judged_with_the_system_prompt(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Hermes's estimate after a compaction, before a real count, is messages + tools;
-    a first session's estimate counts the system prompt (Hermes's turn-start estimate)."""
+    """Hermes's in-loop estimate right after a compaction leaves the system prompt out,
+    but its check before the very next call counts it, so the decision by that call is
+    the whole estimate's: ctxledger judges by that (review fix A)."""
     svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
     sid = await svc.start_session(
         model="local-model", context_length=WINDOW, system_prompt="Rules. " * 3_000
@@ -249,9 +250,84 @@ async def test_no_usage_right_after_a_compaction_leaves_the_system_prompt_out(
     assert tokens >= THRESHOLD and "system + messages + tools" in source
     new = (await svc.compress(sid)).session_id
     system = svc.ledger.transcript.session(new).system_tokens
-    assert svc.ledger.transcript.total_tokens(new) >= THRESHOLD > system
+    whole = svc.ledger.transcript.total_tokens(new)
+    assert whole >= THRESHOLD > whole - system  # messages + tools alone are under it
     await svc.report_usage(new, {}, tool_calls=True)
-    assert not _skips(svc, new)  # messages + tools alone are under the threshold
+    assert _skips(svc, new) == [(whole, source)]
+
+
+async def test_a_stale_count_does_not_hide_the_growth_of_a_turn(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """One real count, then tool responses without usage: once the estimate crosses the
+    threshold the in-loop check compacts (Hermes's check before the next call would),
+    even when the integrator runs preflight only at the turn's start (review fix A)."""
+    svc = make(tmp_path / "l.db", clock)
+    sid = await svc.start_session(model="m", context_length=WINDOW, system_prompt="sys")
+    sid = (await svc.append(sid, [{"role": "user", "content": "fix the bug"}])).session_id
+    sid = (await svc.preflight(sid)).session_id
+    reported = {"prompt_tokens": svc.ledger.transcript.total_tokens(sid), "completion_tokens": 5}
+    for n in range(12):
+        result = await svc.report_usage(sid, reported if n == 0 else {}, tool_calls=True)
+        sid = result.session_id
+        if result.compressed:
+            break
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        before = svc.ledger.transcript.total_tokens(sid)
+        assert before < THRESHOLD  # nothing over the threshold went unjudged
+        sid = (
+            await svc.append(
+                sid,
+                [
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": f"c{n}", "content": "data " * 1_200},
+                ],
+            )
+        ).session_id
+    assert result.compressed
+    (check,) = events(svc, sid, CompressionChecked)
+    assert check.trigger == "in_loop"
+    assert "estimate" in check.source and check.tokens >= THRESHOLD
+
+
+async def test_a_reported_zero_is_no_count(tmp_path: Path, clock: ManualClock) -> None:
+    """Some local servers report ``prompt_tokens: 0``; Hermes takes it for no count (it
+    estimates, and gives no anti-thrash verdict). ctxledger judges it as a response
+    without usage, and it drops the kept count (review fix C)."""
+    svc = make(tmp_path / "l.db", clock)
+    sid = await session(svc, THRESHOLD + 1_000)
+    zero = {"prompt_tokens": 0, "completion_tokens": 7}
+    result = await svc.report_usage(sid, {"prompt_tokens": 600, "completion_tokens": 1})
+    assert not result.compressed and svc.tracker.state(sid).last_real_prompt == 600
+    result = await svc.report_usage(sid, zero, tool_calls=True)
+    assert result.compressed
+    (check,) = events(svc, sid, CompressionChecked)
+    assert "estimate" in check.source
+    new = result.session_id
+    assert svc.tracker.state(new).first_after_compaction
+    await svc.report_usage(new, zero)  # consumes the pending verdict, no strike, no count
+    state = svc.tracker.state(new)
+    assert (state.first_after_compaction, state.anti.strikes, state.last_real_prompt) == (
+        False,
+        0,
+        None,
+    )
+    assert svc.tracker.rebuilt(new) == state
+
+
+async def test_a_model_switch_drops_the_pending_verdict_of_a_compaction(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Hermes's update_model clears the verdict a compaction awaits: the new model's
+    first count over the threshold is no strike against it (review fix I)."""
+    svc = make(tmp_path / "l.db", clock, config=CONFIG.replace(enabled=False))
+    sid = await session(svc, THRESHOLD + 1_000)
+    new = (await svc.compress(sid)).session_id
+    svc.ledger.switch_model(new, "small-model", WINDOW)
+    assert not svc.tracker.state(new).first_after_compaction
+    await svc.report_usage(new, {"prompt_tokens": THRESHOLD + 800, "completion_tokens": 1})
+    assert svc.status(new)["strikes"] == 0
+    assert svc.tracker.rebuilt(new) == svc.tracker.state(new)
 
 
 async def test_a_final_answer_leaves_the_decision_to_the_next_preflight(

@@ -15,6 +15,7 @@ from openapi_spec_validator import validate as validate_openapi
 from starlette.routing import Route
 
 from ctxledger import CompressionConfig, ContextService
+from ctxledger.events import UsageReported
 from ctxledger.server import create_app, endpoints
 from ctxledger.server.openapi import build_schema
 
@@ -174,6 +175,32 @@ async def test_agent_loop_over_http(api: Api) -> None:
     assert usage["chain"]["agent_calls"] == 1
     status = await api.call("GET", f"/v1/sessions/{sid}")
     assert status["session_id"] == tip and status["compactions"] == 1 and status["version"] >= 1
+
+
+async def test_usage_says_whether_the_response_asked_for_tools(api: Api) -> None:
+    """``tool_calls`` reaches ``report_usage``: after a final answer over the threshold the
+    in-loop check waits for the next preflight; a bad value is refused, nothing appended."""
+    sid = await _session(api, turns=2)
+    over = {"prompt_tokens": 7_900, "completion_tokens": 20}
+    turn = await api.call(
+        "POST", f"/v1/sessions/{sid}/usage", json={"usage": over, "tool_calls": False}
+    )
+    assert turn["session_id"] == sid and not turn["compactions"]
+    before = api.last_seq()
+    err = await api.call(
+        "POST", f"/v1/sessions/{sid}/usage", 422, json={"usage": over, "tool_calls": "yes"}
+    )
+    assert err["error"]["code"] == "invalid_input" and api.last_seq() == before
+    recorded = [
+        rec.event.asked_for_tools
+        for rec in api.service.ledger.store.read_all()
+        if isinstance(rec.event, UsageReported)
+    ]
+    assert recorded == [False]
+    turn = await api.call(
+        "POST", f"/v1/sessions/{sid}/usage", json={"usage": over, "tool_calls": True}
+    )
+    assert turn["compactions"]  # the in-loop check ran (the plan's outcome is not the point)
 
 
 async def test_compress_dry_run_appends_nothing_then_compresses_with_focus(api: Api) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, deterministic_ledger
@@ -18,6 +19,7 @@ from ctxledger.analysis.diff import diff
 from ctxledger.analysis.whatif import (
     AppendStep,
     StartInfo,
+    Step,
     UsageStep,
     history,
     replay_history,
@@ -30,6 +32,7 @@ from ctxledger.cli.main import cli
 from ctxledger.demo.record import record_generated
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput
+from ctxledger.events import UsageReported
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
 
@@ -234,3 +237,70 @@ def test_replay_history_and_whatif_report_make_the_whatif_report(chain: tuple[Le
         report = whatif_report(ledger, hist, scratch, result)
         assert scratch.tip(result.session_id) == report.whatif.tip
     assert report == whatif(ledger, tip)
+
+
+def _told(steps: list[Step], *, unreported_every: int = 0) -> list[Step]:
+    """`steps` with each usage report saying whether its response asked for tools (the
+    assistant message appended right after it); every `unreported_every`-th report
+    carries no usage."""
+    told: list[Step] = []
+    reports = 0
+    for step, after in zip(steps, [*steps[1:], None], strict=True):
+        if isinstance(step, UsageStep) and isinstance(after, AppendStep):
+            reports += 1
+            unreported = unreported_every and reports % unreported_every == 0
+            step = msgspec.structs.replace(
+                step,
+                tool_calls=bool(after.messages[0].get("tool_calls")),
+                **({"raw": {}, "reported": False} if unreported else {}),
+            )
+        told.append(step)
+    return told
+
+
+def _recorded(tmp_path: Path, steps: list[Step], system_prompt: str) -> Ledger:
+    ledger = deterministic_ledger(tmp_path / "t.db")
+    start = StartInfo(
+        session_id="ses_t", model="m", context_length=16_000, system_prompt=system_prompt
+    )
+    svc = ContextService(ledger, config=SMALL)
+    anyio.run(lambda: start_and_drive(svc, start, steps))
+    return ledger
+
+
+def test_a_chain_whose_final_answers_were_said_is_reproduced(tmp_path: Path) -> None:
+    """Review fix B: ``tool_calls=False`` is recorded and replayed, so the what-if does not
+    check in the loop after final answers that the live run left alone."""
+    synth = SessionSynth(3, big_outputs=False)
+    ledger = _recorded(tmp_path, _told(scripted_steps(synth.turns(30))), synth.system_prompt())
+    hist = history(ledger, "ses_t")
+    said = {s.tool_calls for s in hist.steps if isinstance(s, UsageStep)}
+    assert said == {True, False}
+    report = whatif(ledger, "ses_t")
+    assert report.recorded.compactions and report.reproduces_recorded
+    ledger.close()
+
+
+def test_a_response_without_usage_is_replayed_as_one(tmp_path: Path) -> None:
+    """Under another config the what-if view differs; a recorded response without usage is
+    replayed as one (never as a count of 0, which would be taken for a real count)."""
+    synth = SessionSynth(3, big_outputs=False)
+    steps = _told(scripted_steps(synth.turns(30)), unreported_every=3)
+    ledger = _recorded(tmp_path, steps, synth.system_prompt())
+    hist = history(ledger, "ses_t")
+    assert False in {s.reported for s in hist.steps if isinstance(s, UsageStep)}
+    config = SMALL.replace(protect_last_n=4, tail_min_messages=3, target_ratio=0.1)
+    with replay_history(hist, config=config) as (scratch, _):
+        shapes = [
+            (rec.event.shape, rec.event.asked_for_tools)
+            for rec in scratch.store.read_all()
+            if isinstance(rec.event, UsageReported)
+        ]
+    recorded = [
+        (rec.event.shape, rec.event.asked_for_tools)
+        for rec in ledger.store.read_all()
+        if isinstance(rec.event, UsageReported)
+    ]
+    assert [s for s, _ in shapes].count("none") == [s for s, _ in recorded].count("none") > 0
+    assert [t for _, t in shapes] == [t for _, t in recorded]
+    ledger.close()

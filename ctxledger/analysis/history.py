@@ -70,6 +70,10 @@ class UsageStep(_Step, frozen=True, kw_only=True):
     cache_read: int = 0
     model: str | None = None
     cost_usd: float | None = None
+    #: whether the response asked for tools, as recorded (None: not said)
+    tool_calls: bool | None = None
+    #: False when the response reported no usage (replayed as such, never as a count of 0)
+    reported: bool = True
 
 
 class CompressStep(_Step, frozen=True, kw_only=True):
@@ -273,6 +277,8 @@ class _Reader:
                 cache_read=e.usage.cache_read,
                 model=e.model,
                 cost_usd=e.cost_usd,
+                tool_calls=e.asked_for_tools,
+                reported=e.reported,
                 at=e.at,
             )
         )

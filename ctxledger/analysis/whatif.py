@@ -15,7 +15,10 @@ the recorded configuration reproduces such a chain exactly.
 A recorded usage report is replayed as the prompt the alternative view would have
 sent: the provider's count minus our count of the recorded view (what our count
 misses: framing, hidden tokens) plus our count of the what-if view. When the views
-are the same size the recorded report is replayed verbatim.
+are the same size the recorded report is replayed verbatim. A response that reported
+no usage is replayed as such (never as a count of 0), and whether a response asked
+for tools is passed on as recorded (ledgers from before session 30 did not record it:
+those replay it as not said).
 
 :func:`whatif` runs it all into a scratch ledger (SQLite's private temporary database,
 gone when it closes, or a file at ``out``): the original ledger is only read. Its two halves
@@ -119,8 +122,8 @@ class DriveResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _usage_report(step: UsageStep, live: int) -> JSON:
-    if step.raw is not None and step.recorded_live == live:
-        return step.raw
+    if step.raw is not None and (step.recorded_live == live or not step.reported):
+        return step.raw  # the same view, or no usage reported: nothing to rescale
     prompt = max(0, live + step.offset)
     return {
         "prompt_tokens": prompt,
@@ -155,9 +158,10 @@ class _Driver:
                 )
             )
             raw = _usage_report(step, live)
-            self.sid = (
-                await svc.report_usage(self.sid, raw, model=step.model, cost_usd=step.cost_usd)
-            ).session_id
+            result = await svc.report_usage(
+                self.sid, raw, model=step.model, cost_usd=step.cost_usd, tool_calls=step.tool_calls
+            )
+            self.sid = result.session_id
         elif isinstance(step, CompressStep):
             self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
         elif isinstance(step, ModelStep):

@@ -39,6 +39,29 @@ JSON = dict[str, Any]
 STUBS = "responses_items"
 _TEXT_PARTS = frozenset({"input_text", "output_text"})
 _OWN_ROLES = {"user": "user", "system": "system", "developer": "system"}
+#: output items besides ``function_call`` (which becomes ``tool_calls``) that ask the
+#: client to run something and call the model again; they ride along as stubs
+_CLIENT_CALLS = frozenset(
+    {
+        "custom_tool_call",
+        "local_shell_call",
+        "shell_call",
+        "computer_call",
+        "apply_patch_call",
+        "mcp_approval_request",
+    }
+)
+
+
+def asks_for_tools(message: Mapping[str, Any]) -> bool:
+    """Whether a chat message asks the client to run tools: its ``tool_calls``, or (made
+    from Responses items) a stub of an item that calls a client-side tool."""
+    if message.get("tool_calls"):
+        return True
+    stubs = message.get(STUBS)
+    return isinstance(stubs, list) and any(
+        isinstance(stub, Mapping) and stub.get("type") in _CLIENT_CALLS for stub in stubs
+    )
 
 
 def _is_message(item: Mapping[str, Any]) -> bool:
@@ -266,4 +289,10 @@ def messages_to_items(messages: Iterable[Mapping[str, Any]]) -> list[JSON]:
     return [item for msg in messages for item in message_to_items(msg)]
 
 
-__all__ = ["STUBS", "items_to_messages", "message_to_items", "messages_to_items"]
+__all__ = [
+    "STUBS",
+    "asks_for_tools",
+    "items_to_messages",
+    "message_to_items",
+    "messages_to_items",
+]

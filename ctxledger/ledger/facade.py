@@ -44,6 +44,7 @@ from ctxledger.events import (
     ToolsDeclared,
     UsageReported,
     envelope,
+    said,
 )
 from ctxledger.events import (
     SessionEnded as SessionEndedEvent,
@@ -469,14 +470,13 @@ class Ledger:
         model: str | None = None,
         purpose: str = "agent",
         cost_usd: float | None = None,
+        tool_calls: bool | None = None,
     ) -> UsageReported:
-        """Record a provider usage report (normalized per HERMES_SPEC §5).
-
+        """Record a provider usage report (normalized per HERMES_SPEC §5), ``tool_calls`` if said.
         A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
-        reported" (shape ``none``) with the ledger's estimate of the prompt it answered.
-        """
+        reported" (shape ``none``) with the ledger's estimate of the prompt it answered."""
         self.transcript.session(session_id)
-        check_usage_report(raw, model, cost_usd)
+        check_usage_report(raw, model, cost_usd, tool_calls)
         if purpose not in ("agent", "summarizer"):
             raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
         found_shape, usage = normalize_usage(raw, shape)
@@ -493,6 +493,7 @@ class Ledger:
             estimated_prompt_tokens=self.transcript.total_tokens(session_id)
             if unreported
             else None,
+            tool_calls=said(tool_calls),
         )
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return event

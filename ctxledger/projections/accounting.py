@@ -2,10 +2,12 @@
 
 Agent calls and summarizer calls are kept apart (a summarizer's tokens must not be
 read as the agent's prompt size). ``last_prompt_tokens`` is the provider's real
-prompt count (input + cache read + cache write) of the session's latest agent call,
-which the in-loop trigger uses. A response that reported no usage counts as a call
-(``agent_calls_without_usage`` too) and leaves no real prompt count behind: the
-latest one is unknown, so the hygiene check falls back to the estimate.
+prompt count (input + cache read + cache write) of the session's latest agent call.
+A response that reported no usage counts as a call (``agent_calls_without_usage``
+too) and leaves no real prompt count behind: the latest one is unknown, so the
+hygiene check falls back to the estimate. (The in-loop trigger judges such a
+response by the runtime state's kept count and the estimate, not by this figure:
+``RuntimeState.last_real_prompt``.)
 """
 
 from __future__ import annotations

@@ -78,9 +78,9 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     cooldown: Cooldown = msgspec.field(default_factory=Cooldown)
     first_after_compaction: bool = False
     last_fallback: bool = False
-    #: the latest real prompt count of the chain's live session since it started or its
-    #: model switched; a response without usage leaves it (Hermes judges such a
-    #: response by its last reported count)
+    #: the latest real prompt count of the chain's live session since it started, its
+    #: model switched or a reported 0 (Hermes's kept count); a response without usage
+    #: leaves it, and the in-loop check judges such a response by max(it, estimate)
     last_real_prompt: int | None = None
 
 
@@ -89,11 +89,14 @@ def _after_usage(
 ) -> RuntimeState:
     if event.purpose != "agent" or state.context_length < 1:
         return state
-    if not event.reported:
+    if not event.counted:
         # no real count, no verdict (HERMES_SPEC §2 judges by real counts, as Hermes does):
         # neither a strike nor a reset, but a compaction's pending verdict is consumed so
-        # a much later reading is not charged to it
-        return msgspec.structs.replace(state, first_after_compaction=False)
+        # a much later reading is not charged to it. A reported 0 (some local servers)
+        # is no count either, and like Hermes's ``last_prompt_tokens = 0`` it drops the
+        # kept one; a response without usage keeps it.
+        kept = state.last_real_prompt if not event.reported else None
+        return msgspec.structs.replace(state, first_after_compaction=False, last_real_prompt=kept)
     prompt = event.usage.prompt
     threshold = max(1, config.threshold_tokens(state.context_length))
     anti = state.anti.after_real_prompt(prompt, threshold, state.first_after_compaction)
@@ -131,9 +134,14 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
         return _after_usage(state, event, config)
     if isinstance(event, ModelSwitched):
         # a new model (or window) is a fresh start for the guards: strikes and the
-        # fallback streak judged the old one, so a chain it blocked is unblocked
+        # fallback streak judged the old one, so a chain it blocked is unblocked; a
+        # compaction's pending verdict is dropped (Hermes's update_model clears it)
         return replace(
-            state, context_length=event.context_length, anti=AntiThrash(), last_real_prompt=None
+            state,
+            context_length=event.context_length,
+            anti=AntiThrash(),
+            last_real_prompt=None,
+            first_after_compaction=False,
         )
     if isinstance(event, SessionStarted | ContextLimitLearned):
         return replace(state, context_length=event.context_length)

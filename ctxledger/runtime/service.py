@@ -94,21 +94,24 @@ class ContextService(ServiceCore):
         compress in the loop when the real prompt count (input + cache read + cache
         write, never output or reasoning) reaches the threshold.
 
-        ``tool_calls``: whether the response asked for tools. After a final answer
-        (``False``) the in-loop check waits for the next turn's preflight, as Hermes
-        checks only after a response whose tools ran; ``None`` (not said) checks.
+        ``tool_calls``: whether the response asked for tools (recorded with the usage).
+        After a final answer (``False``) the in-loop check waits for the next turn's
+        preflight, as Hermes checks only after a response whose tools ran; ``None``
+        (not said) checks.
 
-        A response without usage (``None``, ``{}``, only nulls) is recorded as "no usage
-        reported" and judged as Hermes judges it (see ``_unreported_prompt``)."""
+        A response without usage (``None``, ``{}``, only nulls), or whose prompt count
+        is 0, is recorded and judged by ``_unreported_prompt``."""
         check_usage_report(raw, model, cost_usd, tool_calls)
         sid, event = self._on_tip(
             session_id,
-            lambda tip: self.ledger.report_usage(tip, raw, model=model, cost_usd=cost_usd),
+            lambda tip: self.ledger.report_usage(
+                tip, raw, model=model, cost_usd=cost_usd, tool_calls=tool_calls
+            ),
         )
         self.engine.update_from_response(sid, event)
         if event.purpose == "agent":
             self._overflow.pop(self.ledger.chains.root(sid), None)  # the call went through
-        if event.reported:
+        if event.counted:
             prompt, source = (
                 event.usage.prompt,
                 "provider prompt tokens (input + cache read + cache write)",
@@ -124,26 +127,22 @@ class ContextService(ServiceCore):
         return self._with(result, notices=self._pressure(result.session_id, prompt))
 
     def _unreported_prompt(self, sid: str) -> tuple[int, str]:
-        """The size a response without usage is judged by in the loop, as Hermes 0.19 keeps
-        it: the latest real prompt count of the live session (since it started or its
-        model switched), however stale; with none, the estimate of system + messages +
-        tools (Hermes: its turn-start estimate), and on a compaction's continuation the
-        estimate of messages + tools (Hermes's after a compaction: no system prompt)."""
+        """The in-loop figure of a response without a prompt count: the larger of the live
+        session's latest real count (Hermes 0.19's in-loop figure: kept however stale,
+        until a compaction, a model switch or a reported 0) and the estimate of system +
+        messages + tools (what Hermes's check before the next call judges). So the
+        decision is the one Hermes makes by the next call, whether or not the integrator
+        runs ``preflight`` before every call, and a stale count never hides growth."""
+        estimate = self._estimate(sid)
         real = self.tracker.state(sid).last_real_prompt
-        if real is not None:
+        if real is not None and real >= estimate:
             return real, "no usage reported: the session's latest provider prompt count"
-        if self.ledger.chains.root(sid) != sid:
-            estimate = self._estimate(sid, system=False)
-            return (
-                estimate,
-                "no usage reported yet after compaction: estimate of messages + tools schema",
-            )
-        return self._estimate(
-            sid
-        ), "no usage reported: estimate of system + messages + tools schema"
+        return estimate, "no usage reported: estimate of system + messages + tools schema"
 
     async def preflight(self, session_id: str) -> TurnResult:
-        """Before the first model call of a turn: system + messages + tools schema vs the threshold.
+        """Before a model call (at least the first of a turn; before every call of a tool
+        loop, as Hermes 0.19 checks and as the proxy and the integrations run it):
+        system + messages + tools schema vs the threshold.
 
         Up to ``max_compression_attempts`` passes, stopping when under the threshold or
         when a pass made no progress (no rows removed and tokens not below 95 %).
@@ -206,17 +205,13 @@ class ContextService(ServiceCore):
             sid, "hygiene", decision.tokens_used, source, size_decided=True
         )
 
-    def _estimate(self, sid: str, *, system: bool = True) -> int:
+    def _estimate(self, sid: str) -> int:
         """System prompt + messages + tools schema by the configured estimator (HERMES_SPEC §2:
-        the tools schema can be 20-30K tokens, so it is never left out); ``system=False``
-        leaves the system prompt out (the in-loop figure of a response without usage)."""
+        the tools schema can be 20-30K tokens, so it is never left out)."""
         transcript = self.ledger.transcript
         if self.config.estimator == "exact":
-            total = transcript.total_tokens(sid)  # kept current by the projection: no walk
-            return total if system else total - transcript.session(sid).system_tokens
+            return transcript.total_tokens(sid)  # kept current by the projection: no walk
         view = transcript.api_view(sid)
-        if not system and view and view[0].get("role") == "system":
-            view = view[1:]
         rough = sum(rough_message_tokens(m) for m in view)
         return rough + rough_tools_tokens(transcript.session(sid).tools)
 

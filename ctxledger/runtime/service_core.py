@@ -386,7 +386,10 @@ class ServiceCore:
             "threshold_tokens": self.config.threshold_tokens(view.context_length),
             "tokens": self.ledger.transcript.total_tokens(sid),
             "messages": len(view.live),
+            # the latest response's count (None when it reported none); the in-loop check
+            # of a response without one judges max(kept count, estimate), kept count below
             "last_prompt_tokens": self.ledger.usage(sid).last_prompt_tokens,
+            "kept_prompt_tokens": state.last_real_prompt,
             "compactions": self.ledger.chains.compression_count(sid),
             "strikes": state.anti.strikes,
             "blocked": state.anti.blocked(self.config.anti_thrash_strikes),

@@ -42,6 +42,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
+from ctxledger.importers.responses import asks_for_tools
 from ctxledger.limits import check_context_length
 from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
 from ctxledger.runtime.service_io import check_new_batch
@@ -338,7 +339,7 @@ class Turn:
                 return
         if usage:
             # a final answer leaves the in-loop check to the next request's preflight (Hermes)
-            asked = None if not reply else any(m.get("tool_calls") for m in replies)
+            asked = None if not reply else any(asks_for_tools(m) for m in replies)
             try:
                 result = await self.svc.report_usage(
                     self.session_id, usage, model=self.turn.model, tool_calls=asked

@@ -1,0 +1,129 @@
+"""The proxy tells ``report_usage`` whether a reply asked for tools (review of session 30,
+item H), on each face, JSON and streamed: the in-loop check runs after a tool call and
+waits for the next request's preflight after a final answer. The recorded
+``UsageReported.tool_calls`` says what was passed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.fake_upstream import Raw, Say
+from helpers.server_rig import Rig, rig
+
+from ctxledger.events import UsageReported
+
+pytestmark = pytest.mark.anyio
+
+SYSTEM = "You are a careful coding agent."
+TOOL = ("read_file", {"path": "a.py"})
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _said(r: Rig) -> list[bool | None]:
+    return [
+        rec.event.asked_for_tools
+        for rec in r.service.ledger.store.read_all()
+        if isinstance(rec.event, UsageReported)
+    ]
+
+
+async def _chat(r: Rig, stream: bool, ask: str) -> None:
+    messages: Any = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ask}]
+    client = r.openai()
+    if stream:
+        chunks = await client.chat.completions.create(
+            model="gpt-4.1", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+        async for _ in chunks:
+            pass
+    else:
+        await client.chat.completions.create(model="gpt-4.1", messages=messages)
+
+
+async def _responses(r: Rig, stream: bool, ask: str) -> None:
+    client = r.openai()
+    if stream:
+        async with client.responses.stream(model="gpt-4.1", instructions=SYSTEM, input=ask) as s:
+            await s.get_final_response()
+    else:
+        await client.responses.create(model="gpt-4.1", instructions=SYSTEM, input=ask)
+
+
+async def _anthropic(r: Rig, stream: bool, ask: str) -> None:
+    client = r.anthropic()
+    messages: Any = [{"role": "user", "content": ask}]
+    if stream:
+        async with client.messages.stream(
+            model="claude-sonnet-4", max_tokens=256, system=SYSTEM, messages=messages
+        ) as s:
+            await s.get_final_message()
+    else:
+        await client.messages.create(
+            model="claude-sonnet-4", max_tokens=256, system=SYSTEM, messages=messages
+        )
+
+
+FACES = {"chat": ("openai", _chat), "responses": ("openai", _responses)}
+FACES["anthropic"] = ("anthropic", _anthropic)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("face", sorted(FACES))
+async def test_each_face_says_whether_the_reply_asked_for_tools(
+    tmp_path: Path, face: str, stream: bool
+) -> None:
+    api, send = FACES[face]
+    async with rig(tmp_path, api=api) as r:
+        r.upstream.queue(Say("let me look", tool=TOOL), Say("done"))
+        await send(r, stream, "read a.py")
+        await send(r, stream, "what is 2 + 2?")  # another conversation: a final answer
+        assert _said(r) == [True, False]
+
+
+def _custom_call_response(kind: str) -> bytes:
+    item: dict[str, Any] = {"id": "it_1", "type": kind, "call_id": "call_1", "status": "completed"}
+    item |= {"name": "apply_patch", "input": "*** patch"} if kind == "custom_tool_call" else {}
+    item |= {"action": {"type": "exec", "command": ["ls"]}} if kind == "local_shell_call" else {}
+    if kind == "computer_call":
+        item |= {"action": {"type": "screenshot"}, "pending_safety_checks": []}
+    usage = {
+        "input_tokens": 40,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 45,
+    }
+    doc = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": "gpt-4.1",
+        "output": [item],
+        "usage": usage,
+    }
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("kind", ["custom_tool_call", "local_shell_call", "computer_call"])
+async def test_a_responses_client_side_call_other_than_a_function_asks_for_tools(
+    tmp_path: Path, kind: str
+) -> None:
+    """Review item E: such items ride along as stubs, not ``tool_calls``; they still ask
+    the client to run a tool and call again."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(Raw((_custom_call_response(kind),)))
+        resp = await r.http.post(
+            "/v1/responses",
+            json={"model": "gpt-4.1", "instructions": SYSTEM, "input": "go"},
+            headers={"authorization": "Bearer sk-client"},
+        )
+        assert resp.status_code == 200, resp.text
+        assert _said(r) == [True]

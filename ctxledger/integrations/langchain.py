@@ -47,6 +47,7 @@ from ctxledger import ContextService
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
     LoopThread,
+    finite_schema,
     live_messages,
     report_usage_or_warn,
     system_view,
@@ -292,9 +293,11 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     schemas: list[JSON] = []
     for tool in tools:
         try:
-            schemas.append(dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool))
+            schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
         except (TypeError, ValueError, NotImplementedError):
             continue  # a provider-native tool without a function schema: not estimable
+        name = getattr(tool, "name", None) or f"tool {len(schemas)}"
+        schemas.append(finite_schema(schema, str(name)))
     return schemas or None
 
 

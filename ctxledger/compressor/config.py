@@ -24,7 +24,7 @@ import sys
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,8 +86,11 @@ _INT_MAXIMUM = {
 #: seconds: a summary request or a cooldown longer than a year is no setting
 _MAX_SECONDS = 366 * 24 * 3600.0
 _SECONDS = ("summary_timeout", "cooldown_no_summarizer", "cooldown_generic", "cooldown_malformed")
-#: set while a recorded snapshot is rebuilt
-_RECORDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_RECORDED", default=False)
+#: the settings whose range is not checked, as they hold recorded values (None: all of
+#: them, while a recorded snapshot is rebuilt)
+_RECORDED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "_RECORDED", default=frozenset()
+)
 
 
 class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -171,8 +174,9 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                 raise InvalidConfig(f"{name} must be a number of seconds >= 0, got {value!r}")
         if self.args_leaf_keep < 1:
             raise InvalidConfig("args_leaf_keep must be >= 1")
-        if not _RECORDED.get():
-            _check_ranges(self)
+        recorded = _RECORDED.get()
+        if recorded is not None:
+            _check_ranges(self, recorded)
 
     # --- derived budgets ----------------------------------------------------------------
 
@@ -250,7 +254,7 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         version must still replay); known keys are validated as usual.
         """
         known = {f.name for f in msgspec.structs.fields(cls)}
-        recorded = _RECORDED.set(True)  # recorded before the range checks: it replays
+        recorded = _RECORDED.set(None)  # recorded before the range checks: it replays
         try:
             return _convert({k: v for k, v in snapshot.items() if k in known}, "snapshot")
         finally:
@@ -479,27 +483,36 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return _read_toml(Path(path))
 
 
-def build_config(data: Mapping[str, Any], source: str) -> CompressionConfig:
-    """A validated config from plain settings; errors name `source` (a file, variables, ...)."""
-    return _convert(data, source)
+def build_config(
+    data: Mapping[str, Any], source: str, recorded: Iterable[str] = ()
+) -> CompressionConfig:
+    """A validated config from plain settings; errors name `source` (a file, variables, ...).
+    The settings named in `recorded` hold recorded values: their range is not checked (a
+    what-if starts from a chain's settings, legal when it ran)."""
+    token = _RECORDED.set(frozenset(recorded))
+    try:
+        return _convert(data, source)
+    finally:
+        _RECORDED.reset(token)
 
 
-def _check_ranges(config: CompressionConfig) -> None:
+def _check_ranges(config: CompressionConfig, recorded: frozenset[str]) -> None:
     """A window the library accepts, and no count, token budget or number of seconds
     past what it can mean (:data:`_INT_MAXIMUM`, a year of seconds); else InvalidConfig
-    naming the setting. Not run on a recorded snapshot: it replays as recorded."""
-    if config.context_length is not None:
+    naming the setting. Not run on a recorded snapshot, nor on the `recorded` settings:
+    they replay as recorded."""
+    if config.context_length is not None and "context_length" not in recorded:
         try:
             check_context_length(config.context_length)
         except InvalidInput as exc:
             raise InvalidConfig(str(exc)) from None
     for name, most in _INT_MAXIMUM.items():
         value = getattr(config, name)
-        if value > most:
+        if value > most and name not in recorded:
             raise InvalidConfig(f"{name} is out of range: {_shown(value)} > {most:,}")
     for name in _SECONDS:
         value = getattr(config, name)
-        if value > _MAX_SECONDS:
+        if value > _MAX_SECONDS and name not in recorded:
             raise InvalidConfig(
                 f"{name} is out of range: {value:g} s > {_MAX_SECONDS:,.0f} s (a year)"
             )

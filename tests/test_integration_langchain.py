@@ -351,7 +351,11 @@ class OddUsageChat(GenericFakeChatModel):
         return result
 
 
-@pytest.mark.parametrize("figure", [float("nan"), "lots", -5], ids=["nan", "text", "negative"])
+@pytest.mark.parametrize(
+    "figure",
+    [float("nan"), "lots", -5, "12", True],
+    ids=["nan", "text", "negative", "digits", "bool"],  # "12" was 12 and True 1, silently
+)
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # LangChain's, of the odd figure
 def test_odd_usage_figures_keep_the_answer_and_record_no_usage(service, figure, caplog):
     """usage_metadata of a NaN raised ValueError and a negative count InvalidInput out of

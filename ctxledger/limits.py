@@ -16,6 +16,7 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import os
@@ -165,9 +166,12 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
             children: Any = item.values()
         else:
             children = item
-        if set(map(type, children)) <= _LEAVES:
+        kinds = set(map(type, children))
+        if kinds <= _LEAVES:
             continue
         bound = _int_bound()
+        if kinds <= _NUMBERS and _plain_numbers(children, kinds, bound):
+            continue
         for child in children:
             kind = type(child)
             if kind in _LEAVES:
@@ -176,20 +180,44 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
                 if -bound < child < bound:
                     continue
                 return deepest, False
-            if kind is dict or kind is list or kind is tuple or isinstance(child, Mapping):
-                stack.append((child, level + 1))
+            if kind is dict or kind is list or kind is tuple or isinstance(child, _CONTAINERS):
+                stack.append((child, level + 1))  # a subclass (namedtuple) is one too
             elif not _is_leaf(child):
                 return deepest, False
     return deepest, True
 
 
+#: what a container of only these holds can be judged at C speed (:func:`_plain_numbers`)
+_NUMBERS = frozenset({int, float, bool})
+_CONTAINERS = (Mapping, list, tuple)
+
+
+def _plain_numbers(numbers: Any, kinds: set[type], bound: int | float) -> bool:
+    """Whether the ints, floats and bools `numbers` holds (their types: `kinds`) are all
+    finite and inside the int bound, judged at C speed (a list of 100,000 numbers took
+    a Python loop); False also when the loop must look (an int past a float's range)."""
+    try:
+        if float in kinds and not all(map(math.isfinite, numbers)):
+            return False
+        return int not in kinds or (-bound < min(numbers) and max(numbers) < bound)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
 def _is_leaf(value: Any) -> bool:
-    """Whether `value` is a JSON leaf as it is (a subclass of str or int counts: an enum)."""
+    """Whether `value` is a JSON leaf as it is. A subclass of str, int or float counts
+    only as an enum (msgspec encodes an enum by its value and refuses other subclasses:
+    ``numpy.float64`` was refused naming an event, not the path)."""
+    if type(value) not in _PLAIN and not isinstance(value, enum.Enum):
+        return False
     if isinstance(value, float):
         return value == value and value not in _INFINITIES
     if isinstance(value, int) and not isinstance(value, bool):
         return -_int_bound() < value < _int_bound()
     return value is None or isinstance(value, str | bool)
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _int_bound() -> int | float:
@@ -229,14 +257,16 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
             stack.extend((item[k], _key_path(path, k)) for k in reversed(list(item)))
         elif isinstance(item, list | tuple):
             stack.extend((item[i], f"{path}[{i}]") for i in reversed(range(len(item))))
-        elif isinstance(item, float) and not _is_leaf(item):
+        elif _is_leaf(item):
+            continue
+        elif isinstance(item, float) and not math.isfinite(item):
             return f"{path or whole} is {item!r}: JSON has no NaN or infinity"
-        elif isinstance(item, int) and not _is_leaf(item):
+        elif isinstance(item, int) and not isinstance(item, bool) and type(item) in _PLAIN:
             return (
                 f"{path or whole} is an integer of {decimal_digits(item):,} digits: at most "
                 f"{_int_digits():,} are stored and read back"
             )
-        elif not _is_leaf(item):
+        else:
             return (
                 f"{path or whole} is a Python {type(item).__name__}, which JSON cannot hold "
                 "(JSON holds text, numbers, true/false, null, lists and objects)"

@@ -7,6 +7,8 @@ limits existed is read without recursing into it.
 
 from __future__ import annotations
 
+import collections
+import enum
 import json
 import os
 import sys
@@ -97,8 +99,31 @@ def test_the_text_scan_reads_the_values_depth(value: object) -> None:
     assert json_text_depth(json.dumps(value)) == value_depth(value)
 
 
+class _List(list):  # a list subclass (ruamel's CommentedSeq): JSON, stored as a list
+    pass
+
+
+class _Float(float):  # a float subclass (numpy.float64): msgspec refuses it
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
 #: anything a Python caller may put in a message: JSON leaves and what JSON cannot hold
-#: as it is (NaN, infinities, sets, bytes, keys that are not text)
+#: as it is (NaN, infinities, sets, bytes, keys that are not text, subclasses of float
+#: and int that are no enum), and containers of every kind msgspec writes as JSON
 _PYTHON_VALUES = st.recursive(
     st.none()
     | st.booleans()
@@ -107,11 +132,15 @@ _PYTHON_VALUES = st.recursive(
     | st.floats()
     | st.text(max_size=3)
     | st.binary(max_size=2)
-    | st.frozensets(st.integers(), max_size=2),
+    | st.frozensets(st.integers(), max_size=2)
+    | st.sampled_from([_Level.LOW, _Color.RED, _Float(1.5), _Int(2)]),
     lambda inner: (
         st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(_List)
         | st.tuples(inner, inner)
+        | st.builds(_Pair, inner, inner)
         | st.dictionaries(st.text(max_size=2) | st.integers() | st.none(), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3).map(collections.OrderedDict)
     ),
     max_leaves=12,
 )

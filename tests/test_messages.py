@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import math
+import re
 
 import pytest
 
@@ -184,18 +187,63 @@ def test_a_value_msgspec_would_store_changed_is_refused(
     assert ledger.store.last_seq() == before
 
 
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+class _Seq(list):  # as ruamel's CommentedSeq
+    pass
+
+
+_Point = collections.namedtuple("_Point", "x y")
+
+
 def test_json_values_of_every_kind_are_stored_as_sent(ledger: Ledger) -> None:
-    # finite floats, big ints, enum-like subclasses of str and int, tuples (a JSON list)
+    # finite floats, big ints, enums of str and int (stored as their values), tuples,
+    # namedtuples and list subclasses (a JSON list) nested anywhere: the last two were
+    # refused ("the message is not JSON", no path) by the review's base
     sid = ledger.start_session(model="m", context_length=16_000)
     extra = {
         "f": [0.1, -2.5e300, 5e-324],
         "big": [10**30, -(10**4298), 10**4299 - 1],
+        "mixed": [1.5, 2, 10**400],  # past a float's range: the fast number check gives way
         "n": None,
         "b": [True],
+        "e": {"level": _Level.LOW, "color": _Color.RED},
     }
-    ledger.append_messages(sid, [{"role": "user", "content": "x", **extra, "t": (1, "a")}])
-    expected = {"role": "user", "content": "x", **extra, "t": [1, "a"]}
+    odd = {"t": (1, "a"), "meta": {"pt": _Point(1, 2), "seq": _Seq([_Seq([3]), 4.5])}}
+    ledger.append_messages(sid, [{"role": "user", "content": "x", **extra, **odd}])
+    plain = {"t": [1, "a"], "meta": {"pt": [1, 2], "seq": [[3], 4.5]}}
+    expected = {"role": "user", "content": "x", **extra, **plain}
     assert ledger.api_messages(sid)[-1] == expected
     # as stored: read back from the log
     (stored,) = [r.event.message for r in ledger.store.read_all() if hasattr(r.event, "message")]
     assert stored == expected
+
+
+class _Float(float):  # as numpy.float64
+    pass
+
+
+@pytest.mark.parametrize(
+    ("meta", "says"),
+    [
+        ({"w": [0.5] * 5_000 + [math.nan]}, "meta.w[5000] is nan"),
+        ({"w": list(range(5_000)) + [10**4299]}, "meta.w[5000] is an integer of 4,300 digits"),
+        ({"w": {"a": 1.0, "b": -math.inf}}, "meta.w.b is -inf"),
+        ({"w": [1.0, _Float(2.0)]}, "meta.w[1] is a Python _Float, which JSON cannot hold"),
+    ],
+)
+def test_a_bad_number_among_many_is_named(ledger: Ledger, meta: dict, says: str) -> None:
+    """Containers of numbers are judged at C speed (review R6); the odd one is still
+    found and named, and a float subclass msgspec cannot write (numpy's float64) is
+    named by its path, not as an event JSON cannot hold (review I3)."""
+    sid = ledger.start_session(model="m", context_length=16_000)
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidMessage, match=re.escape(f"message 0: {says}")):
+        ledger.append_messages(sid, [{"role": "user", "content": "x", "meta": meta}])
+    assert ledger.store.last_seq() == before

@@ -233,7 +233,7 @@ class _Float(float):  # as numpy.float64
     ("meta", "says"),
     [
         ({"w": [0.5] * 5_000 + [math.nan]}, "meta.w[5000] is nan"),
-        ({"w": list(range(5_000)) + [10**4299]}, "meta.w[5000] is an integer of 4,300 digits"),
+        ({"w": [*range(5_000), 10**4299]}, "meta.w[5000] is an integer of 4,300 digits"),
         ({"w": {"a": 1.0, "b": -math.inf}}, "meta.w.b is -inf"),
         ({"w": [1.0, _Float(2.0)]}, "meta.w[1] is a Python _Float, which JSON cannot hold"),
     ],

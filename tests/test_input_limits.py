@@ -20,6 +20,7 @@ import click
 import msgspec
 import pytest
 from click.testing import CliRunner
+from helpers.fifo import fifo_with_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -303,7 +304,7 @@ def test_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
-def test_a_fifo_with_no_writer_is_refused_not_waited_on(tmp_path: Path) -> None:
+def test_a_fifo_with_no_writer_is_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     outcome: list[click.testing.Result] = []
@@ -316,7 +317,20 @@ def test_a_fifo_with_no_writer_is_refused_not_waited_on(tmp_path: Path) -> None:
         with open(fifo, "w"):
             pass
         pytest.fail("import blocked on a FIFO with no writer")
-    assert_refused(outcome[0], "a FIFO")
+    assert_refused(outcome[0], "pipe")  # read as empty: nothing to import
+    assert nothing_appended(tmp_path / "l.db")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_pipe_is_imported_but_not_as_a_database(tmp_path: Path) -> None:
+    """`import <(cat chat.jsonl)` is read as a file is (review R4: the same rule as a
+    config file); a SQLite database is opened again by name, so it must be a file."""
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    with fifo_with_writer(tmp_path / "chat", (json.dumps(chat) + "\n").encode()) as fifo:
+        result = run(tmp_path / "l.db", "import", "--context-length", "16000", str(fifo))
+    assert result.exit_code == 0, result.output
+    with fifo_with_writer(tmp_path / "db", b"SQLite format 3\x00" + bytes(100)) as fifo:
+        assert_refused(run(tmp_path / "m.db", "import", str(fifo)), "not a regular file (a FIFO)")
 
 
 def test_input_larger_than_the_cap_is_refused(

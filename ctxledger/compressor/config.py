@@ -19,7 +19,6 @@ import difflib
 import functools
 import math
 import os
-import stat
 import sys
 import tomllib
 import types
@@ -31,6 +30,7 @@ from typing import Any, Literal
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput
+from ctxledger.inputfile import NotAFile, open_input, read_capped
 from ctxledger.limits import (
     MAX_CONTEXT_LENGTH,
     MAX_TOKEN_COUNT,
@@ -394,15 +394,13 @@ _MAX_CONFIG_BYTES = 1 << 20
 
 
 def _config_bytes(path: Path) -> bytes:
-    """The bytes of a settings file: a regular file (a FIFO or a device blocked or was read
-    forever; opened non-blocking so a FIFO is not waited on), or /dev/null (no settings),
-    of at most 1 MiB."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        if not regular and os.path.realpath(path) != os.devnull:
-            raise InvalidConfig(f"config file {path} is not a regular file")
-        data = fh.read(_MAX_CONFIG_BYTES + 1)
+    """The bytes of a settings file (a file, a FIFO or pipe, /dev/null: see
+    :mod:`ctxledger.inputfile`; /dev/zero was read forever), of at most 1 MiB."""
+    try:
+        with open_input(path) as fh:
+            data = read_capped(fh, _MAX_CONFIG_BYTES)
+    except NotAFile as exc:
+        raise InvalidConfig(f"config file {path} is {exc.strerror}") from None
     if len(data) > _MAX_CONFIG_BYTES:
         raise InvalidConfig(f"config file {path} is larger than 1 MiB: no settings file is")
     return data

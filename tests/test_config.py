@@ -306,7 +306,7 @@ def test_a_flag_s_bad_value_is_named_as_a_flag() -> None:
         ("protect_last_n", 10**30, "protect_last_n is out of range: 1,000,000"),
         ("protect_first_n", 10**9 + 1, "protect_first_n is out of range: 1,000,000,001 > 1,000,000,000"),
         ("hygiene_hard_message_limit", 10**12, "hygiene_hard_message_limit is out of range"),
-        ("max_compression_attempts", 101, "max_compression_attempts is out of range: 101 > 100"),
+        ("max_compression_attempts", 1001, "max_compression_attempts is out of range: 1,001 > 1,000"),
         ("threshold_floor_tokens", 10**10, "threshold_floor_tokens is out of range"),
         ("max_summary_tokens_cap", 10**10, "max_summary_tokens_cap is out of range"),
         ("prune_min_chars", 10**13, "prune_min_chars is out of range"),
@@ -340,7 +340,7 @@ def test_the_largest_meaningful_settings_are_kept() -> None:
     config = CompressionConfig(
         protect_last_n=10**9,
         hygiene_hard_message_limit=10**9,
-        max_compression_attempts=100,
+        max_compression_attempts=1000,  # 101 to 1,000 were taken before the caps
         threshold_floor_tokens=10**9,
         prune_min_chars=10**12,
         summary_timeout=3600.0 * 24 * 366,

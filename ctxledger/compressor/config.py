@@ -74,8 +74,9 @@ _INT_MAXIMUM = {
     "hygiene_hard_message_limit": _MAX_MESSAGES,
     "tail_min_messages": _MAX_MESSAGES,
     "anti_thrash_strikes": _MAX_MESSAGES,
-    # each attempt is a compaction and a model call
-    "max_compression_attempts": 100,
+    # each attempt is a compaction and a model call, and must make progress to go on:
+    # a few hundred is a choice (100 was the first cap, review R5), 10**6 is not
+    "max_compression_attempts": 1000,
     "max_summary_tokens_cap": MAX_CONTEXT_LENGTH,
     "summary_min_tokens": MAX_CONTEXT_LENGTH,
     "threshold_floor_tokens": MAX_CONTEXT_LENGTH,

@@ -169,15 +169,15 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
         kinds = set(map(type, children))
         if kinds <= _LEAVES:
             continue
-        bound = _int_bound()
-        if kinds <= _NUMBERS and _plain_numbers(children, kinds, bound):
+        low, high = _int_bounds()
+        if kinds <= _NUMBERS and _plain_numbers(children, kinds, low, high):
             continue
         for child in children:
             kind = type(child)
             if kind in _LEAVES:
                 continue
             if kind is int:
-                if -bound < child < bound:
+                if low < child < high:
                     continue
                 return deepest, False
             if kind is dict or kind is list or kind is tuple or isinstance(child, _CONTAINERS):
@@ -192,14 +192,14 @@ _NUMBERS = frozenset({int, float, bool})
 _CONTAINERS = (Mapping, list, tuple)
 
 
-def _plain_numbers(numbers: Any, kinds: set[type], bound: int | float) -> bool:
+def _plain_numbers(numbers: Any, kinds: set[type], low: int | float, high: int | float) -> bool:
     """Whether the ints, floats and bools `numbers` holds (their types: `kinds`) are all
     finite and inside the int bound, judged at C speed (a list of 100,000 numbers took
     a Python loop); False also when the loop must look (an int past a float's range)."""
     try:
         if float in kinds and not all(map(math.isfinite, numbers)):
             return False
-        return int not in kinds or (-bound < min(numbers) and max(numbers) < bound)
+        return int not in kinds or (low < min(numbers) and max(numbers) < high)
     except OverflowError:  # an int past a float's range
         return False
 
@@ -213,22 +213,28 @@ def _is_leaf(value: Any) -> bool:
     if isinstance(value, float):
         return value == value and value not in _INFINITIES
     if isinstance(value, int) and not isinstance(value, bool):
-        return -_int_bound() < value < _int_bound()
+        low, high = _int_bounds()
+        return low < value < high
     return value is None or isinstance(value, str | bool)
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-def _int_bound() -> int | float:
-    """Ints stored as JSON text and read back are less than this in magnitude (10 ** one
-    less than the digits Python converts to text, for the sign; none when that is off)."""
-    return _power_of_ten(_int_digits())
+def _int_bounds() -> tuple[int | float, int | float]:
+    """Ints stored as JSON text and read back lie strictly between these: msgspec reads a
+    number of at most as many characters as Python converts to text, the sign included
+    (a positive int of 4,300 digits is read back, a negative one is not: review G2, an
+    old ledger holding one replays); none when Python's limit is off."""
+    digits = _int_digits()
+    if not digits:
+        return -math.inf, math.inf
+    return -_power_of_ten(digits - 1), _power_of_ten(digits)
 
 
 def _int_digits() -> int:
-    """The most digits of an int stored and read back (0: no limit)."""
-    return max(0, sys.get_int_max_str_digits() - 1)
+    """The most digits of a positive int stored and read back (0: no limit)."""
+    return max(0, sys.get_int_max_str_digits())
 
 
 def decimal_digits(value: int) -> int:
@@ -264,7 +270,8 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
         elif isinstance(item, int) and not isinstance(item, bool) and type(item) in _PLAIN:
             return (
                 f"{path or whole} is an integer of {decimal_digits(item):,} digits: at most "
-                f"{_int_digits():,} are stored and read back"
+                f"{_int_digits():,} are stored and read back ({_int_digits() - 1:,} with a "
+                "minus sign)"
             )
         else:
             return (

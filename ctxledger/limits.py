@@ -144,7 +144,8 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
 
     Not JSON (msgspec would store it changed, silently): a NaN or an infinity (stored as
     null), a key that is not text (``1`` stored as ``"1"``), a set, bytes (stored as
-    base64), any other object. A tuple is a list. One iterative walk; the types of a
+    base64), a Mapping that is no dict inside `value`, any other object. A tuple (a
+    namedtuple) or a list subclass is a list. One iterative walk; the types of a
     container's children are gathered at C speed, so a container of plain leaves (the
     common case) costs no Python loop. The walk stops above `stop_above` (the flag then
     covers only what was walked) and at the first part that is not JSON (the depth is
@@ -189,7 +190,10 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
 
 #: what a container of only these holds can be judged at C speed (:func:`_plain_numbers`)
 _NUMBERS = frozenset({int, float, bool})
-_CONTAINERS = (Mapping, list, tuple)
+#: inside a value, a Mapping that is no dict is not JSON: msgspec writes none (a
+#: mappingproxy failed naming the event, not the path: review I3); `value` itself may be
+#: one (its callers copy it into a dict)
+_CONTAINERS = (dict, list, tuple)
 
 
 def _plain_numbers(numbers: Any, kinds: set[type], low: int | float, high: int | float) -> bool:
@@ -256,7 +260,7 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         item, path = stack.pop()
-        if isinstance(item, Mapping):
+        if isinstance(item, Mapping) and (item is value or isinstance(item, dict)):
             for key in item:
                 if not isinstance(key, str):
                     return f"{path or whole} has a key that is not text: {key!r}"

@@ -6,6 +6,7 @@ import collections
 import enum
 import math
 import re
+import types
 
 import pytest
 
@@ -240,6 +241,7 @@ class _Float(float):  # as numpy.float64
         ({"w": [*range(5_000), 10**4300]}, "meta.w[5000] is an integer of 4,301 digits"),
         ({"w": {"a": 1.0, "b": -math.inf}}, "meta.w.b is -inf"),
         ({"w": [1.0, _Float(2.0)]}, "meta.w[1] is a Python _Float, which JSON cannot hold"),
+        ({"w": types.MappingProxyType({})}, "meta.w is a Python mappingproxy, which JSON"),
     ],
 )
 def test_a_bad_number_among_many_is_named(ledger: Ledger, meta: dict, says: str) -> None:

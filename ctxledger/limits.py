@@ -154,6 +154,7 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
     if not isinstance(value, Mapping | list | tuple):
         return 0, _is_leaf(value)
     deepest = 0
+    low, high = _int_bounds()
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
@@ -170,7 +171,6 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
         kinds = set(map(type, children))
         if kinds <= _LEAVES:
             continue
-        low, high = _int_bounds()
         if kinds <= _NUMBERS and _plain_numbers(children, kinds, low, high):
             continue
         for child in children:
@@ -230,10 +230,14 @@ def _int_bounds() -> tuple[int | float, int | float]:
     number of at most as many characters as Python converts to text, the sign included
     (a positive int of 4,300 digits is read back, a negative one is not: review G2, an
     old ledger holding one replays); none when Python's limit is off."""
-    digits = _int_digits()
+    return _bounds_for(sys.get_int_max_str_digits())
+
+
+@functools.cache
+def _bounds_for(digits: int) -> tuple[int | float, int | float]:
     if not digits:
         return -math.inf, math.inf
-    return -_power_of_ten(digits - 1), _power_of_ten(digits)
+    return -(10 ** (digits - 1)), 10**digits
 
 
 def _int_digits() -> int:
@@ -246,11 +250,6 @@ def decimal_digits(value: int) -> int:
     magnitude = abs(value)
     digits = max(1, int(magnitude.bit_length() * math.log10(2)))
     return digits + 1 if magnitude >= 10**digits else digits
-
-
-@functools.cache
-def _power_of_ten(digits: int) -> int | float:
-    return 10**digits if digits else math.inf
 
 
 def not_json(value: Any, where: str = "", whole: str = "the value") -> str | None:

@@ -16,6 +16,7 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import os
@@ -143,7 +144,8 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
 
     Not JSON (msgspec would store it changed, silently): a NaN or an infinity (stored as
     null), a key that is not text (``1`` stored as ``"1"``), a set, bytes (stored as
-    base64), any other object. A tuple is a list. One iterative walk; the types of a
+    base64), a Mapping that is no dict inside `value`, any other object. A tuple (a
+    namedtuple) or a list subclass is a list. One iterative walk; the types of a
     container's children are gathered at C speed, so a container of plain leaves (the
     common case) costs no Python loop. The walk stops above `stop_above` (the flag then
     covers only what was walked) and at the first part that is not JSON (the depth is
@@ -152,6 +154,7 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
     if not isinstance(value, Mapping | list | tuple):
         return 0, _is_leaf(value)
     deepest = 0
+    low, high = _int_bounds()
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
@@ -165,42 +168,81 @@ def json_depth(value: Any, stop_above: int | None = None) -> tuple[int, bool]:
             children: Any = item.values()
         else:
             children = item
-        if set(map(type, children)) <= _LEAVES:
+        kinds = set(map(type, children))
+        if kinds <= _LEAVES:
             continue
-        bound = _int_bound()
+        if kinds <= _NUMBERS and _plain_numbers(children, kinds, low, high):
+            continue
         for child in children:
             kind = type(child)
             if kind in _LEAVES:
                 continue
             if kind is int:
-                if -bound < child < bound:
+                if low < child < high:
                     continue
                 return deepest, False
-            if kind is dict or kind is list or kind is tuple or isinstance(child, Mapping):
-                stack.append((child, level + 1))
+            if kind is dict or kind is list or kind is tuple or isinstance(child, _CONTAINERS):
+                stack.append((child, level + 1))  # a subclass (namedtuple) is one too
             elif not _is_leaf(child):
                 return deepest, False
     return deepest, True
 
 
+#: what a container of only these holds can be judged at C speed (:func:`_plain_numbers`)
+_NUMBERS = frozenset({int, float, bool})
+#: inside a value, a Mapping that is no dict is not JSON: msgspec writes none (a
+#: mappingproxy failed naming the event, not the path: review I3); `value` itself may be
+#: one (its callers copy it into a dict)
+_CONTAINERS = (dict, list, tuple)
+
+
+def _plain_numbers(numbers: Any, kinds: set[type], low: int | float, high: int | float) -> bool:
+    """Whether the ints, floats and bools `numbers` holds (their types: `kinds`) are all
+    finite and inside the int bound, judged at C speed (a list of 100,000 numbers took
+    a Python loop); False also when the loop must look (an int past a float's range)."""
+    try:
+        if float in kinds and not all(map(math.isfinite, numbers)):
+            return False
+        return int not in kinds or (low < min(numbers) and max(numbers) < high)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
 def _is_leaf(value: Any) -> bool:
-    """Whether `value` is a JSON leaf as it is (a subclass of str or int counts: an enum)."""
+    """Whether `value` is a JSON leaf as it is. A subclass of str, int or float counts
+    only as an enum (msgspec encodes an enum by its value and refuses other subclasses:
+    ``numpy.float64`` was refused naming an event, not the path)."""
+    if type(value) not in _PLAIN and not isinstance(value, enum.Enum):
+        return False
     if isinstance(value, float):
         return value == value and value not in _INFINITIES
     if isinstance(value, int) and not isinstance(value, bool):
-        return -_int_bound() < value < _int_bound()
+        low, high = _int_bounds()
+        return low < value < high
     return value is None or isinstance(value, str | bool)
 
 
-def _int_bound() -> int | float:
-    """Ints stored as JSON text and read back are less than this in magnitude (10 ** one
-    less than the digits Python converts to text, for the sign; none when that is off)."""
-    return _power_of_ten(_int_digits())
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _int_bounds() -> tuple[int | float, int | float]:
+    """Ints stored as JSON text and read back lie strictly between these: msgspec reads a
+    number of at most as many characters as Python converts to text, the sign included
+    (a positive int of 4,300 digits is read back, a negative one is not: review G2, an
+    old ledger holding one replays); none when Python's limit is off."""
+    return _bounds_for(sys.get_int_max_str_digits())
+
+
+@functools.cache
+def _bounds_for(digits: int) -> tuple[int | float, int | float]:
+    if not digits:
+        return -math.inf, math.inf
+    return -(10 ** (digits - 1)), 10**digits
 
 
 def _int_digits() -> int:
-    """The most digits of an int stored and read back (0: no limit)."""
-    return max(0, sys.get_int_max_str_digits() - 1)
+    """The most digits of a positive int stored and read back (0: no limit)."""
+    return max(0, sys.get_int_max_str_digits())
 
 
 def decimal_digits(value: int) -> int:
@@ -210,11 +252,6 @@ def decimal_digits(value: int) -> int:
     return digits + 1 if magnitude >= 10**digits else digits
 
 
-@functools.cache
-def _power_of_ten(digits: int) -> int | float:
-    return 10**digits if digits else math.inf
-
-
 def not_json(value: Any, where: str = "", whole: str = "the value") -> str | None:
     """What JSON cannot hold in `value` (see :func:`json_depth`), named by its path
     under `where` (``content[0].score is nan: JSON has no NaN or infinity``); None
@@ -222,21 +259,24 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         item, path = stack.pop()
-        if isinstance(item, Mapping):
+        if isinstance(item, Mapping) and (item is value or isinstance(item, dict)):
             for key in item:
                 if not isinstance(key, str):
                     return f"{path or whole} has a key that is not text: {key!r}"
             stack.extend((item[k], _key_path(path, k)) for k in reversed(list(item)))
         elif isinstance(item, list | tuple):
             stack.extend((item[i], f"{path}[{i}]") for i in reversed(range(len(item))))
-        elif isinstance(item, float) and not _is_leaf(item):
+        elif _is_leaf(item):
+            continue
+        elif isinstance(item, float) and not math.isfinite(item):
             return f"{path or whole} is {item!r}: JSON has no NaN or infinity"
-        elif isinstance(item, int) and not _is_leaf(item):
+        elif isinstance(item, int) and not isinstance(item, bool) and type(item) in _PLAIN:
             return (
                 f"{path or whole} is an integer of {decimal_digits(item):,} digits: at most "
-                f"{_int_digits():,} are stored and read back"
+                f"{_int_digits():,} are stored and read back ({_int_digits() - 1:,} with a "
+                "minus sign)"
             )
-        elif not _is_leaf(item):
+        else:
             return (
                 f"{path or whole} is a Python {type(item).__name__}, which JSON cannot hold "
                 "(JSON holds text, numbers, true/false, null, lists and objects)"

@@ -245,9 +245,12 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
 
 def host_odd_values(engine: Any) -> dict[str, Any]:
     """What the host may hand over that is no number: a model Hermes knows no window of
-    (0, None), usage figures that are NaN or infinity. Each raised into the host's loop."""
+    (0, None), usage figures that are NaN or infinity: each raised into the host's loop.
+    A window under 1,024 set a threshold every compress then failed on; a negative or
+    oversized figure was queued and failed the next compress; text or a bool was taken
+    as a number ("12" as 12, True as 1)."""
     out: dict[str, Any] = {"raised": []}
-    for window in (0, None, -5, 10**30):
+    for window in (0, None, -5, 10**30, 512, 1023):
         try:
             engine.update_model("unknown-model", window)
             out.setdefault("thresholds", []).append(engine.threshold_tokens)
@@ -259,12 +262,28 @@ def host_odd_values(engine: Any) -> dict[str, Any]:
     for usage in (
         {"prompt_tokens": float("nan")},
         {"prompt_tokens": 5, "completion_tokens": float("inf")},
+        {"prompt_tokens": -5, "completion_tokens": 3},
+        {"prompt_tokens": 10**13, "completion_tokens": 3},
+        {"prompt_tokens": "12", "completion_tokens": 3},
+        {"prompt_tokens": True, "completion_tokens": 3},
+        {"prompt_tokens": 40, "completion_tokens": 2.7},
     ):
         try:
             engine.update_from_response(usage)
         except Exception as exc:
             out["raised"].append(f"update_from_response({usage!r}): {exc!r}")
     out["reports_kept"] = len(engine._pending) - pending
+    # a blank CTXLEDGER_DB raised InvalidInput out of on_session_start (every other
+    # hook logs a warning and carries on)
+    from ctxledger.integrations.hermes import CtxLedgerEngine
+
+    os.environ["CTXLEDGER_DB"] = "  "
+    try:
+        CtxLedgerEngine().on_session_start("blank-db", hermes_home=os.environ["HERMES_HOME"])
+    except Exception as exc:
+        out["raised"].append(f"on_session_start with a blank CTXLEDGER_DB: {exc!r}")
+    finally:
+        os.environ.pop("CTXLEDGER_DB")
     return out
 
 

@@ -9,10 +9,12 @@ back to the default ledger). Each command shares one option type per kind of val
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from helpers.fifo import fifo_with_writer
 
 from ctxledger.cli.main import cli
 
@@ -179,10 +181,39 @@ def _never_started(*args: object) -> None:
     raise AssertionError("the server was started")
 
 
-def test_trajectories_compress_reads_only_a_regular_file(files: Path) -> None:
-    # /dev/zero was read as one endless line (memory), a FIFO waited for a writer; the
-    # character device /dev/null stands for both here (it cannot hang the test)
-    result = run("trajectories", "compress", "/dev/null", "o.jsonl")
+def test_trajectories_compress_refuses_a_device(files: Path) -> None:
+    # /dev/zero was read as one endless line until memory ran out
+    result = run("trajectories", "compress", "/dev/zero", "o.jsonl")
     assert result.exit_code == 2, result.output
-    assert result.output.strip() == "error: /dev/null: not a regular file (a character device)"
+    assert result.output.strip() == "error: /dev/zero: not a regular file (a character device)"
     assert sorted(p.name for p in files.iterdir()) == ["a.jsonl", "t.jsonl"]
+
+
+def test_trajectories_compress_reads_a_pipe_and_writes_to_dev_null(files: Path) -> None:
+    """`trajectories compress <(…) out.jsonl` (a FIFO) and an output of /dev/null were
+    refused by the round that refused /dev/zero (review R4); a FIFO is read (opened
+    non-blocking, then read to its end) and /dev/null is written to, not read back."""
+    with fifo_with_writer(files / "in.fifo", (files / "t.jsonl").read_bytes()):
+        result = run("trajectories", "compress", "in.fifo", "o.jsonl")
+    assert result.exit_code == 0, result.output
+    assert len((files / "o.jsonl").read_text().splitlines()) == 1
+    from ctxledger.trajectories.batch import resume_state
+
+    assert resume_state(Path(os.devnull), files / "never.metrics.jsonl") == []
+
+
+def test_serve_reads_a_token_file_by_the_one_file_rule(
+    files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token file follows the rule of every input file (review I4): a device is
+    refused naming what it is, a pipe is read."""
+    import ctxledger.cli.serve as serve_module
+
+    monkeypatch.setattr(serve_module, "_run", _never_started)
+    result = CliRunner().invoke(cli, ["serve", "--db", "l.db", "--token-file", "/dev/zero"])
+    assert result.exit_code == 2, result.output
+    assert "not a regular file (a character device)" in result.output
+    from ctxledger.server.auth import read_token_file
+
+    with fifo_with_writer(files / "tok", b"0123456789abcdef-token\n") as fifo:
+        assert read_token_file(fifo) == "0123456789abcdef-token"

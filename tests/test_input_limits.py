@@ -7,10 +7,13 @@ limits existed is read without recursing into it.
 
 from __future__ import annotations
 
+import collections
+import enum
 import json
 import os
 import sys
 import threading
+import types
 from pathlib import Path
 
 import anyio
@@ -18,6 +21,7 @@ import click
 import msgspec
 import pytest
 from click.testing import CliRunner
+from helpers.fifo import fifo_with_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,21 +101,52 @@ def test_the_text_scan_reads_the_values_depth(value: object) -> None:
     assert json_text_depth(json.dumps(value)) == value_depth(value)
 
 
+class _List(list):  # a list subclass (ruamel's CommentedSeq): JSON, stored as a list
+    pass
+
+
+class _Float(float):  # a float subclass (numpy.float64): msgspec refuses it
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
 #: anything a Python caller may put in a message: JSON leaves and what JSON cannot hold
-#: as it is (NaN, infinities, sets, bytes, keys that are not text)
+#: as it is (NaN, infinities, sets, bytes, keys that are not text, subclasses of float
+#: and int that are no enum), and containers of every kind msgspec writes as JSON
 _PYTHON_VALUES = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
-    | st.sampled_from([10**4299 - 1, -(10**4299 - 1), 10**4299, -(10**4299)])  # 4,299 digits
+    # around what msgspec reads back: 4,300 characters, a minus sign included
+    | st.sampled_from([(1, 4300), (1, 4301), (-1, 4299), (-1, 4300)]).map(
+        lambda sign_digits: sign_digits[0] * (10 ** sign_digits[1] - 1)  # that many digits
+    )
     | st.floats()
     | st.text(max_size=3)
     | st.binary(max_size=2)
-    | st.frozensets(st.integers(), max_size=2),
+    | st.frozensets(st.integers(), max_size=2)
+    | st.sampled_from([_Level.LOW, _Color.RED, _Float(1.5), _Int(2)]),
     lambda inner: (
         st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(_List)
         | st.tuples(inner, inner)
+        | st.builds(_Pair, inner, inner)
         | st.dictionaries(st.text(max_size=2) | st.integers() | st.none(), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3).map(collections.OrderedDict)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3).map(types.MappingProxyType)
     ),
     max_leaves=12,
 )
@@ -126,9 +161,11 @@ def test_the_fast_json_walk_agrees_with_the_named_one_and_with_the_depth(value: 
     assert is_json == (not_json(value) is None)
     assert depth == value_depth(value) if is_json else depth <= value_depth(value)
     if is_json:
-        assert json.loads(json.dumps(value, allow_nan=False)) == json.loads(
-            msgspec.json.encode(value)
-        )
+        if isinstance(value, types.MappingProxyType):  # the whole value: callers copy it
+            value = dict(value)
+        encoded = msgspec.json.encode(value)
+        assert json.loads(json.dumps(value, allow_nan=False)) == json.loads(encoded)
+        msgspec.json.decode(encoded)  # and it is read back
 
 
 @given(st.lists(st.sampled_from(['"', "\\", "[", "{", "]", "x"]), max_size=40).map("".join))
@@ -274,7 +311,7 @@ def test_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
-def test_a_fifo_with_no_writer_is_refused_not_waited_on(tmp_path: Path) -> None:
+def test_a_fifo_with_no_writer_is_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     outcome: list[click.testing.Result] = []
@@ -287,7 +324,20 @@ def test_a_fifo_with_no_writer_is_refused_not_waited_on(tmp_path: Path) -> None:
         with open(fifo, "w"):
             pass
         pytest.fail("import blocked on a FIFO with no writer")
-    assert_refused(outcome[0], "a FIFO")
+    assert_refused(outcome[0], "pipe")  # read as empty: nothing to import
+    assert nothing_appended(tmp_path / "l.db")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_pipe_is_imported_but_not_as_a_database(tmp_path: Path) -> None:
+    """`import <(cat chat.jsonl)` is read as a file is (review R4: the same rule as a
+    config file); a SQLite database is opened again by name, so it must be a file."""
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    with fifo_with_writer(tmp_path / "chat", (json.dumps(chat) + "\n").encode()) as fifo:
+        result = run(tmp_path / "l.db", "import", "--context-length", "16000", str(fifo))
+    assert result.exit_code == 0, result.output
+    with fifo_with_writer(tmp_path / "db", b"SQLite format 3\x00" + bytes(100)) as fifo:
+        assert_refused(run(tmp_path / "m.db", "import", str(fifo)), "not a regular file (a FIFO)")
 
 
 def test_input_larger_than_the_cap_is_refused(

@@ -178,10 +178,13 @@ def test_odd_values_from_the_host_never_raise_into_its_loop(run):
     """A window of 0 or None (a model Hermes knows nothing of) raised InvalidConfig or
     TypeError out of update_model, and a NaN or infinite usage figure ValueError or
     OverflowError out of update_from_response, into Hermes's agent loop. Now compaction
-    is off (threshold 0) until a window is given, and such a report is dropped (logged)."""
+    is off (threshold 0) until a window is given, and such a report is dropped (logged).
+    Review fixes: a window under 1,024 (a threshold every compress then failed on), a
+    negative, oversized, text or bool figure (queued; failed the next compress or taken
+    as 12 / 1) and a blank CTXLEDGER_DB at on_session_start (InvalidInput raised)."""
     result, _ = run
     odd = result["host_odd_values"]
     assert odd["raised"] == []
-    assert odd["thresholds"] == [0, 0, 0, 0]
+    assert odd["thresholds"] == [0, 0, 0, 0, 0, 0]
     assert odd["compress_at_any_size"] is False
     assert odd["reports_kept"] == 0

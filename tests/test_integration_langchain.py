@@ -5,6 +5,7 @@ chat model, a tool and a checkpointer, over enough turns to compact."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
-from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported
+from ctxledger.events import MessageAppended, ToolCallIdsRepaired, ToolsDeclared, UsageReported
 from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
 
@@ -352,7 +353,11 @@ class OddUsageChat(GenericFakeChatModel):
         return result
 
 
-@pytest.mark.parametrize("figure", [float("nan"), "lots", -5], ids=["nan", "text", "negative"])
+@pytest.mark.parametrize(
+    "figure",
+    [float("nan"), "lots", -5, "12", True],
+    ids=["nan", "text", "negative", "digits", "bool"],  # "12" was 12 and True 1, silently
+)
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # LangChain's, of the odd figure
 def test_odd_usage_figures_keep_the_answer_and_record_no_usage(service, figure, caplog):
     """usage_metadata of a NaN raised ValueError and a negative count InvalidInput out of
@@ -369,3 +374,31 @@ def test_odd_usage_figures_keep_the_answer_and_record_no_usage(service, figure, 
     assert state["messages"][-1].content == "the answer"
     assert "usage of session langchain:odd not recorded" in caplog.text
     assert not _chain_events(service, "langchain:odd", UsageReported)
+
+
+@tool
+def search(query: str, max_distance: float = math.inf) -> str:
+    """Search places within max_distance km."""
+    return "x"
+
+
+def test_a_tool_with_an_infinite_default_keeps_the_agent_working(service, caplog):
+    """convert_to_openai_tool gives ``"default": inf`` for this tool; the ledger refuses
+    a non-finite number, so the whole graph failed with InvalidInput. The middleware
+    leaves the value out of the schema it derived (logged) and the agent answers."""
+    model = OddUsageChat(messages=iter([AIMessage("the answer")]))
+    agent = create_agent(
+        model=model,
+        tools=[search],
+        middleware=[CtxLedgerMiddleware(service)],
+        checkpointer=InMemorySaver(),
+    )
+    with caplog.at_level("WARNING", logger="ctxledger.integrations"):
+        state = agent.invoke({"messages": [HumanMessage("q")]}, _thread("inf"))
+    assert state["messages"][-1].content == "the answer"
+    assert "search.function.parameters.properties.max_distance.default" in caplog.text
+    [tools] = [
+        r.event.tools for r in service.ledger.store.read_all() if isinstance(r.event, ToolsDeclared)
+    ]
+    params = tools[0]["function"]["parameters"]["properties"]["max_distance"]
+    assert params == {"type": "number"}

@@ -23,7 +23,7 @@ from agents.usage import Usage  # noqa: E402
 from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported  # noqa: E402
 from ctxledger.integrations.common import live_messages  # noqa: E402
-from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
+from ctxledger.integrations.openai_agents import CtxLedgerSession, request_usage  # noqa: E402
 from ctxledger.integrations.responses import messages_to_items  # noqa: E402
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
@@ -312,3 +312,13 @@ def test_odd_usage_figures_keep_the_run_and_record_no_usage(service, caplog):
         "assistant",
     ]
     assert not _chain_events(service, "odd", UsageReported)
+
+
+@pytest.mark.parametrize("figure", ["12", True, 2.5], ids=["digits", "bool", "fraction"])
+def test_a_figure_that_is_no_count_is_refused_not_made_a_number(figure):
+    """``int(figure or 0)`` took "12" as 12 and True as 1 (and cut 2.5 to 2), silently;
+    the figure is judged as the ledger judges one, so the report is dropped (logged)."""
+    entry = Usage(requests=1, input_tokens=5, output_tokens=3, total_tokens=8)
+    entry.input_tokens = figure
+    with pytest.raises(InvalidInput, match="usage field 'input_tokens'"):
+        request_usage(entry)

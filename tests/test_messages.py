@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import math
+import re
+import types
 
 import pytest
 
@@ -166,8 +170,11 @@ def test_a_lone_surrogate_is_refused_when_stored_and_nothing_is_appended(ledger:
         ({"meta": {"x-y z": [{2.5: 1}]}}, "meta['x-y z'][0] has a key that is not text: 2.5"),
         # more digits than Python writes as text: a ValueError traceback from the counter;
         # 4,300 with a sign: stored, then the event could not be read back (msgspec)
-        ({"n": [1, 10**5000]}, "n[1] is an integer of 5,001 digits: at most 4,299"),
-        ({"n": -(10**4299)}, "n is an integer of 4,300 digits: at most 4,299 are stored"),
+        ({"n": [1, 10**5000]}, "n[1] is an integer of 5,001 digits: at most 4,300"),
+        (
+            {"n": -(10**4299)},
+            "n is an integer of 4,300 digits: at most 4,300 are stored and read back (4,299 with a minus sign)",
+        ),
     ],
 )
 def test_a_value_msgspec_would_store_changed_is_refused(
@@ -184,18 +191,65 @@ def test_a_value_msgspec_would_store_changed_is_refused(
     assert ledger.store.last_seq() == before
 
 
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+class _Seq(list):  # as ruamel's CommentedSeq
+    pass
+
+
+_Point = collections.namedtuple("_Point", "x y")
+
+
 def test_json_values_of_every_kind_are_stored_as_sent(ledger: Ledger) -> None:
-    # finite floats, big ints, enum-like subclasses of str and int, tuples (a JSON list)
+    # finite floats, big ints, enums of str and int (stored as their values), tuples,
+    # namedtuples and list subclasses (a JSON list) nested anywhere: the last two were
+    # refused ("the message is not JSON", no path) by the review's base
     sid = ledger.start_session(model="m", context_length=16_000)
     extra = {
         "f": [0.1, -2.5e300, 5e-324],
-        "big": [10**30, -(10**4298), 10**4299 - 1],
+        # a positive int of 4,300 digits is read back (review G2), a negative one of 4,299
+        "big": [10**30, -(10**4299 - 1), 10**4300 - 1],
+        "mixed": [1.5, 2, 10**400],  # past a float's range: the fast number check gives way
         "n": None,
         "b": [True],
+        "e": {"level": _Level.LOW, "color": _Color.RED},
     }
-    ledger.append_messages(sid, [{"role": "user", "content": "x", **extra, "t": (1, "a")}])
-    expected = {"role": "user", "content": "x", **extra, "t": [1, "a"]}
+    odd = {"t": (1, "a"), "meta": {"pt": _Point(1, 2), "seq": _Seq([_Seq([3]), 4.5])}}
+    ledger.append_messages(sid, [{"role": "user", "content": "x", **extra, **odd}])
+    plain = {"t": [1, "a"], "meta": {"pt": [1, 2], "seq": [[3], 4.5]}}
+    expected = {"role": "user", "content": "x", **extra, **plain}
     assert ledger.api_messages(sid)[-1] == expected
     # as stored: read back from the log
     (stored,) = [r.event.message for r in ledger.store.read_all() if hasattr(r.event, "message")]
     assert stored == expected
+
+
+class _Float(float):  # as numpy.float64
+    pass
+
+
+@pytest.mark.parametrize(
+    ("meta", "says"),
+    [
+        ({"w": [0.5] * 5_000 + [math.nan]}, "meta.w[5000] is nan"),
+        ({"w": [*range(5_000), 10**4300]}, "meta.w[5000] is an integer of 4,301 digits"),
+        ({"w": {"a": 1.0, "b": -math.inf}}, "meta.w.b is -inf"),
+        ({"w": [1.0, _Float(2.0)]}, "meta.w[1] is a Python _Float, which JSON cannot hold"),
+        ({"w": types.MappingProxyType({})}, "meta.w is a Python mappingproxy, which JSON"),
+    ],
+)
+def test_a_bad_number_among_many_is_named(ledger: Ledger, meta: dict, says: str) -> None:
+    """Containers of numbers are judged at C speed (review R6); the odd one is still
+    found and named, and a float subclass msgspec cannot write (numpy's float64) is
+    named by its path, not as an event JSON cannot hold (review I3)."""
+    sid = ledger.start_session(model="m", context_length=16_000)
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidMessage, match=re.escape(f"message 0: {says}")):
+        ledger.append_messages(sid, [{"role": "user", "content": "x", "meta": meta}])
+    assert ledger.store.last_seq() == before

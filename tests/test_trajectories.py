@@ -523,11 +523,12 @@ def test_progress_bar_and_offline_summarizer_in_a_batch(tmp_path: Path) -> None:
 def test_an_output_that_is_no_regular_file_is_refused_before_it_is_read_back(
     tmp_path: Path,
 ) -> None:
-    # the output is read back to resume: /dev/zero was read until memory ran out and a
-    # FIFO waited for a writer (/dev/null stands for both: it cannot hang the test)
+    # the output is read back to resume: /dev/zero was read until memory ran out; a
+    # FIFO or /dev/null is written to and not read back (review R4: both were refused)
     from ctxledger.errors import InvalidInput
     from ctxledger.trajectories.batch import resume_state
 
-    with pytest.raises(InvalidInput, match="/dev/null is not a regular file"):
-        resume_state(Path("/dev/null"), tmp_path / "out.metrics.jsonl")
+    with pytest.raises(InvalidInput, match="/dev/zero is not a regular file"):
+        resume_state(Path("/dev/zero"), tmp_path / "out.metrics.jsonl")
+    assert resume_state(Path("/dev/null"), tmp_path / "out.metrics.jsonl") == []
     assert resume_state(tmp_path / "out.jsonl", tmp_path / "out.metrics.jsonl") == []

@@ -32,6 +32,7 @@ provider error about the recorded view) and reverts.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -159,14 +160,18 @@ class _Driver:
             )
             raw = _usage_report(step, live)
             result = await svc.report_usage(
-                self.sid, raw, model=step.model, cost_usd=step.cost_usd, tool_calls=step.tool_calls
+                self.sid,
+                raw,
+                model=_usage_model(step.model),
+                cost_usd=_cost(step.cost_usd),
+                tool_calls=step.tool_calls,
             )
             self.sid = result.session_id
         elif isinstance(step, CompressStep):
             self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
         elif isinstance(step, ModelStep):
             self.sid = (
-                await svc.switch_model(self.sid, step.model, step.context_length)
+                await svc.switch_model(self.sid, _model(step.model), step.context_length)
             ).session_id
         elif isinstance(step, LimitStep):
             svc.ledger.learn_context_limit(svc.tip(self.sid), step.context_length, step.evidence)
@@ -219,8 +224,26 @@ async def start_and_drive(
     svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any
 ) -> DriveResult:
     """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
-    sid = await svc.start(start.spec())
+    spec = start.spec()
+    sid = await svc.start(msgspec.structs.replace(spec, model=_model(spec.model)))
     return await drive(svc, sid, steps, **kwargs)
+
+
+# Recorded values replay as recorded: older ledgers hold values today's checks refuse
+# in new input (a blank model name, a negative or NaN cost); the what-if run must not.
+_NO_MODEL = "(no model name recorded)"
+
+
+def _model(model: str) -> str:
+    return model if model.strip() else _NO_MODEL
+
+
+def _usage_model(model: str | None) -> str | None:
+    return model if model is None or model.strip() else None
+
+
+def _cost(cost: float | None) -> float | None:
+    return cost if cost is None or (math.isfinite(cost) and cost >= 0) else None
 
 
 # --------------------------------------------------------------------------- reports

@@ -70,7 +70,9 @@ class State:
             if self._settings is None:
                 self._settings = resolve_config(defaults=defaults)
             return self._settings
-        return resolve_config(path, defaults=defaults, overrides=overrides)
+        return resolve_config(
+            path, defaults=defaults, overrides=overrides, recorded=base is not None
+        )
 
     def config(
         self,

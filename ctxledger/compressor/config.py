@@ -19,18 +19,18 @@ import difflib
 import functools
 import math
 import os
-import stat
 import sys
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput
+from ctxledger.inputfile import NotAFile, open_input, read_capped
 from ctxledger.limits import (
     MAX_CONTEXT_LENGTH,
     MAX_TOKEN_COUNT,
@@ -74,8 +74,9 @@ _INT_MAXIMUM = {
     "hygiene_hard_message_limit": _MAX_MESSAGES,
     "tail_min_messages": _MAX_MESSAGES,
     "anti_thrash_strikes": _MAX_MESSAGES,
-    # each attempt is a compaction and a model call
-    "max_compression_attempts": 100,
+    # each attempt is a compaction and a model call, and must make progress to go on:
+    # a few hundred is a choice (100 was the first cap, review R5), 10**6 is not
+    "max_compression_attempts": 1000,
     "max_summary_tokens_cap": MAX_CONTEXT_LENGTH,
     "summary_min_tokens": MAX_CONTEXT_LENGTH,
     "threshold_floor_tokens": MAX_CONTEXT_LENGTH,
@@ -86,8 +87,11 @@ _INT_MAXIMUM = {
 #: seconds: a summary request or a cooldown longer than a year is no setting
 _MAX_SECONDS = 366 * 24 * 3600.0
 _SECONDS = ("summary_timeout", "cooldown_no_summarizer", "cooldown_generic", "cooldown_malformed")
-#: set while a recorded snapshot is rebuilt
-_RECORDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_RECORDED", default=False)
+#: the settings whose range is not checked, as they hold recorded values (None: all of
+#: them, while a recorded snapshot is rebuilt)
+_RECORDED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "_RECORDED", default=frozenset()
+)
 
 
 class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -171,8 +175,9 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                 raise InvalidConfig(f"{name} must be a number of seconds >= 0, got {value!r}")
         if self.args_leaf_keep < 1:
             raise InvalidConfig("args_leaf_keep must be >= 1")
-        if not _RECORDED.get():
-            _check_ranges(self)
+        recorded = _RECORDED.get()
+        if recorded is not None:
+            _check_ranges(self, recorded)
 
     # --- derived budgets ----------------------------------------------------------------
 
@@ -250,7 +255,7 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         version must still replay); known keys are validated as usual.
         """
         known = {f.name for f in msgspec.structs.fields(cls)}
-        recorded = _RECORDED.set(True)  # recorded before the range checks: it replays
+        recorded = _RECORDED.set(None)  # recorded before the range checks: it replays
         try:
             return _convert({k: v for k, v in snapshot.items() if k in known}, "snapshot")
         finally:
@@ -390,15 +395,13 @@ _MAX_CONFIG_BYTES = 1 << 20
 
 
 def _config_bytes(path: Path) -> bytes:
-    """The bytes of a settings file: a regular file (a FIFO or a device blocked or was read
-    forever; opened non-blocking so a FIFO is not waited on), or /dev/null (no settings),
-    of at most 1 MiB."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        if not regular and os.path.realpath(path) != os.devnull:
-            raise InvalidConfig(f"config file {path} is not a regular file")
-        data = fh.read(_MAX_CONFIG_BYTES + 1)
+    """The bytes of a settings file (a file, a FIFO or pipe, /dev/null: see
+    :mod:`ctxledger.inputfile`; /dev/zero was read forever), of at most 1 MiB."""
+    try:
+        with open_input(path) as fh:
+            data = read_capped(fh, _MAX_CONFIG_BYTES)
+    except NotAFile as exc:
+        raise InvalidConfig(f"config file {path} is {exc.strerror}") from None
     if len(data) > _MAX_CONFIG_BYTES:
         raise InvalidConfig(f"config file {path} is larger than 1 MiB: no settings file is")
     return data
@@ -479,27 +482,36 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return _read_toml(Path(path))
 
 
-def build_config(data: Mapping[str, Any], source: str) -> CompressionConfig:
-    """A validated config from plain settings; errors name `source` (a file, variables, ...)."""
-    return _convert(data, source)
+def build_config(
+    data: Mapping[str, Any], source: str, recorded: Iterable[str] = ()
+) -> CompressionConfig:
+    """A validated config from plain settings; errors name `source` (a file, variables, ...).
+    The settings named in `recorded` hold recorded values: their range is not checked (a
+    what-if starts from a chain's settings, legal when it ran)."""
+    token = _RECORDED.set(frozenset(recorded))
+    try:
+        return _convert(data, source)
+    finally:
+        _RECORDED.reset(token)
 
 
-def _check_ranges(config: CompressionConfig) -> None:
+def _check_ranges(config: CompressionConfig, recorded: frozenset[str]) -> None:
     """A window the library accepts, and no count, token budget or number of seconds
     past what it can mean (:data:`_INT_MAXIMUM`, a year of seconds); else InvalidConfig
-    naming the setting. Not run on a recorded snapshot: it replays as recorded."""
-    if config.context_length is not None:
+    naming the setting. Not run on a recorded snapshot, nor on the `recorded` settings:
+    they replay as recorded."""
+    if config.context_length is not None and "context_length" not in recorded:
         try:
             check_context_length(config.context_length)
         except InvalidInput as exc:
             raise InvalidConfig(str(exc)) from None
     for name, most in _INT_MAXIMUM.items():
         value = getattr(config, name)
-        if value > most:
+        if value > most and name not in recorded:
             raise InvalidConfig(f"{name} is out of range: {_shown(value)} > {most:,}")
     for name in _SECONDS:
         value = getattr(config, name)
-        if value > _MAX_SECONDS:
+        if value > _MAX_SECONDS and name not in recorded:
             raise InvalidConfig(
                 f"{name} is out of range: {value:g} s > {_MAX_SECONDS:,.0f} s (a year)"
             )

@@ -204,6 +204,7 @@ def resolve_config(
     defaults: Mapping[str, Any] | None = None,
     discover: bool = True,
     cwd: str | Path | None = None,
+    recorded: bool = False,
 ) -> ResolvedConfig:
     """Resolve settings: `defaults` < the config file < ``CTXLEDGER_<KEY>`` < `overrides`.
 
@@ -212,6 +213,8 @@ def resolve_config(
     arguments (None values are skipped, so unset options can be passed as they are);
     `defaults` change the built-in defaults (the CLI's shorter summary timeout).
     ``env=None`` ignores the environment. Raises InvalidConfig naming the culprit.
+    With `recorded`, `defaults` are a chain's recorded settings: the ones nothing
+    overrides replay as recorded (no range check: it blamed the file for them).
     """
     known = {f.name for f in msgspec.structs.fields(CompressionConfig)}
     data: dict[str, Any] = {}
@@ -236,7 +239,8 @@ def resolve_config(
             data[key], sources[key] = None if value is GIVEN_NONE else value, "flag"
     where = [str(found[0])] if found else []
     where += list(env_vars.values()) + [f"flag {k}" for k, s in sources.items() if s == "flag"]
-    config = build_config(data, " + ".join(where) or "defaults")
+    kept = [k for k, s in sources.items() if s == "default"] if recorded else ()
+    config = build_config(data, " + ".join(where) or "defaults", kept)
     return ResolvedConfig(
         config=config,
         sources=sources,

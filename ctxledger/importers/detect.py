@@ -14,7 +14,6 @@ both, so OpenAI is the right default there.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, BinaryIO
 
@@ -29,6 +28,7 @@ from ctxledger.importers.hermes_db import parse_hermes_db
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
+from ctxledger.inputfile import NotAFile, open_input, read_capped
 from ctxledger.limits import json_problem, max_input_bytes, max_json_depth
 
 Importer = Callable[..., list[ImportedSession]]
@@ -181,47 +181,23 @@ def _read_and_detect(path: str, max_bytes: int | None = None) -> tuple[str, str 
     """
     data = read_input_file(path, max_bytes)
     if data.startswith(SQLITE_HEADER):
+        _opened(path, pipes=False).close()  # the database is opened again by name: no pipe
         return "hermes_db", None
     text = _utf8(data, path)
     return _detect_text(text, path), text
 
 
-def _open_regular(path: str) -> tuple[int, os.stat_result]:
-    """A file descriptor of `path` if it is a regular file; refuses anything else.
-
-    Checked before opening (a FIFO with no writer would block the open) and again on
-    the open descriptor (the path may have been swapped in between).
-    """
+def _opened(path: str, *, pipes: bool = True) -> BinaryIO:
+    """`path` opened for reading (:func:`ctxledger.inputfile.open_input`: a file, a FIFO or
+    pipe, /dev/null; ``pipes=False``: a regular file), else ImportFormatError."""
     try:
-        before = os.stat(path)
+        return open_input(path, pipes=pipes)
     except FileNotFoundError:
         raise ImportFormatError("no such file", path=path) from None
     except OSError as err:
+        if isinstance(err, NotAFile):
+            raise ImportFormatError(str(err.strerror), path=path) from None
         raise ImportFormatError(f"cannot read it: {err.strerror}", path=path) from None
-    if not stat.S_ISREG(before.st_mode):
-        raise ImportFormatError(f"not a regular file ({_kind(before.st_mode)})", path=path)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as err:
-        raise ImportFormatError(f"cannot read it: {err.strerror}", path=path) from None
-    after = os.fstat(fd)
-    if not stat.S_ISREG(after.st_mode):
-        os.close(fd)
-        raise ImportFormatError(f"not a regular file ({_kind(after.st_mode)})", path=path)
-    return fd, after
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a plain file"
 
 
 def _too_big(limit: int, path: str | None) -> ImportFormatError:
@@ -232,41 +208,20 @@ def _too_big(limit: int, path: str | None) -> ImportFormatError:
     )
 
 
-def _read_capped(fh: BinaryIO, limit: int, expected: int) -> bytes:
-    """What `fh` holds up to one byte past `limit`, read `expected` bytes (its size, when
-    known) at a time: ``read(limit + 1)`` allocates that much first, so a large limit
-    (``--max-bytes 10**12``) failed with an OverflowError or a MemoryError."""
-    chunks: list[bytes] = []
-    size = 0
-    step = max(expected, _STEP) + 1
-    while size <= limit:
-        chunk = fh.read(min(step, limit + 1 - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)  # one chunk (a file read whole): returned as it is, not copied
-
-
-#: how much a read of an input of unknown size asks for at a time
-_STEP = 1 << 20
-
-
 def open_regular_file(path: str) -> BinaryIO:
-    """`path` opened for reading in binary if it is a regular file, else ImportFormatError
-    (a FIFO would block, a device such as /dev/zero would be read forever)."""
-    fd, _ = _open_regular(path)
-    return os.fdopen(fd, "rb")
+    """`path` opened for reading in binary (a file, a FIFO or pipe, /dev/null), else
+    ImportFormatError (a device such as /dev/zero would be read forever)."""
+    return _opened(path)
 
 
 def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes` (default: the limit)."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
-    fd, info = _open_regular(path)
-    with os.fdopen(fd, "rb") as fh:
-        if info.st_size > limit:
+    with _opened(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
             raise _too_big(limit, path)
-        data = _read_capped(fh, limit, info.st_size)
+        data = read_capped(fh, limit, size)
     if len(data) > limit:
         raise _too_big(limit, path)
     return data
@@ -275,7 +230,7 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
 def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> str:
     """Text read from `stream` (stdin), at most `max_bytes` of it."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
-    data = _read_capped(stream, limit, 0)
+    data = read_capped(stream, limit)
     if len(data) > limit:
         raise _too_big(limit, None)
     return _utf8(data, "stdin")
@@ -340,7 +295,7 @@ def load(
     else:
         fmt = format_name(format)
         if fmt in PATH_FORMATS:
-            os.close(_open_regular(name)[0])
+            _opened(name, pipes=False).close()  # opened again by name: no pipe
             content = None
         else:
             content = _utf8(read_input_file(name, max_bytes), name)

@@ -24,7 +24,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.model import ImportedSession
-from ctxledger.limits import too_deep
+from ctxledger.limits import json_depth, too_deep
 from ctxledger.messages import content_text
 
 EXPORT_FORMATS = ("openai", "anthropic", "sharegpt")
@@ -42,7 +42,9 @@ def _load_arguments(arguments: Any) -> Any:
         value = json.loads(arguments)
     except (ValueError, RecursionError):
         return {"_raw_arguments": arguments}
-    return value if isinstance(value, dict) else {"_raw_arguments": arguments}
+    # NaN, Infinity and 1e999 parse, but no JSON file holds them: the text, as sent
+    plain = isinstance(value, dict) and json_depth(value)[1]
+    return value if plain else {"_raw_arguments": arguments}
 
 
 def _extras(message: Message, known: frozenset[str]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -108,6 +109,38 @@ def system_view(service: ContextService, session_id: str) -> JSON | None:
     return _copy(view[0]) if view and view[0].get("role") == "system" else None
 
 
+def finite_schema(schema: Any, name: str) -> Any:
+    """A copy of a tool schema an adapter derived from code, without the non-finite
+    numbers JSON cannot hold (``def f(x: float = math.inf)`` gives ``"default": inf``):
+    such a key or list item is left out, with a warning. The ledger refuses them in
+    what a caller sends; a derived schema only counts tokens, and refusing it failed
+    the whole agent for one default."""
+    dropped: list[str] = []
+    clean = _finite(schema, name, dropped)
+    if dropped:
+        logger.warning(
+            "ctxledger: tool schema values left out (JSON has no NaN or infinity): %s",
+            ", ".join(dropped),
+        )
+    return clean
+
+
+def _finite(value: Any, path: str, dropped: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        dropped.append(path)
+        return _DROP
+    if isinstance(value, dict):
+        items = ((k, _finite(v, f"{path}.{k}", dropped)) for k, v in value.items())
+        return {k: v for k, v in items if v is not _DROP}
+    if isinstance(value, (list, tuple)):
+        kept = (_finite(v, f"{path}[{i}]", dropped) for i, v in enumerate(value))
+        return [v for v in kept if v is not _DROP]
+    return value
+
+
+_DROP = object()
+
+
 def ledger_target(target: str | os.PathLike[str]) -> str | Path:
     """A ``postgresql://…`` URL stays a string (a ``Path`` would collapse its ``//``); a
     file path becomes a ``Path`` whose directory is created."""
@@ -118,4 +151,4 @@ def ledger_target(target: str | os.PathLike[str]) -> str | Path:
     return path
 
 
-__all__ = ["LoopThread", "ledger_target", "live_messages", "system_view"]
+__all__ = ["LoopThread", "finite_schema", "ledger_target", "live_messages", "system_view"]

@@ -50,11 +50,13 @@ from ctxledger import (
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.settings import resolve_config
+from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
-from ctxledger.limits import MAX_CONTEXT_LENGTH
+from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
+from ctxledger.usage import normalize_usage
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -197,9 +199,9 @@ class CtxLedgerEngine(ContextEngine):
             return
         try:
             report = chat_usage(usage)
-            last = [_tokens(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")]
-            total = _tokens(usage.get("total_tokens"))
-        except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+            last = [_tokens(usage, k) for k in ("prompt_tokens", "completion_tokens")]
+            total = _tokens(usage, "total_tokens")
+        except (AttributeError, InvalidInput) as exc:
             logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
             return
         self.last_prompt_tokens, self.last_completion_tokens = last
@@ -319,7 +321,10 @@ class CtxLedgerEngine(ContextEngine):
             and self._shared._service is None
             and kwargs.get("hermes_home")
         ):
-            self._shared.db_path = default_db_path(str(kwargs["hermes_home"]))
+            try:
+                self._shared.db_path = default_db_path(str(kwargs["hermes_home"]))
+            except CtxLedgerError as exc:  # a blank CTXLEDGER_DB: told, as every hook tells
+                logger.warning("ctxledger: %s", exc)
         if kwargs.get("boundary_reason") == "compression":
             return  # the conversation goes on: the ledger chain already continued
         self._hermes_session = session_id
@@ -368,35 +373,38 @@ class CtxLedgerEngine(ContextEngine):
 
 def chat_usage(usage: dict[str, Any]) -> JSON:
     """Hermes's normalized usage dict as an OpenAI chat-completions usage dict
-    (ValueError / OverflowError / TypeError for a figure that is no number of tokens)."""
-    cache_read = _tokens(usage.get("cache_read_tokens"))
-    cache_write = _tokens(usage.get("cache_write_tokens"))
-    prompt = usage.get("prompt_tokens")
-    if prompt is None:
-        prompt = _tokens(usage.get("input_tokens")) + cache_read + cache_write
-    completion = usage.get("completion_tokens", usage.get("output_tokens"))
-    return {
-        "prompt_tokens": _tokens(prompt),
-        "completion_tokens": _tokens(completion),
+    (InvalidInput for a figure that is no number of tokens, as the ledger would say)."""
+    cache_read = _tokens(usage, "cache_read_tokens")
+    cache_write = _tokens(usage, "cache_write_tokens")
+    if usage.get("prompt_tokens") is None:
+        prompt = _tokens(usage, "input_tokens") + cache_read + cache_write
+    else:
+        prompt = _tokens(usage, "prompt_tokens")
+    completion = "completion_tokens" if "completion_tokens" in usage else "output_tokens"
+    report = {
+        "prompt_tokens": prompt,
+        "completion_tokens": _tokens(usage, completion),
         "prompt_tokens_details": {"cached_tokens": cache_read, "cache_write_tokens": cache_write},
-        "completion_tokens_details": {"reasoning_tokens": _tokens(usage.get("reasoning_tokens"))},
+        "completion_tokens_details": {"reasoning_tokens": _tokens(usage, "reasoning_tokens")},
     }
+    normalize_usage(report)  # what the ledger would refuse at the next compress
+    return report
 
 
-def _tokens(value: Any) -> int:
-    """A figure as an int (None and 0 are 0; NaN and infinity raise, as text that is no
-    integer does)."""
-    return int(value or 0)
+def _tokens(usage: dict[str, Any], key: str) -> int:
+    """A figure as the ledger takes it (None is 0), else InvalidInput: text, a bool, a
+    fraction, a negative or oversized count (``int()`` made "12" 12 and True 1, and a
+    negative one failed the next compaction)."""
+    return check_token_count(usage.get(key), f"usage field {key!r}")
 
 
 def _window(value: Any) -> int | None:
-    """A context length the host gave, as an int; None when it is no window a session
-    could have (0, None, more than MAX_CONTEXT_LENGTH: no session would start)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
+    """A context length the host gave, as the ledger takes one; None when no session
+    could have it (0, None, under 1,024 or past MAX_CONTEXT_LENGTH: every compress failed)."""
+    try:
+        return check_context_length(value)
+    except InvalidInput:
         return None
-    return value if 1 <= value <= MAX_CONTEXT_LENGTH else None
 
 
 def register(ctx: Any) -> None:

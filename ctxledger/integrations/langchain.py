@@ -47,10 +47,12 @@ from ctxledger import ContextService
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
     LoopThread,
+    finite_schema,
     live_messages,
     report_usage_or_warn,
     system_view,
 )
+from ctxledger.limits import check_token_count
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
@@ -269,14 +271,18 @@ def responses_usage(usage: Any) -> JSON:
     the whole prompt (cache reads and writes included), as in the Responses API."""
     details = usage.get("input_token_details") or {}
     out_details = usage.get("output_token_details") or {}
+
+    def count(block: Any, key: str) -> int:  # text and bools are refused, not made numbers
+        return check_token_count(block.get(key), f"usage_metadata field {key!r}")
+
     return {
-        "input_tokens": int(usage.get("input_tokens") or 0),
-        "output_tokens": int(usage.get("output_tokens") or 0),
+        "input_tokens": count(usage, "input_tokens"),
+        "output_tokens": count(usage, "output_tokens"),
         "input_tokens_details": {
-            "cached_tokens": int(details.get("cache_read") or 0),
-            "cache_creation_tokens": int(details.get("cache_creation") or 0),
+            "cached_tokens": count(details, "cache_read"),
+            "cache_creation_tokens": count(details, "cache_creation"),
         },
-        "output_tokens_details": {"reasoning_tokens": int(out_details.get("reasoning") or 0)},
+        "output_tokens_details": {"reasoning_tokens": count(out_details, "reasoning")},
     }
 
 
@@ -292,9 +298,11 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     schemas: list[JSON] = []
     for tool in tools:
         try:
-            schemas.append(dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool))
+            schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
         except (TypeError, ValueError, NotImplementedError):
             continue  # a provider-native tool without a function schema: not estimable
+        name = getattr(tool, "name", None) or f"tool {len(schemas)}"
+        schemas.append(finite_schema(schema, str(name)))
     return schemas or None
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from ctxledger import ContextService, InvalidInput
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import live_messages, report_usage_or_warn
+from ctxledger.limits import check_token_count
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
@@ -213,16 +214,18 @@ def request_usage(entry: Any) -> JSON:
     """One SDK ``RequestUsage`` as a Responses usage dict (input includes cached tokens)."""
     details = getattr(entry, "input_tokens_details", None)
     out_details = getattr(entry, "output_tokens_details", None)
+
+    def count(block: Any, name: str) -> int:  # text and bools are refused, not made numbers
+        return check_token_count(getattr(block, name, None), f"usage field {name!r}")
+
     return {
-        "input_tokens": int(getattr(entry, "input_tokens", 0) or 0),
-        "output_tokens": int(getattr(entry, "output_tokens", 0) or 0),
+        "input_tokens": count(entry, "input_tokens"),
+        "output_tokens": count(entry, "output_tokens"),
         "input_tokens_details": {
-            "cached_tokens": int(getattr(details, "cached_tokens", 0) or 0),
-            "cache_creation_tokens": int(getattr(details, "cache_write_tokens", 0) or 0),
+            "cached_tokens": count(details, "cached_tokens"),
+            "cache_creation_tokens": count(details, "cache_write_tokens"),
         },
-        "output_tokens_details": {
-            "reasoning_tokens": int(getattr(out_details, "reasoning_tokens", 0) or 0)
-        },
+        "output_tokens_details": {"reasoning_tokens": count(out_details, "reasoning_tokens")},
     }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from starlette.requests import Request
 
 from ctxledger.errors import InvalidInput
+from ctxledger.inputfile import open_input, read_capped
 from ctxledger.server.errors import HTTPError
 
 #: the header a guarded proxy endpoint reads (its Authorization header is the upstream's)
@@ -28,8 +29,8 @@ def read_token_file(path: str | Path) -> str:
     """The token in `path` (surrounding whitespace dropped): one word of at least 16
     printable ASCII characters (a header carries it); InvalidInput otherwise."""
     try:
-        with Path(path).open("rb") as fh:
-            data = fh.read(_TOKEN_FILE_BYTES + 1)
+        with open_input(path) as fh:  # a file, a FIFO or pipe; no device (/dev/zero)
+            data = read_capped(fh, _TOKEN_FILE_BYTES)
     except OSError as exc:
         raise InvalidInput(
             f"cannot read the token file {str(path)!r}: {exc.strerror or exc}"

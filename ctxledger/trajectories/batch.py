@@ -20,6 +20,7 @@ import msgspec
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ctxledger.errors import ImportFormatError, InvalidInput, SummarizerError
 from ctxledger.importers.detect import open_regular_file
+from ctxledger.inputfile import NotAFile, is_stream, open_input
 from ctxledger.trajectories.core import (
     FATAL_FAILURES,
     TrajectoryConfig,
@@ -85,14 +86,20 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
 
 def _complete_lines(path: Path) -> list[bytes]:
     """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped).
-    An output that exists must be a regular file: it is read back to resume (/dev/zero
-    was read until memory ran out, a FIFO waited for a writer)."""
-    if not path.exists():
-        return []
-    if not path.is_file():
-        raise InvalidInput(f"{path} is not a regular file: the output must be one (or not exist)")
+    An output that exists is read back to resume when it is a regular file; a FIFO or
+    /dev/null is not read (it waited for a writer); anything else is refused (/dev/zero
+    was read until memory ran out)."""
+    if not path.exists() or is_stream(path):
+        return []  # a FIFO or /dev/null is written to, never read back
+    try:
+        with open_input(path, pipes=False) as fh:
+            data = fh.read()
+    except NotAFile as exc:
+        raise InvalidInput(
+            f"{path} is {exc.strerror}: the output must be a file, a FIFO or /dev/null"
+        ) from None
     out: list[bytes] = []
-    for raw in path.read_bytes().split(b"\n")[:-1]:
+    for raw in data.split(b"\n")[:-1]:
         try:
             msgspec.json.decode(raw)
         except msgspec.DecodeError:

@@ -92,3 +92,26 @@ def test_an_image_part_the_validator_accepted_exports_to_anthropic_as_it_is(imag
         odd,
         {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}},
     ]
+
+
+@pytest.mark.parametrize("arguments", ['{"x": NaN}', '{"x": -Infinity}', '{"x": 1e999}'])
+@pytest.mark.parametrize("fmt", ["anthropic", "sharegpt"])
+def test_arguments_holding_nan_are_exported_as_the_text_sent(fmt: str, arguments: str) -> None:
+    """Arguments are text, stored as sent; parsed for export, a NaN became null in the
+    Anthropic file (msgspec) and the invalid literal NaN in the ShareGPT one (review
+    G1). Such arguments are exported as their text, and the file is strict JSON."""
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    msgs = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+    ]
+    text = export_messages(None, msgs, fmt)
+
+    def strict(constant: str) -> None:
+        raise AssertionError(f"the export holds {constant}")
+
+    json.loads(text, parse_constant=strict)
+    parse = parse_anthropic if fmt == "anthropic" else parse_sharegpt
+    (back,) = parse(text)
+    assert back.messages[1]["tool_calls"][0]["function"]["arguments"] == arguments

@@ -1,0 +1,101 @@
+"""The one rule for a file a user names as input (a config file, a token file, a file
+to import, trajectories to compress, an output read back to resume).
+
+Read: a regular file, a FIFO or a pipe (``--config <(echo 'threshold = 0.6')`` names
+``/dev/fd/63``, a pipe), and ``/dev/null`` (nothing). Refused, naming what it is: a
+directory, a socket and any other device (``/dev/zero`` was read until memory ran out).
+The file is opened non-blocking (opening a FIFO that has no writer waited forever) and
+set back to blocking to read (a writer still writing is waited for; none: end of file).
+The caller caps what it reads (:func:`read_capped`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["NotAFile", "file_kind", "is_stream", "open_input", "read_capped", "readable_kind"]
+
+
+class NotAFile(OSError):
+    """`path` is no file to read (a directory, a socket, a device): an OSError, so what
+    callers already say for a file they cannot read covers it (``strerror`` says what)."""
+
+
+def open_input(path: str | os.PathLike[str], *, pipes: bool = True) -> BinaryIO:
+    """`path` opened for binary reads if it is a file to read (see the module); else
+    NotAFile (OSError for a missing or unreadable one). ``pipes=False``: a regular file
+    only (one read twice, or opened again by name: a SQLite database)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or (pipes and readable_kind(fd, mode))):
+            raise NotAFile(errno.EINVAL, f"not a regular file ({file_kind(mode)})", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def readable_kind(fd: int, mode: int) -> bool:
+    """Whether what `fd` is open on, not a regular file, is still read as one: a FIFO or a
+    pipe, or ``/dev/null``."""
+    if stat.S_ISFIFO(mode):
+        return True
+    return stat.S_ISCHR(mode) and os.fstat(fd).st_rdev == _devnull_rdev()
+
+
+def _devnull_rdev() -> int | None:
+    try:
+        return os.stat(os.devnull).st_rdev
+    except OSError:
+        return None
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def read_capped(fh: BinaryIO, limit: int, expected: int = 0) -> bytes:
+    """What `fh` holds up to one byte past `limit`, read `expected` bytes (its size, when
+    known) at a time: ``read(limit + 1)`` allocates that much first, so a large limit
+    (``--max-bytes 10**12``) failed with an OverflowError or a MemoryError."""
+    chunks: list[bytes] = []
+    size = 0
+    step = max(expected, _STEP) + 1
+    while size <= limit:
+        chunk = fh.read(min(step, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)  # one chunk (a file read whole): returned as it is, not copied
+
+
+#: how much a read of an input of unknown size asks for at a time
+_STEP = 1 << 20
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether an existing `path` is a FIFO or ``/dev/null``: written to, never read back."""
+    try:
+        info = Path(path).stat()
+    except OSError:
+        return False
+    if stat.S_ISFIFO(info.st_mode):
+        return True
+    return stat.S_ISCHR(info.st_mode) and info.st_rdev == _devnull_rdev()

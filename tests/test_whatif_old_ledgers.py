@@ -1,0 +1,82 @@
+"""What-if replay of ledgers written before today's checks: recorded values replay as
+recorded. The old events are appended directly (as the code of the time wrote them):
+a blank model name, a negative cost, settings past today's maxima."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from helpers.ledger_helpers import SMALL, deterministic_ledger
+
+from ctxledger.analysis.whatif import whatif
+from ctxledger.cli.main import cli
+from ctxledger.events import ModelSwitched, SessionStarted, UsageReported
+from ctxledger.eventstore import AppendRequest
+from ctxledger.ledger import Ledger
+from ctxledger.usage import normalize_usage
+
+#: legal before the ranges of session 30 (a count of 10^10 messages, a 30-year cooldown)
+OLD_SETTINGS = {"hygiene_hard_message_limit": 10**10, "cooldown_generic": 10.0**9}
+
+
+def _old_ledger(path: Path) -> tuple[Ledger, str]:
+    """A chain started with a blank model and old settings, usage reported with model ""
+    and a negative cost, and a switch to a model named by blanks."""
+    ledger = deterministic_ledger(path)
+    sid = "old"
+    started = SessionStarted(
+        **ledger.event_fields(sid),
+        model="  ",
+        context_length=16_000,
+        config={**SMALL.to_snapshot(), **OLD_SETTINGS},
+    )
+    ledger.append([AppendRequest(sid, [started], 0)])
+    for turn in range(4):
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "user", "content": f"turn {turn} " + "word " * 60},
+                {"role": "assistant", "content": f"answer {turn} " + "ok " * 40},
+            ],
+        )
+        shape, usage = normalize_usage({"prompt_tokens": 100 * (turn + 1), "completion_tokens": 5})
+        event = UsageReported(
+            **ledger.event_fields(sid), raw={}, shape=shape, usage=usage, model="", cost_usd=-1.0
+        )
+        ledger.append([AppendRequest(sid, [event], ledger.version(sid))])
+    switched = ModelSwitched(
+        **ledger.event_fields(sid),
+        model=" ",
+        context_length=16_000,
+        previous_model="  ",
+        previous_context_length=16_000,
+    )
+    ledger.append([AppendRequest(sid, [switched], ledger.version(sid))])
+    return ledger, sid
+
+
+def test_an_old_chain_with_blank_models_and_a_negative_cost_replays(tmp_path: Path) -> None:
+    """The what-if re-sent model="" (and "  " at the start and the switch, and the
+    negative cost) through today's checks: `InvalidInput` before any comparison."""
+    ledger, sid = _old_ledger(tmp_path / "old.db")
+    report = whatif(ledger, ledger.tip(sid))
+    assert report.reproduces_recorded
+
+
+def test_replay_config_blames_only_what_the_file_sets(tmp_path: Path) -> None:
+    """`replay SID --config FILE` read the file over the recorded settings and range-checked
+    them all: a recorded 10^10 was reported as an error in the user's file."""
+    ledger, sid = _old_ledger(tmp_path / "old.db")
+    ledger.close()
+    fine, bad = tmp_path / "fine.toml", tmp_path / "bad.toml"
+    fine.write_text("threshold = 0.6\n")
+    bad.write_text("protect_last_n = 10000000000\n")
+    db = str(tmp_path / "old.db")
+    args = ["--db", db, "replay", sid, "--summarizer", "offline", "--config"]
+    ok = CliRunner().invoke(cli, [*args, str(fine)])
+    assert ok.exit_code == 0, ok.output
+    refused = CliRunner().invoke(cli, [*args, str(bad)])
+    assert refused.exit_code != 0
+    assert "bad.toml: protect_last_n is out of range" in refused.output
+    assert "hygiene_hard_message_limit" not in refused.output

@@ -180,6 +180,17 @@ def test_a_file_under_a_directory_still_needs_no_known_extension() -> None:  # 1
 
 
 @pytest.mark.parametrize(
+    "path",
+    ["src/time.prisma", "deploy/os.release", "a/schema.prisma", "docs/docs.prisma"],
+)
+def test_a_file_named_like_a_module_or_its_directory_is_a_path(path: str) -> None:
+    # the division rule judged the word alone (review of the fix): a module name
+    # (``os``, ``time``), a one-letter directory or a file named like its directory
+    # made these no path
+    assert _values(f"edit {path} first", kind="path") == [path]
+
+
+@pytest.mark.parametrize(
     "text",
     [r"$\sum_{i} w_i\cdot\log p_i$", r"$x_i\cdot\sigma$", r"pattern ab\w+\d+"],
 )

@@ -60,7 +60,9 @@ TEX_COMMANDS = frozenset(
 )
 
 
-#: names that stand before an attribute in code, rarely as a file's name
+#: names that stand before an attribute in code and never name a directory's file
+#: (``self.total``, ``np.sqrt``); module names such as ``os`` or ``time`` are left out
+#: (``deploy/os.release``, ``src/time.prisma`` are files)
 CODE_OBJECTS = frozenset(
     [
         "self",
@@ -69,18 +71,11 @@ CODE_OBJECTS = frozenset(
         "np",
         "pd",
         "df",
-        "math",
-        "os",
-        "sys",
         "torch",
         "tf",
         "nn",
         "jnp",
-        "sp",
         "plt",
-        "scipy",
-        "random",
-        "time",
     ]
 )
 #: attributes a computation divides by, rarely a file's extension
@@ -113,13 +108,13 @@ CODE_ATTRIBUTES = frozenset(
 def division(left: str, right: str) -> bool:
     """Whether ``left/right`` (a name, then a dotted name without a known extension)
     reads as a division in code: ``hits/self.total``, ``a/np.sqrt``, ``df/df.sum``,
-    ``km/h.ok`` (an object of one letter, a usual receiver, the left name again, or an
-    attribute a computation takes), not as a file under a directory."""
+    ``km/h.ok`` (an object of one letter, a usual receiver, or an attribute a
+    computation takes), not as a file under a directory (``a/schema.prisma``,
+    ``docs/docs.prisma``). `left` is not judged: a one-letter directory or one named
+    like the file is as common as a one-letter variable."""
     obj, _, attribute = right.partition(".")
     return (
-        len(left) < 2
-        or len(obj) < 2
+        len(obj) < 2
         or obj.lower() in CODE_OBJECTS
-        or obj == left
         or attribute.split(".")[0].lower() in CODE_ATTRIBUTES
     )

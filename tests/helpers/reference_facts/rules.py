@@ -189,8 +189,7 @@ def _shape(text: str, at: int, shape: str) -> bool:
 
 # --------------------------------------------------------------------------- paths
 
-_OBJECTS = ("self", "cls", "this", "np", "pd", "df", "math", "os", "sys", "torch", "tf", "nn")
-_OBJECTS += ("jnp", "sp", "plt", "scipy", "random", "time")
+_OBJECTS = ("self", "cls", "this", "np", "pd", "df", "torch", "tf", "nn", "jnp", "plt")
 _ATTRIBUTES = ("sum", "mean", "total", "sqrt", "size", "shape", "count", "max", "min", "len")
 _ATTRIBUTES += ("std", "var", "abs", "exp", "log", "item", "values", "value", "norm", "numel")
 _TEX = ("cdot", "times", "log", "ln", "exp", "sin", "cos", "tan", "sum", "prod", "int")
@@ -210,12 +209,10 @@ def plausible_path(raw: str) -> str | None:
     parts = value.split("/")
     relative = not value.startswith(("/", "~", "."))
     if relative and len(parts) == 2 and "\\" not in value and "." in parts[1]:
-        left, (obj, _, attribute) = parts[0], parts[1].partition(".")
+        obj, _, attribute = parts[1].partition(".")
         division = (
-            len(left) < 2
-            or len(obj) < 2
+            len(obj) < 2
             or obj.lower() in _OBJECTS
-            or obj == left
             or attribute.split(".")[0].lower() in _ATTRIBUTES
         )
         known = _code_plausible_path(parts[1]) is not None  # a known extension

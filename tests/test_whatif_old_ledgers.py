@@ -9,7 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, deterministic_ledger
 
-from ctxledger.analysis.whatif import whatif
+from ctxledger.analysis.history import UsageStep
+from ctxledger.analysis.whatif import _usage_report, whatif
 from ctxledger.cli.main import cli
 from ctxledger.events import ModelSwitched, SessionStarted, UsageReported
 from ctxledger.eventstore import AppendRequest
@@ -80,3 +81,51 @@ def test_replay_config_blames_only_what_the_file_sets(tmp_path: Path) -> None:
     assert refused.exit_code != 0
     assert "bad.toml: protect_last_n is out of range" in refused.output
     assert "hygiene_hard_message_limit" not in refused.output
+
+
+def test_an_old_usage_report_today_refuses_replays_from_its_recorded_figures(
+    tmp_path: Path,
+) -> None:
+    """Before 2026-11-24 a fractional count was taken (``int(100.5)``): the what-if re-sent
+    the recorded raw report through today's checks and raised InvalidInput."""
+    ledger = deterministic_ledger(tmp_path / "frac.db")
+    sid = "frac"
+    started = SessionStarted(
+        **ledger.event_fields(sid), model="m", context_length=16_000, config=SMALL.to_snapshot()
+    )
+    ledger.append([AppendRequest(sid, [started], 0)])
+    for turn in range(3):
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "user", "content": f"turn {turn} " + "word " * 60},
+                {"role": "assistant", "content": f"answer {turn} " + "ok " * 40},
+            ],
+        )
+        shape, usage = normalize_usage({"prompt_tokens": 100 * (turn + 1), "completion_tokens": 5})
+        raw = {"prompt_tokens": 100 * (turn + 1) + 0.5, "completion_tokens": 5}
+        event = UsageReported(**ledger.event_fields(sid), raw=raw, shape=shape, usage=usage)
+        ledger.append([AppendRequest(sid, [event], ledger.version(sid))])
+    report = whatif(ledger, ledger.tip(sid))
+    assert report.reproduces_recorded
+
+
+def test_a_reported_zero_stays_no_count_and_a_count_stays_a_count() -> None:
+    """A reported ``prompt_tokens: 0`` is no count (as live): the what-if passes it on
+    unchanged, not rescaled to the what-if view; a real count rescaled below 1 stays 1."""
+    zero = UsageStep(
+        output_tokens=5,
+        raw={"prompt_tokens": 0, "completion_tokens": 5},
+        offset=-1_000,
+        recorded_live=1_000,
+        recorded_prompt=0,
+    )
+    assert _usage_report(zero, 1_800) == {"prompt_tokens": 0, "completion_tokens": 5}
+    small = UsageStep(
+        output_tokens=5,
+        raw={"prompt_tokens": 10, "completion_tokens": 5},
+        offset=-990,
+        recorded_live=1_000,
+        recorded_prompt=10,
+    )
+    assert _usage_report(small, 500)["prompt_tokens"] == 1

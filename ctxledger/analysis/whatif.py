@@ -68,6 +68,7 @@ from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 from ctxledger.runtime.service import ContextService
+from ctxledger.usage import check_usage_report, normalize_usage
 
 # --------------------------------------------------------------------------- driving
 
@@ -123,14 +124,39 @@ class DriveResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _usage_report(step: UsageStep, live: int) -> JSON:
-    if step.raw is not None and (step.recorded_live == live or not step.reported):
-        return step.raw  # the same view, or no usage reported: nothing to rescale
-    prompt = max(0, live + step.offset)
+    """The usage report a recorded response gives in the what-if: the recorded one when
+    the what-if view is the recorded view, or when it held no prompt count (no usage, or
+    a reported 0: no count, as in the live run); else the provider's prompt rescaled to
+    the what-if view, never below 1 (a count stays a count). A recorded report that
+    today's checks refuse (older code took ``100.5`` tokens) is rebuilt from the
+    figures the ledger recorded for it."""
+    # (a scripted step records no prompt: its count is the what-if view's)
+    counted = step.reported and (step.recorded_prompt is None or step.recorded_prompt > 0)
+    raw = step.raw if step.raw is not None and _acceptable(step.raw) else None
+    if not counted:
+        if raw is not None:
+            return raw
+        return (
+            {"prompt_tokens": 0, "completion_tokens": step.output_tokens} if step.reported else {}
+        )
+    if raw is not None and step.recorded_live == live:
+        return raw  # the same view: nothing to rescale
+    prompt = max(1, live + step.offset)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": step.output_tokens,
         "prompt_tokens_details": {"cached_tokens": min(step.cache_read, prompt)},
     }
+
+
+def _acceptable(raw: JSON) -> bool:
+    """Whether today's ``report_usage`` takes recorded report `raw` as it is."""
+    try:
+        check_usage_report(raw, None, None)
+        normalize_usage(raw)
+    except InvalidInput:
+        return False
+    return True
 
 
 class _Driver:

@@ -126,19 +126,52 @@ def finite_schema(schema: Any, name: str) -> Any:
 
 
 def _finite(value: Any, path: str, dropped: list[str]) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        dropped.append(path)
-        return _DROP
-    if isinstance(value, dict):
-        items = ((k, _finite(v, f"{path}.{k}", dropped)) for k, v in value.items())
-        return {k: v for k, v in items if v is not _DROP}
-    if isinstance(value, (list, tuple)):
-        kept = (_finite(v, f"{path}[{i}]", dropped) for i, v in enumerate(value))
-        return [v for v in kept if v is not _DROP]
-    return value
+    """A copy of `value` without its non-finite floats, walked with a stack, not recursion
+    (a schema nested 5,000 deep raised RecursionError). The paths of the first
+    _NAMED dropped values go to `dropped`, then one count of the rest: a path is built
+    only for a dropped value, from the chain of its parents' keys."""
+    holder: list[Any] = []
+    stack: list[tuple[Any, Any, Any, _Where]] = [(holder, None, value, (None, path))]
+    more = 0
+    while stack:
+        parent, key, item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            if len(dropped) < _NAMED:
+                dropped.append(_path(where))
+            else:
+                more += 1
+            continue
+        copied: Any = item
+        children: list[tuple[Any, Any, str]] = []
+        if isinstance(item, dict):
+            copied = {}
+            children = [(k, v, f".{k}") for k, v in item.items()]
+        elif isinstance(item, (list, tuple)):
+            copied = []
+            children = [(i, v, f"[{i}]") for i, v in enumerate(item)]
+        if isinstance(parent, list):
+            parent.append(copied)
+        else:
+            parent[key] = copied
+        stack.extend((copied, k, v, (where, part)) for k, v, part in reversed(children))
+    if more:
+        dropped.append(f"and {more} more")
+    return holder[0] if holder else None
 
 
-_DROP = object()
+#: a path as the chain of its parts (parent chain, this part), rendered only when needed
+_Where = tuple[Any, str]
+#: how many dropped values a warning names
+_NAMED = 8
+
+
+def _path(where: _Where) -> str:
+    parts: list[str] = []
+    node: _Where | None = where
+    while node is not None:
+        node, part = node
+        parts.append(part)
+    return "".join(reversed(parts))
 
 
 def ledger_target(target: str | os.PathLike[str]) -> str | Path:

@@ -4,8 +4,11 @@ to import, trajectories to compress, an output read back to resume).
 Read: a regular file, a FIFO or a pipe (``--config <(echo 'threshold = 0.6')`` names
 ``/dev/fd/63``, a pipe), and ``/dev/null`` (nothing). Refused, naming what it is: a
 directory, a socket and any other device (``/dev/zero`` was read until memory ran out).
-The file is opened non-blocking (opening a FIFO that has no writer waited forever) and
-set back to blocking to read (a writer still writing is waited for; none: end of file).
+The file is opened non-blocking (opening a FIFO that has no writer waited forever); a
+FIFO then waits up to :data:`WRITER_WAIT` seconds for a writer (a producer started
+just after ctxledger, ``ctxledger --config f & producer > f``: read at once as empty,
+its settings were lost and the producer hung), else it is refused naming the wait.
+Then the file is set back to blocking to read (a writer still writing is waited for).
 The caller caps what it reads (:func:`read_capped`).
 """
 
@@ -13,11 +16,23 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["NotAFile", "file_kind", "is_stream", "open_input", "read_capped", "readable_kind"]
+__all__ = [
+    "WRITER_WAIT",
+    "NotAFile",
+    "file_kind",
+    "is_stream",
+    "open_input",
+    "read_capped",
+    "readable_kind",
+]
+
+#: seconds a FIFO opened for input waits for a program to open it for writing
+WRITER_WAIT = 30.0
 
 
 class NotAFile(OSError):
@@ -34,11 +49,28 @@ def open_input(path: str | os.PathLike[str], *, pipes: bool = True) -> BinaryIO:
         mode = os.fstat(fd).st_mode
         if not (stat.S_ISREG(mode) or (pipes and readable_kind(fd, mode))):
             raise NotAFile(errno.EINVAL, f"not a regular file ({file_kind(mode)})", str(path))
+        if stat.S_ISFIFO(mode) and not _writer_came(fd):
+            raise NotAFile(
+                errno.ETIMEDOUT,
+                f"a FIFO that no program opened for writing within {WRITER_WAIT:g} s",
+                str(path),
+            )
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return os.fdopen(fd, "rb")
+
+
+def _writer_came(fd: int) -> bool:
+    """Whether a writer has opened the FIFO or pipe `fd` (open non-blocking) within
+    WRITER_WAIT: it wrote (readable) or came and went (hung up). Before any writer
+    came, a read gives end of file at once, which is what was wrong."""
+    if not hasattr(select, "poll"):  # (no poll: read as before)
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(int(WRITER_WAIT * 1000)))
 
 
 def readable_kind(fd: int, mode: int) -> bool:

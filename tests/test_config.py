@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -391,12 +394,39 @@ def test_a_config_file_that_is_a_device_or_is_huge_is_refused(tmp_path: Path) ->
     assert load_config(Path(os.devnull), env=None) == CompressionConfig()
 
 
-def test_a_config_file_that_is_a_pipe_is_read(tmp_path: Path) -> None:
+def test_a_config_file_that_is_a_pipe_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--config <(echo 'threshold = 0.6')` names a pipe (/dev/fd/63): it was refused
-    as "not a regular file" (review R4). A FIFO with no writer is read as empty: no
-    settings, and no wait (it is opened non-blocking)."""
+    as "not a regular file" (review R4). A FIFO no program opens for writing is waited
+    for a while, then refused naming the wait (it was read at once as empty: the
+    settings were dropped without a word, and a producer started just after hung)."""
     from helpers.fifo import fifo_with_writer
+
+    from ctxledger import inputfile
 
     with fifo_with_writer(tmp_path / "c.toml", b"threshold = 0.6\n") as fifo:
         assert load_config(fifo, env=None).threshold == 0.6
-    assert load_config(fifo, env=None) == CompressionConfig()  # the writer is gone
+    monkeypatch.setattr(inputfile, "WRITER_WAIT", 0.2)
+    with pytest.raises(InvalidConfig, match=r"no program opened for writing within 0\.2 s"):
+        load_config(fifo, env=None)  # the writer is gone
+
+
+def test_a_config_fifo_whose_writer_comes_late_is_read(tmp_path: Path) -> None:
+    """`ctxledger --config f & producer > f`: the producer opens the FIFO after ctxledger
+    did; its settings are read (they were lost, and the producer blocked forever)."""
+    fifo = tmp_path / "late.toml"
+    os.mkfifo(fifo)
+
+    def produce() -> None:
+        time.sleep(0.3)
+        with open(fifo, "w") as fh:
+            fh.write("threshold = 0.6\n")
+
+    writer = threading.Thread(target=produce, daemon=True)  # (old code: blocked forever)
+    writer.start()
+    try:
+        assert load_config(fifo, env=None).threshold == 0.6
+    finally:
+        writer.join(timeout=10)
+    assert not writer.is_alive()

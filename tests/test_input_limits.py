@@ -311,7 +311,13 @@ def test_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
-def test_a_fifo_with_no_writer_is_not_waited_on(tmp_path: Path) -> None:
+def test_a_fifo_with_no_writer_is_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waited for WRITER_WAIT seconds, then refused naming the wait (nothing appended)."""
+    from ctxledger import inputfile
+
+    monkeypatch.setattr(inputfile, "WRITER_WAIT", 0.2)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     outcome: list[click.testing.Result] = []
@@ -324,7 +330,7 @@ def test_a_fifo_with_no_writer_is_not_waited_on(tmp_path: Path) -> None:
         with open(fifo, "w"):
             pass
         pytest.fail("import blocked on a FIFO with no writer")
-    assert_refused(outcome[0], "pipe")  # read as empty: nothing to import
+    assert_refused(outcome[0], "no program opened for writing within 0.2 s")
     assert nothing_appended(tmp_path / "l.db")
 
 

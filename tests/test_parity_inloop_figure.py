@@ -2,7 +2,9 @@
 and C), as a property over generated report sequences: it is never below the ledger's
 estimate of system + messages + tools, and it is the kept real count when that is
 larger. The kept count is the latest reported count above 0 since the live session
-started, its model switched, it was compacted, or a count of 0 was reported."""
+started, its model switched, or a count of 0 was reported. (Automatic compaction is
+off here, so the clearing at a compaction is not exercised: the fold's tests in
+``test_parity_runtime.py`` cover it.)"""
 
 from __future__ import annotations
 

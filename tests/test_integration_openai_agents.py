@@ -322,3 +322,19 @@ def test_a_figure_that_is_no_count_is_refused_not_made_a_number(figure):
     entry.input_tokens = figure
     with pytest.raises(InvalidInput, match="usage field 'input_tokens'"):
         request_usage(entry)
+
+
+def test_each_request_says_whether_it_asked_for_tools(service):
+    """The in-loop check runs after a response that asked for tools only (Hermes's loop):
+    a run's request followed by another asked (a tool call), its final answer did not.
+    Both were reported unsaid (checked after every response) before."""
+    session = CtxLedgerSession("asks", service)
+    agent = Agent(name="reader", instructions="Read files.", model=_script(2), tools=[read_file])
+
+    async def scenario() -> None:
+        for turn in range(2):
+            await Runner.run(agent, f"review module {turn}", session=session)
+
+    anyio.run(scenario)
+    asked = [e.asked_for_tools for e in _chain_events(service, "asks", UsageReported)]
+    assert asked == [True, False, True, False]

@@ -140,14 +140,20 @@ class CtxLedgerSession:
         sid = await self._writable()
         if messages:
             sid = (await self.service.append(sid, messages)).session_id
-        await self._report_usage(sid, wrapper)
+        await self._report_usage(sid, wrapper, messages)
 
-    async def _report_usage(self, sid: str, wrapper: Any) -> None:
-        """Report each model request of the run not reported yet (Responses usage shape)."""
+    async def _report_usage(self, sid: str, wrapper: Any, messages: list[Any]) -> None:
+        """Report each model request of the run not reported yet (Responses usage shape),
+        saying whether it asked for tools (the in-loop check runs after those only, as
+        Hermes's loop): a request another one followed in the run did (a tool call or
+        a handoff); the last one as the batch's last response says (see _asked)."""
         entries, done = _usage_entries(wrapper)
-        for entry in entries[done:]:
+        new = entries[done:]
+        last = _asked(messages)
+        for index, entry in enumerate(new):
             report = functools.partial(request_usage, entry)
-            sid = await report_usage_or_warn(self.service, sid, report)
+            asked = True if index < len(new) - 1 else last
+            sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
         if wrapper is not None and len(entries) > done:
             setattr(wrapper, _REPORTED, len(entries))
 
@@ -196,6 +202,20 @@ class CtxLedgerSession:
             await self.service.compress(sid)
         else:
             await self.service.preflight(sid)
+
+
+def _asked(messages: list[Any]) -> bool | None:
+    """Whether the batch's last model response asked for tools: its last assistant
+    message, past the tool results after it, holds tool calls (True) or is a final
+    answer (False); None when the batch ends in no response (unknown: checked)."""
+    for message in reversed(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            continue
+        if role == "assistant":
+            return bool(message.get("tool_calls"))
+        return None
+    return None
 
 
 def _usage_entries(wrapper: Any) -> tuple[list[Any], int]:

@@ -49,13 +49,13 @@ def test_a_listing_of_code_or_a_docstring_is_no_error() -> None:
 
 def test_lines_naming_an_exception_that_happened_stay_errors() -> None:
     output = (
-        "tests/test_x.py:45: AssertionError: assert 1 == 2\n"
+        "tests/test_x.py:45: AssertionError: assert total == 3\n"
         "2024-01-02 12:00:01 worker crashed with ValueError: bad input\n"
         "The call failed with KeyError: 'missing'\n"
     )
     errors = [value for kind, value in _facts(output) if kind == "error"]
     assert errors[:3] == [
-        "tests/test_x.py:45: AssertionError: assert 1 == 2",
+        "tests/test_x.py:45: AssertionError: assert total == 3",
         "2024-01-02 12:00:01 worker crashed with ValueError: bad input",
         "The call failed with KeyError: 'missing'",
     ], errors

@@ -57,7 +57,6 @@ from ctxledger.runtime.service_io import (
     Recovery,
     TurnResult,
     check_error_report,
-    check_usage_report,
     focus_topic,
     is_int,
 )
@@ -101,7 +100,7 @@ class ContextService(ServiceCore):
 
         A response without usage (``None``, ``{}``, only nulls), or whose prompt count
         is 0, is recorded and judged by ``_unreported_prompt``."""
-        check_usage_report(raw, model, cost_usd, tool_calls)
+        # (the arguments are checked by the ledger's report_usage, before it appends)
         sid, event = self._on_tip(
             session_id,
             lambda tip: self.ledger.report_usage(

@@ -14,7 +14,6 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.messages import check_new_messages
-from ctxledger.usage import check_usage_report
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,7 +94,6 @@ __all__ = [
     "Recovery",
     "TurnResult",
     "check_error_report",
-    "check_usage_report",
     "focus_topic",
     "is_int",
     "json_safe",

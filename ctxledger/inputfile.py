@@ -76,9 +76,12 @@ def _writer_came(fd: int) -> bool:
 def readable_kind(fd: int, mode: int) -> bool:
     """Whether what `fd` is open on, not a regular file, is still read as one: a FIFO or a
     pipe, or ``/dev/null``."""
-    if stat.S_ISFIFO(mode):
-        return True
-    return stat.S_ISCHR(mode) and os.fstat(fd).st_rdev == _devnull_rdev()
+    return _stream(mode, os.fstat(fd).st_rdev)
+
+
+def _stream(mode: int, rdev: int) -> bool:
+    """A FIFO or pipe, or ``/dev/null`` (by its mode and device number)."""
+    return stat.S_ISFIFO(mode) or (stat.S_ISCHR(mode) and rdev == _devnull_rdev())
 
 
 def _devnull_rdev() -> int | None:
@@ -128,6 +131,4 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
         info = Path(path).stat()
     except OSError:
         return False
-    if stat.S_ISFIFO(info.st_mode):
-        return True
-    return stat.S_ISCHR(info.st_mode) and info.st_rdev == _devnull_rdev()
+    return _stream(info.st_mode, info.st_rdev)

@@ -246,13 +246,23 @@ class SummaryGenerated(Event, frozen=True, kw_only=True):
 
 
 class LayoutEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One message of a continuation: carried by id, or new (summary, merge, stub, strip)."""
+    """One message of a continuation: carried by id, or new (summary, merge, stub, strip).
+
+    ``content_ref`` and ``content_suffix`` are set only inside the store (a
+    ``SessionSwitched`` stored at schema 2): a new message whose string content begins
+    with a long text already kept as a blob (a summary merged after a 10 MB user
+    message) is stored as that blob's ref and the text after it, its ``content`` null,
+    and re-inflated on read as ``blob text + content_suffix``. Unset, they are not
+    encoded: an entry without them is byte for byte what schema 1 stored.
+    """
 
     message_id: str
     origin: Literal["carried", "summary", "merged", "stub", "stripped"] = "carried"
     message: JSON | None = None
     tokens: int = 0
     source_id: str | None = None
+    content_ref: str | msgspec.UnsetType = msgspec.UNSET
+    content_suffix: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class SessionSwitched(Event, frozen=True, kw_only=True):
@@ -260,7 +270,15 @@ class SessionSwitched(Event, frozen=True, kw_only=True):
 
     The continuation's transcript is exactly ``system_prompt`` followed by
     ``layout``; carried messages are referenced by id, never copied.
+
+    Schema 2 added the referenced layout contents (``LayoutEntry.content_ref``). The
+    store writes a switch that holds none at schema 1 (:data:`SWITCH_INLINE_SCHEMA`):
+    its payload is schema 1's shape, so its row is what an older ctxledger wrote and
+    reads; only a switch holding a reference is stored at 2, which an older ctxledger
+    refuses ("newer than this ctxledger understands") instead of reading a null content.
     """
+
+    SCHEMA: ClassVar[int] = 2  # v1 had no referenced layout contents
 
     compaction_id: str
     new_session_id: str
@@ -407,6 +425,19 @@ def _session_started_v1(payload: JSON) -> JSON:
 def _summary_generated_v1(payload: JSON) -> JSON:
     payload.setdefault("imported", False)
     return payload
+
+
+@upcaster("SessionSwitched", 1)
+def _session_switched_v1(payload: JSON) -> JSON:
+    return payload  # v2 only added optional fields a v1 payload never holds
+
+
+#: the schema a ``SessionSwitched`` holding no referenced layout content is stored at
+SWITCH_INLINE_SCHEMA = 1
+
+#: (event class, older schema) whose stored payloads decode as today's shape, unchanged
+#: (their upcasters are the identity): read without the upcasting detour
+READ_AS_IS: frozenset[tuple[type[Event], int]] = frozenset({(SessionSwitched, 1)})
 
 
 def encode_event(event: Event) -> bytes:

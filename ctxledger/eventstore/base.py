@@ -39,14 +39,16 @@ from ctxledger.errors import (
 )
 from ctxledger.events import (
     EVENT_TYPES,
+    SWITCH_INLINE_SCHEMA,
     Event,
     MessageAppended,
     Recorded,
+    SessionSwitched,
     encode_event,
     sha256_hex,
 )
 from ctxledger.eventstore import leases
-from ctxledger.eventstore.contents import dehydrate_shared
+from ctxledger.eventstore.contents import dehydrate_layout, dehydrate_shared, layout_refs
 from ctxledger.eventstore.leases import LocalLeases, Release
 from ctxledger.eventstore.rows import (
     CHAIN_FORMATS,
@@ -86,6 +88,8 @@ class AppendRequest(msgspec.Struct, frozen=True):
 _encode = encode_event
 #: event class -> (kind, schema): one lookup validates the type and gives both columns
 _KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
+# a switch is stored at schema 2 only when it holds a referenced layout content
+_KINDS[SessionSwitched] = ("SessionSwitched", SWITCH_INLINE_SCHEMA)
 
 
 class PreparedBatch(NamedTuple):
@@ -137,6 +141,7 @@ def prepare_append(
                 heads.append(head_columns(stream, row[2], row[3]))
                 continue
             try:
+                schema = meta[1]
                 if isinstance(event, MessageAppended):
                     heads.append(message_head(event.message_id, event.tokens))
                     # the test dehydrate() makes, inlined: this loop runs once per event
@@ -146,7 +151,12 @@ def prepare_append(
                         new_blobs.update(extra)
                 else:
                     heads.append(NO_HEAD)
-                rows.append((event.event_id, meta[0], meta[1], _encode(event)))
+                    if type(event) is SessionSwitched:
+                        event, extra = dehydrate_layout(event, threshold)
+                        new_blobs.update(extra)
+                        if extra or layout_refs(event):  # (refs a caller set: stored as given)
+                            schema = SessionSwitched.SCHEMA
+                rows.append((event.event_id, meta[0], schema, _encode(event)))
             except UnicodeEncodeError as exc:
                 raise _not_unicode(event.event_id, exc) from None
             except (TypeError, msgspec.EncodeError) as exc:  # a key that is not text, a set...

@@ -26,9 +26,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
+import msgspec
+
 from ctxledger.events import (
     Event,
+    LayoutEntry,
     MessageAppended,
+    SessionSwitched,
     dehydrate,
     hydrate,
     hydrate_text,
@@ -38,8 +42,11 @@ from ctxledger.tokens import knowing_counts, remember_count
 
 __all__ = [
     "SharedContents",
+    "dehydrate_layout",
     "dehydrate_shared",
+    "hydrate_layout",
     "hydrate_shared",
+    "layout_refs",
     "shared_contents",
     "sharing_contents",
 ]
@@ -95,6 +102,17 @@ class SharedContents:
     def data_of(self, ref: str) -> bytes | None:
         """The checked bytes read for `ref` (the UTF-8 of the text kept for it), or None."""
         return self._data.get(ref)
+
+    def prefix_of(self, text: str, threshold: int) -> tuple[str, int] | None:
+        """(ref, length) of the longest text this run read and checked, at least
+        `threshold` characters long, that `text` begins with (compared character by
+        character), else None."""
+        best: tuple[str, int] | None = None
+        longest = threshold - 1
+        for ref, known in self._texts.items():
+            if longest < len(known) <= len(text) and text.startswith(known):
+                best, longest = (ref, len(known)), len(known)
+        return best
 
     def ref_of(self, text: str) -> str | None:
         """The ref of `text` when it is a text this run read (the same object), else None."""
@@ -160,3 +178,74 @@ def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, byt
     ref = shared.ref_of(content) if isinstance(content, str) else None
     data = shared.data_of(ref) if ref is not None else None
     return dehydrate(event, threshold, ref=ref, data=data)
+
+
+# --- layout contents by reference (SessionSwitched schema 2) -------------------------
+
+
+def dehydrate_layout(
+    event: SessionSwitched, threshold: int
+) -> tuple[SessionSwitched, dict[str, bytes]]:
+    """`event` with each new layout message whose string content (at least `threshold`
+    characters) begins with a text this run read and checked kept by reference: that
+    text's blob ref and the rest of the content (see :class:`~ctxledger.events.LayoutEntry`).
+
+    Returns the event to store and the blobs it references (stored with it when absent,
+    so the reference never depends on another store). Outside :func:`sharing_contents`,
+    or when no such text is known, `event` is returned as it is (stored inline): the
+    ref is reused, never computed, so writing by reference costs no pass over the text.
+    """
+    shared = _SHARED.get()
+    if shared is None:
+        return event, {}
+    layout: list[LayoutEntry] | None = None
+    blobs: dict[str, bytes] = {}
+    for index, entry in enumerate(event.layout):
+        message = entry.message
+        content = message.get("content") if message is not None else None
+        if not isinstance(content, str) or len(content) < threshold:
+            continue
+        found = shared.prefix_of(content, threshold)
+        data = shared.data_of(found[0]) if found is not None else None
+        if found is None or data is None or message is None:
+            continue
+        ref, length = found
+        if layout is None:
+            layout = list(event.layout)
+        layout[index] = msgspec.structs.replace(
+            entry,
+            message={k: (None if k == "content" else v) for k, v in message.items()},
+            content_ref=ref,
+            content_suffix=content[length:],
+        )
+        blobs[ref] = data
+    if layout is None:
+        return event, {}
+    return msgspec.structs.replace(event, layout=layout), blobs
+
+
+def layout_refs(event: SessionSwitched) -> list[str]:
+    """The blob refs `event`'s stored layout holds (empty for a hydrated event)."""
+    return [e.content_ref for e in event.layout if isinstance(e.content_ref, str)]
+
+
+def hydrate_layout(event: SessionSwitched, get_blob: Callable[[str], bytes]) -> SessionSwitched:
+    """`event` (as stored) with every referenced layout content re-inflated as its blob's
+    text followed by its ``content_suffix``; answered from the run's memory inside
+    :func:`sharing_contents`."""
+    shared = _SHARED.get()
+    layout = list(event.layout)
+    for index, entry in enumerate(layout):
+        ref = entry.content_ref
+        if not isinstance(ref, str):
+            continue
+        text = shared.text(ref, get_blob) if shared is not None else get_blob(ref).decode("utf-8")
+        suffix = entry.content_suffix if isinstance(entry.content_suffix, str) else ""
+        content = "".join((text, suffix))
+        message = dict(entry.message) if entry.message is not None else {}
+        message = {k: (content if k == "content" else v) for k, v in message.items()}
+        message.setdefault("content", content)
+        layout[index] = msgspec.structs.replace(
+            entry, message=message, content_ref=msgspec.UNSET, content_suffix=msgspec.UNSET
+        )
+    return msgspec.structs.replace(event, layout=layout)

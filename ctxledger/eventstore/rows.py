@@ -21,13 +21,15 @@ from ctxledger.errors import IntegrityError, InvalidEvent, UnknownBlob
 from ctxledger.events import (
     EVENT_DECODER,
     EVENT_TYPES,
+    READ_AS_IS,
     Event,
     MessageAppended,
     Recorded,
+    SessionSwitched,
     ToolOutputPersisted,
     upcast_stored,
 )
-from ctxledger.eventstore.contents import hydrate_shared
+from ctxledger.eventstore.contents import hydrate_layout, hydrate_shared, layout_refs
 from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
@@ -178,7 +180,7 @@ def decode_stored(payload: bytes, schema: int) -> Event:
     """
     try:
         event: Event = EVENT_DECODER.decode(payload)
-        if schema == event.SCHEMA:
+        if schema == event.SCHEMA or (type(event), schema) in READ_AS_IS:
             return event
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass  # perhaps an older shape: the upcasting path decides
@@ -206,10 +208,14 @@ def decode_rows(
                 event: Event | None = decode(payload)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 event = None  # maybe an older shape: upcast_stored upcasts or explains
-            if event is None or schema != event.SCHEMA:
+            if event is None or (
+                schema != event.SCHEMA and (type(event), schema) not in READ_AS_IS
+            ):
                 event = upcast_stored(payload, schema)
             if type(event) is MessageAppended and event.content_ref is not None:
                 event = hydrate_shared(event, get_blob, _seal_of(sealed, seq))
+            elif type(event) is SessionSwitched and schema == event.SCHEMA:
+                event = hydrate_layout(event, get_blob)  # (schema 2: it holds references)
             append(Recorded(seq, event.session_id, version, event, digest))
     except InvalidEvent as exc:
         raise InvalidEvent(
@@ -338,7 +344,9 @@ def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
     if type(item) is MessageHead:
         if schema == MESSAGE_SCHEMA:
             return item
-    elif item is not None and schema == item.SCHEMA:  # type: ignore[union-attr]
+    elif item is not None and (
+        schema == item.SCHEMA or (type(item), schema) in READ_AS_IS  # type: ignore[union-attr]
+    ):
         return item
     try:
         event = upcast_stored(payload, schema)
@@ -483,12 +491,27 @@ class ChainVerifier:
             ref = event.content_ref
             if ref not in self.blobs:
                 return f"missing blob {ref}: the message content is gone"
+        elif isinstance(event, SessionSwitched):
+            return self._layout_blobs(event, schema)
         elif isinstance(event, ToolOutputPersisted) and event.blob_ref in self.blobs:
             ref = event.blob_ref  # a tool output's blob is stored by the caller; absent is allowed
         else:
             return None
         bad = self.blobs[ref]
         return None if bad is None else f"blob mismatch: {bad}"
+
+    def _layout_blobs(self, event: SessionSwitched, schema: int) -> str | None:
+        """What is wrong with the blobs a switch's layout references, or None."""
+        refs = layout_refs(event)
+        if refs and schema < event.SCHEMA:
+            return f"a schema {schema} SessionSwitched holds referenced layout contents"
+        for ref in refs:
+            if ref not in self.blobs:
+                return f"missing blob {ref}: a layout message's content is gone"
+            bad = self.blobs[ref]
+            if bad is not None:
+                return f"blob mismatch: {bad}"
+        return None
 
     def report(self) -> VerifyReport:
         """The verdict so far: the first problem found, else any bad blob no event referenced."""

@@ -33,8 +33,15 @@ from typing import NamedTuple
 import msgspec
 
 from ctxledger.errors import IntegrityError, InvalidInput
-from ctxledger.events import Event, MessageAppended, Recorded, ToolOutputPersisted
+from ctxledger.events import (
+    Event,
+    MessageAppended,
+    Recorded,
+    SessionSwitched,
+    ToolOutputPersisted,
+)
 from ctxledger.eventstore.base import AppendRequest, EventStore
+from ctxledger.eventstore.contents import layout_refs
 from ctxledger.eventstore.rows import ChainFormat, chain_tip, decode_stored, split_linked
 
 __all__ = ["CopyReport", "copy_ledger"]
@@ -81,7 +88,7 @@ def copy_ledger(
     head: str | None = None
     for runs in _chunks(_source_rows(source), batch_events):
         chunk = [row for _, run in runs for row in run]
-        refs = {ref for row in chunk if (ref := _blob_ref(row.event)) is not None}
+        refs = {ref for row in chunk for ref in _blob_refs(row.event)}
         extra = {ref: source.get_blob(ref) for ref in refs if source.has_blob(ref)}
         versions.update(dest.append_many(_requests(runs, versions), extra or None))
         _compare(chunk, list(dest.read_all(chunk[0].seq, chunk[-1].seq)))
@@ -133,12 +140,15 @@ def _source_rows(source: EventStore) -> Iterator[_Row]:
         yield _Row(seq, stream, version, event, digest, (schema, payload))
 
 
-def _blob_ref(event: Event) -> str | None:
+def _blob_refs(event: Event) -> list[str]:
+    """The blobs `event` (as stored) references."""
     if isinstance(event, ToolOutputPersisted):
-        return event.blob_ref
+        return [event.blob_ref]
     if isinstance(event, MessageAppended):
-        return event.content_ref
-    return None
+        return [] if event.content_ref is None else [event.content_ref]
+    if isinstance(event, SessionSwitched):
+        return layout_refs(event)
+    return []
 
 
 _Run = tuple[ChainFormat, list[_Row]]

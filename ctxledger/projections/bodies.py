@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from ctxledger.collector import collector_paused
 from ctxledger.errors import IntegrityError, StoreError
-from ctxledger.events import MessageAppended, Recorded
+from ctxledger.events import Event, MessageAppended, Recorded
 from ctxledger.messages import JSON
 
 __all__ = ["Bodies", "BodySource"]
@@ -51,6 +51,16 @@ class Bodies:
     def load(self, seq: int) -> JSON:
         """The message appended at `seq`."""
         return self.load_many((seq,))[seq]
+
+    def event_at(self, seq: int) -> Event:
+        """The whole event stored at `seq`, as any read hands it out (contents re-inflated)."""
+        found = [rec.event for rec in self.source.read_at((seq,)) if rec.seq == seq]
+        if not found:
+            raise IntegrityError(
+                f"the event at seq {seq} is no longer in the log (the projection was folded "
+                "from a different log); run verify() on it"
+            )
+        return found[0]
 
     def load_many(self, seqs: Iterable[int]) -> dict[int, JSON]:
         """seq -> the message appended there, for every seq in `seqs` (one batch).

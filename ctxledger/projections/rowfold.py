@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from ctxledger.events import Event
+from ctxledger.events import Event, SessionSwitched
+from ctxledger.eventstore.contents import layout_refs
 from ctxledger.eventstore.rows import (
     HEAD_DECODER,
     MESSAGE_SCHEMA,
@@ -70,7 +71,7 @@ def fold_rows(
                 if type(item) is not head_type or schema != schema_now:
                     item = decode_head(seq, schema, payload)
                     if not isinstance(item, MessageHead):
-                        other(seq, item, version)
+                        other(seq, _whole(seq, item, bodies), version)
                         last = seq
                         n += 1
                         continue
@@ -233,6 +234,14 @@ class _Run:
         self.stream, self.view, self.tokens = None, None, 0
 
 
+def _whole(seq: int, event: Event, bodies: Bodies) -> Event:
+    """`event`, or, for a switch whose stored layout holds referenced contents, the event
+    read back from the log with them re-inflated (as every other read hands it out)."""
+    if type(event) is SessionSwitched and layout_refs(event):
+        return bodies.event_at(seq)
+    return event
+
+
 def _no_append(mid: str) -> None:
     raise AssertionError("a message folded outside a run")  # pragma: no cover
 
@@ -259,7 +268,7 @@ def _fold_payload(
     if type(item) is not MessageHead or schema != MESSAGE_SCHEMA:
         item = decode_head(seq, schema, payload)
         if not isinstance(item, MessageHead):
-            other(seq, item, 0)
+            other(seq, _whole(seq, item, bodies), 0)
             return
     view = state.sessions.get(item.session_id)
     if view is None:

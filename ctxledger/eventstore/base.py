@@ -88,8 +88,6 @@ class AppendRequest(msgspec.Struct, frozen=True):
 _encode = encode_event
 #: event class -> (kind, schema): one lookup validates the type and gives both columns
 _KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
-# a switch is stored at schema 2 only when it holds a referenced layout content
-_KINDS[SessionSwitched] = ("SessionSwitched", SWITCH_INLINE_SCHEMA)
 
 
 class PreparedBatch(NamedTuple):
@@ -141,7 +139,6 @@ def prepare_append(
                 heads.append(head_columns(stream, row[2], row[3]))
                 continue
             try:
-                schema = meta[1]
                 if isinstance(event, MessageAppended):
                     heads.append(message_head(event.message_id, event.tokens))
                     # the test dehydrate() makes, inlined: this loop runs once per event
@@ -152,11 +149,8 @@ def prepare_append(
                 else:
                     heads.append(NO_HEAD)
                     if type(event) is SessionSwitched:
-                        event, extra = dehydrate_layout(event, threshold)
-                        new_blobs.update(extra)
-                        if extra or layout_refs(event):  # (refs a caller set: stored as given)
-                            schema = SessionSwitched.SCHEMA
-                rows.append((event.event_id, meta[0], schema, _encode(event)))
+                        event, meta = _switch_row(event, threshold, new_blobs)
+                rows.append((event.event_id, meta[0], meta[1], _encode(event)))
             except UnicodeEncodeError as exc:
                 raise _not_unicode(event.event_id, exc) from None
             except (TypeError, msgspec.EncodeError) as exc:  # a key that is not text, a set...
@@ -168,6 +162,18 @@ def prepare_append(
     _reject_repeated_ids(batches)
     new_blobs.update(_checked_blobs(blobs or {}))
     return batches, new_blobs
+
+
+def _switch_row(
+    event: SessionSwitched, threshold: int, blobs: dict[str, bytes]
+) -> tuple[SessionSwitched, tuple[str, int]]:
+    """A switch as stored (long layout contents a run read kept by reference, their blobs
+    added to `blobs`) and its (kind, schema): schema 2 only when it holds a reference
+    (made here, or set by the caller), else 1, byte for byte what schema 1 stored."""
+    event, extra = dehydrate_layout(event, threshold)
+    blobs.update(extra)
+    referenced = bool(extra) or bool(layout_refs(event))
+    return event, ("SessionSwitched", event.SCHEMA if referenced else SWITCH_INLINE_SCHEMA)
 
 
 def _not_unicode(event_id: str, exc: UnicodeEncodeError) -> InvalidEvent:

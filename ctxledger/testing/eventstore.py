@@ -36,8 +36,16 @@ from ctxledger.errors import (
     StoreError,
     UnknownBlob,
 )
-from ctxledger.events import Event, MessageAppended, SessionStarted, sha256_hex
+from ctxledger.events import (
+    Event,
+    LayoutEntry,
+    MessageAppended,
+    SessionStarted,
+    SessionSwitched,
+    sha256_hex,
+)
 from ctxledger.eventstore import AppendRequest, EventStore
+from ctxledger.eventstore.contents import sharing_contents
 
 _ids = itertools.count()
 
@@ -64,6 +72,25 @@ def started(session: str) -> SessionStarted:
         at=1_767_225_600.0 + n,
         model="m",
         context_length=128_000,
+    )
+
+
+def switched(session: str) -> SessionSwitched:
+    """A compaction's switch to ``ses_next`` with an empty layout (a fresh id)."""
+    n = next(_ids)
+    return SessionSwitched(
+        event_id=f"evt_{n:08d}",
+        session_id=session,
+        at=1_767_225_600.0 + n,
+        compaction_id=f"cmp_{n:08d}",
+        new_session_id="ses_next",
+        layout=[],
+        plan={},
+        config={},
+        tokens_before=2,
+        tokens_after=1,
+        messages_before=2,
+        messages_after=1,
     )
 
 
@@ -340,6 +367,27 @@ class EventStoreContract(abc.ABC):
         assert store.has_blob(sha256_hex(content.encode()))
         report = store.verify()
         assert report.ok and report.events_checked == 2 and report.blobs_checked == 1
+
+    def test_a_layout_content_beginning_with_a_read_blob_text_is_kept_by_reference(
+        self, store: EventStore
+    ) -> None:
+        """Inside a what-if's block, a switch's layout message that begins with a long text
+        the run read is stored as that blob's ref and the rest (schema 2), and read back
+        whole, in and out of the block; the blob is stored with it."""
+        content = "déjà vu, line 12\n" * 5_000
+        store.append("ses_a", [started("ses_a"), message("ses_a", content)], 0)
+        with sharing_contents():
+            text = list(store.read_stream("ses_a"))[-1].event.message["content"]  # type: ignore[attr-defined]
+            entry = LayoutEntry(
+                message_id="msg_m", origin="merged", message={"content": text + " [summary]"}
+            )
+            event = msgspec.structs.replace(switched("ses_a"), layout=[entry])
+            store.append("ses_a", [event], 2)
+        assert [r.event for r in store.read_all()][-1] == event
+        rows = [row for row in store.read_stored() if row[4] == "SessionSwitched"]
+        assert [(row[5], len(row[6]) < 1_000) for row in rows] == [(2, True)]
+        report = store.verify()
+        assert report.ok and report.events_checked == 3 and report.blobs_checked == 1
 
     def test_checkpoints_save_load_and_replace(self, store: EventStore) -> None:
         assert store.load_checkpoint("transcript") is None

@@ -328,6 +328,9 @@ def test_postgresql_stores_by_reference_and_verify_names_an_altered_blob(pg_url:
         (row,) = [r for r in pg.read_stored() if r[4] == "SessionSwitched"]
         assert row[5] == 2 and len(row[6]) < 2_000
         assert [r.event for r in pg.read_all()][-1] == event and pg.verify().ok
+        folded = Projector.rebuild(pg, use_checkpoint=False)  # from the heads (read_rows)
+        merged = folded.transcript.state.messages["msg_merged"]
+        assert merged.message["content"] == BIG + SUFFIX
         options = f"-c search_path={pg.schema}"
         with psycopg.connect(pg._conninfo, autocommit=True, options=options) as conn:
             conn.execute("UPDATE blobs SET data = %s", (b"y" * 1000,))

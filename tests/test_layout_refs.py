@@ -11,6 +11,8 @@ reports exactly what it reports of the same events stored inline.
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -336,3 +338,27 @@ def test_postgresql_stores_by_reference_and_verify_names_an_altered_blob(pg_url:
             conn.execute("UPDATE blobs SET data = %s", (b"y" * 1000,))
         report = pg.verify()
         assert not report.ok and report.first_bad_seq == 2 and "blob" in (report.problem or "")
+
+
+# --- a ledger main wrote: its long merged message inline, at schema 1 ----------------------
+
+GOLDEN = Path(__file__).parent / "golden" / "ledger_merged_inline.db"
+GOLDEN_FACTS = Path(__file__).parent / "golden" / "ledger_merged_inline.json"
+
+
+def test_mains_inline_merged_ledger_opens_verifies_and_replays_to_mains_values(
+    tmp_path: Path,
+) -> None:
+    """Main (before schema 2) wrote this what-if scratch with the 66 KB merged message
+    inline. Today's code reads every switch of it as is, and its own what-if of the file
+    (whose scratch now stores that message by reference) reports main's very bytes."""
+    sys.path.insert(0, str(GOLDEN.parent))
+    import make_merged_inline_ledger as golden  # the recipe's own reader of the facts
+
+    path = tmp_path / "golden.db"
+    shutil.copyfile(GOLDEN, path)
+    with SQLiteEventStore(path) as store:
+        rows = stored_switches(store)
+        assert {schema for _, schema, _ in rows} == {SWITCH_INLINE_SCHEMA}
+        assert max(len(payload) for _, _, payload in rows) > 66_000  # inline
+    assert golden.facts_of(str(path)) == json.loads(GOLDEN_FACTS.read_text())

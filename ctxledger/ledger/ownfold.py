@@ -13,7 +13,9 @@ requested events, contiguous, right after what the projections have folded (no o
 writer in between), and the store says this very append inserted them
 (``last_written``: equal ids are not enough, another writer with deterministic ids may
 have stored them first, making this append a re-send that wrote nothing). Anything
-else returns None and the caller reads back as before.
+else returns None and the caller reads back as before. A ``SessionSwitched`` whose long
+layout content the store kept by reference (schema 2, inside a what-if) qualifies: a
+read re-inflates it to the very event given, which is what is folded here.
 """
 
 from __future__ import annotations

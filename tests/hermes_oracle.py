@@ -242,6 +242,88 @@ def guards(steps: list[list[Any]]) -> list[bool]:
     return blocked
 
 
+def _summary_call(armed: list[str]) -> Any:
+    """Hermes's summary model call answering as armed: a summary, a server error (the
+    fallback summary, 60 s) or a refused connection (abandoned, 30 s); a call spends it."""
+
+    def call(**_: Any) -> Any:
+        mode, armed[0] = armed[0], "ok"
+        if mode == "fallback":
+            raise _failure("500")
+        if mode == "abort":
+            raise _failure("refused")
+        content = "## Goal\nFix the tests.\n## Completed Actions\n1. Ran them."
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=content))])
+
+    return call
+
+
+def _run_compress(compressor: Any, armed: list[str], *, force: bool) -> bool:
+    """One compress() of a long chat as ``compress_context`` runs it; whether it compacted."""
+    original = cc.call_llm
+    cc.call_llm = _summary_call(armed)
+    try:
+        compressor.compress(_chat(60), force=force)
+    finally:
+        cc.call_llm = original
+    if compressor._last_compress_aborted or not compressor._last_compression_made_progress:
+        return False
+    compressor.last_prompt_tokens = -1
+    compressor.awaiting_real_usage_after_compression = True
+    compressor.record_completed_compaction(used_fallback=compressor._last_summary_fallback_used)
+    return True
+
+
+def _runtime_step(compressor: Any, step: list[Any], armed: list[str]) -> bool:
+    """One step of a session as Hermes's loop drives its compressor; whether it compacted."""
+    kind = step[0]
+    if kind == "arm":  # what the next summary call does
+        armed[0] = step[1]
+    elif kind == "time":  # seconds pass (the cooldown runs on time.monotonic)
+        compressor._summary_failure_cooldown_until -= step[1]
+    elif kind in ("switch", "learn"):  # a model switch, or a window the provider stated
+        model = step[1] if kind == "switch" else compressor.model
+        compressor.update_model(
+            model,
+            step[-1],
+            base_url=compressor.base_url,
+            api_key=compressor.api_key,
+            provider=compressor.provider,
+            api_mode=compressor.api_mode,
+        )
+    elif kind == "final":  # a final answer without usage: no check; a pending verdict goes
+        if compressor.awaiting_real_usage_after_compression:
+            compressor.update_from_response({})
+    elif kind == "manual":
+        return _run_compress(compressor, armed, force=True)
+    else:  # "usage": a tool-call response whose prompt count is a share of the threshold
+        prompt = int(step[1] * compressor.threshold_tokens)
+        compressor.update_from_response({"prompt_tokens": prompt, "completion_tokens": 20})
+        if compressor.should_compress(prompt):
+            return _run_compress(compressor, armed, force=False)
+    return False
+
+
+def runtime(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """After each step: whether it compacted, whether automatic compression is blocked
+    (cooldown, strikes, the fallback breaker) and the threshold in tokens."""
+    compressor = cc.ContextCompressor(
+        item["model"], config_context_length=item["window"], quiet_mode=True
+    )
+    armed = ["ok"]
+    out = []
+    for step in item["steps"]:
+        compacted = _runtime_step(compressor, step, armed)
+        out.append(
+            {
+                "compacted": compacted,
+                "blocked": compressor._automatic_compression_blocked(),
+                "threshold": compressor.threshold_tokens,
+            }
+        )
+    return out
+
+
 OPS = {
     "compress": compress,
     "estimate": estimate,
@@ -255,6 +337,7 @@ OPS = {
     "guards": guards,
     "summary_failure": summary_failure,
     "loop": loop,
+    "runtime": runtime,
 }
 
 

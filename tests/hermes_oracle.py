@@ -158,6 +158,26 @@ def compress(item: dict[str, Any]) -> Any:
     }
 
 
+def compacted(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's ``compress()`` of a message list (as op ``compress``) and what its summary
+    call was asked for: the turns summarized and the summary budget it computed."""
+    compressor = cc.ContextCompressor(
+        "local-model", config_context_length=item["window"], quiet_mode=True
+    )
+    asked: dict[str, Any] = {}
+
+    def summary(turns: list[dict[str, Any]], *_: Any, **__: Any) -> str:
+        asked["turns"] = len(turns)
+        asked["budget"] = compressor._compute_summary_budget(turns)
+        asked["estimate"] = model_metadata.estimate_messages_tokens_rough(turns)
+        return compressor._with_summary_prefix(item["summary"])
+
+    compressor._generate_summary = summary  # type: ignore[method-assign]
+    out = compressor.compress([dict(m) for m in item["messages"]])
+    out = [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+    return {"out": out, **asked}
+
+
 def _failure(kind: str) -> Exception:
     """The exception Hermes's summary call raises for one kind of failure."""
     if kind == "timeout":
@@ -338,6 +358,7 @@ OPS = {
     "summary_failure": summary_failure,
     "loop": loop,
     "runtime": runtime,
+    "compacted": compacted,
 }
 
 

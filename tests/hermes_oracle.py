@@ -178,6 +178,14 @@ def compacted(item: dict[str, Any]) -> dict[str, Any]:
     return {"out": out, **asked}
 
 
+def prune(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hermes's prune pass over every message (``_prune_old_tool_results`` with nothing
+    protected: what it does to the part of a list before its prune boundary)."""
+    compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
+    out, _ = compressor._prune_old_tool_results([dict(m) for m in messages], protect_tail_count=0)
+    return out
+
+
 def _failure(kind: str) -> Exception:
     """The exception Hermes's summary call raises for one kind of failure."""
     if kind == "timeout":
@@ -359,6 +367,7 @@ OPS = {
     "loop": loop,
     "runtime": runtime,
     "compacted": compacted,
+    "prune": prune,
 }
 
 

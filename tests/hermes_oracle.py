@@ -270,16 +270,26 @@ def guards(steps: list[list[Any]]) -> list[bool]:
     return blocked
 
 
+#: an armed failure of the summary call -> the failure it raises (``_failure``)
+_ARMED = {
+    "fallback": "500",
+    "abort": "refused",
+    "malformed": "malformed",
+    "rate_limit": "429",
+    "auth": "401",
+    "not_configured": "not_configured",
+}
+
+
 def _summary_call(armed: list[str]) -> Any:
-    """Hermes's summary model call answering as armed: a summary, a server error (the
-    fallback summary, 60 s) or a refused connection (abandoned, 30 s); a call spends it."""
+    """Hermes's summary model call answering as armed: a summary or a failure (a server
+    error, a refused connection, an undecodable reply, 429, 401, no provider); a call
+    spends it."""
 
     def call(**_: Any) -> Any:
         mode, armed[0] = armed[0], "ok"
-        if mode == "fallback":
-            raise _failure("500")
-        if mode == "abort":
-            raise _failure("refused")
+        if mode != "ok":
+            raise _failure(_ARMED[mode])
         content = "## Goal\nFix the tests.\n## Completed Actions\n1. Ran them."
         return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=content))])
 

@@ -4,9 +4,10 @@ of a running session across model switches, window changes and summary failures.
 Hypothesis draws a session: provider responses whose prompt count is a share of the
 threshold (a tool-call response: the in-loop check runs), final answers without usage,
 model switches (another model, or the same model with another window), a smaller
-window stated by the provider, the next summary call armed to fail (a server error:
-the fallback summary; a refused connection: abandoned), manual ``/compress`` and time
-passing. The same steps drive Hermes's own ``ContextCompressor`` as its conversation
+window stated by the provider, the next summary call armed to fail (a server error,
+an undecodable reply, 429 or no provider: the fallback summary and a cooldown of 60,
+30, 60 or 600 s; a refused connection or 401: abandoned), manual ``/compress`` and
+time passing. The same steps drive Hermes's own ``ContextCompressor`` as its conversation
 loop drives it (``tests/hermes_oracle.py``, op ``runtime``: ``update_from_response``,
 ``should_compress`` then ``compress`` and the bookkeeping of ``compress_context``,
 ``update_model``, ``compress(force=True)``) and ctxledger's ``ContextService`` on a
@@ -41,7 +42,7 @@ from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
-from ctxledger.errors import SummarizerError
+from ctxledger.errors import FailureClass, SummarizerError
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
 
@@ -63,9 +64,21 @@ class Clock:
         return self.now
 
 
+#: an armed failure (the oracle's name) -> ctxledger's class of the same failure
+FAILURES: dict[str, FailureClass] = {
+    "fallback": "server",
+    "abort": "network",
+    "malformed": "malformed",
+    "rate_limit": "rate_limit",
+    "auth": "auth",
+    "not_configured": "not_configured",
+}
+#: the failures that abandon a compaction (the others fall back)
+ABANDONING = ("abort", "auth")
+
+
 class Armed:
-    """The offline summarizer, failing once as armed: a server error (the fallback
-    summary) or a refused connection (the compaction abandoned); a call spends it."""
+    """The offline summarizer, failing once as armed (``FAILURES``); a call spends it."""
 
     kind = "armed"
 
@@ -75,10 +88,8 @@ class Armed:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         mode, self.mode = self.mode, "ok"
-        if mode == "fallback":
-            raise SummarizerError("HTTP 500 from the summary model", failure_class="server")
-        if mode == "abort":
-            raise SummarizerError("connection refused", failure_class="network")
+        if mode != "ok":
+            raise SummarizerError(f"armed {mode} failure", failure_class=FAILURES[mode])
         return await self.inner.summarize(request)
 
 
@@ -149,7 +160,7 @@ def sessions(draw: st.DrawFn) -> dict[str, Any]:
     step = st.one_of(
         st.tuples(st.just("usage"), st.sampled_from([0.5, 0.9, 1.1, 1.4])),
         st.tuples(st.just("final")),
-        st.tuples(st.just("arm"), st.sampled_from(["fallback", "abort"])),
+        st.tuples(st.just("arm"), st.sampled_from(sorted(FAILURES))),
         st.tuples(st.just("switch"), st.sampled_from(MODELS), st.sampled_from(WINDOWS)),
         st.tuples(st.just("learn"), st.sampled_from([16_384, 30_000, 50_000])),
         st.tuples(st.just("manual")),
@@ -163,18 +174,19 @@ def _comparable(item: dict[str, Any]) -> dict[str, Any]:
     """The steps both sides take the same way. Hermes learns a stated window only when
     it is smaller (its loop's check), as ``learn_context_limit`` does: a larger one is
     no step. Kept difference (README "Differences", ``summarize_with_fallback``): after
-    a dropped connection Hermes abandons every failed summary until one succeeds, where
-    ctxledger falls back on a server error; so once a session armed a dropped
-    connection, its later failures are dropped connections too."""
-    window, aborted, steps = item["window"], False, []
+    a dropped connection or an auth failure Hermes abandons every failed summary until
+    one succeeds, where ctxledger falls back on, say, a server error; so once a session
+    armed one of those, its later failures are that one too."""
+    window, aborted, steps = item["window"], "", []
     for step in item["steps"]:
         if step[0] == "learn" and step[1] >= window:
             step = ["time", 0]
         if step[0] in ("learn", "switch"):
             window = step[-1]
         if step[0] == "arm":
-            aborted = aborted or step[1] == "abort"
-            step = ["arm", "abort"] if aborted else step
+            if aborted and step[1] not in ABANDONING:
+                step = ["arm", aborted]
+            aborted = step[1] if step[1] in ABANDONING else aborted
         steps.append(step)
     return {**item, "steps": steps}
 

@@ -53,7 +53,9 @@ def _turns(draw: st.DrawFn) -> list[dict[str, Any]]:
         for c in range(draw(st.integers(1, 3))):
             cid, name = f"call_{g}_{c}", draw(st.sampled_from(NAMES))
             args = _arguments(name, draw(st.sampled_from(ARG_SIZES)), g)
-            calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
+            calls.append(
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+            )
             if seen and draw(st.integers(0, 3)) == 0:
                 content = draw(st.sampled_from(seen))  # the same output again
             else:
@@ -72,7 +74,9 @@ def _kind(before: dict[str, Any], after: dict[str, Any]) -> Any:
         return "unchanged"
     if before["role"] == "tool":
         text = str(after["content"])
-        duplicate = text.startswith("[Duplicate tool output") or "only that newer copy is kept" in text
+        duplicate = (
+            text.startswith("[Duplicate tool output") or "only that newer copy is kept" in text
+        )
         return "duplicate" if duplicate else "one-liner"
     return ["args cut", [_shape(c["function"]["arguments"]) for c in after["tool_calls"]]]
 

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import openai
 from agent import context_compressor as cc
-from agent import error_classifier, model_metadata, usage_pricing
+from agent import error_classifier, model_metadata, prompt_caching, usage_pricing
 from agent.agent_runtime_helpers import strip_think_blocks
 from hermes_loop import loop
 
@@ -184,6 +184,13 @@ def prune(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
     out, _ = compressor._prune_old_tool_results([dict(m) for m in messages], protect_tail_count=0)
     return out
+
+
+def cache(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Hermes's "system_and_3" cache breakpoints (``apply_anthropic_cache_control``)."""
+    return prompt_caching.apply_anthropic_cache_control(
+        item["messages"], cache_ttl=item["ttl"], native_anthropic=item["native"]
+    )
 
 
 def _failure(kind: str) -> Exception:
@@ -378,6 +385,7 @@ OPS = {
     "runtime": runtime,
     "compacted": compacted,
     "prune": prune,
+    "cache": cache,
 }
 
 

@@ -193,6 +193,40 @@ def cache(item: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
+class _Sandbox:
+    """An environment whose writes succeed (nothing is written): the persisted form."""
+
+    def execute(self, *_: Any, **__: Any) -> dict[str, int]:
+        return {"returncode": 0}
+
+
+def toolbudget(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's tool-output budget for one turn's results on a window: which results it
+    stores out of the context (per result, then per turn) and each one's preview."""
+    from tools import budget_config
+    from tools import tool_result_storage as trs
+
+    config = budget_config.budget_for_context_window(item["window"])
+    messages, reasons = [], []
+    for r in item["results"]:
+        out = trs.maybe_persist_tool_result(r["content"], r["name"], r["id"], _Sandbox(), config)
+        reasons.append("per_result" if out != r["content"] else None)
+        messages.append({"role": "tool", "tool_call_id": r["id"], "content": out})
+    trs.enforce_turn_budget(messages, _Sandbox(), config)
+    for i, m in enumerate(messages):
+        if reasons[i] is None and m["content"] != item["results"][i]["content"]:
+            reasons[i] = "per_turn"
+    return {
+        "per_result": config.default_result_size,
+        "per_turn": config.turn_budget,
+        "reasons": reasons,
+        "total_after": sum(len(m["content"]) for m in messages),
+        "previews": [
+            trs.generate_preview(r["content"], config.preview_size)[0] for r in item["results"]
+        ],
+    }
+
+
 def _failure(kind: str) -> Exception:
     """The exception Hermes's summary call raises for one kind of failure."""
     if kind == "timeout":
@@ -386,6 +420,7 @@ OPS = {
     "compacted": compacted,
     "prune": prune,
     "cache": cache,
+    "toolbudget": toolbudget,
 }
 
 

@@ -91,7 +91,10 @@ def _compared(hermes: Hermes, sessions: list[dict[str, Any]]) -> int:
         counts = [e["budget"] for e in estimates[at : at + len(messages)]]
         at += len(messages)
         p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
-        if p.action != "compress" or "turns" not in answer:
+        if p.action != "compress" or "turns" not in answer or p.carried:
+            # carried: the latest ask or visible reply kept after the summary instead of a
+            # tail stretched back to it (README "Decisions worth knowing"); the boundaries
+            # then differ even where the counts around the summary happen to agree
             continue
         theirs = _shape(answer["out"])
         ours = _shape(apply(p, messages, session["summary"]).messages)

@@ -227,6 +227,37 @@ def toolbudget(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class _CharTokens:
+    """A tokenizer that fails, so Hermes counts a turn as characters // 4 (its fallback)."""
+
+    def encode(self, _: str) -> list[int]:
+        raise ValueError("no tokenizer offline")
+
+
+def trajectory(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's ``TrajectoryCompressor.compress_trajectory`` on one record (its tokenizer
+    replaced by its own characters // 4 fallback, the summary call answered): the region
+    it summarizes, or why it did not."""
+    import trajectory_compressor as tc
+
+    compressor = object.__new__(tc.TrajectoryCompressor)  # no tokenizer download, no client
+    compressor.config = tc.CompressionConfig(
+        target_max_tokens=item["target"],
+        summary_target_tokens=item["summary_target"],
+        protect_last_n_turns=item["protect_last_n"],
+        add_summary_notice=False,
+    )
+    compressor.tokenizer = _CharTokens()
+    compressor._generate_summary = lambda *_: "[CONTEXT SUMMARY]: done"  # type: ignore[method-assign]
+    _, metrics = compressor.compress_trajectory([dict(t) for t in item["turns"]])
+    return {
+        "skipped": metrics.skipped_under_target,
+        "compressed": metrics.was_compressed,
+        "start": metrics.turns_compressed_start_idx,
+        "end": metrics.turns_compressed_end_idx,
+    }
+
+
 def _failure(kind: str) -> Exception:
     """The exception Hermes's summary call raises for one kind of failure."""
     if kind == "timeout":
@@ -421,6 +452,7 @@ OPS = {
     "prune": prune,
     "cache": cache,
     "toolbudget": toolbudget,
+    "trajectory": trajectory,
 }
 
 

@@ -242,3 +242,11 @@ def test_trajectories_to_dev_null_writes_no_side_files_and_cannot_be_recorded(
     )
     assert result.exit_code == 0, result.output
     assert "no metrics file or report was written beside it" in result.output
+
+
+@pytest.mark.parametrize("value", ["10001", str(10**30)])
+def test_demo_refuses_more_turns_than_its_maximum(files: Path, value: str) -> None:
+    # session 31: `demo --turns 10**30` ran until interrupted, writing all the while
+    result = run("--db", "l.db", "demo", "--turns", value)
+    assert_refused(result, "--turns", files)
+    assert "1<=x<=10000" in result.output

@@ -93,14 +93,26 @@ _DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 #: what may not stand before a Windows path (else it is part of something longer)
 _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
-_HAS_EXT = re.compile(
-    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*$", re.IGNORECASE
+#: a known extension and its second suffixes ending a text, read from the end: the
+#: text reversed, each name reversed (``jinja2?`` as ``2?ajnij``), so a match is tried
+#: once, at the start, and the run of second suffixes read once (:func:`has_ext`)
+_EXT_REVERSED = re.compile(
+    r"(?:(?:"
+    + "|".join(
+        {"jinja2?": "2?ajnij", r"\d{1,3}": r"\d{1,3}"}.get(name, name[::-1])
+        for name in _SECOND_SUFFIXES.split("|")
+    )
+    + r")\.)*+(?:"  # possessive: no extension is a second suffix, none is given back
+    + "|".join(name[::-1] for name in _EXTENSIONS.split("|"))
+    + r")\.",
+    re.IGNORECASE,
 )
 #: a file name: a name, a dot and a lower-case extension of two characters or more
 #: (``schema.prisma``, ``index.mdx``; not ``3.x``, ``e.g``)
 _FILE_NAME = re.compile(r"[A-Za-z_][\w\-]*\.[a-z][a-z0-9]{1,9}")
-#: the directory before such a file name: a name with a letter
-_FILE_NAME_DIR = re.compile(r"[\w\-.]*[A-Za-z][\w\-.]*")
+#: the directory before such a file name: a name (with a letter, :func:`_file_name_dir`)
+_DIR_NAME = re.compile(r"[\w\-.]*")
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
 _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
     # the pieces of a ``sed 's/True/False/'`` expression
@@ -234,11 +246,11 @@ def _relative_windows(raw: str) -> str | None:
     names = value.replace("/", "\\").split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
-    if len(names) < 2 or not (_HAS_EXT.search(names[-1]) or _directories(raw, names)):
+    if len(names) < 2 or not (has_ext(names[-1]) or _directories(raw, names)):
         return None
     if any(not name or (name[0] not in _NAME_START and name != "..") for name in names):
         return None
-    if any(_HAS_EXT.search(name) for name in names[:-1]):
+    if any(has_ext(name) for name in names[:-1]):
         return None
     return value if _plausible(value.replace("\\", "/")) is not None else None
 
@@ -262,26 +274,45 @@ def _plausible(value: str) -> str | None:
         return None
     if "/" not in value:
         known = value.split(".", 1)[0] in _KNOWN_FILES
-        return value if _HAS_EXT.search(value) or known or _DOTFILE.fullmatch(value) else None
+        return value if has_ext(value) or known or _DOTFILE.fullmatch(value) else None
     parts = [p for p in value.split("/") if p]
     if not parts:
         return None
     if value.startswith(("/", "~/", "./", "../")):
-        if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
+        if len(parts) >= 2 or has_ext(value) or parts[0].lower() in _PATH_ROOTS:
             return value
         return None
     # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
-    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
+    if has_ext(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
         return value
     # under a directory a file name needs no known extension (``prisma/schema.prisma``)
     if (
         _FILE_NAME.fullmatch(parts[-1])
-        and _FILE_NAME_DIR.fullmatch(parts[0])
+        and _file_name_dir(parts[0])
         and not division(parts[0], parts[-1])
     ):
         return value
     # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
     return value if _DOT_DIR.match(value) or _DOTFILE.fullmatch(parts[-1]) else None
+
+
+def has_ext(value: str) -> bool:
+    """Whether `value` ends with a known extension and its second suffixes (``a.py``,
+    ``config.yaml.j2``, ``run.log.1``), in any case; as ``$`` would, a final newline is
+    passed over.
+
+    Matched on the text reversed, once: a regex anchored at the end is tried from every
+    dot (2 MB of ``.1`` took a second).
+    """
+    value = value[:-1] if value.endswith("\n") else value
+    return _EXT_REVERSED.match(value[::-1]) is not None
+
+
+def _file_name_dir(name: str) -> bool:
+    """Whether `name` is a directory name before a file name: name characters with an
+    ASCII letter (one regex holding both backtracked over every letter of a long name:
+    quadratic)."""
+    return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
 
 
 def is_word_char(char: str) -> bool:
@@ -484,14 +515,52 @@ def _judged(raw: str) -> str | None:
     return value
 
 
-# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
-_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
+# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths.
+# Its start (a quote, ``s``, a delimiter), then on the same line a delimiter, and a
+# closing delimiter, flags and the same quote (:func:`_sed_spans`)
+_SED_START = re.compile(r"""(?<!\w)(['"])s([/|#,:@])""")
+_SED_CLOSE = {
+    (quote, delimiter): re.compile(re.escape(delimiter) + "[a-zA-Z0-9]*" + quote)
+    for quote in "'\""
+    for delimiter in "/|#,:@"
+}
+
+
+def _sed_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the quoted sed expressions of `text`: from each start, to the first
+    closing (a delimiter, flags, the quote) after the next delimiter on its line.
+
+    What the regex ``(['"])s([/|#,:@])[^\\n]*?\\2[^\\n]*?\\2[a-zA-Z0-9]*\\1`` finds, without
+    its cost: with no closing on the line, that regex tried every pair of delimiters
+    after each start (``'s/`` and 16,000 ``x/`` took 3 s). A closing looked for in vain
+    from a place is not looked for again from a later one on the same line.
+    """
+    spans: list[tuple[int, int]] = []
+    pos, line_end = 0, -1
+    no_closing: dict[tuple[str, str], int] = {}  # (quote, delimiter) -> none from here on
+    while (start := _SED_START.search(text, pos)) is not None:
+        at = start.start()
+        if at > line_end:
+            line_end = text.find("\n", at)
+            line_end = len(text) if line_end < 0 else line_end
+            no_closing.clear()
+        key = (start.group(1), start.group(2))
+        first = text.find(key[1], start.end(), line_end)
+        if first >= 0 and first + 1 < no_closing.get(key, line_end + 1):
+            closing = _SED_CLOSE[key].search(text, first + 1, line_end)
+            if closing is not None:
+                spans.append((at, closing.end()))
+                pos = closing.end()
+                continue
+            no_closing[key] = first + 1
+        pos = at + 1
+    return spans
 
 
 def path_text(text: str) -> str:
     if "s" not in text or ("'" not in text and '"' not in text):
         return text  # an expression is quoted
-    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)])
+    return mask(text, _sed_spans(text))
 
 
 def find_paths(text: str) -> list[str]:

@@ -21,10 +21,13 @@ import anyio
 import msgspec
 import psycopg
 import pytest
+from click.testing import CliRunner
 from helpers.pg_server import PgServer
 
 from ctxledger import Ledger, OfflineSummarizer, compact
 from ctxledger.analysis.whatif import whatif
+from ctxledger.cli.main import cli
+from ctxledger.errors import IntegrityError
 from ctxledger.events import (
     SWITCH_INLINE_SCHEMA,
     LayoutEntry,
@@ -38,6 +41,7 @@ from ctxledger.eventstore.rows import GENESIS_HASH, ChainVerifier, chain_hash
 from ctxledger.eventstore.transfer import copy_ledger
 from ctxledger.projections import Projector
 from ctxledger.testing.eventstore import message, started
+from ctxledger.testing.hostile_rows import NOT_TEXT, forge
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 import pathological_bench as bench
@@ -170,7 +174,8 @@ def test_a_switch_without_a_known_text_is_stored_inline_at_schema_1_as_main_wrot
 
 def test_a_schema_1_switch_holding_references_does_not_verify() -> None:
     """References are a schema 2 shape: an older row carrying them (forged, its chain
-    hash recomputed) is reported, not read as a message with a null content."""
+    hash recomputed) is reported. (Reads refuse it too: the forged rows of
+    ``ctxledger.testing.hostile_rows``, run for every store.)"""
     entry = LayoutEntry(
         message_id="m", origin="merged", message={"content": None}, content_ref="0" * 64
     )
@@ -190,9 +195,7 @@ def test_a_caller_given_reference_is_stored_at_schema_2_and_checked(tmp_path: Pa
     data = BIG.encode()
     with SQLiteEventStore(tmp_path / "l.db") as store:
         store.append("ses_a", [started("ses_a")], 0)
-        with sharing_contents():
-            ref = store.put_blob(data)
-            store.get_blob(ref)
+        ref = store.put_blob(data)
         entry = LayoutEntry(
             message_id="m",
             origin="merged",
@@ -208,6 +211,27 @@ def test_a_caller_given_reference_is_stored_at_schema_2_and_checked(tmp_path: Pa
         assert isinstance(whole, SessionSwitched)
         assert whole.layout[0].message == {"role": "user", "content": BIG + SUFFIX}
         assert store.verify().ok
+
+
+def test_a_layout_content_is_stored_after_the_longest_text_the_run_read_that_begins_it(
+    tmp_path: Path,
+) -> None:
+    """Two texts the run read, one beginning the other: the content is stored after the
+    longer (the suffix is only what follows it), whichever the run read first."""
+    longer = BIG + "and then some more, " * 4_000
+    with SQLiteEventStore(tmp_path / "l.db") as store, sharing_contents():
+        store.append("ses_a", [started("ses_a"), message("ses_a", BIG)], 0)
+        store.append("ses_a", [message("ses_a", longer)], 2)
+        read = [r.event.message["content"] for r in list(store.read_all())[1:]]  # type: ignore[attr-defined]
+        assert read == [BIG, longer]  # BIG read (and kept) first
+        event = switch("ses_a", read[1] + SUFFIX)
+        store.append("ses_a", [event], 3)
+        [(_, schema, payload)] = stored_switches(store)
+        stored = msgspec.json.decode(payload)["layout"][0]
+        assert schema == 2 and stored["content_suffix"] == SUFFIX
+        assert stored["content_ref"] == hashlib.sha256(longer.encode()).hexdigest()
+    with SQLiteEventStore(tmp_path / "l.db") as store:
+        assert [r.event for r in store.read_all()][-1] == event
 
 
 # --- end to end: a what-if's scratch ledger written to a file -------------------------------
@@ -338,6 +362,75 @@ def test_postgresql_stores_by_reference_and_verify_names_an_altered_blob(pg_url:
             conn.execute("UPDATE blobs SET data = %s", (b"y" * 1000,))
         report = pg.verify()
         assert not report.ok and report.first_bad_seq == 2 and "blob" in (report.problem or "")
+
+
+@pytest.mark.parametrize("to_postgres", [False, True], ids=["sqlite", "postgresql"])
+def test_migrate_says_drop_it_when_a_copied_row_cannot_be_read_back(
+    to_postgres: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A destination whose copy of a blob turns out not to be text once the first
+    transaction committed (a hostile writer there): reading the next transaction back
+    stops the copy with the store's clear error and says the destination is to be
+    dropped, instead of a UnicodeDecodeError from deep inside."""
+    source = SQLiteEventStore(tmp_path / "source.db")
+    source.append("ses_a", [started("ses_a"), message("ses_a", BIG)], 0)
+    source.append("ses_a", [message("ses_a", BIG)], 2)  # the same blob again
+    ref = hashlib.sha256(BIG.encode()).hexdigest()
+    bad = b"\xff" * 10
+
+    if to_postgres:
+        dest: EventStore = PostgresEventStore(request.getfixturevalue("pg_url"))
+
+        def tamper(copied: int) -> None:
+            options = f"-c search_path={dest.schema}"  # type: ignore[attr-defined]
+            with psycopg.connect(dest._conninfo, autocommit=True, options=options) as conn:  # type: ignore[attr-defined]
+                conn.execute("UPDATE blobs SET data = %s WHERE ref = %s", (bad, ref))
+    else:
+        dest = SQLiteEventStore(tmp_path / "dest.db")
+
+        def tamper(copied: int) -> None:
+            with sqlite3.connect(tmp_path / "dest.db") as conn:
+                conn.execute("UPDATE blobs SET data = ? WHERE ref = ?", (bad, ref))
+            conn.close()
+
+    with source, dest:
+        with pytest.raises(IntegrityError) as raised:
+            copy_ledger(source, dest, batch_events=1, progress=tamper)
+        assert dest.last_seq() == 3  # both transactions committed
+    text = str(raised.value)
+    assert text.startswith("the events of seq 3..3 were copied but cannot be read back (")
+    assert "not UTF-8 text" in text and text.endswith("the destination is incomplete: drop it")
+
+
+def test_the_cli_names_a_blob_that_is_not_text_in_one_line(tmp_path: Path) -> None:
+    """verify names the row; sessions and migrate print one error line, no traceback, and
+    migrate writes nothing."""
+    path = tmp_path / "l.db"
+    ref = hashlib.sha256(NOT_TEXT).hexdigest()
+    entry = LayoutEntry(message_id="m", origin="merged", message={"content": None}, content_ref=ref)
+    with SQLiteEventStore(path) as store:
+        forge(
+            store, msgspec.structs.replace(switch("ses_h", "x"), layout=[entry]), 2, {ref: NOT_TEXT}
+        )
+
+    def run(*args: str) -> tuple[int, list[str]]:
+        result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        return result.exit_code, result.output.splitlines()
+
+    assert run("--db", str(path), "verify") == (
+        1,
+        [f"FAILED at seq 3 (event evt_switch): blob {ref} is not UTF-8 text: a layout "
+         "message's content cannot be read"],
+    )  # fmt: skip
+    assert run("--db", str(path), "sessions") == (
+        1,
+        ["error: the event at seq 3: its content blob is not UTF-8 text (invalid start byte "
+         "at byte 0); run verify() on the log"],
+    )  # fmt: skip
+    code, lines = run("migrate", "--from", str(path), "--to", str(tmp_path / "copy.db"))
+    assert code == 1 and len(lines) == 1 and lines[0].endswith("nothing was copied")
+    with SQLiteEventStore(tmp_path / "copy.db") as copy:
+        assert copy.last_seq() == 0
 
 
 # --- a ledger main wrote: its long merged message inline, at schema 1 ----------------------

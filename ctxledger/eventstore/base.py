@@ -48,7 +48,12 @@ from ctxledger.events import (
     sha256_hex,
 )
 from ctxledger.eventstore import leases
-from ctxledger.eventstore.contents import dehydrate_layout, dehydrate_shared, layout_refs
+from ctxledger.eventstore.contents import (
+    dehydrate_layout,
+    dehydrate_shared,
+    layout_problem,
+    layout_refs,
+)
 from ctxledger.eventstore.leases import LocalLeases, Release
 from ctxledger.eventstore.rows import (
     CHAIN_FORMATS,
@@ -173,7 +178,11 @@ def _switch_row(
     event, extra = dehydrate_layout(event, threshold)
     blobs.update(extra)
     referenced = bool(extra) or bool(layout_refs(event))
-    return event, ("SessionSwitched", event.SCHEMA if referenced else SWITCH_INLINE_SCHEMA)
+    schema = event.SCHEMA if referenced else SWITCH_INLINE_SCHEMA
+    problem = layout_problem(event, schema)  # (references a caller set: checked here)
+    if problem is not None:
+        raise InvalidEvent(f"event {event.event_id!r}: {problem}; nothing was appended")
+    return event, ("SessionSwitched", schema)
 
 
 def _not_unicode(event_id: str, exc: UnicodeEncodeError) -> InvalidEvent:

@@ -46,6 +46,7 @@ __all__ = [
     "dehydrate_shared",
     "hydrate_layout",
     "hydrate_shared",
+    "layout_problem",
     "layout_refs",
     "shared_contents",
     "sharing_contents",
@@ -227,6 +228,37 @@ def dehydrate_layout(
 def layout_refs(event: SessionSwitched) -> list[str]:
     """The blob refs `event`'s stored layout holds (empty for a hydrated event)."""
     return [e.content_ref for e in event.layout if isinstance(e.content_ref, str)]
+
+
+def layout_problem(event: SessionSwitched, schema: int) -> str | None:
+    """What is wrong with `event`'s layout as stored at `schema` (pure), or None.
+
+    What the store writes: a switch holding no reference is stored at schema 1 and none
+    of its entries holds ``content_ref`` or ``content_suffix``; one stored at schema 2
+    holds at least one reference, each on a new message (not one carried by id) whose
+    ``message`` keeps its ``content`` key, null; a suffix only follows a reference.
+    Anything else is a forged or damaged row: ``verify`` names it and reads refuse it
+    (a read would otherwise make up a message, or drop a content, or hand out a suffix).
+    """
+    referenced = False
+    for index, entry in enumerate(event.layout):
+        if not isinstance(entry.content_ref, str):
+            if isinstance(entry.content_suffix, str):
+                return f"layout entry {index} holds a content_suffix without a content_ref"
+            continue
+        if schema < event.SCHEMA:
+            return f"a schema {schema} SessionSwitched holds referenced layout contents"
+        if entry.origin == "carried":
+            return f"layout entry {index} is carried by id yet holds a content_ref"
+        message = entry.message
+        if message is None:
+            return f"layout entry {index} holds a content_ref but no message"
+        if message.get("content", "") is not None:
+            return f"layout entry {index} holds a content_ref but its message.content is not null"
+        referenced = True
+    if schema >= event.SCHEMA and not referenced:
+        return f"a schema {schema} SessionSwitched holds no referenced layout content"
+    return None
 
 
 def hydrate_layout(event: SessionSwitched, get_blob: Callable[[str], bytes]) -> SessionSwitched:

@@ -70,11 +70,11 @@ from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.postgres_url import is_postgres_url, split_schema
 from ctxledger.eventstore.rows import (
+    BlobChecks,
     ChainVerifier,
     HeadRow,
     StoredRow,
     VerifyReport,
-    blob_problem,
     decode_rows,
 )
 
@@ -571,14 +571,13 @@ def _client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> b
     return bool(new_blobs) or any(b.chain == "linked" for b in batches)
 
 
-def _check_blobs(conn: Conn) -> dict[str, str | None]:
+def _check_blobs(conn: Conn) -> BlobChecks:
     """ref -> None when the bytes hash to the ref, else what is wrong (one blob in memory at a time)."""
     cursor = conn.cursor(binary=True)
-    checked: dict[str, str | None] = {}
+    checked = BlobChecks()
     for ref, size in cursor.execute(q.LIST_BLOBS).fetchall():
         row = cursor.execute(q.GET_BLOB, (ref,)).fetchone()
-        data = bytes(row[0]) if row is not None else b""
-        checked[ref] = blob_problem(ref, size, data)
+        checked.check(ref, size, bytes(row[0]) if row is not None else b"")
     return checked
 
 

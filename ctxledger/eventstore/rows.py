@@ -29,7 +29,12 @@ from ctxledger.events import (
     ToolOutputPersisted,
     upcast_stored,
 )
-from ctxledger.eventstore.contents import hydrate_layout, hydrate_shared, layout_refs
+from ctxledger.eventstore.contents import (
+    hydrate_layout,
+    hydrate_shared,
+    layout_problem,
+    layout_refs,
+)
 from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
@@ -214,8 +219,12 @@ def decode_rows(
                 event = upcast_stored(payload, schema)
             if type(event) is MessageAppended and event.content_ref is not None:
                 event = hydrate_shared(event, get_blob, _seal_of(sealed, seq))
-            elif type(event) is SessionSwitched and schema == event.SCHEMA:
-                event = hydrate_layout(event, get_blob)  # (schema 2: it holds references)
+            elif type(event) is SessionSwitched:
+                problem = layout_problem(event, schema)  # a forged row is refused, not read
+                if problem is not None:
+                    raise InvalidEvent(problem)
+                if schema == event.SCHEMA:
+                    event = hydrate_layout(event, get_blob)  # (schema 2: it holds references)
             append(Recorded(seq, event.session_id, version, event, digest))
     except InvalidEvent as exc:
         raise InvalidEvent(
@@ -224,6 +233,11 @@ def decode_rows(
     except UnknownBlob as exc:
         raise IntegrityError(
             f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
+        ) from exc
+    except UnicodeDecodeError as exc:  # a blob that hashes to its ref but holds no text
+        raise IntegrityError(
+            f"the event at seq {seq}: its content blob is not UTF-8 text ({exc.reason} at "
+            f"byte {exc.start}); run verify() on the log"
         ) from exc
     return out
 
@@ -370,6 +384,25 @@ def blob_problem(ref: str, size: int, data: bytes) -> str | None:
     return None
 
 
+class BlobChecks(dict[str, "str | None"]):
+    """A verify's blob verdicts: ref -> None when the bytes hash to the ref, else what is
+    wrong (:func:`blob_problem`); and the intact blobs whose bytes are not UTF-8 text
+    (``not_text``), which no message content may reference (a tool output may)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.not_text: set[str] = set()
+
+    def check(self, ref: str, size: int, data: bytes) -> None:
+        """Check one stored blob (its row's size, its bytes)."""
+        self[ref] = problem = blob_problem(ref, size, data)
+        if problem is None and not data.isascii():
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.not_text.add(ref)
+
+
 class ChainVerifier:
     """Checks stored rows, fed in seq order, and keeps the first problem found (pure: no I/O).
 
@@ -386,6 +419,7 @@ class ChainVerifier:
 
     def __init__(self, blobs: Mapping[str, str | None]) -> None:
         self.blobs = blobs
+        self.not_text = blobs.not_text if isinstance(blobs, BlobChecks) else frozenset[str]()
         self.prev_hash = GENESIS_HASH
         self.next_seq = 1
         self.checked = 0
@@ -491,6 +525,8 @@ class ChainVerifier:
             ref = event.content_ref
             if ref not in self.blobs:
                 return f"missing blob {ref}: the message content is gone"
+            if ref in self.not_text:
+                return f"blob {ref} is not UTF-8 text: the message content cannot be read"
         elif isinstance(event, SessionSwitched):
             return self._layout_blobs(event, schema)
         elif isinstance(event, ToolOutputPersisted) and event.blob_ref in self.blobs:
@@ -501,16 +537,18 @@ class ChainVerifier:
         return None if bad is None else f"blob mismatch: {bad}"
 
     def _layout_blobs(self, event: SessionSwitched, schema: int) -> str | None:
-        """What is wrong with the blobs a switch's layout references, or None."""
-        refs = layout_refs(event)
-        if refs and schema < event.SCHEMA:
-            return f"a schema {schema} SessionSwitched holds referenced layout contents"
-        for ref in refs:
+        """What is wrong with a switch's stored layout or the blobs it references, or None."""
+        problem = layout_problem(event, schema)
+        if problem is not None:
+            return problem
+        for ref in layout_refs(event):
             if ref not in self.blobs:
                 return f"missing blob {ref}: a layout message's content is gone"
             bad = self.blobs[ref]
             if bad is not None:
                 return f"blob mismatch: {bad}"
+            if ref in self.not_text:
+                return f"blob {ref} is not UTF-8 text: a layout message's content cannot be read"
         return None
 
     def report(self) -> VerifyReport:

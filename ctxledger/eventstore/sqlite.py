@@ -63,11 +63,11 @@ from ctxledger.eventstore.migrations import MIGRATIONS, refuse_foreign_database
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
+    BlobChecks,
     ChainVerifier,
     HeadedRow,
     StoredRow,
     VerifyReport,
-    blob_problem,
     chain_rows,
     chain_tip,
     decode_rows,
@@ -551,18 +551,18 @@ class SQLiteEventStore(EventStore, HeadColumns):
             next_seq = rows[-1][0] + 1
         return verifier.report()
 
-    def _check_blobs(self) -> dict[str, str | None]:
+    def _check_blobs(self) -> BlobChecks:
         """ref -> None when the bytes hash to the ref, else what is wrong (read-only).
 
         One blob in memory at a time: contents can be tens of megabytes each.
         """
         with self._lock, self._errors("verify the blobs"):
             listing = self._conn.execute(q.LIST_BLOBS).fetchall()
-        checked: dict[str, str | None] = {}
+        checked = BlobChecks()
         for ref, size in listing:
             with self._lock, self._errors("verify the blobs"):
                 data = bytes(self._conn.execute(q.GET_BLOB, (ref,)).fetchone()[0])
-            checked[ref] = blob_problem(ref, size, data)
+            checked.check(ref, size, data)
         return checked
 
     def try_lease(self, key: str) -> Release | None:

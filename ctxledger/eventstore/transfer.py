@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from ctxledger.errors import IntegrityError, InvalidInput
+from ctxledger.errors import IntegrityError, InvalidEvent, InvalidInput
 from ctxledger.events import (
     Event,
     MessageAppended,
@@ -91,7 +91,7 @@ def copy_ledger(
         refs = {ref for row in chunk for ref in _blob_refs(row.event)}
         extra = {ref: source.get_blob(ref) for ref in refs if source.has_blob(ref)}
         versions.update(dest.append_many(_requests(runs, versions), extra or None))
-        _compare(chunk, list(dest.read_all(chunk[0].seq, chunk[-1].seq)))
+        _compare(chunk, _read_back(dest, chunk))
         copied, transactions = copied + len(chunk), transactions + 1
         head = chain_tip(chunk[-1].hash)
         if progress is not None:
@@ -100,7 +100,8 @@ def copy_ledger(
     if not final.ok or final.events_checked != copied:
         raise IntegrityError(
             f"the copy does not verify (seq {final.first_bad_seq}: {final.problem}, "
-            f"{final.events_checked} of {copied} events checked)"
+            f"{final.events_checked} of {copied} events checked); the destination is "
+            "incomplete: drop it"
         )
     return CopyReport(
         events=copied,
@@ -209,6 +210,19 @@ def _requests(chunk: list[_Run], versions: dict[str, int]) -> list[AppendRequest
             )
         )
     return requests
+
+
+def _read_back(dest: EventStore, chunk: list[_Row]) -> list[Recorded]:
+    """The rows just copied, read back from `dest`; one that cannot be read (a blob or
+    row the destination holds differently) stops the copy like any other difference."""
+    first, last = chunk[0].seq, chunk[-1].seq
+    try:
+        return list(dest.read_all(first, last))
+    except (IntegrityError, InvalidEvent) as exc:
+        raise IntegrityError(
+            f"the events of seq {first}..{last} were copied but cannot be read back ({exc}); "
+            "the destination is incomplete: drop it"
+        ) from exc
 
 
 def _compare(source: list[_Row], copied: list[Recorded]) -> None:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from ctxledger.events import Event, SessionSwitched
-from ctxledger.eventstore.contents import layout_refs
+from ctxledger.events import SWITCH_INLINE_SCHEMA, Event, SessionSwitched
+from ctxledger.eventstore.contents import layout_problem
 from ctxledger.eventstore.rows import (
     HEAD_DECODER,
     MESSAGE_SCHEMA,
@@ -71,7 +71,7 @@ def fold_rows(
                 if type(item) is not head_type or schema != schema_now:
                     item = decode_head(seq, schema, payload)
                     if not isinstance(item, MessageHead):
-                        other(seq, _whole(seq, item, bodies), version)
+                        other(seq, _whole(seq, schema, item, bodies), version)
                         last = seq
                         n += 1
                         continue
@@ -234,10 +234,13 @@ class _Run:
         self.stream, self.view, self.tokens = None, None, 0
 
 
-def _whole(seq: int, event: Event, bodies: Bodies) -> Event:
-    """`event`, or, for a switch whose stored layout holds referenced contents, the event
-    read back from the log with them re-inflated (as every other read hands it out)."""
-    if type(event) is SessionSwitched and layout_refs(event):
+def _whole(seq: int, schema: int, event: Event, bodies: Bodies) -> Event:
+    """`event`, or, for a switch not stored as schema 1 stores one (its layout holds
+    referenced contents, or is forged), the event read back from the log as every other
+    read hands it out: re-inflated, or refused (see ``layout_problem``)."""
+    if type(event) is SessionSwitched and (
+        schema != SWITCH_INLINE_SCHEMA or layout_problem(event, schema) is not None
+    ):
         return bodies.event_at(seq)
     return event
 
@@ -268,7 +271,7 @@ def _fold_payload(
     if type(item) is not MessageHead or schema != MESSAGE_SCHEMA:
         item = decode_head(seq, schema, payload)
         if not isinstance(item, MessageHead):
-            other(seq, _whole(seq, item, bodies), 0)
+            other(seq, _whole(seq, schema, item, bodies), 0)
             return
     view = state.sessions.get(item.session_id)
     if view is None:

@@ -46,6 +46,7 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore import AppendRequest, EventStore
 from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.testing.hostile_rows import HostileRowsContract
 
 _ids = itertools.count()
 
@@ -98,8 +99,10 @@ def ids(records: Any) -> list[str]:
     return [r.event.event_id for r in records]
 
 
-class EventStoreContract(abc.ABC):
-    """Subclass per backend; `make_store` opens (or creates) a store at `path`."""
+class EventStoreContract(HostileRowsContract, abc.ABC):
+    """Subclass per backend; `make_store` opens (or creates) a store at `path`.
+
+    Includes :class:`~ctxledger.testing.hostile_rows.HostileRowsContract` (forged rows)."""
 
     @abc.abstractmethod
     def make_store(self, path: Path) -> EventStore: ...

@@ -95,7 +95,10 @@ def test_a_number_followed_by_a_separator_and_digits_is_never_a_match(
     # the needle anywhere else in the haystack could be a real match: keep it once
     if haystack.count(needle) == 1:
         assert not contains(haystack, needle)
-        assert not contains(haystack, needle, path=True)
+        # a path ends at a "," (session 31: a path's boundary is a name's, and the
+        # extraction splits ``a.log,b.log`` there); a "." and digits go on with its name
+        if separator == ".":
+            assert not contains(haystack, needle, path=True)
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,6 +17,7 @@ import re
 import string
 from collections.abc import Iterator, Sequence
 
+from ctxledger.compressor.factescapes import unescaped
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 
@@ -50,17 +51,21 @@ _SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
+#: more of a name: a word character, but a superscript digit (``x.log¹``: a footnote's
+#: mark, which the matcher reads as a blank)
+_MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
 #: a known extension, its second suffixes, then no more of a name: not a word char, ``-``,
+#: ``+``, ``~``, ``@`` (what the matcher reads as more of it: ``app.py~`` is a backup),
 #: ``(`` or ``/``, nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get``
 #: and ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the
 #: matcher found nowhere, not even in its own text)
 _EXT_ANCHOR = re.compile(
-    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/]|\.\w)"
+    rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*(?!{_MORE_NAME}|[\-+~@(/]|\.\w)"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
-    r"(?:\.[a-z0-9]+)?(?!\w|\.\w)"
+    r"(?:\.[a-z0-9]+)?(?!" + _MORE_NAME + r"|\.\w)"
 )
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
@@ -70,7 +75,7 @@ _DOTFILE = re.compile(
     r"yarnrc|editorconfig|prettierrc|prettierignore|eslintrc|eslintignore|babelrc|pylintrc|"
     r"flake8|coveragerc|pypirc|netrc|htaccess|python-version|node-version|ruby-version|"
     r"tool-versions)(?:\.(?:local|example|sample|template|dev|development|prod|production|"
-    r"test|staging))?(?![\w\-(/]|\.\w)"
+    r"test|staging))?(?!" + _MORE_NAME + r"|[\-+~@(/]|\.\w)"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
@@ -81,6 +86,13 @@ _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
 _RELATIVE_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])([A-Za-z0-9_][A-Za-z0-9_.+@~\-]*+)\\")
 #: what a Windows path grows over: path characters and both separators
 _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
+#: where a UNC path starts (``\\\\server\\share``, or JSON-escaped with four
+#: backslashes): after no path character, separator or ``:``, two backslashes or more,
+#: then a name; it grows over what a Windows path does and ``$`` (``\\\\srv\\c$``)
+_UNC_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])(\\{2,}[A-Za-z0-9_])")
+_UNC_RIGHT = re.compile(r"[A-Za-z0-9_.+@~$\-\\/]*")
+#: a UNC path's server (a host name, an address, ``wsl$``) and share (``c$``) names
+_UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 #: a single backslash before ``n``, ``r`` or ``t``: maybe an escape, not a separator
 _ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
@@ -88,6 +100,7 @@ _ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
 _NAME_START = frozenset(string.ascii_letters + string.digits + "_")
 #: a run of backslashes in a Windows path: a JSON string's escapes double each one
 _DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
+_BACKSLASH_RUNS = re.compile(r"\\+")
 #: a relative path whose first name is a dotted directory (``.ssh/config``)
 _DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
@@ -208,15 +221,58 @@ def plausible_path(raw: str) -> str | None:
     reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written,
     except that doubled backslashes (a JSON string's escapes, ``C:\\\\logs``) are one.
     """
-    value = raw.rstrip(".-,:")
+    value = raw.rstrip(".,:")
     windows = _DRIVE.match(value) is not None
+    if "\\" in value and not _uniform(value):
+        return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
     if windows or value.startswith((".\\", "..\\", "~\\")):
         value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
         posix = value.replace("\\", "/")
         return value if _plausible(posix[2:] if windows else posix) is not None else None
+    if value.startswith("\\\\"):
+        return _unc(value)
     if "\\" in value:
         return _relative_windows(value)
     return _plausible(value)
+
+
+def _uniform(value: str) -> bool:
+    """Whether the backslashes of `value` separate alike: each alone, or each doubled (a
+    JSON string's escapes); a UNC path's leading ones are :func:`_unc`'s to judge."""
+    runs = {len(run) for run in _BACKSLASH_RUNS.findall(value.lstrip("\\"))}
+    return runs <= {1} or runs == {2}
+
+
+def _unc(raw: str) -> str | None:
+    """The UNC path `raw` names (``\\\\server\\share\\dir\\file.txt``), or None.
+
+    Two backslashes, then single separators; or JSON-escaped, every backslash doubled
+    (four, then two). A server name and a share name at least, each a name (``$``
+    may end them: ``c$``, ``wsl$``), no LaTeX command among them (``\\\\alpha\\beta``
+    is an escaped formula) and, when the last has no known extension, no single
+    backslash before ``n``, ``r`` or ``t`` (an escape, as in :func:`_directories`);
+    the other names start with a letter, digit or ``_``. Returned with two leading
+    backslashes and single separators.
+    """
+    rest = raw.lstrip("\\")
+    lead = len(raw) - len(rest)
+    escaped = "\\\\" in rest
+    if lead != (4 if escaped else 2):
+        return None
+    names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
+    if names[-1] == "":
+        names.pop()  # a directory's trailing separator
+    if len(names) < 2 or not all(_UNC_NAME.fullmatch(name) for name in names[:2]):
+        return None
+    if any(not name or name[0] not in _NAME_START for name in names[2:]):
+        return None
+    file = _HAS_EXT.search(names[-1]) is not None and len(names) > 2
+    formula = any(
+        name.rstrip("$").lower() in TEX_COMMANDS for name in names[: -1 if file else None]
+    )
+    if formula or (not file and _ESCAPE_LIKE.search(raw) is not None):
+        return None
+    return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
 
 
 def _relative_windows(raw: str) -> str | None:
@@ -396,8 +452,22 @@ def _windows_spans(text: str) -> list[tuple[int, int]]:
         done = right.end() if right is not None else match.end()
         found.append((start, done))
     relative = _relative_spans(text) if "\\" in text else []
-    # (apart from the others: a relative one starts after a character no other holds)
-    return sorted(found + relative) if relative else found
+    # (apart from the others: a relative one starts after a character no other holds,
+    # a UNC one too, and it holds no ":")
+    unc = _unc_spans(text) if "\\\\" in text else []
+    return sorted(found + relative + unc) if relative or unc else found
+
+
+def _unc_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the UNC paths of `text` (:func:`_unc` judges each)."""
+    found: list[tuple[int, int]] = []
+    for match in _UNC_START.finditer(text):
+        start = match.start(1)
+        right = _UNC_RIGHT.match(text, match.end())
+        end = right.end() if right is not None else match.end()
+        if _unc(text[start:end].rstrip(".,:")) is not None:
+            found.append((start, end))
+    return found
 
 
 def _relative_spans(text: str) -> list[tuple[int, int]]:
@@ -489,6 +559,11 @@ _SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA
 
 
 def path_text(text: str) -> str:
+    """`text` as paths are looked for in it: the escapes of its escaped lines
+    (:func:`escape_spans`: ``"docs\\nsetup.py\\n"``) and quoted ``sed`` expressions
+    blanked (same length)."""
+    blanked = unescaped(text)
+    text = text if blanked is None else blanked
     if "s" not in text or ("'" not in text and '"' not in text):
         return text  # an expression is quoted
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)])

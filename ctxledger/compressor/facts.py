@@ -170,17 +170,18 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         ".",
     ),
     # thousands groups (not ``$375,`` of ``$375, $500``), then a decimal point or comma
-    # (``$3,50``, ``$1,2345``: the whole amount, never a part of it)
-    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?![\d])"), "{1}", None),
-    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone;
-    # a zone's offset only after seconds: ``10:00-11:30`` is a time range
+    # (``$3,50``, ``$1,2345``: the whole amount, never a part of it; ``$1.0.0`` is none)
+    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?!\d|[.,]\d)"), "{1}", None),
+    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``; not a
+    # CSV field, ``,744,5``) and zone; a zone's offset only after seconds and not
+    # followed by more of a time: ``10:00-11:30`` and ``10:00:00-11:30:00`` are time ranges
     (
         re.compile(
-            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d))?"
-            r"(?:Z|[+-]\d{2}:?\d{2})?|Z)?)?)(?![\w])"
+            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d|[,.]\d))?"
+            r"(?:Z|[+-]\d{2}:?\d{2}(?!:?\d))?|Z)?)?)(?![\w])"
         ),
         "{1}",
-        "-",
+        "-.",  # (a date after a dot is part of a name or number: ``1.0.0.2024-05-20``)
     ),
 )
 # ``Django 3.2``: found from the version, then the word before it is checked. A

@@ -354,3 +354,12 @@ def test_a_pre_release_start_needs_a_semver_before_it() -> None:
     assert not prerelease_start("3.12-3.8", 5)  # two numbers: a range
     assert not prerelease_start("1.0.0-1.2.0", 6)  # higher: a range's end
     assert not prerelease_start("$1.0.0-0.3.7", 7)  # an amount is no version
+
+
+def test_a_path_before_greps_context_dash_is_kept() -> None:
+    # grep -A prints ``path-`` before a context line; the extraction strips the dash
+    text = "src/rules/L031.py:1:x\nsrc/rules/L031.py-\n"
+    assert _values(text) == ["src/rules/L031.py"]
+    _own_text_holds_every_fact(text)
+    assert not _kept("path", "src/rules/L031.py", "see src/rules/L031.py-old")
+    assert _kept("path", "x.log", "rotated x.log.- done")

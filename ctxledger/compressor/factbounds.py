@@ -324,9 +324,9 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     path), and a UNC path (``//server/share``) no ``:`` (``http://server/share`` is
     a URL, another resource); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
     character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in ``/``) may be followed by anything (``build/x`` is in
-    ``build/``); any other path by a ``/`` or a non-path character, or by dots that
-    end a sentence (``run.log.``), but not by more of a name (``run.log.1``,
-    ``run.logs``, ``app.py-old``).
+    ``build/``); any other path by a ``/`` or a non-path character, or by dots and
+    dashes that end it (``run.log.``, grep's context ``app.py-``), but not by more of a
+    name (``run.log.1``, ``run.logs``, ``app.py-old``).
     """
     absolute = needle[0] == "/"
     if start > 0:
@@ -344,10 +344,10 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     after = haystack[end]
     if after == "/" or after not in PATH_CHARS:
         return False
-    if after != ".":
+    if after not in ".-":
         return True
     stop = end
-    while stop < len(haystack) and haystack[stop] == ".":
+    while stop < len(haystack) and haystack[stop] in ".-":
         stop += 1
     return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
 
@@ -470,7 +470,9 @@ def _class(chars: frozenset[str]) -> str:
 
 
 _PATH_CLASS = _class(PATH_CHARS)
-_PATH_CLASS_NO_DOT = _class(PATH_CHARS - {"."})
+#: (no dot, no dash: a run of them ends a path before a blank, as a sentence's or
+#: grep's context separator does: ``run.log.``, ``app.py-``)
+_PATH_CLASS_NO_DOT = _class(PATH_CHARS - {".", "-"})
 _AUTHORITY = r"[^\s" + _class(_NOT_AUTHORITY) + "]{0," + str(MAX_AUTHORITY) + "}"
 _AUTHORITY_STOP = re.compile(r"[\s" + _class(_NOT_AUTHORITY) + r"]")
 _SCHEME = "[" + _class(_SCHEME_CHARS) + "]"
@@ -522,5 +524,5 @@ def _ahead(needle: str, path: bool) -> str:
             if lower is not None:
                 ahead.append(lower)
     if path and needle[-1] != "/":
-        ahead.append(f"[{_PATH_CLASS_NO_DOT}]|\\.+[{_PATH_CLASS_NO_DOT}/]")
+        ahead.append(f"[{_PATH_CLASS_NO_DOT}]|[.\\-]+[{_PATH_CLASS_NO_DOT}/]")
     return f"(?!{'|'.join(ahead)})" if ahead else ""

@@ -221,7 +221,7 @@ def plausible_path(raw: str) -> str | None:
     reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written,
     except that doubled backslashes (a JSON string's escapes, ``C:\\\\logs``) are one.
     """
-    value = raw.rstrip(".,:")
+    value = raw.rstrip(".-,:")
     windows = _DRIVE.match(value) is not None
     if "\\" in value and not _uniform(value):
         return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
@@ -465,7 +465,7 @@ def _unc_spans(text: str) -> list[tuple[int, int]]:
         start = match.start(1)
         right = _UNC_RIGHT.match(text, match.end())
         end = right.end() if right is not None else match.end()
-        if _unc(text[start:end].rstrip(".,:")) is not None:
+        if _unc(text[start:end].rstrip(".-,:")) is not None:
             found.append((start, end))
     return found
 

@@ -270,7 +270,7 @@ def unc_path(raw: str) -> str | None:
     the other names starting with a letter, digit or ``_``; no LaTeX command but a
     last file name; no ``\\n``, ``\\r``, ``\\t`` (one backslash) unless the path ends
     with a file name of a known extension."""
-    value = raw.rstrip(".,:")
+    value = raw.rstrip(".-,:")
     lead = 0
     while lead < len(value) and value[lead] == "\\":
         lead += 1

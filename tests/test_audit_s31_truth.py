@@ -358,8 +358,39 @@ def test_a_pre_release_start_needs_a_semver_before_it() -> None:
 
 def test_a_path_before_greps_context_dash_is_kept() -> None:
     # grep -A prints ``path-`` before a context line; the extraction strips the dash
-    text = "src/rules/L031.py:1:x\nsrc/rules/L031.py-\n"
+    text = "src/rules/L031.py-\n"
     assert _values(text) == ["src/rules/L031.py"]
     _own_text_holds_every_fact(text)
     assert not _kept("path", "src/rules/L031.py", "see src/rules/L031.py-old")
     assert _kept("path", "x.log", "rotated x.log.- done")
+
+
+# --------------------------------------------------------------------------- found on the way
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("saved app.py~ and notes.txt", ["notes.txt"]),  # a backup: another file
+        ("built lib.so+x and run.sh@v2", []),
+        (r"in srv\\\x.log", ["x.log"]),  # three backslashes: no path of two names
+    ],
+)
+def test_no_path_the_matcher_reads_as_part_of_a_longer_name(text: str, paths: list[str]) -> None:
+    assert _values(text) == paths
+    _own_text_holds_every_fact(text)
+
+
+def test_a_date_after_a_dot_is_part_of_it() -> None:
+    assert _values("tag 1.0.0.2024-05-20 pushed", kind="number") == []
+    _own_text_holds_every_fact("tag 1.0.0.2024-05-20 pushed")
+
+
+def test_a_path_ends_at_a_comma_whatever_digits_follow() -> None:
+    assert _kept("path", "logs/run.1", "rotated logs/run.1,2 today")
+    assert not _kept("path", "logs/run.1", "rotated logs/run.1.2 today")
+
+
+def test_an_escaped_backslash_before_an_escape_is_no_evidence_but_the_escape_is() -> None:
+    text = "\\\\r\\n"  # an escaped backslash, an r, then a newline escape
+    assert escape_spans(text) == [(3, 5)]

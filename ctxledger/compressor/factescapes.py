@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["escape_spans", "unescaped"]
+__all__ = ["escape_spans", "unescaped", "unescaped_and_follows"]
 
 #: a ``\\n`` no path can hold (before a blank, a quote, a closing bracket, ``,``, ``;``,
 #: a backslash, a line's end, or a JOIN of the matcher), or a ``\\r\\n``
@@ -36,14 +36,13 @@ def _escaped(text: str, at: int) -> bool:
     return (at - first) % 2 == 0
 
 
-def escape_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the ``\\n``, ``\\r`` and ``\\t`` escapes of the lines of `text` that
-    show they are escaped (a line ends at a newline or a NUL), in order."""
+def _escaped_lines(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the lines of `text` that show they are escaped (a line ends
+    at a newline or a NUL), in order."""
     if "\\" not in text:
         return []
     nul = "\x00" in text
-    spans: list[tuple[int, int]] = []
-    done = -1  # the end of the last line read
+    lines: list[tuple[int, int]] = []
     match = _EVIDENCE.search(text)
     while match is not None:
         at = match.start()
@@ -57,25 +56,64 @@ def escape_spans(text: str) -> list[tuple[int, int]]:
             start = max(start, text.rfind("\x00", start, at) + 1)
             stop = text.find("\x00", at, end)
             end = end if stop == -1 else stop
-        for escape in _ESCAPE.finditer(text, start, end):
-            if escape.group(1) is not None:
-                spans.append(escape.span())
-        done = end
-        match = _EVIDENCE.search(text, done)
-    return spans
+        lines.append((start, end))
+        match = _EVIDENCE.search(text, end)
+    return lines
+
+
+def _blanked(line: str, follows: list[str] | None) -> str:
+    """`line` with its escapes blanked: its escaped backslashes (pairs, read from the
+    left) set aside, every ``\\n``, ``\\r``, ``\\t`` left made two blanks, the pairs put
+    back (C-level replacements: an escaped JSON line holds thousands of escapes). With
+    `follows`, what follows two blanks up to a blank goes there."""
+    if _PAIR_MARK in line:  # (the mark is taken: one escape at a time)
+        blanked = _ESCAPE.sub(lambda m: "  " if m.group(1) else m.group(), line)
+    else:
+        pairs_aside = line.replace("\\\\", _PAIR_MARK * 2)
+        blanked = _SINGLE.sub("  ", pairs_aside).replace(_PAIR_MARK * 2, "\\\\")
+    if follows is not None:
+        follows.extend(_FOLLOWS.findall(blanked))
+    return blanked
+
+
+_PAIR_MARK = "\x01"
+_SINGLE = re.compile(r"\\[nrt]")
+#: two blanks (a blanked escape's, or the line's own) and what follows up to a blank
+_FOLLOWS = re.compile(r"  (\S+)")
 
 
 def unescaped(text: str) -> str | None:
-    """`text` with the escapes of :func:`escape_spans` blanked (same length), or None
-    when it has none."""
-    spans = escape_spans(text)
-    if not spans:
+    """`text` with the ``\\n``, ``\\r`` and ``\\t`` escapes of its escaped lines blanked
+    (same length), or None when it has no escaped line."""
+    lines = _escaped_lines(text)
+    return None if not lines else _joined(text, lines, None)
+
+
+def unescaped_and_follows(text: str) -> tuple[str, list[str]] | None:
+    """:func:`unescaped`, and the words that follow two blanks on its escaped lines (a
+    fact found only in the blanked text starts one of them: the blanks of an escape
+    before it are what changed)."""
+    lines = _escaped_lines(text)
+    if not lines:
         return None
+    follows: list[str] = []
+    return _joined(text, lines, follows), follows
+
+
+def _joined(text: str, lines: list[tuple[int, int]], follows: list[str] | None) -> str:
     out: list[str] = []
     done = 0
-    for start, end in spans:
+    for start, end in lines:
         out.append(text[done:start])
-        out.append(" " * (end - start))
+        out.append(_blanked(text[start:end], follows))
         done = end
     out.append(text[done:])
     return "".join(out)
+
+
+def escape_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the escapes :func:`unescaped` blanks, in order."""
+    blanked = unescaped(text)
+    if blanked is None:
+        return []
+    return [(i, i + 2) for i in range(len(text) - 1) if blanked[i] == " " != text[i]]

@@ -29,13 +29,13 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
-from ctxledger.compressor.factescapes import unescaped
+from ctxledger.compressor.factescapes import unescaped_and_follows
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args
@@ -161,9 +161,9 @@ class Haystack:
         self._cased: str | None = None
         self._exit_codes: frozenset[int] | None = None
         self._escaped: bool | None = None
-        #: the text with its escaped lines' escapes blanked (factescapes), when it has
-        #: some; False until asked
-        self._unescaped: Haystack | bool | None = False
+        #: the words after the escapes of its escaped lines (factescapes), joined,
+        #: when it has some; False until asked
+        self._unescaped: Haystack | Literal[False] | None = False
         #: (case-sensitive, path, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, str], bool] | None = (
             {} if len(text) >= LONG_TEXT else None
@@ -193,10 +193,14 @@ class Haystack:
         if kind != "path":
             return False
         if self._unescaped is False:
-            blanked = unescaped(self.text)
-            self._unescaped = None if blanked is None else Haystack(blanked)
+            # Only a path starting right after a blanked escape is found in the blanked
+            # text and not in the text (the escape's letter was glued to it), and what
+            # decides a match there lies in the words after the escapes: checked in
+            # them alone, a small text, not in the whole blanked text a second time
+            found = unescaped_and_follows(self.text)
+            self._unescaped = None if found is None else Haystack(JOIN.join(found[1]))
         other = self._unescaped
-        return isinstance(other, Haystack) and other._holds_fact(kind, normalized)
+        return other is not None and other._holds_fact(kind, normalized)
 
     def _holds_fact(self, kind: str, normalized: str) -> bool:
         """:meth:`holds` without the second reading of escaped lines."""

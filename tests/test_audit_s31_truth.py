@@ -394,3 +394,26 @@ def test_a_path_ends_at_a_comma_whatever_digits_follow() -> None:
 def test_an_escaped_backslash_before_an_escape_is_no_evidence_but_the_escape_is() -> None:
     text = "\\\\r\\n"  # an escaped backslash, an r, then a newline escape
     assert escape_spans(text) == [(3, 5)]
+
+
+def test_a_diff_headers_sides_are_the_file_itself() -> None:
+    # git marks the old and new file a/ and b/: no directories, and a summary naming
+    # the file lost them all (96 such facts on the corpus)
+    text = (
+        "diff --git a/django/urls/resolvers.py b/django/urls/resolvers.py\n"
+        "--- a/django/urls/resolvers.py\n+++ b/django/urls/resolvers.py\n"
+        "@@ -1 +1 @@\n-see a/b.txt\n+see b/x/y.txt\n"
+    )
+    assert _values(text) == ["django/urls/resolvers.py", "a/b.txt", "b/x/y.txt"]
+    _own_text_holds_every_fact(text)
+    assert _kept("path", "django/urls/resolvers.py", "fixed django/urls/resolvers.py")
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])
+
+
+def test_a_hyphenated_word_names_no_version() -> None:
+    # "pre-release 1.0.0-0.3.7" named the version "release 1.0.0-0.3.7"
+    text = "the pre-release 1.0.0-0.3.7 and the release 2.0.0 ship"
+    assert sorted(_values(text, "user", "number")) == ["1.0.0-0.3.7", "2.0.0", "release 2.0.0"]
+    message = _message(text, "user")
+    assert extract_facts([message]) == reference.extract_facts([message])

@@ -207,6 +207,16 @@ _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 # --------------------------------------------------------------------------- helpers
 
 
+def _diff_side(text: str, position: int) -> bool:
+    """Whether a path at `position` starting ``a/`` or ``b/`` is a side of a diff's
+    header (``diff --git a/x.py b/x.py``, ``--- a/x.py``, ``+++ b/x.py``): git's mark
+    of the old and new file, no directory (the fact is ``x.py``)."""
+    line = text.rfind("\n", 0, position) + 1
+    return text.startswith(("diff --git ", "--- ", "+++ "), line) and (
+        position - line == 4 or text.startswith("diff --git ", line)
+    )
+
+
 def _cap(text: str, limit: int) -> str:
     """`text` cut to at most `limit` chars, at a space when one is near the end."""
     text = text.strip()
@@ -254,7 +264,7 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             start -= 1
         if (
             text[start : match.start()].lower() in _VERSIONED_NAMES
-            and (start == 0 or not is_word_char(text[start - 1]))
+            and (start == 0 or not (is_word_char(text[start - 1]) or text[start - 1] == "-"))
             and not in_file_listing(text, start)
         ):
             value = text[start : match.end()]
@@ -389,7 +399,10 @@ class _Found:
             if asset is None:
                 asset = assets[value] = is_asset_path(value)
             if not asset:
-                self.add("path", offset + position, value)
+                if value.startswith(("a/", "b/")) and _diff_side(text, position):
+                    self.add("path", offset + position + 2, value[2:])  # git's a/ and b/
+                else:
+                    self.add("path", offset + position, value)
             if blank_paths:
                 path_spans.append((position, position + len(value)))
         # what a call sends (code, a command) is not an error that happened

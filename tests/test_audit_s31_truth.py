@@ -417,3 +417,10 @@ def test_a_hyphenated_word_names_no_version() -> None:
     assert sorted(_values(text, "user", "number")) == ["1.0.0-0.3.7", "2.0.0", "release 2.0.0"]
     message = _message(text, "user")
     assert extract_facts([message]) == reference.extract_facts([message])
+
+
+def test_a_european_grouped_number_is_no_version() -> None:
+    # 1.234.567,89 is one number: its "1.234.567" was a version fact no text held
+    assert _values("total €1.234.567,89 due", "user", "number") == []
+    assert _values("pins 1.0.0,1.1.0", "user", "number") == ["1.0.0", "1.1.0"]
+    _own_text_holds_every_fact("total €1.234.567,89 due; pins 1.0.0,1.1.0")

@@ -152,7 +152,8 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     ),
     (
         re.compile(
-            r"(\d{1,9}\.\d{1,9}\.\d{1,9}" + _MORE + r")"
+            # (not a European grouped number, ``1.234.567,89``: the matcher reads it whole)
+            r"(?!\d{1,3}(?:\.\d{3})+,\d)(\d{1,9}\.\d{1,9}\.\d{1,9}" + _MORE + r")"
             r"(?![\w]|\.\d|" + _SUFFIX + ")"
         ),
         "version",

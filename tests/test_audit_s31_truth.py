@@ -424,3 +424,11 @@ def test_a_european_grouped_number_is_no_version() -> None:
     assert _values("total €1.234.567,89 due", "user", "number") == []
     assert _values("pins 1.0.0,1.1.0", "user", "number") == ["1.0.0", "1.1.0"]
     _own_text_holds_every_fact("total €1.234.567,89 due; pins 1.0.0,1.1.0")
+
+
+def test_a_web_servers_date_is_no_path() -> None:
+    text = '127.0.0.1 - - [20/May/2024:10:00:00 +0000] "GET /api/v1/users HTTP/1.1" 500'
+    assert _values(text) == ["/api/v1/users"]
+    assert _values("see src/May/2024.py") == ["src/May/2024.py"]
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])

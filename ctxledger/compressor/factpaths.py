@@ -119,6 +119,9 @@ _NOT_PATHS = frozenset(
     # the pieces of a ``sed 's/True/False/'`` expression
     | {"true/", "false/", "none/", "null/"}
 )
+#: a date written with slashes and a month's name (``20/May/2024``, nginx's and
+#: Apache's logs): no path (one with numbers only has no letter, so none either)
+_DATE_SLASHES = re.compile(r"[0-9]{1,4}/[A-Za-z]{3}/[0-9]{2,4}")
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -316,6 +319,8 @@ def _directories(raw: str, names: list[str]) -> bool:
 def _plausible(value: str) -> str | None:
     if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
         return None
+    if _DATE_SLASHES.fullmatch(value):
+        return None  # ``20/May/2024`` of a web server's log: a date
     if "/" not in value:
         known = value.split(".", 1)[0] in _KNOWN_FILES
         return value if _HAS_EXT.search(value) or known or _DOTFILE.fullmatch(value) else None

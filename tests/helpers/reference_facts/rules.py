@@ -239,6 +239,8 @@ def plausible_path(raw: str) -> str | None:
     value = _code_plausible_path(raw)
     if value is None:
         return None
+    if _month_date(value):  # session 31: ``20/May/2024``
+        return None
     parts = value.split("/")
     relative = not value.startswith(("/", "~", "."))
     if relative and len(parts) == 2 and "\\" not in value and "." in parts[1]:
@@ -261,6 +263,23 @@ def plausible_path(raw: str) -> str | None:
 
 
 _NAME_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
+
+def _month_date(value: str) -> bool:
+    """Session 31: a day, a month's three letters and a year between slashes (the
+    module's judgement strips sentence punctuation first, so this looks at its value)."""
+    parts = value.split("/")
+    if len(parts) != 3 or not (1 <= len(parts[0]) <= 4 and 2 <= len(parts[2]) <= 4):
+        return False
+    ascii_letters = all(c.isascii() and c.isalpha() for c in parts[1])
+    return (
+        parts[0].isascii()
+        and parts[0].isdigit()
+        and parts[2].isascii()
+        and parts[2].isdigit()
+        and len(parts[1]) == 3
+        and ascii_letters
+    )
 
 
 def unc_path(raw: str) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["escape_spans", "unescaped", "unescaped_and_follows"]
+__all__ = ["escape_follows", "escape_spans", "unescaped"]
 
 #: a ``\\n`` no path can hold (before a blank, a quote, a closing bracket, ``,``, ``;``,
 #: a backslash, a line's end, or a JOIN of the matcher), or a ``\\r\\n``
@@ -38,7 +38,8 @@ def _escaped(text: str, at: int) -> bool:
 
 def _escaped_lines(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the lines of `text` that show they are escaped (a line ends
-    at a newline or a NUL), in order."""
+    at a newline or a NUL), in order; consecutive ones as one stretch (no escape spans
+    a line's end, so a stretch is blanked as its lines would be)."""
     if "\\" not in text:
         return []
     nul = "\x00" in text
@@ -56,12 +57,15 @@ def _escaped_lines(text: str) -> list[tuple[int, int]]:
             start = max(start, text.rfind("\x00", start, at) + 1)
             stop = text.find("\x00", at, end)
             end = end if stop == -1 else stop
-        lines.append((start, end))
+        if lines and lines[-1][1] + 1 == start:  # the next line: one stretch (fewer calls)
+            lines[-1] = (lines[-1][0], end)
+        else:
+            lines.append((start, end))
         match = _EVIDENCE.search(text, end)
     return lines
 
 
-def _blanked(line: str, follows: list[str] | None) -> str:
+def _blanked(line: str, follows: dict[str, None] | None) -> str:
     """`line` with its escapes blanked: its escaped backslashes (pairs, read from the
     left) set aside, every ``\\n``, ``\\r``, ``\\t`` left made two blanks, the pairs put
     back (C-level replacements: an escaped JSON line holds thousands of escapes). With
@@ -72,7 +76,7 @@ def _blanked(line: str, follows: list[str] | None) -> str:
         pairs_aside = line.replace("\\\\", _PAIR_MARK * 2)
         blanked = _SINGLE.sub("  ", pairs_aside).replace(_PAIR_MARK * 2, "\\\\")
     if follows is not None:
-        follows.extend(_FOLLOWS.findall(blanked))
+        follows.update(dict.fromkeys(_FOLLOWS.findall(blanked)))
     return blanked
 
 
@@ -89,18 +93,21 @@ def unescaped(text: str) -> str | None:
     return None if not lines else _joined(text, lines, None)
 
 
-def unescaped_and_follows(text: str) -> tuple[str, list[str]] | None:
-    """:func:`unescaped`, and the words that follow two blanks on its escaped lines (a
-    fact found only in the blanked text starts one of them: the blanks of an escape
-    before it are what changed)."""
+def escape_follows(text: str) -> list[str] | None:
+    """The words that follow two blanks on the escaped lines of `text` once blanked, each
+    once (a fact found in :func:`unescaped` and not in `text` starts one of them: the
+    blanks of an escape before it are what changed), or None when it has no escaped
+    line."""
     lines = _escaped_lines(text)
     if not lines:
         return None
-    follows: list[str] = []
-    return _joined(text, lines, follows), follows
+    follows: dict[str, None] = {}  # (each word once: the answers depend on the set)
+    for start, end in lines:
+        _blanked(text[start:end], follows)
+    return list(follows)
 
 
-def _joined(text: str, lines: list[tuple[int, int]], follows: list[str] | None) -> str:
+def _joined(text: str, lines: list[tuple[int, int]], follows: dict[str, None] | None) -> str:
     out: list[str] = []
     done = 0
     for start, end in lines:

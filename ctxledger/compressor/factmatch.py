@@ -35,7 +35,7 @@ import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
-from ctxledger.compressor.factescapes import unescaped_and_follows
+from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args
@@ -197,8 +197,8 @@ class Haystack:
             # text and not in the text (the escape's letter was glued to it), and what
             # decides a match there lies in the words after the escapes: checked in
             # them alone, a small text, not in the whole blanked text a second time
-            found = unescaped_and_follows(self.text)
-            self._unescaped = None if found is None else Haystack(JOIN.join(found[1]))
+            follows = escape_follows(self.text)
+            self._unescaped = None if follows is None else Haystack(JOIN.join(follows))
         other = self._unescaped
         return other is not None and other._holds_fact(kind, normalized)
 

@@ -466,11 +466,16 @@ def _windows_spans(text: str) -> list[tuple[int, int]]:
 def _unc_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the UNC paths of `text` (:func:`_unc` judges each)."""
     found: list[tuple[int, int]] = []
+    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
     for match in _UNC_START.finditer(text):
         start = match.start(1)
         right = _UNC_RIGHT.match(text, match.end())
         end = right.end() if right is not None else match.end()
-        if _unc(text[start:end].rstrip(".-,:")) is not None:
+        raw = text[start:end]
+        good = judged.get(raw)
+        if good is None:
+            good = judged[raw] = _unc(raw.rstrip(".-,:")) is not None
+        if good:
             found.append((start, end))
     return found
 

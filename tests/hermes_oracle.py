@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import openai
 from agent import context_compressor as cc
-from agent import error_classifier, model_metadata, usage_pricing
+from agent import error_classifier, model_metadata, prompt_caching, usage_pricing
 from agent.agent_runtime_helpers import strip_think_blocks
 from hermes_loop import loop
 
@@ -158,6 +158,106 @@ def compress(item: dict[str, Any]) -> Any:
     }
 
 
+def compacted(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's ``compress()`` of a message list (as op ``compress``) and what its summary
+    call was asked for: the turns summarized and the summary budget it computed."""
+    compressor = cc.ContextCompressor(
+        "local-model", config_context_length=item["window"], quiet_mode=True
+    )
+    asked: dict[str, Any] = {}
+
+    def summary(turns: list[dict[str, Any]], *_: Any, **__: Any) -> str:
+        asked["turns"] = len(turns)
+        asked["budget"] = compressor._compute_summary_budget(turns)
+        asked["estimate"] = model_metadata.estimate_messages_tokens_rough(turns)
+        return compressor._with_summary_prefix(item["summary"])
+
+    compressor._generate_summary = summary  # type: ignore[method-assign]
+    out = compressor.compress([dict(m) for m in item["messages"]])
+    out = [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
+    return {"out": out, **asked}
+
+
+def prune(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hermes's prune pass over every message (``_prune_old_tool_results`` with nothing
+    protected: what it does to the part of a list before its prune boundary)."""
+    compressor = cc.ContextCompressor("local-model", config_context_length=200_000, quiet_mode=True)
+    out, _ = compressor._prune_old_tool_results([dict(m) for m in messages], protect_tail_count=0)
+    return out
+
+
+def cache(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Hermes's "system_and_3" cache breakpoints (``apply_anthropic_cache_control``)."""
+    return prompt_caching.apply_anthropic_cache_control(
+        item["messages"], cache_ttl=item["ttl"], native_anthropic=item["native"]
+    )
+
+
+class _Sandbox:
+    """An environment whose writes succeed (nothing is written): the persisted form."""
+
+    def execute(self, *_: Any, **__: Any) -> dict[str, int]:
+        return {"returncode": 0}
+
+
+def toolbudget(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's tool-output budget for one turn's results on a window: which results it
+    stores out of the context (per result, then per turn) and each one's preview."""
+    from tools import budget_config
+    from tools import tool_result_storage as trs
+
+    config = budget_config.budget_for_context_window(item["window"])
+    messages, reasons = [], []
+    for r in item["results"]:
+        out = trs.maybe_persist_tool_result(r["content"], r["name"], r["id"], _Sandbox(), config)
+        reasons.append("per_result" if out != r["content"] else None)
+        messages.append({"role": "tool", "tool_call_id": r["id"], "content": out})
+    trs.enforce_turn_budget(messages, _Sandbox(), config)
+    for i, m in enumerate(messages):
+        if reasons[i] is None and m["content"] != item["results"][i]["content"]:
+            reasons[i] = "per_turn"
+    return {
+        "per_result": config.default_result_size,
+        "per_turn": config.turn_budget,
+        "reasons": reasons,
+        "total_after": sum(len(m["content"]) for m in messages),
+        "previews": [
+            trs.generate_preview(r["content"], config.preview_size)[0] for r in item["results"]
+        ],
+    }
+
+
+class _CharTokens:
+    """A tokenizer that fails, so Hermes counts a turn as characters // 4 (its fallback)."""
+
+    def encode(self, _: str) -> list[int]:
+        raise ValueError("no tokenizer offline")
+
+
+def trajectory(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's ``TrajectoryCompressor.compress_trajectory`` on one record (its tokenizer
+    replaced by its own characters // 4 fallback, the summary call answered): the region
+    it summarizes, or why it did not."""
+    import trajectory_compressor as tc
+
+    compressor = object.__new__(tc.TrajectoryCompressor)  # no tokenizer download, no client
+    compressor.config = tc.CompressionConfig(
+        target_max_tokens=item["target"],
+        summary_target_tokens=item["summary_target"],
+        protect_last_n_turns=item["protect_last_n"],
+        add_summary_notice=False,
+    )
+    compressor.tokenizer = _CharTokens()
+    compressor._generate_summary = lambda *_: "[CONTEXT SUMMARY]: done"  # type: ignore[method-assign]
+    _, metrics = compressor.compress_trajectory([dict(t) for t in item["turns"]])
+    return {
+        "skipped": metrics.skipped_under_target,
+        "compressed": metrics.was_compressed,
+        "start": metrics.turns_compressed_start_idx,
+        "end": metrics.turns_compressed_end_idx,
+    }
+
+
 def _failure(kind: str) -> Exception:
     """The exception Hermes's summary call raises for one kind of failure."""
     if kind == "timeout":
@@ -242,6 +342,98 @@ def guards(steps: list[list[Any]]) -> list[bool]:
     return blocked
 
 
+#: an armed failure of the summary call -> the failure it raises (``_failure``)
+_ARMED = {
+    "fallback": "500",
+    "abort": "refused",
+    "malformed": "malformed",
+    "rate_limit": "429",
+    "auth": "401",
+    "not_configured": "not_configured",
+}
+
+
+def _summary_call(armed: list[str]) -> Any:
+    """Hermes's summary model call answering as armed: a summary or a failure (a server
+    error, a refused connection, an undecodable reply, 429, 401, no provider); a call
+    spends it."""
+
+    def call(**_: Any) -> Any:
+        mode, armed[0] = armed[0], "ok"
+        if mode != "ok":
+            raise _failure(_ARMED[mode])
+        content = "## Goal\nFix the tests.\n## Completed Actions\n1. Ran them."
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=content))])
+
+    return call
+
+
+def _run_compress(compressor: Any, armed: list[str], *, force: bool) -> bool:
+    """One compress() of a long chat as ``compress_context`` runs it; whether it compacted."""
+    original = cc.call_llm
+    cc.call_llm = _summary_call(armed)
+    try:
+        compressor.compress(_chat(60), force=force)
+    finally:
+        cc.call_llm = original
+    if compressor._last_compress_aborted or not compressor._last_compression_made_progress:
+        return False
+    compressor.last_prompt_tokens = -1
+    compressor.awaiting_real_usage_after_compression = True
+    compressor.record_completed_compaction(used_fallback=compressor._last_summary_fallback_used)
+    return True
+
+
+def _runtime_step(compressor: Any, step: list[Any], armed: list[str]) -> bool:
+    """One step of a session as Hermes's loop drives its compressor; whether it compacted."""
+    kind = step[0]
+    if kind == "arm":  # what the next summary call does
+        armed[0] = step[1]
+    elif kind == "time":  # seconds pass (the cooldown runs on time.monotonic)
+        compressor._summary_failure_cooldown_until -= step[1]
+    elif kind in ("switch", "learn"):  # a model switch, or a window the provider stated
+        model = step[1] if kind == "switch" else compressor.model
+        compressor.update_model(
+            model,
+            step[-1],
+            base_url=compressor.base_url,
+            api_key=compressor.api_key,
+            provider=compressor.provider,
+            api_mode=compressor.api_mode,
+        )
+    elif kind == "final":  # a final answer without usage: no check; a pending verdict goes
+        if compressor.awaiting_real_usage_after_compression:
+            compressor.update_from_response({})
+    elif kind == "manual":
+        return _run_compress(compressor, armed, force=True)
+    else:  # "usage": a tool-call response whose prompt count is a share of the threshold
+        prompt = int(step[1] * compressor.threshold_tokens)
+        compressor.update_from_response({"prompt_tokens": prompt, "completion_tokens": 20})
+        if compressor.should_compress(prompt):
+            return _run_compress(compressor, armed, force=False)
+    return False
+
+
+def runtime(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """After each step: whether it compacted, whether automatic compression is blocked
+    (cooldown, strikes, the fallback breaker) and the threshold in tokens."""
+    compressor = cc.ContextCompressor(
+        item["model"], config_context_length=item["window"], quiet_mode=True
+    )
+    armed = ["ok"]
+    out = []
+    for step in item["steps"]:
+        compacted = _runtime_step(compressor, step, armed)
+        out.append(
+            {
+                "compacted": compacted,
+                "blocked": compressor._automatic_compression_blocked(),
+                "threshold": compressor.threshold_tokens,
+            }
+        )
+    return out
+
+
 OPS = {
     "compress": compress,
     "estimate": estimate,
@@ -255,6 +447,12 @@ OPS = {
     "guards": guards,
     "summary_failure": summary_failure,
     "loop": loop,
+    "runtime": runtime,
+    "compacted": compacted,
+    "prune": prune,
+    "cache": cache,
+    "toolbudget": toolbudget,
+    "trajectory": trajectory,
 }
 
 

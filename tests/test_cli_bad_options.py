@@ -217,3 +217,36 @@ def test_serve_reads_a_token_file_by_the_one_file_rule(
 
     with fifo_with_writer(files / "tok", b"0123456789abcdef-token\n") as fifo:
         assert read_token_file(fifo) == "0123456789abcdef-token"
+
+
+def test_trajectories_to_dev_null_writes_no_side_files_and_cannot_be_recorded(
+    files: Path,
+) -> None:
+    # session 31: side files are not derived from a FIFO or /dev/null output (they went
+    # into /dev); with an explicit --db the output would be read back to record it:
+    # refused before any work, no ledger made
+    result = run(
+        "--db", "l.db", "trajectories", "compress", "t.jsonl", "/dev/null", "--no-progress"
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "/dev/null is a FIFO or /dev/null: it cannot be read back" in result.output
+    assert not (files / "l.db").exists() and not (files / "default.db").exists()
+    result = run(
+        "trajectories",
+        "compress",
+        "t.jsonl",
+        "/dev/null",
+        "--no-progress",
+        "--summarizer",
+        "offline",
+    )
+    assert result.exit_code == 0, result.output
+    assert "no metrics file or report was written beside it" in result.output
+
+
+@pytest.mark.parametrize("value", ["10001", str(10**30)])
+def test_demo_refuses_more_turns_than_its_maximum(files: Path, value: str) -> None:
+    # session 31: `demo --turns 10**30` ran until interrupted, writing all the while
+    result = run("--db", "l.db", "demo", "--turns", value)
+    assert_refused(result, "--turns", files)
+    assert "1<=x<=10000" in result.output

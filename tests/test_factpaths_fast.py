@@ -34,7 +34,7 @@ def _reference_ends(text: str) -> dict[int, int]:
 @settings(max_examples=400, deadline=None)
 @given(text=_TEXTS)
 def test_span_ends_are_the_reference_walk(text: str) -> None:
-    assert factpaths._span_ends(text) == _reference_ends(text)
+    assert dict(factpaths._span_ends(text)) == _reference_ends(text)
     assert list(factpaths.paths(text)) == list(reference.paths(text))
 
 
@@ -85,7 +85,7 @@ def test_anchors_near_slash_paths_give_the_reference_spans(text: str, long: bool
     for position, value in reference.paths(text):
         first.setdefault(value, position)
     with _long_text_at(0 if long else factpaths.LONG_TEXT):
-        assert factpaths._span_ends(text) == _reference_ends(text)
+        assert dict(factpaths._span_ends(text)) == _reference_ends(text)
         assert list(factpaths.paths(text)) == list(reference.paths(text))
         assert factpaths.first_paths(text) == sorted((p, v) for v, p in first.items())
 
@@ -95,7 +95,7 @@ def test_anchors_near_slash_paths_give_the_reference_spans(text: str, long: bool
 def test_the_long_text_scan_gives_the_reference_spans(text: str, repeat: int) -> None:
     text = text * repeat
     with _long_text_at(0):
-        assert factpaths._span_ends(text) == _reference_ends(text)
+        assert dict(factpaths._span_ends(text)) == _reference_ends(text)
         every = list(factpaths.paths(text))
         assert every == list(reference.paths(text))
         first: dict[str, int] = {}
@@ -107,7 +107,47 @@ def test_the_long_text_scan_gives_the_reference_spans(text: str, repeat: int) ->
 def test_a_long_text_takes_the_long_text_scan() -> None:
     text = "alpha src/app.py beta Makefile ./x/y.tar.gz .env " * 5_000
     assert len(text) >= factpaths.LONG_TEXT
-    assert factpaths._span_ends(text) == _reference_ends(text)
+    assert dict(factpaths._span_ends(text)) == _reference_ends(text)
     assert factpaths.first_paths(text) == [
         (6, "src/app.py"), (22, "Makefile"), (31, "./x/y.tar.gz"), (44, ".env")
     ]  # fmt: skip
+
+
+# Session 31: the scans are merged a window of starts at a time (factpaths.SPAN_WINDOW,
+# lowered here so that a short text spans many windows): a Windows path reaching into
+# later windows still replaces the spans starting inside it, and the candidates come
+# out by start, each start once.
+@contextmanager
+def _span_window(chars: int) -> Iterator[None]:
+    before = factpaths.SPAN_WINDOW
+    factpaths.SPAN_WINDOW = chars
+    try:
+        yield
+    finally:
+        factpaths.SPAN_WINDOW = before
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    text=st.lists(_NEAR_SLASHES | _PIECES, max_size=24).map("".join),
+    width=st.integers(1, 9),
+    long=st.booleans(),
+)
+def test_spans_merged_by_window_are_the_reference_spans(text: str, width: int, long: bool) -> None:
+    with _span_window(width), _long_text_at(0 if long else factpaths.LONG_TEXT):
+        assert list(factpaths._span_ends(text)) == sorted(_reference_ends(text).items())
+        assert list(factpaths.paths(text)) == list(reference.paths(text))
+
+
+def test_a_long_text_of_candidates_is_held_a_window_at_a_time() -> None:
+    # 1 MB of "x/ ": 333,333 candidates, none a path; all were held at once (+40 MB)
+    import tracemalloc
+
+    text = "x/ " * 333_333
+    tracemalloc.start()
+    try:
+        assert factpaths.first_paths(text) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * factpaths.SPAN_WINDOW * 64  # a window's candidates, not the text's

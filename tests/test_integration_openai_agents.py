@@ -338,3 +338,44 @@ def test_each_request_says_whether_it_asked_for_tools(service):
     anyio.run(scenario)
     asked = [e.asked_for_tools for e in _chain_events(service, "asks", UsageReported)]
     assert asked == [True, False, True, False]
+
+
+def test_an_id_the_http_api_cannot_name_gets_a_key_it_can(service):
+    # session 31: the SDK id was the ledger's id as given: one past 200 characters, or
+    # with a slash or blanks around it, could not be named by the HTTP API's routes
+    from ctxledger.integrations.openai_agents import ledger_key
+    from ctxledger.server.routing import SESSION_ID
+
+    long_id, odd_id = "u" * 10_000, " Bob Smith/chat #1"
+    for sdk_id in (long_id, odd_id, "é" * 300, "x.h" + "0" * 32):
+        key = ledger_key(sdk_id)  # (and a generation's ~N after it)
+        assert SESSION_ID.fullmatch(key) and len(key) <= 160, key
+    assert ledger_key(long_id) != ledger_key("u" * 10_001)
+    assert ledger_key(odd_id).startswith("s-Bob-Smith-chat--1.h")
+    assert ledger_key("chat") == "chat"
+
+    async def scenario() -> None:
+        session = CtxLedgerSession(long_id, service)
+        await session.add_items([{"role": "user", "content": "hi"}])
+        await session.clear_session()
+        await session.add_items([{"role": "user", "content": "again"}])
+        assert session.ledger_session_id() == ledger_key(long_id) + "~2"
+        reopened = CtxLedgerSession(long_id, service)
+        assert await reopened.get_items() == [{"role": "user", "content": "again"}]
+
+    anyio.run(scenario)
+    assert long_id not in service.ledger.transcript.state.sessions
+
+
+def test_a_session_recorded_under_a_whole_long_id_is_continued(service):
+    long_id = "v" * 300
+    anyio.run(lambda: service.start_session(model="agent", session_id=long_id))
+    anyio.run(lambda: service.append(long_id, [{"role": "user", "content": "before"}]))
+
+    async def scenario() -> None:
+        session = CtxLedgerSession(long_id, service)
+        assert await session.get_items() == [{"role": "user", "content": "before"}]
+        await session.add_items([{"role": "user", "content": "after"}])
+        assert session.ledger_session_id() == long_id
+
+    anyio.run(scenario)

@@ -8,8 +8,11 @@
    consumes a compaction's pending verdict (so does a model switch). After a final answer (``tool_calls=False``)
    the in-loop check waits for the next preflight, as Hermes checks only after a
    response whose tools ran.
-9. ``switch_model`` clears the strikes and the fallback streak: a chain blocked under
-   the old model is unblocked (and a reopened ledger folds to the same state).
+9. ``switch_model`` clears the strikes; a switch to another model also clears the
+   fallback streak and the summarizer cooldown, the same model with another window
+   keeps them, and a window the provider stated clears the strikes and the kept count
+   (hermes-agent 0.19's ``update_model``, session 31): a chain blocked under the old
+   model is unblocked (and a reopened ledger folds to the same state).
 11. A local server's stated window (any status, any body shape) is learned.
 13. Overflow recovery gives up when a retry made no material progress.
 """
@@ -75,6 +78,21 @@ class FlakySummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         if self.failing:
             raise SummarizerError("HTTP 500", failure_class="server")
+        return SummaryResult(text="## Goal\nkeep going", summarizer=self.kind)
+
+
+class DroppingSummarizer:
+    """Loses its connection while ``dropping`` (the compaction is abandoned, 30 s of
+    cooldown); then writes a short summary."""
+
+    kind = "dropping"
+
+    def __init__(self) -> None:
+        self.dropping = True
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if self.dropping:
+            raise SummarizerError("connection refused", failure_class="network")
         return SummaryResult(text="## Goal\nkeep going", summarizer=self.kind)
 
 
@@ -385,6 +403,64 @@ async def test_switch_model_clears_the_fallback_streak(tmp_path: Path, clock: Ma
     tip = svc.tip(sid)
     assert svc.tracker.state(tip).anti.fallback_streak == 0
     assert svc.tracker.state(tip).anti.strikes == 0
+
+
+async def test_the_same_model_with_another_window_keeps_the_fallback_streak(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """hermes-agent 0.19's ``update_model`` scopes the fallback streak and the summarizer
+    cooldown to the runtime that failed (session 31): a new window for the same model
+    clears the strikes and the kept count, not those."""
+    svc = make(tmp_path / "l.db", clock, summarizer=ServerErrorSummarizer())
+    sid = await session(svc, THRESHOLD + 1_000)
+    for _ in range(2):
+        sid = (await svc.compress(sid)).session_id
+        synth = SessionSynth(9, big_outputs=False, id_prefix=f"{sid}_c")
+        for i in range(3):
+            await svc.append(sid, synth.turn(i))
+    assert svc.status(sid)["blocked"] and svc.tracker.state(sid).cooldown.active(clock())
+    svc.ledger.switch_model(sid, "local-model", WINDOW * 2)  # as switch_model records it
+    state = svc.tracker.state(sid)
+    assert state.anti.fallback_streak == 2 and state.cooldown.active(clock())
+    assert svc.status(sid)["blocked"]
+    assert svc.tracker.rebuilt(sid) == state
+    svc.ledger.switch_model(sid, "other-model", WINDOW * 2)
+    state = svc.tracker.state(sid)
+    assert state.anti.fallback_streak == 0 and not state.cooldown.active(clock())
+    assert not svc.status(sid)["blocked"]
+    assert svc.tracker.rebuilt(sid) == state
+
+
+async def test_another_model_gets_a_summary_attempt_at_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A dropped connection pauses automatic compression for 30 s; a switch to another
+    model lifts the pause (Hermes: failure cooldowns are scoped to the model that failed)."""
+    summarizer = DroppingSummarizer()
+    svc = make(tmp_path / "l.db", clock, summarizer=summarizer)
+    sid = await session(svc, THRESHOLD + 1_000)
+    over = {"prompt_tokens": THRESHOLD + 500, "completion_tokens": 5}
+    assert not (await svc.report_usage(sid, over)).compressed
+    assert svc.tracker.state(sid).cooldown.active(clock())
+    summarizer.dropping = False
+    assert not (await svc.report_usage(sid, over)).compressed  # still paused
+    svc.ledger.switch_model(sid, "other-model", WINDOW)
+    assert (await svc.report_usage(sid, over)).compressed
+
+
+async def test_a_stated_window_clears_the_strikes_and_keeps_the_streak(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Hermes's loop calls ``update_model`` with the window a provider states: the strikes,
+    the kept count and a pending verdict judged the old window (session 31)."""
+    svc = make(tmp_path / "l.db", clock)
+    sid = await blocked_session(svc)
+    assert svc.tracker.state(sid).last_real_prompt == THRESHOLD + 500
+    assert svc.ledger.learn_context_limit(sid, WINDOW // 2, "maximum context length is 8192")
+    state = svc.tracker.state(sid)
+    assert (state.anti.strikes, state.last_real_prompt) == (0, None)
+    assert not svc.status(sid)["blocked"]
+    assert svc.tracker.rebuilt(sid) == state
 
 
 async def test_two_fallback_summaries_in_a_row_pause_automatic_compression_until_one_works(

@@ -139,12 +139,13 @@ async def test_one_hour_ttl_and_native_anthropic_tool_markers(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("model", "provider", "expected"),
     [
-        # the exchange ends call (no content), tool, reply: on OpenAI-compatible routes the
-        # first two cannot carry a breakpoint, so the system prompt and the reply take one each
+        # the exchange is ask, call (no content), tool, reply: on OpenAI-compatible routes
+        # the call cannot carry a breakpoint and is passed over, so the system prompt, the
+        # ask, the tool result (on a text part) and the reply take one each (Hermes 0.19)
         ("gpt-4o", None, 0),
         (CLAUDE, "openai", 0),
-        ("anthropic/claude-sonnet-4-5", "openrouter", 2),
-        (CLAUDE, None, 2),
+        ("anthropic/claude-sonnet-4-5", "openrouter", 4),
+        (CLAUDE, None, 4),
         (CLAUDE, "anthropic", 4),
     ],
 )

@@ -532,3 +532,28 @@ def test_an_output_that_is_no_regular_file_is_refused_before_it_is_read_back(
         resume_state(Path("/dev/zero"), tmp_path / "out.metrics.jsonl")
     assert resume_state(Path("/dev/null"), tmp_path / "out.metrics.jsonl") == []
     assert resume_state(tmp_path / "out.jsonl", tmp_path / "out.metrics.jsonl") == []
+
+
+def test_a_fifo_output_gets_no_side_files_beside_it(tmp_path: Path) -> None:
+    # session 31: `compress in.jsonl /dev/null` wrote /dev/null.metrics.jsonl and
+    # /dev/null.report.json into /dev; a FIFO or /dev/null is not read back, so nothing
+    # beside it could be resumed from: the records go to it, the figures only to the report
+    import os
+    import threading
+
+    src = write_input(tmp_path / "in.jsonl", batch_records()[:3])
+    fifo = tmp_path / "out.pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+
+    def drain() -> None:
+        with open(fifo, "rb") as fh:
+            received.append(fh.read())
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    report = run(compress_file, src, fifo, BATCH, EchoSummarizer(), progress=False)
+    reader.join(timeout=30)
+    assert [json.loads(line)["id"] for line in received[0].splitlines()] == ["r0", "r1", "r2"]
+    assert report.metrics_path is None and report.processed == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.pipe"]

@@ -11,7 +11,6 @@ import click
 
 from ctxledger.cli.app import (
     CONTEXT_LENGTH,
-    POSITIVE,
     cli,
     echo,
     emit_json,
@@ -38,12 +37,21 @@ def next_steps(db: str, report: DemoReport, context_length: int) -> list[str]:
     ]
 
 
+#: the longest demo: ~10 minutes and ~1 GB of ledger
+DEMO_MAX_TURNS = 10_000
+
+
 @cli.command()
 @click.option(
     "--seed", type=int, default=7, show_default=True, help="Seed of the generated session."
 )
 @click.option(
-    "--turns", type=POSITIVE, default=40, show_default=True, help="User turns to simulate."
+    "--turns",
+    # at most DEMO_MAX_TURNS: 400 turns take ~25 s and 45 MB, so 10**30 ran until interrupted
+    type=click.IntRange(min=1, max=DEMO_MAX_TURNS),
+    default=40,
+    show_default=True,
+    help=f"User turns to simulate (at most {DEMO_MAX_TURNS:,}).",
 )
 @click.option("--context-length", type=CONTEXT_LENGTH, default=128_000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the final report as JSON.")

@@ -25,6 +25,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.export import export_messages
+from ctxledger.inputfile import is_stream
 
 
 @cli.command()
@@ -153,6 +154,12 @@ def trajectories_compress(
         per_trajectory_timeout=timeout,
         retries=retries,
     )
+    stream = is_stream(out_path)
+    if stream and state_of(ctx).explicit:
+        raise InvalidInput(
+            f"{out_path} is a FIFO or /dev/null: it cannot be read back to record its "
+            "compactions with --db; write OUT to a file"
+        )
     summarizer = make_summarizer(summarizer_kind, state_of(ctx).config())
     already = written_keys(out_path)
 
@@ -176,6 +183,11 @@ def trajectories_compress(
         emit_json(data)
     else:
         _print_trajectory_report(data, state.db)
+    if stream and not state.quiet:
+        click.echo(
+            f"note: {out_path} is a FIFO or /dev/null: no metrics file or report was written beside it",
+            err=True,
+        )
 
 
 def _print_trajectory_report(data: dict[str, Any], db: object) -> None:

@@ -13,13 +13,19 @@ found from their ``://`` and masked out before paths are looked for.
 from __future__ import annotations
 
 import bisect
+import heapq
 import re
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ctxledger.compressor.factescapes import unescaped
-from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
+from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
+from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
+from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
+from ctxledger.compressor.factpathrules import MORE_NAME, plausible_path
+from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
+from ctxledger.compressor.factsed import sed_spans
 
 __all__ = [
     "PATH_CHARS",
@@ -34,48 +40,22 @@ __all__ = [
     "urls",
 ]
 
-_EXTENSIONS = (
-    # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
-    "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|json|jsonl|toml|yaml|yml|ini|cfg|"
-    "txt|md|rst|html|htm|css|scss|sh|bash|zsh|ps1|bat|rs|go|java|kt|scala|c|h|cc|"
-    "cpp|hpp|cs|rb|php|swift|sql|lock|xml|csv|tsv|log|mk|gradle|proto|tf|lua|dart|"
-    "exs|erl|hs|zig|jl|patch|diff|pem|crt|sqlite|gz|zip|tar|whl|png|jpg|jpeg|gif|svg|"
-    "pdf|dll|exe|wasm|pyc"
-)
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
 PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
-#: suffixes a file name keeps after a known extension (``config.yaml.j2``, ``app.py.bak``,
-#: ``run.log.1``): a closed list, so ``resp.json.get`` stays no path
-_SECOND_SUFFIXES = (
-    r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
-    r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
-)
-#: more of a name: a word character, but a superscript digit (``x.log¹``: a footnote's
-#: mark, which the matcher reads as a blank)
-_MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
-#: a known extension, its second suffixes, then no more of a name: not a word char, ``-``,
-#: ``+``, ``~``, ``@`` (what the matcher reads as more of it: ``app.py~`` is a backup),
-#: ``(`` or ``/``, nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get``
-#: and ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the
-#: matcher found nowhere, not even in its own text)
+#: a known extension, its second suffixes, then no more of a name: not a word char
+#: (but a footnote's superscript digit, :data:`MORE_NAME`), ``-``, ``+``, ``~``, ``@``
+#: (what the matcher reads as more of it: ``app.py~`` is a backup), ``(`` or ``/``,
+#: nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get`` and
+#: ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the matcher
+#: found nowhere, not even in its own text)
 _EXT_ANCHOR = re.compile(
-    rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*(?!{_MORE_NAME}|[\-+~@(/]|\.\w)"
+    rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*(?!{MORE_NAME}|[\-+~@(/]|\.\w)"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
-    r"(?:\.[a-z0-9]+)?(?!" + _MORE_NAME + r"|\.\w)"
-)
-#: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
-#: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
-_DOTFILE = re.compile(
-    r"\.(?:env|envrc|bashrc|bash_profile|bash_aliases|bash_history|profile|zshrc|zprofile|"
-    r"vimrc|inputrc|gitignore|gitattributes|gitmodules|gitconfig|dockerignore|npmrc|nvmrc|"
-    r"yarnrc|editorconfig|prettierrc|prettierignore|eslintrc|eslintignore|babelrc|pylintrc|"
-    r"flake8|coveragerc|pypirc|netrc|htaccess|python-version|node-version|ruby-version|"
-    r"tool-versions)(?:\.(?:local|example|sample|template|dev|development|prod|production|"
-    r"test|staging))?(?!" + _MORE_NAME + r"|[\-+~@(/]|\.\w)"
+    r"(?:\.[a-z0-9]+)?(?!" + MORE_NAME + r"|\.\w)"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
@@ -91,37 +71,9 @@ _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
 #: then a name; it grows over what a Windows path does and ``$`` (``\\\\srv\\c$``)
 _UNC_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])(\\{2,}[A-Za-z0-9_])")
 _UNC_RIGHT = re.compile(r"[A-Za-z0-9_.+@~$\-\\/]*")
-#: a UNC path's server (a host name, an address, ``wsl$``) and share (``c$``) names
-_UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
-_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
-#: a single backslash before ``n``, ``r`` or ``t``: maybe an escape, not a separator
-_ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
-#: what a name of a relative Windows path starts with
-_NAME_START = frozenset(string.ascii_letters + string.digits + "_")
-#: a run of backslashes in a Windows path: a JSON string's escapes double each one
-_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
-_BACKSLASH_RUNS = re.compile(r"\\+")
-#: a relative path whose first name is a dotted directory (``.ssh/config``)
-_DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 #: what may not stand before a Windows path (else it is part of something longer)
 _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
-_HAS_EXT = re.compile(
-    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*$", re.IGNORECASE
-)
-#: a file name: a name, a dot and a lower-case extension of two characters or more
-#: (``schema.prisma``, ``index.mdx``; not ``3.x``, ``e.g``)
-_FILE_NAME = re.compile(r"[A-Za-z_][\w\-]*\.[a-z][a-z0-9]{1,9}")
-#: the directory before such a file name: a name with a letter
-_FILE_NAME_DIR = re.compile(r"[\w\-.]*[A-Za-z][\w\-.]*")
-_NOT_PATHS = frozenset(
-    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
-    # the pieces of a ``sed 's/True/False/'`` expression
-    | {"true/", "false/", "none/", "null/"}
-)
-#: a date written with slashes and a month's name (``20/May/2024``, nginx's and
-#: Apache's logs): no path (one with numbers only has no letter, so none either)
-_DATE_SLASHES = re.compile(r"[0-9]{1,4}/[A-Za-z]{3}/[0-9]{2,4}")
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -144,38 +96,6 @@ _OBJECT_NAMES = frozenset(
         "request",
         "response",
     ]
-)
-_PATH_ROOTS = frozenset(
-    [
-        "tmp",
-        "etc",
-        "usr",
-        "var",
-        "home",
-        "opt",
-        "dev",
-        "bin",
-        "sbin",
-        "srv",
-        "mnt",
-        "root",
-        "proc",
-        "sys",
-        "lib",
-        "work",
-        "data",
-        "app",
-        "src",
-        "workspace",
-        "testbed",
-        "repo",
-        "code",
-        "project",
-        "users",
-    ]
-)
-_KNOWN_FILES = frozenset(
-    {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
 )
 
 
@@ -217,134 +137,6 @@ def urls(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def plausible_path(raw: str) -> str | None:
-    """The path `raw` names (without sentence punctuation after it), or None.
-
-    A Windows path (``C:\\Users\\me``, ``.\\run.ps1``) is judged as the POSIX path it
-    reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written,
-    except that doubled backslashes (a JSON string's escapes, ``C:\\\\logs``) are one.
-    """
-    value = raw.rstrip(".-,:")
-    windows = _DRIVE.match(value) is not None
-    if "\\" in value and not _uniform(value):
-        return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
-    if windows or value.startswith((".\\", "..\\", "~\\")):
-        value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
-        posix = value.replace("\\", "/")
-        return value if _plausible(posix[2:] if windows else posix) is not None else None
-    if value.startswith("\\\\"):
-        return _unc(value)
-    if "\\" in value:
-        return _relative_windows(value)
-    return _plausible(value)
-
-
-def _uniform(value: str) -> bool:
-    """Whether the backslashes of `value` separate alike: each alone, or each doubled (a
-    JSON string's escapes); a UNC path's leading ones are :func:`_unc`'s to judge."""
-    runs = {len(run) for run in _BACKSLASH_RUNS.findall(value.lstrip("\\"))}
-    return runs <= {1} or runs == {2}
-
-
-def _unc(raw: str) -> str | None:
-    """The UNC path `raw` names (``\\\\server\\share\\dir\\file.txt``), or None.
-
-    Two backslashes, then single separators; or JSON-escaped, every backslash doubled
-    (four, then two). A server name and a share name at least, each a name (``$``
-    may end them: ``c$``, ``wsl$``), no LaTeX command among them (``\\\\alpha\\beta``
-    is an escaped formula) and, when the last has no known extension, no single
-    backslash before ``n``, ``r`` or ``t`` (an escape, as in :func:`_directories`);
-    the other names start with a letter, digit or ``_``. Returned with two leading
-    backslashes and single separators.
-    """
-    rest = raw.lstrip("\\")
-    lead = len(raw) - len(rest)
-    escaped = "\\\\" in rest
-    if lead != (4 if escaped else 2):
-        return None
-    names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
-    if names[-1] == "":
-        names.pop()  # a directory's trailing separator
-    if len(names) < 2 or not all(_UNC_NAME.fullmatch(name) for name in names[:2]):
-        return None
-    if any(not name or name[0] not in _NAME_START for name in names[2:]):
-        return None
-    file = _HAS_EXT.search(names[-1]) is not None and len(names) > 2
-    formula = any(
-        name.rstrip("$").lower() in TEX_COMMANDS for name in names[: -1 if file else None]
-    )
-    if formula or (not file and _ESCAPE_LIKE.search(raw) is not None):
-        return None
-    return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
-
-
-def _relative_windows(raw: str) -> str | None:
-    """The relative Windows path `raw` names (``src\\app.py``, ``src\\\\app.py`` as a
-    JSON string escapes it: one backslash each), or None.
-
-    Regex escapes and LaTeX have the same shape (``\\d+\\.\\d+``, ``x\\in``,
-    ``2\\theta\\sin``, ``config\\.yaml``), so it must look like a path: two names or
-    more, each starting with a letter, digit or ``_`` (or ``..``), none but the last a
-    file name (``a.py\\nb.py`` is a listing with a newline escape), and the last a file
-    name with a known extension, or three names or more of two characters each
-    (``src\\app\\models``).
-    """
-    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
-    names = value.replace("/", "\\").split("\\")
-    if names[-1] == "":
-        names.pop()  # a directory's trailing separator
-    if len(names) < 2 or not (_HAS_EXT.search(names[-1]) or _directories(raw, names)):
-        return None
-    if any(not name or (name[0] not in _NAME_START and name != "..") for name in names):
-        return None
-    if any(_HAS_EXT.search(name) for name in names[:-1]):
-        return None
-    return value if _plausible(value.replace("\\", "/")) is not None else None
-
-
-def _directories(raw: str, names: list[str]) -> bool:
-    """Whether names without an extension are a directory path: three names or more of
-    two characters each, each ending with a letter, digit or ``_`` (``ab\\w+\\d+`` is a
-    regex), none a LaTeX command (``w_i\\cdot\\log``), none after a single backslash
-    starting with ``n``, ``r`` or ``t`` (``word\\nword\\nword`` is text with its
-    newlines escaped, ``src\\\\tests\\\\unit`` a path as a JSON string writes it)."""
-    return (
-        len(names) >= 3
-        and all(len(name) >= 2 and name[-1] in _NAME_START for name in names)
-        and not any(name.lower() in TEX_COMMANDS for name in names)
-        and _ESCAPE_LIKE.search(raw) is None
-    )
-
-
-def _plausible(value: str) -> str | None:
-    if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
-        return None
-    if _DATE_SLASHES.fullmatch(value):
-        return None  # ``20/May/2024`` of a web server's log: a date
-    if "/" not in value:
-        known = value.split(".", 1)[0] in _KNOWN_FILES
-        return value if _HAS_EXT.search(value) or known or _DOTFILE.fullmatch(value) else None
-    parts = [p for p in value.split("/") if p]
-    if not parts:
-        return None
-    if value.startswith(("/", "~/", "./", "../")):
-        if len(parts) >= 2 or _HAS_EXT.search(value) or parts[0].lower() in _PATH_ROOTS:
-            return value
-        return None
-    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
-    if _HAS_EXT.search(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
-        return value
-    # under a directory a file name needs no known extension (``prisma/schema.prisma``)
-    if (
-        _FILE_NAME.fullmatch(parts[-1])
-        and _FILE_NAME_DIR.fullmatch(parts[0])
-        and not division(parts[0], parts[-1])
-    ):
-        return value
-    # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
-    return value if _DOT_DIR.match(value) or _DOTFILE.fullmatch(parts[-1]) else None
-
-
 def is_word_char(char: str) -> bool:
     return char.isalnum() or char == "_"
 
@@ -376,11 +168,22 @@ _SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
 _SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
+_LONG_SCANS = (_SLASH_OR_EXTENSION, _KNOWN_FILE, _DOTFILE)
 
 
-def _span_ends(text: str) -> dict[int, int]:
-    """Candidate path spans: start -> the longest end of the spans at that start
-    (``x.tar.gz`` over ``x.tar``), without the starts paths() skips (after a char of
+#: candidate spans are gathered one window of starts at a time: memory is bounded by
+#: a window's candidates, not the text's (10 MB of ``x/ `` held 3.3 million at once)
+SPAN_WINDOW = 1 << 16
+#: at most this many judged candidates are remembered (the cache is emptied then)
+_JUDGED_MAX = 4096
+
+#: (window number, the spans starting in it, in order)
+_Chunks = Iterator[tuple[int, list[tuple[int, int]]]]
+
+
+def _span_ends(text: str) -> Iterable[tuple[int, int]]:
+    """Candidate path spans ``(start, the longest end at that start)`` (``x.tar.gz``
+    over ``x.tar``), by start, without the starts paths() skips (after a char of
     _NOT_BEFORE_PATH).
 
     Slash paths: each "/" (from where the previous span ended) grown left over
@@ -397,54 +200,176 @@ def _span_ends(text: str) -> dict[int, int]:
     ``src/app.py``); and known file names are looked for only when one of their
     capitals occurs. A short text is scanned once per kind (two memchr-fast scans
     beat one scan for either of two characters there).
+
+    Each scan gives its starts in order, so the scans are merged a window of
+    :data:`SPAN_WINDOW` starts at a time.
     """
-    spans: dict[int, int] = {}
-    get, path_chars, not_before = spans.get, PATH_CHARS, _NOT_BEFORE_PATH
-    scans: Sequence[re.Pattern[str]] = _SHORT_SCANS
-    if len(text) >= LONG_TEXT:
-        scans = [_SLASH_OR_EXTENSION, _DOTFILE]
-        if any(capital in text for capital in _KNOWN_FILE_CAPITALS):
-            scans.insert(1, _KNOWN_FILE)
+    width = SPAN_WINDOW
+    every = _LONG_SCANS if len(text) >= LONG_TEXT else _SHORT_SCANS
+    scans = [pattern for pattern in every if _may_match(pattern, text)]
+    if len(text) > width:
+        return _by_window(text, scans, width)
+    spans: dict[int, int] = {}  # one window (most texts)
     for pattern in scans:
-        # (by identity: a compiled pattern's hash reads its whole program)
-        slashes, mixed = pattern is _SLASH_AND_RIGHT, pattern is _SLASH_OR_EXTENSION
-        extensions = mixed or pattern is _EXT_ANCHOR
-        last, last_start = 0, 0  # the last name anchor and where its name starts
-        for match in pattern.finditer(text):
-            anchor, end = match.span()
-            start = anchor
-            if slashes or (mixed and text[anchor] == "/"):  # (resumes at its end, as the walk)
-                while start > 0 and text[start - 1] in path_chars:
-                    start -= 1
-            else:
-                while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
-                    start -= 1
-                if start == last:  # the name runs on through the last anchor: its start
-                    start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
-                last, last_start = anchor, start
-                if start == anchor and extensions:
-                    continue  # ``.py`` alone
-            if (start == 0 or text[start - 1] not in not_before) and get(start, -1) < end:
-                spans[start] = end
-    windows = _windows_spans(text)
+        _scan(text, pattern, (0, 0, 0), width, spans)
+    windows = list(_windows_spans(text))
     if windows:
-        starts = [start for start, _ in windows]  # sorted, the spans apart
-        for start in list(spans):
-            at = bisect.bisect_left(starts, start) - 1  # the last Windows path before it
-            if at >= 0 and start < windows[at][1]:
-                del spans[start]
-        for start, end in windows:
-            spans[start] = max(end, get(start, -1))
-    return spans
+        _replace_by_windows(spans, [(-1, -1), *windows])
+    return sorted(spans.items())
 
 
-def _windows_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the Windows paths of `text`: from a drive (``C:\\``, ``D:/``),
-    ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or ``:``,
-    over path characters and both separators; and the relative ones (:func:`_relative_spans`)."""
+#: where a scan goes on: the position of its next match, its last name anchor and
+#: where that name starts
+_ScanState = tuple[int, int, int]
+
+
+def _by_window(
+    text: str, scans: Sequence[re.Pattern[str]], width: int
+) -> Iterator[tuple[int, int]]:
+    """:func:`_span_ends` of a text longer than a window, a window at a time: each scan
+    stops at its first start past the window and goes on from there in the next."""
+    pending: list[tuple[re.Pattern[str], _ScanState, int]] = [(p, (0, 0, 0), 0) for p in scans]
+    windows = _in_windows(_windows_spans(text), width)
+    head = next(windows, None)
+    carry = (-1, -1)  # the last Windows path of the windows before
+    while pending or head is not None:
+        starts = [start for _, _, start in pending]
+        window = min([*starts, head[0] * width] if head is not None else starts) // width
+        limit = (window + 1) * width
+        spans: dict[int, int] = {}
+        going_on = []
+        for pattern, state, start in pending:
+            if start < limit:
+                stopped = _scan(text, pattern, state, limit, spans)
+                if stopped is not None:
+                    going_on.append((pattern, *stopped))
+            else:
+                going_on.append((pattern, state, start))
+        pending = going_on
+        in_window: list[tuple[int, int]] = []
+        if head is not None and head[0] == window:
+            in_window, head = head[1], next(windows, None)
+        if in_window or carry[1] > window * width:
+            _replace_by_windows(spans, [carry, *in_window])
+            carry = in_window[-1] if in_window else carry
+        yield from sorted(spans.items())
+
+
+def _may_match(pattern: re.Pattern[str], text: str) -> bool:
+    """Whether a scan's `pattern` may match in `text`: each of its matches starts with a
+    "/", a "." or a known file name's capital (many short texts lack them)."""
+    if pattern is _SLASH_AND_RIGHT:
+        return "/" in text
+    if pattern is _SLASH_OR_EXTENSION:
+        return "/" in text or "." in text
+    if pattern is _KNOWN_FILE:
+        return any(capital in text for capital in _KNOWN_FILE_CAPITALS)
+    return "." in text
+
+
+def _scan(
+    text: str, pattern: re.Pattern[str], state: _ScanState, limit: int, spans: dict[int, int]
+) -> tuple[_ScanState, int] | None:
+    """One scan of `text` for candidate spans (see :func:`_span_ends`) from `state`,
+    each start's longest end added to `spans`, up to the first start at `limit` or
+    past it: then where to go on from (that match, found again) and that start; None
+    at the end. A start never comes before the one before it: a slash path's start
+    grows left to no further than the end of the last match, a name's to the last
+    name anchor (or that name's start), and neither over a character that may not
+    start a span."""
+    # (by identity: a compiled pattern's hash reads its whole program)
+    slashes, mixed = pattern is _SLASH_AND_RIGHT, pattern is _SLASH_OR_EXTENSION
+    extensions = mixed or pattern is _EXT_ANCHOR
+    path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
+    pos, last, last_start = state  # the last name anchor and where its name starts
+    for match in pattern.finditer(text, pos):
+        anchor, end = match.span()
+        start = anchor
+        slash = slashes or (mixed and text[anchor] == "/")
+        if slash:  # (resumes at its end, as the walk)
+            while start > 0 and text[start - 1] in path_chars:
+                start -= 1
+            alone = False
+        else:
+            while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
+                start -= 1
+            if start == last:  # the name runs on through the last anchor: its start
+                start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
+            alone = start == anchor and extensions  # ``.py`` alone
+        if alone or (start and text[start - 1] in not_before):
+            pass  # no span (it may start before the last one: only spans come in order)
+        elif start >= limit:
+            return (anchor, last, last_start), start  # (before the name anchor is taken)
+        elif get(start, -1) < end:
+            spans[start] = end
+        if not slash:
+            last, last_start = anchor, start
+    return None
+
+
+def _in_windows(spans: Iterable[tuple[int, int]], width: int) -> _Chunks:
+    """`spans` (by start) by window of `width` starts."""
+    window, chunk = -1, list[tuple[int, int]]()
+    for span in spans:
+        if span[0] // width != window:
+            if chunk:
+                yield window, chunk
+            window, chunk = span[0] // width, []
+        chunk.append(span)
+    if chunk:
+        yield window, chunk
+
+
+def _replace_by_windows(spans: dict[int, int], windows: list[tuple[int, int]]) -> None:
+    """Drop the `spans` starting inside one of `windows` (Windows paths, by start, apart;
+    the first may have started in an earlier window), then add `windows` (each at
+    least as long as a span at its start)."""
+    starts = [start for start, _ in windows]
+    for start in list(spans):
+        at = bisect.bisect_left(starts, start) - 1  # the last Windows path before it
+        if at >= 0 and start < windows[at][1]:
+            del spans[start]
+    get = spans.get
+    for start, end in windows[1:]:
+        spans[start] = max(end, get(start, -1))
+
+
+def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the Windows paths of `text`, by start: from a drive (``C:\\``,
+    ``D:/``), ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or
+    ``:``, over path characters and both separators; and the relative ones
+    (:func:`_relative_spans`)."""
     if "\\" not in text and (":" not in text or ":/" not in text):
-        return []
-    found: list[tuple[int, int]] = []
+        return iter(())
+    if "\\" not in text:
+        return _anchored_windows_spans(text)
+    # (apart from the others: a relative one starts after a character no other holds,
+    # a UNC one too, and it holds no ":")
+    if "\\\\" not in text:
+        return heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
+    return heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
+
+
+def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the UNC paths of `text` (``\\\\server\\share``), by start,
+    when :func:`plausible_path` judges them paths."""
+    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+    for match in _UNC_START.finditer(text):
+        start = match.start(1)
+        right = _UNC_RIGHT.match(text, match.end())
+        end = right.end() if right is not None else match.end()
+        raw = text[start:end]
+        good = judged.get(raw)
+        if good is None:
+            if len(judged) >= _JUDGED_MAX:
+                judged.clear()
+            good = judged[raw] = plausible_path(raw) is not None
+        if good:
+            yield start, end
+
+
+def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
+    """The Windows paths of `text` from a drive, ``.\\``, ``..\\`` or ``~\\``, by start."""
     done = 0
     for match in _WINDOWS_ANCHOR.finditer(text):
         drive = match.group()[0] == ":"
@@ -455,37 +380,14 @@ def _windows_spans(text: str) -> list[tuple[int, int]]:
             continue
         right = _WINDOWS_RIGHT.match(text, match.end())
         done = right.end() if right is not None else match.end()
-        found.append((start, done))
-    relative = _relative_spans(text) if "\\" in text else []
-    # (apart from the others: a relative one starts after a character no other holds,
-    # a UNC one too, and it holds no ":")
-    unc = _unc_spans(text) if "\\\\" in text else []
-    return sorted(found + relative + unc) if relative or unc else found
+        yield start, done
 
 
-def _unc_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the UNC paths of `text` (:func:`_unc` judges each)."""
-    found: list[tuple[int, int]] = []
-    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
-    for match in _UNC_START.finditer(text):
-        start = match.start(1)
-        right = _UNC_RIGHT.match(text, match.end())
-        end = right.end() if right is not None else match.end()
-        raw = text[start:end]
-        good = judged.get(raw)
-        if good is None:
-            good = judged[raw] = _unc(raw.rstrip(".-,:")) is not None
-        if good:
-            found.append((start, end))
-    return found
-
-
-def _relative_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the relative Windows paths of `text` (``src\\app.py``): a name
-    after no path character, separator or ``:`` (``\\d+\\.`` is none), then a backslash
-    and what a Windows path grows over, when :func:`plausible_path` judges it a path
-    (else the names in it are looked at alone, as before)."""
-    found: list[tuple[int, int]] = []
+def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the relative Windows paths of `text` (``src\\app.py``), by
+    start: a name after no path character, separator or ``:`` (``\\d+\\.`` is none),
+    then a backslash and what a Windows path grows over, when :func:`plausible_path`
+    judges it a path (else the names in it are looked at alone, as before)."""
     judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
     for match in _RELATIVE_START.finditer(text):
         start = match.start(1)
@@ -494,15 +396,25 @@ def _relative_spans(text: str) -> list[tuple[int, int]]:
         raw = text[start:end]
         good = judged.get(raw)
         if good is None:
+            if len(judged) >= _JUDGED_MAX:
+                judged.clear()
             good = judged[raw] = plausible_path(raw) is not None
         if good:
-            found.append((start, end))
-    return found
+            yield start, end
 
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
     """``(position, path)`` of every path `text` names, in order."""
-    return iter(sorted(_found(text).items()))
+    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
+    for start, end in _span_ends(text):
+        raw = text[start:end]
+        value = judged.get(raw, _UNJUDGED)
+        if value is _UNJUDGED:
+            if len(judged) >= _JUDGED_MAX:
+                judged.clear()
+            value = judged[raw] = _path_of(raw)
+        if value is not None:
+            yield start, value
 
 
 def first_paths(text: str) -> list[tuple[int, str]]:
@@ -510,30 +422,17 @@ def first_paths(text: str) -> list[tuple[int, str]]:
     :func:`paths` yields, without the repeats (a caller keeping the first of equal
     values, as fact extraction does, sees the same).
 
-    One pass over the candidates, each distinct one judged once: the judgement reads
-    only the candidate's characters (:func:`_path_of`).
+    Each distinct candidate is judged once (while at most :data:`_JUDGED_MAX` are
+    remembered): the judgement reads only the candidate's characters (:func:`_path_of`).
     """
     first: dict[str, int] = {}
-    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
-    get = first.get
-    for start, end in _span_ends(text).items():
-        raw = text[start:end]
-        path = judged[raw] if raw in judged else judged.setdefault(raw, _path_of(raw))
-        if path is not None and start < get(path, start + 1):
-            first[path] = start
-    return sorted((start, path) for path, start in first.items())
+    for start, path in paths(text):
+        first.setdefault(path, start)
+    return [(start, path) for path, start in first.items()]  # (in order of start)
 
 
-def _found(text: str) -> dict[int, str]:
-    """Start -> path, for every path of `text` (in no particular order)."""
-    found: dict[int, str] = {}
-    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
-    for start, end in _span_ends(text).items():
-        raw = text[start:end]
-        value = judged[raw] if raw in judged else judged.setdefault(raw, _path_of(raw))
-        if value is not None:
-            found[start] = value
-    return found
+#: a candidate not judged yet (None is "no path")
+_UNJUDGED = "\0"
 
 
 def _path_of(raw: str) -> str | None:
@@ -564,19 +463,15 @@ def _judged(raw: str) -> str | None:
     return value
 
 
-# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
-_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
-
-
 def path_text(text: str) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
-    (:func:`escape_spans`: ``"docs\\nsetup.py\\n"``) and quoted ``sed`` expressions
+    (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``) and quoted ``sed`` expressions
     blanked (same length)."""
     blanked = unescaped(text)
     text = text if blanked is None else blanked
     if "s" not in text or ("'" not in text and '"' not in text):
         return text  # an expression is quoted
-    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)])
+    return mask(text, sed_spans(text))
 
 
 def find_paths(text: str) -> list[str]:

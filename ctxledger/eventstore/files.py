@@ -7,6 +7,7 @@ file (``<ledger>.lock``) is what the fair write lock of :mod:`.sqlite` ``flock``
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -40,7 +41,10 @@ def create_private_file(path: str) -> None:
     owner's (a directory too) and then failed as a "damaged" ledger.
     """
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    except RecursionError:  # (makedirs recurses once per missing folder)
+        raise OSError(errno.ENAMETOOLONG, "the path names too many folders", parent) from None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ctxledger.errors import InvalidConfig, InvalidInput
 from ctxledger.eventstore.base import Durability, EventStore
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.limits import max_input_bytes, max_json_depth
 from ctxledger.shownurl import shown_url
 
 __all__ = [
@@ -85,7 +87,7 @@ def require_ledger_file(target: str | os.PathLike[str]) -> None:
     passes (its store says whether it can be reached).
     """
     text = target_text(target)
-    if is_url(text) or Path(text).is_file():
+    if is_url(text) or _is_file(text):
         return
     _refuse_collapsed_url(text)
     raise InvalidInput(
@@ -94,14 +96,28 @@ def require_ledger_file(target: str | os.PathLike[str]) -> None:
     )
 
 
+def _is_file(text: str) -> bool:
+    """Whether `text` names a file; InvalidInput for a path no file can have (a name
+    over the system's limit was an OSError traceback)."""
+    try:
+        return stat.S_ISREG(os.stat(text).st_mode)
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # (ValueError: a NUL)
+        return False
+    except OSError as exc:
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise InvalidInput(f"the ledger path {shown} cannot be used: {exc.strerror}") from None
+
+
 def open_store(
     target: str | os.PathLike[str], *, durability: Durability = "full", **options: Any
 ) -> EventStore:
     """Open the event store `target` names: a PostgreSQL URL or a SQLite file path.
 
     `options` go to the backend's constructor. Raises InvalidInput for an unknown
-    scheme and InvalidConfig when the PostgreSQL extra is not installed.
+    scheme or a bad ``CTXLEDGER_MAX_*`` variable (named before anything is written),
+    and InvalidConfig when the PostgreSQL extra is not installed.
     """
+    max_json_depth(), max_input_bytes()  # (each raises naming its variable)
     text = target_text(target)
     match = _SCHEME.match(text)
     if match is None:

@@ -14,11 +14,19 @@ One SDK session id names a series of ledger sessions: ``<id>`` first, then ``<id
 ``pop_item`` (a branch holding the view minus the popped item; the session it
 replaces is ended). Compactions continue
 each one's chain as usual; the session always works on the chain's tip.
+
+An SDK id the HTTP API could not name (over 150 characters, or with characters other
+than letters, digits and ``._:@-``) is kept as a key of at most 160 characters: its
+start with each other character as ``-``, ``.h`` and 32 hex digits of its sha256
+(as the LangChain adapter keys a long thread id). A session already recorded under
+the whole id is continued under it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,27 @@ from ctxledger.runtime.service_io import check_new_batch
 JSON = dict[str, Any]
 #: attribute on the Runner's wrapper: how many of its request usages were reported
 _REPORTED = "_ctxledger_reported_requests"
+
+
+#: an SDK id used as the ledger's own: one the HTTP API can name (with room for a
+#: generation's ``~N``), not shaped as a key made for another id (ending ``.h`` and 32
+#: hex digits)
+_NAMEABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,149}")
+_MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}")
+_NOT_NAMEABLE = re.compile(r"[^A-Za-z0-9._:@-]")
+_KEPT = 126
+
+
+def ledger_key(session_id: str) -> str:
+    """The ledger's id for an SDK `session_id` (see the module docs): the id itself when
+    the HTTP API can name it, else its start (other characters as ``-``), ``.h`` and 32
+    hex digits of its sha256 (an id past 200 characters could not be named at all)."""
+    if _NAMEABLE.fullmatch(session_id) and not _MADE_KEY.fullmatch(session_id):
+        return session_id
+    start = _NOT_NAMEABLE.sub("-", session_id[:_KEPT])
+    start = start if start[0].isascii() and start[0].isalnum() else "s" + start[: _KEPT - 1]
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{start}.h{digest}"
 
 
 class CtxLedgerSession:
@@ -59,6 +88,9 @@ class CtxLedgerSession:
         self.context_length = context_length
         self.system_prompt = system_prompt
         self.session_settings = session_settings
+        self.service.ledger.refresh()
+        # a session recorded under the whole id before keys were made goes on under it
+        self._key = session_id if self._exists(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
 
     @classmethod
@@ -71,7 +103,7 @@ class CtxLedgerSession:
     # --- which ledger session -----------------------------------------------------------
 
     def _ledger_id(self, generation: int) -> str:
-        return self.session_id if generation == 1 else f"{self.session_id}~{generation}"
+        return self._key if generation == 1 else f"{self._key}~{generation}"
 
     def _exists(self, sid: str) -> bool:
         return sid in self.service.ledger.transcript.state.sessions

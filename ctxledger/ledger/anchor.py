@@ -21,11 +21,13 @@ delete both the anchor and the newest events is caught only by ``verify
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import hmac
 import os
 import secrets
+import stat
 from pathlib import Path
 
 import msgspec
@@ -35,6 +37,7 @@ from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file, target_text
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.inputfile import NotAFile, open_input, read_capped
 
 _KEY_BYTES = 32
 
@@ -61,18 +64,44 @@ def _key_path() -> Path:
 
 
 def _key() -> bytes:
-    """The per-user sealing key, created (0600) on first use."""
+    """The per-user sealing key, created (0600) on first use.
+
+    It must be a regular file of 1 to :data:`_MOST_BYTES` bytes, else InvalidInput
+    naming it (``$CTXLEDGER_ANCHOR_KEY_FILE=/dev/zero`` was read until memory ran out,
+    a FIFO waited forever, at the close of every writer and in ``verify``)."""
     path = _key_path()
     with contextlib.suppress(FileNotFoundError):
-        return path.read_bytes()
+        return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first
-        return path.read_bytes()
+        return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
     with os.fdopen(fd, "wb") as fh:
         fh.write(secrets.token_bytes(_KEY_BYTES))
-    return path.read_bytes()
+    return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+
+
+#: the most a key or anchor file may hold (a key is 32 bytes, an anchor ~200)
+_MOST_BYTES = 4096
+
+
+def _read_small(path: Path, what: str) -> bytes:
+    """The bytes of `path`, a regular file of 1 to _MOST_BYTES bytes; else InvalidInput
+    naming `what` (FileNotFoundError passes, for the caller to create or skip it)."""
+    try:
+        with open_input(path, pipes=False) as fh:
+            data = read_capped(fh, _MOST_BYTES)
+    except NotAFile as exc:
+        raise InvalidInput(f"{what} {path} is {exc.strerror}") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise InvalidInput(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    if not data or len(data) > _MOST_BYTES:
+        size = "empty" if not data else f"over {_MOST_BYTES:,} bytes"
+        raise InvalidInput(f"{what} {path} is {size}")
+    return data
 
 
 def _seal(seq: int, head: str) -> str:
@@ -82,7 +111,7 @@ def _seal(seq: int, head: str) -> str:
 def read_anchor(db: str | os.PathLike[str]) -> HeadAnchor | None:
     """The anchor beside `db`, or None when there is none (raises on an unreadable one)."""
     try:
-        data = anchor_path(db).read_bytes()
+        data = _read_small(anchor_path(db), "the head anchor")
     except FileNotFoundError:
         return None
     return msgspec.json.decode(data, type=HeadAnchor)
@@ -107,10 +136,14 @@ def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
     Serialized with ``flock`` so two closing writers never move it backwards.
     """
     path = anchor_path(db)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
+        os.close(fd)
+        raise NotAFile(errno.EINVAL, "not a regular file", str(path))
+    os.set_blocking(fd, True)
     with os.fdopen(fd, "r+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        raw = fh.read()
+        raw = read_capped(fh, _MOST_BYTES)
         if raw.strip():
             try:
                 current = msgspec.json.decode(raw, type=HeadAnchor)
@@ -133,6 +166,8 @@ def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | N
         anchor = read_anchor(db)
     except (OSError, msgspec.DecodeError) as exc:
         return None, f"the head anchor {anchor_path(db)} cannot be read: {exc}"
+    except InvalidInput as exc:  # (it names the file: not a regular one, empty, too large)
+        return None, f"{exc}: it cannot be read"
     if anchor is None:
         return None
     if not seal_is_valid(anchor):

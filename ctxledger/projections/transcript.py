@@ -39,6 +39,7 @@ from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.messages import JSON
 from ctxledger.projections import rowfold
 from ctxledger.projections.bodies import Bodies
+from ctxledger.projections.roughsum import RoughSums
 from ctxledger.projections.stored import (
     SessionView,
     StoredMessage,
@@ -73,6 +74,8 @@ class TranscriptProjection:
         #: kept current by the fold so a read after an append costs a list copy, not a
         #: rebuild by id. Derived data only: never serialized, never part of a fingerprint.
         self._api: dict[str, list[JSON]] = {}
+        #: Hermes's rough estimate of each cached view, kept as it grows (derived as well)
+        self._rough = RoughSums()
         self._dispatch = {
             SessionStarted: self._started,
             SystemPromptSet: self._system,
@@ -223,6 +226,7 @@ class TranscriptProjection:
         # the message is almost always among the last few (persisted in its own append)
         for back in range(1, len(live) + 1):
             if live[-back] == message_id:
+                self._rough.replaced(session_id, cached, len(cached) - back, cached[-back], message)
                 cached[-back] = message
                 return
 
@@ -351,6 +355,13 @@ class TranscriptProjection:
         tokens_of = self.tokens_of
         counts.extend(tokens_of(mid) for mid in view.live)
         return counts
+
+    def rough_tokens(self, session_id: str) -> int:
+        """Hermes's rough estimate (chars/4) of :meth:`api_view` + the tools schema, the
+        preflight estimate of ``estimator = "rough"``: summed incrementally, so a read after
+        an append costs the appended messages, not a walk of the view."""
+        view = self.api_view(session_id)
+        return self._rough.total(session_id, view, self._view(session_id).tools)
 
     def total_tokens(self, session_id: str) -> int:
         """System prompt + tools schema + live messages (the preflight estimate)."""

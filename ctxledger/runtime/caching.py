@@ -2,8 +2,10 @@
 
 Anthropic accepts at most four ``cache_control`` breakpoints per request. The system
 prompt is the most stable prefix, so it takes one; the last three non-system
-messages take the others, a rolling window that re-establishes the cache within a
-turn or two after a compaction invalidates the middle.
+messages that can carry one on the route take the others (all four without a system
+prompt), a rolling window that re-establishes the cache within a turn or two after a
+compaction invalidates the middle. Placement is hermes-agent 0.19's, checked against
+it (``tests/test_parity_caching.py``).
 
 :func:`apply_cache_markers` is pure and cheap: it copies the list shallowly and
 deep-copies only the (at most four) messages it marks, so the caller's messages are
@@ -41,33 +43,47 @@ def _marker(ttl: CacheTTL) -> dict[str, str]:
     return marker
 
 
+def _carries(message: Mapping[str, Any], native_anthropic: bool) -> bool:
+    """Whether a breakpoint on this message counts on this route (hermes-agent 0.19's
+    ``_can_carry_marker``). The native Anthropic adapter moves a message-level marker
+    onto the right block, so every message counts there; on OpenAI-compatible routes
+    (OpenRouter) only a marker inside a content part is honoured, so a message with no
+    content (a pure tool-call turn, an empty result) or whose last part is not an object
+    would waste one of the four breakpoints and is passed over for an older one."""
+    if native_anthropic:
+        return True
+    content = message.get("content")
+    if isinstance(content, str):
+        return content != ""
+    return isinstance(content, list) and bool(content) and isinstance(content[-1], Mapping)
+
+
 def _mark(
     message: Mapping[str, Any], ttl: CacheTTL, native_anthropic: bool
 ) -> dict[str, Any] | None:
-    """A marked deep copy of ``message``, or None when it cannot carry a breakpoint here."""
-    content = message.get("content")
-    message_level = (
-        message.get("role") == "tool" or content is None or content == "" or content == []
-    )
-    if message_level:
-        # A top-level ``cache_control`` on the message is only understood by the native
-        # Anthropic adapter (which moves it onto the tool_result / empty block). On
-        # OpenAI-compatible routes it is either rejected by strict schema validation or
-        # silently dropped, and tool messages there must keep plain string content, so
-        # the breakpoint is skipped rather than risking a 400.
-        if not native_anthropic:
+    """A marked deep copy of ``message``, or None when it cannot carry a breakpoint here
+    (hermes-agent 0.19's ``_apply_cache_marker``)."""
+    role, content = message.get("role"), message.get("content")
+    top_level = role == "tool" and native_anthropic
+    if not top_level and (content is None or content == ""):
+        if not native_anthropic and role in ("tool", "assistant"):
+            # OpenRouter rejects a top-level marker on a tool message and ignores one on
+            # an envelope with no content: nowhere valid to put it
             return None
+        top_level = True
+    if top_level:
         marked = copy.deepcopy(dict(message))
         marked["cache_control"] = _marker(ttl)
         return marked
     if isinstance(content, str):
+        # a text part carries it, a tool result's too (OpenRouter honours part markers)
         part = {"type": "text", "text": content, "cache_control": _marker(ttl)}
         return {k: [part] if k == "content" else copy.deepcopy(v) for k, v in message.items()}
-    if isinstance(content, list) and isinstance(content[-1], Mapping):
+    if isinstance(content, list) and content and isinstance(content[-1], Mapping):
         marked = copy.deepcopy(dict(message))
         marked["content"][-1]["cache_control"] = _marker(ttl)
         return marked
-    return None  # a list ending in a non-object part: nowhere valid to put the marker
+    return None  # an empty list, or one ending in a non-object part
 
 
 def apply_cache_markers(
@@ -78,11 +94,11 @@ def apply_cache_markers(
 ) -> list[dict[str, Any]]:
     """Return the messages with up to four ``cache_control`` breakpoints.
 
-    Breakpoints go on the system prompt (when ``messages[0]`` is one) and on the
-    last three non-system messages; a candidate that cannot carry a marker on this
-    route (see :func:`_mark`) is skipped, not replaced by an older message, so the
-    rolling window stays at the end of the prompt. Unmarked messages are the
-    caller's own objects (shallow list copy); marked ones are deep copies.
+    Breakpoints go on the system prompt (when ``messages[0]`` is one) and on the last
+    three non-system messages that can carry one on this route (all four on those when
+    there is no system prompt), as hermes-agent 0.19 places them (session 31,
+    ``tests/test_parity_caching.py``). Unmarked messages are the caller's own objects
+    (shallow list copy); marked ones are deep copies.
     """
     if ttl not in ("5m", "1h"):
         raise InvalidInput(f"cache ttl must be '5m' or '1h', got {ttl!r}")
@@ -92,11 +108,13 @@ def apply_cache_markers(
     targets: list[int] = []
     if out[0].get("role") == "system":
         targets.append(0)
+    room = MAX_BREAKPOINTS - len(targets)
     rolling: list[int] = []
     for index in range(len(out) - 1, -1, -1):
-        if len(rolling) == ROLLING_BREAKPOINTS:
+        if len(rolling) == room:
             break
-        if out[index].get("role") != "system":
+        message = out[index]
+        if message.get("role") != "system" and _carries(message, native_anthropic):
             rolling.append(index)
     targets.extend(reversed(rolling))
     for index in targets:

@@ -121,6 +121,26 @@ def _after_switch(
     )
 
 
+def _after_new_window(
+    state: RuntimeState, event: ModelSwitched | ContextLimitLearned
+) -> RuntimeState:
+    """A model switch or a window the provider stated (hermes-agent 0.19's
+    ``update_model``, which its loop also calls for a stated window): the strikes, the
+    kept prompt count and a compaction's pending verdict judged the old window, so they
+    go; the fallback streak and the summarizer cooldown go only with a different model
+    (Hermes scopes them to the runtime that failed: the same model with another window
+    keeps them, a new model gets an immediate summary attempt)."""
+    new_model = isinstance(event, ModelSwitched) and event.model != event.previous_model
+    return msgspec.structs.replace(
+        state,
+        context_length=event.context_length,
+        anti=AntiThrash(fallback_streak=0 if new_model else state.anti.fallback_streak),
+        cooldown=state.cooldown.clear() if new_model else state.cooldown,
+        last_real_prompt=None,
+        first_after_compaction=False,
+    )
+
+
 def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -> RuntimeState:
     """One transition of a chain's runtime state (pure); live use and replay share it.
 
@@ -132,18 +152,9 @@ def fold_runtime(state: RuntimeState, event: Event, config: CompressionConfig) -
     replace = msgspec.structs.replace
     if isinstance(event, UsageReported):
         return _after_usage(state, event, config)
-    if isinstance(event, ModelSwitched):
-        # a new model (or window) is a fresh start for the guards: strikes and the
-        # fallback streak judged the old one, so a chain it blocked is unblocked; a
-        # compaction's pending verdict is dropped (Hermes's update_model clears it)
-        return replace(
-            state,
-            context_length=event.context_length,
-            anti=AntiThrash(),
-            last_real_prompt=None,
-            first_after_compaction=False,
-        )
-    if isinstance(event, SessionStarted | ContextLimitLearned):
+    if isinstance(event, ModelSwitched | ContextLimitLearned):
+        return _after_new_window(state, event)
+    if isinstance(event, SessionStarted):
         return replace(state, context_length=event.context_length)
     if isinstance(event, SummaryGenerated):
         return replace(state, last_fallback=event.fallback)

@@ -60,7 +60,6 @@ from ctxledger.runtime.service_io import (
     focus_topic,
     is_int,
 )
-from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
 
 
 class ContextService(ServiceCore):
@@ -210,9 +209,7 @@ class ContextService(ServiceCore):
         transcript = self.ledger.transcript
         if self.config.estimator == "exact":
             return transcript.total_tokens(sid)  # kept current by the projection: no walk
-        view = transcript.api_view(sid)
-        rough = sum(rough_message_tokens(m) for m in view)
-        return rough + rough_tools_tokens(transcript.session(sid).tools)
+        return transcript.rough_tokens(sid)  # summed as the view grows: no walk either
 
     async def compress(self, session_id: str, focus: str | None = None) -> TurnResult:
         """Manual ``/compress [focus]``: always allowed (bypasses cooldown and anti-thrash)."""

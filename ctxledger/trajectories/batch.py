@@ -129,7 +129,8 @@ class AggregateReport(msgspec.Struct, kw_only=True):
 
     input_path: str
     output_path: str
-    metrics_path: str
+    #: None when the output is a FIFO or /dev/null: no side file is written beside it
+    metrics_path: str | None
     total_records: int = 0
     processed: int = 0
     resumed: int = 0
@@ -309,7 +310,8 @@ async def compress_file(
     """Compress every trajectory of `in_path` into `out_path` (resumable; see the module docs).
 
     Writes ``<out>.metrics.jsonl`` (one :class:`TrajectoryMetrics` per written record)
-    and ``<out>.report.json`` (the :class:`AggregateReport`). A malformed input line
+    and ``<out>.report.json`` (the :class:`AggregateReport`), unless `out_path` is a
+    FIFO or /dev/null (then only the returned report has them). A malformed input line
     raises :class:`ImportFormatError` before anything is written; an auth or
     not-configured summarizer failure stops the batch (what was written stays, and a
     rerun resumes). Other failures are retried, then reported in ``failures`` and left
@@ -318,12 +320,16 @@ async def compress_file(
     started = time.perf_counter()
     records = read_records(in_path)
     out, metrics_path = Path(out_path), metrics_path_for(out_path)
-    previous = resume_state(out, metrics_path)
+    # a FIFO or /dev/null is not read back, so nothing beside it could be resumed from
+    # (and ``/dev/null.metrics.jsonl`` was written into /dev): no side files for it
+    stream = is_stream(out)
+    previous = [] if stream else resume_state(out, metrics_path)
     done = {m.key for m in previous}
     todo = [r for r in records if r.key not in done]
     limited = _LimitedSummarizer(summarizer, anyio.CapacityLimiter(config.max_concurrent_requests))
     bar, advance = _progress(progress and bool(todo), len(todo))
-    with open(out, "ab") as out_fh, open(metrics_path, "ab") as metrics_fh:
+    metrics_target = os.devnull if stream else metrics_path
+    with open(out, "ab") as out_fh, open(metrics_target, "ab") as metrics_fh:
         batch = _Batch(
             todo, config, limited, (out_fh, metrics_fh), rng or random.Random(), sleep, advance
         )
@@ -335,7 +341,7 @@ async def compress_file(
     report = AggregateReport(
         input_path=os.fspath(in_path),
         output_path=str(out),
-        metrics_path=str(metrics_path),
+        metrics_path=None if stream else str(metrics_path),
         total_records=len(records),
         processed=len(todo),
         resumed=len(records) - len(todo),
@@ -344,9 +350,10 @@ async def compress_file(
     )
     report.tally([*previous, *batch.written])
     report.seconds = round(time.perf_counter() - started, 3)
-    report_path_for(out).write_bytes(
-        msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n"
-    )
+    if not stream:
+        report_path_for(out).write_bytes(
+            msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n"
+        )
     return report
 
 

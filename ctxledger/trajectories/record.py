@@ -19,6 +19,7 @@ from ctxledger.events import Event, LayoutEntry, SessionStarted, SessionSwitched
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.sharegpt import turns_to_messages
+from ctxledger.inputfile import is_stream
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.tokens import count_message
@@ -154,8 +155,8 @@ def _system_tokens(system: str | None, encoding: str) -> int:
 def written_keys(out_path: str | os.PathLike[str]) -> set[str]:
     """Keys of the records a batch output already holds (from its metrics file)."""
     path = metrics_path_for(out_path)
-    if not os.path.exists(path):
-        return set()
+    if is_stream(out_path) or not os.path.exists(path):
+        return set()  # a FIFO or /dev/null output has no metrics file beside it
     with open(path, "rb") as fh:
         return {
             msgspec.json.decode(line, type=TrajectoryMetrics).key for line in fh if line.strip()

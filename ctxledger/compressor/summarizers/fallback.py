@@ -70,6 +70,12 @@ async def summarize_with_fallback(summarizer: Summarizer, request: SummaryReques
     changes. Every other failure (no summarizer configured, timeout, rate limit,
     server error, malformed or empty output, ...) returns :func:`fallback_summary` with
     ``fallback=True`` and the failure recorded, so the middle is never dropped silently.
+
+    Each failure is judged by its own class (HERMES_SPEC §3). hermes-agent 0.19 keeps a
+    network failure's "abort" flag until a summary succeeds, so a server error or an
+    empty reply after a dropped connection abandons its compaction too (a side effect
+    of guarding its cooldown's early return); ctxledger falls back there, as for a
+    first such failure (README "Differences", session 31's differential test).
     """
     try:
         return await summarizer.summarize(request)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
-from ctxledger.compressor.factpaths import _HAS_EXT  # (the known extensions, no rule)
+from ctxledger.compressor.factpathrules import has_ext  # (the known extensions, no rule)
 from ctxledger.compressor.factpaths import plausible_path as _code_plausible_path
 
 _DIGITS = "0123456789"
@@ -312,7 +312,7 @@ def unc_path(raw: str) -> str | None:
             return None
     if any(not name or name[0] not in _NAME_FIRST for name in names[2:]):
         return None
-    file = len(names) > 2 and _HAS_EXT.search(names[-1]) is not None
+    file = len(names) > 2 and has_ext(names[-1])
     checked = names[:-1] if file else names
     if any(name.rstrip("$").lower() in TEX_COMMANDS for name in checked):
         return None

@@ -1,0 +1,278 @@
+"""Judging a path candidate of fact extraction (:mod:`.factpaths` finds them): whether
+its text names a file path (``src/app.py``, ``C:\\Users\\me``, ``.env``), or is
+something else with slashes or dots (``and/or``, ``resp.json.get``, a regex escape).
+
+Every judgment reads the candidate once, in linear time: a candidate can be megabytes
+long (a tool output of one run of path characters).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
+
+__all__ = [
+    "DOTFILE",
+    "EXTENSIONS",
+    "KNOWN_FILES",
+    "MORE_NAME",
+    "SECOND_SUFFIXES",
+    "has_ext",
+    "plausible_path",
+]
+
+EXTENSIONS = (
+    # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
+    "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|json|jsonl|toml|yaml|yml|ini|cfg|"
+    "txt|md|rst|html|htm|css|scss|sh|bash|zsh|ps1|bat|rs|go|java|kt|scala|c|h|cc|"
+    "cpp|hpp|cs|rb|php|swift|sql|lock|xml|csv|tsv|log|mk|gradle|proto|tf|lua|dart|"
+    "exs|erl|hs|zig|jl|patch|diff|pem|crt|sqlite|gz|zip|tar|whl|png|jpg|jpeg|gif|svg|"
+    "pdf|dll|exe|wasm|pyc"
+)
+#: suffixes a file name keeps after a known extension (``config.yaml.j2``, ``app.py.bak``,
+#: ``run.log.1``): a closed list, so ``resp.json.get`` stays no path
+SECOND_SUFFIXES = (
+    r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
+    r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
+)
+#: more of a name: a word character, but a superscript digit (``x.log¹``: a footnote's
+#: mark, which the matcher reads as a blank)
+MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
+#: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
+#: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
+DOTFILE = re.compile(
+    r"\.(?:env|envrc|bashrc|bash_profile|bash_aliases|bash_history|profile|zshrc|zprofile|"
+    r"vimrc|inputrc|gitignore|gitattributes|gitmodules|gitconfig|dockerignore|npmrc|nvmrc|"
+    r"yarnrc|editorconfig|prettierrc|prettierignore|eslintrc|eslintignore|babelrc|pylintrc|"
+    r"flake8|coveragerc|pypirc|netrc|htaccess|python-version|node-version|ruby-version|"
+    r"tool-versions)(?:\.(?:local|example|sample|template|dev|development|prod|production|"
+    r"test|staging))?(?!" + MORE_NAME + r"|[\-+~@(/]|\.\w)"
+)
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+#: a single backslash before ``n``, ``r`` or ``t``: maybe an escape, not a separator
+_ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
+#: what a name of a relative Windows path starts with
+_NAME_START = frozenset(string.ascii_letters + string.digits + "_")
+#: a run of backslashes in a Windows path: a JSON string's escapes double each one
+_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
+_BACKSLASH_RUNS = re.compile(r"\\+")
+#: a UNC path's server (a host name, an address, ``wsl$``) and share (``c$``) names
+_UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
+#: a date written with slashes and a month's name (``20/May/2024``, nginx's and
+#: Apache's logs): no path (one with numbers only has no letter, so none either)
+_DATE_SLASHES = re.compile(r"[0-9]{1,4}/[A-Za-z]{3}/[0-9]{2,4}")
+#: a relative path whose first name is a dotted directory (``.ssh/config``)
+_DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
+_HAS_EXT = re.compile(
+    r"\.(?:" + EXTENSIONS + r")(?:\.(?:" + SECOND_SUFFIXES + r"))*$", re.IGNORECASE
+)
+#: the longest value :func:`has_ext` searches forward
+_SHORT_VALUE = 256
+#: a known extension and its second suffixes ending a text, read from the end: the
+#: text reversed, each name reversed (``jinja2?`` as ``2?ajnij``), so a match is tried
+#: once, at the start, and the run of second suffixes read once (:func:`has_ext`)
+_EXT_REVERSED = re.compile(
+    r"(?:(?:"
+    + "|".join(
+        {"jinja2?": "2?ajnij", r"\d{1,3}": r"\d{1,3}"}.get(name, name[::-1])
+        for name in SECOND_SUFFIXES.split("|")
+    )
+    + r")\.)*+(?:"  # possessive: no extension is a second suffix, none is given back
+    + "|".join(name[::-1] for name in EXTENSIONS.split("|"))
+    + r")\.",
+    re.IGNORECASE,
+)
+#: a file name: a name, a dot and a lower-case extension of two characters or more
+#: (``schema.prisma``, ``index.mdx``; not ``3.x``, ``e.g``)
+_FILE_NAME = re.compile(r"[A-Za-z_][\w\-]*\.[a-z][a-z0-9]{1,9}")
+#: the directory before such a file name: a name (with a letter, :func:`_file_name_dir`)
+_DIR_NAME = re.compile(r"[\w\-.]*")
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+_NOT_PATHS = frozenset(
+    {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
+    # the pieces of a ``sed 's/True/False/'`` expression
+    | {"true/", "false/", "none/", "null/"}
+)
+_PATH_ROOTS = frozenset(
+    [
+        "tmp",
+        "etc",
+        "usr",
+        "var",
+        "home",
+        "opt",
+        "dev",
+        "bin",
+        "sbin",
+        "srv",
+        "mnt",
+        "root",
+        "proc",
+        "sys",
+        "lib",
+        "work",
+        "data",
+        "app",
+        "src",
+        "workspace",
+        "testbed",
+        "repo",
+        "code",
+        "project",
+        "users",
+    ]
+)
+KNOWN_FILES = frozenset(
+    {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
+)
+
+
+def plausible_path(raw: str) -> str | None:
+    """The path `raw` names (without sentence punctuation after it), or None.
+
+    A Windows path (``C:\\Users\\me``, ``.\\run.ps1``) is judged as the POSIX path it
+    reads as without its drive (``/Users/me``, ``./run.ps1``), and returned as written,
+    except that doubled backslashes (a JSON string's escapes, ``C:\\\\logs``) are one.
+    """
+    value = raw.rstrip(".-,:")
+    windows = _DRIVE.match(value) is not None
+    if "\\" in value and not _uniform(value):
+        return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
+    if windows or value.startswith((".\\", "..\\", "~\\")):
+        value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
+        posix = value.replace("\\", "/")
+        return value if _plausible(posix[2:] if windows else posix) is not None else None
+    if value.startswith("\\\\"):
+        return _unc(value)
+    if "\\" in value:
+        return _relative_windows(value)
+    return _plausible(value)
+
+
+def _uniform(value: str) -> bool:
+    """Whether the backslashes of `value` separate alike: each alone, or each doubled (a
+    JSON string's escapes); a UNC path's leading ones are :func:`_unc`'s to judge."""
+    runs = {len(run) for run in _BACKSLASH_RUNS.findall(value.lstrip("\\"))}
+    return runs <= {1} or runs == {2}
+
+
+def _unc(raw: str) -> str | None:
+    """The UNC path `raw` names (``\\\\server\\share\\dir\\file.txt``), or None.
+
+    Two backslashes, then single separators; or JSON-escaped, every backslash doubled
+    (four, then two). A server name and a share name at least, each a name (``$``
+    may end them: ``c$``, ``wsl$``), no LaTeX command among them (``\\\\alpha\\beta``
+    is an escaped formula) and, when the last has no known extension, no single
+    backslash before ``n``, ``r`` or ``t`` (an escape, as in :func:`_directories`);
+    the other names start with a letter, digit or ``_``. Returned with two leading
+    backslashes and single separators.
+    """
+    rest = raw.lstrip("\\")
+    lead = len(raw) - len(rest)
+    escaped = "\\\\" in rest
+    if lead != (4 if escaped else 2):
+        return None
+    names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
+    if names[-1] == "":
+        names.pop()  # a directory's trailing separator
+    if len(names) < 2 or not all(_UNC_NAME.fullmatch(name) for name in names[:2]):
+        return None
+    if any(not name or name[0] not in _NAME_START for name in names[2:]):
+        return None
+    file = has_ext(names[-1]) and len(names) > 2
+    formula = any(
+        name.rstrip("$").lower() in TEX_COMMANDS for name in names[: -1 if file else None]
+    )
+    if formula or (not file and _ESCAPE_LIKE.search(raw) is not None):
+        return None
+    return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
+
+
+def _relative_windows(raw: str) -> str | None:
+    """The relative Windows path `raw` names (``src\\app.py``, ``src\\\\app.py`` as a
+    JSON string escapes it: one backslash each), or None.
+
+    Regex escapes and LaTeX have the same shape (``\\d+\\.\\d+``, ``x\\in``,
+    ``2\\theta\\sin``, ``config\\.yaml``), so it must look like a path: two names or
+    more, each starting with a letter, digit or ``_`` (or ``..``), none but the last a
+    file name (``a.py\\nb.py`` is a listing with a newline escape), and the last a file
+    name with a known extension, or three names or more of two characters each
+    (``src\\app\\models``).
+    """
+    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
+    names = value.replace("/", "\\").split("\\")
+    if names[-1] == "":
+        names.pop()  # a directory's trailing separator
+    if len(names) < 2 or not (has_ext(names[-1]) or _directories(raw, names)):
+        return None
+    if any(not name or (name[0] not in _NAME_START and name != "..") for name in names):
+        return None
+    if any(has_ext(name) for name in names[:-1]):
+        return None
+    return value if _plausible(value.replace("\\", "/")) is not None else None
+
+
+def _directories(raw: str, names: list[str]) -> bool:
+    """Whether names without an extension are a directory path: three names or more of
+    two characters each, each ending with a letter, digit or ``_`` (``ab\\w+\\d+`` is a
+    regex), none a LaTeX command (``w_i\\cdot\\log``), none after a single backslash
+    starting with ``n``, ``r`` or ``t`` (``word\\nword\\nword`` is text with its
+    newlines escaped, ``src\\\\tests\\\\unit`` a path as a JSON string writes it)."""
+    return (
+        len(names) >= 3
+        and all(len(name) >= 2 and name[-1] in _NAME_START for name in names)
+        and not any(name.lower() in TEX_COMMANDS for name in names)
+        and _ESCAPE_LIKE.search(raw) is None
+    )
+
+
+def _plausible(value: str) -> str | None:
+    if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
+        return None
+    if _DATE_SLASHES.fullmatch(value):
+        return None  # ``20/May/2024`` of a web server's log: a date
+    if "/" not in value:
+        known = value.split(".", 1)[0] in KNOWN_FILES
+        return value if has_ext(value) or known or DOTFILE.fullmatch(value) else None
+    parts = [p for p in value.split("/") if p]
+    if not parts:
+        return None
+    if value.startswith(("/", "~/", "./", "../")):
+        if len(parts) >= 2 or has_ext(value) or parts[0].lower() in _PATH_ROOTS:
+            return value
+        return None
+    # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
+    if has_ext(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
+        return value
+    # under a directory a file name needs no known extension (``prisma/schema.prisma``)
+    if (
+        _FILE_NAME.fullmatch(parts[-1])
+        and _file_name_dir(parts[0])
+        and not division(parts[0], parts[-1])
+    ):
+        return value
+    # ``.ssh/config``, ``config/.env``: a dotted directory or a dotfile names a path
+    return value if _DOT_DIR.match(value) or DOTFILE.fullmatch(parts[-1]) else None
+
+
+def has_ext(value: str) -> bool:
+    """Whether `value` ends with a known extension and its second suffixes (``a.py``,
+    ``config.yaml.j2``, ``run.log.1``), in any case; as ``$`` would, a final newline is
+    passed over.
+
+    A long value is matched reversed, once: the regex anchored at the end is tried from
+    every dot (2 MB of ``.1`` took a second). A short one (most) is searched forward,
+    which skips to its dots.
+    """
+    if len(value) <= _SHORT_VALUE:
+        return _HAS_EXT.search(value) is not None
+    return _EXT_REVERSED.match(value[::-1].removeprefix("\n")) is not None
+
+
+def _file_name_dir(name: str) -> bool:
+    """Whether `name` is a directory name before a file name: name characters with an
+    ASCII letter (one regex holding both backtracked over every letter of a long name:
+    quadratic)."""
+    return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None

@@ -1,0 +1,82 @@
+"""Session 31: the head anchor's key file ($CTXLEDGER_ANCHOR_KEY_FILE) and the anchor
+file beside a ledger (``<ledger>.head``) that are not regular files.
+
+Both were read whole by name: a key file that is /dev/zero was read until memory ran
+out, a FIFO (key or anchor) waited forever, at the close of every writer and in
+``verify``. Now each must be a regular file of at most 4 KiB: ``verify`` names the
+one that is not, in one line, and a writer's close seals nothing (as for an unwritable
+folder) instead of hanging; what it appended is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxledger.cli.main import cli
+from ctxledger.ledger.anchor import anchor_path
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    (tmp_path / "a.jsonl").write_text(json.dumps(chat) + "\n")
+    db = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert anchor_path(db).exists()
+    return db
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "empty", "large"])
+def test_a_key_file_that_is_no_key_is_named_by_verify(
+    ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    key = tmp_path / "keys" / "k"
+    key.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(key)  # no writer: a read waited forever
+    elif kind == "directory":
+        key.mkdir()
+    else:
+        key.write_bytes(b"" if kind == "empty" else b"k" * 5000)
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(key))
+    before = _files(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(ledger), "verify"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(
+        f"error: the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE) {key} is "
+    )
+    assert len(result.output.strip().splitlines()) == 1
+    assert _files(tmp_path) == before
+    # a writer's close seals nothing with such a key (best effort), and keeps its append
+    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert anchor_path(ledger).read_bytes() == before["l.db.head"]
+
+
+def test_an_anchor_that_is_a_fifo_is_reported_not_waited_on(ledger: Path) -> None:
+    head = anchor_path(ledger)
+    shutil.move(head, str(head) + ".saved")
+    os.mkfifo(head)
+    result = CliRunner().invoke(cli, ["--db", str(ledger), "verify"])
+    assert result.exit_code == 1, result.output
+    assert (
+        f"the head anchor {head} is not a regular file (a FIFO): it cannot be read" in result.output
+    )
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(
+        cli, ["--db", str(ledger), "import", str(ledger.parent / "a.jsonl")]
+    )
+    assert result.exit_code == 0, result.output  # the close seals nothing
+    sessions = CliRunner().invoke(cli, ["--db", str(ledger), "sessions", "--json"])
+    assert len(json.loads(sessions.output)) == 2

@@ -1,0 +1,63 @@
+"""Session 31: ledger paths and variables a system cannot use give one line, and write
+nothing: a name over the file-name limit (an OSError traceback from the check that a
+read-only command's ledger exists), a path of thousands of folders (a RecursionError
+traceback from creating them), and a bad ``CTXLEDGER_MAX_JSON_DEPTH`` (named only at
+the first message, after ``demo`` had started a session in the ledger)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ctxledger.cli.main import cli
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    (tmp_path / "a.jsonl").write_text(json.dumps(chat) + "\n")
+    result = CliRunner().invoke(cli, ["--db", "l.db", "import", "a.jsonl"])
+    assert result.exit_code == 0, result.output
+    return tmp_path
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def _one_line_error(result: Result, exit_code: int) -> str:
+    assert result.exit_code == exit_code, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert result.output.startswith("error: ")
+    return result.output
+
+
+def test_a_ledger_name_over_the_limit(folder: Path) -> None:
+    before = _files(folder)
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", "x" * 5000, "sessions"]), 2)
+    assert "cannot be used: File name too long" in output
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", "x" * 5000, "import", "a.jsonl"]), 1)
+    assert "cannot create the ledger" in output and "File name too long" in output
+    assert _files(folder) == before
+
+
+def test_a_ledger_path_of_thousands_of_folders(folder: Path) -> None:
+    deep = "d/" * 3000 + "l.db"
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", deep, "import", "a.jsonl"]), 1)
+    assert "the path names too many folders" in output
+    assert not (folder / "d").exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "9" * 5000])
+def test_a_bad_depth_limit_is_named_before_demo_writes(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CTXLEDGER_MAX_JSON_DEPTH", value)
+    before = _files(folder)
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", "l.db", "demo", "--turns", "1"]), 2)
+    assert output.startswith("error: CTXLEDGER_MAX_JSON_DEPTH must be a positive integer")
+    assert _files(folder) == before

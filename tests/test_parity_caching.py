@@ -1,0 +1,81 @@
+"""Differential parity with hermes-agent 0.19.0's prompt caching (session 31): where the
+"system_and_3" breakpoints go (HERMES_SPEC §7).
+
+Hypothesis draws message lists as an agent loop holds them (a system prompt or none;
+user turns, replies, pure tool-call turns with no content, tool results, list
+contents, empty contents) and both TTLs, on the native Anthropic route and on an
+OpenAI-compatible one (OpenRouter), and runs them through Hermes's
+``apply_anthropic_cache_control`` (``tests/hermes_oracle.py`` op ``cache``) and
+ctxledger's ``apply_cache_markers``: the outputs must be equal, marker for marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers.hermes_differential import Hermes, mismatches, oracle
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.runtime.caching import apply_cache_markers
+
+
+@pytest.fixture(scope="module")
+def hermes() -> Iterator[Hermes]:
+    yield from oracle()
+
+
+CONTENTS = st.one_of(
+    st.just("some text"),
+    st.just(""),
+    st.none(),
+    st.just([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
+    st.just([]),
+)
+
+
+@st.composite
+def _message(draw: st.DrawFn) -> dict[str, Any]:
+    role = draw(st.sampled_from(["user", "assistant", "assistant", "tool"]))
+    message: dict[str, Any] = {"role": role, "content": draw(CONTENTS)}
+    if role == "assistant" and draw(st.booleans()):
+        call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+        message["tool_calls"] = [call]
+    if role == "tool":
+        message["tool_call_id"] = "c1"
+    if role == "user" and message["content"] is None:
+        message["content"] = "ask"
+    return message
+
+
+@st.composite
+def _item(draw: st.DrawFn) -> dict[str, Any]:
+    messages = draw(st.lists(_message(), min_size=0, max_size=9))
+    if draw(st.booleans()):
+        messages.insert(0, {"role": "system", "content": "You are a coding agent."})
+    ttl = draw(st.sampled_from(["5m", "1h"]))
+    return {"messages": messages, "ttl": ttl, "native": draw(st.booleans())}
+
+
+def test_breakpoints_go_where_hermes_puts_them(hermes: Hermes) -> None:
+    items: list[dict[str, Any]] = []
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(_item())
+    def collect(item: dict[str, Any]) -> None:
+        items.append(item)
+
+    collect()
+    answers = hermes.ask("cache", items)
+    pairs = [
+        (
+            item,
+            theirs,
+            apply_cache_markers(item["messages"], ttl=item["ttl"], native_anthropic=item["native"]),
+        )
+        for item, theirs in zip(items, answers, strict=True)
+    ]
+    found = mismatches(pairs)
+    assert not found, f"{len(found)} of {len(pairs)} differ:\n" + "\n".join(found[:4])

@@ -152,8 +152,7 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     ),
     (
         re.compile(
-            # (not a European grouped number, ``1.234.567,89``: the matcher reads it whole)
-            r"(?!\d{1,3}(?:\.\d{3})+,\d)(\d{1,9}\.\d{1,9}\.\d{1,9}" + _MORE + r")"
+            r"(\d{1,9}\.\d{1,9}\.\d{1,9}" + _MORE + r")"
             r"(?![\w]|\.\d|" + _SUFFIX + ")"
         ),
         "version",
@@ -227,6 +226,24 @@ def _cap(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
+#: a European grouped number's groups (``1.234.567``), before a decimal comma
+_GROUPS = re.compile(r"\d{1,3}(?:\.\d{3})+")
+
+
+def _grouped(text: str, match: re.Match[str]) -> bool:
+    """Whether a version match is a European grouped number (``1.234.567,89``): groups
+    of three digits after the first, then a ``,`` and a digit, which the matcher reads
+    as more of the number (checked here, not in the pattern: a leading lookahead is
+    tried at every position of every text)."""
+    end = match.end(1)
+    return (
+        text.startswith(",", end)
+        and end + 1 < len(text)
+        and text[end + 1].isdecimal()
+        and _GROUPS.fullmatch(match.group(1)) is not None
+    )
+
+
 def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
     """`value` (a version ending at `end`) with its numeric pre-release (``1.0.0-0.3.7``),
     whose start then goes to `joined`: no version of its own."""
@@ -249,6 +266,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             if in_file_listing(text, match.start()):
                 continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if _grouped(text, match):
+                    continue  # ``1.234.567,89``: a European grouped number, read whole
                 if match.start() not in joined:
                     yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)
             elif template == "line":

@@ -71,7 +71,13 @@ from helpers.reference_facts.factpaths import (
     plausible_path,
     urls,
 )
-from helpers.reference_facts.rules import amounts, in_file_listing, joined_version, timestamps
+from helpers.reference_facts.rules import (
+    amounts,
+    european_grouped,
+    in_file_listing,
+    joined_version,
+    timestamps,
+)
 
 #: every kind, in the order facts of one message are reported
 FACT_KINDS: tuple[str, ...] = (
@@ -211,6 +217,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             if in_file_listing(text, match.start()):
                 continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if european_grouped(text, match.start(1), match.group(1)):
+                    continue  # session 31: ``1.234.567,89`` is one number
                 if match.start() not in joined:
                     yield match.start(), joined_version(text, match.end(1), match.group(1), joined)
             elif template == "line":

@@ -367,3 +367,14 @@ def unescape_lines(text: str) -> str:
                 chars[start + at] = chars[start + at + 1] = " "
         start = end + 1
     return "".join(chars)
+
+
+def european_grouped(text: str, start: int, value: str) -> bool:
+    """Session 31: a version value that is a European grouped number: one to three
+    digits, then groups of a dot and three digits, then a ``,`` and a digit."""
+    end = start + len(value)
+    parts = value.split(".")
+    grouped = 1 <= len(parts[0]) <= 3 and all(len(p) == 3 for p in parts[1:])
+    digits = all(p.isdecimal() for p in parts)
+    after = text[end : end + 2]
+    return grouped and digits and len(after) == 2 and after[0] == "," and after[1].isdecimal()

@@ -95,7 +95,10 @@ def test_a_number_followed_by_a_separator_and_digits_is_never_a_match(
     # the needle anywhere else in the haystack could be a real match: keep it once
     if haystack.count(needle) == 1:
         assert not contains(haystack, needle)
-        assert not contains(haystack, needle, path=True)
+        # a path ends at a "," (session 31: a path's boundary is a name's, and the
+        # extraction splits ``a.log,b.log`` there); a "." and digits go on with its name
+        if separator == ".":
+            assert not contains(haystack, needle, path=True)
 
 
 @settings(max_examples=300, deadline=None)
@@ -170,7 +173,8 @@ def test_a_path_never_matches_inside_a_longer_path(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(_SEGMENT.filter(lambda s: s.strip(".") != ""), min_size=1, max_size=3),
-    st.text(alphabet="abc1_-+@~", min_size=1, max_size=3),
+    # (dashes alone end a path as dots do, session 31: grep's context ``app.py-``)
+    st.text(alphabet="abc1_-+@~", min_size=1, max_size=3).filter(lambda m: m.strip("-") != ""),
 )
 def test_a_path_never_matches_followed_by_more_of_a_name(segments: list[str], more: str) -> None:
     needle = "/" + "/".join(segments)

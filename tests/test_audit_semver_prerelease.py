@@ -95,19 +95,42 @@ _NUMBER = st.one_of(
     st.from_regex(r"[0-9]{1,30}", fullmatch=True),
 )
 _VERSION = st.lists(_NUMBER, min_size=2, max_size=6).map(".".join)
+#: day-first dates and near misses (a day of 32, a month of 13, a year of 3 digits)
+_DATE = st.tuples(
+    st.sampled_from(("1", "01", "03", "28", "31", "32", "0")),
+    st.sampled_from(("1", "02", "03", "12", "13", "0")),
+    st.sampled_from(("2024", "2023", "999", "02024")),
+).map(".".join)
 
 
 def _value(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def _day_first_date(version: str) -> bool:
+    """``28.02.2024``: two day-first dates are a range (session 31)."""
+    parts = version.split(".")
+    return (
+        len(parts) == 3
+        and len(parts[2]) == 4
+        and all(1 <= len(p) <= 2 for p in parts[:2])
+        and 1 <= int(parts[0]) <= 31
+        and 1 <= int(parts[1]) <= 12
+    )
+
+
 @settings(max_examples=600, deadline=None)
-@given(_VERSION, _VERSION, st.sampled_from(("", ".", " x", "+b", "-1", "x", ".x")))
+@given(
+    st.one_of(_VERSION, _DATE),
+    st.one_of(_VERSION, _DATE),
+    st.sampled_from(("", ".", " x", "+b", "-1", "x", ".x")),
+)
 def test_the_regex_and_the_rule_agree_on_pre_releases(left: str, right: str, tail: str) -> None:
     # numbers with leading zeros, long ones, and versions past SHORT_DOTTED (whose
     # pre-releases search checks per match instead of in the regex)
     text = f"{left}-{right}{tail}"
     lower = _value(right) < _value(left) and left.count(".") >= 2  # semver only
+    lower = lower and not (_day_first_date(left) and _day_first_date(right))
     ends = tail in ("", ".", " x")
     assert (prerelease_end(text, len(left), left) != -1) == (lower and ends)
     if len(left) <= SHORT_DOTTED:

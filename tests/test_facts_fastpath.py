@@ -366,12 +366,14 @@ def _plain(hay: str, sub: str, path: bool) -> bool:
         after = (
             end == len(hay) or not factbounds.is_word(sub[-1]) or not factbounds.is_word(hay[end])
         )
-        if (
-            before
-            and after
-            and not factbounds.continues_number(hay, start, end, sub)
-            and not (path and factbounds.inside_longer_path(hay, start, end, sub))
-        ):
+        # (session 31: a path's boundary is inside_longer_path's alone, a number's
+        # continues_number's)
+        bounded = (
+            not factbounds.inside_longer_path(hay, start, end, sub)
+            if path
+            else not factbounds.continues_number(hay, start, end, sub)
+        )
+        if before and after and bounded:
             return True
     return False
 

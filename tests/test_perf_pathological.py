@@ -20,6 +20,9 @@ from ctxledger.compressor import factmatch, facts
 
 
 def _reference_normalize(text: str) -> str:
+    # session 31: superscript digits (a footnote's mark) read as blanks, before NFKC
+    for superscript in "¹²³⁰⁴⁵⁶⁷⁸⁹":
+        text = text.replace(superscript, " ")
     text = unicodedata.normalize("NFKC", text).translate(factmatch._QUOTE_TABLE)
     return re.sub(r"\s+", " ", text).strip().casefold()
 

@@ -5,7 +5,8 @@ occurrence counts only when it is not part of something longer:
 
 * a word: a fact that begins or ends with a word character only matches on word
   boundaries (``foo`` is not in ``foobar``);
-* a number (:func:`continues_number`): ``$5`` is not in ``$5,000``, ``v2.0`` not in
+* a number (:func:`continues_number`; a path's boundary is the next rule's alone):
+  ``$5`` is not in ``$5,000``, ``v2.0`` not in
   ``v2.0.1``, and a version not in a longer version (``v2.0`` in ``v2.0-rc1``,
   ``v2.0-beta``, ``v2.0+build``; :data:`VERSION_SUFFIX`), while sentence punctuation
   after it (``v2.0.``, ``v2.0,``) ends it;
@@ -43,6 +44,7 @@ __all__ = [
     "is_word",
     "lower_tail",
     "prerelease_end",
+    "prerelease_start",
     "search",
     "states_lines",
     "states_range_end",
@@ -75,8 +77,9 @@ VERSION_SUFFIX = (
 )
 _VERSION_SUFFIX = re.compile(VERSION_SUFFIX)
 #: a needle ending in a dotted number (``v2.0``, ``python 3.8``, ``1.2.3``; not an amount,
-#: ``$5.50``, nor a number with thousands separators)
-_DOTTED_END = re.compile(r"(?<![0-9.,$])[0-9]+(?:\.[0-9]+)+$")
+#: ``$5.50``, nor a number with thousands separators, nor a time's seconds and their
+#: fraction, ``10:00:00.5``)
+_DOTTED_END = re.compile(r"(?<![0-9.,$])(?<![0-9]:)[0-9]+(?:\.[0-9]+)+$")
 
 
 #: after a version: ``-`` and a dotted number that ends there (with a ``v`` it is a
@@ -105,6 +108,12 @@ def _semver_end(version: str) -> re.Match[str] | None:
     return left if left is not None and left.group().count(".") >= 2 else None
 
 
+#: a day-first date written with dots (``28.02.2024``): two of them joined by ``-`` are
+#: a range of dates, whatever their order as numbers (``28.02.2024-03.03.2024``)
+_DOTTED_DATE = r"(?:0?[1-9]|[12][0-9]|3[01])\.(?:0?[1-9]|1[0-2])\.[0-9]{4}"
+_DOTTED_DATE_RE = re.compile(_DOTTED_DATE)
+
+
 def prerelease_end(text: str, at: int, version: str) -> int:
     """Where the numeric pre-release after `version` (which ends at `at` in `text`)
     ends, or -1 when there is none.
@@ -113,7 +122,8 @@ def prerelease_end(text: str, at: int, version: str) -> int:
     the number is a plausible upper end; when it is lower than a semver version's
     (``1.0.0-0.3.7``, compared number by number) it is no upper end but the version's
     own pre-release, one longer version. After a version of two numbers it is a
-    range whatever its order (``3.12-3.8``).
+    range whatever its order (``3.12-3.8``), and so are two day-first dates
+    (``28.02.2024-03.03.2024``).
     """
     if not text.startswith("-", at):
         return -1
@@ -121,7 +131,26 @@ def prerelease_end(text: str, at: int, version: str) -> int:
     tail = _NUMERIC_TAIL.match(text, at) if left is not None else None
     if left is None or tail is None:
         return -1
+    if _DOTTED_DATE_RE.fullmatch(left.group()) and _DOTTED_DATE_RE.fullmatch(tail.group(1)):
+        return -1  # two dates
     return tail.end() if _numbers_of(tail.group(1)) < _numbers_of(left.group()) else -1
+
+
+#: the dotted number a needle starts with (its digits first)
+_DOTTED_START = re.compile(r"[0-9]+(?:\.[0-9]+)+")
+
+
+def prerelease_start(text: str, at: int) -> bool:
+    """Whether the dotted number starting at `at` in `text` is the numeric pre-release of
+    a version before it (``0.3.7`` in ``1.0.0-0.3.7``, :func:`prerelease_end`): part of
+    that longer version, not a version of its own (nor a range's end)."""
+    if at < 2 or text[at - 1] != "-" or text[at - 2] not in _DIGITS:
+        return False
+    first = at - 2  # the run of digits and dots before the "-"
+    while first > 0 and (text[first - 1] in _DIGITS or text[first - 1] == "."):
+        first -= 1
+    version = text[max(0, first - 1) : at - 1]  # (one more: _DOTTED_END looks behind)
+    return prerelease_end(text, at - 1, version) != -1
 
 
 def states_range_end(haystack: str, name: str, version: str) -> bool:
@@ -200,7 +229,9 @@ def lower_tail(version: str) -> str | None:
             options.append(same)
     if not options:
         return None
-    return "-(?:" + "|".join(options) + ")" + _TAIL_END
+    # (a day-first date is followed by another as a range's end: prerelease_end)
+    date = f"(?!{_DOTTED_DATE}{_TAIL_END})" if _DOTTED_DATE_RE.fullmatch(left.group()) else ""
+    return "-" + date + "(?:" + "|".join(options) + ")" + _TAIL_END
 
 
 def is_word(char: str) -> bool:
@@ -211,16 +242,64 @@ def is_word(char: str) -> bool:
 # --------------------------------------------------------------------------- per occurrence
 
 
+#: a needle ending with a date or a date and time (as normalized: ``2024-05-20``,
+#: ``2024-05-20 10:00``, ``2024-05-20t10:00:00.5+05:30``): a ``,`` and a digit after it is a
+#: CSV field (``2024-05-20 10:00:00,5,6``), except logging's fraction of a second
+_DATE_END = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[t ][0-9]{2}:[0-9]{2}"
+    r"(?::[0-9]{2}(?:\.[0-9]{1,9}|,[0-9]{3})?(?:z|[+-][0-9]{2}:?[0-9]{2})?|z)?)?\Z"
+)
+_SECONDS_END = re.compile(r"[t ][0-9]{2}:[0-9]{2}:[0-9]{2}\Z")
+#: logging's fraction of a second (``,744``), as the extraction reads it
+_FRACTION = re.compile(r",[0-9]{3}(?![0-9]|[,.][0-9])")
+
+
+#: a needle starting with a semver version or a date: a ``,`` before it is a separator
+#: (``1.0.0,1.1.0``, ``17,2024-05-20 10:00:00`` of a CSV line), no number it continues
+_SEPARATED_START = re.compile(r"[0-9]+(?:\.[0-9]+){2,}|[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+#: a needle ending with a version: a ``v`` or no number before a dotted number, then
+#: maybe a pre-release or build (``v2.0-rc1``, ``python 3.12``, ``1.0.0+b.5``)
+_VERSION_END = re.compile(
+    r"(?:(?<![0-9a-z])(v)|(?<![0-9.,$])(?<![0-9]:))([0-9]+(?:\.[0-9]+)+)"
+    r"((?:[-+][0-9a-z]+(?:\.[0-9a-z]+)*)*)\Z"
+)
+
+
+def _comma_separates(needle: str) -> bool:
+    """Whether a ``,`` and a digit after `needle` start another value: after a date (or
+    a date and time) or a version (``1.0.0,1.1.0``, ``python 3.11,3.12``,
+    ``v2.0-rc1,2.1``); not after a dotted number whose groups after the first have
+    three digits each, a European grouped number (``1.234.567,89``) without a ``v``."""
+    if _DATE_END.search(needle) is not None:
+        return True
+    version = _VERSION_END.search(needle)
+    if version is None:
+        return False
+    if version.group(1) or version.group(3):
+        return True
+    return any(len(group) != 3 for group in version.group(2).split(".")[1:])
+
+
 def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
     """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
     a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
     ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
-    ``,`` or ``.`` (``0.1`` in ``v2.0.1``); a needle ending in a dotted number followed
-    by a :data:`VERSION_SUFFIX` (``v2.0`` in ``v2.0-rc1``) or a numeric pre-release
-    (``1.0.0`` in ``1.0.0-0.3.7``: :func:`prerelease_end`)."""
+    ``,`` or ``.`` (``0.1`` in ``v2.0.1``; a ``,`` before a semver version or a date
+    separates: :data:`_SEPARATED_START`), or a dotted number that is a version's
+    numeric pre-release (``0.3.7`` in ``1.0.0-0.3.7``: :func:`prerelease_start`); a
+    needle ending in a dotted number followed by a :data:`VERSION_SUFFIX` (``v2.0`` in
+    ``v2.0-rc1``) or a numeric pre-release (``1.0.0`` in ``1.0.0-0.3.7``:
+    :func:`prerelease_end`). After a date or a date and time a ``,`` is a CSV
+    separator (``2024-05-20 10:00:00,5``), except logging's ``,744`` after seconds;
+    after a semver version a list's (``1.0.0,1.1.0``)."""
     if needle[-1] in _DIGITS and end + 1 < len(haystack):
         if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
-            return True
+            if haystack[end] == "." or not _comma_separates(needle):
+                return True
+            if _FRACTION.match(haystack, end) and _SECONDS_END.search(needle):
+                return True  # logging's ``,744`` after seconds; other commas are CSV's
         if (
             haystack[end] in "+-"
             and _VERSION_SUFFIX.match(haystack, end)
@@ -229,12 +308,11 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
             return True
         if prerelease_end(haystack, end, needle) != -1:
             return True  # ``1.0.0`` in ``1.0.0-0.3.7``
-    return (
-        needle[0] in _DIGITS
-        and start >= 2
-        and haystack[start - 1] in ",."
-        and haystack[start - 2] in _DIGITS
-    )
+    if needle[0] not in _DIGITS or start < 2:
+        return False
+    if haystack[start - 1] in ",." and haystack[start - 2] in _DIGITS:
+        return haystack[start - 1] == "." or _SEPARATED_START.match(needle) is None
+    return _DOTTED_START.match(needle) is not None and prerelease_start(haystack, start)
 
 
 def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool:
@@ -243,11 +321,12 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     Before it: an absolute path (``/app/settings.py``) may follow no path character
     and no ``/`` (``/opt/legacy/app/settings.py`` names another file) and no drive
     (``c:/app/settings.py``), except a URL's ``scheme://authority`` (a URL states its
-    path); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
+    path), and a UNC path (``//server/share``) no ``:`` (``http://server/share`` is
+    a URL, another resource); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
     character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in ``/``) may be followed by anything (``build/x`` is in
-    ``build/``); any other path by a ``/`` or a non-path character, or by dots that
-    end a sentence (``run.log.``), but not by more of a name (``run.log.1``,
-    ``run.logs``, ``app.py-old``).
+    ``build/``); any other path by a ``/`` or a non-path character, or by dots and
+    dashes that end it (``run.log.``, grep's context ``app.py-``), but not by more of a
+    name (``run.log.1``, ``run.logs``, ``app.py-old``).
     """
     absolute = needle[0] == "/"
     if start > 0:
@@ -255,6 +334,7 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
         longer = (
             (before == "/" and absolute)
             or before in PATH_CHARS
+            or (before == ":" and needle.startswith("//"))  # a URL names a host, no share
             or (absolute and _after_drive(haystack, start))
         )
         if longer and not (absolute and _after_url_authority(haystack, start)):
@@ -264,10 +344,10 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     after = haystack[end]
     if after == "/" or after not in PATH_CHARS:
         return False
-    if after != ".":
+    if after not in ".-":
         return True
     stop = end
-    while stop < len(haystack) and haystack[stop] == ".":
+    while stop < len(haystack) and haystack[stop] in ".-":
         stop += 1
     return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
 
@@ -300,9 +380,9 @@ def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
         return False
     if is_word(needle[-1]) and end < len(haystack) and is_word(haystack[end]):
         return False
-    if continues_number(haystack, start, end, needle):
-        return False
-    return not (path and inside_longer_path(haystack, start, end, needle))
+    if path:  # (its own rule: a path's boundary is a name's, not a number's)
+        return not inside_longer_path(haystack, start, end, needle)
+    return not continues_number(haystack, start, end, needle)
 
 
 # --------------------------------------------------------------------------- one regex
@@ -344,11 +424,14 @@ def search(haystack: str, needle: str, *, path: bool = False) -> bool:
     if not needle:
         return False
     plain, in_url = _patterns(needle, path)
-    long_version = _long_dotted_end(needle)
-    if _found(plain, haystack, needle, long_version):
+    long_version = not path and _long_dotted_end(needle)
+    dotted_start = not path and _DOTTED_START.match(needle) is not None
+    if _found(plain, haystack, needle, long_version, dotted_start):
         return True
     return (
-        in_url is not None and "://" in haystack and _found(in_url, haystack, needle, long_version)
+        in_url is not None
+        and "://" in haystack
+        and _found(in_url, haystack, needle, long_version, dotted_start)
     )
 
 
@@ -360,15 +443,23 @@ def _long_dotted_end(needle: str) -> bool:
     return left is not None and len(left.group()) > SHORT_DOTTED
 
 
-def _found(pattern: re.Pattern[str], haystack: str, needle: str, per_match: bool) -> bool:
-    """Whether `pattern` matches in `haystack`; with `per_match`, a match followed by a
-    numeric pre-release (:func:`prerelease_end`, which the pattern leaves to Python for
-    a long version) is no match, and the search goes on one character after its start."""
+def _found(
+    pattern: re.Pattern[str], haystack: str, needle: str, long_version: bool, dotted_start: bool
+) -> bool:
+    """Whether `pattern` matches in `haystack`; what the pattern leaves to Python is
+    checked per match: with `long_version`, a match followed by a numeric pre-release
+    (:func:`prerelease_end`), with `dotted_start` one that is a version's numeric
+    pre-release (:func:`prerelease_start`: a variable-width look behind), is no match,
+    and the search goes on one character after its start."""
     match = pattern.search(haystack)
-    if not per_match:
+    if not (long_version or dotted_start):
         return match is not None
     while match is not None:
-        if prerelease_end(haystack, match.end(), needle) == -1:
+        end = match.end()
+        if not (
+            (long_version and prerelease_end(haystack, end, needle) != -1)
+            or (dotted_start and prerelease_start(haystack, end - len(needle)))
+        ):
             return True
         match = pattern.search(haystack, match.start() + 1)
     return False
@@ -379,7 +470,9 @@ def _class(chars: frozenset[str]) -> str:
 
 
 _PATH_CLASS = _class(PATH_CHARS)
-_PATH_CLASS_NO_DOT = _class(PATH_CHARS - {"."})
+#: (no dot, no dash: a run of them ends a path before a blank, as a sentence's or
+#: grep's context separator does: ``run.log.``, ``app.py-``)
+_PATH_CLASS_NO_DOT = _class(PATH_CHARS - {".", "-"})
 _AUTHORITY = r"[^\s" + _class(_NOT_AUTHORITY) + "]{0," + str(MAX_AUTHORITY) + "}"
 _AUTHORITY_STOP = re.compile(r"[\s" + _class(_NOT_AUTHORITY) + r"]")
 _SCHEME = "[" + _class(_SCHEME_CHARS) + "]"
@@ -397,10 +490,11 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
     behind: list[str] = []
     if is_word(needle[0]):
         behind.append(r"\w")
-    if needle[0] in _DIGITS:
-        behind.append(r"[0-9][,.]")
+    if needle[0] in _DIGITS and not path:
+        behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
     if path:
-        behind.append("[" + _PATH_CLASS + ("/" if needle[0] == "/" else "") + "]")
+        slash = "/" if needle[0] == "/" else ""
+        behind.append("[" + _PATH_CLASS + slash + (":" if needle.startswith("//") else "") + "]")
         if needle[0] == "/":
             behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
     ahead = _ahead(needle, path)
@@ -417,13 +511,18 @@ def _ahead(needle: str, path: bool) -> str:
     ahead: list[str] = []
     if is_word(needle[-1]):
         ahead.append(r"\w")
-    if needle[-1] in _DIGITS:
-        ahead.append(r"[,.][0-9]")
+    if needle[-1] in _DIGITS and not path:
+        if not _comma_separates(needle):
+            ahead.append(r"[,.][0-9]")
+        else:  # a "," is a separator, but logging's fraction after seconds
+            ahead.append(r"\.[0-9]")
+            if _SECONDS_END.search(needle):
+                ahead.append(_FRACTION.pattern)
         if _DOTTED_END.search(needle):
             ahead.append(VERSION_SUFFIX)
             lower = lower_tail(needle)
             if lower is not None:
                 ahead.append(lower)
     if path and needle[-1] != "/":
-        ahead.append(f"[{_PATH_CLASS_NO_DOT}]|\\.+[{_PATH_CLASS_NO_DOT}/]")
+        ahead.append(f"[{_PATH_CLASS_NO_DOT}]|[.\\-]+[{_PATH_CLASS_NO_DOT}/]")
     return f"(?!{'|'.join(ahead)})" if ahead else ""

@@ -1,7 +1,8 @@
 """Facts and how a text is checked for them: the matching half of :mod:`ctxledger.compressor.facts`.
 
 Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
-quotes straightened, backslashes read as path separators; a fact that begins or ends
+quotes straightened, backslashes read as path separators, superscript digits (a
+footnote's mark) read as blanks; a fact that begins or ends
 with a word character only matches on word boundaries, so ``foo`` is not found inside
 ``foobar``. Identifiers are the exception to case folding (:data:`CASE_SENSITIVE_KINDS`):
 code is case-sensitive, so ``PVSystem`` is not found in ``pvsystem.py``.
@@ -28,12 +29,13 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
+from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args
@@ -72,6 +74,9 @@ CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 #: a relative path of two names or more, as normalized (``\\`` reads as ``/``), single
 #: separators: a Windows path (``c:/logs``, ``src/app.py``) whose text may double them
 _SEPARATED = re.compile(r"[^/]+(?:/[^/]+)+/?\Z")
+#: a UNC path, as normalized (``//server/share/x.txt``): its text may double every
+#: separator, the two leading ones too (``\\\\\\\\server\\\\share``)
+_UNC = re.compile(r"//[^/]+(?:/[^/]+)+/?\Z")
 #: a named version, as normalized (``python 3.12``)
 _NAMED_VERSION = re.compile(r"([a-z]+) (v?[0-9]+(?:\.[0-9]+)+)")
 #: a range of lines, as extracted and normalized (``lines 12-20``)
@@ -80,9 +85,17 @@ _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 _EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 
 
+#: superscript digits, a footnote's mark (``x.log¹``): NFKC makes them digits
+#: (``x.log1``, another name), so they are read as a blank first
+SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
+_SUPERSCRIPT_TABLE = str.maketrans(dict.fromkeys(SUPERSCRIPT_DIGITS, " "))
+
+
 def _fold_cased(text: str) -> str:
     if text.isascii():  # NFKC leaves ASCII alone and "\\" is the only quote in it
         return text.replace("\\", "/")
+    if any(digit in text for digit in SUPERSCRIPT_DIGITS):  # (a memchr each)
+        text = text.translate(_SUPERSCRIPT_TABLE)
     return unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE)
 
 
@@ -131,7 +144,16 @@ def _collapsed(text: str) -> str:
 class Haystack:
     """A text prepared once for many fact checks (folded, and cased on demand)."""
 
-    __slots__ = ("_answers", "_cased", "_escaped", "_exit_codes", "_present", "folded", "text")
+    __slots__ = (
+        "_answers",
+        "_cased",
+        "_escaped",
+        "_exit_codes",
+        "_present",
+        "_unescaped",
+        "folded",
+        "text",
+    )
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -139,6 +161,9 @@ class Haystack:
         self._cased: str | None = None
         self._exit_codes: frozenset[int] | None = None
         self._escaped: bool | None = None
+        #: the words after the escapes of its escaped lines (factescapes), joined,
+        #: when it has some; False until asked
+        self._unescaped: Haystack | Literal[False] | None = False
         #: (case-sensitive, path, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, str], bool] | None = (
             {} if len(text) >= LONG_TEXT else None
@@ -158,16 +183,34 @@ class Haystack:
         A Windows path (``c:/logs/app.log``, ``src/app.py`` as normalized) is also stated
         with doubled separators: the text of a JSON string escapes each backslash
         (``C:\\\\logs``, ``src\\\\app.py``). So is any relative path of two names or more
-        (``src//app.py`` names the same file); an absolute one is not (``//host/x`` is
-        another path).
+        (``src//app.py`` names the same file) and a UNC path (``////server//share``);
+        another absolute one is not (``//host/x`` is another path). A path is also
+        stated by the text with the escapes of its escaped lines blanked
+        (``"docs\\nsetup.py\\n"`` states ``setup.py``, as the extraction reads it).
         """
+        if self._holds_fact(kind, normalized):
+            return True
+        if kind != "path":
+            return False
+        if self._unescaped is False:
+            # Only a path starting right after a blanked escape is found in the blanked
+            # text and not in the text (the escape's letter was glued to it), and what
+            # decides a match there lies in the words after the escapes: checked in
+            # them alone, a small text, not in the whole blanked text a second time
+            follows = escape_follows(self.text)
+            self._unescaped = None if follows is None else Haystack(JOIN.join(follows))
+        other = self._unescaped
+        return other is not None and other._holds_fact(kind, normalized)
+
+    def _holds_fact(self, kind: str, normalized: str) -> bool:
+        """:meth:`holds` without the second reading of escaped lines."""
         cased = kind in CASE_SENSITIVE_KINDS
         path = kind == "path"
         if self._holds(cased, path, normalized):
             return True
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
-        if not path or _SEPARATED.match(normalized) is None:
+        if not path or (_SEPARATED.match(normalized) or _UNC.match(normalized)) is None:
             return False
         if ":" not in normalized and not self._doubled():
             return False  # (its doubled form would hold a "//" outside a "://")

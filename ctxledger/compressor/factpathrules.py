@@ -13,7 +13,15 @@ import string
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
-__all__ = ["DOTFILE", "EXTENSIONS", "KNOWN_FILES", "SECOND_SUFFIXES", "has_ext", "plausible_path"]
+__all__ = [
+    "DOTFILE",
+    "EXTENSIONS",
+    "KNOWN_FILES",
+    "MORE_NAME",
+    "SECOND_SUFFIXES",
+    "has_ext",
+    "plausible_path",
+]
 
 EXTENSIONS = (
     # no ``db``/``conf``/``env``: ``django.db`` and ``django.conf`` are modules, not files
@@ -29,6 +37,9 @@ SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
+#: more of a name: a word character, but a superscript digit (``x.log¹``: a footnote's
+#: mark, which the matcher reads as a blank)
+MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
 DOTFILE = re.compile(
@@ -37,7 +48,7 @@ DOTFILE = re.compile(
     r"yarnrc|editorconfig|prettierrc|prettierignore|eslintrc|eslintignore|babelrc|pylintrc|"
     r"flake8|coveragerc|pypirc|netrc|htaccess|python-version|node-version|ruby-version|"
     r"tool-versions)(?:\.(?:local|example|sample|template|dev|development|prod|production|"
-    r"test|staging))?(?![\w\-(/]|\.\w)"
+    r"test|staging))?(?!" + MORE_NAME + r"|[\-+~@(/]|\.\w)"
 )
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 #: a single backslash before ``n``, ``r`` or ``t``: maybe an escape, not a separator
@@ -46,6 +57,12 @@ _ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
 _NAME_START = frozenset(string.ascii_letters + string.digits + "_")
 #: a run of backslashes in a Windows path: a JSON string's escapes double each one
 _DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
+_BACKSLASH_RUNS = re.compile(r"\\+")
+#: a UNC path's server (a host name, an address, ``wsl$``) and share (``c$``) names
+_UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
+#: a date written with slashes and a month's name (``20/May/2024``, nginx's and
+#: Apache's logs): no path (one with numbers only has no letter, so none either)
+_DATE_SLASHES = re.compile(r"[0-9]{1,4}/[A-Za-z]{3}/[0-9]{2,4}")
 #: a relative path whose first name is a dotted directory (``.ssh/config``)
 _DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _HAS_EXT = re.compile(
@@ -121,13 +138,56 @@ def plausible_path(raw: str) -> str | None:
     """
     value = raw.rstrip(".-,:")
     windows = _DRIVE.match(value) is not None
+    if "\\" in value and not _uniform(value):
+        return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
     if windows or value.startswith((".\\", "..\\", "~\\")):
         value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
         posix = value.replace("\\", "/")
         return value if _plausible(posix[2:] if windows else posix) is not None else None
+    if value.startswith("\\\\"):
+        return _unc(value)
     if "\\" in value:
         return _relative_windows(value)
     return _plausible(value)
+
+
+def _uniform(value: str) -> bool:
+    """Whether the backslashes of `value` separate alike: each alone, or each doubled (a
+    JSON string's escapes); a UNC path's leading ones are :func:`_unc`'s to judge."""
+    runs = {len(run) for run in _BACKSLASH_RUNS.findall(value.lstrip("\\"))}
+    return runs <= {1} or runs == {2}
+
+
+def _unc(raw: str) -> str | None:
+    """The UNC path `raw` names (``\\\\server\\share\\dir\\file.txt``), or None.
+
+    Two backslashes, then single separators; or JSON-escaped, every backslash doubled
+    (four, then two). A server name and a share name at least, each a name (``$``
+    may end them: ``c$``, ``wsl$``), no LaTeX command among them (``\\\\alpha\\beta``
+    is an escaped formula) and, when the last has no known extension, no single
+    backslash before ``n``, ``r`` or ``t`` (an escape, as in :func:`_directories`);
+    the other names start with a letter, digit or ``_``. Returned with two leading
+    backslashes and single separators.
+    """
+    rest = raw.lstrip("\\")
+    lead = len(raw) - len(rest)
+    escaped = "\\\\" in rest
+    if lead != (4 if escaped else 2):
+        return None
+    names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
+    if names[-1] == "":
+        names.pop()  # a directory's trailing separator
+    if len(names) < 2 or not all(_UNC_NAME.fullmatch(name) for name in names[:2]):
+        return None
+    if any(not name or name[0] not in _NAME_START for name in names[2:]):
+        return None
+    file = has_ext(names[-1]) and len(names) > 2
+    formula = any(
+        name.rstrip("$").lower() in TEX_COMMANDS for name in names[: -1 if file else None]
+    )
+    if formula or (not file and _ESCAPE_LIKE.search(raw) is not None):
+        return None
+    return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
 
 
 def _relative_windows(raw: str) -> str | None:
@@ -171,6 +231,8 @@ def _directories(raw: str, names: list[str]) -> bool:
 def _plausible(value: str) -> str | None:
     if not any(c.isalpha() for c in value) or value.lower() in _NOT_PATHS:
         return None
+    if _DATE_SLASHES.fullmatch(value):
+        return None  # ``20/May/2024`` of a web server's log: a date
     if "/" not in value:
         known = value.split(".", 1)[0] in KNOWN_FILES
         return value if has_ext(value) or known or DOTFILE.fullmatch(value) else None

@@ -18,11 +18,12 @@ import re
 import string
 from collections.abc import Iterable, Iterator, Sequence
 
+from ctxledger.compressor.factescapes import unescaped
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
+from ctxledger.compressor.factpathrules import MORE_NAME, plausible_path
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
-from ctxledger.compressor.factpathrules import plausible_path
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import sed_spans
 
@@ -42,17 +43,19 @@ __all__ = [
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
 PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
-#: a known extension, its second suffixes, then no more of a name: not a word char, ``-``,
-#: ``(`` or ``/``, nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get``
-#: and ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the
-#: matcher found nowhere, not even in its own text)
+#: a known extension, its second suffixes, then no more of a name: not a word char
+#: (but a footnote's superscript digit, :data:`MORE_NAME`), ``-``, ``+``, ``~``, ``@``
+#: (what the matcher reads as more of it: ``app.py~`` is a backup), ``(`` or ``/``,
+#: nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get`` and
+#: ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the matcher
+#: found nowhere, not even in its own text)
 _EXT_ANCHOR = re.compile(
-    r"\.(?:" + _EXTENSIONS + r")(?:\.(?:" + _SECOND_SUFFIXES + r"))*(?![\w\-(/]|\.\w)"
+    rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*(?!{MORE_NAME}|[\-+~@(/]|\.\w)"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
-    r"(?:\.[a-z0-9]+)?(?!\w|\.\w)"
+    r"(?:\.[a-z0-9]+)?(?!" + MORE_NAME + r"|\.\w)"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
@@ -63,6 +66,11 @@ _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
 _RELATIVE_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])([A-Za-z0-9_][A-Za-z0-9_.+@~\-]*+)\\")
 #: what a Windows path grows over: path characters and both separators
 _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
+#: where a UNC path starts (``\\\\server\\share``, or JSON-escaped with four
+#: backslashes): after no path character, separator or ``:``, two backslashes or more,
+#: then a name; it grows over what a Windows path does and ``$`` (``\\\\srv\\c$``)
+_UNC_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])(\\{2,}[A-Za-z0-9_])")
+_UNC_RIGHT = re.compile(r"[A-Za-z0-9_.+@~$\-\\/]*")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 #: what may not stand before a Windows path (else it is part of something longer)
 _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
@@ -335,8 +343,29 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
         return iter(())
     if "\\" not in text:
         return _anchored_windows_spans(text)
-    # (apart from the others: a relative one starts after a character no other holds)
-    return heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
+    # (apart from the others: a relative one starts after a character no other holds,
+    # a UNC one too, and it holds no ":")
+    if "\\\\" not in text:
+        return heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
+    return heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
+
+
+def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the UNC paths of `text` (``\\\\server\\share``), by start,
+    when :func:`plausible_path` judges them paths."""
+    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+    for match in _UNC_START.finditer(text):
+        start = match.start(1)
+        right = _UNC_RIGHT.match(text, match.end())
+        end = right.end() if right is not None else match.end()
+        raw = text[start:end]
+        good = judged.get(raw)
+        if good is None:
+            if len(judged) >= _JUDGED_MAX:
+                judged.clear()
+            good = judged[raw] = plausible_path(raw) is not None
+        if good:
+            yield start, end
 
 
 def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -435,6 +464,11 @@ def _judged(raw: str) -> str | None:
 
 
 def path_text(text: str) -> str:
+    """`text` as paths are looked for in it: the escapes of its escaped lines
+    (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``) and quoted ``sed`` expressions
+    blanked (same length)."""
+    blanked = unescaped(text)
+    text = text if blanked is None else blanked
     if "s" not in text or ("'" not in text and '"' not in text):
         return text  # an expression is quoted
     return mask(text, sed_spans(text))

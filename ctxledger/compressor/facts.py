@@ -170,17 +170,18 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         ".",
     ),
     # thousands groups (not ``$375,`` of ``$375, $500``), then a decimal point or comma
-    # (``$3,50``, ``$1,2345``: the whole amount, never a part of it)
-    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?![\d])"), "{1}", None),
-    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``) and zone;
-    # a zone's offset only after seconds: ``10:00-11:30`` is a time range
+    # (``$3,50``, ``$1,2345``: the whole amount, never a part of it; ``$1.0.0`` is none)
+    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?!\d|[.,]\d)"), "{1}", None),
+    # a timestamp with its fraction of a second (``.019077``, logging's ``,744``; not a
+    # CSV field, ``,744,5``) and zone; a zone's offset only after seconds and not
+    # followed by more of a time: ``10:00-11:30`` and ``10:00:00-11:30:00`` are time ranges
     (
         re.compile(
-            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d))?"
-            r"(?:Z|[+-]\d{2}:?\d{2})?|Z)?)?)(?![\w])"
+            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d|[,.]\d))?"
+            r"(?:Z|[+-]\d{2}:?\d{2}(?!:?\d))?|Z)?)?)(?![\w])"
         ),
         "{1}",
-        "-",
+        "-.",  # (a date after a dot is part of a name or number: ``1.0.0.2024-05-20``)
     ),
 )
 # ``Django 3.2``: found from the version, then the word before it is checked. A
@@ -206,6 +207,16 @@ _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 # --------------------------------------------------------------------------- helpers
 
 
+def _diff_side(text: str, position: int) -> bool:
+    """Whether a path at `position` starting ``a/`` or ``b/`` is a side of a diff's
+    header (``diff --git a/x.py b/x.py``, ``--- a/x.py``, ``+++ b/x.py``): git's mark
+    of the old and new file, no directory (the fact is ``x.py``)."""
+    line = text.rfind("\n", 0, position) + 1
+    return text.startswith(("diff --git ", "--- ", "+++ "), line) and (
+        position - line == 4 or text.startswith("diff --git ", line)
+    )
+
+
 def _cap(text: str, limit: int) -> str:
     """`text` cut to at most `limit` chars, at a space when one is near the end."""
     text = text.strip()
@@ -213,6 +224,24 @@ def _cap(text: str, limit: int) -> str:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)
     return text[: cut if cut > 0 else limit].rstrip()
+
+
+#: a European grouped number's groups (``1.234.567``), before a decimal comma
+_GROUPS = re.compile(r"\d{1,3}(?:\.\d{3})+")
+
+
+def _grouped(text: str, match: re.Match[str]) -> bool:
+    """Whether a version match is a European grouped number (``1.234.567,89``): groups
+    of three digits after the first, then a ``,`` and a digit, which the matcher reads
+    as more of the number (checked here, not in the pattern: a leading lookahead is
+    tried at every position of every text)."""
+    end = match.end(1)
+    return (
+        text.startswith(",", end)
+        and end + 1 < len(text)
+        and text[end + 1].isdecimal()
+        and _GROUPS.fullmatch(match.group(1)) is not None
+    )
 
 
 def _joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
@@ -237,6 +266,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             if in_file_listing(text, match.start()):
                 continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if _grouped(text, match):
+                    continue  # ``1.234.567,89``: a European grouped number, read whole
                 if match.start() not in joined:
                     yield match.start(), _joined_version(text, match.end(1), match.group(1), joined)
             elif template == "line":
@@ -253,7 +284,7 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             start -= 1
         if (
             text[start : match.start()].lower() in _VERSIONED_NAMES
-            and (start == 0 or not is_word_char(text[start - 1]))
+            and (start == 0 or not (is_word_char(text[start - 1]) or text[start - 1] == "-"))
             and not in_file_listing(text, start)
         ):
             value = text[start : match.end()]
@@ -388,7 +419,10 @@ class _Found:
             if asset is None:
                 asset = assets[value] = is_asset_path(value)
             if not asset:
-                self.add("path", offset + position, value)
+                if value.startswith(("a/", "b/")) and _diff_side(text, position):
+                    self.add("path", offset + position + 2, value[2:])  # git's a/ and b/
+                else:
+                    self.add("path", offset + position, value)
             if blank_paths:
                 path_spans.append((position, position + len(value)))
         # what a call sends (code, a command) is not an error that happened

@@ -15,7 +15,10 @@ from collections.abc import Iterator, Sequence
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
 from ctxledger.compressor.factpaths import _DOTFILE, _EXT_ANCHOR, _KNOWN_FILE
-from helpers.reference_facts.rules import plausible_path  # session 30's review: 1b, 1c
+from helpers.reference_facts.rules import (
+    plausible_path,  # session 30's review: 1b, 1c
+    unescape_lines,  # session 31
+)
 
 __all__ = [
     "bounded",
@@ -40,6 +43,8 @@ _WINDOWS_PATH = re.compile(
 _RELATIVE_WINDOWS_PATH = re.compile(
     r"(?<![A-Za-z0-9_.+@~\-/\\:%])[A-Za-z0-9_][A-Za-z0-9_.+@~\-]*\\[A-Za-z0-9_.+@~\-\\/]*"
 )
+# Session 31: a UNC path (``\\\\server\\share``), plainly
+_UNC_PATH = re.compile(r"(?<![A-Za-z0-9_.+@~\-/\\:%])\\{2,}[A-Za-z0-9_][A-Za-z0-9_.+@~$\-\\/]*")
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -178,6 +183,9 @@ def span_ends(text: str) -> dict[int, int]:
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
         if not inside and plausible_path(match.group()) is not None:
             windows.append(match.span())
+    for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
+        if plausible_path(match.group()) is not None:
+            windows.append(match.span())
     windows.sort()
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):
@@ -213,6 +221,7 @@ _SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA
 
 
 def path_text(text: str) -> str:
+    text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
 

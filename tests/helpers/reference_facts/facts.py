@@ -71,7 +71,13 @@ from helpers.reference_facts.factpaths import (
     plausible_path,
     urls,
 )
-from helpers.reference_facts.rules import amounts, in_file_listing, joined_version, timestamps
+from helpers.reference_facts.rules import (
+    amounts,
+    european_grouped,
+    in_file_listing,
+    joined_version,
+    timestamps,
+)
 
 #: every kind, in the order facts of one message are reported
 FACT_KINDS: tuple[str, ...] = (
@@ -169,6 +175,15 @@ _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 # --------------------------------------------------------------------------- helpers
 
 
+def _diff_side(text: str, position: int, value: str) -> bool:
+    """Session 31: a path ``a/…`` or ``b/…`` on a diff's header line (its line starts
+    ``diff --git ``, or it comes right after a leading ``--- `` or ``+++ ``)."""
+    if value[:2] not in ("a/", "b/"):
+        return False
+    line = text[:position].split("\n")[-1]
+    return line.startswith("diff --git ") or line in ("--- ", "+++ ")
+
+
 def _cap(text: str, limit: int) -> str:
     """`text` cut to at most `limit` chars, at a space when one is near the end."""
     text = text.strip()
@@ -202,6 +217,8 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             if in_file_listing(text, match.start()):
                 continue  # ``May  6  2025 tests`` of ``ls -l``: no count
             if template == "version":  # ``1.0.0``, or ``1.0.0-0.3.7`` joined (prerelease_end)
+                if european_grouped(text, match.start(1), match.group(1)):
+                    continue  # session 31: ``1.234.567,89`` is one number
                 if match.start() not in joined:
                     yield match.start(), joined_version(text, match.end(1), match.group(1), joined)
             elif template == "line":
@@ -218,7 +235,7 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
             start -= 1
         if (
             text[start : match.start()].lower() in _VERSIONED_NAMES
-            and (start == 0 or not is_word_char(text[start - 1]))
+            and (start == 0 or not (is_word_char(text[start - 1]) or text[start - 1] == "-"))
             and not in_file_listing(text, start)
         ):
             value = text[start : match.end()]
@@ -314,7 +331,10 @@ class _Found:
         path_spans: list[tuple[int, int]] = []
         for position, value in paths(path_text(masked)):
             if not is_asset_path(value):
-                self.add("path", offset + position, value)
+                if _diff_side(text, position, value):  # session 31: git's a/ and b/
+                    self.add("path", offset + position + 2, value[2:])
+                else:
+                    self.add("path", offset + position, value)
             path_spans.append((position, position + len(value)))
         # what a call sends (code, a command) is not an error that happened
         for position, value in _error_lines(text) if errors else ():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
+from ctxledger.compressor.factpathrules import has_ext  # (the known extensions, no rule)
 from ctxledger.compressor.factpaths import plausible_path as _code_plausible_path
 
 _DIGITS = "0123456789"
@@ -46,6 +48,8 @@ def prerelease_end(text: str, at: int, version: str) -> int:
         return -1
     if start > 0 and version[start - 1] in ",$":
         return -1
+    if start > 1 and version[start - 1] == ":" and version[start - 2] in _DIGITS:
+        return -1  # session 31: a time's seconds (``10:00:00.5``)
     left = _dotted_parts(run)
     if left is None or len(left) < 3 or not text.startswith("-", at):
         return -1
@@ -66,7 +70,17 @@ def prerelease_end(text: str, at: int, version: str) -> int:
         return -1
     if len(after) == 2 and after[0] == "." and _is_word(after[1]):
         return -1
+    if _day_first_date(left) and _day_first_date(right):
+        return -1  # session 31: ``28.02.2024-03.03.2024`` is two dates, a range
     return end if _lower(right, left) else -1
+
+
+def _day_first_date(parts: list[str]) -> bool:
+    """Whether dotted numbers are a day-first date: a day 1 to 31 and a month 1 to 12
+    of one or two digits, and a year of four."""
+    if len(parts) != 3 or len(parts[2]) != 4 or not all(1 <= len(p) <= 2 for p in parts[:2]):
+        return False
+    return 1 <= int(parts[0]) <= 31 and 1 <= int(parts[1]) <= 12
 
 
 def joined_version(text: str, end: int, value: str, joined: set[int]) -> str:
@@ -101,15 +115,16 @@ def in_file_listing(text: str, at: int) -> bool:
 
 def amounts(text: str) -> Iterator[tuple[int, str]]:
     """``$`` amounts: digits, then groups of ``,`` and three digits, then a ``.`` or
-    ``,`` and digits, the longest such reading not followed by a digit."""
+    ``,`` and digits, the longest such reading not followed by a digit (nor, session 31,
+    by a ``.`` or ``,`` and a digit). A digit is any decimal digit, as ``\\d`` reads."""
     for start, char in enumerate(text):
-        if char != "$" or start + 1 >= len(text) or text[start + 1] not in _DIGITS:
+        if char != "$" or start + 1 >= len(text) or not text[start + 1].isdecimal():
             continue
         end = start + 1
-        while end < len(text) and text[end] in _DIGITS:
+        while end < len(text) and text[end].isdecimal():
             end += 1
         ends = [end]  # after each thousands group
-        while text[ends[-1] : ends[-1] + 1] == "," and _digits_at(text, ends[-1] + 1, 3):
+        while text[ends[-1] : ends[-1] + 1] == "," and _decimals_at(text, ends[-1] + 1, 3):
             ends.append(ends[-1] + 4)
         for group_end in reversed(ends):
             found = _amount_end(text, group_end)
@@ -122,27 +137,37 @@ def _digits_at(text: str, at: int, count: int) -> bool:
     return len(text) >= at + count and all(c in _DIGITS for c in text[at : at + count])
 
 
+def _decimals_at(text: str, at: int, count: int) -> bool:
+    return len(text) >= at + count and all(c.isdecimal() for c in text[at : at + count])
+
+
+def _more_number(text: str, at: int) -> bool:
+    return text[at : at + 1] in (".", ",") and _decimals_at(text, at + 1, 1)
+
+
 def _amount_end(text: str, end: int) -> int:
     """The end of an amount whose groups end at `end` (a decimal part after them if one
     fits), or -1 when each reading is followed by a digit."""
-    if text[end : end + 1] in (".", ",") and _digits_at(text, end + 1, 1):
+    if text[end : end + 1] in (".", ",") and _decimals_at(text, end + 1, 1):
         decimal = end + 1
-        while decimal < len(text) and text[decimal] in _DIGITS:
+        while decimal < len(text) and text[decimal].isdecimal():
             decimal += 1
-        return decimal  # (all its digits: never followed by one)
-    return -1 if _digits_at(text, end, 1) else end
+        # (all its digits: never followed by one); session 31: nor by more of a
+        # number (``$1.0.0`` is no amount)
+        return -1 if _more_number(text, decimal) else decimal
+    return -1 if _decimals_at(text, end, 1) else end
 
 
 def timestamps(text: str) -> Iterator[tuple[int, str]]:
     """``YYYY-MM-DD``, then maybe a time ``HH:MM``, then seconds (with a fraction and a
     zone ``Z`` or ``±HH[:]MM``) or ``Z``: the longest reading followed by no word
-    character; not after a word character or ``-``."""
+    character; not after a word character, ``-`` or ``.``."""
     resume = 0  # (a match found: the next starts after it)
     for start in range(len(text) - 9):
         if start < resume:
             continue
-        if start > 0 and (_is_word(text[start - 1]) or text[start - 1] == "-"):
-            continue
+        if start > 0 and (_is_word(text[start - 1]) or text[start - 1] in "-."):
+            continue  # (session 31: nor a ".", ``1.0.0.2024-05-20``)
         if not _shape(text, start, "dddd-dd-dd"):
             continue
         ends = [start + 10]
@@ -165,7 +190,9 @@ def _after_seconds(text: str, seconds: int) -> list[int]:
     for count in range(1, 10):
         if _shape(text, seconds, "." + "d" * count):
             ends.append(seconds + 1 + count)
-    if _shape(text, seconds, ",ddd") and not _shape(text, seconds + 4, "d"):
+    # logging's ``,744``; session 31: not a CSV field (``,744,5``)
+    comma = _shape(text, seconds, ",ddd")
+    if comma and not any(_shape(text, seconds + 4, s) for s in ("d", ",d", ".d")):
         ends.append(seconds + 4)
     zoned = []
     for end in ends:
@@ -173,8 +200,11 @@ def _after_seconds(text: str, seconds: int) -> list[int]:
             zoned.append(end + 1)
         for sign in "+-":
             for zone in (sign + "dd:dd", sign + "dddd"):
-                if _shape(text, end, zone):
-                    zoned.append(end + len(zone))
+                after = end + len(zone)
+                # session 31: ``-11:30:00`` is the end of a time range, no zone
+                more_time = _shape(text, after, "d") or _shape(text, after, ":d")
+                if _shape(text, end, zone) and not more_time:
+                    zoned.append(after)
     return ends + zoned
 
 
@@ -202,9 +232,14 @@ _TEX += ("leq", "geq", "neq", "approx")
 def plausible_path(raw: str) -> str | None:
     """The module's judgement, then review 1b and 1c stated again: a name and a dotted
     name (no known extension) that read as a division in code, and three backslashed
-    names one of which is a LaTeX command or ends in a regex quantifier, are no path."""
+    names one of which is a LaTeX command or ends in a regex quantifier, are no path.
+    Session 31: a UNC path is judged here alone (:func:`unc_path`)."""
+    if raw.startswith("\\\\"):
+        return unc_path(raw)
     value = _code_plausible_path(raw)
     if value is None:
+        return None
+    if _month_date(value):  # session 31: ``20/May/2024``
         return None
     parts = value.split("/")
     relative = not value.startswith(("/", "~", "."))
@@ -225,3 +260,121 @@ def plausible_path(raw: str) -> str | None:
     if directories and formula and _code_plausible_path(names[-1]) is None:
         return None
     return value
+
+
+_NAME_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
+
+def _month_date(value: str) -> bool:
+    """Session 31: a day, a month's three letters and a year between slashes (the
+    module's judgement strips sentence punctuation first, so this looks at its value)."""
+    parts = value.split("/")
+    if len(parts) != 3 or not (1 <= len(parts[0]) <= 4 and 2 <= len(parts[2]) <= 4):
+        return False
+    ascii_letters = all(c.isascii() and c.isalpha() for c in parts[1])
+    return (
+        parts[0].isascii()
+        and parts[0].isdigit()
+        and parts[2].isascii()
+        and parts[2].isdigit()
+        and len(parts[1]) == 3
+        and ascii_letters
+    )
+
+
+def unc_path(raw: str) -> str | None:
+    """Session 31: a UNC path, ``\\\\server\\share[\\more]``: two backslashes and single
+    separators, or four and doubled ones (a JSON string's escapes); a server and a
+    share named by letters, digits, ``_``, ``.`` and ``-`` (maybe ending with ``$``),
+    the other names starting with a letter, digit or ``_``; no LaTeX command but a
+    last file name; no ``\\n``, ``\\r``, ``\\t`` (one backslash) unless the path ends
+    with a file name of a known extension."""
+    value = raw.rstrip(".-,:")
+    lead = 0
+    while lead < len(value) and value[lead] == "\\":
+        lead += 1
+    rest = value[lead:]
+    escaped = "\\\\" in rest
+    if lead != (4 if escaped else 2):
+        return None
+    names = rest.split("\\")
+    if escaped:
+        names = [name for name in names if name] + ([""] if rest.endswith("\\") else [])
+    if names[-1] == "":
+        names = names[:-1]
+    if len(names) < 2:
+        return None
+    for name in names[:2]:
+        body = name[:-1] if name.endswith("$") else name
+        if not body or body[0] not in _NAME_FIRST:
+            return None
+        if any(c not in _NAME_FIRST + ".-" for c in body):
+            return None
+    if any(not name or name[0] not in _NAME_FIRST for name in names[2:]):
+        return None
+    file = len(names) > 2 and has_ext(names[-1])
+    checked = names[:-1] if file else names
+    if any(name.rstrip("$").lower() in TEX_COMMANDS for name in checked):
+        return None
+    if not file:
+        for i in range(len(value) - 1):
+            single = value[i] == "\\" and (i == 0 or value[i - 1] != "\\")
+            if single and value[i + 1] in "nrt":
+                return None
+    return "\\\\" + "\\".join(names) + ("\\" if value.endswith("\\") else "")
+
+
+# --------------------------------------------------------------------------- escapes
+
+_EVIDENCE_AFTER = "\"',;)]}\\\x00"
+
+
+def _line_escapes(line: str) -> tuple[list[int], bool]:
+    """Where the escapes ``\\n``, ``\\r``, ``\\t`` of a line start (read left to right, a
+    pair of backslashes being one escaped backslash), and whether one shows the line
+    is escaped: a ``\\n`` before a blank, a quote, a closing bracket, ``,``, ``;``, a
+    backslash or the line's end, or a ``\\r`` right before a ``\\n``."""
+    escapes: list[int] = []
+    evidence = False
+    i = 0
+    while i < len(line) - 1:
+        if line[i] != "\\":
+            i += 1
+        elif line[i + 1] == "\\":
+            i += 2
+        elif line[i + 1] in "nrt":
+            escapes.append(i)
+            after = line[i + 2 : i + 3]
+            if line[i + 1] == "n" and (not after or after.isspace() or after in _EVIDENCE_AFTER):
+                evidence = True
+            if line[i + 1] == "r" and line[i + 2 : i + 4] == "\\n":
+                evidence = True
+            i += 2
+        else:
+            i += 1
+    return escapes, evidence
+
+
+def unescape_lines(text: str) -> str:
+    """Session 31: `text` with the escapes of each escaped line (:func:`_line_escapes`)
+    blanked; lines end at a newline or a NUL."""
+    chars = list(text)
+    start = 0
+    for end in [i for i, c in enumerate(text) if c in "\n\x00"] + [len(text)]:
+        escapes, evidence = _line_escapes(text[start:end])
+        if evidence:
+            for at in escapes:
+                chars[start + at] = chars[start + at + 1] = " "
+        start = end + 1
+    return "".join(chars)
+
+
+def european_grouped(text: str, start: int, value: str) -> bool:
+    """Session 31: a version value that is a European grouped number: one to three
+    digits, then groups of a dot and three digits, then a ``,`` and a digit."""
+    end = start + len(value)
+    parts = value.split(".")
+    grouped = 1 <= len(parts[0]) <= 3 and all(len(p) == 3 for p in parts[1:])
+    digits = all(p.isdecimal() for p in parts)
+    after = text[end : end + 2]
+    return grouped and digits and len(after) == 2 and after[0] == "," and after[1].isdecimal()

@@ -3,7 +3,7 @@
 
 Hypothesis draws message lists as an agent loop holds them (a system prompt or none;
 user turns, replies, pure tool-call turns with no content, tool results, list
-contents, empty contents) and both TTLs, on the native Anthropic route and on an
+contents, lists ending in a non-object, empty contents, a system message past the first) and both TTLs, on the native Anthropic route and on an
 OpenAI-compatible one (OpenRouter), and runs them through Hermes's
 ``apply_anthropic_cache_control`` (``tests/hermes_oracle.py`` op ``cache``) and
 ctxledger's ``apply_cache_markers``: the outputs must be equal, marker for marker.
@@ -37,6 +37,8 @@ CONTENTS = st.one_of(
     st.none(),
     st.just([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
     st.just([]),
+    # a list whose last part is not an object: nowhere for a routed marker to go
+    st.just([{"type": "text", "text": "a"}, "b"]),
 )
 
 
@@ -59,6 +61,9 @@ def _item(draw: st.DrawFn) -> dict[str, Any]:
     messages = draw(st.lists(_message(), min_size=0, max_size=9))
     if draw(st.booleans()):
         messages.insert(0, {"role": "system", "content": "You are a coding agent."})
+    if messages and draw(st.booleans()):  # a system message later on (never a carrier)
+        at = draw(st.integers(min_value=1, max_value=len(messages)))
+        messages.insert(at, {"role": "system", "content": "Note: the user is away."})
     ttl = draw(st.sampled_from(["5m", "1h"]))
     return {"messages": messages, "ttl": ttl, "native": draw(st.booleans())}
 

@@ -76,19 +76,35 @@ class ToolsDeclared(Event, frozen=True, kw_only=True):
     tokens: int
 
 
+#: what a window change does to the compression guards, fixed per event when it is
+#: written (the fold reads the event's, never today's rule, so a reopened ledger decides
+#: as its writer did). ``scoped_guards`` True (schema 2, hermes-agent 0.19's
+#: ``update_model``): strikes, kept prompt count and pending verdict go on every switch
+#: and stated window; the fallback streak and the summarizer cooldown go only with
+#: another model. False (every schema 1 row, written before session 31): a switch
+#: clears strikes and streak and keeps the cooldown; a stated window changes only the
+#: window.
+
+
 class ModelSwitched(Event, frozen=True, kw_only=True):
+    SCHEMA: ClassVar[int] = 2  # v1 lacked `scoped_guards` (the old rule: False)
+
     model: str
     context_length: int
     previous_model: str
     previous_context_length: int
+    scoped_guards: bool = True
 
 
 class ContextLimitLearned(Event, frozen=True, kw_only=True):
     """A provider error revealed a smaller real window than configured."""
 
+    SCHEMA: ClassVar[int] = 2  # v1 lacked `scoped_guards` (the old rule: False)
+
     previous_context_length: int
     context_length: int
     evidence: str
+    scoped_guards: bool = True
 
 
 # --- messages and usage ------------------------------------------------------------
@@ -424,6 +440,13 @@ def _session_started_v1(payload: JSON) -> JSON:
 @upcaster("SummaryGenerated", 1)
 def _summary_generated_v1(payload: JSON) -> JSON:
     payload.setdefault("imported", False)
+    return payload
+
+
+@upcaster("ModelSwitched", 1)
+@upcaster("ContextLimitLearned", 1)
+def _window_change_v1(payload: JSON) -> JSON:
+    payload["scoped_guards"] = False  # written under the rule before session 31
     return payload
 
 

@@ -193,6 +193,25 @@ def cache(item: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
+def cache_policy(item: dict[str, Any]) -> list[bool]:
+    """Whether Hermes caches a model on a provider, and with the native layout: its
+    runtime resolution (``resolve_runtime_provider``: the wire, the base URL), then its
+    ``anthropic_prompt_cache_policy``. A placeholder key stands in for credentials."""
+    import os
+
+    from agent.agent_runtime_helpers import anthropic_prompt_cache_policy
+    from hermes_cli.runtime_provider import resolve_runtime_provider
+
+    os.environ.setdefault("ANTHROPIC_API_KEY", "sk-ant-oracle")
+    os.environ.setdefault("OPENROUTER_API_KEY", "sk-or-oracle")
+    rt = resolve_runtime_provider(requested=item["provider"], target_model=item["model"])
+    agent = SimpleNamespace(
+        provider=rt["provider"], base_url=rt["base_url"], api_mode=rt["api_mode"], model=None
+    )
+    cache, native = anthropic_prompt_cache_policy(agent, model=item["model"])
+    return [bool(cache), bool(native)]
+
+
 class _Sandbox:
     """An environment whose writes succeed (nothing is written): the persisted form."""
 
@@ -451,6 +470,7 @@ OPS = {
     "compacted": compacted,
     "prune": prune,
     "cache": cache,
+    "cache_policy": cache_policy,
     "toolbudget": toolbudget,
     "trajectory": trajectory,
 }

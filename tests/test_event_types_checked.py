@@ -39,6 +39,13 @@ def _message_request(ledger: Ledger, sid: str, **bad: Any) -> Any:
 BAD: dict[str, Call] = {
     "model int": lambda lg, sid, mid: lg.switch_model(sid, 123, 8192),  # type: ignore[arg-type]
     "model None": lambda lg, sid, mid: lg.switch_model(sid, None, 8192),  # type: ignore[arg-type]
+    "guard rule text": lambda lg, sid, mid: lg.switch_model(sid, "m2", 8192, scoped_guards="no"),  # type: ignore[arg-type]
+    "learned rule int": lambda lg, sid, mid: lg.learn_context_limit(
+        sid,
+        4096,
+        "maximum context length is 4096",
+        scoped_guards=0,  # type: ignore[arg-type]
+    ),
     "pinned text": lambda lg, sid, mid: lg.pin(sid, lg.transcript.live_ids(sid)[0], "no"),  # type: ignore[arg-type]
     "end reason int": lambda lg, sid, mid: lg.end_session(sid, 123),  # type: ignore[arg-type]
     "title int": lambda lg, sid, mid: lg.start_session(model="m", title=5),  # type: ignore[arg-type]

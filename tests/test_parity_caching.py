@@ -3,7 +3,7 @@
 
 Hypothesis draws message lists as an agent loop holds them (a system prompt or none;
 user turns, replies, pure tool-call turns with no content, tool results, list
-contents, empty contents) and both TTLs, on the native Anthropic route and on an
+contents, lists ending in a non-object, empty contents, a system message past the first) and both TTLs, on the native Anthropic route and on an
 OpenAI-compatible one (OpenRouter), and runs them through Hermes's
 ``apply_anthropic_cache_control`` (``tests/hermes_oracle.py`` op ``cache``) and
 ctxledger's ``apply_cache_markers``: the outputs must be equal, marker for marker.
@@ -19,7 +19,11 @@ from helpers.hermes_differential import Hermes, mismatches, oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.runtime.caching import apply_cache_markers
+from ctxledger.runtime.caching import (
+    apply_cache_markers,
+    native_cache_layout,
+    supports_prompt_caching,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +37,8 @@ CONTENTS = st.one_of(
     st.none(),
     st.just([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
     st.just([]),
+    # a list whose last part is not an object: nowhere for a routed marker to go
+    st.just([{"type": "text", "text": "a"}, "b"]),
 )
 
 
@@ -55,6 +61,9 @@ def _item(draw: st.DrawFn) -> dict[str, Any]:
     messages = draw(st.lists(_message(), min_size=0, max_size=9))
     if draw(st.booleans()):
         messages.insert(0, {"role": "system", "content": "You are a coding agent."})
+    if messages and draw(st.booleans()):  # a system message later on (never a carrier)
+        at = draw(st.integers(min_value=1, max_value=len(messages)))
+        messages.insert(at, {"role": "system", "content": "Note: the user is away."})
     ttl = draw(st.sampled_from(["5m", "1h"]))
     return {"messages": messages, "ttl": ttl, "native": draw(st.booleans())}
 
@@ -79,3 +88,46 @@ def test_breakpoints_go_where_hermes_puts_them(hermes: Hermes) -> None:
     ]
     found = mismatches(pairs)
     assert not found, f"{len(found)} of {len(pairs)} differ:\n" + "\n".join(found[:4])
+
+
+#: routes (provider, model) as a user names them; Hermes resolves each to its runtime
+ROUTES = [
+    ("anthropic", "claude-sonnet-4-5"),
+    ("anthropic", "claude-3-5-haiku-20241022"),
+    ("openrouter", "anthropic/claude-sonnet-4.5"),
+    ("openrouter", "anthropic/claude-3.7-sonnet"),
+    ("bedrock", "anthropic.claude-3-5-sonnet-20240620-v1:0"),
+    ("bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0"),
+    ("bedrock", "eu.anthropic.claude-3-haiku-20240307-v1:0"),
+    ("aws-bedrock", "anthropic.claude-3-5-sonnet-20240620-v1:0"),
+]
+
+
+def test_each_route_gets_hermes_s_marker_layout(hermes: Hermes) -> None:
+    """Where Hermes caches a Claude model, ctxledger caches it too and with Hermes's
+    layout: native on the Anthropic API and on Bedrock (Hermes runs Claude there on the
+    Anthropic Messages wire), the envelope on OpenRouter (review of session 31)."""
+    answers = hermes.ask(
+        "cache_policy", [{"provider": provider, "model": model} for provider, model in ROUTES]
+    )
+    found = [
+        f"{provider} {model}: hermes {theirs}, ctxledger {ours}"
+        for (provider, model), theirs in zip(ROUTES, answers, strict=True)
+        if theirs
+        != (
+            ours := [
+                supports_prompt_caching(model, provider),
+                native_cache_layout(model, provider),
+            ]
+        )
+    ]
+    assert all(answer[0] for answer in answers)  # every route here is one Hermes caches
+    assert not found, "\n".join(found)
+
+
+def test_without_a_provider_the_model_id_names_the_route() -> None:
+    """No provider given: a native id (``claude-*``) or a Bedrock id takes the native
+    layout, OpenRouter's ``anthropic/claude-*`` the envelope one."""
+    assert native_cache_layout("claude-sonnet-4-5")
+    assert native_cache_layout("us.anthropic.claude-sonnet-4-20250514-v1:0")
+    assert not native_cache_layout("anthropic/claude-sonnet-4.5")

@@ -196,7 +196,9 @@ def test_the_trigger_and_the_guards_follow_hermes_across_switches_and_failures(
 ) -> None:
     items: list[dict[str, Any]] = []
 
-    @settings(max_examples=30, database=None)
+    # derandomized (the same 150 sessions every run, whatever the profile): a rule broken
+    # again is caught every time, not in most runs; one oracle call answers them all
+    @settings(max_examples=150, derandomize=True, database=None)
     @given(sessions())
     def collect(item: dict[str, Any]) -> None:
         items.append(_comparable(item))

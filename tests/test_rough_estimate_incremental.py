@@ -13,6 +13,7 @@ cached view) + tools schema.
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -270,5 +271,33 @@ def test_a_view_built_anew_is_summed_anew(tmp_path: Path) -> None:
         after = fold.rough_tokens(sid)
         assert after == sum(rough_message_tokens(m) for m in fold.api_messages(sid))
         assert after - before == len(longer) // 4 - len("short") // 4
+    finally:
+        ledger.close()
+
+
+def test_a_view_the_projection_let_go_is_not_kept_alive_by_its_sum(tmp_path: Path) -> None:
+    """Review of session 31: each running sum held the list it summed, so a view the
+    projection dropped (evicted, or rebuilt after a change) stayed in memory. When a new
+    list is summed, the sums of lists no longer cached go."""
+    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds(), config=CONFIG)
+    try:
+        first = ledger.start_session(model="m", context_length=200_000, system_prompt="short")
+        ledger.append_messages(first, [{"role": "user", "content": "hello there " * 40}])
+        other = ledger.start_session(model="m", context_length=200_000, system_prompt="s")
+        ledger.append_messages(other, [{"role": "user", "content": "hi"}])
+        fold = TranscriptProjection()
+        for r in ledger.store.read_all():
+            fold.apply(r.seq, r.event, r.version)
+        fold.rough_tokens(first)
+        old = fold.api_view(first)
+        event = SystemPromptSet(**ledger.event_fields(first), text="another prompt", tokens=3)
+        fold.apply(ledger.store.last_seq() + 1, event)  # the projection drops that view
+        total = fold.rough_tokens(other)  # a new list summed
+        assert total == sum(rough_message_tokens(m) for m in fold.api_messages(other))
+        holders = [r for r in gc.get_referrers(old) if isinstance(r, roughsum._Sum)]
+        assert holders == []
+        assert fold.rough_tokens(first) == sum(
+            rough_message_tokens(m) for m in fold.api_messages(first)
+        )
     finally:
         ledger.close()

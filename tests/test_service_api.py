@@ -159,6 +159,33 @@ async def test_markers_only_where_the_route_supports_them(
         assert count_cache_markers(svc.api_messages(sid)) == expected
 
 
+@pytest.mark.parametrize(
+    ("model", "provider", "native"),
+    [
+        (CLAUDE, "anthropic", True),
+        ("anthropic.claude-3-5-sonnet-20240620-v1:0", "bedrock", True),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", None, True),
+        ("anthropic/claude-sonnet-4-5", "openrouter", False),
+    ],
+)
+async def test_bedrock_takes_the_native_marker_layout_as_hermes_does(
+    tmp_path: Path, model: str, provider: str | None, native: bool
+) -> None:
+    """Hermes 0.19 runs Claude on Bedrock over the Anthropic Messages wire: a tool result
+    carries its marker itself and the content-less call turn takes one (native layout);
+    on OpenRouter the result's marker goes on a text part and the call is passed over."""
+    ledger = Ledger.open(tmp_path / "l.db", ids=SequentialIds(), config=CONFIG, durability="normal")
+    async with ContextService(ledger, config=CONFIG, provider=provider) as svc:
+        sid = await svc.start_session(model=model, context_length=16_384, system_prompt="sys")
+        await svc.append(sid, exchange(0))
+        marked = svc.api_messages(sid)
+        tool = next(m for m in marked if m["role"] == "tool")
+        call = next(m for m in marked if m.get("tool_calls"))
+        assert ("cache_control" in tool) is native
+        assert ("cache_control" in call) is native
+        assert count_cache_markers(marked) == 4
+
+
 async def test_caching_can_be_disabled_in_the_config(tmp_path: Path) -> None:
     config = CONFIG.replace(prompt_caching=False)
     ledger = Ledger.open(tmp_path / "l.db", ids=SequentialIds(), config=config, durability="normal")

@@ -85,11 +85,14 @@ class CompressStep(_Step, frozen=True, kw_only=True):
 class ModelStep(_Step, frozen=True, kw_only=True):
     model: str
     context_length: int
+    #: the guard rule the switch was recorded under (``ModelSwitched.scoped_guards``)
+    scoped_guards: bool = True
 
 
 class LimitStep(_Step, frozen=True, kw_only=True):
     context_length: int
     evidence: str
+    scoped_guards: bool = True
 
 
 class PinStep(_Step, frozen=True, kw_only=True):
@@ -243,10 +246,22 @@ class _Reader:
             plan = e.details.get("plan") if isinstance(e.details.get("plan"), dict) else {}
             self.steps.append(CompressStep(focus=(plan or {}).get("focus"), at=at))
         elif isinstance(e, ModelSwitched):
-            self.steps.append(ModelStep(model=e.model, context_length=e.context_length, at=at))
+            self.steps.append(
+                ModelStep(
+                    model=e.model,
+                    context_length=e.context_length,
+                    scoped_guards=e.scoped_guards,
+                    at=at,
+                )
+            )
         elif isinstance(e, ContextLimitLearned):
             self.steps.append(
-                LimitStep(context_length=e.context_length, evidence=e.evidence, at=at)
+                LimitStep(
+                    context_length=e.context_length,
+                    evidence=e.evidence,
+                    scoped_guards=e.scoped_guards,
+                    at=at,
+                )
             )
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))

@@ -197,10 +197,20 @@ class _Driver:
             self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
         elif isinstance(step, ModelStep):
             self.sid = (
-                await svc.switch_model(self.sid, _model(step.model), step.context_length)
+                await svc.switch_model(
+                    self.sid,
+                    _model(step.model),
+                    step.context_length,
+                    scoped_guards=step.scoped_guards,
+                )
             ).session_id
         elif isinstance(step, LimitStep):
-            svc.ledger.learn_context_limit(svc.tip(self.sid), step.context_length, step.evidence)
+            svc.ledger.learn_context_limit(
+                svc.tip(self.sid),
+                step.context_length,
+                step.evidence,
+                scoped_guards=step.scoped_guards,
+            )
         else:
             self._pin(step)
 

@@ -123,8 +123,7 @@ class Ledger:
         config: CompressionConfig | None = None,
         durability: Durability = "full",
     ) -> Ledger:
-        """Open (creating if needed) a ledger and fold it: a SQLite file path, or a
-        ``postgresql://`` URL (see :func:`ctxledger.eventstore.open_store`).
+        """Open (creating if needed) and fold a ledger: a SQLite path or a ``postgresql://`` URL.
 
         Without `config`, the settings are resolved as everywhere else: defaults < the
         config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
@@ -139,10 +138,8 @@ class Ledger:
 
     def close(self) -> None:
         """Seal the head anchor (if this ledger appended to a file), then close the store.
-
-        Message bodies a rebuild left in the log are read from the store when first
-        asked for: read the messages you need (``transcript``, ``api_messages``) before
-        closing; after it, such a read is a ``StoreError`` that says so."""
+        Message bodies a rebuild left in the log are read when first asked for: read those
+        you need (``transcript``, ``api_messages``) before; after, it is a ``StoreError``."""
         if self._appended:
             self._appended = False
             self.seal_head()
@@ -152,8 +149,7 @@ class Ledger:
         """Advance the sealed head anchor beside the ledger file to the log's last event.
 
         Best effort: an in-memory store, a closed one or an unwritable folder seal
-        nothing (False). See :mod:`ctxledger.ledger.anchor`.
-        """
+        nothing (False). See :mod:`ctxledger.ledger.anchor`."""
         path = getattr(self.store, "path", None)
         if not isinstance(path, str) or path in UNPERSISTED:
             return False
@@ -498,7 +494,9 @@ class Ledger:
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return event
 
-    def switch_model(self, session_id: str, model: str, context_length: int) -> None:
+    def switch_model(
+        self, session_id: str, model: str, context_length: int, *, scoped_guards: bool = True
+    ) -> None:
         check_model(model)  # as start_session checks it
         view = self.live_session(session_id)
         context_length = check_context_length(context_length)
@@ -508,10 +506,13 @@ class Ledger:
             context_length=context_length,
             previous_model=view.model,
             previous_context_length=view.context_length,
+            scoped_guards=scoped_guards,
         )
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
-    def learn_context_limit(self, session_id: str, context_length: int, evidence: str) -> bool:
+    def learn_context_limit(  # scoped_guards=False: the rule before session 31 (a what-if)
+        self, session_id: str, context_length: int, evidence: str, *, scoped_guards: bool = True
+    ) -> bool:
         """Record a smaller real window learned from a provider error. False if not smaller."""
         check_text(evidence, "evidence (the provider's error text)")
         view = self.live_session(session_id)
@@ -523,6 +524,7 @@ class Ledger:
             previous_context_length=view.context_length,
             context_length=context_length,
             evidence=evidence[:2000],
+            scoped_guards=scoped_guards,
         )
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
         return True
@@ -537,8 +539,7 @@ class Ledger:
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def resolve_message(self, session_id: str, ref: str | int) -> str:
-        """A live message's id from its id, the short id ``show`` prints, or its index
-        (see :func:`ctxledger.ledger.refs.resolve_message`)."""
+        """A live message's id from its id, ``show``'s short id or its index (``refs``)."""
         return resolve_message(self.transcript.session(session_id), ref)
 
     def end_session(self, session_id: str, reason: str = "closed") -> None:

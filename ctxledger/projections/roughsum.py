@@ -39,8 +39,11 @@ class RoughSums:
     """Per session: the rough estimate of a cached API view (a list that only grows while
     it is the same object) plus its tools schema."""
 
-    def __init__(self) -> None:
+    def __init__(self, views: dict[str, list[JSON]] | None = None) -> None:
         self._sums: dict[str, _Sum] = {}
+        #: the projection's cached views: a sum whose list is no longer there is dropped,
+        #: so a view the projection let go (evicted, rebuilt) is not kept alive here
+        self._views = views
 
     def total(self, session_id: str, view: list[JSON], tools: Sequence[JSON]) -> int:
         """The rough estimate of `view` (the projection's cached list) + `tools`: the
@@ -48,6 +51,7 @@ class RoughSums:
         entry = self._sums.get(session_id)
         if entry is None or entry.view is not view or entry.counted > len(view):
             entry = _Sum(view)
+            self._sweep()
             if session_id not in self._sums and len(self._sums) >= _SESSIONS:
                 del self._sums[next(iter(self._sums))]  # the oldest; summed again on demand
             self._sums[session_id] = entry
@@ -57,6 +61,14 @@ class RoughSums:
         if entry.tools is not tools:
             entry.tools, entry.tools_tokens = tools, rough_tools_tokens(tools)
         return entry.total + entry.tools_tokens
+
+    def _sweep(self) -> None:
+        """Drop the sums of lists the projection no longer caches (when a new list is
+        summed: after a compaction, an eviction or a rebuild, never per read)."""
+        views = self._views
+        if views is not None:
+            for sid in [s for s, e in self._sums.items() if views.get(s) is not e.view]:
+                del self._sums[sid]
 
     def replaced(self, session_id: str, view: list[JSON], index: int, old: JSON, new: JSON) -> None:
         """`view[index]` (already summed or not) is about to show `new` instead of `old`."""

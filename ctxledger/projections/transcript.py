@@ -75,7 +75,7 @@ class TranscriptProjection:
         #: rebuild by id. Derived data only: never serialized, never part of a fingerprint.
         self._api: dict[str, list[JSON]] = {}
         #: Hermes's rough estimate of each cached view, kept as it grows (derived as well)
-        self._rough = RoughSums()
+        self._rough = RoughSums(self._api)
         self._dispatch = {
             SessionStarted: self._started,
             SystemPromptSet: self._system,

@@ -160,11 +160,31 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
     return name.startswith(("claude-", "anthropic/claude-")) or bool(_BEDROCK_ID.match(name))
 
 
+def native_cache_layout(model: str, provider: str | None = None) -> bool:
+    """Whether breakpoints take the native Anthropic layout on this route (markers on a
+    tool result itself, every message a carrier) rather than the envelope one of
+    OpenAI-compatible routes (hermes-agent 0.19's ``anthropic_prompt_cache_policy``).
+
+    Hermes sends Claude on the Anthropic Messages wire directly and on Bedrock (its
+    runtime picks ``anthropic_messages`` for Claude there), both native; OpenRouter is
+    the envelope. With no provider the model id's shape decides, as in
+    :func:`supports_prompt_caching`: ``anthropic/claude-*`` is OpenRouter's naming.
+    Only meaningful where :func:`supports_prompt_caching` is true.
+    """
+    route = (provider or "").strip().lower()
+    if route in _NATIVE_PROVIDERS or route in _BEDROCK_PROVIDERS:
+        return True
+    if route:
+        return False
+    return not model.strip().lower().startswith("anthropic/")
+
+
 __all__ = [
     "MAX_BREAKPOINTS",
     "ROLLING_BREAKPOINTS",
     "CacheTTL",
     "apply_cache_markers",
     "count_cache_markers",
+    "native_cache_layout",
     "supports_prompt_caching",
 ]

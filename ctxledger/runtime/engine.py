@@ -124,14 +124,29 @@ def _after_switch(
 def _after_new_window(
     state: RuntimeState, event: ModelSwitched | ContextLimitLearned
 ) -> RuntimeState:
-    """A model switch or a window the provider stated (hermes-agent 0.19's
-    ``update_model``, which its loop also calls for a stated window): the strikes, the
-    kept prompt count and a compaction's pending verdict judged the old window, so they
-    go; the fallback streak and the summarizer cooldown go only with a different model
-    (Hermes scopes them to the runtime that failed: the same model with another window
-    keeps them, a new model gets an immediate summary attempt)."""
+    """A model switch or a window the provider stated, under the rule the event was
+    written with (``scoped_guards``, see :mod:`ctxledger.events`).
+
+    Scoped (hermes-agent 0.19's ``update_model``, which its loop also calls for a stated
+    window): the strikes, the kept prompt count and a compaction's pending verdict
+    judged the old window, so they go; the fallback streak and the summarizer cooldown
+    go only with a different model (Hermes scopes them to the runtime that failed).
+    Before (schema 1 rows): a switch cleared strikes and streak and kept the cooldown;
+    a stated window changed only the window. Folding old rows the new way would change
+    decisions their writer made (a reopened ledger, a what-if)."""
+    replace = msgspec.structs.replace
+    if not event.scoped_guards:
+        if isinstance(event, ContextLimitLearned):
+            return replace(state, context_length=event.context_length)
+        return replace(
+            state,
+            context_length=event.context_length,
+            anti=AntiThrash(),
+            last_real_prompt=None,
+            first_after_compaction=False,
+        )
     new_model = isinstance(event, ModelSwitched) and event.model != event.previous_model
-    return msgspec.structs.replace(
+    return replace(
         state,
         context_length=event.context_length,
         anti=AntiThrash(fallback_streak=0 if new_model else state.anti.fallback_streak),

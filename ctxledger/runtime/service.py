@@ -65,14 +65,22 @@ from ctxledger.runtime.service_io import (
 class ContextService(ServiceCore):
     """The API an agent runtime uses every turn."""
 
-    async def switch_model(self, session_id: str, model: str, context_length: int) -> TurnResult:
-        """Record a model switch (the threshold follows the new window), then re-run preflight."""
+    async def switch_model(
+        self, session_id: str, model: str, context_length: int, *, scoped_guards: bool = True
+    ) -> TurnResult:
+        """Record a model switch (the threshold follows the new window), then re-run preflight.
+
+        ``scoped_guards=False`` (a what-if of an old ledger): the guards follow the rule
+        the switch was recorded under (:mod:`ctxledger.events`)."""
         if not isinstance(model, str) or not model.strip():
             raise InvalidInput("model must be a non-empty string")
         if not is_int(context_length) or context_length < 1024:
             raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
         sid, _ = self._on_tip(
-            session_id, lambda tip: self.ledger.switch_model(tip, model, context_length)
+            session_id,
+            lambda tip: self.ledger.switch_model(
+                tip, model, context_length, scoped_guards=scoped_guards
+            ),
         )
         self.engine.update_model(sid, model, context_length)
         return await self.preflight(sid)

@@ -35,7 +35,11 @@ from ctxledger.events import (
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec, checked_tools
 from ctxledger.messages import JSON, CallIdRepair
-from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
+from ctxledger.runtime.caching import (
+    apply_cache_markers,
+    native_cache_layout,
+    supports_prompt_caching,
+)
 from ctxledger.runtime.engine import BuiltinEngine, ContextEngine, RuntimeTracker
 from ctxledger.runtime.outputs import PlannedOutput, plan_outputs
 from ctxledger.runtime.overflow import (
@@ -360,10 +364,10 @@ class ServiceCore:
         transcript = ledger.transcript
         messages = transcript.api_view(sid)
         use_cache = self.config.prompt_caching if cache is None else cache
-        if use_cache and supports_prompt_caching(transcript.session(sid).model, self.provider):
-            return apply_cache_markers(
-                messages, ttl=self.config.cache_ttl, native_anthropic=self.provider == "anthropic"
-            )
+        model = transcript.session(sid).model
+        if use_cache and supports_prompt_caching(model, self.provider):
+            native = native_cache_layout(model, self.provider)
+            return apply_cache_markers(messages, ttl=self.config.cache_ttl, native_anthropic=native)
         # a copy, not the cached list: a caller on another thread (the framework adapters
         # run the service on a loop thread) must never share a list the fold appends to.
         # Right after an append the message dicts are out of the CPU cache, so this copy

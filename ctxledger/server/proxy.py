@@ -44,7 +44,11 @@ from starlette.types import Message, Receive, Scope, Send
 from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
 from ctxledger.importers.responses import asks_for_tools
 from ctxledger.limits import check_context_length
-from ctxledger.runtime.caching import apply_cache_markers, supports_prompt_caching
+from ctxledger.runtime.caching import (
+    apply_cache_markers,
+    native_cache_layout,
+    supports_prompt_caching,
+)
 from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.server.auth import require_proxy_token
 from ctxledger.server.errors import HTTPError, message_of, provider_error_body
@@ -317,9 +321,8 @@ class Turn:
         view = svc.api_messages(self.session_id, cache=False)[:-1]
         model = svc.ledger.transcript.session(svc.ledger.tip(self.session_id)).model
         if svc.config.prompt_caching and supports_prompt_caching(model, svc.provider):
-            view = apply_cache_markers(
-                view, ttl=svc.config.cache_ttl, native_anthropic=svc.provider == "anthropic"
-            )
+            native = native_cache_layout(model, svc.provider)
+            view = apply_cache_markers(view, ttl=svc.config.cache_ttl, native_anthropic=native)
         return view
 
     async def record_reply(self, reply: Reply, usage: Mapping[str, Any] | None) -> None:

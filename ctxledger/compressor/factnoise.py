@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CODE_LINE", "in_file_listing", "listed_or_documented", "numbered"]
+__all__ = ["CODE_LINE", "diff_side", "in_file_listing", "listed_or_documented", "numbered"]
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt
 CODE_LINE = re.compile(
@@ -66,3 +66,13 @@ def in_file_listing(text: str, at: int) -> bool:
     if line == 0 and window > 0:
         return False
     return _LS_LINE.match(text, line) is not None
+
+
+def diff_side(text: str, position: int) -> bool:
+    """Whether a path at `position` starting ``a/`` or ``b/`` is a side of a diff's
+    header (``diff --git a/x.py b/x.py``, ``--- a/x.py``, ``+++ b/x.py``): git's mark
+    of the old and new file, no directory (the fact is ``x.py``)."""
+    line = text.rfind("\n", 0, position) + 1
+    return text.startswith(("diff --git ", "--- ", "+++ "), line) and (
+        position - line == 4 or text.startswith("diff --git ", line)
+    )

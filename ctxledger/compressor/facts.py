@@ -48,7 +48,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-from ctxledger.compressor.factnoise import in_file_listing
+from ctxledger.compressor.factnoise import diff_side, in_file_listing
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
@@ -205,16 +205,6 @@ _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _diff_side(text: str, position: int) -> bool:
-    """Whether a path at `position` starting ``a/`` or ``b/`` is a side of a diff's
-    header (``diff --git a/x.py b/x.py``, ``--- a/x.py``, ``+++ b/x.py``): git's mark
-    of the old and new file, no directory (the fact is ``x.py``)."""
-    line = text.rfind("\n", 0, position) + 1
-    return text.startswith(("diff --git ", "--- ", "+++ "), line) and (
-        position - line == 4 or text.startswith("diff --git ", line)
-    )
 
 
 def _cap(text: str, limit: int) -> str:
@@ -419,7 +409,7 @@ class _Found:
             if asset is None:
                 asset = assets[value] = is_asset_path(value)
             if not asset:
-                if value.startswith(("a/", "b/")) and _diff_side(text, position):
+                if value.startswith(("a/", "b/")) and diff_side(text, position):
                     self.add("path", offset + position + 2, value[2:])  # git's a/ and b/
                 else:
                     self.add("path", offset + position, value)

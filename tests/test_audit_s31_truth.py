@@ -284,14 +284,39 @@ def test_the_matcher_reads_an_escaped_line_as_the_extraction_does() -> None:
 
 
 _ESCAPE_PIECES = st.sampled_from(
-    ("\\", "\\\\", "n", "r", "t", '"', " ", "a", "b.py", "docs", "\n", "\x00", ",", "]")
-)
+    ("\\", "\\\\", "n", "r", "t", '"', "'", " ", "a", "b.py", "docs", "\n", "\x00", ",", "]",
+     "C:", "xC:")
+)  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_ESCAPE_PIECES, max_size=24).map("".join))
 def test_the_reference_reads_escaped_lines_alike(text: str) -> None:
     assert (unescaped(text) or text) == unescape_lines(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [  # (review fixes) a line's escapes no longer break its real Windows paths
+        (r'(Get-Content C:\temp\data.csv -Raw) -replace "\r\n", "\n" | Set-Content C:\temp\o.csv',
+         ["C:\\temp\\data.csv", "C:\\temp\\o.csv"]),
+        (r"The file C:\temp\notes.txt uses \n line endings, not \r\n.", ["C:\\temp\\notes.txt"]),
+        (r'sed -i "s/\r\n/\n/" src\tests\test_app.py', ["src\\tests\\test_app.py"]),
+        (r"sed -i 's/\r\n/\n/' src\tests\test_app.py", ["src\\tests\\test_app.py"]),
+        (r'write(f, "line\n"); // see D:\work\notes\todo.md', ["D:\\work\\notes\\todo.md"]),
+        (r'Python: open("C:\new\table.txt") fails because "\n" is a newline',
+         ["C:\\new\\table.txt"]),
+        (r"see \\n and src\tests\app.py", ["src\\tests\\app.py"]),  # no escape: \\ then n
+        (r'"C:\\temp\\table.txt\n"', ["C:\\temp\\table.txt"]),  # JSON doubles a drive's
+    ],
+)  # fmt: skip
+def test_an_escaped_string_leaves_the_real_paths_of_its_line(text: str, paths: list[str]) -> None:
+    assert [p.replace("\\\\", "\\") for p in _values(text)] == paths
+    _own_text_holds_every_fact(text)
+    for path in paths:
+        assert _kept("path", path, f"kept {path}")
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])
 
 
 # --------------------------------------------------------------------------- the reference

@@ -6,9 +6,13 @@ relative Windows path (``docs\\nsetup.py``, ``src\\tests\\app.py``). Neither sha
 alone tells them apart (PowerShell and cmd quote a path without escapes: ``"src\\new.py"``),
 so only a line that shows it is escaped is read as escaped: one holding a ``\\n`` that
 no path can hold, before a blank, a quote, a closing bracket, a ``,``, ``;``, another
-backslash or the line's end (``"…\\n"``, ``\\n\\n``), or a ``\\r\\n``. On such a line every
-``\\n``, ``\\r`` and ``\\t`` whose backslash is no escaped backslash (an odd run: ``\\\\n``
-is a backslash and an ``n``) is an escape, and :func:`escape_spans` gives their spans.
+backslash or the line's end (``"…\\n"``, ``\\n\\n``), or a ``\\r\\n``, and no
+single-backslash drive path (``C:\\temp\\notes.txt``: a JSON string doubles its
+backslash). On such a line, in the quoted string holding the evidence (between two
+quotes no backslash escapes, or the line's ends), every ``\\n``, ``\\r`` and ``\\t``
+whose backslash is no escaped backslash (an odd run: ``\\\\n`` is a backslash and an
+``n``) is an escape, and :func:`escape_spans` gives their spans: ``sed "s/\\r\\n/\\n/"
+src\\tests\\app.py`` keeps its path.
 
 The extraction blanks them before it looks for paths (``setup.py``, not the path
 ``docs\\nsetup.py`` nor ``nsetup.py``); the matcher reads a text with such lines a
@@ -28,8 +32,9 @@ _EVIDENCE = re.compile(r"\\(?:n(?=[\s\"',;)\]}\\\x00]|\Z)|r\\n)")
 _ESCAPE = re.compile(r"\\(?:\\|([nrt]))")
 
 
-def _escaped(text: str, at: int) -> bool:
-    """Whether the backslash at `at` escapes the next character (an even run before it)."""
+def _free(text: str, at: int) -> bool:
+    """Whether no backslash escapes the character at `at` (an even run of them before it):
+    a backslash there escapes the next one, a quote there ends a string."""
     first = at
     while first > 0 and text[first - 1] == "\\":
         first -= 1
@@ -37,32 +42,72 @@ def _escaped(text: str, at: int) -> bool:
 
 
 def _escaped_lines(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the lines of `text` that show they are escaped (a line ends
-    at a newline or a NUL), in order; consecutive ones as one stretch (no escape spans
-    a line's end, so a stretch is blanked as its lines would be)."""
+    """``(start, end)`` of the stretches of `text` whose escapes are blanked, in order: on
+    a line (it ends at a newline or a NUL) that shows it is escaped and holds no
+    single-backslash drive path (``C:\\temp``: a JSON string doubles it), the stretch
+    between two quotes (``"``, ``'``, no escaped one) that holds the evidence. Each
+    character is looked at a bounded number of times (a long line cut by NULs, or
+    holding many quoted strings, is read once)."""
     if "\\" not in text:
         return []
-    nul = "\x00" in text
-    lines: list[tuple[int, int]] = []
+    spans: list[tuple[int, int]] = []
+    line = (0, -1, False)  # the last line looked at: start, end, whether it holds a drive path
+    done = 0  # where the last stretch (or drive path's line) ended: not looked at again
     match = _EVIDENCE.search(text)
     while match is not None:
         at = match.start()
-        if not _escaped(text, at):  # (an escaped backslash: an escape may start after it)
+        if not _free(text, at):  # (an escaped backslash: an escape may start after it)
             match = _EVIDENCE.search(text, at + 1)
             continue
-        start = text.rfind("\n", 0, at) + 1
-        end = text.find("\n", at)
-        end = len(text) if end == -1 else end
-        if nul:
-            start = max(start, text.rfind("\x00", start, at) + 1)
-            stop = text.find("\x00", at, end)
-            end = end if stop == -1 else stop
-        if lines and lines[-1][1] + 1 == start:  # the next line: one stretch (fewer calls)
-            lines[-1] = (lines[-1][0], end)
+        if at > line[1]:
+            line = _line_at(text, at, done)
+        if line[2]:  # a real Windows path on this line: its backslashes are no escapes
+            done = line[1]
+            match = _EVIDENCE.search(text, done)
+            continue
+        start = _quote_before(text, at, max(line[0], done)) + 1
+        quote = _QUOTE_OR_END.search(text, at + 2)
+        while quote is not None and quote.group() in "\"'" and not _free(text, quote.start()):
+            quote = _QUOTE_OR_END.search(text, quote.end())
+        end = len(text) if quote is None else quote.start()
+        if spans and spans[-1][1] + 1 == start:  # the next line or string: one stretch
+            spans[-1] = (spans[-1][0], end)
         else:
-            lines.append((start, end))
+            spans.append((start, end))
+        done = end
         match = _EVIDENCE.search(text, end)
-    return lines
+    return spans
+
+
+def _line_at(text: str, at: int, done: int) -> tuple[int, int, bool]:
+    """The line holding `at` (looked for back to `done` at most): its start, its end,
+    and whether it holds a single-backslash drive path."""
+    start = max(done, text.rfind("\n", done, at) + 1, text.rfind("\x00", done, at) + 1)
+    stop = _LINE_END.search(text, at)
+    end = len(text) if stop is None else stop.start()
+    return start, end, _SINGLE_DRIVE.search(text, start, end) is not None
+
+
+def _quote_before(text: str, at: int, lowest: int) -> int:
+    """Where the last quote no backslash escapes stands before `at` (from `lowest`), or
+    `lowest` - 1 (each kind of quote looked for once over each character)."""
+    double, single = text.rfind('"', lowest, at), text.rfind("'", lowest, at)
+    while True:
+        quote = max(double, single)
+        if quote < 0 or _free(text, quote):
+            return max(quote, lowest - 1)
+        if quote == double:
+            double = text.rfind('"', lowest, quote)
+        else:
+            single = text.rfind("'", lowest, quote)
+
+
+#: a line's end (a newline, or a JOIN of the matcher)
+_LINE_END = re.compile(r"[\n\x00]")
+#: a quote, or a line's end
+_QUOTE_OR_END = re.compile(r"[\"'\n\x00]")
+#: a drive, one backslash and a name (``C:\\temp``): no JSON string holds it
+_SINGLE_DRIVE = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]:\\[A-Za-z0-9_]")
 
 
 def _blanked(line: str, follows: dict[str, None] | None) -> str:

@@ -357,16 +357,51 @@ def _line_escapes(line: str) -> tuple[list[int], bool]:
 
 def unescape_lines(text: str) -> str:
     """Session 31: `text` with the escapes of each escaped line (:func:`_line_escapes`)
-    blanked; lines end at a newline or a NUL."""
+    blanked; lines end at a newline or a NUL. Review fixes: a line holding a drive, one
+    backslash and a name (``C:\\temp``) is not escaped (a JSON string doubles it), and
+    of an escaped line only the quoted strings (cut at ``"`` and ``'`` no backslash
+    escapes) that show it themselves are."""
     chars = list(text)
     start = 0
     for end in [i for i, c in enumerate(text) if c in "\n\x00"] + [len(text)]:
-        escapes, evidence = _line_escapes(text[start:end])
-        if evidence:
-            for at in escapes:
-                chars[start + at] = chars[start + at + 1] = " "
+        line = text[start:end]
+        if not _single_backslash_drive(line):
+            for piece_start, piece in _quoted_pieces(line):
+                escapes, evidence = _line_escapes(piece)
+                if evidence:
+                    for at in escapes:
+                        at += start + piece_start
+                        chars[at] = chars[at + 1] = " "
         start = end + 1
     return "".join(chars)
+
+
+def _single_backslash_drive(line: str) -> bool:
+    for i in range(len(line) - 3):
+        letter = line[i].isascii() and line[i].isalpha()
+        before = line[i - 1] if i else ""
+        word_before = before.isascii() and (before.isalnum() or before == "_")
+        name = line[i + 3].isascii() and (line[i + 3].isalnum() or line[i + 3] == "_")
+        if letter and not word_before and line[i + 1 : i + 3] == ":\\" and name:
+            return True
+    return False
+
+
+def _quoted_pieces(line: str) -> list[tuple[int, str]]:
+    """The pieces of `line` between its quotes no backslash escapes (read left to right,
+    a backslash taking the next character with it), with where each starts."""
+    pieces: list[tuple[int, str]] = []
+    start = i = 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] in "\"'":
+            pieces.append((start, line[start:i]))
+            start = i + 1
+        i += 1
+    pieces.append((start, line[start:]))
+    return pieces
 
 
 def european_grouped(text: str, start: int, value: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from helpers.reference_facts import factpaths as reference
+from helpers.reference_facts import facts as reference_facts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,3 +85,16 @@ def test_an_unclosed_sed_expression_on_a_long_line() -> None:
     text = "'s/" + "x/" * 200_000 + "\n's/a/b/g' src/app.py"
     assert factsed.sed_spans(text) == [(len(text) - 20, len(text) - 11)]
     assert factpaths.find_paths(text) == ["s/" + "x/" * 200_000, "src/app.py"]
+
+
+def test_a_unc_path_is_not_started_again_inside_the_last_one() -> None:
+    # (review fixes) every ``$\\\\a`` inside a grown UNC candidate started a new one grown
+    # to the end: quadratic (128 KB: 46 s; this megabyte: most of an hour); now each is
+    # grown over once, and production agrees with the reference on what follows a ``$``
+    content = "x " + "\\\\a$" * 250_000
+    message = {"role": "tool", "tool_call_id": "c", "content": content}
+    assert extract_facts([message]) == []
+    text = r"x \\srv\share\x.txt$\\srv2\share\y.txt"
+    message = {"role": "tool", "tool_call_id": "c", "content": text}
+    assert [f.value for f in extract_facts([message])] == ["x.txt", "y.txt"]
+    assert extract_facts([message]) == reference_facts.extract_facts([message])

@@ -354,10 +354,13 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the UNC paths of `text` (``\\\\server\\share``), by start,
     when :func:`plausible_path` judges them paths."""
     judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+    done = 0
     for match in _UNC_START.finditer(text):
         start = match.start(1)
+        if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
+            continue
         right = _UNC_RIGHT.match(text, match.end())
-        end = right.end() if right is not None else match.end()
+        end = done = right.end() if right is not None else match.end()
         raw = text[start:end]
         good = judged.get(raw)
         if good is None:

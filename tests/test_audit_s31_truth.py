@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.factbounds import contains, lower_tail, prerelease_start, search
-from ctxledger.compressor.factescapes import escape_spans, unescaped
+from ctxledger.compressor.factescapes import escape_follows, escape_spans, unescaped
 from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize, normalize_fact, retention
 from ctxledger.compressor.factpaths import find_paths, plausible_path
 from ctxledger.compressor.facts import extract_facts
@@ -457,3 +457,34 @@ def test_a_web_servers_date_is_no_path() -> None:
     assert _values("see src/May/2024.py") == ["src/May/2024.py"]
     message = _message(text, "tool")
     assert extract_facts([message]) == reference.extract_facts([message])
+
+
+class _CountedText(str):
+    """A text that counts the characters its find and rfind calls may look at."""
+
+    looked = 0
+
+    def find(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
+        self._count(start, end)
+        return str.find(self, sub, start, end)
+
+    def rfind(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
+        self._count(start, end)
+        return str.rfind(self, sub, start, end)
+
+    def _count(self, start: int | None, end: int | None) -> None:
+        type(self).looked += (len(self) if end is None else end) - (start or 0)
+
+
+@pytest.mark.parametrize(
+    "piece",
+    ["a\\n \x00", '"a\\n", ', "'a\\n' \\\" \x00"],  # a long line cut by NULs, many strings
+)
+def test_escaped_lines_are_found_in_linear_time(piece: str) -> None:
+    # (review fixes) each escape's line was looked for from the text's start or to its end
+    # (a long line cut by the matcher's NULs: 2 MB took 8 s, quadratic)
+    text = _CountedText(piece * 20_000)
+    _CountedText.looked = 0
+    follows = escape_follows(text)
+    assert follows is not None and _CountedText.looked <= 4 * len(text)
+    assert (unescaped(str(text)) or text) == unescape_lines(str(text))

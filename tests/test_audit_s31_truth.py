@@ -488,3 +488,14 @@ def test_escaped_lines_are_found_in_linear_time(piece: str) -> None:
     follows = escape_follows(text)
     assert follows is not None and _CountedText.looked <= 4 * len(text)
     assert (unescaped(str(text)) or text) == unescape_lines(str(text))
+
+
+def test_a_date_after_two_dots_is_a_range_end() -> None:
+    # (review fixes) the ``.`` before a date that is part of a name or number is one
+    # after a word; ``..`` between two dates is a range
+    text = "created:2024-05-20..2024-05-25 and .2024-06-01"
+    assert _values(text, kind="number") == ["2024-05-20", "2024-05-25", "2024-06-01"]
+    assert _values("tag 1.0.0.2024-05-20 pushed", kind="number") == []
+    _own_text_holds_every_fact(text)
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])

@@ -177,11 +177,13 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     # followed by more of a time: ``10:00-11:30`` and ``10:00:00-11:30:00`` are time ranges
     (
         re.compile(
-            r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d|[,.]\d))?"
+            r"(\d{4}(?<!\w\.\d{4})-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9}|,\d{3}(?!\d|[,.]\d))?"
             r"(?:Z|[+-]\d{2}:?\d{2}(?!:?\d))?|Z)?)?)(?![\w])"
         ),
         "{1}",
-        "-.",  # (a date after a dot is part of a name or number: ``1.0.0.2024-05-20``)
+        # (a date after a dot after a word is part of a name or number: ``1.0.0.2024-05-20``;
+        # not after ``..``, a range: ``2024-05-20..2024-05-25``)
+        "-",
     ),
 )
 # ``Django 3.2``: found from the version, then the word before it is checked. A

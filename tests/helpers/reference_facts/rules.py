@@ -166,8 +166,11 @@ def timestamps(text: str) -> Iterator[tuple[int, str]]:
     for start in range(len(text) - 9):
         if start < resume:
             continue
-        if start > 0 and (_is_word(text[start - 1]) or text[start - 1] in "-."):
-            continue  # (session 31: nor a ".", ``1.0.0.2024-05-20``)
+        if start > 0 and (_is_word(text[start - 1]) or text[start - 1] == "-"):
+            continue
+        if start > 1 and text[start - 1] == "." and _is_word(text[start - 2]):
+            continue  # (session 31: nor a "." after a word, ``1.0.0.2024-05-20``; review
+            # fixes: ``..`` is a range, ``2024-05-20..2024-05-25``)
         if not _shape(text, start, "dddd-dd-dd"):
             continue
         ends = [start + 10]

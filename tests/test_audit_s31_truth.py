@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from ctxledger.compressor.factbounds import contains, lower_tail, prerelease_start, search
 from ctxledger.compressor.factescapes import escape_follows, escape_spans, unescaped
 from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize, normalize_fact, retention
+from ctxledger.compressor.factnoise import diff_side
 from ctxledger.compressor.factpaths import find_paths, plausible_path
 from ctxledger.compressor.facts import extract_facts
 
@@ -460,20 +461,21 @@ def test_a_web_servers_date_is_no_path() -> None:
 
 
 class _CountedText(str):
-    """A text that counts the characters its find and rfind calls may look at."""
+    """A text that counts the characters its find and rfind calls look at."""
 
     looked = 0
 
     def find(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
-        self._count(start, end)
-        return str.find(self, sub, start, end)
+        found = str.find(self, sub, start, end)
+        stop = len(self) if end is None else min(end, len(self))
+        type(self).looked += (stop if found < 0 else found + 1) - (start or 0)
+        return found
 
     def rfind(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
-        self._count(start, end)
-        return str.rfind(self, sub, start, end)
-
-    def _count(self, start: int | None, end: int | None) -> None:
-        type(self).looked += (len(self) if end is None else end) - (start or 0)
+        found = str.rfind(self, sub, start, end)
+        stop = len(self) if end is None else min(end, len(self))
+        type(self).looked += stop - ((start or 0) if found < 0 else found)
+        return found
 
 
 @pytest.mark.parametrize(
@@ -499,3 +501,28 @@ def test_a_date_after_two_dots_is_a_range_end() -> None:
     _own_text_holds_every_fact(text)
     message = _message(text, "tool")
     assert extract_facts([message]) == reference.extract_facts([message])
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("+++ a///x.py\n--- b///y.md", ["a///x.py", "b///y.md"]),  # no side of ``//x.py``
+        ("diff --git a/x.py b/x.py c/d.py a/e.py", ["x.py", "c/d.py", "a/e.py"]),
+        ("diff --git  a/x.py\nfoo a/y.py", ["a/x.py", "a/y.py"]),
+        ("diff --git a/x.py\nfoo a/y.py", ["x.py", "a/y.py"]),
+    ],
+)
+def test_a_diff_side_is_a_header_word(text: str, paths: list[str]) -> None:
+    # (review fixes) the first or second word of a ``diff --git`` line, or right after
+    # ``--- `` or ``+++ ``; never a third slash
+    assert _values(text) == paths
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])
+
+
+def test_a_diff_side_is_found_looking_back_over_one_word() -> None:
+    # (review fixes) each a/ path looked back over its whole line for a diff header
+    text = _CountedText(" ".join(f"a/f{i}.py" for i in range(20_000)))
+    _CountedText.looked = 0
+    sides = [diff_side(text, m.start()) for m in re.finditer(r"a/", text)]
+    assert not any(sides) and _CountedText.looked <= 2 * len(text)

@@ -71,8 +71,22 @@ def in_file_listing(text: str, at: int) -> bool:
 def diff_side(text: str, position: int) -> bool:
     """Whether a path at `position` starting ``a/`` or ``b/`` is a side of a diff's
     header (``diff --git a/x.py b/x.py``, ``--- a/x.py``, ``+++ b/x.py``): git's mark
-    of the old and new file, no directory (the fact is ``x.py``)."""
-    line = text.rfind("\n", 0, position) + 1
-    return text.startswith(("diff --git ", "--- ", "+++ "), line) and (
-        position - line == 4 or text.startswith("diff --git ", line)
-    )
+    of the old and new file, no directory (the fact is ``x.py``). Looked for back over
+    the header's words only, never a whole line (a long line holds many ``a/`` paths)."""
+    if _line_starts_with(text, position, ("--- ", "+++ ", "diff --git ")):
+        return True
+    if position < 1 or text[position - 1] != " ":
+        return False
+    word = text.rfind(" ", 0, position - 1) + 1  # the header's first side before this one
+    if word == position - 1 or text.find("\n", word, position) >= 0:
+        return False
+    return _line_starts_with(text, word, ("diff --git ",))
+
+
+def _line_starts_with(text: str, position: int, heads: tuple[str, ...]) -> bool:
+    """Whether the line holding `position` is one of `heads` up to it."""
+    for head in heads:
+        start = position - len(head)
+        if start >= 0 and text.startswith(head, start) and (start == 0 or text[start - 1] == "\n"):
+            return True
+    return False

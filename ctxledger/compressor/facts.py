@@ -411,7 +411,7 @@ class _Found:
             if asset is None:
                 asset = assets[value] = is_asset_path(value)
             if not asset:
-                if value.startswith(("a/", "b/")) and diff_side(text, position):
+                if value[:2] in ("a/", "b/") and value[2:3] != "/" and diff_side(text, position):
                     self.add("path", offset + position + 2, value[2:])  # git's a/ and b/
                 else:
                     self.add("path", offset + position, value)

@@ -178,10 +178,15 @@ _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 def _diff_side(text: str, position: int, value: str) -> bool:
     """Session 31: a path ``a/…`` or ``b/…`` on a diff's header line (its line starts
     ``diff --git ``, or it comes right after a leading ``--- `` or ``+++ ``)."""
-    if value[:2] not in ("a/", "b/"):
-        return False
+    if value[:2] not in ("a/", "b/") or value[2:3] == "/":
+        return False  # (review fixes: ``a///x`` is no side of ``//x``)
     line = text[:position].split("\n")[-1]
-    return line.startswith("diff --git ") or line in ("--- ", "+++ ")
+    if line in ("--- ", "+++ ", "diff --git "):
+        return True
+    # review fixes: on a ``diff --git`` line, the second side only (one word before it)
+    first = line.removeprefix("diff --git ")
+    one_word = len(first) > 1 and first.endswith(" ") and " " not in first[:-1]
+    return line.startswith("diff --git ") and one_word
 
 
 def _cap(text: str, limit: int) -> str:

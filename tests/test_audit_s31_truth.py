@@ -526,3 +526,18 @@ def test_a_diff_side_is_found_looking_back_over_one_word() -> None:
     _CountedText.looked = 0
     sides = [diff_side(text, m.start()) for m in re.finditer(r"a/", text)]
     assert not any(sides) and _CountedText.looked <= 2 * len(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("see foo¹bar.py", ["bar.py"]),
+        ("see x.log² and foo-1.0⁴bar.tar.gz", ["x.log", "bar.tar.gz"]),
+    ],
+)
+def test_a_superscript_ends_the_name_before_it(text: str, paths: list[str]) -> None:
+    # (review fixes) ``foo¹bar.py`` gave the fact ``foo bar.py`` (the matcher's blank)
+    assert _values(text) == paths
+    _own_text_holds_every_fact(text)
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])

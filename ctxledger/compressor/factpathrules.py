@@ -19,6 +19,7 @@ __all__ = [
     "KNOWN_FILES",
     "MORE_NAME",
     "SECOND_SUFFIXES",
+    "SUPERSCRIPT_DIGITS",
     "has_ext",
     "plausible_path",
 ]
@@ -40,6 +41,8 @@ SECOND_SUFFIXES = (
 #: more of a name: a word character, but a superscript digit (``x.log¹``: a footnote's
 #: mark, which the matcher reads as a blank)
 MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
+#: the same superscript digits: a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
+SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
 DOTFILE = re.compile(

@@ -22,7 +22,7 @@ from ctxledger.compressor.factescapes import unescaped
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
-from ctxledger.compressor.factpathrules import MORE_NAME, plausible_path
+from ctxledger.compressor.factpathrules import MORE_NAME, SUPERSCRIPT_DIGITS, plausible_path
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import sed_spans
@@ -295,6 +295,8 @@ def _scan(
                 start -= 1
             if start == last:  # the name runs on through the last anchor: its start
                 start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
+            if not text[start:anchor].isascii():
+                start = _after_superscript(text, start, anchor)  # (``foo¹bar.py``: bar.py)
             alone = start == anchor and extensions  # ``.py`` alone
         if alone or (start and text[start - 1] in not_before):
             pass  # no span (it may start before the last one: only spans come in order)
@@ -305,6 +307,12 @@ def _scan(
         if not slash:
             last, last_start = anchor, start
     return None
+
+
+def _after_superscript(text: str, start: int, anchor: int) -> int:
+    """Where a name grown left from `anchor` to `start` starts once it stops at a
+    superscript digit: a footnote's mark (:data:`MORE_NAME`), the end of a name before."""
+    return max(start, *(text.rfind(digit, start, anchor) + 1 for digit in SUPERSCRIPT_DIGITS))
 
 
 def _in_windows(spans: Iterable[tuple[int, int]], width: int) -> _Chunks:

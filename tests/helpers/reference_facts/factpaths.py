@@ -165,6 +165,8 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         for match in pattern.finditer(text):
             start = match.start()
             while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
+                if text[start - 1] in "¹²³⁰⁴⁵⁶⁷⁸⁹":
+                    break  # review fixes: a footnote's mark ends the name before it
                 start -= 1
             if start == match.start() and pattern is _EXT_ANCHOR:
                 continue  # ``.py`` alone

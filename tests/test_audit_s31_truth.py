@@ -541,3 +541,15 @@ def test_a_superscript_ends_the_name_before_it(text: str, paths: list[str]) -> N
     _own_text_holds_every_fact(text)
     message = _message(text, "tool")
     assert extract_facts([message]) == reference.extract_facts([message])
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [("see 12/abc/2024 and 2024/img/20", ["12/abc/2024", "2024/img/20"]),
+     ("GET at 20/May/2024 and 01/DEC/23", [])],
+)  # fmt: skip
+def test_a_date_with_slashes_names_a_month(text: str, paths: list[str]) -> None:
+    # (review fixes) any three letters between slashes made no path
+    assert _values(text) == paths
+    message = _message(text, "tool")
+    assert extract_facts([message]) == reference.extract_facts([message])

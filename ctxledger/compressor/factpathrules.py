@@ -65,7 +65,9 @@ _BACKSLASH_RUNS = re.compile(r"\\+")
 _UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
 #: a date written with slashes and a month's name (``20/May/2024``, nginx's and
 #: Apache's logs): no path (one with numbers only has no letter, so none either)
-_DATE_SLASHES = re.compile(r"[0-9]{1,4}/[A-Za-z]{3}/[0-9]{2,4}")
+_DATE_SLASHES = re.compile(
+    r"[0-9]{1,4}/(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)/[0-9]{2,4}", re.IGNORECASE
+)
 #: a relative path whose first name is a dotted directory (``.ssh/config``)
 _DOT_DIR = re.compile(r"\.[a-z][\w\-]*/[^/]")
 _HAS_EXT = re.compile(

@@ -282,7 +282,11 @@ def _month_date(value: str) -> bool:
         and parts[2].isdigit()
         and len(parts[1]) == 3
         and ascii_letters
+        and parts[1].lower() in _MONTHS  # review fixes: ``12/abc/2024`` is a path
     )
+
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
 def unc_path(raw: str) -> str | None:

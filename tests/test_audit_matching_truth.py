@@ -97,8 +97,12 @@ def test_a_number_followed_by_a_separator_and_digits_is_never_a_match(
         assert not contains(haystack, needle)
         # a path ends at a "," (session 31: a path's boundary is a name's, and the
         # extraction splits ``a.log,b.log`` there); a "." and digits go on with its name
+        # (review fixes: the "," side held, where a path may start: after a blank)
+        at_name = needle[:1].isalnum() and (not before or before[-1] == " ")
         if separator == ".":
             assert not contains(haystack, needle, path=True)
+        elif at_name:
+            assert contains(haystack, needle, path=True)
 
 
 @settings(max_examples=300, deadline=None)
@@ -143,6 +147,11 @@ def test_path_boundaries() -> None:
     assert contains("see /tmp/run.log...", "/tmp/run.log", path=True)
     assert not contains("see /tmp/run.log.1", "/tmp/run.log", path=True)
     assert not contains("see /tmp/run.log-old", "/tmp/run.log", path=True)
+    # (review fixes) a dash run before more of a name goes on with it; before a blank
+    # or the end it is grep's context mark
+    assert not contains("see app.py-old", "app.py", path=True)
+    assert not contains("see app.py--x", "app.py", path=True)
+    assert contains("see app.py-- x", "app.py", path=True)
     assert contains("under /app/ and /app/x", "/app", path=True)
     assert not contains("~/app/x", "/app/x", path=True)
     # other kinds keep the word boundaries only

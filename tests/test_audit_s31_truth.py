@@ -553,3 +553,12 @@ def test_a_date_with_slashes_names_a_month(text: str, paths: list[str]) -> None:
     assert _values(text) == paths
     message = _message(text, "tool")
     assert extract_facts([message]) == reference.extract_facts([message])
+
+
+@pytest.mark.parametrize(
+    "text", ["see app.py..+r", "see app.py..@x", "see x.txt..1.0.0", "see setup.py.+-r", "a.py.-x"]
+)
+def test_a_name_going_on_after_dots_and_dashes_is_no_path_of_its_own(text: str) -> None:
+    # (review fixes) the extraction took ``app.py`` the matcher reads as part of a name
+    assert _values(text) == []
+    _own_text_holds_every_fact("see app.py.. and Makefile..")

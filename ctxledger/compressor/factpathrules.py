@@ -17,6 +17,7 @@ __all__ = [
     "DOTFILE",
     "EXTENSIONS",
     "KNOWN_FILES",
+    "MORE_AFTER_DOT",
     "MORE_NAME",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
@@ -43,6 +44,9 @@ SECOND_SUFFIXES = (
 MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
 #: the same superscript digits: a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
 SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
+#: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
+#: character, ``+``, ``~``, ``@`` or ``/`` (the matcher reads ``app.py..+r`` as one name)
+MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/]"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
 DOTFILE = re.compile(
@@ -51,7 +55,7 @@ DOTFILE = re.compile(
     r"yarnrc|editorconfig|prettierrc|prettierignore|eslintrc|eslintignore|babelrc|pylintrc|"
     r"flake8|coveragerc|pypirc|netrc|htaccess|python-version|node-version|ruby-version|"
     r"tool-versions)(?:\.(?:local|example|sample|template|dev|development|prod|production|"
-    r"test|staging))?(?!" + MORE_NAME + r"|[\-+~@(/]|\.\w)"
+    r"test|staging))?(?!" + MORE_NAME + r"|[\-+~@(/]|" + MORE_AFTER_DOT + ")"
 )
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 #: a single backslash before ``n``, ``r`` or ``t``: maybe an escape, not a separator

@@ -22,6 +22,7 @@ from ctxledger.compressor.factescapes import unescaped
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
+from ctxledger.compressor.factpathrules import MORE_AFTER_DOT as _MORE_AFTER_DOT
 from ctxledger.compressor.factpathrules import MORE_NAME, SUPERSCRIPT_DIGITS, plausible_path
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
@@ -46,16 +47,18 @@ PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
 #: a known extension, its second suffixes, then no more of a name: not a word char
 #: (but a footnote's superscript digit, :data:`MORE_NAME`), ``-``, ``+``, ``~``, ``@``
 #: (what the matcher reads as more of it: ``app.py~`` is a backup), ``(`` or ``/``,
-#: nor a ``.`` and a word char (``Sample.h.create(``, ``resp.json.get`` and
-#: ``app.py.xyz`` are no ``Sample.h``, ``resp.json``, ``app.py``: a fact the matcher
-#: found nowhere, not even in its own text)
+#: nor a ``.`` (then dots and dashes) and a word char, ``+``, ``~``, ``@`` or ``/``
+#: (``Sample.h.create(``, ``resp.json.get``, ``app.py.xyz`` and ``app.py..+r`` are no
+#: ``Sample.h``, ``resp.json``, ``app.py``: a fact the matcher found nowhere, not even
+#: in its own text, which reads dots and dashes before more of a name as part of it)
 _EXT_ANCHOR = re.compile(
-    rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*(?!{MORE_NAME}|[\-+~@(/]|\.\w)"
+    rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*"
+    rf"(?!{MORE_NAME}|[\-+~@(/]|{_MORE_AFTER_DOT})"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
-    r"(?:\.[a-z0-9]+)?(?!" + MORE_NAME + r"|\.\w)"
+    r"(?:\.[a-z0-9]+)?(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + ")"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from helpers.reference_facts import factpaths as reference
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import factpaths
@@ -64,7 +64,7 @@ def test_a_long_text_of_one_repeated_path() -> None:
 _NEAR_SLASHES = st.sampled_from(
     ["/", "a/", "x+", "@", "~/", ":", "%", "é", "ℌ", ".py", ".tar.gz", ".j2", ".1", ".env",
      ".env.local", "Makefile", "Dockerfile.dev", "make", "a.py+", "a.py/", "-", "_", ".",
-     " ", "\n", "C:/", "..\\", "s/x/y/", "'", "app", "A"]
+     " ", "\n", "C:/", "..\\", ".\\", "~\\", "\\", "C:\\", "s/x/y/", "'", "app", "A"]
 )  # fmt: skip
 
 
@@ -127,12 +127,17 @@ def _span_window(chars: int) -> Iterator[None]:
         factpaths.SPAN_WINDOW = before
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(
     text=st.lists(_NEAR_SLASHES | _PIECES, max_size=24).map("".join),
     width=st.integers(1, 9),
     long=st.booleans(),
 )
+# review of session 31 (each example fails a mutant the draws missed): a window without
+# a start of its own keeps the span carried into it; a start at the limit is the next window's
+@example(text=".\\/\\Makefile", width=1, long=False)
+@example(text=".\\/\\Makefile", width=1, long=True)
+@example(text="//////.pyéa.py/ Makefile/", width=8, long=False)
 def test_spans_merged_by_window_are_the_reference_spans(text: str, width: int, long: bool) -> None:
     with _span_window(width), _long_text_at(0 if long else factpaths.LONG_TEXT):
         assert list(factpaths._span_ends(text)) == sorted(_reference_ends(text).items())

@@ -8,9 +8,11 @@ the characters a path may not follow, and non-ASCII letters and digits.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from helpers.reference_facts import factpaths as reference
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -156,3 +158,50 @@ def test_a_long_text_of_candidates_is_held_a_window_at_a_time() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4 * factpaths.SPAN_WINDOW * 64  # a window's candidates, not the text's
+
+
+# Review of session 31: each distinct candidate is judged once while the cache holds it
+# (4,096 of them were, then it was emptied: 5,000 files named over and over were judged
+# each time), and the cache is bounded (by count and characters): past it, it forgets.
+def _judgements(monkeypatch, name: str) -> list[str]:
+    judge, calls = getattr(factpaths, name), []
+
+    def counted(raw: str) -> object:
+        calls.append(raw)
+        return judge(raw)
+
+    monkeypatch.setattr(factpaths, name, counted)
+    return calls
+
+
+_MANY_FILES = [
+    "src/pkg{}/mod.py:12: warning\n",
+    "src\\pkg{}\\mod.py: warning\n",
+    "\\\\srv{}\\share\\mod.py: warning\n",
+]
+
+
+@pytest.mark.parametrize("line", _MANY_FILES)
+def test_recurring_candidates_are_judged_once(monkeypatch, line: str) -> None:
+    text = "".join(line.format(i) for i in range(5_000)) * 3
+    calls = _judgements(monkeypatch, "_path_of")
+    relative = _judgements(monkeypatch, "plausible_path")
+    found = factpaths.first_paths(text)
+    assert len(found) == 5_000
+    assert len(calls) == len(set(calls)) == 5_000
+    # (a relative or UNC path is judged as one first, then as the path it names)
+    as_windows = Counter(relative) - Counter(calls)
+    assert set(as_windows.values()) == ({1} if "\\" in line else set())
+
+
+@pytest.mark.parametrize("line", _MANY_FILES)
+@pytest.mark.parametrize("bound", ["_JUDGED_MAX", "_JUDGED_CHARS"])
+def test_the_judged_cache_is_bounded(monkeypatch, line: str, bound: str) -> None:
+    text = "".join(line.format(i) for i in range(150)) * 2
+    monkeypatch.setattr(factpaths, bound, 100 if bound == "_JUDGED_MAX" else 2_000)
+    calls = _judgements(monkeypatch, "_path_of")
+    relative = _judgements(monkeypatch, "plausible_path")
+    assert len(factpaths.first_paths(text)) == 150
+    assert len(calls) > len(set(calls))  # the second round was judged again
+    if "\\" in line:
+        assert max((Counter(relative) - Counter(calls)).values()) > 1

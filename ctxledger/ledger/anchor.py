@@ -66,40 +66,43 @@ def _key_path() -> Path:
 def _key() -> bytes:
     """The per-user sealing key, created (0600) on first use.
 
-    It must be a regular file of 1 to :data:`_MOST_BYTES` bytes, else InvalidInput
+    It must be a regular file of 1 to :data:`_MOST_KEY_BYTES` bytes, else InvalidInput
     naming it (``$CTXLEDGER_ANCHOR_KEY_FILE=/dev/zero`` was read until memory ran out,
     a FIFO waited forever, at the close of every writer and in ``verify``)."""
     path = _key_path()
     with contextlib.suppress(FileNotFoundError):
-        return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+        return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first
-        return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+        return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
     with os.fdopen(fd, "wb") as fh:
         fh.write(secrets.token_bytes(_KEY_BYTES))
-    return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+    return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
 
 
-#: the most a key or anchor file may hold (a key is 32 bytes, an anchor ~200)
+_KEY_FILE = "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)"
+#: the most an anchor file may hold (~200 bytes), and a key file (one made is 32 bytes;
+#: one of the user's own may be longer)
 _MOST_BYTES = 4096
+_MOST_KEY_BYTES = 1 << 16
 
 
-def _read_small(path: Path, what: str) -> bytes:
-    """The bytes of `path`, a regular file of 1 to _MOST_BYTES bytes; else InvalidInput
+def _read_small(path: Path, what: str, most: int = _MOST_BYTES) -> bytes:
+    """The bytes of `path`, a regular file of 1 to `most` bytes; else InvalidInput
     naming `what` (FileNotFoundError passes, for the caller to create or skip it)."""
     try:
         with open_input(path, pipes=False) as fh:
-            data = read_capped(fh, _MOST_BYTES)
+            data = read_capped(fh, most)
     except NotAFile as exc:
         raise InvalidInput(f"{what} {path} is {exc.strerror}") from None
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise InvalidInput(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
-    if not data or len(data) > _MOST_BYTES:
-        size = "empty" if not data else f"over {_MOST_BYTES:,} bytes"
+    if not data or len(data) > most:
+        size = "empty" if not data else f"over {most:,} bytes"
         raise InvalidInput(f"{what} {path} is {size}")
     return data
 

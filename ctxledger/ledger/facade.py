@@ -149,13 +149,17 @@ class Ledger:
         """Advance the sealed head anchor beside the ledger file to the log's last event.
 
         Best effort: an in-memory store, a closed one or an unwritable folder seal
-        nothing (False). See :mod:`ctxledger.ledger.anchor`."""
+        nothing (False), a key file that is no key too (logging a warning). See
+        :mod:`ctxledger.ledger.anchor`."""
         path = getattr(self.store, "path", None)
         if not isinstance(path, str) or path in UNPERSISTED:
             return False
         try:
             head = head_of(self.store)
             return head is not None and advance_anchor(path, *head)
+        except InvalidInput as exc:  # (the configuration: the key file, or the anchor file)
+            _log.warning("the head anchor was not sealed: %s", exc)
+            return False
         except (OSError, CtxLedgerError):
             return False
 

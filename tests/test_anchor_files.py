@@ -106,3 +106,31 @@ def test_an_anchor_that_is_a_fifo_is_reported_not_waited_on(ledger: Path) -> Non
     assert result.exit_code == 0, result.output  # the close seals nothing
     sessions = CliRunner().invoke(cli, ["--db", str(ledger), "sessions", "--json"])
     assert len(json.loads(sessions.output)) == 2
+
+
+def test_an_advance_replaces_the_anchor_whole(ledger: Path, tmp_path: Path) -> None:
+    # review of session 31: the anchor was truncated, then written, in place; a verify
+    # reading it meanwhile (it takes no lock), or after a crash, found it empty
+    head = anchor_path(ledger)
+    before = head.read_bytes()
+    with open(head, "rb") as reader:  # (opened as verify opens it, before the advance)
+        result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+        assert result.exit_code == 0, result.output
+        assert reader.read() == before  # what it had opened is whole, not emptied
+    assert head.read_bytes() != before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("l.db.head")) == [
+        "l.db.head"
+    ]  # (no temporary file left)
+
+
+def test_a_symlinked_anchor_stays_a_link(ledger: Path, tmp_path: Path) -> None:
+    head = anchor_path(ledger)
+    real = tmp_path / "real.head"
+    shutil.move(head, real)
+    head.symlink_to(real)
+    before = real.read_bytes()
+    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert head.is_symlink() and real.read_bytes() != before
+    result = CliRunner().invoke(cli, ["--db", str(ledger), "verify"])
+    assert result.exit_code == 0, result.output

@@ -28,6 +28,7 @@ import hmac
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 import msgspec
@@ -136,31 +137,58 @@ def head_of(store: EventStore) -> tuple[int, str] | None:
 def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
     """Seal (seq, head) beside `db` if it is past the current anchor. False if not moved.
 
-    Serialized with ``flock`` so two closing writers never move it backwards.
+    Serialized with ``flock`` so two closing writers never move it backwards. The new
+    anchor is written to a temporary file renamed over the old one: a ``verify`` reading
+    it meanwhile (it takes no lock), or after a crash, reads a whole anchor, never the
+    empty file of a truncate-then-write. (A symlinked anchor stays a link.)
     """
-    path = anchor_path(db)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
-        os.close(fd)
-        raise NotAFile(errno.EINVAL, "not a regular file", str(path))
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "r+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        raw = read_capped(fh, _MOST_BYTES)
-        if raw.strip():
-            try:
-                current = msgspec.json.decode(raw, type=HeadAnchor)
-            except msgspec.DecodeError:
-                current = None
-            if current is not None and current.seq >= seq:
-                return False
-        body = msgspec.json.encode(HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head)))
-        fh.seek(0)
-        fh.truncate()
-        fh.write(body)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return True
+    path = Path(os.path.realpath(anchor_path(db)))
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
+            os.close(fd)
+            raise NotAFile(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "r+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            if not _still_at(fh.fileno(), path):
+                continue  # replaced while this one waited: lock the new one
+            raw = read_capped(fh, _MOST_BYTES)
+            if raw.strip():
+                try:
+                    current = msgspec.json.decode(raw, type=HeadAnchor)
+                except msgspec.DecodeError:
+                    current = None
+                if current is not None and current.seq >= seq:
+                    return False
+            body = HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head))
+            _replace(path, msgspec.json.encode(body))
+        return True
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the one at `path`."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _replace(path: Path, body: bytes) -> None:
+    """Write `body` to a temporary file beside `path` (0600) and rename it over `path`."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | None, str] | None:

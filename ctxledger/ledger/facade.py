@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctxledger import limits
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
@@ -157,7 +158,7 @@ class Ledger:
         try:
             head = head_of(self.store)
             return head is not None and advance_anchor(path, *head)
-        except InvalidInput as exc:  # (the configuration: the key file, or the anchor file)
+        except InvalidInput as exc:  # (the key file, or the anchor file, is no such file)
             _log.warning("the head anchor was not sealed: %s", exc)
             return False
         except (OSError, CtxLedgerError):
@@ -213,6 +214,7 @@ class Ledger:
         call is one transaction over every stream it names; a stale expected version
         raises ``ConcurrencyError`` and writes nothing. `own`: folded as written (``ownfold``).
         """
+        limits.check_limit_variables()  # (a bad CTXLEDGER_MAX_* fails before any write)
         if not own:  # a compaction's own events are built here, typed
             check_decodable(requests, self.transcript.state.messages, self.store)
         # a continuation starting in this append holds its switch's layout

@@ -25,6 +25,7 @@ import errno
 import fcntl
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import stat
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import msgspec
 
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file, target_text
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
@@ -41,6 +42,7 @@ from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.inputfile import NotAFile, open_input, read_capped
 
 _KEY_BYTES = 32
+_log = logging.getLogger("ctxledger")
 
 
 class HeadAnchor(msgspec.Struct, frozen=True):
@@ -189,6 +191,20 @@ def _replace(path: Path, body: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:
+    """Advance the anchor beside `db` to the last event of `store`, best effort: False
+    when it did not move, or could not (an unwritable folder; a key file that is no key,
+    logged as a warning: the anchor stops advancing, which only ``verify`` would say)."""
+    try:
+        head = head_of(store)
+        return head is not None and advance_anchor(db, *head)
+    except InvalidInput as exc:  # (the key file, or the anchor file, is no such file)
+        _log.warning("the head anchor was not sealed: %s", exc)
+        return False
+    except (OSError, CtxLedgerError):
+        return False
 
 
 def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | None, str] | None:

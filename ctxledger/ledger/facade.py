@@ -18,7 +18,6 @@ from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import (
-    CtxLedgerError,
     InvalidInput,
     SessionEndedError,
     UnknownMessage,
@@ -54,7 +53,7 @@ from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
-from ctxledger.ledger.anchor import advance_anchor, head_of
+from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
@@ -155,14 +154,7 @@ class Ledger:
         path = getattr(self.store, "path", None)
         if not isinstance(path, str) or path in UNPERSISTED:
             return False
-        try:
-            head = head_of(self.store)
-            return head is not None and advance_anchor(path, *head)
-        except InvalidInput as exc:  # (the key file, or the anchor file, is no such file)
-            _log.warning("the head anchor was not sealed: %s", exc)
-            return False
-        except (OSError, CtxLedgerError):
-            return False
+        return seal_anchor(self.store, path)
 
     def __enter__(self) -> Ledger:
         return self

@@ -26,7 +26,6 @@ the session under a key made for another id is that id's).
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +33,12 @@ from typing import Any
 
 from ctxledger import ContextService, InvalidInput
 from ctxledger.importers.responses import items_to_messages, messages_to_items
-from ctxledger.integrations.common import live_messages, report_usage_or_warn
+from ctxledger.integrations.common import (
+    KEY_KEPT,
+    digest_key,
+    live_messages,
+    report_usage_or_warn,
+)
 from ctxledger.limits import check_token_count
 from ctxledger.runtime.service_io import check_new_batch
 
@@ -49,7 +53,6 @@ _REPORTED = "_ctxledger_reported_requests"
 _NAMEABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,149}")
 _MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}")
 _NOT_NAMEABLE = re.compile(r"[^A-Za-z0-9._:@-]")
-_KEPT = 126
 
 
 def ledger_key(session_id: str) -> str:
@@ -58,10 +61,10 @@ def ledger_key(session_id: str) -> str:
     hex digits of its sha256 (an id past 200 characters could not be named at all)."""
     if _NAMEABLE.fullmatch(session_id) and not _MADE_KEY.fullmatch(session_id):
         return session_id
-    start = _NOT_NAMEABLE.sub("-", session_id[:_KEPT])
-    start = start if start[:1].isascii() and start[:1].isalnum() else "s" + start[: _KEPT - 1]
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{start}.h{digest}"
+    start = _NOT_NAMEABLE.sub("-", session_id[:KEY_KEPT])
+    return digest_key(
+        start if start[:1].isascii() and start[:1].isalnum() else "s" + start, session_id
+    )
 
 
 def _title(session_id: str) -> str:

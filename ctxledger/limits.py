@@ -67,6 +67,15 @@ def max_input_bytes() -> int:
     return _env_int("CTXLEDGER_MAX_INPUT_BYTES", MAX_INPUT_BYTES)
 
 
+def check_limit_variables() -> None:
+    """InvalidInput naming ``$CTXLEDGER_MAX_JSON_DEPTH`` or ``$CTXLEDGER_MAX_INPUT_BYTES``
+    when it is not a positive integer: called where writing starts (a ledger's append,
+    and the writing commands before they open one), so nothing is written with a limit
+    that would fail only at the first message; a command that only reads is unaffected."""
+    max_json_depth()
+    max_input_bytes()
+
+
 def json_text_depth(text: str, stop_above: int | None = None) -> int:
     """How deep the brackets of JSON `text` nest (strings skipped), without decoding it.
 

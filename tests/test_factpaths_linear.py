@@ -87,6 +87,28 @@ def test_an_unclosed_sed_expression_on_a_long_line() -> None:
     assert factpaths.find_paths(text) == ["s/" + "x/" * 200_000, "src/app.py"]
 
 
+class _CountedSearches:
+    """A closing regex whose searches are counted (the real one searches)."""
+
+    def __init__(self, pattern: re.Pattern[str], calls: list[int]) -> None:
+        self.pattern, self.calls = pattern, calls
+
+    def search(self, text: str, pos: int, endpos: int) -> re.Match[str] | None:
+        self.calls.append(pos)
+        return self.pattern.search(text, pos, endpos)
+
+
+def test_a_closing_looked_for_in_vain_is_not_looked_for_again(monkeypatch) -> None:
+    # review of session 31: the memo was tested only by speed (the 3 s it saved);
+    # 2,000 unclosed starts on a line look for their closing once, not 2,000 times
+    calls: list[int] = []
+    counted = {key: _CountedSearches(p, calls) for key, p in factsed._SED_CLOSE.items()}
+    monkeypatch.setattr(factsed, "_SED_CLOSE", counted)
+    line = "'s/a " * 2_000
+    assert factsed.sed_spans(line + "\n" + line + "\n's/a/b/g'") == [(20_002, 20_011)]
+    assert len(calls) == 3  # once per line (the memo starts again on each line)
+
+
 def test_a_unc_path_is_not_started_again_inside_the_last_one() -> None:
     # (review fixes) every ``$\\\\a`` inside a grown UNC candidate started a new one grown
     # to the end: quadratic (128 KB: 46 s; this megabyte: most of an hour); now each is

@@ -61,3 +61,27 @@ def test_a_bad_depth_limit_is_named_before_demo_writes(
     output = _one_line_error(CliRunner().invoke(cli, ["--db", "l.db", "demo", "--turns", "1"]), 2)
     assert output.startswith("error: CTXLEDGER_MAX_JSON_DEPTH must be a positive integer")
     assert _files(folder) == before
+
+
+@pytest.mark.parametrize("name", ["CTXLEDGER_MAX_JSON_DEPTH", "CTXLEDGER_MAX_INPUT_BYTES"])
+def test_a_bad_limit_leaves_reading_commands_alone_and_refuses_writes(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # review of session 31: checked when any store opened, it broke `sessions` (exit 2)
+    # while `verify` still ran; now it is checked where writing starts
+    monkeypatch.setenv(name, "abc")
+    before = _files(folder)
+    for command in (["sessions"], ["verify"]):
+        result = CliRunner().invoke(cli, ["--db", "l.db", *command])
+        assert result.exit_code == 0, result.output
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", "l.db", "import", "a.jsonl"]), 2)
+    assert output.startswith(f"error: {name} must be a positive integer")
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", "new.db", "import", "a.jsonl"]), 2)
+    assert output.startswith(f"error: {name} must be a positive integer")
+    assert _files(folder) == before  # (no new.db either)
+    # the library: an append (a session's start) is refused before it writes
+    from ctxledger import InvalidInput, Ledger
+
+    with Ledger.open(folder / "l.db") as ledger, pytest.raises(InvalidInput, match=name):
+        ledger.start_session(model="m", context_length=16_000)
+    assert _files(folder) == before

@@ -353,6 +353,8 @@ def test_an_id_the_http_api_cannot_name_gets_a_key_it_can(service):
     assert ledger_key(long_id) != ledger_key("u" * 10_001)
     assert ledger_key(odd_id).startswith("s-Bob-Smith-chat--1.h")
     assert ledger_key("chat") == "chat"
+    assert ledger_key("x.h" + "0" * 32) != "x.h" + "0" * 32  # could be another id's key
+    assert SESSION_ID.fullmatch(ledger_key(""))
 
     async def scenario() -> None:
         session = CtxLedgerSession(long_id, service)
@@ -365,6 +367,45 @@ def test_an_id_the_http_api_cannot_name_gets_a_key_it_can(service):
 
     anyio.run(scenario)
     assert long_id not in service.ledger.transcript.state.sessions
+
+
+def test_an_id_shaped_like_another_ids_key_never_gets_that_ids_session(service):
+    # review of session 31: an SDK id equal to the key made for another id continued the
+    # session recorded under that key ("recorded under the whole id goes on")
+    from ctxledger.integrations.openai_agents import ledger_key
+
+    other = "u" * 300
+    key_shaped = ledger_key(other)
+
+    async def scenario() -> None:
+        mine = CtxLedgerSession(key_shaped, service)
+        await mine.add_items([{"role": "user", "content": "mine"}])
+        theirs = CtxLedgerSession(other, service)
+        await theirs.add_items([{"role": "user", "content": "theirs"}])
+        assert theirs.ledger_session_id() == key_shaped
+        reopened = CtxLedgerSession(key_shaped, service)
+        assert await reopened.get_items() == [{"role": "user", "content": "mine"}]
+        assert reopened.ledger_session_id() == ledger_key(key_shaped)
+
+    anyio.run(scenario)
+
+
+def test_a_key_shaped_session_recorded_under_its_whole_id_is_continued(service):
+    # before keys were made, the SDK id was the ledger's id (titled with it)
+    key_shaped = "x.h" + "0" * 32
+    anyio.run(
+        lambda: service.start_session(
+            model="agent", session_id=key_shaped, title=f"openai-agents session {key_shaped}"
+        )
+    )
+    anyio.run(lambda: service.append(key_shaped, [{"role": "user", "content": "before"}]))
+
+    async def scenario() -> None:
+        session = CtxLedgerSession(key_shaped, service)
+        assert await session.get_items() == [{"role": "user", "content": "before"}]
+        assert session.ledger_session_id() == key_shaped
+
+    anyio.run(scenario)
 
 
 def test_a_session_recorded_under_a_whole_long_id_is_continued(service):

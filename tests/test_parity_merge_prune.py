@@ -102,6 +102,24 @@ def test_merge_round_trip_for_any_text(text: str, body: str) -> None:
     assert markers.is_summary_message(merged)
 
 
+@pytest.mark.parametrize(
+    ("summary", "body"),
+    [
+        ("[CONTEXT COMPACTION] the work so far", "the work so far"),
+        ("[CONTEXT SUMMARY]: fixed the parser\nnext: tests", "fixed the parser\nnext: tests"),
+        ("[ctxledger handoff summary]\n\nstep 3 of 5", "step 3 of 5"),
+        (
+            "a summary that names [CONTEXT COMPACTION] later",
+            "a summary that names [CONTEXT COMPACTION] later",
+        ),
+    ],
+)
+def test_a_summary_text_with_an_older_prefix_is_merged_without_it(summary: str, body: str) -> None:
+    message = {"role": "user", "content": "the ask"}
+    merged = merge_summary(message, summary)
+    assert split_merged(merged) == (body, message)
+
+
 def _chat(n: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "agent"}]
     for i in range(n):

@@ -550,7 +550,7 @@ def test_a_fifo_output_gets_no_side_files_beside_it(tmp_path: Path) -> None:
         with open(fifo, "rb") as fh:
             received.append(fh.read())
 
-    reader = threading.Thread(target=drain)
+    reader = threading.Thread(target=drain, daemon=True)  # (a failure must not block exit)
     reader.start()
     report = run(compress_file, src, fifo, BATCH, EchoSummarizer(), progress=False)
     reader.join(timeout=30)

@@ -18,6 +18,7 @@ from ctxledger.cli.app import (
     state_of,
 )
 from ctxledger.demo.run import DemoReport, run_demo
+from ctxledger.limits import check_limit_variables
 from ctxledger.terminal import PlainConsole
 
 
@@ -60,6 +61,7 @@ DEMO_MAX_TURNS = 10_000
 def demo(ctx: click.Context, seed: int, turns: int, context_length: int, as_json: bool) -> None:
     """Drive a long generated coding-agent session through the service (offline summarizer)."""
     db = state_of(ctx).db
+    check_limit_variables()  # (named before the demo creates the ledger)
 
     async def run() -> object:
         return await run_demo(

@@ -140,10 +140,7 @@ def trajectories_compress(
     from ctxledger.trajectories import TrajectoryConfig, compress_file
     from ctxledger.trajectories.record import record_batch, written_keys
 
-    if in_path.resolve() == out_path.resolve():
-        raise InvalidInput("OUT must differ from IN")
-    if not out_path.resolve().parent.is_dir():
-        raise InvalidInput(f"OUT's directory {out_path.resolve().parent} does not exist")
+    stream = _checked_out(in_path, out_path, recording=state_of(ctx).explicit)
     config = TrajectoryConfig(
         target_max_tokens=target,
         summary_target_tokens=summary_target,
@@ -154,12 +151,6 @@ def trajectories_compress(
         per_trajectory_timeout=timeout,
         retries=retries,
     )
-    stream = is_stream(out_path)
-    if stream and state_of(ctx).explicit:
-        raise InvalidInput(
-            f"{out_path} is a FIFO or /dev/null: it cannot be read back to record its "
-            "compactions with --db; write OUT to a file"
-        )
     summarizer = make_summarizer(summarizer_kind, state_of(ctx).config())
     already = written_keys(out_path)
 
@@ -188,6 +179,22 @@ def trajectories_compress(
             f"note: {out_path} is a FIFO or /dev/null: no metrics file or report was written beside it",
             err=True,
         )
+
+
+def _checked_out(in_path: Path, out_path: Path, *, recording: bool) -> bool:
+    """Whether OUT is a stream (a FIFO, /dev/null); InvalidInput when OUT cannot be
+    written as asked (IN itself, a missing folder, a stream to record from)."""
+    if in_path.resolve() == out_path.resolve():
+        raise InvalidInput("OUT must differ from IN")
+    if not out_path.resolve().parent.is_dir():
+        raise InvalidInput(f"OUT's directory {out_path.resolve().parent} does not exist")
+    stream = is_stream(out_path)
+    if stream and recording:
+        raise InvalidInput(
+            f"{out_path} is a FIFO or /dev/null: it cannot be read back to record its "
+            "compactions with --db; write OUT to a file"
+        )
+    return stream
 
 
 def _print_trajectory_report(data: dict[str, Any], db: object) -> None:

@@ -21,7 +21,7 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.errors import CtxLedgerError, InvalidInput
-from ctxledger.limits import check_context_length
+from ctxledger.limits import check_context_length, check_limit_variables
 
 APP_FACTORY = "ctxledger.server.app:app_from_env"
 #: the most worker processes `serve --workers` starts
@@ -165,6 +165,7 @@ def serve(
     from ctxledger.compressor.settings import resolve_config
 
     resolve_config(config_path)  # a bad file or CTXLEDGER_<KEY> fails here, not in every worker
+    check_limit_variables()  # (so do CTXLEDGER_MAX_*, at start, not at the first message)
     _export_settings(
         db=str(db_path or state_of(ctx).db),
         config=str(config_path or ""),

@@ -17,6 +17,7 @@ import heapq
 import re
 import string
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from ctxledger.compressor.factescapes import unescaped
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
@@ -177,8 +178,11 @@ _LONG_SCANS = (_SLASH_OR_EXTENSION, _KNOWN_FILE, _DOTFILE)
 #: candidate spans are gathered one window of starts at a time: memory is bounded by
 #: a window's candidates, not the text's (10 MB of ``x/ `` held 3.3 million at once)
 SPAN_WINDOW = 1 << 16
-#: at most this many judged candidates are remembered (the cache is emptied then)
-_JUDGED_MAX = 4096
+#: at most this many judged candidates, of at most _JUDGED_CHARS characters in all, are
+#: remembered (the cache is emptied then): a log naming 5,000 files over and over (a
+#: cache of 4,096 emptied at every round) judged each of them each time
+_JUDGED_MAX = 1 << 16
+_JUDGED_CHARS = 1 << 21
 
 #: (window number, the spans starting in it, in order)
 _Chunks = Iterator[tuple[int, list[tuple[int, int]]]]
@@ -365,6 +369,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the UNC paths of `text` (``\\\\server\\share``), by start,
     when :func:`plausible_path` judges them paths."""
     judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+    held = 0  # (characters of the candidates in judged)
     done = 0
     for match in _UNC_START.finditer(text):
         start = match.start(1)
@@ -375,8 +380,10 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
         raw = text[start:end]
         good = judged.get(raw)
         if good is None:
-            if len(judged) >= _JUDGED_MAX:
+            held += len(raw)
+            if held > _JUDGED_CHARS or len(judged) >= _JUDGED_MAX:
                 judged.clear()
+                held = len(raw)
             good = judged[raw] = plausible_path(raw) is not None
         if good:
             yield start, end
@@ -403,6 +410,7 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     then a backslash and what a Windows path grows over, when :func:`plausible_path`
     judges it a path (else the names in it are looked at alone, as before)."""
     judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+    held = 0  # (characters of the candidates in judged)
     for match in _RELATIVE_START.finditer(text):
         start = match.start(1)
         right = _WINDOWS_RIGHT.match(text, match.end())
@@ -410,8 +418,10 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
         raw = text[start:end]
         good = judged.get(raw)
         if good is None:
-            if len(judged) >= _JUDGED_MAX:
+            held += len(raw)
+            if held > _JUDGED_CHARS or len(judged) >= _JUDGED_MAX:
                 judged.clear()
+                held = len(raw)
             good = judged[raw] = plausible_path(raw) is not None
         if good:
             yield start, end
@@ -420,12 +430,15 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
 def paths(text: str) -> Iterator[tuple[int, str]]:
     """``(position, path)`` of every path `text` names, in order."""
     judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
+    held = 0  # (characters of the candidates in judged)
     for start, end in _span_ends(text):
         raw = text[start:end]
         value = judged.get(raw, _UNJUDGED)
         if value is _UNJUDGED:
-            if len(judged) >= _JUDGED_MAX:
+            held += len(raw)
+            if held > _JUDGED_CHARS or len(judged) >= _JUDGED_MAX:
                 judged.clear()
+                held = len(raw)
             value = judged[raw] = _path_of(raw)
         if value is not None:
             yield start, value
@@ -445,8 +458,8 @@ def first_paths(text: str) -> list[tuple[int, str]]:
     return [(start, path) for path, start in first.items()]  # (in order of start)
 
 
-#: a candidate not judged yet (None is "no path")
-_UNJUDGED = "\0"
+#: a candidate not judged yet (None is "no path"; compared by identity)
+_UNJUDGED: Any = object()
 
 
 def _path_of(raw: str) -> str | None:

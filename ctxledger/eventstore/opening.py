@@ -18,7 +18,6 @@ from ctxledger.errors import InvalidConfig, InvalidInput
 from ctxledger.eventstore.base import Durability, EventStore
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.limits import max_input_bytes, max_json_depth
 from ctxledger.shownurl import shown_url
 
 __all__ = [
@@ -114,10 +113,8 @@ def open_store(
     """Open the event store `target` names: a PostgreSQL URL or a SQLite file path.
 
     `options` go to the backend's constructor. Raises InvalidInput for an unknown
-    scheme or a bad ``CTXLEDGER_MAX_*`` variable (named before anything is written),
-    and InvalidConfig when the PostgreSQL extra is not installed.
+    scheme, and InvalidConfig when the PostgreSQL extra is not installed.
     """
-    max_json_depth(), max_input_bytes()  # (each raises naming its variable)
     text = target_text(target)
     match = _SCHEME.match(text)
     if match is None:

@@ -11,6 +11,7 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import os
@@ -27,6 +28,17 @@ from ctxledger.eventstore import is_url
 T = TypeVar("T")
 JSON = dict[str, Any]
 logger = logging.getLogger("ctxledger.integrations")
+
+#: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
+KEY_KEPT = 126
+
+
+def digest_key(start: str, whole: str) -> str:
+    """A session key made for the id `whole`: `start` (at most :data:`KEY_KEPT`
+    characters of it, as the caller made them safe), ``.h`` and 32 hex digits of the
+    sha256 of the whole id (the LangChain and OpenAI Agents adapters share it)."""
+    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{start[:KEY_KEPT]}.h{digest}"
 
 
 class LoopThread:

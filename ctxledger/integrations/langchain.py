@@ -26,7 +26,6 @@ process finds where the ledger left off.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from ctxledger import ContextService
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
     LoopThread,
+    digest_key,
     finite_schema,
     live_messages,
     report_usage_or_warn,
@@ -313,10 +313,9 @@ _UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
 
 #: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
 #: generation's ``~N`` stays within the 200 characters of a session id the HTTP API can
-#: name. A longer one is cut to its first _KEPT characters and a digest of the whole,
+#: name. A longer one is cut to its first KEY_KEPT characters and a digest of the whole,
 #: 160 characters in all: longer than any whole key, so never the key of another thread.
 _LONGEST_KEY = 150
-_KEPT = 126
 
 
 def _session_key(thread: str) -> str:
@@ -328,8 +327,7 @@ def _session_key(thread: str) -> str:
     key = _escaped(thread)
     if len(key) <= _LONGEST_KEY:
         return key
-    digest = hashlib.sha256(thread.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{key[:_KEPT]}.h{digest}"
+    return digest_key(key, thread)
 
 
 def _escaped(thread: str) -> str:

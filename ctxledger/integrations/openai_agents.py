@@ -19,13 +19,13 @@ An SDK id the HTTP API could not name (over 150 characters, or with characters o
 than letters, digits and ``._:@-``) is kept as a key of at most 160 characters: its
 start with each other character as ``-``, ``.h`` and 32 hex digits of its sha256
 (as the LangChain adapter keys a long thread id). A session already recorded under
-the whole id is continued under it.
+the whole id is continued under it (for an id shaped like a key, only one titled with it:
+the session under a key made for another id is that id's).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +33,12 @@ from typing import Any
 
 from ctxledger import ContextService, InvalidInput
 from ctxledger.importers.responses import items_to_messages, messages_to_items
-from ctxledger.integrations.common import live_messages, report_usage_or_warn
+from ctxledger.integrations.common import (
+    KEY_KEPT,
+    digest_key,
+    live_messages,
+    report_usage_or_warn,
+)
 from ctxledger.limits import check_token_count
 from ctxledger.runtime.service_io import check_new_batch
 
@@ -48,7 +53,6 @@ _REPORTED = "_ctxledger_reported_requests"
 _NAMEABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,149}")
 _MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}")
 _NOT_NAMEABLE = re.compile(r"[^A-Za-z0-9._:@-]")
-_KEPT = 126
 
 
 def ledger_key(session_id: str) -> str:
@@ -57,10 +61,15 @@ def ledger_key(session_id: str) -> str:
     hex digits of its sha256 (an id past 200 characters could not be named at all)."""
     if _NAMEABLE.fullmatch(session_id) and not _MADE_KEY.fullmatch(session_id):
         return session_id
-    start = _NOT_NAMEABLE.sub("-", session_id[:_KEPT])
-    start = start if start[0].isascii() and start[0].isalnum() else "s" + start[: _KEPT - 1]
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{start}.h{digest}"
+    start = _NOT_NAMEABLE.sub("-", session_id[:KEY_KEPT])
+    return digest_key(
+        start if start[:1].isascii() and start[:1].isalnum() else "s" + start, session_id
+    )
+
+
+def _title(session_id: str) -> str:
+    """The title of the first ledger session of an SDK id (how it is told apart)."""
+    return f"openai-agents session {session_id}"
 
 
 class CtxLedgerSession:
@@ -89,8 +98,7 @@ class CtxLedgerSession:
         self.system_prompt = system_prompt
         self.session_settings = session_settings
         self.service.ledger.refresh()
-        # a session recorded under the whole id before keys were made goes on under it
-        self._key = session_id if self._exists(session_id) else ledger_key(session_id)
+        self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
 
     @classmethod
@@ -108,8 +116,16 @@ class CtxLedgerSession:
     def _exists(self, sid: str) -> bool:
         return sid in self.service.ledger.transcript.state.sessions
 
+    def _recorded_whole(self, session_id: str) -> bool:
+        """Whether a session was recorded under the whole `session_id` before keys were
+        made (it goes on under it). An id shaped like a key may be the key made for another
+        id: the session under it is this id's only if its title says so."""
+        info = self.service.ledger.chains.state.sessions.get(session_id)
+        if info is None:
+            return False
+        return not _MADE_KEY.fullmatch(session_id) or info.title == _title(session_id)
+
     def _latest_generation(self) -> int:
-        self.service.ledger.refresh()
         generation = 1
         while self._exists(self._ledger_id(generation + 1)):
             generation += 1
@@ -135,7 +151,7 @@ class CtxLedgerSession:
             context_length=self.context_length,
             system_prompt=self.system_prompt,
             session_id=self._ledger_id(self._generation),
-            title=f"openai-agents session {self.session_id}",
+            title=_title(self.session_id),
         )
 
     # --- the Session protocol -----------------------------------------------------------

@@ -25,14 +25,16 @@ import errno
 import fcntl
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 import msgspec
 
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file, target_text
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
@@ -40,6 +42,7 @@ from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.inputfile import NotAFile, open_input, read_capped
 
 _KEY_BYTES = 32
+_log = logging.getLogger("ctxledger")
 
 
 class HeadAnchor(msgspec.Struct, frozen=True):
@@ -66,40 +69,43 @@ def _key_path() -> Path:
 def _key() -> bytes:
     """The per-user sealing key, created (0600) on first use.
 
-    It must be a regular file of 1 to :data:`_MOST_BYTES` bytes, else InvalidInput
+    It must be a regular file of 1 to :data:`_MOST_KEY_BYTES` bytes, else InvalidInput
     naming it (``$CTXLEDGER_ANCHOR_KEY_FILE=/dev/zero`` was read until memory ran out,
     a FIFO waited forever, at the close of every writer and in ``verify``)."""
     path = _key_path()
     with contextlib.suppress(FileNotFoundError):
-        return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+        return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first
-        return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+        return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
     with os.fdopen(fd, "wb") as fh:
         fh.write(secrets.token_bytes(_KEY_BYTES))
-    return _read_small(path, "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)")
+    return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
 
 
-#: the most a key or anchor file may hold (a key is 32 bytes, an anchor ~200)
+_KEY_FILE = "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)"
+#: the most an anchor file may hold (~200 bytes), and a key file (one made is 32 bytes;
+#: one of the user's own may be longer)
 _MOST_BYTES = 4096
+_MOST_KEY_BYTES = 1 << 16
 
 
-def _read_small(path: Path, what: str) -> bytes:
-    """The bytes of `path`, a regular file of 1 to _MOST_BYTES bytes; else InvalidInput
+def _read_small(path: Path, what: str, most: int = _MOST_BYTES) -> bytes:
+    """The bytes of `path`, a regular file of 1 to `most` bytes; else InvalidInput
     naming `what` (FileNotFoundError passes, for the caller to create or skip it)."""
     try:
         with open_input(path, pipes=False) as fh:
-            data = read_capped(fh, _MOST_BYTES)
+            data = read_capped(fh, most)
     except NotAFile as exc:
         raise InvalidInput(f"{what} {path} is {exc.strerror}") from None
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise InvalidInput(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
-    if not data or len(data) > _MOST_BYTES:
-        size = "empty" if not data else f"over {_MOST_BYTES:,} bytes"
+    if not data or len(data) > most:
+        size = "empty" if not data else f"over {most:,} bytes"
         raise InvalidInput(f"{what} {path} is {size}")
     return data
 
@@ -133,31 +139,72 @@ def head_of(store: EventStore) -> tuple[int, str] | None:
 def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
     """Seal (seq, head) beside `db` if it is past the current anchor. False if not moved.
 
-    Serialized with ``flock`` so two closing writers never move it backwards.
+    Serialized with ``flock`` so two closing writers never move it backwards. The new
+    anchor is written to a temporary file renamed over the old one: a ``verify`` reading
+    it meanwhile (it takes no lock), or after a crash, reads a whole anchor, never the
+    empty file of a truncate-then-write. (A symlinked anchor stays a link.)
     """
-    path = anchor_path(db)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
-        os.close(fd)
-        raise NotAFile(errno.EINVAL, "not a regular file", str(path))
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "r+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        raw = read_capped(fh, _MOST_BYTES)
-        if raw.strip():
-            try:
-                current = msgspec.json.decode(raw, type=HeadAnchor)
-            except msgspec.DecodeError:
-                current = None
-            if current is not None and current.seq >= seq:
-                return False
-        body = msgspec.json.encode(HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head)))
-        fh.seek(0)
-        fh.truncate()
-        fh.write(body)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return True
+    path = Path(os.path.realpath(anchor_path(db)))
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
+            os.close(fd)
+            raise NotAFile(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "r+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            if not _still_at(fh.fileno(), path):
+                continue  # replaced while this one waited: lock the new one
+            raw = read_capped(fh, _MOST_BYTES)
+            if raw.strip():
+                try:
+                    current = msgspec.json.decode(raw, type=HeadAnchor)
+                except msgspec.DecodeError:
+                    current = None
+                if current is not None and current.seq >= seq:
+                    return False
+            body = HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head))
+            _replace(path, msgspec.json.encode(body))
+        return True
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the one at `path`."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _replace(path: Path, body: bytes) -> None:
+    """Write `body` to a temporary file beside `path` (0600) and rename it over `path`."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:
+    """Advance the anchor beside `db` to the last event of `store`, best effort: False
+    when it did not move, or could not (an unwritable folder; a key file that is no key,
+    logged as a warning: the anchor stops advancing, which only ``verify`` would say)."""
+    try:
+        head = head_of(store)
+        return head is not None and advance_anchor(db, *head)
+    except InvalidInput as exc:  # (the key file, or the anchor file, is no such file)
+        _log.warning("the head anchor was not sealed: %s", exc)
+        return False
+    except (OSError, CtxLedgerError):
+        return False
 
 
 def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | None, str] | None:

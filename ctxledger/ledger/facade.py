@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctxledger import limits
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import (
-    CtxLedgerError,
     InvalidInput,
     SessionEndedError,
     UnknownMessage,
@@ -53,7 +53,7 @@ from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
-from ctxledger.ledger.anchor import advance_anchor, head_of
+from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
@@ -149,15 +149,12 @@ class Ledger:
         """Advance the sealed head anchor beside the ledger file to the log's last event.
 
         Best effort: an in-memory store, a closed one or an unwritable folder seal
-        nothing (False). See :mod:`ctxledger.ledger.anchor`."""
+        nothing (False), a key file that is no key too (logging a warning). See
+        :mod:`ctxledger.ledger.anchor`."""
         path = getattr(self.store, "path", None)
         if not isinstance(path, str) or path in UNPERSISTED:
             return False
-        try:
-            head = head_of(self.store)
-            return head is not None and advance_anchor(path, *head)
-        except (OSError, CtxLedgerError):
-            return False
+        return seal_anchor(self.store, path)
 
     def __enter__(self) -> Ledger:
         return self
@@ -209,6 +206,7 @@ class Ledger:
         call is one transaction over every stream it names; a stale expected version
         raises ``ConcurrencyError`` and writes nothing. `own`: folded as written (``ownfold``).
         """
+        limits.check_limit_variables()  # (a bad CTXLEDGER_MAX_* fails before any write)
         if not own:  # a compaction's own events are built here, typed
             check_decodable(requests, self.transcript.state.messages, self.store)
         # a continuation starting in this append holds its switch's layout

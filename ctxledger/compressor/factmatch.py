@@ -36,6 +36,7 @@ import msgspec
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factescapes import escape_follows
+from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args
@@ -85,9 +86,8 @@ _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 _EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 
 
-#: superscript digits, a footnote's mark (``x.log¹``): NFKC makes them digits
-#: (``x.log1``, another name), so they are read as a blank first
-SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
+# superscript digits, a footnote's mark (``x.log¹``): NFKC makes them digits
+# (``x.log1``, another name), so they are read as a blank first
 _SUPERSCRIPT_TABLE = str.maketrans(dict.fromkeys(SUPERSCRIPT_DIGITS, " "))
 
 

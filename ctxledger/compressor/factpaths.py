@@ -16,7 +16,7 @@ import bisect
 import heapq
 import re
 import string
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ctxledger.compressor.factescapes import unescaped
@@ -365,19 +365,15 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
     return heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
 
 
-def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of the UNC paths of `text` (``\\\\server\\share``), by start,
-    when :func:`plausible_path` judges them paths."""
-    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
+def _bounded_judge() -> Callable[[str], bool]:
+    """Whether :func:`plausible_path` judges a candidate a path, each distinct candidate
+    judged once (a long text repeats its paths) in a cache bounded by count and
+    characters (emptied when full)."""
+    judged: dict[str, bool] = {}
     held = 0  # (characters of the candidates in judged)
-    done = 0
-    for match in _UNC_START.finditer(text):
-        start = match.start(1)
-        if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
-            continue
-        right = _UNC_RIGHT.match(text, match.end())
-        end = done = right.end() if right is not None else match.end()
-        raw = text[start:end]
+
+    def is_path(raw: str) -> bool:
+        nonlocal held
         good = judged.get(raw)
         if good is None:
             held += len(raw)
@@ -385,7 +381,23 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
                 judged.clear()
                 held = len(raw)
             good = judged[raw] = plausible_path(raw) is not None
-        if good:
+        return good
+
+    return is_path
+
+
+def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the UNC paths of `text` (``\\\\server\\share``), by start,
+    when :func:`plausible_path` judges them paths."""
+    is_path = _bounded_judge()
+    done = 0
+    for match in _UNC_START.finditer(text):
+        start = match.start(1)
+        if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
+            continue
+        right = _UNC_RIGHT.match(text, match.end())
+        end = done = right.end() if right is not None else match.end()
+        if is_path(text[start:end]):
             yield start, end
 
 
@@ -409,21 +421,12 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     start: a name after no path character, separator or ``:`` (``\\d+\\.`` is none),
     then a backslash and what a Windows path grows over, when :func:`plausible_path`
     judges it a path (else the names in it are looked at alone, as before)."""
-    judged: dict[str, bool] = {}  # a long text repeats its paths: judge each once
-    held = 0  # (characters of the candidates in judged)
+    is_path = _bounded_judge()
     for match in _RELATIVE_START.finditer(text):
         start = match.start(1)
         right = _WINDOWS_RIGHT.match(text, match.end())
         end = right.end() if right is not None else match.end()
-        raw = text[start:end]
-        good = judged.get(raw)
-        if good is None:
-            held += len(raw)
-            if held > _JUDGED_CHARS or len(judged) >= _JUDGED_MAX:
-                judged.clear()
-                held = len(raw)
-            good = judged[raw] = plausible_path(raw) is not None
-        if good:
+        if is_path(text[start:end]):
             yield start, end
 
 

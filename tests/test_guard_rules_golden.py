@@ -93,3 +93,27 @@ def test_old_rows_read_under_the_old_rule_and_new_ones_under_the_new(tmp_path: P
             assert decode_event(encode_event(event), type(event).__name__, 2) == event
     finally:
         ledger.close()
+
+
+def test_a_whatif_replays_each_old_window_change_under_its_recorded_rule(tmp_path: Path) -> None:
+    """The replay writes each recorded switch and stated window with the rule its writer
+    used: the schema 1 rows of the golden ledger come back as ``scoped_guards`` False in
+    the what-if's own ledger, not as today's default."""
+    ledger = reopened(tmp_path)
+    try:
+        for root in CHAINS:
+            out = tmp_path / f"whatif-{root}.db"
+            whatif(ledger, root, out=out)
+            replayed = Ledger.open(out)
+            try:
+                changes = [
+                    rec.event
+                    for rec in replayed.store.read_all()
+                    if isinstance(rec.event, ModelSwitched | ContextLimitLearned)
+                ]
+            finally:
+                replayed.close()
+            assert changes, root
+            assert [e.scoped_guards for e in changes] == [False] * len(changes), root
+    finally:
+        ledger.close()

@@ -134,3 +134,14 @@ def test_a_symlinked_anchor_stays_a_link(ledger: Path, tmp_path: Path) -> None:
     assert head.is_symlink() and real.read_bytes() != before
     result = CliRunner().invoke(cli, ["--db", str(ledger), "verify"])
     assert result.exit_code == 0, result.output
+
+
+def test_an_advance_keeps_the_anchors_mode(ledger: Path, tmp_path: Path) -> None:
+    # final review of session 31: the replacing file was 0600 whatever the anchor was
+    head = anchor_path(ledger)
+    head.chmod(0o644)
+    before = head.read_bytes()
+    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert head.read_bytes() != before
+    assert head.stat().st_mode & 0o777 == 0o644

@@ -179,9 +179,12 @@ def _still_at(fd: int, path: Path) -> bool:
 
 
 def _replace(path: Path, body: bytes) -> None:
-    """Write `body` to a temporary file beside `path` (0600) and rename it over `path`."""
+    """Write `body` to a temporary file beside `path` and rename it over `path`, keeping
+    the mode of the file it replaces (0600 for a new one); the folder is synced after."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
+        with contextlib.suppress(FileNotFoundError):
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(fd, "wb") as out:
             out.write(body)
             out.flush()
@@ -191,6 +194,11 @@ def _replace(path: Path, body: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:

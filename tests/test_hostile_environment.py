@@ -9,10 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 from click.testing import CliRunner, Result
 
 from ctxledger.cli.main import cli
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.errors import InvalidInput
+from ctxledger.ledger.compaction import compact
+from ctxledger.ledger.facade import Ledger
 
 
 @pytest.fixture
@@ -85,3 +91,43 @@ def test_a_bad_limit_leaves_reading_commands_alone_and_refuses_writes(
     with Ledger.open(folder / "l.db") as ledger, pytest.raises(InvalidInput, match=name):
         ledger.start_session(model="m", context_length=16_000)
     assert _files(folder) == before
+
+
+class _CountingSummarizer:
+    kind = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.calls += 1
+        return await OfflineSummarizer().summarize(request)
+
+
+def test_a_bad_limit_stops_a_compaction_before_its_summarizer_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # final review of session 31: checked only at the append, a compaction paid its
+    # summarizer (an LLM call) before the bad variable was named
+    ledger = Ledger.open(tmp_path / "l.db")
+    try:
+        sid = ledger.start_session(model="m", context_length=16_000)
+        for i in range(8):
+            ledger.append_messages(
+                sid,
+                [
+                    {"role": "user", "content": f"question {i} " + "q " * 300},
+                    {"role": "assistant", "content": "answer " * 100},
+                ],
+            )
+        summarizer = _CountingSummarizer()
+        monkeypatch.setenv("CTXLEDGER_MAX_JSON_DEPTH", "abc")
+        before = ledger.store.last_seq()
+        with pytest.raises(InvalidInput, match="CTXLEDGER_MAX_JSON_DEPTH must be a positive"):
+            anyio.run(lambda: compact(ledger, sid, summarizer))
+        assert summarizer.calls == 0 and ledger.store.last_seq() == before
+        monkeypatch.delenv("CTXLEDGER_MAX_JSON_DEPTH")
+        anyio.run(lambda: compact(ledger, sid, summarizer))
+        assert summarizer.calls == 1 and ledger.store.last_seq() > before
+    finally:
+        ledger.close()

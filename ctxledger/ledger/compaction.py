@@ -29,7 +29,7 @@ from ctxledger.errors import FailureClass, SummarizerError
 from ctxledger.events import CompressionSkipped, Trigger
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
-from ctxledger.limits import check_text, check_unicode
+from ctxledger.limits import check_limit_variables, check_text, check_unicode
 from ctxledger.projections import Projector
 from ctxledger.tokens import rough_message_tokens
 
@@ -168,6 +168,8 @@ async def compact(
     records its own, with a cooldown), a ``CompressionSkipped`` naming the failure
     class; other failures (not configured included) use the recorded fallback summary.
     """
+    if not dry_run:  # (a bad CTXLEDGER_MAX_* fails before the summarizer is paid, not after)
+        check_limit_variables()
     with collector_paused():
         prepared = plan_compaction(
             ledger, session_id, config=config, focus=focus, force=trigger == "manual"

@@ -125,9 +125,13 @@ def test_each_route_gets_hermes_s_marker_layout(hermes: Hermes) -> None:
     assert not found, "\n".join(found)
 
 
-def test_without_a_provider_the_model_id_names_the_route() -> None:
-    """No provider given: a native id (``claude-*``) or a Bedrock id takes the native
-    layout, OpenRouter's ``anthropic/claude-*`` the envelope one."""
-    assert native_cache_layout("claude-sonnet-4-5")
-    assert native_cache_layout("us.anthropic.claude-sonnet-4-20250514-v1:0")
-    assert not native_cache_layout("anthropic/claude-sonnet-4.5")
+def test_without_a_provider_the_envelope_layout_stays() -> None:
+    """No provider given: the route is unknown (Hermes always resolves one before its
+    cache policy), so every Claude id keeps the envelope layout the proxy sent before
+    the Bedrock change; a top-level marker on a tool message would be refused by an
+    OpenAI-wire route (final review of session 31, F2). A named route still decides."""
+    for model in ("claude-sonnet-4-5", "us.anthropic.claude-sonnet-4-20250514-v1:0"):
+        assert supports_prompt_caching(model)
+        assert not native_cache_layout(model)
+        assert native_cache_layout(model, "bedrock")
+    assert native_cache_layout("claude-sonnet-4-5", "anthropic")

@@ -164,7 +164,10 @@ async def test_markers_only_where_the_route_supports_them(
     [
         (CLAUDE, "anthropic", True),
         ("anthropic.claude-3-5-sonnet-20240620-v1:0", "bedrock", True),
-        ("us.anthropic.claude-sonnet-4-20250514-v1:0", None, True),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", "bedrock", True),
+        # no provider: the route is unknown, the envelope layout stays (final review F2)
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", None, False),
+        (CLAUDE, None, False),
         ("anthropic/claude-sonnet-4-5", "openrouter", False),
     ],
 )

@@ -167,16 +167,15 @@ def native_cache_layout(model: str, provider: str | None = None) -> bool:
 
     Hermes sends Claude on the Anthropic Messages wire directly and on Bedrock (its
     runtime picks ``anthropic_messages`` for Claude there), both native; OpenRouter is
-    the envelope. With no provider the model id's shape decides, as in
-    :func:`supports_prompt_caching`: ``anthropic/claude-*`` is OpenRouter's naming.
-    Only meaningful where :func:`supports_prompt_caching` is true.
+    the envelope. With no provider the route is unknown (Hermes always resolves one
+    first), so the envelope layout stays, as before the Bedrock change: the proxy's
+    OpenAI face would otherwise send top-level markers on tool messages, which
+    OpenAI-wire routes reject. Only meaningful where :func:`supports_prompt_caching`
+    is true; ``model`` is kept for the callers' symmetry with it.
     """
+    del model
     route = (provider or "").strip().lower()
-    if route in _NATIVE_PROVIDERS or route in _BEDROCK_PROVIDERS:
-        return True
-    if route:
-        return False
-    return not model.strip().lower().startswith("anthropic/")
+    return route in _NATIVE_PROVIDERS or route in _BEDROCK_PROVIDERS
 
 
 __all__ = [

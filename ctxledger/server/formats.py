@@ -415,13 +415,44 @@ def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     )
 
 
+#: blocks the Messages API never lets carry a cache marker
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def _marker_on_last_block(message: JSONDict) -> JSONDict:
+    """A message whose prompt-cache marker sits on the message itself (the native layout
+    marks a content-less tool-call turn so) with the marker moved onto its last content
+    block, a tool-call turn's last ``tool_use``: the Messages API accepts
+    ``cache_control`` only on blocks and answers 400 to one on a message. As Hermes 0.19's
+    adapter does; a message with no block to carry it (thinking blocks cannot) drops it."""
+    if "cache_control" not in message:
+        return message
+    out = dict(message)
+    marker = out.pop("cache_control")
+    content = out.get("content")
+    if isinstance(content, str) and content:
+        out["content"] = [{"type": "text", "text": content, "cache_control": marker}]
+    elif isinstance(content, list):
+        carriers = [
+            i
+            for i, block in enumerate(content)
+            if isinstance(block, Mapping) and block.get("type") not in _THINKING
+        ]
+        if carriers:
+            blocks = list(content)
+            blocks[carriers[-1]] = {"cache_control": marker, **blocks[carriers[-1]]}
+            out["content"] = blocks
+    return out
+
+
 def anthropic_upstream(
     body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
 ) -> JSONDict:
     system: Any = None
     if view and view[0].get("role") == "system":
         system, view = view[0].get("content"), view[1:]
-    out = {**body, "messages": anthropic_document(None, view)["messages"]}
+    messages = [_marker_on_last_block(m) for m in anthropic_document(None, view)["messages"]]
+    out = {**body, "messages": messages}
     out.pop("system", None)
     if system is not None:
         out["system"] = system

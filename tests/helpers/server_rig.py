@@ -63,10 +63,15 @@ class Rig:
 
 @asynccontextmanager
 async def rig(
-    tmp_path: Path, *, api: str = "openai", config: CompressionConfig | None = None, **settings: Any
+    tmp_path: Path,
+    *,
+    api: str = "openai",
+    config: CompressionConfig | None = None,
+    provider: str | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Rig]:
     upstream = FakeUpstream()
-    service = ContextService.open(tmp_path / "server.db", config=config)
+    service = ContextService.open(tmp_path / "server.db", config=config, provider=provider)
     app = create_app(
         service,
         api=api,

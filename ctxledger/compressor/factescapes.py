@@ -8,8 +8,11 @@ so only a line that shows it is escaped is read as escaped: one holding a ``\\n`
 no path can hold, before a blank, a quote, a closing bracket, a ``,``, ``;``, another
 backslash or the line's end (``"…\\n"``, ``\\n\\n``), or a ``\\r\\n``, and no
 single-backslash drive path (``C:\\temp\\notes.txt``: a JSON string doubles its
-backslash). On such a line, in the quoted string holding the evidence (between two
-quotes no backslash escapes, or the line's ends), every ``\\n``, ``\\r`` and ``\\t``
+backslash; ``C:\\notes.txt`` only with a second single backslash, ``C:\\new\\x``: ``C:\\n``
+may be a colon and a newline). On such a line, in the quoted string holding the evidence
+(between two quotes no backslash escapes, or the line's ends; an apostrophe between two
+word characters, ``it's``, is no quote) and in every double-quoted string, every
+``\\n``, ``\\r`` and ``\\t``
 whose backslash is no escaped backslash (an odd run: ``\\\\n`` is a backslash and an
 ``n``) is an escape, and :func:`escape_spans` gives their spans: ``sed "s/\\r\\n/\\n/"
 src\\tests\\app.py`` keeps its path.
@@ -61,6 +64,8 @@ def _escaped_lines(text: str) -> list[tuple[int, int]]:
             continue
         if at > line[1]:
             line = _line_at(text, at, done)
+            if not line[2]:  # (review fixes) every double-quoted string of the line
+                spans.extend(_double_quoted(text, line[0], line[1]))
         if line[2]:  # a real Windows path on this line: its backslashes are no escapes
             done = line[1]
             match = _EVIDENCE.search(text, done)
@@ -70,12 +75,40 @@ def _escaped_lines(text: str) -> list[tuple[int, int]]:
         while quote is not None and quote.group() in "\"'" and not _free(text, quote.start()):
             quote = _QUOTE_OR_END.search(text, quote.end())
         end = len(text) if quote is None else quote.start()
-        if spans and spans[-1][1] + 1 == start:  # the next line or string: one stretch
-            spans[-1] = (spans[-1][0], end)
-        else:
-            spans.append((start, end))
+        spans.append((start, end))
         done = end
         match = _EVIDENCE.search(text, end)
+    return _merged(spans)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` in order, those that overlap or touch (across a quote, the next line) made
+    one stretch."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _double_quoted(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The double-quoted strings between `start` and `end` (a line): between a ``"`` no
+    backslash escapes and the next one, or the line's end."""
+    spans: list[tuple[int, int]] = []
+    opening = -1
+    at = text.find('"', start, end)
+    while at >= 0:
+        if _free(text, at):
+            if opening < 0:
+                opening = at + 1
+            else:
+                spans.append((opening, at))
+                opening = -1
+        at = text.find('"', at + 1, end)
+    if opening >= 0:
+        spans.append((opening, end))
     return spans
 
 
@@ -94,7 +127,7 @@ def _quote_before(text: str, at: int, lowest: int) -> int:
     double, single = text.rfind('"', lowest, at), text.rfind("'", lowest, at)
     while True:
         quote = max(double, single)
-        if quote < 0 or _free(text, quote):
+        if quote < 0 or (_free(text, quote) and not _apostrophe(text, quote)):
             return max(quote, lowest - 1)
         if quote == double:
             double = text.rfind('"', lowest, quote)
@@ -104,10 +137,27 @@ def _quote_before(text: str, at: int, lowest: int) -> int:
 
 #: a line's end (a newline, or a JOIN of the matcher)
 _LINE_END = re.compile(r"[\n\x00]")
-#: a quote, or a line's end
-_QUOTE_OR_END = re.compile(r"[\"'\n\x00]")
-#: a drive, one backslash and a name (``C:\\temp``): no JSON string holds it
-_SINGLE_DRIVE = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]:\\[A-Za-z0-9_]")
+
+
+def _apostrophe(text: str, at: int) -> bool:
+    """Whether the ``'`` at `at` stands between two word characters (``it's``): no quote."""
+    return (
+        text[at] == "'"
+        and 0 < at < len(text) - 1
+        and _WORD.match(text, at - 1) is not None
+        and _WORD.match(text, at + 1) is not None
+    )
+
+
+_WORD = re.compile(r"\w")
+#: a quote (no apostrophe between two word characters), or a line's end
+_QUOTE_OR_END = re.compile(r"[\"\n\x00]|(?<!\w)'|'(?!\w)")
+#: a drive, one backslash and a name (``C:\\temp``): no JSON string holds it; a name
+#: starting with n, r or t (``C:\\nsetup.py``: a colon and a newline?) only with a second
+#: single backslash and a name (``C:\\new\\table.txt``)
+_SINGLE_DRIVE = re.compile(
+    r"(?<![A-Za-z0-9_])[A-Za-z]:\\(?:(?![nrt])[A-Za-z0-9_]|[nrt][^\\\s\"']*\\[A-Za-z0-9_])"
+)
 
 
 def _blanked(line: str, follows: dict[str, None] | None) -> str:

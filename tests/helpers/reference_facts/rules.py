@@ -367,20 +367,45 @@ def unescape_lines(text: str) -> str:
     blanked; lines end at a newline or a NUL. Review fixes: a line holding a drive, one
     backslash and a name (``C:\\temp``) is not escaped (a JSON string doubles it), and
     of an escaped line only the quoted strings (cut at ``"`` and ``'`` no backslash
-    escapes) that show it themselves are."""
+    escapes) that show it themselves are. Final review fixes: an apostrophe between two
+    word characters (``it's``) cuts nothing; once one piece shows it, every double-quoted
+    string of the line is escaped too; a drive path ``C:\\n…`` (``\\n``, ``\\r``, ``\\t``
+    after the drive) counts only with a second single backslash before a name."""
     chars = list(text)
     start = 0
     for end in [i for i, c in enumerate(text) if c in "\n\x00"] + [len(text)]:
         line = text[start:end]
         if not _single_backslash_drive(line):
-            for piece_start, piece in _quoted_pieces(line):
-                escapes, evidence = _line_escapes(piece)
-                if evidence:
-                    for at in escapes:
-                        at += start + piece_start
-                        chars[at] = chars[at + 1] = " "
+            shown = [(s, p) for s, p in _quoted_pieces(line) if _line_escapes(p)[1]]
+            if shown:
+                shown += [(s, line[s:e]) for s, e in _double_quoted_strings(line)]
+            for piece_start, piece in shown:
+                for at in _line_escapes(piece)[0]:
+                    at += start + piece_start
+                    chars[at] = chars[at + 1] = " "
         start = end + 1
     return "".join(chars)
+
+
+def _double_quoted_strings(line: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the strings of `line` between a ``"`` and the next (or the
+    line's end), read left to right, a backslash taking the next character with it."""
+    strings: list[tuple[int, int]] = []
+    opening = None
+    i = 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == '"' and opening is None:
+            opening = i + 1
+        elif line[i] == '"':
+            strings.append((opening, i))
+            opening = None
+        i += 1
+    if opening is not None:
+        strings.append((opening, len(line)))
+    return strings
 
 
 def _single_backslash_drive(line: str) -> bool:
@@ -389,9 +414,18 @@ def _single_backslash_drive(line: str) -> bool:
         before = line[i - 1] if i else ""
         word_before = before.isascii() and (before.isalnum() or before == "_")
         name = line[i + 3].isascii() and (line[i + 3].isalnum() or line[i + 3] == "_")
-        if letter and not word_before and line[i + 1 : i + 3] == ":\\" and name:
+        drive = letter and not word_before and line[i + 1 : i + 3] == ":\\" and name
+        if drive and (line[i + 3] not in "nrt" or _second_backslash(line, i + 4)):
             return True
     return False
+
+
+def _second_backslash(line: str, i: int) -> bool:
+    """Whether the name from `i` goes on to a single backslash and a name character."""
+    while i < len(line) and not (line[i] == "\\" or line[i].isspace() or line[i] in "\"'"):
+        i += 1
+    after = line[i + 1 : i + 2]
+    return line[i : i + 1] == "\\" and after.isascii() and (after.isalnum() or after == "_")
 
 
 def _quoted_pieces(line: str) -> list[tuple[int, str]]:
@@ -403,12 +437,17 @@ def _quoted_pieces(line: str) -> list[tuple[int, str]]:
         if line[i] == "\\":
             i += 2
             continue
-        if line[i] in "\"'":
+        word_around = _word(line[i - 1 : i]) and _word(line[i + 1 : i + 2])
+        if line[i] == '"' or (line[i] == "'" and not word_around):
             pieces.append((start, line[start:i]))
             start = i + 1
         i += 1
     pieces.append((start, line[start:]))
     return pieces
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def european_grouped(text: str, start: int, value: str) -> bool:

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.hermes_differential import Hermes, mismatches, oracle
-from hypothesis import given, settings
+from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
 from hypothesis import strategies as st
 
 from ctxledger.runtime.caching import (
@@ -69,14 +68,7 @@ def _item(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def test_breakpoints_go_where_hermes_puts_them(hermes: Hermes) -> None:
-    items: list[dict[str, Any]] = []
-
-    @settings(max_examples=200, deadline=None, database=None)
-    @given(_item())
-    def collect(item: dict[str, Any]) -> None:
-        items.append(item)
-
-    collect()
+    items = drawn(_item(), 200)
     answers = hermes.ask("cache", items)
     pairs = [
         (

@@ -34,8 +34,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.hermes_differential import Hermes, mismatches, oracle
-from hypothesis import given, settings
+from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
 from hypothesis import strategies as st
 
 from ctxledger.clock import SequentialIds
@@ -194,16 +193,9 @@ def _comparable(item: dict[str, Any]) -> dict[str, Any]:
 def test_the_trigger_and_the_guards_follow_hermes_across_switches_and_failures(
     hermes: Hermes,
 ) -> None:
-    items: list[dict[str, Any]] = []
-
     # derandomized (the same 150 sessions every run, whatever the profile): a rule broken
     # again is caught every time, not in most runs; one oracle call answers them all
-    @settings(max_examples=150, derandomize=True, database=None)
-    @given(sessions())
-    def collect(item: dict[str, Any]) -> None:
-        items.append(_comparable(item))
-
-    collect()
+    items = [_comparable(item) for item in drawn(sessions(), 150, derandomize=True)]
     answers = hermes.ask("runtime", items)
     pairs = []
     for item, theirs in zip(items, answers, strict=True):

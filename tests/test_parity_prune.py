@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.hermes_differential import Hermes, mismatches, oracle
-from hypothesis import given, settings
+from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
 from hypothesis import strategies as st
 
 from ctxledger.compressor.prune import prune_messages
@@ -95,14 +94,7 @@ def _ours(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_prune_pass_rewrites_what_hermes_rewrites(hermes: Hermes) -> None:
-    sessions: list[list[dict[str, Any]]] = []
-
-    @settings(max_examples=40, deadline=None, database=None)
-    @given(_turns())
-    def collect(messages: list[dict[str, Any]]) -> None:
-        sessions.append(messages)
-
-    collect()
+    sessions = drawn(_turns(), 40)
     answers = hermes.ask("prune", sessions)
     pairs = []
     for messages, theirs in zip(sessions, answers, strict=True):

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.hermes_differential import Hermes, mismatches, oracle
-from hypothesis import given, settings
+from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
 from hypothesis import strategies as st
 
 from ctxledger.runtime.toolbudget import ToolBudget, ToolResult, plan_persistence, preview_text
@@ -100,14 +99,7 @@ def _one_more_near_the_budget(theirs: dict[str, Any], ours: dict[str, Any], tota
 
 
 def test_a_turn_of_tool_results_is_stored_as_hermes_stores_it(hermes: Hermes) -> None:
-    items: list[dict[str, Any]] = []
-
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(_turn())
-    def collect(item: dict[str, Any]) -> None:
-        items.append(item)
-
-    collect()
+    items = drawn(_turn(), 150)
     answers = hermes.ask("toolbudget", items)
     pairs, kept = [], 0
     for item, theirs in zip(items, answers, strict=True):

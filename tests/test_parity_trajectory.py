@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.hermes_differential import Hermes, mismatches, oracle
-from hypothesis import given, settings
+from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
 from hypothesis import strategies as st
 
 from ctxledger.trajectories.core import TrajectoryConfig, plan_trajectory
@@ -64,14 +63,7 @@ def _ours(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_turns_summarized_are_hermes_s(hermes: Hermes) -> None:
-    items: list[dict[str, Any]] = []
-
-    @settings(max_examples=150, deadline=None, database=None)
-    @given(_record())
-    def collect(item: dict[str, Any]) -> None:
-        items.append(item)
-
-    collect()
+    items = drawn(_record(), 150)
     answers = hermes.ask("trajectory", items)
     pairs = [
         ([t["from"][0] for t in item["turns"]], theirs, _ours(item))

@@ -13,9 +13,14 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from hypothesis import given, settings
+from hypothesis.strategies import SearchStrategy
 
 from helpers.frameworks import missing
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 HERMES_PYTHON = Path(
@@ -70,3 +75,19 @@ def oracle() -> Iterator[Hermes]:
 def mismatches(pairs: list[tuple[Any, Any, Any]]) -> list[str]:
     """``(input, hermes, ctxledger)`` triples that differ, as readable lines."""
     return [f"input {i!r}\n  hermes    {h!r}\n  ctxledger {c!r}" for i, h, c in pairs if h != c]
+
+
+def drawn(strategy: SearchStrategy[T], count: int, *, derandomize: bool = False) -> list[T]:
+    """Up to `count` examples of `strategy`, drawn first so that one oracle call answers
+    them all. ``derandomize``: the same examples every run, whatever the profile (else
+    the profile decides, as for any property)."""
+    items: list[T] = []
+    chosen: dict[str, Any] = {"derandomize": True} if derandomize else {}
+
+    @settings(max_examples=count, deadline=None, database=None, **chosen)
+    @given(strategy)
+    def collect(item: T) -> None:
+        items.append(item)
+
+    collect()
+    return items

@@ -5,6 +5,7 @@ a blank model name, a negative cost, settings past today's maxima."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, deterministic_ledger
@@ -21,6 +22,21 @@ from ctxledger.usage import normalize_usage
 OLD_SETTINGS = {"hygiene_hard_message_limit": 10**10, "cooldown_generic": 10.0**9}
 
 
+def _turn_with_usage(ledger: Ledger, sid: str, turn: int, **recorded: Any) -> None:
+    """One ask and answer, then a usage report written as an older ctxledger wrote it
+    (`recorded`: the raw report and fields today's checks would refuse)."""
+    ledger.append_messages(
+        sid,
+        [
+            {"role": "user", "content": f"turn {turn} " + "word " * 60},
+            {"role": "assistant", "content": f"answer {turn} " + "ok " * 40},
+        ],
+    )
+    shape, usage = normalize_usage({"prompt_tokens": 100 * (turn + 1), "completion_tokens": 5})
+    event = UsageReported(**ledger.event_fields(sid), shape=shape, usage=usage, **recorded)
+    ledger.append([AppendRequest(sid, [event], ledger.version(sid))])
+
+
 def _old_ledger(path: Path) -> tuple[Ledger, str]:
     """A chain started with a blank model and old settings, usage reported with model ""
     and a negative cost, and a switch to a model named by blanks."""
@@ -34,18 +50,7 @@ def _old_ledger(path: Path) -> tuple[Ledger, str]:
     )
     ledger.append([AppendRequest(sid, [started], 0)])
     for turn in range(4):
-        ledger.append_messages(
-            sid,
-            [
-                {"role": "user", "content": f"turn {turn} " + "word " * 60},
-                {"role": "assistant", "content": f"answer {turn} " + "ok " * 40},
-            ],
-        )
-        shape, usage = normalize_usage({"prompt_tokens": 100 * (turn + 1), "completion_tokens": 5})
-        event = UsageReported(
-            **ledger.event_fields(sid), raw={}, shape=shape, usage=usage, model="", cost_usd=-1.0
-        )
-        ledger.append([AppendRequest(sid, [event], ledger.version(sid))])
+        _turn_with_usage(ledger, sid, turn, raw={}, model="", cost_usd=-1.0)
     switched = ModelSwitched(
         **ledger.event_fields(sid),
         model=" ",
@@ -95,17 +100,8 @@ def test_an_old_usage_report_today_refuses_replays_from_its_recorded_figures(
     )
     ledger.append([AppendRequest(sid, [started], 0)])
     for turn in range(3):
-        ledger.append_messages(
-            sid,
-            [
-                {"role": "user", "content": f"turn {turn} " + "word " * 60},
-                {"role": "assistant", "content": f"answer {turn} " + "ok " * 40},
-            ],
-        )
-        shape, usage = normalize_usage({"prompt_tokens": 100 * (turn + 1), "completion_tokens": 5})
         raw = {"prompt_tokens": 100 * (turn + 1) + 0.5, "completion_tokens": 5}
-        event = UsageReported(**ledger.event_fields(sid), raw=raw, shape=shape, usage=usage)
-        ledger.append([AppendRequest(sid, [event], ledger.version(sid))])
+        _turn_with_usage(ledger, sid, turn, raw=raw)
     report = whatif(ledger, ledger.tip(sid))
     assert report.reproduces_recorded
 

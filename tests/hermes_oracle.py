@@ -24,6 +24,7 @@ import openai
 from agent import context_compressor as cc
 from agent import error_classifier, model_metadata, prompt_caching, usage_pricing
 from agent.agent_runtime_helpers import strip_think_blocks
+from hermes_compaction import OPS as COMPACTION_OPS
 from hermes_loop import loop
 
 _CLIENT = openai.OpenAI(api_key="sk-oracle", base_url="http://127.0.0.1:9/v1")
@@ -473,6 +474,7 @@ OPS = {
     "cache_policy": cache_policy,
     "toolbudget": toolbudget,
     "trajectory": trajectory,
+    **COMPACTION_OPS,
 }
 
 

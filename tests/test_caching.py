@@ -230,6 +230,11 @@ def test_large_transcript_copies_only_marked_messages() -> None:
         ("anthropic/claude-opus-4.1", "openrouter", True),
         ("anthropic.claude-3-5-sonnet-20240620-v1:0", "bedrock", True),
         ("us.anthropic.claude-sonnet-4-20250514-v1:0", "bedrock", True),
+        ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", "bedrock", True),
+        ("anthropic.claude-3-haiku-20240307-v1:0", "aws", True),
+        # Bedrock runs a bare id on its Converse API, uncached (hermes-agent 0.19)
+        ("claude-sonnet-4-5", "bedrock", False),
+        ("xyz.anthropic.claude-3-5-sonnet-20240620-v1:0", "bedrock", False),
         ("claude-sonnet-4-5", None, True),
         ("anthropic/claude-sonnet-4", None, True),
         ("eu.anthropic.claude-3-7-sonnet-20250219-v1:0", None, True),

@@ -38,3 +38,52 @@ def orphans(item: dict[str, Any]) -> dict[str, Any]:
 
 
 OPS = {"orphans": orphans}
+
+
+def manual(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's CLI ``/compress`` on a conversation (``cli.py``'s handler, step by step:
+    the request-size estimate before, ``_compress_context(..., force=True)``, the
+    estimate after, ``summarize_manual_compression``) on an ``AIAgent`` whose system
+    prompt is ``item["system"]``; its summary call answers as ``item["summary"]`` says:
+    ``ok``, ``fallback`` (a server error) or ``abort`` (a refused connection)."""
+    import hermes_oracle
+    from agent.manual_compression_feedback import summarize_manual_compression
+    from agent.model_metadata import estimate_request_tokens_rough
+    from hermes_loop import _start
+    from run_agent import AIAgent
+
+    agent = AIAgent(
+        base_url=_start(),
+        api_key="sk-oracle",
+        model="local-model",
+        provider="custom",
+        quiet_mode=True,
+        skip_memory=True,
+        skip_context_files=True,
+        enabled_toolsets=["todo"],
+    )
+    agent._cached_system_prompt = item["system"]
+    history = [dict(m) for m in item["history"]]
+    tools = agent.tools or None
+    before = estimate_request_tokens_rough(history, system_prompt=item["system"], tools=tools)
+    armed = [item["summary"] if item["summary"] != "ok" else "ok"]
+    original = cc.call_llm
+    cc.call_llm = hermes_oracle._summary_call(armed)
+    try:
+        compressed, _ = agent._compress_context(history, None, approx_tokens=before, force=True)
+    finally:
+        cc.call_llm = original
+    after = estimate_request_tokens_rough(compressed, system_prompt=item["system"], tools=tools)
+    feedback = summarize_manual_compression(
+        history, compressed, before, after, compression_state=agent.context_compressor
+    )
+    return {
+        "feedback": feedback,
+        "before": [len(history), before],
+        "after": [len(compressed), after],
+        "dropped": agent.context_compressor._last_summary_dropped_count,
+        "tools": agent.tools or [],
+    }
+
+
+OPS["manual"] = manual

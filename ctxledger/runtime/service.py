@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.compressor.assemble import feedback
 from ctxledger.errors import (
     ConcurrencyError,
     ContextOverflowError,
@@ -322,12 +323,15 @@ class ContextService(ServiceCore):
             cooldown,
         )
         seconds = cooldown[1]["seconds"]
-        return TurnResult(
-            session_id=sid,
-            notices=[
-                f"compression aborted: {exc}; automatic compression paused for {seconds:.0f}s"
-            ],
-        )
+        notices = [f"compression aborted: {exc}; automatic compression paused for {seconds:.0f}s"]
+        if trigger == "manual":  # what Hermes's /compress reports: nothing was removed
+            view, size = (
+                self.ledger.transcript.api_view(sid),
+                self.ledger.transcript.rough_tokens(sid),
+            )
+            told = feedback(view, view, size, size, failure="aborted", reason=str(exc))
+            notices.insert(0, told)
+        return TurnResult(session_id=sid, notices=notices)
 
     def _after_compaction(
         self, sid: str, outcome: CompactionOutcome, trigger: Trigger
@@ -342,6 +346,7 @@ class ContextService(ServiceCore):
         events: list[tuple[type[Event], dict[str, Any]]] = []
         if outcome.fallback:
             events.append(self._cooldown(outcome.failure_class or "other"))
+        if outcome.fallback and trigger != "manual":  # a manual one's feedback says so
             notices.append(
                 f"the summarizer failed ({outcome.failure}); a fallback summary was used"
             )

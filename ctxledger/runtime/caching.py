@@ -31,8 +31,10 @@ _ROUTER_PROVIDERS = frozenset({"openrouter"})
 _BEDROCK_PROVIDERS = frozenset(
     {"bedrock", "aws-bedrock", "amazon-bedrock", "aws", "amazon", "aws_bedrock"}
 )
-# Claude 2 / Instant predate prompt caching; every later family supports it.
-_UNCACHEABLE_CLAUDE = re.compile(r"claude-(?:2|instant)", re.IGNORECASE)
+# Claude 2 / Instant predate prompt caching; every later family supports it. Spelled
+# "claude-2.1" / "claude-instant-1.2" on the Anthropic API, "anthropic.claude-v2:1" /
+# "anthropic.claude-instant-v1" on Bedrock.
+_UNCACHEABLE_CLAUDE = re.compile(r"claude-(?:v?2\b|instant)", re.IGNORECASE)
 # Bedrock's Claude ids, as hermes-agent 0.19 recognises them (``is_anthropic_bedrock_model``):
 # "anthropic.claude-3-5-sonnet-20240620-v1:0", optionally after one inference-profile
 # prefix from its list ("us.", "global.", "apac.", ...). Only these run on the Anthropic

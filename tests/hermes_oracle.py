@@ -197,12 +197,17 @@ def cache(item: dict[str, Any]) -> list[dict[str, Any]]:
 def cache_policy(item: dict[str, Any]) -> list[bool]:
     """Whether Hermes caches a model on a provider, and with the native layout: its
     runtime resolution (``resolve_runtime_provider``: the wire, the base URL), then its
-    ``anthropic_prompt_cache_policy``. A placeholder key stands in for credentials."""
+    ``anthropic_prompt_cache_policy``. A placeholder key stands in for credentials;
+    the machine's variables that change the answer are cleared: a Bedrock bearer token
+    (sends every Bedrock model to Converse, uncached) and an OpenRouter base URL (its
+    host decides OpenRouter's layout)."""
     import os
 
     from agent.agent_runtime_helpers import anthropic_prompt_cache_policy
     from hermes_cli.runtime_provider import resolve_runtime_provider
 
+    for name in ("AWS_BEARER_TOKEN_BEDROCK", "OPENROUTER_BASE_URL"):
+        os.environ.pop(name, None)
     os.environ.setdefault("ANTHROPIC_API_KEY", "sk-ant-oracle")
     os.environ.setdefault("OPENROUTER_API_KEY", "sk-or-oracle")
     rt = resolve_runtime_provider(requested=item["provider"], target_model=item["model"])

@@ -37,9 +37,6 @@ def orphans(item: dict[str, Any]) -> dict[str, Any]:
     return {"out": _public(out), "bounds": bounds}
 
 
-OPS = {"orphans": orphans}
-
-
 def manual(item: dict[str, Any]) -> dict[str, Any]:
     """Hermes's CLI ``/compress`` on a conversation (``cli.py``'s handler, step by step:
     the request-size estimate before, ``_compress_context(..., force=True)``, the
@@ -84,9 +81,6 @@ def manual(item: dict[str, Any]) -> dict[str, Any]:
         "dropped": agent.context_compressor._last_summary_dropped_count,
         "tools": agent.tools or [],
     }
-
-
-OPS["manual"] = manual
 
 
 class _Decided(Exception):
@@ -160,10 +154,17 @@ def hygiene(item: dict[str, Any]) -> dict[str, Any]:
     other runner attribute reads as nothing. The handler is stopped where it has
     decided: the branch that compresses, or the first call after the block. Also the
     rough estimate it took of the history, when it took one."""
-    import asyncio
     import tempfile
-    from datetime import datetime
     from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="hermes-hygiene-") as home:
+        return _hygiene_in(Path(home), item)
+
+
+def _hygiene_in(home: Any, item: dict[str, Any]) -> dict[str, Any]:
+    """:func:`hygiene` with its Hermes home, a directory removed after the call."""
+    import asyncio
+    from datetime import datetime
     from types import SimpleNamespace
 
     from agent import model_metadata
@@ -171,7 +172,6 @@ def hygiene(item: dict[str, Any]) -> dict[str, Any]:
     from gateway.config import GatewayConfig, Platform
     from gateway.session import SessionEntry, SessionSource
 
-    home = Path(tempfile.mkdtemp(prefix="hermes-hygiene-"))
     (home / "config.yaml").write_text(
         f"model:\n  default: local-model\n  provider: custom\n"
         f"  base_url: http://127.0.0.1:9/v1\n  context_length: {item['window']}\n"
@@ -211,4 +211,4 @@ def hygiene(item: dict[str, Any]) -> dict[str, Any]:
     return {"compress": decided, "estimate": estimates[0] if estimates else None}
 
 
-OPS["hygiene"] = hygiene
+OPS = {"orphans": orphans, "manual": manual, "hygiene": hygiene}

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STUB_RESULT_TEXT",
     "AssembledTranscript",
+    "Failure",
     "Origin",
     "OutputEntry",
     "apply",

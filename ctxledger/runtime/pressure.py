@@ -246,8 +246,9 @@ def hygiene_should_compress(
     Fires at ``limit_tokens`` (``CompressionConfig.hygiene_threshold_tokens``: a share
     of the *window*, deliberately above the agent's own threshold, which would
     compress every turn here) or at the hard message limit (hermes-agent 0.19 fires at
-    it, not past it), and only with at least ``min_messages``. The last real prompt count is preferred; a missing (or zero,
-    i.e. never reported) one falls back to the estimate.
+    it, not past it), and only with at least ``min_messages``. The last real prompt
+    count is preferred; a missing (or zero, i.e. never reported) one falls back to the
+    estimate.
     """
     _non_negative(
         messages_count=messages_count, estimated_tokens=estimated_tokens, limit_tokens=limit_tokens

@@ -157,8 +157,9 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
     ids (a bare ``claude-*`` id on Bedrock is not one: hermes-agent 0.19 sends it to the
     Converse API uncached). With no provider given, the model id's shape decides.
     Narrower than Hermes on purpose (README "Differences", *Prompt caching routes*):
-    Claude 2 / Instant never, the Anthropic route only ``claude-*`` ids, OpenRouter only
-    ``anthropic/claude-*`` ids.
+    Claude 2 / Instant never (Bedrock's ``anthropic.claude-v2`` spelling included), the
+    Anthropic route only ``claude-*`` ids, OpenRouter only ``anthropic/claude-*`` ids
+    (Hermes also marks Kimi / Moonshot models there).
     """
     name = model.strip().lower()
     if "claude" not in name or _UNCACHEABLE_CLAUDE.search(name):

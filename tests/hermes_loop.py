@@ -141,8 +141,10 @@ def loop(item: dict[str, Any]) -> dict[str, Any]:
     """``{"history": [...], "user": str, "steps": [{"tool": bool, "prompt": share|None}],
     "system": str}`` (optional) -> the compactions Hermes asked for and every size it judged
     (``should_compress``'s argument), with the responses answered by then and the
-    place; its threshold, the system prompt and tools it sent."""
+    place; its threshold, the system prompt and tools it sent, and the messages of its
+    first request (``sent``), and whether its preflight's cheap gate let the estimate run."""
     url = _start()
+    from agent.model_metadata import estimate_request_tokens_rough
     from run_agent import AIAgent
 
     agent = AIAgent(
@@ -169,10 +171,16 @@ def loop(item: dict[str, Any]) -> dict[str, Any]:
 
     def recording(messages: Any, system_message: Any, **kwargs: Any) -> Any:
         site = _site(sys._getframe(1))
-        asked.append(
-            {"responses": len(ANSWERED), "tokens": kwargs.get("approx_tokens"), "site": site}
+        entry = {"responses": len(ANSWERED), "tokens": kwargs.get("approx_tokens"), "site": site}
+        asked.append(entry)
+        rows = len(messages)
+        out = compress(messages, system_message, **kwargs)
+        # what the turn's preflight re-estimates after the pass (rows before and after too)
+        entry["rows"] = [rows, len(out[0])]
+        entry["after"] = estimate_request_tokens_rough(
+            out[0], system_prompt=out[1] or "", tools=agent.tools or None
         )
-        return compress(messages, system_message, **kwargs)
+        return out
 
     agent._compress_context = recording  # type: ignore[method-assign]
     judged: list[dict[str, Any]] = []
@@ -184,6 +192,15 @@ def loop(item: dict[str, Any]) -> dict[str, Any]:
         return should_compress(prompt_tokens)
 
     compressor.should_compress = judging  # type: ignore[method-assign]
+    from agent.turn_context import _should_run_preflight_estimate
+
+    # whether the turn's cheap gate lets its preflight estimate run at all
+    gate = _should_run_preflight_estimate(
+        [*item["history"], {"role": "user", "content": item["user"]}],
+        compressor.protect_first_n,
+        compressor.protect_last_n,
+        compressor.threshold_tokens,
+    )
     result = agent.run_conversation(
         item["user"], conversation_history=[dict(m) for m in item["history"]]
     )
@@ -196,4 +213,6 @@ def loop(item: dict[str, Any]) -> dict[str, Any]:
         "system": first[0]["content"] if first and first[0]["role"] == "system" else "",
         "tools": agent.tools or [],
         "messages": json.loads(json.dumps(result.get("messages") or [], default=str)),
+        "sent": json.loads(json.dumps(first, default=str)),
+        "preflight_gate": gate,
     }

@@ -24,6 +24,7 @@ import openai
 from agent import context_compressor as cc
 from agent import error_classifier, model_metadata, prompt_caching, usage_pricing
 from agent.agent_runtime_helpers import strip_think_blocks
+from hermes_compaction import OPS as COMPACTION_OPS
 from hermes_loop import loop
 
 _CLIENT = openai.OpenAI(api_key="sk-oracle", base_url="http://127.0.0.1:9/v1")
@@ -196,12 +197,21 @@ def cache(item: dict[str, Any]) -> list[dict[str, Any]]:
 def cache_policy(item: dict[str, Any]) -> list[bool]:
     """Whether Hermes caches a model on a provider, and with the native layout: its
     runtime resolution (``resolve_runtime_provider``: the wire, the base URL), then its
-    ``anthropic_prompt_cache_policy``. A placeholder key stands in for credentials."""
+    ``anthropic_prompt_cache_policy``. A placeholder key stands in for credentials;
+    the machine's variables that change the answer are cleared: a Bedrock bearer token
+    (sends every Bedrock model to Converse, uncached) and an OpenRouter base URL (its
+    host decides OpenRouter's layout)."""
     import os
 
     from agent.agent_runtime_helpers import anthropic_prompt_cache_policy
     from hermes_cli.runtime_provider import resolve_runtime_provider
 
+    for name in ("AWS_BEARER_TOKEN_BEDROCK", "OPENROUTER_BASE_URL"):
+        os.environ.pop(name, None)
+    # a fixed region and placeholder keys: Hermes looks both up (botocore, ~20 ms an
+    # input) for the runtime it returns, not for the cache decision
+    os.environ.update(AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="oracle")
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "oracle"
     os.environ.setdefault("ANTHROPIC_API_KEY", "sk-ant-oracle")
     os.environ.setdefault("OPENROUTER_API_KEY", "sk-or-oracle")
     rt = resolve_runtime_provider(requested=item["provider"], target_model=item["model"])
@@ -473,6 +483,7 @@ OPS = {
     "cache_policy": cache_policy,
     "toolbudget": toolbudget,
     "trajectory": trajectory,
+    **COMPACTION_OPS,
 }
 
 
@@ -483,7 +494,33 @@ def _answer(op: str, value: Any) -> Any:
         return {"raised": f"{type(exc).__name__}: {exc}"}
 
 
+def _no_tls_work() -> None:
+    """Nothing here speaks TLS (every upstream is plain HTTP on 127.0.0.1), yet each
+    ``AIAgent`` checks certifi's CA bundle and its HTTP clients load it, ~35 ms a load
+    and about eight loads an agent: most of an op ``manual`` or ``loop`` input's time.
+    The clients load a one-certificate bundle instead (``SSL_CERT_FILE``), and Hermes's
+    check is skipped by its own switch (``HERMES_SKIP_SSL_GUARD``)."""
+    import atexit
+    import os
+    import re
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import certifi
+
+    pem = Path(certifi.where()).read_text()
+    first = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", pem, re.S)
+    assert first is not None, "certifi's bundle holds no certificate"
+    folder = Path(tempfile.mkdtemp(prefix="hermes-oracle-tls-"))
+    atexit.register(shutil.rmtree, folder, True)
+    (folder / "one.pem").write_text(first[0])
+    os.environ["SSL_CERT_FILE"] = str(folder / "one.pem")
+    os.environ["HERMES_SKIP_SSL_GUARD"] = "1"
+
+
 def main() -> None:
+    _no_tls_work()
     channel = sys.stdout
     sys.stdout = sys.stderr  # whatever Hermes prints must not mix with the answers
     for line in sys.stdin:

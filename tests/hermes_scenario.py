@@ -243,6 +243,59 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     return out
 
 
+#: a key in a summarizer's error text: Hermes's /compress must never show it
+SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+class _FailingSummarizer:
+    """Fails every summary with the given class (auth aborts, server falls back)."""
+
+    kind = "failing"
+
+    def __init__(self, failure_class: str) -> None:
+        self.failure_class = failure_class
+
+    async def summarize(self, request: Any) -> Any:
+        from ctxledger.errors import SummarizerError
+
+        text = f"HTTP 401 from the summary endpoint (key {SECRET})"
+        raise SummarizerError(text, failure_class=self.failure_class)
+
+
+def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Hermes's own ``/compress`` report (``summarize_manual_compression``, which reads
+    the engine's ``_last_compress_aborted``, ``_last_summary_fallback_used``,
+    ``_last_summary_error``, ``_last_summary_dropped_count``) with ctxledger as its
+    engine, when the summary fails and the compaction is abandoned or falls back."""
+    from agent.manual_compression_feedback import summarize_manual_compression
+
+    from ctxledger.integrations.hermes import CtxLedgerEngine
+
+    out: dict[str, Any] = {}
+    for name, failure_class in (("aborted", "auth"), ("fallback", "server")):
+        engine = CtxLedgerEngine(db_path=workdir / f"{name}.ledger.db")
+        engine.update_model("fake-model", 64_000)
+        engine.on_session_start(f"{name}-session", platform="cli")
+
+        def fail(svc: Any, failure_class: str = failure_class) -> None:
+            svc.summarizer = svc.engine.summarizer = _FailingSummarizer(failure_class)
+
+        engine._shared.run(fail)
+        compressed = engine.compress(copy.deepcopy(history), force=True)
+        report = summarize_manual_compression(
+            history, compressed, 1_000, 500, compression_state=engine
+        )
+        out[name] = {
+            "aborted": engine._last_compress_aborted,
+            "fallback": engine._last_summary_fallback_used,
+            "error": engine._last_summary_error,
+            "dropped": getattr(engine, "_last_summary_dropped_count", None),
+            "report": report,
+            "counts": [len(history), len(compressed)],
+        }
+    return out
+
+
 def host_odd_values(engine: Any) -> dict[str, Any]:
     """What the host may hand over that is no number: a model Hermes knows no window of
     (0, None), usage figures that are NaN or infinity: each raised into the host's loop.
@@ -336,6 +389,7 @@ def main() -> None:
     copied = copy.deepcopy(engine)
     in_loop = compress_inside_a_running_loop(copied, history or [])
     odd = host_odd_values(copy.deepcopy(engine))
+    failures = summary_failures(workdir, history or [])
     (workdir / "result.json").write_text(
         json.dumps(
             {
@@ -350,6 +404,7 @@ def main() -> None:
                 and copied._known is not engine._known,
                 "in_loop": in_loop,
                 "host_odd_values": odd,
+                "summary_failures": failures,
                 "ledger_root": engine._root,
                 "db": str(home / "ctxledger.ledger.db"),
                 "finals": finals,

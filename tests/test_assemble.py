@@ -244,14 +244,15 @@ def test_strip_call_and_drop_result() -> None:
 def test_feedback_for_a_noop() -> None:
     messages = _chat(2)
     text = feedback(messages, copy.deepcopy(messages), 900, 900)
-    assert text.splitlines()[0] == "No changes from compression: 5 messages"
+    # the system prompt is not one of the conversation's messages (as Hermes counts)
+    assert text.splitlines()[0] == "No changes from compression: 4 messages"
     assert "rough estimate" in text and "~900" in text and "unchanged" in text
 
 
 def test_feedback_for_a_compaction() -> None:
     text = feedback(_chat(8), _chat(2), 4_000, 1_200)
     lines = text.splitlines()
-    assert lines[0] == "Compressed: 17 → 5 messages"
+    assert lines[0] == "Compressed: 16 → 4 messages"
     assert "~4,000 → ~1,200" in lines[1] and "rough estimate" in lines[1]
     assert len(lines) == 2
 
@@ -260,3 +261,28 @@ def test_feedback_notes_when_fewer_messages_cost_more_tokens() -> None:
     text = feedback(_chat(8), _chat(2), 1_000, 1_300)
     assert len(text.splitlines()) == 3
     assert "fewer messages" in text
+
+
+def test_feedback_of_a_fallback_says_so_with_what_it_replaced() -> None:
+    text = feedback(
+        _chat(8), _chat(2), 4_000, 1_300, failure="fallback", reason="HTTP 500", removed=12
+    )
+    lines = text.splitlines()
+    assert lines[0] == "Compressed with fallback: 16 → 4 messages"
+    assert "replaced 12 message(s)" in lines[2] and lines[2].endswith("Reason: HTTP 500")
+
+
+def test_feedback_of_an_abort_preserves_every_message_and_redacts_the_reason() -> None:
+    messages = _chat(3)
+    text = feedback(
+        messages,
+        messages,
+        900,
+        900,
+        failure="aborted",
+        reason="401: key sk-abcdefghij0123456789xyz",
+    )
+    lines = text.splitlines()
+    assert lines[0] == "Compression aborted: 6 messages preserved"
+    assert "unchanged" in lines[1] and "no messages were removed" in lines[2]
+    assert "sk-abcdefghij" not in text and "[REDACTED]" in text

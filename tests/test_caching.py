@@ -230,6 +230,11 @@ def test_large_transcript_copies_only_marked_messages() -> None:
         ("anthropic/claude-opus-4.1", "openrouter", True),
         ("anthropic.claude-3-5-sonnet-20240620-v1:0", "bedrock", True),
         ("us.anthropic.claude-sonnet-4-20250514-v1:0", "bedrock", True),
+        ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", "bedrock", True),
+        ("anthropic.claude-3-haiku-20240307-v1:0", "aws", True),
+        # Bedrock runs a bare id on its Converse API, uncached (hermes-agent 0.19)
+        ("claude-sonnet-4-5", "bedrock", False),
+        ("xyz.anthropic.claude-3-5-sonnet-20240620-v1:0", "bedrock", False),
         ("claude-sonnet-4-5", None, True),
         ("anthropic/claude-sonnet-4", None, True),
         ("eu.anthropic.claude-3-7-sonnet-20250219-v1:0", None, True),
@@ -241,6 +246,16 @@ def test_large_transcript_copies_only_marked_messages() -> None:
         ("qwen2.5-72b", None, False),
         ("claude-2.1", "anthropic", False),
         ("claude-instant-1.2", "anthropic", False),
+        # Bedrock spells Claude 2 / Instant "claude-v2" (review of session 32: cached)
+        ("anthropic.claude-v2:1", "bedrock", False),
+        ("anthropic.claude-v2", "bedrock", False),
+        ("us.anthropic.claude-v2", "bedrock", False),
+        ("anthropic.claude-instant-v1", "aws", False),
+        ("anthropic.claude-v2:1", None, False),
+        ("claude-2", "anthropic", False),
+        # a later family whose id holds a "2" is still cached
+        ("anthropic.claude-3-haiku-20240307-v1:0", "bedrock", True),
+        ("claude-sonnet-4-20250514", "anthropic", True),
     ],
 )
 def test_supports_prompt_caching(model: str, provider: str | None, expected: bool) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -195,6 +197,28 @@ def test_a_skipped_compress_prints_its_lines_as_lines(tmp_path: Path) -> None:
     assert lines[2].startswith("Tokens: ") and lines[2].endswith(", unchanged")
 
 
+def ledger_messages(db: Path, sid: str) -> list[dict[str, Any]]:
+    with Ledger.open(db) as ledger:
+        return ledger.api_messages(sid)
+
+
+def test_a_fallback_compress_says_so_with_its_reason(
+    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No summarizer configured: the fallback summary is used, and the CLI names it in the
+    feedback's headline with its note (it printed a plain "Compressed: …" and a note
+    with the unredacted failure; review of session 32)."""
+    db, sid = imported
+    for name in [k for k in os.environ if k.startswith("CTXLEDGER_SUMMARY_")]:
+        monkeypatch.delenv(name)
+    result = run(db, "compress", sid, "--summarizer", "llm")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith("Compressed with fallback: ") for line in lines), result.output
+    assert any(line.startswith("The summarizer failed; a fallback summary") for line in lines)
+    assert not any(line.startswith("Compressed: ") for line in lines)
+
+
 def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> None:
     db, sid = imported
     result = run(db, "compress", sid, "--focus", "tests")
@@ -202,6 +226,11 @@ def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> 
     assert "Compressed:" in result.output and "rough estimate" not in result.output
     with Ledger.open(db) as ledger:  # the exact counts --dry-run reports, as recorded
         switch = chain_compactions(ledger, sid)[0].switch
+        after = len(ledger.api_messages(ledger.tip(sid)))
+    # the service's headline: the system prompt is no message (review of session 32: the
+    # CLI counted it, one more than the feedback on each side)
+    before = len(ledger_messages(db, sid))
+    assert f"Compressed: {before - 1} → {after - 1} messages" in result.output.splitlines()
     # its own line (it was printed after a "\n" the console shows as text)
     assert (
         f"Tokens: {switch.tokens_before:,} → {switch.tokens_after:,}" in result.output.splitlines()

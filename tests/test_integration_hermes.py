@@ -121,6 +121,29 @@ def test_compress_works_inside_a_running_event_loop_on_a_copy(run):
     assert len(ledger.api_messages(ledger.tip(in_loop["root"]))) == in_loop["after"]
 
 
+def test_hermes_s_compress_names_a_failed_summary_with_its_reason(run):
+    """Hermes's own /compress report reads the engine's failure attributes. An aborting
+    summarizer error left them unset (the service returns, it does not raise), so an
+    abandoned compaction read as "No changes" and a fallback came with no reason nor
+    count (review of session 32)."""
+    result, _ = run
+    aborted, fallback = (result["summary_failures"][k] for k in ("aborted", "fallback"))
+    before, after = aborted["counts"]
+    assert after == before and aborted["aborted"] and not aborted["fallback"]
+    assert aborted["report"]["headline"] == f"Compression aborted: {before} messages preserved"
+    assert "no messages were removed" in aborted["report"]["note"]
+    before, after = fallback["counts"]
+    assert fallback["fallback"] and not fallback["aborted"] and after < before
+    assert (
+        fallback["report"]["headline"] == f"Compressed with fallback: {before} → {after} messages"
+    )
+    assert 0 < fallback["dropped"] <= before - after + 1
+    assert f"removed {fallback['dropped']} message(s)" in fallback["report"]["note"]
+    for told in (aborted, fallback):
+        assert "HTTP 401 from the summary endpoint" in told["report"]["note"]
+        assert "HTTP 401" in told["error"] and "sk-ant-api03" not in json.dumps(told)
+
+
 def test_every_turn_is_in_the_ledger_and_compactions_are_chained(run):
     result, ledger = run
     assert result["compression_count"] >= 1

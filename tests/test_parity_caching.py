@@ -92,19 +92,37 @@ ROUTES = [
     ("bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0"),
     ("bedrock", "eu.anthropic.claude-3-haiku-20240307-v1:0"),
     ("aws-bedrock", "anthropic.claude-3-5-sonnet-20240620-v1:0"),
+    ("bedrock", "global.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    ("aws", "apac.anthropic.claude-3-5-sonnet-20240620-v1:0"),
+    ("amazon", "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+]
+
+
+#: Claude 2 / Instant ids Hermes caches (it has no rule for them) and ctxledger does not
+#: (they predate prompt caching): a kept difference, pinned literally
+KEPT = [
+    ("anthropic", "claude-2.1"),
+    ("anthropic", "claude-instant-1.2"),
+    ("bedrock", "anthropic.claude-v2:1"),
+    ("bedrock", "anthropic.claude-v2"),
+    ("bedrock", "us.anthropic.claude-v2"),
+    ("aws", "anthropic.claude-instant-v1"),
 ]
 
 
 def test_each_route_gets_hermes_s_marker_layout(hermes: Hermes) -> None:
     """Where Hermes caches a Claude model, ctxledger caches it too and with Hermes's
     layout: native on the Anthropic API and on Bedrock (Hermes runs Claude there on the
-    Anthropic Messages wire), the envelope on OpenRouter (review of session 31)."""
+    Anthropic Messages wire), the envelope on OpenRouter (review of session 31). Claude
+    2 / Instant ids, in either spelling (``claude-2.1``, Bedrock's ``claude-v2``), are
+    the kept exception: Hermes caches them, ctxledger never (review of session 32)."""
+    routes = ROUTES + KEPT
     answers = hermes.ask(
-        "cache_policy", [{"provider": provider, "model": model} for provider, model in ROUTES]
+        "cache_policy", [{"provider": provider, "model": model} for provider, model in routes]
     )
     found = [
         f"{provider} {model}: hermes {theirs}, ctxledger {ours}"
-        for (provider, model), theirs in zip(ROUTES, answers, strict=True)
+        for (provider, model), theirs in zip(ROUTES, answers[: len(ROUTES)], strict=True)
         if theirs
         != (
             ours := [
@@ -115,6 +133,8 @@ def test_each_route_gets_hermes_s_marker_layout(hermes: Hermes) -> None:
     ]
     assert all(answer[0] for answer in answers)  # every route here is one Hermes caches
     assert not found, "\n".join(found)
+    assert answers[len(ROUTES) :] == [[True, True]] * len(KEPT)
+    assert not any(supports_prompt_caching(model, provider) for provider, model in KEPT)
 
 
 def test_without_a_provider_the_envelope_layout_stays() -> None:
@@ -127,3 +147,58 @@ def test_without_a_provider_the_envelope_layout_stays() -> None:
         assert not native_cache_layout(model)
         assert native_cache_layout(model, "bedrock")
     assert native_cache_layout("claude-sonnet-4-5", "anthropic")
+
+
+#: inference-profile prefixes: Hermes's list, none, and ones it does not know
+_PREFIXES = ["", "us.", "eu.", "global.", "apac.", "ap.", "au.", "jp.", "ca.", "sa.", "me."]
+_PREFIXES += ["af.", "xyz.", "us-gov.", "arn:aws:bedrock:us-east-1:1:inference-profile/us."]
+_BEDROCK_MODELS = [
+    "anthropic.claude-3-5-sonnet-20240620-v1:0",
+    "anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "anthropic.claude-3-haiku-20240307-v1:0",
+    "claude-sonnet-4-5",  # a bare Anthropic id: Bedrock does not know it as Claude
+    "claude-3-5-sonnet-20240620",
+    "anthropic/claude-sonnet-4.5",
+    "amazon.nova-pro-v1:0",
+    "meta.llama3-70b-instruct-v1:0",
+]
+
+
+#: bare Anthropic ids on a Bedrock route, always asked (Hermes: Converse, uncached)
+BARE = [
+    ("bedrock", "claude-sonnet-4-5"),
+    ("aws", "claude-3-5-sonnet-20240620"),
+    ("amazon-bedrock", "claude-opus-4-1-20250805"),
+    ("aws-bedrock", "Claude-3-7-Sonnet-20250219"),
+]
+
+
+@st.composite
+def _bedrock_route(draw: st.DrawFn) -> dict[str, str]:
+    # no prefix half the time: a bare ``claude-*`` id is the case the rule turns on
+    prefix = draw(st.one_of(st.just(""), st.sampled_from(_PREFIXES)))
+    model = prefix + draw(st.sampled_from(_BEDROCK_MODELS))
+    if draw(st.booleans()):
+        model = model.upper() if draw(st.booleans()) else model.capitalize()
+    provider = draw(st.sampled_from(["bedrock", "aws-bedrock", "amazon-bedrock", "aws"]))
+    return {"provider": provider, "model": model}
+
+
+def test_bedrock_caches_the_ids_hermes_runs_on_the_anthropic_wire(hermes: Hermes) -> None:
+    """On Bedrock Hermes caches (native layout) exactly the ids its runtime sends over the
+    Anthropic Messages wire: ``anthropic.claude*`` after at most one inference-profile
+    prefix of its list; a bare ``claude-*`` id, another prefix or another family goes
+    to the Converse API, uncached. ctxledger cached a bare ``claude-*`` id there and
+    missed ``global.`` profiles (session 32). Claude 2 / Instant ids are left out here:
+    ctxledger never caches them (they predate prompt caching), Hermes does."""
+    routes = [{"provider": provider, "model": model} for provider, model in BARE]
+    routes += drawn(_bedrock_route(), 120, derandomize=True)
+    answers = hermes.ask("cache_policy", routes)
+    pairs = []
+    for route, theirs in zip(routes, answers, strict=True):
+        model, provider = route["model"], route["provider"]
+        cached = supports_prompt_caching(model, provider)
+        ours = [cached, cached and native_cache_layout(model, provider)]
+        pairs.append((route, theirs, ours))
+    assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
+    assert 0 < sum(answer[0] for _, answer, _ in pairs) < len(pairs)

@@ -283,9 +283,10 @@ def test_hygiene_needs_four_messages() -> None:
     assert not decision.should_compress and "3 messages" in decision.reason
 
 
-def test_hygiene_fires_past_hard_message_limit() -> None:
-    assert hygiene(5_001, 1_000, 0, 200_000).should_compress
-    assert not hygiene(5_000, 1_000, 0, 200_000).should_compress
+def test_hygiene_fires_at_the_hard_message_limit() -> None:
+    # hermes-agent 0.19's gateway: ``len(history) >= limit`` (test_parity_hygiene.py)
+    assert hygiene(5_000, 1_000, 0, 200_000).should_compress
+    assert not hygiene(4_999, 1_000, 0, 200_000).should_compress
 
 
 def test_hygiene_validates_inputs() -> None:

@@ -450,7 +450,9 @@ async def test_hygiene_needs_four_messages(svc: ContextService) -> None:
     assert not result.compactions and not events(svc, sid, CompressionChecked)
 
 
-async def test_hygiene_fires_past_the_hard_message_limit(db: Path, clock: ManualClock) -> None:
+async def test_hygiene_fires_when_it_reaches_the_hard_message_limit(
+    db: Path, clock: ManualClock
+) -> None:
     svc = make(db, clock, CONFIG.replace(hygiene_hard_message_limit=30))
     sid = await session(svc)
     words = "check the cache hit rate of the search index after the deploy " * 8
@@ -552,6 +554,54 @@ async def test_a_fallback_cooldown_follows_the_failure_class(
     (cooldown,) = events(svc, sid, CooldownStarted)
     assert (cooldown.failure_class, cooldown.seconds) == (failure, getattr(CONFIG, setting))
     svc.ledger.close()
+
+
+SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+class SecretSummarizer:
+    """Fails once, with an error text that holds a key, then summarizes offline."""
+
+    kind = "secret"
+
+    def __init__(self, failure_class: str) -> None:
+        self.failure_class, self.inner, self.failed = failure_class, OfflineSummarizer(), False
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if not self.failed:
+            self.failed = True
+            text = f"HTTP 401 from the summary endpoint (key {SECRET})"
+            raise SummarizerError(text, failure_class=self.failure_class)
+        return await self.inner.summarize(request)
+
+
+@pytest.mark.parametrize("trigger", ["preflight", "hygiene", "manual"])
+async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
+    db: Path, clock: ManualClock, trigger: str
+) -> None:
+    """Review of session 32: after an abort the notice printed the error unredacted
+    (the manual feedback redacted it), and after a fallback from preflight, hygiene or
+    overflow the reason came twice (the feedback, then "the summarizer failed (…)")."""
+    config = CONFIG.replace(hygiene_hard_message_limit=20)
+    for failure_class, aborts in (("auth", True), ("server", False)):
+        svc = make(db, clock, config, summarizer=SecretSummarizer(failure_class))
+        sid = await session(svc, THRESHOLD + 1_000)
+        result = await {
+            "preflight": svc.preflight,
+            "hygiene": svc.hygiene,
+            "manual": svc.compress,
+        }[trigger](sid)
+        assert result.compressed is not aborts, result.notices
+        told = "\n".join(result.notices)
+        assert SECRET not in told and told.count("[REDACTED]") == 1, told
+        assert told.count("HTTP 401") == 1, told
+        if aborts:  # the abort is on the result, for a host to report (its reason redacted)
+            assert result.aborted is not None and "HTTP 401" in result.aborted
+            assert SECRET not in result.aborted
+        else:
+            assert result.aborted is None and "fallback" in told.splitlines()[0]
+        svc.ledger.close()
+        db.unlink()
 
 
 async def test_noop_passes_block_automatic_compression_until_a_real_count_is_below(

@@ -143,22 +143,25 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
     elif outcome.action == "skipped":
         console.print(f"not compressed: {outcome.skip_reason}")
         # one print per line: the console shows a newline inside a string as "\n"
-        console.print(f"No changes from compression: {outcome.messages_before} messages")
+        console.print(_headline(outcome))
         console.print(f"Tokens: {outcome.tokens_before:,}, unchanged")
     else:
-        # the counts --dry-run estimates, as recorded (the outcome's `feedback` is Hermes's
-        # wording with its chars/4 estimate: kept for the service's notices, not shown here)
-        console.print(f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages")
+        # the feedback's headline (what the service tells a /compress: counts without the
+        # system prompt, a fallback named), then the exact counts --dry-run estimates, as
+        # recorded, in place of the feedback's chars/4 figures
+        console.print(_headline(outcome))
         console.print(f"Tokens: {outcome.tokens_before:,} → {outcome.tokens_after:,}")
-        if outcome.fallback:
-            console.print(
-                styled(
-                    (
-                        f"the summarizer failed ({outcome.failure}); a fallback summary was used",
-                        "yellow",
-                    )
-                )
-            )
+        if outcome.fallback and outcome.feedback:
+            # the feedback's note: what the fallback summary replaced, and why (redacted)
+            console.print(styled((outcome.feedback.splitlines()[-1], "yellow")))
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"
         )
+
+
+def _headline(outcome: CompactionOutcome) -> str:
+    """The first line of the outcome's feedback (HERMES_SPEC §7): the conversation's
+    counts, a system prompt not counted, "with fallback" when the summarizer failed."""
+    if outcome.feedback:
+        return outcome.feedback.splitlines()[0]
+    return f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages"

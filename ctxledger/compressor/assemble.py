@@ -22,6 +22,7 @@ import msgspec
 
 from ctxledger.compressor import markers
 from ctxledger.compressor.markers import merge_summary, split_merged
+from ctxledger.compressor.redact import redact
 from ctxledger.errors import CompressionError
 from ctxledger.messages import Message, content_text
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STUB_RESULT_TEXT",
     "AssembledTranscript",
+    "Failure",
     "Origin",
     "OutputEntry",
     "apply",
@@ -213,29 +215,60 @@ def apply(
 # --- manual feedback ---------------------------------------------------------------------
 
 
+#: what went wrong with a manual compaction's summary, for :func:`feedback`
+Failure = Literal["fallback", "aborted"]
+
+
+def _conversation(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages a user counts: the list without its leading system prompt."""
+    skip = 1 if messages and messages[0].get("role") == "system" else 0
+    return list(messages[skip:])
+
+
 def feedback(
     before_messages: Sequence[Mapping[str, Any]],
     after_messages: Sequence[Mapping[str, Any]],
     before_tokens_rough: int,
     after_tokens_rough: int,
+    *,
+    failure: Failure | None = None,
+    reason: str | None = None,
+    removed: int = 0,
 ) -> str:
-    """The report shown after a manual ``/compress`` (HERMES_SPEC §7)."""
-    before_n, after_n = len(before_messages), len(after_messages)
-    noop = list(before_messages) == list(after_messages)
-    if noop:
-        headline = f"No changes from compression: {before_n} messages"
+    """The report shown after a manual ``/compress`` (HERMES_SPEC §7), as hermes-agent
+    0.19's ``/compress`` reports it (``tests/test_parity_manual_feedback.py``): counts of
+    the conversation's messages (a system prompt is not one), the rough size of the whole
+    request (system prompt + messages + tools schema) before and after, "unchanged" only
+    when nothing changed; a summary that failed says so in the headline, with what was
+    removed (`removed` messages replaced by the fallback summary, none when `aborted`) and
+    the failure's `reason`, redacted. The wording is ctxledger's own."""
+    before, after = _conversation(before_messages), _conversation(after_messages)
+    noop = before == after
+    if failure == "aborted":
+        headline = f"Compression aborted: {len(before)} messages preserved"
+    elif failure == "fallback":
+        headline = f"Compressed with fallback: {len(before)} → {len(after)} messages"
+    elif noop:
+        headline = f"No changes from compression: {len(before)} messages"
     else:
-        headline = f"Compressed: {before_n} → {after_n} messages"
-    if before_tokens_rough == after_tokens_rough:
-        tokens = f"Tokens (rough estimate, chars/4): ~{before_tokens_rough:,}, unchanged"
+        headline = f"Compressed: {len(before)} → {len(after)} messages"
+    size = "Request size (rough estimate, chars/4: system prompt + messages + tools)"
+    if noop and before_tokens_rough == after_tokens_rough:
+        tokens = f"{size}: ~{before_tokens_rough:,} tokens, unchanged"
     else:
-        tokens = (
-            f"Tokens (rough estimate, chars/4): ~{before_tokens_rough:,} → ~{after_tokens_rough:,}"
-        )
+        tokens = f"{size}: ~{before_tokens_rough:,} → ~{after_tokens_rough:,} tokens"
     lines = [headline, tokens]
-    if not noop and after_n < before_n and after_tokens_rough > before_tokens_rough:
+    if failure == "aborted":
+        lines.append("The summarizer failed; no messages were removed.")
+    elif failure == "fallback":
+        lines.append(
+            f"The summarizer failed; a fallback summary built from the turns replaced {removed} message(s)."
+        )
+    elif not noop and len(after) < len(before) and after_tokens_rough > before_tokens_rough:
         lines.append(
             "Note: the estimate went up although there are fewer messages: the handoff summary "
             "is denser text than the short tool results it replaced."
         )
+    if failure and reason and reason.strip():
+        lines[-1] += f" Reason: {redact(reason.strip())}"
     return "\n".join(lines)

@@ -257,7 +257,12 @@ def _in_flight(layout: Layout) -> set[str]:
 
 
 def _orphans(job: _Job, kept: Sequence[int], notes: list[str]) -> list[OrphanAction]:
-    """Repairs for calls/results whose partner is not in the output (only odd inputs have any)."""
+    """Repairs for calls/results whose partner is not in the output (only odd inputs have any).
+
+    hermes-agent 0.19's repair, with three kept differences (README "Decisions worth
+    knowing", *Orphans*; ``tests/test_parity_orphans.py``): a call that would leave its
+    message empty is stubbed, not stripped; a result before its call, or a second one
+    for a call, is dropped; a call still in flight is kept."""
     layout, messages, policy = job.layout, job.messages, job.config.orphan_policy
     actions: list[OrphanAction] = []
     in_flight = _in_flight(layout)

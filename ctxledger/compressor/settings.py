@@ -114,7 +114,7 @@ KEY_DOCS: dict[str, str] = {
     "summary_model": "model that writes summaries (default: the session's model)",
     "hygiene_threshold": "share of the window at which the gateway hygiene check fires",
     "hygiene_min_messages": "hygiene runs only with at least this many messages",
-    "hygiene_hard_message_limit": "hygiene also fires past this many messages",
+    "hygiene_hard_message_limit": "hygiene also fires at this many messages",
     "max_compression_attempts": "compress-and-retry passes per turn (preflight, overflow)",
     "context_length": "window for new sessions and imports that name none (tokens)",
     "max_summary_tokens_cap": "longest summary in tokens (also at most 5 % of the window)",

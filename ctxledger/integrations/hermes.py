@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 from agent.context_engine import ContextEngine
 
 from ctxledger import (
@@ -47,8 +48,11 @@ from ctxledger import (
     CompressionConfig,
     ContextService,
     CtxLedgerError,
+    TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
+from ctxledger.compressor.plans import CompactionPlan
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.opening import env_db, is_url
@@ -140,6 +144,7 @@ class CtxLedgerEngine(ContextEngine):
         self._last_compress_aborted = False
         self._last_summary_error: str | None = None
         self._last_summary_fallback_used = False
+        self._last_summary_dropped_count = 0
 
     @property
     def name(self) -> str:
@@ -245,6 +250,7 @@ class CtxLedgerEngine(ContextEngine):
         self._last_compress_aborted = False
         self._last_summary_error = None
         self._last_summary_fallback_used = False
+        self._last_summary_dropped_count = 0
         try:
             return self._shared.run(lambda svc: self._compress(svc, messages, focus_topic))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
@@ -262,13 +268,27 @@ class CtxLedgerEngine(ContextEngine):
         if result is None or not result.compressed:
             result = await svc.compress(sid, focus=focus)
         sid = result.session_id
-        for outcome in result.compactions:
-            self._last_summary_fallback_used |= bool(outcome.fallback)
+        self._report_failure(result)
         self._last_compression_made_progress = result.compressed
         self.compression_count = svc.ledger.chains.compression_count(sid)
         view = live_messages(svc, sid)
         self._known = copy.deepcopy(view)
         return view
+
+    def _report_failure(self, result: TurnResult) -> None:
+        """What Hermes's ``/compress`` reads to report a failed summary (its
+        ``summarize_manual_compression``, its gateway): an abandoned compaction
+        (``_last_compress_aborted``, nothing removed) or a fallback summary and how many
+        messages it replaced, each with its reason (``_last_summary_error``, redacted)."""
+        for outcome in result.compactions:
+            if outcome.fallback:
+                self._last_summary_fallback_used = True
+                self._last_summary_error = redact(outcome.failure or "") or outcome.failure_class
+                plan = msgspec.convert(outcome.plan, CompactionPlan)
+                self._last_summary_dropped_count = len(plan.summarized_indices())
+        if result.aborted is not None:
+            self._last_compress_aborted = True
+            self._last_summary_error = result.aborted
 
     async def _sync(self, svc: ContextService, messages: list[JSON]) -> tuple[str, JSON | None]:
         """Append the host's new messages; write queued usage but the latest (returned)."""

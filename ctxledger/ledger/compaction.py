@@ -31,7 +31,6 @@ from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import check_limit_variables, check_text, check_unicode
 from ctxledger.projections import Projector
-from ctxledger.tokens import rough_message_tokens
 
 
 class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,14 +97,10 @@ def plan_compaction(
     )
 
 
-def rough_total(messages: list[dict[str, Any]]) -> int:
-    return sum(rough_message_tokens(m) for m in messages)
-
-
-def _skipped(prepared: Prepared, base: dict[str, Any]) -> CompactionOutcome:
-    """The outcome of a plan that compacts nothing: the conversation as it was."""
+def _skipped(prepared: Prepared, base: dict[str, Any], rough: int) -> CompactionOutcome:
+    """The outcome of a plan that compacts nothing: the conversation as it was (`rough`:
+    the rough request size, system prompt + messages + tools schema)."""
     messages = prepared.input.messages
-    rough = rough_total(messages)
     return CompactionOutcome(
         **base,
         action="skipped",
@@ -180,11 +175,13 @@ async def compact(
         "tokens_before": sum(inp.exact_tokens) + inp.tools_tokens,
         "messages_before": len(inp.messages),
     }
+    # the request's rough size (system + messages + tools), as Hermes's /compress reports it
+    rough_before = ledger.transcript.rough_tokens(session_id)
     if the_plan.action != "compress" or prepared.request is None:
         plan_dict = msgspec.to_builtins(the_plan)
         if record_skip and not dry_run:
             _record_skip(ledger, session_id, trigger, the_plan.skip_reason, plan_dict)
-        return _skipped(prepared, {**base, "plan": plan_dict})
+        return _skipped(prepared, {**base, "plan": plan_dict}, rough_before)
     if dry_run:
         return CompactionOutcome(
             **base,
@@ -201,14 +198,28 @@ async def compact(
     with collector_paused():
         recorded = record(prepared, result, trigger=trigger, clock=ledger.clock, ids=ledger.ids)
         append_recorded(ledger, recorded)
-        return _compressed(base, prepared.input, recorded, result)
+        sizes = (rough_before, ledger.transcript.rough_tokens(recorded.new_session_id))
+        return _compressed(base, prepared, recorded, result, sizes)
 
 
 def _compressed(
-    base: dict[str, Any], inp: CompactionInput, recorded: RecordedCompaction, result: SummaryResult
+    base: dict[str, Any],
+    prepared: Prepared,
+    recorded: RecordedCompaction,
+    result: SummaryResult,
+    sizes: tuple[int, int],
 ) -> CompactionOutcome:
-    """The outcome of a compaction that was recorded."""
+    """The outcome of a compaction that was recorded (`sizes`: the rough request size
+    before and after)."""
     after = recorded.messages  # the continuation as assembled (equal to its folded view)
+    told = feedback(
+        prepared.input.messages,
+        after,
+        *sizes,
+        failure="fallback" if result.fallback else None,
+        reason=result.failure,
+        removed=len(prepared.plan.summarized_indices()),
+    )
     return CompactionOutcome(
         **base,
         plan=recorded.switch.plan,  # the plan's plain form, built once for the switch
@@ -220,6 +231,6 @@ def _compressed(
         fallback=result.fallback,
         failure=result.failure,
         failure_class=result.failure_class,
-        feedback=feedback(inp.messages, after, rough_total(inp.messages), rough_total(after)),
+        feedback=told,
         summary_text=recorded.summary.text,
     )

@@ -27,11 +27,22 @@ ROLLING_BREAKPOINTS: Final = 3
 
 _NATIVE_PROVIDERS = frozenset({"anthropic"})
 _ROUTER_PROVIDERS = frozenset({"openrouter"})
-_BEDROCK_PROVIDERS = frozenset({"bedrock", "aws-bedrock", "amazon-bedrock", "aws_bedrock"})
-# Claude 2 / Instant predate prompt caching; every later family supports it.
-_UNCACHEABLE_CLAUDE = re.compile(r"claude-(?:2|instant)", re.IGNORECASE)
-# "anthropic.claude-3-5-sonnet-20240620-v1:0", optionally with a region prefix ("us.", "eu.", "apac.")
-_BEDROCK_ID = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.claude-", re.IGNORECASE)
+# hermes-agent 0.19's names for Bedrock ("aws", "amazon": its aliases), and one of ours
+_BEDROCK_PROVIDERS = frozenset(
+    {"bedrock", "aws-bedrock", "amazon-bedrock", "aws", "amazon", "aws_bedrock"}
+)
+# Claude 2 / Instant predate prompt caching; every later family supports it. Spelled
+# "claude-2.1" / "claude-instant-1.2" on the Anthropic API, "anthropic.claude-v2:1" /
+# "anthropic.claude-instant-v1" on Bedrock.
+_UNCACHEABLE_CLAUDE = re.compile(r"claude-(?:v?2\b|instant)", re.IGNORECASE)
+# Bedrock's Claude ids, as hermes-agent 0.19 recognises them (``is_anthropic_bedrock_model``):
+# "anthropic.claude-3-5-sonnet-20240620-v1:0", optionally after one inference-profile
+# prefix from its list ("us.", "global.", "apac.", ...). Only these run on the Anthropic
+# Messages wire there, where breakpoints are honoured; any other id (a bare "claude-*"
+# included) goes to the Converse API, which Hermes sends none.
+_BEDROCK_ID = re.compile(
+    r"^(?:(?:global|us|eu|apac|ap|au|jp|ca|sa|me|af)\.)?anthropic\.claude", re.IGNORECASE
+)
 
 
 def _marker(ttl: CacheTTL) -> dict[str, str]:
@@ -143,7 +154,12 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
 
     Only Claude models, and only where the breakpoints reach Anthropic: the native
     API, OpenRouter's ``anthropic/claude-*`` models, and Bedrock's ``anthropic.claude-*``
-    ids. With no provider given, the model id's shape decides.
+    ids (a bare ``claude-*`` id on Bedrock is not one: hermes-agent 0.19 sends it to the
+    Converse API uncached). With no provider given, the model id's shape decides.
+    Narrower than Hermes on purpose (README "Differences", *Prompt caching routes*):
+    Claude 2 / Instant never (Bedrock's ``anthropic.claude-v2`` spelling included), the
+    Anthropic route only ``claude-*`` ids, OpenRouter only ``anthropic/claude-*`` ids
+    (Hermes also marks Kimi / Moonshot models there).
     """
     name = model.strip().lower()
     if "claude" not in name or _UNCACHEABLE_CLAUDE.search(name):
@@ -154,7 +170,7 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
     if route in _ROUTER_PROVIDERS:
         return name.startswith("anthropic/claude-")
     if route in _BEDROCK_PROVIDERS:
-        return bool(_BEDROCK_ID.match(name)) or name.startswith("claude-")
+        return bool(_BEDROCK_ID.match(name))
     if route:
         return False
     return name.startswith(("claude-", "anthropic/claude-")) or bool(_BEDROCK_ID.match(name))

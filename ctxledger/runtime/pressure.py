@@ -245,9 +245,10 @@ def hygiene_should_compress(
 
     Fires at ``limit_tokens`` (``CompressionConfig.hygiene_threshold_tokens``: a share
     of the *window*, deliberately above the agent's own threshold, which would
-    compress every turn here) or past the hard message limit, and only with at least
-    ``min_messages``. The last real prompt count is preferred; a missing (or zero,
-    i.e. never reported) one falls back to the estimate.
+    compress every turn here) or at the hard message limit (hermes-agent 0.19 fires at
+    it, not past it), and only with at least ``min_messages``. The last real prompt
+    count is preferred; a missing (or zero, i.e. never reported) one falls back to the
+    estimate.
     """
     _non_negative(
         messages_count=messages_count, estimated_tokens=estimated_tokens, limit_tokens=limit_tokens
@@ -269,8 +270,8 @@ def hygiene_should_compress(
     if tokens >= limit_tokens:
         reason = f"{tokens:,} {source} tokens reach {share} of the {context_length:,}-token window ({limit_tokens:,})"
         return HygieneDecision(True, reason, tokens, source)
-    if messages_count > hard_message_limit:
-        reason = f"{messages_count:,} messages exceed the hard limit of {hard_message_limit:,}"
+    if messages_count >= hard_message_limit:
+        reason = f"{messages_count:,} messages reach the hard limit of {hard_message_limit:,}"
         return HygieneDecision(True, reason, tokens, source)
     reason = f"{tokens:,} {source} tokens are below {limit_tokens:,} ({share} of the window)"
     return HygieneDecision(False, reason, tokens, source)

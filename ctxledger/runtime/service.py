@@ -24,6 +24,8 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.compressor.assemble import feedback
+from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
     ConcurrencyError,
     ContextOverflowError,
@@ -156,6 +158,7 @@ class ContextService(ServiceCore):
         sid = self._live_tip(session_id)
         outcomes: list[CompactionOutcome] = []
         notices: list[str] = []
+        aborted: str | None = None  # an abort ends the passes
         for attempt in range(1, self.config.max_compression_attempts + 1):
             tokens = self._estimate(sid)  # the configured estimator, as hygiene's fallback
             rows = len(self.ledger.transcript.session(sid).live)
@@ -163,6 +166,7 @@ class ContextService(ServiceCore):
             result = await self._auto_compress(sid, "preflight", tokens, source)
             outcomes += result.compactions
             notices += result.notices
+            aborted = result.aborted
             if result.session_id == sid:
                 break  # under the threshold, guarded, skipped or aborted
             sid = result.session_id
@@ -187,7 +191,7 @@ class ContextService(ServiceCore):
                 )
                 notices.append(reason)
                 break
-        return TurnResult(session_id=sid, compactions=outcomes, notices=notices)
+        return TurnResult(session_id=sid, compactions=outcomes, notices=notices, aborted=aborted)
 
     async def hygiene(self, session_id: str) -> TurnResult:
         """Gateway safety net before the agent runs: 85 % of the window or the hard message limit,
@@ -322,11 +326,18 @@ class ContextService(ServiceCore):
             cooldown,
         )
         seconds = cooldown[1]["seconds"]
+        paused = f"automatic compression paused for {seconds:.0f}s"
+        if trigger != "manual":  # the reason redacted, as the manual feedback gives it
+            notices = [f"compression aborted: {redact(str(exc))}; {paused}"]
+        else:  # what Hermes's /compress reports: nothing was removed, and why
+            view, size = (
+                self.ledger.transcript.api_view(sid),
+                self.ledger.transcript.rough_tokens(sid),
+            )
+            told = feedback(view, view, size, size, failure="aborted", reason=str(exc))
+            notices = [told, paused[0].upper() + paused[1:]]
         return TurnResult(
-            session_id=sid,
-            notices=[
-                f"compression aborted: {exc}; automatic compression paused for {seconds:.0f}s"
-            ],
+            session_id=sid, notices=notices, aborted=redact(str(exc)) or exc.failure_class
         )
 
     def _after_compaction(
@@ -340,11 +351,8 @@ class ContextService(ServiceCore):
         new = outcome.new_session_id
         notices = [outcome.feedback]
         events: list[tuple[type[Event], dict[str, Any]]] = []
-        if outcome.fallback:
+        if outcome.fallback:  # the feedback names it, with its reason (redacted)
             events.append(self._cooldown(outcome.failure_class or "other"))
-            notices.append(
-                f"the summarizer failed ({outcome.failure}); a fallback summary was used"
-            )
         count = self.ledger.chains.compression_count(new)
         if count >= 2:
             text = f"This session has been compressed {count} times; accuracy may degrade. Consider starting a new session."

@@ -23,6 +23,9 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     compactions: list[CompactionOutcome] = msgspec.field(default_factory=list)
     notices: list[str] = msgspec.field(default_factory=list)
     message_ids: list[str] = msgspec.field(default_factory=list)
+    #: why a compaction was abandoned (an aborting summarizer failure: nothing changed),
+    #: redacted; None when none was
+    aborted: str | None = None
 
     @property
     def compressed(self) -> bool:

@@ -36,7 +36,13 @@ import msgspec
 
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file, target_text
+from ctxledger.eventstore.opening import (
+    is_url,
+    open_store,
+    opens_read_only,
+    require_ledger_file,
+    target_text,
+)
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.inputfile import NotAFile, open_input, read_capped
@@ -329,7 +335,7 @@ def verify_file(
     if expect_head:
         parse_expected(expect_head)  # bad input is refused before the walk
     require_ledger_file(path)
-    store = open_store(path) if server else SQLiteEventStore(path)
+    store = open_store(path) if server else SQLiteEventStore(path, read_only=opens_read_only(path))
     try:
         report = store.verify()
         if report.ok and not server:
@@ -340,7 +346,8 @@ def verify_file(
             report = _check_expected(store, report, expect_head)
         if server:
             return report
-        if report.ok and seal and report.head_seq is not None and report.head_hash is not None:
+        sealing = seal and not getattr(store, "read_only", False)  # (it writes beside the file)
+        if report.ok and sealing and report.head_seq is not None and report.head_hash is not None:
             with contextlib.suppress(OSError):
                 advance_anchor(path, report.head_seq, report.head_hash)
         return report

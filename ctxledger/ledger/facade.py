@@ -122,8 +122,10 @@ class Ledger:
         ids: IdGenerator = random_ids,
         config: CompressionConfig | None = None,
         durability: Durability = "full",
+        read_only: bool = False,
     ) -> Ledger:
         """Open (creating if needed) and fold a ledger: a SQLite path or a ``postgresql://`` URL.
+        `read_only`: an existing SQLite file, opened writing nothing (appends refused).
 
         Without `config`, the settings are resolved as everywhere else: defaults < the
         config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
@@ -133,7 +135,8 @@ class Ledger:
         if checked_config(config) is None:  # (checked before the store is opened)
             config = resolve_config().config
         # a SQLite store creates missing parent folders itself, private (0700)
-        store = open_store(path if path is not None else default_db_path(), durability=durability)
+        target = path if path is not None else default_db_path()
+        store = open_store(target, durability=durability, read_only=read_only)
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:

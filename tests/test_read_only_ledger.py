@@ -1,0 +1,226 @@
+"""A ledger this process cannot write (an archive, read-only media, another user's
+file) reads as any other, writing nothing; a write is refused in one line.
+
+The non-root condition is real: as root (CI) each command runs in a forked child that
+has dropped to an unprivileged uid (the code is already imported, so it needs no
+access to the interpreter's folders); run by another user the modes bind as they are.
+Every read command's output equals its output on the same ledger while writable, and
+the folder (names, modes, bytes) is the same after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_head_columns import GOLDEN
+
+from ctxledger.cli.main import cli
+from ctxledger.errors import StoreError
+from ctxledger.eventstore import SQLiteEventStore
+from ctxledger.ledger.facade import Ledger
+
+NOBODY = 65534
+Snapshot = dict[str, tuple[int, int, str]]
+
+
+def snapshot(folder: Path) -> Snapshot:
+    """Every name in `folder` with its mode, size and sha256."""
+    out: Snapshot = {}
+    for path in sorted(folder.iterdir()):
+        st = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        out[path.name] = (stat.S_IMODE(st.st_mode), st.st_size, digest)
+    return out
+
+
+def run(db: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+def unprivileged(fn: Callable[[], object]) -> object:
+    """`fn()` with no root rights: in a forked child at uid/gid 65534 when root, else here."""
+    if os.geteuid() != 0:
+        return fn()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            out = json.dumps({"ok": fn()})
+        except BaseException as exc:
+            out = json.dumps({"error": repr(exc)})
+        os.write(write, out.encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 16):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    answer = json.loads(data)
+    assert "ok" in answer, answer
+    return answer["ok"]
+
+
+@pytest.fixture
+def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder an unprivileged child can walk into (pytest's tmp_path is root's 0700),
+    with HOME and the data/config dirs inside it."""
+    base = Path(tempfile.mkdtemp(prefix="ctxledger-ro-"))
+    base.chmod(0o755)
+    for name in ("home", "data", "config"):
+        (base / name).mkdir(mode=0o777)
+        (base / name).chmod(0o777)
+    monkeypatch.setenv("HOME", str(base / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    monkeypatch.delenv("CTXLEDGER_DB", raising=False)
+    monkeypatch.delenv("CTXLEDGER_CONFIG", raising=False)
+    monkeypatch.chdir(base / "home")
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(base / "anchor.key"))
+    try:
+        yield base
+    finally:
+        for path in (base, *base.rglob("*")):
+            if path.is_dir():
+                path.chmod(0o755)
+        shutil.rmtree(base)
+
+
+def read_commands(sid: str) -> list[list[str]]:
+    return [
+        ["sessions"],
+        ["show", sid],
+        ["usage", sid],
+        ["chain", sid],
+        ["verify"],
+        ["replay", sid],
+        ["replay", sid, "--verify"],
+        ["replay", sid, "--summarizer", "offline"],
+        ["audit", sid],
+        ["trace", sid, "src/app.py"],
+        ["diff", sid, sid],
+        ["recall", sid, "tests"],
+        ["export", sid],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("modes", "own"),
+    [((0o644, 0o755), False), ((0o444, 0o555), False), ((0o444, 0o755), True)],
+    ids=["others", "0444-0555", "own-0444"],
+)
+def test_read_commands_read_a_ledger_this_user_cannot_write_and_write_nothing(
+    place: Path, modes: tuple[int, int], own: bool
+) -> None:
+    """`own`: the reader's own 0444 file in its own writable folder (an open for writing
+    made it 0400 and put a lock file, -wal and -shm beside it). The user config folder
+    cannot be entered (a HOME of another user: its config file check was a traceback)."""
+    folder = place / "archive"
+    folder.mkdir()
+    db = folder / "l.db"
+    assert run(db, "demo", "--turns", "6", "--context-length", "4096")[0] == 0
+    sid = json.loads(run(db, "sessions", "--json")[1])[-1]["session_id"]
+    commands = read_commands(sid)
+    # on the writable ledger first: the outputs to expect (and every import is warm)
+    expected = [list(run(db, *args)) for args in commands]
+    for path in folder.iterdir():
+        path.chmod(modes[0])
+    folder.chmod(modes[1])
+    if own and os.geteuid() == 0:
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, NOBODY, NOBODY)
+    (place / "config").chmod(0o000)
+    (place / "anchor.key").chmod(0o644)  # made private by the first writer: the child reads it
+    before = snapshot(folder)
+
+    got = unprivileged(lambda: [list(run(db, *args)) for args in commands])
+
+    assert got == expected
+    assert snapshot(folder) == before
+    writes = [["import", str(place / "nothing.json")], ["compress", sid], ["upgrade"]]
+    (place / "nothing.json").write_text('[{"role": "user", "content": "hi"}]')
+    shutil.copytree(folder, place / "warm")  # (every import the writes make, made here)
+    (place / "warm").chmod(0o755)
+    for args in writes:
+        run(place / "warm" / "l.db", *args)
+    refused = unprivileged(lambda: [list(run(db, *args)) for args in writes])
+    for code, out in refused:  # type: ignore[attr-defined]
+        assert code == 1 and out.startswith("error: ") and out.count("\n") == 1, out
+    assert snapshot(folder) == before
+
+
+def test_a_read_only_store_writes_nothing_and_refuses_appends_even_for_root(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        sid = ledger.start_session(model="m", context_length=8_192)
+        ledger.append_messages(sid, [{"role": "user", "content": "hello"}])
+    before = snapshot(tmp_path)
+    with Ledger.open(str(db), read_only=True) as ledger:
+        assert [m["content"] for m in ledger.api_messages(sid)] == ["hello"]
+        assert ledger.store.verify().ok
+        last = ledger.store.last_seq()
+        with pytest.raises(StoreError, match=r"is open read-only.*nothing was written"):
+            ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+        with pytest.raises(StoreError, match="is open read-only"):
+            ledger.store.put_blob(b"x")
+        assert ledger.store.last_seq() == last
+    assert snapshot(tmp_path) == before
+
+
+def test_a_read_only_open_reads_what_a_live_writer_has_not_yet_merged(tmp_path: Path) -> None:
+    """A writer holding the ledger open keeps its events in the -wal: read through -shm."""
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as writer:
+        sid = writer.start_session(model="m", context_length=8_192)
+        writer.append_messages(sid, [{"role": "user", "content": "unmerged"}])
+        assert (tmp_path / "l.db-shm").exists()
+        with Ledger.open(str(db), read_only=True) as reader:
+            assert [m["content"] for m in reader.api_messages(sid)] == ["unmerged"]
+
+
+def test_an_unmerged_log_with_no_shm_is_refused_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        ledger.start_session(model="m", context_length=8_192)
+    (tmp_path / "l.db-wal").write_bytes(b"\x00" * 64)  # frames the main file lacks
+    with pytest.raises(StoreError, match=r"write-ahead log .* not yet merged"):
+        SQLiteEventStore(str(db), read_only=True)
+
+
+def test_an_empty_file_given_to_read_commands_stays_empty(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    db.touch()
+    before = snapshot(tmp_path)
+    assert run(db, "sessions", "--json") == (0, "[]\n")
+    assert run(db, "verify")[0] == 0
+    code, out = run(db, "show", "nope")
+    assert code == 2 and out.startswith("error: "), out
+    assert snapshot(tmp_path) == before
+
+
+def test_an_older_ledger_opened_read_only_says_it_must_be_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    shutil.copyfile(GOLDEN, db)
+    before = snapshot(tmp_path)
+    with pytest.raises(
+        StoreError, match=r"older ctxledger .*0002_message_heads.*`ctxledger upgrade`"
+    ):
+        Ledger.open(str(db), read_only=True)
+    assert snapshot(tmp_path) == before

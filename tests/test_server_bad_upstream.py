@@ -101,6 +101,20 @@ async def test_a_malformed_chat_reply_is_a_502_and_records_no_reply(
         (b'{"status": "completed", "output": 5}', "'output' must be a list, got an integer"),
         (b'{"status": "completed", "output": [5]}', "'output': item 0 must be an object"),
         (b'{"status": ["completed"], "output": []}', "'status' must be a string"),
+        # session 32: forwarded as a 200 the ledger then refused ("reply not recorded")
+        (
+            b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", '
+            b'"arguments": {"a": 1}}]}',
+            "output[0].arguments of a function_call must be a string, got an object",
+        ),
+        (
+            b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": 5}]}',
+            "output[0].arguments of a function_call must be a string, got an integer",
+        ),
+        (
+            b'{"output": [{"type": "function_call", "call_id": 7, "name": "f", "arguments": ""}]}',
+            "output[0].call_id of a function_call must be a string",
+        ),
     ],
 )
 async def test_a_malformed_response_is_a_502_and_records_no_reply(
@@ -187,6 +201,18 @@ _CREATED = {"type": "response.created", "response": {"id": "resp_1", "status": "
         (
             {"type": "response.completed", "response": {"status": "completed", "output": [5]}},
             "'output': item 0 must be an object",
+        ),
+        (
+            {
+                "type": "response.completed",
+                "response": {
+                    "status": "completed",
+                    "output": [
+                        {"type": "function_call", "call_id": "c", "name": "f", "arguments": None}
+                    ],
+                },
+            },
+            "output[0].arguments of a function_call must be a string, got null",
         ),
     ],
 )

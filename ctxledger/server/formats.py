@@ -213,6 +213,11 @@ class SSEParser:
                 data.append(value)
         return SSEEvent(raw=raw, event=name, data="\n".join(data))
 
+    @property
+    def pending(self) -> int:
+        """Bytes held of an event not yet ended."""
+        return len(self._buffer) - self._start
+
     def rest(self) -> bytes:
         rest = bytes(self._buffer[self._start :])
         self._buffer, self._start, self._next, self._looked = bytearray(), 0, [-1, -1], [0, 0]

@@ -93,6 +93,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ctxledger.server")
 
 SESSION_HEADER = "x-ctxledger-session"
+#: the most an upstream stream event may hold (a whole response.completed is one event)
+MAX_EVENT_BYTES = 64 * 1024 * 1024
 CONTEXT_HEADER = "x-ctxledger-context-length"
 #: client headers passed to the upstream (its auth and API version), nothing else
 FORWARDED_HEADERS = (
@@ -422,11 +424,13 @@ class TurnStream(Response):
             await send(start)
             try:
                 last = await self._relay(send, acc, parser)
-            except httpx.HTTPError as exc:
+            except httpx.HTTPError as exc:  # cut, or a content-encoding that does not decode
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )
-                last = parser.rest()
+                last = parser.rest()  # (a part of an event: never sent)
+                if not self.recorded:  # the client is told, as for an unreadable event
+                    last = self._broken(BadUpstreamReply(f"its stream failed: {message_of(exc)}"))
             await send({"type": "http.response.body", "body": last, "more_body": False})
         except TimeoutError:
             log.info(
@@ -467,16 +471,21 @@ class TurnStream(Response):
                             out = []
                         await self._record(acc)
                 except BadUpstreamReply as exc:
-                    self.broken = True
-                    message = bad_reply_message(self.turn.api.name, exc)
-                    log.warning("session %s: %s", self.turn.session_id, message)
-                    return b"".join(out) + error_event(
-                        self.turn.api.name, self.turn.api.served_by, message
-                    )
+                    return b"".join(out) + self._broken(exc)
                 out.append(ev.raw)
             if out:
                 await send(_body(b"".join(out)))
+            if parser.pending > MAX_EVENT_BYTES:  # one event without end: never all in memory
+                why = f"a stream event runs past {MAX_EVENT_BYTES:,} bytes without ending"
+                return self._broken(BadUpstreamReply(why))
         return parser.rest()
+
+    def _broken(self, exc: BadUpstreamReply) -> bytes:
+        """The error event ending a stream whose reply cannot be had (nothing recorded)."""
+        self.broken = True
+        message = bad_reply_message(self.turn.api.name, exc)
+        log.warning("session %s: %s", self.turn.session_id, message)
+        return error_event(self.turn.api.name, self.turn.api.served_by, message)
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:

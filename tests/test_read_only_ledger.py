@@ -114,6 +114,7 @@ def read_commands(sid: str) -> list[list[str]]:
         ["audit", sid],
         ["trace", sid, "src/app.py"],
         ["diff", sid, sid],
+        ["diff", sid, sid, "--b-db", "{db}"],
         ["recall", sid, "tests"],
         ["export", sid],
     ]
@@ -135,7 +136,7 @@ def test_read_commands_read_a_ledger_this_user_cannot_write_and_write_nothing(
     db = folder / "l.db"
     assert run(db, "demo", "--turns", "6", "--context-length", "4096")[0] == 0
     sid = json.loads(run(db, "sessions", "--json")[1])[-1]["session_id"]
-    commands = read_commands(sid)
+    commands = [[arg.format(db=db) for arg in args] for args in read_commands(sid)]
     # on the writable ledger first: the outputs to expect (and every import is warm)
     expected = [list(run(db, *args)) for args in commands]
     for path in folder.iterdir():

@@ -247,6 +247,23 @@ async def test_a_malformed_anthropic_stream_ends_with_an_error_event(tmp_path: P
 
 
 @pytest.mark.parametrize(
+    ("value", "shown"), [('"a text"', "a string"), ("[1]", "a list"), ("5", "an integer")]
+)
+async def test_an_anthropic_tool_input_that_is_no_object_is_a_502(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    # session 32: a string input was recorded as the call's arguments '"a text"'
+    async with rig(tmp_path, api="anthropic") as r:
+        body = (
+            '{"type": "message", "role": "assistant", "model": "m", "content": [{"type": '
+            f'"tool_use", "id": "tu", "name": "f", "input": {value}}}], '
+            '"usage": {"input_tokens": 5, "output_tokens": 1}}'
+        ).encode()
+        says = f"content[0].input of a tool_use must be an object, got {shown}"
+        await _refused(r, "/v1/messages", ANTHROPIC, body, says)
+
+
+@pytest.mark.parametrize(
     ("value", "shown"), [("NaN", "nan"), ("1e999", "inf"), ("-Infinity", "-inf")]
 )
 async def test_an_anthropic_tool_input_json_cannot_carry_is_a_502_not_a_null(

@@ -482,6 +482,11 @@ def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
         return None, usage
     if not isinstance(content, list | str):
         raise BadUpstreamReply(f"'content' must be a list or a string, got {kind_of(content)}")
+    for i, block in enumerate(content if isinstance(content, list) else ()):
+        tool = isinstance(block, Mapping) and block.get("type") == "tool_use" and "input" in block
+        if tool and not isinstance(block["input"], Mapping):  # (recorded as '"text"')
+            got = kind_of(block["input"])
+            raise BadUpstreamReply(f"content[{i}].input of a tool_use must be an object, got {got}")
     try:
         return anthropic_reply(content), usage
     except InvalidInput as exc:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import shutil
+import signal
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -66,11 +69,19 @@ def unprivileged(fn: Callable[[], object]) -> object:
         os.write(write, out.encode())
         os._exit(0)
     os.close(write)
-    data = b""
-    while chunk := os.read(read, 1 << 16):
-        data += chunk
-    os.close(read)
-    os.waitpid(pid, 0)
+    data, deadline = b"", time.monotonic() + 120
+    try:  # (a child stuck on a lock some thread held at the fork is killed, not waited for)
+        while select.select([read], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = os.read(read, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert data, "the unprivileged child gave no answer within 120 s"
     answer = json.loads(data)
     assert "ok" in answer, answer
     return answer["ok"]
@@ -139,8 +150,15 @@ def test_read_commands_read_a_ledger_this_user_cannot_write_and_write_nothing(
     commands = [[arg.format(db=db) for arg in args] for args in read_commands(sid)]
     # on the writable ledger first: the outputs to expect (and every import is warm)
     expected = [list(run(db, *args)) for args in commands]
+    writes = [["import", str(place / "nothing.json")], ["compress", sid], ["upgrade"]]
+    (place / "nothing.json").write_text('[{"role": "user", "content": "hi"}]')
+    shutil.copytree(folder, place / "warm")  # (every import the writes make, made here)
+    for args in writes:
+        run(place / "warm" / "l.db", *args)
+    if os.geteuid() != 0 and not own:  # (no other user's file can be made: the modes bind)
+        modes = (0o444, 0o555)
     for path in folder.iterdir():
-        path.chmod(modes[0])
+        path.chmod(modes[1] if path.is_dir() else modes[0])  # (l.db.leases/ is a folder)
     folder.chmod(modes[1])
     if own and os.geteuid() == 0:
         for path in (folder, *folder.iterdir()):
@@ -153,12 +171,6 @@ def test_read_commands_read_a_ledger_this_user_cannot_write_and_write_nothing(
 
     assert got == expected
     assert snapshot(folder) == before
-    writes = [["import", str(place / "nothing.json")], ["compress", sid], ["upgrade"]]
-    (place / "nothing.json").write_text('[{"role": "user", "content": "hi"}]')
-    shutil.copytree(folder, place / "warm")  # (every import the writes make, made here)
-    (place / "warm").chmod(0o755)
-    for args in writes:
-        run(place / "warm" / "l.db", *args)
     refused = unprivileged(lambda: [list(run(db, *args)) for args in writes])
     for code, out in refused:  # type: ignore[attr-defined]
         assert code == 1 and out.startswith("error: ") and out.count("\n") == 1, out

@@ -44,8 +44,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore import is_url
-from ctxledger.eventstore.opening import opens_read_only
+from ctxledger.eventstore import is_url, opens_read_only
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin

@@ -125,7 +125,6 @@ class Ledger:
         read_only: bool = False,
     ) -> Ledger:
         """Open (creating if needed) and fold a ledger: a SQLite path or a ``postgresql://`` URL.
-        `read_only`: an existing SQLite file, opened writing nothing (appends refused).
 
         Without `config`, the settings are resolved as everywhere else: defaults < the
         config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
@@ -134,7 +133,7 @@ class Ledger:
         """
         if checked_config(config) is None:  # (checked before the store is opened)
             config = resolve_config().config
-        # a SQLite store creates missing parent folders itself, private (0700)
+        # SQLite makes missing parent folders (0700); read_only: an existing file, nothing written
         target = path if path is not None else default_db_path()
         store = open_store(target, durability=durability, read_only=read_only)
         return cls(store, clock=clock, ids=ids, config=config)

@@ -13,10 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
+import sqlite3
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +30,10 @@ import pytest
 from click.testing import CliRunner
 from test_head_columns import GOLDEN
 
+import ctxledger
 from ctxledger.cli.main import cli
 from ctxledger.errors import StoreError
-from ctxledger.eventstore import SQLiteEventStore
+from ctxledger.eventstore import SQLiteEventStore, readonly
 from ctxledger.ledger.facade import Ledger
 
 NOBODY = 65534
@@ -85,6 +90,12 @@ def unprivileged(fn: Callable[[], object]) -> object:
     answer = json.loads(data)
     assert "ok" in answer, answer
     return answer["ok"]
+
+
+def nothing_writable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process may write nothing (as for another user's file on a 0555 folder;
+    root's os.access says yes to everything): read-only opens choose immutable."""
+    monkeypatch.setattr(readonly, "_writable", lambda path, mode=os.W_OK: False)
 
 
 @pytest.fixture
@@ -194,7 +205,10 @@ def test_a_read_only_store_writes_nothing_and_refuses_appends_even_for_root(
         with pytest.raises(StoreError, match="is open read-only"):
             ledger.store.put_blob(b"x")
         assert ledger.store.last_seq() == last
-    assert snapshot(tmp_path) == before
+    after = snapshot(tmp_path)  # (mode=ro in a writable folder: SQLite's empty -wal, -shm)
+    assert after.pop("l.db-wal")[1] == 0
+    after.pop("l.db-shm")
+    assert after == before
 
 
 def test_a_read_only_open_reads_what_a_live_writer_has_not_yet_merged(tmp_path: Path) -> None:
@@ -208,11 +222,14 @@ def test_a_read_only_open_reads_what_a_live_writer_has_not_yet_merged(tmp_path: 
             assert [m["content"] for m in reader.api_messages(sid)] == ["unmerged"]
 
 
-def test_an_unmerged_log_with_no_shm_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_an_unmerged_log_with_no_shm_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "l.db"
     with Ledger.open(str(db)) as ledger:
         ledger.start_session(model="m", context_length=8_192)
     (tmp_path / "l.db-wal").write_bytes(b"\x00" * 64)  # frames the main file lacks
+    nothing_writable(monkeypatch)
     with pytest.raises(StoreError, match=r"write-ahead log .* not yet merged"):
         SQLiteEventStore(str(db), read_only=True)
 
@@ -237,3 +254,115 @@ def test_an_older_ledger_opened_read_only_says_it_must_be_migrated(tmp_path: Pat
     ):
         Ledger.open(str(db), read_only=True)
     assert snapshot(tmp_path) == before
+
+
+WRITER = """
+import sqlite3, sys
+from ctxledger.ledger.facade import Ledger
+with Ledger.open(sys.argv[1]) as ledger:
+    sid = ledger.start_session(model="m", context_length=1_000_000)
+    for i in range(30):
+        ledger.append_messages(sid, [{"role": "user", "content": f"{i}-{j}"} for j in range(100)])
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+conn.close()
+"""
+
+
+def write_elsewhere(db: Path) -> None:
+    """~3,000 events appended and checkpointed into `db` by another process."""
+    root = str(Path(ctxledger.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    subprocess.run([sys.executable, "-c", WRITER, str(db)], check=True, env=env, timeout=120)
+
+
+def one_session(db: Path, content: str = "hello") -> str:
+    with Ledger.open(str(db)) as ledger:
+        sid = ledger.start_session(model="m", context_length=8_192)
+        ledger.append_messages(sid, [{"role": "user", "content": content}])
+    return sid
+
+
+def test_a_read_only_open_of_a_file_someone_may_write_follows_a_writer(tmp_path: Path) -> None:
+    """Library path on a writable file: mode=ro, never immutable (which kept a stale,
+    torn view after another process appended and checkpointed)."""
+    db = tmp_path / "l.db"
+    one_session(db)
+    with Ledger.open(str(db), read_only=True) as reader:
+        before = reader.store.last_seq()
+        write_elsewhere(db)
+        assert reader.store.verify().ok
+        assert reader.store.last_seq() > before + 2_000
+
+
+def test_a_lock_free_read_of_a_file_that_changed_says_run_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing writable here (immutable): a writer elsewhere changes the file during
+    the read; verify says so instead of a stale "ok" or "restore from a backup"."""
+    db = tmp_path / "l.db"
+    one_session(db)
+    nothing_writable(monkeypatch)
+    changed = r"changed while it was read read-only; run the command again"
+    with Ledger.open(str(db), read_only=True) as reader:
+        reader.store.verify()
+        write_elsewhere(db)
+        with pytest.raises(StoreError, match=changed):
+            reader.store.verify()
+        malformed = sqlite3.DatabaseError("database disk image is malformed")
+        assert re.search(changed, str(reader.store._translate(malformed, "read")))
+
+
+def test_a_read_command_whose_ledger_changed_during_a_lock_free_read_exits_1(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = place / "l.db"
+    one_session(db)
+    nothing_writable(monkeypatch)
+    monkeypatch.setattr(readonly.Unchanged, "changed", lambda self: True)
+    code, out = run(db, "sessions")
+    assert code == 1
+    assert out.splitlines()[-1] == (
+        f"error: the ledger {db} changed while it was read read-only; run the command again"
+    )
+
+
+def test_a_read_only_open_through_a_symlink_reads_the_writers_unmerged_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite keeps -wal/-shm beside the real file: looked for there, not beside the link."""
+    (tmp_path / "real").mkdir()
+    real, link = tmp_path / "real" / "l.db", tmp_path / "link.db"
+    link.symlink_to(real)
+    with Ledger.open(str(real)) as writer:
+        sid = writer.start_session(model="m", context_length=8_192)
+        writer.append_messages(sid, [{"role": "user", "content": "unmerged"}])
+        nothing_writable(monkeypatch)
+        with Ledger.open(str(link), read_only=True) as reader:
+            assert [m["content"] for m in reader.api_messages(sid)] == ["unmerged"]
+
+
+def test_a_read_only_open_of_a_missing_file_is_refused_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(StoreError, match=r"no ledger file at .*typo\.db"):
+        Ledger.open(str(tmp_path / "no" / "typo.db"), read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("side", ["-wal", "-shm", ".lock"])
+def test_a_side_file_this_user_cannot_write_makes_the_ledger_unwritable(
+    place: Path, side: str
+) -> None:
+    folder = place / "mine"
+    folder.mkdir()
+    db = folder / "l.db"
+    db.write_bytes(b"")
+    (folder / ("l.db" + side)).write_bytes(b"")
+    (folder / ("l.db" + side)).chmod(0o444)
+    if os.geteuid() == 0:
+        for path in (folder, db):
+            os.chown(path, NOBODY, NOBODY)
+    assert unprivileged(lambda: readonly.is_writable(str(db))) is False
+    (folder / ("l.db" + side)).unlink()
+    assert unprivileged(lambda: readonly.is_writable(str(db))) is True

@@ -95,8 +95,16 @@ class State:
         return self._ledger
 
     def close(self) -> None:
+        """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
+        says so and exits 1: what it printed may be torn."""
         if self._ledger is not None:
-            self._ledger.close()
+            try:
+                self._ledger.store.check_unchanged()
+            except CtxLedgerError as exc:
+                click.echo(f"error: {_one_line(exc)}", err=True)
+                sys.exit(1)
+            finally:
+                self._ledger.close()
 
 
 class LedgerTargetType(click.ParamType[str, Any]):

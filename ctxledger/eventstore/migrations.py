@@ -136,8 +136,8 @@ def refuse_foreign_database(path: str) -> None:
     try:
         if os.path.getsize(path) == 0:
             return
-        # immutable unless a -shm is there: a plain mode=ro open of a WAL file makes the
-        # -wal and -shm beside it, which a read-only open must not (see .readonly)
+        # the read-only open's own choice (see .readonly): immutable where nothing can
+        # be written, so no -wal/-shm is made beside a ledger on a read-only folder
         uri = read_only_target(path)
         if uri is None:
             return

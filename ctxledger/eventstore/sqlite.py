@@ -39,12 +39,7 @@ from ctxledger.errors import (
     StoreError,
     UnknownBlob,
 )
-from ctxledger.events import (
-    BLOB_THRESHOLD,
-    Event,
-    Recorded,
-    sha256_hex,
-)
+from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import (
     MAX_SEQ,
@@ -60,6 +55,7 @@ from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS, refuse_foreign_database
 from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
+    Unchanged,
     connect_read_only,
     refuse_old_schema,
     refuse_unwritable,
@@ -76,8 +72,8 @@ from ctxledger.eventstore.rows import (
     chain_tip,
     decode_rows,
 )
-from ctxledger.eventstore.space import TEMPORARY, UNPERSISTED, ledger_path
-from ctxledger.eventstore.sqlite_errors import PAGE_SIZE, translated
+from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
+from ctxledger.eventstore.sqlite_errors import translated
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -85,7 +81,6 @@ if sys.platform != "win32":
 
 __all__ = ["SQLiteEventStore"]
 
-_PAGE_SIZE = PAGE_SIZE  # (why 4 KiB: see sqlite_errors)
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
@@ -139,6 +134,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         in_memory = self.path in UNPERSISTED  # leases: files beside the ledger, else per process
         #: reads only, writing nothing (see :mod:`.readonly`); every write is refused
         self.read_only = read_only
+        self._unchanged: Unchanged | None = None  # what an immutable open saw of the file
         if read_only:
             self._open_read_only(in_memory)
             return
@@ -172,7 +168,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self._file_leases = None
         refuse_foreign_database(self.path)
         with self._errors("open the ledger read-only"):
-            self._conn = connect_read_only(self.path)
+            self._conn, self._unchanged = connect_read_only(self.path)
             try:
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
@@ -186,7 +182,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     def _configure(self, in_memory: bool, max_page_count: int | None) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-        conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # only takes effect on a new, empty file
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new, empty file
         mode = self._enter_wal()
         if not in_memory and str(mode).lower() != "wal":
             raise StoreError(
@@ -227,6 +223,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             raise self._translate(exc, action) from exc
 
     def _translate(self, exc: sqlite3.Error, action: str) -> CtxLedgerError:
+        if self._unchanged is not None and self._unchanged.changed():
+            return self._unchanged.error()  # a torn immutable read, not a damaged file
         if self._closed or (isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)):
             return StoreError(f"the event store {self.path} is closed; open a new SQLiteEventStore")
         return translated(
@@ -553,7 +551,12 @@ class SQLiteEventStore(EventStore, HeadColumns):
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1
+        self.check_unchanged()
         return verifier.report()
+
+    def check_unchanged(self) -> None:
+        if self._unchanged is not None:
+            self._unchanged.check()
 
     def _check_blobs(self) -> BlobChecks:
         """ref -> None when the bytes hash to the ref, else what is wrong (read-only).

@@ -6,13 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
-from ctxledger.eventstore.space import out_of_space
+from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
 
-__all__ = ["PAGE_SIZE", "translated"]
-
-#: a one-event append dirties three pages (the row and two index leaves), all fsynced on
-#: commit; 4 KiB pages made those ~7 % faster than 8 KiB ones, costing batches ~4 %
-PAGE_SIZE = 4096
+__all__ = ["translated"]
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10

@@ -32,7 +32,7 @@ from test_head_columns import GOLDEN
 
 import ctxledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import StoreError
+from ctxledger.errors import InvalidConfig, StoreError
 from ctxledger.eventstore import SQLiteEventStore, readonly
 from ctxledger.ledger.facade import Ledger
 
@@ -366,3 +366,9 @@ def test_a_side_file_this_user_cannot_write_makes_the_ledger_unwritable(
     assert unprivileged(lambda: readonly.is_writable(str(db))) is False
     (folder / ("l.db" + side)).unlink()
     assert unprivileged(lambda: readonly.is_writable(str(db))) is True
+
+
+def test_a_read_only_open_of_a_postgresql_url_is_refused_before_connecting() -> None:
+    """It ran the migrations and took appends: read-only opens are SQLite only."""
+    with pytest.raises(InvalidConfig, match=r"read-only opens are SQLite only"):
+        Ledger.open("postgresql://nobody@127.0.0.1:1/none", read_only=True)

@@ -129,7 +129,7 @@ def open_store(
     """Open the event store `target` names: a PostgreSQL URL or a SQLite file path.
 
     `options` go to the backend's constructor. `read_only` opens a SQLite file writing
-    nothing (:mod:`.readonly`); a server's store reads as it always does. Raises
+    nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. Raises
     InvalidInput for an unknown scheme, and InvalidConfig when the PostgreSQL extra is
     not installed.
     """
@@ -143,6 +143,11 @@ def open_store(
         raise InvalidInput(
             f"unknown ledger URL scheme {scheme!r} in {shown_url(text)!r}: give a file path for "
             "a SQLite ledger or a postgresql://user@host/db URL for PostgreSQL"
+        )
+    if read_only:  # (it would run migrations and accept appends)
+        raise InvalidConfig(
+            f"read-only opens are SQLite only: {shown_url(text)!r} is a PostgreSQL ledger; "
+            "connect as a role with read-only grants to read it without writing"
         )
     try:
         from ctxledger.eventstore.postgres import PostgresEventStore

@@ -372,3 +372,31 @@ def test_a_read_only_open_of_a_postgresql_url_is_refused_before_connecting() -> 
     """It ran the migrations and took appends: read-only opens are SQLite only."""
     with pytest.raises(InvalidConfig, match=r"read-only opens are SQLite only"):
         Ledger.open("postgresql://nobody@127.0.0.1:1/none", read_only=True)
+
+
+def test_a_read_only_verify_without_a_key_of_this_user_warns_and_makes_none(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user's ledger (its anchor sealed under their key): the chain is checked,
+    the anchor is not (a warning, not FAILED), and no key file is made in HOME."""
+    folder = place / "theirs"
+    folder.mkdir()
+    db = folder / "l.db"
+    one_session(db)
+    assert (folder / "l.db.head").exists()
+    nothing_writable(monkeypatch)
+    mine = place / "home" / "anchor.key"
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(mine))
+    code, out = run(db, "verify")
+    assert code == 0, out
+    assert out.splitlines()[0].startswith("ok: ")
+    assert out.splitlines()[-1] == (
+        "warning: anchor not checked: no key readable by this user (the hash chain was checked)"
+    )
+    assert not mine.exists()
+    (place / "anchor.key").chmod(0o600)  # theirs, private: unreadable to the child
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(place / "anchor.key"))
+    for path in folder.iterdir():
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    code, out = unprivileged(lambda: run(db, "verify"))  # type: ignore[misc]
+    assert code == 0 and "warning: anchor not checked" in out, out

@@ -333,6 +333,8 @@ def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
             f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
         )
         console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
+        if report.warning:
+            console.print(f"warning: {report.warning}")
     else:
         event = f" (event {report.first_bad_event_id})" if report.first_bad_event_id else ""
         where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the log"

@@ -428,9 +428,8 @@ class TurnStream(Response):
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )
-                last = parser.rest()  # (a part of an event: never sent)
-                if not self.recorded:  # the client is told, as for an unreadable event
-                    last = self._broken(BadUpstreamReply(f"its stream failed: {message_of(exc)}"))
+                why = BadUpstreamReply(f"its stream failed: {message_of(exc)}")
+                last = self._broken(why)  # (b"" once recorded; a part of an event: never sent)
             await send({"type": "http.response.body", "body": last, "more_body": False})
         except TimeoutError:
             log.info(
@@ -470,7 +469,7 @@ class TurnStream(Response):
                             await send(_body(b"".join(out)))
                             out = []
                         await self._record(acc)
-                except BadUpstreamReply as exc:
+                except BadUpstreamReply as exc:  # (garbage after the end: the end is sent)
                     return b"".join(out) + self._broken(exc)
                 out.append(ev.raw)
             if out:
@@ -481,7 +480,13 @@ class TurnStream(Response):
         return parser.rest()
 
     def _broken(self, exc: BadUpstreamReply) -> bytes:
-        """The error event ending a stream whose reply cannot be had (nothing recorded)."""
+        """The error event ending a stream whose reply cannot be had (nothing recorded);
+        b"" when the reply was recorded (its end marker sent): the client has its answer,
+        and "nothing recorded, send the turn again" would duplicate the turn."""
+        if self.recorded:
+            why = message_of(exc)
+            log.warning("session %s: after its recorded reply, %s", self.turn.session_id, why)
+            return b""
         self.broken = True
         message = bad_reply_message(self.turn.api.name, exc)
         log.warning("session %s: %s", self.turn.session_id, message)

@@ -75,6 +75,8 @@ from ctxledger.server.routing import (
 )
 from ctxledger.server.upstream_reply import (
     BAD_REPLY,
+    MAX_REPLY_BYTES,
+    UPSTREAM_ENCODING,
     BadUpstreamReply,
     bad_reply_message,
     decode_reply,
@@ -82,6 +84,7 @@ from ctxledger.server.upstream_reply import (
     forwarded,
     read_upstream,
     read_whole,
+    refuse_encoded,
     response_headers,
     upstream_failed,
 )
@@ -270,8 +273,7 @@ class Turn:
         headers = {
             k: v for k in FORWARDED_HEADERS if (v := self.request.headers.get(k)) is not None
         }
-        headers["content-type"] = "application/json"
-        return headers
+        return {**headers, "content-type": "application/json", **UPSTREAM_ENCODING}
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
@@ -286,6 +288,8 @@ class Turn:
                     "POST", url, content=content, headers=self._headers()
                 )
                 resp = await self.state.client.send(req, stream=True)
+                if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):
+                    return refused
                 if self.api.peek is not None and resp.status_code < 400:
                     resp = await self.api.peek(resp)
             except httpx.HTTPError as exc:
@@ -428,8 +432,7 @@ class TurnStream(Response):
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )
-                why = BadUpstreamReply(f"its stream failed: {message_of(exc)}")
-                last = self._broken(why)  # (b"" once recorded; a part of an event: never sent)
+                last = self._broken(BadUpstreamReply(f"its stream failed: {message_of(exc)}"))
             await send({"type": "http.response.body", "body": last, "more_body": False})
         except TimeoutError:
             log.info(
@@ -458,7 +461,12 @@ class TurnStream(Response):
     async def _relay(self, send: Send, acc: Accumulator, parser: SSEParser) -> bytes:
         """Forward the upstream's events; the bytes that end the body (what the parser
         holds, or an error event when an event could not be read)."""
+        size = 0
         async for chunk in self.upstream.aiter_bytes():
+            if (size := size + len(chunk)) > MAX_REPLY_BYTES:  # (what the face gathers, too)
+                return self._broken(
+                    BadUpstreamReply(f"its stream runs past {MAX_REPLY_BYTES:,} bytes")
+                )
             out: list[bytes] = []
             for ev in parser.feed(chunk):
                 try:
@@ -481,8 +489,7 @@ class TurnStream(Response):
 
     def _broken(self, exc: BadUpstreamReply) -> bytes:
         """The error event ending a stream whose reply cannot be had (nothing recorded);
-        b"" when the reply was recorded (its end marker sent): the client has its answer,
-        and "nothing recorded, send the turn again" would duplicate the turn."""
+        b"" once recorded (the end marker sent: a resend would duplicate the turn)."""
         if self.recorded:
             why = message_of(exc)
             log.warning("session %s: after its recorded reply, %s", self.turn.session_id, why)

@@ -400,3 +400,22 @@ def test_a_read_only_verify_without_a_key_of_this_user_warns_and_makes_none(
         path.chmod(0o755 if path.is_dir() else 0o644)
     code, out = unprivileged(lambda: run(db, "verify"))  # type: ignore[misc]
     assert code == 0 and "warning: anchor not checked" in out, out
+
+
+def test_migrate_copies_from_a_ledger_this_user_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "archive").mkdir()
+    source, dest = tmp_path / "archive" / "l.db", tmp_path / "copy.db"
+    one_session(source)
+    archive = str(tmp_path / "archive")
+    writable = readonly._writable
+    monkeypatch.setattr(
+        readonly,
+        "_writable",
+        lambda path, mode=os.W_OK: not path.startswith(archive) and writable(path, mode),
+    )
+    before = snapshot(tmp_path / "archive")
+    code, out = run(dest, "migrate", "--from", str(source), "--to", str(dest))
+    assert code == 0 and out.startswith("copied "), out
+    assert snapshot(tmp_path / "archive") == before

@@ -10,6 +10,7 @@ the folder (names, modes, bytes) is the same after it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -419,3 +420,30 @@ def test_migrate_copies_from_a_ledger_this_user_cannot_write(
     code, out = run(dest, "migrate", "--from", str(source), "--to", str(dest))
     assert code == 0 and out.startswith("copied "), out
     assert snapshot(tmp_path / "archive") == before
+
+
+def test_a_read_command_whose_writable_open_finds_the_disk_full_reads_read_only(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = place / "l.db"
+    sid = one_session(db)
+
+    def full(path: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr("ctxledger.eventstore.sqlite.create_private_file", full)
+    code, out = run(db, "show", sid)
+    assert code == 0 and "hello" in out, out
+    code, out = run(db, "compress", sid)  # a writing command still says why
+    assert code == 1 and "No space left on device" in out, out
+
+
+def test_a_leftover_rollback_journal_beside_an_immutable_ledger_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "l.db"
+    one_session(db)
+    (tmp_path / "l.db-journal").write_bytes(b"\x00" * 512)  # pages to roll back
+    nothing_writable(monkeypatch)
+    with pytest.raises(StoreError, match=r"rollback journal .*l\.db-journal"):
+        SQLiteEventStore(str(db), read_only=True)

@@ -17,8 +17,14 @@ import msgspec
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
-from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
-from ctxledger.eventstore.opening import default_db_path, opens_read_only, require_ledger_file
+from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound, StoreError
+from ctxledger.eventstore.opening import (
+    default_db_path,
+    is_url,
+    opens_read_only,
+    require_ledger_file,
+)
+from ctxledger.eventstore.readonly import only_writing_failed
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
@@ -91,7 +97,12 @@ class State:
             if existing or reads:
                 require_ledger_file(self.db)
             read_only = reads and opens_read_only(self.db)
-            self._ledger = Ledger.open(self.db, config=self.config(), read_only=read_only)
+            try:
+                self._ledger = Ledger.open(self.db, config=self.config(), read_only=read_only)
+            except StoreError as exc:  # (a full disk, a medium that turned read-only)
+                if not reads or read_only or is_url(self.db) or not only_writing_failed(exc):
+                    raise
+                self._ledger = Ledger.open(self.db, config=self.config(), read_only=True)
         return self._ledger
 
     def close(self) -> None:

@@ -24,12 +24,13 @@ The store refuses every write (``SQLiteEventStore._writing``).
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import stat
 import urllib.parse
 
-from ctxledger.errors import StoreError
+from ctxledger.errors import StorageFullError, StoreError
 
 __all__ = [
     "CHANGED",
@@ -37,6 +38,7 @@ __all__ = [
     "Unchanged",
     "connect_read_only",
     "is_writable",
+    "only_writing_failed",
     "read_only_target",
     "refuse_old_schema",
     "refuse_unwritable",
@@ -185,3 +187,18 @@ def refuse_unwritable(path: str) -> None:
             "medium): a command that writes needs it writable; commands that only read "
             "open it read-only; nothing was written"
         )
+
+
+#: SQLite's primary codes of an open that could not write: READONLY, CANTOPEN
+_WRITE_CODES = (8, 14)
+
+
+def only_writing_failed(exc: StoreError) -> bool:
+    """Whether a failed open for writing could still be read read-only: a full disk, a
+    medium or file SQLite found read-only or could not open for writing."""
+    cause = exc.__cause__
+    if isinstance(exc, StorageFullError):
+        return True
+    if isinstance(cause, sqlite3.Error):
+        return (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF in _WRITE_CODES
+    return isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES)

@@ -163,7 +163,10 @@ def test_a_real_serve_with_a_bad_limit_exits_at_once_listening_nowhere(folder: P
     code = str(Path(ctxledger.__file__).resolve().parents[1])  # this tree, from any folder
     path = os.pathsep.join([code, os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "CTXLEDGER_MAX_INPUT_BYTES": "lots", "PYTHONPATH": path}
-    command = [str(Path(sys.executable).parent / "ctxledger"), "--db", "l.db", "serve"]
+    # the console script's entry point (pyproject: ctxledger.cli.main:main), run by this
+    # interpreter: no `ctxledger` script need sit beside it
+    entry = "from ctxledger.cli.main import main; main()"
+    command = [sys.executable, "-c", entry, "--db", "l.db", "serve"]
     with subprocess.Popen(
         [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
     ) as proc:

@@ -105,15 +105,15 @@ async def test_a_malformed_chat_reply_is_a_502_and_records_no_reply(
         (
             b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", '
             b'"arguments": {"a": 1}}]}',
-            "output[0].arguments of a function_call must be a string, got an object",
+            "'output': item 0: function_call arguments must be a string, got an object",
         ),
         (
             b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": 5}]}',
-            "output[0].arguments of a function_call must be a string, got an integer",
+            "'output': item 0: function_call arguments must be a string, got a number",
         ),
         (
             b'{"output": [{"type": "function_call", "call_id": 7, "name": "f", "arguments": ""}]}',
-            "output[0].call_id of a function_call must be a string",
+            "'output': item 0: function_call without a string call_id",
         ),
     ],
 )
@@ -212,7 +212,7 @@ _CREATED = {"type": "response.created", "response": {"id": "resp_1", "status": "
                     ],
                 },
             },
-            "output[0].arguments of a function_call must be a string, got null",
+            "'output': item 0: function_call arguments must be a string, got null",
         ),
     ],
 )
@@ -311,3 +311,14 @@ async def test_an_upstream_usage_that_is_malformed_is_dropped_and_the_reply_kept
         stream = await r.http.post("/v1/chat/completions", json={**again, "stream": True})
         assert stream.status_code == 200 and stream.text.endswith("data: [DONE]\n\n")
         assert _roles(r) == ["user", "assistant", "user", "assistant"] and _usages(r) == 0
+
+
+def test_a_clients_function_call_with_arguments_not_a_string_is_refused_by_the_same_check() -> None:
+    """One check (items_to_messages) for an upstream's output and a client's input."""
+    from ctxledger.errors import InvalidInput
+    from ctxledger.importers.responses import items_to_messages
+
+    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}
+    with pytest.raises(InvalidInput, match="function_call arguments must be a string, got an"):
+        items_to_messages([item])
+    assert items_to_messages([{**item, "arguments": "{}"}])[0]["tool_calls"][0]["id"] == "c"

@@ -58,7 +58,6 @@ from ctxledger.server.upstream_reply import (
     BadUpstreamReply,
     decode_event,
     index_of,
-    kind_of,
     need_object,
     optional_list,
     optional_object,
@@ -202,14 +201,6 @@ def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
     output = optional_list(output, "'output'")
     if not output:
         return None
-    for i, item in enumerate(output):  # (arguments as an object: forwarded, then not recorded)
-        if isinstance(item, Mapping) and item.get("type") == "function_call":
-            for key in ("call_id", "name", "arguments"):
-                if not isinstance(item.get(key), str):
-                    raise BadUpstreamReply(
-                        f"output[{i}].{key} of a function_call must be a string, "
-                        f"got {kind_of(item.get(key))}"
-                    )
     try:
         messages = items_to_messages(output)
     except InvalidInput as exc:

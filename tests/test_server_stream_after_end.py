@@ -134,3 +134,40 @@ async def test_an_endless_event_before_the_end_is_cut_with_the_error_event(
     assert endless.taken <= 24 and roles == ["user"]  # (Responses: a 256 KiB peek first)
     assert "runs past 65,536 bytes without ending" in response.text
     assert "Nothing of its answer was recorded" in response.text
+
+
+def _tool_stream(partial_json: str) -> bytes:
+    block = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    delta = {"type": "input_json_delta", "partial_json": partial_json}
+    return b"".join(
+        _anthropic_event(data)
+        for data in (
+            {"type": "message_start", "message": {**_MESSAGE, "usage": {"input_tokens": 3}}},
+            {"type": "content_block_start", "index": 0, "content_block": block},
+            {"type": "content_block_delta", "index": 0, "delta": delta},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {}},
+            {"type": "message_stop"},
+        )
+    )
+
+
+@pytest.mark.parametrize("partial", ["5", '"text"', "[1]", "null"])
+async def test_a_streamed_tool_use_whose_input_is_json_but_no_object_is_a_bad_reply(
+    tmp_path: Path, partial: str
+) -> None:
+    """As unstreamed (a 502 there): the Messages API's tool_use input is an object."""
+    stream = _tool_stream(partial)
+    response, roles = await _streamed(
+        tmp_path, "anthropic", lambda request: httpx.Response(200, headers=_SSE, content=stream)
+    )
+    assert "a tool_use's input must be an object" in response.text and roles == ["user"]
+
+
+async def test_a_streamed_tool_use_cut_mid_input_is_recorded_raw(tmp_path: Path) -> None:
+    """Fragments that are no JSON (a block cut by max_tokens) are what the model wrote."""
+    stream = _tool_stream('{"path": "src/ap')
+    response, roles = await _streamed(
+        tmp_path, "anthropic", lambda request: httpx.Response(200, headers=_SSE, content=stream)
+    )
+    assert "message_stop" in response.text and roles == ["user", "assistant"]

@@ -539,11 +539,15 @@ class AnthropicStream:
 
     def _finish_block(self, index: int) -> None:
         block = self.blocks.get(index)
+        # the fragments make the input object's JSON; text that is no JSON (a block cut
+        # by max_tokens) is kept raw, JSON that is no object is malformed, as unstreamed
         if block is not None and block.get("type") == "tool_use" and index in self.partial:
-            parsed = _json(self.partial[index] or "{}")
-            block["input"] = (
-                parsed if isinstance(parsed, dict) else {"_raw_arguments": self.partial[index]}
-            )
+            text = self.partial[index] or "{}"
+            parsed = _json(text)
+            if not isinstance(parsed, dict) and (parsed is not None or text.strip() == "null"):
+                got = kind_of(parsed)
+                raise BadUpstreamReply(f"a tool_use's input must be an object, got {got}")
+            block["input"] = parsed if isinstance(parsed, dict) else {"_raw_arguments": text}
 
     @property
     def complete(self) -> bool:

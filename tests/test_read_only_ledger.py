@@ -444,7 +444,7 @@ def test_a_read_command_whose_writable_open_finds_the_disk_full_reads_read_only(
     def full(path: str) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    monkeypatch.setattr("ctxledger.eventstore.sqlite.create_private_file", full)
+    monkeypatch.setattr("ctxledger.eventstore.files.create_private_file", full)
     code, out = run(db, "show", sid)
     assert code == 0 and "hello" in out, out
     code, out = run(db, "compress", sid)  # a writing command still says why

@@ -50,7 +50,7 @@ from ctxledger.eventstore.base import (
     paged,
     prepare_append,
 )
-from ctxledger.eventstore.files import create_private_file, open_side_lock
+from ctxledger.eventstore.files import create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS, refuse_foreign_database
 from ctxledger.eventstore.readonly import (
@@ -142,13 +142,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         if not in_memory:
             refuse_foreign_database(self.path)
             refuse_unwritable(self.path)
-            try:
-                create_private_file(self.path)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot create the ledger {self.path}: {exc.strerror}; "
-                    "check the directory exists and is writable"
-                ) from exc
+            create_ledger_file(self.path)
             if fair_write_lock:
                 self._side_lock = open_side_lock(self.path + ".lock")
         with self._errors("open the ledger"):

@@ -131,3 +131,51 @@ def test_a_bad_limit_stops_a_compaction_before_its_summarizer_runs(
         assert summarizer.calls == 1 and ledger.store.last_seq() > before
     finally:
         ledger.close()
+
+
+@pytest.mark.parametrize("name", ["CTXLEDGER_MAX_JSON_DEPTH", "CTXLEDGER_MAX_INPUT_BYTES"])
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "1e3", "9" * 5000])
+def test_serve_names_a_bad_limit_before_it_listens_or_opens_the_ledger(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    listened: list[object] = []
+    monkeypatch.setattr("ctxledger.cli.serve._run", lambda *args: listened.append(args))
+    monkeypatch.setenv(name, value)
+    before = _files(folder)
+    for db in ("l.db", "new.db"):
+        result = CliRunner().invoke(cli, ["--db", db, "serve", "--port", "0"])
+        assert _one_line_error(result, 2).startswith(f"error: {name} must be a positive integer")
+    assert listened == [] and _files(folder) == before
+
+
+def test_a_real_serve_with_a_bad_limit_exits_at_once_listening_nowhere(folder: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:  # a port free now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    before = _files(folder)
+    import ctxledger
+
+    code = str(Path(ctxledger.__file__).resolve().parents[1])  # this tree, from any folder
+    path = os.pathsep.join([code, os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "CTXLEDGER_MAX_INPUT_BYTES": "lots", "PYTHONPATH": path}
+    # the console script's entry point (pyproject: ctxledger.cli.main:main), run by this
+    # interpreter: no `ctxledger` script need sit beside it
+    entry = "from ctxledger.cli.main import main; main()"
+    command = [sys.executable, "-c", entry, "--db", "l.db", "serve"]
+    with subprocess.Popen(
+        [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()  # (without the check it would be serving: never left running)
+    assert proc.returncode == 2 and err.startswith("error: CTXLEDGER_MAX_INPUT_BYTES"), err
+    assert err.count("\n") == 1
+    with socket.socket() as client:
+        assert client.connect_ex(("127.0.0.1", port)) != 0
+    assert _files(folder) == before

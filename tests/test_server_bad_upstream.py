@@ -101,6 +101,20 @@ async def test_a_malformed_chat_reply_is_a_502_and_records_no_reply(
         (b'{"status": "completed", "output": 5}', "'output' must be a list, got an integer"),
         (b'{"status": "completed", "output": [5]}', "'output': item 0 must be an object"),
         (b'{"status": ["completed"], "output": []}', "'status' must be a string"),
+        # session 32: forwarded as a 200 the ledger then refused ("reply not recorded")
+        (
+            b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", '
+            b'"arguments": {"a": 1}}]}',
+            "'output': item 0: function_call arguments must be a string, got an object",
+        ),
+        (
+            b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": 5}]}',
+            "'output': item 0: function_call arguments must be a string, got a number",
+        ),
+        (
+            b'{"output": [{"type": "function_call", "call_id": 7, "name": "f", "arguments": ""}]}',
+            "'output': item 0: function_call without a string call_id",
+        ),
     ],
 )
 async def test_a_malformed_response_is_a_502_and_records_no_reply(
@@ -188,6 +202,18 @@ _CREATED = {"type": "response.created", "response": {"id": "resp_1", "status": "
             {"type": "response.completed", "response": {"status": "completed", "output": [5]}},
             "'output': item 0 must be an object",
         ),
+        (
+            {
+                "type": "response.completed",
+                "response": {
+                    "status": "completed",
+                    "output": [
+                        {"type": "function_call", "call_id": "c", "name": "f", "arguments": None}
+                    ],
+                },
+            },
+            "'output': item 0: function_call arguments must be a string, got null",
+        ),
     ],
 )
 async def test_a_malformed_responses_stream_ends_with_an_error_event_and_records_no_reply(
@@ -218,6 +244,23 @@ async def test_a_malformed_anthropic_stream_ends_with_an_error_event(tmp_path: P
                 async for _ in stream:
                     pass
         assert _roles(r) == ["user"]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [('"a text"', "a string"), ("[1]", "a list"), ("5", "an integer")]
+)
+async def test_an_anthropic_tool_input_that_is_no_object_is_a_502(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    # session 32: a string input was recorded as the call's arguments '"a text"'
+    async with rig(tmp_path, api="anthropic") as r:
+        body = (
+            '{"type": "message", "role": "assistant", "model": "m", "content": [{"type": '
+            f'"tool_use", "id": "tu", "name": "f", "input": {value}}}], '
+            '"usage": {"input_tokens": 5, "output_tokens": 1}}'
+        ).encode()
+        says = f"content[0].input of a tool_use must be an object, got {shown}"
+        await _refused(r, "/v1/messages", ANTHROPIC, body, says)
 
 
 @pytest.mark.parametrize(
@@ -268,3 +311,14 @@ async def test_an_upstream_usage_that_is_malformed_is_dropped_and_the_reply_kept
         stream = await r.http.post("/v1/chat/completions", json={**again, "stream": True})
         assert stream.status_code == 200 and stream.text.endswith("data: [DONE]\n\n")
         assert _roles(r) == ["user", "assistant", "user", "assistant"] and _usages(r) == 0
+
+
+def test_a_clients_function_call_with_arguments_not_a_string_is_refused_by_the_same_check() -> None:
+    """One check (items_to_messages) for an upstream's output and a client's input."""
+    from ctxledger.errors import InvalidInput
+    from ctxledger.importers.responses import items_to_messages
+
+    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}
+    with pytest.raises(InvalidInput, match="function_call arguments must be a string, got an"):
+        items_to_messages([item])
+    assert items_to_messages([{**item, "arguments": "{}"}])[0]["tool_calls"][0]["id"] == "c"

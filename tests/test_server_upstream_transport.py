@@ -4,9 +4,9 @@ Session 29, each a 500 ``internal`` before (after the user's turn was recorded, 
 the header case after the reply was recorded too, so the client lost an answer the
 ledger kept):
 
-- a non-streamed body (an answer or an error) cut mid-way by the upstream, or sent with
-  a ``content-encoding`` that does not decode, raised an ``httpx`` error while it was
-  read; it is now a 502 ``upstream_unreachable`` in the face's error shape, and nothing
+- a non-streamed body (an answer or an error) cut mid-way by the upstream raised an
+  ``httpx`` error while it was read (a ``content-encoding`` is now refused before:
+  test_server_upstream_limits.py); it is now a 502 ``upstream_unreachable`` in the face's error shape, and nothing
   of the answer is recorded (the client's resend continues from the user's turn);
 - a response header whose value is UTF-8 (httpx decodes it as such) was encoded back
   as Latin-1 to be passed on; the headers are now passed on as the bytes received.
@@ -17,7 +17,6 @@ with its traceback, as the state API's are.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -107,12 +106,6 @@ async def _answer(
             lambda request: httpx.Response(400, stream=_CutStream(b'{"error": {"mess')),
             id="error-cut",
         ),
-        pytest.param(
-            lambda request: httpx.Response(
-                200, headers={"content-encoding": "gzip"}, stream=_Body(b"not gzip at all")
-            ),
-            id="answer-undecodable",
-        ),
     ],
 )
 async def test_an_answer_the_upstream_fails_to_finish_is_a_502_and_records_no_reply(
@@ -124,16 +117,6 @@ async def test_an_answer_the_upstream_fails_to_finish_is_a_502_and_records_no_re
     assert error["code"] == "upstream_unreachable" and error["type"] == "server_error"
     assert error["message"].startswith("upstream http://up.test/v1 failed: ")
     assert roles == ["user"]
-
-
-async def test_an_answer_that_decodes_is_still_read_whole(tmp_path: Path) -> None:
-    def upstream(request: httpx.Request) -> httpx.Response:
-        body = gzip.compress(json.dumps(REPLY).encode())
-        return httpx.Response(200, headers={"content-encoding": "gzip"}, stream=_Body(body))
-
-    response, roles = await _answer(tmp_path, upstream)
-    assert response.status_code == 200 and response.json() == REPLY
-    assert roles == ["user", "assistant"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -165,3 +148,94 @@ async def test_an_internal_error_of_the_proxy_is_logged_with_its_traceback(
     assert response.status_code == 500 and response.json()["error"]["code"] == "internal"
     (record,) = [r for r in caplog.records if r.name == "ctxledger.server"]
     assert record.getMessage() == "POST /v1/chat/completions failed" and record.exc_info
+
+
+# --- session 32: a stream the upstream cuts, or whose bytes do not decode, or whose one
+# event never ends: the client's stream ends with the face's error event (it was the
+# half event received, or nothing, and a client saw a stream that just stopped), and
+# nothing of the reply is recorded.
+
+_FACES = {
+    "openai": ("/v1/chat/completions", {**CHAT, "stream": True}, "openai", b"data: {"),
+    "responses": (
+        "/v1/responses",
+        {"model": "m", "input": "hello", "stream": True},
+        "openai",
+        b"event: error\ndata: {",
+    ),
+    "anthropic": (
+        "/v1/messages",
+        {**CHAT, "max_tokens": 64, "stream": True},
+        "anthropic",
+        b"event: error\ndata: {",
+    ),
+}
+_SSE = {"content-type": "text/event-stream"}
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """`count` chunks of `chunk`, counting how many were taken."""
+
+    def __init__(self, chunk: bytes, count: int) -> None:
+        self.chunk, self.count, self.taken = chunk, count, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for _ in range(self.count):
+            self.taken += 1
+            yield self.chunk
+
+
+async def _streamed(
+    tmp_path: Path, face: str, upstream: Callable[[httpx.Request], httpx.Response]
+) -> tuple[httpx.Response, list[str]]:
+    path, body, api, _ = _FACES[face]
+    service = ContextService.open(tmp_path / "s.db")
+    app = create_app(
+        service, upstream="http://up.test/v1", transport=httpx.MockTransport(upstream), api=api
+    )
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://proxy.test"
+        ) as client:
+            response = await client.post(path, json=body)
+        events = [rec.event for rec in service.ledger.store.read_all()]
+        return response, [e.message["role"] for e in events if isinstance(e, MessageAppended)]
+    finally:
+        await app.state.ctx.aclose()
+        await service.aclose()
+
+
+@pytest.mark.parametrize("face", list(_FACES))
+@pytest.mark.parametrize(
+    ("upstream", "says"),
+    [
+        pytest.param(
+            lambda request: httpx.Response(
+                200, headers=_SSE, stream=_CutStream(b'data: {"type": "x", "cho')
+            ),
+            "peer closed connection",
+            id="cut-mid-event",
+        ),
+    ],
+)
+async def test_a_stream_the_upstream_fails_ends_with_an_error_event_and_records_nothing(
+    tmp_path: Path, face: str, upstream: Callable[[httpx.Request], httpx.Response], says: str
+) -> None:
+    response, roles = await _streamed(tmp_path, face, upstream)
+    assert response.status_code == 200 and roles == ["user"]
+    text = response.text
+    assert text.startswith(_FACES[face][3].decode()) and "its stream failed" in text, text
+    assert says in text and b'"cho' not in response.content  # (the half event is not sent)
+
+
+async def test_a_stream_event_that_never_ends_is_cut_at_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ctxledger.server.proxy.MAX_EVENT_BYTES", 64 * 1024)
+    endless = _Chunks(b"x" * 16 * 1024, 10_000)  # 160 MB, never a blank line
+    response, roles = await _streamed(
+        tmp_path, "openai", lambda request: httpx.Response(200, headers=_SSE, stream=endless)
+    )
+    assert endless.taken <= 6 and roles == ["user"]
+    assert "a stream event runs past 65,536 bytes without ending" in response.text
+    assert len(response.content) < 4096

@@ -44,7 +44,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore import is_url
+from ctxledger.eventstore import is_url, opens_read_only
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
@@ -149,7 +149,7 @@ def _print_chain(report: ChainAudit, show_all: bool) -> None:
 @handle_errors
 def audit(ctx: click.Context, ref: str, show_all: bool, as_json: bool) -> None:
     """Which facts each compaction kept and lost (REF: a compaction id or a session)."""
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     if is_compaction_ref(ledger, ref):
         with spinner(ctx, f"auditing {ref}"):
             one = redacted_report(audit_compaction(ledger, ref), ledger)
@@ -235,7 +235,7 @@ def diff_cmd(
 
     With only A (a compaction): the view it replaced vs the view it made.
     """
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     if config_path is not None or summarizer_kind is not None:
         if b is not None or b_db is not None:
             raise InvalidInput(
@@ -252,7 +252,7 @@ def diff_cmd(
             )
         if not is_url(b_db) and not os.path.isfile(b_db):
             raise InvalidInput(f"--b-db {b_db}: no such ledger file")
-        with Ledger.open(b_db) as other:
+        with Ledger.open(b_db, read_only=opens_read_only(b_db)) as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
         report = diff(ledger, a, b)
@@ -304,7 +304,7 @@ def _replayed_diff(
 @handle_errors
 def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> None:
     """The life of one FACT in SESSION's chain: where it appeared, what compactions did with it."""
-    report = redacted_report(trace(state_of(ctx).ledger(existing=True), session, fact))
+    report = redacted_report(trace(state_of(ctx).ledger(reads=True), session, fact))
     if as_json:
         emit_json(report)
         return
@@ -336,7 +336,7 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 @handle_errors
 def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json: bool) -> None:
     """Full-text search over every message SESSION's chain ever held, compacted ones too."""
-    result = recall(state_of(ctx).ledger(existing=True), session, query, limit)
+    result = recall(state_of(ctx).ledger(reads=True), session, query, limit)
     if as_json:
         emit_json(result)
         return
@@ -373,7 +373,7 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
 @handle_errors
 def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: bool) -> None:
     """The original messages COMPACTION's summary replaced."""
-    result = expand(state_of(ctx).ledger(existing=True), compaction)
+    result = expand(state_of(ctx).ledger(reads=True), compaction)
     if as_json:
         emit_json(result)
         return

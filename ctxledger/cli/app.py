@@ -17,8 +17,14 @@ import msgspec
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
-from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
-from ctxledger.eventstore.opening import default_db_path, require_ledger_file
+from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound, StoreError
+from ctxledger.eventstore.opening import (
+    default_db_path,
+    is_url,
+    opens_read_only,
+    require_ledger_file,
+)
+from ctxledger.eventstore.readonly import only_writing_failed
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
@@ -82,18 +88,34 @@ class State:
     ) -> CompressionConfig:
         return self.settings(path, overrides, base).config
 
-    def ledger(self, *, existing: bool = False) -> Ledger:
+    def ledger(self, *, existing: bool = False, reads: bool = False) -> Ledger:
         """The ledger, opened once. With `existing` (a command that only reads, or names
-        something already recorded) a missing SQLite file is refused, not created."""
+        something already recorded) a missing SQLite file is refused, not created. With
+        `reads` (a command that never appends) an empty file, or one this process cannot
+        write, is opened read-only: nothing is written to it or beside it."""
         if self._ledger is None:
-            if existing:
+            if existing or reads:
                 require_ledger_file(self.db)
-            self._ledger = Ledger.open(self.db, config=self.config())
+            read_only = reads and opens_read_only(self.db)
+            try:
+                self._ledger = Ledger.open(self.db, config=self.config(), read_only=read_only)
+            except StoreError as exc:  # (a full disk, a medium that turned read-only)
+                if not reads or read_only or is_url(self.db) or not only_writing_failed(exc):
+                    raise
+                self._ledger = Ledger.open(self.db, config=self.config(), read_only=True)
         return self._ledger
 
     def close(self) -> None:
+        """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
+        says so and exits 1: what it printed may be torn."""
         if self._ledger is not None:
-            self._ledger.close()
+            try:
+                self._ledger.store.check_unchanged()
+            except CtxLedgerError as exc:
+                click.echo(f"error: {_one_line(exc)}", err=True)
+                sys.exit(1)
+            finally:
+                self._ledger.close()
 
 
 class LedgerTargetType(click.ParamType[str, Any]):

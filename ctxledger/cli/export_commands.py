@@ -48,7 +48,7 @@ from ctxledger.inputfile import is_stream
 @handle_errors
 def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) -> None:
     """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON."""
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     ref, seq = parse_ref(session)
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)

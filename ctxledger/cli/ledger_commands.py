@@ -111,7 +111,7 @@ def import_cmd(
 @handle_errors
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List sessions, oldest first."""
-    rows = session_rows(state_of(ctx).ledger(existing=True))
+    rows = session_rows(state_of(ctx).ledger(reads=True))
     if as_json:
         emit_json(rows)
         return
@@ -156,7 +156,7 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     Each message shows its index and a short id (a unique suffix of its message id;
     --json has the full ids); `pin` takes either.
     """
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     ref, seq = parse_ref(session)
     if at_seq is not None:
         if seq is not None and seq != at_seq:
@@ -245,7 +245,7 @@ def _usage_table(data: dict[str, dict[str, Any]]) -> Table:
 @handle_errors
 def usage(ctx: click.Context, session: str, as_json: bool) -> None:
     """Token usage of a session and of its whole compression chain (agent and summarizer apart)."""
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
     data = {"session": ledger.usage(sid).to_dict(), "chain": ledger.chain_usage(sid).to_dict()}
     if as_json:
@@ -271,7 +271,7 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
     ``compressions`` counts the compactions in effect at the tip, as the compressor
     does (an undo is not one, and takes the compaction it reverted out of the count).
     """
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
     chains = ledger.chains
     members = chains.chain(sid)
@@ -333,6 +333,8 @@ def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
             f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
         )
         console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
+        if report.warning:
+            console.print(f"warning: {report.warning}")
     else:
         event = f" (event {report.first_bad_event_id})" if report.first_bad_event_id else ""
         where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the log"
@@ -379,7 +381,7 @@ def replay(
 
     With --config or --summarizer: a what-if replay instead (the log is only read).
     """
-    ledger = state_of(ctx).ledger(existing=True)
+    ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
     if config_path is not None or summarizer_kind is not None or out_path is not None:
         if verify_plans:

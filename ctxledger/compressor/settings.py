@@ -188,12 +188,21 @@ def find_config_file(
             raise InvalidConfig(f"{CONFIG_ENV}={named!r}: no such config file")
         return path, CONFIG_ENV
     local = Path(cwd) if cwd is not None else Path.cwd()
-    if (local / CONFIG_FILENAME).is_file():
+    if _found(local / CONFIG_FILENAME):
         return local / CONFIG_FILENAME, "working directory"
     user = user_config_file()
-    if user.is_file():
+    if _found(user):
         return user, "user config directory"
     return None
+
+
+def _found(path: Path) -> bool:
+    """Whether a config file is at `path`; a place this user may not look into (a HOME
+    of another user, under ``runuser``/``sudo -u``) holds none for it, as no traceback."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def resolve_config(

@@ -3,7 +3,7 @@
 
 from ctxledger.events import Recorded
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
-from ctxledger.eventstore.opening import is_url, open_store
+from ctxledger.eventstore.opening import is_url, open_store, opens_read_only
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     ChainFormat,
@@ -36,6 +36,7 @@ __all__ = [
     "is_url",
     "link_hash",
     "open_store",
+    "opens_read_only",
     "row_digest",
     "split_linked",
 ]

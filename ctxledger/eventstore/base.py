@@ -398,6 +398,11 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    def check_unchanged(self) -> None:
+        """StoreError when the file a lock-free read-only open read changed meanwhile (a
+        SQLite ledger opened ``immutable``, see :mod:`.readonly`); else nothing."""
+        return None
+
     def change_token(self) -> object | None:
         """A value that differs after any append since the previous call, or None (unknown).
 

@@ -12,9 +12,9 @@ import os
 import stat
 import sys
 
-from ctxledger.errors import IntegrityError, InvalidInput
+from ctxledger.errors import IntegrityError, InvalidInput, StoreError
 
-__all__ = ["SQLITE_HEADER", "create_private_file", "open_side_lock"]
+__all__ = ["SQLITE_HEADER", "create_ledger_file", "create_private_file", "open_side_lock"]
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -29,6 +29,17 @@ def open_side_lock(path: str) -> int | None:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return None
+
+
+def create_ledger_file(path: str) -> None:
+    """:func:`create_private_file`, a failure as the StoreError a user can act on."""
+    try:
+        create_private_file(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the ledger {path}: {exc.strerror}; "
+            "check the directory exists and is writable"
+        ) from exc
 
 
 def create_private_file(path: str) -> None:

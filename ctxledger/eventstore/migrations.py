@@ -14,11 +14,11 @@ from __future__ import annotations
 import datetime
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
+from ctxledger.eventstore.readonly import read_only_target
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -136,10 +136,13 @@ def refuse_foreign_database(path: str) -> None:
     try:
         if os.path.getsize(path) == 0:
             return
-        # the file name's bytes: one that is not UTF-8 holds lone surrogates as text
-        uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
+        # the read-only open's own choice (see .readonly): immutable where nothing can
+        # be written, so no -wal/-shm is made beside a ledger on a read-only folder
+        uri = read_only_target(path)
+        if uri is None:
+            return
         conn = sqlite3.connect(uri, uri=True)
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error, StoreError):
         return
     try:
         _is_ledger(conn, path)

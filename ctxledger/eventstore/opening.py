@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxledger.errors import InvalidConfig, InvalidInput
 from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.readonly import is_writable
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
@@ -25,6 +26,7 @@ __all__ = [
     "env_db",
     "is_url",
     "open_store",
+    "opens_read_only",
     "require_ledger_file",
     "target_text",
 ]
@@ -107,24 +109,45 @@ def _is_file(text: str) -> bool:
         raise InvalidInput(f"the ledger path {shown} cannot be used: {exc.strerror}") from None
 
 
+def opens_read_only(target: str | os.PathLike[str]) -> bool:
+    """Whether a command that only reads opens the SQLite ledger `target` read-only: an
+    empty file (which it must not turn into a ledger), or a file, folder or medium this
+    process cannot write. False for a URL and for a file that is not there."""
+    text = target_text(target)
+    if is_url(text) or not _is_file(text):
+        return False
+    return os.path.getsize(text) == 0 or not is_writable(text)
+
+
 def open_store(
-    target: str | os.PathLike[str], *, durability: Durability = "full", **options: Any
+    target: str | os.PathLike[str],
+    *,
+    durability: Durability = "full",
+    read_only: bool = False,
+    **options: Any,
 ) -> EventStore:
     """Open the event store `target` names: a PostgreSQL URL or a SQLite file path.
 
-    `options` go to the backend's constructor. Raises InvalidInput for an unknown
-    scheme, and InvalidConfig when the PostgreSQL extra is not installed.
+    `options` go to the backend's constructor. `read_only` opens a SQLite file writing
+    nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. Raises
+    InvalidInput for an unknown scheme, and InvalidConfig when the PostgreSQL extra is
+    not installed.
     """
     text = target_text(target)
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)
-        return SQLiteEventStore(text, durability=durability, **options)
+        return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:
         raise InvalidInput(
             f"unknown ledger URL scheme {scheme!r} in {shown_url(text)!r}: give a file path for "
             "a SQLite ledger or a postgresql://user@host/db URL for PostgreSQL"
+        )
+    if read_only:  # (it would run migrations and accept appends)
+        raise InvalidConfig(
+            f"read-only opens are SQLite only: {shown_url(text)!r} is a PostgreSQL ledger; "
+            "connect as a role with read-only grants to read it without writing"
         )
     try:
         from ctxledger.eventstore.postgres import PostgresEventStore

@@ -54,6 +54,8 @@ class VerifyReport(msgspec.Struct, frozen=True):
     #: value to keep elsewhere and pass to ``verify --expect-head``); None for an empty log
     head_seq: int | None = None
     head_hash: str | None = None
+    #: what was not checked, said beside an ok (a read-only verify with no anchor key)
+    warning: str | None = None
 
 
 # --- the hash chain -------------------------------------------------------------------

@@ -22,6 +22,9 @@ from ctxledger.errors import InvalidInput
 TEMPORARY = "\x00temporary"
 #: paths that name no file
 UNPERSISTED = (":memory:", TEMPORARY)
+#: a one-event append dirties three pages (the row and two index leaves), all fsynced on
+#: commit; 4 KiB pages made those ~7 % faster than 8 KiB ones, costing batches ~4 %
+PAGE_SIZE = 4096
 
 
 def ledger_path(path: str | os.PathLike[str]) -> str:

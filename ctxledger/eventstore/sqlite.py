@@ -35,18 +35,11 @@ from ctxledger.errors import (
     ConcurrencyError,
     CtxLedgerError,
     DuplicateEventError,
-    IntegrityError,
     InvalidConfig,
-    StorageFullError,
     StoreError,
     UnknownBlob,
 )
-from ctxledger.events import (
-    BLOB_THRESHOLD,
-    Event,
-    Recorded,
-    sha256_hex,
-)
+from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import (
     MAX_SEQ,
@@ -57,9 +50,16 @@ from ctxledger.eventstore.base import (
     paged,
     prepare_append,
 )
-from ctxledger.eventstore.files import create_private_file, open_side_lock
+from ctxledger.eventstore.files import create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import MIGRATIONS, refuse_foreign_database
+from ctxledger.eventstore.readonly import (
+    READ_ONLY_WRITE,
+    Unchanged,
+    connect_read_only,
+    refuse_old_schema,
+    refuse_unwritable,
+)
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -72,7 +72,8 @@ from ctxledger.eventstore.rows import (
     chain_tip,
     decode_rows,
 )
-from ctxledger.eventstore.space import TEMPORARY, UNPERSISTED, ledger_path, out_of_space
+from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
+from ctxledger.eventstore.sqlite_errors import translated
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -80,18 +81,11 @@ if sys.platform != "win32":
 
 __all__ = ["SQLiteEventStore"]
 
-#: a one-event append dirties three pages (the row and two index leaves), all fsynced on
-#: commit; 4 KiB pages made those ~7 % faster than 8 KiB ones, costing batches ~4 %
-_PAGE_SIZE = 4096
 #: page cache per connection: keeps the upper index levels of a large log in memory
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
 _VERIFY_BATCH = 4000
 _COLUMNS = 10  # per event row in q.INSERT_EVENT
-
-# primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
-_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
-_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
 
 
 class SQLiteEventStore(EventStore, HeadColumns):
@@ -115,6 +109,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         blob_threshold: int = BLOB_THRESHOLD,
         max_page_count: int | None = None,
         fair_write_lock: bool = True,
+        read_only: bool = False,
     ) -> None:
         if durability not in ("full", "normal"):
             raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
@@ -137,16 +132,17 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self._commits = 0  # appends committed through this connection (see change_token)
         self._wrote = threading.local()  # this thread's last append's seqs (last_written)
         in_memory = self.path in UNPERSISTED  # leases: files beside the ledger, else per process
+        #: reads only, writing nothing (see :mod:`.readonly`); every write is refused
+        self.read_only = read_only
+        self._unchanged: Unchanged | None = None  # what an immutable open saw of the file
+        if read_only:
+            self._open_read_only(in_memory)
+            return
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
             refuse_foreign_database(self.path)
-            try:
-                create_private_file(self.path)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot create the ledger {self.path}: {exc.strerror}; "
-                    "check the directory exists and is writable"
-                ) from exc
+            refuse_unwritable(self.path)
+            create_ledger_file(self.path)
             if fair_write_lock:
                 self._side_lock = open_side_lock(self.path + ".lock")
         with self._errors("open the ledger"):
@@ -160,10 +156,27 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 self._close_side_lock()
                 raise
 
+    def _open_read_only(self, in_memory: bool) -> None:
+        if in_memory:
+            raise InvalidConfig("a private in-memory log cannot be opened read-only")
+        self._file_leases = None
+        refuse_foreign_database(self.path)
+        with self._errors("open the ledger read-only"):
+            self._conn, self._unchanged = connect_read_only(self.path)
+            try:
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+                if self._conn.execute("PRAGMA database_list").fetchone()[2] == "":
+                    MIGRATIONS.apply(self._conn)  # an empty file: the empty schema, in memory
+                refuse_old_schema(self.path, MIGRATIONS.pending(self._conn))
+            except BaseException:
+                self._conn.close()
+                raise
+
     def _configure(self, in_memory: bool, max_page_count: int | None) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-        conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # only takes effect on a new, empty file
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new, empty file
         mode = self._enter_wal()
         if not in_memory and str(mode).lower() != "wal":
             raise StoreError(
@@ -204,32 +217,13 @@ class SQLiteEventStore(EventStore, HeadColumns):
             raise self._translate(exc, action) from exc
 
     def _translate(self, exc: sqlite3.Error, action: str) -> CtxLedgerError:
+        if self._unchanged is not None and self._unchanged.changed():
+            return self._unchanged.error()  # a torn immutable read, not a damaged file
         if self._closed or (isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)):
             return StoreError(f"the event store {self.path} is closed; open a new SQLiteEventStore")
-        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-        where = f"could not {action} in {self.path}"
-        if code == _SQLITE_FULL or (
-            code == _SQLITE_IOERR and out_of_space(self.path, 2 * _PAGE_SIZE + 64)
-        ):
-            return StorageFullError(
-                f"{where}: the database or disk is full (max_page_count, free space or the "
-                "file-size limit); nothing from this operation was written: free disk space "
-                "(or raise max_page_count / ulimit -f) and retry"
-            )
-        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-            return StoreError(
-                f"{where}: another writer held the lock for more than {self.busy_timeout_ms} ms; "
-                "retry, or open the store with a larger busy_timeout_ms"
-            )
-        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or isinstance(exc, sqlite3.IntegrityError):
-            return IntegrityError(
-                f"{where}: the file is damaged or inconsistent ({exc}); restore it from a "
-                "backup (`ctxledger verify` or Ledger.verify() names the first bad event "
-                "while the file still opens)"
-            )
-        if code in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN):
-            return StoreError(f"{where}: {exc}; check the disk and the file's permissions")
-        return StoreError(f"{where}: {exc}")
+        return translated(
+            exc, f"could not {action} in {self.path}", self.path, self.busy_timeout_ms
+        )
 
     # --- appending -----------------------------------------------------------------------
 
@@ -267,6 +261,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the side lock (a fair, blocking OS lock) for one write; the caller holds _lock."""
+        if self.read_only:
+            raise StoreError(f"the ledger {self.path} {READ_ONLY_WRITE}")
         fd = self._side_lock
         if fd is None or self._side_depth:  # none, or already held by this (nested) write
             yield
@@ -549,7 +545,12 @@ class SQLiteEventStore(EventStore, HeadColumns):
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1
+        self.check_unchanged()
         return verifier.report()
+
+    def check_unchanged(self) -> None:
+        if self._unchanged is not None:
+            self._unchanged.check()
 
     def _check_blobs(self) -> BlobChecks:
         """ref -> None when the bytes hash to the ref, else what is wrong (read-only).
@@ -575,7 +576,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     def local_index_path(self, name: str) -> str:
         """Derived indexes share the ledger file (their tables never touch the log's);
         a log kept in no file keeps them in memory."""
-        return ":memory:" if self.path in UNPERSISTED else self.path
+        return ":memory:" if self.path in UNPERSISTED or self.read_only else self.path
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""

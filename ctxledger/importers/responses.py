@@ -173,6 +173,10 @@ class _AssistantTurn:
         return msg
 
 
+_KINDS = {type(None): "null", dict: "an object", list: "a list", bool: "a boolean"}
+_KINDS |= {int: "a number", float: "a number"}
+
+
 def _check_item(item: Any, index: int) -> Mapping[str, Any]:
     if not isinstance(item, Mapping):
         raise InvalidInput(f"item {index} must be an object, got {type(item).__name__}")
@@ -185,6 +189,10 @@ def _check_item(item: Any, index: int) -> Mapping[str, Any]:
             raise InvalidInput(f"item {index}: {kind} without a string call_id")
         if kind == "function_call" and not isinstance(item.get("name"), str):
             raise InvalidInput(f"item {index}: function_call without a string name")
+        arguments = item.get("arguments", "") if kind == "function_call" else ""
+        if not isinstance(arguments, str):  # (JSON text; an object was forwarded unrecorded)
+            got = _KINDS.get(type(arguments), type(arguments).__name__)
+            raise InvalidInput(f"item {index}: function_call arguments must be a string, got {got}")
     elif not isinstance(kind, str):
         raise InvalidInput(f"item {index} has no 'type' and is not a role message")
     return item

@@ -36,7 +36,13 @@ import msgspec
 
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.opening import is_url, open_store, require_ledger_file, target_text
+from ctxledger.eventstore.opening import (
+    is_url,
+    open_store,
+    opens_read_only,
+    require_ledger_file,
+    target_text,
+)
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.inputfile import NotAFile, open_input, read_capped
@@ -66,15 +72,28 @@ def _key_path() -> Path:
     return Path(user_data_dir("ctxledger", appauthor=False)) / "anchor.key"
 
 
-def _key() -> bytes:
-    """The per-user sealing key, created (0600) on first use.
+class NoKey(Exception):
+    """A read-only check found no sealing key this user may read (another user's
+    ledger): the anchor is not checked, and no key is made."""
+
+
+def _key(create: bool = True) -> bytes:
+    """The per-user sealing key, created (0600) on first use (not when `create` is
+    False: NoKey when there is none this user may read).
 
     It must be a regular file of 1 to :data:`_MOST_KEY_BYTES` bytes, else InvalidInput
     naming it (``$CTXLEDGER_ANCHOR_KEY_FILE=/dev/zero`` was read until memory ran out,
     a FIFO waited forever, at the close of every writer and in ``verify``)."""
     path = _key_path()
-    with contextlib.suppress(FileNotFoundError):
+    try:
         return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
+    except FileNotFoundError:
+        if not create:
+            raise NoKey from None
+    except InvalidInput:
+        if not create and not _may_read(path):
+            raise NoKey from None
+        raise
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -83,6 +102,17 @@ def _key() -> bytes:
     with os.fdopen(fd, "wb") as fh:
         fh.write(secrets.token_bytes(_KEY_BYTES))
     return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
+
+
+def _may_read(path: Path) -> bool:
+    try:
+        return os.access(path, os.R_OK)
+    except OSError:
+        return False
+
+
+#: what a read-only verify says (a warning, not a failure) of an anchor it cannot check
+NO_KEY = "anchor not checked: no key readable by this user (the hash chain was checked)"
 
 
 _KEY_FILE = "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)"
@@ -110,8 +140,9 @@ def _read_small(path: Path, what: str, most: int = _MOST_BYTES) -> bytes:
     return data
 
 
-def _seal(seq: int, head: str) -> str:
-    return hmac.new(_key(), f"ctxledger-head:{seq}:{head}".encode(), hashlib.sha256).hexdigest()
+def _seal(seq: int, head: str, create: bool = True) -> str:
+    key = _key(create)
+    return hmac.new(key, f"ctxledger-head:{seq}:{head}".encode(), hashlib.sha256).hexdigest()
 
 
 def read_anchor(db: str | os.PathLike[str]) -> HeadAnchor | None:
@@ -123,8 +154,10 @@ def read_anchor(db: str | os.PathLike[str]) -> HeadAnchor | None:
     return msgspec.json.decode(data, type=HeadAnchor)
 
 
-def seal_is_valid(anchor: HeadAnchor) -> bool:
-    return hmac.compare_digest(anchor.seal, _seal(anchor.seq, anchor.hash))
+def seal_is_valid(anchor: HeadAnchor, create: bool = True) -> bool:
+    """Whether the anchor's seal is this user's (NoKey, with `create` False, when this
+    user has no key it may read)."""
+    return hmac.compare_digest(anchor.seal, _seal(anchor.seq, anchor.hash, create))
 
 
 def head_of(store: EventStore) -> tuple[int, str] | None:
@@ -215,8 +248,11 @@ def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:
         return False
 
 
-def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | None, str] | None:
-    """``(seq, problem)`` when the log contradicts its sealed anchor, else None."""
+def check_anchor(
+    store: EventStore, db: str | os.PathLike[str], read_only: bool = False
+) -> tuple[int | None, str] | None:
+    """``(seq, problem)`` when the log contradicts its sealed anchor, else None.
+    `read_only` makes no key: NoKey when there is none this user may read."""
     try:
         anchor = read_anchor(db)
     except (OSError, msgspec.DecodeError) as exc:
@@ -225,7 +261,7 @@ def check_anchor(store: EventStore, db: str | os.PathLike[str]) -> tuple[int | N
         return None, f"{exc}: it cannot be read"
     if anchor is None:
         return None
-    if not seal_is_valid(anchor):
+    if not seal_is_valid(anchor, create=not read_only):
         return None, (
             f"the head anchor {anchor_path(db)} does not carry a valid seal (edited, or sealed "
             "under another key): check the head with --expect-head"
@@ -329,18 +365,23 @@ def verify_file(
     if expect_head:
         parse_expected(expect_head)  # bad input is refused before the walk
     require_ledger_file(path)
-    store = open_store(path) if server else SQLiteEventStore(path)
+    read_only = not server and opens_read_only(path)
+    store = open_store(path) if server else SQLiteEventStore(path, read_only=read_only)
     try:
         report = store.verify()
         if report.ok and not server:
-            found = check_anchor(store, path)
+            try:
+                found = check_anchor(store, path, read_only)
+            except NoKey:
+                found, report = None, msgspec.structs.replace(report, warning=NO_KEY)
             if found is not None:
                 report = _failed(report, *found)
         if report.ok and expect_head:
             report = _check_expected(store, report, expect_head)
         if server:
             return report
-        if report.ok and seal and report.head_seq is not None and report.head_hash is not None:
+        sealing = seal and not read_only  # (it writes beside the file)
+        if report.ok and sealing and report.head_seq is not None and report.head_hash is not None:
             with contextlib.suppress(OSError):
                 advance_anchor(path, report.head_seq, report.head_hash)
         return report
@@ -349,7 +390,9 @@ def verify_file(
 
 
 __all__ = [
+    "NO_KEY",
     "HeadAnchor",
+    "NoKey",
     "advance_anchor",
     "anchor_path",
     "check_anchor",

@@ -122,6 +122,7 @@ class Ledger:
         ids: IdGenerator = random_ids,
         config: CompressionConfig | None = None,
         durability: Durability = "full",
+        read_only: bool = False,
     ) -> Ledger:
         """Open (creating if needed) and fold a ledger: a SQLite path or a ``postgresql://`` URL.
 
@@ -132,8 +133,9 @@ class Ledger:
         """
         if checked_config(config) is None:  # (checked before the store is opened)
             config = resolve_config().config
-        # a SQLite store creates missing parent folders itself, private (0700)
-        store = open_store(path if path is not None else default_db_path(), durability=durability)
+        # SQLite makes missing parent folders (0700); read_only: an existing file, nothing written
+        target = path if path is not None else default_db_path()
+        store = open_store(target, durability=durability, read_only=read_only)
         return cls(store, clock=clock, ids=ids, config=config)
 
     def close(self) -> None:

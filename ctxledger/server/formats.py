@@ -213,6 +213,11 @@ class SSEParser:
                 data.append(value)
         return SSEEvent(raw=raw, event=name, data="\n".join(data))
 
+    @property
+    def pending(self) -> int:
+        """Bytes held of an event not yet ended."""
+        return len(self._buffer) - self._start
+
     def rest(self) -> bytes:
         rest = bytes(self._buffer[self._start :])
         self._buffer, self._start, self._next, self._looked = bytearray(), 0, [-1, -1], [0, 0]
@@ -477,6 +482,11 @@ def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
         return None, usage
     if not isinstance(content, list | str):
         raise BadUpstreamReply(f"'content' must be a list or a string, got {kind_of(content)}")
+    for i, block in enumerate(content if isinstance(content, list) else ()):
+        tool = isinstance(block, Mapping) and block.get("type") == "tool_use" and "input" in block
+        if tool and not isinstance(block["input"], Mapping):  # (recorded as '"text"')
+            got = kind_of(block["input"])
+            raise BadUpstreamReply(f"content[{i}].input of a tool_use must be an object, got {got}")
     try:
         return anthropic_reply(content), usage
     except InvalidInput as exc:
@@ -529,11 +539,15 @@ class AnthropicStream:
 
     def _finish_block(self, index: int) -> None:
         block = self.blocks.get(index)
+        # the fragments make the input object's JSON; text that is no JSON (a block cut
+        # by max_tokens) is kept raw, JSON that is no object is malformed, as unstreamed
         if block is not None and block.get("type") == "tool_use" and index in self.partial:
-            parsed = _json(self.partial[index] or "{}")
-            block["input"] = (
-                parsed if isinstance(parsed, dict) else {"_raw_arguments": self.partial[index]}
-            )
+            text = self.partial[index] or "{}"
+            parsed = _json(text)
+            if not isinstance(parsed, dict) and (parsed is not None or text.strip() == "null"):
+                got = kind_of(parsed)
+                raise BadUpstreamReply(f"a tool_use's input must be an object, got {got}")
+            block["input"] = parsed if isinstance(parsed, dict) else {"_raw_arguments": text}
 
     @property
     def complete(self) -> bool:

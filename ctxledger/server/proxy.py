@@ -75,6 +75,8 @@ from ctxledger.server.routing import (
 )
 from ctxledger.server.upstream_reply import (
     BAD_REPLY,
+    MAX_REPLY_BYTES,
+    UPSTREAM_ENCODING,
     BadUpstreamReply,
     bad_reply_message,
     decode_reply,
@@ -82,6 +84,7 @@ from ctxledger.server.upstream_reply import (
     forwarded,
     read_upstream,
     read_whole,
+    refuse_encoded,
     response_headers,
     upstream_failed,
 )
@@ -93,6 +96,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ctxledger.server")
 
 SESSION_HEADER = "x-ctxledger-session"
+#: the most an upstream stream event may hold (a whole response.completed is one event)
+MAX_EVENT_BYTES = 64 * 1024 * 1024
 CONTEXT_HEADER = "x-ctxledger-context-length"
 #: client headers passed to the upstream (its auth and API version), nothing else
 FORWARDED_HEADERS = (
@@ -268,8 +273,7 @@ class Turn:
         headers = {
             k: v for k in FORWARDED_HEADERS if (v := self.request.headers.get(k)) is not None
         }
-        headers["content-type"] = "application/json"
-        return headers
+        return {**headers, "content-type": "application/json", **UPSTREAM_ENCODING}
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
@@ -284,6 +288,8 @@ class Turn:
                     "POST", url, content=content, headers=self._headers()
                 )
                 resp = await self.state.client.send(req, stream=True)
+                if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):
+                    return refused
                 if self.api.peek is not None and resp.status_code < 400:
                     resp = await self.api.peek(resp)
             except httpx.HTTPError as exc:
@@ -422,11 +428,11 @@ class TurnStream(Response):
             await send(start)
             try:
                 last = await self._relay(send, acc, parser)
-            except httpx.HTTPError as exc:
+            except httpx.HTTPError as exc:  # cut, or a content-encoding that does not decode
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )
-                last = parser.rest()
+                last = self._broken(BadUpstreamReply(f"its stream failed: {message_of(exc)}"))
             await send({"type": "http.response.body", "body": last, "more_body": False})
         except TimeoutError:
             log.info(
@@ -455,7 +461,12 @@ class TurnStream(Response):
     async def _relay(self, send: Send, acc: Accumulator, parser: SSEParser) -> bytes:
         """Forward the upstream's events; the bytes that end the body (what the parser
         holds, or an error event when an event could not be read)."""
+        size = 0
         async for chunk in self.upstream.aiter_bytes():
+            if (size := size + len(chunk)) > MAX_REPLY_BYTES:  # (what the face gathers, too)
+                return self._broken(
+                    BadUpstreamReply(f"its stream runs past {MAX_REPLY_BYTES:,} bytes")
+                )
             out: list[bytes] = []
             for ev in parser.feed(chunk):
                 try:
@@ -466,17 +477,27 @@ class TurnStream(Response):
                             await send(_body(b"".join(out)))
                             out = []
                         await self._record(acc)
-                except BadUpstreamReply as exc:
-                    self.broken = True
-                    message = bad_reply_message(self.turn.api.name, exc)
-                    log.warning("session %s: %s", self.turn.session_id, message)
-                    return b"".join(out) + error_event(
-                        self.turn.api.name, self.turn.api.served_by, message
-                    )
+                except BadUpstreamReply as exc:  # (garbage after the end: the end is sent)
+                    return b"".join(out) + self._broken(exc)
                 out.append(ev.raw)
             if out:
                 await send(_body(b"".join(out)))
+            if parser.pending > MAX_EVENT_BYTES:  # one event without end: never all in memory
+                why = f"a stream event runs past {MAX_EVENT_BYTES:,} bytes without ending"
+                return self._broken(BadUpstreamReply(why))
         return parser.rest()
+
+    def _broken(self, exc: BadUpstreamReply) -> bytes:
+        """The error event ending a stream whose reply cannot be had (nothing recorded);
+        b"" once recorded (the end marker sent: a resend would duplicate the turn)."""
+        if self.recorded:
+            why = message_of(exc)
+            log.warning("session %s: after its recorded reply, %s", self.turn.session_id, why)
+            return b""
+        self.broken = True
+        message = bad_reply_message(self.turn.api.name, exc)
+        log.warning("session %s: %s", self.turn.session_id, message)
+        return error_event(self.turn.api.name, self.turn.api.served_by, message)
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:

@@ -382,9 +382,16 @@ async def peek_stream(upstream: httpx.Response) -> httpx.Response:
                 await upstream.aclose()
                 headers = {"content-type": "application/json"}
                 return httpx.Response(400, json=body, headers=headers, request=upstream.request)
-    except (StopAsyncIteration, httpx.HTTPError):  # ended or cut while opening: what came
-        rest = None  # is forwarded, and nothing is recorded (no response.completed)
+    except StopAsyncIteration:  # ended while opening: what came is forwarded, and nothing
+        rest = None  # is recorded (no response.completed)
+    except httpx.HTTPError as exc:  # cut (or undecodable) while opening: raised after what
+        rest = _raising(exc)  # came, so the stream ends with an error event, as later
     return _replayed(upstream, head, rest)
+
+
+async def _raising(exc: httpx.HTTPError) -> AsyncIterator[bytes]:
+    raise exc
+    yield b""  # (a generator)
 
 
 def _replayed(

@@ -204,10 +204,45 @@ def upstream_failed(served_by: str, upstream: str, exc: httpx.HTTPError) -> Resp
     return JSONResponse(body, status_code=502)
 
 
+#: the most an upstream answer may hold, streamed or whole (its bytes, and what a face
+#: gathers of them to record, are kept in memory): as much as a client may send
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+#: what the upstream is asked for: uncompressed answers (httpx decodes a compressed
+#: chunk at once, so 64 KiB of gzip became 64 MiB before any cap could look at it)
+UPSTREAM_ENCODING = {"accept-encoding": "identity"}
+
+
+def _bad_reply(served_by: str, upstream: str, why: str) -> Response:
+    message = scrubbed(f"upstream {upstream} {why}", upstream)
+    return JSONResponse(provider_error_body(served_by, 502, BAD_REPLY, message), status_code=502)
+
+
+async def refuse_encoded(served_by: str, upstream: str, resp: httpx.Response) -> Response | None:
+    """A 502 (the answer closed unread) for an answer in a content-encoding not asked
+    for (:data:`UPSTREAM_ENCODING`), else None."""
+    encoding = resp.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    await resp.aclose()
+    why = (
+        f"answered in content-encoding {encoding!r} though asked for identity: its "
+        "answers are read uncompressed (a compressed one decodes past any memory cap)"
+    )
+    return _bad_reply(served_by, upstream, why)
+
+
 async def read_whole(served_by: str, upstream: str, resp: httpx.Response) -> bytes | Response:
-    """A non-streamed answer's body, else (the upstream failed while sending it) the 502."""
+    """A non-streamed answer's body, else the 502: the upstream failed while sending it,
+    or sent more than :data:`MAX_REPLY_BYTES` (not read further)."""
+    parts: list[bytes] = []
+    size = 0
     try:
-        return await resp.aread()
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                return _bad_reply(served_by, upstream, f"answered over {MAX_REPLY_BYTES:,} bytes")
+            parts.append(chunk)
+        return b"".join(parts)
     except httpx.HTTPError as exc:
         return upstream_failed(served_by, upstream, exc)
     finally:
@@ -217,6 +252,8 @@ async def read_whole(served_by: str, upstream: str, resp: httpx.Response) -> byt
 __all__ = [
     "BAD_REPLY",
     "DROPPED_RESPONSE_HEADERS",
+    "MAX_REPLY_BYTES",
+    "UPSTREAM_ENCODING",
     "BadUpstreamReply",
     "bad_reply_message",
     "check_openai_message",
@@ -232,6 +269,7 @@ __all__ = [
     "optional_str",
     "read_upstream",
     "read_whole",
+    "refuse_encoded",
     "response_headers",
     "upstream_failed",
     "usage_block",

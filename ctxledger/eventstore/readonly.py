@@ -1,0 +1,204 @@
+"""Opening a SQLite ledger read-only: an archived ledger, read-only media, a file or a
+folder this process may not write.
+
+A normal open writes: it creates the file, makes it private, opens the side lock
+file, switches to WAL and applies migrations, and SQLite in WAL mode makes the
+``-wal`` and ``-shm`` files beside the ledger. A read-only open does none of that:
+
+- a file or folder this process could write (SQLite's ``mode=ro`` works there: it
+  joins or makes the ``-shm``, and its locks keep a writer from tearing the read), or
+  a ``-shm`` present (a writer has it open, or left it): ``mode=ro``; SQLite reads a
+  ``-shm`` it may not write from private memory;
+- otherwise (a medium, file and folder nobody of this user can write): SQLite's
+  ``immutable=1`` URI, which reads the main file and writes nothing anywhere. It takes
+  no locks, so what it saw of the file is kept (:class:`Unchanged`) and checked after
+  a read that could be torn: a change is "run the command again", not damage. A
+  non-empty ``-wal`` (or ``-journal``) left without a ``-shm`` holds what the main
+  file lacks, which ``immutable`` would not see: refused, naming the file;
+- a missing file: refused (nothing is created);
+- an empty file: an empty ledger, built in memory (the file is never written);
+- a ledger at an older schema cannot be migrated here: refused, saying so.
+
+The store refuses every write (``SQLiteEventStore._writing``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import stat
+import urllib.parse
+
+from ctxledger.errors import StorageFullError, StoreError
+
+__all__ = [
+    "CHANGED",
+    "READ_ONLY_WRITE",
+    "Unchanged",
+    "connect_read_only",
+    "is_writable",
+    "only_writing_failed",
+    "read_only_target",
+    "refuse_old_schema",
+    "refuse_unwritable",
+]
+
+#: what a write on a read-only store says (after "the ledger <path> ")
+READ_ONLY_WRITE = (
+    "is open read-only (a read command, or a file or folder this process cannot write): "
+    "nothing was written; run the writing command where the ledger can be written"
+)
+
+
+def _writable(path: str, mode: int = os.W_OK) -> bool:
+    """``os.access`` for this process's effective ids where the system supports it."""
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)
+
+
+def _foreign(path: str) -> bool:
+    """Whether `path` exists and belongs to another user (a root-owned lock file)."""
+    try:
+        return os.lstat(path).st_uid != os.geteuid()
+    except OSError:
+        return False
+
+
+def is_writable(path: str) -> bool:
+    """Whether this process may write the ledger at `path` (its real file: SQLite
+    follows a symlink and keeps the side files beside the target), its folder (the
+    ``-wal``, ``-shm`` and lock files are made there) and the ``-wal`` / ``-shm`` /
+    ``.lock`` already there; a ``.leases`` folder of another user it may not write
+    counts too. ``os.access`` sees read-only mounts (EROFS)."""
+    real = os.path.realpath(path)
+    if not (_writable(real) and _writable(os.path.dirname(real), os.W_OK | os.X_OK)):
+        return False
+    sides = [real + s for s in ("-wal", "-shm", ".lock") if os.path.lexists(real + s)]
+    leases = real + ".leases"
+    if os.path.isdir(leases) and _foreign(leases):
+        sides.append(leases)
+    return all(_writable(side) for side in sides)
+
+
+def _size(path: str) -> int:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def _could_be_written(real: str) -> bool:
+    """Whether this process could write the file or make files in its folder: then
+    SQLite's ``mode=ro`` works (it joins or makes the ``-shm``) and takes the locks that
+    keep a writer from tearing the read; ``immutable=1`` is kept for what cannot."""
+    return _writable(real) or _writable(os.path.dirname(real), os.W_OK | os.X_OK)
+
+
+#: what a read-only open says when the file moved under an ``immutable=1`` read
+CHANGED = "changed while it was read read-only; run the command again"
+
+
+class Unchanged:
+    """What an ``immutable=1`` open saw of the file (SQLite takes no locks then: a
+    writer that starts meanwhile can tear the read). `check` raises StoreError when the
+    file, its size or time, or its side files differ from then."""
+
+    def __init__(self, path: str, real: str) -> None:
+        self.path, self.real = path, real
+        self.seen = self._stamp()
+
+    def _stamp(self) -> tuple[object, ...]:
+        try:
+            st = os.stat(self.real)
+        except OSError:
+            return ()
+        sides = tuple(os.path.lexists(self.real + s) for s in ("-wal", "-shm", "-journal"))
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *sides)
+
+    def changed(self) -> bool:
+        return self._stamp() != self.seen
+
+    def error(self) -> StoreError:
+        return StoreError(f"the ledger {self.path} {CHANGED}")
+
+    def check(self) -> None:
+        if self.changed():
+            raise self.error()
+
+
+def read_only_target(path: str) -> str | None:
+    """The SQLite URI that reads `path` writing nothing, or None for an empty file (read
+    as an empty ledger). StoreError for a missing file, and for a ledger whose
+    write-ahead log or rollback journal cannot be read without writing."""
+    real = os.path.realpath(path)
+    if not os.path.isfile(real):
+        raise StoreError(
+            f"no ledger file at {path}: a read-only open reads an existing ledger; nothing "
+            "was created"
+        )
+    if _size(real) == 0 and not os.path.lexists(real + "-wal"):
+        return None
+    uri = "file:" + urllib.parse.quote(os.fsencode(real))
+    if os.path.lexists(real + "-shm") or _could_be_written(real):
+        return uri + "?mode=ro"
+    for side, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
+        if _size(real + side) > 0:
+            raise StoreError(
+                f"the ledger {path} has a {what} ({real}{side}) not yet merged into it "
+                f"and no {real}-shm: it cannot be read without writing; open it once where "
+                "it can be written (`ctxledger upgrade`), or copy the ledger and its "
+                f"{side} to such a folder"
+            )
+    return uri + "?immutable=1"
+
+
+def refuse_old_schema(path: str, pending: list[str]) -> None:
+    """StoreError when a ledger opened read-only needs `pending` migrations first."""
+    if pending:
+        raise StoreError(
+            f"the ledger {path} was written by an older ctxledger (migration {pending[0]!r} "
+            "is not applied) and is open read-only: it cannot be migrated here; run "
+            "`ctxledger upgrade` on it where it can be written, or on a copy; nothing was written"
+        )
+
+
+def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
+    """A connection reading `path` (see the module docstring); ``":memory:"`` for an
+    empty file, whose caller creates the empty schema in that memory. With it, what an
+    ``immutable=1`` open saw of the file (None for the others)."""
+    target = read_only_target(path)
+    if target is None:
+        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), None
+    unchanged = Unchanged(path, os.path.realpath(path)) if "immutable" in target else None
+    conn = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=False)
+    return conn, unchanged
+
+
+def refuse_unwritable(path: str) -> None:
+    """StoreError, before anything is touched, when an open for writing finds a ledger
+    file this process cannot write (SQLite would open it read-only and fail at the first
+    write, after the file was made private and a lock file made beside it)."""
+    if os.path.isfile(os.path.realpath(path)) and not is_writable(path):
+        raise StoreError(
+            f"the ledger {path} cannot be written by this user (a read-only file, folder or "
+            "medium): a command that writes needs it writable; commands that only read "
+            "open it read-only; nothing was written"
+        )
+
+
+#: SQLite's primary codes of an open that could not write: READONLY, CANTOPEN
+_WRITE_CODES = (8, 14)
+
+
+def only_writing_failed(exc: StoreError) -> bool:
+    """Whether a failed open for writing could still be read read-only: a full disk, a
+    medium or file SQLite found read-only or could not open for writing."""
+    cause = exc.__cause__
+    if isinstance(exc, StorageFullError):
+        return True
+    if isinstance(cause, sqlite3.Error):
+        return (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF in _WRITE_CODES
+    return isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES)

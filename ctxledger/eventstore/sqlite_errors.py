@@ -1,0 +1,40 @@
+"""The sqlite3 exceptions of a SQLite ledger turned into the ctxledger error a user can
+act on: a full disk, a lock held too long, a damaged file, a permission or a medium."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
+from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
+
+__all__ = ["translated"]
+
+# primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
+
+
+def translated(exc: sqlite3.Error, where: str, path: str, busy_timeout_ms: int) -> CtxLedgerError:
+    """The error to raise for `exc`; `where` ("could not … in <path>") starts its line."""
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and out_of_space(path, 2 * PAGE_SIZE + 64)):
+        return StorageFullError(
+            f"{where}: the database or disk is full (max_page_count, free space or the "
+            "file-size limit); nothing from this operation was written: free disk space "
+            "(or raise max_page_count / ulimit -f) and retry"
+        )
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return StoreError(
+            f"{where}: another writer held the lock for more than {busy_timeout_ms} ms; "
+            "retry, or open the store with a larger busy_timeout_ms"
+        )
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or isinstance(exc, sqlite3.IntegrityError):
+        return IntegrityError(
+            f"{where}: the file is damaged or inconsistent ({exc}); restore it from a "
+            "backup (`ctxledger verify` or Ledger.verify() names the first bad event "
+            "while the file still opens)"
+        )
+    if code in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN):
+        return StoreError(f"{where}: {exc}; check the disk and the file's permissions")
+    return StoreError(f"{where}: {exc}")

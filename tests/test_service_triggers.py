@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
+from helpers.failing import SECRET, SecretSummarizer
 from helpers.ledger_helpers import chain_events
 
 from ctxledger.clock import SequentialIds
@@ -556,25 +558,6 @@ async def test_a_fallback_cooldown_follows_the_failure_class(
     svc.ledger.close()
 
 
-SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-class SecretSummarizer:
-    """Fails once, with an error text that holds a key, then summarizes offline."""
-
-    kind = "secret"
-
-    def __init__(self, failure_class: str) -> None:
-        self.failure_class, self.inner, self.failed = failure_class, OfflineSummarizer(), False
-
-    async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        if not self.failed:
-            self.failed = True
-            text = f"HTTP 401 from the summary endpoint (key {SECRET})"
-            raise SummarizerError(text, failure_class=self.failure_class)
-        return await self.inner.summarize(request)
-
-
 @pytest.mark.parametrize("trigger", ["preflight", "hygiene", "manual"])
 async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
     db: Path, clock: ManualClock, trigger: str
@@ -595,6 +578,10 @@ async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
         told = "\n".join(result.notices)
         assert SECRET not in told and told.count("[REDACTED]") == 1, told
         assert told.count("HTTP 401") == 1, told
+        # nor is it stored (the abort's details, the fallback's failure and note)
+        stored = [msgspec.json.encode(r.event) for r in svc.ledger.store.read_all()]
+        assert not [e for e in stored if SECRET.encode() in e]
+        assert any(b"HTTP 401" in e and b"[REDACTED]" in e for e in stored)
         if aborts:  # the abort is on the result, for a host to report (its reason redacted)
             assert result.aborted is not None and "HTTP 401" in result.aborted
             assert SECRET not in result.aborted

@@ -21,9 +21,12 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.cli.progress import spinner
+from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.errors import SummarizerError
 from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.terminal import styled
 
 
@@ -122,12 +125,24 @@ def compress(
     waiting = f"compacting {sid} ({summarizer_kind} summarizer"
     if summarizer_kind == "llm":
         waiting += f", timeout {config.summary_timeout:g} s"
-    with spinner(ctx, waiting + ")"):
-        outcome = anyio.run(run)
+    try:
+        with spinner(ctx, waiting + ")"):
+            outcome = anyio.run(run)
+    except SummarizerError as exc:  # an aborting failure (auth, network): nothing changed
+        _print_abort(ledger, sid, exc)
+        ctx.exit(1)
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
         return
     _print_outcome(sid, outcome)
+
+
+def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError) -> None:
+    """The feedback of an abandoned compaction, on stderr: the messages preserved and the
+    reason, redacted (the raw error of an HTTP reply can hold the key that was refused)."""
+    view, size = ledger.transcript.api_view(sid), ledger.transcript.rough_tokens(sid)
+    for line in feedback(view, view, size, size, failure="aborted", reason=str(exc)).splitlines():
+        echo(line, err=True)
 
 
 def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
@@ -151,9 +166,11 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
         # recorded, in place of the feedback's chars/4 figures
         console.print(_headline(outcome))
         console.print(f"Tokens: {outcome.tokens_before:,} → {outcome.tokens_after:,}")
-        if outcome.fallback and outcome.feedback:
-            # the feedback's note: what the fallback summary replaced, and why (redacted)
-            console.print(styled((outcome.feedback.splitlines()[-1], "yellow")))
+        if outcome.fallback:
+            # the feedback's notes (after its headline and size line): what the fallback
+            # summary replaced, and why (redacted, on one line)
+            for note in outcome.feedback.splitlines()[2:]:
+                console.print(styled((note, "yellow")))
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"
         )

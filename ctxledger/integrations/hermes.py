@@ -257,7 +257,7 @@ class CtxLedgerEngine(ContextEngine):
             # the host keeps its messages unchanged and tells the user; nothing half-done
             logger.warning("ctxledger compaction failed: %s", exc)
             self._last_compress_aborted = True
-            self._last_summary_error = f"ctxledger: {exc}"
+            self._last_summary_error = f"ctxledger: {redact(str(exc))}"
             return messages
 
     async def _compress(

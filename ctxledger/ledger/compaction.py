@@ -23,6 +23,7 @@ from ctxledger.compressor.recording import (
     prepare,
     record,
 )
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryResult
 from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
 from ctxledger.errors import FailureClass, SummarizerError
@@ -124,9 +125,15 @@ def _record_skip(
     ledger.append_events(session_id, [skipped])
 
 
+def abort_error(exc: SummarizerError) -> str:
+    """An aborting failure's text as recorded (``CompressionSkipped.details["error"]``):
+    redacted (a refused key can be quoted in it), at most 500 characters."""
+    return redact(str(exc))[:500]
+
+
 def _record_abort(ledger: Ledger, session_id: str, trigger: Trigger, exc: SummarizerError) -> None:
     reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
-    details = {"error": str(exc)[:500], "failure_class": exc.failure_class, "status": exc.status}
+    details = {"error": abort_error(exc), "failure_class": exc.failure_class, "status": exc.status}
     skipped = CompressionSkipped(
         **ledger.event_fields(session_id), trigger=trigger, reason=reason, details=details
     )

@@ -14,12 +14,14 @@ from typing import Any, TypeVar
 
 import msgspec
 import pytest
-from helpers.failing import SECRET, SecretSummarizer
+from helpers.failing import ERROR, SECRET, SecretSummarizer
 from helpers.ledger_helpers import chain_events
 
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.clock import SequentialIds
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.compressor.summarizers.fallback import fallback_result
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import SummarizerError
@@ -582,6 +584,8 @@ async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
         stored = [msgspec.json.encode(r.event) for r in svc.ledger.store.read_all()]
         assert not [e for e in stored if SECRET.encode() in e]
         assert any(b"HTTP 401" in e and b"[REDACTED]" in e for e in stored)
+        # the state API's turn JSON is the result as builtins (compactions[].failure too)
+        assert SECRET.encode() not in msgspec.json.encode(result)
         if aborts:  # the abort is on the result, for a host to report (its reason redacted)
             assert result.aborted is not None and "HTTP 401" in result.aborted
             assert SECRET not in result.aborted
@@ -589,6 +593,33 @@ async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
             assert result.aborted is None and "fallback" in told.splitlines()[0]
         svc.ledger.close()
         db.unlink()
+
+
+class OldFallbackWriter:
+    """A fallback as written before session 32: its failure holding the raw error, the
+    key in it (the summary's text was already redacted)."""
+
+    kind = "secret"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        return fallback_result(request, failure=ERROR, failure_class="server", summarizer="x")
+
+
+async def test_a_ledger_holding_a_raw_failure_still_verifies_and_rebuilds(
+    db: Path, clock: ManualClock
+) -> None:
+    """Redacting a fallback's failure where it is first written changes only new events:
+    `replay --verify` replans from the stored summary text and a rebuild folds the stored
+    events, neither recomputes the failure nor its prompt hash."""
+    svc = make(db, clock, summarizer=OldFallbackWriter())
+    sid = await session(svc, THRESHOLD + 1_000)
+    result = await svc.compress(sid)
+    (summary,) = events(svc, result.session_id, SummaryGenerated)
+    assert summary.fallback and SECRET in (summary.failure or "")
+    report = verify_compactions(svc.ledger, result.session_id)
+    assert len(report.compactions) == 1 and not report.drifted, report
+    assert rebuild_check(svc.ledger, result.session_id).equal
+    svc.ledger.close()
 
 
 async def test_noop_passes_block_automatic_compression_until_a_real_count_is_below(

@@ -84,7 +84,7 @@ async def summarize_with_fallback(summarizer: Summarizer, request: SummaryReques
         if exc.aborts:
             raise
         # redacted where it is first written down: the failure is stored (the summary's
-        # event, its fallback note, its prompt hash) and shown by every output after it
+        # event, the prompt hash over it) and shown by every output after it
         # (an HTTP error can quote the key it refused). Replay and `replay --verify` read
         # the stored text and never recompute it, so ledgers written before still verify.
         return fallback_result(

@@ -243,31 +243,13 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     return out
 
 
-#: a key in a summarizer's error text: Hermes's /compress must never show it
-SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-class _FailingSummarizer:
-    """Fails every summary with the given class (auth aborts, server falls back)."""
-
-    kind = "failing"
-
-    def __init__(self, failure_class: str) -> None:
-        self.failure_class = failure_class
-
-    async def summarize(self, request: Any) -> Any:
-        from ctxledger.errors import SummarizerError
-
-        text = f"HTTP 401 from the summary endpoint (key {SECRET})"
-        raise SummarizerError(text, failure_class=self.failure_class)
-
-
 def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
     """Hermes's own ``/compress`` report (``summarize_manual_compression``, which reads
     the engine's ``_last_compress_aborted``, ``_last_summary_fallback_used``,
     ``_last_summary_error``, ``_last_summary_dropped_count``) with ctxledger as its
     engine, when the summary fails and the compaction is abandoned or falls back."""
     from agent.manual_compression_feedback import summarize_manual_compression
+    from helpers.failing import SecretSummarizer
 
     from ctxledger.integrations.hermes import CtxLedgerEngine
 
@@ -278,7 +260,8 @@ def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, 
         engine.on_session_start(f"{name}-session", platform="cli")
 
         def fail(svc: Any, failure_class: str = failure_class) -> None:
-            svc.summarizer = svc.engine.summarizer = _FailingSummarizer(failure_class)
+            # fails the first summary only: the next /compress summarizes
+            svc.summarizer = svc.engine.summarizer = SecretSummarizer(failure_class)
 
         engine._shared.run(fail)
         compressed = engine.compress(copy.deepcopy(history), force=True)
@@ -293,6 +276,15 @@ def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, 
             "report": report,
             "counts": [len(history), len(compressed)],
         }
+        # a second /compress whose summary works: nothing of the failure is left
+        more = [{"role": "user", "content": "And now?"}, {"role": "assistant", "content": "Done."}]
+        engine.compress([*compressed, *more], force=True)
+        out[name]["next"] = [
+            engine._last_compress_aborted,
+            engine._last_summary_fallback_used,
+            engine._last_summary_error,
+            engine._last_summary_dropped_count,
+        ]
     return out
 
 

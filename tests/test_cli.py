@@ -260,6 +260,18 @@ def test_an_aborted_compress_says_what_it_kept_and_never_shows_the_key(
     assert "error: the summary endpoint refused key [REDACTED]" in result.output
 
 
+def test_the_dry_run_says_its_count_includes_the_system_prompt(imported: tuple[Path, str]) -> None:
+    """The headline counts without the system prompt, the plan's indexes with it: the
+    dry-run line says which it counts (it said "of 133" where the headline says 132;
+    review of session 32)."""
+    db, sid = imported
+    with Ledger.open(db) as ledger:
+        total = len(ledger.api_messages(sid))
+    result = run(db, "compress", sid, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert f") of {total} including the system prompt; summary as " in result.output
+
+
 def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> None:
     db, sid = imported
     result = run(db, "compress", sid, "--focus", "tests")

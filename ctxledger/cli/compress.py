@@ -103,6 +103,9 @@ def compress(
 ) -> None:
     """Compact SESSION now (manual /compress: bypasses cooldown and the anti-thrash guard).
 
+    The headline's counts leave the system prompt out (it is no message, as in Hermes's
+    /compress); --dry-run's indexes and --json's messages_before/after count it.
+
     The plan always uses the session's recorded window; a config whose context_length
     differs is reported (a note on stderr, ``notes`` in --json), never applied silently.
     """
@@ -134,7 +137,7 @@ def compress(
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
         return
-    _print_outcome(sid, outcome)
+    _print_outcome(sid, outcome, system_prompt=ids[:1] == [None])
 
 
 def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError) -> None:
@@ -145,12 +148,17 @@ def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError) -> None:
         echo(line, err=True)
 
 
-def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
-    """What a compaction (or its dry run) did, for a person."""
+def _print_outcome(sid: str, outcome: CompactionOutcome, *, system_prompt: bool) -> None:
+    """What a compaction (or its dry run) did, for a person. The headline counts the
+    conversation (a system prompt is no message, as Hermes's /compress counts); the
+    plan's indexes are into the API list, system prompt at 0, and say so."""
     if outcome.action == "dry_run":
         p = outcome.plan
+        of = f"{outcome.messages_before}" + (
+            " including the system prompt" if system_prompt else ""
+        )
         console.print(
-            f"plan for {sid}: summarize messages [{p['compress_start']}, {p['compress_end']}) of {outcome.messages_before}; "
+            f"plan for {sid}: summarize messages [{p['compress_start']}, {p['compress_end']}) of {of}; "
             f"summary as {p['summary_role']}{' (merged into tail)' if p['merged_into_tail'] else ''}; "
             f"{len(p['prunes'])} prunes; budget {p['summary_budget_tokens']:,} tokens; "
             f"estimated {outcome.tokens_before:,} → {outcome.tokens_after:,} tokens"
@@ -177,8 +185,7 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
 
 
 def _headline(outcome: CompactionOutcome) -> str:
-    """The first line of the outcome's feedback (HERMES_SPEC §7): the conversation's
-    counts, a system prompt not counted, "with fallback" when the summarizer failed."""
-    if outcome.feedback:
-        return outcome.feedback.splitlines()[0]
-    return f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages"
+    """The first line of the outcome's feedback (HERMES_SPEC §7; `compact` gives every
+    outcome but a dry run one): the conversation's counts, a system prompt not counted,
+    "with fallback" when the summarizer failed."""
+    return outcome.feedback.partition("\n")[0]

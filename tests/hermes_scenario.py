@@ -339,6 +339,29 @@ def _entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group="hermes_agent.plugins")}
 
 
+def _conversation(agent: Any, turns: int) -> tuple[list[dict[str, Any]], list[str], list[int]]:
+    """`turns` turns of ~6K tokens each through Hermes's own loop: the history, each
+    turn's final reply, and how many upstream requests came before each turn that
+    compacted."""
+    engine = agent.context_compressor
+    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))
+    history: list[dict[str, Any]] = []
+    finals: list[str] = []
+    compress_at: list[int] = []
+    for turn in range(turns):
+        before = len(REQUESTS)
+        count = engine.compression_count
+        result = agent.run_conversation(
+            f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
+            conversation_history=history or None,
+        )
+        history = result["messages"]
+        finals.append(str(result.get("final_response")))
+        if engine.compression_count > count:
+            compress_at.append(before)
+    return history, finals, compress_at
+
+
 def main() -> None:
     workdir, turns = Path(sys.argv[1]), int(sys.argv[2])
     home = workdir / "home"
@@ -361,27 +384,13 @@ def main() -> None:
         enabled_toolsets=["context_engine"],
     )
     engine = agent.context_compressor
-    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))  # ~6K tokens a turn
-    history: list[dict[str, Any]] | None = None
-    finals: list[str] = []
-    compress_at: list[int] = []
-    for turn in range(turns):
-        before = len(REQUESTS)
-        count = engine.compression_count
-        result = agent.run_conversation(
-            f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
-            conversation_history=history,
-        )
-        history = result["messages"]
-        finals.append(str(result.get("final_response")))
-        if engine.compression_count > count:
-            compress_at.append(before)
+    history, finals, compress_at = _conversation(agent, turns)
     agent.shutdown_memory_provider() if hasattr(agent, "shutdown_memory_provider") else None
-    engine.on_session_end(agent.session_id, history or [])
+    engine.on_session_end(agent.session_id, history)
     copied = copy.deepcopy(engine)
-    in_loop = compress_inside_a_running_loop(copied, history or [])
+    in_loop = compress_inside_a_running_loop(copied, history)
     odd = host_odd_values(copy.deepcopy(engine))
-    failures = summary_failures(workdir, history or [])
+    failures = summary_failures(workdir, history)
     (workdir / "result.json").write_text(
         json.dumps(
             {

@@ -50,6 +50,8 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     fallback: bool = False
     failure: str | None = None
     failure_class: FailureClass | None = None
+    #: messages the summary replaced (the plan's summarized ones; 0 unless compressed)
+    removed: int = 0
     feedback: str = ""
     summary_text: str | None = None
 
@@ -219,13 +221,14 @@ def _compressed(
     """The outcome of a compaction that was recorded (`sizes`: the rough request size
     before and after)."""
     after = recorded.messages  # the continuation as assembled (equal to its folded view)
+    removed = len(prepared.plan.summarized_indices())
     told = feedback(
         prepared.input.messages,
         after,
         *sizes,
         failure="fallback" if result.fallback else None,
         reason=result.failure,
-        removed=len(prepared.plan.summarized_indices()),
+        removed=removed,
     )
     return CompactionOutcome(
         **base,
@@ -238,6 +241,7 @@ def _compressed(
         fallback=result.fallback,
         failure=result.failure,
         failure_class=result.failure_class,
+        removed=removed,
         feedback=told,
         summary_text=recorded.summary.text,
     )

@@ -62,13 +62,27 @@ def _no_user_configuration(
     yield
 
 
+#: the sealing key's directory made for this run (removed when the run ends)
+_KEY_DIRS: list[str] = []
+
+
 def pytest_configure(config: object) -> None:
     """Keep the head-anchor sealing key out of the user's data directory during tests."""
     if "CTXLEDGER_ANCHOR_KEY_FILE" not in os.environ:
         import tempfile
 
         key_dir = tempfile.mkdtemp(prefix="ctxledger-test-key-")
+        _KEY_DIRS.append(key_dir)
         os.environ["CTXLEDGER_ANCHOR_KEY_FILE"] = os.path.join(key_dir, "anchor.key")
+
+
+def pytest_unconfigure(config: object) -> None:
+    """Remove the key's directory (one was left in the temporary directory per run)."""
+    import shutil
+
+    while _KEY_DIRS:
+        os.environ.pop("CTXLEDGER_ANCHOR_KEY_FILE", None)
+        shutil.rmtree(_KEY_DIRS.pop(), ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- fixtures

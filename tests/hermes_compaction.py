@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agent import context_compressor as cc
@@ -155,13 +156,12 @@ def hygiene(item: dict[str, Any]) -> dict[str, Any]:
     decided: the branch that compresses, or the first call after the block. Also the
     rough estimate it took of the history, when it took one."""
     import tempfile
-    from pathlib import Path
 
     with tempfile.TemporaryDirectory(prefix="hermes-hygiene-") as home:
         return _hygiene_in(Path(home), item)
 
 
-def _hygiene_in(home: Any, item: dict[str, Any]) -> dict[str, Any]:
+def _hygiene_in(home: Path, item: dict[str, Any]) -> dict[str, Any]:
     """:func:`hygiene` with its Hermes home, a directory removed after the call."""
     import asyncio
     from datetime import datetime

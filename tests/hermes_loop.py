@@ -12,8 +12,10 @@ loop that asked (``preflight`` at the turn's start, ``pre_api`` before a call,
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -103,6 +105,7 @@ def _start() -> str:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         home = tempfile.mkdtemp(prefix="hermes-loop-")
+        atexit.register(shutil.rmtree, home, True)  # (one a process: it was left behind)
         with open(os.path.join(home, "config.yaml"), "w") as f:
             f.write("model:\n  context_length: 200000\n")
         os.environ["HERMES_HOME"] = home

@@ -519,7 +519,23 @@ def _no_tls_work() -> None:
     os.environ["HERMES_SKIP_SSL_GUARD"] = "1"
 
 
+def _own_hermes_home() -> None:
+    """An empty Hermes home for every op, removed at exit: Hermes reads its ``.env`` and
+    config from ``~/.hermes`` and writes its logs, state and defaults there, which would
+    be the machine's own. (An op that needs a config writes its own home, as ``loop`` and
+    ``hygiene`` do.)"""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix="hermes-oracle-home-")
+    atexit.register(shutil.rmtree, home, True)
+    os.environ["HERMES_HOME"] = home
+
+
 def main() -> None:
+    _own_hermes_home()
     _no_tls_work()
     channel = sys.stdout
     sys.stdout = sys.stderr  # whatever Hermes prints must not mix with the answers

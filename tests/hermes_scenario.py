@@ -243,31 +243,13 @@ def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -
     return out
 
 
-#: a key in a summarizer's error text: Hermes's /compress must never show it
-SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-class _FailingSummarizer:
-    """Fails every summary with the given class (auth aborts, server falls back)."""
-
-    kind = "failing"
-
-    def __init__(self, failure_class: str) -> None:
-        self.failure_class = failure_class
-
-    async def summarize(self, request: Any) -> Any:
-        from ctxledger.errors import SummarizerError
-
-        text = f"HTTP 401 from the summary endpoint (key {SECRET})"
-        raise SummarizerError(text, failure_class=self.failure_class)
-
-
 def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
     """Hermes's own ``/compress`` report (``summarize_manual_compression``, which reads
     the engine's ``_last_compress_aborted``, ``_last_summary_fallback_used``,
     ``_last_summary_error``, ``_last_summary_dropped_count``) with ctxledger as its
     engine, when the summary fails and the compaction is abandoned or falls back."""
     from agent.manual_compression_feedback import summarize_manual_compression
+    from helpers.failing import SecretSummarizer
 
     from ctxledger.integrations.hermes import CtxLedgerEngine
 
@@ -278,7 +260,8 @@ def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, 
         engine.on_session_start(f"{name}-session", platform="cli")
 
         def fail(svc: Any, failure_class: str = failure_class) -> None:
-            svc.summarizer = svc.engine.summarizer = _FailingSummarizer(failure_class)
+            # fails the first summary only: the next /compress summarizes
+            svc.summarizer = svc.engine.summarizer = SecretSummarizer(failure_class)
 
         engine._shared.run(fail)
         compressed = engine.compress(copy.deepcopy(history), force=True)
@@ -293,6 +276,15 @@ def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, 
             "report": report,
             "counts": [len(history), len(compressed)],
         }
+        # a second /compress whose summary works: nothing of the failure is left
+        more = [{"role": "user", "content": "And now?"}, {"role": "assistant", "content": "Done."}]
+        engine.compress([*compressed, *more], force=True)
+        out[name]["next"] = [
+            engine._last_compress_aborted,
+            engine._last_summary_fallback_used,
+            engine._last_summary_error,
+            engine._last_summary_dropped_count,
+        ]
     return out
 
 
@@ -347,6 +339,29 @@ def _entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group="hermes_agent.plugins")}
 
 
+def _conversation(agent: Any, turns: int) -> tuple[list[dict[str, Any]], list[str], list[int]]:
+    """`turns` turns of ~6K tokens each through Hermes's own loop: the history, each
+    turn's final reply, and how many upstream requests came before each turn that
+    compacted."""
+    engine = agent.context_compressor
+    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))
+    history: list[dict[str, Any]] = []
+    finals: list[str] = []
+    compress_at: list[int] = []
+    for turn in range(turns):
+        before = len(REQUESTS)
+        count = engine.compression_count
+        result = agent.run_conversation(
+            f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
+            conversation_history=history or None,
+        )
+        history = result["messages"]
+        finals.append(str(result.get("final_response")))
+        if engine.compression_count > count:
+            compress_at.append(before)
+    return history, finals, compress_at
+
+
 def main() -> None:
     workdir, turns = Path(sys.argv[1]), int(sys.argv[2])
     home = workdir / "home"
@@ -369,27 +384,13 @@ def main() -> None:
         enabled_toolsets=["context_engine"],
     )
     engine = agent.context_compressor
-    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))  # ~6K tokens a turn
-    history: list[dict[str, Any]] | None = None
-    finals: list[str] = []
-    compress_at: list[int] = []
-    for turn in range(turns):
-        before = len(REQUESTS)
-        count = engine.compression_count
-        result = agent.run_conversation(
-            f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
-            conversation_history=history,
-        )
-        history = result["messages"]
-        finals.append(str(result.get("final_response")))
-        if engine.compression_count > count:
-            compress_at.append(before)
+    history, finals, compress_at = _conversation(agent, turns)
     agent.shutdown_memory_provider() if hasattr(agent, "shutdown_memory_provider") else None
-    engine.on_session_end(agent.session_id, history or [])
+    engine.on_session_end(agent.session_id, history)
     copied = copy.deepcopy(engine)
-    in_loop = compress_inside_a_running_loop(copied, history or [])
+    in_loop = compress_inside_a_running_loop(copied, history)
     odd = host_odd_values(copy.deepcopy(engine))
-    failures = summary_failures(workdir, history or [])
+    failures = summary_failures(workdir, history)
     (workdir / "result.json").write_text(
         json.dumps(
             {

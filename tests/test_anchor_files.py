@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,21 @@ def test_an_advance_keeps_the_anchors_mode(ledger: Path, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert head.read_bytes() != before
     assert head.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_test_run_removes_its_sealing_key_s_directory(tmp_path: Path) -> None:
+    """The suite keeps its sealing key in a temporary directory (``tests/conftest.py``),
+    removed when the run ends (one was left behind per run; review of session 32)."""
+    env = {k: v for k, v in os.environ.items() if k != "CTXLEDGER_ANCHOR_KEY_FILE"}
+    env["TMPDIR"] = str(tmp_path)
+    here = Path(__file__)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "none", here.name],
+        cwd=here.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 5, run.stdout + run.stderr  # 5: no test selected
+    assert not list(tmp_path.glob("ctxledger-test-key-*"))

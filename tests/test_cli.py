@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
 from click.testing import CliRunner
+from helpers.failing import SECRET, SecretSummarizer
 
 from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.cli import compress as compress_cli
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import InvalidInput
 from ctxledger.ledger.facade import Ledger
 
 
@@ -197,26 +200,76 @@ def test_a_skipped_compress_prints_its_lines_as_lines(tmp_path: Path) -> None:
     assert lines[2].startswith("Tokens: ") and lines[2].endswith(", unchanged")
 
 
-def ledger_messages(db: Path, sid: str) -> list[dict[str, Any]]:
-    with Ledger.open(db) as ledger:
-        return ledger.api_messages(sid)
-
-
+@pytest.mark.parametrize("failing", [False, True])
 def test_a_fallback_compress_says_so_with_its_reason(
-    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch, failing: bool
 ) -> None:
-    """No summarizer configured: the fallback summary is used, and the CLI names it in the
-    feedback's headline with its note (it printed a plain "Compressed: …" and a note
-    with the unredacted failure; review of session 32)."""
+    """No summarizer configured, or one failing with a server error whose body spans
+    lines and quotes a key: the fallback summary is used, and the CLI names it in the
+    feedback's headline with its note, the reason on one line and redacted (it printed a
+    plain "Compressed: …" and the unredacted failure; then only the body's last line;
+    reviews of session 32). Neither the text nor --json shows the key."""
     db, sid = imported
     for name in [k for k in os.environ if k.startswith("CTXLEDGER_SUMMARY_")]:
         monkeypatch.delenv(name)
+    if failing:
+        failing_summarizer = SecretSummarizer("server", fails=2)
+        monkeypatch.setattr(compress_cli, "make_summarizer", lambda *_: failing_summarizer)
+        copy = db.with_name("copy.db")
+        shutil.copyfile(db, copy)
+        as_json = json.loads(run(copy, "compress", sid, "--json").output)
+        assert as_json["fallback"] and "HTTP 401" in as_json["failure"], as_json
+        assert SECRET not in json.dumps(as_json)
     result = run(db, "compress", sid, "--summarizer", "llm")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert any(line.startswith("Compressed with fallback: ") for line in lines), result.output
-    assert any(line.startswith("The summarizer failed; a fallback summary") for line in lines)
+    (note,) = [line for line in lines if line.startswith("The summarizer failed; a fallback")]
     assert not any(line.startswith("Compressed: ") for line in lines)
+    if failing:
+        assert note.endswith('[REDACTED]"}') and "Reason: HTTP 401 from the" in note, note
+        assert SECRET not in result.output
+        with Ledger.open(db) as ledger:
+            tip = ledger.tip(sid)
+        shown = run(db, "show", tip, "--json").output
+        assert "[REDACTED]" in shown and SECRET not in shown
+
+
+def test_an_aborted_compress_says_what_it_kept_and_never_shows_the_key(
+    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An aborting summarizer failure (auth): "aborted: N messages preserved", the reason
+    redacted, exit 1; any other error quoting a key is redacted too (the CLI printed
+    the raw exception: the key on stderr; review of session 32)."""
+    db, sid = imported
+    monkeypatch.setattr(compress_cli, "make_summarizer", lambda *_: SecretSummarizer("auth"))
+    result = run(db, "compress", sid)
+    assert result.exit_code == 1, result.output
+    with Ledger.open(db) as ledger:
+        kept = len(ledger.api_messages(sid)) - 1  # the system prompt is not counted
+    assert f"Compression aborted: {kept} messages preserved" in result.output.splitlines()
+    assert "no messages were removed. Reason: HTTP 401 from the" in result.output
+    assert SECRET not in result.output and "[REDACTED]" in result.output
+
+    def refused(*_: object) -> None:
+        raise InvalidInput(f"the summary endpoint refused key {SECRET}")
+
+    monkeypatch.setattr(compress_cli, "make_summarizer", refused)
+    result = run(db, "compress", sid)
+    assert result.exit_code == 2 and SECRET not in result.output, result.output
+    assert "error: the summary endpoint refused key [REDACTED]" in result.output
+
+
+def test_the_dry_run_says_its_count_includes_the_system_prompt(imported: tuple[Path, str]) -> None:
+    """The headline counts without the system prompt, the plan's indexes with it: the
+    dry-run line says which it counts (it said "of 133" where the headline says 132;
+    review of session 32)."""
+    db, sid = imported
+    with Ledger.open(db) as ledger:
+        total = len(ledger.api_messages(sid))
+    result = run(db, "compress", sid, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert f") of {total} including the system prompt; summary as " in result.output
 
 
 def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> None:
@@ -229,7 +282,8 @@ def test_compress_then_chain_usage_replay_verify(imported: tuple[Path, str]) -> 
         after = len(ledger.api_messages(ledger.tip(sid)))
     # the service's headline: the system prompt is no message (review of session 32: the
     # CLI counted it, one more than the feedback on each side)
-    before = len(ledger_messages(db, sid))
+    with Ledger.open(db) as ledger:
+        before = len(ledger.api_messages(sid))
     assert f"Compressed: {before - 1} → {after - 1} messages" in result.output.splitlines()
     # its own line (it was printed after a "\n" the console shows as text)
     assert (

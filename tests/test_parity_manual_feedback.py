@@ -147,3 +147,28 @@ def test_manual_feedback_matches_hermes(hermes: Hermes) -> None:
             pairs.append(([len(item["history"]), item["summary"]], theirs, ours))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     assert len(kinds) == 4, kinds  # compressed, no changes, with fallback, aborted
+
+
+def test_the_oracle_keeps_out_of_the_machine_s_hermes_home_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hermes reads ``~/.hermes/.env`` and writes its logs, state and defaults under
+    ``~/.hermes``: the oracle gives every op an empty home of its own, removed at exit
+    (it used the machine's), and op ``loop``'s home is removed at exit too (one was
+    left in the temporary directory per process; review of session 32)."""
+    home, tmp = tmp_path / ".hermes", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    (home / ".env").write_text("OPENAI_API_KEY=the-machine-s\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    started = oracle()
+    process = next(started)
+    history = drawn(_item(), 1, derandomize=True)[0]["history"]
+    (manual,) = process.ask("manual", [{"system": SYSTEM, "history": history, "summary": "ok"}])
+    steps = [{"tool": False, "prompt": None}]
+    (loop,) = process.ask("loop", [{"history": history[:2], "user": "hi", "steps": steps}])
+    next(started, None)
+    assert "raised" not in manual and "raised" not in loop, (manual, loop)
+    assert [p.name for p in home.iterdir()] == [".env"]
+    assert list(tmp.iterdir()) == []

@@ -1,85 +1,47 @@
 """ContextService triggers against a real SQLite ledger (HERMES_SPEC §2).
 
 Preflight (system + messages + tools, up to N passes, stop without progress), in-loop
-on the provider's real prompt count, gateway hygiene, manual /compress with a focus,
+on the provider's real prompt count, manual /compress with a focus, cooldowns,
 pressure warnings, anti-thrashing, the "compressed N times" notice, model switches,
 and the runtime state folded back identically after reopening the ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from helpers.ledger_helpers import chain_events
+from helpers.service_rig import (
+    CONFIG,
+    THRESHOLD,
+    WINDOW,
+    FlakySummarizer,
+    ManualClock,
+    VerbatimSummarizer,
+    events,
+    grow,
+    make,
+    session,
+    two_party,
+    usage,
+)
 
-from ctxledger.clock import SequentialIds
-from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
-from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.errors import SummarizerError
 from ctxledger.events import (
     CompressionChecked,
     CompressionSkipped,
     CooldownStarted,
-    Event,
     ModelSwitched,
     NoticeIssued,
     PressureWarning,
     SessionSwitched,
     SummaryGenerated,
 )
-from ctxledger.ledger.facade import Ledger
-from ctxledger.messages import content_text
 from ctxledger.runtime.service import ContextService
-from ctxledger.tokens import rough_message_tokens, rough_tools_tokens
 
 pytestmark = pytest.mark.anyio
-
-E = TypeVar("E", bound=Event)
-WINDOW = 16_384  # threshold 8,192 with the floor disabled
-THRESHOLD = 8_192
-CONFIG = CompressionConfig(threshold_floor_tokens=0)
-
-
-class ManualClock:
-    """A clock that only moves when told to (cooldowns are judged against it)."""
-
-    def __init__(self, now: float = 1_767_225_600.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class FlakySummarizer:
-    """Fails with the given classes first, then summarizes offline."""
-
-    kind = "flaky"
-
-    def __init__(self, *failures: str) -> None:
-        self.failures = list(failures)
-        self.inner = OfflineSummarizer()
-
-    async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        if self.failures:
-            raise SummarizerError("summarizer unavailable", failure_class=self.failures.pop(0))
-        return await self.inner.summarize(request)
-
-
-class VerbatimSummarizer:
-    """Returns the previous summary and every turn unabridged: compaction without shrinking."""
-
-    kind = "verbatim"
-
-    async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        parts = [request.previous_summary or "", *(content_text(turn) for turn in request.turns)]
-        return SummaryResult(
-            text="\n".join(p for p in parts if p) or "(empty)", summarizer=self.kind
-        )
 
 
 @pytest.fixture
@@ -102,63 +64,6 @@ def svc(db: Path, clock: ManualClock) -> Iterator[ContextService]:
     service = make(db, clock)
     yield service
     service.ledger.close()
-
-
-def make(
-    db: Path, clock: ManualClock, config: CompressionConfig = CONFIG, **kwargs: Any
-) -> ContextService:
-    ledger = Ledger.open(
-        db,
-        clock=clock,
-        ids=SequentialIds(kwargs.pop("namespace", "")),
-        config=config,
-        durability="normal",
-    )
-    return ContextService(ledger, config=config, **kwargs)
-
-
-def events(svc: ContextService, sid: str, kind: type[E]) -> list[E]:
-    return chain_events(svc.ledger, sid, kind)
-
-
-async def grow(svc: ContextService, sid: str, tokens: int, seed: int = 3) -> str:
-    """Append whole synthetic turns until the live view holds at least `tokens`."""
-    synth = SessionSynth(seed, big_outputs=False, id_prefix=f"s{seed}_call")
-    i = 0
-    while svc.ledger.transcript.total_tokens(sid) < tokens:
-        await svc.append(sid, synth.turn(i))
-        i += 1
-    return sid
-
-
-async def session(svc: ContextService, tokens: int = 0, **kwargs: Any) -> str:
-    values: dict[str, Any] = {
-        "model": "test-model",
-        "context_length": WINDOW,
-        "system_prompt": "You are a coding agent.",
-    }
-    values.update(kwargs)
-    sid = await svc.start_session(**values)
-    return await grow(svc, sid, tokens) if tokens else sid
-
-
-async def two_party(svc: ContextService, pairs: int) -> str:
-    """A session of `pairs` user/assistant exchanges of ~2,700 tokens each."""
-    sid = await session(svc)
-    block = "the deploy log shows retries on the storage bucket " * 300
-    for i in range(pairs):
-        await svc.append(
-            sid,
-            [
-                {"role": "user", "content": f"{i}: {block}"},
-                {"role": "assistant", "content": f"{i}: {block}"},
-            ],
-        )
-    return sid
-
-
-def usage(prompt: int, output: int = 50) -> dict[str, Any]:
-    return {"prompt_tokens": prompt, "completion_tokens": output}
 
 
 # --- preflight ---------------------------------------------------------------------------
@@ -349,129 +254,6 @@ async def test_in_loop_ignores_output_and_reasoning_tokens(svc: ContextService) 
     assert not events(svc, sid, CompressionChecked)
 
 
-# --- gateway hygiene ------------------------------------------------------------------------
-
-
-async def test_hygiene_fires_at_85_percent_of_the_window_on_the_estimate(
-    svc: ContextService,
-) -> None:
-    sid = await session(svc, int(WINDOW * 0.9))
-    result = await svc.hygiene(sid)
-    assert result.compressed
-    (check,) = events(svc, sid, CompressionChecked)
-    # labelled "estimate" (was "rough"): with the exact estimator it is the exact total
-    assert check.trigger == "hygiene" and check.source.startswith("estimate")
-    assert check.tokens == svc.ledger.transcript.total_tokens(sid)
-
-
-BIG_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": f"tool_{i}",
-            "description": "word " * 300,
-            "parameters": {"type": "object"},
-        },
-    }
-    for i in range(12)
-]
-
-
-async def _big_tools_session(
-    db: Path, clock: ManualClock, estimator: str
-) -> tuple[CompressionConfig, ContextService, str]:
-    """A service estimating by `estimator`, and a session declaring BIG_TOOLS."""
-    config = CONFIG.replace(estimator=estimator)
-    svc = make(db, clock, config)
-    return config, svc, await session(svc, tools=BIG_TOOLS)
-
-
-async def _ping_pong_until(svc: ContextService, sid: str, done: Callable[[], bool]) -> None:
-    """Append ping/pong turns of ~100 tokens each until `done()`."""
-    words = "check the cache hit rate of the search index after the deploy " * 8
-    i = 0
-    while not done():
-        await svc.append(
-            sid,
-            [
-                {"role": "user", "content": f"ping {i}: {words}"},
-                {"role": "assistant", "content": f"pong {i}: {words}"},
-            ],
-        )
-        i += 1
-
-
-@pytest.mark.parametrize("estimator", ["exact", "rough"])
-async def test_hygiene_estimate_counts_the_tools_schema(
-    db: Path, clock: ManualClock, estimator: str
-) -> None:
-    # the messages alone stay below 85 % of the window; with the tools schema they reach it
-    config, svc, sid = await _big_tools_session(db, clock, estimator)
-    transcript = svc.ledger.transcript
-    limit = config.hygiene_threshold_tokens(WINDOW)
-
-    def messages_estimate() -> int:  # system + messages by the configured estimator
-        if estimator == "exact":
-            view = transcript.session(sid)
-            return view.system_tokens + view.live_tokens
-        return sum(rough_message_tokens(m) for m in transcript.api_view(sid))
-
-    tools = (
-        transcript.session(sid).tools_tokens
-        if estimator == "exact"
-        else rough_tools_tokens(BIG_TOOLS)
-    )
-    await _ping_pong_until(svc, sid, lambda: messages_estimate() >= limit - tools // 2)
-    assert messages_estimate() < limit <= messages_estimate() + tools
-    expected = messages_estimate() + tools
-    result = await svc.hygiene(sid)
-    assert result.compressed
-    (check,) = events(svc, sid, CompressionChecked)
-    assert check.tokens == expected
-    assert estimator == "rough" or expected == transcript.total_tokens(sid)
-    svc.ledger.close()
-
-
-async def test_hygiene_prefers_the_last_real_prompt_count(svc: ContextService) -> None:
-    sid = await session(svc, int(WINDOW * 0.9))
-    await svc.report_usage(sid, usage(5_000))  # below the agent threshold: no in-loop compaction
-    result = await svc.hygiene(sid)
-    assert result.session_id == sid and not result.compactions
-    assert not events(svc, sid, CompressionChecked)
-
-
-async def test_hygiene_needs_four_messages(svc: ContextService) -> None:
-    sid = await session(svc)
-    huge = "x " * (WINDOW * 2)
-    await svc.append(
-        sid, [{"role": "user", "content": huge}, {"role": "assistant", "content": huge}]
-    )
-    result = await svc.hygiene(sid)
-    assert not result.compactions and not events(svc, sid, CompressionChecked)
-
-
-async def test_hygiene_fires_when_it_reaches_the_hard_message_limit(
-    db: Path, clock: ManualClock
-) -> None:
-    svc = make(db, clock, CONFIG.replace(hygiene_hard_message_limit=30))
-    sid = await session(svc)
-    words = "check the cache hit rate of the search index after the deploy " * 8
-    for i in range(20):
-        await svc.append(
-            sid,
-            [
-                {"role": "user", "content": f"ping {i}: {words}"},
-                {"role": "assistant", "content": f"pong {i}: {words}"},
-            ],
-        )
-    assert svc.ledger.transcript.total_tokens(sid) < THRESHOLD
-    result = await svc.hygiene(sid)
-    assert result.compressed
-    (check,) = events(svc, sid, CompressionChecked)
-    assert "hard limit" in check.source
-    svc.ledger.close()
-
-
 # --- manual, cooldown, anti-thrash --------------------------------------------------------------
 
 
@@ -532,76 +314,6 @@ async def test_the_guards_run_once_per_automatic_trigger_in_the_service(
     assert blocked.session_id == sid and calls == [sid]
     assert events(svc, sid, CompressionSkipped)[-1].reason.startswith("summarizer cooldown")
     svc.ledger.close()
-
-
-@pytest.mark.parametrize(
-    ("failure", "setting"),
-    [
-        ("empty", "cooldown_generic"),
-        ("server", "cooldown_generic"),
-        ("rate_limit", "cooldown_generic"),
-    ],
-)
-async def test_a_fallback_cooldown_follows_the_failure_class(
-    db: Path, clock: ManualClock, failure: str, setting: str
-) -> None:
-    # no "summarizer configured" flag: a service on a local summarizer (as the demo runs)
-    # waits by the failure's class, never the 600 s meant for a missing summarizer
-    svc = make(db, clock, summarizer=FlakySummarizer(failure))
-    sid = await session(svc, THRESHOLD + 1_000)
-    result = await svc.preflight(sid)
-    assert result.compressed and result.compactions[0].fallback
-    (cooldown,) = events(svc, sid, CooldownStarted)
-    assert (cooldown.failure_class, cooldown.seconds) == (failure, getattr(CONFIG, setting))
-    svc.ledger.close()
-
-
-SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-class SecretSummarizer:
-    """Fails once, with an error text that holds a key, then summarizes offline."""
-
-    kind = "secret"
-
-    def __init__(self, failure_class: str) -> None:
-        self.failure_class, self.inner, self.failed = failure_class, OfflineSummarizer(), False
-
-    async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        if not self.failed:
-            self.failed = True
-            text = f"HTTP 401 from the summary endpoint (key {SECRET})"
-            raise SummarizerError(text, failure_class=self.failure_class)
-        return await self.inner.summarize(request)
-
-
-@pytest.mark.parametrize("trigger", ["preflight", "hygiene", "manual"])
-async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
-    db: Path, clock: ManualClock, trigger: str
-) -> None:
-    """Review of session 32: after an abort the notice printed the error unredacted
-    (the manual feedback redacted it), and after a fallback from preflight, hygiene or
-    overflow the reason came twice (the feedback, then "the summarizer failed (…)")."""
-    config = CONFIG.replace(hygiene_hard_message_limit=20)
-    for failure_class, aborts in (("auth", True), ("server", False)):
-        svc = make(db, clock, config, summarizer=SecretSummarizer(failure_class))
-        sid = await session(svc, THRESHOLD + 1_000)
-        result = await {
-            "preflight": svc.preflight,
-            "hygiene": svc.hygiene,
-            "manual": svc.compress,
-        }[trigger](sid)
-        assert result.compressed is not aborts, result.notices
-        told = "\n".join(result.notices)
-        assert SECRET not in told and told.count("[REDACTED]") == 1, told
-        assert told.count("HTTP 401") == 1, told
-        if aborts:  # the abort is on the result, for a host to report (its reason redacted)
-            assert result.aborted is not None and "HTTP 401" in result.aborted
-            assert SECRET not in result.aborted
-        else:
-            assert result.aborted is None and "fallback" in told.splitlines()[0]
-        svc.ledger.close()
-        db.unlink()
 
 
 async def test_noop_passes_block_automatic_compression_until_a_real_count_is_below(
@@ -736,26 +448,3 @@ async def test_runtime_state_folds_identically_after_reopening(
         reopened.engine.should_compress(tip, tokens) for tokens in (1_000, 3_500, 9_000)
     ] == decisions
     reopened.ledger.close()
-
-
-@pytest.mark.parametrize("estimator", ["exact", "rough"])
-async def test_preflight_judges_by_the_configured_estimator(
-    db: Path, clock: ManualClock, estimator: str
-) -> None:
-    # HERMES_SPEC §2 / DESIGN: the rough estimate exists for preflight, where Hermes uses it;
-    # before session 28 preflight always took the exact total, whatever `estimator` said
-    _, svc, sid = await _big_tools_session(db, clock, estimator)
-    transcript = svc.ledger.transcript
-
-    def estimate() -> int:
-        if estimator == "exact":
-            return transcript.total_tokens(sid)
-        rough = sum(rough_message_tokens(m) for m in transcript.api_view(sid))
-        return rough + rough_tools_tokens(BIG_TOOLS)
-
-    await _ping_pong_until(svc, sid, lambda: estimate() >= THRESHOLD)
-    expected = estimate()
-    await svc.preflight(sid)  # (whether the plan then saves enough is the planner's matter)
-    check = events(svc, sid, CompressionChecked)[0]
-    assert check.trigger == "preflight" and check.tokens == expected
-    svc.ledger.close()

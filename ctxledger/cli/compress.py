@@ -21,9 +21,12 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.cli.progress import spinner
+from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.errors import SummarizerError
 from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.facade import Ledger
 from ctxledger.terminal import styled
 
 
@@ -100,6 +103,9 @@ def compress(
 ) -> None:
     """Compact SESSION now (manual /compress: bypasses cooldown and the anti-thrash guard).
 
+    The headline's counts leave the system prompt out (it is no message, as in Hermes's
+    /compress); --dry-run's indexes and --json's messages_before/after count it.
+
     The plan always uses the session's recorded window; a config whose context_length
     differs is reported (a note on stderr, ``notes`` in --json), never applied silently.
     """
@@ -122,20 +128,37 @@ def compress(
     waiting = f"compacting {sid} ({summarizer_kind} summarizer"
     if summarizer_kind == "llm":
         waiting += f", timeout {config.summary_timeout:g} s"
-    with spinner(ctx, waiting + ")"):
-        outcome = anyio.run(run)
+    try:
+        with spinner(ctx, waiting + ")"):
+            outcome = anyio.run(run)
+    except SummarizerError as exc:  # an aborting failure (auth, network): nothing changed
+        _print_abort(ledger, sid, exc)
+        ctx.exit(1)
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
         return
-    _print_outcome(sid, outcome)
+    _print_outcome(sid, outcome, system_prompt=ids[:1] == [None])
 
 
-def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
-    """What a compaction (or its dry run) did, for a person."""
+def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError) -> None:
+    """The feedback of an abandoned compaction, on stderr: the messages preserved and the
+    reason, redacted (the raw error of an HTTP reply can hold the key that was refused)."""
+    view, size = ledger.transcript.api_view(sid), ledger.transcript.rough_tokens(sid)
+    for line in feedback(view, view, size, size, failure="aborted", reason=str(exc)).splitlines():
+        echo(line, err=True)
+
+
+def _print_outcome(sid: str, outcome: CompactionOutcome, *, system_prompt: bool) -> None:
+    """What a compaction (or its dry run) did, for a person. The headline counts the
+    conversation (a system prompt is no message, as Hermes's /compress counts); the
+    plan's indexes are into the API list, system prompt at 0, and say so."""
     if outcome.action == "dry_run":
         p = outcome.plan
+        of = f"{outcome.messages_before}" + (
+            " including the system prompt" if system_prompt else ""
+        )
         console.print(
-            f"plan for {sid}: summarize messages [{p['compress_start']}, {p['compress_end']}) of {outcome.messages_before}; "
+            f"plan for {sid}: summarize messages [{p['compress_start']}, {p['compress_end']}) of {of}; "
             f"summary as {p['summary_role']}{' (merged into tail)' if p['merged_into_tail'] else ''}; "
             f"{len(p['prunes'])} prunes; budget {p['summary_budget_tokens']:,} tokens; "
             f"estimated {outcome.tokens_before:,} → {outcome.tokens_after:,} tokens"
@@ -151,17 +174,18 @@ def _print_outcome(sid: str, outcome: CompactionOutcome) -> None:
         # recorded, in place of the feedback's chars/4 figures
         console.print(_headline(outcome))
         console.print(f"Tokens: {outcome.tokens_before:,} → {outcome.tokens_after:,}")
-        if outcome.fallback and outcome.feedback:
-            # the feedback's note: what the fallback summary replaced, and why (redacted)
-            console.print(styled((outcome.feedback.splitlines()[-1], "yellow")))
+        if outcome.fallback:
+            # the feedback's notes (after its headline and size line): what the fallback
+            # summary replaced, and why (redacted, on one line)
+            for note in outcome.feedback.splitlines()[2:]:
+                console.print(styled((note, "yellow")))
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"
         )
 
 
 def _headline(outcome: CompactionOutcome) -> str:
-    """The first line of the outcome's feedback (HERMES_SPEC §7): the conversation's
-    counts, a system prompt not counted, "with fallback" when the summarizer failed."""
-    if outcome.feedback:
-        return outcome.feedback.splitlines()[0]
-    return f"Compressed: {outcome.messages_before} → {outcome.messages_after} messages"
+    """The first line of the outcome's feedback (HERMES_SPEC §7; `compact` gives every
+    outcome but a dry run one): the conversation's counts, a system prompt not counted,
+    "with fallback" when the summarizer failed."""
+    return outcome.feedback.partition("\n")[0]

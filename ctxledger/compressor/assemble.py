@@ -269,6 +269,6 @@ def feedback(
             "Note: the estimate went up although there are fewer messages: the handoff summary "
             "is denser text than the short tool results it replaced."
         )
-    if failure and reason and reason.strip():
-        lines[-1] += f" Reason: {redact(reason.strip())}"
+    if failure and reason and reason.strip():  # one line, whatever the error held (an HTTP body)
+        lines[-1] += f" Reason: {' '.join(redact(reason.strip()).split())}"
     return "\n".join(lines)

@@ -39,7 +39,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 from agent.context_engine import ContextEngine
 
 from ctxledger import (
@@ -51,7 +50,6 @@ from ctxledger import (
     TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
-from ctxledger.compressor.plans import CompactionPlan
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput
@@ -257,7 +255,7 @@ class CtxLedgerEngine(ContextEngine):
             # the host keeps its messages unchanged and tells the user; nothing half-done
             logger.warning("ctxledger compaction failed: %s", exc)
             self._last_compress_aborted = True
-            self._last_summary_error = f"ctxledger: {exc}"
+            self._last_summary_error = f"ctxledger: {redact(str(exc))}"
             return messages
 
     async def _compress(
@@ -284,8 +282,7 @@ class CtxLedgerEngine(ContextEngine):
             if outcome.fallback:
                 self._last_summary_fallback_used = True
                 self._last_summary_error = redact(outcome.failure or "") or outcome.failure_class
-                plan = msgspec.convert(outcome.plan, CompactionPlan)
-                self._last_summary_dropped_count = len(plan.summarized_indices())
+                self._last_summary_dropped_count = outcome.removed
         if result.aborted is not None:
             self._last_compress_aborted = True
             self._last_summary_error = result.aborted

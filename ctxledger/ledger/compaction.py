@@ -23,6 +23,7 @@ from ctxledger.compressor.recording import (
     prepare,
     record,
 )
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryResult
 from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
 from ctxledger.errors import FailureClass, SummarizerError
@@ -49,6 +50,8 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     fallback: bool = False
     failure: str | None = None
     failure_class: FailureClass | None = None
+    #: messages the summary replaced (the plan's summarized ones; 0 unless compressed)
+    removed: int = 0
     feedback: str = ""
     summary_text: str | None = None
 
@@ -124,9 +127,15 @@ def _record_skip(
     ledger.append_events(session_id, [skipped])
 
 
+def abort_error(exc: SummarizerError) -> str:
+    """An aborting failure's text as recorded (``CompressionSkipped.details["error"]``):
+    redacted (a refused key can be quoted in it), at most 500 characters."""
+    return redact(str(exc))[:500]
+
+
 def _record_abort(ledger: Ledger, session_id: str, trigger: Trigger, exc: SummarizerError) -> None:
     reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
-    details = {"error": str(exc)[:500], "failure_class": exc.failure_class, "status": exc.status}
+    details = {"error": abort_error(exc), "failure_class": exc.failure_class, "status": exc.status}
     skipped = CompressionSkipped(
         **ledger.event_fields(session_id), trigger=trigger, reason=reason, details=details
     )
@@ -212,13 +221,14 @@ def _compressed(
     """The outcome of a compaction that was recorded (`sizes`: the rough request size
     before and after)."""
     after = recorded.messages  # the continuation as assembled (equal to its folded view)
+    removed = len(prepared.plan.summarized_indices())
     told = feedback(
         prepared.input.messages,
         after,
         *sizes,
         failure="fallback" if result.fallback else None,
         reason=result.failure,
-        removed=len(prepared.plan.summarized_indices()),
+        removed=removed,
     )
     return CompactionOutcome(
         **base,
@@ -231,6 +241,7 @@ def _compressed(
         fallback=result.fallback,
         failure=result.failure,
         failure_class=result.failure_class,
+        removed=removed,
         feedback=told,
         summary_text=recorded.summary.text,
     )

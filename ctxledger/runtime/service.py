@@ -43,7 +43,7 @@ from ctxledger.events import (
     PressureWarning,
     Trigger,
 )
-from ctxledger.ledger.compaction import CompactionOutcome
+from ctxledger.ledger.compaction import CompactionOutcome, abort_error
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -315,7 +315,7 @@ class ContextService(ServiceCore):
         """An aborted compaction: nothing changed; record why and pause automatic compression."""
         reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
         details = {
-            "error": str(exc)[:500],
+            "error": abort_error(exc),
             "failure_class": exc.failure_class,
             "status": exc.status,
         }

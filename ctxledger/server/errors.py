@@ -12,6 +12,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
     CompressionError,
     ConcurrencyError,
@@ -84,9 +85,10 @@ def classify(exc: Exception) -> tuple[int, str, dict[str, Any]]:
 
 
 def message_of(exc: Exception) -> str:
+    # redacted: an error can quote a secret (a summarizer's HTTP reply naming its key)
     if isinstance(exc, KeyError) and exc.args:
-        return one_line(str(exc.args[0]))  # KeyError quotes its message otherwise
-    return one_line(str(exc)) or type(exc).__name__
+        return one_line(redact(str(exc.args[0])))  # KeyError quotes its message otherwise
+    return one_line(redact(str(exc))) or type(exc).__name__
 
 
 def error_response(exc: Exception) -> JSONResponse:

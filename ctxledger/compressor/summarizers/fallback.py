@@ -11,6 +11,7 @@ file paths and the last turns — within the same token budget.
 from __future__ import annotations
 
 from ctxledger.compressor.markers import prompt_text
+from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import (
     Summarizer,
     SummaryRequest,
@@ -82,9 +83,13 @@ async def summarize_with_fallback(summarizer: Summarizer, request: SummaryReques
     except SummarizerError as exc:
         if exc.aborts:
             raise
+        # redacted where it is first written down: the failure is stored (the summary's
+        # event, the prompt hash over it) and shown by every output after it
+        # (an HTTP error can quote the key it refused). Replay and `replay --verify` read
+        # the stored text and never recompute it, so ledgers written before still verify.
         return fallback_result(
             request,
-            failure=str(exc),
+            failure=redact(str(exc)),
             failure_class=exc.failure_class,
             summarizer=getattr(summarizer, "kind", "unknown"),
             model=getattr(summarizer, "model", None),

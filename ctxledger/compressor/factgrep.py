@@ -1,0 +1,54 @@
+"""grep's context lines (``-A``, ``-B``, ``-C``): the file's path glued to its line.
+
+A match line reads ``src/x.py:12:from y import z`` (``:`` ends the path); a context
+line ``src/x.py-12-from y import z`` with ``-n``, ``src/x.py-from y import z``
+without. A ``-`` after a known extension is more of a name elsewhere (``app.py-old``,
+a backup), so a separator is read as one only at a line's start and when the line
+shows it: a line number between two dashes (not a date's year, ``app.log-2024-05-20``),
+or, without one, the same text holding that path as a match line (``src/x.py:``).
+:func:`context_spans` gives the separators; path finding blanks them (same length), so
+the path is found as in a match line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
+
+__all__ = ["context_spans"]
+
+#: a known extension (and its second suffixes), then grep's ``:`` or ``-`` and maybe a
+#: line number and ``-`` (group 2), not a date's year (``-2024-05-20``)
+_SEPARATOR = re.compile(
+    rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*([:\-])(?:([0-9]+)-(?![0-9]{{2}}-[0-9]))?"
+)
+#: what a path at a line's start grows over, right to left
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+@~/-")
+
+
+def context_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of grep's context separators in `text` (``-12-`` of
+    ``src/x.py-12-from y``; ``-`` of ``src/x.py-from y`` when ``src/x.py:`` starts a line
+    of `text` too). Linear: each name is grown left no further than the last match."""
+    if "-" not in text:
+        return []
+    matched: set[str] = set()  # the paths of match lines
+    unnumbered: list[tuple[str, int, int]] = []
+    spans: list[tuple[int, int]] = []
+    floor = 0
+    for match in _SEPARATOR.finditer(text):
+        start = match.start()
+        while start > floor and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        floor = match.end()
+        if start == match.start() or (start > 0 and text[start - 1] != "\n"):
+            continue  # (``.py-`` alone, or not at a line's start)
+        if match.group(1) == ":":
+            matched.add(text[start : match.start(1)])
+        elif match.group(2) is not None:
+            spans.append((match.start(1), match.end()))
+        else:
+            unnumbered.append((text[start : match.start(1)], match.start(1), match.end()))
+    spans.extend((at, end) for name, at, end in unnumbered if name in matched)
+    return spans

@@ -1,0 +1,101 @@
+"""Session 32: shapes the audit read wrong, left by session 31 (grep's context lines,
+wheel names, Win32 device paths). Each fact must also be found in its own text."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ctxledger.compressor import factmatch, factpathrules
+from ctxledger.compressor.factbounds import contains, search
+from ctxledger.compressor.facts import extract_facts, fact_in_text
+
+
+def _facts(text: str, kind: str) -> list[str]:
+    facts = extract_facts([{"role": "tool", "content": text}])
+    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
+    return [fact.value for fact in facts if fact.kind == kind]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "src/x.py-12-from y import z",  # grep -n's context line
+        "src/x.py-12-from y import z\nsrc/x.py-13-}\n",
+        "src/x.py-from y import z\nsrc/x.py:from y import w\n",  # without -n: a match line
+        "src/x.py:from y import w\nsrc/x.py-from y import z\n",
+    ],
+)
+def test_a_grep_context_line_names_its_file(text: str) -> None:
+    assert _facts(text, "path") == ["src/x.py"]
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("app.py-- x", ["app.py"]),  # dashes before a blank end a name (the matcher's rule)
+        ("see app.py- now", ["app.py"]),
+        ("ls\napp.py-old\n", []),  # a backup, no grep line
+        ("src/x.py-from y import z", []),  # no match line: maybe a backup's name
+        ("see src/x.py-12-from y", []),  # not at a line's start
+        ("app.log-2024-05-20 rotated", []),  # a date, no line number
+    ],
+)
+def test_a_dash_after_a_name_is_grep_only_where_it_shows(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+@pytest.mark.parametrize("find", [contains, search])
+def test_the_matcher_reads_a_grep_line_number_as_the_paths_end(find: object) -> None:
+    assert callable(find)
+    assert find("see src/x.py-12-from y", "src/x.py", path=True)
+    assert find("app.py-12-", "app.py", path=True)
+    assert not find("app.py-12", "app.py", path=True)
+    assert not find("app.py-12x-y", "app.py", path=True)
+    assert not find("see app.py-old", "app.py", path=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("Django-4.2.11-py3-none-any.whl", "4.2.11"),
+        ("requests-2.31.0-py2.py3-none-any.whl", "2.31.0"),
+        ("numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "1.26.4"),
+        ("Downloading Django-4.2.11.tar.gz (10.4 MB)", "4.2.11"),
+        ("foo-1.0.0-py3.8.egg", "1.0.0"),
+    ],
+)
+def test_a_wheel_or_sdist_names_its_distributions_version(text: str, version: str) -> None:
+    # the Python tag is no pre-release: "4.2.11-py3" was a version no summary states
+    assert _facts(text, "number") == [version]
+    fact = next(f for f in extract_facts([{"role": "tool", "content": text}]) if f.kind == "number")
+    assert fact_in_text(fact, f"upgraded to {version} today")
+
+
+def test_a_pre_release_after_a_version_stays_one() -> None:
+    # (a Python tag is one only before more of a wheel's name: a "-" or ".")
+    assert _facts("pinned 1.2.3-rc1 and 2.0.0-py3 here", "number") == ["1.2.3-rc1", "2.0.0-py3"]
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("\\\\?\\C:\\dir\\file.txt", ["C:\\dir\\file.txt"]),  # a long-path prefix: the file
+        ('"\\\\\\\\?\\\\C:\\\\dir\\\\file.txt"', ["C:\\dir\\file.txt"]),  # JSON-escaped
+        ("open \\\\.\\pipe\\docker_engine failed", ["\\\\.\\pipe\\docker_engine"]),
+        ("\\\\?\\UNC\\srv\\share\\x.txt", ["\\\\?\\UNC\\srv\\share\\x.txt"]),
+        ("\\\\?\\C: alone", []),
+        ("x\\\\?\\C:\\a\\b.txt", ["b.txt"]),  # the prefix after a name: not a device's
+    ],
+)
+def test_a_device_path_reads_as_one_path(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+def test_one_list_of_footnote_superscripts() -> None:
+    # factmatch blanks the digits factpathrules ends names at: one definition
+    assert factmatch.SUPERSCRIPT_DIGITS is factpathrules.SUPERSCRIPT_DIGITS
+    more = re.compile(factpathrules.MORE_NAME)
+    assert not any(more.match(digit) for digit in factpathrules.SUPERSCRIPT_DIGITS)
+    assert all(more.match(c) for c in "a1_é٣")

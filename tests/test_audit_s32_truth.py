@@ -64,6 +64,7 @@ def test_the_matcher_reads_a_grep_line_number_as_the_paths_end(find: object) -> 
         ("numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "1.26.4"),
         ("Downloading Django-4.2.11.tar.gz (10.4 MB)", "4.2.11"),
         ("foo-1.0.0-py3.8.egg", "1.0.0"),
+        ("marshmallow-3.13.0-0.editable-py3-none-any.whl", "3.13.0"),  # a build tag
     ],
 )
 def test_a_wheel_or_sdist_names_its_distributions_version(text: str, version: str) -> None:

@@ -66,9 +66,11 @@ MAX_AUTHORITY = 2048
 #: ``1.0.0-20231012.142536-3``); so is one lower than the version before it, which
 #: is no upper end (``1.0.0-0.3.7``, a semver pre-release: :func:`prerelease_end`).
 #: Nor a wheel's or egg's Python tag (``Django-4.2.11-py3-none-any.whl``,
-#: ``-py2.py3-``, ``-cp311-cp311-manylinux…``, ``-py3.8.egg``): the distribution's
-#: version ends before it (:data:`WHEEL_TAG`)
-WHEEL_TAG = r"(?:py|cp|pp|ip|jy)[0-9]+(?:\.(?:py|cp|pp|ip|jy)?[0-9]+)*[\-.]"
+#: ``-py2.py3-``, ``-cp311-cp311-manylinux…``, ``-py3.8.egg``), maybe after a build
+#: tag (``-0.editable-py3-``): the distribution's version ends before it
+WHEEL_TAG = (
+    r"(?:[0-9][0-9A-Za-z_.]*-)?(?:py|cp|pp|ip|jy)[0-9]+(?:\.(?:py|cp|pp|ip|jy)?[0-9]+)*[\-.]"
+)
 VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w)|" + WHEEL_TAG + ")"
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not

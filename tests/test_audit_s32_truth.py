@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers.reference_facts import facts as reference
 
 from ctxledger.compressor import factmatch, factpathrules
 from ctxledger.compressor.factbounds import contains, search
@@ -100,3 +101,66 @@ def test_one_list_of_footnote_superscripts() -> None:
     more = re.compile(factpathrules.MORE_NAME)
     assert not any(more.match(digit) for digit in factpathrules.SUPERSCRIPT_DIGITS)
     assert all(more.match(c) for c in "a1_é٣")
+
+
+def _kinds(text: str) -> list[tuple[str, str]]:
+    message = {"role": "tool", "content": text}
+    facts = extract_facts([message])
+    assert facts == reference.extract_facts([message])  # the reference states it its own way
+    assert all(fact_in_text(fact, text) for fact in facts)
+    return [(fact.kind, fact.value) for fact in facts]
+
+
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        # an exception expected, avoided or tested for: a success, no error (corpus: 10)
+        (
+            "✓ SUCCESS: Got expected NotSupportedError\n",
+            [("outcome", "✓ SUCCESS: Got expected NotSupportedError")],
+        ),
+        ("SUCCESS: No TypeError raised\n", [("outcome", "SUCCESS: No TypeError raised")]),
+        (
+            "tests/x_test.py::test_noqa[noqa?-SQLParseError] PASSED   [ 50%]\n",
+            [("path", "tests/x_test.py")],
+        ),
+        # a failure still is one
+        (
+            "FAILED tests/x.py::test_y - ValueError: bad\n",
+            [("error", "FAILED tests/x.py::test_y - ValueError: bad"), ("path", "tests/x.py")],
+        ),
+        ("Got ValueError: bad input here\n", [("error", "Got ValueError: bad input here")]),
+        (
+            "✓ done here\nthen ValueError: bad input here\n",
+            [("error", "then ValueError: bad input here"), ("outcome", "✓ done here")],
+        ),
+    ],
+)
+def test_a_success_line_names_no_error(text: str, facts: list[tuple[str, str]]) -> None:
+    assert _kinds(text) == facts
+
+
+def test_a_success_line_keeps_no_bare_exception_name() -> None:
+    # the bare name of the line was an error fact of its own once the line was none
+    text = "checking\n✓ Correctly returned Uninferable instead of raising TypeError\n"
+    assert [kind for kind, _ in _kinds(text)] == ["outcome"]
+    assert ("error", "TypeError") in _kinds("checking\nx TypeError\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "outcomes"),
+    [
+        # an argument "passed in" is prose (docstrings a tool showed; corpus: 5)
+        ("relative mod path from the one passed in.\n", []),
+        ("Check if a file is within the passed in path and if so, returns the\n", []),
+        ("Only the fields passed into this\n", []),
+        ("the value passed to the next stage\n", []),
+        ("5 tests passed in 0.2s\n", ["5 tests passed in 0.2s"]),
+        ("PASSED in 3 runs\n", ["PASSED in 3 runs"]),
+        ("All checks passed\n", ["All checks passed"]),
+        # a call's results assigned to names is code (corpus: 1)
+        ("write_buff, success = self.fix_string()\n", []),
+    ],
+)
+def test_passed_in_prose_and_code_are_no_outcome(text: str, outcomes: list[str]) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "outcome"] == outcomes

@@ -28,7 +28,7 @@ from typing import Any
 
 from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value, exit_code
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
-from ctxledger.compressor.factnoise import listed_or_documented, numbered
+from ctxledger.compressor.factnoise import listed_or_documented, numbered, reports_success
 from ctxledger.compressor.factscan import (
     has_any,
     holds_any,
@@ -330,9 +330,27 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
             continue
         name = text[start : match.end()]
-        if not any(name in line for line in lines):
+        if not any(name in line for line in lines) and not _on_success_line(text, start):
             found.append((start, name))
     return found
+
+
+#: how far back the start of an exception name's line is looked for
+_LINE_LOOK_BACK = 400
+
+
+def _on_success_line(text: str, at: int) -> bool:
+    """Whether the name at `at` stands on a line reporting a success (:func:`reports_success`),
+    its start and end looked for at most :data:`_LINE_LOOK_BACK` characters away (a
+    longer line tells nothing: each name reads a bounded stretch)."""
+    low = max(0, at - _LINE_LOOK_BACK)
+    start = text.rfind("\n", low, at) + 1
+    if start == 0 and low > 0:
+        return False  # (a line too long to tell)
+    end = text.find("\n", at, at + _LINE_LOOK_BACK)
+    if end == -1 and len(text) - at > _LINE_LOOK_BACK:
+        return False
+    return reports_success(text[start : end if end != -1 else len(text)])
 
 
 def error_lines(text: str) -> list[str]:
@@ -382,6 +400,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
             continue
         if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue
+        if reports_success(line):
+            continue  # ``✓ SUCCESS: Got expected NotSupportedError``: none happened
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found
 
@@ -398,7 +418,8 @@ _UNITTEST = re.compile(
 )
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
-    r"success(?:fully)?|succeeded|passed|failed|works (?:correctly|as expected|now)|"
+    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into|to|as|through)\b(?![ \t]*\d))|"
+    r"failed|works (?:correctly|as expected|now)|"
     r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
@@ -433,7 +454,7 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             len(stripped) > LINE_MAX_CHARS
             or not _THREE_LETTERS.search(stripped)
             or _CODE_LINE.match(line)
-            or _EXCEPTION_IN_LINE.search(line)
+            or (_EXCEPTION_IN_LINE.search(line) and not reports_success(line))
         ):
             continue
         if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):

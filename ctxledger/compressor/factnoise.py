@@ -10,12 +10,28 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CODE_LINE", "diff_side", "in_file_listing", "listed_or_documented", "numbered"]
+__all__ = [
+    "CODE_LINE",
+    "diff_side",
+    "in_file_listing",
+    "listed_or_documented",
+    "numbered",
+    "reports_success",
+]
 
-#: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt
+#: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
+#: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``)
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
-    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
+    r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\()"
+)
+
+#: a line reporting a success: a check mark or ``SUCCESS``/``PASS``/``OK`` first
+#: (``✓ SUCCESS: Got expected NotSupportedError``, ``SUCCESS: No TypeError raised``), or
+#: a pytest node line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``)
+_SUCCESS_LINE = re.compile(
+    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?|OK)\b)"
+    r"|[ \t]*[\w/.\-]+::[^\n]*[ \t](?:PASSED|XFAIL|SKIPPED)\b"
 )
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -42,6 +58,12 @@ def listed_or_documented(line: str) -> bool:
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
         _DOC_FIELD.match(rest) is not None
     )
+
+
+def reports_success(line: str) -> bool:
+    """Whether `line` reports a success: an exception it names was expected, avoided or
+    tested for, and did not happen (no error fact)."""
+    return _SUCCESS_LINE.match(line) is not None
 
 
 def numbered(line: str) -> bool:

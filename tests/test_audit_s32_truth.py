@@ -7,6 +7,8 @@ import re
 
 import pytest
 from helpers.reference_facts import facts as reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger.compressor import factmatch, factpathrules
 from ctxledger.compressor.factbounds import contains, search
@@ -14,8 +16,10 @@ from ctxledger.compressor.facts import extract_facts, fact_in_text
 
 
 def _facts(text: str, kind: str) -> list[str]:
-    facts = extract_facts([{"role": "tool", "content": text}])
+    message = {"role": "tool", "content": text}
+    facts = extract_facts([message])
     assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
+    assert facts == reference.extract_facts([message])  # the reference states it its own way
     return [fact.value for fact in facts if fact.kind == kind]
 
 
@@ -95,6 +99,26 @@ def test_a_device_path_reads_as_one_path(text: str, paths: list[str]) -> None:
     assert _facts(text, "path") == paths
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "git diff -- path/to/file1 path/to/file2 > patch.txt",  # mini-swe-agent's prompt
+        "cd /path/to/working/dir && ls",
+        "see ~/path/to/x.py and ./path/to/y.py and C:\\path\\to\\z.txt",
+    ],
+)
+def test_an_example_path_is_no_fact(text: str) -> None:
+    # the placeholder of an instruction's example names no file of the session (corpus: 87)
+    assert [p for p in _facts(text, "path") if "path" in p.lower()] == []
+
+
+def test_a_path_holding_path_to_later_is_one() -> None:
+    assert _facts("see src/path/to/x.py and xpath/to/y.py", "path") == [
+        "src/path/to/x.py",
+        "xpath/to/y.py",
+    ]
+
+
 def test_one_list_of_footnote_superscripts() -> None:
     # factmatch blanks the digits factpathrules ends names at: one definition
     assert factmatch.SUPERSCRIPT_DIGITS is factpathrules.SUPERSCRIPT_DIGITS
@@ -164,3 +188,17 @@ def test_a_success_line_keeps_no_bare_exception_name() -> None:
 )
 def test_passed_in_prose_and_code_are_no_outcome(text: str, outcomes: list[str]) -> None:
     assert [value for kind, value in _kinds(text) if kind == "outcome"] == outcomes
+
+
+_NAMES = st.sampled_from(["src/x.py", "app.py", "a.tar.gz", "x.py.bak", ".py", "docs/r.md", "f"])
+_SEPARATORS = st.sampled_from([":", "-", ":12:", "-12-", "-2024-05-20", "--", "-1-", ""])
+_CONTENTS = st.sampled_from(["from y import z", "", "x", "- item", "12-3 x", "old", "::x"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_NAMES, _SEPARATORS, _CONTENTS), min_size=1, max_size=6))
+def test_grep_output_reads_alike_in_the_reference(lines: list[tuple[str, str, str]]) -> None:
+    # grep's match and context lines, and lookalikes (backups, dates, bullets): the
+    # module and the reference agree, and every fact is found in its own text
+    text = "\n".join(name + separator + content for name, separator, content in lines)
+    _facts(text, "path")

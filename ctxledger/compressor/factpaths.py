@@ -88,6 +88,11 @@ _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
 
+#: the conventional placeholder of an example path (``git diff -- path/to/file1``,
+#: ``/path/to/working/dir``, ``C:\\path\\to\\x``)
+_PLACEHOLDER = re.compile(
+    r"(?:(?:[A-Za-z]:|~|\.{1,2})[\\/]+|[\\/]*)path[\\/]+to(?:[\\/]|$)", re.IGNORECASE
+)
 _ENVIRONMENT_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|node_modules/")
 _OBJECT_NAMES = frozenset(
     [
@@ -506,6 +511,8 @@ def _judged(raw: str) -> str | None:
         return None
     if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
         return None  # ``self.log``, ``mock.patch``: attribute access, not a file
+    if _PLACEHOLDER.match(value):
+        return None  # ``path/to/file1`` of an instruction's example: no file of the session
     return value
 
 

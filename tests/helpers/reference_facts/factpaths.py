@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
+from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from ctxledger.compressor.factpaths import _DOTFILE, _EXT_ANCHOR, _KNOWN_FILE
 from helpers.reference_facts.rules import (
     plausible_path,  # session 30's review: 1b, 1c
@@ -45,6 +46,15 @@ _RELATIVE_WINDOWS_PATH = re.compile(
 )
 # Session 31: a UNC path (``\\\\server\\share``), plainly
 _UNC_PATH = re.compile(r"(?<![A-Za-z0-9_.+@~\-/\\:%])\\{2,}[A-Za-z0-9_][A-Za-z0-9_.+@~$\-\\/]*")
+# Session 32: a Win32 device path: ``\\.\pipe\x`` (a UNC path whose server is ``.`` or
+# ``?``), and a drive path after ``\\?\`` or ``\\.\`` (also JSON-escaped), the drive's
+_DEVICE_UNC_PATH = re.compile(
+    r"(?<![A-Za-z0-9_.+@~\-/\\:%])\\{2,}[?.]\\+(?![A-Za-z]:)[A-Za-z0-9_][A-Za-z0-9_.+@~$\-\\/]*"
+)
+_DEVICE_DRIVE_PATH = re.compile(
+    r"(?<![A-Za-z0-9_.+@~\-/\\:%])(?:\\\\[?.]\\|\\\\\\\\[?.]\\\\)"
+    r"([A-Za-z]:[\\/][A-Za-z0-9_.+@~\-\\/]*)"
+)
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -188,6 +198,10 @@ def span_ends(text: str) -> dict[int, int]:
     for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
         if plausible_path(match.group()) is not None:
             windows.append(match.span())
+    for match in _DEVICE_UNC_PATH.finditer(text):  # session 32
+        if plausible_path(match.group()) is not None:
+            windows.append(match.span())
+    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
     windows.sort()
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):
@@ -195,6 +209,15 @@ def span_ends(text: str) -> dict[int, int]:
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
     return spans
+
+
+def _placeholder(value: str) -> bool:
+    """Session 32: whether `value` is an example path: its names, after a drive, ``~``,
+    ``.`` or ``..``, start with ``path`` and ``to`` (``/path/to/dir``)."""
+    names = re.split(r"[\\/]+", value)
+    if names[0] in ("", "~", ".", "..") or re.fullmatch(r"[A-Za-z]:", names[0]):
+        names = names[1:]
+    return [name.lower() for name in names[:2]] == ["path", "to"]
 
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
@@ -214,6 +237,8 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
             continue
         if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
             continue  # ``self.log``, ``mock.patch``: attribute access, not a file
+        if _placeholder(value):
+            continue  # session 32: ``path/to/file1``, an example
         found[start] = value
     return iter(sorted(found.items()))
 
@@ -222,8 +247,55 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
 _SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
 
 
+#: session 32: a known extension and its second suffixes ending a name (case as written)
+_ENDS_WITH_EXT = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
+_GREP_NAME_CHARS = _PATH_CHARS | {"/"}
+
+
+def _grep_separator(line: str) -> tuple[str, str, int, int] | None:
+    """Session 32: a line's grep separator after the file name that starts it: (the name,
+    ``:`` or ``-``, where the separator starts, where it ends), the first place in the
+    line's leading name where a name with a known extension is followed by ``:`` or
+    ``-``; a ``-`` takes a line number and ``-`` after it when one follows (no date's
+    year: ``-2024-05-20``)."""
+    token = 0
+    while token < len(line) and line[token] in _GREP_NAME_CHARS:
+        token += 1
+    for at in range(1, token + 1):
+        if at == len(line) or line[at] not in ":-" or not _ENDS_WITH_EXT.search(line[:at]):
+            continue
+        if line[:at].startswith(".") and _ENDS_WITH_EXT.match(line[:at]):
+            return None  # (``.py-`` alone)
+        end = at + 1
+        digits = end
+        while digits < len(line) and line[digits].isdigit():
+            digits += 1
+        date = re.match(r"\d\d-\d", line[digits + 1 : digits + 5])
+        if line[at] == "-" and digits > end and line[digits : digits + 1] == "-" and not date:
+            end = digits + 1
+        return line[:at], line[at], at, end
+    return None
+
+
+def _grep_context(text: str) -> list[tuple[int, int]]:
+    """Session 32: the separators of grep's context lines: numbered ones, and ``-`` after
+    a name some line of the text starts as a match line (``name:``)."""
+    offset, found, matched = 0, [], set()
+    for line in text.split("\n"):
+        got = _grep_separator(line)
+        if got is not None:
+            name, sep, at, end = got
+            if sep == ":":
+                matched.add(name)
+            else:
+                found.append((name, offset + at, offset + end, end > at + 1))
+        offset += len(line) + 1
+    return [(at, end) for name, at, end, numbered in found if numbered or name in matched]
+
+
 def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
+    text = mask(text, _grep_context(text))
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
 

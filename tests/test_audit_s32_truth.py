@@ -202,3 +202,47 @@ def test_grep_output_reads_alike_in_the_reference(lines: list[tuple[str, str, st
     # module and the reference agree, and every fact is found in its own text
     text = "\n".join(name + separator + content for name, separator, content in lines)
     _facts(text, "path")
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        # a script's output interleaved with the traceback (stderr and stdout): its
+        # exception line is the error, not the first line at the margin (corpus: 7)
+        (
+            "Traceback (most recent call last):\nTest 1: Valid nested object\n"
+            '  File "x.py", line 3, in <module>\n    f()\nTypeError: bad\n',
+            ["TypeError: bad"],
+        ),
+        (
+            'Traceback (most recent call last):\n  File "x.py", line 3\n'
+            "django.http.response.Http404: no\n",
+            ["django.http.response.Http404: no"],
+        ),
+        # none named: the first line at the margin, as before
+        ('Traceback (most recent call last):\n  File "x.py"\nsomething odd\n', ["something odd"]),
+    ],
+)
+def test_a_traceback_ends_with_its_exception(text: str, errors: list[str]) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "error"] == errors
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        # a capitalised label is no program (corpus: 2)
+        ("Result: {'field1': ['field1 cannot be empty']}\n", []),
+        ("cat: x.txt: No such file or directory\n", ["cat: x.txt: No such file or directory"]),
+        ("Exception: Value 'test' not found\n", ["Exception: Value 'test' not found"]),
+        # an exception expected (corpus: 12)
+        ("Got KeyError as expected: 'x'\n", []),
+        ("Expected error: NameInferenceError: 'x' not found in y\n", []),
+        ("Expected: should raise ValueError\n", []),
+        (
+            "Got KeyError unexpectedly: 'x' (as expectedly)\n",
+            ["Got KeyError unexpectedly: 'x' (as expectedly)"],
+        ),
+    ],
+)
+def test_a_label_or_an_expected_exception_is_no_error(text: str, errors: list[str]) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "error"] == errors

@@ -28,7 +28,14 @@ from typing import Any
 
 from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value, exit_code
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
-from ctxledger.compressor.factnoise import listed_or_documented, numbered, reports_success
+from ctxledger.compressor.factnoise import (
+    labelled,
+    listed_or_documented,
+    numbered,
+    on_success_line,
+    raised_line,
+    reports_success,
+)
 from ctxledger.compressor.factscan import (
     has_any,
     holds_any,
@@ -293,14 +300,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
-        for line in text[pos : pos + 20000].split("\n"):
-            if (
-                line
-                and not line[0].isspace()
-                and not line.startswith(("Traceback", "During", "The above"))
-            ):
-                found.append((start, _cap(line)))
-                break
+        line = raised_line(text[pos : pos + 20000])
+        if line is not None:
+            found.append((start, _cap(line)))
         start = text.find(_TRACEBACK, pos)
     for pattern, literals in (
         (_EXCEPTION_LINE, _EXCEPTION_LINE_LITERALS),
@@ -330,27 +332,9 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
             continue
         name = text[start : match.end()]
-        if not any(name in line for line in lines) and not _on_success_line(text, start):
+        if not any(name in line for line in lines) and not on_success_line(text, start):
             found.append((start, name))
     return found
-
-
-#: how far back the start of an exception name's line is looked for
-_LINE_LOOK_BACK = 400
-
-
-def _on_success_line(text: str, at: int) -> bool:
-    """Whether the name at `at` stands on a line reporting a success (:func:`reports_success`),
-    its start and end looked for at most :data:`_LINE_LOOK_BACK` characters away (a
-    longer line tells nothing: each name reads a bounded stretch)."""
-    low = max(0, at - _LINE_LOOK_BACK)
-    start = text.rfind("\n", low, at) + 1
-    if start == 0 and low > 0:
-        return False  # (a line too long to tell)
-    end = text.find("\n", at, at + _LINE_LOOK_BACK)
-    if end == -1 and len(text) - at > _LINE_LOOK_BACK:
-        return False
-    return reports_success(text[start : end if end != -1 else len(text)])
 
 
 def error_lines(text: str) -> list[str]:
@@ -379,7 +363,11 @@ _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [(m.start(1), _cap(m.group(1))) for m in matches if not numbered(m.group(1))]
+    return [
+        (m.start(1), _cap(m.group(1)))
+        for m in matches
+        if not numbered(m.group(1)) and not labelled(m.group(1))
+    ]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:

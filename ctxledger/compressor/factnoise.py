@@ -3,7 +3,9 @@
 :mod:`.factkinds` and :mod:`.facts` find error lines and numbers by their shape; the
 same shapes occur in code a tool showed (``79:class AstroidBuildingError(…):`` of
 ``grep -n``), in a docstring (``:raises KeyError: when …``) and in a file listing
-(``drwxr-xr-x 3 root root 4096 May  6  2025 tests`` is no count of tests).
+(``drwxr-xr-x 3 root root 4096 May  6  2025 tests`` is no count of tests). Also lines
+that name an exception that did not happen (``✓ SUCCESS: Got expected KeyError``), a
+script's output printed into a traceback, and a label read as a program's name.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ __all__ = [
     "CODE_LINE",
     "diff_side",
     "in_file_listing",
+    "labelled",
     "listed_or_documented",
     "numbered",
+    "on_success_line",
+    "raised_line",
     "reports_success",
 ]
 
@@ -27,11 +32,13 @@ CODE_LINE = re.compile(
 )
 
 #: a line reporting a success: a check mark or ``SUCCESS``/``PASS``/``OK`` first
-#: (``✓ SUCCESS: Got expected NotSupportedError``, ``SUCCESS: No TypeError raised``), or
-#: a pytest node line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``)
+#: (``✓ SUCCESS: Got expected NotSupportedError``, ``SUCCESS: No TypeError raised``), a
+#: pytest node line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``), or an
+#: exception expected (``Got KeyError as expected``, ``Expected error: KeyError``)
 _SUCCESS_LINE = re.compile(
-    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?|OK)\b)"
+    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?|OK)\b|Expected\b)"
     r"|[ \t]*[\w/.\-]+::[^\n]*[ \t](?:PASSED|XFAIL|SKIPPED)\b"
+    r"|[^\n]*\bas expected\b"
 )
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -112,3 +119,55 @@ def _line_starts_with(text: str, position: int, heads: tuple[str, ...]) -> bool:
         if start >= 0 and text.startswith(head, start) and (start == 0 or text[start - 1] == "\n"):
             return True
     return False
+
+
+#: a traceback's last line: an exception's (dotted) name, then ``:`` or the line's end
+_RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::|$)")
+
+
+def raised_line(after: str) -> str | None:
+    """The line a traceback ends with, in the text `after` it: the first line at the
+    margin naming an exception (``ValueError: bad``, ``django.http.Http404``); a
+    script's output printed into the traceback (``Test 1: valid``, stdout and stderr
+    interleaved) is passed over. With none, the first line at the margin."""
+    first = None
+    for line in after.split("\n"):
+        if line and not line[0].isspace() and not line.startswith(_NOT_RAISED):
+            if _RAISED.match(line):
+                return line
+            first = line if first is None else first
+    return first
+
+
+_NOT_RAISED = ("Traceback", "During", "The above")
+
+
+#: how far back the start of an exception name's line is looked for
+_LINE_LOOK_BACK = 400
+
+
+def on_success_line(text: str, at: int) -> bool:
+    """Whether the name at `at` stands on a line reporting a success (:func:`reports_success`),
+    its start and end looked for at most :data:`_LINE_LOOK_BACK` characters away (a
+    longer line tells nothing: each name reads a bounded stretch)."""
+    low = max(0, at - _LINE_LOOK_BACK)
+    start = text.rfind("\n", low, at) + 1
+    if start == 0 and low > 0:
+        return False  # (a line too long to tell)
+    end = text.find("\n", at, at + _LINE_LOOK_BACK)
+    if end == -1 and len(text) - at > _LINE_LOOK_BACK:
+        return False
+    return reports_success(text[start : end if end != -1 else len(text)])
+
+
+def labelled(line: str) -> bool:
+    """Whether the name before a shell error line's ``:`` is a capitalised label, no
+    program (``Result: {'x': ['x cannot be empty']}``, ``Errors: …``): as
+    :func:`.factkinds.reports_tool_error` reads ``prog: error:``."""
+    prefix = line.lstrip().split(":", 1)[0]
+    if _ERROR_WORD.search(prefix):
+        return False  # ``Exception: Value 'x' not found``: a caught error, printed
+    return prefix[:1].isupper() and not any(c.isdigit() or c in "./" for c in prefix)
+
+
+_ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|crash")

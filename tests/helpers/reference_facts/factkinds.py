@@ -226,6 +226,20 @@ _EXCEPTION_ANCHOR = re.compile(r"(?:Error|Exception)(?!\w)")
 _TRACEBACK = "Traceback (most recent call last):"
 
 
+def _names_exception(line: str) -> bool:
+    """Session 32: whether `line` starts with an exception's name, maybe dotted (its last
+    part capitalised), then ``:`` or the line's end."""
+    head = line.split(":", 1)[0]
+    parts = head.split(".")
+    if not all(
+        part and part[0].isascii() and (part[0].isalpha() or part[0] == "_") for part in parts
+    ):
+        return False
+    if not all(c.isalnum() or c == "_" for part in parts for c in part):
+        return False
+    return parts[-1][0].isupper() and parts[-1][0].isascii()
+
+
 def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for pattern in _EXIT_CODES:
@@ -236,14 +250,17 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
-        for line in text[pos : pos + 20000].split("\n"):
-            if (
-                line
-                and not line[0].isspace()
-                and not line.startswith(("Traceback", "During", "The above"))
-            ):
-                found.append((start, _cap(line)))
-                break
+        margin = [
+            line
+            for line in text[pos : pos + 20000].split("\n")
+            if line
+            and not line[0].isspace()
+            and not line.startswith(("Traceback", "During", "The above"))
+        ]
+        # session 32: the first naming an exception; a script's output interleaved is none
+        named = [line for line in margin if _names_exception(line)]
+        if named or margin:
+            found.append((start, _cap((named or margin)[0])))
         start = text.find(_TRACEBACK, pos)
     for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
         for match in pattern.finditer(text):
@@ -335,8 +352,16 @@ def _success(line: str) -> bool:
         if not (char.isalnum() or char == "_"):
             break
         word += char
-    if word in ("SUCCESS", "PASS", "PASSED", "OK"):
+    if word in ("SUCCESS", "PASS", "PASSED", "OK", "Expected"):
         return True
+    first_line = line.split("\n", 1)[0]
+    at = first_line.find("as expected")
+    while at != -1:  # an exception expected, as a word
+        before = first_line[at - 1 : at] if at else " "
+        after = first_line[at + 11 : at + 12] or " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        at = first_line.find("as expected", at + 1)
     head, colons, rest = body.partition("::")
     if not colons or not head or any(not (c.isalnum() or c in "_/.-") for c in head):
         return False
@@ -354,11 +379,26 @@ def _success(line: str) -> bool:
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     # (session 30: a listing's numbered line is no program's)
-    return [
-        (m.start(1), _cap(m.group(1)))
-        for m in _SHELL_ERROR.finditer(text)
-        if not numbered(m.group(1))
-    ]
+    found = []
+    for m in _SHELL_ERROR.finditer(text):
+        if numbered(m.group(1)):
+            continue
+        # session 32: a capitalised label is no program (``Result: {'x': ['x cannot be']}``)
+        # unless it names an error (``Exception: x not found``)
+        prefix = m.group(1).lstrip().split(":", 1)[0]
+        lowered = prefix.lower()
+        erring = any(
+            word in lowered
+            for word in ("error", "exception", "fail", "fatal", "warn", "denied", "abort", "crash")
+        )
+        if (
+            prefix[:1].isupper()
+            and not erring
+            and not any(c.isdigit() or c in "./" for c in prefix)
+        ):
+            continue
+        found.append((m.start(1), _cap(m.group(1))))
+    return found
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:

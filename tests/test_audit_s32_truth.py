@@ -246,3 +246,26 @@ def test_a_traceback_ends_with_its_exception(text: str, errors: list[str]) -> No
 )
 def test_a_label_or_an_expected_exception_is_no_error(text: str, errors: list[str]) -> None:
     assert [value for kind, value in _kinds(text) if kind == "error"] == errors
+
+
+@pytest.mark.parametrize(
+    ("text", "decisions"),
+    [
+        # how a fix stands is no choice (corpus: 16)
+        ("Good, the fix is applied.", []),
+        ("Now let me test some edge cases to make sure the fix is robust:", []),
+        ("The fix is working correctly.", []),
+        ("Now that the issue is resolved, we can clean up.", []),
+        ("So the fix is to catch it.", ["So the fix is to catch it."]),
+        ("The fix is in the parser.", ["The fix is in the parser."]),
+        (
+            "The fix is working, so I will use X instead of Y.",
+            ["The fix is working, so I will use X instead of Y."],
+        ),
+    ],
+)
+def test_a_fixs_state_is_no_decision(text: str, decisions: list[str]) -> None:
+    message = {"role": "assistant", "content": text}
+    facts = extract_facts([message])
+    assert facts == reference.extract_facts([message])
+    assert [fact.value for fact in facts if fact.kind == "decision"] == decisions

@@ -475,10 +475,16 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 # --------------------------------------------------------------------------- sentences
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
+#: a state after "the fix is" reports how a fix stands, no choice (``the fix is
+#: working``, ``make sure the fix is robust``, ``now that the issue is resolved``)
+_STATE = (
+    r"[ \t]+(?:applied|correct|robust|working|complete|done|in place|good|fine|valid|being|"
+    r"already|successful|effective|verified|tested|resolved|fixed|implemented|ready)\b"
+)
 _DECISION = re.compile(
     r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
     r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
-    r"going with|the (?:fix|solution|root cause|cause) is|the issue is)\b"
+    r"going with|(?:the (?:fix|solution|root cause|cause)|the issue) is\b(?!" + _STATE + r"))\b"
 )
 _CONSTRAINT = re.compile(
     r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"

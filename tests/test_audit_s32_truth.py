@@ -10,7 +10,7 @@ from helpers.reference_facts import facts as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factmatch, factpathrules
+from ctxledger.compressor import factgrep, factmatch, factpathrules
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 
@@ -269,3 +269,30 @@ def test_a_fixs_state_is_no_decision(text: str, decisions: list[str]) -> None:
     facts = extract_facts([message])
     assert facts == reference.extract_facts([message])
     assert [fact.value for fact in facts if fact.kind == "decision"] == decisions
+
+
+class _CountedChars(frozenset[str]):
+    """Name characters that count how often they are asked about."""
+
+    asked = 0
+
+    def __contains__(self, char: object) -> bool:
+        type(self).asked += 1
+        return frozenset.__contains__(self, char)
+
+
+@pytest.mark.parametrize(
+    "piece", ["a.py-", "a.py-1-", "\na.py-x", "ab/cd.py.1-", "x" * 50 + ".py:"]
+)
+def test_grep_separators_are_found_in_linear_time(
+    monkeypatch: pytest.MonkeyPatch, piece: str
+) -> None:
+    # each name is grown left no further than the last separator: the characters looked
+    # at grow as the text does (a name grown to its line's start each time: quadratic)
+    monkeypatch.setattr(factgrep, "_NAME_CHARS", _CountedChars(factgrep._NAME_CHARS))
+    work = []
+    for n in (2_000, 8_000):
+        _CountedChars.asked = 0
+        factgrep.context_spans(piece * n)
+        work.append(_CountedChars.asked)
+    assert work[1] <= 4.5 * work[0] and work[0] <= 2 * len(piece) * 2_000

@@ -29,6 +29,7 @@ from typing import Any
 from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value, exit_code
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
 from ctxledger.compressor.factnoise import (
+    SUCCESS_LITERALS,
     labelled,
     listed_or_documented,
     numbered,
@@ -323,6 +324,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
             found.append((match.start(1), _cap(rest)))
     lines = [value for _, value in found]
+    successes: bool | None = None  # (looked for at the first name: most texts name none)
     for match in _EXCEPTION_ANCHOR.finditer(text):
         start = match.start()
         while start > 0 and text[start - 1].isalnum():
@@ -332,7 +334,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
             continue
         name = text[start : match.end()]
-        if not any(name in line for line in lines) and not on_success_line(text, start):
+        if any(name in line for line in lines):
+            continue
+        if successes is None:
+            successes = any(literal in text for literal in SUCCESS_LITERALS)
+        if not (successes and on_success_line(text, start)):
             found.append((start, name))
     return found
 
@@ -380,6 +386,7 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     if not has_any(text, ("Error", "Exception")):
         return found
+    successes: bool | None = None  # (looked for at the first line: most texts have none)
     for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
         if len(line) > 400:
             continue
@@ -388,7 +395,9 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
             continue
         if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue
-        if reports_success(line):
+        if successes is None:
+            successes = any(literal in text for literal in SUCCESS_LITERALS)
+        if successes and reports_success(line):
             continue  # ``✓ SUCCESS: Got expected NotSupportedError``: none happened
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found

@@ -14,6 +14,7 @@ import re
 
 __all__ = [
     "CODE_LINE",
+    "SUCCESS_LITERALS",
     "diff_side",
     "in_file_listing",
     "labelled",
@@ -65,6 +66,21 @@ def listed_or_documented(line: str) -> bool:
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
         _DOC_FIELD.match(rest) is not None
     )
+
+
+#: one of them is in every line :func:`reports_success` accepts
+SUCCESS_LITERALS = (
+    "✓",
+    "✔",
+    "✅",
+    "SUCCESS",
+    "PASS",
+    "OK",
+    "Expected",
+    "as expected",
+    "XFAIL",
+    "SKIPPED",
+)
 
 
 def reports_success(line: str) -> bool:

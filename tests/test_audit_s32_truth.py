@@ -296,3 +296,33 @@ def test_grep_separators_are_found_in_linear_time(
         factgrep.context_spans(piece * n)
         work.append(_CountedChars.asked)
     assert work[1] <= 4.5 * work[0] and work[0] <= 2 * len(piece) * 2_000
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # source a tool showed: no error happened (corpus: 17)
+        "    violations: List[SQLBaseError]",
+        "    v: SQLLintError",
+        "    types: Optional[Union[Type[SQLBaseError], Iterable[Type[SQLBaseError]]]] = None,",
+        '    ("noqa?", SQLParseError),',
+        "    (self.field.remote_field.model.DoesNotExist, AttributeError), {",
+        ") -> Tuple[Optional[Sequence[BaseSegment]], List[SQLLexError], FluffConfig]:",
+        '    f"{result.num_violations(types=SQLLintError, fixable=True)} fixable violations found"',
+        "69- types: Optional[Union[Type[SQLBaseError], Iterable[Type[SQLBaseError]]]] = None,",
+    ],
+)
+def test_source_naming_an_exception_is_no_error_line(line: str) -> None:
+    assert [value for kind, value in _kinds(line + "\n") if kind == "error" and " " in value] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("last_error: KeyError\n", "last_error: KeyError"),  # a label saying error
+        ("(1/3) step failed with ValueError: bad\n", "(1/3) step failed with ValueError: bad"),
+        ("Got ValueError: bad input here\n", "Got ValueError: bad input here"),
+    ],
+)
+def test_an_error_line_stays_one(text: str, error: str) -> None:
+    assert error in [value for kind, value in _kinds(text) if kind == "error"]

@@ -26,10 +26,15 @@ __all__ = [
 ]
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
-#: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``)
+#: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
+#: call's continuation (``("noqa?", SQLParseError),``, ``) -> List[SQLLexError]:``), an
+#: f-string, an annotated parameter (``violations: List[SQLBaseError]``, ``v: SQLLintError``)
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
-    r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\()"
+    r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\(|"
+    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),[ \t]|f[\"']|"
+    r"(?![a-z_]*(?:err|exc|fail|fatal|warn))[a-z_]\w*:[ \t]*"
+    r"(?:[A-Z]\w*\[|[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$))"
 )
 
 #: a line reporting a success: a check mark or ``SUCCESS``/``PASS``/``OK`` first

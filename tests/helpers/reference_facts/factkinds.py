@@ -337,7 +337,57 @@ _TUPLE_ASSIGNED = re.compile(r"\s*\w+(?:[ \t]*,[ \t]*\w+)+\s*=\s*[\w.]+\(")
 
 
 def _code(line: str) -> bool:
-    return _CODE_LINE.match(line) is not None or _TUPLE_ASSIGNED.match(line) is not None
+    return (
+        _CODE_LINE.match(line) is not None
+        or _TUPLE_ASSIGNED.match(line) is not None
+        or _source_shape(line.lstrip())
+    )
+
+
+def _source_shape(body: str) -> bool:
+    """Session 32: an f-string, a return annotation's ``) ->``, a tuple's first element
+    (a quoted string or a dotted name, then ``, ``), or a parameter annotated with a
+    subscripted type or an exception class (its name saying no error)."""
+    if body.startswith(("f'", 'f"')) or (
+        body.startswith(")") and body[1:].lstrip(" \t")[:2] == "->"
+    ):
+        return True
+    if body.startswith("("):
+        inner = body[1:]
+        quote = inner[:1]
+        if quote in ("'", '"'):
+            close = inner.find(quote, 1)
+            head = inner[: close + 1] if close > 0 and "\n" not in inner[:close] else ""
+        else:
+            head = inner[
+                : len(inner)
+                - len(
+                    inner.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+                )
+            ]
+        rest = inner[len(head) :]
+        if head and rest[:1] == "," and rest[1:2] in (" ", "\t"):
+            return True
+    label, colon, annotation = body.partition(":")
+    if not colon or not label or not (label[0].islower() or label[0] == "_"):
+        return False
+    if not label.isidentifier() or not label.isascii():
+        return False
+    lead = label[: len(label) - len(label.lstrip("abcdefghijklmnopqrstuvwxyz_"))]
+    if any(word in lead for word in ("err", "exc", "fail", "fatal", "warn")):
+        return False
+    annotation = annotation.lstrip(" \t")
+    name = annotation[
+        : len(annotation)
+        - len(annotation.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"))
+    ]
+    if not name or not ("A" <= name[0] <= "Z"):
+        return False
+    after = annotation[len(name) :]
+    if after.startswith("["):
+        return True
+    tail = after.strip(" \t")
+    return name.endswith(("Error", "Exception")) and tail in ("", ",", ")")
 
 
 def _success(line: str) -> bool:

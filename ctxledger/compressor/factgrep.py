@@ -18,11 +18,15 @@ from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
 
 __all__ = ["context_spans"]
 
-#: a known extension (and its second suffixes), then grep's ``:`` or ``-`` and maybe a
-#: line number and ``-`` (group 2), not a date's year (``-2024-05-20``)
-_SEPARATOR = re.compile(
-    rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*([:\-])(?:([0-9]+)-(?![0-9]{{2}}-[0-9]))?"
-)
+#: the last dotted suffix of a name, then grep's ``:`` or ``-`` (group 1) and maybe a line
+#: number (group 2) and ``-``, not a date's year (``-2024-05-20``). The extensions are
+#: checked after a match (:data:`_EXT_END`): their alternation tried at every dot of a
+#: text cost twice as much
+_SEPARATOR = re.compile(r"\.[A-Za-z0-9_]{1,12}([:\-])(?:([0-9]+)-(?![0-9]{2}-[0-9]))?")
+#: a known extension and its second suffixes ending a name (as written)
+_EXT_END = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
+#: how far before a separator its name's extension and second suffixes are looked for
+_SUFFIXES_MAX = 64
 #: what a path at a line's start grows over, right to left
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+@~/-")
 
@@ -38,11 +42,14 @@ def context_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     floor = 0
     for match in _SEPARATOR.finditer(text):
-        start = match.start()
+        ext = _EXT_END.search(text, max(floor, match.start(1) - _SUFFIXES_MAX), match.start(1))
+        if ext is None:
+            continue  # (no known extension: ``x.foo-``)
+        start = ext.start()
         while start > floor and text[start - 1] in _NAME_CHARS:
             start -= 1
         floor = match.end()
-        if start == match.start() or (start > 0 and text[start - 1] != "\n"):
+        if start == ext.start() or (start > 0 and text[start - 1] != "\n"):
             continue  # (``.py-`` alone, or not at a line's start)
         if match.group(1) == ":":
             matched.add(text[start : match.start(1)])

@@ -4,6 +4,7 @@ wheel names, Win32 device paths). Each fact must also be found in its own text."
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from helpers.reference_facts import facts as reference
@@ -51,9 +52,31 @@ def test_a_dash_after_a_name_is_grep_only_where_it_shows(text: str, paths: list[
     assert _facts(text, "path") == paths
 
 
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # a path glued after the separator is extracted (the separator blanked) and the
+        # matcher finds it in the same text: the ``-`` before it is grep's, no name's
+        (
+            "README.md-11-setup.py is the entry point\nREADME.md:12:run pip install .\n",
+            ["README.md", "setup.py"],
+        ),
+        ("notes.txt-1-final.txt\n", ["notes.txt", "final.txt"]),
+        ("src/x.py-setup.py x\nsrc/x.py:3:y\n", ["src/x.py", "setup.py"]),
+    ],
+)
+def test_a_path_after_a_grep_separator_is_found_where_it_was_read(
+    text: str, paths: list[str]
+) -> None:
+    assert _facts(text, "path") == paths
+    # the separator is grep's only at a line's start: elsewhere the name is longer
+    assert not fact_in_text(
+        extract_facts([{"role": "tool", "content": "final.txt"}])[0], "x notes.txt-1-final.txt"
+    )
+
+
 @pytest.mark.parametrize("find", [contains, search])
-def test_the_matcher_reads_a_grep_line_number_as_the_paths_end(find: object) -> None:
-    assert callable(find)
+def test_the_matcher_reads_a_grep_line_number_as_the_paths_end(find: Any) -> None:
     assert find("see src/x.py-12-from y", "src/x.py", path=True)
     assert find("app.py-12-", "app.py", path=True)
     assert not find("app.py-12", "app.py", path=True)
@@ -192,7 +215,9 @@ def test_passed_in_prose_and_code_are_no_outcome(text: str, outcomes: list[str])
 
 _NAMES = st.sampled_from(["src/x.py", "app.py", "a.tar.gz", "x.py.bak", ".py", "docs/r.md", "f"])
 _SEPARATORS = st.sampled_from([":", "-", ":12:", "-12-", "-2024-05-20", "--", "-1-", ""])
-_CONTENTS = st.sampled_from(["from y import z", "", "x", "- item", "12-3 x", "old", "::x"])
+_CONTENTS = st.sampled_from(
+    ["from y import z", "", "x", "- item", "12-3 x", "old", "::x", "setup.py x", "a/b.txt"]
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -16,7 +16,7 @@ import re
 
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
 
-__all__ = ["context_spans"]
+__all__ = ["context_spans", "grep_follows"]
 
 #: the last dotted suffix of a name, then grep's ``:`` or ``-`` (group 1) and maybe a line
 #: number (group 2) and ``-``, not a date's year (``-2024-05-20``). The extensions are
@@ -27,6 +27,9 @@ _SEPARATOR = re.compile(r"\.[A-Za-z0-9_]{1,12}([:\-])(?:([0-9]+)-(?![0-9]{2}-[0-
 _EXT_END = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
 #: how far before a separator its name's extension and second suffixes are looked for
 _SUFFIXES_MAX = 64
+#: what a line starts after: a newline, or the matcher's JOIN between texts (so a text's
+#: first line reads alike alone and joined to others)
+_LINE_STARTS = "\n\x00"
 #: what a path at a line's start grows over, right to left
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+@~/-")
 
@@ -49,7 +52,7 @@ def context_spans(text: str) -> list[tuple[int, int]]:
         while start > floor and text[start - 1] in _NAME_CHARS:
             start -= 1
         floor = match.end()
-        if start == ext.start() or (start > 0 and text[start - 1] != "\n"):
+        if start == ext.start() or (start > 0 and text[start - 1] not in _LINE_STARTS):
             continue  # (``.py-`` alone, or not at a line's start)
         if match.group(1) == ":":
             matched.add(text[start : match.start(1)])
@@ -59,3 +62,18 @@ def context_spans(text: str) -> list[tuple[int, int]]:
             unnumbered.append((text[start : match.start(1)], match.start(1), match.end()))
     spans.extend((at, end) for name, at, end in unnumbered if name in matched)
     return spans
+
+
+def grep_follows(text: str) -> list[str] | None:
+    """What follows each of grep's context separators in `text`, to its line's end, each
+    once, or None when `text` has none. A path found with the separators blanked and not
+    in `text` starts one of them (``setup.py`` of ``README.md-11-setup.py``: the ``-``
+    glued to it reads as more of a name), so the matcher looks for it there too."""
+    spans = context_spans(text)
+    if not spans:
+        return None
+    follows: dict[str, None] = {}
+    for _, end in spans:
+        stop = text.find("\n", end)
+        follows[text[end : len(text) if stop == -1 else stop]] = None
+    return list(follows)

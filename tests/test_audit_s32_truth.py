@@ -11,7 +11,7 @@ from helpers.reference_facts import facts as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factgrep, factmatch, factpathrules
+from ctxledger.compressor import factgrep, factkinds, factmatch, factpathrules
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 
@@ -229,6 +229,9 @@ def test_grep_output_reads_alike_in_the_reference(lines: list[tuple[str, str, st
     _facts(text, "path")
 
 
+_FRAMES = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    f()\n'
+
+
 @pytest.mark.parametrize(
     ("text", "errors"),
     [
@@ -246,10 +249,49 @@ def test_grep_output_reads_alike_in_the_reference(lines: list[tuple[str, str, st
         ),
         # none named: the first line at the margin, as before
         ('Traceback (most recent call last):\n  File "x.py"\nsomething odd\n', ["something odd"]),
+        # review: a lower-case exception of a module, then the script's output after it
+        (
+            _FRAMES + "struct.error: unpack requires a buffer of 4 bytes\nResult: 42\n",
+            ["struct.error: unpack requires a buffer of 4 bytes"],
+        ),
+        (
+            _FRAMES + "re.error: missing ), unterminated subpattern\nDone\n",
+            ["re.error: missing ), unterminated subpattern"],
+        ),
+        (_FRAMES + "socket.timeout: timed out\nResult: 42\n", ["socket.timeout: timed out"]),
+        # a chained traceback: each its own error (the first is read before ``During``)
+        (
+            _FRAMES + "socket.gaierror: [Errno -2] Name or service not known\n\nDuring handling of"
+            " the above exception, another exception occurred:\n\n"
+            + _FRAMES
+            + "urllib3.exceptions.NewConnectionError: no connection\n",
+            [
+                "socket.gaierror: [Errno -2] Name or service not known",
+                "urllib3.exceptions.NewConnectionError: no connection",
+            ],
+        ),
     ],
 )
 def test_a_traceback_ends_with_its_exception(text: str, errors: list[str]) -> None:
     assert [value for kind, value in _kinds(text) if kind == "error"] == errors
+
+
+def test_a_traceback_reads_its_own_lines_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review 9: each traceback's exception is looked for up to the next traceback only
+    # (1 MB of headers and one line each read 20,000 characters per header: 7x main's
+    # CPU); the characters handed to raised_line sum to at most the text's length
+    read: list[int] = []
+    real = factkinds.raised_line
+
+    def counted(*args: Any) -> str | None:
+        read.append(len(args[0]) if len(args) == 1 else args[2] - args[1])
+        return real(*args)
+
+    monkeypatch.setattr(factkinds, "raised_line", counted)
+    text = "Traceback (most recent call last):\nodd\n" * 2000
+    assert ("error", "odd") in _kinds(text)
+    assert len(read) == 2000
+    assert sum(read) <= len(text)
 
 
 @pytest.mark.parametrize(

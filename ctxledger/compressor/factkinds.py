@@ -301,10 +301,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
-        line = raised_line(text[pos : pos + 20000])
+        after = text.find(_TRACEBACK, pos)
+        line = raised_line(text, pos, min(pos + 20000, len(text) if after == -1 else after))
         if line is not None:
             found.append((start, _cap(line)))
-        start = text.find(_TRACEBACK, pos)
+        start = after
     for pattern, literals in (
         (_EXCEPTION_LINE, _EXCEPTION_LINE_LITERALS),
         (_ERROR_PREFIX_LINE, ()),

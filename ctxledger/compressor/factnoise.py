@@ -142,22 +142,52 @@ def _line_starts_with(text: str, position: int, heads: tuple[str, ...]) -> bool:
     return False
 
 
-#: a traceback's last line: an exception's (dotted) name, then ``:`` or the line's end
-_RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::|$)")
+#: a traceback's last line: an exception's name, dotted or not, then ``:`` or the
+#: line's end (``ValueError: bad``, ``django.http.Http404``, ``struct.error: unpack``,
+#: ``socket.gaierror: [Errno -2] …``); a name without a dot is a class's (capitalised)
+_RAISED = re.compile(r"(?:(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*|[A-Z]\w*)(?::|$)")
+#: where a traceback's own lines end: a chained traceback's header
+_CHAINED = ("\nDuring handling", "\nThe above exception")
+#: a traceback's last frame, after which its exception line comes
+_FRAME = '\n  File "'
+#: how many lines at the margin after the last frame are read for the exception
+_MARGIN_LINES = 8
 
 
-def raised_line(after: str) -> str | None:
-    """The line a traceback ends with, in the text `after` it: the first line at the
-    margin naming an exception (``ValueError: bad``, ``django.http.Http404``); a
-    script's output printed into the traceback (``Test 1: valid``, stdout and stderr
-    interleaved) is passed over. With none, the first line at the margin."""
-    first = None
-    for line in after.split("\n"):
-        if line and not line[0].isspace() and not line.startswith(_NOT_RAISED):
-            if _RAISED.match(line):
-                return line
-            first = line if first is None else first
-    return first
+def raised_line(text: str, start: int, end: int) -> str | None:
+    """The line the traceback whose header ends at `start` ends with, read before `end`
+    (the next traceback's header) and before a chained traceback's ``During handling``:
+    the first of the first :data:`_MARGIN_LINES` lines at the margin after its last
+    ``File "`` frame that names an exception (``ValueError: bad``, ``struct.error: x``).
+    A script's output printed into the traceback (``Test 1: valid`` before a frame,
+    ``Result: 42`` after the exception; stdout and stderr interleaved) is passed over.
+    With none, the first line at the margin after the last frame, or else after the
+    header. Each traceback reads its own lines only (linear in the text)."""
+    for head in _CHAINED:
+        at = text.find(head, start, end)
+        end = end if at == -1 else at
+    frame = text.rfind(_FRAME, start, end)
+    margin = _margin_lines(text, start if frame == -1 else frame + 1, end)
+    for line in margin:
+        if _RAISED.match(line):
+            return line
+    if margin:
+        return margin[0]
+    earlier = _margin_lines(text, start, end) if frame != -1 else []
+    return earlier[0] if earlier else None
+
+
+def _margin_lines(text: str, start: int, end: int) -> list[str]:
+    """The first :data:`_MARGIN_LINES` lines at the margin of ``text[start:end]`` (no
+    traceback header)."""
+    found: list[str] = []
+    while start < end and len(found) < _MARGIN_LINES:
+        stop = text.find("\n", start, end)
+        stop = end if stop == -1 else stop
+        if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
+            found.append(text[start:stop])
+        start = stop + 1
+    return found
 
 
 _NOT_RAISED = ("Traceback", "During", "The above")

@@ -227,8 +227,9 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 
 def _names_exception(line: str) -> bool:
-    """Session 32: whether `line` starts with an exception's name, maybe dotted (its last
-    part capitalised), then ``:`` or the line's end."""
+    """Session 32: whether `line` starts with an exception's name, then ``:`` or the
+    line's end: dotted (any case: ``struct.error``, ``socket.gaierror``), or one
+    capitalised name."""
     head = line.split(":", 1)[0]
     parts = head.split(".")
     if not all(
@@ -237,7 +238,34 @@ def _names_exception(line: str) -> bool:
         return False
     if not all(c.isalnum() or c == "_" for part in parts for c in part):
         return False
-    return parts[-1][0].isupper() and parts[-1][0].isascii()
+    return len(parts) > 1 or (parts[0][0].isupper() and parts[0][0].isascii())
+
+
+def _traceback_error(lines: list[str]) -> str | None:
+    """Session 32 (review): the error of one traceback's own lines (to the next header,
+    cut at a chained ``During handling``/``The above exception``): of the first eight
+    margin lines after its last frame, the first naming an exception, else the first;
+    with none after it, the first margin line of all."""
+    for index, line in enumerate(lines):
+        if index and line.startswith(("During handling", "The above exception")):
+            lines = lines[:index]
+            break
+    frames = [index for index, line in enumerate(lines) if line.startswith('  File "')]
+    after = lines[frames[-1] + 1 :] if frames else lines
+
+    def margin(chosen: list[str]) -> list[str]:
+        return [
+            line
+            for line in chosen
+            if line
+            and not line[0].isspace()
+            and not line.startswith(("Traceback", "During", "The above"))
+        ][:8]
+
+    last = margin(after)
+    named = [line for line in last if _names_exception(line)]
+    chosen = named or last or margin(lines)
+    return chosen[0] if chosen else None
 
 
 def _error_lines(text: str) -> list[tuple[int, str]]:
@@ -250,18 +278,13 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
-        margin = [
-            line
-            for line in text[pos : pos + 20000].split("\n")
-            if line
-            and not line[0].isspace()
-            and not line.startswith(("Traceback", "During", "The above"))
-        ]
-        # session 32: the first naming an exception; a script's output interleaved is none
-        named = [line for line in margin if _names_exception(line)]
-        if named or margin:
-            found.append((start, _cap((named or margin)[0])))
-        start = text.find(_TRACEBACK, pos)
+        following = text.find(_TRACEBACK, pos)
+        own = text[pos : pos + 20000] if following == -1 else text[pos:following][:20000]
+        # session 32: a script's output interleaved is no error
+        error = _traceback_error(own.split("\n"))
+        if error is not None:
+            found.append((start, _cap(error)))
+        start = following
     for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
         for match in pattern.finditer(text):
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):

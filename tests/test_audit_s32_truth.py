@@ -187,6 +187,37 @@ def test_a_success_line_names_no_error(text: str, facts: list[tuple[str, str]]) 
     assert _kinds(text) == facts
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # review 4: a success word elsewhere in the line hides no error
+        "OK, so the error is AttributeError: 'NoneType' object has no attribute 'x'\n",
+        "Test did not behave as expected: KeyError: 'user_id'\n",
+        "PASS 3/4 - test_parse raised ValueError: bad date\n",
+        "tests/test_db.py::test_conn SKIPPED (ImportError: No module named psycopg2)\n",
+        "Expected error not raised; got RuntimeError: boom\n",
+        "did not raise KeyError as expected\n",
+        "Raised more KeyError than expected here\n",
+    ],
+)
+def test_a_success_word_elsewhere_hides_no_error(text: str) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "error"] == [text.strip()]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "OK (skipped=1)\n",
+        "OK\n",
+        "ValueError raised as expected\n",
+        "PASSED: no KeyError raised\n",
+        "tests/x.py::test_y SKIPPED (needs a KeyError fixture)\n",
+    ],
+)
+def test_a_standing_success_still_hides_its_exception(text: str) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "error"] == []
+
+
 def test_a_success_line_keeps_no_bare_exception_name() -> None:
     # the bare name of the line was an error fact of its own once the line was none
     text = "checking\n✓ Correctly returned Uninferable instead of raising TypeError\n"

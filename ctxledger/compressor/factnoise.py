@@ -37,15 +37,28 @@ CODE_LINE = re.compile(
     r"(?:[A-Z]\w*\[|[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$))"
 )
 
-#: a line reporting a success: a check mark or ``SUCCESS``/``PASS``/``OK`` first
-#: (``✓ SUCCESS: Got expected NotSupportedError``, ``SUCCESS: No TypeError raised``), a
-#: pytest node line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``), or an
-#: exception expected (``Got KeyError as expected``, ``Expected error: KeyError``)
+#: a line reporting a success: a check mark first, ``SUCCESS``/``PASS``/``PASSED`` before
+#: ``:``, ``!`` or the line's end (``✓ SUCCESS: Got expected NotSupportedError``,
+#: ``SUCCESS: No TypeError raised``; not ``PASS 3/4 - test_x raised ValueError``), ``OK``
+#: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), ``Expected`` with
+#: its ``:`` (``Expected error: KeyError``), or a pytest node line that passed
+#: (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason is an exception,
+#: ``SKIPPED (ImportError: …)``, still reports it)
 _SUCCESS_LINE = re.compile(
-    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?|OK)\b|Expected\b)"
-    r"|[ \t]*[\w/.\-]+::[^\n]*[ \t](?:PASSED|XFAIL|SKIPPED)\b"
-    r"|[^\n]*\bas expected\b"
+    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\()"
+    r"|Expected(?:[ \t]+\w+)?:)"
+    r"|[ \t]*[\w/.\-]+::[^\n]*[ \t]"
+    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)))\b"
 )
+#: an exception named right before ``as expected`` (``Got KeyError as expected``,
+#: ``ValueError raised as expected``), read in :data:`_EXPECTED_REACH` characters
+_EXPECTED_NAME = re.compile(
+    r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)(?:[ \t]+(?:was[ \t]+)?raised)?[ \t]+$"
+)
+_EXPECTED_REACH = 120
+#: a word denying what follows: ``did not raise KeyError as expected``, ``than``
+_DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
+
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
 #: (``astroid/builder.py:79:``), not a clock (``12:30``) or a date (``2024-01-02``); a
@@ -91,7 +104,19 @@ SUCCESS_LITERALS = (
 def reports_success(line: str) -> bool:
     """Whether `line` reports a success: an exception it names was expected, avoided or
     tested for, and did not happen (no error fact)."""
-    return _SUCCESS_LINE.match(line) is not None
+    if _SUCCESS_LINE.match(line) is not None:
+        return True
+    at = line.find("as expected")
+    while at != -1:
+        if (
+            not line[at + 11 : at + 12].isalnum()
+            and line[at + 11 : at + 12] != "_"
+            and _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
+            and not _DENIED.search(line, 0, at)
+        ):
+            return True
+        at = line.find("as expected", at + 1)
+    return False
 
 
 def numbered(line: str) -> bool:

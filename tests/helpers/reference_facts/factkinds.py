@@ -414,9 +414,14 @@ def _source_shape(body: str) -> bool:
 
 
 def _success(line: str) -> bool:
-    """(session 32) A line reporting a success: it starts (after blanks) with a check
-    mark or the word SUCCESS, PASS, PASSED or OK; or it is a pytest node line whose
-    outcome word (after a blank) is PASSED, XFAIL or SKIPPED."""
+    """(session 32, as the review narrowed it) A line reporting a success: it starts
+    (after blanks) with a check mark; with SUCCESS, PASS or PASSED then ``:``, ``!`` or
+    nothing more; with OK alone or before a blank and ``(``; with Expected and at most
+    one word before its ``:``; or it is a pytest node line whose outcome word (after a
+    blank) is PASSED, XFAIL or SKIPPED (not a skip whose parenthesised reason starts
+    with an exception's name); or an exception's name (maybe then ``raised``/``was
+    raised``) stands right before a whole-word ``as expected`` and no not, never,
+    than or ...n't comes before it."""
     body = line.lstrip(" \t")
     if body[:1] in ("✓", "✔", "✅"):
         return True
@@ -425,16 +430,22 @@ def _success(line: str) -> bool:
         if not (char.isalnum() or char == "_"):
             break
         word += char
-    if word in ("SUCCESS", "PASS", "PASSED", "OK", "Expected"):
+    rest = body[len(word) :]
+    if word in ("SUCCESS", "PASS", "PASSED") and (rest[:1] in (":", "!") or not rest.strip()):
         return True
-    first_line = line.split("\n", 1)[0]
-    at = first_line.find("as expected")
-    while at != -1:  # an exception expected, as a word
-        before = first_line[at - 1 : at] if at else " "
-        after = first_line[at + 11 : at + 12] or " "
-        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+    if word == "OK" and (not rest.strip() or (rest[:1] in " \t" and rest.lstrip()[:1] == "(")):
+        return True
+    if word == "Expected":
+        after = rest.lstrip(" \t")
+        named = ""
+        for char in after if after != rest else "":
+            if not (char.isalnum() or char == "_"):
+                break
+            named += char
+        if rest[:1] == ":" or (named and after[len(named) : len(named) + 1] == ":"):
             return True
-        at = first_line.find("as expected", at + 1)
+    if _expected_exception(line.split("\n", 1)[0]):
+        return True
     head, colons, rest = body.partition("::")
     if not colons or not head or any(not (c.isalnum() or c in "_/.-") for c in head):
         return False
@@ -444,9 +455,58 @@ def _success(line: str) -> bool:
         while at != -1:
             after = rest[at + len(outcome) : at + len(outcome) + 1]
             if at > 0 and rest[at - 1] in " \t" and not (after.isalnum() or after == "_"):
-                return True
+                reason = rest[at + len(outcome) :].lstrip(" \t")
+                if not (outcome == "SKIPPED" and _exception_reason(reason)):
+                    return True
             at = rest.find(outcome, at + 1)
     return False
+
+
+def _exception_reason(reason: str) -> bool:
+    """Whether a skip's reason ``(ImportError: …)`` opens with an exception's name."""
+    if not reason.startswith("("):
+        return False
+    name = ""
+    for char in reason[1:]:
+        if not (char.isalnum() or char in "_."):
+            break
+        name += char
+    return "Error" in name[-5:] or name.endswith("Exception")
+
+
+def _expected_exception(line: str) -> bool:
+    at = line.find("as expected")
+    while at != -1:
+        after = line[at + 11 : at + 12]
+        if not (after.isalnum() or after == "_") and _named_before(line[:at]):
+            lowered = line[:at].lower()
+            words = "".join(c if (c.isalnum() or c in "_'") else " " for c in lowered).split()
+            if not any(w in ("not", "never", "than") or w.endswith("n't") for w in words):
+                return True
+        at = line.find("as expected", at + 1)
+    return False
+
+
+def _named_before(before: str) -> bool:
+    """Whether `before` ends with blanks after an exception's name, maybe then
+    ``raised`` or ``was raised`` (the name at most 120 characters back)."""
+    words = before[-120:].rstrip(" \t")
+    if len(words) == len(before[-120:]):
+        return False  # (no blank before ``as expected``)
+    for tail in (" raised",):
+        if words.endswith(tail):
+            words = words[: -len(tail)].rstrip(" \t")
+            if words.endswith(" was"):
+                words = words[:-4].rstrip(" \t")
+            break
+    token = ""
+    for char in reversed(words):
+        if not (char.isalnum() or char in "_."):
+            break
+        token = char + token
+    if not token or not (token[0].isascii() and (token[0].isalpha() or token[0] == "_")):
+        return False
+    return token.endswith(("Error", "Exception"))
 
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:

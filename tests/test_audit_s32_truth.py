@@ -210,6 +210,8 @@ def test_a_success_word_elsewhere_hides_no_error(text: str) -> None:
         "OK (skipped=1)\n",
         "OK\n",
         "ValueError raised as expected\n",
+        "Result: ValueError (as expected) - PVSystem must have at least one Array.\n",
+        "Non-dict unpacking raises `AstroidIndexError` as expected\n",
         "PASSED: no KeyError raised\n",
         "tests/x.py::test_y SKIPPED (needs a KeyError fixture)\n",
     ],
@@ -290,6 +292,14 @@ _FRAMES = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module
             ["re.error: missing ), unterminated subpattern"],
         ),
         (_FRAMES + "socket.timeout: timed out\nResult: 42\n", ["socket.timeout: timed out"]),
+        # a script's banners printed after the last frame (stdout interleaved; corpus: 1)
+        (
+            _FRAMES
+            + "".join(f"Test {n} - case {n}:\nZ.getitem('C') = D\n" for n in range(6))
+            + "    raise AstroidIndexError(index)\n"
+            + "astroid.exceptions.AstroidIndexError: <exception str() failed>\n",
+            ["astroid.exceptions.AstroidIndexError: <exception str() failed>"],
+        ),
         # a chained traceback: each its own error (the first is read before ``During``)
         (
             _FRAMES + "socket.gaierror: [Errno -2] Name or service not known\n\nDuring handling of"

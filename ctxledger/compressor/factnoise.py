@@ -51,9 +51,10 @@ _SUCCESS_LINE = re.compile(
     r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)))\b"
 )
 #: an exception named right before ``as expected`` (``Got KeyError as expected``,
-#: ``ValueError raised as expected``), read in :data:`_EXPECTED_REACH` characters
+#: ``ValueError raised as expected``, ```KeyError` as expected``, ``KeyError (as expected)``), read in :data:`_EXPECTED_REACH` characters
 _EXPECTED_NAME = re.compile(
-    r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)(?:[ \t]+(?:was[ \t]+)?raised)?[ \t]+$"
+    r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
+    r"[ \t]+\(?$"
 )
 _EXPECTED_REACH = 120
 #: a word denying what follows: ``did not raise KeyError as expected``, ``than``
@@ -175,8 +176,9 @@ _RAISED = re.compile(r"(?:(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*|[A-Z]\w*)(?::|$)")
 _CHAINED = ("\nDuring handling", "\nThe above exception")
 #: a traceback's last frame, after which its exception line comes
 _FRAME = '\n  File "'
-#: how many lines at the margin after the last frame are read for the exception
-_MARGIN_LINES = 8
+#: how many lines at the margin after the last frame are read for the exception (a
+#: script's output may come between them: eight test banners and results in the corpus)
+_MARGIN_LINES = 64
 
 
 def raised_line(text: str, start: int, end: int) -> str | None:

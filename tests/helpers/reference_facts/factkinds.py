@@ -243,7 +243,7 @@ def _names_exception(line: str) -> bool:
 
 def _traceback_error(lines: list[str]) -> str | None:
     """Session 32 (review): the error of one traceback's own lines (to the next header,
-    cut at a chained ``During handling``/``The above exception``): of the first eight
+    cut at a chained ``During handling``/``The above exception``): of the first 64
     margin lines after its last frame, the first naming an exception, else the first;
     with none after it, the first margin line of all."""
     for index, line in enumerate(lines):
@@ -260,7 +260,7 @@ def _traceback_error(lines: list[str]) -> str | None:
             if line
             and not line[0].isspace()
             and not line.startswith(("Traceback", "During", "The above"))
-        ][:8]
+        ][:64]
 
     last = margin(after)
     named = [line for line in last if _names_exception(line)]
@@ -490,15 +490,18 @@ def _expected_exception(line: str) -> bool:
 def _named_before(before: str) -> bool:
     """Whether `before` ends with blanks after an exception's name, maybe then
     ``raised`` or ``was raised`` (the name at most 120 characters back)."""
-    words = before[-120:].rstrip(" \t")
-    if len(words) == len(before[-120:]):
+    words = before[-120:]
+    words = words[:-1] if words.endswith("(") else words  # ``KeyError (as expected)``
+    if words.rstrip(" \t") == words:
         return False  # (no blank before ``as expected``)
+    words = words.rstrip(" \t")
     for tail in (" raised",):
         if words.endswith(tail):
             words = words[: -len(tail)].rstrip(" \t")
             if words.endswith(" was"):
                 words = words[:-4].rstrip(" \t")
             break
+    words = words[:-1] if words[-1:] in ("`", "'", '"') else words  # (its quote)
     token = ""
     for char in reversed(words):
         if not (char.isalnum() or char in "_."):

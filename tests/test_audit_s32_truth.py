@@ -370,6 +370,26 @@ def test_a_label_or_an_expected_exception_is_no_error(text: str, errors: list[st
             "The fix is working, so I will use X instead of Y.",
             ["The fix is working, so I will use X instead of Y."],
         ),
+        ("The fix is applied now and tested.", []),
+        ("To ensure that the fix is correct and that it holds, run it.", []),
+        # review 5: only the fix's or the issue's state, a state that ends its clause
+        (
+            "The issue is being caused by the __init__ override.",
+            ["The issue is being caused by the __init__ override."],
+        ),
+        (
+            "The root cause is resolved paths being compared to raw ones.",
+            ["The root cause is resolved paths being compared to raw ones."],
+        ),
+        (
+            "The solution is already in utils.py: reuse normalize().",
+            ["The solution is already in utils.py: reuse normalize()."],
+        ),
+        (
+            "Good, the fix is applied, but the root cause is being masked by the retry loop.",
+            ["Good, the fix is applied, but the root cause is being masked by the retry loop."],
+        ),
+        ("The fix is done by wrapping the call.", ["The fix is done by wrapping the call."]),
     ],
 )
 def test_a_fixs_state_is_no_decision(text: str, decisions: list[str]) -> None:

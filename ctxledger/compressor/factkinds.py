@@ -463,16 +463,22 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 # --------------------------------------------------------------------------- sentences
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
-#: a state after "the fix is" reports how a fix stands, no choice (``the fix is
-#: working``, ``make sure the fix is robust``, ``now that the issue is resolved``)
+#: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
+#: fix is working.``, ``make sure the fix is robust:``, ``now that the issue is
+#: resolved,``): the state word ends the clause or reads ``now``, ``correctly`` or
+#: ``and`` after it (``to ensure that the fix is correct and that …``)
+#: (``the issue is being caused by …``, ``the fix is done by …`` stay choices)
 _STATE = (
-    r"[ \t]+(?:applied|correct|robust|working|complete|done|in place|good|fine|valid|being|"
-    r"already|successful|effective|verified|tested|resolved|fixed|implemented|ready)\b"
+    r"[ \t]+(?:applied|correct|robust|working|complete|done|in place|good|fine|"
+    r"successful|effective|verified|tested|resolved|fixed|implemented|ready)"
+    r"(?=[ \t]*(?:[.,;:!?)\n]|$|(?:now|correctly|and)\b))"
 )
 _DECISION = re.compile(
     r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
     r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
-    r"going with|(?:the (?:fix|solution|root cause|cause)|the issue) is\b(?!" + _STATE + r"))\b"
+    r"going with|the (?:solution|root cause|cause) is\b|(?:the fix|the issue) is\b(?!"
+    + _STATE
+    + r"))\b"
 )
 _CONSTRAINT = re.compile(
     r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"

@@ -23,7 +23,7 @@ static asset paths (``/settings/img/admin.svg``), which are noise, not facts.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 # rules changed since c2756f6 (session 28: prose about errors; session 29: build tools'
@@ -611,17 +611,49 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 # --------------------------------------------------------------------------- sentences
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
-#: a state after "the fix is" reports how a fix stands, no choice (``the fix is
-#: working``, ``make sure the fix is robust``, ``now that the issue is resolved``)
-_STATE = (
-    r"[ \t]+(?:applied|correct|robust|working|complete|done|in place|good|fine|valid|being|"
-    r"already|successful|effective|verified|tested|resolved|fixed|implemented|ready)\b"
-)
 _DECISION = re.compile(
     r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
     r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
-    r"going with|(?:the (?:fix|solution|root cause|cause)|the issue) is\b(?!" + _STATE + r"))\b"
+    r"going with|(?:the (?:fix|solution|root cause|cause)|the issue) is)\b"
 )
+#: session 32 (review): how the fix or the issue stands, no choice
+_STATES = frozenset(
+    {"applied", "correct", "robust", "working", "complete", "done", "good", "fine"}
+    | {"successful", "effective", "verified", "tested", "resolved", "fixed", "implemented"}
+    | {"ready"}
+)
+
+
+def _word_at(text: str, at: int) -> tuple[str, int]:
+    """The word (letters, digits, ``_``) starting after the blanks at `at`, and its end."""
+    while at < len(text) and text[at] in " \t":
+        at += 1
+    end = at
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    return text[at:end].lower(), end
+
+
+def _no_state(text: str, hit: re.Match[str]) -> bool:
+    """Whether a decision hit is a choice: ``the fix is``/``the issue is`` followed by a
+    state word that ends the clause (punctuation, a line's end, the text's end) or reads
+    ``now``, ``correctly`` or ``and`` after it is none (``the fix is applied.``)."""
+    if hit.group(0).lower() not in ("the fix is", "the issue is"):
+        return True
+    if hit.end() >= len(text) or text[hit.end()] not in " \t":
+        return True
+    word, end = _word_at(text, hit.end())
+    if word == "in":
+        word, end = _word_at(text, end)
+        word = "in place" if word == "place" and text[end - 6 : end - 5] == " " else ""
+    if word not in _STATES and word != "in place":
+        return True
+    rest = text[end:].lstrip(" \t")
+    if rest == "" or rest[0] in ".,;:!?)\n":
+        return False
+    return _word_at(rest, 0)[0] not in ("now", "correctly", "and")
+
+
 _CONSTRAINT = re.compile(
     r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"
     r"without (?:changing|breaking|touching)|keep (?:the|it|python|support)|only (?:change|touch|edit)|"
@@ -629,12 +661,15 @@ _CONSTRAINT = re.compile(
 )
 
 
-def _sentences(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
-    """The sentences of `text` that hold a match of `pattern` (found from the matches)."""
+def _sentences(
+    text: str, pattern: re.Pattern[str], keep: Callable[[str, re.Match[str]], bool] | None = None
+) -> list[tuple[int, str]]:
+    """The sentences of `text` that hold a match of `pattern` (found from the matches)
+    that `keep` keeps."""
     out: list[tuple[int, str]] = []
     next_free = -1
     for hit in pattern.finditer(text):
-        if hit.start() < next_free:
+        if hit.start() < next_free or (keep is not None and not keep(text, hit)):
             continue
         # the sentence starts after the last . ! ? (followed by a space) or newline before the hit
         start = max(text.rfind("\n", 0, hit.start()) + 1, _last_stop(text, hit.start()))
@@ -671,7 +706,7 @@ def decision_sentences(text: str) -> list[tuple[int, str]]:
     """
     return [
         (pos, s)
-        for pos, s in _sentences(text, _DECISION)
+        for pos, s in _sentences(text, _DECISION, _no_state)
         if not s.rstrip().endswith("?") and not _HEDGE.search(s)
     ]
 

@@ -234,7 +234,16 @@ def test_a_success_line_keeps_no_bare_exception_name() -> None:
         ("relative mod path from the one passed in.\n", []),
         ("Check if a file is within the passed in path and if so, returns the\n", []),
         ("Only the fields passed into this\n", []),
-        ("the value passed to the next stage\n", []),
+        ("the value passed to the next stage\n", ["the value passed to the next stage"]),
+        # review 6: a place or a manner after "passed" is a result, as on main
+        (
+            "My patch passed in the docker container but fails locally.\n",
+            ["My patch passed in the docker container but fails locally."],
+        ),
+        ("It passed as expected after the change.\n", ["It passed as expected after the change."]),
+        ("relative mod path from the one passed in.\n", []),
+        ("None is passed in as the only one\n", []),
+        ("Check if a file is within the passed in path\n", []),
         ("5 tests passed in 0.2s\n", ["5 tests passed in 0.2s"]),
         ("PASSED in 3 runs\n", ["PASSED in 3 runs"]),
         ("All checks passed\n", ["All checks passed"]),

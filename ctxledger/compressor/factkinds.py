@@ -416,7 +416,7 @@ _UNITTEST = re.compile(
 )
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
-    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into|to|as|through)\b(?![ \t]*\d))|"
+    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into)(?=[ \t]*(?:[.,;:!?)\n]|$|(?:as|this|path)\b)))|"
     r"failed|works (?:correctly|as expected|now)|"
     r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"

@@ -571,11 +571,46 @@ _UNITTEST = re.compile(
 )
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
-    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into|to|as|through)\b(?![ \t]*\d))|"
+    r"success(?:fully)?|succeeded|passed|"
     r"failed|works (?:correctly|as expected|now)|"
     r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
+
+
+def _holds_result(line: str) -> bool:
+    """Whether `line` holds a result's words, a bare ``passed`` of prose aside."""
+    return any(
+        match.group(0).lower() != "passed" or not _passed_in_prose(line, match.end())
+        for match in _RESULT_LINE.finditer(line)
+    )
+
+
+def _passed_in_prose(line: str, end: int) -> bool:
+    """Session 32 (review): ``passed in``/``passed into`` of an argument (``the one
+    passed in.``, ``passed in as the only``, ``the passed in path``, ``passed into
+    this``), read word by word after the ``passed`` ending at `end`; not a place
+    (``passed in the docker container``) nor a time (``passed in 0.2s``)."""
+    rest = line[end:]
+    after = rest.lstrip(" \t")
+    if after == rest:
+        return False
+    word = ""
+    for char in after:
+        if not char.isalpha():
+            break
+        word += char
+    if word.lower() not in ("in", "into"):
+        return False
+    tail = after[len(word) :].lstrip(" \t")
+    if not tail or tail[0] in ".,;:!?)\n":
+        return True
+    following = ""
+    for char in tail:
+        if not (char.isalnum() or char == "_"):
+            break
+        following += char
+    return following.lower() in ("as", "this", "path")
 
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
@@ -603,7 +638,7 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             or (_EXCEPTION_IN_LINE.search(line) and not _success(line))
         ):
             continue
-        if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
+        if _holds_result(stripped) and not _TEST_SUMMARY.match(line):
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
 

@@ -366,6 +366,32 @@ def test_a_label_or_an_expected_exception_is_no_error(text: str, errors: list[st
 
 
 @pytest.mark.parametrize(
+    ("text", "outcomes"),
+    [
+        # review 7: prose in parentheses is no tuple of code
+        (
+            "(e.g., the build failed with exit code 2)\n",
+            ["(e.g., the build failed with exit code 2)"],
+        ),
+        (
+            "(see, the tests failed: 3 failed, 2 passed)\n",
+            ["(see, the tests failed: 3 failed, 2 passed)"],
+        ),
+    ],
+)
+def test_prose_in_parentheses_keeps_its_outcome(text: str, outcomes: list[str]) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "outcome"] == outcomes
+
+
+def test_a_tuple_line_that_goes_on_is_code() -> None:
+    # the tuple shapes of the corpus still read as code (their names stay bare errors)
+    assert ("error", "SQLParseError") in _kinds('x\n    ("noqa?", SQLParseError),\n')
+    text = "x\n(self.model.DoesNotExist, AttributeError), {\n"
+    assert [kind for kind, value in _kinds(text) if kind == "error"] == ["error"]
+    assert ("error", "AttributeError") in _kinds(text)
+
+
+@pytest.mark.parametrize(
     ("text", "decisions"),
     [
         # how a fix stands is no choice (corpus: 16)

@@ -27,12 +27,14 @@ __all__ = [
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
-#: call's continuation (``("noqa?", SQLParseError),``, ``) -> List[SQLLexError]:``), an
+#: call's continuation (``("noqa?", SQLParseError),``: a line that goes on, ending in
+#: ``,``, ``{``, ``(`` or ``[``, not prose's ``(e.g., the build failed …)``;
+#: ``) -> List[SQLLexError]:``), an
 #: f-string, an annotated parameter (``violations: List[SQLBaseError]``, ``v: SQLLintError``)
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
     r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\(|"
-    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),[ \t]|f[\"']|"
+    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),[ \t][^\n]*[,{(\[][ \t]*$|f[\"']|"
     r"(?![a-z_]*(?:err|exc|fail|fatal|warn))[a-z_]\w*:[ \t]*"
     r"(?:[A-Z]\w*\[|[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$))"
 )

@@ -389,8 +389,9 @@ def _source_shape(body: str) -> bool:
                 )
             ]
         rest = inner[len(head) :]
-        if head and rest[:1] == "," and rest[1:2] in (" ", "\t"):
-            return True
+        goes_on = body.removesuffix("\n").rstrip(" \t")[-1:] in (",", "{", "(", "[")
+        if head and rest[:1] == "," and rest[1:2] in (" ", "\t") and goes_on:
+            return True  # (review 7: ``(e.g., the build failed …)`` is prose)
     label, colon, annotation = body.partition(":")
     if not colon or not label or not (label[0].islower() or label[0] == "_"):
         return False

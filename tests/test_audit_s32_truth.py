@@ -351,6 +351,12 @@ def test_a_traceback_reads_its_own_lines_only(monkeypatch: pytest.MonkeyPatch) -
         ("Result: {'field1': ['field1 cannot be empty']}\n", []),
         ("cat: x.txt: No such file or directory\n", ["cat: x.txt: No such file or directory"]),
         ("Exception: Value 'test' not found\n", ["Exception: Value 'test' not found"]),
+        # review 8: a known file name before the colon is make's or docker's, no label
+        (
+            "Makefile: target: No such file or directory\n",
+            ["Makefile: target: No such file or directory"],
+        ),
+        ("Dockerfile: line 3: cannot open file\n", ["Dockerfile: line 3: cannot open file"]),
         # an exception expected (corpus: 12)
         ("Got KeyError as expected: 'x'\n", []),
         ("Expected error: NameInferenceError: 'x' not found in y\n", []),

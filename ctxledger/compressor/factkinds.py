@@ -29,9 +29,10 @@ from typing import Any
 from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value, exit_code
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
 from ctxledger.compressor.factnoise import (
-    SUCCESS_LITERALS,
+    is_label,
     labelled,
     listed_or_documented,
+    may_report_success,
     numbered,
     on_success_line,
     raised_line,
@@ -275,14 +276,13 @@ _TOOL_ERROR_LITERALS = (": ***", ": error", ": fatal error")
 
 def reports_tool_error(line: str) -> bool:
     """Whether a :data:`TOOL_ERROR_LINE` match reports an error: make's ``***`` always;
-    ``prog: error:`` when `prog` is a tool or file name (lower-case, or holding a digit,
-    ``.`` or ``/``), not a capitalised label (``Note: error: handling is fine``), and
+    ``prog: error:`` when `prog` is a tool or file name, not a capitalised label
+    (:func:`.factnoise.is_label`: ``Note: error: handling is fine``), and
     the error is no status of none (``ld: error: none``)."""
     prefix, _, rest = line.lstrip().partition(": ")
     if rest.startswith("***"):
         return True
-    named = not prefix[:1].isupper() or any(c.isdigit() or c in "./" for c in prefix)
-    return named and not _NO_ERROR_STATUS.match(rest.removeprefix("fatal "))
+    return not is_label(prefix) and not _NO_ERROR_STATUS.match(rest.removeprefix("fatal "))
 
 
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
@@ -338,7 +338,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if any(name in line for line in lines):
             continue
         if successes is None:
-            successes = any(literal in text for literal in SUCCESS_LITERALS)
+            successes = may_report_success(text)
         if not (successes and on_success_line(text, start)):
             found.append((start, name))
     return found
@@ -397,7 +397,7 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
         if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue
         if successes is None:
-            successes = any(literal in text for literal in SUCCESS_LITERALS)
+            successes = may_report_success(text)
         if successes and reports_success(line):
             continue  # ``✓ SUCCESS: Got expected NotSupportedError``: none happened
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))

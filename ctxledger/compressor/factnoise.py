@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import re
 
+from ctxledger.compressor.factpathrules import KNOWN_FILES
+
 __all__ = [
     "CODE_LINE",
     "SUCCESS_LITERALS",
     "diff_side",
     "in_file_listing",
+    "is_label",
     "labelled",
     "listed_or_documented",
+    "may_report_success",
     "numbered",
     "on_success_line",
     "raised_line",
@@ -102,6 +106,12 @@ SUCCESS_LITERALS = (
     "XFAIL",
     "SKIPPED",
 )
+
+
+def may_report_success(text: str) -> bool:
+    """Whether `text` holds a word of :data:`SUCCESS_LITERALS` (one plain scan each: a
+    text without any has no line :func:`reports_success` accepts)."""
+    return any(literal in text for literal in SUCCESS_LITERALS)
 
 
 def reports_success(line: str) -> bool:
@@ -247,7 +257,18 @@ def labelled(line: str) -> bool:
     prefix = line.lstrip().split(":", 1)[0]
     if _ERROR_WORD.search(prefix):
         return False  # ``Exception: Value 'x' not found``: a caught error, printed
-    return prefix[:1].isupper() and not any(c.isdigit() or c in "./" for c in prefix)
+    return is_label(prefix)
+
+
+def is_label(prefix: str) -> bool:
+    """Whether `prefix`, the name before a line's ``:``, is a capitalised label
+    (``Result``, ``Note``), not a program or a file: those are lower-case or hold a
+    digit, ``.`` or ``/``, or are a known file name (``Makefile``, ``Dockerfile``)."""
+    return (
+        prefix[:1].isupper()
+        and not any(c.isdigit() or c in "./" for c in prefix)
+        and prefix not in KNOWN_FILES
+    )
 
 
 _ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|crash")

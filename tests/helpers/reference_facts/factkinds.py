@@ -513,6 +513,9 @@ def _named_before(before: str) -> bool:
     return token.endswith(("Error", "Exception"))
 
 
+_FILE_STEMS = ("Make", "Docker", "Gem", "Proc", "Rake", "Vagrant", "Jenkins")
+
+
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     # (session 30: a listing's numbered line is no program's)
@@ -532,6 +535,8 @@ def shell_error_lines(text: str) -> list[tuple[int, str]]:
             prefix[:1].isupper()
             and not erring
             and not any(c.isdigit() or c in "./" for c in prefix)
+            # (review: a known file name is make's or docker's, no label)
+            and not (prefix.endswith("file") and prefix[:-4] in _FILE_STEMS)
         ):
             continue
         found.append((m.start(1), _cap(m.group(1))))

@@ -372,6 +372,22 @@ def test_a_label_or_an_expected_exception_is_no_error(text: str, errors: list[st
 
 
 @pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # review 14: the placeholder is lower case; a capitalised one is a real folder
+        ("see Path/To/Report.pdf now\n", ["Path/To/Report.pdf"]),
+        ("see C:\\Path\\To\\x.txt now\n", ["C:\\Path\\To\\x.txt"]),
+        ("git diff -- path/to/file1\n", []),
+        # a Win32 device is a path as /dev/ttyS0 is one (what a tool opened)
+        ("open \\\\.\\COM1 now\n", ["\\\\.\\COM1"]),
+        ("open /dev/ttyS0 now\n", ["/dev/ttyS0"]),
+    ],
+)
+def test_only_a_lower_case_placeholder_is_an_example(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+@pytest.mark.parametrize(
     ("text", "outcomes"),
     [
         # review 7: prose in parentheses is no tuple of code

@@ -89,10 +89,9 @@ _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
 
 #: the conventional placeholder of an example path (``git diff -- path/to/file1``,
-#: ``/path/to/working/dir``, ``C:\\path\\to\\x``)
-_PLACEHOLDER = re.compile(
-    r"(?:(?:[A-Za-z]:|~|\.{1,2})[\\/]+|[\\/]*)path[\\/]+to(?:[\\/]|$)", re.IGNORECASE
-)
+#: ``/path/to/working/dir``, ``C:\\path\\to\\x``), in lower case only
+#: (``Path/To/Report.pdf`` is a real path)
+_PLACEHOLDER = re.compile(r"(?:(?:[A-Za-z]:|~|\.{1,2})[\\/]+|[\\/]*)path[\\/]+to(?:[\\/]|$)")
 _ENVIRONMENT_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|node_modules/")
 _OBJECT_NAMES = frozenset(
     [

@@ -217,7 +217,7 @@ def _placeholder(value: str) -> bool:
     names = re.split(r"[\\/]+", value)
     if names[0] in ("", "~", ".", "..") or re.fullmatch(r"[A-Za-z]:", names[0]):
         names = names[1:]
-    return [name.lower() for name in names[:2]] == ["path", "to"]
+    return names[:2] == ["path", "to"]  # (lower case: ``Path/To/x.pdf`` is a file)
 
 
 def paths(text: str) -> Iterator[tuple[int, str]]:

@@ -355,16 +355,41 @@ _CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
     r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
 )
-#: (session 32) names assigned a call's result together: ``out, ok = self.fix(``
-_TUPLE_ASSIGNED = re.compile(r"\s*\w+(?:[ \t]*,[ \t]*\w+)+\s*=\s*[\w.]+\(")
 
 
 def _code(line: str) -> bool:
     return (
-        _CODE_LINE.match(line) is not None
-        or _TUPLE_ASSIGNED.match(line) is not None
-        or _source_shape(line.lstrip())
+        _CODE_LINE.match(line) is not None or _tuple_assigned(line) or _source_shape(line.lstrip())
     )
+
+
+def _is_name(word: str) -> bool:
+    return bool(word) and all(c.isalnum() or c == "_" for c in word)
+
+
+def _tuple_assigned(line: str) -> bool:
+    """(session 32) Two names or more, comma-separated, assigned a call's result
+    (``out, ok = self.fix(``), read piece by piece: the names before the first ``=``,
+    then a dotted name and ``(`` after it."""
+    head, equals, call = line.lstrip().partition("=")
+    if not equals:
+        return False
+    names = head.split(",")
+    if len(names) < 2:
+        return False
+    for index, name in enumerate(names):
+        # blanks and tabs around a comma; any whitespace before the ``=``
+        inner = name.lstrip(" \t")
+        inner = inner.rstrip() if index == len(names) - 1 else inner.rstrip(" \t")
+        if not _is_name(inner):
+            return False
+    call = call.lstrip()
+    callee = ""
+    for char in call:
+        if not (char.isalnum() or char in "_."):
+            break
+        callee += char
+    return bool(callee) and call[len(callee) : len(callee) + 1] == "("
 
 
 def _source_shape(body: str) -> bool:

@@ -23,6 +23,7 @@ from helpers.reference_facts.rules import unc_path, unescape_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor import factescapes
 from ctxledger.compressor.factbounds import contains, lower_tail, prerelease_start, search
 from ctxledger.compressor.factescapes import escape_follows, escape_spans, unescaped
 from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize, normalize_fact, retention
@@ -478,18 +479,84 @@ class _CountedText(str):
         return found
 
 
+class _CountedPattern:
+    """A compiled pattern that counts the characters its searches look at (to where a
+    match ends, or the end searched to), into :class:`_CountedText`'s count."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+
+    def _look(self, text: str, pos: int, endpos: int | None, end: int | None) -> None:
+        stop = len(text) if endpos is None else min(endpos, len(text))
+        _CountedText.looked += (stop if end is None else end) - pos
+
+    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        found = self.pattern.search(text, pos, len(text) if endpos is None else endpos)
+        self._look(text, pos, endpos, None if found is None else found.end())
+        return found
+
+    def match(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        found = self.pattern.match(text, pos, len(text) if endpos is None else endpos)
+        self._look(
+            text, pos, pos + 1 if found is None else None, None if found is None else found.end()
+        )
+        return found
+
+    def sub(self, repl: Any, text: str) -> str:
+        self._look(text, 0, None, None)
+        return self.pattern.sub(repl, text)
+
+    def findall(self, text: str) -> list[Any]:
+        self._look(text, 0, None, None)
+        return self.pattern.findall(text)
+
+
+class _IndexedText(_CountedText):
+    """A counted text that also counts each character or slice Python code reads of it
+    (a walk back over a run of backslashes, a slice of a line)."""
+
+    def __getitem__(self, key: Any) -> str:
+        got = str.__getitem__(self, key)
+        _CountedText.looked += max(1, len(got))
+        return got
+
+
+def _escape_work(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
+    """What finding the escaped lines of `text` looks at: characters read by find and
+    rfind, by the module's regex searches and by indexing."""
+    names = ("_EVIDENCE", "_LINE_END", "_QUOTE_OR_END", "_SINGLE_DRIVE", "_WORD", "_FOLLOWS")
+    for name in (*names, "_SINGLE", "_ESCAPE"):
+        pattern = getattr(factescapes, name)
+        if not isinstance(pattern, _CountedPattern):
+            monkeypatch.setattr(factescapes, name, _CountedPattern(pattern))
+    _CountedText.looked = 0
+    escape_follows(_IndexedText(text))
+    return _CountedText.looked
+
+
 @pytest.mark.parametrize(
     "piece",
-    ["a\\n \x00", '"a\\n", ', "'a\\n' \\\" \x00"],  # a long line cut by NULs, many strings
+    # a long line cut by NULs, many strings, a line of drive paths, runs of backslashes
+    [
+        "a\\n \x00",
+        '"a\\n", ',
+        "'a\\n' \\\" \x00",
+        "C:\\temp\\x.txt \\n ",
+        "\\\\\\\\\\n' ",
+    ],
 )
-def test_escaped_lines_are_found_in_linear_time(piece: str) -> None:
+def test_escaped_lines_are_found_in_linear_time(
+    monkeypatch: pytest.MonkeyPatch, piece: str
+) -> None:
     # (review fixes) each escape's line was looked for from the text's start or to its end
-    # (a long line cut by the matcher's NULs: 2 MB took 8 s, quadratic)
-    text = _CountedText(piece * 20_000)
-    _CountedText.looked = 0
-    follows = escape_follows(text)
-    assert follows is not None and _CountedText.looked <= 4 * len(text)
-    assert (unescaped(str(text)) or text) == unescape_lines(str(text))
+    # (a long line cut by the matcher's NULs: 2 MB took 8 s, quadratic). (s32) The work
+    # counted is every character find, rfind, the module's regexes and indexing look at;
+    # four times the text is at most about four times the work (a quadratic scan: 16)
+    small = _escape_work(monkeypatch, piece * 2_000)
+    large = _escape_work(monkeypatch, piece * 8_000)
+    assert large <= 4.5 * small and small <= 12 * len(piece * 2_000)
+    text = piece * 8_000
+    assert (unescaped(text) or text) == unescape_lines(text)
 
 
 def test_a_date_after_two_dots_is_a_range_end() -> None:

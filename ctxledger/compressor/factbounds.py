@@ -64,8 +64,14 @@ MAX_AUTHORITY = 2048
 #: ``1.24.0-1.26.0`` state both ends, not a longer version): a dotted version that
 #: ends there. One that goes on is a release's own part (``5.14.0-362.8.1.el9_3``,
 #: ``1.0.0-20231012.142536-3``); so is one lower than the version before it, which
-#: is no upper end (``1.0.0-0.3.7``, a semver pre-release: :func:`prerelease_end`)
-VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w))"
+#: is no upper end (``1.0.0-0.3.7``, a semver pre-release: :func:`prerelease_end`).
+#: Nor a wheel's or egg's Python tag (``Django-4.2.11-py3-none-any.whl``,
+#: ``-py2.py3-``, ``-cp311-cp311-manylinux…``, ``-py3.8.egg``), maybe after a build
+#: tag (``-0.editable-py3-``): the distribution's version ends before it
+WHEEL_TAG = (
+    r"(?:[0-9][0-9A-Za-z_.]*-)?(?:py|cp|pp|ip|jy)[0-9]+(?:\.(?:py|cp|pp|ip|jy)?[0-9]+)*[\-.]"
+)
+VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w)|" + WHEEL_TAG + ")"
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a
 #: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
 #: one (``Python 3.8-compatible`` states Python 3.8), nor a range's other end
@@ -325,7 +331,8 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     a URL, another resource); a relative one may follow a ``/`` (``src/app.py`` names ``app.py`` more fully) but no other path
     character (``old-app.py``, ``myapp.py``). After it: a directory (a needle ending in ``/``) may be followed by anything (``build/x`` is in
     ``build/``); any other path by a ``/`` or a non-path character, or by dots and
-    dashes that end it (``run.log.``, grep's context ``app.py-``), but not by more of a
+    dashes that end it (``run.log.``, grep's context ``app.py-``), or by a line number
+    between dashes (grep's context line ``src/x.py-12-from y``), but not by more of a
     name (``run.log.1``, ``run.logs``, ``app.py-old``).
     """
     absolute = needle[0] == "/"
@@ -346,10 +353,16 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
         return False
     if after not in ".-":
         return True
+    if _GREP_LINE_NUMBER.match(haystack, end):
+        return False  # grep's context line
     stop = end
     while stop < len(haystack) and haystack[stop] in ".-":
         stop += 1
     return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
+
+
+#: a line number between dashes after a path: grep's context line (``src/x.py-12-from``)
+_GREP_LINE_NUMBER = re.compile(r"-[0-9]+-")
 
 
 def _after_url_authority(haystack: str, start: int) -> bool:
@@ -524,5 +537,7 @@ def _ahead(needle: str, path: bool) -> str:
             if lower is not None:
                 ahead.append(lower)
     if path and needle[-1] != "/":
-        ahead.append(f"[{_PATH_CLASS_NO_DOT}]|[.\\-]+[{_PATH_CLASS_NO_DOT}/]")
+        ahead.append(
+            f"[{_PATH_CLASS_NO_DOT}]|(?!{_GREP_LINE_NUMBER.pattern})[.\\-]+[{_PATH_CLASS_NO_DOT}/]"
+        )
     return f"(?!{'|'.join(ahead)})" if ahead else ""

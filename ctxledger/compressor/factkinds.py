@@ -28,7 +28,16 @@ from typing import Any
 
 from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value, exit_code
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
-from ctxledger.compressor.factnoise import listed_or_documented, numbered
+from ctxledger.compressor.factnoise import (
+    is_label,
+    labelled,
+    listed_or_documented,
+    may_report_success,
+    numbered,
+    on_success_line,
+    raised_line,
+    reports_success,
+)
 from ctxledger.compressor.factscan import (
     has_any,
     holds_any,
@@ -267,14 +276,13 @@ _TOOL_ERROR_LITERALS = (": ***", ": error", ": fatal error")
 
 def reports_tool_error(line: str) -> bool:
     """Whether a :data:`TOOL_ERROR_LINE` match reports an error: make's ``***`` always;
-    ``prog: error:`` when `prog` is a tool or file name (lower-case, or holding a digit,
-    ``.`` or ``/``), not a capitalised label (``Note: error: handling is fine``), and
+    ``prog: error:`` when `prog` is a tool or file name, not a capitalised label
+    (:func:`.factnoise.is_label`: ``Note: error: handling is fine``), and
     the error is no status of none (``ld: error: none``)."""
     prefix, _, rest = line.lstrip().partition(": ")
     if rest.startswith("***"):
         return True
-    named = not prefix[:1].isupper() or any(c.isdigit() or c in "./" for c in prefix)
-    return named and not _NO_ERROR_STATUS.match(rest.removeprefix("fatal "))
+    return not is_label(prefix) and not _NO_ERROR_STATUS.match(rest.removeprefix("fatal "))
 
 
 _PYTEST_E_LINE = re.compile(r"^E {2,}(\S[^\n]*)$", re.MULTILINE)
@@ -293,15 +301,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
-        for line in text[pos : pos + 20000].split("\n"):
-            if (
-                line
-                and not line[0].isspace()
-                and not line.startswith(("Traceback", "During", "The above"))
-            ):
-                found.append((start, _cap(line)))
-                break
-        start = text.find(_TRACEBACK, pos)
+        after = text.find(_TRACEBACK, pos)
+        line = raised_line(text, pos, min(pos + 20000, len(text) if after == -1 else after))
+        if line is not None:
+            found.append((start, _cap(line)))
+        start = after
     for pattern, literals in (
         (_EXCEPTION_LINE, _EXCEPTION_LINE_LITERALS),
         (_ERROR_PREFIX_LINE, ()),
@@ -321,6 +325,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if _EXCEPTION_NAME.match(rest) or rest.startswith("assert "):
             found.append((match.start(1), _cap(rest)))
     lines = [value for _, value in found]
+    successes: bool | None = None  # (looked for at the first name: most texts name none)
     for match in _EXCEPTION_ANCHOR.finditer(text):
         start = match.start()
         while start > 0 and text[start - 1].isalnum():
@@ -330,7 +335,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if start > 0 and (text[start - 1] in "._" or text[start - 1].isalnum()):
             continue
         name = text[start : match.end()]
-        if not any(name in line for line in lines):
+        if any(name in line for line in lines):
+            continue
+        if successes is None:
+            successes = may_report_success(text)
+        if not (successes and on_success_line(text, start)):
             found.append((start, name))
     return found
 
@@ -361,7 +370,11 @@ _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [(m.start(1), _cap(m.group(1))) for m in matches if not numbered(m.group(1))]
+    return [
+        (m.start(1), _cap(m.group(1)))
+        for m in matches
+        if not numbered(m.group(1)) and not labelled(m.group(1))
+    ]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -374,6 +387,7 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     if not has_any(text, ("Error", "Exception")):
         return found
+    successes: bool | None = None  # (looked for at the first line: most texts have none)
     for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
         if len(line) > 400:
             continue
@@ -382,6 +396,10 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
             continue
         if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue
+        if successes is None:
+            successes = may_report_success(text)
+        if successes and reports_success(line):
+            continue  # ``✓ SUCCESS: Got expected NotSupportedError``: none happened
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found
 
@@ -398,7 +416,8 @@ _UNITTEST = re.compile(
 )
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
-    r"success(?:fully)?|succeeded|passed|failed|works (?:correctly|as expected|now)|"
+    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into)(?=[ \t]*(?:[.,;:!?)\n]|$|(?:as|this|path)\b)))|"
+    r"failed|works (?:correctly|as expected|now)|"
     r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
 )
@@ -433,7 +452,7 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             len(stripped) > LINE_MAX_CHARS
             or not _THREE_LETTERS.search(stripped)
             or _CODE_LINE.match(line)
-            or _EXCEPTION_IN_LINE.search(line)
+            or (_EXCEPTION_IN_LINE.search(line) and not reports_success(line))
         ):
             continue
         if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
@@ -444,10 +463,22 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 # --------------------------------------------------------------------------- sentences
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
+#: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
+#: fix is working.``, ``make sure the fix is robust:``, ``now that the issue is
+#: resolved,``): the state word ends the clause or reads ``now``, ``correctly`` or
+#: ``and`` after it (``to ensure that the fix is correct and that …``)
+#: (``the issue is being caused by …``, ``the fix is done by …`` stay choices)
+_STATE = (
+    r"[ \t]+(?:applied|correct|robust|working|complete|done|in place|good|fine|"
+    r"successful|effective|verified|tested|resolved|fixed|implemented|ready)"
+    r"(?=[ \t]*(?:[.,;:!?)\n]|$|(?:now|correctly|and)\b))"
+)
 _DECISION = re.compile(
     r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
     r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
-    r"going with|the (?:fix|solution|root cause|cause) is|the issue is)\b"
+    r"going with|the (?:solution|root cause|cause) is\b|(?:the fix|the issue) is\b(?!"
+    + _STATE
+    + r"))\b"
 )
 _CONSTRAINT = re.compile(
     r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"

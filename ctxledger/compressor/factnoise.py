@@ -3,20 +3,69 @@
 :mod:`.factkinds` and :mod:`.facts` find error lines and numbers by their shape; the
 same shapes occur in code a tool showed (``79:class AstroidBuildingError(…):`` of
 ``grep -n``), in a docstring (``:raises KeyError: when …``) and in a file listing
-(``drwxr-xr-x 3 root root 4096 May  6  2025 tests`` is no count of tests).
+(``drwxr-xr-x 3 root root 4096 May  6  2025 tests`` is no count of tests). Also lines
+that name an exception that did not happen (``✓ SUCCESS: Got expected KeyError``), a
+script's output printed into a traceback, and a label read as a program's name.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["CODE_LINE", "diff_side", "in_file_listing", "listed_or_documented", "numbered"]
+from ctxledger.compressor.factpathrules import KNOWN_FILES
 
-#: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt
+__all__ = [
+    "CODE_LINE",
+    "SUCCESS_LITERALS",
+    "diff_side",
+    "in_file_listing",
+    "is_label",
+    "labelled",
+    "listed_or_documented",
+    "may_report_success",
+    "numbered",
+    "on_success_line",
+    "raised_line",
+    "reports_success",
+]
+
+#: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
+#: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
+#: call's continuation (``("noqa?", SQLParseError),``: a line that goes on, ending in
+#: ``,``, ``{``, ``(`` or ``[``, not prose's ``(e.g., the build failed …)``;
+#: ``) -> List[SQLLexError]:``), an
+#: f-string, an annotated parameter (``violations: List[SQLBaseError]``, ``v: SQLLintError``)
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
-    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
+    r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\(|"
+    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),[ \t][^\n]*[,{(\[][ \t]*$|f[\"']|"
+    r"(?![a-z_]*(?:err|exc|fail|fatal|warn))[a-z_]\w*:[ \t]*"
+    r"(?:[A-Z]\w*\[|[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$))"
 )
+
+#: a line reporting a success: a check mark first, ``SUCCESS``/``PASS``/``PASSED`` before
+#: ``:``, ``!`` or the line's end (``✓ SUCCESS: Got expected NotSupportedError``,
+#: ``SUCCESS: No TypeError raised``; not ``PASS 3/4 - test_x raised ValueError``), ``OK``
+#: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), ``Expected`` with
+#: its ``:`` (``Expected error: KeyError``), or a pytest node line that passed
+#: (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason is an exception,
+#: ``SKIPPED (ImportError: …)``, still reports it)
+_SUCCESS_LINE = re.compile(
+    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\()"
+    r"|Expected(?:[ \t]+\w+)?:)"
+    r"|[ \t]*[\w/.\-]+::[^\n]*[ \t]"
+    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)))\b"
+)
+#: an exception named right before ``as expected`` (``Got KeyError as expected``,
+#: ``ValueError raised as expected``, ```KeyError` as expected``, ``KeyError (as expected)``), read in :data:`_EXPECTED_REACH` characters
+_EXPECTED_NAME = re.compile(
+    r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
+    r"[ \t]+\(?$"
+)
+_EXPECTED_REACH = 120
+#: a word denying what follows: ``did not raise KeyError as expected``, ``than``
+_DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
+
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
 #: (``astroid/builder.py:79:``), not a clock (``12:30``) or a date (``2024-01-02``); a
@@ -42,6 +91,45 @@ def listed_or_documented(line: str) -> bool:
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
         _DOC_FIELD.match(rest) is not None
     )
+
+
+#: one of them is in every line :func:`reports_success` accepts
+SUCCESS_LITERALS = (
+    "✓",
+    "✔",
+    "✅",
+    "SUCCESS",
+    "PASS",
+    "OK",
+    "Expected",
+    "as expected",
+    "XFAIL",
+    "SKIPPED",
+)
+
+
+def may_report_success(text: str) -> bool:
+    """Whether `text` holds a word of :data:`SUCCESS_LITERALS` (one plain scan each: a
+    text without any has no line :func:`reports_success` accepts)."""
+    return any(literal in text for literal in SUCCESS_LITERALS)
+
+
+def reports_success(line: str) -> bool:
+    """Whether `line` reports a success: an exception it names was expected, avoided or
+    tested for, and did not happen (no error fact)."""
+    if _SUCCESS_LINE.match(line) is not None:
+        return True
+    at = line.find("as expected")
+    while at != -1:
+        if (
+            not line[at + 11 : at + 12].isalnum()
+            and line[at + 11 : at + 12] != "_"
+            and _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
+            and not _DENIED.search(line, 0, at)
+        ):
+            return True
+        at = line.find("as expected", at + 1)
+    return False
 
 
 def numbered(line: str) -> bool:
@@ -90,3 +178,97 @@ def _line_starts_with(text: str, position: int, heads: tuple[str, ...]) -> bool:
         if start >= 0 and text.startswith(head, start) and (start == 0 or text[start - 1] == "\n"):
             return True
     return False
+
+
+#: a traceback's last line: an exception's name, dotted or not, then ``:`` or the
+#: line's end (``ValueError: bad``, ``django.http.Http404``, ``struct.error: unpack``,
+#: ``socket.gaierror: [Errno -2] …``); a name without a dot is a class's (capitalised)
+_RAISED = re.compile(r"(?:(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*|[A-Z]\w*)(?::|$)")
+#: where a traceback's own lines end: a chained traceback's header
+_CHAINED = ("\nDuring handling", "\nThe above exception")
+#: a traceback's last frame, after which its exception line comes
+_FRAME = '\n  File "'
+#: how many lines at the margin after the last frame are read for the exception (a
+#: script's output may come between them: eight test banners and results in the corpus)
+_MARGIN_LINES = 64
+
+
+def raised_line(text: str, start: int, end: int) -> str | None:
+    """The line the traceback whose header ends at `start` ends with, read before `end`
+    (the next traceback's header) and before a chained traceback's ``During handling``:
+    the first of the first :data:`_MARGIN_LINES` lines at the margin after its last
+    ``File "`` frame that names an exception (``ValueError: bad``, ``struct.error: x``).
+    A script's output printed into the traceback (``Test 1: valid`` before a frame,
+    ``Result: 42`` after the exception; stdout and stderr interleaved) is passed over.
+    With none, the first line at the margin after the last frame, or else after the
+    header. Each traceback reads its own lines only (linear in the text)."""
+    for head in _CHAINED:
+        at = text.find(head, start, end)
+        end = end if at == -1 else at
+    frame = text.rfind(_FRAME, start, end)
+    margin = _margin_lines(text, start if frame == -1 else frame + 1, end)
+    for line in margin:
+        if _RAISED.match(line):
+            return line
+    if margin:
+        return margin[0]
+    earlier = _margin_lines(text, start, end) if frame != -1 else []
+    return earlier[0] if earlier else None
+
+
+def _margin_lines(text: str, start: int, end: int) -> list[str]:
+    """The first :data:`_MARGIN_LINES` lines at the margin of ``text[start:end]`` (no
+    traceback header)."""
+    found: list[str] = []
+    while start < end and len(found) < _MARGIN_LINES:
+        stop = text.find("\n", start, end)
+        stop = end if stop == -1 else stop
+        if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
+            found.append(text[start:stop])
+        start = stop + 1
+    return found
+
+
+_NOT_RAISED = ("Traceback", "During", "The above")
+
+
+#: how far back the start of an exception name's line is looked for
+_LINE_LOOK_BACK = 400
+
+
+def on_success_line(text: str, at: int) -> bool:
+    """Whether the name at `at` stands on a line reporting a success (:func:`reports_success`),
+    its start and end looked for at most :data:`_LINE_LOOK_BACK` characters away (a
+    longer line tells nothing: each name reads a bounded stretch)."""
+    low = max(0, at - _LINE_LOOK_BACK)
+    start = text.rfind("\n", low, at) + 1
+    if start == 0 and low > 0:
+        return False  # (a line too long to tell)
+    end = text.find("\n", at, at + _LINE_LOOK_BACK)
+    if end == -1 and len(text) - at > _LINE_LOOK_BACK:
+        return False
+    return reports_success(text[start : end if end != -1 else len(text)])
+
+
+def labelled(line: str) -> bool:
+    """Whether the name before a shell error line's ``:`` is a capitalised label, no
+    program (``Result: {'x': ['x cannot be empty']}``, ``Errors: …``): as
+    :func:`.factkinds.reports_tool_error` reads ``prog: error:``."""
+    prefix = line.lstrip().split(":", 1)[0]
+    if _ERROR_WORD.search(prefix):
+        return False  # ``Exception: Value 'x' not found``: a caught error, printed
+    return is_label(prefix)
+
+
+def is_label(prefix: str) -> bool:
+    """Whether `prefix`, the name before a line's ``:``, is a capitalised label
+    (``Result``, ``Note``), not a program or a file: those are lower-case or hold a
+    digit, ``.`` or ``/``, or are a known file name (``Makefile``, ``Dockerfile``)."""
+    return (
+        prefix[:1].isupper()
+        and not any(c.isdigit() or c in "./" for c in prefix)
+        and prefix not in KNOWN_FILES
+    )
+
+
+_ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|crash")

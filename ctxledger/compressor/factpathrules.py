@@ -39,11 +39,11 @@ SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
-#: more of a name: a word character, but a superscript digit (``x.log¹``: a footnote's
-#: mark, which the matcher reads as a blank)
-MORE_NAME = r"[^\W\u00b9\u00b2\u00b3\u2070\u2074-\u2079]"
-#: the same superscript digits: a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
+#: superscript digits, a footnote's mark (``x.log¹``), which the matcher reads as a blank
+#: (:mod:`.factmatch`): a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
 SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
+#: more of a name: a word character, but a superscript digit
+MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
 #: character, ``+``, ``~``, ``@`` or ``/`` (the matcher reads ``app.py..+r`` as one name)
 MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/]"
@@ -186,7 +186,10 @@ def _unc(raw: str) -> str | None:
     names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
-    if len(names) < 2 or not all(_UNC_NAME.fullmatch(name) for name in names[:2]):
+    device = names[0] in ("?", ".")  # ``\\\\.\\pipe\\name``: the device namespace
+    if len(names) < 2 or not all(
+        _UNC_NAME.fullmatch(name) for name in names[1 if device else 0 : 2]
+    ):
         return None
     if any(not name or name[0] not in _NAME_START for name in names[2:]):
         return None

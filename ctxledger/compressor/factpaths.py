@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ctxledger.compressor.factescapes import unescaped
+from ctxledger.compressor.factgrep import context_spans
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
@@ -54,7 +55,7 @@ PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
 #: in its own text, which reads dots and dashes before more of a name as part of it)
 _EXT_ANCHOR = re.compile(
     rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*"
-    rf"(?!{MORE_NAME}|[\-+~@(/]|{_MORE_AFTER_DOT})"
+    rf"(?!{MORE_NAME}|[+~@(/]|-(?![.\-]*(?:\s|\Z))|{_MORE_AFTER_DOT})"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
 _KNOWN_FILE = re.compile(
@@ -73,7 +74,12 @@ _WINDOWS_RIGHT = re.compile(r"[A-Za-z0-9_.+@~\-\\/]*")
 #: where a UNC path starts (``\\\\server\\share``, or JSON-escaped with four
 #: backslashes): after no path character, separator or ``:``, two backslashes or more,
 #: then a name; it grows over what a Windows path does and ``$`` (``\\\\srv\\c$``)
-_UNC_START = re.compile(r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])(\\{2,}[A-Za-z0-9_])")
+_UNC_START = re.compile(
+    r"(?:\A|[^A-Za-z0-9_.+@~\-/\\:%])(\\{2,}(?:[?.]\\+(?![A-Za-z]:))?[A-Za-z0-9_])"
+)
+#: a Win32 device prefix before a drive (``\\\\?\\C:\\dir``, also JSON-escaped): the
+#: path is the drive's (the prefix only turns off the API's normalizing)
+_DEVICE_PREFIXES = ("\\\\?\\", "\\\\.\\", "\\\\\\\\?\\\\", "\\\\\\\\.\\\\")
 _UNC_RIGHT = re.compile(r"[A-Za-z0-9_.+@~$\-\\/]*")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 #: what may not stand before a Windows path (else it is part of something longer)
@@ -82,6 +88,10 @@ _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
 
+#: the conventional placeholder of an example path (``git diff -- path/to/file1``,
+#: ``/path/to/working/dir``, ``C:\\path\\to\\x``), in lower case only
+#: (``Path/To/Report.pdf`` is a real path)
+_PLACEHOLDER = re.compile(r"(?:(?:[A-Za-z]:|~|\.{1,2})[\\/]+|[\\/]*)path[\\/]+to(?:[\\/]|$)")
 _ENVIRONMENT_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|node_modules/")
 _OBJECT_NAMES = frozenset(
     [
@@ -409,11 +419,21 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
         start = match.start() - 1 if drive else match.start()
         if start < done or (drive and text[start] not in string.ascii_letters):
             continue  # (inside the last one, or no drive letter; done >= 0 > -1)
-        if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS:
+        if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS and not _after_device(text, start):
             continue
         right = _WINDOWS_RIGHT.match(text, match.end())
         done = right.end() if right is not None else match.end()
         yield start, done
+
+
+def _after_device(text: str, start: int) -> bool:
+    """Whether a Win32 device prefix (``\\\\?\\``, ``\\\\.\\``) ends at `start`, after
+    no path character or separator."""
+    for prefix in _DEVICE_PREFIXES:
+        at = start - len(prefix)
+        if text.startswith(prefix, at) and at >= 0:
+            return at == 0 or text[at - 1] not in _NOT_BEFORE_WINDOWS
+    return False
 
 
 def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -490,15 +510,19 @@ def _judged(raw: str) -> str | None:
         return None
     if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
         return None  # ``self.log``, ``mock.patch``: attribute access, not a file
+    if _PLACEHOLDER.match(value):
+        return None  # ``path/to/file1`` of an instruction's example: no file of the session
     return value
 
 
 def path_text(text: str) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
-    (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``) and quoted ``sed`` expressions
-    blanked (same length)."""
+    (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``), grep's context separators
+    (:mod:`.factgrep`: ``src/x.py-12-from y``) and quoted ``sed`` expressions blanked
+    (same length)."""
     blanked = unescaped(text)
     text = text if blanked is None else blanked
+    text = mask(text, context_spans(text))
     if "s" not in text or ("'" not in text and '"' not in text):
         return text  # an expression is quoted
     return mask(text, sed_spans(text))

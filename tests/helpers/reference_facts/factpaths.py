@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
-from ctxledger.compressor.factpaths import _DOTFILE, _EXT_ANCHOR, _KNOWN_FILE
+from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
+from ctxledger.compressor.factpaths import _DOTFILE, _KNOWN_FILE
 from helpers.reference_facts.rules import (
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
@@ -45,6 +46,13 @@ _RELATIVE_WINDOWS_PATH = re.compile(
 )
 # Session 31: a UNC path (``\\\\server\\share``), plainly
 _UNC_PATH = re.compile(r"(?<![A-Za-z0-9_.+@~\-/\\:%])\\{2,}[A-Za-z0-9_][A-Za-z0-9_.+@~$\-\\/]*")
+# Session 32: a Win32 device path: ``\\.\pipe\x`` (a UNC path whose server is ``.`` or
+# ``?``: :func:`_device_unc_paths`), and a drive path after ``\\?\`` or ``\\.\`` (also
+# JSON-escaped), the drive's
+_DEVICE_DRIVE_PATH = re.compile(
+    r"(?<![A-Za-z0-9_.+@~\-/\\:%])(?:\\\\[?.]\\|\\\\\\\\[?.]\\\\)"
+    r"([A-Za-z]:[\\/][A-Za-z0-9_.+@~\-\\/]*)"
+)
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -161,16 +169,121 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
             end += 1
         yield start, end
         slash = text.find("/", end)
-    for pattern in (_EXT_ANCHOR, _KNOWN_FILE, _DOTFILE):
-        for match in pattern.finditer(text):
-            start = match.start()
-            while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
-                if text[start - 1] in "¹²³⁰⁴⁵⁶⁷⁸⁹":
-                    break  # review fixes: a footnote's mark ends the name before it
-                start -= 1
-            if start == match.start() and pattern is _EXT_ANCHOR:
-                continue  # ``.py`` alone
-            yield start, match.end()
+    anchors = [(start, end, True) for start, end in _extension_anchors(text)]
+    for pattern in (_KNOWN_FILE, _DOTFILE):
+        anchors.extend((match.start(), match.end(), False) for match in pattern.finditer(text))
+    for anchor, end, extension in anchors:
+        start = anchor
+        while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
+            if text[start - 1] in _SUPERSCRIPTS:
+                break  # review fixes: a footnote's mark ends the name before it
+            start -= 1
+        if start == anchor and extension:
+            continue  # ``.py`` alone
+        yield start, end
+
+
+_SUPERSCRIPTS = "¹²³⁰⁴⁵⁶⁷⁸⁹"
+_EXTENSION_LIST = frozenset(EXTENSIONS.split("|"))
+_SECOND_WORDS = frozenset(word for word in SECOND_SUFFIXES.split("|") if word.isalnum()) | {
+    "jinja",
+    "jinja2",
+}
+
+
+def _more_name(char: str) -> bool:
+    """A word character that goes on a name (a footnote's superscript digit does not)."""
+    return is_word_char(char) and char not in _SUPERSCRIPTS
+
+
+def _run(text: str, at: int) -> str:
+    """The name characters (:func:`_more_name`) from `at` on."""
+    end = at
+    while end < len(text) and _more_name(text[end]):
+        end += 1
+    return text[at:end]
+
+
+def _extension_anchors(text: str) -> Iterator[tuple[int, int]]:
+    """Session 32 (review 11, restated): each ``.ext`` (a known extension, then second
+    suffixes: ``.tar.gz`` is ``.gz``'s, ``.py.bak``) whose name ends there, read suffix
+    by suffix: no name character, ``+``, ``~``, ``@``, ``(`` or ``/`` after it; no
+    ``-`` unless dots and dashes then a blank or the end follow (``app.py--``); no
+    ``.`` then dots and dashes then a word character, ``+``, ``~``, ``@`` or ``/``
+    (``resp.json.get``)."""
+    dot = text.find(".")
+    while dot != -1:
+        word = _run(text, dot + 1)
+        if word not in _EXTENSION_LIST:
+            dot = text.find(".", dot + 1)
+            continue
+        end = dot + 1 + len(word)
+        while end < len(text) and text[end] == ".":
+            second = _run(text, end + 1)
+            if not (second in _SECOND_WORDS or (second.isdecimal() and len(second) <= 3)):
+                break
+            end += 1 + len(second)
+        if _name_ends(text, end):
+            yield dot, end
+            dot = text.find(".", end)
+        else:
+            dot = text.find(".", dot + 1)
+
+
+def _name_ends(text: str, end: int) -> bool:
+    if end == len(text):
+        return True
+    after = text[end]
+    if _more_name(after) or after in "+~@(/":
+        return False
+    if after not in "-.":
+        return True
+    stop = end + 1
+    while stop < len(text) and text[stop] in ".-":
+        stop += 1
+    if after == "-":
+        return stop == len(text) or text[stop].isspace()
+    return stop == len(text) or not (is_word_char(text[stop]) or text[stop] in "+~@/")
+
+
+def _device_unc_paths(text: str) -> Iterator[tuple[int, int]]:
+    """Session 32 (review 11, restated): a Win32 device path read as a UNC path whose
+    server is ``.`` or ``?`` (``\\\\.\\pipe\\docker_engine``): two backslashes or more after
+    no path character, ``.`` or ``?``, backslashes, then a name (no drive: that is the
+    drive's path) and what a Windows path grows over."""
+    start = text.find("\\\\")
+    while start != -1:
+        end = start
+        if start == 0 or text[start - 1] not in _WINDOWS_NOT_BEFORE:
+            at = start
+            while at < len(text) and text[at] == "\\":
+                at += 1
+            if at < len(text) and text[at] in "?.":
+                name = at + 1
+                while name < len(text) and text[name] == "\\":
+                    name += 1
+                drive = text[name : name + 1].isascii() and text[name : name + 1].isalpha()
+                drive = drive and text[name + 1 : name + 2] == ":"
+                first = text[name : name + 1]
+                if (
+                    name > at + 1
+                    and not drive
+                    and first
+                    and (first.isascii() and is_word_char(first))
+                ):
+                    end = name + 1
+                    while end < len(text) and text[end] in _WINDOWS_GROWS:
+                        end += 1
+                    yield start, end
+        while end < len(text) and text[end] == "\\":
+            end += 1  # (a run of backslashes starts no second path)
+        start = text.find("\\\\", max(end, start + 1))
+
+
+_WINDOWS_NOT_BEFORE = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+@~-/\\:%"
+)
+_WINDOWS_GROWS = _WINDOWS_NOT_BEFORE - {":", "%"} | {"$"}
 
 
 def span_ends(text: str) -> dict[int, int]:
@@ -188,6 +301,10 @@ def span_ends(text: str) -> dict[int, int]:
     for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
         if plausible_path(match.group()) is not None:
             windows.append(match.span())
+    for start, end in _device_unc_paths(text):  # session 32
+        if plausible_path(text[start:end]) is not None:
+            windows.append((start, end))
+    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
     windows.sort()
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):
@@ -195,6 +312,15 @@ def span_ends(text: str) -> dict[int, int]:
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
     return spans
+
+
+def _placeholder(value: str) -> bool:
+    """Session 32: whether `value` is an example path: its names, after a drive, ``~``,
+    ``.`` or ``..``, start with ``path`` and ``to`` (``/path/to/dir``)."""
+    names = re.split(r"[\\/]+", value)
+    if names[0] in ("", "~", ".", "..") or re.fullmatch(r"[A-Za-z]:", names[0]):
+        names = names[1:]
+    return names[:2] == ["path", "to"]  # (lower case: ``Path/To/x.pdf`` is a file)
 
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
@@ -214,6 +340,8 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
             continue
         if "/" not in value and value.split(".", 1)[0].lower() in _OBJECT_NAMES:
             continue  # ``self.log``, ``mock.patch``: attribute access, not a file
+        if _placeholder(value):
+            continue  # session 32: ``path/to/file1``, an example
         found[start] = value
     return iter(sorted(found.items()))
 
@@ -222,8 +350,55 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
 _SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
 
 
+#: session 32: a known extension and its second suffixes ending a name (case as written)
+_ENDS_WITH_EXT = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
+_GREP_NAME_CHARS = _PATH_CHARS | {"/"}
+
+
+def _grep_separator(line: str) -> tuple[str, str, int, int] | None:
+    """Session 32: a line's grep separator after the file name that starts it: (the name,
+    ``:`` or ``-``, where the separator starts, where it ends), the first place in the
+    line's leading name where a name with a known extension is followed by ``:`` or
+    ``-``; a ``-`` takes a line number and ``-`` after it when one follows (no date's
+    year: ``-2024-05-20``)."""
+    token = 0
+    while token < len(line) and line[token] in _GREP_NAME_CHARS:
+        token += 1
+    for at in range(1, token + 1):
+        if at == len(line) or line[at] not in ":-" or not _ENDS_WITH_EXT.search(line[:at]):
+            continue
+        if line[:at].startswith(".") and _ENDS_WITH_EXT.match(line[:at]):
+            return None  # (``.py-`` alone)
+        end = at + 1
+        digits = end
+        while digits < len(line) and line[digits].isdigit():
+            digits += 1
+        date = re.match(r"\d\d-\d", line[digits + 1 : digits + 5])
+        if line[at] == "-" and digits > end and line[digits : digits + 1] == "-" and not date:
+            end = digits + 1
+        return line[:at], line[at], at, end
+    return None
+
+
+def _grep_context(text: str) -> list[tuple[int, int]]:
+    """Session 32: the separators of grep's context lines: numbered ones, and ``-`` after
+    a name some line of the text starts as a match line (``name:``)."""
+    offset, found, matched = 0, [], set()
+    for line in text.split("\n"):
+        got = _grep_separator(line)
+        if got is not None:
+            name, sep, at, end = got
+            if sep == ":":
+                matched.add(name)
+            else:
+                found.append((name, offset + at, offset + end, end > at + 1))
+        offset += len(line) + 1
+    return [(at, end) for name, at, end, numbered in found if numbered or name in matched]
+
+
 def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
+    text = mask(text, _grep_context(text))
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
 

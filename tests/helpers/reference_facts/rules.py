@@ -311,7 +311,8 @@ def unc_path(raw: str) -> str | None:
         names = names[:-1]
     if len(names) < 2:
         return None
-    for name in names[:2]:
+    device = names[0] in ("?", ".")  # session 32: ``\\\\.\\pipe\\x``, the device namespace
+    for name in names[1:2] if device else names[:2]:
         body = name[:-1] if name.endswith("$") else name
         if not body or body[0] not in _NAME_FIRST:
             return None

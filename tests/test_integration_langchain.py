@@ -137,9 +137,8 @@ def test_state_stays_complete_while_the_model_gets_the_ledger_view(service, tmp_
     assert len(model.inputs[-1]) < 4 * TURNS
     state = agent.get_state(config).values["messages"]
     assert len(state) == 4 * TURNS
-    assert (
-        len(_chain_events(service, "langchain:t1", MessageAppended)) == 4 * TURNS - 1
-    )  # the last reply is not sent yet
+    # every message, the last answer too (recorded when the run ended)
+    assert len(_chain_events(service, "langchain:t1", MessageAppended)) == 4 * TURNS
     usage = _chain_events(service, "langchain:t1", UsageReported)
     # each tool call, then each final answer: the in-loop check ran after the calls only
     assert [e.asked_for_tools for e in usage] == [True, False] * TURNS
@@ -178,6 +177,7 @@ def test_async_graph_and_a_restarted_process_continue_the_same_ledger_session(se
         "user",
         "assistant",
         "tool",
+        "assistant",
     ]
     assert "langchain:t1~2" not in service.ledger.transcript.state.sessions
 
@@ -402,3 +402,50 @@ def test_a_tool_with_an_infinite_default_keeps_the_agent_working(service, caplog
     ]
     params = tools[0]["function"]["parameters"]["properties"]["max_distance"]
     assert params == {"type": "number"}
+
+
+def test_a_finished_run_is_whole_in_the_ledger_and_the_next_turn_adds_nothing_twice(
+    service, tmp_path
+):
+    """The final answer (and a structured response's tool message) is recorded when the
+    run ends, sync and async, not only once the thread's next model call sends it."""
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        verdict: str
+
+    replies = [
+        AIMessage("", tool_calls=[{"name": "Verdict", "args": {"verdict": "ok"}, "id": "v1"}]),
+        AIMessage("", tool_calls=[{"name": "Verdict", "args": {"verdict": "no"}, "id": "v2"}]),
+    ]
+    model = ScriptedChat(messages=iter(replies))
+    model.inputs, model.views = [], []
+    agent = create_agent(
+        model=model,
+        tools=[],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+        checkpointer=InMemorySaver(),
+        response_format=ToolStrategy(Verdict),
+    )
+    config = _thread("done")
+    state = agent.invoke({"messages": [HumanMessage("judge it")]}, config)
+    assert state["structured_response"] == Verdict(verdict="ok")
+
+    def roles() -> list[tuple[str, Any]]:
+        live = live_messages(service, service.tip("langchain:done"))
+        return [(m["role"], m.get("tool_call_id") or m.get("content")) for m in live]
+
+    assert roles() == [("user", "judge it"), ("assistant", None), ("tool", "v1")]
+    anyio.run(lambda: agent.ainvoke({"messages": [HumanMessage("and now?")]}, config))
+    assert roles()[3:] == [("user", "and now?"), ("assistant", None), ("tool", "v2")]
+    appended = _chain_events(service, "langchain:done", MessageAppended)
+    assert len({e.message["lc_id"] for e in appended}) == len(appended) == 6
+    db = str(tmp_path / "lc.ledger.db")
+    proc = subprocess.run(
+        [CLI, "--db", db, "replay", "langchain:done", "--verify"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

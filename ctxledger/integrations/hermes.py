@@ -19,6 +19,10 @@ What the host does that the engine survives:
   serializes every ledger access of every copy;
 * ``messages`` exclude the system prompt and are the host's whole list: only the suffix
   the ledger has not seen is appended, and the live view is returned.
+* with its session store on (the CLI, the gateway) it stamps ``_db_persisted`` on the
+  dicts it saved (left out here), calls ``on_session_end`` with the list it compacted
+  right after each compaction (known as recorded), and a resumed conversation comes
+  back from ``state.db`` in a new agent (its chain is found by title and view).
 
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each
@@ -132,6 +136,7 @@ class CtxLedgerEngine(ContextEngine):
         self._root: str | None = None  # the ledger chain this agent's conversation is on
         self._known: list[JSON] = []  # the host messages the ledger holds, in order
         self._pending: list[JSON] = []  # usage reports not written yet
+        self._handed: list[JSON] = []  # the host's list at the last compaction
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
@@ -153,6 +158,7 @@ class CtxLedgerEngine(ContextEngine):
         clone = copy.copy(self)
         clone._known = copy.deepcopy(self._known, memo)
         clone._pending = copy.deepcopy(self._pending, memo)
+        clone._handed = copy.deepcopy(self._handed, memo)
         return clone
 
     # --- token state ----------------------------------------------------------------------
@@ -262,6 +268,7 @@ class CtxLedgerEngine(ContextEngine):
         self, svc: ContextService, messages: list[JSON], focus: str | None
     ) -> list[JSON]:
         sid, last = await self._sync(svc, messages)
+        self._handed = _unmarked(messages)
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
             result = await svc.compress(sid, focus=focus)
@@ -269,7 +276,7 @@ class CtxLedgerEngine(ContextEngine):
         self._report_failure(result)
         self._last_compression_made_progress = result.compressed
         self.compression_count = svc.ledger.chains.compression_count(sid)
-        view = live_messages(svc, sid)
+        view = _unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
         self._known = copy.deepcopy(view)
         return view
 
@@ -289,13 +296,16 @@ class CtxLedgerEngine(ContextEngine):
 
     async def _sync(self, svc: ContextService, messages: list[JSON]) -> tuple[str, JSON | None]:
         """Append the host's new messages; write queued usage but the latest (returned)."""
+        messages = _unmarked(messages)
+        if self._root is None:
+            self._resume(svc, messages)
         n = len(self._known)
         if self._root is None or messages[:n] != self._known:
             check_new_messages(messages)  # a list the ledger cannot take starts nothing
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,
-                title=f"hermes session {self._hermes_session or '?'}",
+                title=_title(self._hermes_session or "?"),
             )
             self._known, n = [], 0
         sid = svc.tip(self._root)
@@ -307,6 +317,29 @@ class CtxLedgerEngine(ContextEngine):
         for usage in pending[:-1]:
             svc.ledger.report_usage(sid, usage)  # older reports: accounting only
         return sid, (pending[-1] if pending else None)
+
+    def _resume(self, svc: ContextService, messages: list[JSON]) -> None:
+        """A Hermes conversation resumed in a new agent (``hermes --resume``, the gateway
+        after an eviction): its ledger chain goes on when the host's list starts with the
+        chain tip's live view (compared as a conversation, without the bookkeeping keys
+        Hermes's session store adds or drops: ``timestamp``, ``reasoning``, ...); before,
+        every resume recorded the whole history again under a new root."""
+        if self._hermes_session is None:
+            return
+        svc.ledger.refresh()
+        title = _title(self._hermes_session)
+        chains = svc.ledger.chains.state.sessions
+        roots = [s for s, i in chains.items() if i.title == title and i.parent_session_id is None]
+        for root in reversed(roots):  # the latest conversation under this id first
+            tip = svc.tip(root)
+            if svc.ledger.transcript.session(tip).ended:
+                continue
+            view = live_messages(svc, tip)
+            if len(view) <= len(messages) and all(
+                _said(a) == _said(b) for a, b in zip(view, messages, strict=False)
+            ):
+                self._root, self._known = root, copy.deepcopy(messages[: len(view)])
+                return
 
     def _flush(self, messages: list[JSON], *, final: bool = False) -> str | None:
         """Hand the host's messages and queued usage to the ledger without compacting (a
@@ -345,16 +378,24 @@ class CtxLedgerEngine(ContextEngine):
         if kwargs.get("boundary_reason") == "compression":
             return  # the conversation goes on: the ledger chain already continued
         self._hermes_session = session_id
-        self._root, self._known, self._pending = None, [], []
+        self._root, self._known, self._pending, self._handed = None, [], [], []
 
     def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
-        """Make sure the ledger holds the whole conversation (even one never compacted)."""
-        if messages:
-            self._flush(messages, final=True)
+        """Make sure the ledger holds the whole conversation (even one never compacted).
+
+        Hermes also calls it right after a compaction with the list it handed to
+        ``compress`` (its memory flush, ``commit_memory_session``): the ledger holds that
+        list already, and taking it for a new conversation started a second root with
+        the whole uncompacted history at every compaction."""
+        if not isinstance(messages, list) or not messages:
+            return
+        if self._handed and _unmarked(messages) == self._handed[: len(messages)]:
+            return  # the list a compaction was made from: recorded already
+        self._flush(messages, final=True)
 
     def on_session_reset(self) -> None:
         super().on_session_reset()
-        self._root, self._known, self._pending = None, [], []
+        self._root, self._known, self._pending, self._handed = None, [], [], []
 
     # --- tools and status -----------------------------------------------------------------------
 
@@ -406,6 +447,47 @@ def chat_usage(usage: dict[str, Any]) -> JSON:
     }
     normalize_usage(report)  # what the ledger would refuse at the next compress
     return report
+
+
+#: the key Hermes's session store stamps on a message dict once it wrote it to its
+#: ``state.db``, after the fact (host bookkeeping: its compressor strips it too)
+_PERSISTED_MARK = "_db_persisted"
+
+
+def _unmarked(messages: list[Any]) -> list[Any]:
+    """Copies of the host's messages without the session store's mark. Kept, the mark
+    made the host's list differ from what the ledger held once Hermes had saved it (a
+    new ledger root, the whole history again, at every compaction), and the view
+    handed back told Hermes its compacted messages were saved already (#57491)."""
+    return [
+        {k: copy.deepcopy(v) for k, v in m.items() if k != _PERSISTED_MARK}
+        if isinstance(m, dict)
+        else copy.deepcopy(m)
+        for m in messages
+    ]
+
+
+def _title(hermes_session: str) -> str:
+    """The title of the ledger chain of one Hermes conversation (how a resume finds it)."""
+    return f"hermes session {hermes_session}"
+
+
+def _said(message: Any) -> Any:
+    """What a message says, as Hermes's session store gives it back: role, content, tool
+    calls (id, name, arguments) and the call a result answers."""
+    if not isinstance(message, dict):
+        return message
+    calls = [
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
+        if isinstance(c, dict)
+        else c
+        for c in message.get("tool_calls") or ()
+    ]
+    return (message.get("role"), message.get("content") or None, calls, message.get("tool_call_id"))
 
 
 def _tokens(usage: dict[str, Any], key: str) -> int:

@@ -9,6 +9,10 @@
    system_message=...)``;
 4. the response's ``usage_metadata`` is reported (the in-loop trigger).
 
+When the agent finishes (``after_agent``) what the state gained since the last model
+call (the final answer, a structured response's tool message) is appended too, so a
+finished run is whole in the ledger, not only once the thread's next call sends it.
+
 The graph state keeps the full history (LangChain's ``SummarizationMiddleware`` replaces
 the originals in the checkpoint); the compaction history is in the ledger. One ledger
 session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
@@ -43,12 +47,14 @@ from langchain_core.messages import (
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
+from ctxledger.errors import CtxLedgerError
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
     LoopThread,
     digest_key,
     finite_schema,
     live_messages,
+    logger,
     report_usage_or_warn,
     system_view,
 )
@@ -121,6 +127,15 @@ class CtxLedgerMiddleware(AgentMiddleware):
         await self._after(sid, response)
         return response
 
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        thread = _thread_id()
+        if self._loop is None:
+            self._loop = LoopThread("ctxledger-langchain")
+        self._loop.run(lambda: self._finish(thread, state))
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+        await self._finish(_thread_id(), state)
+
     # --- steps ----------------------------------------------------------------------------
 
     async def _before(self, thread: str, request: ModelRequest[Any]) -> tuple[str, _View]:
@@ -149,6 +164,25 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 asked = bool(getattr(message, "tool_calls", None))
                 report = functools.partial(responses_usage, usage)
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
+
+    async def _finish(self, thread: str, state: Any) -> None:
+        """Append what the state gained since the last model call (its final answer). A
+        thread no model call recorded, or whose history was rewritten since, is left to
+        the next call; a refusal is a warning (the run has its answer already)."""
+        messages = list(state.get("messages") or ()) if isinstance(state, dict) else []
+        known = self._threads.get(thread) or self._recover(thread)
+        ids = [str(m.id) for m in messages]
+        if known is None or ids[: len(known.seen)] != known.seen:
+            return
+        suffix = messages[len(known.seen) :]
+        if not suffix:
+            return
+        try:
+            await self.service.append(self.service.tip(known.root), to_chat(suffix))
+        except CtxLedgerError as exc:
+            logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
+            return
+        known.seen.extend(ids[len(known.seen) :])
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}

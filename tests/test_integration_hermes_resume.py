@@ -1,0 +1,98 @@
+"""The Hermes engine when Hermes keeps its session store (the CLI and the gateway do):
+compactions inside one process and a resume in a new one stay one ledger chain.
+
+Hermes calls ``on_session_end`` right after every compaction with the list it compacted
+(its memory flush), stamps ``_db_persisted`` on the dicts it saved, and a resumed
+session comes back from ``state.db`` with ``timestamp`` keys and without ``reasoning``.
+Each once started a new ledger root holding the whole history again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.frameworks import missing
+
+from ctxledger import Ledger
+from ctxledger.events import MessageAppended, SessionStarted
+
+ROOT = Path(__file__).resolve().parent.parent
+HERMES_PYTHON = Path(
+    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
+)
+CLI = str(Path(sys.executable).with_name("ctxledger"))
+
+
+def _said(message: dict) -> tuple:
+    calls = [c["id"] for c in message.get("tool_calls") or []]
+    return (message["role"], message.get("content") or None, calls, message.get("tool_call_id"))
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    if not HERMES_PYTHON.exists():
+        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
+    workdir = tmp_path_factory.mktemp("hermes-resume")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CTXLEDGER_", "HERMES_", "OPENAI_"))
+    }
+    for phase in ("1", "2"):  # two processes: the second resumes the first's session
+        proc = subprocess.run(
+            [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_resume.py"), str(workdir), phase],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            cwd=workdir,
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    phases = [json.loads((workdir / f"phase{p}.json").read_text()) for p in ("1", "2")]
+    db = workdir / "home" / "ctxledger.ledger.db"
+    ledger = Ledger.open(db)
+    yield phases, ledger, str(db)
+    ledger.close()
+
+
+def test_one_chain_for_the_conversation_each_turn_recorded_once(resumed):
+    phases, ledger, _ = resumed
+    events = [r.event for r in ledger.store.read_all()]
+    roots = [
+        e.session_id
+        for e in events
+        if isinstance(e, SessionStarted) and e.parent_session_id is None
+    ]
+    assert len(roots) == 1, roots  # no second root at a compaction, nor at the resume
+    tip = ledger.tip(roots[0])
+    assert ledger.chains.compression_count(tip) >= 1
+    asks = [
+        e.message["content"].split(":")[0]
+        for e in events
+        if isinstance(e, MessageAppended)
+        and e.message["role"] == "user"
+        and str(e.message.get("content", "")).startswith("Turn ")
+    ]
+    assert asks == [f"Turn {t}" for t in range(len(asks))] and len(asks) == 9
+    # Hermes's session-store mark is its own bookkeeping, not the conversation
+    assert not any("_db_persisted" in e.message for e in events if isinstance(e, MessageAppended))
+    # what the resumed host holds is the chain tip's view, message for message
+    view = [m for m in ledger.api_messages(tip) if m["role"] != "system"]
+    assert [_said(m) for m in view] == [_said(m) for m in phases[1]["history"]]
+
+
+def test_the_cli_verifies_and_replays_the_chain(resumed):
+    _, ledger, db = resumed
+    [root] = [
+        r.event.session_id
+        for r in ledger.store.read_all()
+        if isinstance(r.event, SessionStarted) and r.event.parent_session_id is None
+    ]
+    for args in (["verify"], ["replay", root, "--verify"]):
+        proc = subprocess.run([CLI, "--db", db, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr

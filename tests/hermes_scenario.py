@@ -285,7 +285,41 @@ def summary_failures(workdir: Path, history: list[dict[str, Any]]) -> dict[str, 
             engine._last_summary_error,
             engine._last_summary_dropped_count,
         ]
+    out["raised"] = _a_compaction_that_raises(workdir, history)
     return out
+
+
+class _Refusing:
+    """A summarizer whose error is no summarizer failure: the plugin's own catch."""
+
+    kind, model = "refusing", None
+
+    async def summarize(self, request: Any) -> Any:
+        from helpers.failing import ERROR
+
+        from ctxledger.errors import InvalidInput
+
+        raise InvalidInput(ERROR)
+
+
+def _a_compaction_that_raises(workdir: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the plugin keeps of an error it catches (its reason on one line, redacted)."""
+    from ctxledger.integrations.hermes import CtxLedgerEngine
+
+    engine = CtxLedgerEngine(db_path=workdir / "raised.ledger.db")
+    engine.update_model("fake-model", 64_000)
+    engine.on_session_start("raised-session", platform="cli")
+
+    def refuse(svc: Any) -> None:
+        svc.summarizer = svc.engine.summarizer = _Refusing()
+
+    engine._shared.run(refuse)
+    kept = engine.compress(copy.deepcopy(history), force=True)
+    return {
+        "aborted": engine._last_compress_aborted,
+        "error": engine._last_summary_error,
+        "counts": [len(history), len(kept)],
+    }
 
 
 def host_odd_values(engine: Any) -> dict[str, Any]:

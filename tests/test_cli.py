@@ -11,12 +11,14 @@ import click
 import pytest
 from click.testing import CliRunner
 from helpers.failing import SECRET, SecretSummarizer
+from helpers.ledger_helpers import chain_events
 
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.cli import compress as compress_cli
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput
+from ctxledger.events import CompressionSkipped
 from ctxledger.ledger.facade import Ledger
 
 
@@ -258,6 +260,43 @@ def test_an_aborted_compress_says_what_it_kept_and_never_shows_the_key(
     result = run(db, "compress", sid)
     assert result.exit_code == 2 and SECRET not in result.output, result.output
     assert "error: the summary endpoint refused key [REDACTED]" in result.output
+
+
+def test_an_aborted_compress_json_says_so_on_stdout(
+    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`compress --json` on an aborting failure printed nothing on stdout (exit 1, the
+    feedback on stderr): it prints the aborted outcome, with the failure as recorded in
+    the one CompressionSkipped appended (review of session 32)."""
+    db, sid = imported
+    monkeypatch.setattr(compress_cli, "make_summarizer", lambda *_: SecretSummarizer("auth"))
+    with Ledger.open(db) as ledger:
+        before = len(ledger.api_messages(sid))
+    result = run(db, "compress", sid, "--json")
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    with Ledger.open(db) as ledger:
+        (skipped,) = chain_events(ledger, sid, CompressionSkipped)
+    assert out == {
+        "session_id": sid,
+        "action": "aborted",
+        "failure": skipped.details["error"],
+        "failure_class": "auth",
+        "messages_before": before,
+    }
+    assert SECRET not in result.output and "[REDACTED]" in out["failure"]
+    assert "Compression aborted:" in result.stderr
+
+
+def test_a_dry_run_json_counts_what_the_plan_would_remove(imported: tuple[Path, str]) -> None:
+    """`--dry-run --json` said removed: 0 while its plan summarized 100 messages."""
+    db, sid = imported
+    result = run(db, "compress", sid, "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    plan = out["plan"]
+    assert out["removed"] == len(plan["middle_ids"]) > 0
+    assert out["removed"] == plan["compress_end"] - plan["compress_start"]
 
 
 def test_the_dry_run_says_its_count_includes_the_system_prompt(imported: tuple[Path, str]) -> None:

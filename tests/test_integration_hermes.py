@@ -141,9 +141,14 @@ def test_hermes_s_compress_names_a_failed_summary_with_its_reason(run):
     # the next /compress (its summary works) reports no failure: the flags are reset
     assert aborted["next"] == fallback["next"] == [False, False, None, 0]
     assert f"removed {fallback['dropped']} message(s)" in fallback["report"]["note"]
+    raised = result["summary_failures"]["raised"]  # an error the plugin catches itself
+    assert raised["aborted"] and raised["counts"][0] == raised["counts"][1]
+    for told in (aborted, fallback, raised):
+        assert "HTTP 401" in told["error"] and "sk-ant-api03" not in json.dumps(told)
+        # on one line, as Hermes prints it after "Reason:" (the JSON body held 3 lines)
+        assert "\n" not in told["error"] and '"key": "[REDACTED]"}' in told["error"]
     for told in (aborted, fallback):
         assert "HTTP 401 from the summary endpoint" in told["report"]["note"]
-        assert "HTTP 401" in told["error"] and "sk-ant-api03" not in json.dumps(told)
 
 
 def test_every_turn_is_in_the_ledger_and_compactions_are_chained(run):

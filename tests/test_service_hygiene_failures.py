@@ -233,9 +233,13 @@ async def test_a_failed_summary_s_reason_is_told_once_and_redacted(
         assert any(b"HTTP 401" in e and b"[REDACTED]" in e for e in stored)
         # the state API's turn JSON is the result as builtins (compactions[].failure too)
         assert SECRET.encode() not in msgspec.json.encode(result)
+        # the reason on one line wherever it is told (its body was cut off or split)
+        (reason,) = [line for line in told.splitlines() if "HTTP 401" in line]
+        assert "invalid x-api-key" in reason and '"key": "[REDACTED]"}' in reason, told
         if aborts:  # the abort is on the result, for a host to report (its reason redacted)
             assert result.aborted is not None and "HTTP 401" in result.aborted
-            assert SECRET not in result.aborted
+            assert SECRET not in result.aborted and "\n" not in result.aborted
+            assert result.aborted in reason, (result.aborted, reason)
         else:
             assert result.aborted is None and "fallback" in told.splitlines()[0]
         svc.ledger.close()

@@ -7,15 +7,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 from click.testing import CliRunner
+from helpers.failing import SECRET, SecretSummarizer
 from helpers.ledger_helpers import SMALL, deterministic_ledger
+from helpers.service_rig import FlakySummarizer
 
-from ctxledger.analysis.history import UsageStep
-from ctxledger.analysis.whatif import _usage_report, whatif
+from ctxledger.analysis.compactions import chain_compactions, chain_signature
+from ctxledger.analysis.history import StartInfo, UsageStep, history
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
+from ctxledger.analysis.whatif import _usage_report, replay_history, start_and_drive, whatif
 from ctxledger.cli.main import cli
+from ctxledger.compressor.summarizers import fallback
+from ctxledger.compressor.summarizers.base import Summarizer
+from ctxledger.demo.record import scripted_steps
+from ctxledger.demo.synth import SessionSynth
 from ctxledger.events import ModelSwitched, SessionStarted, UsageReported
 from ctxledger.eventstore import AppendRequest
 from ctxledger.ledger import Ledger
+from ctxledger.runtime.service import ContextService
 from ctxledger.usage import normalize_usage
 
 #: legal before the ranges of session 30 (a count of 10^10 messages, a 30-year cooldown)
@@ -125,3 +136,63 @@ def test_a_reported_zero_stays_no_count_and_a_count_stays_a_count() -> None:
         recorded_prompt=10,
     )
     assert _usage_report(small, 500)["prompt_tokens"] == 1
+
+
+def _recorded_with(ledger: Ledger, summarizer: Summarizer) -> str:
+    """A generated session (seed 8, 5 turns: one compaction, its fallback body cut to the
+    budget) recorded through the service with `summarizer`: the tip."""
+    synth = SessionSynth(8)
+    start = StartInfo(
+        session_id="ses_root",
+        model="synth-coder-1",
+        context_length=ledger.config.context_length or 128_000,
+        system_prompt=synth.system_prompt(),
+        tools=synth.tools(),
+    )
+    svc = ContextService(ledger, config=ledger.config, summarizer=summarizer)
+    steps = scripted_steps(synth.turns(5))
+    return anyio.run(lambda: start_and_drive(svc, start, steps)).session_id
+
+
+def test_an_old_fallback_holding_a_raw_key_replays_and_its_what_if_says_what_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before session 32 a fallback's failure was redacted only in the summary's text, after
+    its body was fitted to the budget after an opening note holding the raw key (50
+    characters where "[REDACTED]" is 10). Replay and `replay --verify` read the stored text
+    and still match; a what-if with the same failing summarizer fits the body after the
+    redacted note: one more identifier fits, so compaction 1 differs in its summary (and
+    the tokens after it) only, and the report says so. A failure quoting no secret
+    reproduces exactly."""
+    with monkeypatch.context() as old:  # the fallback as written before session 32
+        old.setattr(fallback, "redact", lambda text: text)
+        ledger = deterministic_ledger(None)
+        tip = _recorded_with(ledger, SecretSummarizer("server"))
+    (summary,) = [r.summary for r in chain_compactions(ledger, tip)]
+    assert summary.fallback and SECRET in (summary.failure or "")
+    assert SECRET not in summary.text and "[REDACTED]" in summary.text
+    assert rebuild_check(ledger, tip).equal
+    assert not verify_compactions(ledger, tip).drifted
+    report = whatif(ledger, tip, summarizer=SecretSummarizer("server"))
+    assert report.reproduction is not None
+    assert report.reproduction.compactions == [1, 1]
+    assert report.reproduction.matching_compactions == 0
+    assert report.reproduction.differences[0] == (
+        "compaction 1 differs (the first 0 match: inputs, summary, layout and tokens)"
+    )
+    with replay_history(history(ledger, tip), summarizer=SecretSummarizer("server")) as (
+        scratch,
+        result,
+    ):
+        (recorded,), (again,) = (
+            chain_signature(ledger, tip),
+            chain_signature(scratch, result.session_id),
+        )
+    differing = sorted(k for k in recorded if recorded[k] != again[k])
+    assert differing == ["summary", "tokens"] and recorded["tokens"][0] == again["tokens"][0]
+    note = recorded["summary"].partition("\n")[0]
+    assert again["summary"].startswith(note + "\n") and "[REDACTED]" in note
+    # the same session failing without a secret: the what-if reproduces it
+    plain = deterministic_ledger(None)
+    tip = _recorded_with(plain, FlakySummarizer("server"))
+    assert whatif(plain, tip, summarizer=FlakySummarizer("server")).reproduces_recorded

@@ -21,11 +21,15 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.cli.progress import spinner
-from ctxledger.compressor.assemble import feedback
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import SummarizerError
-from ctxledger.ledger.compaction import CompactionOutcome, compact
+from ctxledger.ledger.compaction import (
+    CompactionOutcome,
+    abort_feedback,
+    abort_record,
+    compact,
+)
 from ctxledger.ledger.facade import Ledger
 from ctxledger.terminal import styled
 
@@ -108,6 +112,12 @@ def compress(
 
     The plan always uses the session's recorded window; a config whose context_length
     differs is reported (a note on stderr, ``notes`` in --json), never applied silently.
+
+    When the summarizer fails with an auth or network error the compaction is abandoned:
+    nothing changes, a CompressionSkipped naming the failure is recorded, the messages
+    preserved and the reason (redacted) go to stderr, and the exit status is 1 (with
+    --json, stdout gets {"action": "aborted", "failure", "failure_class",
+    "messages_before", "session_id"}). Other failures use the fallback summary.
     """
     state = state_of(ctx)
     ledger = state.ledger(existing=True)
@@ -132,7 +142,7 @@ def compress(
         with spinner(ctx, waiting + ")"):
             outcome = anyio.run(run)
     except SummarizerError as exc:  # an aborting failure (auth, network): nothing changed
-        _print_abort(ledger, sid, exc)
+        _print_abort(ledger, sid, exc, as_json=as_json)
         ctx.exit(1)
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
@@ -140,12 +150,23 @@ def compress(
     _print_outcome(sid, outcome, system_prompt=ids[:1] == [None])
 
 
-def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError) -> None:
+def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError, *, as_json: bool) -> None:
     """The feedback of an abandoned compaction, on stderr: the messages preserved and the
-    reason, redacted (the raw error of an HTTP reply can hold the key that was refused)."""
-    view, size = ledger.transcript.api_view(sid), ledger.transcript.rough_tokens(sid)
-    for line in feedback(view, view, size, size, failure="aborted", reason=str(exc)).splitlines():
+    reason, redacted (the raw error of an HTTP reply can hold the key that was refused) as
+    the recorded ``CompressionSkipped`` holds it; with --json, the outcome on stdout too."""
+    _, details = abort_record(exc)
+    for line in abort_feedback(ledger, sid, details["error"]).splitlines():
         echo(line, err=True)
+    if as_json:  # the field names of a compaction's outcome
+        emit_json(
+            {
+                "session_id": sid,
+                "action": "aborted",
+                "failure": details["error"],
+                "failure_class": exc.failure_class,
+                "messages_before": len(ledger.transcript.api_view(sid)),
+            }
+        )
 
 
 def _print_outcome(sid: str, outcome: CompactionOutcome, *, system_prompt: bool) -> None:

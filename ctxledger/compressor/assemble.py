@@ -37,6 +37,7 @@ __all__ = [
     "OutputEntry",
     "apply",
     "feedback",
+    "reason_line",
 ]
 
 Origin = Literal["system", "carried", "summary", "merged", "stub", "stripped"]
@@ -269,6 +270,14 @@ def feedback(
             "Note: the estimate went up although there are fewer messages: the handoff summary "
             "is denser text than the short tool results it replaced."
         )
-    if failure and reason and reason.strip():  # one line, whatever the error held (an HTTP body)
-        lines[-1] += f" Reason: {' '.join(redact(reason.strip()).split())}"
+    said = reason_line(reason or "")
+    if failure and said:  # one line, whatever the error held (an HTTP body)
+        lines[-1] += f" Reason: {said}"
     return "\n".join(lines)
+
+
+def reason_line(text: str, *, redacted: bool = False) -> str:
+    """A failure's reason as every output shows it: redacted (an HTTP error can quote the
+    key it refused; `redacted`: the text already was, as stored failures are) and on one
+    line (an error's body can span several). Empty for a blank reason."""
+    return " ".join((text if redacted else redact(text)).split())

@@ -54,7 +54,7 @@ from ctxledger import (
     TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
-from ctxledger.compressor.redact import redact
+from ctxledger.compressor.assemble import reason_line
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.opening import env_db, is_url
@@ -261,7 +261,7 @@ class CtxLedgerEngine(ContextEngine):
             # the host keeps its messages unchanged and tells the user; nothing half-done
             logger.warning("ctxledger compaction failed: %s", exc)
             self._last_compress_aborted = True
-            self._last_summary_error = f"ctxledger: {redact(str(exc))}"
+            self._last_summary_error = f"ctxledger: {reason_line(str(exc))}"
             return messages
 
     async def _compress(
@@ -288,7 +288,9 @@ class CtxLedgerEngine(ContextEngine):
         for outcome in result.compactions:
             if outcome.fallback:
                 self._last_summary_fallback_used = True
-                self._last_summary_error = redact(outcome.failure or "") or outcome.failure_class
+                # stored redacted (at the source): one-lined, not redacted again
+                said = reason_line(outcome.failure or "", redacted=True)
+                self._last_summary_error = said or outcome.failure_class
                 self._last_summary_dropped_count = outcome.removed
         if result.aborted is not None:
             self._last_compress_aborted = True

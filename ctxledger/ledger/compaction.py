@@ -50,7 +50,8 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     fallback: bool = False
     failure: str | None = None
     failure_class: FailureClass | None = None
-    #: messages the summary replaced (the plan's summarized ones; 0 unless compressed)
+    #: messages the summary replaced (the plan's summarized ones; in a dry run, those it
+    #: would replace; 0 when skipped)
     removed: int = 0
     feedback: str = ""
     summary_text: str | None = None
@@ -127,15 +128,30 @@ def _record_skip(
     ledger.append_events(session_id, [skipped])
 
 
-def abort_error(exc: SummarizerError) -> str:
-    """An aborting failure's text as recorded (``CompressionSkipped.details["error"]``):
-    redacted (a refused key can be quoted in it), at most 500 characters."""
-    return redact(str(exc))[:500]
+def abort_record(exc: SummarizerError) -> tuple[str, dict[str, Any]]:
+    """The reason and details of the ``CompressionSkipped`` an aborting failure records
+    (from :func:`compact` and the service alike): ``details["error"]`` is the error's text
+    redacted (a refused key can be quoted in it), at most 500 characters, and is what
+    every output of the abort shows (one-lined by :func:`reason_line`)."""
+    reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
+    details = {
+        "error": redact(str(exc))[:500],
+        "failure_class": exc.failure_class,
+        "status": exc.status,
+    }
+    return reason, details
+
+
+def abort_feedback(ledger: Ledger, session_id: str, error: str) -> str:
+    """What a manual compaction abandoned by an aborting failure tells (Hermes's
+    ``/compress``): the messages preserved, the request's rough size, nothing removed and
+    `error` (:func:`abort_record`'s, already redacted) as the reason."""
+    view, size = ledger.transcript.api_view(session_id), ledger.transcript.rough_tokens(session_id)
+    return feedback(view, view, size, size, failure="aborted", reason=error)
 
 
 def _record_abort(ledger: Ledger, session_id: str, trigger: Trigger, exc: SummarizerError) -> None:
-    reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
-    details = {"error": abort_error(exc), "failure_class": exc.failure_class, "status": exc.status}
+    reason, details = abort_record(exc)
     skipped = CompressionSkipped(
         **ledger.event_fields(session_id), trigger=trigger, reason=reason, details=details
     )
@@ -197,6 +213,7 @@ async def compact(
             plan=msgspec.to_builtins(the_plan),
             action="dry_run",
             tokens_after=the_plan.estimated_tokens_after,
+            removed=len(the_plan.summarized_indices()),  # what the plan would replace
         )
     try:
         result = await summarize_with_fallback(summarizer, prepared.request)

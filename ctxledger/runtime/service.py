@@ -24,8 +24,7 @@ from typing import Any
 
 import msgspec
 
-from ctxledger.compressor.assemble import feedback
-from ctxledger.compressor.redact import redact
+from ctxledger.compressor.assemble import reason_line
 from ctxledger.errors import (
     ConcurrencyError,
     ContextOverflowError,
@@ -43,7 +42,7 @@ from ctxledger.events import (
     PressureWarning,
     Trigger,
 )
-from ctxledger.ledger.compaction import CompactionOutcome, abort_error
+from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -313,32 +312,20 @@ class ContextService(ServiceCore):
 
     def _summarizer_failed(self, sid: str, trigger: Trigger, exc: SummarizerError) -> TurnResult:
         """An aborted compaction: nothing changed; record why and pause automatic compression."""
-        reason = f"summarizer failed ({exc.failure_class}): compaction aborted, nothing changed"
-        details = {
-            "error": abort_error(exc),
-            "failure_class": exc.failure_class,
-            "status": exc.status,
-        }
+        reason, details = abort_record(exc)  # the error redacted once, as recorded
         cooldown = self._cooldown(exc.failure_class)
         self._record(
             sid,
             (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details}),
             cooldown,
         )
-        seconds = cooldown[1]["seconds"]
-        paused = f"automatic compression paused for {seconds:.0f}s"
-        if trigger != "manual":  # the reason redacted, as the manual feedback gives it
-            notices = [f"compression aborted: {redact(str(exc))}; {paused}"]
+        said = reason_line(details["error"], redacted=True) or exc.failure_class
+        paused = f"automatic compression paused for {cooldown[1]['seconds']:.0f}s"
+        if trigger != "manual":  # the reason as the manual feedback gives it
+            notices = [f"compression aborted: {said}; {paused}"]
         else:  # what Hermes's /compress reports: nothing was removed, and why
-            view, size = (
-                self.ledger.transcript.api_view(sid),
-                self.ledger.transcript.rough_tokens(sid),
-            )
-            told = feedback(view, view, size, size, failure="aborted", reason=str(exc))
-            notices = [told, paused[0].upper() + paused[1:]]
-        return TurnResult(
-            session_id=sid, notices=notices, aborted=redact(str(exc)) or exc.failure_class
-        )
+            notices = [abort_feedback(self.ledger, sid, said), paused[0].upper() + paused[1:]]
+        return TurnResult(session_id=sid, notices=notices, aborted=said)
 
     def _after_compaction(
         self, sid: str, outcome: CompactionOutcome, trigger: Trigger

@@ -460,3 +460,50 @@ def test_a_leftover_rollback_journal_beside_an_immutable_ledger_is_refused(
     nothing_writable(monkeypatch)
     with pytest.raises(StoreError, match=r"rollback journal .*l\.db-journal"):
         SQLiteEventStore(str(db), read_only=True)
+
+
+def test_reading_another_users_ledger_in_a_shared_folder_leaves_nothing_beside_it(
+    place: Path,
+) -> None:
+    """A sticky world-writable folder (/tmp): mode=ro made a -wal and -shm owned by the
+    reader there, so the owner's next write failed and the owner could not delete them."""
+    if os.geteuid() != 0:
+        pytest.skip("needs two users: the owner (root here) and the reader (uid 65534)")
+    folder = place / "shared"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    db = folder / "l.db"
+    sid = one_session(db)
+    db.chmod(0o644)
+    (folder / "l.db.head").chmod(0o644)
+    (place / "anchor.key").chmod(0o644)
+    before = snapshot(folder)
+    got = unprivileged(lambda: [list(run(db, *args)) for args in (["sessions"], ["verify"])])
+    assert [code for code, _ in got] == [0, 0], got  # type: ignore[attr-defined]
+    assert sid[:8] in got[0][1]  # type: ignore[index]
+    assert snapshot(folder) == before
+    with Ledger.open(str(db)) as ledger:  # the owner writes on
+        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+
+
+def test_the_readers_own_ledger_in_a_folder_it_cannot_write_reads(place: Path) -> None:
+    """mode=ro on a file this user may write needs a -shm in the folder: refused there,
+    it was "attempt to write a readonly database" for every read command."""
+    folder = place / "root-owned"
+    folder.mkdir()
+    db = folder / "l.db"
+    sid = one_session(db)
+    for path in folder.iterdir():
+        path.chmod(0o755 if path.is_dir() else 0o644)
+        if os.geteuid() == 0:
+            give_to_nobody(path)
+    (place / "anchor.key").chmod(0o644)
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+    before = snapshot(folder)
+    got = unprivileged(
+        lambda: [list(run(db, *args)) for args in (["sessions"], ["verify"], ["show", sid])]
+    )
+    assert [code for code, _ in got] == [0, 0, 0], got  # type: ignore[attr-defined]
+    assert "hello" in got[2][1]  # type: ignore[index]
+    assert snapshot(folder) == before

@@ -8,6 +8,7 @@ The reads after the main ledger's own: ``diff --b-db``'s second ledger, ``migrat
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 from pathlib import Path
@@ -135,3 +136,21 @@ def test_a_rewrite_that_kept_size_and_mtime_is_a_change(
             store.verify()
     finally:
         store.close()
+
+
+def test_strict_verify_fails_when_the_anchor_could_not_be_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's archived (read-only) ledger whose anchor key was deleted: ok with a
+    warning, which --strict makes exit 1 for a script."""
+    db = tmp_path / "l.db"
+    one_session(db)
+    (tmp_path / "anchor.key").unlink()
+    nothing_writable(monkeypatch)
+    code, out = run(db, "verify")
+    assert code == 0 and out.splitlines()[-1].startswith("warning: anchor not checked"), out
+    code, out = run(db, "verify", "--json")
+    assert code == 0 and json.loads(out)["warning"].startswith("anchor not checked"), out
+    code, out = run(db, "verify", "--strict")
+    assert code == 1 and out.startswith("ok: "), out
+    assert json.loads(run(db, "verify", "--strict", "--json")[1])["ok"] is True

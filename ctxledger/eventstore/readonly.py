@@ -11,7 +11,7 @@ file, switches to WAL and applies migrations, and SQLite in WAL mode makes the
   ledger it is);
 - a ``-wal`` and a ``-shm`` this user can read (a writer has the ledger open, or left
   them): ``mode=ro`` too, which makes nothing then (both exist) and reads the ``-wal``'s
-  events; a ``-shm`` it may not write is read into private memory (SQLite 3.22+);
+  events; SQLite 3.22+ reads a ``-shm`` it may not write without writing it;
 - otherwise (another user's file, a folder or medium this user cannot write, a ``-shm``
   it cannot read): SQLite's ``immutable=1`` URI, which reads the main file and writes
   nothing anywhere. ``mode=ro`` there would make ``-wal``/``-shm`` files owned by the

@@ -330,3 +330,17 @@ def content_text(message: Mapping[str, Any]) -> str:
             p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
         )
     return ""
+
+
+def kind_of(value: Any) -> str:
+    """What JSON `value` is, for a message naming a field of the wrong type (never the
+    data itself): "null", "an object", "an integer", ..."""
+    if value is None:
+        return "null"
+    if value == "":
+        return "an empty string"
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+_KINDS |= {int: "an integer", float: "a number"}

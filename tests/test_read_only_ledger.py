@@ -460,3 +460,97 @@ def test_a_leftover_rollback_journal_beside_an_immutable_ledger_is_refused(
     nothing_writable(monkeypatch)
     with pytest.raises(StoreError, match=r"rollback journal .*l\.db-journal"):
         SQLiteEventStore(str(db), read_only=True)
+
+
+def test_reading_another_users_ledger_in_a_shared_folder_leaves_nothing_beside_it(
+    place: Path,
+) -> None:
+    """A sticky world-writable folder (/tmp): mode=ro made a -wal and -shm owned by the
+    reader there, so the owner's next write failed and the owner could not delete them."""
+    if os.geteuid() != 0:
+        pytest.skip("needs two users: the owner (root here) and the reader (uid 65534)")
+    folder = place / "shared"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    db = folder / "l.db"
+    sid = one_session(db)
+    db.chmod(0o644)
+    (folder / "l.db.head").chmod(0o644)
+    (place / "anchor.key").chmod(0o644)
+    before = snapshot(folder)
+    got = unprivileged(lambda: [list(run(db, *args)) for args in (["sessions"], ["verify"])])
+    assert [code for code, _ in got] == [0, 0], got  # type: ignore[attr-defined]
+    assert sid[:8] in got[0][1]  # type: ignore[index]
+    assert snapshot(folder) == before
+    with Ledger.open(str(db)) as ledger:  # the owner writes on
+        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+
+
+def test_the_readers_own_ledger_in_a_folder_it_cannot_write_reads(place: Path) -> None:
+    """mode=ro on a file this user may write needs a -shm in the folder: refused there,
+    it was "attempt to write a readonly database" for every read command."""
+    folder = place / "root-owned"
+    folder.mkdir()
+    db = folder / "l.db"
+    sid = one_session(db)
+    for path in folder.iterdir():
+        path.chmod(0o755 if path.is_dir() else 0o644)
+        if os.geteuid() == 0:
+            give_to_nobody(path)
+    (place / "anchor.key").chmod(0o644)
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+    before = snapshot(folder)
+    got = unprivileged(
+        lambda: [list(run(db, *args)) for args in (["sessions"], ["verify"], ["show", sid])]
+    )
+    assert [code for code, _ in got] == [0, 0, 0], got  # type: ignore[attr-defined]
+    assert "hello" in got[2][1]  # type: ignore[index]
+    assert snapshot(folder) == before
+
+
+HOLDER = """
+import sys
+from ctxledger.ledger.facade import Ledger
+with Ledger.open(sys.argv[1]) as ledger:
+    sid = ledger.start_session(model="m", context_length=8_192)
+    ledger.append_messages(sid, [{"role": "user", "content": "unmerged"}])
+    print(sid, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_another_users_live_writer_is_read_through_its_shm_in_a_folder_we_cannot_write(
+    place: Path,
+) -> None:
+    """A -wal and a -shm this user can read but not write: mode=ro reads the writer's
+    unmerged events (immutable would not see them) and makes nothing."""
+    folder = place / "live"
+    folder.mkdir()
+    db = folder / "l.db"
+    root = str(Path(ctxledger.__file__).resolve().parent.parent)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    try:
+        assert holder.stdout is not None
+        sid = holder.stdout.readline().strip()
+        for path in folder.iterdir():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        folder.chmod(0o555)
+        assert (folder / "l.db-shm").exists() and (folder / "l.db-wal").stat().st_size > 0
+        before = snapshot(folder)
+
+        def read() -> list[str]:
+            with Ledger.open(str(db), read_only=True) as reader:
+                return [m["content"] for m in reader.api_messages(sid)]
+
+        assert unprivileged(read) == ["unmerged"]
+        assert snapshot(folder) == before
+    finally:
+        folder.chmod(0o755)
+        holder.communicate("", timeout=60)

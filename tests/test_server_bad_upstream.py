@@ -109,7 +109,7 @@ async def test_a_malformed_chat_reply_is_a_502_and_records_no_reply(
         ),
         (
             b'{"output": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": 5}]}',
-            "'output': item 0: function_call arguments must be a string, got a number",
+            "'output': item 0: function_call arguments must be a string, got an integer",
         ),
         (
             b'{"output": [{"type": "function_call", "call_id": 7, "name": "f", "arguments": ""}]}',

@@ -6,7 +6,6 @@ input (unknown id, malformed ``SESSION@SEQ``, empty query) with nothing appended
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,12 +38,12 @@ from ctxledger.cli.app import (
     handle_errors,
     json_option,
     quiet_option,
+    reading_ledger,
     state_of,
     summarizer_option,
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore import is_url, opens_read_only
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
@@ -250,9 +249,7 @@ def diff_cmd(
             raise InvalidInput(
                 "--b-db needs B: the session or compaction to compare in that ledger"
             )
-        if not is_url(b_db) and not os.path.isfile(b_db):
-            raise InvalidInput(f"--b-db {b_db}: no such ledger file")
-        with Ledger.open(b_db, read_only=opens_read_only(b_db)) as other:
+        with reading_ledger(b_db, "--b-db") as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
         report = diff(ledger, a, b)

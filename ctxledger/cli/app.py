@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,14 +19,15 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
-from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound, StoreError
+from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
+from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     default_db_path,
     is_url,
-    opens_read_only,
+    open_for_reading,
+    open_store,
     require_ledger_file,
 )
-from ctxledger.eventstore.readonly import only_writing_failed
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
@@ -52,6 +54,8 @@ class State:
         #: no progress spinners (--quiet)
         self.quiet = quiet
         self._ledger: Ledger | None = None
+        #: the command failed and said why (handle_errors): close adds no second line
+        self.failed = False
         self._settings: ResolvedConfig | None = None
 
     @property
@@ -97,26 +101,47 @@ class State:
         if self._ledger is None:
             if existing or reads:
                 require_ledger_file(self.db)
-            read_only = reads and opens_read_only(self.db)
-            try:
-                self._ledger = Ledger.open(self.db, config=self.config(), read_only=read_only)
-            except StoreError as exc:  # (a full disk, a medium that turned read-only)
-                if not reads or read_only or is_url(self.db) or not only_writing_failed(exc):
-                    raise
-                self._ledger = Ledger.open(self.db, config=self.config(), read_only=True)
+            if reads:
+                self._ledger = open_for_reading(self.db, self._open)
+            else:
+                self._ledger = self._open(False)
         return self._ledger
+
+    def _open(self, read_only: bool) -> Ledger:
+        return Ledger.open(self.db, config=self.config(), read_only=read_only)
 
     def close(self) -> None:
         """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
-        says so and exits 1: what it printed may be torn."""
+        says so and exits 1: what it printed may be torn. A command that already failed
+        (its one error line printed, its exit code set) keeps that line and code."""
         if self._ledger is not None:
             try:
                 self._ledger.store.check_unchanged()
             except CtxLedgerError as exc:
-                click.echo(f"error: {_one_line(exc)}", err=True)
-                sys.exit(1)
+                if not self.failed:
+                    click.echo(f"error: {_one_line(exc)}", err=True)
+                    sys.exit(1)
             finally:
                 self._ledger.close()
+
+
+@contextlib.contextmanager
+def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
+    """A second ledger a command only reads (`option`: ``diff --b-db``), which must
+    exist; checked for a change (a lock-free read-only open) before it is closed."""
+    if not is_url(target) and not os.path.isfile(target):
+        raise InvalidInput(f"{option} {target}: no such ledger file")
+    with open_for_reading(target, lambda ro: Ledger.open(target, read_only=ro)) as ledger:
+        yield ledger
+        ledger.store.check_unchanged()
+
+
+@contextlib.contextmanager
+def reading_store(target: str) -> Iterator[EventStore]:
+    """The store of a ledger a command only reads (``migrate --from``), likewise."""
+    with open_for_reading(target, lambda ro: open_store(target, read_only=ro)) as store:
+        yield store
+        store.check_unchanged()
 
 
 class LedgerTargetType(click.ParamType[str, Any]):
@@ -317,12 +342,13 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InvalidInput, NotFound) as exc:
-            click.echo(f"error: {_one_line(exc)}", err=True)
-            sys.exit(2)
         except CtxLedgerError as exc:
+            ctx = click.get_current_context(silent=True)
+            state = ctx.find_object(State) if ctx is not None else None
+            if state is not None:
+                state.failed = True
             click.echo(f"error: {_one_line(exc)}", err=True)
-            sys.exit(1)
+            sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
 
     return wrapper  # type: ignore[return-value]
 

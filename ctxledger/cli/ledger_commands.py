@@ -315,10 +315,15 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
     metavar="HASH|SEQ:HASH",
     help="Fail unless the head hash is HASH (or the event at SEQ has HASH), as printed by an earlier verify.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 on a warning too (the anchor not checked: no key readable by this user).",
+)
 @json_option
 @click.pass_context
 @handle_errors
-def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
+def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: bool) -> None:
     """Walk the log (without folding it), its blobs and its sealed head anchor; exit 1 on the first bad event.
 
     Prints the head (last seq and hash): keep it elsewhere and pass it back with
@@ -339,7 +344,7 @@ def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
         event = f" (event {report.first_bad_event_id})" if report.first_bad_event_id else ""
         where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the log"
         console.print(styled(("FAILED", "red"), f" at {where}{event}: {report.problem}"))
-    if not report.ok:
+    if not report.ok or (strict and report.warning):
         sys.exit(1)
 
 

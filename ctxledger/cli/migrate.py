@@ -15,12 +15,13 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_option,
+    reading_store,
     state_of,
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
-from ctxledger.eventstore.opening import opens_read_only, require_ledger_file, target_text
+from ctxledger.eventstore.opening import require_ledger_file, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
 
@@ -53,7 +54,7 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)
     with (
-        open_store(source, read_only=opens_read_only(source)) as src,
+        reading_store(source) as src,
         open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
     ):
         report = copy_ledger(src, dst, batch_events=batch_events)

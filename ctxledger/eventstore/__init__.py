@@ -3,7 +3,7 @@
 
 from ctxledger.events import Recorded
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
-from ctxledger.eventstore.opening import is_url, open_store, opens_read_only
+from ctxledger.eventstore.opening import is_url, open_for_reading, open_store, opens_read_only
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     ChainFormat,
@@ -35,6 +35,7 @@ __all__ = [
     "chain_tip",
     "is_url",
     "link_hash",
+    "open_for_reading",
     "open_store",
     "opens_read_only",
     "row_digest",

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ctxledger.errors import InvalidConfig, InvalidInput
+from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
-from ctxledger.eventstore.readonly import is_writable
+from ctxledger.eventstore.readonly import is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
@@ -25,6 +26,7 @@ __all__ = [
     "default_db_path",
     "env_db",
     "is_url",
+    "open_for_reading",
     "open_store",
     "opens_read_only",
     "require_ledger_file",
@@ -35,6 +37,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: what a ``Path`` makes of a URL: ``Path("postgresql://h/db")`` is ``postgresql:/h/db``
 _COLLAPSED = re.compile(r"^(postgres|postgresql):/(?!/)")
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+T = TypeVar("T")
 
 
 def is_url(target: str | os.PathLike[str]) -> bool:
@@ -117,6 +120,20 @@ def opens_read_only(target: str | os.PathLike[str]) -> bool:
     if is_url(text) or not _is_file(text):
         return False
     return os.path.getsize(text) == 0 or not is_writable(text)
+
+
+def open_for_reading(target: str, open_: Callable[[bool], T]) -> T:
+    """``open_(read_only)`` for a command that only reads the ledger `target`:
+    read-only where :func:`opens_read_only` says so, and read-only again when an open
+    for writing failed for writing only (a full disk, a medium that turned read-only).
+    The caller checks ``check_unchanged()`` after its reads (see :mod:`.readonly`)."""
+    read_only = opens_read_only(target)
+    try:
+        return open_(read_only)
+    except StoreError as exc:
+        if read_only or is_url(target) or not only_writing_failed(exc):
+            raise
+        return open_(True)
 
 
 def open_store(

@@ -5,16 +5,23 @@ A normal open writes: it creates the file, makes it private, opens the side lock
 file, switches to WAL and applies migrations, and SQLite in WAL mode makes the
 ``-wal`` and ``-shm`` files beside the ledger. A read-only open does none of that:
 
-- a file or folder this process could write (SQLite's ``mode=ro`` works there: it
-  joins or makes the ``-shm``, and its locks keep a writer from tearing the read), or
-  a ``-shm`` present (a writer has it open, or left it): ``mode=ro``; SQLite reads a
-  ``-shm`` it may not write from private memory;
-- otherwise (a medium, file and folder nobody of this user can write): SQLite's
-  ``immutable=1`` URI, which reads the main file and writes nothing anywhere. It takes
-  no locks, so what it saw of the file is kept (:class:`Unchanged`) and checked after
-  a read that could be torn: a change is "run the command again", not damage. A
-  non-empty ``-wal`` (or ``-journal``) left without a ``-shm`` holds what the main
-  file lacks, which ``immutable`` would not see: refused, naming the file;
+- the reader's own file in a folder it may write and search: SQLite's ``mode=ro``,
+  whose locks keep a writer from tearing the read. It joins the ``-wal``/``-shm`` there
+  or makes them (an empty ``-wal`` and a ``-shm`` may be left, owned by this user, whose
+  ledger it is);
+- a ``-wal`` and a ``-shm`` this user can read (a writer has the ledger open, or left
+  them): ``mode=ro`` too, which makes nothing then (both exist) and reads the ``-wal``'s
+  events; SQLite 3.22+ reads a ``-shm`` it may not write without writing it;
+- otherwise (another user's file, a folder or medium this user cannot write, a ``-shm``
+  it cannot read): SQLite's ``immutable=1`` URI, which reads the main file and writes
+  nothing anywhere. ``mode=ro`` there would make ``-wal``/``-shm`` files owned by the
+  reader beside another user's ledger (their next write then fails, and a sticky
+  folder keeps them from deleting those), or fail when the folder refuses them.
+  ``immutable`` takes no locks, so what it saw of the file is kept (:class:`Unchanged`)
+  and checked after a read that could be torn: a change is "run the command again",
+  not damage. A non-empty ``-wal`` (or ``-journal``) with no ``-shm`` this user can
+  read holds what the main file lacks, which ``immutable`` would not see: refused,
+  naming the file;
 - a missing file: refused (nothing is created);
 - an empty file: an empty ledger, built in memory (the file is never written);
 - a ledger at an older schema cannot be migrated here: refused, saying so.
@@ -90,11 +97,21 @@ def _size(path: str) -> int:
     return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
-def _could_be_written(real: str) -> bool:
-    """Whether this process could write the file or make files in its folder: then
-    SQLite's ``mode=ro`` works (it joins or makes the ``-shm``) and takes the locks that
-    keep a writer from tearing the read; ``immutable=1`` is kept for what cannot."""
-    return _writable(real) or _writable(os.path.dirname(real), os.W_OK | os.X_OK)
+def _readable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.R_OK)
+
+
+def _locking_read_makes_nothing_foreign(real: str) -> bool:
+    """Whether SQLite's ``mode=ro`` may read `real` (see the module docstring): the
+    reader's own file in a folder it may write and search (what it makes there is its
+    own), or a ``-wal`` and ``-shm`` there it can read (it makes nothing then)."""
+    try:
+        own = os.stat(real).st_uid == os.geteuid()
+    except OSError:
+        own = False
+    if own and _writable(os.path.dirname(real), os.W_OK | os.X_OK):
+        return True
+    return _readable(real + "-shm") and _readable(real + "-wal")
 
 
 #: what a read-only open says when the file moved under an ``immutable=1`` read
@@ -116,7 +133,7 @@ class Unchanged:
         except OSError:
             return ()
         sides = tuple(os.path.lexists(self.real + s) for s in ("-wal", "-shm", "-journal"))
-        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *sides)
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, *sides)
 
     def changed(self) -> bool:
         return self._stamp() != self.seen
@@ -142,15 +159,15 @@ def read_only_target(path: str) -> str | None:
     if _size(real) == 0 and not os.path.lexists(real + "-wal"):
         return None
     uri = "file:" + urllib.parse.quote(os.fsencode(real))
-    if os.path.lexists(real + "-shm") or _could_be_written(real):
+    if _locking_read_makes_nothing_foreign(real):
         return uri + "?mode=ro"
     for side, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
         if _size(real + side) > 0:
             raise StoreError(
                 f"the ledger {path} has a {what} ({real}{side}) not yet merged into it "
-                f"and no {real}-shm: it cannot be read without writing; open it once where "
-                "it can be written (`ctxledger upgrade`), or copy the ledger and its "
-                f"{side} to such a folder"
+                f"and no {real}-shm this user can read: it cannot be read without "
+                "writing; open it once where it can be written (`ctxledger upgrade`), or "
+                f"copy the ledger and its {side} to such a folder"
             )
     return uri + "?immutable=1"
 

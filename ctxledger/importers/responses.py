@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxledger.errors import InvalidInput
+from ctxledger.messages import kind_of
 
 JSON = dict[str, Any]
 
@@ -173,10 +174,6 @@ class _AssistantTurn:
         return msg
 
 
-_KINDS = {type(None): "null", dict: "an object", list: "a list", bool: "a boolean"}
-_KINDS |= {int: "a number", float: "a number"}
-
-
 def _check_item(item: Any, index: int) -> Mapping[str, Any]:
     if not isinstance(item, Mapping):
         raise InvalidInput(f"item {index} must be an object, got {type(item).__name__}")
@@ -191,7 +188,7 @@ def _check_item(item: Any, index: int) -> Mapping[str, Any]:
             raise InvalidInput(f"item {index}: function_call without a string name")
         arguments = item.get("arguments", "") if kind == "function_call" else ""
         if not isinstance(arguments, str):  # (JSON text; an object was forwarded unrecorded)
-            got = _KINDS.get(type(arguments), type(arguments).__name__)
+            got = kind_of(arguments)
             raise InvalidInput(f"item {index}: function_call arguments must be a string, got {got}")
     elif not isinstance(kind, str):
         raise InvalidInput(f"item {index} has no 'type' and is not a role message")

@@ -38,8 +38,8 @@ from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     is_url,
+    open_for_reading,
     open_store,
-    opens_read_only,
     require_ledger_file,
     target_text,
 )
@@ -365,8 +365,12 @@ def verify_file(
     if expect_head:
         parse_expected(expect_head)  # bad input is refused before the walk
     require_ledger_file(path)
-    read_only = not server and opens_read_only(path)
-    store = open_store(path) if server else SQLiteEventStore(path, read_only=read_only)
+    store: EventStore
+    if server:
+        store, read_only = open_store(path), False
+    else:  # (read-only again when a writable open failed for writing only: a full disk)
+        lite = open_for_reading(path, lambda ro: SQLiteEventStore(path, read_only=ro))
+        store, read_only = lite, lite.read_only
     try:
         report = store.verify()
         if report.ok and not server:
@@ -378,6 +382,7 @@ def verify_file(
                 report = _failed(report, *found)
         if report.ok and expect_head:
             report = _check_expected(store, report, expect_head)
+        store.check_unchanged()  # (a lock-free read: the anchor and head were read after)
         if server:
             return report
         sealing = seal and not read_only  # (it writes beside the file)

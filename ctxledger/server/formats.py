@@ -20,13 +20,13 @@ from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
 from ctxledger.limits import MAX_CONTEXT_LENGTH
+from ctxledger.messages import kind_of
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.upstream_reply import (
     BadUpstreamReply,
     check_openai_message,
     decode_event,
     index_of,
-    kind_of,
     need_object,
     optional_list,
     optional_object,

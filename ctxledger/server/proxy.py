@@ -428,7 +428,7 @@ class TurnStream(Response):
             await send(start)
             try:
                 last = await self._relay(send, acc, parser)
-            except httpx.HTTPError as exc:  # cut, or a content-encoding that does not decode
+            except httpx.HTTPError as exc:  # cut mid-stream (or it could not be read)
                 log.warning(
                     "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
                 )

@@ -9,7 +9,8 @@ data itself), so the message is plain text the client can act on.
 
 It also owns how an answer is passed on: the upstream's headers as the bytes it sent
 (a UTF-8 value has no Latin-1 text form), and a body the upstream failed to finish (a
-connection cut mid-body, a content-encoding that does not decode) as a 502.
+connection cut mid-body) as a 502; an answer in a content-encoding not asked for, or past
+:data:`MAX_REPLY_BYTES`, as a 502 ``bad_upstream_reply``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 import msgspec
 from starlette.responses import JSONResponse, Response
 
+from ctxledger.messages import kind_of
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.shownurl import scrubbed
 
@@ -47,21 +49,6 @@ DROPPED_RESPONSE_HEADERS = frozenset(
 
 class BadUpstreamReply(Exception):
     """The upstream's 2xx answer is not the format the request asked for."""
-
-
-def kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if value == "":
-        return "an empty string"
-    return {
-        dict: "an object",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-    }.get(type(value), type(value).__name__)
 
 
 def decode_reply(data: bytes) -> Mapping[str, Any]:
@@ -198,14 +185,17 @@ def forwarded(content: bytes, resp: httpx.Response) -> Response:
 
 def upstream_failed(served_by: str, upstream: str, exc: httpx.HTTPError) -> Response:
     """A 502 for an upstream that could not be reached, or that failed while sending its
-    answer (a connection cut mid-body, a body its content-encoding does not decode)."""
+    answer (a connection cut mid-body)."""
     message = scrubbed(f"upstream {upstream} failed: {message_of(exc)}", upstream)
     body = provider_error_body(served_by, 502, "upstream_unreachable", message)
     return JSONResponse(body, status_code=502)
 
 
-#: the most an upstream answer may hold, streamed or whole (its bytes, and what a face
-#: gathers of them to record, are kept in memory): as much as a client may send
+#: the most an upstream answer may hold, streamed or whole: as much as a client may
+#: send. Its bytes are counted; what a face gathers of a stream to record it (text and
+#: tool arguments, as decoded ``str``) is bounded by them but is not bytes: one
+#: character outside the BMP makes CPython keep every character of a str in 4 bytes,
+#: and the pieces are joined at the end: about 4-5x this in memory at a stream's peak
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 #: what the upstream is asked for: uncompressed answers (httpx decodes a compressed
 #: chunk at once, so 64 KiB of gzip became 64 MiB before any cap could look at it)
@@ -262,7 +252,6 @@ __all__ = [
     "error_event",
     "forwarded",
     "index_of",
-    "kind_of",
     "need_object",
     "optional_list",
     "optional_object",

@@ -247,6 +247,17 @@ def test_a_success_line_keeps_no_bare_exception_name() -> None:
         ("5 tests passed in 0.2s\n", ["5 tests passed in 0.2s"]),
         ("PASSED in 3 runs\n", ["PASSED in 3 runs"]),
         ("All checks passed\n", ["All checks passed"]),
+        # second review 5: ``this`` only after ``into``, ``path`` only after ``the``
+        *[
+            (text, [text])
+            for text in (
+                "Everything passed in this environment.",
+                "The lint check passed in path mode",
+                "The build passed in\tthis branch, but failed on main.",
+            )
+        ],
+        ("Only the fields passed into  this\n", []),
+        ("Check the\tpassed in path\n", []),
         # a call's results assigned to names is code (corpus: 1)
         ("write_buff, success = self.fix_string()\n", []),
     ],
@@ -419,7 +430,7 @@ def test_a_tuple_line_that_goes_on_is_code() -> None:
         # how a fix stands is no choice (corpus: 16)
         ("Good, the fix is applied.", []),
         ("Now let me test some edge cases to make sure the fix is robust:", []),
-        ("The fix is working correctly.", []),
+        ("The fix is working.", []),
         ("Now that the issue is resolved, we can clean up.", []),
         ("So the fix is to catch it.", ["So the fix is to catch it."]),
         ("The fix is in the parser.", ["The fix is in the parser."]),
@@ -427,8 +438,19 @@ def test_a_tuple_line_that_goes_on_is_code() -> None:
             "The fix is working, so I will use X instead of Y.",
             ["The fix is working, so I will use X instead of Y."],
         ),
-        ("The fix is applied now and tested.", []),
         ("To ensure that the fix is correct and that it holds, run it.", []),
+        ("The fix is in \t place.", []),
+        # second review 1: only ``and that`` after the state; a ``:`` opens the choice
+        *[
+            (text, [text])
+            for text in (
+                "The fix is complete and adds a lock around the cache in worker.py.",
+                "The fix is in place and replaces the regex with str.split.",
+                "The fix is good: it pins numpy<2.",
+                "The fix is applied now and tested.",
+                "The fix is working correctly for python 3.8 by pinning it.",
+            )
+        ],
         # review 5: only the fix's or the issue's state, a state that ends its clause
         (
             "The issue is being caused by the __init__ override.",

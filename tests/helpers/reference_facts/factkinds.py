@@ -621,7 +621,8 @@ def _passed_in_prose(line: str, end: int) -> bool:
     """Session 32 (review): ``passed in``/``passed into`` of an argument (``the one
     passed in.``, ``passed in as the only``, ``the passed in path``, ``passed into
     this``), read word by word after the ``passed`` ending at `end`; not a place
-    (``passed in the docker container``) nor a time (``passed in 0.2s``)."""
+    (``passed in the docker container``, ``passed in this environment``, ``passed in
+    path mode``) nor a time (``passed in 0.2s``)."""
     rest = line[end:]
     after = rest.lstrip(" \t")
     if after == rest:
@@ -641,7 +642,16 @@ def _passed_in_prose(line: str, end: int) -> bool:
         if not (char.isalnum() or char == "_"):
             break
         following += char
-    return following.lower() in ("as", "this", "path")
+    following = following.lower()
+    if following == "path":  # (second review: only ``the passed in path``)
+        before = line[: end - len("passed")]
+        the = before[-4:-1].lower() == "the" and before[-1:] in (" ", "\t")
+        return word.lower() == "in" and the and not _word_char(before[-5:-4])
+    return following == "as" or (following == "this" and word.lower() == "into")
+
+
+def _word_char(char: str) -> bool:
+    return bool(char) and (char.isalnum() or char == "_")
 
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
@@ -702,8 +712,8 @@ def _word_at(text: str, at: int) -> tuple[str, int]:
 
 def _no_state(text: str, hit: re.Match[str]) -> bool:
     """Whether a decision hit is a choice: ``the fix is``/``the issue is`` followed by a
-    state word that ends the clause (punctuation, a line's end, the text's end) or reads
-    ``now``, ``correctly`` or ``and`` after it is none (``the fix is applied.``)."""
+    state word that ends the clause (punctuation but ``:``, a line's end, the text's end)
+    or reads ``and that`` after it is none (``the fix is applied.``)."""
     if hit.group(0).lower() not in ("the fix is", "the issue is"):
         return True
     if hit.end() >= len(text) or text[hit.end()] not in " \t":
@@ -711,13 +721,21 @@ def _no_state(text: str, hit: re.Match[str]) -> bool:
     word, end = _word_at(text, hit.end())
     if word == "in":
         word, end = _word_at(text, end)
-        word = "in place" if word == "place" and text[end - 6 : end - 5] == " " else ""
+        word = "in place" if word == "place" else ""  # (blanks between: second review)
     if word not in _STATES and word != "in place":
         return True
     rest = text[end:].lstrip(" \t")
-    if rest == "" or rest[0] in ".,;:!?)\n":
+    if rest == "" or rest[0] in ".,;!?)\n":
         return False
-    return _word_at(rest, 0)[0] not in ("now", "correctly", "and")
+    if rest[0] == ":":  # (second review: a ``:`` but the line's last opens what it does)
+        return rest[1:].lstrip(" \t")[:1] not in ("", "\n")
+    word, end = _word_at(rest, 0)
+    return (
+        word != "and"
+        or end == len(rest)
+        or rest[end] not in " \t"
+        or _word_at(rest, end)[0] != "that"
+    )
 
 
 _CONSTRAINT = re.compile(

@@ -11,7 +11,7 @@ from helpers.reference_facts import facts as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factgrep, factkinds, factmatch, factpathrules
+from ctxledger.compressor import factgrep, factkinds, factmatch, factnoise, factpathrules
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 
@@ -202,6 +202,54 @@ def test_a_success_line_names_no_error(text: str, facts: list[tuple[str, str]]) 
 )
 def test_a_success_word_elsewhere_hides_no_error(text: str) -> None:
     assert [value for kind, value in _kinds(text) if kind == "error"] == [text.strip()]
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        # second review 2: something else came after what was expected (as on main)
+        ("ValueError raised as expected, got TypeError: no\n", ["ValueError", "TypeError"]),
+        ("ValueError raised as expected, TypeError: no\n", ["ValueError", "TypeError"]),
+        ("KeyError as expected but ValueError was too\n", ["KeyError", "ValueError"]),
+        (
+            "Expected ValueError: got TypeError: wrong type\n",
+            ["Expected ValueError: got TypeError: wrong type"],
+        ),
+        # the same exception named again, or after a word ``Expected x:``, still stands
+        ("Got AstroidIndexError as expected: AstroidIndexError\n", []),
+        ("Expected error: KeyError: 'user_id'\n", []),
+        ("Expected KeyError: KeyError('x')\n", []),
+        # a skip whose reason opens with a word (``Errors``) is a skip, as the reference reads it
+        ("tests/t.py::test_a SKIPPED (Errors in setup, see ValueError above)\n", []),
+    ],
+)
+def test_what_came_instead_of_the_expected_is_an_error(text: str, errors: list[str]) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "error"] == errors
+
+
+def test_a_line_naming_many_exceptions_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    reports = factnoise.reports_success
+    monkeypatch.setattr(
+        factnoise, "reports_success", lambda line: calls.append(line) or reports(line)
+    )
+    text = ("not " + "EError as expected " * 20 + "\n") * 30
+    assert extract_facts([{"role": "tool", "content": text}])
+    assert len(calls) == 30  # (the line's answer is kept for each further name)
+
+
+def test_a_denial_is_looked_for_once_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    searches: list[int] = []
+    denied = factnoise._DENIED
+
+    class Counting:
+        def search(self, line: str) -> re.Match[str] | None:
+            searches.append(len(line))
+            return denied.search(line)
+
+    monkeypatch.setattr(factnoise, "_DENIED", Counting())
+    assert not factnoise.reports_success("x " + "EError as expected " * 20 + "but not")
+    assert len(searches) == 1
 
 
 @pytest.mark.parametrize(

@@ -326,6 +326,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             found.append((match.start(1), _cap(rest)))
     lines = [value for _, value in found]
     successes: bool | None = None  # (looked for at the first name: most texts name none)
+    success_lines: dict[int, bool] = {}  # (by line start: many names on a line)
     for match in _EXCEPTION_ANCHOR.finditer(text):
         start = match.start()
         while start > 0 and text[start - 1].isalnum():
@@ -339,7 +340,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             continue
         if successes is None:
             successes = may_report_success(text)
-        if not (successes and on_success_line(text, start)):
+        if not (successes and on_success_line(text, start, success_lines)):
             found.append((start, name))
     return found
 

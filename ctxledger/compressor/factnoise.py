@@ -46,25 +46,32 @@ CODE_LINE = re.compile(
 #: a line reporting a success: a check mark first, ``SUCCESS``/``PASS``/``PASSED`` before
 #: ``:``, ``!`` or the line's end (``✓ SUCCESS: Got expected NotSupportedError``,
 #: ``SUCCESS: No TypeError raised``; not ``PASS 3/4 - test_x raised ValueError``), ``OK``
-#: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), ``Expected`` with
-#: its ``:`` (``Expected error: KeyError``), or a pytest node line that passed
-#: (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason is an exception,
-#: ``SKIPPED (ImportError: …)``, still reports it)
+#: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), or a pytest node
+#: line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason
+#: is an exception's name, ``SKIPPED (ImportError: …)``, still reports it; ``SKIPPED
+#: (Errors in setup …)`` opens with a word)
 _SUCCESS_LINE = re.compile(
-    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\()"
-    r"|Expected(?:[ \t]+\w+)?:)"
+    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\())"
     r"|[ \t]*[\w/.\-]+::[^\n]*[ \t]"
-    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)))\b"
+    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)\b))\b"
 )
+#: ``Expected`` with its ``:`` (``Expected error: KeyError``), the word between read
+#: as the expected exception when it names one
+_EXPECTED_LABEL = re.compile(r"[ \t]*Expected(?:[ \t]+(\w+))?:")
 #: an exception named right before ``as expected`` (``Got KeyError as expected``,
 #: ``ValueError raised as expected``, ```KeyError` as expected``, ``KeyError (as expected)``), read in :data:`_EXPECTED_REACH` characters
 _EXPECTED_NAME = re.compile(
-    r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
+    r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception))[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
     r"[ \t]+\(?$"
 )
 _EXPECTED_REACH = 120
+_AS_EXPECTED = "as expected"
 #: a word denying what follows: ``did not raise KeyError as expected``, ``than``
 _DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
+#: after what was expected, a word saying something else came (``…, got TypeError``)
+_OTHERWISE = re.compile(r"(?i)\b(?:got|but)\b")
+#: an exception's name after what was expected
+_NAMED = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)\b")
 
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -116,20 +123,36 @@ def may_report_success(text: str) -> bool:
 
 def reports_success(line: str) -> bool:
     """Whether `line` reports a success: an exception it names was expected, avoided or
-    tested for, and did not happen (no error fact)."""
+    tested for, and did not happen (no error fact). What was expected is no success
+    when ``got``, ``but`` or another exception's name follows it (``ValueError raised
+    as expected, got TypeError: no``, ``Expected ValueError: got TypeError``)."""
     if _SUCCESS_LINE.match(line) is not None:
         return True
-    at = line.find("as expected")
-    while at != -1:
-        if (
-            not line[at + 11 : at + 12].isalnum()
-            and line[at + 11 : at + 12] != "_"
-            and _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
-            and not _DENIED.search(line, 0, at)
-        ):
-            return True
-        at = line.find("as expected", at + 1)
+    label = _EXPECTED_LABEL.match(line)
+    if label is not None:
+        named = label.group(1)
+        return _undisputed(line, label.end(), named if _NAMED.fullmatch(named or "") else None)
+    at = line.find(_AS_EXPECTED)
+    if at == -1:
+        return False
+    denied = _DENIED.search(line)  # (once: the first denial is before every later hit)
+    while at != -1 and (denied is None or at <= denied.start()):
+        after = line[at + len(_AS_EXPECTED) : at + len(_AS_EXPECTED) + 1]
+        if not after.isalnum() and after != "_":
+            name = _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
+            if name is not None and _undisputed(line, at + len(_AS_EXPECTED), name.group(1)):
+                return True
+        at = line.find(_AS_EXPECTED, at + 1)
     return False
+
+
+def _undisputed(line: str, end: int, named: str | None) -> bool:
+    """Whether nothing after what was expected (ending at `end`) says something else
+    came: no ``got`` or ``but``, and no exception other than `named` (any, when None:
+    ``Expected error: KeyError`` names what it expected after the ``:``)."""
+    if _OTHERWISE.search(line, end) is not None:
+        return False
+    return named is None or all(other.group(0) == named for other in _NAMED.finditer(line, end))
 
 
 def numbered(line: str) -> bool:
@@ -236,18 +259,22 @@ _NOT_RAISED = ("Traceback", "During", "The above")
 _LINE_LOOK_BACK = 400
 
 
-def on_success_line(text: str, at: int) -> bool:
+def on_success_line(text: str, at: int, known: dict[int, bool]) -> bool:
     """Whether the name at `at` stands on a line reporting a success (:func:`reports_success`),
     its start and end looked for at most :data:`_LINE_LOOK_BACK` characters away (a
-    longer line tells nothing: each name reads a bounded stretch)."""
+    longer line tells nothing: each name reads a bounded stretch). `known` keeps each
+    line's answer by its start: a line naming many exceptions is read once."""
     low = max(0, at - _LINE_LOOK_BACK)
     start = text.rfind("\n", low, at) + 1
     if start == 0 and low > 0:
         return False  # (a line too long to tell)
+    if start in known:
+        return known[start]  # (the same whole line: its end was found before)
     end = text.find("\n", at, at + _LINE_LOOK_BACK)
     if end == -1 and len(text) - at > _LINE_LOOK_BACK:
         return False
-    return reports_success(text[start : end if end != -1 else len(text)])
+    known[start] = reports_success(text[start : end if end != -1 else len(text)])
+    return known[start]
 
 
 def labelled(line: str) -> bool:

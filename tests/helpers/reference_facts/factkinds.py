@@ -468,8 +468,11 @@ def _success(line: str) -> bool:
             if not (char.isalnum() or char == "_"):
                 break
             named += char
-        if rest[:1] == ":" or (named and after[len(named) : len(named) + 1] == ":"):
-            return True
+        if rest[:1] == ":":
+            return _undisputed(rest[1:], None)
+        if named and after[len(named) : len(named) + 1] == ":":
+            expected = named if named.endswith(("Error", "Exception")) else None
+            return _undisputed(after[len(named) + 1 :], expected)
     if _expected_exception(line.split("\n", 1)[0]):
         return True
     head, colons, rest = body.partition("::")
@@ -504,22 +507,41 @@ def _expected_exception(line: str) -> bool:
     at = line.find("as expected")
     while at != -1:
         after = line[at + 11 : at + 12]
-        if not (after.isalnum() or after == "_") and _named_before(line[:at]):
+        named = _named_before(line[:at])
+        if not (after.isalnum() or after == "_") and named:
             lowered = line[:at].lower()
             words = "".join(c if (c.isalnum() or c in "_'") else " " for c in lowered).split()
-            if not any(w in ("not", "never", "than") or w.endswith("n't") for w in words):
+            denied = any(w in ("not", "never", "than") or w.endswith("n't") for w in words)
+            if not denied and _undisputed(line[at + 11 :], named):
                 return True
         at = line.find("as expected", at + 1)
     return False
 
 
-def _named_before(before: str) -> bool:
-    """Whether `before` ends with blanks after an exception's name, maybe then
-    ``raised`` or ``was raised`` (the name at most 120 characters back)."""
+def _undisputed(after: str, named: str | None) -> bool:
+    """Second review: what was expected stands when no word ``got`` or ``but`` and no
+    exception but `named` (any, when None) comes `after` it."""
+    words = "".join(c if (c.isalnum() or c == "_") else " " for c in after).split()
+    if any(word.lower() in ("got", "but") for word in words):
+        return False
+    runs = "".join(c if (c.isalnum() or c in "_.") else " " for c in after).split()
+    for run in runs if named is not None else ():
+        if not (run[0].isascii() and (run[0].isalpha() or run[0] == "_")):
+            continue
+        ends = [cut for cut in range(len(run), 0, -1) if cut == len(run) or run[cut] == "."]
+        names = [run[:cut] for cut in ends if run[:cut].endswith(("Error", "Exception"))]
+        if names and names[0] != named:
+            return False
+    return True
+
+
+def _named_before(before: str) -> str:
+    """The exception's name `before` ends with, blanks after it, maybe then ``raised``
+    or ``was raised`` (the name at most 120 characters back); "" with none."""
     words = before[-120:]
     words = words[:-1] if words.endswith("(") else words  # ``KeyError (as expected)``
     if words.rstrip(" \t") == words:
-        return False  # (no blank before ``as expected``)
+        return ""  # (no blank before ``as expected``)
     words = words.rstrip(" \t")
     for tail in (" raised",):
         if words.endswith(tail):
@@ -534,8 +556,8 @@ def _named_before(before: str) -> bool:
             break
         token = char + token
     if not token or not (token[0].isascii() and (token[0].isalpha() or token[0] == "_")):
-        return False
-    return token.endswith(("Error", "Exception"))
+        return ""
+    return token if token.endswith(("Error", "Exception")) else ""
 
 
 _FILE_STEMS = ("Make", "Docker", "Gem", "Proc", "Rake", "Vagrant", "Jenkins")

@@ -368,6 +368,17 @@ _FRAMES = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module
             + "astroid.exceptions.AstroidIndexError: <exception str() failed>\n",
             ["astroid.exceptions.AstroidIndexError: <exception str() failed>"],
         ),
+        # second review 3: a file, a warning's location or a logger's name is no exception
+        (_FRAMES + "logging.conf: loaded\nKeyboardInterrupt\n", ["KeyboardInterrupt"]),
+        (_FRAMES + "app.main: starting worker\nKeyboardInterrupt\n", ["KeyboardInterrupt"]),
+        (
+            _FRAMES + "x.py:12: UserWarning: deprecated\nRuntimeError: stop\n",
+            ["RuntimeError: stop"],
+        ),
+        (
+            _FRAMES + "requests.exceptions.ReadTimeout: slow\n",
+            ["requests.exceptions.ReadTimeout: slow"],
+        ),
         # a chained traceback: each its own error (the first is read before ``During``)
         (
             _FRAMES + "socket.gaierror: [Errno -2] Name or service not known\n\nDuring handling of"

@@ -205,8 +205,13 @@ def _line_starts_with(text: str, position: int, heads: tuple[str, ...]) -> bool:
 
 #: a traceback's last line: an exception's name, dotted or not, then ``:`` or the
 #: line's end (``ValueError: bad``, ``django.http.Http404``, ``struct.error: unpack``,
-#: ``socket.gaierror: [Errno -2] …``); a name without a dot is a class's (capitalised)
-_RAISED = re.compile(r"(?:(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*|[A-Z]\w*)(?::|$)")
+#: ``socket.gaierror: [Errno -2] …``): its last part is a class's (capitalised), or a
+#: lower-case error's or timeout's of a module (``re.error``, ``socket.timeout``); no
+#: file (``logging.conf: loaded``, ``x.py:12: UserWarning``: no extension ends so) nor a
+#: logger's name (``app.main: starting worker``)
+_RAISED = re.compile(
+    r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[a-z_]*(?:error|timeout))(?::|$)"
+)
 #: where a traceback's own lines end: a chained traceback's header
 _CHAINED = ("\nDuring handling", "\nThe above exception")
 #: a traceback's last frame, after which its exception line comes

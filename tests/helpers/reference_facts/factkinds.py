@@ -228,8 +228,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 def _names_exception(line: str) -> bool:
     """Session 32: whether `line` starts with an exception's name, then ``:`` or the
-    line's end: dotted (any case: ``struct.error``, ``socket.gaierror``), or one
-    capitalised name."""
+    line's end: its last part capitalised, or dotted with a lower-case last part that
+    ends in error or timeout (``struct.error``, ``socket.gaierror``)."""
     head = line.split(":", 1)[0]
     parts = head.split(".")
     if not all(
@@ -238,7 +238,12 @@ def _names_exception(line: str) -> bool:
         return False
     if not all(c.isalnum() or c == "_" for part in parts for c in part):
         return False
-    return len(parts) > 1 or (parts[0][0].isupper() and parts[0][0].isascii())
+    last = parts[-1]
+    if last[0].isupper() and last[0].isascii():
+        return True  # (a class: ``ValueError``, ``django.http.Http404``)
+    # (second review: a module's lower-case error or timeout, no file nor logger)
+    lower = all(c == "_" or ("a" <= c <= "z") for c in last)
+    return len(parts) > 1 and lower and last.endswith(("error", "timeout"))
 
 
 def _traceback_error(lines: list[str]) -> str | None:

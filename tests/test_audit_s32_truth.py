@@ -475,6 +475,16 @@ def test_prose_in_parentheses_keeps_its_outcome(text: str, outcomes: list[str]) 
     assert [value for kind, value in _kinds(text) if kind == "outcome"] == outcomes
 
 
+def test_wrapped_prose_in_parentheses_is_no_tuple() -> None:
+    # second review 6: three lower-case words after the first comma, then a wrapped line
+    text = "(e.g., the build failed with exit code 2,\nand then retried)\n"
+    assert ("outcome", "(e.g., the build failed with exit code 2,") in _kinds(text)
+    text = "(i.e., tests failed with ValueError: bad input,\nso we retried)\n"
+    assert ("error", "(i.e., tests failed with ValueError: bad input,") in _kinds(text)
+    # a tuple of names after its comma stays code
+    assert ("error", "SQLParseError") in _kinds('x\n    ("noqa?", SQLParseError, b),\n')
+
+
 def test_a_tuple_line_that_goes_on_is_code() -> None:
     # the tuple shapes of the corpus still read as code (their names stay bare errors)
     assert ("error", "SQLParseError") in _kinds('x\n    ("noqa?", SQLParseError),\n')

@@ -32,13 +32,15 @@ __all__ = [
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
 #: call's continuation (``("noqa?", SQLParseError),``: a line that goes on, ending in
-#: ``,``, ``{``, ``(`` or ``[``, not prose's ``(e.g., the build failed …)``;
+#: ``,``, ``{``, ``(`` or ``[``, not prose's ``(e.g., the build failed …)``: three
+#: lower-case words in a row after its first comma are prose, wrapped or not;
 #: ``) -> List[SQLLexError]:``), an
 #: f-string, an annotated parameter (``violations: List[SQLBaseError]``, ``v: SQLLintError``)
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
     r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\(|"
-    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),[ \t][^\n]*[,{(\[][ \t]*$|f[\"']|"
+    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),(?!(?:[ \t]+[a-z]+){3}\b)[ \t][^\n]*[,{(\[][ \t]*$|"
+    r"f[\"']|"
     r"(?![a-z_]*(?:err|exc|fail|fatal|warn))[a-z_]\w*:[ \t]*"
     r"(?:[A-Z]\w*\[|[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$))"
 )

@@ -397,6 +397,20 @@ def _tuple_assigned(line: str) -> bool:
     return bool(callee) and call[len(callee) : len(callee) + 1] == "("
 
 
+def _three_words(text: str) -> bool:
+    """Second review: whether `text` opens with three lower-case words (a-z), each after
+    blanks, the last one whole (wrapped prose: ``, the build failed with …,``)."""
+    for _ in range(3):
+        words = text.lstrip(" \t")
+        if words == text:
+            return False
+        word = words[: len(words) - len(words.lstrip("abcdefghijklmnopqrstuvwxyz"))]
+        if not word:
+            return False
+        text = words[len(word) :]
+    return not (text[:1].isalnum() or text[:1] == "_")
+
+
 def _source_shape(body: str) -> bool:
     """Session 32: an f-string, a return annotation's ``) ->``, a tuple's first element
     (a quoted string or a dotted name, then ``, ``), or a parameter annotated with a
@@ -421,7 +435,7 @@ def _source_shape(body: str) -> bool:
         rest = inner[len(head) :]
         goes_on = body.removesuffix("\n").rstrip(" \t")[-1:] in (",", "{", "(", "[")
         if head and rest[:1] == "," and rest[1:2] in (" ", "\t") and goes_on:
-            return True  # (review 7: ``(e.g., the build failed …)`` is prose)
+            return not _three_words(rest[1:])  # (review 7: ``(e.g., the build failed …)``)
     label, colon, annotation = body.partition(":")
     if not colon or not label or not (label[0].islower() or label[0] == "_"):
         return False

@@ -475,6 +475,24 @@ def test_prose_in_parentheses_keeps_its_outcome(text: str, outcomes: list[str]) 
     assert [value for kind, value in _kinds(text) if kind == "outcome"] == outcomes
 
 
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # second review 9: dashes then a backslash end the path (it is found where read)
+        ("src/x.py--\\\\.\\COM1\n", ["src/x.py"]),
+        ("pkg/__init__.py-\\nsetup.py\n", ["pkg/__init__.py", "nsetup.py"]),
+        ("see app.py-\\x here\n", []),  # (the extraction reads ``-\\`` as more name)
+        # dashes then more of a name make one name (no known file alone)
+        ("Makefile--OK\n", []),
+        ("Makefile-old\n", []),
+        ("Makefile- OK\n", ["Makefile"]),
+        ("app.py-old and app.py.-/x\n", []),
+    ],
+)
+def test_a_path_before_dashes_is_found_where_it_was_read(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
 def test_wrapped_prose_in_parentheses_is_no_tuple() -> None:
     # second review 6: three lower-case words after the first comma, then a wrapped line
     text = "(e.g., the build failed with exit code 2,\nand then retried)\n"

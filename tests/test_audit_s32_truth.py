@@ -396,6 +396,26 @@ def test_a_traceback_ends_with_its_exception(text: str, errors: list[str]) -> No
     assert [value for kind, value in _kinds(text) if kind == "error"] == errors
 
 
+_GROUP = (
+    "  + Exception Group Traceback (most recent call last):\n"
+    '  |   File "x.py", line 3, in <module>\n'
+    '  |     raise ExceptionGroup("eg", [ValueError(1), TypeError(2)])\n'
+    "  | ExceptionGroup: eg (2 sub-exceptions)\n"
+    "  +-+---------------- 1 ----------------\n"
+    "    | ValueError: 1\n"
+    "    +---------------- 2 ----------------\n"
+    "    | TypeError: 2\n"
+    "    +------------------------------------\n"
+)
+
+
+def test_an_exception_groups_traceback_is_read_without_its_border() -> None:
+    # second review 10: the group's exception and each sub-exception are errors
+    errors = _facts("log\n" + _GROUP, "error")
+    for error in ("ExceptionGroup: eg (2 sub-exceptions)", "ValueError: 1", "TypeError: 2"):
+        assert error in errors
+
+
 def test_a_traceback_reads_its_own_lines_only(monkeypatch: pytest.MonkeyPatch) -> None:
     # review 9: each traceback's exception is looked for up to the next traceback only
     # (1 MB of headers and one line each read 20,000 characters per header: 7x main's

@@ -215,7 +215,8 @@ def _command_of(strings: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- error lines
 
 _EXCEPTION_LINE = re.compile(
-    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"^[ \t]*(?:\|[ \t]+)?"  # (an exception group's border: ``    | ValueError: 1``)
+    r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )

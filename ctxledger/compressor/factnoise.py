@@ -223,6 +223,13 @@ _FRAME = '\n  File "'
 _MARGIN_LINES = 64
 
 
+#: where an exception group's traceback starts: its border (``  + Exception Group
+#: Traceback``, ``    | Traceback`` of a sub-exception)
+_BORDER_START = re.compile(r"[ \t]*[|+]")
+#: the border of an exception group's line (``  | ``, ``+-+------ 1 ------``, ``    +---``)
+_BORDER = re.compile(r"^[ \t]*[|+][-+]*[ ]?", re.MULTILINE)
+
+
 def raised_line(text: str, start: int, end: int) -> str | None:
     """The line the traceback whose header ends at `start` ends with, read before `end`
     (the next traceback's header) and before a chained traceback's ``During handling``:
@@ -231,7 +238,11 @@ def raised_line(text: str, start: int, end: int) -> str | None:
     A script's output printed into the traceback (``Test 1: valid`` before a frame,
     ``Result: 42`` after the exception; stdout and stderr interleaved) is passed over.
     With none, the first line at the margin after the last frame, or else after the
-    header. Each traceback reads its own lines only (linear in the text)."""
+    header. Each traceback reads its own lines only (linear in the text). An exception
+    group's traceback (``  + Exception Group Traceback``) is read without its border."""
+    if _BORDER_START.match(text, text.rfind("\n", 0, start) + 1) is not None:
+        own = _BORDER.sub("", text[start:end])
+        return raised_line(own, 0, len(own))
     for head in _CHAINED:
         at = text.find(head, start, end)
         end = end if at == -1 else at

@@ -212,7 +212,8 @@ _EXIT_CODES = (
     re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
 )
 _EXCEPTION_LINE = re.compile(
-    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"^[ \t]*(?:\|[ \t]+)?"  # (an exception group's border: ``    | ValueError: 1``)
+    r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
@@ -273,6 +274,16 @@ def _traceback_error(lines: list[str]) -> str | None:
     return chosen[0] if chosen else None
 
 
+def _unbordered(line: str) -> str:
+    """`line` without an exception group's border: blanks, ``|`` or ``+``, then dashes
+    and pluses, then one blank."""
+    body = line.lstrip(" \t")
+    if body[:1] not in ("|", "+"):
+        return line
+    body = body[1:].lstrip("-+")
+    return body[1:] if body[:1] == " " else body
+
+
 def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for pattern in _EXIT_CODES:
@@ -286,7 +297,11 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         following = text.find(_TRACEBACK, pos)
         own = text[pos : pos + 20000] if following == -1 else text[pos:following][:20000]
         # session 32: a script's output interleaved is no error
-        error = _traceback_error(own.split("\n"))
+        lines = own.split("\n")
+        header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")
+        if header[:1] in ("|", "+"):  # (second review: an exception group's border)
+            lines = [_unbordered(line) for line in lines]
+        error = _traceback_error(lines)
         if error is not None:
             found.append((start, _cap(error)))
         start = following

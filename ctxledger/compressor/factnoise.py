@@ -230,6 +230,19 @@ _BORDER_START = re.compile(r"[ \t]*[|+]")
 _BORDER = re.compile(r"^[ \t]*[|+][-+]*[ ]?", re.MULTILINE)
 
 
+#: how far before a traceback header's end its line's start is looked for: the header
+#: and at most 32 characters before it (``  + Exception Group ``)
+_BORDER_REACH = len("Traceback (most recent call last):") + 32
+
+
+def _bordered(text: str, start: int) -> bool:
+    """Whether the traceback header ending at `start` stands after an exception group's
+    border, read in :data:`_BORDER_REACH` characters (a header per line of a long line
+    reads a bounded stretch each)."""
+    line = text.rfind("\n", max(0, start - _BORDER_REACH - 1), start) + 1
+    return start - line <= _BORDER_REACH and _BORDER_START.match(text, line) is not None
+
+
 def raised_line(text: str, start: int, end: int) -> str | None:
     """The line the traceback whose header ends at `start` ends with, read before `end`
     (the next traceback's header) and before a chained traceback's ``During handling``:
@@ -240,7 +253,7 @@ def raised_line(text: str, start: int, end: int) -> str | None:
     With none, the first line at the margin after the last frame, or else after the
     header. Each traceback reads its own lines only (linear in the text). An exception
     group's traceback (``  + Exception Group Traceback``) is read without its border."""
-    if _BORDER_START.match(text, text.rfind("\n", 0, start) + 1) is not None:
+    if _bordered(text, start):
         own = _BORDER.sub("", text[start:end])
         return raised_line(own, 0, len(own))
     for head in _CHAINED:

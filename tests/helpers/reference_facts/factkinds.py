@@ -299,7 +299,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         # session 32: a script's output interleaved is no error
         lines = own.split("\n")
         header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")
-        if header[:1] in ("|", "+"):  # (second review: an exception group's border)
+        bordered = start - (text.rfind("\n", 0, start) + 1) <= 32  # (at most 32 before)
+        if bordered and header[:1] in ("|", "+"):  # (second review: a group's border)
             lines = [_unbordered(line) for line in lines]
         error = _traceback_error(lines)
         if error is not None:

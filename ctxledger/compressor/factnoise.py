@@ -16,7 +16,6 @@ from ctxledger.compressor.factpathrules import KNOWN_FILES
 
 __all__ = [
     "CODE_LINE",
-    "SUCCESS_LITERALS",
     "diff_side",
     "in_file_listing",
     "is_label",
@@ -103,7 +102,7 @@ def listed_or_documented(line: str) -> bool:
 
 
 #: one of them is in every line :func:`reports_success` accepts
-SUCCESS_LITERALS = (
+_SUCCESS_LITERALS = (
     "✓",
     "✔",
     "✅",
@@ -118,9 +117,9 @@ SUCCESS_LITERALS = (
 
 
 def may_report_success(text: str) -> bool:
-    """Whether `text` holds a word of :data:`SUCCESS_LITERALS` (one plain scan each: a
+    """Whether `text` holds a word of :data:`_SUCCESS_LITERALS` (one plain scan each: a
     text without any has no line :func:`reports_success` accepts)."""
-    return any(literal in text for literal in SUCCESS_LITERALS)
+    return any(literal in text for literal in _SUCCESS_LITERALS)
 
 
 def reports_success(line: str) -> bool:

@@ -541,13 +541,13 @@ def _exception_reason(reason: str) -> bool:
 def _expected_exception(line: str) -> bool:
     at = line.find("as expected")
     while at != -1:
-        after = line[at + 11 : at + 12]
+        after = line[at + len("as expected") : at + len("as expected") + 1]
         named = _named_before(line[:at])
         if not (after.isalnum() or after == "_") and named:
             lowered = line[:at].lower()
             words = "".join(c if (c.isalnum() or c in "_'") else " " for c in lowered).split()
             denied = any(w in ("not", "never", "than") or w.endswith("n't") for w in words)
-            if not denied and _undisputed(line[at + 11 :], named):
+            if not denied and _undisputed(line[at + len("as expected") :], named):
                 return True
         at = line.find("as expected", at + 1)
     return False

@@ -538,6 +538,8 @@ def test_a_tuple_line_that_goes_on_is_code() -> None:
         ("Good, the fix is applied.", []),
         ("Now let me test some edge cases to make sure the fix is robust:", []),
         ("The fix is working.", []),
+        ("The fix is working correctly.", []),
+        ("The fix is working correctly:\n", []),
         ("Now that the issue is resolved, we can clean up.", []),
         ("So the fix is to catch it.", ["So the fix is to catch it."]),
         ("The fix is in the parser.", ["The fix is in the parser."]),

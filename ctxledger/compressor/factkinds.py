@@ -468,15 +468,15 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
 #: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
 #: fix is working.``, ``now that the issue is resolved,``): the state word ends the
-#: clause or reads ``and that`` after it (``to ensure that the fix is correct and that
-#: …``); a ``:`` ends it only at the line's end (``make sure the fix is robust:``),
+#: clause, alone or with ``correctly`` (``the fix is working correctly.``), or reads
+#: ``and that`` after it (``to ensure that the fix is correct and that …``); a ``:`` ends it only at the line's end (``make sure the fix is robust:``),
 #: elsewhere it opens what the fix does (``the fix is good: it pins numpy<2``), and
 #: ``the issue is being caused by …``, ``the fix is complete and adds a lock …`` stay
 #: choices
 _STATE = (
     r"[ \t]+(?:applied|correct|robust|working|complete|done|in[ \t]+place|good|fine|"
     r"successful|effective|verified|tested|resolved|fixed|implemented|ready)"
-    r"(?=[ \t]*(?:[.,;!?)\n]|:?[ \t]*(?:\n|$))|[ \t]+and[ \t]+that\b)"
+    r"(?=(?:[ \t]+correctly)?[ \t]*(?:[.,;!?)\n]|:?[ \t]*(?:\n|$))|[ \t]+and[ \t]+that\b)"
 )
 _DECISION = re.compile(
     r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"

@@ -51,6 +51,10 @@ def _no_state(text: str, hit: re.Match[str]) -> bool:
     if word not in _STATES and word != "in place":
         return True
     rest = text[end:].lstrip(" \t")
+    if rest != text[end:] and _word_at(rest, 0)[0] == "correctly":
+        rest = rest[len("correctly") :].lstrip(" \t")  # (its clause must end after it)
+        if rest[:1].isalnum() or rest[:1] == "_":
+            return True
     if rest == "" or rest[0] in ".,;!?)\n":
         return False
     if rest[0] == ":":  # (second review: a ``:`` but the line's last opens what it does)

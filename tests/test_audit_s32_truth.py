@@ -11,7 +11,7 @@ from helpers.reference_facts import facts as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factgrep, factkinds, factmatch, factpathrules
+from ctxledger.compressor import factgrep, factkinds, factmatch, factnoise, factpathrules
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 
@@ -205,6 +205,54 @@ def test_a_success_word_elsewhere_hides_no_error(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        # second review 2: something else came after what was expected (as on main)
+        ("ValueError raised as expected, got TypeError: no\n", ["ValueError", "TypeError"]),
+        ("ValueError raised as expected, TypeError: no\n", ["ValueError", "TypeError"]),
+        ("KeyError as expected but ValueError was too\n", ["KeyError", "ValueError"]),
+        (
+            "Expected ValueError: got TypeError: wrong type\n",
+            ["Expected ValueError: got TypeError: wrong type"],
+        ),
+        # the same exception named again, or after a word ``Expected x:``, still stands
+        ("Got AstroidIndexError as expected: AstroidIndexError\n", []),
+        ("Expected error: KeyError: 'user_id'\n", []),
+        ("Expected KeyError: KeyError('x')\n", []),
+        # a skip whose reason opens with a word (``Errors``) is a skip, as the reference reads it
+        ("tests/t.py::test_a SKIPPED (Errors in setup, see ValueError above)\n", []),
+    ],
+)
+def test_what_came_instead_of_the_expected_is_an_error(text: str, errors: list[str]) -> None:
+    assert [value for kind, value in _kinds(text) if kind == "error"] == errors
+
+
+def test_a_line_naming_many_exceptions_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    reports = factnoise.reports_success
+    monkeypatch.setattr(
+        factnoise, "reports_success", lambda line: calls.append(line) or reports(line)
+    )
+    text = ("not " + "EError as expected " * 20 + "\n") * 30
+    assert extract_facts([{"role": "tool", "content": text}])
+    assert len(calls) == 30  # (the line's answer is kept for each further name)
+
+
+def test_a_denial_is_looked_for_once_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    searches: list[int] = []
+    denied = factnoise._DENIED
+
+    class Counting:
+        def search(self, line: str) -> re.Match[str] | None:
+            searches.append(len(line))
+            return denied.search(line)
+
+    monkeypatch.setattr(factnoise, "_DENIED", Counting())
+    assert not factnoise.reports_success("x " + "EError as expected " * 20 + "but not")
+    assert len(searches) == 1
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "OK (skipped=1)\n",
@@ -247,6 +295,17 @@ def test_a_success_line_keeps_no_bare_exception_name() -> None:
         ("5 tests passed in 0.2s\n", ["5 tests passed in 0.2s"]),
         ("PASSED in 3 runs\n", ["PASSED in 3 runs"]),
         ("All checks passed\n", ["All checks passed"]),
+        # second review 5: ``this`` only after ``into``, ``path`` only after ``the``
+        *[
+            (text, [text])
+            for text in (
+                "Everything passed in this environment.",
+                "The lint check passed in path mode",
+                "The build passed in\tthis branch, but failed on main.",
+            )
+        ],
+        ("Only the fields passed into  this\n", []),
+        ("Check the\tpassed in path\n", []),
         # a call's results assigned to names is code (corpus: 1)
         ("write_buff, success = self.fix_string()\n", []),
     ],
@@ -309,6 +368,17 @@ _FRAMES = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module
             + "astroid.exceptions.AstroidIndexError: <exception str() failed>\n",
             ["astroid.exceptions.AstroidIndexError: <exception str() failed>"],
         ),
+        # second review 3: a file, a warning's location or a logger's name is no exception
+        (_FRAMES + "logging.conf: loaded\nKeyboardInterrupt\n", ["KeyboardInterrupt"]),
+        (_FRAMES + "app.main: starting worker\nKeyboardInterrupt\n", ["KeyboardInterrupt"]),
+        (
+            _FRAMES + "x.py:12: UserWarning: deprecated\nRuntimeError: stop\n",
+            ["RuntimeError: stop"],
+        ),
+        (
+            _FRAMES + "requests.exceptions.ReadTimeout: slow\n",
+            ["requests.exceptions.ReadTimeout: slow"],
+        ),
         # a chained traceback: each its own error (the first is read before ``During``)
         (
             _FRAMES + "socket.gaierror: [Errno -2] Name or service not known\n\nDuring handling of"
@@ -324,6 +394,26 @@ _FRAMES = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module
 )
 def test_a_traceback_ends_with_its_exception(text: str, errors: list[str]) -> None:
     assert [value for kind, value in _kinds(text) if kind == "error"] == errors
+
+
+_GROUP = (
+    "  + Exception Group Traceback (most recent call last):\n"
+    '  |   File "x.py", line 3, in <module>\n'
+    '  |     raise ExceptionGroup("eg", [ValueError(1), TypeError(2)])\n'
+    "  | ExceptionGroup: eg (2 sub-exceptions)\n"
+    "  +-+---------------- 1 ----------------\n"
+    "    | ValueError: 1\n"
+    "    +---------------- 2 ----------------\n"
+    "    | TypeError: 2\n"
+    "    +------------------------------------\n"
+)
+
+
+def test_an_exception_groups_traceback_is_read_without_its_border() -> None:
+    # second review 10: the group's exception and each sub-exception are errors
+    errors = _facts("log\n" + _GROUP, "error")
+    for error in ("ExceptionGroup: eg (2 sub-exceptions)", "ValueError: 1", "TypeError: 2"):
+        assert error in errors
 
 
 def test_a_traceback_reads_its_own_lines_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -405,6 +495,34 @@ def test_prose_in_parentheses_keeps_its_outcome(text: str, outcomes: list[str]) 
     assert [value for kind, value in _kinds(text) if kind == "outcome"] == outcomes
 
 
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # second review 9: dashes then a backslash end the path (it is found where read)
+        ("src/x.py--\\\\.\\COM1\n", ["src/x.py"]),
+        ("pkg/__init__.py-\\nsetup.py\n", ["pkg/__init__.py", "nsetup.py"]),
+        ("see app.py-\\x here\n", []),  # (the extraction reads ``-\\`` as more name)
+        # dashes then more of a name make one name (no known file alone)
+        ("Makefile--OK\n", []),
+        ("Makefile-old\n", []),
+        ("Makefile- OK\n", ["Makefile"]),
+        ("app.py-old and app.py.-/x\n", []),
+    ],
+)
+def test_a_path_before_dashes_is_found_where_it_was_read(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+def test_wrapped_prose_in_parentheses_is_no_tuple() -> None:
+    # second review 6: three lower-case words after the first comma, then a wrapped line
+    text = "(e.g., the build failed with exit code 2,\nand then retried)\n"
+    assert ("outcome", "(e.g., the build failed with exit code 2,") in _kinds(text)
+    text = "(i.e., tests failed with ValueError: bad input,\nso we retried)\n"
+    assert ("error", "(i.e., tests failed with ValueError: bad input,") in _kinds(text)
+    # a tuple of names after its comma stays code
+    assert ("error", "SQLParseError") in _kinds('x\n    ("noqa?", SQLParseError, b),\n')
+
+
 def test_a_tuple_line_that_goes_on_is_code() -> None:
     # the tuple shapes of the corpus still read as code (their names stay bare errors)
     assert ("error", "SQLParseError") in _kinds('x\n    ("noqa?", SQLParseError),\n')
@@ -419,7 +537,9 @@ def test_a_tuple_line_that_goes_on_is_code() -> None:
         # how a fix stands is no choice (corpus: 16)
         ("Good, the fix is applied.", []),
         ("Now let me test some edge cases to make sure the fix is robust:", []),
+        ("The fix is working.", []),
         ("The fix is working correctly.", []),
+        ("The fix is working correctly:\n", []),
         ("Now that the issue is resolved, we can clean up.", []),
         ("So the fix is to catch it.", ["So the fix is to catch it."]),
         ("The fix is in the parser.", ["The fix is in the parser."]),
@@ -427,8 +547,19 @@ def test_a_tuple_line_that_goes_on_is_code() -> None:
             "The fix is working, so I will use X instead of Y.",
             ["The fix is working, so I will use X instead of Y."],
         ),
-        ("The fix is applied now and tested.", []),
         ("To ensure that the fix is correct and that it holds, run it.", []),
+        ("The fix is in \t place.", []),
+        # second review 1: only ``and that`` after the state; a ``:`` opens the choice
+        *[
+            (text, [text])
+            for text in (
+                "The fix is complete and adds a lock around the cache in worker.py.",
+                "The fix is in place and replaces the regex with str.split.",
+                "The fix is good: it pins numpy<2.",
+                "The fix is applied now and tested.",
+                "The fix is working correctly for python 3.8 by pinning it.",
+            )
+        ],
         # review 5: only the fix's or the issue's state, a state that ends its clause
         (
             "The issue is being caused by the __init__ override.",
@@ -472,7 +603,9 @@ def test_a_suffix_that_is_no_extension_is_passed_at_once(monkeypatch: pytest.Mon
     assert factgrep.context_spans(".ab-" * 5000 + "\nx.py-1-y") == [(20005, 20008)]
     assert len(searched) == 1
     assert factgrep.context_spans("a.tar.gz-12-x\nb.py.bak-3-y\nc.log.1-4-z") != []
-    assert {"py", "gz", "bak", "jinja2", "1", "007"} <= factgrep._LAST_SUFFIXES
+    last = factgrep._LAST_SUFFIX
+    assert all(last.fullmatch(suffix) for suffix in ("py", "gz", "bak", "jinja2", "1", "007"))
+    assert not any(last.fullmatch(suffix) for suffix in ("ab", "pyx2", "1000", "Py"))
 
 
 class _CountedChars(frozenset[str]):

@@ -358,7 +358,12 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     stop = end
     while stop < len(haystack) and haystack[stop] in ".-":
         stop += 1
-    return stop < len(haystack) and (haystack[stop] in PATH_CHARS or haystack[stop] == "/")
+    if stop == len(haystack):
+        return False
+    # dashes alone before a separator end the name (``src/x.py--\\.\COM1``, read with
+    # ``/`` for each backslash): what the extraction strips (``rstrip(".-,:")``)
+    dashes = "." not in haystack[end:stop]
+    return haystack[stop] in PATH_CHARS or (haystack[stop] == "/" and not dashes)
 
 
 #: a line number between dashes after a path: grep's context line (``src/x.py-12-from``)
@@ -538,6 +543,7 @@ def _ahead(needle: str, path: bool) -> str:
                 ahead.append(lower)
     if path and needle[-1] != "/":
         ahead.append(
-            f"[{_PATH_CLASS_NO_DOT}]|(?!{_GREP_LINE_NUMBER.pattern})[.\\-]+[{_PATH_CLASS_NO_DOT}/]"
+            f"[{_PATH_CLASS_NO_DOT}]|(?!{_GREP_LINE_NUMBER.pattern})"
+            f"(?:-+[{_PATH_CLASS_NO_DOT}]|-*\\.[.\\-]*[{_PATH_CLASS_NO_DOT}/])"
         )
     return f"(?!{'|'.join(ahead)})" if ahead else ""

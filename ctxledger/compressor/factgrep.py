@@ -25,17 +25,10 @@ __all__ = ["context_spans", "grep_follows"]
 _SEPARATOR = re.compile(r"\.[A-Za-z0-9_]{1,12}([:\-])(?:([0-9]+)-(?![0-9]{2}-[0-9]))?")
 #: a known extension and its second suffixes ending a name (as written)
 _EXT_END = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
-#: a known extension or second suffix, the whole of a name's last suffix: looked up at
+#: a known extension or second suffix, the whole of a name's last suffix: matched at
 #: the separator's dot alone first (``.ab-`` repeated ran :data:`_EXT_END` over a window
-#: at every one: 12x the time per megabyte). ``jinja2?`` and ``\d{1,3}`` of the second
-#: suffixes are spelled out
-_LAST_SUFFIXES = frozenset(
-    [part for part in f"{EXTENSIONS}|{SECOND_SUFFIXES}".split("|") if part.isalnum()]
-    + ["jinja", "jinja2"]
-    + [str(n) for n in range(10)]
-    + [f"{n:02d}" for n in range(100)]
-    + [f"{n:03d}" for n in range(1000)]
-)
+#: at every one: 12x the time per megabyte)
+_LAST_SUFFIX = re.compile(rf"(?:{EXTENSIONS}|{SECOND_SUFFIXES})")
 #: how far before a separator its name's extension and second suffixes are looked for
 _SUFFIXES_MAX = 64
 #: what a line starts after: a newline, or the matcher's JOIN between texts (so a text's
@@ -56,7 +49,7 @@ def context_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     floor = 0
     for match in _SEPARATOR.finditer(text):
-        if text[match.start() + 1 : match.start(1)] not in _LAST_SUFFIXES:
+        if _LAST_SUFFIX.fullmatch(text, match.start() + 1, match.start(1)) is None:
             continue  # (no known extension: ``x.foo-``)
         ext = _EXT_END.search(text, max(floor, match.start(1) - _SUFFIXES_MAX), match.start(1))
         if ext is None:

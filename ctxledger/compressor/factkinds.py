@@ -215,7 +215,8 @@ def _command_of(strings: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- error lines
 
 _EXCEPTION_LINE = re.compile(
-    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"^[ \t]*(?:\|[ \t]+)?"  # (an exception group's border: ``    | ValueError: 1``)
+    r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
@@ -326,6 +327,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             found.append((match.start(1), _cap(rest)))
     lines = [value for _, value in found]
     successes: bool | None = None  # (looked for at the first name: most texts name none)
+    success_lines: dict[int, bool] = {}  # (by line start: many names on a line)
     for match in _EXCEPTION_ANCHOR.finditer(text):
         start = match.start()
         while start > 0 and text[start - 1].isalnum():
@@ -339,7 +341,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             continue
         if successes is None:
             successes = may_report_success(text)
-        if not (successes and on_success_line(text, start)):
+        if not (successes and on_success_line(text, start, success_lines)):
             found.append((start, name))
     return found
 
@@ -416,7 +418,8 @@ _UNITTEST = re.compile(
 )
 _RESULT_LINE = re.compile(
     r"(?i)\b(?:all (?:\d+ )?tests? (?:passed|pass|succeeded|ok)|tests? (?:passed|failed)|"
-    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into)(?=[ \t]*(?:[.,;:!?)\n]|$|(?:as|this|path)\b)))|"
+    r"success(?:fully)?|succeeded|passed(?![ \t]+(?:in|into)\b(?=[ \t]*(?:[.,;:!?)\n]|$|as\b))"
+    r"|[ \t]+into[ \t]+this\b|(?<=\bthe[ \t]passed)[ \t]+in[ \t]+path\b)|"
     r"failed|works (?:correctly|as expected|now)|"
     r"(?:is|was|now) fixed|result(?:s)?\s*[:=]|output\s*[:=]|expected\b[^\n]*\bgot\b)|"
     r"\)\s*(?:returned|returns|raised)\b|[✓✔✗✘❌✅]"
@@ -464,14 +467,16 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
 #: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
-#: fix is working.``, ``make sure the fix is robust:``, ``now that the issue is
-#: resolved,``): the state word ends the clause or reads ``now``, ``correctly`` or
-#: ``and`` after it (``to ensure that the fix is correct and that …``)
-#: (``the issue is being caused by …``, ``the fix is done by …`` stay choices)
+#: fix is working.``, ``now that the issue is resolved,``): the state word ends the
+#: clause, alone or with ``correctly`` (``the fix is working correctly.``), or reads
+#: ``and that`` after it (``to ensure that the fix is correct and that …``); a ``:`` ends it only at the line's end (``make sure the fix is robust:``),
+#: elsewhere it opens what the fix does (``the fix is good: it pins numpy<2``), and
+#: ``the issue is being caused by …``, ``the fix is complete and adds a lock …`` stay
+#: choices
 _STATE = (
-    r"[ \t]+(?:applied|correct|robust|working|complete|done|in place|good|fine|"
+    r"[ \t]+(?:applied|correct|robust|working|complete|done|in[ \t]+place|good|fine|"
     r"successful|effective|verified|tested|resolved|fixed|implemented|ready)"
-    r"(?=[ \t]*(?:[.,;:!?)\n]|$|(?:now|correctly|and)\b))"
+    r"(?=(?:[ \t]+correctly)?[ \t]*(?:[.,;!?)\n]|:?[ \t]*(?:\n|$))|[ \t]+and[ \t]+that\b)"
 )
 _DECISION = re.compile(
     r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"

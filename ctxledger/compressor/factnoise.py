@@ -16,7 +16,6 @@ from ctxledger.compressor.factpathrules import KNOWN_FILES
 
 __all__ = [
     "CODE_LINE",
-    "SUCCESS_LITERALS",
     "diff_side",
     "in_file_listing",
     "is_label",
@@ -32,13 +31,15 @@ __all__ = [
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
 #: call's continuation (``("noqa?", SQLParseError),``: a line that goes on, ending in
-#: ``,``, ``{``, ``(`` or ``[``, not prose's ``(e.g., the build failed …)``;
+#: ``,``, ``{``, ``(`` or ``[``, not prose's ``(e.g., the build failed …)``: three
+#: lower-case words in a row after its first comma are prose, wrapped or not;
 #: ``) -> List[SQLLexError]:``), an
 #: f-string, an annotated parameter (``violations: List[SQLBaseError]``, ``v: SQLLintError``)
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
     r"if\b|elif\b|return\b|with\b|try\b|\w+(?:[ \t]*,[ \t]*\w+)*\s*=\s*[\w.]+\(|"
-    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),[ \t][^\n]*[,{(\[][ \t]*$|f[\"']|"
+    r"\)[ \t]*->|\((?:\"[^\"\n]*\"|'[^'\n]*'|[\w.]+),(?!(?:[ \t]+[a-z]+){3}\b)[ \t][^\n]*[,{(\[][ \t]*$|"
+    r"f[\"']|"
     r"(?![a-z_]*(?:err|exc|fail|fatal|warn))[a-z_]\w*:[ \t]*"
     r"(?:[A-Z]\w*\[|[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$))"
 )
@@ -46,25 +47,32 @@ CODE_LINE = re.compile(
 #: a line reporting a success: a check mark first, ``SUCCESS``/``PASS``/``PASSED`` before
 #: ``:``, ``!`` or the line's end (``✓ SUCCESS: Got expected NotSupportedError``,
 #: ``SUCCESS: No TypeError raised``; not ``PASS 3/4 - test_x raised ValueError``), ``OK``
-#: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), ``Expected`` with
-#: its ``:`` (``Expected error: KeyError``), or a pytest node line that passed
-#: (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason is an exception,
-#: ``SKIPPED (ImportError: …)``, still reports it)
+#: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), or a pytest node
+#: line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason
+#: is an exception's name, ``SKIPPED (ImportError: …)``, still reports it; ``SKIPPED
+#: (Errors in setup …)`` opens with a word)
 _SUCCESS_LINE = re.compile(
-    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\()"
-    r"|Expected(?:[ \t]+\w+)?:)"
+    r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\())"
     r"|[ \t]*[\w/.\-]+::[^\n]*[ \t]"
-    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)))\b"
+    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)\b))\b"
 )
+#: ``Expected`` with its ``:`` (``Expected error: KeyError``), the word between read
+#: as the expected exception when it names one
+_EXPECTED_LABEL = re.compile(r"[ \t]*Expected(?:[ \t]+(\w+))?:")
 #: an exception named right before ``as expected`` (``Got KeyError as expected``,
 #: ``ValueError raised as expected``, ```KeyError` as expected``, ``KeyError (as expected)``), read in :data:`_EXPECTED_REACH` characters
 _EXPECTED_NAME = re.compile(
-    r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
+    r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception))[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
     r"[ \t]+\(?$"
 )
 _EXPECTED_REACH = 120
+_AS_EXPECTED = "as expected"
 #: a word denying what follows: ``did not raise KeyError as expected``, ``than``
 _DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
+#: after what was expected, a word saying something else came (``…, got TypeError``)
+_OTHERWISE = re.compile(r"(?i)\b(?:got|but)\b")
+#: an exception's name after what was expected
+_NAMED = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)\b")
 
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -94,7 +102,7 @@ def listed_or_documented(line: str) -> bool:
 
 
 #: one of them is in every line :func:`reports_success` accepts
-SUCCESS_LITERALS = (
+_SUCCESS_LITERALS = (
     "✓",
     "✔",
     "✅",
@@ -109,27 +117,43 @@ SUCCESS_LITERALS = (
 
 
 def may_report_success(text: str) -> bool:
-    """Whether `text` holds a word of :data:`SUCCESS_LITERALS` (one plain scan each: a
+    """Whether `text` holds a word of :data:`_SUCCESS_LITERALS` (one plain scan each: a
     text without any has no line :func:`reports_success` accepts)."""
-    return any(literal in text for literal in SUCCESS_LITERALS)
+    return any(literal in text for literal in _SUCCESS_LITERALS)
 
 
 def reports_success(line: str) -> bool:
     """Whether `line` reports a success: an exception it names was expected, avoided or
-    tested for, and did not happen (no error fact)."""
+    tested for, and did not happen (no error fact). What was expected is no success
+    when ``got``, ``but`` or another exception's name follows it (``ValueError raised
+    as expected, got TypeError: no``, ``Expected ValueError: got TypeError``)."""
     if _SUCCESS_LINE.match(line) is not None:
         return True
-    at = line.find("as expected")
-    while at != -1:
-        if (
-            not line[at + 11 : at + 12].isalnum()
-            and line[at + 11 : at + 12] != "_"
-            and _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
-            and not _DENIED.search(line, 0, at)
-        ):
-            return True
-        at = line.find("as expected", at + 1)
+    label = _EXPECTED_LABEL.match(line)
+    if label is not None:
+        named = label.group(1)
+        return _undisputed(line, label.end(), named if _NAMED.fullmatch(named or "") else None)
+    at = line.find(_AS_EXPECTED)
+    if at == -1:
+        return False
+    denied = _DENIED.search(line)  # (once: the first denial is before every later hit)
+    while at != -1 and (denied is None or at <= denied.start()):
+        after = line[at + len(_AS_EXPECTED) : at + len(_AS_EXPECTED) + 1]
+        if not after.isalnum() and after != "_":
+            name = _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
+            if name is not None and _undisputed(line, at + len(_AS_EXPECTED), name.group(1)):
+                return True
+        at = line.find(_AS_EXPECTED, at + 1)
     return False
+
+
+def _undisputed(line: str, end: int, named: str | None) -> bool:
+    """Whether nothing after what was expected (ending at `end`) says something else
+    came: no ``got`` or ``but``, and no exception other than `named` (any, when None:
+    ``Expected error: KeyError`` names what it expected after the ``:``)."""
+    if _OTHERWISE.search(line, end) is not None:
+        return False
+    return named is None or all(other.group(0) == named for other in _NAMED.finditer(line, end))
 
 
 def numbered(line: str) -> bool:
@@ -182,8 +206,13 @@ def _line_starts_with(text: str, position: int, heads: tuple[str, ...]) -> bool:
 
 #: a traceback's last line: an exception's name, dotted or not, then ``:`` or the
 #: line's end (``ValueError: bad``, ``django.http.Http404``, ``struct.error: unpack``,
-#: ``socket.gaierror: [Errno -2] …``); a name without a dot is a class's (capitalised)
-_RAISED = re.compile(r"(?:(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*|[A-Z]\w*)(?::|$)")
+#: ``socket.gaierror: [Errno -2] …``): its last part is a class's (capitalised), or a
+#: lower-case error's or timeout's of a module (``re.error``, ``socket.timeout``); no
+#: file (``logging.conf: loaded``, ``x.py:12: UserWarning``: no extension ends so) nor a
+#: logger's name (``app.main: starting worker``)
+_RAISED = re.compile(
+    r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[a-z_]*(?:error|timeout))(?::|$)"
+)
 #: where a traceback's own lines end: a chained traceback's header
 _CHAINED = ("\nDuring handling", "\nThe above exception")
 #: a traceback's last frame, after which its exception line comes
@@ -191,6 +220,26 @@ _FRAME = '\n  File "'
 #: how many lines at the margin after the last frame are read for the exception (a
 #: script's output may come between them: eight test banners and results in the corpus)
 _MARGIN_LINES = 64
+
+
+#: where an exception group's traceback starts: its border (``  + Exception Group
+#: Traceback``, ``    | Traceback`` of a sub-exception)
+_BORDER_START = re.compile(r"[ \t]*[|+]")
+#: the border of an exception group's line (``  | ``, ``+-+------ 1 ------``, ``    +---``)
+_BORDER = re.compile(r"^[ \t]*[|+][-+]*[ ]?", re.MULTILINE)
+
+
+#: how far before a traceback header's end its line's start is looked for: the header
+#: and at most 32 characters before it (``  + Exception Group ``)
+_BORDER_REACH = len("Traceback (most recent call last):") + 32
+
+
+def _bordered(text: str, start: int) -> bool:
+    """Whether the traceback header ending at `start` stands after an exception group's
+    border, read in :data:`_BORDER_REACH` characters (a header per line of a long line
+    reads a bounded stretch each)."""
+    line = text.rfind("\n", max(0, start - _BORDER_REACH - 1), start) + 1
+    return start - line <= _BORDER_REACH and _BORDER_START.match(text, line) is not None
 
 
 def raised_line(text: str, start: int, end: int) -> str | None:
@@ -201,7 +250,11 @@ def raised_line(text: str, start: int, end: int) -> str | None:
     A script's output printed into the traceback (``Test 1: valid`` before a frame,
     ``Result: 42`` after the exception; stdout and stderr interleaved) is passed over.
     With none, the first line at the margin after the last frame, or else after the
-    header. Each traceback reads its own lines only (linear in the text)."""
+    header. Each traceback reads its own lines only (linear in the text). An exception
+    group's traceback (``  + Exception Group Traceback``) is read without its border."""
+    if _bordered(text, start):
+        own = _BORDER.sub("", text[start:end])
+        return raised_line(own, 0, len(own))
     for head in _CHAINED:
         at = text.find(head, start, end)
         end = end if at == -1 else at
@@ -236,18 +289,22 @@ _NOT_RAISED = ("Traceback", "During", "The above")
 _LINE_LOOK_BACK = 400
 
 
-def on_success_line(text: str, at: int) -> bool:
+def on_success_line(text: str, at: int, known: dict[int, bool]) -> bool:
     """Whether the name at `at` stands on a line reporting a success (:func:`reports_success`),
     its start and end looked for at most :data:`_LINE_LOOK_BACK` characters away (a
-    longer line tells nothing: each name reads a bounded stretch)."""
+    longer line tells nothing: each name reads a bounded stretch). `known` keeps each
+    line's answer by its start: a line naming many exceptions is read once."""
     low = max(0, at - _LINE_LOOK_BACK)
     start = text.rfind("\n", low, at) + 1
     if start == 0 and low > 0:
         return False  # (a line too long to tell)
+    if start in known:
+        return known[start]  # (the same whole line: its end was found before)
     end = text.find("\n", at, at + _LINE_LOOK_BACK)
     if end == -1 and len(text) - at > _LINE_LOOK_BACK:
         return False
-    return reports_success(text[start : end if end != -1 else len(text)])
+    known[start] = reports_success(text[start : end if end != -1 else len(text)])
+    return known[start]
 
 
 def labelled(line: str) -> bool:

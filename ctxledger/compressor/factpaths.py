@@ -57,10 +57,11 @@ _EXT_ANCHOR = re.compile(
     rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*"
     rf"(?!{MORE_NAME}|[+~@(/]|-(?![.\-]*(?:\s|\Z))|{_MORE_AFTER_DOT})"
 )
-#: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence
+#: a known file name, with one lower-case suffix (``Dockerfile.dev``), ending a sentence;
+#: not before dashes and more of a name (``Makefile--OK`` is one name to the matcher)
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
-    r"(?:\.[a-z0-9]+)?(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + ")"
+    r"(?:\.[a-z0-9]+)?(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + r"|-[.\-]*[\w+~@])"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")

@@ -23,7 +23,7 @@ static asset paths (``/settings/img/admin.svg``), which are noise, not facts.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 # rules changed since c2756f6 (session 28: prose about errors; session 29: build tools'
@@ -37,14 +37,13 @@ from ctxledger.compressor.factkinds import (
 )
 from ctxledger.compressor.factnoise import listed_or_documented, numbered  # session 30
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
+from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
 
 __all__ = [
     "CATEGORIES",
     "LINE_MAX_CHARS",
     "SENTENCE_KINDS",
     "boilerplate_url",
-    "constraint_sentences",
-    "decision_sentences",
     "edit_lines",
     "error_lines",
     "exit_code",
@@ -212,7 +211,8 @@ _EXIT_CODES = (
     re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
 )
 _EXCEPTION_LINE = re.compile(
-    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"^[ \t]*(?:\|[ \t]+)?"  # (an exception group's border: ``    | ValueError: 1``)
+    r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
@@ -228,8 +228,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 def _names_exception(line: str) -> bool:
     """Session 32: whether `line` starts with an exception's name, then ``:`` or the
-    line's end: dotted (any case: ``struct.error``, ``socket.gaierror``), or one
-    capitalised name."""
+    line's end: its last part capitalised, or dotted with a lower-case last part that
+    ends in error or timeout (``struct.error``, ``socket.gaierror``)."""
     head = line.split(":", 1)[0]
     parts = head.split(".")
     if not all(
@@ -238,7 +238,12 @@ def _names_exception(line: str) -> bool:
         return False
     if not all(c.isalnum() or c == "_" for part in parts for c in part):
         return False
-    return len(parts) > 1 or (parts[0][0].isupper() and parts[0][0].isascii())
+    last = parts[-1]
+    if last[0].isupper() and last[0].isascii():
+        return True  # (a class: ``ValueError``, ``django.http.Http404``)
+    # (second review: a module's lower-case error or timeout, no file nor logger)
+    lower = all(c == "_" or ("a" <= c <= "z") for c in last)
+    return len(parts) > 1 and lower and last.endswith(("error", "timeout"))
 
 
 def _traceback_error(lines: list[str]) -> str | None:
@@ -268,6 +273,16 @@ def _traceback_error(lines: list[str]) -> str | None:
     return chosen[0] if chosen else None
 
 
+def _unbordered(line: str) -> str:
+    """`line` without an exception group's border: blanks, ``|`` or ``+``, then dashes
+    and pluses, then one blank."""
+    body = line.lstrip(" \t")
+    if body[:1] not in ("|", "+"):
+        return line
+    body = body[1:].lstrip("-+")
+    return body[1:] if body[:1] == " " else body
+
+
 def _error_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for pattern in _EXIT_CODES:
@@ -281,7 +296,12 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         following = text.find(_TRACEBACK, pos)
         own = text[pos : pos + 20000] if following == -1 else text[pos:following][:20000]
         # session 32: a script's output interleaved is no error
-        error = _traceback_error(own.split("\n"))
+        lines = own.split("\n")
+        header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")
+        bordered = start - (text.rfind("\n", 0, start) + 1) <= 32  # (at most 32 before)
+        if bordered and header[:1] in ("|", "+"):  # (second review: a group's border)
+            lines = [_unbordered(line) for line in lines]
+        error = _traceback_error(lines)
         if error is not None:
             found.append((start, _cap(error)))
         start = following
@@ -315,7 +335,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         far_end = line_end - start >= 400 if line_end < len(text) else line_end - start > 400
         if far_start or far_end:
             own_line = ""  # (session 32: a line too long to tell, as the module's 400 window)
-        if not any(name in line for line in lines) and not _success(own_line):
+        if not any(name in line for line in lines) and not success(own_line):
             found.append((start, name))
     return found
 
@@ -350,194 +370,6 @@ _SHELL_ERROR = re.compile(
     r"[^\n]*)$",
     re.MULTILINE,
 )
-_EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
-_CODE_LINE = re.compile(
-    r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
-    r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
-)
-
-
-def _code(line: str) -> bool:
-    return (
-        _CODE_LINE.match(line) is not None or _tuple_assigned(line) or _source_shape(line.lstrip())
-    )
-
-
-def _is_name(word: str) -> bool:
-    return bool(word) and all(c.isalnum() or c == "_" for c in word)
-
-
-def _tuple_assigned(line: str) -> bool:
-    """(session 32) Two names or more, comma-separated, assigned a call's result
-    (``out, ok = self.fix(``), read piece by piece: the names before the first ``=``,
-    then a dotted name and ``(`` after it."""
-    head, equals, call = line.lstrip().partition("=")
-    if not equals:
-        return False
-    names = head.split(",")
-    if len(names) < 2:
-        return False
-    for index, name in enumerate(names):
-        # blanks and tabs around a comma; any whitespace before the ``=``
-        inner = name.lstrip(" \t")
-        inner = inner.rstrip() if index == len(names) - 1 else inner.rstrip(" \t")
-        if not _is_name(inner):
-            return False
-    call = call.lstrip()
-    callee = ""
-    for char in call:
-        if not (char.isalnum() or char in "_."):
-            break
-        callee += char
-    return bool(callee) and call[len(callee) : len(callee) + 1] == "("
-
-
-def _source_shape(body: str) -> bool:
-    """Session 32: an f-string, a return annotation's ``) ->``, a tuple's first element
-    (a quoted string or a dotted name, then ``, ``), or a parameter annotated with a
-    subscripted type or an exception class (its name saying no error)."""
-    if body.startswith(("f'", 'f"')) or (
-        body.startswith(")") and body[1:].lstrip(" \t")[:2] == "->"
-    ):
-        return True
-    if body.startswith("("):
-        inner = body[1:]
-        quote = inner[:1]
-        if quote in ("'", '"'):
-            close = inner.find(quote, 1)
-            head = inner[: close + 1] if close > 0 and "\n" not in inner[:close] else ""
-        else:
-            head = inner[
-                : len(inner)
-                - len(
-                    inner.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
-                )
-            ]
-        rest = inner[len(head) :]
-        goes_on = body.removesuffix("\n").rstrip(" \t")[-1:] in (",", "{", "(", "[")
-        if head and rest[:1] == "," and rest[1:2] in (" ", "\t") and goes_on:
-            return True  # (review 7: ``(e.g., the build failed …)`` is prose)
-    label, colon, annotation = body.partition(":")
-    if not colon or not label or not (label[0].islower() or label[0] == "_"):
-        return False
-    if not label.isidentifier() or not label.isascii():
-        return False
-    lead = label[: len(label) - len(label.lstrip("abcdefghijklmnopqrstuvwxyz_"))]
-    if any(word in lead for word in ("err", "exc", "fail", "fatal", "warn")):
-        return False
-    annotation = annotation.lstrip(" \t")
-    name = annotation[
-        : len(annotation)
-        - len(annotation.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"))
-    ]
-    if not name or not ("A" <= name[0] <= "Z"):
-        return False
-    after = annotation[len(name) :]
-    if after.startswith("["):
-        return True
-    tail = after.strip(" \t")
-    return name.endswith(("Error", "Exception")) and tail in ("", ",", ")")
-
-
-def _success(line: str) -> bool:
-    """(session 32, as the review narrowed it) A line reporting a success: it starts
-    (after blanks) with a check mark; with SUCCESS, PASS or PASSED then ``:``, ``!`` or
-    nothing more; with OK alone or before a blank and ``(``; with Expected and at most
-    one word before its ``:``; or it is a pytest node line whose outcome word (after a
-    blank) is PASSED, XFAIL or SKIPPED (not a skip whose parenthesised reason starts
-    with an exception's name); or an exception's name (maybe then ``raised``/``was
-    raised``) stands right before a whole-word ``as expected`` and no not, never,
-    than or ...n't comes before it."""
-    body = line.lstrip(" \t")
-    if body[:1] in ("✓", "✔", "✅"):
-        return True
-    word = ""
-    for char in body:
-        if not (char.isalnum() or char == "_"):
-            break
-        word += char
-    rest = body[len(word) :]
-    if word in ("SUCCESS", "PASS", "PASSED") and (rest[:1] in (":", "!") or not rest.strip()):
-        return True
-    if word == "OK" and (not rest.strip() or (rest[:1] in " \t" and rest.lstrip()[:1] == "(")):
-        return True
-    if word == "Expected":
-        after = rest.lstrip(" \t")
-        named = ""
-        for char in after if after != rest else "":
-            if not (char.isalnum() or char == "_"):
-                break
-            named += char
-        if rest[:1] == ":" or (named and after[len(named) : len(named) + 1] == ":"):
-            return True
-    if _expected_exception(line.split("\n", 1)[0]):
-        return True
-    head, colons, rest = body.partition("::")
-    if not colons or not head or any(not (c.isalnum() or c in "_/.-") for c in head):
-        return False
-    rest = rest.split("\n", 1)[0]
-    for outcome in ("PASSED", "XFAIL", "SKIPPED"):
-        at = rest.find(outcome)
-        while at != -1:
-            after = rest[at + len(outcome) : at + len(outcome) + 1]
-            if at > 0 and rest[at - 1] in " \t" and not (after.isalnum() or after == "_"):
-                reason = rest[at + len(outcome) :].lstrip(" \t")
-                if not (outcome == "SKIPPED" and _exception_reason(reason)):
-                    return True
-            at = rest.find(outcome, at + 1)
-    return False
-
-
-def _exception_reason(reason: str) -> bool:
-    """Whether a skip's reason ``(ImportError: …)`` opens with an exception's name."""
-    if not reason.startswith("("):
-        return False
-    name = ""
-    for char in reason[1:]:
-        if not (char.isalnum() or char in "_."):
-            break
-        name += char
-    return "Error" in name[-5:] or name.endswith("Exception")
-
-
-def _expected_exception(line: str) -> bool:
-    at = line.find("as expected")
-    while at != -1:
-        after = line[at + 11 : at + 12]
-        if not (after.isalnum() or after == "_") and _named_before(line[:at]):
-            lowered = line[:at].lower()
-            words = "".join(c if (c.isalnum() or c in "_'") else " " for c in lowered).split()
-            if not any(w in ("not", "never", "than") or w.endswith("n't") for w in words):
-                return True
-        at = line.find("as expected", at + 1)
-    return False
-
-
-def _named_before(before: str) -> bool:
-    """Whether `before` ends with blanks after an exception's name, maybe then
-    ``raised`` or ``was raised`` (the name at most 120 characters back)."""
-    words = before[-120:]
-    words = words[:-1] if words.endswith("(") else words  # ``KeyError (as expected)``
-    if words.rstrip(" \t") == words:
-        return False  # (no blank before ``as expected``)
-    words = words.rstrip(" \t")
-    for tail in (" raised",):
-        if words.endswith(tail):
-            words = words[: -len(tail)].rstrip(" \t")
-            if words.endswith(" was"):
-                words = words[:-4].rstrip(" \t")
-            break
-    words = words[:-1] if words[-1:] in ("`", "'", '"') else words  # (its quote)
-    token = ""
-    for char in reversed(words):
-        if not (char.isalnum() or char in "_."):
-            break
-        token = char + token
-    if not token or not (token[0].isascii() and (token[0].isalpha() or token[0] == "_")):
-        return False
-    return token.endswith(("Error", "Exception"))
-
-
 _FILE_STEMS = ("Make", "Docker", "Gem", "Proc", "Rake", "Vagrant", "Jenkins")
 
 
@@ -576,15 +408,15 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
     traceback frames) is not an outcome.
     """
     found: list[tuple[int, str]] = []
-    for start, line in _lines_with(_EXCEPTION_IN_LINE, text):
+    for start, line in _lines_with(EXCEPTION_IN_LINE, text):
         if len(line) > 400:
             continue
         stripped = line.strip()
-        if _CODE_LINE.match(line) or _EXCEPTION_IN_LINE.match(stripped):
+        if CODE_LINE.match(line) or EXCEPTION_IN_LINE.match(stripped):
             continue
         if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
             continue  # (session 30: a listing's code, a docstring's field)
-        if _success(line) or _code(line):
+        if success(line) or code(line):
             continue  # (session 32: an expected or avoided exception; a tuple assigned)
         found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
     return found
@@ -621,7 +453,8 @@ def _passed_in_prose(line: str, end: int) -> bool:
     """Session 32 (review): ``passed in``/``passed into`` of an argument (``the one
     passed in.``, ``passed in as the only``, ``the passed in path``, ``passed into
     this``), read word by word after the ``passed`` ending at `end`; not a place
-    (``passed in the docker container``) nor a time (``passed in 0.2s``)."""
+    (``passed in the docker container``, ``passed in this environment``, ``passed in
+    path mode``) nor a time (``passed in 0.2s``)."""
     rest = line[end:]
     after = rest.lstrip(" \t")
     if after == rest:
@@ -641,7 +474,16 @@ def _passed_in_prose(line: str, end: int) -> bool:
         if not (char.isalnum() or char == "_"):
             break
         following += char
-    return following.lower() in ("as", "this", "path")
+    following = following.lower()
+    if following == "path":  # (second review: only ``the passed in path``)
+        before = line[: end - len("passed")]
+        the = before[-4:-1].lower() == "the" and before[-1:] in (" ", "\t")
+        return word.lower() == "in" and the and not _word_char(before[-5:-4])
+    return following == "as" or (following == "this" and word.lower() == "into")
+
+
+def _word_char(char: str) -> bool:
+    return bool(char) and (char.isalnum() or char == "_")
 
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
@@ -665,121 +507,13 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
         if (
             len(stripped) > LINE_MAX_CHARS
             or not _THREE_LETTERS.search(stripped)
-            or _code(line)
-            or (_EXCEPTION_IN_LINE.search(line) and not _success(line))
+            or code(line)
+            or (EXCEPTION_IN_LINE.search(line) and not success(line))
         ):
             continue
         if _holds_result(stripped) and not _TEST_SUMMARY.match(line):
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
-
-
-# --------------------------------------------------------------------------- sentences
-
-_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
-_DECISION = re.compile(
-    r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
-    r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
-    r"going with|(?:the (?:fix|solution|root cause|cause)|the issue) is)\b"
-)
-#: session 32 (review): how the fix or the issue stands, no choice
-_STATES = frozenset(
-    {"applied", "correct", "robust", "working", "complete", "done", "good", "fine"}
-    | {"successful", "effective", "verified", "tested", "resolved", "fixed", "implemented"}
-    | {"ready"}
-)
-
-
-def _word_at(text: str, at: int) -> tuple[str, int]:
-    """The word (letters, digits, ``_``) starting after the blanks at `at`, and its end."""
-    while at < len(text) and text[at] in " \t":
-        at += 1
-    end = at
-    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
-        end += 1
-    return text[at:end].lower(), end
-
-
-def _no_state(text: str, hit: re.Match[str]) -> bool:
-    """Whether a decision hit is a choice: ``the fix is``/``the issue is`` followed by a
-    state word that ends the clause (punctuation, a line's end, the text's end) or reads
-    ``now``, ``correctly`` or ``and`` after it is none (``the fix is applied.``)."""
-    if hit.group(0).lower() not in ("the fix is", "the issue is"):
-        return True
-    if hit.end() >= len(text) or text[hit.end()] not in " \t":
-        return True
-    word, end = _word_at(text, hit.end())
-    if word == "in":
-        word, end = _word_at(text, end)
-        word = "in place" if word == "place" and text[end - 6 : end - 5] == " " else ""
-    if word not in _STATES and word != "in place":
-        return True
-    rest = text[end:].lstrip(" \t")
-    if rest == "" or rest[0] in ".,;:!?)\n":
-        return False
-    return _word_at(rest, 0)[0] not in ("now", "correctly", "and")
-
-
-_CONSTRAINT = re.compile(
-    r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"
-    r"without (?:changing|breaking|touching)|keep (?:the|it|python|support)|only (?:change|touch|edit)|"
-    r"no more than|at most|at least)\b"
-)
-
-
-def _sentences(
-    text: str, pattern: re.Pattern[str], keep: Callable[[str, re.Match[str]], bool] | None = None
-) -> list[tuple[int, str]]:
-    """The sentences of `text` that hold a match of `pattern` (found from the matches)
-    that `keep` keeps."""
-    out: list[tuple[int, str]] = []
-    next_free = -1
-    for hit in pattern.finditer(text):
-        if hit.start() < next_free or (keep is not None and not keep(text, hit)):
-            continue
-        # the sentence starts after the last . ! ? (followed by a space) or newline before the hit
-        start = max(text.rfind("\n", 0, hit.start()) + 1, _last_stop(text, hit.start()))
-        match = _SENTENCE.match(text, start)
-        while match is not None and match.end() <= hit.start():
-            # a stop the backward look did not see (``.`` before a tab): the next sentence
-            match = _SENTENCE.search(text, match.end())
-        if match is None:
-            continue
-        next_free = match.end()
-        sentence = match.group(0).strip()
-        if len(sentence) > 15:
-            out.append((match.start(), _cap(sentence)))
-    return out
-
-
-def _last_stop(text: str, before: int) -> int:
-    window = max(0, before - 400)
-    best = 0
-    for mark in ".!?":
-        at = text.rfind(mark + " ", window, before)
-        if at >= 0:
-            best = max(best, at + 2)
-    return best
-
-
-_HEDGE = re.compile(r"(?i)\b(?:maybe|perhaps|might|what if|could be|I wonder|not sure)\b")
-
-
-def decision_sentences(text: str) -> list[tuple[int, str]]:
-    """An assistant's stated choices (``I'll use X instead of Y``, ``the fix is …``).
-
-    Questions and hedges (``Maybe the issue is …``, ``What if …?``) are not choices.
-    """
-    return [
-        (pos, s)
-        for pos, s in _sentences(text, _DECISION, _no_state)
-        if not s.rstrip().endswith("?") and not _HEDGE.search(s)
-    ]
-
-
-def constraint_sentences(text: str) -> list[tuple[int, str]]:
-    """What a user said must or must not happen (``Do not change the public API``)."""
-    return _sentences(text, _CONSTRAINT)
 
 
 # --------------------------------------------------------------------------- noise

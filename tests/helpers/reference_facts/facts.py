@@ -50,8 +50,6 @@ from ctxledger.messages import content_text
 from helpers.reference_facts.factkinds import (
     CATEGORIES,
     boilerplate_url,
-    constraint_sentences,
-    decision_sentences,
     edit_lines,
     error_lines,
     exit_code,
@@ -71,6 +69,7 @@ from helpers.reference_facts.factpaths import (
     plausible_path,
     urls,
 )
+from helpers.reference_facts.factsentences import constraint_sentences, decision_sentences
 from helpers.reference_facts.rules import (
     amounts,
     european_grouped,

@@ -22,7 +22,9 @@ What the host does that the engine survives:
 * with its session store on (the CLI, the gateway) it stamps ``_db_persisted`` on the
   dicts it saved (left out here), calls ``on_session_end`` with the list it compacted
   right after each compaction (known as recorded), and a resumed conversation comes
-  back from ``state.db`` in a new agent (its chain is found by title and view).
+  back from ``state.db`` in a new agent (its chain is found by title and view);
+* its CLI's ``/new``, ``/resume <id>`` and ``/branch`` call ``on_session_reset`` alone
+  (no ``on_session_start``): the next chain is the new id's, never the old one's.
 
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each

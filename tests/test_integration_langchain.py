@@ -449,3 +449,47 @@ def test_a_finished_run_is_whole_in_the_ledger_and_the_next_turn_adds_nothing_tw
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_final_answer_langchain_cannot_convert_is_a_warning_not_a_failed_run(service, caplog):
+    """The run has its answer: a conversion error at its end (an image block with no
+    data) is told, not raised (it failed an ``invoke`` whose answer existed)."""
+    odd = AIMessage(content=[{"type": "image", "source_type": "bogus"}])
+    model = ScriptedChat(messages=iter([odd]))
+    agent = create_agent(
+        model=model,
+        tools=[],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    with caplog.at_level("WARNING", logger="ctxledger.integrations.langchain"):
+        state = agent.invoke({"messages": [HumanMessage("draw it")]}, _thread("odd"))
+    assert state["messages"][-1].content == odd.content
+    assert "the end of thread odd not recorded yet" in caplog.text
+    live = live_messages(service, service.tip("langchain:odd"))
+    assert [m["content"] for m in live] == ["draw it"]
+
+
+def test_a_state_object_with_messages_has_its_end_recorded(service):
+    """A state given as an object (a pydantic schema) was skipped without a word."""
+    from pydantic import BaseModel
+
+    class State(BaseModel):
+        messages: list[Any]
+
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = ScriptedChat(messages=iter([AIMessage("first")]))
+    agent = create_agent(model=model, tools=[], middleware=[middleware])
+    state = agent.invoke({"messages": [HumanMessage("hello")]})
+    late = AIMessage("added after the run", id="late-1")
+    middleware.after_agent(State(messages=[*state["messages"], late]), None)
+    live = live_messages(service, service.tip("langchain:default"))
+    assert [m["content"] for m in live] == ["hello", "first", "added after the run"]
+
+
+def test_a_state_with_no_readable_messages_is_told_once(service, caplog):
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    with caplog.at_level("WARNING", logger="ctxledger.integrations.langchain"):
+        middleware.after_agent(object(), None)
+        middleware.after_agent(object(), None)
+    assert caplog.text.count("an agent state with no readable messages (object)") == 1

@@ -22,7 +22,9 @@ What the host does that the engine survives:
 * with its session store on (the CLI, the gateway) it stamps ``_db_persisted`` on the
   dicts it saved (left out here), calls ``on_session_end`` with the list it compacted
   right after each compaction (known as recorded), and a resumed conversation comes
-  back from ``state.db`` in a new agent (its chain is found by title and view).
+  back from ``state.db`` in a new agent (its chain is found by title and view);
+* its CLI's ``/new``, ``/resume <id>`` and ``/branch`` call ``on_session_reset`` alone
+  (no ``on_session_start``): the next chain is the new id's, never the old one's.
 
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each
@@ -35,6 +37,7 @@ manual one. ``recall`` and ``expand_compaction`` are the engine's tools.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import os
@@ -136,7 +139,8 @@ class CtxLedgerEngine(ContextEngine):
         self._root: str | None = None  # the ledger chain this agent's conversation is on
         self._known: list[JSON] = []  # the host messages the ledger holds, in order
         self._pending: list[JSON] = []  # usage reports not written yet
-        self._handed: list[JSON] = []  # the host's list at the last compaction
+        self._handed: list[bytes] = []  # digests of the host's list at the last compaction
+        self._resumable = False  # a chain titled with the Hermes id may be continued
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
@@ -158,7 +162,7 @@ class CtxLedgerEngine(ContextEngine):
         clone = copy.copy(self)
         clone._known = copy.deepcopy(self._known, memo)
         clone._pending = copy.deepcopy(self._pending, memo)
-        clone._handed = copy.deepcopy(self._handed, memo)
+        clone._handed = list(self._handed)
         return clone
 
     # --- token state ----------------------------------------------------------------------
@@ -268,7 +272,7 @@ class CtxLedgerEngine(ContextEngine):
         self, svc: ContextService, messages: list[JSON], focus: str | None
     ) -> list[JSON]:
         sid, last = await self._sync(svc, messages)
-        self._handed = _unmarked(messages)
+        self._handed = [_digest(m) for m in _unmarked(messages)]
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
             result = await svc.compress(sid, focus=focus)
@@ -296,11 +300,15 @@ class CtxLedgerEngine(ContextEngine):
             self._last_compress_aborted = True
             self._last_summary_error = result.aborted
 
-    async def _sync(self, svc: ContextService, messages: list[JSON]) -> tuple[str, JSON | None]:
-        """Append the host's new messages; write queued usage but the latest (returned)."""
+    async def _sync(
+        self, svc: ContextService, messages: list[JSON], host_id: str | None = None
+    ) -> tuple[str, JSON | None]:
+        """Append the host's new messages; write queued usage but the latest (returned).
+        ``host_id``: the Hermes id the host named with the messages (``on_session_end``)."""
         messages = _unmarked(messages)
         if self._root is None:
-            self._resume(svc, messages)
+            self._rebind(host_id)
+            await self._resume(svc, messages)
         n = len(self._known)
         if self._root is None or messages[:n] != self._known:
             check_new_messages(messages)  # a list the ledger cannot take starts nothing
@@ -320,36 +328,69 @@ class CtxLedgerEngine(ContextEngine):
             svc.ledger.report_usage(sid, usage)  # older reports: accounting only
         return sid, (pending[-1] if pending else None)
 
-    def _resume(self, svc: ContextService, messages: list[JSON]) -> None:
+    def _rebind(self, host_id: str | None) -> None:
+        """After a reset with no start (the CLI's ``/new``, ``/resume <id>``, ``/branch``
+        only set the agent's id and call ``reset_session_state()``: ``on_session_reset``
+        alone), learn the conversation's id: the one the host names with the messages,
+        else the one Hermes keeps current for its tools (``HERMES_SESSION_ID``, moved
+        before the reset)."""
+        if self._resumable:
+            return
+        current = host_id or _host_session_id()
+        if current and current != self._hermes_session:
+            self._hermes_session, self._resumable = current, True
+
+    async def _resume(self, svc: ContextService, messages: list[JSON]) -> None:
         """A Hermes conversation resumed in a new agent (``hermes --resume``, the gateway
         after an eviction): its ledger chain goes on when the host's list starts with the
         chain tip's live view (compared as a conversation, without the bookkeeping keys
         Hermes's session store adds or drops: ``timestamp``, ``reasoning``, ...); before,
-        every resume recorded the whole history again under a new root."""
-        if self._hermes_session is None:
+        every resume recorded the whole history again under a new root. Only for an id
+        the engine was started on (after a reset the old id's chain is not this one), and
+        the tip takes the agent's model and window if they changed meanwhile."""
+        if self._hermes_session is None or not self._resumable:
             return
         svc.ledger.refresh()
         title = _title(self._hermes_session)
         chains = svc.ledger.chains.state.sessions
-        roots = [s for s, i in chains.items() if i.title == title and i.parent_session_id is None]
-        for root in reversed(roots):  # the latest conversation under this id first
-            tip = svc.tip(root)
+        roots = sorted(
+            (i for i in chains.values() if i.title == title and i.parent_session_id is None),
+            key=lambda i: i.started_seq,
+            reverse=True,  # the latest conversation under this id first
+        )
+        for lineage in roots:
+            tip = svc.tip(lineage.session_id)
             if svc.ledger.transcript.session(tip).ended:
                 continue
             view = live_messages(svc, tip)
-            if len(view) <= len(messages) and all(
+            if 0 < len(view) <= len(messages) and all(
                 _said(a) == _said(b) for a, b in zip(view, messages, strict=False)
             ):
-                self._root, self._known = root, copy.deepcopy(messages[: len(view)])
+                self._root, self._known = lineage.session_id, copy.deepcopy(messages[: len(view)])
+                await self._follow_model(svc, tip)
                 return
 
-    def _flush(self, messages: list[JSON], *, final: bool = False) -> str | None:
+    async def _follow_model(self, svc: ContextService, tip: str) -> None:
+        """A resumed chain written under another model or window switches to the agent's
+        (the service takes its thresholds from the session's window); the compaction
+        count is the chain's."""
+        session = svc.ledger.transcript.session(tip)
+        if self.context_length and (session.model, session.context_length) != (
+            self._model,
+            self.context_length,
+        ):
+            tip = (await svc.switch_model(tip, self._model, self.context_length)).session_id
+        self.compression_count = svc.ledger.chains.compression_count(tip)
+
+    def _flush(
+        self, messages: list[JSON], *, final: bool = False, host_id: str | None = None
+    ) -> str | None:
         """Hand the host's messages and queued usage to the ledger without compacting (a
         compaction the host did not ask for would leave it holding a stale list). The
         latest usage stays queued for the next ``compress`` unless this is the end."""
 
         async def flush(svc: ContextService) -> str:
-            sid, last = await self._sync(svc, messages)
+            sid, last = await self._sync(svc, messages, host_id)
             if last is not None and final:
                 svc.ledger.report_usage(sid, last)
             elif last is not None:
@@ -379,7 +420,7 @@ class CtxLedgerEngine(ContextEngine):
                 logger.warning("ctxledger: %s", exc)
         if kwargs.get("boundary_reason") == "compression":
             return  # the conversation goes on: the ledger chain already continued
-        self._hermes_session = session_id
+        self._hermes_session, self._resumable = session_id, True
         self._root, self._known, self._pending, self._handed = None, [], [], []
 
     def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
@@ -391,13 +432,19 @@ class CtxLedgerEngine(ContextEngine):
         the whole uncompacted history at every compaction."""
         if not isinstance(messages, list) or not messages:
             return
-        if self._handed and _unmarked(messages) == self._handed[: len(messages)]:
+        handed = self._handed
+        if len(messages) <= len(handed) and all(
+            _digest(m) == d for m, d in zip(_unmarked(messages), handed, strict=False)
+        ):
             return  # the list a compaction was made from: recorded already
-        self._flush(messages, final=True)
+        self._flush(messages, final=True, host_id=session_id)
 
     def on_session_reset(self) -> None:
+        """A new conversation follows; its id comes with ``on_session_start``, or (the
+        CLI's ``/new``, ``/resume``, ``/branch``) is learnt at the next hand-over."""
         super().on_session_reset()
         self._root, self._known, self._pending, self._handed = None, [], [], []
+        self._resumable = False
 
     # --- tools and status -----------------------------------------------------------------------
 
@@ -457,16 +504,33 @@ _PERSISTED_MARK = "_db_persisted"
 
 
 def _unmarked(messages: list[Any]) -> list[Any]:
-    """Copies of the host's messages without the session store's mark. Kept, the mark
+    """Shallow copies of the host's messages without the session store's mark (the
+    values are shared: what is kept is copied where it is kept). Kept, the mark
     made the host's list differ from what the ledger held once Hermes had saved it (a
     new ledger root, the whole history again, at every compaction), and the view
     handed back told Hermes its compacted messages were saved already (#57491)."""
     return [
-        {k: copy.deepcopy(v) for k, v in m.items() if k != _PERSISTED_MARK}
-        if isinstance(m, dict)
-        else copy.deepcopy(m)
+        {k: v for k, v in m.items() if k != _PERSISTED_MARK} if isinstance(m, dict) else m
         for m in messages
     ]
+
+
+def _digest(message: Any) -> bytes:
+    """A message's fingerprint: what the engine keeps of the list a compaction was made
+    from (the list itself was a second copy of the whole history for the agent's life)."""
+    text = json.dumps(message, sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _host_session_id() -> str | None:
+    """The Hermes session id Hermes keeps current for its tools (its CLI moves it before
+    ``reset_session_state()`` on ``/new``, ``/resume``, ``/branch``); None outside Hermes."""
+    try:
+        from gateway.session_context import get_session_env
+    except ImportError:
+        return None
+    current = get_session_env("HERMES_SESSION_ID")
+    return current if isinstance(current, str) and current else None
 
 
 def _title(hermes_session: str) -> str:

@@ -91,6 +91,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
         self._threads: dict[str, _Thread] = {}
         self._keys: dict[str, str] = {}
         self._loop: LoopThread | None = None
+        self._warned_state = False
 
     @classmethod
     def open(cls, path: str | Path, **kwargs: Any) -> CtxLedgerMiddleware:
@@ -168,8 +169,19 @@ class CtxLedgerMiddleware(AgentMiddleware):
     async def _finish(self, thread: str, state: Any) -> None:
         """Append what the state gained since the last model call (its final answer). A
         thread no model call recorded, or whose history was rewritten since, is left to
-        the next call; a refusal is a warning (the run has its answer already)."""
-        messages = list(state.get("messages") or ()) if isinstance(state, dict) else []
+        the next call. A refusal, or a message LangChain cannot convert to a chat message
+        (the model-call hook raises there: no call goes ahead without the ledger's view),
+        is a warning: the run has its answer already."""
+        messages = _state_messages(state)
+        if messages is None:
+            if not self._warned_state:
+                self._warned_state = True
+                logger.warning(
+                    "ctxledger: an agent state with no readable messages (%s): the end of "
+                    "each run is recorded at the thread's next model call",
+                    type(state).__name__,
+                )
+            return
         known = self._threads.get(thread) or self._recover(thread)
         ids = [str(m.id) for m in messages]
         if known is None or ids[: len(known.seen)] != known.seen:
@@ -179,7 +191,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
             return
         try:
             await self.service.append(self.service.tip(known.root), to_chat(suffix))
-        except CtxLedgerError as exc:
+        except (CtxLedgerError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return
         known.seen.extend(ids[len(known.seen) :])
@@ -369,6 +381,16 @@ def _escaped(thread: str) -> str:
         lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
         thread,
     )
+
+
+def _state_messages(state: Any) -> list[Any] | None:
+    """The messages of an agent state: a dict (``AgentState``) or an object with a
+    ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
+    if isinstance(state, dict):
+        messages = state.get("messages") or []
+    else:
+        messages = getattr(state, "messages", None)
+    return list(messages) if isinstance(messages, list | tuple) else None
 
 
 def _thread_id() -> str:

@@ -1,0 +1,175 @@
+"""The Hermes engine through the session flows of Hermes's CLI, without a model.
+
+Run by ``tests/test_integration_hermes_flows.py`` with the python of ``.venv-hermes``
+(the engine subclasses Hermes's ``ContextEngine``):
+
+    .venv-hermes/bin/python tests/hermes_engine_flows.py WORKDIR
+
+Each flow writes its own ledger in ``WORKDIR`` and what the engine said in
+``WORKDIR/flows.json``; the test reads the ledgers with the project's ctxledger. The
+calls are the ones Hermes makes: its CLI's ``/new``, ``/resume <id>`` and ``/branch``
+move ``HERMES_SESSION_ID`` (``set_current_session_id``), set the agent's id and call
+``reset_session_state()`` with no arguments: ``on_session_reset`` alone, no start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+MARK = "_db_persisted"
+
+
+def u(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "user", "content": text, **extra}
+
+
+def a(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, **extra}
+
+
+def talk(first: int, turns: int) -> list[dict[str, Any]]:
+    return [m for i in range(first, first + turns) for m in (u(f"ask {i}"), a(f"answer {i}"))]
+
+
+def engine(db: Path, model: str = "m1", window: int = 100_000) -> Any:
+    from ctxledger.integrations.hermes import CtxLedgerEngine
+
+    e = CtxLedgerEngine(db_path=db)
+    e.update_model(model, window)
+    return e
+
+
+def cli_switch(e: Any, new_id: str) -> None:
+    """What the CLI's /new, /resume <id>, /branch do to the engine."""
+    from gateway.session_context import set_current_session_id
+
+    set_current_session_id(new_id)
+    e.on_session_reset()
+
+
+def branch(workdir: Path) -> dict[str, Any]:
+    """/branch: the branch's id is only in HERMES_SESSION_ID; then /resume A continues A."""
+    e = engine(workdir / "branch.db")
+    e.on_session_start("A")
+    chain_a = talk(0, 2)
+    e.on_session_end("A", chain_a)
+    cli_switch(e, "B")
+    e.compress(chain_a + talk(2, 1), force=True)  # no id handed: only Hermes's current one
+    cli_switch(e, "A")
+    e.on_session_end("A", chain_a + talk(5, 1))
+    return {}
+
+
+def new_same_opening(workdir: Path) -> dict[str, Any]:
+    """/new, the new conversation opening as the old one did; the id only via on_session_end."""
+    from gateway.session_context import set_current_session_id
+
+    set_current_session_id("")  # no current id kept: it comes with the hand-over
+    e = engine(workdir / "new.db")
+    e.on_session_start("C")
+    e.on_session_end("C", talk(0, 1))
+    e.on_session_reset()
+    e.on_session_end("D", [*talk(0, 1), u("a new topic"), a("sure")])
+    return {}
+
+
+def reset_without_an_id(workdir: Path) -> dict[str, Any]:
+    """A reset after which no new id is learnt (none kept current, none handed over):
+    the old id's chain is not this conversation's."""
+    from gateway.session_context import set_current_session_id
+
+    set_current_session_id("")
+    e = engine(workdir / "reset.db")
+    e.on_session_start("F")
+    e.on_session_end("F", talk(0, 1))
+    e.on_session_reset()
+    e.compress(talk(0, 1) + talk(1, 1), force=True)
+    return {}
+
+
+def resume_other_model(workdir: Path) -> dict[str, Any]:
+    """A chain written with m1/100K and compacted, resumed by an agent on m2/200K."""
+    db = workdir / "model.db"
+    first = engine(db)
+    first.on_session_start("S")
+    view = first.compress(talk(0, 12), force=True)
+    compacted = first.compression_count
+    first.on_session_end("S", view)
+    second = engine(db, "m2", 200_000)
+    second.on_session_start("S")
+    second.on_session_end("S", view + talk(12, 1))
+    return {"compacted": compacted, "resumed_count": second.compression_count}
+
+
+def empty_root(workdir: Path) -> dict[str, Any]:
+    """A root titled with the id and no message yet: no conversation to continue."""
+    from ctxledger import ContextService
+
+    db = workdir / "empty.db"
+    svc = ContextService.open(db)
+    asyncio.run(svc.start_session(model="m1", context_length=100_000, title="hermes session E"))
+    svc.ledger.close()
+    e = engine(db)
+    e.on_session_start("E")
+    e.on_session_end("E", talk(0, 1))
+    return {}
+
+
+def old_marks(workdir: Path) -> dict[str, Any]:
+    """A ledger written before the mark was left out: its events hold ``_db_persisted``."""
+    from ctxledger import ContextService
+
+    db = workdir / "marks.db"
+    svc = ContextService.open(db)
+
+    async def write() -> None:
+        sid = await svc.start_session(model="m1", context_length=100_000, title="hermes session O")
+        await svc.append(sid, [{**m, MARK: True} for m in talk(0, 2)])
+
+    asyncio.run(write())
+    svc.ledger.close()
+    e = engine(db)
+    e.on_session_start("O")
+    resumed = [{**m, "timestamp": 1.0, MARK: True} for m in talk(0, 2)]
+    view = e.compress(resumed + talk(2, 1), force=True)
+    return {"view_marked": any(MARK in m for m in view)}
+
+
+def memory(workdir: Path) -> dict[str, Any]:
+    """What a compaction leaves the engine holding of the list it was made from."""
+    from ctxledger.integrations import hermes
+
+    e = engine(workdir / "memory.db")
+    e.on_session_start("M")
+    history = talk(0, 12)
+    e.compress(history, force=True)
+    parts = u([{"type": "text", "text": "a part"}], **{MARK: True})
+    shallow = hermes._unmarked([parts])[0]["content"] is parts["content"]
+    return {
+        "handed_dicts": sum(isinstance(d, dict) for d in e._handed),
+        "handed": len(e._handed),
+        "unmarked_shares_values": shallow,
+    }
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1])
+    flows = (
+        branch,
+        new_same_opening,
+        reset_without_an_id,
+        resume_other_model,
+        empty_root,
+        old_marks,
+        memory,
+    )
+    out = {flow.__name__: flow(workdir) for flow in flows}
+    (workdir / "flows.json").write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

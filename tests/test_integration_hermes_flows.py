@@ -1,0 +1,132 @@
+"""The Hermes engine through Hermes's CLI session flows (``/new``, ``/resume <id>``,
+``/branch``), a resume under another model, and old ledgers: each flow's ledger read
+back. The flows run under ``.venv-hermes`` (``tests/hermes_engine_flows.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers.frameworks import missing
+
+from ctxledger import Ledger
+from ctxledger.events import MessageAppended, SessionStarted
+
+MARK = "_db_persisted"
+
+ROOT = Path(__file__).resolve().parent.parent
+HERMES_PYTHON = Path(
+    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
+)
+
+
+@pytest.fixture(scope="module")
+def flows(tmp_path_factory):
+    if not HERMES_PYTHON.exists():
+        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
+    workdir = tmp_path_factory.mktemp("hermes-flows")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CTXLEDGER_", "HERMES_", "OPENAI_"))
+    }
+    proc = subprocess.run(
+        [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_engine_flows.py"), str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=workdir,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return workdir, json.loads((workdir / "flows.json").read_text())
+
+
+def _chains(workdir: Path, name: str) -> list[tuple[str, list[dict], str]]:
+    """Each root's title, the messages appended anywhere on its chain in order, its tip."""
+    ledger = Ledger.open(workdir / name)
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        chains: dict[str, tuple[str, list[dict]]] = {
+            e.session_id: (e.title or "", [])
+            for e in events
+            if isinstance(e, SessionStarted) and e.parent_session_id is None
+        }
+        for e in events:
+            if isinstance(e, MessageAppended):
+                chains[ledger.chains.root(e.session_id)][1].append(e.message)
+        return [(title, said, ledger.tip(root)) for root, (title, said) in chains.items()]
+    finally:
+        ledger.close()
+
+
+def _said(messages: list[dict]) -> list[str]:
+    return [m.get("content") or "" for m in messages]
+
+
+def _talk(first: int, turns: int) -> list[str]:
+    return [t for i in range(first, first + turns) for t in (f"ask {i}", f"answer {i}")]
+
+
+def test_branch_after_a_reset_only_is_a_new_chain_and_resume_continues_the_old(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "branch.db")
+    # before: the branch's turn landed on chain A (resumed by A's title after the reset)
+    assert [title for title, _, _ in chains] == ["hermes session A", "hermes session B"]
+    (_, a, _), (_, b, _) = chains
+    assert _said(a) == _talk(0, 2) + _talk(5, 1)  # /resume A: A's chain goes on
+    assert _said(b) == _talk(0, 3)
+
+
+def test_new_with_the_same_opening_is_a_new_chain(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "new.db")
+    assert [title for title, _, _ in chains] == ["hermes session C", "hermes session D"]
+    assert _said(chains[1][1]) == [*_talk(0, 1), "a new topic", "sure"]
+
+
+def test_a_reset_with_no_new_id_never_continues_the_old_chain(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "reset.db")
+    assert [(title, _said(said)) for title, said, _ in chains] == [
+        ("hermes session F", _talk(0, 1)),
+        ("hermes session F", _talk(0, 2)),
+    ]
+
+
+def test_a_resume_under_another_model_switches_the_tip_and_keeps_the_count(flows):
+    workdir, out = flows
+    assert out["resume_other_model"] == {"compacted": 1, "resumed_count": 1}
+    ((_, said, tip),) = _chains(workdir, "model.db")
+    assert _said(said)[-2:] == _talk(12, 1)
+    ledger = Ledger.open(workdir / "model.db")
+    try:
+        session = ledger.transcript.session(tip)
+        assert (session.model, session.context_length) == ("m2", 200_000)
+    finally:
+        ledger.close()
+
+
+def test_a_root_with_no_message_is_not_a_conversation_to_continue(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "empty.db")
+    assert [(title, _said(said)) for title, said, _ in chains] == [
+        ("hermes session E", []),
+        ("hermes session E", _talk(0, 1)),
+    ]
+
+
+def test_an_old_ledger_holding_the_mark_is_resumed_on_one_chain(flows):
+    workdir, out = flows
+    ((_, said, _),) = _chains(workdir, "marks.db")  # one root: marks ignored on both sides
+    assert _said(said) == _talk(0, 3)
+    assert [MARK in m for m in said] == [True] * 4 + [False] * 2  # nothing new marked
+    assert out["old_marks"]["view_marked"] is False
+
+
+def test_a_compaction_keeps_digests_of_the_list_not_a_copy(flows):
+    _, out = flows
+    assert out["memory"] == {"handed_dicts": 0, "handed": 24, "unmarked_shares_values": True}

@@ -111,6 +111,11 @@ class IntegrityError(StoreError):
     """The log's hash chain does not verify."""
 
 
+class LedgerChanged(StoreError):
+    """A ledger read without locks (SQLite ``immutable=1``) changed during the read:
+    what was read may be torn; run the command again."""
+
+
 class NotFound(CtxLedgerError, KeyError):
     """No session, compaction, message or blob with that id exists."""
 

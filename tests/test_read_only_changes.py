@@ -71,7 +71,10 @@ def test_migrate_says_when_its_source_changed_during_the_copy(
     changes(monkeypatch, source, after=1)  # (its verify before the copy: unchanged)
     code, out = run(dest, "migrate", "--from", str(source), "--to", str(dest))
     assert code == 1, out
-    assert out.splitlines()[-1] == f"error: the ledger {source} {CHANGED}"
+    # the copy was written, and a second run needs an empty --to: the error says so
+    assert out.splitlines()[-1] == (
+        f"error: the ledger {source} {CHANGED}, after emptying --to {dest} (it holds the copy)"
+    )
 
 
 def test_verify_says_run_again_when_the_file_changed_after_its_walk(
@@ -154,3 +157,17 @@ def test_strict_verify_fails_when_the_anchor_could_not_be_checked(
     code, out = run(db, "verify", "--strict")
     assert code == 1 and out.startswith("ok: "), out
     assert json.loads(run(db, "verify", "--strict", "--json")[1])["ok"] is True
+
+
+def test_a_change_is_its_own_store_error(tmp_path: Path) -> None:
+    """A library caller tells "read again" from damage by its class (a StoreError still)."""
+    from ctxledger import LedgerChanged
+
+    db = tmp_path / "l.db"
+    one_session(db)
+    seen = readonly.Unchanged(str(db), str(db))
+    assert not seen.changed()
+    os.utime(db, ns=(0, 0))
+    with pytest.raises(LedgerChanged, match=CHANGED) as caught:
+        seen.check()
+    assert isinstance(caught.value, StoreError)

@@ -19,7 +19,7 @@ from ctxledger.cli.app import (
     state_of,
 )
 from ctxledger.cli.progress import spinner
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidInput, LedgerChanged
 from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
 from ctxledger.eventstore.opening import require_ledger_file, target_text
 from ctxledger.eventstore.space import UNPERSISTED
@@ -53,11 +53,14 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)
-    with (
-        reading_store(source) as src,
-        open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
-    ):
-        report = copy_ledger(src, dst, batch_events=batch_events)
+    try:
+        with (
+            reading_store(source) as src,
+            open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
+        ):
+            report = copy_ledger(src, dst, batch_events=batch_events)
+    except LedgerChanged as exc:  # the copy holds what was read, and --to must be empty
+        raise LedgerChanged(f"{exc}, after emptying --to {dest} (it holds the copy)") from exc
     if as_json:
         emit_json(report)
         return

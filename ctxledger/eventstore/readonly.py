@@ -37,7 +37,7 @@ import sqlite3
 import stat
 import urllib.parse
 
-from ctxledger.errors import StorageFullError, StoreError
+from ctxledger.errors import LedgerChanged, StorageFullError, StoreError
 
 __all__ = [
     "CHANGED",
@@ -138,8 +138,8 @@ class Unchanged:
     def changed(self) -> bool:
         return self._stamp() != self.seen
 
-    def error(self) -> StoreError:
-        return StoreError(f"the ledger {self.path} {CHANGED}")
+    def error(self) -> LedgerChanged:
+        return LedgerChanged(f"the ledger {self.path} {CHANGED}")
 
     def check(self) -> None:
         if self.changed():

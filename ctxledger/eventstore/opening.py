@@ -114,12 +114,15 @@ def _is_file(text: str) -> bool:
 
 def opens_read_only(target: str | os.PathLike[str]) -> bool:
     """Whether a command that only reads opens the SQLite ledger `target` read-only: an
-    empty file (which it must not turn into a ledger), or a file, folder or medium this
-    process cannot write. False for a URL and for a file that is not there."""
+    empty file (which it must not turn into a ledger), a file of another user (root's
+    writable open left a root-owned 0600 ``.lock`` that locked the owner out), or a
+    file, folder or medium this process cannot write. False for a URL and for a file
+    that is not there."""
     text = target_text(target)
     if is_url(text) or not _is_file(text):
         return False
-    return os.path.getsize(text) == 0 or not is_writable(text)
+    st = os.stat(text)
+    return st.st_size == 0 or st.st_uid != os.geteuid() or not is_writable(text)
 
 
 def open_for_reading(target: str, open_: Callable[[bool], T]) -> T:

@@ -68,3 +68,39 @@ def test_roots_writable_open_gives_its_side_files_to_the_ledgers_owner(tmp_path:
     made = owners(folder)
     assert {"l.db.lock", "l.db.leases"} <= set(made) and len(made) >= 4, made  # (+ a lease)
     assert set(made.values()) == {OWNER}, made
+
+
+def test_verify_of_another_users_intact_ledger_under_a_key_of_ones_own_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their anchor is sealed under their key: not "FAILED … edited" to a reader who
+    has a key of their own; --strict makes the warning exit 1."""
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    db = folder / "l.db"
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(tmp_path / "their.key"))
+    one_session(db)
+    assert (folder / "l.db.head").exists()
+    give_to_owner(folder)
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(tmp_path / "my.key"))
+    (tmp_path / "my.key").write_bytes(b"k" * 32)
+    code, out = run(db, "verify")
+    assert code == 0, out
+    assert out.splitlines()[0].startswith("ok: ")
+    assert out.splitlines()[-1] == (
+        "warning: anchor sealed under a key this user does not hold: not checked (the hash "
+        "chain was checked)"
+    )
+    assert run(db, "verify", "--strict")[0] == 1
+
+
+def test_verify_of_ones_own_ledger_sealed_under_another_key_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "l.db"
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(tmp_path / "old.key"))
+    one_session(db)
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(tmp_path / "my.key"))
+    (tmp_path / "my.key").write_bytes(b"k" * 32)
+    code, out = run(db, "verify")
+    assert code == 1 and "does not carry a valid seal" in out, out

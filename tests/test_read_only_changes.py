@@ -171,3 +171,14 @@ def test_a_change_is_its_own_store_error(tmp_path: Path) -> None:
     with pytest.raises(LedgerChanged, match=CHANGED) as caught:
         seen.check()
     assert isinstance(caught.value, StoreError)
+
+
+def test_an_empty_log_there_at_the_open_that_a_writer_fills_is_a_change(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    one_session(db)
+    wal = tmp_path / "l.db-wal"
+    wal.write_bytes(b"")
+    seen = readonly.Unchanged(str(db), str(db))
+    assert not seen.changed()
+    wal.write_bytes(b"\x00" * 4096)  # (the main file untouched)
+    assert seen.changed()

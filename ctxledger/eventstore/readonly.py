@@ -132,7 +132,7 @@ class Unchanged:
             st = os.stat(self.real)
         except OSError:
             return ()
-        sides = tuple(os.path.lexists(self.real + s) for s in ("-wal", "-shm", "-journal"))
+        sides = tuple(_side_stamp(self.real + s) for s in ("-wal", "-shm", "-journal"))
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, *sides)
 
     def changed(self) -> bool:
@@ -144,6 +144,16 @@ class Unchanged:
     def check(self) -> None:
         if self.changed():
             raise self.error()
+
+
+def _side_stamp(path: str) -> tuple[int, int] | None:
+    """A side file's (size, mtime_ns), None when there is none: an empty ``-wal`` there
+    at the open that a writer then fills is a change too."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def read_only_target(path: str) -> str | None:

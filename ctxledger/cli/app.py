@@ -18,7 +18,7 @@ import msgspec
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
-from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
+from ctxledger.errors import CtxLedgerError, InvalidEvent, InvalidInput, LedgerChanged, NotFound
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     default_db_path,
@@ -109,6 +109,11 @@ class State:
     def _open(self, read_only: bool) -> Ledger:
         return Ledger.open(self.db, config=self.config(), read_only=read_only)
 
+    def changed_instead(self, exc: CtxLedgerError) -> CtxLedgerError:
+        """The ledger's change (LedgerChanged) when `exc` may come of a torn lock-free
+        read of it (:func:`changed_instead`), else `exc`."""
+        return exc if self._ledger is None else changed_instead(exc, self._ledger.store)
+
     def close(self) -> None:
         """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
         says so and exits 1: what it printed may be torn. A command that already failed
@@ -124,23 +129,57 @@ class State:
                 self._ledger.close()
 
 
+def changed_instead(exc: CtxLedgerError, store: EventStore) -> CtxLedgerError:
+    """`store`'s LedgerChanged when its lock-free read changed meanwhile and `exc` may
+    come of that torn read (a hash that did not compare, a payload that did not decode,
+    any store error), else `exc`. Input refused for itself (InvalidInput other than an
+    undecodable event, NotFound) stays what it is, as does a change already said."""
+    if isinstance(exc, LedgerChanged) or (
+        isinstance(exc, InvalidInput | NotFound) and not isinstance(exc, InvalidEvent)
+    ):
+        return exc
+    try:
+        store.check_unchanged()
+    except LedgerChanged as changed:
+        return changed
+    return exc
+
+
+@contextlib.contextmanager
+def _checked(store: EventStore) -> Iterator[None]:
+    """Reads of `store`, checked for a change when done; an error of a torn read is the
+    change (:func:`changed_instead`)."""
+    try:
+        yield
+    except CtxLedgerError as exc:
+        changed = changed_instead(exc, store)
+        if changed is exc:
+            raise
+        raise changed from exc
+    store.check_unchanged()
+
+
 @contextlib.contextmanager
 def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
     """A second ledger a command only reads (`option`: ``diff --b-db``), which must
     exist; checked for a change (a lock-free read-only open) before it is closed."""
     if not is_url(target) and not os.path.isfile(target):
         raise InvalidInput(f"{option} {target}: no such ledger file")
-    with open_for_reading(target, lambda ro: Ledger.open(target, read_only=ro)) as ledger:
+    with (
+        open_for_reading(target, lambda ro: Ledger.open(target, read_only=ro)) as ledger,
+        _checked(ledger.store),
+    ):
         yield ledger
-        ledger.store.check_unchanged()
 
 
 @contextlib.contextmanager
 def reading_store(target: str) -> Iterator[EventStore]:
     """The store of a ledger a command only reads (``migrate --from``), likewise."""
-    with open_for_reading(target, lambda ro: open_store(target, read_only=ro)) as store:
+    with (
+        open_for_reading(target, lambda ro: open_store(target, read_only=ro)) as store,
+        _checked(store),
+    ):
         yield store
-        store.check_unchanged()
 
 
 class LedgerTargetType(click.ParamType[str, Any]):
@@ -346,6 +385,7 @@ def handle_errors(fn: F) -> F:
             state = ctx.find_object(State) if ctx is not None else None
             if state is not None:
                 state.failed = True
+                exc = state.changed_instead(exc)
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
 

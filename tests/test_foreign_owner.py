@@ -104,3 +104,24 @@ def test_verify_of_ones_own_ledger_sealed_under_another_key_fails(
     (tmp_path / "my.key").write_bytes(b"k" * 32)
     code, out = run(db, "verify")
     assert code == 1 and "does not carry a valid seal" in out, out
+
+
+def test_another_users_unmerged_log_is_refused_with_what_the_reader_can_do(
+    tmp_path: Path,
+) -> None:
+    """Not `ctxledger upgrade` (the reader cannot write it), nor a copy while it runs."""
+    from ctxledger.errors import StoreError
+
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    db = folder / "l.db"
+    one_session(db)
+    (folder / "l.db-wal").write_bytes(b"\x00" * 64)  # frames the main file lacks
+    (folder / "l.db-shm").unlink(missing_ok=True)
+    give_to_owner(folder)
+    with pytest.raises(StoreError) as caught:
+        SQLiteEventStore(str(db), read_only=True)
+    assert str(caught.value).endswith(
+        f"ask the owner to make {db}-shm readable, or to stop its writers; or copy the "
+        "ledger with its -wal while no writer runs"
+    ), caught.value

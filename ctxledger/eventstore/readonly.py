@@ -176,10 +176,27 @@ def read_only_target(path: str) -> str | None:
             raise StoreError(
                 f"the ledger {path} has a {what} ({real}{side}) not yet merged into it "
                 f"and no {real}-shm this user can read: it cannot be read without "
-                "writing; open it once where it can be written (`ctxledger upgrade`), or "
-                f"copy the ledger and its {side} to such a folder"
+                f"writing; {_unmerged_hint(real, side)}"
             )
     return uri + "?immutable=1"
+
+
+def _unmerged_hint(real: str, side: str) -> str:
+    """What a reader can do about an unmerged `side` file: the owner of another user's
+    ledger can (this user cannot upgrade it, and a copy made while a writer runs tears)."""
+    try:
+        own = os.stat(real).st_uid == os.geteuid()
+    except (OSError, AttributeError):
+        own = True
+    if not own:
+        return (
+            f"ask the owner to make {real}-shm readable, or to stop its writers; or copy "
+            f"the ledger with its {side} while no writer runs"
+        )
+    return (
+        "open it once where it can be written (`ctxledger upgrade`), or copy the ledger "
+        f"with its {side} to such a folder while no writer runs"
+    )
 
 
 def refuse_old_schema(path: str, pending: list[str]) -> None:

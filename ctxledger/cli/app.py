@@ -22,7 +22,6 @@ from ctxledger.errors import CtxLedgerError, InvalidEvent, InvalidInput, LedgerC
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     default_db_path,
-    is_url,
     open_for_reading,
     open_store,
     require_ledger_file,
@@ -32,6 +31,8 @@ from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: what a read opens: a Ledger or its EventStore (both close on leaving a ``with``)
+R = TypeVar("R", bound=contextlib.AbstractContextManager[Any])
 
 console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
 
@@ -160,26 +161,33 @@ def _checked(store: EventStore) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
-    """A second ledger a command only reads (`option`: ``diff --b-db``), which must
-    exist; checked for a change (a lock-free read-only open) before it is closed."""
-    if not is_url(target) and not os.path.isfile(target):
-        raise InvalidInput(f"{option} {target}: no such ledger file")
-    with (
-        open_for_reading(target, lambda ro: Ledger.open(target, read_only=ro)) as ledger,
-        _checked(ledger.store),
-    ):
-        yield ledger
+def _reading(
+    target: str, option: str, open_: Callable[[bool], R], store: Callable[[R], EventStore]
+) -> Iterator[R]:
+    """A second ledger a command only reads (`option`: ``diff --b-db``, ``migrate
+    --from``), which must exist: opened by ``open_(read_only)`` (see
+    :func:`open_for_reading`), its reads checked for a change (:func:`_checked`)."""
+    require_ledger_file(target, option)
+    with open_for_reading(target, open_) as opened, _checked(store(opened)):
+        yield opened
 
 
-@contextlib.contextmanager
-def reading_store(target: str) -> Iterator[EventStore]:
-    """The store of a ledger a command only reads (``migrate --from``), likewise."""
-    with (
-        open_for_reading(target, lambda ro: open_store(target, read_only=ro)) as store,
-        _checked(store),
-    ):
-        yield store
+def reading_ledger(target: str, option: str) -> contextlib.AbstractContextManager[Ledger]:
+    """:func:`_reading` as a Ledger (``diff --b-db``)."""
+    return _reading(target, option, lambda ro: Ledger.open(target, read_only=ro), _store_of)
+
+
+def reading_store(target: str, option: str) -> contextlib.AbstractContextManager[EventStore]:
+    """:func:`_reading` as its store only, nothing folded (``migrate --from``)."""
+    return _reading(target, option, lambda ro: open_store(target, read_only=ro), _itself)
+
+
+def _store_of(ledger: Ledger) -> EventStore:
+    return ledger.store
+
+
+def _itself(store: EventStore) -> EventStore:
+    return store
 
 
 class LedgerTargetType(click.ParamType[str, Any]):

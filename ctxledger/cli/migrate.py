@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from ctxledger.cli.app import (
@@ -46,8 +44,6 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     """
     if source == dest:
         raise InvalidInput("--from and --to name the same ledger")
-    if not is_url(source) and not os.path.isfile(source):
-        raise InvalidInput(f"--from {source}: no such ledger file")
     if dest in UNPERSISTED:
         raise InvalidInput(f"--to {dest} keeps nothing once the command ends: give a file or URL")
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
@@ -56,7 +52,7 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     copied = 0
     try:
         with (
-            reading_store(source) as src,
+            reading_store(source, "--from") as src,
             open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
         ):
             try:

@@ -83,17 +83,20 @@ def target_text(target: object) -> str:
     return os.path.expanduser(text) if text.startswith("~") else text
 
 
-def require_ledger_file(target: str | os.PathLike[str]) -> None:
+def require_ledger_file(target: str | os.PathLike[str], option: str | None = None) -> None:
     """Refuse (InvalidInput, nothing created) a SQLite ledger file that does not exist.
 
     For commands that only read a ledger: opening a store creates a missing file (and
     its folders), which would turn a mistyped path into an empty ledger. A server URL
-    passes (its store says whether it can be reached).
+    passes (its store says whether it can be reached). `option` names a second ledger
+    (``--b-db``, ``--from``) in the message; else it is the ledger (``--db``).
     """
     text = target_text(target)
     if is_url(text) or _is_file(text):
         return
     _refuse_collapsed_url(text)
+    if option is not None:
+        raise InvalidInput(f"{option} {text}: no such ledger file")
     raise InvalidInput(
         f"no ledger file at {text} (the ledger is --db, else $CTXLEDGER_DB, else ctxledger.db "
         "in the user data dir); `ctxledger import FILE` or `ctxledger demo` creates one"

@@ -171,3 +171,51 @@ def test_a_change_is_its_own_store_error(tmp_path: Path) -> None:
     with pytest.raises(LedgerChanged, match=CHANGED) as caught:
         seen.check()
     assert isinstance(caught.value, StoreError)
+
+
+def test_an_empty_log_there_at_the_open_that_a_writer_fills_is_a_change(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    one_session(db)
+    wal = tmp_path / "l.db-wal"
+    wal.write_bytes(b"")
+    seen = readonly.Unchanged(str(db), str(db))
+    assert not seen.changed()
+    wal.write_bytes(b"\x00" * 4096)  # (the main file untouched)
+    assert seen.changed()
+
+
+def test_migrate_names_no_copy_to_empty_when_the_change_was_caught_before_copying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, dest = tmp_path / "s.db", tmp_path / "d.db"
+    one_session(source)
+    nothing_writable(monkeypatch)
+    changes(monkeypatch, source)  # (its verify before the copy sees it)
+    code, out = run(dest, "migrate", "--from", str(source), "--to", str(dest))
+    assert code == 1, out
+    assert out.splitlines()[-1] == f"error: the ledger {source} {CHANGED}"
+
+
+def test_an_error_of_a_torn_read_outside_sqlite_is_the_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hash that did not compare (IntegrityError), not from sqlite3: the file changed
+    under the read, so it is "run it again", in the main ledger and in --b-db's."""
+    from ctxledger.errors import IntegrityError
+    from ctxledger.ledger.facade import Ledger
+
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    sid_a, sid_b = one_session(a), one_session(b, "other")
+    nothing_writable(monkeypatch)
+
+    def torn(*args: object, **kwargs: object) -> None:
+        raise IntegrityError("the event at seq 2 does not hash to its recorded hash")
+
+    monkeypatch.setattr(Ledger, "sessions", torn)
+    changes(monkeypatch, a)
+    code, out = run(a, "sessions")
+    assert (code, out.splitlines()[-1]) == (1, f"error: the ledger {a} {CHANGED}"), out
+    monkeypatch.setattr("ctxledger.cli.analysis.diff", torn)
+    changes(monkeypatch, b)
+    code, out = run(a, "diff", sid_a, sid_b, "--b-db", str(b))
+    assert (code, out.splitlines()[-1]) == (1, f"error: the ledger {b} {CHANGED}"), out

@@ -19,11 +19,10 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
-from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound
+from ctxledger.errors import CtxLedgerError, InvalidEvent, InvalidInput, LedgerChanged, NotFound
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     default_db_path,
-    is_url,
     open_for_reading,
     open_store,
     require_ledger_file,
@@ -33,6 +32,8 @@ from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: what a read opens: a Ledger or its EventStore (both close on leaving a ``with``)
+R = TypeVar("R", bound=contextlib.AbstractContextManager[Any])
 
 console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
 
@@ -110,6 +111,11 @@ class State:
     def _open(self, read_only: bool) -> Ledger:
         return Ledger.open(self.db, config=self.config(), read_only=read_only)
 
+    def changed_instead(self, exc: CtxLedgerError) -> CtxLedgerError:
+        """The ledger's change (LedgerChanged) when `exc` may come of a torn lock-free
+        read of it (:func:`changed_instead`), else `exc`."""
+        return exc if self._ledger is None else changed_instead(exc, self._ledger.store)
+
     def close(self) -> None:
         """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
         says so and exits 1: what it printed may be torn. A command that already failed
@@ -125,23 +131,64 @@ class State:
                 self._ledger.close()
 
 
-@contextlib.contextmanager
-def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
-    """A second ledger a command only reads (`option`: ``diff --b-db``), which must
-    exist; checked for a change (a lock-free read-only open) before it is closed."""
-    if not is_url(target) and not os.path.isfile(target):
-        raise InvalidInput(f"{option} {target}: no such ledger file")
-    with open_for_reading(target, lambda ro: Ledger.open(target, read_only=ro)) as ledger:
-        yield ledger
-        ledger.store.check_unchanged()
-
-
-@contextlib.contextmanager
-def reading_store(target: str) -> Iterator[EventStore]:
-    """The store of a ledger a command only reads (``migrate --from``), likewise."""
-    with open_for_reading(target, lambda ro: open_store(target, read_only=ro)) as store:
-        yield store
+def changed_instead(exc: CtxLedgerError, store: EventStore) -> CtxLedgerError:
+    """`store`'s LedgerChanged when its lock-free read changed meanwhile and `exc` may
+    come of that torn read (a hash that did not compare, a payload that did not decode,
+    any store error), else `exc`. Input refused for itself (InvalidInput other than an
+    undecodable event, NotFound) stays what it is, as does a change already said."""
+    if isinstance(exc, LedgerChanged) or (
+        isinstance(exc, InvalidInput | NotFound) and not isinstance(exc, InvalidEvent)
+    ):
+        return exc
+    try:
         store.check_unchanged()
+    except LedgerChanged as changed:
+        return changed
+    return exc
+
+
+@contextlib.contextmanager
+def _checked(store: EventStore) -> Iterator[None]:
+    """Reads of `store`, checked for a change when done; an error of a torn read is the
+    change (:func:`changed_instead`)."""
+    try:
+        yield
+    except CtxLedgerError as exc:
+        changed = changed_instead(exc, store)
+        if changed is exc:
+            raise
+        raise changed from exc
+    store.check_unchanged()
+
+
+@contextlib.contextmanager
+def _reading(
+    target: str, option: str, open_: Callable[[bool], R], store: Callable[[R], EventStore]
+) -> Iterator[R]:
+    """A second ledger a command only reads (`option`: ``diff --b-db``, ``migrate
+    --from``), which must exist: opened by ``open_(read_only)`` (see
+    :func:`open_for_reading`), its reads checked for a change (:func:`_checked`)."""
+    require_ledger_file(target, option)
+    with open_for_reading(target, open_) as opened, _checked(store(opened)):
+        yield opened
+
+
+def reading_ledger(target: str, option: str) -> contextlib.AbstractContextManager[Ledger]:
+    """:func:`_reading` as a Ledger (``diff --b-db``)."""
+    return _reading(target, option, lambda ro: Ledger.open(target, read_only=ro), _store_of)
+
+
+def reading_store(target: str, option: str) -> contextlib.AbstractContextManager[EventStore]:
+    """:func:`_reading` as its store only, nothing folded (``migrate --from``)."""
+    return _reading(target, option, lambda ro: open_store(target, read_only=ro), _itself)
+
+
+def _store_of(ledger: Ledger) -> EventStore:
+    return ledger.store
+
+
+def _itself(store: EventStore) -> EventStore:
+    return store
 
 
 class LedgerTargetType(click.ParamType[str, Any]):
@@ -347,6 +394,7 @@ def handle_errors(fn: F) -> F:
             state = ctx.find_object(State) if ctx is not None else None
             if state is not None:
                 state.failed = True
+                exc = state.changed_instead(exc)
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
 

@@ -318,7 +318,7 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
 @click.option(
     "--strict",
     is_flag=True,
-    help="Exit 1 on a warning too (the anchor not checked: no key readable by this user).",
+    help="Exit 1 on a warning too (the anchor not checked: another user's, or no key).",
 )
 @json_option
 @click.pass_context

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from ctxledger.cli.app import (
@@ -19,8 +17,8 @@ from ctxledger.cli.app import (
     state_of,
 )
 from ctxledger.cli.progress import spinner
-from ctxledger.errors import InvalidInput, LedgerChanged
-from ctxledger.eventstore import SQLiteEventStore, is_url, open_store
+from ctxledger.errors import CtxLedgerError, InvalidInput, LedgerChanged
+from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_store
 from ctxledger.eventstore.opening import require_ledger_file, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
@@ -46,20 +44,24 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     """
     if source == dest:
         raise InvalidInput("--from and --to name the same ledger")
-    if not is_url(source) and not os.path.isfile(source):
-        raise InvalidInput(f"--from {source}: no such ledger file")
     if dest in UNPERSISTED:
         raise InvalidInput(f"--to {dest} keeps nothing once the command ends: give a file or URL")
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)
+    copied = 0
     try:
         with (
-            reading_store(source) as src,
+            reading_store(source, "--from") as src,
             open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
         ):
-            report = copy_ledger(src, dst, batch_events=batch_events)
-    except LedgerChanged as exc:  # the copy holds what was read, and --to must be empty
+            try:
+                report = copy_ledger(src, dst, batch_events=batch_events)
+            finally:
+                copied = _events_in(dst)
+    except LedgerChanged as exc:  # --to must be empty: once the copy began, say to empty it
+        if not copied:
+            raise
         raise LedgerChanged(f"{exc}, after emptying --to {dest} (it holds the copy)") from exc
     if as_json:
         emit_json(report)
@@ -70,6 +72,14 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
         "verifies",
         markup=False,
     )
+
+
+def _events_in(store: EventStore) -> int:
+    """The last seq of `store` (0: empty, or it cannot say)."""
+    try:
+        return store.last_seq()
+    except CtxLedgerError:
+        return 0
 
 
 @cli.command()

@@ -83,17 +83,20 @@ def target_text(target: object) -> str:
     return os.path.expanduser(text) if text.startswith("~") else text
 
 
-def require_ledger_file(target: str | os.PathLike[str]) -> None:
+def require_ledger_file(target: str | os.PathLike[str], option: str | None = None) -> None:
     """Refuse (InvalidInput, nothing created) a SQLite ledger file that does not exist.
 
     For commands that only read a ledger: opening a store creates a missing file (and
     its folders), which would turn a mistyped path into an empty ledger. A server URL
-    passes (its store says whether it can be reached).
+    passes (its store says whether it can be reached). `option` names a second ledger
+    (``--b-db``, ``--from``) in the message; else it is the ledger (``--db``).
     """
     text = target_text(target)
     if is_url(text) or _is_file(text):
         return
     _refuse_collapsed_url(text)
+    if option is not None:
+        raise InvalidInput(f"{option} {text}: no such ledger file")
     raise InvalidInput(
         f"no ledger file at {text} (the ledger is --db, else $CTXLEDGER_DB, else ctxledger.db "
         "in the user data dir); `ctxledger import FILE` or `ctxledger demo` creates one"
@@ -114,12 +117,15 @@ def _is_file(text: str) -> bool:
 
 def opens_read_only(target: str | os.PathLike[str]) -> bool:
     """Whether a command that only reads opens the SQLite ledger `target` read-only: an
-    empty file (which it must not turn into a ledger), or a file, folder or medium this
-    process cannot write. False for a URL and for a file that is not there."""
+    empty file (which it must not turn into a ledger), a file of another user (root's
+    writable open left a root-owned 0600 ``.lock`` that locked the owner out), or a
+    file, folder or medium this process cannot write. False for a URL and for a file
+    that is not there."""
     text = target_text(target)
     if is_url(text) or not _is_file(text):
         return False
-    return os.path.getsize(text) == 0 or not is_writable(text)
+    st = os.stat(text)
+    return st.st_size == 0 or st.st_uid != os.geteuid() or not is_writable(text)
 
 
 def open_for_reading(target: str, open_: Callable[[bool], T]) -> T:

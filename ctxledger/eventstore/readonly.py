@@ -132,7 +132,7 @@ class Unchanged:
             st = os.stat(self.real)
         except OSError:
             return ()
-        sides = tuple(os.path.lexists(self.real + s) for s in ("-wal", "-shm", "-journal"))
+        sides = tuple(_side_stamp(self.real + s) for s in ("-wal", "-shm", "-journal"))
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, *sides)
 
     def changed(self) -> bool:
@@ -144,6 +144,16 @@ class Unchanged:
     def check(self) -> None:
         if self.changed():
             raise self.error()
+
+
+def _side_stamp(path: str) -> tuple[int, int] | None:
+    """A side file's (size, mtime_ns), None when there is none: an empty ``-wal`` there
+    at the open that a writer then fills is a change too."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def read_only_target(path: str) -> str | None:
@@ -166,10 +176,27 @@ def read_only_target(path: str) -> str | None:
             raise StoreError(
                 f"the ledger {path} has a {what} ({real}{side}) not yet merged into it "
                 f"and no {real}-shm this user can read: it cannot be read without "
-                "writing; open it once where it can be written (`ctxledger upgrade`), or "
-                f"copy the ledger and its {side} to such a folder"
+                f"writing; {_unmerged_hint(real, side)}"
             )
     return uri + "?immutable=1"
+
+
+def _unmerged_hint(real: str, side: str) -> str:
+    """What a reader can do about an unmerged `side` file: the owner of another user's
+    ledger can (this user cannot upgrade it, and a copy made while a writer runs tears)."""
+    try:
+        own = os.stat(real).st_uid == os.geteuid()
+    except (OSError, AttributeError):
+        own = True
+    if not own:
+        return (
+            f"ask the owner to make {real}-shm readable, or to stop its writers; or copy "
+            f"the ledger with its {side} while no writer runs"
+        )
+    return (
+        "open it once where it can be written (`ctxledger upgrade`), or copy the ledger "
+        f"with its {side} to such a folder while no writer runs"
+    )
 
 
 def refuse_old_schema(path: str, pending: list[str]) -> None:

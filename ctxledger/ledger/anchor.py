@@ -73,8 +73,13 @@ def _key_path() -> Path:
 
 
 class NoKey(Exception):
-    """A read-only check found no sealing key this user may read (another user's
-    ledger): the anchor is not checked, and no key is made."""
+    """The anchor is not checked, a warning (:attr:`warning`), not a failure: a
+    read-only check found no sealing key this user may read (no key is made), or
+    another user's anchor does not verify under this user's key."""
+
+    def __init__(self, warning: str | None = None) -> None:
+        super().__init__(warning or NO_KEY)
+        self.warning = warning or NO_KEY
 
 
 def _key(create: bool = True) -> bytes:
@@ -113,6 +118,22 @@ def _may_read(path: Path) -> bool:
 
 #: what a read-only verify says (a warning, not a failure) of an anchor it cannot check
 NO_KEY = "anchor not checked: no key readable by this user (the hash chain was checked)"
+#: ...and of another user's anchor whose seal is not this user's (no tampering shown)
+FOREIGN_SEAL = (
+    "anchor sealed under a key this user does not hold: not checked (the hash chain was checked)"
+)
+
+
+def _not_ours(db: str | os.PathLike[str], read_only: bool) -> bool:
+    """Whether the anchor beside `db` is another user's: its head file is not this
+    user's, or the ledger is read read-only and is not this user's."""
+    try:
+        me = os.geteuid()
+        if os.stat(anchor_path(db)).st_uid != me:
+            return True
+        return read_only and os.stat(db).st_uid != me
+    except (OSError, AttributeError):  # (gone meanwhile; no owners on this system)
+        return False
 
 
 _KEY_FILE = "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)"
@@ -252,7 +273,9 @@ def check_anchor(
     store: EventStore, db: str | os.PathLike[str], read_only: bool = False
 ) -> tuple[int | None, str] | None:
     """``(seq, problem)`` when the log contradicts its sealed anchor, else None.
-    `read_only` makes no key: NoKey when there is none this user may read."""
+    `read_only` makes no key: NoKey when there is none this user may read, and when
+    another user's seal does not verify under this user's key (it is theirs: that is
+    no tampering this user can tell; on this user's own anchor it is FAILED)."""
     try:
         anchor = read_anchor(db)
     except (OSError, msgspec.DecodeError) as exc:
@@ -262,6 +285,8 @@ def check_anchor(
     if anchor is None:
         return None
     if not seal_is_valid(anchor, create=not read_only):
+        if _not_ours(db, read_only):
+            raise NoKey(FOREIGN_SEAL)
         return None, (
             f"the head anchor {anchor_path(db)} does not carry a valid seal (edited, or sealed "
             "under another key): check the head with --expect-head"
@@ -376,8 +401,8 @@ def verify_file(
         if report.ok and not server:
             try:
                 found = check_anchor(store, path, read_only)
-            except NoKey:
-                found, report = None, msgspec.structs.replace(report, warning=NO_KEY)
+            except NoKey as exc:
+                found, report = None, msgspec.structs.replace(report, warning=exc.warning)
             if found is not None:
                 report = _failed(report, *found)
         if report.ok and expect_head:
@@ -395,6 +420,7 @@ def verify_file(
 
 
 __all__ = [
+    "FOREIGN_SEAL",
     "NO_KEY",
     "HeadAnchor",
     "NoKey",

@@ -252,9 +252,9 @@ def raised_line(text: str, start: int, end: int) -> str | None:
     With none, the first line at the margin after the last frame, or else after the
     header. Each traceback reads its own lines only (linear in the text). An exception
     group's traceback (``  + Exception Group Traceback``) is read without its border."""
-    if _bordered(text, start):
-        own = _BORDER.sub("", text[start:end])
-        return raised_line(own, 0, len(own))
+    if _bordered(text, start):  # (once: stripped lines are read as they are, no recursion)
+        text = _BORDER.sub("", text[start:end])
+        start, end = 0, len(text)
     for head in _CHAINED:
         at = text.find(head, start, end)
         end = end if at == -1 else at

@@ -1,0 +1,58 @@
+"""The findings of session 32's third review of the audit's fact changes, each held here.
+
+* 1: an exception group's border repeated on its header's line was stripped one per
+  recursive call (``RecursionError`` at 2,000 borders); the border is stripped once;
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers.reference_facts import facts as reference
+
+from ctxledger.compressor import factkinds, factnoise
+from ctxledger.compressor.factmatch import Fact
+from ctxledger.compressor.facts import extract_facts
+
+
+def _message(text: str, role: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": role, "content": text}
+    if role == "tool":
+        message["tool_call_id"] = "c"
+    return message
+
+
+def _facts(text: str, role: str = "tool") -> list[Fact]:
+    return extract_facts([_message(text, role)])
+
+
+def _values(text: str, kind: str, role: str = "tool") -> list[str]:
+    return [fact.value for fact in _facts(text, role) if fact.kind == kind]
+
+
+def _bordered_header(borders: int) -> str:
+    return "  + Traceback (most recent call last):" + "| " * borders + "\nValueError: x"
+
+
+@pytest.mark.parametrize("borders", [2000, 10000])
+def test_repeated_borders_read_in_one_pass(borders: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # third review 1: no recursion per border (RecursionError at 2,000), one call per header
+    calls: list[int] = []
+    original = factnoise.raised_line
+
+    def counted(text: str, start: int, end: int) -> str | None:
+        calls.append(start)
+        return original(text, start, end)
+
+    monkeypatch.setattr(factnoise, "raised_line", counted)
+    monkeypatch.setattr(factkinds, "raised_line", counted)
+    text = _bordered_header(borders)
+    errors = _values(text, "error")
+    assert "ValueError: x" in errors
+    assert len(calls) == 1
+    assert _facts(text) == reference.extract_facts([_message(text, "tool")])
+
+
+def test_a_bordered_header_on_its_own_gives_its_exception() -> None:
+    assert _values(_bordered_header(2000), "error") == ["ValueError: x"]

@@ -2,6 +2,8 @@
 
 * 1: an exception group's border repeated on its header's line was stripped one per
   recursive call (``RecursionError`` at 2,000 borders); the border is stripped once;
+* 2: ``got``, ``but`` or another exception after what was expected dispute it in its
+  clause only, not in a later sentence or a parenthesis;
 """
 
 from __future__ import annotations
@@ -56,3 +58,36 @@ def test_repeated_borders_read_in_one_pass(borders: int, monkeypatch: pytest.Mon
 
 def test_a_bordered_header_on_its_own_gives_its_exception() -> None:
     assert _values(_bordered_header(2000), "error") == ["ValueError: x"]
+
+
+_LATER_CLAUSES = [
+    ("KeyError raised as expected; 3 tests passed but 1 skipped", True),
+    ("KeyError raised as expected. Build succeeded but with 2 warnings", True),
+    ("Expected error: KeyError; but 3 tests passed", True),
+    ("Got KeyError as expected; TypeError check comes next", False),
+    ("ValueError raised as expected (see KeyError docs)", False),
+]
+
+
+@pytest.mark.parametrize(("text", "outcome"), _LATER_CLAUSES)
+@pytest.mark.parametrize("role", ["tool", "user", "assistant"])
+def test_a_later_clause_does_not_dispute_what_was_expected(
+    text: str, outcome: bool, role: str
+) -> None:
+    # third review 2: as at 898addf, no error, and the tool's line is its outcome
+    assert _values(text, "error", role) == []
+    assert _values(text, "outcome", role) == ([text] if outcome and role == "tool" else [])
+    assert _facts(text, role) == reference.extract_facts([_message(text, role)])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Expected error: KeyError, but got TypeError; done",
+        "KeyError raised as expected, then TypeError. Fine.",
+        "Got KeyError as expected but the run went on",
+    ],
+)
+def test_the_clause_of_what_was_expected_still_disputes_it(text: str) -> None:
+    assert _values(text, "error") != []
+    assert _facts(text) == reference.extract_facts([_message(text, "tool")])

@@ -73,6 +73,10 @@ _DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
 _OTHERWISE = re.compile(r"(?i)\b(?:got|but)\b")
 #: an exception's name after what was expected
 _NAMED = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)\b")
+#: where the clause of what was expected ends: a sentence's or clause's mark before a
+#: blank or the line's end (``…; 3 tests passed but 1 skipped``), or a parenthesis
+#: (``ValueError raised as expected (see KeyError docs)``)
+_CLAUSE_END = re.compile(r"[;.!?](?:\s|$)|\(")
 
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -148,12 +152,16 @@ def reports_success(line: str) -> bool:
 
 
 def _undisputed(line: str, end: int, named: str | None) -> bool:
-    """Whether nothing after what was expected (ending at `end`) says something else
-    came: no ``got`` or ``but``, and no exception other than `named` (any, when None:
-    ``Expected error: KeyError`` names what it expected after the ``:``)."""
-    if _OTHERWISE.search(line, end) is not None:
+    """Whether nothing after what was expected (ending at `end`) in its clause says
+    something else came: no ``got`` or ``but``, and no exception other than `named` (any,
+    when None: ``Expected error: KeyError`` names what it expected after the ``:``). A
+    later sentence or clause (``…; TypeError check comes next``) is another matter."""
+    clause = _CLAUSE_END.search(line, end)
+    stop = len(line) if clause is None else clause.start()
+    if _OTHERWISE.search(line, end, stop) is not None:
         return False
-    return named is None or all(other.group(0) == named for other in _NAMED.finditer(line, end))
+    others = _NAMED.finditer(line, end, stop)
+    return named is None or all(other.group(0) == named for other in others)
 
 
 def numbered(line: str) -> bool:

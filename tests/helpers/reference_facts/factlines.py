@@ -199,7 +199,13 @@ def _expected_exception(line: str) -> bool:
 
 def _undisputed(after: str, named: str | None) -> bool:
     """Second review: what was expected stands when no word ``got`` or ``but`` and no
-    exception but `named` (any, when None) comes `after` it."""
+    exception but `named` (any, when None) comes `after` it, up to the end of its clause
+    (third review: ``;``, ``.``, ``!`` or ``?`` before a blank or the end, or ``(``)."""
+    for index, char in enumerate(after):
+        following = after[index + 1 : index + 2]
+        if char == "(" or (char in ";.!?" and (not following or following.isspace())):
+            after = after[:index]
+            break
     words = "".join(c if (c.isalnum() or c == "_") else " " for c in after).split()
     if any(word.lower() in ("got", "but") for word in words):
         return False

@@ -4,6 +4,8 @@
   recursive call (``RecursionError`` at 2,000 borders); the border is stripped once;
 * 2: ``got``, ``but`` or another exception after what was expected dispute it in its
   clause only, not in a later sentence or a parenthesis;
+* 3: a ``|`` border is read as an exception group's only under the group's header (a
+  border's line) or on a header that ends its line (no markdown table's row);
 """
 
 from __future__ import annotations
@@ -91,3 +93,39 @@ def test_a_later_clause_does_not_dispute_what_was_expected(
 def test_the_clause_of_what_was_expected_still_disputes_it(text: str) -> None:
     assert _values(text, "error") != []
     assert _facts(text) == reference.extract_facts([_message(text, "tool")])
+
+
+_GROUP = (
+    "log\n  + Exception Group Traceback (most recent call last):\n"
+    "  | ExceptionGroup: eg (2 sub-exceptions)\n"
+    "  +-+---------------- 1 ----------------\n"
+    "    | ValueError: 1\n"
+    "    +---------------- 2 ----------------\n"
+    "    | TypeError: 2\n"
+    "    +------------------------------------\n"
+)
+
+_GROUP_ERRORS = ["ExceptionGroup: eg (2 sub-exceptions)", "ValueError: 1", "TypeError: 2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        ("| ValueError: bad", {"tool": ["| ValueError: bad"], "assistant": ["ValueError"]}),
+        (
+            "| Traceback (most recent call last): | x |\n| ValueError: t | y |",
+            {"tool": ["| ValueError: t | y |"], "assistant": ["| ValueError: t | y |"]},
+        ),
+        (
+            "| TypeError: a\n" + _GROUP,  # (a border before the group's header: none)
+            {role: _GROUP_ERRORS for role in ("tool", "assistant")},
+        ),
+    ],
+)
+@pytest.mark.parametrize("role", ["tool", "assistant"])
+def test_a_border_outside_an_exception_group_is_no_groups(
+    text: str, errors: dict[str, list[str]], role: str
+) -> None:
+    # third review 3: no second error without its border
+    assert _values(text, "error", role) == errors[role]
+    assert _facts(text, role) == reference.extract_facts([_message(text, role)])

@@ -242,12 +242,21 @@ _BORDER = re.compile(r"^[ \t]*[|+][-+]*[ ]?", re.MULTILINE)
 _BORDER_REACH = len("Traceback (most recent call last):") + 32
 
 
+#: the end of a traceback header's line: blanks only (a markdown table's ``| Traceback
+#: (most recent call last): | x |`` goes on: no exception group)
+_HEADER_LINE_END = re.compile(r"[ \t]*(?:\n|\Z)")
+
+
 def _bordered(text: str, start: int) -> bool:
     """Whether the traceback header ending at `start` stands after an exception group's
     border, read in :data:`_BORDER_REACH` characters (a header per line of a long line
-    reads a bounded stretch each)."""
+    reads a bounded stretch each), and ends its line."""
     line = text.rfind("\n", max(0, start - _BORDER_REACH - 1), start) + 1
-    return start - line <= _BORDER_REACH and _BORDER_START.match(text, line) is not None
+    return (
+        start - line <= _BORDER_REACH
+        and _BORDER_START.match(text, line) is not None
+        and _HEADER_LINE_END.match(text, start) is not None
+    )
 
 
 def raised_line(text: str, start: int, end: int) -> str | None:

@@ -502,9 +502,9 @@ def test_prose_in_parentheses_keeps_its_outcome(text: str, outcomes: list[str]) 
         ("src/x.py--\\\\.\\COM1\n", ["src/x.py"]),
         ("pkg/__init__.py-\\nsetup.py\n", ["pkg/__init__.py", "nsetup.py"]),
         ("see app.py-\\x here\n", []),  # (the extraction reads ``-\\`` as more name)
-        # dashes then more of a name make one name (no known file alone)
-        ("Makefile--OK\n", []),
-        ("Makefile-old\n", []),
+        # dashes then more of a name make one name (third review: the whole run)
+        ("Makefile--OK\n", ["Makefile--OK"]),
+        ("Makefile-old\n", ["Makefile-old"]),
         ("Makefile- OK\n", ["Makefile"]),
         ("app.py-old and app.py.-/x\n", []),
     ],

@@ -6,6 +6,8 @@
   clause only, not in a later sentence or a parenthesis;
 * 3: a ``|`` border is read as an exception group's only under the group's header (a
   border's line) or on a header that ends its line (no markdown table's row);
+* 4: a known file name with dashed words (``Dockerfile-dev``) is the whole run, as the
+  matcher reads it (it gave nothing);
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from helpers.reference_facts import facts as reference
 
 from ctxledger.compressor import factkinds, factnoise
-from ctxledger.compressor.factmatch import Fact
+from ctxledger.compressor.factmatch import Fact, fact_in_text
 from ctxledger.compressor.facts import extract_facts
 
 
@@ -129,3 +131,24 @@ def test_a_border_outside_an_exception_group_is_no_groups(
     # third review 3: no second error without its border
     assert _values(text, "error", role) == errors[role]
     assert _facts(text, role) == reference.extract_facts([_message(text, role)])
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Use Dockerfile-dev for dev.", ["Dockerfile-dev"]),
+        ("Run make with Makefile-old", ["Makefile-old"]),
+        ("See Makefile--OK", ["Makefile--OK"]),
+        (
+            "Makefile-old\u00b9 and Makefile-x- then Dockerfile.dev",
+            ["Makefile-old", "Makefile-x", "Dockerfile.dev"],
+        ),
+        ("Makefile-a.b, Dockerfile.dev-x, my-Makefile-old, Makefile-a-b-c-d-e-f-g-h-i", []),
+    ],
+)
+def test_a_known_file_name_with_dashed_words_is_the_whole_run(text: str, found: list[str]) -> None:
+    # third review 4: as the matcher reads it (extracted => found)
+    facts = _facts(text, "user")
+    assert [fact.value for fact in facts if fact.kind == "path"] == found
+    assert all(fact_in_text(fact, text) for fact in facts)
+    assert facts == reference.extract_facts([_message(text, "user")])

@@ -8,6 +8,7 @@
   border's line) or on a header that ends its line (no markdown table's row);
 * 4: a known file name with dashed words (``Dockerfile-dev``) is the whole run, as the
   matcher reads it (it gave nothing);
+* 5: a skip whose reason names an exception anywhere in its parentheses reports it.
 """
 
 from __future__ import annotations
@@ -152,3 +153,19 @@ def test_a_known_file_name_with_dashed_words_is_the_whole_run(text: str, found: 
     assert [fact.value for fact in facts if fact.kind == "path"] == found
     assert all(fact_in_text(fact, text) for fact in facts)
     assert facts == reference.extract_facts([_message(text, "user")])
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        ("t.py::t SKIPPED (Errors in setup, see ValueError above)", ["ValueError"]),
+        ("t.py::t SKIPPED (see KeyError.args) here", ["KeyError"]),
+        ("t.py::t SKIPPED (Errors in setup)", []),
+        ("t.py::t SKIPPED (fine) ValueError", []),
+    ],
+)
+def test_a_skip_naming_an_exception_in_its_reason_reports_it(text: str, errors: list[str]) -> None:
+    # third review 5: the exception named inside the parentheses is no success's
+    assert _values(text, "error", "assistant") == errors
+    for role in ("tool", "assistant"):
+        assert _facts(text, role) == reference.extract_facts([_message(text, role)])

@@ -49,12 +49,12 @@ CODE_LINE = re.compile(
 #: ``SUCCESS: No TypeError raised``; not ``PASS 3/4 - test_x raised ValueError``), ``OK``
 #: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), or a pytest node
 #: line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason
-#: is an exception's name, ``SKIPPED (ImportError: …)``, still reports it; ``SKIPPED
-#: (Errors in setup …)`` opens with a word)
+#: names an exception, ``SKIPPED (ImportError: …)``, ``SKIPPED (Errors in setup, see
+#: ValueError above)``, still reports it; ``SKIPPED (Errors in setup)`` names none)
 _SUCCESS_LINE = re.compile(
     r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\())"
     r"|[ \t]*[\w/.\-]+::[^\n]*[ \t]"
-    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)\b))\b"
+    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([^)\n]*?(?<![\w.])[\w.]*(?:Error|Exception)\b))\b"
 )
 #: ``Expected`` with its ``:`` (``Expected error: KeyError``), the word between read
 #: as the expected exception when it names one

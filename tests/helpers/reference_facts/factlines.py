@@ -171,15 +171,17 @@ def success(line: str) -> bool:
 
 
 def _exception_reason(reason: str) -> bool:
-    """Whether a skip's reason ``(ImportError: …)`` opens with an exception's name."""
+    """Whether a skip's reason ``(ImportError: …)`` names an exception (third review:
+    anywhere before its ``)``: ``(Errors in setup, see ValueError above)``)."""
     if not reason.startswith("("):
         return False
-    name = ""
-    for char in reason[1:]:
-        if not (char.isalnum() or char in "_."):
-            break
-        name += char
-    return "Error" in name[-5:] or name.endswith("Exception")
+    inside = reason[1:].split(")", 1)[0]
+    runs = "".join(c if (c.isalnum() or c in "_.") else " " for c in inside).split()
+    for run in runs:
+        cuts = [run[:i] for i in range(1, len(run) + 1) if i == len(run) or run[i] == "."]
+        if any(cut.endswith(("Error", "Exception")) for cut in cuts):
+            return True
+    return False
 
 
 def _expected_exception(line: str) -> bool:

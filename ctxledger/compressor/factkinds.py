@@ -214,12 +214,15 @@ def _command_of(strings: Mapping[str, str]) -> str:
 
 # --------------------------------------------------------------------------- error lines
 
-_EXCEPTION_LINE = re.compile(
-    r"^[ \t]*(?:\|[ \t]+)?"  # (an exception group's border: ``    | ValueError: 1``)
+_EXCEPTION_BODY = (
     r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
-    r"(?::[^\n]*)?)[ \t]*$",
-    re.MULTILINE,
+    r"(?::[^\n]*)?)[ \t]*$"
 )
+_EXCEPTION_LINE = re.compile(r"^[ \t]*" + _EXCEPTION_BODY, re.MULTILINE)
+#: an exception group's line with its border (``    | ValueError: 1``), read after the
+#: group's header only (``| ValueError: bad`` of a table is no sub-exception)
+_GROUP_EXCEPTION_LINE = re.compile(r"^[ \t]*\|[ \t]+" + _EXCEPTION_BODY, re.MULTILINE)
+_GROUP_HEADER = "Exception Group Traceback (most recent call last):"
 _EXCEPTION_LINE_LITERALS = (
     "Error", "Exception", "Exit", "Interrupt", "Fault", "Failure", "Warning",
 )  # fmt: skip
@@ -307,6 +310,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if line is not None:
             found.append((start, _cap(line)))
         start = after
+    group = text.find(_GROUP_HEADER) if "|" in text else -1
     for pattern, literals in (
         (_EXCEPTION_LINE, _EXCEPTION_LINE_LITERALS),
         (_ERROR_PREFIX_LINE, ()),
@@ -315,6 +319,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # prose about errors (``Error handling looks fine``)
             found.append((match.start(1), _cap(match.group(1))))
+    for match in _GROUP_EXCEPTION_LINE.finditer(text, group) if group != -1 else ():
+        found.append((match.start(1), _cap(match.group(1))))
     # (a literal check even on a short text: most texts hold none, and the pattern tries
     # every line start; has_any answers a long text without ":" at once)
     tool_errors = holds_any(text, _TOOL_ERROR_LITERALS)

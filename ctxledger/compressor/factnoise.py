@@ -49,12 +49,12 @@ CODE_LINE = re.compile(
 #: ``SUCCESS: No TypeError raised``; not ``PASS 3/4 - test_x raised ValueError``), ``OK``
 #: alone (``OK``, ``OK (skipped=1)``; not ``OK, so the error is …``), or a pytest node
 #: line that passed (``tests/x.py::test_y[-SQLParseError] PASSED``; a skip whose reason
-#: is an exception's name, ``SKIPPED (ImportError: …)``, still reports it; ``SKIPPED
-#: (Errors in setup …)`` opens with a word)
+#: names an exception, ``SKIPPED (ImportError: …)``, ``SKIPPED (Errors in setup, see
+#: ValueError above)``, still reports it; ``SKIPPED (Errors in setup)`` names none)
 _SUCCESS_LINE = re.compile(
     r"[ \t]*(?:[✓✔✅]|(?:SUCCESS|PASS(?:ED)?)(?:[:!]|[ \t]*$)|OK(?:[ \t]*$|[ \t]+\())"
     r"|[ \t]*[\w/.\-]+::[^\n]*[ \t]"
-    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([\w.]*(?:Error|Exception)\b))\b"
+    r"(?:PASSED|XFAIL|SKIPPED(?![ \t]*\([^)\n]*?(?<![\w.])[\w.]*(?:Error|Exception)\b))\b"
 )
 #: ``Expected`` with its ``:`` (``Expected error: KeyError``), the word between read
 #: as the expected exception when it names one
@@ -73,6 +73,10 @@ _DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
 _OTHERWISE = re.compile(r"(?i)\b(?:got|but)\b")
 #: an exception's name after what was expected
 _NAMED = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)\b")
+#: where the clause of what was expected ends: a sentence's or clause's mark before a
+#: blank or the line's end (``…; 3 tests passed but 1 skipped``), or a parenthesis
+#: (``ValueError raised as expected (see KeyError docs)``)
+_CLAUSE_END = re.compile(r"[;.!?](?:\s|$)|\(")
 
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -148,12 +152,16 @@ def reports_success(line: str) -> bool:
 
 
 def _undisputed(line: str, end: int, named: str | None) -> bool:
-    """Whether nothing after what was expected (ending at `end`) says something else
-    came: no ``got`` or ``but``, and no exception other than `named` (any, when None:
-    ``Expected error: KeyError`` names what it expected after the ``:``)."""
-    if _OTHERWISE.search(line, end) is not None:
+    """Whether nothing after what was expected (ending at `end`) in its clause says
+    something else came: no ``got`` or ``but``, and no exception other than `named` (any,
+    when None: ``Expected error: KeyError`` names what it expected after the ``:``). A
+    later sentence or clause (``…; TypeError check comes next``) is another matter."""
+    clause = _CLAUSE_END.search(line, end)
+    stop = len(line) if clause is None else clause.start()
+    if _OTHERWISE.search(line, end, stop) is not None:
         return False
-    return named is None or all(other.group(0) == named for other in _NAMED.finditer(line, end))
+    others = _NAMED.finditer(line, end, stop)
+    return named is None or all(other.group(0) == named for other in others)
 
 
 def numbered(line: str) -> bool:
@@ -234,12 +242,21 @@ _BORDER = re.compile(r"^[ \t]*[|+][-+]*[ ]?", re.MULTILINE)
 _BORDER_REACH = len("Traceback (most recent call last):") + 32
 
 
+#: the end of a traceback header's line: blanks only (a markdown table's ``| Traceback
+#: (most recent call last): | x |`` goes on: no exception group)
+_HEADER_LINE_END = re.compile(r"[ \t]*(?:\n|\Z)")
+
+
 def _bordered(text: str, start: int) -> bool:
     """Whether the traceback header ending at `start` stands after an exception group's
     border, read in :data:`_BORDER_REACH` characters (a header per line of a long line
-    reads a bounded stretch each)."""
+    reads a bounded stretch each), and ends its line."""
     line = text.rfind("\n", max(0, start - _BORDER_REACH - 1), start) + 1
-    return start - line <= _BORDER_REACH and _BORDER_START.match(text, line) is not None
+    return (
+        start - line <= _BORDER_REACH
+        and _BORDER_START.match(text, line) is not None
+        and _HEADER_LINE_END.match(text, start) is not None
+    )
 
 
 def raised_line(text: str, start: int, end: int) -> str | None:
@@ -252,9 +269,9 @@ def raised_line(text: str, start: int, end: int) -> str | None:
     With none, the first line at the margin after the last frame, or else after the
     header. Each traceback reads its own lines only (linear in the text). An exception
     group's traceback (``  + Exception Group Traceback``) is read without its border."""
-    if _bordered(text, start):
-        own = _BORDER.sub("", text[start:end])
-        return raised_line(own, 0, len(own))
+    if _bordered(text, start):  # (once: stripped lines are read as they are, no recursion)
+        text = _BORDER.sub("", text[start:end])
+        start, end = 0, len(text)
     for head in _CHAINED:
         at = text.find(head, start, end)
         end = end if at == -1 else at

@@ -246,7 +246,7 @@ def _plausible(value: str) -> str | None:
     if _DATE_SLASHES.fullmatch(value):
         return None  # ``20/May/2024`` of a web server's log: a date
     if "/" not in value:
-        known = value.split(".", 1)[0] in KNOWN_FILES
+        known = value.split(".", 1)[0].split("-", 1)[0] in KNOWN_FILES  # (Dockerfile-dev)
         return value if has_ext(value) or known or DOTFILE.fullmatch(value) else None
     parts = [p for p in value.split("/") if p]
     if not parts:

@@ -211,11 +211,16 @@ _EXIT_CODES = (
     re.compile(r"\"(?:exit_code|returncode|exitCode)\"\s*:\s*(\d+)"),
 )
 _EXCEPTION_LINE = re.compile(
-    r"^[ \t]*(?:\|[ \t]+)?"  # (an exception group's border: ``    | ValueError: 1``)
-    r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
+    r"^[ \t]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)"
     r"(?::[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
+#: third review: a line with an exception group's border (``    | ValueError: 1``) after
+#: the group's header only
+_GROUP_EXCEPTION_LINE = re.compile(
+    r"^[ \t]*\|[ \t]+" + _EXCEPTION_LINE.pattern.removeprefix(r"^[ \t]*"), re.MULTILINE
+)
+_GROUP_HEADER = "Exception Group Traceback (most recent call last):"
 _ERROR_PREFIX_LINE = re.compile(
     r"^[ \t]*((?:error|fatal|npm err!|\[error\]|error\[\w+\]|failed(?! \()|fail:|panic:)(?=[:!\s\[])[^\n]*)$",
     re.MULTILINE | re.IGNORECASE,
@@ -299,14 +304,18 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         lines = own.split("\n")
         header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")
         bordered = start - (text.rfind("\n", 0, start) + 1) <= 32  # (at most 32 before)
-        if bordered and header[:1] in ("|", "+"):  # (second review: a group's border)
+        ends = not lines[0].strip(" \t")  # (third review: the header ends its line)
+        if bordered and ends and header[:1] in ("|", "+"):  # (second review: a group's border)
             lines = [_unbordered(line) for line in lines]
         error = _traceback_error(lines)
         if error is not None:
             found.append((start, _cap(error)))
         start = following
-    for pattern in (_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
+    group = text.find(_GROUP_HEADER)
+    for pattern in (_EXCEPTION_LINE, _GROUP_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
         for match in pattern.finditer(text):
+            if pattern is _GROUP_EXCEPTION_LINE and not -1 < group < match.start():
+                continue
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # (ctxledger's rule since s28: prose about errors is no error)
             found.append((match.start(1), _cap(match.group(1))))

@@ -171,15 +171,17 @@ def success(line: str) -> bool:
 
 
 def _exception_reason(reason: str) -> bool:
-    """Whether a skip's reason ``(ImportError: …)`` opens with an exception's name."""
+    """Whether a skip's reason ``(ImportError: …)`` names an exception (third review:
+    anywhere before its ``)``: ``(Errors in setup, see ValueError above)``)."""
     if not reason.startswith("("):
         return False
-    name = ""
-    for char in reason[1:]:
-        if not (char.isalnum() or char in "_."):
-            break
-        name += char
-    return "Error" in name[-5:] or name.endswith("Exception")
+    inside = reason[1:].split(")", 1)[0]
+    runs = "".join(c if (c.isalnum() or c in "_.") else " " for c in inside).split()
+    for run in runs:
+        cuts = [run[:i] for i in range(1, len(run) + 1) if i == len(run) or run[i] == "."]
+        if any(cut.endswith(("Error", "Exception")) for cut in cuts):
+            return True
+    return False
 
 
 def _expected_exception(line: str) -> bool:
@@ -199,7 +201,13 @@ def _expected_exception(line: str) -> bool:
 
 def _undisputed(after: str, named: str | None) -> bool:
     """Second review: what was expected stands when no word ``got`` or ``but`` and no
-    exception but `named` (any, when None) comes `after` it."""
+    exception but `named` (any, when None) comes `after` it, up to the end of its clause
+    (third review: ``;``, ``.``, ``!`` or ``?`` before a blank or the end, or ``(``)."""
+    for index, char in enumerate(after):
+        following = after[index + 1 : index + 2]
+        if char == "(" or (char in ";.!?" and (not following or following.isspace())):
+            after = after[:index]
+            break
     words = "".join(c if (c.isalnum() or c == "_") else " " for c in after).split()
     if any(word.lower() in ("got", "but") for word in words):
         return False

@@ -54,20 +54,44 @@ def test_roots_read_of_another_users_ledger_leaves_no_file_of_root_beside_it(
     assert set(owners(folder).values()) == {OWNER}, owners(folder)
 
 
-def test_roots_writable_open_gives_its_side_files_to_the_ledgers_owner(tmp_path: Path) -> None:
-    folder = tmp_path / "theirs"
+def test_roots_lease_through_a_linked_folder_gives_no_file_to_anyone(tmp_path: Path) -> None:
+    """Review of session 32: root's side files were handed to the ledger's owner, so a
+    user who linked ``<ledger>.leases`` to a folder of root's got a file of their own
+    there (one a run-parts folder would run). Nothing is handed over now."""
+    folder, roots = tmp_path / "theirs", tmp_path / "roots"
     folder.mkdir()
+    roots.mkdir()
     db = folder / "l.db"
     SQLiteEventStore(str(db)).close()
-    (folder / "l.db.lock").unlink()
     give_to_owner(folder)
+    (folder / "l.db.leases").symlink_to(roots)
+    os.lchown(folder / "l.db.leases", OWNER, OWNER)
     with Ledger.open(str(db)) as ledger:
         release = ledger.store.try_lease("compaction:x")
         assert release is not None
         release()
-    made = owners(folder)
-    assert {"l.db.lock", "l.db.leases"} <= set(made) and len(made) >= 4, made  # (+ a lease)
-    assert set(made.values()) == {OWNER}, made
+    assert {p.stat().st_uid for p in roots.iterdir()} <= {0}
+    assert roots.stat().st_uid == 0
+
+
+def test_roots_write_to_another_users_ledger_leaves_their_anchor_theirs(tmp_path: Path) -> None:
+    """Root's write sealed the head under root's key in a root-only file: the owner's
+    verify then said FAILED (the anchor cannot be read). Another user's anchor is theirs
+    to seal: root's write leaves it as it was, and the owner's anchor still verifies."""
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    db = folder / "l.db"
+    one_session(db)
+    head = folder / "l.db.head"
+    before = head.read_bytes() if head.exists() else None
+    give_to_owner(folder)
+    with Ledger.open(str(db)) as ledger:  # (root, writing)
+        ledger.start_session(model="m", context_length=8_000)
+    assert (head.read_bytes() if head.exists() else None) == before
+    if head.exists():
+        assert head.stat().st_uid == OWNER
+    with Ledger.open(str(db)) as ledger:
+        assert ledger.verify().ok
 
 
 def test_verify_of_another_users_intact_ledger_under_a_key_of_ones_own_warns(

@@ -18,7 +18,6 @@ __all__ = [
     "SQLITE_HEADER",
     "create_ledger_file",
     "create_private_file",
-    "give_to_ledger_owner",
     "open_side_lock",
 ]
 
@@ -26,31 +25,20 @@ __all__ = [
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def open_side_lock(path: str, ledger: str) -> int | None:
-    """The descriptor of the side lock file (created 0600, given to the owner of
-    `ledger`), or None where there is none (no ``fcntl``, or a read-only directory:
-    writes then rely on busy_timeout alone)."""
+def open_side_lock(path: str) -> int | None:
+    """The descriptor of the side lock file (created 0600), or None where there is none
+    (no ``fcntl``, or a read-only directory: writes then rely on busy_timeout alone).
+
+    Root writing another user's ledger leaves a root-owned lock file that locks the owner
+    out until removed: nothing here hands files to the ledger's owner, since anyone who
+    can write the folder could point such a hand-over (through a link) at a file of
+    their choosing. Read commands never open another user's ledger writable."""
     if sys.platform == "win32":
         return None
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return None
-    give_to_ledger_owner(path, ledger)
-    return fd
-
-
-def give_to_ledger_owner(path: str, ledger: str) -> None:
-    """As root, make `path` (a side file root just made beside `ledger`: its lock, a
-    lease) belong to the ledger's owner, as SQLite does for the -wal and -shm: a
-    root-owned 0600 file locked the owner out of their own ledger. Else nothing."""
-    if sys.platform == "win32" or os.geteuid() != 0:
-        return
-    with contextlib.suppress(OSError):  # (gone meanwhile, or a medium without owners)
-        owner = os.stat(ledger)
-        st = os.lstat(path)
-        if owner.st_uid != 0 and (st.st_uid, st.st_gid) != (owner.st_uid, owner.st_gid):
-            os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
 
 
 def create_ledger_file(path: str) -> None:

@@ -37,8 +37,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from ctxledger.eventstore.files import give_to_ledger_owner
-
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
 
@@ -101,8 +99,6 @@ def try_file_lease(ledger_path: str, key: str) -> Release | None:
     path = lease_file(ledger_path, key)
     path.parent.mkdir(mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    for made in (path.parent, path):  # (root's, beside another user's ledger: theirs)
-        give_to_ledger_owner(str(made), ledger_path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

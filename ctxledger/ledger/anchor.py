@@ -136,6 +136,21 @@ def _not_ours(db: str | os.PathLike[str], read_only: bool) -> bool:
         return False
 
 
+def _someone_elses(db: str | os.PathLike[str]) -> bool:
+    """Whether the ledger at `db`, or its head file, belongs to another user (theirs to
+    seal, under their key)."""
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:  # (no owners on this system)
+        return False
+    for path in (db, anchor_path(db)):
+        try:
+            if os.stat(path).st_uid != geteuid():
+                return True
+        except OSError:  # (no head yet, or gone meanwhile)
+            continue
+    return False
+
+
 _KEY_FILE = "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)"
 #: the most an anchor file may hold (~200 bytes), and a key file (one made is 32 bytes;
 #: one of the user's own may be longer)
@@ -259,6 +274,8 @@ def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:
     """Advance the anchor beside `db` to the last event of `store`, best effort: False
     when it did not move, or could not (an unwritable folder; a key file that is no key,
     logged as a warning: the anchor stops advancing, which only ``verify`` would say)."""
+    if _someone_elses(db):  # root writing a user's ledger: a head sealed under root's
+        return False  # key, readable by root alone, made the owner's verify FAILED
     try:
         head = head_of(store)
         return head is not None and advance_anchor(db, *head)

@@ -169,3 +169,60 @@ def test_a_skip_naming_an_exception_in_its_reason_reports_it(text: str, errors: 
     assert _values(text, "error", "assistant") == errors
     for role in ("tool", "assistant"):
         assert _facts(text, role) == reference.extract_facts([_message(text, role)])
+
+
+# final review: the clause bound lost exceptions written in a later clause; past the
+# clause, an exception with its message or failures as an outcome still dispute it
+_LATER_EXCEPTIONS = [
+    ("ValueError raised as expected; TypeError: boom", ["ValueError", "TypeError"]),
+    ("ValueError raised as expected. KeyError: 'x' in handler", ["ValueError", "KeyError"]),
+    ("KeyError raised as expected (RuntimeError: worker died)", ["KeyError", "RuntimeError"]),
+    (
+        "test_x: ValueError raised as expected; 1 failed: AssertionError: assert 1 == 2",
+        ["test_x: ValueError raised as expected; 1 failed: AssertionError: assert 1 == 2"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "errors"), _LATER_EXCEPTIONS)
+def test_an_exception_in_a_later_clause_is_still_reported(text: str, errors: list[str]) -> None:
+    assert not factnoise.reports_success(text)
+    assert _values(text, "error") == errors
+    assert _facts(text) == reference.extract_facts([_message(text, "tool")])
+
+
+@pytest.mark.parametrize("text", [text for text, _ in _LATER_CLAUSES])
+def test_a_later_clause_without_a_message_or_failure_stays_a_success(text: str) -> None:
+    assert factnoise.reports_success(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "success"),
+    [
+        ("KeyError raised as expected; 0 failed", True),
+        ("KeyError raised as expected; 2 errors", False),
+        ("KeyError raised as expected. FAILED: test_y", False),
+        ("KeyError raised as expected (KeyError: 'k')", True),  # (its own message)
+        ("Expected error: KeyError; KeyError: 'k'", True),
+        ("Expected error: KeyError; TypeError: boom", False),
+        ("Got KeyError as expected; ValueError(1) next", False),
+    ],
+)
+def test_what_disputes_after_the_clause(text: str, success: bool) -> None:
+    assert factnoise.reports_success(text) is success
+    assert _facts(text) == reference.extract_facts([_message(text, "tool")])
+
+
+def test_many_expectations_read_the_later_clauses_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # linear: the disputes after every clause are found in one pass over the line
+    calls: list[int] = []
+    original = factnoise._LaterDisputes.__init__
+
+    def counted(self: Any, line: str) -> None:
+        calls.append(len(line))
+        original(self, line)
+
+    monkeypatch.setattr(factnoise._LaterDisputes, "__init__", counted)
+    line = "KeyError raised as expected; " * 300 + "TypeError: boom"
+    assert not factnoise.reports_success(line)
+    assert len(calls) == 1

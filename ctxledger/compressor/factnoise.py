@@ -11,6 +11,7 @@ script's output printed into a traceback, and a label read as a program's name.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 
@@ -77,6 +78,16 @@ _NAMED = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)\b")
 #: blank or the line's end (``…; 3 tests passed but 1 skipped``), or a parenthesis
 #: (``ValueError raised as expected (see KeyError docs)``)
 _CLAUSE_END = re.compile(r"[;.!?](?:\s|$)|\(")
+#: after that clause, what still disputes it: an exception with its message
+#: (``; TypeError: boom``, ``(RuntimeError(…``: group 1 its name) or failures or errors
+#: as an outcome (``; 1 failed``, ``. 2 errors``, ``FAILED:``; its usual cases only,
+#: ASCII); a bare name does not
+#: (``; TypeError check comes next``, ``(see KeyError docs)``)
+_LATER_DISPUTE = re.compile(
+    r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception))[:(]"
+    r"|\b[1-9][0-9]*[ \t]+(?:[Ff]ailed|FAILED|[Ee]rrors?|ERRORS?)\b"
+    r"|\b(?:[Ff]ailed|FAILED|[Ee]rrors?|ERRORS?)[ \t]*:"
+)
 
 
 #: a listing's line number (``79:``, ``80-`` of ``grep -n``, ``cat -n``), with its file
@@ -129,39 +140,82 @@ def may_report_success(text: str) -> bool:
 def reports_success(line: str) -> bool:
     """Whether `line` reports a success: an exception it names was expected, avoided or
     tested for, and did not happen (no error fact). What was expected is no success
-    when ``got``, ``but`` or another exception's name follows it (``ValueError raised
-    as expected, got TypeError: no``, ``Expected ValueError: got TypeError``)."""
+    when ``got``, ``but`` or another exception's name follows it in its clause
+    (``ValueError raised as expected, got TypeError: no``, ``Expected ValueError: got
+    TypeError``), or :data:`_LATER_DISPUTE` after it (``…; TypeError: boom``).
+
+    Callers must cap `line` (as :func:`.factkinds.script_error_lines` and
+    :func:`.factkinds.outcome_lines` do): it is quadratic on crafted long lines (a
+    pytest node's ``a::b``, many ``SKIPPED (x``, then an exception's name: 8.4 s at
+    88 KB)."""
     if _SUCCESS_LINE.match(line) is not None:
         return True
     label = _EXPECTED_LABEL.match(line)
     if label is not None:
         named = label.group(1)
-        return _undisputed(line, label.end(), named if _NAMED.fullmatch(named or "") else None)
+        named = named if _NAMED.fullmatch(named or "") else None
+        return _undisputed(line, label.end(), named, _LaterDisputes(line))
     at = line.find(_AS_EXPECTED)
     if at == -1:
         return False
     denied = _DENIED.search(line)  # (once: the first denial is before every later hit)
+    later: _LaterDisputes | None = None  # (read once, at the first name: linear)
     while at != -1 and (denied is None or at <= denied.start()):
         after = line[at + len(_AS_EXPECTED) : at + len(_AS_EXPECTED) + 1]
         if not after.isalnum() and after != "_":
             name = _EXPECTED_NAME.search(line, max(0, at - _EXPECTED_REACH), at)
-            if name is not None and _undisputed(line, at + len(_AS_EXPECTED), name.group(1)):
-                return True
+            if name is not None:
+                later = _LaterDisputes(line) if later is None else later
+                if _undisputed(line, at + len(_AS_EXPECTED), name.group(1), later):
+                    return True
         at = line.find(_AS_EXPECTED, at + 1)
     return False
 
 
-def _undisputed(line: str, end: int, named: str | None) -> bool:
+class _LaterDisputes:
+    """The matches of :data:`_LATER_DISPUTE` in a line, read once, so that each
+    ``as expected`` asks in logarithmic time whether one after its clause disputes it."""
+
+    def __init__(self, line: str) -> None:
+        self.starts: list[int] = []
+        self.names: list[str | None] = []  # (None: an outcome, no exception's name)
+        for match in _LATER_DISPUTE.finditer(line):
+            self.starts.append(match.start())
+            self.names.append(match.group(1))
+        seen: frozenset[str | None] = frozenset()
+        suffix: list[frozenset[str | None]] = []  # (from each match on: at most two kinds)
+        for name in reversed(self.names):
+            seen = seen if name in seen or len(seen) > 1 else seen | {name}
+            suffix.append(seen)
+        self.suffix = suffix[::-1]
+
+    def dispute(self, stop: int, named: str | None) -> bool:
+        """Whether a match from `stop` on is an outcome or names an exception but `named`."""
+        index = bisect_left(self.starts, stop)
+        if index == len(self.starts):
+            return False
+        kinds = self.suffix[index]
+        return len(kinds) > 1 or None in kinds or named not in kinds
+
+
+def _undisputed(line: str, end: int, named: str | None, later: _LaterDisputes) -> bool:
     """Whether nothing after what was expected (ending at `end`) in its clause says
     something else came: no ``got`` or ``but``, and no exception other than `named` (any,
     when None: ``Expected error: KeyError`` names what it expected after the ``:``). A
-    later sentence or clause (``…; TypeError check comes next``) is another matter."""
+    later sentence or clause disputes it only by :data:`_LATER_DISPUTE` (``…; TypeError:
+    boom``, not ``…; TypeError check comes next``), by an exception other than `named`
+    (when None, than the clause's first)."""
     clause = _CLAUSE_END.search(line, end)
     stop = len(line) if clause is None else clause.start()
     if _OTHERWISE.search(line, end, stop) is not None:
         return False
-    others = _NAMED.finditer(line, end, stop)
-    return named is None or all(other.group(0) == named for other in others)
+    others = list(_NAMED.finditer(line, end, stop))
+    if named is not None and any(other.group(0) != named for other in others):
+        return False
+    if clause is None:
+        return True
+    expected = named if named is not None or not others else others[0].group(0)
+    return not later.dispute(stop, expected)
 
 
 def numbered(line: str) -> bool:

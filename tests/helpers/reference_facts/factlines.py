@@ -202,24 +202,89 @@ def _expected_exception(line: str) -> bool:
 def _undisputed(after: str, named: str | None) -> bool:
     """Second review: what was expected stands when no word ``got`` or ``but`` and no
     exception but `named` (any, when None) comes `after` it, up to the end of its clause
-    (third review: ``;``, ``.``, ``!`` or ``?`` before a blank or the end, or ``(``)."""
+    (third review: ``;``, ``.``, ``!`` or ``?`` before a blank or the end, or ``(``).
+    Final review: past that end, only an exception but the expected one written with
+    its message (``TypeError: boom``, ``RuntimeError(``) or a nonzero count of failed
+    or errors (``1 failed``), or ``failed:``/``error:``, still disputes it."""
+    later = ""
     for index, char in enumerate(after):
         following = after[index + 1 : index + 2]
         if char == "(" or (char in ";.!?" and (not following or following.isspace())):
-            after = after[:index]
+            after, later = after[:index], after[index:]
             break
     words = "".join(c if (c.isalnum() or c == "_") else " " for c in after).split()
     if any(word.lower() in ("got", "but") for word in words):
         return False
-    runs = "".join(c if (c.isalnum() or c in "_.") else " " for c in after).split()
-    for run in runs if named is not None else ():
-        if not (run[0].isascii() and (run[0].isalpha() or run[0] == "_")):
+    clause_names = [name for name, _ in _exception_runs(after)]
+    if named is not None and any(name != named for name in clause_names):
+        return False
+    expected = named if named is not None or not clause_names else clause_names[0]
+    if any(
+        name != expected and next_char in (":", "(") for name, next_char in _exception_runs(later)
+    ):
+        return False
+    return not _failure_outcome(later)
+
+
+def _exception_runs(text: str) -> list[tuple[str, str]]:
+    """Each run of letters, digits, ``_`` and ``.`` of `text` that starts with an ASCII
+    letter or ``_`` and holds an exception's name up to a dot or its end: that name
+    (its longest) and the character after the run when the name is the whole run."""
+    found: list[tuple[str, str]] = []
+    index = 0
+    while index < len(text):
+        if not (text[index].isalnum() or text[index] in "_."):
+            index += 1
             continue
-        ends = [cut for cut in range(len(run), 0, -1) if cut == len(run) or run[cut] == "."]
-        names = [run[:cut] for cut in ends if run[:cut].endswith(("Error", "Exception"))]
-        if names and names[0] != named:
-            return False
-    return True
+        end = index
+        while end < len(text) and (text[end].isalnum() or text[end] in "_."):
+            end += 1
+        run = text[index:end]
+        if run[0].isascii() and (run[0].isalpha() or run[0] == "_"):
+            cuts = [c for c in range(len(run), 0, -1) if c == len(run) or run[c] == "."]
+            names = [run[:c] for c in cuts if _exception_name(run[:c])]
+            if names:
+                found.append((names[0], text[end : end + 1] if names[0] == run else ""))
+        index = end
+    return found
+
+
+def _exception_name(name: str) -> bool:
+    """Whether `name` ends with Error or Exception after at least one more character."""
+    return any(name.endswith(end) and len(name) > len(end) for end in ("Error", "Exception"))
+
+
+def _failure_outcome(text: str) -> bool:
+    """Whether `text` says failures or errors happened: a word failed, error or errors
+    (lower case, capitalised or upper case) after a count not starting with 0 and only
+    blanks, or before blanks and a ``:``."""
+    words: list[tuple[int, int]] = []  # (start, end) of each run of letters, digits, _
+    index = 0
+    while index < len(text):
+        if text[index].isalnum() or text[index] == "_":
+            end = index
+            while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+                end += 1
+            words.append((index, end))
+            index = end
+        else:
+            index += 1
+    for number, (start, end) in enumerate(words):
+        word = text[start:end]
+        if word not in {
+            w for f in ("failed", "error", "errors") for w in (f, f.title(), f.upper())
+        }:
+            continue
+        if text[end:].lstrip(" \t").startswith(":"):
+            return True
+        if number > 0:
+            count_start, count_end = words[number - 1]
+            count = text[count_start:count_end]
+            between = text[count_end:start]
+            digits = all(c in "0123456789" for c in count)
+            if digits and count[0] != "0" and between and not between.strip(" \t"):
+                return True
+    return False
 
 
 def _named_before(before: str) -> str:

@@ -177,10 +177,6 @@ _LATER_EXCEPTIONS = [
     ("ValueError raised as expected; TypeError: boom", ["ValueError", "TypeError"]),
     ("ValueError raised as expected. KeyError: 'x' in handler", ["ValueError", "KeyError"]),
     ("KeyError raised as expected (RuntimeError: worker died)", ["KeyError", "RuntimeError"]),
-    (
-        "test_x: ValueError raised as expected; 1 failed: AssertionError: assert 1 == 2",
-        ["test_x: ValueError raised as expected; 1 failed: AssertionError: assert 1 == 2"],
-    ),
 ]
 
 
@@ -189,6 +185,20 @@ def test_an_exception_in_a_later_clause_is_still_reported(text: str, errors: lis
     assert not factnoise.reports_success(text)
     assert _values(text, "error") == errors
     assert _facts(text) == reference.extract_facts([_message(text, "tool")])
+
+
+def test_a_failure_after_the_clause_makes_the_whole_line_an_error() -> None:
+    """Without its later clause the line is a success and states no error; with ``1
+    failed: …`` after it, the line (a test's outcome line) is the error fact."""
+    expected = "test_x: ValueError raised as expected"
+    assert factnoise.reports_success(expected)
+    assert _values(expected, "error") == []
+    failing = f"{expected}; 1 failed: AssertionError: assert 1 == 2"
+    assert not factnoise.reports_success(failing)
+    (error,) = _values(failing, "error")
+    assert error.startswith(expected) and error.endswith("AssertionError: assert 1 == 2")
+    assert error == failing  # (the whole line, as the matcher finds it)
+    assert _facts(failing) == reference.extract_facts([_message(failing, "tool")])
 
 
 @pytest.mark.parametrize("text", [text for text, _ in _LATER_CLAUSES])

@@ -271,8 +271,9 @@ class CtxLedgerEngine(ContextEngine):
     async def _compress(
         self, svc: ContextService, messages: list[JSON], focus: str | None
     ) -> list[JSON]:
+        messages = _unmarked(messages)
         sid, last = await self._sync(svc, messages)
-        self._handed = [_digest(m) for m in _unmarked(messages)]
+        self._handed = [_digest(m) for m in messages]
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
             result = await svc.compress(sid, focus=focus)
@@ -303,9 +304,10 @@ class CtxLedgerEngine(ContextEngine):
     async def _sync(
         self, svc: ContextService, messages: list[JSON], host_id: str | None = None
     ) -> tuple[str, JSON | None]:
-        """Append the host's new messages; write queued usage but the latest (returned).
-        ``host_id``: the Hermes id the host named with the messages (``on_session_end``)."""
-        messages = _unmarked(messages)
+        """Append the host's new messages (without the session store's mark: callers
+        pass them through :func:`_unmarked` once); write queued usage but the latest
+        (returned). ``host_id``: the Hermes id the host named with the messages
+        (``on_session_end``)."""
         if self._root is None:
             self._rebind(host_id)
             await self._resume(svc, messages)
@@ -387,7 +389,8 @@ class CtxLedgerEngine(ContextEngine):
     ) -> str | None:
         """Hand the host's messages and queued usage to the ledger without compacting (a
         compaction the host did not ask for would leave it holding a stale list). The
-        latest usage stays queued for the next ``compress`` unless this is the end."""
+        latest usage stays queued for the next ``compress`` unless this is the end.
+        `messages` are :func:`_unmarked` already."""
 
         async def flush(svc: ContextService) -> str:
             sid, last = await self._sync(svc, messages, host_id)
@@ -432,9 +435,9 @@ class CtxLedgerEngine(ContextEngine):
         the whole uncompacted history at every compaction."""
         if not isinstance(messages, list) or not messages:
             return
-        handed = self._handed
+        messages, handed = _unmarked(messages), self._handed
         if len(messages) <= len(handed) and all(
-            _digest(m) == d for m, d in zip(_unmarked(messages), handed, strict=False)
+            _digest(m) == d for m, d in zip(messages, handed, strict=False)
         ):
             return  # the list a compaction was made from: recorded already
         self._flush(messages, final=True, host_id=session_id)
@@ -456,7 +459,7 @@ class CtxLedgerEngine(ContextEngine):
         if name not in _TOOLS:
             return json.dumps({"error": f"Unknown context engine tool: {name}"})
         messages = kwargs.get("messages")
-        sid = self._flush(messages) if isinstance(messages, list) and messages else None
+        sid = self._flush(_unmarked(messages)) if isinstance(messages, list) and messages else None
         root = sid or self._root
         if root is None:
             return json.dumps({"error": "nothing recorded yet in this conversation"})

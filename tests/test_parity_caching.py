@@ -127,7 +127,7 @@ def test_each_route_gets_hermes_s_marker_layout(hermes: Hermes) -> None:
         != (
             ours := [
                 supports_prompt_caching(model, provider),
-                native_cache_layout(model, provider),
+                native_cache_layout(provider),
             ]
         )
     ]
@@ -144,9 +144,9 @@ def test_without_a_provider_the_envelope_layout_stays() -> None:
     OpenAI-wire route (final review of session 31, F2). A named route still decides."""
     for model in ("claude-sonnet-4-5", "us.anthropic.claude-sonnet-4-20250514-v1:0"):
         assert supports_prompt_caching(model)
-        assert not native_cache_layout(model)
-        assert native_cache_layout(model, "bedrock")
-    assert native_cache_layout("claude-sonnet-4-5", "anthropic")
+        assert not native_cache_layout(None)
+        assert native_cache_layout("bedrock")
+    assert native_cache_layout("anthropic")
 
 
 #: inference-profile prefixes: Hermes's list, none, and ones it does not know
@@ -198,7 +198,7 @@ def test_bedrock_caches_the_ids_hermes_runs_on_the_anthropic_wire(hermes: Hermes
     for route, theirs in zip(routes, answers, strict=True):
         model, provider = route["model"], route["provider"]
         cached = supports_prompt_caching(model, provider)
-        ours = [cached, cached and native_cache_layout(model, provider)]
+        ours = [cached, cached and native_cache_layout(provider)]
         pairs.append((route, theirs, ours))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     assert 0 < sum(answer[0] for _, answer, _ in pairs) < len(pairs)

@@ -176,7 +176,7 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
     return name.startswith(("claude-", "anthropic/claude-")) or bool(_BEDROCK_ID.match(name))
 
 
-def native_cache_layout(model: str, provider: str | None = None) -> bool:
+def native_cache_layout(provider: str | None) -> bool:
     """Whether breakpoints take the native Anthropic layout on this route (markers on a
     tool result itself, every message a carrier) rather than the envelope one of
     OpenAI-compatible routes (hermes-agent 0.19's ``anthropic_prompt_cache_policy``).
@@ -187,9 +187,8 @@ def native_cache_layout(model: str, provider: str | None = None) -> bool:
     first), so the envelope layout stays, as before the Bedrock change: the proxy's
     OpenAI face would otherwise send top-level markers on tool messages, which
     OpenAI-wire routes reject. Only meaningful where :func:`supports_prompt_caching`
-    is true; ``model`` is kept for the callers' symmetry with it.
+    is true (the route alone decides the layout, not the model).
     """
-    del model
     route = (provider or "").strip().lower()
     return route in _NATIVE_PROVIDERS or route in _BEDROCK_PROVIDERS
 

@@ -366,7 +366,7 @@ class ServiceCore:
         use_cache = self.config.prompt_caching if cache is None else cache
         model = transcript.session(sid).model
         if use_cache and supports_prompt_caching(model, self.provider):
-            native = native_cache_layout(model, self.provider)
+            native = native_cache_layout(self.provider)
             return apply_cache_markers(messages, ttl=self.config.cache_ttl, native_anthropic=native)
         # a copy, not the cached list: a caller on another thread (the framework adapters
         # run the service on a loop thread) must never share a list the fold appends to.

@@ -327,7 +327,7 @@ class Turn:
         view = svc.api_messages(self.session_id, cache=False)[:-1]
         model = svc.ledger.transcript.session(svc.ledger.tip(self.session_id)).model
         if svc.config.prompt_caching and supports_prompt_caching(model, svc.provider):
-            native = native_cache_layout(model, svc.provider)
+            native = native_cache_layout(svc.provider)
             view = apply_cache_markers(view, ttl=svc.config.cache_ttl, native_anthropic=native)
         return view
 

@@ -185,7 +185,7 @@ def unescaped(text: str) -> str | None:
     """`text` with the ``\\n``, ``\\r`` and ``\\t`` escapes of its escaped lines blanked
     (same length), or None when it has no escaped line."""
     lines = _escaped_lines(text)
-    return None if not lines else _joined(text, lines, None)
+    return None if not lines else _joined(text, lines)
 
 
 def escape_follows(text: str) -> list[str] | None:
@@ -202,12 +202,12 @@ def escape_follows(text: str) -> list[str] | None:
     return list(follows)
 
 
-def _joined(text: str, lines: list[tuple[int, int]], follows: dict[str, None] | None) -> str:
+def _joined(text: str, lines: list[tuple[int, int]]) -> str:
     out: list[str] = []
     done = 0
     for start, end in lines:
         out.append(text[done:start])
-        out.append(_blanked(text[start:end], follows))
+        out.append(_blanked(text[start:end], None))
         done = end
     out.append(text[done:])
     return "".join(out)

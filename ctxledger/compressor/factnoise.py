@@ -14,6 +14,7 @@ import re
 from bisect import bisect_left
 
 from ctxledger.compressor.factpathrules import KNOWN_FILES
+from ctxledger.compressor.factscan import holds_any
 
 __all__ = [
     "CODE_LINE",
@@ -62,8 +63,10 @@ _SUCCESS_LINE = re.compile(
 _EXPECTED_LABEL = re.compile(r"[ \t]*Expected(?:[ \t]+(\w+))?:")
 #: an exception named right before ``as expected`` (``Got KeyError as expected``,
 #: ``ValueError raised as expected``, ```KeyError` as expected``, ``KeyError (as expected)``), read in :data:`_EXPECTED_REACH` characters
+#: an exception's name, not inside a longer dotted name (``KeyError``, ``re.error`` is none)
+_EXCEPTION_NAME = r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)"
 _EXPECTED_NAME = re.compile(
-    r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception))[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
+    rf"({_EXCEPTION_NAME})[`'\"]?(?:[ \t]+(?:was[ \t]+)?raised)?"
     r"[ \t]+\(?$"
 )
 _EXPECTED_REACH = 120
@@ -73,7 +76,7 @@ _DENIED = re.compile(r"(?i)\b(?:not|never|than)\b|n't\b")
 #: after what was expected, a word saying something else came (``…, got TypeError``)
 _OTHERWISE = re.compile(r"(?i)\b(?:got|but)\b")
 #: an exception's name after what was expected
-_NAMED = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception)\b")
+_NAMED = re.compile(rf"{_EXCEPTION_NAME}\b")
 #: where the clause of what was expected ends: a sentence's or clause's mark before a
 #: blank or the line's end (``…; 3 tests passed but 1 skipped``), or a parenthesis
 #: (``ValueError raised as expected (see KeyError docs)``)
@@ -84,7 +87,7 @@ _CLAUSE_END = re.compile(r"[;.!?](?:\s|$)|\(")
 #: ASCII); a bare name does not
 #: (``; TypeError check comes next``, ``(see KeyError docs)``)
 _LATER_DISPUTE = re.compile(
-    r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception))[:(]"
+    rf"({_EXCEPTION_NAME})[:(]"
     r"|\b[1-9][0-9]*[ \t]+(?:[Ff]ailed|FAILED|[Ee]rrors?|ERRORS?)\b"
     r"|\b(?:[Ff]ailed|FAILED|[Ee]rrors?|ERRORS?)[ \t]*:"
 )
@@ -132,9 +135,9 @@ _SUCCESS_LITERALS = (
 
 
 def may_report_success(text: str) -> bool:
-    """Whether `text` holds a word of :data:`_SUCCESS_LITERALS` (one plain scan each: a
-    text without any has no line :func:`reports_success` accepts)."""
-    return any(literal in text for literal in _SUCCESS_LITERALS)
+    """Whether `text` holds a word of :data:`_SUCCESS_LITERALS` (a text without any has
+    no line :func:`reports_success` accepts)."""
+    return holds_any(text, _SUCCESS_LITERALS)
 
 
 def reports_success(line: str) -> bool:

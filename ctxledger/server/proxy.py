@@ -96,8 +96,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ctxledger.server")
 
 SESSION_HEADER = "x-ctxledger-session"
-#: the most an upstream stream event may hold (a whole response.completed is one event)
-MAX_EVENT_BYTES = 64 * 1024 * 1024
+#: the most one upstream stream event may hold: the whole reply's (response.completed)
+MAX_EVENT_BYTES = MAX_REPLY_BYTES
 CONTEXT_HEADER = "x-ctxledger-context-length"
 #: client headers passed to the upstream (its auth and API version), nothing else
 FORWARDED_HEADERS = (

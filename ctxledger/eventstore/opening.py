@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
-from ctxledger.eventstore.readonly import is_writable, only_writing_failed
+from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
@@ -124,8 +124,7 @@ def opens_read_only(target: str | os.PathLike[str]) -> bool:
     text = target_text(target)
     if is_url(text) or not _is_file(text):
         return False
-    st = os.stat(text)
-    return st.st_size == 0 or st.st_uid != os.geteuid() or not is_writable(text)
+    return os.path.getsize(text) == 0 or belongs_to_another(text) or not is_writable(text)
 
 
 def open_for_reading(target: str, open_: Callable[[bool], T]) -> T:

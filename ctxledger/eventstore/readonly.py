@@ -43,6 +43,7 @@ __all__ = [
     "CHANGED",
     "READ_ONLY_WRITE",
     "Unchanged",
+    "belongs_to_another",
     "connect_read_only",
     "is_writable",
     "only_writing_failed",
@@ -65,10 +66,14 @@ def _writable(path: str, mode: int = os.W_OK) -> bool:
     return os.access(path, mode)
 
 
-def _foreign(path: str) -> bool:
-    """Whether `path` exists and belongs to another user (a root-owned lock file)."""
+def belongs_to_another(path: str | os.PathLike[str], *, follow: bool = True) -> bool:
+    """Whether `path` exists and belongs to another user than this process's effective
+    one (`follow`: a link's target, else the link). False for a missing path and on a
+    system without file owners."""
+    if not hasattr(os, "geteuid"):
+        return False
     try:
-        return os.lstat(path).st_uid != os.geteuid()
+        return os.stat(path, follow_symlinks=follow).st_uid != os.geteuid()
     except OSError:
         return False
 
@@ -84,7 +89,7 @@ def is_writable(path: str) -> bool:
         return False
     sides = [real + s for s in ("-wal", "-shm", ".lock") if os.path.lexists(real + s)]
     leases = real + ".leases"
-    if os.path.isdir(leases) and _foreign(leases):
+    if os.path.isdir(leases) and belongs_to_another(leases, follow=False):
         sides.append(leases)
     return all(_writable(side) for side in sides)
 
@@ -105,10 +110,7 @@ def _locking_read_makes_nothing_foreign(real: str) -> bool:
     """Whether SQLite's ``mode=ro`` may read `real` (see the module docstring): the
     reader's own file in a folder it may write and search (what it makes there is its
     own), or a ``-wal`` and ``-shm`` there it can read (it makes nothing then)."""
-    try:
-        own = os.stat(real).st_uid == os.geteuid()
-    except OSError:
-        own = False
+    own = os.path.exists(real) and not belongs_to_another(real)
     if own and _writable(os.path.dirname(real), os.W_OK | os.X_OK):
         return True
     return _readable(real + "-shm") and _readable(real + "-wal")
@@ -184,11 +186,7 @@ def read_only_target(path: str) -> str | None:
 def _unmerged_hint(real: str, side: str) -> str:
     """What a reader can do about an unmerged `side` file: the owner of another user's
     ledger can (this user cannot upgrade it, and a copy made while a writer runs tears)."""
-    try:
-        own = os.stat(real).st_uid == os.geteuid()
-    except (OSError, AttributeError):
-        own = True
-    if not own:
+    if belongs_to_another(real):
         return (
             f"ask the owner to make {real}-shm readable, or to stop its writers; or copy "
             f"the ledger with its {side} while no writer runs"

@@ -43,6 +43,7 @@ from ctxledger.eventstore.opening import (
     require_ledger_file,
     target_text,
 )
+from ctxledger.eventstore.readonly import belongs_to_another
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.inputfile import NotAFile, open_input, read_capped
@@ -127,28 +128,13 @@ FOREIGN_SEAL = (
 def _not_ours(db: str | os.PathLike[str], read_only: bool) -> bool:
     """Whether the anchor beside `db` is another user's: its head file is not this
     user's, or the ledger is read read-only and is not this user's."""
-    try:
-        me = os.geteuid()
-        if os.stat(anchor_path(db)).st_uid != me:
-            return True
-        return read_only and os.stat(db).st_uid != me
-    except (OSError, AttributeError):  # (gone meanwhile; no owners on this system)
-        return False
+    return belongs_to_another(anchor_path(db)) or (read_only and belongs_to_another(db))
 
 
 def _someone_elses(db: str | os.PathLike[str]) -> bool:
     """Whether the ledger at `db`, or its head file, belongs to another user (theirs to
     seal, under their key)."""
-    geteuid = getattr(os, "geteuid", None)
-    if geteuid is None:  # (no owners on this system)
-        return False
-    for path in (db, anchor_path(db)):
-        try:
-            if os.stat(path).st_uid != geteuid():
-                return True
-        except OSError:  # (no head yet, or gone meanwhile)
-            continue
-    return False
+    return belongs_to_another(db) or belongs_to_another(anchor_path(db))
 
 
 _KEY_FILE = "the anchor key file ($CTXLEDGER_ANCHOR_KEY_FILE)"

@@ -32,8 +32,6 @@ from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
 
 F = TypeVar("F", bound=Callable[..., Any])
-#: what a read opens: a Ledger or its EventStore (both close on leaving a ``with``)
-R = TypeVar("R", bound=contextlib.AbstractContextManager[Any])
 
 console = PlainConsole(highlight=False, soft_wrap=True, markup=False)
 
@@ -162,33 +160,22 @@ def _checked(store: EventStore) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _reading(
-    target: str, option: str, open_: Callable[[bool], R], store: Callable[[R], EventStore]
-) -> Iterator[R]:
-    """A second ledger a command only reads (`option`: ``diff --b-db``, ``migrate
-    --from``), which must exist: opened by ``open_(read_only)`` (see
-    :func:`open_for_reading`), its reads checked for a change (:func:`_checked`)."""
+def reading_store(target: str, option: str) -> Iterator[EventStore]:
+    """The store of a second ledger a command only reads (`option`: ``diff --b-db``,
+    ``migrate --from``), which must exist: opened as :func:`open_for_reading` says, its
+    reads checked for a change (:func:`_checked`)."""
     require_ledger_file(target, option)
-    with open_for_reading(target, open_) as opened, _checked(store(opened)):
-        yield opened
+    opened = open_for_reading(target, lambda ro: open_store(target, read_only=ro))
+    with opened as store, _checked(store):
+        yield store
 
 
-def reading_ledger(target: str, option: str) -> contextlib.AbstractContextManager[Ledger]:
-    """:func:`_reading` as a Ledger (``diff --b-db``)."""
-    return _reading(target, option, lambda ro: Ledger.open(target, read_only=ro), _store_of)
-
-
-def reading_store(target: str, option: str) -> contextlib.AbstractContextManager[EventStore]:
-    """:func:`_reading` as its store only, nothing folded (``migrate --from``)."""
-    return _reading(target, option, lambda ro: open_store(target, read_only=ro), _itself)
-
-
-def _store_of(ledger: Ledger) -> EventStore:
-    return ledger.store
-
-
-def _itself(store: EventStore) -> EventStore:
-    return store
+@contextlib.contextmanager
+def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
+    """:func:`reading_store` folded into a Ledger (``diff --b-db``): the fold's reads are
+    checked too. Nothing is appended, so there is no head to seal on leaving."""
+    with reading_store(target, option) as store:
+        yield Ledger(store, config=resolve_config().config)
 
 
 class LedgerTargetType(click.ParamType[str, Any]):

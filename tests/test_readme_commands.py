@@ -101,7 +101,7 @@ def test_links_to_sections_resolve() -> None:
 
 def test_every_ctxledger_command_named_exists_with_its_options() -> None:
     commands = readme.commands()
-    names = set(cli.commands)  # type: ignore[attr-defined]
+    names = set(cli.commands)
     commands += [f"ctxledger {span}" for span in readme.bare_inline(names)]
     assert len(commands) > 50  # the extraction still finds them
     problems = [p for c in commands for p in check_command(c)]
@@ -193,3 +193,15 @@ def test_the_dry_run_plan_block_shows_real_keys_and_relations(tmp_path: Path) ->
     prune = real["plan"]["prunes"][0]
     assert set(shown["plan"]["prunes"][0]) <= set(prune)
     assert prune["kind"] in ("tool_result", "duplicate", "args_truncated")
+
+
+def test_every_read_command_takes_json_but_export() -> None:
+    """ "Every read command takes `--json` but `export`": the read commands are those the
+    README lists as opening a ledger it cannot write read-only."""
+    src = readme.text()
+    listed = src.split("the commands that only read (", 1)[1].split(")", 1)[0]
+    reads = set(re.findall(r"`(\w+)`", listed))
+    assert {"sessions", "show", "export", "audit"} <= reads
+    for name in reads:
+        has_json = "--json" in _options(cli.commands[name])
+        assert has_json is (name != "export"), name

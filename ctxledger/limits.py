@@ -9,6 +9,11 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
   its walks with :func:`json_text_depth` before decoding.
 - **Size**: the CLI reads at most :data:`MAX_INPUT_BYTES` from a file or stdin
   (``$CTXLEDGER_MAX_INPUT_BYTES`` or ``import --max-bytes``), and only regular files.
+- **Names**: a model name, a title and a session id a caller chooses are bounded
+  (:data:`MAX_MODEL_CHARS`, :data:`MAX_TITLE_CHARS`, :data:`MAX_SESSION_ID_CHARS`) and
+  hold no control character (newline and tab included) and no bidirectional-text
+  control: they are printed on one line in tables and headers. Only new values are
+  checked: what an old ledger holds is read as it is.
 - **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
   accepted only when it is integral, ``12.0``); a context length is an integer in
   ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
@@ -37,6 +42,21 @@ MAX_TOKEN_COUNT = 10**12
 MAX_CONTEXT_LENGTH = 10**9
 #: the smallest context window accepted
 MIN_CONTEXT_LENGTH = 1024
+
+#: the longest model name (characters): OpenAI's and Anthropic's ids are under 100; an
+#: AWS Bedrock model id (an ARN) may be 2,048, a local server's may be a file path
+MAX_MODEL_CHARS = 2048
+#: the longest session title (characters): room for a path (an audit's title names one)
+MAX_TITLE_CHARS = 4096
+#: the longest session id a caller chooses through the library (the HTTP API and the
+#: proxy's header take at most 200 of a narrower alphabet)
+MAX_SESSION_ID_CHARS = 1024
+
+#: what a name may not hold: C0 and C1 controls and DEL, the line and paragraph
+#: separators, and the bidirectional-text controls (marks, embeddings, overrides, isolates)
+_NOT_IN_NAME = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 #: a string (escapes included; an unterminated one runs to the end of the text, so a
 #: match started at a quote never fails and is never retried from each later quote:
@@ -376,6 +396,25 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
+def check_name(value: str, field: str, limit: int) -> str:
+    """`value` (a string) when it has at most `limit` characters, UTF-8 can encode it and
+    it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
+    is never echoed whole)."""
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{field} is too long: {len(value):,} characters (at most {limit:,}), "
+            f"starting {value[:40]!a}"
+        )
+    found = _NOT_IN_NAME.search(value)
+    if found is not None:
+        raise InvalidInput(
+            f"{field} holds the control character U+{ord(found.group()):04X} at character "
+            f"{found.start() + 1:,} ({value[:60]!a}): names, titles and ids may hold no "
+            "control characters (newline and tab included) and no bidirectional-text controls"
+        )
+    return check_unicode(value, field)
+
+
 def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
     """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate (JSON's
     ``"\\ud83d"``, half of an escaped emoji pair), named escaped."""
@@ -429,11 +468,15 @@ __all__ = [
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_MODEL_CHARS",
     "MAX_SEQ",
+    "MAX_SESSION_ID_CHARS",
+    "MAX_TITLE_CHARS",
     "MAX_TOKEN_COUNT",
     "MIN_CONTEXT_LENGTH",
     "check_context_length",
     "check_json",
+    "check_name",
     "check_seq",
     "check_text",
     "check_token_count",

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxledger import ContextService
-from ctxledger.errors import CtxLedgerError
+from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore import is_url
+from ctxledger.limits import MAX_TITLE_CHARS, check_name
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -31,6 +33,22 @@ logger = logging.getLogger("ctxledger.integrations")
 
 #: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
 KEY_KEPT = 126
+
+
+def host_title(prefix: str, host_id: str) -> str:
+    """The title of a ledger session made for a host's id: `prefix` and the id, or, where
+    that is no title the ledger takes (too long, a control character: see
+    :func:`~ctxledger.limits.check_name`), `prefix` and a key made for the id (its start
+    with other characters as ``-``, and a digest), so each id still has one title."""
+    title = f"{prefix} {host_id}"
+    try:
+        return check_name(title, "title", MAX_TITLE_CHARS)
+    except InvalidInput:
+        return f"{prefix} {digest_key(_NOT_IN_TITLE_KEY.sub('-', host_id[:KEY_KEPT]), host_id)}"
+
+
+#: what a host id's start may keep in :func:`host_title`'s fallback
+_NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
 
 
 def digest_key(start: str, whole: str) -> str:
@@ -196,4 +214,11 @@ def ledger_target(target: str | os.PathLike[str]) -> str | Path:
     return path
 
 
-__all__ = ["LoopThread", "finite_schema", "ledger_target", "live_messages", "system_view"]
+__all__ = [
+    "LoopThread",
+    "finite_schema",
+    "host_title",
+    "ledger_target",
+    "live_messages",
+    "system_view",
+]

@@ -61,7 +61,7 @@ from ctxledger.compressor.assemble import reason_line
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.opening import env_db, is_url
-from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
+from ctxledger.integrations.common import LoopThread, host_title, ledger_target, live_messages
 from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
@@ -538,7 +538,7 @@ def _host_session_id() -> str | None:
 
 def _title(hermes_session: str) -> str:
     """The title of the ledger chain of one Hermes conversation (how a resume finds it)."""
-    return f"hermes session {hermes_session}"
+    return host_title("hermes session", hermes_session)
 
 
 def _said(message: Any) -> Any:

@@ -53,6 +53,7 @@ from ctxledger.integrations.common import (
     LoopThread,
     digest_key,
     finite_schema,
+    host_title,
     live_messages,
     logger,
     report_usage_or_warn,
@@ -261,7 +262,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
             system_prompt=_text(system.content) if system is not None else None,
             tools=_tool_schemas(request.tools),
             session_id=self._root(thread, generation),
-            title=f"langchain thread {thread}",
+            title=host_title("langchain thread", thread),
         )
         self._threads[thread] = _Thread(root, [])
         return self._threads[thread]

@@ -36,6 +36,7 @@ from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import (
     KEY_KEPT,
     digest_key,
+    host_title,
     live_messages,
     report_usage_or_warn,
 )
@@ -69,7 +70,7 @@ def ledger_key(session_id: str) -> str:
 
 def _title(session_id: str) -> str:
     """The title of the first ledger session of an SDK id (how it is told apart)."""
-    return f"openai-agents session {session_id}"
+    return host_title("openai-agents session", session_id)
 
 
 class CtxLedgerSession:

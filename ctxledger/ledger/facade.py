@@ -17,12 +17,7 @@ from ctxledger import limits
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.errors import (
-    InvalidInput,
-    SessionEndedError,
-    UnknownMessage,
-    UnknownSession,
-)
+from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
     CallIdRepairEntry,
     CompressionChecked,
@@ -46,9 +41,7 @@ from ctxledger.events import (
     envelope,
     said,
 )
-from ctxledger.events import (
-    SessionEnded as SessionEndedEvent,
-)
+from ctxledger.events import SessionEnded as SessionEndedEvent
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
@@ -57,7 +50,13 @@ from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
-from ctxledger.ledger.spec import SessionSpec, check_model, check_session_id, checked_tools
+from ctxledger.ledger.spec import (
+    SessionSpec,
+    check_model,
+    check_session_id,
+    check_title,
+    checked_tools,
+)
 from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
 from ctxledger.messages import (
     JSON,
@@ -283,7 +282,7 @@ class Ledger:
                 context_length=ctx,
                 parent_session_id=spec.parent_session_id,
                 reason=spec.reason,
-                title=spec.title,
+                title=check_title(spec.title),
                 source=spec.source,
                 encoding=encoding,
                 config=self.config.to_snapshot(),

@@ -1,7 +1,11 @@
-"""A SQLite ledger's files on disk: the database created private, and its side lock file.
+"""A SQLite ledger's files on disk: the database created private, and its side files.
 
 The ledger and its WAL files are readable by their owner only (0600); the side lock
-file (``<ledger>.lock``) is what the fair write lock of :mod:`.sqlite` ``flock``s.
+file (``<ledger>.lock``) is what the fair write lock of :mod:`.sqlite` ``flock``s, and
+``<ledger>.leases/`` holds the lease files of :mod:`.leases`. Side files are opened
+relative to the folder's descriptor and never through a link; those root makes beside
+another user's ledger in that user's folder are handed to them (``fchown`` of the open
+descriptor), as SQLite hands root's ``-wal`` and ``-shm`` to the database's owner.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Iterator
 
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
 
@@ -18,27 +23,91 @@ __all__ = [
     "SQLITE_HEADER",
     "create_ledger_file",
     "create_private_file",
+    "open_side_file",
     "open_side_lock",
+    "side_folder",
 ]
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def open_side_lock(path: str) -> int | None:
-    """The descriptor of the side lock file (created 0600), or None where there is none
-    (no ``fcntl``, or a read-only directory: writes then rely on busy_timeout alone).
-
-    Root writing another user's ledger leaves a root-owned lock file that locks the owner
-    out until removed: nothing here hands files to the ledger's owner, since anyone who
-    can write the folder could point such a hand-over (through a link) at a file of
-    their choosing. Read commands never open another user's ledger writable."""
+def open_side_lock(ledger: str) -> int | None:
+    """The descriptor of the side lock file ``<ledger>.lock`` (created 0600), or None
+    where there is none (no ``fcntl``, or a folder this user cannot write: writes then
+    rely on busy_timeout alone). A link in its place is refused (:func:`open_side_file`)."""
     if sys.platform == "win32":
         return None
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        with side_folder(ledger) as (folder, name, owner):
+            return open_side_file(folder, name + ".lock", os.O_RDWR | os.O_CREAT, owner)
+    except StoreError:
+        raise
     except OSError:
         return None
+
+
+@contextlib.contextmanager
+def side_folder(ledger: str) -> Iterator[tuple[int, str, tuple[int, int] | None]]:
+    """(a descriptor of the ledger's folder, the ledger's name in it, the owner to hand
+    the files made beside it to: see :func:`_owner_to_hand_to`); OSError if the folder
+    cannot be opened. The files beside a ledger are opened relative to that descriptor,
+    so a folder swapped for a link meanwhile cannot move them."""
+    path, name = os.path.split(os.path.abspath(ledger))
+    folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield folder, name, _owner_to_hand_to(folder, name)
+    finally:
+        os.close(folder)
+
+
+def _owner_to_hand_to(folder: int, name: str) -> tuple[int, int] | None:
+    """The (uid, gid) that the lock and lease files root makes beside another user's
+    ledger are handed to (else they would lock the owner out): only where that user
+    owns the folder too, so they are given nothing they could not make themselves.
+    None for any other process, ledger or folder."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    try:
+        ledger, where = os.stat(name, dir_fd=folder), os.fstat(folder)
+    except OSError:
+        return None
+    if ledger.st_uid == 0 or where.st_uid != ledger.st_uid or not stat.S_ISREG(ledger.st_mode):
+        return None
+    return ledger.st_uid, ledger.st_gid
+
+
+def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | None) -> int:
+    """Open `name` in the `folder` descriptor (never following a link: StoreError for
+    one, which anyone who can write the folder could point at a file of their choosing,
+    and ``O_CREAT`` would make its target) and hand what root made to `owner`: a folder,
+    or a file with no other name (a hard link could name a file elsewhere)."""
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR) and _is_link(folder, name):
+            raise StoreError(
+                f"{name} beside the ledger is a symbolic link: ctxledger follows no link for "
+                "the files it makes beside a ledger (one could point anywhere); remove it; "
+                "nothing was written"
+            ) from exc
+        raise
+    try:
+        st = os.fstat(fd)
+        alone = stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
+        if owner is not None and st.st_uid == 0 and alone:
+            os.fchown(fd, *owner)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def create_ledger_file(path: str) -> None:

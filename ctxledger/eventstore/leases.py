@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
+from ctxledger.eventstore.files import open_side_file, side_folder
+
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
 
@@ -95,10 +97,17 @@ def lease_file(ledger_path: str, key: str) -> Path:
 
 
 def try_file_lease(ledger_path: str, key: str) -> Release | None:
-    """``flock`` the lease file of `key` without waiting; raises OSError if it cannot be made."""
-    path = lease_file(ledger_path, key)
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """``flock`` the lease file of `key` without waiting; raises OSError if it cannot be
+    made, StoreError if ``<ledger>.leases`` or the file is a link (see :mod:`.files`)."""
+    with side_folder(ledger_path) as (folder, name, owner):
+        leases = name + ".leases"
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(leases, 0o700, dir_fd=folder)
+        inside = open_side_file(folder, leases, os.O_RDONLY | os.O_DIRECTORY, owner)
+        try:
+            fd = open_side_file(inside, lease_file(name, key).name, os.O_RDWR | os.O_CREAT, owner)
+        finally:
+            os.close(inside)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

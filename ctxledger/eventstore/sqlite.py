@@ -144,7 +144,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
             refuse_unwritable(self.path)
             create_ledger_file(self.path)
             if fair_write_lock:
-                self._side_lock = open_side_lock(self.path + ".lock")
+                self._side_lock = open_side_lock(self.path)
         with self._errors("open the ledger"):
             target = "" if self.path == TEMPORARY else self.path  # "": SQLite's temp database
             self._conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)

@@ -208,3 +208,16 @@ def test_an_integration_title_for_any_host_id_is_one_the_ledger_takes(host_id: s
         assert title == "langchain thread ok-id"
     else:
         assert title.startswith("langchain thread ") and ".h" in title
+
+
+@pytest.mark.parametrize("prompt", [None, "be brief"])
+def test_an_unknown_tokenizer_encoding_is_refused_not_recorded(
+    ledger: Ledger, prompt: str | None
+) -> None:
+    # it was recorded (no system prompt: the first append then raised tiktoken's
+    # ValueError) or raised that ValueError at the start
+    with pytest.raises(InvalidInput, match="encoding 'nope' is no tokenizer encoding"):
+        ledger.start_session(model="m", context_length=8192, encoding="nope", system_prompt=prompt)
+    with pytest.raises(InvalidInput, match="encoding must be a tiktoken encoding name, got 5"):
+        ledger.start_session(model="m", context_length=8192, encoding=5)  # type: ignore[arg-type]
+    assert ledger.store.last_seq() == 0

@@ -53,8 +53,8 @@ from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import (
     SessionSpec,
     check_model,
+    check_names,
     check_session_id,
-    check_title,
     checked_tools,
 )
 from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
@@ -262,7 +262,7 @@ class Ledger:
             spec.tools,
             spec.encoding,
         )
-        check_model(model)
+        check_names(spec)
         ctx = spec.context_length  # 0 is out of range, not a request for the default
         if ctx is None:
             ctx = self.config.context_length
@@ -282,7 +282,7 @@ class Ledger:
                 context_length=ctx,
                 parent_session_id=spec.parent_session_id,
                 reason=spec.reason,
-                title=check_title(spec.title),
+                title=spec.title,
                 source=spec.source,
                 encoding=encoding,
                 config=self.config.to_snapshot(),

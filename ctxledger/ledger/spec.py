@@ -23,9 +23,16 @@ from ctxledger.limits import (
     check_json,
     check_name,
 )
-from ctxledger.tokens import DEFAULT_ENCODING
+from ctxledger.tokens import DEFAULT_ENCODING, check_encoding
 
-__all__ = ["SessionSpec", "check_model", "check_session_id", "check_title", "checked_tools"]
+__all__ = [
+    "SessionSpec",
+    "check_model",
+    "check_names",
+    "check_session_id",
+    "check_title",
+    "checked_tools",
+]
 
 
 class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +60,15 @@ def check_model(model: object) -> str:
     if not isinstance(model, str) or not model.strip():
         raise InvalidInput(f"model must be a non-empty string, got {model!r}"[:300])
     return check_name(model, "model", MAX_MODEL_CHARS)
+
+
+def check_names(spec: SessionSpec) -> None:
+    """InvalidInput unless the model, title and tokenizer encoding `spec` names can be
+    recorded (:func:`check_model`, :func:`check_title`,
+    :func:`~ctxledger.tokens.check_encoding`)."""
+    check_model(spec.model)
+    check_title(spec.title)
+    check_encoding(spec.encoding)
 
 
 def check_title(title: object) -> str | None:

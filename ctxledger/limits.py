@@ -9,8 +9,9 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
   its walks with :func:`json_text_depth` before decoding.
 - **Size**: the CLI reads at most :data:`MAX_INPUT_BYTES` from a file or stdin
   (``$CTXLEDGER_MAX_INPUT_BYTES`` or ``import --max-bytes``), and only regular files.
-- **Names**: a model name, a title and a session id a caller chooses are bounded
-  (:data:`MAX_MODEL_CHARS`, :data:`MAX_TITLE_CHARS`, :data:`MAX_SESSION_ID_CHARS`) and
+- **Names**: a model name, a title, an end reason and a session id a caller chooses are
+  bounded (:data:`MAX_MODEL_CHARS`, :data:`MAX_TITLE_CHARS`, :data:`MAX_REASON_CHARS`,
+  :data:`MAX_SESSION_ID_CHARS`) and
   hold no control character (newline and tab included) and no bidirectional-text
   control: they are printed on one line in tables and headers. Only new values are
   checked: what an old ledger holds is read as it is.
@@ -51,6 +52,9 @@ MAX_TITLE_CHARS = 4096
 #: the longest session id a caller chooses through the library (the HTTP API and the
 #: proxy's header take at most 200 of a narrower alphabet)
 MAX_SESSION_ID_CHARS = 1024
+
+#: the longest reason a session is ended with (characters): a short phrase, shown in listings
+MAX_REASON_CHARS = 1000
 
 #: what a name may not hold: C0 and C1 controls and DEL, the line and paragraph
 #: separators, and the bidirectional-text controls (marks, embeddings, overrides, isolates)
@@ -469,6 +473,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_MODEL_CHARS",
+    "MAX_REASON_CHARS",
     "MAX_SEQ",
     "MAX_SESSION_ID_CHARS",
     "MAX_TITLE_CHARS",

@@ -221,3 +221,34 @@ def test_an_unknown_tokenizer_encoding_is_refused_not_recorded(
     with pytest.raises(InvalidInput, match="encoding must be a tiktoken encoding name, got 5"):
         ledger.start_session(model="m", context_length=8192, encoding=5)  # type: ignore[arg-type]
     assert ledger.store.last_seq() == 0
+
+
+@pytest.mark.parametrize(
+    ("reason", "says"),
+    [
+        ("done\n(forged row)", f"reason {CONTROL} U+000A"),
+        ("r" * 1001, "reason is too long: 1,001 characters (at most 1,000)"),
+        ("", "reason must be a non-empty string"),
+    ],
+)
+def test_an_end_reason_is_bounded_like_a_title(ledger: Ledger, reason: str, says: str) -> None:
+    sid = ledger.start_session(model="m", context_length=8192)
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match=re.escape(says)):
+        ledger.end_session(sid, reason)
+    assert ledger.store.last_seq() == before
+    assert not ledger.transcript.session(sid).ended
+
+
+def test_the_state_api_refuses_a_bad_end_reason_and_ends_nothing(tmp_path: Path) -> None:
+    async def main() -> tuple[int, str, int, int]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            await r.http.post("/v1/sessions", headers=AUTH, json={"model": "m", "session_id": "s"})
+            before = r.last_seq()
+            body = {"reason": "bye\u202e" + "x" * 100}
+            response = await r.http.post("/v1/sessions/s/end", headers=AUTH, json=body)
+            return response.status_code, response.text, before, r.last_seq()
+
+    status, text, before, after = anyio.run(main)
+    assert status == 422 and f"reason {CONTROL} U+202E" in text, text
+    assert after == before

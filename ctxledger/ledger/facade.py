@@ -52,6 +52,7 @@ from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import (
     SessionSpec,
+    check_end_reason,
     check_model,
     check_names,
     check_session_id,
@@ -543,7 +544,7 @@ class Ledger:
 
     def end_session(self, session_id: str, reason: str = "closed") -> None:
         self.live_session(session_id)
-        event = SessionEndedEvent(**self.event_fields(session_id), reason=reason)
+        event = SessionEndedEvent(**self.event_fields(session_id), reason=check_end_reason(reason))
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def append_events(self, session_id: str, events: Sequence[Event]) -> None:

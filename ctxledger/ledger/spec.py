@@ -18,6 +18,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionReason
 from ctxledger.limits import (
     MAX_MODEL_CHARS,
+    MAX_REASON_CHARS,
     MAX_SESSION_ID_CHARS,
     MAX_TITLE_CHARS,
     check_json,
@@ -27,6 +28,7 @@ from ctxledger.tokens import DEFAULT_ENCODING, check_encoding
 
 __all__ = [
     "SessionSpec",
+    "check_end_reason",
     "check_model",
     "check_names",
     "check_session_id",
@@ -69,6 +71,15 @@ def check_names(spec: SessionSpec) -> None:
     check_model(spec.model)
     check_title(spec.title)
     check_encoding(spec.encoding)
+
+
+def check_end_reason(reason: object) -> str:
+    """The reason a session is ended with: a non-empty string of at most
+    :data:`MAX_REASON_CHARS` characters with no control characters (it is shown in
+    listings, ``ended (reason)``), else InvalidInput."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput(f"reason must be a non-empty string, got {reason!r}"[:300])
+    return check_name(reason, "reason", MAX_REASON_CHARS)
 
 
 def check_title(title: object) -> str | None:

@@ -47,6 +47,11 @@ def open_side_lock(ledger: str) -> int | None:
         return None
 
 
+#: a folder opened to name files in it: ``O_PATH`` where there is one (a folder this user
+#: may search but not list, as the files were opened by path before)
+_FOLDER_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 @contextlib.contextmanager
 def side_folder(ledger: str) -> Iterator[tuple[int, str, tuple[int, int] | None]]:
     """(a descriptor of the ledger's folder, the ledger's name in it, the owner to hand
@@ -54,7 +59,7 @@ def side_folder(ledger: str) -> Iterator[tuple[int, str, tuple[int, int] | None]
     cannot be opened. The files beside a ledger are opened relative to that descriptor,
     so a folder swapped for a link meanwhile cannot move them."""
     path, name = os.path.split(os.path.abspath(ledger))
-    folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    folder = os.open(path, _FOLDER_FLAGS)
     try:
         yield folder, name, _owner_to_hand_to(folder, name)
     finally:

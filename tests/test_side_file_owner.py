@@ -115,3 +115,19 @@ def test_a_linked_lease_folder_is_refused_and_nothing_made_there(tmp_path: Path)
         with pytest.raises(StoreError, match=r"l\.db\.leases beside the ledger is a symbolic"):
             ledger.store.try_lease("compaction:x")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_folder_its_owner_cannot_list_still_gets_the_lock_file(theirs: Path) -> None:
+    """The lock was opened by path; a folder descriptor opened for reading would fail
+    in a folder of mode 0311 (``O_PATH`` does not)."""
+    from ctxledger.eventstore.files import open_side_lock
+
+    theirs.chmod(0o311)
+
+    def owners_lock() -> bool:
+        fd = open_side_lock(str(theirs / "l.db"))
+        if fd is not None:
+            os.close(fd)
+        return fd is not None
+
+    assert unprivileged(owners_lock) is True

@@ -22,13 +22,15 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from ctxledger.errors import InvalidInput
@@ -400,10 +402,29 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
+#: set while a what-if replays a ledger's recorded values (:func:`replaying_recorded`)
+_RECORDED: ContextVar[bool] = ContextVar("ctxledger_replaying_recorded", default=False)
+
+
+@contextlib.contextmanager
+def replaying_recorded() -> Iterator[None]:
+    """Inside it, :func:`check_name` takes any name: recorded values replay as recorded
+    (a ledger written before these checks may hold a name they refuse; a what-if of it
+    replays that name into a scratch ledger). The context is copied into the tasks and
+    worker threads started inside it."""
+    token = _RECORDED.set(True)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
 def check_name(value: str, field: str, limit: int) -> str:
     """`value` (a string) when it has at most `limit` characters, UTF-8 can encode it and
     it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
-    is never echoed whole)."""
+    is never echoed whole). Any string inside :func:`replaying_recorded`."""
+    if _RECORDED.get():
+        return value
     if len(value) > limit:
         raise InvalidInput(
             f"{field} is too long: {len(value):,} characters (at most {limit:,}), "
@@ -494,6 +515,7 @@ __all__ = [
     "max_json_depth",
     "not_json",
     "not_unicode",
+    "replaying_recorded",
     "too_deep",
     "value_depth",
     "walked_depth",

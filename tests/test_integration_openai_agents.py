@@ -420,3 +420,22 @@ def test_a_session_recorded_under_a_whole_long_id_is_continued(service):
         assert session.ledger_session_id() == long_id
 
     anyio.run(scenario)
+
+
+@pytest.mark.parametrize("sdk_id", ["chat\nline \u202eevil", "c" * 5000])
+def test_pop_item_of_an_id_no_title_may_hold_still_branches(service, sdk_id):
+    """Session 33: a title may hold no control character and at most 4,096 characters;
+    the adapter's titles name such an SDK id by its key instead (pop_item's too)."""
+    session = CtxLedgerSession(sdk_id, service)
+
+    async def scenario() -> None:
+        await session.add_items(
+            [{"role": "user", "content": "hi"}, {"role": "user", "content": "x"}]
+        )
+        assert await session.pop_item() == {"role": "user", "content": "x"}
+        assert await session.get_items() == [{"role": "user", "content": "hi"}]
+
+    anyio.run(scenario)
+    titles = [i.title for i in service.ledger.chains.state.sessions.values()]
+    assert len(titles) == 2 and all(t and t.startswith("openai-agents session ") for t in titles)
+    assert titles[1].endswith(" (after pop_item)")

@@ -35,16 +35,18 @@ logger = logging.getLogger("ctxledger.integrations")
 KEY_KEPT = 126
 
 
-def host_title(prefix: str, host_id: str) -> str:
+def host_title(prefix: str, host_id: str, suffix: str = "") -> str:
     """The title of a ledger session made for a host's id: `prefix` and the id, or, where
     that is no title the ledger takes (too long, a control character: see
     :func:`~ctxledger.limits.check_name`), `prefix` and a key made for the id (its start
-    with other characters as ``-``, and a digest), so each id still has one title."""
-    title = f"{prefix} {host_id}"
+    with other characters as ``-``, and a digest), so each id still has one title;
+    `suffix` (the adapter's own words) follows either."""
+    title = f"{prefix} {host_id}{suffix}"
     try:
         return check_name(title, "title", MAX_TITLE_CHARS)
     except InvalidInput:
-        return f"{prefix} {digest_key(_NOT_IN_TITLE_KEY.sub('-', host_id[:KEY_KEPT]), host_id)}"
+        key = digest_key(_NOT_IN_TITLE_KEY.sub("-", host_id[:KEY_KEPT]), host_id)
+        return f"{prefix} {key}{suffix}"
 
 
 #: what a host id's start may keep in :func:`host_title`'s fallback

@@ -226,7 +226,7 @@ class CtxLedgerSession:
             parent_session_id=sid,
             reason="branch",
             session_id=self._ledger_id(self._generation),
-            title=f"openai-agents session {self.session_id} (after pop_item)",
+            title=host_title("openai-agents session", self.session_id, " (after pop_item)"),
         )
         if kept:
             await self.service.append(branch, kept)

@@ -339,6 +339,29 @@ def test_a_long_thread_recorded_under_its_whole_id_is_continued(service):
     assert users == ["hello"]
 
 
+def test_a_long_thread_recorded_whole_starts_its_next_generation(service, monkeypatch):
+    """Session 33 bounded a chosen session id to 1,024 characters: a thread recorded
+    whole before the digest (2,000 characters here) could not start the generation a
+    rewritten history starts; its sessions keep the name they were recorded under."""
+    from langchain_core.messages import RemoveMessage
+
+    thread = "y" * 2000
+    with monkeypatch.context() as patch:  # (written as the code of the time did)
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        anyio.run(
+            lambda: service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=f"langchain:{thread}"
+            )
+        )
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("first")]}, _thread(thread))
+    first = agent.get_state(_thread(thread)).values["messages"][0]
+    agent.update_state(_thread(thread), {"messages": [RemoveMessage(id=first.id)]})
+    agent.invoke({"messages": [HumanMessage("second")]}, _thread(thread))
+    again = [m["content"] for m in live_messages(service, f"langchain:{thread}~2")]
+    assert "second" in again and "first" not in again
+
+
 class OddUsageChat(GenericFakeChatModel):
     """Answers once, with usage figures no ledger can record."""
 

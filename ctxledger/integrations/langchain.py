@@ -29,6 +29,7 @@ process finds where the ledger left off.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -59,7 +60,7 @@ from ctxledger.integrations.common import (
     report_usage_or_warn,
     system_view,
 )
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_token_count, replaying_recorded
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
@@ -256,14 +257,18 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1
         system = request.system_message
-        root = await self.service.start_session(
-            model=self.model_name,
-            context_length=self.context_length,
-            system_prompt=_text(system.content) if system is not None else None,
-            tools=_tool_schemas(request.tools),
-            session_id=self._root(thread, generation),
-            title=host_title("langchain thread", thread),
-        )
+        # a long id recorded whole before the digest names its sessions as recorded
+        # (its next generation may be past today's 1,024 characters for a chosen id)
+        recorded = len(self._key(thread)) > _LONGEST_KEY
+        with replaying_recorded() if recorded else contextlib.nullcontext():
+            root = await self.service.start_session(
+                model=self.model_name,
+                context_length=self.context_length,
+                system_prompt=_text(system.content) if system is not None else None,
+                tools=_tool_schemas(request.tools),
+                session_id=self._root(thread, generation),
+                title=host_title("langchain thread", thread),
+            )
         self._threads[thread] = _Thread(root, [])
         return self._threads[thread]
 

@@ -131,3 +131,28 @@ def test_a_folder_its_owner_cannot_list_still_gets_the_lock_file(theirs: Path) -
         return fd is not None
 
     assert unprivileged(owners_lock) is True
+
+
+def test_a_read_command_reads_past_a_linked_lock_file_and_a_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from ctxledger.cli.main import cli
+
+    for name in ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / "home"))
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(tmp_path / "anchor.key"))
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        sid = ledger.start_session(model="m", context_length=8_000)
+    (tmp_path / "l.db.lock").unlink()
+    (tmp_path / "target").write_bytes(b"")
+    (tmp_path / "l.db.lock").symlink_to(tmp_path / "target")
+    listed = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
+    assert listed.exit_code == 0 and sid in listed.output, listed.output
+    source = tmp_path / "chat.json"
+    source.write_text('{"messages": [{"role": "user", "content": "hi"}]}')
+    imported = CliRunner().invoke(cli, ["--db", str(db), "import", str(source)])
+    assert imported.exit_code == 1, imported.output
+    assert "l.db.lock beside the ledger is a symbolic link" in imported.output

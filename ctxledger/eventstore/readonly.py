@@ -233,14 +233,18 @@ def refuse_unwritable(path: str) -> None:
 
 #: SQLite's primary codes of an open that could not write: READONLY, CANTOPEN
 _WRITE_CODES = (8, 14)
+#: an OSError's codes of an open that could not write (ELOOP, EMLINK: a link in place of
+#: the lock file, which only a writable open refuses)
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.ELOOP, errno.EMLINK)
 
 
 def only_writing_failed(exc: StoreError) -> bool:
     """Whether a failed open for writing could still be read read-only: a full disk, a
-    medium or file SQLite found read-only or could not open for writing."""
+    medium or file SQLite found read-only or could not open for writing, a link in place
+    of the lock file (a read-only open makes no lock file)."""
     cause = exc.__cause__
     if isinstance(exc, StorageFullError):
         return True
     if isinstance(cause, sqlite3.Error):
         return (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF in _WRITE_CODES
-    return isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES)
+    return isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS

@@ -41,9 +41,7 @@ def open_side_lock(ledger: str) -> int | None:
     try:
         with side_folder(ledger) as (folder, name, owner):
             return open_side_file(folder, name + ".lock", os.O_RDWR | os.O_CREAT, owner)
-    except StoreError:
-        raise
-    except OSError:
+    except OSError:  # (a link's StoreError is no OSError: it goes to the caller)
         return None
 
 

@@ -11,10 +11,10 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
   (``$CTXLEDGER_MAX_INPUT_BYTES`` or ``import --max-bytes``), and only regular files.
 - **Names**: a model name, a title, an end reason and a session id a caller chooses are
   bounded (:data:`MAX_MODEL_CHARS`, :data:`MAX_TITLE_CHARS`, :data:`MAX_REASON_CHARS`,
-  :data:`MAX_SESSION_ID_CHARS`) and
-  hold no control character (newline and tab included) and no bidirectional-text
-  control: they are printed on one line in tables and headers. Only new values are
-  checked: what an old ledger holds is read as it is.
+  :data:`MAX_SESSION_ID_CHARS`) and hold no control character (newline and tab
+  included) and no bidirectional-text control (:func:`check_name`): they are printed on
+  one line in tables and headers. Only new values are checked: what an old ledger holds
+  is read as it is, and a what-if replays it (:func:`replaying_recorded`).
 - **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
   accepted only when it is integral, ``12.0``); a context length is an integer in
   ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
@@ -54,7 +54,6 @@ MAX_TITLE_CHARS = 4096
 #: the longest session id a caller chooses through the library (the HTTP API and the
 #: proxy's header take at most 200 of a narrower alphabet)
 MAX_SESSION_ID_CHARS = 1024
-
 #: the longest reason a session is ended with (characters): a short phrase, shown in listings
 MAX_REASON_CHARS = 1000
 

@@ -3,8 +3,9 @@
 Session 32 removed a hand-over that followed a link by path. Session 33: the files
 beside a ledger are opened relative to its folder's descriptor, never through a link
 (a link is refused), and what root makes there is ``fchown``-ed (the open descriptor)
-to the ledger's owner where that user owns the folder too; a file with another name
-(a hard link) is never handed over.
+to the ledger's owner where that user owns the folder too. Only what that very call
+made (``O_CREAT|O_EXCL``, a ``mkdir``) is handed over: the folder's owner chooses what
+lies under the side files' names (a rename of any of root's files in their folders).
 """
 
 from __future__ import annotations
@@ -82,10 +83,91 @@ def test_a_hard_link_beside_the_ledger_is_not_handed_over(theirs: Path) -> None:
     assert secret.stat().st_uid == 0 and secret.read_text() == "root's"
 
 
+def _give_to_nobody(path: Path) -> None:
+    os.chown(path, NOBODY, NOBODY)
+
+
+def test_roots_files_renamed_to_the_side_files_are_not_handed_over(theirs: Path) -> None:
+    """The review's attack: the owner renames root's private file and folder, which root
+    keeps in their folder, to ``l.db.lock`` and ``l.db.leases`` (they need only write
+    access to the folder); root's next write used to hand both over."""
+    secret, private = theirs / "roots-secret", theirs / "roots-dir"
+    secret.write_text("root's")
+    secret.chmod(0o600)
+    private.mkdir(mode=0o700)
+    (private / "inner").write_text("root's too")
+
+    def owners_renames() -> bool:
+        os.rename(secret, theirs / "l.db.lock")
+        os.rename(private, theirs / "l.db.leases")
+        return True
+
+    assert unprivileged(owners_renames) is True
+    _roots_write(theirs / "l.db")
+    for name in ("l.db.lock", "l.db.leases", "l.db.leases/inner"):
+        assert (theirs / name).stat().st_uid == 0, name
+    made = [p for p in (theirs / "l.db.leases").iterdir() if p.name != "inner"]
+    assert [p.stat().st_uid for p in made] == [0]  # (a lease file made in root's folder)
+    assert (theirs / "l.db.lock").read_text() == "root's"
+
+
+def test_a_lease_file_found_in_the_owners_lease_folder_keeps_its_owner(theirs: Path) -> None:
+    """A file of root's (or of a third user's) found under a lease file's name, in the
+    owner's own ``.leases``, is not theirs to be given."""
+    from ctxledger.eventstore.leases import lease_file
+
+    leases = theirs / "l.db.leases"
+    leases.mkdir(mode=0o700)
+    _give_to_nobody(leases)
+    found = Path(lease_file(str(theirs / "l.db"), "compaction:x"))
+    found.write_text("root's")
+    found.chmod(0o600)
+    third = theirs / "l.db.lock"
+    third.write_bytes(b"")
+    third.chmod(0o600)
+    os.chown(third, NOBODY - 1, NOBODY - 1)
+    _roots_write(theirs / "l.db")
+    assert found.stat().st_uid == 0 and found.read_text() == "root's"
+    assert third.stat().st_uid == NOBODY - 1
+
+
+def test_a_lease_folder_swapped_after_roots_mkdir_is_not_handed_over(
+    theirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between root's ``mkdir`` of ``l.db.leases`` and its open, the owner puts root's
+    folder (one holding something) under the name: it is not handed over."""
+    from ctxledger.eventstore import files
+
+    roots = theirs / "roots-dir"
+    roots.mkdir(mode=0o700)
+    (roots / "inner").write_text("root's")
+    real_mkdir = os.mkdir
+
+    def mkdir_then_swap(name: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        real_mkdir(name, mode, dir_fd=dir_fd)
+        if name.endswith(".leases"):
+            os.rmdir(theirs / name)
+            os.rename(roots, theirs / name)
+
+    monkeypatch.setattr(files.os, "mkdir", mkdir_then_swap)
+    _roots_write(theirs / "l.db")
+    assert (theirs / "l.db.leases").stat().st_uid == 0
+    assert (theirs / "l.db.leases" / "inner").stat().st_uid == 0
+
+
 def test_in_a_folder_of_roots_nothing_is_handed_over(theirs: Path) -> None:
     os.chown(theirs, 0, 0)
     _roots_write(theirs / "l.db")
     assert (theirs / "l.db.lock").stat().st_uid == 0
+
+
+def test_roots_own_ledger_of_another_group_keeps_its_side_files_roots(theirs: Path) -> None:
+    os.chown(theirs, 0, 0)
+    os.chown(theirs / "l.db", 0, NOBODY)
+    _roots_write(theirs / "l.db")
+    for name in ("l.db.lock", "l.db.leases"):
+        st = (theirs / name).stat()
+        assert (st.st_uid, st.st_gid) == (0, 0), name
 
 
 def test_a_linked_lock_file_is_refused(tmp_path: Path) -> None:

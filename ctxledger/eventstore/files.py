@@ -5,7 +5,8 @@ file (``<ledger>.lock``) is what the fair write lock of :mod:`.sqlite` ``flock``
 ``<ledger>.leases/`` holds the lease files of :mod:`.leases`. Side files are opened
 relative to the folder's descriptor and never through a link; those root makes beside
 another user's ledger in that user's folder are handed to them (``fchown`` of the open
-descriptor), as SQLite hands root's ``-wal`` and ``-shm`` to the database's owner.
+descriptor), as SQLite hands root's ``-wal`` and ``-shm`` to the database's owner: only
+a file or folder that very call made, never one found under the name.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "create_ledger_file",
     "create_private_file",
     "open_side_file",
+    "open_side_folder",
     "open_side_lock",
     "side_folder",
 ]
@@ -67,26 +69,72 @@ def side_folder(ledger: str) -> Iterator[tuple[int, str, tuple[int, int] | None]
 def _owner_to_hand_to(folder: int, name: str) -> tuple[int, int] | None:
     """The (uid, gid) that the lock and lease files root makes beside another user's
     ledger are handed to (else they would lock the owner out): only where that user
-    owns the folder too, so they are given nothing they could not make themselves.
-    None for any other process, ledger or folder."""
+    owns the folder too, so they are given nothing they could not make themselves (and
+    only files made then: see :func:`open_side_file`). None for any other process,
+    ledger or folder."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
     try:
         ledger, where = os.stat(name, dir_fd=folder), os.fstat(folder)
     except OSError:
         return None
-    if ledger.st_uid == 0 or where.st_uid != ledger.st_uid or not stat.S_ISREG(ledger.st_mode):
-        return None
+    if ledger.st_uid == 0 or where.st_uid != ledger.st_uid:
+        return None  # (root's own ledger: its files stay root's, group too)
     return ledger.st_uid, ledger.st_gid
 
 
 def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | None) -> int:
-    """Open `name` in the `folder` descriptor (never following a link: StoreError for
-    one, which anyone who can write the folder could point at a file of their choosing,
-    and ``O_CREAT`` would make its target) and hand what root made to `owner`: a folder,
-    or a file with no other name (a hard link could name a file elsewhere)."""
+    """Open `name` in the `folder` descriptor, never following a link (StoreError for
+    one: anyone who can write the folder could point it at a file of their choosing, and
+    ``O_CREAT`` would make its target). With ``O_CREAT``, the file is made here when it is
+    missing (``O_EXCL``) and only a file this very call made is handed to `owner`: what
+    is found under the name is whatever the folder's owner put there (they could rename
+    any of root's files in their folders to it), so it keeps its owner."""
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(3):  # (a file removed between the two opens is made again)
+        made = bool(flags & os.O_CREAT)
+        try:
+            fd = _open_beside(folder, name, flags | os.O_EXCL if made else flags)
+        except FileExistsError:
+            made = False
+            try:
+                fd = _open_beside(folder, name, flags & ~os.O_CREAT)
+            except FileNotFoundError:
+                continue
+        if made and owner is not None:
+            _hand_over(fd, owner)
+        return fd
+    return _open_beside(folder, name, flags)
+
+
+def open_side_folder(folder: int, name: str, owner: tuple[int, int] | None) -> int:
+    """A descriptor of the folder `name` in `folder` (made 0700 when missing; a link in its
+    place is refused), handed to `owner` only when this call made it and it is, when
+    opened, still empty, root's and private. (Between the ``mkdir`` and the open, the
+    folder's owner could put another folder under the name: only one from this same
+    folder, since moving a folder elsewhere needs write access to it; and an empty
+    folder of root's there is one they could remove and make as their own anyway.)"""
     try:
-        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+        os.mkdir(name, 0o700, dir_fd=folder)
+        made = True
+    except FileExistsError:
+        made = False
+    fd = _open_beside(folder, name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if made and owner is not None:
+        try:
+            st = os.fstat(fd)
+            private = st.st_uid == 0 and not stat.S_IMODE(st.st_mode) & 0o077
+            if private and stat.S_ISDIR(st.st_mode) and not os.listdir(fd):
+                _hand_over(fd, owner)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def _open_beside(folder: int, name: str, flags: int) -> int:
+    try:
+        return os.open(name, flags, 0o600, dir_fd=folder)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR) and _is_link(folder, name):
             raise StoreError(
@@ -95,15 +143,14 @@ def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | 
                 "nothing was written"
             ) from exc
         raise
+
+
+def _hand_over(fd: int, owner: tuple[int, int]) -> None:
     try:
-        st = os.fstat(fd)
-        alone = stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
-        if owner is not None and st.st_uid == 0 and alone:
-            os.fchown(fd, *owner)
+        os.fchown(fd, *owner)
     except BaseException:
         os.close(fd)
         raise
-    return fd
 
 
 def _is_link(folder: int, name: str) -> bool:

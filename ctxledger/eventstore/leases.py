@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from ctxledger.eventstore.files import open_side_file, side_folder
+from ctxledger.eventstore.files import open_side_file, open_side_folder, side_folder
 
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
@@ -100,11 +100,10 @@ def try_file_lease(ledger_path: str, key: str) -> Release | None:
     """``flock`` the lease file of `key` without waiting; raises OSError if it cannot be
     made, StoreError if ``<ledger>.leases`` or the file is a link (see :mod:`.files`)."""
     with side_folder(ledger_path) as (folder, name, owner):
-        leases = name + ".leases"
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(leases, 0o700, dir_fd=folder)
-        inside = open_side_file(folder, leases, os.O_RDONLY | os.O_DIRECTORY, owner)
+        inside = open_side_folder(folder, name + ".leases", owner)
         try:
+            if owner is not None and os.fstat(inside).st_uid != owner[0]:
+                owner = None  # (a lease folder that is not theirs: nothing is handed over in it)
             fd = open_side_file(inside, lease_file(name, key).name, os.O_RDWR | os.O_CREAT, owner)
         finally:
             os.close(inside)

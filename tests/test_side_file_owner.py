@@ -170,6 +170,63 @@ def test_roots_own_ledger_of_another_group_keeps_its_side_files_roots(theirs: Pa
         assert (st.st_uid, st.st_gid) == (0, 0), name
 
 
+def test_a_lease_file_root_left_is_named_when_the_owner_leases_per_process(
+    theirs: Path,
+) -> None:
+    """A lease file an older version left root's in the owner's ``.leases`` (never handed
+    over now) stops the owner's file leases: the warning names it and what to do."""
+    import logging
+
+    from ctxledger.eventstore.leases import FileLeases, lease_file
+
+    leases = theirs / "l.db.leases"
+    leases.mkdir(mode=0o700)
+    _give_to_nobody(leases)
+    left = Path(lease_file(str(theirs / "l.db"), "compaction:B"))
+    left.write_bytes(b"")
+    left.chmod(0o600)
+
+    def owners_lease() -> list[str]:
+        said: list[str] = []
+        handler = logging.Handler()
+        handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+        logging.getLogger("ctxledger.eventstore.leases").addHandler(handler)
+        release = FileLeases(str(theirs / "l.db"), lambda key: lambda: None).try_lease(
+            "compaction:B"
+        )
+        assert release is not None
+        return said
+
+    said = unprivileged(owners_lease)
+    assert isinstance(said, list) and len(said) == 1, said
+    assert f"{left} belongs to root; remove it" in said[0], said
+
+
+def test_the_owner_locked_out_by_roots_lease_folder_is_told_which_and_what_to_do(
+    theirs: Path,
+) -> None:
+    """A ledger of the user's in a shared folder of root's (mode 1777): root's lease
+    folder stays root's (nothing is handed over in a folder of root's); the owner's next
+    write names it (it said "a read-only file, folder or medium")."""
+    os.chown(theirs, 0, 0)
+    theirs.chmod(0o1777)
+
+    def owners_write() -> str:
+        try:
+            with Ledger.open(str(theirs / "l.db")) as ledger:
+                ledger.start_session(model="m", context_length=8_000)
+        except StoreError as exc:
+            return str(exc)
+        return "written"
+
+    assert unprivileged(owners_write) == "written"
+    _roots_write(theirs / "l.db")
+    said = unprivileged(owners_write)
+    assert isinstance(said, str)
+    assert f"{theirs / 'l.db.leases'} beside it belongs to root" in said, said
+    assert "remove it as its owner or root (it holds only locks, no data)" in said, said
+
+
 def test_a_linked_lock_file_is_refused(tmp_path: Path) -> None:
     """(As any user.) The lock was opened through the link (a dangling one is refused
     as unwritable before: ``O_CREAT`` would make its target)."""

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ctxledger.eventstore.files import open_side_file, open_side_folder, side_folder
+from ctxledger.eventstore.readonly import belongs_to_another, owner_name
 
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
@@ -143,11 +144,26 @@ class FileLeases:
                     return None
                 self._files = False
                 log.warning(
-                    "leases of %s are per process from now on: cannot make a lease file (%s)",
+                    "leases of %s are per process from now on (other processes are not kept "
+                    "out): cannot make a lease file (%s)",
                     self.ledger_path,
-                    exc.strerror or exc,
+                    _why_no_lease_files(self.ledger_path, key, exc),
                 )
         return self._fallback(key)
+
+
+def _why_no_lease_files(ledger_path: str, key: str, exc: OSError) -> str:
+    """`exc`'s reason, and a file or folder of another user's in the way (a lease file
+    root left there in an older version, say), with what to do."""
+    why = exc.strerror or str(exc)
+    for path in (str(lease_file(ledger_path, key)), ledger_path + ".leases"):
+        if belongs_to_another(path, follow=False):
+            return (
+                f"{why}: {path} belongs to {owner_name(path) or 'another user'}; remove it as "
+                "its owner or root (it holds only a lock, no data) for this ledger's "
+                "processes to share leases again"
+            )
+    return why
 
 
 def _polls(wait: float | None) -> Iterator[float]:

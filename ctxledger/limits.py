@@ -401,8 +401,11 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
-#: set while a what-if replays a ledger's recorded values (:func:`replaying_recorded`)
-_RECORDED: ContextVar[bool] = ContextVar("ctxledger_replaying_recorded", default=False)
+#: True while a what-if replays a ledger's recorded values (:func:`replaying_recorded`),
+#: else the exact values an adapter continues as recorded (:func:`taking_as_recorded`)
+_RECORDED: ContextVar[bool | frozenset[str]] = ContextVar(
+    "ctxledger_replaying_recorded", default=frozenset()
+)
 
 
 @contextlib.contextmanager
@@ -418,11 +421,28 @@ def replaying_recorded() -> Iterator[None]:
         _RECORDED.reset(token)
 
 
+@contextlib.contextmanager
+def taking_as_recorded(*values: str) -> Iterator[None]:
+    """Inside it, :func:`check_name` takes these exact `values` (and checks every other
+    one): an adapter continuing a chain recorded before these checks passes the recorded
+    model, or the id it recorded whole and the next id made from it, as they are, so an
+    old chain goes on; the host's new values are checked as ever."""
+    current = _RECORDED.get()
+    taken = True if current is True else frozenset(current or ()) | frozenset(values)
+    token = _RECORDED.set(taken)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
 def check_name(value: str, field: str, limit: int) -> str:
     """`value` (a string) when it has at most `limit` characters, UTF-8 can encode it and
     it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
-    is never echoed whole). Any string inside :func:`replaying_recorded`."""
-    if _RECORDED.get():
+    is never echoed whole). Any string inside :func:`replaying_recorded`, and the values
+    given to :func:`taking_as_recorded` inside it."""
+    recorded = _RECORDED.get()
+    if recorded is True or (isinstance(recorded, frozenset) and value in recorded):
         return value
     if len(value) > limit:
         raise InvalidInput(
@@ -515,6 +535,7 @@ __all__ = [
     "not_json",
     "not_unicode",
     "replaying_recorded",
+    "taking_as_recorded",
     "too_deep",
     "value_depth",
     "walked_depth",

@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from ctxledger import CompressionConfig, ContextService, Ledger
+from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, ToolsDeclared, UsageReported
 from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
@@ -360,6 +360,56 @@ def test_a_long_thread_recorded_whole_starts_its_next_generation(service, monkey
     agent.invoke({"messages": [HumanMessage("second")]}, _thread(thread))
     again = [m["content"] for m in live_messages(service, f"langchain:{thread}~2")]
     assert "second" in again and "first" not in again
+
+
+def test_a_long_new_thread_id_leaves_every_name_checked(service):
+    """A thread id past 150 characters (its key is the digest: nothing recorded whole)
+    started its sessions with every name check off: a 5,000-character model holding a
+    newline, and a title holding the id's controls, were recorded. The model is refused;
+    the id's title is the key made for it."""
+    from ctxledger.limits import check_name
+
+    thread = "\u202eevil\nthread\x1b" + "t" * 200
+    model = ScriptedChat(messages=iter(_script(2)))
+    model.inputs, model.views = [], []
+    bad = CtxLedgerMiddleware(service, model="gpt-4o\n" + "x" * 5_000, context_length=16_000)
+    agent = create_agent(model=model, tools=[read_file], middleware=[bad], checkpointer=None)
+    with pytest.raises(InvalidInput, match="model is too long"):
+        agent.invoke({"messages": [HumanMessage("hi")]}, _thread(thread))
+    assert not any(s.startswith("langchain:") for s in service.ledger.transcript.state.sessions)
+    _agent(service, 2, InMemorySaver()).invoke({"messages": [HumanMessage("hi")]}, _thread(thread))
+    (info,) = (
+        v for k, v in service.ledger.chains.state.sessions.items() if k.startswith("langchain:")
+    )
+    assert info.title is not None and check_name(info.title, "title", 4_096) == info.title
+    assert info.title.startswith("langchain thread -evil-thread-ttt"), info.title
+
+
+def test_a_thread_recorded_with_a_bidi_control_in_its_key_goes_on(service, monkeypatch):
+    """Session 33 escapes bidi and C1 controls in a key too (a key holding one is no
+    session id the ledger takes); a thread recorded before with U+202E in its key is
+    continued under it, and its next generation starts."""
+    from langchain_core.messages import RemoveMessage
+
+    thread = "a\u202eb"
+    with monkeypatch.context() as patch:  # (written as the code of the time did)
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        anyio.run(
+            lambda: service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=f"langchain:{thread}"
+            )
+        )
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("first")]}, _thread(thread))
+    assert live_messages(service, f"langchain:{thread}")[0]["content"] == "first"
+    first = agent.get_state(_thread(thread)).values["messages"][0]
+    agent.update_state(_thread(thread), {"messages": [RemoveMessage(id=first.id)]})
+    agent.invoke({"messages": [HumanMessage("second")]}, _thread(thread))
+    again = [m["content"] for m in live_messages(service, f"langchain:{thread}~2")]
+    assert "second" in again and "first" not in again
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("new")]}, _thread("c\u202ed"))
+    assert "langchain:c%E2%80%AEd" in service.ledger.transcript.state.sessions
 
 
 class OddUsageChat(GenericFakeChatModel):

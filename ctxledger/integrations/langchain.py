@@ -18,18 +18,18 @@ the originals in the checkpoint); the compaction history is in the ledger. One l
 session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
-In ``<thread>`` a ``~``, a ``%`` and control characters are written ``%XX``, so no
-thread id holds the ``~`` of another thread's generation; every other character is
-kept, so the sessions of threads named before this escaping are found again. A thread
-id longer than 150 characters (escaped) is its first 126 and a digest of the whole, so
-a session id stays within the 200 characters the HTTP API can name.
+In ``<thread>`` a ``~``, a ``%``, control characters and bidirectional-text controls
+(session 33; a session recorded before with one as itself goes on under it) are written
+``%XX``, so no thread id holds the ``~`` of another thread's generation; every other
+character is kept, so the sessions of threads named before this escaping are found
+again. A thread id longer than 150 characters (escaped) is its first 126 and a digest
+of the whole, so a session id stays within the 200 characters the HTTP API can name.
 Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
 process finds where the ledger left off.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -60,7 +60,7 @@ from ctxledger.integrations.common import (
     report_usage_or_warn,
     system_view,
 )
-from ctxledger.limits import check_token_count, replaying_recorded
+from ctxledger.limits import check_token_count, taking_as_recorded
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
@@ -215,13 +215,19 @@ class CtxLedgerMiddleware(AgentMiddleware):
         thread whose sessions were recorded under the whole of it (before the digest)."""
         key = self._keys.get(thread)
         if key is None:
+            sessions = self.service.ledger.transcript.state.sessions
+            # as recorded before: whole, or keeping a character escaped since session 33
+            found = (
+                k
+                for k in (
+                    _escaped(thread),
+                    _session_key(thread, _UNSAFE_BEFORE),
+                    _escaped(thread, _UNSAFE_BEFORE),
+                )
+                if f"langchain:{k}" in sessions
+            )
             key = _session_key(thread)
-            whole = _escaped(thread)
-            if (
-                key != whole
-                and f"langchain:{whole}" in self.service.ledger.transcript.state.sessions
-            ):
-                key = whole
+            key = key if f"langchain:{key}" in sessions else next(found, key)
             self._keys[thread] = key
         return key
 
@@ -257,16 +263,17 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1
         system = request.system_message
-        # a long id recorded whole before the digest names its sessions as recorded
-        # (its next generation may be past today's 1,024 characters for a chosen id)
-        recorded = len(self._key(thread)) > _LONGEST_KEY
-        with replaying_recorded() if recorded else contextlib.nullcontext():
+        sid = self._root(thread, generation)
+        # a long id recorded whole before the digest goes on under it (its next
+        # generation may be past today's 1,024 characters for a chosen id): that id only
+        whole = self._key(thread) != _session_key(thread)
+        with taking_as_recorded(*([sid] if whole else [])):
             root = await self.service.start_session(
                 model=self.model_name,
                 context_length=self.context_length,
                 system_prompt=_text(system.content) if system is not None else None,
                 tools=_tool_schemas(request.tools),
-                session_id=self._root(thread, generation),
+                session_id=sid,
                 title=host_title("langchain thread", thread),
             )
         self._threads[thread] = _Thread(root, [])
@@ -359,8 +366,13 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
 
 
 #: what a thread id may not hold as itself in a session id: the ``~`` that numbers
-#: generations, the ``%`` of the escape, and control characters (a NUL is refused)
-_UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
+#: generations, the ``%`` of the escape, and what no name may hold (control characters,
+#: bidirectional-text controls: :func:`~ctxledger.limits.check_name`)
+_UNSAFE_IN_KEY = re.compile(
+    "[~%\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+#: the same before session 33 (C0 controls and DEL only): keys recorded with it are found
+_UNSAFE_BEFORE = re.compile(r"[~%\x00-\x1f\x7f]")
 
 
 #: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
@@ -370,20 +382,20 @@ _UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
 _LONGEST_KEY = 150
 
 
-def _session_key(thread: str) -> str:
+def _session_key(thread: str, unsafe: re.Pattern[str] = _UNSAFE_IN_KEY) -> str:
     """`thread` with each of :data:`_UNSAFE_IN_KEY` as ``%XX``: one way back, never the
     ``~`` of a generation. Any other character stays (``user/42``, ``Zürich``, spaces),
     as thread ids were written before the escaping, so their sessions are found again.
     Past :data:`_LONGEST_KEY` characters: its start, ``.h`` and 32 hex digits of the
     sha256 of the whole id (a 10,000-character id made a 10,010-character session id)."""
-    key = _escaped(thread)
+    key = _escaped(thread, unsafe)
     if len(key) <= _LONGEST_KEY:
         return key
     return digest_key(key, thread)
 
 
-def _escaped(thread: str) -> str:
-    return _UNSAFE_IN_KEY.sub(
+def _escaped(thread: str, unsafe: re.Pattern[str] = _UNSAFE_IN_KEY) -> str:
+    return unsafe.sub(
         lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
         thread,
     )

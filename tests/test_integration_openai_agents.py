@@ -439,3 +439,68 @@ def test_pop_item_of_an_id_no_title_may_hold_still_branches(service, sdk_id):
     titles = [i.title for i in service.ledger.chains.state.sessions.values()]
     assert len(titles) == 2 and all(t and t.startswith("openai-agents session ") for t in titles)
     assert titles[1].endswith(" (after pop_item)")
+
+
+def _as_recorded_before(service, monkeypatch, **start) -> None:
+    """A chain written as the code before session 33's name checks did."""
+    with monkeypatch.context() as patch:
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        patch.setattr("ctxledger.ledger.facade.check_session_id", lambda value, *_: value)
+        anyio.run(lambda: service.start_session(context_length=16_000, **start))
+    items = [{"role": "user", "content": t} for t in ("a", "b", "c")]
+    anyio.run(lambda: service.append(start["session_id"], items))
+
+
+def test_pop_item_goes_on_with_a_chain_whose_recorded_model_is_refused_now(service, monkeypatch):
+    """An old chain's recorded model (``gpt-4o`` and a newline) failed pop_item's branch,
+    and the failure, after the generation was counted, emptied the session's view. The
+    branch goes on with the model as recorded (a value the ledger holds, not new input);
+    the agent's own model is still checked."""
+    _as_recorded_before(service, monkeypatch, model="gpt-4o\n", session_id="conv-1")
+
+    async def scenario() -> None:
+        session = CtxLedgerSession("conv-1", service, model="gpt-4o")
+        assert await session.pop_item() == {"role": "user", "content": "c"}
+        assert [i["content"] for i in await session.get_items()] == ["a", "b"]
+        await session.add_items([{"role": "user", "content": "d"}])
+        assert [i["content"] for i in await session.get_items()] == ["a", "b", "d"]
+        assert service.ledger.transcript.session("conv-1~2").model == "gpt-4o\n"
+
+    anyio.run(scenario)
+
+
+def test_a_whole_id_over_todays_limit_branches_and_starts_again(service, monkeypatch):
+    """An SDK id recorded whole (before keys were made) past today's 1,024 characters of a
+    chosen id: pop_item and the session after clear_session go on under it."""
+    long_id = "w" * 2_000
+    _as_recorded_before(service, monkeypatch, model="agent", session_id=long_id)
+
+    async def scenario() -> None:
+        session = CtxLedgerSession(long_id, service)
+        assert await session.pop_item() == {"role": "user", "content": "c"}
+        assert session.ledger_session_id() == f"{long_id}~2"
+        await session.clear_session()
+        await session.add_items([{"role": "user", "content": "new"}])
+        assert session.ledger_session_id() == f"{long_id}~3"
+        assert [i["content"] for i in await session.get_items()] == ["new"]
+
+    anyio.run(scenario)
+
+
+def test_a_refused_start_leaves_the_session_where_it_was(service):
+    """A new generation the ledger refuses (the agent's model is no name it takes) is
+    not counted: the session still shows its last chain."""
+
+    async def scenario() -> None:
+        session = CtxLedgerSession("conv-2", service, model="agent")
+        await session.add_items([{"role": "user", "content": "a"}])
+        await session.clear_session()
+        session.model = "bad\nmodel"
+        with pytest.raises(InvalidInput, match="model holds the control character"):
+            await session.add_items([{"role": "user", "content": "b"}])
+        assert session._generation == 1
+        session.model = "agent"
+        await session.add_items([{"role": "user", "content": "b"}])
+        assert session.ledger_session_id() == "conv-2~2"
+
+    anyio.run(scenario)

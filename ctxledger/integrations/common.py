@@ -11,11 +11,9 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import os
-import re
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -23,16 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxledger import ContextService
-from ctxledger.errors import CtxLedgerError, InvalidInput
+from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
-from ctxledger.limits import MAX_TITLE_CHARS, check_name
+from ctxledger.limits import KEY_KEPT, digest_key, keyed_title
 
 T = TypeVar("T")
 JSON = dict[str, Any]
 logger = logging.getLogger("ctxledger.integrations")
-
-#: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
-KEY_KEPT = 126
 
 
 def host_title(prefix: str, host_id: str, suffix: str = "") -> str:
@@ -40,25 +35,8 @@ def host_title(prefix: str, host_id: str, suffix: str = "") -> str:
     that is no title the ledger takes (too long, a control character: see
     :func:`~ctxledger.limits.check_name`), `prefix` and a key made for the id (its start
     with other characters as ``-``, and a digest), so each id still has one title;
-    `suffix` (the adapter's own words) follows either."""
-    title = f"{prefix} {host_id}{suffix}"
-    try:
-        return check_name(title, "title", MAX_TITLE_CHARS)
-    except InvalidInput:
-        key = digest_key(_NOT_IN_TITLE_KEY.sub("-", host_id[:KEY_KEPT]), host_id)
-        return f"{prefix} {key}{suffix}"
-
-
-#: what a host id's start may keep in :func:`host_title`'s fallback
-_NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
-
-
-def digest_key(start: str, whole: str) -> str:
-    """A session key made for the id `whole`: `start` (at most :data:`KEY_KEPT`
-    characters of it, as the caller made them safe), ``.h`` and 32 hex digits of the
-    sha256 of the whole id (the LangChain and OpenAI Agents adapters share it)."""
-    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{start[:KEY_KEPT]}.h{digest}"
+    `suffix` (the adapter's own words) follows either (:func:`~ctxledger.limits.keyed_title`)."""
+    return keyed_title(f"{prefix} ", host_id, suffix)
 
 
 class LoopThread:
@@ -217,7 +195,9 @@ def ledger_target(target: str | os.PathLike[str]) -> str | Path:
 
 
 __all__ = [
+    "KEY_KEPT",
     "LoopThread",
+    "digest_key",
     "finite_schema",
     "host_title",
     "ledger_target",

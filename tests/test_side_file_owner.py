@@ -131,28 +131,37 @@ def test_a_lease_file_found_in_the_owners_lease_folder_keeps_its_owner(theirs: P
     assert third.stat().st_uid == NOBODY - 1
 
 
+@pytest.mark.parametrize(
+    ("mode", "uid", "inner"),
+    [(0o700, 0, True), (0o777, 0, False), (0o700, NOBODY - 1, False)],
+    ids=["roots-holding-a-file", "roots-open-to-all", "a-third-users"],
+)
 def test_a_lease_folder_swapped_after_roots_mkdir_is_not_handed_over(
-    theirs: Path, monkeypatch: pytest.MonkeyPatch
+    theirs: Path, monkeypatch: pytest.MonkeyPatch, mode: int, uid: int, inner: bool
 ) -> None:
-    """Between root's ``mkdir`` of ``l.db.leases`` and its open, the owner puts root's
-    folder (one holding something) under the name: it is not handed over."""
+    """Between root's ``mkdir`` of ``l.db.leases`` and its open, the owner puts another
+    folder under the name: one holding something, one others may write, or another
+    user's; none is handed over (only an empty private folder of root's could be the one
+    made, and the owner could remove such a folder and make their own anyway)."""
     from ctxledger.eventstore import files
 
-    roots = theirs / "roots-dir"
-    roots.mkdir(mode=0o700)
-    (roots / "inner").write_text("root's")
+    other = theirs / "other-dir"
+    other.mkdir()
+    other.chmod(mode)
+    if inner:
+        (other / "inner").write_text("root's")
+    os.chown(other, uid, uid)
     real_mkdir = os.mkdir
 
     def mkdir_then_swap(name: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
         real_mkdir(name, mode, dir_fd=dir_fd)
         if name.endswith(".leases"):
             os.rmdir(theirs / name)
-            os.rename(roots, theirs / name)
+            os.rename(other, theirs / name)
 
     monkeypatch.setattr(files.os, "mkdir", mkdir_then_swap)
     _roots_write(theirs / "l.db")
-    assert (theirs / "l.db.leases").stat().st_uid == 0
-    assert (theirs / "l.db.leases" / "inner").stat().st_uid == 0
+    assert (theirs / "l.db.leases").stat().st_uid == uid
 
 
 def test_in_a_folder_of_roots_nothing_is_handed_over(theirs: Path) -> None:

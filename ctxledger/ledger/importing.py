@@ -191,8 +191,8 @@ def _events(
     if repairs:
         events.append(ledger.repair_event(sid, repairs, out.message_ids, source="import"))
     if s.end_reason is not None:  # (as every face checks a name: see limits.check_name)
-        reason = check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
-        events.append(SessionEnded(**base(), reason=reason))
+        ended = check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+        events.append(SessionEnded(**base(), reason=ended))
     return out
 
 

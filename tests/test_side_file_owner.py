@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,6 +163,43 @@ def test_a_lease_folder_swapped_after_roots_mkdir_is_not_handed_over(
     monkeypatch.setattr(files.os, "mkdir", mkdir_then_swap)
     _roots_write(theirs / "l.db")
     assert (theirs / "l.db.leases").stat().st_uid == uid
+
+
+def test_an_empty_private_lease_folder_of_roots_found_in_place_keeps_its_owner(
+    theirs: Path,
+) -> None:
+    """Only a folder that root's own ``mkdir`` made is handed over: one found under the
+    name (left by an older version, or put there) stays root's, empty and private too."""
+    found = theirs / "l.db.leases"
+    found.mkdir(mode=0o700)
+    _roots_write(theirs / "l.db")
+    assert found.stat().st_uid == 0
+    assert (theirs / "l.db.lock").stat().st_uid == NOBODY
+
+
+def test_a_file_system_where_root_cannot_chown_leaves_roots_write_working(
+    theirs: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """vfat mounted with ``uid=``, some FUSE or NFS mounts: ``fchown`` fails with EPERM.
+    Root's write and lease go on (the hand-over is a warning), and each descriptor opened
+    beside the ledger is closed once (a second close could close another thread's)."""
+    import errno
+
+    from ctxledger.eventstore import files
+
+    def no_chown(fd: int, uid: int, gid: int) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(files.os, "fchown", no_chown)
+    _roots_write(theirs / "l.db")
+    assert {p.name: p.stat().st_uid for p in theirs.iterdir()}["l.db.leases"] == 0
+    real_close, closed = os.close, []
+    monkeypatch.setattr(files.os, "close", lambda fd: (closed.append(fd), real_close(fd)))
+    with files.side_folder(str(theirs / "m.db")) as (folder, _, _):
+        fd = files.open_side_folder(folder, "m.db.leases", (NOBODY, NOBODY))
+        assert closed == [] and stat.S_ISDIR(os.fstat(fd).st_mode)
+        real_close(fd)
+    assert "could not be handed to uid" in caplog.text
 
 
 def test_in_a_folder_of_roots_nothing_is_handed_over(theirs: Path) -> None:

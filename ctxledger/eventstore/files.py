@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 import sys
 from collections.abc import Iterator
 
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SQLITE_HEADER",
@@ -102,7 +105,7 @@ def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | 
             except FileNotFoundError:
                 continue
         if made and owner is not None:
-            _hand_over(fd, owner)
+            _hand_over(fd, owner, name)
         return fd
     return _open_beside(folder, name, flags)
 
@@ -123,9 +126,8 @@ def open_side_folder(folder: int, name: str, owner: tuple[int, int] | None) -> i
     if made and owner is not None:
         try:
             st = os.fstat(fd)
-            private = st.st_uid == 0 and not stat.S_IMODE(st.st_mode) & 0o077
-            if private and stat.S_ISDIR(st.st_mode) and not os.listdir(fd):
-                _hand_over(fd, owner)
+            if st.st_uid == 0 and not stat.S_IMODE(st.st_mode) & 0o077 and not os.listdir(fd):
+                _hand_over(fd, owner, name)
         except BaseException:
             os.close(fd)
             raise
@@ -145,12 +147,19 @@ def _open_beside(folder: int, name: str, flags: int) -> int:
         raise
 
 
-def _hand_over(fd: int, owner: tuple[int, int]) -> None:
+def _hand_over(fd: int, owner: tuple[int, int], name: str) -> None:
+    """``fchown`` `fd` to `owner`; where the file system refuses (vfat or exfat mounted
+    with a fixed ``uid=``, some FUSE and NFS mounts), a warning: root's write goes on, and
+    the file stays as that file system shows it. The caller keeps (and closes) `fd`."""
     try:
         os.fchown(fd, *owner)
-    except BaseException:
-        os.close(fd)
-        raise
+    except OSError as exc:
+        log.warning(
+            "ctxledger: %s beside the ledger could not be handed to uid %d: %s",
+            name,
+            owner[0],
+            exc.strerror or exc,
+        )
 
 
 def _is_link(folder: int, name: str) -> bool:

@@ -60,9 +60,8 @@ MAX_REASON_CHARS = 1000
 
 #: what a name may not hold: C0 and C1 controls and DEL, the line and paragraph
 #: separators, and the bidirectional-text controls (marks, embeddings, overrides, isolates)
-_NOT_IN_NAME = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
+NOT_IN_NAME_CLASS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_NOT_IN_NAME = re.compile(f"[{NOT_IN_NAME_CLASS}]")
 
 #: a string (escapes included; an unterminated one runs to the end of the text, so a
 #: match started at a quote never fails and is never retried from each later quote:
@@ -548,6 +547,7 @@ __all__ = [
     "MAX_TITLE_CHARS",
     "MAX_TOKEN_COUNT",
     "MIN_CONTEXT_LENGTH",
+    "NOT_IN_NAME_CLASS",
     "check_context_length",
     "check_json",
     "check_name",

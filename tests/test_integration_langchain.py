@@ -412,6 +412,57 @@ def test_a_thread_recorded_with_a_bidi_control_in_its_key_goes_on(service, monke
     assert "langchain:c%E2%80%AEd" in service.ledger.transcript.state.sessions
 
 
+def test_a_long_thread_whose_digest_key_kept_a_bidi_control_goes_on(service, monkeypatch):
+    """A thread past 150 characters holding U+2066, recorded before session 33: its key was
+    the digest with the control kept as itself. It is found under that key and goes on."""
+    from ctxledger.limits import digest_key
+
+    thread = "p\u2066q" + "z" * 200
+    old_key = digest_key(thread, thread)  # (nothing but the control was escaped then)
+    with monkeypatch.context() as patch:  # (written as the code of the time did)
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        anyio.run(
+            lambda: service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=f"langchain:{old_key}"
+            )
+        )
+    _agent(service, 2, InMemorySaver()).invoke({"messages": [HumanMessage("hi")]}, _thread(thread))
+    roots = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    assert roots == [f"langchain:{old_key}"]
+    assert live_messages(service, roots[0])[0]["content"] == "hi"
+
+
+def test_a_thread_named_like_another_threads_key_does_not_take_its_session(service):
+    """A long thread's key is 160 safe characters; another thread whose id is exactly that
+    key found the session as one "recorded whole", ended it and wrote its messages there
+    (the victim's next call then failed). A whole key shaped like a made key is taken only
+    when its session's title is this thread's."""
+    victim = "victim-thread-" + "v" * 200
+    saver = InMemorySaver()
+    _agent(service, 4, saver).invoke({"messages": [HumanMessage("mine")]}, _thread(victim))
+    (root,) = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    other = root.removeprefix("langchain:")
+    _agent(service, 2, InMemorySaver()).invoke({"messages": [HumanMessage("x")]}, _thread(other))
+    assert not service.ledger.transcript.session(service.tip(root)).ended
+    _agent(service, 4, saver).invoke({"messages": [HumanMessage("again")]}, _thread(victim))
+    users = [m["content"] for m in live_messages(service, root) if m["role"] == "user"]
+    assert users == ["mine", "again"]
+    # the same id recorded whole by its own thread (its title says so) goes on
+    assert CtxLedgerMiddleware(service)._key(other) != other
+    anyio.run(
+        lambda: service.start_session(
+            model="m",
+            context_length=16_000,
+            session_id="langchain:" + "k" * 126 + ".h" + "0" * 32,
+            title="langchain thread " + "k" * 126 + ".h" + "0" * 32,
+        )
+    )
+    assert (
+        CtxLedgerMiddleware(service)._key("k" * 126 + ".h" + "0" * 32)
+        == "k" * 126 + ".h" + "0" * 32
+    )
+
+
 class OddUsageChat(GenericFakeChatModel):
     """Answers once, with usage figures no ledger can record."""
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ from ctxledger.integrations.common import (
     report_usage_or_warn,
     system_view,
 )
-from ctxledger.limits import check_token_count, taking_as_recorded
+from ctxledger.limits import NOT_IN_NAME_CLASS, check_token_count, taking_as_recorded
 
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
@@ -211,23 +211,10 @@ class CtxLedgerMiddleware(AgentMiddleware):
         return base if generation == 1 else f"{base}~{generation}"
 
     def _key(self, thread: str) -> str:
-        """The thread's part of its session ids: :func:`_session_key`, except for a long
-        thread whose sessions were recorded under the whole of it (before the digest)."""
+        """The thread's part of its session ids (:func:`_thread_key`)."""
         key = self._keys.get(thread)
         if key is None:
-            sessions = self.service.ledger.transcript.state.sessions
-            # as recorded before: whole, or keeping a character escaped since session 33
-            found = (
-                k
-                for k in (
-                    _escaped(thread),
-                    _session_key(thread, _UNSAFE_BEFORE),
-                    _escaped(thread, _UNSAFE_BEFORE),
-                )
-                if f"langchain:{k}" in sessions
-            )
-            key = _session_key(thread)
-            key = key if f"langchain:{key}" in sessions else next(found, key)
+            key = _thread_key(thread, self.service.ledger.chains.state.sessions)
             self._keys[thread] = key
         return key
 
@@ -367,18 +354,38 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
 
 #: what a thread id may not hold as itself in a session id: the ``~`` that numbers
 #: generations, the ``%`` of the escape, and what no name may hold (control characters,
-#: bidirectional-text controls: :func:`~ctxledger.limits.check_name`)
-_UNSAFE_IN_KEY = re.compile(
-    "[~%\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
+#: bidirectional-text controls: :func:`~ctxledger.limits.check_name`, the same class)
+_UNSAFE_IN_KEY = re.compile(f"[~%{NOT_IN_NAME_CLASS}]")
 #: the same before session 33 (C0 controls and DEL only): keys recorded with it are found
 _UNSAFE_BEFORE = re.compile(r"[~%\x00-\x1f\x7f]")
+#: a key made for a long thread id (:func:`~ctxledger.limits.digest_key`)
+_MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}", re.DOTALL)
+
+
+def _thread_key(thread: str, sessions: Mapping[str, Any]) -> str:
+    """The thread's part of its session ids: :func:`_session_key`, unless the ledger holds
+    the thread's first session under a key of before: its digest key with a character
+    escaped since session 33 kept as itself, or the whole id (a long one, recorded before
+    the digest). A whole id shaped like a made key may be the key of another thread (one
+    can name a thread so): the session under it is this thread's only if its title says so."""
+    key = _session_key(thread)
+    if f"langchain:{key}" in sessions:
+        return key
+    before = _session_key(thread, _UNSAFE_BEFORE)
+    if f"langchain:{before}" in sessions:
+        return before
+    whole = _escaped(thread, _UNSAFE_BEFORE)
+    info = sessions.get(f"langchain:{whole}")
+    titles = (f"langchain thread {thread}", host_title("langchain thread", thread))
+    if info is not None and (not _MADE_KEY.fullmatch(whole) or info.title in titles):
+        return whole
+    return key
 
 
 #: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
 #: generation's ``~N`` stays within the 200 characters of a session id the HTTP API can
 #: name. A longer one is cut to its first KEY_KEPT characters and a digest of the whole,
-#: 160 characters in all: longer than any whole key, so never the key of another thread.
+#: 160 characters in all (a thread may be named like one: :func:`_thread_key` tells).
 _LONGEST_KEY = 150
 
 

@@ -6,7 +6,10 @@
    call) is appended to the thread's ledger session;
 2. preflight runs (system prompt + messages + tools schema against the threshold);
 3. the model is sent the ledger's live view through ``request.override(messages=...,
-   system_message=...)``;
+   system_message=...)``: the messages are the ledger's; the system message is the
+   agent's own for that call (a ``dynamic_prompt`` applies) with the ledger's compaction
+   note added after a compaction (the ledger keeps the prompt the thread started with,
+   which preflight counts);
 4. the response's ``usage_metadata`` is reported (the in-loop trigger).
 
 When the agent finishes (``after_agent``) what the state gained since the last model
@@ -47,6 +50,7 @@ from langchain_core.messages import (
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
+from ctxledger.compressor import markers
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
@@ -198,8 +202,9 @@ class CtxLedgerMiddleware(AgentMiddleware):
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}
-        if view.system is not None:
-            overrides["system_message"] = SystemMessage(content=view.system["content"])
+        system = _system_message(request.system_message, view.system)
+        if system is not None:
+            overrides["system_message"] = system
         return request.override(**overrides)
 
     # --- which ledger session -----------------------------------------------------------
@@ -285,6 +290,22 @@ class _View:
             else:
                 out.append(from_chat(msg))
         return out
+
+
+def _system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMessage | None:
+    """The system message to send: the agent's own for this call (a ``dynamic_prompt``
+    or a prompt changed since the thread started applies, its content blocks kept), with
+    the ledger's compaction note added when the view has one; with none from the agent,
+    the ledger's (a leading system message of the state, which the ledger holds)."""
+    if host is None:
+        return None if ledger is None else SystemMessage(content=ledger["content"])
+    if ledger is None or not markers.has_system_note(_text(ledger.get("content"))):
+        return host
+    content = host.content
+    if isinstance(content, str):
+        return host.model_copy(update={"content": markers.add_system_note(content)})
+    note = {"type": "text", "text": markers.system_note()}
+    return host.model_copy(update={"content": [*content, note]})
 
 
 def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:

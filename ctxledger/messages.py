@@ -238,7 +238,8 @@ def repair_call_ids(
     calls per turn), while a session needs them unique. A call whose id was already
     issued (earlier in the session per `ledger`, or earlier in the batch) gets
     ``new_id(index, call_index)``; the next result with the original id, once the
-    original call is answered, is given the replacement. Messages are never mutated:
+    original call is answered (or is no longer in the session's view: a compaction
+    summarized it away), is given the replacement. Messages are never mutated:
     a repaired one is a copy. Shapes are not checked here (``validate_messages`` does
     that next); anything malformed is passed through for it to name.
     """
@@ -273,9 +274,12 @@ def repair_call_ids(
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
             pending = work.pending_rename(call_id)
+            # the original call answered, or no longer in the view (a compaction between
+            # the repaired call and its result summarized it away): the result is the
+            # replacement's; an original call still awaiting its result takes it
             if (
                 pending is not None
-                and work.was_answered(call_id)
+                and (work.was_answered(call_id) or not work.was_issued(call_id))
                 and not work.was_answered(pending)
             ):
                 out[i] = {**msg, "tool_call_id": pending}

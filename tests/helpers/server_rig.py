@@ -68,10 +68,15 @@ async def rig(
     api: str = "openai",
     config: CompressionConfig | None = None,
     provider: str | None = None,
+    ledger: dict[str, Any] | None = None,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
+    """`ledger`: the ledger's own arguments (``clock``, ``ids``), e.g. deterministic ids
+    for a test whose compactions depend on token counts of the ids the ledger makes."""
     upstream = FakeUpstream()
-    service = ContextService.open(tmp_path / "server.db", config=config, provider=provider)
+    service = ContextService.open(
+        tmp_path / "server.db", config=config, provider=provider, **(ledger or {})
+    )
     app = create_app(
         service,
         api=api,

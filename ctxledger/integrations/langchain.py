@@ -18,7 +18,8 @@ finished run is whole in the ledger, not only once the thread's next call sends 
 
 The graph state keeps the full history (LangChain's ``SummarizationMiddleware`` replaces
 the originals in the checkpoint); the compaction history is in the ledger. One ledger
-session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
+session per graph thread (``config["configurable"]["thread_id"]``; a run without one is
+the thread ``default:<id of its first message>``): ``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
 In ``<thread>`` a ``~``, a ``%`` and control characters are written ``%XX``, so no
@@ -113,7 +114,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        thread = _thread_id()
+        thread = _thread_id(request.messages)
         if self._loop is None:
             self._loop = LoopThread("ctxledger-langchain")
         loop = self._loop
@@ -127,19 +128,19 @@ class CtxLedgerMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        sid, view = await self._before(_thread_id(), request)
+        sid, view = await self._before(_thread_id(request.messages), request)
         response = await handler(self._override(request, view))
         await self._after(sid, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        thread = _thread_id()
+        thread = _thread_id(_state_messages(state))
         if self._loop is None:
             self._loop = LoopThread("ctxledger-langchain")
-        self._loop.run(lambda: self._finish(thread, state))
+        self._loop.run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        await self._finish(_thread_id(), state)
+        await self._end_run(_thread_id(_state_messages(state)), state)
 
     # --- steps ----------------------------------------------------------------------------
 
@@ -169,6 +170,17 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 asked = bool(getattr(message, "tool_calls", None))
                 report = functools.partial(responses_usage, usage)
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
+
+    async def _end_run(self, thread: str, state: Any) -> None:
+        """:meth:`_finish`; then a run without a thread id is over (no checkpoint holds
+        it): what the middleware kept of it goes (a server's stateless runs would pile
+        up); a run resent with the same message ids finds its session in the ledger."""
+        try:
+            await self._finish(thread, state)
+        finally:
+            if thread.startswith("default:"):
+                self._threads.pop(thread, None)
+                self._keys.pop(thread, None)
 
     async def _finish(self, thread: str, state: Any) -> None:
         """Append what the state gained since the last model call (its final answer). A
@@ -414,16 +426,22 @@ def _state_messages(state: Any) -> list[Any] | None:
     return list(messages) if isinstance(messages, list | tuple) else None
 
 
-def _thread_id() -> str:
-    """The running graph's thread id (``default`` outside a checkpointed graph)."""
+def _thread_id(messages: Sequence[Any] | None) -> str:
+    """The running graph's thread id; without one (a graph with no checkpointer: each
+    run is a conversation of its own) ``default:`` and the id of the run's first message,
+    so runs at the same time never take each other's session (they shared ``default``:
+    each one ended the other's session and appended its history again), else
+    ``default``."""
     try:
         from langgraph.config import get_config
 
-        configurable = get_config().get("configurable") or {}
+        thread = (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:
-        return "default"
-    thread = configurable.get("thread_id")
-    return "default" if thread is None or thread == "" else str(thread)
+        thread = None
+    if thread is not None and thread != "":
+        return str(thread)
+    first = getattr(messages[0], "id", None) if messages else None
+    return f"default:{first}" if isinstance(first, str) and first else "default"
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

@@ -3,16 +3,20 @@ once, with its usage, the line compacts and the client gets what the upstream se
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
 import pytest
-from helpers.fake_upstream import Say
+from helpers.fake_upstream import Error, Raw, Say
 from helpers.server_rig import ask, rig, switches
 
 from ctxledger import CompressionConfig
 from ctxledger.clock import SequentialIds
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported
+from ctxledger.server.passthrough import upstream_url
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +93,119 @@ async def test_anthropic_streamed_tool_use_across_compactions_with_position_numb
         assert len(switches(r)) >= 2
         replay = (await r.http.get("/v1/sessions/an/replay", params={"verify": "true"})).json()
         assert replay["equal"] is True and replay["drifted"] is False
+
+
+def _raw(doc: dict[str, Any]) -> Raw:
+    return Raw((json.dumps(doc).encode(),))
+
+
+async def test_models_and_embeddings_pass_through_to_the_upstream_unrecorded(
+    tmp_path: Path,
+) -> None:
+    """A client whose base URL points at the proxy lists models and makes embeddings
+    through it (they answered 404 ``no route``): passed on as sent, nothing recorded."""
+    async with rig(tmp_path) as r:
+        client = r.openai()
+        seq = r.last_seq()
+        models = {
+            "object": "list",
+            "data": [{"id": "gpt-x", "object": "model", "created": 1, "owned_by": "o"}],
+        }
+        one = models["data"][0]
+        vector = {
+            "object": "list",
+            "data": [{"object": "embedding", "index": 0, "embedding": [0.5, -0.25]}],
+            "model": "emb",
+            "usage": {"prompt_tokens": 2, "total_tokens": 2},
+        }
+        r.upstream.queue(
+            _raw(models), _raw(one), _raw(vector), Error(401, {"error": {"message": "bad key"}})
+        )
+        assert [m.id for m in (await client.models.list()).data] == ["gpt-x"]
+        assert (await client.models.retrieve("gpt-x")).id == "gpt-x"
+        made = await client.embeddings.create(
+            model="emb", input="two words", encoding_format="float"
+        )
+        assert made.data[0].embedding == [0.5, -0.25]
+        with pytest.raises(openai.AuthenticationError):
+            await client.models.list()
+        seen = r.upstream.requests
+        assert [s.path for s in seen] == [
+            "/v1/models",
+            "/v1/models/gpt-x",
+            "/v1/embeddings",
+            "/v1/models",
+        ]
+        assert all(s.headers["authorization"] == "Bearer sk-client" for s in seen)
+        assert seen[2].json == {"model": "emb", "input": "two words", "encoding_format": "float"}
+        assert r.last_seq() == seq  # nothing recorded
+        assert (await r.http.post("/v1/messages/count_tokens", json={})).status_code == 404
+
+
+async def test_anthropic_count_tokens_passes_through_to_the_upstream(tmp_path: Path) -> None:
+    async with rig(tmp_path, api="anthropic") as r:
+        client = r.anthropic()
+        seq = r.last_seq()
+        r.upstream.queue(_raw({"input_tokens": 12}))
+        counted = await client.messages.count_tokens(
+            model="claude-x", messages=[{"role": "user", "content": "hi"}], tools=[TOOLS[0]]
+        )
+        assert counted.input_tokens == 12
+        [seen] = r.upstream.requests
+        assert seen.path == "/v1/messages/count_tokens"
+        assert seen.headers["authorization"] == "Bearer sk-ant-client"  # the client's own
+        assert "anthropic-version" in seen.headers
+        assert seen.json["tools"] == TOOLS
+        assert r.last_seq() == seq
+        with pytest.raises(anthropic.NotFoundError):  # an OpenAI endpoint: not this face's
+            await client.post("/v1/embeddings", body={}, cast_to=object)
+
+
+async def test_a_guarded_proxy_gates_what_it_passes_through(tmp_path: Path) -> None:
+    token = "t" * 32
+    async with rig(tmp_path, token=token, guard_proxy=True) as r:
+        with pytest.raises(openai.AuthenticationError):
+            await r.openai().models.list()
+        assert r.upstream.requests == []
+        r.upstream.queue(_raw({"object": "list", "data": []}))
+        assert (await r.openai(**{"X-Ctxledger-Token": token}).models.list()).data == []
+        assert "x-ctxledger-token" not in r.upstream.requests[0].headers
+
+
+@pytest.mark.parametrize(
+    ("base", "api", "path", "query", "url"),
+    [
+        (
+            "https://api.openai.com/v1",
+            "openai",
+            "/v1/models",
+            "",
+            "https://api.openai.com/v1/models",
+        ),
+        (
+            "http://gw/openai/v1?key=k",
+            "openai",
+            "/v1/embeddings",
+            "",
+            "http://gw/openai/v1/embeddings?key=k",
+        ),
+        (
+            "https://api.anthropic.com",
+            "anthropic",
+            "/v1/models",
+            "limit=5",
+            "https://api.anthropic.com/v1/models?limit=5",
+        ),
+        (
+            "http://gw/anthropic/v1/",
+            "anthropic",
+            "/v1/messages/count_tokens",
+            "",
+            "http://gw/anthropic/v1/messages/count_tokens",
+        ),
+    ],
+)
+def test_the_upstream_url_of_a_passed_on_path(
+    base: str, api: str, path: str, query: str, url: str
+) -> None:
+    assert upstream_url(base, api, path, query) == url

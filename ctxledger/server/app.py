@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from ctxledger import ContextService
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.server import proxy, reads, responses_face, sse, state_api
+from ctxledger.server import passthrough, proxy, reads, responses_face, sse, state_api
 from ctxledger.server.auth import read_token_file, require_bearer
 from ctxledger.server.errors import (
     HTTPError,
@@ -43,7 +43,7 @@ log = logging.getLogger("ctxledger.server")
 
 
 def _api_of(endpoint: Endpoint) -> str:
-    return "anthropic" if endpoint.path == "/v1/messages" else "openai"
+    return "anthropic" if endpoint.path.startswith("/v1/messages") else "openai"
 
 
 def _route(endpoint: Endpoint, state: ServerState) -> Route:
@@ -74,6 +74,7 @@ def endpoints() -> list[Endpoint]:
         *sse.ENDPOINTS,
         *proxy.ENDPOINTS,
         *responses_face.ENDPOINTS,
+        *passthrough.ENDPOINTS,
     ]
 
 

@@ -476,15 +476,18 @@ def test_a_state_object_with_messages_has_its_end_recorded(service):
 
     class State(BaseModel):
         messages: list[Any]
+        ctxledger_run: str
 
-    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000, run_ids=lambda: "r1")
     model = ScriptedChat(messages=iter([AIMessage("first")]))
     agent = create_agent(model=model, tools=[], middleware=[middleware])
     state = agent.invoke({"messages": [HumanMessage("hello")]})
     late = AIMessage("added after the run", id="late-1")
-    middleware.after_agent(State(messages=[*state["messages"], late]), None)
-    # a run without a thread id is keyed by its first message (see the test below)
-    live = live_messages(service, service.tip(f"langchain:default:{state['messages'][0].id}"))
+    # a run without a thread id has a key of its own (test_integration_langchain_runs.py)
+    middleware.after_agent(
+        State(messages=[*state["messages"], late], ctxledger_run="default:r1"), None
+    )
+    live = live_messages(service, service.tip("langchain:default:r1"))
     assert [m["content"] for m in live] == ["hello", "first", "added after the run"]
 
 
@@ -551,57 +554,3 @@ def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_bl
     ledger = {"role": "system", "content": "From the state."}
     assert _system_message(None, ledger).content == "From the state."
     assert _system_message(None, None) is None
-
-
-class EchoChat(ScriptedChat):
-    """Async, and answers from what it was sent: a tool call for the ask, then an answer."""
-
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        from langchain_core.outputs import ChatGeneration, ChatResult
-
-        self.inputs.append(list(messages))
-        await anyio.sleep(0.001)  # the other runs go on meanwhile
-        last = messages[-1]
-        if last.type == "human":
-            call = {"name": "read_file", "args": {"path": last.content}, "id": f"c_{last.content}"}
-            reply = AIMessage("", tool_calls=[call])
-        else:
-            reply = AIMessage(f"read {last.tool_call_id}")
-        reply.usage_metadata = {"input_tokens": 50, "output_tokens": 5, "total_tokens": 55}
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
-def test_runs_without_a_thread_id_at_the_same_time_keep_a_session_each(service, caplog):
-    """With no checkpointer every run is its own conversation; they all were thread
-    ``default``, so runs at the same time ended each other's session and appended their
-    history again (8 sessions for 4 runs, usage reports lost with a warning)."""
-    middleware = CtxLedgerMiddleware(service, context_length=16_000)
-    model = EchoChat(messages=iter([]))
-    model.inputs, model.views = [], []
-    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
-    asks = [f"q{i}.py" for i in range(4)]
-
-    async def runs() -> list[Any]:
-        results: list[Any] = [None] * len(asks)
-
-        async def one(i: int) -> None:
-            results[i] = await agent.ainvoke({"messages": [HumanMessage(asks[i])]})
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(asks)):
-                tg.start_soon(one, i)
-        return results
-
-    with caplog.at_level("WARNING", logger="ctxledger"):
-        results = anyio.run(runs)
-    assert "not recorded" not in caplog.text
-    sessions = service.ledger.transcript.state.sessions
-    assert len(sessions) == len(asks)
-    for ask, state in zip(asks, results, strict=True):
-        assert state["messages"][-1].content == f"read c_{ask}"
-        sid = f"langchain:default:{state['messages'][0].id}"
-        live = live_messages(service, service.tip(sid))
-        assert live[0]["content"] == ask and len(live) == 4
-        assert not service.ledger.transcript.session(sid).ended
-        assert len(_chain_events(service, sid, UsageReported)) == 2
-    assert middleware._threads == {}  # nothing kept of runs that are over

@@ -19,7 +19,8 @@ finished run is whole in the ledger, not only once the thread's next call sends 
 The graph state keeps the full history (LangChain's ``SummarizationMiddleware`` replaces
 the originals in the checkpoint); the compaction history is in the ledger. One ledger
 session per graph thread (``config["configurable"]["thread_id"]``; a run without one is
-the thread ``default:<id of its first message>``): ``langchain:<thread>``,
+the thread ``default:<an id of the run>``, see :meth:`CtxLedgerMiddleware.before_agent`):
+``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
 In ``<thread>`` a ``~``, a ``%`` and control characters are written ``%XX``, so no
@@ -35,11 +36,14 @@ from __future__ import annotations
 
 import functools
 import re
+import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -68,6 +72,17 @@ from ctxledger.limits import check_token_count
 JSON = dict[str, Any]
 #: the chat-message key holding the LangChain message id
 LC_ID = "lc_id"
+#: the (private) state field holding the thread of a run without a thread id
+RUN_KEY = "ctxledger_run"
+#: how many runs without a thread id the middleware keeps in memory (the least recently
+#: used is forgotten first: a forgotten run that goes on finds its session in the ledger)
+RUNS_KEPT = 256
+
+
+class RunState(AgentState[Any]):
+    """The agent state with the middleware's private field: the key of the run."""
+
+    ctxledger_run: NotRequired[Annotated[str, PrivateStateAttr]]
 
 
 class _Thread:
@@ -79,8 +94,10 @@ class _Thread:
         self.seen = seen
 
 
-class CtxLedgerMiddleware(AgentMiddleware):
+class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     """Keeps a ``create_agent`` graph's model input inside the window, on a ledger."""
+
+    state_schema = RunState
 
     def __init__(
         self,
@@ -88,12 +105,17 @@ class CtxLedgerMiddleware(AgentMiddleware):
         *,
         model: str = "langchain-agent",
         context_length: int | None = None,
+        run_ids: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
         super().__init__()
         self.service = service
         self.model_name = model
         self.context_length = context_length
         self._threads: dict[str, _Thread] = {}
+        #: runs without a thread id, least recently used first; those that ended
+        self._runs: OrderedDict[str, _Thread] = OrderedDict()
+        self._ended: set[str] = set()
+        self._run_ids = run_ids
         self._keys: dict[str, str] = {}
         self._loop: LoopThread | None = None
         self._warned_state = False
@@ -111,15 +133,33 @@ class CtxLedgerMiddleware(AgentMiddleware):
 
     # --- the hooks ----------------------------------------------------------------------
 
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """A run without a thread id (a graph with no checkpointer) gets its own key, kept
+        in the state for the run: runs at the same time never share a session, even when
+        their first message is one object every request reuses (LangGraph gives it an id
+        once, so an id of a message is no key). A run given the messages of one that
+        ended (its whole state plus a new message) continues that run's session."""
+        if _configured_thread() is not None or _field(state, RUN_KEY):
+            return None
+        ids = [str(m.id) for m in _state_messages(state) or ()]
+        return {RUN_KEY: self._continued(ids) or f"default:{self._run_ids()}"}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        thread = _thread_id(request.messages)
+        thread = _thread_id(request.state, request.messages)
         if self._loop is None:
             self._loop = LoopThread("ctxledger-langchain")
         loop = self._loop
         sid, view = loop.run(lambda: self._before(thread, request))
-        response = handler(self._override(request, view))
+        try:
+            response = handler(self._override(request, view))
+        except BaseException:
+            self._forget_run(thread)
+            raise
         loop.run(lambda: self._after(sid, response))
         return response
 
@@ -128,19 +168,24 @@ class CtxLedgerMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        sid, view = await self._before(_thread_id(request.messages), request)
-        response = await handler(self._override(request, view))
+        thread = _thread_id(request.state, request.messages)
+        sid, view = await self._before(thread, request)
+        try:
+            response = await handler(self._override(request, view))
+        except BaseException:
+            self._forget_run(thread)
+            raise
         await self._after(sid, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        thread = _thread_id(_state_messages(state))
+        thread = _thread_id(state, _state_messages(state))
         if self._loop is None:
             self._loop = LoopThread("ctxledger-langchain")
         self._loop.run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        await self._end_run(_thread_id(_state_messages(state)), state)
+        await self._end_run(_thread_id(state, _state_messages(state)), state)
 
     # --- steps ----------------------------------------------------------------------------
 
@@ -148,7 +193,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         ids = [str(m.id) for m in messages]
-        known = self._threads.get(thread) or self._recover(thread)
+        known = self._known(thread)
         if known is None or ids[: len(known.seen)] != known.seen:
             known = await self._start(thread, request, known)
         suffix = messages[len(known.seen) :]
@@ -172,15 +217,13 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
 
     async def _end_run(self, thread: str, state: Any) -> None:
-        """:meth:`_finish`; then a run without a thread id is over (no checkpoint holds
-        it): what the middleware kept of it goes (a server's stateless runs would pile
-        up); a run resent with the same message ids finds its session in the ledger."""
+        """:meth:`_finish`; a run without a thread id is then one a later run may
+        continue (:meth:`before_agent`)."""
         try:
             await self._finish(thread, state)
         finally:
-            if thread.startswith("default:"):
-                self._threads.pop(thread, None)
-                self._keys.pop(thread, None)
+            if thread in self._runs:
+                self._ended.add(thread)
 
     async def _finish(self, thread: str, state: Any) -> None:
         """Append what the state gained since the last model call (its final answer). A
@@ -198,7 +241,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
                     type(state).__name__,
                 )
             return
-        known = self._threads.get(thread) or self._recover(thread)
+        known = self._known(thread)
         ids = [str(m.id) for m in messages]
         if known is None or ids[: len(known.seen)] != known.seen:
             return
@@ -220,6 +263,47 @@ class CtxLedgerMiddleware(AgentMiddleware):
         return request.override(**overrides)
 
     # --- which ledger session -----------------------------------------------------------
+
+    def _known(self, thread: str) -> _Thread | None:
+        if thread in self._runs:
+            self._runs.move_to_end(thread)
+            return self._runs[thread]
+        return self._threads.get(thread) or self._recover(thread)
+
+    def _keep(self, thread: str, known: _Thread) -> _Thread:
+        """Remember `known`; of the runs without a thread id, the :data:`RUNS_KEPT` used
+        last (a server's runs, finished or failed, would pile up otherwise)."""
+        if not thread.startswith("default:"):
+            self._threads[thread] = known
+            return known
+        self._runs[thread] = known
+        self._runs.move_to_end(thread)
+        while len(self._runs) > RUNS_KEPT:
+            old, _ = self._runs.popitem(last=False)
+            self._ended.discard(old)
+            self._keys.pop(old, None)
+        return known
+
+    def _forget_run(self, thread: str) -> None:
+        """A failed model call: no ``after_agent`` follows if the run fails with it, so a
+        run without a thread id is forgotten now (memory), its session left as it is: a
+        retry of the call (a retry or fallback middleware outside this one) finds it in
+        the ledger."""
+        if self._runs.pop(thread, None) is not None:
+            self._ended.discard(thread)
+            self._keys.pop(thread, None)
+
+    def _continued(self, ids: list[str]) -> str | None:
+        """The ended run whose messages `ids` start with (the longest), taken back."""
+        best: str | None = None
+        for key in self._ended:
+            seen = self._runs[key].seen
+            longer = best is None or len(seen) > len(self._runs[best].seen)
+            if seen and longer and ids[: len(seen)] == seen:
+                best = key
+        if best is not None:
+            self._ended.discard(best)
+        return best
 
     def _root(self, thread: str, generation: int) -> str:
         base = f"langchain:{self._key(thread)}"
@@ -261,8 +345,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 event = rec.event
                 if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
                     seen.append(event.message[LC_ID])
-        self._threads[thread] = _Thread(root, seen)
-        return self._threads[thread]
+        return self._keep(thread, _Thread(root, seen))
 
     async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
         """A new ledger session for the thread (the first, or after the history was rewritten)."""
@@ -280,8 +363,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
             session_id=self._root(thread, generation),
             title=f"langchain thread {thread}",
         )
-        self._threads[thread] = _Thread(root, [])
-        return self._threads[thread]
+        return self._keep(thread, _Thread(root, []))
 
 
 class _View:
@@ -426,20 +508,33 @@ def _state_messages(state: Any) -> list[Any] | None:
     return list(messages) if isinstance(messages, list | tuple) else None
 
 
-def _thread_id(messages: Sequence[Any] | None) -> str:
-    """The running graph's thread id; without one (a graph with no checkpointer: each
-    run is a conversation of its own) ``default:`` and the id of the run's first message,
-    so runs at the same time never take each other's session (they shared ``default``:
-    each one ended the other's session and appended its history again), else
-    ``default``."""
+def _configured_thread() -> str | None:
+    """The running graph's thread id (``config["configurable"]["thread_id"]``), if any."""
     try:
         from langgraph.config import get_config
 
         thread = (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:
         thread = None
-    if thread is not None and thread != "":
-        return str(thread)
+    return None if thread is None or thread == "" else str(thread)
+
+
+def _field(state: Any, name: str) -> Any:
+    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
+
+
+def _thread_id(state: Any, messages: Sequence[Any] | None) -> str:
+    """The running graph's thread id; without one (a graph with no checkpointer: each
+    run is a conversation of its own) the run's key :meth:`before_agent` put in the
+    state (runs shared ``default``: each one ended the other's session and appended
+    their history again). A state without the key (the hooks called outside a graph):
+    ``default:`` and the id of its first message, else ``default``."""
+    thread = _configured_thread()
+    if thread is not None:
+        return thread
+    key = _field(state, RUN_KEY)
+    if isinstance(key, str) and key:
+        return key
     first = getattr(messages[0], "id", None) if messages else None
     return f"default:{first}" if isinstance(first, str) and first else "default"
 

@@ -16,7 +16,6 @@ from helpers.server_rig import ask, rig, switches
 from ctxledger import CompressionConfig
 from ctxledger.clock import SequentialIds
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported
-from ctxledger.server.passthrough import upstream_url
 
 pytestmark = pytest.mark.anyio
 
@@ -172,40 +171,91 @@ async def test_a_guarded_proxy_gates_what_it_passes_through(tmp_path: Path) -> N
         assert "x-ctxledger-token" not in r.upstream.requests[0].headers
 
 
+BAD_KEY = [(b"authorization", "Bearer sk-\xe9".encode("latin-1"))]
+
+
 @pytest.mark.parametrize(
-    ("base", "api", "path", "query", "url"),
+    ("api", "method", "path"),
     [
-        (
-            "https://api.openai.com/v1",
-            "openai",
-            "/v1/models",
-            "",
-            "https://api.openai.com/v1/models",
-        ),
-        (
-            "http://gw/openai/v1?key=k",
-            "openai",
-            "/v1/embeddings",
-            "",
-            "http://gw/openai/v1/embeddings?key=k",
-        ),
-        (
-            "https://api.anthropic.com",
-            "anthropic",
-            "/v1/models",
-            "limit=5",
-            "https://api.anthropic.com/v1/models?limit=5",
-        ),
-        (
-            "http://gw/anthropic/v1/",
-            "anthropic",
-            "/v1/messages/count_tokens",
-            "",
-            "http://gw/anthropic/v1/messages/count_tokens",
-        ),
+        ("openai", "GET", "/v1/models"),
+        ("openai", "GET", "/v1/models/gpt-x"),
+        ("openai", "POST", "/v1/embeddings"),
+        ("anthropic", "GET", "/v1/models"),
+        ("anthropic", "POST", "/v1/messages/count_tokens"),
     ],
 )
-def test_the_upstream_url_of_a_passed_on_path(
-    base: str, api: str, path: str, query: str, url: str
+async def test_a_non_ascii_key_is_refused_before_it_is_passed_on(
+    tmp_path: Path, api: str, method: str, path: str
 ) -> None:
-    assert upstream_url(base, api, path, query) == url
+    """The proxy's ASCII rule of the forwarded headers: a pass-through endpoint skipped
+    it, and httpx's encoding error was a 500 with a traceback in the log."""
+    async with rig(tmp_path, api=api) as r:
+        resp = await r.http.request(method, path, headers=BAD_KEY, json={"input": "x"})
+        assert resp.status_code == 422
+        assert "the authorization header must be ASCII text" in resp.text
+        assert r.upstream.requests == []
+
+
+@pytest.mark.parametrize("model_id", ["%2e%2e", "%2E%2E", "%2e"])
+async def test_a_model_id_that_is_a_dot_segment_is_refused(tmp_path: Path, model_id: str) -> None:
+    """``/v1/models/%2e%2e`` matched the route with the id ``..``, and the upstream's URL
+    climbed out of ``/models``: ``GET /v1`` reached the upstream."""
+    async with rig(tmp_path) as r:
+        resp = await r.http.get(f"/v1/models/{model_id}?x=1")
+        assert resp.status_code == 400 and resp.json()["error"]["code"] == "bad_path"
+        assert r.upstream.requests == []
+
+
+async def test_a_model_id_is_one_path_segment_upstream(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_raw({"id": "x"}), _raw({"id": "y"}))
+        assert (await r.http.get("/v1/models/ft:gpt-x:org:1?limit=2")).status_code == 200
+        assert (await r.http.get("/v1/models/a%3Fb%23c%25")).status_code == 200
+        # the upstream decodes its path: each character of the id is in it, none a query
+        assert [s.path for s in r.upstream.requests] == [
+            "/v1/models/ft:gpt-x:org:1",
+            "/v1/models/a?b#c%",
+        ]
+
+
+async def test_an_anthropic_proxy_answers_model_errors_in_anthropic_shape(tmp_path: Path) -> None:
+    """``/v1/models`` is served by both faces: its errors took OpenAI's shape from the
+    path even on an Anthropic proxy (and its own 502s took Anthropic's)."""
+    async with rig(tmp_path, api="anthropic", token="t" * 32, guard_proxy=True) as r:
+        for path in ("/v1/models", "/v1/models/claude-x"):
+            resp = await r.http.get(path)
+            assert resp.status_code == 401
+            assert resp.json()["type"] == "error"
+            assert resp.json()["error"]["type"] == "authentication_error"
+        with pytest.raises(anthropic.AuthenticationError) as caught:
+            await r.anthropic().models.list()
+        assert isinstance(caught.value.body, dict) and caught.value.body["type"] == "error"
+    async with rig(tmp_path / "o", token="t" * 32, guard_proxy=True) as r:
+        assert "type" not in (await r.http.get("/v1/models")).json()  # OpenAI's shape
+
+
+async def test_an_unreachable_upstream_or_a_too_large_body_records_nothing(tmp_path: Path) -> None:
+    import httpx
+    import httpx2
+
+    from ctxledger import ContextService
+    from ctxledger.server import create_app
+    from ctxledger.server.routing import MAX_BODY_BYTES
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    service = ContextService.open(tmp_path / "s.db")
+    app = create_app(
+        service, api="openai", upstream="http://up.test/v1", transport=httpx.MockTransport(refuse)
+    )
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://proxy.test") as http:
+        seq = service.ledger.store.last_seq()
+        resp = await http.get("/v1/models")
+        assert resp.status_code == 502 and "up.test" in resp.text
+        resp = await http.post("/v1/embeddings", content=b"x" * (MAX_BODY_BYTES + 1))
+        assert resp.status_code == 413 and resp.json()["error"]["code"] == "body_too_large"
+        assert service.ledger.store.last_seq() == seq
+    await app.state.ctx.aclose()
+    await service.aclose()

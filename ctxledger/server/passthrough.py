@@ -20,9 +20,8 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ctxledger.server.auth import require_proxy_token
 from ctxledger.server.errors import HTTPError
-from ctxledger.server.proxy import FORWARDED_HEADERS
+from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.routing import Endpoint, Handler, read_body
 from ctxledger.server.state import ServerState
 from ctxledger.server.upstream_reply import (
@@ -32,39 +31,32 @@ from ctxledger.server.upstream_reply import (
     refuse_encoded,
     upstream_failed,
 )
+from ctxledger.shownurl import with_path
 
 _BOTH = ("openai", "anthropic")
 
 
-def upstream_url(base: str, api: str, path: str, query: str) -> str:
-    """The upstream's URL for the client's ``/v1/...`` `path`: an OpenAI base names its
-    ``/v1`` (``https://api.openai.com/v1``), so the rest is appended to it; an Anthropic
-    base is the host (``/v1`` kept), unless it already ends with ``/v1``. The base's own
-    query (a key some gateways take) stays, the client's after it."""
-    parts = urllib.parse.urlsplit(base)
-    stem = parts.path.rstrip("/")
-    if api == "openai" or stem.endswith("/v1"):
-        path = path.removeprefix("/v1")
-    joined = "&".join(q for q in (parts.query, query) if q)
-    return urllib.parse.urlunsplit(parts._replace(path=stem + path, query=joined))
+def api_path(template: str, params: dict[str, str]) -> str:
+    """The upstream's API path (under its ``/v1``) of the route `template` with the
+    client's path parameters, each percent-encoded as one path segment: an id ``.`` or
+    ``..`` is refused (the upstream's URL would drop or climb it: ``/v1/models/%2e%2e``
+    reached ``GET /v1``)."""
+    for name, value in params.items():
+        if value in (".", ".."):
+            raise HTTPError(400, "bad_path", f"{name} {value!r} names no model")
+    quoted = {k: urllib.parse.quote(v, safe=":@") for k, v in params.items()}
+    return template.removeprefix("/v1").format(**quoted)
 
 
-def _handler(apis: tuple[str, ...], name: str) -> Handler:
+def _handler(template: str, faces: tuple[str, ...], name: str) -> Handler:
     async def handle(request: Request, state: ServerState) -> Response:
-        if state.guard_proxy:
-            require_proxy_token(request, state.token)
-        if state.api not in apis:
-            raise HTTPError(
-                404,
-                "wrong_api",
-                f"this proxy forwards to an {state.api} upstream; {request.url.path} is "
-                f"not served (start another with --api {apis[0]})",
-            )
+        admit(request, state, faces)
+        headers = forwarded_headers(request)
+        path = api_path(template, dict(request.path_params))
         body = await read_body(request) if request.method == "POST" else None
-        headers = {k: v for k in FORWARDED_HEADERS if (v := request.headers.get(k)) is not None}
         if body is not None:
             headers["content-type"] = request.headers.get("content-type", "application/json")
-        url = upstream_url(state.upstream, state.api, request.url.path, request.url.query)
+        url = with_path(state.upstream, path, state.api == "anthropic", request.url.query)
         try:
             upstream = await state.client.send(
                 state.client.build_request(
@@ -87,11 +79,12 @@ def _endpoint(method: str, path: str, apis: tuple[str, ...], summary: str) -> En
     return Endpoint(
         method,
         path,
-        _handler(apis, "pass_" + "_".join(re.findall(r"[a-z]+", path.removeprefix("/v1")))),
+        _handler(path, apis, "pass_" + "_".join(re.findall(r"[a-z]+", path.removeprefix("/v1")))),
         f"{summary} (passed to the upstream unchanged, nothing recorded)",
         tag="proxy",
         auth="proxy",
         body=None,
+        either_face=len(apis) > 1,
     )
 
 
@@ -102,4 +95,4 @@ ENDPOINTS = [
     _endpoint("POST", "/v1/messages/count_tokens", ("anthropic",), "Anthropic token count"),
 ]
 
-__all__ = ["ENDPOINTS", "upstream_url"]
+__all__ = ["ENDPOINTS", "api_path"]

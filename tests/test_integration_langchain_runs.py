@@ -5,6 +5,7 @@ with other runs, and a bounded memory of them."""
 # ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import anyio
@@ -21,7 +22,7 @@ from langchain_core.tools import tool
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
-from ctxledger.events import UsageReported
+from ctxledger.events import MessageAppended, UsageReported
 from ctxledger.integrations import langchain as lc
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
@@ -197,3 +198,78 @@ def test_runs_that_fail_or_pile_up_are_not_kept_forever(service, monkeypatch):
     again = agent.invoke({"messages": [*states[-1]["messages"], HumanMessage("z.py")]})
     assert again["messages"][-1].content == "read z.py"
     assert len(service.ledger.transcript.state.sessions) == 3 + 4
+
+
+@pytest.mark.parametrize("gap", ["restart", "forgotten"])
+def test_a_conversation_resent_after_a_restart_or_once_forgotten_continues_its_session(
+    service, monkeypatch, gap
+):
+    """A stateless server passes each run the previous state's messages and a new ask.
+    The run was continued only while the middleware remembered it: after a restart (a
+    new middleware on the same ledger) or past RUNS_KEPT other runs it was a new session
+    appending the whole history again (and paying for its compactions again)."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = EchoChat(messages=iter([]))
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    state = agent.invoke({"messages": [SYSTEM_PREAMBLE, HumanMessage("a.py")]})
+    state = agent.invoke({"messages": [*state["messages"], HumanMessage("b.py")]})
+    if gap == "restart":
+        middleware = CtxLedgerMiddleware(service, context_length=16_000)
+        agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    else:
+        monkeypatch.setattr(lc, "RUNS_KEPT", 2)
+        for i in range(3):
+            agent.invoke({"messages": [SYSTEM_PREAMBLE, HumanMessage(f"other{i}.py")]})
+    appended = _appended(service)
+    state = agent.invoke({"messages": [*state["messages"], HumanMessage("c.py")]})
+    assert state["messages"][-1].content == "read c.py"
+    assert _appended(service) == appended + 4  # the ask, the call, its result, the answer
+    mine = [s for s in service.ledger.transcript.state.sessions if "a.py" in _asks(service, s)]
+    assert len(mine) == 1 and _asks(service, mine[0]) == ["a.py", "b.py", "c.py"]
+    assert len(service.ledger.transcript.state.sessions) == 1 + 3 * (gap == "forgotten")
+
+
+def test_a_conversation_of_the_one_default_thread_of_earlier_versions_goes_on(service):
+    """Before runs had keys of their own every run without a thread id was the session
+    ``langchain:default``: a conversation recorded there goes on there."""
+
+    async def record() -> None:
+        sid = await service.start_session(
+            model="langchain-agent", context_length=16_000, session_id="langchain:default"
+        )
+        await service.append(sid, lc.to_chat(history))
+
+    history = [HumanMessage("a.py", id="h1"), AIMessage("read a.py", id="r1")]
+    anyio.run(record)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    agent.invoke({"messages": [*history, HumanMessage("b.py")]})
+    assert sorted(service.ledger.transcript.state.sessions) == ["langchain:default"]
+    assert _asks(service, "langchain:default") == ["a.py", "b.py"]
+
+
+def test_a_sync_agent_keeps_its_books_on_its_own_thread(service, monkeypatch):
+    """``agent.batch`` calls the hooks from many threads while the middleware's loop
+    thread changes what it remembers of runs: before_agent read it from the caller's
+    thread ("Set changed size during iteration"); a failed call forgot its run there."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    threads: list[str] = []
+    for name in ("_continued", "_forget_run"):
+        step = getattr(middleware, name)
+
+        def spy(*args: Any, _step: Any = step) -> Any:
+            threads.append(threading.current_thread().name)
+            return _step(*args)
+
+        monkeypatch.setattr(middleware, name, spy)
+    model = EchoChat(messages=iter([]), fail_at=2)
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    with pytest.raises(RuntimeError, match="the provider is down"):
+        agent.invoke({"messages": [HumanMessage("a.py")]})
+    assert threads == ["ctxledger-langchain"] * 2
+
+
+def _appended(svc: ContextService) -> int:
+    return sum(isinstance(r.event, MessageAppended) for r in svc.ledger.store.read_all())

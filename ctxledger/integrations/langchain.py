@@ -35,7 +35,7 @@ process finds where the ledger left off.
 from __future__ import annotations
 
 import functools
-import re
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -60,22 +60,27 @@ from ctxledger.errors import CtxLedgerError
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
     LoopThread,
-    digest_key,
     finite_schema,
     live_messages,
     logger,
     report_usage_or_warn,
     system_view,
 )
+from ctxledger.integrations.langchain_keys import (
+    LC_ID,
+    RunIndex,
+    escaped,
+    is_run,
+    run_of,
+    session_key,
+)
 from ctxledger.limits import check_token_count
 
 JSON = dict[str, Any]
-#: the chat-message key holding the LangChain message id
-LC_ID = "lc_id"
 #: the (private) state field holding the thread of a run without a thread id
 RUN_KEY = "ctxledger_run"
 #: how many runs without a thread id the middleware keeps in memory (the least recently
-#: used is forgotten first: a forgotten run that goes on finds its session in the ledger)
+#: used is forgotten first: a forgotten run found again in the ledger, see ``RunIndex``)
 RUNS_KEPT = 256
 
 
@@ -117,7 +122,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         self._ended: set[str] = set()
         self._run_ids = run_ids
         self._keys: dict[str, str] = {}
+        self._index = RunIndex()
         self._loop: LoopThread | None = None
+        self._loop_lock = threading.Lock()
         self._warned_state = False
 
     @classmethod
@@ -138,27 +145,27 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         in the state for the run: runs at the same time never share a session, even when
         their first message is one object every request reuses (LangGraph gives it an id
         once, so an id of a message is no key). A run given the messages of one that
-        ended (its whole state plus a new message) continues that run's session."""
-        if _configured_thread() is not None or _field(state, RUN_KEY):
+        ended (its whole state plus a new message) continues that run's session: found
+        in memory, else in the ledger (after a restart, or once forgotten)."""
+        ids = _new_run(state)
+        if ids is None:
             return None
-        ids = [str(m.id) for m in _state_messages(state) or ()]
-        return {RUN_KEY: self._continued(ids) or f"default:{self._run_ids()}"}
+        return {RUN_KEY: self._loop_thread().run(lambda: self._run_key(ids))}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
+        ids = _new_run(state)
+        return None if ids is None else {RUN_KEY: await self._run_key(ids)}
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         thread = _thread_id(request.state, request.messages)
-        if self._loop is None:
-            self._loop = LoopThread("ctxledger-langchain")
-        loop = self._loop
+        loop = self._loop_thread()
         sid, view = loop.run(lambda: self._before(thread, request))
         try:
             response = handler(self._override(request, view))
         except BaseException:
-            self._forget_run(thread)
+            loop.run(lambda: self._forget_run(thread))
             raise
         loop.run(lambda: self._after(sid, response))
         return response
@@ -173,19 +180,25 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         try:
             response = await handler(self._override(request, view))
         except BaseException:
-            self._forget_run(thread)
+            await self._forget_run(thread)
             raise
         await self._after(sid, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
         thread = _thread_id(state, _state_messages(state))
-        if self._loop is None:
-            self._loop = LoopThread("ctxledger-langchain")
-        self._loop.run(lambda: self._end_run(thread, state))
+        self._loop_thread().run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         await self._end_run(_thread_id(state, _state_messages(state)), state)
+
+    def _loop_thread(self) -> LoopThread:
+        """The thread the sync hooks run the middleware's steps on: all its bookkeeping is
+        done there (a sync agent's ``batch`` calls the hooks from many threads)."""
+        with self._loop_lock:
+            if self._loop is None:
+                self._loop = LoopThread("ctxledger-langchain")
+            return self._loop
 
     # --- steps ----------------------------------------------------------------------------
 
@@ -273,7 +286,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     def _keep(self, thread: str, known: _Thread) -> _Thread:
         """Remember `known`; of the runs without a thread id, the :data:`RUNS_KEPT` used
         last (a server's runs, finished or failed, would pile up otherwise)."""
-        if not thread.startswith("default:"):
+        if not is_run(thread):
             self._threads[thread] = known
             return known
         self._runs[thread] = known
@@ -284,7 +297,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             self._keys.pop(old, None)
         return known
 
-    def _forget_run(self, thread: str) -> None:
+    async def _forget_run(self, thread: str) -> None:
         """A failed model call: no ``after_agent`` follows if the run fails with it, so a
         run without a thread id is forgotten now (memory), its session left as it is: a
         retry of the call (a retry or fallback middleware outside this one) finds it in
@@ -293,8 +306,13 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             self._ended.discard(thread)
             self._keys.pop(thread, None)
 
+    async def _run_key(self, ids: list[str]) -> str:
+        """The key of a run without a thread id: the run whose messages `ids` continue,
+        else a new one."""
+        return self._continued(ids) or self._recorded_run(ids) or f"default:{self._run_ids()}"
+
     def _continued(self, ids: list[str]) -> str | None:
-        """The ended run whose messages `ids` start with (the longest), taken back."""
+        """The ended run in memory whose messages `ids` start with (the longest), taken back."""
         best: str | None = None
         for key in self._ended:
             seen = self._runs[key].seen
@@ -305,17 +323,38 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             self._ended.discard(best)
         return best
 
+    def _recorded_run(self, ids: list[str]) -> str | None:
+        """The run without a thread id whose ledger session holds the messages `ids` start
+        with (the longest), found by the last message id each session recorded: a run
+        forgotten, or of a process before this one (main's one ``default`` thread too).
+        A run going on in this process is never taken."""
+        last = self._index.update(self.service)
+        for end in range(len(ids), 0, -1):
+            sid = last.get(ids[end - 1])
+            root = None if sid is None else self.service.ledger.chains.root(sid)
+            thread = None if root is None else run_of(root)
+            if thread is None or (thread in self._runs and thread not in self._ended):
+                continue
+            known = self._recorded(thread)  # its latest generation only
+            if known is not None and known.root == root and known.seen == ids[:end]:
+                self._ended.discard(thread)
+                self._keep(thread, known)
+                return thread
+            if thread not in self._runs:
+                self._keys.pop(thread, None)
+        return None
+
     def _root(self, thread: str, generation: int) -> str:
         base = f"langchain:{self._key(thread)}"
         return base if generation == 1 else f"{base}~{generation}"
 
     def _key(self, thread: str) -> str:
-        """The thread's part of its session ids: :func:`_session_key`, except for a long
+        """The thread's part of its session ids: :func:`session_key`, except for a long
         thread whose sessions were recorded under the whole of it (before the digest)."""
         key = self._keys.get(thread)
         if key is None:
-            key = _session_key(thread)
-            whole = _escaped(thread)
+            key = session_key(thread)
+            whole = escaped(thread)
             if (
                 key != whole
                 and f"langchain:{whole}" in self.service.ledger.transcript.state.sessions
@@ -335,6 +374,10 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     def _recover(self, thread: str) -> _Thread | None:
         """After a restart: the ids this thread's latest ledger session already holds."""
+        known = self._recorded(thread)
+        return None if known is None else self._keep(thread, known)
+
+    def _recorded(self, thread: str) -> _Thread | None:
         n = self._generations(thread)
         if n == 0:
             return None
@@ -345,7 +388,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 event = rec.event
                 if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
                     seen.append(event.message[LC_ID])
-        return self._keep(thread, _Thread(root, seen))
+        return _Thread(root, seen)
 
     async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
         """A new ledger session for the thread (the first, or after the history was rewritten)."""
@@ -467,37 +510,6 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     return schemas or None
 
 
-#: what a thread id may not hold as itself in a session id: the ``~`` that numbers
-#: generations, the ``%`` of the escape, and control characters (a NUL is refused)
-_UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
-
-
-#: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
-#: generation's ``~N`` stays within the 200 characters of a session id the HTTP API can
-#: name. A longer one is cut to its first KEY_KEPT characters and a digest of the whole,
-#: 160 characters in all: longer than any whole key, so never the key of another thread.
-_LONGEST_KEY = 150
-
-
-def _session_key(thread: str) -> str:
-    """`thread` with each of :data:`_UNSAFE_IN_KEY` as ``%XX``: one way back, never the
-    ``~`` of a generation. Any other character stays (``user/42``, ``Zürich``, spaces),
-    as thread ids were written before the escaping, so their sessions are found again.
-    Past :data:`_LONGEST_KEY` characters: its start, ``.h`` and 32 hex digits of the
-    sha256 of the whole id (a 10,000-character id made a 10,010-character session id)."""
-    key = _escaped(thread)
-    if len(key) <= _LONGEST_KEY:
-        return key
-    return digest_key(key, thread)
-
-
-def _escaped(thread: str) -> str:
-    return _UNSAFE_IN_KEY.sub(
-        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
-        thread,
-    )
-
-
 def _state_messages(state: Any) -> list[Any] | None:
     """The messages of an agent state: a dict (``AgentState``) or an object with a
     ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
@@ -517,6 +529,13 @@ def _configured_thread() -> str | None:
     except RuntimeError:
         thread = None
     return None if thread is None or thread == "" else str(thread)
+
+
+def _new_run(state: Any) -> list[str] | None:
+    """The message ids of a run that needs its own key (no thread id, no key yet)."""
+    if _configured_thread() is not None or _field(state, RUN_KEY):
+        return None
+    return [str(m.id) for m in _state_messages(state) or ()]
 
 
 def _field(state: Any, name: str) -> Any:

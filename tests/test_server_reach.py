@@ -160,6 +160,27 @@ async def test_anthropic_count_tokens_passes_through_to_the_upstream(tmp_path: P
             await client.post("/v1/embeddings", body={}, cast_to=object)
 
 
+@pytest.mark.parametrize("base", ["http://upstream.test", "http://upstream.test/v1"])
+async def test_an_anthropic_base_with_or_without_v1_serves_every_path_the_same(
+    tmp_path: Path, base: str
+) -> None:
+    """An Anthropic ``--upstream`` ending in ``/v1``: the pass-through and the summarizer
+    took it, but the proxy's own turns went to ``/v1/v1/messages`` (a 404 upstream)."""
+    async with rig(tmp_path, api="anthropic", base=base) as r:
+        client = r.anthropic()
+        r.upstream.queue(_raw({"input_tokens": 12}), _raw({"data": []}))
+        await client.messages.count_tokens(
+            model="claude-x", messages=[{"role": "user", "content": "hi"}]
+        )
+        await client.models.list()
+        r.upstream.queue(Say("hello"))
+        await client.messages.create(
+            model="claude-x", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+        paths = [seen.path for seen in r.upstream.requests]
+        assert paths == ["/v1/messages/count_tokens", "/v1/models", "/v1/messages"]
+
+
 async def test_a_guarded_proxy_gates_what_it_passes_through(tmp_path: Path) -> None:
     token = "t" * 32
     async with rig(tmp_path, token=token, guard_proxy=True) as r:

@@ -159,9 +159,8 @@ class Api:
 
 
 OPENAI = Api("openai", "/chat/completions", openai_turn, openai_upstream, openai_json_reply)
-ANTHROPIC = Api(
-    "anthropic", "/v1/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply
-)
+#: the upstream paths are the API's, after the base (``with_path`` adds an Anthropic ``/v1``)
+ANTHROPIC = Api("anthropic", "/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply)
 
 
 def _error(api: Api, status: int, code: str, message: str) -> Response:
@@ -257,7 +256,8 @@ class Turn:
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
-        url = with_path(self.state.upstream, self.api.upstream_path)  # a query stays after it
+        anthropic = self.api.served_by == "anthropic"  # the base's query stays after the path
+        url = with_path(self.state.upstream, self.api.upstream_path, anthropic)
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):

@@ -600,14 +600,18 @@ def test_a_state_object_with_messages_has_its_end_recorded(service):
 
     class State(BaseModel):
         messages: list[Any]
+        ctxledger_run: str
 
-    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000, run_ids=lambda: "r1")
     model = ScriptedChat(messages=iter([AIMessage("first")]))
     agent = create_agent(model=model, tools=[], middleware=[middleware])
     state = agent.invoke({"messages": [HumanMessage("hello")]})
     late = AIMessage("added after the run", id="late-1")
-    middleware.after_agent(State(messages=[*state["messages"], late]), None)
-    live = live_messages(service, service.tip("langchain:default"))
+    # a run without a thread id has a key of its own (test_integration_langchain_runs.py)
+    middleware.after_agent(
+        State(messages=[*state["messages"], late], ctxledger_run="default:r1"), None
+    )
+    live = live_messages(service, service.tip("langchain:default:r1"))
     assert [m["content"] for m in live] == ["hello", "first", "added after the run"]
 
 
@@ -617,3 +621,60 @@ def test_a_state_with_no_readable_messages_is_told_once(service, caplog):
         middleware.after_agent(object(), None)
         middleware.after_agent(object(), None)
     assert caplog.text.count("an agent state with no readable messages (object)") == 1
+
+
+def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(service):
+    """The agent's system message of each call is sent (a ``dynamic_prompt`` applies), not
+    the prompt the thread started with; after a compaction it carries the ledger's note."""
+    from langchain.agents.middleware import dynamic_prompt
+
+    from ctxledger.compressor.markers import add_system_note, has_system_note
+
+    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model.inputs, model.views, model.service = [], [], service
+    run = {"n": 0}
+
+    @dynamic_prompt
+    def prompt(request: Any) -> str:
+        return f"You review code. This is run {run['n']}."
+
+    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        middleware=[prompt, middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    compacted = False
+    for t in range(TURNS):
+        run["n"] = t
+        before = len(model.inputs)
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+        expected = f"You review code. This is run {t}."
+        for sent, view in zip(model.inputs[before:], model.views[before:], strict=True):
+            noted = has_system_note(view[0]["content"])  # the ledger's view at that call
+            assert sent[0].content == (add_system_note(expected) if noted else expected)
+            compacted = compacted or noted
+    assert compacted
+    # the ledger keeps the prompt the thread started with (it counts for preflight)
+    assert service.ledger.transcript.session("langchain:t1").system_prompt == (
+        "You review code. This is run 0."
+    )
+
+
+def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_block():
+    from langchain_core.messages import SystemMessage
+
+    from ctxledger.compressor.markers import add_system_note, system_note
+    from ctxledger.integrations.langchain import _system_message
+
+    blocks = [{"type": "text", "text": "You review code.", "cache_control": {"type": "ephemeral"}}]
+    host = SystemMessage(content=blocks)
+    assert _system_message(host, {"role": "system", "content": "You review code."}) is host
+    noted = _system_message(host, {"role": "system", "content": add_system_note("Old prompt.")})
+    assert noted is not None and noted.content == [*blocks, {"type": "text", "text": system_note()}]
+    assert host.content == blocks  # the agent's message is not changed
+    ledger = {"role": "system", "content": "From the state."}
+    assert _system_message(None, ledger).content == "From the state."
+    assert _system_message(None, None) is None

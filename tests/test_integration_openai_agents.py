@@ -22,7 +22,7 @@ from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported  # noqa: E402
-from ctxledger.integrations.common import live_messages  # noqa: E402
+from ctxledger.integrations.common import live_messages, system_view  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession, request_usage  # noqa: E402
 from ctxledger.integrations.responses import messages_to_items  # noqa: E402
 
@@ -502,5 +502,57 @@ def test_a_refused_start_leaves_the_session_where_it_was(service):
         session.model = "agent"
         await session.add_items([{"role": "user", "content": "b"}])
         assert session.ledger_session_id() == "conv-2~2"
+
+    anyio.run(scenario)
+
+
+def test_a_limit_that_cuts_a_call_off_its_output_sends_no_orphan(service):
+    """``SessionSettings(limit=N)``: ``get_items(limit)`` gives exactly the last N items,
+    as the SDK's own sessions do (its pending-write reconciliation and tail rewinds
+    compare that many), even when the cut leaves a ``function_call_output`` whose call
+    is cut off; the Runner drops such an output from what it sends (SDK >= 0.24)."""
+    from agents.memory import SessionSettings
+
+    model = _script(2)
+    session = CtxLedgerSession("chat", service, session_settings=SessionSettings(limit=2))
+    agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
+
+    async def scenario() -> list:
+        await Runner.run(agent, "turn 0", session=session)
+        tail = await session.get_items(limit=2)
+        assert [i.get("type") for i in tail] == ["function_call_output", "message"]
+        await Runner.run(agent, "turn 1", session=session)
+        return list(model.calls[2].input)
+
+    sent = anyio.run(scenario)
+    calls = {i.get("call_id") for i in sent if i.get("type") == "function_call"}
+    outputs = [i for i in sent if i.get("type") == "function_call_output"]
+    assert all(o["call_id"] in calls for o in outputs)
+    assert sent[-1]["content"] == "turn 1" and sent[-2]["type"] == "message"
+
+
+def test_pop_item_and_clear_session_on_a_compacted_session(service):
+    """pop_item on a compacted chain: the branch holds the compacted view minus the item
+    (the summary included), so the next run is sent what it was, less the popped item."""
+    model = _script(TURNS)
+    session = CtxLedgerSession("chat", service, model="scripted", context_length=16_000)
+    agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
+
+    async def scenario() -> None:
+        for t in range(TURNS):
+            await Runner.run(agent, f"turn {t}: src/mod{t}.py " + "now " * 120, session=session)
+        tip = session.ledger_session_id()
+        assert service.ledger.chains.compression_count(tip) >= 1
+        before = await session.get_items()
+        popped = await session.pop_item()
+        assert popped == before[-1]
+        assert session.ledger_session_id() == "chat~2"
+        assert await session.get_items() == before[:-1]
+        assert service.ledger.transcript.session(tip).end_reason == "pop_item"
+        assert system_view(service, "chat~2") == system_view(service, tip)  # the note kept
+        reopened = CtxLedgerSession("chat", service)
+        assert await reopened.get_items() == before[:-1]
+        await reopened.clear_session()
+        assert await session.get_items() == [] and await reopened.pop_item() is None
 
     anyio.run(scenario)

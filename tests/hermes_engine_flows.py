@@ -141,19 +141,123 @@ def old_marks(workdir: Path) -> dict[str, Any]:
 
 def memory(workdir: Path) -> dict[str, Any]:
     """What a compaction leaves the engine holding of the list it was made from."""
-    from ctxledger.integrations import hermes
+    from ctxledger.integrations import hermes_host
 
     e = engine(workdir / "memory.db")
     e.on_session_start("M")
     history = talk(0, 12)
     e.compress(history, force=True)
     parts = u([{"type": "text", "text": "a part"}], **{MARK: True})
-    shallow = hermes._unmarked([parts])[0]["content"] is parts["content"]
+    shallow = hermes_host.unmarked([parts])[0]["content"] is parts["content"]
     return {
         "handed_dicts": sum(isinstance(d, dict) for d in e._handed),
         "handed": len(e._handed),
         "unmarked_shares_values": shallow,
     }
+
+
+def store(workdir: Path, name: str) -> Any:
+    """Hermes's own session store (``state.db``), as the CLI and the gateway keep it."""
+    from hermes_state import SessionDB
+
+    return SessionDB(workdir / f"{name}-state.db")
+
+
+def begin(db: Path, state: Any, sid: str) -> Any:
+    """An agent's engine on Hermes session `sid`, as Hermes sets it up with its store."""
+    from gateway.session_context import set_current_session_id
+
+    e = engine(db)
+    if state.get_session(sid) is None:
+        state.create_session(sid, source="cli")
+    set_current_session_id(sid)
+    e.bind_session_state(session_db=state, session_id=sid)
+    e.on_session_start(sid, hermes_home=str(db.parent), platform="cli")
+    return e
+
+
+def rotate(e: Any, state: Any, old: str, new: str, handed: list[dict[str, Any]]) -> None:
+    """What Hermes's compress_context does after a compaction with compression.in_place
+    false: the memory flush of the list compacted, the old session ended, a child row, the
+    current id moved, the engine told of the boundary."""
+    from gateway.session_context import set_current_session_id
+
+    e.on_session_end(old, handed)
+    state.end_session(old, "compression")
+    state.create_session(new, source="cli", parent_session_id=old)
+    set_current_session_id(new)
+    e.on_session_start(new, boundary_reason="compression", old_session_id=old, platform="cli")
+
+
+def rotated(workdir: Path) -> dict[str, Any]:
+    """Two compactions with rotation (R -> X -> Y), then a new process resuming R as
+    ``hermes --resume`` does (resolved to its compression tip, Y)."""
+    state, db = store(workdir, "rotated"), workdir / "rotated.db"
+    e = begin(db, state, "R")
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    history = view + talk(12, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "X", "Y", history)
+    e.on_session_end("Y", view + talk(24, 1))
+    tip = state.resolve_resume_session_id("R")
+    resumed = begin(db, state, tip)
+    resumed.on_session_end(tip, view + talk(24, 2))
+    return {"tip": tip, "count": resumed.compression_count}
+
+
+def rotated_then_branched(workdir: Path) -> dict[str, Any]:
+    """A rotated conversation (R -> X) branched (the CLI's /branch: X ended, a child
+    marked ``_branched_from``), the branch resumed later: a branch is no compression
+    continuation in Hermes's store, so it is a chain of its own."""
+    state, db = store(workdir, "branched"), workdir / "branched.db"
+    e = begin(db, state, "R")
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    e.on_session_end("X", view + talk(12, 1))
+    state.end_session("X", "branched")
+    state.create_session(
+        "B", source="cli", parent_session_id="X", model_config={"_branched_from": "X"}
+    )
+    later = begin(db, state, "B")
+    later.on_session_end("B", view + talk(12, 2))
+    return {}
+
+
+def rotated_then_reset(workdir: Path) -> dict[str, Any]:
+    """A reset after a rotation (R -> X) that learns no new id (X still current, none
+    handed over): the chain X continues is not this conversation's."""
+    state, db = store(workdir, "reset-rot"), workdir / "reset-rot.db"
+    e = begin(db, state, "R")
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    e.on_session_reset()
+    e.compress(view + talk(12, 1), force=True)
+    return {}
+
+
+def gateway_context(workdir: Path) -> dict[str, Any]:
+    """The gateway keeps each chat's Hermes id in a ContextVar of the thread that runs
+    the agent (``set_session_vars``), not in ``os.environ`` (which may name another
+    chat's session): after a reset the id is learnt there."""
+    import os
+
+    from gateway.session_context import clear_session_vars, set_session_vars
+
+    os.environ["HERMES_SESSION_ID"] = "another-chat"
+    e = engine(workdir / "gateway.db")
+    e.on_session_start("G1", platform="telegram")
+    e.on_session_end("G1", talk(0, 1))
+    e.on_session_reset()
+    tokens = set_session_vars(platform="telegram", session_id="G2")
+    try:
+        e.compress(talk(0, 1) + talk(1, 1), force=True)
+    finally:
+        clear_session_vars(tokens)
+    return {}
 
 
 def main() -> None:
@@ -166,6 +270,10 @@ def main() -> None:
         empty_root,
         old_marks,
         memory,
+        rotated,
+        rotated_then_branched,
+        rotated_then_reset,
+        gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}
     (workdir / "flows.json").write_text(json.dumps(out, indent=2))

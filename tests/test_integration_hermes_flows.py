@@ -130,3 +130,40 @@ def test_an_old_ledger_holding_the_mark_is_resumed_on_one_chain(flows):
 def test_a_compaction_keeps_digests_of_the_list_not_a_copy(flows):
     _, out = flows
     assert out["memory"] == {"handed_dicts": 0, "handed": 24, "unmarked_shares_values": True}
+
+
+def test_a_rotated_conversation_resumed_on_its_tip_id_continues_its_chain(flows):
+    workdir, out = flows
+    # Hermes moved the conversation R -> X -> Y at its compactions; the resume lands on Y
+    assert out["rotated"] == {"tip": "Y", "count": 2}
+    # before: a second root titled "hermes session Y" with the compacted view again
+    ((title, said, _),) = _chains(workdir, "rotated.db")
+    assert title == "hermes session R"
+    assert _said(said) == _talk(0, 26)  # each message once, in order
+
+
+def test_a_branch_of_a_rotated_conversation_is_a_chain_of_its_own(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "branched.db")
+    assert [title for title, _, _ in chains] == ["hermes session R", "hermes session B"]
+    assert _said(chains[0][1]) == _talk(0, 13)
+    assert _said(chains[1][1])[-4:] == _talk(12, 2)
+
+
+def test_a_reset_after_a_rotation_with_no_new_id_never_continues_the_chain(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "reset-rot.db")
+    # before: X (still current) taken for a new id to resume, its lineage led to R
+    assert [title for title, _, _ in chains] == ["hermes session R", "hermes session X"]
+    assert _said(chains[0][1]) == _talk(0, 12)
+
+
+def test_after_a_reset_the_gateway_s_id_is_read_in_the_agent_s_thread(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "gateway.db")
+    # a guard: the chat's id is its ContextVar's (which the engine's loop thread sees
+    # too: run_coroutine_threadsafe copies the caller's context), never os.environ's
+    assert [(title, _said(said)) for title, said, _ in chains] == [
+        ("hermes session G1", _talk(0, 1)),
+        ("hermes session G2", _talk(0, 2)),
+    ]

@@ -239,6 +239,30 @@ def rotated_then_reset(workdir: Path) -> dict[str, Any]:
     return {}
 
 
+def model_switch(workdir: Path) -> dict[str, Any]:
+    """A model switch after a response (``/model``, a fallback): Hermes's built-in
+    compressor and the engine given the same calls; the engine's chain then written."""
+    from agent.context_compressor import ContextCompressor
+
+    builtin = ContextCompressor("m1", config_context_length=200_000, quiet_mode=True)
+    ours = engine(workdir / "switch.db", "m1", 200_000)
+    ours.on_session_start("W")
+    usage = {"prompt_tokens": 90_000, "completion_tokens": 500, "total_tokens": 90_500}
+    said: dict[str, Any] = {}
+    for name, e in (("builtin", builtin), ("ours", ours)):
+        e.update_from_response(usage)
+        e._last_compression_made_progress = True
+        e.update_model("m2", 64_000)
+        status = e.get_status()
+        said[name] = {
+            "figures": [e.last_prompt_tokens, e.last_completion_tokens, e.last_total_tokens],
+            "progress": e._last_compression_made_progress,
+            "status": [status["last_prompt_tokens"], status["usage_percent"]],
+        }
+    ours.on_session_end("W", talk(0, 1))
+    return said
+
+
 def gateway_context(workdir: Path) -> dict[str, Any]:
     """The gateway keeps each chat's Hermes id in a ContextVar of the thread that runs
     the agent (``set_session_vars``), not in ``os.environ`` (which may name another
@@ -273,6 +297,7 @@ def main() -> None:
         rotated,
         rotated_then_branched,
         rotated_then_reset,
+        model_switch,
         gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}

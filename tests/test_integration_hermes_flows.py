@@ -13,7 +13,7 @@ import pytest
 from helpers.frameworks import missing
 
 from ctxledger import Ledger
-from ctxledger.events import MessageAppended, SessionStarted
+from ctxledger.events import MessageAppended, SessionStarted, UsageReported
 
 MARK = "_db_persisted"
 
@@ -167,3 +167,22 @@ def test_after_a_reset_the_gateway_s_id_is_read_in_the_agent_s_thread(flows):
         ("hermes session G1", _talk(0, 1)),
         ("hermes session G2", _talk(0, 2)),
     ]
+
+
+def test_a_model_switch_zeroes_the_last_response_s_figures_as_hermes_does(flows):
+    workdir, out = flows
+    said = out["model_switch"]
+    # Hermes's own compressor, given the same calls, is the expectation
+    assert said["builtin"] == {"figures": [0, 0, 0], "progress": False, "status": [0, 0]}
+    # before: [90000, 500, 90500], and get_status showed 100 % of the new 64K window
+    assert said["ours"] == said["builtin"]
+    ledger = Ledger.open(workdir / "switch.db")
+    try:  # the old model's report is still written to the ledger (accounting)
+        reports = [
+            r.event.usage.prompt
+            for r in ledger.store.read_all()
+            if isinstance(r.event, UsageReported)
+        ]
+        assert reports == [90_000]
+    finally:
+        ledger.close()

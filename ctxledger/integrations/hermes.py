@@ -184,7 +184,14 @@ class CtxLedgerEngine(ContextEngine):
         A window that is no positive number of tokens (0, None: a model Hermes knows
         nothing of) turns automatic compaction off with a warning, as a threshold of 0
         tokens; it raised into the host's loop (InvalidConfig, TypeError).
+
+        The last response's figures were the previous model's: zeroed at every call, as
+        Hermes's built-in compressor does (0 is its "no real usage yet" state; its
+        status bar and ``get_status`` showed the old model's prompt against the new
+        window). Reports not written yet stay queued for the ledger.
         """
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
+        self._last_compression_made_progress = False
         window = host.window(context_length)
         if window is None:
             logger.warning(

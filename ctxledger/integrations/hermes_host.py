@@ -1,8 +1,7 @@
 """What Hermes Agent hands its context engine, read as the ledger takes it: its usage
 reports, its message dicts (the session store's mark, what a message says as the store
 gives it back), its session ids and context lengths. Plain functions that load without
-Hermes:
-:mod:`ctxledger.integrations.hermes` is the engine."""
+Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
 
 from __future__ import annotations
 

@@ -13,10 +13,11 @@ when present and its absence is reported in the warnings.
 Chains: a session that ended with reason ``compression`` is the parent of the
 session whose ``parent_session_id`` names it (Hermes's rotation). Other children
 (branches, sub-agents) keep their parent link too; the ledger tells them apart by
-the parent's end reason. In-place compaction (rows flagged ``active = 0,
-compacted = 1``) is imported as a chain as well: the archived rows become parent
-segments (split where the session's first message reappears, one segment per
-compaction) and the active rows the continuation. Rewound rows (``active = 0,
+the parent's end reason, and by Hermes's marks where that does not tell (a branch's
+or a sub-agent's parent compacted later: ``_continues``). In-place compaction (rows
+flagged ``active = 0, compacted = 1``) is imported as a chain as well: the archived
+rows become parent segments (split where the session's first message reappears, one
+segment per compaction) and the active rows the continuation. Rewound rows (``active = 0,
 compacted = 0``) are skipped. Session token totals become one aggregate usage
 report after the last message.
 """
@@ -326,21 +327,46 @@ def _import_session(
             b.build(
                 parent_key=out[-1].key if out else parent_key,
                 end_reason=row.get("end_reason") if last else "compression",
+                continues=bool(out) or _continues(row),
                 **_session_fields(store, row, src),
             )
         )
     return out
 
 
+def _continues(row: Mapping[str, Any]) -> bool:
+    """Whether a child row can be its parent's compression continuation, by Hermes's own
+    rule (its store's ``get_compression_tip``): not a branch (the CLI's ``/branch`` marks
+    ``model_config._branched_from``), a sub-agent (``_delegate_from``) or a tool's
+    session. The parent's end reason alone does not tell: a branched parent resumed
+    later and compacted with rotation ends ``compression`` too, and a sub-agent's parent
+    may rotate after it started."""
+    try:
+        config = json.loads(row.get("model_config") or "null")
+    except (TypeError, ValueError, RecursionError):
+        config = None
+    if isinstance(config, dict) and any(
+        config.get(k) is not None for k in ("_branched_from", "_delegate_from")
+    ):
+        return False
+    return str(row.get("source") or "") != "tool"
+
+
 def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Mapping[str, Any]]:
-    """The compression chain holding `session`: up through compression parents, then down."""
+    """The compression chain holding `session`: up through compression parents, then down
+    (children that continue their parent only, the earliest started first)."""
     by_id = {str(r["id"]): r for r in rows}
     if session not in by_id:
         raise ImportFormatError(f"no session {session!r} in this state.db", path=path)
     root = by_id[session]
     for _ in range(_CHAIN_CAP):
         parent = by_id.get(_parent_of(root) or "")  # "" is no session's id (_check_ids)
-        if parent is None or parent.get("end_reason") != "compression" or parent is by_id[session]:
+        if (
+            parent is None
+            or parent.get("end_reason") != "compression"
+            or parent is by_id[session]
+            or not _continues(root)
+        ):
             break
         root = parent
     chain = [root]
@@ -348,7 +374,11 @@ def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Ma
         if chain[-1].get("end_reason") != "compression":
             break
         child = next(
-            (r for r in rows if _parent_of(r) == str(chain[-1]["id"]) and r not in chain),
+            (
+                r
+                for r in rows
+                if _parent_of(r) == str(chain[-1]["id"]) and r not in chain and _continues(r)
+            ),
             None,
         )
         if child is None:

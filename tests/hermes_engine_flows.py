@@ -207,6 +207,25 @@ def rotated(workdir: Path) -> dict[str, Any]:
     return {"tip": tip, "count": resumed.compression_count}
 
 
+def rotated_after_a_sub_agent(workdir: Path) -> dict[str, Any]:
+    """A conversation that delegated a task (Hermes's delegate_task: a child row marked
+    ``_delegate_from``, started before the compaction) then compacted with rotation
+    (R -> X), resumed on X in a new process. Hermes's ``get_compression_lineage(X)``
+    is X alone here (walking down from R it takes the sub-agent's row)."""
+    state, db = store(workdir, "delegated"), workdir / "delegated.db"
+    e = begin(db, state, "R")
+    state.create_session(
+        "sub", source="cli", parent_session_id="R", model_config={"_delegate_from": "R"}
+    )
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    e.on_session_end("X", view + talk(12, 1))
+    resumed = begin(db, state, "X")
+    resumed.on_session_end("X", view + talk(12, 2))
+    return {"lineage": state.get_compression_lineage("X")}
+
+
 def rotated_then_branched(workdir: Path) -> dict[str, Any]:
     """A rotated conversation (R -> X) branched (the CLI's /branch: X ended, a child
     marked ``_branched_from``), the branch resumed later: a branch is no compression
@@ -295,6 +314,7 @@ def main() -> None:
         old_marks,
         memory,
         rotated,
+        rotated_after_a_sub_agent,
         rotated_then_branched,
         rotated_then_reset,
         model_switch,

@@ -186,3 +186,12 @@ def test_a_model_switch_zeroes_the_last_response_s_figures_as_hermes_does(flows)
         assert reports == [90_000]
     finally:
         ledger.close()
+
+
+def test_a_rotated_conversation_that_delegated_a_task_resumes_its_chain(flows):
+    workdir, out = flows
+    # Hermes's own lineage of X misses R (it walks down from R into the sub-agent's row)
+    assert out["rotated_after_a_sub_agent"] == {"lineage": ["X"]}
+    ((title, said, _),) = _chains(workdir, "delegated.db")
+    assert title == "hermes session R"
+    assert _said(said) == _talk(0, 14)

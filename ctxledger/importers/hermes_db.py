@@ -14,7 +14,7 @@ Chains: a session that ended with reason ``compression`` is the parent of the
 session whose ``parent_session_id`` names it (Hermes's rotation). Other children
 (branches, sub-agents) keep their parent link too; the ledger tells them apart by
 the parent's end reason, and by Hermes's marks where that does not tell (a branch's
-or a sub-agent's parent compacted later: ``_continues``). In-place compaction (rows
+or a sub-agent's parent compacted later: ``continues_parent``). In-place compaction (rows
 flagged ``active = 0, compacted = 1``) is imported as a chain as well: the archived
 rows become parent segments (split where the session's first message reappears, one
 segment per compaction) and the active rows the continuation. Rewound rows (``active = 0,
@@ -327,22 +327,23 @@ def _import_session(
             b.build(
                 parent_key=out[-1].key if out else parent_key,
                 end_reason=row.get("end_reason") if last else "compression",
-                continues=bool(out) or _continues(row),
+                continues=bool(out) or continues_parent(row),
                 **_session_fields(store, row, src),
             )
         )
     return out
 
 
-def _continues(row: Mapping[str, Any]) -> bool:
+def continues_parent(row: Mapping[str, Any]) -> bool:
     """Whether a child row can be its parent's compression continuation, by Hermes's own
     rule (its store's ``get_compression_tip``): not a branch (the CLI's ``/branch`` marks
     ``model_config._branched_from``), a sub-agent (``_delegate_from``) or a tool's
     session. The parent's end reason alone does not tell: a branched parent resumed
     later and compacted with rotation ends ``compression`` too, and a sub-agent's parent
     may rotate after it started."""
+    raw = row.get("model_config")
     try:
-        config = json.loads(row.get("model_config") or "null")
+        config = raw if isinstance(raw, dict) else json.loads(raw or "null")
     except (TypeError, ValueError, RecursionError):
         config = None
     if isinstance(config, dict) and any(
@@ -365,7 +366,7 @@ def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Ma
             parent is None
             or parent.get("end_reason") != "compression"
             or parent is by_id[session]
-            or not _continues(root)
+            or not continues_parent(root)
         ):
             break
         root = parent
@@ -377,7 +378,7 @@ def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Ma
             (
                 r
                 for r in rows
-                if _parent_of(r) == str(chain[-1]["id"]) and r not in chain and _continues(r)
+                if _parent_of(r) == str(chain[-1]["id"]) and r not in chain and continues_parent(r)
             ),
             None,
         )

@@ -347,23 +347,23 @@ class CtxLedgerEngine(ContextEngine):
         at each compaction, a child of the last in ``state.db``; its chain is titled with
         the id it started under, so a resume of the rotated id (``hermes --resume`` lands
         on the compression tip) looks under its compression ancestors too, as Hermes's
-        own store links them (``get_compression_lineage``: branches are not followed)."""
+        own store links them (:func:`host.compression_ancestors`: branches and
+        sub-agents are not followed)."""
         if self._root is not None:
             return ()
         self._rebind(host_id)
         own = self._hermes_session
         if own is None or not self._resumable:
             return ()
-        lineage = getattr(self._session_db, "get_compression_lineage", None)
+        get_session = getattr(self._session_db, "get_session", None)
         try:
-            found = lineage(own) if callable(lineage) else None
+            ancestors = (
+                host.compression_ancestors(get_session, own) if callable(get_session) else []
+            )
         except Exception as exc:  # the host's store, its own errors: resume by own id only
             logger.debug("ctxledger: Hermes's session lineage of %s: %s", own, exc)
-            found = None
-        if not isinstance(found, list) or own not in found:
-            return (own,)
-        ancestors = found[: found.index(own)]
-        return (own, *(i for i in reversed(ancestors) if isinstance(i, str) and i))
+            ancestors = []
+        return (own, *ancestors)
 
     def _rebind(self, host_id: str | None) -> None:
         """After a reset with no start (the CLI's ``/new``, ``/resume <id>``, ``/branch``

@@ -1,6 +1,7 @@
 """Differential parity with hermes-agent 0.19.0's session lineage (session 33): which
 sessions of a Hermes ``state.db`` are one compression chain (HERMES_SPEC §4), as
-``ctxledger import --session ID`` selects them.
+``parse_hermes_db(path, session=ID)`` selects them (and ``ctxledger import`` of the
+whole store links them).
 
 Hypothesis draws what a Hermes user does to a conversation: compactions with rotation
 (``compression.in_place: false``: the session ends with reason ``compression``, a
@@ -21,8 +22,9 @@ tools' sessions too) and leaves the real continuation out, and a branch that was
 compacted is its own lineage alone (an early return) while its continuation's lineage
 starts at it. Found and fixed here: a branched session's parent that ended
 ``compression`` later made the importer climb from the branch into that chain and walk
-down into the branch, leaving the real continuation out (``--session`` of a rotated
-session imported another conversation).
+down into the branch, leaving the real continuation out (the chain selected for a
+rotated session was another conversation's), and a whole-store import recorded such
+branches and sub-agents as compaction continuations.
 """
 
 from __future__ import annotations

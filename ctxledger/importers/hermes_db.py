@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,8 @@ _MESSAGE_COLUMNS: dict[str, bool] = {
     "compacted": True,
 }
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items")
-_CHAIN_CAP = 10_000
+#: how far a compression chain is walked (a cycle ends a walk earlier)
+CHAIN_CAP = 10_000
 
 
 class _Store:
@@ -353,25 +354,41 @@ def continues_parent(row: Mapping[str, Any]) -> bool:
     return str(row.get("source") or "") != "tool"
 
 
+def compression_parents(
+    get_session: Callable[[str], Any], session_id: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The sessions `session_id` continues, nearest first, each as (id, row), read with
+    `get_session` (a Hermes store's, or a dict's ``get``): up through parents that ended
+    by compression while each row continues its parent (:func:`continues_parent`), as
+    Hermes's ``get_compression_tip`` links them. A cycle ends the walk, as does
+    :data:`CHAIN_CAP`. The importer and the Hermes engine's resume both walk this way."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    row = get_session(session_id)
+    seen = {session_id}
+    for _ in range(CHAIN_CAP):
+        if not isinstance(row, Mapping) or not continues_parent(row):
+            break
+        parent_id = _parent_of(row)
+        if parent_id is None or parent_id in seen:
+            break
+        parent = get_session(parent_id)
+        if not isinstance(parent, Mapping) or parent.get("end_reason") != "compression":
+            break
+        out.append((parent_id, parent))
+        seen.add(parent_id)
+        row = parent
+    return out
+
+
 def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Mapping[str, Any]]:
     """The compression chain holding `session`: up through compression parents, then down
     (children that continue their parent only, the earliest started first)."""
     by_id = {str(r["id"]): r for r in rows}
     if session not in by_id:
         raise ImportFormatError(f"no session {session!r} in this state.db", path=path)
-    root = by_id[session]
-    for _ in range(_CHAIN_CAP):
-        parent = by_id.get(_parent_of(root) or "")  # "" is no session's id (_check_ids)
-        if (
-            parent is None
-            or parent.get("end_reason") != "compression"
-            or parent is by_id[session]
-            or not continues_parent(root)
-        ):
-            break
-        root = parent
-    chain = [root]
-    for _ in range(_CHAIN_CAP):
+    parents = compression_parents(by_id.get, session)
+    chain = [parents[-1][1] if parents else by_id[session]]
+    for _ in range(CHAIN_CAP):
         if chain[-1].get("end_reason") != "compression":
             break
         child = next(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxledger.errors import InvalidInput
-from ctxledger.importers.hermes_db import continues_parent
+from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.usage import normalize_usage
 
@@ -112,31 +112,11 @@ def window(value: Any) -> int | None:
         return None
 
 
-#: how far a resume looks back through a conversation's rotations (Hermes's own walk
-#: stops at 100 as well)
-MAX_ROTATIONS = 100
-
-
 def compression_ancestors(get_session: Callable[[str], Any], session_id: str) -> list[str]:
     """The Hermes sessions `session_id` continues, nearest first, read from Hermes's
-    store (its ``get_session``): up through parents that ended by compression while each
-    row continues its parent by Hermes's own rule (no branch, sub-agent or tool's
-    session: :func:`~ctxledger.importers.hermes_db.continues_parent`). Not the store's
-    ``get_compression_lineage``: once the conversation has delegated a task before a
-    rotation, that walks down into the sub-agent's row and gives the rotated id alone."""
-    out: list[str] = []
-    row = get_session(session_id)
-    seen = {session_id}
-    for _ in range(MAX_ROTATIONS):
-        if not isinstance(row, dict) or not continues_parent(row):
-            break
-        parent_id = row.get("parent_session_id")
-        if not isinstance(parent_id, str) or not parent_id or parent_id in seen:
-            break
-        parent = get_session(parent_id)
-        if not isinstance(parent, dict) or parent.get("end_reason") != "compression":
-            break
-        out.append(parent_id)
-        seen.add(parent_id)
-        row = parent
-    return out
+    store (its ``get_session``) by the importer's walk
+    (:func:`~ctxledger.importers.hermes_db.compression_parents`: no branch, sub-agent or
+    tool's session; cycle-guarded). Not the store's ``get_compression_lineage``: once the
+    conversation has delegated a task before a rotation, that walks down into the
+    sub-agent's row and gives the rotated id alone."""
+    return [parent_id for parent_id, _ in compression_parents(get_session, session_id)]

@@ -15,6 +15,7 @@ move ``HERMES_SESSION_ID`` (``set_current_session_id``), set the agent's id and 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import sys
 from pathlib import Path
@@ -228,8 +229,10 @@ def rotated_after_a_sub_agent(workdir: Path) -> dict[str, Any]:
 
 def rotated_then_branched(workdir: Path) -> dict[str, Any]:
     """A rotated conversation (R -> X) branched (the CLI's /branch: X ended, a child
-    marked ``_branched_from``), the branch resumed later: a branch is no compression
-    continuation in Hermes's store, so it is a chain of its own."""
+    marked ``_branched_from``), X resumed and compacted with rotation again (X -> Z: X
+    ends ``compression``), then the branch resumed: a branch is no compression
+    continuation in Hermes's store (its mark decides, X's end reason does not), so it is
+    a chain of its own."""
     state, db = store(workdir, "branched"), workdir / "branched.db"
     e = begin(db, state, "R")
     history = talk(0, 12)
@@ -240,6 +243,9 @@ def rotated_then_branched(workdir: Path) -> dict[str, Any]:
     state.create_session(
         "B", source="cli", parent_session_id="X", model_config={"_branched_from": "X"}
     )
+    state.reopen_session("X")
+    state.end_session("X", "compression")
+    state.create_session("Z", source="cli", parent_session_id="X")
     later = begin(db, state, "B")
     later.on_session_end("B", view + talk(12, 2))
     return {}
@@ -266,6 +272,7 @@ def model_switch(workdir: Path) -> dict[str, Any]:
     builtin = ContextCompressor("m1", config_context_length=200_000, quiet_mode=True)
     ours = engine(workdir / "switch.db", "m1", 200_000)
     ours.on_session_start("W")
+    ours.on_session_end("W", talk(0, 1))  # the chain the switch is recorded on
     usage = {"prompt_tokens": 90_000, "completion_tokens": 500, "total_tokens": 90_500}
     said: dict[str, Any] = {}
     for name, e in (("builtin", builtin), ("ours", ours)):
@@ -278,8 +285,37 @@ def model_switch(workdir: Path) -> dict[str, Any]:
             "progress": e._last_compression_made_progress,
             "status": [status["last_prompt_tokens"], status["usage_percent"]],
         }
-    ours.on_session_end("W", talk(0, 1))
+    ours.on_session_end("W", talk(0, 2))
     return said
+
+
+def failing_store(workdir: Path) -> dict[str, Any]:
+    """A session store that raises (locked, closed): the resume looks under the agent's
+    own id alone, Hermes's loop goes on, and the user is told once."""
+    import logging
+
+    class Broken:
+        def get_session(self, session_id: str) -> Any:
+            raise RuntimeError("database is locked")
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(f"{record.levelname} {record.getMessage()}")
+
+    handler = Keep()
+    logging.getLogger("ctxledger.integrations.hermes").addHandler(handler)
+    try:
+        e = engine(workdir / "broken.db")
+        for turns in (1, 2):  # the agent, then a copy resuming it (Hermes deep-copies)
+            agent = copy.deepcopy(e)
+            agent.bind_session_state(session_db=Broken(), session_id="F")
+            agent.on_session_start("F")
+            agent.on_session_end("F", talk(0, turns))
+    finally:
+        logging.getLogger("ctxledger.integrations.hermes").removeHandler(handler)
+    return {"logged": seen}
 
 
 def gateway_context(workdir: Path) -> dict[str, Any]:
@@ -318,6 +354,7 @@ def main() -> None:
         rotated_then_branched,
         rotated_then_reset,
         model_switch,
+        failing_store,
         gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}

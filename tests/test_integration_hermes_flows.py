@@ -13,7 +13,7 @@ import pytest
 from helpers.frameworks import missing
 
 from ctxledger import Ledger
-from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+from ctxledger.events import MessageAppended, ModelSwitched, SessionStarted, UsageReported
 
 MARK = "_db_persisted"
 
@@ -145,6 +145,8 @@ def test_a_rotated_conversation_resumed_on_its_tip_id_continues_its_chain(flows)
 def test_a_branch_of_a_rotated_conversation_is_a_chain_of_its_own(flows):
     workdir, _ = flows
     chains = _chains(workdir, "branched.db")
+    # X ended "compression" after the branch: only B's mark keeps it off R's chain
+    # (before, with the mark not read: one chain, B's turns on R's)
     assert [title for title, _, _ in chains] == ["hermes session R", "hermes session B"]
     assert _said(chains[0][1]) == _talk(0, 13)
     assert _said(chains[1][1])[-4:] == _talk(12, 2)
@@ -177,15 +179,27 @@ def test_a_model_switch_zeroes_the_last_response_s_figures_as_hermes_does(flows)
     # before: [90000, 500, 90500], and get_status showed 100 % of the new 64K window
     assert said["ours"] == said["builtin"]
     ledger = Ledger.open(workdir / "switch.db")
-    try:  # the old model's report is still written to the ledger (accounting)
-        reports = [
-            r.event.usage.prompt
-            for r in ledger.store.read_all()
+    try:  # the old model's report is written to the ledger (accounting), under the old model
+        said_in_order = [
+            ("usage", r.event.usage.prompt)
             if isinstance(r.event, UsageReported)
+            else ("switch", r.event.model)
+            for r in ledger.store.read_all()
+            if isinstance(r.event, UsageReported | ModelSwitched)
         ]
-        assert reports == [90_000]
+        # before: [("switch", "m2"), ("usage", 90000)]: 90K against the new 64K window
+        assert said_in_order == [("usage", 90_000), ("switch", "m2")]
     finally:
         ledger.close()
+
+
+def test_a_store_that_raises_resumes_by_the_own_id_and_says_so_once(flows):
+    workdir, out = flows
+    ((title, said, _),) = _chains(workdir, "broken.db")
+    assert (title, _said(said)) == ("hermes session F", _talk(0, 2))
+    # before: logged at debug, so a rotated conversation's second root went unexplained
+    (line,) = out["failing_store"]["logged"]
+    assert line.startswith("WARNING ") and "database is locked" in line
 
 
 def test_a_rotated_conversation_that_delegated_a_task_resumes_its_chain(flows):

@@ -96,6 +96,7 @@ class _Shared:
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         self._config: CompressionConfig | None = None
+        self.store_failed = False  # Hermes's store could not be read (warned once)
 
     def run(self, make: Callable[[ContextService], Any]) -> Any:
         with self._lock:
@@ -188,7 +189,8 @@ class CtxLedgerEngine(ContextEngine):
         The last response's figures were the previous model's: zeroed at every call, as
         Hermes's built-in compressor does (0 is its "no real usage yet" state; its
         status bar and ``get_status`` showed the old model's prompt against the new
-        window). Reports not written yet stay queued for the ledger.
+        window). Reports not written yet are written to the chain before the switch (they
+        are the old model's).
         """
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
         self._last_compression_made_progress = False
@@ -213,7 +215,16 @@ class CtxLedgerEngine(ContextEngine):
         self.protect_last_n = config.protect_last_n
         root = self._root
         if changed and root is not None:
-            self._run_safely(lambda svc: svc.switch_model(root, self._model, self.context_length))
+            self._run_safely(lambda svc: self._switch(svc, root))
+
+    async def _switch(self, svc: ContextService, root: str) -> None:
+        """The old model's queued reports go to the chain first (accounting only): written
+        after the switch they counted the old model's prompt against the new window."""
+        tip = svc.tip(root)
+        pending, self._pending = self._pending, []
+        for usage in pending:
+            svc.ledger.report_usage(tip, usage)
+        await svc.switch_model(tip, self._model, self.context_length)
 
     def update_from_response(self, usage: dict[str, Any]) -> None:
         """Keep the report for the next ``compress``. One whose figures are not numbers
@@ -361,7 +372,14 @@ class CtxLedgerEngine(ContextEngine):
                 host.compression_ancestors(get_session, own) if callable(get_session) else []
             )
         except Exception as exc:  # the host's store, its own errors: resume by own id only
-            logger.debug("ctxledger: Hermes's session lineage of %s: %s", own, exc)
+            if not self._shared.store_failed:  # a silent second root otherwise: told once
+                logger.warning(
+                    "ctxledger: Hermes's session store could not tell what %s continues "
+                    "(%s): a conversation it rotated may start a new ledger chain",
+                    own,
+                    exc,
+                )
+            self._shared.store_failed = True
             ancestors = []
         return (own, *ancestors)
 

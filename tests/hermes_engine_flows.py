@@ -289,6 +289,39 @@ def model_switch(workdir: Path) -> dict[str, Any]:
     return said
 
 
+def partial_compress(workdir: Path) -> dict[str, Any]:
+    """``/compress here 2`` (the CLI's and the gateway's): Hermes splits its list with
+    its own function, hands only the head to ``compress`` and re-appends the tail after
+    the result; a recall call had handed the ledger the whole list before. Then the
+    conversation goes on, and a new process resumes it. The expectation: the head
+    compacted as a conversation of its own (another engine, another ledger)."""
+    from hermes_cli.partial_compress import (
+        rejoin_compressed_head_and_tail,
+        split_history_for_partial_compress,
+    )
+
+    e = begin(workdir / "partial.db", store(workdir, "partial"), "P")
+    view = e.compress(talk(0, 12), force=True)
+    history = view + talk(12, 3)
+    e.handle_tool_call("recall", {"query": "ask 13"}, messages=history)
+    head, tail = split_history_for_partial_compress(history, 2)
+    compressed = e.compress(head, force=True)
+    e.on_session_end("P", head)  # Hermes's memory flush of the list it compacted
+    history = rejoin_compressed_head_and_tail(compressed, tail)
+    e.on_session_end("P", history + talk(15, 1))
+    alone = engine(workdir / "partial-alone.db")
+    alone.on_session_start("Q")
+    resumed = begin(workdir / "partial.db", store(workdir, "partial"), "P")
+    resumed.on_session_end("P", history + talk(15, 2))
+    return {
+        "head": [m.get("content") for m in head],
+        "tail": len(tail),
+        "as_alone": compressed == alone.compress(head, force=True),
+        "count": [e.compression_count, resumed.compression_count],
+        "same_chain": e._root == resumed._root,
+    }
+
+
 def failing_store(workdir: Path) -> dict[str, Any]:
     """A session store that raises (locked, closed): the resume looks under the agent's
     own id alone, Hermes's loop goes on, and the user is told once."""
@@ -355,6 +388,7 @@ def main() -> None:
         rotated_then_reset,
         model_switch,
         failing_store,
+        partial_compress,
         gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}

@@ -209,3 +209,38 @@ def test_a_rotated_conversation_that_delegated_a_task_resumes_its_chain(flows):
     ((title, said, _),) = _chains(workdir, "delegated.db")
     assert title == "hermes session R"
     assert _said(said) == _talk(0, 14)
+
+
+def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compacts_it(flows):
+    """``/compress here 2`` after a recall call: Hermes hands the head only (a strict
+    prefix of what the ledger holds) and re-appends the last two exchanges."""
+    workdir, out = flows
+    said = out["partial_compress"]
+    # the head compacted as Hermes compacts it: as a conversation of its own
+    assert said["as_alone"] and said["tail"] == 4
+    # one conversation: the resume in a new process continued the branch, and the
+    # count is the conversation's (one compaction before the branch, one on it)
+    assert said["same_chain"] and said["count"] == [2, 2]
+    ledger = Ledger.open(workdir / "partial.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        starts = [
+            e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")
+        ]
+        # before: a second root holding the head again, the tail then appended there
+        assert [(e.reason, e.title) for e in starts] == [
+            ("new", "hermes session P"),
+            ("branch", "hermes session P"),
+        ]
+        root, branch = (e.session_id for e in starts)
+        old_tip = ledger.tip(root)
+        assert starts[1].parent_session_id == old_tip
+        assert ledger.chains.lineage(old_tip).end_reason == "branched"
+        appended: dict[str, list[dict]] = {root: [], branch: []}
+        for e in events:
+            if isinstance(e, MessageAppended):
+                appended[ledger.chains.root(e.session_id)].append(e.message)
+        assert _said(appended[root]) == _talk(0, 15)  # as recorded before, each once
+        assert _said(appended[branch]) == [*said["head"], *_talk(13, 4)]
+    finally:
+        ledger.close()

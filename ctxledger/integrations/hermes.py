@@ -28,6 +28,9 @@ What the host does that the engine survives:
   it continues, as Hermes's store links them, handed over by ``bind_session_state``);
 * its CLI's ``/new``, ``/resume <id>`` and ``/branch`` call ``on_session_reset`` alone
   (no ``on_session_start``): the next chain is the new id's, never the old one's.
+* its ``/compress here [N]`` (CLI, gateway) hands only the head, a strict prefix of what
+  the ledger may hold, and re-appends the last N exchanges after the result: the head
+  goes on as a branch of the chain's tip, the conversation's chain from then on.
 
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each
@@ -302,7 +305,7 @@ class CtxLedgerEngine(ContextEngine):
         sid = result.session_id
         self._report_failure(result)
         self._last_compression_made_progress = result.compressed
-        self.compression_count = svc.ledger.chains.compression_count(sid)
+        self.compression_count = host.compactions(svc.ledger.chains, sid)
         view = host.unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
         self._known = copy.deepcopy(view)
         return view
@@ -332,7 +335,14 @@ class CtxLedgerEngine(ContextEngine):
         if self._root is None:
             await self._resume(svc, messages, ids)
         n = len(self._known)
-        if self._root is None or messages[:n] != self._known:
+        if (
+            self._root is not None
+            and 0 < len(messages) < n
+            and messages == self._known[: len(messages)]
+        ):
+            await self._branch(svc, self._root, messages)
+            n = 0
+        elif self._root is None or messages[:n] != self._known:
             check_new_messages(messages)  # a list the ledger cannot take starts nothing
             self._root = await svc.start_session(
                 model=self._model,
@@ -349,6 +359,28 @@ class CtxLedgerEngine(ContextEngine):
         for usage in pending[:-1]:
             svc.ledger.report_usage(sid, usage)  # older reports: accounting only
         return sid, (pending[-1] if pending else None)
+
+    async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
+        """The host handed a strict prefix of what the ledger holds: Hermes's
+        ``/compress here [N]`` (CLI and gateway) compacts only the head and re-appends the
+        last N exchanges after the result, some of which the ledger had seen (a recall
+        call, a flush). The head goes on as a branch of the chain's tip, the
+        conversation's chain from now on (a resume finds it by the same title); the old
+        tip ends, superseded. A second root held the head again before."""
+        check_new_messages(head)
+        tip = svc.tip(root)
+        parent = svc.ledger.transcript.session(tip)
+        branch = await svc.start_session(
+            model=self._model,
+            context_length=self.context_length or parent.context_length,
+            system_prompt=parent.system_prompt,
+            parent_session_id=tip,
+            reason="branch",
+            title=svc.ledger.chains.lineage(root).title,
+        )
+        if not parent.ended:
+            await svc.end_session(tip, "branched")
+        self._root, self._known = branch, []
 
     def _lineage(self, host_id: str | None) -> tuple[str, ...]:
         """With no chain yet, in the host's thread (Hermes's store is queried where Hermes
@@ -410,14 +442,7 @@ class CtxLedgerEngine(ContextEngine):
         if not ids:
             return
         svc.ledger.refresh()
-        titles = {host.title(i) for i in ids}
-        chains = svc.ledger.chains.state.sessions
-        roots = sorted(
-            (i for i in chains.values() if i.title in titles and i.parent_session_id is None),
-            key=lambda i: i.started_seq,
-            reverse=True,  # the latest conversation under this id first
-        )
-        for lineage in roots:
+        for lineage in host.chains_titled(svc.ledger.chains, {host.title(i) for i in ids}):
             tip = svc.tip(lineage.session_id)
             if svc.ledger.transcript.session(tip).ended:
                 continue
@@ -439,7 +464,7 @@ class CtxLedgerEngine(ContextEngine):
             self.context_length,
         ):
             tip = (await svc.switch_model(tip, self._model, self.context_length)).session_id
-        self.compression_count = svc.ledger.chains.compression_count(tip)
+        self.compression_count = host.compactions(svc.ledger.chains, tip)
 
     def _flush(
         self, messages: list[JSON], *, final: bool = False, host_id: str | None = None

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxledger.errors import InvalidInput
-from ctxledger.importers.hermes_db import compression_parents
+from ctxledger.importers.hermes_db import CHAIN_CAP, compression_parents
 from ctxledger.limits import check_context_length, check_token_count
+from ctxledger.projections.chains import ChainsProjection, Lineage
 from ctxledger.usage import normalize_usage
 
 JSON = dict[str, Any]
@@ -120,3 +121,32 @@ def compression_ancestors(get_session: Callable[[str], Any], session_id: str) ->
     conversation has delegated a task before a rotation, that walks down into the
     sub-agent's row and gives the rotated id alone."""
     return [parent_id for parent_id, _ in compression_parents(get_session, session_id)]
+
+
+def chains_titled(chains: ChainsProjection, titles: set[str]) -> list[Lineage]:
+    """The ledger chains a resume may continue, the latest started first: roots titled
+    with one of `titles`, and the engine's own branches (a ``/compress here`` went on as
+    a branch of its conversation, under the same title; the chain it branched from ended)."""
+    return sorted(
+        (
+            node
+            for node in chains.state.sessions.values()
+            if node.title in titles and (node.parent_session_id is None or node.reason == "branch")
+        ),
+        key=lambda node: node.started_seq,
+        reverse=True,
+    )
+
+
+def compactions(chains: ChainsProjection, session_id: str) -> int:
+    """How many compactions the conversation holding `session_id` made (Hermes's
+    ``compression_count``): those of its chain, and of the chains it branched from (a
+    ``/compress here`` goes on as a branch)."""
+    count, seen = 0, set[str]()
+    sid: str | None = session_id
+    while sid is not None and sid not in seen and len(seen) < CHAIN_CAP:
+        seen.add(sid)
+        count += chains.compression_count(sid)
+        root = chains.lineage(chains.root(sid))
+        sid = root.parent_session_id if root.reason == "branch" else None
+    return count

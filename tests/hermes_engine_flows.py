@@ -322,6 +322,55 @@ def partial_compress(workdir: Path) -> dict[str, Any]:
     }
 
 
+def cli_compress_here(workdir: Path) -> dict[str, Any]:
+    """The same through Hermes's own ``/compress here 2``: its CLI's ``_manual_compress``
+    on a real ``AIAgent`` (no model call: ctxledger summarizes) that compacts with
+    rotation, then a resume of the id Hermes resolves."""
+    import contextlib
+    import os
+    import types
+
+    import cli
+    from run_agent import AIAgent
+
+    home = Path(os.environ["HERMES_HOME"])  # set up before Hermes was imported (main)
+    state = store(workdir, "cli")
+    agent = AIAgent(
+        base_url="http://127.0.0.1:9/v1",  # never called
+        api_key="sk-fake",
+        model="fake-model",
+        provider="custom",
+        quiet_mode=True,
+        skip_memory=True,
+        skip_context_files=True,
+        enabled_toolsets=["context_engine"],
+        session_id="H",
+        session_db=state,
+    )
+    agent.compression_in_place = False  # compression.in_place: false
+    e = agent.context_compressor
+    view, _ = agent._compress_context(talk(0, 12), None, approx_tokens=1000, force=True)
+    e.handle_tool_call("recall", {"query": "ask 13"}, messages=view + talk(12, 3))
+    shell = types.SimpleNamespace(
+        conversation_history=view + talk(12, 3),
+        agent=agent,
+        session_id=agent.session_id,
+        _pending_title=None,
+        _busy_command=lambda status: contextlib.nullcontext(),
+    )
+    cli.HermesCLI._manual_compress(shell, "/compress here 2")
+    history = shell.conversation_history
+    e.on_session_end(agent.session_id, history + talk(15, 1))
+    tip = state.resolve_resume_session_id("H")
+    resumed = begin(home / "ctxledger.ledger.db", state, tip)
+    resumed.on_session_end(tip, history + talk(15, 2))
+    return {
+        "engine": type(e).__name__,
+        "rotated": tip != "H",
+        "same_chain": e._root == resumed._root,
+    }
+
+
 def failing_store(workdir: Path) -> dict[str, Any]:
     """A session store that raises (locked, closed): the resume looks under the agent's
     own id alone, Hermes's loop goes on, and the user is told once."""
@@ -373,7 +422,15 @@ def gateway_context(workdir: Path) -> dict[str, Any]:
 
 
 def main() -> None:
+    import os
+
     workdir = Path(sys.argv[1])
+    import hermes_scenario
+
+    # Hermes reads its home and config once: the ones cli_compress_here's agent uses
+    (workdir / "cli-home").mkdir()
+    (workdir / "cli-home" / "config.yaml").write_text(hermes_scenario.CONFIG)
+    os.environ["HERMES_HOME"] = str(workdir / "cli-home")
     flows = (
         branch,
         new_same_opening,
@@ -389,6 +446,7 @@ def main() -> None:
         model_switch,
         failing_store,
         partial_compress,
+        cli_compress_here,
         gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}

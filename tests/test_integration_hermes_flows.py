@@ -244,3 +244,35 @@ def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compact
         assert _said(appended[branch]) == [*said["head"], *_talk(13, 4)]
     finally:
         ledger.close()
+
+
+def test_hermes_s_own_compress_here_keeps_one_conversation(flows):
+    """Hermes's CLI ``/compress here 2`` on a real agent compacting with rotation, after
+    a recall call; then the conversation goes on and is resumed on the id Hermes
+    resolves."""
+    workdir, out = flows
+    assert out["cli_compress_here"] == {
+        "engine": "CtxLedgerEngine",
+        "rotated": True,
+        "same_chain": True,
+    }
+    ledger = Ledger.open(workdir / "cli-home" / "ctxledger.ledger.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        starts = [
+            e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")
+        ]
+        # before: a second root (the head again, then the tail and each later turn)
+        assert [(e.reason, e.title) for e in starts] == [
+            ("new", "hermes session H"),
+            ("branch", "hermes session H"),
+        ]
+        branch = starts[1].session_id
+        said = [
+            e.message.get("content") or ""
+            for e in events
+            if isinstance(e, MessageAppended) and ledger.chains.root(e.session_id) == branch
+        ]
+        assert said[-8:] == _talk(13, 4)  # the re-appended tail, then the later turns
+    finally:
+        ledger.close()

@@ -322,6 +322,31 @@ def partial_compress(workdir: Path) -> dict[str, Any]:
     }
 
 
+def gateway_compress_here(workdir: Path) -> dict[str, Any]:
+    """The gateway's ``/compress here 2``: a temporary agent (a new engine on the chat's
+    session) compacts the head Hermes's split gives, the cached agent is evicted and the
+    next turn's agent takes the rejoined history. The chat's agent had handed the whole
+    list over before (a recall call)."""
+    from hermes_cli.partial_compress import (
+        rejoin_compressed_head_and_tail,
+        split_history_for_partial_compress,
+    )
+
+    state, db = store(workdir, "gateway-here"), workdir / "gateway-here.db"
+    live = begin(db, state, "G")
+    history = live.compress(talk(0, 12), force=True) + talk(12, 3)
+    live.handle_tool_call("recall", {"query": "ask 13"}, messages=history)
+    head, tail = split_history_for_partial_compress(history, 2)
+    temporary = begin(db, state, "G")
+    history = rejoin_compressed_head_and_tail(temporary.compress(head, force=True), tail)
+    rebuilt = begin(db, state, "G")
+    rebuilt.on_session_end("G", history + talk(15, 1))
+    return {
+        "head": [m.get("content") for m in head],
+        "same_chain": temporary._root == rebuilt._root,
+    }
+
+
 def cli_compress_here(workdir: Path) -> dict[str, Any]:
     """The same through Hermes's own ``/compress here 2``: its CLI's ``_manual_compress``
     on a real ``AIAgent`` (no model call: ctxledger summarizes) that compacts with
@@ -447,6 +472,7 @@ def main() -> None:
         failing_store,
         partial_compress,
         cli_compress_here,
+        gateway_compress_here,
         gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}

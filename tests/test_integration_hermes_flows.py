@@ -246,6 +246,38 @@ def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compact
         ledger.close()
 
 
+def _roots_and_branches(ledger: Ledger) -> tuple[list[SessionStarted], dict[str, list[str]]]:
+    """The chains started as a conversation or a branch, and what each appended."""
+    events = [r.event for r in ledger.store.read_all()]
+    starts = [e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")]
+    appended: dict[str, list[str]] = {e.session_id: [] for e in starts}
+    for e in events:
+        if isinstance(e, MessageAppended):
+            appended[ledger.chains.root(e.session_id)].append(e.message.get("content") or "")
+    return starts, appended
+
+
+def test_the_gateway_s_compress_here_on_a_temporary_agent_keeps_one_conversation(flows):
+    workdir, out = flows
+    said = out["gateway_compress_here"]
+    assert said["same_chain"]
+    ledger = Ledger.open(workdir / "gateway-here.db")
+    try:
+        starts, appended = _roots_and_branches(ledger)
+        # before: the temporary agent found no chain its head continues (the ledger's
+        # view was longer): a second root held the head again
+        assert [(e.reason, e.title) for e in starts] == [
+            ("new", "hermes session G"),
+            ("branch", "hermes session G"),
+        ]
+        root, branch = (e.session_id for e in starts)
+        assert starts[1].parent_session_id == ledger.tip(root)
+        assert appended[root] == _talk(0, 15)
+        assert appended[branch] == [*said["head"], *_talk(13, 3)]
+    finally:
+        ledger.close()
+
+
 def test_hermes_s_own_compress_here_keeps_one_conversation(flows):
     """Hermes's CLI ``/compress here 2`` on a real agent compacting with rotation, after
     a recall call; then the conversation goes on and is resumed on the id Hermes

@@ -436,7 +436,8 @@ class CtxLedgerEngine(ContextEngine):
         Hermes's session store adds or drops: ``timestamp``, ``reasoning``, ...); before,
         every resume recorded the whole history again under a new root. Only for an id
         the engine was started on (after a reset the old id's chain is not this one), and
-        the tip takes the agent's model and window if they changed meanwhile. ``ids``:
+        the tip takes the agent's model and window if they changed meanwhile. A list
+        the view starts with goes on as a branch (:meth:`_branch`). ``ids``:
         the Hermes ids the chain may be titled with (the agent's, then those it continues
         after a rotation)."""
         if not ids:
@@ -447,10 +448,15 @@ class CtxLedgerEngine(ContextEngine):
             if svc.ledger.transcript.session(tip).ended:
                 continue
             view = live_messages(svc, tip)
-            if 0 < len(view) <= len(messages) and all(
-                host.said(a) == host.said(b) for a, b in zip(view, messages, strict=False)
+            if (
+                view
+                and messages
+                and all(host.said(a) == host.said(b) for a, b in zip(view, messages, strict=False))
             ):
-                self._root, self._known = lineage.session_id, copy.deepcopy(messages[: len(view)])
+                # a host's list shorter than the view (the gateway's /compress here on a
+                # temporary agent) is a strict prefix of what the ledger holds: a branch
+                known = messages[: len(view)] + view[len(messages) :]
+                self._root, self._known = lineage.session_id, copy.deepcopy(known)
                 await self._follow_model(svc, tip)
                 return
 

@@ -45,8 +45,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,81 +54,24 @@ from agent.context_engine import ContextEngine
 from ctxledger import (
     EXPAND_TOOL,
     RECALL_TOOL,
-    CompressionConfig,
     ContextService,
     CtxLedgerError,
     TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
-from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations import hermes_host as host
-from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
+from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
+from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 T = TypeVar("T")
-DB_NAME = "ctxledger.ledger.db"
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
-
-
-def default_db_path(hermes_home: str | None = None) -> str | Path:
-    """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
-    in ``HERMES_HOME`` (``~/.hermes``)."""
-    db = env_db()
-    if db:
-        return db if is_url(db) else Path(db)
-    home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
-    return Path(home) / DB_NAME
-
-
-class _Shared:
-    """What every copy of the engine shares: the service (opened on first use) and the
-    thread its loop runs on."""
-
-    def __init__(self, service: ContextService | None, db_path: str | Path | None) -> None:
-        self._service = service
-        self.db_path = db_path
-        self._lock = threading.Lock()
-        self._loop: LoopThread | None = None
-        self._config: CompressionConfig | None = None
-        self.store_failed = False  # Hermes's store could not be read (warned once)
-
-    def run(self, make: Callable[[ContextService], Any]) -> Any:
-        with self._lock:
-            if self._loop is None:
-                self._loop = LoopThread("ctxledger-hermes")
-        loop = self._loop
-
-        async def call() -> Any:
-            result = make(self.service())
-            if hasattr(result, "__await__"):
-                return await result
-            return result
-
-        return loop.run(call)
-
-    def config(self) -> CompressionConfig:
-        """The settings, without opening the ledger (Hermes asks for the threshold in
-        ``update_model`` before ``on_session_start`` names its home)."""
-        if self._service is not None:
-            return self._service.config
-        with self._lock:
-            if self._config is None:
-                # one settings resolution, as Ledger.open would do it
-                self._config = resolve_config().config
-            return self._config
-
-    def service(self) -> ContextService:
-        if self._service is None:
-            target = ledger_target(self.db_path or default_db_path())
-            self._service = ContextService.open(target, config=self.config())
-        return self._service
 
 
 class CtxLedgerEngine(ContextEngine):
@@ -139,7 +80,7 @@ class CtxLedgerEngine(ContextEngine):
     def __init__(
         self, service: ContextService | None = None, *, db_path: str | Path | None = None
     ) -> None:
-        self._shared = _Shared(service, db_path or None)
+        self._shared = Shared(service, db_path or None)
         self._model = "hermes"
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on

@@ -210,6 +210,14 @@ def test_an_integration_title_for_any_host_id_is_one_the_ledger_takes(host_id: s
         assert title.startswith("langchain thread ") and ".h" in title
 
 
+@pytest.mark.parametrize("host_id", ["h\nid", "h" * 5000, "ok-id"])
+def test_a_hermes_chains_title_is_one_the_ledger_takes(host_id: str) -> None:
+    from ctxledger.integrations import hermes_host
+
+    assert hermes_host.title(host_id) == host_title("hermes session", host_id)
+    assert check_title(hermes_host.title(host_id)) == hermes_host.title(host_id)
+
+
 @pytest.mark.parametrize("prompt", [None, "be brief"])
 def test_an_unknown_tokenizer_encoding_is_refused_not_recorded(
     ledger: Ledger, prompt: str | None

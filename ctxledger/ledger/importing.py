@@ -126,7 +126,8 @@ def import_sessions(
     done: dict[str, _Imported] = {}
     for s in ordered:
         try:
-            parent = done.get(s.parent_key or "") if s.parent_key in compressed else None
+            continued = s.parent_key in compressed and s.continues
+            parent = done.get(s.parent_key or "") if continued else None
             done[s.key] = _events(
                 ledger, s, keys, compressed, parent, (model, context_length, encoding)
             )
@@ -157,7 +158,7 @@ def _events(
 
     reason: SessionReason = (
         "compression"
-        if parent_sid and s.parent_key in compressed
+        if parent_sid and s.parent_key in compressed and s.continues
         else ("branch" if parent_sid else "import")
     )
     tokens = count_messages(messages, encoding) if messages else []

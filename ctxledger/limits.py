@@ -9,6 +9,12 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
   its walks with :func:`json_text_depth` before decoding.
 - **Size**: the CLI reads at most :data:`MAX_INPUT_BYTES` from a file or stdin
   (``$CTXLEDGER_MAX_INPUT_BYTES`` or ``import --max-bytes``), and only regular files.
+- **Names**: a model name, a title, an end reason and a session id a caller chooses are
+  bounded (:data:`MAX_MODEL_CHARS`, :data:`MAX_TITLE_CHARS`, :data:`MAX_REASON_CHARS`,
+  :data:`MAX_SESSION_ID_CHARS`) and hold no control character (newline and tab
+  included) and no bidirectional-text control (:func:`check_name`): they are printed on
+  one line in tables and headers. Only new values are checked: what an old ledger holds
+  is read as it is, and a what-if replays it (:func:`replaying_recorded`).
 - **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
   accepted only when it is integral, ``12.0``); a context length is an integer in
   ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
@@ -16,13 +22,16 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
+import hashlib
 import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from ctxledger.errors import InvalidInput
@@ -37,6 +46,22 @@ MAX_TOKEN_COUNT = 10**12
 MAX_CONTEXT_LENGTH = 10**9
 #: the smallest context window accepted
 MIN_CONTEXT_LENGTH = 1024
+
+#: the longest model name (characters): OpenAI's and Anthropic's ids are under 100; an
+#: AWS Bedrock model id (an ARN) may be 2,048, a local server's may be a file path
+MAX_MODEL_CHARS = 2048
+#: the longest session title (characters): room for a path (an audit's title names one)
+MAX_TITLE_CHARS = 4096
+#: the longest session id a caller chooses through the library (the HTTP API and the
+#: proxy's header take at most 200 of a narrower alphabet)
+MAX_SESSION_ID_CHARS = 1024
+#: the longest reason a session is ended with (characters): a short phrase, shown in listings
+MAX_REASON_CHARS = 1000
+
+#: what a name may not hold: C0 and C1 controls and DEL, the line and paragraph
+#: separators, and the bidirectional-text controls (marks, embeddings, overrides, isolates)
+NOT_IN_NAME_CLASS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_NOT_IN_NAME = re.compile(f"[{NOT_IN_NAME_CLASS}]")
 
 #: a string (escapes included; an unterminated one runs to the end of the text, so a
 #: match started at a quote never fails and is never retried from each later quote:
@@ -376,6 +401,91 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
+#: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
+KEY_KEPT = 126
+#: what an id's start may keep in :func:`keyed_title`'s fallback
+_NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
+
+
+def digest_key(start: str, whole: str) -> str:
+    """A key made for the id `whole`: `start` (at most :data:`KEY_KEPT` characters of it,
+    as the caller made them safe), ``.h`` and 32 hex digits of the sha256 of the whole id
+    (the LangChain and OpenAI Agents adapters share it)."""
+    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{start[:KEY_KEPT]}.h{digest}"
+
+
+def keyed_title(head: str, host_id: str, tail: str = "") -> str:
+    """`head`, a host's id (an adapter's session, a trajectory's record) and `tail` as a
+    session title; where that is no title :func:`check_name` takes (too long, a control
+    character), the id is a key made for it (its start with other characters as ``-``,
+    and a digest), so each id still has one title the ledger takes."""
+    title = f"{head}{host_id}{tail}"
+    try:
+        return check_name(title, "title", MAX_TITLE_CHARS)
+    except InvalidInput:
+        key = digest_key(_NOT_IN_TITLE_KEY.sub("-", host_id[:KEY_KEPT]), host_id)
+        return f"{head}{key}{tail}"
+
+
+#: True while a what-if replays a ledger's recorded values (:func:`replaying_recorded`),
+#: else the exact values an adapter continues as recorded (:func:`taking_as_recorded`)
+_RECORDED: ContextVar[bool | frozenset[str]] = ContextVar(
+    "ctxledger_replaying_recorded", default=frozenset()
+)
+
+
+@contextlib.contextmanager
+def replaying_recorded() -> Iterator[None]:
+    """Inside it, :func:`check_name` takes any name: recorded values replay as recorded
+    (a ledger written before these checks may hold a name they refuse; a what-if of it
+    replays that name into a scratch ledger). The context is copied into the tasks and
+    worker threads started inside it."""
+    token = _RECORDED.set(True)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
+@contextlib.contextmanager
+def taking_as_recorded(*values: str) -> Iterator[None]:
+    """Inside it, :func:`check_name` takes these exact `values` (and checks every other
+    one): an adapter continuing a chain recorded before these checks passes the recorded
+    model, or the id it recorded whole and the next id made from it, as they are, so an
+    old chain goes on; the host's new values are checked as ever."""
+    current = _RECORDED.get()
+    taken = True if current is True else frozenset(current or ()) | frozenset(values)
+    token = _RECORDED.set(taken)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
+def check_name(value: str, field: str, limit: int) -> str:
+    """`value` (a string) when it has at most `limit` characters, UTF-8 can encode it and
+    it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
+    is never echoed whole). Any string inside :func:`replaying_recorded`, and the values
+    given to :func:`taking_as_recorded` inside it."""
+    recorded = _RECORDED.get()
+    if recorded is True or (isinstance(recorded, frozenset) and value in recorded):
+        return value
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{field} is too long: {len(value):,} characters (at most {limit:,}), "
+            f"starting {value[:40]!a}"
+        )
+    found = _NOT_IN_NAME.search(value)
+    if found is not None:
+        raise InvalidInput(
+            f"{field} holds the control character U+{ord(found.group()):04X} at character "
+            f"{found.start() + 1:,} ({value[:60]!a}): names, titles and ids may hold no "
+            "control characters (newline and tab included) and no bidirectional-text controls"
+        )
+    return check_unicode(value, field)
+
+
 def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
     """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate (JSON's
     ``"\\ud83d"``, half of an escaped emoji pair), named escaped."""
@@ -426,26 +536,37 @@ def check_unicode(value: str, field: str) -> str:
 
 
 __all__ = [
+    "KEY_KEPT",
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_MODEL_CHARS",
+    "MAX_REASON_CHARS",
     "MAX_SEQ",
+    "MAX_SESSION_ID_CHARS",
+    "MAX_TITLE_CHARS",
     "MAX_TOKEN_COUNT",
     "MIN_CONTEXT_LENGTH",
+    "NOT_IN_NAME_CLASS",
     "check_context_length",
     "check_json",
+    "check_name",
     "check_seq",
     "check_text",
     "check_token_count",
     "check_unicode",
     "decimal_digits",
+    "digest_key",
     "json_depth",
     "json_problem",
     "json_text_depth",
+    "keyed_title",
     "max_input_bytes",
     "max_json_depth",
     "not_json",
     "not_unicode",
+    "replaying_recorded",
+    "taking_as_recorded",
     "too_deep",
     "value_depth",
     "walked_depth",

@@ -174,6 +174,16 @@ class CallLedger:
             return self.renamed[call_id]
         return self._base.pending_rename(call_id) if self._base is not None else None
 
+    def rename_for(self, call_id: str) -> str | None:
+        """The replacement a result with `call_id` goes to, if any: the pending one, once
+        the original call is answered or no longer in the view (a compaction between the
+        repaired call and its result summarized it away); an original call still awaiting
+        its result takes it."""
+        pending = self.pending_rename(call_id)
+        if pending is None or self.was_answered(pending):
+            return None
+        return pending if self.was_answered(call_id) or not self.was_issued(call_id) else None
+
     def overlay(self) -> CallLedger:
         return CallLedger(base=self)
 
@@ -238,7 +248,8 @@ def repair_call_ids(
     calls per turn), while a session needs them unique. A call whose id was already
     issued (earlier in the session per `ledger`, or earlier in the batch) gets
     ``new_id(index, call_index)``; the next result with the original id, once the
-    original call is answered, is given the replacement. Messages are never mutated:
+    original call is answered (or is no longer in the session's view: a compaction
+    summarized it away), is given the replacement. Messages are never mutated:
     a repaired one is a copy. Shapes are not checked here (``validate_messages`` does
     that next); anything malformed is passed through for it to name.
     """
@@ -272,12 +283,8 @@ def repair_call_ids(
                 out[i] = {**msg, "tool_calls": fixed}
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
-            pending = work.pending_rename(call_id)
-            if (
-                pending is not None
-                and work.was_answered(call_id)
-                and not work.was_answered(pending)
-            ):
+            pending = work.rename_for(call_id)
+            if pending is not None:
                 out[i] = {**msg, "tool_call_id": pending}
                 work.renamed[call_id] = None
                 repairs.append(

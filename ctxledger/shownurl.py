@@ -47,12 +47,14 @@ def scrubbed(text: str, url: str) -> str:
     return out.replace("\x00", shown_url(url))
 
 
-def with_path(base: str, path: str, anthropic: bool = False) -> str:
-    """`base` with `path` appended to its path, its query kept after it (a key in the
-    query stays a query parameter); for Anthropic, ``/v1/messages`` unless the base
-    path already ends with ``/v1``."""
+def with_path(base: str, path: str, anthropic: bool = False, query: str = "") -> str:
+    """`base` with the API path `path` (``/chat/completions``, ``/models``) appended to
+    its path, its query kept (a key in the query stays a query parameter) and `query`
+    after it. An OpenAI base names its ``/v1``; an Anthropic base is the host, so
+    ``/v1`` goes before `path` unless the base path already ends with it."""
     parts = urllib.parse.urlsplit(base)
     stem = parts.path.rstrip("/")
-    if anthropic:
-        path = "/messages" if stem.endswith("/v1") else "/v1/messages"
-    return urllib.parse.urlunsplit(parts._replace(path=stem + path))
+    if anthropic and not stem.endswith("/v1"):
+        path = "/v1" + path
+    joined = "&".join(q for q in (parts.query, query) if q)
+    return urllib.parse.urlunsplit(parts._replace(path=stem + path, query=joined))

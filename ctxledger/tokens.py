@@ -80,6 +80,22 @@ def _as_json(value: Any) -> str:
         return str(value)
 
 
+def check_encoding(name: object) -> str:
+    """`name` when it is a tokenizer encoding tiktoken can load here, else InvalidInput
+    (an unknown name was recorded, and the first count raised tiktoken's ValueError)."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput(f"encoding must be a tiktoken encoding name, got {name!r}"[:300])
+    try:
+        _encoding(name)
+    except Exception as exc:  # unknown (ValueError), or its data cannot be had here
+        shown = name if len(name) <= 60 else name[:60] + "…"
+        raise InvalidInput(
+            f"encoding {shown!r} is no tokenizer encoding this installation has "
+            f"(the default is {DEFAULT_ENCODING!r}): {str(exc).splitlines()[0][:200]}"
+        ) from None
+    return name
+
+
 @functools.lru_cache(maxsize=4)
 def _encoding(name: str) -> Any:
     import tiktoken

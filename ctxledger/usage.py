@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import check_json, check_token_count, check_unicode
+from ctxledger.limits import MAX_MODEL_CHARS, check_json, check_name, check_token_count
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
 NO_USAGE = "none"
@@ -141,8 +141,8 @@ def check_usage_report(
         raise InvalidInput(f"tool_calls must be true, false or None, got {tool_calls!r}")
     if model is not None:
         if not isinstance(model, str) or not model.strip():
-            raise InvalidInput(f"model must be None or a non-empty string, got {model!r}")
-        check_unicode(model, "model")
+            raise InvalidInput(f"model must be None or a non-empty string, got {model!r}"[:300])
+        check_name(model, "model", MAX_MODEL_CHARS)
     if cost_usd is not None and (
         not isinstance(cost_usd, int | float)
         or isinstance(cost_usd, bool)

@@ -211,4 +211,47 @@ def _hygiene_in(home: Path, item: dict[str, Any]) -> dict[str, Any]:
     return {"compress": decided, "estimate": estimates[0] if estimates else None}
 
 
-OPS = {"orphans": orphans, "manual": manual, "hygiene": hygiene}
+def lineage(item: dict[str, Any]) -> dict[str, Any]:
+    """Hermes's own session store (``SessionDB``) written at ``item["path"]`` by the
+    steps Hermes takes (``item["steps"]``, in order, each on session ``at``): ``start``
+    a session; ``rotate`` (a compaction with ``compression.in_place: false``: ``at``
+    ended with reason ``compression``, a child continues); ``branch`` (the CLI's
+    ``/branch``: ``at`` ended ``branched``, a child marked ``_branched_from``);
+    ``reopen`` (``/resume`` of an ended session); ``delegate`` (a sub-agent's child row,
+    ``at`` left open). Each session gets one message. Returns, for each session, the
+    compression lineage Hermes exports it with (``get_compression_lineage``) and the tip a
+    resume of it lands on (``get_compression_tip``)."""
+    import time
+
+    from hermes_state import SessionDB
+
+    db = SessionDB(Path(item["path"]))
+    try:
+        for kind, at, new in item["steps"]:
+            if kind == "start":
+                db.create_session(new, source="cli")
+            elif kind == "rotate":
+                db.end_session(at, "compression")
+                db.create_session(new, source="cli", parent_session_id=at)
+            elif kind == "branch":
+                db.end_session(at, "branched")
+                config = {"_branched_from": at}
+                db.create_session(new, source="cli", parent_session_id=at, model_config=config)
+            elif kind == "reopen":
+                db.reopen_session(at)
+            elif kind == "delegate":
+                config = {"_delegate_from": at}
+                db.create_session(new, source="cli", parent_session_id=at, model_config=config)
+            if new:
+                db.append_message(new, role="user", content=f"in {new}")
+            time.sleep(0.002)  # started_at orders the children Hermes follows
+        ids = [new for kind, _, new in item["steps"] if new]
+        return {
+            "lineage": {sid: db.get_compression_lineage(sid) for sid in ids},
+            "tip": {sid: db.get_compression_tip(sid) for sid in ids},
+        }
+    finally:
+        db.close()
+
+
+OPS = {"orphans": orphans, "manual": manual, "hygiene": hygiene, "lineage": lineage}

@@ -15,6 +15,7 @@ move ``HERMES_SESSION_ID`` (``set_current_session_id``), set the agent's id and 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import sys
 from pathlib import Path
@@ -141,14 +142,14 @@ def old_marks(workdir: Path) -> dict[str, Any]:
 
 def memory(workdir: Path) -> dict[str, Any]:
     """What a compaction leaves the engine holding of the list it was made from."""
-    from ctxledger.integrations import hermes
+    from ctxledger.integrations import hermes_host
 
     e = engine(workdir / "memory.db")
     e.on_session_start("M")
     history = talk(0, 12)
     e.compress(history, force=True)
     parts = u([{"type": "text", "text": "a part"}], **{MARK: True})
-    shallow = hermes._unmarked([parts])[0]["content"] is parts["content"]
+    shallow = hermes_host.unmarked([parts])[0]["content"] is parts["content"]
     return {
         "handed_dicts": sum(isinstance(d, dict) for d in e._handed),
         "handed": len(e._handed),
@@ -156,8 +157,305 @@ def memory(workdir: Path) -> dict[str, Any]:
     }
 
 
+def store(workdir: Path, name: str) -> Any:
+    """Hermes's own session store (``state.db``), as the CLI and the gateway keep it."""
+    from hermes_state import SessionDB
+
+    return SessionDB(workdir / f"{name}-state.db")
+
+
+def begin(db: Path, state: Any, sid: str) -> Any:
+    """An agent's engine on Hermes session `sid`, as Hermes sets it up with its store."""
+    from gateway.session_context import set_current_session_id
+
+    e = engine(db)
+    if state.get_session(sid) is None:
+        state.create_session(sid, source="cli")
+    set_current_session_id(sid)
+    e.bind_session_state(session_db=state, session_id=sid)
+    e.on_session_start(sid, hermes_home=str(db.parent), platform="cli")
+    return e
+
+
+def rotate(e: Any, state: Any, old: str, new: str, handed: list[dict[str, Any]]) -> None:
+    """What Hermes's compress_context does after a compaction with compression.in_place
+    false: the memory flush of the list compacted, the old session ended, a child row, the
+    current id moved, the engine told of the boundary."""
+    from gateway.session_context import set_current_session_id
+
+    e.on_session_end(old, handed)
+    state.end_session(old, "compression")
+    state.create_session(new, source="cli", parent_session_id=old)
+    set_current_session_id(new)
+    e.on_session_start(new, boundary_reason="compression", old_session_id=old, platform="cli")
+
+
+def rotated(workdir: Path) -> dict[str, Any]:
+    """Two compactions with rotation (R -> X -> Y), then a new process resuming R as
+    ``hermes --resume`` does (resolved to its compression tip, Y)."""
+    state, db = store(workdir, "rotated"), workdir / "rotated.db"
+    e = begin(db, state, "R")
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    history = view + talk(12, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "X", "Y", history)
+    e.on_session_end("Y", view + talk(24, 1))
+    tip = state.resolve_resume_session_id("R")
+    resumed = begin(db, state, tip)
+    resumed.on_session_end(tip, view + talk(24, 2))
+    return {"tip": tip, "count": resumed.compression_count}
+
+
+def rotated_after_a_sub_agent(workdir: Path) -> dict[str, Any]:
+    """A conversation that delegated a task (Hermes's delegate_task: a child row marked
+    ``_delegate_from``, started before the compaction) then compacted with rotation
+    (R -> X), resumed on X in a new process. Hermes's ``get_compression_lineage(X)``
+    is X alone here (walking down from R it takes the sub-agent's row)."""
+    state, db = store(workdir, "delegated"), workdir / "delegated.db"
+    e = begin(db, state, "R")
+    state.create_session(
+        "sub", source="cli", parent_session_id="R", model_config={"_delegate_from": "R"}
+    )
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    e.on_session_end("X", view + talk(12, 1))
+    resumed = begin(db, state, "X")
+    resumed.on_session_end("X", view + talk(12, 2))
+    return {"lineage": state.get_compression_lineage("X")}
+
+
+def rotated_then_branched(workdir: Path) -> dict[str, Any]:
+    """A rotated conversation (R -> X) branched (the CLI's /branch: X ended, a child
+    marked ``_branched_from``), X resumed and compacted with rotation again (X -> Z: X
+    ends ``compression``), then the branch resumed: a branch is no compression
+    continuation in Hermes's store (its mark decides, X's end reason does not), so it is
+    a chain of its own."""
+    state, db = store(workdir, "branched"), workdir / "branched.db"
+    e = begin(db, state, "R")
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    e.on_session_end("X", view + talk(12, 1))
+    state.end_session("X", "branched")
+    state.create_session(
+        "B", source="cli", parent_session_id="X", model_config={"_branched_from": "X"}
+    )
+    state.reopen_session("X")
+    state.end_session("X", "compression")
+    state.create_session("Z", source="cli", parent_session_id="X")
+    later = begin(db, state, "B")
+    later.on_session_end("B", view + talk(12, 2))
+    return {}
+
+
+def rotated_then_reset(workdir: Path) -> dict[str, Any]:
+    """A reset after a rotation (R -> X) that learns no new id (X still current, none
+    handed over): the chain X continues is not this conversation's."""
+    state, db = store(workdir, "reset-rot"), workdir / "reset-rot.db"
+    e = begin(db, state, "R")
+    history = talk(0, 12)
+    view = e.compress(history, force=True)
+    rotate(e, state, "R", "X", history)
+    e.on_session_reset()
+    e.compress(view + talk(12, 1), force=True)
+    return {}
+
+
+def model_switch(workdir: Path) -> dict[str, Any]:
+    """A model switch after a response (``/model``, a fallback): Hermes's built-in
+    compressor and the engine given the same calls; the engine's chain then written."""
+    from agent.context_compressor import ContextCompressor
+
+    builtin = ContextCompressor("m1", config_context_length=200_000, quiet_mode=True)
+    ours = engine(workdir / "switch.db", "m1", 200_000)
+    ours.on_session_start("W")
+    ours.on_session_end("W", talk(0, 1))  # the chain the switch is recorded on
+    usage = {"prompt_tokens": 90_000, "completion_tokens": 500, "total_tokens": 90_500}
+    said: dict[str, Any] = {}
+    for name, e in (("builtin", builtin), ("ours", ours)):
+        e.update_from_response(usage)
+        e._last_compression_made_progress = True
+        e.update_model("m2", 64_000)
+        status = e.get_status()
+        said[name] = {
+            "figures": [e.last_prompt_tokens, e.last_completion_tokens, e.last_total_tokens],
+            "progress": e._last_compression_made_progress,
+            "status": [status["last_prompt_tokens"], status["usage_percent"]],
+        }
+    ours.on_session_end("W", talk(0, 2))
+    return said
+
+
+def partial_compress(workdir: Path) -> dict[str, Any]:
+    """``/compress here 2`` (the CLI's and the gateway's): Hermes splits its list with
+    its own function, hands only the head to ``compress`` and re-appends the tail after
+    the result; a recall call had handed the ledger the whole list before. Then the
+    conversation goes on, and a new process resumes it. The expectation: the head
+    compacted as a conversation of its own (another engine, another ledger)."""
+    from hermes_cli.partial_compress import (
+        rejoin_compressed_head_and_tail,
+        split_history_for_partial_compress,
+    )
+
+    e = begin(workdir / "partial.db", store(workdir, "partial"), "P")
+    view = e.compress(talk(0, 12), force=True)
+    history = view + talk(12, 3)
+    e.handle_tool_call("recall", {"query": "ask 13"}, messages=history)
+    head, tail = split_history_for_partial_compress(history, 2)
+    compressed = e.compress(head, force=True)
+    e.on_session_end("P", head)  # Hermes's memory flush of the list it compacted
+    history = rejoin_compressed_head_and_tail(compressed, tail)
+    e.on_session_end("P", history + talk(15, 1))
+    alone = engine(workdir / "partial-alone.db")
+    alone.on_session_start("Q")
+    resumed = begin(workdir / "partial.db", store(workdir, "partial"), "P")
+    resumed.on_session_end("P", history + talk(15, 2))
+    return {
+        "head": [m.get("content") for m in head],
+        "tail": len(tail),
+        "as_alone": compressed == alone.compress(head, force=True),
+        "count": [e.compression_count, resumed.compression_count],
+        "same_chain": e._root == resumed._root,
+    }
+
+
+def gateway_compress_here(workdir: Path) -> dict[str, Any]:
+    """The gateway's ``/compress here 2``: a temporary agent (a new engine on the chat's
+    session) compacts the head Hermes's split gives, the cached agent is evicted and the
+    next turn's agent takes the rejoined history. The chat's agent had handed the whole
+    list over before (a recall call)."""
+    from hermes_cli.partial_compress import (
+        rejoin_compressed_head_and_tail,
+        split_history_for_partial_compress,
+    )
+
+    state, db = store(workdir, "gateway-here"), workdir / "gateway-here.db"
+    live = begin(db, state, "G")
+    history = live.compress(talk(0, 12), force=True) + talk(12, 3)
+    live.handle_tool_call("recall", {"query": "ask 13"}, messages=history)
+    head, tail = split_history_for_partial_compress(history, 2)
+    temporary = begin(db, state, "G")
+    history = rejoin_compressed_head_and_tail(temporary.compress(head, force=True), tail)
+    rebuilt = begin(db, state, "G")
+    rebuilt.on_session_end("G", history + talk(15, 1))
+    return {
+        "head": [m.get("content") for m in head],
+        "same_chain": temporary._root == rebuilt._root,
+    }
+
+
+def cli_compress_here(workdir: Path) -> dict[str, Any]:
+    """The same through Hermes's own ``/compress here 2``: its CLI's ``_manual_compress``
+    on a real ``AIAgent`` (no model call: ctxledger summarizes) that compacts with
+    rotation, then a resume of the id Hermes resolves."""
+    import contextlib
+    import os
+    import types
+
+    import cli
+    from run_agent import AIAgent
+
+    home = Path(os.environ["HERMES_HOME"])  # set up before Hermes was imported (main)
+    state = store(workdir, "cli")
+    agent = AIAgent(
+        base_url="http://127.0.0.1:9/v1",  # never called
+        api_key="sk-fake",
+        model="fake-model",
+        provider="custom",
+        quiet_mode=True,
+        skip_memory=True,
+        skip_context_files=True,
+        enabled_toolsets=["context_engine"],
+        session_id="H",
+        session_db=state,
+    )
+    agent.compression_in_place = False  # compression.in_place: false
+    e = agent.context_compressor
+    view, _ = agent._compress_context(talk(0, 12), None, approx_tokens=1000, force=True)
+    e.handle_tool_call("recall", {"query": "ask 13"}, messages=view + talk(12, 3))
+    shell = types.SimpleNamespace(
+        conversation_history=view + talk(12, 3),
+        agent=agent,
+        session_id=agent.session_id,
+        _pending_title=None,
+        _busy_command=lambda status: contextlib.nullcontext(),
+    )
+    cli.HermesCLI._manual_compress(shell, "/compress here 2")
+    history = shell.conversation_history
+    e.on_session_end(agent.session_id, history + talk(15, 1))
+    tip = state.resolve_resume_session_id("H")
+    resumed = begin(home / "ctxledger.ledger.db", state, tip)
+    resumed.on_session_end(tip, history + talk(15, 2))
+    return {
+        "engine": type(e).__name__,
+        "rotated": tip != "H",
+        "same_chain": e._root == resumed._root,
+    }
+
+
+def failing_store(workdir: Path) -> dict[str, Any]:
+    """A session store that raises (locked, closed): the resume looks under the agent's
+    own id alone, Hermes's loop goes on, and the user is told once."""
+    import logging
+
+    class Broken:
+        def get_session(self, session_id: str) -> Any:
+            raise RuntimeError("database is locked")
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(f"{record.levelname} {record.getMessage()}")
+
+    handler = Keep()
+    logging.getLogger("ctxledger.integrations.hermes").addHandler(handler)
+    try:
+        e = engine(workdir / "broken.db")
+        for turns in (1, 2):  # the agent, then a copy resuming it (Hermes deep-copies)
+            agent = copy.deepcopy(e)
+            agent.bind_session_state(session_db=Broken(), session_id="F")
+            agent.on_session_start("F")
+            agent.on_session_end("F", talk(0, turns))
+    finally:
+        logging.getLogger("ctxledger.integrations.hermes").removeHandler(handler)
+    return {"logged": seen}
+
+
+def gateway_context(workdir: Path) -> dict[str, Any]:
+    """The gateway keeps each chat's Hermes id in a ContextVar of the thread that runs
+    the agent (``set_session_vars``), not in ``os.environ`` (which may name another
+    chat's session): after a reset the id is learnt there."""
+    import os
+
+    from gateway.session_context import clear_session_vars, set_session_vars
+
+    os.environ["HERMES_SESSION_ID"] = "another-chat"
+    e = engine(workdir / "gateway.db")
+    e.on_session_start("G1", platform="telegram")
+    e.on_session_end("G1", talk(0, 1))
+    e.on_session_reset()
+    tokens = set_session_vars(platform="telegram", session_id="G2")
+    try:
+        e.compress(talk(0, 1) + talk(1, 1), force=True)
+    finally:
+        clear_session_vars(tokens)
+    return {}
+
+
 def main() -> None:
+    import os
+
     workdir = Path(sys.argv[1])
+    import hermes_scenario
+
+    # Hermes reads its home and config once: the ones cli_compress_here's agent uses
+    (workdir / "cli-home").mkdir()
+    (workdir / "cli-home" / "config.yaml").write_text(hermes_scenario.CONFIG)
+    os.environ["HERMES_HOME"] = str(workdir / "cli-home")
     flows = (
         branch,
         new_same_opening,
@@ -166,6 +464,16 @@ def main() -> None:
         empty_root,
         old_marks,
         memory,
+        rotated,
+        rotated_after_a_sub_agent,
+        rotated_then_branched,
+        rotated_then_reset,
+        model_switch,
+        failing_store,
+        partial_compress,
+        cli_compress_here,
+        gateway_compress_here,
+        gateway_context,  # last: it engages Hermes's per-context session variables
     )
     out = {flow.__name__: flow(workdir) for flow in flows}
     (workdir / "flows.json").write_text(json.dumps(out, indent=2))

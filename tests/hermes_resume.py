@@ -1,14 +1,18 @@
-"""A Hermes conversation with a session store, compacted, then resumed in a new process.
+"""Hermes conversations with a session store, compacted, then resumed in a new process.
 
 Run by ``tests/test_integration_hermes_resume.py`` with the python of ``.venv-hermes``:
 
     .venv-hermes/bin/python tests/hermes_resume.py WORKDIR PHASE
 
-Phase ``1`` runs ``TURNS`` turns of a real ``AIAgent`` that keeps its ``state.db`` (as
-the CLI and the gateway do), enough to compact; phase ``2`` is a new process resuming
-the same Hermes session id from that store (as ``hermes --resume``) for one more turn.
-Each phase ends the session as the CLI does and writes ``WORKDIR/phaseN.json``: the
-host's history. The fake upstream is ``tests/hermes_scenario.py``'s, on 127.0.0.1.
+Phase ``1`` runs two conversations of a real ``AIAgent`` that keeps its ``state.db`` (as
+the CLI and the gateway do), each long enough to compact: ``conv-1`` with Hermes's
+default in-place compaction, ``conv-rot`` with rotation (``compression.in_place:
+false``: each compaction ends the Hermes session and goes on under a new id, a child in
+``state.db``). Phase ``2`` is a new process resuming both as ``hermes --resume`` does
+(the id resolved to its compression tip, the history loaded from the store) for one
+more turn each. Each phase ends the sessions as the CLI does and writes
+``WORKDIR/phaseN.json``: each conversation's Hermes ids and host history. The fake
+upstream is ``tests/hermes_scenario.py``'s, on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -17,30 +21,23 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hermes_scenario
 
-SESSION = "conv-1"
-TURNS = 8
+#: conversation id -> (turns in phase 1, Hermes compacts in place)
+CONVERSATIONS = {"conv-1": (8, True), "conv-rot": (6, False)}
 
 
-def main() -> None:
-    workdir, phase = Path(sys.argv[1]), sys.argv[2]
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(hermes_scenario.CONFIG)
-    os.environ["HERMES_HOME"] = str(home)
-    os.environ.pop("CTXLEDGER_DB", None)
-    base_url = hermes_scenario.serve()
-
-    from hermes_state import SessionDB
+def _run(base_url: str, store: Any, name: str, phase: str) -> dict[str, Any]:
     from run_agent import AIAgent
 
-    store = SessionDB()
+    turns, in_place = CONVERSATIONS[name]
+    session = name if phase == "1" else store.resolve_resume_session_id(name)
     history = (
-        store.get_messages_as_conversation(SESSION, repair_alternation=True)
+        store.get_messages_as_conversation(session, repair_alternation=True)
         if phase == "2"
         else None
     )
@@ -53,19 +50,36 @@ def main() -> None:
         skip_memory=True,
         skip_context_files=True,
         enabled_toolsets=["context_engine"],
-        session_id=SESSION,
+        session_id=session,
         session_db=store,
     )
+    agent.compression_in_place = in_place  # what compression.in_place sets
     filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))
-    first = 0 if phase == "1" else TURNS
-    for turn in range(first, TURNS if phase == "1" else TURNS + 1):
+    first = 0 if phase == "1" else turns
+    for turn in range(first, turns if phase == "1" else turns + 1):
         result = agent.run_conversation(
             f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
             conversation_history=history,
         )
         history = result["messages"]
     agent.context_compressor.on_session_end(agent.session_id, history)
-    (workdir / f"phase{phase}.json").write_text(json.dumps({"history": history}, default=str))
+    return {"started": session, "ended": agent.session_id, "history": history}
+
+
+def main() -> None:
+    workdir, phase = Path(sys.argv[1]), sys.argv[2]
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(hermes_scenario.CONFIG)
+    os.environ["HERMES_HOME"] = str(home)
+    os.environ.pop("CTXLEDGER_DB", None)
+    base_url = hermes_scenario.serve()
+
+    from hermes_state import SessionDB
+
+    store = SessionDB()
+    out = {name: _run(base_url, store, name, phase) for name in CONVERSATIONS}
+    (workdir / f"phase{phase}.json").write_text(json.dumps(out, default=str))
 
 
 if __name__ == "__main__":

@@ -401,6 +401,35 @@ def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Pa
     assert again["resumed"] == 3 and again["recorded_sessions"] == []
 
 
+def test_trajectories_compress_records_a_record_whose_id_no_title_may_hold(
+    tmp_path: Path,
+) -> None:
+    """Session 33 checks titles: a record id with a newline (the title was its key) failed
+    the recording in the middle of the batch (exit 2) and a resume never recorded the
+    records after it. Its title is now a key made for it."""
+    from ctxledger.importers.export import export_messages
+    from ctxledger.ledger.facade import Ledger
+
+    synth = SessionSynth(8)
+    lines = []
+    for k in ("t1", "t2\nevil\u202e", "t3"):
+        msgs = [{"role": "system", "content": synth.system_prompt()}]
+        for turn in synth.turns(6):
+            msgs += turn
+        record = json.loads(export_messages(None, msgs, "sharegpt"))
+        record["id"] = k
+        lines.append(json.dumps(record))
+    src, dst, db = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "l.db"
+    src.write_text("\n".join(lines) + "\n")
+    result = run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)["recorded_sessions"]) == 3
+    with Ledger.open(db) as ledger:
+        titles = sorted(str(i.title) for i in ledger.chains.state.sessions.values() if i.title)
+    assert titles[:2] == ["id:t1", "id:t2-evil-.h" + titles[1][-32:]], titles
+    assert titles[2] == "id:t3"
+
+
 def test_recorded_trajectory_compactions_count_the_system_message_like_the_engine(
     tmp_path: Path,
 ) -> None:

@@ -57,7 +57,10 @@ def test_roots_read_of_another_users_ledger_leaves_no_file_of_root_beside_it(
 def test_roots_lease_through_a_linked_folder_gives_no_file_to_anyone(tmp_path: Path) -> None:
     """Review of session 32: root's side files were handed to the ledger's owner, so a
     user who linked ``<ledger>.leases`` to a folder of root's got a file of their own
-    there (one a run-parts folder would run). Nothing is handed over now."""
+    there (one a run-parts folder would run). Session 33: a link in place of a file
+    beside the ledger is refused (StoreError naming it); nothing is made through it."""
+    from ctxledger.errors import StoreError
+
     folder, roots = tmp_path / "theirs", tmp_path / "roots"
     folder.mkdir()
     roots.mkdir()
@@ -66,11 +69,9 @@ def test_roots_lease_through_a_linked_folder_gives_no_file_to_anyone(tmp_path: P
     give_to_owner(folder)
     (folder / "l.db.leases").symlink_to(roots)
     os.lchown(folder / "l.db.leases", OWNER, OWNER)
-    with Ledger.open(str(db)) as ledger:
-        release = ledger.store.try_lease("compaction:x")
-        assert release is not None
-        release()
-    assert {p.stat().st_uid for p in roots.iterdir()} <= {0}
+    with Ledger.open(str(db)) as ledger, pytest.raises(StoreError, match="symbolic link"):
+        ledger.store.try_lease("compaction:x")
+    assert list(roots.iterdir()) == []
     assert roots.stat().st_uid == 0
 
 

@@ -64,7 +64,11 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, st
     src = tmp / "conv.json"
     src.write_text(json.dumps({"model": MODEL, "messages": hostile_transcript()}))
     db = tmp / "l.db"
-    result = run(db, "import", str(src), "--context-length", "16000")
+    # a ledger written before session 33 may hold such a model name (since then it is
+    # refused where it would be recorded: test_hostile_names.py); written here as one was
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        result = run(db, "import", str(src), "--context-length", "16000")
     assert result.exit_code == 0, result.output
     root = result.output.strip().splitlines()[-1]
     done = json.loads(run(db, "compress", root, "--json").output)

@@ -196,3 +196,33 @@ def test_a_codex_reasoning_text_that_is_not_text_is_kept_raw_not_a_traceback() -
     sessions = parse_codex(jsonl(lines), path="rollout.jsonl")
     kept = [m for s in sessions for m in s.messages if "codex_reasoning_items" in m]
     assert kept and kept[0]["codex_reasoning_items"][0]["summary"] == [{"type": "text", "text": 5}]
+
+
+def test_an_imported_usage_reports_model_is_checked_as_every_model(tmp_path: Path) -> None:
+    """An assistant message's own model (an OpenAI-format file) became a usage report's
+    model unchecked, though report_usage refuses the same one: now the import is
+    refused naming it, and nothing is appended."""
+    bad = "gpt\n\u202e" + "m" * 5_000
+    chat = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "yo", "model": bad, "usage": {"prompt_tokens": 5}},
+        ],
+    }
+    code, output, seq = _import(tmp_path, json.dumps(chat).encode())
+    assert code == 2 and "a usage report's model is too long" in output, output
+    assert seq == 0
+
+
+def test_an_imported_hermes_end_reason_is_checked_as_every_end_reason(tmp_path: Path) -> None:
+    path = make_hermes_db(tmp_path / "state.db")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE sessions SET end_reason = ? WHERE id = 's3'", ("bye\n" + "r" * 50,))
+    db.close()
+    led = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(led), "import", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "end reason holds the control character U+000A" in result.output
+    with Ledger.open(led) as ledger:
+        assert ledger.store.last_seq() == 0

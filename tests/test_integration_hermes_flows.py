@@ -13,7 +13,7 @@ import pytest
 from helpers.frameworks import missing
 
 from ctxledger import Ledger
-from ctxledger.events import MessageAppended, SessionStarted
+from ctxledger.events import MessageAppended, ModelSwitched, SessionStarted, UsageReported
 
 MARK = "_db_persisted"
 
@@ -130,3 +130,181 @@ def test_an_old_ledger_holding_the_mark_is_resumed_on_one_chain(flows):
 def test_a_compaction_keeps_digests_of_the_list_not_a_copy(flows):
     _, out = flows
     assert out["memory"] == {"handed_dicts": 0, "handed": 24, "unmarked_shares_values": True}
+
+
+def test_a_rotated_conversation_resumed_on_its_tip_id_continues_its_chain(flows):
+    workdir, out = flows
+    # Hermes moved the conversation R -> X -> Y at its compactions; the resume lands on Y
+    assert out["rotated"] == {"tip": "Y", "count": 2}
+    # before: a second root titled "hermes session Y" with the compacted view again
+    ((title, said, _),) = _chains(workdir, "rotated.db")
+    assert title == "hermes session R"
+    assert _said(said) == _talk(0, 26)  # each message once, in order
+
+
+def test_a_branch_of_a_rotated_conversation_is_a_chain_of_its_own(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "branched.db")
+    # X ended "compression" after the branch: only B's mark keeps it off R's chain
+    # (before, with the mark not read: one chain, B's turns on R's)
+    assert [title for title, _, _ in chains] == ["hermes session R", "hermes session B"]
+    assert _said(chains[0][1]) == _talk(0, 13)
+    assert _said(chains[1][1])[-4:] == _talk(12, 2)
+
+
+def test_a_reset_after_a_rotation_with_no_new_id_never_continues_the_chain(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "reset-rot.db")
+    # before: X (still current) taken for a new id to resume, its lineage led to R
+    assert [title for title, _, _ in chains] == ["hermes session R", "hermes session X"]
+    assert _said(chains[0][1]) == _talk(0, 12)
+
+
+def test_after_a_reset_the_gateway_s_id_is_read_in_the_agent_s_thread(flows):
+    workdir, _ = flows
+    chains = _chains(workdir, "gateway.db")
+    # a guard: the chat's id is its ContextVar's (which the engine's loop thread sees
+    # too: run_coroutine_threadsafe copies the caller's context), never os.environ's
+    assert [(title, _said(said)) for title, said, _ in chains] == [
+        ("hermes session G1", _talk(0, 1)),
+        ("hermes session G2", _talk(0, 2)),
+    ]
+
+
+def test_a_model_switch_zeroes_the_last_response_s_figures_as_hermes_does(flows):
+    workdir, out = flows
+    said = out["model_switch"]
+    # Hermes's own compressor, given the same calls, is the expectation
+    assert said["builtin"] == {"figures": [0, 0, 0], "progress": False, "status": [0, 0]}
+    # before: [90000, 500, 90500], and get_status showed 100 % of the new 64K window
+    assert said["ours"] == said["builtin"]
+    ledger = Ledger.open(workdir / "switch.db")
+    try:  # the old model's report is written to the ledger (accounting), under the old model
+        said_in_order = [
+            ("usage", r.event.usage.prompt)
+            if isinstance(r.event, UsageReported)
+            else ("switch", r.event.model)
+            for r in ledger.store.read_all()
+            if isinstance(r.event, UsageReported | ModelSwitched)
+        ]
+        # before: [("switch", "m2"), ("usage", 90000)]: 90K against the new 64K window
+        assert said_in_order == [("usage", 90_000), ("switch", "m2")]
+    finally:
+        ledger.close()
+
+
+def test_a_store_that_raises_resumes_by_the_own_id_and_says_so_once(flows):
+    workdir, out = flows
+    ((title, said, _),) = _chains(workdir, "broken.db")
+    assert (title, _said(said)) == ("hermes session F", _talk(0, 2))
+    # before: logged at debug, so a rotated conversation's second root went unexplained
+    (line,) = out["failing_store"]["logged"]
+    assert line.startswith("WARNING ") and "database is locked" in line
+
+
+def test_a_rotated_conversation_that_delegated_a_task_resumes_its_chain(flows):
+    workdir, out = flows
+    # Hermes's own lineage of X misses R (it walks down from R into the sub-agent's row)
+    assert out["rotated_after_a_sub_agent"] == {"lineage": ["X"]}
+    ((title, said, _),) = _chains(workdir, "delegated.db")
+    assert title == "hermes session R"
+    assert _said(said) == _talk(0, 14)
+
+
+def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compacts_it(flows):
+    """``/compress here 2`` after a recall call: Hermes hands the head only (a strict
+    prefix of what the ledger holds) and re-appends the last two exchanges."""
+    workdir, out = flows
+    said = out["partial_compress"]
+    # the head compacted as Hermes compacts it: as a conversation of its own
+    assert said["as_alone"] and said["tail"] == 4
+    # one conversation: the resume in a new process continued the branch, and the
+    # count is the conversation's (one compaction before the branch, one on it)
+    assert said["same_chain"] and said["count"] == [2, 2]
+    ledger = Ledger.open(workdir / "partial.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        starts = [
+            e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")
+        ]
+        # before: a second root holding the head again, the tail then appended there
+        assert [(e.reason, e.title) for e in starts] == [
+            ("new", "hermes session P"),
+            ("branch", "hermes session P"),
+        ]
+        root, branch = (e.session_id for e in starts)
+        old_tip = ledger.tip(root)
+        assert starts[1].parent_session_id == old_tip
+        assert ledger.chains.lineage(old_tip).end_reason == "branched"
+        appended: dict[str, list[dict]] = {root: [], branch: []}
+        for e in events:
+            if isinstance(e, MessageAppended):
+                appended[ledger.chains.root(e.session_id)].append(e.message)
+        assert _said(appended[root]) == _talk(0, 15)  # as recorded before, each once
+        assert _said(appended[branch]) == [*said["head"], *_talk(13, 4)]
+    finally:
+        ledger.close()
+
+
+def _roots_and_branches(ledger: Ledger) -> tuple[list[SessionStarted], dict[str, list[str]]]:
+    """The chains started as a conversation or a branch, and what each appended."""
+    events = [r.event for r in ledger.store.read_all()]
+    starts = [e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")]
+    appended: dict[str, list[str]] = {e.session_id: [] for e in starts}
+    for e in events:
+        if isinstance(e, MessageAppended):
+            appended[ledger.chains.root(e.session_id)].append(e.message.get("content") or "")
+    return starts, appended
+
+
+def test_the_gateway_s_compress_here_on_a_temporary_agent_keeps_one_conversation(flows):
+    workdir, out = flows
+    said = out["gateway_compress_here"]
+    assert said["same_chain"]
+    ledger = Ledger.open(workdir / "gateway-here.db")
+    try:
+        starts, appended = _roots_and_branches(ledger)
+        # before: the temporary agent found no chain its head continues (the ledger's
+        # view was longer): a second root held the head again
+        assert [(e.reason, e.title) for e in starts] == [
+            ("new", "hermes session G"),
+            ("branch", "hermes session G"),
+        ]
+        root, branch = (e.session_id for e in starts)
+        assert starts[1].parent_session_id == ledger.tip(root)
+        assert appended[root] == _talk(0, 15)
+        assert appended[branch] == [*said["head"], *_talk(13, 3)]
+    finally:
+        ledger.close()
+
+
+def test_hermes_s_own_compress_here_keeps_one_conversation(flows):
+    """Hermes's CLI ``/compress here 2`` on a real agent compacting with rotation, after
+    a recall call; then the conversation goes on and is resumed on the id Hermes
+    resolves."""
+    workdir, out = flows
+    assert out["cli_compress_here"] == {
+        "engine": "CtxLedgerEngine",
+        "rotated": True,
+        "same_chain": True,
+    }
+    ledger = Ledger.open(workdir / "cli-home" / "ctxledger.ledger.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        starts = [
+            e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")
+        ]
+        # before: a second root (the head again, then the tail and each later turn)
+        assert [(e.reason, e.title) for e in starts] == [
+            ("new", "hermes session H"),
+            ("branch", "hermes session H"),
+        ]
+        branch = starts[1].session_id
+        said = [
+            e.message.get("content") or ""
+            for e in events
+            if isinstance(e, MessageAppended) and ledger.chains.root(e.session_id) == branch
+        ]
+        assert said[-8:] == _talk(13, 4)  # the re-appended tail, then the later turns
+    finally:
+        ledger.close()

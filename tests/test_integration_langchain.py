@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from ctxledger import CompressionConfig, ContextService, Ledger
+from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, ToolsDeclared, UsageReported
 from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
@@ -339,6 +339,130 @@ def test_a_long_thread_recorded_under_its_whole_id_is_continued(service):
     assert users == ["hello"]
 
 
+def test_a_long_thread_recorded_whole_starts_its_next_generation(service, monkeypatch):
+    """Session 33 bounded a chosen session id to 1,024 characters: a thread recorded
+    whole before the digest (2,000 characters here) could not start the generation a
+    rewritten history starts; its sessions keep the name they were recorded under."""
+    from langchain_core.messages import RemoveMessage
+
+    thread = "y" * 2000
+    with monkeypatch.context() as patch:  # (written as the code of the time did)
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        anyio.run(
+            lambda: service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=f"langchain:{thread}"
+            )
+        )
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("first")]}, _thread(thread))
+    first = agent.get_state(_thread(thread)).values["messages"][0]
+    agent.update_state(_thread(thread), {"messages": [RemoveMessage(id=first.id)]})
+    agent.invoke({"messages": [HumanMessage("second")]}, _thread(thread))
+    again = [m["content"] for m in live_messages(service, f"langchain:{thread}~2")]
+    assert "second" in again and "first" not in again
+
+
+def test_a_long_new_thread_id_leaves_every_name_checked(service):
+    """A thread id past 150 characters (its key is the digest: nothing recorded whole)
+    started its sessions with every name check off: a 5,000-character model holding a
+    newline, and a title holding the id's controls, were recorded. The model is refused;
+    the id's title is the key made for it."""
+    from ctxledger.limits import check_name
+
+    thread = "\u202eevil\nthread\x1b" + "t" * 200
+    model = ScriptedChat(messages=iter(_script(2)))
+    model.inputs, model.views = [], []
+    bad = CtxLedgerMiddleware(service, model="gpt-4o\n" + "x" * 5_000, context_length=16_000)
+    agent = create_agent(model=model, tools=[read_file], middleware=[bad], checkpointer=None)
+    with pytest.raises(InvalidInput, match="model is too long"):
+        agent.invoke({"messages": [HumanMessage("hi")]}, _thread(thread))
+    assert not any(s.startswith("langchain:") for s in service.ledger.transcript.state.sessions)
+    _agent(service, 2, InMemorySaver()).invoke({"messages": [HumanMessage("hi")]}, _thread(thread))
+    (info,) = (
+        v for k, v in service.ledger.chains.state.sessions.items() if k.startswith("langchain:")
+    )
+    assert info.title is not None and check_name(info.title, "title", 4_096) == info.title
+    assert info.title.startswith("langchain thread -evil-thread-ttt"), info.title
+
+
+def test_a_thread_recorded_with_a_bidi_control_in_its_key_goes_on(service, monkeypatch):
+    """Session 33 escapes bidi and C1 controls in a key too (a key holding one is no
+    session id the ledger takes); a thread recorded before with U+202E in its key is
+    continued under it, and its next generation starts."""
+    from langchain_core.messages import RemoveMessage
+
+    thread = "a\u202eb"
+    with monkeypatch.context() as patch:  # (written as the code of the time did)
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        anyio.run(
+            lambda: service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=f"langchain:{thread}"
+            )
+        )
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("first")]}, _thread(thread))
+    assert live_messages(service, f"langchain:{thread}")[0]["content"] == "first"
+    first = agent.get_state(_thread(thread)).values["messages"][0]
+    agent.update_state(_thread(thread), {"messages": [RemoveMessage(id=first.id)]})
+    agent.invoke({"messages": [HumanMessage("second")]}, _thread(thread))
+    again = [m["content"] for m in live_messages(service, f"langchain:{thread}~2")]
+    assert "second" in again and "first" not in again
+    agent = _agent(service, 2, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("new")]}, _thread("c\u202ed"))
+    assert "langchain:c%E2%80%AEd" in service.ledger.transcript.state.sessions
+
+
+def test_a_long_thread_whose_digest_key_kept_a_bidi_control_goes_on(service, monkeypatch):
+    """A thread past 150 characters holding U+2066, recorded before session 33: its key was
+    the digest with the control kept as itself. It is found under that key and goes on."""
+    from ctxledger.limits import digest_key
+
+    thread = "p\u2066q" + "z" * 200
+    old_key = digest_key(thread, thread)  # (nothing but the control was escaped then)
+    with monkeypatch.context() as patch:  # (written as the code of the time did)
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        anyio.run(
+            lambda: service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=f"langchain:{old_key}"
+            )
+        )
+    _agent(service, 2, InMemorySaver()).invoke({"messages": [HumanMessage("hi")]}, _thread(thread))
+    roots = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    assert roots == [f"langchain:{old_key}"]
+    assert live_messages(service, roots[0])[0]["content"] == "hi"
+
+
+def test_a_thread_named_like_another_threads_key_does_not_take_its_session(service):
+    """A long thread's key is 160 safe characters; another thread whose id is exactly that
+    key found the session as one "recorded whole", ended it and wrote its messages there
+    (the victim's next call then failed). A whole key shaped like a made key is taken only
+    when its session's title is this thread's."""
+    victim = "victim-thread-" + "v" * 200
+    saver = InMemorySaver()
+    _agent(service, 4, saver).invoke({"messages": [HumanMessage("mine")]}, _thread(victim))
+    (root,) = [s for s in service.ledger.transcript.state.sessions if s.startswith("langchain:")]
+    other = root.removeprefix("langchain:")
+    _agent(service, 2, InMemorySaver()).invoke({"messages": [HumanMessage("x")]}, _thread(other))
+    assert not service.ledger.transcript.session(service.tip(root)).ended
+    _agent(service, 4, saver).invoke({"messages": [HumanMessage("again")]}, _thread(victim))
+    users = [m["content"] for m in live_messages(service, root) if m["role"] == "user"]
+    assert users == ["mine", "again"]
+    # the same id recorded whole by its own thread (its title says so) goes on
+    assert CtxLedgerMiddleware(service)._key(other) != other
+    anyio.run(
+        lambda: service.start_session(
+            model="m",
+            context_length=16_000,
+            session_id="langchain:" + "k" * 126 + ".h" + "0" * 32,
+            title="langchain thread " + "k" * 126 + ".h" + "0" * 32,
+        )
+    )
+    assert (
+        CtxLedgerMiddleware(service)._key("k" * 126 + ".h" + "0" * 32)
+        == "k" * 126 + ".h" + "0" * 32
+    )
+
+
 class OddUsageChat(GenericFakeChatModel):
     """Answers once, with usage figures no ledger can record."""
 
@@ -476,14 +600,18 @@ def test_a_state_object_with_messages_has_its_end_recorded(service):
 
     class State(BaseModel):
         messages: list[Any]
+        ctxledger_run: str
 
-    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000, run_ids=lambda: "r1")
     model = ScriptedChat(messages=iter([AIMessage("first")]))
     agent = create_agent(model=model, tools=[], middleware=[middleware])
     state = agent.invoke({"messages": [HumanMessage("hello")]})
     late = AIMessage("added after the run", id="late-1")
-    middleware.after_agent(State(messages=[*state["messages"], late]), None)
-    live = live_messages(service, service.tip("langchain:default"))
+    # a run without a thread id has a key of its own (test_integration_langchain_runs.py)
+    middleware.after_agent(
+        State(messages=[*state["messages"], late], ctxledger_run="default:r1"), None
+    )
+    live = live_messages(service, service.tip("langchain:default:r1"))
     assert [m["content"] for m in live] == ["hello", "first", "added after the run"]
 
 
@@ -493,3 +621,60 @@ def test_a_state_with_no_readable_messages_is_told_once(service, caplog):
         middleware.after_agent(object(), None)
         middleware.after_agent(object(), None)
     assert caplog.text.count("an agent state with no readable messages (object)") == 1
+
+
+def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(service):
+    """The agent's system message of each call is sent (a ``dynamic_prompt`` applies), not
+    the prompt the thread started with; after a compaction it carries the ledger's note."""
+    from langchain.agents.middleware import dynamic_prompt
+
+    from ctxledger.compressor.markers import add_system_note, has_system_note
+
+    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model.inputs, model.views, model.service = [], [], service
+    run = {"n": 0}
+
+    @dynamic_prompt
+    def prompt(request: Any) -> str:
+        return f"You review code. This is run {run['n']}."
+
+    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        middleware=[prompt, middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    compacted = False
+    for t in range(TURNS):
+        run["n"] = t
+        before = len(model.inputs)
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+        expected = f"You review code. This is run {t}."
+        for sent, view in zip(model.inputs[before:], model.views[before:], strict=True):
+            noted = has_system_note(view[0]["content"])  # the ledger's view at that call
+            assert sent[0].content == (add_system_note(expected) if noted else expected)
+            compacted = compacted or noted
+    assert compacted
+    # the ledger keeps the prompt the thread started with (it counts for preflight)
+    assert service.ledger.transcript.session("langchain:t1").system_prompt == (
+        "You review code. This is run 0."
+    )
+
+
+def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_block():
+    from langchain_core.messages import SystemMessage
+
+    from ctxledger.compressor.markers import add_system_note, system_note
+    from ctxledger.integrations.langchain import _system_message
+
+    blocks = [{"type": "text", "text": "You review code.", "cache_control": {"type": "ephemeral"}}]
+    host = SystemMessage(content=blocks)
+    assert _system_message(host, {"role": "system", "content": "You review code."}) is host
+    noted = _system_message(host, {"role": "system", "content": add_system_note("Old prompt.")})
+    assert noted is not None and noted.content == [*blocks, {"type": "text", "text": system_note()}]
+    assert host.content == blocks  # the agent's message is not changed
+    ledger = {"role": "system", "content": "From the state."}
+    assert _system_message(None, ledger).content == "From the state."
+    assert _system_message(None, None) is None

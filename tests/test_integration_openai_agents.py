@@ -22,7 +22,7 @@ from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported  # noqa: E402
-from ctxledger.integrations.common import live_messages  # noqa: E402
+from ctxledger.integrations.common import live_messages, system_view  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession, request_usage  # noqa: E402
 from ctxledger.integrations.responses import messages_to_items  # noqa: E402
 
@@ -418,5 +418,141 @@ def test_a_session_recorded_under_a_whole_long_id_is_continued(service):
         assert await session.get_items() == [{"role": "user", "content": "before"}]
         await session.add_items([{"role": "user", "content": "after"}])
         assert session.ledger_session_id() == long_id
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize("sdk_id", ["chat\nline \u202eevil", "c" * 5000])
+def test_pop_item_of_an_id_no_title_may_hold_still_branches(service, sdk_id):
+    """Session 33: a title may hold no control character and at most 4,096 characters;
+    the adapter's titles name such an SDK id by its key instead (pop_item's too)."""
+    session = CtxLedgerSession(sdk_id, service)
+
+    async def scenario() -> None:
+        await session.add_items(
+            [{"role": "user", "content": "hi"}, {"role": "user", "content": "x"}]
+        )
+        assert await session.pop_item() == {"role": "user", "content": "x"}
+        assert await session.get_items() == [{"role": "user", "content": "hi"}]
+
+    anyio.run(scenario)
+    titles = [i.title for i in service.ledger.chains.state.sessions.values()]
+    assert len(titles) == 2 and all(t and t.startswith("openai-agents session ") for t in titles)
+    assert titles[1].endswith(" (after pop_item)")
+
+
+def _as_recorded_before(service, monkeypatch, **start) -> None:
+    """A chain written as the code before session 33's name checks did."""
+    with monkeypatch.context() as patch:
+        patch.setattr("ctxledger.ledger.spec.check_name", lambda value, *_: value)
+        patch.setattr("ctxledger.ledger.facade.check_session_id", lambda value, *_: value)
+        anyio.run(lambda: service.start_session(context_length=16_000, **start))
+    items = [{"role": "user", "content": t} for t in ("a", "b", "c")]
+    anyio.run(lambda: service.append(start["session_id"], items))
+
+
+def test_pop_item_goes_on_with_a_chain_whose_recorded_model_is_refused_now(service, monkeypatch):
+    """An old chain's recorded model (``gpt-4o`` and a newline) failed pop_item's branch,
+    and the failure, after the generation was counted, emptied the session's view. The
+    branch goes on with the model as recorded (a value the ledger holds, not new input);
+    the agent's own model is still checked."""
+    _as_recorded_before(service, monkeypatch, model="gpt-4o\n", session_id="conv-1")
+
+    async def scenario() -> None:
+        session = CtxLedgerSession("conv-1", service, model="gpt-4o")
+        assert await session.pop_item() == {"role": "user", "content": "c"}
+        assert [i["content"] for i in await session.get_items()] == ["a", "b"]
+        await session.add_items([{"role": "user", "content": "d"}])
+        assert [i["content"] for i in await session.get_items()] == ["a", "b", "d"]
+        assert service.ledger.transcript.session("conv-1~2").model == "gpt-4o\n"
+
+    anyio.run(scenario)
+
+
+def test_a_whole_id_over_todays_limit_branches_and_starts_again(service, monkeypatch):
+    """An SDK id recorded whole (before keys were made) past today's 1,024 characters of a
+    chosen id: pop_item and the session after clear_session go on under it."""
+    long_id = "w" * 2_000
+    _as_recorded_before(service, monkeypatch, model="agent", session_id=long_id)
+
+    async def scenario() -> None:
+        session = CtxLedgerSession(long_id, service)
+        assert await session.pop_item() == {"role": "user", "content": "c"}
+        assert session.ledger_session_id() == f"{long_id}~2"
+        await session.clear_session()
+        await session.add_items([{"role": "user", "content": "new"}])
+        assert session.ledger_session_id() == f"{long_id}~3"
+        assert [i["content"] for i in await session.get_items()] == ["new"]
+
+    anyio.run(scenario)
+
+
+def test_a_refused_start_leaves_the_session_where_it_was(service):
+    """A new generation the ledger refuses (the agent's model is no name it takes) is
+    not counted: the session still shows its last chain."""
+
+    async def scenario() -> None:
+        session = CtxLedgerSession("conv-2", service, model="agent")
+        await session.add_items([{"role": "user", "content": "a"}])
+        await session.clear_session()
+        session.model = "bad\nmodel"
+        with pytest.raises(InvalidInput, match="model holds the control character"):
+            await session.add_items([{"role": "user", "content": "b"}])
+        assert session._generation == 1
+        session.model = "agent"
+        await session.add_items([{"role": "user", "content": "b"}])
+        assert session.ledger_session_id() == "conv-2~2"
+
+    anyio.run(scenario)
+
+
+def test_a_limit_that_cuts_a_call_off_its_output_sends_no_orphan(service):
+    """``SessionSettings(limit=N)``: ``get_items(limit)`` gives exactly the last N items,
+    as the SDK's own sessions do (its pending-write reconciliation and tail rewinds
+    compare that many), even when the cut leaves a ``function_call_output`` whose call
+    is cut off; the Runner drops such an output from what it sends (SDK >= 0.24)."""
+    from agents.memory import SessionSettings
+
+    model = _script(2)
+    session = CtxLedgerSession("chat", service, session_settings=SessionSettings(limit=2))
+    agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
+
+    async def scenario() -> list:
+        await Runner.run(agent, "turn 0", session=session)
+        tail = await session.get_items(limit=2)
+        assert [i.get("type") for i in tail] == ["function_call_output", "message"]
+        await Runner.run(agent, "turn 1", session=session)
+        return list(model.calls[2].input)
+
+    sent = anyio.run(scenario)
+    calls = {i.get("call_id") for i in sent if i.get("type") == "function_call"}
+    outputs = [i for i in sent if i.get("type") == "function_call_output"]
+    assert all(o["call_id"] in calls for o in outputs)
+    assert sent[-1]["content"] == "turn 1" and sent[-2]["type"] == "message"
+
+
+def test_pop_item_and_clear_session_on_a_compacted_session(service):
+    """pop_item on a compacted chain: the branch holds the compacted view minus the item
+    (the summary included), so the next run is sent what it was, less the popped item."""
+    model = _script(TURNS)
+    session = CtxLedgerSession("chat", service, model="scripted", context_length=16_000)
+    agent = Agent(name="reviewer", instructions="Review files.", model=model, tools=[read_file])
+
+    async def scenario() -> None:
+        for t in range(TURNS):
+            await Runner.run(agent, f"turn {t}: src/mod{t}.py " + "now " * 120, session=session)
+        tip = session.ledger_session_id()
+        assert service.ledger.chains.compression_count(tip) >= 1
+        before = await session.get_items()
+        popped = await session.pop_item()
+        assert popped == before[-1]
+        assert session.ledger_session_id() == "chat~2"
+        assert await session.get_items() == before[:-1]
+        assert service.ledger.transcript.session(tip).end_reason == "pop_item"
+        assert system_view(service, "chat~2") == system_view(service, tip)  # the note kept
+        reopened = CtxLedgerSession("chat", service)
+        assert await reopened.get_items() == before[:-1]
+        await reopened.clear_session()
+        assert await session.get_items() == [] and await reopened.pop_item() is None
 
     anyio.run(scenario)

@@ -113,8 +113,10 @@ def test_scrubbing_keeps_the_text_readable_and_masks_decoded_secrets() -> None:
         ("https://h/openai/v1?api-version=1", "/chat/completions", False,
          "https://h/openai/v1/chat/completions?api-version=1"),
         ("https://h/a%2Fb/v1", "/chat/completions", False, "https://h/a%2Fb/v1/chat/completions"),
-        ("https://api.anthropic.com", "", True, "https://api.anthropic.com/v1/messages"),
-        ("http://h/v1/", "", True, "http://h/v1/messages"),
+        ("https://api.anthropic.com", "/messages", True, "https://api.anthropic.com/v1/messages"),
+        ("http://h/v1/", "/messages", True, "http://h/v1/messages"),
+        ("http://gw/anthropic/v1/", "/messages/count_tokens", True,
+         "http://gw/anthropic/v1/messages/count_tokens"),
     ],
 )  # fmt: skip
 def test_an_api_path_goes_after_the_base_path_and_before_its_query(
@@ -123,3 +125,19 @@ def test_an_api_path_goes_after_the_base_path_and_before_its_query(
     from ctxledger.shownurl import with_path
 
     assert with_path(base, path, anthropic) == url
+
+
+@pytest.mark.parametrize(
+    ("base", "anthropic", "query", "url"),
+    [
+        ("https://api.openai.com/v1", False, "", "https://api.openai.com/v1/models"),
+        ("http://gw/openai/v1?key=k", False, "limit=5", "http://gw/openai/v1/models?key=k&limit=5"),
+        ("https://api.anthropic.com", True, "limit=5", "https://api.anthropic.com/v1/models?limit=5"),
+    ],
+)  # fmt: skip
+def test_a_client_query_goes_after_the_base_query(
+    base: str, anthropic: bool, query: str, url: str
+) -> None:
+    from ctxledger.shownurl import with_path
+
+    assert with_path(base, "/models", anthropic, query) == url

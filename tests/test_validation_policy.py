@@ -82,6 +82,38 @@ def test_a_result_goes_to_the_original_call_while_that_one_is_unanswered() -> No
     assert call_ids(fixed) == ["x", "y", "x", "y"]
 
 
+def test_a_result_whose_original_call_left_the_view_goes_to_the_replacement() -> None:
+    # a compaction between a repaired call and its result summarized the original away:
+    # the new session's view holds only the replacement, still awaiting its result
+    ledger = CallLedger()
+    ledger.fold([{"role": "assistant", "content": None, "tool_calls": [call("new")]}], {"new": "x"})
+    fixed, repairs = repair_call_ids(
+        [{"role": "tool", "tool_call_id": "x", "content": "r"}], ledger, str
+    )
+    assert call_ids(fixed) == ["new"]
+    assert [(r.call_index, r.original, r.replacement) for r in repairs] == [(None, "x", "new")]
+
+
+def test_a_compaction_between_a_repaired_call_and_its_result_keeps_the_pair(tmp_path: Path) -> None:
+    async def main() -> list[dict[str, Any]]:
+        service = ContextService.open(tmp_path / "s.db")
+        sid = await service.start_session(model="m", context_length=32_000)
+        sid = (
+            await service.append(sid, turn("call_0", 1) + turn("k", 2) + turn("j", 3))
+        ).session_id
+        sid = (await service.compress(sid)).session_id  # the head (turn 1) is kept this time
+        sid = (await service.append(sid, turn("call_0", 4)[:2])).session_id  # re-used: repaired
+        sid = (await service.compress(sid)).session_id  # turn 1, the original, summarized
+        sid = (await service.append(sid, turn("call_0", 4)[2:])).session_id  # result: old id
+        view = service.api_messages(sid)
+        await service.aclose()
+        return view
+
+    view = anyio.run(main)
+    assert "call_0" not in call_ids(view)
+    assert view[-2]["tool_call_id"] == view[-3]["tool_calls"][0]["id"]
+
+
 def test_ids_within_one_message_and_a_taken_replacement_are_repaired() -> None:
     ledger = CallLedger(issued=["dup"], answered=["dup"])
     ledger.issued.add("syn")

@@ -23,6 +23,7 @@ from ctxledger.compressor.summarizers import fallback
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.demo.record import scripted_steps
 from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import InvalidInput
 from ctxledger.events import ModelSwitched, SessionStarted, UsageReported
 from ctxledger.eventstore import AppendRequest
 from ctxledger.ledger import Ledger
@@ -196,3 +197,32 @@ def test_an_old_fallback_holding_a_raw_key_replays_and_its_what_if_says_what_dif
     plain = deterministic_ledger(None)
     tip = _recorded_with(plain, FlakySummarizer("server"))
     assert whatif(plain, tip, summarizer=FlakySummarizer("server")).reproduces_recorded
+
+
+def test_an_old_chain_holding_names_today_refuses_replays(tmp_path: Path) -> None:
+    """Session 33 bounded names and refused control characters in them: the what-if
+    (which starts the recorded session again, same id, and re-sends its usage reports
+    and switches) raised InvalidInput on such an old chain; they replay as recorded."""
+    ledger = deterministic_ledger(tmp_path / "names.db")
+    sid = "old\n\u202e" + "x" * 1100
+    started = SessionStarted(
+        **ledger.event_fields(sid),
+        model="gpt\x1b[31m\n" + "m" * 3000,
+        title="t\nitle\u2066",
+        context_length=16_000,
+        config=SMALL.to_snapshot(),
+    )
+    ledger.append([AppendRequest(sid, [started], 0)])
+    for turn in range(4):
+        _turn_with_usage(ledger, sid, turn, raw={}, model="usage\x00model")
+    switched = ModelSwitched(
+        **ledger.event_fields(sid),
+        model="switched\u202e",
+        context_length=16_000,
+        previous_model="gpt",
+        previous_context_length=16_000,
+    )
+    ledger.append([AppendRequest(sid, [switched], ledger.version(sid))])
+    assert whatif(ledger, ledger.tip(sid)).reproduces_recorded
+    with pytest.raises(InvalidInput):  # (new input is still refused after the replay)
+        ledger.start_session(model="m\n", context_length=16_000)

@@ -66,6 +66,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.ledger.facade import Ledger
+from ctxledger.limits import replaying_recorded
 from ctxledger.messages import JSON
 from ctxledger.runtime.service import ContextService
 from ctxledger.usage import check_usage_report, normalize_usage
@@ -261,8 +262,9 @@ async def start_and_drive(
 ) -> DriveResult:
     """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
     spec = start.spec()
-    sid = await svc.start(msgspec.structs.replace(spec, model=_model(spec.model)))
-    return await drive(svc, sid, steps, **kwargs)
+    with replaying_recorded():  # names today's checks refuse replay as recorded
+        sid = await svc.start(msgspec.structs.replace(spec, model=_model(spec.model)))
+        return await drive(svc, sid, steps, **kwargs)
 
 
 # Recorded values replay as recorded: older ledgers hold values today's checks refuse

@@ -1,44 +1,172 @@
-"""A SQLite ledger's files on disk: the database created private, and its side lock file.
+"""A SQLite ledger's files on disk: the database created private, and its side files.
 
 The ledger and its WAL files are readable by their owner only (0600); the side lock
-file (``<ledger>.lock``) is what the fair write lock of :mod:`.sqlite` ``flock``s.
+file (``<ledger>.lock``) is what the fair write lock of :mod:`.sqlite` ``flock``s, and
+``<ledger>.leases/`` holds the lease files of :mod:`.leases`. Side files are opened
+relative to the folder's descriptor and never through a link; those root makes beside
+another user's ledger in that user's folder are handed to them (``fchown`` of the open
+descriptor), as SQLite hands root's ``-wal`` and ``-shm`` to the database's owner: only
+a file or folder that very call made, never one found under the name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 import sys
+from collections.abc import Iterator
 
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SQLITE_HEADER",
     "create_ledger_file",
     "create_private_file",
+    "open_side_file",
+    "open_side_folder",
     "open_side_lock",
+    "side_folder",
 ]
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def open_side_lock(path: str) -> int | None:
-    """The descriptor of the side lock file (created 0600), or None where there is none
-    (no ``fcntl``, or a read-only directory: writes then rely on busy_timeout alone).
-
-    Root writing another user's ledger leaves a root-owned lock file that locks the owner
-    out until removed: nothing here hands files to the ledger's owner, since anyone who
-    can write the folder could point such a hand-over (through a link) at a file of
-    their choosing. Read commands never open another user's ledger writable."""
+def open_side_lock(ledger: str) -> int | None:
+    """The descriptor of the side lock file ``<ledger>.lock`` (created 0600), or None
+    where there is none (no ``fcntl``, or a folder this user cannot write: writes then
+    rely on busy_timeout alone). A link in its place is refused (:func:`open_side_file`)."""
     if sys.platform == "win32":
         return None
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        with side_folder(ledger) as (folder, name, owner):
+            return open_side_file(folder, name + ".lock", os.O_RDWR | os.O_CREAT, owner)
+    except OSError:  # (a link's StoreError is no OSError: it goes to the caller)
+        return None
+
+
+#: a folder opened to name files in it: ``O_PATH`` where there is one (a folder this user
+#: may search but not list, as the files were opened by path before)
+_FOLDER_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+@contextlib.contextmanager
+def side_folder(ledger: str) -> Iterator[tuple[int, str, tuple[int, int] | None]]:
+    """(a descriptor of the ledger's folder, the ledger's name in it, the owner to hand
+    the files made beside it to: see :func:`_owner_to_hand_to`); OSError if the folder
+    cannot be opened. The files beside a ledger are opened relative to that descriptor,
+    so a folder swapped for a link meanwhile cannot move them."""
+    path, name = os.path.split(os.path.abspath(ledger))
+    folder = os.open(path, _FOLDER_FLAGS)
+    try:
+        yield folder, name, _owner_to_hand_to(folder, name)
+    finally:
+        os.close(folder)
+
+
+def _owner_to_hand_to(folder: int, name: str) -> tuple[int, int] | None:
+    """The (uid, gid) that the lock and lease files root makes beside another user's
+    ledger are handed to (else they would lock the owner out): only where that user
+    owns the folder too, so they are given nothing they could not make themselves (and
+    only files made then: see :func:`open_side_file`). None for any other process,
+    ledger or folder."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    try:
+        ledger, where = os.stat(name, dir_fd=folder), os.fstat(folder)
     except OSError:
         return None
+    if ledger.st_uid == 0 or where.st_uid != ledger.st_uid:
+        return None  # (root's own ledger: its files stay root's, group too)
+    return ledger.st_uid, ledger.st_gid
+
+
+def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | None) -> int:
+    """Open `name` in the `folder` descriptor, never following a link (StoreError for
+    one: anyone who can write the folder could point it at a file of their choosing, and
+    ``O_CREAT`` would make its target). With ``O_CREAT``, the file is made here when it is
+    missing (``O_EXCL``) and only a file this very call made is handed to `owner`: what
+    is found under the name is whatever the folder's owner put there (they could rename
+    any of root's files in their folders to it), so it keeps its owner."""
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(3):  # (a file removed between the two opens is made again)
+        made = bool(flags & os.O_CREAT)
+        try:
+            fd = _open_beside(folder, name, flags | os.O_EXCL if made else flags)
+        except FileExistsError:
+            made = False
+            try:
+                fd = _open_beside(folder, name, flags & ~os.O_CREAT)
+            except FileNotFoundError:
+                continue
+        if made and owner is not None:
+            _hand_over(fd, owner, name)
+        return fd
+    return _open_beside(folder, name, flags)
+
+
+def open_side_folder(folder: int, name: str, owner: tuple[int, int] | None) -> int:
+    """A descriptor of the folder `name` in `folder` (made 0700 when missing; a link in its
+    place is refused), handed to `owner` only when this call made it and it is, when
+    opened, still empty, root's and private. (Between the ``mkdir`` and the open, the
+    folder's owner could put another folder under the name: only one from this same
+    folder, since moving a folder elsewhere needs write access to it; and an empty
+    folder of root's there is one they could remove and make as their own anyway.)"""
+    try:
+        os.mkdir(name, 0o700, dir_fd=folder)
+        made = True
+    except FileExistsError:
+        made = False
+    fd = _open_beside(folder, name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if made and owner is not None:
+        try:
+            st = os.fstat(fd)
+            if st.st_uid == 0 and not stat.S_IMODE(st.st_mode) & 0o077 and not os.listdir(fd):
+                _hand_over(fd, owner, name)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def _open_beside(folder: int, name: str, flags: int) -> int:
+    try:
+        return os.open(name, flags, 0o600, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR) and _is_link(folder, name):
+            raise StoreError(
+                f"{name} beside the ledger is a symbolic link: ctxledger follows no link for "
+                "the files it makes beside a ledger (one could point anywhere); remove it; "
+                "nothing was written"
+            ) from exc
+        raise
+
+
+def _hand_over(fd: int, owner: tuple[int, int], name: str) -> None:
+    """``fchown`` `fd` to `owner`; where the file system refuses (vfat or exfat mounted
+    with a fixed ``uid=``, some FUSE and NFS mounts), a warning: root's write goes on, and
+    the file stays as that file system shows it. The caller keeps (and closes) `fd`."""
+    try:
+        os.fchown(fd, *owner)
+    except OSError as exc:
+        log.warning(
+            "ctxledger: %s beside the ledger could not be handed to uid %d: %s",
+            name,
+            owner[0],
+            exc.strerror or exc,
+        )
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def create_ledger_file(path: str) -> None:

@@ -37,6 +37,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
+from ctxledger.eventstore.files import open_side_file, open_side_folder, side_folder
+from ctxledger.eventstore.readonly import belongs_to_another, owner_name
+
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
 
@@ -95,10 +98,16 @@ def lease_file(ledger_path: str, key: str) -> Path:
 
 
 def try_file_lease(ledger_path: str, key: str) -> Release | None:
-    """``flock`` the lease file of `key` without waiting; raises OSError if it cannot be made."""
-    path = lease_file(ledger_path, key)
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """``flock`` the lease file of `key` without waiting; raises OSError if it cannot be
+    made, StoreError if ``<ledger>.leases`` or the file is a link (see :mod:`.files`)."""
+    with side_folder(ledger_path) as (folder, name, owner):
+        inside = open_side_folder(folder, name + ".leases", owner)
+        try:
+            if owner is not None and os.fstat(inside).st_uid != owner[0]:
+                owner = None  # (a lease folder that is not theirs: nothing is handed over in it)
+            fd = open_side_file(inside, lease_file(name, key).name, os.O_RDWR | os.O_CREAT, owner)
+        finally:
+            os.close(inside)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -135,11 +144,26 @@ class FileLeases:
                     return None
                 self._files = False
                 log.warning(
-                    "leases of %s are per process from now on: cannot make a lease file (%s)",
+                    "leases of %s are per process from now on (other processes are not kept "
+                    "out): cannot make a lease file (%s)",
                     self.ledger_path,
-                    exc.strerror or exc,
+                    _why_no_lease_files(self.ledger_path, key, exc),
                 )
         return self._fallback(key)
+
+
+def _why_no_lease_files(ledger_path: str, key: str, exc: OSError) -> str:
+    """`exc`'s reason, and a file or folder of another user's in the way (a lease file
+    root left there in an older version, say), with what to do."""
+    why = exc.strerror or str(exc)
+    for path in (str(lease_file(ledger_path, key)), ledger_path + ".leases"):
+        if belongs_to_another(path, follow=False):
+            return (
+                f"{why}: {path} belongs to {owner_name(path) or 'another user'}; remove it as "
+                "its owner or root (it holds only a lock, no data) for this ledger's "
+                "processes to share leases again"
+            )
+    return why
 
 
 def _polls(wait: float | None) -> Iterator[float]:

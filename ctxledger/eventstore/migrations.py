@@ -145,11 +145,19 @@ def refuse_foreign_database(path: str) -> None:
     except (OSError, sqlite3.Error, StoreError):
         return
     try:
+        refuse_foreign_connection(conn, path)
+    finally:
+        conn.close()
+
+
+def refuse_foreign_connection(conn: sqlite3.Connection, path: str) -> None:
+    """:func:`refuse_foreign_database` on a connection already open to `path` (a
+    read-only open checks its own: a second connection read the schema twice); an
+    error of SQLite's is left to the reads that follow."""
+    try:
         _is_ledger(conn, path)
     except sqlite3.Error:
         return
-    finally:
-        conn.close()
 
 
 MIGRATIONS = Migrations()

@@ -84,14 +84,35 @@ def is_writable(path: str) -> bool:
     ``-wal``, ``-shm`` and lock files are made there) and the ``-wal`` / ``-shm`` /
     ``.lock`` already there; a ``.leases`` folder of another user it may not write
     counts too. ``os.access`` sees read-only mounts (EROFS)."""
+    return unwritable_part(path) is None
+
+
+def unwritable_part(path: str) -> str | None:
+    """The first of :func:`is_writable`'s paths this process may not write (None: all)."""
     real = os.path.realpath(path)
-    if not (_writable(real) and _writable(os.path.dirname(real), os.W_OK | os.X_OK)):
-        return False
+    if not _writable(real):
+        return real
+    if not _writable(os.path.dirname(real), os.W_OK | os.X_OK):
+        return os.path.dirname(real)
     sides = [real + s for s in ("-wal", "-shm", ".lock") if os.path.lexists(real + s)]
     leases = real + ".leases"
     if os.path.isdir(leases) and belongs_to_another(leases, follow=False):
         sides.append(leases)
-    return all(_writable(side) for side in sides)
+    return next((side for side in sides if not _writable(side)), None)
+
+
+def owner_name(path: str) -> str:
+    """Who owns `path`: a user's name where there is one, else ``uid N`` ("" if unknown)."""
+    try:
+        uid = os.stat(path, follow_symlinks=False).st_uid
+    except OSError:
+        return ""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def _size(path: str) -> int:
@@ -222,25 +243,48 @@ def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
 def refuse_unwritable(path: str) -> None:
     """StoreError, before anything is touched, when an open for writing finds a ledger
     file this process cannot write (SQLite would open it read-only and fail at the first
-    write, after the file was made private and a lock file made beside it)."""
-    if os.path.isfile(os.path.realpath(path)) and not is_writable(path):
-        raise StoreError(
-            f"the ledger {path} cannot be written by this user (a read-only file, folder or "
-            "medium): a command that writes needs it writable; commands that only read "
-            "open it read-only; nothing was written"
+    write, after the file was made private and a lock file made beside it); a file beside
+    the ledger that is the cause is named, with what to do."""
+    if not os.path.isfile(os.path.realpath(path)):
+        return
+    part = unwritable_part(path)
+    if part is None:
+        return
+    real = os.path.realpath(path)
+    if part.startswith(real) and part != real:
+        owner = owner_name(part)
+        what = (
+            "remove it as its owner or root (it holds only locks, no data)"
+            if part.endswith((".lock", ".leases"))
+            else "run the command as its owner, or have the file given to you (chown); never "
+            "remove a -wal file: it may hold the last writes"
         )
+        raise StoreError(
+            f"the ledger {path} cannot be written by this user: {part} beside it "
+            f"{f'belongs to {owner}' if owner else 'is not writable'} and this user may not "
+            f"write it; {what}; then run the command again; nothing was written"
+        )
+    raise StoreError(
+        f"the ledger {path} cannot be written by this user (a read-only file, folder or "
+        "medium): a command that writes needs it writable; commands that only read "
+        "open it read-only; nothing was written"
+    )
 
 
 #: SQLite's primary codes of an open that could not write: READONLY, CANTOPEN
 _WRITE_CODES = (8, 14)
+#: an OSError's codes of an open that could not write (ELOOP, EMLINK: a link in place of
+#: the lock file, which only a writable open refuses)
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.ELOOP, errno.EMLINK)
 
 
 def only_writing_failed(exc: StoreError) -> bool:
     """Whether a failed open for writing could still be read read-only: a full disk, a
-    medium or file SQLite found read-only or could not open for writing."""
+    medium or file SQLite found read-only or could not open for writing, a link in place
+    of the lock file (a read-only open makes no lock file)."""
     cause = exc.__cause__
     if isinstance(exc, StorageFullError):
         return True
     if isinstance(cause, sqlite3.Error):
         return (getattr(cause, "sqlite_errorcode", 0) or 0) & 0xFF in _WRITE_CODES
-    return isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES)
+    return isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS

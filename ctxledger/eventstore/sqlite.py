@@ -52,7 +52,11 @@ from ctxledger.eventstore.base import (
 )
 from ctxledger.eventstore.files import create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
-from ctxledger.eventstore.migrations import MIGRATIONS, refuse_foreign_database
+from ctxledger.eventstore.migrations import (
+    MIGRATIONS,
+    refuse_foreign_connection,
+    refuse_foreign_database,
+)
 from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
     Unchanged,
@@ -144,7 +148,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
             refuse_unwritable(self.path)
             create_ledger_file(self.path)
             if fair_write_lock:
-                self._side_lock = open_side_lock(self.path + ".lock")
+                self._side_lock = open_side_lock(self.path)
         with self._errors("open the ledger"):
             target = "" if self.path == TEMPORARY else self.path  # "": SQLite's temp database
             self._conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
@@ -160,11 +164,11 @@ class SQLiteEventStore(EventStore, HeadColumns):
         if in_memory:
             raise InvalidConfig("a private in-memory log cannot be opened read-only")
         self._file_leases = None
-        refuse_foreign_database(self.path)
         with self._errors("open the ledger read-only"):
             self._conn, self._unchanged = connect_read_only(self.path)
             try:
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                refuse_foreign_connection(self._conn, self.path)  # (before any other read)
                 self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
                 if self._conn.execute("PRAGMA database_list").fetchone()[2] == "":
                     MIGRATIONS.apply(self._conn)  # an empty file: the empty schema, in memory

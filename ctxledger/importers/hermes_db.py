@@ -13,10 +13,11 @@ when present and its absence is reported in the warnings.
 Chains: a session that ended with reason ``compression`` is the parent of the
 session whose ``parent_session_id`` names it (Hermes's rotation). Other children
 (branches, sub-agents) keep their parent link too; the ledger tells them apart by
-the parent's end reason. In-place compaction (rows flagged ``active = 0,
-compacted = 1``) is imported as a chain as well: the archived rows become parent
-segments (split where the session's first message reappears, one segment per
-compaction) and the active rows the continuation. Rewound rows (``active = 0,
+the parent's end reason, and by Hermes's marks where that does not tell (a branch's
+or a sub-agent's parent compacted later: ``continues_parent``). In-place compaction (rows
+flagged ``active = 0, compacted = 1``) is imported as a chain as well: the archived
+rows become parent segments (split where the session's first message reappears, one
+segment per compaction) and the active rows the continuation. Rewound rows (``active = 0,
 compacted = 0``) are skipped. Session token totals become one aggregate usage
 report after the last message.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,8 @@ _MESSAGE_COLUMNS: dict[str, bool] = {
     "compacted": True,
 }
 _JSON_EXTRAS = ("reasoning_details", "codex_reasoning_items")
-_CHAIN_CAP = 10_000
+#: how far a compression chain is walked (a cycle ends a walk earlier)
+CHAIN_CAP = 10_000
 
 
 class _Store:
@@ -326,29 +328,75 @@ def _import_session(
             b.build(
                 parent_key=out[-1].key if out else parent_key,
                 end_reason=row.get("end_reason") if last else "compression",
+                continues=bool(out) or continues_parent(row),
                 **_session_fields(store, row, src),
             )
         )
     return out
 
 
+def continues_parent(row: Mapping[str, Any]) -> bool:
+    """Whether a child row can be its parent's compression continuation, by Hermes's own
+    rule (its store's ``get_compression_tip``): not a branch (the CLI's ``/branch`` marks
+    ``model_config._branched_from``), a sub-agent (``_delegate_from``) or a tool's
+    session. The parent's end reason alone does not tell: a branched parent resumed
+    later and compacted with rotation ends ``compression`` too, and a sub-agent's parent
+    may rotate after it started."""
+    raw = row.get("model_config")
+    try:
+        config = raw if isinstance(raw, dict) else json.loads(raw or "null")
+    except (TypeError, ValueError, RecursionError):
+        config = None
+    if isinstance(config, dict) and any(
+        config.get(k) is not None for k in ("_branched_from", "_delegate_from")
+    ):
+        return False
+    return str(row.get("source") or "") != "tool"
+
+
+def compression_parents(
+    get_session: Callable[[str], Any], session_id: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The sessions `session_id` continues, nearest first, each as (id, row), read with
+    `get_session` (a Hermes store's, or a dict's ``get``): up through parents that ended
+    by compression while each row continues its parent (:func:`continues_parent`), as
+    Hermes's ``get_compression_tip`` links them. A cycle ends the walk, as does
+    :data:`CHAIN_CAP`. The importer and the Hermes engine's resume both walk this way."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    row = get_session(session_id)
+    seen = {session_id}
+    for _ in range(CHAIN_CAP):
+        if not isinstance(row, Mapping) or not continues_parent(row):
+            break
+        parent_id = _parent_of(row)
+        if parent_id is None or parent_id in seen:
+            break
+        parent = get_session(parent_id)
+        if not isinstance(parent, Mapping) or parent.get("end_reason") != "compression":
+            break
+        out.append((parent_id, parent))
+        seen.add(parent_id)
+        row = parent
+    return out
+
+
 def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Mapping[str, Any]]:
-    """The compression chain holding `session`: up through compression parents, then down."""
+    """The compression chain holding `session`: up through compression parents, then down
+    (children that continue their parent only, the earliest started first)."""
     by_id = {str(r["id"]): r for r in rows}
     if session not in by_id:
         raise ImportFormatError(f"no session {session!r} in this state.db", path=path)
-    root = by_id[session]
-    for _ in range(_CHAIN_CAP):
-        parent = by_id.get(_parent_of(root) or "")  # "" is no session's id (_check_ids)
-        if parent is None or parent.get("end_reason") != "compression" or parent is by_id[session]:
-            break
-        root = parent
-    chain = [root]
-    for _ in range(_CHAIN_CAP):
+    parents = compression_parents(by_id.get, session)
+    chain = [parents[-1][1] if parents else by_id[session]]
+    for _ in range(CHAIN_CAP):
         if chain[-1].get("end_reason") != "compression":
             break
         child = next(
-            (r for r in rows if _parent_of(r) == str(chain[-1]["id"]) and r not in chain),
+            (
+                r
+                for r in rows
+                if _parent_of(r) == str(chain[-1]["id"]) and r not in chain and continues_parent(r)
+            ),
             None,
         )
         if child is None:

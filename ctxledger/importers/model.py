@@ -45,6 +45,10 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     context_length: int | None = None
     parent_key: str | None = None
     end_reason: str | None = None
+    #: False: a child of a session that ended by compression that is not its
+    #: continuation, as the source tells it (Hermes: a branch or a sub-agent started
+    #: before its parent was compacted); imported as a branch
+    continues: bool = True
     title: str | None = None
     usages: list[ImportedUsage] = msgspec.field(default_factory=list)
     #: a continuation of a compression: the index in ``messages`` of the message holding

@@ -11,7 +11,6 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import os
@@ -24,21 +23,20 @@ from typing import Any, TypeVar
 from ctxledger import ContextService
 from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
+from ctxledger.limits import KEY_KEPT, digest_key, keyed_title
 
 T = TypeVar("T")
 JSON = dict[str, Any]
 logger = logging.getLogger("ctxledger.integrations")
 
-#: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
-KEY_KEPT = 126
 
-
-def digest_key(start: str, whole: str) -> str:
-    """A session key made for the id `whole`: `start` (at most :data:`KEY_KEPT`
-    characters of it, as the caller made them safe), ``.h`` and 32 hex digits of the
-    sha256 of the whole id (the LangChain and OpenAI Agents adapters share it)."""
-    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{start[:KEY_KEPT]}.h{digest}"
+def host_title(prefix: str, host_id: str, suffix: str = "") -> str:
+    """The title of a ledger session made for a host's id: `prefix` and the id, or, where
+    that is no title the ledger takes (too long, a control character: see
+    :func:`~ctxledger.limits.check_name`), `prefix` and a key made for the id (its start
+    with other characters as ``-``, and a digest), so each id still has one title;
+    `suffix` (the adapter's own words) follows either (:func:`~ctxledger.limits.keyed_title`)."""
+    return keyed_title(f"{prefix} ", host_id, suffix)
 
 
 class LoopThread:
@@ -196,4 +194,13 @@ def ledger_target(target: str | os.PathLike[str]) -> str | Path:
     return path
 
 
-__all__ = ["LoopThread", "finite_schema", "ledger_target", "live_messages", "system_view"]
+__all__ = [
+    "KEY_KEPT",
+    "LoopThread",
+    "digest_key",
+    "finite_schema",
+    "host_title",
+    "ledger_target",
+    "live_messages",
+    "system_view",
+]

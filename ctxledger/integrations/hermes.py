@@ -22,9 +22,15 @@ What the host does that the engine survives:
 * with its session store on (the CLI, the gateway) it stamps ``_db_persisted`` on the
   dicts it saved (left out here), calls ``on_session_end`` with the list it compacted
   right after each compaction (known as recorded), and a resumed conversation comes
-  back from ``state.db`` in a new agent (its chain is found by title and view);
+  back from ``state.db`` in a new agent (its chain is found by title and view; with
+  rotating compaction, ``compression.in_place: false``, the conversation goes on under a
+  new Hermes id at each compaction, and a resume of that id finds the chain by the ids
+  it continues, as Hermes's store links them, handed over by ``bind_session_state``);
 * its CLI's ``/new``, ``/resume <id>`` and ``/branch`` call ``on_session_reset`` alone
   (no ``on_session_start``): the next chain is the new id's, never the old one's.
+* its ``/compress here [N]`` (CLI, gateway) hands only the head, a strict prefix of what
+  the ledger may hold, and re-appends the last N exchanges after the result: the head
+  goes on as a branch of the chain's tip, the conversation's chain from then on.
 
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each
@@ -37,11 +43,8 @@ manual one. ``recall`` and ``expand_compaction`` are the engine's tools.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
-import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,80 +54,24 @@ from agent.context_engine import ContextEngine
 from ctxledger import (
     EXPAND_TOOL,
     RECALL_TOOL,
-    CompressionConfig,
     ContextService,
     CtxLedgerError,
     TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
-from ctxledger.compressor.settings import resolve_config
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore.opening import env_db, is_url
-from ctxledger.integrations.common import LoopThread, ledger_target, live_messages
-from ctxledger.limits import check_context_length, check_token_count
+from ctxledger.integrations import hermes_host as host
+from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.hermes_host import chat_usage
+from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
 from ctxledger.tokens import rough_message_tokens
-from ctxledger.usage import normalize_usage
 
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 T = TypeVar("T")
-DB_NAME = "ctxledger.ledger.db"
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
-
-
-def default_db_path(hermes_home: str | None = None) -> str | Path:
-    """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
-    in ``HERMES_HOME`` (``~/.hermes``)."""
-    db = env_db()
-    if db:
-        return db if is_url(db) else Path(db)
-    home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
-    return Path(home) / DB_NAME
-
-
-class _Shared:
-    """What every copy of the engine shares: the service (opened on first use) and the
-    thread its loop runs on."""
-
-    def __init__(self, service: ContextService | None, db_path: str | Path | None) -> None:
-        self._service = service
-        self.db_path = db_path
-        self._lock = threading.Lock()
-        self._loop: LoopThread | None = None
-        self._config: CompressionConfig | None = None
-
-    def run(self, make: Callable[[ContextService], Any]) -> Any:
-        with self._lock:
-            if self._loop is None:
-                self._loop = LoopThread("ctxledger-hermes")
-        loop = self._loop
-
-        async def call() -> Any:
-            result = make(self.service())
-            if hasattr(result, "__await__"):
-                return await result
-            return result
-
-        return loop.run(call)
-
-    def config(self) -> CompressionConfig:
-        """The settings, without opening the ledger (Hermes asks for the threshold in
-        ``update_model`` before ``on_session_start`` names its home)."""
-        if self._service is not None:
-            return self._service.config
-        with self._lock:
-            if self._config is None:
-                # one settings resolution, as Ledger.open would do it
-                self._config = resolve_config().config
-            return self._config
-
-    def service(self) -> ContextService:
-        if self._service is None:
-            target = ledger_target(self.db_path or default_db_path())
-            self._service = ContextService.open(target, config=self.config())
-        return self._service
 
 
 class CtxLedgerEngine(ContextEngine):
@@ -133,7 +80,7 @@ class CtxLedgerEngine(ContextEngine):
     def __init__(
         self, service: ContextService | None = None, *, db_path: str | Path | None = None
     ) -> None:
-        self._shared = _Shared(service, db_path or None)
+        self._shared = Shared(service, db_path or None)
         self._model = "hermes"
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on
@@ -141,6 +88,7 @@ class CtxLedgerEngine(ContextEngine):
         self._pending: list[JSON] = []  # usage reports not written yet
         self._handed: list[bytes] = []  # digests of the host's list at the last compaction
         self._resumable = False  # a chain titled with the Hermes id may be continued
+        self._session_db: Any = None  # Hermes's session store, as it binds it
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
@@ -181,8 +129,16 @@ class CtxLedgerEngine(ContextEngine):
         A window that is no positive number of tokens (0, None: a model Hermes knows
         nothing of) turns automatic compaction off with a warning, as a threshold of 0
         tokens; it raised into the host's loop (InvalidConfig, TypeError).
+
+        The last response's figures were the previous model's: zeroed at every call, as
+        Hermes's built-in compressor does (0 is its "no real usage yet" state; its
+        status bar and ``get_status`` showed the old model's prompt against the new
+        window). Reports not written yet are written to the chain before the switch (they
+        are the old model's).
         """
-        window = _window(context_length)
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
+        self._last_compression_made_progress = False
+        window = host.window(context_length)
         if window is None:
             logger.warning(
                 "ctxledger: no usable context length for model %r (got %r): automatic "
@@ -203,7 +159,16 @@ class CtxLedgerEngine(ContextEngine):
         self.protect_last_n = config.protect_last_n
         root = self._root
         if changed and root is not None:
-            self._run_safely(lambda svc: svc.switch_model(root, self._model, self.context_length))
+            self._run_safely(lambda svc: self._switch(svc, root))
+
+    async def _switch(self, svc: ContextService, root: str) -> None:
+        """The old model's queued reports go to the chain first (accounting only): written
+        after the switch they counted the old model's prompt against the new window."""
+        tip = svc.tip(root)
+        pending, self._pending = self._pending, []
+        for usage in pending:
+            svc.ledger.report_usage(tip, usage)
+        await svc.switch_model(tip, self._model, self.context_length)
 
     def update_from_response(self, usage: dict[str, Any]) -> None:
         """Keep the report for the next ``compress``. One whose figures are not numbers
@@ -212,8 +177,8 @@ class CtxLedgerEngine(ContextEngine):
             return
         try:
             report = chat_usage(usage)
-            last = [_tokens(usage, k) for k in ("prompt_tokens", "completion_tokens")]
-            total = _tokens(usage, "total_tokens")
+            last = [host.tokens(usage, k) for k in ("prompt_tokens", "completion_tokens")]
+            total = host.tokens(usage, "total_tokens")
         except (AttributeError, InvalidInput) as exc:
             logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
             return
@@ -260,7 +225,8 @@ class CtxLedgerEngine(ContextEngine):
         self._last_summary_fallback_used = False
         self._last_summary_dropped_count = 0
         try:
-            return self._shared.run(lambda svc: self._compress(svc, messages, focus_topic))  # type: ignore[no-any-return]
+            ids = self._lineage(None)
+            return self._shared.run(lambda svc: self._compress(svc, messages, focus_topic, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
             logger.warning("ctxledger compaction failed: %s", exc)
@@ -269,19 +235,19 @@ class CtxLedgerEngine(ContextEngine):
             return messages
 
     async def _compress(
-        self, svc: ContextService, messages: list[JSON], focus: str | None
+        self, svc: ContextService, messages: list[JSON], focus: str | None, ids: tuple[str, ...]
     ) -> list[JSON]:
-        messages = _unmarked(messages)
-        sid, last = await self._sync(svc, messages)
-        self._handed = [_digest(m) for m in messages]
+        messages = host.unmarked(messages)
+        sid, last = await self._sync(svc, messages, ids)
+        self._handed = [host.digest(m) for m in messages]
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
             result = await svc.compress(sid, focus=focus)
         sid = result.session_id
         self._report_failure(result)
         self._last_compression_made_progress = result.compressed
-        self.compression_count = svc.ledger.chains.compression_count(sid)
-        view = _unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
+        self.compression_count = host.compactions(svc.ledger.chains, sid)
+        view = host.unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
         self._known = copy.deepcopy(view)
         return view
 
@@ -302,22 +268,27 @@ class CtxLedgerEngine(ContextEngine):
             self._last_summary_error = result.aborted
 
     async def _sync(
-        self, svc: ContextService, messages: list[JSON], host_id: str | None = None
+        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...]
     ) -> tuple[str, JSON | None]:
         """Append the host's new messages (without the session store's mark: callers
-        pass them through :func:`_unmarked` once); write queued usage but the latest
-        (returned). ``host_id``: the Hermes id the host named with the messages
-        (``on_session_end``)."""
+        pass them through :func:`host.unmarked` once); write queued usage but the latest
+        (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`)."""
         if self._root is None:
-            self._rebind(host_id)
-            await self._resume(svc, messages)
+            await self._resume(svc, messages, ids)
         n = len(self._known)
-        if self._root is None or messages[:n] != self._known:
+        if (
+            self._root is not None
+            and 0 < len(messages) < n
+            and messages == self._known[: len(messages)]
+        ):
+            await self._branch(svc, self._root, messages)
+            n = 0
+        elif self._root is None or messages[:n] != self._known:
             check_new_messages(messages)  # a list the ledger cannot take starts nothing
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,
-                title=_title(self._hermes_session or "?"),
+                title=host.title(self._hermes_session or "?"),
             )
             self._known, n = [], 0
         sid = svc.tip(self._root)
@@ -330,6 +301,61 @@ class CtxLedgerEngine(ContextEngine):
             svc.ledger.report_usage(sid, usage)  # older reports: accounting only
         return sid, (pending[-1] if pending else None)
 
+    async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
+        """The host handed a strict prefix of what the ledger holds: Hermes's
+        ``/compress here [N]`` (CLI and gateway) compacts only the head and re-appends the
+        last N exchanges after the result, some of which the ledger had seen (a recall
+        call, a flush). The head goes on as a branch of the chain's tip, the
+        conversation's chain from now on (a resume finds it by the same title); the old
+        tip ends, superseded. A second root held the head again before."""
+        check_new_messages(head)
+        tip = svc.tip(root)
+        parent = svc.ledger.transcript.session(tip)
+        branch = await svc.start_session(
+            model=self._model,
+            context_length=self.context_length or parent.context_length,
+            system_prompt=parent.system_prompt,
+            parent_session_id=tip,
+            reason="branch",
+            title=svc.ledger.chains.lineage(root).title,
+        )
+        if not parent.ended:
+            await svc.end_session(tip, "branched")
+        self._root, self._known = branch, []
+
+    def _lineage(self, host_id: str | None) -> tuple[str, ...]:
+        """With no chain yet, in the host's thread (Hermes's store is queried where Hermes
+        uses it, never from the ledger's loop thread): the Hermes ids whose ledger chain
+        this conversation may continue, nearest first. A conversation Hermes
+        compacted with rotation (``compression.in_place: false``) goes on under a new id
+        at each compaction, a child of the last in ``state.db``; its chain is titled with
+        the id it started under, so a resume of the rotated id (``hermes --resume`` lands
+        on the compression tip) looks under its compression ancestors too, as Hermes's
+        own store links them (:func:`host.compression_ancestors`: branches and
+        sub-agents are not followed)."""
+        if self._root is not None:
+            return ()
+        self._rebind(host_id)
+        own = self._hermes_session
+        if own is None or not self._resumable:
+            return ()
+        get_session = getattr(self._session_db, "get_session", None)
+        try:
+            ancestors = (
+                host.compression_ancestors(get_session, own) if callable(get_session) else []
+            )
+        except Exception as exc:  # the host's store, its own errors: resume by own id only
+            if not self._shared.store_failed:  # a silent second root otherwise: told once
+                logger.warning(
+                    "ctxledger: Hermes's session store could not tell what %s continues "
+                    "(%s): a conversation it rotated may start a new ledger chain",
+                    own,
+                    exc,
+                )
+            self._shared.store_failed = True
+            ancestors = []
+        return (own, *ancestors)
+
     def _rebind(self, host_id: str | None) -> None:
         """After a reset with no start (the CLI's ``/new``, ``/resume <id>``, ``/branch``
         only set the agent's id and call ``reset_session_state()``: ``on_session_reset``
@@ -338,37 +364,40 @@ class CtxLedgerEngine(ContextEngine):
         before the reset)."""
         if self._resumable:
             return
-        current = host_id or _host_session_id()
+        current = host_id or host.host_session_id()
         if current and current != self._hermes_session:
             self._hermes_session, self._resumable = current, True
 
-    async def _resume(self, svc: ContextService, messages: list[JSON]) -> None:
+    async def _resume(
+        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...]
+    ) -> None:
         """A Hermes conversation resumed in a new agent (``hermes --resume``, the gateway
         after an eviction): its ledger chain goes on when the host's list starts with the
         chain tip's live view (compared as a conversation, without the bookkeeping keys
         Hermes's session store adds or drops: ``timestamp``, ``reasoning``, ...); before,
         every resume recorded the whole history again under a new root. Only for an id
         the engine was started on (after a reset the old id's chain is not this one), and
-        the tip takes the agent's model and window if they changed meanwhile."""
-        if self._hermes_session is None or not self._resumable:
+        the tip takes the agent's model and window if they changed meanwhile. A list
+        the view starts with goes on as a branch (:meth:`_branch`). ``ids``:
+        the Hermes ids the chain may be titled with (the agent's, then those it continues
+        after a rotation)."""
+        if not ids:
             return
         svc.ledger.refresh()
-        title = _title(self._hermes_session)
-        chains = svc.ledger.chains.state.sessions
-        roots = sorted(
-            (i for i in chains.values() if i.title == title and i.parent_session_id is None),
-            key=lambda i: i.started_seq,
-            reverse=True,  # the latest conversation under this id first
-        )
-        for lineage in roots:
+        for lineage in host.chains_titled(svc.ledger.chains, {host.title(i) for i in ids}):
             tip = svc.tip(lineage.session_id)
             if svc.ledger.transcript.session(tip).ended:
                 continue
             view = live_messages(svc, tip)
-            if 0 < len(view) <= len(messages) and all(
-                _said(a) == _said(b) for a, b in zip(view, messages, strict=False)
+            if (
+                view
+                and messages
+                and all(host.said(a) == host.said(b) for a, b in zip(view, messages, strict=False))
             ):
-                self._root, self._known = lineage.session_id, copy.deepcopy(messages[: len(view)])
+                # a host's list shorter than the view (the gateway's /compress here on a
+                # temporary agent) is a strict prefix of what the ledger holds: a branch
+                known = messages[: len(view)] + view[len(messages) :]
+                self._root, self._known = lineage.session_id, copy.deepcopy(known)
                 await self._follow_model(svc, tip)
                 return
 
@@ -382,7 +411,7 @@ class CtxLedgerEngine(ContextEngine):
             self.context_length,
         ):
             tip = (await svc.switch_model(tip, self._model, self.context_length)).session_id
-        self.compression_count = svc.ledger.chains.compression_count(tip)
+        self.compression_count = host.compactions(svc.ledger.chains, tip)
 
     def _flush(
         self, messages: list[JSON], *, final: bool = False, host_id: str | None = None
@@ -390,10 +419,12 @@ class CtxLedgerEngine(ContextEngine):
         """Hand the host's messages and queued usage to the ledger without compacting (a
         compaction the host did not ask for would leave it holding a stale list). The
         latest usage stays queued for the next ``compress`` unless this is the end.
-        `messages` are :func:`_unmarked` already."""
+        `messages` are :func:`host.unmarked` already."""
+
+        ids = self._lineage(host_id)
 
         async def flush(svc: ContextService) -> str:
-            sid, last = await self._sync(svc, messages, host_id)
+            sid, last = await self._sync(svc, messages, ids)
             if last is not None and final:
                 svc.ledger.report_usage(sid, last)
             elif last is not None:
@@ -422,9 +453,18 @@ class CtxLedgerEngine(ContextEngine):
             except CtxLedgerError as exc:  # a blank CTXLEDGER_DB: told, as every hook tells
                 logger.warning("ctxledger: %s", exc)
         if kwargs.get("boundary_reason") == "compression":
-            return  # the conversation goes on: the ledger chain already continued
+            # the conversation goes on (the ledger chain already continued), under a new
+            # Hermes id if Hermes rotated it: the id a later reset is told from
+            self._hermes_session = session_id or self._hermes_session
+            return
         self._hermes_session, self._resumable = session_id, True
         self._root, self._known, self._pending, self._handed = None, [], [], []
+
+    def bind_session_state(self, session_db: Any = None, session_id: str = "") -> None:
+        """Hermes hands its session store (``state.db``) to an engine that has this hook
+        (its agent set-up, a reset to another id, the gateway's hygiene agent): kept to
+        follow a rotated conversation's lineage at a resume, read in Hermes's thread."""
+        self._session_db = session_db
 
     def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         """Make sure the ledger holds the whole conversation (even one never compacted).
@@ -435,9 +475,9 @@ class CtxLedgerEngine(ContextEngine):
         the whole uncompacted history at every compaction."""
         if not isinstance(messages, list) or not messages:
             return
-        messages, handed = _unmarked(messages), self._handed
+        messages, handed = host.unmarked(messages), self._handed
         if len(messages) <= len(handed) and all(
-            _digest(m) == d for m, d in zip(messages, handed, strict=False)
+            host.digest(m) == d for m, d in zip(messages, handed, strict=False)
         ):
             return  # the list a compaction was made from: recorded already
         self._flush(messages, final=True, host_id=session_id)
@@ -459,7 +499,11 @@ class CtxLedgerEngine(ContextEngine):
         if name not in _TOOLS:
             return json.dumps({"error": f"Unknown context engine tool: {name}"})
         messages = kwargs.get("messages")
-        sid = self._flush(_unmarked(messages)) if isinstance(messages, list) and messages else None
+        sid = (
+            self._flush(host.unmarked(messages))
+            if isinstance(messages, list) and messages
+            else None
+        )
         root = sid or self._root
         if root is None:
             return json.dumps({"error": "nothing recorded yet in this conversation"})
@@ -479,100 +523,6 @@ class CtxLedgerEngine(ContextEngine):
                 status["ledger_session_id"] = ledger["session_id"]
                 status["ledger_db"] = str(self._shared.db_path or default_db_path())
         return status
-
-
-def chat_usage(usage: dict[str, Any]) -> JSON:
-    """Hermes's normalized usage dict as an OpenAI chat-completions usage dict
-    (InvalidInput for a figure that is no number of tokens, as the ledger would say)."""
-    cache_read = _tokens(usage, "cache_read_tokens")
-    cache_write = _tokens(usage, "cache_write_tokens")
-    if usage.get("prompt_tokens") is None:
-        prompt = _tokens(usage, "input_tokens") + cache_read + cache_write
-    else:
-        prompt = _tokens(usage, "prompt_tokens")
-    completion = "completion_tokens" if "completion_tokens" in usage else "output_tokens"
-    report = {
-        "prompt_tokens": prompt,
-        "completion_tokens": _tokens(usage, completion),
-        "prompt_tokens_details": {"cached_tokens": cache_read, "cache_write_tokens": cache_write},
-        "completion_tokens_details": {"reasoning_tokens": _tokens(usage, "reasoning_tokens")},
-    }
-    normalize_usage(report)  # what the ledger would refuse at the next compress
-    return report
-
-
-#: the key Hermes's session store stamps on a message dict once it wrote it to its
-#: ``state.db``, after the fact (host bookkeeping: its compressor strips it too)
-_PERSISTED_MARK = "_db_persisted"
-
-
-def _unmarked(messages: list[Any]) -> list[Any]:
-    """Shallow copies of the host's messages without the session store's mark (the
-    values are shared: what is kept is copied where it is kept). Kept, the mark
-    made the host's list differ from what the ledger held once Hermes had saved it (a
-    new ledger root, the whole history again, at every compaction), and the view
-    handed back told Hermes its compacted messages were saved already (#57491)."""
-    return [
-        {k: v for k, v in m.items() if k != _PERSISTED_MARK} if isinstance(m, dict) else m
-        for m in messages
-    ]
-
-
-def _digest(message: Any) -> bytes:
-    """A message's fingerprint: what the engine keeps of the list a compaction was made
-    from (the list itself was a second copy of the whole history for the agent's life)."""
-    text = json.dumps(message, sort_keys=True, default=repr, ensure_ascii=False)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _host_session_id() -> str | None:
-    """The Hermes session id Hermes keeps current for its tools (its CLI moves it before
-    ``reset_session_state()`` on ``/new``, ``/resume``, ``/branch``); None outside Hermes."""
-    try:
-        from gateway.session_context import get_session_env
-    except ImportError:
-        return None
-    current = get_session_env("HERMES_SESSION_ID")
-    return current if isinstance(current, str) and current else None
-
-
-def _title(hermes_session: str) -> str:
-    """The title of the ledger chain of one Hermes conversation (how a resume finds it)."""
-    return f"hermes session {hermes_session}"
-
-
-def _said(message: Any) -> Any:
-    """What a message says, as Hermes's session store gives it back: role, content, tool
-    calls (id, name, arguments) and the call a result answers."""
-    if not isinstance(message, dict):
-        return message
-    calls = [
-        (
-            c.get("id"),
-            (c.get("function") or {}).get("name"),
-            (c.get("function") or {}).get("arguments"),
-        )
-        if isinstance(c, dict)
-        else c
-        for c in message.get("tool_calls") or ()
-    ]
-    return (message.get("role"), message.get("content") or None, calls, message.get("tool_call_id"))
-
-
-def _tokens(usage: dict[str, Any], key: str) -> int:
-    """A figure as the ledger takes it (None is 0), else InvalidInput: text, a bool, a
-    fraction, a negative or oversized count (``int()`` made "12" 12 and True 1, and a
-    negative one failed the next compaction)."""
-    return check_token_count(usage.get(key), f"usage field {key!r}")
-
-
-def _window(value: Any) -> int | None:
-    """A context length the host gave, as the ledger takes one; None when no session
-    could have it (0, None, under 1,024 or past MAX_CONTEXT_LENGTH: every compress failed)."""
-    try:
-        return check_context_length(value)
-    except InvalidInput:
-        return None
 
 
 def register(ctx: Any) -> None:

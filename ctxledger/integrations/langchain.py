@@ -6,7 +6,10 @@
    call) is appended to the thread's ledger session;
 2. preflight runs (system prompt + messages + tools schema against the threshold);
 3. the model is sent the ledger's live view through ``request.override(messages=...,
-   system_message=...)``;
+   system_message=...)``: the messages are the ledger's; the system message is the
+   agent's own for that call (a ``dynamic_prompt`` applies) with the ledger's compaction
+   note added after a compaction (the ledger keeps the prompt the thread started with,
+   which preflight counts);
 4. the response's ``usage_metadata`` is reported (the in-loop trigger).
 
 When the agent finishes (``after_agent``) what the state gained since the last model
@@ -15,14 +18,17 @@ finished run is whole in the ledger, not only once the thread's next call sends 
 
 The graph state keeps the full history (LangChain's ``SummarizationMiddleware`` replaces
 the originals in the checkpoint); the compaction history is in the ledger. One ledger
-session per graph thread (``config["configurable"]["thread_id"]``): ``langchain:<thread>``,
+session per graph thread (``config["configurable"]["thread_id"]``; a run without one is
+the thread ``default:<an id of the run>``, see :meth:`CtxLedgerMiddleware.before_agent`):
+``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
 ledger saw (messages removed or rewritten), which starts over from the state as it is.
-In ``<thread>`` a ``~``, a ``%`` and control characters are written ``%XX``, so no
-thread id holds the ``~`` of another thread's generation; every other character is
-kept, so the sessions of threads named before this escaping are found again. A thread
-id longer than 150 characters (escaped) is its first 126 and a digest of the whole, so
-a session id stays within the 200 characters the HTTP API can name.
+In ``<thread>`` a ``~``, a ``%``, control characters and bidirectional-text controls
+(session 33; a session recorded before with one as itself goes on under it) are written
+``%XX``, so no thread id holds the ``~`` of another thread's generation; every other
+character is kept, so the sessions of threads named before this escaping are found
+again. A thread id longer than 150 characters (escaped) is its first 126 and a digest
+of the whole, so a session id stays within the 200 characters the HTTP API can name.
 Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
 process finds where the ledger left off.
 """
@@ -30,12 +36,15 @@ process finds where the ledger left off.
 from __future__ import annotations
 
 import functools
-import re
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -47,22 +56,40 @@ from langchain_core.messages import (
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
+from ctxledger.compressor import markers
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import MessageAppended
 from ctxledger.integrations.common import (
     LoopThread,
-    digest_key,
     finite_schema,
+    host_title,
     live_messages,
     logger,
     report_usage_or_warn,
     system_view,
 )
-from ctxledger.limits import check_token_count
+from ctxledger.integrations.langchain_keys import (
+    LC_ID,
+    RunIndex,
+    is_run,
+    run_of,
+    session_key,
+    thread_key,
+)
+from ctxledger.limits import check_token_count, taking_as_recorded
 
 JSON = dict[str, Any]
-#: the chat-message key holding the LangChain message id
-LC_ID = "lc_id"
+#: the (private) state field holding the thread of a run without a thread id
+RUN_KEY = "ctxledger_run"
+#: how many runs without a thread id the middleware keeps in memory (the least recently
+#: used is forgotten first: a forgotten run found again in the ledger, see ``RunIndex``)
+RUNS_KEPT = 256
+
+
+class RunState(AgentState[Any]):
+    """The agent state with the middleware's private field: the key of the run."""
+
+    ctxledger_run: NotRequired[Annotated[str, PrivateStateAttr]]
 
 
 class _Thread:
@@ -74,8 +101,10 @@ class _Thread:
         self.seen = seen
 
 
-class CtxLedgerMiddleware(AgentMiddleware):
+class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     """Keeps a ``create_agent`` graph's model input inside the window, on a ledger."""
+
+    state_schema = RunState
 
     def __init__(
         self,
@@ -83,14 +112,21 @@ class CtxLedgerMiddleware(AgentMiddleware):
         *,
         model: str = "langchain-agent",
         context_length: int | None = None,
+        run_ids: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
         super().__init__()
         self.service = service
         self.model_name = model
         self.context_length = context_length
         self._threads: dict[str, _Thread] = {}
+        #: runs without a thread id, least recently used first; those that ended
+        self._runs: OrderedDict[str, _Thread] = OrderedDict()
+        self._ended: set[str] = set()
+        self._run_ids = run_ids
         self._keys: dict[str, str] = {}
+        self._index = RunIndex()
         self._loop: LoopThread | None = None
+        self._loop_lock = threading.Lock()
         self._warned_state = False
 
     @classmethod
@@ -106,15 +142,33 @@ class CtxLedgerMiddleware(AgentMiddleware):
 
     # --- the hooks ----------------------------------------------------------------------
 
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """A run without a thread id (a graph with no checkpointer) gets its own key, kept
+        in the state for the run: runs at the same time never share a session, even when
+        their first message is one object every request reuses (LangGraph gives it an id
+        once, so an id of a message is no key). A run given the messages of one that
+        ended (its whole state plus a new message) continues that run's session: found
+        in memory, else in the ledger (after a restart, or once forgotten)."""
+        ids = _new_run(state)
+        if ids is None:
+            return None
+        return {RUN_KEY: self._loop_thread().run(lambda: self._run_key(ids))}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        ids = _new_run(state)
+        return None if ids is None else {RUN_KEY: await self._run_key(ids)}
+
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        thread = _thread_id()
-        if self._loop is None:
-            self._loop = LoopThread("ctxledger-langchain")
-        loop = self._loop
+        thread = _thread_id(request.state, request.messages)
+        loop = self._loop_thread()
         sid, view = loop.run(lambda: self._before(thread, request))
-        response = handler(self._override(request, view))
+        try:
+            response = handler(self._override(request, view))
+        except BaseException:
+            loop.run(lambda: self._forget_run(thread))
+            raise
         loop.run(lambda: self._after(sid, response))
         return response
 
@@ -123,19 +177,30 @@ class CtxLedgerMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        sid, view = await self._before(_thread_id(), request)
-        response = await handler(self._override(request, view))
+        thread = _thread_id(request.state, request.messages)
+        sid, view = await self._before(thread, request)
+        try:
+            response = await handler(self._override(request, view))
+        except BaseException:
+            await self._forget_run(thread)
+            raise
         await self._after(sid, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        thread = _thread_id()
-        if self._loop is None:
-            self._loop = LoopThread("ctxledger-langchain")
-        self._loop.run(lambda: self._finish(thread, state))
+        thread = _thread_id(state, _state_messages(state))
+        self._loop_thread().run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        await self._finish(_thread_id(), state)
+        await self._end_run(_thread_id(state, _state_messages(state)), state)
+
+    def _loop_thread(self) -> LoopThread:
+        """The thread the sync hooks run the middleware's steps on: all its bookkeeping is
+        done there (a sync agent's ``batch`` calls the hooks from many threads)."""
+        with self._loop_lock:
+            if self._loop is None:
+                self._loop = LoopThread("ctxledger-langchain")
+            return self._loop
 
     # --- steps ----------------------------------------------------------------------------
 
@@ -143,7 +208,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         ids = [str(m.id) for m in messages]
-        known = self._threads.get(thread) or self._recover(thread)
+        known = self._known(thread)
         if known is None or ids[: len(known.seen)] != known.seen:
             known = await self._start(thread, request, known)
         suffix = messages[len(known.seen) :]
@@ -166,6 +231,15 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 report = functools.partial(responses_usage, usage)
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
 
+    async def _end_run(self, thread: str, state: Any) -> None:
+        """:meth:`_finish`; a run without a thread id is then one a later run may
+        continue (:meth:`before_agent`)."""
+        try:
+            await self._finish(thread, state)
+        finally:
+            if thread in self._runs:
+                self._ended.add(thread)
+
     async def _finish(self, thread: str, state: Any) -> None:
         """Append what the state gained since the last model call (its final answer). A
         thread no model call recorded, or whose history was rewritten since, is left to
@@ -182,7 +256,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
                     type(state).__name__,
                 )
             return
-        known = self._threads.get(thread) or self._recover(thread)
+        known = self._known(thread)
         ids = [str(m.id) for m in messages]
         if known is None or ids[: len(known.seen)] != known.seen:
             return
@@ -198,28 +272,89 @@ class CtxLedgerMiddleware(AgentMiddleware):
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}
-        if view.system is not None:
-            overrides["system_message"] = SystemMessage(content=view.system["content"])
+        system = _system_message(request.system_message, view.system)
+        if system is not None:
+            overrides["system_message"] = system
         return request.override(**overrides)
 
     # --- which ledger session -----------------------------------------------------------
+
+    def _known(self, thread: str) -> _Thread | None:
+        if thread in self._runs:
+            self._runs.move_to_end(thread)
+            return self._runs[thread]
+        return self._threads.get(thread) or self._recover(thread)
+
+    def _keep(self, thread: str, known: _Thread) -> _Thread:
+        """Remember `known`; of the runs without a thread id, the :data:`RUNS_KEPT` used
+        last (a server's runs, finished or failed, would pile up otherwise)."""
+        if not is_run(thread):
+            self._threads[thread] = known
+            return known
+        self._runs[thread] = known
+        self._runs.move_to_end(thread)
+        while len(self._runs) > RUNS_KEPT:
+            old, _ = self._runs.popitem(last=False)
+            self._ended.discard(old)
+            self._keys.pop(old, None)
+        return known
+
+    async def _forget_run(self, thread: str) -> None:
+        """A failed model call: no ``after_agent`` follows if the run fails with it, so a
+        run without a thread id is forgotten now (memory), its session left as it is: a
+        retry of the call (a retry or fallback middleware outside this one) finds it in
+        the ledger."""
+        if self._runs.pop(thread, None) is not None:
+            self._ended.discard(thread)
+            self._keys.pop(thread, None)
+
+    async def _run_key(self, ids: list[str]) -> str:
+        """The key of a run without a thread id: the run whose messages `ids` continue,
+        else a new one."""
+        return self._continued(ids) or self._recorded_run(ids) or f"default:{self._run_ids()}"
+
+    def _continued(self, ids: list[str]) -> str | None:
+        """The ended run in memory whose messages `ids` start with (the longest), taken back."""
+        best: str | None = None
+        for key in self._ended:
+            seen = self._runs[key].seen
+            longer = best is None or len(seen) > len(self._runs[best].seen)
+            if seen and longer and ids[: len(seen)] == seen:
+                best = key
+        if best is not None:
+            self._ended.discard(best)
+        return best
+
+    def _recorded_run(self, ids: list[str]) -> str | None:
+        """The run without a thread id whose ledger session holds the messages `ids` start
+        with (the longest), found by the last message id each session recorded: a run
+        forgotten, or of a process before this one (main's one ``default`` thread too).
+        A run going on in this process is never taken."""
+        last = self._index.update(self.service)
+        for end in range(len(ids), 0, -1):
+            sid = last.get(ids[end - 1])
+            root = None if sid is None else self.service.ledger.chains.root(sid)
+            thread = None if root is None else run_of(root)
+            if thread is None or (thread in self._runs and thread not in self._ended):
+                continue
+            known = self._recorded(thread)  # its latest generation only
+            if known is not None and known.root == root and known.seen == ids[:end]:
+                self._ended.discard(thread)
+                self._keep(thread, known)
+                return thread
+            if thread not in self._runs:
+                self._keys.pop(thread, None)
+        return None
 
     def _root(self, thread: str, generation: int) -> str:
         base = f"langchain:{self._key(thread)}"
         return base if generation == 1 else f"{base}~{generation}"
 
     def _key(self, thread: str) -> str:
-        """The thread's part of its session ids: :func:`_session_key`, except for a long
-        thread whose sessions were recorded under the whole of it (before the digest)."""
+        """The thread's part of its session ids (:func:`langchain_keys.thread_key`)."""
         key = self._keys.get(thread)
         if key is None:
-            key = _session_key(thread)
-            whole = _escaped(thread)
-            if (
-                key != whole
-                and f"langchain:{whole}" in self.service.ledger.transcript.state.sessions
-            ):
-                key = whole
+            key = thread_key(thread, self.service.ledger.chains.state.sessions)
             self._keys[thread] = key
         return key
 
@@ -234,6 +369,10 @@ class CtxLedgerMiddleware(AgentMiddleware):
 
     def _recover(self, thread: str) -> _Thread | None:
         """After a restart: the ids this thread's latest ledger session already holds."""
+        known = self._recorded(thread)
+        return None if known is None else self._keep(thread, known)
+
+    def _recorded(self, thread: str) -> _Thread | None:
         n = self._generations(thread)
         if n == 0:
             return None
@@ -244,8 +383,7 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 event = rec.event
                 if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
                     seen.append(event.message[LC_ID])
-        self._threads[thread] = _Thread(root, seen)
-        return self._threads[thread]
+        return _Thread(root, seen)
 
     async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
         """A new ledger session for the thread (the first, or after the history was rewritten)."""
@@ -255,16 +393,20 @@ class CtxLedgerMiddleware(AgentMiddleware):
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1
         system = request.system_message
-        root = await self.service.start_session(
-            model=self.model_name,
-            context_length=self.context_length,
-            system_prompt=_text(system.content) if system is not None else None,
-            tools=_tool_schemas(request.tools),
-            session_id=self._root(thread, generation),
-            title=f"langchain thread {thread}",
-        )
-        self._threads[thread] = _Thread(root, [])
-        return self._threads[thread]
+        sid = self._root(thread, generation)
+        # a long id recorded whole before the digest goes on under it (its next
+        # generation may be past today's 1,024 characters for a chosen id): that id only
+        whole = self._key(thread) != session_key(thread)
+        with taking_as_recorded(*([sid] if whole else [])):
+            root = await self.service.start_session(
+                model=self.model_name,
+                context_length=self.context_length,
+                system_prompt=_text(system.content) if system is not None else None,
+                tools=_tool_schemas(request.tools),
+                session_id=sid,
+                title=host_title("langchain thread", thread),
+            )
+        return self._keep(thread, _Thread(root, []))
 
 
 class _View:
@@ -285,6 +427,22 @@ class _View:
             else:
                 out.append(from_chat(msg))
         return out
+
+
+def _system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMessage | None:
+    """The system message to send: the agent's own for this call (a ``dynamic_prompt``
+    or a prompt changed since the thread started applies, its content blocks kept), with
+    the ledger's compaction note added when the view has one; with none from the agent,
+    the ledger's (a leading system message of the state, which the ledger holds)."""
+    if host is None:
+        return None if ledger is None else SystemMessage(content=ledger["content"])
+    if ledger is None or not markers.has_system_note(_text(ledger.get("content"))):
+        return host
+    content = host.content
+    if isinstance(content, str):
+        return host.model_copy(update={"content": markers.add_system_note(content)})
+    note = {"type": "text", "text": markers.system_note()}
+    return host.model_copy(update={"content": [*content, note]})
 
 
 def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
@@ -352,37 +510,6 @@ def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     return schemas or None
 
 
-#: what a thread id may not hold as itself in a session id: the ``~`` that numbers
-#: generations, the ``%`` of the escape, and control characters (a NUL is refused)
-_UNSAFE_IN_KEY = re.compile(r"[~%\x00-\x1f\x7f]")
-
-
-#: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
-#: generation's ``~N`` stays within the 200 characters of a session id the HTTP API can
-#: name. A longer one is cut to its first KEY_KEPT characters and a digest of the whole,
-#: 160 characters in all: longer than any whole key, so never the key of another thread.
-_LONGEST_KEY = 150
-
-
-def _session_key(thread: str) -> str:
-    """`thread` with each of :data:`_UNSAFE_IN_KEY` as ``%XX``: one way back, never the
-    ``~`` of a generation. Any other character stays (``user/42``, ``Zürich``, spaces),
-    as thread ids were written before the escaping, so their sessions are found again.
-    Past :data:`_LONGEST_KEY` characters: its start, ``.h`` and 32 hex digits of the
-    sha256 of the whole id (a 10,000-character id made a 10,010-character session id)."""
-    key = _escaped(thread)
-    if len(key) <= _LONGEST_KEY:
-        return key
-    return digest_key(key, thread)
-
-
-def _escaped(thread: str) -> str:
-    return _UNSAFE_IN_KEY.sub(
-        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
-        thread,
-    )
-
-
 def _state_messages(state: Any) -> list[Any] | None:
     """The messages of an agent state: a dict (``AgentState``) or an object with a
     ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
@@ -393,16 +520,42 @@ def _state_messages(state: Any) -> list[Any] | None:
     return list(messages) if isinstance(messages, list | tuple) else None
 
 
-def _thread_id() -> str:
-    """The running graph's thread id (``default`` outside a checkpointed graph)."""
+def _configured_thread() -> str | None:
+    """The running graph's thread id (``config["configurable"]["thread_id"]``), if any."""
     try:
         from langgraph.config import get_config
 
-        configurable = get_config().get("configurable") or {}
+        thread = (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:
-        return "default"
-    thread = configurable.get("thread_id")
-    return "default" if thread is None or thread == "" else str(thread)
+        thread = None
+    return None if thread is None or thread == "" else str(thread)
+
+
+def _new_run(state: Any) -> list[str] | None:
+    """The message ids of a run that needs its own key (no thread id, no key yet)."""
+    if _configured_thread() is not None or _field(state, RUN_KEY):
+        return None
+    return [str(m.id) for m in _state_messages(state) or ()]
+
+
+def _field(state: Any, name: str) -> Any:
+    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
+
+
+def _thread_id(state: Any, messages: Sequence[Any] | None) -> str:
+    """The running graph's thread id; without one (a graph with no checkpointer: each
+    run is a conversation of its own) the run's key :meth:`before_agent` put in the
+    state (runs shared ``default``: each one ended the other's session and appended
+    their history again). A state without the key (the hooks called outside a graph):
+    ``default:`` and the id of its first message, else ``default``."""
+    thread = _configured_thread()
+    if thread is not None:
+        return thread
+    key = _field(state, RUN_KEY)
+    if isinstance(key, str) and key:
+        return key
+    first = getattr(messages[0], "id", None) if messages else None
+    return f"default:{first}" if isinstance(first, str) and first else "default"
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

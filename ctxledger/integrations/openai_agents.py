@@ -20,7 +20,10 @@ than letters, digits and ``._:@-``) is kept as a key of at most 160 characters: 
 start with each other character as ``-``, ``.h`` and 32 hex digits of its sha256
 (as the LangChain adapter keys a long thread id). A session already recorded under
 the whole id is continued under it (for an id shaped like a key, only one titled with it:
-the session under a key made for another id is that id's).
+the session under a key made for another id is that id's). A chain recorded before
+session 33's name checks goes on as recorded: ``pop_item``'s branch keeps the chain's
+model, and an id recorded whole numbers its next sessions, even where those checks
+would refuse them now (the agent's own model is checked as ever).
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import (
     KEY_KEPT,
     digest_key,
+    host_title,
     live_messages,
     report_usage_or_warn,
 )
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_token_count, taking_as_recorded
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
@@ -69,7 +73,7 @@ def ledger_key(session_id: str) -> str:
 
 def _title(session_id: str) -> str:
     """The title of the first ledger session of an SDK id (how it is told apart)."""
-    return f"openai-agents session {session_id}"
+    return host_title("openai-agents session", session_id)
 
 
 class CtxLedgerSession:
@@ -144,15 +148,21 @@ class CtxLedgerSession:
         sid = self.ledger_session_id()
         if sid is not None:
             return sid
-        if self._exists(self._ledger_id(self._generation)):
-            self._generation += 1  # the last one was cleared (ended): start the next
-        return await self.service.start_session(
-            model=self.model,
-            context_length=self.context_length,
-            system_prompt=self.system_prompt,
-            session_id=self._ledger_id(self._generation),
-            title=_title(self.session_id),
-        )
+        generation = self._generation
+        if self._exists(self._ledger_id(generation)):
+            generation += 1  # the last one was cleared (ended): start the next
+        sid = self._ledger_id(generation)
+        title = _title(self.session_id)
+        with taking_as_recorded(sid):  # (the next of an id recorded whole: see pop_item)
+            started = await self.service.start_session(
+                model=self.model,
+                context_length=self.context_length,
+                system_prompt=self.system_prompt,
+                session_id=sid,
+                title=title,
+            )
+        self._generation = generation
+        return started
 
     # --- the Session protocol -----------------------------------------------------------
 
@@ -217,16 +227,23 @@ class CtxLedgerSession:
         last_items = messages_to_items([messages[-1]])
         popped = last_items[-1] if last_items else None
         kept = [*messages[:-1], *items_to_messages(last_items[:-1])]
-        self._generation += 1
-        branch = await self.service.start_session(
-            model=self.service.ledger.transcript.session(sid).model,
-            context_length=self.service.ledger.transcript.session(sid).context_length,
-            system_prompt=self.service.ledger.transcript.session(sid).system_prompt,
-            parent_session_id=sid,
-            reason="branch",
-            session_id=self._ledger_id(self._generation),
-            title=f"openai-agents session {self.session_id} (after pop_item)",
-        )
+        view = self.service.ledger.transcript.session(sid)
+        title = host_title("openai-agents session", self.session_id, " (after pop_item)")
+        next_id = self._ledger_id(self._generation + 1)
+        # the branch goes on with what the chain recorded: its model, and the next id of an
+        # id recorded whole, as they are (a chain recorded before the name checks may hold
+        # one they refuse; refusing would leave its history unusable here)
+        with taking_as_recorded(view.model, next_id):
+            branch = await self.service.start_session(
+                model=view.model,
+                context_length=view.context_length,
+                system_prompt=view.system_prompt,
+                parent_session_id=sid,
+                reason="branch",
+                session_id=next_id,
+                title=title,
+            )
+        self._generation += 1  # (only once the branch is there: else the view would be empty)
         if kept:
             await self.service.append(branch, kept)
         await self.service.end_session(sid, "pop_item")  # superseded by the branch

@@ -17,12 +17,7 @@ from ctxledger import limits
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.errors import (
-    InvalidInput,
-    SessionEndedError,
-    UnknownMessage,
-    UnknownSession,
-)
+from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
 from ctxledger.events import (
     CallIdRepairEntry,
     CompressionChecked,
@@ -46,9 +41,7 @@ from ctxledger.events import (
     envelope,
     said,
 )
-from ctxledger.events import (
-    SessionEnded as SessionEndedEvent,
-)
+from ctxledger.events import SessionEnded as SessionEndedEvent
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
 from ctxledger.eventstore.opening import default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
@@ -57,7 +50,14 @@ from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.eventcheck import check_decodable
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
-from ctxledger.ledger.spec import SessionSpec, check_model, check_session_id, checked_tools
+from ctxledger.ledger.spec import (
+    SessionSpec,
+    check_end_reason,
+    check_model,
+    check_names,
+    check_session_id,
+    checked_tools,
+)
 from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
 from ctxledger.messages import (
     JSON,
@@ -263,7 +263,7 @@ class Ledger:
             spec.tools,
             spec.encoding,
         )
-        check_model(model)
+        check_names(spec)
         ctx = spec.context_length  # 0 is out of range, not a request for the default
         if ctx is None:
             ctx = self.config.context_length
@@ -544,7 +544,7 @@ class Ledger:
 
     def end_session(self, session_id: str, reason: str = "closed") -> None:
         self.live_session(session_id)
-        event = SessionEndedEvent(**self.event_fields(session_id), reason=reason)
+        event = SessionEndedEvent(**self.event_fields(session_id), reason=check_end_reason(reason))
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
 
     def append_events(self, session_id: str, events: Sequence[Event]) -> None:

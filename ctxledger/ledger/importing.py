@@ -37,6 +37,7 @@ from ctxledger.eventstore.base import AppendRequest
 from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
+from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
 from ctxledger.messages import JSON, content_text, validate_messages
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages
 from ctxledger.usage import normalize_usage
@@ -125,7 +126,8 @@ def import_sessions(
     done: dict[str, _Imported] = {}
     for s in ordered:
         try:
-            parent = done.get(s.parent_key or "") if s.parent_key in compressed else None
+            continued = s.parent_key in compressed and s.continues
+            parent = done.get(s.parent_key or "") if continued else None
             done[s.key] = _events(
                 ledger, s, keys, compressed, parent, (model, context_length, encoding)
             )
@@ -156,7 +158,7 @@ def _events(
 
     reason: SessionReason = (
         "compression"
-        if parent_sid and s.parent_key in compressed
+        if parent_sid and s.parent_key in compressed and s.continues
         else ("branch" if parent_sid else "import")
     )
     tokens = count_messages(messages, encoding) if messages else []
@@ -189,8 +191,9 @@ def _events(
     repairs = [r for r in s.repairs if r.index >= skip]
     if repairs:
         events.append(ledger.repair_event(sid, repairs, out.message_ids, source="import"))
-    if s.end_reason is not None:
-        events.append(SessionEnded(**base(), reason=s.end_reason))
+    if s.end_reason is not None:  # (as every face checks a name: see limits.check_name)
+        ended = check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+        events.append(SessionEnded(**base(), reason=ended))
     return out
 
 
@@ -206,6 +209,8 @@ def _message_events(ledger: Ledger, out: _Imported, carried: list[str], encoding
     usages: dict[int, list[UsageReported]] = {}
     for u in out.session.usages:
         shape, usage = normalize_usage(u.raw, u.shape)
+        if u.model is not None:
+            check_name(u.model, "a usage report's model", MAX_MODEL_CHARS)
         usages.setdefault(max(u.after_index, skip - 1), []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )

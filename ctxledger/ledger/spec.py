@@ -16,10 +16,25 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionReason
-from ctxledger.limits import check_json, check_unicode
-from ctxledger.tokens import DEFAULT_ENCODING
+from ctxledger.limits import (
+    MAX_MODEL_CHARS,
+    MAX_REASON_CHARS,
+    MAX_SESSION_ID_CHARS,
+    MAX_TITLE_CHARS,
+    check_json,
+    check_name,
+)
+from ctxledger.tokens import DEFAULT_ENCODING, check_encoding
 
-__all__ = ["SessionSpec", "check_model", "check_session_id", "checked_tools"]
+__all__ = [
+    "SessionSpec",
+    "check_end_reason",
+    "check_model",
+    "check_names",
+    "check_session_id",
+    "check_title",
+    "checked_tools",
+]
 
 
 class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,10 +57,40 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 def check_model(model: object) -> str:
     """`model` when it is a non-empty string UTF-8 can encode, else InvalidInput (not
-    "SessionStarted has a field of the wrong type")."""
+    "SessionStarted has a field of the wrong type"); at most :data:`MAX_MODEL_CHARS`
+    characters and no control characters (:func:`~ctxledger.limits.check_name`)."""
     if not isinstance(model, str) or not model.strip():
-        raise InvalidInput(f"model must be a non-empty string, got {model!r}")
-    return check_unicode(model, "model")
+        raise InvalidInput(f"model must be a non-empty string, got {model!r}"[:300])
+    return check_name(model, "model", MAX_MODEL_CHARS)
+
+
+def check_names(spec: SessionSpec) -> None:
+    """InvalidInput unless the model, title and tokenizer encoding `spec` names can be
+    recorded (:func:`check_model`, :func:`check_title`,
+    :func:`~ctxledger.tokens.check_encoding`)."""
+    check_model(spec.model)
+    check_title(spec.title)
+    check_encoding(spec.encoding)
+
+
+def check_end_reason(reason: object) -> str:
+    """The reason a session is ended with: a non-empty string of at most
+    :data:`MAX_REASON_CHARS` characters with no control characters (it is shown in
+    listings, ``ended (reason)``), else InvalidInput."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput(f"reason must be a non-empty string, got {reason!r}"[:300])
+    return check_name(reason, "reason", MAX_REASON_CHARS)
+
+
+def check_title(title: object) -> str | None:
+    """`title` when it is None or a string of at most :data:`MAX_TITLE_CHARS` characters
+    with no control characters, else InvalidInput (a title was stored unchecked: a number
+    made a ledger whose replay failed; NUL and bidi controls reached every listing)."""
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise InvalidInput(f"title must be a string or None, got {type(title).__name__}")
+    return check_name(title, "title", MAX_TITLE_CHARS)
 
 
 def check_session_id(session_id: object) -> str:
@@ -53,9 +98,11 @@ def check_session_id(session_id: object) -> str:
     the projections' dicts; ``""`` was silently replaced by a generated id)."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidInput(
-            f"session_id must be a non-blank string (or None for a new id), got {session_id!r}"
+            f"session_id must be a non-blank string (or None for a new id), got {session_id!r}"[
+                :300
+            ]
         )
-    return check_unicode(session_id, "session_id")
+    return check_name(session_id, "session_id", MAX_SESSION_ID_CHARS)
 
 
 def checked_tools(tools: object) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from ctxledger import ContextService
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.server import proxy, reads, responses_face, sse, state_api
+from ctxledger.server import passthrough, proxy, reads, responses_face, sse, state_api
 from ctxledger.server.auth import read_token_file, require_bearer
 from ctxledger.server.errors import (
     HTTPError,
@@ -42,8 +42,12 @@ from ctxledger.terminal import inline
 log = logging.getLogger("ctxledger.server")
 
 
-def _api_of(endpoint: Endpoint) -> str:
-    return "anthropic" if endpoint.path == "/v1/messages" else "openai"
+def _api_of(endpoint: Endpoint, state: ServerState) -> str:
+    """The provider whose error shape a proxy endpoint answers in: its own face's; for
+    an endpoint both faces serve, this proxy's (one shape per proxy face)."""
+    if endpoint.either_face:
+        return state.api
+    return "anthropic" if endpoint.path.startswith("/v1/messages") else "openai"
 
 
 def _route(endpoint: Endpoint, state: ServerState) -> Route:
@@ -57,7 +61,7 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
                 # the path as a client sent it, decoded: %1b is an ESC (shown escaped)
                 log.exception("%s %s failed", request.method, inline(request.url.path))
             if endpoint.auth == "proxy":
-                return provider_error_response(_api_of(endpoint), exc)
+                return provider_error_response(_api_of(endpoint, state), exc)
             return error_response(exc)
 
     return Route(
@@ -74,6 +78,7 @@ def endpoints() -> list[Endpoint]:
         *sse.ENDPOINTS,
         *proxy.ENDPOINTS,
         *responses_face.ENDPOINTS,
+        *passthrough.ENDPOINTS,
     ]
 
 

@@ -19,7 +19,7 @@ from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, 
 from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
-from ctxledger.limits import MAX_CONTEXT_LENGTH
+from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
 from ctxledger.messages import kind_of
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.upstream_reply import (
@@ -65,7 +65,7 @@ def _model(body: Mapping[str, Any]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise InvalidInput("'model' must be a non-empty string")
-    return model
+    return check_name(model, "'model'", MAX_MODEL_CHARS)
 
 
 def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:

@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
+from ctxledger.errors import ContextOverflowError, CtxLedgerError
 from ctxledger.importers.responses import asks_for_tools
 from ctxledger.limits import check_context_length
 from ctxledger.runtime.caching import (
@@ -50,8 +50,7 @@ from ctxledger.runtime.caching import (
     supports_prompt_caching,
 )
 from ctxledger.runtime.service_io import check_new_batch
-from ctxledger.server.auth import require_proxy_token
-from ctxledger.server.errors import HTTPError, message_of, provider_error_body
+from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import (
     AnthropicStream,
     ClientTurn,
@@ -65,6 +64,7 @@ from ctxledger.server.formats import (
     openai_turn,
     openai_upstream,
 )
+from ctxledger.server.forwarding import admit, check_forwarded, forwarded_headers
 from ctxledger.server.history import stable_key
 from ctxledger.server.routing import (
     Endpoint,
@@ -99,15 +99,6 @@ SESSION_HEADER = "x-ctxledger-session"
 #: the most one upstream stream event may hold: the whole reply's (response.completed)
 MAX_EVENT_BYTES = MAX_REPLY_BYTES
 CONTEXT_HEADER = "x-ctxledger-context-length"
-#: client headers passed to the upstream (its auth and API version), nothing else
-FORWARDED_HEADERS = (
-    "authorization",
-    "x-api-key",
-    "anthropic-version",
-    "anthropic-beta",
-    "openai-organization",
-    "openai-project",
-)
 
 #: what a face records of an answer: one message, several (a Responses output), or nothing
 Reply = dict[str, Any] | list[dict[str, Any]] | None
@@ -168,9 +159,8 @@ class Api:
 
 
 OPENAI = Api("openai", "/chat/completions", openai_turn, openai_upstream, openai_json_reply)
-ANTHROPIC = Api(
-    "anthropic", "/v1/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply
-)
+#: the upstream paths are the API's, after the base (``with_path`` adds an Anthropic ``/v1``)
+ANTHROPIC = Api("anthropic", "/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply)
 
 
 def _error(api: Api, status: int, code: str, message: str) -> Response:
@@ -193,15 +183,6 @@ def _context_length(request: Request, state: ServerState) -> int:
         return state.context_length
     value = decimal(raw)
     return check_context_length(raw if value is None else value, CONTEXT_HEADER)
-
-
-def _check_forwarded(request: Request) -> None:
-    """The headers sent on upstream must be ASCII (HTTP's own rule): refused before the
-    request is recorded, not after (a non-ASCII key failed the upstream call, every retry)."""
-    for name in FORWARDED_HEADERS:
-        value = request.headers.get(name)
-        if value is not None and not value.isascii():
-            raise InvalidInput(f"the {name} header must be ASCII text")
 
 
 class Turn:
@@ -270,14 +251,13 @@ class Turn:
         check_new_batch(messages)
 
     def _headers(self) -> dict[str, str]:
-        headers = {
-            k: v for k in FORWARDED_HEADERS if (v := self.request.headers.get(k)) is not None
-        }
+        headers = forwarded_headers(self.request)
         return {**headers, "content-type": "application/json", **UPSTREAM_ENCODING}
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
-        url = with_path(self.state.upstream, self.api.upstream_path)  # a query stays after it
+        anthropic = self.api.served_by == "anthropic"  # the base's query stays after the path
+        url = with_path(self.state.upstream, self.api.upstream_path, anthropic)
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
@@ -507,21 +487,13 @@ class TurnStream(Response):
 
 
 async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
-    if state.guard_proxy:
-        require_proxy_token(request, state.token)
-    if api.served_by != state.api:
-        raise HTTPError(
-            404,
-            "wrong_api",
-            f"this proxy forwards to an {state.api} upstream; "
-            f"{request.url.path} is not served (start another with --api {api.served_by})",
-        )
+    admit(request, state, (api.served_by,))
     raw = await read_body(request)
     body = await decode_body(raw)
     turn = api.turn(body, b"cache_control" in raw)
     family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
-    _check_forwarded(request)
+    check_forwarded(request)
     release = await state.take_turn(family, request.receive)
     if release is None:
         return _error(api, 499, "client_closed", "the client left while waiting for its turn")

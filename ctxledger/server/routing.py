@@ -54,6 +54,9 @@ class Endpoint:
     auth: str = "bearer"  # "bearer" (state API), "none", or "proxy"
     stream: bool = False  # answers text/event-stream
     responses: dict[int, str] = field(default_factory=dict)
+    #: a proxy endpoint both faces serve (``/v1/models``): its errors take the shape of
+    #: the proxy's ``--api``, not of its path
+    either_face: bool = False
 
 
 class JSON(Response):

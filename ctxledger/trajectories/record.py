@@ -22,6 +22,7 @@ from ctxledger.importers.sharegpt import turns_to_messages
 from ctxledger.inputfile import is_stream
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
+from ctxledger.limits import keyed_title
 from ctxledger.tokens import count_message
 from ctxledger.trajectories.batch import metrics_path_for, read_records
 from ctxledger.trajectories.core import TrajectoryMetrics
@@ -119,7 +120,11 @@ def _import_original(ledger: Ledger, key: str, turns: list[Any]) -> tuple[str | 
     """The uncompressed trajectory as an imported session: (its system prompt, its id)."""
     system, messages = _split(turns)
     session = ImportedSession(
-        key=key, source_format="sharegpt", messages=messages, system_prompt=system, title=key
+        key=key,
+        source_format="sharegpt",
+        messages=messages,
+        system_prompt=system,
+        title=keyed_title("", key),  # (a record id with a newline, say: a key made for it)
     )
     return system, import_sessions(ledger, [session])[0]
 

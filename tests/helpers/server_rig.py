@@ -68,14 +68,21 @@ async def rig(
     api: str = "openai",
     config: CompressionConfig | None = None,
     provider: str | None = None,
+    ledger: dict[str, Any] | None = None,
+    base: str | None = None,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
+    """`ledger`: the ledger's own arguments (``clock``, ``ids``), e.g. deterministic ids
+    for a test whose compactions depend on token counts of the ids the ledger makes;
+    `base`: the ``--upstream`` URL (the provider's usual form by default)."""
     upstream = FakeUpstream()
-    service = ContextService.open(tmp_path / "server.db", config=config, provider=provider)
+    service = ContextService.open(
+        tmp_path / "server.db", config=config, provider=provider, **(ledger or {})
+    )
     app = create_app(
         service,
         api=api,
-        upstream="http://upstream.test/v1" if api == "openai" else "http://upstream.test",
+        upstream=base or ("http://upstream.test/v1" if api == "openai" else "http://upstream.test"),
         transport=httpx.ASGITransport(app=upstream, raise_app_exceptions=False),
         **settings,
     )

@@ -192,3 +192,130 @@ def test_hermes_db_json_with_nan_is_refused_where_it_is(
     db.close()
     (session,) = parse_hermes_db(path)
     assert session.context_length == 64000
+
+
+def _branched_and_rotated(path: Path) -> Path:
+    """A -> B by rotation; B branched to C (/branch), resumed and rotated to D (so B
+    ends ``compression`` though C is its child); D starts a sub-agent E, then rotates to
+    F."""
+    db = sqlite3.connect(path)
+    db.executescript(HERMES_SCHEMA)
+    sessions = [  # id, source, model_config, parent, started_at, end_reason
+        ("A", "cli", None, None, 1.0, "compression"),
+        ("B", "cli", None, "A", 2.0, "compression"),
+        ("C", "cli", '{"_branched_from": "B"}', "B", 3.0, None),
+        ("D", "cli", None, "B", 4.0, "compression"),
+        ("E", "cli", '{"_delegate_from": "D"}', "D", 5.0, None),
+        ("F", "cli", None, "D", 6.0, None),
+    ]
+    db.executemany(
+        "INSERT INTO sessions (id, source, model_config, parent_session_id, started_at,"
+        " end_reason) VALUES (?,?,?,?,?,?)",
+        sessions,
+    )
+    db.executemany(
+        "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?,?,?,?)",
+        [(s[0], "user", f"in {s[0]}", s[4] + 0.1) for s in sessions],
+    )
+    db.commit()
+    db.close()
+    return path
+
+
+def test_hermes_db_chain_skips_branches_and_sub_agents_of_a_compacted_session(
+    tmp_path: Path,
+) -> None:
+    """The chain holding each session is Hermes's: A, B, D, F (found by
+    tests/test_parity_lineage.py: the branch C was taken for B's continuation, D and F
+    left out)."""
+    path = _branched_and_rotated(tmp_path / "state.db")
+    chains = {sid: [s.key for s in parse_hermes_db(path, session=sid)] for sid in "ABCDEF"}
+    assert chains == {
+        **{sid: ["A", "B", "D", "F"] for sid in "ABDF"},
+        "C": ["C"],
+        "E": ["E"],
+    }
+
+
+def test_hermes_db_import_keeps_a_branch_of_a_compacted_session_a_branch(tmp_path: Path) -> None:
+    """The whole store imported: C (a branch of B) and E (a sub-agent of D) are
+    branches in the ledger, not continuations (their parents ended `compression`
+    later); D and F continue B and D."""
+    from ctxledger import Ledger
+    from ctxledger.events import SessionStarted
+    from ctxledger.ledger import import_sessions
+
+    path = _branched_and_rotated(tmp_path / "state.db")
+    ledger = Ledger.open(tmp_path / "ledger.db")
+    try:
+        import_sessions(ledger, parse_hermes_db(path))
+        started = {
+            r.event.source.split(":")[-1]: r.event.reason
+            for r in ledger.store.read_all()
+            if isinstance(r.event, SessionStarted)
+        }
+    finally:
+        ledger.close()
+    assert started == {
+        "A": "import",
+        "B": "compression",
+        "C": "branch",
+        "D": "compression",
+        "E": "branch",
+        "F": "compression",
+    }
+
+
+def test_hermes_db_a_branch_compacted_in_place_continues_its_own_first_segment(
+    tmp_path: Path,
+) -> None:
+    """C is a marked branch of P (P ended `compression` later, P2 its continuation) and
+    was compacted in place: its first segment is a branch of P, its later one continues
+    that segment (before, without ``bool(out)``: both recorded as branches)."""
+    from ctxledger import Ledger
+    from ctxledger.events import SessionStarted
+    from ctxledger.ledger import import_sessions
+
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(HERMES_SCHEMA)
+    db.executemany(
+        "INSERT INTO sessions (id, source, model_config, parent_session_id, started_at, "
+        "end_reason) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            ("P", "cli", None, None, 1.0, "compression"),
+            ("C", "cli", '{"_branched_from": "P"}', "P", 2.0, None),
+            ("P2", "cli", None, "P", 3.0, None),
+        ],
+    )
+    db.executemany(
+        "INSERT INTO messages (session_id, role, content, timestamp, compacted, active) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            ("P", "user", "p", 1.1, 0, 1),
+            ("P2", "user", "[CONTEXT COMPACTION] s", 3.1, 0, 1),
+            ("C", "user", "task", 2.1, 1, 0),
+            ("C", "assistant", "step 1", 2.2, 1, 0),
+            ("C", "user", "task", 2.3, 0, 1),
+            ("C", "user", "[CONTEXT COMPACTION] summary", 2.4, 0, 1),
+            ("C", "assistant", "step 2", 2.5, 0, 1),
+        ],
+    )
+    db.commit()
+    db.close()
+    sessions = parse_hermes_db(path)
+    assert [(s.key, s.continues) for s in sessions if s.key.startswith("C")] == [
+        ("C#1", False),
+        ("C", True),
+    ]
+    ledger = Ledger.open(tmp_path / "ledger.db")
+    try:
+        import_sessions(ledger, sessions)
+        started = {
+            r.event.source.split(":")[-1]: r.event.reason
+            for r in ledger.store.read_all()
+            if isinstance(r.event, SessionStarted)
+        }
+    finally:
+        ledger.close()
+    assert started == {"P": "import", "C#1": "branch", "C": "compression", "P2": "compression"}

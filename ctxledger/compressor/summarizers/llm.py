@@ -313,7 +313,10 @@ class LLMSummarizer:
                 f"no summarizer endpoint configured: set {ENV_BASE_URL} (and {ENV_MODEL})",
                 failure_class="not_configured",
             )
-        return with_path(self.base_url, "/chat/completions", self.api == "anthropic")
+        anthropic = self.api == "anthropic"
+        return with_path(
+            self.base_url, "/messages" if anthropic else "/chat/completions", anthropic
+        )
 
     def request_body(self, request: SummaryRequest, model: str) -> dict[str, Any]:
         """The JSON body sent for `request` to `model`."""

@@ -1,0 +1,155 @@
+"""What Hermes Agent hands its context engine, read as the ledger takes it: its usage
+reports, its message dicts (the session store's mark, what a message says as the store
+gives it back), its session ids and context lengths. Plain functions that load without
+Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ctxledger.errors import InvalidInput
+from ctxledger.importers.hermes_db import CHAIN_CAP, compression_parents
+from ctxledger.integrations.common import host_title
+from ctxledger.limits import check_context_length, check_token_count
+from ctxledger.projections.chains import ChainsProjection, Lineage
+from ctxledger.usage import normalize_usage
+
+JSON = dict[str, Any]
+
+
+def chat_usage(usage: dict[str, Any]) -> JSON:
+    """Hermes's normalized usage dict as an OpenAI chat-completions usage dict
+    (InvalidInput for a figure that is no number of tokens, as the ledger would say)."""
+    cache_read = tokens(usage, "cache_read_tokens")
+    cache_write = tokens(usage, "cache_write_tokens")
+    if usage.get("prompt_tokens") is None:
+        prompt = tokens(usage, "input_tokens") + cache_read + cache_write
+    else:
+        prompt = tokens(usage, "prompt_tokens")
+    completion = "completion_tokens" if "completion_tokens" in usage else "output_tokens"
+    report = {
+        "prompt_tokens": prompt,
+        "completion_tokens": tokens(usage, completion),
+        "prompt_tokens_details": {"cached_tokens": cache_read, "cache_write_tokens": cache_write},
+        "completion_tokens_details": {"reasoning_tokens": tokens(usage, "reasoning_tokens")},
+    }
+    normalize_usage(report)  # what the ledger would refuse at the next compress
+    return report
+
+
+#: the key Hermes's session store stamps on a message dict once it wrote it to its
+#: ``state.db``, after the fact (host bookkeeping: its compressor strips it too)
+PERSISTED_MARK = "_db_persisted"
+
+
+def unmarked(messages: list[Any]) -> list[Any]:
+    """Shallow copies of the host's messages without the session store's mark (the
+    values are shared: what is kept is copied where it is kept). Kept, the mark
+    made the host's list differ from what the ledger held once Hermes had saved it (a
+    new ledger root, the whole history again, at every compaction), and the view
+    handed back told Hermes its compacted messages were saved already (#57491)."""
+    return [
+        {k: v for k, v in m.items() if k != PERSISTED_MARK} if isinstance(m, dict) else m
+        for m in messages
+    ]
+
+
+def digest(message: Any) -> bytes:
+    """A message's fingerprint: what the engine keeps of the list a compaction was made
+    from (the list itself was a second copy of the whole history for the agent's life)."""
+    text = json.dumps(message, sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def host_session_id() -> str | None:
+    """The Hermes session id Hermes keeps current for its tools (its CLI moves it before
+    ``reset_session_state()`` on ``/new``, ``/resume``, ``/branch``); None outside Hermes."""
+    try:
+        from gateway.session_context import get_session_env
+    except ImportError:
+        return None
+    current = get_session_env("HERMES_SESSION_ID")
+    return current if isinstance(current, str) and current else None
+
+
+def title(hermes_session: str) -> str:
+    """The title of the ledger chain of one Hermes conversation (how a resume finds it):
+    the id, or a key made for it where it is no title the ledger takes (too long, a
+    control character: :func:`~ctxledger.integrations.common.host_title`)."""
+    return host_title("hermes session", hermes_session)
+
+
+def said(message: Any) -> Any:
+    """What a message says, as Hermes's session store gives it back: role, content, tool
+    calls (id, name, arguments) and the call a result answers."""
+    if not isinstance(message, dict):
+        return message
+    calls = [
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
+        if isinstance(c, dict)
+        else c
+        for c in message.get("tool_calls") or ()
+    ]
+    return (message.get("role"), message.get("content") or None, calls, message.get("tool_call_id"))
+
+
+def tokens(usage: dict[str, Any], key: str) -> int:
+    """A figure as the ledger takes it (None is 0), else InvalidInput: text, a bool, a
+    fraction, a negative or oversized count (``int()`` made "12" 12 and True 1, and a
+    negative one failed the next compaction)."""
+    return check_token_count(usage.get(key), f"usage field {key!r}")
+
+
+def window(value: Any) -> int | None:
+    """A context length the host gave, as the ledger takes one; None when no session
+    could have it (0, None, under 1,024 or past MAX_CONTEXT_LENGTH: every compress failed)."""
+    try:
+        return check_context_length(value)
+    except InvalidInput:
+        return None
+
+
+def compression_ancestors(get_session: Callable[[str], Any], session_id: str) -> list[str]:
+    """The Hermes sessions `session_id` continues, nearest first, read from Hermes's
+    store (its ``get_session``) by the importer's walk
+    (:func:`~ctxledger.importers.hermes_db.compression_parents`: no branch, sub-agent or
+    tool's session; cycle-guarded). Not the store's ``get_compression_lineage``: once the
+    conversation has delegated a task before a rotation, that walks down into the
+    sub-agent's row and gives the rotated id alone."""
+    return [parent_id for parent_id, _ in compression_parents(get_session, session_id)]
+
+
+def chains_titled(chains: ChainsProjection, titles: set[str]) -> list[Lineage]:
+    """The ledger chains a resume may continue, the latest started first: roots titled
+    with one of `titles`, and the engine's own branches (a ``/compress here`` went on as
+    a branch of its conversation, under the same title; the chain it branched from ended)."""
+    return sorted(
+        (
+            node
+            for node in chains.state.sessions.values()
+            if node.title in titles and (node.parent_session_id is None or node.reason == "branch")
+        ),
+        key=lambda node: node.started_seq,
+        reverse=True,
+    )
+
+
+def compactions(chains: ChainsProjection, session_id: str) -> int:
+    """How many compactions the conversation holding `session_id` made (Hermes's
+    ``compression_count``): those of its chain, and of the chains it branched from (a
+    ``/compress here`` goes on as a branch)."""
+    count, seen = 0, set[str]()
+    sid: str | None = session_id
+    while sid is not None and sid not in seen and len(seen) < CHAIN_CAP:
+        seen.add(sid)
+        count += chains.compression_count(sid)
+        root = chains.lineage(chains.root(sid))
+        sid = root.parent_session_id if root.reason == "branch" else None
+    return count

@@ -1,0 +1,75 @@
+"""What every copy of the Hermes engine shares (:mod:`ctxledger.integrations.hermes`):
+the service, opened on first use, and the thread its loop runs on; where the ledger is.
+Loads without Hermes."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ctxledger import CompressionConfig, ContextService
+from ctxledger.compressor.settings import resolve_config
+from ctxledger.eventstore.opening import env_db, is_url
+from ctxledger.integrations.common import LoopThread, ledger_target
+
+DB_NAME = "ctxledger.ledger.db"
+
+
+def default_db_path(hermes_home: str | None = None) -> str | Path:
+    """``$CTXLEDGER_DB`` (a file or a ``postgresql://`` URL), else ``ctxledger.ledger.db``
+    in ``HERMES_HOME`` (``~/.hermes``)."""
+    db = env_db()
+    if db:
+        return db if is_url(db) else Path(db)
+    home = hermes_home or os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")
+    return Path(home) / DB_NAME
+
+
+class Shared:
+    """What every copy of the engine shares: the service (opened on first use) and the
+    thread its loop runs on."""
+
+    def __init__(self, service: ContextService | None, db_path: str | Path | None) -> None:
+        self._service = service
+        self.db_path = db_path
+        self._lock = threading.Lock()
+        self._loop: LoopThread | None = None
+        self._config: CompressionConfig | None = None
+        self.store_failed = False  # Hermes's store could not be read (warned once)
+
+    def run(self, make: Callable[[ContextService], Any]) -> Any:
+        with self._lock:
+            if self._loop is None:
+                self._loop = LoopThread("ctxledger-hermes")
+        loop = self._loop
+
+        async def call() -> Any:
+            result = make(self.service())
+            if hasattr(result, "__await__"):
+                return await result
+            return result
+
+        return loop.run(call)
+
+    def config(self) -> CompressionConfig:
+        """The settings, without opening the ledger (Hermes asks for the threshold in
+        ``update_model`` before ``on_session_start`` names its home)."""
+        if self._service is not None:
+            return self._service.config
+        with self._lock:
+            if self._config is None:
+                # one settings resolution, as Ledger.open would do it
+                self._config = resolve_config().config
+            return self._config
+
+    def service(self) -> ContextService:
+        if self._service is None:
+            target = ledger_target(self.db_path or default_db_path())
+            self._service = ContextService.open(target, config=self.config())
+        return self._service
+
+
+__all__ = ["DB_NAME", "Shared", "default_db_path"]

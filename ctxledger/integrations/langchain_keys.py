@@ -1,0 +1,116 @@
+"""Which ledger session a LangChain graph thread, or a run without one, is (no LangChain
+import here: the names and the index of runs, read from the ledger)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ctxledger import ContextService
+from ctxledger.events import MessageAppended
+from ctxledger.integrations.common import digest_key, host_title
+from ctxledger.limits import NOT_IN_NAME_CLASS
+
+#: the chat-message key holding the LangChain message id
+LC_ID = "lc_id"
+
+
+#: what a thread id may not hold as itself in a session id: the ``~`` that numbers
+#: generations, the ``%`` of the escape, and what no name may hold (control characters,
+#: bidirectional-text controls: :func:`~ctxledger.limits.check_name`, the same class)
+_UNSAFE_IN_KEY = re.compile(f"[~%{NOT_IN_NAME_CLASS}]")
+#: the same before session 33 (C0 controls and DEL only): keys recorded with it are found
+_UNSAFE_BEFORE = re.compile(r"[~%\x00-\x1f\x7f]")
+#: a key made for a long thread id (:func:`~ctxledger.limits.digest_key`)
+_MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}", re.DOTALL)
+
+
+#: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
+#: generation's ``~N`` stays within the 200 characters of a session id the HTTP API can
+#: name. A longer one is cut to its first KEY_KEPT characters and a digest of the whole,
+#: 160 characters in all (a thread may be named like one: :func:`thread_key` tells).
+_LONGEST_KEY = 150
+
+
+def thread_key(thread: str, sessions: Mapping[str, Any]) -> str:
+    """The thread's part of its session ids: :func:`session_key`, unless the ledger holds
+    the thread's first session under a key of before: its digest key with a character
+    escaped since session 33 kept as itself, or the whole id (a long one, recorded before
+    the digest). A whole id shaped like a made key may be the key of another thread (one
+    can name a thread so): the session under it is this thread's only if its title says so."""
+    key = session_key(thread)
+    if f"langchain:{key}" in sessions:
+        return key
+    before = session_key(thread, _UNSAFE_BEFORE)
+    if f"langchain:{before}" in sessions:
+        return before
+    whole = escaped(thread, _UNSAFE_BEFORE)
+    info = sessions.get(f"langchain:{whole}")
+    titles = (f"langchain thread {thread}", host_title("langchain thread", thread))
+    if info is not None and (not _MADE_KEY.fullmatch(whole) or info.title in titles):
+        return whole
+    return key
+
+
+def session_key(thread: str, unsafe: re.Pattern[str] = _UNSAFE_IN_KEY) -> str:
+    """`thread` with each of :data:`_UNSAFE_IN_KEY` as ``%XX``: one way back, never the
+    ``~`` of a generation. Any other character stays (``user/42``, ``Zürich``, spaces),
+    as thread ids were written before the escaping, so their sessions are found again.
+    Past :data:`_LONGEST_KEY` characters: its start, ``.h`` and 32 hex digits of the
+    sha256 of the whole id (a 10,000-character id made a 10,010-character session id)."""
+    key = escaped(thread, unsafe)
+    if len(key) <= _LONGEST_KEY:
+        return key
+    return digest_key(key, thread)
+
+
+def escaped(thread: str, unsafe: re.Pattern[str] = _UNSAFE_IN_KEY) -> str:
+    return unsafe.sub(
+        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogatepass")),
+        thread,
+    )
+
+
+def is_run(thread: str) -> bool:
+    """A run without a thread id: ``default:<its id>`` (``default`` before its own keys)."""
+    return thread == "default" or thread.startswith("default:")
+
+
+#: the root of a run's session: ``langchain:default[:<id>]`` and its generation
+_RUN_ROOT = re.compile(r"langchain:(default(?::[^~]*)?)(?:~[0-9]+)?", re.DOTALL)
+
+
+def run_of(root: str) -> str | None:
+    """The run (its thread) whose session `root` is, None for a thread's session."""
+    match = _RUN_ROOT.fullmatch(root)
+    return None if match is None else match.group(1)
+
+
+class RunIndex:
+    """The sessions of runs without a thread id (``langchain:default``...), by the id of
+    the last message each recorded; read from the ledger when asked, from where the last
+    read stopped. One entry per such session (a run's LangChain ids are unique per run:
+    its model's replies), so a run resent with its messages is found in one look-up."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.by_last: dict[str, str] = {}
+        self.last_of: dict[str, str] = {}
+
+    def update(self, service: ContextService) -> dict[str, str]:
+        ledger = service.ledger
+        ledger.refresh()
+        for rec in ledger.store.read_all(self.seq + 1, ledger.projector.last_seq):
+            self.seq, event = rec.seq, rec.event
+            if not isinstance(event, MessageAppended):
+                continue
+            lc_id = event.message.get(LC_ID)
+            if not isinstance(lc_id, str) or run_of(ledger.chains.root(event.session_id)) is None:
+                continue
+            old = self.last_of.get(event.session_id)
+            if old is not None and self.by_last.get(old) == event.session_id:
+                del self.by_last[old]
+            self.last_of[event.session_id] = lc_id
+            self.by_last[lc_id] = event.session_id
+        return self.by_last

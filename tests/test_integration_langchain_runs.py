@@ -1,0 +1,275 @@
+"""CtxLedgerMiddleware on runs without a thread id (a graph with no checkpointer, as a
+server's stateless agent): each run its own ledger session, whatever its messages share
+with other runs, and a bounded memory of them."""
+
+# ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import pytest
+from helpers.frameworks import require
+
+require("langchain.agents", "langchain")
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from pydantic import Field
+
+from ctxledger import CompressionConfig, ContextService, Ledger
+from ctxledger.events import MessageAppended, UsageReported
+from ctxledger.integrations import langchain as lc
+from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.langchain import CtxLedgerMiddleware
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
+#: module-level messages every request starts with (LangGraph gives each an id once)
+SYSTEM_PREAMBLE = SystemMessage("You read code.")
+FEW_SHOT_PREAMBLE = HumanMessage("Context: the repository is foo.")
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file of the project."""
+    return f"contents of {path}"
+
+
+class EchoChat(GenericFakeChatModel):
+    """Answers from what it was sent: a tool call for the ask, then an answer (after
+    `rounds` calls in all, when more); `fail_at` (a call number) raises instead."""
+
+    calls: int = 0
+    fail_at: int | None = None
+    rounds: int = 1
+    inputs: list[Any] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> EchoChat:
+        return self
+
+    def _reply(self, messages: list[Any]) -> ChatResult:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("the provider is down")
+        self.inputs.append(list(messages))
+        last = next(m for m in reversed(messages) if m.type == "human")
+        if messages[-1].type == "human" or self.calls <= self.rounds:
+            call = {"name": "read_file", "args": {"path": last.content}, "id": f"c_{self.calls}"}
+            reply = AIMessage("", tool_calls=[call])
+        else:
+            reply = AIMessage(f"read {last.content}")
+        reply.usage_metadata = {"input_tokens": 50, "output_tokens": 5, "total_tokens": 55}
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        return self._reply(messages)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        await anyio.sleep(0.001)  # the other runs go on meanwhile
+        return self._reply(messages)
+
+
+@pytest.fixture
+def service(tmp_path):
+    svc = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    yield svc
+    svc.ledger.close()
+
+
+def _usage(svc: ContextService, sid: str) -> int:
+    chain = svc.ledger.chains.chain(svc.tip(sid))
+    return sum(
+        1
+        for r in svc.ledger.store.read_all()
+        if isinstance(r.event, UsageReported) and r.event.session_id in chain
+    )
+
+
+def _asks(svc: ContextService, sid: str) -> list[str]:
+    return [m["content"] for m in live_messages(svc, sid) if m["role"] == "user"]
+
+
+@pytest.mark.parametrize("preamble", [None, SYSTEM_PREAMBLE, FEW_SHOT_PREAMBLE])
+def test_runs_without_a_thread_id_at_the_same_time_keep_a_session_each(service, caplog, preamble):
+    """With no checkpointer every run is its own conversation; they all were thread
+    ``default`` (then ``default:<id of the first message>``, which a preamble object
+    every request reuses shares), so runs at the same time ended each other's session
+    and appended their history again (8 sessions for 4 runs, usage reports lost)."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    asks = [f"q{i}.py" for i in range(4)]
+    head = [] if preamble is None else [preamble]
+
+    async def runs() -> list[Any]:
+        results: list[Any] = [None] * len(asks)
+
+        async def one(i: int) -> None:
+            results[i] = await agent.ainvoke({"messages": [*head, HumanMessage(asks[i])]})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(asks)):
+                tg.start_soon(one, i)
+        return results
+
+    with caplog.at_level("WARNING", logger="ctxledger"):
+        results = anyio.run(runs)
+    assert "not recorded" not in caplog.text
+    sessions = service.ledger.transcript.state.sessions
+    assert len(sessions) == len(asks)
+    by_ask = {_asks(service, s)[-1]: s for s in sessions}
+    assert sorted(by_ask) == asks
+    for ask, state in zip(asks, results, strict=True):
+        assert state["messages"][-1].content == f"read {ask}"
+        sid = by_ask[ask]
+        assert _asks(service, sid) == [m.content for m in head if m.type == "human"] + [ask]
+        assert len([m for m in live_messages(service, sid) if m["role"] != "system"]) == 4 + (
+            preamble is FEW_SHOT_PREAMBLE
+        )
+        assert not service.ledger.transcript.session(sid).ended
+        assert _usage(service, sid) == 2
+
+
+def test_a_run_given_back_its_messages_continues_its_session_and_no_other(service):
+    """A run passed the messages of an ended run (and a new ask) continues that run's
+    session; a run sharing only its preamble is a session of its own."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    first = agent.invoke({"messages": [SYSTEM_PREAMBLE, HumanMessage("a.py")]})
+    other = agent.invoke({"messages": [SYSTEM_PREAMBLE, HumanMessage("b.py")]})
+    again = agent.invoke({"messages": [*first["messages"], HumanMessage("c.py")]})
+    assert again["messages"][-1].content == "read c.py"
+    sessions = sorted(service.ledger.transcript.state.sessions)
+    assert len(sessions) == 2
+    assert sorted(_asks(service, s) for s in sessions) == [["a.py", "c.py"], ["b.py"]]
+    assert len(other["messages"]) == 5
+
+
+def test_a_summarized_history_mid_run_is_one_line_of_sessions(service):
+    """LangChain's SummarizationMiddleware replaces the history (the first message too)
+    during the run: the run goes on in ``~2``, ``~3``, ... of its session, each replaced
+    one ended (keyed by the first message, each summary was a new unrelated session and
+    none was ended)."""
+    summarizer = GenericFakeChatModel(messages=iter([AIMessage("the summary")] * 10))
+    summarize = SummarizationMiddleware(
+        model=summarizer, trigger=("messages", 6), keep=("messages", 2)
+    )
+    middleware = CtxLedgerMiddleware(service, context_length=16_000, run_ids=lambda: "r1")
+    model = EchoChat(messages=iter([]), rounds=6)
+    agent = create_agent(model=model, tools=[read_file], middleware=[summarize, middleware])
+    state = agent.invoke({"messages": [HumanMessage("all.py")]})
+    assert state["messages"][-1].content.startswith("read ") and model.calls == 7
+    sessions = sorted(service.ledger.transcript.state.sessions)
+    assert len(sessions) > 1
+    root = "langchain:default:r1"
+    assert sessions == [root, *(f"{root}~{n}" for n in range(2, len(sessions) + 1))]
+    ended = [service.ledger.transcript.session(s).ended for s in sessions]
+    assert ended == [True] * (len(sessions) - 1) + [False]
+    assert list(middleware._runs) == ["default:r1"]
+
+
+def test_runs_that_fail_or_pile_up_are_not_kept_forever(service, monkeypatch):
+    """A run that raises reaches no ``after_agent``: what the middleware kept of it was
+    never dropped (50 failed runs, 50 entries); a server's finished runs are kept up to
+    RUNS_KEPT, the least recently used forgotten first."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    for i in range(3):
+        model = EchoChat(messages=iter([]), fail_at=2)
+        agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+        with pytest.raises(RuntimeError, match="the provider is down"):
+            agent.invoke({"messages": [HumanMessage(f"x{i}.py")]})
+    assert len(service.ledger.transcript.state.sessions) == 3
+    assert not middleware._runs and not middleware._keys
+
+    monkeypatch.setattr(lc, "RUNS_KEPT", 2)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    states = [agent.invoke({"messages": [HumanMessage(f"y{i}.py")]}) for i in range(4)]
+    assert len(middleware._runs) == 2 and len(middleware._ended) == 2
+    # the latest run is still continued from memory
+    again = agent.invoke({"messages": [*states[-1]["messages"], HumanMessage("z.py")]})
+    assert again["messages"][-1].content == "read z.py"
+    assert len(service.ledger.transcript.state.sessions) == 3 + 4
+
+
+@pytest.mark.parametrize("gap", ["restart", "forgotten"])
+def test_a_conversation_resent_after_a_restart_or_once_forgotten_continues_its_session(
+    service, monkeypatch, gap
+):
+    """A stateless server passes each run the previous state's messages and a new ask.
+    The run was continued only while the middleware remembered it: after a restart (a
+    new middleware on the same ledger) or past RUNS_KEPT other runs it was a new session
+    appending the whole history again (and paying for its compactions again)."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = EchoChat(messages=iter([]))
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    state = agent.invoke({"messages": [SYSTEM_PREAMBLE, HumanMessage("a.py")]})
+    state = agent.invoke({"messages": [*state["messages"], HumanMessage("b.py")]})
+    if gap == "restart":
+        middleware = CtxLedgerMiddleware(service, context_length=16_000)
+        agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    else:
+        monkeypatch.setattr(lc, "RUNS_KEPT", 2)
+        for i in range(3):
+            agent.invoke({"messages": [SYSTEM_PREAMBLE, HumanMessage(f"other{i}.py")]})
+    appended = _appended(service)
+    state = agent.invoke({"messages": [*state["messages"], HumanMessage("c.py")]})
+    assert state["messages"][-1].content == "read c.py"
+    assert _appended(service) == appended + 4  # the ask, the call, its result, the answer
+    mine = [s for s in service.ledger.transcript.state.sessions if "a.py" in _asks(service, s)]
+    assert len(mine) == 1 and _asks(service, mine[0]) == ["a.py", "b.py", "c.py"]
+    assert len(service.ledger.transcript.state.sessions) == 1 + 3 * (gap == "forgotten")
+
+
+def test_a_conversation_of_the_one_default_thread_of_earlier_versions_goes_on(service):
+    """Before runs had keys of their own every run without a thread id was the session
+    ``langchain:default``: a conversation recorded there goes on there."""
+
+    async def record() -> None:
+        sid = await service.start_session(
+            model="langchain-agent", context_length=16_000, session_id="langchain:default"
+        )
+        await service.append(sid, lc.to_chat(history))
+
+    history = [HumanMessage("a.py", id="h1"), AIMessage("read a.py", id="r1")]
+    anyio.run(record)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    agent.invoke({"messages": [*history, HumanMessage("b.py")]})
+    assert sorted(service.ledger.transcript.state.sessions) == ["langchain:default"]
+    assert _asks(service, "langchain:default") == ["a.py", "b.py"]
+
+
+def test_a_sync_agent_keeps_its_books_on_its_own_thread(service, monkeypatch):
+    """``agent.batch`` calls the hooks from many threads while the middleware's loop
+    thread changes what it remembers of runs: before_agent read it from the caller's
+    thread ("Set changed size during iteration"); a failed call forgot its run there."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    threads: list[str] = []
+    for name in ("_continued", "_forget_run"):
+        step = getattr(middleware, name)
+
+        def spy(*args: Any, _step: Any = step) -> Any:
+            threads.append(threading.current_thread().name)
+            return _step(*args)
+
+        monkeypatch.setattr(middleware, name, spy)
+    model = EchoChat(messages=iter([]), fail_at=2)
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    with pytest.raises(RuntimeError, match="the provider is down"):
+        agent.invoke({"messages": [HumanMessage("a.py")]})
+    assert threads == ["ctxledger-langchain"] * 2
+
+
+def _appended(svc: ContextService) -> int:
+    return sum(isinstance(r.event, MessageAppended) for r in svc.ledger.store.read_all())

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from helpers.frameworks import require
 
@@ -24,6 +25,7 @@ from pydantic import Field
 from ctxledger import CompressionConfig, ContextService, Ledger
 from ctxledger.events import MessageAppended, UsageReported
 from ctxledger.integrations import langchain as lc
+from ctxledger.integrations import langchain_keys as lc_keys
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
 
@@ -273,3 +275,144 @@ def test_a_sync_agent_keeps_its_books_on_its_own_thread(service, monkeypatch):
 
 def _appended(svc: ContextService) -> int:
     return sum(isinstance(r.event, MessageAppended) for r in svc.ledger.store.read_all())
+
+
+@pytest.mark.parametrize("flow", ["round-robin", "regenerate", "thread"])
+def test_two_workers_on_one_ledger_continue_what_the_ledger_holds(service, tmp_path, flow):
+    """Two services on one SQLite file stand for two worker processes. Worker 1 kept
+    what it had seen of a conversation that worker 2 then continued (turn 2): its next
+    turn was continued from that memory, turn 2 was appended again (round-robin), or a
+    regenerated turn 2 followed the abandoned one (the model was sent both)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    saver = InMemorySaver() if flow == "thread" else None
+    models = [EchoChat(messages=iter([]), rounds=0) for _ in range(2)]
+    w1, w2 = (
+        create_agent(
+            model=m, tools=[read_file], checkpointer=saver,
+            middleware=[CtxLedgerMiddleware(svc, context_length=16_000)],
+        )
+        for m, svc in zip(models, (service, other), strict=True)
+    )  # fmt: skip
+    if flow == "thread":
+        config = {"configurable": {"thread_id": "t1"}}
+        for worker, ask in ((w1, "a.py"), (w2, "b.py"), (w1, "c.py")):
+            worker.invoke({"messages": [HumanMessage(ask)]}, config)
+        sent = [m.content for m in models[0].inputs[-1] if m.type == "human"]
+        assert sent == ["a.py", "b.py", "c.py"]
+        other.ledger.close()
+        return
+    first = w1.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+    second = w2.invoke({"messages": [*first, HumanMessage("b.py")]})["messages"]
+    resent = (
+        [*second, HumanMessage("c.py")] if flow == "round-robin" else [*first, HumanMessage("b2")]
+    )
+    w1.invoke({"messages": resent})
+    sent = [m.content for m in models[0].inputs[-1] if m.type == "human"]
+    assert sent == [m.content for m in resent if m.type == "human"]
+    other.ledger.close()
+
+
+def test_ended_runs_are_read_from_a_snapshot(service, monkeypatch):
+    """Async hooks called from several threads change the ended runs while a look-up
+    goes through them ('Set changed size during iteration')."""
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    for ask in ("a.py", "b.py"):
+        agent.invoke({"messages": [HumanMessage(ask)]})
+    current = middleware._current
+
+    def meanwhile(thread: str, known: Any) -> Any:
+        middleware._ended.add(f"default:other-{len(middleware._ended)}")
+        return current(thread, known)
+
+    monkeypatch.setattr(middleware, "_current", meanwhile)
+    assert middleware._continued(["unknown"]) is None
+
+
+def test_the_first_look_up_of_a_process_lets_the_loop_run(service, monkeypatch):
+    """The first look-up in the ledger reads the whole log: it held the caller's event
+    loop for all of it (0.5 s at 100,000 records); it yields every CHUNK records."""
+    agent = create_agent(
+        model=EchoChat(messages=iter([])),
+        tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+    )
+    for ask in ("a.py", "b.py", "c.py"):
+        agent.invoke({"messages": [HumanMessage(ask)]})
+    monkeypatch.setattr(lc_keys, "CHUNK", 5)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    ticks: list[int] = []
+
+    async def main() -> None:
+        done = anyio.Event()
+
+        async def tick() -> None:
+            while not done.is_set():
+                ticks.append(1)
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            await anyio.lowlevel.checkpoint()
+            before = len(ticks)
+            await middleware._run_key(["unknown"])
+            ticks[:] = ticks[before:]
+            done.set()
+
+    anyio.run(main)
+    assert len(ticks) >= service.ledger.projector.last_seq // 5 - 1
+
+
+def _one_turn(service: ContextService) -> tuple[CtxLedgerMiddleware, list[Any]]:
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    agent = create_agent(
+        model=EchoChat(messages=iter([])), tools=[read_file], middleware=[middleware]
+    )
+    return middleware, agent.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+
+
+def _runs(service: ContextService) -> set[str | None]:
+    return {lc_keys.run_of(s) for s in service.ledger.transcript.state.sessions}
+
+
+def test_a_run_going_on_is_not_taken_by_a_second_resend(service):
+    """Two runs resending one ended run at the same time: the first continues it, the
+    second is a session of its own (it was taken too, the first then a rewrite: ~2)."""
+    middleware, messages = _one_turn(service)
+    state = {"messages": [*messages, HumanMessage("b.py")]}
+    first, second = (middleware.before_agent(state, None) for _ in range(2))
+    assert first is not None and second is not None
+    assert first[lc.RUN_KEY] in _runs(service) and second[lc.RUN_KEY] not in _runs(service)
+
+
+def test_a_resend_sharing_only_the_last_id_is_a_new_session(service):
+    """After a restart, messages ending with a session's last id but not its history
+    (an earlier message differs) are another conversation."""
+    _, messages = _one_turn(service)
+    fresh = CtxLedgerMiddleware(service, context_length=16_000)
+    state = {"messages": [HumanMessage("z.py", id="other"), *messages[1:], HumanMessage("b")]}
+    found = fresh.before_agent(state, None)
+    assert found is not None and found[lc.RUN_KEY] not in _runs(service)
+
+
+def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
+    """The index names a session by its last id; the run is taken only when that session
+    is its latest generation. Crafted ledger: ``~2`` and then generation 1 hold the same
+    ids (the middleware's own writes never do: its prefix rule already tells them apart)."""
+    history = [HumanMessage("a.py", id="h1"), AIMessage("read a.py", id="r1")]
+
+    async def record() -> None:
+        for sid in ("langchain:default:x~2", "langchain:default:x"):
+            sid = await service.start_session(
+                model="langchain-agent", context_length=16_000, session_id=sid
+            )
+            await service.append(sid, lc.to_chat(history))
+
+    anyio.run(record)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    found = middleware.before_agent({"messages": [*history, HumanMessage("b.py")]}, None)
+    assert found is not None and found[lc.RUN_KEY] != "default:x"

@@ -94,11 +94,13 @@ class RunState(AgentState[Any]):
 
 class _Thread:
     """What the middleware knows about one graph thread: its ledger root and the state
-    message ids already appended there."""
+    message ids already appended there; `version`: its tip and that tip's ledger version
+    when this process last wrote or read it (another process on the ledger moves it)."""
 
-    def __init__(self, root: str, seen: list[str]) -> None:
+    def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
         self.root = root
         self.seen = seen
+        self.version = version
 
 
 class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
@@ -169,7 +171,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         except BaseException:
             loop.run(lambda: self._forget_run(thread))
             raise
-        loop.run(lambda: self._after(sid, response))
+        loop.run(lambda: self._after(thread, sid, response))
         return response
 
     async def awrap_model_call(
@@ -184,7 +186,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         except BaseException:
             await self._forget_run(thread)
             raise
-        await self._after(sid, response)
+        await self._after(thread, sid, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
@@ -217,11 +219,15 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             sid = (await self.service.append(sid, to_chat(suffix))).session_id
             known.seen.extend(ids[len(known.seen) :])
         sid = (await self.service.preflight(sid)).session_id
+        self._mark(known)
         system = system_view(self.service, sid)
         view = _View(system, live_messages(self.service, sid), messages)
         return sid, view
 
-    async def _after(self, sid: str, response: ModelResponse[Any]) -> None:
+    async def _after(self, thread: str, sid: str, response: ModelResponse[Any]) -> None:
+        known = self._runs.get(thread) or self._threads.get(thread)
+        self.service.ledger.refresh()  # another process's write since _before stays unseen
+        ours = known is not None and known.version == self._version(known.root)
         for message in response.result:
             usage = (
                 getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
@@ -230,6 +236,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 asked = bool(getattr(message, "tool_calls", None))
                 report = functools.partial(responses_usage, usage)
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
+        if ours and known is not None:
+            self._mark(known)
 
     async def _end_run(self, thread: str, state: Any) -> None:
         """:meth:`_finish`; a run without a thread id is then one a later run may
@@ -269,6 +277,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return
         known.seen.extend(ids[len(known.seen) :])
+        self._mark(known)
 
     def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": view.model_input()}
@@ -280,10 +289,31 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     # --- which ledger session -----------------------------------------------------------
 
     def _known(self, thread: str) -> _Thread | None:
-        if thread in self._runs:
+        self.service.ledger.refresh()
+        known = self._runs.get(thread)
+        if known is not None:
             self._runs.move_to_end(thread)
-            return self._runs[thread]
-        return self._threads.get(thread) or self._recover(thread)
+        else:
+            known = self._threads.get(thread)
+        return self._recover(thread) if known is None else self._current(thread, known)
+
+    def _current(self, thread: str, known: _Thread) -> _Thread:
+        """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
+        on the ledger (a second worker of a server) may have continued the thread, or
+        started a generation of it, since this one last wrote: its ids are read again."""
+        if known.version != self._version(known.root):
+            fresh = self._recorded(thread)
+            if fresh is not None:
+                known.root, known.seen, known.version = fresh.root, fresh.seen, fresh.version
+        return known
+
+    def _version(self, root: str) -> tuple[str, int]:
+        tip = self.service.tip(root)
+        return tip, self.service.ledger.version(tip)
+
+    def _mark(self, known: _Thread) -> None:
+        """This process wrote `known`'s tip last (as far as it knows)."""
+        known.version = self._version(known.root)
 
     def _keep(self, thread: str, known: _Thread) -> _Thread:
         """Remember `known`; of the runs without a thread id, the :data:`RUNS_KEPT` used
@@ -311,26 +341,27 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     async def _run_key(self, ids: list[str]) -> str:
         """The key of a run without a thread id: the run whose messages `ids` continue,
         else a new one."""
-        return self._continued(ids) or self._recorded_run(ids) or f"default:{self._run_ids()}"
+        return self._continued(ids) or await self._recorded_run(ids) or f"default:{self._run_ids()}"
 
     def _continued(self, ids: list[str]) -> str | None:
         """The ended run in memory whose messages `ids` start with (the longest), taken back."""
-        best: str | None = None
-        for key in self._ended:
-            seen = self._runs[key].seen
-            longer = best is None or len(seen) > len(self._runs[best].seen)
-            if seen and longer and ids[: len(seen)] == seen:
-                best = key
+        self.service.ledger.refresh()
+        best, longest = None, 0
+        for key in list(self._ended):  # async hooks may be called from several threads
+            known = self._runs.get(key)
+            seen = [] if known is None else self._current(key, known).seen
+            if len(seen) > longest and ids[: len(seen)] == seen:
+                best, longest = key, len(seen)
         if best is not None:
             self._ended.discard(best)
         return best
 
-    def _recorded_run(self, ids: list[str]) -> str | None:
+    async def _recorded_run(self, ids: list[str]) -> str | None:
         """The run without a thread id whose ledger session holds the messages `ids` start
         with (the longest), found by the last message id each session recorded: a run
         forgotten, or of a process before this one (main's one ``default`` thread too).
         A run going on in this process is never taken."""
-        last = self._index.update(self.service)
+        last = await self._index.update(self.service)
         for end in range(len(ids), 0, -1):
             sid = last.get(ids[end - 1])
             root = None if sid is None else self.service.ledger.chains.root(sid)
@@ -383,7 +414,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 event = rec.event
                 if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
                     seen.append(event.message[LC_ID])
-        return _Thread(root, seen)
+        return _Thread(root, seen, self._version(root))
 
     async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
         """A new ledger session for the thread (the first, or after the history was rewritten)."""

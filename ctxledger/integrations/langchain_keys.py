@@ -7,8 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ctxledger import ContextService
-from ctxledger.events import MessageAppended
+import anyio.lowlevel
+
+from ctxledger import ContextService, Ledger
+from ctxledger.events import Event, MessageAppended
 from ctxledger.integrations.common import digest_key, host_title
 from ctxledger.limits import NOT_IN_NAME_CLASS
 
@@ -81,6 +83,10 @@ def is_run(thread: str) -> bool:
 _RUN_ROOT = re.compile(r"langchain:(default(?::[^~]*)?)(?:~[0-9]+)?", re.DOTALL)
 
 
+#: the records :meth:`RunIndex.update` reads between two yields to the event loop
+CHUNK = 2_000
+
+
 def run_of(root: str) -> str | None:
     """The run (its thread) whose session `root` is, None for a thread's session."""
     match = _RUN_ROOT.fullmatch(root)
@@ -98,19 +104,29 @@ class RunIndex:
         self.by_last: dict[str, str] = {}
         self.last_of: dict[str, str] = {}
 
-    def update(self, service: ContextService) -> dict[str, str]:
+    async def update(self, service: ContextService) -> dict[str, str]:
+        """Read what the ledger gained since the last call, :data:`CHUNK` records at a
+        time, letting the loop's other tasks run between (the first call in a process
+        reads the whole log: 0.5 s at 100,000 records)."""
         ledger = service.ledger
         ledger.refresh()
-        for rec in ledger.store.read_all(self.seq + 1, ledger.projector.last_seq):
-            self.seq, event = rec.seq, rec.event
-            if not isinstance(event, MessageAppended):
-                continue
-            lc_id = event.message.get(LC_ID)
-            if not isinstance(lc_id, str) or run_of(ledger.chains.root(event.session_id)) is None:
-                continue
-            old = self.last_of.get(event.session_id)
-            if old is not None and self.by_last.get(old) == event.session_id:
-                del self.by_last[old]
-            self.last_of[event.session_id] = lc_id
-            self.by_last[lc_id] = event.session_id
+        end = ledger.projector.last_seq
+        while self.seq < end:  # from self.seq each time: another task may have read on
+            stop = min(self.seq + CHUNK, end)
+            for rec in ledger.store.read_all(self.seq + 1, stop):
+                self._add(ledger, rec.event)
+            self.seq = stop
+            await anyio.lowlevel.checkpoint()
         return self.by_last
+
+    def _add(self, ledger: Ledger, event: Event) -> None:
+        if not isinstance(event, MessageAppended):
+            return
+        lc_id = event.message.get(LC_ID)
+        if not isinstance(lc_id, str) or run_of(ledger.chains.root(event.session_id)) is None:
+            return
+        old = self.last_of.get(event.session_id)
+        if old is not None and self.by_last.get(old) == event.session_id:
+            del self.by_last[old]
+        self.last_of[event.session_id] = lc_id
+        self.by_last[lc_id] = event.session_id

@@ -307,6 +307,12 @@ def partial_compress(workdir: Path) -> dict[str, Any]:
     head, tail = split_history_for_partial_compress(history, 2)
     compressed = e.compress(head, force=True)
     e.on_session_end("P", head)  # Hermes's memory flush of the list it compacted
+    # what the chain had compacted before the branch is still this conversation's
+    hits = json.loads(e.handle_tool_call("recall", {"query": "ask 5"}))["hits"]
+    first = next((h for h in hits if h["snippet"] == "«ask» «5»"), {})
+    expanded = json.loads(
+        e.handle_tool_call("expand_compaction", {"compaction_id": first.get("compacted_by")})
+    )
     history = rejoin_compressed_head_and_tail(compressed, tail)
     e.on_session_end("P", history + talk(15, 1))
     alone = engine(workdir / "partial-alone.db")
@@ -319,6 +325,8 @@ def partial_compress(workdir: Path) -> dict[str, Any]:
         "as_alone": compressed == alone.compress(head, force=True),
         "count": [e.compression_count, resumed.compression_count],
         "same_chain": e._root == resumed._root,
+        "recalled": [first.get("role"), first.get("origin"), first.get("live")],
+        "expanded": [m["message"]["content"] for m in expanded.get("messages", [])],
     }
 
 

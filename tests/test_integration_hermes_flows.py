@@ -232,6 +232,10 @@ def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compact
     # one conversation: the resume in a new process continued the branch, and the
     # count is the conversation's (one compaction before the branch, one on it)
     assert said["same_chain"] and said["count"] == [2, 2]
+    # recall and expand_compaction reach what the chain compacted before the branch
+    # (before: only summaries were found, and the parent's compaction was refused)
+    assert said["recalled"] == ["user", "appended", False]
+    assert "ask 5" in said["expanded"]
     ledger = Ledger.open(workdir / "partial.db")
     try:
         starts, appended = _roots_and_branches(ledger)

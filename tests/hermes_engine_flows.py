@@ -307,6 +307,12 @@ def partial_compress(workdir: Path) -> dict[str, Any]:
     head, tail = split_history_for_partial_compress(history, 2)
     compressed = e.compress(head, force=True)
     e.on_session_end("P", head)  # Hermes's memory flush of the list it compacted
+    # what the chain had compacted before the branch is still this conversation's
+    hits = json.loads(e.handle_tool_call("recall", {"query": "ask 5"}))["hits"]
+    first = next((h for h in hits if h["snippet"] == "«ask» «5»"), {})
+    expanded = json.loads(
+        e.handle_tool_call("expand_compaction", {"compaction_id": first.get("compacted_by")})
+    )
     history = rejoin_compressed_head_and_tail(compressed, tail)
     e.on_session_end("P", history + talk(15, 1))
     alone = engine(workdir / "partial-alone.db")
@@ -319,7 +325,72 @@ def partial_compress(workdir: Path) -> dict[str, Any]:
         "as_alone": compressed == alone.compress(head, force=True),
         "count": [e.compression_count, resumed.compression_count],
         "same_chain": e._root == resumed._root,
+        "recalled": [first.get("role"), first.get("origin"), first.get("live")],
+        "expanded": [m["message"]["content"] for m in expanded.get("messages", [])],
     }
+
+
+def compress_here_no_progress(workdir: Path) -> dict[str, Any]:
+    """``/compress here 7``: the head reaches back to the summary, and nothing in it
+    compacts; Hermes keeps its list (no progress). Then the conversation goes on."""
+    from hermes_cli.partial_compress import split_history_for_partial_compress
+
+    e = begin(workdir / "here-noop.db", store(workdir, "here-noop"), "N")
+    history = e.compress(talk(0, 12), force=True) + talk(12, 3)
+    e.handle_tool_call("recall", {"query": "ask 13"}, messages=history)
+    head, _ = split_history_for_partial_compress(history, 7)
+    compressed = e.compress(head, force=True)
+    e.on_session_end("N", head)  # Hermes's memory flush of the list it handed over
+    e.on_session_end("N", history + talk(15, 1))
+    return {
+        "head": [m.get("content")[:12] for m in head],
+        "unchanged": compressed == head,
+        "progress": e._last_compression_made_progress,
+    }
+
+
+def resume_beside_a_branch(workdir: Path) -> dict[str, Any]:
+    """After ``/compress here 2``, a new agent handed the list from before it (Hermes's
+    store never got the compacted transcript: a crash in between). The old chain's tip
+    ended when the branch started: the agent must not go on there."""
+    from hermes_cli.partial_compress import split_history_for_partial_compress
+
+    state, db = store(workdir, "beside"), workdir / "beside.db"
+    e = begin(db, state, "S")
+    history = e.compress(talk(0, 12), force=True) + talk(12, 3)
+    e.handle_tool_call("recall", {"query": "ask 13"}, messages=history)
+    e.compress(split_history_for_partial_compress(history, 2)[0], force=True)
+    again = begin(db, state, "S")
+    handed = history + talk(15, 1)
+    again.compress(handed, force=True)
+    return {
+        "handed": [m.get("content") for m in handed],
+        "aborted": again._last_compress_aborted,
+        "error": again._last_summary_error,
+    }
+
+
+def branch_inherits(workdir: Path) -> dict[str, Any]:
+    """A chain with a system prompt and a window (another client wrote it, under the
+    title the engine resumes), resumed by an agent whose model has no known window,
+    then handed a strict prefix: the branch takes the parent's prompt and window."""
+    from ctxledger import ContextService
+
+    db = workdir / "inherits.db"
+    svc = ContextService.open(db)
+
+    async def write() -> None:
+        sid = await svc.start_session(
+            model="m1", context_length=64_000, system_prompt="be brief", title="hermes session I"
+        )
+        await svc.append(sid, talk(0, 4))
+
+    asyncio.run(write())
+    svc.ledger.close()
+    e = engine(db, window=0)
+    e.on_session_start("I")
+    e.on_session_end("I", talk(0, 3))
+    return {}
 
 
 def gateway_compress_here(workdir: Path) -> dict[str, Any]:
@@ -471,6 +542,9 @@ def main() -> None:
         model_switch,
         failing_store,
         partial_compress,
+        compress_here_no_progress,
+        resume_beside_a_branch,
+        branch_inherits,
         cli_compress_here,
         gateway_compress_here,
         gateway_context,  # last: it engages Hermes's per-context session variables

@@ -71,6 +71,17 @@ def _talk(first: int, turns: int) -> list[str]:
     return [t for i in range(first, first + turns) for t in (f"ask {i}", f"answer {i}")]
 
 
+def _roots_and_branches(ledger: Ledger) -> tuple[list[SessionStarted], dict[str, list[str]]]:
+    """The chains started as a conversation or a branch, and what each appended."""
+    events = [r.event for r in ledger.store.read_all()]
+    starts = [e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")]
+    appended: dict[str, list[str]] = {e.session_id: [] for e in starts}
+    for e in events:
+        if isinstance(e, MessageAppended):
+            appended[ledger.chains.root(e.session_id)].append(e.message.get("content") or "")
+    return starts, appended
+
+
 def test_branch_after_a_reset_only_is_a_new_chain_and_resume_continues_the_old(flows):
     workdir, _ = flows
     chains = _chains(workdir, "branch.db")
@@ -221,12 +232,13 @@ def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compact
     # one conversation: the resume in a new process continued the branch, and the
     # count is the conversation's (one compaction before the branch, one on it)
     assert said["same_chain"] and said["count"] == [2, 2]
+    # recall and expand_compaction reach what the chain compacted before the branch
+    # (before: only summaries were found, and the parent's compaction was refused)
+    assert said["recalled"] == ["user", "appended", False]
+    assert "ask 5" in said["expanded"]
     ledger = Ledger.open(workdir / "partial.db")
     try:
-        events = [r.event for r in ledger.store.read_all()]
-        starts = [
-            e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")
-        ]
+        starts, appended = _roots_and_branches(ledger)
         # before: a second root holding the head again, the tail then appended there
         assert [(e.reason, e.title) for e in starts] == [
             ("new", "hermes session P"),
@@ -236,25 +248,10 @@ def test_compress_here_goes_on_as_a_branch_of_the_conversation_as_hermes_compact
         old_tip = ledger.tip(root)
         assert starts[1].parent_session_id == old_tip
         assert ledger.chains.lineage(old_tip).end_reason == "branched"
-        appended: dict[str, list[dict]] = {root: [], branch: []}
-        for e in events:
-            if isinstance(e, MessageAppended):
-                appended[ledger.chains.root(e.session_id)].append(e.message)
-        assert _said(appended[root]) == _talk(0, 15)  # as recorded before, each once
-        assert _said(appended[branch]) == [*said["head"], *_talk(13, 4)]
+        assert appended[root] == _talk(0, 15)  # as recorded before, each once
+        assert appended[branch] == [*said["head"], *_talk(13, 4)]
     finally:
         ledger.close()
-
-
-def _roots_and_branches(ledger: Ledger) -> tuple[list[SessionStarted], dict[str, list[str]]]:
-    """The chains started as a conversation or a branch, and what each appended."""
-    events = [r.event for r in ledger.store.read_all()]
-    starts = [e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")]
-    appended: dict[str, list[str]] = {e.session_id: [] for e in starts}
-    for e in events:
-        if isinstance(e, MessageAppended):
-            appended[ledger.chains.root(e.session_id)].append(e.message.get("content") or "")
-    return starts, appended
 
 
 def test_the_gateway_s_compress_here_on_a_temporary_agent_keeps_one_conversation(flows):
@@ -290,21 +287,65 @@ def test_hermes_s_own_compress_here_keeps_one_conversation(flows):
     }
     ledger = Ledger.open(workdir / "cli-home" / "ctxledger.ledger.db")
     try:
-        events = [r.event for r in ledger.store.read_all()]
-        starts = [
-            e for e in events if isinstance(e, SessionStarted) and e.reason in ("new", "branch")
-        ]
+        starts, appended = _roots_and_branches(ledger)
         # before: a second root (the head again, then the tail and each later turn)
         assert [(e.reason, e.title) for e in starts] == [
             ("new", "hermes session H"),
             ("branch", "hermes session H"),
         ]
-        branch = starts[1].session_id
-        said = [
-            e.message.get("content") or ""
-            for e in events
-            if isinstance(e, MessageAppended) and ledger.chains.root(e.session_id) == branch
-        ]
-        assert said[-8:] == _talk(13, 4)  # the re-appended tail, then the later turns
+        # the re-appended tail, then the later turns
+        assert appended[starts[1].session_id][-8:] == _talk(13, 4)
+    finally:
+        ledger.close()
+
+
+def test_a_compress_here_that_compacts_nothing_starts_no_branch(flows):
+    """``/compress here 7`` reaching back to the summary: nothing in the head compacts
+    and Hermes keeps its list; the tip goes on, each message recorded once."""
+    workdir, out = flows
+    said = out["compress_here_no_progress"]
+    assert said["head"] == ["ask 0", "answer 0", "ask 1", "[ctxledger h"]
+    assert said["unchanged"] and not said["progress"]
+    ledger = Ledger.open(workdir / "here-noop.db")
+    try:
+        starts, appended = _roots_and_branches(ledger)
+        # before: a branch of the tip holding the head, then the whole tail again
+        assert [e.reason for e in starts] == ["new"]
+        root = starts[0].session_id
+        assert not ledger.transcript.session(ledger.tip(root)).ended
+        assert appended[root] == _talk(0, 16)
+    finally:
+        ledger.close()
+
+
+def test_a_resume_beside_a_branch_skips_the_chain_whose_tip_ended(flows):
+    """The list from before ``/compress here`` matches the old chain, whose tip ended
+    when the branch started: a new root, and the compaction goes through."""
+    workdir, out = flows
+    # before (the ended tip taken): "session ... has ended (branched)", aborted
+    said = out["resume_beside_a_branch"]
+    assert (said["aborted"], said["error"]) == (False, None)
+    ledger = Ledger.open(workdir / "beside.db")
+    try:
+        starts, appended = _roots_and_branches(ledger)
+        assert [e.reason for e in starts] == ["new", "branch", "new"]
+        assert appended[starts[2].session_id] == said["handed"]
+    finally:
+        ledger.close()
+
+
+def test_a_branch_takes_its_parent_s_system_prompt_and_window(flows):
+    """The agent's model has no known window (0): the branch keeps the parent's."""
+    workdir, _ = flows
+    ledger = Ledger.open(workdir / "inherits.db")
+    try:
+        starts, appended = _roots_and_branches(ledger)
+        assert [e.reason for e in starts] == ["new", "branch"]
+        parent, branch = starts
+        assert branch.parent_session_id == ledger.tip(parent.session_id)
+        # before: no system prompt, no window (the agent's 0 taken for "none")
+        assert ledger.transcript.session(branch.session_id).system_prompt == "be brief"
+        assert branch.context_length == 64_000
+        assert appended[branch.session_id] == _talk(0, 3)
     finally:
         ledger.close()

@@ -422,3 +422,74 @@ def test_the_index_holds_what_a_reader_reads_not_image_data_or_call_ids() -> Non
     assert [h.role for h in recall(ledger, sid, "terminal").hits] == ["assistant"]
     assert recall(ledger, sid, "okapiBASE64").hits == []
     assert recall(ledger, sid, "call_zebra1").hits == []
+
+
+def _branched(ledger: Ledger, keep: int) -> tuple[str, str, str]:
+    """A chain compacted once, two more turns, then a branch of its tip holding the
+    tip's view but its last `keep` messages dropped, and a message of its own (what
+    Hermes's ``/compress here``, a rewind and ``pop_item`` do): (root, parent tip, branch)."""
+    root = ledger.start_session(model="m", context_length=16_000)
+    for i in range(10):
+        ledger.append_messages(
+            root,
+            [
+                {"role": "user", "content": f"where is walrus{i}"},
+                {"role": "assistant", "content": f"walrus{i} is in crate{i}"},
+            ],
+        )
+    tip = anyio.run(lambda: compact(ledger, root, OfflineSummarizer())).new_session_id or ""
+    ledger.append_messages(
+        tip, [{"role": "user", "content": "late okapi"}, {"role": "assistant", "content": "ok"}]
+    )
+    view = [dict(m) for m in ledger.transcript.api_messages(tip)]
+    branch = ledger.start_session(
+        model="m", context_length=16_000, parent_session_id=tip, reason="branch"
+    )
+    ledger.append_messages(
+        branch, [*view[: len(view) - keep], {"role": "user", "content": "bison"}]
+    )
+    return root, tip, branch
+
+
+def test_a_branch_recalls_its_parent_s_history_up_to_the_branch_point() -> None:
+    ledger = deterministic_ledger()
+    root, tip, branch = _branched(ledger, keep=2)
+    ledger.append_messages(tip, [{"role": "user", "content": "gazelle after the branch"}])
+    # compacted in the parent before the branch: found (before: the branch's chain only)
+    hits = recall(ledger, branch, "walrus3 where").hits
+    # the branch's copy of the summary, the parent's summary, the original
+    assert [(h.session_id, h.origin) for h in hits] == [
+        (branch, "appended"),
+        (tip, "summary"),
+        (root, "appended"),
+    ]
+    assert not hits[2].live
+    assert hits[2].compacted_by == chain_compactions(ledger, tip)[0].compaction_id
+    # dropped by the branch, or written to the parent after it: not this conversation
+    assert recall(ledger, branch, "okapi").hits == []
+    assert recall(ledger, branch, "gazelle").hits == []
+    # the parent does not reach into its branch; the result names the branch's chain
+    assert recall(ledger, tip, "bison").hits == []
+    assert recall(ledger, branch, "bison").root == branch
+
+
+def test_a_branch_that_kept_its_parent_s_whole_view_reaches_all_of_it() -> None:
+    ledger = deterministic_ledger()
+    _, _, branch = _branched(ledger, keep=0)
+    assert [h.role for h in recall(ledger, branch, "okapi").hits] == ["user", "user"]
+
+
+def test_an_agent_on_a_branch_expands_its_parent_s_earlier_compactions_only() -> None:
+    ledger = deterministic_ledger()
+    _, tip, branch = _branched(ledger, keep=2)
+    before = chain_compactions(ledger, tip)[0].compaction_id
+    later = anyio.run(lambda: compact(ledger, tip, OfflineSummarizer()))
+    assert later.compaction_id is not None
+
+    def expand_from(sid: str, cid: str) -> dict:
+        args = json.dumps({"compaction_id": cid})
+        return json.loads(handle_tool_call(ledger, sid, "expand_compaction", args))
+
+    said = [m["message"]["content"] for m in expand_from(branch, before)["messages"]]
+    assert "where is walrus3" in said  # before: "no compaction ... in this conversation"
+    assert "no compaction" in expand_from(branch, later.compaction_id)["error"]

@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.analysis.compactions import find_compaction
+from ctxledger.analysis.conversation import in_conversation
 from ctxledger.analysis.expand import expand
 from ctxledger.analysis.recall import recall
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound, UnknownCompaction
@@ -100,8 +102,11 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
     offset, limit = _int_arg(args, "offset", 0), _int_arg(args, "limit", 20)
     max_chars = _int_arg(args, "max_chars", 4000)
     expansion = expand(ledger, str(args.get("compaction_id") or "").strip())
-    if expansion.session_id not in ledger.chains.chain(ledger.resolve(session_id)):
-        # an agent only reads its own chain's history
+    sid = ledger.resolve(session_id)
+    if expansion.session_id not in ledger.chains.chain(sid) and not in_conversation(
+        ledger, sid, expansion.session_id, find_compaction(ledger, expansion.compaction_id).seq
+    ):
+        # an agent only reads its own conversation's history (with what it branched from)
         raise UnknownCompaction(f"no compaction {expansion.compaction_id!r} in this conversation")
     page = expansion.messages[offset : offset + limit]
     end = offset + len(page)

@@ -35,13 +35,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgspec
 import sqlite_utils
 
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS
+from ctxledger.analysis.conversation import WHOLE, Scope, conversation_scopes
 from ctxledger.analysis.expand import ExpandedMessage, Expansion, expand
 from ctxledger.analysis.recall_query import MAX_QUERY_TERMS, fts_terms
 from ctxledger.analysis.redacted import occurrences, snippet_of
@@ -71,7 +72,7 @@ SELECT m.message_id, m.session_id, m.role, m.origin, m.seq, c.compaction_id,
 FROM search_messages_fts
 JOIN search_messages AS m ON m.id = search_messages_fts.rowid
 LEFT JOIN search_compacted AS c ON c.message_id = m.message_id
-WHERE search_messages_fts MATCH ? AND m.root_id = ?
+WHERE search_messages_fts MATCH ? AND ({scopes})
 ORDER BY search_messages_fts.rowid DESC
 LIMIT ?
 """
@@ -87,7 +88,8 @@ _FTS_SNIPPET_HITS = 1000
 #: separator each): the search makes its snippet; a longer hit is counted first, and
 #: those with few matches get theirs from one further query (it walks the index again)
 _SHORT_TEXT = 2 * _FTS_SNIPPET_HITS
-_SEARCH = _SEARCH.format(short=_SHORT_TEXT)
+#: one chain (root) to the last seq that belongs to the conversation
+_SCOPE = "(m.root_id = ? AND m.seq <= ?)"
 _INSERT_MESSAGE = (
     "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -350,11 +352,18 @@ class SearchIndex:
             rows = self.db.conn.execute(sql, (match, *rowids)).fetchall()
         return {int(rowid): str(text) for rowid, text in rows}
 
-    def search(self, root: str, match: str, limit: int) -> list[tuple[Any, ...]]:
-        """Raw rows for an FTS5 `match` expression within one chain (read-only)."""
+    def search(
+        self, scopes: str | Sequence[Scope], match: str, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """Raw rows for an FTS5 `match` expression within one chain (its root), or within
+        ``(root, last seq)`` scopes (:func:`~ctxledger.analysis.conversation.conversation_scopes`;
+        read-only)."""
+        scopes = [(scopes, WHOLE)] if isinstance(scopes, str) else list(scopes)
+        sql = _SEARCH.format(short=_SHORT_TEXT, scopes=" OR ".join([_SCOPE] * len(scopes)))
+        bound = [v for scope in scopes for v in scope]
         with self._lock:
             try:
-                return self.db.conn.execute(_SEARCH, (match, root, limit)).fetchall()
+                return self.db.conn.execute(sql, (match, *bound, limit)).fetchall()
             except sqlite3.OperationalError as exc:
                 raise InvalidInput(
                     f"cannot search for that query ({exc}); use plain words"
@@ -387,7 +396,8 @@ class _Transaction:
 
 
 def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:
-    """Full-text search over every message the chain of `session_id` ever held.
+    """Full-text search over every message the chain of `session_id` ever held, and
+    the chains it branched from up to each branch point (:mod:`~ctxledger.analysis.conversation`).
 
     Compacted messages are found too (``compacted_by`` names the compaction to
     ``expand``). Words must all match; when no message holds them all but some hold
@@ -399,13 +409,14 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
         raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
     ledger.refresh()
     sid = ledger.resolve(session_id)
-    root = ledger.chains.root(sid)
+    scopes = conversation_scopes(ledger, sid)
+    root = scopes[0][0]
     index = SearchIndex.for_ledger(ledger)
     index.catch_up()
     match, expr = "all", " ".join(terms)
-    rows = index.search(root, expr, limit)
+    rows = index.search(scopes, expr, limit)
     if not rows and len(terms) > 1:
-        any_rows = index.search(root, " OR ".join(terms), limit)
+        any_rows = index.search(scopes, " OR ".join(terms), limit)
         if any_rows:  # only then is "any word" what the hits are
             match, rows, expr = "any", any_rows, " OR ".join(terms)
     live = index.live_ids(ledger, ledger.tip(sid))

@@ -60,12 +60,16 @@ from ctxledger import (
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
+from ctxledger.compressor.planner import plan
+from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
+from ctxledger.ledger.compaction import compaction_input
 from ctxledger.messages import check_new_messages
+from ctxledger.runtime.service_io import focus_topic
 from ctxledger.tokens import rough_message_tokens
 
 logger = logging.getLogger(__name__)
@@ -165,10 +169,17 @@ class CtxLedgerEngine(ContextEngine):
         """The old model's queued reports go to the chain first (accounting only): written
         after the switch they counted the old model's prompt against the new window."""
         tip = svc.tip(root)
-        pending, self._pending = self._pending, []
-        for usage in pending:
-            svc.ledger.report_usage(tip, usage)
+        self._write_queued(svc, tip, keep_latest=False)
         await svc.switch_model(tip, self._model, self.context_length)
+
+    def _write_queued(self, svc: ContextService, sid: str, *, keep_latest: bool) -> JSON | None:
+        """Write the queued usage reports to `sid` (accounting only), all of them or all
+        but the latest, which is then returned (for the service to act on)."""
+        pending, self._pending = self._pending, []
+        last = pending.pop() if keep_latest and pending else None
+        for usage in pending:
+            svc.ledger.report_usage(sid, usage)
+        return last
 
     def update_from_response(self, usage: dict[str, Any]) -> None:
         """Keep the report for the next ``compress``. One whose figures are not numbers
@@ -238,6 +249,12 @@ class CtxLedgerEngine(ContextEngine):
         self, svc: ContextService, messages: list[JSON], focus: str | None, ids: tuple[str, ...]
     ) -> list[JSON]:
         messages = host.unmarked(messages)
+        if self._root is None:
+            await self._resume(svc, messages, ids)
+            ids = ()  # looked for once
+        if self._rewinds(messages) and not self._head_compacts(svc, len(messages), focus):
+            self._handed = [host.digest(m) for m in messages]
+            return messages  # no progress, and no branch: the host keeps its list
         sid, last = await self._sync(svc, messages, ids)
         self._handed = [host.digest(m) for m in messages]
         result = await svc.report_usage(sid, last) if last is not None else None
@@ -276,11 +293,7 @@ class CtxLedgerEngine(ContextEngine):
         if self._root is None:
             await self._resume(svc, messages, ids)
         n = len(self._known)
-        if (
-            self._root is not None
-            and 0 < len(messages) < n
-            and messages == self._known[: len(messages)]
-        ):
+        if self._root is not None and self._rewinds(messages):
             await self._branch(svc, self._root, messages)
             n = 0
         elif self._root is None or messages[:n] != self._known:
@@ -296,10 +309,31 @@ class CtxLedgerEngine(ContextEngine):
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
             self._known.extend(copy.deepcopy(suffix))
-        pending, self._pending = self._pending, []
-        for usage in pending[:-1]:
-            svc.ledger.report_usage(sid, usage)  # older reports: accounting only
-        return sid, (pending[-1] if pending else None)
+        return sid, self._write_queued(svc, sid, keep_latest=True)
+
+    def _rewinds(self, messages: list[JSON]) -> bool:
+        """A strict prefix of what the ledger holds (:meth:`_branch`)."""
+        return 0 < len(messages) < len(self._known) and messages == self._known[: len(messages)]
+
+    def _head_compacts(self, svc: ContextService, count: int, focus: str | None) -> bool:
+        """Whether a branch holding the first `count` messages of the tip's view would
+        compact, forced as ``/compress`` is: the planner's decision on that prefix (the
+        parent's system prompt, the window the branch takes, no pins, no compaction in
+        effect), before anything is written. Hermes keeps its list when nothing
+        compacts; a branch then ended the tip and recorded the conversation again."""
+        assert self._root is not None
+        tip = svc.tip(self._root)
+        inp = compaction_input(svc.ledger, tip)
+        k = count + len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
+        decision = plan(
+            inp.messages[:k],
+            svc.config,
+            token_counts(inp, svc.config)[:k],
+            context_length=self.context_length or inp.context_length,
+            focus=focus_topic(focus),
+            force=True,
+        )
+        return decision.action == "compress"
 
     async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
         """The host handed a strict prefix of what the ledger holds: Hermes's
@@ -307,7 +341,11 @@ class CtxLedgerEngine(ContextEngine):
         last N exchanges after the result, some of which the ledger had seen (a recall
         call, a flush). The head goes on as a branch of the chain's tip, the
         conversation's chain from now on (a resume finds it by the same title); the old
-        tip ends, superseded. A second root held the head again before."""
+        tip ends, superseded. A second root held the head again before. A rewind that
+        hands a strict prefix branches as well: ``/retry`` with a preflight compaction
+        (the history cut before the last user message, that message again), ``/undo``
+        followed by ``/compress`` or an exit. A ``compress`` whose head would not compact
+        starts no branch (:meth:`_head_compacts`)."""
         check_new_messages(head)
         tip = svc.tip(root)
         parent = svc.ledger.transcript.session(tip)

@@ -1,0 +1,125 @@
+"""Session 33: the audit's truth. The matcher and the extraction read grep's line number
+alike; shapes session 32 left; lies found on real transcripts. Each fact must also be
+found in its own text, and the reference extractor must give the same facts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from helpers.reference_facts import facts as reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor import factgrep
+from ctxledger.compressor.factbounds import contains
+from ctxledger.compressor.facts import extract_facts, fact_in_text
+
+
+def _message(text: str, role: str = "tool") -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
+    facts = extract_facts([_message(text, role)])
+    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
+    assert facts == reference.extract_facts([_message(text, role)])
+    return [fact.value for fact in facts if fact.kind == kind]
+
+
+# 1. grep's line number: the matcher has the extraction's date exception
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "app.log-2024-05-20",
+        "rotated to app.log-2024-05-20 at midnight",
+        "logs/app.log-2024-05-20.gz",
+        "app.log-1999-12-31\n",
+    ],
+)
+def test_a_dated_name_states_no_path_it_does_not_give(text: str) -> None:
+    # the extraction never takes ``app.log`` from a date-suffixed name, so a summary
+    # writing that name does not keep ``app.log`` either
+    assert _facts(text, "path") == [] or "app.log" not in _facts(text, "path")
+    assert not contains(text, "app.log", path=True)
+    assert not contains(text, "logs/app.log", path=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("src/x.py-12-from y", "src/x.py"),  # grep -n's context line: still found
+        ("src/x.py-2024-x", "src/x.py"),  # a line number that is no date
+        ("app.log-12-05 x", "app.log"),  # two digits then no dash-digit: a line number
+    ],
+)
+def test_a_line_number_still_ends_a_path_for_the_matcher(text: str, path: str) -> None:
+    assert contains(text, path, path=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    number=st.from_regex(r"[0-9]{1,5}", fullmatch=True),
+    rest=st.from_regex(r"[0-9]{0,3}-?[0-9]{0,2}[ a-z]{0,3}", fullmatch=True),
+)
+def test_extraction_and_matcher_read_a_line_number_alike(number: str, rest: str) -> None:
+    text = f"src/app.log-{number}-{rest}"
+    extracted = factgrep.context_spans(text) != []
+    assert extracted == (re.compile(factgrep.LINE_NUMBER).match(text, 11) is not None)
+    assert contains(text, "src/app.log", path=True) == extracted
+
+
+# 2. the reference states its own rules for known files and dotfiles
+
+_NAME_PIECES = st.sampled_from(
+    [
+        "Makefile", "Dockerfile", "Gemfile", ".env", ".envrc", ".bashrc", ".python-version",
+        ".local", ".dev", ".development", ".am", ".in", ".Am", "-", "--", "---------", "dev",
+        "OK", "x", "_", ".", "..", "+", "~", "@", "(", "/", " ", "\n", "²", "é", "a" * 70,
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_NAME_PIECES, max_size=8))
+def test_the_reference_finds_named_files_as_the_module_does(pieces: list[str]) -> None:
+    from helpers.reference_facts.namedfiles import dotfiles, known_files
+
+    from ctxledger.compressor.factpathrules import DOTFILE
+    from ctxledger.compressor.factpaths import _KNOWN_FILE
+
+    text = "".join(pieces)
+    assert list(known_files(text)) == [m.span() for m in _KNOWN_FILE.finditer(text)]
+    assert list(dotfiles(text)) == [m.span() for m in DOTFILE.finditer(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("see Makefile.am and Dockerfile-dev", ["Makefile.am", "Dockerfile-dev"]),
+        ("cp .env.example .env.local", [".env.example", ".env.local"]),
+        ("Makefile-old-x² done", ["Makefile-old-x"]),
+        (".bashrc² is read", [".bashrc"]),
+        ("Makefile.in.x", []),
+        (".env-x and .envy", []),
+    ],
+)
+def test_named_files_are_found_alike(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+def test_the_reference_imports_no_private_rule_of_the_module() -> None:
+    import ast
+    from pathlib import Path
+
+    private: list[str] = []
+    for module in (Path(__file__).parent / "helpers" / "reference_facts").glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctxledger"):
+                private += [f"{module.name}: {a.name}" for a in node.names if a.name[0] == "_"]
+    # left shared (session 33's note): the number patterns and a tool-error rule
+    left = {"facts.py: _NUMBER_PATTERNS", "facts.py: _VERSION_AFTER_NAME"}
+    assert set(private) <= left | {"factkinds.py: _reports_error"}

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
-from ctxledger.compressor.factpaths import _DOTFILE, _KNOWN_FILE
+from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rules import (
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
@@ -170,8 +170,8 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         yield start, end
         slash = text.find("/", end)
     anchors = [(start, end, True) for start, end in _extension_anchors(text)]
-    for pattern in (_KNOWN_FILE, _DOTFILE):
-        anchors.extend((match.start(), match.end(), False) for match in pattern.finditer(text))
+    anchors.extend((start, end, False) for start, end in known_files(text))
+    anchors.extend((start, end, False) for start, end in dotfiles(text))
     for anchor, end, extension in anchors:
         start = anchor
         while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):

@@ -123,3 +123,29 @@ def test_the_reference_imports_no_private_rule_of_the_module() -> None:
     # left shared (session 33's note): the number patterns and a tool-error rule
     left = {"facts.py: _NUMBER_PATTERNS", "facts.py: _VERSION_AFTER_NAME"}
     assert set(private) <= left | {"factkinds.py: _reports_error"}
+
+
+# 3. a device path with a name in its namespace has no escapes
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("\\\\.\\pipe\\name", "\\\\.\\pipe\\name"),  # ``\n`` of ``\name``: a separator
+        ("open \\\\.\\pipe\\tmp_sock failed", "\\\\.\\pipe\\tmp_sock"),
+        ("\\\\?\\GLOBALROOT\\Device\\nul", "\\\\?\\GLOBALROOT\\Device\\nul"),
+    ],
+)
+def test_a_device_path_reads_no_escape(text: str, path: str) -> None:
+    assert _facts(text, "path") == [path]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\\\srv\\share\\notes",  # a UNC path's ``\n`` may still be an escape (session 30)
+        'print("\\\\.\\n")',  # a device and no name in it: maybe ``\.`` and a newline
+    ],
+)
+def test_other_escape_like_unc_paths_stay_none(text: str) -> None:
+    assert _facts(text, "path") == []

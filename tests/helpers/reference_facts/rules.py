@@ -295,7 +295,8 @@ def unc_path(raw: str) -> str | None:
     share named by letters, digits, ``_``, ``.`` and ``-`` (maybe ending with ``$``),
     the other names starting with a letter, digit or ``_``; no LaTeX command but a
     last file name; no ``\\n``, ``\\r``, ``\\t`` (one backslash) unless the path ends
-    with a file name of a known extension."""
+    with a file name of a known extension or is a device path with a name in its namespace
+    (session 33)."""
     value = raw.rstrip(".-,:")
     lead = 0
     while lead < len(value) and value[lead] == "\\":
@@ -324,7 +325,7 @@ def unc_path(raw: str) -> str | None:
     checked = names[:-1] if file else names
     if any(name.rstrip("$").lower() in TEX_COMMANDS for name in checked):
         return None
-    if not file:
+    if not file and not (device and len(names) > 2):  # session 33: ``\\\\.\\pipe\\name``
         for i in range(len(value) - 1):
             single = value[i] == "\\" and (i == 0 or value[i - 1] != "\\")
             if single and value[i + 1] in "nrt":

@@ -149,3 +149,23 @@ def test_a_device_path_reads_no_escape(text: str, path: str) -> None:
 )
 def test_other_escape_like_unc_paths_stay_none(text: str) -> None:
     assert _facts(text, "path") == []
+
+
+# 4. lies found on the corpus: a result's label alone is no outcome
+
+
+@pytest.mark.parametrize(
+    ("text", "outcomes"),
+    [
+        ("SQLFluff output:\nL:  1 | P:  1 | L003 | Indent", []),  # the label, no result
+        ("SQLFluff fix output:", []),
+        ("Result:\n42", []),
+        ("Validation result =", []),
+        ("Tests passed. Output:", ["Tests passed. Output:"]),  # a result before the label
+        ("Result: 42", ["Result: 42"]),
+        ("test output: failed", ["test output: failed"]),
+        ("Result: failed", ["Result: failed"]),
+    ],
+)
+def test_a_result_label_alone_is_no_outcome(text: str, outcomes: list[str]) -> None:
+    assert _facts(text, "outcome") == outcomes

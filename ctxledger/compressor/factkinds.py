@@ -438,6 +438,8 @@ _RESULT_LITERALS = (
 )  # fmt: skip
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
+#: a result's label ending its line: what it reports is on the lines after it
+_LABEL_END = re.compile(r"(?i)\b(?:results?|output)[ \t]*[:=]$")
 _THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
 #: a line of a file listing (``nl``, ``grep -n``, quoted source): code, not a result
 _LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])|^\s*[\"'#]")
@@ -464,6 +466,9 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             or (_EXCEPTION_IN_LINE.search(line) and not reports_success(line))
         ):
             continue
+        label = _LABEL_END.search(stripped)
+        if label is not None and not _RESULT_LINE.search(stripped, 0, label.start()):
+            continue  # a label, the result on the next lines (``SQLFluff output:``)
         if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found

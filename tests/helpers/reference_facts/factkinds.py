@@ -520,9 +520,24 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             or (EXCEPTION_IN_LINE.search(line) and not success(line))
         ):
             continue
+        if _label_only(stripped):
+            continue  # session 33: ``SQLFluff output:``, the result on the next lines
         if _holds_result(stripped) and not _TEST_SUMMARY.match(line):
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
+
+
+def _label_only(line: str) -> bool:
+    """Whether `line` ends with a result's label (``result:``, ``output =``) and holds no
+    result before it."""
+    if not line or line[-1] not in ":=":
+        return False
+    head = line[:-1].rstrip(" \t").lower()
+    for word in ("results", "result", "output"):
+        before = head[: -len(word)]
+        if head.endswith(word) and not (before and (before[-1].isalnum() or before[-1] == "_")):
+            return not _holds_result(line[: len(before)])
+    return False
 
 
 # --------------------------------------------------------------------------- noise

@@ -169,3 +169,48 @@ def test_other_escape_like_unc_paths_stay_none(text: str) -> None:
 )
 def test_a_result_label_alone_is_no_outcome(text: str, outcomes: list[str]) -> None:
     assert _facts(text, "outcome") == outcomes
+
+
+# 4. what a user quotes states no constraint of theirs
+
+_TASK = "Please fix the linter so the config below parses.\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "constraints"),
+    [
+        (  # a config file quoted in a fence (a PR's description)
+            _TASK + "```ini\n[rules]\n# L049 - Always use IS or IS NOT for NULL (fix)\n```\n"
+            "Do not change the tests.\n",
+            ["Do not change the tests."],
+        ),
+        (  # an unclosed fence runs to the end
+            _TASK + "Never push to main.\n```\n# L038 - Never use trailing commas\n",
+            ["Never push to main."],
+        ),
+        (  # a file shown with line numbers (a demonstration in the task)
+            _TASK + "1462:        if precision not in units:\n"
+            "1463:            msg = 'The precision must be {} or {}.'.format(\n"
+            "1432: Always serializes to an integer value.\nAlways run the tests.\n",
+            ["Always run the tests."],
+        ),
+        (  # a numbered list and a date are no listing
+            _TASK + "1. Never push to main.\n2024-05-20: we must ship today.\n",
+            ["Never push to main.", "2024-05-20: we must ship today."],
+        ),
+        (_TASK + "Do not run ```rm -rf``` here, ok?\n", ["Do not run ```rm -rf``` here, ok?"]),
+    ],
+)
+def test_a_quoted_file_states_no_constraint(text: str, constraints: list[str]) -> None:
+    assert _facts(text, "constraint", role="user") == constraints
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(
+        st.sampled_from(["```", "```\n", "\n", "Never push.", " Do not x.", "12: must y.", "a"]),
+        max_size=10,
+    )
+)
+def test_the_reference_reads_fences_and_listings_alike(pieces: list[str]) -> None:
+    _facts(_TASK + "".join(pieces), "constraint", role="user")

@@ -11,13 +11,14 @@ script's output printed into a traceback, and a label read as a program's name.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
 __all__ = [
     "CODE_LINE",
+    "FENCE",
     "diff_side",
     "in_file_listing",
     "is_label",
@@ -28,7 +29,11 @@ __all__ = [
     "on_success_line",
     "raised_line",
     "reports_success",
+    "stated",
 ]
+
+#: a fenced block of markdown (an unclosed one runs to the text's end)
+FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
@@ -403,3 +408,19 @@ def is_label(prefix: str) -> bool:
 
 
 _ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|crash")
+
+
+def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The ``(position, sentence)`` of `sentences` (of `text`, in order) a user states:
+    none starting inside a fenced block, which quotes a file or a log (a PR's config
+    ``# L049 - Always use IS …``), and none starting with a listing's line number
+    (``1463:  msg = 'The precision must be …'`` of a file shown)."""
+    fences = [match.span() for match in FENCE.finditer(text)] if "```" in text else []
+    starts = [start for start, _ in fences]
+    kept: list[tuple[int, str]] = []
+    for position, sentence in sentences:
+        at = bisect_right(starts, position) - 1
+        if (at >= 0 and position < fences[at][1]) or numbered(sentence):
+            continue
+        kept.append((position, sentence))
+    return kept

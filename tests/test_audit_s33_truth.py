@@ -214,3 +214,41 @@ def test_a_quoted_file_states_no_constraint(text: str, constraints: list[str]) -
 )
 def test_the_reference_reads_fences_and_listings_alike(pieces: list[str]) -> None:
     _facts(_TASK + "".join(pieces), "constraint", role="user")
+
+
+class _Span(tuple[int, int]):
+    """A fence's span that counts how often it is read."""
+
+    reads = 0
+
+    def __iter__(self) -> Any:
+        _Span.reads += 1
+        return super().__iter__()
+
+    def __getitem__(self, index: Any) -> Any:
+        _Span.reads += 1
+        return super().__getitem__(index)
+
+
+class _CountingFence:
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+
+    def finditer(self, text: str) -> Any:
+        for match in self.pattern.finditer(text):
+            yield type("M", (), {"span": lambda self, s=_Span(match.span()): s})()
+
+
+def _fence_reads(monkeypatch: pytest.MonkeyPatch, n: int) -> int:
+    from ctxledger.compressor import factnoise
+
+    monkeypatch.setattr(factnoise, "FENCE", _CountingFence(re.compile(r"```.*?(?:```|$)", re.S)))
+    _Span.reads = 0
+    text = "Please fix it.\n" + "```\nx\n```\nNever push to main.\n" * n
+    factnoise.stated(text, [(m.start(), m.group()) for m in re.finditer("Never[^\n]*", text)])
+    return _Span.reads
+
+
+def test_fences_are_read_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    small, large = _fence_reads(monkeypatch, 500), _fence_reads(monkeypatch, 2_000)
+    assert large <= 4.5 * small and large <= 4 * 2_000 + 10

@@ -230,13 +230,21 @@ class _Span(tuple[int, int]):
         return super().__getitem__(index)
 
 
+class _SpanMatch:
+    def __init__(self, span: tuple[int, int]) -> None:
+        self._span = _Span(span)
+
+    def span(self) -> _Span:
+        return self._span
+
+
 class _CountingFence:
     def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
 
     def finditer(self, text: str) -> Any:
         for match in self.pattern.finditer(text):
-            yield type("M", (), {"span": lambda self, s=_Span(match.span()): s})()
+            yield _SpanMatch(match.span())
 
 
 def _fence_reads(monkeypatch: pytest.MonkeyPatch, n: int) -> int:

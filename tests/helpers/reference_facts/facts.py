@@ -370,7 +370,9 @@ class _Found:
         elif role == "user":
             fenced = _fenced(text)
             for position, value in constraint_sentences(text):
-                if not any(start <= position < end for start, end in fenced) and not _numbered(value):
+                if not any(start <= position < end for start, end in fenced) and not _numbered(
+                    value
+                ):
                     self.add("constraint", position, value)
 
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:

@@ -16,18 +16,24 @@ from collections.abc import Iterator
 
 __all__ = ["dotfiles", "known_files"]
 
-KNOWN_FILES = ("Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile")
-DOTFILES = frozenset(
-    """env envrc bashrc bash_profile bash_aliases bash_history profile zshrc zprofile
-    vimrc inputrc gitignore gitattributes gitmodules gitconfig dockerignore npmrc nvmrc
-    yarnrc editorconfig prettierrc prettierignore eslintrc eslintignore babelrc pylintrc
-    flake8 coveragerc pypirc netrc htaccess python-version node-version ruby-version
-    tool-versions""".split()
+KNOWN_FILES = (
+    "Makefile",
+    "Dockerfile",
+    "Gemfile",
+    "Procfile",
+    "Rakefile",
+    "Vagrantfile",
+    "Jenkinsfile",
 )
+_DOTFILE_NAMES = """env envrc bashrc bash_profile bash_aliases bash_history profile zshrc
+    zprofile vimrc inputrc gitignore gitattributes gitmodules gitconfig dockerignore npmrc
+    nvmrc yarnrc editorconfig prettierrc prettierignore eslintrc eslintignore babelrc
+    pylintrc flake8 coveragerc pypirc netrc htaccess python-version node-version
+    ruby-version tool-versions"""
+DOTFILES = frozenset(_DOTFILE_NAMES.split())
 #: what may follow a dotfile's name after a ``.``
-DOTFILE_VARIANTS = frozenset(
-    "local example sample template dev development prod production test staging".split()
-)
+_VARIANT_NAMES = "local example sample template dev development prod production test staging"
+DOTFILE_VARIANTS = frozenset(_VARIANT_NAMES.split())
 _SUPERSCRIPTS = "¹²³⁰⁴⁵⁶⁷⁸⁹"
 #: at most this many dashed words after a known file, each of at most this many
 #: characters after at most this many dashes (``Dockerfile-dev``, ``Makefile--OK``)
@@ -139,9 +145,12 @@ def dotfiles(text: str) -> Iterator[tuple[int, int]]:
             end = _run(text, dot + 1, "-")
             if text[dot + 1 : end] in DOTFILES:
                 variant = _run(text, end + 1, "-")
-                if text[end : end + 1] == "." and text[end + 1 : variant] in DOTFILE_VARIANTS:
-                    if _ends(text, variant, dotfile=True):
-                        end = variant
+                if (
+                    text[end : end + 1] == "."
+                    and text[end + 1 : variant] in DOTFILE_VARIANTS
+                    and _ends(text, variant, dotfile=True)
+                ):
+                    end = variant
                 if _ends(text, end, dotfile=True):
                     floor = end
                     yield dot, end

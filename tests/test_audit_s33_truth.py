@@ -260,3 +260,25 @@ def _fence_reads(monkeypatch: pytest.MonkeyPatch, n: int) -> int:
 def test_fences_are_read_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     small, large = _fence_reads(monkeypatch, 500), _fence_reads(monkeypatch, 2_000)
     assert large <= 4.5 * small and large <= 4 * 2_000 + 10
+
+
+# 4. a cut traceback's wrapper tag is no error
+
+_CUT = (
+    "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+    '  File "/t/x.py", line 9, in <module>\n    f()\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        (_CUT + "</output>", []),  # cut before its exception: no line of it is the error
+        (_CUT + "</output>\r\n", []),
+        (_CUT + "ValueError: bad\n</output>", ["ValueError: bad"]),
+        (_CUT + "Killed\n</output>", ["Killed"]),  # the first margin line, as before
+        (_CUT + "</output> ValueError: x", ["</output> ValueError: x"]),  # no tag alone
+    ],
+)
+def test_a_closing_tag_is_no_traceback_error(text: str, errors: list[str]) -> None:
+    assert [e for e in _facts(text, "error") if not e.startswith("exit")] == errors

@@ -324,7 +324,8 @@ def _bordered(text: str, start: int) -> bool:
 def raised_line(text: str, start: int, end: int) -> str | None:
     """The line the traceback whose header ends at `start` ends with, read before `end`
     (the next traceback's header) and before a chained traceback's ``During handling``:
-    the first of the first :data:`_MARGIN_LINES` lines at the margin after its last
+    the first of the first :data:`_MARGIN_LINES` lines at the margin (no closing tag, as
+    ``</output>`` of a cut traceback) after its last
     ``File "`` frame that names an exception (``ValueError: bad``, ``struct.error: x``).
     A script's output printed into the traceback (``Test 1: valid`` before a frame,
     ``Result: 42`` after the exception; stdout and stderr interleaved) is passed over.
@@ -356,12 +357,16 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
         stop = text.find("\n", start, end)
         stop = end if stop == -1 else stop
         if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
-            found.append(text[start:stop])
+            if _CLOSING_TAG.fullmatch(text, start, stop) is None:
+                found.append(text[start:stop])
         start = stop + 1
     return found
 
 
 _NOT_RAISED = ("Traceback", "During", "The above")
+#: a closing tag alone on its line: an agent's wrapper around a tool's output (a cut
+#: traceback ends ``</output>``), no line of the traceback
+_CLOSING_TAG = re.compile(r"</[A-Za-z][\w.:-]*>[ \t\r]*")
 
 
 #: how far back the start of an exception name's line is looked for

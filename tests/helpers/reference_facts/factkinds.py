@@ -270,12 +270,27 @@ def _traceback_error(lines: list[str]) -> str | None:
             if line
             and not line[0].isspace()
             and not line.startswith(("Traceback", "During", "The above"))
+            and not _closing_tag(line)
         ][:64]
 
     last = margin(after)
     named = [line for line in last if _names_exception(line)]
     chosen = named or last or margin(lines)
     return chosen[0] if chosen else None
+
+
+def _closing_tag(line: str) -> bool:
+    """Session 33: whether `line` is a closing tag alone (``</output>``, an agent's
+    wrapper): ``</``, a letter, name characters, ``>``, then blanks."""
+    body = line.rstrip(" \t\r")
+    name = body[2:-1]
+    return (
+        body.startswith("</")
+        and body.endswith(">")
+        and name[:1].isascii()
+        and name[:1].isalpha()
+        and all(c.isalnum() or c in "_.:-" for c in name)
+    )
 
 
 def _unbordered(line: str) -> str:

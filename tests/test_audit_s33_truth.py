@@ -282,3 +282,28 @@ _CUT = (
 )
 def test_a_closing_tag_is_no_traceback_error(text: str, errors: list[str]) -> None:
     assert [e for e in _facts(text, "error") if not e.startswith("exit")] == errors
+
+
+# 4. source shown with line numbers, a changelog: no error that happened
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        ("260:    Raises\n261:    ------\n262:    AttributeError\n", ["AttributeError"]),
+        ("23:    AstroidIndexError,\n24:    AstroidTypeError,\n", ["AstroidIndexError", "AstroidTypeError"]),
+        ("25:    Raises RuntimeError if not found.\n", ["RuntimeError"]),
+        ("12: ValueError: bad input\n", ["12: ValueError: bad input"]),  # a message: kept
+        ("3.0: DateTime fields cannot be used as inner field\n", []),  # a changelog's entry
+        ("2.1.4 12: x cannot be read\n", []),
+        ("cp: cannot stat 'a.txt': No such file or directory\n", ["cp: cannot stat 'a.txt': No such file or directory"]),
+        ("python3.11: can't open file 'x.py'\n", ["python3.11: can't open file 'x.py'"]),
+    ],
+)  # fmt: skip
+def test_listed_names_and_versions_are_no_error_lines(text: str, errors: list[str]) -> None:
+    assert _facts(text, "error") == errors
+
+
+def test_pytest_s_location_line_keeps_its_error() -> None:
+    text = "src/search/core.py:224: AssertionError\n"
+    assert _facts(text, "error") == ["src/search/core.py:224: AssertionError"]

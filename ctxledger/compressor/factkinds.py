@@ -30,10 +30,9 @@ from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
 from ctxledger.compressor.factnoise import (
     is_label,
-    labelled,
     listed_or_documented,
     may_report_success,
-    numbered,
+    no_program,
     on_success_line,
     raised_line,
     reports_success,
@@ -378,11 +377,7 @@ _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [
-        (m.start(1), _cap(m.group(1)))
-        for m in matches
-        if not numbered(m.group(1)) and not labelled(m.group(1))
-    ]
+    return [(m.start(1), _cap(m.group(1))) for m in matches if not no_program(m.group(1))]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:

@@ -25,6 +25,7 @@ __all__ = [
     "labelled",
     "listed_or_documented",
     "may_report_success",
+    "no_program",
     "numbered",
     "on_success_line",
     "raised_line",
@@ -113,12 +114,23 @@ _NUMBERED = re.compile(r"\s*\d+(?::(?!\d)|-(?!\d))")
 _DOC_FIELD = re.compile(r"\s*(?::raises?\b|:exception\b|@raises?\b|@throws\b|Raises:\s*$)")
 
 
+#: a numbered line's rest that names an exception as source does: the name alone (a
+#: docstring's ``Raises`` section, a tuple's ``AstroidIndexError,``) or a docstring's
+#: ``Raises X if …`` (``25:    Raises RuntimeError if not found.``)
+_LISTED_NAME = re.compile(
+    r"\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$|Raises?[ \t]+[A-Z])"
+)
+
+
 def listed_or_documented(line: str) -> bool:
     """Whether a line naming an exception is code as a listing shows it
-    (``79:class AstroidBuildingError(AstroidError):``, ``185: raise KeyError(``) or a
+    (``79:class AstroidBuildingError(AstroidError):``, ``185: raise KeyError(``, a name
+    alone ``262:    AttributeError``, ``25:    Raises RuntimeError if …``) or a
     docstring's field (``:raises TooManyLevelsError: When …``): no error that happened."""
     listed = _LISTED.match(line)
     rest = line[listed.end() :] if listed is not None else line
+    if listed is not None and _LISTED_NAME.match(rest) is not None and numbered(line):
+        return True  # (after a file's name, ``src/x.py:224: AssertionError`` is pytest's)
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
         _DOC_FIELD.match(rest) is not None
     )
@@ -224,6 +236,17 @@ def _undisputed(line: str, end: int, named: str | None, later: _LaterDisputes) -
         return True
     expected = named if named is not None or not others else others[0].group(0)
     return not later.dispute(stop, expected)
+
+
+#: a version where a shell error line's program goes (``3.0: DateTime fields cannot be
+#: used``, a changelog's entry)
+_VERSION_PROG = re.compile(r"[ \t]*[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:")
+
+
+def no_program(line: str) -> bool:
+    """Whether a shell error line's ``prog:`` is none: a listing's line number
+    (:func:`numbered`), a capitalised label (:func:`labelled`) or a version."""
+    return numbered(line) or labelled(line) or _VERSION_PROG.match(line) is not None
 
 
 def numbered(line: str) -> bool:
@@ -356,9 +379,13 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
     while start < end and len(found) < _MARGIN_LINES:
         stop = text.find("\n", start, end)
         stop = end if stop == -1 else stop
-        if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
-            if _CLOSING_TAG.fullmatch(text, start, stop) is None:
-                found.append(text[start:stop])
+        if (
+            start < stop
+            and not text[start].isspace()
+            and not text.startswith(_NOT_RAISED, start)
+            and _CLOSING_TAG.fullmatch(text, start, stop) is None
+        ):
+            found.append(text[start:stop])
         start = stop + 1
     return found
 

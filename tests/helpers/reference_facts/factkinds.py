@@ -397,13 +397,26 @@ _SHELL_ERROR = re.compile(
 _FILE_STEMS = ("Make", "Docker", "Gem", "Proc", "Rake", "Vagrant", "Jenkins")
 
 
+def _version(prefix: str) -> bool:
+    """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
+    maybe a blank and a number after them."""
+    dotted = prefix.split(" ")
+    parts = dotted[0].split(".")
+    return (
+        len(dotted) <= 2
+        and len(parts) > 1
+        and all(part.isascii() and part.isdigit() for part in parts)
+        and (len(dotted) == 1 or (dotted[1].isdecimal()))
+    )
+
+
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     # (session 30: a listing's numbered line is no program's)
     found = []
     for m in _SHELL_ERROR.finditer(text):
-        if numbered(m.group(1)):
-            continue
+        if numbered(m.group(1)) or _version(m.group(1).lstrip(" \t").split(":", 1)[0]):
+            continue  # session 33: a changelog's version (``3.0: x cannot be used``)
         # session 32: a capitalised label is no program (``Result: {'x': ['x cannot be']}``)
         # unless it names an error (``Exception: x not found``)
         prefix = m.group(1).lstrip().split(":", 1)[0]

@@ -307,3 +307,68 @@ def test_listed_names_and_versions_are_no_error_lines(text: str, errors: list[st
 def test_pytest_s_location_line_keeps_its_error() -> None:
     text = "src/search/core.py:224: AssertionError\n"
     assert _facts(text, "error") == ["src/search/core.py:224: AssertionError"]
+
+
+# 4. a range address of sed or awk names no directory
+
+_SHELL = [
+    ("awk '/class Date/,/^class [A-Z]/' src/fields.py", ["src/fields.py"]),
+    ("sed -n '/class BlogUserMetaSchema/,/^class /p' /testbed/tests/base.py", ["/testbed/tests/base.py"]),
+    ('sed -n "/def x/,/^$/p" a.py', ["a.py"]),
+    ("grep -n '/api/v1/' app.py", ["/api/v1/", "app.py"]),  # one quoted path: kept
+    ("cp '/tmp/a/' x'/b/,/c/' d.py", ["/tmp/a/", "d.py"]),  # after a word: no address
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "paths"), _SHELL)
+def test_a_range_address_names_no_path(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path", role="user") == paths
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["'", '"', "/", "/,/", "a", "x.py", " ", "\n", "p", "s/"]), max_size=12
+    )
+)
+def test_the_reference_reads_range_addresses_alike(pieces: list[str]) -> None:
+    _facts("".join(pieces), "path")
+
+
+class _CountingSearch:
+    """A regex whose searches add up the characters they read (to the match's end, or
+    to the text's end when none)."""
+
+    read = 0
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        match = self.pattern.search(text, pos)
+        _CountingSearch.read += (len(text) if match is None else match.end()) - pos
+        return match
+
+    def finditer(self, text: str) -> Any:
+        _CountingSearch.read += len(text)
+        return self.pattern.finditer(text)
+
+
+def _range_reads(monkeypatch: pytest.MonkeyPatch, piece: str, n: int) -> int:
+    from ctxledger.compressor import factsed
+
+    for name in ("_RANGE_START", "_REGEX_END", "_QUOTE_END"):
+        monkeypatch.setattr(factsed, name, _CountingSearch(getattr(factsed, name)))
+    _CountingSearch.read = 0
+    factsed.range_spans(piece * n)
+    monkeypatch.undo()
+    return _CountingSearch.read
+
+
+@pytest.mark.parametrize("piece", ["'/x/,/", "'/,/ab", "'/a/,/b'", "\"/a/,/b' x"])
+def test_range_addresses_are_read_in_linear_time(
+    monkeypatch: pytest.MonkeyPatch, piece: str
+) -> None:
+    small = _range_reads(monkeypatch, piece, 1_000)
+    large = _range_reads(monkeypatch, piece, 4_000)
+    assert large <= 4.5 * small and large <= 4 * len(piece) * 4_000

@@ -28,7 +28,7 @@ from ctxledger.compressor.factpathrules import MORE_AFTER_DOT as _MORE_AFTER_DOT
 from ctxledger.compressor.factpathrules import MORE_NAME, SUPERSCRIPT_DIGITS, plausible_path
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
-from ctxledger.compressor.factsed import sed_spans
+from ctxledger.compressor.factsed import range_spans, sed_spans
 
 __all__ = [
     "PATH_CHARS",
@@ -523,14 +523,16 @@ def _judged(raw: str) -> str | None:
 def path_text(text: str) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
     (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``), grep's context separators
-    (:mod:`.factgrep`: ``src/x.py-12-from y``) and quoted ``sed`` expressions blanked
+    (:mod:`.factgrep`: ``src/x.py-12-from y``), quoted ``sed`` expressions and range
+    addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
     text = text if blanked is None else blanked
     text = mask(text, context_spans(text))
-    if "s" not in text or ("'" not in text and '"' not in text):
+    if "'" not in text and '"' not in text:
         return text  # an expression is quoted
-    return mask(text, sed_spans(text))
+    text = mask(text, range_spans(text))
+    return mask(text, sed_spans(text)) if "s" in text else text
 
 
 def find_paths(text: str) -> list[str]:

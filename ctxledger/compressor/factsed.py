@@ -1,11 +1,12 @@
-"""Quoted ``sed`` expressions in text (``sed 's/old/new/g'``): their pieces (``s/``,
-``v/``) are not paths, so fact extraction (:mod:`.factpaths`) masks them out first."""
+"""Quoted ``sed`` expressions in text (``sed 's/old/new/g'``) and range addresses of
+``sed`` and ``awk`` (``'/class Date/,/^class /p'``): their pieces (``s/``, ``Date/``) are
+not paths, so fact extraction (:mod:`.factpaths`) masks them out first."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["sed_spans"]
+__all__ = ["range_spans", "sed_spans"]
 
 # a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths.
 # Its start (a quote, ``s``, a delimiter), then on the same line a delimiter, and a
@@ -16,6 +17,37 @@ _SED_CLOSE = {
     for quote in "'\""
     for delimiter in "/|#,:@"
 }
+
+
+#: where a quoted range address of sed or awk starts: a quote, then ``/``
+_RANGE_START = re.compile(r"""['"]/""")
+#: what ends the first regex of a range address (a ``/``), or spoils it
+_REGEX_END = re.compile(r"""[/\n'"]""")
+#: what ends the rest of a range address (its quote), or spoils it
+_QUOTE_END = re.compile(r"""[\n'"]""")
+
+
+def range_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the quoted range addresses of `text` (``'/class Date/,/^class /p'``):
+    a quote after no word character, ``/``, a regex with no ``/``, ``/,/``, then the rest
+    to the same quote on the line. Each start reads to the next quote, ``/`` or line end
+    at most, and a start inside a span is skipped: linear."""
+    spans: list[tuple[int, int]] = []
+    if "/,/" not in text:
+        return spans
+    for start in _RANGE_START.finditer(text):
+        at = start.start()
+        if (spans and at < spans[-1][1]) or (
+            at and (text[at - 1].isalnum() or text[at - 1] == "_")
+        ):
+            continue
+        first = _REGEX_END.search(text, at + 2)
+        if first is None or not text.startswith("/,/", first.start()):
+            continue
+        end = _QUOTE_END.search(text, first.start() + 3)
+        if end is not None and text[end.start()] == text[at]:
+            spans.append((at, end.end()))
+    return spans
 
 
 def sed_spans(text: str) -> list[tuple[int, int]]:

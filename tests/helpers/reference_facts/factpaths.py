@@ -399,7 +399,38 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
     text = mask(text, _grep_context(text))
+    text = mask(text, _range_addresses(text))  # session 33
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+
+
+def _range_addresses(text: str) -> list[tuple[int, int]]:
+    """Session 33: quoted range addresses of sed and awk (``'/class Date/,/^class /p'``):
+    a quote after no word character, ``/``, a regex without ``/`` or a quote, ``/,/``,
+    then no quote to the same quote, all on one line."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while at < len(text):
+        quote = text[at]
+        if (
+            quote not in "'\""
+            or text[at + 1 : at + 2] != "/"
+            or (at and is_word_char(text[at - 1]))
+        ):
+            at += 1
+            continue
+        first = at + 2
+        while first < len(text) and text[first] not in "/\n'\"":
+            first += 1
+        end = first + 3
+        if text[first : first + 3] == "/,/":
+            while end < len(text) and text[end] not in "\n'\"":
+                end += 1
+            if text[end : end + 1] == quote:
+                spans.append((at, end + 1))
+                at = end + 1
+                continue
+        at += 1
+    return spans
 
 
 def find_paths(text: str) -> list[str]:

@@ -111,18 +111,44 @@ def test_named_files_are_found_alike(text: str, paths: list[str]) -> None:
     assert _facts(text, "path") == paths
 
 
-def test_the_reference_imports_no_private_rule_of_the_module() -> None:
+#: every name the reference imports from ctxledger, by module: the thing under test
+#: (Fact, the matcher), lists of names, tool-call plumbing, and the rules left shared
+#: (session 33's note: the number patterns, a tool-error rule, session 30's listings,
+#: the path judge). A rule restated in the reference leaves this list.
+_REFERENCE_IMPORTS = {
+    "factkinds.py": {
+        "factkinds.TOOL_ERROR_LINE", "factkinds._reports_error", "factkinds.is_asset_path",
+        "factkinds.reports_tool_error", "factnoise.listed_code_or_field",
+        "toolcalls.EDITOR_TOOLS", "toolcalls.bare_tool_name", "toolcalls.tool_family",
+    },
+    "factpaths.py": {"factpathrules.EXTENSIONS", "factpathrules.SECOND_SUFFIXES"},
+    "facts.py": {
+        "factasks.is_acknowledgement", "factmatch.WHITESPACE", "factmatch.Fact",
+        "factmatch.fact_in_text", "factmatch.normalize", "factmatch.normalize_fact",
+        "factmatch.retention", "facts._NUMBER_PATTERNS", "facts._VERSION_AFTER_NAME",
+        "facts.VERSION_RANGE_TO", "toolcalls.COMMAND_KEYS", "toolcalls.EDITOR_TOOLS",
+        "toolcalls.TERMINAL_COMMAND_KEYS", "toolcalls.bare_tool_name",
+        "toolcalls.call_name_and_args", "toolcalls.tool_family", "messages.content_text",
+        "markers.is_summary_message",
+    },
+    "rules.py": {
+        "factlookalikes.TEX_COMMANDS", "factpathrules.has_ext", "factpaths.plausible_path",
+    },
+}  # fmt: skip
+
+
+def test_the_reference_imports_only_the_listed_names_of_the_module() -> None:
     import ast
     from pathlib import Path
 
-    private: list[str] = []
+    imported: dict[str, set[str]] = {}
     for module in (Path(__file__).parent / "helpers" / "reference_facts").glob("*.py"):
         for node in ast.walk(ast.parse(module.read_text("utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctxledger"):
-                private += [f"{module.name}: {a.name}" for a in node.names if a.name[0] == "_"]
-    # left shared (session 33's note): the number patterns and a tool-error rule
-    left = {"facts.py: _NUMBER_PATTERNS", "facts.py: _VERSION_AFTER_NAME"}
-    assert set(private) <= left | {"factkinds.py: _reports_error"}
+                source = node.module.removeprefix("ctxledger.").removeprefix("compressor.")
+                names = {f"{source}.{alias.name}" for alias in node.names}
+                imported.setdefault(module.name, set()).update(names)
+    assert imported == _REFERENCE_IMPORTS
 
 
 # 3. a device path with a name in its namespace has no escapes

@@ -23,10 +23,12 @@ __all__ = [
     "in_file_listing",
     "is_label",
     "labelled",
+    "listed_code_or_field",
     "listed_or_documented",
     "may_report_success",
     "no_program",
     "numbered",
+    "numbered_listing",
     "on_success_line",
     "raised_line",
     "reports_success",
@@ -35,6 +37,9 @@ __all__ = [
 
 #: a fenced block of markdown (an unclosed one runs to the text's end)
 FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+#: a fenced block whose fences open their lines (at most 3 blanks before them, as
+#: CommonMark has it): a ``` inside a sentence (``answer with ``` fences``) opens none
+_LINE_FENCE = re.compile(r"^[ \t]{0,3}```.*?(?:^[ \t]{0,3}```[^\n]*|\Z)", re.DOTALL | re.MULTILINE)
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
@@ -118,7 +123,7 @@ _DOC_FIELD = re.compile(r"\s*(?::raises?\b|:exception\b|@raises?\b|@throws\b|Rai
 #: docstring's ``Raises`` section, a tuple's ``AstroidIndexError,``) or a docstring's
 #: ``Raises X if …`` (``25:    Raises RuntimeError if not found.``)
 _LISTED_NAME = re.compile(
-    r"\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t]*$|Raises?[ \t]+[A-Z])"
+    r"\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t\r]*$|Raises?[ \t]+[A-Z])"
 )
 
 
@@ -127,10 +132,19 @@ def listed_or_documented(line: str) -> bool:
     (``79:class AstroidBuildingError(AstroidError):``, ``185: raise KeyError(``, a name
     alone ``262:    AttributeError``, ``25:    Raises RuntimeError if …``) or a
     docstring's field (``:raises TooManyLevelsError: When …``): no error that happened."""
+    number = _NUMBERED.match(line)
+    if number is not None and _LISTED_NAME.match(line, number.end()) is not None:
+        return True  # (after a file's name, ``src/x.py:224: AssertionError`` is pytest's)
+    return listed_code_or_field(line)
+
+
+def listed_code_or_field(line: str) -> bool:
+    """Whether a line is code after a listing's line number or file
+    (``79:class AstroidBuildingError(AstroidError):``) or a docstring's field
+    (``:raises TooManyLevelsError: When …``): session 30's rule, without session 33's
+    names alone after a bare number."""
     listed = _LISTED.match(line)
     rest = line[listed.end() :] if listed is not None else line
-    if listed is not None and _LISTED_NAME.match(rest) is not None and numbered(line):
-        return True  # (after a file's name, ``src/x.py:224: AssertionError`` is pytest's)
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
         _DOC_FIELD.match(rest) is not None
     )
@@ -239,8 +253,11 @@ def _undisputed(line: str, end: int, named: str | None, later: _LaterDisputes) -
 
 
 #: a version where a shell error line's program goes (``3.0: DateTime fields cannot be
-#: used``, a changelog's entry)
-_VERSION_PROG = re.compile(r"[ \t]*[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:")
+#: used``, a changelog's entry); not an IPv4 address, a host's name that ``pdsh`` puts
+#: before its output (``10.0.0.5: Permission denied``)
+_VERSION_PROG = re.compile(
+    r"[ \t]*(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}:)[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:"
+)
 
 
 def no_program(line: str) -> bool:
@@ -444,15 +461,39 @@ _ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|cras
 
 def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The ``(position, sentence)`` of `sentences` (of `text`, in order) a user states:
-    none starting inside a fenced block, which quotes a file or a log (a PR's config
-    ``# L049 - Always use IS …``), and none starting with a listing's line number
-    (``1463:  msg = 'The precision must be …'`` of a file shown)."""
-    fences = [match.span() for match in FENCE.finditer(text)] if "```" in text else []
+    none starting inside a fenced block whose fences open their lines, which quotes a
+    file or a log (a PR's config ``# L049 - Always use IS …``), and none on a listing's
+    numbered line (:func:`numbered_listing`: ``1463:  msg = 'The precision must be …'``
+    of a file shown)."""
+    fences = [match.span() for match in _LINE_FENCE.finditer(text)] if "```" in text else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:
         at = bisect_right(starts, position) - 1
-        if (at >= 0 and position < fences[at][1]) or numbered(sentence):
+        if at >= 0 and position < fences[at][1]:
+            continue
+        if numbered_listing(sentence, text[position : position + _RAW_READ]):
             continue
         kept.append((position, sentence))
     return kept
+
+
+#: how much of a numbered sentence's own text is read for the blanks after its number
+_RAW_READ = 200
+#: a numbered list's item: a number of one or two digits, ``:`` or ``-``, one blank,
+#: then no blank
+_LIST_ITEM = re.compile(r"\s*\d{1,2}[:-] (?=\S)")
+
+
+def numbered_listing(sentence: str, raw: str) -> bool:
+    """Whether `sentence` (its blanks made one; `raw`, its text as written) starts with
+    a listing's line number (:func:`numbered`) and reads as a listing's line, not as a
+    user's numbered list (``1- Never push to main.``, ``3: Do not delete x``): a
+    listing's line has a number of 100 or more (``1432: Always serializes …``), two
+    blanks or a tab after it (source's indent: ``1463:        if precision``), or code
+    after it (``12: import os``)."""
+    number = _NUMBERED.match(sentence)
+    if number is None:
+        return False
+    item = _LIST_ITEM.match(raw)
+    return item is None or CODE_LINE.match(sentence[number.end() :]) is not None

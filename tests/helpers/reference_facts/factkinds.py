@@ -35,9 +35,13 @@ from ctxledger.compressor.factkinds import (
     is_asset_path,
     reports_tool_error,
 )
-from ctxledger.compressor.factnoise import listed_or_documented, numbered  # session 30
+
+# session 30's listings (code after a line number, a docstring's field); session 33's
+# names alone after a bare number are stated in .numbering
+from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
+from helpers.reference_facts.numbering import listed_name, numbered, version
 
 __all__ = [
     "CATEGORIES",
@@ -397,25 +401,12 @@ _SHELL_ERROR = re.compile(
 _FILE_STEMS = ("Make", "Docker", "Gem", "Proc", "Rake", "Vagrant", "Jenkins")
 
 
-def _version(prefix: str) -> bool:
-    """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
-    maybe a blank and a number after them."""
-    dotted = prefix.split(" ")
-    parts = dotted[0].split(".")
-    return (
-        len(dotted) <= 2
-        and len(parts) > 1
-        and all(part.isascii() and part.isdigit() for part in parts)
-        and (len(dotted) == 1 or (dotted[1].isdecimal()))
-    )
-
-
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     # (session 30: a listing's numbered line is no program's)
     found = []
     for m in _SHELL_ERROR.finditer(text):
-        if numbered(m.group(1)) or _version(m.group(1).lstrip(" \t").split(":", 1)[0]):
+        if numbered(m.group(1)) or version(m.group(1).lstrip(" \t").split(":", 1)[0]):
             continue  # session 33: a changelog's version (``3.0: x cannot be used``)
         # session 32: a capitalised label is no program (``Result: {'x': ['x cannot be']}``)
         # unless it names an error (``Exception: x not found``)
@@ -451,7 +442,11 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
         stripped = line.strip()
         if CODE_LINE.match(line) or EXCEPTION_IN_LINE.match(stripped):
             continue
-        if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
+        if (
+            sum(c.isalnum() for c in stripped) < 12
+            or listed_name(line)
+            or listed_code_or_field(line)
+        ):
             continue  # (session 30: a listing's code, a docstring's field)
         if success(line) or code(line):
             continue  # (session 32: an expected or avoided exception; a tuple assigned)

@@ -70,6 +70,7 @@ from helpers.reference_facts.factpaths import (
     urls,
 )
 from helpers.reference_facts.factsentences import constraint_sentences, decision_sentences
+from helpers.reference_facts.numbering import fenced, numbered_listing
 from helpers.reference_facts.rules import (
     amounts,
     european_grouped,
@@ -368,11 +369,10 @@ class _Found:
             for position, value in decision_sentences(text):
                 self.add("decision", position, value)
         elif role == "user":
-            fenced = _fenced(text)
+            blocks = fenced(text)
             for position, value in constraint_sentences(text):
-                if not any(start <= position < end for start, end in fenced) and not _numbered(
-                    value
-                ):
+                inside = any(start <= position < end for start, end in blocks)
+                if not inside and not numbered_listing(value, text[position : position + 200]):
                     self.add("constraint", position, value)
 
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
@@ -505,30 +505,3 @@ __all__ = [
     "outcome_lines",
     "retention",
 ]
-
-
-def _fenced(text: str) -> list[tuple[int, int]]:
-    """Session 33: the fenced blocks of `text`, each from its opening ````` to the end
-    of its closing one, the last one unclosed to the text's end (or its last newline)."""
-    blocks: list[tuple[int, int]] = []
-    at = text.find("```")
-    while at != -1:
-        close = text.find("```", at + 3)
-        if close == -1:
-            end = len(text) - 1 if text.endswith("\n") else len(text)
-            blocks.append((at, max(end, at + 3)))
-            break
-        blocks.append((at, close + 3))
-        at = text.find("```", close + 3)
-    return blocks
-
-
-def _numbered(sentence: str) -> bool:
-    """Session 33: whether `sentence` starts with a listing's line number (``1463:``,
-    ``28-``): blanks, digits, then ``:`` or ``-`` with no digit after it."""
-    at = len(sentence) - len(sentence.lstrip())
-    digits = at
-    while digits < len(sentence) and sentence[digits].isdecimal():
-        digits += 1
-    after = sentence[digits + 1 : digits + 2]
-    return digits > at and sentence[digits : digits + 1] in (":", "-") and not after.isdecimal()

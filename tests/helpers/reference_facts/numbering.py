@@ -1,0 +1,127 @@
+"""Numbered lines and fenced blocks, stated plainly (reference, session 33's review).
+
+* **numbered** — a listing's line number at a line's start (``1463:``, ``28-``): blanks,
+  digits, then ``:`` or ``-`` with no digit after it;
+* **a listing's line** — numbered, and not a user's list item: a list item has a number
+  of one or two digits, one blank after its ``:`` or ``-``, then no blank and no code
+  (``1- Never push to main.``);
+* **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
+  ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
+* **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
+* **fenced blocks** — from a line opening with at most 3 blanks and ``````` to the end of
+  the next such line (an unclosed one to the text's end).
+"""
+
+from __future__ import annotations
+
+from helpers.reference_facts.factlines import code
+
+__all__ = ["fenced", "listed_name", "numbered", "numbered_listing", "version"]
+
+
+def _number_end(line: str) -> int:
+    """Where the rest of a numbered `line` starts (after its separator), or -1."""
+    at = len(line) - len(line.lstrip())
+    digits = at
+    while digits < len(line) and line[digits].isdecimal():
+        digits += 1
+    after = line[digits + 1 : digits + 2]
+    if digits > at and line[digits : digits + 1] in (":", "-") and not after.isdecimal():
+        return digits + 1
+    return -1
+
+
+def numbered(line: str) -> bool:
+    """Whether `line` starts with a listing's line number."""
+    return _number_end(line) != -1
+
+
+def numbered_listing(sentence: str, raw: str) -> bool:
+    """Whether `sentence` is numbered and no user's list item; its blanks are read in
+    `raw`, the first 200 characters of its text as written."""
+    rest = _number_end(sentence)
+    if rest == -1:
+        return False
+    written = _number_end(raw)
+    body = raw.lstrip()
+    digits = len(raw) - len(body)
+    item = (
+        written != -1
+        and written - 1 - digits <= 2
+        and raw[written : written + 1] == " "
+        and raw[written + 1 : written + 2] != ""
+        and not raw[written + 1].isspace()
+    )
+    return not item or code(sentence[rest:])
+
+
+def listed_name(line: str) -> bool:
+    """Whether `line` is numbered, then names an exception alone or as ``Raises X``."""
+    rest = _number_end(line)
+    if rest == -1:
+        return False
+    body = line[rest:].lstrip()
+    if body.startswith("Raise"):
+        after = body[6:] if body[5:6] == "s" else body[5:]
+        letter = after.lstrip(" \t")[:1]
+        if len(after.lstrip(" \t")) < len(after) and letter.isascii() and letter.isupper():
+            return True
+    name = body.rstrip(" \t\r")
+    name = name[:-1] if name.endswith((",", ")")) else name
+    name = name.rstrip(" \t")
+    parts = name.split(".")
+    last = parts[-1]
+    return (
+        all(
+            _word(part) and ((part[0].isascii() and part[0].isalpha()) or part[0] == "_")
+            for part in parts[:-1]
+        )
+        and _word(last)
+        and last[0].isascii()
+        and last[0].isupper()
+        and any(last.endswith(tail) and len(last) > len(tail) for tail in ("Error", "Exception"))
+    )
+
+
+def _word(part: str) -> bool:
+    return part != "" and all(c.isalnum() or c == "_" for c in part)
+
+
+def fenced(text: str) -> list[tuple[int, int]]:
+    """The fenced blocks of `text`, each from its opening line's start to the end of its
+    closing line (without its newline), the last one unclosed to the text's end."""
+    blocks: list[tuple[int, int]] = []
+    opened = -1
+    start = 0
+    while start <= len(text):
+        stop = text.find("\n", start)
+        stop = len(text) if stop == -1 else stop
+        indent = start
+        while indent < stop and indent - start < 4 and text[indent] in " \t":
+            indent += 1
+        if indent - start <= 3 and text.startswith("```", indent):
+            if opened == -1:
+                opened = start
+            else:
+                blocks.append((opened, stop))
+                opened = -1
+        start = stop + 1
+    if opened != -1:
+        blocks.append((opened, len(text)))
+    return blocks
+
+
+def version(prefix: str) -> bool:
+    """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
+    maybe a blank and a number after them; four of at most 3 digits alone are an IPv4
+    address."""
+    dotted = prefix.split(" ")
+    parts = dotted[0].split(".")
+    address = len(dotted) == 1 and len(parts) == 4 and all(len(part) <= 3 for part in parts)
+    return (
+        not address  # (review: ``10.0.0.5: Permission denied``, a host's name of pdsh)
+        and len(dotted) <= 2
+        and len(parts) > 1
+        and all(part.isascii() and part.isdigit() for part in parts)
+        and (len(dotted) == 1 or (dotted[1].isdecimal()))
+    )

@@ -1,0 +1,147 @@
+"""Session 33's review of the audit branch: a ``` inside a sentence opens no fence, a
+user's numbered list is no listing, a pdsh host's address is no version, a closing tag
+ends a cut traceback, range addresses need their program, a UNC name cut at a letter
+is none, CRLF listings, the label rule's case, the reference's own numbering rules,
+sentences of one long line read in linear time, a header glued to a line."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from helpers.reference_facts import facts as reference
+from helpers.reference_facts import numbering
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor import factnoise, factsentences
+from ctxledger.compressor.facts import extract_facts, fact_in_text
+
+
+def _message(text: str, role: str) -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
+    facts = extract_facts([_message(text, role)])
+    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
+    assert facts == reference.extract_facts([_message(text, role)])
+    return [fact.value for fact in facts if fact.kind == kind]
+
+
+# 1, 2. a ``` inside a sentence opens no fence; a user's numbered list is no listing
+
+
+@pytest.mark.parametrize(
+    ("text", "constraints"),
+    [
+        (  # a ``` mentioned in prose
+            "Format every code answer with ``` fences. You must not use tabs in src/app.py.\n"
+            "Never commit to main.\n",
+            ["You must not use tabs in src/app.py.", "Never commit to main."],
+        ),
+        (  # a fence opening after up to 3 blanks still quotes
+            "Fix it.\n   ```ini\n# L049 - Always use IS\n   ```\nDo not change the tests.\n",
+            ["Do not change the tests."],
+        ),
+        (  # a user's list, written 1- and 3:
+            "Rules for this task:\n1- Never push to main.\n2- You must not change the public API.\n"
+            "3: Do not delete tests/legacy.py.\n",
+            [
+                "1- Never push to main.",
+                "2- You must not change the public API.",
+                "3: Do not delete tests/legacy.py.",
+            ],
+        ),
+        (  # a listing: two blanks or a tab after the number, code, or a number of 100+
+            "Shown:\n5:  Never use tabs in src/a.py.\n7:\tAlways run the linter first.\n"
+            "8: import os  # never remove this import\n"
+            "120: Always serializes to an integer value.\nAlways run the tests.\n",
+            ["Always run the tests."],
+        ),
+    ],
+)
+def test_only_quoted_or_listed_sentences_state_no_constraint(
+    text: str, constraints: list[str]
+) -> None:
+    assert _facts(text, "constraint", "user") == constraints
+
+
+# 3, 7. an IPv4 host's prefix is no version; a CRLF listing's name alone
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        (
+            "10.0.0.5: Permission denied (publickey,password).\n"
+            "192.168.1.20: mkdir: cannot create directory /data: Permission denied\n",
+            [
+                "10.0.0.5: Permission denied (publickey,password).",
+                "192.168.1.20: mkdir: cannot create directory /data: Permission denied",
+            ],
+        ),
+        ("1.2.3.4.5: x cannot be read\n", []),  # five numbers: a version, no address
+        ("260:    Raises\r\n261:    ------\r\n262:    AttributeError\r\n", ["AttributeError"]),
+    ],
+)
+def test_a_host_address_and_a_crlf_listing(text: str, errors: list[str]) -> None:
+    assert _facts(text, "error") == errors
+
+
+# 9. the reference's numbering rules and the module's, on lines built from pieces
+
+_PIECES = [
+    "1", "12", "123", "١", ":", "-", " ", "  ", "\t", "\r", ",", ")", ".", "x", "os",
+    "AttributeError", "a.b.KeyError", "Error", "Raises", "Raise", "R", "import os",
+    "Never push", "```", "\n", "  ```", "\n    ```", "\n\t```",
+]  # fmt: skip
+_FREE = st.lists(st.sampled_from(_PIECES), max_size=8).map("".join)
+#: a numbered line's shape: blanks, a number, a separator, blanks, a body, a tail
+_SHAPED = st.tuples(
+    st.sampled_from(["", " ", "\t"]),
+    st.sampled_from(["1", "12", "123", "١", "3.0", ""]),
+    st.sampled_from([":", "-", ":1", ""]),
+    st.sampled_from(["", " ", "  ", "\t"]),
+    st.sampled_from(
+        [
+            "AttributeError",
+            "a.b.KeyError",
+            "_x.Y1Error",
+            "Error",
+            "AError",
+            "aError",
+            "Raises X if",
+            "Raise Y",
+            "RaisesX",
+            "Raises\tZ",
+            "import os",
+            "Never push",
+            "x.é.ValueError",
+            "```",
+            "KeyError: x",
+        ]
+    ),
+    st.lists(st.sampled_from([" ", "\t", "\r", ",", ")", ",,", "x", "\n"]), max_size=3).map(
+        "".join
+    ),
+).map("".join)
+_LINES = st.one_of(_FREE, _SHAPED)
+
+
+@settings(max_examples=300, deadline=None)
+@given(line=_LINES, raw_extra=st.sampled_from(["", " ", "\t", "  "]))
+def test_the_reference_numbering_rules_agree_with_the_module(line: str, raw_extra: str) -> None:
+    assert numbering.numbered(line) == factnoise.numbered(line)
+    number = re.match(r"\s*\d+[:-]", line)
+    raw = line if number is None else line[: number.end()] + raw_extra + line[number.end() :]
+    assert numbering.numbered_listing(line, raw) == factnoise.numbered_listing(line, raw)
+    module_name = factnoise.listed_or_documented(line) and not factnoise.listed_code_or_field(line)
+    assert not module_name or numbering.listed_name(line)
+    if not factnoise.listed_code_or_field(line):
+        assert numbering.listed_name(line) == factnoise.listed_or_documented(line)
+    spans = [m.span() for m in factnoise._LINE_FENCE.finditer(line)] if "```" in line else []
+    assert numbering.fenced(line) == spans
+
+

@@ -90,6 +90,19 @@ def test_a_host_address_and_a_crlf_listing(text: str, errors: list[str]) -> None
     assert _facts(text, "error") == errors
 
 
+# 4. a closing tag ends a cut traceback: the wrapper's next tag is no error either
+
+
+def test_a_closing_tag_ends_the_traceback() -> None:
+    text = (
+        "<returncode>1</returncode>\n<output_head>\nTraceback (most recent call last):\n"
+        '  File "/testbed/reproduce.py", line 12, in <module>\n    main()\n'
+        "</output_head>\n<elided_chars>\n1326 characters elided\n</elided_chars>\n"
+        "<output_tail>\nok\n</output_tail>\n"
+    )
+    assert _facts(text, "error") == ["exit code 1"]
+
+
 # 9. the reference's numbering rules and the module's, on lines built from pieces
 
 _PIECES = [

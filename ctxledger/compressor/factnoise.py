@@ -396,20 +396,18 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
     while start < end and len(found) < _MARGIN_LINES:
         stop = text.find("\n", start, end)
         stop = end if stop == -1 else stop
-        if (
-            start < stop
-            and not text[start].isspace()
-            and not text.startswith(_NOT_RAISED, start)
-            and _CLOSING_TAG.fullmatch(text, start, stop) is None
-        ):
+        if _CLOSING_TAG.fullmatch(text, start, stop) is not None:
+            break  # the wrapper's end: the tool's output, and the traceback, end there
+        if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
             found.append(text[start:stop])
         start = stop + 1
     return found
 
 
 _NOT_RAISED = ("Traceback", "During", "The above")
-#: a closing tag alone on its line: an agent's wrapper around a tool's output (a cut
-#: traceback ends ``</output>``), no line of the traceback
+#: a closing tag alone on its line: the end of an agent's wrapper around a tool's output
+#: (a cut traceback ends ``</output>``, or ``</output_head>`` before ``<elided_chars>``):
+#: no line after it is the traceback's
 _CLOSING_TAG = re.compile(r"</[A-Za-z][\w.:-]*>[ \t\r]*")
 
 

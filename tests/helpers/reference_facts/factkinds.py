@@ -268,13 +268,14 @@ def _traceback_error(lines: list[str]) -> str | None:
     after = lines[frames[-1] + 1 :] if frames else lines
 
     def margin(chosen: list[str]) -> list[str]:
+        # (session 33's review: a closing tag ends the wrapped output, and the traceback)
+        ended = [index for index, line in enumerate(chosen) if _closing_tag(line)]
         return [
             line
-            for line in chosen
+            for line in chosen[: ended[0] if ended else len(chosen)]
             if line
             and not line[0].isspace()
             and not line.startswith(("Traceback", "During", "The above"))
-            and not _closing_tag(line)
         ][:64]
 
     last = margin(after)

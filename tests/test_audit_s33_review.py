@@ -103,6 +103,25 @@ def test_a_closing_tag_ends_the_traceback() -> None:
     assert _facts(text, "error") == ["exit code 1"]
 
 
+# 5, 8. range addresses: only after sed, awk, gawk or perl; ``,$`` and ``,+N``
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ('{"data_dirs": "/data1/,/data2/hdfs", "log_dir": "/var/log/hadoop"}', ["/data2/hdfs", "/var/log/hadoop"]),
+        ('Set EXCLUDE_DIRS="/proc/,/sys/kernel/debug" in the config.', ["/proc/", "/sys/kernel/debug"]),
+        ("$ sed -n '/^class Date/,$p' src/fields.py", ["src/fields.py"]),
+        ("$ sed -n '/^def run/,+20p' src/cli.py", ["src/cli.py"]),
+        ("$ awk '/^x/,12' a.txt", ["a.txt"]),
+        ("sed -n '/a/,/b/x.py\" done", ["/b/x.py"]),  # no same quote: no range address
+        ("used -n '/class Date/,/^class /p' x.txt", ["Date/", "x.txt"]),  # ``used``: no sed
+    ],
+)  # fmt: skip
+def test_range_addresses_need_their_program(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
 # 9. the reference's numbering rules and the module's, on lines built from pieces
 
 _PIECES = [

@@ -25,24 +25,43 @@ _RANGE_START = re.compile(r"""['"]/""")
 _REGEX_END = re.compile(r"""[/\n'"]""")
 #: what ends the rest of a range address (its quote), or spoils it
 _QUOTE_END = re.compile(r"""[\n'"]""")
+#: a program that reads range addresses, named as a word (``sed -n``, ``awk``)
+_RANGE_TOOL = re.compile(r"(?<![\w-])(?:sed|g?awk|perl)\b")
+#: how a range's second address starts: a regex, the last line, a count or a line
+_SECOND_ADDRESS = frozenset("/$+0123456789")
 
 
 def range_spans(text: str) -> list[tuple[int, int]]:
-    """The spans of the quoted range addresses of `text` (``'/class Date/,/^class /p'``):
-    a quote after no word character, ``/``, a regex with no ``/``, ``/,/``, then the rest
-    to the same quote on the line. Each start reads to the next quote, ``/`` or line end
-    at most, and a start inside a span is skipped: linear."""
+    """The spans of the quoted range addresses of `text` (``'/class Date/,/^class /p'``,
+    ``'/^def run/,+20p'``, ``'/x/,$p'``): on a line naming ``sed``, ``awk``, ``gawk`` or
+    ``perl`` before it, a quote after no word character, ``/``, a regex with no ``/``,
+    ``/,``, a second address (``/``, ``$``, ``+`` or a digit), then the rest to the same
+    quote on the line (``"/data1/,/data2/hdfs"`` of a config is two paths). Each start
+    reads to the next quote, ``/`` or line end at most, each line is looked at once for
+    a program, and a start inside a span is skipped: linear."""
     spans: list[tuple[int, int]] = []
-    if "/,/" not in text:
+    if "/," not in text:
         return spans
+    line_start, line_end, tool = 0, -1, -1
     for start in _RANGE_START.finditer(text):
         at = start.start()
-        if (spans and at < spans[-1][1]) or (
-            at and (text[at - 1].isalnum() or text[at - 1] == "_")
+        if at > line_end:  # a new line: its start, end and first program
+            line_start = text.rfind("\n", max(line_end, 0), at) + 1 or line_start
+            line_end = text.find("\n", at)
+            line_end = len(text) if line_end == -1 else line_end
+            named = _RANGE_TOOL.search(text, line_start, line_end)
+            tool = named.start() if named is not None else line_end
+        if (
+            (spans and at < spans[-1][1])
+            or tool >= at
+            or (at and (text[at - 1].isalnum() or text[at - 1] == "_"))
         ):
             continue
         first = _REGEX_END.search(text, at + 2)
-        if first is None or not text.startswith("/,/", first.start()):
+        if first is None or not (
+            text.startswith("/,", first.start())
+            and text[first.start() + 2 : first.start() + 3] in _SECOND_ADDRESS
+        ):
             continue
         end = _QUOTE_END.search(text, first.start() + 3)
         if end is not None and text[end.start()] == text[at]:

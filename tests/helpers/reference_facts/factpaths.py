@@ -404,9 +404,11 @@ def path_text(text: str) -> str:
 
 
 def _range_addresses(text: str) -> list[tuple[int, int]]:
-    """Session 33: quoted range addresses of sed and awk (``'/class Date/,/^class /p'``):
-    a quote after no word character, ``/``, a regex without ``/`` or a quote, ``/,/``,
-    then no quote to the same quote, all on one line."""
+    """Session 33: quoted range addresses of sed and awk (``'/class Date/,/^class /p'``,
+    ``'/x/,$p'``, ``'/x/,+20p'``): a line naming ``sed``, ``awk``, ``gawk`` or ``perl``
+    as a word before it, a quote after no word character, ``/``, a regex without ``/`` or
+    a quote, ``/,``, then ``/``, ``$``, ``+`` or a digit, then no quote to the same quote,
+    all on one line."""
     spans: list[tuple[int, int]] = []
     at = 0
     while at < len(text):
@@ -415,6 +417,7 @@ def _range_addresses(text: str) -> list[tuple[int, int]]:
             quote not in "'\""
             or text[at + 1 : at + 2] != "/"
             or (at and is_word_char(text[at - 1]))
+            or not _names_range_tool(text[text.rfind("\n", 0, at) + 1 : at])
         ):
             at += 1
             continue
@@ -422,7 +425,8 @@ def _range_addresses(text: str) -> list[tuple[int, int]]:
         while first < len(text) and text[first] not in "/\n'\"":
             first += 1
         end = first + 3
-        if text[first : first + 3] == "/,/":
+        second = text[first + 2 : first + 3]
+        if text[first : first + 2] == "/," and second and second in "/$+0123456789":
             while end < len(text) and text[end] not in "\n'\"":
                 end += 1
             if text[end : end + 1] == quote:
@@ -431,6 +435,20 @@ def _range_addresses(text: str) -> list[tuple[int, int]]:
                 continue
         at += 1
     return spans
+
+
+def _names_range_tool(line: str) -> bool:
+    """Session 33 (review): whether `line` names sed, awk, gawk or perl as a word (no word
+    character or ``-`` before it, no word character after it)."""
+    for word in ("sed", "awk", "gawk", "perl"):
+        at = line.find(word)
+        while at != -1:
+            after = at + len(word)
+            before_ok = at == 0 or not (is_word_char(line[at - 1]) or line[at - 1] == "-")
+            if before_ok and (after == len(line) or not is_word_char(line[after])):
+                return True
+            at = line.find(word, at + 1)
+    return False
 
 
 def find_paths(text: str) -> list[str]:

@@ -123,7 +123,7 @@ _DOC_FIELD = re.compile(r"\s*(?::raises?\b|:exception\b|@raises?\b|@throws\b|Rai
 #: docstring's ``Raises`` section, a tuple's ``AstroidIndexError,``) or a docstring's
 #: ``Raises X if …`` (``25:    Raises RuntimeError if not found.``)
 _LISTED_NAME = re.compile(
-    r"\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t\r]*$|Raises?[ \t]+[A-Z])"
+    r"\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t\r]*\Z|Raises?[ \t]+[A-Z])"
 )
 
 

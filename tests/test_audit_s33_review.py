@@ -122,6 +122,16 @@ def test_range_addresses_need_their_program(text: str, paths: list[str]) -> None
     assert _facts(text, "path") == paths
 
 
+# 6, 8. a device path: a name cut at a letter, a device with no name
+
+
+@pytest.mark.parametrize(
+    "text", ["open \\\\.\\pipe\\réseau failed\n", "copy x \\\\.\\nul", "\\\\.\\pipe\\tö x"]
+)
+def test_a_cut_or_nameless_device_path_is_none(text: str) -> None:
+    assert _facts(text, "path") == []
+
+
 # 9. the reference's numbering rules and the module's, on lines built from pieces
 
 _PIECES = [

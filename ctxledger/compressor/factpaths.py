@@ -412,6 +412,8 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = _UNC_RIGHT.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
+        if end < len(text) and text[end].isalpha():
+            continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
             yield start, end
 

@@ -286,6 +286,11 @@ _WINDOWS_NOT_BEFORE = frozenset(
 _WINDOWS_GROWS = _WINDOWS_NOT_BEFORE - {":", "%"} | {"$"}
 
 
+def _cut(text: str, end: int) -> bool:
+    """Whether a letter stands right after `end` (``\\\\.\\pipe\\r`` of ``…\\réseau``)."""
+    return text[end : end + 1].isalpha()
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
@@ -298,11 +303,12 @@ def span_ends(text: str) -> dict[int, int]:
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
         if not inside and plausible_path(match.group()) is not None:
             windows.append(match.span())
+    # (session 33's review: a UNC path cut at a letter it cannot grow over is none)
     for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
-        if plausible_path(match.group()) is not None:
+        if plausible_path(match.group()) is not None and not _cut(text, match.end()):
             windows.append(match.span())
     for start, end in _device_unc_paths(text):  # session 32
-        if plausible_path(text[start:end]) is not None:
+        if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
     windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
     windows.sort()

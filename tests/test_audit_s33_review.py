@@ -132,6 +132,17 @@ def test_a_cut_or_nameless_device_path_is_none(text: str) -> None:
     assert _facts(text, "path") == []
 
 
+# 10. a label's word ignores case in ASCII only
+
+
+@pytest.mark.parametrize(
+    ("text", "outcomes"),
+    [("Job reſult:", ["Job reſult:"]), ("Job RESULT:", []), ("Job RESULTS :", [])],
+)
+def test_a_label_ignores_case_in_ascii_only(text: str, outcomes: list[str]) -> None:
+    assert _facts(text, "outcome") == outcomes
+
+
 # 9. the reference's numbering rules and the module's, on lines built from pieces
 
 _PIECES = [

@@ -430,8 +430,9 @@ _RESULT_LITERALS = (
 )  # fmt: skip
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
-#: a result's label ending its line: what it reports is on the lines after it
-_LABEL_END = re.compile(r"(?i)\b(?:results?|output)[ \t]*[:=]$")
+#: a result's label ending its line: what it reports is on the lines after it (its
+#: word's case ignored in ASCII only: ``reſult`` is no ``result``)
+_LABEL_END = re.compile(r"\b(?ai:results?|output)[ \t]*:$")
 _THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
 #: a line of a file listing (``nl``, ``grep -n``, quoted source): code, not a result
 _LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])|^\s*[\"'#]")

@@ -552,11 +552,12 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
 
 
 def _label_only(line: str) -> bool:
-    """Whether `line` ends with a result's label (``result:``, ``output =``) and holds no
-    result before it."""
-    if not line or line[-1] not in ":=":
+    """Whether `line` ends with a result's label (``result:``, ``output :``) and holds no
+    result before it. Case is ignored for ASCII letters only (review: ``reſult`` is no
+    ``result``)."""
+    if not line or line[-1] != ":":
         return False
-    head = line[:-1].rstrip(" \t").lower()
+    head = "".join(c.lower() if c.isascii() else c for c in line[:-1].rstrip(" \t"))
     for word in ("results", "result", "output"):
         before = head[: -len(word)]
         if head.endswith(word) and not (before and (before[-1].isalnum() or before[-1] == "_")):

@@ -198,3 +198,12 @@ def test_the_reference_numbering_rules_agree_with_the_module(line: str, raw_extr
     assert numbering.fenced(line) == spans
 
 
+# a traceback header glued to a line: the line is no error of the traceback before
+
+
+def test_a_header_glued_to_a_line_gives_no_error_of_that_line() -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "a.py", line 1\nfrom yTraceback '
+        '(most recent call last):\n  File "a.py", line 1\nValueError: x\n'
+    )
+    assert _facts(text, "error") == ["ValueError: x"]

@@ -302,7 +302,10 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     while start != -1:
         pos = start + len(_TRACEBACK)
         after = text.find(_TRACEBACK, pos)
-        line = raised_line(text, pos, min(pos + 20000, len(text) if after == -1 else after))
+        # (a header glued to a line, ``from yTraceback (most …``, ends the traceback
+        # before that line: its part before the header is no line of its own)
+        end = len(text) if after == -1 else max(pos, text.rfind("\n", pos, after))
+        line = raised_line(text, pos, min(pos + 20000, end))
         if line is not None:
             found.append((start, _cap(line)))
         start = after

@@ -320,6 +320,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         pos = start + len(_TRACEBACK)
         following = text.find(_TRACEBACK, pos)
         own = text[pos : pos + 20000] if following == -1 else text[pos:following][:20000]
+        if following != -1:  # (session 33's review: no line glued to the next header)
+            own = text[pos : max(pos, text.rfind("\n", pos, following))][:20000]
         # session 32: a script's output interleaved is no error
         lines = own.split("\n")
         header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")

@@ -198,6 +198,33 @@ def test_the_reference_numbering_rules_agree_with_the_module(line: str, raw_extr
     assert numbering.fenced(line) == spans
 
 
+# the sentences of one long line: each hit reads its line back once only
+
+
+class _CountingText(str):
+    """A text counting the characters its ``rfind`` calls read."""
+
+    read = 0
+
+    def rfind(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
+        low = 0 if start is None else start
+        high = len(self) if end is None else end
+        _CountingText.read += max(0, high - low)
+        return str.rfind(self, sub, low, high)
+
+
+def _sentence_reads(n: int) -> int:
+    _CountingText.read = 0
+    text = _CountingText("```\n" + "You must not do x. " * n)
+    assert len(factsentences.constraint_sentences(text)) == n
+    return _CountingText.read
+
+
+def test_sentences_of_one_long_line_are_read_in_linear_time() -> None:
+    small, large = _sentence_reads(500), _sentence_reads(2_000)
+    assert large <= 4.5 * small
+
+
 # a traceback header glued to a line: the line is no error of the traceback before
 
 

@@ -70,11 +70,16 @@ def _sentences(
     if not may_match_ignoring_case(text, literals):
         return out
     next_free = -1
+    line_start = looked = 0  # the start of the line of the last hit; text before `looked` read
     for hit in pattern.finditer(text):
         if hit.start() < next_free:
             continue
-        # the sentence starts after the last . ! ? (followed by a space) or newline before the hit
-        start = max(text.rfind("\n", 0, hit.start()) + 1, _last_stop(text, hit.start()))
+        # the sentence starts after the last . ! ? (followed by a space) or newline before
+        # the hit; the newline is looked for only after where the last look ended (on one
+        # long line, each hit read the line back to its start: quadratic)
+        line_start = text.rfind("\n", looked, hit.start()) + 1 or line_start
+        looked = hit.start()
+        start = max(line_start, _last_stop(text, hit.start()))
         match = _SENTENCE.match(text, start)
         while match is not None and match.end() <= hit.start():
             # a stop the backward look did not see (``.`` before a tab): the next sentence

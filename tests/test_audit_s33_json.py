@@ -55,6 +55,19 @@ def test_a_windows_path_in_a_json_document_stays_a_path() -> None:
     assert unescaped(text) == text.replace("\\nok", "  ok")
 
 
+def test_a_snippet_of_an_earlier_answer_keeps_its_doubled_backslash_a_path() -> None:
+    """The README's Hermes example: a recall answer quoting a cut snippet of an earlier
+    one holds ``.\\\\nalpha0``, a backslash written doubled as a JSON string writes a
+    Windows path's, in a string that is no document of its own: still read as a path."""
+    answer = _recall()
+    at = answer.index("alpha0")
+    earlier = answer[at - 60 : at + 20]
+    assert "\\nalpha0" in earlier
+    text = _recall("…" + earlier + "…")
+    assert ".\\\\nalpha0" in text
+    assert find_paths(text) == [".\\nalpha0"]
+
+
 def test_a_json_document_between_joins_is_read_alone() -> None:
     text = "\x00".join(['x "y .\\nalpha0 z', _recall()])
     blanked = unescaped(text)

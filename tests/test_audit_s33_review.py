@@ -148,7 +148,7 @@ def test_a_label_ignores_case_in_ascii_only(text: str, outcomes: list[str]) -> N
 _PIECES = [
     "1", "12", "123", "١", ":", "-", " ", "  ", "\t", "\r", ",", ")", ".", "x", "os",
     "AttributeError", "a.b.KeyError", "Error", "Raises", "Raise", "R", "import os",
-    "Never push", "```", "\n", "  ```", "\n    ```", "\n\t```",
+    "Never push", "```", "\n", "  ```", "\n    ```", "\n\t```", "~~~", " ```py", "x", "`",
 ]  # fmt: skip
 _FREE = st.lists(st.sampled_from(_PIECES), max_size=8).map("".join)
 #: a numbered line's shape: blanks, a number, a separator, blanks, a body, a tail
@@ -194,7 +194,7 @@ def test_the_reference_numbering_rules_agree_with_the_module(line: str, raw_extr
     assert not module_name or numbering.listed_name(line)
     if not factnoise.listed_code_or_field(line):
         assert numbering.listed_name(line) == factnoise.listed_or_documented(line)
-    spans = [m.span() for m in factnoise._LINE_FENCE.finditer(line)] if "```" in line else []
+    spans = [m.span() for m in factnoise._LINE_FENCE.finditer(line)]
     assert numbering.fenced(line) == spans
 
 

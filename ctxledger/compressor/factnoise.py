@@ -37,9 +37,15 @@ __all__ = [
 
 #: a fenced block of markdown (an unclosed one runs to the text's end)
 FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-#: a fenced block whose fences open their lines (at most 3 blanks before them, as
-#: CommonMark has it): a ``` inside a sentence (``answer with ``` fences``) opens none
-_LINE_FENCE = re.compile(r"^[ \t]{0,3}```.*?(?:^[ \t]{0,3}```[^\n]*|\Z)", re.DOTALL | re.MULTILINE)
+#: a fenced block (``` or ~~~) whose fence opens its line (after any blanks: a list
+#: item's block is indented) or ends a line of prose after a blank (``See below. ```py``),
+#: closed by a line its fence opens or ends (the opening line's own rest too); a ```
+#: inside a sentence (``answer with ``` fences``) opens none
+_LINE_FENCE = re.compile(
+    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3}|~{3})"
+    r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)",
+    re.DOTALL | re.MULTILINE,
+)
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
@@ -463,7 +469,8 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
     file or a log (a PR's config ``# L049 - Always use IS …``), and none on a listing's
     numbered line (:func:`numbered_listing`: ``1463:  msg = 'The precision must be …'``
     of a file shown)."""
-    fences = [match.span() for match in _LINE_FENCE.finditer(text)] if "```" in text else []
+    quoting = "```" in text or "~~~" in text
+    fences = [match.span() for match in _LINE_FENCE.finditer(text)] if quoting else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:

@@ -8,8 +8,9 @@
 * **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
   ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
 * **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
-* **fenced blocks** — from a line opening with at most 3 blanks and ``````` to the end of
-  the next such line (an unclosed one to the text's end).
+* **fenced blocks** — from a line opening (after any blanks) with ``````` or ``~~~``, or a
+  line of prose ending in blanks, ``````` and an info word, to the end of the next line its
+  fence opens or ends (an unclosed one to the text's end).
 """
 
 from __future__ import annotations
@@ -88,27 +89,47 @@ def _word(part: str) -> bool:
 
 
 def fenced(text: str) -> list[tuple[int, int]]:
-    """The fenced blocks of `text`, each from its opening line's start to the end of its
-    closing line (without its newline), the last one unclosed to the text's end."""
+    """The fenced blocks of `text`, each from its opening fence's line start (or the
+    blanks before a ``` ending a line of prose) to the end of its closing line (without
+    its newline), the last one unclosed to the text's end."""
     blocks: list[tuple[int, int]] = []
-    opened = -1
-    start = 0
+    opened, fence, start = -1, "", 0
     while start <= len(text):
         stop = text.find("\n", start)
         stop = len(text) if stop == -1 else stop
-        indent = start
-        while indent < stop and indent - start < 4 and text[indent] in " \t":
-            indent += 1
-        if indent - start <= 3 and text.startswith("```", indent):
-            if opened == -1:
-                opened = start
-            else:
+        line = text[start:stop]
+        if opened != -1:
+            if line.lstrip(" \t").startswith(fence) or line.rstrip(" \t").endswith(fence):
                 blocks.append((opened, stop))
                 opened = -1
+        elif line.lstrip(" \t")[:3] in ("```", "~~~"):
+            fence = line.lstrip(" \t")[:3]
+            opened = start
+            if line.lstrip(" \t")[3:].rstrip(" \t").endswith(fence):
+                blocks.append((opened, stop))
+                opened = -1
+        else:
+            at = _prose_fence(line)
+            if at != -1:
+                opened, fence = start + at, "```"
         start = stop + 1
     if opened != -1:
         blocks.append((opened, len(text)))
     return blocks
+
+
+def _prose_fence(line: str) -> int:
+    """Where the blanks before a ``` ending `line` after a word start (the ``` followed by
+    word characters, ``+`` or ``-`` only), or -1."""
+    end = len(line.rstrip(" \t"))
+    while end > 0 and (line[end - 1].isalnum() or line[end - 1] in "_+-"):
+        end -= 1
+    if line[end - 3 : end] != "```" or end < 4 or line[end - 4] not in " \t":
+        return -1
+    blank = end - 4
+    while blank > 0 and line[blank - 1] in " \t":
+        blank -= 1
+    return blank if blank > 0 and not line[blank - 1].isspace() else -1
 
 
 def version(prefix: str) -> bool:

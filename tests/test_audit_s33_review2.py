@@ -1,0 +1,62 @@
+"""Session 33's second review of the audit branch: a fence opened at the end of a line
+of prose, ``~~~`` and a list item's indented fence; a user's numbered list of any
+number; the sentences of one long line walked once; a closing tag printed inside a
+traceback; the range address's program; UNC names with letters outside ASCII; a
+four-part version."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.reference_facts import facts as reference
+from helpers.reference_facts import numbering
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor import factnoise
+from ctxledger.compressor.facts import extract_facts, fact_in_text
+
+
+def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
+    messages = [{"role": role, "content": text}]
+    facts = extract_facts(messages)
+    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
+    assert facts == reference.extract_facts(messages)
+    return [fact.value for fact in facts if fact.kind == kind]
+
+
+# 1. fences: one opened at the end of a line of prose, ~~~, a list item's indented one
+
+
+@pytest.mark.parametrize(
+    ("text", "constraints"),
+    [
+        (  # the review's case: the closing ``` opened a block running to the end
+            "See below. ```\nNever commit secrets.\n```\nDo not change the tests.\n",
+            ["Do not change the tests."],
+        ),
+        (  # round 1's case stays: a ``` inside a sentence opens none
+            "Format every code answer with ``` fences. You must not use tabs.\nNever push to main.\n",
+            ["You must not use tabs.", "Never push to main."],
+        ),
+        (
+            "Config:\n~~~ini\n# L049 - Always use IS\n~~~\nNever edit the generated file.\n",
+            ["Never edit the generated file."],
+        ),
+        (
+            "1. Install:\n    ```\n    # Never edit this generated file\n    ```\n"
+            "Do not change the tests.\n",
+            ["Do not change the tests."],
+        ),
+    ],
+)
+def test_fences_of_prose_lines_tildes_and_list_items(text: str, constraints: list[str]) -> None:
+    assert _facts(text, "constraint", "user") == constraints
+
+
+_FENCE_PIECES = ["```", "~~~", "`", " ", "\t", "\n", "x", "py", ".", "-"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_FENCE_PIECES), max_size=12).map("".join))
+def test_the_reference_fences_agree_with_the_module(text: str) -> None:
+    assert numbering.fenced(text) == [m.span() for m in factnoise._LINE_FENCE.finditer(text)]

@@ -60,3 +60,36 @@ _FENCE_PIECES = ["```", "~~~", "`", " ", "\t", "\n", "x", "py", ".", "-"]
 @given(st.lists(st.sampled_from(_FENCE_PIECES), max_size=12).map("".join))
 def test_the_reference_fences_agree_with_the_module(text: str) -> None:
     assert numbering.fenced(text) == [m.span() for m in factnoise._LINE_FENCE.finditer(text)]
+
+
+# 2. a user's numbered list: any number, no blank or two blanks after its separator
+
+
+@pytest.mark.parametrize(
+    ("text", "constraints"),
+    [
+        (
+            "Requirements:\n100: Never push to main.\n101: You must not change the public API.\n",
+            ["100: Never push to main.", "101: You must not change the public API."],
+        ),
+        (
+            "Requirements:\n100- Never push to main.\n101- You must not change the API.\n",
+            ["100- Never push to main.", "101- You must not change the API."],
+        ),
+        (
+            "Rules:\n1:Never push to main.\n2:You must not change the public API.\n",
+            ["1:Never push to main.", "2:You must not change the public API."],
+        ),
+        (
+            "Rules:\n1)  Never push to main.\n2-  You must not change the public API.\n",
+            ["1) Never push to main.", "2- You must not change the public API."],
+        ),
+        (  # a listing's indent (three blanks, a tab among the first three) or code
+            "Shown:\n1432:        Always serializes to an integer value.\n"
+            "5:  \tNever use tabs in src/a.py.\n12: import os  # never remove it\n",
+            [],
+        ),
+    ],
+)
+def test_a_users_numbered_list_keeps_its_constraints(text: str, constraints: list[str]) -> None:
+    assert _facts(text, "constraint", "user") == constraints

@@ -217,7 +217,7 @@ _TASK = "Please fix the linter so the config below parses.\n"
         (  # a file shown with line numbers (a demonstration in the task)
             _TASK + "1462:        if precision not in units:\n"
             "1463:            msg = 'The precision must be {} or {}.'.format(\n"
-            "1432: Always serializes to an integer value.\nAlways run the tests.\n",
+            "1432:        Always serializes to an integer value.\nAlways run the tests.\n",
             ["Always run the tests."],
         ),
         (  # a numbered list and a date are no listing

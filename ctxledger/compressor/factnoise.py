@@ -485,20 +485,21 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
 
 #: how much of a numbered sentence's own text is read for the blanks after its number
 _RAW_READ = 200
-#: a numbered list's item: a number of one or two digits, ``:`` or ``-``, one blank,
-#: then no blank
-_LIST_ITEM = re.compile(r"\s*\d{1,2}[:-] (?=\S)")
+#: a listing's indent after its number: three blanks or a tab among the first three
+_INDENTED = re.compile(r"\s*\d+[:-](?: {0,2}\t| {3})")
 
 
 def numbered_listing(sentence: str, raw: str) -> bool:
     """Whether `sentence` (its blanks made one; `raw`, its text as written) starts with
     a listing's line number (:func:`numbered`) and reads as a listing's line, not as a
-    user's numbered list (``1- Never push to main.``, ``3: Do not delete x``): a
-    listing's line has a number of 100 or more (``1432: Always serializes …``), two
-    blanks or a tab after it (source's indent: ``1463:        if precision``), or code
-    after it (``12: import os``)."""
+    user's numbered list (``1- Never push to main.``, ``100: Never push``, ``1:Never``,
+    ``2-  You must not``): a listing's line has source's indent after its number (three
+    blanks or a tab: ``1463:        msg = 'The precision must be …'``) or code after it
+    (``12: import os``). A listing's line of prose at one or two blanks (``3: Always
+    returns x.``) is read as a user's item: no sound rule tells the two apart, and a
+    user's requirement lost is worse than a quoted one kept."""
     number = _NUMBERED.match(sentence)
     if number is None:
         return False
-    item = _LIST_ITEM.match(raw)
-    return item is None or CODE_LINE.match(sentence[number.end() :]) is not None
+    indented = _INDENTED.match(raw) is not None
+    return indented or CODE_LINE.match(sentence[number.end() :]) is not None

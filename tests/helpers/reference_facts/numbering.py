@@ -2,9 +2,9 @@
 
 * **numbered** — a listing's line number at a line's start (``1463:``, ``28-``): blanks,
   digits, then ``:`` or ``-`` with no digit after it;
-* **a listing's line** — numbered, and not a user's list item: a list item has a number
-  of one or two digits, one blank after its ``:`` or ``-``, then no blank and no code
-  (``1- Never push to main.``);
+* **a listing's line** — numbered, then three blanks or blanks holding a tab among
+  their first three (source's indent), or code; any other numbered line is a user's
+  list item (``1- Never push to main.``, ``100: Never``, ``1:Never``, ``2-  You must``);
 * **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
   ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
 * **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
@@ -44,16 +44,10 @@ def numbered_listing(sentence: str, raw: str) -> bool:
     if rest == -1:
         return False
     written = _number_end(raw)
-    body = raw.lstrip()
-    digits = len(raw) - len(body)
-    item = (
-        written != -1
-        and written - 1 - digits <= 2
-        and raw[written : written + 1] == " "
-        and raw[written + 1 : written + 2] != ""
-        and not raw[written + 1].isspace()
-    )
-    return not item or code(sentence[rest:])
+    run = raw[written:] if written != -1 else ""
+    spaces = len(run) - len(run.lstrip(" "))
+    indented = written != -1 and (spaces >= 3 or run[spaces : spaces + 1] == "\t")
+    return indented or code(sentence[rest:])
 
 
 def listed_name(line: str) -> bool:

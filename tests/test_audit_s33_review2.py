@@ -6,13 +6,15 @@ four-part version."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers.reference_facts import facts as reference
 from helpers.reference_facts import numbering
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factnoise
+from ctxledger.compressor import factnoise, factsentences
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 
 
@@ -93,3 +95,35 @@ def test_the_reference_fences_agree_with_the_module(text: str) -> None:
 )
 def test_a_users_numbered_list_keeps_its_constraints(text: str, constraints: list[str]) -> None:
     assert _facts(text, "constraint", "user") == constraints
+
+
+# 3. the sentences of one long line: each part of the line walked once
+
+
+class _CountingPattern:
+    """`_SENTENCE`, counting its ``match`` and ``search`` calls."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.calls = pattern, 0
+
+    def match(self, text: str, pos: int) -> re.Match[str] | None:
+        self.calls += 1
+        return self.pattern.match(text, pos)
+
+    def search(self, text: str, pos: int) -> re.Match[str] | None:
+        self.calls += 1
+        return self.pattern.search(text, pos)
+
+
+def _sentence_calls(n: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    counting = _CountingPattern(factsentences._SENTENCE)
+    monkeypatch.setattr(factsentences, "_SENTENCE", counting)
+    # no ". " in the 400 characters before each hit: its look back finds the line's start
+    unit = "x. " * 20 + "a" * 420 + " never do it. "
+    assert len(factsentences.constraint_sentences(unit * n)) == n
+    return counting.calls
+
+
+def test_each_sentence_of_one_long_line_is_walked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    small, large = _sentence_calls(20, monkeypatch), _sentence_calls(80, monkeypatch)
+    assert large <= 4.5 * small

@@ -25,6 +25,8 @@ def cap_line(text: str, limit: int = LINE_MAX_CHARS) -> str:
 
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
+#: a character a sentence may start with
+_SENTENCE_CHAR = re.compile(r"[^.!?\n]|[.!?](?=\S)")
 #: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
 #: fix is working.``, ``now that the issue is resolved,``): the state word ends the
 #: clause, alone or with ``correctly`` (``the fix is working correctly.``), or reads
@@ -71,6 +73,7 @@ def _sentences(
         return out
     next_free = -1
     line_start = looked = 0  # the start of the line of the last hit; text before `looked` read
+    walked: re.Match[str] | None = None  # the last sentence the walk below reached
     for hit in pattern.finditer(text):
         if hit.start() < next_free:
             continue
@@ -80,12 +83,20 @@ def _sentences(
         line_start = text.rfind("\n", looked, hit.start()) + 1 or line_start
         looked = hit.start()
         start = max(line_start, _last_stop(text, hit.start()))
-        match = _SENTENCE.match(text, start)
+        if walked is not None and start <= walked.end() and _SENTENCE_CHAR.match(text, start):
+            # a sentence ends where the first stop after its start is, wherever it starts:
+            # the walk from `start` reaches the last walk's sentence (no stop between its
+            # start and end), so it goes on from there (from `start`, each hit of one long
+            # line with no ". " in the 400 characters before it walked the line again)
+            match: re.Match[str] | None = walked
+        else:
+            match = _SENTENCE.match(text, start)
         while match is not None and match.end() <= hit.start():
             # a stop the backward look did not see (``.`` before a tab): the next sentence
             match = _SENTENCE.search(text, match.end())
         if match is None:
             continue
+        walked = match
         next_free = match.end()
         sentence = match.group(0).strip()
         if len(sentence) > 15:

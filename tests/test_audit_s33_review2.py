@@ -127,3 +127,25 @@ def _sentence_calls(n: int, monkeypatch: pytest.MonkeyPatch) -> int:
 def test_each_sentence_of_one_long_line_is_walked_once(monkeypatch: pytest.MonkeyPatch) -> None:
     small, large = _sentence_calls(20, monkeypatch), _sentence_calls(80, monkeypatch)
     assert large <= 4.5 * small
+
+
+# 4. a closing tag whose tag a line of the traceback opened is printed HTML, no wrapper's end
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        (
+            'Traceback (most recent call last):\n  File "scrape.py", line 9, in <module>\n'
+            "    parse(page)\n<table>\n</table>\nValueError: no rows found\n",
+            ["ValueError: no rows found"],
+        ),
+        (  # the wrapper's end still ends it: a cut traceback gives its last frame's line
+            '<output>\nTraceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+            "    run()\n<b>done</b>\n</output>\n<elided_chars>\nValueError: other\n",
+            ["<b>done</b>", "ValueError: other"],
+        ),
+    ],
+)
+def test_a_closing_tag_printed_in_a_traceback(text: str, errors: list[str]) -> None:
+    assert _facts(text, "error") == errors

@@ -399,11 +399,17 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
     """The first :data:`_MARGIN_LINES` lines at the margin of ``text[start:end]`` (no
     traceback header)."""
     found: list[str] = []
+    opened: set[str] = set()  # the tags opened on the lines read: printed HTML, no wrapper
     while start < end and len(found) < _MARGIN_LINES:
         stop = text.find("\n", start, end)
         stop = end if stop == -1 else stop
-        if _CLOSING_TAG.fullmatch(text, start, stop) is not None:
-            break  # the wrapper's end: the tool's output, and the traceback, end there
+        if text.startswith("<", start):
+            closing = _CLOSING_TAG.fullmatch(text, start, stop)
+            if closing is not None and closing.group(1) not in opened:
+                break  # the wrapper's end: the tool's output, and the traceback, end there
+        opening = _OPENING_TAG.match(text, start, stop)
+        if opening is not None:
+            opened.add(opening.group(1))
         if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
             found.append(text[start:stop])
         start = stop + 1
@@ -413,8 +419,11 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
 _NOT_RAISED = ("Traceback", "During", "The above")
 #: a closing tag alone on its line: the end of an agent's wrapper around a tool's output
 #: (a cut traceback ends ``</output>``, or ``</output_head>`` before ``<elided_chars>``):
-#: no line after it is the traceback's
-_CLOSING_TAG = re.compile(r"</[A-Za-z][\w.:-]*>[ \t\r]*")
+#: no line after it is the traceback's, unless a line read before opens its tag (a
+#: script's printed ``<table>`` … ``</table>``)
+_CLOSING_TAG = re.compile(r"</([A-Za-z][\w.:-]*)>[ \t\r]*")
+#: a line opening a tag (after blanks): ``<table>``, ``<div class="x">``
+_OPENING_TAG = re.compile(r"[ \t]*<([A-Za-z][\w.:-]*)[ \t>]")
 
 
 #: how far back the start of an exception name's line is looked for

@@ -268,8 +268,13 @@ def _traceback_error(lines: list[str]) -> str | None:
     after = lines[frames[-1] + 1 :] if frames else lines
 
     def margin(chosen: list[str]) -> list[str]:
-        # (session 33's review: a closing tag ends the wrapped output, and the traceback)
-        ended = [index for index, line in enumerate(chosen) if _closing_tag(line)]
+        # (session 33's review: a closing tag ends the wrapped output, and the traceback,
+        # unless a line before it opens its tag: printed HTML)
+        ended = [
+            index
+            for index, line in enumerate(chosen)
+            if _closing_tag(line) and _closing_tag(line) not in map(_opening_tag, chosen[:index])
+        ]
         return [
             line
             for line in chosen[: ended[0] if ended else len(chosen)]
@@ -284,18 +289,30 @@ def _traceback_error(lines: list[str]) -> str | None:
     return chosen[0] if chosen else None
 
 
-def _closing_tag(line: str) -> bool:
-    """Session 33: whether `line` is a closing tag alone (``</output>``, an agent's
-    wrapper): ``</``, a letter, name characters, ``>``, then blanks."""
+def _closing_tag(line: str) -> str:
+    """Session 33: the name of `line` if it is a closing tag alone (``</output>``, an
+    agent's wrapper): ``</``, a letter, name characters, ``>``, then blanks; else ``""``."""
     body = line.rstrip(" \t\r")
     name = body[2:-1]
-    return (
-        body.startswith("</")
-        and body.endswith(">")
-        and name[:1].isascii()
-        and name[:1].isalpha()
-        and all(c.isalnum() or c in "_.:-" for c in name)
-    )
+    return _tag_name(name) if body.startswith("</") and body.endswith(">") else ""
+
+
+def _opening_tag(line: str) -> str:
+    """Session 33 (second review): the name of the tag `line` opens after blanks
+    (``<table>``, ``<div class="x">``: ``<``, a letter, name characters, a blank or
+    ``>``), else ``""``."""
+    body = line.lstrip(" \t")
+    end = 1
+    while end < len(body) and (body[end].isalnum() or body[end] in "_.:-"):
+        end += 1
+    ended = body[end : end + 1] in (" ", "\t", ">")
+    return _tag_name(body[1:end]) if body.startswith("<") and ended else ""
+
+
+def _tag_name(name: str) -> str:
+    """`name` if it is a tag's name (a letter, then name characters), else ``""``."""
+    letter = name[:1].isascii() and name[:1].isalpha()
+    return name if letter and all(c.isalnum() or c in "_.:-" for c in name) else ""
 
 
 def _unbordered(line: str) -> str:

@@ -149,3 +149,31 @@ def test_each_sentence_of_one_long_line_is_walked_once(monkeypatch: pytest.Monke
 )
 def test_a_closing_tag_printed_in_a_traceback(text: str, errors: list[str]) -> None:
     assert _facts(text, "error") == errors
+
+
+# 5. a range address's program starts its command: no earlier command's, no file name's
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        (
+            "$ sed -n 1p list.txt; cat '/data1/,/data2/hdfs' /var/log/hadoop\n",
+            ["list.txt", "/data2/hdfs", "/var/log/hadoop"],
+        ),
+        ('config.sed has dirs: "/data1/,/data2/hdfs"\n', ["/data2/hdfs"]),
+        ("$ cat a.txt | /usr/bin/sed -n '/^class Date/,/^class /p' > out.txt\n", ["a.txt", "/usr/bin/sed", "out.txt"]),
+        ("$ (cd src && awk '/^x/,/^y/' m.py)\n", ["m.py"]),
+    ],
+)  # fmt: skip
+def test_a_range_address_needs_its_own_command(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+_RANGE_PIECES = ["sed ", "awk", "x.sed ", "; ", "|", "&", "(", "'", '"', "/", "/,/", "a", " ", "\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_RANGE_PIECES), max_size=12).map("".join))
+def test_the_reference_reads_a_range_addresss_command_alike(text: str) -> None:
+    _facts(text, "path")

@@ -376,15 +376,16 @@ class _CountingSearch:
         _CountingSearch.read += (end if match is None else match.end()) - pos
         return match
 
-    def finditer(self, text: str) -> Any:
-        _CountingSearch.read += len(text)
-        return self.pattern.finditer(text)
+    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        end = len(text) if endpos is None else endpos
+        _CountingSearch.read += end - pos
+        return self.pattern.finditer(text, pos, end)
 
 
 def _range_reads(monkeypatch: pytest.MonkeyPatch, piece: str, n: int) -> int:
     from ctxledger.compressor import factsed
 
-    for name in ("_RANGE_START", "_REGEX_END", "_QUOTE_END", "_RANGE_TOOL"):
+    for name in ("_RANGE_START", "_REGEX_END", "_QUOTE_END", "_RANGE_TOOL", "_COMMAND_END"):
         monkeypatch.setattr(factsed, name, _CountingSearch(getattr(factsed, name)))
     _CountingSearch.read = 0
     factsed.range_spans("sed " + piece * n)  # (review: a range address needs its program)

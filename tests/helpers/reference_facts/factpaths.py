@@ -444,13 +444,16 @@ def _range_addresses(text: str) -> list[tuple[int, int]]:
 
 
 def _names_range_tool(line: str) -> bool:
-    """Session 33 (review): whether `line` names sed, awk, gawk or perl as a word (no word
-    character or ``-`` before it, no word character after it)."""
+    """Session 33 (review): whether the last command of `line` (after its last ``;``,
+    ``|`` or ``&``) names sed, awk, gawk or perl as a command (the second review: after
+    its start, a blank, ``(``, a backquote, a quote or ``/``; no word character after
+    it)."""
+    line = line[max(line.rfind(end) for end in ";|&") + 1 :]
     for word in ("sed", "awk", "gawk", "perl"):
         at = line.find(word)
         while at != -1:
             after = at + len(word)
-            before_ok = at == 0 or not (is_word_char(line[at - 1]) or line[at - 1] == "-")
+            before_ok = at == 0 or line[at - 1].isspace() or line[at - 1] in "(`'\"/"
             if before_ok and (after == len(line) or not is_word_char(line[after])):
                 return True
             at = line.find(word, at + 1)

@@ -177,3 +177,20 @@ _RANGE_PIECES = ["sed ", "awk", "x.sed ", "; ", "|", "&", "(", "'", '"', "/", "/
 @given(st.lists(st.sampled_from(_RANGE_PIECES), max_size=12).map("".join))
 def test_the_reference_reads_a_range_addresss_command_alike(text: str) -> None:
     _facts(text, "path")
+
+
+# 6. a Windows path cut at a letter or a mark outside ASCII is none
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("copy x \\\\srv\\share\\Données\\a.txt", ["a.txt"]),
+        ("copy x \\\\srv\\share\\Cafe\u0301\\a.txt", ["a.txt"]),
+        ("copy x \\\\sérveur\\share\\a.txt", ["a.txt"]),
+        ("dir C:\\Users\\José\\a.txt", ["a.txt"]),
+        ("copy x \\\\srv\\share\\Donnees\\a.txt", ["\\\\srv\\share\\Donnees\\a.txt"]),
+    ],
+)
+def test_a_windows_path_cut_at_a_letter_is_none(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths

@@ -16,6 +16,7 @@ import bisect
 import heapq
 import re
 import string
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -368,16 +369,27 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the Windows paths of `text`, by start: from a drive (``C:\\``,
     ``D:/``), ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or
     ``:``, over path characters and both separators; and the relative ones
-    (:func:`_relative_spans`)."""
+    (:func:`_relative_spans`). None is a name cut at a letter (:func:`_cut_name`)."""
     if "\\" not in text and (":" not in text or ":/" not in text):
         return iter(())
     if "\\" not in text:
-        return _anchored_windows_spans(text)
+        spans = _anchored_windows_spans(text)
     # (apart from the others: a relative one starts after a character no other holds,
     # a UNC one too, and it holds no ":")
-    if "\\\\" not in text:
-        return heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
-    return heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
+    elif "\\\\" not in text:
+        spans = heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
+    else:
+        spans = heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
+    return (span for span in spans if not _cut_name(text, *span))
+
+
+def _cut_name(text: str, start: int, end: int) -> bool:
+    """Whether a letter or a mark of any script stands right before `start` or at `end`:
+    the path's characters are ASCII, so its name was cut there (``Jos`` of ``José``,
+    ``es\\a.txt`` of ``Données\\a.txt``, ``Cafe`` before a combining accent)."""
+    return any(
+        unicodedata.category(text[at])[0] in "LM" for at in (start - 1, end) if 0 <= at < len(text)
+    )
 
 
 def _bounded_judge() -> Callable[[str], bool]:
@@ -412,7 +424,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = _UNC_RIGHT.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
-        if end < len(text) and text[end].isalpha():
+        if _cut_name(text, start, end):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
             yield start, end

@@ -9,6 +9,7 @@ found from their ``://`` and masked out before paths are looked for.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
@@ -291,6 +292,13 @@ def _cut(text: str, end: int) -> bool:
     return text[end : end + 1].isalpha()
 
 
+def _letter_beside(text: str, start: int, end: int) -> bool:
+    """Session 33 (second review): whether the character before `start` or at `end` is a
+    letter or a mark (a Unicode category starting L or M)."""
+    beside = text[max(start - 1, 0) : start] + text[end : end + 1]
+    return any(unicodedata.category(c).startswith(("L", "M")) for c in beside)
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
@@ -311,6 +319,8 @@ def span_ends(text: str) -> dict[int, int]:
         if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
     windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
+    # (session 33's second review: none cut at a letter or a mark of any script)
+    windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
     windows.sort()
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):

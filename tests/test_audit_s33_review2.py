@@ -194,3 +194,31 @@ def test_the_reference_reads_a_range_addresss_command_alike(text: str) -> None:
 )
 def test_a_windows_path_cut_at_a_letter_is_none(text: str, paths: list[str]) -> None:
     assert _facts(text, "path") == paths
+
+
+# 7. a dotted quad is a pdsh host's address only before a program's output or a remote
+# shell's error; else a version (a changelog's entry)
+
+
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        ("Changelog:\n2.7.18.1: DateTime fields cannot be used with naive values\n", []),
+        ("Changelog:\n3.0: DateTime fields cannot be used with naive values\n", []),
+        ("10.0.0.5: Permission denied\n", ["10.0.0.5: Permission denied"]),
+        ("10.0.0.5: bash: foo: command not found\n", ["10.0.0.5: bash: foo: command not found"]),
+    ],
+)
+def test_a_four_part_version_is_no_host(text: str, errors: list[str]) -> None:
+    assert _facts(text, "error") == errors
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["1.2.3.4", "2.7.18.1", "10.0.19041.1", "3.0", "1.2.3.4 5"]),
+    st.sampled_from(["", " ", "\t"]),
+    st.sampled_from(["Permission denied", "Connection refused", "bash", "DateTime", "", "é"]),
+)
+def test_the_reference_reads_a_host_or_version_alike(number: str, blank: str, tail: str) -> None:
+    line = f"{number}:{blank}{tail}: cannot be used, permission denied\n"
+    _facts(line, "error")

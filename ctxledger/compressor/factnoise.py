@@ -258,11 +258,16 @@ def _undisputed(line: str, end: int, named: str | None, later: _LaterDisputes) -
     return not later.dispute(stop, expected)
 
 
+#: how a remote shell's own errors start
+_HOST_ERRORS = ("Permission denied", "Connection ", "No route to host", "Host key", "Could not")
 #: a version where a shell error line's program goes (``3.0: DateTime fields cannot be
-#: used``, a changelog's entry); not an IPv4 address, a host's name that ``pdsh`` puts
-#: before its output (``10.0.0.5: Permission denied``)
+#: used``, ``2.7.18.1: …``, a changelog's entry); not an IPv4 address, a host's name that
+#: ``pdsh`` puts before its output: a dotted quad of at most 3 digits each before a
+#: program's output (lower case: ``bash: x: command not found``) or a remote shell's
+#: error (``10.0.0.5: Permission denied``, ``Connection refused``, ``No route to host``)
 _VERSION_PROG = re.compile(
-    r"[ \t]*(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}:)[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:"
+    r"[ \t]*(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}:[ \t]*(?:[a-z]|" + "|".join(_HOST_ERRORS) + r"))"
+    r"[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:"
 )
 
 

@@ -426,7 +426,8 @@ def shell_error_lines(text: str) -> list[tuple[int, str]]:
     # (session 30: a listing's numbered line is no program's)
     found = []
     for m in _SHELL_ERROR.finditer(text):
-        if numbered(m.group(1)) or version(m.group(1).lstrip(" \t").split(":", 1)[0]):
+        program, _, tail = m.group(1).lstrip(" \t").partition(":")
+        if numbered(m.group(1)) or version(program, tail):
             continue  # session 33: a changelog's version (``3.0: x cannot be used``)
         # session 32: a capitalised label is no program (``Result: {'x': ['x cannot be']}``)
         # unless it names an error (``Exception: x not found``)

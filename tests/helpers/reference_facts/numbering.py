@@ -126,13 +126,21 @@ def _prose_fence(line: str) -> int:
     return blank if blank > 0 and not line[blank - 1].isspace() else -1
 
 
-def version(prefix: str) -> bool:
+def version(prefix: str, tail: str = "") -> bool:
     """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
     maybe a blank and a number after them; four of at most 3 digits alone are an IPv4
-    address."""
+    address when `tail` (after the ``:``) is a program's output or a remote shell's error
+    (second review: ``2.7.18.1: DateTime …`` is a version)."""
     dotted = prefix.split(" ")
     parts = dotted[0].split(".")
-    address = len(dotted) == 1 and len(parts) == 4 and all(len(part) <= 3 for part in parts)
+    output = tail.lstrip(" \t")
+    hosted = output[:1] in "abcdefghijklmnopqrstuvwxyz" and output != ""
+    hosted = hosted or output.startswith(
+        ("Permission denied", "Connection ", "No route to host", "Host key", "Could not")
+    )
+    address = (
+        len(dotted) == 1 and len(parts) == 4 and all(len(part) <= 3 for part in parts) and hosted
+    )
     return (
         not address  # (review: ``10.0.0.5: Permission denied``, a host's name of pdsh)
         and len(dotted) <= 2

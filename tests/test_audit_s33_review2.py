@@ -6,7 +6,9 @@ four-part version."""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 from helpers.reference_facts import facts as reference
@@ -222,3 +224,26 @@ def test_a_four_part_version_is_no_host(text: str, errors: list[str]) -> None:
 def test_the_reference_reads_a_host_or_version_alike(number: str, blank: str, tail: str) -> None:
     line = f"{number}:{blank}{tail}: cannot be used, permission denied\n"
     _facts(line, "error")
+
+
+# 8. the reference's functions stay under 60 lines, as the project's do
+
+
+def test_the_reference_functions_are_under_60_lines() -> None:
+    folder = Path(numbering.__file__).parent
+    long = [
+        (path.name, node.name)
+        for path in sorted(folder.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef) and (node.end_lineno or 0) - node.lineno >= 60
+    ]
+    assert long == []
+
+
+def test_the_reference_reads_a_traceback_to_the_line_of_the_next_header() -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+        "KeyError: 'k'\nfrom yTraceback (most recent call last):\n"
+        '  File "b.py", line 2, in <module>\nValueError: bad\n'
+    )
+    assert _facts(text, "error") == ["KeyError: 'k'", "ValueError: bad"]

@@ -42,6 +42,7 @@ from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
 from helpers.reference_facts.numbering import listed_name, numbered, version
+from helpers.reference_facts.tags import closing_tag, opening_tag
 
 __all__ = [
     "CATEGORIES",
@@ -273,7 +274,7 @@ def _traceback_error(lines: list[str]) -> str | None:
         ended = [
             index
             for index, line in enumerate(chosen)
-            if _closing_tag(line) and _closing_tag(line) not in map(_opening_tag, chosen[:index])
+            if closing_tag(line) and closing_tag(line) not in map(opening_tag, chosen[:index])
         ]
         return [
             line
@@ -289,32 +290,6 @@ def _traceback_error(lines: list[str]) -> str | None:
     return chosen[0] if chosen else None
 
 
-def _closing_tag(line: str) -> str:
-    """Session 33: the name of `line` if it is a closing tag alone (``</output>``, an
-    agent's wrapper): ``</``, a letter, name characters, ``>``, then blanks; else ``""``."""
-    body = line.rstrip(" \t\r")
-    name = body[2:-1]
-    return _tag_name(name) if body.startswith("</") and body.endswith(">") else ""
-
-
-def _opening_tag(line: str) -> str:
-    """Session 33 (second review): the name of the tag `line` opens after blanks
-    (``<table>``, ``<div class="x">``: ``<``, a letter, name characters, a blank or
-    ``>``), else ``""``."""
-    body = line.lstrip(" \t")
-    end = 1
-    while end < len(body) and (body[end].isalnum() or body[end] in "_.:-"):
-        end += 1
-    ended = body[end : end + 1] in (" ", "\t", ">")
-    return _tag_name(body[1:end]) if body.startswith("<") and ended else ""
-
-
-def _tag_name(name: str) -> str:
-    """`name` if it is a tag's name (a letter, then name characters), else ``""``."""
-    letter = name[:1].isascii() and name[:1].isalpha()
-    return name if letter and all(c.isalnum() or c in "_.:-" for c in name) else ""
-
-
 def _unbordered(line: str) -> str:
     """`line` without an exception group's border: blanks, ``|`` or ``+``, then dashes
     and pluses, then one blank."""
@@ -325,22 +300,24 @@ def _unbordered(line: str) -> str:
     return body[1:] if body[:1] == " " else body
 
 
-def _error_lines(text: str) -> list[tuple[int, str]]:
+def _own_lines(text: str, start: int, end: int) -> list[str]:
+    """The lines of a traceback whose header ends at `start`: to the text's end, or
+    (session 33's review) to the line holding the next header at `end`, without that
+    line; at most 20,000 characters."""
+    lines = text[start:] if end == -1 else text[start:end]
+    kept = lines.split("\n") if end == -1 else lines.split("\n")[:-1]
+    return "\n".join(kept)[:20000].split("\n")
+
+
+def _traceback_errors(text: str) -> list[tuple[int, str]]:
+    """``(position, error)`` of each traceback of `text` (:func:`_traceback_error`)."""
     found: list[tuple[int, str]] = []
-    for pattern in _EXIT_CODES:
-        for match in pattern.finditer(text):
-            digits = match.group(1)
-            if len(digits) <= 20 and int(digits) != 0:  # session 30: 21 digits is no code
-                found.append((match.start(), f"exit code {int(digits)}"))
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
         following = text.find(_TRACEBACK, pos)
-        own = text[pos : pos + 20000] if following == -1 else text[pos:following][:20000]
-        if following != -1:  # (session 33's review: no line glued to the next header)
-            own = text[pos : max(pos, text.rfind("\n", pos, following))][:20000]
         # session 32: a script's output interleaved is no error
-        lines = own.split("\n")
+        lines = _own_lines(text, pos, following)
         header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")
         bordered = start - (text.rfind("\n", 0, start) + 1) <= 32  # (at most 32 before)
         ends = not lines[0].strip(" \t")  # (third review: the header ends its line)
@@ -350,6 +327,17 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if error is not None:
             found.append((start, _cap(error)))
         start = following
+    return found
+
+
+def _error_lines(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for pattern in _EXIT_CODES:
+        for match in pattern.finditer(text):
+            digits = match.group(1)
+            if len(digits) <= 20 and int(digits) != 0:  # session 30: 21 digits is no code
+                found.append((match.start(), f"exit code {int(digits)}"))
+    found.extend(_traceback_errors(text))
     group = text.find(_GROUP_HEADER)
     for pattern in (_EXCEPTION_LINE, _GROUP_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
         for match in pattern.finditer(text):

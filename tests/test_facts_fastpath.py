@@ -29,6 +29,7 @@ from ctxledger.compressor import (
     factpaths,
     facts,
     factscan,
+    factsentences,
 )
 from ctxledger.compressor.factmatch import JOIN, Haystack, JoinedHaystack
 
@@ -264,8 +265,8 @@ def test_a_long_text_is_prepared_once_per_process() -> None:
 
 _PRECHECKED = (
     (factkinds._RESULT_LINE, factkinds._RESULT_LITERALS),
-    (factkinds._DECISION, factkinds._DECISION_LITERALS),
-    (factkinds._CONSTRAINT, factkinds._CONSTRAINT_LITERALS),
+    (factsentences._DECISION, factsentences._DECISION_LITERALS),
+    (factsentences._CONSTRAINT, factsentences._CONSTRAINT_LITERALS),
 )
 _LINE_PATTERNS = (
     factkinds._EXCEPTION_LINE, factkinds._ERROR_PREFIX_LINE, factkinds._PYTEST_E_LINE,

@@ -32,6 +32,7 @@ import functools
 import re
 import string
 
+from ctxledger.compressor.factgrep import LINE_NUMBER
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 
 __all__ = [
@@ -366,8 +367,9 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     return haystack[stop] in PATH_CHARS or (haystack[stop] == "/" and not dashes)
 
 
-#: a line number between dashes after a path: grep's context line (``src/x.py-12-from``)
-_GREP_LINE_NUMBER = re.compile(r"-[0-9]+-")
+#: a line number between dashes after a path: grep's context line (``src/x.py-12-from``),
+#: not a date's year (``app.log-2024-05-20``), read as the extraction reads it
+_GREP_LINE_NUMBER = re.compile(LINE_NUMBER)
 
 
 def _after_url_authority(haystack: str, start: int) -> bool:

@@ -16,13 +16,21 @@ import re
 
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
 
-__all__ = ["context_spans", "grep_follows"]
+__all__ = ["LINE_NUMBER", "context_spans", "grep_follows"]
 
+#: what may not follow a line number's closing ``-``: the rest of a date, whose year the
+#: number would be (``app.log-2024-05-20``)
+_NOT_A_DATE = r"(?![0-9]{2}-[0-9])"
+#: a line number between dashes after a path, grep's context line (``src/x.py-12-from``),
+#: not a date's year. The extraction (:data:`_SEPARATOR`) and the matcher (``factbounds``)
+#: read it with the same rule, so a summary writing ``app.log-2024-05-20`` states no
+#: ``app.log`` the extraction would not take from it
+LINE_NUMBER = rf"-[0-9]+-{_NOT_A_DATE}"
 #: the last dotted suffix of a name, then grep's ``:`` or ``-`` (group 1) and maybe a line
 #: number (group 2) and ``-``, not a date's year (``-2024-05-20``). The extensions are
 #: checked after a match (:data:`_EXT_END`): their alternation tried at every dot of a
 #: text cost twice as much
-_SEPARATOR = re.compile(r"\.[A-Za-z0-9_]{1,12}([:\-])(?:([0-9]+)-(?![0-9]{2}-[0-9]))?")
+_SEPARATOR = re.compile(rf"\.[A-Za-z0-9_]{{1,12}}([:\-])(?:([0-9]+)-{_NOT_A_DATE})?")
 #: a known extension and its second suffixes ending a name (as written)
 _EXT_END = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
 #: a known extension or second suffix, the whole of a name's last suffix: matched at

@@ -13,7 +13,7 @@ URLs); this module finds the *lines* a continuation needs verbatim:
 * **outcomes** — test summaries (``3 failed, 10 passed``, ``FAILED (failures=2)``,
   ``Ran 5 tests``) and result lines (``All tests passed!``, ``SUCCESS: …``);
 * **decisions** (an assistant's stated choice) and **constraints** (what the user
-  said must or must not happen), as sentences.
+  said must or must not happen), as sentences (found in :mod:`.factsentences`).
 
 Also the boilerplate filters: URLs of schemas, licences and tool documentation, and
 static asset paths (``/settings/img/admin.svg``), which are noise, not facts.
@@ -30,10 +30,9 @@ from ctxledger.compressor.factcodes import EXIT_CODES, EXIT_LITERALS, code_value
 from ctxledger.compressor.factnoise import CODE_LINE as _CODE_LINE
 from ctxledger.compressor.factnoise import (
     is_label,
-    labelled,
     listed_or_documented,
     may_report_success,
-    numbered,
+    no_program,
     on_success_line,
     raised_line,
     reports_success,
@@ -44,6 +43,12 @@ from ctxledger.compressor.factscan import (
     line_matches,
     may_match_ignoring_case,
 )
+from ctxledger.compressor.factsentences import (
+    LINE_MAX_CHARS,
+    constraint_sentences,
+    decision_sentences,
+)
+from ctxledger.compressor.factsentences import cap_line as _cap
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 
 __all__ = [
@@ -63,7 +68,6 @@ __all__ = [
     "shell_error_lines",
 ]
 
-LINE_MAX_CHARS = 160
 #: kinds whose value is a whole sentence (costly to keep verbatim; reported apart in benchmarks)
 SENTENCE_KINDS = frozenset({"decision", "constraint"})
 
@@ -82,14 +86,6 @@ CATEGORIES: Mapping[str, str] = {
     "url": "urls",
     "quoted": "quoted values",
 }
-
-
-def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip()
 
 
 def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
@@ -306,7 +302,10 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
     while start != -1:
         pos = start + len(_TRACEBACK)
         after = text.find(_TRACEBACK, pos)
-        line = raised_line(text, pos, min(pos + 20000, len(text) if after == -1 else after))
+        # (a header glued to a line, ``from yTraceback (most …``, ends the traceback
+        # before that line: its part before the header is no line of its own)
+        end = len(text) if after == -1 else max(pos, text.rfind("\n", pos, after))
+        line = raised_line(text, pos, min(pos + 20000, end))
         if line is not None:
             found.append((start, _cap(line)))
         start = after
@@ -378,11 +377,7 @@ _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [
-        (m.start(1), _cap(m.group(1)))
-        for m in matches
-        if not numbered(m.group(1)) and not labelled(m.group(1))
-    ]
+    return [(m.start(1), _cap(m.group(1))) for m in matches if not no_program(m.group(1))]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -438,6 +433,9 @@ _RESULT_LITERALS = (
 )  # fmt: skip
 
 _PYTEST_NODE = re.compile(r"\s*[\w/.\-]+::\w")
+#: a result's label ending its line: what it reports is on the lines after it (its
+#: word's case ignored in ASCII only: ``reſult`` is no ``result``)
+_LABEL_END = re.compile(r"\b(?ai:results?|output)[ \t]*:$")
 _THREE_LETTERS = re.compile(r"[^\W\d_](?:[\W\d_]*[^\W\d_]){2}")
 #: a line of a file listing (``nl``, ``grep -n``, quoted source): code, not a result
 _LISTING = re.compile(r"^\s*(?:\d+[:\-\t]|\d+\s{2,}|[\w/.\-]+\.\w+[:\-]\d+[:\-])|^\s*[\"'#]")
@@ -464,105 +462,12 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             or (_EXCEPTION_IN_LINE.search(line) and not reports_success(line))
         ):
             continue
+        label = _LABEL_END.search(stripped)
+        if label is not None and not _RESULT_LINE.search(stripped, 0, label.start()):
+            continue  # a label, the result on the next lines (``SQLFluff output:``)
         if _RESULT_LINE.search(stripped) and not _TEST_SUMMARY.match(line):
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
-
-
-# --------------------------------------------------------------------------- sentences
-
-_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
-#: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
-#: fix is working.``, ``now that the issue is resolved,``): the state word ends the
-#: clause, alone or with ``correctly`` (``the fix is working correctly.``), or reads
-#: ``and that`` after it (``to ensure that the fix is correct and that …``); a ``:`` ends it only at the line's end (``make sure the fix is robust:``),
-#: elsewhere it opens what the fix does (``the fix is good: it pins numpy<2``), and
-#: ``the issue is being caused by …``, ``the fix is complete and adds a lock …`` stay
-#: choices
-_STATE = (
-    r"[ \t]+(?:applied|correct|robust|working|complete|done|in[ \t]+place|good|fine|"
-    r"successful|effective|verified|tested|resolved|fixed|implemented|ready)"
-    r"(?=(?:[ \t]+correctly)?[ \t]*(?:[.,;!?)\n]|:?[ \t]*(?:\n|$))|[ \t]+and[ \t]+that\b)"
-)
-_DECISION = re.compile(
-    r"(?i)\b(?:I(?:'ll| will) (?:use|go with|switch to|keep|change|replace|add|remove)|"
-    r"(?:we|I) (?:decided|chose|opted|should use)|decided to|instead of|rather than|"
-    r"going with|the (?:solution|root cause|cause) is\b|(?:the fix|the issue) is\b(?!"
-    + _STATE
-    + r"))\b"
-)
-_CONSTRAINT = re.compile(
-    r"(?i)\b(?:don't|do not|never|must(?: not)?|mustn't|always|make sure|avoid|"
-    r"without (?:changing|breaking|touching)|keep (?:the|it|python|support)|only (?:change|touch|edit)|"
-    r"no more than|at most|at least)\b"
-)
-
-_DECISION_LITERALS = (
-    "i'll ", "i will ", "decided", "chose", "opted", "should use", "instead of", "rather than",
-    "going with", "the fix is", "the solution is", "the root cause is", "the cause is",
-    "the issue is",
-)  # fmt: skip
-_CONSTRAINT_LITERALS = (
-    "don't", "do not", "never", "must", "always", "make sure", "avoid", "without ", "keep ",
-    "only ", "no more than", "at most", "at least",
-)  # fmt: skip
-
-
-def _sentences(
-    text: str, pattern: re.Pattern[str], literals: tuple[str, ...]
-) -> list[tuple[int, str]]:
-    """The sentences of `text` that hold a match of `pattern` (found from the matches);
-    every match holds one of `literals` (ignoring case)."""
-    out: list[tuple[int, str]] = []
-    if not may_match_ignoring_case(text, literals):
-        return out
-    next_free = -1
-    for hit in pattern.finditer(text):
-        if hit.start() < next_free:
-            continue
-        # the sentence starts after the last . ! ? (followed by a space) or newline before the hit
-        start = max(text.rfind("\n", 0, hit.start()) + 1, _last_stop(text, hit.start()))
-        match = _SENTENCE.match(text, start)
-        while match is not None and match.end() <= hit.start():
-            # a stop the backward look did not see (``.`` before a tab): the next sentence
-            match = _SENTENCE.search(text, match.end())
-        if match is None:
-            continue
-        next_free = match.end()
-        sentence = match.group(0).strip()
-        if len(sentence) > 15:
-            out.append((match.start(), _cap(sentence)))
-    return out
-
-
-def _last_stop(text: str, before: int) -> int:
-    window = max(0, before - 400)
-    best = 0
-    for mark in ".!?":
-        at = text.rfind(mark + " ", window, before)
-        if at >= 0:
-            best = max(best, at + 2)
-    return best
-
-
-_HEDGE = re.compile(r"(?i)\b(?:maybe|perhaps|might|what if|could be|I wonder|not sure)\b")
-
-
-def decision_sentences(text: str) -> list[tuple[int, str]]:
-    """An assistant's stated choices (``I'll use X instead of Y``, ``the fix is …``).
-
-    Questions and hedges (``Maybe the issue is …``, ``What if …?``) are not choices.
-    """
-    return [
-        (pos, s)
-        for pos, s in _sentences(text, _DECISION, _DECISION_LITERALS)
-        if not s.rstrip().endswith("?") and not _HEDGE.search(s)
-    ]
-
-
-def constraint_sentences(text: str) -> list[tuple[int, str]]:
-    """What a user said must or must not happen (``Do not change the public API``)."""
-    return _sentences(text, _CONSTRAINT, _CONSTRAINT_LITERALS)
 
 
 # --------------------------------------------------------------------------- noise

@@ -11,24 +11,41 @@ script's output printed into a traceback, and a label read as a program's name.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
 __all__ = [
     "CODE_LINE",
+    "FENCE",
     "diff_side",
     "in_file_listing",
     "is_label",
     "labelled",
+    "listed_code_or_field",
     "listed_or_documented",
     "may_report_success",
+    "no_program",
     "numbered",
+    "numbered_listing",
     "on_success_line",
     "raised_line",
     "reports_success",
+    "stated",
 ]
+
+#: a fenced block of markdown (an unclosed one runs to the text's end)
+FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+#: a fenced block (``` or ~~~) whose fence opens its line (after any blanks: a list
+#: item's block is indented) or ends a line of prose after a blank (``See below. ```py``),
+#: closed by a line its fence opens or ends (the opening line's own rest too); a ```
+#: inside a sentence (``answer with ``` fences``) opens none
+_LINE_FENCE = re.compile(
+    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3}|~{3})"
+    r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)",
+    re.DOTALL | re.MULTILINE,
+)
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
@@ -108,10 +125,30 @@ _NUMBERED = re.compile(r"\s*\d+(?::(?!\d)|-(?!\d))")
 _DOC_FIELD = re.compile(r"\s*(?::raises?\b|:exception\b|@raises?\b|@throws\b|Raises:\s*$)")
 
 
+#: a numbered line's rest that names an exception as source does: the name alone (a
+#: docstring's ``Raises`` section, a tuple's ``AstroidIndexError,``) or a docstring's
+#: ``Raises X if …`` (``25:    Raises RuntimeError if not found.``)
+_LISTED_NAME = re.compile(
+    r"\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)[ \t]*[,)]?[ \t\r]*\Z|Raises?[ \t]+[A-Z])"
+)
+
+
 def listed_or_documented(line: str) -> bool:
     """Whether a line naming an exception is code as a listing shows it
-    (``79:class AstroidBuildingError(AstroidError):``, ``185: raise KeyError(``) or a
+    (``79:class AstroidBuildingError(AstroidError):``, ``185: raise KeyError(``, a name
+    alone ``262:    AttributeError``, ``25:    Raises RuntimeError if …``) or a
     docstring's field (``:raises TooManyLevelsError: When …``): no error that happened."""
+    number = _NUMBERED.match(line)
+    if number is not None and _LISTED_NAME.match(line, number.end()) is not None:
+        return True  # (after a file's name, ``src/x.py:224: AssertionError`` is pytest's)
+    return listed_code_or_field(line)
+
+
+def listed_code_or_field(line: str) -> bool:
+    """Whether a line is code after a listing's line number or file
+    (``79:class AstroidBuildingError(AstroidError):``) or a docstring's field
+    (``:raises TooManyLevelsError: When …``): session 30's rule, without session 33's
+    names alone after a bare number."""
     listed = _LISTED.match(line)
     rest = line[listed.end() :] if listed is not None else line
     return (listed is not None and CODE_LINE.match(rest) is not None) or (
@@ -221,6 +258,25 @@ def _undisputed(line: str, end: int, named: str | None, later: _LaterDisputes) -
     return not later.dispute(stop, expected)
 
 
+#: how a remote shell's own errors start
+_HOST_ERRORS = ("Permission denied", "Connection ", "No route to host", "Host key", "Could not")
+#: a version where a shell error line's program goes (``3.0: DateTime fields cannot be
+#: used``, ``2.7.18.1: …``, a changelog's entry); not an IPv4 address, a host's name that
+#: ``pdsh`` puts before its output: a dotted quad of at most 3 digits each before a
+#: program's output (lower case: ``bash: x: command not found``) or a remote shell's
+#: error (``10.0.0.5: Permission denied``, ``Connection refused``, ``No route to host``)
+_VERSION_PROG = re.compile(
+    r"[ \t]*(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}:[ \t]*(?:[a-z]|" + "|".join(_HOST_ERRORS) + r"))"
+    r"[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:"
+)
+
+
+def no_program(line: str) -> bool:
+    """Whether a shell error line's ``prog:`` is none: a listing's line number
+    (:func:`numbered`), a capitalised label (:func:`labelled`) or a version."""
+    return numbered(line) or labelled(line) or _VERSION_PROG.match(line) is not None
+
+
 def numbered(line: str) -> bool:
     """Whether `line` starts with a listing's line number (``1194:``, ``28-``): no
     program's name (``1194: … cannot be …`` is no shell error)."""
@@ -319,7 +375,8 @@ def _bordered(text: str, start: int) -> bool:
 def raised_line(text: str, start: int, end: int) -> str | None:
     """The line the traceback whose header ends at `start` ends with, read before `end`
     (the next traceback's header) and before a chained traceback's ``During handling``:
-    the first of the first :data:`_MARGIN_LINES` lines at the margin after its last
+    the first of the first :data:`_MARGIN_LINES` lines at the margin (no closing tag, as
+    ``</output>`` of a cut traceback) after its last
     ``File "`` frame that names an exception (``ValueError: bad``, ``struct.error: x``).
     A script's output printed into the traceback (``Test 1: valid`` before a frame,
     ``Result: 42`` after the exception; stdout and stderr interleaved) is passed over.
@@ -347,9 +404,17 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
     """The first :data:`_MARGIN_LINES` lines at the margin of ``text[start:end]`` (no
     traceback header)."""
     found: list[str] = []
+    opened: set[str] = set()  # the tags opened on the lines read: printed HTML, no wrapper
     while start < end and len(found) < _MARGIN_LINES:
         stop = text.find("\n", start, end)
         stop = end if stop == -1 else stop
+        if text.startswith("<", start):
+            closing = _CLOSING_TAG.fullmatch(text, start, stop)
+            if closing is not None and closing.group(1) not in opened:
+                break  # the wrapper's end: the tool's output, and the traceback, end there
+        opening = _OPENING_TAG.match(text, start, stop)
+        if opening is not None:
+            opened.add(opening.group(1))
         if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
             found.append(text[start:stop])
         start = stop + 1
@@ -357,6 +422,13 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
 
 
 _NOT_RAISED = ("Traceback", "During", "The above")
+#: a closing tag alone on its line: the end of an agent's wrapper around a tool's output
+#: (a cut traceback ends ``</output>``, or ``</output_head>`` before ``<elided_chars>``):
+#: no line after it is the traceback's, unless a line read before opens its tag (a
+#: script's printed ``<table>`` … ``</table>``)
+_CLOSING_TAG = re.compile(r"</([A-Za-z][\w.:-]*)>[ \t\r]*")
+#: a line opening a tag (after blanks): ``<table>``, ``<div class="x">``
+_OPENING_TAG = re.compile(r"[ \t]*<([A-Za-z][\w.:-]*)[ \t>]")
 
 
 #: how far back the start of an exception name's line is looked for
@@ -403,3 +475,45 @@ def is_label(prefix: str) -> bool:
 
 
 _ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|crash")
+
+
+def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The ``(position, sentence)`` of `sentences` (of `text`, in order) a user states:
+    none starting inside a fenced block whose fences open their lines, which quotes a
+    file or a log (a PR's config ``# L049 - Always use IS …``), and none on a listing's
+    numbered line (:func:`numbered_listing`: ``1463:  msg = 'The precision must be …'``
+    of a file shown)."""
+    quoting = "```" in text or "~~~" in text
+    fences = [match.span() for match in _LINE_FENCE.finditer(text)] if quoting else []
+    starts = [start for start, _ in fences]
+    kept: list[tuple[int, str]] = []
+    for position, sentence in sentences:
+        at = bisect_right(starts, position) - 1
+        if at >= 0 and position < fences[at][1]:
+            continue
+        if numbered_listing(sentence, text[position : position + _RAW_READ]):
+            continue
+        kept.append((position, sentence))
+    return kept
+
+
+#: how much of a numbered sentence's own text is read for the blanks after its number
+_RAW_READ = 200
+#: a listing's indent after its number: three blanks or a tab among the first three
+_INDENTED = re.compile(r"\s*\d+[:-](?: {0,2}\t| {3})")
+
+
+def numbered_listing(sentence: str, raw: str) -> bool:
+    """Whether `sentence` (its blanks made one; `raw`, its text as written) starts with
+    a listing's line number (:func:`numbered`) and reads as a listing's line, not as a
+    user's numbered list (``1- Never push to main.``, ``100: Never push``, ``1:Never``,
+    ``2-  You must not``): a listing's line has source's indent after its number (three
+    blanks or a tab: ``1463:        msg = 'The precision must be …'``) or code after it
+    (``12: import os``). A listing's line of prose at one or two blanks (``3: Always
+    returns x.``) is read as a user's item: no sound rule tells the two apart, and a
+    user's requirement lost is worse than a quoted one kept."""
+    number = _NUMBERED.match(sentence)
+    if number is None:
+        return False
+    indented = _INDENTED.match(raw) is not None
+    return indented or CODE_LINE.match(sentence[number.end() :]) is not None

@@ -175,7 +175,8 @@ def _unc(raw: str) -> str | None:
     may end them: ``c$``, ``wsl$``), no LaTeX command among them (``\\\\alpha\\beta``
     is an escaped formula) and, when the last has no known extension, no single
     backslash before ``n``, ``r`` or ``t`` (an escape, as in :func:`_directories`);
-    the other names start with a letter, digit or ``_``. Returned with two leading
+    the other names start with a letter, digit or ``_``. A device path with a name in its
+    namespace (``\\\\.\\pipe\\name``) has no escapes. Returned with two leading
     backslashes and single separators.
     """
     rest = raw.lstrip("\\")
@@ -197,7 +198,10 @@ def _unc(raw: str) -> str | None:
     formula = any(
         name.rstrip("$").lower() in TEX_COMMANDS for name in names[: -1 if file else None]
     )
-    if formula or (not file and _ESCAPE_LIKE.search(raw) is not None):
+    # a device path names its namespace and a name in it (``\\\\.\\pipe\\name``): no
+    # escaped string starts so (``\\.`` would read as ``\.``, no escape)
+    literal = device and len(names) > 2
+    if formula or (not file and not literal and _ESCAPE_LIKE.search(raw) is not None):
         return None
     return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
 

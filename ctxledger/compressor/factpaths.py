@@ -16,6 +16,7 @@ import bisect
 import heapq
 import re
 import string
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from ctxledger.compressor.factpathrules import MORE_AFTER_DOT as _MORE_AFTER_DOT
 from ctxledger.compressor.factpathrules import MORE_NAME, SUPERSCRIPT_DIGITS, plausible_path
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
-from ctxledger.compressor.factsed import sed_spans
+from ctxledger.compressor.factsed import range_spans, sed_spans
 
 __all__ = [
     "PATH_CHARS",
@@ -368,16 +369,27 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the Windows paths of `text`, by start: from a drive (``C:\\``,
     ``D:/``), ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or
     ``:``, over path characters and both separators; and the relative ones
-    (:func:`_relative_spans`)."""
+    (:func:`_relative_spans`). None is a name cut at a letter (:func:`_cut_name`)."""
     if "\\" not in text and (":" not in text or ":/" not in text):
         return iter(())
     if "\\" not in text:
-        return _anchored_windows_spans(text)
+        spans = _anchored_windows_spans(text)
     # (apart from the others: a relative one starts after a character no other holds,
     # a UNC one too, and it holds no ":")
-    if "\\\\" not in text:
-        return heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
-    return heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
+    elif "\\\\" not in text:
+        spans = heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
+    else:
+        spans = heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
+    return (span for span in spans if not _cut_name(text, *span))
+
+
+def _cut_name(text: str, start: int, end: int) -> bool:
+    """Whether a letter or a mark of any script stands right before `start` or at `end`:
+    the path's characters are ASCII, so its name was cut there (``Jos`` of ``José``,
+    ``es\\a.txt`` of ``Données\\a.txt``, ``Cafe`` before a combining accent)."""
+    return any(
+        unicodedata.category(text[at])[0] in "LM" for at in (start - 1, end) if 0 <= at < len(text)
+    )
 
 
 def _bounded_judge() -> Callable[[str], bool]:
@@ -412,6 +424,8 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = _UNC_RIGHT.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
+        if _cut_name(text, start, end):
+            continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
             yield start, end
 
@@ -520,20 +534,23 @@ def _judged(raw: str) -> str | None:
     return value
 
 
-def path_text(text: str) -> str:
+def path_text(text: str, source: str | None = None) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
     (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``), grep's context separators
-    (:mod:`.factgrep`: ``src/x.py-12-from y``) and quoted ``sed`` expressions blanked
-    (same length)."""
-    blanked = unescaped(text)
+    (:mod:`.factgrep`: ``src/x.py-12-from y``), quoted ``sed`` expressions and range
+    addresses (``'/class Date/,/^class /p'``) blanked
+    (same length). `source` is the text `text` was masked from (its URLs blanked): which
+    pieces are JSON documents is asked of it, as the matcher does."""
+    blanked = unescaped(text, source)
     text = text if blanked is None else blanked
     text = mask(text, context_spans(text))
-    if "s" not in text or ("'" not in text and '"' not in text):
+    if "'" not in text and '"' not in text:
         return text  # an expression is quoted
-    return mask(text, sed_spans(text))
+    text = mask(text, range_spans(text))
+    return mask(text, sed_spans(text)) if "s" in text else text
 
 
 def find_paths(text: str) -> list[str]:
     """The file paths mentioned in `text` (URLs excluded), in order, once each."""
     masked = mask(text, [(start, end) for start, end, _ in urls(text)])
-    return list(dict.fromkeys(value for _, value in paths(path_text(masked))))
+    return list(dict.fromkeys(value for _, value in paths(path_text(masked, text))))

@@ -48,7 +48,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-from ctxledger.compressor.factnoise import diff_side, in_file_listing
+from ctxledger.compressor.factnoise import FENCE, diff_side, in_file_listing, stated
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
@@ -202,7 +202,6 @@ _VERSIONED_NAMES = _words(
 
 #: _CAMEL needs one
 _CAPITALS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
 
@@ -404,7 +403,8 @@ class _Found:
         path_spans: list[tuple[int, int]] = []
         # each path once, at its first position (add() keeps that one of equal values),
         # unless every occurrence is to be blanked
-        found_paths = paths(path_text(masked)) if blank_paths else first_paths(path_text(masked))
+        # (whether `text` is a JSON document is asked of it, not of `masked`: one parse)
+        found_paths = (paths if blank_paths else first_paths)(path_text(masked, text))
         assets: dict[str, bool] = {}  # a long text repeats its paths: judge each once
         for position, value in found_paths:
             asset = assets.get(value)
@@ -428,7 +428,7 @@ class _Found:
             self.add("number", offset + position, value)
         if prose:
             # String literals of code blocks are mostly noise; quotes in prose are not.
-            for position, value in _quoted(mask(text, [m.span() for m in _FENCE.finditer(text)])):
+            for position, value in _quoted(mask(text, [m.span() for m in FENCE.finditer(text)])):
                 self.add("quoted", offset + position, value)
         for match in line_matches(_DOLLAR_LINE, text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
@@ -445,7 +445,7 @@ class _Found:
             for position, value in decision_sentences(text):
                 self.add("decision", position, value)
         elif role == "user":
-            for position, value in constraint_sentences(text):
+            for position, value in stated(text, constraint_sentences(text)):
                 self.add("constraint", position, value)
 
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:

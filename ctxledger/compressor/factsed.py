@@ -1,11 +1,13 @@
-"""Quoted ``sed`` expressions in text (``sed 's/old/new/g'``): their pieces (``s/``,
-``v/``) are not paths, so fact extraction (:mod:`.factpaths`) masks them out first."""
+"""Quoted ``sed`` expressions in text (``sed 's/old/new/g'``) and range addresses of
+``sed`` and ``awk`` (``'/class Date/,/^class /p'``): their pieces (``s/``, ``Date/``) are
+not paths, so fact extraction (:mod:`.factpaths`) masks them out first."""
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
-__all__ = ["sed_spans"]
+__all__ = ["range_spans", "sed_spans"]
 
 # a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths.
 # Its start (a quote, ``s``, a delimiter), then on the same line a delimiter, and a
@@ -16,6 +18,70 @@ _SED_CLOSE = {
     for quote in "'\""
     for delimiter in "/|#,:@"
 }
+
+
+#: where a quoted range address of sed or awk starts: a quote, then ``/``
+_RANGE_START = re.compile(r"""['"]/""")
+#: what ends the first regex of a range address (a ``/``), or spoils it
+_REGEX_END = re.compile(r"""[/\n'"]""")
+#: what ends the rest of a range address (its quote), or spoils it
+_QUOTE_END = re.compile(r"""[\n'"]""")
+#: a program that reads range addresses, named as a command: after a blank, the line's
+#: start, ``(``, a backquote, a quote, ``/`` (``/usr/bin/sed``) or a command's end, and
+#: before no word character (``sed -n``, ``awk``; no ``config.sed``, ``x-sed``, ``used``)
+_RANGE_TOOL = re.compile(r"(?<![^\s(`'\"/;|&])(?:sed|g?awk|perl)\b")
+#: where a command ends: a range address is its own command's only
+_COMMAND_END = re.compile(r"[;|&]")
+#: how a range's second address starts: a regex, the last line, a count or a line
+_SECOND_ADDRESS = frozenset("/$+0123456789")
+
+
+def range_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the quoted range addresses of `text` (``'/class Date/,/^class /p'``,
+    ``'/^def run/,+20p'``, ``'/x/,$p'``): in a command of ``sed``, ``awk``, ``gawk`` or
+    ``perl`` (named before it, with no ``;``, ``|`` or ``&`` between), a quote after no
+    word character, ``/``, a regex with no ``/``, ``/,``, a second address (``/``, ``$``, ``+`` or a digit), then the rest to the same
+    quote on the line (``"/data1/,/data2/hdfs"`` of a config is two paths). Each start
+    reads to the next quote, ``/`` or line end at most, each line is looked at once for
+    a program, and a start inside a span is skipped: linear."""
+    spans: list[tuple[int, int]] = []
+    if "/," not in text:
+        return spans
+    line_start, line_end = 0, -1
+    tools: list[int] = []  # where the line's programs and commands' ends are
+    ends: list[int] = []
+    for start in _RANGE_START.finditer(text):
+        at = start.start()
+        if at > line_end:  # a new line: its start, end, programs and commands' ends
+            line_start = text.rfind("\n", max(line_end, 0), at) + 1 or line_start
+            line_end = text.find("\n", at)
+            line_end = len(text) if line_end == -1 else line_end
+            tools = [m.start() for m in _RANGE_TOOL.finditer(text, line_start, line_end)]
+            ends = [m.start() for m in _COMMAND_END.finditer(text, line_start, line_end)]
+        if (
+            (spans and at < spans[-1][1])
+            or not _tool_before(tools, ends, at)
+            or (at and (text[at - 1].isalnum() or text[at - 1] == "_"))
+        ):
+            continue
+        first = _REGEX_END.search(text, at + 2)
+        if first is None or not (
+            text.startswith("/,", first.start())
+            and text[first.start() + 2 : first.start() + 3] in _SECOND_ADDRESS
+        ):
+            continue
+        end = _QUOTE_END.search(text, first.start() + 3)
+        if end is not None and text[end.start()] == text[at]:
+            spans.append((at, end.end()))
+    return spans
+
+
+def _tool_before(tools: list[int], ends: list[int], at: int) -> bool:
+    """Whether a program of `tools` stands before `at` in the command `at` is in (after
+    the last of `ends` before it)."""
+    tool = bisect_left(tools, at) - 1
+    end = bisect_left(ends, at) - 1
+    return tool >= 0 and (end < 0 or tools[tool] > ends[end])
 
 
 def sed_spans(text: str) -> list[tuple[int, int]]:

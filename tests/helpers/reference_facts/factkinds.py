@@ -35,9 +35,14 @@ from ctxledger.compressor.factkinds import (
     is_asset_path,
     reports_tool_error,
 )
-from ctxledger.compressor.factnoise import listed_or_documented, numbered  # session 30
+
+# session 30's listings (code after a line number, a docstring's field); session 33's
+# names alone after a bare number are stated in .numbering
+from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
+from helpers.reference_facts.numbering import listed_name, numbered, version
+from helpers.reference_facts.tags import closing_tag, opening_tag
 
 __all__ = [
     "CATEGORIES",
@@ -264,9 +269,16 @@ def _traceback_error(lines: list[str]) -> str | None:
     after = lines[frames[-1] + 1 :] if frames else lines
 
     def margin(chosen: list[str]) -> list[str]:
+        # (session 33's review: a closing tag ends the wrapped output, and the traceback,
+        # unless a line before it opens its tag: printed HTML)
+        ended = [
+            index
+            for index, line in enumerate(chosen)
+            if closing_tag(line) and closing_tag(line) not in map(opening_tag, chosen[:index])
+        ]
         return [
             line
-            for line in chosen
+            for line in chosen[: ended[0] if ended else len(chosen)]
             if line
             and not line[0].isspace()
             and not line.startswith(("Traceback", "During", "The above"))
@@ -288,20 +300,24 @@ def _unbordered(line: str) -> str:
     return body[1:] if body[:1] == " " else body
 
 
-def _error_lines(text: str) -> list[tuple[int, str]]:
+def _own_lines(text: str, start: int, end: int) -> list[str]:
+    """The lines of a traceback whose header ends at `start`: to the text's end, or
+    (session 33's review) to the line holding the next header at `end`, without that
+    line; at most 20,000 characters."""
+    lines = text[start:] if end == -1 else text[start:end]
+    kept = lines.split("\n") if end == -1 else lines.split("\n")[:-1]
+    return "\n".join(kept)[:20000].split("\n")
+
+
+def _traceback_errors(text: str) -> list[tuple[int, str]]:
+    """``(position, error)`` of each traceback of `text` (:func:`_traceback_error`)."""
     found: list[tuple[int, str]] = []
-    for pattern in _EXIT_CODES:
-        for match in pattern.finditer(text):
-            digits = match.group(1)
-            if len(digits) <= 20 and int(digits) != 0:  # session 30: 21 digits is no code
-                found.append((match.start(), f"exit code {int(digits)}"))
     start = text.find(_TRACEBACK)
     while start != -1:
         pos = start + len(_TRACEBACK)
         following = text.find(_TRACEBACK, pos)
-        own = text[pos : pos + 20000] if following == -1 else text[pos:following][:20000]
         # session 32: a script's output interleaved is no error
-        lines = own.split("\n")
+        lines = _own_lines(text, pos, following)
         header = text[text.rfind("\n", 0, start) + 1 : start].lstrip(" \t")
         bordered = start - (text.rfind("\n", 0, start) + 1) <= 32  # (at most 32 before)
         ends = not lines[0].strip(" \t")  # (third review: the header ends its line)
@@ -311,6 +327,17 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         if error is not None:
             found.append((start, _cap(error)))
         start = following
+    return found
+
+
+def _error_lines(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for pattern in _EXIT_CODES:
+        for match in pattern.finditer(text):
+            digits = match.group(1)
+            if len(digits) <= 20 and int(digits) != 0:  # session 30: 21 digits is no code
+                found.append((match.start(), f"exit code {int(digits)}"))
+    found.extend(_traceback_errors(text))
     group = text.find(_GROUP_HEADER)
     for pattern in (_EXCEPTION_LINE, _GROUP_EXCEPTION_LINE, _ERROR_PREFIX_LINE):
         for match in pattern.finditer(text):
@@ -387,8 +414,9 @@ def shell_error_lines(text: str) -> list[tuple[int, str]]:
     # (session 30: a listing's numbered line is no program's)
     found = []
     for m in _SHELL_ERROR.finditer(text):
-        if numbered(m.group(1)):
-            continue
+        program, _, tail = m.group(1).lstrip(" \t").partition(":")
+        if numbered(m.group(1)) or version(program, tail):
+            continue  # session 33: a changelog's version (``3.0: x cannot be used``)
         # session 32: a capitalised label is no program (``Result: {'x': ['x cannot be']}``)
         # unless it names an error (``Exception: x not found``)
         prefix = m.group(1).lstrip().split(":", 1)[0]
@@ -423,7 +451,11 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
         stripped = line.strip()
         if CODE_LINE.match(line) or EXCEPTION_IN_LINE.match(stripped):
             continue
-        if sum(c.isalnum() for c in stripped) < 12 or listed_or_documented(line):
+        if (
+            sum(c.isalnum() for c in stripped) < 12
+            or listed_name(line)
+            or listed_code_or_field(line)
+        ):
             continue  # (session 30: a listing's code, a docstring's field)
         if success(line) or code(line):
             continue  # (session 32: an expected or avoided exception; a tuple assigned)
@@ -520,9 +552,25 @@ def outcome_lines(text: str) -> list[tuple[int, str]]:
             or (EXCEPTION_IN_LINE.search(line) and not success(line))
         ):
             continue
+        if _label_only(stripped):
+            continue  # session 33: ``SQLFluff output:``, the result on the next lines
         if _holds_result(stripped) and not _TEST_SUMMARY.match(line):
             found.append((start + len(line) - len(line.lstrip()), stripped))
     return found
+
+
+def _label_only(line: str) -> bool:
+    """Whether `line` ends with a result's label (``result:``, ``output :``) and holds no
+    result before it. Case is ignored for ASCII letters only (review: ``reſult`` is no
+    ``result``)."""
+    if not line or line[-1] != ":":
+        return False
+    head = "".join(c.lower() if c.isascii() else c for c in line[:-1].rstrip(" \t"))
+    for word in ("results", "result", "output"):
+        before = head[: -len(word)]
+        if head.endswith(word) and not (before and (before[-1].isalnum() or before[-1] == "_")):
+            return not _holds_result(line[: len(before)])
+    return False
 
 
 # --------------------------------------------------------------------------- noise

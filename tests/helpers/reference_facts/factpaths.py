@@ -9,13 +9,14 @@ found from their ``://`` and masked out before paths are looked for.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
-from ctxledger.compressor.factpaths import _DOTFILE, _KNOWN_FILE
+from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rules import (
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
@@ -170,8 +171,8 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         yield start, end
         slash = text.find("/", end)
     anchors = [(start, end, True) for start, end in _extension_anchors(text)]
-    for pattern in (_KNOWN_FILE, _DOTFILE):
-        anchors.extend((match.start(), match.end(), False) for match in pattern.finditer(text))
+    anchors.extend((start, end, False) for start, end in known_files(text))
+    anchors.extend((start, end, False) for start, end in dotfiles(text))
     for anchor, end, extension in anchors:
         start = anchor
         while start > 0 and (is_word_char(text[start - 1]) or text[start - 1] in ".-"):
@@ -286,6 +287,18 @@ _WINDOWS_NOT_BEFORE = frozenset(
 _WINDOWS_GROWS = _WINDOWS_NOT_BEFORE - {":", "%"} | {"$"}
 
 
+def _cut(text: str, end: int) -> bool:
+    """Whether a letter stands right after `end` (``\\\\.\\pipe\\r`` of ``…\\réseau``)."""
+    return text[end : end + 1].isalpha()
+
+
+def _letter_beside(text: str, start: int, end: int) -> bool:
+    """Session 33 (second review): whether the character before `start` or at `end` is a
+    letter or a mark (a Unicode category starting L or M)."""
+    beside = text[max(start - 1, 0) : start] + text[end : end + 1]
+    return any(unicodedata.category(c).startswith(("L", "M")) for c in beside)
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
@@ -298,13 +311,16 @@ def span_ends(text: str) -> dict[int, int]:
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
         if not inside and plausible_path(match.group()) is not None:
             windows.append(match.span())
+    # (session 33's review: a UNC path cut at a letter it cannot grow over is none)
     for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
-        if plausible_path(match.group()) is not None:
+        if plausible_path(match.group()) is not None and not _cut(text, match.end()):
             windows.append(match.span())
     for start, end in _device_unc_paths(text):  # session 32
-        if plausible_path(text[start:end]) is not None:
+        if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
     windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
+    # (session 33's second review: none cut at a letter or a mark of any script)
+    windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
     windows.sort()
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):
@@ -399,7 +415,59 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
     text = mask(text, _grep_context(text))
+    text = mask(text, _range_addresses(text))  # session 33
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+
+
+def _range_addresses(text: str) -> list[tuple[int, int]]:
+    """Session 33: quoted range addresses of sed and awk (``'/class Date/,/^class /p'``,
+    ``'/x/,$p'``, ``'/x/,+20p'``): a line naming ``sed``, ``awk``, ``gawk`` or ``perl``
+    as a word before it, a quote after no word character, ``/``, a regex without ``/`` or
+    a quote, ``/,``, then ``/``, ``$``, ``+`` or a digit, then no quote to the same quote,
+    all on one line."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while at < len(text):
+        quote = text[at]
+        if (
+            quote not in "'\""
+            or text[at + 1 : at + 2] != "/"
+            or (at and is_word_char(text[at - 1]))
+            or not _names_range_tool(text[text.rfind("\n", 0, at) + 1 : at])
+        ):
+            at += 1
+            continue
+        first = at + 2
+        while first < len(text) and text[first] not in "/\n'\"":
+            first += 1
+        end = first + 3
+        second = text[first + 2 : first + 3]
+        if text[first : first + 2] == "/," and second and second in "/$+0123456789":
+            while end < len(text) and text[end] not in "\n'\"":
+                end += 1
+            if text[end : end + 1] == quote:
+                spans.append((at, end + 1))
+                at = end + 1
+                continue
+        at += 1
+    return spans
+
+
+def _names_range_tool(line: str) -> bool:
+    """Session 33 (review): whether the last command of `line` (after its last ``;``,
+    ``|`` or ``&``) names sed, awk, gawk or perl as a command (the second review: after
+    its start, a blank, ``(``, a backquote, a quote or ``/``; no word character after
+    it)."""
+    line = line[max(line.rfind(end) for end in ";|&") + 1 :]
+    for word in ("sed", "awk", "gawk", "perl"):
+        at = line.find(word)
+        while at != -1:
+            after = at + len(word)
+            before_ok = at == 0 or line[at - 1].isspace() or line[at - 1] in "(`'\"/"
+            if before_ok and (after == len(line) or not is_word_char(line[after])):
+                return True
+            at = line.find(word, at + 1)
+    return False
 
 
 def find_paths(text: str) -> list[str]:

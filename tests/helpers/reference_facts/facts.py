@@ -70,6 +70,7 @@ from helpers.reference_facts.factpaths import (
     urls,
 )
 from helpers.reference_facts.factsentences import constraint_sentences, decision_sentences
+from helpers.reference_facts.numbering import fenced, numbered_listing
 from helpers.reference_facts.rules import (
     amounts,
     european_grouped,
@@ -368,8 +369,11 @@ class _Found:
             for position, value in decision_sentences(text):
                 self.add("decision", position, value)
         elif role == "user":
+            blocks = fenced(text)
             for position, value in constraint_sentences(text):
-                self.add("constraint", position, value)
+                inside = any(start <= position < end for start, end in blocks)
+                if not inside and not numbered_listing(value, text[position : position + 200]):
+                    self.add("constraint", position, value)
 
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
         """Facts of one tool call's arguments; returns the next free position."""

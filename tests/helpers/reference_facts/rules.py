@@ -8,6 +8,7 @@ time range as a zone, a cut amount, a banner as ``ls -l``) shows as a difference
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
@@ -295,7 +296,8 @@ def unc_path(raw: str) -> str | None:
     share named by letters, digits, ``_``, ``.`` and ``-`` (maybe ending with ``$``),
     the other names starting with a letter, digit or ``_``; no LaTeX command but a
     last file name; no ``\\n``, ``\\r``, ``\\t`` (one backslash) unless the path ends
-    with a file name of a known extension."""
+    with a file name of a known extension or is a device path with a name in its namespace
+    (session 33)."""
     value = raw.rstrip(".-,:")
     lead = 0
     while lead < len(value) and value[lead] == "\\":
@@ -324,7 +326,7 @@ def unc_path(raw: str) -> str | None:
     checked = names[:-1] if file else names
     if any(name.rstrip("$").lower() in TEX_COMMANDS for name in checked):
         return None
-    if not file:
+    if not file and not (device and len(names) > 2):  # session 33: ``\\\\.\\pipe\\name``
         for i in range(len(value) - 1):
             single = value[i] == "\\" and (i == 0 or value[i - 1] != "\\")
             if single and value[i + 1] in "nrt":
@@ -373,10 +375,13 @@ def unescape_lines(text: str) -> str:
     string of the line is escaped too; a drive path ``C:\\n…`` (``\\n``, ``\\r``, ``\\t``
     after the drive) counts only with a second single backslash before a name."""
     chars = list(text)
+    documents = _json_documents(text)
     start = 0
     for end in [i for i, c in enumerate(text) if c in "\n\x00"] + [len(text)]:
         line = text[start:end]
-        if not _single_backslash_drive(line):
+        if any(s <= start < e for s, e in documents):
+            pass  # session 33: read as a JSON document below
+        elif not _single_backslash_drive(line):
             shown = [(s, p) for s, p in _quoted_pieces(line) if _line_escapes(p)[1]]
             if shown:
                 shown += [(s, line[s:e]) for s, e in _double_quoted_strings(line)]
@@ -385,7 +390,39 @@ def unescape_lines(text: str) -> str:
                     at += start + piece_start
                     chars[at] = chars[at + 1] = " "
         start = end + 1
+    for document_start, document_end in documents:
+        at = document_start
+        while at < document_end:  # a backslash takes the next character with it
+            if text[at] == "\\":
+                if text[at + 1] in "nrt":
+                    chars[at] = chars[at + 1] = " "
+                at += 2
+            else:
+                at += 1
     return "".join(chars)
+
+
+def _json_documents(text: str) -> list[tuple[int, int]]:
+    """Session 33: ``(start, end)`` of the pieces of `text` between NULs that the
+    standard library reads whole as a JSON object or array (no NaN, no Infinity): in one,
+    every backslash is in a string and escapes, so each ``\\n``, ``\\r``, ``\\t`` it
+    begins is an escape."""
+
+    def no_constant(name: str) -> object:
+        raise ValueError(name)
+
+    found = []
+    start = 0
+    for piece in text.split("\x00"):
+        if "\\" in piece:
+            try:
+                value = json.loads(piece, parse_constant=no_constant, parse_int=len)
+            except (ValueError, RecursionError):
+                value = None
+            if isinstance(value, (dict, list)):
+                found.append((start, start + len(piece)))
+        start += len(piece) + 1
+    return found
 
 
 def _double_quoted_strings(line: str) -> list[tuple[int, int]]:

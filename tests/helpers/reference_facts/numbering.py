@@ -1,0 +1,150 @@
+"""Numbered lines and fenced blocks, stated plainly (reference, session 33's review).
+
+* **numbered** — a listing's line number at a line's start (``1463:``, ``28-``): blanks,
+  digits, then ``:`` or ``-`` with no digit after it;
+* **a listing's line** — numbered, then three blanks or blanks holding a tab among
+  their first three (source's indent), or code; any other numbered line is a user's
+  list item (``1- Never push to main.``, ``100: Never``, ``1:Never``, ``2-  You must``);
+* **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
+  ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
+* **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
+* **fenced blocks** — from a line opening (after any blanks) with ``````` or ``~~~``, or a
+  line of prose ending in blanks, ``````` and an info word, to the end of the next line its
+  fence opens or ends (an unclosed one to the text's end).
+"""
+
+from __future__ import annotations
+
+from helpers.reference_facts.factlines import code
+
+__all__ = ["fenced", "listed_name", "numbered", "numbered_listing", "version"]
+
+
+def _number_end(line: str) -> int:
+    """Where the rest of a numbered `line` starts (after its separator), or -1."""
+    at = len(line) - len(line.lstrip())
+    digits = at
+    while digits < len(line) and line[digits].isdecimal():
+        digits += 1
+    after = line[digits + 1 : digits + 2]
+    if digits > at and line[digits : digits + 1] in (":", "-") and not after.isdecimal():
+        return digits + 1
+    return -1
+
+
+def numbered(line: str) -> bool:
+    """Whether `line` starts with a listing's line number."""
+    return _number_end(line) != -1
+
+
+def numbered_listing(sentence: str, raw: str) -> bool:
+    """Whether `sentence` is numbered and no user's list item; its blanks are read in
+    `raw`, the first 200 characters of its text as written."""
+    rest = _number_end(sentence)
+    if rest == -1:
+        return False
+    written = _number_end(raw)
+    run = raw[written:] if written != -1 else ""
+    spaces = len(run) - len(run.lstrip(" "))
+    indented = written != -1 and (spaces >= 3 or run[spaces : spaces + 1] == "\t")
+    return indented or code(sentence[rest:])
+
+
+def listed_name(line: str) -> bool:
+    """Whether `line` is numbered, then names an exception alone or as ``Raises X``."""
+    rest = _number_end(line)
+    if rest == -1:
+        return False
+    body = line[rest:].lstrip()
+    if body.startswith("Raise"):
+        after = body[6:] if body[5:6] == "s" else body[5:]
+        letter = after.lstrip(" \t")[:1]
+        if len(after.lstrip(" \t")) < len(after) and letter.isascii() and letter.isupper():
+            return True
+    name = body.rstrip(" \t\r")
+    name = name[:-1] if name.endswith((",", ")")) else name
+    name = name.rstrip(" \t")
+    parts = name.split(".")
+    last = parts[-1]
+    return (
+        all(
+            _word(part) and ((part[0].isascii() and part[0].isalpha()) or part[0] == "_")
+            for part in parts[:-1]
+        )
+        and _word(last)
+        and last[0].isascii()
+        and last[0].isupper()
+        and any(last.endswith(tail) and len(last) > len(tail) for tail in ("Error", "Exception"))
+    )
+
+
+def _word(part: str) -> bool:
+    return part != "" and all(c.isalnum() or c == "_" for c in part)
+
+
+def fenced(text: str) -> list[tuple[int, int]]:
+    """The fenced blocks of `text`, each from its opening fence's line start (or the
+    blanks before a ``` ending a line of prose) to the end of its closing line (without
+    its newline), the last one unclosed to the text's end."""
+    blocks: list[tuple[int, int]] = []
+    opened, fence, start = -1, "", 0
+    while start <= len(text):
+        stop = text.find("\n", start)
+        stop = len(text) if stop == -1 else stop
+        line = text[start:stop]
+        if opened != -1:
+            if line.lstrip(" \t").startswith(fence) or line.rstrip(" \t").endswith(fence):
+                blocks.append((opened, stop))
+                opened = -1
+        elif line.lstrip(" \t")[:3] in ("```", "~~~"):
+            fence = line.lstrip(" \t")[:3]
+            opened = start
+            if line.lstrip(" \t")[3:].rstrip(" \t").endswith(fence):
+                blocks.append((opened, stop))
+                opened = -1
+        else:
+            at = _prose_fence(line)
+            if at != -1:
+                opened, fence = start + at, "```"
+        start = stop + 1
+    if opened != -1:
+        blocks.append((opened, len(text)))
+    return blocks
+
+
+def _prose_fence(line: str) -> int:
+    """Where the blanks before a ``` ending `line` after a word start (the ``` followed by
+    word characters, ``+`` or ``-`` only), or -1."""
+    end = len(line.rstrip(" \t"))
+    while end > 0 and (line[end - 1].isalnum() or line[end - 1] in "_+-"):
+        end -= 1
+    if line[end - 3 : end] != "```" or end < 4 or line[end - 4] not in " \t":
+        return -1
+    blank = end - 4
+    while blank > 0 and line[blank - 1] in " \t":
+        blank -= 1
+    return blank if blank > 0 and not line[blank - 1].isspace() else -1
+
+
+def version(prefix: str, tail: str = "") -> bool:
+    """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
+    maybe a blank and a number after them; four of at most 3 digits alone are an IPv4
+    address when `tail` (after the ``:``) is a program's output or a remote shell's error
+    (second review: ``2.7.18.1: DateTime …`` is a version)."""
+    dotted = prefix.split(" ")
+    parts = dotted[0].split(".")
+    output = tail.lstrip(" \t")
+    hosted = output[:1] in "abcdefghijklmnopqrstuvwxyz" and output != ""
+    hosted = hosted or output.startswith(
+        ("Permission denied", "Connection ", "No route to host", "Host key", "Could not")
+    )
+    address = (
+        len(dotted) == 1 and len(parts) == 4 and all(len(part) <= 3 for part in parts) and hosted
+    )
+    return (
+        not address  # (review: ``10.0.0.5: Permission denied``, a host's name of pdsh)
+        and len(dotted) <= 2
+        and len(parts) > 1
+        and all(part.isascii() and part.isdigit() for part in parts)
+        and (len(dotted) == 1 or (dotted[1].isdecimal()))
+    )

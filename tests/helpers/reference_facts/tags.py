@@ -1,0 +1,32 @@
+"""Tags alone on a line, stated plainly (reference, session 33): an agent's wrapper ends
+with a closing tag alone (``</output>``); a script prints HTML (``<table>``)."""
+
+from __future__ import annotations
+
+__all__ = ["closing_tag", "opening_tag"]
+
+
+def closing_tag(line: str) -> str:
+    """Session 33: the name of `line` if it is a closing tag alone (``</output>``, an
+    agent's wrapper): ``</``, a letter, name characters, ``>``, then blanks; else ``""``."""
+    body = line.rstrip(" \t\r")
+    name = body[2:-1]
+    return _tag_name(name) if body.startswith("</") and body.endswith(">") else ""
+
+
+def opening_tag(line: str) -> str:
+    """Session 33 (second review): the name of the tag `line` opens after blanks
+    (``<table>``, ``<div class="x">``: ``<``, a letter, name characters, a blank or
+    ``>``), else ``""``."""
+    body = line.lstrip(" \t")
+    end = 1
+    while end < len(body) and (body[end].isalnum() or body[end] in "_.:-"):
+        end += 1
+    ended = body[end : end + 1] in (" ", "\t", ">")
+    return _tag_name(body[1:end]) if body.startswith("<") and ended else ""
+
+
+def _tag_name(name: str) -> str:
+    """`name` if it is a tag's name (a letter, then name characters), else ``""``."""
+    letter = name[:1].isascii() and name[:1].isalpha()
+    return name if letter and all(c.isalnum() or c in "_.:-" for c in name) else ""

@@ -493,3 +493,42 @@ def test_an_agent_on_a_branch_expands_its_parent_s_earlier_compactions_only() ->
     said = [m["message"]["content"] for m in expand_from(branch, before)["messages"]]
     assert "where is walrus3" in said  # before: "no compaction ... in this conversation"
     assert "no compaction" in expand_from(branch, later.compaction_id)["error"]
+
+
+def _popped(ledger: Ledger, parent: str, drop: int) -> str:
+    """A branch of `parent` holding its view less the last `drop` messages (pop_item)."""
+    view = [dict(m) for m in ledger.transcript.api_messages(parent)]
+    branch = ledger.start_session(
+        model="m", context_length=16_000, parent_session_id=parent, reason="branch"
+    )
+    ledger.append_messages(branch, view[: len(view) - drop])
+    return branch
+
+
+def test_a_branch_that_drops_part_of_the_kept_tail_leaves_it_out() -> None:
+    """The view after a compaction is [head, summary, kept tail]: the summary's seq is
+    above the tail's, so a bound alone took the dropped tail messages back in."""
+    ledger = deterministic_ledger()
+    root, tip, branch = _branched(ledger, keep=4)  # late okapi, ok, walrus9's exchange
+    # the kept tail: the branch's copy, the original (the tip's view carries it)
+    assert [h.session_id for h in recall(ledger, branch, "crate8").hits] == [branch, root]
+    # before: the parent's original "walrus9 is in crate9"
+    assert recall(ledger, branch, "crate9").hits == []
+    assert recall(ledger, branch, "okapi").hits == []
+    # the parent's compaction (its seq above the dropped ones) is still this conversation's
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    args = json.dumps({"compaction_id": cid})
+    assert "messages" in json.loads(handle_tool_call(ledger, branch, "expand_compaction", args))
+
+
+def test_a_branch_of_a_branch_keeps_only_what_the_nearer_branch_kept() -> None:
+    """Two pops: the second drops a copy the first kept; its original, two chains up,
+    is left out too (before: the first branch's bound let it in)."""
+    ledger = deterministic_ledger()
+    _, _, first = _branched(ledger, keep=2)  # [..., walrus9's exchange, bison]
+    second = _popped(ledger, first, drop=2)  # drops bison and "walrus9 is in crate9"
+    third = _popped(ledger, second, drop=0)
+    for sid in (second, third):
+        assert recall(ledger, sid, "crate9").hits == []
+        assert recall(ledger, sid, "bison").hits == []
+    assert len(recall(ledger, third, "crate8").hits) == 4  # three copies, the original

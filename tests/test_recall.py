@@ -13,6 +13,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.analysis.agent_tools import EXPAND_TOOL, RECALL_TOOL, handle_tool_call
 from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.analysis.conversation import conversation_scopes
 from ctxledger.analysis.recall import MAX_QUERY_TERMS, SearchIndex, expand, fts_terms, recall
 from ctxledger.analysis.redacted import occurrences
 from ctxledger.cli.main import cli
@@ -21,6 +22,7 @@ from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.ledger.compaction import compact
 from ctxledger.ledger.facade import Ledger
+from ctxledger.projections.transcript import read_bodies
 from ctxledger.runtime.service import ContextService
 
 #: the module's recorded chain (the ``chain`` fixture in conftest.py)
@@ -532,3 +534,49 @@ def test_a_branch_of_a_branch_keeps_only_what_the_nearer_branch_kept() -> None:
         assert recall(ledger, sid, "crate9").hits == []
         assert recall(ledger, sid, "bison").hits == []
     assert len(recall(ledger, third, "crate8").hits) == 4  # three copies, the original
+
+
+def _walruses(ledger: Ledger, turns: int) -> str:
+    root = ledger.start_session(model="m", context_length=16_000)
+    for i in range(turns):
+        ledger.append_messages(
+            root,
+            [
+                {"role": "user", "content": f"where is walrus{i}"},
+                {"role": "assistant", "content": f"walrus{i} is in crate{i}"},
+            ],
+        )
+    return root
+
+
+def test_a_branch_point_is_read_once_then_taken_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = deterministic_ledger()
+    branch = _popped(ledger, _walruses(ledger, 5), drop=1)
+    scopes = conversation_scopes(ledger, branch)
+    calls: list[int] = []
+
+    def counted(messages: list) -> list:
+        calls.append(len(messages))
+        return read_bodies(messages)
+
+    monkeypatch.setattr("ctxledger.analysis.conversation.read_bodies", counted)
+    assert conversation_scopes(ledger, branch) == scopes
+    assert recall(ledger, branch, "crate3").hits
+    assert calls == []  # before: both views' copied prefix read again on each call
+
+
+def test_a_branch_still_copying_its_parent_gets_its_branch_point_again() -> None:
+    """The cache holds a branch point only once later appends cannot move it."""
+    ledger = deterministic_ledger()
+    root = _walruses(ledger, 5)
+    view = [dict(m) for m in ledger.transcript.api_messages(root)]
+    branch = ledger.start_session(
+        model="m", context_length=16_000, parent_session_id=root, reason="branch"
+    )
+    ledger.append_messages(branch, view[:3])
+    assert recall(ledger, branch, "crate3").hits == []
+    ledger.append_messages(branch, view[3:9])
+    # the branch's copy and the parent's original
+    assert [h.session_id for h in recall(ledger, branch, "crate3").hits] == [branch, root]

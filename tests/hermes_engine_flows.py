@@ -349,6 +349,17 @@ def compress_here_no_progress(workdir: Path) -> dict[str, Any]:
     }
 
 
+def undo_then_compress(workdir: Path) -> dict[str, Any]:
+    """``/undo`` of the last exchange (the compaction had kept it in the view), then
+    ``/compress``: Hermes hands a strict prefix of the view, so the engine branches;
+    recall from there must not find the undone answer."""
+    e = begin(workdir / "undo.db", store(workdir, "undo"), "U")
+    view = e.compress(talk(0, 12), force=True)
+    e.compress(view[:-2], force=True)
+    hits = json.loads(e.handle_tool_call("recall", {"query": "answer 11"}))["hits"]
+    return {"undone": view[-1]["content"], "recalled": [h["snippet"] for h in hits]}
+
+
 def resume_beside_a_branch(workdir: Path) -> dict[str, Any]:
     """After ``/compress here 2``, a new agent handed the list from before it (Hermes's
     store never got the compacted transcript: a crash in between). The old chain's tip
@@ -544,6 +555,7 @@ def main() -> None:
         partial_compress,
         compress_here_no_progress,
         resume_beside_a_branch,
+        undo_then_compress,
         branch_inherits,
         cli_compress_here,
         gateway_compress_here,

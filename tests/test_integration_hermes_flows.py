@@ -349,3 +349,13 @@ def test_a_branch_takes_its_parent_s_system_prompt_and_window(flows):
         assert appended[branch.session_id] == _talk(0, 3)
     finally:
         ledger.close()
+
+
+def test_recall_after_undo_then_compress_leaves_the_undone_answer_out(flows):
+    """The branch's bound is the summary's seq, above the undone kept-tail messages."""
+    _, out = flows
+    said = out["undo_then_compress"]
+    assert said["undone"] == "answer 11"
+    assert said["recalled"]  # the answers still in the conversation ("any" word)
+    # before: the undone answer too, from the parent's chain
+    assert not [s for s in said["recalled"] if "11" in s]

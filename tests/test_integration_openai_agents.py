@@ -21,6 +21,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
+from ctxledger.analysis.agent_tools import handle_tool_call  # noqa: E402
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, UsageReported  # noqa: E402
 from ctxledger.integrations.common import live_messages, system_view  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession, request_usage  # noqa: E402
@@ -556,3 +557,26 @@ def test_pop_item_and_clear_session_on_a_compacted_session(service):
         assert await session.get_items() == [] and await reopened.pop_item() is None
 
     anyio.run(scenario)
+
+
+def test_recall_on_the_branch_pop_item_starts_after_a_compaction_leaves_the_item_out(service):
+    """The popped item was in the compacted view's kept tail, below the summary's seq."""
+    session = CtxLedgerSession("chat", service)
+
+    async def scenario() -> str:
+        for i in range(TURNS):
+            await session.add_items(
+                [
+                    {"role": "user", "content": f"where is walrus{i}"},
+                    {"role": "assistant", "content": f"walrus{i} is in crate{i}"},
+                ]
+            )
+        await service.compress(session.ledger_session_id())
+        assert (await session.pop_item())["content"] == f"walrus{TURNS - 1} is in crate{TURNS - 1}"
+        return session.ledger_session_id()
+
+    branch = anyio.run(scenario)
+    recalled = handle_tool_call(service.ledger, branch, "recall", json.dumps({"query": "crate11"}))
+    assert json.loads(recalled)["hits"] == []  # before: the parent's original
+    kept = handle_tool_call(service.ledger, branch, "recall", json.dumps({"query": "crate10"}))
+    assert json.loads(kept)["hits"]

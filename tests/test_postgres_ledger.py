@@ -314,3 +314,30 @@ def test_a_compaction_on_postgres_reads_its_events_back_without_a_look_at_the_lo
         assert new is not None
         with Ledger.open(url) as fresh:  # what it folded is what the log holds
             assert fresh.api_messages(new) == ledger.api_messages(new)
+
+
+def test_recall_on_a_branch_leaves_out_what_it_dropped_on_postgres(url: str) -> None:
+    """pop_item after a compaction (the popped item lies below the summary's seq)."""
+    from ctxledger.analysis.recall import recall
+    from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+    from ctxledger.ledger.compaction import compact
+
+    ledger = Ledger.open(url)
+    try:
+        root = ledger.start_session(model="m", context_length=16_000)
+        for i in range(10):
+            asked = {"role": "user", "content": f"where is walrus{i}"}
+            ledger.append_messages(
+                root, [asked, {"role": "assistant", "content": f"walrus{i} is in crate{i}"}]
+            )
+        tip = anyio.run(lambda: compact(ledger, root, OfflineSummarizer())).new_session_id or ""
+        view = [dict(m) for m in ledger.transcript.api_messages(tip)]
+        assert view[-1]["content"] == "walrus9 is in crate9"
+        branch = ledger.start_session(
+            model="m", context_length=16_000, parent_session_id=tip, reason="branch"
+        )
+        ledger.append_messages(branch, view[:-1])
+        assert recall(ledger, branch, "crate9").hits == []  # before: the parent's original
+        assert len(recall(ledger, branch, "crate8").hits) == 2
+    finally:
+        ledger.close()

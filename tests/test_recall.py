@@ -13,6 +13,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.analysis.agent_tools import EXPAND_TOOL, RECALL_TOOL, handle_tool_call
 from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.analysis.conversation import conversation_scopes
 from ctxledger.analysis.recall import MAX_QUERY_TERMS, SearchIndex, expand, fts_terms, recall
 from ctxledger.analysis.redacted import occurrences
 from ctxledger.cli.main import cli
@@ -21,6 +22,7 @@ from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput, UnknownCompaction
 from ctxledger.ledger.compaction import compact
 from ctxledger.ledger.facade import Ledger
+from ctxledger.projections.transcript import read_bodies
 from ctxledger.runtime.service import ContextService
 
 #: the module's recorded chain (the ``chain`` fixture in conftest.py)
@@ -493,3 +495,88 @@ def test_an_agent_on_a_branch_expands_its_parent_s_earlier_compactions_only() ->
     said = [m["message"]["content"] for m in expand_from(branch, before)["messages"]]
     assert "where is walrus3" in said  # before: "no compaction ... in this conversation"
     assert "no compaction" in expand_from(branch, later.compaction_id)["error"]
+
+
+def _popped(ledger: Ledger, parent: str, drop: int) -> str:
+    """A branch of `parent` holding its view less the last `drop` messages (pop_item)."""
+    view = [dict(m) for m in ledger.transcript.api_messages(parent)]
+    branch = ledger.start_session(
+        model="m", context_length=16_000, parent_session_id=parent, reason="branch"
+    )
+    ledger.append_messages(branch, view[: len(view) - drop])
+    return branch
+
+
+def test_a_branch_that_drops_part_of_the_kept_tail_leaves_it_out() -> None:
+    """The view after a compaction is [head, summary, kept tail]: the summary's seq is
+    above the tail's, so a bound alone took the dropped tail messages back in."""
+    ledger = deterministic_ledger()
+    root, tip, branch = _branched(ledger, keep=4)  # late okapi, ok, walrus9's exchange
+    # the kept tail: the branch's copy, the original (the tip's view carries it)
+    assert [h.session_id for h in recall(ledger, branch, "crate8").hits] == [branch, root]
+    # before: the parent's original "walrus9 is in crate9"
+    assert recall(ledger, branch, "crate9").hits == []
+    assert recall(ledger, branch, "okapi").hits == []
+    # the parent's compaction (its seq above the dropped ones) is still this conversation's
+    cid = chain_compactions(ledger, tip)[0].compaction_id
+    args = json.dumps({"compaction_id": cid})
+    assert "messages" in json.loads(handle_tool_call(ledger, branch, "expand_compaction", args))
+
+
+def test_a_branch_of_a_branch_keeps_only_what_the_nearer_branch_kept() -> None:
+    """Two pops: the second drops a copy the first kept; its original, two chains up,
+    is left out too (before: the first branch's bound let it in)."""
+    ledger = deterministic_ledger()
+    _, _, first = _branched(ledger, keep=2)  # [..., walrus9's exchange, bison]
+    second = _popped(ledger, first, drop=2)  # drops bison and "walrus9 is in crate9"
+    third = _popped(ledger, second, drop=0)
+    for sid in (second, third):
+        assert recall(ledger, sid, "crate9").hits == []
+        assert recall(ledger, sid, "bison").hits == []
+    assert len(recall(ledger, third, "crate8").hits) == 4  # three copies, the original
+
+
+def _walruses(ledger: Ledger, turns: int) -> str:
+    root = ledger.start_session(model="m", context_length=16_000)
+    for i in range(turns):
+        ledger.append_messages(
+            root,
+            [
+                {"role": "user", "content": f"where is walrus{i}"},
+                {"role": "assistant", "content": f"walrus{i} is in crate{i}"},
+            ],
+        )
+    return root
+
+
+def test_a_branch_point_is_read_once_then_taken_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = deterministic_ledger()
+    branch = _popped(ledger, _walruses(ledger, 5), drop=1)
+    scopes = conversation_scopes(ledger, branch)
+    calls: list[int] = []
+
+    def counted(messages: list) -> list:
+        calls.append(len(messages))
+        return read_bodies(messages)
+
+    monkeypatch.setattr("ctxledger.analysis.conversation.read_bodies", counted)
+    assert conversation_scopes(ledger, branch) == scopes
+    assert recall(ledger, branch, "crate3").hits
+    assert calls == []  # before: both views' copied prefix read again on each call
+
+
+def test_a_branch_still_copying_its_parent_gets_its_branch_point_again() -> None:
+    """The cache holds a branch point only once later appends cannot move it."""
+    ledger = deterministic_ledger()
+    root = _walruses(ledger, 5)
+    view = [dict(m) for m in ledger.transcript.api_messages(root)]
+    branch = ledger.start_session(
+        model="m", context_length=16_000, parent_session_id=root, reason="branch"
+    )
+    ledger.append_messages(branch, view[:3])
+    assert recall(ledger, branch, "crate3").hits == []
+    ledger.append_messages(branch, view[3:9])
+    # the branch's copy and the parent's original
+    assert [h.session_id for h in recall(ledger, branch, "crate3").hits] == [branch, root]

@@ -7,14 +7,22 @@ own) and a rewind, the proxy's diverging history, the OpenAI Agents session's
 view, and what the parent's chain held up to the last message copied (every message
 a compaction had removed by then, its summaries) is this conversation's history too.
 Past that point the parent went on without the branch (the tail Hermes re-appends,
-the item popped, the history the proxy's client rewrote), so it is left out.
+the item popped, the history the proxy's client rewrote), so it is left out, and so
+are the messages of the parent's view the branch did not copy: a compacted view is
+not in seq order (its summary comes before the kept tail it was written after), so
+a dropped message of the kept tail can lie below the branch point's seq.
 
 :func:`conversation_scopes` gives each chain root to search with the last event seq
-that belongs to the conversation: the branch's own chain whole, then its parent's
-chain up to the branch point, and so on up (at most :data:`MAX_BRANCH_HOPS`).
+that belongs to the conversation and the message ids below it that do not: the
+branch's own chain whole, then its parent's chain up to the branch point, and so on
+up (at most :data:`MAX_BRANCH_HOPS`). A chain two hops up keeps only what the nearer
+branch kept of it (the copies its own copy still holds).
 """
 
 from __future__ import annotations
+
+import weakref
+from typing import NamedTuple
 
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections.transcript import read_bodies
@@ -24,50 +32,96 @@ MAX_BRANCH_HOPS = 100
 #: the bound of a chain searched whole
 WHOLE = 2**62
 
-Scope = tuple[str, int]
+
+class Scope(NamedTuple):
+    """A chain (its root), the last seq of it in the conversation, and the ids of its
+    messages at or below that seq that are not (those a branch dropped)."""
+
+    root: str
+    bound: int
+    dropped: frozenset[str] = frozenset()
+
+
+class _Point(NamedTuple):
+    """How a branch's first session starts on its parent's view: the parent's view
+    before the branch started ``(id, seq)``, the branch's first ``same`` messages
+    (copies of as many of it) ``(id, seq)``, and the branch's view length compared."""
+
+    theirs: tuple[tuple[str, int], ...]
+    ours: tuple[tuple[str, int], ...]
+    compared: int
+
+    @property
+    def final(self) -> bool:
+        # a mismatch, or the parent's whole view matched: later appends change nothing
+        return len(self.ours) < self.compared or len(self.ours) == len(self.theirs)
+
+
+#: branch points per ledger, by (branch, parent): both views' first messages never
+#: change (a session's view is appended to; a compaction starts a new session), so a
+#: point is computed again only while the branch may still be copying its parent
+_POINTS: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], _Point]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def conversation_scopes(ledger: Ledger, session_id: str) -> list[Scope]:
-    """``(chain root, last seq)`` pairs: `session_id`'s chain whole, then each chain it
-    branched from up to the branch point (the nearest first)."""
+    """`session_id`'s chain whole, then each chain it branched from up to the branch
+    point (the nearest first)."""
     chains = ledger.chains
-    root = chains.root(session_id)
-    scopes: list[Scope] = [(root, WHOLE)]
-    bound, node = WHOLE, chains.lineage(root)
+    scopes = [Scope(chains.root(session_id), WHOLE)]
+    node = chains.lineage(scopes[0].root)
     for _ in range(MAX_BRANCH_HOPS):
         parent = node.parent_session_id
         if node.reason != "branch" or parent is None or parent not in chains.state.sessions:
             break
-        cut = _branch_point(ledger, node.session_id, parent)
         up = chains.root(parent)
-        if cut is None or any(up == r for r, _ in scopes):
+        point = _branch_point(ledger, node.session_id, parent)
+        kept = _kept(point.ours, scopes[-1])
+        if kept == 0 or any(up == s.root for s in scopes):
             break
-        bound = min(bound, cut)
-        scopes.append((up, bound))
+        bound = max(seq for _, seq in point.theirs[:kept])
+        dropped = frozenset(m for m, seq in point.theirs[kept:] if seq <= bound)
+        scopes.append(Scope(up, bound, dropped))
         node = chains.lineage(up)
     return scopes
 
 
-def _branch_point(ledger: Ledger, branch: str, parent: str) -> int | None:
-    """The last seq among the messages of `parent`'s view (as the branch started) that
-    `branch` begins with, copies of them; None when it begins with none."""
-    transcript, chains = ledger.transcript, ledger.chains
+def _kept(ours: tuple[tuple[str, int], ...], scope: Scope) -> int:
+    """How many of a branch's first messages (copies of its parent's) are still in the
+    conversation: all of them, or up to the first that `scope` leaves out."""
+    if scope.bound == WHOLE and not scope.dropped:
+        return len(ours)
+    out = (i for i, (m, seq) in enumerate(ours) if seq > scope.bound or m in scope.dropped)
+    return next(out, len(ours))
+
+
+def _branch_point(ledger: Ledger, branch: str, parent: str) -> _Point:
+    """Where `branch` (a chain's first session) starts on `parent`'s view (cached)."""
+    transcript = ledger.transcript
+    points = _POINTS.setdefault(ledger, {})
+    cached = points.get((branch, parent))
+    live = transcript.session(branch).live
+    if cached is not None and (cached.final or cached.compared == len(live)):
+        return cached
     stored = transcript.state.messages
-    started = chains.lineage(branch).started_seq
-    theirs = [
-        stored[m]
-        for m in transcript.session(parent).live
-        if m in stored and stored[m].seq < started
-    ]
-    ours = [stored[m] for m in transcript.session(branch).live if m in stored]
+    started = ledger.chains.lineage(branch).started_seq
+    theirs = [m for m in transcript.session(parent).live if m in stored and stored[m].seq < started]
+    ours = [m for m in live if m in stored]
     n = min(len(theirs), len(ours))
-    if n == 0:
-        return None
-    pairs = zip(read_bodies(theirs[:n]), read_bodies(ours[:n]), strict=True)
-    same = next((i for i, (a, b) in enumerate(pairs) if a != b), n)
-    # the latest of them (a view is not in seq order: a summary comes before the
-    # messages it was written after)
-    return max(m.seq for m in theirs[:same]) if same else None
+    bodies = zip(
+        read_bodies([stored[m] for m in theirs[:n]]),
+        read_bodies([stored[m] for m in ours[:n]]),
+        strict=True,
+    )
+    same = next((i for i, (a, b) in enumerate(bodies) if a != b), n)
+    point = _Point(
+        theirs=tuple((m, stored[m].seq) for m in theirs),
+        ours=tuple((m, stored[m].seq) for m in ours[:same]),
+        compared=len(live),
+    )
+    points[(branch, parent)] = point
+    return point
 
 
 def in_conversation(ledger: Ledger, session_id: str, compacted: str, seq: int) -> bool:
@@ -75,7 +129,7 @@ def in_conversation(ledger: Ledger, session_id: str, compacted: str, seq: int) -
     `session_id`'s conversation: on its chain, or on a chain it branched from, made
     before the branch point."""
     root = ledger.chains.root(compacted)
-    return any(root == r and seq <= bound for r, bound in conversation_scopes(ledger, session_id))
+    return any(root == s.root and seq <= s.bound for s in conversation_scopes(ledger, session_id))
 
 
 __all__ = ["MAX_BRANCH_HOPS", "WHOLE", "Scope", "conversation_scopes", "in_conversation"]

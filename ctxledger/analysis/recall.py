@@ -32,6 +32,7 @@ pull back detail a summary dropped.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import weakref
@@ -90,6 +91,10 @@ _FTS_SNIPPET_HITS = 1000
 _SHORT_TEXT = 2 * _FTS_SNIPPET_HITS
 #: one chain (root) to the last seq that belongs to the conversation
 _SCOPE = "(m.root_id = ? AND m.seq <= ?)"
+#: ... less the messages a branch dropped (a JSON list of ids)
+_SCOPE_DROPPED = (
+    "(m.root_id = ? AND m.seq <= ? AND m.message_id NOT IN (SELECT value FROM json_each(?)))"
+)
 _INSERT_MESSAGE = (
     "INSERT INTO search_messages (message_id, session_id, root_id, role, origin, seq, text) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -356,11 +361,14 @@ class SearchIndex:
         self, scopes: str | Sequence[Scope], match: str, limit: int
     ) -> list[tuple[Any, ...]]:
         """Raw rows for an FTS5 `match` expression within one chain (its root), or within
-        ``(root, last seq)`` scopes (:func:`~ctxledger.analysis.conversation.conversation_scopes`;
+        ``(root, last seq, dropped ids)`` scopes (:func:`~ctxledger.analysis.conversation.conversation_scopes`;
         read-only)."""
-        scopes = [(scopes, WHOLE)] if isinstance(scopes, str) else list(scopes)
-        sql = _SEARCH.format(short=_SHORT_TEXT, scopes=" OR ".join([_SCOPE] * len(scopes)))
-        bound = [v for scope in scopes for v in scope]
+        scopes = [Scope(scopes, WHOLE)] if isinstance(scopes, str) else list(scopes)
+        where = " OR ".join(_SCOPE_DROPPED if s.dropped else _SCOPE for s in scopes)
+        sql = _SEARCH.format(short=_SHORT_TEXT, scopes=where)
+        bound: list[object] = []
+        for s in scopes:
+            bound += [s.root, s.bound, *([json.dumps(sorted(s.dropped))] if s.dropped else [])]
         with self._lock:
             try:
                 return self.db.conn.execute(sql, (match, *bound, limit)).fetchall()
@@ -410,7 +418,7 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     ledger.refresh()
     sid = ledger.resolve(session_id)
     scopes = conversation_scopes(ledger, sid)
-    root = scopes[0][0]
+    root = scopes[0].root
     index = SearchIndex.for_ledger(ledger)
     index.catch_up()
     match, expr = "all", " ".join(terms)

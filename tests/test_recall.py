@@ -580,3 +580,30 @@ def test_a_branch_still_copying_its_parent_gets_its_branch_point_again() -> None
     ledger.append_messages(branch, view[3:9])
     # the branch's copy and the parent's original
     assert [h.session_id for h in recall(ledger, branch, "crate3").hits] == [branch, root]
+
+
+def test_a_copy_appended_while_the_branch_point_is_read_is_not_cut_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread appending to the branch during the body reads: the point was marked
+    final for a prefix shorter than the view it then measured (a cached, short bound)."""
+    ledger = deterministic_ledger()
+    root = _walruses(ledger, 5)
+    view = [dict(m) for m in ledger.transcript.api_messages(root)]
+    branch = ledger.start_session(
+        model="m", context_length=16_000, parent_session_id=root, reason="branch"
+    )
+    ledger.append_messages(branch, view[:3])
+    appended: list[bool] = []
+
+    def interleaved(messages: list) -> list:
+        if not appended:  # the other writer lands between reading the view and measuring it
+            appended.append(True)
+            ledger.append_messages(branch, view[3:9])
+        return read_bodies(messages)
+
+    monkeypatch.setattr("ctxledger.analysis.conversation.read_bodies", interleaved)
+    conversation_scopes(ledger, branch)
+    monkeypatch.undo()
+    # the branch's copy and the parent's original (before: the branch's copy alone)
+    assert [h.session_id for h in recall(ledger, branch, "crate3").hits] == [branch, root]

@@ -101,7 +101,9 @@ def _branch_point(ledger: Ledger, branch: str, parent: str) -> _Point:
     transcript = ledger.transcript
     points = _POINTS.setdefault(ledger, {})
     cached = points.get((branch, parent))
-    live = transcript.session(branch).live
+    # a snapshot: the length compared must be the length read (another thread appending
+    # to the branch during the body reads would otherwise mark a short prefix final)
+    live = list(transcript.session(branch).live)
     if cached is not None and (cached.final or cached.compared == len(live)):
         return cached
     stored = transcript.state.messages

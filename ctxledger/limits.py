@@ -463,11 +463,14 @@ def taking_as_recorded(*values: str) -> Iterator[None]:
         _RECORDED.reset(token)
 
 
-def check_name(value: str, field: str, limit: int) -> str:
-    """`value` (a string) when it has at most `limit` characters, UTF-8 can encode it and
+def check_name(value: object, field: str, limit: int) -> str:
+    """`value` when it is a string of at most `limit` characters, UTF-8 can encode it and
     it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
-    is never echoed whole). Any string inside :func:`replaying_recorded`, and the values
-    given to :func:`taking_as_recorded` inside it."""
+    is never echoed whole; a value of another type is refused, never a TypeError). Any
+    string inside :func:`replaying_recorded`, and the values given to
+    :func:`taking_as_recorded` inside it."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string, got {type(value).__name__}")
     recorded = _RECORDED.get()
     if recorded is True or (isinstance(recorded, frozenset) and value in recorded):
         return value

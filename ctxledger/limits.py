@@ -32,7 +32,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 from ctxledger.errors import InvalidInput
 
@@ -430,7 +430,7 @@ def keyed_title(head: str, host_id: str, tail: str = "") -> str:
 
 #: True while a what-if replays a ledger's recorded values (:func:`replaying_recorded`),
 #: else the exact values an adapter continues as recorded (:func:`taking_as_recorded`)
-_RECORDED: ContextVar[bool | frozenset[str]] = ContextVar(
+_RECORDED: ContextVar[Literal[True] | frozenset[str]] = ContextVar(
     "ctxledger_replaying_recorded", default=frozenset()
 )
 
@@ -455,7 +455,7 @@ def taking_as_recorded(*values: str) -> Iterator[None]:
     model, or the id it recorded whole and the next id made from it, as they are, so an
     old chain goes on; the host's new values are checked as ever."""
     current = _RECORDED.get()
-    taken = True if current is True else frozenset(current or ()) | frozenset(values)
+    taken: Literal[True] | frozenset[str] = True if current is True else current | frozenset(values)
     token = _RECORDED.set(taken)
     try:
         yield

@@ -489,6 +489,15 @@ def check_name(value: object, field: str, limit: int) -> str:
     return check_unicode(value, field)
 
 
+def check_nonblank(value: object, field: str, kind: str = "a non-empty string") -> str:
+    """`value` when it is a string that is not blank (a name that must be given, before
+    :func:`check_name`), else InvalidInput saying `field` must be `kind` (the repr of a
+    huge value is cut)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{field} must be {kind}, got {value!r}"[:300])
+    return value
+
+
 def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
     """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate (JSON's
     ``"\\ud83d"``, half of an escaped emoji pair), named escaped."""
@@ -554,6 +563,7 @@ __all__ = [
     "check_context_length",
     "check_json",
     "check_name",
+    "check_nonblank",
     "check_seq",
     "check_text",
     "check_token_count",

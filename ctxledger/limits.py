@@ -410,7 +410,11 @@ _NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
 def digest_key(start: str, whole: str) -> str:
     """A key made for the id `whole`: `start` (at most :data:`KEY_KEPT` characters of it,
     as the caller made them safe), ``.h`` and 32 hex digits of the sha256 of the whole id
-    (the LangChain and OpenAI Agents adapters share it)."""
+    (the LangChain and OpenAI Agents adapters share it). Each caller keeps its own
+    characters of the start, on purpose: a title may hold ``/`` and spaces
+    (:func:`keyed_title`); an OpenAI Agents key only what the HTTP API names in a path;
+    LangChain %-escapes (its keys of before hold ``/``, spaces and any letter). Their
+    ledgers hold keys made so: none of the three can change."""
     digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{start[:KEY_KEPT]}.h{digest}"
 

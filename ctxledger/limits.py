@@ -32,7 +32,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 from ctxledger.errors import InvalidInput
 
@@ -410,7 +410,11 @@ _NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
 def digest_key(start: str, whole: str) -> str:
     """A key made for the id `whole`: `start` (at most :data:`KEY_KEPT` characters of it,
     as the caller made them safe), ``.h`` and 32 hex digits of the sha256 of the whole id
-    (the LangChain and OpenAI Agents adapters share it)."""
+    (the LangChain and OpenAI Agents adapters share it). Each caller keeps its own
+    characters of the start, on purpose: a title may hold ``/`` and spaces
+    (:func:`keyed_title`); an OpenAI Agents key only what the HTTP API names in a path;
+    LangChain %-escapes (its keys of before hold ``/``, spaces and any letter). Their
+    ledgers hold keys made so: none of the three can change."""
     digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{start[:KEY_KEPT]}.h{digest}"
 
@@ -430,7 +434,7 @@ def keyed_title(head: str, host_id: str, tail: str = "") -> str:
 
 #: True while a what-if replays a ledger's recorded values (:func:`replaying_recorded`),
 #: else the exact values an adapter continues as recorded (:func:`taking_as_recorded`)
-_RECORDED: ContextVar[bool | frozenset[str]] = ContextVar(
+_RECORDED: ContextVar[Literal[True] | frozenset[str]] = ContextVar(
     "ctxledger_replaying_recorded", default=frozenset()
 )
 
@@ -455,7 +459,7 @@ def taking_as_recorded(*values: str) -> Iterator[None]:
     model, or the id it recorded whole and the next id made from it, as they are, so an
     old chain goes on; the host's new values are checked as ever."""
     current = _RECORDED.get()
-    taken = True if current is True else frozenset(current or ()) | frozenset(values)
+    taken: Literal[True] | frozenset[str] = True if current is True else current | frozenset(values)
     token = _RECORDED.set(taken)
     try:
         yield
@@ -463,11 +467,14 @@ def taking_as_recorded(*values: str) -> Iterator[None]:
         _RECORDED.reset(token)
 
 
-def check_name(value: str, field: str, limit: int) -> str:
-    """`value` (a string) when it has at most `limit` characters, UTF-8 can encode it and
+def check_name(value: object, field: str, limit: int) -> str:
+    """`value` when it is a string of at most `limit` characters, UTF-8 can encode it and
     it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
-    is never echoed whole). Any string inside :func:`replaying_recorded`, and the values
-    given to :func:`taking_as_recorded` inside it."""
+    is never echoed whole; a value of another type is refused, never a TypeError). Any
+    string inside :func:`replaying_recorded`, and the values given to
+    :func:`taking_as_recorded` inside it."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string, got {type(value).__name__}")
     recorded = _RECORDED.get()
     if recorded is True or (isinstance(recorded, frozenset) and value in recorded):
         return value
@@ -484,6 +491,15 @@ def check_name(value: str, field: str, limit: int) -> str:
             "control characters (newline and tab included) and no bidirectional-text controls"
         )
     return check_unicode(value, field)
+
+
+def check_nonblank(value: object, field: str, kind: str = "a non-empty string") -> str:
+    """`value` when it is a string that is not blank (a name that must be given, before
+    :func:`check_name`), else InvalidInput saying `field` must be `kind` (the repr of a
+    huge value is cut)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{field} must be {kind}, got {value!r}"[:300])
+    return value
 
 
 def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
@@ -551,6 +567,7 @@ __all__ = [
     "check_context_length",
     "check_json",
     "check_name",
+    "check_nonblank",
     "check_seq",
     "check_text",
     "check_token_count",

@@ -19,7 +19,13 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.limits import MAX_MODEL_CHARS, check_json, check_name, check_token_count
+from ctxledger.limits import (
+    MAX_MODEL_CHARS,
+    check_json,
+    check_name,
+    check_nonblank,
+    check_token_count,
+)
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
 NO_USAGE = "none"
@@ -140,9 +146,8 @@ def check_usage_report(
     if tool_calls is not None and not isinstance(tool_calls, bool):
         raise InvalidInput(f"tool_calls must be true, false or None, got {tool_calls!r}")
     if model is not None:
-        if not isinstance(model, str) or not model.strip():
-            raise InvalidInput(f"model must be None or a non-empty string, got {model!r}"[:300])
-        check_name(model, "model", MAX_MODEL_CHARS)
+        given = check_nonblank(model, "model", "None or a non-empty string")
+        check_name(given, "model", MAX_MODEL_CHARS)
     if cost_usd is not None and (
         not isinstance(cost_usd, int | float)
         or isinstance(cost_usd, bool)

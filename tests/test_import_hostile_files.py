@@ -226,3 +226,26 @@ def test_an_imported_hermes_end_reason_is_checked_as_every_end_reason(tmp_path: 
     assert "end reason holds the control character U+000A" in result.output
     with Ledger.open(led) as ledger:
         assert ledger.store.last_seq() == 0
+
+
+def test_an_imported_hermes_end_reason_that_is_no_string_is_refused(tmp_path: Path) -> None:
+    """A state.db whose end_reason column has no type can hold a number: the import
+    crashed with ``TypeError: object of type 'int' has no len()`` (session 33); now it is
+    refused naming the end reason, and nothing is appended."""
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE sessions (id TEXT, end_reason);"
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT,"
+        " content TEXT);"
+    )
+    db.execute("INSERT INTO sessions VALUES ('s', 5)")
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s', 'user', 'hi')")
+    db.commit()
+    db.close()
+    led = tmp_path / "l.db"
+    result = CliRunner().invoke(cli, ["--db", str(led), "import", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "end reason must be a string, got int" in result.output
+    with Ledger.open(led) as ledger:
+        assert ledger.store.last_seq() == 0

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ctxledger.eventstore.files import open_side_file, open_side_folder, side_folder
-from ctxledger.eventstore.readonly import belongs_to_another, owner_name
+from ctxledger.eventstore.readonly import belongs_to_another, owner_name, side_file_remedy
 
 #: releases a held lease (idempotent)
 Release = Callable[[], None]
@@ -159,9 +159,8 @@ def _why_no_lease_files(ledger_path: str, key: str, exc: OSError) -> str:
     for path in (str(lease_file(ledger_path, key)), ledger_path + ".leases"):
         if belongs_to_another(path, follow=False):
             return (
-                f"{why}: {path} belongs to {owner_name(path) or 'another user'}; remove it as "
-                "its owner or root (it holds only a lock, no data) for this ledger's "
-                "processes to share leases again"
+                f"{why}: {path} belongs to {owner_name(path) or 'another user'}; "
+                f"{side_file_remedy(path)} for this ledger's processes to share leases again"
             )
     return why
 

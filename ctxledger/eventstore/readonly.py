@@ -50,6 +50,7 @@ __all__ = [
     "read_only_target",
     "refuse_old_schema",
     "refuse_unwritable",
+    "side_file_remedy",
 ]
 
 #: what a write on a read-only store says (after "the ledger <path> ")
@@ -240,6 +241,17 @@ def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
     return conn, unchanged
 
 
+def side_file_remedy(path: str) -> str:
+    """What to do about `path`, a file beside a ledger that another user owns: a lock or
+    lease file holds no data and may be removed; any other (a -wal file) must not be."""
+    if path.endswith((".lock", ".leases")) or ".leases" + os.sep in path:
+        return "remove it as its owner or root (it holds only locks, no data)"
+    return (
+        "run the command as its owner, or have the file given to you (chown); never "
+        "remove a -wal file: it may hold the last writes"
+    )
+
+
 def refuse_unwritable(path: str) -> None:
     """StoreError, before anything is touched, when an open for writing finds a ledger
     file this process cannot write (SQLite would open it read-only and fail at the first
@@ -253,12 +265,7 @@ def refuse_unwritable(path: str) -> None:
     real = os.path.realpath(path)
     if part.startswith(real) and part != real:
         owner = owner_name(part)
-        what = (
-            "remove it as its owner or root (it holds only locks, no data)"
-            if part.endswith((".lock", ".leases"))
-            else "run the command as its owner, or have the file given to you (chown); never "
-            "remove a -wal file: it may hold the last writes"
-        )
+        what = side_file_remedy(part)
         raise StoreError(
             f"the ledger {path} cannot be written by this user: {part} beside it "
             f"{f'belongs to {owner}' if owner else 'is not writable'} and this user may not "

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -37,6 +38,25 @@ def host_title(prefix: str, host_id: str, suffix: str = "") -> str:
     with other characters as ``-``, and a digest), so each id still has one title;
     `suffix` (the adapter's own words) follows either (:func:`~ctxledger.limits.keyed_title`)."""
     return keyed_title(f"{prefix} ", host_id, suffix)
+
+
+#: the shape of a key :func:`digest_key` made: a start, ``.h`` and 32 hex digits. No
+#: ``re.DOTALL``: a made key never holds a line break (each adapter escapes or replaces
+#: it in the start it keeps), so an id holding one is never taken for a made key.
+_MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}")
+
+
+def is_made_key(key: str) -> bool:
+    """Whether `key` is shaped like a key :func:`digest_key` made (for another id, maybe)."""
+    return _MADE_KEY.fullmatch(key) is not None
+
+
+def taken_whole(whole: str, title: str | None, titles: tuple[str, ...]) -> bool:
+    """Whether the session recorded under the whole id `whole` (before keys were made;
+    titled `title`) is this id's: always, unless `whole` is shaped like a made key (one
+    can name an id so, and it may be another id's key): then only if its title is one of
+    `titles`, those this id's first session is given."""
+    return not is_made_key(whole) or title in titles
 
 
 class LoopThread:
@@ -200,7 +220,9 @@ __all__ = [
     "digest_key",
     "finite_schema",
     "host_title",
+    "is_made_key",
     "ledger_target",
     "live_messages",
     "system_view",
+    "taken_whole",
 ]

@@ -11,7 +11,7 @@ import anyio.lowlevel
 
 from ctxledger import ContextService, Ledger
 from ctxledger.events import Event, MessageAppended
-from ctxledger.integrations.common import digest_key, host_title
+from ctxledger.integrations.common import digest_key, host_title, taken_whole
 from ctxledger.limits import NOT_IN_NAME_CLASS
 
 #: the chat-message key holding the LangChain message id
@@ -24,8 +24,6 @@ LC_ID = "lc_id"
 _UNSAFE_IN_KEY = re.compile(f"[~%{NOT_IN_NAME_CLASS}]")
 #: the same before session 33 (C0 controls and DEL only): keys recorded with it are found
 _UNSAFE_BEFORE = re.compile(r"[~%\x00-\x1f\x7f]")
-#: a key made for a long thread id (:func:`~ctxledger.limits.digest_key`)
-_MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}", re.DOTALL)
 
 
 #: the longest escaped thread id kept whole in a session id: ``langchain:`` + this + a
@@ -50,7 +48,7 @@ def thread_key(thread: str, sessions: Mapping[str, Any]) -> str:
     whole = escaped(thread, _UNSAFE_BEFORE)
     info = sessions.get(f"langchain:{whole}")
     titles = (f"langchain thread {thread}", host_title("langchain thread", thread))
-    if info is not None and (not _MADE_KEY.fullmatch(whole) or info.title in titles):
+    if info is not None and taken_whole(whole, info.title, titles):
         return whole
     return key
 

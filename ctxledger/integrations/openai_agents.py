@@ -40,8 +40,10 @@ from ctxledger.integrations.common import (
     KEY_KEPT,
     digest_key,
     host_title,
+    is_made_key,
     live_messages,
     report_usage_or_warn,
+    taken_whole,
 )
 from ctxledger.limits import check_token_count, taking_as_recorded
 from ctxledger.runtime.service_io import check_new_batch
@@ -55,7 +57,6 @@ _REPORTED = "_ctxledger_reported_requests"
 #: generation's ``~N``), not shaped as a key made for another id (ending ``.h`` and 32
 #: hex digits)
 _NAMEABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,149}")
-_MADE_KEY = re.compile(r".*\.h[0-9a-f]{32}")
 _NOT_NAMEABLE = re.compile(r"[^A-Za-z0-9._:@-]")
 
 
@@ -63,7 +64,7 @@ def ledger_key(session_id: str) -> str:
     """The ledger's id for an SDK `session_id` (see the module docs): the id itself when
     the HTTP API can name it, else its start (other characters as ``-``), ``.h`` and 32
     hex digits of its sha256 (an id past 200 characters could not be named at all)."""
-    if _NAMEABLE.fullmatch(session_id) and not _MADE_KEY.fullmatch(session_id):
+    if _NAMEABLE.fullmatch(session_id) and not is_made_key(session_id):
         return session_id
     start = _NOT_NAMEABLE.sub("-", session_id[:KEY_KEPT])
     return digest_key(
@@ -127,7 +128,7 @@ class CtxLedgerSession:
         info = self.service.ledger.chains.state.sessions.get(session_id)
         if info is None:
             return False
-        return not _MADE_KEY.fullmatch(session_id) or info.title == _title(session_id)
+        return taken_whole(session_id, info.title, (_title(session_id),))
 
     def _latest_generation(self) -> int:
         generation = 1

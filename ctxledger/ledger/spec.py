@@ -23,6 +23,7 @@ from ctxledger.limits import (
     MAX_TITLE_CHARS,
     check_json,
     check_name,
+    check_nonblank,
 )
 from ctxledger.tokens import DEFAULT_ENCODING, check_encoding
 
@@ -59,9 +60,7 @@ def check_model(model: object) -> str:
     """`model` when it is a non-empty string UTF-8 can encode, else InvalidInput (not
     "SessionStarted has a field of the wrong type"); at most :data:`MAX_MODEL_CHARS`
     characters and no control characters (:func:`~ctxledger.limits.check_name`)."""
-    if not isinstance(model, str) or not model.strip():
-        raise InvalidInput(f"model must be a non-empty string, got {model!r}"[:300])
-    return check_name(model, "model", MAX_MODEL_CHARS)
+    return check_name(check_nonblank(model, "model"), "model", MAX_MODEL_CHARS)
 
 
 def check_names(spec: SessionSpec) -> None:
@@ -77,9 +76,7 @@ def check_end_reason(reason: object) -> str:
     """The reason a session is ended with: a non-empty string of at most
     :data:`MAX_REASON_CHARS` characters with no control characters (it is shown in
     listings, ``ended (reason)``), else InvalidInput."""
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput(f"reason must be a non-empty string, got {reason!r}"[:300])
-    return check_name(reason, "reason", MAX_REASON_CHARS)
+    return check_name(check_nonblank(reason, "reason"), "reason", MAX_REASON_CHARS)
 
 
 def check_title(title: object) -> str | None:
@@ -96,13 +93,8 @@ def check_title(title: object) -> str | None:
 def check_session_id(session_id: object) -> str:
     """A session id a caller chose: text that is not blank (a list was a TypeError from
     the projections' dicts; ``""`` was silently replaced by a generated id)."""
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise InvalidInput(
-            f"session_id must be a non-blank string (or None for a new id), got {session_id!r}"[
-                :300
-            ]
-        )
-    return check_name(session_id, "session_id", MAX_SESSION_ID_CHARS)
+    given = check_nonblank(session_id, "session_id", "a non-blank string (or None for a new id)")
+    return check_name(given, "session_id", MAX_SESSION_ID_CHARS)
 
 
 def checked_tools(tools: object) -> list[dict[str, Any]]:

@@ -2,9 +2,9 @@
 the client's request: the ``--guard-proxy`` token, the face of the proxy (``--api``), and
 the client's own auth and API-version headers (the proxy holds no credentials).
 
-One place for the proxied turns (``proxy``, ``responses_face``) and the endpoints passed
-on unchanged (``passthrough``): a check one of them left out (the ASCII rule of the
-forwarded headers) answered a 500 there.
+One place for the proxied turns (``proxy._proxy``, which the Responses face goes through
+too) and the endpoints passed on unchanged (``passthrough``): a check one of them left
+out (the ASCII rule of the forwarded headers) answered a 500 there.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ from ctxledger.server.formats import (
     openai_turn,
     openai_upstream,
 )
-from ctxledger.server.forwarding import admit, check_forwarded, forwarded_headers
+from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import stable_key
 from ctxledger.server.routing import (
     Endpoint,
@@ -189,9 +189,18 @@ class Turn:
     """One proxied request, from its arrival to its recorded reply."""
 
     def __init__(
-        self, state: ServerState, api: Api, request: Request, body: dict[str, Any], turn: ClientTurn
+        self,
+        state: ServerState,
+        api: Api,
+        request: Request,
+        body: dict[str, Any],
+        turn: ClientTurn,
+        forwarded: dict[str, str],
     ) -> None:
+        """`forwarded`: the client's headers the upstream gets, checked once at arrival
+        (:func:`forwarded_headers`); every attempt sends the same."""
         self.state, self.api, self.request, self.body, self.turn = state, api, request, body, turn
+        self.headers = {**forwarded, "content-type": "application/json", **UPSTREAM_ENCODING}
         self.svc = state.service
         self.session_id = ""
         self.notices: list[str] = []
@@ -250,10 +259,6 @@ class Turn:
         # a new session or branch is checked before it is started: a bad list appends nothing
         check_new_batch(messages)
 
-    def _headers(self) -> dict[str, str]:
-        headers = forwarded_headers(self.request)
-        return {**headers, "content-type": "application/json", **UPSTREAM_ENCODING}
-
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
         anthropic = self.api.served_by == "anthropic"  # the base's query stays after the path
@@ -265,7 +270,7 @@ class Turn:
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(
-                    "POST", url, content=content, headers=self._headers()
+                    "POST", url, content=content, headers=self.headers
                 )
                 resp = await self.state.client.send(req, stream=True)
                 if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):
@@ -493,13 +498,13 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     turn = api.turn(body, b"cache_control" in raw)
     family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
     context_length = _context_length(request, state)
-    check_forwarded(request)
+    sent_on = forwarded_headers(request)
     release = await state.take_turn(family, request.receive)
     if release is None:
         return _error(api, 499, "client_closed", "the client left while waiting for its turn")
     handed_over = False
     try:
-        t = Turn(state, api, request, body, turn)
+        t = Turn(state, api, request, body, turn, sent_on)
         await t.record_request(family, context_length)
         upstream = await t.call_upstream()
         if isinstance(upstream, Response):

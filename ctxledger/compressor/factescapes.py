@@ -20,25 +20,13 @@ src\\tests\\app.py`` keeps its path.
 The extraction blanks them before it looks for paths (``setup.py``, not the path
 ``docs\\nsetup.py`` nor ``nsetup.py``); the matcher reads a text with such lines a
 second time with them blanked, so a fact found that way is found in its own text.
-
-A text (between NULs, the matcher's JOIN) that is a JSON document, an object or an array
-parsed whole, has no backslash outside its strings and every one inside them escapes:
-all its ``\\n``, ``\\r``, ``\\t`` (odd runs) are escapes, whatever its lines show
-(ctxledger's recall answer, ``"…\\nalpha0…"``), and a Windows path in it is written with
-doubled backslashes (``"C:\\\\temp"``), still read as a path. Only a text shaped as one
-(``{``/``[`` first and ``}``/``]`` last, a backslash in it) is parsed, and a long text's
-verdict is kept (:data:`DOCUMENTS`): the extraction and the matcher ask it of the same text.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 
-import msgspec
-
-__all__ = ["DOCUMENTS", "escape_follows", "escape_spans", "unescaped"]
+__all__ = ["escape_follows", "escape_spans", "unescaped"]
 
 #: a ``\\n`` no path can hold (before a blank, a quote, a closing bracket, ``,``, ``;``,
 #: a backslash, a line's end, or a JOIN of the matcher), or a ``\\r\\n``
@@ -56,7 +44,7 @@ def _free(text: str, at: int) -> bool:
     return (at - first) % 2 == 0
 
 
-def _escaped_lines(text: str, source: str | None = None) -> list[tuple[int, int]]:
+def _escaped_lines(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the stretches of `text` whose escapes are blanked, in order: on
     a line (it ends at a newline or a NUL) that shows it is escaped and holds no
     single-backslash drive path (``C:\\temp``: a JSON string doubles it), the stretch
@@ -65,21 +53,12 @@ def _escaped_lines(text: str, source: str | None = None) -> list[tuple[int, int]
     holding many quoted strings, is read once)."""
     if "\\" not in text:
         return []
-    documents = _documents(text if source is None else source)
-    spans: list[tuple[int, int]] = list(documents)
-    ahead = iter(documents)
-    document = next(ahead, (len(text), len(text)))  # the next JSON document not passed
+    spans: list[tuple[int, int]] = []
     line = (0, -1, False)  # the last line looked at: start, end, whether it holds a drive path
     done = 0  # where the last stretch (or drive path's line) ended: not looked at again
     match = _EVIDENCE.search(text)
     while match is not None:
         at = match.start()
-        while document[1] <= at:
-            document = next(ahead, (len(text), len(text)))
-        if document[0] <= at:  # (all its escapes blanked: not read by its lines)
-            done = document[1]
-            match = _EVIDENCE.search(text, done)
-            continue
         if not _free(text, at):  # (an escaped backslash: an escape may start after it)
             match = _EVIDENCE.search(text, at + 1)
             continue
@@ -100,82 +79,6 @@ def _escaped_lines(text: str, source: str | None = None) -> list[tuple[int, int]
         done = end
         match = _EVIDENCE.search(text, end)
     return _merged(spans)
-
-
-def _documents(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the pieces of `text` between NULs that are JSON documents (an
-    object or an array) holding a backslash, in order; only pieces shaped as one are
-    parsed."""
-    found: list[tuple[int, int]] = []
-    start = 0
-    while start <= len(text):
-        stop = text.find("\x00", start)
-        end = len(text) if stop < 0 else stop
-        first = _FIRST.match(text, start, end)
-        if first is not None:
-            last = end
-            while last > start and text[last - 1] in " \t\n\r":
-                last -= 1
-            if text[last - 1] in "]}" and text.find("\\", start, end) >= 0:
-                piece = text if (start, end) == (0, len(text)) else text[start:end]
-                if DOCUMENTS.holds(piece):
-                    found.append((start, end))
-        start = end + 1
-    return found
-
-
-#: a JSON document's first character (after JSON's blanks), an object's or an array's
-_FIRST = re.compile(r"[ \t\n\r]*[\[{]")
-
-
-class _Documents:
-    """Whether a text is a JSON document, the verdicts of long texts kept (least recently
-    used first out, at most `limit_chars` characters of them): a text's extraction and
-    its check by the matcher parse it once."""
-
-    def __init__(self, limit_chars: int = 32 * 1024 * 1024, long_text: int = 64 * 1024) -> None:
-        self.limit_chars = limit_chars
-        self.long_text = long_text
-        self.parsed = 0  # (characters parsed: the tests count them)
-        self._items: OrderedDict[str, bool] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
-
-    def holds(self, text: str) -> bool:
-        """Whether `text` is a JSON document (an object or an array)."""
-        if len(text) < self.long_text:
-            return self._parse(text)
-        with self._lock:
-            verdict = self._items.get(text)
-            if verdict is not None:
-                self._items.move_to_end(text)
-                return verdict
-        verdict = self._parse(text)
-        with self._lock:
-            if text not in self._items:
-                self._items[text] = verdict
-                self._chars += len(text)
-            while self._chars > self.limit_chars and len(self._items) > 1:
-                old, _ = self._items.popitem(last=False)
-                self._chars -= len(old)
-        return verdict
-
-    def _parse(self, text: str) -> bool:
-        self.parsed += len(text)
-        try:
-            msgspec.json.decode(text)
-        except (msgspec.DecodeError, RecursionError, ValueError):
-            return False
-        return True
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._chars = 0
-
-
-#: the process's verdicts on long texts (:func:`_documents`)
-DOCUMENTS = _Documents()
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -278,11 +181,10 @@ _SINGLE = re.compile(r"\\[nrt]")
 _FOLLOWS = re.compile(r"  (\S+)")
 
 
-def unescaped(text: str, source: str | None = None) -> str | None:
+def unescaped(text: str) -> str | None:
     """`text` with the ``\\n``, ``\\r`` and ``\\t`` escapes of its escaped lines blanked
-    (same length), or None when it has no escaped line. The JSON documents are those of
-    `source` when given (the text `text` was masked from, same length)."""
-    lines = _escaped_lines(text, source)
+    (same length), or None when it has no escaped line."""
+    lines = _escaped_lines(text)
     return None if not lines else _joined(text, lines)
 
 

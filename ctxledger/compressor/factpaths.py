@@ -534,14 +534,13 @@ def _judged(raw: str) -> str | None:
     return value
 
 
-def path_text(text: str, source: str | None = None) -> str:
+def path_text(text: str) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
     (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``), grep's context separators
     (:mod:`.factgrep`: ``src/x.py-12-from y``), quoted ``sed`` expressions and range
     addresses (``'/class Date/,/^class /p'``) blanked
-    (same length). `source` is the text `text` was masked from (its URLs blanked): which
-    pieces are JSON documents is asked of it, as the matcher does."""
-    blanked = unescaped(text, source)
+    (same length)."""
+    blanked = unescaped(text)
     text = text if blanked is None else blanked
     text = mask(text, context_spans(text))
     if "'" not in text and '"' not in text:
@@ -553,4 +552,4 @@ def path_text(text: str, source: str | None = None) -> str:
 def find_paths(text: str) -> list[str]:
     """The file paths mentioned in `text` (URLs excluded), in order, once each."""
     masked = mask(text, [(start, end) for start, end, _ in urls(text)])
-    return list(dict.fromkeys(value for _, value in paths(path_text(masked, text))))
+    return list(dict.fromkeys(value for _, value in paths(path_text(masked))))

@@ -403,8 +403,7 @@ class _Found:
         path_spans: list[tuple[int, int]] = []
         # each path once, at its first position (add() keeps that one of equal values),
         # unless every occurrence is to be blanked
-        # (whether `text` is a JSON document is asked of it, not of `masked`: one parse)
-        found_paths = (paths if blank_paths else first_paths)(path_text(masked, text))
+        found_paths = paths(path_text(masked)) if blank_paths else first_paths(path_text(masked))
         assets: dict[str, bool] = {}  # a long text repeats its paths: judge each once
         for position, value in found_paths:
             asset = assets.get(value)

@@ -8,7 +8,6 @@ time range as a zone, a cut amount, a banner as ``ls -l``) shows as a difference
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
@@ -375,13 +374,10 @@ def unescape_lines(text: str) -> str:
     string of the line is escaped too; a drive path ``C:\\n…`` (``\\n``, ``\\r``, ``\\t``
     after the drive) counts only with a second single backslash before a name."""
     chars = list(text)
-    documents = _json_documents(text)
     start = 0
     for end in [i for i, c in enumerate(text) if c in "\n\x00"] + [len(text)]:
         line = text[start:end]
-        if any(s <= start < e for s, e in documents):
-            pass  # session 33: read as a JSON document below
-        elif not _single_backslash_drive(line):
+        if not _single_backslash_drive(line):
             shown = [(s, p) for s, p in _quoted_pieces(line) if _line_escapes(p)[1]]
             if shown:
                 shown += [(s, line[s:e]) for s, e in _double_quoted_strings(line)]
@@ -390,39 +386,7 @@ def unescape_lines(text: str) -> str:
                     at += start + piece_start
                     chars[at] = chars[at + 1] = " "
         start = end + 1
-    for document_start, document_end in documents:
-        at = document_start
-        while at < document_end:  # a backslash takes the next character with it
-            if text[at] == "\\":
-                if text[at + 1] in "nrt":
-                    chars[at] = chars[at + 1] = " "
-                at += 2
-            else:
-                at += 1
     return "".join(chars)
-
-
-def _json_documents(text: str) -> list[tuple[int, int]]:
-    """Session 33: ``(start, end)`` of the pieces of `text` between NULs that the
-    standard library reads whole as a JSON object or array (no NaN, no Infinity): in one,
-    every backslash is in a string and escapes, so each ``\\n``, ``\\r``, ``\\t`` it
-    begins is an escape."""
-
-    def no_constant(name: str) -> object:
-        raise ValueError(name)
-
-    found = []
-    start = 0
-    for piece in text.split("\x00"):
-        if "\\" in piece:
-            try:
-                value = json.loads(piece, parse_constant=no_constant, parse_int=len)
-            except (ValueError, RecursionError):
-                value = None
-            if isinstance(value, (dict, list)):
-                found.append((start, start + len(piece)))
-        start += len(piece) + 1
-    return found
 
 
 def _double_quoted_strings(line: str) -> list[tuple[int, int]]:

@@ -193,10 +193,10 @@ def test_a_failure_after_the_clause_makes_the_whole_line_an_error() -> None:
     expected = "test_x: ValueError raised as expected"
     assert factnoise.reports_success(expected)
     assert _values(expected, "error") == []
-    failing = f"{expected}; 1 failed: AssertionError: assert 1 == 2"
+    failing = f"{expected}; 1 failed: AssertionError: assert total == 3"
     assert not factnoise.reports_success(failing)
     (error,) = _values(failing, "error")
-    assert error.startswith(expected) and error.endswith("AssertionError: assert 1 == 2")
+    assert error.startswith(expected) and error.endswith("AssertionError: assert total == 3")
     assert error == failing  # (the whole line, as the matcher finds it)
     assert _facts(failing) == reference.extract_facts([_message(failing, "tool")])
 

@@ -482,7 +482,11 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
     none starting inside a fenced block whose fences open their lines, which quotes a
     file or a log (a PR's config ``# L049 - Always use IS …``), and none on a listing's
     numbered line (:func:`numbered_listing`: ``1463:  msg = 'The precision must be …'``
-    of a file shown)."""
+    of a file shown). A fence may also open at the end of a line of prose (``See below:`` then
+    the fence).
+    No sentence: nothing to look for (no fence scan)."""
+    if not sentences:
+        return sentences
     quoting = "```" in text or "~~~" in text
     fences = [match.span() for match in _LINE_FENCE.finditer(text)] if quoting else []
     starts = [start for start, _ in fences]

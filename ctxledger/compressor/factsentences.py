@@ -24,9 +24,11 @@ def cap_line(text: str, limit: int = LINE_MAX_CHARS) -> str:
     return text[: cut if cut > 0 else limit].rstrip()
 
 
-_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]?")
-#: a character a sentence may start with
-_SENTENCE_CHAR = re.compile(r"[^.!?\n]|[.!?](?=\S)")
+#: a character a sentence may hold (and start with): one definition for both patterns, as
+#: the sentence walk's shortcut relies on their agreeing
+_SENTENCE_PIECE = r"[^.!?\n]|[.!?](?=\S)"
+_SENTENCE = re.compile(rf"(?:{_SENTENCE_PIECE})+[.!?]?")
+_SENTENCE_CHAR = re.compile(_SENTENCE_PIECE)
 #: a state after "the fix is" or "the issue is" reports how it stands, no choice (``the
 #: fix is working.``, ``now that the issue is resolved,``): the state word ends the
 #: clause, alone or with ``correctly`` (``the fix is working correctly.``), or reads

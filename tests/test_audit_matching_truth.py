@@ -164,7 +164,9 @@ _SEGMENT = st.text(alphabet="abc_.-", min_size=1, max_size=4)
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(_SEGMENT, min_size=1, max_size=3),
+    # (a segment of dots alone is no name: ``..`` inside ``...`` is no longer path; a
+    # random draw found it, the ci profile's fixed seed never did)
+    st.lists(_SEGMENT.filter(lambda s: s.strip(".") != ""), min_size=1, max_size=3),
     st.text(alphabet="abc_.-+@~", min_size=1, max_size=3),
     st.sampled_from(("", "/", "x", "/x")),
     st.booleans(),

@@ -185,6 +185,8 @@ _HERMES = {
     "planning (CPU)",
     "hermes_compact_5000": "`compact()` at 5,000 messages vs Hermes `compress()` "
     "(summarizer stubbed on both sides)",
+    "hermes_compact_live_5000": "`compact()` at 5,000 messages, bodies already in memory "
+    "(a live agent's process), vs Hermes `compress()` (summarizer stubbed on both sides)",
 }
 
 

@@ -1,8 +1,6 @@
-"""The repeated tool results a plan keeps for re-planning hold nothing the cyclic
-collector walks (a compaction's first young collection walked every tuple and list
-kept there), and those grouped by content (``compressor.copies``) are those the
+"""Repeated tool results grouped by content (``compressor.copies``) find what the
 length-and-edges grouping found (``helpers.reference_layout.newest_copies``), whole or
-grown."""
+grown, and keep no container per result for the cyclic collector to walk."""
 
 from __future__ import annotations
 
@@ -13,11 +11,7 @@ from helpers import reference_layout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.copies import CopyGroups, group_copies, newest_copies, resolve_copies
-from ctxledger.compressor.plancache import PlanCache
-from ctxledger.compressor.planner import plan
-from ctxledger.tokens import rough_message_tokens
 
 Message = dict[str, Any]
 
@@ -62,31 +56,3 @@ def test_the_groups_hold_nothing_the_collector_tracks() -> None:
     assert resolve_copies(groups) == reference_layout.newest_copies(messages, 200)
     assert not gc.is_tracked(groups.latest)
     assert not gc.is_tracked(groups.older)
-
-
-def _session(turns: int) -> list[Message]:
-    messages: list[Message] = [{"role": "user", "content": "fix the build"}]
-    for i in range(turns):
-        call = {"id": f"c{i}", "type": "function"}
-        call["function"] = {"name": "bash", "arguments": f'{{"command": "make t{i % 5}"}}'}
-        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        output = f"test {i if i % 3 else 0} failed\n" * 40  # every third one repeats
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
-    messages.append({"role": "user", "content": "go on"})
-    return messages
-
-
-def test_a_plans_kept_copy_groups_hold_nothing_the_collector_tracks() -> None:
-    messages, config = _session(40), CompressionConfig()
-    counts = [rough_message_tokens(m) for m in messages]
-    cache = PlanCache()
-    built = plan(messages, config, counts, context_length=4_000, force=True, cache=cache)
-    kinds = {p.kind for p in built.prunes}
-    assert {"tool_result", "duplicate"} <= kinds
-    scan = cache.scan(messages, config)
-    assert scan.groups is not None and scan.groups.older
-    for kept in (scan.groups.latest, scan.groups.older):
-        assert not gc.is_tracked(kept)
-    # a re-plan through the cache (the groups reused) gives the same plan
-    again = plan(messages, config, counts, context_length=4_000, force=True, cache=cache)
-    assert again == built

@@ -2,11 +2,7 @@
 
 Phase 1 (:mod:`ctxledger.compressor.prune`) turns an older copy into a duplicate marker
 naming the newer call. The groups are built in one pass and can be extended when the
-list grows (:mod:`ctxledger.compressor.plancache`). Contents are grouped by their own
-value: a string hashes once and caches its hash, and the one-liner memo
-(``prune._describe_memo``) hashes the same long results when it describes them, so a
-dict probe costs no more than the length-and-edges pre-grouping this replaced (which
-made three tracked containers per long result for the collector to walk).
+list grows (:mod:`ctxledger.compressor.plancache`).
 """
 
 from __future__ import annotations
@@ -17,6 +13,8 @@ from typing import Any
 import msgspec
 
 __all__ = ["CopyGroups", "comparable", "group_copies", "newest_copies", "resolve_copies"]
+
+_KEY_EDGE = 64
 
 
 def comparable(content: Any) -> str | bytes | None:
@@ -30,28 +28,8 @@ def comparable(content: Any) -> str | bytes | None:
     return None
 
 
-class CopyGroups:
-    """The long tool results seen so far, by content: the latest index holding each
-    content, and the older copies (index -> content). Keyed by the content itself, so
-    equal contents meet in one dict probe (a string caches its hash: the one-liner memo
-    hashes the same strings) and nothing is kept per result but two dict entries of
-    atomic values, which the cyclic collector never tracks (a compaction of 5,000
-    messages made ≈ 6,600 tracked tuples and lists here, each traversed by the next
-    collection). Indices are added in list order: the last one added is the newest."""
-
-    __slots__ = ("latest", "older")
-
-    def __init__(
-        self,
-        latest: dict[str | bytes, int] | None = None,
-        older: dict[int, str | bytes] | None = None,
-    ) -> None:
-        self.latest: dict[str | bytes, int] = {} if latest is None else latest
-        self.older: dict[int, str | bytes] = {} if older is None else older
-
-    def copy(self) -> CopyGroups:
-        """An independent copy (growing it leaves this one as it was)."""
-        return CopyGroups(dict(self.latest), dict(self.older))
+#: duplicate candidates: (size, first and last chars) -> [(index, comparable content)]
+CopyGroups = dict[tuple[int, Any, Any], list[tuple[int, str | bytes]]]
 
 
 def group_copies(
@@ -59,9 +37,14 @@ def group_copies(
     messages: Sequence[Mapping[str, Any]],
     indices: Iterable[int],
     min_chars: int,
+    *,
+    shared: bool = False,
 ) -> None:
-    """Add the long tool results at `indices` (in list order, after any added before)."""
-    latest, older = groups.latest, groups.older
+    """Add the long tool results at `indices` to `groups`.
+
+    With `shared`, a group that grows is replaced by a new list instead of appended to,
+    so a shallow copy of `groups` taken earlier keeps seeing its own lists unchanged.
+    """
     for i in indices:
         msg = messages[i]
         if msg.get("role") != "tool":
@@ -71,18 +54,35 @@ def group_copies(
             value = comparable(value)
             if value is None:
                 continue
-        if len(value) < min_chars:
+        size = len(value)
+        if size < min_chars:
             continue
-        before = latest.get(value)
-        if before is not None:
-            older[before] = value
-        latest[value] = i
+        key = (size, value[:_KEY_EDGE], value[-_KEY_EDGE:])
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [(i, value)]
+        elif shared:  # the list may belong to an earlier copy of `groups`: copy on write
+            groups[key] = [*group, (i, value)]
+        else:
+            group.append((i, value))
 
 
 def resolve_copies(groups: CopyGroups) -> dict[int, int]:
     """Older tool result index -> index of the newest identical one, from `groups`."""
-    latest = groups.latest
-    return {i: latest[value] for i, value in groups.older.items()}
+    older_to_newest: dict[int, int] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        remaining = group[::-1]  # newest first
+        while remaining:
+            (newest, value), rest = remaining[0], remaining[1:]
+            remaining = []
+            for i, other in rest:
+                if other == value:
+                    older_to_newest[i] = newest
+                else:
+                    remaining.append((i, other))
+    return older_to_newest
 
 
 def newest_copies(
@@ -93,8 +93,9 @@ def newest_copies(
     """Older tool result index -> index of the newest identical result (>= `min_chars`).
 
     `indices` limits the search to those messages (e.g. the tool results already known
-    to be long), in list order.
+    to be long). Contents are grouped by length and edges first, so only likely twins
+    are compared in full; hashing every long output would dominate planning time.
     """
-    groups = CopyGroups()
+    groups: CopyGroups = {}
     group_copies(groups, messages, range(len(messages)) if indices is None else indices, min_chars)
     return resolve_copies(groups)

@@ -58,7 +58,7 @@ class Scan:
         """Older tool result index -> its newest identical copy (grouped on first use)."""
         if self.found_newest is None:
             if self.groups is None:
-                groups = CopyGroups()
+                groups: CopyGroups = {}
                 group_copies(groups, self.messages, self.scanner.long_results, self.key[0])
                 self.groups = groups
             self.found_newest = resolve_copies(self.groups)
@@ -95,8 +95,8 @@ def _extend(old: Scan, messages: Sequence[Mapping[str, Any]]) -> Scan:
     if old.groups is None:  # never needed: group later, from scratch (nothing was built)
         return Scan(old.key, list(messages), scanner, layout)
     old_newest = old.newest
-    groups = old.groups.copy()
-    group_copies(groups, messages, scanner.long_results[seen_long:], old.key[0])
+    groups = dict(old.groups)
+    group_copies(groups, messages, scanner.long_results[seen_long:], old.key[0], shared=True)
     newest = resolve_copies(groups)
     # a rewrite depends on its message (the same object: a prefix), the config (the key),
     # the call it answers and its newer copy: keep those whose call and copy did not change

@@ -310,6 +310,7 @@ def bench_compact(session: list[dict[str, Any]], runs: int) -> list[dict[str, An
         clock="wall",
         cpu_median_ms=round(statistics.median(ours_cpu), 3),
         baseline_cpu_median_ms=round(statistics.median(hermes_cpu), 3),
+        cpu_ratio=round(statistics.median(ours_cpu) / statistics.median(hermes_cpu), 4),
         request_hash_ms=hashing,
         body_read_ms=bodies,
         collect_after_ms=round(statistics.median(collects[0]), 3),

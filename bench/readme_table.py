@@ -185,7 +185,18 @@ _HERMES = {
     "planning (CPU)",
     "hermes_compact_5000": "`compact()` at 5,000 messages vs Hermes `compress()` "
     "(summarizer stubbed on both sides)",
+    "hermes_compact_live_5000": "`compact()` at 5,000 messages, bodies already in memory "
+    "(a live agent's process), vs Hermes `compress()` (summarizer stubbed on both sides)",
 }
+
+
+def _hermes_ratio(row: Row) -> str:
+    """The row's ratio, and its CPU ratio beside it when the bench measured one (a
+    compaction's wall time holds an fsync Hermes's in-memory side never pays)."""
+    if row.get("ratio") is None:
+        return "—"
+    cpu = row.get("cpu_ratio")
+    return f"{row['ratio']:g}" + (f" (CPU {cpu:g})" if cpu is not None else "")
 
 
 def _hermes_row(row: Row) -> list[str]:
@@ -194,7 +205,7 @@ def _hermes_row(row: Row) -> list[str]:
         _HERMES[row["bench"]],
         _num(row["value"], unit),
         _num(row["baseline"], unit) + " (Hermes)",
-        f"{row['ratio']:g}" if row.get("ratio") is not None else "—",
+        _hermes_ratio(row),
         f"#14: {row['goal']}".replace("<=", "≤") if "goal" in row else "— (reported)",
         _met(bool(row["met"])) if "met" in row else "—",
     ]

@@ -471,15 +471,7 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
     """``(position, path)`` of every path `text` names, in order."""
-    judged = _Judgements()  # a long text repeats its paths: judge each once
-    get, judge = judged.get, judged.judge
-    for start, end in _span_ends(text):
-        raw = text[start:end]
-        value = get(raw, _UNJUDGED)
-        if value is _UNJUDGED:
-            value = judge(raw)
-        if value is not None:
-            yield start, value
+    return _named(text, repeats=True)
 
 
 def first_paths(text: str) -> list[tuple[int, str]]:
@@ -489,37 +481,35 @@ def first_paths(text: str) -> list[tuple[int, str]]:
 
     Each distinct candidate is judged once (while at most :data:`_JUDGED_MAX` are
     remembered): the judgement reads only the candidate's characters (:func:`_path_of`).
-    So a candidate met again is passed over at once: it names the path it named at
-    its earlier start, already kept (or none). One forgotten when the judgements are
-    emptied is judged again and its path, if any, keeps its earlier start.
+    So a candidate met again is passed over at once (:func:`_named`): it names the path
+    it named at its earlier start, already kept (or none). One forgotten when the
+    judgements are emptied is judged again and its path keeps its earlier start.
     """
     first: dict[str, int] = {}
-    judged = _Judgements()
-    judge = judged.judge
-    for start, end in _span_ends(text):
-        raw = text[start:end]
-        if raw not in judged:
-            path = judge(raw)
-            if path is not None and path not in first:
-                first[path] = start
+    for start, path in _named(text, repeats=False):
+        first.setdefault(path, start)
     return [(start, path) for path, start in first.items()]  # (in order of start)
 
 
-class _Judgements(dict[str, str | None]):
-    """The path each candidate judged so far names (None: none), at most
-    :data:`_JUDGED_MAX` candidates of at most :data:`_JUDGED_CHARS` characters in all
-    (emptied when full)."""
-
-    held = 0  # (characters of the candidates held)
-
-    def judge(self, raw: str) -> str | None:
-        """Judge `raw` (:func:`_path_of`) and remember the answer."""
-        self.held += len(raw)
-        if self.held > _JUDGED_CHARS or len(self) >= _JUDGED_MAX:
-            self.clear()
-            self.held = len(raw)
-        value = self[raw] = _path_of(raw)
-        return value
+def _named(text: str, *, repeats: bool) -> Iterator[tuple[int, str]]:
+    """``(position, path)`` of the candidates of `text` that name a path, in order,
+    each distinct candidate judged once; without `repeats`, only where a candidate is
+    judged (its first start, or again after the judgements were emptied)."""
+    judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
+    held = 0  # (characters of the candidates in judged)
+    for start, end in _span_ends(text):
+        raw = text[start:end]
+        value = judged.get(raw, _UNJUDGED)
+        if value is _UNJUDGED:
+            held += len(raw)
+            if held > _JUDGED_CHARS or len(judged) >= _JUDGED_MAX:
+                judged.clear()
+                held = len(raw)
+            value = judged[raw] = _path_of(raw)
+        elif not repeats:
+            continue
+        if value is not None:
+            yield start, value
 
 
 #: a candidate not judged yet (None is "no path"; compared by identity)

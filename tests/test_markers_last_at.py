@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ctxledger.compressor import markers
 
 _TEXTS = st.text(alphabet="abé\n", max_size=40)
-_NEEDLES = st.text(alphabet="abé\n", min_size=1, max_size=4)
+_NEEDLES = st.text(alphabet="abé\n", max_size=4)  # the empty needle too
 
 
 @contextmanager
@@ -44,3 +44,25 @@ def test_a_long_message_with_a_summary_merged_twice_unwraps_the_last() -> None:
     early = markers.merge_summary({"role": "user", "content": "x"}, "early")["content"]
     assert markers.unwrap_summary(early + long) == "early"  # (up to its end marker)
     assert markers.unwrap_summary(long) is None
+
+
+def _merged(summary: str) -> str:
+    return str(markers.merge_summary({"role": "user", "content": "msg"}, summary)["content"])
+
+
+_PIECES = st.lists(
+    st.sampled_from(["x", "word ", "\n\n", _merged("one"), _merged("two"), _merged("three")]),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=_PIECES, tail=st.integers(1, 400))
+def test_unwrap_summary_is_the_same_whichever_search_finds_the_lead(
+    pieces: list[str], tail: int
+) -> None:
+    text = "".join(pieces)
+    with _tail(1 << 30):  # every text short: the plain rfind
+        expected = markers.unwrap_summary(text)
+    with _tail(tail):  # texts longer than the tail: last_at
+        assert markers.unwrap_summary(text) == expected

@@ -95,7 +95,8 @@ def unwrap_summary(content: str) -> str | None:
             if delim in body:
                 body = body[: body.index(delim)]
             return body.strip()
-    at = last_at(text, _MERGE_LEAD_LINE + "\n\n" + current)
+    lead = _MERGE_LEAD_LINE + "\n\n" + current
+    at = text.rfind(lead) if len(text) <= TAIL else last_at(text, lead)  # short: no extra call
     if at < 0:
         return None
     body = text[at + len(_MERGE_LEAD_LINE) + 2 + len(current) :]

@@ -169,7 +169,8 @@ def _pg_writers(row: Row) -> list[str]:
 def _pathological(row: Row) -> list[str]:
     what = row["what"]
     if row["bench"].endswith("_cli"):  # both sides pay the interpreter's start-up and imports
-        what += f"; CPU {_num(row['cpu_ms'], 'ms')} vs {_num(row['baseline_cpu_ms'], 'ms')}"
+        cpu = f"{_num(row['cpu_ms'], 'ms')} vs {_num(row['baseline_cpu_ms'], 'ms')}"
+        what += f"; CPU {cpu} ({row['cpu_ratio']:g}×)"
     return [
         what,
         _num(row["value"], "ms"),

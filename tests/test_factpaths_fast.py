@@ -205,3 +205,30 @@ def test_the_judged_cache_is_bounded(monkeypatch, line: str, bound: str) -> None
     assert len(calls) > len(set(calls))  # the second round was judged again
     if "\\" in line:
         assert max((Counter(relative) - Counter(calls)).values()) > 1
+
+
+# Session 34: first_paths passes over a candidate it judged before (it names the path it
+# named at its earlier start); one forgotten when the judgements are emptied (bounds
+# lowered here to two candidates) is judged again and its path keeps its first start.
+@contextmanager
+def _judgements_bounded_at(count: int, chars: int) -> Iterator[None]:
+    before = factpaths._JUDGED_MAX, factpaths._JUDGED_CHARS
+    factpaths._JUDGED_MAX, factpaths._JUDGED_CHARS = count, chars
+    try:
+        yield
+    finally:
+        factpaths._JUDGED_MAX, factpaths._JUDGED_CHARS = before
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_TEXTS, repeat=st.integers(1, 8))
+def test_first_paths_with_judgements_emptied_are_the_first_of_each_path(
+    text: str, repeat: int
+) -> None:
+    text = text * repeat
+    first: dict[str, int] = {}
+    for position, value in reference.paths(text):
+        first.setdefault(value, position)
+    with _judgements_bounded_at(2, 24):
+        assert factpaths.first_paths(text) == sorted((p, v) for v, p in first.items())
+        assert list(factpaths.paths(text)) == list(reference.paths(text))

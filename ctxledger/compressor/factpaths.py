@@ -471,6 +471,30 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def paths(text: str) -> Iterator[tuple[int, str]]:
     """``(position, path)`` of every path `text` names, in order."""
+    return _named(text, repeats=True)
+
+
+def first_paths(text: str) -> list[tuple[int, str]]:
+    """``(position, path)`` of each distinct path at its first position, in order: what
+    :func:`paths` yields, without the repeats (a caller keeping the first of equal
+    values, as fact extraction does, sees the same).
+
+    Each distinct candidate is judged once (while at most :data:`_JUDGED_MAX` are
+    remembered): the judgement reads only the candidate's characters (:func:`_path_of`).
+    So a candidate met again is passed over at once (:func:`_named`): it names the path
+    it named at its earlier start, already kept (or none). One forgotten when the
+    judgements are emptied is judged again and its path keeps its earlier start.
+    """
+    first: dict[str, int] = {}
+    for start, path in _named(text, repeats=False):
+        first.setdefault(path, start)
+    return [(start, path) for path, start in first.items()]  # (in order of start)
+
+
+def _named(text: str, *, repeats: bool) -> Iterator[tuple[int, str]]:
+    """``(position, path)`` of the candidates of `text` that name a path, in order,
+    each distinct candidate judged once; without `repeats`, only where a candidate is
+    judged (its first start, or again after the judgements were emptied)."""
     judged: dict[str, str | None] = {}  # a long text repeats its paths: judge each once
     held = 0  # (characters of the candidates in judged)
     for start, end in _span_ends(text):
@@ -482,22 +506,10 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
                 judged.clear()
                 held = len(raw)
             value = judged[raw] = _path_of(raw)
+        elif not repeats:
+            continue
         if value is not None:
             yield start, value
-
-
-def first_paths(text: str) -> list[tuple[int, str]]:
-    """``(position, path)`` of each distinct path at its first position, in order: what
-    :func:`paths` yields, without the repeats (a caller keeping the first of equal
-    values, as fact extraction does, sees the same).
-
-    Each distinct candidate is judged once (while at most :data:`_JUDGED_MAX` are
-    remembered): the judgement reads only the candidate's characters (:func:`_path_of`).
-    """
-    first: dict[str, int] = {}
-    for start, path in paths(text):
-        first.setdefault(path, start)
-    return [(start, path) for path, start in first.items()]  # (in order of start)
 
 
 #: a candidate not judged yet (None is "no path"; compared by identity)

@@ -95,13 +95,34 @@ def unwrap_summary(content: str) -> str | None:
             if delim in body:
                 body = body[: body.index(delim)]
             return body.strip()
-    at = text.rfind(_MERGE_LEAD_LINE + "\n\n" + current)
+    lead = _MERGE_LEAD_LINE + "\n\n" + current
+    at = text.rfind(lead) if len(text) <= TAIL else last_at(text, lead)  # short: no extra call
     if at < 0:
         return None
     body = text[at + len(_MERGE_LEAD_LINE) + 2 + len(current) :]
     if end and end in body:
         body = body[: body.rindex(end)]
     return body.strip()
+
+
+#: how far from its end a long text is looked at first for a merged summary (last_at)
+TAIL = 1 << 16
+
+
+def last_at(text: str, needle: str) -> int:
+    """``text.rfind(needle)``. In a text longer than :data:`TAIL` the last
+    :data:`TAIL` characters are looked at first: an occurrence found there is the last
+    one (a summary is merged at a message's end). Else a forward search tells whether
+    there is one at all, ~3x faster than CPython's backward one on 10 MB (its reverse
+    search has no two-way shift); only a text that holds the needle earlier is then
+    searched backward whole."""
+    tail = len(text) - TAIL
+    if tail <= 0:
+        return text.rfind(needle)
+    at = text.rfind(needle, tail)
+    if at >= 0 or needle not in text:
+        return at
+    return text.rfind(needle)
 
 
 def _foreign_body(text: str) -> str | None:

@@ -201,3 +201,29 @@ def test_a_copy_appended_while_the_branch_point_is_read_is_not_cut_off(
     monkeypatch.undo()
     # the branch's copy and the parent's original (before: the branch's copy alone)
     assert [h.session_id for h in recall(ledger, branch, "crate3").hits] == [branch, root]
+
+
+@pytest.mark.parametrize("cap", [0, 30, 80])
+def test_the_branch_point_cache_is_bounded_and_answers_alike(
+    monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """Six pops of a 20-message view: 6 points of about 40 pairs each. Under a cap the
+    least recently used points go (before: every point stayed for the ledger's life,
+    25.8 MB for 100 pops of a 2,000-message view) and the scopes are the same."""
+    from ctxledger.analysis import conversation
+
+    ledger = deterministic_ledger()
+    sids = [_walruses(ledger, 10)]
+    for _ in range(6):
+        sids.append(_popped(ledger, sids[-1], drop=1))
+    unbounded = [conversation_scopes(ledger, sid) for sid in sids]
+    assert len(conversation._POINTS[ledger]) == 6
+    conversation._POINTS.pop(ledger)
+    monkeypatch.setattr(conversation, "POINT_CACHE_PAIRS", cap, raising=False)
+    for _ in range(2):  # cold, then from what the cache kept
+        assert [conversation_scopes(ledger, sid) for sid in sids] == unbounded
+        points = conversation._POINTS[ledger]
+        assert len(points) <= max(1, cap // 30)  # before: all 6
+        assert points.pairs <= max(cap, 40)
+    assert sorted(h.session_id for h in recall(ledger, sids[-1], "crate3").hits) == sids
+

@@ -21,7 +21,9 @@ branch kept of it (the copies its own copy still holds).
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from typing import NamedTuple
 
 from ctxledger.ledger.facade import Ledger
@@ -57,12 +59,52 @@ class _Point(NamedTuple):
         return len(self.ours) < self.compared or len(self.ours) == len(self.theirs)
 
 
-#: branch points per ledger, by (branch, parent): both views' first messages never
-#: change (a session's view is appended to; a compaction starts a new session), so a
-#: point is computed again only while the branch may still be copying its parent
-_POINTS: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], _Point]] = (
-    weakref.WeakKeyDictionary()
-)
+#: what the branch-point cache of one ledger may hold, in (id, seq) pairs (a point
+#: holds the parent's view and the branch's copied prefix: about 100 bytes a pair); past
+#: it the least recently used points go and are computed again when asked for
+POINT_CACHE_PAIRS = 200_000
+
+
+class _Points:
+    """One ledger's branch points by (branch, parent), least recently used first, at
+    most :data:`POINT_CACHE_PAIRS` pairs (one point larger than that is still kept, alone:
+    the walk asking for it reuses it on the next call)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._points: OrderedDict[tuple[str, str], _Point] = OrderedDict()
+        self.pairs = 0
+
+    def get(self, key: tuple[str, str]) -> _Point | None:
+        with self._lock:
+            point = self._points.get(key)
+            if point is not None:
+                self._points.move_to_end(key)
+            return point
+
+    def put(self, key: tuple[str, str], point: _Point) -> None:
+        with self._lock:
+            old = self._points.pop(key, None)
+            if old is not None:
+                self.pairs -= _size(old)
+            self._points[key] = point
+            self.pairs += _size(point)
+            while self.pairs > POINT_CACHE_PAIRS and len(self._points) > 1:
+                self.pairs -= _size(self._points.popitem(last=False)[1])
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+
+def _size(point: _Point) -> int:
+    return len(point.theirs) + len(point.ours)
+
+
+#: branch points per ledger: both views' first messages never change (a session's view
+#: is appended to; a compaction starts a new session), so a point is computed again only
+#: while the branch may still be copying its parent, or once the bound evicted it
+_POINTS: weakref.WeakKeyDictionary[Ledger, _Points] = weakref.WeakKeyDictionary()
+_POINTS_LOCK = threading.Lock()
 
 
 def conversation_scopes(ledger: Ledger, session_id: str) -> list[Scope]:
@@ -99,7 +141,8 @@ def _kept(ours: tuple[tuple[str, int], ...], scope: Scope) -> int:
 def _branch_point(ledger: Ledger, branch: str, parent: str) -> _Point:
     """Where `branch` (a chain's first session) starts on `parent`'s view (cached)."""
     transcript = ledger.transcript
-    points = _POINTS.setdefault(ledger, {})
+    with _POINTS_LOCK:
+        points = _POINTS.setdefault(ledger, _Points())
     cached = points.get((branch, parent))
     # a snapshot: the length compared must be the length read (another thread appending
     # to the branch during the body reads would otherwise mark a short prefix final)
@@ -122,7 +165,7 @@ def _branch_point(ledger: Ledger, branch: str, parent: str) -> _Point:
         ours=tuple((m, stored[m].seq) for m in ours[:same]),
         compared=len(live),
     )
-    points[(branch, parent)] = point
+    points.put((branch, parent), point)
     return point
 
 

@@ -227,3 +227,35 @@ def test_the_branch_point_cache_is_bounded_and_answers_alike(
         assert points.pairs <= max(cap, 40)
     assert sorted(h.session_id for h in recall(ledger, sids[-1], "crate3").hits) == sids
 
+
+def _compacted_line(ledger: Ledger, hops: int) -> list[str]:
+    """A chain compacted once, then `hops` branches, each of the last one's tip view
+    plus ten turns of its own, each compacted once: the tips, oldest first."""
+    tips = [_walruses(ledger, 10)]
+    while True:
+        done = anyio.run(lambda: compact(ledger, tips[-1], OfflineSummarizer()))
+        tips[-1] = done.new_session_id or ""
+        if len(tips) > hops:
+            return tips
+        tips.append(_popped(ledger, tips[-1], drop=0))
+        ledger.append_messages(
+            tips[-1],
+            [{"role": r, "content": f"{r} {i}"} for i in range(10) for r in ("user", "assistant")],
+        )
+
+
+def test_the_compaction_count_and_recall_walk_the_same_branches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One walk, one cap: the Hermes engine's count (its ``compression_count``) covers
+    the chains recall searches (before: it walked 10,000 branch hops, recall 100)."""
+    from ctxledger.integrations.hermes_host import compactions
+    from ctxledger.projections import chains
+
+    ledger = deterministic_ledger()
+    tips = _compacted_line(ledger, hops=4)
+    assert compactions(ledger.chains, tips[-1]) == 5
+    monkeypatch.setattr(chains, "MAX_BRANCH_HOPS", 2, raising=False)
+    scopes = conversation_scopes(ledger, tips[-1])
+    assert [s.root for s in scopes] == [ledger.chains.root(t) for t in tips[:-4:-1]]
+    assert compactions(ledger.chains, tips[-1]) == len(scopes) == 3

@@ -27,10 +27,9 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from ctxledger.ledger.facade import Ledger
+from ctxledger.projections.chains import MAX_BRANCH_HOPS
 from ctxledger.projections.transcript import read_bodies
 
-#: branches followed up from a chain (a cycle or a deeper line stops there)
-MAX_BRANCH_HOPS = 100
 #: the bound of a chain searched whole
 WHOLE = 2**62
 
@@ -112,20 +111,16 @@ def conversation_scopes(ledger: Ledger, session_id: str) -> list[Scope]:
     point (the nearest first)."""
     chains = ledger.chains
     scopes = [Scope(chains.root(session_id), WHOLE)]
-    node = chains.lineage(scopes[0].root)
-    for _ in range(MAX_BRANCH_HOPS):
-        parent = node.parent_session_id
-        if node.reason != "branch" or parent is None or parent not in chains.state.sessions:
-            break
-        up = chains.root(parent)
-        point = _branch_point(ledger, node.session_id, parent)
+    branch = scopes[0].root
+    for parent in chains.branched_from(session_id):
+        point = _branch_point(ledger, branch, parent)
         kept = _kept(point.ours, scopes[-1])
-        if kept == 0 or any(up == s.root for s in scopes):
+        if kept == 0:
             break
         bound = max(seq for _, seq in point.theirs[:kept])
         dropped = frozenset(m for m, seq in point.theirs[kept:] if seq <= bound)
-        scopes.append(Scope(up, bound, dropped))
-        node = chains.lineage(up)
+        branch = chains.root(parent)
+        scopes.append(Scope(branch, bound, dropped))
     return scopes
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxledger.errors import InvalidInput
-from ctxledger.importers.hermes_db import CHAIN_CAP, compression_parents
+from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title
 from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.projections.chains import ChainsProjection, Lineage
@@ -144,12 +144,7 @@ def chains_titled(chains: ChainsProjection, titles: set[str]) -> list[Lineage]:
 def compactions(chains: ChainsProjection, session_id: str) -> int:
     """How many compactions the conversation holding `session_id` made (Hermes's
     ``compression_count``): those of its chain, and of the chains it branched from (a
-    ``/compress here`` goes on as a branch)."""
-    count, seen = 0, set[str]()
-    sid: str | None = session_id
-    while sid is not None and sid not in seen and len(seen) < CHAIN_CAP:
-        seen.add(sid)
-        count += chains.compression_count(sid)
-        root = chains.lineage(chains.root(sid))
-        sid = root.parent_session_id if root.reason == "branch" else None
-    return count
+    ``/compress here`` goes on as a branch), as far up as recall reaches
+    (:meth:`~ctxledger.projections.chains.ChainsProjection.branched_from`)."""
+    parents = chains.branched_from(session_id)
+    return sum(chains.compression_count(sid) for sid in (session_id, *parents))

@@ -123,9 +123,31 @@ def compress(home: Path, engine: str, state: Any, sid: str, args: str = "") -> A
     store = _Store(entry, state)
     source = SessionSource(platform=Platform.LOCAL, chat_id="chat", user_id="user")
     event = MessageEvent(text=f"/compress {args}".strip(), source=source)
-    answer = asyncio.run(_runner(state, store)._handle_compress_command(event))
+    import run_agent
+
+    built: list[Any] = []
+
+    class Recorded(run_agent.AIAgent):  # type: ignore[misc, name-defined]
+        """The handler's temporary agent, kept to read its count and warning after."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    saved, run_agent.AIAgent = run_agent.AIAgent, Recorded
+    try:
+        answer = asyncio.run(_runner(state, store)._handle_compress_command(event))
+    finally:
+        run_agent.AIAgent = saved
     kept = store.load_transcript(entry.session_id)
-    return SimpleNamespace(answer=answer, sid=entry.session_id, kept=[m["content"] for m in kept])
+    (agent,) = built
+    return SimpleNamespace(
+        answer=answer,
+        sid=entry.session_id,
+        kept=[m["content"] for m in kept],
+        count=agent.context_compressor.compression_count,
+        warning=getattr(agent, "_compression_warning", None),
+    )
 
 
 def chat_agent(workdir: Path, state: Any, sid: str) -> Any:

@@ -16,10 +16,6 @@ from ctxledger.events import Event, SessionEnded, SessionStarted, SessionSwitche
 
 #: the longest compression chain the tip walk follows before giving up
 MAX_CHAIN = 10_000
-#: branches followed up from a chain (:meth:`ChainsProjection.branched_from`): one
-#: ``/compress here``, rewind, ``pop_item`` or proxy divergence is one hop, and each hop
-#: costs recall a compare of the copied prefix (a cycle or a deeper line stops there)
-MAX_BRANCH_HOPS = 100
 
 
 class Lineage(msgspec.Struct, kw_only=True):
@@ -122,23 +118,25 @@ class ChainsProjection:
             node = parent
         return node.session_id
 
-    def branched_from(self, session_id: str) -> Iterator[str]:
+    def branched_from(self, session_id: str, cap: int) -> Iterator[tuple[str, str]]:
         """The sessions the conversation holding `session_id` branched from, nearest
-        first: the parent of its chain's first session when that is a ``branch``, then
-        the same for the parent's chain, at most :data:`MAX_BRANCH_HOPS` (a parent not in
-        the log or a chain met twice ends the walk). The one walk of a conversation's
-        branches: recall's scopes and the Hermes engine's compaction count."""
+        first, each with its chain's root: the parent of its chain's first session when
+        that is a ``branch``, then the same for the parent's chain, at most `cap` hops (a
+        parent not in the log or a chain met twice ends the walk). The one walk of a
+        conversation's branches: recall's scopes and the Hermes engine's compaction
+        count take it, each with its own cap (one hop costs recall a compare of the
+        copied prefix, the count one lookup)."""
         node = self.lineage(self.root(session_id))
         seen = {node.session_id}
-        for _ in range(MAX_BRANCH_HOPS):
+        for _ in range(cap):
             parent = node.parent_session_id
             if node.reason != "branch" or parent is None or parent not in self.state.sessions:
                 return
             up = self.root(parent)
-            if up in seen:
+            if up in seen:  # only a log the facade did not write (events appended as given)
                 return
             seen.add(up)
-            yield parent
+            yield parent, up
             node = self.lineage(up)
 
     def chain(self, session_id: str) -> list[str]:

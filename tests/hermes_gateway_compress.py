@@ -25,7 +25,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from hermes_compaction import _Anything
+from hermes_compaction import ReadsAsNothing
+from hermes_engine_flows import talk
 
 ENGINE = """\
 model:
@@ -35,17 +36,6 @@ plugins:
 context:
   engine: {engine}
 """
-
-
-def talk(first: int, turns: int) -> list[dict[str, Any]]:
-    return [
-        m
-        for i in range(first, first + turns)
-        for m in (
-            {"role": "user", "content": f"ask {i}"},
-            {"role": "assistant", "content": f"answer {i}"},
-        )
-    ]
 
 
 class _Store:
@@ -76,12 +66,7 @@ class _Store:
 def _runner(state: Any, store: _Store) -> Any:
     from gateway import run as gateway_run
 
-    class Runner(gateway_run.GatewayRunner):  # type: ignore[misc, name-defined]
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return _Anything()
-
+    class Runner(ReadsAsNothing, gateway_run.GatewayRunner):  # type: ignore[misc, name-defined]
         def _session_key_for_source(self, _: Any) -> str:
             return "chat-key"
 

@@ -53,6 +53,7 @@ def test_compress_on_a_chat_with_nothing_to_compact_answers_as_the_built_in(gate
     said = {engine: (answer.split("\n"), kept) for engine, (answer, kept) in out["short"].items()}
     # the size line holds the system prompt's rough size, and that prompt holds the time
     for lines, _ in said.values():
+        assert len(lines) == 2, lines  # (before: an IndexError on a one-line answer)
         assert lines[1].startswith("Approx request size: ~") and lines[1].endswith("(unchanged)")
         del lines[1]
     assert said["ctxledger"] == said["compressor"]
@@ -102,10 +103,10 @@ def test_hermes_s_gateway_keeps_only_the_compacted_head_of_compress_here(gateway
 
 
 def test_a_new_agent_counts_the_conversation_s_compactions(gateway):
-    """The chosen difference (HERMES_SPEC §5, docs/notes/s34-parity.md): Hermes's
-    built-in starts every agent at 0, and the gateway builds a new one for each
-    ``/compress`` (and after each eviction, each resume), so its "compressed N times"
-    warning never fires there. The engine's agent counts the conversation's
+    """The chosen difference (README "Differences", *Compression count of a new
+    agent*; docs/notes/s34-parity.md): Hermes's built-in starts every agent at 0, and
+    the gateway builds a new one for each ``/compress`` (and after each eviction, each
+    resume), so its "compressed N times" warning never fires there. The engine's agent counts the conversation's
     compactions (its chain and the chains it branched from), so Hermes's own warning
     fires at the second compaction of the conversation, whichever agent made it."""
     _, out = gateway

@@ -208,7 +208,7 @@ def test_the_branch_point_cache_is_bounded_and_answers_alike(
     monkeypatch: pytest.MonkeyPatch, cap: int
 ) -> None:
     """Six pops of a 20-message view: 6 points of about 40 pairs each. Under a cap
-    points go (before: every point stayed for the ledger's life, about 25 MB as (id, seq)
+    points go (before: every point stayed for the ledger's life, 24.9 MB as (id, seq)
     tuples for 100 pops of a 2,000-message view) and the scopes are the same."""
     from ctxledger.analysis import conversation
 

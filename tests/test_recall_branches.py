@@ -224,7 +224,7 @@ def test_the_branch_point_cache_is_bounded_and_answers_alike(
         assert [conversation_scopes(ledger, sid) for sid in sids] == unbounded
         points = conversation._POINTS[ledger]
         assert len(points) <= max(1, cap // 30)  # before: all 6
-        assert points.pairs <= max(cap, 40)
+        assert points.cost <= cap or len(points) == 1  # one point larger than the cap
     assert sorted(h.session_id for h in recall(ledger, sids[-1], "crate3").hits) == sids
 
 

@@ -65,18 +65,25 @@ class _Point(NamedTuple):
         return len(self.ours) < self.compared or len(self.ours) == len(self.theirs)
 
     @property
-    def pairs(self) -> int:
-        return len(self.theirs) + len(self.ours)
+    def cost(self) -> int:
+        """What the cache charges for it, in pairs: its (id, seq) pairs and
+        :data:`POINT_FIXED_PAIRS`."""
+        return len(self.theirs) + len(self.ours) + POINT_FIXED_PAIRS
 
 
 #: what the branch-point cache of one ledger may hold, in (id, seq) pairs of 16 bytes
-#: (an id reference, a seq): 12.8 MB, what 200,000 pairs took as (id, seq) tuples
+#: (an id reference, a seq), each point charged its own cost as well: about 12.8 MB
+#: however short the points (what 200,000 pairs took as (id, seq) tuples)
 POINT_CACHE_PAIRS = 800_000
+#: what a point costs besides its pairs (its tuples, arrays, key and entry: about
+#: 640 bytes), in pairs of 16 bytes
+POINT_FIXED_PAIRS = 40
 
 
 class _Points:
     """One ledger's branch points by (branch, parent), least recently used first, at
-    most :data:`POINT_CACHE_PAIRS` pairs. Scan-resistant: a walk asks for its points in
+    most :data:`POINT_CACHE_PAIRS` pairs (each point charged :attr:`_Point.cost`, so
+    many short points stay within it too). Scan-resistant: a walk asks for its points in
     the same order every time, so a plain LRU smaller than the walk evicts each point
     just before the next walk asks for it; a new point is not kept when keeping it would
     evict one the same walk used (the walk's first points stay and are hit next time).
@@ -85,7 +92,7 @@ class _Points:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._points: OrderedDict[tuple[str, str], tuple[_Point, object]] = OrderedDict()
-        self.pairs = 0
+        self.cost = 0
 
     def get(self, key: tuple[str, str], walk: object) -> _Point | None:
         with self._lock:
@@ -100,8 +107,8 @@ class _Points:
         with self._lock:
             old = self._points.pop(key, None)
             if old is not None:
-                self.pairs -= old[0].pairs
-            over = self.pairs + point.pairs - POINT_CACHE_PAIRS
+                self.cost -= old[0].cost
+            over = self.cost + point.cost - POINT_CACHE_PAIRS
             going: list[tuple[str, str]] = []
             for k, (p, used_by) in self._points.items():
                 if over <= 0:
@@ -109,11 +116,11 @@ class _Points:
                 if used_by is walk:
                     return  # keep this walk's points, not this one
                 going.append(k)
-                over -= p.pairs
+                over -= p.cost
             for k in going:
-                self.pairs -= self._points.pop(k)[0].pairs
+                self.cost -= self._points.pop(k)[0].cost
             self._points[key] = (point, walk)
-            self.pairs += point.pairs
+            self.cost += point.cost
 
     def held(self) -> list[tuple[str, str]]:
         """The points held, least recently used first."""

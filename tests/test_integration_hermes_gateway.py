@@ -106,9 +106,10 @@ def test_a_new_agent_counts_the_conversation_s_compactions(gateway):
     """The chosen difference (README "Differences", *Compression count of a new
     agent*; docs/notes/s34-parity.md): Hermes's built-in starts every agent at 0, and
     the gateway builds a new one for each ``/compress`` (and after each eviction, each
-    resume), so its "compressed N times" warning never fires there. The engine's agent counts the conversation's
-    compactions (its chain and the chains it branched from), so Hermes's own warning
-    fires at the second compaction of the conversation, whichever agent made it."""
+    resume), so its "compressed N times" warning never fires there. The engine's
+    agent counts the conversation's compactions (its chain and the chains it branched
+    from), so Hermes's own warning fires at the second compaction of the
+    conversation, whichever agent made it."""
     _, out = gateway
     assert (out["full"]["count"], out["full"]["warning"]) == (1, None)
     assert out["here"]["count"] == 2

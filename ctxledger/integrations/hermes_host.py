@@ -147,7 +147,8 @@ def compactions(chains: ChainsProjection, session_id: str) -> int:
     ``/compress here`` goes on as a branch), walked as recall walks them
     (:meth:`~ctxledger.projections.chains.ChainsProjection.branched_from`) but up to
     :data:`~ctxledger.projections.chains.MAX_CHAIN` hops, not recall's 100: a hop costs
-    the count one lookup, and a count that stopped at recall's cap would drop back (to
-    the compactions of the last 100 branches) as the conversation goes on."""
+    the count a walk of that chain, with no body read, and a count that stopped at
+    recall's cap would drop back (to the compactions of the last 100 branches) as the
+    conversation goes on."""
     parents = (parent for parent, _ in chains.branched_from(session_id, MAX_CHAIN))
     return sum(chains.compression_count(sid) for sid in (session_id, *parents))

@@ -125,7 +125,7 @@ class ChainsProjection:
         parent not in the log or a chain met twice ends the walk). The one walk of a
         conversation's branches: recall's scopes and the Hermes engine's compaction
         count take it, each with its own cap (one hop costs recall a compare of the
-        copied prefix, the count one lookup)."""
+        copied prefix, the count a walk of that chain, with no body read)."""
         node = self.lineage(self.root(session_id))
         seen = {node.session_id}
         for _ in range(cap):

@@ -113,6 +113,16 @@ class _Anything:
         return iter(())
 
 
+class ReadsAsNothing:
+    """A runner stand-in's attributes that the path driven does not depend on read as
+    :class:`_Anything` (mixed in before Hermes's ``GatewayRunner``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+
 class _Store:
     """A session store holding one session: its entry and its transcript."""
 
@@ -132,12 +142,7 @@ class _Store:
 def _runner_class() -> Any:
     from gateway import run as gateway_run
 
-    class Runner(gateway_run.GatewayRunner):  # type: ignore[misc, name-defined]
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return _Anything()
-
+    class Runner(ReadsAsNothing, gateway_run.GatewayRunner):  # type: ignore[misc, name-defined]
         def _thread_metadata_for_source(self, *_: Any, **__: Any) -> Any:
             raise _Decided(True)  # the first call of the branch that compresses
 

@@ -201,3 +201,62 @@ def test_a_copy_appended_while_the_branch_point_is_read_is_not_cut_off(
     monkeypatch.undo()
     # the branch's copy and the parent's original (before: the branch's copy alone)
     assert [h.session_id for h in recall(ledger, branch, "crate3").hits] == [branch, root]
+
+
+@pytest.mark.parametrize("cap", [0, 30, 80])
+def test_the_branch_point_cache_is_bounded_and_answers_alike(
+    monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """Six pops of a 20-message view: 6 points of about 40 pairs each. Under a cap
+    points go (before: every point stayed for the ledger's life, 24.9 MB as (id, seq)
+    tuples for 100 pops of a 2,000-message view) and the scopes are the same."""
+    from ctxledger.analysis import conversation
+
+    ledger = deterministic_ledger()
+    sids = [_walruses(ledger, 10)]
+    for _ in range(6):
+        sids.append(_popped(ledger, sids[-1], drop=1))
+    unbounded = [conversation_scopes(ledger, sid) for sid in sids]
+    assert len(conversation._POINTS[ledger]) == 6
+    conversation._POINTS.pop(ledger)
+    monkeypatch.setattr(conversation, "POINT_CACHE_PAIRS", cap, raising=False)
+    for _ in range(2):  # cold, then from what the cache kept
+        assert [conversation_scopes(ledger, sid) for sid in sids] == unbounded
+        points = conversation._POINTS[ledger]
+        assert len(points) <= max(1, cap // 30)  # before: all 6
+        assert points.cost <= cap or len(points) == 1  # one point larger than the cap
+    assert sorted(h.session_id for h in recall(ledger, sids[-1], "crate3").hits) == sids
+
+
+def _compacted_line(ledger: Ledger, hops: int) -> list[str]:
+    """A chain compacted once, then `hops` branches, each of the last one's tip view
+    plus ten turns of its own, each compacted once: the tips, oldest first."""
+    tips = [_walruses(ledger, 10)]
+    while True:
+        done = anyio.run(lambda: compact(ledger, tips[-1], OfflineSummarizer()))
+        tips[-1] = done.new_session_id or ""
+        if len(tips) > hops:
+            return tips
+        tips.append(_popped(ledger, tips[-1], drop=0))
+        ledger.append_messages(
+            tips[-1],
+            [{"role": r, "content": f"{r} {i}"} for i in range(10) for r in ("user", "assistant")],
+        )
+
+
+def test_recall_stops_at_its_cap_and_the_compaction_count_walks_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One walk, two caps: recall's (patched where it is read, on each call) and the
+    Hermes engine's count (its ``compression_count``), which walks on (before, on this
+    branch: one cap, the count 3; on main the count's cap was 10,000 too)."""
+    from ctxledger.analysis import conversation
+    from ctxledger.integrations.hermes_host import compactions
+
+    ledger = deterministic_ledger()
+    tips = _compacted_line(ledger, hops=4)
+    assert compactions(ledger.chains, tips[-1]) == 5
+    monkeypatch.setattr(conversation, "MAX_BRANCH_HOPS", 2)
+    scopes = conversation_scopes(ledger, tips[-1])
+    assert [s.root for s in scopes] == [ledger.chains.root(t) for t in tips[:-4:-1]]
+    assert compactions(ledger.chains, tips[-1]) == 5

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxledger.errors import InvalidInput
-from ctxledger.importers.hermes_db import CHAIN_CAP, compression_parents
+from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title
 from ctxledger.limits import check_context_length, check_token_count
-from ctxledger.projections.chains import ChainsProjection, Lineage
+from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
 from ctxledger.usage import normalize_usage
 
 JSON = dict[str, Any]
@@ -144,12 +144,11 @@ def chains_titled(chains: ChainsProjection, titles: set[str]) -> list[Lineage]:
 def compactions(chains: ChainsProjection, session_id: str) -> int:
     """How many compactions the conversation holding `session_id` made (Hermes's
     ``compression_count``): those of its chain, and of the chains it branched from (a
-    ``/compress here`` goes on as a branch)."""
-    count, seen = 0, set[str]()
-    sid: str | None = session_id
-    while sid is not None and sid not in seen and len(seen) < CHAIN_CAP:
-        seen.add(sid)
-        count += chains.compression_count(sid)
-        root = chains.lineage(chains.root(sid))
-        sid = root.parent_session_id if root.reason == "branch" else None
-    return count
+    ``/compress here`` goes on as a branch), walked as recall walks them
+    (:meth:`~ctxledger.projections.chains.ChainsProjection.branched_from`) but up to
+    :data:`~ctxledger.projections.chains.MAX_CHAIN` hops, not recall's 100: a hop costs
+    the count a walk of that chain, with no body read, and a count that stopped at
+    recall's cap would drop back (to the compactions of the last 100 branches) as the
+    conversation goes on."""
+    parents = (parent for parent, _ in chains.branched_from(session_id, MAX_CHAIN))
+    return sum(chains.compression_count(sid) for sid in (session_id, *parents))

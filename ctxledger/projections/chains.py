@@ -118,6 +118,27 @@ class ChainsProjection:
             node = parent
         return node.session_id
 
+    def branched_from(self, session_id: str, cap: int) -> Iterator[tuple[str, str]]:
+        """The sessions the conversation holding `session_id` branched from, nearest
+        first, each with its chain's root: the parent of its chain's first session when
+        that is a ``branch``, then the same for the parent's chain, at most `cap` hops (a
+        parent not in the log or a chain met twice ends the walk). The one walk of a
+        conversation's branches: recall's scopes and the Hermes engine's compaction
+        count take it, each with its own cap (one hop costs recall a compare of the
+        copied prefix, the count a walk of that chain, with no body read)."""
+        node = self.lineage(self.root(session_id))
+        seen = {node.session_id}
+        for _ in range(cap):
+            parent = node.parent_session_id
+            if node.reason != "branch" or parent is None or parent not in self.state.sessions:
+                return
+            up = self.root(parent)
+            if up in seen:  # only a log the facade did not write (events appended as given)
+                return
+            seen.add(up)
+            yield parent, up
+            node = self.lineage(up)
+
     def chain(self, session_id: str) -> list[str]:
         """Every session of the compression chain containing `session_id`, oldest first."""
         return list(self._forward(self.root(session_id)))

@@ -45,20 +45,13 @@ from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    SystemMessage,
-    convert_to_messages,
-    convert_to_openai_messages,
-)
+from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
-from ctxledger.compressor import markers
 from ctxledger.errors import CtxLedgerError
 from ctxledger.events import MessageAppended
+from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
     LoopThread,
     finite_schema,
@@ -76,7 +69,15 @@ from ctxledger.integrations.langchain_keys import (
     session_key,
     thread_key,
 )
-from ctxledger.limits import check_token_count, taking_as_recorded
+from ctxledger.integrations.langchain_messages import (
+    View,
+    from_chat,
+    responses_usage,
+    system_message,
+    text_of,
+    to_chat,
+)
+from ctxledger.limits import taking_as_recorded
 
 JSON = dict[str, Any]
 #: the (private) state field holding the thread of a run without a thread id
@@ -101,6 +102,17 @@ class _Thread:
         self.root = root
         self.seen = seen
         self.version = version
+
+
+class _Call:
+    """One model call: the ledger session and view it sends, its output cap
+    (``max_tokens``), and how many times recovery lowered that cap."""
+
+    def __init__(self, sid: str, view: View, max_tokens: int | None, lowered: int = 0) -> None:
+        self.sid = sid
+        self.view = view
+        self.max_tokens = max_tokens
+        self.lowered = lowered
 
 
 class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
@@ -165,13 +177,17 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     ) -> ModelResponse[Any]:
         thread = _thread_id(request.state, request.messages)
         loop = self._loop_thread()
-        sid, view = loop.run(lambda: self._before(thread, request))
-        try:
-            response = handler(self._override(request, view))
-        except BaseException:
-            loop.run(lambda: self._forget_run(thread))
-            raise
-        loop.run(lambda: self._after(thread, sid, response))
+        call = loop.run(lambda: self._before(thread, request))
+        while True:
+            try:
+                response = handler(self._override(request, call))
+                break
+            except BaseException as exc:
+                retry = loop.run(functools.partial(self._failed, thread, call, exc))
+                if retry is None:
+                    raise
+                call = retry
+        loop.run(lambda: self._after(thread, call.sid, response))
         return response
 
     async def awrap_model_call(
@@ -180,13 +196,17 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         thread = _thread_id(request.state, request.messages)
-        sid, view = await self._before(thread, request)
-        try:
-            response = await handler(self._override(request, view))
-        except BaseException:
-            await self._forget_run(thread)
-            raise
-        await self._after(thread, sid, response)
+        call = await self._before(thread, request)
+        while True:
+            try:
+                response = await handler(self._override(request, call))
+                break
+            except BaseException as exc:
+                retry = await self._failed(thread, call, exc)
+                if retry is None:
+                    raise
+                call = retry
+        await self._after(thread, call.sid, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
@@ -206,7 +226,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     # --- steps ----------------------------------------------------------------------------
 
-    async def _before(self, thread: str, request: ModelRequest[Any]) -> tuple[str, _View]:
+    async def _before(self, thread: str, request: ModelRequest[Any]) -> _Call:
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         ids = [str(m.id) for m in messages]
@@ -221,8 +241,38 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         sid = (await self.service.preflight(sid)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
-        view = _View(system, live_messages(self.service, sid), messages)
-        return sid, view
+        view = View(system, live_messages(self.service, sid), messages)
+        cap = recovery.requested_cap(
+            request.model_settings.get("max_tokens"), getattr(request.model, "max_tokens", None)
+        )
+        return _Call(sid, view, cap)
+
+    async def _failed(self, thread: str, call: _Call, exc: BaseException) -> _Call | None:
+        """The model call failed: the call to retry after a provider's overflow error, as
+        the service decides (:mod:`ctxledger.integrations.recovery`: a lower output cap,
+        or the compacted view); None (the error is the run's) for any other error. A
+        failure that is not retried forgets its run (:meth:`_forget_run`)."""
+        try:
+            step = None
+            if call.lowered < recovery.MAX_CAP_RETRIES:
+                step = await recovery.recover(
+                    self.service, call.sid, exc, requested_max_tokens=call.max_tokens
+                )
+        finally:
+            if step is None:  # (also when recovery gave up: ContextOverflowError)
+                await self._forget_run(thread)
+        if step is None:
+            return None
+        known = self._runs.get(thread) or self._threads.get(thread)
+        if known is not None:
+            self._mark(known)  # the compaction is this process's own write
+        sid = step.session_id
+        view = View(
+            system_view(self.service, sid), live_messages(self.service, sid), call.view.state
+        )
+        if step.max_tokens is None:
+            return _Call(sid, view, call.max_tokens, call.lowered)
+        return _Call(sid, view, step.max_tokens, call.lowered + 1)
 
     async def _after(self, thread: str, sid: str, response: ModelResponse[Any]) -> None:
         known = self._runs.get(thread) or self._threads.get(thread)
@@ -279,11 +329,13 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         known.seen.extend(ids[len(known.seen) :])
         self._mark(known)
 
-    def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
-        overrides: dict[str, Any] = {"messages": view.model_input()}
-        system = _system_message(request.system_message, view.system)
+    def _override(self, request: ModelRequest[Any], call: _Call) -> ModelRequest[Any]:
+        overrides: dict[str, Any] = {"messages": call.view.model_input()}
+        system = system_message(request.system_message, call.view.system)
         if system is not None:
             overrides["system_message"] = system
+        if call.lowered:
+            overrides["model_settings"] = {**request.model_settings, "max_tokens": call.max_tokens}
         return request.override(**overrides)
 
     # --- which ledger session -----------------------------------------------------------
@@ -432,101 +484,12 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             root = await self.service.start_session(
                 model=self.model_name,
                 context_length=self.context_length,
-                system_prompt=_text(system.content) if system is not None else None,
+                system_prompt=text_of(system.content) if system is not None else None,
                 tools=_tool_schemas(request.tools),
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )
         return self._keep(thread, _Thread(root, []))
-
-
-class _View:
-    """The ledger's view of a thread, ready to be sent as LangChain messages."""
-
-    def __init__(self, system: JSON | None, live: list[JSON], state: Sequence[AnyMessage]) -> None:
-        self.system = system
-        self.live = live
-        self.by_id = {str(m.id): m for m in state}
-
-    def model_input(self) -> list[BaseMessage]:
-        """The live view; a message the ledger carried unchanged is the state's own object."""
-        out: list[BaseMessage] = []
-        for msg in self.live:
-            original = self.by_id.get(str(msg.get(LC_ID)))
-            if original is not None and to_chat([original])[0] == msg:
-                out.append(original)
-            else:
-                out.append(from_chat(msg))
-        return out
-
-
-def _system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMessage | None:
-    """The system message to send: the agent's own for this call (a ``dynamic_prompt``
-    or a prompt changed since the thread started applies, its content blocks kept), with
-    the ledger's compaction note added when the view has one; with none from the agent,
-    the ledger's (a leading system message of the state, which the ledger holds)."""
-    if host is None:
-        return None if ledger is None else SystemMessage(content=ledger["content"])
-    if ledger is None or not markers.has_system_note(_text(ledger.get("content"))):
-        return host
-    content = host.content
-    if isinstance(content, str):
-        return host.model_copy(update={"content": markers.add_system_note(content)})
-    note = {"type": "text", "text": markers.system_note()}
-    return host.model_copy(update={"content": [*content, note]})
-
-
-def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
-    """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
-    converted = convert_to_openai_messages(list(messages))
-    out: list[JSON] = []
-    for message, chat in zip(messages, converted, strict=True):
-        chat = dict(chat)
-        if chat.get("role") == "assistant" and chat.get("content") == "" and chat.get("tool_calls"):
-            chat["content"] = None
-        if message.id is not None:
-            chat[LC_ID] = str(message.id)
-        out.append(chat)
-    return out
-
-
-def from_chat(message: JSON) -> BaseMessage:
-    """One chat message as a LangChain message (its ``lc_id`` back as the id)."""
-    plain = {k: v for k, v in message.items() if k != LC_ID}
-    if plain.get("role") == "assistant" and plain.get("content") is None:
-        plain["content"] = ""
-    converted: BaseMessage = convert_to_messages([plain])[0]
-    if isinstance(message.get(LC_ID), str):
-        converted.id = message[LC_ID]
-    return converted
-
-
-def responses_usage(usage: Any) -> JSON:
-    """LangChain ``usage_metadata`` as a Responses usage dict: LangChain's input_tokens is
-    the whole prompt (cache reads and writes included), as in the Responses API."""
-    details = usage.get("input_token_details") or {}
-    out_details = usage.get("output_token_details") or {}
-
-    def count(block: Any, key: str) -> int:  # text and bools are refused, not made numbers
-        return check_token_count(block.get(key), f"usage_metadata field {key!r}")
-
-    return {
-        "input_tokens": count(usage, "input_tokens"),
-        "output_tokens": count(usage, "output_tokens"),
-        "input_tokens_details": {
-            "cached_tokens": count(details, "cache_read"),
-            "cache_creation_tokens": count(details, "cache_creation"),
-        },
-        "output_tokens_details": {"reasoning_tokens": count(out_details, "reasoning")},
-    }
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(
-        str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content or ()
-    )
 
 
 def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:

@@ -416,3 +416,63 @@ def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
     middleware = CtxLedgerMiddleware(service, context_length=16_000)
     found = middleware.before_agent({"messages": [*history, HumanMessage("b.py")]}, None)
     assert found is not None and found[lc.RUN_KEY] != "default:x"
+
+
+class StepsChat(EchoChat):
+    """`rounds` tool calls after each ask, then an answer (counted in what it was sent)."""
+
+    def _reply(self, messages: list[Any]) -> ChatResult:
+        self.inputs.append(list(messages))
+        last = max(i for i, m in enumerate(messages) if m.type == "human")
+        steps = sum(m.type == "tool" for m in messages[last:])
+        ask = messages[last].content
+        if steps < self.rounds:
+            call = {"name": "read_file", "args": {"path": ask}, "id": f"c_{ask}_{steps}"}
+            reply = AIMessage("", tool_calls=[call])
+        else:
+            reply = AIMessage(f"read {ask}")
+        reply.usage_metadata = {"input_tokens": 50, "output_tokens": 5, "total_tokens": 55}
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_two_workers_running_one_conversation_at_once_do_not_end_each_other(service, tmp_path):
+    """A continued stateless conversation sent to two workers at once (a retry to a second
+    worker): each found the other's write as a rewritten history, ended the other's
+    session and started the next generation, at every model call (8 generations for
+    2 runs of 3 tool steps). A divergence another process wrote is not a rewrite of this
+    one's history: the worker starts its generation once and leaves the other's open."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    models = [StepsChat(messages=iter([]), rounds=3) for _ in range(2)]
+    w1, w2 = (
+        create_agent(
+            model=m, tools=[read_file],
+            middleware=[CtxLedgerMiddleware(svc, context_length=16_000)],
+        )
+        for m, svc in zip(models, (service, other), strict=True)
+    )  # fmt: skip
+    first = w1.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+
+    async def both() -> list[Any]:
+        results: list[Any] = [None, None]
+
+        async def run(i: int, worker: Any) -> None:  # each worker decodes its own request
+            out = await worker.ainvoke({"messages": [*first, HumanMessage("b.py")]})
+            results[i] = out["messages"]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, 0, w1)
+            tg.start_soon(run, 1, w2)
+        return results
+
+    states = anyio.run(both)
+    for model, state in zip(models, states, strict=True):
+        assert state[-1].content == "read b.py"
+        for sent in model.inputs[-4:]:  # each call of the run was sent its own history
+            assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    service.ledger.refresh()
+    sessions = service.ledger.transcript.state.sessions
+    roots = {service.ledger.chains.root(s) for s in sessions}
+    assert len(roots) == 2  # the conversation's session, and one generation for the other run
+    assert not any(service.ledger.transcript.session(service.tip(r)).ended for r in roots)
+    assert service.ledger.verify().ok
+    other.ledger.close()

@@ -96,12 +96,14 @@ class RunState(AgentState[Any]):
 class _Thread:
     """What the middleware knows about one graph thread: its ledger root and the state
     message ids already appended there; `version`: its tip and that tip's ledger version
-    when this process last wrote or read it (another process on the ledger moves it)."""
+    when this process last wrote or read it (another process on the ledger moves it);
+    `mine`: what this process had seen, when a re-read found another process's write."""
 
     def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
         self.root = root
         self.seen = seen
         self.version = version
+        self.mine: list[str] | None = None
 
 
 class _Call:
@@ -232,7 +234,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         ids = [str(m.id) for m in messages]
         known = self._known(thread)
         if known is None or ids[: len(known.seen)] != known.seen:
-            known = await self._start(thread, request, known)
+            known = await self._start(thread, request, known, ids)
         suffix = messages[len(known.seen) :]
         sid = self.service.tip(known.root)
         if suffix:
@@ -353,9 +355,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
         on the ledger (a second worker of a server) may have continued the thread, or
         started a generation of it, since this one last wrote: its ids are read again."""
+        known.mine = None
         if known.version != self._version(known.root):
             fresh = self._recorded(thread)
             if fresh is not None:
+                known.mine = known.seen
                 known.root, known.seen, known.version = fresh.root, fresh.seen, fresh.version
         return known
 
@@ -468,9 +472,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                     seen.append(event.message[LC_ID])
         return _Thread(root, seen, self._version(root))
 
-    async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
-        """A new ledger session for the thread (the first, or after the history was rewritten)."""
-        if old is not None:
+    async def _start(
+        self, thread: str, request: ModelRequest[Any], old: _Thread | None, ids: list[str]
+    ) -> _Thread:
+        """A new ledger session for the thread (the first, or after the history was
+        rewritten). The one it replaces is ended, unless the history `ids` goes on from
+        what this process had seen and another process's write diverged (two workers
+        running one conversation at once): that session is the other's, going on."""
+        if old is not None and not (old.mine is not None and ids[: len(old.mine)] == old.mine):
             tip = self.service.tip(old.root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")

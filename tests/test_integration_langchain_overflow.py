@@ -15,8 +15,14 @@ require("langchain.agents", "langchain")
 require("openai", "openai")
 require("anthropic", "anthropic")
 import anthropic
-import httpx2
 import openai
+from helpers.provider_errors import (
+    ANTHROPIC_TOO_LONG,
+    OPENAI_TOO_LONG,
+    OUTPUT_CAP,
+    PAYLOAD_413,
+    raise_from_sdk,
+)
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -34,62 +40,6 @@ CONFIG = CompressionConfig(
     threshold_floor_tokens=0, context_length=8_000, protect_last_n=4, tail_min_messages=4
 )
 THREAD = {"configurable": {"thread_id": "t1"}}
-
-OPENAI_TOO_LONG = (
-    "openai",
-    400,
-    {
-        "error": {
-            "message": "This model's maximum context length is 4096 tokens. However, your "
-            "messages resulted in 5120 tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error",
-            "param": "messages",
-            "code": "context_length_exceeded",
-        }
-    },
-)
-ANTHROPIC_TOO_LONG = (
-    "anthropic",
-    400,
-    {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": "prompt is too long: 210000 tokens > 200000 maximum",
-        },
-    },
-)
-PAYLOAD_413 = ("openai", 413, {"error": {"message": "Request Entity Too Large"}})
-OUTPUT_CAP = (
-    "openai",
-    400,
-    {
-        "error": {
-            "message": "max_tokens is too large: 4096. This model supports at most 1000 "
-            "completion tokens, whereas you provided 4096.",
-            "type": "invalid_request_error",
-            "param": "max_tokens",
-            "code": None,
-        }
-    },
-)
-
-
-def _raise_from_sdk(sdk: str, status: int, body: dict[str, Any]) -> None:
-    """The provider SDK's own exception: a real client call to an upstream answering so."""
-    transport = httpx2.MockTransport(lambda request: httpx2.Response(status, json=body))
-    http = httpx2.Client(transport=transport)
-    if sdk == "openai":
-        client = openai.OpenAI(
-            api_key="k", base_url="http://upstream.test/v1", http_client=http, max_retries=0
-        )
-        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
-    else:
-        other = anthropic.Anthropic(
-            api_key="k", base_url="http://upstream.test", http_client=http, max_retries=0
-        )
-        other.messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "x"}])
-    raise AssertionError("the upstream was to refuse")
 
 
 @tool
@@ -119,7 +69,7 @@ class FlakyChat(GenericFakeChatModel):
         tip = self.service.tip("langchain:t1")
         self.views.append([system_view(self.service, tip), *live_messages(self.service, tip)])
         if self.calls in self.failures:
-            _raise_from_sdk(*self.failures[self.calls])
+            raise_from_sdk(*self.failures[self.calls])
         result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
         result.generations[0].message.usage_metadata = {
             "input_tokens": 2_000,

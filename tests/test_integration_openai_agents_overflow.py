@@ -150,6 +150,10 @@ def test_a_prompt_too_long_compacts_and_the_call_is_retried_on_the_compacted_vie
     # the retry was sent the compacted view the ledger holds at that moment, whole
     assert _plain(retried) == _plain(messages_to_items(model.views[7]))
     assert _plain(failed) == _plain(messages_to_items(model.views[6]))  # (before: the whole)
+    # the run's next call (after the tool) is sent the compacted view and the tool's
+    # items, not the Runner's whole history again
+    assert _plain(model.sent[8]) == _plain(messages_to_items(model.views[8]))
+    assert len(model.sent[8]) < len(failed)
     view = live_messages(service, session.ledger_session_id())
     assert [m.get("content") for m in view].count("m3 reviewed") == 1
     assert service.ledger.verify().ok

@@ -14,7 +14,9 @@ lets the service decide (one classifier): a lower ``max_tokens`` (the same input
 the session compacted and the call retried on its live view plus the input's items
 the ledger does not hold yet (found after the ledger's last message); anything else,
 or an input the ledger's last message cannot be placed in, is raised as it was. A
-streamed call is retried only when the failure came before its first event.
+streamed call is retried only when the failure came before its first event. Once the
+ledger's view differs from what the run read (that compaction, or an in-loop one), the
+run's later calls are sent the view too, not the whole history again.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from agents.models.interface import Model
 
+from ctxledger.errors import CtxLedgerError
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations import recovery
 from ctxledger.integrations.common import live_messages
@@ -54,6 +57,7 @@ class CtxLedgerModel(Model):
         """The wrapped model's response, retried as the service decides after an overflow."""
         rest = (tools, output_schema, handoffs, tracing)
         settings, lowered = model_settings, 0
+        input = self._as_recorded(input)
         while True:
             try:
                 return await self.model.get_response(
@@ -80,6 +84,7 @@ class CtxLedgerModel(Model):
         failed before its first event."""
         rest = (tools, output_schema, handoffs, tracing)
         settings, lowered = model_settings, 0
+        input = self._as_recorded(input)
         while True:
             started = False
             try:
@@ -95,6 +100,24 @@ class CtxLedgerModel(Model):
                     raise
                 input, settings, lowered = step
 
+    def _as_recorded(self, input: Any) -> Any:
+        """The Runner's `input`, or, when a compaction since the run read the session made
+        the ledger's view differ from it (a recovery earlier in this run, an in-loop
+        compaction), that view plus the input's items the ledger does not hold yet: the
+        Runner would send the whole history again (and overflow again)."""
+        sid = self.session.ledger_session_id()
+        if sid is None:
+            return input
+        held = live_messages(self.session.service, sid)
+        try:
+            sent = items_to_messages(_items(input))
+        except CtxLedgerError:  # an item the importer does not know: sent as it is
+            return input
+        unsaved = _unsaved(sent, held)
+        if unsaved is None or sent[: len(sent) - len(unsaved)] == held:
+            return input
+        return messages_to_items([*held, *unsaved])
+
     async def _retry(
         self, exc: Exception, input: Any, settings: Any, lowered: int
     ) -> tuple[Any, Any, int] | None:
@@ -103,7 +126,11 @@ class CtxLedgerModel(Model):
         sid = session.ledger_session_id()
         if sid is None or lowered >= recovery.MAX_CAP_RETRIES:
             return None
-        unsaved = _unsaved(items_to_messages(_items(input)), live_messages(session.service, sid))
+        try:
+            sent = items_to_messages(_items(input))
+        except CtxLedgerError:
+            return None
+        unsaved = _unsaved(sent, live_messages(session.service, sid))
         if unsaved is None:
             return None
         cap = recovery.requested_cap(getattr(settings, "max_tokens", None))

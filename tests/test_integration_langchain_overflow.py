@@ -213,3 +213,17 @@ def test_an_error_that_is_no_overflow_is_raised_as_it_was_and_recorded_nowhere(s
     assert model.calls == 1
     later = [type(r.event) for r in list(service.ledger.store.read_all())[events:]]
     assert CompressionChecked not in later and CompressionSkipped not in later
+
+
+def test_a_session_the_ledger_cannot_act_on_leaves_the_providers_error_standing(service):
+    from ctxledger.integrations.recovery import recover
+
+    async def go() -> Any:
+        sid = await service.start_session(model="m", context_length=8_000)
+        await service.end_session(sid, "gone")
+        try:
+            raise_from_sdk(*OPENAI_TOO_LONG)
+        except openai.BadRequestError as exc:
+            return await recover(service, sid, exc, requested_max_tokens=None)
+
+    assert anyio.run(go) is None  # the caller re-raises the SDK's error, not the ledger's

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from ctxledger import ContextService
 from ctxledger.errors import ContextOverflowError, CtxLedgerError
+from ctxledger.integrations.common import logger
 from ctxledger.runtime.service_io import Recovery, is_int
 
 #: lowered output caps one model call may be retried with (each is below the last, so the
@@ -72,6 +73,11 @@ async def recover(
         )
     except ContextOverflowError as error:
         raise error from exc
+    except CtxLedgerError as error:  # (an ended session, say): the provider's error stands
+        logger.warning(
+            "ctxledger: no recovery from %s on %s: %s", type(exc).__name__, session_id, error
+        )
+        return None
     return recovery if recovery.action == "retry" else None
 
 

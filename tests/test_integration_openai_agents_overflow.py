@@ -192,3 +192,19 @@ def test_what_the_ledger_does_not_hold_yet_is_found_after_its_last_message():
     assert _unsaved(held, held) == []
     assert _unsaved(later, []) == later
     assert _unsaved(later, held) is None  # no place to cut: the error is raised as it was
+
+
+def test_the_wrapper_passes_on_the_models_retry_advice_and_cleanup(service):
+    session = CtxLedgerSession("chat", service)
+    inner = FlakyModel(1, {}, session)
+    seen: list[Any] = []
+    inner.get_retry_advice = lambda request: ("advice", request)  # type: ignore[method-assign]
+
+    async def cleanup(owner: object) -> None:
+        seen.append(owner)
+
+    inner._cleanup_on_run_end = cleanup  # type: ignore[method-assign]
+    wrapped = CtxLedgerModel(inner, session)
+    assert wrapped.get_retry_advice("r") == ("advice", "r")
+    anyio.run(wrapped._cleanup_on_run_end, "run")
+    assert seen == ["run"]

@@ -145,6 +145,13 @@ class CtxLedgerModel(Model):
     async def close(self) -> None:
         await self.model.close()
 
+    def get_retry_advice(self, request: Any) -> Any:
+        """The wrapped model's advice (the SDK's own retry settings still apply)."""
+        return self.model.get_retry_advice(request)
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        await self.model._cleanup_on_run_end(owner)
+
 
 def _items(input: Any) -> list[Any]:
     return [{"role": "user", "content": input}] if isinstance(input, str) else list(input)

@@ -476,3 +476,52 @@ def test_two_workers_running_one_conversation_at_once_do_not_end_each_other(serv
     assert not any(service.ledger.transcript.session(service.tip(r)).ended for r in roots)
     assert service.ledger.verify().ok
     other.ledger.close()
+
+
+@pytest.mark.parametrize("at", [1, 3])  # the ask's append (a model call), the answer's (the end)
+def test_a_write_between_the_check_and_the_append_is_read_not_sent(
+    service, tmp_path, monkeypatch, at
+):
+    """Another worker appends to the session after this one checked it and before this
+    one appends (the same instant): the append at the version read is refused, the
+    other's message is read, and this worker's model is never sent it, nor is this
+    worker's answer recorded after it."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(
+        model=model, tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+    )  # fmt: skip
+    original = service.append
+    countdown: list[int] = []
+
+    async def append_after_the_other(sid: str, messages: Any, **kw: Any) -> Any:
+        if countdown and countdown[0] == 1:
+            countdown.clear()
+            other.ledger.refresh()
+            foreign = {"role": "user", "content": "the other worker's ask", "lc_id": "foreign"}
+            await other.append(other.tip(sid), [foreign])
+        elif countdown:
+            countdown[0] -= 1
+        return await original(sid, messages, **kw)
+
+    monkeypatch.setattr(service, "append", append_after_the_other)
+
+    async def go() -> list[Any]:
+        first = (await agent.ainvoke({"messages": [HumanMessage("a.py")]}))["messages"]
+        countdown.append(at)
+        out = await agent.ainvoke({"messages": [*first, HumanMessage("b.py")]})
+        return out["messages"]
+
+    state = anyio.run(go)
+    assert state[-1].content == "read b.py"
+    for sent in model.inputs[-2:]:
+        assert "the other worker's ask" not in [m.content for m in sent]
+        assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    service.ledger.refresh()
+    for sid in service.ledger.transcript.state.sessions:
+        said = [m.get("content") for m in live_messages(service, service.tip(sid))]
+        if "the other worker's ask" in said:
+            assert said[-1] == "the other worker's ask"  # nothing of this worker after it
+    assert service.ledger.verify().ok
+    other.ledger.close()

@@ -49,7 +49,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
-from ctxledger.errors import CtxLedgerError
+from ctxledger.errors import ConcurrencyError, CtxLedgerError
 from ctxledger.events import MessageAppended
 from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
@@ -85,6 +85,8 @@ RUN_KEY = "ctxledger_run"
 #: how many runs without a thread id the middleware keeps in memory (the least recently
 #: used is forgotten first: a forgotten run found again in the ledger, see ``RunIndex``)
 RUNS_KEPT = 256
+#: how many times a model call's append is tried at the version it read (the last unchecked)
+APPEND_TRIES = 3
 
 
 class RunState(AgentState[Any]):
@@ -231,15 +233,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     async def _before(self, thread: str, request: ModelRequest[Any]) -> _Call:
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
-        ids = [str(m.id) for m in messages]
-        known = self._known(thread)
-        if known is None or ids[: len(known.seen)] != known.seen:
-            known = await self._start(thread, request, known, ids)
-        suffix = messages[len(known.seen) :]
-        sid = self.service.tip(known.root)
-        if suffix:
-            sid = (await self.service.append(sid, to_chat(suffix))).session_id
-            known.seen.extend(ids[len(known.seen) :])
+        known, sid = await self._appended(thread, request, messages)
         sid = (await self.service.preflight(sid)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
@@ -248,6 +242,35 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             request.model_settings.get("max_tokens"), getattr(request.model, "max_tokens", None)
         )
         return _Call(sid, view, cap)
+
+    async def _appended(
+        self, thread: str, request: ModelRequest[Any], messages: list[Any]
+    ) -> tuple[_Thread, str]:
+        """The thread after appending what `messages` add to what its session holds, and
+        the session's tip. The append expects the version the check read: another
+        process's write in between (``ConcurrencyError``, nothing written) is read and
+        the check made again; the last try appends unchecked, as before."""
+        ids = [str(m.id) for m in messages]
+        for attempt in range(APPEND_TRIES):
+            known = self._known(thread)
+            if known is None or ids[: len(known.seen)] != known.seen:
+                known = await self._start(thread, request, known, ids)
+            sid = self.service.tip(known.root)
+            suffix = messages[len(known.seen) :]
+            if not suffix:
+                return known, sid
+            read = known.version
+            last = attempt == APPEND_TRIES - 1
+            expected = read[1] if read is not None and read[0] == sid and not last else None
+            try:
+                result = await self.service.append(sid, to_chat(suffix), expected_version=expected)
+            except ConcurrencyError:
+                if expected is None:
+                    raise
+                continue
+            known.seen.extend(ids[len(known.seen) :])
+            return known, result.session_id
+        raise AssertionError("unreachable: the last try appends unchecked")
 
     async def _failed(self, thread: str, call: _Call, exc: BaseException) -> _Call | None:
         """The model call failed: the call to retry after a provider's overflow error, as
@@ -323,8 +346,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         suffix = messages[len(known.seen) :]
         if not suffix:
             return
+        tip = self.service.tip(known.root)
+        read = known.version  # another process's write since the check: left to the next call
+        expected = read[1] if read is not None and read[0] == tip else None
         try:
-            await self.service.append(self.service.tip(known.root), to_chat(suffix))
+            await self.service.append(tip, to_chat(suffix), expected_version=expected)
         except (CtxLedgerError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return

@@ -525,3 +525,41 @@ def test_a_write_between_the_check_and_the_append_is_read_not_sent(
             assert said[-1] == "the other worker's ask"  # nothing of this worker after it
     assert service.ledger.verify().ok
     other.ledger.close()
+
+
+def test_a_generation_another_worker_started_first_is_read_not_a_failed_call(
+    service, tmp_path, monkeypatch
+):
+    """A call starts its thread's session (here a new run's: its history does not extend
+    the first run's); another worker started that very session id a moment before (one
+    thread on two workers; the store refuses the second start): the call reads it and
+    goes on, instead of failing with ConcurrencyError."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(
+        model=model, tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+    )  # fmt: skip
+    original = service.start_session
+    armed: list[bool] = []
+
+    async def started_by_the_other_first(**kw: Any) -> Any:
+        if armed and armed.pop():
+            other.ledger.refresh()
+            await other.start_session(**kw)
+        return await original(**kw)
+
+    monkeypatch.setattr(service, "start_session", started_by_the_other_first)
+
+    async def go() -> list[Any]:
+        first = (await agent.ainvoke({"messages": [HumanMessage("a.py")]}))["messages"]
+        armed.append(True)  # a regenerated turn: a run of its own
+        out = await agent.ainvoke({"messages": [first[0], HumanMessage("b.py")]})
+        return out["messages"]
+
+    state = anyio.run(go)
+    assert state[-1].content == "read b.py"
+    assert [m.id for m in model.inputs[-1]] == [m.id for m in state[:-1]]
+    service.ledger.refresh()
+    assert service.ledger.verify().ok
+    other.ledger.close()

@@ -249,18 +249,24 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """The thread after appending what `messages` add to what its session holds, and
         the session's tip. The append expects the version the check read: another
         process's write in between (``ConcurrencyError``, nothing written) is read and
-        the check made again; the last try appends unchecked, as before."""
+        the check made again; the last try appends unchecked, as before. A generation
+        another process started first is read the same way (the next one is started)."""
         ids = [str(m.id) for m in messages]
         for attempt in range(APPEND_TRIES):
+            last = attempt == APPEND_TRIES - 1
             known = self._known(thread)
             if known is None or ids[: len(known.seen)] != known.seen:
-                known = await self._start(thread, request, known, ids)
+                try:
+                    known = await self._start(thread, request, known, ids)
+                except ConcurrencyError:  # another process started that generation first
+                    if last:
+                        raise
+                    continue
             sid = self.service.tip(known.root)
             suffix = messages[len(known.seen) :]
             if not suffix:
                 return known, sid
             read = known.version
-            last = attempt == APPEND_TRIES - 1
             expected = read[1] if read is not None and read[0] == sid and not last else None
             try:
                 result = await self.service.append(sid, to_chat(suffix), expected_version=expected)

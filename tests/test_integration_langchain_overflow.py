@@ -58,6 +58,8 @@ class FlakyChat(GenericFakeChatModel):
     caps: list[Any] = Field(default_factory=list)
     service: Any = None
     views: list[list[dict[str, Any]]] = Field(default_factory=list)
+    usage: bool = True  # False: the responses carry no usage_metadata
+    meanwhile: Any = None  # called as a refused call fails (another worker's write)
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self.bind(**kwargs)
@@ -69,13 +71,16 @@ class FlakyChat(GenericFakeChatModel):
         tip = self.service.tip("langchain:t1")
         self.views.append([system_view(self.service, tip), *live_messages(self.service, tip)])
         if self.calls in self.failures:
+            if self.meanwhile is not None:
+                self.meanwhile()
             raise_from_sdk(*self.failures[self.calls])
         result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-        result.generations[0].message.usage_metadata = {
-            "input_tokens": 2_000,
-            "output_tokens": 10,
-            "total_tokens": 2_010,
-        }
+        if self.usage:
+            result.generations[0].message.usage_metadata = {
+                "input_tokens": 2_000,
+                "output_tokens": 10,
+                "total_tokens": 2_010,
+            }
         return result
 
 
@@ -227,3 +232,48 @@ def test_a_session_the_ledger_cannot_act_on_leaves_the_providers_error_standing(
             return await recover(service, sid, exc, requested_max_tokens=None)
 
     assert anyio.run(go) is None  # the caller re-raises the SDK's error, not the ledger's
+
+
+def test_turns_each_recovering_once_all_go_through_when_the_model_reports_no_usage(service):
+    """The first call of every turn from the fourth on is refused once; the model reports
+    no usage (the counter of a turn's compaction attempts was cleared by a usage report
+    only): each turn recovers, none counts against the next (before: the fourth
+    recovery, in turn 6, failed with ContextOverflowError and no compaction tried)."""
+    turns = 7
+    failures = {7 + 3 * (t - 3): OPENAI_TOO_LONG for t in range(3, turns)}
+    model = FlakyChat(messages=iter(_script(turns)), failures=failures, usage=False)
+    agent = _agent(service, model)
+    for t in range(turns):
+        assert agent.invoke(_ask(t), THREAD)["messages"][-1].content == f"m{t} reviewed"
+    assert model.calls == 2 * turns + len(failures)
+    overflow = [e for e in _events(service, CompressionChecked) if e.trigger == "overflow"]
+    assert len(overflow) == len(failures) > CONFIG.max_compression_attempts
+
+
+def test_a_write_of_another_worker_while_a_call_fails_is_read_after_the_compaction(
+    service, tmp_path
+):
+    """Another worker appends its ask to the thread's session while a call of this one
+    is refused as too long: the compaction that follows is this worker's write, but the
+    other's is read at its next call (the run goes on in its own generation), not taken
+    as this worker's history (before: the compaction marked the session as this
+    worker's, and its next call was sent the other worker's ask)."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = FlakyChat(messages=iter(_script(4)), failures={7: OPENAI_TOO_LONG})
+    agent = _agent(service, model)
+    for t in range(3):
+        agent.invoke(_ask(t), THREAD)
+
+    def the_other_writes() -> None:
+        other.ledger.refresh()
+        ask = {"role": "user", "content": "the other's ask", "lc_id": "other-ask"}
+        anyio.run(lambda: other.append(other.tip("langchain:t1"), [ask]))
+
+    model.meanwhile = the_other_writes
+    assert agent.invoke(_ask(3), THREAD)["messages"][-1].content == "m3 reviewed"
+    assert model.calls == 9
+    assert "the other's ask" not in [m.content for m in model.inputs[8]]
+    service.ledger.refresh()
+    assert not service.ledger.transcript.session(service.tip("langchain:t1")).ended
+    assert service.ledger.verify().ok
+    other.ledger.close()

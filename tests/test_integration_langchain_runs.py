@@ -563,3 +563,52 @@ def test_a_generation_another_worker_started_first_is_read_not_a_failed_call(
     service.ledger.refresh()
     assert service.ledger.verify().ok
     other.ledger.close()
+
+
+def test_three_workers_starting_one_generation_end_no_live_session(service, tmp_path, monkeypatch):
+    """Three workers on one ledger continue one stateless conversation at once: A appends
+    its ask to the first session; B and C both find that divergence and start the next
+    generation, B a moment first (the store refuses C's start). C reads B's generation
+    and goes on there: A's session is not ended as a history C rewrote, and no third
+    generation is started (before: A's session ended, B's left empty, C in a third)."""
+    path = tmp_path / "lc.ledger.db"
+    worker_a, worker_b = (
+        ContextService(Ledger.open(path, config=CONFIG), config=CONFIG) for _ in range(2)
+    )
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    first = agent.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+    (root,) = service.ledger.transcript.state.sessions
+    appended, start = middleware._appended, service.start_session
+    armed = {"append", "start"}
+
+    async def a_appends_first(thread: str, request: Any, messages: list[Any]) -> Any:
+        if "append" in armed:
+            armed.discard("append")
+            worker_a.ledger.refresh()
+            ask = {"role": "user", "content": "A's ask", "lc_id": "a-ask"}
+            await worker_a.append(worker_a.tip(root), [ask])
+        return await appended(thread, request, messages)
+
+    async def b_starts_first(**kw: Any) -> Any:
+        if "start" in armed:
+            armed.discard("start")
+            worker_b.ledger.refresh()
+            await worker_b.start_session(**kw)
+        return await start(**kw)
+
+    monkeypatch.setattr(middleware, "_appended", a_appends_first)
+    monkeypatch.setattr(service, "start_session", b_starts_first)
+    out = anyio.run(lambda: agent.ainvoke({"messages": [*first, HumanMessage("b.py")]}))
+    assert out["messages"][-1].content == "read b.py"
+    service.ledger.refresh()
+    sessions = service.ledger.transcript.state.sessions
+    assert sorted(sessions) == [root, f"{root}~2"]
+    assert not any(service.ledger.transcript.session(s).ended for s in sessions)
+    assert _asks(service, root) == ["a.py", "A's ask"]
+    assert _asks(service, f"{root}~2") == ["a.py", "b.py"]
+    assert [m.id for m in model.inputs[-1]] == [m.id for m in out["messages"][:-1]]
+    assert service.ledger.verify().ok
+    worker_a.ledger.close()
+    worker_b.ledger.close()

@@ -39,14 +39,13 @@ import functools
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage
-from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger import ContextService
 from ctxledger.errors import ConcurrencyError, CtxLedgerError
@@ -54,7 +53,6 @@ from ctxledger.events import MessageAppended
 from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
     LoopThread,
-    finite_schema,
     host_title,
     live_messages,
     logger,
@@ -72,10 +70,14 @@ from ctxledger.integrations.langchain_keys import (
 from ctxledger.integrations.langchain_messages import (
     View,
     from_chat,
+    new_run,
     responses_usage,
+    state_messages,
     system_message,
     text_of,
+    thread_id,
     to_chat,
+    tool_schemas,
 )
 from ctxledger.limits import taking_as_recorded
 
@@ -98,8 +100,9 @@ class RunState(AgentState[Any]):
 class _Thread:
     """What the middleware knows about one graph thread: its ledger root and the state
     message ids already appended there; `version`: its tip and that tip's ledger version
-    when this process last wrote or read it (another process on the ledger moves it);
-    `mine`: what this process had seen, when a re-read found another process's write."""
+    when this process last wrote or read it (another process on the ledger moves it;
+    None: read it again); `mine`: what this process had seen when a re-read found
+    another process's write, kept until this process writes the thread again."""
 
     def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
         self.root = root
@@ -110,13 +113,21 @@ class _Thread:
 
 class _Call:
     """One model call: the ledger session and view it sends, its output cap
-    (``max_tokens``), and how many times recovery lowered that cap."""
+    (``max_tokens``), how many times recovery lowered that cap, whether it recovered."""
 
-    def __init__(self, sid: str, view: View, max_tokens: int | None, lowered: int = 0) -> None:
+    def __init__(
+        self,
+        sid: str,
+        view: View,
+        max_tokens: int | None,
+        lowered: int = 0,
+        recovered: bool = False,
+    ) -> None:
         self.sid = sid
         self.view = view
         self.max_tokens = max_tokens
         self.lowered = lowered
+        self.recovered = recovered
 
 
 class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
@@ -167,19 +178,19 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         once, so an id of a message is no key). A run given the messages of one that
         ended (its whole state plus a new message) continues that run's session: found
         in memory, else in the ledger (after a restart, or once forgotten)."""
-        ids = _new_run(state)
+        ids = new_run(state, RUN_KEY)
         if ids is None:
             return None
         return {RUN_KEY: self._loop_thread().run(lambda: self._run_key(ids))}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        ids = _new_run(state)
+        ids = new_run(state, RUN_KEY)
         return None if ids is None else {RUN_KEY: await self._run_key(ids)}
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        thread = _thread_id(request.state, request.messages)
+        thread = thread_id(request.state, request.messages, RUN_KEY)
         loop = self._loop_thread()
         call = loop.run(lambda: self._before(thread, request))
         while True:
@@ -191,7 +202,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 if retry is None:
                     raise
                 call = retry
-        loop.run(lambda: self._after(thread, call.sid, response))
+        loop.run(lambda: self._after(thread, call, response))
         return response
 
     async def awrap_model_call(
@@ -199,7 +210,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        thread = _thread_id(request.state, request.messages)
+        thread = thread_id(request.state, request.messages, RUN_KEY)
         call = await self._before(thread, request)
         while True:
             try:
@@ -210,15 +221,15 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 if retry is None:
                     raise
                 call = retry
-        await self._after(thread, call.sid, response)
+        await self._after(thread, call, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        thread = _thread_id(state, _state_messages(state))
+        thread = thread_id(state, state_messages(state), RUN_KEY)
         self._loop_thread().run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        await self._end_run(_thread_id(state, _state_messages(state)), state)
+        await self._end_run(thread_id(state, state_messages(state), RUN_KEY), state)
 
     def _loop_thread(self) -> LoopThread:
         """The thread the sync hooks run the middleware's steps on: all its bookkeeping is
@@ -258,16 +269,18 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             if known is None or ids[: len(known.seen)] != known.seen:
                 try:
                     known = await self._start(thread, request, known, ids)
-                except ConcurrencyError:  # another process started that generation first
-                    if last:
+                except ConcurrencyError:  # another process started that generation first:
+                    if last:  # its divergence, read at the next try (what this one saw kept)
                         raise
+                    if known is not None:
+                        known.version = None
                     continue
             sid = self.service.tip(known.root)
             suffix = messages[len(known.seen) :]
             if not suffix:
+                known.mine = None
                 return known, sid
-            read = known.version
-            expected = read[1] if read is not None and read[0] == sid and not last else None
+            expected = None if last else _expected(known, sid)
             try:
                 result = await self.service.append(sid, to_chat(suffix), expected_version=expected)
             except ConcurrencyError:
@@ -275,6 +288,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                     raise
                 continue
             known.seen.extend(ids[len(known.seen) :])
+            known.mine = None
             return known, result.session_id
         raise AssertionError("unreachable: the last try appends unchecked")
 
@@ -283,6 +297,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         the service decides (:mod:`ctxledger.integrations.recovery`: a lower output cap,
         or the compacted view); None (the error is the run's) for any other error. A
         failure that is not retried forgets its run (:meth:`_forget_run`)."""
+        known = self._runs.get(thread) or self._threads.get(thread)
+        ours = known is not None and known.version == self._version(known.root)
         try:
             step = None
             if call.lowered < recovery.MAX_CAP_RETRIES:
@@ -294,18 +310,20 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 await self._forget_run(thread)
         if step is None:
             return None
-        known = self._runs.get(thread) or self._threads.get(thread)
-        if known is not None:
-            self._mark(known)  # the compaction is this process's own write
+        if ours and known is not None:  # the compaction is this process's own write (a
+            self._mark(known)  # write of another process before it is read at the next call)
         sid = step.session_id
         view = View(
             system_view(self.service, sid), live_messages(self.service, sid), call.view.state
         )
         if step.max_tokens is None:
-            return _Call(sid, view, call.max_tokens, call.lowered)
-        return _Call(sid, view, step.max_tokens, call.lowered + 1)
+            return _Call(sid, view, call.max_tokens, call.lowered, recovered=True)
+        return _Call(sid, view, step.max_tokens, call.lowered + 1, recovered=True)
 
-    async def _after(self, thread: str, sid: str, response: ModelResponse[Any]) -> None:
+    async def _after(self, thread: str, call: _Call, response: ModelResponse[Any]) -> None:
+        """Report the response's usage; after a recovered call, the turn's recovery is
+        over (a model that reports no usage would count every turn's recovery on)."""
+        sid = call.sid
         known = self._runs.get(thread) or self._threads.get(thread)
         self.service.ledger.refresh()  # another process's write since _before stays unseen
         ours = known is not None and known.version == self._version(known.root)
@@ -317,6 +335,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 asked = bool(getattr(message, "tool_calls", None))
                 report = functools.partial(responses_usage, usage)
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
+        if call.recovered:
+            await self.service.model_call_succeeded(sid)
         if ours and known is not None:
             self._mark(known)
 
@@ -335,7 +355,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         the next call. A refusal, or a message LangChain cannot convert to a chat message
         (the model-call hook raises there: no call goes ahead without the ledger's view),
         is a warning: the run has its answer already."""
-        messages = _state_messages(state)
+        messages = state_messages(state)
         if messages is None:
             if not self._warned_state:
                 self._warned_state = True
@@ -353,14 +373,13 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         if not suffix:
             return
         tip = self.service.tip(known.root)
-        read = known.version  # another process's write since the check: left to the next call
-        expected = read[1] if read is not None and read[0] == tip else None
-        try:
-            await self.service.append(tip, to_chat(suffix), expected_version=expected)
+        try:  # another process's write since the check: refused, left to the next call
+            await self.service.append(tip, to_chat(suffix), expected_version=_expected(known, tip))
         except (CtxLedgerError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return
         known.seen.extend(ids[len(known.seen) :])
+        known.mine = None
         self._mark(known)
 
     def _override(self, request: ModelRequest[Any], call: _Call) -> ModelRequest[Any]:
@@ -387,11 +406,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
         on the ledger (a second worker of a server) may have continued the thread, or
         started a generation of it, since this one last wrote: its ids are read again."""
-        known.mine = None
         if known.version != self._version(known.root):
             fresh = self._recorded(thread)
             if fresh is not None:
-                known.mine = known.seen
+                if known.mine is None:  # (kept until this process writes again)
+                    known.mine = known.seen
                 known.root, known.seen, known.version = fresh.root, fresh.seen, fresh.version
         return known
 
@@ -526,71 +545,18 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 model=self.model_name,
                 context_length=self.context_length,
                 system_prompt=text_of(system.content) if system is not None else None,
-                tools=_tool_schemas(request.tools),
+                tools=tool_schemas(request.tools),
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )
         return self._keep(thread, _Thread(root, []))
 
 
-def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
-    schemas: list[JSON] = []
-    for tool in tools:
-        try:
-            schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
-        except (TypeError, ValueError, NotImplementedError):
-            continue  # a provider-native tool without a function schema: not estimable
-        name = getattr(tool, "name", None) or f"tool {len(schemas)}"
-        schemas.append(finite_schema(schema, str(name)))
-    return schemas or None
-
-
-def _state_messages(state: Any) -> list[Any] | None:
-    """The messages of an agent state: a dict (``AgentState``) or an object with a
-    ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
-    if isinstance(state, dict):
-        messages = state.get("messages") or []
-    else:
-        messages = getattr(state, "messages", None)
-    return list(messages) if isinstance(messages, list | tuple) else None
-
-
-def _configured_thread() -> str | None:
-    """The running graph's thread id (``config["configurable"]["thread_id"]``), if any."""
-    try:
-        from langgraph.config import get_config
-
-        thread = (get_config().get("configurable") or {}).get("thread_id")
-    except RuntimeError:
-        thread = None
-    return None if thread is None or thread == "" else str(thread)
-
-
-def _new_run(state: Any) -> list[str] | None:
-    """The message ids of a run that needs its own key (no thread id, no key yet)."""
-    if _configured_thread() is not None or _field(state, RUN_KEY):
-        return None
-    return [str(m.id) for m in _state_messages(state) or ()]
-
-
-def _field(state: Any, name: str) -> Any:
-    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
-
-
-def _thread_id(state: Any, messages: Sequence[Any] | None) -> str:
-    """The running graph's thread id; without one (a graph with no checkpointer: each
-    run is a conversation of its own) the run's key :meth:`before_agent` put in the
-    state (runs shared ``default``: each one ended the other's session and appended
-    their history again). A state without the key (the hooks called outside a graph):
-    ``default:`` and the id of its first message, else ``default``."""
-    thread = _configured_thread()
-    if thread is not None:
-        return thread
-    key = _field(state, RUN_KEY)
-    if isinstance(key, str) and key:
-        return key
-    first = getattr(messages[0], "id", None) if messages else None
-    return f"default:{first}" if isinstance(first, str) and first else "default"
+def _expected(known: _Thread, tip: str) -> int | None:
+    """The version an append to `tip` expects: the one this process last wrote or read
+    there (None, unchecked, when it has not read that tip)."""
+    read = known.version
+    return read[1] if read is not None and read[0] == tip else None
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

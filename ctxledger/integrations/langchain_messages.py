@@ -1,6 +1,7 @@
 """LangChain messages and the ledger's chat messages: the conversions the LangChain
-middleware (:mod:`ctxledger.integrations.langchain`) sends and records with, and the
-ledger's view of a thread as the model is sent it."""
+middleware (:mod:`ctxledger.integrations.langchain`) sends and records with, the
+ledger's view of a thread as the model is sent it, and what a graph's state and config
+say (its messages, its thread, its tools' schemas)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from langchain_core.messages import (
     convert_to_messages,
     convert_to_openai_messages,
 )
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger.compressor import markers
+from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
 from ctxledger.limits import check_token_count
 
@@ -112,4 +115,78 @@ def text_of(content: Any) -> str:
     )
 
 
-__all__ = ["View", "from_chat", "responses_usage", "system_message", "text_of", "to_chat"]
+def tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
+    """The function schemas of a request's tools (as preflight counts them)."""
+    schemas: list[JSON] = []
+    for tool in tools:
+        try:
+            schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
+        except (TypeError, ValueError, NotImplementedError):
+            continue  # a provider-native tool without a function schema: not estimable
+        name = getattr(tool, "name", None) or f"tool {len(schemas)}"
+        schemas.append(finite_schema(schema, str(name)))
+    return schemas or None
+
+
+def state_messages(state: Any) -> list[Any] | None:
+    """The messages of an agent state: a dict (``AgentState``) or an object with a
+    ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
+    if isinstance(state, dict):
+        messages = state.get("messages") or []
+    else:
+        messages = getattr(state, "messages", None)
+    return list(messages) if isinstance(messages, list | tuple) else None
+
+
+def configured_thread() -> str | None:
+    """The running graph's thread id (``config["configurable"]["thread_id"]``), if any."""
+    try:
+        from langgraph.config import get_config
+
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:
+        thread = None
+    return None if thread is None or thread == "" else str(thread)
+
+
+def new_run(state: Any, key: str) -> list[str] | None:
+    """The message ids of a run that needs its own key (no thread id, no key yet)."""
+    if configured_thread() is not None or state_field(state, key):
+        return None
+    return [str(m.id) for m in state_messages(state) or ()]
+
+
+def state_field(state: Any, name: str) -> Any:
+    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
+
+
+def thread_id(state: Any, messages: Sequence[Any] | None, key: str) -> str:
+    """The running graph's thread id; without one (a graph with no checkpointer: each
+    run is a conversation of its own) the run's key that ``before_agent`` put in the
+    state (field `key`) (runs shared ``default``: each one ended the other's session and appended
+    their history again). A state without the key (the hooks called outside a graph):
+    ``default:`` and the id of its first message, else ``default``."""
+    thread = configured_thread()
+    if thread is not None:
+        return thread
+    run = state_field(state, key)
+    if isinstance(run, str) and run:
+        return run
+    first = getattr(messages[0], "id", None) if messages else None
+    return f"default:{first}" if isinstance(first, str) and first else "default"
+
+
+__all__ = [
+    "View",
+    "configured_thread",
+    "from_chat",
+    "new_run",
+    "responses_usage",
+    "state_field",
+    "state_messages",
+    "system_message",
+    "text_of",
+    "thread_id",
+    "to_chat",
+    "tool_schemas",
+]

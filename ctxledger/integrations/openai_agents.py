@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -71,24 +70,6 @@ def ledger_key(session_id: str) -> str:
     return digest_key(
         start if start[:1].isascii() and start[:1].isalnum() else "s" + start, session_id
     )
-
-
-class RunRead:
-    """A run's read of a :class:`CtxLedgerSession`: the session and the chain's tip the
-    run was given (None: nothing recorded yet; the run's first model call sets it), set
-    by the Runner's ``get_items`` in the run's context (see :data:`RUN_READ`). `owner`:
-    the run the first model call found it in (the SDK's model-run owner), so a later run
-    in the same task that read no session is not taken for this one."""
-
-    def __init__(self, session: CtxLedgerSession, wrapper: Any, tip: str | None) -> None:
-        self.session = session
-        self.wrapper = wrapper
-        self.tip = tip
-        self.owner: object | None = None
-
-
-#: the session read of the run in this context (``CtxLedgerModel`` acts only for it)
-RUN_READ: ContextVar[RunRead | None] = ContextVar("ctxledger_agents_run_read", default=None)
 
 
 def _title(session_id: str) -> str:
@@ -197,24 +178,14 @@ class CtxLedgerSession:
         ):
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
         sid = self.ledger_session_id()
-        if sid is not None and limit is None:
-            sid = (await self.service.preflight(sid)).session_id
-        self._read_by(wrapper, sid)
         if sid is None:
             return []
+        if limit is None:
+            sid = (await self.service.preflight(sid)).session_id
         items = messages_to_items(live_messages(self.service, sid))
         if limit is not None:
             return items[-limit:] if limit else []
         return items
-
-    def _read_by(self, wrapper: Any, tip: str | None) -> None:
-        """A Runner's read (it passes its run's `wrapper`): the run's :class:`RunRead`,
-        unless this run read this session before (the SDK reads it again mid-run)."""
-        if wrapper is None:
-            return  # a read outside a run
-        read = RUN_READ.get()
-        if read is None or read.session is not self or read.wrapper is not wrapper:
-            RUN_READ.set(RunRead(self, wrapper, tip))
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append items (validated, all or nothing), then report the run's new usage."""
@@ -344,4 +315,4 @@ def request_usage(entry: Any) -> JSON:
     }
 
 
-__all__ = ["RUN_READ", "CtxLedgerSession", "RunRead", "request_usage"]
+__all__ = ["CtxLedgerSession", "request_usage"]

@@ -612,3 +612,44 @@ def test_three_workers_starting_one_generation_end_no_live_session(service, tmp_
     assert service.ledger.verify().ok
     worker_a.ledger.close()
     worker_b.ledger.close()
+
+
+def test_a_write_before_the_run_ends_is_not_a_history_this_worker_rewrote(
+    service, tmp_path, monkeypatch
+):
+    """Thread "t" (the caller sends its messages): worker A appends its ask to the
+    thread's session after this worker's last model call of a run and before that run's
+    end. The end re-reads the session; the next run goes on from this worker's history,
+    which A's ask diverged from. What this worker had seen is kept over that re-read and
+    the next call's re-read (it was cleared at each re-read: A's session was ended as
+    a history rewritten, with A's ask in it)."""
+    worker_a = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    config: Any = {"configurable": {"thread_id": "t"}}
+    first = agent.invoke({"messages": [HumanMessage("a.py")]}, config)["messages"]
+    (root,) = service.ledger.transcript.state.sessions
+    finish, armed = middleware._finish, [True]
+
+    async def a_appends_before_the_end(thread: str, state: Any) -> Any:
+        if armed and armed.pop():
+            worker_a.ledger.refresh()
+            ask = {"role": "user", "content": "A's ask", "lc_id": "a-ask"}
+            await worker_a.append(worker_a.tip(root), [ask])
+        return await finish(thread, state)
+
+    monkeypatch.setattr(middleware, "_finish", a_appends_before_the_end)
+    second = anyio.run(lambda: agent.ainvoke({"messages": [*first, HumanMessage("b.py")]}, config))[
+        "messages"
+    ]
+    third = anyio.run(lambda: agent.ainvoke({"messages": [*second, HumanMessage("c.py")]}, config))[
+        "messages"
+    ]
+    assert third[-1].content == "read c.py"
+    assert [m.id for m in model.inputs[-1]] == [m.id for m in third[:-1]]
+    service.ledger.refresh()
+    assert not service.ledger.transcript.session(service.tip(root)).ended
+    assert _asks(service, root) == ["a.py", "b.py", "A's ask"]
+    assert service.ledger.verify().ok
+    worker_a.ledger.close()

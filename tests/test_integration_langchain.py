@@ -444,7 +444,7 @@ def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_bl
     from langchain_core.messages import SystemMessage
 
     from ctxledger.compressor.markers import add_system_note, system_note
-    from ctxledger.integrations.langchain import _system_message
+    from ctxledger.integrations.langchain_messages import system_message as _system_message
 
     blocks = [{"type": "text", "text": "You review code.", "cache_control": {"type": "ephemeral"}}]
     host = SystemMessage(content=blocks)

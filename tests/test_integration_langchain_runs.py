@@ -416,3 +416,240 @@ def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
     middleware = CtxLedgerMiddleware(service, context_length=16_000)
     found = middleware.before_agent({"messages": [*history, HumanMessage("b.py")]}, None)
     assert found is not None and found[lc.RUN_KEY] != "default:x"
+
+
+class StepsChat(EchoChat):
+    """`rounds` tool calls after each ask, then an answer (counted in what it was sent)."""
+
+    def _reply(self, messages: list[Any]) -> ChatResult:
+        self.inputs.append(list(messages))
+        last = max(i for i, m in enumerate(messages) if m.type == "human")
+        steps = sum(m.type == "tool" for m in messages[last:])
+        ask = messages[last].content
+        if steps < self.rounds:
+            call = {"name": "read_file", "args": {"path": ask}, "id": f"c_{ask}_{steps}"}
+            reply = AIMessage("", tool_calls=[call])
+        else:
+            reply = AIMessage(f"read {ask}")
+        reply.usage_metadata = {"input_tokens": 50, "output_tokens": 5, "total_tokens": 55}
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_two_workers_running_one_conversation_at_once_do_not_end_each_other(service, tmp_path):
+    """A continued stateless conversation sent to two workers at once (a retry to a second
+    worker): each found the other's write as a rewritten history, ended the other's
+    session and started the next generation, at every model call (8 generations for
+    2 runs of 3 tool steps). A divergence another process wrote is not a rewrite of this
+    one's history: the worker starts its generation once and leaves the other's open."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    models = [StepsChat(messages=iter([]), rounds=3) for _ in range(2)]
+    w1, w2 = (
+        create_agent(
+            model=m, tools=[read_file],
+            middleware=[CtxLedgerMiddleware(svc, context_length=16_000)],
+        )
+        for m, svc in zip(models, (service, other), strict=True)
+    )  # fmt: skip
+    first = w1.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+
+    async def both() -> list[Any]:
+        results: list[Any] = [None, None]
+
+        async def run(i: int, worker: Any) -> None:  # each worker decodes its own request
+            out = await worker.ainvoke({"messages": [*first, HumanMessage("b.py")]})
+            results[i] = out["messages"]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, 0, w1)
+            tg.start_soon(run, 1, w2)
+        return results
+
+    states = anyio.run(both)
+    for model, state in zip(models, states, strict=True):
+        assert state[-1].content == "read b.py"
+        for sent in model.inputs[-4:]:  # each call of the run was sent its own history
+            assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    service.ledger.refresh()
+    sessions = service.ledger.transcript.state.sessions
+    roots = {service.ledger.chains.root(s) for s in sessions}
+    assert len(roots) == 2  # the conversation's session, and one generation for the other run
+    assert not any(service.ledger.transcript.session(service.tip(r)).ended for r in roots)
+    assert service.ledger.verify().ok
+    other.ledger.close()
+
+
+@pytest.mark.parametrize("at", [1, 3])  # the ask's append (a model call), the answer's (the end)
+def test_a_write_between_the_check_and_the_append_is_read_not_sent(
+    service, tmp_path, monkeypatch, at
+):
+    """Another worker appends to the session after this one checked it and before this
+    one appends (the same instant): the append at the version read is refused, the
+    other's message is read, and this worker's model is never sent it, nor is this
+    worker's answer recorded after it."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(
+        model=model, tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+    )  # fmt: skip
+    original = service.append
+    countdown: list[int] = []
+
+    async def append_after_the_other(sid: str, messages: Any, **kw: Any) -> Any:
+        if countdown and countdown[0] == 1:
+            countdown.clear()
+            other.ledger.refresh()
+            foreign = {"role": "user", "content": "the other worker's ask", "lc_id": "foreign"}
+            await other.append(other.tip(sid), [foreign])
+        elif countdown:
+            countdown[0] -= 1
+        return await original(sid, messages, **kw)
+
+    monkeypatch.setattr(service, "append", append_after_the_other)
+
+    async def go() -> list[Any]:
+        first = (await agent.ainvoke({"messages": [HumanMessage("a.py")]}))["messages"]
+        countdown.append(at)
+        out = await agent.ainvoke({"messages": [*first, HumanMessage("b.py")]})
+        return out["messages"]
+
+    state = anyio.run(go)
+    assert state[-1].content == "read b.py"
+    for sent in model.inputs[-2:]:
+        assert "the other worker's ask" not in [m.content for m in sent]
+        assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    service.ledger.refresh()
+    for sid in service.ledger.transcript.state.sessions:
+        said = [m.get("content") for m in live_messages(service, service.tip(sid))]
+        if "the other worker's ask" in said:
+            assert said[-1] == "the other worker's ask"  # nothing of this worker after it
+    assert service.ledger.verify().ok
+    other.ledger.close()
+
+
+def test_a_generation_another_worker_started_first_is_read_not_a_failed_call(
+    service, tmp_path, monkeypatch
+):
+    """A call starts its thread's session (here a new run's: its history does not extend
+    the first run's); another worker started that very session id a moment before (one
+    thread on two workers; the store refuses the second start): the call reads it and
+    goes on, instead of failing with ConcurrencyError."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(
+        model=model, tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+    )  # fmt: skip
+    original = service.start_session
+    armed: list[bool] = []
+
+    async def started_by_the_other_first(**kw: Any) -> Any:
+        if armed and armed.pop():
+            other.ledger.refresh()
+            await other.start_session(**kw)
+        return await original(**kw)
+
+    monkeypatch.setattr(service, "start_session", started_by_the_other_first)
+
+    async def go() -> list[Any]:
+        first = (await agent.ainvoke({"messages": [HumanMessage("a.py")]}))["messages"]
+        armed.append(True)  # a regenerated turn: a run of its own
+        out = await agent.ainvoke({"messages": [first[0], HumanMessage("b.py")]})
+        return out["messages"]
+
+    state = anyio.run(go)
+    assert state[-1].content == "read b.py"
+    assert [m.id for m in model.inputs[-1]] == [m.id for m in state[:-1]]
+    service.ledger.refresh()
+    assert service.ledger.verify().ok
+    other.ledger.close()
+
+
+def test_three_workers_starting_one_generation_end_no_live_session(service, tmp_path, monkeypatch):
+    """Three workers on one ledger continue one stateless conversation at once: A appends
+    its ask to the first session; B and C both find that divergence and start the next
+    generation, B a moment first (the store refuses C's start). C reads B's generation
+    and goes on there: A's session is not ended as a history C rewrote, and no third
+    generation is started (before: A's session ended, B's left empty, C in a third)."""
+    path = tmp_path / "lc.ledger.db"
+    worker_a, worker_b = (
+        ContextService(Ledger.open(path, config=CONFIG), config=CONFIG) for _ in range(2)
+    )
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    first = agent.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+    (root,) = service.ledger.transcript.state.sessions
+    appended, start = middleware._appended, service.start_session
+    armed = {"append", "start"}
+
+    async def a_appends_first(thread: str, request: Any, messages: list[Any]) -> Any:
+        if "append" in armed:
+            armed.discard("append")
+            worker_a.ledger.refresh()
+            ask = {"role": "user", "content": "A's ask", "lc_id": "a-ask"}
+            await worker_a.append(worker_a.tip(root), [ask])
+        return await appended(thread, request, messages)
+
+    async def b_starts_first(**kw: Any) -> Any:
+        if "start" in armed:
+            armed.discard("start")
+            worker_b.ledger.refresh()
+            await worker_b.start_session(**kw)
+        return await start(**kw)
+
+    monkeypatch.setattr(middleware, "_appended", a_appends_first)
+    monkeypatch.setattr(service, "start_session", b_starts_first)
+    out = anyio.run(lambda: agent.ainvoke({"messages": [*first, HumanMessage("b.py")]}))
+    assert out["messages"][-1].content == "read b.py"
+    service.ledger.refresh()
+    sessions = service.ledger.transcript.state.sessions
+    assert sorted(sessions) == [root, f"{root}~2"]
+    assert not any(service.ledger.transcript.session(s).ended for s in sessions)
+    assert _asks(service, root) == ["a.py", "A's ask"]
+    assert _asks(service, f"{root}~2") == ["a.py", "b.py"]
+    assert [m.id for m in model.inputs[-1]] == [m.id for m in out["messages"][:-1]]
+    assert service.ledger.verify().ok
+    worker_a.ledger.close()
+    worker_b.ledger.close()
+
+
+def test_a_write_before_the_run_ends_is_not_a_history_this_worker_rewrote(
+    service, tmp_path, monkeypatch
+):
+    """Thread "t" (the caller sends its messages): worker A appends its ask to the
+    thread's session after this worker's last model call of a run and before that run's
+    end. The end re-reads the session; the next run goes on from this worker's history,
+    which A's ask diverged from. What this worker had seen is kept over that re-read and
+    the next call's re-read (it was cleared at each re-read: A's session was ended as
+    a history rewritten, with A's ask in it)."""
+    worker_a = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    middleware = CtxLedgerMiddleware(service, context_length=16_000)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(model=model, tools=[read_file], middleware=[middleware])
+    config: Any = {"configurable": {"thread_id": "t"}}
+    first = agent.invoke({"messages": [HumanMessage("a.py")]}, config)["messages"]
+    (root,) = service.ledger.transcript.state.sessions
+    finish, armed = middleware._finish, [True]
+
+    async def a_appends_before_the_end(thread: str, state: Any) -> Any:
+        if armed and armed.pop():
+            worker_a.ledger.refresh()
+            ask = {"role": "user", "content": "A's ask", "lc_id": "a-ask"}
+            await worker_a.append(worker_a.tip(root), [ask])
+        return await finish(thread, state)
+
+    monkeypatch.setattr(middleware, "_finish", a_appends_before_the_end)
+    second = anyio.run(lambda: agent.ainvoke({"messages": [*first, HumanMessage("b.py")]}, config))[
+        "messages"
+    ]
+    third = anyio.run(lambda: agent.ainvoke({"messages": [*second, HumanMessage("c.py")]}, config))[
+        "messages"
+    ]
+    assert third[-1].content == "read c.py"
+    assert [m.id for m in model.inputs[-1]] == [m.id for m in third[:-1]]
+    service.ledger.refresh()
+    assert not service.ledger.transcript.session(service.tip(root)).ended
+    assert _asks(service, root) == ["a.py", "b.py", "A's ask"]
+    assert service.ledger.verify().ok
+    worker_a.ledger.close()

@@ -39,29 +39,20 @@ import functools
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    SystemMessage,
-    convert_to_messages,
-    convert_to_openai_messages,
-)
-from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_core.messages import AIMessage
 
 from ctxledger import ContextService
-from ctxledger.compressor import markers
-from ctxledger.errors import CtxLedgerError
+from ctxledger.errors import ConcurrencyError, CtxLedgerError
 from ctxledger.events import MessageAppended
+from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
     LoopThread,
-    finite_schema,
     host_title,
     live_messages,
     logger,
@@ -76,7 +67,19 @@ from ctxledger.integrations.langchain_keys import (
     session_key,
     thread_key,
 )
-from ctxledger.limits import check_token_count, taking_as_recorded
+from ctxledger.integrations.langchain_messages import (
+    View,
+    from_chat,
+    new_run,
+    responses_usage,
+    state_messages,
+    system_message,
+    text_of,
+    thread_id,
+    to_chat,
+    tool_schemas,
+)
+from ctxledger.limits import taking_as_recorded
 
 JSON = dict[str, Any]
 #: the (private) state field holding the thread of a run without a thread id
@@ -84,6 +87,8 @@ RUN_KEY = "ctxledger_run"
 #: how many runs without a thread id the middleware keeps in memory (the least recently
 #: used is forgotten first: a forgotten run found again in the ledger, see ``RunIndex``)
 RUNS_KEPT = 256
+#: how many times a model call's append is tried at the version it read (the last unchecked)
+APPEND_TRIES = 3
 
 
 class RunState(AgentState[Any]):
@@ -95,12 +100,34 @@ class RunState(AgentState[Any]):
 class _Thread:
     """What the middleware knows about one graph thread: its ledger root and the state
     message ids already appended there; `version`: its tip and that tip's ledger version
-    when this process last wrote or read it (another process on the ledger moves it)."""
+    when this process last wrote or read it (another process on the ledger moves it;
+    None: read it again); `mine`: what this process had seen when a re-read found
+    another process's write, kept until this process writes the thread again."""
 
     def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
         self.root = root
         self.seen = seen
         self.version = version
+        self.mine: list[str] | None = None
+
+
+class _Call:
+    """One model call: the ledger session and view it sends, its output cap
+    (``max_tokens``), how many times recovery lowered that cap, whether it recovered."""
+
+    def __init__(
+        self,
+        sid: str,
+        view: View,
+        max_tokens: int | None,
+        lowered: int = 0,
+        recovered: bool = False,
+    ) -> None:
+        self.sid = sid
+        self.view = view
+        self.max_tokens = max_tokens
+        self.lowered = lowered
+        self.recovered = recovered
 
 
 class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
@@ -151,27 +178,31 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         once, so an id of a message is no key). A run given the messages of one that
         ended (its whole state plus a new message) continues that run's session: found
         in memory, else in the ledger (after a restart, or once forgotten)."""
-        ids = _new_run(state)
+        ids = new_run(state, RUN_KEY)
         if ids is None:
             return None
         return {RUN_KEY: self._loop_thread().run(lambda: self._run_key(ids))}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        ids = _new_run(state)
+        ids = new_run(state, RUN_KEY)
         return None if ids is None else {RUN_KEY: await self._run_key(ids)}
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        thread = _thread_id(request.state, request.messages)
+        thread = thread_id(request.state, request.messages, RUN_KEY)
         loop = self._loop_thread()
-        sid, view = loop.run(lambda: self._before(thread, request))
-        try:
-            response = handler(self._override(request, view))
-        except BaseException:
-            loop.run(lambda: self._forget_run(thread))
-            raise
-        loop.run(lambda: self._after(thread, sid, response))
+        call = loop.run(lambda: self._before(thread, request))
+        while True:
+            try:
+                response = handler(self._override(request, call))
+                break
+            except BaseException as exc:
+                retry = loop.run(functools.partial(self._failed, thread, call, exc))
+                if retry is None:
+                    raise
+                call = retry
+        loop.run(lambda: self._after(thread, call, response))
         return response
 
     async def awrap_model_call(
@@ -179,22 +210,26 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        thread = _thread_id(request.state, request.messages)
-        sid, view = await self._before(thread, request)
-        try:
-            response = await handler(self._override(request, view))
-        except BaseException:
-            await self._forget_run(thread)
-            raise
-        await self._after(thread, sid, response)
+        thread = thread_id(request.state, request.messages, RUN_KEY)
+        call = await self._before(thread, request)
+        while True:
+            try:
+                response = await handler(self._override(request, call))
+                break
+            except BaseException as exc:
+                retry = await self._failed(thread, call, exc)
+                if retry is None:
+                    raise
+                call = retry
+        await self._after(thread, call, response)
         return response
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        thread = _thread_id(state, _state_messages(state))
+        thread = thread_id(state, state_messages(state), RUN_KEY)
         self._loop_thread().run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        await self._end_run(_thread_id(state, _state_messages(state)), state)
+        await self._end_run(thread_id(state, state_messages(state), RUN_KEY), state)
 
     def _loop_thread(self) -> LoopThread:
         """The thread the sync hooks run the middleware's steps on: all its bookkeeping is
@@ -206,25 +241,89 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     # --- steps ----------------------------------------------------------------------------
 
-    async def _before(self, thread: str, request: ModelRequest[Any]) -> tuple[str, _View]:
+    async def _before(self, thread: str, request: ModelRequest[Any]) -> _Call:
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
-        ids = [str(m.id) for m in messages]
-        known = self._known(thread)
-        if known is None or ids[: len(known.seen)] != known.seen:
-            known = await self._start(thread, request, known)
-        suffix = messages[len(known.seen) :]
-        sid = self.service.tip(known.root)
-        if suffix:
-            sid = (await self.service.append(sid, to_chat(suffix))).session_id
-            known.seen.extend(ids[len(known.seen) :])
+        known, sid = await self._appended(thread, request, messages)
         sid = (await self.service.preflight(sid)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
-        view = _View(system, live_messages(self.service, sid), messages)
-        return sid, view
+        view = View(system, live_messages(self.service, sid), messages)
+        cap = recovery.requested_cap(
+            request.model_settings.get("max_tokens"), getattr(request.model, "max_tokens", None)
+        )
+        return _Call(sid, view, cap)
 
-    async def _after(self, thread: str, sid: str, response: ModelResponse[Any]) -> None:
+    async def _appended(
+        self, thread: str, request: ModelRequest[Any], messages: list[Any]
+    ) -> tuple[_Thread, str]:
+        """The thread after appending what `messages` add to what its session holds, and
+        the session's tip. The append expects the version the check read: another
+        process's write in between (``ConcurrencyError``, nothing written) is read and
+        the check made again; the last try appends unchecked, as before. A generation
+        another process started first is read the same way (the next one is started)."""
+        ids = [str(m.id) for m in messages]
+        for attempt in range(APPEND_TRIES):
+            last = attempt == APPEND_TRIES - 1
+            known = self._known(thread)
+            if known is None or ids[: len(known.seen)] != known.seen:
+                try:
+                    known = await self._start(thread, request, known, ids)
+                except ConcurrencyError:  # another process started that generation first:
+                    if last:  # its divergence, read at the next try (what this one saw kept)
+                        raise
+                    if known is not None:
+                        known.version = None
+                    continue
+            sid = self.service.tip(known.root)
+            suffix = messages[len(known.seen) :]
+            if not suffix:
+                known.mine = None
+                return known, sid
+            expected = None if last else _expected(known, sid)
+            try:
+                result = await self.service.append(sid, to_chat(suffix), expected_version=expected)
+            except ConcurrencyError:
+                if expected is None:
+                    raise
+                continue
+            known.seen.extend(ids[len(known.seen) :])
+            known.mine = None
+            return known, result.session_id
+        raise AssertionError("unreachable: the last try appends unchecked")
+
+    async def _failed(self, thread: str, call: _Call, exc: BaseException) -> _Call | None:
+        """The model call failed: the call to retry after a provider's overflow error, as
+        the service decides (:mod:`ctxledger.integrations.recovery`: a lower output cap,
+        or the compacted view); None (the error is the run's) for any other error. A
+        failure that is not retried forgets its run (:meth:`_forget_run`)."""
+        known = self._runs.get(thread) or self._threads.get(thread)
+        ours = known is not None and known.version == self._version(known.root)
+        try:
+            step = None
+            if call.lowered < recovery.MAX_CAP_RETRIES:
+                step = await recovery.recover(
+                    self.service, call.sid, exc, requested_max_tokens=call.max_tokens
+                )
+        finally:
+            if step is None:  # (also when recovery gave up: ContextOverflowError)
+                await self._forget_run(thread)
+        if step is None:
+            return None
+        if ours and known is not None:  # the compaction is this process's own write (a
+            self._mark(known)  # write of another process before it is read at the next call)
+        sid = step.session_id
+        view = View(
+            system_view(self.service, sid), live_messages(self.service, sid), call.view.state
+        )
+        if step.max_tokens is None:
+            return _Call(sid, view, call.max_tokens, call.lowered, recovered=True)
+        return _Call(sid, view, step.max_tokens, call.lowered + 1, recovered=True)
+
+    async def _after(self, thread: str, call: _Call, response: ModelResponse[Any]) -> None:
+        """Report the response's usage; after a recovered call, the turn's recovery is
+        over (a model that reports no usage would count every turn's recovery on)."""
+        sid = call.sid
         known = self._runs.get(thread) or self._threads.get(thread)
         self.service.ledger.refresh()  # another process's write since _before stays unseen
         ours = known is not None and known.version == self._version(known.root)
@@ -236,6 +335,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 asked = bool(getattr(message, "tool_calls", None))
                 report = functools.partial(responses_usage, usage)
                 sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
+        if call.recovered:
+            await self.service.model_call_succeeded(sid)
         if ours and known is not None:
             self._mark(known)
 
@@ -254,7 +355,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         the next call. A refusal, or a message LangChain cannot convert to a chat message
         (the model-call hook raises there: no call goes ahead without the ledger's view),
         is a warning: the run has its answer already."""
-        messages = _state_messages(state)
+        messages = state_messages(state)
         if messages is None:
             if not self._warned_state:
                 self._warned_state = True
@@ -271,19 +372,23 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         suffix = messages[len(known.seen) :]
         if not suffix:
             return
-        try:
-            await self.service.append(self.service.tip(known.root), to_chat(suffix))
+        tip = self.service.tip(known.root)
+        try:  # another process's write since the check: refused, left to the next call
+            await self.service.append(tip, to_chat(suffix), expected_version=_expected(known, tip))
         except (CtxLedgerError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return
         known.seen.extend(ids[len(known.seen) :])
+        known.mine = None
         self._mark(known)
 
-    def _override(self, request: ModelRequest[Any], view: _View) -> ModelRequest[Any]:
-        overrides: dict[str, Any] = {"messages": view.model_input()}
-        system = _system_message(request.system_message, view.system)
+    def _override(self, request: ModelRequest[Any], call: _Call) -> ModelRequest[Any]:
+        overrides: dict[str, Any] = {"messages": call.view.model_input()}
+        system = system_message(request.system_message, call.view.system)
         if system is not None:
             overrides["system_message"] = system
+        if call.lowered:
+            overrides["model_settings"] = {**request.model_settings, "max_tokens": call.max_tokens}
         return request.override(**overrides)
 
     # --- which ledger session -----------------------------------------------------------
@@ -304,6 +409,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         if known.version != self._version(known.root):
             fresh = self._recorded(thread)
             if fresh is not None:
+                if known.mine is None:  # (kept until this process writes again)
+                    known.mine = known.seen
                 known.root, known.seen, known.version = fresh.root, fresh.seen, fresh.version
         return known
 
@@ -416,9 +523,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                     seen.append(event.message[LC_ID])
         return _Thread(root, seen, self._version(root))
 
-    async def _start(self, thread: str, request: ModelRequest[Any], old: _Thread | None) -> _Thread:
-        """A new ledger session for the thread (the first, or after the history was rewritten)."""
-        if old is not None:
+    async def _start(
+        self, thread: str, request: ModelRequest[Any], old: _Thread | None, ids: list[str]
+    ) -> _Thread:
+        """A new ledger session for the thread (the first, or after the history was
+        rewritten). The one it replaces is ended, unless the history `ids` goes on from
+        what this process had seen and another process's write diverged (two workers
+        running one conversation at once): that session is the other's, going on."""
+        if old is not None and not (old.mine is not None and ids[: len(old.mine)] == old.mine):
             tip = self.service.tip(old.root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")
@@ -432,161 +544,19 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             root = await self.service.start_session(
                 model=self.model_name,
                 context_length=self.context_length,
-                system_prompt=_text(system.content) if system is not None else None,
-                tools=_tool_schemas(request.tools),
+                system_prompt=text_of(system.content) if system is not None else None,
+                tools=tool_schemas(request.tools),
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )
         return self._keep(thread, _Thread(root, []))
 
 
-class _View:
-    """The ledger's view of a thread, ready to be sent as LangChain messages."""
-
-    def __init__(self, system: JSON | None, live: list[JSON], state: Sequence[AnyMessage]) -> None:
-        self.system = system
-        self.live = live
-        self.by_id = {str(m.id): m for m in state}
-
-    def model_input(self) -> list[BaseMessage]:
-        """The live view; a message the ledger carried unchanged is the state's own object."""
-        out: list[BaseMessage] = []
-        for msg in self.live:
-            original = self.by_id.get(str(msg.get(LC_ID)))
-            if original is not None and to_chat([original])[0] == msg:
-                out.append(original)
-            else:
-                out.append(from_chat(msg))
-        return out
-
-
-def _system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMessage | None:
-    """The system message to send: the agent's own for this call (a ``dynamic_prompt``
-    or a prompt changed since the thread started applies, its content blocks kept), with
-    the ledger's compaction note added when the view has one; with none from the agent,
-    the ledger's (a leading system message of the state, which the ledger holds)."""
-    if host is None:
-        return None if ledger is None else SystemMessage(content=ledger["content"])
-    if ledger is None or not markers.has_system_note(_text(ledger.get("content"))):
-        return host
-    content = host.content
-    if isinstance(content, str):
-        return host.model_copy(update={"content": markers.add_system_note(content)})
-    note = {"type": "text", "text": markers.system_note()}
-    return host.model_copy(update={"content": [*content, note]})
-
-
-def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
-    """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
-    converted = convert_to_openai_messages(list(messages))
-    out: list[JSON] = []
-    for message, chat in zip(messages, converted, strict=True):
-        chat = dict(chat)
-        if chat.get("role") == "assistant" and chat.get("content") == "" and chat.get("tool_calls"):
-            chat["content"] = None
-        if message.id is not None:
-            chat[LC_ID] = str(message.id)
-        out.append(chat)
-    return out
-
-
-def from_chat(message: JSON) -> BaseMessage:
-    """One chat message as a LangChain message (its ``lc_id`` back as the id)."""
-    plain = {k: v for k, v in message.items() if k != LC_ID}
-    if plain.get("role") == "assistant" and plain.get("content") is None:
-        plain["content"] = ""
-    converted: BaseMessage = convert_to_messages([plain])[0]
-    if isinstance(message.get(LC_ID), str):
-        converted.id = message[LC_ID]
-    return converted
-
-
-def responses_usage(usage: Any) -> JSON:
-    """LangChain ``usage_metadata`` as a Responses usage dict: LangChain's input_tokens is
-    the whole prompt (cache reads and writes included), as in the Responses API."""
-    details = usage.get("input_token_details") or {}
-    out_details = usage.get("output_token_details") or {}
-
-    def count(block: Any, key: str) -> int:  # text and bools are refused, not made numbers
-        return check_token_count(block.get(key), f"usage_metadata field {key!r}")
-
-    return {
-        "input_tokens": count(usage, "input_tokens"),
-        "output_tokens": count(usage, "output_tokens"),
-        "input_tokens_details": {
-            "cached_tokens": count(details, "cache_read"),
-            "cache_creation_tokens": count(details, "cache_creation"),
-        },
-        "output_tokens_details": {"reasoning_tokens": count(out_details, "reasoning")},
-    }
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(
-        str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content or ()
-    )
-
-
-def _tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
-    schemas: list[JSON] = []
-    for tool in tools:
-        try:
-            schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
-        except (TypeError, ValueError, NotImplementedError):
-            continue  # a provider-native tool without a function schema: not estimable
-        name = getattr(tool, "name", None) or f"tool {len(schemas)}"
-        schemas.append(finite_schema(schema, str(name)))
-    return schemas or None
-
-
-def _state_messages(state: Any) -> list[Any] | None:
-    """The messages of an agent state: a dict (``AgentState``) or an object with a
-    ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
-    if isinstance(state, dict):
-        messages = state.get("messages") or []
-    else:
-        messages = getattr(state, "messages", None)
-    return list(messages) if isinstance(messages, list | tuple) else None
-
-
-def _configured_thread() -> str | None:
-    """The running graph's thread id (``config["configurable"]["thread_id"]``), if any."""
-    try:
-        from langgraph.config import get_config
-
-        thread = (get_config().get("configurable") or {}).get("thread_id")
-    except RuntimeError:
-        thread = None
-    return None if thread is None or thread == "" else str(thread)
-
-
-def _new_run(state: Any) -> list[str] | None:
-    """The message ids of a run that needs its own key (no thread id, no key yet)."""
-    if _configured_thread() is not None or _field(state, RUN_KEY):
-        return None
-    return [str(m.id) for m in _state_messages(state) or ()]
-
-
-def _field(state: Any, name: str) -> Any:
-    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
-
-
-def _thread_id(state: Any, messages: Sequence[Any] | None) -> str:
-    """The running graph's thread id; without one (a graph with no checkpointer: each
-    run is a conversation of its own) the run's key :meth:`before_agent` put in the
-    state (runs shared ``default``: each one ended the other's session and appended
-    their history again). A state without the key (the hooks called outside a graph):
-    ``default:`` and the id of its first message, else ``default``."""
-    thread = _configured_thread()
-    if thread is not None:
-        return thread
-    key = _field(state, RUN_KEY)
-    if isinstance(key, str) and key:
-        return key
-    first = getattr(messages[0], "id", None) if messages else None
-    return f"default:{first}" if isinstance(first, str) and first else "default"
+def _expected(known: _Thread, tip: str) -> int | None:
+    """The version an append to `tip` expects: the one this process last wrote or read
+    there (None, unchecked, when it has not read that tip)."""
+    read = known.version
+    return read[1] if read is not None and read[0] == tip else None
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

@@ -158,6 +158,12 @@ class ServiceCore:
         self.engine.on_session_end(sid)
         self._overflow.pop(self.ledger.chains.root(sid), None)
 
+    async def model_call_succeeded(self, session_id: str) -> None:
+        """A model call on the session went through with no usage reported (a usage report
+        says so itself): the turn's overflow-recovery attempts are over, so the next
+        overflow starts counting again (a framework whose model reports no usage)."""
+        self._overflow.pop(self.ledger.chains.root(self.tip(session_id)), None)
+
     async def reset_session(self, session_id: str) -> None:
         """Forget in-memory state about the chain (turn attempts, engine caches); the log stays."""
         sid = self.tip(session_id)

@@ -1,0 +1,192 @@
+"""LangChain messages and the ledger's chat messages: the conversions the LangChain
+middleware (:mod:`ctxledger.integrations.langchain`) sends and records with, the
+ledger's view of a thread as the model is sent it, and what a graph's state and config
+say (its messages, its thread, its tools' schemas)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxledger.compressor import markers
+from ctxledger.integrations.common import finite_schema
+from ctxledger.integrations.langchain_keys import LC_ID
+from ctxledger.limits import check_token_count
+
+JSON = dict[str, Any]
+
+
+class View:
+    """The ledger's view of a thread, ready to be sent as LangChain messages."""
+
+    def __init__(self, system: JSON | None, live: list[JSON], state: Sequence[AnyMessage]) -> None:
+        self.system = system
+        self.live = live
+        self.state = state
+        self.by_id = {str(m.id): m for m in state}
+
+    def model_input(self) -> list[BaseMessage]:
+        """The live view; a message the ledger carried unchanged is the state's own object."""
+        out: list[BaseMessage] = []
+        for msg in self.live:
+            original = self.by_id.get(str(msg.get(LC_ID)))
+            if original is not None and to_chat([original])[0] == msg:
+                out.append(original)
+            else:
+                out.append(from_chat(msg))
+        return out
+
+
+def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMessage | None:
+    """The system message to send: the agent's own for this call (a ``dynamic_prompt``
+    or a prompt changed since the thread started applies, its content blocks kept), with
+    the ledger's compaction note added when the view has one; with none from the agent,
+    the ledger's (a leading system message of the state, which the ledger holds)."""
+    if host is None:
+        return None if ledger is None else SystemMessage(content=ledger["content"])
+    if ledger is None or not markers.has_system_note(text_of(ledger.get("content"))):
+        return host
+    content = host.content
+    if isinstance(content, str):
+        return host.model_copy(update={"content": markers.add_system_note(content)})
+    note = {"type": "text", "text": markers.system_note()}
+    return host.model_copy(update={"content": [*content, note]})
+
+
+def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
+    """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
+    converted = convert_to_openai_messages(list(messages))
+    out: list[JSON] = []
+    for message, chat in zip(messages, converted, strict=True):
+        chat = dict(chat)
+        if chat.get("role") == "assistant" and chat.get("content") == "" and chat.get("tool_calls"):
+            chat["content"] = None
+        if message.id is not None:
+            chat[LC_ID] = str(message.id)
+        out.append(chat)
+    return out
+
+
+def from_chat(message: JSON) -> BaseMessage:
+    """One chat message as a LangChain message (its ``lc_id`` back as the id)."""
+    plain = {k: v for k, v in message.items() if k != LC_ID}
+    if plain.get("role") == "assistant" and plain.get("content") is None:
+        plain["content"] = ""
+    converted: BaseMessage = convert_to_messages([plain])[0]
+    if isinstance(message.get(LC_ID), str):
+        converted.id = message[LC_ID]
+    return converted
+
+
+def responses_usage(usage: Any) -> JSON:
+    """LangChain ``usage_metadata`` as a Responses usage dict: LangChain's input_tokens is
+    the whole prompt (cache reads and writes included), as in the Responses API."""
+    details = usage.get("input_token_details") or {}
+    out_details = usage.get("output_token_details") or {}
+
+    def count(block: Any, key: str) -> int:  # text and bools are refused, not made numbers
+        return check_token_count(block.get(key), f"usage_metadata field {key!r}")
+
+    return {
+        "input_tokens": count(usage, "input_tokens"),
+        "output_tokens": count(usage, "output_tokens"),
+        "input_tokens_details": {
+            "cached_tokens": count(details, "cache_read"),
+            "cache_creation_tokens": count(details, "cache_creation"),
+        },
+        "output_tokens_details": {"reasoning_tokens": count(out_details, "reasoning")},
+    }
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content or ()
+    )
+
+
+def tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
+    """The function schemas of a request's tools (as preflight counts them)."""
+    schemas: list[JSON] = []
+    for tool in tools:
+        try:
+            schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
+        except (TypeError, ValueError, NotImplementedError):
+            continue  # a provider-native tool without a function schema: not estimable
+        name = getattr(tool, "name", None) or f"tool {len(schemas)}"
+        schemas.append(finite_schema(schema, str(name)))
+    return schemas or None
+
+
+def state_messages(state: Any) -> list[Any] | None:
+    """The messages of an agent state: a dict (``AgentState``) or an object with a
+    ``messages`` attribute (a pydantic state schema); None when it has no list of them."""
+    if isinstance(state, dict):
+        messages = state.get("messages") or []
+    else:
+        messages = getattr(state, "messages", None)
+    return list(messages) if isinstance(messages, list | tuple) else None
+
+
+def configured_thread() -> str | None:
+    """The running graph's thread id (``config["configurable"]["thread_id"]``), if any."""
+    try:
+        from langgraph.config import get_config
+
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:
+        thread = None
+    return None if thread is None or thread == "" else str(thread)
+
+
+def new_run(state: Any, key: str) -> list[str] | None:
+    """The message ids of a run that needs its own key (no thread id, no key yet)."""
+    if configured_thread() is not None or state_field(state, key):
+        return None
+    return [str(m.id) for m in state_messages(state) or ()]
+
+
+def state_field(state: Any, name: str) -> Any:
+    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
+
+
+def thread_id(state: Any, messages: Sequence[Any] | None, key: str) -> str:
+    """The running graph's thread id; without one (a graph with no checkpointer: each
+    run is a conversation of its own) the run's key that ``before_agent`` put in the
+    state (field `key`) (runs shared ``default``: each one ended the other's session and appended
+    their history again). A state without the key (the hooks called outside a graph):
+    ``default:`` and the id of its first message, else ``default``."""
+    thread = configured_thread()
+    if thread is not None:
+        return thread
+    run = state_field(state, key)
+    if isinstance(run, str) and run:
+        return run
+    first = getattr(messages[0], "id", None) if messages else None
+    return f"default:{first}" if isinstance(first, str) and first else "default"
+
+
+__all__ = [
+    "View",
+    "configured_thread",
+    "from_chat",
+    "new_run",
+    "responses_usage",
+    "state_field",
+    "state_messages",
+    "system_message",
+    "text_of",
+    "thread_id",
+    "to_chat",
+    "tool_schemas",
+]

@@ -2,8 +2,8 @@
 
 :func:`history` reads from the log every message the agent appended (across the whole
 chain, in seq order and in the batches it appended them), every provider usage
-report, manual ``/compress`` requests, model switches, learned limits and pins, as a
-list of :data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not
+report, manual ``/compress`` requests, model switches, learned limits, pins and system
+prompt changes, as a list of :data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not
 steps: a what-if service makes its own (see :mod:`ctxledger.analysis.whatif`).
 """
 
@@ -100,7 +100,13 @@ class PinStep(_Step, frozen=True, kw_only=True):
     pinned: bool = True
 
 
-Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep
+class SystemStep(_Step, frozen=True, kw_only=True):
+    """The system prompt changed mid-session (a ``SystemPromptSet`` after the start)."""
+
+    text: str
+
+
+Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep | SystemStep
 
 
 class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,6 +180,15 @@ def _chain_records(ledger: Ledger, chain: list[str]) -> Iterator[Recorded]:
     return heapq.merge(*(ledger.store.read_stream(sid) for sid in chain), key=lambda r: r.seq)
 
 
+def _opening_prompt(rec: Recorded, root: str) -> bool:
+    """Whether `rec` is the prompt the chain started with: its root's event 2, right after
+    ``SessionStarted`` (``Ledger.start_events``; continuations carry theirs in the switch).
+    Any other ``SystemPromptSet`` is a change, replayed as a :class:`SystemStep`. (A
+    change written as the very next event of a root started without prompt or tools is
+    read as its start prompt: the same view, the same counts.)"""
+    return rec.stream == root and rec.version == 2
+
+
 def _start_info(ledger: Ledger, root: str) -> StartInfo:
     info: dict[str, Any] = {}
     for rec in ledger.store.read_stream(root, 1, 3):
@@ -188,17 +203,18 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 encoding=e.encoding,
                 at=e.at,
             )
-        elif isinstance(e, SystemPromptSet):
+        elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, root):
             info["system_prompt"] = e.text
-        elif isinstance(e, ToolsDeclared):
-            info["tools"] = e.tools
+        elif isinstance(e, ToolsDeclared) and (rec.version == 2 or "system_prompt" in info):
+            info["tools"] = e.tools  # (the start's, after its prompt if it had one)
     return StartInfo(**info)
 
 
 class _Reader:
     """Turns the chain's events into steps, folding the recorded view for usage offsets."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str) -> None:
+        self.root = root
         self.steps: list[Step] = []
         self.batch: list[MessageAppended] = []
         self.projector = Projector()
@@ -265,6 +281,8 @@ class _Reader:
             )
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
+        elif isinstance(e, SystemPromptSet) and not _opening_prompt(rec, self.root):
+            self.steps.append(SystemStep(text=e.text, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
 
@@ -304,7 +322,7 @@ def history(ledger: Ledger, session_id: str) -> History:
     ledger.refresh()
     sid = ledger.resolve(session_id)
     chain = ledger.chains.chain(sid)
-    reader = _Reader()
+    reader = _Reader(chain[0])
     for rec in _chain_records(ledger, chain):
         reader.read(rec)
     reader.flush()

@@ -43,6 +43,7 @@ from ctxledger.events import (
     Trigger,
 )
 from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
+from ctxledger.ledger.prompt import set_system_prompt
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -85,6 +86,15 @@ class ContextService(ServiceCore):
         )
         self.engine.update_model(sid, model, context_length)
         return await self.preflight(sid)
+
+    async def set_system_prompt(self, session_id: str, text: str) -> TurnResult:
+        """Record a changed system prompt on the session's tip, then re-run preflight (the
+        estimate now counts it: a grown prompt can compact here). The same prompt as the
+        current one writes nothing and runs nothing (:mod:`ctxledger.ledger.prompt`)."""
+        sid, changed = self._on_tip(
+            session_id, lambda tip: set_system_prompt(self.ledger, tip, text)
+        )
+        return await self.preflight(sid) if changed else TurnResult(session_id=sid)
 
     # --- triggers ------------------------------------------------------------------------
 

@@ -1,0 +1,233 @@
+"""A system prompt changed mid-session: recorded once per change, counted by preflight,
+carried by a compaction and replayed at its position by what-if (session 34)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+from helpers.ledger_helpers import SMALL, deterministic_ledger
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.analysis.compactions import chain_signature
+from ctxledger.analysis.replay import rebuild_check, verify_compactions
+from ctxledger.analysis.whatif import (
+    AppendStep,
+    StartInfo,
+    Step,
+    SystemStep,
+    history,
+    replay_history,
+    scripted_steps,
+    start_and_drive,
+    whatif,
+)
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import InvalidInput, SessionEndedError
+from ctxledger.events import SessionSwitched, SystemPromptSet
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
+
+PADDING = "Follow the house rules listed here in every answer you give. "
+
+
+def _prompt(size: int) -> str:
+    return "You are a careful assistant. " + PADDING * size
+
+
+def _prompt_events(ledger: Ledger, sid: str) -> list[SystemPromptSet]:
+    return [
+        r.event
+        for s in ledger.chains.chain(sid)
+        for r in ledger.store.read_stream(s)
+        if isinstance(r.event, SystemPromptSet)
+    ]
+
+
+def _started(tmp_path: Path, prompt: str | None = "short") -> tuple[ContextService, str]:
+    ledger = deterministic_ledger(tmp_path / "p.db")
+    svc = ContextService(ledger, config=SMALL)
+    sid = anyio.run(
+        lambda: svc.start_session(model="m", context_length=16_000, system_prompt=prompt)
+    )
+    return svc, sid
+
+
+# --------------------------------------------------------------------------- writer
+
+
+def test_the_same_prompt_writes_nothing_and_a_changed_one_writes_one_event(tmp_path: Path) -> None:
+    svc, sid = _started(tmp_path)
+    version = svc.ledger.version(sid)
+    for _ in range(3):
+        assert anyio.run(svc.set_system_prompt, sid, "short").session_id == sid
+    assert svc.ledger.version(sid) == version
+    for text in ("longer now", "longer now", "third", "third"):
+        anyio.run(svc.set_system_prompt, sid, text)
+    assert [e.text for e in _prompt_events(svc.ledger, sid)] == ["short", "longer now", "third"]
+    view = svc.ledger.transcript.session(sid)
+    assert view.system_prompt == "third"
+    assert view.system_tokens == _prompt_events(svc.ledger, sid)[-1].tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (None, "system_prompt must be a string"),
+        (7, "must be a string"),
+        ("a\ud800b", "system_prompt"),
+    ],
+)
+def test_a_bad_prompt_is_refused_and_nothing_is_appended(
+    tmp_path: Path, text: object, says: str
+) -> None:
+    svc, sid = _started(tmp_path)
+    version = svc.ledger.version(sid)
+    with pytest.raises(InvalidInput, match=says):
+        anyio.run(svc.set_system_prompt, sid, text)
+    assert svc.ledger.version(sid) == version
+
+
+def test_a_prompt_over_the_input_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, sid = _started(tmp_path)
+    monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", "4096")
+    version = svc.ledger.version(sid)
+    with pytest.raises(InvalidInput, match="over the input limit"):
+        anyio.run(svc.set_system_prompt, sid, "x" * 5000)
+    assert svc.ledger.version(sid) == version
+
+
+def test_an_ended_session_takes_no_prompt(tmp_path: Path) -> None:
+    svc, sid = _started(tmp_path)
+    anyio.run(svc.end_session, sid)
+    with pytest.raises(SessionEndedError):
+        anyio.run(svc.set_system_prompt, sid, "new")
+
+
+# --------------------------------------------------------------------------- projections
+
+
+def test_counts_view_and_preflight_use_the_current_prompt(tmp_path: Path) -> None:
+    svc, sid = _started(tmp_path)
+    t = svc.ledger.transcript
+    synth = SessionSynth(5, big_outputs=False)
+    for turn in list(synth.turns(2)):
+        anyio.run(svc.append, sid, turn)
+    before_total, before_rough = t.total_tokens(sid), t.rough_tokens(sid)
+    grown = _prompt(40)
+    result = anyio.run(svc.set_system_prompt, sid, grown)
+    assert not result.compressed  # still under the threshold
+    added = t.session(sid).system_tokens - _prompt_events(svc.ledger, sid)[0].tokens
+    assert added > 300
+    assert t.total_tokens(sid) == before_total + added
+    assert t.rough_tokens(sid) > before_rough + 300
+    assert svc.api_messages(sid)[0] == {"role": "system", "content": grown}
+
+
+def test_a_grown_prompt_compacts_and_the_continuation_carries_it(tmp_path: Path) -> None:
+    svc, sid = _started(tmp_path)
+    synth = SessionSynth(5, big_outputs=False)
+    for turn in list(synth.turns(4)):
+        anyio.run(svc.append, sid, turn)
+    assert not anyio.run(svc.preflight, sid).compressed
+    grown = _prompt(300)  # ~3.6K tokens: past SMALL's threshold with the history
+    result = anyio.run(svc.set_system_prompt, sid, grown)
+    assert result.compressed and result.session_id != sid
+    switch = next(
+        r.event for r in svc.ledger.store.read_stream(sid) if isinstance(r.event, SessionSwitched)
+    )
+    assert switch.system_prompt is not None and switch.system_prompt.startswith(grown.rstrip())
+    continuation = svc.ledger.transcript.session(result.session_id)
+    assert continuation.system_prompt == switch.system_prompt
+    assert svc.api_messages(result.session_id)[0]["content"] == switch.system_prompt
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _with_prompts(steps: list[Step], at: dict[int, int]) -> list[Step]:
+    """`steps` with a prompt of size ``at[i]`` set before user turn ``i``."""
+    out: list[Step] = []
+    turn = 0
+    for step in steps:
+        if isinstance(step, AppendStep) and step.user_turn:
+            if turn in at:
+                out.append(SystemStep(text=_prompt(at[turn])))
+            turn += 1
+        out.append(step)
+    return out
+
+
+def _record(path: Path, steps: list[Step], prompt: str | None = "short", **start: object) -> Ledger:
+    ledger = deterministic_ledger(path)
+    info = StartInfo(session_id="ses_p", model="m", context_length=16_000, system_prompt=prompt)
+    info = msgspec.structs.replace(info, **start)
+    svc = ContextService(ledger, config=SMALL)
+    anyio.run(lambda: start_and_drive(svc, info, steps))
+    return ledger
+
+
+def _same_chain(ledger: Ledger) -> None:
+    report = whatif(ledger, "ses_p")
+    assert report.reproduces_recorded, report.reproduction.differences
+    with replay_history(history(ledger, "ses_p")) as (scratch, result):
+        tip = ledger.chains.tip("ses_p")
+        assert chain_signature(scratch, result.session_id) == chain_signature(ledger, tip)
+        assert scratch.api_messages(result.session_id) == ledger.api_messages(tip)
+        assert [e.text for e in _prompt_events(scratch, result.session_id)] == [
+            e.text for e in _prompt_events(ledger, tip)
+        ]
+
+
+def test_a_recorded_prompt_change_is_replayed_at_its_position(tmp_path: Path) -> None:
+    synth = SessionSynth(3, big_outputs=False)
+    base = scripted_steps(synth.turns(16))
+    changes = {3: 60, 7: 160, 11: 20}
+    ledger = _record(tmp_path / "p.db", _with_prompts(base, changes))
+    hist = history(ledger, "ses_p")
+    assert hist.start.system_prompt == "short"
+    assert [s.text for s in hist.steps if isinstance(s, SystemStep)] == [
+        _prompt(n) for n in changes.values()
+    ]
+    _same_chain(ledger)
+    # the changes matter: the same turns on the start prompt alone compact otherwise
+    plain = _record(tmp_path / "q.db", base)
+    assert chain_signature(plain, plain.chains.tip("ses_p")) != chain_signature(
+        ledger, ledger.chains.tip("ses_p")
+    )
+    assert not verify_compactions(ledger, "ses_p").drifted
+    assert rebuild_check(ledger, "ses_p").equal
+
+
+def test_a_root_with_tools_and_no_prompt_replays_a_later_prompt_as_a_change(
+    tmp_path: Path,
+) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    synth = SessionSynth(4, big_outputs=False)
+    steps = [SystemStep(text=_prompt(30)), *scripted_steps(synth.turns(6))]
+    ledger = _record(tmp_path / "p.db", steps, prompt=None, tools=tools)
+    hist = history(ledger, "ses_p")
+    assert hist.start.system_prompt is None and hist.start.tools == tools
+    assert isinstance(hist.steps[0], SystemStep)
+    _same_chain(ledger)
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    changes=st.dictionaries(st.integers(0, 9), st.integers(0, 200), max_size=5),
+)
+def test_replay_of_sessions_with_random_prompt_changes_is_exact(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, changes: dict[int, int]
+) -> None:
+    synth = SessionSynth(seed, big_outputs=False)
+    steps = _with_prompts(scripted_steps(synth.turns(10)), changes)
+    ledger = _record(tmp_path_factory.mktemp("h") / "p.db", steps)
+    _same_chain(ledger)
+    assert not verify_compactions(ledger, "ses_p").drifted
+    ledger.close()

@@ -24,7 +24,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
-from ctxledger.events import MessageAppended, ToolCallIdsRepaired, ToolsDeclared, UsageReported
+from ctxledger.events import (
+    MessageAppended,
+    SessionSwitched,
+    SystemPromptSet,
+    ToolCallIdsRepaired,
+    ToolsDeclared,
+    UsageReported,
+)
 from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
 
@@ -432,12 +439,69 @@ def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(
         for sent, view in zip(model.inputs[before:], model.views[before:], strict=True):
             noted = has_system_note(view[0]["content"])  # the ledger's view at that call
             assert sent[0].content == (add_system_note(expected) if noted else expected)
+            assert view[0]["content"] == sent[0].content  # the ledger holds what is sent
             compacted = compacted or noted
     assert compacted
-    # the ledger keeps the prompt the thread started with (it counts for preflight)
-    assert service.ledger.transcript.session("langchain:t1").system_prompt == (
-        "You review code. This is run 0."
+    # session 34: the ledger holds the prompt sent (it counts for preflight), one
+    # SystemPromptSet per change: the start's and one per later run
+    tip = service.tip("langchain:t1")
+    held = service.ledger.transcript.session(tip).system_prompt
+    assert held in (expected, add_system_note(expected))
+    recorded = _chain_events(service, "langchain:t1", SystemPromptSet)
+    assert recorded[0].text == "You review code. This is run 0."
+    assert len(recorded) == TURNS
+
+
+def _dynamic_agent(service, prompt_of):
+    from langchain.agents.middleware import dynamic_prompt
+
+    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model.inputs, model.views, model.service = [], [], service
+
+    @dynamic_prompt
+    def prompt(request: Any) -> str:
+        return prompt_of()
+
+    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        middleware=[prompt, middleware],
+        checkpointer=InMemorySaver(),
     )
+    return agent, model
+
+
+def test_a_dynamic_prompt_that_stays_the_same_is_recorded_once(service):
+    agent, model = _dynamic_agent(service, lambda: "You review code, carefully.")
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(TURNS):
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+    assert len(model.inputs) == 2 * TURNS
+    assert service.tip("langchain:t1") != "langchain:t1"  # it compacted (continuations)
+    recorded = _chain_events(service, "langchain:t1", SystemPromptSet)
+    assert [e.text for e in recorded] == ["You review code, carefully."]
+
+
+def test_a_grown_dynamic_prompt_is_counted_by_preflight_before_the_call(service):
+    """A prompt that grows by ~4.4K tokens on run 6 is recorded before that run's first call,
+    so preflight compacts before sending it (it used to be seen only through the usage
+    the provider reported after the call)."""
+    run = {"n": 0}
+    agent, model = _dynamic_agent(
+        service,
+        lambda: "You review code." + (" Follow rule seven." * 1100 if run["n"] >= 6 else ""),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(7):
+        run["n"] = t
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+    switches = _chain_events(service, "langchain:t1", SessionSwitched)
+    assert [s.trigger for s in switches][:1] == ["preflight"]
+    # run 6's first call was sent the compacted view, not the 24 messages of runs 0-5 + 1
+    first = next(sent for sent in model.inputs if "rule seven" in sent[0].content)
+    assert len(first) - 1 < 4 * 6 + 1
+    assert switches[0].system_prompt.startswith("You review code. Follow rule seven.")
 
 
 def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_block():

@@ -8,8 +8,8 @@
 3. the model is sent the ledger's live view through ``request.override(messages=...,
    system_message=...)``: the messages are the ledger's; the system message is the
    agent's own for that call (a ``dynamic_prompt`` applies) with the ledger's compaction
-   note added after a compaction (the ledger keeps the prompt the thread started with,
-   which preflight counts);
+   note added after a compaction; a prompt that differs from the one the ledger holds is
+   recorded first (``SystemPromptSet``, session 34), so preflight counts what is sent;
 4. the response's ``usage_metadata`` is reported (the in-loop trigger).
 
 When the agent finishes (``after_agent``) what the state gained since the last model
@@ -71,6 +71,7 @@ from ctxledger.integrations.langchain_messages import (
     View,
     from_chat,
     new_run,
+    prompt_to_record,
     responses_usage,
     state_messages,
     system_message,
@@ -245,7 +246,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         known, sid = await self._appended(thread, request, messages)
-        sid = (await self.service.preflight(sid)).session_id
+        # the agent's prompt of this call (a dynamic_prompt), recorded when it changed, then
+        # preflight (set_system_prompt runs it after recording), counting what is sent
+        recorded = self.service.ledger.transcript.session(sid).system_prompt
+        text = prompt_to_record(request.system_message, recorded)
+        if text is not None and text != recorded:
+            sid = (await self.service.set_system_prompt(sid, text)).session_id
+        else:
+            sid = (await self.service.preflight(sid)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)

@@ -62,6 +62,20 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     return host.model_copy(update={"content": [*content, note]})
 
 
+def prompt_to_record(host: SystemMessage | None, recorded: str | None) -> str | None:
+    """The prompt the ledger should hold for the agent's system message `host`: its text
+    (content blocks joined as the thread's start records them), with the compaction note
+    added the ledger's way when the `recorded` prompt has one, so it is what
+    :func:`system_message` sends. None: no system message from the agent (the ledger's,
+    kept as it is, is sent)."""
+    if host is None:
+        return None
+    text = text_of(host.content)
+    if recorded is not None and markers.has_system_note(recorded):
+        return markers.add_system_note(text)
+    return text
+
+
 def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
     """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
     converted = convert_to_openai_messages(list(messages))

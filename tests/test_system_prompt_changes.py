@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
-from helpers.ledger_helpers import SMALL, deterministic_ledger
+from helpers.ledger_helpers import SMALL, compact_now, deterministic_ledger, session_with_turns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,10 @@ from ctxledger.analysis.whatif import (
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput, SessionEndedError
 from ctxledger.events import SessionSwitched, SystemPromptSet
+from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.importing import import_sessions
+from ctxledger.ledger.prompt import set_system_prompt
 from ctxledger.runtime.service import ContextService
 
 PADDING = "Follow the house rules listed here in every answer you give. "
@@ -215,6 +218,43 @@ def test_a_root_with_tools_and_no_prompt_replays_a_later_prompt_as_a_change(
     assert hist.start.system_prompt is None and hist.start.tools == tools
     assert isinstance(hist.steps[0], SystemStep)
     _same_chain(ledger)
+
+
+def test_a_change_as_a_continuations_event_2_is_a_change(tmp_path: Path) -> None:
+    """A compaction's continuation carries its prompt in the switch: its event 2 is a
+    change (an importer's session starts with its prompt there, see the next test)."""
+    ledger = deterministic_ledger(tmp_path / "c.db")
+    sid = session_with_turns(ledger, 6)
+    tip = compact_now(ledger, sid, trigger="manual").new_session_id
+    assert tip is not None
+    assert set_system_prompt(ledger, tip, _prompt(25))
+    changed = [r for r in ledger.store.read_stream(tip) if isinstance(r.event, SystemPromptSet)]
+    assert [r.version for r in changed] == [2]
+    assert [s.text for s in history(ledger, sid).steps if isinstance(s, SystemStep)] == [
+        _prompt(25)
+    ]
+
+
+def test_an_imported_chain_has_no_prompt_steps(tmp_path: Path) -> None:
+    """An importer starts each session of a chain with its prompt (event 2): not a change."""
+    ledger = deterministic_ledger(tmp_path / "i.db")
+    user = {"role": "user", "content": "hi"}
+    first = ImportedSession(
+        key="a",
+        source_format="openai",
+        messages=[user],
+        system_prompt="one",
+        end_reason="compression",
+    )
+    second = ImportedSession(
+        key="b", source_format="openai", messages=[user], system_prompt="two", parent_key="a"
+    )
+    sids = import_sessions(ledger, [first, second], model="m", context_length=16_000)
+    assert ledger.chains.chain(sids[0]) == sids
+    assert len(_prompt_events(ledger, sids[0])) == 2
+    hist = history(ledger, sids[0])
+    assert hist.start.system_prompt == "one"
+    assert not [s for s in hist.steps if isinstance(s, SystemStep)]
 
 
 @settings(max_examples=5, deadline=None)

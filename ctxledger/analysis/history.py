@@ -180,13 +180,20 @@ def _chain_records(ledger: Ledger, chain: list[str]) -> Iterator[Recorded]:
     return heapq.merge(*(ledger.store.read_stream(sid) for sid in chain), key=lambda r: r.seq)
 
 
-def _opening_prompt(rec: Recorded, root: str) -> bool:
-    """Whether `rec` is the prompt the chain started with: its root's event 2, right after
-    ``SessionStarted`` (``Ledger.start_events``; continuations carry theirs in the switch).
-    Any other ``SystemPromptSet`` is a change, replayed as a :class:`SystemStep`. (A
-    change written as the very next event of a root started without prompt or tools is
-    read as its start prompt: the same view, the same counts.)"""
-    return rec.stream == root and rec.version == 2
+def _opening_prompt(rec: Recorded, continuations: set[str] | frozenset[str]) -> bool:
+    """Whether `rec` (a ``SystemPromptSet``) is a session's start prompt: its event 2,
+    right after ``SessionStarted``, in a session ``Ledger.start_events`` began (a root,
+    an imported session). A compaction's or a revert's continuation (`continuations`)
+    carries its prompt in the switch, so its event 2 is a change. Any other
+    ``SystemPromptSet`` is a change, replayed as a :class:`SystemStep`. (A change written
+    as the very next event of a root started without prompt or tools is read as its
+    start prompt: the same view, the same counts.)"""
+    return rec.version == 2 and rec.stream not in continuations
+
+
+def _native_continuation(e: SessionStarted) -> bool:
+    """A continuation the ledger's compaction or undo wrote (an importer's has a source)."""
+    return e.reason in ("compression", "revert") and e.source is None
 
 
 def _start_info(ledger: Ledger, root: str) -> StartInfo:
@@ -203,7 +210,7 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 encoding=e.encoding,
                 at=e.at,
             )
-        elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, root):
+        elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, frozenset()):
             info["system_prompt"] = e.text
         elif isinstance(e, ToolsDeclared) and (rec.version == 2 or "system_prompt" in info):
             info["tools"] = e.tools  # (the start's, after its prompt if it had one)
@@ -213,9 +220,10 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
 class _Reader:
     """Turns the chain's events into steps, folding the recorded view for usage offsets."""
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self) -> None:
         self.steps: list[Step] = []
+        #: the native continuations read so far (their event 2 is never a start prompt)
+        self.continuations: set[str] = set()
         self.batch: list[MessageAppended] = []
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
@@ -252,8 +260,11 @@ class _Reader:
 
     def _decision(self, rec: Recorded) -> None:
         e, at = rec.event, rec.event.at
-        if isinstance(e, SessionStarted) and self.start_config is None and e.config:
-            self.start_config = e.config
+        if isinstance(e, SessionStarted):
+            if self.start_config is None and e.config:
+                self.start_config = e.config
+            if _native_continuation(e):
+                self.continuations.add(rec.stream)
         elif isinstance(e, SummaryGenerated):
             self.focus[e.compaction_id] = e.focus
         elif isinstance(e, SessionSwitched):
@@ -281,7 +292,7 @@ class _Reader:
             )
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
-        elif isinstance(e, SystemPromptSet) and not _opening_prompt(rec, self.root):
+        elif isinstance(e, SystemPromptSet) and not _opening_prompt(rec, self.continuations):
             self.steps.append(SystemStep(text=e.text, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
@@ -322,7 +333,7 @@ def history(ledger: Ledger, session_id: str) -> History:
     ledger.refresh()
     sid = ledger.resolve(session_id)
     chain = ledger.chains.chain(sid)
-    reader = _Reader(chain[0])
+    reader = _Reader()
     for rec in _chain_records(ledger, chain):
         reader.read(rec)
     reader.flush()

@@ -8,7 +8,8 @@ as a :class:`~ctxledger.analysis.history.SystemStep` at its position.
 
 Only a prompt that differs from the session's current one is written: a dynamic prompt
 that gives the same text each call writes nothing. The text is checked as a start's
-``system_prompt`` is (a string of valid Unicode, within the input limit); nothing is appended on bad input.
+``system_prompt`` is (a string of valid Unicode), and against the input limit; nothing
+is appended on bad input.
 """
 
 from __future__ import annotations

@@ -551,6 +551,15 @@ def check_unicode(value: str, field: str) -> str:
     return value
 
 
+def check_input_text(value: Any, field: str) -> str:
+    """`value` when it is a string of valid Unicode within the input limit, in UTF-8 bytes."""
+    value = check_unicode(check_text(value, field), field)
+    size, limit = len(value.encode("utf-8")), max_input_bytes()
+    if size > limit:
+        raise InvalidInput(f"{field} is {size:,} bytes, over CTXLEDGER_MAX_INPUT_BYTES ({limit:,})")
+    return value
+
+
 __all__ = [
     "KEY_KEPT",
     "MAX_CONTEXT_LENGTH",
@@ -565,6 +574,7 @@ __all__ = [
     "MIN_CONTEXT_LENGTH",
     "NOT_IN_NAME_CLASS",
     "check_context_length",
+    "check_input_text",
     "check_json",
     "check_name",
     "check_nonblank",

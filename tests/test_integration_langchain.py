@@ -504,17 +504,49 @@ def test_a_grown_dynamic_prompt_is_counted_by_preflight_before_the_call(service)
     assert switches[0].system_prompt.startswith("You review code. Follow rule seven.")
 
 
+@pytest.mark.parametrize(("before", "after"), [(600, 0), (0, 600)])
+def test_a_changed_dynamic_prompt_is_reproduced_by_what_if(service, before, after):
+    """Live and what-if take the same order: preflight, then a changed prompt is recorded
+    and preflight runs again (a what-if plays the change after the user turn's preflight).
+    Run 6 sends a long message with the prompt shrunk (or grown): the long prompt with that
+    message is over the threshold, the short one is not; a what-if reproduces it exactly
+    (the shrinking case failed when the middleware recorded before its first preflight)."""
+    from ctxledger.analysis.whatif import whatif
+
+    run = {"n": 0}
+    agent, _ = _dynamic_agent(
+        service,
+        lambda: "You review code." + " Follow rule seven." * (before if run["n"] < 6 else after),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(TURNS):
+        run["n"] = t
+        words = "now " * (2000 if t == 6 else 120)
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + words)]}, config)
+    assert len(_chain_events(service, "langchain:t1", SystemPromptSet)) == 2
+    report = whatif(service.ledger, "langchain:t1")
+    assert report.reproduces_recorded, report.reproduction.differences
+    assert report.reproduction.compactions[0] >= 1
+
+
 def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_block():
     from langchain_core.messages import SystemMessage
 
     from ctxledger.compressor.markers import add_system_note, system_note
     from ctxledger.integrations.langchain_messages import system_message as _system_message
+    from ctxledger.integrations.langchain_messages import text_of
+    from ctxledger.ledger.prompt import held_prompt
 
     blocks = [{"type": "text", "text": "You review code.", "cache_control": {"type": "ephemeral"}}]
     host = SystemMessage(content=blocks)
     assert _system_message(host, {"role": "system", "content": "You review code."}) is host
-    noted = _system_message(host, {"role": "system", "content": add_system_note("Old prompt.")})
-    assert noted is not None and noted.content == [*blocks, {"type": "text", "text": system_note()}]
+    held = add_system_note("Old prompt.")  # a compacted tip
+    noted = _system_message(host, {"role": "system", "content": held})
+    note = {"type": "text", "text": f"\n{system_note()}"}
+    assert noted is not None and noted.content == [*blocks, note]
+    # what the ledger records for these blocks is the text of what is sent (counted)
+    recorded = held_prompt(held, text_of(host.content))
+    assert recorded == text_of(noted.content) == add_system_note("You review code.")
     assert host.content == blocks  # the agent's message is not changed
     ledger = {"role": "system", "content": "From the state."}
     assert _system_message(None, ledger).content == "From the state."

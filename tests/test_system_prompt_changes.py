@@ -25,6 +25,7 @@ from ctxledger.analysis.whatif import (
     start_and_drive,
     whatif,
 )
+from ctxledger.compressor.markers import add_system_note, has_system_note, strip_system_note
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput, SessionEndedError
 from ctxledger.events import SessionSwitched, SystemPromptSet
@@ -94,15 +95,54 @@ def test_a_bad_prompt_is_refused_and_nothing_is_appended(
     assert svc.ledger.version(sid) == version
 
 
+@pytest.mark.parametrize("text", ["x" * 5000, "\u20ac" * 2000])
 def test_a_prompt_over_the_input_limit_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
 ) -> None:
+    """The limit is in UTF-8 bytes ("\u20ac" is 3 of them: 2,000 characters, 6,000 bytes),
+    for a change as for a start."""
     svc, sid = _started(tmp_path)
     monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", "4096")
     version = svc.ledger.version(sid)
-    with pytest.raises(InvalidInput, match="over the input limit"):
-        anyio.run(svc.set_system_prompt, sid, "x" * 5000)
+    with pytest.raises(InvalidInput, match="bytes, over CTXLEDGER_MAX_INPUT_BYTES"):
+        anyio.run(svc.set_system_prompt, sid, text)
     assert svc.ledger.version(sid) == version
+    with pytest.raises(InvalidInput, match="bytes, over CTXLEDGER_MAX_INPUT_BYTES"):
+        anyio.run(lambda: svc.start_session(model="m", context_length=16_000, system_prompt=text))
+    assert anyio.run(svc.set_system_prompt, sid, "\u20ac" * 1300).session_id == sid  # 3,900
+
+
+def test_a_change_already_recorded_by_another_worker_still_runs_preflight(tmp_path: Path) -> None:
+    svc, sid = _started(tmp_path, prompt="v1")
+    anyio.run(svc.set_system_prompt, sid, "v2")  # another worker records the change first
+    for turn in SessionSynth(3, big_outputs=False).turns(14):
+        sid = _appended(svc, sid, turn)
+    assert svc.ledger.transcript.total_tokens(sid) >= SMALL.threshold_tokens(16_000)
+    assert anyio.run(svc.set_system_prompt, sid, "v2").compressed
+
+
+def _appended(svc: ContextService, sid: str, messages: list[dict[str, object]]) -> str:
+    return anyio.run(svc.append, sid, messages).session_id
+
+
+def test_a_change_on_a_compacted_chain_keeps_the_compaction_note(tmp_path: Path) -> None:
+    """The note is the ledger's: kept when the tip has it (from the stale root id too, as
+    the state API or a LangChain worker that read before a compaction passes it), and
+    taken out of a caller's text when the tip has none."""
+    svc, sid = _started(tmp_path, prompt="You are v1.")
+    for turn in SessionSynth(3, big_outputs=False).turns(4):
+        _appended(svc, sid, turn)
+    tip = compact_now(svc.ledger, sid, trigger="manual").new_session_id
+    assert tip is not None and has_system_note(svc.ledger.transcript.session(tip).system_prompt)
+    assert anyio.run(svc.set_system_prompt, sid, "You are v2.").session_id == tip
+    assert svc.ledger.transcript.session(tip).system_prompt == add_system_note("You are v2.")
+    assert set_system_prompt(svc.ledger, tip, "You are v3.")
+    assert svc.api_messages(tip)[0]["content"] == add_system_note("You are v3.")
+    assert not set_system_prompt(svc.ledger, tip, add_system_note("You are v3."))
+    (tmp_path / "o").mkdir()
+    other, root = _started(tmp_path / "o")
+    assert set_system_prompt(other.ledger, root, add_system_note("v4"))
+    assert other.ledger.transcript.session(root).system_prompt == "v4"
 
 
 def test_an_ended_session_takes_no_prompt(tmp_path: Path) -> None:
@@ -194,9 +234,10 @@ def test_a_recorded_prompt_change_is_replayed_at_its_position(tmp_path: Path) ->
     ledger = _record(tmp_path / "p.db", _with_prompts(base, changes))
     hist = history(ledger, "ses_p")
     assert hist.start.system_prompt == "short"
-    assert [s.text for s in hist.steps if isinstance(s, SystemStep)] == [
-        _prompt(n) for n in changes.values()
-    ]
+    # (a change on a compacted tip keeps the note: review 1)
+    assert [
+        strip_system_note(s.text).rstrip() for s in hist.steps if isinstance(s, SystemStep)
+    ] == [_prompt(n).rstrip() for n in changes.values()]
     _same_chain(ledger)
     # the changes matter: the same turns on the start prompt alone compact otherwise
     plain = _record(tmp_path / "q.db", base)
@@ -205,6 +246,44 @@ def test_a_recorded_prompt_change_is_replayed_at_its_position(tmp_path: Path) ->
     )
     assert not verify_compactions(ledger, "ses_p").drifted
     assert rebuild_check(ledger, "ses_p").equal
+
+
+def test_a_what_if_that_compacts_before_a_change_keeps_the_note(tmp_path: Path) -> None:
+    """Recorded: the change before the first compaction. A lower threshold compacts
+    before it: the change is replayed on a compacted tip and keeps the note there."""
+    steps = _with_prompts(scripted_steps(SessionSynth(3, big_outputs=False).turns(10)), {3: 2})
+    ledger = _record(tmp_path / "p.db", steps, prompt="You are v1.")
+    root = ledger.store.read_stream("ses_p")
+    assert _prompt(2) in [r.event.text for r in root if isinstance(r.event, SystemPromptSet)]
+    low = msgspec.structs.replace(SMALL, threshold=0.12)
+    with replay_history(history(ledger, "ses_p"), config=low) as (scratch, result):
+        prompts = [e.text for e in _prompt_events(scratch, result.session_id)]
+        assert add_system_note(_prompt(2)) in prompts and _prompt(2) not in prompts
+        tip_prompt = scratch.transcript.session(result.session_id).system_prompt
+        assert tip_prompt is not None and has_system_note(tip_prompt)
+
+
+def test_a_trajectory_continuation_is_the_ledgers_own() -> None:
+    """``trajectories compress`` writes its continuation itself (``source="trajectory:…"``):
+    its event 2 is a change, as in the ledger's own continuations; an importer's is not."""
+    from ctxledger.analysis.history import _native_continuation
+    from ctxledger.events import SessionStarted
+
+    def started(source: str | None) -> SessionStarted:
+        return SessionStarted(
+            event_id="e",
+            session_id="s",
+            at=0.0,
+            model="m",
+            context_length=16_000,
+            reason="compression",
+            parent_session_id="p",
+            source=source,
+        )
+
+    assert _native_continuation(started("trajectory:abc"))
+    assert _native_continuation(started(None))
+    assert not _native_continuation(started("hermes"))
 
 
 def test_a_root_with_tools_and_no_prompt_replays_a_later_prompt_as_a_change(
@@ -231,7 +310,7 @@ def test_a_change_as_a_continuations_event_2_is_a_change(tmp_path: Path) -> None
     changed = [r for r in ledger.store.read_stream(tip) if isinstance(r.event, SystemPromptSet)]
     assert [r.version for r in changed] == [2]
     assert [s.text for s in history(ledger, sid).steps if isinstance(s, SystemStep)] == [
-        _prompt(25)
+        add_system_note(_prompt(25))  # a compacted tip keeps the note (review 1)
     ]
 
 

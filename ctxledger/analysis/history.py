@@ -193,8 +193,10 @@ def _opening_prompt(rec: Recorded, continuations: set[str] | frozenset[str]) -> 
 
 
 def _native_continuation(e: SessionStarted) -> bool:
-    """A continuation the ledger's compaction or undo wrote (an importer's has a source)."""
-    return e.reason in ("compression", "revert") and e.source is None
+    """A continuation the ledger's compaction or undo wrote, or one ``trajectories
+    compress`` wrote (``trajectory:…``); an importer's has another source."""
+    native = e.source is None or e.source.startswith("trajectory:")
+    return e.reason in ("compression", "revert") and native
 
 
 def _start_info(ledger: Ledger, root: str) -> StartInfo:

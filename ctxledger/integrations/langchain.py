@@ -8,8 +8,9 @@
 3. the model is sent the ledger's live view through ``request.override(messages=...,
    system_message=...)``: the messages are the ledger's; the system message is the
    agent's own for that call (a ``dynamic_prompt`` applies) with the ledger's compaction
-   note added after a compaction; a prompt that differs from the one the ledger holds is
-   recorded first (``SystemPromptSet``, session 34), so preflight counts what is sent;
+   note added after a compaction; after preflight, a prompt that differs from the one
+   the ledger holds is recorded (``SystemPromptSet``, session 34) and preflight runs again
+   on it, so the call is checked with what is sent (a what-if replays the same order);
 4. the response's ``usage_metadata`` is reported (the in-loop trigger).
 
 When the agent finishes (``after_agent``) what the state gained since the last model
@@ -71,7 +72,6 @@ from ctxledger.integrations.langchain_messages import (
     View,
     from_chat,
     new_run,
-    prompt_to_record,
     responses_usage,
     state_messages,
     system_message,
@@ -80,6 +80,7 @@ from ctxledger.integrations.langchain_messages import (
     to_chat,
     tool_schemas,
 )
+from ctxledger.ledger.prompt import held_prompt
 from ctxledger.limits import taking_as_recorded
 
 JSON = dict[str, Any]
@@ -246,14 +247,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         known, sid = await self._appended(thread, request, messages)
-        # the agent's prompt of this call (a dynamic_prompt), recorded when it changed, then
-        # preflight (set_system_prompt runs it after recording), counting what is sent
+        # preflight, then the agent's prompt of this call (a dynamic_prompt) is recorded when
+        # it changed, which runs preflight again: the order a what-if replays it in
+        sid = (await self.service.preflight(sid)).session_id
+        host = request.system_message
+        text = None if host is None else text_of(host.content)
         recorded = self.service.ledger.transcript.session(sid).system_prompt
-        text = prompt_to_record(request.system_message, recorded)
-        if text is not None and text != recorded:
+        if text is not None and held_prompt(recorded, text) != recorded:
             sid = (await self.service.set_system_prompt(sid, text)).session_id
-        else:
-            sid = (await self.service.preflight(sid)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)

@@ -58,22 +58,10 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     content = host.content
     if isinstance(content, str):
         return host.model_copy(update={"content": markers.add_system_note(content)})
-    note = {"type": "text", "text": markers.system_note()}
+    # the note block starts with a line break: the blocks read as text (joined by one)
+    # are then the ledger's prompt, the note added after a blank line (what is counted)
+    note = {"type": "text", "text": f"\n{markers.system_note()}"}
     return host.model_copy(update={"content": [*content, note]})
-
-
-def prompt_to_record(host: SystemMessage | None, recorded: str | None) -> str | None:
-    """The prompt the ledger should hold for the agent's system message `host`: its text
-    (content blocks joined as the thread's start records them), with the compaction note
-    added the ledger's way when the `recorded` prompt has one, so it is what
-    :func:`system_message` sends. None: no system message from the agent (the ledger's,
-    kept as it is, is sent)."""
-    if host is None:
-        return None
-    text = text_of(host.content)
-    if recorded is not None and markers.has_system_note(recorded):
-        return markers.add_system_note(text)
-    return text
 
 
 def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:

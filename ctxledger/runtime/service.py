@@ -88,13 +88,12 @@ class ContextService(ServiceCore):
         return await self.preflight(sid)
 
     async def set_system_prompt(self, session_id: str, text: str) -> TurnResult:
-        """Record a changed system prompt on the session's tip, then re-run preflight (the
+        """Record a changed system prompt on the session's tip, then run preflight (the
         estimate now counts it: a grown prompt can compact here). The same prompt as the
-        current one writes nothing and runs nothing (:mod:`ctxledger.ledger.prompt`)."""
-        sid, changed = self._on_tip(
-            session_id, lambda tip: set_system_prompt(self.ledger, tip, text)
-        )
-        return await self.preflight(sid) if changed else TurnResult(session_id=sid)
+        current one writes nothing, and preflight still runs: another worker may have
+        recorded this change since the caller read the prompt (:mod:`ctxledger.ledger.prompt`)."""
+        sid, _ = self._on_tip(session_id, lambda tip: set_system_prompt(self.ledger, tip, text))
+        return await self.preflight(sid)
 
     # --- triggers ------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
   :data:`MAX_SESSION_ID_CHARS`) and hold no control character (newline and tab
   included) and no bidirectional-text control (:func:`check_name`): they are printed on
   one line in tables and headers. Only new values are checked: what an old ledger holds
-  is read as it is, and a what-if replays it (:func:`replaying_recorded`).
+  is read as it is, and a what-if replays it (:func:`replaying_recorded`). A manual
+  compression's focus is free text: at most :data:`MAX_FOCUS_CHARS`, newline and tab allowed.
 - **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
   accepted only when it is integral, ``12.0``); a context length is an integer in
   ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
@@ -57,11 +58,16 @@ MAX_TITLE_CHARS = 4096
 MAX_SESSION_ID_CHARS = 1024
 #: the longest reason a session is ended with (characters): a short phrase, shown in listings
 MAX_REASON_CHARS = 1000
+#: the longest focus topic of a manual compression (characters): a phrase or a few lines
+MAX_FOCUS_CHARS = 4096
 
 #: what a name may not hold: C0 and C1 controls and DEL, the line and paragraph
 #: separators, and the bidirectional-text controls (marks, embeddings, overrides, isolates)
 NOT_IN_NAME_CLASS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _NOT_IN_NAME = re.compile(f"[{NOT_IN_NAME_CLASS}]")
+_NAME_RULE = "names, titles and ids may hold no control characters (newline and tab included)"
+#: what free text (``lines=True``) may not hold: the same, newline and tab aside
+_NOT_IN_TEXT = re.compile("[" + NOT_IN_NAME_CLASS.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f") + "]")
 
 #: a string (escapes included; an unterminated one runs to the end of the text, so a
 #: match started at a quote never fails and is never retried from each later quote:
@@ -467,12 +473,12 @@ def taking_as_recorded(*values: str) -> Iterator[None]:
         _RECORDED.reset(token)
 
 
-def check_name(value: object, field: str, limit: int) -> str:
+def check_name(value: object, field: str, limit: int, *, lines: bool = False) -> str:
     """`value` when it is a string of at most `limit` characters, UTF-8 can encode it and
     it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
     is never echoed whole; a value of another type is refused, never a TypeError). Any
     string inside :func:`replaying_recorded`, and the values given to
-    :func:`taking_as_recorded` inside it."""
+    :func:`taking_as_recorded` inside it. `lines`: free text, newline and tab allowed."""
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string, got {type(value).__name__}")
     recorded = _RECORDED.get()
@@ -483,12 +489,14 @@ def check_name(value: object, field: str, limit: int) -> str:
             f"{field} is too long: {len(value):,} characters (at most {limit:,}), "
             f"starting {value[:40]!a}"
         )
-    found = _NOT_IN_NAME.search(value)
+    found = (_NOT_IN_TEXT if lines else _NOT_IN_NAME).search(value)
     if found is not None:
+        which = f"a {field} may hold no control characters but newline and tab,"
         raise InvalidInput(
             f"{field} holds the control character U+{ord(found.group()):04X} at character "
-            f"{found.start() + 1:,} ({value[:60]!a}): names, titles and ids may hold no "
-            "control characters (newline and tab included) and no bidirectional-text controls"
+            f"{found.start() + 1:,} ({value[:60]!a}): "
+            + (which if lines else _NAME_RULE)
+            + " and no bidirectional-text controls"
         )
     return check_unicode(value, field)
 

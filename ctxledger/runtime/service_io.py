@@ -13,6 +13,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
+from ctxledger.limits import MAX_FOCUS_CHARS, check_name
 from ctxledger.messages import check_new_messages
 
 
@@ -87,10 +88,13 @@ def check_error_report(status: object, requested_max_tokens: object) -> None:
 
 
 def focus_topic(focus: Any) -> str | None:
-    """A manual compression's focus: None, or a non-blank string (stripped)."""
+    """A manual compression's focus: None, or a non-blank string (stripped) within the
+    bounds of :func:`ctxledger.limits.check_name` for free text (checked before anything
+    is recorded; a what-if replays a recorded one as it is)."""
     if focus is not None and not isinstance(focus, str):
         raise InvalidInput("focus must be a string or None")
-    return (focus or "").strip() or None
+    topic = (focus or "").strip() or None
+    return None if topic is None else check_name(topic, "focus", MAX_FOCUS_CHARS, lines=True)
 
 
 __all__ = [

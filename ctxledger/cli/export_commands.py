@@ -23,7 +23,7 @@ from ctxledger.cli.app import (
     state_of,
     summarizer_option,
 )
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.importers.export import export_messages
 from ctxledger.inputfile import is_stream
 
@@ -167,9 +167,17 @@ def trajectories_compress(
     data = report.to_dict()  # type: ignore[attr-defined]
     state = state_of(ctx)
     if state.explicit:
-        data["recorded_sessions"] = record_batch(
-            state.ledger(), in_path, out_path, skip_keys=already
-        )
+        try:
+            data["recorded_sessions"] = record_batch(
+                state.ledger(), in_path, out_path, skip_keys=already
+            )
+        except CtxLedgerError:
+            click.echo(
+                f"note: {out_path} holds every record; the recording stopped: run the same "
+                "command again to record those the ledger does not hold yet",
+                err=True,
+            )
+            raise
     if as_json:
         emit_json(data)
     else:

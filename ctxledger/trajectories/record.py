@@ -45,13 +45,17 @@ def record_trajectory(
     before: Mapping[str, Any],
     after: Mapping[str, Any],
     metrics: TrajectoryMetrics,
+    *,
+    original: str | None = None,
 ) -> str | None:
-    """Append one compressed trajectory as a session and its compaction; returns the continuation id."""
+    """Append one compressed trajectory as a session and its compaction; returns the
+    continuation id. `original`: the record's imported session an earlier recording
+    left without its compaction (compacted instead of importing the record again)."""
     start, end = metrics.turns_compressed_start, metrics.turns_compressed_end
     if not metrics.was_compressed or start is None or end is None:
         return None
     turns_in, turns_out = list(before["conversations"]), list(after["conversations"])
-    system, sid = _import_original(ledger, key, turns_in)
+    system, sid = _import_original(ledger, key, turns_in, original)
     ids = ledger.transcript.live_ids(sid)
     head_n, mid_end = _count_without_system(turns_in[:start]), _count_without_system(turns_in[:end])
     summary_turn = turns_out[start]
@@ -116,9 +120,15 @@ def _continuation(ledger: Ledger, sid: str, new_sid: str, cid: str, source: str)
     )
 
 
-def _import_original(ledger: Ledger, key: str, turns: list[Any]) -> tuple[str | None, str]:
-    """The uncompressed trajectory as an imported session: (its system prompt, its id)."""
+def _import_original(
+    ledger: Ledger, key: str, turns: list[Any], original: str | None
+) -> tuple[str | None, str]:
+    """The uncompressed trajectory as an imported session: (its system prompt, its id);
+    `original` when it holds these very turns (a resume after a cut recording)."""
     system, messages = _split(turns)
+    head = [] if system is None else [{"role": "system", "content": system}]
+    if original is not None and ledger.api_messages(original) == head + messages:
+        return system, original
     session = ImportedSession(
         key=key,
         source_format="sharegpt",
@@ -157,6 +167,24 @@ def _system_tokens(system: str | None, encoding: str) -> int:
     return count_message({"role": "system", "content": system}, encoding) if system else 0
 
 
+def _recorded_here(ledger: Ledger) -> tuple[set[str], dict[str, str]]:
+    """What the ledger holds of earlier recordings: the keys whose continuation it holds
+    (started with source ``trajectory:<key>``), and by key an imported original left
+    without its compaction (a recording cut between its two appends)."""
+    done: set[str] = set()
+    halfway: dict[str, str] = {}
+    for info in ledger.chains.state.sessions.values():
+        source = info.source or ""
+        if source.startswith("trajectory:"):
+            done.add(source.removeprefix("trajectory:"))
+        elif source.startswith("sharegpt:") and info.parent_session_id is None:
+            key = source.removeprefix("sharegpt:")
+            untouched = info.compression_child is None and not info.ended
+            if untouched and info.title == keyed_title("", key):
+                halfway[key] = info.session_id
+    return done, halfway
+
+
 def written_keys(out_path: str | os.PathLike[str]) -> set[str]:
     """Keys of the records a batch output already holds (from its metrics file)."""
     path = metrics_path_for(out_path)
@@ -176,17 +204,22 @@ def record_batch(
     skip_keys: set[str] | None = None,
 ) -> list[str]:
     """Record the compressed trajectories of a finished batch (except `skip_keys`: those a
-    resumed run had already written and recorded); returns the continuation ids."""
+    resumed run had already written, when this ledger holds their compaction: a record
+    whose recording failed or was cut is recorded again); returns the continuation ids."""
     inputs = {r.key: r.record for r in read_records(in_path)}
+    done, halfway = _recorded_here(ledger)
+    skip = (skip_keys or set()) & done
     recorded: list[str] = []
     with open(out_path, "rb") as out_fh, open(metrics_path_for(out_path), "rb") as metrics_fh:
         for out_line, metrics_line in zip(out_fh, metrics_fh, strict=False):
             metrics = msgspec.json.decode(metrics_line, type=TrajectoryMetrics)
-            before = inputs.get(metrics.key)
-            if before is None or metrics.key in (skip_keys or set()):
+            key = metrics.key
+            before = inputs.get(key)
+            if before is None or key in skip:
                 continue
+            after = msgspec.json.decode(out_line)
             new = record_trajectory(
-                ledger, metrics.key, before, msgspec.json.decode(out_line), metrics
+                ledger, key, before, after, metrics, original=halfway.pop(key, None)
             )
             if new is not None:
                 recorded.append(new)

@@ -1,0 +1,93 @@
+"""``trajectories compress --db``: a record whose recording fails mid-batch is recorded
+by the next run (session 33 left it: the resume skipped every record OUT.jsonl held,
+recorded or not). A recording cut between the import of the original and its
+compaction is finished on the imported original, not imported a second time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ctxledger.cli.main import cli
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import StoreError
+from ctxledger.importers.export import export_messages
+from ctxledger.ledger.facade import Ledger
+from ctxledger.trajectories import record
+
+KEYS = ("t1", "t2", "t3")
+
+
+def _batch(tmp_path: Path) -> tuple[Path, Path, Path]:
+    synth = SessionSynth(8)
+    lines = []
+    for key in KEYS:
+        msgs = [{"role": "system", "content": synth.system_prompt()}]
+        for turn in synth.turns(6):
+            msgs += turn
+        rec = json.loads(export_messages(None, msgs, "sharegpt"))
+        rec["id"] = key
+        lines.append(json.dumps(rec))
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    return src, tmp_path / "out.jsonl", tmp_path / "l.db"
+
+
+def _run(src: Path, dst: Path, db: Path) -> Result:
+    args = ["trajectories", "compress", str(src), str(dst), "--target", "4000", "--json"]
+    return CliRunner().invoke(cli, ["--db", str(db), *args])
+
+
+def _sources(db: Path) -> list[str]:
+    with Ledger.open(db) as ledger:
+        return sorted(str(info.source) for info in ledger.sessions())
+
+
+def _fail_at_t2(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    real = getattr(record, name)
+
+    def failing(ledger: Ledger, key: str, *args: Any) -> Any:
+        if key == "id:t2" or args[-1] == "trajectory:id:t2":
+            raise StoreError("injected: the disk is full")
+        return real(ledger, key, *args)
+
+    monkeypatch.setattr(record, name, failing)
+
+
+@pytest.mark.parametrize(
+    ("where", "cut"),
+    [("_import_original", False), ("_continuation", True)],
+    ids=["before-the-import", "between-import-and-compaction"],
+)
+def test_a_record_that_failed_to_record_is_recorded_by_the_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, cut: bool
+) -> None:
+    src, dst, db = _batch(tmp_path)
+    with monkeypatch.context() as patch:
+        _fail_at_t2(patch, where)
+        first = _run(src, dst, db)
+    assert first.exit_code == 1 and "injected: the disk is full" in first.output, first.output
+    assert "run the same command again to record" in first.output
+    assert len(dst.read_text().splitlines()) == 3  # OUT holds every record
+    originals = ["sharegpt:id:t1", *(["sharegpt:id:t2"] if cut else [])]
+    assert _sources(db) == sorted([*originals, "trajectory:id:t1"])
+
+    again = _run(src, dst, db)
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.output)
+    assert report["resumed"] == 3 and len(report["recorded_sessions"]) == 2
+    # each record once: its imported original (t2's reused when it was cut) and continuation
+    assert _sources(db) == sorted(
+        f"{kind}:id:{k}" for k in KEYS for kind in ("sharegpt", "trajectory")
+    )
+    with Ledger.open(db) as ledger:
+        assert all(
+            ledger.chains.state.sessions[s].parent_session_id for s in report["recorded_sessions"]
+        )
+
+    done = json.loads(_run(src, dst, db).output)
+    assert done["resumed"] == 3 and done["recorded_sessions"] == []

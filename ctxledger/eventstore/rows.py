@@ -189,7 +189,7 @@ def decode_stored(payload: bytes, schema: int) -> Event:
         event: Event = EVENT_DECODER.decode(payload)
         if schema == event.SCHEMA or (type(event), schema) in READ_AS_IS:
             return event
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # (TypeError: NULL)
         pass  # perhaps an older shape: the upcasting path decides
     return upcast_stored(payload, schema)
 
@@ -213,7 +213,7 @@ def decode_rows(
         for seq, version, schema, payload, digest in rows:
             try:
                 event: Event | None = decode(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # (TypeError: NULL)
                 event = None  # maybe an older shape: upcast_stored upcasts or explains
             if event is None or (
                 schema != event.SCHEMA and (type(event), schema) not in READ_AS_IS
@@ -290,7 +290,7 @@ def decode_bodies(
         if schema == MESSAGE_SCHEMA:
             try:
                 body = decode(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # (TypeError: NULL)
                 rest.append(seq)
                 continue
             if body.content_ref is None:
@@ -340,7 +340,7 @@ def head_columns(stream: str, schema: int, payload: bytes) -> tuple[str, int] | 
         return NO_HEAD
     try:
         item = HEAD_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # (TypeError: NULL)
         return NO_HEAD
     if type(item) is not MessageHead or item.session_id != stream:
         return NO_HEAD
@@ -355,7 +355,7 @@ def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
     """
     try:
         item: Event | MessageHead | None = HEAD_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # (TypeError: NULL)
         item = None
     if type(item) is MessageHead:
         if schema == MESSAGE_SCHEMA:

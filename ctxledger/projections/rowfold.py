@@ -66,7 +66,11 @@ def fold_rows(
                     continue
                 try:
                     item: Event | MessageHead | None = decode(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except (
+                    msgspec.DecodeError,
+                    msgspec.ValidationError,
+                    TypeError,
+                ):  # (TypeError: NULL)
                     item = None
                 if type(item) is not head_type or schema != schema_now:
                     item = decode_head(seq, schema, payload)
@@ -266,7 +270,7 @@ def _fold_payload(
     version 0: :func:`fold_column_rows` sets the versions at the end."""
     try:
         item: Event | MessageHead | None = HEAD_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # (TypeError: NULL)
         item = None
     if type(item) is not MessageHead or schema != MESSAGE_SCHEMA:
         item = decode_head(seq, schema, payload)

@@ -24,28 +24,35 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import compact_now, deterministic_ledger
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import CtxLedgerError
+from ctxledger.errors import CtxLedgerError, InvalidEvent
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
 
 SID = "ses_hostile"
 
 
-_TEMPLATE: dict[str, bytes] = {}
+_TEMPLATES: dict[bool, dict[str, bytes]] = {}
 
 
-def _ledger(path: Path) -> None:
-    """A sound ledger of one session, with its side files (written once, then copied)."""
-    if not _TEMPLATE:
-        with Ledger.open(path, durability="normal") as ledger:
+def _ledger(path: Path, switched: bool = False) -> None:
+    """A sound ledger of one session, with its side files (written once, then copied);
+    `switched`: compacted once (its last row a ``SessionSwitched``)."""
+    if switched not in _TEMPLATES:
+        with deterministic_ledger(path) as ledger:
             ledger.start_session(model="m", context_length=8192, session_id=SID)
             said = [{"role": "user", "content": "hi " * 50}, {"role": "assistant", "content": "ok"}]
             ledger.append_messages(SID, said)
-        for side in ("", ".head", ".lock"):
-            _TEMPLATE[side] = Path(f"{path}{side}").read_bytes()
-    for side, data in _TEMPLATE.items():
+            for turn in range(6 if switched else 0):
+                ledger.append_messages(SID, [{"role": "user", "content": f"step {turn} " * 400}])
+            if switched:
+                assert compact_now(ledger, SID).action == "compressed"
+        _TEMPLATES[switched] = {s: Path(f"{path}{s}").read_bytes() for s in ("", ".head", ".lock")}
+    for side, data in _TEMPLATES[switched].items():
         Path(f"{path}{side}").write_bytes(data)
 
 
@@ -65,17 +72,17 @@ def _damaged_row(*statements: str) -> Callable[[Path], None]:
     return make
 
 
-def _null(column: str) -> Callable[[Path], None]:
+def _null(column: str, where: str = "seq = 2") -> Callable[[Path], None]:
     """A NULL where the table says NOT NULL (the schema rewritten, as a tool could)."""
 
     def make(path: Path) -> None:
-        _ledger(path)
+        _ledger(path, switched="SessionSwitched" in where)
         _sql(
             path,
             "PRAGMA writable_schema = ON",
             "UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE name = 'events'",
         )
-        _sql(path, f"UPDATE events SET {column} = NULL WHERE seq = 2")  # (the schema read again)
+        _sql(path, f"UPDATE events SET {column} = NULL WHERE {where}")  # (the schema read again)
 
     return make
 
@@ -105,6 +112,10 @@ UNREADABLE: dict[str, Callable[[Path], None]] = {
     ),
     "null-payload": _null("payload"),
     "null-schema": _null("schema"),
+    # not a message: a NULL payload there once meant "the head is in the columns"
+    "null-payload-started": _null("payload", "seq = 1"),
+    "null-payload-switched": _null("payload", "kind = 'SessionSwitched'"),
+    "number-payload-started": _damaged_row("UPDATE events SET payload = 42 WHERE seq = 1"),
 }
 #: a row that decodes but does not verify: verify and migrate name it
 UNVERIFIED: dict[str, Callable[[Path], None]] = {
@@ -220,8 +231,25 @@ def test_a_row_no_read_can_decode_is_one_error_line_and_nothing_written(
     code, output, seen = _run(tmp_path, UNREADABLE[kind], command)
     assert code != 0, output[-2000:]
     _one_error_line(output)
-    assert "seq 2" in output, output[-500:]
+    conn = sqlite3.connect(tmp_path / "l.db")
+    (seq,) = conn.execute(
+        "SELECT seq FROM events WHERE payload IS NULL OR schema IS NULL"
+        " OR typeof(payload) != 'blob' OR seq = 2 ORDER BY (seq = 2) LIMIT 1"
+    ).fetchone()
+    conn.close()
+    assert f"seq {seq}" in output, output[-500:]
     assert seen["changed"] == [], (output[-500:], seen)
+
+
+@pytest.mark.parametrize("kind", [k for k in UNREADABLE if k != "null-schema"])
+def test_a_fold_of_payload_rows_names_the_row_no_read_can_decode(tmp_path: Path, kind: str) -> None:
+    """``read_rows``, every store's fold (PostgreSQL's; SQLite reads its head columns)."""
+    db = tmp_path / "l.db"
+    UNREADABLE[kind](db)
+    with SQLiteEventStore(str(db)) as store:
+        projector = Projector()
+        with pytest.raises(InvalidEvent, match=r"the event at seq \d+ cannot be decoded"):
+            projector.apply_rows(store.read_rows(), projector._bodies_in(store))
 
 
 @pytest.mark.parametrize("command", ["verify", "migrate-from", "show"])
@@ -251,7 +279,9 @@ def test_an_empty_file_is_read_as_an_empty_ledger_and_stays_empty(
 
 
 @pytest.mark.parametrize("read_only", [False, True])
-@pytest.mark.parametrize("kind", [*FILES, "null-schema"])
+@pytest.mark.parametrize(
+    "kind", [*FILES, "null-schema", "null-payload-started", "null-payload-switched"]
+)
 def test_the_library_refuses_each_file_with_its_error_and_changes_nothing(
     tmp_path: Path, kind: str, read_only: bool
 ) -> None:
@@ -264,7 +294,7 @@ def test_the_library_refuses_each_file_with_its_error_and_changes_nothing(
         with pytest.raises(CtxLedgerError):
             ContextService.open(db).ledger.close()
     after = _snapshot(tmp_path)
-    if read_only and kind in ("truncated", "newer", "null-schema"):
+    if read_only and (kind in ("truncated", "newer") or kind.startswith("null-")):
         # (a read-only open of a ledger of one's own in one's own folder makes its -wal
         # and -shm there, as for a sound one: session 32)
         after = {k: v for k, v in after.items() if not k.endswith(("-wal", "-shm"))}

@@ -265,17 +265,27 @@ def test_a_row_that_reads_but_does_not_verify_is_named_by_verify_and_migrate(
     assert seen["changed"] == [], (output[-500:], seen)
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c not in ("import", "migrate-to")])
+#: commands that append: an empty file becomes a new ledger (session 28's choice)
+_APPENDERS = ("import", "migrate-to", "trajectories", "upgrade")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c not in _APPENDERS])
 def test_an_empty_file_is_read_as_an_empty_ledger_and_stays_empty(
     tmp_path: Path, command: str
 ) -> None:
-    """(A command that appends takes an empty file as a new ledger: session 28's choice.)"""
-    if command in ("trajectories", "upgrade"):
-        pytest.skip("appends: takes the empty file as a new ledger")
     code, output, seen = _run(tmp_path, lambda p: p.write_bytes(b""), command)
     if command not in ("sessions", "verify", "migrate-from"):
         assert code != 0 and output.count("error:") == 1, output[-500:]
     assert seen["changed"] == [], (output[-500:], seen)
+
+
+@pytest.mark.parametrize("command", _APPENDERS)
+def test_a_command_that_appends_makes_an_empty_file_a_ledger(tmp_path: Path, command: str) -> None:
+    code, output, _ = _run(tmp_path, lambda p: p.write_bytes(b""), command)
+    assert code == 0, output[-2000:]
+    conn = sqlite3.connect(tmp_path / "l.db")
+    assert conn.execute("SELECT count(*) FROM _migrations").fetchone()[0] > 0
+    conn.close()
 
 
 @pytest.mark.parametrize("read_only", [False, True])

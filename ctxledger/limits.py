@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import hashlib
 import math
 import os
 import re
@@ -407,37 +406,6 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
-#: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
-KEY_KEPT = 126
-#: what an id's start may keep in :func:`keyed_title`'s fallback
-_NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
-
-
-def digest_key(start: str, whole: str) -> str:
-    """A key made for the id `whole`: `start` (at most :data:`KEY_KEPT` characters of it,
-    as the caller made them safe), ``.h`` and 32 hex digits of the sha256 of the whole id
-    (the LangChain and OpenAI Agents adapters share it). Each caller keeps its own
-    characters of the start, on purpose: a title may hold ``/`` and spaces
-    (:func:`keyed_title`); an OpenAI Agents key only what the HTTP API names in a path;
-    LangChain %-escapes (its keys of before hold ``/``, spaces and any letter). Their
-    ledgers hold keys made so: none of the three can change."""
-    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{start[:KEY_KEPT]}.h{digest}"
-
-
-def keyed_title(head: str, host_id: str, tail: str = "") -> str:
-    """`head`, a host's id (an adapter's session, a trajectory's record) and `tail` as a
-    session title; where that is no title :func:`check_name` takes (too long, a control
-    character), the id is a key made for it (its start with other characters as ``-``,
-    and a digest), so each id still has one title the ledger takes."""
-    title = f"{head}{host_id}{tail}"
-    try:
-        return check_name(title, "title", MAX_TITLE_CHARS)
-    except InvalidInput:
-        key = digest_key(_NOT_IN_TITLE_KEY.sub("-", host_id[:KEY_KEPT]), host_id)
-        return f"{head}{key}{tail}"
-
-
 #: True while a what-if replays a ledger's recorded values (:func:`replaying_recorded`),
 #: else the exact values an adapter continues as recorded (:func:`taking_as_recorded`)
 _RECORDED: ContextVar[Literal[True] | frozenset[str]] = ContextVar(
@@ -456,6 +424,11 @@ def replaying_recorded() -> Iterator[None]:
         yield
     finally:
         _RECORDED.reset(token)
+
+
+def replaying() -> bool:
+    """Whether a what-if replays recorded values (inside :func:`replaying_recorded`)."""
+    return _RECORDED.get() is True
 
 
 @contextlib.contextmanager
@@ -560,7 +533,6 @@ def check_unicode(value: str, field: str) -> str:
 
 
 __all__ = [
-    "KEY_KEPT",
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
@@ -581,15 +553,14 @@ __all__ = [
     "check_token_count",
     "check_unicode",
     "decimal_digits",
-    "digest_key",
     "json_depth",
     "json_problem",
     "json_text_depth",
-    "keyed_title",
     "max_input_bytes",
     "max_json_depth",
     "not_json",
     "not_unicode",
+    "replaying",
     "replaying_recorded",
     "taking_as_recorded",
     "too_deep",

@@ -40,6 +40,9 @@ CONTROL = "focus holds the control character"
 #: (focus, what the error says)
 BAD_FOCUS: list[tuple[Any, str]] = [
     ("f" * (MAX_FOCUS_CHARS + 1), f"focus is too long: {MAX_FOCUS_CHARS + 1:,} characters"),
+    # the string as given, at every face (the service strips it only after the check)
+    ("f" * MAX_FOCUS_CHARS + "\n", f"focus is too long: {MAX_FOCUS_CHARS + 1:,} characters"),
+    ("the auth bug\x1c", f"{CONTROL} U+001C at character 13"),
     ("the\x00bug", f"{CONTROL} U+0000 at character 4"),
     ("the auth\r bug", f"{CONTROL} U+000D"),
     ("auth \x1b[2Jbug", f"{CONTROL} U+001B"),
@@ -47,7 +50,7 @@ BAD_FOCUS: list[tuple[Any, str]] = [
     ("auth\u2066bug", f"{CONTROL} U+2066"),
     ("a\u2028b", f"{CONTROL} U+2028"),
 ]
-IDS = ["long", "nul", "cr", "esc", "rlo", "lri", "line-sep"]
+IDS = ["long", "long-newline", "file-separator", "nul", "cr", "esc", "rlo", "lri", "line-sep"]
 
 
 def _ledger(tmp_path: Path) -> tuple[Ledger, str]:
@@ -90,7 +93,7 @@ def test_a_focus_of_lines_and_tabs_at_the_bound_goes_through(tmp_path: Path) -> 
     assert compact_now(ledger, sid, focus=focus).action == "compressed"
 
 
-@pytest.mark.parametrize(("focus", "says"), BAD_FOCUS[:5], ids=IDS[:5])
+@pytest.mark.parametrize(("focus", "says"), BAD_FOCUS[:7], ids=IDS[:7])
 def test_the_cli_refuses_a_bad_focus_on_one_line(tmp_path: Path, focus: str, says: str) -> None:
     ledger, sid = _ledger(tmp_path)
     before = ledger.store.last_seq()
@@ -106,7 +109,7 @@ def test_the_cli_refuses_a_bad_focus_on_one_line(tmp_path: Path, focus: str, say
         assert again.store.last_seq() == before
 
 
-@pytest.mark.parametrize(("focus", "says"), BAD_FOCUS[:5], ids=IDS[:5])
+@pytest.mark.parametrize(("focus", "says"), BAD_FOCUS[:7], ids=IDS[:7])
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_the_state_api_refuses_a_bad_focus_with_a_422(
     tmp_path: Path, focus: str, says: str, dry_run: bool
@@ -147,6 +150,20 @@ def test_a_ledger_that_recorded_such_a_focus_replays_as_recorded(tmp_path: Path)
     assert result.exit_code == 0, result.output[-500:]
 
 
+def test_a_what_if_replays_a_focus_as_the_library_recorded_it(tmp_path: Path) -> None:
+    """(The library records a focus as given; the service strips a new one.)"""
+    ledger, sid = _ledger(tmp_path)
+    focus = " the auth bug\n"
+    tip = compact_now(ledger, sid, focus=focus).new_session_id
+    ledger.close()
+    assert tip is not None
+    with Ledger.open(tmp_path / "l.db") as old:
+        with replay_history(history(old, tip)) as (scratch, result):
+            again = chain_signature(scratch, result.session_id)
+        recorded = chain_signature(old, tip)
+    assert [c["focus"] for c in recorded] == [focus] and again[-1]["focus"] == focus
+
+
 _HERMES = textwrap.dedent(
     """
     import json, sys
@@ -163,7 +180,7 @@ _HERMES = textwrap.dedent(
     with Ledger.open(db) as ledger:
         before = ledger.store.last_seq()
     more = said + [{"role": "user", "content": "one more"}]
-    kept = e.compress(more, focus_topic="auth\\u202ebug")
+    kept = e.compress(more, focus_topic=json.loads(sys.argv[2]))
     with Ledger.open(db) as ledger:
         after = ledger.store.last_seq()
     print(json.dumps({"same": kept == more, "aborted": e._last_compress_aborted,
@@ -172,7 +189,10 @@ _HERMES = textwrap.dedent(
 )
 
 
-def test_the_hermes_engine_refuses_a_bad_focus_before_appending(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("focus", "says"), [BAD_FOCUS[6], BAD_FOCUS[1]], ids=["rlo", "long-nl"])
+def test_the_hermes_engine_refuses_a_bad_focus_before_appending(
+    tmp_path: Path, focus: str, says: str
+) -> None:
     python = Path(
         os.environ.get(
             "CTXLEDGER_HERMES_PYTHON",
@@ -185,7 +205,7 @@ def test_the_hermes_engine_refuses_a_bad_focus_before_appending(tmp_path: Path) 
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
     env["HERMES_HOME"] = str(tmp_path / "home")
     proc = subprocess.run(
-        [str(python), "-c", _HERMES, str(tmp_path / "h.db")],
+        [str(python), "-c", _HERMES, str(tmp_path / "h.db"), json.dumps(focus)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -195,5 +215,5 @@ def test_the_hermes_engine_refuses_a_bad_focus_before_appending(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["same"] and seen["aborted"], seen
-    assert "focus holds the control character U+202E" in seen["error"], seen
+    assert says in seen["error"], seen
     assert seen["after"] == seen["before"], seen

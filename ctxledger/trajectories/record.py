@@ -17,12 +17,12 @@ import msgspec
 
 from ctxledger.events import Event, LayoutEntry, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import AppendRequest
+from ctxledger.idkeys import keyed_title
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.sharegpt import turns_to_messages
 from ctxledger.inputfile import is_stream
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
-from ctxledger.limits import keyed_title
 from ctxledger.tokens import count_message
 from ctxledger.trajectories.batch import metrics_path_for, read_records
 from ctxledger.trajectories.core import TrajectoryMetrics

@@ -26,6 +26,7 @@ from ctxledger.cli.app import (
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.importers.export import export_messages
 from ctxledger.inputfile import is_stream
+from ctxledger.ledger.facade import Ledger
 
 
 @cli.command()
@@ -138,9 +139,12 @@ def trajectories_compress(
     """Compress IN.jsonl into OUT.jsonl (resumable); with an explicit --db, record each as events."""
     from ctxledger.cli.compress import make_summarizer
     from ctxledger.trajectories import TrajectoryConfig, compress_file
-    from ctxledger.trajectories.record import record_batch, written_keys
+    from ctxledger.trajectories.record import written_keys
 
-    stream = _checked_out(in_path, out_path, recording=state_of(ctx).explicit)
+    state = state_of(ctx)
+    stream = _checked_out(in_path, out_path, recording=state.explicit)
+    # opened first: a file that is no ledger is refused before OUT is written
+    ledger = state.ledger() if state.explicit else None
     config = TrajectoryConfig(
         target_max_tokens=target,
         summary_target_tokens=summary_target,
@@ -151,7 +155,7 @@ def trajectories_compress(
         per_trajectory_timeout=timeout,
         retries=retries,
     )
-    summarizer = make_summarizer(summarizer_kind, state_of(ctx).config())
+    summarizer = make_summarizer(summarizer_kind, state.config())
     already = written_keys(out_path)
 
     async def run() -> object:
@@ -160,24 +164,13 @@ def trajectories_compress(
             out_path,
             config,
             summarizer,
-            progress=not (no_progress or as_json or state_of(ctx).quiet),
+            progress=not (no_progress or as_json or state.quiet),
         )
 
     report = anyio.run(run)
     data = report.to_dict()  # type: ignore[attr-defined]
-    state = state_of(ctx)
-    if state.explicit:
-        try:
-            data["recorded_sessions"] = record_batch(
-                state.ledger(), in_path, out_path, skip_keys=already
-            )
-        except CtxLedgerError:
-            click.echo(
-                f"note: {out_path} holds every record; the recording stopped: run the same "
-                "command again to record those the ledger does not hold yet",
-                err=True,
-            )
-            raise
+    if ledger is not None:
+        data["recorded_sessions"] = _record(ledger, in_path, out_path, already)
     if as_json:
         emit_json(data)
     else:
@@ -187,6 +180,22 @@ def trajectories_compress(
             f"note: {out_path} is a FIFO or /dev/null: no metrics file or report was written beside it",
             err=True,
         )
+
+
+def _record(ledger: Ledger, in_path: Path, out_path: Path, already: set[str]) -> list[str]:
+    """Record OUT's new records in `ledger`; on a failure, say that OUT holds them all
+    and that the same command records the rest (the error's own line and code follow)."""
+    from ctxledger.trajectories.record import record_batch
+
+    try:
+        return record_batch(ledger, in_path, out_path, skip_keys=already)
+    except CtxLedgerError:
+        click.echo(
+            f"note: {out_path} holds every record; the recording stopped: run the same "
+            "command again to record those the ledger does not hold yet",
+            err=True,
+        )
+        raise
 
 
 def _checked_out(in_path: Path, out_path: Path, *, recording: bool) -> bool:

@@ -6,6 +6,7 @@ compaction is finished on the imported original, not imported a second time."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from ctxledger.trajectories import record
 KEYS = ("t1", "t2", "t3")
 
 
-def _batch(tmp_path: Path) -> tuple[Path, Path, Path]:
-    synth = SessionSynth(8)
+def _batch(tmp_path: Path, seed: int = 8, name: str = "") -> tuple[Path, Path, Path]:
+    synth = SessionSynth(seed)
     lines = []
     for key in KEYS:
         msgs = [{"role": "system", "content": synth.system_prompt()}]
@@ -32,9 +33,9 @@ def _batch(tmp_path: Path) -> tuple[Path, Path, Path]:
         rec = json.loads(export_messages(None, msgs, "sharegpt"))
         rec["id"] = key
         lines.append(json.dumps(rec))
-    src = tmp_path / "in.jsonl"
+    src = tmp_path / f"{name}in.jsonl"
     src.write_text("\n".join(lines) + "\n")
-    return src, tmp_path / "out.jsonl", tmp_path / "l.db"
+    return src, tmp_path / f"{name}out.jsonl", tmp_path / "l.db"
 
 
 def _run(src: Path, dst: Path, db: Path) -> Result:
@@ -91,3 +92,33 @@ def test_a_record_that_failed_to_record_is_recorded_by_the_resume(
 
     done = json.loads(_run(src, dst, db).output)
     assert done["resumed"] == 3 and done["recorded_sessions"] == []
+
+
+def test_a_record_of_a_key_another_batch_recorded_is_recorded_by_the_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(The resume skips a key only when a continuation of this very record is there.)"""
+    a_src, a_dst, db = _batch(tmp_path, 8, "a-")
+    assert _run(a_src, a_dst, db).exit_code == 0
+    b_src, b_dst, _ = _batch(tmp_path, 9, "b-")  # the same ids, other turns
+    with monkeypatch.context() as patch:
+        _fail_at_t2(patch, "_import_original")
+        assert _run(b_src, b_dst, db).exit_code == 1
+    again = json.loads(_run(b_src, b_dst, db).output)
+    assert len(again["recorded_sessions"]) == 2  # batch B's t2 and t3 (t1: recorded)
+    assert _sources(db) == sorted(
+        f"{kind}:id:{k}" for k in KEYS for kind in ("sharegpt", "trajectory") for _ in "ab"
+    )
+    assert json.loads(_run(b_src, b_dst, db).output)["recorded_sessions"] == []
+
+
+def test_a_db_that_is_no_ledger_is_refused_before_out_is_written(tmp_path: Path) -> None:
+    src, dst, db = _batch(tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE notes (body)")
+    conn.commit()
+    conn.close()
+    result = _run(src, dst, db)
+    assert result.exit_code == 2, result.output
+    assert "is not a ctxledger ledger" in result.output and "note:" not in result.output
+    assert not dst.exists()

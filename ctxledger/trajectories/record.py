@@ -58,13 +58,8 @@ def record_trajectory(
     system, sid = _import_original(ledger, key, turns_in, original)
     ids = ledger.transcript.live_ids(sid)
     head_n, mid_end = _count_without_system(turns_in[:start]), _count_without_system(turns_in[:end])
-    summary_turn = turns_out[start]
-    new_system, _ = (
-        _split(turns_out[:1])
-        if turns_out and turns_out[0].get("from") == "system"
-        else (system, [])
-    )
-    summary_msg = {"role": "user", "content": str(summary_turn.get("value", ""))}
+    new_system = _split(turns_out[:1])[0] if _opens_with_system(turns_out) else system
+    summary_msg = {"role": "user", "content": str(turns_out[start].get("value", ""))}
     encoding = ledger.transcript.session(sid).encoding
     summary_id, new_sid, cid = ledger.ids("msg"), ledger.ids("ses"), ledger.ids("cmp")
     layout = _layout(ledger, ids, (head_n, mid_end), summary_id, summary_msg, encoding)
@@ -120,14 +115,24 @@ def _continuation(ledger: Ledger, sid: str, new_sid: str, cid: str, source: str)
     )
 
 
+def _opens_with_system(turns: list[Any]) -> bool:
+    return bool(turns) and turns[0].get("from") == "system"
+
+
+def _holds(ledger: Ledger, sid: str, turns: list[Any]) -> bool:
+    """Whether the session `sid` holds these very turns (its API messages are theirs)."""
+    system, messages = _split(turns)
+    head = [] if system is None else [{"role": "system", "content": system}]
+    return ledger.api_messages(sid) == head + messages
+
+
 def _import_original(
     ledger: Ledger, key: str, turns: list[Any], original: str | None
 ) -> tuple[str | None, str]:
     """The uncompressed trajectory as an imported session: (its system prompt, its id);
     `original` when it holds these very turns (a resume after a cut recording)."""
     system, messages = _split(turns)
-    head = [] if system is None else [{"role": "system", "content": system}]
-    if original is not None and ledger.api_messages(original) == head + messages:
+    if original is not None and _holds(ledger, original, turns):
         return system, original
     session = ImportedSession(
         key=key,
@@ -167,22 +172,31 @@ def _system_tokens(system: str | None, encoding: str) -> int:
     return count_message({"role": "system", "content": system}, encoding) if system else 0
 
 
-def _recorded_here(ledger: Ledger) -> tuple[set[str], dict[str, str]]:
-    """What the ledger holds of earlier recordings: the keys whose continuation it holds
-    (started with source ``trajectory:<key>``), and by key an imported original left
+def _recorded_here(ledger: Ledger) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """What the ledger holds of earlier recordings: by key, the sessions a continuation
+    (source ``trajectory:<key>``) was compacted from, and an imported original left
     without its compaction (a recording cut between its two appends)."""
-    done: set[str] = set()
+    done: dict[str, list[str]] = {}
     halfway: dict[str, str] = {}
     for info in ledger.chains.state.sessions.values():
         source = info.source or ""
-        if source.startswith("trajectory:"):
-            done.add(source.removeprefix("trajectory:"))
+        if source.startswith("trajectory:") and info.parent_session_id is not None:
+            done.setdefault(source.removeprefix("trajectory:"), []).append(info.parent_session_id)
         elif source.startswith("sharegpt:") and info.parent_session_id is None:
             key = source.removeprefix("sharegpt:")
             untouched = info.compression_child is None and not info.ended
             if untouched and info.title == keyed_title("", key):
                 halfway[key] = info.session_id
     return done, halfway
+
+
+def _recorded(
+    ledger: Ledger, done: Mapping[str, list[str]], key: str, record: Mapping[str, Any]
+) -> bool:
+    """Whether a continuation of this very record is recorded (another batch may have
+    recorded a record of the same key, with other turns)."""
+    turns = list(record["conversations"])
+    return any(_holds(ledger, parent, turns) for parent in done.get(key, ()))
 
 
 def written_keys(out_path: str | os.PathLike[str]) -> set[str]:
@@ -208,14 +222,14 @@ def record_batch(
     whose recording failed or was cut is recorded again); returns the continuation ids."""
     inputs = {r.key: r.record for r in read_records(in_path)}
     done, halfway = _recorded_here(ledger)
-    skip = (skip_keys or set()) & done
+    written = skip_keys or set()
     recorded: list[str] = []
     with open(out_path, "rb") as out_fh, open(metrics_path_for(out_path), "rb") as metrics_fh:
         for out_line, metrics_line in zip(out_fh, metrics_fh, strict=False):
             metrics = msgspec.json.decode(metrics_line, type=TrajectoryMetrics)
             key = metrics.key
             before = inputs.get(key)
-            if before is None or key in skip:
+            if before is None or (key in written and _recorded(ledger, done, key, before)):
                 continue
             after = msgspec.json.decode(out_line)
             new = record_trajectory(

@@ -223,6 +223,21 @@ def test_a_file_that_is_no_ledger_is_refused_and_left_as_it_was(
 _READERS = ["show", "replay", "export", "pin", "compress", "verify", "migrate-from"]
 
 
+@pytest.mark.parametrize("command", ["sessions", "verify"])
+def test_another_programs_wal_database_behind_a_symlink_is_left_as_it_was(
+    tmp_path: Path, command: str
+) -> None:
+    """(Its -wal and -shm are beside the file the link names, where SQLite made them.)"""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    FILES["theirs-wal"](tmp_path / "real" / "their.db")
+    (tmp_path / "links" / "l.db").symlink_to(tmp_path / "real" / "their.db")
+    before = _snapshot(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "links" / "l.db"), command])
+    assert result.exit_code != 0 and "is not a ctxledger ledger" in result.output, result.output
+    assert _snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("command", _READERS)
 @pytest.mark.parametrize("kind", UNREADABLE)
 def test_a_row_no_read_can_decode_is_one_error_line_and_nothing_written(

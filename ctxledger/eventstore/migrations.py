@@ -186,12 +186,14 @@ def _tidy_side_files(path: str) -> None:
     """Remove the ``-wal`` and ``-shm`` a read-only connection (which may not remove
     them) left beside another program's database in WAL mode, as SQLite itself does: a
     connection that may write, closed last. Only with an empty ``-wal`` (nothing to merge
-    into their file) and a folder this process may write; never while another has it open."""
-    wal = path + "-wal"
+    into their file) and a folder this process may write; never while another has it open.
+    Through a symlink, beside the file it names (where SQLite put them)."""
+    real = os.path.realpath(path)
+    wal = real + "-wal"
     try:
         if os.path.getsize(wal) != 0 or not os.access(os.path.dirname(wal) or ".", os.W_OK):
             return
-        uri = "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=rw"
+        uri = "file:" + urllib.parse.quote(os.fsencode(real)) + "?mode=rw"
         conn = sqlite3.connect(uri, uri=True)
         try:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()

@@ -326,6 +326,22 @@ def test_the_library_refuses_each_file_with_its_error_and_changes_nothing(
     assert after == before
 
 
+def test_a_close_that_fails_after_the_fold_failed_does_not_hide_the_folds_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "l.db"
+    UNREADABLE["null-schema"](db)
+    real = SQLiteEventStore.close
+
+    def close(store: SQLiteEventStore) -> None:
+        real(store)
+        raise OSError("injected: the close failed")
+
+    monkeypatch.setattr(SQLiteEventStore, "close", close)
+    with pytest.raises(InvalidEvent, match="seq 2 cannot be decoded"):
+        Ledger.open(db)
+
+
 @pytest.mark.parametrize("kind", ["null-schema"])
 def test_serve_refuses_a_hostile_ledger_on_one_line(tmp_path: Path, kind: str) -> None:
     db = tmp_path / "l.db"

@@ -43,7 +43,7 @@ from ctxledger.events import (
 )
 from ctxledger.events import SessionEnded as SessionEndedEvent
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
-from ctxledger.eventstore.opening import default_db_path, open_store
+from ctxledger.eventstore.opening import close_quietly, default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
@@ -133,7 +133,7 @@ class Ledger:
         try:
             return cls(store, clock=clock, ids=ids, config=config)
         except BaseException:  # a log the fold cannot read: closed (its -wal, -shm go too)
-            store.close()
+            close_quietly(store)
             raise
 
     def close(self) -> None:

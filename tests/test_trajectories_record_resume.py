@@ -23,12 +23,14 @@ from ctxledger.trajectories import record
 KEYS = ("t1", "t2", "t3")
 
 
-def _batch(tmp_path: Path, seed: int = 8, name: str = "") -> tuple[Path, Path, Path]:
+def _batch(
+    tmp_path: Path, seed: int = 8, name: str = "", turns: int = 6
+) -> tuple[Path, Path, Path]:
     synth = SessionSynth(seed)
     lines = []
     for key in KEYS:
         msgs = [{"role": "system", "content": synth.system_prompt()}]
-        for turn in synth.turns(6):
+        for turn in synth.turns(turns):
             msgs += turn
         rec = json.loads(export_messages(None, msgs, "sharegpt"))
         rec["id"] = key
@@ -122,3 +124,47 @@ def test_a_db_that_is_no_ledger_is_refused_before_out_is_written(tmp_path: Path)
     assert result.exit_code == 2, result.output
     assert "is not a ctxledger ledger" in result.output and "note:" not in result.output
     assert not dst.exists()
+
+
+def test_a_resume_keeps_no_body_of_the_originals_it_compares(tmp_path: Path) -> None:
+    # review 2: each skipped key's original was read through api_messages, its bodies
+    # kept on the projection: a resume's memory grew with the batch
+    src, dst, db = _batch(tmp_path)
+    assert _run(src, dst, db).exit_code == 0
+    with Ledger.open(db) as ledger:
+        assert record.record_batch(ledger, src, dst, skip_keys=record.written_keys(dst)) == []
+        messages = ledger.transcript.state.messages.values()
+        assert [m.seq for m in messages if m.origin == "appended" and m.body is not None] == []
+
+
+def test_a_stale_ledger_is_refreshed_before_it_records(tmp_path: Path) -> None:
+    # review 2: opened before the compress, the fold missed what another run recorded
+    src, dst, db = _batch(tmp_path)
+    with Ledger.open(db) as stale:
+        assert _run(src, dst, db).exit_code == 0  # the other run records the batch
+        assert record.record_batch(stale, src, dst, skip_keys=record.written_keys(dst)) == []
+    assert len(_sources(db)) == 2 * len(KEYS)
+
+
+def test_out_written_from_other_records_of_the_same_ids_is_not_recorded(tmp_path: Path) -> None:
+    # review 2: IN regenerated (the same ids, other turns) after OUT was written: OUT's
+    # summaries are of the old turns, and were recorded over the new originals
+    src, dst, db = _batch(tmp_path)
+    assert _run(src, dst, db).exit_code == 0
+    before = _sources(db)
+    regenerated, _, _ = _batch(tmp_path, 20, "new-", turns=3)
+    src.write_text(regenerated.read_text())
+    again = _run(src, dst, db)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["recorded_sessions"] == []
+    assert again.stderr.count("is no compression of IN's record: not recorded") == len(KEYS)
+    assert _sources(db) == before
+
+
+def test_a_failed_compress_leaves_no_new_ledger(tmp_path: Path) -> None:
+    src, dst, db = _batch(tmp_path)
+    lines = src.read_text().splitlines()
+    src.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    result = _run(src, dst, db)
+    assert result.exit_code == 2, result.output
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(db.name)) == []

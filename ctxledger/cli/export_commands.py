@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.errors import CtxLedgerError, InvalidInput
+from ctxledger.eventstore.opening import is_url
 from ctxledger.importers.export import export_messages
 from ctxledger.inputfile import is_stream
 from ctxledger.ledger.facade import Ledger
@@ -143,8 +145,8 @@ def trajectories_compress(
 
     state = state_of(ctx)
     stream = _checked_out(in_path, out_path, recording=state.explicit)
-    # opened first: a file that is no ledger is refused before OUT is written
-    ledger = state.ledger() if state.explicit else None
+    if state.explicit and (is_url(state.db) or os.path.lexists(state.db)):
+        state.ledger()  # opened first: a file that is no ledger is refused before OUT is written
     config = TrajectoryConfig(
         target_max_tokens=target,
         summary_target_tokens=summary_target,
@@ -169,8 +171,8 @@ def trajectories_compress(
 
     report = anyio.run(run)
     data = report.to_dict()  # type: ignore[attr-defined]
-    if ledger is not None:
-        data["recorded_sessions"] = _record(ledger, in_path, out_path, already)
+    if state.explicit:  # a new ledger only now: a compress that failed leaves no file
+        data["recorded_sessions"] = _record(state.ledger(), in_path, out_path, already)
     if as_json:
         emit_json(data)
     else:
@@ -188,7 +190,13 @@ def _record(ledger: Ledger, in_path: Path, out_path: Path, already: set[str]) ->
     from ctxledger.trajectories.record import record_batch
 
     try:
-        return record_batch(ledger, in_path, out_path, skip_keys=already)
+        return record_batch(
+            ledger,
+            in_path,
+            out_path,
+            skip_keys=already,
+            warn=lambda line: echo(f"warning: {line}", err=True),
+        )
     except CtxLedgerError:
         click.echo(
             f"note: {out_path} holds every record; the recording stopped: run the same "

@@ -10,7 +10,7 @@ events a live compaction writes, so ``audit``, ``expand`` and ``diff`` work on t
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -23,6 +23,7 @@ from ctxledger.importers.sharegpt import turns_to_messages
 from ctxledger.inputfile import is_stream
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
+from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import count_message
 from ctxledger.trajectories.batch import metrics_path_for, read_records
 from ctxledger.trajectories.core import TrajectoryMetrics
@@ -120,10 +121,47 @@ def _opens_with_system(turns: list[Any]) -> bool:
 
 
 def _holds(ledger: Ledger, sid: str, turns: list[Any]) -> bool:
-    """Whether the session `sid` holds these very turns (its API messages are theirs)."""
+    """Whether the session `sid` holds these very turns (its system prompt and live
+    messages are theirs). Bodies are read last and not kept: a resume compares every
+    skipped record's original, and kept bodies grew its memory with the batch."""
     system, messages = _split(turns)
-    head = [] if system is None else [{"role": "system", "content": system}]
-    return ledger.api_messages(sid) == head + messages
+    view = ledger.transcript.session(sid)
+    if view.system_prompt != system or len(view.live) != len(messages):
+        return False
+    return read_bodies([ledger.transcript.stored(m) for m in view.live]) == messages
+
+
+def _compresses(
+    before: Mapping[str, Any], after: Mapping[str, Any], metrics: TrajectoryMetrics
+) -> bool:
+    """Whether OUT's record `after` is a compression of IN's `before`: its turns before
+    the summary are IN's (a system turn may end with the notice), and those after it are
+    IN's from the span's end. (IN regenerated with the same ids after OUT was written:
+    OUT's summary is of other turns.) A record left uncompressed has nothing to check."""
+    start, end = metrics.turns_compressed_start, metrics.turns_compressed_end
+    if not metrics.was_compressed or start is None or end is None:
+        return True
+    turns_in, turns_out = before.get("conversations"), after.get("conversations")
+    if not isinstance(turns_in, list) or not isinstance(turns_out, list) or end > len(turns_in):
+        return False
+    if (
+        len(turns_out) != start + 1 + len(turns_in) - end
+        or turns_out[start + 1 :] != turns_in[end:]
+    ):
+        return False
+    return all(o == i or _noticed(i, o) for i, o in zip(turns_in[:start], turns_out, strict=False))
+
+
+def _noticed(turn_in: Any, turn_out: Any) -> bool:
+    """Whether `turn_out` is `turn_in` with text added after its value (the notice)."""
+    if not isinstance(turn_in, dict) or not isinstance(turn_out, dict):
+        return False
+    value = turn_in.get("value")
+    added = turn_out.get("value")
+    same_rest = {**turn_out, "value": value} == turn_in
+    return (
+        same_rest and isinstance(value, str) and isinstance(added, str) and added.startswith(value)
+    )
 
 
 def _import_original(
@@ -216,11 +254,15 @@ def record_batch(
     out_path: str | os.PathLike[str],
     *,
     skip_keys: set[str] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Record the compressed trajectories of a finished batch (except `skip_keys`: those a
     resumed run had already written, when this ledger holds their compaction: a record
-    whose recording failed or was cut is recorded again); returns the continuation ids."""
+    whose recording failed or was cut is recorded again); returns the continuation ids.
+    A record OUT holds that is no compression of IN's record of its key (IN regenerated
+    after OUT was written) is not recorded: `warn` is told which."""
     inputs = {r.key: r.record for r in read_records(in_path)}
+    ledger.refresh()  # another run may have recorded meanwhile (a compress takes hours)
     done, halfway = _recorded_here(ledger)
     written = skip_keys or set()
     recorded: list[str] = []
@@ -232,6 +274,10 @@ def record_batch(
             if before is None or (key in written and _recorded(ledger, done, key, before)):
                 continue
             after = msgspec.json.decode(out_line)
+            if not _compresses(before, after, metrics):
+                if warn is not None:
+                    warn(f"{key}: OUT's record is no compression of IN's record: not recorded")
+                continue
             new = record_trajectory(
                 ledger, key, before, after, metrics, original=halfway.pop(key, None)
             )

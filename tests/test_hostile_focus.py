@@ -217,3 +217,20 @@ def test_the_hermes_engine_refuses_a_bad_focus_before_appending(
     assert seen["same"] and seen["aborted"], seen
     assert says in seen["error"], seen
     assert seen["after"] == seen["before"], seen
+
+
+def test_a_generated_recording_checks_and_strips_its_focus(tmp_path: Path) -> None:
+    # review 2: record_generated (a live recording into the caller's ledger) ran inside
+    # replaying_recorded, so its focus was neither checked nor stripped
+    from ctxledger.demo.record import record_generated
+    from ctxledger.events import SummaryGenerated
+
+    ledger = deterministic_ledger(tmp_path / "a.db")
+    record_generated(ledger, seed=5, turns=4, focus_at={1: "  tests\n"})
+    events = [r.event for r in ledger.store.read_all()]
+    assert [e.focus for e in events if isinstance(e, SummaryGenerated) and e.focus] == ["tests"]
+    ledger.close()
+    ledger = deterministic_ledger(tmp_path / "b.db")
+    with pytest.raises(InvalidInput, match=re.escape(f"{CONTROL} U+001B")):
+        record_generated(ledger, seed=5, turns=4, focus_at={1: "auth \x1b[2Jbug"})
+    ledger.close()

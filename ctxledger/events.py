@@ -507,6 +507,8 @@ def upcast_stored(payload: bytes, schema: int) -> Event:
         raise InvalidEvent(
             f"the row's {wrong} is {'NULL' if value is None else type(value).__name__}"
         )
+    if not payload:  # (a read of head columns gives a NULL payload as no bytes)
+        raise InvalidEvent("the row's payload is empty (NULL or no bytes)")
     try:
         kind = msgspec.json.decode(payload, type=_Tag).kind
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

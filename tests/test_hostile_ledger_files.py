@@ -362,3 +362,11 @@ def test_serve_refuses_a_hostile_ledger_on_one_line(tmp_path: Path, kind: str) -
     assert "Traceback" not in proc.stderr
     _one_error_line(proc.stdout + proc.stderr)
     assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind", ["null-payload-started", "null-payload-switched"])
+def test_a_null_payload_is_named_not_called_truncated(tmp_path: Path, kind: str) -> None:
+    # review 2: the head-column read gives it as no bytes, which msgspec calls truncated
+    UNREADABLE[kind](tmp_path / "l.db")
+    with pytest.raises(InvalidEvent, match=r"payload is empty \(NULL or no bytes\)"):
+        Ledger.open(tmp_path / "l.db")

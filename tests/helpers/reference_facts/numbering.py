@@ -2,22 +2,25 @@
 
 * **numbered** — a listing's line number at a line's start (``1463:``, ``28-``): blanks,
   digits, then ``:`` or ``-`` with no digit after it;
-* **a listing's line** — numbered, then three blanks or blanks holding a tab among
-  their first three (source's indent), or code; any other numbered line is a user's
-  list item (``1- Never push to main.``, ``100: Never``, ``1:Never``, ``2-  You must``);
+* **a listing's line** — numbered, then three blanks, or at most two blanks and a tab
+  with another blank or tab before or after it (source's indent), or code; any other numbered line is a user's
+  list item (``1- Never push to main.``, ``100: Never``, ``1:Never``, ``2-  You must``,
+  ``1:<TAB>Never``); and (session 34) a line of ``cat -n`` or ``nl``: a number
+  right-aligned in six columns, then a tab;
 * **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
   ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
 * **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
-* **fenced blocks** — from a line opening (after any blanks) with ``````` or ``~~~``, or a
-  line of prose ending in blanks, ``````` and an info word, to the end of the next line its
-  fence opens or ends (an unclosed one to the text's end).
+* **fenced blocks** — from a line opening (after any blanks) with three or more ``` ` ```
+  or ``~``, or a line of prose ending in blanks, ``````` and an info word, to the end of the
+  next line its fence (the whole run: a ```` block quotes ``` lines) opens or ends (an
+  unclosed one to the text's end).
 """
 
 from __future__ import annotations
 
 from helpers.reference_facts.factlines import code
 
-__all__ = ["fenced", "listed_name", "numbered", "numbered_listing", "version"]
+__all__ = ["cat_numbered", "fenced", "listed_name", "numbered", "numbered_listing", "version"]
 
 
 def _number_end(line: str) -> int:
@@ -46,8 +49,18 @@ def numbered_listing(sentence: str, raw: str) -> bool:
     written = _number_end(raw)
     run = raw[written:] if written != -1 else ""
     spaces = len(run) - len(run.lstrip(" "))
-    indented = written != -1 and (spaces >= 3 or run[spaces : spaces + 1] == "\t")
+    # (session 34: one tab alone after the number is a user's list, ``1:<TAB>Never``)
+    tabbed = run[spaces : spaces + 1] == "\t" and (spaces > 0 or run[1:2] in (" ", "\t"))
+    indented = written != -1 and (spaces >= 3 or tabbed)
     return indented or code(sentence[rest:])
+
+
+def cat_numbered(raw: str) -> bool:
+    """Session 34: whether `raw` (a sentence's text as written) starts as a line of
+    ``cat -n`` or ``nl`` does: six columns of blanks then digits, then a tab."""
+    column = raw[:6]
+    digits = column.lstrip(" ")
+    return raw[6:7] == "\t" and digits.isdecimal()
 
 
 def listed_name(line: str) -> bool:
@@ -97,9 +110,10 @@ def fenced(text: str) -> list[tuple[int, int]]:
                 blocks.append((opened, stop))
                 opened = -1
         elif line.lstrip(" \t")[:3] in ("```", "~~~"):
-            fence = line.lstrip(" \t")[:3]
+            body = line.lstrip(" \t")
+            fence = body[: len(body) - len(body.lstrip(body[0]))]
             opened = start
-            if line.lstrip(" \t")[3:].rstrip(" \t").endswith(fence):
+            if body[len(fence) :].rstrip(" \t").endswith(fence):
                 blocks.append((opened, stop))
                 opened = -1
         else:
@@ -129,12 +143,15 @@ def _prose_fence(line: str) -> int:
 def version(prefix: str, tail: str = "") -> bool:
     """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
     maybe a blank and a number after them; four of at most 3 digits alone are an IPv4
-    address when `tail` (after the ``:``) is a program's output or a remote shell's error
-    (second review: ``2.7.18.1: DateTime …`` is a version)."""
+    address when `tail` (after the ``:``) is a program's name and ``:`` (``bash: …``) or a
+    remote shell's error (second review: ``2.7.18.1: DateTime …`` is a version)."""
     dotted = prefix.split(" ")
     parts = dotted[0].split(".")
     output = tail.lstrip(" \t")
-    hosted = output[:1] in "abcdefghijklmnopqrstuvwxyz" and output != ""
+    name = 1  # (session 34: a program's name and its ``:``; a word alone is a changelog's)
+    while name < len(output) and (output[name].isalnum() or output[name] in "_.-"):
+        name += 1
+    hosted = output[:1] in "abcdefghijklmnopqrstuvwxyz" and output[name : name + 1] == ":"
     hosted = hosted or output.startswith(
         ("Permission denied", "Connection ", "No route to host", "Host key", "Could not")
     )

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import factnoise
-from ctxledger.compressor.facts import extract_facts, fact_in_text
+from ctxledger.compressor.facts import extract_facts, fact_in_text, retention
 
 
 def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
@@ -173,3 +173,23 @@ def test_a_lower_case_changelog_entry_is_no_host(text: str, errors: list[str]) -
 )
 def test_the_reference_reads_a_quads_tail_alike(number: str, blank: str, tail: str) -> None:
     _facts(f"{number}:{blank}{tail} be used, permission denied\n", "error")
+
+
+# 5. a POSIX path glued to CJK text: the extraction ends it there, and so does the matcher
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "修改src/app.py文件。",
+        "请打开/etc/hosts文件",
+        "ファイルsrc/app.pyを開く",
+        "src/app.py를 수정",
+    ],
+)
+def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
+    paths = _facts(text, "path", "user")  # (_facts checks each fact is in its own text)
+    assert len(paths) == 1
+    fact = next(f for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "path")
+    assert retention([fact], f"已修改{fact.value}文件") == ([fact], [])
+    assert retention([fact], f"已修改{fact.value}x文件") == ([], [fact])  # more of a name

@@ -246,6 +246,20 @@ def is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+#: the scripts written without blanks between words (kana, CJK ideographs, Hangul
+#: syllables): a path glued to them (``修改src/app.py文件``, ``src/app.py를``) ends there,
+#: as the extraction reads it
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+#: a word character that goes on a path's name (``\\w``, no CJK)
+_PATH_WORD = f"[^\\W{_CJK}]"
+
+
+def _name_goes_on(char: str, path: bool) -> bool:
+    """Whether `char` next to a match goes on its word (for a path: no CJK character)."""
+    return is_word(char) and not (path and _CJK_CHAR.match(char) is not None)
+
+
 # --------------------------------------------------------------------------- per occurrence
 
 
@@ -396,9 +410,9 @@ def _after_drive(haystack: str, start: int) -> bool:
 def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    if is_word(needle[0]) and start > 0 and is_word(haystack[start - 1]):
+    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], path):
         return False
-    if is_word(needle[-1]) and end < len(haystack) and is_word(haystack[end]):
+    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         return not inside_longer_path(haystack, start, end, needle)
@@ -509,7 +523,7 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
     literal = re.escape(needle)
     behind: list[str] = []
     if is_word(needle[0]):
-        behind.append(r"\w")
+        behind.append(_PATH_WORD if path else r"\w")
     if needle[0] in _DIGITS and not path:
         behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
     if path:
@@ -530,7 +544,7 @@ def _ahead(needle: str, path: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
     if is_word(needle[-1]):
-        ahead.append(r"\w")
+        ahead.append(_PATH_WORD if path else r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

@@ -196,7 +196,7 @@ def test_the_reference_numbering_rules_agree_with_the_module(line: str, raw_extr
     assert not module_name or numbering.listed_name(line)
     if not factnoise.listed_code_or_field(line):
         assert numbering.listed_name(line) == factnoise.listed_or_documented(line)
-    spans = [m.span() for m in factnoise._LINE_FENCE.finditer(line)]
+    spans = factnoise.fenced_blocks(line)
     assert numbering.fenced(line) == spans
 
 

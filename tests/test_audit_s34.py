@@ -110,13 +110,13 @@ def test_a_fence_closes_only_at_a_run_as_long(text: str, constraints: list[str])
     assert _facts(text, "constraint", "user") == constraints
 
 
-_FENCE_PIECES = ["```", "````", "~~~", "~~~~", "`", "~", " ", "\n", "x", "py"]
+_FENCE_PIECES = ["```", "````", "~~~", "~~~~", "`", "~", " ", "\n", "x", "py", "\r", "Title"]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_FENCE_PIECES), max_size=12).map("".join))
 def test_the_reference_fences_of_any_length_agree(text: str) -> None:
-    assert numbering.fenced(text) == [m.span() for m in factnoise._LINE_FENCE.finditer(text)]
+    assert numbering.fenced(text) == factnoise.fenced_blocks(text)
 
 
 # 3. a tag alone on a traceback's margin is printed markup, never its error
@@ -193,3 +193,27 @@ def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
     fact = next(f for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "path")
     assert retention([fact], f"已修改{fact.value}文件") == ([fact], [])
     assert retention([fact], f"已修改{fact.value}x文件") == ([], [fact])  # more of a name
+
+
+# 6. an RST title's ``~~~~~`` underline opens no fence (every later constraint was lost)
+
+
+@pytest.mark.parametrize(
+    ("text", "constraints"),
+    [
+        (
+            "Setup\n~~~~~\n\nNever push to main.\n\nDo not change the tests.\n",
+            ["Never push to main.", "Do not change the tests."],
+        ),
+        (  # a title longer than the run: a fence, as before
+            "Here is the config:\n~~~\nNever edit the generated file.\n~~~\nNever push to main.\n",
+            ["Never push to main."],
+        ),
+        (  # an underline, then a real fence further down
+            "Rules\n~~~~~~\nNever push to main.\n~~~\nAlways quote this.\n~~~\nDo not change the tests.\n",
+            ["Never push to main.", "Do not change the tests."],
+        ),
+    ],
+)
+def test_an_rst_underline_is_no_fence(text: str, constraints: list[str]) -> None:
+    assert _facts(text, "constraint", "user") == constraints

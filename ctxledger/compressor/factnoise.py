@@ -20,6 +20,7 @@ __all__ = [
     "CODE_LINE",
     "FENCE",
     "diff_side",
+    "fenced_blocks",
     "in_file_listing",
     "is_label",
     "labelled",
@@ -47,6 +48,37 @@ _LINE_FENCE = re.compile(
     r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)",
     re.DOTALL | re.MULTILINE,
 )
+
+#: an RST title's underline: ``~`` from the line's first column to its end (blanks after)
+_UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
+
+
+def fenced_blocks(text: str) -> list[tuple[int, int]]:
+    """The spans of :data:`_LINE_FENCE`'s blocks in `text`, but for a line of ``~`` that
+    underlines an RST title no longer than it (``Setup`` then ``~~~~~``): no fence, or
+    every later constraint of the text would read as quoted."""
+    spans: list[tuple[int, int]] = []
+    match = _LINE_FENCE.search(text)
+    while match is not None:
+        start = match.start(1)
+        underline = _UNDERLINE.match(text, start)
+        if underline is not None and _titled(text, start, underline.group().rstrip(" \t\r\n")):
+            match = _LINE_FENCE.search(text, underline.end())
+            continue
+        spans.append(match.span())
+        match = _LINE_FENCE.search(text, match.end())
+    return spans
+
+
+def _titled(text: str, start: int, run: str) -> bool:
+    """Whether the line before `start` (its first column) is a title that `run`
+    underlines: not blank, no longer than the run (blanks and a carriage return at its
+    end not counted). Each line is read back once, as the line before one other."""
+    if start == 0 or text[start - 1] != "\n":
+        return False
+    body = text[text.rfind("\n", 0, start - 1) + 1 : start - 1].rstrip(" \t\r")
+    return body.strip(" \t") != "" and len(body) <= len(run)
+
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
@@ -500,7 +532,7 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
     if not sentences:
         return sentences
     quoting = "```" in text or "~~~" in text
-    fences = [match.span() for match in _LINE_FENCE.finditer(text)] if quoting else []
+    fences = fenced_blocks(text) if quoting else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:

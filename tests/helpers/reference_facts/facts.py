@@ -70,7 +70,7 @@ from helpers.reference_facts.factpaths import (
     urls,
 )
 from helpers.reference_facts.factsentences import constraint_sentences, decision_sentences
-from helpers.reference_facts.numbering import cat_numbered, fenced, numbered_listing
+from helpers.reference_facts.numbering import fenced, numbered_listing
 from helpers.reference_facts.rules import (
     amounts,
     european_grouped,
@@ -372,8 +372,7 @@ class _Found:
             blocks = fenced(text)
             for position, value in constraint_sentences(text):
                 inside = any(start <= position < end for start, end in blocks)
-                raw = text[position : position + 200]
-                if not inside and not cat_numbered(raw) and not numbered_listing(value, raw):
+                if not inside and not numbered_listing(value, text[position : position + 200]):
                     self.add("constraint", position, value)
 
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:

@@ -13,7 +13,8 @@
 * **fenced blocks** — from a line opening (after any blanks) with three or more ``` ` ```
   or ``~``, or a line of prose ending in blanks, ``````` and an info word, to the end of the
   next line its fence (the whole run: a ```` block quotes ``` lines) opens or ends (an
-  unclosed one to the text's end).
+  unclosed one to the text's end); a line of ``~`` under a title no longer than it is
+  the title's underline (RST), no fence.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def numbered(line: str) -> bool:
 def numbered_listing(sentence: str, raw: str) -> bool:
     """Whether `sentence` is numbered and no user's list item; its blanks are read in
     `raw`, the first 200 characters of its text as written."""
+    if cat_numbered(raw):
+        return True
     rest = _number_end(sentence)
     if rest == -1:
         return False
@@ -100,7 +103,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
     blanks before a ``` ending a line of prose) to the end of its closing line (without
     its newline), the last one unclosed to the text's end."""
     blocks: list[tuple[int, int]] = []
-    opened, fence, start = -1, "", 0
+    opened, fence, start, previous = -1, "", 0, ""
     while start <= len(text):
         stop = text.find("\n", start)
         stop = len(text) if stop == -1 else stop
@@ -109,6 +112,8 @@ def fenced(text: str) -> list[tuple[int, int]]:
             if line.lstrip(" \t").startswith(fence) or line.rstrip(" \t").endswith(fence):
                 blocks.append((opened, stop))
                 opened = -1
+        elif _underline(line, previous):
+            pass  # (session 34: an RST title's ``~~~~~``, no fence)
         elif line.lstrip(" \t")[:3] in ("```", "~~~"):
             body = line.lstrip(" \t")
             fence = body[: len(body) - len(body.lstrip(body[0]))]
@@ -120,10 +125,21 @@ def fenced(text: str) -> list[tuple[int, int]]:
             at = _prose_fence(line)
             if at != -1:
                 opened, fence = start + at, "```"
+        previous = line
         start = stop + 1
     if opened != -1:
         blocks.append((opened, len(text)))
     return blocks
+
+
+def _underline(line: str, previous: str) -> bool:
+    """Session 34: whether `line` underlines `previous` as an RST title does: three or
+    more ``~`` from its first column and blanks, under a line that is not blank and no
+    longer than the run."""
+    run = line.rstrip(" \t\r")
+    title = previous.rstrip(" \t\r")
+    tildes = len(run) >= 3 and run == "~" * len(run)
+    return tildes and title.strip(" \t") != "" and len(title) <= len(run)
 
 
 def _prose_fence(line: str) -> int:

@@ -1,17 +1,19 @@
 """Session 34: what session 33's fourth review left of the audit's truth: ``cat -n``
-and ``nl`` listings a user pastes; a user's list written ``1:<TAB>Never``; a fence's length; a tag alone on a
-traceback's margin; a changelog's lower-case entry after a four-part version. Each
+and ``nl`` listings a user pastes; a user's list written ``1:<TAB>Never``; a fence's
+length; a tag alone on a traceback's margin; a changelog's lower-case entry after a four-part version; a path
+glued to CJK text; an RST title's underline; an ASCII tree's branch glued to a name. Each
 case is checked against the reference extractor, which states its rules on its own."""
 
 from __future__ import annotations
 
 import pytest
+from helpers.reference_facts import factpaths as reference_paths
 from helpers.reference_facts import facts as reference
 from helpers.reference_facts import numbering, tags
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factnoise
+from ctxledger.compressor import factgrep, factnoise
 from ctxledger.compressor.facts import extract_facts, fact_in_text, retention
 
 
@@ -217,3 +219,38 @@ def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
 )
 def test_an_rst_underline_is_no_fence(text: str, constraints: list[str]) -> None:
     assert _facts(text, "constraint", "user") == constraints
+
+
+# 7. an ASCII tree's branch glued to a name: the name is the path, and a summary that
+# draws the same tree states it
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        (
+            "tree:\n|----__init__.py\n|   |----utils.py\n`--setup.cfg\n+---docs/index.rst\n",
+            ["__init__.py", "utils.py", "setup.cfg", "docs/index.rst"],
+        ),
+        ("|---|---|\n+-----+\nrun with --verbose x.py\n", ["x.py"]),  # no branch glued
+        ("see x |----a.py\n", ["----a.py"]),  # not at a line's start: more of a name
+    ],
+)
+def test_a_tree_branch_is_no_part_of_a_name(text: str, paths: list[str]) -> None:
+    assert _facts(text, "path") == paths
+
+
+def test_a_summary_drawing_the_tree_keeps_its_names() -> None:
+    facts = extract_facts([{"role": "tool", "content": "|----__init__.py\n"}])
+    assert retention(facts, "Files:\n|----__init__.py\n") == (facts, [])
+    assert retention(facts, "Files: old----__init__.py\n") == ([], facts)
+
+
+_TREE_PIECES = ["|", "`", "+", "--", "-", " ", "\t", "\n", "a.py", "_x", ".env", "é"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_TREE_PIECES), max_size=10).map("".join))
+def test_the_reference_reads_a_tree_branch_alike(text: str) -> None:
+    assert reference_paths._tree_branches(text) == factgrep.branch_spans(text)
+    _facts(text, "path")

@@ -36,7 +36,7 @@ import msgspec
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factescapes import escape_follows
-from ctxledger.compressor.factgrep import grep_follows
+from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
@@ -189,7 +189,8 @@ class Haystack:
         stated by the text with the escapes of its escaped lines blanked
         (``"docs\\nsetup.py\\n"`` states ``setup.py``, as the extraction reads it), and
         with grep's context separators blanked (``README.md-11-setup.py`` states
-        ``setup.py``: :func:`.factgrep.grep_follows`).
+        ``setup.py``: :func:`.factgrep.grep_follows`), and after a tree's branch
+        (``|----__init__.py`` states ``__init__.py``: :func:`.factgrep.tree_follows`).
         """
         if self._holds_fact(kind, normalized):
             return True
@@ -200,7 +201,11 @@ class Haystack:
             # text and not in the text (the escape's letter was glued to it), and what
             # decides a match there lies in the words after the escapes: checked in
             # them alone, a small text, not in the whole blanked text a second time
-            follows = (escape_follows(self.text) or []) + (grep_follows(self.text) or [])
+            follows = [
+                *(escape_follows(self.text) or []),
+                *(grep_follows(self.text) or []),
+                *(tree_follows(self.text) or []),
+            ]
             self._unescaped = Haystack(JOIN.join(follows)) if follows else None
         other = self._unescaped
         return other is not None and other._holds_fact(kind, normalized)

@@ -3,10 +3,10 @@
 * **numbered** — a listing's line number at a line's start (``1463:``, ``28-``): blanks,
   digits, then ``:`` or ``-`` with no digit after it;
 * **a listing's line** — numbered, then three blanks, or at most two blanks and a tab
-  with another blank or tab before or after it (source's indent), or code; any other numbered line is a user's
-  list item (``1- Never push to main.``, ``100: Never``, ``1:Never``, ``2-  You must``,
-  ``1:<TAB>Never``); and (session 34) a line of ``cat -n`` or ``nl``: a number
-  right-aligned in six columns, then a tab;
+  with another blank or tab before or after it (source's indent), or code; any other
+  numbered line is a user's list item (``1- Never push to main.``, ``100: Never``,
+  ``1:Never``, ``2-  You must``, ``1:<TAB>Never``); and (session 34) a line of
+  ``cat -n`` or ``nl``: a number right-aligned in six columns, then a tab;
 * **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
   ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
 * **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;

@@ -113,12 +113,40 @@ def test_a_fence_closes_only_at_a_run_as_long(text: str, constraints: list[str])
 
 
 _FENCE_PIECES = ["```", "````", "~~~", "~~~~", "`", "~", " ", "\n", "x", "py", "\r", "Title"]
+_FENCE_PIECES += ["Do:", "---", "\n\n"]  # (its review: labels, rules, blank lines)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_FENCE_PIECES), max_size=12).map("".join))
 def test_the_reference_fences_of_any_length_agree(text: str) -> None:
     assert numbering.fenced(text) == factnoise.fenced_blocks(text)
+
+
+class _CountedFence:
+    """A block pattern that counts the times a block is matched from a place."""
+
+    def __init__(self) -> None:
+        self.pattern = factnoise._LINE_FENCE
+        self.calls = 0
+
+    def match(self, text: str, pos: int = 0) -> object:
+        self.calls += 1
+        return self.pattern.match(text, pos)
+
+    def search(self, text: str, pos: int = 0) -> object:
+        self.calls += 1
+        return self.pattern.search(text, pos)
+
+
+def test_underlines_of_shrinking_length_match_no_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (its review) a block of ``~`` runs on to a run as long: matched first at each of
+    # these underlines, each read to the text's end (1 MB: 25 s); an underline is now
+    # known before any block is matched, so only the real fence is
+    counted = _CountedFence()
+    monkeypatch.setattr(factnoise, "_LINE_FENCE", counted)
+    text = "".join(f"\n{'T' * size}\n{'~' * size}\nNever push.\n" for size in range(60, 2, -1))
+    assert factnoise.fenced_blocks(text + "~~~\nx\n~~~\n") == [(len(text), len(text) + 9)]
+    assert counted.calls == 1
 
 
 # 3. a tag alone on a traceback's margin is printed markup, never its error
@@ -214,6 +242,32 @@ def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
         (  # an underline, then a real fence further down
             "Rules\n~~~~~~\nNever push to main.\n~~~\nAlways quote this.\n~~~\nDo not change the tests.\n",
             ["Never push to main.", "Do not change the tests."],
+        ),
+        (  # (its review) a title after a blank line, below a paragraph
+            "Read this first.\n\nSetup\n~~~~~\nNever push to main.\n",
+            ["Never push to main."],
+        ),
+        # (its review) a fence after a short line is no underline: a label, a closing
+        # fence, a rule, a line not after a blank one
+        (
+            "Do:\n~~~\nNever push to main.\n~~~\nAlways run the linter first.\n",
+            ["Always run the linter first."],
+        ),
+        (
+            "Try:\n~~~~\nNever call reset() here.\n~~~~\nYou must keep the tests green.\n",
+            ["You must keep the tests green."],
+        ),
+        (
+            "~~~\necho hi\n~~~\n~~~\nNever push to main.\n~~~\nYou must keep the tests green.\n",
+            ["You must keep the tests green."],
+        ),
+        (
+            "Intro\n\n---\n~~~\nNever push to main.\n~~~\nAlways run the linter first.\n",
+            ["Always run the linter first."],
+        ),
+        (
+            "See the steps\nRun\n~~~\nNever push to main.\n~~~\nAlways run the linter first.\n",
+            ["Always run the linter first."],
         ),
     ],
 )

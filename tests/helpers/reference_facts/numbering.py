@@ -14,7 +14,8 @@
   or ``~``, or a line of prose ending in blanks, ``````` and an info word, to the end of the
   next line its fence (the whole run: a ```` block quotes ``` lines) opens or ends (an
   unclosed one to the text's end); a line of ``~`` under a title no longer than it is
-  the title's underline (RST), no fence.
+  the title's underline (RST), no fence: a title holds a letter or digit, is no label
+  (``Do:``) and no fence's line, and follows a blank line or starts the text.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
     blanks before a ``` ending a line of prose) to the end of its closing line (without
     its newline), the last one unclosed to the text's end."""
     blocks: list[tuple[int, int]] = []
-    opened, fence, start, previous = -1, "", 0, ""
+    opened, fence, start, previous, blank_before = -1, "", 0, "", True
     while start <= len(text):
         stop = text.find("\n", start)
         stop = len(text) if stop == -1 else stop
@@ -112,7 +113,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
             if line.lstrip(" \t").startswith(fence) or line.rstrip(" \t").endswith(fence):
                 blocks.append((opened, stop))
                 opened = -1
-        elif _underline(line, previous):
+        elif _underline(line, previous) and blank_before:
             pass  # (session 34: an RST title's ``~~~~~``, no fence)
         elif line.lstrip(" \t")[:3] in ("```", "~~~"):
             body = line.lstrip(" \t")
@@ -125,6 +126,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
             at = _prose_fence(line)
             if at != -1:
                 opened, fence = start + at, "```"
+        blank_before = start == 0 or previous.strip(" \t\r") == ""
         previous = line
         start = stop + 1
     if opened != -1:
@@ -134,12 +136,16 @@ def fenced(text: str) -> list[tuple[int, int]]:
 
 def _underline(line: str, previous: str) -> bool:
     """Session 34: whether `line` underlines `previous` as an RST title does: three or
-    more ``~`` from its first column and blanks, under a line that is not blank and no
-    longer than the run."""
+    more ``~`` from its first column and blanks, under a line no longer than the run
+    that holds a letter or a digit, does not end in ``:`` (a label: ``Do:``) and opens
+    no fence (its review: a fence's line or a rule is no title). (The caller checks
+    that a blank line or the text's start comes before the title.)"""
     run = line.rstrip(" \t\r")
     title = previous.rstrip(" \t\r")
     tildes = len(run) >= 3 and run == "~" * len(run)
-    return tildes and title.strip(" \t") != "" and len(title) <= len(run)
+    worded = any(char.isalnum() for char in title) and not title.endswith(":")
+    fence = title.lstrip(" \t")[:3] in ("```", "~~~")
+    return tildes and worded and not fence and len(title) <= len(run)
 
 
 def _prose_fence(line: str) -> int:

@@ -13,7 +13,7 @@ from helpers.reference_facts import numbering, tags
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factgrep, factnoise
+from ctxledger.compressor import factfences, factgrep, factnoise
 from ctxledger.compressor.facts import extract_facts, fact_in_text, retention
 
 
@@ -126,7 +126,7 @@ class _CountedFence:
     """A block pattern that counts the times a block is matched from a place."""
 
     def __init__(self) -> None:
-        self.pattern = factnoise._LINE_FENCE
+        self.pattern = factfences._LINE_FENCE
         self.calls = 0
 
     def match(self, text: str, pos: int = 0) -> object:
@@ -143,7 +143,7 @@ def test_underlines_of_shrinking_length_match_no_block(monkeypatch: pytest.Monke
     # these underlines, each read to the text's end (1 MB: 25 s); an underline is now
     # known before any block is matched, so only the real fence is
     counted = _CountedFence()
-    monkeypatch.setattr(factnoise, "_LINE_FENCE", counted)
+    monkeypatch.setattr(factfences, "_LINE_FENCE", counted)
     text = "".join(f"\n{'T' * size}\n{'~' * size}\nNever push.\n" for size in range(60, 2, -1))
     assert factnoise.fenced_blocks(text + "~~~\nx\n~~~\n") == [(len(text), len(text) + 9)]
     assert counted.calls == 1

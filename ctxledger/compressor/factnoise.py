@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
+from ctxledger.compressor.factfences import FENCE, fenced_blocks
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
@@ -35,74 +36,6 @@ __all__ = [
     "reports_success",
     "stated",
 ]
-
-#: a fenced block of markdown (an unclosed one runs to the text's end)
-FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-#: a fenced block (``` or ~~~) whose fence opens its line (after any blanks: a list
-#: item's block is indented) or ends a line of prose after a blank (``See below. ```py``),
-#: closed by a line its fence opens or ends (the opening line's own rest too), the
-#: closing run at least as long as the opening one (a ```` block quotes ``` lines); a
-#: ``` inside a sentence (``answer with ``` fences``) opens none
-_LINE_FENCE = re.compile(
-    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})"
-    r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)",
-    re.DOTALL | re.MULTILINE,
-)
-
-#: where a block of :data:`_LINE_FENCE` may open (its pattern's opening part alone)
-_FENCE_OPENER = re.compile(
-    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})", re.MULTILINE
-)
-#: an RST title's underline: ``~`` from the line's first column to its end (blanks after)
-_UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
-
-
-def fenced_blocks(text: str) -> list[tuple[int, int]]:
-    """The spans of :data:`_LINE_FENCE`'s blocks in `text`, but for a line of ``~`` that
-    underlines an RST title no longer than it (``Setup`` then ``~~~~~``): no fence, or
-    every later constraint of the text would read as quoted.
-
-    Each opener is found alone and an underline is skipped before the block is matched
-    (a block of ``~`` runs on to a run at least as long: matched for every underline of
-    decreasing length, each would read to the text's end)."""
-    spans: list[tuple[int, int]] = []
-    opener = _FENCE_OPENER.search(text)
-    while opener is not None:
-        start = opener.start(1)
-        underline = _UNDERLINE.match(text, start)
-        if underline is not None and _titled(text, start, underline.group().rstrip(" \t\r\n")):
-            opener = _FENCE_OPENER.search(text, underline.end())
-            continue
-        block = _LINE_FENCE.match(text, opener.start())
-        if block is None:  # (never: the opener is the block's own start)
-            break
-        spans.append(block.span())
-        opener = _FENCE_OPENER.search(text, block.end())
-    return spans
-
-
-def _titled(text: str, start: int, run: str) -> bool:
-    """Whether the line before `start` (its first column) is a title that `run`
-    underlines: no longer than the run (blanks and a carriage return at its end not
-    counted), a letter or digit in it, no fence's or rule's line, no label ending in
-    ``:``, and the text's first line or one after a blank line (an RST section's).
-    Each line is read back at most twice, as one of the two lines before one other."""
-    if start == 0 or text[start - 1] != "\n":
-        return False
-    title = text.rfind("\n", 0, start - 1) + 1
-    body = text[title : start - 1].rstrip(" \t\r")
-    if (
-        len(body) > len(run)
-        or not any(char.isalnum() for char in body)
-        or body.endswith(":")
-        or body.lstrip(" \t").startswith(("```", "~~~"))
-    ):
-        return False
-    if title == 0:
-        return True
-    before = text[text.rfind("\n", 0, title - 1) + 1 : title - 1]
-    return before.strip(" \t\r") == ""
-
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or

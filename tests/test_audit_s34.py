@@ -63,6 +63,18 @@ def test_a_cat_n_listing_states_no_constraint(text: str, constraints: list[str])
             "Shown:\n7:\t\tAlways run the linter.\n5:  \tNever use tabs.\nNever push to main.\n",
             ["Never push to main."],
         ),
+        (  # (its review) grep -n of tab-indented source: a comment after the tab is code
+            "12:\t// Never call this from a goroutine.\n20:\t/* Never returns nil. */\n"
+            "31:\t-- Never drop this table.\n",
+            [],
+        ),
+        (  # the same list with a comment's marks inside its items
+            "1:\tNever push to main // the CI does it.\n2:\tYou must keep -- always -- the tests.\n",
+            [
+                "1: Never push to main // the CI does it.",
+                "2: You must keep -- always -- the tests.",
+            ],
+        ),
     ],
 )
 def test_a_tab_after_a_users_number_keeps_the_constraint(text: str, constraints: list[str]) -> None:
@@ -70,6 +82,7 @@ def test_a_tab_after_a_users_number_keeps_the_constraint(text: str, constraints:
 
 
 _LISTING_PIECES = [" ", "     ", "\t", "1", "12", "123456", ":", "-", "Never push.", "x = f(", "\n"]
+_LISTING_PIECES += ["//", "/*", "--", "#"]  # (its review: comments)
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,7 +6,9 @@
   with another blank or tab before or after it (source's indent), or code; any other
   numbered line is a user's list item (``1- Never push to main.``, ``100: Never``,
   ``1:Never``, ``2-  You must``, ``1:<TAB>Never``); and (session 34) a line of
-  ``cat -n`` or ``nl``: a number right-aligned in six columns, then a tab;
+  ``cat -n`` or ``nl``: a number right-aligned in six columns, then a tab; and (its
+  review) a numbered line whose rest starts with a comment: ``//``, ``/*``, ``--`` and a
+  blank (code);
 * **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
   ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
 * **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
@@ -56,7 +58,10 @@ def numbered_listing(sentence: str, raw: str) -> bool:
     # (session 34: one tab alone after the number is a user's list, ``1:<TAB>Never``)
     tabbed = run[spaces : spaces + 1] == "\t" and (spaces > 0 or run[1:2] in (" ", "\t"))
     indented = written != -1 and (spaces >= 3 or tabbed)
-    return indented or code(sentence[rest:])
+    body = sentence[rest:].lstrip(" \t")
+    # (its review: a comment of C, Go or SQL, ``12:<TAB>// Never call this``, is code)
+    comment = body.startswith(("//", "/*", "-- ", "--\t"))
+    return indented or code(sentence[rest:]) or comment
 
 
 def cat_numbered(raw: str) -> bool:

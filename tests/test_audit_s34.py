@@ -228,6 +228,17 @@ def test_the_reference_reads_a_quads_tail_alike(number: str, blank: str, tail: s
         "请打开/etc/hosts文件",
         "ファイルsrc/app.pyを開く",
         "src/app.py를 수정",
+        # (its review) every other letter the extraction ends a POSIX path at: Hangul
+        # jamo, 々, 〇, CJK extension B, Bopomofo, Yi, Thai, Latin and Cyrillic
+        "open src/app.pyㅋ",
+        "修改々src/app.py々文件",
+        "open 〇src/app.py now",
+        "修改\U00020000src/app.py\U00020000文件",
+        "open ㄅsrc/app.pyㄅ now",
+        "open ꀀsrc/app.py now",
+        "เปิดsrc/app.pyก",
+        "open ésrc/app.pyé now",
+        "открыть дsrc/app.py",
     ],
 )
 def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
@@ -236,6 +247,16 @@ def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
     fact = next(f for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "path")
     assert retention([fact], f"已修改{fact.value}文件") == ([fact], [])
     assert retention([fact], f"已修改{fact.value}x文件") == ([], [fact])  # more of a name
+
+
+def test_a_bare_name_goes_on_over_any_letter() -> None:
+    # (its review) the extraction reads ``éapp.py`` as one name, not as ``app.py``: a
+    # name with no ``/`` keeps the word boundary of every script
+    assert _facts("open éapp.py now", "path", "user") == ["éapp.py"]
+    facts = [f for f in extract_facts([{"role": "user", "content": "open app.py"}])]
+    paths = [f for f in facts if f.kind == "path"]
+    assert retention(paths, "edited éapp.py") == ([], paths)
+    assert retention(paths, "edited é app.py") == (paths, [])
 
 
 # 6. an RST title's ``~~~~~`` underline opens no fence (every later constraint was lost)

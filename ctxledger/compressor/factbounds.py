@@ -246,18 +246,18 @@ def is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
-#: the scripts written without blanks between words (kana, CJK ideographs, Hangul
-#: syllables): a path glued to them (``修改src/app.py文件``, ``src/app.py를``) ends there,
-#: as the extraction reads it
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-#: a word character that goes on a path's name (``\\w``, no CJK)
-_PATH_WORD = f"[^\\W{_CJK}]"
+def _ascii_path(needle: str, path: bool) -> bool:
+    """Whether `needle` is a path of ASCII characters with a ``/``: the extraction's
+    POSIX paths, whose name goes on only over its own path characters (ASCII,
+    :func:`inside_longer_path`), so a letter of any other script ends it
+    (``修改src/app.py文件``, ``src/app.pyㅋ``, ``ésrc/app.py``). A bare name
+    (``éapp.py`` is one name) and a name holding other letters keep ``\\w``."""
+    return path and "/" in needle and needle.isascii()
 
 
-def _name_goes_on(char: str, path: bool) -> bool:
-    """Whether `char` next to a match goes on its word (for a path: no CJK character)."""
-    return is_word(char) and not (path and _CJK_CHAR.match(char) is not None)
+def _name_goes_on(char: str, ascii_path: bool) -> bool:
+    """Whether `char` next to a match goes on its word (:func:`_ascii_path`)."""
+    return not ascii_path and is_word(char)
 
 
 # --------------------------------------------------------------------------- per occurrence
@@ -410,9 +410,10 @@ def _after_drive(haystack: str, start: int) -> bool:
 def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], path):
+    ascii_path = _ascii_path(needle, path)
+    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], ascii_path):
         return False
-    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], path):
+    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], ascii_path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         return not inside_longer_path(haystack, start, end, needle)
@@ -522,8 +523,8 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
     """
     literal = re.escape(needle)
     behind: list[str] = []
-    if is_word(needle[0]):
-        behind.append(_PATH_WORD if path else r"\w")
+    if is_word(needle[0]) and not _ascii_path(needle, path):  # (else its class, below)
+        behind.append(r"\w")
     if needle[0] in _DIGITS and not path:
         behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
     if path:
@@ -543,8 +544,8 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
 def _ahead(needle: str, path: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
-    if is_word(needle[-1]):
-        ahead.append(_PATH_WORD if path else r"\w")
+    if is_word(needle[-1]) and not _ascii_path(needle, path):  # (else its class, below)
+        ahead.append(r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

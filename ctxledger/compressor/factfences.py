@@ -17,16 +17,12 @@ FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 #: closed by a line its fence opens or ends (the opening line's own rest too), the
 #: closing run at least as long as the opening one (a ```` block quotes ``` lines); a
 #: ``` inside a sentence (``answer with ``` fences``) opens none
+_OPENING = r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})"
 _LINE_FENCE = re.compile(
-    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})"
-    r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)",
-    re.DOTALL | re.MULTILINE,
+    _OPENING + r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE
 )
-
-#: where a block of :data:`_LINE_FENCE` may open (its pattern's opening part alone)
-_FENCE_OPENER = re.compile(
-    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})", re.MULTILINE
-)
+#: where a block of :data:`_LINE_FENCE` may open (its opening part alone)
+_FENCE_OPENER = re.compile(_OPENING, re.MULTILINE)
 #: an RST title's underline: ``~`` from the line's first column to its end (blanks after)
 _UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
 

@@ -253,8 +253,9 @@ def test_a_bare_name_goes_on_over_any_letter() -> None:
     # (its review) the extraction reads ``éapp.py`` as one name, not as ``app.py``: a
     # name with no ``/`` keeps the word boundary of every script
     assert _facts("open éapp.py now", "path", "user") == ["éapp.py"]
-    facts = [f for f in extract_facts([{"role": "user", "content": "open app.py"}])]
+    facts = extract_facts([{"role": "user", "content": "open app.py"}])
     paths = [f for f in facts if f.kind == "path"]
+    assert [f.value for f in paths] == ["app.py"]
     assert retention(paths, "edited éapp.py") == ([], paths)
     assert retention(paths, "edited é app.py") == (paths, [])
 

@@ -84,9 +84,11 @@ def session(odd: str | None, big_chars: int) -> list[dict[str, Any]]:
                 "content": " ".join(rng.choices(_WORDS, k=rng.randint(10, 400))),
             }
         )
-    if odd in ("user", "underlines"):
+    if odd in ("user", "underlines", "fence_runs"):
         if odd == "underlines":
             big = underlines(1_000)
+        elif odd == "fence_runs":
+            big = fence_runs(1_000_000)
         else:
             big = (" ".join(rng.choices(_WORDS, k=big_chars // 4)) + " é")[-big_chars:]
         messages[101:101] = [
@@ -104,6 +106,14 @@ def underlines(titles: int) -> str:
         f"\n{'T' * size}\n{'~' * size}\nYou must keep the tests green.\n"
         for size in range(titles, 0, -1)
     )
+
+
+def fence_runs(chars: int) -> str:
+    """A fence of a run of backticks half `chars` long, then a run one shorter, which
+    closes nothing (session 34's review 2: the block pattern matched the opening run
+    again at each position of the second run; 1 MB took 32 s)."""
+    size = chars // 2
+    return f"You must keep the tests green.\n{'`' * (size + 1)}\n{'`' * size}\n"
 
 
 def _ledger(tmp: str, name: str, messages: list[dict[str, Any]]) -> tuple[Ledger, str]:
@@ -188,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     plain = measure(None, args.runs, big_chars)
     cases = (("argument", "20 KB non-JSON tool argument", ("compress", "audit", "whatif")),
              ("user", f"{args.big_mb:g} MB user message", ("whatif", "whatif_cold")),
-             ("underlines", "1 MB user message of ever shorter RST titles", ("whatif_cold",)))  # fmt: skip
+             ("underlines", "1 MB user message of ever shorter RST titles", ("whatif_cold",)),
+             ("fence_runs", "1 MB user message of two runs of backticks", ("whatif_cold",)))  # fmt: skip
     for odd, label, ops in cases:
         timed = measure(odd, args.runs, big_chars)
         for op in ops:

@@ -6,6 +6,9 @@ case is checked against the reference extractor, which states its rules on its o
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator
+
 import pytest
 from helpers.reference_facts import factpaths as reference_paths
 from helpers.reference_facts import facts as reference
@@ -131,35 +134,76 @@ _FENCE_PIECES += ["Do:", "---", "\n\n"]  # (its review: labels, rules, blank lin
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_FENCE_PIECES), max_size=12).map("".join))
+@example("Do:\n~~~")  # (review 2: the title rule's cases random lists rarely hit)
+@example("x\nx\n~~~\ny")
 def test_the_reference_fences_of_any_length_agree(text: str) -> None:
     assert numbering.fenced(text) == factnoise.fenced_blocks(text)
 
 
-class _CountedFence:
-    """A block pattern that counts the times a block is matched from a place."""
+class _CountedClosers:
+    """A closing-run pattern that counts the blocks read with it and the characters of
+    the runs it gives."""
 
-    def __init__(self) -> None:
-        self.pattern = factfences._LINE_FENCE
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
         self.calls = 0
+        self.read = 0
 
-    def match(self, text: str, pos: int = 0) -> object:
+    def finditer(self, text: str, pos: int = 0) -> Iterator[re.Match[str]]:
         self.calls += 1
-        return self.pattern.match(text, pos)
+        for run in self.pattern.finditer(text, pos):
+            self.read += run.end() - run.start()
+            yield run
 
-    def search(self, text: str, pos: int = 0) -> object:
-        self.calls += 1
-        return self.pattern.search(text, pos)
+
+def _counted_closers(monkeypatch: pytest.MonkeyPatch) -> list[_CountedClosers]:
+    closers = {char: _CountedClosers(pattern) for char, pattern in factfences._CLOSERS.items()}
+    monkeypatch.setattr(factfences, "_CLOSERS", closers)
+    return list(closers.values())
 
 
 def test_underlines_of_shrinking_length_match_no_block(monkeypatch: pytest.MonkeyPatch) -> None:
     # (its review) a block of ``~`` runs on to a run as long: matched first at each of
     # these underlines, each read to the text's end (1 MB: 25 s); an underline is now
-    # known before any block is matched, so only the real fence is
-    counted = _CountedFence()
-    monkeypatch.setattr(factfences, "_LINE_FENCE", counted)
+    # known before any block is read, so only the real fence is
+    counted = _counted_closers(monkeypatch)
     text = "".join(f"\n{'T' * size}\n{'~' * size}\nNever push.\n" for size in range(60, 2, -1))
     assert factnoise.fenced_blocks(text + "~~~\nx\n~~~\n") == [(len(text), len(text) + 9)]
-    assert counted.calls == 1
+    assert sum(closers.calls for closers in counted) == 1
+
+
+def _long_runs(char: str, size: int) -> str:
+    """(review 2) a fence of `size` + 1 `char`s, then one of `size`: no closing run."""
+    return f"You must keep the tests green.\n{char * (size + 1)}\n{char * size}\n"
+
+
+def _shrinking_runs(char: str, size: int) -> str:
+    """(review 2) fence lines each shorter than the last, with sentences between."""
+    return "".join(f"{char * length}\nNever push.\n" for length in range(size, 2, -1))
+
+
+@pytest.mark.parametrize("shape", [_long_runs, _shrinking_runs])
+@pytest.mark.parametrize("char", ["`", "~"])
+def test_each_closing_run_is_read_once(
+    monkeypatch: pytest.MonkeyPatch, shape: Callable[[str, int], str], char: str
+) -> None:
+    # (review 2) the block pattern matched its opening run again (a backreference) at
+    # each position of a run of the same character, comparing up to its length: two
+    # runs of 500,000 took 32 s. A closing run is now read whole, once, and its length
+    # compared in Python
+    assert not any(
+        re.search(r"\\[1-9]", pattern.pattern)
+        for pattern in vars(factfences).values()
+        if isinstance(pattern, re.Pattern)
+    )
+    counted = _counted_closers(monkeypatch)
+    text = shape(char, 3_000)
+    spans = factnoise.fenced_blocks(text)
+    assert spans == numbering.fenced(text)
+    assert sum(closers.read for closers in counted) <= len(text)
+    if shape is _long_runs:  # (a run of ``~`` under the sentence underlines it)
+        assert spans == [(31 if char == "`" else 31 + 3_002, len(text))]
+        assert _facts(text, "constraint", "user") == ["You must keep the tests green."]
 
 
 # 3. a tag alone on a traceback's margin is printed markup, never its error

@@ -78,6 +78,14 @@ def test_a_cat_n_listing_states_no_constraint(text: str, constraints: list[str])
                 "2: You must keep -- always -- the tests.",
             ],
         ),
+        (  # (review 2) after one or two blanks a comment's mark starts a user's item
+            "1: -- Never push to main.\n2:  -- Always run the linter.\n",
+            ["1: -- Never push to main.", "2: -- Always run the linter."],
+        ),
+        (
+            "Rules:\n1- /* Never */ push to main.\n3: // Never edit it.\n",
+            ["1- /* Never */ push to main.", "3: // Never edit it."],
+        ),
     ],
 )
 def test_a_tab_after_a_users_number_keeps_the_constraint(text: str, constraints: list[str]) -> None:
@@ -93,6 +101,7 @@ _LISTING_PIECES += ["//", "/*", "--", "#"]  # (its review: comments)
 @example("1:\tNever push.")
 @example("     1\tNever push.")
 @example("1: \tNever push.")
+@example("1: -- Never push.")  # (review 2: a comment's mark after a blank)
 def test_the_reference_reads_a_listing_line_alike(raw: str) -> None:
     sentence = " ".join(raw.split())
     module = factnoise.numbered_listing(sentence, raw)

@@ -510,9 +510,10 @@ _RAW_READ = 200
 _INDENTED = re.compile(r"\s*\d+[:-](?: {3}| {1,2}\t|\t[ \t])")
 #: a line number of ``cat -n`` or ``nl``: right-aligned in 6 columns, then a tab
 _CAT_NUMBERED = re.compile(r"(?=[ \d]{6}\t) *\d+\t")
-#: a comment of C, Go or SQL after a line's number (``12:<TAB>// Never call this``:
-#: ``grep -n`` of tab-indented source; ``#`` is :data:`CODE_LINE`'s)
-_COMMENT_START = re.compile(r"[ \t]*(?://|/\*|--[ \t])")
+#: a comment of C, Go or SQL after a line's number and a lone tab (``12:<TAB>// Never
+#: call this``: ``grep -n`` of tab-indented source; review 2: after blanks, ``1: --
+#: Never push`` is a user's list; ``#`` is :data:`CODE_LINE`'s)
+_TAB_COMMENT = re.compile(r"\s*\d+[:-]\t(?://|/\*|--[ \t])")
 
 
 def numbered_listing(sentence: str, raw: str) -> bool:
@@ -525,12 +526,12 @@ def numbered_listing(sentence: str, raw: str) -> bool:
     (``12: import os``). A listing's line of prose at one or two blanks (``3: Always
     returns x.``) is read as a user's item: no sound rule tells the two apart, and a
     user's requirement lost is worse than a quoted one kept. A comment after the number
-    (``12:<TAB>// Never call this``) is code too."""
+    after a lone tab (``12:<TAB>// Never call this``) is code too."""
     if _CAT_NUMBERED.match(raw) is not None:
         return True
     number = _NUMBERED.match(sentence)
     if number is None:
         return False
     rest = sentence[number.end() :]
-    indented = _INDENTED.match(raw) is not None
-    return indented or any(line.match(rest) is not None for line in (CODE_LINE, _COMMENT_START))
+    indented = _INDENTED.match(raw) is not None or _TAB_COMMENT.match(raw) is not None
+    return indented or CODE_LINE.match(rest) is not None

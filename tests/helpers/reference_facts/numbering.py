@@ -58,9 +58,10 @@ def numbered_listing(sentence: str, raw: str) -> bool:
     # (session 34: one tab alone after the number is a user's list, ``1:<TAB>Never``)
     tabbed = run[spaces : spaces + 1] == "\t" and (spaces > 0 or run[1:2] in (" ", "\t"))
     indented = written != -1 and (spaces >= 3 or tabbed)
-    body = sentence[rest:].lstrip(" \t")
-    # (its review: a comment of C, Go or SQL, ``12:<TAB>// Never call this``, is code)
-    comment = body.startswith(("//", "/*", "-- ", "--\t"))
+    # (its review: a comment of C, Go or SQL, ``12:<TAB>// Never call this``, is code;
+    # review 2: only after a lone tab, ``1: -- Never push`` is a user's item)
+    lone_tab = run[:1] == "\t" and run[1:2] not in (" ", "\t")
+    comment = lone_tab and run[1:].startswith(("//", "/*", "-- ", "--\t"))
     return indented or code(sentence[rest:]) or comment
 
 

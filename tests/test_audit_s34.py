@@ -313,6 +313,30 @@ def test_a_bare_name_goes_on_over_any_letter() -> None:
     assert retention(paths, "edited é app.py") == (paths, [])
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "C:\\work\\app.py",
+        "C:/work/app.py",
+        "\\\\srv\\share\\a.txt",
+        "src\\app.py",
+        ".\\src\\app.py",
+    ],
+)
+@pytest.mark.parametrize("glued", ["é", "ё", "文件"])
+def test_a_windows_path_glued_to_a_letter_is_not_kept(path: str, glued: str) -> None:
+    # (review 2) a Windows path is a POSIX one as normalized (``c:/work/app.py``,
+    # ``src/app.py``), but the extraction reads one glued to a letter as none: written
+    # with a ``\``, with a drive or a ``//`` start it keeps the word boundary
+    facts = extract_facts([{"role": "user", "content": f"Fix {path} first."}])
+    fact = next(f for f in facts if f.kind == "path")
+    summary = f"Renamed {path}{glued} to C:\\work\\new.py."
+    read = extract_facts([{"role": "assistant", "content": summary}])
+    assert fact.normalized not in {f.normalized for f in read if f.kind == "path"}
+    assert retention([fact], summary) == ([], [fact])
+    assert retention([fact], f"Renamed {path} to C:\\work\\new.py.") == ([fact], [])
+
+
 # 6. an RST title's ``~~~~~`` underline opens no fence (every later constraint was lost)
 
 

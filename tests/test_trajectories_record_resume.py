@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from ctxledger import trajectories
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import StoreError
@@ -40,9 +41,12 @@ def _batch(
     return src, tmp_path / f"{name}out.jsonl", tmp_path / "l.db"
 
 
+def _args(src: Path, dst: Path) -> list[str]:
+    return ["trajectories", "compress", str(src), str(dst), "--target", "4000", "--json"]
+
+
 def _run(src: Path, dst: Path, db: Path) -> Result:
-    args = ["trajectories", "compress", str(src), str(dst), "--target", "4000", "--json"]
-    return CliRunner().invoke(cli, ["--db", str(db), *args])
+    return CliRunner().invoke(cli, ["--db", str(db), *_args(src, dst)])
 
 
 def _sources(db: Path) -> list[str]:
@@ -157,8 +161,68 @@ def test_out_written_from_other_records_of_the_same_ids_is_not_recorded(tmp_path
     again = _run(src, dst, db)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["recorded_sessions"] == []
-    assert again.stderr.count("is no compression of IN's record: not recorded") == len(KEYS)
+    assert again.stderr.count(record.SKIPPED) == len(KEYS)
+    assert json.loads(again.stdout)["not_recorded"] == [f"id:{k}" for k in KEYS]
     assert _sources(db) == before
+
+
+def _spans(dst: Path) -> dict[str, tuple[int, int]]:
+    metrics = [json.loads(line) for line in record.metrics_path_for(dst).read_text().splitlines()]
+    return {m["key"]: (m["turns_compressed_start"], m["turns_compressed_end"]) for m in metrics}
+
+
+def test_a_turn_changed_inside_the_compressed_span_is_not_recorded(tmp_path: Path) -> None:
+    # review 3: only OUT's head and tail were checked against IN: a turn changed in the
+    # middle (a secret redacted, IN rewritten) got OUT's old summary recorded over it
+    src, dst, db = _batch(tmp_path)
+    assert _run(src, dst, db).exit_code == 0
+    before = _sources(db)
+    start, end = _spans(dst)["id:t2"]
+    records = [json.loads(line) for line in src.read_text().splitlines()]
+    turn = records[1]["conversations"][(start + end) // 2]
+    turn["value"] = "REDACTED " + turn["value"]
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    again = _run(src, dst, db)
+    assert again.exit_code == 0, again.output
+    assert again.stderr == f"warning: id:t2: {record.SKIPPED}\n"
+    assert json.loads(again.stdout)["not_recorded"] == ["id:t2"]
+    assert _sources(db) == before
+    text = CliRunner().invoke(cli, ["--db", str(db), *_args(src, dst)[:-1]])
+    assert "not recorded (IN changed after OUT was written): id:t2" in text.stdout
+
+
+def test_metrics_without_a_digest_fall_back_to_the_turns_check(tmp_path: Path) -> None:
+    # metrics files written before the digest: the same IN records nothing again and
+    # warns of nothing; a record whose turns no longer match is still refused
+    src, dst, db = _batch(tmp_path)
+    assert _run(src, dst, db).exit_code == 0
+    path = record.metrics_path_for(dst)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(m["input_digest"] for m in lines)
+    path.write_text("".join(json.dumps({**m, "input_digest": None}) + "\n" for m in lines))
+    with Ledger.open(tmp_path / "other.db") as other:
+        assert len(record.record_batch(other, src, dst, warn=pytest.fail)) == len(KEYS)
+    regenerated, _, _ = _batch(tmp_path, 20, "new-", turns=3)
+    with Ledger.open(tmp_path / "third.db") as third, pytest.warns(UserWarning, match="IN changed"):
+        assert record.record_batch(third, regenerated, dst) == []
+
+
+def test_a_new_db_path_gone_bad_during_the_compress_gets_the_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review 3: the late open of a new --db path was outside the note's try
+    src, dst, db = _batch(tmp_path)
+    real = trajectories.compress_file
+
+    async def compress_then_spoil(*args: Any, **kwargs: Any) -> Any:
+        report = await real(*args, **kwargs)
+        db.write_text("not a ledger\n")
+        return report
+
+    monkeypatch.setattr(trajectories, "compress_file", compress_then_spoil)
+    result = _run(src, dst, db)
+    assert result.exit_code != 0 and dst.stat().st_size > 0
+    assert "note: " in result.stderr and "run the same command again" in result.stderr
 
 
 def test_a_failed_compress_leaves_no_new_ledger(tmp_path: Path) -> None:

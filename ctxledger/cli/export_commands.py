@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +173,7 @@ def trajectories_compress(
     report = anyio.run(run)
     data = report.to_dict()  # type: ignore[attr-defined]
     if state.explicit:  # a new ledger only now: a compress that failed leaves no file
-        data["recorded_sessions"] = _record(state.ledger(), in_path, out_path, already)
+        data.update(_record(state.ledger, in_path, out_path, already))
     if as_json:
         emit_json(data)
     else:
@@ -184,19 +185,23 @@ def trajectories_compress(
         )
 
 
-def _record(ledger: Ledger, in_path: Path, out_path: Path, already: set[str]) -> list[str]:
-    """Record OUT's new records in `ledger`; on a failure, say that OUT holds them all
-    and that the same command records the rest (the error's own line and code follow)."""
+def _record(
+    ledger: Callable[[], Ledger], in_path: Path, out_path: Path, already: set[str]
+) -> dict[str, list[str]]:
+    """Record OUT's new records in the ledger (opened here: a new --db path can go bad
+    while compress runs); on a failure, say that OUT holds them all and that the same
+    command records the rest (the error's own line and code follow). Returns the report's
+    ``recorded_sessions`` and ``not_recorded`` (the keys whose IN record changed)."""
     from ctxledger.trajectories.record import record_batch
 
+    skipped: list[str] = []
+
+    def warn(key: str, line: str) -> None:
+        skipped.append(key)
+        echo(f"warning: {line}", err=True)
+
     try:
-        return record_batch(
-            ledger,
-            in_path,
-            out_path,
-            skip_keys=already,
-            warn=lambda line: echo(f"warning: {line}", err=True),
-        )
+        recorded = record_batch(ledger(), in_path, out_path, skip_keys=already, warn=warn)
     except CtxLedgerError:
         click.echo(
             f"note: {out_path} holds every record; the recording stopped: run the same "
@@ -204,6 +209,7 @@ def _record(ledger: Ledger, in_path: Path, out_path: Path, already: set[str]) ->
             err=True,
         )
         raise
+    return {"recorded_sessions": recorded, "not_recorded": skipped}
 
 
 def _checked_out(in_path: Path, out_path: Path, *, recording: bool) -> bool:
@@ -231,3 +237,5 @@ def _print_trajectory_report(data: dict[str, Any], db: object) -> None:
     )
     if "recorded_sessions" in data:
         console.print(f"recorded {len(data['recorded_sessions'])} compactions in {db}")
+    if data.get("not_recorded"):
+        echo("not recorded (IN changed after OUT was written): " + ", ".join(data["not_recorded"]))

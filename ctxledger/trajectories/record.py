@@ -10,6 +10,7 @@ events a live compaction writes, so ``audit``, ``expand`` and ``diff`` work on t
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from ctxledger.ledger.importing import import_sessions
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import count_message
 from ctxledger.trajectories.batch import metrics_path_for, read_records
-from ctxledger.trajectories.core import TrajectoryMetrics
+from ctxledger.trajectories.core import TrajectoryMetrics, turns_digest
 
 
 def _split(turns: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -134,15 +135,21 @@ def _holds(ledger: Ledger, sid: str, turns: list[Any]) -> bool:
 def _compresses(
     before: Mapping[str, Any], after: Mapping[str, Any], metrics: TrajectoryMetrics
 ) -> bool:
-    """Whether OUT's record `after` is a compression of IN's `before`: its turns before
-    the summary are IN's (a system turn may end with the notice), and those after it are
-    IN's from the span's end. (IN regenerated with the same ids after OUT was written:
-    OUT's summary is of other turns.) A record left uncompressed has nothing to check."""
+    """Whether OUT's record `after` is a compression of IN's `before`: IN's turns are
+    those OUT was compressed from (their digest, when the metrics file holds one), OUT's
+    turns before the summary are IN's (a system turn may end with the notice), and those
+    after it are IN's from the span's end. (IN regenerated with the same ids after OUT
+    was written: OUT's summary is of other turns.) An uncompressed record: nothing to check."""
     start, end = metrics.turns_compressed_start, metrics.turns_compressed_end
     if not metrics.was_compressed or start is None or end is None:
         return True
     turns_in, turns_out = before.get("conversations"), after.get("conversations")
     if not isinstance(turns_in, list) or not isinstance(turns_out, list) or end > len(turns_in):
+        return False
+    digest = metrics.input_digest
+    if len(turns_in) != metrics.original_turns or (
+        digest is not None and digest != turns_digest(turns_in)
+    ):
         return False
     if (
         len(turns_out) != start + 1 + len(turns_in) - end
@@ -254,13 +261,14 @@ def record_batch(
     out_path: str | os.PathLike[str],
     *,
     skip_keys: set[str] | None = None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str, str], None] | None = None,
 ) -> list[str]:
     """Record the compressed trajectories of a finished batch (except `skip_keys`: those a
     resumed run had already written, when this ledger holds their compaction: a record
     whose recording failed or was cut is recorded again); returns the continuation ids.
     A record OUT holds that is no compression of IN's record of its key (IN regenerated
-    after OUT was written) is not recorded: `warn` is told which."""
+    after OUT was written) is not recorded: `warn(key, message)` is told (by default,
+    `warnings.warn`)."""
     inputs = {r.key: r.record for r in read_records(in_path)}
     ledger.refresh()  # another run may have recorded meanwhile (a compress takes hours)
     done, halfway = _recorded_here(ledger)
@@ -275,8 +283,7 @@ def record_batch(
                 continue
             after = msgspec.json.decode(out_line)
             if not _compresses(before, after, metrics):
-                if warn is not None:
-                    warn(f"{key}: OUT's record is no compression of IN's record: not recorded")
+                (warn or _warn)(key, f"{key}: {SKIPPED}")
                 continue
             new = record_trajectory(
                 ledger, key, before, after, metrics, original=halfway.pop(key, None)
@@ -284,3 +291,10 @@ def record_batch(
             if new is not None:
                 recorded.append(new)
     return recorded
+
+
+SKIPPED = "not recorded: IN changed after OUT was written: compress into a new OUT to record it"
+
+
+def _warn(key: str, message: str) -> None:
+    warnings.warn(message, stacklevel=3)

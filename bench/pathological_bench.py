@@ -2,9 +2,11 @@
 
 A 200-message coding session, and the same session holding one 20 KB non-JSON tool
 argument (a single 20,000-character word: the shape that was quadratic); and the same
-session holding one 10 MB user message. Each figure is the time of the operation on
-the session with the odd message, beside the same operation on the plain session
-(the baseline), in this process (no CLI start-up) but for ``whatif_cli``. Goal: ratio <= 2.
+session holding one 10 MB user message, or one 1 MB user message of RST titles
+underlined ever shorter, or of two long runs of backticks (session 34's reviews: both
+were quadratic in the fence reader). Each figure is the time of the operation on the
+session with the odd message, beside the same operation on the plain session (the
+baseline), in this process (no CLI start-up) but for ``whatif_cli``. Goal: ratio <= 2.
 
 Each line also carries the CPU time (``cpu_ms``, ``baseline_cpu_ms``, ``cpu_ratio``:
 the machine is shared, wall time is noisy). The what-if is measured twice: ``whatif``
@@ -89,13 +91,36 @@ def session(odd: str | None, big_chars: int) -> list[dict[str, Any]]:
                 "content": " ".join(rng.choices(_WORDS, k=rng.randint(10, 400))),
             }
         )
-    if odd == "user":
-        big = (" ".join(rng.choices(_WORDS, k=big_chars // 4)) + " é")[-big_chars:]
+    if odd in ("user", "underlines", "fence_runs"):
+        if odd == "underlines":
+            big = underlines(1_000)
+        elif odd == "fence_runs":
+            big = fence_runs(1_000_000)
+        else:
+            big = (" ".join(rng.choices(_WORDS, k=big_chars // 4)) + " é")[-big_chars:]
         messages[101:101] = [
             {"role": "user", "content": big},
             {"role": "assistant", "content": "noted"},
         ]
     return messages
+
+
+def underlines(titles: int) -> str:
+    """RST titles each underlined with ``~`` and shorter than the one before (session
+    34's review: 1 MB for 1,000; each underline, read as a fence first, read on to the
+    text's end)."""
+    return "".join(
+        f"\n{'T' * size}\n{'~' * size}\nYou must keep the tests green.\n"
+        for size in range(titles, 0, -1)
+    )
+
+
+def fence_runs(chars: int) -> str:
+    """A fence of a run of backticks half `chars` long, then a run one shorter, which
+    closes nothing (session 34's review 2: the block pattern matched the opening run
+    again at each position of the second run; 1 MB took 32 s)."""
+    size = chars // 2
+    return f"You must keep the tests green.\n{'`' * (size + 1)}\n{'`' * size}\n"
 
 
 def _ledger(tmp: str, name: str, messages: list[dict[str, Any]]) -> tuple[Ledger, str]:
@@ -267,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     big_chars = int(args.big_mb * 1_000_000)
     plain = measure(None, args.runs, big_chars)
     cases = (("argument", "20 KB non-JSON tool argument", ("compress", "audit", "whatif")),
-             ("user", f"{args.big_mb:g} MB user message", ("whatif", "whatif_cold")))  # fmt: skip
+             ("user", f"{args.big_mb:g} MB user message", ("whatif", "whatif_cold")),
+             ("underlines", "1 MB user message of ever shorter RST titles", ("whatif_cold",)),
+             ("fence_runs", "1 MB user message of two runs of backticks", ("whatif_cold",)))  # fmt: skip
     for odd, label, ops in cases:
         timed = measure(odd, args.runs, big_chars)
         for op in ops:

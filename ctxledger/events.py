@@ -501,6 +501,14 @@ def upcast_stored(payload: bytes, schema: int) -> Event:
     For payloads :data:`EVENT_DECODER` could not take as today's shape. Raises
     :class:`InvalidEvent` when the payload is not an event or cannot be upcast.
     """
+    if not isinstance(payload, bytes | memoryview) or type(schema) is not int:
+        wrong = "payload" if not isinstance(payload, bytes | memoryview) else "schema"
+        value = payload if wrong == "payload" else schema
+        raise InvalidEvent(
+            f"the row's {wrong} is {'NULL' if value is None else type(value).__name__}"
+        )
+    if not payload:  # (a read of head columns gives a NULL payload as no bytes)
+        raise InvalidEvent("the row's payload is empty (NULL or no bytes)")
     try:
         kind = msgspec.json.decode(payload, type=_Tag).kind
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

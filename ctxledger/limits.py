@@ -14,7 +14,8 @@ ones. Every walk here is iterative: a check for "too deep" must not itself recur
   :data:`MAX_SESSION_ID_CHARS`) and hold no control character (newline and tab
   included) and no bidirectional-text control (:func:`check_name`): they are printed on
   one line in tables and headers. Only new values are checked: what an old ledger holds
-  is read as it is, and a what-if replays it (:func:`replaying_recorded`).
+  is read as it is, and a what-if replays it (:func:`replaying_recorded`). A manual
+  compression's focus is free text: at most :data:`MAX_FOCUS_CHARS`, newline and tab allowed.
 - **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
   accepted only when it is integral, ``12.0``); a context length is an integer in
   ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
@@ -25,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import hashlib
 import math
 import os
 import re
@@ -57,11 +57,16 @@ MAX_TITLE_CHARS = 4096
 MAX_SESSION_ID_CHARS = 1024
 #: the longest reason a session is ended with (characters): a short phrase, shown in listings
 MAX_REASON_CHARS = 1000
+#: the longest focus topic of a manual compression (characters): a phrase or a few lines
+MAX_FOCUS_CHARS = 4096
 
 #: what a name may not hold: C0 and C1 controls and DEL, the line and paragraph
 #: separators, and the bidirectional-text controls (marks, embeddings, overrides, isolates)
 NOT_IN_NAME_CLASS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _NOT_IN_NAME = re.compile(f"[{NOT_IN_NAME_CLASS}]")
+_NAME_RULE = "names, titles and ids may hold no control characters (newline and tab included)"
+#: what free text (``lines=True``) may not hold: the same, newline and tab aside
+_NOT_IN_TEXT = re.compile("[" + NOT_IN_NAME_CLASS.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f") + "]")
 
 #: a string (escapes included; an unterminated one runs to the end of the text, so a
 #: match started at a quote never fails and is never retried from each later quote:
@@ -401,37 +406,6 @@ def check_text(value: Any, field: str) -> str:
     return value
 
 
-#: how much of a long id a key made for it keeps (then ``.h`` and 32 hex digits: 160)
-KEY_KEPT = 126
-#: what an id's start may keep in :func:`keyed_title`'s fallback
-_NOT_IN_TITLE_KEY = re.compile(r"[^A-Za-z0-9._:@/ -]")
-
-
-def digest_key(start: str, whole: str) -> str:
-    """A key made for the id `whole`: `start` (at most :data:`KEY_KEPT` characters of it,
-    as the caller made them safe), ``.h`` and 32 hex digits of the sha256 of the whole id
-    (the LangChain and OpenAI Agents adapters share it). Each caller keeps its own
-    characters of the start, on purpose: a title may hold ``/`` and spaces
-    (:func:`keyed_title`); an OpenAI Agents key only what the HTTP API names in a path;
-    LangChain %-escapes (its keys of before hold ``/``, spaces and any letter). Their
-    ledgers hold keys made so: none of the three can change."""
-    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{start[:KEY_KEPT]}.h{digest}"
-
-
-def keyed_title(head: str, host_id: str, tail: str = "") -> str:
-    """`head`, a host's id (an adapter's session, a trajectory's record) and `tail` as a
-    session title; where that is no title :func:`check_name` takes (too long, a control
-    character), the id is a key made for it (its start with other characters as ``-``,
-    and a digest), so each id still has one title the ledger takes."""
-    title = f"{head}{host_id}{tail}"
-    try:
-        return check_name(title, "title", MAX_TITLE_CHARS)
-    except InvalidInput:
-        key = digest_key(_NOT_IN_TITLE_KEY.sub("-", host_id[:KEY_KEPT]), host_id)
-        return f"{head}{key}{tail}"
-
-
 #: True while a what-if replays a ledger's recorded values (:func:`replaying_recorded`),
 #: else the exact values an adapter continues as recorded (:func:`taking_as_recorded`)
 _RECORDED: ContextVar[Literal[True] | frozenset[str]] = ContextVar(
@@ -452,6 +426,11 @@ def replaying_recorded() -> Iterator[None]:
         _RECORDED.reset(token)
 
 
+def replaying() -> bool:
+    """Whether a what-if replays recorded values (inside :func:`replaying_recorded`)."""
+    return _RECORDED.get() is True
+
+
 @contextlib.contextmanager
 def taking_as_recorded(*values: str) -> Iterator[None]:
     """Inside it, :func:`check_name` takes these exact `values` (and checks every other
@@ -467,12 +446,12 @@ def taking_as_recorded(*values: str) -> Iterator[None]:
         _RECORDED.reset(token)
 
 
-def check_name(value: object, field: str, limit: int) -> str:
+def check_name(value: object, field: str, limit: int, *, lines: bool = False) -> str:
     """`value` when it is a string of at most `limit` characters, UTF-8 can encode it and
     it holds none of :data:`_NOT_IN_NAME`, else InvalidInput naming `field` (a long value
     is never echoed whole; a value of another type is refused, never a TypeError). Any
     string inside :func:`replaying_recorded`, and the values given to
-    :func:`taking_as_recorded` inside it."""
+    :func:`taking_as_recorded` inside it. `lines`: free text, newline and tab allowed."""
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string, got {type(value).__name__}")
     recorded = _RECORDED.get()
@@ -483,12 +462,14 @@ def check_name(value: object, field: str, limit: int) -> str:
             f"{field} is too long: {len(value):,} characters (at most {limit:,}), "
             f"starting {value[:40]!a}"
         )
-    found = _NOT_IN_NAME.search(value)
+    found = (_NOT_IN_TEXT if lines else _NOT_IN_NAME).search(value)
     if found is not None:
+        which = f"a {field} may hold no control characters but newline and tab,"
         raise InvalidInput(
             f"{field} holds the control character U+{ord(found.group()):04X} at character "
-            f"{found.start() + 1:,} ({value[:60]!a}): names, titles and ids may hold no "
-            "control characters (newline and tab included) and no bidirectional-text controls"
+            f"{found.start() + 1:,} ({value[:60]!a}): "
+            + (which if lines else _NAME_RULE)
+            + " and no bidirectional-text controls"
         )
     return check_unicode(value, field)
 
@@ -561,7 +542,6 @@ def check_input_text(value: Any, field: str) -> str:
 
 
 __all__ = [
-    "KEY_KEPT",
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
@@ -583,15 +563,14 @@ __all__ = [
     "check_token_count",
     "check_unicode",
     "decimal_digits",
-    "digest_key",
     "json_depth",
     "json_problem",
     "json_text_depth",
-    "keyed_title",
     "max_input_bytes",
     "max_json_depth",
     "not_json",
     "not_unicode",
+    "replaying",
     "replaying_recorded",
     "taking_as_recorded",
     "too_deep",

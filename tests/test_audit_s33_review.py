@@ -57,7 +57,7 @@ def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
         (  # a listing: three blanks or a tab after the number, or code (two blanks and
             # a number of 100+ were a listing's too before the second review: a user's
             # list reads so as well, and a requirement lost is worse than a quote kept)
-            "Shown:\n5:    Never use tabs in src/a.py.\n7:\tAlways run the linter first.\n"
+            "Shown:\n5:    Never use tabs in src/a.py.\n7:\t\tAlways run the linter first.\n"
             "8: import os  # never remove this import\n"
             "120:   Always serializes to an integer value.\nAlways run the tests.\n",
             ["Always run the tests."],
@@ -196,7 +196,7 @@ def test_the_reference_numbering_rules_agree_with_the_module(line: str, raw_extr
     assert not module_name or numbering.listed_name(line)
     if not factnoise.listed_code_or_field(line):
         assert numbering.listed_name(line) == factnoise.listed_or_documented(line)
-    spans = [m.span() for m in factnoise._LINE_FENCE.finditer(line)]
+    spans = factnoise.fenced_blocks(line)
     assert numbering.fenced(line) == spans
 
 

@@ -262,7 +262,7 @@ def test_a_thread_recorded_with_a_bidi_control_in_its_key_goes_on(service, monke
 def test_a_long_thread_whose_digest_key_kept_a_bidi_control_goes_on(service, monkeypatch):
     """A thread past 150 characters holding U+2066, recorded before session 33: its key was
     the digest with the control kept as itself. It is found under that key and goes on."""
-    from ctxledger.limits import digest_key
+    from ctxledger.idkeys import digest_key
 
     thread = "p\u2066q" + "z" * 200
     old_key = digest_key(thread, thread)  # (nothing but the control was escaped then)

@@ -32,7 +32,7 @@ from ctxledger.analysis.compactions import (
 )
 from ctxledger.analysis.factviews import ChainViews, Group, Piece, Step
 from ctxledger.compressor.factkinds import CATEGORIES
-from ctxledger.compressor.factmatch import Haystack
+from ctxledger.compressor.factmatch import Haystack, written_windows
 from ctxledger.compressor.facts import (
     Fact,
     find_paths,
@@ -134,7 +134,9 @@ def split_kept(facts: list[AuditedFact], text: str) -> tuple[list[AuditedFact], 
     kept: list[AuditedFact] = []
     lost: list[AuditedFact] = []
     for fact in facts:
-        (kept if hay.holds(fact.kind, fact.normalized) else lost).append(fact)
+        (
+            kept if hay.holds(fact.kind, fact.normalized, written_windows(fact.value)) else lost
+        ).append(fact)
     return kept, lost
 
 

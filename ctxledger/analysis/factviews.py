@@ -36,6 +36,7 @@ from ctxledger.compressor.factmatch import (
     JoinedHaystack,
     fact_text,
     joined_haystack,
+    written_windows,
 )
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.factscan import LONG_TEXT
@@ -85,7 +86,9 @@ class Group:
     facts: set[str]
 
     def states(self, fact: Fact) -> bool:
-        return fact.normalized in self.facts or self.hay.holds(fact.kind, fact.normalized)
+        return fact.normalized in self.facts or self.hay.holds(
+            fact.kind, fact.normalized, written_windows(fact.value)
+        )
 
 
 @dataclass(slots=True)

@@ -228,13 +228,14 @@ async def drive(
 
 
 async def start_and_drive(
-    svc: ContextService, start: StartInfo, steps: Iterable[Step], **kwargs: Any
+    svc: ContextService, start: StartInfo, steps: Iterable[Step], replay: bool = True, **kw: Any
 ) -> DriveResult:
-    """Start the chain's first session as recorded (same id and encoding), then :func:`drive`."""
+    """Start the chain's first session as recorded (same id and encoding), then :func:`drive`;
+    `replay=False` (a live recording) checks names and focus as any new input."""
     spec = start.spec()
-    with replaying_recorded():  # names today's checks refuse replay as recorded
+    with replaying_recorded() if replay else contextlib.nullcontext():
         sid = await svc.start(msgspec.structs.replace(spec, model=_model(spec.model)))
-        return await drive(svc, sid, steps, **kwargs)
+        return await drive(svc, sid, steps, **kw)
 
 
 # Recorded values replay as recorded: older ledgers hold values today's checks refuse

@@ -438,6 +438,7 @@ def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json
     view = ledger.transcript.session(sid)
     if unpin and message_id not in view.pinned:
         raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
+    ledger.api_messages(sid)  # (the plan reads them: a row that cannot be read fails first)
     ledger.pin(sid, message_id, not unpin)
     prepared = plan_compaction(ledger, sid, force=True)
     index = (1 if view.system_prompt is not None else 0) + ledger.transcript.session(

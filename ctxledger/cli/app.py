@@ -102,8 +102,8 @@ class State:
                 require_ledger_file(self.db)
             if reads:
                 self._ledger = open_for_reading(self.db, self._open)
-            else:
-                self._ledger = self._open(False)
+            else:  # an empty file names nothing recorded: read, not made a ledger
+                self._ledger = self._open(existing and _empty_file(self.db))
         return self._ledger
 
     def _open(self, read_only: bool) -> Ledger:
@@ -127,6 +127,13 @@ class State:
                     sys.exit(1)
             finally:
                 self._ledger.close()
+
+
+def _empty_file(target: str) -> bool:
+    try:
+        return os.path.getsize(target) == 0 and os.path.isfile(target)
+    except OSError:  # (not there, or a URL)
+        return False
 
 
 def changed_instead(exc: CtxLedgerError, store: EventStore) -> CtxLedgerError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,11 @@ from ctxledger.cli.app import (
     state_of,
     summarizer_option,
 )
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import CtxLedgerError, InvalidInput
+from ctxledger.eventstore.opening import is_url
 from ctxledger.importers.export import export_messages
 from ctxledger.inputfile import is_stream
+from ctxledger.ledger.facade import Ledger
 
 
 @cli.command()
@@ -138,9 +142,12 @@ def trajectories_compress(
     """Compress IN.jsonl into OUT.jsonl (resumable); with an explicit --db, record each as events."""
     from ctxledger.cli.compress import make_summarizer
     from ctxledger.trajectories import TrajectoryConfig, compress_file
-    from ctxledger.trajectories.record import record_batch, written_keys
+    from ctxledger.trajectories.record import written_keys
 
-    stream = _checked_out(in_path, out_path, recording=state_of(ctx).explicit)
+    state = state_of(ctx)
+    stream = _checked_out(in_path, out_path, recording=state.explicit)
+    if state.explicit and (is_url(state.db) or os.path.lexists(state.db)):
+        state.ledger()  # opened first: a file that is no ledger is refused before OUT is written
     config = TrajectoryConfig(
         target_max_tokens=target,
         summary_target_tokens=summary_target,
@@ -151,7 +158,7 @@ def trajectories_compress(
         per_trajectory_timeout=timeout,
         retries=retries,
     )
-    summarizer = make_summarizer(summarizer_kind, state_of(ctx).config())
+    summarizer = make_summarizer(summarizer_kind, state.config())
     already = written_keys(out_path)
 
     async def run() -> object:
@@ -160,16 +167,13 @@ def trajectories_compress(
             out_path,
             config,
             summarizer,
-            progress=not (no_progress or as_json or state_of(ctx).quiet),
+            progress=not (no_progress or as_json or state.quiet),
         )
 
     report = anyio.run(run)
     data = report.to_dict()  # type: ignore[attr-defined]
-    state = state_of(ctx)
-    if state.explicit:
-        data["recorded_sessions"] = record_batch(
-            state.ledger(), in_path, out_path, skip_keys=already
-        )
+    if state.explicit:  # a new ledger only now: a compress that failed leaves no file
+        data.update(_record(state.ledger, in_path, out_path, already))
     if as_json:
         emit_json(data)
     else:
@@ -179,6 +183,33 @@ def trajectories_compress(
             f"note: {out_path} is a FIFO or /dev/null: no metrics file or report was written beside it",
             err=True,
         )
+
+
+def _record(
+    ledger: Callable[[], Ledger], in_path: Path, out_path: Path, already: set[str]
+) -> dict[str, list[str]]:
+    """Record OUT's new records in the ledger (opened here: a new --db path can go bad
+    while compress runs); on a failure, say that OUT holds them all and that the same
+    command records the rest (the error's own line and code follow). Returns the report's
+    ``recorded_sessions`` and ``not_recorded`` (the keys whose IN record changed)."""
+    from ctxledger.trajectories.record import record_batch
+
+    skipped: list[str] = []
+
+    def warn(key: str, line: str) -> None:
+        skipped.append(key)
+        echo(f"warning: {line}", err=True)
+
+    try:
+        recorded = record_batch(ledger(), in_path, out_path, skip_keys=already, warn=warn)
+    except CtxLedgerError:
+        click.echo(
+            f"note: {out_path} holds every record; the recording stopped: run the same "
+            "command again to record those the ledger does not hold yet",
+            err=True,
+        )
+        raise
+    return {"recorded_sessions": recorded, "not_recorded": skipped}
 
 
 def _checked_out(in_path: Path, out_path: Path, *, recording: bool) -> bool:
@@ -206,3 +237,5 @@ def _print_trajectory_report(data: dict[str, Any], db: object) -> None:
     )
     if "recorded_sessions" in data:
         console.print(f"recorded {len(data['recorded_sessions'])} compactions in {db}")
+    if data.get("not_recorded"):
+        echo("not recorded (IN changed after OUT was written): " + ", ".join(data["not_recorded"]))

@@ -246,6 +246,32 @@ def is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+#: a Windows path as normalized: a drive (``c:/work``) or a UNC path (``//server``)
+_WINDOWS_START = re.compile(r"[A-Za-z]:/|//")
+
+
+def _ascii_path(needle: str, path: bool, windows: bool) -> bool:
+    """Whether `needle` is a path of ASCII characters with a ``/``: the extraction's
+    POSIX paths, whose name goes on only over its own path characters (ASCII,
+    :func:`inside_longer_path`), so a letter of any other script ends it
+    (``修改src/app.py文件``, ``src/app.pyㅋ``, ``ésrc/app.py``). A bare name
+    (``éapp.py`` is one name), a name holding other letters and a Windows path (written
+    with a ``\\``: `windows`; a drive, a ``//`` start) keep ``\\w``: the extraction
+    reads a Windows path glued to a letter as none (review 2: ``C:\\work\\app.pyé``)."""
+    return (
+        path
+        and not windows
+        and "/" in needle
+        and needle.isascii()
+        and _WINDOWS_START.match(needle) is None
+    )
+
+
+def _name_goes_on(char: str, ascii_path: bool) -> bool:
+    """Whether `char` next to a match goes on its word (:func:`_ascii_path`)."""
+    return not ascii_path and is_word(char)
+
+
 # --------------------------------------------------------------------------- per occurrence
 
 
@@ -393,12 +419,13 @@ def _after_drive(haystack: str, start: int) -> bool:
     )
 
 
-def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
+def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool = False) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    if is_word(needle[0]) and start > 0 and is_word(haystack[start - 1]):
+    ascii_path = _ascii_path(needle, path, windows)
+    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], ascii_path):
         return False
-    if is_word(needle[-1]) and end < len(haystack) and is_word(haystack[end]):
+    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], ascii_path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         return not inside_longer_path(haystack, start, end, needle)
@@ -411,18 +438,19 @@ def _accepted(haystack: str, start: int, needle: str, path: bool) -> bool:
 PLAIN_TRIES = 8
 
 
-def contains(haystack: str, needle: str, *, path: bool = False) -> bool:
-    """Whether normalized `needle` occurs in normalized `haystack` as a match (see above)."""
+def contains(haystack: str, needle: str, *, path: bool = False, windows: bool = False) -> bool:
+    """Whether normalized `needle` occurs in normalized `haystack` as a match (see above;
+    `windows`: a path fact written with a ``\\``, :func:`_ascii_path`)."""
     if not needle:
         return False
     start = haystack.find(needle)
     tries = 0
     while start != -1:
-        if _accepted(haystack, start, needle, path):
+        if _accepted(haystack, start, needle, path, windows):
             return True
         tries += 1
         if tries >= PLAIN_TRIES:
-            return search(haystack, needle, path=path)
+            return search(haystack, needle, path=path, windows=windows)
         if is_word(needle[0]):
             # a later start inside this word run follows a word char: skip the run
             # (a needle of letters inside a 10 MB word was one find per position)
@@ -439,11 +467,11 @@ def contains(haystack: str, needle: str, *, path: bool = False) -> bool:
 _NON_WORD = re.compile(r"\W")
 
 
-def search(haystack: str, needle: str, *, path: bool = False) -> bool:
+def search(haystack: str, needle: str, *, path: bool = False, windows: bool = False) -> bool:
     """:func:`contains` as regex searches: linear in C however often `needle` occurs."""
     if not needle:
         return False
-    plain, in_url = _patterns(needle, path)
+    plain, in_url = _patterns(needle, path, windows)
     long_version = not path and _long_dotted_end(needle)
     dotted_start = not path and _DOTTED_START.match(needle) is not None
     if _found(plain, haystack, needle, long_version, dotted_start):
@@ -499,7 +527,9 @@ _SCHEME = "[" + _class(_SCHEME_CHARS) + "]"
 
 
 @functools.lru_cache(maxsize=4096)
-def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+def _patterns(
+    needle: str, path: bool, windows: bool = False
+) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
     """The regexes of `needle`'s matches: anywhere, and (an absolute path) as a URL's path.
 
     The needle comes first so the engine finds candidates by its literal prefix; the
@@ -508,7 +538,7 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
     """
     literal = re.escape(needle)
     behind: list[str] = []
-    if is_word(needle[0]):
+    if is_word(needle[0]) and not _ascii_path(needle, path, windows):  # (else its class, below)
         behind.append(r"\w")
     if needle[0] in _DIGITS and not path:
         behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
@@ -517,7 +547,7 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
         behind.append("[" + _PATH_CLASS + slash + (":" if needle.startswith("//") else "") + "]")
         if needle[0] == "/":
             behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
-    ahead = _ahead(needle, path)
+    ahead = _ahead(needle, path, windows)
     plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
     in_url = None
     if path and needle[0] == "/":
@@ -526,10 +556,10 @@ def _patterns(needle: str, path: bool) -> tuple[re.Pattern[str], re.Pattern[str]
     return re.compile(plain), in_url
 
 
-def _ahead(needle: str, path: bool) -> str:
+def _ahead(needle: str, path: bool, windows: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
-    if is_word(needle[-1]):
+    if is_word(needle[-1]) and not _ascii_path(needle, path, windows):  # (else its class)
         ahead.append(r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):

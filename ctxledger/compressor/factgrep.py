@@ -8,6 +8,11 @@ shows it: a line number between two dashes (not a date's year, ``app.log-2024-05
 or, without one, the same text holding that path as a match line (``src/x.py:``).
 :func:`context_spans` gives the separators; path finding blanks them (same length), so
 the path is found as in a match line.
+
+A directory tree drawn in ASCII glues its branch to a name the same way
+(``|----__init__.py``, ``|   `--utils.py``): :func:`branch_spans` gives the branches,
+read only at a line's start (after blanks and the ``|`` of outer levels), since a ``-``
+before a name is more of it elsewhere (``--verbose``, ``old-app.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import re
 
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
 
-__all__ = ["LINE_NUMBER", "context_spans", "grep_follows"]
+__all__ = ["LINE_NUMBER", "branch_spans", "context_spans", "grep_follows", "tree_follows"]
 
 #: what may not follow a line number's closing ``-``: the rest of a date, whose year the
 #: number would be (``app.log-2024-05-20``)
@@ -83,7 +88,29 @@ def grep_follows(text: str) -> list[str] | None:
     once, or None when `text` has none. A path found with the separators blanked and not
     in `text` starts one of them (``setup.py`` of ``README.md-11-setup.py``: the ``-``
     glued to it reads as more of a name), so the matcher looks for it there too."""
-    spans = context_spans(text)
+    return _rests(text, context_spans(text))
+
+
+#: a tree's branch glued to a name, at a line's start: blanks and outer levels' ``|``,
+#: then ``|``, a backquote or ``+`` and two dashes or more, before a name's character
+_BRANCH = re.compile(r"^[ \t|]*[|`+]-{2,}(?=[\w.])", re.MULTILINE)
+
+
+def branch_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of a tree's branches glued to a name (``|----``, ``|   `--``), each
+    from its line's start: blanked, a path is found as after a blank."""
+    return [match.span() for match in _BRANCH.finditer(text)] if "--" in text else []
+
+
+def tree_follows(text: str) -> list[str] | None:
+    """What follows each tree branch glued to a name in `text`, to its line's end, each
+    once, or None when `text` has none (as :func:`grep_follows`: ``__init__.py`` of
+    ``|----__init__.py``)."""
+    return _rests(text, branch_spans(text))
+
+
+def _rests(text: str, spans: list[tuple[int, int]]) -> list[str] | None:
+    """The rest of the line after each span, each once, or None with no span."""
     if not spans:
         return None
     follows: dict[str, None] = {}

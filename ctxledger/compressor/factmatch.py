@@ -36,7 +36,7 @@ import msgspec
 from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factescapes import escape_follows
-from ctxledger.compressor.factgrep import grep_follows
+from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
@@ -165,8 +165,8 @@ class Haystack:
         #: the words after the escapes of its escaped lines (factescapes), joined,
         #: when it has some; False until asked
         self._unescaped: Haystack | Literal[False] | None = False
-        #: (case-sensitive, path, needle) -> answer, kept for long texts only
-        self._answers: dict[tuple[bool, bool, str], bool] | None = (
+        #: (case-sensitive, path, written with a backslash, needle) -> answer, kept for long texts only
+        self._answers: dict[tuple[bool, bool, bool, str], bool] | None = (
             {} if len(text) >= LONG_TEXT else None
         )
         #: (case-sensitive, character) -> whether the text holds it (asked of long texts)
@@ -178,8 +178,9 @@ class Haystack:
             self._cased = normalize_cased(self.text)
         return self._cased
 
-    def holds(self, kind: str, normalized: str) -> bool:
-        """Whether the text states a fact of `kind` normalized as `normalized`.
+    def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:
+        """Whether the text states a fact of `kind` normalized as `normalized`
+        (`windows`: a path written with a ``\\``, :func:`written_windows`).
 
         A Windows path (``c:/logs/app.log``, ``src/app.py`` as normalized) is also stated
         with doubled separators: the text of a JSON string escapes each backslash
@@ -189,9 +190,10 @@ class Haystack:
         stated by the text with the escapes of its escaped lines blanked
         (``"docs\\nsetup.py\\n"`` states ``setup.py``, as the extraction reads it), and
         with grep's context separators blanked (``README.md-11-setup.py`` states
-        ``setup.py``: :func:`.factgrep.grep_follows`).
+        ``setup.py``: :func:`.factgrep.grep_follows`), and after a tree's branch
+        (``|----__init__.py`` states ``__init__.py``: :func:`.factgrep.tree_follows`).
         """
-        if self._holds_fact(kind, normalized):
+        if self._holds_fact(kind, normalized, windows):
             return True
         if kind != "path":
             return False
@@ -200,16 +202,20 @@ class Haystack:
             # text and not in the text (the escape's letter was glued to it), and what
             # decides a match there lies in the words after the escapes: checked in
             # them alone, a small text, not in the whole blanked text a second time
-            follows = (escape_follows(self.text) or []) + (grep_follows(self.text) or [])
+            follows = [
+                *(escape_follows(self.text) or []),
+                *(grep_follows(self.text) or []),
+                *(tree_follows(self.text) or []),
+            ]
             self._unescaped = Haystack(JOIN.join(follows)) if follows else None
         other = self._unescaped
-        return other is not None and other._holds_fact(kind, normalized)
+        return other is not None and other._holds_fact(kind, normalized, windows)
 
-    def _holds_fact(self, kind: str, normalized: str) -> bool:
+    def _holds_fact(self, kind: str, normalized: str, windows: bool) -> bool:
         """:meth:`holds` without the second reading of escaped lines."""
         cased = kind in CASE_SENSITIVE_KINDS
         path = kind == "path"
-        if self._holds(cased, path, normalized):
+        if self._holds(cased, path, normalized, windows):
             return True
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
@@ -217,7 +223,7 @@ class Haystack:
             return False
         if ":" not in normalized and not self._doubled():
             return False  # (its doubled form would hold a "//" outside a "://")
-        return self._holds(cased, path, normalized.replace("/", "//"))
+        return self._holds(cased, path, normalized.replace("/", "//"), windows)
 
     def _doubled(self) -> bool:
         """Whether the text holds a ``//`` that is no URL's ``://`` (asked once per text)."""
@@ -244,16 +250,17 @@ class Haystack:
         value = code_value(code.group(1))
         return value is not None and value in self._exit_codes
 
-    def _holds(self, cased: bool, path: bool, normalized: str) -> bool:
+    def _holds(self, cased: bool, path: bool, normalized: str, windows: bool) -> bool:
         answers = self._answers
         if answers is None:
-            return contains(self.cased if cased else self.folded, normalized, path=path)
-        key = (cased, path, normalized)
+            text = self.cased if cased else self.folded
+            return contains(text, normalized, path=path, windows=windows)
+        key = (cased, path, windows, normalized)
         found = answers.get(key)
         if found is None:
             text = self.cased if cased else self.folded
             found = self._may_hold(cased, text, normalized) and contains(
-                text, normalized, path=path
+                text, normalized, path=path, windows=windows
             )
             answers[key] = found
         return found
@@ -346,15 +353,15 @@ class JoinedHaystack:
         if short:
             self._hays.insert(0, Haystack(JOIN.join(short)))
 
-    def holds(self, kind: str, normalized: str) -> bool:
-        """What ``Haystack(JOIN.join(texts)).holds(kind, normalized)`` answers."""
+    def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:
+        """What ``Haystack(JOIN.join(texts)).holds(kind, normalized, windows)`` answers."""
         if self._joined is None and (
             not normalized or JOIN in normalized or normalized.strip() != normalized
         ):
             self._joined = Haystack(JOIN.join(self.texts))
         if self._joined is not None:
-            return self._joined.holds(kind, normalized)
-        return any(hay.holds(kind, normalized) for hay in self._hays)
+            return self._joined.holds(kind, normalized, windows)
+        return any(hay.holds(kind, normalized, windows) for hay in self._hays)
 
 
 def joined_haystack(texts: Sequence[str]) -> Haystack | JoinedHaystack:
@@ -368,7 +375,7 @@ def joined_haystack(texts: Sequence[str]) -> Haystack | JoinedHaystack:
 def fact_in_text(fact: Fact, text: str | Haystack) -> bool:
     """Whether `text` still states `fact` (normalized, word-bounded match)."""
     hay = text if isinstance(text, Haystack) else Haystack(text)
-    return hay.holds(fact.kind, fact.normalized)
+    return hay.holds(fact.kind, fact.normalized, written_windows(fact.value))
 
 
 def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]:
@@ -377,8 +384,17 @@ def retention(facts: Sequence[Fact], text: str) -> tuple[list[Fact], list[Fact]]
     kept: list[Fact] = []
     lost: list[Fact] = []
     for fact in facts:
-        (kept if hay.holds(fact.kind, fact.normalized) else lost).append(fact)
+        (
+            kept if hay.holds(fact.kind, fact.normalized, written_windows(fact.value)) else lost
+        ).append(fact)
     return kept, lost
+
+
+def written_windows(value: str) -> bool:
+    """Whether a fact's `value` is written with a ``\\`` (a Windows path: ``src\\app.py``
+    is ``src/app.py`` normalized, but the extraction reads it glued to a letter as no
+    path, so its boundary stays a word's: :func:`.factbounds.contains`)."""
+    return "\\" in value
 
 
 #: leading ``./`` pieces, taken off in one step (a loop of slices was quadratic in a run

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
+from ctxledger.compressor.factfences import FENCE, fenced_blocks
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
@@ -20,6 +21,7 @@ __all__ = [
     "CODE_LINE",
     "FENCE",
     "diff_side",
+    "fenced_blocks",
     "in_file_listing",
     "is_label",
     "labelled",
@@ -34,18 +36,6 @@ __all__ = [
     "reports_success",
     "stated",
 ]
-
-#: a fenced block of markdown (an unclosed one runs to the text's end)
-FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-#: a fenced block (``` or ~~~) whose fence opens its line (after any blanks: a list
-#: item's block is indented) or ends a line of prose after a blank (``See below. ```py``),
-#: closed by a line its fence opens or ends (the opening line's own rest too); a ```
-#: inside a sentence (``answer with ``` fences``) opens none
-_LINE_FENCE = re.compile(
-    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3}|~{3})"
-    r".*?(?:^[ \t]*\1[^\n]*|\1[ \t]*$|\Z)",
-    re.DOTALL | re.MULTILINE,
-)
 
 #: a line of code: a traceback frame, a statement, a decorator, a comment, a prompt, an
 #: assignment of a call's result (``x = f(``, ``out, ok = self.fix(``); a tuple's or
@@ -263,10 +253,13 @@ _HOST_ERRORS = ("Permission denied", "Connection ", "No route to host", "Host ke
 #: a version where a shell error line's program goes (``3.0: DateTime fields cannot be
 #: used``, ``2.7.18.1: …``, a changelog's entry); not an IPv4 address, a host's name that
 #: ``pdsh`` puts before its output: a dotted quad of at most 3 digits each before a
-#: program's output (lower case: ``bash: x: command not found``) or a remote shell's
+#: program's name and its ``:`` (``bash: x: command not found``; a lower-case word alone
+#: is a changelog's entry: ``4.2.0.1: cannot be used with …``) or a remote shell's
 #: error (``10.0.0.5: Permission denied``, ``Connection refused``, ``No route to host``)
 _VERSION_PROG = re.compile(
-    r"[ \t]*(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}:[ \t]*(?:[a-z]|" + "|".join(_HOST_ERRORS) + r"))"
+    r"[ \t]*(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}:[ \t]*(?:[a-z][\w.-]*:|"
+    + "|".join(_HOST_ERRORS)
+    + r"))"
     r"[0-9]+(?:\.[0-9]+)+(?: [0-9]+)?:"
 )
 
@@ -415,7 +408,12 @@ def _margin_lines(text: str, start: int, end: int) -> list[str]:
         opening = _OPENING_TAG.match(text, start, stop)
         if opening is not None:
             opened.add(opening.group(1))
-        if start < stop and not text[start].isspace() and not text.startswith(_NOT_RAISED, start):
+        if (
+            start < stop
+            and not text[start].isspace()
+            and not text.startswith(_NOT_RAISED, start)
+            and (text[start] != "<" or _TAG_ALONE.fullmatch(text, start, stop) is None)
+        ):
             found.append(text[start:stop])
         start = stop + 1
     return found
@@ -429,6 +427,9 @@ _NOT_RAISED = ("Traceback", "During", "The above")
 _CLOSING_TAG = re.compile(r"</([A-Za-z][\w.:-]*)>[ \t\r]*")
 #: a line opening a tag (after blanks): ``<table>``, ``<div class="x">``
 _OPENING_TAG = re.compile(r"[ \t]*<([A-Za-z][\w.:-]*)[ \t>]")
+#: a line that is a tag alone (``<table>``, ``<div class="a">``, ``</div>``, ``<br/>``):
+#: printed markup, never a traceback's exception line
+_TAG_ALONE = re.compile(r"</?[A-Za-z][\w.:-]*(?:[ \t][^<>\n]*)?/?>[ \t\r]*")
 
 
 #: how far back the start of an exception name's line is looked for
@@ -488,7 +489,7 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
     if not sentences:
         return sentences
     quoting = "```" in text or "~~~" in text
-    fences = [match.span() for match in _LINE_FENCE.finditer(text)] if quoting else []
+    fences = fenced_blocks(text) if quoting else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:
@@ -503,21 +504,34 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
 
 #: how much of a numbered sentence's own text is read for the blanks after its number
 _RAW_READ = 200
-#: a listing's indent after its number: three blanks or a tab among the first three
-_INDENTED = re.compile(r"\s*\d+[:-](?: {0,2}\t| {3})")
+#: a listing's indent after its number: three blanks, or a tab among the first three
+#: with another blank before or after it (one tab alone is a user's list item:
+#: ``1:<TAB>Never push``; ``5:  <TAB>x`` and ``7:<TAB><TAB>x`` are a listing's)
+_INDENTED = re.compile(r"\s*\d+[:-](?: {3}| {1,2}\t|\t[ \t])")
+#: a line number of ``cat -n`` or ``nl``: right-aligned in 6 columns, then a tab
+_CAT_NUMBERED = re.compile(r"(?=[ \d]{6}\t) *\d+\t")
+#: a comment of C, Go or SQL after a line's number and a lone tab (``12:<TAB>// Never
+#: call this``: ``grep -n`` of tab-indented source; review 2: after blanks, ``1: --
+#: Never push`` is a user's list; ``#`` is :data:`CODE_LINE`'s)
+_TAB_COMMENT = re.compile(r"\s*\d+[:-]\t(?://|/\*|--[ \t])")
 
 
 def numbered_listing(sentence: str, raw: str) -> bool:
     """Whether `sentence` (its blanks made one; `raw`, its text as written) starts with
-    a listing's line number (:func:`numbered`) and reads as a listing's line, not as a
+    a number of ``cat -n`` or ``nl`` (``     2<TAB># Never push``), or a listing's line
+    number (:func:`numbered`) and reads as a listing's line, not as a
     user's numbered list (``1- Never push to main.``, ``100: Never push``, ``1:Never``,
     ``2-  You must not``): a listing's line has source's indent after its number (three
-    blanks or a tab: ``1463:        msg = 'The precision must be …'``) or code after it
+    blanks, or a tab and another blank: ``1463:        msg = 'The precision must be …'``) or code after it
     (``12: import os``). A listing's line of prose at one or two blanks (``3: Always
     returns x.``) is read as a user's item: no sound rule tells the two apart, and a
-    user's requirement lost is worse than a quoted one kept."""
+    user's requirement lost is worse than a quoted one kept. A comment after the number
+    after a lone tab (``12:<TAB>// Never call this``) is code too."""
+    if _CAT_NUMBERED.match(raw) is not None:
+        return True
     number = _NUMBERED.match(sentence)
     if number is None:
         return False
-    indented = _INDENTED.match(raw) is not None
-    return indented or CODE_LINE.match(sentence[number.end() :]) is not None
+    rest = sentence[number.end() :]
+    indented = _INDENTED.match(raw) is not None or _TAB_COMMENT.match(raw) is not None
+    return indented or CODE_LINE.match(rest) is not None

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ctxledger.compressor.factescapes import unescaped
-from ctxledger.compressor.factgrep import context_spans
+from ctxledger.compressor.factgrep import branch_spans, context_spans
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
@@ -549,12 +549,14 @@ def _judged(raw: str) -> str | None:
 def path_text(text: str) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
     (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``), grep's context separators
-    (:mod:`.factgrep`: ``src/x.py-12-from y``), quoted ``sed`` expressions and range
+    (:mod:`.factgrep`: ``src/x.py-12-from y``), a tree's branches glued to a name
+    (``|----__init__.py``), quoted ``sed`` expressions and range
     addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
     text = text if blanked is None else blanked
     text = mask(text, context_spans(text))
+    text = mask(text, branch_spans(text))
     if "'" not in text and '"' not in text:
         return text  # an expression is quoted
     text = mask(text, range_spans(text))

@@ -67,6 +67,7 @@ from ctxledger.compressor.toolcalls import (
     TERMINAL_COMMAND_KEYS,
     bare_tool_name,
     call_name_and_args,
+    command_line,
     tool_family,
 )
 from ctxledger.messages import content_text
@@ -459,8 +460,7 @@ class _Found:
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:
-                first = next((ln for ln in value.splitlines() if ln.strip()), "")
-                self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
+                self.add("command", offset, _cap(command_line(value), COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
                 # a multi-line argument is a script or a file body, a command is code: not prose
                 prose = "\n" not in value.strip() and lowered not in command_keys

@@ -36,6 +36,7 @@ __all__ = [
     "bare_tool_name",
     "call_name_and_args",
     "call_parts",
+    "command_line",
     "parse_arguments",
     "result_text",
     "tool_family",
@@ -143,6 +144,19 @@ def call_parts(call: Any) -> tuple[str, Any]:
         return "", None
     name = fn.get("name")
     return name if type(name) is str or isinstance(name, str) else "", fn.get("arguments")
+
+
+def command_line(command: str) -> str:
+    """The line of a shell command that says what it runs: its first non-blank line that
+    is no ``#`` comment (``# Let me create a test`` of an agent's script, ``#!/bin/bash``
+    are no commands). A command of blanks and comments only: its first non-blank line."""
+    first = ""
+    for line in command.splitlines():
+        stripped = line.lstrip()
+        if stripped and not stripped.startswith("#"):
+            return line
+        first = first or (line if stripped else "")
+    return first
 
 
 def call_name_and_args(call: Any) -> tuple[str, dict[str, Any]]:

@@ -47,6 +47,6 @@ def record_generated(
     svc = ContextService(ledger, config=ledger.config)
 
     async def run() -> DriveResult:
-        return await start_and_drive(svc, start, steps)
+        return await start_and_drive(svc, start, steps, replay=False)
 
     return anyio.run(run).session_id

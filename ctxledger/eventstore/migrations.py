@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -118,12 +119,29 @@ def _is_ledger(conn: sqlite3.Connection, what: str) -> bool:
     """Whether `conn`'s database has ``_migrations`` (False: it has no table at all);
     raises InvalidInput when it holds tables but not that one."""
     tables = [row[0] for row in conn.execute(_TABLES)]
+    if not tables:
+        _refuse_marked(conn, what)
     if "_migrations" in tables or not tables:
         return bool(tables)
     raise InvalidInput(
         f"{what} is not a ctxledger ledger (it holds a table {tables[0]!r} and no "
         "_migrations); give a ledger's path or a new file"
     )
+
+
+def _refuse_marked(conn: sqlite3.Connection, what: str) -> None:
+    """InvalidInput for a database with no table that another program made its own: a
+    view, or an application id or user version (a ledger never sets them), which
+    opening it as a new ledger would fill with the ledger's tables."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    view = conn.execute("SELECT name FROM sqlite_master WHERE type = 'view' LIMIT 1").fetchone()
+    if app_id or version or view:
+        mark = f"a view {view[0]!r}" if view else f"application id {app_id}, user version {version}"
+        raise InvalidInput(
+            f"{what} is not a ctxledger ledger (it holds no table but is another program's: "
+            f"{mark}); give a ledger's path or a new file"
+        )
 
 
 def refuse_foreign_database(path: str) -> None:
@@ -158,6 +176,31 @@ def refuse_foreign_connection(conn: sqlite3.Connection, path: str) -> None:
         _is_ledger(conn, path)
     except sqlite3.Error:
         return
+    except InvalidInput:
+        conn.close()
+        _tidy_side_files(path)
+        raise
+
+
+def _tidy_side_files(path: str) -> None:
+    """Remove the ``-wal`` and ``-shm`` a read-only connection (which may not remove
+    them) left beside another program's database in WAL mode, as SQLite itself does: a
+    connection that may write, closed last. Only with an empty ``-wal`` (nothing to merge
+    into their file) and a folder this process may write; never while another has it open.
+    Through a symlink, beside the file it names (where SQLite put them)."""
+    real = os.path.realpath(path)
+    wal = real + "-wal"
+    try:
+        if os.path.getsize(wal) != 0 or not os.access(os.path.dirname(wal) or ".", os.W_OK):
+            return
+        uri = "file:" + urllib.parse.quote(os.fsencode(real)) + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return  # (SQLite removed both unless another connection had them open)
 
 
 MIGRATIONS = Migrations()

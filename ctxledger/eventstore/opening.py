@@ -8,6 +8,7 @@ path would silently create a directory named after its scheme.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -23,6 +24,7 @@ from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
 
 __all__ = [
+    "close_quietly",
     "default_db_path",
     "env_db",
     "is_url",
@@ -179,6 +181,13 @@ def open_store(
             "pip install 'ctxledger[postgres]'"
         ) from exc
     return PostgresEventStore(text, durability=durability, **options)
+
+
+def close_quietly(store: EventStore) -> None:
+    """Close `store` while another error is raised: an error of the close itself is
+    dropped, so the one that made the caller give up is the one reported."""
+    with contextlib.suppress(Exception):
+        store.close()
 
 
 def env_db() -> str | None:

@@ -41,6 +41,10 @@ from ctxledger.messages import JSON
 #: ``"linked"`` (a :func:`row_digest` per row, one :func:`link_hash` per append)
 ChainFormat = Literal["per_event", "linked"]
 CHAIN_FORMATS: tuple[ChainFormat, ...] = ("per_event", "linked")
+#: what a decoder's fast path raises on a stored payload it cannot take as today's shape:
+#: msgspec's errors, or TypeError for a payload that is no bytes (NULL or a number, as a
+#: tool could write); the slow path (:func:`~ctxledger.events.upcast_stored`) names it
+UNDECODED = (msgspec.DecodeError, msgspec.ValidationError, TypeError)
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -189,7 +193,7 @@ def decode_stored(payload: bytes, schema: int) -> Event:
         event: Event = EVENT_DECODER.decode(payload)
         if schema == event.SCHEMA or (type(event), schema) in READ_AS_IS:
             return event
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except UNDECODED:
         pass  # perhaps an older shape: the upcasting path decides
     return upcast_stored(payload, schema)
 
@@ -213,7 +217,7 @@ def decode_rows(
         for seq, version, schema, payload, digest in rows:
             try:
                 event: Event | None = decode(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except UNDECODED:
                 event = None  # maybe an older shape: upcast_stored upcasts or explains
             if event is None or (
                 schema != event.SCHEMA and (type(event), schema) not in READ_AS_IS
@@ -290,7 +294,7 @@ def decode_bodies(
         if schema == MESSAGE_SCHEMA:
             try:
                 body = decode(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except UNDECODED:
                 rest.append(seq)
                 continue
             if body.content_ref is None:
@@ -340,7 +344,7 @@ def head_columns(stream: str, schema: int, payload: bytes) -> tuple[str, int] | 
         return NO_HEAD
     try:
         item = HEAD_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except UNDECODED:
         return NO_HEAD
     if type(item) is not MessageHead or item.session_id != stream:
         return NO_HEAD
@@ -355,7 +359,7 @@ def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
     """
     try:
         item: Event | MessageHead | None = HEAD_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except UNDECODED:
         item = None
     if type(item) is MessageHead:
         if schema == MESSAGE_SCHEMA:

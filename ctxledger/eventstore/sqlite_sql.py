@@ -71,12 +71,14 @@ READ_HEADS = (
 # No version: every column fetched costs ~0.1 s per million rows in Python objects, and
 # a fold needs only each stream's last version (VERSION_AT, once per stream)
 # the columns are trusted only on a row at today's MessageAppended schema (the one they
-# were derived at); any other row is folded from its payload, through its upcaster
+# were derived at); any other row is folded from its payload, through its upcaster. A
+# NULL payload (the NOT NULL rewritten away by a tool) is read as empty, so it is the
+# decoders' "cannot be decoded", not a NULL that means "the head is in the columns"
 READ_HEAD_COLUMNS = (
     "SELECT seq, stream_id, message_id, tokens, schema,"
     " CASE WHEN typeof(message_id) = 'text' AND typeof(tokens) = 'integer'"
     f" AND schema = {MessageAppended.SCHEMA} THEN NULL"
-    " ELSE payload END FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
+    " ELSE coalesce(payload, x'') END FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
 STREAM_NAMES = "SELECT stream_id, stream FROM streams WHERE stream_id > ? ORDER BY stream_id"
 # backfill (migration 0002 left old rows without heads): messages still without one

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ctxledger import ContextService
 from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
-from ctxledger.limits import KEY_KEPT, digest_key, keyed_title
+from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -36,7 +36,7 @@ def host_title(prefix: str, host_id: str, suffix: str = "") -> str:
     that is no title the ledger takes (too long, a control character: see
     :func:`~ctxledger.limits.check_name`), `prefix` and a key made for the id (its start
     with other characters as ``-``, and a digest), so each id still has one title;
-    `suffix` (the adapter's own words) follows either (:func:`~ctxledger.limits.keyed_title`)."""
+    `suffix` (the adapter's own words) follows either (:func:`~ctxledger.idkeys.keyed_title`)."""
     return keyed_title(f"{prefix} ", host_id, suffix)
 
 

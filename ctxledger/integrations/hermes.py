@@ -248,6 +248,7 @@ class CtxLedgerEngine(ContextEngine):
     async def _compress(
         self, svc: ContextService, messages: list[JSON], focus: str | None, ids: tuple[str, ...]
     ) -> list[JSON]:
+        focus = focus_topic(focus)  # a focus the ledger refuses appends nothing first
         messages = host.unmarked(messages)
         if self._root is None:
             await self._resume(svc, messages, ids)
@@ -330,7 +331,7 @@ class CtxLedgerEngine(ContextEngine):
             svc.config,
             token_counts(inp, svc.config)[:k],
             context_length=self.context_length or inp.context_length,
-            focus=focus_topic(focus),
+            focus=focus,
             force=True,
         )
         return decision.action == "compress"

@@ -30,7 +30,7 @@ from ctxledger.errors import FailureClass, SummarizerError
 from ctxledger.events import CompressionSkipped, Trigger
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
-from ctxledger.limits import check_limit_variables, check_text, check_unicode
+from ctxledger.limits import MAX_FOCUS_CHARS, check_limit_variables, check_name
 from ctxledger.projections import Projector
 
 
@@ -94,7 +94,7 @@ def plan_compaction(
 ) -> Prepared:
     """Plan without appending anything (``compress --dry-run``)."""
     if focus is not None:  # a number or a lone surrogate failed deep in the summarizer
-        check_unicode(check_text(focus, "focus"), "focus")
+        check_name(focus, "focus", MAX_FOCUS_CHARS, lines=True)
     ledger.live_session(session_id)
     return prepare(
         compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force

@@ -43,7 +43,7 @@ from ctxledger.events import (
 )
 from ctxledger.events import SessionEnded as SessionEndedEvent
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
-from ctxledger.eventstore.opening import default_db_path, open_store
+from ctxledger.eventstore.opening import close_quietly, default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
@@ -59,13 +59,7 @@ from ctxledger.ledger.spec import (
     checked_tools,
 )
 from ctxledger.limits import check_context_length, check_input_text, check_seq, check_text
-from ctxledger.messages import (
-    JSON,
-    CallIdRepair,
-    CallLedger,
-    repair_call_ids,
-    validate_messages,
-)
+from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -136,7 +130,11 @@ class Ledger:
         # SQLite makes missing parent folders (0700); read_only: an existing file, nothing written
         target = path if path is not None else default_db_path()
         store = open_store(target, durability=durability, read_only=read_only)
-        return cls(store, clock=clock, ids=ids, config=config)
+        try:
+            return cls(store, clock=clock, ids=ids, config=config)
+        except BaseException:  # a log the fold cannot read: closed (its -wal, -shm go too)
+            close_quietly(store)
+            raise
 
     def close(self) -> None:
         """Seal the head anchor (if this ledger appended to a file), then close the store.

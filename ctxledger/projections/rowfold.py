@@ -21,13 +21,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Mapping
 
-import msgspec
-
 from ctxledger.events import SWITCH_INLINE_SCHEMA, Event, SessionSwitched
 from ctxledger.eventstore.contents import layout_problem
 from ctxledger.eventstore.rows import (
     HEAD_DECODER,
     MESSAGE_SCHEMA,
+    UNDECODED,
     ColumnRow,
     HeadRow,
     MessageHead,
@@ -66,7 +65,7 @@ def fold_rows(
                     continue
                 try:
                     item: Event | MessageHead | None = decode(payload)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except UNDECODED:
                     item = None
                 if type(item) is not head_type or schema != schema_now:
                     item = decode_head(seq, schema, payload)
@@ -266,7 +265,7 @@ def _fold_payload(
     version 0: :func:`fold_column_rows` sets the versions at the end."""
     try:
         item: Event | MessageHead | None = HEAD_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except UNDECODED:
         item = None
     if type(item) is not MessageHead or schema != MESSAGE_SCHEMA:
         item = decode_head(seq, schema, payload)

@@ -13,6 +13,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
+from ctxledger.limits import MAX_FOCUS_CHARS, check_name, replaying
 from ctxledger.messages import check_new_messages
 
 
@@ -87,10 +88,15 @@ def check_error_report(status: object, requested_max_tokens: object) -> None:
 
 
 def focus_topic(focus: Any) -> str | None:
-    """A manual compression's focus: None, or a non-blank string (stripped)."""
+    """A manual compression's focus: None, or a non-blank string (stripped) that was,
+    as given, within the bounds of :func:`ctxledger.limits.check_name` for free text (the
+    string every face checks, before anything is recorded). A what-if replays a recorded
+    focus as it was recorded (not stripped, not checked)."""
     if focus is not None and not isinstance(focus, str):
         raise InvalidInput("focus must be a string or None")
-    return (focus or "").strip() or None
+    if focus is None or replaying():
+        return focus
+    return check_name(focus, "focus", MAX_FOCUS_CHARS, lines=True).strip() or None
 
 
 __all__ = [

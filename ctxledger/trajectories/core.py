@@ -25,6 +25,7 @@ are not redone.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -116,6 +117,9 @@ class TrajectoryMetrics(msgspec.Struct, kw_only=True):
     attempts: int = 0
     seconds: float = 0.0
     error: str | None = None
+    # sha256 of the IN record's turns (turns_digest) when compressed; None in metrics
+    # files written before session 34 (recording then checks OUT's turns against IN's)
+    input_digest: str | None = None
 
 
 class TrajectoryPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -216,6 +220,15 @@ def clip_to_tokens(text: str, budget: int, encoding: str = DEFAULT_ENCODING) -> 
 
 def _count_all(values: Sequence[str], encoding: str) -> list[int]:
     return [count_text(v, encoding) for v in values]
+
+
+def turns_digest(turns: Sequence[Any]) -> str | None:
+    """A digest of a record's turns (keys sorted: the same turns, the same digest);
+    None for turns that are not JSON (a library caller's own objects)."""
+    try:
+        return hashlib.sha256(msgspec.json.encode(turns, order="sorted")).hexdigest()
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return None
 
 
 def check_turns(turns: Any) -> list[Turn]:
@@ -332,6 +345,7 @@ async def compress_turns(
     m.tokens_saved = total - after
     m.compression_ratio = round(after / max(total, 1), 6)
     m.was_compressed = True
+    m.input_digest = await anyio.to_thread.run_sync(turns_digest, turns)
     m.still_over_limit = after > config.target_max_tokens
     return out, m
 

@@ -21,6 +21,7 @@ from ctxledger.compressor.toolcalls import (
     TERMINAL_COMMAND_KEYS,
     bare_tool_name,
     call_parts,
+    command_line,
     parse_arguments,
     tool_family,
 )
@@ -161,8 +162,7 @@ def _action(index: int, call: Mapping[str, Any], result: str | None, detail: int
         command = raw
     path = next((str(args[k]) for k in PATH_KEYS if isinstance(args.get(k), str)), "")
     if command:
-        first = next((ln for ln in command.splitlines() if ln.strip()), "")
-        verb, target = "RAN", f"`{cap(first, 200)}`"
+        verb, target = "RAN", f"`{cap(command_line(command), 200)}`"
     elif path:
         extra = [
             f"{k}={cap(str(v), 40)}"

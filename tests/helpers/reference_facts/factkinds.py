@@ -42,7 +42,7 @@ from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
 from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
 from helpers.reference_facts.numbering import listed_name, numbered, version
-from helpers.reference_facts.tags import closing_tag, opening_tag
+from helpers.reference_facts.tags import closing_tag, opening_tag, tag_alone
 
 __all__ = [
     "CATEGORIES",
@@ -282,6 +282,7 @@ def _traceback_error(lines: list[str]) -> str | None:
             if line
             and not line[0].isspace()
             and not line.startswith(("Traceback", "During", "The above"))
+            and not tag_alone(line)  # (session 34: printed markup)
         ][:64]
 
     last = margin(after)

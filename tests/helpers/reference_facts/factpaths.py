@@ -415,8 +415,38 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
     text = mask(text, _grep_context(text))
+    text = mask(text, _tree_branches(text))  # session 34
     text = mask(text, _range_addresses(text))  # session 33
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
+
+
+def _tree_branches(text: str) -> list[tuple[int, int]]:
+    """Session 34: a tree's branches glued to a name, each from its line's start: blanks
+    and ``|``, then a ``|`` (the last of them) or a backquote or ``+``, then two dashes or
+    more, then a letter, digit, ``_`` or ``.``."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for line in text.split("\n"):
+        blanks = 0
+        while blanks < len(line) and line[blanks] in " \t|":
+            blanks += 1
+        if line[blanks : blanks + 1] in ("`", "+"):
+            dashes = blanks + 1
+        else:
+            dashes = blanks if blanks and line[blanks - 1] == "|" else -1
+        end = dashes
+        while dashes != -1 and end < len(line) and line[end] == "-":
+            end += 1
+        after = line[end : end + 1]
+        if (
+            dashes != -1
+            and end - dashes >= 2
+            and after != ""
+            and (after.isalnum() or after in "_.")
+        ):
+            spans.append((offset, offset + end))
+        offset += len(line) + 1
+    return spans
 
 
 def _range_addresses(text: str) -> list[tuple[int, int]]:

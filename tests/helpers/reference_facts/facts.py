@@ -387,8 +387,7 @@ class _Found:
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:
-                first = next((ln for ln in value.splitlines() if ln.strip()), "")
-                self.add("command", offset, _cap(first, COMMAND_MAX_CHARS))
+                self.add("command", offset, _cap(_runs(value), COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
                 # a multi-line argument is a script or a file body, a command is code: not prose
                 prose = "\n" not in value.strip() and lowered not in command_keys
@@ -505,3 +504,12 @@ __all__ = [
     "outcome_lines",
     "retention",
 ]
+
+
+def _runs(command: str) -> str:
+    """Session 34: the line a command runs: its first line that holds more than blanks and
+    does not start with ``#`` after them (a shell comment runs nothing); with none, its
+    first line that holds more than blanks."""
+    lines = [line for line in command.splitlines() if line.strip()]
+    ran = [line for line in lines if not line.strip().startswith("#")]
+    return (ran or lines or [""])[0]

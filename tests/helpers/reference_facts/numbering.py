@@ -2,22 +2,29 @@
 
 * **numbered** — a listing's line number at a line's start (``1463:``, ``28-``): blanks,
   digits, then ``:`` or ``-`` with no digit after it;
-* **a listing's line** — numbered, then three blanks or blanks holding a tab among
-  their first three (source's indent), or code; any other numbered line is a user's
-  list item (``1- Never push to main.``, ``100: Never``, ``1:Never``, ``2-  You must``);
+* **a listing's line** — numbered, then three blanks, or at most two blanks and a tab
+  with another blank or tab before or after it (source's indent), or code; any other
+  numbered line is a user's list item (``1- Never push to main.``, ``100: Never``,
+  ``1:Never``, ``2-  You must``, ``1:<TAB>Never``); and (session 34) a line of
+  ``cat -n`` or ``nl``: a number right-aligned in six columns, then a tab; and (its
+  review) a numbered line whose rest starts with a comment: ``//``, ``/*``, ``--`` and a
+  blank (code);
 * **a listed name** — numbered, then an exception's name alone (maybe with a ``,`` or
   ``)`` and blanks after it) or ``Raise``/``Raises``, blanks and an upper-case letter;
 * **a version** in a shell error line's program place (``3.0: …``), no IPv4 address;
-* **fenced blocks** — from a line opening (after any blanks) with ``````` or ``~~~``, or a
-  line of prose ending in blanks, ``````` and an info word, to the end of the next line its
-  fence opens or ends (an unclosed one to the text's end).
+* **fenced blocks** — from a line opening (after any blanks) with three or more ``` ` ```
+  or ``~``, or a line of prose ending in blanks, ``````` and an info word, to the end of the
+  next line its fence (the whole run: a ```` block quotes ``` lines) opens or ends (an
+  unclosed one to the text's end); a line of ``~`` under a title no longer than it is
+  the title's underline (RST), no fence: a title holds a letter or digit, is no label
+  (``Do:``) and no fence's line, and follows a blank line or starts the text.
 """
 
 from __future__ import annotations
 
 from helpers.reference_facts.factlines import code
 
-__all__ = ["fenced", "listed_name", "numbered", "numbered_listing", "version"]
+__all__ = ["cat_numbered", "fenced", "listed_name", "numbered", "numbered_listing", "version"]
 
 
 def _number_end(line: str) -> int:
@@ -40,14 +47,30 @@ def numbered(line: str) -> bool:
 def numbered_listing(sentence: str, raw: str) -> bool:
     """Whether `sentence` is numbered and no user's list item; its blanks are read in
     `raw`, the first 200 characters of its text as written."""
+    if cat_numbered(raw):
+        return True
     rest = _number_end(sentence)
     if rest == -1:
         return False
     written = _number_end(raw)
     run = raw[written:] if written != -1 else ""
     spaces = len(run) - len(run.lstrip(" "))
-    indented = written != -1 and (spaces >= 3 or run[spaces : spaces + 1] == "\t")
-    return indented or code(sentence[rest:])
+    # (session 34: one tab alone after the number is a user's list, ``1:<TAB>Never``)
+    tabbed = run[spaces : spaces + 1] == "\t" and (spaces > 0 or run[1:2] in (" ", "\t"))
+    indented = written != -1 and (spaces >= 3 or tabbed)
+    # (its review: a comment of C, Go or SQL, ``12:<TAB>// Never call this``, is code;
+    # review 2: only after a lone tab, ``1: -- Never push`` is a user's item)
+    lone_tab = run[:1] == "\t" and run[1:2] not in (" ", "\t")
+    comment = lone_tab and run[1:].startswith(("//", "/*", "-- ", "--\t"))
+    return indented or code(sentence[rest:]) or comment
+
+
+def cat_numbered(raw: str) -> bool:
+    """Session 34: whether `raw` (a sentence's text as written) starts as a line of
+    ``cat -n`` or ``nl`` does: six columns of blanks then digits, then a tab."""
+    column = raw[:6]
+    digits = column.lstrip(" ")
+    return raw[6:7] == "\t" and digits.isdecimal()
 
 
 def listed_name(line: str) -> bool:
@@ -87,7 +110,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
     blanks before a ``` ending a line of prose) to the end of its closing line (without
     its newline), the last one unclosed to the text's end."""
     blocks: list[tuple[int, int]] = []
-    opened, fence, start = -1, "", 0
+    opened, fence, start, previous, blank_before = -1, "", 0, "", True
     while start <= len(text):
         stop = text.find("\n", start)
         stop = len(text) if stop == -1 else stop
@@ -96,20 +119,39 @@ def fenced(text: str) -> list[tuple[int, int]]:
             if line.lstrip(" \t").startswith(fence) or line.rstrip(" \t").endswith(fence):
                 blocks.append((opened, stop))
                 opened = -1
+        elif _underline(line, previous) and blank_before:
+            pass  # (session 34: an RST title's ``~~~~~``, no fence)
         elif line.lstrip(" \t")[:3] in ("```", "~~~"):
-            fence = line.lstrip(" \t")[:3]
+            body = line.lstrip(" \t")
+            fence = body[: len(body) - len(body.lstrip(body[0]))]
             opened = start
-            if line.lstrip(" \t")[3:].rstrip(" \t").endswith(fence):
+            if body[len(fence) :].rstrip(" \t").endswith(fence):
                 blocks.append((opened, stop))
                 opened = -1
         else:
             at = _prose_fence(line)
             if at != -1:
                 opened, fence = start + at, "```"
+        blank_before = start == 0 or previous.strip(" \t\r") == ""
+        previous = line
         start = stop + 1
     if opened != -1:
         blocks.append((opened, len(text)))
     return blocks
+
+
+def _underline(line: str, previous: str) -> bool:
+    """Session 34: whether `line` underlines `previous` as an RST title does: three or
+    more ``~`` from its first column and blanks, under a line no longer than the run
+    that holds a letter or a digit, does not end in ``:`` (a label: ``Do:``) and opens
+    no fence (its review: a fence's line or a rule is no title). (The caller checks
+    that a blank line or the text's start comes before the title.)"""
+    run = line.rstrip(" \t\r")
+    title = previous.rstrip(" \t\r")
+    tildes = len(run) >= 3 and run == "~" * len(run)
+    worded = any(char.isalnum() for char in title) and not title.endswith(":")
+    fence = title.lstrip(" \t")[:3] in ("```", "~~~")
+    return tildes and worded and not fence and len(title) <= len(run)
 
 
 def _prose_fence(line: str) -> int:
@@ -129,12 +171,15 @@ def _prose_fence(line: str) -> int:
 def version(prefix: str, tail: str = "") -> bool:
     """Session 33: whether a program's place holds a version: dotted numbers (``3.0``),
     maybe a blank and a number after them; four of at most 3 digits alone are an IPv4
-    address when `tail` (after the ``:``) is a program's output or a remote shell's error
-    (second review: ``2.7.18.1: DateTime …`` is a version)."""
+    address when `tail` (after the ``:``) is a program's name and ``:`` (``bash: …``) or a
+    remote shell's error (second review: ``2.7.18.1: DateTime …`` is a version)."""
     dotted = prefix.split(" ")
     parts = dotted[0].split(".")
     output = tail.lstrip(" \t")
-    hosted = output[:1] in "abcdefghijklmnopqrstuvwxyz" and output != ""
+    name = 1  # (session 34: a program's name and its ``:``; a word alone is a changelog's)
+    while name < len(output) and (output[name].isalnum() or output[name] in "_.-"):
+        name += 1
+    hosted = output[:1] in "abcdefghijklmnopqrstuvwxyz" and output[name : name + 1] == ":"
     hosted = hosted or output.startswith(
         ("Permission denied", "Connection ", "No route to host", "Host key", "Could not")
     )

@@ -3,7 +3,7 @@ with a closing tag alone (``</output>``); a script prints HTML (``<table>``)."""
 
 from __future__ import annotations
 
-__all__ = ["closing_tag", "opening_tag"]
+__all__ = ["closing_tag", "opening_tag", "tag_alone"]
 
 
 def closing_tag(line: str) -> str:
@@ -24,6 +24,24 @@ def opening_tag(line: str) -> str:
         end += 1
     ended = body[end : end + 1] in (" ", "\t", ">")
     return _tag_name(body[1:end]) if body.startswith("<") and ended else ""
+
+
+def tag_alone(line: str) -> bool:
+    """Session 34: whether `line` is one tag and blanks (``<table>``, ``</div>``,
+    ``<div class="a">``, ``<br/>``): ``<``, maybe ``/``, a tag's name, then nothing or a
+    blank and no ``<`` or ``>``, maybe ``/``, then ``>``."""
+    body = line.rstrip(" \t\r")
+    if not body.startswith("<") or not body.endswith(">"):
+        return False
+    inner = body[1:-1]
+    inner = inner[1:] if inner.startswith("/") else inner
+    inner = inner[:-1] if inner.endswith("/") else inner
+    end = 0
+    while end < len(inner) and (inner[end].isalnum() or inner[end] in "_.:-"):
+        end += 1
+    rest = inner[end:]
+    plain = rest == "" or (rest[0] in " \t" and "<" not in rest and ">" not in rest)
+    return _tag_name(inner[:end]) != "" and plain
 
 
 def _tag_name(name: str) -> str:

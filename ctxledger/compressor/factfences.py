@@ -1,0 +1,91 @@
+"""Fenced blocks of markdown: what a user quotes between fence lines (backticks, tildes).
+
+:mod:`.factnoise` reads no constraint a user states inside one (a PR's config, a log);
+an RST title's ``~~~~~`` underline opens none (session 34).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["FENCE", "fenced_blocks"]
+
+#: a fenced block of markdown (an unclosed one runs to the text's end)
+FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+#: where a fenced block (``` or ~~~) opens: its fence opens its line (after any blanks:
+#: a list item's block is indented) or ends a line of prose after a blank (``See
+#: below. ```py``); a ``` inside a sentence (``answer with ``` fences``) opens none.
+#: The block runs to the end of a line its fence opens or to the end of one it ends (the
+#: opening line's own rest too), the closing run at least as long as the opening one (a
+#: ```` block quotes ``` lines), or to the text's end (:func:`_block_end`)
+_FENCE_OPENER = re.compile(
+    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})", re.MULTILINE
+)
+#: per fence character, each whole run that may close a block: one opening its line
+#: (``a``: the block ends with that line) or one ending its line (``b``); each run is
+#: read once and its length compared in Python (review 2: a pattern matching the
+#: opening run again by a backreference compared up to its length at every position
+#: inside a run, 1 MB of two runs took 32 s)
+_CLOSERS = {
+    char: re.compile(rf"^[ \t]*(?P<a>{char}+)|(?<!{char})(?P<b>{char}+)[ \t]*$", re.MULTILINE)
+    for char in ("`", "~")
+}
+#: an RST title's underline: ``~`` from the line's first column to its end (blanks after)
+_UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
+
+
+def fenced_blocks(text: str) -> list[tuple[int, int]]:
+    """The spans of the fenced blocks of `text` (:data:`_FENCE_OPENER`), but for a line
+    of ``~`` that underlines an RST title no longer than it (``Setup`` then ``~~~~~``):
+    no fence, or every later constraint of the text would read as quoted.
+
+    Each opener is found alone and an underline is skipped before the block is read
+    (a block of ``~`` runs on to a run at least as long: matched for every underline of
+    decreasing length, each would read to the text's end)."""
+    spans: list[tuple[int, int]] = []
+    opener = _FENCE_OPENER.search(text)
+    while opener is not None:
+        start = opener.start(1)
+        underline = _UNDERLINE.match(text, start)
+        if underline is not None and _titled(text, start, underline.group().rstrip(" \t\r\n")):
+            opener = _FENCE_OPENER.search(text, underline.end())
+            continue
+        end = _block_end(text, opener.end(1), len(opener.group(1)), opener.group(1)[0])
+        spans.append((opener.start(), end))
+        opener = _FENCE_OPENER.search(text, end)
+    return spans
+
+
+def _block_end(text: str, after: int, length: int, char: str) -> int:
+    """Where the block whose opening run of `length` `char`s ends at `after` ends: the
+    first run of :data:`_CLOSERS` at least as long closes it, else the text's end."""
+    for run in _CLOSERS[char].finditer(text, after):
+        if len(run.group(run.lastgroup or "b")) >= length:
+            if run.lastgroup == "a":
+                stop = text.find("\n", run.end())
+                return len(text) if stop == -1 else stop
+            return run.end()
+    return len(text)
+
+
+def _titled(text: str, start: int, run: str) -> bool:
+    """Whether the line before `start` (its first column) is a title that `run`
+    underlines: no longer than the run (blanks and a carriage return at its end not
+    counted), a letter or digit in it, no fence's or rule's line, no label ending in
+    ``:``, and the text's first line or one after a blank line (an RST section's).
+    Each line is read back at most twice, as one of the two lines before one other."""
+    if start == 0 or text[start - 1] != "\n":
+        return False
+    title = text.rfind("\n", 0, start - 1) + 1
+    body = text[title : start - 1].rstrip(" \t\r")
+    if (
+        len(body) > len(run)
+        or not any(char.isalnum() for char in body)
+        or body.endswith(":")
+        or body.lstrip(" \t").startswith(("```", "~~~"))
+    ):
+        return False
+    if title == 0:
+        return True
+    before = text[text.rfind("\n", 0, title - 1) + 1 : title - 1]
+    return before.strip(" \t\r") == ""

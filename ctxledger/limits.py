@@ -432,13 +432,14 @@ def replaying() -> bool:
 
 
 @contextlib.contextmanager
-def taking_as_recorded(*values: str) -> Iterator[None]:
+def taking_as_recorded(*values: str | None) -> Iterator[None]:
     """Inside it, :func:`check_name` takes these exact `values` (and checks every other
     one): an adapter continuing a chain recorded before these checks passes the recorded
     model, or the id it recorded whole and the next id made from it, as they are, so an
     old chain goes on; the host's new values are checked as ever."""
     current = _RECORDED.get()
-    taken: Literal[True] | frozenset[str] = True if current is True else current | frozenset(values)
+    given = frozenset(value for value in values if value is not None)  # (a None: no prompt)
+    taken: Literal[True] | frozenset[str] = True if current is True else current | given
     token = _RECORDED.set(taken)
     try:
         yield
@@ -533,12 +534,17 @@ def check_unicode(value: str, field: str) -> str:
 
 
 def check_input_text(value: Any, field: str) -> str:
-    """`value` when it is a string of valid Unicode within the input limit, in UTF-8 bytes."""
-    value = check_unicode(check_text(value, field), field)
-    size, limit = len(value.encode("utf-8")), max_input_bytes()
+    """`value` when it is a string of valid Unicode within the input limit, in UTF-8 bytes;
+    any size inside :func:`replaying_recorded` and for :func:`taking_as_recorded` values
+    (a prompt recorded under a higher limit replays and goes on as recorded)."""
+    text = check_unicode(check_text(value, field), field)
+    recorded = _RECORDED.get()
+    if recorded is True or text in recorded:
+        return text
+    size, limit = len(text.encode("utf-8")), max_input_bytes()
     if size > limit:
         raise InvalidInput(f"{field} is {size:,} bytes, over CTXLEDGER_MAX_INPUT_BYTES ({limit:,})")
-    return value
+    return text
 
 
 __all__ = [

@@ -551,3 +551,30 @@ def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_bl
     ledger = {"role": "system", "content": "From the state."}
     assert _system_message(None, ledger).content == "From the state."
     assert _system_message(None, None) is None
+
+
+def test_a_refused_prompt_at_a_restart_ends_nothing(service, monkeypatch):
+    """The host's prompt is checked before the old session ends: a history rewritten under
+    a prompt over the input limit is refused with nothing appended (review 2)."""
+    from langchain_core.messages import RemoveMessage
+
+    from ctxledger.errors import InvalidInput
+
+    model = ScriptedChat(messages=iter(_script(2)))
+    config = {"configurable": {"thread_id": "t1"}}
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        system_prompt="You review code. " * 300,  # 5,100 bytes
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("first")]}, config)
+    first = agent.get_state(config).values["messages"][0]
+    agent.update_state(config, {"messages": [RemoveMessage(id=first.id)]})
+    monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", "4096")
+    events = len(list(service.ledger.store.read_all()))
+    with pytest.raises(InvalidInput, match="over CTXLEDGER_MAX_INPUT_BYTES"):
+        agent.invoke({"messages": [HumanMessage("second")]}, config)
+    assert len(list(service.ledger.store.read_all())) == events
+    assert not service.ledger.transcript.session("langchain:t1").ended

@@ -118,7 +118,44 @@ def test_a_change_already_recorded_by_another_worker_still_runs_preflight(tmp_pa
     for turn in SessionSynth(3, big_outputs=False).turns(14):
         sid = _appended(svc, sid, turn)
     assert svc.ledger.transcript.total_tokens(sid) >= SMALL.threshold_tokens(16_000)
-    assert anyio.run(svc.set_system_prompt, sid, "v2").compressed
+    # the caller read "v1" before another worker's change: a preflight runs (review 1)
+    assert anyio.run(lambda: svc.set_system_prompt(sid, "v2", seen="v1")).compressed
+
+
+def test_the_same_prompt_again_over_the_threshold_appends_nothing(tmp_path: Path) -> None:
+    """A client that posts its prompt before every call: the same text writes nothing and
+    runs no preflight (one would append a CompressionSkipped per call) (review 2)."""
+    svc, sid = _started(tmp_path, prompt=_prompt(800))
+    assert svc.ledger.transcript.total_tokens(sid) >= SMALL.threshold_tokens(16_000)
+    sid = anyio.run(svc.preflight, sid).session_id
+    version, held = svc.ledger.version(sid), svc.ledger.transcript.session(sid).system_prompt
+    for _ in range(3):
+        assert anyio.run(svc.set_system_prompt, sid, held).session_id == sid
+    assert svc.ledger.version(sid) == version
+
+
+def test_the_notes_wording_inside_a_prompt_is_the_prompts_own(tmp_path: Path) -> None:
+    """Only a prompt ending with the note as a compaction writes it is a compacted one."""
+    quoted = f"Quote: {add_system_note('')} End."
+    svc, sid = _started(tmp_path, prompt=quoted)
+    anyio.run(svc.set_system_prompt, sid, "You are v2.")
+    assert svc.ledger.transcript.session(sid).system_prompt == "You are v2."
+
+
+@pytest.mark.parametrize("change", [False, True])
+def test_a_what_if_under_a_lower_limit_replays_a_larger_recorded_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: bool
+) -> None:
+    """A prompt recorded under a higher CTXLEDGER_MAX_INPUT_BYTES replays as recorded."""
+    big = "P" * 6000
+    svc, sid = _started(tmp_path, prompt="short" if change else big)
+    for turn in SessionSynth(5, big_outputs=False).turns(3):
+        sid = _appended(svc, sid, turn)
+    if change:
+        sid = anyio.run(svc.set_system_prompt, sid, big).session_id
+        sid = _appended(svc, sid, [{"role": "user", "content": "again"}])
+    monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", "4096")
+    assert whatif(svc.ledger, svc.ledger.chains.root(sid)).reproduces_recorded
 
 
 def _appended(svc: ContextService, sid: str, messages: list[dict[str, object]]) -> str:

@@ -81,7 +81,7 @@ from ctxledger.integrations.langchain_messages import (
     tool_schemas,
 )
 from ctxledger.ledger.prompt import held_prompt
-from ctxledger.limits import taking_as_recorded
+from ctxledger.limits import check_input_text, taking_as_recorded
 
 JSON = dict[str, Any]
 #: the (private) state field holding the thread of a run without a thread id
@@ -254,7 +254,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         text = None if host is None else text_of(host.content)
         recorded = self.service.ledger.transcript.session(sid).system_prompt
         if text is not None and held_prompt(recorded, text) != recorded:
-            sid = (await self.service.set_system_prompt(sid, text)).session_id
+            sid = (await self.service.set_system_prompt(sid, text, seen=recorded)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)
@@ -538,13 +538,17 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """A new ledger session for the thread (the first, or after the history was
         rewritten). The one it replaces is ended, unless the history `ids` goes on from
         what this process had seen and another process's write diverged (two workers
-        running one conversation at once): that session is the other's, going on."""
+        running one conversation at once): that session is the other's, going on. The
+        host's prompt is checked first: a refused one ends nothing."""
+        system = request.system_message
+        prompt = (
+            None if system is None else check_input_text(text_of(system.content), "system_prompt")
+        )
         if old is not None and not (old.mine is not None and ids[: len(old.mine)] == old.mine):
             tip = self.service.tip(old.root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1
-        system = request.system_message
         sid = self._root(thread, generation)
         # a long id recorded whole before the digest goes on under it (its next
         # generation may be past today's 1,024 characters for a chosen id): that id only
@@ -553,7 +557,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             root = await self.service.start_session(
                 model=self.model_name,
                 context_length=self.context_length,
-                system_prompt=text_of(system.content) if system is not None else None,
+                system_prompt=prompt,
                 tools=tool_schemas(request.tools),
                 session_id=sid,
                 title=host_title("langchain thread", thread),

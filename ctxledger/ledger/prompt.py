@@ -32,9 +32,10 @@ __all__ = ["held_prompt", "set_system_prompt"]
 def held_prompt(current: str | None, text: str) -> str:
     """The prompt the ledger holds for a caller's `text` when its `current` one is
     `current`: `text` without a compaction note, with the note added back when `current`
-    has it (a compacted chain)."""
+    ends with it as a compaction writes it (a compacted chain; the note's wording inside
+    a prompt is the prompt's own)."""
     base = markers.strip_system_note(text)
-    if current is not None and markers.has_system_note(current):
+    if current is not None and markers.strip_system_note(current) != current:
         return markers.add_system_note(base)
     return base
 

@@ -87,13 +87,21 @@ class ContextService(ServiceCore):
         self.engine.update_model(sid, model, context_length)
         return await self.preflight(sid)
 
-    async def set_system_prompt(self, session_id: str, text: str) -> TurnResult:
+    async def set_system_prompt(
+        self, session_id: str, text: str, *, seen: str | None = None
+    ) -> TurnResult:
         """Record a changed system prompt on the session's tip, then run preflight (the
         estimate now counts it: a grown prompt can compact here). The same prompt as the
-        current one writes nothing, and preflight still runs: another worker may have
-        recorded this change since the caller read the prompt (:mod:`ctxledger.ledger.prompt`)."""
-        sid, _ = self._on_tip(session_id, lambda tip: set_system_prompt(self.ledger, tip, text))
-        return await self.preflight(sid)
+        current one writes nothing and runs nothing (a client that posts its prompt before
+        every call), unless `seen`, the prompt the caller read before deciding to call, is
+        another: another worker recorded this change since, and preflight runs as after
+        a write (:mod:`ctxledger.ledger.prompt`)."""
+        sid, wrote = self._on_tip(session_id, lambda tip: set_system_prompt(self.ledger, tip, text))
+        if wrote or (
+            seen is not None and seen != self.ledger.transcript.session(sid).system_prompt
+        ):
+            return await self.preflight(sid)
+        return TurnResult(session_id=sid)
 
     # --- triggers ------------------------------------------------------------------------
 

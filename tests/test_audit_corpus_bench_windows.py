@@ -12,8 +12,7 @@ sys.path.insert(0, str(BENCH))
 
 import audit_corpus_bench  # noqa: E402
 
-from ctxledger.analysis.audit import AuditedFact, split_kept  # noqa: E402
-from ctxledger.compressor.factmatch import Haystack  # noqa: E402
+from ctxledger.compressor.factmatch import Haystack, retention  # noqa: E402
 from ctxledger.compressor.facts import extract_facts  # noqa: E402
 
 
@@ -27,16 +26,5 @@ def test_a_windows_path_glued_to_a_letter_is_absent_for_the_bench_as_for_the_aud
     kind = audit_corpus_bench._kind(fact)
     assert kind == ("path", True)
     held = audit_corpus_bench._holds((Haystack(text), set()), fact.normalized, kind)
-    audited = AuditedFact(
-        kind=fact.kind,
-        value=fact.value,
-        normalized=fact.normalized,
-        message_id=None,
-        session_id=None,
-        seq=None,
-        role="user",
-        source="middle",
-        first_compaction_id="c1",
-    )
     assert held is False
-    assert split_kept([audited], text) == ([], [audited])
+    assert retention([fact], text) == ([], [fact])  # as the audit (split_kept) reads it

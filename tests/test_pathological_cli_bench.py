@@ -41,6 +41,6 @@ def test_the_cli_whatif_row_runs_new_processes_of_this_checkout(
     assert "0.05 MB user message |" in line and "#14: ratio ≤ 2" in line
     # the CPU figures beside the wall ones, the CPU ratio in the ratio cell (as the
     # Hermes compaction rows write it)
-    assert f" (CPU {row['cpu_ms']:g} ms) |" in line
+    assert f" (CPU {readme_table._num(row['cpu_ms'], 'ms')}) |" in line
     assert f"| {row['ratio']:g} (CPU {row['cpu_ratio']:g}) |" in line
     assert ("**met**" if row["met"] else "**missed**") in line

@@ -64,7 +64,7 @@ from ctxledger.compressor.facts import extract_facts
 from ctxledger.messages import JSON
 
 try:
-    from ctxledger.compressor.factmatch import Haystack, fact_text
+    from ctxledger.compressor.factmatch import Haystack, fact_text, written_windows
 except ImportError:  # a checkout from before issue 17 (``--corpus`` on an old tree): its matching
     from ctxledger.compressor.factmatch import contains, normalize
     from ctxledger.tokens import message_text
@@ -73,8 +73,11 @@ except ImportError:  # a checkout from before issue 17 (``--corpus`` on an old t
         def __init__(self, text: str) -> None:
             self.folded = normalize(text)
 
-        def holds(self, kind: str, normalized: str) -> bool:
+        def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:
             return contains(self.folded, normalized)
+
+    def written_windows(value: str) -> bool:  # type: ignore[misc]
+        return False
 
     def fact_text(message: Any) -> str:  # type: ignore[misc]
         return message_text(message, text_only=True)
@@ -157,15 +160,18 @@ class Views:
         return Haystack("\x00".join(texts)), facts
 
 
-def _holds(view: tuple[Haystack, set[str]], normalized: str, kind: str) -> bool:
-    return normalized in view[1] or view[0].holds(kind, normalized)
+def _holds(view: tuple[Haystack, set[str]], normalized: str, kind: tuple[str, bool]) -> bool:
+    """`kind`: the fact's kind and whether its path was written with a ``\\`` (the audit's
+    :func:`~ctxledger.analysis.audit.split_kept` reads it so: ``C:\\app.pyé`` is no fact)."""
+    return normalized in view[1] or view[0].holds(kind[0], normalized, kind[1])
 
 
 def ground_truth(
-    ledger: Ledger, tip: str, known: dict[str, str]
+    ledger: Ledger, tip: str, known: dict[str, tuple[str, bool]]
 ) -> tuple[dict[str, str | None], dict[str, set[str]]]:
     """(fact absent from the tip's view -> last compaction that dropped it,
-    compaction -> every fact it dropped), for the facts of `known` (normalized -> kind)."""
+    compaction -> every fact it dropped), for the facts of `known` (normalized ->
+    (kind, whether written with a ``\\``))."""
     views = Views(ledger)
     last: dict[str, str | None] = {}
     dropped: dict[str, set[str]] = {}
@@ -242,6 +248,10 @@ def measure(path: Path, window: int, tmp: Path, number: int) -> dict[str, Any]:
         ledger.close()
 
 
+def _kind(fact: Any) -> tuple[str, bool]:
+    return fact.kind, written_windows(fact.value)
+
+
 def _figures(
     ledger: Ledger,
     tip: str,
@@ -251,8 +261,8 @@ def _figures(
     drive_s: float,
     audit_ms: float,
 ) -> dict[str, Any]:
-    known = {f.normalized: f.kind for c in audit.compactions for f in c.extracted}
-    known.update({f.normalized: f.kind for f in audit.lost_now})
+    known = {f.normalized: _kind(f) for c in audit.compactions for f in c.extracted}
+    known.update({f.normalized: _kind(f) for f in audit.lost_now})
     absent, dropped = ground_truth(ledger, tip, known)
     # the compaction whose ``lost`` lists a fact last (``lost_now_at`` where it exists)
     charged: dict[str, str | None] = {}

@@ -26,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import importlib
 import math
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -583,3 +585,20 @@ __all__ = [
     "value_depth",
     "walked_depth",
 ]
+
+#: names that moved to :mod:`ctxledger.idkeys` in session 34, still read here for one release
+_MOVED_TO_IDKEYS = frozenset({"KEY_KEPT", "digest_key", "keyed_title"})
+
+
+def __getattr__(name: str) -> object:
+    """``from ctxledger.limits import keyed_title`` (a name that moved to
+    :mod:`ctxledger.idkeys`): the idkeys one, with a ``DeprecationWarning``. Imported when
+    asked (idkeys imports this module: a top-level import would be a cycle)."""
+    if name not in _MOVED_TO_IDKEYS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"ctxledger.limits.{name} moved to ctxledger.idkeys.{name}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module("ctxledger.idkeys"), name)

@@ -10,25 +10,12 @@ import re
 from typing import Any
 
 import pytest
-from helpers.reference_facts import facts as reference
+from helpers.fact_checks import facts_of
 from helpers.reference_facts import numbering
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import factnoise, factsentences
-from ctxledger.compressor.facts import extract_facts, fact_in_text
-
-
-def _message(text: str, role: str) -> dict[str, Any]:
-    return {"role": role, "content": text}
-
-
-def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
-    facts = extract_facts([_message(text, role)])
-    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
-    assert facts == reference.extract_facts([_message(text, role)])
-    return [fact.value for fact in facts if fact.kind == kind]
-
 
 # 1, 2. a ``` inside a sentence opens no fence; a user's numbered list is no listing
 
@@ -67,7 +54,7 @@ def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
 def test_only_quoted_or_listed_sentences_state_no_constraint(
     text: str, constraints: list[str]
 ) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 # 3, 7. an IPv4 host's prefix is no version; a CRLF listing's name alone
@@ -89,7 +76,7 @@ def test_only_quoted_or_listed_sentences_state_no_constraint(
     ],
 )
 def test_a_host_address_and_a_crlf_listing(text: str, errors: list[str]) -> None:
-    assert _facts(text, "error") == errors
+    assert facts_of(text, "error") == errors
 
 
 # 4. a closing tag ends a cut traceback: the wrapper's next tag is no error either
@@ -102,7 +89,7 @@ def test_a_closing_tag_ends_the_traceback() -> None:
         "</output_head>\n<elided_chars>\n1326 characters elided\n</elided_chars>\n"
         "<output_tail>\nok\n</output_tail>\n"
     )
-    assert _facts(text, "error") == ["exit code 1"]
+    assert facts_of(text, "error") == ["exit code 1"]
 
 
 # 5, 8. range addresses: only after sed, awk, gawk or perl; ``,$`` and ``,+N``
@@ -121,7 +108,7 @@ def test_a_closing_tag_ends_the_traceback() -> None:
     ],
 )  # fmt: skip
 def test_range_addresses_need_their_program(text: str, paths: list[str]) -> None:
-    assert _facts(text, "path") == paths
+    assert facts_of(text, "path") == paths
 
 
 # 6, 8. a device path: a name cut at a letter, a device with no name
@@ -131,7 +118,7 @@ def test_range_addresses_need_their_program(text: str, paths: list[str]) -> None
     "text", ["open \\\\.\\pipe\\réseau failed\n", "copy x \\\\.\\nul", "\\\\.\\pipe\\tö x"]
 )
 def test_a_cut_or_nameless_device_path_is_none(text: str) -> None:
-    assert _facts(text, "path") == []
+    assert facts_of(text, "path") == []
 
 
 # 10. a label's word ignores case in ASCII only
@@ -142,7 +129,7 @@ def test_a_cut_or_nameless_device_path_is_none(text: str) -> None:
     [("Job reſult:", ["Job reſult:"]), ("Job RESULT:", []), ("Job RESULTS :", [])],
 )
 def test_a_label_ignores_case_in_ascii_only(text: str, outcomes: list[str]) -> None:
-    assert _facts(text, "outcome") == outcomes
+    assert facts_of(text, "outcome") == outcomes
 
 
 # 9. the reference's numbering rules and the module's, on lines built from pieces
@@ -235,4 +222,4 @@ def test_a_header_glued_to_a_line_gives_no_error_of_that_line() -> None:
         'Traceback (most recent call last):\n  File "a.py", line 1\nfrom yTraceback '
         '(most recent call last):\n  File "a.py", line 1\nValueError: x\n'
     )
-    assert _facts(text, "error") == ["ValueError: x"]
+    assert facts_of(text, "error") == ["ValueError: x"]

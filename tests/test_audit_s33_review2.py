@@ -11,22 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.reference_facts import facts as reference
+from helpers.fact_checks import facts_of
 from helpers.reference_facts import numbering
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import factnoise, factsentences
-from ctxledger.compressor.facts import extract_facts, fact_in_text
-
-
-def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
-    messages = [{"role": role, "content": text}]
-    facts = extract_facts(messages)
-    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
-    assert facts == reference.extract_facts(messages)
-    return [fact.value for fact in facts if fact.kind == kind]
-
 
 # 1. fences: one opened at the end of a line of prose, ~~~, a list item's indented one
 
@@ -54,7 +44,7 @@ def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
     ],
 )
 def test_fences_of_prose_lines_tildes_and_list_items(text: str, constraints: list[str]) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 _FENCE_PIECES = ["```", "~~~", "`", " ", "\t", "\n", "x", "py", ".", "-"]
@@ -96,7 +86,7 @@ def test_the_reference_fences_agree_with_the_module(text: str) -> None:
     ],
 )
 def test_a_users_numbered_list_keeps_its_constraints(text: str, constraints: list[str]) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 # 3. the sentences of one long line: each part of the line walked once
@@ -150,7 +140,7 @@ def test_each_sentence_of_one_long_line_is_walked_once(monkeypatch: pytest.Monke
     ],
 )
 def test_a_closing_tag_printed_in_a_traceback(text: str, errors: list[str]) -> None:
-    assert _facts(text, "error") == errors
+    assert facts_of(text, "error") == errors
 
 
 # 5. a range address's program starts its command: no earlier command's, no file name's
@@ -169,7 +159,7 @@ def test_a_closing_tag_printed_in_a_traceback(text: str, errors: list[str]) -> N
     ],
 )  # fmt: skip
 def test_a_range_address_needs_its_own_command(text: str, paths: list[str]) -> None:
-    assert _facts(text, "path") == paths
+    assert facts_of(text, "path") == paths
 
 
 _RANGE_PIECES = ["sed ", "awk", "x.sed ", "; ", "|", "&", "(", "'", '"', "/", "/,/", "a", " ", "\n"]
@@ -178,7 +168,7 @@ _RANGE_PIECES = ["sed ", "awk", "x.sed ", "; ", "|", "&", "(", "'", '"', "/", "/
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_RANGE_PIECES), max_size=12).map("".join))
 def test_the_reference_reads_a_range_addresss_command_alike(text: str) -> None:
-    _facts(text, "path")
+    facts_of(text, "path")
 
 
 # 6. a Windows path cut at a letter or a mark outside ASCII is none
@@ -195,7 +185,7 @@ def test_the_reference_reads_a_range_addresss_command_alike(text: str) -> None:
     ],
 )
 def test_a_windows_path_cut_at_a_letter_is_none(text: str, paths: list[str]) -> None:
-    assert _facts(text, "path") == paths
+    assert facts_of(text, "path") == paths
 
 
 # 7. a dotted quad is a pdsh host's address only before a program's output or a remote
@@ -212,7 +202,7 @@ def test_a_windows_path_cut_at_a_letter_is_none(text: str, paths: list[str]) -> 
     ],
 )
 def test_a_four_part_version_is_no_host(text: str, errors: list[str]) -> None:
-    assert _facts(text, "error") == errors
+    assert facts_of(text, "error") == errors
 
 
 @settings(max_examples=200, deadline=None)
@@ -223,7 +213,7 @@ def test_a_four_part_version_is_no_host(text: str, errors: list[str]) -> None:
 )
 def test_the_reference_reads_a_host_or_version_alike(number: str, blank: str, tail: str) -> None:
     line = f"{number}:{blank}{tail}: cannot be used, permission denied\n"
-    _facts(line, "error")
+    facts_of(line, "error")
 
 
 # 8. the reference's functions stay under 60 lines, as the project's do
@@ -246,4 +236,4 @@ def test_the_reference_reads_a_traceback_to_the_line_of_the_next_header() -> Non
         "KeyError: 'k'\nfrom yTraceback (most recent call last):\n"
         '  File "b.py", line 2, in <module>\nValueError: bad\n'
     )
-    assert _facts(text, "error") == ["KeyError: 'k'", "ValueError: bad"]
+    assert facts_of(text, "error") == ["KeyError: 'k'", "ValueError: bad"]

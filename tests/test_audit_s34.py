@@ -10,23 +10,14 @@ import re
 from collections.abc import Callable, Iterator
 
 import pytest
+from helpers.fact_checks import facts_of
 from helpers.reference_facts import factpaths as reference_paths
-from helpers.reference_facts import facts as reference
 from helpers.reference_facts import numbering, tags
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import factfences, factgrep, factnoise
-from ctxledger.compressor.facts import extract_facts, fact_in_text, retention
-
-
-def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
-    messages = [{"role": role, "content": text}]
-    facts = extract_facts(messages)
-    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
-    assert facts == reference.extract_facts(messages)
-    return [fact.value for fact in facts if fact.kind == kind]
-
+from ctxledger.compressor.facts import extract_facts, retention
 
 # 1. a listing of cat -n or nl (a number right-aligned in 6 columns, then a tab) quotes
 # a file: no constraint; a user's list keeps its constraints
@@ -52,7 +43,7 @@ def _facts(text: str, kind: str, role: str = "tool") -> list[str]:
     ],
 )
 def test_a_cat_n_listing_states_no_constraint(text: str, constraints: list[str]) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 @pytest.mark.parametrize(
@@ -89,7 +80,7 @@ def test_a_cat_n_listing_states_no_constraint(text: str, constraints: list[str])
     ],
 )
 def test_a_tab_after_a_users_number_keeps_the_constraint(text: str, constraints: list[str]) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 _LISTING_PIECES = [" ", "     ", "\t", "1", "12", "123456", ":", "-", "Never push.", "x = f(", "\n"]
@@ -134,7 +125,7 @@ def test_the_reference_reads_a_listing_line_alike(raw: str) -> None:
     ],
 )
 def test_a_fence_closes_only_at_a_run_as_long(text: str, constraints: list[str]) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 _FENCE_PIECES = ["```", "````", "~~~", "~~~~", "`", "~", " ", "\n", "x", "py", "\r", "Title"]
@@ -212,7 +203,7 @@ def test_each_closing_run_is_read_once(
     assert sum(closers.read for closers in counted) <= len(text)
     if shape is _long_runs:  # (a run of ``~`` under the sentence underlines it)
         assert spans == [(31 if char == "`" else 31 + 3_002, len(text))]
-        assert _facts(text, "constraint", "user") == ["You must keep the tests green."]
+        assert facts_of(text, "constraint", "user") == ["You must keep the tests green."]
 
 
 # 3. a tag alone on a traceback's margin is printed markup, never its error
@@ -230,7 +221,7 @@ _FRAMES = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module
     ],
 )
 def test_a_tag_alone_is_no_tracebacks_error(text: str, errors: list[str]) -> None:
-    assert _facts(text, "error") == errors
+    assert facts_of(text, "error") == errors
 
 
 _TAG_PIECES = ["<", "</", ">", "/>", "a", "div", " ", "\t", "x=1", "é", "<b>", "\r", "-"]
@@ -258,7 +249,7 @@ def test_the_reference_reads_a_tag_alone_alike(line: str) -> None:
     ],
 )
 def test_a_lower_case_changelog_entry_is_no_host(text: str, errors: list[str]) -> None:
-    assert _facts(text, "error") == errors
+    assert facts_of(text, "error") == errors
 
 
 @settings(max_examples=200, deadline=None)
@@ -268,7 +259,7 @@ def test_a_lower_case_changelog_entry_is_no_host(text: str, errors: list[str]) -
     st.sampled_from(["cannot", "bash:", "x-y.z:", "é:", "a b:", "Could not"]),
 )
 def test_the_reference_reads_a_quads_tail_alike(number: str, blank: str, tail: str) -> None:
-    _facts(f"{number}:{blank}{tail} be used, permission denied\n", "error")
+    facts_of(f"{number}:{blank}{tail} be used, permission denied\n", "error")
 
 
 # 5. a POSIX path glued to CJK text: the extraction ends it there, and so does the matcher
@@ -295,7 +286,7 @@ def test_the_reference_reads_a_quads_tail_alike(number: str, blank: str, tail: s
     ],
 )
 def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
-    paths = _facts(text, "path", "user")  # (_facts checks each fact is in its own text)
+    paths = facts_of(text, "path", "user")  # (_facts checks each fact is in its own text)
     assert len(paths) == 1
     fact = next(f for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "path")
     assert retention([fact], f"已修改{fact.value}文件") == ([fact], [])
@@ -305,7 +296,7 @@ def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:
 def test_a_bare_name_goes_on_over_any_letter() -> None:
     # (its review) the extraction reads ``éapp.py`` as one name, not as ``app.py``: a
     # name with no ``/`` keeps the word boundary of every script
-    assert _facts("open éapp.py now", "path", "user") == ["éapp.py"]
+    assert facts_of("open éapp.py now", "path", "user") == ["éapp.py"]
     facts = extract_facts([{"role": "user", "content": "open app.py"}])
     paths = [f for f in facts if f.kind == "path"]
     assert [f.value for f in paths] == ["app.py"]
@@ -384,7 +375,7 @@ def test_a_windows_path_glued_to_a_letter_is_not_kept(path: str, glued: str) -> 
     ],
 )
 def test_an_rst_underline_is_no_fence(text: str, constraints: list[str]) -> None:
-    assert _facts(text, "constraint", "user") == constraints
+    assert facts_of(text, "constraint", "user") == constraints
 
 
 # 7. an ASCII tree's branch glued to a name: the name is the path, and a summary that
@@ -403,7 +394,7 @@ def test_an_rst_underline_is_no_fence(text: str, constraints: list[str]) -> None
     ],
 )
 def test_a_tree_branch_is_no_part_of_a_name(text: str, paths: list[str]) -> None:
-    assert _facts(text, "path") == paths
+    assert facts_of(text, "path") == paths
 
 
 def test_a_summary_drawing_the_tree_keeps_its_names() -> None:
@@ -419,4 +410,4 @@ _TREE_PIECES = ["|", "`", "+", "--", "-", " ", "\t", "\n", "a.py", "_x", ".env",
 @given(st.lists(st.sampled_from(_TREE_PIECES), max_size=10).map("".join))
 def test_the_reference_reads_a_tree_branch_alike(text: str) -> None:
     assert reference_paths._tree_branches(text) == factgrep.branch_spans(text)
-    _facts(text, "path")
+    facts_of(text, "path")

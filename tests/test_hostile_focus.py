@@ -10,9 +10,7 @@ that recorded such a focus still replays (what-if) as recorded.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
-from helpers.frameworks import missing
+from helpers.hermes_run import run_hermes
 from helpers.ledger_helpers import compact_now, deterministic_ledger, session_with_turns
 from helpers.server_rig import rig
 
@@ -193,26 +191,13 @@ _HERMES = textwrap.dedent(
 def test_the_hermes_engine_refuses_a_bad_focus_before_appending(
     tmp_path: Path, focus: str, says: str
 ) -> None:
-    python = Path(
-        os.environ.get(
-            "CTXLEDGER_HERMES_PYTHON",
-            Path(__file__).resolve().parent.parent / ".venv-hermes" / "bin" / "python",
-        )
-    )
-    if not python.exists():
-        missing(f"{python} is missing: run `make hermes-venv`")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXLEDGER_", "HERMES_"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
-    env["HERMES_HOME"] = str(tmp_path / "home")
-    proc = subprocess.run(
-        [str(python), "-c", _HERMES, str(tmp_path / "h.db"), json.dumps(focus)],
-        capture_output=True,
-        text=True,
+    proc = run_hermes(
+        ["-c", _HERMES, str(tmp_path / "h.db"), json.dumps(focus)],
+        tmp_path,
         timeout=120,
-        env=env,
-        cwd=tmp_path,
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+        HERMES_HOME=str(tmp_path / "home"),
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["same"] and seen["aborted"], seen
     assert says in seen["error"], seen

@@ -11,21 +11,16 @@ ctxledger: the ledger file in ``HERMES_HOME``, and the requests the upstream rec
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers.frameworks import missing
+from helpers.hermes_run import run_hermes_script
 
 from ctxledger import Ledger
 from ctxledger.events import MessageAppended, SessionSwitched
 
-ROOT = Path(__file__).resolve().parent.parent
-HERMES_PYTHON = Path(
-    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
-)
 CLI = str(Path(sys.executable).with_name("ctxledger"))
 TURNS = 9
 
@@ -37,23 +32,8 @@ def _key(message: dict) -> tuple:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if not HERMES_PYTHON.exists():
-        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
     workdir = tmp_path_factory.mktemp("hermes")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CTXLEDGER_", "HERMES_", "OPENAI_"))
-    }
-    proc = subprocess.run(
-        [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_scenario.py"), str(workdir), str(TURNS)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=workdir,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_hermes_script("hermes_scenario.py", workdir, str(TURNS), timeout=900)
     result = json.loads((workdir / "result.json").read_text())
     ledger = Ledger.open(result["db"])
     yield result, ledger

@@ -5,43 +5,21 @@ back. The flows run under ``.venv-hermes`` (``tests/hermes_engine_flows.py``).""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.frameworks import missing
+from helpers.hermes_run import run_hermes_script
 
 from ctxledger import Ledger
 from ctxledger.events import MessageAppended, ModelSwitched, SessionStarted, UsageReported
 
 MARK = "_db_persisted"
 
-ROOT = Path(__file__).resolve().parent.parent
-HERMES_PYTHON = Path(
-    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
-)
-
 
 @pytest.fixture(scope="module")
 def flows(tmp_path_factory):
-    if not HERMES_PYTHON.exists():
-        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
     workdir = tmp_path_factory.mktemp("hermes-flows")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CTXLEDGER_", "HERMES_", "OPENAI_"))
-    }
-    proc = subprocess.run(
-        [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_engine_flows.py"), str(workdir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=workdir,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_hermes_script("hermes_engine_flows.py", workdir)
     return workdir, json.loads((workdir / "flows.json").read_text())
 
 

@@ -6,41 +6,18 @@ ctxledger engine; the gateway runs under ``.venv-hermes``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
-from helpers.frameworks import missing
+from helpers.hermes_run import run_hermes_script
 
 from ctxledger import Ledger
 from ctxledger.events import MessageAppended, SessionEnded, SessionStarted
 
-ROOT = Path(__file__).resolve().parent.parent
-HERMES_PYTHON = Path(
-    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
-)
-
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    if not HERMES_PYTHON.exists():
-        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
     workdir = tmp_path_factory.mktemp("hermes-gateway")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CTXLEDGER_", "HERMES_", "OPENAI_"))
-    }
-    proc = subprocess.run(
-        [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_gateway_compress.py"), str(workdir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=workdir,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_hermes_script("hermes_gateway_compress.py", workdir)
     return workdir, json.loads((workdir / "gateway.json").read_text())
 
 

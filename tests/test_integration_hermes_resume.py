@@ -12,21 +12,16 @@ on under a new Hermes id, which no ledger chain is titled with.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers.frameworks import missing
+from helpers.hermes_run import run_hermes_script
 
 from ctxledger import Ledger
 from ctxledger.events import MessageAppended, SessionStarted
 
-ROOT = Path(__file__).resolve().parent.parent
-HERMES_PYTHON = Path(
-    os.environ.get("CTXLEDGER_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python")
-)
 CLI = str(Path(sys.executable).with_name("ctxledger"))
 
 
@@ -37,24 +32,9 @@ def _said(message: dict) -> tuple:
 
 @pytest.fixture(scope="module")
 def resumed(tmp_path_factory):
-    if not HERMES_PYTHON.exists():
-        missing(f"{HERMES_PYTHON} is missing: run `make hermes-venv`")
     workdir = tmp_path_factory.mktemp("hermes-resume")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CTXLEDGER_", "HERMES_", "OPENAI_"))
-    }
     for phase in ("1", "2"):  # two processes: the second resumes the first's session
-        proc = subprocess.run(
-            [str(HERMES_PYTHON), str(ROOT / "tests" / "hermes_resume.py"), str(workdir), phase],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=env,
-            cwd=workdir,
-        )
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        run_hermes_script("hermes_resume.py", workdir, phase, timeout=600)
     phases = [json.loads((workdir / f"phase{p}.json").read_text()) for p in ("1", "2")]
     db = workdir / "home" / "ctxledger.ledger.db"
     ledger = Ledger.open(db)

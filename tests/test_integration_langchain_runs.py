@@ -514,15 +514,19 @@ def test_a_write_between_the_check_and_the_append_is_read_not_sent(
         return out["messages"]
 
     state = anyio.run(go)
+    assert not countdown  # the other worker's write happened (review s34 #9)
     assert state[-1].content == "read b.py"
     for sent in model.inputs[-2:]:
         assert "the other worker's ask" not in [m.content for m in sent]
         assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
     service.ledger.refresh()
+    holding = 0
     for sid in service.ledger.transcript.state.sessions:
         said = [m.get("content") for m in live_messages(service, service.tip(sid))]
         if "the other worker's ask" in said:
+            holding += 1
             assert said[-1] == "the other worker's ask"  # nothing of this worker after it
+    assert holding  # ... and a session holds it
     assert service.ledger.verify().ok
     other.ledger.close()
 
@@ -558,6 +562,7 @@ def test_a_generation_another_worker_started_first_is_read_not_a_failed_call(
         return out["messages"]
 
     state = anyio.run(go)
+    assert not armed  # the other worker's start happened (review s34 #9)
     assert state[-1].content == "read b.py"
     assert [m.id for m in model.inputs[-1]] == [m.id for m in state[:-1]]
     service.ledger.refresh()

@@ -38,5 +38,9 @@ def test_the_cli_whatif_row_runs_new_processes_of_this_checkout(
     rendered = readme_table.table([json.dumps(row)], "today")
     line = next(text for text in rendered.splitlines() if "by the CLI" in text)
     assert "a new process per run (`ctxledger replay --summarizer offline`)" in line
-    assert "0.05 MB user message; CPU " in line and "#14: ratio ≤ 2" in line
+    assert "0.05 MB user message |" in line and "#14: ratio ≤ 2" in line
+    # the CPU figures beside the wall ones, the CPU ratio in the ratio cell (as the
+    # Hermes compaction rows write it)
+    assert f" (CPU {readme_table._num(row['cpu_ms'], 'ms')}) |" in line
+    assert f"| {row['ratio']:g} (CPU {row['cpu_ratio']:g}) |" in line
     assert ("**met**" if row["met"] else "**missed**") in line

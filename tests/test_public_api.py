@@ -114,3 +114,17 @@ def test_moved_module_paths_still_import_with_a_deprecation_warning(old: str) ->
     with pytest.warns(DeprecationWarning, match=MOVED[old].replace(".", r"\.")):
         module = importlib.import_module(old)
     assert module is importlib.import_module(MOVED[old])
+
+
+@pytest.mark.parametrize("name", ["KEY_KEPT", "digest_key", "keyed_title"])
+def test_names_moved_from_limits_to_idkeys_still_import_from_limits(name: str) -> None:
+    """Session 34 moved them; ``from ctxledger.limits import keyed_title`` raised
+    ImportError (review s34 #7)."""
+    import ctxledger.idkeys
+    import ctxledger.limits
+
+    with pytest.warns(DeprecationWarning, match=rf"ctxledger\.idkeys\.{name}"):
+        value = getattr(ctxledger.limits, name)
+    assert value is getattr(ctxledger.idkeys, name)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        ctxledger.limits.no_such_name  # noqa: B018

@@ -181,3 +181,31 @@ def test_a_log_whose_branches_loop_ends_the_walk() -> None:
     assert list(ledger.chains.branched_from("B", 100)) == [("A", "A")]
     assert [s.root for s in conversation_scopes(ledger, "B")] == ["B"]  # A copied nothing
     assert compactions(ledger.chains, "B") == 0
+
+
+def test_a_final_cached_point_is_answered_without_reading_the_branch_s_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review s34 #10: a cached point that later appends cannot change (a mismatch: an
+    edited last message) was answered only after a copy of the branch's whole view, per hop per recall."""
+    ledger = deterministic_ledger()
+    parent = _walruses(ledger, 10)
+    branch = _popped(ledger, parent, drop=1)
+    ledger.append_messages(branch, [{"role": "user", "content": "an edited last ask"}])
+    scopes = conversation_scopes(ledger, branch)
+    points = conversation._POINTS[ledger]
+    (key,) = points.held()
+    walk = object()
+    cached = points.get(key, walk)
+    assert cached is not None and cached.final
+    sessions: list[str] = []
+    session = ledger.transcript.session
+
+    def counted(sid: str) -> object:
+        sessions.append(sid)
+        return session(sid)
+
+    monkeypatch.setattr(ledger.transcript, "session", counted)
+    assert conversation._branch_point(ledger, key, walk) is cached
+    assert sessions == []
+    assert conversation_scopes(ledger, branch) == scopes

@@ -232,3 +232,16 @@ def test_a_failed_compress_leaves_no_new_ledger(tmp_path: Path) -> None:
     result = _run(src, dst, db)
     assert result.exit_code == 2, result.output
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(db.name)) == []
+
+
+def test_the_note_of_a_failed_recording_shows_a_bidi_out_path_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review s34 #3: OUT's path went to the terminal raw; a U+202E in it reversed the line
+    src, _, db = _batch(tmp_path)
+    dst = tmp_path / "out\u202eRED.jsonl"
+    _fail_at_t2(monkeypatch, "_import_original")
+    result = _run(src, dst, db)
+    assert result.exit_code == 1, result.output
+    note = next(line for line in result.output.splitlines() if "holds every record" in line)
+    assert "\u202e" not in note and "RED.jsonl" in note

@@ -174,10 +174,12 @@ def _branch_point(ledger: Ledger, key: tuple[str, str], walk: object) -> _Point:
     with _POINTS_LOCK:
         points = _POINTS.setdefault(ledger, _Points())
     cached = points.get(key, walk)
+    if cached is not None and cached.final:  # (before the copy of the branch's whole view)
+        return cached
     # a snapshot: the length compared must be the length read (another thread appending
     # to the branch during the body reads would otherwise mark a short prefix final)
     live = list(transcript.session(branch).live)
-    if cached is not None and (cached.final or cached.compared == len(live)):
+    if cached is not None and cached.compared == len(live):
         return cached
     stored = transcript.state.messages
     started = ledger.chains.lineage(branch).started_seq

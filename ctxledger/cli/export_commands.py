@@ -179,7 +179,7 @@ def trajectories_compress(
     else:
         _print_trajectory_report(data, state.db)
     if stream and not state.quiet:
-        click.echo(
+        echo(
             f"note: {out_path} is a FIFO or /dev/null: no metrics file or report was written beside it",
             err=True,
         )
@@ -203,7 +203,7 @@ def _record(
     try:
         recorded = record_batch(ledger(), in_path, out_path, skip_keys=already, warn=warn)
     except CtxLedgerError:
-        click.echo(
+        echo(
             f"note: {out_path} holds every record; the recording stopped: run the same "
             "command again to record those the ledger does not hold yet",
             err=True,

@@ -1,0 +1,17 @@
+"""Checks shared by the fact-extraction review tests (``test_audit_s33_review*``,
+``test_audit_s34``): one text's facts of a kind, each checked against the reference."""
+
+from __future__ import annotations
+
+from ctxledger.compressor.facts import extract_facts, fact_in_text
+from helpers.reference_facts import facts as reference
+
+
+def facts_of(text: str, kind: str, role: str = "tool") -> list[str]:
+    """The values of `kind` extracted from one message of `role` saying `text`; each fact
+    is found in its own text and the whole list is the reference extractor's."""
+    messages = [{"role": role, "content": text}]
+    facts = extract_facts(messages)
+    assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
+    assert facts == reference.extract_facts(messages)
+    return [fact.value for fact in facts if fact.kind == kind]

@@ -1,0 +1,30 @@
+"""``bench/audit_corpus_bench.py``'s ground truth reads a Windows-written path as the audit
+does (``split_kept`` passes :func:`~ctxledger.compressor.factmatch.written_windows`):
+review s34 #5, the bench called ``holds`` without it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import audit_corpus_bench  # noqa: E402
+
+from ctxledger.compressor.factmatch import Haystack, retention  # noqa: E402
+from ctxledger.compressor.facts import extract_facts  # noqa: E402
+
+
+def test_a_windows_path_glued_to_a_letter_is_absent_for_the_bench_as_for_the_audit() -> None:
+    fact = next(
+        f
+        for f in extract_facts([{"role": "user", "content": "edit src\\app.py"}])
+        if f.kind == "path"
+    )
+    text = "the summary names src\\app.pyé only"
+    kind = audit_corpus_bench._kind(fact)
+    assert kind == ("path", True)
+    held = audit_corpus_bench._holds((Haystack(text), set()), fact.normalized, kind)
+    assert held is False
+    assert retention([fact], text) == ([], [fact])  # as the audit (split_kept) reads it

@@ -437,12 +437,10 @@ def replaying() -> bool:
 def taking_as_recorded(*values: str | None) -> Iterator[None]:
     """Inside it, :func:`check_name` takes these exact `values` (and checks every other
     one): an adapter continuing a chain recorded before these checks passes the recorded
-    model, or the id it recorded whole and the next id made from it, as they are, so an
-    old chain goes on; the host's new values are checked as ever."""
-    current = _RECORDED.get()
-    given = frozenset(value for value in values if value is not None)  # (a None: no prompt)
-    taken: Literal[True] | frozenset[str] = True if current is True else current | given
-    token = _RECORDED.set(taken)
+    model, or the id it recorded whole and the next id made from it, or its prompt (None:
+    none), as they are, so an old chain goes on; the host's new values are checked as ever."""
+    current, given = _RECORDED.get(), frozenset(v for v in values if v is not None)
+    token = _RECORDED.set(True if current is True else current | given)
     try:
         yield
     finally:
@@ -536,12 +534,10 @@ def check_unicode(value: str, field: str) -> str:
 
 
 def check_input_text(value: Any, field: str) -> str:
-    """`value` when it is a string of valid Unicode within the input limit, in UTF-8 bytes;
-    any size inside :func:`replaying_recorded` and for :func:`taking_as_recorded` values
-    (a prompt recorded under a higher limit replays and goes on as recorded)."""
+    """`value` when it is a string of valid Unicode within the input limit in UTF-8 bytes
+    (any size when recorded: :func:`replaying_recorded`, :func:`taking_as_recorded`)."""
     text = check_unicode(check_text(value, field), field)
-    recorded = _RECORDED.get()
-    if recorded is True or text in recorded:
+    if (recorded := _RECORDED.get()) is True or text in recorded:
         return text
     size, limit = len(text.encode("utf-8")), max_input_bytes()
     if size > limit:

@@ -504,6 +504,33 @@ def test_a_grown_dynamic_prompt_is_counted_by_preflight_before_the_call(service)
     assert switches[0].system_prompt.startswith("You review code. Follow rule seven.")
 
 
+def test_a_grown_prompt_another_worker_recorded_first_still_compacts(service, monkeypatch):
+    """Another worker records the grown prompt between this one's read and its call: the
+    call writes nothing, and the middleware's read (`seen`) still runs preflight (review 2:
+    a same-text call runs none otherwise)."""
+    from ctxledger.ledger.prompt import set_system_prompt
+
+    run = {"n": 0}
+    agent, _ = _dynamic_agent(
+        service,
+        lambda: "You review code." + (" Follow rule seven." * 1100 if run["n"] >= 6 else ""),
+    )
+    own = service.set_system_prompt
+
+    async def raced(sid: str, text: str, **kwargs: Any) -> Any:
+        set_system_prompt(service.ledger, service.tip(sid), text)  # the other worker
+        return await own(sid, text, **kwargs)
+
+    monkeypatch.setattr(service, "set_system_prompt", raced)
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(7):
+        run["n"] = t
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+    switches = _chain_events(service, "langchain:t1", SessionSwitched)
+    assert [s.trigger for s in switches][:1] == ["preflight"]
+    assert switches[0].system_prompt.startswith("You review code. Follow rule seven.")
+
+
 @pytest.mark.parametrize(("before", "after"), [(600, 0), (0, 600)])
 def test_a_changed_dynamic_prompt_is_reproduced_by_what_if(service, before, after):
     """Live and what-if take the same order: preflight, then a changed prompt is recorded

@@ -434,14 +434,13 @@ def replaying() -> bool:
 
 
 @contextlib.contextmanager
-def taking_as_recorded(*values: str) -> Iterator[None]:
+def taking_as_recorded(*values: str | None) -> Iterator[None]:
     """Inside it, :func:`check_name` takes these exact `values` (and checks every other
     one): an adapter continuing a chain recorded before these checks passes the recorded
-    model, or the id it recorded whole and the next id made from it, as they are, so an
-    old chain goes on; the host's new values are checked as ever."""
-    current = _RECORDED.get()
-    taken: Literal[True] | frozenset[str] = True if current is True else current | frozenset(values)
-    token = _RECORDED.set(taken)
+    model, or the id it recorded whole and the next id made from it, or its prompt (None:
+    none), as they are, so an old chain goes on; the host's new values are checked as ever."""
+    current, given = _RECORDED.get(), frozenset(v for v in values if v is not None)
+    token = _RECORDED.set(True if current is True else current | given)
     try:
         yield
     finally:
@@ -534,6 +533,18 @@ def check_unicode(value: str, field: str) -> str:
     return value
 
 
+def check_input_text(value: Any, field: str) -> str:
+    """`value` when it is a string of valid Unicode within the input limit in UTF-8 bytes
+    (any size when recorded: :func:`replaying_recorded`, :func:`taking_as_recorded`)."""
+    text = check_unicode(check_text(value, field), field)
+    if (recorded := _RECORDED.get()) is True or text in recorded:
+        return text
+    size, limit = len(text.encode("utf-8")), max_input_bytes()
+    if size > limit:
+        raise InvalidInput(f"{field} is {size:,} bytes, over CTXLEDGER_MAX_INPUT_BYTES ({limit:,})")
+    return text
+
+
 __all__ = [
     "MAX_CONTEXT_LENGTH",
     "MAX_INPUT_BYTES",
@@ -547,6 +558,7 @@ __all__ = [
     "MIN_CONTEXT_LENGTH",
     "NOT_IN_NAME_CLASS",
     "check_context_length",
+    "check_input_text",
     "check_json",
     "check_name",
     "check_nonblank",

@@ -24,7 +24,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
-from ctxledger.events import MessageAppended, ToolCallIdsRepaired, ToolsDeclared, UsageReported
+from ctxledger.events import (
+    MessageAppended,
+    SessionSwitched,
+    SystemPromptSet,
+    ToolCallIdsRepaired,
+    ToolsDeclared,
+    UsageReported,
+)
 from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
 
@@ -432,12 +439,121 @@ def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(
         for sent, view in zip(model.inputs[before:], model.views[before:], strict=True):
             noted = has_system_note(view[0]["content"])  # the ledger's view at that call
             assert sent[0].content == (add_system_note(expected) if noted else expected)
+            assert view[0]["content"] == sent[0].content  # the ledger holds what is sent
             compacted = compacted or noted
     assert compacted
-    # the ledger keeps the prompt the thread started with (it counts for preflight)
-    assert service.ledger.transcript.session("langchain:t1").system_prompt == (
-        "You review code. This is run 0."
+    # session 34: the ledger holds the prompt sent (it counts for preflight), one
+    # SystemPromptSet per change: the start's and one per later run
+    tip = service.tip("langchain:t1")
+    held = service.ledger.transcript.session(tip).system_prompt
+    assert held in (expected, add_system_note(expected))
+    recorded = _chain_events(service, "langchain:t1", SystemPromptSet)
+    assert recorded[0].text == "You review code. This is run 0."
+    assert len(recorded) == TURNS
+
+
+def _dynamic_agent(service, prompt_of):
+    from langchain.agents.middleware import dynamic_prompt
+
+    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model.inputs, model.views, model.service = [], [], service
+
+    @dynamic_prompt
+    def prompt(request: Any) -> str:
+        return prompt_of()
+
+    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        middleware=[prompt, middleware],
+        checkpointer=InMemorySaver(),
     )
+    return agent, model
+
+
+def test_a_dynamic_prompt_that_stays_the_same_is_recorded_once(service):
+    agent, model = _dynamic_agent(service, lambda: "You review code, carefully.")
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(TURNS):
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+    assert len(model.inputs) == 2 * TURNS
+    assert service.tip("langchain:t1") != "langchain:t1"  # it compacted (continuations)
+    recorded = _chain_events(service, "langchain:t1", SystemPromptSet)
+    assert [e.text for e in recorded] == ["You review code, carefully."]
+
+
+def test_a_grown_dynamic_prompt_is_counted_by_preflight_before_the_call(service):
+    """A prompt that grows by ~4.4K tokens on run 6 is recorded before that run's first call,
+    so preflight compacts before sending it (it used to be seen only through the usage
+    the provider reported after the call)."""
+    run = {"n": 0}
+    agent, model = _dynamic_agent(
+        service,
+        lambda: "You review code." + (" Follow rule seven." * 1100 if run["n"] >= 6 else ""),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(7):
+        run["n"] = t
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+    switches = _chain_events(service, "langchain:t1", SessionSwitched)
+    assert [s.trigger for s in switches][:1] == ["preflight"]
+    # run 6's first call was sent the compacted view, not the 24 messages of runs 0-5 + 1
+    first = next(sent for sent in model.inputs if "rule seven" in sent[0].content)
+    assert len(first) - 1 < 4 * 6 + 1
+    assert switches[0].system_prompt.startswith("You review code. Follow rule seven.")
+
+
+def test_a_grown_prompt_another_worker_recorded_first_still_compacts(service, monkeypatch):
+    """Another worker records the grown prompt between this one's read and its call: the
+    call writes nothing, and the middleware's read (`seen`) still runs preflight (review 2:
+    a same-text call runs none otherwise)."""
+    from ctxledger.ledger.prompt import set_system_prompt
+
+    run = {"n": 0}
+    agent, _ = _dynamic_agent(
+        service,
+        lambda: "You review code." + (" Follow rule seven." * 1100 if run["n"] >= 6 else ""),
+    )
+    own = service.set_system_prompt
+
+    async def raced(sid: str, text: str, **kwargs: Any) -> Any:
+        set_system_prompt(service.ledger, service.tip(sid), text)  # the other worker
+        return await own(sid, text, **kwargs)
+
+    monkeypatch.setattr(service, "set_system_prompt", raced)
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(7):
+        run["n"] = t
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + "now " * 120)]}, config)
+    switches = _chain_events(service, "langchain:t1", SessionSwitched)
+    assert [s.trigger for s in switches][:1] == ["preflight"]
+    assert switches[0].system_prompt.startswith("You review code. Follow rule seven.")
+
+
+@pytest.mark.parametrize(("before", "after"), [(600, 0), (0, 600)])
+def test_a_changed_dynamic_prompt_is_reproduced_by_what_if(service, before, after):
+    """Live and what-if take the same order: preflight, then a changed prompt is recorded
+    and preflight runs again (a what-if plays the change after the user turn's preflight).
+    Run 6 sends a long message with the prompt shrunk (or grown): the long prompt with that
+    message is over the threshold, the short one is not; a what-if reproduces it exactly
+    (the shrinking case failed when the middleware recorded before its first preflight)."""
+    from ctxledger.analysis.whatif import whatif
+
+    run = {"n": 0}
+    agent, _ = _dynamic_agent(
+        service,
+        lambda: "You review code." + " Follow rule seven." * (before if run["n"] < 6 else after),
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    for t in range(TURNS):
+        run["n"] = t
+        words = "now " * (2000 if t == 6 else 120)
+        agent.invoke({"messages": [HumanMessage(f"turn {t}: src/m{t}.py " + words)]}, config)
+    assert len(_chain_events(service, "langchain:t1", SystemPromptSet)) == 2
+    report = whatif(service.ledger, "langchain:t1")
+    assert report.reproduces_recorded, report.reproduction.differences
+    assert report.reproduction.compactions[0] >= 1
 
 
 def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_block():
@@ -445,13 +561,47 @@ def test_a_system_message_of_content_blocks_keeps_them_and_gets_the_note_as_a_bl
 
     from ctxledger.compressor.markers import add_system_note, system_note
     from ctxledger.integrations.langchain_messages import system_message as _system_message
+    from ctxledger.integrations.langchain_messages import text_of
+    from ctxledger.ledger.prompt import held_prompt
 
     blocks = [{"type": "text", "text": "You review code.", "cache_control": {"type": "ephemeral"}}]
     host = SystemMessage(content=blocks)
     assert _system_message(host, {"role": "system", "content": "You review code."}) is host
-    noted = _system_message(host, {"role": "system", "content": add_system_note("Old prompt.")})
-    assert noted is not None and noted.content == [*blocks, {"type": "text", "text": system_note()}]
+    held = add_system_note("Old prompt.")  # a compacted tip
+    noted = _system_message(host, {"role": "system", "content": held})
+    note = {"type": "text", "text": f"\n{system_note()}"}
+    assert noted is not None and noted.content == [*blocks, note]
+    # what the ledger records for these blocks is the text of what is sent (counted)
+    recorded = held_prompt(held, text_of(host.content))
+    assert recorded == text_of(noted.content) == add_system_note("You review code.")
     assert host.content == blocks  # the agent's message is not changed
     ledger = {"role": "system", "content": "From the state."}
     assert _system_message(None, ledger).content == "From the state."
     assert _system_message(None, None) is None
+
+
+def test_a_refused_prompt_at_a_restart_ends_nothing(service, monkeypatch):
+    """The host's prompt is checked before the old session ends: a history rewritten under
+    a prompt over the input limit is refused with nothing appended (review 2)."""
+    from langchain_core.messages import RemoveMessage
+
+    from ctxledger.errors import InvalidInput
+
+    model = ScriptedChat(messages=iter(_script(2)))
+    config = {"configurable": {"thread_id": "t1"}}
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        system_prompt="You review code. " * 300,  # 5,100 bytes
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("first")]}, config)
+    first = agent.get_state(config).values["messages"][0]
+    agent.update_state(config, {"messages": [RemoveMessage(id=first.id)]})
+    monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", "4096")
+    events = len(list(service.ledger.store.read_all()))
+    with pytest.raises(InvalidInput, match="over CTXLEDGER_MAX_INPUT_BYTES"):
+        agent.invoke({"messages": [HumanMessage("second")]}, config)
+    assert len(list(service.ledger.store.read_all())) == events
+    assert not service.ledger.transcript.session("langchain:t1").ended

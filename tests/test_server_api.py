@@ -409,3 +409,22 @@ async def test_an_oversized_body_is_413_and_appends_nothing(
         err = await api.call("POST", f"/v1/sessions/{sid}/messages", 413, content=content)
         assert err["error"]["code"] == "body_too_large"
     assert api.last_seq() == before
+
+
+async def test_a_changed_system_prompt_is_recorded_once_and_counted(api: Api) -> None:
+    sid = await _session(api, turns=2)
+    before = (await api.call("GET", f"/v1/sessions/{sid}"))["version"]
+    same = await api.call(
+        "POST", f"/v1/sessions/{sid}/system-prompt", json={"system_prompt": "Be brief."}
+    )
+    assert same["session_id"] == sid and same["version"] == before
+    new = "Be brief. Answer in French."
+    out = await api.call("POST", f"/v1/sessions/{sid}/system-prompt", json={"system_prompt": new})
+    assert out["version"] == before + 1
+    view = await api.call("GET", f"/v1/sessions/{sid}/api-messages")
+    assert view["messages"][0] == {"role": "system", "content": new}
+    err = await api.call(
+        "POST", f"/v1/sessions/{sid}/system-prompt", 422, json={"system_prompt": 3}
+    )
+    assert err["error"]["code"] == "invalid_input"
+    assert (await api.call("GET", f"/v1/sessions/{sid}"))["version"] == before + 1

@@ -2,9 +2,10 @@
 
 :func:`history` reads from the log every message the agent appended (across the whole
 chain, in seq order and in the batches it appended them), every provider usage
-report, manual ``/compress`` requests, model switches, learned limits and pins, as a
-list of :data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not
-steps: a what-if service makes its own (see :mod:`ctxledger.analysis.whatif`).
+report, manual ``/compress`` requests, model switches, learned limits, pins and system
+prompt changes, as a list of :data:`Step`. Compactions, skips, warnings and cooldowns
+are *decisions*, not steps: a what-if service makes its own (see
+:mod:`ctxledger.analysis.whatif`).
 """
 
 from __future__ import annotations
@@ -100,7 +101,13 @@ class PinStep(_Step, frozen=True, kw_only=True):
     pinned: bool = True
 
 
-Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep
+class SystemStep(_Step, frozen=True, kw_only=True):
+    """The system prompt changed mid-session (a ``SystemPromptSet`` after the start)."""
+
+    text: str
+
+
+Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep | SystemStep
 
 
 class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,6 +181,24 @@ def _chain_records(ledger: Ledger, chain: list[str]) -> Iterator[Recorded]:
     return heapq.merge(*(ledger.store.read_stream(sid) for sid in chain), key=lambda r: r.seq)
 
 
+def _opening_prompt(rec: Recorded, continuations: set[str] | frozenset[str]) -> bool:
+    """Whether `rec` (a ``SystemPromptSet``) is a session's start prompt: its event 2,
+    right after ``SessionStarted``, in a session ``Ledger.start_events`` began (a root,
+    an imported session). A compaction's or a revert's continuation (`continuations`)
+    carries its prompt in the switch, so its event 2 is a change. Any other
+    ``SystemPromptSet`` is a change, replayed as a :class:`SystemStep`. (A change written
+    as the very next event of a root started without prompt or tools is read as its
+    start prompt: the same view, the same counts.)"""
+    return rec.version == 2 and rec.stream not in continuations
+
+
+def _native_continuation(e: SessionStarted) -> bool:
+    """A continuation the ledger's compaction or undo wrote, or one ``trajectories
+    compress`` wrote (``trajectory:…``); an importer's has another source."""
+    native = e.source is None or e.source.startswith("trajectory:")
+    return e.reason in ("compression", "revert") and native
+
+
 def _start_info(ledger: Ledger, root: str) -> StartInfo:
     info: dict[str, Any] = {}
     for rec in ledger.store.read_stream(root, 1, 3):
@@ -188,10 +213,10 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 encoding=e.encoding,
                 at=e.at,
             )
-        elif isinstance(e, SystemPromptSet):
+        elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, frozenset()):
             info["system_prompt"] = e.text
-        elif isinstance(e, ToolsDeclared):
-            info["tools"] = e.tools
+        elif isinstance(e, ToolsDeclared) and (rec.version == 2 or "system_prompt" in info):
+            info["tools"] = e.tools  # (the start's, after its prompt if it had one)
     return StartInfo(**info)
 
 
@@ -200,6 +225,8 @@ class _Reader:
 
     def __init__(self) -> None:
         self.steps: list[Step] = []
+        #: the native continuations read so far (their event 2 is never a start prompt)
+        self.continuations: set[str] = set()
         self.batch: list[MessageAppended] = []
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
@@ -236,8 +263,11 @@ class _Reader:
 
     def _decision(self, rec: Recorded) -> None:
         e, at = rec.event, rec.event.at
-        if isinstance(e, SessionStarted) and self.start_config is None and e.config:
-            self.start_config = e.config
+        if isinstance(e, SessionStarted):
+            if self.start_config is None and e.config:
+                self.start_config = e.config
+            if _native_continuation(e):
+                self.continuations.add(rec.stream)
         elif isinstance(e, SummaryGenerated):
             self.focus[e.compaction_id] = e.focus
         elif isinstance(e, SessionSwitched):
@@ -265,6 +295,8 @@ class _Reader:
             )
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
+        elif isinstance(e, SystemPromptSet) and not _opening_prompt(rec, self.continuations):
+            self.steps.append(SystemStep(text=e.text, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
 

@@ -3,8 +3,9 @@
 :func:`~ctxledger.analysis.history.history` reads what the agent did from the log — every message it appended
 (across the whole chain, in seq order and in the batches it appended them),
 every provider usage report, manual ``/compress`` requests, model switches, learned
-limits and pins — as a list of :data:`Step`. Compactions, skips, warnings and
-cooldowns are *decisions*, so they are not steps: the what-if service makes its own.
+limits, pins and system prompt changes — as a list of :data:`Step`. Compactions,
+skips, warnings and cooldowns are *decisions*, so they are not steps: the what-if
+service makes its own.
 
 :func:`drive` plays steps through a :class:`ContextService` with the agent loop of
 HERMES_SPEC §2: ``hygiene`` before each user turn, ``preflight`` after the user
@@ -56,10 +57,12 @@ from ctxledger.analysis.history import (
     PinStep,
     StartInfo,
     Step,
+    SystemStep,
     UsageStep,
     history,
     scripted_steps,
 )
+from ctxledger.analysis.replayids import PresetIds, ReplayClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
@@ -72,41 +75,6 @@ from ctxledger.runtime.service import ContextService
 from ctxledger.usage import check_usage_report, normalize_usage
 
 # --------------------------------------------------------------------------- driving
-
-
-class PresetIds:
-    """Ids for a replay ledger: queued ``msg`` ids first (the recorded ones), then fresh ones.
-
-    Fresh ids never collide with `reserved` (the recorded message ids).
-    """
-
-    def __init__(self, namespace: str = "whatif-", reserved: Iterable[str] = ()) -> None:
-        self.namespace = namespace
-        self.reserved = set(reserved)
-        self.queue: list[str] = []
-        self.n = 0
-
-    def preset(self, message_ids: Iterable[str]) -> None:
-        self.queue = list(message_ids)
-
-    def __call__(self, prefix: str) -> str:
-        if prefix == "msg" and self.queue:
-            return self.queue.pop(0)
-        while True:
-            self.n += 1
-            candidate = f"{prefix}_{self.namespace}{self.n:08d}"
-            if candidate not in self.reserved:
-                return candidate
-
-
-class ReplayClock:
-    """The recorded time of the step being replayed (cooldowns then expire as they did)."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CallTokens(msgspec.Struct, frozen=True, kw_only=True):
@@ -212,6 +180,8 @@ class _Driver:
                 step.evidence,
                 scoped_guards=step.scoped_guards,
             )
+        elif isinstance(step, SystemStep):
+            self.sid = (await svc.set_system_prompt(self.sid, step.text)).session_id
         else:
             self._pin(step)
 
@@ -581,6 +551,7 @@ __all__ = [
     "Reproduction",
     "StartInfo",
     "Step",
+    "SystemStep",
     "TurnTokens",
     "UsageStep",
     "WhatIfReport",

@@ -175,6 +175,14 @@ def add_system_note(system_prompt: str) -> str:
     )
 
 
+def strip_system_note(system_prompt: str) -> str:
+    """`system_prompt` without the note :func:`add_system_note` put at its end."""
+    note = system_note()
+    if system_prompt == note:
+        return ""
+    return system_prompt.removesuffix(f"\n\n{note}")
+
+
 # --- merged summaries ------------------------------------------------------------------
 
 

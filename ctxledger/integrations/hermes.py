@@ -68,6 +68,7 @@ from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.ledger.compaction import compaction_input
+from ctxledger.limits import taking_as_recorded
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
 from ctxledger.tokens import rough_message_tokens
@@ -350,14 +351,15 @@ class CtxLedgerEngine(ContextEngine):
         check_new_messages(head)
         tip = svc.tip(root)
         parent = svc.ledger.transcript.session(tip)
-        branch = await svc.start_session(
-            model=self._model,
-            context_length=self.context_length or parent.context_length,
-            system_prompt=parent.system_prompt,
-            parent_session_id=tip,
-            reason="branch",
-            title=svc.ledger.chains.lineage(root).title,
-        )
+        with taking_as_recorded(parent.system_prompt):  # goes on as recorded
+            branch = await svc.start_session(
+                model=self._model,
+                context_length=self.context_length or parent.context_length,
+                system_prompt=parent.system_prompt,
+                parent_session_id=tip,
+                reason="branch",
+                title=svc.ledger.chains.lineage(root).title,
+            )
         if not parent.ended:
             await svc.end_session(tip, "branched")
         self._root, self._known = branch, []

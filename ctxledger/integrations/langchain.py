@@ -8,8 +8,9 @@
 3. the model is sent the ledger's live view through ``request.override(messages=...,
    system_message=...)``: the messages are the ledger's; the system message is the
    agent's own for that call (a ``dynamic_prompt`` applies) with the ledger's compaction
-   note added after a compaction (the ledger keeps the prompt the thread started with,
-   which preflight counts);
+   note added after a compaction; after preflight, a prompt that differs from the one
+   the ledger holds is recorded (``SystemPromptSet``, session 34) and preflight runs again
+   on it, so the call is checked with what is sent (a what-if replays the same order);
 4. the response's ``usage_metadata`` is reported (the in-loop trigger).
 
 When the agent finishes (``after_agent``) what the state gained since the last model
@@ -79,7 +80,8 @@ from ctxledger.integrations.langchain_messages import (
     to_chat,
     tool_schemas,
 )
-from ctxledger.limits import taking_as_recorded
+from ctxledger.ledger.prompt import held_prompt
+from ctxledger.limits import check_input_text, taking_as_recorded
 
 JSON = dict[str, Any]
 #: the (private) state field holding the thread of a run without a thread id
@@ -245,7 +247,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         known, sid = await self._appended(thread, request, messages)
+        # preflight, then the agent's prompt of this call (a dynamic_prompt) is recorded when
+        # it changed, which runs preflight again: the order a what-if replays it in
         sid = (await self.service.preflight(sid)).session_id
+        host = request.system_message
+        text = None if host is None else text_of(host.content)
+        recorded = self.service.ledger.transcript.session(sid).system_prompt
+        if text is not None and held_prompt(recorded, text) != recorded:
+            sid = (await self.service.set_system_prompt(sid, text, seen=recorded)).session_id
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)
@@ -529,13 +538,17 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """A new ledger session for the thread (the first, or after the history was
         rewritten). The one it replaces is ended, unless the history `ids` goes on from
         what this process had seen and another process's write diverged (two workers
-        running one conversation at once): that session is the other's, going on."""
+        running one conversation at once): that session is the other's, going on. The
+        host's prompt is checked first: a refused one ends nothing."""
+        system = request.system_message
+        prompt = (
+            None if system is None else check_input_text(text_of(system.content), "system_prompt")
+        )
         if old is not None and not (old.mine is not None and ids[: len(old.mine)] == old.mine):
             tip = self.service.tip(old.root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1
-        system = request.system_message
         sid = self._root(thread, generation)
         # a long id recorded whole before the digest goes on under it (its next
         # generation may be past today's 1,024 characters for a chosen id): that id only
@@ -544,7 +557,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             root = await self.service.start_session(
                 model=self.model_name,
                 context_length=self.context_length,
-                system_prompt=text_of(system.content) if system is not None else None,
+                system_prompt=prompt,
                 tools=tool_schemas(request.tools),
                 session_id=sid,
                 title=host_title("langchain thread", thread),

@@ -58,7 +58,9 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     content = host.content
     if isinstance(content, str):
         return host.model_copy(update={"content": markers.add_system_note(content)})
-    note = {"type": "text", "text": markers.system_note()}
+    # the note block starts with a line break: the blocks read as text (joined by one)
+    # are then the ledger's prompt, the note added after a blank line (what is counted)
+    note = {"type": "text", "text": f"\n{markers.system_note()}"}
     return host.model_copy(update={"content": [*content, note]})
 
 

@@ -233,8 +233,8 @@ class CtxLedgerSession:
         next_id = self._ledger_id(self._generation + 1)
         # the branch goes on with what the chain recorded: its model, and the next id of an
         # id recorded whole, as they are (a chain recorded before the name checks may hold
-        # one they refuse; refusing would leave its history unusable here)
-        with taking_as_recorded(view.model, next_id):
+        # one they refuse; refusing would leave its history unusable here), and its prompt
+        with taking_as_recorded(view.model, next_id, view.system_prompt):
             branch = await self.service.start_session(
                 model=view.model,
                 context_length=view.context_length,

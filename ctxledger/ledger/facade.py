@@ -58,7 +58,7 @@ from ctxledger.ledger.spec import (
     check_session_id,
     checked_tools,
 )
-from ctxledger.limits import check_context_length, check_seq, check_text, check_unicode
+from ctxledger.limits import check_context_length, check_input_text, check_seq, check_text
 from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
 from ctxledger.projections import (
     ChainsProjection,
@@ -272,7 +272,7 @@ class Ledger:
             )
         ctx = check_context_length(ctx)
         if system_prompt is not None:
-            check_unicode(check_text(system_prompt, "system_prompt"), "system_prompt")
+            check_input_text(system_prompt, "system_prompt")
         tool_list: list[JSON] = checked_tools(tools)
         events: list[Event] = [
             SessionStarted(

@@ -43,6 +43,7 @@ from ctxledger.events import (
     Trigger,
 )
 from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
+from ctxledger.ledger.prompt import set_system_prompt
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -85,6 +86,22 @@ class ContextService(ServiceCore):
         )
         self.engine.update_model(sid, model, context_length)
         return await self.preflight(sid)
+
+    async def set_system_prompt(
+        self, session_id: str, text: str, *, seen: str | None = None
+    ) -> TurnResult:
+        """Record a changed system prompt on the session's tip, then run preflight (the
+        estimate now counts it: a grown prompt can compact here). The same prompt as the
+        current one writes nothing and runs nothing (a client that posts its prompt before
+        every call), unless `seen`, the prompt the caller read before deciding to call, is
+        another: another worker recorded this change since, and preflight runs as after
+        a write (:mod:`ctxledger.ledger.prompt`)."""
+        sid, wrote = self._on_tip(session_id, lambda tip: set_system_prompt(self.ledger, tip, text))
+        if wrote or (
+            seen is not None and seen != self.ledger.transcript.session(sid).system_prompt
+        ):
+            return await self.preflight(sid)
+        return TurnResult(session_id=sid)
 
     # --- triggers ------------------------------------------------------------------------
 

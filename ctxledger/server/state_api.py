@@ -121,6 +121,16 @@ async def hygiene(request: Request, state: ServerState) -> Response:
     return JSON(turn_json(state, result))
 
 
+_SYSTEM = (Param("system_prompt", "string", True, "the system prompt the next call sends"),)
+
+
+async def system_prompt(request: Request, state: ServerState) -> Response:
+    body = await json_object(request, _SYSTEM)
+    sid = path_param(request, "session_id")
+    result = await state.service.set_system_prompt(sid, body["system_prompt"])
+    return JSON(turn_json(state, result))
+
+
 _COMPRESS = (
     Param("focus", "string", False, "topic to keep in full detail"),
     Param("dry_run", "boolean", False, "return the plan; append nothing"),
@@ -249,6 +259,13 @@ ENDPOINTS = [
         preflight,
         "Before a model call: compact if system + messages + tools ≥ threshold",
         body=(),
+    ),
+    Endpoint(
+        "POST",
+        _S + "/system-prompt",
+        system_prompt,
+        "Change the system prompt (recorded only when it differs; then preflight)",
+        body=_SYSTEM,
     ),
     Endpoint("POST", _S + "/hygiene", hygiene, "Gateway safety net (85 % of the window)", body=()),
     Endpoint(

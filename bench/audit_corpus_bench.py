@@ -76,7 +76,7 @@ except ImportError:  # a checkout from before issue 17 (``--corpus`` on an old t
         def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:
             return contains(self.folded, normalized)
 
-    def written_windows(value: str) -> bool:  # type: ignore[misc]
+    def written_windows(value: str) -> bool:
         return False
 
     def fact_text(message: Any) -> str:  # type: ignore[misc]
@@ -192,18 +192,19 @@ def ground_truth(
     return absent, dropped
 
 
-def independent_facts(ledger: Ledger, tip: str, *, as_seen: bool) -> dict[str, str]:
-    """normalized -> kind of the facts of every original message appended to the chain,
-    as the model saw it (`as_seen`: a tool output stored outside the context is its
-    preview) or as it was appended."""
+def independent_facts(ledger: Ledger, tip: str, *, as_seen: bool) -> dict[str, tuple[str, bool]]:
+    """normalized -> (kind, whether written with a ``\\``) of the facts of every
+    original message appended to the chain, as the model saw it (`as_seen`: a tool
+    output stored outside the context is its preview) or as it was appended; the
+    shape :func:`ground_truth` reads."""
     chain = set(ledger.chains.chain(tip))
     transcript = ledger.transcript
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, bool]] = {}
     for mid, stored in transcript.state.messages.items():
         if stored.session_id in chain and stored.origin == "appended":
             message = transcript.stored(mid).message if as_seen else stored.message
             for fact in extract_facts([message]):
-                out.setdefault(fact.normalized, fact.kind)
+                out.setdefault(fact.normalized, _kind(fact))
     return out
 
 

@@ -34,7 +34,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxledger.errors import InvalidInput
 
@@ -585,16 +585,16 @@ __all__ = [
 #: names that moved to :mod:`ctxledger.idkeys` in session 34, still read here for one release
 _MOVED_TO_IDKEYS = frozenset({"KEY_KEPT", "digest_key", "keyed_title"})
 
+if not TYPE_CHECKING:  # (mypy keeps checking this module's own attribute names)
 
-def __getattr__(name: str) -> object:
-    """``from ctxledger.limits import keyed_title`` (a name that moved to
-    :mod:`ctxledger.idkeys`): the idkeys one, with a ``DeprecationWarning``. Imported when
-    asked (idkeys imports this module: a top-level import would be a cycle)."""
-    if name not in _MOVED_TO_IDKEYS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"ctxledger.limits.{name} moved to ctxledger.idkeys.{name}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module("ctxledger.idkeys"), name)
+    def __getattr__(name: str) -> object:
+        """A name moved to :mod:`ctxledger.idkeys`, with a ``DeprecationWarning`` (imported
+        when asked: idkeys imports this module, a top-level import would be a cycle)."""
+        if name not in _MOVED_TO_IDKEYS:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(
+            f"ctxledger.limits.{name} moved to ctxledger.idkeys.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("ctxledger.idkeys"), name)

@@ -28,3 +28,28 @@ def test_a_windows_path_glued_to_a_letter_is_absent_for_the_bench_as_for_the_aud
     held = audit_corpus_bench._holds((Haystack(text), set()), fact.normalized, kind)
     assert held is False
     assert retention([fact], text) == ([], [fact])  # as the audit (split_kept) reads it
+
+
+def test_the_independent_facts_carry_the_shape_ground_truth_reads(tmp_path: Path) -> None:
+    """``independent_facts`` hands ``ground_truth`` (kind, written with a ``\\``) pairs,
+    not bare kinds (a bare ``"path"`` was read as kind ``"p"``, Windows ``"a"``)."""
+    from ctxledger import Ledger
+    from ctxledger.clock import SequentialIds, StepClock
+
+    ledger = Ledger.open(str(tmp_path / "l.db"), clock=StepClock(), ids=SequentialIds())
+    try:
+        sid = ledger.start_session(model="m", context_length=16_000, system_prompt="s")
+        texts = ["I ran cat src/app.py", "then edit C:\\work\\main.py", "ok"]
+        ledger.append_messages(sid, [{"role": "user", "content": t} for t in texts])
+        indep = audit_corpus_bench.independent_facts(ledger, sid, as_seen=True)
+        expected = {
+            f.normalized: audit_corpus_bench._kind(f)
+            for t in texts
+            for f in extract_facts([{"role": "user", "content": t}])
+        }
+        assert indep == expected
+        assert ("path", True) in indep.values() and ("path", False) in indep.values()
+        absent, _ = audit_corpus_bench.ground_truth(ledger, sid, indep)
+        assert absent == {}  # every fact is still in the live view
+    finally:
+        ledger.close()

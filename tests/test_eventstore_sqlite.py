@@ -474,3 +474,28 @@ def test_many_simultaneous_first_opens_of_a_new_file_all_succeed(tmp_path: Path)
         for thread in threads:
             thread.join()
         assert errors == [], f"attempt {attempt}: {errors[0]}"
+
+
+def test_a_side_file_that_vanishes_while_checked_is_no_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An opener lists the ``-wal`` beside a new ledger, then another opener's last
+    connection closes and SQLite removes it: the access check of a file gone is no
+    "belongs to root" refusal (seen once in CI, 1 of 25 x 8 simultaneous first opens)."""
+    from ctxledger.eventstore import readonly
+
+    target = tmp_path / "l.db"
+    SQLiteEventStore(target).close()
+    wal = str(target) + "-wal"
+    Path(wal).write_bytes(b"")
+    checked = readonly._writable
+
+    def vanishing(path: str, mode: int = os.W_OK) -> bool:
+        if path == wal:
+            os.remove(path)  # removed between the listing and the check
+            return False
+        return checked(path, mode)
+
+    monkeypatch.setattr(readonly, "_writable", vanishing)
+    assert readonly.unwritable_part(str(target)) is None
+    readonly.refuse_unwritable(str(target))  # no StoreError

@@ -99,7 +99,9 @@ def unwritable_part(path: str) -> str | None:
     leases = real + ".leases"
     if os.path.isdir(leases) and belongs_to_another(leases, follow=False):
         sides.append(leases)
-    return next((side for side in sides if not _writable(side)), None)
+    # (a side that vanished since it was listed — SQLite removes the -wal and -shm when
+    # another opener's last connection closes — is no cause: only one still there is)
+    return next((s for s in sides if not _writable(s) and os.path.lexists(s)), None)
 
 
 def owner_name(path: str) -> str:

@@ -33,6 +33,7 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
+from ctxledger.compressor.factpathrules import cut_name, letters_and_marks
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 
 __all__ = [
@@ -428,7 +429,10 @@ def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool 
     if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], ascii_path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
-        return not inside_longer_path(haystack, start, end, needle)
+        # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
+        return not cut_name(haystack, start, end) and not inside_longer_path(
+            haystack, start, end, needle
+        )
     return not continues_number(haystack, start, end, needle)
 
 
@@ -547,6 +551,7 @@ def _patterns(
         behind.append("[" + _PATH_CLASS + slash + (":" if needle.startswith("//") else "") + "]")
         if needle[0] == "/":
             behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
+        behind.append(letters_and_marks())  # (session 34: :func:`cut_name`)
     ahead = _ahead(needle, path, windows)
     plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
     in_url = None
@@ -573,6 +578,8 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
             lower = lower_tail(needle)
             if lower is not None:
                 ahead.append(lower)
+    if path:
+        ahead.append(letters_and_marks())  # (session 34: :func:`cut_name`)
     if path and needle[-1] != "/":
         ahead.append(
             f"[{_PATH_CLASS_NO_DOT}]|(?!{_GREP_LINE_NUMBER.pattern})"

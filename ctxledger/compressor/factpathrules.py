@@ -8,8 +8,11 @@ long (a tool output of one run of path characters).
 
 from __future__ import annotations
 
+import functools
 import re
 import string
+import sys
+import unicodedata
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
@@ -21,7 +24,9 @@ __all__ = [
     "MORE_NAME",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
+    "cut_name",
     "has_ext",
+    "letters_and_marks",
     "plausible_path",
 ]
 
@@ -292,3 +297,38 @@ def _file_name_dir(name: str) -> bool:
     ASCII letter (one regex holding both backtracked over every letter of a long name:
     quadratic)."""
     return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
+
+
+#: the letters of the alphabets written with spaces between words (Latin, Greek,
+#: Cyrillic, Armenian, …: the cased ones), a name goes on over them
+_CASED = frozenset(("Lu", "Ll", "Lt"))
+
+
+def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
+    """Whether a non-ASCII cased letter (Latin, Greek, Cyrillic, …) or mark stands right
+    before `start` or at `end` of `text` (with `every_letter`, a letter of any
+    script): a path's characters are ASCII, so its name was cut there (``/home/Jos`` of
+    ``/home/José``, ``Cafe`` before a combining accent). Session 34: no path is read
+    there, a loss rather than a false fact. A caseless letter (CJK, kana, Hangul, Thai,
+    written without spaces) is prose glued on: the path ends there (``修改src/app.py文件``)."""
+    for at in (start - 1, end):
+        if 0 <= at < len(text) and not (char := text[at]).isascii():
+            category = unicodedata.category(char)
+            if category[0] == "M" or category in _CASED or (every_letter and category[0] == "L"):
+                return True
+    return False
+
+
+@functools.cache
+def letters_and_marks() -> str:
+    """A regex class of the non-ASCII characters :func:`cut_name` looks for (built
+    once, when a matcher first needs it: every code point is read)."""
+    ranges: list[list[int]] = []
+    for code in range(0x80, sys.maxunicode + 1):
+        category = unicodedata.category(chr(code))
+        if category[0] == "M" or category in _CASED:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"

@@ -299,10 +299,22 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     return any(unicodedata.category(c).startswith(("L", "M")) for c in beside)
 
 
+def _cased_beside(text: str, start: int, end: int) -> bool:
+    """Session 34: whether the character before `start` or at `end` is a mark or a
+    letter of an alphabet with case (Latin, Greek, Cyrillic: a name going on); a
+    caseless letter (CJK, kana, Hangul, Thai) is prose written without spaces."""
+    beside = [c for c in text[max(start - 1, 0) : start] + text[end : end + 1] if ord(c) > 127]
+    return any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside) or any(
+        unicodedata.category(c).startswith("M") for c in beside
+    )
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
     for start, end in _path_spans(text):
+        if _cased_beside(text, start, end):
+            continue  # session 34: a slash path or name cut at a letter or mark is none
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
     # a Windows path replaces every span starting inside it (session 29)
     windows = [match.span() for match in _WINDOWS_PATH.finditer(text)]

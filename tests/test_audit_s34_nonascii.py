@@ -66,8 +66,8 @@ def test_the_matcher_agrees(path: str, summary: str, kept: bool) -> None:
     assert retention([fact], summary) == (([fact], []) if kept else ([], [fact]))
 
 
-def _stable(char: str) -> bool:
-    return unicodedata.normalize("NFKC", char).casefold() == char.casefold() == char.lower()
+def _no_backslash(char: str) -> bool:
+    return "\\" not in unicodedata.normalize("NFKC", char)  # (``﹨``: a Windows path, left)
 
 
 _PATHS = ["/home/jose/app.py", "src/app.py", "/app.py"]
@@ -76,14 +76,15 @@ _PATHS = ["/home/jose/app.py", "src/app.py", "/app.py"]
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(_PATHS),
-    # (a character NFKC or case folding changes is left: the matcher reads the
-    # normalized text, the extraction the raw one; see docs/notes/s34-nonascii.md)
-    st.characters(min_codepoint=0x80, max_codepoint=0x30000).filter(_stable),
+    st.characters(min_codepoint=0x80, max_codepoint=0x30000).filter(_no_backslash),
     st.sampled_from(["before", "after"]),
 )
 @example("/app.py", "é", "before")
 @example("src/app.py", "\u0301", "after")
 @example("/home/jose/app.py", "文", "after")
+@example("/home/jose/app.py", "ʰ", "before")  # (folded: an ``h``)
+@example("src/app.py", "ᵝ", "after")  # (folded: a ``β``)
+@example("src/app.py", "¹", "after")  # (a footnote: read and kept)
 def test_a_glued_character_is_read_alike(path: str, char: str, side: str) -> None:
     """The matcher keeps a path fact in a text glued to `char` exactly when the
     extraction reads that path there (the review's sweep, on a sample)."""

@@ -310,13 +310,31 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
     script): a path's characters are ASCII, so its name was cut there (``/home/Jos`` of
     ``/home/José``, ``Cafe`` before a combining accent). Session 34: no path is read
     there, a loss rather than a false fact. A caseless letter (CJK, kana, Hangul, Thai,
-    written without spaces) is prose glued on: the path ends there (``修改src/app.py文件``)."""
-    for at in (start - 1, end):
+    written without spaces) is prose glued on: the path ends there (``修改src/app.py文件``).
+    A character is judged as the matcher reads it, folded (NFKC, case): ``ʰ`` is an
+    ``h``, ``ᵝ`` a ``β``, so the name goes on over it; a footnote's superscript digit
+    does not (:data:`MORE_NAME`)."""
+    for at, side in ((start - 1, -1), (end, 0)):
         if 0 <= at < len(text) and not (char := text[at]).isascii():
-            category = unicodedata.category(char)
+            if char in SUPERSCRIPT_DIGITS:
+                continue  # a footnote's mark (``app.py¹``), no more of the name
+            folded = unicodedata.normalize("NFKC", char).casefold() or char
+            near = folded[side]
+            if near.isascii():
+                if near in _NAME_GOES_ON if side == 0 else near in _PATH_CHARS:
+                    return True
+                continue
+            category = unicodedata.category(near)
             if category[0] == "M" or category in _CASED or (every_letter and category[0] == "L"):
                 return True
     return False
+
+
+#: ASCII characters a folded character may become that go on a path's name: before
+#: it, what the matcher grows a path over; after it, those but a dot or dash (which
+#: end a name before a blank: ``run.log.``)
+_PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
+_NAME_GOES_ON = _PATH_CHARS - {".", "-"}
 
 
 @functools.cache

@@ -300,13 +300,25 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
 
 
 def _cased_beside(text: str, start: int, end: int) -> bool:
-    """Session 34: whether the character before `start` or at `end` is a mark or a
-    letter of an alphabet with case (Latin, Greek, Cyrillic: a name going on); a
-    caseless letter (CJK, kana, Hangul, Thai) is prose written without spaces."""
-    beside = [c for c in text[max(start - 1, 0) : start] + text[end : end + 1] if ord(c) > 127]
-    return any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside) or any(
-        unicodedata.category(c).startswith("M") for c in beside
-    )
+    """Session 34: whether the character before `start` or at `end`, folded as the
+    matcher folds it (NFKC, case), goes on the name there: a mark or a letter of an
+    alphabet with case (Latin, Greek, Cyrillic), or an ASCII path character (after
+    the name, not a dot or dash); a caseless letter (CJK, kana, Hangul, Thai) is prose
+    written without spaces, a footnote's superscript digit no more of the name."""
+    for at, side in ((start - 1, -1), (end, 0)):
+        char = text[at] if 0 <= at < len(text) else ""
+        if (
+            ord(char or "a") < 128
+            or char in "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
+        ):
+            continue
+        near = (unicodedata.normalize("NFKC", char).casefold() or char)[side]
+        if ord(near) < 128:
+            if near in (_PATH_CHARS - {".", "-"} if side == 0 else _PATH_CHARS):
+                return True
+        elif unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me"):
+            return True
+    return False
 
 
 def span_ends(text: str) -> dict[int, int]:

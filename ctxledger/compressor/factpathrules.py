@@ -22,6 +22,7 @@ __all__ = [
     "KNOWN_FILES",
     "MORE_AFTER_DOT",
     "MORE_NAME",
+    "PATH_CHARS",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
     "cut_name",
@@ -321,7 +322,7 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
             folded = unicodedata.normalize("NFKC", char).casefold() or char
             near = folded[side]
             if near.isascii():
-                if near in _NAME_GOES_ON if side == 0 else near in _PATH_CHARS:
+                if near in _NAME_GOES_ON if side == 0 else near in PATH_CHARS:
                     return True
                 continue
             category = unicodedata.category(near)
@@ -333,8 +334,9 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
 #: ASCII characters a folded character may become that go on a path's name: before
 #: it, what the matcher grows a path over; after it, those but a dot or dash (which
 #: end a name before a blank: ``run.log.``)
-_PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
-_NAME_GOES_ON = _PATH_CHARS - {".", "-"}
+#: what a path grows over, besides ``/`` (:data:`.factpaths.PATH_CHARS`)
+PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
+_NAME_GOES_ON = PATH_CHARS - {".", "-"}
 
 
 @functools.cache

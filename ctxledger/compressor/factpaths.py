@@ -31,6 +31,7 @@ from ctxledger.compressor.factpathrules import (
     cut_name,
     plausible_path,
 )
+from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
@@ -50,7 +51,7 @@ __all__ = [
 
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
-PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
+PATH_CHARS = _PATH_CHARS
 #: a known extension, its second suffixes, then no more of a name: not a word char
 #: (but a footnote's superscript digit, :data:`MORE_NAME`), ``-``, ``+``, ``~``, ``@``
 #: (what the matcher reads as more of it: ``app.py~`` is a backup), ``(`` or ``/``,

@@ -92,3 +92,36 @@ def test_a_glued_character_is_read_alike(path: str, char: str, side: str) -> Non
     read = path in facts_of(text, "path", "user")
     fact = _path_fact(path)
     assert retention([fact], text) == (([fact], []) if read else ([], [fact]))
+
+
+#: review 1: prose whose last word ends with a mark (Thai, Devanagari, Myanmar), a
+#: spacing accent NFKC folds to a space and a mark, a letter it splits into one and a mark
+_PROSE_MARKS = [
+    ("แก้ไฟล์src/app.pyแล้ว", "src/app.py"),
+    ("เปิดที่src/app.py", "src/app.py"),
+    ("ดูไฟล์/home/a/app.pyครับ", "/home/a/app.py"),
+    ("फ़ाइलकोsrc/app.py", "src/app.py"),
+    ("ဖိုင်src/app.py", "src/app.py"),
+    ("see ´src/app.py now", "src/app.py"),
+    ("ファイル゛src/app.py", "src/app.py"),
+    ("क़src/app.py", "src/app.py"),
+]
+
+
+@pytest.mark.parametrize(("text", "path"), _PROSE_MARKS)
+def test_a_mark_of_prose_before_a_path_keeps_it(text: str, path: str) -> None:
+    assert facts_of(text, "path", "user") == [path]
+    fact = _path_fact(path)
+    assert retention([fact], text) == ([fact], [])
+    # the regex fallback (after PLAIN_TRIES rejected occurrences) agrees
+    many = f"{'é' + path} " * 9 + text
+    assert retention([fact], many) == ([fact], [])
+
+
+@pytest.mark.parametrize(
+    ("text", "path"), [("Jose\u0301/app.py", "/app.py"), ("e\u0301\u0301src/app.py", "src/app.py")]
+)
+def test_a_mark_on_a_name_before_a_path_still_cuts_it(text: str, path: str) -> None:
+    assert facts_of(text, "path", "user") == []
+    fact = _path_fact(path)
+    assert retention([fact], text * 9) == ([], [fact])

@@ -305,20 +305,30 @@ def _cased_beside(text: str, start: int, end: int) -> bool:
     alphabet with case (Latin, Greek, Cyrillic), or an ASCII path character (after
     the name, not a dot or dash); a caseless letter (CJK, kana, Hangul, Thai) is prose
     written without spaces, a footnote's superscript digit no more of the name."""
-    for at, side in ((start - 1, -1), (end, 0)):
-        char = text[at] if 0 <= at < len(text) else ""
-        if (
-            ord(char or "a") < 128
-            or char in "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
-        ):
-            continue
-        near = (unicodedata.normalize("NFKC", char).casefold() or char)[side]
-        if ord(near) < 128:
-            if near in (_PATH_CHARS - {".", "-"} if side == 0 else _PATH_CHARS):
-                return True
-        elif unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me"):
-            return True
-    return False
+    at = start - 1
+    while at >= 0 and start - at <= 32 and unicodedata.category(text[at]).startswith("M"):
+        at -= 1  # review 1: a mark before the path belongs to its base, judged instead
+    if 0 <= at < start - 1 and ord(text[at]) < 128:
+        if text[at] in _PATH_CHARS:
+            return True  # NFD ``Jose\u0301/app.py``
+    elif at >= 0 and _glued(text[at], -1):
+        return True
+    return end < len(text) and _glued(text[end], 0)
+
+
+def _glued(char: str, side: int) -> bool:
+    """Whether non-ASCII `char` before (-1) or after (0) a path goes on its name."""
+    if ord(char) < 128 or char in "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079":
+        return False
+    folded = unicodedata.normalize("NFKC", char).casefold() or char
+    if side == -1:  # its own trailing marks (``´`` = space, mark) belong to it
+        folded = folded.rstrip("".join(c for c in folded if unicodedata.category(c)[0] == "M"))
+        if not folded:
+            return False
+    near = folded[side]
+    if ord(near) < 128:
+        return near in (_PATH_CHARS - {".", "-"} if side == 0 else _PATH_CHARS)
+    return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
 
 
 def span_ends(text: str) -> dict[int, int]:

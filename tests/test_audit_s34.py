@@ -281,8 +281,9 @@ def test_the_reference_reads_a_quads_tail_alike(number: str, blank: str, tail: s
         "open ㄅsrc/app.pyㄅ now",
         "open ꀀsrc/app.py now",
         "เปิดsrc/app.pyก",
-        "open ésrc/app.pyé now",
-        "открыть дsrc/app.py",
+        # (session 34, nonascii: ``ésrc/app.pyé`` and ``дsrc/app.py`` moved to
+        # tests/test_audit_s34_nonascii.py: a cased letter glued on goes on the name,
+        # so the extraction reads no path there rather than a cut one)
     ],
 )
 def test_a_path_glued_to_cjk_text_is_found_in_its_own_text(text: str) -> None:

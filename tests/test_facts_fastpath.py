@@ -32,6 +32,7 @@ from ctxledger.compressor import (
     factsentences,
 )
 from ctxledger.compressor.factmatch import JOIN, Haystack, JoinedHaystack
+from ctxledger.compressor.factpathrules import cut_name
 
 _FRAGMENTS = (
     "src/app.py", "/tmp/x.log", "./a/b.txt", "../up/c.rs", "~/h/.bashrc", "and/or", "s/a/b/",
@@ -368,9 +369,10 @@ def _plain(hay: str, sub: str, path: bool) -> bool:
             end == len(hay) or not factbounds.is_word(sub[-1]) or not factbounds.is_word(hay[end])
         )
         # (session 31: a path's boundary is inside_longer_path's alone, a number's
-        # continues_number's)
+        # continues_number's; session 34: no path beside a non-ASCII cased letter or mark)
         bounded = (
             not factbounds.inside_longer_path(hay, start, end, sub)
+            and not cut_name(hay, start, end)
             if path
             else not factbounds.continues_number(hay, start, end, sub)
         )

@@ -33,6 +33,7 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
+from ctxledger.compressor.factpathrules import cut_name, letters_and_marks
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 
 __all__ = [
@@ -428,7 +429,10 @@ def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool 
     if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], ascii_path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
-        return not inside_longer_path(haystack, start, end, needle)
+        # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
+        return not cut_name(haystack, start, end) and not inside_longer_path(
+            haystack, start, end, needle
+        )
     return not continues_number(haystack, start, end, needle)
 
 
@@ -474,12 +478,12 @@ def search(haystack: str, needle: str, *, path: bool = False, windows: bool = Fa
     plain, in_url = _patterns(needle, path, windows)
     long_version = not path and _long_dotted_end(needle)
     dotted_start = not path and _DOTTED_START.match(needle) is not None
-    if _found(plain, haystack, needle, long_version, dotted_start):
+    if _found(plain, haystack, needle, long_version, dotted_start, path):
         return True
     return (
         in_url is not None
         and "://" in haystack
-        and _found(in_url, haystack, needle, long_version, dotted_start)
+        and _found(in_url, haystack, needle, long_version, dotted_start, path)
     )
 
 
@@ -492,21 +496,29 @@ def _long_dotted_end(needle: str) -> bool:
 
 
 def _found(
-    pattern: re.Pattern[str], haystack: str, needle: str, long_version: bool, dotted_start: bool
+    pattern: re.Pattern[str],
+    haystack: str,
+    needle: str,
+    long_version: bool,
+    dotted_start: bool,
+    path: bool = False,
 ) -> bool:
     """Whether `pattern` matches in `haystack`; what the pattern leaves to Python is
     checked per match: with `long_version`, a match followed by a numeric pre-release
     (:func:`prerelease_end`), with `dotted_start` one that is a version's numeric
-    pre-release (:func:`prerelease_start`: a variable-width look behind), is no match,
-    and the search goes on one character after its start."""
+    pre-release (:func:`prerelease_start`: a variable-width look behind), with `path`
+    one after a mark on a base that cuts the name (:func:`cut_name`), is no match, and
+    the search goes on one character after its start."""
     match = pattern.search(haystack)
-    if not (long_version or dotted_start):
+    marks = path and not haystack.isascii()
+    if not (long_version or dotted_start or marks):
         return match is not None
     while match is not None:
         end = match.end()
         if not (
             (long_version and prerelease_end(haystack, end, needle) != -1)
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
+            or (marks and cut_name(haystack, end - len(needle), end))
         ):
             return True
         match = pattern.search(haystack, match.start() + 1)
@@ -547,6 +559,7 @@ def _patterns(
         behind.append("[" + _PATH_CLASS + slash + (":" if needle.startswith("//") else "") + "]")
         if needle[0] == "/":
             behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
+        behind.append(letters_and_marks(marks=False))  # (session 34: :func:`cut_name`)
     ahead = _ahead(needle, path, windows)
     plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
     in_url = None
@@ -573,6 +586,8 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
             lower = lower_tail(needle)
             if lower is not None:
                 ahead.append(lower)
+    if path:
+        ahead.append(letters_and_marks())  # (session 34: :func:`cut_name`)
     if path and needle[-1] != "/":
         ahead.append(
             f"[{_PATH_CLASS_NO_DOT}]|(?!{_GREP_LINE_NUMBER.pattern})"

@@ -8,8 +8,11 @@ long (a tool output of one run of path characters).
 
 from __future__ import annotations
 
+import functools
 import re
 import string
+import sys
+import unicodedata
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
@@ -19,9 +22,12 @@ __all__ = [
     "KNOWN_FILES",
     "MORE_AFTER_DOT",
     "MORE_NAME",
+    "PATH_CHARS",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
+    "cut_name",
     "has_ext",
+    "letters_and_marks",
     "plausible_path",
 ]
 
@@ -292,3 +298,92 @@ def _file_name_dir(name: str) -> bool:
     ASCII letter (one regex holding both backtracked over every letter of a long name:
     quadratic)."""
     return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
+
+
+#: the letters of the alphabets written with spaces between words (Latin, Greek,
+#: Cyrillic, Armenian, …: the cased ones), a name goes on over them
+_CASED = frozenset(("Lu", "Ll", "Lt"))
+
+
+def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
+    """Whether a non-ASCII cased letter (Latin, Greek, Cyrillic, …) or mark stands right
+    before `start` or at `end` of `text` (with `every_letter`, a letter of any
+    script): a path's characters are ASCII, so its name was cut there (``/home/Jos`` of
+    ``/home/José``, ``Cafe`` before a combining accent). Session 34: no path is read
+    there, a loss rather than a false fact. A caseless letter (CJK, kana, Hangul, Thai,
+    written without spaces) is prose glued on: the path ends there (``修改src/app.py文件``).
+    A character is judged as the matcher reads it, folded (NFKC, case): ``ʰ`` is an
+    ``h``, ``ᵝ`` a ``β``, so the name goes on over it; a footnote's superscript digit
+    does not (:data:`MORE_NAME`). Before the path a mark belongs to the character
+    before it (review 1: Thai ``ไฟล์``, a spacing ``´``): that base is judged, so
+    ``Jose\u0301/app.py`` is cut, ``ไฟล์src/app.py`` prose."""
+    before = _base_before(text, start)
+    if before is not None and _goes_on(before, -1, every_letter):
+        return True
+    return end < len(text) and not text[end].isascii() and _goes_on(text[end], 0, every_letter)
+
+
+#: marks skipped back over before a path to find the character they sit on
+_MAX_MARKS = 32
+
+
+def _base_before(text: str, start: int) -> str | None:
+    """The character before `start`, or, when that is a mark (``ไฟล์`` ends with one),
+    the base it combines with, folded (NFKC, case) with its own marks dropped (``´``
+    folds to a space and a mark, ``क़`` to ``क`` and one); None before the text, at an
+    ASCII character other than a mark's base (its own rules judge it); after more
+    than :data:`_MAX_MARKS` marks, a mark."""
+    at = start - 1
+    while at >= 0 and start - at <= _MAX_MARKS:
+        char = text[at]
+        if char.isascii():
+            return char if at < start - 1 else None
+        folded = unicodedata.normalize("NFKC", char).casefold() or char
+        base = _without_marks(folded)
+        if base:
+            return base[-1] if char not in SUPERSCRIPT_DIGITS else None
+        at -= 1
+    return text[at] if at >= 0 else None  # (a long run of marks: judged as a mark)
+
+
+def _without_marks(folded: str) -> str:
+    """`folded` without the marks it ends with."""
+    end = len(folded)
+    while end and unicodedata.category(folded[end - 1])[0] == "M":
+        end -= 1
+    return folded[:end]
+
+
+def _goes_on(char: str, side: int, every_letter: bool) -> bool:
+    """Whether `char` (side -1: before a path, 0: after it) goes on the path's name."""
+    if char in SUPERSCRIPT_DIGITS:
+        return False  # a footnote's mark (``app.py¹``), no more of the name
+    near = (unicodedata.normalize("NFKC", char).casefold() or char)[side]
+    if near.isascii():
+        return near in _NAME_GOES_ON if side == 0 else near in PATH_CHARS
+    category = unicodedata.category(near)
+    return category[0] == "M" or category in _CASED or (every_letter and category[0] == "L")
+
+
+#: what a path grows over, besides ``/`` (:data:`.factpaths.PATH_CHARS`)
+PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
+#: ASCII characters a folded character may become that go on a path's name: before
+#: it, what the matcher grows a path over; after it, those but a dot or dash (which
+#: end a name before a blank: ``run.log.``)
+_NAME_GOES_ON = PATH_CHARS - {".", "-"}
+
+
+@functools.cache
+def letters_and_marks(marks: bool = True) -> str:
+    """A regex class of the non-ASCII characters :func:`cut_name` looks for (built
+    once, when a matcher first needs it: every code point is read); without `marks`,
+    the cased letters only (before a path a mark is judged by its base: Python's)."""
+    ranges: list[list[int]] = []
+    for code in range(0x80, sys.maxunicode + 1):
+        category = unicodedata.category(chr(code))
+        if (marks and category[0] == "M") or category in _CASED:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"

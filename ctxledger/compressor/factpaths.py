@@ -16,7 +16,6 @@ import bisect
 import heapq
 import re
 import string
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,7 +25,13 @@ from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
 from ctxledger.compressor.factpathrules import MORE_AFTER_DOT as _MORE_AFTER_DOT
-from ctxledger.compressor.factpathrules import MORE_NAME, SUPERSCRIPT_DIGITS, plausible_path
+from ctxledger.compressor.factpathrules import (
+    MORE_NAME,
+    SUPERSCRIPT_DIGITS,
+    cut_name,
+    plausible_path,
+)
+from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
@@ -46,7 +51,7 @@ __all__ = [
 
 # Paths are found from their anchors — a "/" or a known extension — and grown in both
 # directions: a single path regex tried at every position of a tool output is ~10x slower.
-PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
+PATH_CHARS = _PATH_CHARS
 #: a known extension, its second suffixes, then no more of a name: not a word char
 #: (but a footnote's superscript digit, :data:`MORE_NAME`), ``-``, ``+``, ``~``, ``@``
 #: (what the matcher reads as more of it: ``app.py~`` is a backup), ``(`` or ``/``,
@@ -305,6 +310,7 @@ def _scan(
     extensions = mixed or pattern is _EXT_ANCHOR
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
+    cut = None if text.isascii() else cut_name  # (an ASCII text cuts no name)
     for match in pattern.finditer(text, pos):
         anchor, end = match.span()
         start = anchor
@@ -321,7 +327,7 @@ def _scan(
             if not text[start:anchor].isascii():
                 start = _after_superscript(text, start, anchor)  # (``foo¹bar.py``: bar.py)
             alone = start == anchor and extensions  # ``.py`` alone
-        if alone or (start and text[start - 1] in not_before):
+        if alone or (start and text[start - 1] in not_before) or (cut and cut(text, start, end)):
             pass  # no span (it may start before the last one: only spans come in order)
         elif start >= limit:
             return (anchor, last, last_start), start  # (before the name anchor is taken)
@@ -369,7 +375,7 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the Windows paths of `text`, by start: from a drive (``C:\\``,
     ``D:/``), ``.\\``, ``..\\`` or ``~\\`` that follows no path character, separator or
     ``:``, over path characters and both separators; and the relative ones
-    (:func:`_relative_spans`). None is a name cut at a letter (:func:`_cut_name`)."""
+    (:func:`_relative_spans`). None is a name cut at a letter (:func:`.factpathrules.cut_name`)."""
     if "\\" not in text and (":" not in text or ":/" not in text):
         return iter(())
     if "\\" not in text:
@@ -380,16 +386,7 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
         spans = heapq.merge(_anchored_windows_spans(text), _relative_spans(text))
     else:
         spans = heapq.merge(_anchored_windows_spans(text), _relative_spans(text), _unc_spans(text))
-    return (span for span in spans if not _cut_name(text, *span))
-
-
-def _cut_name(text: str, start: int, end: int) -> bool:
-    """Whether a letter or a mark of any script stands right before `start` or at `end`:
-    the path's characters are ASCII, so its name was cut there (``Jos`` of ``José``,
-    ``es\\a.txt`` of ``Données\\a.txt``, ``Cafe`` before a combining accent)."""
-    return any(
-        unicodedata.category(text[at])[0] in "LM" for at in (start - 1, end) if 0 <= at < len(text)
-    )
+    return (span for span in spans if not cut_name(text, *span, every_letter=True))
 
 
 def _bounded_judge() -> Callable[[str], bool]:
@@ -424,7 +421,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = _UNC_RIGHT.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
-        if _cut_name(text, start, end):
+        if cut_name(text, start, end, every_letter=True):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
             yield start, end

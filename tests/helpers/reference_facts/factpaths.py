@@ -299,10 +299,44 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     return any(unicodedata.category(c).startswith(("L", "M")) for c in beside)
 
 
+def _cased_beside(text: str, start: int, end: int) -> bool:
+    """Session 34: whether the character before `start` or at `end`, folded as the
+    matcher folds it (NFKC, case), goes on the name there: a mark or a letter of an
+    alphabet with case (Latin, Greek, Cyrillic), or an ASCII path character (after
+    the name, not a dot or dash); a caseless letter (CJK, kana, Hangul, Thai) is prose
+    written without spaces, a footnote's superscript digit no more of the name."""
+    at = start - 1
+    while at >= 0 and start - at <= 32 and unicodedata.category(text[at]).startswith("M"):
+        at -= 1  # review 1: a mark before the path belongs to its base, judged instead
+    if 0 <= at < start - 1 and ord(text[at]) < 128:
+        if text[at] in _PATH_CHARS:
+            return True  # NFD ``Jose\u0301/app.py``
+    elif at >= 0 and _glued(text[at], -1):
+        return True
+    return end < len(text) and _glued(text[end], 0)
+
+
+def _glued(char: str, side: int) -> bool:
+    """Whether non-ASCII `char` before (-1) or after (0) a path goes on its name."""
+    if ord(char) < 128 or char in "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079":
+        return False
+    folded = unicodedata.normalize("NFKC", char).casefold() or char
+    if side == -1:  # its own trailing marks (``´`` = space, mark) belong to it
+        folded = folded.rstrip("".join(c for c in folded if unicodedata.category(c)[0] == "M"))
+        if not folded:
+            return False
+    near = folded[side]
+    if ord(near) < 128:
+        return near in (_PATH_CHARS - {".", "-"} if side == 0 else _PATH_CHARS)
+    return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
     for start, end in _path_spans(text):
+        if _cased_beside(text, start, end):
+            continue  # session 34: a slash path or name cut at a letter or mark is none
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
     # a Windows path replaces every span starting inside it (session 29)
     windows = [match.span() for match in _WINDOWS_PATH.finditer(text)]

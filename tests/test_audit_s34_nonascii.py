@@ -125,3 +125,36 @@ def test_a_mark_on_a_name_before_a_path_still_cuts_it(text: str, path: str) -> N
     assert facts_of(text, "path", "user") == []
     fact = _path_fact(path)
     assert retention([fact], text * 9) == ([], [fact])
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        ("C:\\temp\\app.py", "see ดูC:\\temp\\app.py now"),
+        ("\\\\srv\\share\\app.py", "see ดู\\\\srv\\share\\app.py now"),
+        ("\\\\srv\\share\\app.py", "see ด\\\\srv\\share\\app.py now"),
+    ],
+)
+def test_a_windows_path_after_prose_of_a_caseless_script_is_not_kept(path: str, text: str) -> None:
+    """The extraction's Windows finders cut a name at any letter, under a mark too
+    (review 2 of s34-nonascii: the matcher judged the base letter by case alone and
+    claimed these kept while the extraction reads only ``app.py`` there)."""
+    assert path not in facts_of(text, "path", "user")
+    fact = _path_fact(path)
+    assert retention([fact], text) == ([], [fact])
+    many = f"é{path} " * 9 + text  # the regex fallback (after PLAIN_TRIES) agrees
+    assert retention([fact], many) == ([], [fact])
+
+
+@pytest.mark.parametrize("marks", [31, 32, 33, 40])
+@pytest.mark.parametrize("before", ["\u0e14", "a", " "])
+def test_the_reference_reads_a_long_run_of_marks_alike(before: str, marks: int) -> None:
+    """Production looks back over at most 32 marks and judges a longer run as a mark (a
+    cut); the reference states the same (review 2: it read the path after 33)."""
+    from helpers.reference_facts.facts import extract_facts as reference_extract
+
+    text = f"see {before}{chr(0x301) * marks}src/app.py now"
+    message = {"role": "user", "content": text}
+    ours = sorted(f.normalized for f in extract_facts([message]) if f.kind == "path")
+    theirs = sorted(f.normalized for f in reference_extract([message]) if f.kind == "path")
+    assert ours == theirs

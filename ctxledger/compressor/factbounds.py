@@ -430,8 +430,9 @@ def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool 
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
-        return not cut_name(haystack, start, end) and not inside_longer_path(
-            haystack, start, end, needle
+        every = windows or _WINDOWS_START.match(needle) is not None  # (as the extraction)
+        return not cut_name(haystack, start, end, every_letter=every) and not (
+            inside_longer_path(haystack, start, end, needle)
         )
     return not continues_number(haystack, start, end, needle)
 
@@ -478,12 +479,14 @@ def search(haystack: str, needle: str, *, path: bool = False, windows: bool = Fa
     plain, in_url = _patterns(needle, path, windows)
     long_version = not path and _long_dotted_end(needle)
     dotted_start = not path and _DOTTED_START.match(needle) is not None
-    if _found(plain, haystack, needle, long_version, dotted_start, path):
+    # (a Windows path's name is cut at any letter, as the extraction's Windows finders read it)
+    every = windows or _WINDOWS_START.match(needle) is not None
+    if _found(plain, haystack, needle, long_version, dotted_start, path, every):
         return True
     return (
         in_url is not None
         and "://" in haystack
-        and _found(in_url, haystack, needle, long_version, dotted_start, path)
+        and _found(in_url, haystack, needle, long_version, dotted_start, path, every)
     )
 
 
@@ -502,6 +505,7 @@ def _found(
     long_version: bool,
     dotted_start: bool,
     path: bool = False,
+    every_letter: bool = False,
 ) -> bool:
     """Whether `pattern` matches in `haystack`; what the pattern leaves to Python is
     checked per match: with `long_version`, a match followed by a numeric pre-release
@@ -518,7 +522,7 @@ def _found(
         if not (
             (long_version and prerelease_end(haystack, end, needle) != -1)
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
-            or (marks and cut_name(haystack, end - len(needle), end))
+            or (marks and cut_name(haystack, end - len(needle), end, every_letter=every_letter))
         ):
             return True
         match = pattern.search(haystack, match.start() + 1)

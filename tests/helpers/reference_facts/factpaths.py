@@ -308,6 +308,8 @@ def _cased_beside(text: str, start: int, end: int) -> bool:
     at = start - 1
     while at >= 0 and start - at <= 32 and unicodedata.category(text[at]).startswith("M"):
         at -= 1  # review 1: a mark before the path belongs to its base, judged instead
+    if at >= 0 and unicodedata.category(text[at]).startswith("M"):
+        return True  # (review 2: more than 32 marks in a row are judged as a mark: a cut)
     if 0 <= at < start - 1 and ord(text[at]) < 128:
         if text[at] in _PATH_CHARS:
             return True  # NFD ``Jose\u0301/app.py``

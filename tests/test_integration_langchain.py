@@ -4,7 +4,6 @@ chat model, a tool and a checkpointer, over enough turns to compact."""
 # ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -16,9 +15,10 @@ import pytest
 from helpers.frameworks import require
 
 require("langchain.agents", "langchain")
+from helpers.langchain_fakes import ScriptedChat, read_file, script
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
@@ -32,60 +32,12 @@ from ctxledger.events import (
     ToolsDeclared,
     UsageReported,
 )
-from ctxledger.integrations.common import live_messages, system_view
+from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware, from_chat, to_chat
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
 TURNS = 10
 CLI = str(Path(sys.executable).with_name("ctxledger"))
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a file of the project."""
-    return f"contents of {path}: " + "lorem ipsum dolor " * 150
-
-
-class ScriptedChat(GenericFakeChatModel):
-    """Replies from the script; reports usage from the size of what it was sent."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-    #: the ledger's view (system + live) at the moment of each call
-    views: list[list[dict]] = Field(default_factory=list)
-    service: Any = None
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
-        return self
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.inputs.append(list(messages))
-        if self.service is not None:
-            tip = self.service.tip("langchain:t1")
-            self.views.append([system_view(self.service, tip), *live_messages(self.service, tip)])
-        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-        sent = sum(len(json.dumps(m.model_dump(), default=str)) for m in messages) // 4
-        message = result.generations[0].message
-        message.usage_metadata = {
-            "input_tokens": sent,
-            "output_tokens": 10,
-            "total_tokens": sent + 10,
-        }
-        return result
-
-
-def _script(turns: int) -> list[AIMessage]:
-    replies = []
-    for t in range(turns):
-        replies.append(
-            AIMessage(
-                "",
-                tool_calls=[
-                    {"name": "read_file", "args": {"path": f"src/m{t}.py"}, "id": f"call_{t}"}
-                ],
-            )
-        )
-        replies.append(AIMessage(f"m{t} reviewed"))
-    return replies
 
 
 @pytest.fixture
@@ -127,7 +79,7 @@ def _plain(message: dict) -> dict:
 
 
 def test_state_stays_complete_while_the_model_gets_the_ledger_view(service, tmp_path):
-    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model = ScriptedChat(messages=iter(script(TURNS)))
     model.inputs, model.views, model.service = [], [], service
     agent = create_agent(
         model=model,
@@ -157,7 +109,7 @@ def test_state_stays_complete_while_the_model_gets_the_ledger_view(service, tmp_
 
 
 def test_async_graph_and_a_restarted_process_continue_the_same_ledger_session(service, tmp_path):
-    model = ScriptedChat(messages=iter(_script(4)))
+    model = ScriptedChat(messages=iter(script(4)))
     model.inputs, model.views = [], []
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "t1"}}
@@ -192,7 +144,7 @@ def test_async_graph_and_a_restarted_process_continue_the_same_ledger_session(se
 def test_a_rewritten_history_starts_a_new_ledger_session(service):
     from langchain_core.messages import RemoveMessage
 
-    model = ScriptedChat(messages=iter(_script(2)))
+    model = ScriptedChat(messages=iter(script(2)))
     model.inputs, model.views = [], []
     config = {"configurable": {"thread_id": "t1"}}
     agent = create_agent(
@@ -414,7 +366,7 @@ def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(
 
     from ctxledger.compressor.markers import add_system_note, has_system_note
 
-    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model = ScriptedChat(messages=iter(script(TURNS)))
     model.inputs, model.views, model.service = [], [], service
     run = {"n": 0}
 
@@ -455,7 +407,7 @@ def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(
 def _dynamic_agent(service, prompt_of):
     from langchain.agents.middleware import dynamic_prompt
 
-    model = ScriptedChat(messages=iter(_script(TURNS)))
+    model = ScriptedChat(messages=iter(script(TURNS)))
     model.inputs, model.views, model.service = [], [], service
 
     @dynamic_prompt
@@ -587,7 +539,7 @@ def test_a_refused_prompt_at_a_restart_ends_nothing(service, monkeypatch):
 
     from ctxledger.errors import InvalidInput
 
-    model = ScriptedChat(messages=iter(_script(2)))
+    model = ScriptedChat(messages=iter(script(2)))
     config = {"configurable": {"thread_id": "t1"}}
     agent = create_agent(
         model=model,

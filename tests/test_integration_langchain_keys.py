@@ -6,7 +6,6 @@ another thread's key."""
 # ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -14,66 +13,16 @@ import pytest
 from helpers.frameworks import require
 
 require("langchain.agents", "langchain")
+from helpers.langchain_fakes import ScriptedChat, read_file, script
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.tools import tool
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger
-from ctxledger.integrations.common import live_messages, system_view
+from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a file of the project."""
-    return f"contents of {path}: " + "lorem ipsum dolor " * 150
-
-
-class ScriptedChat(GenericFakeChatModel):
-    """Replies from the script; reports usage from the size of what it was sent."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-    #: the ledger's view (system + live) at the moment of each call
-    views: list[list[dict]] = Field(default_factory=list)
-    service: Any = None
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
-        return self
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.inputs.append(list(messages))
-        if self.service is not None:
-            tip = self.service.tip("langchain:t1")
-            self.views.append([system_view(self.service, tip), *live_messages(self.service, tip)])
-        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-        sent = sum(len(json.dumps(m.model_dump(), default=str)) for m in messages) // 4
-        message = result.generations[0].message
-        message.usage_metadata = {
-            "input_tokens": sent,
-            "output_tokens": 10,
-            "total_tokens": sent + 10,
-        }
-        return result
-
-
-def _script(turns: int) -> list[AIMessage]:
-    replies = []
-    for t in range(turns):
-        replies.append(
-            AIMessage(
-                "",
-                tool_calls=[
-                    {"name": "read_file", "args": {"path": f"src/m{t}.py"}, "id": f"call_{t}"}
-                ],
-            )
-        )
-        replies.append(AIMessage(f"m{t} reviewed"))
-    return replies
 
 
 @pytest.fixture
@@ -84,7 +33,7 @@ def service(tmp_path):
 
 
 def _agent(service: ContextService, replies: int, saver: InMemorySaver) -> Any:
-    model = ScriptedChat(messages=iter(_script(replies)))
+    model = ScriptedChat(messages=iter(script(replies)))
     model.inputs, model.views = [], []
     middleware = CtxLedgerMiddleware(service, context_length=16_000)
     return create_agent(model=model, tools=[read_file], middleware=[middleware], checkpointer=saver)
@@ -217,7 +166,7 @@ def test_a_long_new_thread_id_leaves_every_name_checked(service):
     from ctxledger.limits import check_name
 
     thread = "\u202eevil\nthread\x1b" + "t" * 200
-    model = ScriptedChat(messages=iter(_script(2)))
+    model = ScriptedChat(messages=iter(script(2)))
     model.inputs, model.views = [], []
     bad = CtxLedgerMiddleware(service, model="gpt-4o\n" + "x" * 5_000, context_length=16_000)
     agent = create_agent(model=model, tools=[read_file], middleware=[bad], checkpointer=None)

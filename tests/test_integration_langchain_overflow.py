@@ -16,6 +16,7 @@ require("openai", "openai")
 require("anthropic", "anthropic")
 import anthropic
 import openai
+from helpers.langchain_fakes import read_file, script
 from helpers.provider_errors import (
     ANTHROPIC_TOO_LONG,
     OPENAI_TOO_LONG,
@@ -25,8 +26,7 @@ from helpers.provider_errors import (
 )
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.tools import tool
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
@@ -40,12 +40,6 @@ CONFIG = CompressionConfig(
     threshold_floor_tokens=0, context_length=8_000, protect_last_n=4, tail_min_messages=4
 )
 THREAD = {"configurable": {"thread_id": "t1"}}
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a file of the project."""
-    return f"contents of {path}: " + "lorem ipsum dolor " * 150
 
 
 class FlakyChat(GenericFakeChatModel):
@@ -82,14 +76,6 @@ class FlakyChat(GenericFakeChatModel):
                 "total_tokens": 2_010,
             }
         return result
-
-
-def _script(turns: int) -> list[AIMessage]:
-    replies = []
-    for t in range(turns):
-        call = {"name": "read_file", "args": {"path": f"src/m{t}.py"}, "id": f"call_{t}"}
-        replies += [AIMessage("", tool_calls=[call]), AIMessage(f"m{t} reviewed")]
-    return replies
 
 
 @pytest.fixture
@@ -133,7 +119,7 @@ def _sent_the_view(model: FlakyChat, call: int) -> None:
 
 @pytest.mark.parametrize("failure", [OPENAI_TOO_LONG, ANTHROPIC_TOO_LONG, PAYLOAD_413])
 def test_a_prompt_too_long_compacts_and_the_call_is_retried_on_the_compacted_view(service, failure):
-    model = FlakyChat(messages=iter(_script(4)), failures={7: failure})
+    model = FlakyChat(messages=iter(script(4)), failures={7: failure})
     agent = _agent(service, model)
     for t in range(4):
         state = agent.invoke(_ask(t), THREAD)
@@ -160,7 +146,7 @@ def test_a_prompt_too_long_compacts_and_the_call_is_retried_on_the_compacted_vie
 
 
 def test_the_async_graph_recovers_the_same_way(service):
-    model = FlakyChat(messages=iter(_script(4)), failures={7: ANTHROPIC_TOO_LONG})
+    model = FlakyChat(messages=iter(script(4)), failures={7: ANTHROPIC_TOO_LONG})
     agent = _agent(service, model)
 
     async def turns() -> None:
@@ -176,7 +162,7 @@ def test_the_async_graph_recovers_the_same_way(service):
 
 
 def test_an_output_cap_error_lowers_max_tokens_and_compacts_nothing(service):
-    model = FlakyChat(messages=iter(_script(1)), failures={1: OUTPUT_CAP}, max_tokens=4096)
+    model = FlakyChat(messages=iter(script(1)), failures={1: OUTPUT_CAP}, max_tokens=4096)
     agent = _agent(service, model)
     state = agent.invoke(_ask(0), THREAD)
     assert state["messages"][-1].content == "m0 reviewed"
@@ -189,7 +175,7 @@ def test_an_output_cap_error_lowers_max_tokens_and_compacts_nothing(service):
 
 def test_a_never_clearing_overflow_ends_with_a_clear_error_and_nothing_half_appended(service):
     model = FlakyChat(
-        messages=iter(_script(4)), failures={n: ANTHROPIC_TOO_LONG for n in range(7, 40)}
+        messages=iter(script(4)), failures={n: ANTHROPIC_TOO_LONG for n in range(7, 40)}
     )
     agent = _agent(service, model)
     for t in range(3):
@@ -210,7 +196,7 @@ def test_a_never_clearing_overflow_ends_with_a_clear_error_and_nothing_half_appe
 
 def test_an_error_that_is_no_overflow_is_raised_as_it_was_and_recorded_nowhere(service):
     rate = ("openai", 429, {"error": {"message": "Rate limit reached", "code": "rate_limit"}})
-    model = FlakyChat(messages=iter(_script(1)), failures={1: rate})
+    model = FlakyChat(messages=iter(script(1)), failures={1: rate})
     agent = _agent(service, model)
     events = len(list(service.ledger.store.read_all()))
     with pytest.raises(openai.RateLimitError):
@@ -241,7 +227,7 @@ def test_turns_each_recovering_once_all_go_through_when_the_model_reports_no_usa
     recovery, in turn 6, failed with ContextOverflowError and no compaction tried)."""
     turns = 7
     failures = {7 + 3 * (t - 3): OPENAI_TOO_LONG for t in range(3, turns)}
-    model = FlakyChat(messages=iter(_script(turns)), failures=failures, usage=False)
+    model = FlakyChat(messages=iter(script(turns)), failures=failures, usage=False)
     agent = _agent(service, model)
     for t in range(turns):
         assert agent.invoke(_ask(t), THREAD)["messages"][-1].content == f"m{t} reviewed"
@@ -259,7 +245,7 @@ def test_a_write_of_another_worker_while_a_call_fails_is_read_after_the_compacti
     as this worker's history (before: the compaction marked the session as this
     worker's, and its next call was sent the other worker's ask)."""
     other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
-    model = FlakyChat(messages=iter(_script(4)), failures={7: OPENAI_TOO_LONG})
+    model = FlakyChat(messages=iter(script(4)), failures={7: OPENAI_TOO_LONG})
     agent = _agent(service, model)
     for t in range(3):
         agent.invoke(_ask(t), THREAD)

@@ -370,20 +370,25 @@ def test_export_then_import_gives_the_same_messages(
     assert strip(copy) == strip(original)
 
 
-def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Path) -> None:
+def _trajectories_in(path: Path, ids: list[int] | list[str]) -> None:
+    """A ShareGPT trajectories file at `path`: one generated 6-turn record per id."""
     from ctxledger.importers.export import export_messages
 
     synth = SessionSynth(8)
     lines = []
-    for k in range(3):
+    for k in ids:
         msgs = [{"role": "system", "content": synth.system_prompt()}]
         for turn in synth.turns(6):
             msgs += turn
         record = json.loads(export_messages(None, msgs, "sharegpt"))
         record["id"] = k
         lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_trajectories_compress_records_compactions_with_explicit_db(tmp_path: Path) -> None:
     src, dst, db = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "l.db"
-    src.write_text("\n".join(lines) + "\n")
+    _trajectories_in(src, list(range(3)))
     result = run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
@@ -407,20 +412,10 @@ def test_trajectories_compress_records_a_record_whose_id_no_title_may_hold(
     """Session 33 checks titles: a record id with a newline (the title was its key) failed
     the recording in the middle of the batch (exit 2) and a resume never recorded the
     records after it. Its title is now a key made for it."""
-    from ctxledger.importers.export import export_messages
     from ctxledger.ledger.facade import Ledger
 
-    synth = SessionSynth(8)
-    lines = []
-    for k in ("t1", "t2\nevil\u202e", "t3"):
-        msgs = [{"role": "system", "content": synth.system_prompt()}]
-        for turn in synth.turns(6):
-            msgs += turn
-        record = json.loads(export_messages(None, msgs, "sharegpt"))
-        record["id"] = k
-        lines.append(json.dumps(record))
     src, dst, db = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "l.db"
-    src.write_text("\n".join(lines) + "\n")
+    _trajectories_in(src, ["t1", "t2\nevil\u202e", "t3"])
     result = run(db, "trajectories", "compress", str(src), str(dst), "--target", "4000", "--json")
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.output)["recorded_sessions"]) == 3

@@ -45,7 +45,8 @@ from ctxledger.integrations.common import (
     report_usage_or_warn,
     taken_whole,
 )
-from ctxledger.limits import check_token_count, taking_as_recorded
+from ctxledger.ledger.prompt import held_prompt
+from ctxledger.limits import check_input_text, check_text, check_token_count, taking_as_recorded
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
@@ -91,11 +92,19 @@ class CtxLedgerSession:
         context_length: int | None = None,
         system_prompt: str | None = None,
         session_settings: Any = None,
+        agent: Any = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip() or "~" in session_id:
             raise InvalidInput(
                 f"session_id must be a non-empty string without '~', got {session_id!r}"
             )
+        if agent is not None and system_prompt is not None:
+            raise InvalidInput("give system_prompt or agent, not both (the agent's is its prompt)")
+        if agent is not None and not callable(getattr(agent, "get_system_prompt", None)):
+            raise InvalidInput(f"agent must be an Agents SDK Agent, got {type(agent).__name__}")
+        self.agent = agent
+        if isinstance(getattr(agent, "instructions", None), str):
+            system_prompt = agent.instructions  # (a callable's text is read at each run's start)
         self.session_id = session_id
         self.service = service
         self.model = model
@@ -177,15 +186,45 @@ class CtxLedgerSession:
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
+        # the run's start: the agent's prompt of this run first (a change runs preflight)
+        recorded = limit is None and await self._agent_prompt(wrapper)
         sid = self.ledger_session_id()
         if sid is None:
             return []
-        if limit is None:
+        if limit is None and not recorded:
             sid = (await self.service.preflight(sid)).session_id
         items = messages_to_items(live_messages(self.service, sid))
         if limit is not None:
             return items[-limit:] if limit else []
         return items
+
+    async def _agent_prompt(self, wrapper: Any) -> bool:
+        """Record the prompt of the session's `agent` (given at construction) for the run of
+        `wrapper` (see :meth:`record_system_prompt`); False without an agent or a wrapper,
+        or when its instructions give no prompt."""
+        if self.agent is None or wrapper is None:
+            return False
+        text = await self.agent.get_system_prompt(wrapper)
+        return text is not None and await self.record_system_prompt(text)
+
+    async def record_system_prompt(self, text: Any) -> bool:
+        """The system prompt the agent is sent (``CtxLedgerRunHooks`` give each model
+        call's: :mod:`ctxledger.integrations.openai_agents_hooks`): recorded when it differs
+        from the ledger's (the compaction note is the ledger's: ``held_prompt``), which
+        runs preflight; True then. Before the first item it is the prompt the session
+        starts with, as after ``clear_session``. ``InvalidInput`` (nothing appended) for
+        a text that is not a string of valid Unicode within the input limit."""
+        text = check_text(text, "system_prompt")
+        sid = self.ledger_session_id()
+        if sid is None:
+            self.system_prompt = check_input_text(text, "system_prompt")
+            return False
+        recorded = self.service.ledger.transcript.session(sid).system_prompt
+        changed = held_prompt(recorded, text) != recorded  # (checked when it was written)
+        if changed:
+            await self.service.set_system_prompt(sid, text, seen=recorded)
+        self.system_prompt = text  # (the prompt a next generation starts with)
+        return changed
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append items (validated, all or nothing), then report the run's new usage."""

@@ -1,0 +1,227 @@
+"""An Agents SDK agent's system prompt (static, a dynamic ``instructions`` callable, a
+handoff's agent's) counted and recorded through ``CtxLedgerRunHooks`` and
+``CtxLedgerSession(agent=)``, with the real Runner and a scripted model, offline."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+import pytest
+from helpers.frameworks import require
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+require("agents", "agents")
+from agents import Agent, RunHooks, Runner  # noqa: E402
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+
+from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  # noqa: E402
+from ctxledger.analysis.compactions import chain_signature  # noqa: E402
+from ctxledger.analysis.history import SystemStep, history  # noqa: E402
+from ctxledger.analysis.whatif import replay_history, whatif  # noqa: E402
+from ctxledger.compressor.markers import strip_system_note  # noqa: E402
+from ctxledger.events import SessionSwitched, SystemPromptSet  # noqa: E402
+from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
+from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
+RUNS = 12
+PADDING = "Keep every answer short and cite the file you read. "
+
+
+@pytest.fixture
+def service(tmp_path):
+    svc = ContextService(Ledger.open(tmp_path / "agents.db", config=CONFIG), config=CONFIG)
+    yield svc
+    svc.ledger.close()
+
+
+def _answers(n: int) -> ScriptedModel:
+    return ScriptedModel([ModelStep(output=[assistant_message(f"answer {i}")]) for i in range(n)])
+
+
+def _events(svc: ContextService, kind: type) -> list[Any]:
+    return [r.event for r in svc.ledger.store.read_all() if isinstance(r.event, kind)]
+
+
+def _prompt_texts(svc: ContextService) -> list[str]:
+    """Every prompt recorded (starts and changes), in order, without the compaction note."""
+    return [strip_system_note(e.text) for e in _events(svc, SystemPromptSet)]
+
+
+async def _run(agent: Agent[Any], text: str, session: CtxLedgerSession, streamed: bool) -> None:
+    hooks = CtxLedgerRunHooks(session)
+    if streamed:
+        result = Runner.run_streamed(agent, text, session=session, hooks=hooks)
+        async for _ in result.stream_events():
+            pass
+    else:
+        await Runner.run(agent, text, session=session, hooks=hooks)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("given", [False, True])
+def test_a_dynamic_prompt_changing_between_runs_is_recorded_once_per_change(
+    service, streamed, given
+):
+    versions = ["v1", "v1", "v2", "v2", "v2", "v3"]
+    run = [0]
+    model = _answers(len(versions))
+    agent = Agent(
+        name="a", instructions=lambda ctx, agent: f"You are {versions[run[0]]}.", model=model
+    )
+    session = CtxLedgerSession(
+        "chat", service, context_length=16_000, **({"agent": agent} if given else {})
+    )
+
+    async def runs() -> None:
+        for n in range(len(versions)):
+            run[0] = n
+            await _run(agent, f"question {n}", session, streamed)
+            # the ledger holds the prompt the call was sent
+            view = service.ledger.transcript.session(session.ledger_session_id())
+            assert view.system_prompt == model.calls[-1].system_instructions
+
+    anyio.run(runs)
+    assert _prompt_texts(service) == ["You are v1.", "You are v2.", "You are v3."]
+    if given:  # read at the first run's start: the session starts with it
+        assert list(service.ledger.store.read_stream("chat"))[1].event.text == "You are v1."
+
+
+def _big(words: int) -> str:
+    return "You are a careful reviewer. " + PADDING * words
+
+
+def _record_growth(service: ContextService, *, given: bool, hooks: bool) -> list[Any]:
+    """Twelve runs of ~450-token asks (5.5K tokens in all, under the 8K threshold); the
+    prompt grows to ~3.3K tokens at the last run. Returns each model call's input."""
+    size = [1]
+    model = _answers(RUNS)
+    agent = Agent(name="a", instructions=lambda ctx, agent: _big(size[0]), model=model)
+    kwargs: dict[str, Any] = {"agent": agent} if given else {"system_prompt": _big(1)}
+    session = CtxLedgerSession("chat", service, context_length=16_000, **kwargs)
+
+    async def runs() -> None:
+        for n in range(RUNS):
+            size[0] = 1 if n < RUNS - 1 else 300
+            ask = f"run {n}: " + "please review this paragraph carefully " * 80
+            run_hooks = CtxLedgerRunHooks(session) if hooks else None
+            await Runner.run(agent, ask, session=session, hooks=run_hooks)
+
+    anyio.run(runs)
+    return [call.input for call in model.calls]
+
+
+def test_a_grown_prompt_compacts_before_the_runs_first_call(service, tmp_path):
+    inputs = _record_growth(service, given=True, hooks=True)
+    switched = _events(service, SessionSwitched)
+    assert len(switched) == 1
+    # the compaction ran at the last run's start, so its first call was sent the compacted view
+    assert len(inputs[-1]) < len(inputs[-2])
+    plain = ContextService(Ledger.open(tmp_path / "plain.db", config=CONFIG), config=CONFIG)
+    plain_inputs = _record_growth(plain, given=False, hooks=False)
+    assert not _events(plain, SessionSwitched)  # the prompt alone made the difference
+    assert len(plain_inputs[-1]) > len(inputs[-1])
+    plain.ledger.close()
+
+
+def test_with_hooks_alone_a_grown_prompt_is_recorded_and_counted_from_its_call(service):
+    inputs = _record_growth(service, given=False, hooks=True)
+    assert _prompt_texts(service) == [_big(1), _big(300)]
+    # recorded at the call (after the run's read): compacted then, the call was sent the read
+    assert len(_events(service, SessionSwitched)) == 1
+    assert len(inputs[-1]) > len(inputs[-2])
+    _replays_the_same(service.ledger, history(service.ledger, "chat"))
+
+
+def test_the_recorded_ledger_replays_and_what_ifs_the_same(service):
+    _record_growth(service, given=True, hooks=True)
+    ledger = service.ledger
+    hist = history(ledger, "chat")
+    assert [strip_system_note(s.text) for s in hist.steps if isinstance(s, SystemStep)] == [
+        _big(300)
+    ]
+    _replays_the_same(ledger, hist)
+
+
+def _replays_the_same(ledger: Ledger, hist: Any) -> None:
+    report = whatif(ledger, "chat")
+    assert report.reproduces_recorded, report.reproduction.differences
+    tip = ledger.chains.tip("chat")
+    with replay_history(hist) as (scratch, result):
+        assert chain_signature(scratch, result.session_id) == chain_signature(ledger, tip)
+        assert scratch.api_messages(result.session_id) == ledger.api_messages(tip)
+
+
+@pytest.mark.parametrize("bad", [42, ["You are v1."], "You are \ud800."])
+def test_a_prompt_that_is_no_text_is_refused_and_appends_nothing(service, bad):
+    agent = Agent(name="a", instructions=lambda ctx, agent: bad, model=_answers(2))
+    session = CtxLedgerSession("chat", service, context_length=16_000, agent=agent)
+    with pytest.raises(InvalidInput, match="system_prompt"):
+        anyio.run(lambda: _run(agent, "question", session, False))
+    assert list(service.ledger.store.read_all()) == []
+    # through the hooks alone, on a session holding a run: the prompt writes nothing
+    good = CtxLedgerSession("other", service, context_length=16_000, system_prompt="ok")
+    anyio.run(lambda: _run(Agent(name="g", instructions="ok", model=_answers(1)), "q", good, False))
+    before = len(list(service.ledger.store.read_all()))
+    with pytest.raises(InvalidInput, match="system_prompt"):
+        anyio.run(lambda: CtxLedgerRunHooks(good).on_llm_start(None, None, bad, []))
+    assert len(list(service.ledger.store.read_all())) == before
+
+
+class _Seen(RunHooks[Any]):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def on_llm_start(self, context, agent, system_prompt, input_items) -> None:
+        self.calls.append(f"llm {agent.name}")
+
+    async def on_handoff(self, context, from_agent, to_agent) -> None:
+        self.calls.append(f"handoff {from_agent.name}>{to_agent.name}")
+
+
+def test_each_agent_of_a_handoff_has_its_prompt_recorded(service):
+    sent: list[tuple[str | None, str | None]] = []
+    session = CtxLedgerSession("chat", service, context_length=16_000)
+
+    def step(output: Any) -> ModelStep:
+        def respond(call: Any) -> ModelStep:
+            held = service.ledger.transcript.session(session.ledger_session_id()).system_prompt
+            sent.append((call.system_instructions, held))
+            return ModelStep(output=[output])
+
+        return ModelStep.respond(respond)
+
+    model = ScriptedModel(
+        [
+            step(function_call("transfer_to_billing", {}, call_id="h1")),
+            step(assistant_message("refunded")),
+            step(function_call("transfer_to_billing", {}, call_id="h2")),
+            step(assistant_message("refunded again")),
+        ]
+    )
+    billing = Agent(name="billing", instructions="You handle refunds.", model=model)
+    triage = Agent(name="triage", instructions="You route.", model=model, handoffs=[billing])
+    seen = _Seen()
+
+    async def runs() -> None:
+        for ask in ("refund me", "and again"):
+            await Runner.run(triage, ask, session=session, hooks=CtxLedgerRunHooks(session, seen))
+
+    anyio.run(runs)
+    assert [s for s, _ in sent] == ["You route.", "You handle refunds."] * 2
+    assert all(s == held for s, held in sent)  # the ledger held each call's prompt
+    assert _prompt_texts(service) == ["You route.", "You handle refunds."] * 2
+    assert seen.calls == ["llm triage", "handoff triage>billing", "llm billing"] * 2
+
+
+def test_the_session_takes_an_agent_or_a_prompt_not_both(service):
+    agent = Agent(name="a", instructions="You are v1.")
+    with pytest.raises(InvalidInput, match="not both"):
+        CtxLedgerSession("chat", service, agent=agent, system_prompt="You are v1.")
+    with pytest.raises(InvalidInput, match="Agent"):
+        CtxLedgerSession("chat", service, agent="You are v1.")
+    assert CtxLedgerSession("chat", service, agent=agent).system_prompt == "You are v1."
+    with pytest.raises(InvalidInput, match="RunHooks"):
+        CtxLedgerRunHooks(CtxLedgerSession("chat", service), hooks=object())

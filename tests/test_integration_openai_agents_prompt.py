@@ -20,7 +20,7 @@ from ctxledger import CompressionConfig, ContextService, InvalidInput, Ledger  #
 from ctxledger.analysis.compactions import chain_signature  # noqa: E402
 from ctxledger.analysis.history import SystemStep, history  # noqa: E402
 from ctxledger.analysis.whatif import replay_history, whatif  # noqa: E402
-from ctxledger.compressor.markers import strip_system_note  # noqa: E402
+from ctxledger.compressor.markers import add_system_note, strip_system_note  # noqa: E402
 from ctxledger.events import SessionSwitched, SystemPromptSet  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
@@ -225,3 +225,18 @@ def test_the_session_takes_an_agent_or_a_prompt_not_both(service):
     assert CtxLedgerSession("chat", service, agent=agent).system_prompt == "You are v1."
     with pytest.raises(InvalidInput, match="RunHooks"):
         CtxLedgerRunHooks(CtxLedgerSession("chat", service), hooks=object())
+
+
+def test_a_start_prompt_taken_from_the_agent_leaves_the_ledgers_note_out(service):
+    """The compaction note is the ledger's (as for a change, s35 note): a host's prompt
+    ending with it starts an uncompacted session without it, also after clear_session."""
+    session = CtxLedgerSession("chat", service, context_length=16_000)
+
+    async def steps() -> None:
+        await session.record_system_prompt(add_system_note("You are v1."))
+        await session.add_items([{"role": "user", "content": "hi"}])
+        await session.clear_session()
+        await session.add_items([{"role": "user", "content": "again"}])
+
+    anyio.run(steps)
+    assert [e.text for e in _events(service, SystemPromptSet)] == ["You are v1."] * 2

@@ -216,14 +216,14 @@ class CtxLedgerSession:
         a text that is not a string of valid Unicode within the input limit."""
         text = check_text(text, "system_prompt")
         sid = self.ledger_session_id()
-        if sid is None:
-            self.system_prompt = check_input_text(text, "system_prompt")
+        if sid is None:  # (a new chain: the note is the ledger's, as in a change)
+            self.system_prompt = held_prompt(None, check_input_text(text, "system_prompt"))
             return False
         recorded = self.service.ledger.transcript.session(sid).system_prompt
         changed = held_prompt(recorded, text) != recorded  # (checked when it was written)
         if changed:
             await self.service.set_system_prompt(sid, text, seen=recorded)
-        self.system_prompt = text  # (the prompt a next generation starts with)
+        self.system_prompt = held_prompt(None, text)  # (a next generation starts with it)
         return changed
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:

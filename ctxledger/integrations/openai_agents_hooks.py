@@ -9,8 +9,8 @@ the same text writes nothing. Give the caller's own hooks as ``hooks=``: each ho
 passed on to them after the recording.
 
 That is after the run's ``get_items``, where the run's history was read and preflight
-ran: a changed prompt is counted from the call's next preflight, and this call is sent
-the history as read. A session given ``agent=`` reads that agent's prompt at the run's
+ran: a changed prompt is counted from here on (its recording runs preflight), but this
+call is sent the history as read. A session given ``agent=`` reads that agent's prompt at the run's
 start (in ``get_items``), so its first call is counted with it too.
 """
 

@@ -7,7 +7,9 @@ method accepts the ``wrapper=`` keyword, so the Runner hands over its
 ``RunContextWrapper``; the per-request usage in ``wrapper.usage`` is reported to the
 ledger (real input tokens drive the in-loop trigger). Items are stored as chat messages
 through :mod:`ctxledger.importers.responses`; ``get_items`` returns the ledger's live
-view (after preflight), so a compacted history is what the next run sends.
+view (after preflight), so a compacted history is what the next run sends. The agent's
+system prompt is counted and recorded with ``agent=`` (read at each run's start) and
+:mod:`ctxledger.integrations.openai_agents_hooks` (each model call's).
 
 One SDK session id names a series of ledger sessions: ``<id>`` first, then ``<id>~2``,
 ``<id>~3``, ... after ``clear_session`` (the old one is ended, nothing deleted) or

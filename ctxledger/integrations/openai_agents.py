@@ -8,8 +8,9 @@ method accepts the ``wrapper=`` keyword, so the Runner hands over its
 ledger (real input tokens drive the in-loop trigger). Items are stored as chat messages
 through :mod:`ctxledger.importers.responses`; ``get_items`` returns the ledger's live
 view (after preflight), so a compacted history is what the next run sends. The agent's
-system prompt is counted and recorded with ``agent=`` (read at each run's start) and
-:mod:`ctxledger.integrations.openai_agents_hooks` (each model call's).
+system prompt is recorded (and counted from then on) by
+:mod:`ctxledger.integrations.openai_agents_hooks` at each model call, as it is sent;
+``agent=`` gives the session its start prompt (see :class:`CtxLedgerSession`).
 
 One SDK session id names a series of ledger sessions: ``<id>`` first, then ``<id>~2``,
 ``<id>~3``, ... after ``clear_session`` (the old one is ended, nothing deleted) or
@@ -44,6 +45,7 @@ from ctxledger.integrations.common import (
     host_title,
     is_made_key,
     live_messages,
+    record_changed_prompt,
     report_usage_or_warn,
     taken_whole,
 )
@@ -81,7 +83,18 @@ def _title(session_id: str) -> str:
 
 
 class CtxLedgerSession:
-    """Conversation memory for ``Runner.run(..., session=CtxLedgerSession(...))``."""
+    """Conversation memory for ``Runner.run(..., session=CtxLedgerSession(...))``.
+
+    The system prompt a session starts with is `system_prompt` (as given), or the static
+    ``instructions`` of `agent` (the run's starting agent) without the ledger's compaction
+    note, so the first run's first call is counted with it. ``agent=`` reads nothing
+    else: a dynamic ``instructions`` callable is never called by the session (it runs
+    only when the SDK calls it), and ``CtxLedgerRunHooks`` record each call's prompt as
+    sent (a handoff's agent's, a changed one). A prompt recorded at a call is counted
+    from that call's preflight on: a run's ``get_items`` counts the one recorded last,
+    so the first call of a run whose dynamic prompt changed is counted with the previous
+    prompt, and a compaction the new one triggers shapes the next run's input.
+    """
 
     session_settings: Any = None
 
@@ -104,15 +117,17 @@ class CtxLedgerSession:
             raise InvalidInput("give system_prompt or agent, not both (the agent's is its prompt)")
         if agent is not None and not callable(getattr(agent, "get_system_prompt", None)):
             raise InvalidInput(f"agent must be an Agents SDK Agent, got {type(agent).__name__}")
-        self.agent = agent
-        if isinstance(getattr(agent, "instructions", None), str):
-            system_prompt = agent.instructions  # (a callable's text is read at each run's start)
+        if isinstance(getattr(agent, "instructions", None), str):  # (the note is the ledger's)
+            system_prompt = held_prompt(None, agent.instructions)
         self.session_id = session_id
         self.service = service
         self.model = model
         self.context_length = context_length
         self.system_prompt = system_prompt
         self.session_settings = session_settings
+        #: the prompt of a call made before the session's first item (the hooks): the
+        #: ledger session that call's items start is started with it
+        self._pending: str | None = None
         self.service.ledger.refresh()
         self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
@@ -169,11 +184,12 @@ class CtxLedgerSession:
             started = await self.service.start_session(
                 model=self.model,
                 context_length=self.context_length,
-                system_prompt=self.system_prompt,
+                system_prompt=self.system_prompt if self._pending is None else self._pending,
                 session_id=sid,
                 title=title,
             )
         self._generation = generation
+        self._pending = None
         return started
 
     # --- the Session protocol -----------------------------------------------------------
@@ -188,45 +204,31 @@ class CtxLedgerSession:
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
-        # the run's start: the agent's prompt of this run first (a change runs preflight)
-        recorded = limit is None and await self._agent_prompt(wrapper)
         sid = self.ledger_session_id()
         if sid is None:
             return []
-        if limit is None and not recorded:
+        if limit is None:
             sid = (await self.service.preflight(sid)).session_id
         items = messages_to_items(live_messages(self.service, sid))
         if limit is not None:
             return items[-limit:] if limit else []
         return items
 
-    async def _agent_prompt(self, wrapper: Any) -> bool:
-        """Record the prompt of the session's `agent` (given at construction) for the run of
-        `wrapper` (see :meth:`record_system_prompt`); False without an agent or a wrapper,
-        or when its instructions give no prompt."""
-        if self.agent is None or wrapper is None:
-            return False
-        text = await self.agent.get_system_prompt(wrapper)
-        return text is not None and await self.record_system_prompt(text)
-
     async def record_system_prompt(self, text: Any) -> bool:
         """The system prompt the agent is sent (``CtxLedgerRunHooks`` give each model
         call's: :mod:`ctxledger.integrations.openai_agents_hooks`): recorded when it differs
-        from the ledger's (the compaction note is the ledger's: ``held_prompt``), which
-        runs preflight; True then. Before the first item it is the prompt the session
-        starts with, as after ``clear_session``. ``InvalidInput`` (nothing appended) for
-        a text that is not a string of valid Unicode within the input limit."""
+        from the ledger's (:func:`~ctxledger.integrations.common.record_changed_prompt`),
+        which runs preflight; True then. Before the ledger session's first item (a streamed
+        run saves its input after its first call's hook, also after ``clear_session``) it
+        is the prompt that session is started with, without the ledger's compaction note.
+        ``InvalidInput`` (nothing appended) for a text that is not a string of valid
+        Unicode within the input limit."""
         text = check_text(text, "system_prompt")
         sid = self.ledger_session_id()
-        if sid is None:  # (a new chain: the note is the ledger's, as in a change)
-            self.system_prompt = held_prompt(None, check_input_text(text, "system_prompt"))
+        if sid is None:
+            self._pending = held_prompt(None, check_input_text(text, "system_prompt"))
             return False
-        recorded = self.service.ledger.transcript.session(sid).system_prompt
-        changed = held_prompt(recorded, text) != recorded  # (checked when it was written)
-        if changed:
-            await self.service.set_system_prompt(sid, text, seen=recorded)
-        self.system_prompt = held_prompt(None, text)  # (a next generation starts with it)
-        return changed
+        return (await record_changed_prompt(self.service, sid, text))[1]
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append items (validated, all or nothing), then report the run's new usage."""

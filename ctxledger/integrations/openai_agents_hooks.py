@@ -9,9 +9,13 @@ the same text writes nothing. Give the caller's own hooks as ``hooks=``: each ho
 passed on to them after the recording.
 
 That is after the run's ``get_items``, where the run's history was read and preflight
-ran: a changed prompt is counted from here on (its recording runs preflight), but this
-call is sent the history as read. A session given ``agent=`` reads that agent's prompt at the run's
-start (in ``get_items``), so its first call is counted with it too.
+ran: a changed prompt is counted from here on (its recording runs preflight, and a
+compaction it triggers shapes the next run's input), but this call is sent the history
+as read, so the first call of a run whose dynamic prompt changed is counted with the
+previous prompt. The session never calls a dynamic ``instructions`` callable itself
+(it runs when the SDK calls it, once per call), so what is recorded is what was sent,
+also when a run starts with another agent (``result.last_agent``). A session's
+``agent=`` only gives the prompt it starts with (static ``instructions``).
 """
 
 from __future__ import annotations

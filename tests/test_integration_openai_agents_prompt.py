@@ -340,3 +340,35 @@ def test_an_agent_without_instructions_records_no_prompt(service, given):
     assert [call.system_instructions for call in model.calls] == [None, None]
     assert not _events(service, SystemPromptSet)
     assert len(service.ledger.api_messages("chat")) == 4  # two asks, two answers
+
+
+class _FailingHooks(RunHooks[Any]):
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, items: Any) -> None:
+        raise RuntimeError("the caller's hook failed")
+
+
+@pytest.mark.parametrize("clear", [False, True])
+def test_a_prompt_pending_from_a_run_that_saved_nothing_starts_no_later_session(service, clear):
+    """A streamed first run records its prompt as pending before the SDK saves its input;
+    when the run fails in between (here the caller's own hook raises), the next run, of
+    another agent, starts its session with the prompt it was sent, not the failed one's."""
+    model = _answers(2)
+    first = Agent(name="a", instructions="You are A.", model=model)
+    second = Agent(name="b", instructions="You are B.", model=model)
+    session = CtxLedgerSession("chat", service, context_length=16_000)
+
+    async def runs() -> None:
+        result = Runner.run_streamed(
+            first, "q1", session=session, hooks=CtxLedgerRunHooks(session, _FailingHooks())
+        )
+        with pytest.raises(RuntimeError, match="caller's hook"):
+            async for _ in result.stream_events():
+                pass
+        assert session.ledger_session_id() is None  # the failed run saved nothing
+        if clear:
+            await session.clear_session()
+        await Runner.run(second, "q2", session=session, hooks=CtxLedgerRunHooks(session))
+
+    anyio.run(runs)
+    assert [call.system_instructions for call in model.calls][-1] == "You are B."
+    assert _prompt_texts(service) == ["You are B."]

@@ -87,7 +87,9 @@ class CtxLedgerSession:
 
     The system prompt a session starts with is `system_prompt` (as given), or the static
     ``instructions`` of `agent` (the run's starting agent) without the ledger's compaction
-    note, so the first run's first call is counted with it. ``agent=`` reads nothing
+    note, so the first run's first call is counted with it (every new ledger session's,
+    also after ``clear_session``: runs going on with another agent, such as
+    ``result.last_agent``, leave `agent` out and let the hooks record). ``agent=`` reads nothing
     else: a dynamic ``instructions`` callable is never called by the session (it runs
     only when the SDK calls it), and ``CtxLedgerRunHooks`` record each call's prompt as
     sent (a handoff's agent's, a changed one). A prompt recorded at a call is counted
@@ -206,6 +208,9 @@ class CtxLedgerSession:
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
         sid = self.ledger_session_id()
         if sid is None:
+            # a run starts here, before its first call's hook: a prompt left pending by a
+            # run that failed before it saved anything was never this run's
+            self._pending = None
             return []
         if limit is None:
             sid = (await self.service.preflight(sid)).session_id
@@ -295,6 +300,7 @@ class CtxLedgerSession:
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """End the current ledger session; the next item starts a new one."""
+        self._pending = None
         sid = self.ledger_session_id()
         if sid is not None:
             await self.service.end_session(sid, "cleared")

@@ -151,7 +151,13 @@ def _openai_agents(scratch: Path, upstream: Any) -> None:
     names = run_block("from agents import Runner", {"agent": agent})
     assert names["result"].final_output
     with Ledger.open(scratch / "agents.ledger.db") as ledger:
-        assert len(ledger.api_messages("user-42")) == 2  # the question, the answer
+        # the agent's prompt (the example gives agent=), the question, the answer
+        assert [m["role"] for m in ledger.api_messages("user-42")] == [
+            "system",
+            "user",
+            "assistant",
+        ]
+        assert ledger.transcript.session("user-42").system_prompt == "Be brief."
 
 
 def _langchain(scratch: Path, upstream: Any) -> None:

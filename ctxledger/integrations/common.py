@@ -25,6 +25,7 @@ from ctxledger import ContextService
 from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
 from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
+from ctxledger.ledger.prompt import held_prompt
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -114,6 +115,21 @@ async def report_usage_or_warn(
     except (CtxLedgerError, TypeError, ValueError, OverflowError) as exc:
         logger.warning("ctxledger: usage of session %s not recorded: %s", session_id, exc)
         return session_id
+
+
+async def record_changed_prompt(
+    service: ContextService, session_id: str, text: str
+) -> tuple[str, bool]:
+    """Record `text`, the system prompt a host sends its model, on the tip `session_id`
+    when it differs from the prompt the ledger holds there (the compaction note is the
+    ledger's: :func:`~ctxledger.ledger.prompt.held_prompt`); the recording runs preflight
+    (``set_system_prompt`` with ``seen=``, s34). The tip to use from now on, and whether
+    the prompt was recorded. The same text writes and runs nothing."""
+    recorded = service.ledger.transcript.session(session_id).system_prompt
+    if held_prompt(recorded, text) == recorded:  # (checked when it was written)
+        return session_id, False
+    result = await service.set_system_prompt(session_id, text, seen=recorded)
+    return result.session_id, True
 
 
 def live_messages(service: ContextService, session_id: str) -> list[JSON]:

@@ -57,6 +57,7 @@ from ctxledger.integrations.common import (
     host_title,
     live_messages,
     logger,
+    record_changed_prompt,
     report_usage_or_warn,
     system_view,
 )
@@ -80,7 +81,6 @@ from ctxledger.integrations.langchain_messages import (
     to_chat,
     tool_schemas,
 )
-from ctxledger.ledger.prompt import held_prompt
 from ctxledger.limits import check_input_text, taking_as_recorded
 
 JSON = dict[str, Any]
@@ -251,10 +251,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         # it changed, which runs preflight again: the order a what-if replays it in
         sid = (await self.service.preflight(sid)).session_id
         host = request.system_message
-        text = None if host is None else text_of(host.content)
-        recorded = self.service.ledger.transcript.session(sid).system_prompt
-        if text is not None and held_prompt(recorded, text) != recorded:
-            sid = (await self.service.set_system_prompt(sid, text, seen=recorded)).session_id
+        if host is not None:
+            sid = (await record_changed_prompt(self.service, sid, text_of(host.content)))[0]
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)

@@ -7,7 +7,10 @@ method accepts the ``wrapper=`` keyword, so the Runner hands over its
 ``RunContextWrapper``; the per-request usage in ``wrapper.usage`` is reported to the
 ledger (real input tokens drive the in-loop trigger). Items are stored as chat messages
 through :mod:`ctxledger.importers.responses`; ``get_items`` returns the ledger's live
-view (after preflight), so a compacted history is what the next run sends.
+view (after preflight), so a compacted history is what the next run sends. The agent's
+system prompt is recorded (and counted from then on) by
+:mod:`ctxledger.integrations.openai_agents_hooks` at each model call, as it is sent;
+``agent=`` gives the session its start prompt (see :class:`CtxLedgerSession`).
 
 One SDK session id names a series of ledger sessions: ``<id>`` first, then ``<id>~2``,
 ``<id>~3``, ... after ``clear_session`` (the old one is ended, nothing deleted) or
@@ -42,10 +45,12 @@ from ctxledger.integrations.common import (
     host_title,
     is_made_key,
     live_messages,
+    record_changed_prompt,
     report_usage_or_warn,
     taken_whole,
 )
-from ctxledger.limits import check_token_count, taking_as_recorded
+from ctxledger.ledger.prompt import held_prompt
+from ctxledger.limits import check_input_text, check_text, check_token_count, taking_as_recorded
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
@@ -78,7 +83,20 @@ def _title(session_id: str) -> str:
 
 
 class CtxLedgerSession:
-    """Conversation memory for ``Runner.run(..., session=CtxLedgerSession(...))``."""
+    """Conversation memory for ``Runner.run(..., session=CtxLedgerSession(...))``.
+
+    The system prompt a session starts with is `system_prompt` (as given), or the static
+    ``instructions`` of `agent` (the run's starting agent) without the ledger's compaction
+    note, so the first run's first call is counted with it (every new ledger session's,
+    also after ``clear_session``: runs going on with another agent, such as
+    ``result.last_agent``, leave `agent` out and let the hooks record). ``agent=`` reads nothing
+    else: a dynamic ``instructions`` callable is never called by the session (it runs
+    only when the SDK calls it), and ``CtxLedgerRunHooks`` record each call's prompt as
+    sent (a handoff's agent's, a changed one). A prompt recorded at a call is counted
+    from that call's preflight on: a run's ``get_items`` counts the one recorded last,
+    so the first call of a run whose dynamic prompt changed is counted with the previous
+    prompt, and a compaction the new one triggers shapes the next run's input.
+    """
 
     session_settings: Any = None
 
@@ -91,17 +109,27 @@ class CtxLedgerSession:
         context_length: int | None = None,
         system_prompt: str | None = None,
         session_settings: Any = None,
+        agent: Any = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip() or "~" in session_id:
             raise InvalidInput(
                 f"session_id must be a non-empty string without '~', got {session_id!r}"
             )
+        if agent is not None and system_prompt is not None:
+            raise InvalidInput("give system_prompt or agent, not both (the agent's is its prompt)")
+        if agent is not None and not callable(getattr(agent, "get_system_prompt", None)):
+            raise InvalidInput(f"agent must be an Agents SDK Agent, got {type(agent).__name__}")
+        if isinstance(getattr(agent, "instructions", None), str):  # (the note is the ledger's)
+            system_prompt = held_prompt(None, agent.instructions)
         self.session_id = session_id
         self.service = service
         self.model = model
         self.context_length = context_length
         self.system_prompt = system_prompt
         self.session_settings = session_settings
+        #: the prompt of a call made before the session's first item (the hooks): the
+        #: ledger session that call's items start is started with it
+        self._pending: str | None = None
         self.service.ledger.refresh()
         self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
@@ -158,11 +186,12 @@ class CtxLedgerSession:
             started = await self.service.start_session(
                 model=self.model,
                 context_length=self.context_length,
-                system_prompt=self.system_prompt,
+                system_prompt=self.system_prompt if self._pending is None else self._pending,
                 session_id=sid,
                 title=title,
             )
         self._generation = generation
+        self._pending = None
         return started
 
     # --- the Session protocol -----------------------------------------------------------
@@ -179,6 +208,9 @@ class CtxLedgerSession:
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
         sid = self.ledger_session_id()
         if sid is None:
+            # a run starts here, before its first call's hook: a prompt left pending by a
+            # run that failed before it saved anything was never this run's
+            self._pending = None
             return []
         if limit is None:
             sid = (await self.service.preflight(sid)).session_id
@@ -186,6 +218,22 @@ class CtxLedgerSession:
         if limit is not None:
             return items[-limit:] if limit else []
         return items
+
+    async def record_system_prompt(self, text: Any) -> bool:
+        """The system prompt the agent is sent (``CtxLedgerRunHooks`` give each model
+        call's: :mod:`ctxledger.integrations.openai_agents_hooks`): recorded when it differs
+        from the ledger's (:func:`~ctxledger.integrations.common.record_changed_prompt`),
+        which runs preflight; True then. Before the ledger session's first item (a streamed
+        run saves its input after its first call's hook, also after ``clear_session``) it
+        is the prompt that session is started with, without the ledger's compaction note.
+        ``InvalidInput`` (nothing appended) for a text that is not a string of valid
+        Unicode within the input limit."""
+        text = check_text(text, "system_prompt")
+        sid = self.ledger_session_id()
+        if sid is None:
+            self._pending = held_prompt(None, check_input_text(text, "system_prompt"))
+            return False
+        return (await record_changed_prompt(self.service, sid, text))[1]
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append items (validated, all or nothing), then report the run's new usage."""
@@ -252,6 +300,7 @@ class CtxLedgerSession:
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """End the current ledger session; the next item starts a new one."""
+        self._pending = None
         sid = self.ledger_session_id()
         if sid is not None:
             await self.service.end_session(sid, "cleared")

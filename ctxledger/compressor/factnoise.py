@@ -13,13 +13,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
-from ctxledger.compressor.factfences import FENCE, fenced_blocks
+from ctxledger.compressor.factfences import fenced_blocks
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
 __all__ = [
     "CODE_LINE",
-    "FENCE",
     "diff_side",
     "fenced_blocks",
     "in_file_listing",

@@ -26,6 +26,7 @@ from typing import Any
 
 from ctxledger.compressor.factasks import is_acknowledgement
 from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX, prerelease_end
+from ctxledger.compressor.factfences import code_spans
 from ctxledger.compressor.factkinds import (
     CATEGORIES,
     boilerplate_url,
@@ -48,7 +49,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-from ctxledger.compressor.factnoise import FENCE, diff_side, in_file_listing, stated
+from ctxledger.compressor.factnoise import diff_side, in_file_listing, stated
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
@@ -287,11 +288,11 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
                 yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 
-def _quoted(text: str) -> Iterator[tuple[int, str]]:
-    if not has_any(text, ("'", '"')):
-        return
-    for match in bounded(_QUOTED, text, "\\"):
-        inner = match.group(2)
+def _quoted(text: str, code: list[tuple[int, int]]) -> Iterator[tuple[int, str]]:
+    """The quoted strings of `text` whose quotes are outside `code`, each as written (a
+    code span inside a quote stays in it: ``'Removed custom `distutils` handling'``)."""
+    for match in bounded(_QUOTED, mask(text, code), "\\"):
+        inner = text[match.start(2) : match.end(2)]
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
             yield match.start(), inner
 
@@ -426,9 +427,9 @@ class _Found:
             self.add(kind, offset + position, value)
         for position, value in _numbers(masked):
             self.add("number", offset + position, value)
-        if prose:
-            # String literals of code blocks are mostly noise; quotes in prose are not.
-            for position, value in _quoted(mask(text, [m.span() for m in FENCE.finditer(text)])):
+        if prose and has_any(text, ("'", '"')):
+            # String literals of code blocks and spans are mostly noise; quotes in prose are not.
+            for position, value in _quoted(text, code_spans(text)):
                 self.add("quoted", offset + position, value)
         for match in line_matches(_DOLLAR_LINE, text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))

@@ -17,7 +17,10 @@
   next line its fence (the whole run: a ```` block quotes ``` lines) opens or ends (an
   unclosed one to the text's end); a line of ``~`` under a title no longer than it is
   the title's underline (RST), no fence: a title holds a letter or digit, is no label
-  (``Do:``) and no fence's line, and follows a blank line or starts the text.
+  (``Do:``) and no fence's line, and follows a blank line or starts the text;
+* **code spans** (session 35, what quoted strings are not read in) — the fenced blocks, and
+  on each line outside them, each run of backticks with the next run of exactly as many
+  backticks on that line (a run a span holds opens none).
 """
 
 from __future__ import annotations
@@ -138,6 +141,43 @@ def fenced(text: str) -> list[tuple[int, int]]:
     if opened != -1:
         blocks.append((opened, len(text)))
     return blocks
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """The fenced blocks of `text` and its code spans outside them, in order."""
+    blocks = fenced(text)
+    spans = list(blocks)
+    start = 0
+    for line in text.split("\n"):
+        runs = [
+            (start + at, start + end)
+            for at, end in _runs(line)
+            if not any(low <= start + at < high for low, high in blocks)
+        ]
+        first = 0
+        while first < len(runs):
+            size = runs[first][1] - runs[first][0]
+            same = [n for n in range(first + 1, len(runs)) if runs[n][1] - runs[n][0] == size]
+            if same:
+                spans.append((runs[first][0], runs[same[0]][1]))
+                first = same[0] + 1
+            else:
+                first += 1
+        start += len(line) + 1
+    return sorted(spans)
+
+
+def _runs(line: str) -> list[tuple[int, int]]:
+    """The runs of backticks of `line`, each whole."""
+    runs: list[tuple[int, int]] = []
+    for at, char in enumerate(line):
+        if char != "`":
+            continue
+        if runs and runs[-1][1] == at:
+            runs[-1] = (runs[-1][0], at + 1)
+        else:
+            runs.append((at, at + 1))
+    return runs
 
 
 def _underline(line: str, previous: str) -> bool:

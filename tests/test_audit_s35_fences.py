@@ -10,6 +10,7 @@ long on its line, :func:`factfences.code_spans`). The reference states it in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -89,3 +90,27 @@ def test_two_long_backtick_runs_give_one_span(monkeypatch: pytest.MonkeyPatch) -
     found = facts.extract_facts([{"role": "user", "content": text}])
     assert [fact.value for fact in found if fact.kind == "quoted"] == ["keep it"]
     assert max(largest) == 1
+
+
+class _CountedOpener:
+    """The opener pattern, counting the characters each search may read."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.read = 0
+
+    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+        stop = len(text) if endpos is None else endpos
+        self.read += stop - pos
+        return self.pattern.search(text, pos, stop)
+
+
+def test_the_opener_is_tried_only_on_lines_with_a_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the opener pattern was tried at every character of a text (most of the mask's
+    # cost on ordinary texts); now only lines holding ``` or ~~~ are handed to it
+    counted = _CountedOpener(factfences._FENCE_OPENER)
+    monkeypatch.setattr(factfences, "_FENCE_OPENER", counted)
+    prose = "Keep `x` as is.\n" * 300
+    text = prose + "```py\nx = 1\n```\n" + prose
+    assert factfences.fenced_blocks(text) == [(len(prose), len(prose) + 15)]
+    assert counted.read == len("```py")

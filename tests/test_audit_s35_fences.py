@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from helpers.fact_checks import facts_of
@@ -86,7 +87,8 @@ def test_two_long_backtick_runs_give_one_span(monkeypatch: pytest.MonkeyPatch) -
     mask = facts.mask
     monkeypatch.setattr(facts, "mask", counted)
     size = 30_000
-    text = f'Say "keep it".\n{"`" * (size + 1)}\n{"`" * size}\n'
+    # (review 1: the quote after the runs: blocks after the last quote's line are not read)
+    text = f'{"`" * size}\n{"`" * (size + 1)}\nSay "keep it".\n'
     found = facts.extract_facts([{"role": "user", "content": text}])
     assert [fact.value for fact in found if fact.kind == "quoted"] == ["keep it"]
     assert max(largest) == 1
@@ -114,3 +116,134 @@ def test_the_opener_is_tried_only_on_lines_with_a_fence(monkeypatch: pytest.Monk
     text = prose + "```py\nx = 1\n```\n" + prose
     assert factfences.fenced_blocks(text) == [(len(prose), len(prose) + 15)]
     assert counted.read == len("```py")
+
+
+# Review 1 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [
+        (  # a ``` span opening a line: a backtick after the run, so no fence (CommonMark)
+            '```foo``` is the option to set.\nKeep "this phrase" as the title.',
+            ["this phrase"],
+        ),
+        (
+            '``` npm test ``` fails for me.\nThe error says "cannot find module".',
+            ["npm test", "cannot find module"],
+        ),
+        (  # a ``` ending a line closes the span the line opened: no fence
+            'Run ``` ls -la ```\nThen keep "this phrase" in the title.',
+            ["ls -la", "this phrase"],
+        ),
+        (  # an escaped backtick opens no span (the span after it is the span fact's)
+            'Type \\` to start, say "keep this" and use `x`.',
+            ['to start, say "keep this" and use', "keep this"],
+        ),
+        (  # a value as written holds no quote of the code inside it (the span's fact)
+            'Key is "a`b" and "c`d" here',
+            ['b" and "c'],
+        ),
+    ],
+)
+def test_review_1_quoted_strings(text: str, quoted: list[str]) -> None:
+    assert facts_of(text, "quoted", "user") == quoted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Run ``` ls -la ```\nYou must never push to main.\n",
+        "```foo``` is the option.\nYou must never push to main.\n",
+    ],
+)
+def test_review_1_an_inline_span_opens_no_block(text: str) -> None:
+    assert factfences.fenced_blocks(text) == numbering.fenced(text) == []
+    assert facts_of(text, "constraint", "user") == ["You must never push to main."]
+
+
+@pytest.mark.parametrize(
+    ("text", "blocks"),
+    [  # still blocks: a ``` ending prose that closes no span, a ~~~ with tildes after it
+        ("```a``` and ```\nx\n```\n", [(11, 21)]),
+        ("See: ```py\nx\n```\n", [(4, 16)]),
+        ("~~~ a ~~~\nx\n", [(0, 9)]),
+        ("\\``` x ```\n", [(6, 11)]),  # (an escaped run opens no span to close)
+    ],
+)
+def test_review_1_blocks_left_as_they_were(text: str, blocks: list[tuple[int, int]]) -> None:
+    assert factfences.fenced_blocks(text) == numbering.fenced(text) == blocks
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*_PIECES, "\\", "```a```", " ```"]), max_size=14).map("".join))
+@example('\\\\`a` ``x`` \\`b` "ab"')
+def test_review_1_the_reference_agrees(text: str) -> None:
+    assert numbering.code_spans(text) == factfences.code_spans(text)
+    assert numbering.fenced(text) == factfences.fenced_blocks(text)
+    facts_of(text, "quoted", "user")
+    facts_of(text, "constraint", "user")
+
+
+class _Read(str):
+    """A text counting the characters its searches may read."""
+
+    read = 0
+
+    def find(self, sub: str, start: Any = None, end: Any = None) -> int:
+        _Read.read += (len(self) if end is None else end) - (start or 0)
+        return super().find(sub, start, end)
+
+    def rfind(self, sub: str, start: Any = None, end: Any = None) -> int:
+        _Read.read += (len(self) if end is None else end) - (start or 0)
+        return super().rfind(sub, start, end)
+
+
+class _CountedRuns:
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+
+    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        stop = len(text) if endpos is None else endpos
+        _Read.read += stop - pos
+        return self.pattern.finditer(text, pos, stop)
+
+    def findall(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        stop = len(text) if endpos is None else endpos
+        _Read.read += stop - pos
+        return self.pattern.findall(text, pos, stop)
+
+
+@pytest.mark.parametrize("holding", ["", "'\""])
+def test_code_spans_read_in_linear_time(monkeypatch: pytest.MonkeyPatch, holding: str) -> None:
+    # a line of backtick runs of growing lengths, none closed: a search from each run
+    # for its closer would read the rest of the line (cubic in the runs, quadratic in the
+    # text); the pass from the right reads each character a bounded number of times
+    monkeypatch.setattr(factfences, "_BACKTICKS", _CountedRuns(factfences._BACKTICKS))
+    ratios = []
+    for runs in (150, 300):
+        text = _Read('Say "ab". ' + "".join("`" * k + "a" for k in range(1, runs)) + " '\n")
+        _Read.read = 0
+        factfences.code_spans(text, holding)
+        ratios.append(_Read.read / len(text))
+    assert ratios[1] < 12 and ratios[1] < ratios[0] * 1.2
+
+
+def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review 1: 1 MB of ~~~ lines or of single backticks cost up to 6x main's mask; inline
+    # spans are read only on lines holding a quote, blocks only up to the last such line
+    monkeypatch.setattr(factfences, "_BACKTICKS", _CountedRuns(factfences._BACKTICKS))
+    blocks: list[list[tuple[int, int]]] = []
+    read_blocks = factfences.fenced_blocks
+
+    def counted(text: str, until: int | None = None) -> list[tuple[int, int]]:
+        blocks.append(read_blocks(text, until))
+        return blocks[-1]
+
+    monkeypatch.setattr(factfences, "fenced_blocks", counted)
+    head = 'Keep "the value" and `x`.\n'
+    text = head + "~~~\nx\n~~~\n` a ` b\n" * 500
+    _Read.read = 0
+    assert facts_of(text, "quoted", "user") == ["the value"]
+    assert blocks == [[]]
+    assert _Read.read == len(head) - 1

@@ -14,11 +14,16 @@ __all__ = ["code_spans", "fenced_blocks"]
 #: where a fenced block (``` or ~~~) opens: its fence opens its line (after any blanks:
 #: a list item's block is indented) or ends a line of prose after a blank (``See
 #: below. ```py``); a ``` inside a sentence (``answer with ``` fences``) opens none.
+#: A ``` opening its line opens none when a backtick follows its run on that line
+#: (CommonMark: a backtick fence's info string holds no backtick; `````foo``` is the
+#: option`` is a line of prose with a code span), nor does one ending a line that closes
+#: a code span of that line (Run ``` ls ```, review 1: :func:`_closes_a_span`).
 #: The block runs to the end of a line its fence opens or to the end of one it ends (the
 #: opening line's own rest too), the closing run at least as long as the opening one (a
 #: ```` block quotes ``` lines), or to the text's end (:func:`_block_end`)
 _FENCE_OPENER = re.compile(
-    r"(?:^[ \t]*|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})", re.MULTILINE
+    r"(?:^[ \t]*(?=`{3,}[^`\n]*$|~{3})|(?<=\S)[ \t]+(?=```[\w+-]*[ \t]*$))(`{3,}|~{3,})",
+    re.MULTILINE,
 )
 #: per fence character, each whole run that may close a block: one opening its line
 #: (``a``: the block ends with that line) or one ending its line (``b``); each run is
@@ -35,31 +40,71 @@ _UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
 _BACKTICKS = re.compile(r"`+")
 
 
-def code_spans(text: str) -> list[tuple[int, int]]:
+def code_spans(text: str, holding: str = "") -> list[tuple[int, int]]:
     """The spans of `text` that are code (sorted, disjoint): its fenced blocks
     (:func:`fenced_blocks`) and, outside them, its inline code spans: a run of
     backticks to the next run of the same length on its line (CommonMark's code span
     kept to one line: a stray backtick masks no prose below it; a ``` inside a
-    sentence with no closing ``` masks nothing).
+    sentence with no closing ``` masks nothing; a run after an odd number of ``\\``
+    opens none). With `holding` (characters), only what a match of those characters
+    on one line can meet: blocks opened before the end of the last line holding one,
+    inline spans of the lines holding one (review 1: the quoted-string mask of a dense text).
 
     Session 35: one reading for the quoted-string mask, before it ```.*?(?:```|$):
     ``~~~`` blocks were not masked, a ```` ```` ```` block ended at a ``` line inside it,
     and 1 MB of two backtick runs gave 166,000 spans. Each run is now matched once."""
     if "`" not in text and "~~~" not in text:
         return []
+    until = len(text)
+    if holding:  # (the end of the last line holding one)
+        last = max(text.rfind(char) for char in holding)
+        until = -1 if last == -1 else text.find("\n", last)
+        until = (len(text) if last != -1 else 0) if until == -1 else until
+    lines = _Marked(text, holding) if holding else None
     spans: list[tuple[int, int]] = []
     done = 0
-    for start, end in fenced_blocks(text) if "```" in text or "~~~" in text else ():
-        spans += _inline(text, done, start)
+    for start, end in fenced_blocks(text, until) if "```" in text or "~~~" in text else ():
+        spans += _inline(text, done, start) if lines is None else lines.inline(done, start)
         spans.append((start, end))
         done = end
-    return spans + _inline(text, done, len(text))
+    return spans + (_inline(text, done, until) if lines is None else lines.inline(done, until))
+
+
+class _Marked:
+    """The inline code spans of the lines of a text that hold one of some characters;
+    each character's next place found once per place passed (linear)."""
+
+    def __init__(self, text: str, chars: str) -> None:
+        self.text = text
+        self.next = {char: text.find(char) for char in chars}
+
+    def inline(self, start: int, end: int) -> list[tuple[int, int]]:
+        text, spans = self.text, list[tuple[int, int]]()
+        while True:
+            for char, at in self.next.items():
+                if 0 <= at < start:
+                    self.next[char] = text.find(char, start)
+            found = [at for at in self.next.values() if 0 <= at < end]
+            if not found:
+                return spans
+            at = min(found)
+            stop = text.find("\n", at, end)
+            stop = end if stop == -1 else stop
+            spans += _inline(text, max(start, text.rfind("\n", start, at) + 1), stop)
+            start = stop + 1
 
 
 def _inline(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The inline code spans of `text[start:end]`: left to right, each backtick run with
-    the next run as long on its line (runs inside a span open none). The next of each
-    length is found in one pass from the right, forgotten where a newline parts two runs."""
+    """The inline code spans of `text[start:end]`: left to right, each backtick run (not
+    after an odd number of ``\\``: review 1, CommonMark) with the next run as long on its
+    line (runs inside a span open none). The next of each length is found in one pass
+    from the right, forgotten where a newline parts two runs. Runs all of one length
+    and no escaped one pair one after another: one search (review 1: 1 MB of them)."""
+    sizes = set(_BACKTICKS.findall(text, start, end))
+    if len(sizes) == 1 and text.find("\\`", start, end) == -1:
+        run = sizes.pop()
+        pairs = re.compile(rf"{run}[^`\n]*{run}")  # (re's cache keeps it)
+        return [span.span() for span in pairs.finditer(text, start, end)]
     runs = [run.span() for run in _BACKTICKS.finditer(text, start, end)]
     closer = [-1] * len(runs)
     after: dict[int, int] = {}
@@ -74,7 +119,7 @@ def _inline(text: str, start: int, end: int) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     at = 0
     while at < len(runs):
-        if closer[at] == -1:
+        if closer[at] == -1 or _escaped(text, runs[at][0]):
             at += 1
         else:
             spans.append((runs[at][0], runs[closer[at]][1]))
@@ -82,16 +127,27 @@ def _inline(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def fenced_blocks(text: str) -> list[tuple[int, int]]:
+def _escaped(text: str, at: int) -> bool:
+    """Whether an odd number of ``\\`` comes right before `at`."""
+    if at == 0 or text[at - 1] != "\\":
+        return False
+    first = at - 1
+    while first > 0 and text[first - 1] == "\\":
+        first -= 1
+    return (at - first) % 2 == 1
+
+
+def fenced_blocks(text: str, until: int | None = None) -> list[tuple[int, int]]:
     """The spans of the fenced blocks of `text` (:data:`_FENCE_OPENER`), but for a line
     of ``~`` that underlines an RST title no longer than it (``Setup`` then ``~~~~~``):
-    no fence, or every later constraint of the text would read as quoted.
+    no fence, or every later constraint of the text would read as quoted. With `until`,
+    only the blocks opened before it (what a reader of the text before it needs).
 
     Each opener is found alone and an underline is skipped before the block is read
     (a block of ``~`` runs on to a run at least as long: matched for every underline of
     decreasing length, each would read to the text's end)."""
     spans: list[tuple[int, int]] = []
-    openers = _Openers(text)
+    openers = _Openers(text, len(text) if until is None else until)
     opener = openers.search(0)
     while opener is not None:
         start = opener.start(1)
@@ -99,23 +155,41 @@ def fenced_blocks(text: str) -> list[tuple[int, int]]:
         if underline is not None and _titled(text, start, underline.group().rstrip(" \t\r\n")):
             opener = openers.search(underline.end())
             continue
+        if _closes_a_span(text, opener):
+            opener = openers.search(opener.end(1))
+            continue
         end = _block_end(text, opener.end(1), len(opener.group(1)), opener.group(1)[0])
         spans.append((opener.start(), end))
         opener = openers.search(end)
     return spans
 
 
-class _Openers:
-    """:data:`_FENCE_OPENER`'s first match at or after a position, the pattern tried
-    only on lines holding a ``` or ``~~~`` (session 35: tried at every character, it
-    cost more than the rest of the quoted-string mask on ordinary texts). Each
-    marker's next place is found once per place passed: linear."""
+def _closes_a_span(text: str, opener: re.Match[str]) -> bool:
+    """Whether `opener`, a ``` ending a line of prose, closes an inline code span of
+    that line (``Run ``` ls ```: one span, no block; review 1)."""
+    start = opener.start()
+    if start == 0 or text[start - 1] == "\n" or opener.group(1)[0] != "`":
+        return False
+    line = text.rfind("\n", 0, start) + 1
+    return any(end == opener.end(1) for _, end in _inline(text, line, opener.end(1)))
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+
+class _Openers:
+    """:data:`_FENCE_OPENER`'s first match at or after a position and before `until`,
+    the pattern tried only on lines holding a ``` or ``~~~`` (session 35: tried at every
+    character, it cost more than the rest of the quoted-string mask on ordinary texts)
+    unless such lines are dense (review 1: then one search over the text costs less).
+    Each marker's next place is found once per place passed: linear."""
+
+    def __init__(self, text: str, until: int) -> None:
+        self.text, self.until = text, until
         self.ticks, self.tildes = text.find("```"), text.find("~~~")
+        self.dense = (text.count("```", 0, until) + text.count("~~~", 0, until)) * 64 > until
 
     def search(self, pos: int) -> re.Match[str] | None:
+        if self.dense:
+            opener = _FENCE_OPENER.search(self.text, pos)
+            return opener if opener is not None and opener.start() < self.until else None
         text = self.text
         while True:
             if 0 <= self.ticks < pos:
@@ -123,13 +197,13 @@ class _Openers:
             if 0 <= self.tildes < pos:
                 self.tildes = text.find("~~~", pos)
             at = self.ticks if self.tildes == -1 or 0 <= self.ticks < self.tildes else self.tildes
-            if at == -1:
+            if at == -1 or max(pos, text.rfind("\n", 0, at) + 1) >= self.until:
                 return None
             stop = text.find("\n", at)
             stop = len(text) if stop == -1 else stop
             opener = _FENCE_OPENER.search(text, max(pos, text.rfind("\n", 0, at) + 1), stop)
             if opener is not None:
-                return opener
+                return opener if opener.start() < self.until else None
             pos = stop + 1
 
 

@@ -293,6 +293,8 @@ def _quoted(text: str, code: list[tuple[int, int]]) -> Iterator[tuple[int, str]]
     code span inside a quote stays in it: ``'Removed custom `distutils` handling'``)."""
     for match in bounded(_QUOTED, mask(text, code), "\\"):
         inner = text[match.start(2) : match.end(2)]
+        if "'" in inner or '"' in inner or "\n" in inner:
+            continue  # (review 1: a quote or newline of code inside it: ``"a`b" and "c`d"``)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
             yield match.start(), inner
 
@@ -429,7 +431,7 @@ class _Found:
             self.add("number", offset + position, value)
         if prose and has_any(text, ("'", '"')):
             # String literals of code blocks and spans are mostly noise; quotes in prose are not.
-            for position, value in _quoted(text, code_spans(text)):
+            for position, value in _quoted(text, code_spans(text, "'\"")):
                 self.add("quoted", offset + position, value)
         for match in line_matches(_DOLLAR_LINE, text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))

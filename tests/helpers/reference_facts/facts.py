@@ -254,6 +254,8 @@ def _quoted(text: str, spans: list[tuple[int, int]]) -> Iterator[tuple[int, str]
     """Quotes outside `spans` (code), each value as written (a code span inside one kept)."""
     for match in bounded(_QUOTED, mask(text, spans), "\\"):
         inner = text[match.start(2) : match.end(2)]
+        if any(char in inner for char in "'\"\n"):
+            continue  # (review 1: the quotes of a span inside are no value's)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
             yield match.start(), inner
 

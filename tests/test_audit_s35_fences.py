@@ -247,3 +247,19 @@ def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPat
     assert facts_of(text, "quoted", "user") == ["the value"]
     assert blocks == [[]]
     assert _Read.read == len(head) - 1
+
+
+def test_constraints_read_no_block_after_the_last_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review 1: `stated` read every block of a text (1 MB of ~~~ lines: 4x main's cost)
+    from ctxledger.compressor import factnoise
+
+    blocks: list[list[tuple[int, int]]] = []
+
+    def counted(text: str, until: int | None = None) -> list[tuple[int, int]]:
+        blocks.append(factfences.fenced_blocks(text, until))
+        return blocks[-1]
+
+    monkeypatch.setattr(factnoise, "fenced_blocks", counted)
+    text = "~~~\nNever push to main.\n~~~\nYou must never push to main.\n" + "~~~\nx\n~~~\n" * 500
+    assert facts_of(text, "constraint", "user") == ["You must never push to main."]
+    assert blocks == [[(0, 27)]]

@@ -488,7 +488,8 @@ def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]
     if not sentences:
         return sentences
     quoting = "```" in text or "~~~" in text
-    fences = fenced_blocks(text) if quoting else []
+    # (review 1: blocks opened after the last sentence's start are not read)
+    fences = fenced_blocks(text, max(position for position, _ in sentences) + 1) if quoting else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:

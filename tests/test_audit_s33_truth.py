@@ -263,7 +263,9 @@ def _fence_reads(monkeypatch: pytest.MonkeyPatch, n: int) -> int:
     from ctxledger.compressor import factfences, factnoise
 
     blocks = factfences.fenced_blocks
-    monkeypatch.setattr(factnoise, "fenced_blocks", lambda text: [_Span(s) for s in blocks(text)])
+    monkeypatch.setattr(
+        factnoise, "fenced_blocks", lambda text, until=None: [_Span(s) for s in blocks(text, until)]
+    )
     _Span.reads = 0
     text = "Please fix it.\n" + "```\nx\n```\nNever push to main.\n" * n
     factnoise.stated(text, [(m.start(), m.group()) for m in re.finditer("Never[^\n]*", text)])

@@ -38,6 +38,9 @@ _CLOSERS = {
 _UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
 #: a whole run of backticks: an inline code span opens and closes with one
 _BACKTICKS = re.compile(r"`+")
+#: (review 1) a text this long is read line by line for a few lines (code_spans'
+#: `holding`) or, dense with fences, by one search; a shorter one costs less read whole
+_LONG = 4096
 
 
 def code_spans(text: str, holding: str = "") -> list[tuple[int, int]]:
@@ -60,7 +63,7 @@ def code_spans(text: str, holding: str = "") -> list[tuple[int, int]]:
         last = max(text.rfind(char) for char in holding)
         until = -1 if last == -1 else text.find("\n", last)
         until = (len(text) if last != -1 else 0) if until == -1 else until
-    lines = _Marked(text, holding) if holding else None
+    lines = _Marked(text, holding) if holding and until > _LONG else None
     spans: list[tuple[int, int]] = []
     done = 0
     for start, end in fenced_blocks(text, until) if "```" in text or "~~~" in text else ():
@@ -184,7 +187,7 @@ class _Openers:
     def __init__(self, text: str, until: int) -> None:
         self.text, self.until = text, until
         self.ticks, self.tildes = text.find("```"), text.find("~~~")
-        self.dense = (text.count("```", 0, until) + text.count("~~~", 0, until)) * 64 > until
+        self.dense = until > _LONG and (text.count("```") + text.count("~~~")) * 64 > until
 
     def search(self, pos: int) -> re.Match[str] | None:
         if self.dense:
@@ -197,11 +200,12 @@ class _Openers:
             if 0 <= self.tildes < pos:
                 self.tildes = text.find("~~~", pos)
             at = self.ticks if self.tildes == -1 or 0 <= self.ticks < self.tildes else self.tildes
-            if at == -1 or max(pos, text.rfind("\n", 0, at) + 1) >= self.until:
+            line = max(pos, text.rfind("\n", 0, at) + 1)
+            if at == -1 or line >= self.until:
                 return None
             stop = text.find("\n", at)
             stop = len(text) if stop == -1 else stop
-            opener = _FENCE_OPENER.search(text, max(pos, text.rfind("\n", 0, at) + 1), stop)
+            opener = _FENCE_OPENER.search(text, line, stop)
             if opener is not None:
                 return opener if opener.start() < self.until else None
             pos = stop + 1

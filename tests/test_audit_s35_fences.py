@@ -191,12 +191,15 @@ class _Read(str):
     read = 0
 
     def find(self, sub: str, start: Any = None, end: Any = None) -> int:
-        _Read.read += (len(self) if end is None else end) - (start or 0)
-        return super().find(sub, start, end)
+        at = super().find(sub, start, end)  # (read up to the match: review 2)
+        _Read.read += (len(self) if end is None or at != -1 else end) - (start or 0)
+        _Read.read -= 0 if at == -1 else len(self) - at - len(sub)
+        return at
 
     def rfind(self, sub: str, start: Any = None, end: Any = None) -> int:
-        _Read.read += (len(self) if end is None else end) - (start or 0)
-        return super().rfind(sub, start, end)
+        at = super().rfind(sub, start, end)
+        _Read.read += (len(self) if end is None else end) - (start or 0 if at == -1 else at)
+        return at
 
 
 class _CountedRuns:
@@ -250,16 +253,90 @@ def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPat
 
 
 def test_constraints_read_no_block_after_the_last_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
-    # review 1: `stated` read every block of a text (1 MB of ~~~ lines: 4x main's cost)
-    from ctxledger.compressor import factnoise
-
+    # review 1: `stated` read every block of a text (1 MB of ~~~ lines: 4x main's cost);
+    # (review 2: the message's one reading, :func:`factfences.needed_blocks`, is counted)
     blocks: list[list[tuple[int, int]]] = []
+    read_blocks = factfences.fenced_blocks
 
     def counted(text: str, until: int | None = None) -> list[tuple[int, int]]:
-        blocks.append(factfences.fenced_blocks(text, until))
+        blocks.append(read_blocks(text, until))
         return blocks[-1]
 
-    monkeypatch.setattr(factnoise, "fenced_blocks", counted)
+    monkeypatch.setattr(factfences, "fenced_blocks", counted)
     text = "~~~\nNever push to main.\n~~~\nYou must never push to main.\n" + "~~~\nx\n~~~\n" * 500
     assert facts_of(text, "constraint", "user") == ["You must never push to main."]
     assert blocks == [[(0, 27)]]
+
+
+def test_review_2_no_pattern_is_compiled_from_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # runs all of one length were paired by a pattern built from the run: parsed anew
+    # per length (8x main's cost for two runs of 400k) and held in re's cache (16 MB each)
+    compiled: list[object] = []
+    compile_ = re._compile  # type: ignore[attr-defined]
+
+    def counted(*args: Any) -> Any:
+        compiled.append(args)
+        return compile_(*args)
+
+    monkeypatch.setattr(re, "_compile", counted)
+    for size in (3, 40, 4000):
+        text = '"a b" ' + "`" * size + " x " + "`" * size + "\n"
+        assert factfences.code_spans(text, "'\"") == [(6, len(text) - 1)]
+        assert facts_of(text, "quoted", "user") == ["a b"]
+    assert compiled == []
+
+
+def test_review_2_one_fence_reading_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the constraints and the quoted-string mask each read the blocks of a text
+    calls: list[int | None] = []
+    read_blocks = factfences.fenced_blocks
+
+    def counted(text: str, until: int | None = None) -> list[tuple[int, int]]:
+        calls.append(until)
+        return read_blocks(text, until)
+
+    from ctxledger.compressor import factnoise
+
+    monkeypatch.setattr(factfences, "fenced_blocks", counted)
+    monkeypatch.setattr(factnoise, "fenced_blocks", counted)
+    text = 'Never push to main.\n~~~\nx = "no"\n~~~\n' * 50 + 'Keep "this one".\n~~~\ny\n~~~\n'
+    assert facts_of(text, "quoted", "user") == ["this one"]
+    assert facts_of(text, "constraint", "user") == ["Never push to main."]
+    assert len(calls) == 2  # one per extraction above
+    assert calls[0] == text.index("\n~~~\ny")
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [  # an escaped run of two or more: its first backtick is literal, its rest opens
+        ('Type \\``"a b"` and keep "this".', ['`"a b"`']),
+        ("a \\```x`` b", ["``x``"]),
+        ("a \\\\``x`` b", ["``x``"]),  # (an even number of backslashes: no escape)
+        ("a \\``x`` b", []),  # (the rest, one backtick, meets no run of one)
+        ("a ``x\\`` b", ["``x\\``"]),  # (a run closes whole: no escape inside code)
+    ],
+)
+def test_review_2_an_escaped_run_opens_with_its_rest(text: str, code: list[str]) -> None:
+    assert [text[start:end] for start, end in factfences.code_spans(text)] == code
+    assert numbering.code_spans(text) == factfences.code_spans(text)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [  # review 2's shapes: two long runs of one length; a distinct run on each quote's line
+        lambda size: '"a b" ' + "`" * size + " x " + "`" * size,
+        lambda size: "".join(
+            f'Say "v{k}" ' + "`" * k + " x " + "`" * k + "\n" for k in range(1, size // 25)
+        ),
+    ],
+)
+def test_review_2_shapes_read_in_linear_time(monkeypatch: pytest.MonkeyPatch, shape: Any) -> None:
+    monkeypatch.setattr(factfences, "_BACKTICKS", _CountedRuns(factfences._BACKTICKS))
+    monkeypatch.setattr(factfences, "_PAIRS", _CountedRuns(factfences._PAIRS))
+    ratios = []
+    for size in (4000, 16000):
+        text = _Read(shape(size))
+        _Read.read = 0
+        assert factfences.code_spans(text, "'\"")
+        ratios.append(_Read.read / len(text))
+    assert ratios[1] < 12 and ratios[1] < ratios[0] * 1.2

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["code_spans", "fenced_blocks"]
+__all__ = ["code_spans", "fenced_blocks", "needed_blocks", "reach"]
 
 #: where a fenced block (``` or ~~~) opens: its fence opens its line (after any blanks:
 #: a list item's block is indented) or ends a line of prose after a blank (``See
@@ -38,18 +38,25 @@ _CLOSERS = {
 _UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
 #: a whole run of backticks: an inline code span opens and closes with one
 _BACKTICKS = re.compile(r"`+")
+#: (when all runs have one length) a run and the next on its line: each whole, neither
+#: given back (review 2: a pattern compiled from the run held up to 16 MB in re's
+#: cache per length; one giving back would compare a run at each place inside it)
+_PAIRS = re.compile(r"(?<!`)(`++)[^`\n]*+\1(?!`)")
 #: (review 1) a text this long is read line by line for a few lines (code_spans'
 #: `holding`) or, dense with fences, by one search; a shorter one costs less read whole
 _LONG = 4096
 
 
-def code_spans(text: str, holding: str = "") -> list[tuple[int, int]]:
+def code_spans(
+    text: str, holding: str = "", blocks: list[tuple[int, int]] | None = None
+) -> list[tuple[int, int]]:
     """The spans of `text` that are code (sorted, disjoint): its fenced blocks
-    (:func:`fenced_blocks`) and, outside them, its inline code spans: a run of
+    (:func:`fenced_blocks`, or `blocks` when the caller read them already, at least to
+    :func:`reach`) and, outside them, its inline code spans: a run of
     backticks to the next run of the same length on its line (CommonMark's code span
     kept to one line: a stray backtick masks no prose below it; a ``` inside a
     sentence with no closing ``` masks nothing; a run after an odd number of ``\\``
-    opens none). With `holding` (characters), only what a match of those characters
+    opens one with the rest of its run). With `holding` (characters), only what a match of those characters
     on one line can meet: blocks opened before the end of the last line holding one,
     inline spans of the lines holding one (review 1: the quoted-string mask of a dense text).
 
@@ -58,19 +65,36 @@ def code_spans(text: str, holding: str = "") -> list[tuple[int, int]]:
     and 1 MB of two backtick runs gave 166,000 spans. Each run is now matched once."""
     if "`" not in text and "~~~" not in text:
         return []
-    until = len(text)
-    if holding:  # (the end of the last line holding one)
-        last = max(text.rfind(char) for char in holding)
-        until = -1 if last == -1 else text.find("\n", last)
-        until = (len(text) if last != -1 else 0) if until == -1 else until
+    until = reach(text, holding) if holding else len(text)
     lines = _Marked(text, holding) if holding and until > _LONG else None
+    if blocks is None:
+        blocks = fenced_blocks(text, until) if "```" in text or "~~~" in text else []
     spans: list[tuple[int, int]] = []
     done = 0
-    for start, end in fenced_blocks(text, until) if "```" in text or "~~~" in text else ():
+    for start, end in blocks:
+        if start >= until:
+            break
         spans += _inline(text, done, start) if lines is None else lines.inline(done, start)
         spans.append((start, end))
         done = end
     return spans + (_inline(text, done, until) if lines is None else lines.inline(done, until))
+
+
+def needed_blocks(text: str, holding: str, until: int) -> list[tuple[int, int]]:
+    """The fenced blocks both ``code_spans(text, holding)`` (none: `holding` empty) and a
+    reader of `text` before `until` need, read once (review 2: the constraints and the
+    quoted-string mask of a text each read them)."""
+    until = max(reach(text, holding) if holding else 0, until)
+    quoting = until > 0 and ("```" in text or "~~~" in text)
+    return fenced_blocks(text, until) if quoting else []
+
+
+def reach(text: str, holding: str) -> int:
+    """The end of the last line of `text` holding one of the characters `holding`
+    (0: none); a match of them on one line ends there at the latest."""
+    last = max(text.rfind(char) for char in holding)
+    stop = text.find("\n", last) if last != -1 else 0
+    return len(text) if stop == -1 else stop
 
 
 class _Marked:
@@ -98,17 +122,16 @@ class _Marked:
 
 
 def _inline(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The inline code spans of `text[start:end]`: left to right, each backtick run (not
-    after an odd number of ``\\``: review 1, CommonMark) with the next run as long on its
-    line (runs inside a span open none). The next of each length is found in one pass
-    from the right, forgotten where a newline parts two runs. Runs all of one length
-    and no escaped one pair one after another: one search (review 1: 1 MB of them)."""
-    sizes = set(_BACKTICKS.findall(text, start, end))
-    if len(sizes) == 1 and text.find("\\`", start, end) == -1:
-        run = sizes.pop()
-        pairs = re.compile(rf"{run}[^`\n]*{run}")  # (re's cache keeps it)
-        return [span.span() for span in pairs.finditer(text, start, end)]
+    """The inline code spans of `text[start:end]`: left to right, each backtick run with
+    the next run as long on its line (runs inside a span open none). A run after an odd
+    number of ``\\`` opens as its rest (one shorter, one later: CommonMark; review 2)
+    but closes whole. The next of each length is found in one pass from the right,
+    forgotten where a newline parts two runs. Runs all of one length and no escaped
+    one pair one after another: one search (review 1: 1 MB of them)."""
+    if len(set(_BACKTICKS.findall(text, start, end))) == 1 and text.find("\\`", start, end) == -1:
+        return [span.span() for span in _PAIRS.finditer(text, start, end)]
     runs = [run.span() for run in _BACKTICKS.finditer(text, start, end)]
+    opens = [low + _escaped(text, low) for low, _ in runs]
     closer = [-1] * len(runs)
     after: dict[int, int] = {}
     following = end
@@ -116,16 +139,16 @@ def _inline(text: str, start: int, end: int) -> list[tuple[int, int]]:
         low, high = runs[at]
         if text.find("\n", high, following) != -1:
             after = {}
-        closer[at] = after.get(high - low, -1)
+        closer[at] = after.get(high - opens[at], -1) if high > opens[at] else -1
         after[high - low] = at
         following = low
     spans: list[tuple[int, int]] = []
     at = 0
     while at < len(runs):
-        if closer[at] == -1 or _escaped(text, runs[at][0]):
+        if closer[at] == -1:
             at += 1
         else:
-            spans.append((runs[at][0], runs[closer[at]][1]))
+            spans.append((opens[at], runs[closer[at]][1]))
             at = closer[at] + 1
     return spans
 

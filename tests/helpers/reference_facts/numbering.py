@@ -176,16 +176,19 @@ def _ends_a_span(line: str) -> bool:
 
 
 def _paired(line: str, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The code spans of `line` from its `runs`: each run, left to right, not after an
-    odd number of backslashes, with the next run of exactly its length."""
+    """The code spans of `line` from its `runs`: each run, left to right, with the next
+    run of exactly its length. After an odd number of backslashes the first backtick
+    is literal: the rest of the run (if any) opens, and must meet a run of its length
+    (review 2); any run closes whole (no escapes inside code)."""
     spans: list[tuple[int, int]] = []
     first = 0
     while first < len(runs):
-        size = runs[first][1] - runs[first][0]
         slashes = len(line[: runs[first][0]]) - len(line[: runs[first][0]].rstrip("\\"))
+        opener = runs[first][0] + slashes % 2
+        size = runs[first][1] - opener
         same = [n for n in range(first + 1, len(runs)) if runs[n][1] - runs[n][0] == size]
-        if same and slashes % 2 == 0:
-            spans.append((runs[first][0], runs[same[0]][1]))
+        if same and size > 0:
+            spans.append((opener, runs[same[0]][1]))
             first = same[0] + 1
         else:
             first += 1

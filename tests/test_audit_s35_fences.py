@@ -332,7 +332,8 @@ def test_review_2_an_escaped_run_opens_with_its_rest(text: str, code: list[str])
 )
 def test_review_2_shapes_read_in_linear_time(monkeypatch: pytest.MonkeyPatch, shape: Any) -> None:
     monkeypatch.setattr(factfences, "_BACKTICKS", _CountedRuns(factfences._BACKTICKS))
-    monkeypatch.setattr(factfences, "_PAIRS", _CountedRuns(factfences._PAIRS))
+    pairs = {size: _CountedRuns(pattern) for size, pattern in factfences._PAIRS.items()}
+    monkeypatch.setattr(factfences, "_PAIRS", pairs)
     ratios = []
     for size in (4000, 16000):
         text = _Read(shape(size))

@@ -38,10 +38,10 @@ _CLOSERS = {
 _UNDERLINE = re.compile(r"~{3,}[ \t\r]*(?:\n|\Z)")
 #: a whole run of backticks: an inline code span opens and closes with one
 _BACKTICKS = re.compile(r"`+")
-#: (when all runs have one length) a run and the next on its line: each whole, neither
-#: given back (review 2: a pattern compiled from the run held up to 16 MB in re's
-#: cache per length; one giving back would compare a run at each place inside it)
-_PAIRS = re.compile(r"(?<!`)(`++)[^`\n]*+\1(?!`)")
+#: (runs all of one short length) a run and the next on its line: a fixed pattern per
+#: length (review 2: one compiled from the data's run held up to 16 MB in re's cache
+#: per length; a backreference compares a run at each place inside one: session 34)
+_PAIRS = {size: re.compile(rf"(?<!`){'`' * size}[^`\n]*+{'`' * size}") for size in (1, 2, 3)}
 #: (review 1) a text this long is read line by line for a few lines (code_spans'
 #: `holding`) or, dense with fences, by one search; a shorter one costs less read whole
 _LONG = 4096
@@ -84,9 +84,10 @@ def needed_blocks(text: str, holding: str, until: int) -> list[tuple[int, int]]:
     """The fenced blocks both ``code_spans(text, holding)`` (none: `holding` empty) and a
     reader of `text` before `until` need, read once (review 2: the constraints and the
     quoted-string mask of a text each read them)."""
+    if "```" not in text and "~~~" not in text:
+        return []
     until = max(reach(text, holding) if holding else 0, until)
-    quoting = until > 0 and ("```" in text or "~~~" in text)
-    return fenced_blocks(text, until) if quoting else []
+    return fenced_blocks(text, until) if until > 0 else []
 
 
 def reach(text: str, holding: str) -> int:
@@ -127,9 +128,11 @@ def _inline(text: str, start: int, end: int) -> list[tuple[int, int]]:
     number of ``\\`` opens as its rest (one shorter, one later: CommonMark; review 2)
     but closes whole. The next of each length is found in one pass from the right,
     forgotten where a newline parts two runs. Runs all of one length and no escaped
-    one pair one after another: one search (review 1: 1 MB of them)."""
-    if len(set(_BACKTICKS.findall(text, start, end))) == 1 and text.find("\\`", start, end) == -1:
-        return [span.span() for span in _PAIRS.finditer(text, start, end)]
+    one pair one after another: one search if short (review 1: 1 MB of them)."""
+    sizes = set(_BACKTICKS.findall(text, start, end))
+    pairs = _PAIRS.get(len(sizes.pop())) if len(sizes) == 1 else None
+    if pairs is not None and text.find("\\`", start, end) == -1:
+        return [span.span() for span in pairs.finditer(text, start, end)]
     runs = [run.span() for run in _BACKTICKS.finditer(text, start, end)]
     opens = [low + _escaped(text, low) for low, _ in runs]
     closer = [-1] * len(runs)

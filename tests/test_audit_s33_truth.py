@@ -256,27 +256,16 @@ class _Span(tuple[int, int]):
         return super().__getitem__(index)
 
 
-class _SpanMatch:
-    def __init__(self, span: tuple[int, int]) -> None:
-        self._span = _Span(span)
-
-    def span(self) -> _Span:
-        return self._span
-
-
-class _CountingFence:
-    def __init__(self, pattern: re.Pattern[str]) -> None:
-        self.pattern = pattern
-
-    def finditer(self, text: str) -> Any:
-        for match in self.pattern.finditer(text):
-            yield _SpanMatch(match.span())
-
-
 def _fence_reads(monkeypatch: pytest.MonkeyPatch, n: int) -> int:
-    from ctxledger.compressor import factnoise
+    # (session 35: this counted reads of ``factnoise.FENCE``, which `stated` no longer
+    # used since session 34, so it counted 0; it now counts the spans of the fence
+    # reader `stated` calls)
+    from ctxledger.compressor import factfences, factnoise
 
-    monkeypatch.setattr(factnoise, "FENCE", _CountingFence(re.compile(r"```.*?(?:```|$)", re.S)))
+    blocks = factfences.fenced_blocks
+    monkeypatch.setattr(
+        factnoise, "fenced_blocks", lambda text, until=None: [_Span(s) for s in blocks(text, until)]
+    )
     _Span.reads = 0
     text = "Please fix it.\n" + "```\nx\n```\nNever push to main.\n" * n
     factnoise.stated(text, [(m.start(), m.group()) for m in re.finditer("Never[^\n]*", text)])

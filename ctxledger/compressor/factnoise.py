@@ -13,13 +13,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
-from ctxledger.compressor.factfences import FENCE, fenced_blocks
+from ctxledger.compressor.factfences import fenced_blocks
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
 __all__ = [
     "CODE_LINE",
-    "FENCE",
     "diff_side",
     "fenced_blocks",
     "in_file_listing",
@@ -478,18 +477,22 @@ def is_label(prefix: str) -> bool:
 _ERROR_WORD = re.compile(r"(?i)error|exception|fail|fatal|warn|denied|abort|crash")
 
 
-def stated(text: str, sentences: list[tuple[int, str]]) -> list[tuple[int, str]]:
+def stated(
+    text: str, sentences: list[tuple[int, str]], fences: list[tuple[int, int]] | None = None
+) -> list[tuple[int, str]]:
     """The ``(position, sentence)`` of `sentences` (of `text`, in order) a user states:
     none starting inside a fenced block whose fences open their lines, which quotes a
     file or a log (a PR's config ``# L049 - Always use IS …``), and none on a listing's
     numbered line (:func:`numbered_listing`: ``1463:  msg = 'The precision must be …'``
     of a file shown). A fence may also open at the end of a line of prose (``See below:`` then
     the fence).
-    No sentence: nothing to look for (no fence scan)."""
+    No sentence: nothing to look for (no fence scan). `fences`: the blocks, when the
+    caller read them already (at least up to the last sentence's start)."""
     if not sentences:
         return sentences
-    quoting = "```" in text or "~~~" in text
-    fences = fenced_blocks(text) if quoting else []
+    if fences is None:  # (review 1: blocks opened after the last sentence's start are not read)
+        until = max(position for position, _ in sentences) + 1
+        fences = fenced_blocks(text, until) if "```" in text or "~~~" in text else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ctxledger.compressor.factasks import is_acknowledgement
 from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX, prerelease_end
+from ctxledger.compressor.factfences import code_spans, needed_blocks
 from ctxledger.compressor.factkinds import (
     CATEGORIES,
     boilerplate_url,
@@ -48,7 +49,7 @@ from ctxledger.compressor.factmatch import (
     normalize_fact,
     retention,
 )
-from ctxledger.compressor.factnoise import FENCE, diff_side, in_file_listing, stated
+from ctxledger.compressor.factnoise import diff_side, in_file_listing, stated
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,
@@ -61,6 +62,7 @@ from ctxledger.compressor.factpaths import (
     urls,
 )
 from ctxledger.compressor.factscan import has_any, line_matches, may_have_digit
+from ctxledger.compressor.factsentences import cap_text as _cap
 from ctxledger.compressor.toolcalls import (
     COMMAND_KEYS,
     EDITOR_TOOLS,
@@ -209,15 +211,6 @@ _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 # --------------------------------------------------------------------------- helpers
 
 
-def _cap(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` chars, at a space when one is near the end."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip()
-
-
 #: a European grouped number's groups (``1.234.567``), before a decimal comma
 _GROUPS = re.compile(r"\d{1,3}(?:\.\d{3})+")
 
@@ -287,11 +280,13 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
                 yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 
-def _quoted(text: str) -> Iterator[tuple[int, str]]:
-    if not has_any(text, ("'", '"')):
-        return
-    for match in bounded(_QUOTED, text, "\\"):
-        inner = match.group(2)
+def _quoted(text: str, code: list[tuple[int, int]]) -> Iterator[tuple[int, str]]:
+    """The quoted strings of `text` whose quotes are outside `code`, each as written (a
+    code span inside a quote stays in it: ``'Removed custom `distutils` handling'``)."""
+    for match in bounded(_QUOTED, mask(text, code), "\\"):
+        inner = text[match.start(2) : match.end(2)]
+        if "'" in inner or '"' in inner or "\n" in inner:
+            continue  # (review 1: a quote or newline of code inside it: ``"a`b" and "c`d"``)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
             yield match.start(), inner
 
@@ -392,10 +387,18 @@ class _Found:
         return items
 
     def scan(
-        self, text: str, offset: int, *, prose: bool, errors: bool = True, blank_paths: bool = False
+        self,
+        text: str,
+        offset: int,
+        *,
+        prose: bool,
+        errors: bool = True,
+        blank_paths: bool = False,
+        fences: list[tuple[int, int]] | None = None,
     ) -> str:
         """Facts of free text; with `blank_paths`, returns `text` with its URLs and paths
-        blanked out (else "": blanking 150,000 paths of a long message costs ~0.1 s)."""
+        blanked out (else "": blanking 150,000 paths of a long message costs ~0.1 s).
+        `fences`: its fenced blocks if read already (:func:`needed_blocks`)."""
         found = urls(text)
         for start, _, value in found:
             if not boilerplate_url(value):
@@ -426,15 +429,15 @@ class _Found:
             self.add(kind, offset + position, value)
         for position, value in _numbers(masked):
             self.add("number", offset + position, value)
-        if prose:
-            # String literals of code blocks are mostly noise; quotes in prose are not.
-            for position, value in _quoted(mask(text, [m.span() for m in FENCE.finditer(text)])):
+        if prose and has_any(text, ("'", '"')):
+            # String literals of code blocks and spans are mostly noise; quotes in prose are not.
+            for position, value in _quoted(text, code_spans(text, "'\"", fences)):
                 self.add("quoted", offset + position, value)
         for match in line_matches(_DOLLAR_LINE, text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))
         return mask(masked, path_spans) if blank_paths else ""
 
-    def lines(self, text: str, role: str) -> None:
+    def lines(self, text: str, role: str, constraints: list[tuple[int, str]]) -> None:
         """The line and sentence kinds: errors and outcomes a tool or user shows, choices, constraints."""
         if role in ("tool", "user"):
             for position, value in (*shell_error_lines(text), *script_error_lines(text)):
@@ -444,9 +447,8 @@ class _Found:
         if role == "assistant":
             for position, value in decision_sentences(text):
                 self.add("decision", position, value)
-        elif role == "user":
-            for position, value in stated(text, constraint_sentences(text)):
-                self.add("constraint", position, value)
+        for position, value in constraints:
+            self.add("constraint", position, value)
 
     def scan_call(self, call: Mapping[str, Any], offset: int) -> int:
         """Facts of one tool call's arguments; returns the next free position."""
@@ -509,9 +511,13 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
         and not is_acknowledgement(text)
     ):
         found.add("ask", -1, _ask(text))
-    found.scan(text, 0, prose=role in ("user", "assistant"))
-    if not (role == "user" and _is_summary(message)):
-        found.lines(text, role)
+    prose, summary = role in ("user", "assistant"), role == "user" and _is_summary(message)
+    sentences = constraint_sentences(text) if role == "user" and not summary else []
+    until = max((position for position, _ in sentences), default=-1) + 1
+    fences = needed_blocks(text, "'\"" if prose else "", until)
+    found.scan(text, 0, prose=prose, fences=fences)
+    if not summary:
+        found.lines(text, role, stated(text, sentences, fences))
     offset = len(text) + 1
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):

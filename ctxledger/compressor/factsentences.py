@@ -10,14 +10,19 @@ import re
 
 from ctxledger.compressor.factscan import may_match_ignoring_case
 
-__all__ = ["LINE_MAX_CHARS", "cap_line", "constraint_sentences", "decision_sentences"]
+__all__ = ["LINE_MAX_CHARS", "cap_line", "cap_text", "constraint_sentences", "decision_sentences"]
 
 LINE_MAX_CHARS = 160
 
 
 def cap_line(text: str, limit: int = LINE_MAX_CHARS) -> str:
     """`text` with its runs of whitespace made one blank, cut at a blank to `limit`."""
-    text = " ".join(text.split())
+    return cap_text(" ".join(text.split()), limit)
+
+
+def cap_text(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` chars, at a space when one is near the end."""
+    text = text.strip()
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)

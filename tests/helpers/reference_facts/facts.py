@@ -70,7 +70,7 @@ from helpers.reference_facts.factpaths import (
     urls,
 )
 from helpers.reference_facts.factsentences import constraint_sentences, decision_sentences
-from helpers.reference_facts.numbering import fenced, numbered_listing
+from helpers.reference_facts.numbering import code_spans, fenced, numbered_listing
 from helpers.reference_facts.rules import (
     amounts,
     european_grouped,
@@ -166,7 +166,6 @@ _VERSIONED_NAMES = _words(
     "ubuntu debian numpy pandas pytest react typescript gcc clang cuda torch version release"
 )
 
-_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _QUOTED = re.compile(r"(\"|')([^\"'\n]{2,80}?)\1(?![\w])")
 
 # Interpreter and library internals (traceback frames): context, not salient facts.
@@ -251,9 +250,12 @@ def _numbers(text: str) -> Iterator[tuple[int, str]]:
                 yield upper.start(1), f"{text[start : match.start()]} {upper.group(1)}"
 
 
-def _quoted(text: str) -> Iterator[tuple[int, str]]:
-    for match in bounded(_QUOTED, text, "\\"):
-        inner = match.group(2)
+def _quoted(text: str, spans: list[tuple[int, int]]) -> Iterator[tuple[int, str]]:
+    """Quotes outside `spans` (code), each value as written (a code span inside one kept)."""
+    for match in bounded(_QUOTED, mask(text, spans), "\\"):
+        inner = text[match.start(2) : match.end(2)]
+        if any(char in inner for char in "'\"\n"):
+            continue  # (review 1: the quotes of a span inside are no value's)
         if inner.strip() == inner and sum(c.isalnum() for c in inner) >= 2:
             yield match.start(), inner
 
@@ -351,8 +353,8 @@ class _Found:
         for position, value in _numbers(masked):
             self.add("number", offset + position, value)
         if prose:
-            # String literals of code blocks are mostly noise; quotes in prose are not.
-            for position, value in _quoted(mask(text, [m.span() for m in _FENCE.finditer(text)])):
+            # String literals of code blocks and spans are mostly noise; quotes in prose are not.
+            for position, value in _quoted(text, code_spans(text)):
                 self.add("quoted", offset + position, value)
         for match in _DOLLAR_LINE.finditer(text):
             self.add("command", offset + match.start(1), _cap(match.group(1), COMMAND_MAX_CHARS))

@@ -17,7 +17,12 @@
   next line its fence (the whole run: a ```` block quotes ``` lines) opens or ends (an
   unclosed one to the text's end); a line of ``~`` under a title no longer than it is
   the title's underline (RST), no fence: a title holds a letter or digit, is no label
-  (``Do:``) and no fence's line, and follows a blank line or starts the text.
+  (``Do:``) and no fence's line, and follows a blank line or starts the text;
+* **code spans** (session 35, what quoted strings are not read in) — the fenced blocks, and
+  on each line outside them, each run of backticks with the next run of exactly as many
+  backticks on that line (a run a span holds opens none, nor one after an odd number of
+  backslashes: review 1). Review 1: a ``` opening a line with a backtick after its run
+  on that line opens no block, nor does one ending a line of prose that closes a span.
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
                 opened = -1
         elif _underline(line, previous) and blank_before:
             pass  # (session 34: an RST title's ``~~~~~``, no fence)
-        elif line.lstrip(" \t")[:3] in ("```", "~~~"):
+        elif line.lstrip(" \t")[:3] == "~~~" or _tick_fence(line.lstrip(" \t")):
             body = line.lstrip(" \t")
             fence = body[: len(body) - len(body.lstrip(body[0]))]
             opened = start
@@ -130,7 +135,7 @@ def fenced(text: str) -> list[tuple[int, int]]:
                 opened = -1
         else:
             at = _prose_fence(line)
-            if at != -1:
+            if at != -1 and not _ends_a_span(line):
                 opened, fence = start + at, "```"
         blank_before = start == 0 or previous.strip(" \t\r") == ""
         previous = line
@@ -138,6 +143,69 @@ def fenced(text: str) -> list[tuple[int, int]]:
     if opened != -1:
         blocks.append((opened, len(text)))
     return blocks
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """The fenced blocks of `text` and its code spans outside them, in order."""
+    blocks = fenced(text)
+    spans = list(blocks)
+    start = 0
+    for line in text.split("\n"):
+        runs = [
+            (at, end)
+            for at, end in _runs(line)
+            if not any(low <= start + at < high for low, high in blocks)
+        ]
+        spans += [(start + at, start + end) for at, end in _paired(line, runs)]
+        start += len(line) + 1
+    return sorted(spans)
+
+
+def _tick_fence(body: str) -> bool:
+    """Review 1: whether `body` (a line from its first non-blank) opens with a fence of
+    backticks: three or more, and no backtick later on the line (CommonMark's info
+    string holds none: ````foo``` is set`` is prose)."""
+    fence = len(body) - len(body.lstrip("`"))
+    return fence >= 3 and "`" not in body[fence:]
+
+
+def _ends_a_span(line: str) -> bool:
+    """Review 1: whether the last run of backticks of `line` closes a code span of it."""
+    runs = _runs(line)
+    return any(runs and end == runs[-1][1] for _, end in _paired(line, runs))
+
+
+def _paired(line: str, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The code spans of `line` from its `runs`: each run, left to right, with the next
+    run of exactly its length. After an odd number of backslashes the first backtick
+    is literal: the rest of the run (if any) opens, and must meet a run of its length
+    (review 2); any run closes whole (no escapes inside code)."""
+    spans: list[tuple[int, int]] = []
+    first = 0
+    while first < len(runs):
+        slashes = len(line[: runs[first][0]]) - len(line[: runs[first][0]].rstrip("\\"))
+        opener = runs[first][0] + slashes % 2
+        size = runs[first][1] - opener
+        same = [n for n in range(first + 1, len(runs)) if runs[n][1] - runs[n][0] == size]
+        if same and size > 0:
+            spans.append((opener, runs[same[0]][1]))
+            first = same[0] + 1
+        else:
+            first += 1
+    return spans
+
+
+def _runs(line: str) -> list[tuple[int, int]]:
+    """The runs of backticks of `line`, each whole."""
+    runs: list[tuple[int, int]] = []
+    for at, char in enumerate(line):
+        if char != "`":
+            continue
+        if runs and runs[-1][1] == at:
+            runs[-1] = (runs[-1][0], at + 1)
+        else:
+            runs.append((at, at + 1))
+    return runs
 
 
 def _underline(line: str, previous: str) -> bool:

@@ -33,7 +33,7 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
-from ctxledger.compressor.factpathrules import cut_name, letters_and_marks
+from ctxledger.compressor.factpathrules import cut_name, letters_and_marks, name_letter
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 from ctxledger.compressor.factversions import (
     DOTTED_END,
@@ -123,20 +123,32 @@ def _windows_form(needle: str, windows: bool) -> bool:
     return windows or _WINDOWS_START.match(needle) is not None
 
 
-def _ascii_path(needle: str, path: bool, windows: bool) -> bool:
-    """Whether `needle` is a path of ASCII characters with a ``/``: the extraction's
-    POSIX paths, whose name goes on only over its own path characters (ASCII,
-    :func:`inside_longer_path`), so a letter of any other script ends it
-    (``修改src/app.py文件``, ``src/app.pyㅋ``, ``ésrc/app.py``). A bare name
-    (``éapp.py`` is one name), a name holding other letters and a Windows path (written
-    with a ``\\``: `windows`; a drive, a ``//`` start) keep ``\\w``: the extraction
-    reads a Windows path glued to a letter as none (review 2: ``C:\\work\\app.pyé``)."""
-    return path and "/" in needle and needle.isascii() and not _windows_form(needle, windows)
+def _slash_path(needle: str, path: bool, windows: bool) -> bool:
+    """Whether `needle` is a slash path as the extraction reads one (a ``/``, ASCII
+    path characters, and non-ASCII cased letters and marks: session 35), whose name
+    goes on only over those (:func:`inside_longer_path`, :func:`.factpathrules.cut_name`),
+    so a letter of a caseless script ends it (``修改src/app.py文件``, ``src/app.pyㅋ``,
+    ``/home/josé/app.py文件``). A bare name (``éapp.py`` is one name), a name holding
+    other letters and a Windows path (written with a ``\\``: `windows`; a drive, a
+    ``//`` start) keep ``\\w``: the extraction reads a Windows path glued to a letter as
+    none (review 2: ``C:\\work\\app.pyé``)."""
+    return (
+        path
+        and "/" in needle
+        and (needle.isascii() or _slash_letters(needle))
+        and not _windows_form(needle, windows)
+    )
 
 
-def _name_goes_on(char: str, ascii_path: bool) -> bool:
-    """Whether `char` next to a match goes on its word (:func:`_ascii_path`)."""
-    return not ascii_path and is_word(char)
+@functools.lru_cache(maxsize=4096)
+def _slash_letters(needle: str) -> bool:
+    """Whether each non-ASCII character of `needle` is one a slash path's names hold."""
+    return all(c.isascii() or name_letter(c) for c in needle)
+
+
+def _name_goes_on(char: str, slash_path: bool) -> bool:
+    """Whether `char` next to a match goes on its word (:func:`_slash_path`)."""
+    return not slash_path and is_word(char)
 
 
 # --------------------------------------------------------------------------- per occurrence
@@ -289,10 +301,10 @@ def _after_drive(haystack: str, start: int) -> bool:
 def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool = False) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    ascii_path = _ascii_path(needle, path, windows)
-    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], ascii_path):
+    slash_path = _slash_path(needle, path, windows)
+    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], slash_path):
         return False
-    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], ascii_path):
+    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], slash_path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
@@ -311,7 +323,7 @@ PLAIN_TRIES = 8
 
 def contains(haystack: str, needle: str, *, path: bool = False, windows: bool = False) -> bool:
     """Whether normalized `needle` occurs in normalized `haystack` as a match (see above;
-    `windows`: a path fact written with a ``\\``, :func:`_ascii_path`)."""
+    `windows`: a path fact written with a ``\\``, :func:`_slash_path`)."""
     if not needle:
         return False
     start = haystack.find(needle)
@@ -419,7 +431,7 @@ def _patterns(
     """
     literal = re.escape(needle)
     behind: list[str] = []
-    if is_word(needle[0]) and not _ascii_path(needle, path, windows):  # (else its class, below)
+    if is_word(needle[0]) and not _slash_path(needle, path, windows):  # (else its class, below)
         behind.append(r"\w")
     if needle[0] in _DIGITS and not path:
         behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
@@ -441,7 +453,7 @@ def _patterns(
 def _ahead(needle: str, path: bool, windows: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
-    if is_word(needle[-1]) and not _ascii_path(needle, path, windows):  # (else its class)
+    if is_word(needle[-1]) and not _slash_path(needle, path, windows):  # (else its class)
         ahead.append(r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):

@@ -13,6 +13,7 @@ import re
 import string
 import sys
 import unicodedata
+from collections.abc import Iterable
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
@@ -28,6 +29,9 @@ __all__ = [
     "cut_name",
     "has_ext",
     "letters_and_marks",
+    "name_letter",
+    "name_letters",
+    "name_start",
     "plausible_path",
 ]
 
@@ -305,11 +309,67 @@ def _file_name_dir(name: str) -> bool:
 _CASED = frozenset(("Lu", "Ll", "Lt"))
 
 
+@functools.lru_cache(maxsize=4096)
+def name_letter(char: str) -> bool:
+    """Whether non-ASCII `char` is a letter a slash path's name grows over (session 35):
+    a cased letter (Latin, Greek, Cyrillic, …: ``/home/José``, ``src/données``) or a
+    mark (NFD ``Jose\u0301``) that the matcher reads (NFKC, case folded) as such letters,
+    marks and ASCII path characters only (not ``ŉ``, ``ʼn`` to it: a modifier letter)."""
+    category = unicodedata.category(char)
+    if category not in _CASED and category[0] != "M":
+        return False
+    folded = unicodedata.normalize("NFKC", char).casefold()
+    return all(
+        c in PATH_CHARS
+        or (
+            not c.isascii()
+            and (unicodedata.category(c) in _CASED or unicodedata.category(c)[0] == "M")
+        )
+        for c in folded
+    )
+
+
+def _mark(char: str) -> bool:
+    return unicodedata.category(char)[0] == "M"
+
+
+def name_start(text: str, start: int) -> int:
+    """Where a slash path's names start, grown left from `start` over ASCII path
+    characters and :func:`name_letter` letters; a run of such marks (at most
+    :data:`_MAX_MARKS`) is taken with the character it sits on when that is one of
+    those, else the names start after it (Thai ``ไฟล์`` ends with a mark on a caseless
+    letter: prose, review 1 of session 34)."""
+    while start > 0:
+        char = text[start - 1]
+        if char in PATH_CHARS or (not char.isascii() and not _mark(char) and name_letter(char)):
+            start -= 1
+            continue
+        if char.isascii() or not _mark(char) or not name_letter(char):
+            return start
+        at = start - 1  # (the first mark of the run)
+        while at > 0 and start - at < _MAX_MARKS and _mark(c := text[at - 1]) and name_letter(c):
+            at -= 1
+        base = text[at - 1] if at > 0 else " "
+        if base in PATH_CHARS or (not base.isascii() and not _mark(base) and name_letter(base)):
+            start = at - 1
+        else:
+            return start
+    return start
+
+
+@functools.cache
+def name_letters() -> str:
+    """A regex class of the :func:`name_letter` letters (built once, when a non-ASCII
+    text is first scanned for paths: every code point is read)."""
+    return _ranges(chr(code) for code in range(0x80, sys.maxunicode + 1) if name_letter(chr(code)))
+
+
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
     """Whether a non-ASCII cased letter (Latin, Greek, Cyrillic, …) or mark stands right
     before `start` or at `end` of `text` (with `every_letter`, a letter of any
-    script): a path's characters are ASCII, so its name was cut there (``/home/Jos`` of
-    ``/home/José``, ``Cafe`` before a combining accent). Session 34: no path is read
+    script): a name was cut there (a Windows path's characters are ASCII: ``C:\\Jos``
+    of ``C:\\José``; a slash path grows over them, :func:`name_letter`, so only a
+    character they fold to cuts it: ``ʰ``). Session 34: no path is read
     there, a loss rather than a false fact. A caseless letter (CJK, kana, Hangul, Thai,
     written without spaces) is prose glued on: the path ends there (``修改src/app.py文件``).
     A character is judged as the matcher reads it, folded (NFKC, case): ``ʰ`` is an
@@ -378,12 +438,19 @@ def letters_and_marks(marks: bool = True) -> str:
     """A regex class of the non-ASCII characters :func:`cut_name` looks for (built
     once, when a matcher first needs it: every code point is read); without `marks`,
     the cased letters only (before a path a mark is judged by its base: Python's)."""
+    return _ranges(
+        char
+        for char in map(chr, range(0x80, sys.maxunicode + 1))
+        if (marks and unicodedata.category(char)[0] == "M") or unicodedata.category(char) in _CASED
+    )
+
+
+def _ranges(chars: Iterable[str]) -> str:
+    """A regex class of `chars` (in code point order), as ranges."""
     ranges: list[list[int]] = []
-    for code in range(0x80, sys.maxunicode + 1):
-        category = unicodedata.category(chr(code))
-        if (marks and category[0] == "M") or category in _CASED:
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1][1] = code
-            else:
-                ranges.append([code, code])
+    for code in map(ord, chars):
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
     return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"

@@ -13,6 +13,7 @@ found from their ``://`` and masked out before paths are looked for.
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import re
 import string
@@ -29,6 +30,8 @@ from ctxledger.compressor.factpathrules import (
     MORE_NAME,
     SUPERSCRIPT_DIGITS,
     cut_name,
+    name_letters,
+    name_start,
     plausible_path,
 )
 from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
@@ -185,11 +188,24 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
         pos = match.end() if match.end() > start else start + 1
 
 
+#: a character of a slash path's names: PATH_CHARS and "/"
+_SLASH_NAME = "[A-Za-z0-9_.+@~/-]"
 #: a "/" and what follows it of a path: PATH_CHARS and "/"
-_SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
+_SLASH_AND_RIGHT = re.compile("/" + _SLASH_NAME + "*")
 #: the same, or an extension anchor: one scan finds both in a long text, and a slash
 #: path swallows the extension anchors inside it
-_SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern)
+_SLASH_OR_EXTENSION = re.compile("/" + _SLASH_NAME + "*+|" + _EXT_ANCHOR.pattern)
+
+
+@functools.cache
+def _wide_scan(mixed: bool) -> re.Pattern[str]:
+    """:data:`_SLASH_AND_RIGHT` (or, `mixed`, :data:`_SLASH_OR_EXTENSION`) whose names
+    also hold non-ASCII cased letters and marks (:func:`.factpathrules.name_letter`),
+    as a text that is not ASCII is scanned (session 35: ``/home/José/app.py`` whole)."""
+    wide = _SLASH_NAME[:-2] + r"\-" + name_letters()[1:]  # (the "-" escaped: no range)
+    return re.compile("/" + wide + ("*+|" + _EXT_ANCHOR.pattern if mixed else "*"))
+
+
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
 _SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
@@ -215,7 +231,9 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
     _NOT_BEFORE_PATH).
 
     Slash paths: each "/" (from where the previous span ended) grown left over
-    PATH_CHARS and right over them and "/"; bare file names: each extension anchor,
+    PATH_CHARS and right over them and "/" (in a text that is not ASCII, over
+    non-ASCII cased letters and marks too: :func:`_wide_scan`,
+    :func:`.factpathrules.name_start`); bare file names: each extension anchor,
     known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
     is none); Windows paths (:func:`_windows_spans`), which replace every other span
     starting inside them (``app.py`` of ``C:\\proj\\app.py``). The same spans as the
@@ -311,13 +329,16 @@ def _scan(
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
     cut = None if text.isascii() else cut_name  # (an ASCII text cuts no name)
-    for match in pattern.finditer(text, pos):
+    wide = cut is not None and (slashes or mixed)  # (names of other letters: _wide_scan)
+    for match in (_wide_scan(mixed) if wide else pattern).finditer(text, pos):
         anchor, end = match.span()
         start = anchor
         slash = slashes or (mixed and text[anchor] == "/")
         if slash:  # (resumes at its end, as the walk)
             while start > 0 and text[start - 1] in path_chars:
                 start -= 1
+            if wide and start > 0 and not text[start - 1].isascii():
+                start = name_start(text, start)
             alone = False
         else:
             while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):

@@ -164,9 +164,17 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
     slash = text.find("/")
     while slash != -1:
         start, end = slash, slash
-        while start > 0 and text[start - 1] in _PATH_CHARS:
+        while start > 0 and _in_slash_name(text[start - 1]):
+            if _mark(text[start - 1]):
+                base = start - 1
+                while base > 0 and start - base < 32 and _mark(text[base - 1]):
+                    if not _in_slash_name(text[base - 1]):
+                        break
+                    base -= 1
+                if base == 0 or _mark(text[base - 1]) or not _in_slash_name(text[base - 1]):
+                    break  # marks on no letter of a name (Thai ``ไฟล์``): prose before it
             start -= 1
-        while end < n and (text[end] in _PATH_CHARS or text[end] == "/"):
+        while end < n and (_in_slash_name(text[end]) or text[end] == "/"):
             end += 1
         yield start, end
         slash = text.find("/", end)
@@ -182,6 +190,26 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         if start == anchor and extension:
             continue  # ``.py`` alone
         yield start, end
+
+
+def _in_slash_name(char: str) -> bool:
+    """Whether `char` is part of a slash path's names: an ASCII path character, or
+    (session 35) a letter of an alphabet with case or a mark, outside ASCII."""
+    if char in _PATH_CHARS:
+        return True
+    return ord(char) >= 128 and all(
+        c in _PATH_CHARS or (ord(c) >= 128 and _cased_or_mark(c))
+        for c in char + unicodedata.normalize("NFKC", char).casefold()
+    )  # (each as the matcher reads it: ``ŉ`` is ``ʼn`` there, a modifier letter first)
+
+
+def _cased_or_mark(char: str) -> bool:
+    kind = unicodedata.category(char)
+    return kind in ("Lu", "Ll", "Lt") or kind.startswith("M")
+
+
+def _mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
 
 
 _SUPERSCRIPTS = "¹²³⁰⁴⁵⁶⁷⁸⁹"

@@ -1,0 +1,114 @@
+"""Session 35 (paths): a slash path whose names hold letters of a cased script is read whole.
+
+Session 34 gave no fact for ``/home/José/app.py`` (never a cut name), so the audit could
+not say it was lost. Now a slash path's names hold non-ASCII cased letters (Latin,
+Greek, Cyrillic, …) and marks (NFD), as the matcher reads them: the extraction, the
+matcher (kept in a verbatim copy, lost when absent) and the reference agree. A name
+cut at a character neither reads whole (``ʰ``, folded an ``h``) is still no fact.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from helpers.fact_checks import facts_of
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor.facts import extract_facts, retention
+
+NAMES = ["José", "Müller", "Łukasz", "Иван", "Νίκος", "Ærø", "İstanbul", "Straße"]
+TEMPLATES = [
+    ("Edit /home/{}/app.py now", "/home/{}/app.py"),
+    ("see src/{}/x.py, then", "src/{}/x.py"),
+    ("open ~/{}/notes.md.", "~/{}/notes.md"),
+    ("cd /data/{}/ and run", "/data/{}/"),
+    ("修改/home/{}/app.py文件", "/home/{}/app.py"),  # CJK prose glued on both sides
+]
+
+
+def _path_facts(text: str):  # type: ignore[no-untyped-def]
+    facts = extract_facts([{"role": "user", "content": text}])
+    return [fact for fact in facts if fact.kind == "path"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("form", ["NFC", "NFD"])
+@pytest.mark.parametrize(("template", "path"), TEMPLATES)
+def test_a_cased_name_is_read_whole_and_kept(
+    name: str, form: str, template: str, path: str
+) -> None:
+    text = unicodedata.normalize(form, template.format(name))
+    whole = unicodedata.normalize(form, path.format(name))
+    assert facts_of(text, "path", "user") == [whole]
+    (fact,) = _path_facts(text)
+    # a verbatim copy keeps it, in either form, glued to CJK prose too
+    for copy in (whole, unicodedata.normalize("NFC", whole), f"已修改{whole}。"):
+        assert retention([fact], f"summary: {copy} done") == ([fact], [])
+    # without the letter, or only its tail, it is lost
+    plain = "".join(c for c in unicodedata.normalize("NFD", whole) if c.isascii())
+    tail = whole[whole.index("/", 1) :] if whole.count("/") > 1 else "x.py"
+    cut = f"{whole}ʰ" if not whole.endswith("/") else plain  # (a directory is in ``dir/x``)
+    for other in (plain, tail, f"a{whole}", cut):
+        assert retention([fact], f"summary: {other} done") == ([], [fact]), other
+
+
+def test_the_regex_fallback_agrees() -> None:
+    """After PLAIN_TRIES rejected occurrences the matcher's regex decides: the same."""
+    (fact,) = _path_facts("Edit /home/José/app.py now")
+    rejected = "x/home/josé/app.py /home/josé/app.pyd " * 9
+    assert retention([fact], rejected) == ([], [fact])
+    assert retention([fact], rejected + "修改/home/josé/app.py文件") == ([fact], [])
+    assert retention([fact], rejected + "/home/josé/app.pyʰ") == ([], [fact])
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("see /home/joʰn/app.py ok", []),  # a modifier letter: folded an ``h``, a cut
+        ("see /home/jose/app.pyŉ ok", ["/home/jose/app.py"]),  # ``ʼn`` to the matcher
+        ("แก้ไฟล์src/app.pyแล้ว", ["src/app.py"]),  # Thai prose's last mark: prose
+        ("see Jose\u0301/app.py ok", ["Jose\u0301/app.py"]),  # NFD: the name whole
+        (f"see x{chr(0x301) * 40}src/app.py ok", []),  # a long run of marks: a cut
+        ("see ésrc/app.py ok", ["ésrc/app.py"]),  # one name (s34: none)
+    ],
+)
+def test_edges(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+_LETTERS = st.sampled_from(
+    "aeiouxyz019_-." + "éèüößçøłžáñ" + "ÉÜÖÇØŁŽ" + "αβγδεζνίος" + "ДЖИВАНиванжд" + "ǅİſﬁŉ"
+)
+_MARKS = st.sampled_from(["\u0301", "\u0308", "\u0327", "\u0e4c"])
+_NAME = st.lists(st.one_of(_LETTERS, _LETTERS, _LETTERS, _MARKS), min_size=1, max_size=8).map(
+    "".join
+)
+_GLUE = st.sampled_from(
+    [" ", "", "修改", "文件", "é", "д", "ʰ", "ไฟล์", "ŉ", "\u0301", "."]
+)  # (no "/": see s35-paths.md)
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.lists(_NAME, min_size=1, max_size=3), _GLUE, _GLUE, st.sampled_from(["/", "", "~/"]))
+@example(["José"], " ", " ", "/")
+@example(["Jose\u0301"], "修改", "文件", "/")
+def test_extraction_matcher_and_reference_agree(
+    names: list[str], before: str, after: str, root: str
+) -> None:
+    """Whatever the names and what is glued on: the extraction equals the reference,
+    each path fact is kept in its own text (both checked by :func:`facts_of`), and none
+    is a cut name: no cased letter right beside it."""
+    path = root + "/".join(names) + "/app.py"
+    text = f"see {before}{path}{after} now"
+    for value in facts_of(text, "path", "user"):
+        at = text.index(value)
+        after = text[at + len(value) : at + len(value) + 1]
+        # (as the matcher reads them, folded: ``ŉ`` is ``ʼn``, a modifier letter first)
+        beside = [_folded(text[at - 1])[-1:], _folded(after)[:1]]
+        assert not any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside if c), value
+
+
+def _folded(char: str) -> str:
+    return unicodedata.normalize("NFKC", char).casefold()

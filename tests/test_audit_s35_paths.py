@@ -112,3 +112,54 @@ def test_extraction_matcher_and_reference_agree(
 
 def _folded(char: str) -> str:
     return unicodedata.normalize("NFKC", char).casefold()
+
+
+# stage 2: Windows and UNC paths with such names
+
+
+WINDOWS = [
+    ("dir C:\\Users\\{}\\app.py now", "C:\\Users\\{}\\app.py"),
+    ("see src\\{}\\x.py, then", "src\\{}\\x.py"),
+    ("copy \\\\srv\\share\\{}\\a.txt done", "\\\\srv\\share\\{}\\a.txt"),
+    ("open D:/{}/notes.md.", "D:/{}/notes.md"),
+    ('"C:\\\\Users\\\\{}\\\\app.py"', "C:\\Users\\{}\\app.py"),  # (a JSON string's escapes)
+]
+
+
+@pytest.mark.parametrize("name", ["José", "Élodie", "Иван", "Straße"])
+@pytest.mark.parametrize("form", ["NFC", "NFD"])
+@pytest.mark.parametrize(("template", "path"), WINDOWS)
+def test_a_windows_name_is_read_whole_and_kept(
+    name: str, form: str, template: str, path: str
+) -> None:
+    text = unicodedata.normalize(form, template.format(name))
+    whole = unicodedata.normalize(form, path.format(name))
+    assert facts_of(text, "path", "user") == [whole]
+    (fact,) = _path_facts(text)
+    assert retention([fact], f"summary: {whole} done") == ([fact], [])
+    plain = "".join(c for c in unicodedata.normalize("NFD", whole) if c.isascii())
+    for other in (plain, f"{whole}ʰ", f"修改{whole}"):  # (a Windows path: any letter cuts it)
+        assert retention([fact], f"summary: {other} done") == ([], [fact]), other
+
+
+_WINDOWS_ROOTS = st.sampled_from(["C:\\", "\\\\srv\\share\\", "", ".\\", "D:/"])
+
+
+#: (no mark before a Windows path: the reference judges the mark, production its base,
+#: as on main; see s35-paths.md)
+_WINDOWS_BEFORE = _GLUE.filter(lambda glue: glue != "\u0301")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_NAME, min_size=1, max_size=3), _WINDOWS_BEFORE, _GLUE, _WINDOWS_ROOTS)
+@example(["José"], " ", " ", "C:\\")
+@example(["é"], "", "", "\\\\srv\\share\\")
+def test_windows_forms_agree(names: list[str], before: str, after: str, root: str) -> None:
+    """The same property for Windows and UNC forms (a letter of any script beside one is
+    a cut: Windows paths keep session 33's rule)."""
+    text = f"see {before}{root}{chr(92).join(names)}\\app.py{after} now"
+    for value in facts_of(text, "path", "user"):
+        at = text.index(value)
+        after_char = text[at + len(value) : at + len(value) + 1]
+        beside = [_folded(text[at - 1])[-1:], _folded(after_char)[:1]]
+        assert not any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside if c), value

@@ -202,7 +202,7 @@ def _unc(raw: str) -> str | None:
         _UNC_NAME.fullmatch(name) for name in names[1 if device else 0 : 2]
     ):
         return None
-    if any(not name or name[0] not in _NAME_START for name in names[2:]):
+    if any(not _name_first(name) for name in names[2:]):
         return None
     file = has_ext(names[-1]) and len(names) > 2
     formula = any(
@@ -233,11 +233,22 @@ def _relative_windows(raw: str) -> str | None:
         names.pop()  # a directory's trailing separator
     if len(names) < 2 or not (has_ext(names[-1]) or _directories(raw, names)):
         return None
-    if any(not name or (name[0] not in _NAME_START and name != "..") for name in names):
+    if any(not _name_first(name) and name != ".." for name in names):
         return None
     if any(has_ext(name) for name in names[:-1]):
         return None
     return value if _plausible(value.replace("\\", "/")) is not None else None
+
+
+def _name_first(name: str) -> bool:
+    """Whether `name` starts with a letter, digit or ``_`` (session 35: also a non-ASCII
+    cased letter, ``Élodie``; not a mark)."""
+    return bool(name) and _letter(name[0]) and not _mark(name[0])
+
+
+def _letter(char: str) -> bool:
+    """An ASCII letter, digit or ``_``, or a :func:`name_letter` (a cased letter or mark)."""
+    return char in _NAME_START or (not char.isascii() and name_letter(char))
 
 
 def _directories(raw: str, names: list[str]) -> bool:
@@ -248,7 +259,7 @@ def _directories(raw: str, names: list[str]) -> bool:
     newlines escaped, ``src\\\\tests\\\\unit`` a path as a JSON string writes it)."""
     return (
         len(names) >= 3
-        and all(len(name) >= 2 and name[-1] in _NAME_START for name in names)
+        and all(len(name) >= 2 and _letter(name[-1]) and not _mark(name[-1]) for name in names)
         and not any(name.lower() in TEX_COMMANDS for name in names)
         and _ESCAPE_LIKE.search(raw) is None
     )

@@ -198,12 +198,12 @@ _SLASH_OR_EXTENSION = re.compile("/" + _SLASH_NAME + "*+|" + _EXT_ANCHOR.pattern
 
 
 @functools.cache
-def _wide_scan(mixed: bool) -> re.Pattern[str]:
-    """:data:`_SLASH_AND_RIGHT` (or, `mixed`, :data:`_SLASH_OR_EXTENSION`) whose names
-    also hold non-ASCII cased letters and marks (:func:`.factpathrules.name_letter`),
-    as a text that is not ASCII is scanned (session 35: ``/home/José/app.py`` whole)."""
-    wide = _SLASH_NAME[:-2] + r"\-" + name_letters()[1:]  # (the "-" escaped: no range)
-    return re.compile("/" + wide + ("*+|" + _EXT_ANCHOR.pattern if mixed else "*"))
+def _wide(pattern: str) -> re.Pattern[str]:
+    """`pattern` (a slash scan's, a Windows finder's) with the :func:`.factpathrules.name_letter`
+    letters (non-ASCII cased letters and marks) added to each class of name characters:
+    how a text that is not ASCII is read (session 35: ``/home/José/app.py``,
+    ``C:\\Users\\José\\app.py`` whole)."""
+    return re.compile(pattern.replace("A-Za-z0-9_", "A-Za-z0-9_" + name_letters()[1:-1]))
 
 
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
@@ -232,7 +232,7 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
 
     Slash paths: each "/" (from where the previous span ended) grown left over
     PATH_CHARS and right over them and "/" (in a text that is not ASCII, over
-    non-ASCII cased letters and marks too: :func:`_wide_scan`,
+    non-ASCII cased letters and marks too: :func:`_wide`,
     :func:`.factpathrules.name_start`); bare file names: each extension anchor,
     known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
     is none); Windows paths (:func:`_windows_spans`), which replace every other span
@@ -329,8 +329,8 @@ def _scan(
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
     cut = None if text.isascii() else cut_name  # (an ASCII text cuts no name)
-    wide = cut is not None and (slashes or mixed)  # (names of other letters: _wide_scan)
-    for match in (_wide_scan(mixed) if wide else pattern).finditer(text, pos):
+    wide = cut is not None and (slashes or mixed)  # (names of other letters: _wide)
+    for match in (_wide(pattern.pattern) if wide else pattern).finditer(text, pos):
         anchor, end = match.span()
         start = anchor
         slash = slashes or (mixed and text[anchor] == "/")
@@ -436,11 +436,12 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
     when :func:`plausible_path` judges them paths."""
     is_path = _bounded_judge()
     done = 0
+    grow = _UNC_RIGHT if text.isascii() else _wide(_UNC_RIGHT.pattern)
     for match in _UNC_START.finditer(text):
         start = match.start(1)
         if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
             continue
-        right = _UNC_RIGHT.match(text, match.end())
+        right = grow.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
         if cut_name(text, start, end, every_letter=True):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
@@ -451,6 +452,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
 def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
     """The Windows paths of `text` from a drive, ``.\\``, ``..\\`` or ``~\\``, by start."""
     done = 0
+    grow = _WINDOWS_RIGHT if text.isascii() else _wide(_WINDOWS_RIGHT.pattern)
     for match in _WINDOWS_ANCHOR.finditer(text):
         drive = match.group()[0] == ":"
         start = match.start() - 1 if drive else match.start()
@@ -458,7 +460,7 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
             continue  # (inside the last one, or no drive letter; done >= 0 > -1)
         if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS and not _after_device(text, start):
             continue
-        right = _WINDOWS_RIGHT.match(text, match.end())
+        right = grow.match(text, match.end())
         done = right.end() if right is not None else match.end()
         yield start, done
 
@@ -479,9 +481,12 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     then a backslash and what a Windows path grows over, when :func:`plausible_path`
     judges it a path (else the names in it are looked at alone, as before)."""
     is_path = _bounded_judge()
-    for match in _RELATIVE_START.finditer(text):
+    ascii_text = text.isascii()
+    starts = _RELATIVE_START if ascii_text else _wide(_RELATIVE_START.pattern)
+    grow = _WINDOWS_RIGHT if ascii_text else _wide(_WINDOWS_RIGHT.pattern)
+    for match in starts.finditer(text):
         start = match.start(1)
-        right = _WINDOWS_RIGHT.match(text, match.end())
+        right = grow.match(text, match.end())
         end = right.end() if right is not None else match.end()
         if is_path(text[start:end]):
             yield start, end

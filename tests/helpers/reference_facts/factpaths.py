@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rules import (
+    in_slash_name,  # session 35
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -164,17 +165,17 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
     slash = text.find("/")
     while slash != -1:
         start, end = slash, slash
-        while start > 0 and _in_slash_name(text[start - 1]):
+        while start > 0 and in_slash_name(text[start - 1]):
             if _mark(text[start - 1]):
                 base = start - 1
                 while base > 0 and start - base < 32 and _mark(text[base - 1]):
-                    if not _in_slash_name(text[base - 1]):
+                    if not in_slash_name(text[base - 1]):
                         break
                     base -= 1
-                if base == 0 or _mark(text[base - 1]) or not _in_slash_name(text[base - 1]):
+                if base == 0 or _mark(text[base - 1]) or not in_slash_name(text[base - 1]):
                     break  # marks on no letter of a name (Thai ``ไฟล์``): prose before it
             start -= 1
-        while end < n and (_in_slash_name(text[end]) or text[end] == "/"):
+        while end < n and (in_slash_name(text[end]) or text[end] == "/"):
             end += 1
         yield start, end
         slash = text.find("/", end)
@@ -190,22 +191,6 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         if start == anchor and extension:
             continue  # ``.py`` alone
         yield start, end
-
-
-def _in_slash_name(char: str) -> bool:
-    """Whether `char` is part of a slash path's names: an ASCII path character, or
-    (session 35) a letter of an alphabet with case or a mark, outside ASCII."""
-    if char in _PATH_CHARS:
-        return True
-    return ord(char) >= 128 and all(
-        c in _PATH_CHARS or (ord(c) >= 128 and _cased_or_mark(c))
-        for c in char + unicodedata.normalize("NFKC", char).casefold()
-    )  # (each as the matcher reads it: ``ŉ`` is ``ʼn`` there, a modifier letter first)
-
-
-def _cased_or_mark(char: str) -> bool:
-    kind = unicodedata.category(char)
-    return kind in ("Lu", "Ll", "Lt") or kind.startswith("M")
 
 
 def _mark(char: str) -> bool:
@@ -368,21 +353,25 @@ def span_ends(text: str) -> dict[int, int]:
         if _cased_beside(text, start, end):
             continue  # session 34: a slash path or name cut at a letter or mark is none
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
+    # session 35: the Windows finders read a name's non-ASCII cased letters and marks
+    # as name characters (``C:\\Users\\José``): found in the text with each read as ``_``
+    read = "".join("_" if ord(c) >= 128 and in_slash_name(c) else c for c in text)
     # a Windows path replaces every span starting inside it (session 29)
-    windows = [match.span() for match in _WINDOWS_PATH.finditer(text)]
+    windows = [match.span() for match in _WINDOWS_PATH.finditer(read)]
     # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
-    for match in _RELATIVE_WINDOWS_PATH.finditer(text):
+    for match in _RELATIVE_WINDOWS_PATH.finditer(read):
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        if not inside and plausible_path(match.group()) is not None:
+        if not inside and plausible_path(text[match.start() : match.end()]) is not None:
             windows.append(match.span())
     # (session 33's review: a UNC path cut at a letter it cannot grow over is none)
-    for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
-        if plausible_path(match.group()) is not None and not _cut(text, match.end()):
+    for match in _UNC_PATH.finditer(read):  # session 31, judged as relative ones
+        value = text[match.start() : match.end()]
+        if plausible_path(value) is not None and not _cut(text, match.end()):
             windows.append(match.span())
-    for start, end in _device_unc_paths(text):  # session 32
+    for start, end in _device_unc_paths(read):  # session 32
         if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
-    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
+    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(read))
     # (session 33's second review: none cut at a letter or a mark of any script)
     windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
     windows.sort()

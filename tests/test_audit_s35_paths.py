@@ -79,7 +79,7 @@ def test_edges(text: str, paths: list[str]) -> None:
 
 
 _LETTERS = st.sampled_from(
-    "aeiouxyz019_-." + "éèüößçøłžáñ" + "ÉÜÖÇØŁŽ" + "αβγδεζνίος" + "ДЖИВАНиванжд" + "ǅİſﬁŉ"
+    "aeiouxyz019_-." + "éèüößçøłžáñ" + "ÉÜÖÇØŁŽ" + "αβγδεζνίος" + "ДЖИВАНиванжд" + "ǅİſﬁ"
 )
 _MARKS = st.sampled_from(["\u0301", "\u0308", "\u0327", "\u0e4c"])
 _NAME = st.lists(st.one_of(_LETTERS, _LETTERS, _LETTERS, _MARKS), min_size=1, max_size=8).map(
@@ -163,3 +163,66 @@ def test_windows_forms_agree(names: list[str], before: str, after: str, root: st
         after_char = text[at + len(value) : at + len(value) + 1]
         beside = [_folded(text[at - 1])[-1:], _folded(after_char)[:1]]
         assert not any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside if c), value
+
+
+# stage 3: caseless scripts (CJK, Arabic, Hebrew, Devanagari, …) in a folder name
+
+
+@pytest.mark.parametrize("name", ["用户", "משה", "राम", "ユーザー", "مستخدم", "사용자", "abc用户"])
+@pytest.mark.parametrize(
+    ("template", "path"),
+    [
+        ("Edit /home/{}/app.py now", "/home/{}/app.py"),
+        ("修改/home/{}/app.py文件", "/home/{}/app.py"),  # CJK prose glued on: prose
+        ("see src/{}/x.py, then", "src/{}/x.py"),
+        ("cd ~/{}/ ok", "~/{}/"),
+    ],
+)
+def test_a_caseless_folder_name_is_read_whole(name: str, template: str, path: str) -> None:
+    text = template.format(name)
+    whole = path.format(name)
+    assert facts_of(text, "path", "user") == [whole]  # (before: /home/ and /app.py)
+    (fact,) = _path_facts(text)
+    assert retention([fact], f"已修改{whole}。") == ([fact], [])
+    # a tail of it is no longer stated there: the extraction reads the longer path
+    (tail,) = _path_facts("see /app.py now")
+    assert retention([tail], text) == ([], [tail])
+    assert retention([tail], "x/app.py " * 9 + text) == ([], [tail])  # (the regex fallback)
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # the rule: a caseless letter is a name's only in a folder name (a "/" after it);
+        # glued before a path's first name or after its last, it is prose, as before
+        ("修改src/app.py文件", ["src/app.py"]),
+        ("打开/home/jose/app.py文件", ["/home/jose/app.py"]),
+        ("see /home/用户 ok", ["/home/"]),  # (the last name: prose glued on, as before)
+        ("see /home/abc用户 ok", ["/home/abc"]),
+        ("用户/app.py", ["/app.py"]),  # (a relative path glued to such prose: as before)
+        ("see /home/用户/app.py文件 ok", ["/home/用户/app.py"]),
+        ("see http://例子.com/用户/app.py ok", []),  # (a URL: masked, as before)
+    ],
+)
+def test_caseless_prose_around_a_path(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+_CASELESS = st.sampled_from("用户文件修改ユーザーמשהمستخدمरामกขค사용")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.one_of(_LETTERS, _CASELESS, _MARKS), min_size=1, max_size=6), max_size=3),
+    st.sampled_from(["", "用户", "app.py", "x文件", "用户/"]),
+    _GLUE,
+    _GLUE,
+    st.sampled_from(["/", "", "~/"]),
+)
+@example([["用", "户"]], "app.py", "修改", "文件", "/")
+def test_caseless_folders_agree(
+    names: list[list[str]], last: str, before: str, after: str, root: str
+) -> None:
+    """Extraction and reference agree, and each path fact is kept in its own text."""
+    path = root + "".join("".join(name) + "/" for name in names) + last
+    facts_of(f"see {before}{path}{after} now", "path", "user")

@@ -33,7 +33,12 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
-from ctxledger.compressor.factpathrules import cut_name, letters_and_marks, name_letter
+from ctxledger.compressor.factpathrules import (
+    caseless_letter,
+    cut_name,
+    letters_and_marks,
+    name_letter,
+)
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 from ctxledger.compressor.factversions import (
     DOTTED_END,
@@ -142,8 +147,9 @@ def _slash_path(needle: str, path: bool, windows: bool) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _slash_letters(needle: str) -> bool:
-    """Whether each non-ASCII character of `needle` is one a slash path's names hold."""
-    return all(c.isascii() or name_letter(c) for c in needle)
+    """Whether each non-ASCII character of `needle` is one a slash path's names hold
+    (a caseless letter only in a folder name: the extraction gives no other)."""
+    return all(c.isascii() or name_letter(c) or caseless_letter(c) for c in needle)
 
 
 def _name_goes_on(char: str, slash_path: bool) -> bool:
@@ -249,6 +255,7 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
             or before in PATH_CHARS
             or (before == ":" and needle.startswith("//"))  # a URL names a host, no share
             or (absolute and _after_drive(haystack, start))
+            or (absolute and not before.isascii() and in_caseless_folder(haystack, start))
         )
         if longer and not (absolute and _after_url_authority(haystack, start)):
             return True
@@ -270,6 +277,32 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     # ``/`` for each backslash): what the extraction strips (``rstrip(".-,:")``)
     dashes = "." not in haystack[end:stop]
     return haystack[stop] in PATH_CHARS or (haystack[stop] == "/" and not dashes)
+
+
+def in_caseless_folder(haystack: str, start: int) -> bool:
+    """Whether a ``/`` at `start` ends a folder name holding a caseless letter right
+    before it (``/home/用户`` of ``/home/用户/app.py``): the extraction reads the longer
+    path (:func:`.factpaths._wide_slashes`), so ``/app.py`` is not stated there. The
+    look back stops at the first character that is no name's: at most the distance to
+    the ``/`` before, so each occurrence is read once."""
+    if start == 0 or not caseless_letter(haystack[start - 1]):
+        return False
+    at = start - 1
+    while at > 0 and _in_name(haystack[at - 1]):
+        at -= 1
+    return at > 0 and haystack[at - 1] == "/"
+
+
+def _in_folder_not_url(haystack: str, start: int) -> bool:
+    """:func:`in_caseless_folder`, but a URL's path is stated by it (``http://例子/x``)."""
+    return in_caseless_folder(haystack, start) and not _after_url_authority(haystack, start)
+
+
+def _in_name(char: str) -> bool:
+    """A character of a folder name (:func:`in_caseless_folder`)."""
+    if char.isascii():
+        return char in PATH_CHARS
+    return name_letter(char) or caseless_letter(char)
 
 
 #: a line number between dashes after a path: grep's context line (``src/x.py-12-from``),
@@ -388,10 +421,12 @@ def _found(
     checked per match: with `long_version`, a match followed by a numeric pre-release
     (:func:`prerelease_end`), with `dotted_start` one that is a version's numeric
     pre-release (:func:`prerelease_start`: a variable-width look behind), with `path`
-    one after a mark on a base that cuts the name (:func:`cut_name`), is no match, and
+    one after a mark on a base that cuts the name (:func:`cut_name`) or, absolute,
+    after a caseless folder name (:func:`in_caseless_folder`), is no match, and
     the search goes on one character after its start."""
     match = pattern.search(haystack)
     marks = path and not haystack.isascii()
+    folders = marks and needle[0] == "/"
     if not (long_version or dotted_start or marks):
         return match is not None
     while match is not None:
@@ -400,6 +435,7 @@ def _found(
             (long_version and prerelease_end(haystack, end, needle) != -1)
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
             or (marks and cut_name(haystack, end - len(needle), end, every_letter=every_letter))
+            or (folders and _in_folder_not_url(haystack, end - len(needle)))
         ):
             return True
         match = pattern.search(haystack, match.start() + 1)

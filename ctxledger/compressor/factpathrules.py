@@ -26,6 +26,8 @@ __all__ = [
     "PATH_CHARS",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
+    "caseless_letter",
+    "caseless_letters",
     "cut_name",
     "has_ext",
     "letters_and_marks",
@@ -33,6 +35,7 @@ __all__ = [
     "name_letters",
     "name_start",
     "plausible_path",
+    "with_name_letters",
 ]
 
 EXTENSIONS = (
@@ -320,23 +323,62 @@ def _file_name_dir(name: str) -> bool:
 _CASED = frozenset(("Lu", "Ll", "Lt"))
 
 
-@functools.lru_cache(maxsize=4096)
 def name_letter(char: str) -> bool:
     """Whether non-ASCII `char` is a letter a slash path's name grows over (session 35):
     a cased letter (Latin, Greek, Cyrillic, …: ``/home/José``, ``src/données``) or a
     mark (NFD ``Jose\u0301``) that the matcher reads (NFKC, case folded) as such letters,
     marks and ASCII path characters only (not ``ŉ``, ``ʼn`` to it: a modifier letter)."""
     category = unicodedata.category(char)
-    if category not in _CASED and category[0] != "M":
-        return False
-    folded = unicodedata.normalize("NFKC", char).casefold()
+    return (category in _CASED or category[0] == "M") and _folds_to_name(char)
+
+
+@functools.lru_cache(maxsize=4096)
+def _folds_to_name(char: str) -> bool:
+    """Whether `char` folded (NFKC, case) is ASCII path characters, cased letters and marks."""
     return all(
-        c in PATH_CHARS
-        or (
-            not c.isascii()
-            and (unicodedata.category(c) in _CASED or unicodedata.category(c)[0] == "M")
-        )
-        for c in folded
+        c in PATH_CHARS or (not c.isascii() and _cased_or_mark(c))
+        for c in unicodedata.normalize("NFKC", char).casefold()
+    )
+
+
+def _cased_or_mark(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category in _CASED or category[0] == "M"
+
+
+def caseless_letter(char: str) -> bool:
+    """Whether non-ASCII `char` is a letter of a script without case (CJK, kana, Hangul,
+    Arabic, Hebrew, Devanagari, Thai: Lo; a modifier letter such as ``ー``: Lm) that the
+    matcher reads (folded) as such letters and marks only (not ``ʰ``, an ``h`` to it).
+    Session 35: a folder name inside slashes holds them (``/home/用户/app.py``); glued
+    before a path's first name or after its last they are prose (``修改src/app.py文件``)."""
+    return unicodedata.category(char) in ("Lo", "Lm") and _folds_to_caseless(char)
+
+
+@functools.lru_cache(maxsize=4096)
+def _folds_to_caseless(char: str) -> bool:
+    return all(
+        not c.isascii() and unicodedata.category(c)[0] in "LM"
+        for c in unicodedata.normalize("NFKC", char).casefold()
+    )
+
+
+@functools.cache
+def with_name_letters(pattern: str) -> re.Pattern[str]:
+    """`pattern` (a Windows path finder's) with the :func:`name_letter` letters added to
+    each class of name characters (``A-Za-z0-9_``): how a text that is not ASCII is read
+    (session 35: ``C:\\Users\\José\\app.py`` whole)."""
+    return re.compile(pattern.replace("A-Za-z0-9_", "A-Za-z0-9_" + name_letters()[1:-1]))
+
+
+@functools.cache
+def caseless_letters() -> str:
+    """A regex class of the :func:`caseless_letter` letters (built once, as
+    :func:`name_letters`)."""
+    return _ranges(
+        char
+        for char in map(chr, range(0x80, sys.maxunicode + 1))
+        if unicodedata.category(char) in ("Lo", "Lm") and _folds_to_caseless(char)
     )
 
 

@@ -29,10 +29,12 @@ from ctxledger.compressor.factpathrules import MORE_AFTER_DOT as _MORE_AFTER_DOT
 from ctxledger.compressor.factpathrules import (
     MORE_NAME,
     SUPERSCRIPT_DIGITS,
+    caseless_letters,
     cut_name,
     name_letters,
     name_start,
     plausible_path,
+    with_name_letters,
 )
 from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
@@ -198,12 +200,15 @@ _SLASH_OR_EXTENSION = re.compile("/" + _SLASH_NAME + "*+|" + _EXT_ANCHOR.pattern
 
 
 @functools.cache
-def _wide(pattern: str) -> re.Pattern[str]:
-    """`pattern` (a slash scan's, a Windows finder's) with the :func:`.factpathrules.name_letter`
-    letters (non-ASCII cased letters and marks) added to each class of name characters:
-    how a text that is not ASCII is read (session 35: ``/home/José/app.py``,
-    ``C:\\Users\\José\\app.py`` whole)."""
-    return re.compile(pattern.replace("A-Za-z0-9_", "A-Za-z0-9_" + name_letters()[1:-1]))
+def _wide_slashes(mixed: bool) -> re.Pattern[str]:
+    """:data:`_SLASH_AND_RIGHT` (`mixed`: :data:`_SLASH_OR_EXTENSION`) as a text that is
+    not ASCII is read (session 35): names hold :func:`.factpathrules.name_letter` letters
+    (``/home/José/app.py``), and a folder name, one a ``/`` follows, also
+    :func:`.factpathrules.caseless_letter` ones (``/home/用户/app.py``; the last name
+    ends at one: ``app.py文件``). Possessive: a name is read once."""
+    name = "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
+    folder = f"[{name}{caseless_letters()[1:-1]}]++(?=/)"
+    return re.compile(f"/(?:[{name}/]|{folder})*+" + ("|" + _EXT_ANCHOR.pattern if mixed else ""))
 
 
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
@@ -232,7 +237,7 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
 
     Slash paths: each "/" (from where the previous span ended) grown left over
     PATH_CHARS and right over them and "/" (in a text that is not ASCII, over
-    non-ASCII cased letters and marks too: :func:`_wide`,
+    non-ASCII cased letters and marks too: :func:`_wide_slashes`,
     :func:`.factpathrules.name_start`); bare file names: each extension anchor,
     known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
     is none); Windows paths (:func:`_windows_spans`), which replace every other span
@@ -329,8 +334,8 @@ def _scan(
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
     cut = None if text.isascii() else cut_name  # (an ASCII text cuts no name)
-    wide = cut is not None and (slashes or mixed)  # (names of other letters: _wide)
-    for match in (_wide(pattern.pattern) if wide else pattern).finditer(text, pos):
+    wide = cut is not None and (slashes or mixed)  # (names of other letters: _wide_slashes)
+    for match in (_wide_slashes(mixed) if wide else pattern).finditer(text, pos):
         anchor, end = match.span()
         start = anchor
         slash = slashes or (mixed and text[anchor] == "/")
@@ -436,7 +441,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
     when :func:`plausible_path` judges them paths."""
     is_path = _bounded_judge()
     done = 0
-    grow = _UNC_RIGHT if text.isascii() else _wide(_UNC_RIGHT.pattern)
+    grow = _UNC_RIGHT if text.isascii() else with_name_letters(_UNC_RIGHT.pattern)
     for match in _UNC_START.finditer(text):
         start = match.start(1)
         if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
@@ -452,7 +457,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
 def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
     """The Windows paths of `text` from a drive, ``.\\``, ``..\\`` or ``~\\``, by start."""
     done = 0
-    grow = _WINDOWS_RIGHT if text.isascii() else _wide(_WINDOWS_RIGHT.pattern)
+    grow = _WINDOWS_RIGHT if text.isascii() else with_name_letters(_WINDOWS_RIGHT.pattern)
     for match in _WINDOWS_ANCHOR.finditer(text):
         drive = match.group()[0] == ":"
         start = match.start() - 1 if drive else match.start()
@@ -482,8 +487,8 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     judges it a path (else the names in it are looked at alone, as before)."""
     is_path = _bounded_judge()
     ascii_text = text.isascii()
-    starts = _RELATIVE_START if ascii_text else _wide(_RELATIVE_START.pattern)
-    grow = _WINDOWS_RIGHT if ascii_text else _wide(_WINDOWS_RIGHT.pattern)
+    starts = _RELATIVE_START if ascii_text else with_name_letters(_RELATIVE_START.pattern)
+    grow = _WINDOWS_RIGHT if ascii_text else with_name_letters(_WINDOWS_RIGHT.pattern)
     for match in starts.finditer(text):
         start = match.start(1)
         right = grow.match(text, match.end())

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rules import (
+    caseless,  # session 35
     in_slash_name,  # session 35
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
@@ -175,8 +176,17 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
                 if base == 0 or _mark(text[base - 1]) or not in_slash_name(text[base - 1]):
                     break  # marks on no letter of a name (Thai ``ไฟล์``): prose before it
             start -= 1
-        while end < n and (in_slash_name(text[end]) or text[end] == "/"):
-            end += 1
+        while end < n:
+            if in_slash_name(text[end]) or text[end] == "/":
+                end += 1
+                continue
+            # session 35: a folder name (a "/" after it) also holds caseless letters
+            stop = end
+            while stop < n and (in_slash_name(text[stop]) or caseless(text[stop])):
+                stop += 1
+            if stop in (end, n) or text[stop] != "/":
+                break
+            end = stop
         yield start, end
         slash = text.find("/", end)
     anchors = [(start, end, True) for start, end in _extension_anchors(text)]

@@ -286,6 +286,15 @@ def _cased_or_mark(char: str) -> bool:
     return kind in ("Lu", "Ll", "Lt") or kind.startswith("M")
 
 
+def caseless(char: str) -> bool:
+    """Session 35: a letter of a script without case (Lo, Lm) outside ASCII, each
+    character it folds to (NFKC, case) a letter or mark outside ASCII."""
+    return unicodedata.category(char) in ("Lo", "Lm") and all(
+        ord(c) >= 128 and unicodedata.category(c)[0] in "LM"
+        for c in unicodedata.normalize("NFKC", char).casefold()
+    )
+
+
 def _starts_name(name: str) -> bool:
     """Whether `name` starts with a letter, digit or ``_``; session 35: or a non-ASCII
     letter :func:`in_slash_name` reads (not a mark)."""

@@ -16,6 +16,7 @@ from helpers.fact_checks import facts_of
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor import factpathrules, factpaths
 from ctxledger.compressor.facts import extract_facts, retention
 
 NAMES = ["José", "Müller", "Łukasz", "Иван", "Νίκος", "Ærø", "İstanbul", "Straße"]
@@ -226,3 +227,18 @@ def test_caseless_folders_agree(
     """Extraction and reference agree, and each path fact is kept in its own text."""
     path = root + "".join("".join(name) + "/" for name in names) + last
     facts_of(f"see {before}{path}{after} now", "path", "user")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("ab_.-+\\/:%é\u0301用 1"), max_size=30))
+def test_first_names_are_the_widened_regex_starts(text: str) -> None:
+    """A relative Windows path's first names of a non-ASCII text are read back from each
+    backslash: the starts the widened regex finds (but a name starting with a mark,
+    which no judgement takes)."""
+    pattern = factpathrules.with_name_letters(factpaths._RELATIVE_START.pattern)
+    expected = [
+        (m.start(1), m.end())
+        for m in pattern.finditer(text)
+        if not unicodedata.category(m.group(1)[0]).startswith("M")
+    ]
+    assert list(factpathrules.first_names(text)) == expected

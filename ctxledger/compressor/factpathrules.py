@@ -13,7 +13,7 @@ import re
 import string
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
@@ -29,6 +29,7 @@ __all__ = [
     "caseless_letter",
     "caseless_letters",
     "cut_name",
+    "first_names",
     "has_ext",
     "letters_and_marks",
     "name_letter",
@@ -369,6 +370,33 @@ def with_name_letters(pattern: str) -> re.Pattern[str]:
     each class of name characters (``A-Za-z0-9_``): how a text that is not ASCII is read
     (session 35: ``C:\\Users\\José\\app.py`` whole)."""
     return re.compile(pattern.replace("A-Za-z0-9_", "A-Za-z0-9_" + name_letters()[1:-1]))
+
+
+def first_names(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, after its backslash)`` of each first name of a relative Windows path in
+    `text` (``src\\app.py``): what ``factpaths._RELATIVE_START`` matches with
+    :func:`name_letter` letters in its classes, read back from each backslash (that
+    regex has no literal to skip to: tried at every position of a text that is not
+    ASCII, it cost 40 % more there). A name is the longest run of path characters and
+    such letters before the backslash, starting with a letter, digit or ``_``, after
+    the text's start or no ``/``, backslash, ``:`` or ``%``."""
+    at = text.find("\\")
+    while at != -1:
+        start = at
+        while start > 0 and _name_char(text[start - 1]):
+            start -= 1
+        first = text[start]
+        if (
+            start < at
+            and (first in _NAME_START or (not first.isascii() and not _mark(first)))
+            and (start == 0 or text[start - 1] not in "/\\:%")
+        ):
+            yield start, at + 1
+        at = text.find("\\", at + 1)
+
+
+def _name_char(char: str) -> bool:
+    return char in PATH_CHARS or (not char.isascii() and name_letter(char))
 
 
 @functools.cache

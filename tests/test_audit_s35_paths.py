@@ -102,11 +102,15 @@ def test_extraction_matcher_and_reference_agree(
     each path fact is kept in its own text (both checked by :func:`facts_of`), and none
     is a cut name: no cased letter right beside it."""
     path = root + "/".join(names) + "/app.py"
-    text = f"see {before}{path}{after} now"
+    _no_cut_name(f"see {before}{path}{after} now")
+
+
+def _no_cut_name(text: str) -> None:
+    """Each path fact of `text` (checked by :func:`facts_of`) has no cased letter right
+    beside it, as the matcher reads them, folded (``ŉ`` is ``ʼn``, a modifier letter)."""
     for value in facts_of(text, "path", "user"):
         at = text.index(value)
         after = text[at + len(value) : at + len(value) + 1]
-        # (as the matcher reads them, folded: ``ŉ`` is ``ʼn``, a modifier letter first)
         beside = [_folded(text[at - 1])[-1:], _folded(after)[:1]]
         assert not any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside if c), value
 
@@ -158,12 +162,7 @@ _WINDOWS_BEFORE = _GLUE.filter(lambda glue: glue != "\u0301")
 def test_windows_forms_agree(names: list[str], before: str, after: str, root: str) -> None:
     """The same property for Windows and UNC forms (a letter of any script beside one is
     a cut: Windows paths keep session 33's rule)."""
-    text = f"see {before}{root}{chr(92).join(names)}\\app.py{after} now"
-    for value in facts_of(text, "path", "user"):
-        at = text.index(value)
-        after_char = text[at + len(value) : at + len(value) + 1]
-        beside = [_folded(text[at - 1])[-1:], _folded(after_char)[:1]]
-        assert not any(unicodedata.category(c) in ("Lu", "Ll", "Lt") for c in beside if c), value
+    _no_cut_name(f"see {before}{root}{chr(92).join(names)}\\app.py{after} now")
 
 
 # stage 3: caseless scripts (CJK, Arabic, Hebrew, Devanagari, …) in a folder name

@@ -36,6 +36,7 @@ from ctxledger.compressor.factgrep import LINE_NUMBER
 from ctxledger.compressor.factpathrules import (
     caseless_letter,
     cut_name,
+    folded_name_char,
     letters_and_marks,
     name_letter,
 )
@@ -288,7 +289,7 @@ def in_caseless_folder(haystack: str, start: int) -> bool:
     if start == 0 or not caseless_letter(haystack[start - 1]):
         return False
     at = start - 1
-    while at > 0 and _in_name(haystack[at - 1]):
+    while at > 0 and folded_name_char(haystack[at - 1]):
         at -= 1
     return at > 0 and haystack[at - 1] == "/"
 
@@ -296,13 +297,6 @@ def in_caseless_folder(haystack: str, start: int) -> bool:
 def _in_folder_not_url(haystack: str, start: int) -> bool:
     """:func:`in_caseless_folder`, but a URL's path is stated by it (``http://例子/x``)."""
     return in_caseless_folder(haystack, start) and not _after_url_authority(haystack, start)
-
-
-def _in_name(char: str) -> bool:
-    """A character of a folder name (:func:`in_caseless_folder`)."""
-    if char.isascii():
-        return char in PATH_CHARS
-    return name_letter(char) or caseless_letter(char)
 
 
 #: a line number between dashes after a path: grep's context line (``src/x.py-12-from``),

@@ -8,13 +8,26 @@ long (a tool output of one run of path characters).
 
 from __future__ import annotations
 
-import functools
 import re
 import string
-import sys
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
+from ctxledger.compressor.factletters import (
+    CASED,
+    PATH_CHARS,
+    SUPERSCRIPT_DIGITS,
+    caseless_letter,
+    caseless_letters,
+    folded_name_char,
+    folder_chars,
+    in_folded_folder,
+    letters_and_marks,
+    mark,
+    name_letter,
+    name_letters,
+    with_name_letters,
+)
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
 __all__ = [
@@ -30,6 +43,8 @@ __all__ = [
     "caseless_letters",
     "cut_name",
     "first_names",
+    "folded_name_char",
+    "folder_chars",
     "has_ext",
     "letters_and_marks",
     "name_letter",
@@ -53,9 +68,6 @@ SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
-#: superscript digits, a footnote's mark (``x.log¹``), which the matcher reads as a blank
-#: (:mod:`.factmatch`): a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
-SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
 #: more of a name: a word character, but a superscript digit
 MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
@@ -247,7 +259,7 @@ def _relative_windows(raw: str) -> str | None:
 def _name_first(name: str) -> bool:
     """Whether `name` starts with a letter, digit or ``_`` (session 35: also a non-ASCII
     cased letter, ``Élodie``; not a mark)."""
-    return bool(name) and _letter(name[0]) and not _mark(name[0])
+    return bool(name) and _letter(name[0]) and not mark(name[0])
 
 
 def _letter(char: str) -> bool:
@@ -263,7 +275,7 @@ def _directories(raw: str, names: list[str]) -> bool:
     newlines escaped, ``src\\\\tests\\\\unit`` a path as a JSON string writes it)."""
     return (
         len(names) >= 3
-        and all(len(name) >= 2 and _letter(name[-1]) and not _mark(name[-1]) for name in names)
+        and all(len(name) >= 2 and _letter(name[-1]) and not mark(name[-1]) for name in names)
         and not any(name.lower() in TEX_COMMANDS for name in names)
         and _ESCAPE_LIKE.search(raw) is None
     )
@@ -319,59 +331,6 @@ def _file_name_dir(name: str) -> bool:
     return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
 
 
-#: the letters of the alphabets written with spaces between words (Latin, Greek,
-#: Cyrillic, Armenian, …: the cased ones), a name goes on over them
-_CASED = frozenset(("Lu", "Ll", "Lt"))
-
-
-def name_letter(char: str) -> bool:
-    """Whether non-ASCII `char` is a letter a slash path's name grows over (session 35):
-    a cased letter (Latin, Greek, Cyrillic, …: ``/home/José``, ``src/données``) or a
-    mark (NFD ``Jose\u0301``) that the matcher reads (NFKC, case folded) as such letters,
-    marks and ASCII path characters only (not ``ŉ``, ``ʼn`` to it: a modifier letter)."""
-    category = unicodedata.category(char)
-    return (category in _CASED or category[0] == "M") and _folds_to_name(char)
-
-
-@functools.lru_cache(maxsize=4096)
-def _folds_to_name(char: str) -> bool:
-    """Whether `char` folded (NFKC, case) is ASCII path characters, cased letters and marks."""
-    return all(
-        c in PATH_CHARS or (not c.isascii() and _cased_or_mark(c))
-        for c in unicodedata.normalize("NFKC", char).casefold()
-    )
-
-
-def _cased_or_mark(char: str) -> bool:
-    category = unicodedata.category(char)
-    return category in _CASED or category[0] == "M"
-
-
-def caseless_letter(char: str) -> bool:
-    """Whether non-ASCII `char` is a letter of a script without case (CJK, kana, Hangul,
-    Arabic, Hebrew, Devanagari, Thai: Lo; a modifier letter such as ``ー``: Lm) that the
-    matcher reads (folded) as such letters and marks only (not ``ʰ``, an ``h`` to it).
-    Session 35: a folder name inside slashes holds them (``/home/用户/app.py``); glued
-    before a path's first name or after its last they are prose (``修改src/app.py文件``)."""
-    return unicodedata.category(char) in ("Lo", "Lm") and _folds_to_caseless(char)
-
-
-@functools.lru_cache(maxsize=4096)
-def _folds_to_caseless(char: str) -> bool:
-    return all(
-        not c.isascii() and unicodedata.category(c)[0] in "LM"
-        for c in unicodedata.normalize("NFKC", char).casefold()
-    )
-
-
-@functools.cache
-def with_name_letters(pattern: str) -> re.Pattern[str]:
-    """`pattern` (a Windows path finder's) with the :func:`name_letter` letters added to
-    each class of name characters (``A-Za-z0-9_``): how a text that is not ASCII is read
-    (session 35: ``C:\\Users\\José\\app.py`` whole)."""
-    return re.compile(pattern.replace("A-Za-z0-9_", "A-Za-z0-9_" + name_letters()[1:-1]))
-
-
 def first_names(text: str) -> Iterator[tuple[int, int]]:
     """``(start, after its backslash)`` of each first name of a relative Windows path in
     `text` (``src\\app.py``): what ``factpaths._RELATIVE_START`` matches with
@@ -388,7 +347,7 @@ def first_names(text: str) -> Iterator[tuple[int, int]]:
         first = text[start]
         if (
             start < at
-            and (first in _NAME_START or (not first.isascii() and not _mark(first)))
+            and (first in _NAME_START or (not first.isascii() and not mark(first)))
             and (start == 0 or text[start - 1] not in "/\\:%")
         ):
             yield start, at + 1
@@ -399,21 +358,6 @@ def _name_char(char: str) -> bool:
     return char in PATH_CHARS or (not char.isascii() and name_letter(char))
 
 
-@functools.cache
-def caseless_letters() -> str:
-    """A regex class of the :func:`caseless_letter` letters (built once, as
-    :func:`name_letters`)."""
-    return _ranges(
-        char
-        for char in map(chr, range(0x80, sys.maxunicode + 1))
-        if unicodedata.category(char) in ("Lo", "Lm") and _folds_to_caseless(char)
-    )
-
-
-def _mark(char: str) -> bool:
-    return unicodedata.category(char)[0] == "M"
-
-
 def name_start(text: str, start: int) -> int:
     """Where a slash path's names start, grown left from `start` over ASCII path
     characters and :func:`name_letter` letters; a run of such marks (at most
@@ -422,27 +366,20 @@ def name_start(text: str, start: int) -> int:
     letter: prose, review 1 of session 34)."""
     while start > 0:
         char = text[start - 1]
-        if char in PATH_CHARS or (not char.isascii() and not _mark(char) and name_letter(char)):
+        if char in PATH_CHARS or (not char.isascii() and not mark(char) and name_letter(char)):
             start -= 1
             continue
-        if char.isascii() or not _mark(char) or not name_letter(char):
+        if char.isascii() or not mark(char) or not name_letter(char):
             return start
         at = start - 1  # (the first mark of the run)
-        while at > 0 and start - at < _MAX_MARKS and _mark(c := text[at - 1]) and name_letter(c):
+        while at > 0 and start - at < _MAX_MARKS and mark(c := text[at - 1]) and name_letter(c):
             at -= 1
         base = text[at - 1] if at > 0 else " "
-        if base in PATH_CHARS or (not base.isascii() and not _mark(base) and name_letter(base)):
+        if base in PATH_CHARS or (not base.isascii() and not mark(base) and name_letter(base)):
             start = at - 1
         else:
             return start
     return start
-
-
-@functools.cache
-def name_letters() -> str:
-    """A regex class of the :func:`name_letter` letters (built once, when a non-ASCII
-    text is first scanned for paths: every code point is read)."""
-    return _ranges(chr(code) for code in range(0x80, sys.maxunicode + 1) if name_letter(chr(code)))
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
@@ -461,6 +398,13 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
     before = _base_before(text, start)
     if before is not None and _goes_on(before, -1, every_letter):
         return True
+    if (
+        text[start] == "/"
+        and start
+        and not text[start - 1].isascii()
+        and in_folded_folder(text, start)
+    ):
+        return True  # (review 1 of session 35: ``／用户/app.py``, the matcher's ``/用户/app.py``)
     return end < len(text) and not text[end].isascii() and _goes_on(text[end], 0, every_letter)
 
 
@@ -503,35 +447,10 @@ def _goes_on(char: str, side: int, every_letter: bool) -> bool:
     if near.isascii():
         return near in _NAME_GOES_ON if side == 0 else near in PATH_CHARS
     category = unicodedata.category(near)
-    return category[0] == "M" or category in _CASED or (every_letter and category[0] == "L")
+    return category[0] == "M" or category in CASED or (every_letter and category[0] == "L")
 
 
-#: what a path grows over, besides ``/`` (:data:`.factpaths.PATH_CHARS`)
-PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
 #: ASCII characters a folded character may become that go on a path's name: before
 #: it, what the matcher grows a path over; after it, those but a dot or dash (which
 #: end a name before a blank: ``run.log.``)
 _NAME_GOES_ON = PATH_CHARS - {".", "-"}
-
-
-@functools.cache
-def letters_and_marks(marks: bool = True) -> str:
-    """A regex class of the non-ASCII characters :func:`cut_name` looks for (built
-    once, when a matcher first needs it: every code point is read); without `marks`,
-    the cased letters only (before a path a mark is judged by its base: Python's)."""
-    return _ranges(
-        char
-        for char in map(chr, range(0x80, sys.maxunicode + 1))
-        if (marks and unicodedata.category(char)[0] == "M") or unicodedata.category(char) in _CASED
-    )
-
-
-def _ranges(chars: Iterable[str]) -> str:
-    """A regex class of `chars` (in code point order), as ranges."""
-    ranges: list[list[int]] = []
-    for code in map(ord, chars):
-        if ranges and ranges[-1][1] == code - 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"

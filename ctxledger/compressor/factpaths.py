@@ -32,6 +32,7 @@ from ctxledger.compressor.factpathrules import (
     caseless_letters,
     cut_name,
     first_names,
+    folder_chars,
     name_letters,
     name_start,
     plausible_path,
@@ -208,7 +209,7 @@ def _wide_slashes(mixed: bool) -> re.Pattern[str]:
     :func:`.factpathrules.caseless_letter` ones (``/home/用户/app.py``; the last name
     ends at one: ``app.py文件``). Possessive: a name is read once."""
     name = "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
-    folder = f"[{name}{caseless_letters()[1:-1]}]++(?=/)"  # (then the "/")
+    folder = f"[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"  # (then "/")
     right = f"/[{name}/]*+(?:{folder}[{name}/]*+)*+"  # (a class's run is read fastest)
     return re.compile(right + ("|" + _EXT_ANCHOR.pattern if mixed else ""))
 

@@ -19,7 +19,9 @@ from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (l
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rules import (
     caseless,  # session 35
+    in_folder,  # session 35, review 1
     in_slash_name,  # session 35
+    matcher_reads,  # session 35, review 1
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -182,7 +184,7 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
                 continue
             # session 35: a folder name (a "/" after it) also holds caseless letters
             stop = end
-            while stop < n and (in_slash_name(text[stop]) or caseless(text[stop])):
+            while stop < n and (in_slash_name(text[stop]) or in_folder(text[stop])):
                 stop += 1
             if stop in (end, n) or text[stop] != "/":
                 break
@@ -356,12 +358,40 @@ def _glued(char: str, side: int) -> bool:
     return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
 
 
+def _tail_of_folder(before: str) -> bool:
+    """Whether `before`, read as the matcher reads it, ends with a ``/`` and a folder
+    name whose last character is a caseless letter, or with a ``/`` (a path after
+    either is a tail)."""
+    seen = "".join(matcher_reads(c) for c in before)
+    if seen.endswith("/"):
+        return True
+    if not seen or ord(seen[-1]) < 128 or not caseless(seen[-1]):
+        return False
+    name = len(seen)
+    while name > 0 and (
+        seen[name - 1] in _PATH_CHARS
+        or (
+            ord(seen[name - 1]) >= 128
+            and (in_slash_name(seen[name - 1]) or caseless(seen[name - 1]))
+        )
+    ):
+        name -= 1
+    return name > 0 and seen[name - 1] == "/"
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
     for start, end in _path_spans(text):
         if _cased_beside(text, start, end):
             continue  # session 34: a slash path or name cut at a letter or mark is none
+        if (
+            text[start] == "/"
+            and start
+            and ord(text[start - 1]) >= 128
+            and _tail_of_folder(text[:start])
+        ):
+            continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
     # session 35: the Windows finders read a name's non-ASCII cased letters and marks
     # as name characters (``C:\\Users\\José``): found in the text with each read as ``_``

@@ -295,6 +295,25 @@ def caseless(char: str) -> bool:
     )
 
 
+def matcher_reads(char: str) -> str:
+    """Review 1 of session 35: what the matcher reads for `char`: a blank for a
+    footnote's superscript digit, else NFKC then case folded, ``\\`` as ``/``."""
+    if char in "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079":
+        return " "
+    return unicodedata.normalize("NFKC", char).casefold().replace("\\", "/")
+
+
+def in_folder(char: str) -> bool:
+    """Review 1 of session 35: `char`, as the matcher reads it, belongs to a folder name
+    holding caseless letters: each character it reads is an ASCII path character, a
+    letter of a slash path's name or a caseless letter (``１`` is ``1``)."""
+    seen = matcher_reads(char)
+    return seen != "" and all(
+        c in _SLASH_PATH_CHARS or (ord(c) >= 128 and (in_slash_name(c) or caseless(c)))
+        for c in seen
+    )
+
+
 def _starts_name(name: str) -> bool:
     """Whether `name` starts with a letter, digit or ``_``; session 35: or a non-ASCII
     letter :func:`in_slash_name` reads (not a mark)."""

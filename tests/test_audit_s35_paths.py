@@ -269,3 +269,21 @@ def test_a_folder_name_is_read_as_the_matcher_reads_it(text: str, paths: list[st
     """Each path fact is kept in its own text (:func:`facts_of` checks it, and the
     reference): the matcher reads ``１`` as ``1``, so ``/app.py`` there is a tail."""
     assert facts_of(text, "path", "user") == paths
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ответ: он/она/они правы.",
+        "Счёт от 12/03/2024г. оплачен",  # (a date and the year's abbreviation)
+        "см. стр/рис/табл",
+        "Λύση: α/β/γ είναι",
+        "см 50/50/Ω ok",
+        "он\\она\\они",  # (none before too: kept as a guard)
+        "see données/archive/ ok",
+    ],
+)
+def test_prose_with_slashes_is_no_path(text: str) -> None:
+    """Review 1: a relative path of names of other letters with no dot (no extension)
+    is prose, as on main (where the letters cut it): ASCII ``he/she/they`` is older."""
+    assert facts_of(text, "path", "user") == []

@@ -287,3 +287,27 @@ def test_prose_with_slashes_is_no_path(text: str) -> None:
     """Review 1: a relative path of names of other letters with no dot (no extension)
     is prose, as on main (where the letters cut it): ASCII ``he/she/they`` is older."""
     assert facts_of(text, "path", "user") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see /home/x/\u0301/a.py ok",
+        "see a.py//\u0e4c ok",
+        "see /home/\u0301x/a.py ok",
+        "see src/\u0301/a.py ok",
+        "see /home/\u0301 ok",
+    ],
+)
+def test_a_name_starting_with_a_mark_is_none(text: str) -> None:
+    """Review 1: a slash path's name made of marks, or starting with one, is no name (a
+    Windows path's rule): no fact, rather than a path of it."""
+    assert facts_of(text, "path", "user") == []
+
+
+@pytest.mark.parametrize("text", ["see http://例子/app.py ok", "see https://例子.中国/app.py ok"])
+def test_a_url_states_its_path_after_a_caseless_name(text: str) -> None:
+    """The extraction's own look back (review 1: :func:`.factpathrules.cut_path`) is not
+    the matcher's: a URL still states its path (``/app.py``)."""
+    (fact,) = _path_facts("see /app.py now")
+    assert retention([fact], text) == ([fact], [])

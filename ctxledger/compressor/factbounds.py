@@ -283,7 +283,7 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
 def in_caseless_folder(haystack: str, start: int) -> bool:
     """Whether a ``/`` at `start` ends a folder name holding a caseless letter right
     before it (``/home/用户`` of ``/home/用户/app.py``): the extraction reads the longer
-    path (:func:`.factpaths._wide_slashes`), so ``/app.py`` is not stated there. The
+    path (:func:`.factletters.wide_slashes`), so ``/app.py`` is not stated there. The
     look back stops at the first character that is no name's: at most the distance to
     the ``/`` before, so each occurrence is read once."""
     if start == 0 or not caseless_letter(haystack[start - 1]):

@@ -175,3 +175,29 @@ def _ranges(chars: Iterable[str]) -> str:
         else:
             ranges.append([code, code])
     return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"
+
+
+@functools.cache
+def wide_slashes(also: str = "") -> re.Pattern[str]:
+    """``factpaths``' regex of a ``/`` and what follows it of a path (or `also`) as a text
+    that is not ASCII is read (session 35): names hold :func:`name_letter` letters
+    (``/home/José/app.py``), and a folder name, one a ``/`` follows, also
+    :func:`caseless_letter` ones and those folding to name characters (review 1:
+    ``/home/用户/app.py``, ``/data/第１版/``; the last name ends at one: ``app.py文件``).
+    Possessive: a name is read once."""
+    name = "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
+    folder = f"[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"  # (then "/")
+    right = f"/[{name}/]*+(?:{folder}[{name}/]*+)*+"  # (a class's run is read fastest)
+    return re.compile(right + ("|" + also if also else ""))
+
+
+@functools.cache
+def _slash_and_mark() -> re.Pattern[str]:
+    marks = (c for c in map(chr, range(0x80, sys.maxunicode + 1)) if mark(c))
+    return re.compile("/" + _ranges(marks))
+
+
+def mark_after_slash(text: str, start: int, end: int) -> bool:
+    """Whether a name of the slash path ``text[start:end]`` starts with a mark (review 1
+    of session 35: ``/home/x/\u0301/a.py``, ``a.py//\u0e4c``)."""
+    return _slash_and_mark().search(text, start, end) is not None

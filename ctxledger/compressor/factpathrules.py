@@ -24,8 +24,10 @@ from ctxledger.compressor.factletters import (
     in_folded_folder,
     letters_and_marks,
     mark,
+    mark_after_slash,
     name_letter,
     name_letters,
+    wide_slashes,
     with_name_letters,
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
@@ -42,6 +44,7 @@ __all__ = [
     "caseless_letter",
     "caseless_letters",
     "cut_name",
+    "cut_path",
     "first_names",
     "folded_name_char",
     "folder_chars",
@@ -51,6 +54,7 @@ __all__ = [
     "name_letters",
     "name_start",
     "plausible_path",
+    "wide_slashes",
     "with_name_letters",
 ]
 
@@ -384,6 +388,18 @@ def name_start(text: str, start: int) -> int:
     return start
 
 
+def cut_path(text: str, start: int, end: int) -> bool:
+    """:func:`cut_name` for a slash path or name the extraction finds in a text that is not
+    ASCII (review 1 of session 35), which is also none when the matcher, reading the text
+    folded, sees its ``/`` end a longer path (:func:`.factletters.in_folded_folder`:
+    ``／用户/app.py``), or when a name of it starts with a mark (``/home/x/\u0301/a.py``:
+    such a name is no name, as a Windows path's, ``_name_first``)."""
+    after_folder = text[start] == "/" and start and not text[start - 1].isascii()
+    if after_folder and in_folded_folder(text, start):
+        return True
+    return cut_name(text, start, end) or mark_after_slash(text, start, end)
+
+
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
     """Whether a non-ASCII cased letter (Latin, Greek, Cyrillic, …) or mark stands right
     before `start` or at `end` of `text` (with `every_letter`, a letter of any
@@ -400,13 +416,6 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
     before = _base_before(text, start)
     if before is not None and _goes_on(before, -1, every_letter):
         return True
-    if (
-        text[start] == "/"
-        and start
-        and not text[start - 1].isascii()
-        and in_folded_folder(text, start)
-    ):
-        return True  # (review 1 of session 35: ``／用户/app.py``, the matcher's ``/用户/app.py``)
     return end < len(text) and not text[end].isascii() and _goes_on(text[end], 0, every_letter)
 
 

@@ -13,7 +13,6 @@ found from their ``://`` and masked out before paths are looked for.
 from __future__ import annotations
 
 import bisect
-import functools
 import heapq
 import re
 import string
@@ -29,13 +28,12 @@ from ctxledger.compressor.factpathrules import MORE_AFTER_DOT as _MORE_AFTER_DOT
 from ctxledger.compressor.factpathrules import (
     MORE_NAME,
     SUPERSCRIPT_DIGITS,
-    caseless_letters,
     cut_name,
+    cut_path,
     first_names,
-    folder_chars,
-    name_letters,
     name_start,
     plausible_path,
+    wide_slashes,
     with_name_letters,
 )
 from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
@@ -201,19 +199,6 @@ _SLASH_AND_RIGHT = re.compile("/" + _SLASH_NAME + "*")
 _SLASH_OR_EXTENSION = re.compile("/" + _SLASH_NAME + "*+|" + _EXT_ANCHOR.pattern)
 
 
-@functools.cache
-def _wide_slashes(mixed: bool) -> re.Pattern[str]:
-    """:data:`_SLASH_AND_RIGHT` (`mixed`: :data:`_SLASH_OR_EXTENSION`) as a text that is
-    not ASCII is read (session 35): names hold :func:`.factpathrules.name_letter` letters
-    (``/home/José/app.py``), and a folder name, one a ``/`` follows, also
-    :func:`.factpathrules.caseless_letter` ones (``/home/用户/app.py``; the last name
-    ends at one: ``app.py文件``). Possessive: a name is read once."""
-    name = "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
-    folder = f"[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"  # (then "/")
-    right = f"/[{name}/]*+(?:{folder}[{name}/]*+)*+"  # (a class's run is read fastest)
-    return re.compile(right + ("|" + _EXT_ANCHOR.pattern if mixed else ""))
-
-
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
 _SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
@@ -240,7 +225,7 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
 
     Slash paths: each "/" (from where the previous span ended) grown left over
     PATH_CHARS and right over them and "/" (in a text that is not ASCII, over
-    non-ASCII cased letters and marks too: :func:`_wide_slashes`,
+    non-ASCII cased letters and marks too: :func:`.factletters.wide_slashes`,
     :func:`.factpathrules.name_start`); bare file names: each extension anchor,
     known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
     is none); Windows paths (:func:`_windows_spans`), which replace every other span
@@ -336,9 +321,11 @@ def _scan(
     extensions = mixed or pattern is _EXT_ANCHOR
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
-    cut = None if text.isascii() else cut_name  # (an ASCII text cuts no name)
-    wide = cut is not None and (slashes or mixed)  # (names of other letters: _wide_slashes)
-    for match in (_wide_slashes(mixed) if wide else pattern).finditer(text, pos):
+    cut = None if text.isascii() else cut_path  # (an ASCII text cuts no name)
+    wide = cut is not None and (slashes or mixed)  # (names of other letters: wide_slashes)
+    for match in (wide_slashes(_EXT_ANCHOR.pattern if mixed else "") if wide else pattern).finditer(
+        text, pos
+    ):
         anchor, end = match.span()
         start = anchor
         slash = slashes or (mixed and text[anchor] == "/")

@@ -392,6 +392,8 @@ def span_ends(text: str) -> dict[int, int]:
             and _tail_of_folder(text[:start])
         ):
             continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
+        if any(_mark(text[at + 1]) for at in range(start, end - 1) if text[at] == "/"):
+            continue  # review 1 of session 35: a name starting with a mark is no name
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
     # session 35: the Windows finders read a name's non-ASCII cased letters and marks
     # as name characters (``C:\\Users\\José``): found in the text with each read as ``_``

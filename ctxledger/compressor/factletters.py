@@ -191,13 +191,11 @@ def wide_slashes(also: str = "") -> re.Pattern[str]:
     return re.compile(right + ("|" + also if also else ""))
 
 
-@functools.cache
-def _slash_and_mark() -> re.Pattern[str]:
-    marks = (c for c in map(chr, range(0x80, sys.maxunicode + 1)) if mark(c))
-    return re.compile("/" + _ranges(marks))
+#: a ``/`` and a character after it that is not ASCII (a mark is looked for there)
+_SLASH_AND_OTHER = re.compile("/[^\\x00-\\x7f]")
 
 
 def mark_after_slash(text: str, start: int, end: int) -> bool:
     """Whether a name of the slash path ``text[start:end]`` starts with a mark (review 1
     of session 35: ``/home/x/\u0301/a.py``, ``a.py//\u0e4c``)."""
-    return _slash_and_mark().search(text, start, end) is not None
+    return any(mark(text[m.end() - 1]) for m in _SLASH_AND_OTHER.finditer(text, start, end))

@@ -311,3 +311,9 @@ def test_a_url_states_its_path_after_a_caseless_name(text: str) -> None:
     the matcher's: a URL still states its path (``/app.py``)."""
     (fact,) = _path_facts("see /app.py now")
     assert retention([fact], text) == ([fact], [])
+
+
+def test_a_windows_path_before_a_character_folding_to_a_digit_is_none() -> None:
+    """Review 1 (F4): the reference judged ``①`` after ``.\\éд`` as the raw character (a
+    path), production as the matcher reads it, ``1`` (a cut: none); both say none."""
+    assert facts_of("see .\\éд①/12 ok", "path", "user") == []

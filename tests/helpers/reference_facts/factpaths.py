@@ -321,7 +321,16 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     """Session 33 (second review): whether the character before `start` or at `end` is a
     letter or a mark (a Unicode category starting L or M)."""
     beside = text[max(start - 1, 0) : start] + text[end : end + 1]
-    return any(unicodedata.category(c).startswith(("L", "M")) for c in beside)
+    if any(unicodedata.category(c).startswith(("L", "M")) for c in beside):
+        return True
+    # review 1 of session 35: after it, a character the matcher reads as an ASCII
+    # letter, digit or ``_`` first goes on the name (``①`` is ``1``)
+    after = unicodedata.normalize("NFKC", text[end : end + 1]).casefold()[:1]
+    return (
+        ord(text[end : end + 1] or "a") >= 128
+        and (after.isalnum() or after == "_")
+        and after.isascii()
+    )
 
 
 def _cased_beside(text: str, start: int, end: int) -> bool:

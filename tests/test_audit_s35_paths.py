@@ -245,6 +245,9 @@ def test_first_names_are_the_widened_regex_starts(text: str) -> None:
         if not unicodedata.category(m.group(1)[0]).startswith("M")
     ]
     assert list(factpathrules.first_names(text)) == expected
+    # (review 1: the reading for texts with many backslashes and the one for few)
+    assert list(factpathrules._dense_first_names(text)) == expected
+    assert list(factpathrules._sparse_first_names(text)) == expected
 
 
 # review 1: a folder name read as the matcher reads it (NFKC, case folded)

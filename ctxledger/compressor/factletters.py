@@ -177,6 +177,12 @@ def _ranges(chars: Iterable[str]) -> str:
     return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"
 
 
+def name_class() -> str:
+    """The inside of a regex class of a slash path's name characters: the ASCII path
+    characters and the :func:`name_letter` letters."""
+    return "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
+
+
 @functools.cache
 def wide_slashes(also: str = "") -> re.Pattern[str]:
     """``factpaths``' regex of a ``/`` and what follows it of a path (or `also`) as a text
@@ -185,7 +191,7 @@ def wide_slashes(also: str = "") -> re.Pattern[str]:
     :func:`caseless_letter` ones and those folding to name characters (review 1:
     ``/home/用户/app.py``, ``/data/第１版/``; the last name ends at one: ``app.py文件``).
     Possessive: a name is read once."""
-    name = "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
+    name = name_class()
     folder = f"[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"  # (then "/")
     right = f"/[{name}/]*+(?:{folder}[{name}/]*+)*+"  # (a class's run is read fastest)
     return re.compile(right + ("|" + also if also else ""))

@@ -295,6 +295,39 @@ def test_prose_with_slashes_is_no_path(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        "к.т.н./д.т.н./проф.",
+        "т.д./т.п./и.т.",
+        "Вер. 2.0/β/γ ок",
+        "см. сайт.рф/docs/a ok",
+        "α.β/γ/δ",
+        "ул.Ленина/пр.Мира/д.5",
+    ],
+)
+def test_dotted_prose_with_slashes_is_no_path(text: str) -> None:
+    """Review 2: a relative path holding other letters whose last name has no known
+    extension is prose too, as on main (session 34)."""
+    assert facts_of(text, "path", "user") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("Ph.D./M.Sc./B.A. ok", ["Ph.D./M.Sc./B.A"]),
+        ("v 2.0/b/c ok", ["2.0/b/c"]),
+        ("see site.ru/docs/a ok", ["site.ru/docs/a"]),
+        ("see src/données/x.py ok", ["src/données/x.py"]),
+        ("see ./données/archive ok", ["./données/archive"]),
+    ],
+)
+def test_ascii_and_extension_paths_stay(text: str, paths: list[str]) -> None:
+    """Review 2: the ASCII forms are older and unchanged; a non-ASCII relative path with
+    a known extension, or a rooted one, is still read whole."""
+    assert facts_of(text, "path", "user") == paths
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "see /home/x/\u0301/a.py ok",
         "see a.py//\u0e4c ok",
         "see /home/\u0301x/a.py ok",

@@ -302,8 +302,10 @@ def _plausible(value: str) -> str | None:
         if len(parts) >= 2 or has_ext(value) or parts[0].lower() in _PATH_ROOTS:
             return value
         return None
-    if "." not in value and not value.isascii():
-        return None  # review 1 of session 35: ``он/она/они``, ``α/β/γ``, ``12/03/2024г``: prose
+    if not value.isascii() and not has_ext(value):
+        # session 35, reviews 1 and 2: ``он/она/они``, ``α/β/γ``, ``к.т.н./д.т.н./проф.``,
+        # ``сайт.рф/docs/a``: prose, as in session 34 (the ASCII rules below are older)
+        return None
     # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
     if has_ext(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
         return value

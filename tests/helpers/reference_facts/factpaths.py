@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
+from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
     caseless,  # session 35
     in_folder,  # session 35, review 1
@@ -137,10 +138,6 @@ def urls(text: str) -> list[tuple[int, int, str]]:
             continue
         found.append((start, start + len(value), value))
     return found
-
-
-def is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
 
 
 def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
@@ -520,7 +517,7 @@ def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
     text = mask(text, _grep_context(text))
     text = mask(text, _tree_branches(text))  # session 34
-    text = mask(text, _range_addresses(text))  # session 33
+    text = mask(text, range_addresses(text))  # session 33
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
 
@@ -551,57 +548,6 @@ def _tree_branches(text: str) -> list[tuple[int, int]]:
             spans.append((offset, offset + end))
         offset += len(line) + 1
     return spans
-
-
-def _range_addresses(text: str) -> list[tuple[int, int]]:
-    """Session 33: quoted range addresses of sed and awk (``'/class Date/,/^class /p'``,
-    ``'/x/,$p'``, ``'/x/,+20p'``): a line naming ``sed``, ``awk``, ``gawk`` or ``perl``
-    as a word before it, a quote after no word character, ``/``, a regex without ``/`` or
-    a quote, ``/,``, then ``/``, ``$``, ``+`` or a digit, then no quote to the same quote,
-    all on one line."""
-    spans: list[tuple[int, int]] = []
-    at = 0
-    while at < len(text):
-        quote = text[at]
-        if (
-            quote not in "'\""
-            or text[at + 1 : at + 2] != "/"
-            or (at and is_word_char(text[at - 1]))
-            or not _names_range_tool(text[text.rfind("\n", 0, at) + 1 : at])
-        ):
-            at += 1
-            continue
-        first = at + 2
-        while first < len(text) and text[first] not in "/\n'\"":
-            first += 1
-        end = first + 3
-        second = text[first + 2 : first + 3]
-        if text[first : first + 2] == "/," and second and second in "/$+0123456789":
-            while end < len(text) and text[end] not in "\n'\"":
-                end += 1
-            if text[end : end + 1] == quote:
-                spans.append((at, end + 1))
-                at = end + 1
-                continue
-        at += 1
-    return spans
-
-
-def _names_range_tool(line: str) -> bool:
-    """Session 33 (review): whether the last command of `line` (after its last ``;``,
-    ``|`` or ``&``) names sed, awk, gawk or perl as a command (the second review: after
-    its start, a blank, ``(``, a backquote, a quote or ``/``; no word character after
-    it)."""
-    line = line[max(line.rfind(end) for end in ";|&") + 1 :]
-    for word in ("sed", "awk", "gawk", "perl"):
-        at = line.find(word)
-        while at != -1:
-            after = at + len(word)
-            before_ok = at == 0 or line[at - 1].isspace() or line[at - 1] in "(`'\"/"
-            if before_ok and (after == len(line) or not is_word_char(line[after])):
-                return True
-            at = line.find(word, at + 1)
-    return False
 
 
 def find_paths(text: str) -> list[str]:

@@ -9,6 +9,7 @@ cut at a character neither reads whole (``ʰ``, folded an ``h``) is still no fac
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pytest
@@ -16,7 +17,7 @@ from helpers.fact_checks import facts_of
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factpathrules, factpaths
+from ctxledger.compressor import factletters, factpathrules, factpaths, lettertables
 from ctxledger.compressor.facts import extract_facts, retention
 
 NAMES = ["José", "Müller", "Łukasz", "Иван", "Νίκος", "Ærø", "İstanbul", "Straße"]
@@ -353,3 +354,50 @@ def test_a_windows_path_before_a_character_folding_to_a_digit_is_none() -> None:
     """Review 1 (F4): the reference judged ``①`` after ``.\\éд`` as the raw character (a
     path), production as the matcher reads it, ``1`` (a cut: none); both say none."""
     assert facts_of("see .\\éд①/12 ok", "path", "user") == []
+
+
+_CLASSES = (
+    factletters.name_letters,
+    factletters.caseless_letters,
+    factletters.folder_chars,
+    factletters.letters_and_marks,
+)
+
+
+@pytest.mark.skipif(
+    unicodedata.unidata_version != lettertables.UNIDATA_VERSION,
+    reason="the stored ranges are of another Unicode version (then built)",
+)
+def test_the_classes_are_read_from_the_stored_table_not_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review 2 (N2): the first non-ASCII text with a path reads the classes from
+    :mod:`.lettertables`; building them from every code point cost that process 0.37 s."""
+
+    def build(name: str) -> list[tuple[int, int]]:
+        raise AssertionError(f"{name} built")
+
+    monkeypatch.setattr(factletters, "built_ranges", build)
+    for cached in _CLASSES:
+        cached.cache_clear()
+    try:
+        assert re.fullmatch(factletters.name_letters(), "é")
+        assert re.fullmatch(factletters.caseless_letters(), "用")
+        assert re.fullmatch(factletters.folder_chars(), "１")
+        assert re.fullmatch(factletters.letters_and_marks(), "\u0301")
+        assert not re.fullmatch(factletters.letters_and_marks(marks=False), "\u0301")
+        assert extract_facts([{"role": "user", "content": "Edit /home/José/app.py"}])
+    finally:
+        for cached in _CLASSES:
+            cached.cache_clear()
+
+
+@pytest.mark.skipif(
+    unicodedata.unidata_version != lettertables.UNIDATA_VERSION,
+    reason="the stored ranges are of another Unicode version (then built)",
+)
+@pytest.mark.parametrize("name", sorted(factletters.JUDGES))
+def test_the_stored_table_is_the_build(name: str) -> None:
+    """Each stored class is the one its judge gives over every code point (rewrite the
+    table with ``tools/letter_tables.py`` when a judge changes)."""
+    assert lettertables.ranges(name) == factletters.built_ranges(name)

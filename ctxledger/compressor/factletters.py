@@ -164,11 +164,9 @@ def _cased_letter(char: str) -> bool:
 #: each class's judge of one non-ASCII character
 JUDGES: dict[str, Callable[[str], bool]] = {
     "name_letters": name_letter,
-    "caseless_letters": lambda char: (
-        unicodedata.category(char) in ("Lo", "Lm") and _folds_to_caseless(char)
-    ),
+    "caseless_letters": caseless_letter,
     "folder_chars": lambda char: bool(unicodedata.decomposition(char)) and folder_char(char),
-    "letters_and_marks": lambda char: mark(char) or _cased_letter(char),
+    "letters_and_marks": _cased_or_mark,
     "cased_letters": _cased_letter,
 }
 

@@ -26,16 +26,19 @@ NAMES = ["José", "Müller", "François", "Łukasz", "Ørsted", "Иван", "Ν�
 @pytest.mark.parametrize("form", ["NFC", "NFD"])
 def test_a_folder_with_a_cased_non_ascii_letter_gives_no_cut_path(name: str, form: str) -> None:
     text = unicodedata.normalize(form, f"Edit /home/{name}/app.py and src/{name}.py now.")
-    assert facts_of(text, "path", "user") == []  # (before: /home/Jos, /app.py, …)
+    # (session 34: none, no cut name; session 35 reads the name whole)
+    whole = [unicodedata.normalize(form, p) for p in (f"/home/{name}/app.py", f"src/{name}.py")]
+    assert facts_of(text, "path", "user") == whole  # (before s34: /home/Jos, /app.py, …)
 
 
 @pytest.mark.parametrize(
     ("text", "paths"),
     [
-        ("修改/home/José/app.py文件", []),  # a cased letter inside: no cut name
+        # a cased letter inside: session 34 no cut name, session 35 the name whole
+        ("修改/home/José/app.py文件", ["/home/José/app.py"]),
         ("修改/home/jose/app.py文件", ["/home/jose/app.py"]),  # CJK glued on: prose
         ("open ésrc/app.pyé now", []),  # (moved from test_audit_s34: a cut name)
-        ("открыть дsrc/app.py", []),
+        ("открыть дsrc/app.py", ["дsrc/app.py"]),  # (s35: the name whole, not ``src``)
         ("open éapp.py now", ["éapp.py"]),  # a bare name reads any letter (unchanged)
         ("see /home/jose/app.py now", ["/home/jose/app.py"]),
     ],

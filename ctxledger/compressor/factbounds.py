@@ -33,8 +33,26 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
-from ctxledger.compressor.factpathrules import cut_name, letters_and_marks
+from ctxledger.compressor.factpathrules import (
+    caseless_letter,
+    cut_name,
+    folded_name_char,
+    letters_and_marks,
+    name_letter,
+)
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
+from ctxledger.compressor.factversions import (
+    DOTTED_END,
+    DOTTED_START,
+    SHORT_DOTTED,
+    VERSION_RANGE_END,
+    VERSION_SUFFIX,
+    VERSION_SUFFIX_RE,
+    lower_tail,
+    prerelease_end,
+    prerelease_start,
+    semver_end,
+)
 
 __all__ = [
     "MAX_AUTHORITY",
@@ -61,104 +79,6 @@ _NOT_AUTHORITY = frozenset("/<>\"'`])}|,\x00")
 #: the longest URL authority (user, host, port) the matcher reads as one; a host name
 #: has at most 253 characters
 MAX_AUTHORITY = 2048
-
-#: after a version's ``-``: not a range's other end (``3.8-3.12``, ``v2.0-v2.1``,
-#: ``1.24.0-1.26.0`` state both ends, not a longer version): a dotted version that
-#: ends there. One that goes on is a release's own part (``5.14.0-362.8.1.el9_3``,
-#: ``1.0.0-20231012.142536-3``); so is one lower than the version before it, which
-#: is no upper end (``1.0.0-0.3.7``, a semver pre-release: :func:`prerelease_end`).
-#: Nor a wheel's or egg's Python tag (``Django-4.2.11-py3-none-any.whl``,
-#: ``-py2.py3-``, ``-cp311-cp311-manylinux…``, ``-py3.8.egg``), maybe after a build
-#: tag (``-0.editable-py3-``): the distribution's version ends before it
-WHEEL_TAG = (
-    r"(?:[0-9][0-9A-Za-z_.]*-)?(?:py|cp|pp|ip|jy)[0-9]+(?:\.(?:py|cp|pp|ip|jy)?[0-9]+)*[\-.]"
-)
-VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w)|" + WHEEL_TAG + ")"
-#: what makes a version longer after its dotted number: build metadata (``+build``) or a
-#: pre-release (``-rc1``, ``-beta``, ``-1``, ``-alpha.2``). A word after a hyphen is not
-#: one (``Python 3.8-compatible`` states Python 3.8), nor a range's other end
-#: (VERSION_RANGE_END). Also used by the extraction of a
-#: named version (``release v2.0-rc1``), so a summary's own facts agree with matching.
-VERSION_SUFFIX = (
-    r"(?:\+[0-9A-Za-z]|-" + VERSION_RANGE_END + r"(?:[0-9A-Za-z]*[0-9]"
-    r"|(?i:alpha|beta|rc|dev|pre|preview|post|snapshot|nightly|canary)(?![A-Za-z])))"
-)
-_VERSION_SUFFIX = re.compile(VERSION_SUFFIX)
-#: a needle ending in a dotted number (``v2.0``, ``python 3.8``, ``1.2.3``; not an amount,
-#: ``$5.50``, nor a number with thousands separators, nor a time's seconds and their
-#: fraction, ``10:00:00.5``)
-_DOTTED_END = re.compile(r"(?<![0-9.,$])(?<![0-9]:)[0-9]+(?:\.[0-9]+)+$")
-
-
-#: after a version: ``-`` and a dotted number that ends there (with a ``v`` it is a
-#: range's other end however low: ``v2.0-v1.9`` names two versions)
-_NUMERIC_TAIL = re.compile(r"-([0-9]+(?:\.[0-9]+)+)(?![\w\-+]|\.\w)")
-#: how a numeric pre-release ends (the ``(?![\w\-+]|\.\w)`` of VERSION_RANGE_END)
-_TAIL_END = r"(?![\w\-+]|\.\w)"
-
-
-def _numbers_of(dotted: str) -> tuple[tuple[int, str], ...]:
-    """The numbers of `dotted` (ASCII digits and dots) as keys that compare as their
-    values do: length, then digits, without leading zeros. No ``int()``: a number of
-    over 4,300 digits is a ValueError to it, and costs quadratic time below that."""
-    return tuple(_number_key(part) for part in dotted.split("."))
-
-
-def _number_key(digits: str) -> tuple[int, str]:
-    significant = digits.lstrip("0")
-    return len(significant), significant
-
-
-def _semver_end(version: str) -> re.Match[str] | None:
-    """The dotted number `version` ends with when it has three numbers or more (a
-    two-number version is no semver: ``3.12-3.8`` is a range written high to low)."""
-    left = _DOTTED_END.search(version)
-    return left if left is not None and left.group().count(".") >= 2 else None
-
-
-#: a day-first date written with dots (``28.02.2024``): two of them joined by ``-`` are
-#: a range of dates, whatever their order as numbers (``28.02.2024-03.03.2024``)
-_DOTTED_DATE = r"(?:0?[1-9]|[12][0-9]|3[01])\.(?:0?[1-9]|1[0-2])\.[0-9]{4}"
-_DOTTED_DATE_RE = re.compile(_DOTTED_DATE)
-
-
-def prerelease_end(text: str, at: int, version: str) -> int:
-    """Where the numeric pre-release after `version` (which ends at `at` in `text`)
-    ends, or -1 when there is none.
-
-    A ``-`` and a dotted number after a version read as a range (``3.8-3.12``) when
-    the number is a plausible upper end; when it is lower than a semver version's
-    (``1.0.0-0.3.7``, compared number by number) it is no upper end but the version's
-    own pre-release, one longer version. After a version of two numbers it is a
-    range whatever its order (``3.12-3.8``), and so are two day-first dates
-    (``28.02.2024-03.03.2024``).
-    """
-    if not text.startswith("-", at):
-        return -1
-    left = _semver_end(version)
-    tail = _NUMERIC_TAIL.match(text, at) if left is not None else None
-    if left is None or tail is None:
-        return -1
-    if _DOTTED_DATE_RE.fullmatch(left.group()) and _DOTTED_DATE_RE.fullmatch(tail.group(1)):
-        return -1  # two dates
-    return tail.end() if _numbers_of(tail.group(1)) < _numbers_of(left.group()) else -1
-
-
-#: the dotted number a needle starts with (its digits first)
-_DOTTED_START = re.compile(r"[0-9]+(?:\.[0-9]+)+")
-
-
-def prerelease_start(text: str, at: int) -> bool:
-    """Whether the dotted number starting at `at` in `text` is the numeric pre-release of
-    a version before it (``0.3.7`` in ``1.0.0-0.3.7``, :func:`prerelease_end`): part of
-    that longer version, not a version of its own (nor a range's end)."""
-    if at < 2 or text[at - 1] != "-" or text[at - 2] not in _DIGITS:
-        return False
-    first = at - 2  # the run of digits and dots before the "-"
-    while first > 0 and (text[first - 1] in _DIGITS or text[first - 1] == "."):
-        first -= 1
-    version = text[max(0, first - 1) : at - 1]  # (one more: _DOTTED_END looks behind)
-    return prerelease_end(text, at - 1, version) != -1
 
 
 def states_range_end(haystack: str, name: str, version: str) -> bool:
@@ -193,55 +113,6 @@ def _range_end_pattern(name: str, version: str) -> re.Pattern[str]:
     return re.compile(f"{literal}(?<!\\w{literal}) (v?[0-9]+(?:\\.[0-9]+)+)-({re.escape(version)})")
 
 
-def _less_than(digits: str) -> str | None:
-    """A regex of the digit strings whose value is lower than `digits` (no leading zeros;
-    leading zeros allowed in what it matches), or None when none is (0)."""
-    if not digits:
-        return None
-    shorter = [f"[1-9][0-9]{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
-    same = []
-    for i, digit in enumerate(digits):
-        low = 1 if i == 0 else 0
-        if int(digit) > low:
-            rest = len(digits) - i - 1
-            same.append(f"{digits[:i]}[{low}-{int(digit) - 1}][0-9]{{{rest}}}")
-    return "(?=[0-9])0*(?:" + "|".join([*shorter, *same]) + ")?(?![0-9])"
-
-
-def _equal_to(digits: str) -> str:
-    return f"0*{digits}(?![0-9])" if digits else "0+(?![0-9])"
-
-
-#: the longest dotted number :func:`lower_tail` makes a regex of: its size grows with
-#: the square of the number's length (``v1.`` and 4,000 digits made 8 MB); a longer
-#: one is checked per occurrence (:func:`search`)
-SHORT_DOTTED = 24
-
-
-def lower_tail(version: str) -> str | None:
-    """The regex of what :func:`prerelease_end` finds after `version`: ``-`` and a
-    dotted number lower than the one `version` ends with (None when it ends with none,
-    or with one nothing is lower than, or with one longer than SHORT_DOTTED)."""
-    left = _semver_end(version)
-    if left is None or len(left.group()) > SHORT_DOTTED:
-        return None
-    numbers = [digits for _, digits in _numbers_of(left.group())]
-    options: list[str] = []
-    for i, number in enumerate(numbers):
-        same = r"\.".join(_equal_to(n) for n in numbers[:i])
-        below = _less_than(number)
-        if below is not None:  # equal up to i, lower at i, anything after (two numbers or more)
-            more = r"(?:\.[0-9]+)+" if i == 0 else r"(?:\.[0-9]+)*"
-            options.append((same + r"\." if same else "") + below + more)
-        if i >= 2:  # a shorter equal prefix is lower too (``1.2`` < ``1.2.3``)
-            options.append(same)
-    if not options:
-        return None
-    # (a day-first date is followed by another as a range's end: prerelease_end)
-    date = f"(?!{_DOTTED_DATE}{_TAIL_END})" if _DOTTED_DATE_RE.fullmatch(left.group()) else ""
-    return "-" + date + "(?:" + "|".join(options) + ")" + _TAIL_END
-
-
 def is_word(char: str) -> bool:
     """A word character (as ``\\w`` of a str regex; tested on every code point)."""
     return char.isalnum() or char == "_"
@@ -251,26 +122,40 @@ def is_word(char: str) -> bool:
 _WINDOWS_START = re.compile(r"[A-Za-z]:/|//")
 
 
-def _ascii_path(needle: str, path: bool, windows: bool) -> bool:
-    """Whether `needle` is a path of ASCII characters with a ``/``: the extraction's
-    POSIX paths, whose name goes on only over its own path characters (ASCII,
-    :func:`inside_longer_path`), so a letter of any other script ends it
-    (``修改src/app.py文件``, ``src/app.pyㅋ``, ``ésrc/app.py``). A bare name
-    (``éapp.py`` is one name), a name holding other letters and a Windows path (written
-    with a ``\\``: `windows`; a drive, a ``//`` start) keep ``\\w``: the extraction
-    reads a Windows path glued to a letter as none (review 2: ``C:\\work\\app.pyé``)."""
+def _windows_form(needle: str, windows: bool) -> bool:
+    """Whether path `needle` is a Windows form: written with a ``\\`` (`windows`), a
+    drive or a ``//`` start (as normalized): its name is cut at a letter of any script,
+    as the extraction's Windows finders read it."""
+    return windows or _WINDOWS_START.match(needle) is not None
+
+
+def _slash_path(needle: str, path: bool, windows: bool) -> bool:
+    """Whether `needle` is a slash path as the extraction reads one (a ``/``, ASCII
+    path characters, and non-ASCII cased letters and marks: session 35), whose name
+    goes on only over those (:func:`inside_longer_path`, :func:`.factpathrules.cut_name`),
+    so a letter of a caseless script ends it (``修改src/app.py文件``, ``src/app.pyㅋ``,
+    ``/home/josé/app.py文件``). A bare name (``éapp.py`` is one name), a name holding
+    other letters and a Windows path (written with a ``\\``: `windows`; a drive, a
+    ``//`` start) keep ``\\w``: the extraction reads a Windows path glued to a letter as
+    none (review 2: ``C:\\work\\app.pyé``)."""
     return (
         path
-        and not windows
         and "/" in needle
-        and needle.isascii()
-        and _WINDOWS_START.match(needle) is None
+        and (needle.isascii() or _slash_letters(needle))
+        and not _windows_form(needle, windows)
     )
 
 
-def _name_goes_on(char: str, ascii_path: bool) -> bool:
-    """Whether `char` next to a match goes on its word (:func:`_ascii_path`)."""
-    return not ascii_path and is_word(char)
+@functools.lru_cache(maxsize=4096)
+def _slash_letters(needle: str) -> bool:
+    """Whether each non-ASCII character of `needle` is one a slash path's names hold
+    (a caseless letter only in a folder name: the extraction gives no other)."""
+    return all(c.isascii() or name_letter(c) or caseless_letter(c) for c in needle)
+
+
+def _name_goes_on(char: str, slash_path: bool) -> bool:
+    """Whether `char` next to a match goes on its word (:func:`_slash_path`)."""
+    return not slash_path and is_word(char)
 
 
 # --------------------------------------------------------------------------- per occurrence
@@ -336,8 +221,8 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
                 return True  # logging's ``,744`` after seconds; other commas are CSV's
         if (
             haystack[end] in "+-"
-            and _VERSION_SUFFIX.match(haystack, end)
-            and _DOTTED_END.search(needle)
+            and VERSION_SUFFIX_RE.match(haystack, end)
+            and DOTTED_END.search(needle)
         ):
             return True
         if prerelease_end(haystack, end, needle) != -1:
@@ -346,7 +231,7 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
         return False
     if haystack[start - 1] in ",." and haystack[start - 2] in _DIGITS:
         return haystack[start - 1] == "." or _SEPARATED_START.match(needle) is None
-    return _DOTTED_START.match(needle) is not None and prerelease_start(haystack, start)
+    return DOTTED_START.match(needle) is not None and prerelease_start(haystack, start)
 
 
 def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool:
@@ -371,6 +256,7 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
             or before in PATH_CHARS
             or (before == ":" and needle.startswith("//"))  # a URL names a host, no share
             or (absolute and _after_drive(haystack, start))
+            or (absolute and not before.isascii() and in_caseless_folder(haystack, start))
         )
         if longer and not (absolute and _after_url_authority(haystack, start)):
             return True
@@ -392,6 +278,25 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     # ``/`` for each backslash): what the extraction strips (``rstrip(".-,:")``)
     dashes = "." not in haystack[end:stop]
     return haystack[stop] in PATH_CHARS or (haystack[stop] == "/" and not dashes)
+
+
+def in_caseless_folder(haystack: str, start: int) -> bool:
+    """Whether a ``/`` at `start` ends a folder name holding a caseless letter right
+    before it (``/home/用户`` of ``/home/用户/app.py``): the extraction reads the longer
+    path (:func:`.factletters.wide_slashes`), so ``/app.py`` is not stated there. The
+    look back stops at the first character that is no name's: at most the distance to
+    the ``/`` before, so each occurrence is read once."""
+    if start == 0 or not caseless_letter(haystack[start - 1]):
+        return False
+    at = start - 1
+    while at > 0 and folded_name_char(haystack[at - 1]):
+        at -= 1
+    return at > 0 and haystack[at - 1] == "/"
+
+
+def _in_folder_not_url(haystack: str, start: int) -> bool:
+    """:func:`in_caseless_folder`, but a URL's path is stated by it (``http://例子/x``)."""
+    return in_caseless_folder(haystack, start) and not _after_url_authority(haystack, start)
 
 
 #: a line number between dashes after a path: grep's context line (``src/x.py-12-from``),
@@ -423,14 +328,14 @@ def _after_drive(haystack: str, start: int) -> bool:
 def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool = False) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    ascii_path = _ascii_path(needle, path, windows)
-    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], ascii_path):
+    slash_path = _slash_path(needle, path, windows)
+    if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], slash_path):
         return False
-    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], ascii_path):
+    if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], slash_path):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
-        every = windows or _WINDOWS_START.match(needle) is not None  # (as the extraction)
+        every = _windows_form(needle, windows)  # (as the extraction)
         return not cut_name(haystack, start, end, every_letter=every) and not (
             inside_longer_path(haystack, start, end, needle)
         )
@@ -445,7 +350,7 @@ PLAIN_TRIES = 8
 
 def contains(haystack: str, needle: str, *, path: bool = False, windows: bool = False) -> bool:
     """Whether normalized `needle` occurs in normalized `haystack` as a match (see above;
-    `windows`: a path fact written with a ``\\``, :func:`_ascii_path`)."""
+    `windows`: a path fact written with a ``\\``, :func:`_slash_path`)."""
     if not needle:
         return False
     start = haystack.find(needle)
@@ -478,9 +383,8 @@ def search(haystack: str, needle: str, *, path: bool = False, windows: bool = Fa
         return False
     plain, in_url = _patterns(needle, path, windows)
     long_version = not path and _long_dotted_end(needle)
-    dotted_start = not path and _DOTTED_START.match(needle) is not None
-    # (a Windows path's name is cut at any letter, as the extraction's Windows finders read it)
-    every = windows or _WINDOWS_START.match(needle) is not None
+    dotted_start = not path and DOTTED_START.match(needle) is not None
+    every = _windows_form(needle, windows)
     if _found(plain, haystack, needle, long_version, dotted_start, path, every):
         return True
     return (
@@ -494,7 +398,7 @@ def _long_dotted_end(needle: str) -> bool:
     """Whether `needle` ends with a dotted number too long for :func:`lower_tail`."""
     if needle[-1] not in _DIGITS:
         return False
-    left = _semver_end(needle)
+    left = semver_end(needle)
     return left is not None and len(left.group()) > SHORT_DOTTED
 
 
@@ -511,10 +415,12 @@ def _found(
     checked per match: with `long_version`, a match followed by a numeric pre-release
     (:func:`prerelease_end`), with `dotted_start` one that is a version's numeric
     pre-release (:func:`prerelease_start`: a variable-width look behind), with `path`
-    one after a mark on a base that cuts the name (:func:`cut_name`), is no match, and
+    one after a mark on a base that cuts the name (:func:`cut_name`) or, absolute,
+    after a caseless folder name (:func:`in_caseless_folder`), is no match, and
     the search goes on one character after its start."""
     match = pattern.search(haystack)
     marks = path and not haystack.isascii()
+    folders = marks and needle[0] == "/"
     if not (long_version or dotted_start or marks):
         return match is not None
     while match is not None:
@@ -523,6 +429,7 @@ def _found(
             (long_version and prerelease_end(haystack, end, needle) != -1)
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
             or (marks and cut_name(haystack, end - len(needle), end, every_letter=every_letter))
+            or (folders and _in_folder_not_url(haystack, end - len(needle)))
         ):
             return True
         match = pattern.search(haystack, match.start() + 1)
@@ -554,7 +461,7 @@ def _patterns(
     """
     literal = re.escape(needle)
     behind: list[str] = []
-    if is_word(needle[0]) and not _ascii_path(needle, path, windows):  # (else its class, below)
+    if is_word(needle[0]) and not _slash_path(needle, path, windows):  # (else its class, below)
         behind.append(r"\w")
     if needle[0] in _DIGITS and not path:
         behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
@@ -576,7 +483,7 @@ def _patterns(
 def _ahead(needle: str, path: bool, windows: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
-    if is_word(needle[-1]) and not _ascii_path(needle, path, windows):  # (else its class)
+    if is_word(needle[-1]) and not _slash_path(needle, path, windows):  # (else its class)
         ahead.append(r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
@@ -585,7 +492,7 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
             ahead.append(r"\.[0-9]")
             if _SECONDS_END.search(needle):
                 ahead.append(_FRACTION.pattern)
-        if _DOTTED_END.search(needle):
+        if DOTTED_END.search(needle):
             ahead.append(VERSION_SUFFIX)
             lower = lower_tail(needle)
             if lower is not None:

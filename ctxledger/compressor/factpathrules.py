@@ -11,9 +11,27 @@ from __future__ import annotations
 import functools
 import re
 import string
-import sys
 import unicodedata
+from collections.abc import Iterator
 
+from ctxledger.compressor.factletters import (
+    CASED,
+    PATH_CHARS,
+    SUPERSCRIPT_DIGITS,
+    caseless_letter,
+    caseless_letters,
+    folded_name_char,
+    folder_chars,
+    in_folded_folder,
+    letters_and_marks,
+    mark,
+    mark_after_slash,
+    name_class,
+    name_letter,
+    name_letters,
+    wide_slashes,
+    with_name_letters,
+)
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
 __all__ = [
@@ -25,10 +43,21 @@ __all__ = [
     "PATH_CHARS",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
+    "caseless_letter",
+    "caseless_letters",
     "cut_name",
+    "cut_path",
+    "first_names",
+    "folded_name_char",
+    "folder_chars",
     "has_ext",
     "letters_and_marks",
+    "name_letter",
+    "name_letters",
+    "name_start",
     "plausible_path",
+    "wide_slashes",
+    "with_name_letters",
 ]
 
 EXTENSIONS = (
@@ -45,9 +74,6 @@ SECOND_SUFFIXES = (
     r"j2|jinja2?|tpl|tmpl|template|erb|bak|orig|old|new|tmp|swp|dist|example|sample|"
     r"local|in|enc|gpg|asc|sig|bz2|xz|zst|\d{1,3}"
 )
-#: superscript digits, a footnote's mark (``x.log¹``), which the matcher reads as a blank
-#: (:mod:`.factmatch`): a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
-SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
 #: more of a name: a word character, but a superscript digit
 MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
@@ -198,7 +224,7 @@ def _unc(raw: str) -> str | None:
         _UNC_NAME.fullmatch(name) for name in names[1 if device else 0 : 2]
     ):
         return None
-    if any(not name or name[0] not in _NAME_START for name in names[2:]):
+    if any(not _name_first(name) for name in names[2:]):
         return None
     file = has_ext(names[-1]) and len(names) > 2
     formula = any(
@@ -229,11 +255,22 @@ def _relative_windows(raw: str) -> str | None:
         names.pop()  # a directory's trailing separator
     if len(names) < 2 or not (has_ext(names[-1]) or _directories(raw, names)):
         return None
-    if any(not name or (name[0] not in _NAME_START and name != "..") for name in names):
+    if any(not _name_first(name) and name != ".." for name in names):
         return None
     if any(has_ext(name) for name in names[:-1]):
         return None
     return value if _plausible(value.replace("\\", "/")) is not None else None
+
+
+def _name_first(name: str) -> bool:
+    """Whether `name` starts with a letter, digit or ``_`` (session 35: also a non-ASCII
+    cased letter, ``Élodie``; not a mark)."""
+    return bool(name) and _letter(name[0]) and not mark(name[0])
+
+
+def _letter(char: str) -> bool:
+    """An ASCII letter, digit or ``_``, or a :func:`name_letter` (a cased letter or mark)."""
+    return char in _NAME_START or (not char.isascii() and name_letter(char))
 
 
 def _directories(raw: str, names: list[str]) -> bool:
@@ -244,7 +281,7 @@ def _directories(raw: str, names: list[str]) -> bool:
     newlines escaped, ``src\\\\tests\\\\unit`` a path as a JSON string writes it)."""
     return (
         len(names) >= 3
-        and all(len(name) >= 2 and name[-1] in _NAME_START for name in names)
+        and all(len(name) >= 2 and _letter(name[-1]) and not mark(name[-1]) for name in names)
         and not any(name.lower() in TEX_COMMANDS for name in names)
         and _ESCAPE_LIKE.search(raw) is None
     )
@@ -264,6 +301,10 @@ def _plausible(value: str) -> str | None:
     if value.startswith(("/", "~/", "./", "../")):
         if len(parts) >= 2 or has_ext(value) or parts[0].lower() in _PATH_ROOTS:
             return value
+        return None
+    if not value.isascii() and not has_ext(value):
+        # session 35, reviews 1 and 2: ``он/она/они``, ``α/β/γ``, ``к.т.н./д.т.н./проф.``,
+        # ``сайт.рф/docs/a``: prose, as in session 34 (the ASCII rules below are older)
         return None
     # ``src/`` is a directory, ``s/`` and ``v/`` are pieces of an expression
     if has_ext(value) or value.count("/") >= 2 or (value.endswith("/") and len(value) > 2):
@@ -300,16 +341,105 @@ def _file_name_dir(name: str) -> bool:
     return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
 
 
-#: the letters of the alphabets written with spaces between words (Latin, Greek,
-#: Cyrillic, Armenian, …: the cased ones), a name goes on over them
-_CASED = frozenset(("Lu", "Ll", "Lt"))
+def first_names(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, after its backslash)`` of each first name of a relative Windows path in
+    `text` (``src\\app.py``): what ``factpaths._RELATIVE_START`` matches with
+    :func:`name_letter` letters in its classes, read back from each backslash (that
+    regex has no literal to skip to: tried at every position of a text that is not
+    ASCII, it cost 40 % more there). A name is the longest run of path characters and
+    such letters before the backslash, starting with a letter, digit or ``_``, after
+    the text's start or no ``/``, backslash, ``:`` or ``%``. Review 1: not a character
+    at a time in Python (5-10 times main's time on backslash-heavy texts): a text with
+    few backslashes reads each run back by a regex over the reversed text (a regex
+    tried at every position cost 25 % on the corpus), one with many finds the runs
+    by a regex (:func:`_runs_before_backslash`)."""
+    count = text.count("\\")
+    if count * 64 > len(text):
+        return _dense_first_names(text)
+    return _sparse_first_names(text) if count else iter(())
+
+
+def _dense_first_names(text: str) -> Iterator[tuple[int, int]]:
+    """:func:`first_names`, one regex for the runs before a backslash."""
+    for match in _runs_before_backslash().finditer(text):
+        start, after = match.span()
+        first = text[start]
+        if first in _NAME_START or (not first.isascii() and not mark(first)):
+            yield start, after
+
+
+def _sparse_first_names(text: str) -> Iterator[tuple[int, int]]:
+    """:func:`first_names`, each backslash's run read back over the reversed text."""
+    back, n, run = text[::-1], len(text), _name_run().match
+    at = text.find("\\")
+    while at != -1:
+        start = n - run(back, n - at).end()  # type: ignore[union-attr]  # (``*+``: a match)
+        first = text[start]
+        if (
+            start < at
+            and (first in _NAME_START or (not first.isascii() and not mark(first)))
+            and (start == 0 or text[start - 1] not in "/\\:%")
+        ):
+            yield start, at + 1
+        at = text.find("\\", at + 1)
+
+
+@functools.cache
+def _name_run() -> re.Pattern[str]:
+    """A run of path characters and :func:`name_letter` letters (of the reversed text)."""
+    return re.compile(f"[{name_class()}]*+")
+
+
+@functools.cache
+def _runs_before_backslash() -> re.Pattern[str]:
+    """A longest run of path characters and :func:`name_letter` letters after none of
+    them and no ``/``, backslash, ``:`` or ``%``, and the backslash after it."""
+    name = name_class()
+    return re.compile(f"(?<![{name}/\\\\:%])[{name}]++\\\\")
+
+
+def name_start(text: str, start: int) -> int:
+    """Where a slash path's names start, grown left from `start` over ASCII path
+    characters and :func:`name_letter` letters; a run of such marks (at most
+    :data:`_MAX_MARKS`) is taken with the character it sits on when that is one of
+    those, else the names start after it (Thai ``ไฟล์`` ends with a mark on a caseless
+    letter: prose, review 1 of session 34)."""
+    while start > 0:
+        char = text[start - 1]
+        if char in PATH_CHARS or (not char.isascii() and not mark(char) and name_letter(char)):
+            start -= 1
+            continue
+        if char.isascii() or not mark(char) or not name_letter(char):
+            return start
+        at = start - 1  # (the first mark of the run)
+        while at > 0 and start - at < _MAX_MARKS and mark(c := text[at - 1]) and name_letter(c):
+            at -= 1
+        base = text[at - 1] if at > 0 else " "
+        if base in PATH_CHARS or (not base.isascii() and not mark(base) and name_letter(base)):
+            start = at - 1
+        else:
+            return start
+    return start
+
+
+def cut_path(text: str, start: int, end: int) -> bool:
+    """:func:`cut_name` for a slash path or name the extraction finds in a text that is not
+    ASCII (review 1 of session 35), which is also none when the matcher, reading the text
+    folded, sees its ``/`` end a longer path (:func:`.factletters.in_folded_folder`:
+    ``／用户/app.py``), or when a name of it starts with a mark (``/home/x/\u0301/a.py``:
+    such a name is no name, as a Windows path's, ``_name_first``)."""
+    after_folder = text[start] == "/" and start and not text[start - 1].isascii()
+    if after_folder and in_folded_folder(text, start):
+        return True
+    return cut_name(text, start, end) or mark_after_slash(text, start, end)
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
     """Whether a non-ASCII cased letter (Latin, Greek, Cyrillic, …) or mark stands right
     before `start` or at `end` of `text` (with `every_letter`, a letter of any
-    script): a path's characters are ASCII, so its name was cut there (``/home/Jos`` of
-    ``/home/José``, ``Cafe`` before a combining accent). Session 34: no path is read
+    script): a name was cut there (a Windows path's characters are ASCII: ``C:\\Jos``
+    of ``C:\\José``; a slash path grows over them, :func:`name_letter`, so only a
+    character they fold to cuts it: ``ʰ``). Session 34: no path is read
     there, a loss rather than a false fact. A caseless letter (CJK, kana, Hangul, Thai,
     written without spaces) is prose glued on: the path ends there (``修改src/app.py文件``).
     A character is judged as the matcher reads it, folded (NFKC, case): ``ʰ`` is an
@@ -362,28 +492,10 @@ def _goes_on(char: str, side: int, every_letter: bool) -> bool:
     if near.isascii():
         return near in _NAME_GOES_ON if side == 0 else near in PATH_CHARS
     category = unicodedata.category(near)
-    return category[0] == "M" or category in _CASED or (every_letter and category[0] == "L")
+    return category[0] == "M" or category in CASED or (every_letter and category[0] == "L")
 
 
-#: what a path grows over, besides ``/`` (:data:`.factpaths.PATH_CHARS`)
-PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
 #: ASCII characters a folded character may become that go on a path's name: before
 #: it, what the matcher grows a path over; after it, those but a dot or dash (which
 #: end a name before a blank: ``run.log.``)
 _NAME_GOES_ON = PATH_CHARS - {".", "-"}
-
-
-@functools.cache
-def letters_and_marks(marks: bool = True) -> str:
-    """A regex class of the non-ASCII characters :func:`cut_name` looks for (built
-    once, when a matcher first needs it: every code point is read); without `marks`,
-    the cased letters only (before a path a mark is judged by its base: Python's)."""
-    ranges: list[list[int]] = []
-    for code in range(0x80, sys.maxunicode + 1):
-        category = unicodedata.category(chr(code))
-        if (marks and category[0] == "M") or category in _CASED:
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1][1] = code
-            else:
-                ranges.append([code, code])
-    return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"

@@ -29,7 +29,12 @@ from ctxledger.compressor.factpathrules import (
     MORE_NAME,
     SUPERSCRIPT_DIGITS,
     cut_name,
+    cut_path,
+    first_names,
+    name_start,
     plausible_path,
+    wide_slashes,
+    with_name_letters,
 )
 from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
@@ -185,11 +190,15 @@ def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterat
         pos = match.end() if match.end() > start else start + 1
 
 
+#: a character of a slash path's names: PATH_CHARS and "/"
+_SLASH_NAME = "[A-Za-z0-9_.+@~/-]"
 #: a "/" and what follows it of a path: PATH_CHARS and "/"
-_SLASH_AND_RIGHT = re.compile(r"/[A-Za-z0-9_.+@~/-]*")
+_SLASH_AND_RIGHT = re.compile("/" + _SLASH_NAME + "*")
 #: the same, or an extension anchor: one scan finds both in a long text, and a slash
 #: path swallows the extension anchors inside it
-_SLASH_OR_EXTENSION = re.compile(r"/[A-Za-z0-9_.+@~/-]*+|" + _EXT_ANCHOR.pattern)
+_SLASH_OR_EXTENSION = re.compile("/" + _SLASH_NAME + "*+|" + _EXT_ANCHOR.pattern)
+
+
 #: what a known file name (_KNOWN_FILE) needs: one of their capitals
 _KNOWN_FILE_CAPITALS = tuple(dict.fromkeys(name[0] for name in sorted(_KNOWN_FILES)))
 _SHORT_SCANS = (_SLASH_AND_RIGHT, _EXT_ANCHOR, _KNOWN_FILE, _DOTFILE)
@@ -215,7 +224,9 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
     _NOT_BEFORE_PATH).
 
     Slash paths: each "/" (from where the previous span ended) grown left over
-    PATH_CHARS and right over them and "/"; bare file names: each extension anchor,
+    PATH_CHARS and right over them and "/" (in a text that is not ASCII, over
+    non-ASCII cased letters and marks too: :func:`.factletters.wide_slashes`,
+    :func:`.factpathrules.name_start`); bare file names: each extension anchor,
     known file or dotfile name grown left over word chars, "." and "-" (``.py`` alone
     is none); Windows paths (:func:`_windows_spans`), which replace every other span
     starting inside them (``app.py`` of ``C:\\proj\\app.py``). The same spans as the
@@ -310,14 +321,19 @@ def _scan(
     extensions = mixed or pattern is _EXT_ANCHOR
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
-    cut = None if text.isascii() else cut_name  # (an ASCII text cuts no name)
-    for match in pattern.finditer(text, pos):
+    cut = None if text.isascii() else cut_path  # (an ASCII text cuts no name)
+    wide = cut is not None and (slashes or mixed)  # (names of other letters: wide_slashes)
+    for match in (wide_slashes(_EXT_ANCHOR.pattern if mixed else "") if wide else pattern).finditer(
+        text, pos
+    ):
         anchor, end = match.span()
         start = anchor
         slash = slashes or (mixed and text[anchor] == "/")
         if slash:  # (resumes at its end, as the walk)
             while start > 0 and text[start - 1] in path_chars:
                 start -= 1
+            if wide and start > 0 and not text[start - 1].isascii():
+                start = name_start(text, start)
             alone = False
         else:
             while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
@@ -415,11 +431,12 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
     when :func:`plausible_path` judges them paths."""
     is_path = _bounded_judge()
     done = 0
+    grow = _UNC_RIGHT if text.isascii() else with_name_letters(_UNC_RIGHT.pattern)
     for match in _UNC_START.finditer(text):
         start = match.start(1)
         if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
             continue
-        right = _UNC_RIGHT.match(text, match.end())
+        right = grow.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
         if cut_name(text, start, end, every_letter=True):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
@@ -430,6 +447,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
 def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
     """The Windows paths of `text` from a drive, ``.\\``, ``..\\`` or ``~\\``, by start."""
     done = 0
+    grow = _WINDOWS_RIGHT if text.isascii() else with_name_letters(_WINDOWS_RIGHT.pattern)
     for match in _WINDOWS_ANCHOR.finditer(text):
         drive = match.group()[0] == ":"
         start = match.start() - 1 if drive else match.start()
@@ -437,7 +455,7 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
             continue  # (inside the last one, or no drive letter; done >= 0 > -1)
         if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS and not _after_device(text, start):
             continue
-        right = _WINDOWS_RIGHT.match(text, match.end())
+        right = grow.match(text, match.end())
         done = right.end() if right is not None else match.end()
         yield start, done
 
@@ -458,10 +476,12 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     then a backslash and what a Windows path grows over, when :func:`plausible_path`
     judges it a path (else the names in it are looked at alone, as before)."""
     is_path = _bounded_judge()
-    for match in _RELATIVE_START.finditer(text):
-        start = match.start(1)
-        right = _WINDOWS_RIGHT.match(text, match.end())
-        end = right.end() if right is not None else match.end()
+    wide = not text.isascii()  # (the same starts, found from each backslash: session 35)
+    grow = with_name_letters(_WINDOWS_RIGHT.pattern) if wide else _WINDOWS_RIGHT
+    found = ((m.start(1), m.end()) for m in _RELATIVE_START.finditer(text))
+    for start, after in first_names(text) if wide else found:
+        right = grow.match(text, after)
+        end = right.end() if right is not None else after
         if is_path(text[start:end]):
             yield start, end
 

@@ -17,7 +17,12 @@ from collections.abc import Iterator, Sequence
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
+from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
+    caseless,  # session 35
+    in_folder,  # session 35, review 1
+    in_slash_name,  # session 35
+    matcher_reads,  # session 35, review 1
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -135,10 +140,6 @@ def urls(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
 def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
     """``pattern.finditer`` where a match may not follow a word char or one of `not_before`.
 
@@ -164,10 +165,27 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
     slash = text.find("/")
     while slash != -1:
         start, end = slash, slash
-        while start > 0 and text[start - 1] in _PATH_CHARS:
+        while start > 0 and in_slash_name(text[start - 1]):
+            if _mark(text[start - 1]):
+                base = start - 1
+                while base > 0 and start - base < 32 and _mark(text[base - 1]):
+                    if not in_slash_name(text[base - 1]):
+                        break
+                    base -= 1
+                if base == 0 or _mark(text[base - 1]) or not in_slash_name(text[base - 1]):
+                    break  # marks on no letter of a name (Thai ``ไฟล์``): prose before it
             start -= 1
-        while end < n and (text[end] in _PATH_CHARS or text[end] == "/"):
-            end += 1
+        while end < n:
+            if in_slash_name(text[end]) or text[end] == "/":
+                end += 1
+                continue
+            # session 35: a folder name (a "/" after it) also holds caseless letters
+            stop = end
+            while stop < n and (in_slash_name(text[stop]) or in_folder(text[stop])):
+                stop += 1
+            if stop in (end, n) or text[stop] != "/":
+                break
+            end = stop
         yield start, end
         slash = text.find("/", end)
     anchors = [(start, end, True) for start, end in _extension_anchors(text)]
@@ -182,6 +200,10 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         if start == anchor and extension:
             continue  # ``.py`` alone
         yield start, end
+
+
+def _mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
 
 
 _SUPERSCRIPTS = "¹²³⁰⁴⁵⁶⁷⁸⁹"
@@ -296,7 +318,16 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     """Session 33 (second review): whether the character before `start` or at `end` is a
     letter or a mark (a Unicode category starting L or M)."""
     beside = text[max(start - 1, 0) : start] + text[end : end + 1]
-    return any(unicodedata.category(c).startswith(("L", "M")) for c in beside)
+    if any(unicodedata.category(c).startswith(("L", "M")) for c in beside):
+        return True
+    # review 1 of session 35: after it, a character the matcher reads as an ASCII
+    # letter, digit or ``_`` first goes on the name (``①`` is ``1``)
+    after = unicodedata.normalize("NFKC", text[end : end + 1]).casefold()[:1]
+    return (
+        ord(text[end : end + 1] or "a") >= 128
+        and (after.isalnum() or after == "_")
+        and after.isascii()
+    )
 
 
 def _cased_beside(text: str, start: int, end: int) -> bool:
@@ -333,28 +364,62 @@ def _glued(char: str, side: int) -> bool:
     return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
 
 
+def _tail_of_folder(before: str) -> bool:
+    """Whether `before`, read as the matcher reads it, ends with a ``/`` and a folder
+    name whose last character is a caseless letter, or with a ``/`` (a path after
+    either is a tail)."""
+    seen = "".join(matcher_reads(c) for c in before)
+    if seen.endswith("/"):
+        return True
+    if not seen or ord(seen[-1]) < 128 or not caseless(seen[-1]):
+        return False
+    name = len(seen)
+    while name > 0 and (
+        seen[name - 1] in _PATH_CHARS
+        or (
+            ord(seen[name - 1]) >= 128
+            and (in_slash_name(seen[name - 1]) or caseless(seen[name - 1]))
+        )
+    ):
+        name -= 1
+    return name > 0 and seen[name - 1] == "/"
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
     for start, end in _path_spans(text):
         if _cased_beside(text, start, end):
             continue  # session 34: a slash path or name cut at a letter or mark is none
+        if (
+            text[start] == "/"
+            and start
+            and ord(text[start - 1]) >= 128
+            and _tail_of_folder(text[:start])
+        ):
+            continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
+        if any(_mark(text[at + 1]) for at in range(start, end - 1) if text[at] == "/"):
+            continue  # review 1 of session 35: a name starting with a mark is no name
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
+    # session 35: the Windows finders read a name's non-ASCII cased letters and marks
+    # as name characters (``C:\\Users\\José``): found in the text with each read as ``_``
+    read = "".join("_" if ord(c) >= 128 and in_slash_name(c) else c for c in text)
     # a Windows path replaces every span starting inside it (session 29)
-    windows = [match.span() for match in _WINDOWS_PATH.finditer(text)]
+    windows = [match.span() for match in _WINDOWS_PATH.finditer(read)]
     # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
-    for match in _RELATIVE_WINDOWS_PATH.finditer(text):
+    for match in _RELATIVE_WINDOWS_PATH.finditer(read):
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        if not inside and plausible_path(match.group()) is not None:
+        if not inside and plausible_path(text[match.start() : match.end()]) is not None:
             windows.append(match.span())
     # (session 33's review: a UNC path cut at a letter it cannot grow over is none)
-    for match in _UNC_PATH.finditer(text):  # session 31, judged as relative ones
-        if plausible_path(match.group()) is not None and not _cut(text, match.end()):
+    for match in _UNC_PATH.finditer(read):  # session 31, judged as relative ones
+        value = text[match.start() : match.end()]
+        if plausible_path(value) is not None and not _cut(text, match.end()):
             windows.append(match.span())
-    for start, end in _device_unc_paths(text):  # session 32
+    for start, end in _device_unc_paths(read):  # session 32
         if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
-    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(text))
+    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(read))
     # (session 33's second review: none cut at a letter or a mark of any script)
     windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
     windows.sort()
@@ -452,7 +517,7 @@ def path_text(text: str) -> str:
     text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
     text = mask(text, _grep_context(text))
     text = mask(text, _tree_branches(text))  # session 34
-    text = mask(text, _range_addresses(text))  # session 33
+    text = mask(text, range_addresses(text))  # session 33
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
 
@@ -483,57 +548,6 @@ def _tree_branches(text: str) -> list[tuple[int, int]]:
             spans.append((offset, offset + end))
         offset += len(line) + 1
     return spans
-
-
-def _range_addresses(text: str) -> list[tuple[int, int]]:
-    """Session 33: quoted range addresses of sed and awk (``'/class Date/,/^class /p'``,
-    ``'/x/,$p'``, ``'/x/,+20p'``): a line naming ``sed``, ``awk``, ``gawk`` or ``perl``
-    as a word before it, a quote after no word character, ``/``, a regex without ``/`` or
-    a quote, ``/,``, then ``/``, ``$``, ``+`` or a digit, then no quote to the same quote,
-    all on one line."""
-    spans: list[tuple[int, int]] = []
-    at = 0
-    while at < len(text):
-        quote = text[at]
-        if (
-            quote not in "'\""
-            or text[at + 1 : at + 2] != "/"
-            or (at and is_word_char(text[at - 1]))
-            or not _names_range_tool(text[text.rfind("\n", 0, at) + 1 : at])
-        ):
-            at += 1
-            continue
-        first = at + 2
-        while first < len(text) and text[first] not in "/\n'\"":
-            first += 1
-        end = first + 3
-        second = text[first + 2 : first + 3]
-        if text[first : first + 2] == "/," and second and second in "/$+0123456789":
-            while end < len(text) and text[end] not in "\n'\"":
-                end += 1
-            if text[end : end + 1] == quote:
-                spans.append((at, end + 1))
-                at = end + 1
-                continue
-        at += 1
-    return spans
-
-
-def _names_range_tool(line: str) -> bool:
-    """Session 33 (review): whether the last command of `line` (after its last ``;``,
-    ``|`` or ``&``) names sed, awk, gawk or perl as a command (the second review: after
-    its start, a blank, ``(``, a backquote, a quote or ``/``; no word character after
-    it)."""
-    line = line[max(line.rfind(end) for end in ";|&") + 1 :]
-    for word in ("sed", "awk", "gawk", "perl"):
-        at = line.find(word)
-        while at != -1:
-            after = at + len(word)
-            before_ok = at == 0 or line[at - 1].isspace() or line[at - 1] in "(`'\"/"
-            if before_ok and (after == len(line) or not is_word_char(line[after])):
-                return True
-            at = line.find(word, at + 1)
-    return False
 
 
 def find_paths(text: str) -> list[str]:

@@ -8,6 +8,7 @@ time range as a zone, a cut amount, a banner as ``ls -l``) shows as a difference
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
@@ -266,6 +267,60 @@ def plausible_path(raw: str) -> str | None:
 
 
 _NAME_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+_SLASH_PATH_CHARS = frozenset(_NAME_FIRST + ".-+@~")
+
+
+def in_slash_name(char: str) -> bool:
+    """Whether `char` is part of a slash path's names: an ASCII path character, or
+    (session 35) a letter of an alphabet with case or a mark, outside ASCII."""
+    if char in _SLASH_PATH_CHARS:
+        return True
+    return ord(char) >= 128 and all(
+        c in _SLASH_PATH_CHARS or (ord(c) >= 128 and _cased_or_mark(c))
+        for c in char + unicodedata.normalize("NFKC", char).casefold()
+    )  # (each as the matcher reads it: ``ŉ`` is ``ʼn`` there, a modifier letter first)
+
+
+def _cased_or_mark(char: str) -> bool:
+    kind = unicodedata.category(char)
+    return kind in ("Lu", "Ll", "Lt") or kind.startswith("M")
+
+
+def caseless(char: str) -> bool:
+    """Session 35: a letter of a script without case (Lo, Lm) outside ASCII, each
+    character it folds to (NFKC, case) a letter or mark outside ASCII."""
+    return unicodedata.category(char) in ("Lo", "Lm") and all(
+        ord(c) >= 128 and unicodedata.category(c)[0] in "LM"
+        for c in unicodedata.normalize("NFKC", char).casefold()
+    )
+
+
+def matcher_reads(char: str) -> str:
+    """Review 1 of session 35: what the matcher reads for `char`: a blank for a
+    footnote's superscript digit, else NFKC then case folded, ``\\`` as ``/``."""
+    if char in "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079":
+        return " "
+    return unicodedata.normalize("NFKC", char).casefold().replace("\\", "/")
+
+
+def in_folder(char: str) -> bool:
+    """Review 1 of session 35: `char`, as the matcher reads it, belongs to a folder name
+    holding caseless letters: each character it reads is an ASCII path character, a
+    letter of a slash path's name or a caseless letter (``１`` is ``1``)."""
+    seen = matcher_reads(char)
+    return seen != "" and all(
+        c in _SLASH_PATH_CHARS or (ord(c) >= 128 and (in_slash_name(c) or caseless(c)))
+        for c in seen
+    )
+
+
+def _starts_name(name: str) -> bool:
+    """Whether `name` starts with a letter, digit or ``_``; session 35: or a non-ASCII
+    letter :func:`in_slash_name` reads (not a mark)."""
+    first = name[:1]
+    if not first or first in _NAME_FIRST:
+        return bool(first)
+    return ord(first) >= 128 and in_slash_name(first) and unicodedata.category(first)[0] != "M"
 
 
 def _month_date(value: str) -> bool:
@@ -319,7 +374,7 @@ def unc_path(raw: str) -> str | None:
             return None
         if any(c not in _NAME_FIRST + ".-" for c in body):
             return None
-    if any(not name or name[0] not in _NAME_FIRST for name in names[2:]):
+    if any(not _starts_name(name) for name in names[2:]):
         return None
     file = len(names) > 2 and has_ext(names[-1])
     checked = names[:-1] if file else names

@@ -1,0 +1,224 @@
+"""The non-ASCII letters a path's names hold, judged as the matcher reads them (NFKC,
+case folded), and the regex classes of them (session 35; moved from
+:mod:`.factpathrules`, its review 1): cased letters and marks in any name, caseless
+letters (CJK, Arabic, …) and characters folding to name characters in a folder name.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+import sys
+import unicodedata
+from collections.abc import Callable
+
+from ctxledger.compressor import lettertables
+
+#: superscript digits, a footnote's mark (``x.log¹``), which the matcher reads as a blank
+#: (:mod:`.factmatch`): a name grown left stops at one (``foo¹bar.py``: ``bar.py``)
+SUPERSCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
+
+
+#: the letters of the alphabets written with spaces between words (Latin, Greek,
+#: Cyrillic, Armenian, …: the cased ones), a name goes on over them
+CASED = frozenset(("Lu", "Ll", "Lt"))
+
+
+def name_letter(char: str) -> bool:
+    """Whether non-ASCII `char` is a letter a slash path's name grows over (session 35):
+    a cased letter (Latin, Greek, Cyrillic, …: ``/home/José``, ``src/données``) or a
+    mark (NFD ``Jose\u0301``) that the matcher reads (NFKC, case folded) as such letters,
+    marks and ASCII path characters only (not ``ŉ``, ``ʼn`` to it: a modifier letter)."""
+    category = unicodedata.category(char)
+    return (category in CASED or category[0] == "M") and _folds_to_name(char)
+
+
+@functools.lru_cache(maxsize=4096)
+def _folds_to_name(char: str) -> bool:
+    """Whether `char` folded (NFKC, case) is ASCII path characters, cased letters and marks."""
+    return all(
+        c in PATH_CHARS or (not c.isascii() and _cased_or_mark(c))
+        for c in unicodedata.normalize("NFKC", char).casefold()
+    )
+
+
+def _cased_or_mark(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category in CASED or category[0] == "M"
+
+
+def caseless_letter(char: str) -> bool:
+    """Whether non-ASCII `char` is a letter of a script without case (CJK, kana, Hangul,
+    Arabic, Hebrew, Devanagari, Thai: Lo; a modifier letter such as ``ー``: Lm) that the
+    matcher reads (folded) as such letters and marks only (not ``ʰ``, an ``h`` to it).
+    Session 35: a folder name inside slashes holds them (``/home/用户/app.py``); glued
+    before a path's first name or after its last they are prose (``修改src/app.py文件``)."""
+    return unicodedata.category(char) in ("Lo", "Lm") and _folds_to_caseless(char)
+
+
+@functools.lru_cache(maxsize=4096)
+def _folds_to_caseless(char: str) -> bool:
+    return all(
+        not c.isascii() and unicodedata.category(c)[0] in "LM"
+        for c in unicodedata.normalize("NFKC", char).casefold()
+    )
+
+
+def folded_name_char(char: str) -> bool:
+    """A character of a folder name as the matcher reads it, folded (its look back,
+    ``factbounds.in_caseless_folder``): an ASCII path character, or a name or caseless
+    letter."""
+    if char.isascii():
+        return char in PATH_CHARS
+    return name_letter(char) or caseless_letter(char)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold(char: str) -> str:
+    """`char` as the matcher reads it: NFKC, case folded, a backslash a ``/``, a
+    footnote's superscript digit a blank."""
+    if char in SUPERSCRIPT_DIGITS:
+        return " "
+    return unicodedata.normalize("NFKC", char).casefold().replace("\\", "/")
+
+
+def folder_char(char: str) -> bool:
+    """Whether non-ASCII `char` goes on a folder name that holds caseless letters
+    (review 1 of session 35): every character it folds to does (``１``, ``＿``, ``．``,
+    ``º``, ``™``: ``/data/第１版/app.py`` is read whole, as the matcher reads it)."""
+    folded = _fold(char)
+    return bool(folded) and all(folded_name_char(c) for c in folded)
+
+
+@functools.cache
+def folder_chars() -> str:
+    """A regex class of the :func:`folder_char` characters with a decomposition (the
+    others fold to themselves or by case: :func:`name_letters`, :func:`caseless_letters`)."""
+    return _class("folder_chars")
+
+
+def in_folded_folder(text: str, start: int) -> bool:
+    """Whether the matcher, reading `text` folded, sees the ``/`` at `start` end a folder
+    name holding a caseless letter right before it (``／用户/app.py`` is ``/用户/app.py``
+    to it), or after a ``/`` (``／/src``): the path from `start` is then a tail of a
+    longer one, a cut name."""
+    at, tail = start, ""
+    while True:
+        if not tail:
+            if at == 0:
+                return False
+            at -= 1
+            tail = _fold(text[at])
+            if at == start - 1 and not (tail and (caseless_letter(tail[-1]) or tail[-1] == "/")):
+                return False
+            continue
+        if not folded_name_char(tail[-1]):
+            return tail[-1] == "/"
+        tail = tail[:-1]
+
+
+@functools.cache
+def with_name_letters(pattern: str) -> re.Pattern[str]:
+    """`pattern` (a Windows path finder's) with the :func:`name_letter` letters added to
+    each class of name characters (``A-Za-z0-9_``): how a text that is not ASCII is read
+    (session 35: ``C:\\Users\\José\\app.py`` whole)."""
+    return re.compile(pattern.replace("A-Za-z0-9_", "A-Za-z0-9_" + name_letters()[1:-1]))
+
+
+@functools.cache
+def caseless_letters() -> str:
+    """A regex class of the :func:`caseless_letter` letters (as :func:`name_letters`)."""
+    return _class("caseless_letters")
+
+
+def mark(char: str) -> bool:
+    return unicodedata.category(char)[0] == "M"
+
+
+@functools.cache
+def name_letters() -> str:
+    """A regex class of the :func:`name_letter` letters, when a non-ASCII text is first
+    scanned for paths: read from :mod:`.lettertables` (review 2 of session 35: building
+    the classes from every code point cost such a process 0.37 s), built when Python's
+    Unicode version is not the table's."""
+    return _class("name_letters")
+
+
+#: what a path grows over, besides ``/`` (:data:`.factpaths.PATH_CHARS`)
+PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.-+@~")
+
+
+@functools.cache
+def letters_and_marks(marks: bool = True) -> str:
+    """A regex class of the non-ASCII characters :func:`cut_name` looks for (as
+    :func:`name_letters`); without `marks`, the cased letters only (before a path a mark
+    is judged by its base: Python's)."""
+    return _class("letters_and_marks" if marks else "cased_letters")
+
+
+def _cased_letter(char: str) -> bool:
+    return unicodedata.category(char) in CASED
+
+
+#: each class's judge of one non-ASCII character
+JUDGES: dict[str, Callable[[str], bool]] = {
+    "name_letters": name_letter,
+    "caseless_letters": caseless_letter,
+    "folder_chars": lambda char: bool(unicodedata.decomposition(char)) and folder_char(char),
+    "letters_and_marks": _cased_or_mark,
+    "cased_letters": _cased_letter,
+}
+
+
+def built_ranges(name: str) -> list[tuple[int, int]]:
+    """The code point ranges of class `name`, from every code point (0.07-0.17 s each)."""
+    judge = JUDGES[name]
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x80, sys.maxunicode + 1):
+        if judge(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return ranges
+
+
+def _class(name: str) -> str:
+    """A regex class of the characters of `name`: stored ranges if this Python's Unicode
+    version is the table's, else built."""
+    if unicodedata.unidata_version == lettertables.UNIDATA_VERSION:
+        ranges = lettertables.ranges(name)
+    else:
+        ranges = built_ranges(name)
+    return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"
+
+
+def name_class() -> str:
+    """The inside of a regex class of a slash path's name characters: the ASCII path
+    characters and the :func:`name_letter` letters."""
+    return "A-Za-z0-9_.+@~\\-" + name_letters()[1:-1]
+
+
+@functools.cache
+def wide_slashes(also: str = "") -> re.Pattern[str]:
+    """``factpaths``' regex of a ``/`` and what follows it of a path (or `also`) as a text
+    that is not ASCII is read (session 35): names hold :func:`name_letter` letters
+    (``/home/José/app.py``), and a folder name, one a ``/`` follows, also
+    :func:`caseless_letter` ones and those folding to name characters (review 1:
+    ``/home/用户/app.py``, ``/data/第１版/``; the last name ends at one: ``app.py文件``).
+    Possessive: a name is read once."""
+    name = name_class()
+    folder = f"[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"  # (then "/")
+    right = f"/[{name}/]*+(?:{folder}[{name}/]*+)*+"  # (a class's run is read fastest)
+    return re.compile(right + ("|" + also if also else ""))
+
+
+#: a ``/`` and a character after it that is not ASCII (a mark is looked for there)
+_SLASH_AND_OTHER = re.compile("/[^\\x00-\\x7f]")
+
+
+def mark_after_slash(text: str, start: int, end: int) -> bool:
+    """Whether a name of the slash path ``text[start:end]`` starts with a mark (review 1
+    of session 35: ``/home/x/\u0301/a.py``, ``a.py//\u0e4c``)."""
+    return any(mark(text[m.end() - 1]) for m in _SLASH_AND_OTHER.finditer(text, start, end))

@@ -6,9 +6,12 @@ file, switches to WAL and applies migrations, and SQLite in WAL mode makes the
 ``-wal`` and ``-shm`` files beside the ledger. A read-only open does none of that:
 
 - the reader's own file in a folder it may write and search: SQLite's ``mode=ro``,
-  whose locks keep a writer from tearing the read. It joins the ``-wal``/``-shm`` there
-  or makes them (an empty ``-wal`` and a ``-shm`` may be left, owned by this user, whose
-  ledger it is);
+  whose locks keep a writer from tearing the read, and which sees what a writer appends
+  meanwhile. It joins the ``-wal``/``-shm`` there or makes them; those it made (none
+  were there) it removes at its close as SQLite does, when nobody else has them open
+  (:func:`tidy_side_files`). A file it may not write (its own ``0444``) in WAL mode with
+  no ``-wal``/``-shm`` (nothing unmerged, nobody has it open): ``immutable=1`` as below,
+  since ``mode=ro`` would make the ``-wal``/``-shm`` there and could not remove them;
 - a ``-wal`` and a ``-shm`` this user can read (a writer has the ledger open, or left
   them): ``mode=ro`` too, which makes nothing then (both exist) and reads the ``-wal``'s
   events; SQLite 3.22+ reads a ``-shm`` it may not write without writing it;
@@ -51,6 +54,7 @@ __all__ = [
     "refuse_old_schema",
     "refuse_unwritable",
     "side_file_remedy",
+    "tidy_side_files",
 ]
 
 #: what a write on a read-only store says (after "the ledger <path> ")
@@ -140,6 +144,55 @@ def _locking_read_makes_nothing_foreign(real: str) -> bool:
     return _readable(real + "-shm") and _readable(real + "-wal")
 
 
+def _wal_with_no_side_files(real: str) -> bool:
+    """Whether `real` is a database in WAL mode (its header's bytes 18 and 19 are 2) with
+    no ``-wal``, ``-shm`` or ``-journal`` beside it: nothing unmerged, nobody has it open
+    (a connection to a WAL database keeps its ``-shm``), and SQLite's ``mode=ro`` would
+    make a ``-wal`` and ``-shm`` there that it cannot remove."""
+    if any(os.path.lexists(real + s) for s in ("-wal", "-shm", "-journal")):
+        return False
+    try:
+        with open(real, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return header[18:20] == b"\x02\x02"
+
+
+def tidy_side_files(path: str) -> None:
+    """Remove the ``-wal`` and ``-shm`` a read-only connection (which may not remove
+    them) left beside a database in WAL mode, as SQLite itself does: a connection that
+    may write, closed last. Only with an empty ``-wal`` (nothing to merge into the file:
+    this writes nothing to it) and a folder this process may write; never while another
+    has it open. Through a symlink, beside the file it names (where SQLite put them)."""
+    real = os.path.realpath(path)
+    wal = real + "-wal"
+    try:
+        if os.path.getsize(wal) != 0 or not os.access(os.path.dirname(wal) or ".", os.W_OK):
+            return
+        uri = "file:" + urllib.parse.quote(os.fsencode(real)) + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return  # (SQLite removed both unless another connection had them open)
+
+
+class _Tidying(sqlite3.Connection):
+    """A ``mode=ro`` connection that found no ``-wal``/``-shm`` beside the ledger: its
+    close removes those it made (:func:`tidy_side_files`), leaving the folder as it was."""
+
+    tidy_path = ""
+
+    def close(self) -> None:
+        super().close()
+        if self.tidy_path:
+            path, self.tidy_path = self.tidy_path, ""
+            tidy_side_files(path)
+
+
 #: what a read-only open says when the file moved under an ``immutable=1`` read
 CHANGED = "changed while it was read read-only; run the command again"
 
@@ -196,6 +249,8 @@ def read_only_target(path: str) -> str | None:
         return None
     uri = "file:" + urllib.parse.quote(os.fsencode(real))
     if _locking_read_makes_nothing_foreign(real):
+        if _wal_with_no_side_files(real) and not _writable(real):
+            return uri + "?immutable=1"  # (mode=ro makes a -wal/-shm it may not remove)
         return uri + "?mode=ro"
     for side, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
         if _size(real + side) > 0:
@@ -238,8 +293,13 @@ def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
     target = read_only_target(path)
     if target is None:
         return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), None
-    unchanged = Unchanged(path, os.path.realpath(path)) if "immutable" in target else None
-    conn = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=False)
+    real = os.path.realpath(path)
+    unchanged = Unchanged(path, real) if "immutable" in target else None
+    tidy = "mode=ro" in target and _wal_with_no_side_files(real)
+    conn = sqlite3.connect(
+        target, uri=True, isolation_level=None, check_same_thread=False, factory=_Tidying
+    )
+    conn.tidy_path = path if tidy else ""
     return conn, unchanged
 
 

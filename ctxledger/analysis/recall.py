@@ -150,6 +150,7 @@ class SearchIndex:
         )
         conn.execute("PRAGMA busy_timeout = 5000")
         self.db = sqlite_utils.Database(conn)
+        store.on_close(self.close)  # (its connection must not outlive the store's)
         self._lock = threading.Lock()
         self._roots: dict[str, str] = {}
         self._live: dict[str, tuple[int, set[str]]] = {}

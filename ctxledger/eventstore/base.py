@@ -26,6 +26,7 @@ not in a backend, so every backend computes and checks the same chain.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Literal, NamedTuple, Self, TypeVar
@@ -396,7 +397,21 @@ class EventStore(abc.ABC):
         """The last checkpoint saved under `name`, as (seq, state)."""
 
     @abc.abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the store (idempotent); it first runs what :meth:`on_close` was given."""
+
+    def on_close(self, close: Callable[[], None]) -> None:
+        """Have :meth:`close` run `close` first: a derived index's own connection to this
+        log's file (recall's), which must not outlive the store (it kept the SQLite
+        ledger's ``-wal``/``-shm`` beside it after the store closed)."""
+        self.__dict__.setdefault("_on_close", []).append(close)
+
+    def _close_derived(self) -> None:
+        """Run (once) what :meth:`on_close` was given; an error of one is dropped (the
+        index is a projection, and the store itself must still close)."""
+        for close in self.__dict__.pop("_on_close", []):
+            with contextlib.suppress(Exception):
+                close()
 
     def check_unchanged(self) -> None:
         """StoreError when the file a lock-free read-only open read changed meanwhile (a

@@ -562,6 +562,7 @@ class PostgresEventStore(EventStore):
         """Close the pools (idempotent); leases still held are dropped with their connections."""
         if not self._closed:
             self._closed = True
+            self._close_derived()
             self._pool.close()
             self._leases.close()
 

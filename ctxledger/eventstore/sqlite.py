@@ -587,6 +587,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._close_derived()  # (first: the store's connection closes last)
                 self._conn.close()
                 self._close_side_lock()
 

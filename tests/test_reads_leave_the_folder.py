@@ -1,0 +1,131 @@
+"""A command or a library read that only reads leaves the ledger's folder as it was.
+
+Session 35: recall's index kept its own connection to the ledger file open past
+``Ledger.close`` (the ledger's ``-wal``/``-shm`` stayed beside it), and a read-only
+(``mode=ro``) open made ``-wal``/``-shm`` it never removed. Now the index closes with
+the store, a read-only open removes what it made (or reads the file ``immutable`` when
+it may not write it: ``test_read_only_ledger``), and a writer open at the same time
+keeps working (the reader takes its locks and sees what it appends).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers.ledger_helpers import compact_now, deterministic_ledger
+
+from ctxledger import Ledger
+from ctxledger.analysis.recall import SearchIndex, recall
+from ctxledger.cli.main import cli
+from ctxledger.errors import InvalidInput
+
+SID = "ses_folder"
+_TEMPLATE: dict[str, bytes] = {}
+
+
+def _ledger(folder: Path) -> tuple[Path, str]:
+    """A ledger of one compacted session (made once, then copied), and its compaction id."""
+    db = folder / "l.db"
+    if not _TEMPLATE:
+        with deterministic_ledger(db) as ledger:
+            ledger.start_session(model="m", context_length=8192, session_id=SID)
+            for turn in range(6):
+                said = [{"role": "user", "content": f"step {turn} fact " * 300}]
+                ledger.append_messages(SID, [*said, {"role": "assistant", "content": "ok"}])
+            outcome = compact_now(ledger, SID)
+            assert outcome.action == "compressed"
+        _TEMPLATE.update({s: Path(f"{db}{s}").read_bytes() for s in ("", ".head", ".lock")})
+        _TEMPLATE["cmp"] = str(outcome.compaction_id).encode()
+    for side, data in _TEMPLATE.items():
+        if side != "cmp":
+            Path(f"{db}{side}").write_bytes(data)
+    return db, _TEMPLATE["cmp"].decode()
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def _reads(cmp: str) -> dict[str, list[str]]:
+    return {
+        "sessions": ["sessions"],
+        "show": ["show", SID],
+        "usage": ["usage", SID],
+        "chain": ["chain", SID],
+        "replay": ["replay", SID],
+        "replay-verify": ["replay", SID, "--verify"],
+        "audit": ["audit", SID],
+        "diff": ["diff", SID, SID],
+        "trace": ["trace", SID, "fact"],
+        "recall": ["recall", SID, "fact"],
+        "expand": ["expand", cmp],
+        "export": ["export", SID],
+        "verify": ["verify"],
+    }
+
+
+def test_every_reading_command_leaves_a_wal_ledgers_folder_byte_identical(
+    tmp_path: Path,
+) -> None:
+    db, cmp = _ledger(tmp_path)
+    run = CliRunner()
+    # recall writes its index tables into the ledger once (by design): build them first
+    first = run.invoke(cli, ["--db", str(db), "recall", SID, "fact"])
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.db", "l.db.head", "l.db.lock"]
+    for name, args in _reads(cmp).items():
+        before = _snapshot(tmp_path)
+        result = run.invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 0, (name, result.output[-1000:])
+        assert _snapshot(tmp_path) == before, name
+
+
+def test_recalls_index_connection_closes_with_the_ledger_on_every_path(tmp_path: Path) -> None:
+    db, _ = _ledger(tmp_path)
+    names = ["l.db", "l.db.head", "l.db.lock"]
+    ledger = Ledger.open(db)
+    assert recall(ledger, SID, "fact").hits
+    index = SearchIndex.for_ledger(ledger)
+    ledger.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    assert SearchIndex._cache.get(ledger.store) is None  # (a closed store's index is gone)
+    with pytest.raises(Exception, match="closed"):
+        index.db.conn.execute("SELECT 1")
+    # the context manager, and a with block that a failed recall leaves
+    with pytest.raises(InvalidInput), Ledger.open(db) as ledger:
+        assert recall(ledger, SID, "fact").hits
+        recall(ledger, SID, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    # the store closed alone (a service, a worker) closes the index too
+    ledger = Ledger.open(db)
+    recall(ledger, SID, "fact")
+    ledger.store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def test_a_read_only_open_leaves_no_side_file_and_a_writer_beside_it_keeps_working(
+    tmp_path: Path,
+) -> None:
+    db, _ = _ledger(tmp_path)
+    before = _snapshot(tmp_path)
+    with Ledger.open(db, read_only=True) as reader:
+        assert recall(reader, SID, "fact").hits
+    assert _snapshot(tmp_path) == before
+    # a writer already open: the reader joins its -wal/-shm (no immutable read) and
+    # sees what the writer appends after it opened; the writer appends meanwhile
+    with Ledger.open(db) as writer:
+        sid = writer.start_session(model="m", context_length=8192)
+        writer.append_messages(sid, [{"role": "user", "content": "before the reader"}])
+        with Ledger.open(db, read_only=True) as reader:
+            writer.append_messages(sid, [{"role": "user", "content": "after the reader"}])
+            reader.refresh()
+            said = [m["content"] for m in reader.api_messages(sid)]
+            assert said[-2:] == ["before the reader", "after the reader"]
+            reader.store.check_unchanged()
+        assert (tmp_path / "l.db-wal").exists()  # (the writer's, still open: not removed)
+        writer.append_messages(sid, [{"role": "user", "content": "after it closed"}])
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(("-wal", "-shm"))]

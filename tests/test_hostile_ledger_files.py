@@ -116,7 +116,15 @@ UNREADABLE: dict[str, Callable[[Path], None]] = {
     "null-payload-started": _null("payload", "seq = 1"),
     "null-payload-switched": _null("payload", "kind = 'SessionSwitched'"),
     "number-payload-started": _damaged_row("UPDATE events SET payload = 42 WHERE seq = 1"),
+    # a message row no stream owns: the fold skipped it, losing the message (session 35)
+    "null-stream": _null("stream_id"),
+    "stream-text": _damaged_row("UPDATE events SET stream_id = 'x' WHERE seq = 2"),
+    # (its stream row gone: what a deleted streams row leaves)
+    "stream-unknown": _damaged_row("UPDATE events SET stream_id = 99 WHERE seq = 2"),
 }
+#: of those, the rows only the head-column fold reads by their stream (a fold of payloads
+#: reads the session from the payload)
+_STREAMLESS = ("null-stream", "stream-text", "stream-unknown")
 #: a row that decodes but does not verify: verify and migrate name it
 UNVERIFIED: dict[str, Callable[[Path], None]] = {
     "hash": _damaged_row("UPDATE events SET hash = '1:' || substr(hash, 3) WHERE seq = 2"),
@@ -125,7 +133,6 @@ UNVERIFIED: dict[str, Callable[[Path], None]] = {
     "null-hash": _null("hash"),
     "null-version": _null("version"),
     "null-event-id": _null("event_id"),
-    "null-stream": _null("stream_id"),
 }
 
 #: every command that opens a ledger; DB is the hostile path, GOOD a sound ledger
@@ -256,7 +263,7 @@ def test_a_row_no_read_can_decode_is_one_error_line_and_nothing_written(
     assert seen["changed"] == [], (output[-500:], seen)
 
 
-@pytest.mark.parametrize("kind", [k for k in UNREADABLE if k != "null-schema"])
+@pytest.mark.parametrize("kind", [k for k in UNREADABLE if k not in ("null-schema", *_STREAMLESS)])
 def test_a_fold_of_payload_rows_names_the_row_no_read_can_decode(tmp_path: Path, kind: str) -> None:
     """``read_rows``, every store's fold (PostgreSQL's; SQLite reads its head columns)."""
     db = tmp_path / "l.db"
@@ -305,7 +312,7 @@ def test_a_command_that_appends_makes_an_empty_file_a_ledger(tmp_path: Path, com
 
 @pytest.mark.parametrize("read_only", [False, True])
 @pytest.mark.parametrize(
-    "kind", [*FILES, "null-schema", "null-payload-started", "null-payload-switched"]
+    "kind", [*FILES, "null-schema", "null-payload-started", "null-payload-switched", *_STREAMLESS]
 )
 def test_the_library_refuses_each_file_with_its_error_and_changes_nothing(
     tmp_path: Path, kind: str, read_only: bool
@@ -366,3 +373,24 @@ def test_a_null_payload_is_named_not_called_truncated(tmp_path: Path, kind: str)
     UNREADABLE[kind](tmp_path / "l.db")
     with pytest.raises(InvalidEvent, match=r"payload is empty \(NULL or no bytes\)"):
         Ledger.open(tmp_path / "l.db")
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("null-stream", "is NULL"),
+        ("stream-text", "'x' names no stream"),
+        ("stream-unknown", "99 names no stream"),
+    ],
+)
+def test_a_message_row_no_stream_owns_is_named_not_dropped(
+    tmp_path: Path, kind: str, said: str
+) -> None:
+    """The fold skipped it: ``show`` printed the session without that message."""
+    UNREADABLE[kind](tmp_path / "l.db")
+    line = f"the event at seq 2 cannot be decoded (the row's stream_id {said}); run verify() on the log"
+    with pytest.raises(InvalidEvent) as caught:
+        Ledger.open(tmp_path / "l.db", read_only=True)
+    assert str(caught.value) == line
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "show", SID])
+    assert (result.exit_code, result.output) == (2, f"error: {line}\n")  # (as a NULL payload)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Mapping
 
+from ctxledger.errors import InvalidEvent
 from ctxledger.events import SWITCH_INLINE_SCHEMA, Event, SessionSwitched
 from ctxledger.eventstore.contents import layout_problem
 from ctxledger.eventstore.rows import (
@@ -203,15 +204,17 @@ class _Run:
                             view.live_tokens += tokens_sum
                         stream, tokens_sum = stream_id, 0
                         touched.add(stream_id)
-                        # no name: a row edited to a stream that does not exist (verify
-                        # reports it); skipped like a session that never started
                         view = sessions.get(names.get(stream_id, ""))
                         if view is None:
-                            continue
+                            if stream_id not in names:  # (skipped, its message was lost)
+                                raise _streamless(seq, stream_id)
+                            continue  # (a session that never started, as a fold of events)
                         append, sid = view.live.append, view.session_id
                         if api:  # rebuilt on its next read, bodies in one batch
                             api.pop(sid, None)
                     elif view is None:
+                        if stream_id not in names:  # (None: also the run's sentinel)
+                            raise _streamless(seq, stream_id)
                         continue
                     messages[mid] = make(tokens=tokens, session_id=sid, seq=seq, bodies=bodies)
                     append(mid)
@@ -231,6 +234,17 @@ class _Run:
         if self.view is not None:
             self.view.live_tokens += self.tokens
         self.stream, self.view, self.tokens = None, None, 0
+
+
+def _streamless(seq: int, stream_id: object) -> InvalidEvent:
+    """What a read says of a message row whose stream column is NULL or names no stream
+    (a row edited in the sqlite3 shell, a ``streams`` row deleted): the fold cannot say
+    whose message it is, and skipping it lost the message silently."""
+    what = "is NULL" if stream_id is None else f"{stream_id!r} names no stream"
+    return InvalidEvent(
+        f"the event at seq {seq} cannot be decoded (the row's stream_id {what}); "
+        "run verify() on the log"
+    )
 
 
 def _whole(seq: int, schema: int, event: Event, bodies: Bodies) -> Event:

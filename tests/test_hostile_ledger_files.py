@@ -121,10 +121,12 @@ UNREADABLE: dict[str, Callable[[Path], None]] = {
     "stream-text": _damaged_row("UPDATE events SET stream_id = 'x' WHERE seq = 2"),
     # (its stream row gone: what a deleted streams row leaves)
     "stream-unknown": _damaged_row("UPDATE events SET stream_id = 99 WHERE seq = 2"),
+    # a version of no integer: a ValueError traceback in every read (session 35)
+    "version-text": _damaged_row("UPDATE events SET version = 'x' WHERE seq = 2"),
 }
-#: of those, the rows only the head-column fold reads by their stream (a fold of payloads
-#: reads the session from the payload)
-_STREAMLESS = ("null-stream", "stream-text", "stream-unknown")
+#: of those, the rows only the head-column fold reads by their stream or version (a fold of
+#: payloads reads the session from the payload; PostgreSQL's version is a bigint NOT NULL)
+_STREAMLESS = ("null-stream", "stream-text", "stream-unknown", "version-text")
 #: a row that decodes but does not verify: verify and migrate name it
 UNVERIFIED: dict[str, Callable[[Path], None]] = {
     "hash": _damaged_row("UPDATE events SET hash = '1:' || substr(hash, 3) WHERE seq = 2"),
@@ -394,3 +396,45 @@ def test_a_message_row_no_stream_owns_is_named_not_dropped(
     assert str(caught.value) == line
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "show", SID])
     assert (result.exit_code, result.output) == (2, f"error: {line}\n")  # (as a NULL payload)
+
+
+#: a streams row edited: every message row of it would have been skipped
+_STREAM_ROWS = {
+    "whose name is NULL": "UPDATE streams SET stream = NULL",
+    "'T' is not its event's session": "UPDATE streams SET stream = 'T'",
+}
+
+
+@pytest.mark.parametrize("command", ["show", "export", "recall", "pin"])
+@pytest.mark.parametrize("said", _STREAM_ROWS)
+def test_a_streams_row_edited_is_named_by_every_read_not_an_empty_session(
+    tmp_path: Path, said: str, command: str
+) -> None:
+    make = _damaged_row(
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE name = 'streams'",
+    )
+    code, output, seen = _run(tmp_path, lambda p: (make(p), _sql(p, _STREAM_ROWS[said])), command)
+    assert code == 2 and "error: the event at seq 2 cannot be decoded" in output, output
+    assert said in output
+    _one_error_line(output)
+    assert seen["changed"] == [], (output[-500:], seen)
+
+
+@pytest.mark.parametrize(
+    ("version", "said"), [("NULL", "seq 3 has version 3"), ("2.5", "seq 2 has version 2.5")]
+)
+def test_a_version_out_of_place_is_named_by_a_read_by_stream_not_skipped(
+    tmp_path: Path, version: str, said: str
+) -> None:
+    """A read by version left a NULL version's row out (a read of the log has it)."""
+    db = tmp_path / "l.db"
+    _null("version")(db)
+    _sql(db, f"UPDATE events SET version = {version} WHERE seq = 2")
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        assert [r.seq for r in store.read_all()] == [1, 2, 3]
+        with pytest.raises(InvalidEvent, match=rf"no event at version 2 \(the event at {said}\)"):
+            list(store.read_stream(SID))
+    result = CliRunner().invoke(cli, ["--db", str(db), "audit", SID])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    _one_error_line(result.output)

@@ -78,7 +78,7 @@ from ctxledger.eventstore.rows import (
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
 from ctxledger.eventstore.sqlite_errors import translated
-from ctxledger.eventstore.sqlite_heads import HeadColumns
+from ctxledger.eventstore.sqlite_heads import HeadColumns, in_versions
 
 if sys.platform != "win32":
     import fcntl
@@ -488,7 +488,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 rows = self._conn.execute(
                     q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
                 ).fetchall()
-            yield from self._decode(rows)
+            yield from self._decode(in_versions(rows, next_version, stream))
             if len(rows) < _READ_BATCH:
                 return
             next_version = rows[-1][1] + 1

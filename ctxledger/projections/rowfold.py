@@ -205,16 +205,15 @@ class _Run:
                         stream, tokens_sum = stream_id, 0
                         touched.add(stream_id)
                         view = sessions.get(names.get(stream_id, ""))
-                        if view is None:
-                            if stream_id not in names:  # (skipped, its message was lost)
-                                raise _streamless(seq, stream_id)
-                            continue  # (a session that never started, as a fold of events)
+                        if view is None:  # a session that never started: skipped, as
+                            _check_unstarted(seq, stream_id, names, bodies)  # events are
+                            continue
                         append, sid = view.live.append, view.session_id
                         if api:  # rebuilt on its next read, bodies in one batch
                             api.pop(sid, None)
                     elif view is None:
                         if stream_id not in names:  # (None: also the run's sentinel)
-                            raise _streamless(seq, stream_id)
+                            _check_unstarted(seq, stream_id, names, bodies)
                         continue
                     messages[mid] = make(tokens=tokens, session_id=sid, seq=seq, bodies=bodies)
                     append(mid)
@@ -236,14 +235,27 @@ class _Run:
         self.stream, self.view, self.tokens = None, None, 0
 
 
-def _streamless(seq: int, stream_id: object) -> InvalidEvent:
-    """What a read says of a message row whose stream column is NULL or names no stream
-    (a row edited in the sqlite3 shell, a ``streams`` row deleted): the fold cannot say
-    whose message it is, and skipping it lost the message silently."""
-    what = "is NULL" if stream_id is None else f"{stream_id!r} names no stream"
-    return InvalidEvent(
-        f"the event at seq {seq} cannot be decoded (the row's stream_id {what}); "
-        "run verify() on the log"
+def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodies: Bodies) -> None:
+    """A message row whose stream names no session that started: skipped (as a fold of
+    events skips a message to a session that never started) only when its event says
+    the same; else InvalidEvent naming the row (a stream column NULL, of the wrong type
+    or naming no stream, a ``streams`` row deleted or renamed: skipping it lost the
+    message without a word). Runs once per run of such rows, not per message."""
+    name: object = names.get(stream_id, None) if isinstance(stream_id, int) else None
+    if stream_id is None:
+        problem = "the row's stream_id is NULL"
+    elif stream_id not in names:
+        problem = f"the row's stream_id {stream_id!r} names no stream"
+    elif not isinstance(name, str):
+        shown = "NULL" if name is None else repr(name)
+        problem = f"the row's stream_id {stream_id!r} names a stream whose name is {shown}"
+    else:
+        session = bodies.event_at(seq).session_id
+        if session == name:
+            return
+        problem = f"the row's stream {name!r} is not its event's session {session!r}"
+    raise InvalidEvent(
+        f"the event at seq {seq} cannot be decoded ({problem}); run verify() on the log"
     )
 
 

@@ -484,3 +484,23 @@ class EventStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+Versioned = TypeVar("Versioned", bound=tuple[object, ...])
+
+
+def in_versions(rows: list[Versioned], first: int, stream: str) -> list[Versioned]:
+    """`rows` (seq, version, ...) of `stream`, read by version from `first` on: refused
+    (InvalidEvent) unless their versions are ``first, first + 1, ...``. A row whose
+    version was edited (NULL, text, a number out of place) was left out of a read by
+    version, or read out of order, without a word (verify names the row)."""
+    for expected, row in enumerate(rows, max(first, 1)):
+        seq, version = row[0], row[1]
+        if type(version) is not int or version != expected:
+            shown = "NULL" if version is None else repr(version)
+            raise InvalidEvent(
+                f"the stream {stream!r} cannot be read: it has no event at version "
+                f"{expected} (the event at seq {seq} has version {shown}); run verify() "
+                "on the log"
+            )
+    return rows

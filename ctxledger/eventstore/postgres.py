@@ -60,6 +60,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    in_versions,
     paged,
     prepare_append,
 )
@@ -430,7 +431,8 @@ class PostgresEventStore(EventStore):
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
             rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
-            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob, self.sealed)
+            kept = in_versions([r for r in rows if r[1] <= upto], next_version, stream)
+            yield from decode_rows(kept, self.get_blob, self.sealed)
             if len(rows) < limit:
                 return
             next_version = rows[-1][1] + 1

@@ -47,6 +47,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    in_versions,
     paged,
     prepare_append,
 )
@@ -78,7 +79,7 @@ from ctxledger.eventstore.rows import (
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
 from ctxledger.eventstore.sqlite_errors import translated
-from ctxledger.eventstore.sqlite_heads import HeadColumns, in_versions
+from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
     import fcntl

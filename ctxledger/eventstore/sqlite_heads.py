@@ -16,7 +16,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TypeVar
 
 from ctxledger.errors import InvalidEvent
 from ctxledger.events import MessageAppended, Recorded
@@ -25,7 +24,7 @@ from ctxledger.eventstore.base import MAX_SEQ
 from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, HeadRow, decode_bodies, head_columns
 from ctxledger.messages import JSON
 
-__all__ = ["HeadColumns", "in_versions"]
+__all__ = ["HeadColumns"]
 
 #: rows per page of ``read_heads`` / ``read_rows`` (a rebuild reads the whole log)
 ROWS_BATCH = 10_000
@@ -179,23 +178,3 @@ def _version(version: object, seq: int) -> int:
             "an integer); run verify() on the log"
         )
     return version
-
-
-Row = TypeVar("Row", bound=tuple[object, ...])
-
-
-def in_versions(rows: list[Row], first: int, stream: str) -> list[Row]:
-    """`rows` (seq, version, ...) of `stream`, read by version from `first` on: refused
-    (InvalidEvent) unless their versions are ``first, first + 1, ...``. A row whose
-    version was edited (NULL, text, a number out of place) was left out of a read by
-    version, or read out of order, without a word (verify names the row)."""
-    for expected, row in enumerate(rows, max(first, 1)):
-        seq, version = row[0], row[1]
-        if type(version) is not int or version != expected:
-            shown = "NULL" if version is None else repr(version)
-            raise InvalidEvent(
-                f"the stream {stream!r} cannot be read: it has no event at version "
-                f"{expected} (the event at seq {seq} has version {shown}); run verify() "
-                "on the log"
-            )
-    return rows

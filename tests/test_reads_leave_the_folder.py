@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +23,7 @@ from helpers.ledger_helpers import compact_now, deterministic_ledger
 from ctxledger import Ledger
 from ctxledger.analysis.recall import SearchIndex, recall
 from ctxledger.cli.main import cli
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidInput, StoreError
 
 SID = "ses_folder"
 _TEMPLATE: dict[str, bytes] = {}
@@ -129,3 +131,46 @@ def test_a_read_only_open_leaves_no_side_file_and_a_writer_beside_it_keeps_worki
         assert (tmp_path / "l.db-wal").exists()  # (the writer's, still open: not removed)
         writer.append_messages(sid, [{"role": "user", "content": "after it closed"}])
     assert not [n for n in os.listdir(tmp_path) if n.endswith(("-wal", "-shm"))]
+
+
+def test_closing_the_store_under_a_running_recall_gives_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service closing the store while a request's recall is inside the index: the
+    close waits for the index's lock (never closing its connection under a statement:
+    that crashed the process) and the recall gets StoreError, not sqlite3's error.
+    Ordered by events: the recall stops inside its fold until the close has begun."""
+    db, _ = _ledger(tmp_path)
+    inside, closing = threading.Event(), threading.Event()
+    fold, close = SearchIndex._fold, SearchIndex.close
+
+    def held_fold(index: SearchIndex, last: int) -> Any:
+        inside.set()
+        assert closing.wait(60)
+        return fold(index, last)
+
+    def marked_close(index: SearchIndex) -> None:
+        closing.set()
+        close(index)
+
+    monkeypatch.setattr(SearchIndex, "_fold", held_fold)
+    monkeypatch.setattr(SearchIndex, "close", marked_close)
+    ledger = Ledger.open(db)
+    raised: list[BaseException] = []
+
+    def search() -> None:
+        try:
+            recall(ledger, SID, "fact")
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    assert inside.wait(60)
+    ledger.close()
+    thread.join()
+    assert [type(e) for e in raised] == [StoreError], raised
+    assert "closed" in str(raised[0])
+    assert not (tmp_path / "l.db-wal").exists()
+    with pytest.raises(StoreError, match="closed"):
+        SearchIndex(ledger.store)  # (a closed store takes no new index connection)

@@ -37,6 +37,7 @@ from ctxledger.errors import (
     DuplicateEventError,
     InvalidEvent,
     InvalidInput,
+    StoreError,
 )
 from ctxledger.events import (
     EVENT_TYPES,
@@ -403,13 +404,18 @@ class EventStore(abc.ABC):
     def on_close(self, close: Callable[[], None]) -> None:
         """Have :meth:`close` run `close` first: a derived index's own connection to this
         log's file (recall's), which must not outlive the store (it kept the SQLite
-        ledger's ``-wal``/``-shm`` beside it after the store closed)."""
-        self.__dict__.setdefault("_on_close", []).append(close)
+        ledger's ``-wal``/``-shm`` beside it after the store closed). StoreError once the
+        store closed (the caller closes what it opened)."""
+        closers = self.__dict__.setdefault("_on_close", [])
+        if closers is None:
+            raise StoreError("the event store is closed; open it again")
+        closers.append(close)
 
     def _close_derived(self) -> None:
         """Run (once) what :meth:`on_close` was given; an error of one is dropped (the
         index is a projection, and the store itself must still close)."""
-        for close in self.__dict__.pop("_on_close", []):
+        closers, self.__dict__["_on_close"] = self.__dict__.get("_on_close") or [], None
+        for close in closers:
             with contextlib.suppress(Exception):
                 close()
 

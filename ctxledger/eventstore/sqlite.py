@@ -51,7 +51,7 @@ from ctxledger.eventstore.base import (
     paged,
     prepare_append,
 )
-from ctxledger.eventstore.files import create_ledger_file, open_side_lock
+from ctxledger.eventstore.files import close_side_lock, create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import (
     MIGRATIONS,
@@ -158,7 +158,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 MIGRATIONS.apply(self._conn)
             except BaseException:
                 self._conn.close()
-                self._close_side_lock()
+                close_side_lock(self._side_lock)
                 raise
 
     def _open_read_only(self, in_memory: bool) -> None:
@@ -217,6 +217,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
     def _errors(self, action: str) -> Iterator[None]:
         """Turn sqlite3 exceptions into the ctxledger error a user can act on."""
         try:
+            if self._closed:  # (closing: its connection may still be open, see close)
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             yield
         except sqlite3.Error as exc:
             raise self._translate(exc, action) from exc
@@ -558,10 +560,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             self._unchanged.check()
 
     def _check_blobs(self) -> BlobChecks:
-        """ref -> None when the bytes hash to the ref, else what is wrong (read-only).
-
-        One blob in memory at a time: contents can be tens of megabytes each.
-        """
+        """ref -> None when the bytes hash to the ref, else what is wrong (read-only; one
+        blob in memory at a time: contents can be tens of megabytes each)."""
         with self._lock, self._errors("verify the blobs"):
             listing = self._conn.execute(q.LIST_BLOBS).fetchall()
         checked = BlobChecks()
@@ -586,14 +586,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""
         with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._close_derived()  # (first: the store's connection closes last)
-                self._conn.close()
-                self._close_side_lock()
-
-    def _close_side_lock(self) -> None:
-        if self._side_lock is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._side_lock)
-            self._side_lock = None
+            if self._closed:
+                return
+            self._closed = True  # (from here every call says so: see _errors)
+        self._close_derived()  # unlocked: a recall holds its index's lock, reading this store
+        with self._lock:
+            self._conn.close()  # (last: SQLite removes the -wal/-shm at the last close)
+            close_side_lock(self._side_lock)

@@ -23,7 +23,8 @@ from helpers.ledger_helpers import compact_now, deterministic_ledger
 from ctxledger import Ledger
 from ctxledger.analysis.recall import SearchIndex, recall
 from ctxledger.cli.main import cli
-from ctxledger.errors import InvalidInput, StoreError
+from ctxledger.errors import InvalidInput, LedgerChanged, StoreError
+from ctxledger.eventstore import readonly
 
 SID = "ses_folder"
 _TEMPLATE: dict[str, bytes] = {}
@@ -174,3 +175,90 @@ def test_closing_the_store_under_a_running_recall_gives_store_error(
     assert not (tmp_path / "l.db-wal").exists()
     with pytest.raises(StoreError, match="closed"):
         SearchIndex(ledger.store)  # (a closed store takes no new index connection)
+
+
+def _own_0444(monkeypatch: pytest.MonkeyPatch, db: Path) -> dict[str, bool]:
+    """This process may not write `db` but may write its folder (its own 0444 file; as
+    root os.access says yes to everything); set ``["file"]`` to let a writer open it."""
+    real, writable = os.path.realpath(db), {"file": False}
+    monkeypatch.setattr(
+        readonly, "_writable", lambda path, mode=os.W_OK: path != real or writable["file"]
+    )
+    return writable
+
+
+def _append(db: Path, writable: dict[str, bool], text: str) -> Ledger:
+    """A writer that appends `text` and stays open (its -wal and -shm beside the ledger)."""
+    writable["file"] = True
+    writer = Ledger.open(str(db))
+    writable["file"] = False
+    writer.append_messages(writer.tip(SID), [{"role": "user", "content": text}])
+    return writer
+
+
+def _texts(ledger: Ledger) -> list[str]:
+    return [str(m["content"]) for m in ledger.api_messages(ledger.tip(SID))]
+
+
+def test_own_0444_read_says_changed_when_a_writer_appears_after_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The own-0444 file read ``immutable`` (no side files, nobody writing): a writer
+    that appears afterwards (root, a group writer) is "run the command again"."""
+    db, _ = _ledger(tmp_path)
+    writable = _own_0444(monkeypatch, db)
+    with Ledger.open(str(db), read_only=True) as reader:
+        assert reader.store._unchanged is not None  # (immutable)
+        reader.store.check_unchanged()
+        writer = _append(db, writable, "late")
+        try:
+            with pytest.raises(LedgerChanged, match="run the command again"):
+                reader.store.check_unchanged()
+        finally:
+            writer.close()
+
+
+def test_own_0444_read_follows_a_writer_that_came_while_it_chose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that commits between the look for side files and the connection: the
+    open looks again and reads through its -shm (``mode=ro``), seeing what it wrote (the
+    stamp was taken after the look and kept the writer's files as the baseline)."""
+    db, _ = _ledger(tmp_path)
+    writable = _own_0444(monkeypatch, db)
+    choose, writers = readonly.read_only_target, []
+
+    def writer_comes(path: str) -> str | None:
+        target = choose(path)
+        if not writers:
+            writers.append(_append(db, writable, "late"))
+        return target
+
+    monkeypatch.setattr(readonly, "read_only_target", writer_comes)
+    try:
+        with Ledger.open(str(db), read_only=True) as reader:
+            assert reader.store._unchanged is None  # (mode=ro, a writer's -shm there)
+            assert _texts(reader)[-1] == "late"
+            reader.store.check_unchanged()
+    finally:
+        writers[0].close()
+
+
+def test_own_0444_with_a_live_writers_shm_reads_through_mode_ro(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer has the own-0444 file open (its -wal and -shm there): ``mode=ro`` reads its
+    unmerged events and follows what it appends after the open."""
+    db, _ = _ledger(tmp_path)
+    writable = _own_0444(monkeypatch, db)
+    writer = _append(db, writable, "unmerged")
+    try:
+        assert "mode=ro" in str(readonly.read_only_target(str(db)))
+        with Ledger.open(str(db), read_only=True) as reader:
+            assert reader.store._unchanged is None
+            assert _texts(reader)[-1] == "unmerged"
+            writer.append_messages(writer.tip(SID), [{"role": "user", "content": "after"}])
+            reader.refresh()
+            assert _texts(reader)[-1] == "after"
+    finally:
+        writer.close()

@@ -289,18 +289,30 @@ def refuse_old_schema(path: str, pending: list[str]) -> None:
 def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
     """A connection reading `path` (see the module docstring); ``":memory:"`` for an
     empty file, whose caller creates the empty schema in that memory. With it, what an
-    ``immutable=1`` open saw of the file (None for the others)."""
-    target = read_only_target(path)
-    if target is None:
-        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), None
+    ``immutable=1`` open saw of the file (None for the others).
+
+    What the file was is stamped *before* the choice: a writer that appears after the
+    look for side files (which chose ``immutable``) is a change, never the baseline. A
+    change before the connection was made is looked at again (a writer now there: its
+    ``-shm`` makes it ``mode=ro``, which reads what the writer committed)."""
     real = os.path.realpath(path)
-    unchanged = Unchanged(path, real) if "immutable" in target else None
-    tidy = "mode=ro" in target and _wal_with_no_side_files(real)
-    conn = sqlite3.connect(
-        target, uri=True, isolation_level=None, check_same_thread=False, factory=_Tidying
-    )
-    conn.tidy_path = path if tidy else ""
-    return conn, unchanged
+    for _ in range(2):
+        unchanged = Unchanged(path, real)
+        target = read_only_target(path)
+        if target is None:
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            return conn, None
+        tidy = "mode=ro" in target and _wal_with_no_side_files(real)
+        conn = sqlite3.connect(
+            target, uri=True, isolation_level=None, check_same_thread=False, factory=_Tidying
+        )
+        conn.tidy_path = path if tidy else ""
+        if "immutable" not in target:
+            return conn, None
+        if not unchanged.changed():
+            return conn, unchanged
+        conn.close()
+    raise unchanged.error()
 
 
 def side_file_remedy(path: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -438,3 +439,32 @@ def test_a_version_out_of_place_is_named_by_a_read_by_stream_not_skipped(
     result = CliRunner().invoke(cli, ["--db", str(db), "audit", SID])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     _one_error_line(result.output)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("99 WHERE seq = 2", "seq 2 .* version 99 is out of place: .* version 3 at seq 3"),
+        ("NULL WHERE seq = 2", "seq 3 .* version 3 is out of place: .* version 1 at seq 1"),
+        ("2.5 WHERE seq = 2", "seq 3 .* version 3 is out of place: .* version 2.5 at seq 2"),
+    ],
+)
+def test_an_append_is_not_built_on_a_version_moved_out_of_place(
+    tmp_path: Path, edit: str, said: str
+) -> None:
+    """A version moved (99 above the stream's top, NULL, 2.5): the next append wrote
+    version 100 on top of the edit, or 3 again after a NULL, without a word. Now the
+    fold names the row, through the library and the CLI; nothing written. (A stream's
+    last version lowered is not seen: see the note.)"""
+    db = tmp_path / "l.db"
+    _null("version", where="seq = 0")(db)  # (the NOT NULL dropped, no row changed)
+    _sql(db, f"UPDATE events SET version = {edit}")
+    before = db.read_bytes()
+    refused = rf"^the event at {said}\); run verify\(\) on the log$"
+    with pytest.raises(InvalidEvent, match=refused), Ledger.open(str(db)) as ledger:
+        ledger.append_messages(SID, [{"role": "user", "content": "after the edit"}])
+    result = CliRunner().invoke(cli, ["--db", str(db), "pin", SID, "1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    _one_error_line(result.output)
+    assert re.search(f"^error: the event at {said}", result.output, re.M), result.output
+    assert db.read_bytes() == before

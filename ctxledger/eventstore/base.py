@@ -65,6 +65,7 @@ from ctxledger.eventstore.rows import (
     VerifyReport,
     head_columns,
     message_head,
+    shown,
 )
 from ctxledger.eventstore.seals import append_sealed
 from ctxledger.limits import not_unicode
@@ -506,10 +507,9 @@ def in_versions(rows: list[Versioned], first: int, stream: str) -> list[Versione
     for expected, row in enumerate(rows, start):
         seq, version = row[0], row[1]
         if type(version) is not int or version != expected:
-            shown = "NULL" if version is None else repr(version)
             raise InvalidEvent(
                 f"the stream {stream!r} cannot be read: it has no event at version "
-                f"{expected} (the event at seq {seq} has version {shown}); run verify() "
-                "on the log"
+                f"{expected} (the event at seq {seq} has version {shown(version)}); run "
+                "verify() on the log"
             )
     return rows

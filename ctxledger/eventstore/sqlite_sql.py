@@ -97,7 +97,7 @@ WRITTEN_ROWS = (
 # is in the index), so as of the log's end it is one seek; the seq names a row whose
 # version is no integer (text sorts above every number)
 VERSION_AT = (
-    "SELECT version, seq FROM events WHERE stream_id = ? AND seq <= ? ORDER BY version DESC LIMIT 1"
+    "SELECT version, seq FROM events WHERE stream_id = ? AND seq <= ? ORDER BY version DESC LIMIT 2"
 )
 READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Mapping
 
-from ctxledger.errors import InvalidEvent
 from ctxledger.events import SWITCH_INLINE_SCHEMA, Event, SessionSwitched
 from ctxledger.eventstore.contents import layout_problem
 from ctxledger.eventstore.rows import (
@@ -32,6 +31,8 @@ from ctxledger.eventstore.rows import (
     HeadRow,
     MessageHead,
     decode_head,
+    shown,
+    undecodable,
 )
 from ctxledger.messages import JSON
 from ctxledger.projections.bodies import Bodies
@@ -247,16 +248,13 @@ def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodi
     elif stream_id not in names:
         problem = f"the row's stream_id {stream_id!r} names no stream"
     elif not isinstance(name, str):
-        shown = "NULL" if name is None else repr(name)
-        problem = f"the row's stream_id {stream_id!r} names a stream whose name is {shown}"
+        problem = f"the row's stream_id {stream_id!r} names a stream whose name is {shown(name)}"
     else:
         session = bodies.event_at(seq).session_id
         if session == name:
             return
         problem = f"the row's stream {name!r} is not its event's session {session!r}"
-    raise InvalidEvent(
-        f"the event at seq {seq} cannot be decoded ({problem}); run verify() on the log"
-    )
+    raise undecodable(seq, problem)
 
 
 def _whole(seq: int, schema: int, event: Event, bodies: Bodies) -> Event:

@@ -134,14 +134,11 @@ def test_a_read_only_open_leaves_no_side_file_and_a_writer_beside_it_keeps_worki
     assert not [n for n in os.listdir(tmp_path) if n.endswith(("-wal", "-shm"))]
 
 
-def test_closing_the_store_under_a_running_recall_gives_store_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A service closing the store while a request's recall is inside the index: the
-    close waits for the index's lock (never closing its connection under a statement:
-    that crashed the process) and the recall gets StoreError, not sqlite3's error.
-    Ordered by events: the recall stops inside its fold until the close has begun."""
-    db, _ = _ledger(tmp_path)
+def recall_under_a_close(
+    ledger: Ledger, session: str, monkeypatch: pytest.MonkeyPatch
+) -> list[BaseException]:
+    """Close `ledger` while a recall of `session` in another thread is inside the index
+    (stopped in its fold until the close has begun: ordered by events); what it raised."""
     inside, closing = threading.Event(), threading.Event()
     fold, close = SearchIndex._fold, SearchIndex.close
 
@@ -156,12 +153,11 @@ def test_closing_the_store_under_a_running_recall_gives_store_error(
 
     monkeypatch.setattr(SearchIndex, "_fold", held_fold)
     monkeypatch.setattr(SearchIndex, "close", marked_close)
-    ledger = Ledger.open(db)
     raised: list[BaseException] = []
 
     def search() -> None:
         try:
-            recall(ledger, SID, "fact")
+            recall(ledger, session, "fact")
         except BaseException as exc:
             raised.append(exc)
 
@@ -170,6 +166,18 @@ def test_closing_the_store_under_a_running_recall_gives_store_error(
     assert inside.wait(60)
     ledger.close()
     thread.join()
+    return raised
+
+
+def test_closing_the_store_under_a_running_recall_gives_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service closing the store while a request's recall is inside the index: the
+    close waits for the index's lock (never closing its connection under a statement:
+    that crashed the process) and the recall gets StoreError, not sqlite3's error."""
+    db, _ = _ledger(tmp_path)
+    ledger = Ledger.open(db)
+    raised = recall_under_a_close(ledger, SID, monkeypatch)
     assert [type(e) for e in raised] == [StoreError], raised
     assert "closed" in str(raised[0])
     assert not (tmp_path / "l.db-wal").exists()

@@ -9,9 +9,10 @@ file, switches to WAL and applies migrations, and SQLite in WAL mode makes the
   whose locks keep a writer from tearing the read, and which sees what a writer appends
   meanwhile. It joins the ``-wal``/``-shm`` there or makes them; those it made (none
   were there) it removes at its close as SQLite does, when nobody else has them open
-  (:func:`tidy_side_files`). A file it may not write (its own ``0444``) in WAL mode with
-  no ``-wal``/``-shm`` (nothing unmerged, nobody has it open): ``immutable=1`` as below,
-  since ``mode=ro`` would make the ``-wal``/``-shm`` there and could not remove them;
+  (:func:`tidy_side_files`). A file it may not write (its own ``0444``) is read so too:
+  the empty ``-wal`` and the ``-shm`` it made are left (this user's, whose ledger it
+  is), since ``immutable`` there gave a false "changed" whenever a writer that may
+  write it (root, a group) opened it during a read (session 35, review 2);
 - a ``-wal`` and a ``-shm`` this user can read (a writer has the ledger open, or left
   them): ``mode=ro`` too, which makes nothing then (both exist) and reads the ``-wal``'s
   events; SQLite 3.22+ reads a ``-shm`` it may not write without writing it;
@@ -249,8 +250,6 @@ def read_only_target(path: str) -> str | None:
         return None
     uri = "file:" + urllib.parse.quote(os.fsencode(real))
     if _locking_read_makes_nothing_foreign(real):
-        if _wal_with_no_side_files(real) and not _writable(real):
-            return uri + "?immutable=1"  # (mode=ro makes a -wal/-shm it may not remove)
         return uri + "?mode=ro"
     for side, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
         if _size(real + side) > 0:

@@ -10,6 +10,7 @@ keeps working (the reader takes its locks and sees what it appends).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -269,3 +270,57 @@ def test_own_0444_with_a_live_writers_shm_reads_through_mode_ro(
             assert _texts(reader)[-1] == "after"
     finally:
         writer.close()
+
+
+def test_a_close_racing_an_index_registration_still_closes_the_index(tmp_path: Path) -> None:
+    """Another thread closes the store while the index registers its closer (between
+    the look at the list of closers and the append): the close waits for it and runs it,
+    so the index's connection does not outlive the store (its -wal/-shm stayed)."""
+    db, _ = _ledger(tmp_path)
+    store = Ledger.open(db).store
+    closing = threading.Event()
+
+    def close() -> None:
+        closing.set()
+        store.close()
+
+    closer = threading.Thread(target=close)
+
+    class Racing(list[object]):
+        def append(self, item: object) -> None:
+            closer.start()
+            assert closing.wait(60)
+            closer.join(0.3)  # (returns at once without the lock: the list was run)
+            super().append(item)
+
+    store.__dict__["_on_close"] = Racing()
+    with contextlib.suppress(StoreError):  # (the index may find the store closed)
+        SearchIndex(store)
+    closer.join()
+    assert not (tmp_path / "l.db-wal").exists()
+    assert not (tmp_path / "l.db-shm").exists()
+
+
+def test_a_second_close_waits_for_the_first(tmp_path: Path) -> None:
+    """A close while another is still running its closers returns only once the first has
+    closed everything (it returned at once, the ledger's connection still open)."""
+    db, _ = _ledger(tmp_path)
+    store = Ledger.open(db).store
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_closer() -> None:
+        entered.set()
+        release.wait(60)
+
+    store.on_close(slow_closer)
+    first, second = threading.Thread(target=store.close), threading.Thread(target=store.close)
+    first.start()
+    assert entered.wait(60)
+    second.start()
+    second.join(0.3)
+    waited = second.is_alive()
+    release.set()
+    first.join()
+    second.join()
+    assert waited
+    assert not (tmp_path / "l.db-wal").exists()

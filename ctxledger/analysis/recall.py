@@ -152,18 +152,20 @@ class SearchIndex:
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.Lock()
         self._closed = False
-        try:
-            store.on_close(self.close)  # (its connection must not outlive the store's)
-        except StoreError:
-            conn.close()
-            raise
         self._roots: dict[str, str] = {}
         self._live: dict[str, tuple[int, set[str]]] = {}
-        self._create()
-        self._roots = {
-            str(s): str(r)
-            for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")
-        }
+        try:
+            self._create()
+            self._roots = {
+                str(s): str(r)
+                for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")
+            }
+            # (its connection must not outlive the store's; registered once made, so a
+            # close meanwhile never closes it under _create: StoreError here instead)
+            store.on_close(self.close)
+        except BaseException:
+            conn.close()
+            raise
 
     @classmethod
     def for_ledger(cls, ledger: Ledger) -> SearchIndex:

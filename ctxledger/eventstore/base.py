@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Literal, NamedTuple, Self, TypeVar
@@ -94,6 +95,9 @@ class AppendRequest(msgspec.Struct, frozen=True):
 # --- preparing appends (shared by backends) ---------------------------------------------
 
 _encode = encode_event
+
+#: guards every store's list of closers (held for a list operation, never while one runs)
+_CLOSERS = threading.Lock()
 #: event class -> (kind, schema): one lookup validates the type and gives both columns
 _KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
 
@@ -407,15 +411,17 @@ class EventStore(abc.ABC):
         log's file (recall's), which must not outlive the store (it kept the SQLite
         ledger's ``-wal``/``-shm`` beside it after the store closed). StoreError once the
         store closed (the caller closes what it opened)."""
-        closers = self.__dict__.setdefault("_on_close", [])
-        if closers is None:
-            raise StoreError("the event store is closed; open it again")
-        closers.append(close)
+        with _CLOSERS:  # (one with the swap in _close_derived: none lands on a list run)
+            closers = self.__dict__.setdefault("_on_close", [])
+            if closers is None:
+                raise StoreError("the event store is closed; open it again")
+            closers.append(close)
 
     def _close_derived(self) -> None:
         """Run (once) what :meth:`on_close` was given; an error of one is dropped (the
         index is a projection, and the store itself must still close)."""
-        closers, self.__dict__["_on_close"] = self.__dict__.get("_on_close") or [], None
+        with _CLOSERS:
+            closers, self.__dict__["_on_close"] = self.__dict__.get("_on_close") or [], None
         for close in closers:
             with contextlib.suppress(Exception):
                 close()

@@ -131,7 +131,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self.busy_timeout_ms = busy_timeout_ms
         self._blob_threshold = blob_threshold
         self._lock = threading.RLock()
-        self._closed = False
+        self._closed, self._closing = False, threading.Lock()  # (a 2nd close waits: close)
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
@@ -585,11 +585,12 @@ class SQLiteEventStore(EventStore, HeadColumns):
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True  # (from here every call says so: see _errors)
-        self._close_derived()  # unlocked: a recall holds its index's lock, reading this store
-        with self._lock:
-            self._conn.close()  # (last: SQLite removes the -wal/-shm at the last close)
-            close_side_lock(self._side_lock)
+        with self._closing:  # (a second close returns once the first has closed all)
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True  # (from here every call says so: see _errors)
+            self._close_derived()  # unlocked: a recall in its index's lock reads the store
+            with self._lock:
+                self._conn.close()  # (last: SQLite removes the -wal/-shm at the last close)
+                close_side_lock(self._side_lock)

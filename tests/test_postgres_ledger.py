@@ -21,11 +21,12 @@ from click.testing import CliRunner
 from helpers.http_writers import run_writers, written
 from helpers.pg_server import PgServer
 from helpers.uvicorn_thread import free_port
+from test_reads_leave_the_folder import recall_under_a_close
 
 from ctxledger import ContextService, Ledger
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.errors import IntegrityError, InvalidInput
+from ctxledger.errors import IntegrityError, InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, chain_tip, open_store
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.transfer import copy_ledger
@@ -341,3 +342,15 @@ def test_recall_on_a_branch_leaves_out_what_it_dropped_on_postgres(url: str) -> 
         assert len(recall(ledger, branch, "crate8").hits) == 2
     finally:
         ledger.close()
+
+
+def test_closing_a_postgres_store_under_a_running_recall_gives_store_error(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on SQLite (test_reads_leave_the_folder): the recall's index closes once the
+    recall inside it let go, and the recall says StoreError."""
+    ledger = Ledger.open(url)
+    sid = ledger.start_session(model="m", context_length=8192)
+    ledger.append_messages(sid, [{"role": "user", "content": "a fact"}])
+    raised = recall_under_a_close(ledger, sid, monkeypatch)
+    assert [type(e) for e in raised] == [StoreError], raised

@@ -32,14 +32,15 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def changes(monkeypatch: pytest.MonkeyPatch, path: Path, after: int = 0) -> None:
-    """`path` reads as changed from its (after+1)-th check on."""
+    """`path` reads as changed from its (after+1)-th check on after the open (whose own
+    look, connect_read_only's, is not counted: a change there is looked at again)."""
     seen: list[int] = []
 
     def changed(self: readonly.Unchanged) -> bool:
         if self.path != str(path):
             return False
         seen.append(1)
-        return len(seen) > after
+        return len(seen) > after + 1
 
     monkeypatch.setattr(readonly.Unchanged, "changed", changed)
 

@@ -39,7 +39,11 @@ def test_a_read_only_open_connects_once(tmp_path: Path, monkeypatch: pytest.Monk
     with Ledger.open(str(db), read_only=True) as ledger:
         assert sid in ledger.transcript.state.sessions
         assert ledger.verify().ok
-    assert len(opened) == 1, opened
+        assert len(opened) == 1, opened
+    # its close removes the -wal/-shm it made as SQLite does: one writable connection,
+    # closed last, that reads nothing of the log (session 35)
+    assert len(opened) == 2 and opened[1].endswith("?mode=rw"), opened
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm"))]
 
 
 def test_a_read_only_open_still_refuses_another_programs_database(tmp_path: Path) -> None:

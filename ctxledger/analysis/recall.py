@@ -151,13 +151,21 @@ class SearchIndex:
         conn.execute("PRAGMA busy_timeout = 5000")
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.Lock()
+        self._closed = False
         self._roots: dict[str, str] = {}
         self._live: dict[str, tuple[int, set[str]]] = {}
-        self._create()
-        self._roots = {
-            str(s): str(r)
-            for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")
-        }
+        try:
+            self._create()
+            self._roots = {
+                str(s): str(r)
+                for s, r in conn.execute("SELECT session_id, root_id FROM search_sessions")
+            }
+            # (its connection must not outlive the store's; registered once made, so a
+            # close meanwhile never closes it under _create: StoreError here instead)
+            store.on_close(self.close)
+        except BaseException:
+            conn.close()
+            raise
 
     @classmethod
     def for_ledger(cls, ledger: Ledger) -> SearchIndex:
@@ -176,15 +184,25 @@ class SearchIndex:
         return store
 
     def close(self) -> None:
+        """Close the index's connection, once no call is inside it (its store's close runs
+        this unlocked: a call inside that reads the store gets StoreError and lets go)."""
         store = self._store_ref()
         if store is not None and self._cache.get(store) is self:
             del self._cache[store]
-        self.db.conn.close()
+        with self._lock:
+            self._closed = True
+            self.db.conn.close()
+
+    def _open(self) -> sqlite3.Connection:
+        """The connection, under :attr:`_lock`; StoreError once closed (with its store)."""
+        if self._closed:
+            raise StoreError("the ledger of this search index was closed; open it again")
+        return self.db.conn
 
     # --- schema ---------------------------------------------------------------------
 
     def _write(self) -> _Transaction:
-        return _Transaction(self.db.conn, self._lock)
+        return _Transaction(self)
 
     def _create(self) -> None:
         """Create the index tables once (or again, when an older layout is found)."""
@@ -354,7 +372,7 @@ class SearchIndex:
             return {}
         sql = _SNIPPETS.format(",".join("?" * len(rowids)))
         with self._lock:
-            rows = self.db.conn.execute(sql, (match, *rowids)).fetchall()
+            rows = self._open().execute(sql, (match, *rowids)).fetchall()
         return {int(rowid): str(text) for rowid, text in rows}
 
     def search(
@@ -371,7 +389,7 @@ class SearchIndex:
             bound += [s.root, s.bound, *([json.dumps(sorted(s.dropped))] if s.dropped else [])]
         with self._lock:
             try:
-                return self.db.conn.execute(sql, (match, *bound, limit)).fetchall()
+                return self._open().execute(sql, (match, *bound, limit)).fetchall()
             except sqlite3.OperationalError as exc:
                 raise InvalidInput(
                     f"cannot search for that query ({exc}); use plain words"
@@ -381,17 +399,21 @@ class SearchIndex:
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on the index's connection."""
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
-        self.conn = conn
-        self.lock = lock
+    def __init__(self, index: SearchIndex) -> None:
+        self.index = index
+        self.lock = index._lock
 
     def __enter__(self) -> None:
         self.lock.acquire()
         try:
+            self.conn = self.index._open()
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self.lock.release()
             raise StoreError(f"cannot update the search index: {exc}; retry") from exc
+        except BaseException:
+            self.lock.release()
+            raise
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         try:

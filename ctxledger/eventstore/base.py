@@ -26,6 +26,8 @@ not in a backend, so every backend computes and checks the same chain.
 from __future__ import annotations
 
 import abc
+import contextlib
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Literal, NamedTuple, Self, TypeVar
@@ -36,6 +38,7 @@ from ctxledger.errors import (
     DuplicateEventError,
     InvalidEvent,
     InvalidInput,
+    StoreError,
 )
 from ctxledger.events import (
     EVENT_TYPES,
@@ -63,6 +66,7 @@ from ctxledger.eventstore.rows import (
     VerifyReport,
     head_columns,
     message_head,
+    shown,
 )
 from ctxledger.eventstore.seals import append_sealed
 from ctxledger.limits import not_unicode
@@ -91,6 +95,9 @@ class AppendRequest(msgspec.Struct, frozen=True):
 # --- preparing appends (shared by backends) ---------------------------------------------
 
 _encode = encode_event
+
+#: guards every store's list of closers (held for a list operation, never while one runs)
+_CLOSERS = threading.Lock()
 #: event class -> (kind, schema): one lookup validates the type and gives both columns
 _KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
 
@@ -396,7 +403,28 @@ class EventStore(abc.ABC):
         """The last checkpoint saved under `name`, as (seq, state)."""
 
     @abc.abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the store (idempotent); it first runs what :meth:`on_close` was given."""
+
+    def on_close(self, close: Callable[[], None]) -> None:
+        """Have :meth:`close` run `close` first: a derived index's own connection to this
+        log's file (recall's), which must not outlive the store (it kept the SQLite
+        ledger's ``-wal``/``-shm`` beside it after the store closed). StoreError once the
+        store closed (the caller closes what it opened)."""
+        with _CLOSERS:  # (one with the swap in _close_derived: none lands on a list run)
+            closers = self.__dict__.setdefault("_on_close", [])
+            if closers is None:
+                raise StoreError("the event store is closed; open it again")
+            closers.append(close)
+
+    def _close_derived(self) -> None:
+        """Run (once) what :meth:`on_close` was given; an error of one is dropped (the
+        index is a projection, and the store itself must still close)."""
+        with _CLOSERS:
+            closers, self.__dict__["_on_close"] = self.__dict__.get("_on_close") or [], None
+        for close in closers:
+            with contextlib.suppress(Exception):
+                close()
 
     def check_unchanged(self) -> None:
         """StoreError when the file a lock-free read-only open read changed meanwhile (a
@@ -469,3 +497,25 @@ class EventStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+Versioned = TypeVar("Versioned", bound=tuple[object, ...])
+
+
+def in_versions(rows: list[Versioned], first: int, stream: str) -> list[Versioned]:
+    """`rows` (seq, version, ...) of `stream`, read by version from `first` on: refused
+    (InvalidEvent) unless their versions are ``first, first + 1, ...``. A row whose
+    version was edited (NULL, text, a number out of place) was left out of a read by
+    version, or read out of order, without a word (verify names the row)."""
+    start = max(first, 1)
+    if [row[1] for row in rows] == list(range(start, start + len(rows))):
+        return rows  # (the common case, at C speed: an int column's values compare exactly)
+    for expected, row in enumerate(rows, start):
+        seq, version = row[0], row[1]
+        if type(version) is not int or version != expected:
+            raise InvalidEvent(
+                f"the stream {stream!r} cannot be read: it has no event at version "
+                f"{expected} (the event at seq {seq} has version {shown(version)}); run "
+                "verify() on the log"
+            )
+    return rows

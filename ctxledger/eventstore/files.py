@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "SQLITE_HEADER",
+    "close_side_lock",
     "create_ledger_file",
     "create_private_file",
     "open_side_file",
@@ -48,6 +49,13 @@ def open_side_lock(ledger: str) -> int | None:
             return open_side_file(folder, name + ".lock", os.O_RDWR | os.O_CREAT, owner)
     except OSError:  # (a link's StoreError is no OSError: it goes to the caller)
         return None
+
+
+def close_side_lock(fd: int | None) -> None:
+    """Close :func:`open_side_lock`'s descriptor (None: there was none); errors dropped."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 #: a folder opened to name files in it: ``O_PATH`` where there is one (a folder this user

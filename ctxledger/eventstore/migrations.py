@@ -14,12 +14,11 @@ from __future__ import annotations
 import datetime
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore.readonly import read_only_target
+from ctxledger.eventstore.readonly import read_only_target, tidy_side_files
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -178,29 +177,8 @@ def refuse_foreign_connection(conn: sqlite3.Connection, path: str) -> None:
         return
     except InvalidInput:
         conn.close()
-        _tidy_side_files(path)
+        tidy_side_files(path)
         raise
-
-
-def _tidy_side_files(path: str) -> None:
-    """Remove the ``-wal`` and ``-shm`` a read-only connection (which may not remove
-    them) left beside another program's database in WAL mode, as SQLite itself does: a
-    connection that may write, closed last. Only with an empty ``-wal`` (nothing to merge
-    into their file) and a folder this process may write; never while another has it open.
-    Through a symlink, beside the file it names (where SQLite put them)."""
-    real = os.path.realpath(path)
-    wal = real + "-wal"
-    try:
-        if os.path.getsize(wal) != 0 or not os.access(os.path.dirname(wal) or ".", os.W_OK):
-            return
-        uri = "file:" + urllib.parse.quote(os.fsencode(real)) + "?mode=rw"
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        finally:
-            conn.close()
-    except (OSError, sqlite3.Error):
-        return  # (SQLite removed both unless another connection had them open)
 
 
 MIGRATIONS = Migrations()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -60,6 +61,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    in_versions,
     paged,
     prepare_append,
 )
@@ -140,7 +142,7 @@ class PostgresEventStore(EventStore):
         self.where = _describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
         self._index_dir = index_dir
-        self._closed = False
+        self._closed, self._closing = False, threading.Lock()  # (a 2nd close waits: close)
         self._appender = Appender(q.lock_key(self.schema, "append"), q.notify_channel(self.schema))
         self._channel = self._appender.channel
         self._conninfo = conninfo
@@ -430,7 +432,8 @@ class PostgresEventStore(EventStore):
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
             rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
-            yield from decode_rows([r for r in rows if r[1] <= upto], self.get_blob, self.sealed)
+            kept = in_versions([r for r in rows if r[1] <= upto], next_version, stream)
+            yield from decode_rows(kept, self.get_blob, self.sealed)
             if len(rows) < limit:
                 return
             next_version = rows[-1][1] + 1
@@ -560,10 +563,12 @@ class PostgresEventStore(EventStore):
 
     def close(self) -> None:
         """Close the pools (idempotent); leases still held are dropped with their connections."""
-        if not self._closed:
-            self._closed = True
-            self._pool.close()
-            self._leases.close()
+        with self._closing:  # (a second close returns once the first has closed all)
+            if not self._closed:
+                self._closed = True
+                self._close_derived()
+                self._pool.close()
+                self._leases.close()
 
 
 def _client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:

@@ -6,9 +6,13 @@ file, switches to WAL and applies migrations, and SQLite in WAL mode makes the
 ``-wal`` and ``-shm`` files beside the ledger. A read-only open does none of that:
 
 - the reader's own file in a folder it may write and search: SQLite's ``mode=ro``,
-  whose locks keep a writer from tearing the read. It joins the ``-wal``/``-shm`` there
-  or makes them (an empty ``-wal`` and a ``-shm`` may be left, owned by this user, whose
-  ledger it is);
+  whose locks keep a writer from tearing the read, and which sees what a writer appends
+  meanwhile. It joins the ``-wal``/``-shm`` there or makes them; those it made (none
+  were there) it removes at its close as SQLite does, when nobody else has them open
+  (:func:`tidy_side_files`). A file it may not write (its own ``0444``) is read so too:
+  the empty ``-wal`` and the ``-shm`` it made are left (this user's, whose ledger it
+  is), since ``immutable`` there gave a false "changed" whenever a writer that may
+  write it (root, a group) opened it during a read (session 35, review 2);
 - a ``-wal`` and a ``-shm`` this user can read (a writer has the ledger open, or left
   them): ``mode=ro`` too, which makes nothing then (both exist) and reads the ``-wal``'s
   events; SQLite 3.22+ reads a ``-shm`` it may not write without writing it;
@@ -51,6 +55,7 @@ __all__ = [
     "refuse_old_schema",
     "refuse_unwritable",
     "side_file_remedy",
+    "tidy_side_files",
 ]
 
 #: what a write on a read-only store says (after "the ledger <path> ")
@@ -138,6 +143,55 @@ def _locking_read_makes_nothing_foreign(real: str) -> bool:
     if own and _writable(os.path.dirname(real), os.W_OK | os.X_OK):
         return True
     return _readable(real + "-shm") and _readable(real + "-wal")
+
+
+def _wal_with_no_side_files(real: str) -> bool:
+    """Whether `real` is a database in WAL mode (its header's bytes 18 and 19 are 2) with
+    no ``-wal``, ``-shm`` or ``-journal`` beside it: nothing unmerged, nobody has it open
+    (a connection to a WAL database keeps its ``-shm``), and SQLite's ``mode=ro`` would
+    make a ``-wal`` and ``-shm`` there that it cannot remove."""
+    if any(os.path.lexists(real + s) for s in ("-wal", "-shm", "-journal")):
+        return False
+    try:
+        with open(real, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return header[18:20] == b"\x02\x02"
+
+
+def tidy_side_files(path: str) -> None:
+    """Remove the ``-wal`` and ``-shm`` a read-only connection (which may not remove
+    them) left beside a database in WAL mode, as SQLite itself does: a connection that
+    may write, closed last. Only with an empty ``-wal`` (nothing to merge into the file:
+    this writes nothing to it) and a folder this process may write; never while another
+    has it open. Through a symlink, beside the file it names (where SQLite put them)."""
+    real = os.path.realpath(path)
+    wal = real + "-wal"
+    try:
+        if os.path.getsize(wal) != 0 or not os.access(os.path.dirname(wal) or ".", os.W_OK):
+            return
+        uri = "file:" + urllib.parse.quote(os.fsencode(real)) + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return  # (SQLite removed both unless another connection had them open)
+
+
+class _Tidying(sqlite3.Connection):
+    """A ``mode=ro`` connection that found no ``-wal``/``-shm`` beside the ledger: its
+    close removes those it made (:func:`tidy_side_files`), leaving the folder as it was."""
+
+    tidy_path = ""
+
+    def close(self) -> None:
+        super().close()
+        if self.tidy_path:
+            path, self.tidy_path = self.tidy_path, ""
+            tidy_side_files(path)
 
 
 #: what a read-only open says when the file moved under an ``immutable=1`` read
@@ -234,13 +288,30 @@ def refuse_old_schema(path: str, pending: list[str]) -> None:
 def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
     """A connection reading `path` (see the module docstring); ``":memory:"`` for an
     empty file, whose caller creates the empty schema in that memory. With it, what an
-    ``immutable=1`` open saw of the file (None for the others)."""
-    target = read_only_target(path)
-    if target is None:
-        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), None
-    unchanged = Unchanged(path, os.path.realpath(path)) if "immutable" in target else None
-    conn = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=False)
-    return conn, unchanged
+    ``immutable=1`` open saw of the file (None for the others).
+
+    What the file was is stamped *before* the choice: a writer that appears after the
+    look for side files (which chose ``immutable``) is a change, never the baseline. A
+    change before the connection was made is looked at again (a writer now there: its
+    ``-shm`` makes it ``mode=ro``, which reads what the writer committed)."""
+    real = os.path.realpath(path)
+    for _ in range(2):
+        unchanged = Unchanged(path, real)
+        target = read_only_target(path)
+        if target is None:
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            return conn, None
+        tidy = "mode=ro" in target and _wal_with_no_side_files(real)
+        conn = sqlite3.connect(
+            target, uri=True, isolation_level=None, check_same_thread=False, factory=_Tidying
+        )
+        conn.tidy_path = path if tidy else ""
+        if "immutable" not in target:
+            return conn, None
+        if not unchanged.changed():
+            return conn, unchanged
+        conn.close()
+    raise unchanged.error()
 
 
 def side_file_remedy(path: str) -> str:

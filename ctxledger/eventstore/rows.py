@@ -183,6 +183,18 @@ def chain_rows(
 # --- decoding stored payloads ----------------------------------------------------------
 
 
+def undecodable(seq: int, problem: object) -> InvalidEvent:
+    """What a read says of the row at `seq` it cannot decode (one line; verify names it)."""
+    return InvalidEvent(
+        f"the event at seq {seq} cannot be decoded ({problem}); run verify() on the log"
+    )
+
+
+def shown(value: object) -> str:
+    """A column's value as an error names it: ``NULL`` or its repr."""
+    return "NULL" if value is None else repr(value)
+
+
 def decode_stored(payload: bytes, schema: int) -> Event:
     """Decode a stored payload, upcasting it when `schema` is not today's (pure).
 
@@ -233,9 +245,7 @@ def decode_rows(
                     event = hydrate_layout(event, get_blob)  # (schema 2: it holds references)
             append(Recorded(seq, event.session_id, version, event, digest))
     except InvalidEvent as exc:
-        raise InvalidEvent(
-            f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
-        ) from exc
+        raise undecodable(seq, exc) from exc
     except UnknownBlob as exc:
         raise IntegrityError(
             f"the event at seq {seq} lost its content blob ({exc}); run verify() on the log"
@@ -371,9 +381,7 @@ def decode_head(seq: int, schema: int, payload: bytes) -> Event | MessageHead:
     try:
         event = upcast_stored(payload, schema)
     except InvalidEvent as exc:
-        raise InvalidEvent(
-            f"the event at seq {seq} cannot be decoded ({exc}); run verify() on the log"
-        ) from exc
+        raise undecodable(seq, exc) from exc
     if type(event) is MessageAppended:
         return MessageHead(
             session_id=event.session_id, message_id=event.message_id, tokens=event.tokens

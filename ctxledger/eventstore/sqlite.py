@@ -47,10 +47,11 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    in_versions,
     paged,
     prepare_append,
 )
-from ctxledger.eventstore.files import create_ledger_file, open_side_lock
+from ctxledger.eventstore.files import close_side_lock, create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import (
     MIGRATIONS,
@@ -130,7 +131,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self.busy_timeout_ms = busy_timeout_ms
         self._blob_threshold = blob_threshold
         self._lock = threading.RLock()
-        self._closed = False
+        self._closed, self._closing = False, threading.Lock()  # (a 2nd close waits: close)
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
@@ -157,7 +158,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 MIGRATIONS.apply(self._conn)
             except BaseException:
                 self._conn.close()
-                self._close_side_lock()
+                close_side_lock(self._side_lock)
                 raise
 
     def _open_read_only(self, in_memory: bool) -> None:
@@ -216,6 +217,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
     def _errors(self, action: str) -> Iterator[None]:
         """Turn sqlite3 exceptions into the ctxledger error a user can act on."""
         try:
+            if self._closed:  # (closing: its connection may still be open, see close)
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             yield
         except sqlite3.Error as exc:
             raise self._translate(exc, action) from exc
@@ -488,7 +491,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 rows = self._conn.execute(
                     q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
                 ).fetchall()
-            yield from self._decode(rows)
+            yield from self._decode(in_versions(rows, next_version, stream))
             if len(rows) < _READ_BATCH:
                 return
             next_version = rows[-1][1] + 1
@@ -557,10 +560,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             self._unchanged.check()
 
     def _check_blobs(self) -> BlobChecks:
-        """ref -> None when the bytes hash to the ref, else what is wrong (read-only).
-
-        One blob in memory at a time: contents can be tens of megabytes each.
-        """
+        """ref -> None when the bytes hash to the ref, else what is wrong (read-only; one
+        blob in memory at a time: contents can be tens of megabytes each)."""
         with self._lock, self._errors("verify the blobs"):
             listing = self._conn.execute(q.LIST_BLOBS).fetchall()
         checked = BlobChecks()
@@ -584,14 +585,12 @@ class SQLiteEventStore(EventStore, HeadColumns):
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._conn.close()
-                self._close_side_lock()
-
-    def _close_side_lock(self) -> None:
-        if self._side_lock is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._side_lock)
-            self._side_lock = None
+        with self._closing:  # (a second close returns once the first has closed all)
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True  # (from here every call says so: see _errors)
+            self._close_derived()  # unlocked: a recall in its index's lock reads the store
+            with self._lock:
+                self._conn.close()  # (last: SQLite removes the -wal/-shm at the last close)
+                close_side_lock(self._side_lock)

@@ -20,7 +20,15 @@ from contextlib import AbstractContextManager
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import MAX_SEQ
-from ctxledger.eventstore.rows import NO_HEAD, ColumnRow, HeadRow, decode_bodies, head_columns
+from ctxledger.eventstore.rows import (
+    NO_HEAD,
+    ColumnRow,
+    HeadRow,
+    decode_bodies,
+    head_columns,
+    shown,
+    undecodable,
+)
 from ctxledger.messages import JSON
 
 __all__ = ["HeadColumns"]
@@ -128,9 +136,9 @@ class HeadColumns:
         out: dict[int, int] = {}
         with self._lock, self._errors("read stream versions"):
             for stream_id in stream_ids:
-                row = self._conn.execute(q.VERSION_AT, (stream_id, seq)).fetchone()
-                if row is not None:
-                    out[stream_id] = int(row[0])
+                rows = self._conn.execute(q.VERSION_AT, (stream_id, seq)).fetchall()
+                if rows:
+                    out[stream_id] = _version(rows)
         return out
 
     def backfill_heads(self, batch: int = BACKFILL_BATCH) -> int:
@@ -165,3 +173,21 @@ class HeadColumns:
             if len(rows) < batch:
                 return written
             next_seq = rows[-1][0] + 1
+
+
+def _version(rows: list[tuple[object, int]]) -> int:
+    """The top (version, seq) `rows` (at most two, by version down) of a stream as of a
+    seq: its version as a fold keeps it. InvalidEvent naming the row for one that is no
+    integer (an edit the NOT NULL or the column's type did not stop: a ValueError
+    traceback before) or out of place (not one above the next, or written before it:
+    an append built on it without a word)."""
+    (version, seq), below = rows[0], rows[1:]
+    if type(version) is not int:
+        raise undecodable(seq, f"the row's version is {shown(version)}, not an integer")
+    if below and (below[0][0] != version - 1 or below[0][1] > seq):
+        under = f"the row below it is version {shown(below[0][0])} at seq {below[0][1]}"
+    elif not below and version != 1:
+        under = "no row below it"
+    else:
+        return version
+    raise undecodable(seq, f"the row's version {version} is out of place: {under}")

@@ -94,9 +94,10 @@ WRITTEN_ROWS = (
     " (SELECT stream_id FROM streams WHERE stream = ?) AND version > ? ORDER BY version LIMIT ?"
 )
 # a stream's version as of a seq: walks events_by_stream down from its top (the rowid
-# is in the index), so as of the log's end it is one seek
+# is in the index), so as of the log's end it is one seek; the seq names a row whose
+# version is no integer (text sorts above every number)
 VERSION_AT = (
-    "SELECT version FROM events WHERE stream_id = ? AND seq <= ? ORDER BY version DESC LIMIT 1"
+    "SELECT version, seq FROM events WHERE stream_id = ? AND seq <= ? ORDER BY version DESC LIMIT 2"
 )
 READ_STREAM = (
     "SELECT seq, version, schema, payload, hash FROM events"

@@ -31,6 +31,8 @@ from ctxledger.eventstore.rows import (
     HeadRow,
     MessageHead,
     decode_head,
+    shown,
+    undecodable,
 )
 from ctxledger.messages import JSON
 from ctxledger.projections.bodies import Bodies
@@ -203,15 +205,16 @@ class _Run:
                             view.live_tokens += tokens_sum
                         stream, tokens_sum = stream_id, 0
                         touched.add(stream_id)
-                        # no name: a row edited to a stream that does not exist (verify
-                        # reports it); skipped like a session that never started
                         view = sessions.get(names.get(stream_id, ""))
-                        if view is None:
+                        if view is None:  # a session that never started: skipped, as
+                            _check_unstarted(seq, stream_id, names, bodies)  # events are
                             continue
                         append, sid = view.live.append, view.session_id
                         if api:  # rebuilt on its next read, bodies in one batch
                             api.pop(sid, None)
                     elif view is None:
+                        if stream_id not in names:  # (None: also the run's sentinel)
+                            _check_unstarted(seq, stream_id, names, bodies)
                         continue
                     messages[mid] = make(tokens=tokens, session_id=sid, seq=seq, bodies=bodies)
                     append(mid)
@@ -231,6 +234,27 @@ class _Run:
         if self.view is not None:
             self.view.live_tokens += self.tokens
         self.stream, self.view, self.tokens = None, None, 0
+
+
+def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodies: Bodies) -> None:
+    """A message row whose stream names no session that started: skipped (as a fold of
+    events skips a message to a session that never started) only when its event says
+    the same; else InvalidEvent naming the row (a stream column NULL, of the wrong type
+    or naming no stream, a ``streams`` row deleted or renamed: skipping it lost the
+    message without a word). Runs once per run of such rows, not per message."""
+    name: object = names.get(stream_id, None) if isinstance(stream_id, int) else None
+    if stream_id is None:
+        problem = "the row's stream_id is NULL"
+    elif stream_id not in names:
+        problem = f"the row's stream_id {stream_id!r} names no stream"
+    elif not isinstance(name, str):
+        problem = f"the row's stream_id {stream_id!r} names a stream whose name is {shown(name)}"
+    else:
+        session = bodies.event_at(seq).session_id
+        if session == name:
+            return
+        problem = f"the row's stream {name!r} is not its event's session {session!r}"
+    raise undecodable(seq, problem)
 
 
 def _whole(seq: int, schema: int, event: Event, bodies: Bodies) -> Event:

@@ -324,3 +324,29 @@ def test_a_second_close_waits_for_the_first(tmp_path: Path) -> None:
     second.join()
     assert waited
     assert not (tmp_path / "l.db-wal").exists()
+
+
+def test_a_close_inside_a_close_returns(tmp_path: Path) -> None:
+    """A close made while this thread's own close runs (a closer that closes its ledger, as
+    a shutdown signal handler landing in a close would) returns; it blocked for good on a
+    lock its own thread held."""
+    db, _ = _ledger(tmp_path)
+    ledger = Ledger.open(db)
+    ledger.store.on_close(ledger.close)
+    closing = threading.Thread(target=ledger.close, daemon=True)
+    closing.start()
+    closing.join(60)  # (a guard against a hang, not a time limit: it returns at once)
+    assert not closing.is_alive()
+    assert not (tmp_path / "l.db-wal").exists()
+
+
+def test_an_index_for_a_closed_store_writes_no_table(tmp_path: Path) -> None:
+    """Recall's index asked of a store that closed meanwhile says StoreError before it
+    touches the ledger's file (its tables were written into the closed ledger first)."""
+    db, _ = _ledger(tmp_path)
+    ledger = Ledger.open(db)
+    ledger.close()
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreError, match="closed"):
+        SearchIndex(ledger.store)
+    assert _snapshot(tmp_path) == before

@@ -142,7 +142,7 @@ class PostgresEventStore(EventStore):
         self.where = _describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
         self._index_dir = index_dir
-        self._closed, self._closing = False, threading.Lock()  # (a 2nd close waits: close)
+        self._closed, self._closing = False, threading.RLock()  # (a 2nd close waits: close)
         self._appender = Appender(q.lock_key(self.schema, "append"), q.notify_channel(self.schema))
         self._channel = self._appender.channel
         self._conninfo = conninfo
@@ -563,7 +563,8 @@ class PostgresEventStore(EventStore):
 
     def close(self) -> None:
         """Close the pools (idempotent); leases still held are dropped with their connections."""
-        with self._closing:  # (a second close returns once the first has closed all)
+        with self._closing:  # another thread's close returns once the first closed all; a
+            # close inside it (a signal handler, a closer) re-enters and returns: RLock
             if not self._closed:
                 self._closed = True
                 self._close_derived()

@@ -131,7 +131,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         self.busy_timeout_ms = busy_timeout_ms
         self._blob_threshold = blob_threshold
         self._lock = threading.RLock()
-        self._closed, self._closing = False, threading.Lock()  # (a 2nd close waits: close)
+        self._closed, self._closing = False, threading.RLock()  # (a 2nd close waits: close)
         self._side_lock: int | None = None
         self._side_depth = 0
         self._commits = 0  # appends committed through this connection (see change_token)
@@ -580,12 +580,14 @@ class SQLiteEventStore(EventStore, HeadColumns):
 
     def local_index_path(self, name: str) -> str:
         """Derived indexes share the ledger file (their tables never touch the log's);
-        a log kept in no file keeps them in memory."""
-        return ":memory:" if self.path in UNPERSISTED or self.read_only else self.path
+        a log kept in no file keeps them in memory; a closed store's file gets none."""
+        with self._errors("open an index"):
+            return ":memory:" if self.path in UNPERSISTED or self.read_only else self.path
 
     def close(self) -> None:
         """Close the connection (idempotent); SQLite checkpoints the WAL when the last one closes."""
-        with self._closing:  # (a second close returns once the first has closed all)
+        with self._closing:  # another thread's close returns once the first closed all; a
+            # close inside it (a signal handler, a closer) re-enters and returns: RLock
             with self._lock:
                 if self._closed:
                     return

@@ -431,7 +431,9 @@ def cut_path(text: str, start: int, end: int) -> bool:
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
-    return cut_name(text, start, end) or mark_after_slash(text, start, end)
+    if cut_name(text, start, end):
+        return True  # (an ASCII path holds no mark: most paths of a long text, looked at once)
+    return not text[start:end].isascii() and mark_after_slash(text, start, end)
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:

@@ -209,7 +209,10 @@ def wide_slashes(also: str = "") -> re.Pattern[str]:
     ``/home/用户/app.py``, ``/data/第１版/``; the last name ends at one: ``app.py文件``).
     Possessive: a name is read once."""
     name = name_class()
-    folder = f"[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"  # (then "/")
+    # a folder's run starts where the name's run stopped, so at a caseless or folded
+    # character, none ASCII: looked at first, a blank fails there at once (the class's
+    # ranges are tried one by one: 10 MB of ASCII paths ran 0.07 s longer)
+    folder = f"(?=[^\\x00-\\x7f])[{name}{caseless_letters()[1:-1]}{folder_chars()[1:-1]}]++(?=/)"
     right = f"/[{name}/]*+(?:{folder}[{name}/]*+)*+"  # (a class's run is read fastest)
     return re.compile(right + ("|" + also if also else ""))
 

@@ -428,11 +428,13 @@ def cut_path(text: str, start: int, end: int) -> bool:
     folded, sees its ``/`` end a longer path (:func:`.factletters.in_folded_folder`:
     ``／用户/app.py``), or when a name of it starts with a mark (``/home/x/\u0301/a.py``:
     such a name is no name, as a Windows path's, ``_name_first``)."""
+    if text[start - 1 if start else 0 : end + 1].isascii():
+        return False  # (ASCII in it and beside it: most paths of a long text, one look)
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
     if cut_name(text, start, end):
-        return True  # (an ASCII path holds no mark: most paths of a long text, looked at once)
+        return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
 
 

@@ -350,3 +350,50 @@ def test_an_index_for_a_closed_store_writes_no_table(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="closed"):
         SearchIndex(ledger.store)
     assert _snapshot(tmp_path) == before
+
+
+def test_a_close_landing_inside_a_closer_registration_returns(tmp_path: Path) -> None:
+    """A close made by a thread registering a closer (a signal handler landing inside
+    ``on_close``) returns, and the registration says StoreError: it hung on the closers'
+    lock its own thread held."""
+    from ctxledger.eventstore import base
+
+    db, _ = _ledger(tmp_path)
+    ledger = Ledger.open(db)
+    outcome: list[object] = []
+
+    def registering_while_closed() -> None:
+        with base._CLOSERS:  # (where a handler lands: inside on_close's lock)
+            ledger.close()
+        try:
+            ledger.store.on_close(lambda: None)
+        except StoreError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=registering_while_closed, daemon=True)
+    worker.start()
+    worker.join(60)  # (a guard against a hang, not a time limit: it returns at once)
+    assert not worker.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], StoreError)
+    assert not (tmp_path / "l.db-wal").exists()
+
+
+def test_a_close_landing_between_a_closer_check_and_its_append_says_closed(
+    tmp_path: Path,
+) -> None:
+    """A close landing after ``on_close`` found the store open but before its closer was
+    in the list (a handler of the same thread) took the list without it: the
+    registration says StoreError, so its caller closes what it opened."""
+    db, _ = _ledger(tmp_path)
+    ledger = Ledger.open(db)
+
+    class ClosingOnAppend(list[object]):
+        def append(self, item: object) -> None:
+            ledger.close()  # (the handler, landing there)
+            super().append(item)
+
+    ledger.store.__dict__["_on_close"] = ClosingOnAppend()
+    ran: list[bool] = []
+    with pytest.raises(StoreError, match="closed"):
+        ledger.store.on_close(lambda: ran.append(True))
+    assert not ran  # (the close took the list before the closer was in it)

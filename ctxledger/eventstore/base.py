@@ -96,8 +96,9 @@ class AppendRequest(msgspec.Struct, frozen=True):
 
 _encode = encode_event
 
-#: guards every store's list of closers (held for a list operation, never while one runs)
-_CLOSERS = threading.Lock()
+#: guards every store's list of closers (held for a list operation, never while one runs;
+#: re-entrant: a close from a signal handler landing inside one returns, see on_close)
+_CLOSERS = threading.RLock()
 #: event class -> (kind, schema): one lookup validates the type and gives both columns
 _KINDS: dict[type, tuple[str, int]] = {cls: (k, cls.SCHEMA) for k, cls in EVENT_TYPES.items()}
 
@@ -416,6 +417,8 @@ class EventStore(abc.ABC):
             if closers is None:
                 raise StoreError("the event store is closed; open it again")
             closers.append(close)
+            if self.__dict__.get("_on_close") is not closers:  # a close ran in between (a
+                raise StoreError("the event store is closed; open it again")  # handler's)
 
     def _close_derived(self) -> None:
         """Run (once) what :meth:`on_close` was given; an error of one is dropped (the

@@ -354,3 +354,16 @@ def test_closing_a_postgres_store_under_a_running_recall_gives_store_error(
     ledger.append_messages(sid, [{"role": "user", "content": "a fact"}])
     raised = recall_under_a_close(ledger, sid, monkeypatch)
     assert [type(e) for e in raised] == [StoreError], raised
+
+
+def test_a_close_inside_a_close_returns_on_postgres(url: str) -> None:
+    """As on SQLite: a close made by the closing thread itself (a closer that closes its
+    ledger, a signal handler) returns, where a plain closing lock hung for good."""
+    ledger = Ledger.open(url)
+    ledger.store.on_close(ledger.close)
+    closing = threading.Thread(target=ledger.close, daemon=True)
+    closing.start()
+    closing.join(60)  # (a guard against a hang, not a time limit: it returns at once)
+    assert not closing.is_alive()
+    with pytest.raises(StoreError, match="closed"):
+        list(ledger.store.read_all())

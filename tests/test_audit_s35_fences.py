@@ -232,10 +232,8 @@ def test_code_spans_read_in_linear_time(monkeypatch: pytest.MonkeyPatch, holding
     assert ratios[1] < 12 and ratios[1] < ratios[0] * 1.2
 
 
-def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPatch) -> None:
-    # review 1: 1 MB of ~~~ lines or of single backticks cost up to 6x main's mask; inline
-    # spans are read only on lines holding a quote, blocks only up to the last such line
-    monkeypatch.setattr(factfences, "_BACKTICKS", _CountedRuns(factfences._BACKTICKS))
+def _count_block_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[int, int]]]:
+    """The blocks of each :func:`factfences.fenced_blocks` read, in order (counted)."""
     blocks: list[list[tuple[int, int]]] = []
     read_blocks = factfences.fenced_blocks
 
@@ -244,6 +242,14 @@ def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPat
         return blocks[-1]
 
     monkeypatch.setattr(factfences, "fenced_blocks", counted)
+    return blocks
+
+
+def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review 1: 1 MB of ~~~ lines or of single backticks cost up to 6x main's mask; inline
+    # spans are read only on lines holding a quote, blocks only up to the last such line
+    monkeypatch.setattr(factfences, "_BACKTICKS", _CountedRuns(factfences._BACKTICKS))
+    blocks = _count_block_reads(monkeypatch)
     head = 'Keep "the value" and `x`.\n'
     text = head + "~~~\nx\n~~~\n` a ` b\n" * 500
     _Read.read = 0
@@ -255,14 +261,7 @@ def test_the_mask_reads_only_lines_quotes_can_meet(monkeypatch: pytest.MonkeyPat
 def test_constraints_read_no_block_after_the_last_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
     # review 1: `stated` read every block of a text (1 MB of ~~~ lines: 4x main's cost);
     # (review 2: the message's one reading, :func:`factfences.needed_blocks`, is counted)
-    blocks: list[list[tuple[int, int]]] = []
-    read_blocks = factfences.fenced_blocks
-
-    def counted(text: str, until: int | None = None) -> list[tuple[int, int]]:
-        blocks.append(read_blocks(text, until))
-        return blocks[-1]
-
-    monkeypatch.setattr(factfences, "fenced_blocks", counted)
+    blocks = _count_block_reads(monkeypatch)
     text = "~~~\nNever push to main.\n~~~\nYou must never push to main.\n" + "~~~\nx\n~~~\n" * 500
     assert facts_of(text, "constraint", "user") == ["You must never push to main."]
     assert blocks == [[(0, 27)]]

@@ -35,21 +35,29 @@ def _path_facts(text: str):  # type: ignore[no-untyped-def]
     return [fact for fact in facts if fact.kind == "path"]
 
 
+def _read_whole(name: str, form: str, template: str, path: str):  # type: ignore[no-untyped-def]
+    """`template` with `name` in `form`: its one path fact is the whole `path`, which a
+    verbatim copy keeps; (that path, the fact, the path with its non-ASCII dropped)."""
+    text = unicodedata.normalize(form, template.format(name))
+    whole = unicodedata.normalize(form, path.format(name))
+    assert facts_of(text, "path", "user") == [whole]
+    (fact,) = _path_facts(text)
+    assert retention([fact], f"summary: {whole} done") == ([fact], [])
+    plain = "".join(c for c in unicodedata.normalize("NFD", whole) if c.isascii())
+    return whole, fact, plain
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("form", ["NFC", "NFD"])
 @pytest.mark.parametrize(("template", "path"), TEMPLATES)
 def test_a_cased_name_is_read_whole_and_kept(
     name: str, form: str, template: str, path: str
 ) -> None:
-    text = unicodedata.normalize(form, template.format(name))
-    whole = unicodedata.normalize(form, path.format(name))
-    assert facts_of(text, "path", "user") == [whole]
-    (fact,) = _path_facts(text)
+    whole, fact, plain = _read_whole(name, form, template, path)
     # a verbatim copy keeps it, in either form, glued to CJK prose too
-    for copy in (whole, unicodedata.normalize("NFC", whole), f"已修改{whole}。"):
+    for copy in (unicodedata.normalize("NFC", whole), f"已修改{whole}。"):
         assert retention([fact], f"summary: {copy} done") == ([fact], [])
     # without the letter, or only its tail, it is lost
-    plain = "".join(c for c in unicodedata.normalize("NFD", whole) if c.isascii())
     tail = whole[whole.index("/", 1) :] if whole.count("/") > 1 else "x.py"
     cut = f"{whole}ʰ" if not whole.endswith("/") else plain  # (a directory is in ``dir/x``)
     for other in (plain, tail, f"a{whole}", cut):
@@ -141,12 +149,7 @@ WINDOWS = [
 def test_a_windows_name_is_read_whole_and_kept(
     name: str, form: str, template: str, path: str
 ) -> None:
-    text = unicodedata.normalize(form, template.format(name))
-    whole = unicodedata.normalize(form, path.format(name))
-    assert facts_of(text, "path", "user") == [whole]
-    (fact,) = _path_facts(text)
-    assert retention([fact], f"summary: {whole} done") == ([fact], [])
-    plain = "".join(c for c in unicodedata.normalize("NFD", whole) if c.isascii())
+    whole, fact, plain = _read_whole(name, form, template, path)
     for other in (plain, f"{whole}ʰ", f"修改{whole}"):  # (a Windows path: any letter cuts it)
         assert retention([fact], f"summary: {other} done") == ([], [fact]), other
 

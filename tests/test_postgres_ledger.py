@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from helpers.http_writers import run_writers, written
 from helpers.pg_server import PgServer
 from helpers.uvicorn_thread import free_port
-from test_reads_leave_the_folder import recall_under_a_close
+from test_reads_leave_the_folder import closed_inside_a_close, recall_under_a_close
 
 from ctxledger import ContextService, Ledger
 from ctxledger.cli.main import cli
@@ -360,10 +360,6 @@ def test_a_close_inside_a_close_returns_on_postgres(url: str) -> None:
     """As on SQLite: a close made by the closing thread itself (a closer that closes its
     ledger, a signal handler) returns, where a plain closing lock hung for good."""
     ledger = Ledger.open(url)
-    ledger.store.on_close(ledger.close)
-    closing = threading.Thread(target=ledger.close, daemon=True)
-    closing.start()
-    closing.join(60)  # (a guard against a hang, not a time limit: it returns at once)
-    assert not closing.is_alive()
+    assert closed_inside_a_close(ledger)
     with pytest.raises(StoreError, match="closed"):
         list(ledger.store.read_all())

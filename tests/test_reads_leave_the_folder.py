@@ -326,17 +326,21 @@ def test_a_second_close_waits_for_the_first(tmp_path: Path) -> None:
     assert not (tmp_path / "l.db-wal").exists()
 
 
-def test_a_close_inside_a_close_returns(tmp_path: Path) -> None:
-    """A close made while this thread's own close runs (a closer that closes its ledger, as
-    a shutdown signal handler landing in a close would) returns; it blocked for good on a
-    lock its own thread held."""
-    db, _ = _ledger(tmp_path)
-    ledger = Ledger.open(db)
+def closed_inside_a_close(ledger: Ledger) -> bool:
+    """Whether `ledger`'s close returns when a closer it runs closes the ledger again (as
+    a shutdown signal handler landing in a close would); a hang is False after 60 s."""
     ledger.store.on_close(ledger.close)
     closing = threading.Thread(target=ledger.close, daemon=True)
     closing.start()
     closing.join(60)  # (a guard against a hang, not a time limit: it returns at once)
-    assert not closing.is_alive()
+    return not closing.is_alive()
+
+
+def test_a_close_inside_a_close_returns(tmp_path: Path) -> None:
+    """A close made while this thread's own close runs returns; it blocked for good on a
+    lock its own thread held."""
+    db, _ = _ledger(tmp_path)
+    assert closed_inside_a_close(Ledger.open(db))
     assert not (tmp_path / "l.db-wal").exists()
 
 

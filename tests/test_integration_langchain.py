@@ -362,25 +362,10 @@ def test_a_state_with_no_readable_messages_is_told_once(service, caplog):
 def test_a_dynamic_prompt_is_sent_as_the_agent_made_it_with_the_compaction_note(service):
     """The agent's system message of each call is sent (a ``dynamic_prompt`` applies), not
     the prompt the thread started with; after a compaction it carries the ledger's note."""
-    from langchain.agents.middleware import dynamic_prompt
-
     from ctxledger.compressor.markers import add_system_note, has_system_note
 
-    model = ScriptedChat(messages=iter(script(TURNS)))
-    model.inputs, model.views, model.service = [], [], service
     run = {"n": 0}
-
-    @dynamic_prompt
-    def prompt(request: Any) -> str:
-        return f"You review code. This is run {run['n']}."
-
-    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
-    agent = create_agent(
-        model=model,
-        tools=[read_file],
-        middleware=[prompt, middleware],
-        checkpointer=InMemorySaver(),
-    )
+    agent, model = _dynamic_agent(service, lambda: f"You review code. This is run {run['n']}.")
     config = {"configurable": {"thread_id": "t1"}}
     compacted = False
     for t in range(TURNS):

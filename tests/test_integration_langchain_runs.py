@@ -478,6 +478,18 @@ def test_two_workers_running_one_conversation_at_once_do_not_end_each_other(serv
     other.ledger.close()
 
 
+def _second_worker(service: ContextService, tmp_path: Any) -> tuple[ContextService, Any, Any]:
+    """Another worker's service on the same ledger file, and this worker's one-round
+    model and agent (the middleware on `service`)."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent = create_agent(
+        model=model, tools=[read_file],
+        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
+    )  # fmt: skip
+    return other, model, agent
+
+
 @pytest.mark.parametrize("at", [1, 3])  # the ask's append (a model call), the answer's (the end)
 def test_a_write_between_the_check_and_the_append_is_read_not_sent(
     service, tmp_path, monkeypatch, at
@@ -486,12 +498,7 @@ def test_a_write_between_the_check_and_the_append_is_read_not_sent(
     one appends (the same instant): the append at the version read is refused, the
     other's message is read, and this worker's model is never sent it, nor is this
     worker's answer recorded after it."""
-    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
-    model = StepsChat(messages=iter([]), rounds=1)
-    agent = create_agent(
-        model=model, tools=[read_file],
-        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
-    )  # fmt: skip
+    other, model, agent = _second_worker(service, tmp_path)
     original = service.append
     countdown: list[int] = []
 
@@ -538,12 +545,7 @@ def test_a_generation_another_worker_started_first_is_read_not_a_failed_call(
     the first run's); another worker started that very session id a moment before (one
     thread on two workers; the store refuses the second start): the call reads it and
     goes on, instead of failing with ConcurrencyError."""
-    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
-    model = StepsChat(messages=iter([]), rounds=1)
-    agent = create_agent(
-        model=model, tools=[read_file],
-        middleware=[CtxLedgerMiddleware(service, context_length=16_000)],
-    )  # fmt: skip
+    other, model, agent = _second_worker(service, tmp_path)
     original = service.start_session
     armed: list[bool] = []
 

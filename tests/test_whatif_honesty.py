@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, deterministic_ledger
 from test_imported_compactions import claude_code_log
 
+from ctxledger import OfflineSummarizer, compact
 from ctxledger.analysis.whatif import whatif
 from ctxledger.cli.main import cli
 from ctxledger.demo.record import record_generated
@@ -88,3 +90,23 @@ def test_the_json_report_holds_the_reproduction(tmp_path: Path, flag: str) -> No
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["reproduction"]["exact"] == data["reproduces_recorded"]
+
+
+def test_an_import_compacted_by_hand_says_the_whatif_ran_the_loop_it_never_had(
+    tmp_path: Path,
+) -> None:
+    """Imported messages saw no trigger; the what-if's loop compacts them on its own."""
+    path = tmp_path / "chat.json"
+    turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 300}
+        for i in range(60)
+    ]
+    path.write_text(json.dumps(turns))
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    tip = anyio.run(compact, ledger, sid, OfflineSummarizer()).new_session_id
+    repro = whatif(ledger, tip).reproduction
+    assert repro is not None and not repro.exact and repro.compactions[0] == 1
+    [warning] = [w for w in repro.warnings if w.startswith("no model call is recorded")]
+    assert "without an agent loop" in warning and "of its own (" in warning
+    assert repro.compactions[1] > 1 and f"made {repro.compactions[1] - 1} compaction" in warning

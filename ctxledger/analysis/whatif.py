@@ -44,7 +44,6 @@ import msgspec
 
 from ctxledger.analysis.audit import ChainReport, chain_report
 from ctxledger.analysis.compactions import (
-    chain_compactions,
     chain_signature,
     remembering_compactions,
 )
@@ -63,6 +62,7 @@ from ctxledger.analysis.history import (
     scripted_steps,
 )
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
+from ctxledger.analysis.whatif_warnings import comparison_warnings
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
@@ -490,27 +490,8 @@ def _reproduction(
         turns_differing=len(differing),
         turns=len(turns),
         differences=differences,
-        warnings=_warnings(ledger, hist),
+        warnings=comparison_warnings(ledger, hist, scratch, tip),
     )
-
-
-def _warnings(ledger: Ledger, hist: History) -> list[str]:
-    """What makes the comparison weaker than it looks (no usage, imported compactions)."""
-    out: list[str] = []
-    usage = [s for s in hist.steps if isinstance(s, UsageStep)]
-    if not usage or not any(s.recorded_prompt for s in usage):
-        out.append(
-            "the recorded log carries no provider usage: recorded tokens sent are 0 and the "
-            "what-if's token counts are its own estimates, not comparable to what was billed"
-        )
-    imported = [r for r in chain_compactions(ledger, hist.session_id) if r.summary.imported]
-    if imported:
-        out.append(
-            f"{len(imported)} recorded compaction(s) were made by the source agent "
-            f"({imported[0].summary.summarizer}); its triggers and summaries are not ctxledger's, "
-            "so the what-if cannot reproduce them, only compare with them"
-        )
-    return out
 
 
 def whatif(

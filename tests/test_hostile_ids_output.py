@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from ctxledger.cli.main import cli
 from ctxledger.ledger.facade import Ledger
-from ctxledger.terminal import inline, plain
+from ctxledger.terminal import TABLE_MIN_WIDTH, inline, plain
 
 SID = "ses_a\r\nforged row\u202eevil\u2066x\x1b[31m"
 MODEL = "gpt\nFAKE LINE\u202eledom"
@@ -168,6 +168,30 @@ def test_a_very_long_session_id_folds_instead_of_squeezing_the_other_columns(
     assert max(len(line) for line in out.splitlines()) <= 100
     folded = "".join(line.rsplit("│", 2)[1].strip() for line in out.splitlines()[3:-1])
     assert folded == long_id + "ses_short"  # every character shown, in order
+
+
+@pytest.mark.parametrize("width", [20, 40, 60])
+def test_a_narrow_terminal_wraps_a_table_rather_than_cutting_its_columns(
+    tmp_path: Path, width: int
+) -> None:
+    """Session 36: at COLUMNS=40 `sessions` drew five zero-wide columns (no kind, model,
+    count or state, not even their headers) and cropped the session id by a character,
+    without a mark: a copied id named no session. Below 80 columns a table is laid out
+    as wide as its words need (up to 80) and the terminal wraps the lines."""
+    path = tmp_path / "narrow.db"
+    with Ledger.open(str(path)) as ledger:
+        sids = [ledger.start_session(model="m-1", context_length=16_000) for _ in range(2)]
+        ledger.append_messages(sids[0], [{"role": "user", "content": "hello"}])
+    lines = run(path, "sessions", width=width).output.splitlines()
+    header = [c.strip() for c in next(x for x in lines if x.startswith("┃")).split("┃")[1:-1]]
+    rows = [[c.strip() for c in x.split("│")[1:-1]] for x in lines if x.startswith("│")]
+    assert header == ["kind", "model", "messages", "tokens", "state", "session"]
+    assert [(row[:3], row[4:]) for row in rows] == [
+        (["root", "m-1", "1"], ["live", sids[0]]),
+        (["root", "m-1", "0"], ["live", sids[1]]),
+    ]
+    assert int(rows[0][3]) > 0 and rows[1][3] == "0"
+    assert max(map(len, lines)) <= TABLE_MIN_WIDTH
 
 
 def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:

@@ -391,6 +391,17 @@ def test_compress_file_writes_in_input_order_with_metrics_and_report(tmp_path: P
     assert summarizer.max_active <= BATCH.max_concurrent_requests
 
 
+def test_the_progress_bar_is_drawn_only_on_a_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Session 36: with stderr a file or a pipe (a log, CI) `trajectories compress` wrote
+    its finished bar there, though spinners are drawn only on a terminal."""
+    src, out = write_input(tmp_path / "in.jsonl", batch_records()[:2]), tmp_path / "out.jsonl"
+    report = run(compress_file, src, out, BATCH, EchoSummarizer(), progress=True)
+    assert report.processed == 2
+    assert capfd.readouterr() == ("", "")
+
+
 def test_compress_file_resumes_after_an_interruption(tmp_path: Path) -> None:
     records = batch_records()
     src = write_input(tmp_path / "in.jsonl", records)

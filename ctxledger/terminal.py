@@ -103,14 +103,13 @@ class PlainConsole(Console):
         (the terminal wraps the longer lines): squeezed into the console, columns were
         cut to nothing and an id cropped without a mark."""
         table = objects[0] if len(objects) == 1 else None
-        width = self.width
-        if not isinstance(table, Table) or width >= TABLE_MIN_WIDTH:
+        if not isinstance(table, Table) or self.width >= TABLE_MIN_WIDTH:
             super().print(*objects, **kwargs)
             return
         wide = self.options.update_width(TABLE_MIN_WIDTH)
         need = Measurement.get(self, wide, table).minimum
         saved = self._width
-        self.width = max(width, need)
+        self.width = max(self.width, need)
         try:
             super().print(table, **kwargs)
         finally:

@@ -8,6 +8,7 @@ layers over this class.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,13 @@ from ctxledger import limits
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    SessionEndedError,
+    UnknownMessage,
+    UnknownSession,
+)
 from ctxledger.events import (
     CallIdRepairEntry,
     CompressionChecked,
@@ -214,8 +221,14 @@ class Ledger:
             self._appended = True
             if before is not None:  # else (or if it declines) the refresh reads them back
                 fold_written(self.projector, self.store, requests, versions, before)
-        finally:
-            self.refresh()
+        except BaseException:
+            # folded what is there (a ConcurrencyError's caller reads the new version);
+            # the append's error is the one raised: a server that went away fails the
+            # read too, and its error would hide the append's "re-send the same events"
+            with contextlib.suppress(CtxLedgerError):
+                self.refresh()
+            raise
+        self.refresh()
 
     def event_fields(self, session_id: str) -> dict[str, Any]:
         """The fields every event needs (a new id, the session, the injected clock's time)."""

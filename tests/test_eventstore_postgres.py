@@ -116,6 +116,7 @@ def test_only_an_append_cut_off_is_told_to_re_send(action: str, told: bool) -> N
     lost = PostgresEventStore._translate(where, psycopg.OperationalError("gone"), action)  # type: ignore[arg-type]
     assert isinstance(lost, ConnectionLost)
     assert ("re-send the same events (ids make it safe)" in str(lost)) is told
+    assert ("re-send" in str(lost)) is told  # (a read said it too, in other words)
 
 
 def test_migrations_are_recorded_once_and_reopening_applies_none(store: PostgresEventStore) -> None:

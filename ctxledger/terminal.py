@@ -99,15 +99,15 @@ class PlainConsole(Console):
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """As :meth:`Console.print`, but a table on a console narrower than
-        :data:`TABLE_MIN_WIDTH` is laid out as wide as its words need, up to that width
-        (the terminal wraps the longer lines): squeezed into the console, columns were
-        cut to nothing and an id cropped without a mark."""
+        :data:`TABLE_MIN_WIDTH` is laid out as wide as its cells need, up to that width:
+        as it is on a console that wide (the terminal wraps the longer lines). Squeezed
+        into the console, columns were cut to nothing and an id cropped without a mark."""
         table = objects[0] if len(objects) == 1 else None
         if not isinstance(table, Table) or self.width >= TABLE_MIN_WIDTH:
             super().print(*objects, **kwargs)
             return
         wide = self.options.update_width(TABLE_MIN_WIDTH)
-        need = Measurement.get(self, wide, table).minimum
+        need = Measurement.get(self, wide, table).maximum  # (at most the width of `wide`)
         saved = self._width
         self.width = max(self.width, need)
         try:

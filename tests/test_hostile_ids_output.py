@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import SMALL, compact_now, session_with_turns
 
 from ctxledger.cli.main import cli
 from ctxledger.ledger.facade import Ledger
@@ -192,6 +193,36 @@ def test_a_narrow_terminal_wraps_a_table_rather_than_cutting_its_columns(
     ]
     assert int(rows[0][3]) > 0 and rows[1][3] == "0"
     assert max(map(len, lines)) <= TABLE_MIN_WIDTH
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A ledger with generated (full-length) ids: a session compacted once. (path, tip,
+    compaction id)"""
+    path = tmp_path_factory.mktemp("narrow") / "l.db"
+    with Ledger.open(str(path), config=SMALL) as ledger:
+        outcome = compact_now(ledger, session_with_turns(ledger, 8))
+    assert outcome.new_session_id and outcome.compaction_id
+    return path, outcome.new_session_id, outcome.compaction_id
+
+
+def _table_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line[:1] in "┏┃┡│└"]
+
+
+@pytest.mark.parametrize("command", ["usage", "audit"])
+@pytest.mark.parametrize("width", [20, 40, 60])
+def test_a_narrow_terminal_lays_a_table_out_as_80_columns_do(
+    compacted: tuple[Path, str, str], command: str, width: int
+) -> None:
+    """Review 1 of session 36: a table under 80 columns was laid out at rich's minimum
+    measure, narrower than its words: `usage` at 40 still showed `summari…` and
+    `reasoni…`, and at 60 was cut as before (the minimum, 57, was under 60)."""
+    path, tip, _ = compacted
+    narrow = run(path, command, tip, width=width).output
+    assert narrow == run(path, command, tip).output  # (the 80-column layout)
+    if command == "usage":
+        assert "…" not in "".join(_table_lines(narrow))
 
 
 def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:

@@ -225,6 +225,20 @@ def test_a_narrow_terminal_lays_a_table_out_as_80_columns_do(
         assert "…" not in "".join(_table_lines(narrow))
 
 
+@pytest.mark.parametrize("width", [20, 60, 80])
+def test_the_audit_table_shows_the_compaction_id_whole(
+    compacted: tuple[Path, str, str], width: int
+) -> None:
+    """Review 1 of session 36: at 80 columns and under, the table showed `cmp_01a22b1…`.
+    The id is folded onto more lines where it does not fit (no_wrap would cut 5 of the 8
+    headers at 80 columns instead)."""
+    path, tip, compaction_id = compacted
+    lines = _table_lines(run(path, "audit", tip, width=width).output)
+    rows = [x.split("│") for x in lines if x.startswith("│")]
+    assert "".join(r[2].strip() for r in rows) == compaction_id
+    assert "…" not in "".join(lines)
+
+
 def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:
     """An argument that was not UTF-8 arrives with lone surrogates (byte 0x9b, an 8-bit
     CSI, as U+DC9B); stdout's surrogateescape wrote them back as the raw bytes."""

@@ -24,9 +24,11 @@ import re
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 from rich.text import Text
 
-__all__ = ["BIDI_CONTROLS", "PlainConsole", "block", "inline", "plain", "styled"]
+__all__ = ["BIDI_CONTROLS", "TABLE_MIN_WIDTH", "PlainConsole", "block", "inline", "plain", "styled"]
 
 #: the bidi controls that reorder what follows them: embeddings, overrides, isolates
 _REORDERING = "\u202a-\u202e\u2066-\u2069"
@@ -77,6 +79,11 @@ def block(text: object) -> Text:
     return Text(plain(text))
 
 
+#: the narrowest a table is laid out (see :meth:`PlainConsole.print`): the width the
+#: CLI's tables are written for
+TABLE_MIN_WIDTH = 80
+
+
 class PlainConsole(Console):
     """A console that never interprets data: no markup, no control sequences.
 
@@ -89,6 +96,24 @@ class PlainConsole(Console):
     def render_str(self, text: str, **kwargs: Any) -> Text:
         kwargs["markup"] = False
         return super().render_str(inline(text), **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """As :meth:`Console.print`, but a table on a console narrower than
+        :data:`TABLE_MIN_WIDTH` is laid out as wide as its cells need, up to that width:
+        as it is on a console that wide (the terminal wraps the longer lines). Squeezed
+        into the console, columns were cut to nothing and an id cropped without a mark."""
+        table = objects[0] if len(objects) == 1 else None
+        if not isinstance(table, Table) or self.width >= TABLE_MIN_WIDTH:
+            super().print(*objects, **kwargs)
+            return
+        wide = self.options.update_width(TABLE_MIN_WIDTH)
+        need = Measurement.get(self, wide, table).maximum  # (at most the width of `wide`)
+        saved = self._width
+        self.width = max(self.width, need)
+        try:
+            super().print(table, **kwargs)
+        finally:
+            self._width = saved
 
 
 def styled(*parts: object) -> Text:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -29,6 +31,23 @@ def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
 def shown_messages(db: Path, ref: str) -> list[dict[str, object]]:
     """The messages of `show REF --json` (each entry also has its index, id and tokens)."""
     return [entry["message"] for entry in json.loads(run(db, "show", ref, "--json").output)]
+
+
+@pytest.mark.parametrize("module", ["ctxledger", "ctxledger.cli.main"])
+def test_python_dash_m_is_the_command(module: str, tmp_path: Path) -> None:
+    """`python -m ctxledger` and `python -m ctxledger.cli.main` run the command. There was no
+    `ctxledger/__main__.py` (so the first was an error), and `cli/main.py` defined `main`
+    without calling it (so the second printed nothing and exited 0, whatever it was asked)."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--db", str(tmp_path / "none.db"), "sessions"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    # (the second also gets runpy's warning that `ctxledger.cli` had imported the module)
+    assert done.stderr.splitlines()[-1].startswith("error: no ledger file at "), done.stderr
+    assert not (tmp_path / "none.db").exists()
 
 
 def commands() -> list[str]:

@@ -106,6 +106,17 @@ def test_an_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(ConnectionLost, match="could not be reached") as caught:
         PostgresEventStore("postgresql://nobody:secret@127.0.0.1:1/none", connect_timeout=2)
     assert "secret" not in str(caught.value)
+    # session 36: an open said "an append that failed this way may or may not be stored"
+    assert "append" not in str(caught.value) and str(caught.value).endswith("the URL")
+
+
+@pytest.mark.parametrize(("action", "told"), [("append", True), ("read the log", False)])
+def test_only_an_append_cut_off_is_told_to_re_send(action: str, told: bool) -> None:
+    where = type("Store", (), {"where": "postgresql://h/db (schema public)"})()
+    lost = PostgresEventStore._translate(where, psycopg.OperationalError("gone"), action)  # type: ignore[arg-type]
+    assert isinstance(lost, ConnectionLost)
+    assert ("re-send the same events (ids make it safe)" in str(lost)) is told
+    assert ("re-send" in str(lost)) is told  # (a read said it too, in other words)
 
 
 def test_migrations_are_recorded_once_and_reopening_applies_none(store: PostgresEventStore) -> None:

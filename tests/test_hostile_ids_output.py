@@ -17,10 +17,11 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import SMALL, compact_now, session_with_turns
 
 from ctxledger.cli.main import cli
 from ctxledger.ledger.facade import Ledger
-from ctxledger.terminal import inline, plain
+from ctxledger.terminal import TABLE_MIN_WIDTH, inline, plain
 
 SID = "ses_a\r\nforged row\u202eevil\u2066x\x1b[31m"
 MODEL = "gpt\nFAKE LINE\u202eledom"
@@ -168,6 +169,74 @@ def test_a_very_long_session_id_folds_instead_of_squeezing_the_other_columns(
     assert max(len(line) for line in out.splitlines()) <= 100
     folded = "".join(line.rsplit("│", 2)[1].strip() for line in out.splitlines()[3:-1])
     assert folded == long_id + "ses_short"  # every character shown, in order
+
+
+@pytest.mark.parametrize("width", [20, 40, 60])
+def test_a_narrow_terminal_wraps_a_table_rather_than_cutting_its_columns(
+    tmp_path: Path, width: int
+) -> None:
+    """Session 36: at COLUMNS=40 `sessions` drew five zero-wide columns (no kind, model,
+    count or state, not even their headers) and cropped the session id by a character,
+    without a mark: a copied id named no session. Below 80 columns a table is laid out
+    as wide as its words need (up to 80) and the terminal wraps the lines."""
+    path = tmp_path / "narrow.db"
+    with Ledger.open(str(path)) as ledger:
+        sids = [ledger.start_session(model="m-1", context_length=16_000) for _ in range(2)]
+        ledger.append_messages(sids[0], [{"role": "user", "content": "hello"}])
+    lines = run(path, "sessions", width=width).output.splitlines()
+    header = [c.strip() for c in next(x for x in lines if x.startswith("┃")).split("┃")[1:-1]]
+    rows = [[c.strip() for c in x.split("│")[1:-1]] for x in lines if x.startswith("│")]
+    assert header == ["kind", "model", "messages", "tokens", "state", "session"]
+    assert [(row[:3], row[4:]) for row in rows] == [
+        (["root", "m-1", "1"], ["live", sids[0]]),
+        (["root", "m-1", "0"], ["live", sids[1]]),
+    ]
+    assert int(rows[0][3]) > 0 and rows[1][3] == "0"
+    assert max(map(len, lines)) <= TABLE_MIN_WIDTH
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A ledger with generated (full-length) ids: a session compacted once. (path, tip,
+    compaction id)"""
+    path = tmp_path_factory.mktemp("narrow") / "l.db"
+    with Ledger.open(str(path), config=SMALL) as ledger:
+        outcome = compact_now(ledger, session_with_turns(ledger, 8))
+    assert outcome.new_session_id and outcome.compaction_id
+    return path, outcome.new_session_id, outcome.compaction_id
+
+
+def _table_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line[:1] in "┏┃┡│└"]
+
+
+@pytest.mark.parametrize("command", ["usage", "audit"])
+@pytest.mark.parametrize("width", [20, 40, 60])
+def test_a_narrow_terminal_lays_a_table_out_as_80_columns_do(
+    compacted: tuple[Path, str, str], command: str, width: int
+) -> None:
+    """Review 1 of session 36: a table under 80 columns was laid out at rich's minimum
+    measure, narrower than its words: `usage` at 40 still showed `summari…` and
+    `reasoni…`, and at 60 was cut as before (the minimum, 57, was under 60)."""
+    path, tip, _ = compacted
+    narrow = run(path, command, tip, width=width).output
+    assert narrow == run(path, command, tip).output  # (the 80-column layout)
+    if command == "usage":
+        assert "…" not in "".join(_table_lines(narrow))
+
+
+@pytest.mark.parametrize("width", [20, 60, 80])
+def test_the_audit_table_shows_the_compaction_id_whole(
+    compacted: tuple[Path, str, str], width: int
+) -> None:
+    """Review 1 of session 36: at 80 columns and under, the table showed `cmp_01a22b1…`.
+    The id is folded onto more lines where it does not fit (no_wrap would cut 5 of the 8
+    headers at 80 columns instead)."""
+    path, tip, compaction_id = compacted
+    lines = _table_lines(run(path, "audit", tip, width=width).output)
+    rows = [x.split("│") for x in lines if x.startswith("│")]
+    assert "".join(r[2].strip() for r in rows) == compaction_id
+    assert "…" not in "".join(lines)
 
 
 def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:

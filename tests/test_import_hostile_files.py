@@ -136,6 +136,16 @@ def test_utf16_text_is_named(tmp_path: Path) -> None:
     assert seq == 0
 
 
+@pytest.mark.parametrize("data", [b"[]", b" [ ]\n"])
+def test_an_empty_json_list_is_called_empty_not_not_json(tmp_path: Path, data: bytes) -> None:
+    # session 36: `[]` was "cannot tell the format (not a JSON document or JSON lines)",
+    # which it is; --format openai said "no messages found"
+    code, output, seq = _import(tmp_path, data)
+    assert code == 2 and "(an empty JSON list: no messages to import)" in output, output
+    assert "not a JSON document" not in output
+    assert seq == 0
+
+
 @pytest.mark.parametrize("fmt", [[], ["--format", "openai"]])
 def test_an_escaped_lone_surrogate_is_named_not_called_truncated(
     tmp_path: Path, fmt: list[str]

@@ -16,6 +16,7 @@ from ctxledger.errors import (
     InvalidInput,
     InvalidMessage,
     SessionEndedError,
+    StoreError,
     UnknownMessage,
     UnknownSession,
 )
@@ -479,3 +480,25 @@ def test_a_config_that_is_not_a_compression_config_is_named_and_creates_nothing(
         with pytest.raises(InvalidConfig, match="config must be a CompressionConfig"):
             open_(tmp_path / "l.db", config=config)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_append_cut_off_reports_its_own_error_not_the_refresh_after_it(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 36: with the server gone, the refresh after a failed append fails too; its
+    "could not read the log" hid the append's error and its "re-send the same events"."""
+    sid = ledger.start_session(model="m", context_length=16_000)
+    refreshes: list[int] = []
+
+    def append_many(*args: object, **kwargs: object) -> None:
+        raise StoreError("could not append: gone; re-send the same events")
+
+    def change_token() -> None:
+        refreshes.append(1)
+        raise StoreError("could not read the log: gone")
+
+    monkeypatch.setattr(ledger.store, "append_many", append_many)
+    monkeypatch.setattr(ledger.store, "change_token", change_token)
+    with pytest.raises(StoreError, match="could not append") as caught:
+        ledger.append_messages(sid, [{"role": "user", "content": "hi"}])
+    assert "re-send the same events" in str(caught.value) and refreshes == [1]

@@ -28,7 +28,7 @@ from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, chain_tip, open_store
-from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.eventstore.postgres import ConnectionLost, PostgresEventStore
 from ctxledger.eventstore.transfer import copy_ledger
 from ctxledger.testing.eventstore import message
 
@@ -104,6 +104,24 @@ def test_ledger_and_service_open_a_url(url: str) -> None:
             return svc.api_messages(sid)
 
     assert [m["content"] for m in anyio.run(main)] == ["hello", "hi there"]
+
+
+def test_a_ledger_append_to_a_server_gone_says_to_re_send(
+    own_server: PgServer, tmp_path: Path
+) -> None:
+    """Session 36: the refresh after the cut-off append failed too, and its "could not read
+    the log" was raised instead of the append's error, the one that says to re-send."""
+    store = PostgresEventStore(own_server.url, connect_timeout=1, index_dir=tmp_path)
+    ledger = Ledger(store)
+    try:
+        sid = ledger.start_session(model="m", context_length=8000)
+        ledger.append_messages(sid, [{"role": "user", "content": "one"}])
+        own_server.kill()
+        with pytest.raises(ConnectionLost, match="could not append") as caught:
+            ledger.append_messages(sid, [{"role": "user", "content": "two"}])
+        assert "re-send the same events" in str(caught.value)
+    finally:
+        store.close()
 
 
 # --- the CLI on PostgreSQL -----------------------------------------------------------------

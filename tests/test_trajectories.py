@@ -391,6 +391,24 @@ def test_compress_file_writes_in_input_order_with_metrics_and_report(tmp_path: P
     assert summarizer.max_active <= BATCH.max_concurrent_requests
 
 
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_progress_bar_is_drawn_only_on_a_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    terminal: bool,
+) -> None:  # fmt: skip
+    """Session 36: with stderr a file or a pipe (a log, CI) `trajectories compress` wrote
+    its finished bar there, though spinners are drawn only on a terminal (TTY_COMPATIBLE=1:
+    rich 15 takes stderr for one; it no longer reads FORCE_TERMINAL)."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)  # (set, rich takes it for a terminal)
+    monkeypatch.setenv("TTY_COMPATIBLE", "1" if terminal else "")
+    src, out = write_input(tmp_path / "in.jsonl", batch_records()[:2]), tmp_path / "out.jsonl"
+    report = run(compress_file, src, out, BATCH, EchoSummarizer(), progress=True)
+    assert report.processed == 2
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    assert ("compressing trajectories" in captured.err) is terminal, captured.err
+
+
 def test_compress_file_resumes_after_an_interruption(tmp_path: Path) -> None:
     records = batch_records()
     src = write_input(tmp_path / "in.jsonl", records)

@@ -189,7 +189,11 @@ def transcript_at(ledger: Ledger, session_id: str, seq: int | None) -> Transcrip
         raise InvalidInput(f"seq {seq} is past the end of the log (the last event is {last})")
     transcript = ledger.projector_at(seq).transcript
     if session_id not in transcript.state.sessions:
-        raise UnknownSession(f"session {session_id!r} had not started at seq {seq}")
+        started = ledger.chains.lineage(session_id).started_seq
+        raise UnknownSession(
+            f"session {session_id!r} had not started at seq {seq}: it starts at seq {started}"
+            " (`ctxledger chain` lists the sessions before it)"
+        )
     return transcript
 
 

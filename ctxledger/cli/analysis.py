@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from ctxledger.analysis.audit import (
@@ -87,7 +87,7 @@ def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
 def _print_chain(report: ChainAudit, show_all: bool) -> None:
     table = Table(
         "#",
-        "compaction",
+        Column("compaction", overflow="fold"),  # an id: whole, on more lines if need be
         "summarizer",
         "summarized",
         "facts",

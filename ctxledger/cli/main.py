@@ -18,3 +18,6 @@ def main() -> None:
 
 
 __all__ = ["cli", "main"]
+
+if __name__ == "__main__":  # `python -m ctxledger.cli.main` (`python -m ctxledger` is quieter)
+    main()

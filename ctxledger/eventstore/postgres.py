@@ -98,6 +98,7 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _IDLE_REREAD = 1.0
 #: an append that keeps losing races to other appenders of its streams gives up
 _RACE_RETRIES = 50
+_RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
 
 
 class ConnectionLost(StoreError):
@@ -226,8 +227,7 @@ class PostgresEventStore(EventStore):
         if isinstance(exc, psycopg.OperationalError):
             return ConnectionLost(
                 f"{where}: the server could not be reached ({detail}); check it is running and "
-                "the URL; an append that failed this way may or may not be stored: re-send the "
-                "same events (their ids make that safe)"
+                f"the URL{_RESEND if action == 'append' else ''}"  # (an open, a read: no hint)
             )
         return StoreError(f"{where}: {detail}")
 

@@ -153,7 +153,7 @@ def _json_problem(text: str) -> str:
         msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError) as err:
         return f"not JSON: {json_problem(err, text)}"
-    return "not a JSON document or JSON lines"
+    return "an empty JSON list: no messages to import"  # the one document that gives no records
 
 
 def _utf8(data: bytes, path: str) -> str:

@@ -8,6 +8,9 @@ if that fails; a message id must be new, unless the event is the very one that s
 it (the same event id: a re-send, which the store answers as a no-op). A ``MessageAppended``'s message is checked by the message policy
 (``Ledger.check_messages``), so its other fields are round-tripped with an empty
 message: decoding a 10 MB message back would cost more than the append.
+
+Every append, its own events too, must also name sessions and messages that exist
+(:func:`check_references`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,19 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from ctxledger.errors import InvalidInput
-from ctxledger.events import MessageAppended, encode_event
+from ctxledger.errors import InvalidInput, UnknownMessage, UnknownSession
+from ctxledger.events import (
+    MessageAppended,
+    MessagePinned,
+    SessionStarted,
+    SessionSwitched,
+    ToolOutputPersisted,
+    encode_event,
+)
 from ctxledger.eventstore.base import AppendRequest, EventStore
-from ctxledger.projections.stored import StoredMessage
+from ctxledger.projections.stored import SessionView, StoredMessage
 
-__all__ = ["check_decodable"]
+__all__ = ["check_decodable", "check_references"]
 
 
 def _stored_by(store: EventStore | None, stored: StoredMessage) -> str | None:
@@ -79,3 +89,32 @@ def check_decodable(
                 raise InvalidInput(
                     f"{name} has a field of the wrong type or value ({exc}); nothing was appended"
                 ) from None
+
+
+def check_references(
+    requests: Sequence[AppendRequest], sessions: Mapping[str, SessionView]
+) -> None:
+    """Events must name a session that exists in `sessions` (or starts in this append)
+    and messages it holds (or that this append brings).
+
+    The log is immutable, so what it would not fold must never get in.
+    """
+    # a continuation starting in this append holds its switch's layout
+    incoming = {e.new_session_id: {x.message_id for x in e.layout} for r in requests
+                for e in r.events if isinstance(e, SessionSwitched)}  # fmt: skip
+    for request in requests:
+        view = sessions.get(request.stream)
+        events = list(request.events)
+        if view is None and not (events and isinstance(events[0], SessionStarted)):
+            raise UnknownSession(
+                f"no session {request.stream!r}; a new session must begin with SessionStarted"
+            )
+        batch = incoming.get(request.stream, set())
+        batch = batch | {e.message_id for e in events if isinstance(e, MessageAppended)}
+        for e in events:
+            if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
+                continue
+            if view is None or e.message_id not in view.live:
+                raise UnknownMessage(
+                    f"message {e.message_id!r} is not in the live view of {request.stream!r}"
+                )

@@ -8,6 +8,7 @@ layers over this class.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,13 @@ from ctxledger import limits
 from ctxledger.clock import Clock, IdGenerator, random_ids, system_clock
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.settings import resolve_config
-from ctxledger.errors import InvalidInput, SessionEndedError, UnknownMessage, UnknownSession
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidInput,
+    SessionEndedError,
+    UnknownMessage,
+    UnknownSession,
+)
 from ctxledger.events import (
     CallIdRepairEntry,
     CompressionChecked,
@@ -32,10 +39,8 @@ from ctxledger.events import (
     PressureWarning,
     SessionReason,
     SessionStarted,
-    SessionSwitched,
     SystemPromptSet,
     ToolCallIdsRepaired,
-    ToolOutputPersisted,
     ToolsDeclared,
     UsageReported,
     envelope,
@@ -47,7 +52,7 @@ from ctxledger.eventstore.opening import close_quietly, default_db_path, open_st
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
-from ctxledger.ledger.eventcheck import check_decodable
+from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import (
@@ -209,39 +214,21 @@ class Ledger:
         limits.check_limit_variables()  # (a bad CTXLEDGER_MAX_* fails before any write)
         if not own:  # a compaction's own events are built here, typed
             check_decodable(requests, self.transcript.state.messages, self.store)
-        # a continuation starting in this append holds its switch's layout
-        incoming = {e.new_session_id: {x.message_id for x in e.layout} for r in requests
-                    for e in r.events if isinstance(e, SessionSwitched)}  # fmt: skip
-        for request in requests:
-            self._check_references(request, incoming.get(request.stream, set()))
+        check_references(requests, self.transcript.state.sessions)
         before = log_end(self.store, blobs) if own else None  # None: read back
         try:
             versions = self.store.append_many(requests, blobs)
             self._appended = True
             if before is not None:  # else (or if it declines) the refresh reads them back
                 fold_written(self.projector, self.store, requests, versions, before)
-        finally:
-            self.refresh()
-
-    def _check_references(self, request: AppendRequest, incoming: set[str]) -> None:
-        """Events must name a session that exists (or starts here) and messages it holds.
-
-        The log is immutable, so what it would not fold must never get in.
-        """
-        view = self.transcript.state.sessions.get(request.stream)
-        events = list(request.events)
-        if view is None and not (events and isinstance(events[0], SessionStarted)):
-            raise UnknownSession(
-                f"no session {request.stream!r}; a new session must begin with SessionStarted"
-            )
-        batch = incoming | {e.message_id for e in events if isinstance(e, MessageAppended)}
-        for e in events:
-            if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
-                continue
-            if view is None or e.message_id not in view.live:
-                raise UnknownMessage(
-                    f"message {e.message_id!r} is not in the live view of {request.stream!r}"
-                )
+        except BaseException:
+            # folded what is there (a ConcurrencyError's caller reads the new version);
+            # the append's error is the one raised: a server that went away fails the
+            # read too, and its error would hide the append's "re-send the same events"
+            with contextlib.suppress(CtxLedgerError):
+                self.refresh()
+            raise
+        self.refresh()
 
     def event_fields(self, session_id: str) -> dict[str, Any]:
         """The fields every event needs (a new id, the session, the injected clock's time)."""

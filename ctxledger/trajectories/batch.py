@@ -289,10 +289,11 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Callable[[], None]]:
     import rich.console as rc
     import rich.progress as rp
 
+    console = rc.Console(stderr=True)
+    if not console.is_terminal:  # a log or a pipe: rich would write the finished bar into it
+        return None, lambda: None
     columns = (rp.TextColumn("compressing trajectories"), rp.BarColumn(), rp.MofNCompleteColumn())
-    bar = rp.Progress(
-        *columns, rp.TimeElapsedColumn(), rp.TimeRemainingColumn(), console=rc.Console(stderr=True)
-    )
+    bar = rp.Progress(*columns, rp.TimeElapsedColumn(), rp.TimeRemainingColumn(), console=console)
     task = bar.add_task("compress", total=total)
     return bar, lambda: bar.advance(task)
 

@@ -502,3 +502,7 @@ def test_an_append_cut_off_reports_its_own_error_not_the_refresh_after_it(
     with pytest.raises(StoreError, match="could not append") as caught:
         ledger.append_messages(sid, [{"role": "user", "content": "hi"}])
     assert "re-send the same events" in str(caught.value) and refreshes == [1]
+    # the re-read's own error is not lost: it may be the cause (review 2)
+    assert caught.value.__notes__ == [
+        "the re-read after it failed too: could not read the log: gone"
+    ]

@@ -8,7 +8,6 @@ layers over this class.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -221,12 +220,15 @@ class Ledger:
             self._appended = True
             if before is not None:  # else (or if it declines) the refresh reads them back
                 fold_written(self.projector, self.store, requests, versions, before)
-        except BaseException:
+        except BaseException as err:
             # folded what is there (a ConcurrencyError's caller reads the new version);
             # the append's error is the one raised: a server that went away fails the
-            # read too, and its error would hide the append's "re-send the same events"
-            with contextlib.suppress(CtxLedgerError):
+            # read too, and its error would hide the append's "re-send the same events".
+            # The refresh's own error is kept on it as a note (it may be the cause).
+            try:
                 self.refresh()
+            except CtxLedgerError as also:
+                err.add_note(f"the re-read after it failed too: {also}")
             raise
         self.refresh()
 

@@ -93,6 +93,11 @@ class PlainConsole(Console):
     objects built by the CLI itself.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self._width is not None and self._width < 1:  # COLUMNS=0: rich printed no line
+            self._width = None  # as for an unset or unreadable COLUMNS: the terminal's, or 80
+
     def render_str(self, text: str, **kwargs: Any) -> Text:
         kwargs["markup"] = False
         return super().render_str(inline(text), **kwargs)

@@ -21,7 +21,7 @@ from helpers.ledger_helpers import SMALL, compact_now, session_with_turns
 
 from ctxledger.cli.main import cli
 from ctxledger.ledger.facade import Ledger
-from ctxledger.terminal import TABLE_MIN_WIDTH, inline, plain
+from ctxledger.terminal import TABLE_MIN_WIDTH, PlainConsole, inline, plain
 
 SID = "ses_a\r\nforged row\u202eevil\u2066x\x1b[31m"
 MODEL = "gpt\nFAKE LINE\u202eledom"
@@ -237,6 +237,19 @@ def test_the_audit_table_shows_the_compaction_id_whole(
     rows = [x.split("│") for x in lines if x.startswith("│")]
     assert "".join(r[2].strip() for r in rows) == compaction_id
     assert "…" not in "".join(lines)
+
+
+@pytest.mark.parametrize("columns", ["0", "00"])
+def test_columns_zero_prints_every_line_as_an_unset_columns_does(
+    monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    """Review 2 of session 36: a console made under ``COLUMNS=0`` was 0 wide, and rich then
+    wrote no line that is not a table (an audit's detail lines vanished, exit 0)."""
+    monkeypatch.setenv("COLUMNS", columns)
+    out = io.StringIO()
+    console = PlainConsole(file=out, highlight=False, soft_wrap=True, markup=False)
+    console.print("compaction 1 [bold]kept[/bold]")
+    assert console.width == 80 and out.getvalue() == "compaction 1 [bold]kept[/bold]\n"
 
 
 def test_a_lone_surrogate_is_shown_escaped_not_written_back_as_its_raw_byte() -> None:

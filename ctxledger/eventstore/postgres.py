@@ -66,7 +66,7 @@ from ctxledger.eventstore.base import (
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release
-from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
+from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, client_side, prepare
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
@@ -283,7 +283,7 @@ class PostgresEventStore(EventStore):
         def prepare() -> list[PreparedBatch] | None:
             prepared.append(prepare_append(requests, None, self._blob_threshold))
             batches, new_blobs = prepared[0]
-            return None if _client_side(batches, new_blobs) else batches
+            return None if client_side(batches, new_blobs) else batches
 
         heads, race = [(r.stream, len(r.events)) for r in requests], False
         try:
@@ -296,7 +296,7 @@ class PostgresEventStore(EventStore):
         if versions is not None:
             return versions
         batches, new_blobs = prepared[0]
-        if race or _client_side(batches, new_blobs):
+        if race or client_side(batches, new_blobs):
             return self._append(conn, batches, new_blobs)  # retried, or the blob-carrying way
         # a stale version or a stored id: told apart under the lock, the batch not sent again
         return self._appender.transaction(conn, batches, new_blobs, check_ids=True)
@@ -305,7 +305,7 @@ class PostgresEventStore(EventStore):
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
         try:
-            if _client_side(batches, new_blobs):
+            if client_side(batches, new_blobs):
                 return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
             if sum(len(b.rows) for b in batches) <= CALL_ROWS:
                 return self._appender.call(conn, batches)
@@ -570,11 +570,6 @@ class PostgresEventStore(EventStore):
                 self._close_derived()
                 self._pool.close()
                 self._leases.close()
-
-
-def _client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:
-    """Whether an append goes the client-side transaction's way (blobs, linked rows)."""
-    return bool(new_blobs) or any(b.chain == "linked" for b in batches)
 
 
 def _check_blobs(conn: Conn) -> BlobChecks:

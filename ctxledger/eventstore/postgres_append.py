@@ -29,13 +29,14 @@ import psycopg
 import psycopg.errors
 from psycopg import generators, pq
 
-from ctxledger.errors import ConcurrencyError, DuplicateEventError
+from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import Placed, hash_rows
+from ctxledger.eventstore.resends import already_stored
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
-__all__ = ["CALL_ROWS", "Appender", "prepare"]
+__all__ = ["CALL_ROWS", "Appender", "client_side", "prepare"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -282,34 +283,17 @@ class Appender:
             conn.cursor().executemany(q.INSERT_BLOB, missing)
 
     def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
-        """True when every event id is already in its stream (a re-send); False when none is.
-
-        Raises DuplicateEventError when only some are, or one lives in another stream.
-        """
+        """Whether this append is a re-send (:func:`already_stored`; one query for its ids)."""
         wanted = [row[0] for batch in batches for row in batch.rows]
         stored = {
             str(e): str(s) for e, s in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
         }
-        found: str | None = None
-        missing: str | None = None
-        for batch in batches:
-            for event_id, *_ in batch.rows:
-                where = stored.get(event_id)
-                if where is None:
-                    missing = missing or event_id
-                elif where != batch.stream:
-                    raise DuplicateEventError(
-                        f"event id {event_id!r} is already stored in stream {where!r}, not "
-                        f"{batch.stream!r}; give every new event a fresh id"
-                    )
-                else:
-                    found = found or event_id
-        if found is not None and missing is not None:
-            raise DuplicateEventError(
-                f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
-                "re-send exactly the batch that was written, or give new events fresh ids"
-            )
-        return found is not None
+        return already_stored(batches, stored.get)
+
+
+def client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:
+    """Whether an append goes the client-side transaction's way (blobs, linked rows)."""
+    return bool(new_blobs) or any(b.chain == "linked" for b in batches)
 
 
 def prepare(conn: Conn) -> None:

@@ -34,7 +34,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from ctxledger.errors import (
     ConcurrencyError,
     CtxLedgerError,
-    DuplicateEventError,
     InvalidConfig,
     StoreError,
     UnknownBlob,
@@ -65,6 +64,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     refuse_unwritable,
 )
+from ctxledger.eventstore.resends import already_stored
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -306,7 +306,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         conn = self._conn
         current, stale = self._versions(batches)
         if stale is not None or check_ids:
-            if self._already_stored(batches):  # a re-send: the versions as they are
+            if already_stored(batches, self._stored_in):  # a re-send: the versions as they are
                 return {b.stream: v for b, (_, v) in zip(batches, current, strict=True)}
             if stale is not None:
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
@@ -368,31 +368,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 q.INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
             )
 
-    def _already_stored(self, batches: list[PreparedBatch]) -> bool:
-        """True when every event id is already in its stream (a re-send); False when none is.
-
-        Raises DuplicateEventError when only some are, or one lives in another stream.
-        """
-        found: str | None = None
-        missing: str | None = None
-        for batch in batches:
-            for event_id, *_ in batch.rows:
-                row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
-                if row is None:
-                    missing = missing or event_id
-                elif row[0] != batch.stream:
-                    raise DuplicateEventError(
-                        f"event id {event_id!r} is already stored in stream {row[0]!r}, not {batch.stream!r}; "
-                        "give every new event a fresh id"
-                    )
-                else:
-                    found = found or event_id
-        if found is not None and missing is not None:
-            raise DuplicateEventError(
-                f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
-                "re-send exactly the batch that was written, or give new events fresh ids"
-            )
-        return found is not None
+    def _stored_in(self, event_id: str) -> str | None:
+        """The stream holding `event_id`, or None (for :func:`already_stored`)."""
+        row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
+        return None if row is None else str(row[0])
 
     # --- reading -----------------------------------------------------------------------------
 

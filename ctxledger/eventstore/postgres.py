@@ -70,7 +70,7 @@ from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, client_sid
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
-from ctxledger.eventstore.postgres_url import is_postgres_url, split_schema
+from ctxledger.eventstore.postgres_url import describe, is_postgres_url, split_schema
 from ctxledger.eventstore.rows import (
     BlobChecks,
     ChainVerifier,
@@ -139,7 +139,7 @@ class PostgresEventStore(EventStore):
         if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
             raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
         self.durability = durability
-        self.where = _describe(conninfo, self.schema)
+        self.where = describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
         self._index_dir = index_dir
         self._closed, self._closing = False, threading.RLock()  # (a 2nd close waits: close)
@@ -581,13 +581,3 @@ def _check_blobs(conn: Conn) -> BlobChecks:
         checked.check(ref, size, bytes(row[0]) if row is not None else b"")
     return checked
 
-
-def _describe(conninfo: str, schema: str) -> str:
-    """The server, database and schema, for messages (never the password)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.Error as exc:
-        raise InvalidInput(f"cannot parse the PostgreSQL URL: {exc}") from exc
-    host = str(info.get("host") or "localhost")
-    port = f":{info['port']}" if info.get("port") else ""
-    return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -456,3 +457,32 @@ def test_a_read_by_stream_names_a_row_edited_out_of_it(
     assert [r.seq for r in store.read_all()] == [1, 2, 3]
     with pytest.raises(InvalidEvent, match=r"no event at version 2 \(the event at seq 3 has"):
         list(store.read_stream("ses_a"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("UPDATE events SET version = 0 WHERE seq = 3", "0"),
+        ("UPDATE events SET version = -5 WHERE seq = 3", "-5"),
+        (
+            "ALTER TABLE events ALTER COLUMN version DROP NOT NULL;"
+            " UPDATE events SET version = NULL WHERE seq = 3",
+            "NULL",
+        ),
+    ],
+)
+def test_a_read_by_stream_names_its_last_row_edited_out_of_it(
+    store: PostgresEventStore, edit: str, said: str
+) -> None:
+    """(Session 36: the stream's last row lowered or NULLed left no gap a later version
+    shows, and ``read_stream`` returned the stream without it.)"""
+    store.append("ses_a", [message("ses_a", f"m{i}") for i in range(3)], expected_version=None)
+    store.append("ses_b", [message("ses_b", "other")], expected_version=None)
+    with raw(store) as conn:
+        for statement in edit.split(";"):
+            conn.execute(statement)
+    refused = f"the event at seq 3 has version {said}, not one from 1 up"
+    for start, end in [(1, None), (2, None), (4, None), (1, 2), (2, 2)]:
+        with pytest.raises(InvalidEvent, match=re.escape(refused)):
+            list(store.read_stream("ses_a", start, end))
+    assert [r.seq for r in store.read_stream("ses_b")] == [4]

@@ -441,6 +441,28 @@ def test_a_version_out_of_place_is_named_by_a_read_by_stream_not_skipped(
     _one_error_line(result.output)
 
 
+@pytest.mark.parametrize("version", ["0", "-1", "NULL", "'x'"])
+def test_a_streams_last_version_edited_is_named_by_a_read_by_stream(
+    tmp_path: Path, version: str
+) -> None:
+    """The stream's *last* row edited (session 36): below 1 or NULL it sorts first, text
+    sorts last, where a read by version never looks, and no later version showed a gap:
+    ``read_stream`` returned the stream without its last event, without a word."""
+    db = tmp_path / "l.db"
+    _null("version", where="seq = 0")(db)  # (the NOT NULL dropped, no row changed)
+    _sql(db, f"UPDATE events SET version = {version} WHERE seq = 3")
+    shown = {"NULL": "NULL", "'x'": "'x'"}.get(version, version)
+    refused = f"the event at seq 3 has version {shown}, not one from 1 up"
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        assert [r.seq for r in store.read_all()] == [1, 2, 3]
+        for start, end in [(1, None), (2, None), (4, None), (1, 2)]:
+            with pytest.raises(InvalidEvent, match=re.escape(refused)):
+                list(store.read_stream(SID, start, end))
+    result = CliRunner().invoke(cli, ["--db", str(db), "audit", SID])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    _one_error_line(result.output)
+
+
 @pytest.mark.parametrize(
     ("edit", "said"),
     [

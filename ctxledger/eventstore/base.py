@@ -505,20 +505,38 @@ class EventStore(abc.ABC):
 Versioned = TypeVar("Versioned", bound=tuple[object, ...])
 
 
-def in_versions(rows: list[Versioned], first: int, stream: str) -> list[Versioned]:
+def sound_ends(low: object, high: object) -> bool:
+    """Whether a stream's lowest and highest versions are integers from 1 up (else
+    :func:`in_versions` is given their rows, to name the one that is not)."""
+    return type(low) is int and low >= 1 and type(high) is int
+
+
+def in_versions(
+    rows: list[Versioned], first: int, stream: str, ends: Sequence[object] = ()
+) -> list[Versioned]:
     """`rows` (seq, version, ...) of `stream`, read by version from `first` on: refused
     (InvalidEvent) unless their versions are ``first, first + 1, ...``. A row whose
     version was edited (NULL, text, a number out of place) was left out of a read by
-    version, or read out of order, without a word (verify names the row)."""
+    version, or read out of order, without a word (verify names the row).
+
+    `ends` (given with a read's last page): the seq and version of the stream's lowest
+    and highest rows by version, read with its id (one index seek each, no count). A
+    version edited below 1 or to NULL, or to text, sorts where no read by version looks:
+    the stream's *last* row so edited left no gap a later version shows."""
     start = max(first, 1)
-    if [row[1] for row in rows] == list(range(start, start + len(rows))):
-        return rows  # (the common case, at C speed: an int column's values compare exactly)
-    for expected, row in enumerate(rows, start):
-        seq, version = row[0], row[1]
-        if type(version) is not int or version != expected:
+    if [row[1] for row in rows] != list(range(start, start + len(rows))):
+        for expected, row in enumerate(rows, start):  # (the common case skips this loop)
+            seq, version = row[0], row[1]
+            if type(version) is not int or version != expected:
+                raise InvalidEvent(
+                    f"the stream {stream!r} cannot be read: it has no event at version "
+                    f"{expected} (the event at seq {seq} has version {shown(version)}); run "
+                    "verify() on the log"
+                )
+    for seq, version in zip(ends[0::2], ends[1::2], strict=True) if ends else ():
+        if seq is not None and (type(version) is not int or version < 1):
             raise InvalidEvent(
-                f"the stream {stream!r} cannot be read: it has no event at version "
-                f"{expected} (the event at seq {seq} has version {shown(version)}); run "
-                "verify() on the log"
+                f"the stream {stream!r} cannot be read: the event at seq {seq} has version "
+                f"{shown(version)}, not one from 1 up; run verify() on the log"
             )
     return rows

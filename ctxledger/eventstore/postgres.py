@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.errors
 import psycopg_pool
+from psycopg import ClientCursor
 
 from ctxledger.errors import (
     CtxLedgerError,
@@ -327,9 +328,12 @@ class PostgresEventStore(EventStore):
 
     def _fetch(self, action: str, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """All rows of one read-only query (binary results: bytea arrives as bytes)."""
-        return self._run(
-            action, lambda conn: conn.cursor(binary=True).execute(query, params).fetchall()
-        )
+
+        def fetch(conn: Conn) -> list[tuple[Any, ...]]:  # (EXECUTE: a prepared statement's)
+            cursor = ClientCursor(conn) if query[:7] == "EXECUTE" else conn.cursor(binary=True)
+            return cursor.execute(query, params).fetchall()
+
+        return self._run(action, fetch)
 
     def settle(self) -> None:
         """Seal every committed unsealed row (a writer died before sealing its own), under
@@ -424,7 +428,7 @@ class PostgresEventStore(EventStore):
         self, stream: str, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
-        found = self._fetch("read a stream", q.STREAM_ID, (stream,))
+        found = self._fetch("read a stream", "EXECUTE ctxledger_stream_ends(%s)", (stream,))
         if not found:
             return
         stream_id, upto = found[0][0], MAX_SEQ if to_version is None else to_version
@@ -432,9 +436,13 @@ class PostgresEventStore(EventStore):
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
             rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
-            kept = in_versions([r for r in rows if r[1] <= upto], next_version, stream)
-            yield from decode_rows(kept, self.get_blob, self.sealed)
-            if len(rows) < limit:
+            last = len(rows) < limit or rows[-1][1] >= upto  # (the ends checked with it)
+            kept = [r for r in rows if r[1] <= upto]
+            ends = found[0][1:] if last else ()
+            yield from decode_rows(
+                in_versions(kept, next_version, stream, ends), self.get_blob, self.sealed
+            )
+            if last:
                 return
             next_version = rows[-1][1] + 1
 
@@ -580,4 +588,3 @@ def _check_blobs(conn: Conn) -> BlobChecks:
         row = cursor.execute(q.GET_BLOB, (ref,)).fetchone()
         checked.check(ref, size, bytes(row[0]) if row is not None else b"")
     return checked
-

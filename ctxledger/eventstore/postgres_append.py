@@ -53,6 +53,8 @@ _PREPARED = {
     "ctxledger_seal(text)": q.SEAL,
     "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
     "ctxledger_next_streams(integer)": q.NEXT_STREAM_IDS,
+    # (a read's, here too: SQL-level, EXECUTEd with client-side binding; planned once)
+    "ctxledger_stream_ends(text)": q.STREAM_ENDS.replace("%s", "$1"),
     "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
         q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
     ),

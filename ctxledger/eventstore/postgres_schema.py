@@ -528,7 +528,16 @@ STREAMS_NAMED = (
     f"SELECT s.stream, s.stream_id, {_VERSION_OF} FROM streams AS s WHERE s.stream = ANY(%s)"
 )
 STREAM_VERSION = f"SELECT {_VERSION_OF} FROM streams AS s WHERE s.stream = %s"
-STREAM_ID = "SELECT stream_id FROM streams WHERE stream = %s"
+#: read_stream: the id and the (seq, version) of the lowest and highest sealed rows by
+#: version (one index step each; a NULL sorts last, so highest: in_versions names it)
+_END = (
+    " LEFT JOIN LATERAL (SELECT seq, version FROM events AS e WHERE e.stream_id = s.stream_id"
+    " AND e.seq IS NOT NULL ORDER BY e.version{} LIMIT 1) AS {} ON true"
+)
+STREAM_ENDS = (
+    "SELECT s.stream_id, lo.seq, lo.version, hi.seq, hi.version FROM streams AS s"
+    f"{_END.format('', 'lo')}{_END.format(' DESC', 'hi')} WHERE s.stream = %s"
+)
 #: streams with a sealed event, in order of their first one
 STREAMS = (
     f"SELECT s.stream, {_VERSION_OF} FROM streams AS s"

@@ -49,6 +49,7 @@ from ctxledger.eventstore.base import (
     in_versions,
     paged,
     prepare_append,
+    sound_ends,
 )
 from ctxledger.eventstore.files import close_side_lock, create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
@@ -457,7 +458,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
         with self._lock, self._errors("read a stream"):
-            found = self._conn.execute(q.STREAM_ID, (stream,)).fetchone()
+            found = self._conn.execute(q.STREAM_ENDS, (stream,)).fetchone()
         if found is None:
             return
         stream_id, upto, next_version = (
@@ -470,10 +471,17 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 rows = self._conn.execute(
                     q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
                 ).fetchall()
-            yield from self._decode(in_versions(rows, next_version, stream))
-            if len(rows) < _READ_BATCH:
+            last = len(rows) < _READ_BATCH  # (the stream's ends checked with it)
+            ends = () if not last or sound_ends(*found[1:]) else self._end_rows(stream_id)
+            yield from self._decode(in_versions(rows, next_version, stream, ends))
+            if last:
                 return
             next_version = rows[-1][1] + 1
+
+    def _end_rows(self, stream_id: int) -> tuple[object, ...]:
+        """(seq, version) of a stream's lowest and highest rows by version (in_versions)."""
+        with self._lock, self._errors("read a stream"):
+            return tuple(self._conn.execute(q.STREAM_END_ROWS, (stream_id,)).fetchone())
 
     def _decode(self, rows: list[tuple[int, int, int, bytes, str]]) -> list[Recorded]:
         """Rows (seq, version, schema, payload, hash) -> Recorded, upcasting and re-inflating blobs."""

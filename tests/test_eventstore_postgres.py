@@ -486,3 +486,13 @@ def test_a_read_by_stream_names_its_last_row_edited_out_of_it(
         with pytest.raises(InvalidEvent, match=re.escape(refused)):
             list(store.read_stream("ses_a", start, end))
     assert [r.seq for r in store.read_stream("ses_b")] == [4]
+
+
+def test_a_read_by_stream_names_a_streams_row_renamed(store: PostgresEventStore) -> None:
+    """(Session 36: ``read_stream('T')`` returned session ses_a's events as T's.)"""
+    store.append("ses_a", [message("ses_a", f"m{i}") for i in range(3)], expected_version=None)
+    with raw(store) as conn:
+        conn.execute("UPDATE streams SET stream = 'T' WHERE stream = 'ses_a'")
+    for start in (1, 3):
+        with pytest.raises(InvalidEvent, match=f"its event at seq {start} is of session 'ses_a'"):
+            list(store.read_stream("T", start))

@@ -441,6 +441,19 @@ def test_a_version_out_of_place_is_named_by_a_read_by_stream_not_skipped(
     _one_error_line(result.output)
 
 
+def test_a_stream_read_under_a_renamed_streams_row_is_named(tmp_path: Path) -> None:
+    """``read_stream('T')`` returned session SID's events as stream T's (session 36)."""
+    db = tmp_path / "l.db"
+    _ledger(db)
+    _sql(db, "UPDATE streams SET stream = 'T'")
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        for start in (1, 2):
+            with pytest.raises(
+                InvalidEvent, match=f"its event at seq {start} is of session '{SID}'"
+            ):
+                list(store.read_stream("T", start))
+
+
 @pytest.mark.parametrize("version", ["0", "-1", "NULL", "'x'"])
 def test_a_streams_last_version_edited_is_named_by_a_read_by_stream(
     tmp_path: Path, version: str

@@ -540,3 +540,17 @@ def in_versions(
                 f"{shown(version)}, not one from 1 up; run verify() on the log"
             )
     return rows
+
+
+def of_stream(records: list[Recorded], stream: str) -> list[Recorded]:
+    """A page read by `stream`, refused (InvalidEvent) when its first event is another
+    session's: every event is appended to its own session's stream (``prepare_append``),
+    so a streams row renamed (or an event row moved) read one session's events as
+    another's. One compare per page; verify names the rows."""
+    if records and records[0].event.session_id != stream:
+        first = records[0]
+        raise InvalidEvent(
+            f"the stream {stream!r} cannot be read: its event at seq {first.seq} is of "
+            f"session {first.event.session_id!r}; run verify() on the log"
+        )
+    return records

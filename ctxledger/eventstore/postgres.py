@@ -63,6 +63,7 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     in_versions,
+    of_stream,
     paged,
     prepare_append,
 )
@@ -439,9 +440,10 @@ class PostgresEventStore(EventStore):
             last = len(rows) < limit or rows[-1][1] >= upto  # (the ends checked with it)
             kept = [r for r in rows if r[1] <= upto]
             ends = found[0][1:] if last else ()
-            yield from decode_rows(
+            page = decode_rows(
                 in_versions(kept, next_version, stream, ends), self.get_blob, self.sealed
             )
+            yield from of_stream(page, stream)
             if last:
                 return
             next_version = rows[-1][1] + 1

@@ -47,6 +47,7 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     in_versions,
+    of_stream,
     paged,
     prepare_append,
     sound_ends,
@@ -473,7 +474,9 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 ).fetchall()
             last = len(rows) < _READ_BATCH  # (the stream's ends checked with it)
             ends = () if not last or sound_ends(*found[1:]) else self._end_rows(stream_id)
-            yield from self._decode(in_versions(rows, next_version, stream, ends))
+            yield from of_stream(
+                self._decode(in_versions(rows, next_version, stream, ends)), stream
+            )
             if last:
                 return
             next_version = rows[-1][1] + 1

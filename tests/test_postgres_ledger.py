@@ -363,3 +363,23 @@ def test_a_close_inside_a_close_returns_on_postgres(url: str) -> None:
     assert closed_inside_a_close(ledger)
     with pytest.raises(StoreError, match="closed"):
         list(ledger.store.read_all())
+
+
+@pytest.mark.parametrize("command", [["audit"], ["replay", "--verify"]])
+def test_a_session_whose_streams_row_was_renamed_is_named_not_read_as_empty(
+    url: str, command: list[str]
+) -> None:
+    """(Session 36: the fold reads each session from the payload, so the ledger opened,
+    and ``audit S`` printed an empty audit: ``read_stream('S')`` found no stream.)"""
+    with Ledger.open(url) as ledger:
+        ledger.start_session(model="m", context_length=8192, session_id="S")
+        ledger.append_messages("S", [{"role": "user", "content": "hi"}])
+        store = ledger.store
+        assert isinstance(store, PostgresEventStore)
+        store._run("rename", lambda conn: conn.execute("UPDATE streams SET stream = 'T'"))
+    result = run(url, *command, "S")
+    said = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and said == [
+        "error: the session 'S' has events but no stream of that name (its streams row "
+        "renamed or removed?); run verify() on the log"
+    ], result.output

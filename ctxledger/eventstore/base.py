@@ -331,6 +331,21 @@ class EventStore(abc.ABC):
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order."""
 
+    def read_session(self, session: str) -> Iterator[Recorded]:
+        """Every event of a session the caller knows has events (the ledger folded them):
+        :meth:`read_stream`, but nothing read is damage, not an unknown session. A
+        streams row renamed or removed (PostgreSQL's fold reads each session from the
+        payload, so the ledger opens) left the session's reads empty without a word."""
+        empty = True
+        for record in self.read_stream(session):
+            empty = False
+            yield record
+        if empty:
+            raise InvalidEvent(
+                f"the session {session!r} has events but no stream of that name (its "
+                "streams row renamed or removed?); run verify() on the log"
+            )
+
     @abc.abstractmethod
     def read_all(
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000

@@ -25,6 +25,7 @@ from helpers.pg_server import PgServer
 
 from ctxledger.errors import (
     ConcurrencyError,
+    DuplicateEventError,
     InvalidConfig,
     InvalidEvent,
     InvalidInput,
@@ -496,3 +497,17 @@ def test_a_read_by_stream_names_a_streams_row_renamed(store: PostgresEventStore)
     for start in (1, 3):
         with pytest.raises(InvalidEvent, match=f"its event at seq {start} is of session 'ses_a'"):
             list(store.read_stream("T", start))
+
+
+def test_a_stored_id_under_a_null_stream_name_is_not_a_resend_to_stream_none(
+    store: PostgresEventStore,
+) -> None:
+    """The re-send check compared ``str(stream)``: an id stored under a NULL stream name,
+    appended to a stream named "None", was a re-send and nothing was written."""
+    store.append("s1", [message("s1", "a")], expected_version=None)
+    stored = next(iter(store.read_all())).event.event_id
+    with raw(store) as conn:
+        conn.execute("ALTER TABLE streams ALTER COLUMN stream DROP NOT NULL")
+        conn.execute("UPDATE streams SET stream = NULL")
+    with pytest.raises(DuplicateEventError, match="stored in stream NULL, not 'None'"):
+        store.append("None", [message("None", "a", event_id=stored)], expected_version=None)

@@ -29,10 +29,11 @@ from helpers.ledger_helpers import compact_now, deterministic_ledger
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import CtxLedgerError, InvalidEvent
+from ctxledger.errors import CtxLedgerError, DuplicateEventError, InvalidEvent
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
+from ctxledger.testing.eventstore import message
 
 SID = "ses_hostile"
 
@@ -452,6 +453,30 @@ def test_a_stream_read_under_a_renamed_streams_row_is_named(tmp_path: Path) -> N
                 InvalidEvent, match=f"its event at seq {start} is of session '{SID}'"
             ):
                 list(store.read_stream("T", start))
+
+
+def test_a_stored_id_under_a_null_stream_name_is_not_a_resend_to_stream_none(
+    tmp_path: Path,
+) -> None:
+    """A NULL stream name was compared as its str() (session 36's shared re-send rule):
+    an id stored there, appended to a stream named "None", was taken for a re-send and
+    nothing was written. Raw values compare; NULL is shown ``NULL``."""
+    db = tmp_path / "l.db"
+    with SQLiteEventStore(str(db)) as store:
+        store.append("s1", [message("s1", "a")], expected_version=None)
+        stored = next(iter(store.read_all())).event.event_id
+    _sql(
+        db,
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE name = 'streams'",
+    )
+    _sql(db, "UPDATE streams SET stream = NULL")
+    again = message("None", "a", event_id=stored)
+    with (
+        SQLiteEventStore(str(db)) as store,
+        pytest.raises(DuplicateEventError, match="stored in stream NULL, not 'None'"),
+    ):
+        store.append("None", [again], expected_version=None)
 
 
 @pytest.mark.parametrize("version", ["0", "-1", "NULL", "'x'"])

@@ -33,7 +33,7 @@ from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import Placed, hash_rows
-from ctxledger.eventstore.resends import already_stored
+from ctxledger.eventstore.resends import NOT_STORED, already_stored
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
 __all__ = ["CALL_ROWS", "Appender", "client_side", "prepare"]
@@ -287,10 +287,8 @@ class Appender:
     def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
         """Whether this append is a re-send (:func:`already_stored`; one query for its ids)."""
         wanted = [row[0] for batch in batches for row in batch.rows]
-        stored = {
-            str(e): str(s) for e, s in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
-        }
-        return already_stored(batches, stored.get)
+        stored: dict[str, object] = dict(conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall())
+        return already_stored(batches, lambda event_id: stored.get(event_id, NOT_STORED))
 
 
 def client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:

@@ -12,16 +12,22 @@ from collections.abc import Callable, Sequence
 
 from ctxledger.errors import DuplicateEventError
 from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.rows import shown
 
-__all__ = ["already_stored"]
+__all__ = ["NOT_STORED", "already_stored"]
+
+#: what `stored_in` answers for an id no row holds (a stream name may be anything,
+#: even NULL on a hand-edited row: compared as stored, never as its str())
+NOT_STORED = object()
 
 
 def already_stored(
-    batches: Sequence[PreparedBatch], stored_in: Callable[[str], str | None]
+    batches: Sequence[PreparedBatch], stored_in: Callable[[str], object]
 ) -> bool:
     """True when every event id is already in its stream (a re-send); False when none is.
 
-    `stored_in(event_id)` is the stream holding that id, or None. Raises
+    `stored_in(event_id)` is the stream name on the row holding that id, as stored (a
+    NULL one is None), or NOT_STORED. Raises
     DuplicateEventError when only some are, or one lives in another stream.
     """
     found: str | None = None
@@ -29,11 +35,11 @@ def already_stored(
     for batch in batches:
         for event_id, *_ in batch.rows:
             where = stored_in(event_id)
-            if where is None:
+            if where is NOT_STORED:
                 missing = missing or event_id
             elif where != batch.stream:
                 raise DuplicateEventError(
-                    f"event id {event_id!r} is already stored in stream {where!r}, not "
+                    f"event id {event_id!r} is already stored in stream {shown(where)}, not "
                     f"{batch.stream!r}; give every new event a fresh id"
                 )
             else:

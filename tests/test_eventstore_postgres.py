@@ -499,6 +499,21 @@ def test_a_read_by_stream_names_a_streams_row_renamed(store: PostgresEventStore)
             list(store.read_stream("T", start))
 
 
+def test_a_read_by_stream_names_an_event_row_moved_into_it(store: PostgresEventStore) -> None:
+    """(Only a page's first event was compared with the stream: a row moved to the end of
+    another stream read as that session's.)"""
+    for sid in ("ses_a", "ses_b"):
+        store.append(sid, [message(sid, f"m{i}") for i in range(3)], expected_version=None)
+    with raw(store) as conn:
+        conn.execute(
+            "UPDATE events SET stream_id = (SELECT stream_id FROM streams WHERE stream ="
+            " 'ses_a'), version = 4 WHERE seq = 6"
+        )
+    for start in (1, 4):
+        with pytest.raises(InvalidEvent, match="its event at seq 6 is of session 'ses_b'"):
+            list(store.read_stream("ses_a", start))
+
+
 def test_a_stored_id_under_a_null_stream_name_is_not_a_resend_to_stream_none(
     store: PostgresEventStore,
 ) -> None:

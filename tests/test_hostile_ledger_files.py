@@ -455,6 +455,22 @@ def test_a_stream_read_under_a_renamed_streams_row_is_named(tmp_path: Path) -> N
                 list(store.read_stream("T", start))
 
 
+def test_an_event_row_moved_into_another_stream_is_named_where_it_reads(
+    tmp_path: Path,
+) -> None:
+    """Only a page's first event was compared with the stream read (session 36): a row
+    moved to the end of another stream read as that session's, without a word."""
+    db = tmp_path / "l.db"
+    with SQLiteEventStore(str(db)) as store:
+        for sid in ("ses_a", "ses_b"):
+            store.append(sid, [message(sid, f"m{i}") for i in range(3)], expected_version=None)
+    _sql(db, "UPDATE events SET stream_id = 1, version = 4 WHERE seq = 6")
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        for start in (1, 4):
+            with pytest.raises(InvalidEvent, match="its event at seq 6 is of session 'ses_b'"):
+                list(store.read_stream("ses_a", start))
+
+
 def test_a_stored_id_under_a_null_stream_name_is_not_a_resend_to_stream_none(
     tmp_path: Path,
 ) -> None:

@@ -21,9 +21,7 @@ __all__ = ["NOT_STORED", "already_stored"]
 NOT_STORED = object()
 
 
-def already_stored(
-    batches: Sequence[PreparedBatch], stored_in: Callable[[str], object]
-) -> bool:
+def already_stored(batches: Sequence[PreparedBatch], stored_in: Callable[[str], object]) -> bool:
     """True when every event id is already in its stream (a re-send); False when none is.
 
     `stored_in(event_id)` is the stream name on the row holding that id, as stored (a

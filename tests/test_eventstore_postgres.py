@@ -32,7 +32,7 @@ from ctxledger.errors import (
     StoreError,
 )
 from ctxledger.events import Event
-from ctxledger.eventstore import AppendRequest
+from ctxledger.eventstore import AppendRequest, postgres_append
 from ctxledger.eventstore.postgres import ConnectionLost, PostgresEventStore, split_schema
 from ctxledger.eventstore.postgres_schema import PG_MIGRATIONS
 from ctxledger.testing.eventstore import EventStoreContract, message
@@ -526,3 +526,31 @@ def test_a_stored_id_under_a_null_stream_name_is_not_a_resend_to_stream_none(
         conn.execute("UPDATE streams SET stream = NULL")
     with pytest.raises(DuplicateEventError, match="stored in stream NULL, not 'None'"):
         store.append("None", [message("None", "a", event_id=stored)], expected_version=None)
+
+
+@pytest.mark.parametrize("prepares", [True, False])
+def test_a_read_by_stream_needs_no_statement_prepared_on_its_session(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepares: bool
+) -> None:
+    """(Session 36's lookup was an ``EXECUTE`` of a statement prepared on each pool
+    connection: after a ``DEALLOCATE ALL``/``DISCARD ALL``, or behind a pooler handing
+    out another server session, every read by stream failed; main's reads needed none.)
+    The statement is prepared again; where that does not hold (`prepares` False: as if
+    the prepare went to another session) the query runs unprepared."""
+    with PostgresEventStore(url, index_dir=tmp_path, pool_size=1) as store:
+        store.append("ses_a", [message("ses_a", f"m{i}") for i in range(3)], expected_version=None)
+        store.append("ses_b", [message("ses_b", "b")], expected_version=None)
+        with raw(store) as conn:
+            conn.execute("UPDATE events SET version = 0 WHERE seq = 4")
+        if not prepares:
+            monkeypatch.setattr(postgres_append, "_send_prepare", lambda conn, name: None)
+        store._run("drop", lambda conn: conn.execute("DEALLOCATE ALL"))
+        assert [r.version for r in store.read_stream("ses_a")] == [1, 2, 3]
+        assert list(store.read_stream("unknown")) == []
+        with pytest.raises(InvalidEvent, match="the event at seq 4 has version 0, not one"):
+            list(store.read_stream("ses_b"))
+        held = store._run("look", lambda c: c.execute(_HELD).fetchall())
+        assert held == ([("ctxledger_stream_ends",)] if prepares else [])
+
+
+_HELD = "SELECT name FROM pg_prepared_statements WHERE name = 'ctxledger_stream_ends'"

@@ -43,7 +43,6 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.errors
 import psycopg_pool
-from psycopg import ClientCursor
 
 from ctxledger.errors import (
     CtxLedgerError,
@@ -68,7 +67,13 @@ from ctxledger.eventstore.base import (
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release
-from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, client_side, prepare
+from ctxledger.eventstore.postgres_append import (
+    CALL_ROWS,
+    Appender,
+    client_side,
+    prepare,
+    stream_ends,
+)
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
@@ -329,12 +334,9 @@ class PostgresEventStore(EventStore):
 
     def _fetch(self, action: str, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """All rows of one read-only query (binary results: bytea arrives as bytes)."""
-
-        def fetch(conn: Conn) -> list[tuple[Any, ...]]:  # (EXECUTE: a prepared statement's)
-            cursor = ClientCursor(conn) if query[:7] == "EXECUTE" else conn.cursor(binary=True)
-            return cursor.execute(query, params).fetchall()
-
-        return self._run(action, fetch)
+        return self._run(
+            action, lambda conn: conn.cursor(binary=True).execute(query, params).fetchall()
+        )
 
     def settle(self) -> None:
         """Seal every committed unsealed row (a writer died before sealing its own), under
@@ -429,17 +431,17 @@ class PostgresEventStore(EventStore):
         self, stream: str, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
-        found = self._fetch("read a stream", "EXECUTE ctxledger_stream_ends(%s)", (stream,))
-        if not found:
+        found = self._run("read a stream", lambda conn: stream_ends(conn, stream))
+        if found is None:
             return
-        stream_id, upto = found[0][0], MAX_SEQ if to_version is None else to_version
+        stream_id, upto = found[0], MAX_SEQ if to_version is None else to_version
         next_version = from_version
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
             rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
             last = len(rows) < limit or rows[-1][1] >= upto  # (the ends checked with it)
             kept = [r for r in rows if r[1] <= upto]
-            ends = found[0][1:] if last else ()
+            ends = found[1:] if last else ()
             page = decode_rows(
                 in_versions(kept, next_version, stream, ends), self.get_blob, self.sealed
             )

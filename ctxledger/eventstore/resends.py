@@ -25,8 +25,8 @@ def already_stored(batches: Sequence[PreparedBatch], stored_in: Callable[[str], 
     """True when every event id is already in its stream (a re-send); False when none is.
 
     `stored_in(event_id)` is the stream name on the row holding that id, as stored (a
-    NULL one is None), or NOT_STORED. Raises
-    DuplicateEventError when only some are, or one lives in another stream.
+    NULL one is None), or NOT_STORED. Raises DuplicateEventError when only some are, or
+    one lives in another stream.
     """
     found: str | None = None
     missing: str | None = None

@@ -29,10 +29,11 @@ from helpers.ledger_helpers import compact_now, deterministic_ledger
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import CtxLedgerError, InvalidEvent
+from ctxledger.errors import CtxLedgerError, DuplicateEventError, InvalidEvent
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
+from ctxledger.testing.eventstore import message
 
 SID = "ses_hostile"
 
@@ -436,6 +437,81 @@ def test_a_version_out_of_place_is_named_by_a_read_by_stream_not_skipped(
         assert [r.seq for r in store.read_all()] == [1, 2, 3]
         with pytest.raises(InvalidEvent, match=rf"no event at version 2 \(the event at {said}\)"):
             list(store.read_stream(SID))
+    result = CliRunner().invoke(cli, ["--db", str(db), "audit", SID])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    _one_error_line(result.output)
+
+
+def test_a_stream_read_under_a_renamed_streams_row_is_named(tmp_path: Path) -> None:
+    """``read_stream('T')`` returned session SID's events as stream T's (session 36)."""
+    db = tmp_path / "l.db"
+    _ledger(db)
+    _sql(db, "UPDATE streams SET stream = 'T'")
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        for start in (1, 2):
+            with pytest.raises(
+                InvalidEvent, match=f"its event at seq {start} is of session '{SID}'"
+            ):
+                list(store.read_stream("T", start))
+
+
+def test_an_event_row_moved_into_another_stream_is_named_where_it_reads(
+    tmp_path: Path,
+) -> None:
+    """Only a page's first event was compared with the stream read (session 36): a row
+    moved to the end of another stream read as that session's, without a word."""
+    db = tmp_path / "l.db"
+    with SQLiteEventStore(str(db)) as store:
+        for sid in ("ses_a", "ses_b"):
+            store.append(sid, [message(sid, f"m{i}") for i in range(3)], expected_version=None)
+    _sql(db, "UPDATE events SET stream_id = 1, version = 4 WHERE seq = 6")
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        for start in (1, 4):
+            with pytest.raises(InvalidEvent, match="its event at seq 6 is of session 'ses_b'"):
+                list(store.read_stream("ses_a", start))
+
+
+def test_a_stored_id_under_a_null_stream_name_is_not_a_resend_to_stream_none(
+    tmp_path: Path,
+) -> None:
+    """A NULL stream name was compared as its str() (session 36's shared re-send rule):
+    an id stored there, appended to a stream named "None", was taken for a re-send and
+    nothing was written. Raw values compare; NULL is shown ``NULL``."""
+    db = tmp_path / "l.db"
+    with SQLiteEventStore(str(db)) as store:
+        store.append("s1", [message("s1", "a")], expected_version=None)
+        stored = next(iter(store.read_all())).event.event_id
+    _sql(
+        db,
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE name = 'streams'",
+    )
+    _sql(db, "UPDATE streams SET stream = NULL")
+    again = message("None", "a", event_id=stored)
+    with (
+        SQLiteEventStore(str(db)) as store,
+        pytest.raises(DuplicateEventError, match="stored in stream NULL, not 'None'"),
+    ):
+        store.append("None", [again], expected_version=None)
+
+
+@pytest.mark.parametrize("version", ["0", "-1", "NULL", "'x'"])
+def test_a_streams_last_version_edited_is_named_by_a_read_by_stream(
+    tmp_path: Path, version: str
+) -> None:
+    """The stream's *last* row edited (session 36): below 1 or NULL it sorts first, text
+    sorts last, where a read by version never looks, and no later version showed a gap:
+    ``read_stream`` returned the stream without its last event, without a word."""
+    db = tmp_path / "l.db"
+    _null("version", where="seq = 0")(db)  # (the NOT NULL dropped, no row changed)
+    _sql(db, f"UPDATE events SET version = {version} WHERE seq = 3")
+    shown = {"NULL": "NULL", "'x'": "'x'"}.get(version, version)
+    refused = f"the event at seq 3 has version {shown}, not one from 1 up"
+    with SQLiteEventStore(str(db), read_only=True) as store:
+        assert [r.seq for r in store.read_all()] == [1, 2, 3]
+        for start, end in [(1, None), (2, None), (4, None), (1, 2)]:
+            with pytest.raises(InvalidEvent, match=re.escape(refused)):
+                list(store.read_stream(SID, start, end))
     result = CliRunner().invoke(cli, ["--db", str(db), "audit", SID])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     _one_error_line(result.output)

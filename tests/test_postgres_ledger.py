@@ -26,7 +26,7 @@ from test_reads_leave_the_folder import closed_inside_a_close, recall_under_a_cl
 from ctxledger import ContextService, Ledger
 from ctxledger.cli.main import cli
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.errors import IntegrityError, InvalidInput, StoreError
+from ctxledger.errors import IntegrityError, InvalidEvent, InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, chain_tip, open_store
 from ctxledger.eventstore.postgres import ConnectionLost, PostgresEventStore
 from ctxledger.eventstore.transfer import copy_ledger
@@ -381,3 +381,47 @@ def test_a_close_inside_a_close_returns_on_postgres(url: str) -> None:
     assert closed_inside_a_close(ledger)
     with pytest.raises(StoreError, match="closed"):
         list(ledger.store.read_all())
+
+
+_NO_STREAM = (
+    "the session 'S' has events but no stream of that name (its streams row renamed or "
+    "removed?); run verify() on the log"
+)
+
+
+def _renamed_streams_row(url: str) -> None:
+    """A ledger of session S whose streams row is renamed T (PostgreSQL opens it: its fold
+    reads each session from the payload)."""
+    with Ledger.open(url) as ledger:
+        ledger.start_session(model="m", context_length=8192, session_id="S")
+        ledger.append_messages("S", [{"role": "user", "content": "hi"}])
+        store = ledger.store
+        assert isinstance(store, PostgresEventStore)
+        store._run("rename", lambda conn: conn.execute("UPDATE streams SET stream = 'T'"))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["audit"], ["replay", "--verify"], ["replay", "--summarizer", "offline", "--config"]],
+)
+def test_a_session_whose_streams_row_was_renamed_is_named_not_read_as_empty(
+    url: str, command: list[str], tmp_path: Path
+) -> None:
+    """(Session 36: ``read_stream('S')`` found no stream and ``audit S`` printed an empty
+    audit; ``replay S --config`` reads the session through ``history``.)"""
+    _renamed_streams_row(url)
+    if command[-1] == "--config":
+        (tmp_path / "other.toml").write_text("threshold = 0.6\n")
+        command = [*command, str(tmp_path / "other.toml")]
+    result = run(url, command[0], "S", *command[1:])
+    said = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and said == [f"error: {_NO_STREAM}"], result.output
+
+
+def test_a_renamed_streams_row_is_named_by_the_runtime_state(url: str) -> None:
+    """The engine's runtime state (``status``, the pressure checks) reads the chain's
+    sessions with ``read_session``: not a fresh state from nothing read."""
+    _renamed_streams_row(url)
+    with Ledger.open(url) as ledger, pytest.raises(InvalidEvent) as refused:
+        ContextService(ledger).status("S")
+    assert str(refused.value) == _NO_STREAM

@@ -85,7 +85,7 @@ def _read_compactions(ledger: Ledger, chain: list[str]) -> list[CompactionRecord
     for sid in chain:
         summaries: dict[str, SummaryGenerated] = {}
         prunes: dict[str, ToolResultsPruned] = {}
-        for rec in ledger.store.read_stream(sid):
+        for rec in ledger.store.read_session(sid):
             event = rec.event
             if isinstance(event, SummaryGenerated):
                 summaries[event.compaction_id] = event

@@ -178,7 +178,7 @@ def scripted_steps(
 
 def _chain_records(ledger: Ledger, chain: list[str]) -> Iterator[Recorded]:
     """The chain's events in log order (streams merged by seq)."""
-    return heapq.merge(*(ledger.store.read_stream(sid) for sid in chain), key=lambda r: r.seq)
+    return heapq.merge(*(ledger.store.read_session(sid) for sid in chain), key=lambda r: r.seq)
 
 
 def _opening_prompt(rec: Recorded, continuations: set[str] | frozenset[str]) -> bool:

@@ -141,7 +141,7 @@ def _compaction_starts(
     for sid in chain:
         first: dict[str, int] = {}
         summary: dict[str, SummaryGenerated] = {}
-        for rec in ledger.store.read_stream(sid):
+        for rec in ledger.store.read_session(sid):
             cid = getattr(rec.event, "compaction_id", None)
             if cid is not None and rec.event.session_id == sid:
                 first.setdefault(cid, rec.seq)

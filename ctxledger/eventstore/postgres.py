@@ -62,15 +62,22 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     in_versions,
+    of_stream,
     paged,
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release
-from ctxledger.eventstore.postgres_append import CALL_ROWS, Appender, prepare
+from ctxledger.eventstore.postgres_append import (
+    CALL_ROWS,
+    Appender,
+    client_side,
+    prepare,
+    stream_ends,
+)
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
-from ctxledger.eventstore.postgres_url import is_postgres_url, split_schema
+from ctxledger.eventstore.postgres_url import describe, is_postgres_url, split_schema
 from ctxledger.eventstore.rows import (
     BlobChecks,
     ChainVerifier,
@@ -140,7 +147,7 @@ class PostgresEventStore(EventStore):
         if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
             raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
         self.durability = durability
-        self.where = _describe(conninfo, self.schema)
+        self.where = describe(conninfo, self.schema)
         self._blob_threshold = blob_threshold
         self._index_dir = index_dir
         self._closed, self._closing = False, threading.RLock()  # (a 2nd close waits: close)
@@ -283,7 +290,7 @@ class PostgresEventStore(EventStore):
         def prepare() -> list[PreparedBatch] | None:
             prepared.append(prepare_append(requests, None, self._blob_threshold))
             batches, new_blobs = prepared[0]
-            return None if _client_side(batches, new_blobs) else batches
+            return None if client_side(batches, new_blobs) else batches
 
         heads, race = [(r.stream, len(r.events)) for r in requests], False
         try:
@@ -296,7 +303,7 @@ class PostgresEventStore(EventStore):
         if versions is not None:
             return versions
         batches, new_blobs = prepared[0]
-        if race or _client_side(batches, new_blobs):
+        if race or client_side(batches, new_blobs):
             return self._append(conn, batches, new_blobs)  # retried, or the blob-carrying way
         # a stale version or a stored id: told apart under the lock, the batch not sent again
         return self._appender.transaction(conn, batches, new_blobs, check_ids=True)
@@ -305,7 +312,7 @@ class PostgresEventStore(EventStore):
         self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
     ) -> dict[str, int]:
         try:
-            if _client_side(batches, new_blobs):
+            if client_side(batches, new_blobs):
                 return self._appender.transaction(conn, batches, new_blobs, check_ids=False)
             if sum(len(b.rows) for b in batches) <= CALL_ROWS:
                 return self._appender.call(conn, batches)
@@ -424,17 +431,22 @@ class PostgresEventStore(EventStore):
         self, stream: str, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
-        found = self._fetch("read a stream", q.STREAM_ID, (stream,))
-        if not found:
+        found = self._run("read a stream", lambda conn: stream_ends(conn, stream))
+        if found is None:
             return
-        stream_id, upto = found[0][0], MAX_SEQ if to_version is None else to_version
+        stream_id, upto = found[0], MAX_SEQ if to_version is None else to_version
         next_version = from_version
         while next_version <= upto:
             limit = min(_READ_BATCH, upto - next_version + 1)
             rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
-            kept = in_versions([r for r in rows if r[1] <= upto], next_version, stream)
-            yield from decode_rows(kept, self.get_blob, self.sealed)
-            if len(rows) < limit:
+            last = len(rows) < limit or rows[-1][1] >= upto  # (the ends checked with it)
+            kept = [r for r in rows if r[1] <= upto]
+            ends = found[1:] if last else ()
+            page = decode_rows(
+                in_versions(kept, next_version, stream, ends), self.get_blob, self.sealed
+            )
+            yield from of_stream(page, stream)
+            if last:
                 return
             next_version = rows[-1][1] + 1
 
@@ -572,11 +584,6 @@ class PostgresEventStore(EventStore):
                 self._leases.close()
 
 
-def _client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:
-    """Whether an append goes the client-side transaction's way (blobs, linked rows)."""
-    return bool(new_blobs) or any(b.chain == "linked" for b in batches)
-
-
 def _check_blobs(conn: Conn) -> BlobChecks:
     """ref -> None when the bytes hash to the ref, else what is wrong (one blob in memory at a time)."""
     cursor = conn.cursor(binary=True)
@@ -585,14 +592,3 @@ def _check_blobs(conn: Conn) -> BlobChecks:
         row = cursor.execute(q.GET_BLOB, (ref,)).fetchone()
         checked.check(ref, size, bytes(row[0]) if row is not None else b"")
     return checked
-
-
-def _describe(conninfo: str, schema: str) -> str:
-    """The server, database and schema, for messages (never the password)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.Error as exc:
-        raise InvalidInput(f"cannot parse the PostgreSQL URL: {exc}") from exc
-    host = str(info.get("host") or "localhost")
-    port = f":{info['port']}" if info.get("port") else ""
-    return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"

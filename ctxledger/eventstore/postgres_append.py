@@ -17,6 +17,7 @@ event id) runs the client-side transaction: statements bound client-side and sen
 (``BEGIN; lock; seal what waits; versions; stream ids``, then the rows as
 ``EXECUTE``s of statements each pool connection prepared, or a binary ``COPY`` for a
 batch, written sealed with the hashes computed here, ``pg_notify`` and ``COMMIT``).
+Read_stream's lookup (:func:`stream_ends`) is prepared here too, with the ``CALL``.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import psycopg
 import psycopg.errors
 from psycopg import generators, pq
 
-from ctxledger.errors import ConcurrencyError, DuplicateEventError
+from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import Placed, hash_rows
+from ctxledger.eventstore.resends import NOT_STORED, already_stored
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
-__all__ = ["CALL_ROWS", "Appender", "prepare"]
+__all__ = ["CALL_ROWS", "Appender", "client_side", "prepare", "stream_ends"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -65,6 +67,11 @@ _ONE_SQL = q.CALL_ONE.replace("%s", "$%d") % tuple(range(1, 11))
 #: int8, text, text, int8, bytea, text, text, int4, bytea, bytea; bytea travels as bytes
 _ONE_TYPES = [20, 25, 25, 20, 17, 25, 25, 23, 17, 17]
 _ONE_FORMATS = [0, 0, 0, 0, 1, 0, 0, 0, 1, 1]
+#: read_stream's lookup (a stream's id and ends), prepared beside it: bound and planned
+#: once, not built in Python; five integers (or NULLs) come back as text
+_ENDS = b"ctxledger_stream_ends"
+Ends = tuple[int | None, ...] | None
+_PROTOCOL = {_ONE: (_ONE_SQL, _ONE_TYPES), _ENDS: (q.STREAM_ENDS.replace("%s", "$1"), [25])}
 #: appends of up to this many events send their rows as literals, with the COMMIT
 _INLINE_ROWS = 16
 #: appends without blobs of up to this many events go through ``ctxledger_insert``
@@ -282,44 +289,67 @@ class Appender:
             conn.cursor().executemany(q.INSERT_BLOB, missing)
 
     def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
-        """True when every event id is already in its stream (a re-send); False when none is.
-
-        Raises DuplicateEventError when only some are, or one lives in another stream.
-        """
+        """Whether this append is a re-send (:func:`already_stored`; one query for its ids)."""
         wanted = [row[0] for batch in batches for row in batch.rows]
-        stored = {
-            str(e): str(s) for e, s in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
-        }
-        found: str | None = None
-        missing: str | None = None
-        for batch in batches:
-            for event_id, *_ in batch.rows:
-                where = stored.get(event_id)
-                if where is None:
-                    missing = missing or event_id
-                elif where != batch.stream:
-                    raise DuplicateEventError(
-                        f"event id {event_id!r} is already stored in stream {where!r}, not "
-                        f"{batch.stream!r}; give every new event a fresh id"
-                    )
-                else:
-                    found = found or event_id
-        if found is not None and missing is not None:
-            raise DuplicateEventError(
-                f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
-                "re-send exactly the batch that was written, or give new events fresh ids"
-            )
-        return found is not None
+        stored: dict[str, object] = dict(conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall())
+        return already_stored(batches, lambda event_id: stored.get(event_id, NOT_STORED))
+
+
+def client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:
+    """Whether an append goes the client-side transaction's way (blobs, linked rows)."""
+    return bool(new_blobs) or any(b.chain == "linked" for b in batches)
 
 
 def prepare(conn: Conn) -> None:
     """Prepare the append's statements on a new pool connection (SQL-level PREPARE, so
     they can be EXECUTEd inside the multi-statement messages of an append; the
-    one-event ``CALL`` at protocol level, for :meth:`Appender.call_one`)."""
+    one-event ``CALL`` at protocol level, for :meth:`Appender.call_one`, and
+    :func:`stream_ends` beside it)."""
     for name, statement in _PREPARED.items():
         conn.execute(f"PREPARE {name} AS {statement}")
+    for protocol_name in _PROTOCOL:
+        _send_prepare(conn, protocol_name)
+
+
+def _send_prepare(conn: Conn, name: bytes) -> None:
+    sql, types = _PROTOCOL[name]
     with conn.lock:
-        conn.pgconn.send_prepare(_ONE, _ONE_SQL.encode(), _ONE_TYPES)
+        conn.pgconn.send_prepare(name, sql.encode(), types)
         (done,) = conn.wait(generators.execute(conn.pgconn))
     if done.status != pq.ExecStatus.COMMAND_OK:
         raise psycopg.errors.error_from_result(done, encoding=conn.info.encoding)
+
+
+def stream_ends(conn: Conn, stream: str) -> Ends:
+    """The stream's id and the (seq, version) of its lowest and highest sealed rows by
+    version (``STREAM_ENDS``), or None for no such stream. The statement prepared on the
+    connection; when it is gone (a ``DISCARD ALL`` or ``DEALLOCATE``, a pooler that
+    hands out another server session) it is prepared again, and if that does not hold
+    either, the query runs unprepared: a read never depends on the session's state."""
+    held, found = _ends_prepared(conn, stream)
+    if not held:
+        with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):
+            _send_prepare(conn, _ENDS)
+        held, found = _ends_prepared(conn, stream)
+    if held:
+        return found
+    row = conn.execute(q.STREAM_ENDS, (stream,)).fetchone()
+    return None if row is None else tuple(row)
+
+
+def _ends_prepared(conn: Conn, stream: str) -> tuple[bool, Ends]:
+    """(True, :func:`stream_ends`) by the prepared statement; (False, None) when the
+    session has no such statement."""
+    text = conn.info.encoding
+    with conn.lock:
+        conn.pgconn.send_query_prepared(_ENDS, [stream.encode(text)])
+        (found,) = conn.wait(generators.execute(conn.pgconn))
+    if found.status != pq.ExecStatus.TUPLES_OK:
+        error = psycopg.errors.error_from_result(found, encoding=text)
+        if isinstance(error, psycopg.errors.InvalidSqlStatementName):
+            return False, None
+        raise error
+    if found.ntuples == 0:
+        return True, None
+    values = [found.get_value(0, column) for column in range(5)]
+    return True, tuple(None if value is None else int(value) for value in values)

@@ -6,6 +6,37 @@ commits cannot pin ``search_path``). A shipped text never changes: a new migrati
 replaces the procedure with a new text.
 """
 
+from ctxledger.errors import StoreError
+
+
+def unflushed_waits(definition: str) -> str:
+    """Migration 0006's ``ctxledger_insert`` (2-16 events), from 0003's `definition`: rows
+    that wait for ``ctxledger_await`` commit with ``synchronous_commit`` off (as
+    ``ctxledger_append_one``'s waiting rows: a seal's commit flushes them)."""
+    sealed = "            IF o_sealed THEN\n                PERFORM ctxledger_seal(p_channel);\n"
+    if sealed not in definition:
+        raise StoreError("ctxledger_insert is not the function migration 0003 created")
+    unflushed = (
+        "IF NOT o_sealed THEN\n"
+        "                PERFORM set_config('synchronous_commit', 'off', true);\n"
+        "            ELSE"
+    )
+    return definition.replace(sealed, sealed.replace("IF o_sealed THEN", unflushed), 1)
+
+
+def flushing_seal(definition: str) -> str:
+    """Migration 0006's ``ctxledger_seal``, from 0003's `definition`: a seal that seals rows
+    commits with ``synchronous_commit`` on, whatever its session's. The rows it seals may
+    have been committed without their own flush, and their writers answer as soon as they
+    see them sealed: a seal made by a ``durability="normal"`` process (whose session
+    commits unflushed) must still reach the disk before them."""
+    sealing = "            IF cardinality(v_pids) > 0 THEN\n"
+    if sealing not in definition:
+        raise StoreError("ctxledger_seal is not the function migration 0003 created")
+    flush = "                PERFORM set_config('synchronous_commit', 'on', true);\n"
+    return definition.replace(sealing, sealing + flush, 1)
+
+
 #: migration ``0005_one_call_appends``: a one-event append in one round trip
 APPEND_ONE_0005 = r"""
 CREATE PROCEDURE @.ctxledger_append_one(

@@ -25,7 +25,12 @@ import psycopg
 from psycopg import sql
 
 from ctxledger.errors import StoreError
-from ctxledger.eventstore.postgres_procs import APPEND_ONE_0005, APPEND_ONE_0006
+from ctxledger.eventstore.postgres_procs import (
+    APPEND_ONE_0005,
+    APPEND_ONE_0006,
+    flushing_seal,
+    unflushed_waits,
+)
 
 MigrationFn = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
@@ -441,10 +446,7 @@ def _one_call_appends(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     visited every row the seal's UPDATE left dead in the partial index (all appended
     rows since the last vacuum) and never marked them, so each seal grew with the log.
     """
-    found = conn.execute("SELECT current_schema()").fetchone()
-    schema = str(found[0]) if found else ""
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
-        raise StoreError(f"unexpected schema name {schema!r}")
+    schema = _ledger_schema(conn)
     conn.execute("ALTER FUNCTION ctxledger_seal(text) SET enable_bitmapscan = off")
     # quoted: a schema may be named by a reserved word (``user``, ``order``)
     conn.execute(APPEND_ONE_0005.replace("@.", f'"{schema}".'))
@@ -473,38 +475,17 @@ def _lean_one_call(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     _seal_flushes(conn)
     conn.execute(APPEND_ONE_0006.replace("@.", f'"{_ledger_schema(conn)}".'))
     # the same for 2-16 events: rows that wait for ctxledger_await commit unflushed
-    found = conn.execute("SELECT pg_get_functiondef('ctxledger_insert'::regproc)").fetchone()
-    definition = str(found[0]) if found else ""
-    sealed = "            IF o_sealed THEN\n                PERFORM ctxledger_seal(p_channel);\n"
-    if sealed not in definition:
-        raise StoreError("ctxledger_insert is not the function migration 0003 created")
-    conn.execute(
-        definition.replace(
-            sealed,
-            sealed.replace(
-                "IF o_sealed THEN",
-                "IF NOT o_sealed THEN\n"
-                "                PERFORM set_config('synchronous_commit', 'off', true);\n"
-                "            ELSE",
-            ),
-            1,
-        )
-    )
+    conn.execute(unflushed_waits(_definition(conn, "ctxledger_insert")))
 
 
 def _seal_flushes(conn: psycopg.Connection[tuple[object, ...]]) -> None:
-    """A seal that seals rows commits with ``synchronous_commit`` on, whatever its session's.
+    """A seal that seals rows commits with ``synchronous_commit`` on (:func:`flushing_seal`)."""
+    conn.execute(flushing_seal(_definition(conn, "ctxledger_seal")))
 
-    The rows it seals may have been committed without their own flush (above), and their
-    writers answer as soon as they see them sealed: a seal made by a ``durability="normal"``
-    process (whose session commits unflushed) must still reach the disk before them."""
-    found = conn.execute("SELECT pg_get_functiondef('ctxledger_seal'::regproc)").fetchone()
-    definition = str(found[0]) if found else ""
-    sealing = "            IF cardinality(v_pids) > 0 THEN\n"
-    if sealing not in definition:
-        raise StoreError("ctxledger_seal is not the function migration 0003 created")
-    flush = "                PERFORM set_config('synchronous_commit', 'on', true);\n"
-    conn.execute(definition.replace(sealing, sealing + flush, 1))
+
+def _definition(conn: psycopg.Connection[tuple[object, ...]], function: str) -> str:
+    found = conn.execute(f"SELECT pg_get_functiondef('{function}'::regproc)").fetchone()
+    return str(found[0]) if found else ""
 
 
 def _ledger_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:
@@ -547,7 +528,16 @@ STREAMS_NAMED = (
     f"SELECT s.stream, s.stream_id, {_VERSION_OF} FROM streams AS s WHERE s.stream = ANY(%s)"
 )
 STREAM_VERSION = f"SELECT {_VERSION_OF} FROM streams AS s WHERE s.stream = %s"
-STREAM_ID = "SELECT stream_id FROM streams WHERE stream = %s"
+#: read_stream: the id and the (seq, version) of the lowest and highest sealed rows by
+#: version (one index step each; a NULL sorts last, so highest: in_versions names it)
+_END = (
+    " LEFT JOIN LATERAL (SELECT seq, version FROM events AS e WHERE e.stream_id = s.stream_id"
+    " AND e.seq IS NOT NULL ORDER BY e.version{} LIMIT 1) AS {} ON true"
+)
+STREAM_ENDS = (
+    "SELECT s.stream_id, lo.seq, lo.version, hi.seq, hi.version FROM streams AS s"
+    f"{_END.format('', 'lo')}{_END.format(' DESC', 'hi')} WHERE s.stream = %s"
+)
 #: streams with a sealed event, in order of their first one
 STREAMS = (
     f"SELECT s.stream, {_VERSION_OF} FROM streams AS s"

@@ -2,7 +2,7 @@
 parameter taken out of it before libpq sees it (libpq refuses unknown parameters).
 
 Kept apart from :mod:`ctxledger.eventstore.postgres` so URL handling can be read and
-tested without the store (and without psycopg).
+tested without the store (and without psycopg: :func:`describe` imports it when called).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import urllib.parse
 
 from ctxledger.errors import InvalidInput
 
-__all__ = ["is_postgres_url", "split_schema"]
+__all__ = ["describe", "is_postgres_url", "split_schema"]
 
 
 def is_postgres_url(target: str) -> bool:
@@ -51,3 +51,16 @@ def _check_parsable(url: str) -> None:
             f"cannot parse the PostgreSQL URL ({exc}); expected "
             "postgresql://user:password@host:port/dbname?param=value"
         ) from None
+
+
+def describe(conninfo: str, schema: str) -> str:
+    """The server, database and schema, for messages (never the password)."""
+    import psycopg.conninfo  # (only a store calls this: it has psycopg)
+
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise InvalidInput(f"cannot parse the PostgreSQL URL: {exc}") from exc
+    host = str(info.get("host") or "localhost")
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"

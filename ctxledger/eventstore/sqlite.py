@@ -34,7 +34,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from ctxledger.errors import (
     ConcurrencyError,
     CtxLedgerError,
-    DuplicateEventError,
     InvalidConfig,
     StoreError,
     UnknownBlob,
@@ -48,8 +47,10 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     in_versions,
+    of_stream,
     paged,
     prepare_append,
+    sound_ends,
 )
 from ctxledger.eventstore.files import close_side_lock, create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
@@ -65,6 +66,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     refuse_unwritable,
 )
+from ctxledger.eventstore.resends import NOT_STORED, already_stored
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -306,7 +308,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         conn = self._conn
         current, stale = self._versions(batches)
         if stale is not None or check_ids:
-            if self._already_stored(batches):  # a re-send: the versions as they are
+            if already_stored(batches, self._stored_in):  # a re-send: the versions as they are
                 return {b.stream: v for b, (_, v) in zip(batches, current, strict=True)}
             if stale is not None:
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
@@ -368,31 +370,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 q.INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
             )
 
-    def _already_stored(self, batches: list[PreparedBatch]) -> bool:
-        """True when every event id is already in its stream (a re-send); False when none is.
-
-        Raises DuplicateEventError when only some are, or one lives in another stream.
-        """
-        found: str | None = None
-        missing: str | None = None
-        for batch in batches:
-            for event_id, *_ in batch.rows:
-                row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
-                if row is None:
-                    missing = missing or event_id
-                elif row[0] != batch.stream:
-                    raise DuplicateEventError(
-                        f"event id {event_id!r} is already stored in stream {row[0]!r}, not {batch.stream!r}; "
-                        "give every new event a fresh id"
-                    )
-                else:
-                    found = found or event_id
-        if found is not None and missing is not None:
-            raise DuplicateEventError(
-                f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
-                "re-send exactly the batch that was written, or give new events fresh ids"
-            )
-        return found is not None
+    def _stored_in(self, event_id: str) -> object:
+        """The stream name holding `event_id` as stored, or NOT_STORED (:func:`already_stored`)."""
+        row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
+        return NOT_STORED if row is None else row[0]
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -478,7 +459,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
         with self._lock, self._errors("read a stream"):
-            found = self._conn.execute(q.STREAM_ID, (stream,)).fetchone()
+            found = self._conn.execute(q.STREAM_ENDS, (stream,)).fetchone()
         if found is None:
             return
         stream_id, upto, next_version = (
@@ -491,10 +472,19 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 rows = self._conn.execute(
                     q.READ_STREAM, (stream_id, next_version, upto, _READ_BATCH)
                 ).fetchall()
-            yield from self._decode(in_versions(rows, next_version, stream))
-            if len(rows) < _READ_BATCH:
+            last = len(rows) < _READ_BATCH  # (the stream's ends checked with it)
+            ends = () if not last or sound_ends(*found[1:]) else self._end_rows(stream_id)
+            yield from of_stream(
+                self._decode(in_versions(rows, next_version, stream, ends)), stream
+            )
+            if last:
                 return
             next_version = rows[-1][1] + 1
+
+    def _end_rows(self, stream_id: int) -> tuple[object, ...]:
+        """(seq, version) of a stream's lowest and highest rows by version (in_versions)."""
+        with self._lock, self._errors("read a stream"):
+            return tuple(self._conn.execute(q.STREAM_END_ROWS, (stream_id,)).fetchone())
 
     def _decode(self, rows: list[tuple[int, int, int, bytes, str]]) -> list[Recorded]:
         """Rows (seq, version, schema, payload, hash) -> Recorded, upcasting and re-inflating blobs."""

@@ -19,7 +19,19 @@ VERSION_OF = (
 )
 STREAM = f"SELECT stream_id, {VERSION_OF} FROM streams WHERE stream = ?"
 STREAM_VERSION = f"SELECT {VERSION_OF} FROM streams WHERE stream = ?"
-STREAM_ID = "SELECT stream_id FROM streams WHERE stream = ?"
+# read_stream: a stream's id and its lowest and highest versions, one seek each in
+# events_by_stream (a NULL or a number below 1 sorts first, text last: see in_versions);
+# with the rows' seqs (STREAM_END_ROWS) only when one of them is not what a sound log has
+_END = "(SELECT {} FROM events AS e WHERE e.stream_id = s.stream_id ORDER BY e.version{} LIMIT 1)"
+STREAM_ENDS = (
+    f"SELECT s.stream_id, {_END.format('version', '')}, {_END.format('version', ' DESC')}"
+    " FROM streams AS s WHERE s.stream = ?"
+)
+STREAM_END_ROWS = (
+    "SELECT "
+    + ", ".join(_END.format(c, o) for o in ("", " DESC") for c in ("seq", "version"))
+    + " FROM streams AS s WHERE s.stream_id = ?"
+)
 # stream_id grows with created_seq (streams are never deleted), and needs no sort
 STREAMS = f"SELECT stream, {VERSION_OF} FROM streams ORDER BY stream_id"
 NEW_STREAM = "INSERT INTO streams (stream, created_seq) VALUES (?, ?)"

@@ -246,7 +246,7 @@ class RuntimeTracker:
         # decision events may land on a session after it ended, so merge the chain's
         # streams by seq instead of reading them one after the other; events the
         # projector has not folded yet reach the cache through the listener later
-        streams = [ledger.store.read_stream(sid) for sid in ledger.chains.chain(root)]
+        streams = [ledger.store.read_session(sid) for sid in ledger.chains.chain(root)]
         for rec in heapq.merge(*streams, key=lambda r: r.seq):
             if rec.seq > seq:
                 break

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psycopg
@@ -565,3 +566,33 @@ def test_a_read_by_stream_needs_no_statement_prepared_on_its_session(
 
 
 _HELD = "SELECT name FROM pg_prepared_statements WHERE name = 'ctxledger_stream_ends'"
+
+
+def test_a_stream_name_holding_nul_reads_as_no_stream_not_as_the_name_cut_short(
+    url: str, tmp_path: Path
+) -> None:
+    """Review 2 of session 36: the prepared lookup sends text parameters, which end at a
+    NUL, so ``ses_a\\x00x`` was looked up as ``ses_a`` and named a false damage. No stored
+    stream holds a NUL (appends refuse it): the read is empty, as on SQLite."""
+    with PostgresEventStore(url, index_dir=tmp_path, pool_size=1) as store:
+        store.append("ses_a", [message("ses_a", "m")], expected_version=None)
+        assert list(store.read_stream("ses_a\x00x")) == []
+        assert list(store.read_stream("nope\x00")) == []
+
+
+def test_a_statement_another_call_prepared_first_is_used(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-prepare after a missing statement tolerates one prepared meanwhile (a
+    pooler's other client): ``DuplicatePreparedStatement`` is not an error of the read."""
+    with PostgresEventStore(url, index_dir=tmp_path, pool_size=1) as store:
+        store.append("ses_a", [message("ses_a", "m")], expected_version=None)
+        real = postgres_append._ends_prepared
+        calls: list[int] = []
+
+        def first_missing(conn: Any, stream: str) -> Any:
+            calls.append(1)
+            return (False, None) if len(calls) == 1 else real(conn, stream)
+
+        monkeypatch.setattr(postgres_append, "_ends_prepared", first_missing)
+        assert [r.version for r in store.read_stream("ses_a")] == [1] and len(calls) == 2

@@ -325,7 +325,14 @@ def stream_ends(conn: Conn, stream: str) -> Ends:
     version (``STREAM_ENDS``), or None for no such stream. The statement prepared on the
     connection; when it is gone (a ``DISCARD ALL`` or ``DEALLOCATE``, a pooler that
     hands out another server session) it is prepared again, and if that does not hold
-    either, the query runs unprepared: a read never depends on the session's state."""
+    either, the query runs unprepared: a read never depends on the session's state. For
+    an idle autocommit connection (the pool's): in an open transaction, a missing
+    statement aborts it and neither retry can run.
+
+    A name holding NUL is no stream (appends refuse it): text parameters end at a NUL,
+    so it would be looked up cut short."""
+    if "\x00" in stream:
+        return None
     held, found = _ends_prepared(conn, stream)
     if not held:
         with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):

@@ -596,3 +596,35 @@ def test_a_statement_another_call_prepared_first_is_used(
 
         monkeypatch.setattr(postgres_append, "_ends_prepared", first_missing)
         assert [r.version for r in store.read_stream("ses_a")] == [1] and len(calls) == 2
+
+
+def test_a_new_ledger_in_a_database_not_utf8_is_refused_at_open(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """Review 2 of session 36: a LATIN1 database took a ledger and refused the first "€"
+    of a later append with a raw UnicodeEncodeError. A new ledger there is refused at
+    open, in one line, and nothing is created."""
+    name = f"latin_{schema_for(tmp_path)}"
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+            "TEMPLATE template0"
+        )
+    latin = f"{pg_server.url.rsplit('/', 1)[0]}/{name}"
+    with pytest.raises(StoreError, match=r"encoding is LATIN1, not UTF8: .* ENCODING 'UTF8'"):
+        PostgresEventStore(latin, index_dir=tmp_path)
+    with psycopg.connect(latin, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('_migrations')").fetchone() == (None,)
+
+
+def test_a_url_asking_for_another_client_encoding_still_reads_text(
+    url: str, tmp_path: Path
+) -> None:
+    """Review 2 of session 36: ``client_encoding=SQL_ASCII`` in the URL handed back bytes:
+    the ledger could not open (``unknown migration "b'0001_event_log'"``). The store
+    talks UTF8 whatever the URL says."""
+    with PostgresEventStore(url, index_dir=tmp_path) as store:
+        store.append("ses_é", [message("ses_é", "m")], expected_version=None)
+    with PostgresEventStore(f"{url}&client_encoding=SQL_ASCII", index_dir=tmp_path) as store:
+        assert store.streams() == [("ses_é", 1)]
+        assert [r.event.session_id for r in store.read_stream("ses_é")] == ["ses_é"]

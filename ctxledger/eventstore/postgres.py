@@ -160,6 +160,9 @@ class PostgresEventStore(EventStore):
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": "ctxledger",
             "options": f"-c search_path={self.schema} -c synchronous_commit={commit}",
+            # UTF8 whatever the database or the URL says (SQL_ASCII handed back bytes;
+            # LATIN1 left psycopg to encode in LATIN1: a raw UnicodeEncodeError on "€")
+            "client_encoding": "UTF8",
         }
         self.ledger_id = self._migrate()
         self._leases = PgLeases(conninfo, self._kwargs, self.schema)

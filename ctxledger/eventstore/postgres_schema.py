@@ -90,6 +90,8 @@ class PgMigrations:
             )
         if all(name in applied for name in self.names):
             return []
+        if not applied:
+            _check_encoding(conn)
         done: list[str] = []
         for name, fn in self._steps:
             with conn.transaction():
@@ -107,6 +109,17 @@ class PgMigrations:
                 )
                 done.append(name)
         return done
+
+
+def _check_encoding(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A new ledger needs a UTF8 database: messages hold any text; a LATIN1 one refuses
+    the first character it has no byte for (an append, later), SQL_ASCII checks none."""
+    encoding = conn.info.parameter_status("server_encoding")
+    if encoding is not None and encoding.upper() not in ("UTF8", "UTF-8", "UNICODE"):
+        raise StoreError(
+            f"the database's encoding is {encoding}, not UTF8: a ledger holds any text; "
+            "create it with: CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0"
+        )
 
 
 def create_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:

@@ -400,9 +400,11 @@ def test_a_resend_sharing_only_the_last_id_is_a_new_session(service):
 
 
 def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
-    """The index names a session by its last id; the run is taken only when that session
-    is its latest generation. Crafted ledger: ``~2`` and then generation 1 hold the same
-    ids (the middleware's own writes never do: its prefix rule already tells them apart)."""
+    """The index names a session by its last id; the run is not taken when that session
+    was superseded: ended, as a history rewritten is (session 36: an open generation that
+    is not the latest is taken, see below; this test took "not the latest" for
+    superseded). Crafted ledger: ``~2`` and then generation 1 hold the same ids (the
+    middleware's own writes never do: its prefix rule already tells them apart)."""
     history = [HumanMessage("a.py", id="h1"), AIMessage("read a.py", id="r1")]
 
     async def record() -> None:
@@ -411,6 +413,7 @@ def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
                 model="langchain-agent", context_length=16_000, session_id=sid
             )
             await service.append(sid, lc.to_chat(history))
+        await service.end_session("langchain:default:x", "history rewritten")
 
     anyio.run(record)
     middleware = CtxLedgerMiddleware(service, context_length=16_000)
@@ -660,3 +663,57 @@ def test_a_write_before_the_run_ends_is_not_a_history_this_worker_rewrote(
     assert _asks(service, root) == ["a.py", "b.py", "A's ask"]
     assert service.ledger.verify().ok
     worker_a.ledger.close()
+
+
+def _agent(svc: ContextService, model: StepsChat) -> Any:
+    """A worker (a process): its own middleware on `svc`."""
+    middleware = CtxLedgerMiddleware(svc, context_length=16_000)
+    return create_agent(model=model, tools=[read_file], middleware=[middleware])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_resend_continuing_a_branch_that_is_not_the_latest_goes_on_there(
+    service, tmp_path, workers
+):
+    """Two workers ran one conversation at once: one went on in the run's session, the
+    other in its ``~2``. A resend of the first branch plus a new ask (a retry, another
+    worker, a restart) was not found (the look-up took the latest generation only): a
+    session of its own, its history copied. It goes on in the branch's session; two
+    workers given it at once append at the version read: one goes on there, the other
+    starts the next generation, and no session is ended."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    w1, w2 = (_agent(svc, StepsChat(messages=iter([]), rounds=1)) for svc in (service, other))
+    first = w1.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+
+    async def at_once(agents: list[Any], messages: list[Any]) -> list[Any]:
+        results: list[Any] = [None] * len(agents)
+
+        async def run(i: int) -> None:
+            results[i] = (await agents[i].ainvoke({"messages": messages}))["messages"]
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(agents)):
+                tg.start_soon(run, i)
+        return results
+
+    branches = anyio.run(at_once, [w1, w2], [*first, HumanMessage("b.py")])
+    service.ledger.refresh()
+    root = service.ledger.chains.root(next(iter(service.ledger.transcript.state.sessions)))
+    base = root.split("~")[0]
+    held = [str(m["lc_id"]) for m in live_messages(service, base)]
+    (branch,) = [b for b in branches if [str(m.id) for m in b] == held]  # not the latest: ~2 is
+    models = [StepsChat(messages=iter([]), rounds=1) for _ in range(workers)]
+    agents = [_agent(svc, m) for svc, m in zip((service, other), models, strict=False)]
+    states = anyio.run(at_once, agents, [*branch, HumanMessage("c.py")])
+    for model, state in zip(models, states, strict=True):
+        assert state[-1].content == "read c.py"
+        for sent in model.inputs:  # each call was sent its own run's history
+            assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    service.ledger.refresh()
+    sessions = service.ledger.transcript.state.sessions
+    roots = {service.ledger.chains.root(s) for s in sessions}
+    assert roots == {base, *(f"{base}~{n}" for n in range(2, workers + 2))}
+    assert not any(service.ledger.transcript.session(service.tip(r)).ended for r in roots)
+    assert _asks(service, base) == ["a.py", "b.py", "c.py"]  # no history copied for one
+    assert service.ledger.verify().ok
+    other.ledger.close()

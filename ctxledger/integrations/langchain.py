@@ -412,7 +412,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     def _current(self, thread: str, known: _Thread) -> _Thread:
         """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
         on the ledger (a second worker of a server) may have continued the thread, or
-        started a generation of it, since this one last wrote: its ids are read again."""
+        started a generation of it, since this one last wrote: its ids are read again (of
+        its latest generation: a divergence from what this process saw starts the next)."""
         if known.version != self._version(known.root):
             fresh = self._recorded(thread)
             if fresh is not None:
@@ -420,6 +421,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                     known.mine = known.seen
                 known.root, known.seen, known.version = fresh.root, fresh.seen, fresh.version
         return known
+
+    def _is_ended(self, root: str) -> bool:
+        return self.service.ledger.transcript.session(self.service.tip(root)).ended
 
     def _version(self, root: str) -> tuple[str, int]:
         tip = self.service.tip(root)
@@ -474,7 +478,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """The run without a thread id whose ledger session holds the messages `ids` start
         with (the longest), found by the last message id each session recorded: a run
         forgotten, or of a process before this one (main's one ``default`` thread too).
-        A run going on in this process is never taken."""
+        The generation found is continued, the latest or not (two workers that ran one
+        conversation at once left two open), unless it ended (a history rewritten). A
+        run going on in this process is never taken."""
         last = await self._index.update(self.service)
         for end in range(len(ids), 0, -1):
             sid = last.get(ids[end - 1])
@@ -482,8 +488,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             thread = None if root is None else run_of(root)
             if thread is None or (thread in self._runs and thread not in self._ended):
                 continue
-            known = self._recorded(thread)  # its latest generation only
-            if known is not None and known.root == root and known.seen == ids[:end]:
+            known = None if root is None or self._is_ended(root) else self._read(root)
+            if known is not None and known.seen == ids[:end]:
                 self._ended.discard(thread)
                 self._keep(thread, known)
                 return thread
@@ -518,10 +524,12 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         return None if known is None else self._keep(thread, known)
 
     def _recorded(self, thread: str) -> _Thread | None:
+        """The thread's latest generation as the ledger holds it (None: none yet)."""
         n = self._generations(thread)
-        if n == 0:
-            return None
-        root = self._root(thread, n)
+        return None if n == 0 else self._read(self._root(thread, n))
+
+    def _read(self, root: str) -> _Thread:
+        """The session `root` (one generation of a thread) and the message ids it holds."""
         seen: list[str] = []
         for sid in self.service.ledger.chains.chain(self.service.tip(root)):
             for rec in self.service.ledger.store.read_stream(sid):

@@ -50,7 +50,6 @@ from langchain_core.messages import AIMessage
 
 from ctxledger import ContextService
 from ctxledger.errors import ConcurrencyError, CtxLedgerError
-from ctxledger.events import MessageAppended
 from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
     LoopThread,
@@ -64,7 +63,10 @@ from ctxledger.integrations.common import (
 from ctxledger.integrations.langchain_keys import (
     LC_ID,
     RunIndex,
+    Thread,
+    expected_version,
     is_run,
+    recorded_ids,
     run_of,
     session_key,
     thread_key,
@@ -97,20 +99,6 @@ class RunState(AgentState[Any]):
     """The agent state with the middleware's private field: the key of the run."""
 
     ctxledger_run: NotRequired[Annotated[str, PrivateStateAttr]]
-
-
-class _Thread:
-    """What the middleware knows about one graph thread: its ledger root and the state
-    message ids already appended there; `version`: its tip and that tip's ledger version
-    when this process last wrote or read it (another process on the ledger moves it;
-    None: read it again); `mine`: what this process had seen when a re-read found
-    another process's write, kept until this process writes the thread again."""
-
-    def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
-        self.root = root
-        self.seen = seen
-        self.version = version
-        self.mine: list[str] | None = None
 
 
 class _Call:
@@ -149,9 +137,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         self.service = service
         self.model_name = model
         self.context_length = context_length
-        self._threads: dict[str, _Thread] = {}
+        self._threads: dict[str, Thread] = {}
         #: runs without a thread id, least recently used first; those that ended
-        self._runs: OrderedDict[str, _Thread] = OrderedDict()
+        self._runs: OrderedDict[str, Thread] = OrderedDict()
         self._ended: set[str] = set()
         self._run_ids = run_ids
         self._keys: dict[str, str] = {}
@@ -263,7 +251,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     async def _appended(
         self, thread: str, request: ModelRequest[Any], messages: list[Any]
-    ) -> tuple[_Thread, str]:
+    ) -> tuple[Thread, str]:
         """The thread after appending what `messages` add to what its session holds, and
         the session's tip. The append expects the version the check read: another
         process's write in between (``ConcurrencyError``, nothing written) is read and
@@ -287,7 +275,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             if not suffix:
                 known.mine = None
                 return known, sid
-            expected = None if last else _expected(known, sid)
+            expected = None if last else expected_version(known, sid)
             try:
                 result = await self.service.append(sid, to_chat(suffix), expected_version=expected)
             except ConcurrencyError:
@@ -381,7 +369,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             return
         tip = self.service.tip(known.root)
         try:  # another process's write since the check: refused, left to the next call
-            await self.service.append(tip, to_chat(suffix), expected_version=_expected(known, tip))
+            await self.service.append(
+                tip, to_chat(suffix), expected_version=expected_version(known, tip)
+            )
         except (CtxLedgerError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return
@@ -400,7 +390,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     # --- which ledger session -----------------------------------------------------------
 
-    def _known(self, thread: str) -> _Thread | None:
+    def _known(self, thread: str) -> Thread | None:
         self.service.ledger.refresh()
         known = self._runs.get(thread)
         if known is not None:
@@ -409,7 +399,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             known = self._threads.get(thread)
         return self._recover(thread) if known is None else self._current(thread, known)
 
-    def _current(self, thread: str, known: _Thread) -> _Thread:
+    def _current(self, thread: str, known: Thread) -> Thread:
         """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
         on the ledger (a second worker of a server) may have continued the thread, or
         started a generation of it, since this one last wrote: its ids are read again (of
@@ -429,11 +419,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         tip = self.service.tip(root)
         return tip, self.service.ledger.version(tip)
 
-    def _mark(self, known: _Thread) -> None:
+    def _mark(self, known: Thread) -> None:
         """This process wrote `known`'s tip last (as far as it knows)."""
         known.version = self._version(known.root)
 
-    def _keep(self, thread: str, known: _Thread) -> _Thread:
+    def _keep(self, thread: str, known: Thread) -> Thread:
         """Remember `known`; of the runs without a thread id, the :data:`RUNS_KEPT` used
         last (a server's runs, finished or failed, would pile up otherwise)."""
         if not is_run(thread):
@@ -518,29 +508,23 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             n += 1
         return n
 
-    def _recover(self, thread: str) -> _Thread | None:
+    def _recover(self, thread: str) -> Thread | None:
         """After a restart: the ids this thread's latest ledger session already holds."""
         known = self._recorded(thread)
         return None if known is None else self._keep(thread, known)
 
-    def _recorded(self, thread: str) -> _Thread | None:
+    def _recorded(self, thread: str) -> Thread | None:
         """The thread's latest generation as the ledger holds it (None: none yet)."""
         n = self._generations(thread)
         return None if n == 0 else self._read(self._root(thread, n))
 
-    def _read(self, root: str) -> _Thread:
+    def _read(self, root: str) -> Thread:
         """The session `root` (one generation of a thread) and the message ids it holds."""
-        seen: list[str] = []
-        for sid in self.service.ledger.chains.chain(self.service.tip(root)):
-            for rec in self.service.ledger.store.read_stream(sid):
-                event = rec.event
-                if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
-                    seen.append(event.message[LC_ID])
-        return _Thread(root, seen, self._version(root))
+        return Thread(root, recorded_ids(self.service, root), self._version(root))
 
     async def _start(
-        self, thread: str, request: ModelRequest[Any], old: _Thread | None, ids: list[str]
-    ) -> _Thread:
+        self, thread: str, request: ModelRequest[Any], old: Thread | None, ids: list[str]
+    ) -> Thread:
         """A new ledger session for the thread (the first, or after the history was
         rewritten). The one it replaces is ended, unless the history `ids` goes on from
         what this process had seen and another process's write diverged (two workers
@@ -568,14 +552,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )
-        return self._keep(thread, _Thread(root, []))
-
-
-def _expected(known: _Thread, tip: str) -> int | None:
-    """The version an append to `tip` expects: the one this process last wrote or read
-    there (None, unchecked, when it has not read that tip)."""
-    read = known.version
-    return read[1] if read is not None and read[0] == tip else None
+        return self._keep(thread, Thread(root, []))
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

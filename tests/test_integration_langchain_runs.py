@@ -671,32 +671,37 @@ def _agent(svc: ContextService, model: StepsChat) -> Any:
     return create_agent(model=model, tools=[read_file], middleware=[middleware])
 
 
+@pytest.mark.parametrize("thread", [None, "t"])  # a run without a thread id; a thread's
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_resend_continuing_a_branch_that_is_not_the_latest_goes_on_there(
-    service, tmp_path, workers
+    service, tmp_path, workers, thread
 ):
     """Two workers ran one conversation at once: one went on in the run's session, the
     other in its ``~2``. A resend of the first branch plus a new ask (a retry, another
     worker, a restart) was not found (the look-up took the latest generation only): a
     session of its own, its history copied. It goes on in the branch's session; two
     workers given it at once append at the version read: one goes on there, the other
-    starts the next generation, and no session is ended."""
+    starts the next generation, and no session is ended. A thread id the caller sends
+    with its messages: the worker that first read the thread after the other's append
+    ended the other's session as a history it rewrote, and the resend ended ``~2``."""
     other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
     w1, w2 = (_agent(svc, StepsChat(messages=iter([]), rounds=1)) for svc in (service, other))
-    first = w1.invoke({"messages": [HumanMessage("a.py")]})["messages"]
+    config: Any = {"configurable": {"thread_id": thread}} if thread else {}
+    first = w1.invoke({"messages": [HumanMessage("a.py")]}, config)["messages"]
 
-    async def at_once(agents: list[Any], messages: list[Any]) -> list[Any]:
+    async def at_once(agents: list[Any], history: list[Any], ask: str) -> list[Any]:
         results: list[Any] = [None] * len(agents)
 
-        async def run(i: int) -> None:
-            results[i] = (await agents[i].ainvoke({"messages": messages}))["messages"]
+        async def run(i: int) -> None:  # each worker decodes its own request
+            state = {"messages": [*history, HumanMessage(ask)]}
+            results[i] = (await agents[i].ainvoke(state, config))["messages"]
 
         async with anyio.create_task_group() as tg:
             for i in range(len(agents)):
                 tg.start_soon(run, i)
         return results
 
-    branches = anyio.run(at_once, [w1, w2], [*first, HumanMessage("b.py")])
+    branches = anyio.run(at_once, [w1, w2], first, "b.py")
     service.ledger.refresh()
     root = service.ledger.chains.root(next(iter(service.ledger.transcript.state.sessions)))
     base = root.split("~")[0]
@@ -704,7 +709,7 @@ def test_a_resend_continuing_a_branch_that_is_not_the_latest_goes_on_there(
     (branch,) = [b for b in branches if [str(m.id) for m in b] == held]  # not the latest: ~2 is
     models = [StepsChat(messages=iter([]), rounds=1) for _ in range(workers)]
     agents = [_agent(svc, m) for svc, m in zip((service, other), models, strict=False)]
-    states = anyio.run(at_once, agents, [*branch, HumanMessage("c.py")])
+    states = anyio.run(at_once, agents, branch, "c.py")
     for model, state in zip(models, states, strict=True):
         assert state[-1].content == "read c.py"
         for sent in model.inputs:  # each call was sent its own run's history

@@ -23,7 +23,9 @@ session per graph thread (``config["configurable"]["thread_id"]``; a run without
 the thread ``default:<an id of the run>``, see :meth:`CtxLedgerMiddleware.before_agent`):
 ``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
-ledger saw (messages removed or rewritten), which starts over from the state as it is.
+ledger saw (messages removed or rewritten), which starts over from the state as it is;
+a history going on from another open generation (two workers that ran the thread at
+once leave two) goes on there (session 36).
 In ``<thread>`` a ``~``, a ``%``, control characters and bidirectional-text controls
 (session 33; a session recorded before with one as itself goes on under it) are written
 ``%XX``, so no thread id holds the ``~`` of another thread's generation; every other
@@ -256,11 +258,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         the session's tip. The append expects the version the check read: another
         process's write in between (``ConcurrencyError``, nothing written) is read and
         the check made again; the last try appends unchecked, as before. A generation
-        another process started first is read the same way (the next one is started)."""
+        another process started first is read the same way (the next one is started).
+        A history that goes on from another open generation goes on there."""
         ids = [str(m.id) for m in messages]
         for attempt in range(APPEND_TRIES):
             last = attempt == APPEND_TRIES - 1
             known = self._known(thread)
+            if known is not None and ids[: len(known.seen)] != known.seen:
+                known = self._branch(thread, ids, known)
             if known is None or ids[: len(known.seen)] != known.seen:
                 try:
                     known = await self._start(thread, request, known, ids)
@@ -508,9 +513,28 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             n += 1
         return n
 
+    def _branch(self, thread: str, ids: list[str], known: Thread) -> Thread:
+        """The open generation of the thread other than `known`'s whose messages `ids`
+        go on from (the longest), kept; else `known`. Two workers that ran one
+        conversation at once leave two open, and a resend may continue either; an ended
+        one (a history rewritten) is never continued."""
+        best: Thread | None = None
+        for n in range(1, self._generations(thread) + 1):
+            root = self._root(thread, n)
+            if root == known.root or self._is_ended(root):
+                continue
+            seen = recorded_ids(self.service, root)
+            if seen and ids[: len(seen)] == seen and (best is None or len(seen) > len(best.seen)):
+                best = Thread(root, seen, self._version(root))
+        return known if best is None else self._keep(thread, best)
+
     def _recover(self, thread: str) -> Thread | None:
-        """After a restart: the ids this thread's latest ledger session already holds."""
+        """After a restart: the ids this thread's latest ledger session already holds.
+        This process saw none of them (``mine`` empty): a history that diverges from
+        them is not one it rewrote, the session is left open (another worker's)."""
         known = self._recorded(thread)
+        if known is not None:
+            known.mine = []
         return None if known is None else self._keep(thread, known)
 
     def _recorded(self, thread: str) -> Thread | None:

@@ -136,7 +136,8 @@ class Thread:
     message ids already appended there; `version`: its tip and that tip's ledger version
     when this process last wrote or read it (another process on the ledger moves it;
     None: read it again); `mine`: what this process had seen when a re-read found
-    another process's write, kept until this process writes the thread again."""
+    another process's write (nothing, ``[]``, for a thread first read from the ledger),
+    kept until this process writes the thread again."""
 
     def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
         self.root = root

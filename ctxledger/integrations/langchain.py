@@ -408,7 +408,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
         on the ledger (a second worker of a server) may have continued the thread, or
         started a generation of it, since this one last wrote: its ids are read again (of
-        its latest generation: a divergence from what this process saw starts the next)."""
+        its latest generation)."""
         if known.version != self._version(known.root):
             fresh = self._recorded(thread)
             if fresh is not None:

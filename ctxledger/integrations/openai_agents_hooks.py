@@ -6,8 +6,8 @@ static text, its dynamic callable's result, a handoff's agent's, after any
 ``call_model_input_filter``). A text that differs from the ledger's prompt is recorded
 (``SystemPromptSet``, then preflight: :meth:`CtxLedgerSession.record_system_prompt`);
 the same text writes nothing. An agent with no instructions (a handoff's) after one that
-had them is recorded as an empty prompt (session 36). Give the caller's own hooks as ``hooks=``: each hook is
-passed on to them after the recording.
+had them is recorded as an empty prompt (session 36). Give the caller's own hooks as
+``hooks=``: each hook is passed on to them after the recording.
 
 That is after the run's ``get_items``, where the run's history was read and preflight
 ran: a changed prompt is counted from here on (its recording runs preflight, and a

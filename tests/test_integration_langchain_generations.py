@@ -1,0 +1,101 @@
+"""Generations of one LangChain conversation (``langchain:t``, ``~2``, ...): which one a
+request goes on in, which ones end, and what finding it reads. Real create_agent,
+scripted models, offline; a "worker" is its own middleware on the ledger file (one
+process of a server, or one process per turn)."""
+
+# ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from helpers.frameworks import require
+
+require("langchain.agents", "langchain")
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from test_integration_langchain_runs import CONFIG, StepsChat, read_file
+
+from ctxledger import ContextService, Ledger
+from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.langchain import CtxLedgerMiddleware
+
+
+@pytest.fixture
+def service(tmp_path):
+    svc = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    yield svc
+    svc.ledger.close()
+
+
+def _asks(svc: ContextService, sid: str) -> list[str]:
+    return [m["content"] for m in live_messages(svc, sid) if m["role"] == "user"]
+
+
+def _states(svc: ContextService) -> dict[str, str]:
+    svc.ledger.refresh()
+    sessions = svc.ledger.transcript.state.sessions
+    return {s: (v.end_reason or "ended") if v.ended else "live" for s, v in sessions.items()}
+
+
+def _agent(svc: ContextService, model: StepsChat, saver: Any = None) -> Any:
+    """A worker (a process): its own middleware on `svc`."""
+    middleware = CtxLedgerMiddleware(svc, context_length=16_000)
+    return create_agent(model=model, tools=[read_file], middleware=[middleware], checkpointer=saver)
+
+
+@pytest.mark.parametrize("thread", [None, "t"])  # a run without a thread id; a thread's
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_resend_continuing_a_branch_that_is_not_the_latest_goes_on_there(
+    service, tmp_path, workers, thread
+):
+    """Two workers ran one conversation at once: one went on in the run's session, the
+    other in its ``~2``. A resend of the first branch plus a new ask (a retry, another
+    worker, a restart) was not found (the look-up took the latest generation only): a
+    session of its own, its history copied. It goes on in the branch's session; two
+    workers given it at once that both look it up before either appends (as here)
+    append at the version read: one goes on there, the other starts the next
+    generation, and no session is ended. (A run without a thread id looked up after
+    the other's append is not found by its last id any more: a run of its own, its
+    history copied, as before.) A thread id the caller sends
+    with its messages: the worker that first read the thread after the other's append
+    ended the other's session as a history it rewrote, and the resend ended ``~2``."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    w1, w2 = (_agent(svc, StepsChat(messages=iter([]), rounds=1)) for svc in (service, other))
+    config: Any = {"configurable": {"thread_id": thread}} if thread else {}
+    first = w1.invoke({"messages": [HumanMessage("a.py")]}, config)["messages"]
+
+    async def at_once(agents: list[Any], history: list[Any], ask: str) -> list[Any]:
+        results: list[Any] = [None] * len(agents)
+
+        async def run(i: int) -> None:  # each worker decodes its own request
+            state = {"messages": [*history, HumanMessage(ask)]}
+            results[i] = (await agents[i].ainvoke(state, config))["messages"]
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(agents)):
+                tg.start_soon(run, i)
+        return results
+
+    branches = anyio.run(at_once, [w1, w2], first, "b.py")
+    service.ledger.refresh()
+    root = service.ledger.chains.root(next(iter(service.ledger.transcript.state.sessions)))
+    base = root.split("~")[0]
+    held = [str(m["lc_id"]) for m in live_messages(service, base)]
+    (branch,) = [b for b in branches if [str(m.id) for m in b] == held]  # not the latest: ~2 is
+    models = [StepsChat(messages=iter([]), rounds=1) for _ in range(workers)]
+    agents = [_agent(svc, m) for svc, m in zip((service, other), models, strict=False)]
+    states = anyio.run(at_once, agents, branch, "c.py")
+    for model, state in zip(models, states, strict=True):
+        assert state[-1].content == "read c.py"
+        for sent in model.inputs:  # each call was sent its own run's history
+            assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    service.ledger.refresh()
+    sessions = service.ledger.transcript.state.sessions
+    roots = {service.ledger.chains.root(s) for s in sessions}
+    assert roots == {base, *(f"{base}~{n}" for n in range(2, workers + 2))}
+    assert not any(service.ledger.transcript.session(service.tip(r)).ended for r in roots)
+    assert _asks(service, base) == ["a.py", "b.py", "c.py"]  # no history copied for one
+    assert service.ledger.verify().ok
+    other.ledger.close()

@@ -11,15 +11,20 @@ from typing import Any
 import anyio
 import pytest
 from helpers.frameworks import require
+from hypothesis import given
+from hypothesis import strategies as st
 
 require("langchain.agents", "langchain")
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from test_integration_langchain_runs import CONFIG, StepsChat, read_file
 
 from ctxledger import ContextService, Ledger
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
+from ctxledger.integrations.langchain_keys import rewrites
 
 
 @pytest.fixture
@@ -99,3 +104,53 @@ def test_a_resend_continuing_a_branch_that_is_not_the_latest_goes_on_there(
     assert _asks(service, base) == ["a.py", "b.py", "c.py"]  # no history copied for one
     assert service.ledger.verify().ok
     other.ledger.close()
+
+
+@pytest.mark.parametrize("rewrite", ["remove-the-first", "summary-and-tail"])
+def test_a_rewrite_after_a_restart_ends_the_generation_it_replaces(tmp_path, rewrite):
+    """A thread first read from the ledger (a restart, a worker per request) left what
+    its history diverged from open, as another worker's branch may be: also a rewrite
+    (``update_state`` with a ``RemoveMessage``), so every such rewrite left one more
+    "live" generation. A rewrite keeps a message it had after the one it dropped or
+    replaced, which a branch never does: the replaced generation is ended."""
+    saver, config = InMemorySaver(), {"configurable": {"thread_id": "t"}}
+
+    def worker() -> tuple[ContextService, Any]:
+        svc = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+        return svc, _agent(svc, StepsChat(messages=iter([]), rounds=1), saver)
+
+    svc, agent = worker()
+    for ask in ("a.py", "b.py"):
+        agent.invoke({"messages": [HumanMessage(ask)]}, config)
+    svc.ledger.close()
+    svc, agent = worker()  # restarted
+    held = agent.get_state(config).values["messages"]
+    update: list[Any] = [RemoveMessage(id=str(held[0].id))]
+    if rewrite == "summary-and-tail":
+        update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("summary"), *held[4:]]
+    agent.update_state(config, {"messages": update})
+    agent.invoke({"messages": [HumanMessage("c.py")]}, config)
+    assert _states(svc) == {"langchain:t": "history rewritten", "langchain:t~2": "live"}
+    kept = ["b.py", "c.py"] if rewrite == "remove-the-first" else ["summary", "b.py", "c.py"]
+    assert _asks(svc, "langchain:t~2") == kept
+    assert svc.ledger.verify().ok
+    svc.ledger.close()
+
+
+_IDS = st.lists(st.integers(0, 10**6).map(str), unique=True, min_size=2, max_size=12)
+
+
+@given(pool=_IDS, data=st.data())
+def test_a_branch_adds_after_what_it_shares_a_rewrite_drops_before_what_it_keeps(pool, data):
+    """:func:`rewrites`: a history sharing a prefix with a recorded one and adding only
+    new ids after it is no rewrite (a branch, a regenerate, a resend cut short); one
+    that dropped any recorded message but the last, with or without new ones after,
+    is."""
+    cut = data.draw(st.integers(1, len(pool) - 1))
+    seen, new = pool[:cut], pool[cut:]
+    shared = data.draw(st.integers(0, len(seen)))
+    added = data.draw(st.integers(0, len(new)))
+    assert not rewrites(seen[:shared] + new[:added], seen)
+    if len(seen) >= 2:
+        dropped = data.draw(st.integers(0, len(seen) - 2))
+        assert rewrites(seen[:dropped] + seen[dropped + 1 :] + new[:added], seen)

@@ -69,6 +69,7 @@ from ctxledger.integrations.langchain_keys import (
     expected_version,
     is_run,
     recorded_ids,
+    rewrites,
     run_of,
     session_key,
     thread_key,
@@ -552,13 +553,16 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """A new ledger session for the thread (the first, or after the history was
         rewritten). The one it replaces is ended, unless the history `ids` goes on from
         what this process had seen and another process's write diverged (two workers
-        running one conversation at once): that session is the other's, going on. The
-        host's prompt is checked first: a refused one ends nothing."""
+        running one conversation at once): that session is the other's, going on. A
+        history that drops or replaces a message `old` holds (:func:`rewrites`) ends it
+        also then (after a restart too). The host's prompt is checked first: a refused
+        one ends nothing."""
         system = request.system_message
         prompt = (
             None if system is None else check_input_text(text_of(system.content), "system_prompt")
         )
-        if old is not None and not (old.mine is not None and ids[: len(old.mine)] == old.mine):
+        theirs = old is not None and old.mine is not None and ids[: len(old.mine)] == old.mine
+        if old is not None and (not theirs or rewrites(ids, old.seen)):
             tip = self.service.tip(old.root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")

@@ -153,6 +153,20 @@ def expected_version(known: Thread, tip: str) -> int | None:
     return read[1] if read is not None and read[0] == tip else None
 
 
+def rewrites(ids: list[str], seen: list[str]) -> bool:
+    """Whether the history `ids` rewrites `seen` (a session's recorded ids): it still holds
+    a message `seen` has after the first one it dropped or replaced (a ``RemoveMessage``,
+    a summary before a kept tail). Another worker's branch of one conversation only adds
+    after the messages both share; so does a regenerate of the last answer, which this
+    cannot tell from one."""
+    shared = 0
+    for mine, theirs in zip(ids, seen, strict=False):
+        if mine != theirs:
+            break
+        shared += 1
+    return not set(seen[shared:]).isdisjoint(ids[shared:])
+
+
 def recorded_ids(service: ContextService, root: str) -> list[str]:
     """The LangChain ids of the messages the session `root` (its chain) recorded."""
     seen: list[str] = []

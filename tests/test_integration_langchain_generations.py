@@ -22,9 +22,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from test_integration_langchain_runs import CONFIG, StepsChat, read_file
 
 from ctxledger import ContextService, Ledger
+from ctxledger.integrations import langchain as lc
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
-from ctxledger.integrations.langchain_keys import rewrites
+from ctxledger.integrations.langchain_keys import recorded_ids, rewrites
 
 
 @pytest.fixture
@@ -133,6 +134,43 @@ def test_a_rewrite_after_a_restart_ends_the_generation_it_replaces(tmp_path, rew
     assert _states(svc) == {"langchain:t": "history rewritten", "langchain:t~2": "live"}
     kept = ["b.py", "c.py"] if rewrite == "remove-the-first" else ["summary", "b.py", "c.py"]
     assert _asks(svc, "langchain:t~2") == kept
+    assert svc.ledger.verify().ok
+    svc.ledger.close()
+
+
+def test_regenerates_in_a_worker_per_turn_stay_open_and_finding_the_one_continued_is_cheap(
+    tmp_path, monkeypatch
+):
+    """One process per turn: the second answer regenerated three times, then the first
+    version taken up again. A regenerate only adds after what the generations share, as a
+    second worker's branch does: each stays open (the README says so). The conversation
+    goes on in generation 1, found by its messages; finding it read every generation's
+    chain at every later turn (4 here, growing with generations and history): now the
+    latest (where the thread is looked up first) and the one continued."""
+    reads: list[str] = []
+    monkeypatch.setattr(
+        lc, "recorded_ids", lambda svc, root: reads.append(root) or recorded_ids(svc, root)
+    )
+
+    def turn(messages: list[Any]) -> list[Any]:
+        svc = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+        agent = _agent(svc, StepsChat(messages=iter([]), rounds=1))
+        state = agent.invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
+        svc.ledger.close()
+        return list(state["messages"])
+
+    first = turn([HumanMessage("a.py")])
+    state = turn([*first, HumanMessage("b.py")])
+    for ask in ("b2.py", "b3.py", "b4.py"):
+        turn([*first, HumanMessage(ask)])
+    for ask in ("c.py", "d.py", "e.py"):
+        reads.clear()
+        state = turn([*state, HumanMessage(ask)])
+        assert reads == ["langchain:t~4", "langchain:t"]
+    svc = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    assert _states(svc) == {f"langchain:t{g}": "live" for g in ("", "~2", "~3", "~4")}
+    assert _asks(svc, "langchain:t") == ["a.py", "b.py", "c.py", "d.py", "e.py"]
+    assert _asks(svc, "langchain:t~3") == ["a.py", "b3.py"]
     assert svc.ledger.verify().ok
     svc.ledger.close()
 

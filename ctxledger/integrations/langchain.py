@@ -518,16 +518,27 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """The open generation of the thread other than `known`'s whose messages `ids`
         go on from (the longest), kept; else `known`. Two workers that ran one
         conversation at once leave two open, and a resend may continue either; an ended
-        one (a history rewritten) is never continued."""
+        one (a history rewritten) is never continued. Only a generation whose live view
+        ends with a message of `ids` is read (its last recorded one)."""
         best: Thread | None = None
+        held = set(ids)
         for n in range(1, self._generations(thread) + 1):
             root = self._root(thread, n)
-            if root == known.root or self._is_ended(root):
+            if root == known.root or self._is_ended(root) or self._last_ids(root) - held:
                 continue
-            seen = recorded_ids(self.service, root)
+            other = self._read(root)
+            seen = other.seen
             if seen and ids[: len(seen)] == seen and (best is None or len(seen) > len(best.seen)):
-                best = Thread(root, seen, self._version(root))
+                best = other
         return known if best is None else self._keep(thread, best)
+
+    def _last_ids(self, root: str) -> set[str]:
+        """The LangChain id of the last message of `root`'s live view, the last one it
+        recorded (none: a view that ends without one, read whole)."""
+        transcript = self.service.ledger.transcript
+        live = transcript.session(self.service.tip(root)).live
+        last = transcript.original(live[-1]).get(LC_ID) if live else None
+        return {last} if isinstance(last, str) else set()
 
     def _recover(self, thread: str) -> Thread | None:
         """After a restart: the ids this thread's latest ledger session already holds.

@@ -14,16 +14,18 @@ from helpers.frameworks import require
 
 require("langchain.agents", "langchain")
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, PIIMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware, PIIMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
+from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
@@ -145,3 +147,33 @@ def test_a_call_redactor_after_ours_lets_the_summary_carry_the_secret_to_the_mod
     where = _conversation(tmp_path, RedactTheCall(), False)
     assert where["ledger"] and where["summarizer"] and where["compactions"] == 1
     assert where["model"] and min(where["model"]) >= 10  # the 10 calls before it: none
+
+
+@pytest.mark.parametrize("redactor", ["call", "pii"])
+def test_a_run_that_ends_without_a_model_call_records_its_ask_as_the_state_holds_it(
+    tmp_path, redactor
+):
+    """The run's end appends what the state gained since the last model call (its final
+    answer, or here an ask ``ModelCallLimitMiddleware`` ends the run on): no model call
+    handed it to a redactor of the call's input, so the ledger records the secret (the
+    README names the case); a redactor of the state (PIIMiddleware) edits it first."""
+    service = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    hider = PIIMiddleware("email", strategy="redact") if redactor == "pii" else RedactTheCall()
+    limit = ModelCallLimitMiddleware(thread_limit=2, exit_behavior="end")
+    ours = CtxLedgerMiddleware(service, context_length=16_000)
+    model = ToolThenAnswer(messages=iter([]))
+    agent = create_agent(
+        model=model,
+        tools=[read_file],
+        checkpointer=InMemorySaver(),
+        middleware=[hider, ours, limit],
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("hello")]}, config)
+    agent.invoke({"messages": [HumanMessage(f"my email is {SECRET}")]}, config)
+    service.ledger.refresh()
+    recorded = [m["content"] for m in live_messages(service, "langchain:t") if m["role"] == "user"]
+    assert len(model.inputs) == 2 and not any(SECRET in repr(sent) for sent in model.inputs)
+    assert recorded[0] == "hello" and (SECRET in recorded[1]) == (redactor == "call")
+    assert service.ledger.verify().ok
+    service.ledger.close()

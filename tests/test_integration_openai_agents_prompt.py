@@ -414,4 +414,7 @@ def test_a_handoff_to_an_agent_without_instructions_stops_counting_the_last_prom
     for _, prompt, tokens in held[1::2]:  # the calls of the agent without instructions
         assert prompt == "" and tokens < 10 < triage_tokens
     assert _prompt_texts(service) == [_big(200), ""] * 2
+    sid = session.ledger_session_id()  # the views show it, the Runner is not given it (README)
+    assert service.api_messages(sid)[0] == {"role": "system", "content": ""}
+    assert "system" not in [i.get("role") for i in anyio.run(session.get_items)]
     _replays_the_same(service.ledger, history(service.ledger, "chat"))

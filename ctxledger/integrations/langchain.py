@@ -68,6 +68,7 @@ from ctxledger.integrations.langchain_keys import (
     Thread,
     expected_version,
     is_run,
+    last_recorded,
     recorded_ids,
     rewrites,
     run_of,
@@ -524,21 +525,14 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         held = set(ids)
         for n in range(1, self._generations(thread) + 1):
             root = self._root(thread, n)
-            if root == known.root or self._is_ended(root) or self._last_ids(root) - held:
+            skip = root == known.root or self._is_ended(root)
+            if skip or last_recorded(self.service, root) - held:
                 continue
             other = self._read(root)
             seen = other.seen
             if seen and ids[: len(seen)] == seen and (best is None or len(seen) > len(best.seen)):
                 best = other
         return known if best is None else self._keep(thread, best)
-
-    def _last_ids(self, root: str) -> set[str]:
-        """The LangChain id of the last message of `root`'s live view, the last one it
-        recorded (none: a view that ends without one, read whole)."""
-        transcript = self.service.ledger.transcript
-        live = transcript.session(self.service.tip(root)).live
-        last = transcript.original(live[-1]).get(LC_ID) if live else None
-        return {last} if isinstance(last, str) else set()
 
     def _recover(self, thread: str) -> Thread | None:
         """After a restart: the ids this thread's latest ledger session already holds.

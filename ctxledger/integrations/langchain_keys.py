@@ -167,6 +167,15 @@ def rewrites(ids: list[str], seen: list[str]) -> bool:
     return not set(seen[shared:]).isdisjoint(ids[shared:])
 
 
+def last_recorded(service: ContextService, root: str) -> set[str]:
+    """The LangChain id of the last message of the session `root`'s live view, the last
+    one it recorded, without reading its chain (none: a view that ends without one)."""
+    transcript = service.ledger.transcript
+    live = transcript.session(service.tip(root)).live
+    last = transcript.original(live[-1]).get(LC_ID) if live else None
+    return {last} if isinstance(last, str) else set()
+
+
 def recorded_ids(service: ContextService, root: str) -> list[str]:
     """The LangChain ids of the messages the session `root` (its chain) recorded."""
     seen: list[str] = []

@@ -76,6 +76,7 @@ from ctxledger.integrations.langchain_keys import (
     thread_key,
 )
 from ctxledger.integrations.langchain_messages import (
+    ModelCall,
     View,
     from_chat,
     new_run,
@@ -103,25 +104,6 @@ class RunState(AgentState[Any]):
     """The agent state with the middleware's private field: the key of the run."""
 
     ctxledger_run: NotRequired[Annotated[str, PrivateStateAttr]]
-
-
-class _Call:
-    """One model call: the ledger session and view it sends, its output cap
-    (``max_tokens``), how many times recovery lowered that cap, whether it recovered."""
-
-    def __init__(
-        self,
-        sid: str,
-        view: View,
-        max_tokens: int | None,
-        lowered: int = 0,
-        recovered: bool = False,
-    ) -> None:
-        self.sid = sid
-        self.view = view
-        self.max_tokens = max_tokens
-        self.lowered = lowered
-        self.recovered = recovered
 
 
 class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
@@ -235,7 +217,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     # --- steps ----------------------------------------------------------------------------
 
-    async def _before(self, thread: str, request: ModelRequest[Any]) -> _Call:
+    async def _before(self, thread: str, request: ModelRequest[Any]) -> ModelCall:
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         known, sid = await self._appended(thread, request, messages)
@@ -251,7 +233,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         cap = recovery.requested_cap(
             request.model_settings.get("max_tokens"), getattr(request.model, "max_tokens", None)
         )
-        return _Call(sid, view, cap)
+        return ModelCall(sid, view, cap)
 
     async def _appended(
         self, thread: str, request: ModelRequest[Any], messages: list[Any]
@@ -294,7 +276,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             return known, result.session_id
         raise AssertionError("unreachable: the last try appends unchecked")
 
-    async def _failed(self, thread: str, call: _Call, exc: BaseException) -> _Call | None:
+    async def _failed(self, thread: str, call: ModelCall, exc: BaseException) -> ModelCall | None:
         """The model call failed: the call to retry after a provider's overflow error, as
         the service decides (:mod:`ctxledger.integrations.recovery`: a lower output cap,
         or the compacted view); None (the error is the run's) for any other error. A
@@ -319,10 +301,10 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             system_view(self.service, sid), live_messages(self.service, sid), call.view.state
         )
         if step.max_tokens is None:
-            return _Call(sid, view, call.max_tokens, call.lowered, recovered=True)
-        return _Call(sid, view, step.max_tokens, call.lowered + 1, recovered=True)
+            return ModelCall(sid, view, call.max_tokens, call.lowered, recovered=True)
+        return ModelCall(sid, view, step.max_tokens, call.lowered + 1, recovered=True)
 
-    async def _after(self, thread: str, call: _Call, response: ModelResponse[Any]) -> None:
+    async def _after(self, thread: str, call: ModelCall, response: ModelResponse[Any]) -> None:
         """Report the response's usage; after a recovered call, the turn's recovery is
         over (a model that reports no usage would count every turn's recovery on)."""
         sid = call.sid
@@ -386,7 +368,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         known.mine = None
         self._mark(known)
 
-    def _override(self, request: ModelRequest[Any], call: _Call) -> ModelRequest[Any]:
+    def _override(self, request: ModelRequest[Any], call: ModelCall) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": call.view.model_input()}
         system = system_message(request.system_message, call.view.system)
         if system is not None:

@@ -175,6 +175,45 @@ def test_regenerates_in_a_worker_per_turn_stay_open_and_finding_the_one_continue
     svc.ledger.close()
 
 
+@pytest.mark.parametrize("resent_to", ["a-new-worker", "the-worker-of-the-latest"])
+def test_a_trimmed_resend_of_the_older_of_two_open_generations_ends_that_one_only(
+    tmp_path, resent_to
+):
+    """Two open generations (a regenerate in a worker of its own; two workers at once leave
+    the same). The older one resent with its oldest message trimmed (a client's window)
+    rewrites it, but was judged against the latest generation, which shares the trimmed
+    history's first answer: the latest (another worker's branch) was ended, the one
+    rewritten left open. Only generations whose last recorded message the history holds
+    are judged (it comes from them); the one it rewrites ends, the other stays open."""
+    workers: list[tuple[ContextService, Any]] = []
+
+    def turn(messages: list[Any], fresh: bool = True) -> list[Any]:
+        if fresh:
+            svc = ContextService(
+                Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG
+            )
+            workers.append((svc, _agent(svc, StepsChat(messages=iter([]), rounds=1))))
+        state = workers[-1][1].invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
+        return list(state["messages"])
+
+    first = turn([HumanMessage("a.py")])
+    state = turn([*first, HumanMessage("b.py")], fresh=False)
+    turn([*first, HumanMessage("b2.py")])  # a worker of its own: langchain:t~2
+    svc = workers[0][0]
+    assert _states(svc) == {"langchain:t": "live", "langchain:t~2": "live"}
+    turn([*state[1:], HumanMessage("d.py")], fresh=resent_to == "a-new-worker")
+    assert _states(svc) == {
+        "langchain:t": "history rewritten",
+        "langchain:t~2": "live",
+        "langchain:t~3": "live",
+    }
+    assert _asks(svc, "langchain:t~2") == ["a.py", "b2.py"]
+    assert _asks(svc, "langchain:t~3") == ["b.py", "d.py"]
+    assert svc.ledger.verify().ok
+    for worker, _ in workers:
+        worker.ledger.close()
+
+
 _IDS = st.lists(st.integers(0, 10**6).map(str), unique=True, min_size=2, max_size=12)
 
 

@@ -42,7 +42,7 @@ import functools
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
@@ -501,20 +501,26 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """The open generation of the thread other than `known`'s whose messages `ids`
         go on from (the longest), kept; else `known`. Two workers that ran one
         conversation at once leave two open, and a resend may continue either; an ended
-        one (a history rewritten) is never continued. Only a generation whose live view
-        ends with a message of `ids` is read (its last recorded one)."""
+        one (a history rewritten) is never continued."""
         best: Thread | None = None
+        for other in self._holding(thread, ids, known):
+            seen = other.seen
+            if other.root == known.root or not seen or ids[: len(seen)] != seen:
+                continue
+            if best is None or len(seen) > len(best.seen):
+                best = other
+        return known if best is None else self._keep(thread, best)
+
+    def _holding(self, thread: str, ids: list[str], known: Thread) -> Iterator[Thread]:
+        """The open generations of the thread whose last recorded message (the last of
+        its live view) `ids` holds, read (`known` as it is): those the history goes on
+        from or rewrites. Only their chains are read."""
         held = set(ids)
         for n in range(1, self._generations(thread) + 1):
             root = self._root(thread, n)
-            skip = root == known.root or self._is_ended(root)
-            if skip or last_recorded(self.service, root) - held:
+            if self._is_ended(root) or last_recorded(self.service, root) - held:
                 continue
-            other = self._read(root)
-            seen = other.seen
-            if seen and ids[: len(seen)] == seen and (best is None or len(seen) > len(best.seen)):
-                best = other
-        return known if best is None else self._keep(thread, best)
+            yield known if root == known.root else self._read(root)
 
     def _recover(self, thread: str) -> Thread | None:
         """After a restart: the ids this thread's latest ledger session already holds.
@@ -534,23 +540,33 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """The session `root` (one generation of a thread) and the message ids it holds."""
         return Thread(root, recorded_ids(self.service, root), self._version(root))
 
+    def _replaced(self, thread: str, ids: list[str], old: Thread) -> list[str]:
+        """The generations the history `ids` (which goes on from none) replaces: the open
+        ones it rewrites (:func:`rewrites`), judged against those whose last recorded
+        message it holds, never another (a branch of another worker); and `old`, when
+        the history diverged from what this process had seen and comes from no other
+        generation (this process's own history rewritten)."""
+        held = list(self._holding(thread, ids, old))
+        roots = [g.root for g in held if rewrites(ids, g.seen)]
+        theirs = old.mine is not None and ids[: len(old.mine)] == old.mine
+        if not theirs and old.root not in roots and all(g.root == old.root for g in held):
+            roots.append(old.root)
+        return roots
+
     async def _start(
         self, thread: str, request: ModelRequest[Any], old: Thread | None, ids: list[str]
     ) -> Thread:
         """A new ledger session for the thread (the first, or after the history was
-        rewritten). The one it replaces is ended, unless the history `ids` goes on from
-        what this process had seen and another process's write diverged (two workers
-        running one conversation at once): that session is the other's, going on. A
-        history that drops or replaces a message `old` holds (:func:`rewrites`) ends it
-        also then (after a restart too). The host's prompt is checked first: a refused
+        rewritten). The ones it replaces are ended (:meth:`_replaced`); a generation
+        another process's write diverged from (two workers running one conversation at
+        once) is the other's, going on. The host's prompt is checked first: a refused
         one ends nothing."""
         system = request.system_message
         prompt = (
             None if system is None else check_input_text(text_of(system.content), "system_prompt")
         )
-        theirs = old is not None and old.mine is not None and ids[: len(old.mine)] == old.mine
-        if old is not None and (not theirs or rewrites(ids, old.seen)):
-            tip = self.service.tip(old.root)
+        for root in [] if old is None else self._replaced(thread, ids, old):
+            tip = self.service.tip(root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1

@@ -214,6 +214,37 @@ def test_a_trimmed_resend_of_the_older_of_two_open_generations_ends_that_one_onl
         worker.ledger.close()
 
 
+def test_a_session_another_worker_ends_before_the_append_goes_on_in_the_next_generation(
+    service, tmp_path, monkeypatch
+):
+    """Another worker ended the thread's session between this worker's check and its
+    append (as it ends a history it rewrote): the ``SessionEndedError`` failed the user's
+    run. It is read again as a refused append is: the next generation is started from
+    the state and the run goes on."""
+    other = ContextService(Ledger.open(tmp_path / "lc.ledger.db", config=CONFIG), config=CONFIG)
+    model = StepsChat(messages=iter([]), rounds=1)
+    agent, config = _agent(service, model), {"configurable": {"thread_id": "t"}}
+    first = agent.invoke({"messages": [HumanMessage("a.py")]}, config)["messages"]
+    append = service.append
+
+    async def ended_first(sid: str, *args: Any, **kwargs: Any) -> Any:
+        if sid == "langchain:t":  # the other worker's end comes first
+            other.ledger.refresh()
+            if not other.ledger.transcript.session(sid).ended:
+                await other.end_session(sid, "history rewritten")
+        return await append(sid, *args, **kwargs)
+
+    monkeypatch.setattr(service, "append", ended_first)
+    state = agent.invoke({"messages": [*first, HumanMessage("b.py")]}, config)["messages"]
+    assert state[-1].content == "read b.py"
+    for sent in model.inputs[2:]:  # the calls of the run were sent its history
+        assert [m.id for m in sent] == [m.id for m in state[: len(sent)]]
+    assert _states(service) == {"langchain:t": "history rewritten", "langchain:t~2": "live"}
+    assert _asks(service, "langchain:t~2") == ["a.py", "b.py"]
+    assert service.ledger.verify().ok
+    other.ledger.close()
+
+
 _IDS = st.lists(st.integers(0, 10**6).map(str), unique=True, min_size=2, max_size=12)
 
 

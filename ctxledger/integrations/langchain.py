@@ -51,7 +51,7 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage
 
 from ctxledger import ContextService
-from ctxledger.errors import ConcurrencyError, CtxLedgerError
+from ctxledger.errors import ConcurrencyError, CtxLedgerError, SessionEndedError
 from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
     LoopThread,
@@ -242,15 +242,18 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         the session's tip. The append expects the version the check read: another
         process's write in between (``ConcurrencyError``, nothing written) is read and
         the check made again; the last try appends unchecked, as before. A generation
-        another process started first is read the same way (the next one is started).
-        A history that goes on from another open generation goes on there."""
+        another process started first is read the same way (the next one is started), and
+        a session another process ended in between (``SessionEndedError``): the next
+        generation is started. A history going on from another open generation goes on there."""
         ids = [str(m.id) for m in messages]
+        ended = False  # another process ended the session between the check and the append
         for attempt in range(APPEND_TRIES):
             last = attempt == APPEND_TRIES - 1
             known = self._known(thread)
             if known is not None and ids[: len(known.seen)] != known.seen:
                 known = self._branch(thread, ids, known)
-            if known is None or ids[: len(known.seen)] != known.seen:
+            ended = ended and known is not None and self._is_ended(known.root)
+            if known is None or ended or ids[: len(known.seen)] != known.seen:
                 try:
                     known = await self._start(thread, request, known, ids)
                 except ConcurrencyError:  # another process started that generation first:
@@ -270,6 +273,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             except ConcurrencyError:
                 if expected is None:
                     raise
+                continue
+            except SessionEndedError:
+                if last:
+                    raise
+                ended = True  # re-read: a generation open now, or the next one started
                 continue
             known.seen.extend(ids[len(known.seen) :])
             known.mine = None

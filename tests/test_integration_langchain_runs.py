@@ -400,9 +400,11 @@ def test_a_resend_sharing_only_the_last_id_is_a_new_session(service):
 
 
 def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
-    """The index names a session by its last id; the run is taken only when that session
-    is its latest generation. Crafted ledger: ``~2`` and then generation 1 hold the same
-    ids (the middleware's own writes never do: its prefix rule already tells them apart)."""
+    """The index names a session by its last id; the run is not taken when that session
+    was superseded: ended, as a history rewritten is (session 36: an open generation that
+    is not the latest is taken, see below; this test took "not the latest" for
+    superseded). Crafted ledger: ``~2`` and then generation 1 hold the same ids (the
+    middleware's own writes never do: its prefix rule already tells them apart)."""
     history = [HumanMessage("a.py", id="h1"), AIMessage("read a.py", id="r1")]
 
     async def record() -> None:
@@ -411,6 +413,7 @@ def test_a_superseded_generation_found_by_its_last_id_is_not_taken(service):
                 model="langchain-agent", context_length=16_000, session_id=sid
             )
             await service.append(sid, lc.to_chat(history))
+        await service.end_session("langchain:default:x", "history rewritten")
 
     anyio.run(record)
     middleware = CtxLedgerMiddleware(service, context_length=16_000)

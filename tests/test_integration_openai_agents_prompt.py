@@ -372,3 +372,49 @@ def test_a_prompt_pending_from_a_run_that_saved_nothing_starts_no_later_session(
     anyio.run(runs)
     assert [call.system_instructions for call in model.calls][-1] == "You are B."
     assert _prompt_texts(service) == ["You are B."]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_handoff_to_an_agent_without_instructions_stops_counting_the_last_prompt(
+    service, streamed
+):
+    """Triage (a long prompt) hands off to an agent with no instructions: that call is
+    sent no prompt, and the ledger held triage's, counted in full at every call until
+    the next prompt (an overcount). It is recorded as an empty prompt: an empty system
+    message's few tokens are counted, the what-if and a replay reproduce it."""
+    session = CtxLedgerSession("chat", service, context_length=16_000)
+    held: list[tuple[str | None, str | None, int]] = []
+
+    def step(output: Any) -> ModelStep:
+        def respond(call: Any) -> ModelStep:
+            view = service.ledger.transcript.session(session.ledger_session_id())
+            held.append((call.system_instructions, view.system_prompt, view.system_tokens))
+            return ModelStep(output=[output])
+
+        return ModelStep.respond(respond)
+
+    model = ScriptedModel(
+        [
+            step(function_call("transfer_to_plain", {}, call_id=f"h{n}"))
+            if n % 2 == 0
+            else step(assistant_message(f"answer {n}"))
+            for n in range(4)
+        ]
+    )
+    plain = Agent(name="plain", instructions=None, model=model)
+    triage = Agent(name="triage", instructions=_big(200), model=model, handoffs=[plain])
+
+    async def runs() -> None:
+        for ask in ("refund me", "and again"):
+            await _run(triage, ask, session, streamed)
+
+    anyio.run(runs)
+    assert [sent for sent, _, _ in held] == [_big(200), None] * 2
+    triage_tokens = held[0][2]
+    for _, prompt, tokens in held[1::2]:  # the calls of the agent without instructions
+        assert prompt == "" and tokens < 10 < triage_tokens
+    assert _prompt_texts(service) == [_big(200), ""] * 2
+    sid = session.ledger_session_id()  # the views show it, the Runner is not given it (README)
+    assert service.api_messages(sid)[0] == {"role": "system", "content": ""}
+    assert "system" not in [i.get("role") for i in anyio.run(session.get_items)]
+    _replays_the_same(service.ledger, history(service.ledger, "chat"))

@@ -23,7 +23,9 @@ session per graph thread (``config["configurable"]["thread_id"]``; a run without
 the thread ``default:<an id of the run>``, see :meth:`CtxLedgerMiddleware.before_agent`):
 ``langchain:<thread>``,
 and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
-ledger saw (messages removed or rewritten), which starts over from the state as it is.
+ledger saw (messages removed or rewritten), which starts over from the state as it is;
+a history going on from another open generation (two workers that ran the thread at
+once leave two) goes on there (session 36).
 In ``<thread>`` a ``~``, a ``%``, control characters and bidirectional-text controls
 (session 33; a session recorded before with one as itself goes on under it) are written
 ``%XX``, so no thread id holds the ``~`` of another thread's generation; every other
@@ -40,7 +42,7 @@ import functools
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
@@ -49,8 +51,7 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage
 
 from ctxledger import ContextService
-from ctxledger.errors import ConcurrencyError, CtxLedgerError
-from ctxledger.events import MessageAppended
+from ctxledger.errors import ConcurrencyError, CtxLedgerError, SessionEndedError
 from ctxledger.integrations import recovery
 from ctxledger.integrations.common import (
     LoopThread,
@@ -64,12 +65,18 @@ from ctxledger.integrations.common import (
 from ctxledger.integrations.langchain_keys import (
     LC_ID,
     RunIndex,
+    Thread,
+    expected_version,
     is_run,
+    last_recorded,
+    recorded_ids,
+    rewrites,
     run_of,
     session_key,
     thread_key,
 )
 from ctxledger.integrations.langchain_messages import (
+    ModelCall,
     View,
     from_chat,
     new_run,
@@ -99,39 +106,6 @@ class RunState(AgentState[Any]):
     ctxledger_run: NotRequired[Annotated[str, PrivateStateAttr]]
 
 
-class _Thread:
-    """What the middleware knows about one graph thread: its ledger root and the state
-    message ids already appended there; `version`: its tip and that tip's ledger version
-    when this process last wrote or read it (another process on the ledger moves it;
-    None: read it again); `mine`: what this process had seen when a re-read found
-    another process's write, kept until this process writes the thread again."""
-
-    def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
-        self.root = root
-        self.seen = seen
-        self.version = version
-        self.mine: list[str] | None = None
-
-
-class _Call:
-    """One model call: the ledger session and view it sends, its output cap
-    (``max_tokens``), how many times recovery lowered that cap, whether it recovered."""
-
-    def __init__(
-        self,
-        sid: str,
-        view: View,
-        max_tokens: int | None,
-        lowered: int = 0,
-        recovered: bool = False,
-    ) -> None:
-        self.sid = sid
-        self.view = view
-        self.max_tokens = max_tokens
-        self.lowered = lowered
-        self.recovered = recovered
-
-
 class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
     """Keeps a ``create_agent`` graph's model input inside the window, on a ledger."""
 
@@ -149,9 +123,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         self.service = service
         self.model_name = model
         self.context_length = context_length
-        self._threads: dict[str, _Thread] = {}
+        self._threads: dict[str, Thread] = {}
         #: runs without a thread id, least recently used first; those that ended
-        self._runs: OrderedDict[str, _Thread] = OrderedDict()
+        self._runs: OrderedDict[str, Thread] = OrderedDict()
         self._ended: set[str] = set()
         self._run_ids = run_ids
         self._keys: dict[str, str] = {}
@@ -243,7 +217,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     # --- steps ----------------------------------------------------------------------------
 
-    async def _before(self, thread: str, request: ModelRequest[Any]) -> _Call:
+    async def _before(self, thread: str, request: ModelRequest[Any]) -> ModelCall:
         """Append the new suffix of the state's messages, run preflight, read the view."""
         messages = list(request.messages)
         known, sid = await self._appended(thread, request, messages)
@@ -259,21 +233,27 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         cap = recovery.requested_cap(
             request.model_settings.get("max_tokens"), getattr(request.model, "max_tokens", None)
         )
-        return _Call(sid, view, cap)
+        return ModelCall(sid, view, cap)
 
     async def _appended(
         self, thread: str, request: ModelRequest[Any], messages: list[Any]
-    ) -> tuple[_Thread, str]:
+    ) -> tuple[Thread, str]:
         """The thread after appending what `messages` add to what its session holds, and
         the session's tip. The append expects the version the check read: another
         process's write in between (``ConcurrencyError``, nothing written) is read and
         the check made again; the last try appends unchecked, as before. A generation
-        another process started first is read the same way (the next one is started)."""
+        another process started first is read the same way (the next one is started), and
+        a session another process ended in between (``SessionEndedError``): the next
+        generation is started. A history going on from another open generation goes on there."""
         ids = [str(m.id) for m in messages]
+        ended = False  # another process ended the session between the check and the append
         for attempt in range(APPEND_TRIES):
             last = attempt == APPEND_TRIES - 1
             known = self._known(thread)
-            if known is None or ids[: len(known.seen)] != known.seen:
+            if known is not None and ids[: len(known.seen)] != known.seen:
+                known = self._branch(thread, ids, known)
+            ended = ended and known is not None and self._is_ended(known.root)
+            if known is None or ended or ids[: len(known.seen)] != known.seen:
                 try:
                     known = await self._start(thread, request, known, ids)
                 except ConcurrencyError:  # another process started that generation first:
@@ -287,19 +267,24 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             if not suffix:
                 known.mine = None
                 return known, sid
-            expected = None if last else _expected(known, sid)
+            expected = None if last else expected_version(known, sid)
             try:
                 result = await self.service.append(sid, to_chat(suffix), expected_version=expected)
             except ConcurrencyError:
                 if expected is None:
                     raise
                 continue
+            except SessionEndedError:
+                if last:
+                    raise
+                ended = True  # re-read: a generation open now, or the next one started
+                continue
             known.seen.extend(ids[len(known.seen) :])
             known.mine = None
             return known, result.session_id
         raise AssertionError("unreachable: the last try appends unchecked")
 
-    async def _failed(self, thread: str, call: _Call, exc: BaseException) -> _Call | None:
+    async def _failed(self, thread: str, call: ModelCall, exc: BaseException) -> ModelCall | None:
         """The model call failed: the call to retry after a provider's overflow error, as
         the service decides (:mod:`ctxledger.integrations.recovery`: a lower output cap,
         or the compacted view); None (the error is the run's) for any other error. A
@@ -324,10 +309,10 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             system_view(self.service, sid), live_messages(self.service, sid), call.view.state
         )
         if step.max_tokens is None:
-            return _Call(sid, view, call.max_tokens, call.lowered, recovered=True)
-        return _Call(sid, view, step.max_tokens, call.lowered + 1, recovered=True)
+            return ModelCall(sid, view, call.max_tokens, call.lowered, recovered=True)
+        return ModelCall(sid, view, step.max_tokens, call.lowered + 1, recovered=True)
 
-    async def _after(self, thread: str, call: _Call, response: ModelResponse[Any]) -> None:
+    async def _after(self, thread: str, call: ModelCall, response: ModelResponse[Any]) -> None:
         """Report the response's usage; after a recovered call, the turn's recovery is
         over (a model that reports no usage would count every turn's recovery on)."""
         sid = call.sid
@@ -381,7 +366,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             return
         tip = self.service.tip(known.root)
         try:  # another process's write since the check: refused, left to the next call
-            await self.service.append(tip, to_chat(suffix), expected_version=_expected(known, tip))
+            await self.service.append(
+                tip, to_chat(suffix), expected_version=expected_version(known, tip)
+            )
         except (CtxLedgerError, ValueError, KeyError, TypeError) as exc:
             logger.warning("ctxledger: the end of thread %s not recorded yet: %s", thread, exc)
             return
@@ -389,7 +376,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         known.mine = None
         self._mark(known)
 
-    def _override(self, request: ModelRequest[Any], call: _Call) -> ModelRequest[Any]:
+    def _override(self, request: ModelRequest[Any], call: ModelCall) -> ModelRequest[Any]:
         overrides: dict[str, Any] = {"messages": call.view.model_input()}
         system = system_message(request.system_message, call.view.system)
         if system is not None:
@@ -400,7 +387,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     # --- which ledger session -----------------------------------------------------------
 
-    def _known(self, thread: str) -> _Thread | None:
+    def _known(self, thread: str) -> Thread | None:
         self.service.ledger.refresh()
         known = self._runs.get(thread)
         if known is not None:
@@ -409,10 +396,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             known = self._threads.get(thread)
         return self._recover(thread) if known is None else self._current(thread, known)
 
-    def _current(self, thread: str, known: _Thread) -> _Thread:
+    def _current(self, thread: str, known: Thread) -> Thread:
         """`known` as the (refreshed) ledger holds it: memory is a hint. Another process
         on the ledger (a second worker of a server) may have continued the thread, or
-        started a generation of it, since this one last wrote: its ids are read again."""
+        started a generation of it, since this one last wrote: its ids are read again (of
+        its latest generation)."""
         if known.version != self._version(known.root):
             fresh = self._recorded(thread)
             if fresh is not None:
@@ -421,15 +409,18 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 known.root, known.seen, known.version = fresh.root, fresh.seen, fresh.version
         return known
 
+    def _is_ended(self, root: str) -> bool:
+        return self.service.ledger.transcript.session(self.service.tip(root)).ended
+
     def _version(self, root: str) -> tuple[str, int]:
         tip = self.service.tip(root)
         return tip, self.service.ledger.version(tip)
 
-    def _mark(self, known: _Thread) -> None:
+    def _mark(self, known: Thread) -> None:
         """This process wrote `known`'s tip last (as far as it knows)."""
         known.version = self._version(known.root)
 
-    def _keep(self, thread: str, known: _Thread) -> _Thread:
+    def _keep(self, thread: str, known: Thread) -> Thread:
         """Remember `known`; of the runs without a thread id, the :data:`RUNS_KEPT` used
         last (a server's runs, finished or failed, would pile up otherwise)."""
         if not is_run(thread):
@@ -474,7 +465,9 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         """The run without a thread id whose ledger session holds the messages `ids` start
         with (the longest), found by the last message id each session recorded: a run
         forgotten, or of a process before this one (main's one ``default`` thread too).
-        A run going on in this process is never taken."""
+        The generation found is continued, the latest or not (two workers that ran one
+        conversation at once left two open), unless it ended (a history rewritten). A
+        run going on in this process is never taken."""
         last = await self._index.update(self.service)
         for end in range(len(ids), 0, -1):
             sid = last.get(ids[end - 1])
@@ -482,8 +475,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             thread = None if root is None else run_of(root)
             if thread is None or (thread in self._runs and thread not in self._ended):
                 continue
-            known = self._recorded(thread)  # its latest generation only
-            if known is not None and known.root == root and known.seen == ids[:end]:
+            known = None if root is None or self._is_ended(root) else self._read(root)
+            if known is not None and known.seen == ids[:end]:
                 self._ended.discard(thread)
                 self._keep(thread, known)
                 return thread
@@ -512,38 +505,76 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
             n += 1
         return n
 
-    def _recover(self, thread: str) -> _Thread | None:
-        """After a restart: the ids this thread's latest ledger session already holds."""
+    def _branch(self, thread: str, ids: list[str], known: Thread) -> Thread:
+        """The open generation of the thread other than `known`'s whose messages `ids`
+        go on from (the longest), kept; else `known`. Two workers that ran one
+        conversation at once leave two open, and a resend may continue either; an ended
+        one (a history rewritten) is never continued."""
+        best: Thread | None = None
+        for other in self._holding(thread, ids, known):
+            seen = other.seen
+            if other.root == known.root or not seen or ids[: len(seen)] != seen:
+                continue
+            if best is None or len(seen) > len(best.seen):
+                best = other
+        return known if best is None else self._keep(thread, best)
+
+    def _holding(self, thread: str, ids: list[str], known: Thread) -> Iterator[Thread]:
+        """The open generations of the thread whose last recorded message (the last of
+        its live view) `ids` holds, read (`known` as it is): those the history goes on
+        from or rewrites. Only their chains are read."""
+        held = set(ids)
+        for n in range(1, self._generations(thread) + 1):
+            root = self._root(thread, n)
+            if self._is_ended(root) or last_recorded(self.service, root) - held:
+                continue
+            yield known if root == known.root else self._read(root)
+
+    def _recover(self, thread: str) -> Thread | None:
+        """After a restart: the ids this thread's latest ledger session already holds.
+        This process saw none of them (``mine`` empty): a history that diverges from
+        them is not one it rewrote, the session is left open (another worker's)."""
         known = self._recorded(thread)
+        if known is not None:
+            known.mine = []
         return None if known is None else self._keep(thread, known)
 
-    def _recorded(self, thread: str) -> _Thread | None:
+    def _recorded(self, thread: str) -> Thread | None:
+        """The thread's latest generation as the ledger holds it (None: none yet)."""
         n = self._generations(thread)
-        if n == 0:
-            return None
-        root = self._root(thread, n)
-        seen: list[str] = []
-        for sid in self.service.ledger.chains.chain(self.service.tip(root)):
-            for rec in self.service.ledger.store.read_stream(sid):
-                event = rec.event
-                if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
-                    seen.append(event.message[LC_ID])
-        return _Thread(root, seen, self._version(root))
+        return None if n == 0 else self._read(self._root(thread, n))
+
+    def _read(self, root: str) -> Thread:
+        """The session `root` (one generation of a thread) and the message ids it holds."""
+        return Thread(root, recorded_ids(self.service, root), self._version(root))
+
+    def _replaced(self, thread: str, ids: list[str], old: Thread) -> list[str]:
+        """The generations the history `ids` (which goes on from none) replaces: the open
+        ones it rewrites (:func:`rewrites`), judged against those whose last recorded
+        message it holds, never another (a branch of another worker); and `old`, when
+        the history diverged from what this process had seen and comes from no other
+        generation (this process's own history rewritten)."""
+        held = list(self._holding(thread, ids, old))
+        roots = [g.root for g in held if rewrites(ids, g.seen)]
+        theirs = old.mine is not None and ids[: len(old.mine)] == old.mine
+        if not theirs and old.root not in roots and all(g.root == old.root for g in held):
+            roots.append(old.root)
+        return roots
 
     async def _start(
-        self, thread: str, request: ModelRequest[Any], old: _Thread | None, ids: list[str]
-    ) -> _Thread:
+        self, thread: str, request: ModelRequest[Any], old: Thread | None, ids: list[str]
+    ) -> Thread:
         """A new ledger session for the thread (the first, or after the history was
-        rewritten). The one it replaces is ended, unless the history `ids` goes on from
-        what this process had seen and another process's write diverged (two workers
-        running one conversation at once): that session is the other's, going on. The
-        host's prompt is checked first: a refused one ends nothing."""
+        rewritten). The ones it replaces are ended (:meth:`_replaced`); a generation
+        another process's write diverged from (two workers running one conversation at
+        once) is the other's, going on. The host's prompt is checked first: a refused
+        one ends nothing."""
         system = request.system_message
         prompt = (
             None if system is None else check_input_text(text_of(system.content), "system_prompt")
         )
-        if old is not None and not (old.mine is not None and ids[: len(old.mine)] == old.mine):
-            tip = self.service.tip(old.root)
+        for root in [] if old is None else self._replaced(thread, ids, old):
+            tip = self.service.tip(root)
             if not self.service.ledger.transcript.session(tip).ended:
                 await self.service.end_session(tip, "history rewritten")
         generation = self._generations(thread) + 1
@@ -560,14 +591,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )
-        return self._keep(thread, _Thread(root, []))
-
-
-def _expected(known: _Thread, tip: str) -> int | None:
-    """The version an append to `tip` expects: the one this process last wrote or read
-    there (None, unchecked, when it has not read that tip)."""
-    read = known.version
-    return read[1] if read is not None and read[0] == tip else None
+        return self._keep(thread, Thread(root, []))
 
 
 __all__ = ["LC_ID", "CtxLedgerMiddleware", "from_chat", "responses_usage", "to_chat"]

@@ -1,5 +1,6 @@
 """Which ledger session a LangChain graph thread, or a run without one, is (no LangChain
-import here: the names and the index of runs, read from the ledger)."""
+import here: the names, the index of runs and what the middleware knows of a thread,
+read from the ledger)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,59 @@ class RunIndex:
             del self.by_last[old]
         self.last_of[event.session_id] = lc_id
         self.by_last[lc_id] = event.session_id
+
+
+class Thread:
+    """What the middleware knows about one graph thread: its ledger root and the state
+    message ids already appended there; `version`: its tip and that tip's ledger version
+    when this process last wrote or read it (another process on the ledger moves it;
+    None: read it again); `mine`: what this process had seen when a re-read found
+    another process's write (nothing, ``[]``, for a thread first read from the ledger),
+    kept until this process writes the thread again."""
+
+    def __init__(self, root: str, seen: list[str], version: tuple[str, int] | None = None) -> None:
+        self.root = root
+        self.seen = seen
+        self.version = version
+        self.mine: list[str] | None = None
+
+
+def expected_version(known: Thread, tip: str) -> int | None:
+    """The version an append to `tip` expects: the one this process last wrote or read
+    there (None, unchecked, when it has not read that tip)."""
+    read = known.version
+    return read[1] if read is not None and read[0] == tip else None
+
+
+def rewrites(ids: list[str], seen: list[str]) -> bool:
+    """Whether the history `ids` rewrites `seen` (a session's recorded ids): it still holds
+    a message `seen` has after the first one it dropped or replaced (a ``RemoveMessage``,
+    a summary before a kept tail). Another worker's branch of one conversation only adds
+    after the messages both share; so does a regenerate of the last answer, which this
+    cannot tell from one."""
+    shared = 0
+    for mine, theirs in zip(ids, seen, strict=False):
+        if mine != theirs:
+            break
+        shared += 1
+    return not set(seen[shared:]).isdisjoint(ids[shared:])
+
+
+def last_recorded(service: ContextService, root: str) -> set[str]:
+    """The LangChain id of the last message of the session `root`'s live view, the last
+    one it recorded, without reading its chain (none: a view that ends without one)."""
+    transcript = service.ledger.transcript
+    live = transcript.session(service.tip(root)).live
+    last = transcript.original(live[-1]).get(LC_ID) if live else None
+    return {last} if isinstance(last, str) else set()
+
+
+def recorded_ids(service: ContextService, root: str) -> list[str]:
+    """The LangChain ids of the messages the session `root` (its chain) recorded."""
+    seen: list[str] = []
+    for sid in service.ledger.chains.chain(service.tip(root)):
+        for rec in service.ledger.store.read_stream(sid):
+            event = rec.event
+            if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
+                seen.append(event.message[LC_ID])
+    return seen

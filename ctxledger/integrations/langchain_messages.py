@@ -46,6 +46,25 @@ class View:
         return out
 
 
+class ModelCall:
+    """One model call: the ledger session and view it sends, its output cap
+    (``max_tokens``), how many times recovery lowered that cap, whether it recovered."""
+
+    def __init__(
+        self,
+        sid: str,
+        view: View,
+        max_tokens: int | None,
+        lowered: int = 0,
+        recovered: bool = False,
+    ) -> None:
+        self.sid = sid
+        self.view = view
+        self.max_tokens = max_tokens
+        self.lowered = lowered
+        self.recovered = recovered
+
+
 def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMessage | None:
     """The system message to send: the agent's own for this call (a ``dynamic_prompt``
     or a prompt changed since the thread started applies, its content blocks kept), with
@@ -179,6 +198,7 @@ def thread_id(state: Any, messages: Sequence[Any] | None, key: str) -> str:
 
 
 __all__ = [
+    "ModelCall",
     "View",
     "configured_thread",
     "from_chat",

@@ -227,9 +227,17 @@ class CtxLedgerSession:
         run saves its input after its first call's hook, also after ``clear_session``) it
         is the prompt that session is started with, without the ledger's compaction note.
         ``InvalidInput`` (nothing appended) for a text that is not a string of valid
-        Unicode within the input limit."""
-        text = check_text(text, "system_prompt")
+        Unicode within the input limit. None (an agent with no instructions: none was
+        sent) on a session holding a prompt is recorded as an empty one, so the previous
+        prompt is no longer counted: the ledger's ``SystemPromptSet`` holds a string, and
+        an empty prompt is counted as an empty system message (4 tokens) where none is
+        sent. Before the first item, None leaves the start prompt as it is."""
         sid = self.ledger_session_id()
+        if text is None:
+            if sid is None or self.service.ledger.transcript.session(sid).system_prompt is None:
+                return False
+            return (await record_changed_prompt(self.service, sid, ""))[1]
+        text = check_text(text, "system_prompt")
         if sid is None:
             self._pending = held_prompt(None, check_input_text(text, "system_prompt"))
             return False

@@ -5,8 +5,9 @@ each model call the SDK hands ``on_llm_start`` the instructions it sends (the ag
 static text, its dynamic callable's result, a handoff's agent's, after any
 ``call_model_input_filter``). A text that differs from the ledger's prompt is recorded
 (``SystemPromptSet``, then preflight: :meth:`CtxLedgerSession.record_system_prompt`);
-the same text writes nothing. Give the caller's own hooks as ``hooks=``: each hook is
-passed on to them after the recording.
+the same text writes nothing. An agent with no instructions (a handoff's) after one that
+had them is recorded as an empty prompt (session 36). Give the caller's own hooks as
+``hooks=``: each hook is passed on to them after the recording.
 
 That is after the run's ``get_items``, where the run's history was read and preflight
 ran: a changed prompt is counted from here on (its recording runs preflight, and a
@@ -44,8 +45,7 @@ class CtxLedgerRunHooks(RunHooks[Any]):
     async def on_llm_start(
         self, context: Any, agent: Any, system_prompt: Any, input_items: Any
     ) -> None:
-        if system_prompt is not None:  # (an agent without instructions: no prompt was sent)
-            await self.session.record_system_prompt(system_prompt)
+        await self.session.record_system_prompt(system_prompt)  # (None: no instructions)
         if self.hooks is not None:
             await self.hooks.on_llm_start(context, agent, system_prompt, input_items)
 

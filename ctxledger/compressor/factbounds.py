@@ -33,12 +33,14 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
+from ctxledger.compressor.factletters import mark
 from ctxledger.compressor.factpathrules import (
     caseless_letter,
     cut_name,
     folded_name_char,
     letters_and_marks,
     name_letter,
+    system_root,
 )
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 from ctxledger.compressor.factversions import (
@@ -153,6 +155,15 @@ def _slash_letters(needle: str) -> bool:
     return all(c.isascii() or name_letter(c) or caseless_letter(c) for c in needle)
 
 
+def _bare_name(needle: str, path: bool, windows: bool) -> bool:
+    """Whether path `needle` is a bare name (no ``/``) of the letters a slash path's
+    names hold: after a ``/`` it ends as a slash path's last name does (session 36:
+    ``./build.sh`` is ``build.sh`` normalized, and ``运行./build.sh脚本`` states it)."""
+    return (
+        path and not windows and "/" not in needle and (needle.isascii() or _slash_letters(needle))
+    )
+
+
 def _name_goes_on(char: str, slash_path: bool) -> bool:
     """Whether `char` next to a match goes on its word (:func:`_slash_path`)."""
     return not slash_path and is_word(char)
@@ -256,7 +267,7 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
             or before in PATH_CHARS
             or (before == ":" and needle.startswith("//"))  # a URL names a host, no share
             or (absolute and _after_drive(haystack, start))
-            or (absolute and not before.isascii() and in_caseless_folder(haystack, start))
+            or (absolute and not before.isascii() and after_caseless(haystack, start, needle))
         )
         if longer and not (absolute and _after_url_authority(haystack, start)):
             return True
@@ -294,9 +305,28 @@ def in_caseless_folder(haystack: str, start: int) -> bool:
     return at > 0 and haystack[at - 1] == "/"
 
 
-def _in_folder_not_url(haystack: str, start: int) -> bool:
-    """:func:`in_caseless_folder`, but a URL's path is stated by it (``http://例子/x``)."""
-    return in_caseless_folder(haystack, start) and not _after_url_authority(haystack, start)
+def after_caseless(haystack: str, start: int, needle: str) -> bool:
+    """Whether absolute `needle` at `start` follows a caseless folder name
+    (:func:`in_caseless_folder`) or, session 36, a caseless letter (the base of its
+    marks) at all: a relative path's caseless first name ends there (``用户/app.py``),
+    unless the needle starts at a system root (:func:`.factpathrules.system_root`:
+    ``修改/home/x`` is prose glued on), as the extraction reads it."""
+    if in_caseless_folder(haystack, start):
+        return True
+    at = start - 1
+    while at > 0 and start - at <= _MAX_MARKS and mark(haystack[at]):
+        at -= 1
+    before = haystack[at] if at >= 0 else " "
+    return not before.isascii() and caseless_letter(before) and not system_root(needle)
+
+
+#: marks looked back over to the letter they sit on (as the extraction's ``cut_name``)
+_MAX_MARKS = 32
+
+
+def _in_folder_not_url(haystack: str, start: int, needle: str) -> bool:
+    """:func:`after_caseless`, but a URL's path is stated by it (``http://例子/x``)."""
+    return after_caseless(haystack, start, needle) and not _after_url_authority(haystack, start)
 
 
 #: a line number between dashes after a path: grep's context line (``src/x.py-12-from``),
@@ -328,7 +358,9 @@ def _after_drive(haystack: str, start: int) -> bool:
 def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool = False) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    slash_path = _slash_path(needle, path, windows)
+    slash_path = _slash_path(needle, path, windows) or (
+        start > 0 and haystack[start - 1] == "/" and _bare_name(needle, path, windows)
+    )
     if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], slash_path):
         return False
     if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], slash_path):
@@ -429,7 +461,7 @@ def _found(
             (long_version and prerelease_end(haystack, end, needle) != -1)
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
             or (marks and cut_name(haystack, end - len(needle), end, every_letter=every_letter))
-            or (folders and _in_folder_not_url(haystack, end - len(needle)))
+            or (folders and _in_folder_not_url(haystack, end - len(needle), needle))
         ):
             return True
         match = pattern.search(haystack, match.start() + 1)
@@ -484,7 +516,9 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
     if is_word(needle[-1]) and not _slash_path(needle, path, windows):  # (else its class)
-        ahead.append(r"\w")
+        # (a bare name after a "/" ends as a slash path's last name: :func:`_accepted`)
+        bare = _bare_name(needle, path, windows)
+        ahead.append(f"(?<!/{re.escape(needle)})\\w" if bare else r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

@@ -118,6 +118,50 @@ def in_folded_folder(text: str, start: int) -> bool:
         tail = tail[:-1]
 
 
+def folded_word_before(text: str, start: int, end: int) -> bool:
+    """Whether the bare name ``text[start:end]`` (no ``/``), starting with a word
+    character, follows a non-ASCII character the matcher, reading folded, reads as
+    ending with one (``㍿`` is ``株式会社``, ``™`` is ``tm``): it reads the name glued
+    to a longer word there, so it is a cut name (session 36)."""
+    if not start or text[start - 1].isascii() or "/" in text[start:end]:
+        return False
+    if not (text[start].isalnum() or text[start] == "_"):
+        return False
+    last = _fold(text[start - 1])[-1:]
+    return last.isalnum() or last == "_"
+
+
+def folded_dots_go_on(text: str, start: int, end: int) -> bool:
+    """Whether the matcher, reading `text` folded, sees the path ``text[start:end]`` go on
+    at a non-ASCII character after it, maybe after dots and dashes, that folds to a dot,
+    dash, name character or ``/`` (``．``, ``－``, ``／``): after the dots and dashes the judgement strips from its end (``~/a.``) and
+    those it folds to, more of a name, or a ``/`` after a dot (``~/a．／`` and
+    ``~/a.／`` are ``~/a./`` to it): a longer path, so the path is a cut name (session
+    36; the matcher's rule is ``factbounds.inside_longer_path``'s, but grep's line
+    numbers)."""
+    if end >= len(text) or text[end - 1] == "/":
+        return False
+    tail = end
+    while tail > start and text[tail - 1] in ".-":
+        tail -= 1
+    dot, at = False, tail
+    while at < len(text):
+        if text[at].isascii() and text[tail:at].isascii():
+            if text[at] not in ".-":
+                return False  # (an ASCII text's rules: the anchors read it alike)
+            dot, at = dot or text[at] == ".", at + 1
+            continue
+        seen = _fold(text[at])
+        if seen.strip(".-"):
+            head = seen.lstrip(".-")[0]
+            dot = dot or "." in seen[: len(seen) - len(seen.lstrip(".-"))]
+            more = at > tail or seen[0] in ".-"  # (a dot or dash before it)
+            return head in PATH_CHARS if not more else head in PATH_CHARS or (head == "/" and dot)
+        dot = dot or "." in seen
+        at += 1
+    return False
+
+
 @functools.cache
 def with_name_letters(pattern: str) -> re.Pattern[str]:
     """`pattern` (a Windows path finder's) with the :func:`name_letter` letters added to

@@ -20,7 +20,9 @@ from ctxledger.compressor.factletters import (
     SUPERSCRIPT_DIGITS,
     caseless_letter,
     caseless_letters,
+    folded_dots_go_on,
     folded_name_char,
+    folded_word_before,
     folder_chars,
     in_folded_folder,
     letters_and_marks,
@@ -56,6 +58,7 @@ __all__ = [
     "name_letters",
     "name_start",
     "plausible_path",
+    "system_root",
     "wide_slashes",
     "with_name_letters",
 ]
@@ -427,15 +430,79 @@ def cut_path(text: str, start: int, end: int) -> bool:
     ASCII (review 1 of session 35), which is also none when the matcher, reading the text
     folded, sees its ``/`` end a longer path (:func:`.factletters.in_folded_folder`:
     ``／用户/app.py``), or when a name of it starts with a mark (``/home/x/\u0301/a.py``:
-    such a name is no name, as a Windows path's, ``_name_first``)."""
+    such a name is no name, as a Windows path's, ``_name_first``). Session 36: none
+    either after a caseless letter unless it starts at a system root (:func:`system_root`),
+    before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
+    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_before`)."""
     if text[start - 1 if start else 0 : end + 1].isascii():
-        return False  # (ASCII in it and beside it: most paths of a long text, one look)
+        # (ASCII in it and beside it: most paths of a long text, one look; but dots
+        # before what the matcher reads as more of it: ``app.py.／``)
+        return text[end : end + 1] in (".", "-") and folded_dots_go_on(text, start, end)
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
-    if cut_name(text, start, end):
+    if after_folder and _after_caseless(text, start) and not system_root(text[start:end]):
+        return True
+    if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
+        return True
+    if folded_word_before(text, start, end):
         return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
+
+
+#: the first names of an absolute path read after caseless prose (session 36): the
+#: system's top directories, no relative folder's usual second name
+_SYSTEM_ROOTS = frozenset(
+    [
+        "bin",
+        "boot",
+        "data",
+        "dev",
+        "etc",
+        "home",
+        "lib",
+        "lib64",
+        "media",
+        "mnt",
+        "opt",
+        "proc",
+        "root",
+        "run",
+        "sbin",
+        "srv",
+        "sys",
+        "tmp",
+        "usr",
+        "var",
+        "users",
+        "work",
+        "workspace",
+        "testbed",
+    ]
+)
+
+
+def _after_caseless(text: str, start: int) -> bool:
+    """Whether a caseless letter (:func:`caseless_letter`), as the matcher reads it
+    (folded; the base of marks: Thai ``ไฟล์``, :func:`_base_before`), ends before `start`."""
+    base = _base_before(text, start)
+    return base is not None and not base.isascii() and caseless_letter(base)
+
+
+def system_root(path: str) -> bool:
+    """Whether absolute `path` (as written or normalized) starts at a system root.
+
+    Session 36: after a caseless letter a slash path's ``/`` either starts an absolute
+    path glued to prose (``修改/home/用户/app.py``) or ends a relative path's caseless
+    first name (``用户/app.py``, ``データ/src/app.py``): the text cannot tell them apart.
+    The absolute reading (``/app.py``, ``/src/app.py``) is then a path the text may not
+    hold: none, unless it starts at a system's top directory (``/home``, ``/etc``),
+    which a relative path hardly names second. The matcher reads it alike
+    (:func:`.factbounds.inside_longer_path`).
+    """
+    name = path[1:].split("/", 1)[0]
+    folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
+    return folded in _SYSTEM_ROOTS
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:

@@ -1,0 +1,89 @@
+"""The reference's rules of a slash path read as the matcher reads the text, folded
+(review 1 of session 35, session 36), moved out of :mod:`.factpaths` (600 lines)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from helpers.reference_facts.rules import caseless, in_slash_name, matcher_reads
+
+_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
+
+
+def tail_of_folder(before: str) -> bool:
+    """Whether `before`, read as the matcher reads it, ends with a ``/`` and a folder
+    name whose last character is a caseless letter, or with a ``/`` (a path after
+    either is a tail)."""
+    seen = "".join(matcher_reads(c) for c in before)
+    if seen.endswith("/"):
+        return True
+    if not seen or ord(seen[-1]) < 128 or not caseless(seen[-1]):
+        return False
+    name = len(seen)
+    while name > 0 and (
+        seen[name - 1] in _PATH_CHARS
+        or (
+            ord(seen[name - 1]) >= 128
+            and (in_slash_name(seen[name - 1]) or caseless(seen[name - 1]))
+        )
+    ):
+        name -= 1
+    return name > 0 and seen[name - 1] == "/"
+
+
+def caseless_before(text: str, start: int) -> bool:
+    """Session 36: whether the character before `start`, as the matcher reads it (its
+    fold without its own marks; a mark's base: up to 32 marks back), is a caseless
+    letter: a relative path's caseless first name may end there."""
+    at = start - 1
+    while at >= 0 and start - at <= 32:
+        seen = matcher_reads(text[at])
+        base = seen.rstrip("".join(c for c in seen if unicodedata.category(c)[0] == "M"))
+        if ord(text[at]) < 128 or base:
+            return ord(base[-1:] or "a") >= 128 and caseless(base[-1])
+        at -= 1
+    return False
+
+
+def system_root(path: str) -> bool:
+    """Session 36: whether absolute `path` starts at a top directory of the system
+    (``/home``, ``/etc``, ``/usr``, …, as the matcher reads it): after caseless prose
+    it is read absolute (``修改/home/用户/app.py``); any other could be a relative
+    path's tail."""
+    roots = "bin boot data dev etc home lib lib64 media mnt opt proc root run sbin srv sys tmp"
+    roots += " usr var users work workspace testbed"
+    return "".join(matcher_reads(c) for c in path[1:].split("/")[0]) in roots.split()
+
+
+def longer_when_folded(text: str, start: int, end: int) -> bool:
+    """Session 36: whether the matcher, reading the text folded, sees the path go on
+    after `end`, where a non-ASCII character it reads as dots, dashes or more stands
+    (maybe after ASCII dots and dashes): after its value (without the dots and
+    dashes the judgement strips), a run of dots and dashes then a name character, or a
+    ``/`` after a dot (not a directory's ``/`` it ends with; grep's line numbers are
+    not looked at)."""
+    if end >= len(text) or text[end - 1] == "/":
+        return False
+    value_end = start + len(text[start:end].rstrip(".-"))
+    stop = value_end  # (the dots and dashes after it, as the matcher reads them)
+    while stop < len(text) and not matcher_reads(text[stop]).strip(".-"):
+        stop += 1
+    if text[value_end : stop + 1].isascii():
+        return False  # (ASCII: the anchors' own rules)
+    after = re.match(r"([.\-]*)(.)", "".join(matcher_reads(c) for c in text[value_end:]), re.S)
+    if after is None:
+        return False
+    run, first = after.groups()
+    return first in _PATH_CHARS or (first == "/" and "." in run)
+
+
+def word_before_when_folded(text: str, start: int, end: int) -> bool:
+    """Session 36: whether a bare name (no ``/``) starting with a word character comes
+    right after a non-ASCII character the matcher reads (folded) as ending with a word
+    character: to it, the name is part of a longer word."""
+    if start == 0 or ord(text[start - 1]) < 128 or "/" in text[start:end]:
+        return False
+    if not re.match(r"\w", text[start]):
+        return False
+    return re.search(r"\w\Z", matcher_reads(text[start - 1])) is not None

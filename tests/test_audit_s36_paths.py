@@ -1,0 +1,129 @@
+"""Session 36 (paths): slash paths beside caseless prose, as the audit reads them.
+
+Three wrong results of session 35's code: a relative path whose first name is caseless
+(``用户/app.py``) gave the absolute ``/app.py``, a path the text does not hold;
+``./build.sh`` glued to caseless prose after it (``运行./build.sh脚本``) was judged
+lost in its own text; and a path before a fullwidth dot or slash (``~/a．／``, read
+``~/a./`` by the matcher) too. The extraction, the matcher and the reference agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.fact_checks import facts_of
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor.facts import extract_facts, retention
+
+
+def _path_fact(text: str):  # type: ignore[no-untyped-def]
+    (fact,) = [f for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "path"]
+    return fact
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("用户/app.py", []),  # (before: ``/app.py``)
+        ("see データ/app.py ok", []),
+        ("see データ/src/app.py ok", []),  # (before: ``/src/app.py``)
+        ("ไฟล์/app.py", []),  # (a mark on a caseless letter: the letter decides)
+        ("㍿/app.py", []),  # (read ``株式会社`` by the matcher)
+        ("x 用户/src/app.py", []),
+        # a system's top directory after caseless prose: an absolute path (session 35)
+        ("修改/etc/hosts", ["/etc/hosts"]),
+        ("修改/home/用户/app.py文件", ["/home/用户/app.py"]),
+        ("修改/ＨＯＭＥ/x.py", ["/ＨＯＭＥ/x.py"]),
+        ("打开/tmp/x.log", ["/tmp/x.log"]),
+        # not after a caseless letter: as before
+        ("see /app.py ok", ["/app.py"]),
+        ("see é /src/app.py ok", ["/src/app.py"]),
+        ("see http://例子/app.py ok", []),  # (a URL: masked)
+    ],
+)
+def test_no_absolute_tail_of_a_caseless_first_name(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+def test_the_matcher_reads_a_caseless_first_name_alike() -> None:
+    """``/app.py`` is not stated by ``用户/app.py`` (a longer, relative path), also by
+    the regex fallback; a system root after caseless prose still is."""
+    tail = _path_fact("see /app.py now")
+    for text in ("用户/app.py", "see データ/app.py ok", "ไฟล์/app.py"):
+        assert retention([tail], text) == ([], [tail]), text
+        assert retention([tail], "x/app.py " * 9 + text) == ([], [tail]), text
+    assert retention([tail], "x/app.py " * 9 + "see /app.py") == ([tail], [])
+    etc = _path_fact("see /etc/hosts now")
+    assert retention([etc], "修改/etc/hosts文件") == ([etc], [])
+    assert retention([etc], "x/etc/hosts " * 9 + "修改/etc/hosts文件") == ([etc], [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "运行./build.sh脚本",
+        "./build.sh脚本",
+        "运行./José.sh脚本",
+        "用./data.csv文件",
+        "打开./run.log٣",
+    ],
+)
+def test_a_dotted_slash_name_is_kept_in_its_own_text(text: str) -> None:
+    """``./build.sh`` is ``build.sh`` normalized: after a ``/`` it ends as a slash path's
+    last name, so caseless prose after it is no more of it (before: lost)."""
+    (value,) = facts_of(text, "path", "user")
+    fact = _path_fact(text)
+    assert retention([fact], text) == ([fact], [])
+    rejected = "xbuild.sh build.shx xjosé.sh xdata.csv xrun.log " * 2
+    assert retention([fact], rejected + text) == ([fact], []), value  # (the regex fallback)
+
+
+def test_a_bare_name_keeps_a_word_boundary() -> None:
+    """Not after a ``/``, a bare name glued to a letter stays another word (the
+    extraction reads none there); after one, a cased letter still cuts it."""
+    fact = _path_fact("run ./build.sh now")
+    rejected = "xbuild.sh build.shx " * 9
+    for text in ("运行build.sh脚本", "a/build.shé", "a/build.shd"):
+        assert retention([fact], text) == ([], [fact]), text
+        assert retention([fact], rejected + text) == ([], [fact]), text
+    assert retention([fact], "src/build.sh脚本") == ([fact], [])
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("see ~/a．／ ok", []),  # (``~/a./`` to the matcher: before, ``~/a``, lost)
+        ("see ~/a.／x ok", []),
+        ("see app.py．x ok", []),
+        ("see /x/app.py－b ok", []),
+        ("see /x/app.py． ok", ["/x/app.py"]),  # (a sentence's end)
+        ("see /x/app.py．。", ["/x/app.py"]),
+        ("see /x/dir/．／ ok", ["/x/dir/"]),
+    ],
+)
+def test_a_fullwidth_dot_after_a_path(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+_CASELESS = st.sampled_from(["用户", "データ", "ไฟล์", "사용", "㍿", "修改", "ー"])
+_NAMES = st.sampled_from(["app.py", "src/app.py", "home/x", "etc/hosts", "build.sh", "a", "数据"])
+_AFTER = st.sampled_from(["", " ", "文件", "．", "．／", "－x", "/", ".／", "٣", "é"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _CASELESS,
+    st.sampled_from(["", " ", "é"]),
+    st.sampled_from(["/", "./", "~/", ""]),
+    _NAMES,
+    _AFTER,
+)
+@example("用户", "", "/", "app.py", "")
+@example("运行", "", "./", "build.sh", "脚本")
+@example("", " ", "~/", "a", "．／")
+def test_caseless_prose_around_paths_agrees(
+    prose: str, gap: str, root: str, name: str, after: str
+) -> None:
+    """Extraction and reference agree, and each path fact is kept in its own text."""
+    facts_of(f"see {gap}{prose}{root}{name}{after} now", "path", "user")

@@ -100,9 +100,13 @@ def test_a_bare_name_keeps_a_word_boundary() -> None:
         ("see /x/app.py． ok", ["/x/app.py"]),  # (a sentence's end)
         ("see /x/app.py．。", ["/x/app.py"]),
         ("see /x/dir/．／ ok", ["/x/dir/"]),
+        # a bare name after what the matcher reads as a word (``株式会社``, ``tm``)
+        ("see ㍿app.py ok", []),
+        ("see ™app.py ok", []),
+        ("see ㍿ app.py ok", ["app.py"]),
     ],
 )
-def test_a_fullwidth_dot_after_a_path(text: str, paths: list[str]) -> None:
+def test_what_the_matcher_reads_beside_a_path(text: str, paths: list[str]) -> None:
     assert facts_of(text, "path", "user") == paths
 
 
@@ -122,6 +126,7 @@ _AFTER = st.sampled_from(["", " ", "文件", "．", "．／", "－x", "/", ".／
 @example("用户", "", "/", "app.py", "")
 @example("运行", "", "./", "build.sh", "脚本")
 @example("", " ", "~/", "a", "．／")
+@example("㍿", "", "", "app.py", "")
 def test_caseless_prose_around_paths_agrees(
     prose: str, gap: str, root: str, name: str, after: str
 ) -> None:

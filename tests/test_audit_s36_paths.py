@@ -111,8 +111,26 @@ def test_what_the_matcher_reads_beside_a_path(text: str, paths: list[str]) -> No
 
 
 _CASELESS = st.sampled_from(["用户", "データ", "ไฟล์", "사용", "㍿", "修改", "ー"])
-_NAMES = st.sampled_from(["app.py", "src/app.py", "home/x", "etc/hosts", "build.sh", "a", "数据"])
-_AFTER = st.sampled_from(["", " ", "文件", "．", "．／", "－x", "/", ".／", "٣", "é"])
+_NAMES = st.sampled_from(
+    ["app.py", "src/app.py", "home/x", "etc/hosts", "build.sh", "a", "数据", "x/app"]
+)
+_AFTER = st.sampled_from(
+    [
+        "",
+        " ",
+        "文件",
+        "．",
+        "．／",
+        "－x",
+        "/",
+        ".／",
+        "٣",
+        "é",
+        "用户.py",
+        "用户a.py.bak",
+        "文件 a.py",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -127,8 +145,34 @@ _AFTER = st.sampled_from(["", " ", "文件", "．", "．／", "－x", "/", ".／
 @example("运行", "", "./", "build.sh", "脚本")
 @example("", " ", "~/", "a", "．／")
 @example("㍿", "", "", "app.py", "")
+@example("", " ", "/", "x/app", "用户.py")
 def test_caseless_prose_around_paths_agrees(
     prose: str, gap: str, root: str, name: str, after: str
 ) -> None:
     """Extraction and reference agree, and each path fact is kept in its own text."""
     facts_of(f"see {gap}{prose}{root}{name}{after} now", "path", "user")
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # a caseless letter inside a path's last name, before its extension: the name
+        # was cut there, ``/home/x/app`` (before) is no path of the text; none
+        ("see /home/x/app用户.py ok", []),
+        ("see src/app用户.py ok", []),
+        ("看/home/x/app用户a.PY.bak", []),
+        # prose after a file's name, a folder or a name with no extension after: as before
+        ("修改src/app.py文件a.txt", ["src/app.py"]),
+        ("see /home/abc用户 ok", ["/home/abc"]),
+        ("see /a/b用户.foo ok", ["/a/b"]),
+    ],
+)
+def test_a_caseless_letter_in_a_last_name(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+def test_the_matcher_reads_a_cut_last_name_alike() -> None:
+    fact = _path_fact("see /home/x/app now")
+    for text in ("see /home/x/app用户.py ok", "x/home/x/app " * 9 + "/home/x/app用户.py"):
+        assert retention([fact], text) == ([], [fact])
+    assert retention([fact], "see /home/x/app用户 ok") == ([fact], [])  # (prose glued on)

@@ -35,6 +35,7 @@ import string
 from ctxledger.compressor.factgrep import LINE_NUMBER
 from ctxledger.compressor.factletters import mark
 from ctxledger.compressor.factpathrules import (
+    caseless_file_after,
     caseless_letter,
     cut_name,
     folded_name_char,
@@ -274,6 +275,8 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
     if needle[-1] == "/" or end == len(haystack):
         return False
     after = haystack[end]
+    if not after.isascii():  # (session 36: ``/home/x/app`` of ``/home/x/app用户.py``)
+        return caseless_file_after(haystack, end, needle)
     if after == "/" or after not in PATH_CHARS:
         return False
     if after not in ".-":
@@ -462,6 +465,7 @@ def _found(
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
             or (marks and cut_name(haystack, end - len(needle), end, every_letter=every_letter))
             or (folders and _in_folder_not_url(haystack, end - len(needle), needle))
+            or (marks and caseless_file_after(haystack, end, needle))
         ):
             return True
         match = pattern.search(haystack, match.start() + 1)

@@ -45,6 +45,7 @@ __all__ = [
     "PATH_CHARS",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
+    "caseless_file_after",
     "caseless_letter",
     "caseless_letters",
     "cut_name",
@@ -344,6 +345,32 @@ def _file_name_dir(name: str) -> bool:
     return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
 
 
+@functools.cache
+def _caseless_file() -> re.Pattern[str]:
+    """A caseless letter, more of them and ASCII name characters, then a known extension
+    ending a name (:func:`caseless_file_after`)."""
+    letters = caseless_letters()[1:-1]
+    return re.compile(
+        f"[{letters}][{letters}A-Za-z0-9_\\-]*+\\.(?:{EXTENSIONS})(?:\\.(?:{SECOND_SUFFIXES}))*"
+        f"(?![{letters}A-Za-z0-9_])",
+        re.IGNORECASE,
+    )
+
+
+def caseless_file_after(text: str, end: int, path: str) -> bool:
+    """Whether slash path `path`, ending at `end` of `text` with a last name that has
+    no known extension, is followed by a caseless letter that runs on to a known
+    extension (``/home/x/app用户.py``): its last name is cut there, ``/home/x/app`` is
+    no path of the text (session 36). Prose glued after a file's name or a folder's
+    ``/`` (``修改src/app.py文件``, ``/home/用户``) is not looked at. The matcher reads
+    the text alike (:func:`.factbounds.inside_longer_path`)."""
+    if end >= len(text) or text[end].isascii() or not caseless_letter(text[end]):
+        return False
+    if path.endswith("/") or "/" not in path or has_ext(path):
+        return False
+    return _caseless_file().match(text, end) is not None
+
+
 def first_names(text: str) -> Iterator[tuple[int, int]]:
     """``(start, after its backslash)`` of each first name of a relative Windows path in
     `text` (``src\\app.py``): what ``factpaths._RELATIVE_START`` matches with
@@ -444,6 +471,8 @@ def cut_path(text: str, start: int, end: int) -> bool:
     if after_folder and _after_caseless(text, start) and not system_root(text[start:end]):
         return True
     if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
+        return True
+    if caseless_file_after(text, end, text[start:end]):
         return True
     if folded_word_before(text, start, end):
         return True

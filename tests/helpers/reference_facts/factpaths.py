@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.foldedpaths import (
     caseless_before,
+    caseless_file_after,
     longer_when_folded,
     system_root,
     tail_of_folder,
@@ -384,6 +385,8 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
         if text[start] == "/" and caseless_before(text, start) and not system_root(text[start:end]):
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
+        if caseless_file_after(text, end, text[start:end]):
+            continue  # session 36: ``/home/x/app`` of ``/home/x/app用户.py`` is cut
         if word_before_when_folded(text, start, end):
             continue  # session 36: ``㍿app.py`` is ``株式会社app.py`` to the matcher
         if longer_when_folded(text, start, end):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from helpers.reference_facts.rules import caseless, in_slash_name, matcher_reads
+from helpers.reference_facts.rules import caseless, has_ext, in_slash_name, matcher_reads
 
 _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 
@@ -87,3 +87,34 @@ def word_before_when_folded(text: str, start: int, end: int) -> bool:
     if not re.match(r"\w", text[start]):
         return False
     return re.search(r"\w\Z", matcher_reads(text[start - 1])) is not None
+
+
+def caseless_file_after(text: str, end: int, path: str) -> bool:
+    """Session 36: whether slash path `path` (a last name without a known extension)
+    ends at `end` before a caseless letter that, with more of them and ASCII name
+    characters, runs on to a known extension (and its second suffixes) ending a name
+    (``/home/x/app用户.py``)."""
+    if end >= len(text) or ord(text[end]) < 128 or not caseless(text[end]):
+        return False
+    if path.endswith("/") or "/" not in path or has_ext(path):
+        return False
+    stop = end
+    while stop < len(text) and (
+        (ord(text[stop]) >= 128 and caseless(text[stop]))
+        or re.fullmatch(r"[A-Za-z0-9_\-]", text[stop])
+    ):
+        stop += 1
+    names = re.match(r"(?:\.[A-Za-z0-9]+)+", text[stop:])
+    if names is None:
+        return False
+    suffixes = names.group().split(".")[1:]
+    for count in range(len(suffixes), 0, -1):  # (an extension, then second suffixes)
+        upto = stop + sum(len(s) + 1 for s in suffixes[:count])
+        ends = upto == len(text) or not (
+            re.fullmatch(r"[A-Za-z0-9_]", text[upto])
+            or (ord(text[upto]) >= 128 and caseless(text[upto]))
+        )
+        first = has_ext("x." + suffixes[0])  # (an extension first)
+        if ends and first and has_ext("x." + ".".join(suffixes[:count])):
+            return True
+    return False

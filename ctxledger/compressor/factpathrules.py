@@ -50,6 +50,7 @@ __all__ = [
     "caseless_letters",
     "cut_name",
     "cut_path",
+    "dotted_name_goes_on",
     "first_names",
     "folded_name_char",
     "folder_chars",
@@ -462,9 +463,9 @@ def cut_path(text: str, start: int, end: int) -> bool:
     before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
     or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_before`)."""
     if text[start - 1 if start else 0 : end + 1].isascii():
-        # (ASCII in it and beside it: most paths of a long text, one look; but dots
-        # before what the matcher reads as more of it: ``app.py.／``)
-        return text[end : end + 1] in (".", "-") and folded_dots_go_on(text, start, end)
+        # (ASCII in it and beside it: most paths of a long text, one look; a name's
+        # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)
+        return False
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
@@ -509,6 +510,14 @@ _SYSTEM_ROOTS = frozenset(
         "testbed",
     ]
 )
+
+
+def dotted_name_goes_on(text: str, start: int, end: int) -> bool:
+    """Whether a bare name ``text[start:end]`` (its anchor ends before the dots a slash
+    path grows over) is followed by dots or dashes the matcher, reading folded, reads
+    as going on (``app.py.／``: :func:`.factletters.folded_dots_go_on`); asked of names
+    only, so the paths of a long text pay nothing for it."""
+    return text.startswith((".", "-"), end) and folded_dots_go_on(text, start, end)
 
 
 def _after_caseless(text: str, start: int) -> bool:

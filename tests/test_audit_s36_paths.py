@@ -96,6 +96,9 @@ def test_a_bare_name_keeps_a_word_boundary() -> None:
         ("see ~/a．／ ok", []),  # (``~/a./`` to the matcher: before, ``~/a``, lost)
         ("see ~/a.／x ok", []),
         ("see app.py．x ok", []),
+        ("see app.py.／ ok", []),  # (an ASCII dot: the name's anchor ends before it)
+        ("see app.py.-ｂ ok", []),
+        ("see app.py. 文件", ["app.py"]),
         ("see /x/app.py－b ok", []),
         ("see /x/app.py． ok", ["/x/app.py"]),  # (a sentence's end)
         ("see /x/app.py．。", ["/x/app.py"]),

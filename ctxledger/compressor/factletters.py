@@ -269,3 +269,36 @@ def mark_after_slash(text: str, start: int, end: int) -> bool:
     """Whether a name of the slash path ``text[start:end]`` starts with a mark (review 1
     of session 35: ``/home/x/\u0301/a.py``, ``a.py//\u0e4c``)."""
     return any(mark(text[m.end() - 1]) for m in _SLASH_AND_OTHER.finditer(text, start, end))
+
+
+#: the first names of an absolute path read after caseless prose (session 36): the
+#: system's top directories, no relative folder's usual second name
+_SYSTEM_ROOTS = frozenset(
+    {"bin", "boot", "data", "dev", "etc", "home", "lib", "lib64", "media", "mnt", "opt", "proc"}
+    | {"root", "run", "sbin", "srv", "sys", "tmp", "usr", "var", "users", "work", "workspace"}
+    | {"testbed"}
+)
+
+
+def dotted_name_goes_on(text: str, start: int, end: int) -> bool:
+    """Whether a bare name ``text[start:end]`` (its anchor ends before the dots a slash
+    path grows over) is followed by dots or dashes the matcher, reading folded, reads
+    as going on (``app.py.／``: :func:`folded_dots_go_on`); asked of names only, so the
+    paths of a long text pay nothing for it."""
+    return text.startswith((".", "-"), end) and folded_dots_go_on(text, start, end)
+
+
+def system_root(path: str) -> bool:
+    """Whether absolute `path` (as written or normalized) starts at a system root.
+
+    Session 36: after a caseless letter a slash path's ``/`` either starts an absolute
+    path glued to prose (``修改/home/用户/app.py``) or ends a relative path's caseless
+    first name (``用户/app.py``, ``データ/src/app.py``): the text cannot tell them apart.
+    The absolute reading (``/app.py``, ``/src/app.py``) is then a path the text may not
+    hold: none, unless it starts at a system's top directory (``/home``, ``/etc``),
+    which a relative path hardly names second. The matcher reads it alike
+    (:func:`.factbounds.inside_longer_path`).
+    """
+    name = path[1:].split("/", 1)[0]
+    folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
+    return folded in _SYSTEM_ROOTS

@@ -107,6 +107,9 @@ def test_a_bare_name_keeps_a_word_boundary() -> None:
         ("see ㍿app.py ok", []),
         ("see ™app.py ok", []),
         ("see ㍿ app.py ok", ["app.py"]),
+        ("see app.py㍿ ok", []),  # (and before one: ``app.py株式会社``)
+        ("see app.py™ ok", []),
+        ("see /x/app.py㍿ ok", ["/x/app.py"]),  # (a slash path: its own rule, as before)
     ],
 )
 def test_what_the_matcher_reads_beside_a_path(text: str, paths: list[str]) -> None:

@@ -118,17 +118,27 @@ def in_folded_folder(text: str, start: int) -> bool:
         tail = tail[:-1]
 
 
-def folded_word_before(text: str, start: int, end: int) -> bool:
-    """Whether the bare name ``text[start:end]`` (no ``/``), starting with a word
-    character, follows a non-ASCII character the matcher, reading folded, reads as
-    ending with one (``㍿`` is ``株式会社``, ``™`` is ``tm``): it reads the name glued
-    to a longer word there, so it is a cut name (session 36)."""
-    if not start or text[start - 1].isascii() or "/" in text[start:end]:
+def folded_word_beside(text: str, start: int, end: int) -> bool:
+    """Whether the bare name ``text[start:end]`` (no ``/``) starting (ending) with a
+    word character follows (comes before) a non-ASCII character the matcher, reading
+    folded, reads as ending (starting) with one (``㍿`` is ``株式会社``, ``™`` is ``tm``):
+    it reads the name glued to a longer word there, so it is a cut name (session 36)."""
+    if "/" in text[start:end]:
         return False
-    if not (text[start].isalnum() or text[start] == "_"):
-        return False
-    last = _fold(text[start - 1])[-1:]
-    return last.isalnum() or last == "_"
+    before = start and not text[start - 1].isascii() and _word(text[start])
+    if before and _word(_fold(text[start - 1])[-1:]):
+        return True
+    return (
+        end < len(text)
+        and not text[end].isascii()
+        and _word(text[end - 1])
+        and (_word(_fold(text[end])[:1]))
+    )
+
+
+def _word(char: str) -> bool:
+    """Whether `char` (one character or none) is a word character (``\\w``)."""
+    return char.isalnum() or char == "_"
 
 
 def folded_dots_go_on(text: str, start: int, end: int) -> bool:

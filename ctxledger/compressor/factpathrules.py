@@ -23,7 +23,7 @@ from ctxledger.compressor.factletters import (
     dotted_name_goes_on,
     folded_dots_go_on,
     folded_name_char,
-    folded_word_before,
+    folded_word_beside,
     folder_chars,
     in_folded_folder,
     letters_and_marks,
@@ -463,7 +463,7 @@ def cut_path(text: str, start: int, end: int) -> bool:
     such a name is no name, as a Windows path's, ``_name_first``). Session 36: none
     either after a caseless letter unless it starts at a system root (:func:`system_root`),
     before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
-    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_before`)."""
+    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`)."""
     if text[start - 1 if start else 0 : end + 1].isascii():
         # (ASCII in it and beside it: most paths of a long text, one look; a name's
         # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)
@@ -477,7 +477,7 @@ def cut_path(text: str, start: int, end: int) -> bool:
         return True
     if caseless_file_after(text, end, text[start:end]):
         return True
-    if folded_word_before(text, start, end):
+    if folded_word_beside(text, start, end):
         return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
 

@@ -22,7 +22,7 @@ from helpers.reference_facts.foldedpaths import (
     longer_when_folded,
     system_root,
     tail_of_folder,
-    word_before_when_folded,
+    word_beside_when_folded,
 )
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
@@ -387,7 +387,7 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
         if caseless_file_after(text, end, text[start:end]):
             continue  # session 36: ``/home/x/app`` of ``/home/x/app用户.py`` is cut
-        if word_before_when_folded(text, start, end):
+        if word_beside_when_folded(text, start, end):
             continue  # session 36: ``㍿app.py`` is ``株式会社app.py`` to the matcher
         if longer_when_folded(text, start, end):
             continue  # session 36: ``~/a．／`` is ``~/a./`` to the matcher, a longer path

@@ -78,15 +78,23 @@ def longer_when_folded(text: str, start: int, end: int) -> bool:
     return first in _PATH_CHARS or (first == "/" and "." in run)
 
 
-def word_before_when_folded(text: str, start: int, end: int) -> bool:
+def word_beside_when_folded(text: str, start: int, end: int) -> bool:
     """Session 36: whether a bare name (no ``/``) starting with a word character comes
     right after a non-ASCII character the matcher reads (folded) as ending with a word
-    character: to it, the name is part of a longer word."""
-    if start == 0 or ord(text[start - 1]) < 128 or "/" in text[start:end]:
+    character, or ending with one comes right before one it reads as starting with
+    one: to it, the name is part of a longer word."""
+    if "/" in text[start:end]:
         return False
-    if not re.match(r"\w", text[start]):
-        return False
-    return re.search(r"\w\Z", matcher_reads(text[start - 1])) is not None
+    before = text[start - 1] if start else "a"
+    glued = ord(before) >= 128 and re.match(r"\w", text[start])
+    if glued and re.search(r"\w\Z", matcher_reads(before)):
+        return True
+    after = text[end] if end < len(text) else "a"
+    return (
+        ord(after) >= 128
+        and re.search(r"\w\Z", text[start:end]) is not None
+        and (re.match(r"\w", matcher_reads(after)) is not None)
+    )
 
 
 def caseless_file_after(text: str, end: int, path: str) -> bool:

@@ -144,23 +144,22 @@ def _word(char: str) -> bool:
 def folded_dots_go_on(text: str, start: int, end: int) -> bool:
     """Whether the matcher, reading `text` folded, sees the path ``text[start:end]`` go on
     at a non-ASCII character after it, maybe after dots and dashes, that folds to a dot,
-    dash, name character or ``/`` (``．``, ``－``, ``／``): after the dots and dashes the judgement strips from its end (``~/a.``) and
-    those it folds to, more of a name, or a ``/`` after a dot (``~/a．／`` and
-    ``~/a.／`` are ``~/a./`` to it): a longer path, so the path is a cut name (session
-    36; the matcher's rule is ``factbounds.inside_longer_path``'s, but grep's line
-    numbers)."""
+    dash, name character or ``/`` (``．``, ``－``, ``／``): after the dots and dashes the
+    judgement strips from its end (``~/a.``) and those it folds to, more of a name, or a
+    ``/`` after a dot (``~/a．／`` and ``~/a.／`` are ``~/a./`` to it): a longer path,
+    so the path is a cut name (session 36; the matcher's rule is
+    ``factbounds.inside_longer_path``'s, but grep's line numbers). Linear in the run of
+    dots read (an ASCII one by a regex)."""
     if end >= len(text) or text[end - 1] == "/":
         return False
     tail = end
     while tail > start and text[tail - 1] in ".-":
         tail -= 1
-    dot, at = False, tail
+    at = _DOTS_AND_DASHES.match(text, tail).end()  # type: ignore[union-attr]  # (``*``)
+    if at < len(text) and text[at].isascii():
+        return False  # (ASCII dots, then ASCII: the anchors read it alike)
+    dot = "." in text[tail:at]
     while at < len(text):
-        if text[at].isascii() and text[tail:at].isascii():
-            if text[at] not in ".-":
-                return False  # (an ASCII text's rules: the anchors read it alike)
-            dot, at = dot or text[at] == ".", at + 1
-            continue
         seen = _fold(text[at])
         if seen.strip(".-"):
             head = seen.lstrip(".-")[0]
@@ -170,6 +169,9 @@ def folded_dots_go_on(text: str, start: int, end: int) -> bool:
         dot = dot or "." in seen
         at += 1
     return False
+
+
+_DOTS_AND_DASHES = re.compile(r"[.\-]*")
 
 
 @functools.cache

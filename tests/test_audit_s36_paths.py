@@ -103,6 +103,11 @@ def test_a_bare_name_keeps_a_word_boundary() -> None:
         ("see /x/app.py． ok", ["/x/app.py"]),  # (a sentence's end)
         ("see /x/app.py．。", ["/x/app.py"]),
         ("see /x/dir/．／ ok", ["/x/dir/"]),
+        # review 1: before a dot or dash ending the text, a path ends (the reference
+        # had read the dot as more of it)
+        ("see ../a．", ["../a"]),
+        ("请看 /home/x/a.py．", ["/home/x/a.py"]),
+        ("see app.py－", ["app.py"]),
         # a bare name after what the matcher reads as a word (``株式会社``, ``tm``)
         ("see ㍿app.py ok", []),
         ("see ™app.py ok", []),
@@ -128,6 +133,7 @@ _AFTER = st.sampled_from(
         "．",
         "．／",
         "－x",
+        "－",
         "/",
         ".／",
         "٣",
@@ -146,17 +152,20 @@ _AFTER = st.sampled_from(
     st.sampled_from(["/", "./", "~/", ""]),
     _NAMES,
     _AFTER,
+    st.sampled_from([" now", ""]),  # (review 1: the text may end after the path)
 )
-@example("用户", "", "/", "app.py", "")
-@example("运行", "", "./", "build.sh", "脚本")
-@example("", " ", "~/", "a", "．／")
-@example("㍿", "", "", "app.py", "")
-@example("", " ", "/", "x/app", "用户.py")
+@example("用户", "", "/", "app.py", "", " now")
+@example("运行", "", "./", "build.sh", "脚本", " now")
+@example("", " ", "~/", "a", "．／", " now")
+@example("㍿", "", "", "app.py", "", " now")
+@example("", " ", "/", "x/app", "用户.py", " now")
+@example("", " ", "../", "a", "．", "")  # (review 1: the reference read on past the end)
 def test_caseless_prose_around_paths_agrees(
-    prose: str, gap: str, root: str, name: str, after: str
+    prose: str, gap: str, root: str, name: str, after: str, end: str
 ) -> None:
-    """Extraction and reference agree, and each path fact is kept in its own text."""
-    facts_of(f"see {gap}{prose}{root}{name}{after} now", "path", "user")
+    """Extraction and reference agree, and each path fact is kept in its own text (which
+    may end right after the path and what follows it)."""
+    facts_of(f"see {gap}{prose}{root}{name}{after}{end}", "path", "user")
 
 
 @pytest.mark.parametrize(

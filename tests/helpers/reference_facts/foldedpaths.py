@@ -71,7 +71,8 @@ def longer_when_folded(text: str, start: int, end: int) -> bool:
         stop += 1
     if text[value_end : stop + 1].isascii():
         return False  # (ASCII: the anchors' own rules)
-    after = re.match(r"([.\-]*)(.)", "".join(matcher_reads(c) for c in text[value_end:]), re.S)
+    # possessive: at the end of the text a dot is no "next character" (review 1)
+    after = re.match(r"([.\-]*+)(.)", "".join(matcher_reads(c) for c in text[value_end:]), re.S)
     if after is None:
         return False
     run, first = after.groups()

@@ -27,17 +27,39 @@ def _path_fact(text: str):  # type: ignore[no-untyped-def]
     [
         ("用户/app.py", []),  # (before: ``/app.py``)
         ("see データ/app.py ok", []),
-        ("see データ/src/app.py ok", []),  # (before: ``/src/app.py``)
         ("ไฟล์/app.py", []),  # (a mark on a caseless letter: the letter decides)
         ("㍿/app.py", []),  # (read ``株式会社`` by the matcher)
-        ("x 用户/src/app.py", []),
-        # a system's top directory after caseless prose: an absolute path (session 35)
+        ("x 用户/test/app.py", []),
+        ("修改/ab/x.py", []),
+        # a system's or container's top directory after caseless prose: an absolute path
+        # (session 35; review 1: one root list, ``/app``, ``/Volumes``, an MSYS drive)
         ("修改/etc/hosts", ["/etc/hosts"]),
+        ("修改/app/main.py", ["/app/main.py"]),
+        ("修改/workspaces/x/a.py", ["/workspaces/x/a.py"]),
+        ("修改/private/etc/hosts", ["/private/etc/hosts"]),
+        ("打开/Volumes/USB/a.txt", ["/Volumes/USB/a.txt"]),
+        ("修改/nix/store/x.nix", ["/nix/store/x.nix"]),
+        ("修改/snap/bin/x", ["/snap/bin/x"]),
+        ("修改/content/drive/a.csv", ["/content/drive/a.csv"]),
+        ("修改/sdcard/a.txt", ["/sdcard/a.txt"]),
+        ("修改/storage/emulated/0/a.jpg", ["/storage/emulated/0/a.jpg"]),
+        ("修改/boot/grub.cfg", ["/boot/grub.cfg"]),
+        ("修改/lib64/ld.so", ["/lib64/ld.so"]),
+        ("打开/media/usb/a.txt", ["/media/usb/a.txt"]),
+        ("打开/run/x.pid", ["/run/x.pid"]),
+        ("修改/C/Users/x.py", ["/C/Users/x.py"]),
+        ("修改/Ｃ/x.py", ["/Ｃ/x.py"]),
+        # the word before the slash decides (a verb or a noun) and nothing in the text
+        # tells them apart: a relative path under a root's name stays a false fact
+        ("项目/lib/util.py", ["/lib/util.py"]),
+        ("see データ/src/app.py ok", ["/src/app.py"]),
         ("修改/home/用户/app.py文件", ["/home/用户/app.py"]),
         ("修改/ＨＯＭＥ/x.py", ["/ＨＯＭＥ/x.py"]),
         ("打开/tmp/x.log", ["/tmp/x.log"]),
         # not after a caseless letter: as before
         ("see /app.py ok", ["/app.py"]),
+        ("see /run /media /c now", []),  # (a lone root: :data:`PATH_ROOTS`, as before)
+        ("see /app /src now", ["/app", "/src"]),
         ("see é /src/app.py ok", ["/src/app.py"]),
         ("see http://例子/app.py ok", []),  # (a URL: masked)
     ],
@@ -123,7 +145,20 @@ def test_what_the_matcher_reads_beside_a_path(text: str, paths: list[str]) -> No
 
 _CASELESS = st.sampled_from(["用户", "データ", "ไฟล์", "사용", "㍿", "修改", "ー"])
 _NAMES = st.sampled_from(
-    ["app.py", "src/app.py", "home/x", "etc/hosts", "build.sh", "a", "数据", "x/app"]
+    [
+        "app.py",
+        "src/app.py",
+        "home/x",
+        "etc/hosts",
+        "build.sh",
+        "a",
+        "数据",
+        "x/app",
+        "app/x.py",
+        "Volumes/a",
+        "c/a.py",
+        "run/x",
+    ]
 )
 _AFTER = st.sampled_from(
     [

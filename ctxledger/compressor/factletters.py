@@ -283,12 +283,20 @@ def mark_after_slash(text: str, start: int, end: int) -> bool:
     return any(mark(text[m.end() - 1]) for m in _SLASH_AND_OTHER.finditer(text, start, end))
 
 
-#: the first names of an absolute path read after caseless prose (session 36): the
-#: system's top directories, no relative folder's usual second name
-_SYSTEM_ROOTS = frozenset(
-    {"bin", "boot", "data", "dev", "etc", "home", "lib", "lib64", "media", "mnt", "opt", "proc"}
-    | {"root", "run", "sbin", "srv", "sys", "tmp", "usr", "var", "users", "work", "workspace"}
-    | {"testbed"}
+#: the first names of the paths of a system or container (``/tmp``, ``/app``): one alone,
+#: with no extension, is a path (``factpathrules``' plausibility, ``see /tmp``)
+PATH_ROOTS = frozenset(
+    {"tmp", "etc", "usr", "var", "home", "opt", "dev", "bin", "sbin", "srv", "mnt", "root"}
+    | {"proc", "sys", "lib", "work", "data", "app", "src", "workspace", "testbed", "repo"}
+    | {"code", "project", "users"}
+)
+#: the first names of an absolute path read after caseless prose (session 36, review 1:
+#: one list with :data:`PATH_ROOTS`): those and more top directories of systems,
+#: containers and phones, not in :data:`PATH_ROOTS` as ``/run`` or ``/media`` alone
+#: are more often words than paths (and a one-letter MSYS drive, :func:`system_root`)
+_SYSTEM_ROOTS = PATH_ROOTS | frozenset(
+    {"boot", "lib64", "media", "run", "workspaces", "private", "volumes", "nix", "snap"}
+    | {"content", "sdcard", "storage"}
 )
 
 
@@ -313,4 +321,5 @@ def system_root(path: str) -> bool:
     """
     name = path[1:].split("/", 1)[0]
     folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
-    return folded in _SYSTEM_ROOTS
+    drive = len(folded) == 1 and "a" <= folded <= "z" and path.count("/") > 1  # (``/c/x``)
+    return drive or folded in _SYSTEM_ROOTS

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from ctxledger.compressor.factletters import (
     CASED,
     PATH_CHARS,
+    PATH_ROOTS,
     SUPERSCRIPT_DIGITS,
     caseless_letter,
     caseless_letters,
@@ -142,35 +143,6 @@ _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
     # the pieces of a ``sed 's/True/False/'`` expression
     | {"true/", "false/", "none/", "null/"}
-)
-_PATH_ROOTS = frozenset(
-    [
-        "tmp",
-        "etc",
-        "usr",
-        "var",
-        "home",
-        "opt",
-        "dev",
-        "bin",
-        "sbin",
-        "srv",
-        "mnt",
-        "root",
-        "proc",
-        "sys",
-        "lib",
-        "work",
-        "data",
-        "app",
-        "src",
-        "workspace",
-        "testbed",
-        "repo",
-        "code",
-        "project",
-        "users",
-    ]
 )
 KNOWN_FILES = frozenset(
     {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
@@ -306,7 +278,7 @@ def _plausible(value: str) -> str | None:
     if not parts:
         return None
     if value.startswith(("/", "~/", "./", "../")):
-        if len(parts) >= 2 or has_ext(value) or parts[0].lower() in _PATH_ROOTS:
+        if len(parts) >= 2 or has_ext(value) or parts[0].lower() in PATH_ROOTS:
             return value
         return None
     if not value.isascii() and not has_ext(value):

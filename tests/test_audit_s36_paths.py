@@ -226,3 +226,15 @@ def test_the_matcher_reads_a_cut_last_name_alike() -> None:
     for text in ("see /home/x/app用户.py ok", "x/home/x/app " * 9 + "/home/x/app用户.py"):
         assert retention([fact], text) == ([], [fact])
     assert retention([fact], "see /home/x/app用户 ok") == ([fact], [])  # (prose glued on)
+
+
+@pytest.mark.parametrize("count", [0, 1, 31, 32, 33])
+@pytest.mark.parametrize("base", ["用", "a", "é", "ไ"])
+def test_marks_before_a_caseless_first_name(base: str, count: int) -> None:
+    """Review 1: one judge of the letter before a path past its marks (at most 32), for
+    the extraction, the matcher and the reference (32 marks on ``用``: the reference had
+    stopped a mark short and read ``/app.py``)."""
+    text = f"see {base}{chr(0x301) * count}/app.py ok"
+    paths = facts_of(text, "path", "user")
+    tail = _path_fact("see /app.py now")
+    assert (retention([tail], text)[0] == [tail]) == ("/app.py" in paths)

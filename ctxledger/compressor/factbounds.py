@@ -33,7 +33,7 @@ import re
 import string
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
-from ctxledger.compressor.factletters import mark
+from ctxledger.compressor.factletters import caseless_before
 from ctxledger.compressor.factpathrules import (
     caseless_file_after,
     caseless_letter,
@@ -316,15 +316,7 @@ def after_caseless(haystack: str, start: int, needle: str) -> bool:
     ``修改/home/x`` is prose glued on), as the extraction reads it."""
     if in_caseless_folder(haystack, start):
         return True
-    at = start - 1
-    while at > 0 and start - at <= _MAX_MARKS and mark(haystack[at]):
-        at -= 1
-    before = haystack[at] if at >= 0 else " "
-    return not before.isascii() and caseless_letter(before) and not system_root(needle)
-
-
-#: marks looked back over to the letter they sit on (as the extraction's ``cut_name``)
-_MAX_MARKS = 32
+    return caseless_before(haystack, start) and not system_root(needle)
 
 
 def _in_folder_not_url(haystack: str, start: int, needle: str) -> bool:

@@ -323,3 +323,43 @@ def system_root(path: str) -> bool:
     folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
     drive = len(folded) == 1 and "a" <= folded <= "z" and path.count("/") > 1  # (``/c/x``)
     return drive or folded in _SYSTEM_ROOTS
+
+
+#: marks looked back over before a path to find the character they sit on (the
+#: extraction's and the matcher's)
+MAX_MARKS = 32
+
+
+def base_before(text: str, start: int) -> str | None:
+    """The character before `start`, or, when that is a mark (``ไฟล์`` ends with one),
+    the base it combines with, folded (NFKC, case) with its own marks dropped (``´``
+    folds to a space and a mark, ``क़`` to ``क`` and one); None before the text, at an
+    ASCII character other than a mark's base (its own rules judge it); after more
+    than :data:`MAX_MARKS` marks, a mark."""
+    at = start - 1
+    while at >= 0 and start - at <= MAX_MARKS + 1:  # (the marks and their base)
+        char = text[at]
+        if char.isascii():
+            return char if at < start - 1 else None
+        folded = unicodedata.normalize("NFKC", char).casefold() or char
+        base = _without_marks(folded)
+        if base:
+            return base[-1] if char not in SUPERSCRIPT_DIGITS else None
+        at -= 1
+    return text[at + 1] if at >= 0 else None  # (a long run of marks: judged as a mark)
+
+
+def _without_marks(folded: str) -> str:
+    """`folded` without the marks it ends with."""
+    end = len(folded)
+    while end and unicodedata.category(folded[end - 1])[0] == "M":
+        end -= 1
+    return folded[:end]
+
+
+def caseless_before(text: str, start: int) -> bool:
+    """Whether a caseless letter (:func:`caseless_letter`), as the matcher reads it
+    (folded; the base of marks: Thai ``ไฟล์``, :func:`base_before`), ends before
+    `start`: the extraction's and the matcher's judge (session 36)."""
+    base = base_before(text, start)
+    return base is not None and not base.isascii() and caseless_letter(base)

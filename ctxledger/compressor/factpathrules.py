@@ -16,9 +16,12 @@ from collections.abc import Iterator
 
 from ctxledger.compressor.factletters import (
     CASED,
+    MAX_MARKS,
     PATH_CHARS,
     PATH_ROOTS,
     SUPERSCRIPT_DIGITS,
+    base_before,
+    caseless_before,
     caseless_letter,
     caseless_letters,
     dotted_name_goes_on,
@@ -406,7 +409,7 @@ def _runs_before_backslash() -> re.Pattern[str]:
 def name_start(text: str, start: int) -> int:
     """Where a slash path's names start, grown left from `start` over ASCII path
     characters and :func:`name_letter` letters; a run of such marks (at most
-    :data:`_MAX_MARKS`) is taken with the character it sits on when that is one of
+    :data:`.factletters.MAX_MARKS`) is taken with the character it sits on when that is one of
     those, else the names start after it (Thai ``ไฟล์`` ends with a mark on a caseless
     letter: prose, review 1 of session 34)."""
     while start > 0:
@@ -417,7 +420,7 @@ def name_start(text: str, start: int) -> int:
         if char.isascii() or not mark(char) or not name_letter(char):
             return start
         at = start - 1  # (the first mark of the run)
-        while at > 0 and start - at < _MAX_MARKS and mark(c := text[at - 1]) and name_letter(c):
+        while at > 0 and start - at < MAX_MARKS and mark(c := text[at - 1]) and name_letter(c):
             at -= 1
         base = text[at - 1] if at > 0 else " "
         if base in PATH_CHARS or (not base.isascii() and not mark(base) and name_letter(base)):
@@ -443,7 +446,7 @@ def cut_path(text: str, start: int, end: int) -> bool:
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
-    if after_folder and _after_caseless(text, start) and not system_root(text[start:end]):
+    if after_folder and caseless_before(text, start) and not system_root(text[start:end]):
         return True
     if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
         return True
@@ -452,13 +455,6 @@ def cut_path(text: str, start: int, end: int) -> bool:
     if folded_word_beside(text, start, end):
         return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
-
-
-def _after_caseless(text: str, start: int) -> bool:
-    """Whether a caseless letter (:func:`caseless_letter`), as the matcher reads it
-    (folded; the base of marks: Thai ``ไฟล์``, :func:`_base_before`), ends before `start`."""
-    base = _base_before(text, start)
-    return base is not None and not base.isascii() and caseless_letter(base)
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:
@@ -474,41 +470,10 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
     does not (:data:`MORE_NAME`). Before the path a mark belongs to the character
     before it (review 1: Thai ``ไฟล์``, a spacing ``´``): that base is judged, so
     ``Jose\u0301/app.py`` is cut, ``ไฟล์src/app.py`` prose."""
-    before = _base_before(text, start)
+    before = base_before(text, start)
     if before is not None and _goes_on(before, -1, every_letter):
         return True
     return end < len(text) and not text[end].isascii() and _goes_on(text[end], 0, every_letter)
-
-
-#: marks skipped back over before a path to find the character they sit on
-_MAX_MARKS = 32
-
-
-def _base_before(text: str, start: int) -> str | None:
-    """The character before `start`, or, when that is a mark (``ไฟล์`` ends with one),
-    the base it combines with, folded (NFKC, case) with its own marks dropped (``´``
-    folds to a space and a mark, ``क़`` to ``क`` and one); None before the text, at an
-    ASCII character other than a mark's base (its own rules judge it); after more
-    than :data:`_MAX_MARKS` marks, a mark."""
-    at = start - 1
-    while at >= 0 and start - at <= _MAX_MARKS:
-        char = text[at]
-        if char.isascii():
-            return char if at < start - 1 else None
-        folded = unicodedata.normalize("NFKC", char).casefold() or char
-        base = _without_marks(folded)
-        if base:
-            return base[-1] if char not in SUPERSCRIPT_DIGITS else None
-        at -= 1
-    return text[at] if at >= 0 else None  # (a long run of marks: judged as a mark)
-
-
-def _without_marks(folded: str) -> str:
-    """`folded` without the marks it ends with."""
-    end = len(folded)
-    while end and unicodedata.category(folded[end - 1])[0] == "M":
-        end -= 1
-    return folded[:end]
 
 
 def _goes_on(char: str, side: int, every_letter: bool) -> bool:

@@ -37,7 +37,7 @@ def caseless_before(text: str, start: int) -> bool:
     fold without its own marks; a mark's base: up to 32 marks back), is a caseless
     letter: a relative path's caseless first name may end there."""
     at = start - 1
-    while at >= 0 and start - at <= 32:
+    while at >= 0 and start - at <= 33:  # (32 marks and their base)
         seen = matcher_reads(text[at])
         base = seen.rstrip("".join(c for c in seen if unicodedata.category(c)[0] == "M"))
         if ord(text[at]) < 128 or base:

@@ -175,6 +175,8 @@ _AFTER = st.sampled_from(
         "é",
         "用户.py",
         "用户a.py.bak",
+        "㍿x.py",
+        "用户．ｐｙ",
         "文件 a.py",
     ]
 )
@@ -215,6 +217,12 @@ def test_caseless_prose_around_paths_agrees(
         ("修改src/app.py文件a.txt", ["src/app.py"]),
         ("see /home/abc用户 ok", ["/home/abc"]),
         ("see /a/b用户.foo ok", ["/a/b"]),
+        # review 1: the letter and the name after it read folded, as the matcher reads
+        # them (``㍿`` is ``株式会社``, ``．ｐｙ`` is ``.py``)
+        ("see /home/x/app㍿x.py ok", []),  # (before: ``/home/x/app``, lost in it)
+        ("/data/app㍿㍿x.tar.gz.", []),  # (``x.tar.gz`` after a word: none)
+        ("see /home/x/app用户．ｐｙ ok", []),
+        ("see /home/x/app㍿ ok", ["/home/x/app"]),
     ],
 )
 def test_a_caseless_letter_in_a_last_name(text: str, paths: list[str]) -> None:

@@ -83,6 +83,23 @@ def _fold(char: str) -> str:
     return unicodedata.normalize("NFKC", char).casefold().replace("\\", "/")
 
 
+#: what may be more of a name after a path as written: ASCII name characters, dots,
+#: dashes and any character that is not ASCII (read folded: :func:`folded_after`)
+_RUN_AFTER = re.compile("[A-Za-z0-9_.\\-\x80-\U0010ffff]*+")
+
+
+def folded_after(text: str, end: int) -> str:
+    """The run of characters after `end` of `text` that may be more of a name
+    (:data:`_RUN_AFTER`) and the one that ends it, as the matcher reads them (each
+    folded, :func:`_fold`: ``㍿`` is ``株式会社``, ``．ｐｙ`` is ``.py``); empty
+    when the character at `end` is read as no caseless letter (the common case: one
+    look)."""
+    if end >= len(text) or not caseless_letter(_fold(text[end])[:1] or " "):
+        return ""
+    stop = _RUN_AFTER.match(text, end).end()  # type: ignore[union-attr]  # (``*+``: a match)
+    return "".join(map(_fold, text[end : stop + 1]))
+
+
 def folder_char(char: str) -> bool:
     """Whether non-ASCII `char` goes on a folder name that holds caseless letters
     (review 1 of session 35): every character it folds to does (``１``, ``＿``, ``．``,

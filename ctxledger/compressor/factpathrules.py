@@ -25,6 +25,7 @@ from ctxledger.compressor.factletters import (
     caseless_letter,
     caseless_letters,
     dotted_name_goes_on,
+    folded_after,
     folded_dots_go_on,
     folded_name_char,
     folded_word_beside,
@@ -342,11 +343,13 @@ def caseless_file_after(text: str, end: int, path: str) -> bool:
     no path of the text (session 36). Prose glued after a file's name or a folder's
     ``/`` (``修改src/app.py文件``, ``/home/用户``) is not looked at. The matcher reads
     the text alike (:func:`.factbounds.inside_longer_path`)."""
-    if end >= len(text) or text[end].isascii() or not caseless_letter(text[end]):
+    if end >= len(text) or text[end].isascii():
         return False
     if path.endswith("/") or "/" not in path or has_ext(path):
         return False
-    return _caseless_file().match(text, end) is not None
+    # review 1: read folded, as the matcher reads it (``/home/x/app㍿x.py``)
+    seen = folded_after(text, end)
+    return bool(seen) and _caseless_file().match(seen) is not None
 
 
 def first_names(text: str) -> Iterator[tuple[int, int]]:

@@ -106,26 +106,30 @@ def caseless_file_after(text: str, end: int, path: str) -> bool:
     """Session 36: whether slash path `path` (a last name without a known extension)
     ends at `end` before a caseless letter that, with more of them and ASCII name
     characters, runs on to a known extension (and its second suffixes) ending a name
-    (``/home/x/app用户.py``)."""
-    if end >= len(text) or ord(text[end]) < 128 or not caseless(text[end]):
+    (``/home/x/app用户.py``), all read as the matcher reads them (review 1:
+    ``/home/x/app㍿x.py``)."""
+    if end >= len(text) or ord(text[end]) < 128:
         return False
     if path.endswith("/") or "/" not in path or has_ext(path):
         return False
-    stop = end
-    while stop < len(text) and (
-        (ord(text[stop]) >= 128 and caseless(text[stop]))
-        or re.fullmatch(r"[A-Za-z0-9_\-]", text[stop])
+    seen = "".join(matcher_reads(c) for c in text[end:])
+    if not seen or ord(seen[0]) < 128 or not caseless(seen[0]):
+        return False
+    stop = 0
+    while stop < len(seen) and (
+        (ord(seen[stop]) >= 128 and caseless(seen[stop]))
+        or re.fullmatch(r"[A-Za-z0-9_\-]", seen[stop])
     ):
         stop += 1
-    names = re.match(r"(?:\.[A-Za-z0-9]+)+", text[stop:])
+    names = re.match(r"(?:\.[A-Za-z0-9]+)+", seen[stop:])
     if names is None:
         return False
     suffixes = names.group().split(".")[1:]
     for count in range(len(suffixes), 0, -1):  # (an extension, then second suffixes)
         upto = stop + sum(len(s) + 1 for s in suffixes[:count])
-        ends = upto == len(text) or not (
-            re.fullmatch(r"[A-Za-z0-9_]", text[upto])
-            or (ord(text[upto]) >= 128 and caseless(text[upto]))
+        ends = upto == len(seen) or not (
+            re.fullmatch(r"[A-Za-z0-9_]", seen[upto])
+            or (ord(seen[upto]) >= 128 and caseless(seen[upto]))
         )
         first = has_ext("x." + suffixes[0])  # (an extension first)
         if ends and first and has_ext("x." + ".".join(suffixes[:count])):

@@ -14,6 +14,7 @@ from helpers.fact_checks import facts_of
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor import factbounds
 from ctxledger.compressor.facts import extract_facts, retention
 
 
@@ -246,3 +247,21 @@ def test_marks_before_a_caseless_first_name(base: str, count: int) -> None:
     paths = facts_of(text, "path", "user")
     tail = _path_fact("see /app.py now")
     assert (retention([tail], text)[0] == [tail]) == ("/app.py" in paths)
+
+
+def test_many_caseless_first_names_are_rejected_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 1: ``/x.py`` after ``用户`` many times is rejected by the regex after a few
+    checks in Python (each had been: 10 times main's time), with the same answers."""
+    tail = _path_fact("see /x.py now")
+    checks = []
+    checked = factbounds.cut_name
+    monkeypatch.setattr(
+        factbounds, "cut_name", lambda *a, **k: checks.append(1) or checked(*a, **k)
+    )
+    text = "用户/x.py " * 300
+    assert retention([tail], text) == ([], [tail])
+    assert len(checks) < 100
+    for more in ("see /x.py", "http://例子/x.py", "ไฟล์ /x.py"):
+        assert retention([tail], text + more) == ([tail], []), more
+    etc = _path_fact("see /etc/x now")
+    assert retention([etc], "用户/etc/y " * 300 + "修改/etc/x") == ([etc], [])

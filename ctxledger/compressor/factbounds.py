@@ -31,9 +31,10 @@ from __future__ import annotations
 import functools
 import re
 import string
+from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
-from ctxledger.compressor.factletters import caseless_before
+from ctxledger.compressor.factletters import caseless_before, caseless_letters
 from ctxledger.compressor.factpathrules import (
     caseless_file_after,
     caseless_letter,
@@ -412,7 +413,8 @@ def search(haystack: str, needle: str, *, path: bool = False, windows: bool = Fa
     long_version = not path and _long_dotted_end(needle)
     dotted_start = not path and DOTTED_START.match(needle) is not None
     every = _windows_form(needle, windows)
-    if _found(plain, haystack, needle, long_version, dotted_start, path, every):
+    strict = functools.partial(_plain_after_no_caseless, needle, windows)
+    if _found(plain, haystack, needle, long_version, dotted_start, path, every, strict):
         return True
     return (
         in_url is not None
@@ -437,6 +439,7 @@ def _found(
     dotted_start: bool,
     path: bool = False,
     every_letter: bool = False,
+    strict: Callable[[], re.Pattern[str]] | None = None,
 ) -> bool:
     """Whether `pattern` matches in `haystack`; what the pattern leaves to Python is
     checked per match: with `long_version`, a match followed by a numeric pre-release
@@ -444,12 +447,15 @@ def _found(
     pre-release (:func:`prerelease_start`: a variable-width look behind), with `path`
     one after a mark on a base that cuts the name (:func:`cut_name`) or, absolute,
     after a caseless folder name (:func:`in_caseless_folder`), is no match, and
-    the search goes on one character after its start."""
+    the search goes on one character after its start; after :data:`PYTHON_REJECTS`
+    such matches of an absolute path, with `strict` (the plain pattern's), the search
+    goes on with its pattern (:func:`_plain_after_no_caseless`)."""
     match = pattern.search(haystack)
     marks = path and not haystack.isascii()
     folders = marks and needle[0] == "/"
     if not (long_version or dotted_start or marks):
         return match is not None
+    rejected = 0
     while match is not None:
         end = match.end()
         if not (
@@ -460,8 +466,27 @@ def _found(
             or (marks and caseless_file_after(haystack, end, needle))
         ):
             return True
+        rejected += 1
+        if rejected == PYTHON_REJECTS and folders and strict is not None:
+            pattern = strict()
         match = pattern.search(haystack, match.start() + 1)
     return False
+
+
+#: matches of an absolute path rejected in Python before :func:`_found` compiles its
+#: stricter pattern (its large class costs a few ms)
+PYTHON_REJECTS = 64
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_after_no_caseless(needle: str, windows: bool) -> re.Pattern[str]:
+    """The plain pattern of absolute path `needle` that also rejects a match right
+    after a caseless letter (:func:`after_caseless` without marks) unless it starts at
+    a system root, in C (session 36, review 1: ``用户/x.py`` repeated, rejected one
+    match at a time in Python, took 10 times main's time). The lookbehind's class
+    doubles the pattern's compile time: only a text with many such matches asks."""
+    caseless = [] if system_root(needle) else [caseless_letters()]
+    return re.compile(_plain(needle, True, windows, caseless))
 
 
 def _class(chars: frozenset[str]) -> str:
@@ -487,6 +512,18 @@ def _patterns(
     rules before it are lookbehinds that re-read the needle (``(?<!\\wNEEDLE)``), since
     a leading lookbehind would be tried at every position of the text.
     """
+    in_url = None
+    if path and needle[0] == "/":
+        # "://" first: a pattern that starts with a lookbehind is tried at every position
+        literal = re.escape(needle)
+        ahead = _ahead(needle, path, windows)
+        in_url = re.compile(f"://(?<={_SCHEME}{_SCHEME}://){_AUTHORITY}{literal}{ahead}")
+    return re.compile(_plain(needle, path, windows)), in_url
+
+
+def _plain(needle: str, path: bool, windows: bool, more: Sequence[str] = ()) -> str:
+    """The regex of `needle`'s matches anywhere (:func:`_patterns`), `more` classes
+    rejected right before it."""
     literal = re.escape(needle)
     behind: list[str] = []
     if is_word(needle[0]) and not _slash_path(needle, path, windows):  # (else its class, below)
@@ -499,13 +536,9 @@ def _patterns(
         if needle[0] == "/":
             behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
         behind.append(letters_and_marks(marks=False))  # (session 34: :func:`cut_name`)
+    behind.extend(more)
     ahead = _ahead(needle, path, windows)
-    plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
-    in_url = None
-    if path and needle[0] == "/":
-        # "://" first: a pattern that starts with a lookbehind is tried at every position
-        in_url = re.compile(f"://(?<={_SCHEME}{_SCHEME}://){_AUTHORITY}{literal}{ahead}")
-    return re.compile(plain), in_url
+    return literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
 
 
 def _ahead(needle: str, path: bool, windows: bool) -> str:

@@ -413,7 +413,8 @@ def search(haystack: str, needle: str, *, path: bool = False, windows: bool = Fa
     long_version = not path and _long_dotted_end(needle)
     dotted_start = not path and DOTTED_START.match(needle) is not None
     every = _windows_form(needle, windows)
-    strict = functools.partial(_plain_after_no_caseless, needle, windows)
+    absolute = path and needle[0] == "/"
+    strict = functools.partial(_plain_after_no_caseless, needle, windows) if absolute else None
     if _found(plain, haystack, needle, long_version, dotted_start, path, every, strict):
         return True
     return (

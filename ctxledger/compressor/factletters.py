@@ -312,8 +312,8 @@ PATH_ROOTS = frozenset(
 )
 #: the first names of an absolute path read after caseless prose (session 36, review 1:
 #: one list with :data:`PATH_ROOTS`): those and more top directories of systems,
-#: containers and phones, not in :data:`PATH_ROOTS` as ``/run`` or ``/media`` alone
-#: are more often words than paths (and a one-letter MSYS drive, :func:`system_root`)
+#: containers and phones, kept out of :data:`PATH_ROOTS` (``/run`` or ``/media`` alone
+#: is more often a word than a path), and a one-letter MSYS drive (:func:`system_root`)
 _SYSTEM_ROOTS = PATH_ROOTS | frozenset(
     {"boot", "lib64", "media", "run", "workspaces", "private", "volumes", "nix", "snap"}
     | {"content", "sdcard", "storage"}

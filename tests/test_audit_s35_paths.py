@@ -206,7 +206,9 @@ def test_a_caseless_folder_name_is_read_whole(name: str, template: str, path: st
         ("打开/home/jose/app.py文件", ["/home/jose/app.py"]),
         ("see /home/用户 ok", ["/home/"]),  # (the last name: prose glued on, as before)
         ("see /home/abc用户 ok", ["/home/abc"]),
-        ("用户/app.py", ["/app.py"]),  # (a relative path glued to such prose: as before)
+        # session 36: a relative path's caseless first name is no prose: the absolute
+        # tail (``/app.py``, before) is a path the text does not hold; none
+        ("用户/app.py", []),
         ("see /home/用户/app.py文件 ok", ["/home/用户/app.py"]),
         ("see http://例子.com/用户/app.py ok", []),  # (a URL: masked, as before)
     ],

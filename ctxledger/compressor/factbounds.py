@@ -31,14 +31,18 @@ from __future__ import annotations
 import functools
 import re
 import string
+from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
+from ctxledger.compressor.factletters import caseless_before, caseless_letters
 from ctxledger.compressor.factpathrules import (
+    caseless_file_after,
     caseless_letter,
     cut_name,
     folded_name_char,
     letters_and_marks,
     name_letter,
+    system_root,
 )
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 from ctxledger.compressor.factversions import (
@@ -153,6 +157,15 @@ def _slash_letters(needle: str) -> bool:
     return all(c.isascii() or name_letter(c) or caseless_letter(c) for c in needle)
 
 
+def _bare_name(needle: str, path: bool, windows: bool) -> bool:
+    """Whether path `needle` is a bare name (no ``/``) of the letters a slash path's
+    names hold: after a ``/`` it ends as a slash path's last name does (session 36:
+    ``./build.sh`` is ``build.sh`` normalized, and ``运行./build.sh脚本`` states it)."""
+    return (
+        path and not windows and "/" not in needle and (needle.isascii() or _slash_letters(needle))
+    )
+
+
 def _name_goes_on(char: str, slash_path: bool) -> bool:
     """Whether `char` next to a match goes on its word (:func:`_slash_path`)."""
     return not slash_path and is_word(char)
@@ -256,13 +269,15 @@ def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool
             or before in PATH_CHARS
             or (before == ":" and needle.startswith("//"))  # a URL names a host, no share
             or (absolute and _after_drive(haystack, start))
-            or (absolute and not before.isascii() and in_caseless_folder(haystack, start))
+            or (absolute and not before.isascii() and after_caseless(haystack, start, needle))
         )
         if longer and not (absolute and _after_url_authority(haystack, start)):
             return True
     if needle[-1] == "/" or end == len(haystack):
         return False
     after = haystack[end]
+    if not after.isascii():  # (session 36: ``/home/x/app`` of ``/home/x/app用户.py``)
+        return caseless_file_after(haystack, end, needle)
     if after == "/" or after not in PATH_CHARS:
         return False
     if after not in ".-":
@@ -294,9 +309,20 @@ def in_caseless_folder(haystack: str, start: int) -> bool:
     return at > 0 and haystack[at - 1] == "/"
 
 
-def _in_folder_not_url(haystack: str, start: int) -> bool:
-    """:func:`in_caseless_folder`, but a URL's path is stated by it (``http://例子/x``)."""
-    return in_caseless_folder(haystack, start) and not _after_url_authority(haystack, start)
+def after_caseless(haystack: str, start: int, needle: str) -> bool:
+    """Whether absolute `needle` at `start` follows a caseless folder name
+    (:func:`in_caseless_folder`) or, session 36, a caseless letter (the base of its
+    marks) at all: a relative path's caseless first name ends there (``用户/app.py``),
+    unless the needle starts at a system root (:func:`.factpathrules.system_root`:
+    ``修改/home/x`` is prose glued on), as the extraction reads it."""
+    if in_caseless_folder(haystack, start):
+        return True
+    return caseless_before(haystack, start) and not system_root(needle)
+
+
+def _in_folder_not_url(haystack: str, start: int, needle: str) -> bool:
+    """:func:`after_caseless`, but a URL's path is stated by it (``http://例子/x``)."""
+    return after_caseless(haystack, start, needle) and not _after_url_authority(haystack, start)
 
 
 #: a line number between dashes after a path: grep's context line (``src/x.py-12-from``),
@@ -328,7 +354,9 @@ def _after_drive(haystack: str, start: int) -> bool:
 def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool = False) -> bool:
     """Whether the occurrence of `needle` at `start` is a match (the rules above)."""
     end = start + len(needle)
-    slash_path = _slash_path(needle, path, windows)
+    slash_path = _slash_path(needle, path, windows) or (
+        start > 0 and haystack[start - 1] == "/" and _bare_name(needle, path, windows)
+    )
     if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], slash_path):
         return False
     if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], slash_path):
@@ -385,7 +413,9 @@ def search(haystack: str, needle: str, *, path: bool = False, windows: bool = Fa
     long_version = not path and _long_dotted_end(needle)
     dotted_start = not path and DOTTED_START.match(needle) is not None
     every = _windows_form(needle, windows)
-    if _found(plain, haystack, needle, long_version, dotted_start, path, every):
+    absolute = path and needle[0] == "/"
+    strict = functools.partial(_plain_after_no_caseless, needle, windows) if absolute else None
+    if _found(plain, haystack, needle, long_version, dotted_start, path, every, strict):
         return True
     return (
         in_url is not None
@@ -410,6 +440,7 @@ def _found(
     dotted_start: bool,
     path: bool = False,
     every_letter: bool = False,
+    strict: Callable[[], re.Pattern[str]] | None = None,
 ) -> bool:
     """Whether `pattern` matches in `haystack`; what the pattern leaves to Python is
     checked per match: with `long_version`, a match followed by a numeric pre-release
@@ -417,23 +448,46 @@ def _found(
     pre-release (:func:`prerelease_start`: a variable-width look behind), with `path`
     one after a mark on a base that cuts the name (:func:`cut_name`) or, absolute,
     after a caseless folder name (:func:`in_caseless_folder`), is no match, and
-    the search goes on one character after its start."""
+    the search goes on one character after its start; after :data:`PYTHON_REJECTS`
+    such matches of an absolute path, with `strict` (the plain pattern's), the search
+    goes on with its pattern (:func:`_plain_after_no_caseless`)."""
     match = pattern.search(haystack)
     marks = path and not haystack.isascii()
     folders = marks and needle[0] == "/"
     if not (long_version or dotted_start or marks):
         return match is not None
+    rejected = 0
     while match is not None:
         end = match.end()
         if not (
             (long_version and prerelease_end(haystack, end, needle) != -1)
             or (dotted_start and prerelease_start(haystack, end - len(needle)))
             or (marks and cut_name(haystack, end - len(needle), end, every_letter=every_letter))
-            or (folders and _in_folder_not_url(haystack, end - len(needle)))
+            or (folders and _in_folder_not_url(haystack, end - len(needle), needle))
+            or (marks and caseless_file_after(haystack, end, needle))
         ):
             return True
+        rejected += 1
+        if rejected == PYTHON_REJECTS and folders and strict is not None:
+            pattern = strict()
         match = pattern.search(haystack, match.start() + 1)
     return False
+
+
+#: matches of an absolute path rejected in Python before :func:`_found` compiles its
+#: stricter pattern (its large class costs a few ms)
+PYTHON_REJECTS = 64
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_after_no_caseless(needle: str, windows: bool) -> re.Pattern[str]:
+    """The plain pattern of absolute path `needle` that also rejects a match right
+    after a caseless letter (:func:`after_caseless` without marks) unless it starts at
+    a system root, in C (session 36, review 1: ``用户/x.py`` repeated, rejected one
+    match at a time in Python, took 10 times main's time). The lookbehind's class
+    doubles the pattern's compile time: only a text with many such matches asks."""
+    caseless = [] if system_root(needle) else [caseless_letters()]
+    return re.compile(_plain(needle, True, windows, caseless))
 
 
 def _class(chars: frozenset[str]) -> str:
@@ -459,6 +513,18 @@ def _patterns(
     rules before it are lookbehinds that re-read the needle (``(?<!\\wNEEDLE)``), since
     a leading lookbehind would be tried at every position of the text.
     """
+    in_url = None
+    if path and needle[0] == "/":
+        # "://" first: a pattern that starts with a lookbehind is tried at every position
+        literal = re.escape(needle)
+        ahead = _ahead(needle, path, windows)
+        in_url = re.compile(f"://(?<={_SCHEME}{_SCHEME}://){_AUTHORITY}{literal}{ahead}")
+    return re.compile(_plain(needle, path, windows)), in_url
+
+
+def _plain(needle: str, path: bool, windows: bool, more: Sequence[str] = ()) -> str:
+    """The regex of `needle`'s matches anywhere (:func:`_patterns`), `more` classes
+    rejected right before it."""
     literal = re.escape(needle)
     behind: list[str] = []
     if is_word(needle[0]) and not _slash_path(needle, path, windows):  # (else its class, below)
@@ -471,20 +537,18 @@ def _patterns(
         if needle[0] == "/":
             behind.append(r"(?<![" + _PATH_CLASS + r"])[A-Za-z]:")
         behind.append(letters_and_marks(marks=False))  # (session 34: :func:`cut_name`)
+    behind.extend(more)
     ahead = _ahead(needle, path, windows)
-    plain = literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
-    in_url = None
-    if path and needle[0] == "/":
-        # "://" first: a pattern that starts with a lookbehind is tried at every position
-        in_url = re.compile(f"://(?<={_SCHEME}{_SCHEME}://){_AUTHORITY}{literal}{ahead}")
-    return re.compile(plain), in_url
+    return literal + "".join(f"(?<!{b}{literal})" for b in behind) + ahead
 
 
 def _ahead(needle: str, path: bool, windows: bool) -> str:
     """The lookaheads of the rules after a match of `needle`."""
     ahead: list[str] = []
     if is_word(needle[-1]) and not _slash_path(needle, path, windows):  # (else its class)
-        ahead.append(r"\w")
+        # (a bare name after a "/" ends as a slash path's last name: :func:`_accepted`)
+        bare = _bare_name(needle, path, windows)
+        ahead.append(f"(?<!/{re.escape(needle)})\\w" if bare else r"\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

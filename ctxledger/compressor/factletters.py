@@ -83,6 +83,26 @@ def _fold(char: str) -> str:
     return unicodedata.normalize("NFKC", char).casefold().replace("\\", "/")
 
 
+#: what may be more of a name after a path as written: ASCII name characters, dots,
+#: dashes and any character that is not ASCII (read folded: :func:`folded_after`)
+_RUN_AFTER = re.compile("[A-Za-z0-9_.\\-\x80-\U0010ffff]*+")
+
+
+def folded_after(text: str, end: int) -> str:
+    """The run of characters after `end` of `text` that may be more of a name
+    (:data:`_RUN_AFTER`) and the one that ends it, as the matcher reads them (each
+    folded, :func:`_fold`: ``㍿`` is ``株式会社``, ``．ｐｙ`` is ``.py``); empty
+    when the character at `end` is read as no caseless letter (the common case: one
+    look)."""
+    if end >= len(text) or not caseless_letter(_fold(text[end])[:1] or " "):
+        return ""
+    stop = _RUN_AFTER.match(text, end).end()  # type: ignore[union-attr]  # (``*+``: a match)
+    run = text[end : stop + 1]
+    if unicodedata.is_normalized("NFKC", run) and run.casefold() == run:
+        return run  # (most runs: a character at a time in Python cost 25 % on ``/x/app用户 ``)
+    return "".join(map(_fold, run))
+
+
 def folder_char(char: str) -> bool:
     """Whether non-ASCII `char` goes on a folder name that holds caseless letters
     (review 1 of session 35): every character it folds to does (``１``, ``＿``, ``．``,
@@ -116,6 +136,62 @@ def in_folded_folder(text: str, start: int) -> bool:
         if not folded_name_char(tail[-1]):
             return tail[-1] == "/"
         tail = tail[:-1]
+
+
+def folded_word_beside(text: str, start: int, end: int) -> bool:
+    """Whether the bare name ``text[start:end]`` (no ``/``) starting (ending) with a
+    word character follows (comes before) a non-ASCII character the matcher, reading
+    folded, reads as ending (starting) with one (``㍿`` is ``株式会社``, ``™`` is ``tm``):
+    it reads the name glued to a longer word there, so it is a cut name (session 36)."""
+    if "/" in text[start:end]:
+        return False
+    before = start and not text[start - 1].isascii() and _word(text[start])
+    if before and _word(_fold(text[start - 1])[-1:]):
+        return True
+    return (
+        end < len(text)
+        and not text[end].isascii()
+        and _word(text[end - 1])
+        and (_word(_fold(text[end])[:1]))
+    )
+
+
+def _word(char: str) -> bool:
+    """Whether `char` (one character or none) is a word character (``\\w``)."""
+    return char.isalnum() or char == "_"
+
+
+def folded_dots_go_on(text: str, start: int, end: int) -> bool:
+    """Whether the matcher, reading `text` folded, sees the path ``text[start:end]`` go on
+    at a non-ASCII character after it, maybe after dots and dashes, that folds to a dot,
+    dash, name character or ``/`` (``．``, ``－``, ``／``): after the dots and dashes the
+    judgement strips from its end (``~/a.``) and those it folds to, more of a name, or a
+    ``/`` after a dot (``~/a．／`` and ``~/a.／`` are ``~/a./`` to it): a longer path,
+    so the path is a cut name (session 36; the matcher's rule is
+    ``factbounds.inside_longer_path``'s, but grep's line numbers). Linear in the run of
+    dots read (an ASCII one by a regex)."""
+    if end >= len(text) or text[end - 1] == "/":
+        return False
+    tail = end
+    while tail > start and text[tail - 1] in ".-":
+        tail -= 1
+    at = _DOTS_AND_DASHES.match(text, tail).end()  # type: ignore[union-attr]  # (``*``)
+    if at < len(text) and text[at].isascii():
+        return False  # (ASCII dots, then ASCII: the anchors read it alike)
+    dot = "." in text[tail:at]
+    while at < len(text):
+        seen = _fold(text[at])
+        if seen.strip(".-"):
+            head = seen.lstrip(".-")[0]
+            dot = dot or "." in seen[: len(seen) - len(seen.lstrip(".-"))]
+            more = at > tail or seen[0] in ".-"  # (a dot or dash before it)
+            return head in PATH_CHARS if not more else head in PATH_CHARS or (head == "/" and dot)
+        dot = dot or "." in seen
+        at += 1
+    return False
+
+
+_DOTS_AND_DASHES = re.compile(r"[.\-]*")
 
 
 @functools.cache
@@ -225,3 +301,85 @@ def mark_after_slash(text: str, start: int, end: int) -> bool:
     """Whether a name of the slash path ``text[start:end]`` starts with a mark (review 1
     of session 35: ``/home/x/\u0301/a.py``, ``a.py//\u0e4c``)."""
     return any(mark(text[m.end() - 1]) for m in _SLASH_AND_OTHER.finditer(text, start, end))
+
+
+#: the first names of the paths of a system or container (``/tmp``, ``/app``): one alone,
+#: with no extension, is a path (``factpathrules``' plausibility, ``see /tmp``)
+PATH_ROOTS = frozenset(
+    {"tmp", "etc", "usr", "var", "home", "opt", "dev", "bin", "sbin", "srv", "mnt", "root"}
+    | {"proc", "sys", "lib", "work", "data", "app", "src", "workspace", "testbed", "repo"}
+    | {"code", "project", "users"}
+)
+#: the first names of an absolute path read after caseless prose (session 36, review 1:
+#: one list with :data:`PATH_ROOTS`): those and more top directories of systems,
+#: containers and phones, kept out of :data:`PATH_ROOTS` (``/run`` or ``/media`` alone
+#: is more often a word than a path), and a one-letter MSYS drive (:func:`system_root`)
+_SYSTEM_ROOTS = PATH_ROOTS | frozenset(
+    {"boot", "lib64", "media", "run", "workspaces", "private", "volumes", "nix", "snap"}
+    | {"content", "sdcard", "storage"}
+)
+
+
+def dotted_name_goes_on(text: str, start: int, end: int) -> bool:
+    """Whether a bare name ``text[start:end]`` (its anchor ends before the dots a slash
+    path grows over) is followed by dots or dashes the matcher, reading folded, reads
+    as going on (``app.py.／``: :func:`folded_dots_go_on`); asked of names only, so the
+    paths of a long text pay nothing for it."""
+    return text.startswith((".", "-"), end) and folded_dots_go_on(text, start, end)
+
+
+def system_root(path: str) -> bool:
+    """Whether absolute `path` (as written or normalized) starts at a system root.
+
+    Session 36: after a caseless letter a slash path's ``/`` either starts an absolute
+    path glued to prose (``修改/home/用户/app.py``) or ends a relative path's caseless
+    first name (``用户/app.py``, ``データ/src/app.py``): the text cannot tell them apart.
+    The absolute reading (``/app.py``, ``/src/app.py``) is then a path the text may not
+    hold: none, unless it starts at a system's top directory (``/home``, ``/etc``),
+    which a relative path hardly names second. The matcher reads it alike
+    (:func:`.factbounds.inside_longer_path`).
+    """
+    name = path[1:].split("/", 1)[0]
+    folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
+    drive = len(folded) == 1 and "a" <= folded <= "z" and path.count("/") > 1  # (``/c/x``)
+    return drive or folded in _SYSTEM_ROOTS
+
+
+#: marks looked back over before a path to find the character they sit on (the
+#: extraction's and the matcher's)
+MAX_MARKS = 32
+
+
+def base_before(text: str, start: int) -> str | None:
+    """The character before `start`, or, when that is a mark (``ไฟล์`` ends with one),
+    the base it combines with, folded (NFKC, case) with its own marks dropped (``´``
+    folds to a space and a mark, ``क़`` to ``क`` and one); None before the text, at an
+    ASCII character other than a mark's base (its own rules judge it); after more
+    than :data:`MAX_MARKS` marks, a mark."""
+    at = start - 1
+    while at >= 0 and start - at <= MAX_MARKS + 1:  # (the marks and their base)
+        char = text[at]
+        if char.isascii():
+            return char if at < start - 1 else None
+        folded = unicodedata.normalize("NFKC", char).casefold() or char
+        base = _without_marks(folded)
+        if base:
+            return base[-1] if char not in SUPERSCRIPT_DIGITS else None
+        at -= 1
+    return text[at + 1] if at >= 0 else None  # (a long run of marks: judged as a mark)
+
+
+def _without_marks(folded: str) -> str:
+    """`folded` without the marks it ends with."""
+    end = len(folded)
+    while end and unicodedata.category(folded[end - 1])[0] == "M":
+        end -= 1
+    return folded[:end]
+
+
+def caseless_before(text: str, start: int) -> bool:
+    """Whether a caseless letter (:func:`caseless_letter`), as the matcher reads it
+    (folded; the base of marks: Thai ``ไฟล์``, :func:`base_before`), ends before
+    `start`: the extraction's and the matcher's judge (session 36)."""
+    base = base_before(text, start)
+    return base is not None and not base.isascii() and caseless_letter(base)

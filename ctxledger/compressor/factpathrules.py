@@ -16,11 +16,19 @@ from collections.abc import Iterator
 
 from ctxledger.compressor.factletters import (
     CASED,
+    MAX_MARKS,
     PATH_CHARS,
+    PATH_ROOTS,
     SUPERSCRIPT_DIGITS,
+    base_before,
+    caseless_before,
     caseless_letter,
     caseless_letters,
+    dotted_name_goes_on,
+    folded_after,
+    folded_dots_go_on,
     folded_name_char,
+    folded_word_beside,
     folder_chars,
     in_folded_folder,
     letters_and_marks,
@@ -29,6 +37,7 @@ from ctxledger.compressor.factletters import (
     name_class,
     name_letter,
     name_letters,
+    system_root,
     wide_slashes,
     with_name_letters,
 )
@@ -43,10 +52,12 @@ __all__ = [
     "PATH_CHARS",
     "SECOND_SUFFIXES",
     "SUPERSCRIPT_DIGITS",
+    "caseless_file_after",
     "caseless_letter",
     "caseless_letters",
     "cut_name",
     "cut_path",
+    "dotted_name_goes_on",
     "first_names",
     "folded_name_char",
     "folder_chars",
@@ -56,6 +67,7 @@ __all__ = [
     "name_letters",
     "name_start",
     "plausible_path",
+    "system_root",
     "wide_slashes",
     "with_name_letters",
 ]
@@ -135,35 +147,6 @@ _NOT_PATHS = frozenset(
     {"and/or", "w/o", "i/o", "n/a", "yes/no", "on/off", "true/false", "read/write"}
     # the pieces of a ``sed 's/True/False/'`` expression
     | {"true/", "false/", "none/", "null/"}
-)
-_PATH_ROOTS = frozenset(
-    [
-        "tmp",
-        "etc",
-        "usr",
-        "var",
-        "home",
-        "opt",
-        "dev",
-        "bin",
-        "sbin",
-        "srv",
-        "mnt",
-        "root",
-        "proc",
-        "sys",
-        "lib",
-        "work",
-        "data",
-        "app",
-        "src",
-        "workspace",
-        "testbed",
-        "repo",
-        "code",
-        "project",
-        "users",
-    ]
 )
 KNOWN_FILES = frozenset(
     {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
@@ -299,7 +282,7 @@ def _plausible(value: str) -> str | None:
     if not parts:
         return None
     if value.startswith(("/", "~/", "./", "../")):
-        if len(parts) >= 2 or has_ext(value) or parts[0].lower() in _PATH_ROOTS:
+        if len(parts) >= 2 or has_ext(value) or parts[0].lower() in PATH_ROOTS:
             return value
         return None
     if not value.isascii() and not has_ext(value):
@@ -339,6 +322,34 @@ def _file_name_dir(name: str) -> bool:
     ASCII letter (one regex holding both backtracked over every letter of a long name:
     quadratic)."""
     return _DIR_NAME.fullmatch(name) is not None and _ASCII_LETTER.search(name) is not None
+
+
+@functools.cache
+def _caseless_file() -> re.Pattern[str]:
+    """A caseless letter, more of them and ASCII name characters, then a known extension
+    ending a name (:func:`caseless_file_after`)."""
+    letters = caseless_letters()[1:-1]
+    return re.compile(
+        f"[{letters}][{letters}A-Za-z0-9_\\-]*+\\.(?:{EXTENSIONS})(?:\\.(?:{SECOND_SUFFIXES}))*"
+        f"(?![{letters}A-Za-z0-9_])",
+        re.IGNORECASE,
+    )
+
+
+def caseless_file_after(text: str, end: int, path: str) -> bool:
+    """Whether slash path `path`, ending at `end` of `text` with a last name that has
+    no known extension, is followed by a caseless letter that runs on to a known
+    extension (``/home/x/app用户.py``): its last name is cut there, ``/home/x/app`` is
+    no path of the text (session 36). Prose glued after a file's name or a folder's
+    ``/`` (``修改src/app.py文件``, ``/home/用户``) is not looked at. The matcher reads
+    the text alike (:func:`.factbounds.inside_longer_path`)."""
+    if end >= len(text) or text[end].isascii():
+        return False
+    if path.endswith("/") or "/" not in path or has_ext(path):
+        return False
+    # review 1: read folded, as the matcher reads it (``/home/x/app㍿x.py``)
+    seen = folded_after(text, end)
+    return bool(seen) and _caseless_file().match(seen) is not None
 
 
 def first_names(text: str) -> Iterator[tuple[int, int]]:
@@ -401,7 +412,7 @@ def _runs_before_backslash() -> re.Pattern[str]:
 def name_start(text: str, start: int) -> int:
     """Where a slash path's names start, grown left from `start` over ASCII path
     characters and :func:`name_letter` letters; a run of such marks (at most
-    :data:`_MAX_MARKS`) is taken with the character it sits on when that is one of
+    :data:`.factletters.MAX_MARKS`) is taken with the character it sits on when that is one of
     those, else the names start after it (Thai ``ไฟล์`` ends with a mark on a caseless
     letter: prose, review 1 of session 34)."""
     while start > 0:
@@ -412,7 +423,7 @@ def name_start(text: str, start: int) -> int:
         if char.isascii() or not mark(char) or not name_letter(char):
             return start
         at = start - 1  # (the first mark of the run)
-        while at > 0 and start - at < _MAX_MARKS and mark(c := text[at - 1]) and name_letter(c):
+        while at > 0 and start - at < MAX_MARKS and mark(c := text[at - 1]) and name_letter(c):
             at -= 1
         base = text[at - 1] if at > 0 else " "
         if base in PATH_CHARS or (not base.isascii() and not mark(base) and name_letter(base)):
@@ -427,13 +438,24 @@ def cut_path(text: str, start: int, end: int) -> bool:
     ASCII (review 1 of session 35), which is also none when the matcher, reading the text
     folded, sees its ``/`` end a longer path (:func:`.factletters.in_folded_folder`:
     ``／用户/app.py``), or when a name of it starts with a mark (``/home/x/\u0301/a.py``:
-    such a name is no name, as a Windows path's, ``_name_first``)."""
+    such a name is no name, as a Windows path's, ``_name_first``). Session 36: none
+    either after a caseless letter unless it starts at a system root (:func:`system_root`),
+    before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
+    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`)."""
     if text[start - 1 if start else 0 : end + 1].isascii():
-        return False  # (ASCII in it and beside it: most paths of a long text, one look)
+        # (ASCII in it and beside it: most paths of a long text, one look; a name's
+        # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)
+        return False
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
-    if cut_name(text, start, end):
+    if after_folder and caseless_before(text, start) and not system_root(text[start:end]):
+        return True
+    if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
+        return True
+    if caseless_file_after(text, end, text[start:end]):
+        return True
+    if folded_word_beside(text, start, end):
         return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
 
@@ -451,41 +473,10 @@ def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> 
     does not (:data:`MORE_NAME`). Before the path a mark belongs to the character
     before it (review 1: Thai ``ไฟล์``, a spacing ``´``): that base is judged, so
     ``Jose\u0301/app.py`` is cut, ``ไฟล์src/app.py`` prose."""
-    before = _base_before(text, start)
+    before = base_before(text, start)
     if before is not None and _goes_on(before, -1, every_letter):
         return True
     return end < len(text) and not text[end].isascii() and _goes_on(text[end], 0, every_letter)
-
-
-#: marks skipped back over before a path to find the character they sit on
-_MAX_MARKS = 32
-
-
-def _base_before(text: str, start: int) -> str | None:
-    """The character before `start`, or, when that is a mark (``ไฟล์`` ends with one),
-    the base it combines with, folded (NFKC, case) with its own marks dropped (``´``
-    folds to a space and a mark, ``क़`` to ``क`` and one); None before the text, at an
-    ASCII character other than a mark's base (its own rules judge it); after more
-    than :data:`_MAX_MARKS` marks, a mark."""
-    at = start - 1
-    while at >= 0 and start - at <= _MAX_MARKS:
-        char = text[at]
-        if char.isascii():
-            return char if at < start - 1 else None
-        folded = unicodedata.normalize("NFKC", char).casefold() or char
-        base = _without_marks(folded)
-        if base:
-            return base[-1] if char not in SUPERSCRIPT_DIGITS else None
-        at -= 1
-    return text[at] if at >= 0 else None  # (a long run of marks: judged as a mark)
-
-
-def _without_marks(folded: str) -> str:
-    """`folded` without the marks it ends with."""
-    end = len(folded)
-    while end and unicodedata.category(folded[end - 1])[0] == "M":
-        end -= 1
-    return folded[:end]
 
 
 def _goes_on(char: str, side: int, every_letter: bool) -> bool:

@@ -30,6 +30,7 @@ from ctxledger.compressor.factpathrules import (
     SUPERSCRIPT_DIGITS,
     cut_name,
     cut_path,
+    dotted_name_goes_on,
     first_names,
     name_start,
     plausible_path,
@@ -322,6 +323,7 @@ def _scan(
     path_chars, not_before, get = PATH_CHARS, _NOT_BEFORE_PATH, spans.get
     pos, last, last_start = state  # the last name anchor and where its name starts
     cut = None if text.isascii() else cut_path  # (an ASCII text cuts no name)
+    named = dotted_name_goes_on  # (a name's dots: asked of names only, session 36)
     wide = cut is not None and (slashes or mixed)  # (names of other letters: wide_slashes)
     for match in (wide_slashes(_EXT_ANCHOR.pattern if mixed else "") if wide else pattern).finditer(
         text, pos
@@ -342,7 +344,9 @@ def _scan(
                 start = last_start  # (``a.py.a.py.…`` was grown over once per anchor)
             if not text[start:anchor].isascii():
                 start = _after_superscript(text, start, anchor)  # (``foo¹bar.py``: bar.py)
-            alone = start == anchor and extensions  # ``.py`` alone
+            alone = start == anchor and extensions  # ``.py`` alone: no span
+            if cut is not None and not alone:  # nor a name read on (session 36: ``a.py.／``)
+                alone = named(text, start, end)
         if alone or (start and text[start - 1] in not_before) or (cut and cut(text, start, end)):
             pass  # no span (it may start before the last one: only spans come in order)
         elif start >= limit:

@@ -16,13 +16,19 @@ from collections.abc import Iterator, Sequence
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
+from helpers.reference_facts.foldedpaths import (
+    caseless_before,
+    caseless_file_after,
+    longer_when_folded,
+    system_root,
+    tail_of_folder,
+    word_beside_when_folded,
+)
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
-    caseless,  # session 35
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
-    matcher_reads,  # session 35, review 1
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -364,27 +370,6 @@ def _glued(char: str, side: int) -> bool:
     return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
 
 
-def _tail_of_folder(before: str) -> bool:
-    """Whether `before`, read as the matcher reads it, ends with a ``/`` and a folder
-    name whose last character is a caseless letter, or with a ``/`` (a path after
-    either is a tail)."""
-    seen = "".join(matcher_reads(c) for c in before)
-    if seen.endswith("/"):
-        return True
-    if not seen or ord(seen[-1]) < 128 or not caseless(seen[-1]):
-        return False
-    name = len(seen)
-    while name > 0 and (
-        seen[name - 1] in _PATH_CHARS
-        or (
-            ord(seen[name - 1]) >= 128
-            and (in_slash_name(seen[name - 1]) or caseless(seen[name - 1]))
-        )
-    ):
-        name -= 1
-    return name > 0 and seen[name - 1] == "/"
-
-
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
@@ -395,9 +380,17 @@ def span_ends(text: str) -> dict[int, int]:
             text[start] == "/"
             and start
             and ord(text[start - 1]) >= 128
-            and _tail_of_folder(text[:start])
+            and tail_of_folder(text[:start])
         ):
             continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
+        if text[start] == "/" and caseless_before(text, start) and not system_root(text[start:end]):
+            continue  # session 36: ``用户/app.py`` names no ``/app.py``
+        if caseless_file_after(text, end, text[start:end]):
+            continue  # session 36: ``/home/x/app`` of ``/home/x/app用户.py`` is cut
+        if word_beside_when_folded(text, start, end):
+            continue  # session 36: ``㍿app.py`` is ``株式会社app.py`` to the matcher
+        if longer_when_folded(text, start, end):
+            continue  # session 36: ``~/a．／`` is ``~/a./`` to the matcher, a longer path
         if any(_mark(text[at + 1]) for at in range(start, end - 1) if text[at] == "/"):
             continue  # review 1 of session 35: a name starting with a mark is no name
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``

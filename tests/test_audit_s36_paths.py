@@ -258,10 +258,14 @@ def test_many_caseless_first_names_are_rejected_in_c(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(
         factbounds, "cut_name", lambda *a, **k: checks.append(1) or checked(*a, **k)
     )
-    text = "用户/x.py " * 300
+    text = "用户/x.py " * 3000
     assert retention([tail], text) == ([], [tail])
-    assert len(checks) < 100
+    assert factbounds.PYTHON_REJECTS <= len(checks) < factbounds.PYTHON_REJECTS + 100 < 3000
     for more in ("see /x.py", "http://例子/x.py", "ไฟล์ /x.py"):
         assert retention([tail], text + more) == ([tail], []), more
     etc = _path_fact("see /etc/x now")
-    assert retention([etc], "用户/etc/y " * 300 + "修改/etc/x") == ([etc], [])
+    assert retention([etc], "用户/etc/y " * 3000 + "修改/etc/x") == ([etc], [])
+    # a root's needle rejected often before its true occurrence: the stricter pattern
+    # must not reject it after a caseless letter (review 2: no test reached it)
+    for before in ("/etc/x用户.py ", "/用户/etc/x "):
+        assert retention([etc], before * 1100 + "修改/etc/x") == ([etc], []), before

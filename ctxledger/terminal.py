@@ -96,7 +96,7 @@ class PlainConsole(Console):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self._width is not None and self._width < 1:  # COLUMNS=0: rich printed no line
-            self._width = None  # as for an unset or unreadable COLUMNS: the terminal's, or 80
+            self._width = None  # rich then reads COLUMNS=0 as 80 when it sizes the console
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         kwargs["markup"] = False

@@ -123,7 +123,9 @@ def _check_encoding(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
 
 def create_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
-    """CREATE SCHEMA IF NOT EXISTS, serialized (concurrent creations race on the catalog)."""
+    """CREATE SCHEMA IF NOT EXISTS, serialized (concurrent creations race on the catalog);
+    a database not UTF8 is refused first (no schema is left behind)."""
+    _check_encoding(conn)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema, "schema"),))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))

@@ -313,6 +313,10 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
         assert list(store.read_stream("ses_a", 7)) == []
         assert list(store.read_stream("ses_unknown")) == []
         assert store.stream_version("ses_unknown") == 0
+        # a name holding NUL is no stream (appends refuse it), never one cut at the NUL
+        assert (
+            list(store.read_stream("ses_a\x00x")) == [] and store.stream_version("ses_a\x00") == 0
+        )
 
     @pytest.mark.parametrize("batch_size", [1, 2, 3, 1000])
     def test_read_all_from_and_to_a_seq_in_any_batch_size(

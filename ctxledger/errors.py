@@ -44,6 +44,13 @@ class CtxLedgerError(Exception):
     """Base class of every ctxledger error."""
 
 
+def described(exc: BaseException) -> str:
+    """`exc`'s text and the notes added to it on the way up (``add_note``: a failed
+    append's re-read that failed too), as one text: what a user is shown."""
+    notes = [str(note) for note in getattr(exc, "__notes__", ())]
+    return "; ".join([str(exc), *notes]) if notes else str(exc)
+
+
 class InvalidInput(CtxLedgerError, ValueError):
     """Input from a user was rejected before anything was appended."""
 

@@ -506,3 +506,16 @@ def test_an_append_cut_off_reports_its_own_error_not_the_refresh_after_it(
     assert caught.value.__notes__ == [
         "the re-read after it failed too: could not read the log: gone"
     ]
+
+
+def test_a_note_on_an_error_is_shown_by_the_cli_and_the_state_api() -> None:
+    """The final review of session 36: the CLI and the state API printed ``str(exc)``,
+    which leaves out the re-read's note, so nobody saw it."""
+    from ctxledger.cli.app import _one_line
+    from ctxledger.server.errors import message_of
+
+    err = StoreError("could not append: gone; re-send the same events")
+    err.add_note("the re-read after it failed too: could not read the log: gone")
+    for shown in (_one_line(err), message_of(err)):
+        assert shown.startswith("could not append: gone; re-send the same events; ")
+        assert shown.endswith("the re-read after it failed too: could not read the log: gone")

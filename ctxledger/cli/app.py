@@ -19,7 +19,14 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
-from ctxledger.errors import CtxLedgerError, InvalidEvent, InvalidInput, LedgerChanged, NotFound
+from ctxledger.errors import (
+    CtxLedgerError,
+    InvalidEvent,
+    InvalidInput,
+    LedgerChanged,
+    NotFound,
+    described,
+)
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     default_db_path,
@@ -400,7 +407,7 @@ def _one_line(exc: Exception) -> str:
     # character is data a user gave (a CR in a path) and is shown escaped, not blanked.
     # (Split, not a regex: "[ \t]*\n" retried a long run of blanks from each of its
     # positions, quadratic: 30,000 spaces in an argument took 10 s.)
-    text = redact(str(exc)).strip()  # an error can quote a secret (an HTTP reply, a URL)
+    text = redact(described(exc)).strip()  # an error can quote a secret (an HTTP reply, a URL)
     if "\n" in text:
         lines = (line.removesuffix("\r").strip(" \t") for line in text.split("\n"))
         text = " ".join(line for line in lines if line)

@@ -28,6 +28,7 @@ from ctxledger.errors import (
     UnknownCompaction,
     UnknownMessage,
     UnknownSession,
+    described,
 )
 from ctxledger.terminal import inline
 
@@ -88,7 +89,7 @@ def message_of(exc: Exception) -> str:
     # redacted: an error can quote a secret (a summarizer's HTTP reply naming its key)
     if isinstance(exc, KeyError) and exc.args:
         return one_line(redact(str(exc.args[0])))  # KeyError quotes its message otherwise
-    return one_line(redact(str(exc))) or type(exc).__name__
+    return one_line(redact(described(exc))) or type(exc).__name__
 
 
 def error_response(exc: Exception) -> JSONResponse:

@@ -17,6 +17,7 @@ from ctxledger.analysis.whatif import whatif
 from ctxledger.cli.main import cli
 from ctxledger.demo.record import record_generated
 from ctxledger.importers.detect import load
+from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 
 
@@ -46,15 +47,25 @@ def test_another_config_lists_each_difference_with_numbers(tmp_path: Path) -> No
     assert repro.matching_compactions < max(repro.compactions)
 
 
-def test_an_import_without_usage_is_never_called_exact_and_says_why(tmp_path: Path) -> None:
-    path = tmp_path / "chat.json"
-    turns = [
+def _chat(count: int) -> list[dict[str, str]]:
+    """`count` long messages, user and assistant in turn (no model call, no usage)."""
+    return [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 300}
-        for i in range(40)
+        for i in range(count)
     ]
-    path.write_text(json.dumps(turns))
+
+
+def _imported(tmp_path: Path, count: int) -> tuple[Ledger, str]:
+    """A ledger holding one imported chat of `count` messages, and its session."""
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(_chat(count)))
     ledger = deterministic_ledger(tmp_path / "l.db")
     [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    return ledger, sid
+
+
+def test_an_import_without_usage_is_never_called_exact_and_says_why(tmp_path: Path) -> None:
+    ledger, sid = _imported(tmp_path, 40)
     report = whatif(ledger, sid)
     repro = report.reproduction
     assert repro is not None and not repro.exact
@@ -96,17 +107,22 @@ def test_an_import_compacted_by_hand_says_the_whatif_ran_the_loop_it_never_had(
     tmp_path: Path,
 ) -> None:
     """Imported messages saw no trigger; the what-if's loop compacts them on its own."""
-    path = tmp_path / "chat.json"
-    turns = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 300}
-        for i in range(60)
-    ]
-    path.write_text(json.dumps(turns))
-    ledger = deterministic_ledger(tmp_path / "l.db")
-    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    ledger, sid = _imported(tmp_path, 60)
     tip = anyio.run(compact, ledger, sid, OfflineSummarizer()).new_session_id
     repro = whatif(ledger, tip).reproduction
     assert repro is not None and not repro.exact and repro.compactions[0] == 1
-    [warning] = [w for w in repro.warnings if w.startswith("no model call is recorded")]
-    assert "without an agent loop" in warning and "of its own (" in warning
+    [warning] = [w for w in repro.warnings if w.startswith("the chain was imported (")]
+    assert "no trigger ran as its messages arrived" in warning and "of its own (" in warning
     assert repro.compactions[1] > 1 and f"made {repro.compactions[1] - 1} compaction" in warning
+
+
+def test_a_live_chain_without_usage_is_not_said_to_be_imported(tmp_path: Path) -> None:
+    """The final review of session 36: a live agent whose model reports no usage records
+    no model call either; its chain was not imported, and the warning must not say so."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sid = ledger.start_session(model="m", context_length=16_000)
+    ledger.append_messages(sid, _chat(60))
+    tip = anyio.run(compact, ledger, sid, OfflineSummarizer()).new_session_id
+    repro = whatif(ledger, tip).reproduction
+    assert repro is not None and repro.compactions[1] > 1  # (the loop compacted on its own)
+    assert not any("trigger ran" in w or "import" in w for w in repro.warnings), repro.warnings

@@ -2,9 +2,9 @@
 
 The reproduction line ("reproduced: 0 of 1 recorded compactions") is a fact; these
 warnings say when it is not the what-if's fault: the log carries no provider usage, a
-recorded compaction was the source agent's, or the recorded messages were appended
-without the agent loop (an import, a script) while the what-if runs the loop's
-automatic triggers over them.
+recorded compaction was the source agent's, or the chain was imported (no agent loop
+ran as its messages arrived) while the what-if runs the loop's automatic triggers over
+them.
 """
 
 from __future__ import annotations
@@ -36,21 +36,25 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
             f"({imported[0].summary.summarizer}); its triggers and summaries are not ctxledger's, "
             "so the what-if cannot reproduce them, only compare with them"
         )
-    if not usage:
-        out.extend(_no_loop(recorded, chain_compactions(scratch, tip)))
+    if not usage and hist.start.source is not None:
+        out.extend(_imported(hist.start.source, recorded, chain_compactions(scratch, tip)))
     return out
 
 
-def _no_loop(recorded: list[CompactionRecord], whatif: list[CompactionRecord]) -> list[str]:
-    """A warning when the what-if compacted on its own triggers over messages that no
-    agent loop saw (no model call is recorded) and the recording has no such compaction."""
+def _imported(
+    source: str, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
+) -> list[str]:
+    """A warning when the chain was imported (its first session names its source) and
+    no model call was recorded since, the what-if compacted on its loop's own triggers
+    and the recording has no such compaction: no trigger ran as the messages arrived.
+    (Not said of a live chain without usage: a model that reports none is one.)"""
     automatic = [r for r in whatif if r.switch.trigger in _AUTOMATIC]
     if not automatic or any(r.switch.trigger in _AUTOMATIC for r in recorded):
         return []
     triggers = sorted({r.switch.trigger for r in automatic})
     return [
-        "no model call is recorded: the messages were appended without an agent loop "
-        "(an import, or messages appended directly), so no trigger ran as they arrived; the what-if runs "
-        f"the loop over them and made {len(automatic)} compaction(s) of its own "
-        f"({', '.join(triggers)}) that the recording could not have"
+        f"the chain was imported ({source}) and no model call is recorded since: no "
+        "trigger ran as its messages arrived; the what-if runs the agent loop over them "
+        f"and made {len(automatic)} compaction(s) of its own ({', '.join(triggers)}) that "
+        "the recording has no counterpart for"
     ]

@@ -147,6 +147,16 @@ def test_one_reference_must_be_a_compaction(chain: tuple[Ledger, str]) -> None:
         diff(ledger, tip)
 
 
+def test_one_reference_to_nothing_is_named_as_such(chain: tuple[Ledger, str]) -> None:
+    """Session 36's CLI sweep: ``diff ses_nope`` said "give two references", as if the
+    reference were fine and only a second one missing."""
+    ledger, _ = chain
+    before = ledger.store.last_seq()
+    with pytest.raises(UnknownSession, match="no session or compaction 'ses_nope'"):
+        diff(ledger, "ses_nope")
+    assert ledger.store.last_seq() == before
+
+
 def test_parse_ref() -> None:
     assert parse_ref("ses_a@12") == ("ses_a", 12)
     assert parse_ref(" ses_a ") == ("ses_a", None)

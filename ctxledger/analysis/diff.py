@@ -535,6 +535,7 @@ def diff(
     if b_ref is None:
         name, seq = parse_ref(a_ref)
         if seq is not None or not is_compaction_ref(ledger, name):
+            resolve_view(ledger, a_ref)  # a reference to nothing is named as such first
             raise InvalidInput(
                 "give two references to compare, or one compaction id (before vs after)"
             )

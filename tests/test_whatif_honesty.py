@@ -19,6 +19,7 @@ from ctxledger.demo.record import record_generated
 from ctxledger.importers.detect import load
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
+from ctxledger.runtime.service import ContextService
 
 
 def test_the_recorded_config_reproduces_a_recorded_chain_exactly_and_says_why(
@@ -126,3 +127,37 @@ def test_a_live_chain_without_usage_is_not_said_to_be_imported(tmp_path: Path) -
     repro = whatif(ledger, tip).reproduction
     assert repro is not None and repro.compactions[1] > 1  # (the loop compacted on its own)
     assert not any("trigger ran" in w or "import" in w for w in repro.warnings), repro.warnings
+
+
+async def _host_decided(ledger: Ledger) -> str:
+    """A chain whose host decides when to compact, as Hermes's context engine does: no
+    trigger of the ledger runs; the host asks for a compaction (manual) after a user
+    message that takes the live view to the threshold."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(14):
+        await svc.append(sid, [{"role": "user", "content": f"turn {turn} " + "word " * 900}])
+        status = svc.status(sid)
+        if status["tokens"] >= status["threshold_tokens"]:
+            sid = (await svc.compress(sid)).session_id
+        sid = (await svc.append(sid, [{"role": "assistant", "content": f"done {turn}"}])).session_id
+    return svc.tip(sid)
+
+
+def test_a_host_decided_compaction_the_whatif_doubles_is_said(tmp_path: Path) -> None:
+    """Session 36 (a Hermes user's ledger): the what-if's preflight compacts at the point
+    where the host asked for a compaction, then it replays the request: two compactions
+    back to back where the recording made one, and the report said nothing of why."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = anyio.run(_host_decided, ledger)
+    report = whatif(ledger, tip)
+    repro = report.reproduction
+    assert repro is not None and not repro.exact
+    triggers = [c.trigger for c in report.whatif.compactions]
+    assert "manual" in triggers and repro.compactions[1] > repro.compactions[0] >= 1
+    [warning] = [w for w in repro.warnings if "compacted twice" in w]
+    assert warning.startswith("1 compaction(s) the agent asked for (manual)")
+    # the recorded config's what-if of an ordinary chain gets no such warning
+    plain = deterministic_ledger(tmp_path / "plain.db")
+    plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
+    assert plain_repro is not None and not any("twice" in w for w in plain_repro.warnings)

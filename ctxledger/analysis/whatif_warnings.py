@@ -9,6 +9,8 @@ them.
 
 from __future__ import annotations
 
+import itertools
+
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.history import History, UsageStep
 from ctxledger.ledger.facade import Ledger
@@ -36,9 +38,32 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
             f"({imported[0].summary.summarizer}); its triggers and summaries are not ctxledger's, "
             "so the what-if cannot reproduce them, only compare with them"
         )
+    whatif = chain_compactions(scratch, tip)
     if not usage and hist.start.source is not None:
-        out.extend(_imported(hist.start.source, recorded, chain_compactions(scratch, tip)))
+        out.extend(_imported(hist.start.source, recorded, whatif))
+    doubled = len(_doubled(whatif)) - len(_doubled(recorded))
+    if doubled > 0:
+        out.append(
+            f"{doubled} compaction(s) the agent asked for (manual) came right after one the "
+            "what-if's loop made on its own at the same point, nothing appended between: the "
+            "recording ran no trigger there (a host that decides when to compact, such as "
+            "Hermes's context engine, asks for each compaction), so the what-if compacted "
+            "twice where the recording compacted once"
+        )
     return out
+
+
+def _doubled(compactions: list[CompactionRecord]) -> list[CompactionRecord]:
+    """The manual compactions of a chain made right after an automatic one: of the
+    session that one started, at the size it left (nothing appended in between)."""
+    return [
+        after
+        for before, after in itertools.pairwise(compactions)
+        if before.switch.trigger in _AUTOMATIC
+        and after.switch.trigger == "manual"
+        and after.session_id == before.new_session_id
+        and after.switch.tokens_before == before.switch.tokens_after
+    ]
 
 
 def _imported(

@@ -157,6 +157,11 @@ def test_a_host_decided_compaction_the_whatif_doubles_is_said(tmp_path: Path) ->
     assert "manual" in triggers and repro.compactions[1] > repro.compactions[0] >= 1
     [warning] = [w for w in repro.warnings if "compacted twice" in w]
     assert warning.startswith("1 compaction(s) the agent asked for (manual)")
+    assert warning.endswith(
+        "the recording has no automatic compaction at all (a host that "
+        "decides when to compact, such as Hermes's context engine, asks "
+        "for each one)"
+    )
     # the recorded config's what-if of an ordinary chain gets no such warning
     plain = deterministic_ledger(tmp_path / "plain.db")
     plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction

@@ -43,19 +43,33 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
         out.extend(_imported(hist.start.source, recorded, whatif))
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
-        out.append(
-            f"{doubled} compaction(s) the agent asked for (manual) came right after one the "
-            "what-if's loop made on its own at the same point, nothing appended between: the "
-            "recording ran no trigger there (a host that decides when to compact, such as "
-            "Hermes's context engine, asks for each compaction), so the what-if compacted "
-            "twice where the recording compacted once"
-        )
+        out.append(_doubled_warning(doubled, recorded))
     return out
+
+
+def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:
+    """What to say of `doubled` manual compactions the what-if made right after one of
+    its own: a host deciding every compaction when the recording has no automatic one
+    (Hermes's context engine asks for each), else the what-if's settings."""
+    said = (
+        f"{doubled} compaction(s) the agent asked for (manual) came right after one the "
+        "what-if's loop made on its own at the same point, nothing appended between, so "
+        "the what-if compacted twice where the recording compacted once: "
+    )
+    if any(r.switch.trigger in _AUTOMATIC for r in recorded):
+        return said + "no automatic compaction of the recording happened there"
+    return said + (
+        "the recording has no automatic compaction at all (a host that decides when to "
+        "compact, such as Hermes's context engine, asks for each one)"
+    )
 
 
 def _doubled(compactions: list[CompactionRecord]) -> list[CompactionRecord]:
     """The manual compactions of a chain made right after an automatic one: of the
-    session that one started, at the size it left (nothing appended in between)."""
+    session that one started, at the size it left (nothing appended in between). Pairs
+    are counted, not placed: a recorded pair at one point offsets a what-if's at
+    another. Hygiene then the turn's messages then the manual one is not caught (its
+    sizes differ): in a Hermes chain hygiene's threshold sits above the host's."""
     return [
         after
         for before, after in itertools.pairwise(compactions)

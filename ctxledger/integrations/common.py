@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxledger import ContextService
-from ctxledger.errors import CtxLedgerError, StoreError
+from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
 from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
 from ctxledger.ledger.prompt import held_prompt
@@ -222,21 +222,14 @@ def _path(where: _Where) -> str:
 
 def ledger_target(target: str | os.PathLike[str]) -> str | Path:
     """A ``postgresql://…`` URL stays a string (a ``Path`` would collapse its ``//``); a
-    file path becomes a ``Path`` whose directory is created. A directory that cannot be
-    (a parent that is a file, no permission) is a :class:`StoreError` naming it, which a
-    host's hook reports as any ledger error; an ``OSError`` crashed Hermes's turn."""
+    file path becomes a ``Path``. Its folder is made by the store when it opens (owner
+    only), and one that cannot be made (a parent that is a file, no permission, a path
+    too deep) is the store's :class:`StoreError`, which a host's hook reports as any
+    ledger error (session 36: a folder made here was 0755, and an ``OSError`` of it
+    crashed Hermes's turn)."""
     if is_url(target):
         return str(target)
-    path = Path(target)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot create the folder {path.parent} of the ledger {path}: "
-            f"{exc.strerror or exc}; check the path and that its folder can be made; "
-            "nothing was written"
-        ) from None
-    return path
+    return Path(target)
 
 
 __all__ = [

@@ -109,6 +109,31 @@ async def test_append_with_expected_version_conflict_writes_nothing(api: Api) ->
     assert ok["version"] == version + 1
 
 
+async def test_a_stale_append_to_a_compacted_session_names_the_tip(api: Api) -> None:
+    # A client that read GET /v1/sessions/OLD (which answers the tip and its version) and
+    # appends to OLD with that version gets a 409 saying where to go, not "at version 2,
+    # not the expected 2".
+    sid = await _session(api, turns=8)
+    tip = (await api.call("POST", f"/v1/sessions/{sid}/compress", json={}))["session_id"]
+    status = await api.call("GET", f"/v1/sessions/{sid}")
+    assert status["session_id"] == tip
+    before = api.last_seq()
+    err = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        409,
+        json={
+            "messages": [{"role": "user", "content": "x"}],
+            "expected_version": status["version"],
+        },
+    )
+    assert err["error"]["session_id"] == tip
+    assert err["error"]["current_version"] == status["version"]
+    message = err["error"]["message"]
+    assert f"session {sid!r} continues as {tip!r}" in message and "not the expected" not in message
+    assert api.last_seq() == before
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [

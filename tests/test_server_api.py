@@ -109,6 +109,16 @@ async def test_append_with_expected_version_conflict_writes_nothing(api: Api) ->
     assert ok["version"] == version + 1
 
 
+async def test_dry_run_and_end_answer_the_version_like_every_write(api: Api) -> None:
+    # README: each write "answers the session to continue on and its version"
+    sid = await _session(api, turns=8)
+    version = (await api.call("GET", f"/v1/sessions/{sid}"))["version"]
+    plan = await api.call("POST", f"/v1/sessions/{sid}/compress", json={"dry_run": True})
+    assert plan["session_id"] == sid and plan["version"] == version
+    ended = await api.call("POST", f"/v1/sessions/{sid}/end", json={})
+    assert ended["ended"] is True and ended["version"] == version + 1
+
+
 async def test_a_stale_append_to_a_compacted_session_names_the_tip(api: Api) -> None:
     # A client that read GET /v1/sessions/OLD (which answers the tip and its version) and
     # appends to OLD with that version gets a 409 saying where to go, not "at version 2,

@@ -127,3 +127,39 @@ async def test_a_responses_client_side_call_other_than_a_function_asks_for_tools
         )
         assert resp.status_code == 200, resp.text
         assert _said(r) == [True]
+
+
+def _refusal_response() -> bytes:
+    message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+    usage = {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26}
+    doc = {"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4o"}
+    return json.dumps({**doc, "choices": [choice], "usage": usage}).encode()
+
+
+async def test_a_chat_client_that_sends_back_a_refusal_can_go_on(tmp_path: Path) -> None:
+    """OpenAI answers a refusal as content null + "refusal"; a client keeps that message
+    in its history. It was refused with 422 invalid_message at every later turn."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(Raw((_refusal_response(),)), Say("sure"))
+        history: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "do the bad thing"},
+        ]
+        for ask in (None, "then something else"):
+            if ask is not None:
+                history.append({"role": "user", "content": ask})
+            resp = await r.http.post(
+                "/v1/chat/completions",
+                json={"model": "gpt-4o", "messages": history},
+                headers={"authorization": "Bearer sk-client", "x-ctxledger-session": "s"},
+            )
+            assert resp.status_code == 200, resp.text
+            history.append(resp.json()["choices"][0]["message"])
+        view = r.service.api_messages("s")
+        assert view[2] == {
+            "role": "assistant",
+            "content": None,
+            "refusal": "I can't help with that.",
+        }
+        assert [m["content"] for m in view[-2:]] == ["then something else", "sure"]

@@ -109,6 +109,27 @@ async def test_append_with_expected_version_conflict_writes_nothing(api: Api) ->
     assert ok["version"] == version + 1
 
 
+async def test_the_schema_says_a_write_on_an_ended_session_is_a_409(api: Api) -> None:
+    # a generated client must know every write on a session can answer 409 session_ended
+    schema = await api.call("GET", "/openapi.json")
+    writes = {
+        path: ops["post"]
+        for path, ops in schema["paths"].items()
+        if "post" in ops and path.startswith("/v1/sessions/{session_id}/")
+    }
+    assert (
+        len(writes) == 8
+    )  # messages usage preflight system-prompt hygiene compress provider-error end
+    for path, op in writes.items():
+        assert "session_ended" in op["responses"]["409"]["description"], path
+        assert "507" in op["responses"], path
+    assert "version_conflict" not in writes["/v1/sessions/{session_id}/usage"]["responses"]["409"]
+    sid = await _session(api)
+    await api.call("POST", f"/v1/sessions/{sid}/end", json={})
+    err = await api.call("POST", f"/v1/sessions/{sid}/usage", 409, json={"usage": {}})
+    assert err["error"]["code"] == "session_ended"
+
+
 async def test_dry_run_and_end_answer_the_version_like_every_write(api: Api) -> None:
     # README: each write "answers the session to continue on and its version"
     sid = await _session(api, turns=8)

@@ -130,6 +130,14 @@ async def test_the_schema_says_a_write_on_an_ended_session_is_a_409(api: Api) ->
     assert err["error"]["code"] == "session_ended"
 
 
+async def test_a_field_sent_to_a_call_that_takes_none_is_named_in_one_clear_line(
+    api: Api,
+) -> None:
+    sid = await _session(api)
+    err = await api.call("POST", f"/v1/sessions/{sid}/preflight", 422, json={"x": 1})
+    assert err["error"]["message"] == "unknown field(s) 'x'; this call takes no fields"
+
+
 async def test_dry_run_and_end_answer_the_version_like_every_write(api: Api) -> None:
     # README: each write "answers the session to continue on and its version"
     sid = await _session(api, turns=8)

@@ -163,3 +163,39 @@ async def test_a_chat_client_that_sends_back_a_refusal_can_go_on(tmp_path: Path)
             "refusal": "I can't help with that.",
         }
         assert [m["content"] for m in view[-2:]] == ["then something else", "sure"]
+
+
+def _refusal_stream() -> tuple[bytes, ...]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        doc = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
+        return b"data: " + json.dumps({**doc, "choices": [choice]}).encode() + b"\n\n"
+
+    return (
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "I can't "}),
+        chunk({"refusal": "help with that."}),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_refusal_reply_is_recorded_as_it_came(tmp_path: Path, stream: bool) -> None:
+    """The proxy recorded nothing of a JSON refusal (and an empty text of a streamed
+    one): the ledger's view lacked the turn's answer until the client's next request."""
+    reply = Raw(_refusal_stream(), "text/event-stream") if stream else Raw((_refusal_response(),))
+    async with rig(tmp_path) as r:
+        r.upstream.queue(reply)
+        resp = await r.http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "bad"}],
+                "stream": stream,
+            },
+            headers={"authorization": "Bearer sk-client", "x-ctxledger-session": "s"},
+        )
+        assert resp.status_code == 200, resp.text
+        refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+        assert r.service.api_messages("s")[-1] == refusal

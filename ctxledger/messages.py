@@ -122,7 +122,7 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     elif (
         role == "assistant"
         and message.get("content") is None
-        # OpenAI answers a refusal as content null + "refusal": the client sends it back so
+        # OpenAI answers a refusal as content null + "refusal"; clients send it back
         and not isinstance(message.get("refusal"), str)
     ):
         raise InvalidMessage(

@@ -199,3 +199,22 @@ async def test_a_refusal_reply_is_recorded_as_it_came(tmp_path: Path, stream: bo
         assert resp.status_code == 200, resp.text
         refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
         assert r.service.api_messages("s")[-1] == refusal
+
+
+def test_a_refusal_beside_content_is_recorded_too() -> None:
+    """A refusal beside content "" (Azure, gateways) or beside text was dropped."""
+    from ctxledger.server.formats import OpenAIStream, SSEEvent, openai_reply
+
+    no = "I can't help with that."
+    assert (openai_reply({"content": "", "refusal": no}) or {}).get("refusal") == no
+    assert openai_reply({"content": "part", "refusal": no}) == {
+        "role": "assistant",
+        "content": "part",
+        "refusal": no,
+    }
+    stream = OpenAIStream(wants_usage=False)
+    for delta, finish in (({"content": "", "refusal": None}, None), ({"refusal": no}, "stop")):
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        stream.feed(SSEEvent(raw=b"", event=None, data=json.dumps({"choices": [choice]})))
+    assert stream.reply() == {"role": "assistant", "content": "", "refusal": no}
+    assert "refusal" not in (openai_reply({"content": "hi", "refusal": ""}) or {})

@@ -307,6 +307,8 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
     }
     if calls:
         out["tool_calls"] = calls
+    if isinstance(refusal, str) and refusal:  # beside content too (gateways send content "")
+        out["refusal"] = refusal
     return out
 
 

@@ -17,6 +17,7 @@ from ctxledger.compressor.assemble import (
 )
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import CompactionPlan, OrphanAction, plan
+from ctxledger.compressor.recording import CompactionInput, summary_request
 from ctxledger.errors import CompressionError
 from ctxledger.messages import validate_messages
 
@@ -308,8 +309,6 @@ def _forced(messages: list[Message]) -> CompactionPlan:
 
 
 def test_a_refusal_that_took_a_merged_summary_survives_the_next_compaction() -> None:
-    from ctxledger.compressor.recording import CompactionInput, summary_request
-
     refusal = {"role": "assistant", "content": None, "refusal": "I can't help."}
     messages = validate_messages([{"role": "system", "content": "sys"}, *_turns(8, 5)])
     first = _forced(messages)

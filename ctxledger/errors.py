@@ -96,14 +96,21 @@ class ConcurrencyError(StoreError):
     Re-read the stream (or the compression tip) and retry.
     """
 
-    def __init__(self, stream: str, expected: int, actual: int) -> None:
+    def __init__(
+        self, stream: str, expected: int, actual: int, *, superseded: str | None = None
+    ) -> None:
         self.stream = stream
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"stream {stream!r} is at version {actual}, not the expected {expected}; "
-            "nothing was written: re-read the session and retry"
-        )
+        if superseded is None:
+            text = f"stream {stream!r} is at version {actual}, not the expected {expected}"
+        else:
+            # the caller named a session that was continued (compacted): its version is moot
+            text = (
+                f"session {superseded!r} continues as {stream!r}, at version {actual}; "
+                f"append to {stream!r}"
+            )
+        super().__init__(f"{text}; nothing was written: re-read the session and retry")
 
 
 class DuplicateEventError(StoreError):

@@ -119,8 +119,15 @@ def validate_message(message: Any, index: int | None = None) -> Message:
                 f"'tool_calls' is only allowed on assistant messages, not {role}", index=index
             )
         _check_tool_calls(message["tool_calls"], index)
-    elif role == "assistant" and message.get("content") is None:
-        raise InvalidMessage("assistant message has neither content nor tool_calls", index=index)
+    elif (
+        role == "assistant"
+        and message.get("content") is None
+        # OpenAI answers a refusal as content null + "refusal"; clients send it back
+        and not isinstance(message.get("refusal"), str)
+    ):
+        raise InvalidMessage(
+            "assistant message has neither content nor tool_calls (nor a refusal)", index=index
+        )
     if "name" in message and not isinstance(message["name"], str):
         raise InvalidMessage("'name' must be a string", index=index)
     return dict(message)

@@ -17,6 +17,7 @@ from ctxledger.compressor.assemble import (
 )
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.planner import CompactionPlan, OrphanAction, plan
+from ctxledger.compressor.recording import CompactionInput, summary_request
 from ctxledger.errors import CompressionError
 from ctxledger.messages import validate_messages
 
@@ -156,6 +157,8 @@ def test_merge_and_split_round_trip_for_every_content_shape() -> None:
         {"role": "assistant", "content": None, "tool_calls": [_call("c1")]},
         {"role": "assistant", "content": "", "tool_calls": [_call("c2")]},
         {"role": "user", "content": ""},
+        {"role": "assistant", "content": None, "refusal": "I can't help."},
+        {"role": "assistant", "content": "", "refusal": "I can't help."},
     ]
     for message in shapes:
         merged = merge_summary(message, "the body")
@@ -286,3 +289,42 @@ def test_feedback_of_an_abort_preserves_every_message_and_redacts_the_reason() -
     assert lines[0] == "Compression aborted: 6 messages preserved"
     assert "unchanged" in lines[1] and "no messages were removed" in lines[2]
     assert "sk-abcdefghij" not in text and "[REDACTED]" in text
+
+
+def _turns(n: int, refusal_at: int | None = None) -> list[Message]:
+    """n alternating user/assistant turns; the one at `refusal_at` is a refusal (content null)."""
+    messages: list[Message] = []
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        if i == refusal_at:
+            messages.append({"role": "assistant", "content": None, "refusal": "I can't help."})
+        else:
+            messages.append({"role": role, "content": f"m{i} " + "word " * 200})
+    return messages
+
+
+def _forced(messages: list[Message]) -> CompactionPlan:
+    counts = [5 if m.get("content") is None else 210 for m in messages]
+    return plan(messages, CompressionConfig(), counts, context_length=4_000, force=True)
+
+
+def test_a_refusal_that_took_a_merged_summary_survives_the_next_compaction() -> None:
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help."}
+    messages = validate_messages([{"role": "system", "content": "sys"}, *_turns(8, 5)])
+    first = _forced(messages)
+    assert first.merge_index is not None and messages[first.merge_index] == refusal
+    once = apply(first, messages, "first body").messages
+    assert [split_merged(m) for m in once if m.get("refusal")] == [("first body", refusal)]
+    again = validate_messages([*once, *_turns(6)])
+    second = _forced(again)
+    inp = CompactionInput(
+        session_id="s", model="m", context_length=4_000, encoding="cl100k_base",
+        messages=again, message_ids=[None, *(f"m{i}" for i in range(1, len(again)))],
+        exact_tokens=[210] * len(again),
+    )  # fmt: skip
+    request = summary_request(inp, second, None)
+    kept = apply(second, again, "second body").messages
+    assert refusal in request.turns or any(
+        split_merged(m) == ("second body", refusal) for m in kept
+    )
+    assert request.previous_summary == "first body"

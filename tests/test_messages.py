@@ -253,3 +253,19 @@ def test_a_bad_number_among_many_is_named(ledger: Ledger, meta: dict, says: str)
     with pytest.raises(InvalidMessage, match=re.escape(f"message 0: {says}")):
         ledger.append_messages(sid, [{"role": "user", "content": "x", "meta": meta}])
     assert ledger.store.last_seq() == before
+
+
+@pytest.mark.parametrize("refusal", [5, {}, None, ["no"]])
+def test_null_content_with_a_refusal_that_is_not_text_is_still_refused(refusal: object) -> None:
+    message = {"role": "assistant", "content": None, "refusal": refusal}
+    with pytest.raises(InvalidMessage, match="neither content nor tool_calls"):
+        validate_message(message, 0)
+
+
+@pytest.mark.parametrize("refusal", ["I can't help with that.", ""])
+def test_a_refusal_with_null_content_is_stored_as_sent(ledger: Ledger, refusal: str) -> None:
+    # "" too: the proxy records a streamed refusal whose pieces were all empty as sent
+    sid = ledger.start_session(model="m", context_length=16_000)
+    refused = {"role": "assistant", "content": None, "refusal": refusal}
+    ledger.append_messages(sid, [{"role": "user", "content": "do it"}, refused])
+    assert ledger.api_messages(sid)[-1] == refused

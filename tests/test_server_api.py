@@ -109,6 +109,71 @@ async def test_append_with_expected_version_conflict_writes_nothing(api: Api) ->
     assert ok["version"] == version + 1
 
 
+async def test_the_schema_says_a_write_on_an_ended_session_is_a_409(api: Api) -> None:
+    # a generated client must know every write on a session can answer 409 session_ended
+    schema = await api.call("GET", "/openapi.json")
+    writes = {
+        path: ops["post"]
+        for path, ops in schema["paths"].items()
+        if "post" in ops and path.startswith("/v1/sessions/{session_id}/")
+    }
+    names = {path.rsplit("/", 1)[-1] for path in writes}
+    assert names >= {"messages", "usage", "preflight", "system-prompt", "hygiene", "compress"}
+    assert names >= {"provider-error", "end"}
+    for path, op in writes.items():
+        assert "session_ended" in op["responses"]["409"]["description"], path
+        assert "507" in op["responses"], path
+    assert "507" in schema["paths"]["/v1/sessions"]["post"]["responses"]  # a write too
+    assert "version_conflict" not in writes["/v1/sessions/{session_id}/usage"]["responses"]["409"]
+    sid = await _session(api)
+    await api.call("POST", f"/v1/sessions/{sid}/end", json={})
+    err = await api.call("POST", f"/v1/sessions/{sid}/usage", 409, json={"usage": {}})
+    assert err["error"]["code"] == "session_ended"
+
+
+async def test_a_field_sent_to_a_call_that_takes_none_is_named_in_one_clear_line(
+    api: Api,
+) -> None:
+    sid = await _session(api)
+    err = await api.call("POST", f"/v1/sessions/{sid}/preflight", 422, json={"x": 1})
+    assert err["error"]["message"] == "unknown field(s) 'x'; this call takes no fields"
+
+
+async def test_dry_run_and_end_answer_the_version_like_every_write(api: Api) -> None:
+    # README: each write "answers the session to continue on and its version"
+    sid = await _session(api, turns=8)
+    version = (await api.call("GET", f"/v1/sessions/{sid}"))["version"]
+    plan = await api.call("POST", f"/v1/sessions/{sid}/compress", json={"dry_run": True})
+    assert plan["session_id"] == sid and plan["version"] == version
+    ended = await api.call("POST", f"/v1/sessions/{sid}/end", json={})
+    assert ended["ended"] is True and ended["version"] == version + 1
+
+
+async def test_a_stale_append_to_a_compacted_session_names_the_tip(api: Api) -> None:
+    # A client that read GET /v1/sessions/OLD (which answers the tip and its version) and
+    # appends to OLD with that version gets a 409 saying where to go, not "at version 2,
+    # not the expected 2".
+    sid = await _session(api, turns=8)
+    tip = (await api.call("POST", f"/v1/sessions/{sid}/compress", json={}))["session_id"]
+    status = await api.call("GET", f"/v1/sessions/{sid}")
+    assert status["session_id"] == tip
+    before = api.last_seq()
+    err = await api.call(
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        409,
+        json={
+            "messages": [{"role": "user", "content": "x"}],
+            "expected_version": status["version"],
+        },
+    )
+    assert err["error"]["session_id"] == tip
+    assert err["error"]["current_version"] == status["version"]
+    message = err["error"]["message"]
+    assert f"session {sid!r} continues as {tip!r}" in message and "not the expected" not in message
+    assert api.last_seq() == before
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [

@@ -159,6 +159,8 @@ def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert out.stderr.startswith("error: refusing to listen on '0.0.0.0' without a token")
+    # the advice survives the CLI's redaction of error messages (it read "[REDACTED] --token-file")
+    assert "--token-file FILE" in out.stderr and "REDACTED" not in out.stderr
 
 
 def test_serve_rejects_a_short_token(tmp_path: Path) -> None:

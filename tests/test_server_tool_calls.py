@@ -127,3 +127,94 @@ async def test_a_responses_client_side_call_other_than_a_function_asks_for_tools
         )
         assert resp.status_code == 200, resp.text
         assert _said(r) == [True]
+
+
+def _refusal_response() -> bytes:
+    message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+    usage = {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26}
+    doc = {"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4o"}
+    return json.dumps({**doc, "choices": [choice], "usage": usage}).encode()
+
+
+async def test_a_chat_client_that_sends_back_a_refusal_can_go_on(tmp_path: Path) -> None:
+    """OpenAI answers a refusal as content null + "refusal"; a client keeps that message
+    in its history. It was refused with 422 invalid_message at every later turn."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(Raw((_refusal_response(),)), Say("sure"))
+        history: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "do the bad thing"},
+        ]
+        for ask in (None, "then something else"):
+            if ask is not None:
+                history.append({"role": "user", "content": ask})
+            resp = await r.http.post(
+                "/v1/chat/completions",
+                json={"model": "gpt-4o", "messages": history},
+                headers={"authorization": "Bearer sk-client", "x-ctxledger-session": "s"},
+            )
+            assert resp.status_code == 200, resp.text
+            history.append(resp.json()["choices"][0]["message"])
+        view = r.service.api_messages("s")
+        assert view[2] == {
+            "role": "assistant",
+            "content": None,
+            "refusal": "I can't help with that.",
+        }
+        assert [m["content"] for m in view[-2:]] == ["then something else", "sure"]
+
+
+def _refusal_stream() -> tuple[bytes, ...]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        doc = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
+        return b"data: " + json.dumps({**doc, "choices": [choice]}).encode() + b"\n\n"
+
+    return (
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "I can't "}),
+        chunk({"refusal": "help with that."}),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_refusal_reply_is_recorded_as_it_came(tmp_path: Path, stream: bool) -> None:
+    """The proxy recorded nothing of a JSON refusal (and an empty text of a streamed
+    one): the ledger's view lacked the turn's answer until the client's next request."""
+    reply = Raw(_refusal_stream(), "text/event-stream") if stream else Raw((_refusal_response(),))
+    async with rig(tmp_path) as r:
+        r.upstream.queue(reply)
+        resp = await r.http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "bad"}],
+                "stream": stream,
+            },
+            headers={"authorization": "Bearer sk-client", "x-ctxledger-session": "s"},
+        )
+        assert resp.status_code == 200, resp.text
+        refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+        assert r.service.api_messages("s")[-1] == refusal
+
+
+def test_a_refusal_beside_content_is_recorded_too() -> None:
+    """A refusal beside content "" (Azure, gateways) or beside text was dropped."""
+    from ctxledger.server.formats import OpenAIStream, SSEEvent, openai_reply
+
+    no = "I can't help with that."
+    assert (openai_reply({"content": "", "refusal": no}) or {}).get("refusal") == no
+    assert openai_reply({"content": "part", "refusal": no}) == {
+        "role": "assistant",
+        "content": "part",
+        "refusal": no,
+    }
+    stream = OpenAIStream(wants_usage=False)
+    for delta, finish in (({"content": "", "refusal": None}, None), ({"refusal": no}, "stop")):
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        stream.feed(SSEEvent(raw=b"", event=None, data=json.dumps({"choices": [choice]})))
+    assert stream.reply() == {"role": "assistant", "content": "", "refusal": no}
+    assert "refusal" not in (openai_reply({"content": "hi", "refusal": ""}) or {})

@@ -248,8 +248,10 @@ def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
         if cut >= 0:  # the older order
             rest = content[cut + len(delimiter) :]
             return True, None if rest == "" and message.get("tool_calls") else rest
-    if message.get("tool_calls"):
-        return True, None  # merged into a call message that had no content of its own
+    if message.get("tool_calls") or isinstance(message.get("refusal"), str):
+        # merged into a call or refusal message that had no content of its own (the older
+        # merge orders above keep their reading: a null-content refusal was invalid then)
+        return True, None
     return False, None
 
 

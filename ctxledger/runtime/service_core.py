@@ -271,7 +271,10 @@ class ServiceCore:
                 )
             sid = self._live_tip(session_id)
             if sid != session_id or self.ledger.version(sid) != expected_version:
-                raise ConcurrencyError(sid, expected_version, self.ledger.version(sid))
+                moved = session_id if sid != session_id else None
+                raise ConcurrencyError(
+                    sid, expected_version, self.ledger.version(sid), superseded=moved
+                )
             # the store re-checks the version the projection read (== expected) atomically
             ids, planned, repairs = self._append_to(sid, batch)
         notices = [

@@ -63,8 +63,9 @@ def check_bind(host: str, token: str | None) -> None:
     """Refuse to listen beyond this machine without a token."""
     if token is None and not is_loopback(host):
         raise InvalidInput(
-            f"refusing to listen on {host!r} without a token: pass --token-file FILE "
-            "(or bind to 127.0.0.1)"
+            # not "token: pass ...": the CLI redacts its errors, and "token: WORD" reads as a secret
+            f"refusing to listen on {host!r} without a token (give --token-file FILE, "
+            "or bind to 127.0.0.1)"
         )
 
 

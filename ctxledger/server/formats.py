@@ -296,7 +296,9 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
         for c in message.get("tool_calls") or ()
         if isinstance(c, Mapping)
     ]
-    content = message.get("content")
+    content, refusal = message.get("content"), message.get("refusal")
+    if not calls and content is None and isinstance(refusal, str):  # sent back as it came
+        return {"role": "assistant", "content": None, "refusal": refusal}
     if not calls and not isinstance(content, str | list):
         return None
     out: JSONDict = {
@@ -305,6 +307,8 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
     }
     if calls:
         out["tool_calls"] = calls
+    if isinstance(refusal, str) and refusal:  # beside content too (gateways send content "")
+        out["refusal"] = refusal
     return out
 
 
@@ -330,6 +334,7 @@ class OpenAIStream:
 
     wants_usage: bool
     content: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
     calls: dict[int, JSONDict] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: JSONDict | None = None
@@ -357,6 +362,8 @@ class OpenAIStream:
         delta = check_openai_message(choice.get("delta") or {}, "a chunk's delta")
         if isinstance(delta.get("content"), str):
             self.content.append(delta["content"])
+        if isinstance(delta.get("refusal"), str):
+            self.refusal.append(delta["refusal"])
         for call in delta.get("tool_calls") or ():
             where = "a chunk's tool call index"
             slot = self.calls.setdefault(
@@ -386,8 +393,11 @@ class OpenAIStream:
         ]
         return openai_reply(
             {
-                "content": "".join(self.content) if self.content or not calls else None,
+                "content": "".join(self.content)
+                if self.content or not (calls or self.refusal)
+                else None,
                 "tool_calls": calls,
+                "refusal": "".join(self.refusal) if self.refusal else None,
             }
         )
 

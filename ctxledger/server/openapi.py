@@ -85,6 +85,11 @@ def _responses(e: Endpoint) -> dict[str, Any]:
     errors = {**_ERRORS, **{str(k): v for k, v in e.responses.items() if k >= 400}}
     if e.body is not None:
         errors["413"] = "body_too_large: the request body is over 64 MiB (nothing appended)"
+    if e.tag == "state" and e.method == "POST" and "{session_id}" in e.path:
+        ended = "session_ended: the session has ended, nothing written"
+        errors["409"] = f"{errors['409']}; {ended}" if "409" in errors else ended
+    if e.tag == "state" and e.method == "POST":  # every write, starting a session too
+        errors["507"] = "storage_full: the disk or database is full, nothing written"
     for status, text in errors.items():
         if status == "401" and e.auth == "none":
             continue

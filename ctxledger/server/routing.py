@@ -229,9 +229,8 @@ def check_fields(data: Mapping[str, Any], fields: tuple[Param, ...]) -> None:
     known = {f.name: f for f in fields}
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise InvalidInput(
-            f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(known)}"
-        )
+        expected = f"expected {', '.join(known)}" if known else "this call takes no fields"
+        raise InvalidInput(f"unknown field(s) {', '.join(map(repr, unknown))}; {expected}")
     for f in fields:
         if f.name not in data or data[f.name] is None:
             if f.required:

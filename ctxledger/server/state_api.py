@@ -153,7 +153,8 @@ async def compress(request: Request, state: ServerState) -> Response:
         trigger="manual",
         dry_run=True,
     )
-    return JSON({"session_id": tip, "dry_run": True, **plan_json(state, tip, outcome)})
+    plan = plan_json(state, tip, outcome)
+    return JSON({"session_id": tip, "dry_run": True, **plan, "version": state.ledger.version(tip)})
 
 
 def plan_json(state: ServerState, sid: str, outcome: CompactionOutcome) -> dict[str, Any]:
@@ -222,7 +223,8 @@ async def end_session(request: Request, state: ServerState) -> Response:
     body = await json_object(request, (Param("reason", "string"),))
     sid = path_param(request, "session_id")
     await state.service.end_session(sid, body.get("reason") or "closed")
-    return JSON({"session_id": state.service.tip(sid), "ended": True})
+    tip = state.service.tip(sid)
+    return JSON({"session_id": tip, "ended": True, "version": state.ledger.version(tip)})
 
 
 _S = "/v1/sessions/{session_id}"

@@ -328,3 +328,20 @@ def test_a_refusal_that_took_a_merged_summary_survives_the_next_compaction() -> 
         split_merged(m) == ("second body", refusal) for m in kept
     )
     assert request.previous_summary == "first body"
+
+
+def test_a_summary_beside_a_refusal_reads_as_before_unless_a_refusal_took_it() -> None:
+    """Review 2 of s36-anylang: the merged-refusal reading looked at no role or content,
+    so a user message, list content or Hermes's legacy prefix beside a refusal string
+    read as merged (a user message with null content came back: invalid)."""
+    from ctxledger.compressor.markers import wrap_summary
+
+    wrapped = wrap_summary("BODY")
+    assert split_merged({"role": "user", "content": wrapped, "refusal": ""}) == ("BODY", None)
+    listed = {"role": "assistant", "content": [{"type": "text", "text": wrapped}], "refusal": ""}
+    assert split_merged(listed) == ("BODY", None)
+    legacy = {"role": "assistant", "content": "[CONTEXT COMPACTION] old summary", "refusal": ""}
+    assert split_merged(legacy) == ("old summary", None)
+    # what merge_summary makes of a refusal with null content reads back as merged
+    refusal = {"role": "assistant", "content": None, "refusal": "no"}
+    assert split_merged(merge_summary(refusal, "BODY")) == ("BODY", refusal)

@@ -218,3 +218,18 @@ def test_a_refusal_beside_content_is_recorded_too() -> None:
         stream.feed(SSEEvent(raw=b"", event=None, data=json.dumps({"choices": [choice]})))
     assert stream.reply() == {"role": "assistant", "content": "", "refusal": no}
     assert "refusal" not in (openai_reply({"content": "hi", "refusal": ""}) or {})
+
+
+def test_a_refusal_that_is_not_text_from_upstream_is_a_bad_reply() -> None:
+    """Review 2 of s36-anylang: an upstream's ``refusal: 5`` was dropped without a word
+    (JSON: the client's echo of the reply was then refused; a stream of pieces "a", 5,
+    "b" was recorded as "ab"); it is a bad upstream reply, named."""
+    from ctxledger.server.formats import OpenAIStream, SSEEvent
+    from ctxledger.server.upstream_reply import BadUpstreamReply, check_openai_message
+
+    with pytest.raises(BadUpstreamReply, match=r"choices\[0\]\.message\.refusal must be a string"):
+        check_openai_message({"content": None, "refusal": 5}, "choices[0].message")
+    stream = OpenAIStream(wants_usage=False)
+    choice = {"index": 0, "delta": {"refusal": 5}, "finish_reason": None}
+    with pytest.raises(BadUpstreamReply, match=r"delta\.refusal must be a string"):
+        stream.feed(SSEEvent(raw=b"", event=None, data=json.dumps({"choices": [choice]})))

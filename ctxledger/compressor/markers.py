@@ -248,11 +248,24 @@ def _original_content(message: Mapping[str, Any]) -> tuple[bool, Any]:
         if cut >= 0:  # the older order
             rest = content[cut + len(delimiter) :]
             return True, None if rest == "" and message.get("tool_calls") else rest
-    if message.get("tool_calls") or isinstance(message.get("refusal"), str):
-        # merged into a call or refusal message that had no content of its own (the older
-        # merge orders above keep their reading: a null-content refusal was invalid then)
-        return True, None
+    if message.get("tool_calls") or _merged_refusal(message):
+        return True, None  # merged into a call or refusal message that had no content
     return False, None
+
+
+def _merged_refusal(message: Mapping[str, Any]) -> bool:
+    """Whether `message` is what :func:`merge_summary` makes of a refusal with null
+    content (an assistant message whose string content is the wrapped summary alone).
+    Narrow on purpose (review of session 36): before refusals were valid, such content
+    beside a ``refusal`` string could only be a client's copy of a standalone summary,
+    read as one then; a user message or list content is never read as a refusal's."""
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and isinstance(message.get("refusal"), str)
+        and isinstance(content, str)
+        and content.startswith(summary_prefix())
+    )
 
 
 def _foreign_original(content: Any) -> tuple[Any] | None:

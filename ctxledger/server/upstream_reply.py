@@ -120,13 +120,15 @@ def usage_block(value: Any) -> JSONDict | None:
 
 def check_openai_message(message: Any, what: str) -> Mapping[str, Any]:
     """A chat completion's assistant message (or a stream's delta): content a string,
-    a list of parts or null; tool calls a list of objects with string names/arguments."""
+    a list of parts or null; a refusal a string or null; tool calls a list of objects
+    with string names/arguments."""
     checked = need_object(message, what)
     content = checked.get("content")
     if content is not None and not isinstance(content, str | list):
         raise BadUpstreamReply(
             f"{what}.content must be a string, a list or null, got {kind_of(content)}"
         )
+    optional_str(checked.get("refusal"), f"{what}.refusal")  # (a 5 was dropped unsaid)
     for i, call in enumerate(optional_list(checked.get("tool_calls"), f"{what}.tool_calls")):
         where = f"{what}.tool_calls[{i}]"
         call = need_object(call, where)

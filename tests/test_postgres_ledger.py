@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -295,7 +296,11 @@ def test_the_framework_adapters_take_a_url_and_never_make_a_directory_of_it(
     monkeypatch.chdir(tmp_path)
     assert ledger_target(url) == url and list(tmp_path.iterdir()) == []
     assert ledger_target(tmp_path / "a" / "l.db") == tmp_path / "a" / "l.db"
-    assert (tmp_path / "a").is_dir()  # a file's directory is made, as before
+    # a file's directory is made by the store when it opens, owner-only (session 36:
+    # it was made here, 0755, and a failure of it crashed Hermes's turn)
+    assert not (tmp_path / "a").exists()
+    Ledger.open(ledger_target(tmp_path / "a" / "l.db")).close()
+    assert (tmp_path / "a").is_dir() and stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
     session = CtxLedgerSession.open("user-42", url, model="m", context_length=16_000)
 
     async def main() -> list[object]:

@@ -25,17 +25,6 @@ from __future__ import annotations
 
 '''
 
-TAIL = '''
-
-def ranges(name: str) -> list[tuple[int, int]]:
-    """The ranges of class `name`, in code point order."""
-    found: list[tuple[int, int]] = []
-    for item in TABLES[name].split():
-        first, _, last = item.partition("-")
-        found.append((int(first, 16), int(last or first, 16)))
-    return found
-'''
-
 
 def main() -> None:
     body = [f'UNIDATA_VERSION = "{unicodedata.unidata_version}"', "", "TABLES: dict[str, str] = {"]
@@ -46,7 +35,7 @@ def main() -> None:
         body.extend(f'        "{line} "' for line in lines)
         body.append("    ),")
     body.append("}")
-    TARGET.write_text(HEAD + "\n".join(body) + "\n" + TAIL, encoding="utf-8")
+    TARGET.write_text(HEAD + "\n".join(body) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

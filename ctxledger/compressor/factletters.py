@@ -260,11 +260,21 @@ def built_ranges(name: str) -> list[tuple[int, int]]:
     return ranges
 
 
+def stored_ranges(name: str) -> list[tuple[int, int]]:
+    """The ranges of class `name` as :mod:`.lettertables` stores them (hex ``first-last``
+    or ``code`` items), in code point order."""
+    found: list[tuple[int, int]] = []
+    for item in lettertables.TABLES[name].split():
+        first, _, last = item.partition("-")
+        found.append((int(first, 16), int(last or first, 16)))
+    return found
+
+
 def _class(name: str) -> str:
     """A regex class of the characters of `name`: stored ranges if this Python's Unicode
     version is the table's, else built."""
     if unicodedata.unidata_version == lettertables.UNIDATA_VERSION:
-        ranges = lettertables.ranges(name)
+        ranges = stored_ranges(name)
     else:
         ranges = built_ranges(name)
     return "[" + "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges) + "]"

@@ -234,12 +234,3 @@ TABLES: dict[str, str] = {
         "1d770-1d788 1d78a-1d7a8 1d7aa-1d7c2 1d7c4-1d7cb 1df00-1df09 1df0b-1df1e 1e900-1e943 "
     ),
 }
-
-
-def ranges(name: str) -> list[tuple[int, int]]:
-    """The ranges of class `name`, in code point order."""
-    found: list[tuple[int, int]] = []
-    for item in TABLES[name].split():
-        first, _, last = item.partition("-")
-        found.append((int(first, 16), int(last or first, 16)))
-    return found

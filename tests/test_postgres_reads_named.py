@@ -6,12 +6,12 @@ a NUL in a stream name; a database or a URL that is not UTF8."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import test_eventstore_postgres
 from helpers.pg_server import PgServer
 from test_eventstore_postgres import raw, schema_for
 
@@ -20,16 +20,8 @@ from ctxledger.eventstore import postgres_append
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.testing.eventstore import message
 
-
-@pytest.fixture
-def url(pg_server: PgServer, tmp_path: Path) -> str:
-    return f"{pg_server.url}?schema={schema_for(tmp_path)}"
-
-
-@pytest.fixture
-def store(url: str, tmp_path: Path) -> Iterator[PostgresEventStore]:
-    with PostgresEventStore(url, index_dir=tmp_path) as opened:
-        yield opened
+# the store and its URL as the store's own tests make them (one schema per test)
+url, store = test_eventstore_postgres.url, test_eventstore_postgres.store
 
 
 @pytest.mark.parametrize(

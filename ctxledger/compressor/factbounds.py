@@ -34,7 +34,7 @@ import string
 from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
-from ctxledger.compressor.factletters import caseless_before, caseless_letters
+from ctxledger.compressor.factletters import caseless_before, caseless_letters, is_word
 from ctxledger.compressor.factpathrules import (
     caseless_file_after,
     caseless_letter,
@@ -115,11 +115,6 @@ def _lines_pattern(first: str, last: str) -> re.Pattern[str]:
 def _range_end_pattern(name: str, version: str) -> re.Pattern[str]:
     literal = re.escape(name)  # first, so the engine finds candidates by it
     return re.compile(f"{literal}(?<!\\w{literal}) (v?[0-9]+(?:\\.[0-9]+)+)-({re.escape(version)})")
-
-
-def is_word(char: str) -> bool:
-    """A word character (as ``\\w`` of a str regex; tested on every code point)."""
-    return char.isalnum() or char == "_"
 
 
 #: a Windows path as normalized: a drive (``c:/work``) or a UNC path (``//server``)

@@ -145,19 +145,20 @@ def folded_word_beside(text: str, start: int, end: int) -> bool:
     it reads the name glued to a longer word there, so it is a cut name (session 36)."""
     if "/" in text[start:end]:
         return False
-    before = start and not text[start - 1].isascii() and _word(text[start])
-    if before and _word(_fold(text[start - 1])[-1:]):
+    before = start and not text[start - 1].isascii() and is_word(text[start])
+    if before and is_word(_fold(text[start - 1])[-1:]):
         return True
     return (
         end < len(text)
         and not text[end].isascii()
-        and _word(text[end - 1])
-        and (_word(_fold(text[end])[:1]))
+        and is_word(text[end - 1])
+        and (is_word(_fold(text[end])[:1]))
     )
 
 
-def _word(char: str) -> bool:
-    """Whether `char` (one character or none) is a word character (``\\w``)."""
+def is_word(char: str) -> bool:
+    """Whether `char` (one character or none) is a word character (as ``\\w`` of a str
+    regex): the one test the fact modules share."""
     return char.isalnum() or char == "_"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ctxledger.compressor.factescapes import unescaped
 from ctxledger.compressor.factgrep import branch_spans, context_spans
+from ctxledger.compressor.factletters import is_word as is_word_char
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
@@ -166,10 +167,6 @@ def urls(text: str) -> list[tuple[int, int, str]]:
             continue
         found.append((start, start + len(value), value))
     return found
-
-
-def is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
 
 
 def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:

@@ -544,3 +544,19 @@ def test_an_append_is_not_built_on_a_version_moved_out_of_place(
     _one_error_line(result.output)
     assert re.search(f"^error: the event at {said}", result.output, re.M), result.output
     assert db.read_bytes() == before
+
+
+def test_the_langchain_ids_of_a_session_whose_stream_reads_empty_are_damage_not_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final read of session 36: the LangChain middleware's read of a generation's
+    recorded ids was the one chain read left on ``read_stream``; a session the ledger
+    knows whose stream reads empty (PostgreSQL's renamed streams row) gave no ids, so the
+    whole history would have been recorded again. It is named, as by every other read."""
+    from ctxledger.integrations.langchain_keys import recorded_ids
+
+    service = ContextService(deterministic_ledger(tmp_path / "l.db"))
+    sid = service.ledger.start_session(model="m", context_length=16_000)
+    monkeypatch.setattr(service.ledger.store, "read_stream", lambda *a, **k: iter(()))
+    with pytest.raises(InvalidEvent, match=f"the session '{sid}' has events but no stream"):
+        recorded_ids(service, sid)

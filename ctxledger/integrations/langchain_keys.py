@@ -180,7 +180,7 @@ def recorded_ids(service: ContextService, root: str) -> list[str]:
     """The LangChain ids of the messages the session `root` (its chain) recorded."""
     seen: list[str] = []
     for sid in service.ledger.chains.chain(service.tip(root)):
-        for rec in service.ledger.store.read_stream(sid):
+        for rec in service.ledger.store.read_session(sid):
             event = rec.event
             if isinstance(event, MessageAppended) and isinstance(event.message.get(LC_ID), str):
                 seen.append(event.message[LC_ID])

@@ -11,6 +11,7 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -20,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
+
+import msgspec
 
 from ctxledger import ContextService
 from ctxledger.errors import CtxLedgerError
@@ -132,6 +135,26 @@ async def record_changed_prompt(
     return result.session_id, True
 
 
+async def read_persisted_call(service: ContextService, session_id: str | None, args: Any) -> str:
+    """Run a ``read_persisted`` call a framework's agent made (`args`: JSON text or the
+    decoded object) on `session_id`'s chain: the slice as JSON text, or ``{"error": ...}``
+    for the model to read and correct (a bad ref, an output of another conversation)."""
+    if session_id is None:
+        return json.dumps({"error": "nothing is recorded in this conversation yet"})
+    try:
+        decoded = json.loads(args or "{}") if isinstance(args, str | bytes) else args
+    except ValueError as exc:
+        return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("ref"), str):
+        return json.dumps({"error": "arguments must be an object with a string 'ref'"})
+    window = {k: decoded[k] for k in ("offset", "limit") if decoded.get(k) is not None}
+    try:
+        result = await service.read_persisted(session_id, decoded["ref"], **window)
+    except CtxLedgerError as exc:
+        return json.dumps({"error": str(exc)})
+    return msgspec.json.encode(result).decode()
+
+
 def live_messages(service: ContextService, session_id: str) -> list[JSON]:
     """The chain tip's live messages (the API view without its system message), as fresh
     dicts the host may mutate. Cache markers are left to the host's own provider code."""
@@ -241,6 +264,7 @@ __all__ = [
     "is_made_key",
     "ledger_target",
     "live_messages",
+    "read_persisted_call",
     "system_view",
     "taken_whole",
 ]

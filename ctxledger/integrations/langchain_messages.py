@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
@@ -21,6 +22,7 @@ from ctxledger.compressor import markers
 from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
 from ctxledger.limits import check_token_count
+from ctxledger.runtime.toolbudget import READ_PERSISTED_TOOL_NAME
 
 JSON = dict[str, Any]
 
@@ -83,6 +85,20 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     return host.model_copy(update={"content": [*content, note]})
 
 
+def overridden(request: ModelRequest[Any], call: ModelCall) -> ModelRequest[Any]:
+    """The model call's `request` (a ``ModelRequest``) sent the ledger's view of `call`:
+    its messages, the system message (:func:`system_message`), a lowered ``max_tokens``."""
+    overrides: dict[str, Any] = {"messages": call.view.model_input()}
+    system = system_message(request.system_message, call.view.system)
+    if system is not None:
+        overrides["system_message"] = system
+    if len(tools := sent_tools(request.tools)) != len(request.tools):
+        overrides["tools"] = tools
+    if call.lowered:
+        overrides["model_settings"] = {**request.model_settings, "max_tokens": call.max_tokens}
+    return request.override(**overrides)
+
+
 def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
     """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
     converted = convert_to_openai_messages(list(messages))
@@ -136,10 +152,18 @@ def text_of(content: Any) -> str:
     )
 
 
+def sent_tools(tools: Sequence[Any]) -> list[Any]:
+    """A request's tools as the model is sent them: none when the middleware's own
+    ``read_persisted`` is the only one (an agent without tools of its own has no tool
+    output to store, and its model need not bind tools)."""
+    own = [t for t in tools if getattr(t, "name", None) == READ_PERSISTED_TOOL_NAME]
+    return [] if len(own) == len(tools) else list(tools)
+
+
 def tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
     """The function schemas of a request's tools (as preflight counts them)."""
     schemas: list[JSON] = []
-    for tool in tools:
+    for tool in sent_tools(tools):
         try:
             schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
         except (TypeError, ValueError, NotImplementedError):
@@ -203,7 +227,9 @@ __all__ = [
     "configured_thread",
     "from_chat",
     "new_run",
+    "overridden",
     "responses_usage",
+    "sent_tools",
     "state_field",
     "state_messages",
     "system_message",

@@ -130,6 +130,8 @@ class CtxLedgerSession:
         #: the prompt of a call made before the session's first item (the hooks): the
         #: ledger session that call's items start is started with it
         self._pending: str | None = None
+        #: the Runner's wrapper of the last run that wrote (see _report_left)
+        self._wrapper: Any = None
         self.service.ledger.refresh()
         self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
@@ -213,6 +215,7 @@ class CtxLedgerSession:
             self._pending = None
             return []
         if limit is None:
+            sid = await self._report_left(sid, wrapper)
             sid = (await self.service.preflight(sid)).session_id
         items = messages_to_items(live_messages(self.service, sid))
         if limit is not None:
@@ -253,9 +256,27 @@ class CtxLedgerSession:
             if not messages and not _unreported(wrapper):
                 return  # nothing to record: no empty session either
         sid = await self._writable()
+        sid = await self._report_left(sid, wrapper)
         if messages:
             sid = (await self.service.append(sid, messages)).session_id
         await self._report_usage(sid, wrapper, messages)
+        self._wrapper = wrapper
+
+    async def _report_left(self, sid: str, wrapper: Any) -> str:
+        """Report the requests a run made after it last wrote, before another run (another
+        `wrapper`) reads or writes: a run that ends in an error after a model call (an
+        output guardrail's trip, a cancellation, a failing tool) writes nothing more, and
+        its last requests' usage was lost. Whether they asked for tools is unknown (checked)."""
+        left = self._wrapper
+        if left is None or left is wrapper or not _unreported(left):
+            return sid
+        self._wrapper = None
+        entries, done = _usage_entries(left)
+        for entry in entries[done:]:
+            report = functools.partial(request_usage, entry)
+            sid = await report_usage_or_warn(self.service, sid, report, tool_calls=None)
+        setattr(left, _REPORTED, len(entries))
+        return sid
 
     async def _report_usage(self, sid: str, wrapper: Any, messages: list[Any]) -> None:
         """Report each model request of the run not reported yet (Responses usage shape),

@@ -1,0 +1,94 @@
+"""Agents SDK runs that end in an error after a model call (an output guardrail's trip),
+on a ``CtxLedgerSession``: the usage of every request the model answered reaches the
+ledger, once (real Runner, scripted model, offline)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+import pytest
+from helpers.frameworks import require
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+require("agents", "agents")
+from agents import Agent, GuardrailFunctionOutput, Runner, function_tool, output_guardrail  # noqa: E402
+from agents.exceptions import OutputGuardrailTripwireTriggered  # noqa: E402
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+from agents.usage import Usage  # noqa: E402
+
+from ctxledger import CompressionConfig, ContextService, Ledger  # noqa: E402
+from ctxledger.events import UsageReported  # noqa: E402
+from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
+from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
+
+
+@function_tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key} = 42"
+
+
+@output_guardrail
+async def no_numbers(context: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="42" in str(output))
+
+
+@pytest.fixture
+def service(tmp_path):
+    svc = ContextService(Ledger.open(tmp_path / "agents.db", config=CONFIG), config=CONFIG)
+    yield svc
+    svc.ledger.close()
+
+
+def _step(output: Any, tokens: int) -> ModelStep:
+    usage = Usage(requests=1, input_tokens=tokens, output_tokens=5, total_tokens=tokens + 5)
+    return ModelStep(output=[output], usage=usage)
+
+
+def _reported(svc: ContextService) -> list[int]:
+    events = [r.event for r in svc.ledger.store.read_all() if isinstance(r.event, UsageReported)]
+    return [e.usage.prompt for e in events]
+
+
+async def _run(agent: Agent[Any], text: str, session: CtxLedgerSession, streamed: bool) -> None:
+    hooks = CtxLedgerRunHooks(session)
+    if not streamed:
+        await Runner.run(agent, text, session=session, hooks=hooks)
+        return
+    result = Runner.run_streamed(agent, text, session=session, hooks=hooks)
+    async for _ in result.stream_events():
+        pass
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_tripped_output_guardrail_loses_no_usage(service, streamed):
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel(
+        [
+            _step(function_call("lookup", {"key": "k"}, call_id="c1"), 501),
+            _step(assistant_message("k is 42"), 602),  # blocked by the guardrail
+            _step(assistant_message("k is known"), 703),
+        ]
+    )
+    agent = Agent(
+        name="a",
+        instructions="Answer.",
+        model=model,
+        tools=[lookup],
+        output_guardrails=[no_numbers],
+    )
+
+    async def runs() -> None:
+        with pytest.raises(OutputGuardrailTripwireTriggered):
+            await _run(agent, "what is k?", session, streamed)
+        await _run(agent, "what is k, in words?", session, streamed)
+
+    anyio.run(runs)
+    assert _reported(service) == [501, 602, 703]  # each request once, in order
+    texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
+    assert "k is 42" not in texts and texts[-1] == "k is known"  # the blocked answer is not kept
+    assert service.ledger.verify().ok

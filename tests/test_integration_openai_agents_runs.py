@@ -92,3 +92,21 @@ def test_a_tripped_output_guardrail_loses_no_usage(service, streamed):
     texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
     assert "k is 42" not in texts and texts[-1] == "k is known"  # the blocked answer is not kept
     assert service.ledger.verify().ok
+
+
+def test_two_runs_at_once_on_one_session_interleave_as_the_readme_says(service):
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel([_step(assistant_message(f"a{i}", item_id=f"m{i}"), 100) for i in (1, 2)])
+    agent = Agent(name="a", instructions="Answer.", model=model)
+
+    async def runs() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_run, agent, "q1", session, False)
+            group.start_soon(_run, agent, "q2", session, False)
+
+    anyio.run(runs)
+    sent = [[item.get("content") for item in call.input] for call in model.calls]
+    assert sent == [["q1"], ["q1", "q2"]]  # the second run was sent the first one's ask
+    texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
+    assert texts[1:] == ["q1", "q2", "a1", "a2"]  # (after the system prompt)
+    assert _reported(service) == [100, 100]

@@ -266,19 +266,15 @@ class CtxLedgerSession:
         """Report the requests a run made after it last wrote, before another run (another
         `wrapper`) reads or writes: a run that ends in an error after a model call (an
         output guardrail's trip, a cancellation, a failing tool) writes nothing more, and
-        its last requests' usage was lost. Whether they asked for tools is unknown (checked)."""
+        its last requests' usage was lost. Whether the last one asked for tools is unknown
+        (checked), as for a batch that ends in no response."""
         left = self._wrapper
         if left is None or left is wrapper or not _unreported(left):
             return sid
         self._wrapper = None
-        entries, done = _usage_entries(left)
-        for entry in entries[done:]:
-            report = functools.partial(request_usage, entry)
-            sid = await report_usage_or_warn(self.service, sid, report, tool_calls=None)
-        setattr(left, _REPORTED, len(entries))
-        return sid
+        return await self._report_usage(sid, left, [])
 
-    async def _report_usage(self, sid: str, wrapper: Any, messages: list[Any]) -> None:
+    async def _report_usage(self, sid: str, wrapper: Any, messages: list[Any]) -> str:
         """Report each model request of the run not reported yet (Responses usage shape),
         saying whether it asked for tools (the in-loop check runs after those only, as
         Hermes's loop): a request another one followed in the run did (a tool call or
@@ -292,6 +288,7 @@ class CtxLedgerSession:
             sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
         if wrapper is not None and len(entries) > done:
             setattr(wrapper, _REPORTED, len(entries))
+        return sid
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Remove and return the latest item: the view minus that item continues as a

@@ -264,9 +264,9 @@ class CtxLedgerSession:
 
     async def _report_left(self, sid: str, wrapper: Any) -> str:
         """Report the requests a run made after it last wrote, before another run (another
-        `wrapper`) reads or writes: a run that ends in an error after a model call (an
-        output guardrail's trip, a cancellation, a failing tool) writes nothing more, and
-        its last requests' usage was lost. Whether the last one asked for tools is unknown
+        `wrapper`) reads or writes: a run that ends in an error after a model call and
+        before its next write (an output guardrail's trip) writes nothing more, and its
+        last requests' usage was lost. Whether the last one asked for tools is unknown
         (checked), as for a batch that ends in no response."""
         left = self._wrapper
         if left is None or left is wrapper or not _unreported(left):

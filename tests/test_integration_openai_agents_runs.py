@@ -4,7 +4,10 @@ ledger, once (real Runner, scripted model, offline)."""
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
+import weakref
 from typing import Any
 
 import anyio
@@ -110,3 +113,19 @@ def test_two_runs_at_once_on_one_session_interleave_as_the_readme_says(service):
     texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
     assert texts[1:] == ["q1", "q2", "a1", "a2"]  # (after the system prompt)
     assert _reported(service) == [100, 100]
+
+
+class _UserContext:
+    """A user's context object (a database handle, say)."""
+
+
+def test_the_session_keeps_no_runs_context_object_alive(service):
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    agent = Agent(name="a", model=ScriptedModel([_step(assistant_message("a"), 100)]))
+    context = _UserContext()
+    held = weakref.ref(context)
+    result = anyio.run(functools.partial(Runner.run, agent, "q", session=session, context=context))
+    del result, context
+    gc.collect()
+    assert held() is None  # (the session held the run's wrapper, and so the context)
+    assert _reported(service) == [100]

@@ -54,7 +54,8 @@ from ctxledger.limits import check_input_text, check_text, check_token_count, ta
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
-#: attribute on the Runner's wrapper: how many of its request usages were reported
+#: attribute on a run's ``Usage`` (its wrapper's, shared by the run's forks): how many of
+#: its request usages were reported
 _REPORTED = "_ctxledger_reported_requests"
 
 
@@ -130,8 +131,9 @@ class CtxLedgerSession:
         #: the prompt of a call made before the session's first item (the hooks): the
         #: ledger session that call's items start is started with it
         self._pending: str | None = None
-        #: the Runner's wrapper of the last run that wrote (see _report_left)
-        self._wrapper: Any = None
+        #: the ``Usage`` of the last run that wrote (see _report_left); not its wrapper,
+        #: which holds the user's context object
+        self._left: Any = None
         self.service.ledger.refresh()
         self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
@@ -259,8 +261,8 @@ class CtxLedgerSession:
         sid = await self._report_left(sid, wrapper)
         if messages:
             sid = (await self.service.append(sid, messages)).session_id
-        await self._report_usage(sid, wrapper, messages)
-        self._wrapper = wrapper
+        await self._report_usage(sid, _usage(wrapper), _asked(messages))
+        self._left = _usage(wrapper)
 
     async def _report_left(self, sid: str, wrapper: Any) -> str:
         """Report the requests a run made after it last wrote, before another run (another
@@ -268,26 +270,25 @@ class CtxLedgerSession:
         before its next write (an output guardrail's trip) writes nothing more, and its
         last requests' usage was lost. Whether the last one asked for tools is unknown
         (checked), as for a batch that ends in no response."""
-        left = self._wrapper
-        if left is None or left is wrapper or not _unreported(left):
+        left, self._left = self._left, None
+        if left is None or left is _usage(wrapper):
+            self._left = left
             return sid
-        self._wrapper = None
-        return await self._report_usage(sid, left, [])
+        return await self._report_usage(sid, left, None)
 
-    async def _report_usage(self, sid: str, wrapper: Any, messages: list[Any]) -> str:
-        """Report each model request of the run not reported yet (Responses usage shape),
-        saying whether it asked for tools (the in-loop check runs after those only, as
-        Hermes's loop): a request another one followed in the run did (a tool call or
-        a handoff); the last one as the batch's last response says (see _asked)."""
-        entries, done = _usage_entries(wrapper)
+    async def _report_usage(self, sid: str, usage: Any, last: bool | None) -> str:
+        """Report each model request of a run's `usage` not reported yet (Responses usage
+        shape), saying whether it asked for tools (the in-loop check runs after those only,
+        as Hermes's loop): a request another one followed in the run did (a tool call or a
+        handoff); the last one as `last` says (see _asked)."""
+        entries, done = _usage_entries(usage)
         new = entries[done:]
-        last = _asked(messages)
         for index, entry in enumerate(new):
             report = functools.partial(request_usage, entry)
             asked = True if index < len(new) - 1 else last
             sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
-        if wrapper is not None and len(entries) > done:
-            setattr(wrapper, _REPORTED, len(entries))
+        if new:
+            setattr(usage, _REPORTED, len(entries))
         return sid
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
@@ -359,15 +360,19 @@ def _asked(messages: list[Any]) -> bool | None:
     return None
 
 
-def _usage_entries(wrapper: Any) -> tuple[list[Any], int]:
+def _usage(wrapper: Any) -> Any:
+    """The run's ``Usage`` (None: a call without the Runner's wrapper)."""
+    return getattr(wrapper, "usage", None)
+
+
+def _usage_entries(usage: Any) -> tuple[list[Any], int]:
     """The run's model requests (usage entries) and how many were reported already."""
-    usage = getattr(wrapper, "usage", None)
     entries = list(getattr(usage, "request_usage_entries", None) or ())
-    return entries, int(getattr(wrapper, _REPORTED, 0) or 0)
+    return entries, int(getattr(usage, _REPORTED, 0) or 0)
 
 
 def _unreported(wrapper: Any) -> bool:
-    entries, done = _usage_entries(wrapper)
+    entries, done = _usage_entries(_usage(wrapper))
     return len(entries) > done
 
 

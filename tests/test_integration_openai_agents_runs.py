@@ -4,6 +4,7 @@ ledger, once (real Runner, scripted model, offline)."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import os
@@ -22,6 +23,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, Ledger  # noqa: E402
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer  # noqa: E402
 from ctxledger.events import UsageReported  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
@@ -52,9 +54,9 @@ def _step(output: Any, tokens: int) -> ModelStep:
     return ModelStep(output=[output], usage=usage)
 
 
-def _reported(svc: ContextService) -> list[int]:
+def _reported(svc: ContextService, session_id: str | None = None) -> list[int]:
     events = [r.event for r in svc.ledger.store.read_all() if isinstance(r.event, UsageReported)]
-    return [e.usage.prompt for e in events]
+    return [e.usage.prompt for e in events if session_id in (None, e.session_id)]
 
 
 async def _run(agent: Agent[Any], text: str, session: CtxLedgerSession, streamed: bool) -> None:
@@ -113,6 +115,77 @@ def test_two_runs_at_once_on_one_session_interleave_as_the_readme_says(service):
     texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
     assert texts[1:] == ["q1", "q2", "a1", "a2"]  # (after the system prompt)
     assert _reported(service) == [100, 100]
+
+
+class _WaitingSummarizer(OfflineSummarizer):
+    """Lets run a's tool finish, then waits (up to 5 s) until a has written its tool
+    output, as a summarizer awaiting its provider would."""
+
+    def __init__(self, release: asyncio.Event, written: asyncio.Event) -> None:
+        self.release, self.written = release, written
+
+    async def summarize(self, request: Any) -> Any:
+        self.release.set()
+        if not self.written.is_set():
+            with anyio.move_on_after(5):
+                await self.written.wait()
+        return await super().summarize(request)
+
+
+class _SignallingSession(CtxLedgerSession):
+    written: asyncio.Event
+
+    async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
+        await super().add_items(items, wrapper=wrapper)
+        if any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items):
+            self.written.set()  # (run a's write after its tool)
+
+
+def test_a_request_is_reported_once_when_another_run_reads_while_it_is_reported(tmp_path):
+    started, release, written = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    summarizer = _WaitingSummarizer(release, written)
+    ledger = Ledger.open(tmp_path / "agents.db", config=CONFIG)
+    service = ContextService(ledger, config=CONFIG, summarizer=summarizer)
+    session = _SignallingSession("u", service, model="scripted", context_length=16_000)
+
+    @function_tool
+    async def slow(key: str) -> str:
+        """Slow."""
+        started.set()
+        await release.wait()
+        return "v"
+
+    first = ScriptedModel(
+        [
+            _step(function_call("slow", {"key": "k"}, call_id="c1"), 15_000),
+            _step(assistant_message("a"), 602),
+        ]
+    )
+    a = Agent(name="a", instructions="A.", model=first, tools=[slow])
+    b = Agent(
+        name="a", instructions="A.", model=ScriptedModel([_step(assistant_message("b"), 900)])
+    )
+
+    async def run_b() -> None:
+        await started.wait()  # run a is in its tool: its 15,000-token request is left
+        await _run(b, "qb", session, False)
+
+    async def runs() -> None:
+        history: list[Any] = []
+        for i in range(12):
+            history += [
+                {"role": "user", "content": f"question {i} " + "word " * 200},
+                {"role": "assistant", "content": f"answer {i} " + "word " * 200},
+            ]
+        await CtxLedgerSession.add_items(session, history)
+        await asyncio.gather(_run(a, "qa", session, False), run_b())
+
+    session.written = written
+    asyncio.run(runs())
+    print("REPORTED", _reported(service), summarizer.release.is_set(), written.is_set())
+    assert sorted(_reported(service)) == [602, 900, 15_000]  # (15,000 was counted twice)
+    assert service.ledger.verify().ok
+    ledger.close()
 
 
 class _UserContext:

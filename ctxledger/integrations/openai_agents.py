@@ -55,7 +55,7 @@ from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
 #: attribute on a run's ``Usage`` (its wrapper's, shared by the run's forks): how many of
-#: its request usages were reported
+#: its request usages were reported (or are being reported)
 _REPORTED = "_ctxledger_reported_requests"
 
 
@@ -280,15 +280,17 @@ class CtxLedgerSession:
         """Report each model request of a run's `usage` not reported yet (Responses usage
         shape), saying whether it asked for tools (the in-loop check runs after those only,
         as Hermes's loop): a request another one followed in the run did (a tool call or a
-        handoff); the last one as `last` says (see _asked)."""
+        handoff); the last one as `last` says (see _asked). The requests are claimed
+        before the first report awaits: another run's read or write meanwhile (two runs at
+        once) must not report them again."""
         entries, done = _usage_entries(usage)
         new = entries[done:]
+        if new:
+            setattr(usage, _REPORTED, len(entries))
         for index, entry in enumerate(new):
             report = functools.partial(request_usage, entry)
             asked = True if index < len(new) - 1 else last
             sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
-        if new:
-            setattr(usage, _REPORTED, len(entries))
         return sid
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:

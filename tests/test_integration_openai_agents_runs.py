@@ -24,7 +24,7 @@ from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, Ledger  # noqa: E402
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer  # noqa: E402
-from ctxledger.events import UsageReported  # noqa: E402
+from ctxledger.events import PressureWarning, UsageReported  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
 
@@ -115,6 +115,29 @@ def test_two_runs_at_once_on_one_session_interleave_as_the_readme_says(service):
     texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
     assert texts[1:] == ["q1", "q2", "a1", "a2"]  # (after the system prompt)
     assert _reported(service) == [100, 100]
+
+
+@pytest.mark.parametrize("end", ["clear_session", "pop_item"])
+def test_a_tripped_runs_usage_stays_in_the_session_clear_or_pop_ends(service, end):
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel(
+        [_step(assistant_message("k is 42"), 14_000), _step(assistant_message("hello"), 30)]
+    )
+    agent = Agent(name="a", instructions="A.", model=model, output_guardrails=[no_numbers])
+
+    async def runs() -> None:
+        with pytest.raises(OutputGuardrailTripwireTriggered):
+            await _run(agent, "old conversation", session, False)
+        await getattr(session, end)()
+        await _run(agent, "new conversation", session, False)
+
+    anyio.run(runs)
+    assert session.ledger_session_id() == "u~2"
+    assert _reported(service, "u") == [14_000] and _reported(service, "u~2") == [30]
+    events = [r.event for r in service.ledger.store.read_all()]
+    warned = [e.session_id for e in events if isinstance(e, PressureWarning)]
+    assert "u~2" not in warned  # (the fresh conversation was never under pressure)
+    assert service.ledger.verify().ok
 
 
 class _WaitingSummarizer(OfflineSummarizer):

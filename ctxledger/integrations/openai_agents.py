@@ -264,32 +264,37 @@ class CtxLedgerSession:
         await self._report_usage(sid, _usage(wrapper), _asked(messages))
         self._left = _usage(wrapper)
 
-    async def _report_left(self, sid: str, wrapper: Any) -> str:
+    async def _report_left(self, sid: str, wrapper: Any, *, ending: bool = False) -> str:
         """Report the requests a run made after it last wrote, before another run (another
         `wrapper`) reads or writes: a run that ends in an error after a model call and
         before its next write (an output guardrail's trip) writes nothing more, and its
         last requests' usage was lost. Whether the last one asked for tools is unknown
-        (checked), as for a batch that ends in no response."""
+        (checked), as for a batch that ends in no response. `ending`: `sid` is about to
+        end (``clear_session``, ``pop_item``): the usage is that conversation's, whichever
+        run made it, and no check runs on it."""
         left, self._left = self._left, None
-        if left is None or left is _usage(wrapper):
+        if left is None or (left is _usage(wrapper) and not ending):
             self._left = left
             return sid
-        return await self._report_usage(sid, left, None)
+        return await self._report_usage(sid, left, False if ending else None, ending=ending)
 
-    async def _report_usage(self, sid: str, usage: Any, last: bool | None) -> str:
+    async def _report_usage(
+        self, sid: str, usage: Any, last: bool | None, *, ending: bool = False
+    ) -> str:
         """Report each model request of a run's `usage` not reported yet (Responses usage
         shape), saying whether it asked for tools (the in-loop check runs after those only,
         as Hermes's loop): a request another one followed in the run did (a tool call or a
         handoff); the last one as `last` says (see _asked). The requests are claimed
         before the first report awaits: another run's read or write meanwhile (two runs at
-        once) must not report them again."""
+        once) must not report them again. On a session that is `ending`, none did (no
+        check runs on a conversation that is over)."""
         entries, done = _usage_entries(usage)
         new = entries[done:]
         if new:
             setattr(usage, _REPORTED, len(entries))
         for index, entry in enumerate(new):
             report = functools.partial(request_usage, entry)
-            asked = True if index < len(new) - 1 else last
+            asked = False if ending else True if index < len(new) - 1 else last
             sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
         return sid
 
@@ -299,6 +304,7 @@ class CtxLedgerSession:
         sid = self.ledger_session_id()
         if sid is None:
             return None
+        sid = await self._report_left(sid, wrapper, ending=True)
         messages = live_messages(self.service, sid)
         if not messages:
             return None
@@ -332,6 +338,7 @@ class CtxLedgerSession:
         self._pending = None
         sid = self.ledger_session_id()
         if sid is not None:
+            sid = await self._report_left(sid, wrapper, ending=True)
             await self.service.end_session(sid, "cleared")
 
     async def run_compaction(

@@ -101,3 +101,11 @@ def test_before_anything_is_recorded_the_tool_answers_an_error(service):
     assert "nothing is recorded" in json.loads(out)["error"]
     with pytest.raises(InvalidInput):
         read_persisted_tool(object())  # type: ignore[arg-type]
+
+
+def test_deeply_nested_arguments_come_back_as_an_error(service):
+    session = CtxLedgerSession("deep", service)
+    anyio.run(session.add_items, [{"role": "user", "content": "hi"}])
+    tool = read_persisted_tool(session)
+    out = anyio.run(tool.on_invoke_tool, None, "[" * 3000 + "]" * 3000)
+    assert "not valid JSON" in json.loads(out)["error"]  # (a RecursionError ended the run)

@@ -143,7 +143,7 @@ async def read_persisted_call(service: ContextService, session_id: str | None, a
         return json.dumps({"error": "nothing is recorded in this conversation yet"})
     try:
         decoded = json.loads(args or "{}") if isinstance(args, str | bytes) else args
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # (a deeply nested value: RecursionError)
         return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
     if not isinstance(decoded, dict) or not isinstance(decoded.get("ref"), str):
         return json.dumps({"error": "arguments must be an object with a string 'ref'"})

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from helpers.frameworks import require
+from helpers.slices import parse_slice
 
 require("langchain.agents", "langchain")
 from helpers.langchain_fakes import ScriptedChat
@@ -71,10 +72,10 @@ def test_the_model_reads_a_stored_tool_output_back(service, mode, thread):
     config = {"configurable": {"thread_id": thread}} if thread else {}
     out = agent.invoke(state, config) if mode == "sync" else anyio.run(agent.ainvoke, state, config)
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
-    sliced = json.loads(str(results[1].content))
+    sliced = parse_slice(str(results[1].content))
     log = "\n".join(LINES)
-    assert log.startswith(sliced["text"]) and len(sliced["text"]) == 300
-    assert sliced["next_offset"] == 300 and sliced["total_chars"] == len(log)
+    assert log.startswith(sliced.text) and len(sliced.text) == 300
+    assert sliced.next_offset == 300 and sliced.total == len(log)
     assert "error" in json.loads(str(results[2].content))  # a ref this chain never stored
     assert out["messages"][-1].content == "line 00000 it is"
     assert service.ledger.verify().ok

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from helpers.frameworks import require
+from helpers.slices import parse_slice
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 require("agents", "agents")
@@ -85,10 +86,10 @@ def test_the_model_reads_a_stored_tool_output_back_with_read_persisted(service):
     stored = str(ROWS)  # (the SDK sends a structured output as its str())
     preview = _output_sent(second.calls[0], "c1")
     assert "read_persisted" in preview and "item-0299" not in preview  # (stored out of it)
-    sliced = json.loads(_output_sent(second.calls[1], "c2"))
-    assert sliced["text"] in stored and sliced["text"].startswith(stored[:100])
-    assert sliced["offset"] == 0 and sliced["next_offset"] == 500
-    assert len(sliced["text"]) == 500 and sliced["total_chars"] >= len(stored)
+    sliced = parse_slice(_output_sent(second.calls[1], "c2"))
+    assert sliced.text in stored and sliced.text.startswith(stored[:100])
+    assert sliced.offset == 0 and sliced.next_offset == 500
+    assert len(sliced.text) == 500 and sliced.total >= len(stored)
     assert "error" in json.loads(_output_sent(second.calls[2], "c3"))
     assert "not valid JSON" in json.loads(_output_sent(second.calls[3], "c4"))["error"]
     assert service.ledger.verify().ok

@@ -22,13 +22,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
-
 from ctxledger import ContextService
 from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
 from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
 from ctxledger.ledger.prompt import held_prompt
+from ctxledger.runtime.toolbudget import DEFAULT_MAX_SLICE_CHARS, SliceResult
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -137,8 +136,9 @@ async def record_changed_prompt(
 
 async def read_persisted_call(service: ContextService, session_id: str | None, args: Any) -> str:
     """Run a ``read_persisted`` call a framework's agent made (`args`: JSON text or the
-    decoded object) on `session_id`'s chain: the slice as JSON text, or ``{"error": ...}``
-    for the model to read and correct (a bad ref, an output of another conversation)."""
+    decoded object) on `session_id`'s chain: the slice as :func:`slice_text` gives it,
+    or ``{"error": ...}`` for the model to read and correct (a bad ref, an output of
+    another conversation)."""
     if session_id is None:
         return json.dumps({"error": "nothing is recorded in this conversation yet"})
     try:
@@ -152,7 +152,25 @@ async def read_persisted_call(service: ContextService, session_id: str | None, a
         result = await service.read_persisted(session_id, decoded["ref"], **window)
     except CtxLedgerError as exc:
         return json.dumps({"error": str(exc)})
-    return msgspec.json.encode(result).decode()
+    return slice_text(result)
+
+
+def slice_text(result: SliceResult) -> str:
+    """A slice as the model is sent it: a one-line header (where it is in the output,
+    where to go on) and the text as stored, together within ``DEFAULT_MAX_SLICE_CHARS``
+    (the text is cut shorter to make room). The results of ``read_persisted`` are exempt
+    from the tool budget, so this cap is what keeps them small: as JSON, the escapes of
+    a coloured log or control characters made a slice several times the cap."""
+    text = result.text
+    while True:
+        end = result.offset + len(text)
+        where = f"characters {result.offset} to {end} of {result.total_chars}"
+        more = f"go on at offset {end}" if end < result.total_chars else "that is the end"
+        head = f"[stored output: {where}; {more}]\n"
+        room = DEFAULT_MAX_SLICE_CHARS - len(head)
+        if len(text) <= room:
+            return head + text
+        text = text[:room]
 
 
 def live_messages(service: ContextService, session_id: str) -> list[JSON]:
@@ -265,6 +283,7 @@ __all__ = [
     "ledger_target",
     "live_messages",
     "read_persisted_call",
+    "slice_text",
     "system_view",
     "taken_whole",
 ]

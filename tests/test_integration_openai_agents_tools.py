@@ -51,6 +51,18 @@ def _output_sent(call: Any, call_id: str) -> str:
     raise AssertionError(f"no output of {call_id} was sent")
 
 
+def _read_back(session: CtxLedgerSession, ref: str) -> str:
+    """The whole stored output, read page by page with the tool as a model would."""
+    tool, offset, pages = read_persisted_tool(session), 0, []
+    while offset is not None:
+        args = json.dumps({"ref": ref, "offset": offset})
+        page = parse_slice(anyio.run(tool.on_invoke_tool, None, args))
+        pages.append(page.text)
+        offset = page.next_offset
+    assert len(pages) > 1  # (more than one page)
+    return "".join(pages)
+
+
 def test_the_model_reads_a_stored_tool_output_back_with_read_persisted(service):
     session = CtxLedgerSession("ops", service, model="scripted", context_length=16_000)
     first = ScriptedModel(
@@ -89,7 +101,8 @@ def test_the_model_reads_a_stored_tool_output_back_with_read_persisted(service):
     sliced = parse_slice(_output_sent(second.calls[1], "c2"))
     assert sliced.text in stored and sliced.text.startswith(stored[:100])
     assert sliced.offset == 0 and sliced.next_offset == 500
-    assert len(sliced.text) == 500 and sliced.total >= len(stored)
+    assert len(sliced.text) == 500 and sliced.total == len(stored)
+    assert _read_back(session, re.findall(r"[0-9a-f]{64}", preview)[0]) == stored
     assert "error" in json.loads(_output_sent(second.calls[2], "c3"))
     assert "not valid JSON" in json.loads(_output_sent(second.calls[3], "c4"))["error"]
     assert service.ledger.verify().ok

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -21,6 +22,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
@@ -96,3 +98,34 @@ def test_an_agent_without_tools_is_sent_none_and_its_model_binds_none(service):
     out = agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
     assert out["messages"][-1].content == "hello"
     assert not service.ledger.transcript.session(service.tip("langchain:t")).tools
+
+
+class _BindingChat(ScriptedChat):
+    """Records the names of the tools each call binds."""
+
+    bound: list[list[str]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
+        self.bound.append([t.name for t in tools])
+        return self
+
+
+@tool("read_persisted")
+def own_notes(ref: str) -> str:
+    """The user's own tool named read_persisted (a note store)."""
+    return f"note {ref}"
+
+
+def test_an_agents_own_tool_named_read_persisted_is_sent_with_a_warning(service):
+    call = {"name": "read_persisted", "args": {"ref": "x"}, "id": "c1"}
+    model = _BindingChat(messages=iter([AIMessage("", tool_calls=[call]), AIMessage("done")]))
+    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
+    agent = create_agent(
+        model=model, tools=[own_notes], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    with pytest.warns(UserWarning, match="replaces the middleware's"):
+        out = agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+    assert model.bound == [["read_persisted"], ["read_persisted"]]  # (was sent no tools)
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == ["note x"]
+    declared = service.ledger.transcript.session(service.tip("langchain:t")).tools
+    assert [t["function"]["description"] for t in declared or []] == [own_notes.description]

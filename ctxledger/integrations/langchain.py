@@ -173,7 +173,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         call = loop.run(lambda: self._before(thread, request))
         while True:
             try:
-                response = handler(overridden(request, call))
+                response = handler(overridden(request, call, self.tools[0]))
                 break
             except BaseException as exc:
                 retry = loop.run(functools.partial(self._failed, thread, call, exc))
@@ -192,7 +192,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         call = await self._before(thread, request)
         while True:
             try:
-                response = await handler(overridden(request, call))
+                response = await handler(overridden(request, call, self.tools[0]))
                 break
             except BaseException as exc:
                 retry = await self._failed(thread, call, exc)
@@ -588,7 +588,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 model=self.model_name,
                 context_length=self.context_length,
                 system_prompt=prompt,
-                tools=tool_schemas(request.tools),
+                tools=tool_schemas(request.tools, self.tools[0]),
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )

@@ -5,6 +5,7 @@ say (its messages, its thread, its tools' schemas)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +23,6 @@ from ctxledger.compressor import markers
 from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
 from ctxledger.limits import check_token_count
-from ctxledger.runtime.toolbudget import READ_PERSISTED_TOOL_NAME
 
 JSON = dict[str, Any]
 
@@ -85,14 +85,15 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     return host.model_copy(update={"content": [*content, note]})
 
 
-def overridden(request: ModelRequest[Any], call: ModelCall) -> ModelRequest[Any]:
+def overridden(request: ModelRequest[Any], call: ModelCall, own: Any) -> ModelRequest[Any]:
     """The model call's `request` (a ``ModelRequest``) sent the ledger's view of `call`:
-    its messages, the system message (:func:`system_message`), a lowered ``max_tokens``."""
+    its messages, the system message (:func:`system_message`), a lowered ``max_tokens``,
+    the tools of :func:`sent_tools` (`own`: the middleware's ``read_persisted``)."""
     overrides: dict[str, Any] = {"messages": call.view.model_input()}
     system = system_message(request.system_message, call.view.system)
     if system is not None:
         overrides["system_message"] = system
-    if len(tools := sent_tools(request.tools)) != len(request.tools):
+    if len(tools := sent_tools(request.tools, own)) != len(request.tools):
         overrides["tools"] = tools
     if call.lowered:
         overrides["model_settings"] = {**request.model_settings, "max_tokens": call.max_tokens}
@@ -152,18 +153,36 @@ def text_of(content: Any) -> str:
     )
 
 
-def sent_tools(tools: Sequence[Any]) -> list[Any]:
-    """A request's tools as the model is sent them: none when the middleware's own
-    ``read_persisted`` is the only one (an agent without tools of its own has no tool
-    output to store, and its model need not bind tools)."""
-    own = [t for t in tools if getattr(t, "name", None) == READ_PERSISTED_TOOL_NAME]
-    return [] if len(own) == len(tools) else list(tools)
+def sent_tools(tools: Sequence[Any], own: Any) -> list[Any]:
+    """A request's tools as the model is sent them: none when `own`, the middleware's
+    ``read_persisted`` (the very object), is the only one (an agent without tools of its
+    own has no tool output to store, and its model need not bind tools). An agent's own
+    tool of that name took the middleware's place (the tool node keeps one tool a name):
+    it is sent, with a warning that a stored output cannot be read back."""
+    if all(t is own for t in tools):
+        return []
+    if not any(t is own for t in tools) and any(_named(t) == own.name for t in tools):
+        warnings.warn(
+            f"ctxledger: the agent's own tool {own.name!r} replaces the middleware's: "
+            "a tool output stored out of the context cannot be read back by the model",
+            UserWarning,
+            stacklevel=2,
+        )
+    return list(tools)
 
 
-def tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
-    """The function schemas of a request's tools (as preflight counts them)."""
+def _named(tool: Any) -> Any:
+    """A tool's name: a ``BaseTool``'s, or a provider tool dict's (either shape)."""
+    if isinstance(tool, dict):
+        return tool.get("name") or (tool.get("function") or {}).get("name")
+    return getattr(tool, "name", None)
+
+
+def tool_schemas(tools: Sequence[Any], own: Any) -> list[JSON] | None:
+    """The function schemas of a request's tools as sent (:func:`sent_tools`), as
+    preflight counts them."""
     schemas: list[JSON] = []
-    for tool in sent_tools(tools):
+    for tool in sent_tools(tools, own):
         try:
             schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
         except (TypeError, ValueError, NotImplementedError):

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from ctxledger import CompressionConfig, ContextService, Ledger
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
+from ctxledger.runtime import read_persisted_tool
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
 LINES = [f"line {i:05d}: GET /api/items/{i} 200" for i in range(900)]
@@ -129,3 +130,23 @@ def test_an_agents_own_tool_named_read_persisted_is_sent_with_a_warning(service)
     assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == ["note x"]
     declared = service.ledger.transcript.session(service.tip("langchain:t")).tools
     assert [t["function"]["description"] for t in declared or []] == [own_notes.description]
+
+
+def test_the_tool_has_the_ledgers_schema_and_answers_bad_arguments_with_errors(service):
+    given = [{"ref": "0" * 64, "limit": 50_000}, {"offset": 3}, {"ref": "0" * 64, "extra": 1}]
+    replies = [
+        AIMessage("", tool_calls=[{"name": "read_persisted", "args": args, "id": f"c{i}"}])
+        for i, args in enumerate(given)
+    ]
+    model = ScriptedChat(messages=iter([*replies, AIMessage("done")]))
+    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
+    agent = create_agent(
+        model=model, tools=[tail_log], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    out = agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+    results = [json.loads(str(m.content)) for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(results) == 3 and all(set(r) == {"error"} for r in results)
+    declared = service.ledger.transcript.session(service.tip("langchain:t")).tools or []
+    assert [t for t in declared if t["function"]["name"] == "read_persisted"] == [
+        read_persisted_tool()
+    ]

@@ -20,7 +20,6 @@ from langchain_core.tools import BaseTool, StructuredTool
 from ctxledger import ContextService
 from ctxledger.integrations.common import LoopThread, read_persisted_call
 from ctxledger.runtime import read_persisted_tool
-from ctxledger.runtime.toolbudget import DEFAULT_MAX_SLICE_CHARS
 
 
 class Middleware(Protocol):
@@ -34,28 +33,28 @@ class Middleware(Protocol):
 
 
 def read_persisted(middleware: Middleware) -> BaseTool:
-    """The ``read_persisted`` tool over `middleware`'s ledger (its schema and description
-    are the ledger's own, :func:`ctxledger.runtime.read_persisted_tool`). A sync graph's
-    call runs on the middleware's loop thread, as its model calls do; errors come back to
-    the model as ``{"error": ...}``."""
-    description = read_persisted_tool()["function"]["description"]
+    """The ``read_persisted`` tool over `middleware`'s ledger: its name, description and
+    JSON schema (bounds and parameter descriptions included) are the ledger's own,
+    :func:`ctxledger.runtime.read_persisted_tool`. The arguments reach the tool as the
+    model gave them (a schema dict is not enforced): :func:`read_persisted_call` checks
+    them, and errors come back to the model as ``{"error": ...}``. A sync graph's call
+    runs on the middleware's loop thread, as its model calls do."""
+    function = read_persisted_tool()["function"]
 
-    async def aread(
-        ref: str, runtime: ToolRuntime, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
-    ) -> str:
+    async def aread(runtime: ToolRuntime, **args: Any) -> str:
         sid = middleware.session_of(runtime.state)
-        args = {"ref": ref, "offset": offset, "limit": limit}
         return await read_persisted_call(middleware.service, sid, args)
 
-    def read(
-        ref: str, runtime: ToolRuntime, offset: int = 0, limit: int = DEFAULT_MAX_SLICE_CHARS
-    ) -> str:
-        loop = middleware.loop_thread()
-        out: Any = loop.run(lambda: aread(ref, runtime, offset, limit))
+    def read(runtime: ToolRuntime, **args: Any) -> str:
+        out: Any = middleware.loop_thread().run(lambda: aread(runtime, **args))
         return str(out)
 
     return StructuredTool.from_function(
-        func=read, coroutine=aread, name="read_persisted", description=description
+        func=read,
+        coroutine=aread,
+        name=function["name"],
+        description=function["description"],
+        args_schema=function["parameters"],
     )
 
 

@@ -142,16 +142,17 @@ def test_a_tripped_runs_usage_stays_in_the_session_clear_or_pop_ends(service, en
 
 class _WaitingSummarizer(OfflineSummarizer):
     """Lets run a's tool finish, then waits (up to 5 s) until a has written its tool
-    output, as a summarizer awaiting its provider would."""
+    output, as a summarizer awaiting its provider would. `raced`: a wrote meanwhile."""
 
     def __init__(self, release: asyncio.Event, written: asyncio.Event) -> None:
-        self.release, self.written = release, written
+        self.release, self.written, self.raced = release, written, False
 
     async def summarize(self, request: Any) -> Any:
         self.release.set()
         if not self.written.is_set():
             with anyio.move_on_after(5):
                 await self.written.wait()
+            self.raced = self.written.is_set()
         return await super().summarize(request)
 
 
@@ -175,7 +176,8 @@ def test_a_request_is_reported_once_when_another_run_reads_while_it_is_reported(
     async def slow(key: str) -> str:
         """Slow."""
         started.set()
-        await release.wait()
+        with anyio.fail_after(5):  # (no compaction: no release; fail, never hang)
+            await release.wait()
         return "v"
 
     first = ScriptedModel(
@@ -190,7 +192,8 @@ def test_a_request_is_reported_once_when_another_run_reads_while_it_is_reported(
     )
 
     async def run_b() -> None:
-        await started.wait()  # run a is in its tool: its 15,000-token request is left
+        with anyio.fail_after(5):
+            await started.wait()  # run a is in its tool: its 15,000-token request is left
         await _run(b, "qb", session, False)
 
     async def runs() -> None:
@@ -205,7 +208,7 @@ def test_a_request_is_reported_once_when_another_run_reads_while_it_is_reported(
 
     session.written = written
     asyncio.run(runs())
-    print("REPORTED", _reported(service), summarizer.release.is_set(), written.is_set())
+    assert summarizer.raced  # run a wrote while its report awaited the summarizer
     assert sorted(_reported(service)) == [602, 900, 15_000]  # (15,000 was counted twice)
     assert service.ledger.verify().ok
     ledger.close()

@@ -24,7 +24,14 @@ from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, Ledger  # noqa: E402
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer  # noqa: E402
-from ctxledger.events import PressureWarning, UsageReported  # noqa: E402
+from ctxledger.events import (  # noqa: E402
+    CompressionChecked,
+    CompressionSkipped,
+    PressureWarning,
+    SessionSwitched,
+    SummaryGenerated,
+    UsageReported,
+)
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
 
@@ -137,6 +144,12 @@ def test_a_tripped_runs_usage_stays_in_the_session_clear_or_pop_ends(service, en
     events = [r.event for r in service.ledger.store.read_all()]
     warned = [e.session_id for e in events if isinstance(e, PressureWarning)]
     assert "u~2" not in warned  # (the fresh conversation was never under pressure)
+    at = next(
+        i for i, e in enumerate(events) if isinstance(e, UsageReported) and e.session_id == "u"
+    )
+    assert events[at].asked_for_tools is False  # the ending conversation: no check
+    checks = (CompressionChecked, CompressionSkipped, SummaryGenerated, SessionSwitched)
+    assert not [e for e in events[at:] if isinstance(e, checks) and e.session_id == "u"]
     assert service.ledger.verify().ok
 
 

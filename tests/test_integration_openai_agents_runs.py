@@ -8,6 +8,7 @@ import asyncio
 import functools
 import gc
 import os
+import types
 import weakref
 from typing import Any
 
@@ -150,6 +151,30 @@ def test_a_tripped_runs_usage_stays_in_the_session_clear_or_pop_ends(service, en
     assert events[at].asked_for_tools is False  # the ending conversation: no check
     checks = (CompressionChecked, CompressionSkipped, SummaryGenerated, SessionSwitched)
     assert not [e for e in events[at:] if isinstance(e, checks) and e.session_id == "u"]
+    assert service.ledger.verify().ok
+
+
+def _one_request(usage: Usage, tokens: int) -> None:
+    usage.add(Usage(requests=1, input_tokens=tokens, output_tokens=5, total_tokens=tokens + 5))
+
+
+def test_a_run_that_pops_an_item_reports_its_own_requests_on_the_branch(service):
+    # (as the SDK's rewind before a conversation retry: pop_item with the run's own wrapper)
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    run = types.SimpleNamespace(usage=Usage())
+    question = {"role": "user", "content": "q"}
+
+    async def steps() -> None:
+        _one_request(run.usage, 301)
+        await session.add_items([question, {"role": "assistant", "content": "a"}], wrapper=run)
+        _one_request(run.usage, 402)  # a request whose answer the run has not written
+        await session.pop_item(wrapper=run)
+        await session.add_items([{"role": "assistant", "content": "again"}], wrapper=run)
+
+    anyio.run(steps)
+    assert session.ledger_session_id() == "u~2"
+    # (the ending u got the 402 of the run that goes on in u~2)
+    assert _reported(service, "u") == [301] and _reported(service, "u~2") == [402]
     assert service.ledger.verify().ok
 
 

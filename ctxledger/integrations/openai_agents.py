@@ -270,10 +270,11 @@ class CtxLedgerSession:
         before its next write (an output guardrail's trip) writes nothing more, and its
         last requests' usage was lost. Whether the last one asked for tools is unknown
         (checked), as for a batch that ends in no response. `ending`: `sid` is about to
-        end (``clear_session``, ``pop_item``): the usage is that conversation's, whichever
-        run made it, and no check runs on it."""
+        end (``clear_session``, ``pop_item``): another run's usage is that conversation's,
+        and no check runs on it. The calling run's own is left to its next write (the SDK
+        pops items in a run that goes on, when it rewinds to retry a conversation turn)."""
         left, self._left = self._left, None
-        if left is None or (left is _usage(wrapper) and not ending):
+        if left is None or left is _usage(wrapper):
             self._left = left
             return sid
         return await self._report_usage(sid, left, False if ending else None, ending=ending)

@@ -179,60 +179,40 @@ def test_a_run_that_pops_an_item_reports_its_own_requests_on_the_branch(service)
 
 
 class _WaitingSummarizer(OfflineSummarizer):
-    """Lets run a's tool finish, then waits (up to 5 s) until a has written its tool
-    output, as a summarizer awaiting its provider would. `raced`: a wrote meanwhile."""
+    """Says it was called (`called`), then waits (up to 5 s) until the session was cleared,
+    as a summarizer awaiting its provider would. `raced`: it was cleared meanwhile."""
 
-    def __init__(self, release: asyncio.Event, written: asyncio.Event) -> None:
-        self.release, self.written, self.raced = release, written, False
+    def __init__(self, called: asyncio.Event, cleared: asyncio.Event) -> None:
+        self.called, self.cleared, self.raced = called, cleared, False
 
     async def summarize(self, request: Any) -> Any:
-        self.release.set()
-        if not self.written.is_set():
+        self.called.set()
+        if not self.cleared.is_set():
             with anyio.move_on_after(5):
-                await self.written.wait()
-            self.raced = self.written.is_set()
+                await self.cleared.wait()
+            self.raced = self.cleared.is_set()
         return await super().summarize(request)
 
 
-class _SignallingSession(CtxLedgerSession):
-    written: asyncio.Event
-
-    async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
-        await super().add_items(items, wrapper=wrapper)
-        if any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items):
-            self.written.set()  # (run a's write after its tool)
-
-
-def test_a_request_is_reported_once_when_another_run_reads_while_it_is_reported(tmp_path):
-    started, release, written = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    summarizer = _WaitingSummarizer(release, written)
+def test_a_request_is_reported_once_when_the_session_is_cleared_while_it_is_reported(tmp_path):
+    called, cleared = asyncio.Event(), asyncio.Event()
+    summarizer = _WaitingSummarizer(called, cleared)
     ledger = Ledger.open(tmp_path / "agents.db", config=CONFIG)
     service = ContextService(ledger, config=CONFIG, summarizer=summarizer)
-    session = _SignallingSession("u", service, model="scripted", context_length=16_000)
-
-    @function_tool
-    async def slow(key: str) -> str:
-        """Slow."""
-        started.set()
-        with anyio.fail_after(5):  # (no compaction: no release; fail, never hang)
-            await release.wait()
-        return "v"
-
-    first = ScriptedModel(
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel(
         [
-            _step(function_call("slow", {"key": "k"}, call_id="c1"), 15_000),
+            _step(function_call("lookup", {"key": "k"}, call_id="c1"), 15_000),
             _step(assistant_message("a"), 602),
         ]
     )
-    a = Agent(name="a", instructions="A.", model=first, tools=[slow])
-    b = Agent(
-        name="a", instructions="A.", model=ScriptedModel([_step(assistant_message("b"), 900)])
-    )
+    a = Agent(name="a", instructions="A.", model=model, tools=[lookup])
 
-    async def run_b() -> None:
+    async def clear() -> None:
         with anyio.fail_after(5):
-            await started.wait()  # run a is in its tool: its 15,000-token request is left
-        await _run(b, "qb", session, False)
+            await called.wait()  # run a's write reports its 15,000 and awaits a compaction
+        await session.clear_session()
+        cleared.set()
 
     async def runs() -> None:
         history: list[Any] = []
@@ -242,14 +222,56 @@ def test_a_request_is_reported_once_when_another_run_reads_while_it_is_reported(
                 {"role": "assistant", "content": f"answer {i} " + "word " * 200},
             ]
         await CtxLedgerSession.add_items(session, history)
-        await asyncio.gather(_run(a, "qa", session, False), run_b())
+        await asyncio.gather(_run(a, "qa", session, False), clear())
 
-    session.written = written
     asyncio.run(runs())
-    assert summarizer.raced  # run a wrote while its report awaited the summarizer
-    assert sorted(_reported(service)) == [602, 900, 15_000]  # (15,000 was counted twice)
+    assert summarizer.raced  # the session was cleared while a's report awaited
+    assert sorted(_reported(service)) == [602, 15_000]  # (15,000 was counted twice)
     assert service.ledger.verify().ok
     ledger.close()
+
+
+def test_a_run_in_flight_reports_its_own_requests_when_another_run_writes(service):
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @function_tool
+    async def slow(key: str) -> str:
+        """Slow."""
+        started.set()
+        with anyio.fail_after(5):
+            await release.wait()
+        return "v"
+
+    a = Agent(
+        name="a",
+        model=ScriptedModel(
+            [
+                _step(function_call("slow", {"key": "k"}, call_id="c1"), 301),
+                _step(assistant_message("a"), 402),
+            ]
+        ),
+        tools=[slow],
+    )
+    b = Agent(name="a", model=ScriptedModel([_step(assistant_message("b"), 503)]))
+
+    async def run_b() -> None:
+        with anyio.fail_after(5):
+            await started.wait()  # run a is in its tool: its 301-token request is not written yet
+        await _run(b, "qb", session, False)
+        release.set()
+
+    async def runs() -> None:
+        await asyncio.gather(_run(a, "qa", session, False), run_b())
+
+    asyncio.run(runs())
+    events = [
+        r.event for r in service.ledger.store.read_all() if isinstance(r.event, UsageReported)
+    ]
+    asked = {e.usage.prompt: e.asked_for_tools for e in events}
+    # (run b reported a's tool call as a left-over, before a wrote it: None, checked)
+    assert asked == {301: True, 402: False, 503: False}
+    assert service.ledger.verify().ok
 
 
 class _UserContext:

@@ -31,8 +31,10 @@ would refuse them now (the agent's own model is checked as ever).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -131,9 +133,10 @@ class CtxLedgerSession:
         #: the prompt of a call made before the session's first item (the hooks): the
         #: ledger session that call's items start is started with it
         self._pending: str | None = None
-        #: the ``Usage`` of the last run that wrote (see _report_left); not its wrapper,
-        #: which holds the user's context object
-        self._left: Any = None
+        #: per run that wrote: its ``Usage`` and the task it wrote from (see _report_left);
+        #: not its wrapper, which holds the user's context object
+        #: (a weak reference: a done task holds the run's result, and so its context)
+        self._left: dict[int, tuple[Any, weakref.ref[asyncio.Task[Any]] | None]] = {}
         self.service.ledger.refresh()
         self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
@@ -262,22 +265,32 @@ class CtxLedgerSession:
         if messages:
             sid = (await self.service.append(sid, messages)).session_id
         await self._report_usage(sid, _usage(wrapper), _asked(messages))
-        self._left = _usage(wrapper)
+        usage = _usage(wrapper)
+        if usage is not None:
+            task = _task()
+            self._left[id(usage)] = (usage, None if task is None else weakref.ref(task))
 
     async def _report_left(self, sid: str, wrapper: Any, *, ending: bool = False) -> str:
-        """Report the requests a run made after it last wrote, before another run (another
-        `wrapper`) reads or writes: a run that ends in an error after a model call and
-        before its next write (an output guardrail's trip) writes nothing more, and its
-        last requests' usage was lost. Whether the last one asked for tools is unknown
-        (checked), as for a batch that ends in no response. `ending`: `sid` is about to
-        end (``clear_session``, ``pop_item``): another run's usage is that conversation's,
-        and no check runs on it. The calling run's own is left to its next write (the SDK
-        pops items in a run that goes on, when it rewinds to retry a conversation turn)."""
-        left, self._left = self._left, None
-        if left is None or left is _usage(wrapper):
-            self._left = left
-            return sid
-        return await self._report_usage(sid, left, False if ending else None, ending=ending)
+        """Report the requests a run made after it last wrote, once that run can no longer
+        write: a run that ends in an error after a model call and before its next write (an
+        output guardrail's trip) writes nothing more, and its last requests' usage was lost.
+        A run is over when the task it wrote from is gone or done, or that task now makes
+        another call (a task runs one run at a time); a run in flight (two runs at once)
+        reports its own at its next write, saying whether they asked for tools. Whether a
+        left-over's last request asked for tools is unknown (checked), as for a batch that
+        ends in no response. `ending`: `sid` is about to end (``clear_session``,
+        ``pop_item``): every other run's usage is that conversation's, and no check runs
+        on it. The calling run's own is left to its next write (the SDK pops items in a
+        run that goes on, when it rewinds to retry a conversation turn)."""
+        own, current = _usage(wrapper), _task()
+        for key, (usage, task_ref) in list(self._left.items()):
+            if usage is own:
+                continue  # (this call's run: its write reports its own)
+            task = task_ref() if task_ref is not None else None
+            if ending or task is None or task is current or task.done():
+                del self._left[key]
+                sid = await self._report_usage(sid, usage, None, ending=ending)
+        return sid
 
     async def _report_usage(
         self, sid: str, usage: Any, last: bool | None, *, ending: bool = False
@@ -368,6 +381,14 @@ def _asked(messages: list[Any]) -> bool | None:
             return bool(message.get("tool_calls"))
         return None
     return None
+
+
+def _task() -> asyncio.Task[Any] | None:
+    """The task a session call is made from (None: not in a task)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def _usage(wrapper: Any) -> Any:

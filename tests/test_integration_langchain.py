@@ -260,7 +260,8 @@ def test_a_tool_with_an_infinite_default_keeps_the_agent_working(service, caplog
     [tools] = [
         r.event.tools for r in service.ledger.store.read_all() if isinstance(r.event, ToolsDeclared)
     ]
-    params = tools[0]["function"]["parameters"]["properties"]["max_distance"]
+    [declared] = [t for t in tools if t["function"]["name"] == "search"]  # (and read_persisted)
+    params = declared["function"]["parameters"]["properties"]["max_distance"]
     assert params == {"type": "number"}
 
 

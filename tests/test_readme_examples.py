@@ -150,6 +150,7 @@ def _openai_agents(scratch: Path, upstream: Any) -> None:
     )
     names = run_block("from agents import Runner", {"agent": agent})
     assert names["result"].final_output
+    assert [tool.name for tool in names["agent"].tools] == ["read_persisted"]
     with Ledger.open(scratch / "agents.ledger.db") as ledger:
         # the agent's prompt (the example gives agent=), the question, the answer
         assert [m["role"] for m in ledger.api_messages("user-42")] == [

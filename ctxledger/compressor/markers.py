@@ -160,6 +160,11 @@ def merge_delimiter() -> str:
 
 
 def is_summary_message(message: Mapping[str, Any]) -> bool:
+    """Whether `message` carries a summary: only a user or assistant message can (where
+    compaction writes one, as :func:`split_merged` reads); a tool output or a system
+    message holding a summary's text (a stored output read back, say) is not one."""
+    if message.get("role") not in ("user", "assistant"):
+        return False
     return unwrap_summary(content_text(message)) is not None
 
 

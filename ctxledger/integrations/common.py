@@ -11,6 +11,7 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -26,6 +27,7 @@ from ctxledger.errors import CtxLedgerError
 from ctxledger.eventstore import is_url
 from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
 from ctxledger.ledger.prompt import held_prompt
+from ctxledger.runtime.toolbudget import DEFAULT_MAX_SLICE_CHARS, SliceResult
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -130,6 +132,45 @@ async def record_changed_prompt(
         return session_id, False
     result = await service.set_system_prompt(session_id, text, seen=recorded)
     return result.session_id, True
+
+
+async def read_persisted_call(service: ContextService, session_id: str | None, args: Any) -> str:
+    """Run a ``read_persisted`` call a framework's agent made (`args`: JSON text or the
+    decoded object) on `session_id`'s chain: the slice as :func:`slice_text` gives it,
+    or ``{"error": ...}`` for the model to read and correct (a bad ref, an output of
+    another conversation)."""
+    if session_id is None:
+        return json.dumps({"error": "nothing is recorded in this conversation yet"})
+    try:
+        decoded = json.loads(args or "{}") if isinstance(args, str | bytes) else args
+    except (ValueError, RecursionError) as exc:  # (a deeply nested value: RecursionError)
+        return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("ref"), str):
+        return json.dumps({"error": "arguments must be an object with a string 'ref'"})
+    window = {k: decoded[k] for k in ("offset", "limit") if decoded.get(k) is not None}
+    try:
+        result = await service.read_persisted(session_id, decoded["ref"], **window)
+    except CtxLedgerError as exc:
+        return json.dumps({"error": str(exc)})
+    return slice_text(result)
+
+
+def slice_text(result: SliceResult) -> str:
+    """A slice as the model is sent it: a one-line header (where it is in the output,
+    where to go on) and the text as stored, together within ``DEFAULT_MAX_SLICE_CHARS``
+    (the text is cut shorter to make room). The results of ``read_persisted`` are exempt
+    from the tool budget, so this cap is what keeps them small: as JSON, the escapes of
+    a coloured log or control characters made a slice several times the cap."""
+    text = result.text
+    while True:
+        end = result.offset + len(text)
+        where = f"characters {result.offset} to {end} of {result.total_chars}"
+        more = f"go on at offset {end}" if end < result.total_chars else "that is the end"
+        head = f"[stored output: {where}; {more}]\n"
+        room = DEFAULT_MAX_SLICE_CHARS - len(head)
+        if len(text) <= room:
+            return head + text
+        text = text[:room]
 
 
 def live_messages(service: ContextService, session_id: str) -> list[JSON]:
@@ -241,6 +282,8 @@ __all__ = [
     "is_made_key",
     "ledger_target",
     "live_messages",
+    "read_persisted_call",
+    "slice_text",
     "system_view",
     "taken_whole",
 ]

@@ -80,14 +80,15 @@ from ctxledger.integrations.langchain_messages import (
     View,
     from_chat,
     new_run,
+    overridden,
     responses_usage,
     state_messages,
-    system_message,
     text_of,
     thread_id,
     to_chat,
     tool_schemas,
 )
+from ctxledger.integrations.langchain_tools import read_persisted
 from ctxledger.limits import check_input_text, taking_as_recorded
 
 JSON = dict[str, Any]
@@ -133,6 +134,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         self._loop: LoopThread | None = None
         self._loop_lock = threading.Lock()
         self._warned_state = False
+        self.tools = [read_persisted(self)]  # (the preview of a stored tool output names it)
 
     @classmethod
     def open(cls, path: str | Path, **kwargs: Any) -> CtxLedgerMiddleware:
@@ -157,7 +159,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         ids = new_run(state, RUN_KEY)
         if ids is None:
             return None
-        return {RUN_KEY: self._loop_thread().run(lambda: self._run_key(ids))}
+        return {RUN_KEY: self.loop_thread().run(lambda: self._run_key(ids))}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         ids = new_run(state, RUN_KEY)
@@ -167,11 +169,11 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         thread = thread_id(request.state, request.messages, RUN_KEY)
-        loop = self._loop_thread()
+        loop = self.loop_thread()
         call = loop.run(lambda: self._before(thread, request))
         while True:
             try:
-                response = handler(self._override(request, call))
+                response = handler(overridden(request, call, self.tools[0]))
                 break
             except BaseException as exc:
                 retry = loop.run(functools.partial(self._failed, thread, call, exc))
@@ -190,7 +192,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         call = await self._before(thread, request)
         while True:
             try:
-                response = await handler(self._override(request, call))
+                response = await handler(overridden(request, call, self.tools[0]))
                 break
             except BaseException as exc:
                 retry = await self._failed(thread, call, exc)
@@ -202,12 +204,12 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
 
     def after_agent(self, state: Any, runtime: Any) -> None:
         thread = thread_id(state, state_messages(state), RUN_KEY)
-        self._loop_thread().run(lambda: self._end_run(thread, state))
+        self.loop_thread().run(lambda: self._end_run(thread, state))
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         await self._end_run(thread_id(state, state_messages(state), RUN_KEY), state)
 
-    def _loop_thread(self) -> LoopThread:
+    def loop_thread(self) -> LoopThread:
         """The thread the sync hooks run the middleware's steps on: all its bookkeeping is
         done there (a sync agent's ``batch`` calls the hooks from many threads)."""
         with self._loop_lock:
@@ -376,16 +378,15 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         known.mine = None
         self._mark(known)
 
-    def _override(self, request: ModelRequest[Any], call: ModelCall) -> ModelRequest[Any]:
-        overrides: dict[str, Any] = {"messages": call.view.model_input()}
-        system = system_message(request.system_message, call.view.system)
-        if system is not None:
-            overrides["system_message"] = system
-        if call.lowered:
-            overrides["model_settings"] = {**request.model_settings, "max_tokens": call.max_tokens}
-        return request.override(**overrides)
-
     # --- which ledger session -----------------------------------------------------------
+
+    def session_of(self, state: Any) -> str | None:
+        """The tip of the session a graph `state`'s thread goes on in (None: nothing
+        recorded), for its tools; read only, as last written (no generation is chosen)."""
+        thread = thread_id(state, state_messages(state), RUN_KEY)
+        self.service.ledger.refresh()
+        known = self._runs.get(thread) or self._threads.get(thread) or self._recorded(thread)
+        return None if known is None else self.service.tip(known.root)
 
     def _known(self, thread: str) -> Thread | None:
         self.service.ledger.refresh()
@@ -587,7 +588,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 model=self.model_name,
                 context_length=self.context_length,
                 system_prompt=prompt,
-                tools=tool_schemas(request.tools),
+                tools=tool_schemas(request.tools, self.tools[0]),
                 session_id=sid,
                 title=host_title("langchain thread", thread),
             )

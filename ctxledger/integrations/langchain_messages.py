@@ -5,9 +5,11 @@ say (its messages, its thread, its tools' schemas)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
@@ -83,6 +85,21 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     return host.model_copy(update={"content": [*content, note]})
 
 
+def overridden(request: ModelRequest[Any], call: ModelCall, own: Any) -> ModelRequest[Any]:
+    """The model call's `request` (a ``ModelRequest``) sent the ledger's view of `call`:
+    its messages, the system message (:func:`system_message`), a lowered ``max_tokens``,
+    the tools of :func:`sent_tools` (`own`: the middleware's ``read_persisted``)."""
+    overrides: dict[str, Any] = {"messages": call.view.model_input()}
+    system = system_message(request.system_message, call.view.system)
+    if system is not None:
+        overrides["system_message"] = system
+    if len(tools := sent_tools(request.tools, own)) != len(request.tools):
+        overrides["tools"] = tools
+    if call.lowered:
+        overrides["model_settings"] = {**request.model_settings, "max_tokens": call.max_tokens}
+    return request.override(**overrides)
+
+
 def to_chat(messages: Sequence[BaseMessage]) -> list[JSON]:
     """LangChain messages as OpenAI chat messages, each keeping its id under ``lc_id``."""
     converted = convert_to_openai_messages(list(messages))
@@ -136,10 +153,36 @@ def text_of(content: Any) -> str:
     )
 
 
-def tool_schemas(tools: Sequence[Any]) -> list[JSON] | None:
-    """The function schemas of a request's tools (as preflight counts them)."""
+def sent_tools(tools: Sequence[Any], own: Any) -> list[Any]:
+    """A request's tools as the model is sent them: none when `own`, the middleware's
+    ``read_persisted`` (the very object), is the only one (an agent without tools of its
+    own has no tool output to store, and its model need not bind tools). An agent's own
+    tool of that name took the middleware's place (the tool node keeps one tool a name):
+    it is sent, with a warning that a stored output cannot be read back."""
+    if all(t is own for t in tools):
+        return []
+    if not any(t is own for t in tools) and any(_named(t) == own.name for t in tools):
+        warnings.warn(
+            f"ctxledger: the agent's own tool {own.name!r} replaces the middleware's: "
+            "a tool output stored out of the context cannot be read back by the model",
+            UserWarning,
+            stacklevel=2,
+        )
+    return list(tools)
+
+
+def _named(tool: Any) -> Any:
+    """A tool's name: a ``BaseTool``'s, or a provider tool dict's (either shape)."""
+    if isinstance(tool, dict):
+        return tool.get("name") or (tool.get("function") or {}).get("name")
+    return getattr(tool, "name", None)
+
+
+def tool_schemas(tools: Sequence[Any], own: Any) -> list[JSON] | None:
+    """The function schemas of a request's tools as sent (:func:`sent_tools`), as
+    preflight counts them."""
     schemas: list[JSON] = []
-    for tool in tools:
+    for tool in sent_tools(tools, own):
         try:
             schema = dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
         except (TypeError, ValueError, NotImplementedError):
@@ -203,7 +246,9 @@ __all__ = [
     "configured_thread",
     "from_chat",
     "new_run",
+    "overridden",
     "responses_usage",
+    "sent_tools",
     "state_field",
     "state_messages",
     "system_message",

@@ -31,8 +31,10 @@ would refuse them now (the agent's own model is checked as ever).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,7 +56,8 @@ from ctxledger.limits import check_input_text, check_text, check_token_count, ta
 from ctxledger.runtime.service_io import check_new_batch
 
 JSON = dict[str, Any]
-#: attribute on the Runner's wrapper: how many of its request usages were reported
+#: attribute on a run's ``Usage`` (its wrapper's, shared by the run's forks): how many of
+#: its request usages were reported (or are being reported)
 _REPORTED = "_ctxledger_reported_requests"
 
 
@@ -130,6 +133,10 @@ class CtxLedgerSession:
         #: the prompt of a call made before the session's first item (the hooks): the
         #: ledger session that call's items start is started with it
         self._pending: str | None = None
+        #: per run that wrote: its ``Usage`` and the task it wrote from (see _report_left);
+        #: not its wrapper, which holds the user's context object
+        #: (a weak reference: a done task holds the run's result, and so its context)
+        self._left: dict[int, tuple[Any, weakref.ref[asyncio.Task[Any]] | None]] = {}
         self.service.ledger.refresh()
         self._key = session_id if self._recorded_whole(session_id) else ledger_key(session_id)
         self._generation = self._latest_generation()
@@ -213,6 +220,7 @@ class CtxLedgerSession:
             self._pending = None
             return []
         if limit is None:
+            sid = await self._report_left(sid, wrapper)
             sid = (await self.service.preflight(sid)).session_id
         items = messages_to_items(live_messages(self.service, sid))
         if limit is not None:
@@ -253,24 +261,56 @@ class CtxLedgerSession:
             if not messages and not _unreported(wrapper):
                 return  # nothing to record: no empty session either
         sid = await self._writable()
+        sid = await self._report_left(sid, wrapper)
         if messages:
             sid = (await self.service.append(sid, messages)).session_id
-        await self._report_usage(sid, wrapper, messages)
+        await self._report_usage(sid, _usage(wrapper), _asked(messages))
+        usage = _usage(wrapper)
+        if usage is not None:
+            task = _task()
+            self._left[id(usage)] = (usage, None if task is None else weakref.ref(task))
 
-    async def _report_usage(self, sid: str, wrapper: Any, messages: list[Any]) -> None:
-        """Report each model request of the run not reported yet (Responses usage shape),
-        saying whether it asked for tools (the in-loop check runs after those only, as
-        Hermes's loop): a request another one followed in the run did (a tool call or
-        a handoff); the last one as the batch's last response says (see _asked)."""
-        entries, done = _usage_entries(wrapper)
+    async def _report_left(self, sid: str, wrapper: Any, *, ending: bool = False) -> str:
+        """Report the requests a run made after it last wrote, once that run can no longer
+        write: a run that ends in an error after a model call and before its next write (an
+        output guardrail's trip) writes nothing more, and its last requests' usage was lost.
+        A run is over when the task it wrote from is gone or done, or that task now makes
+        another call (a task runs one run at a time); a run in flight (two runs at once)
+        reports its own at its next write, saying whether they asked for tools. Whether a
+        left-over's last request asked for tools is unknown (checked), as for a batch that
+        ends in no response. `ending`: `sid` is about to end (``clear_session``,
+        ``pop_item``): every other run's usage is that conversation's, and no check runs
+        on it. The calling run's own is left to its next write (the SDK pops items in a
+        run that goes on, when it rewinds to retry a conversation turn)."""
+        own, current = _usage(wrapper), _task()
+        for key, (usage, task_ref) in list(self._left.items()):
+            if usage is own:
+                continue  # (this call's run: its write reports its own)
+            task = task_ref() if task_ref is not None else None
+            if ending or task is None or task is current or task.done():
+                del self._left[key]
+                sid = await self._report_usage(sid, usage, None, ending=ending)
+        return sid
+
+    async def _report_usage(
+        self, sid: str, usage: Any, last: bool | None, *, ending: bool = False
+    ) -> str:
+        """Report each model request of a run's `usage` not reported yet (Responses usage
+        shape), saying whether it asked for tools (the in-loop check runs after those only,
+        as Hermes's loop): a request another one followed in the run did (a tool call or a
+        handoff); the last one as `last` says (see _asked). The requests are claimed
+        before the first report awaits: another run's read or write meanwhile (two runs at
+        once) must not report them again. On a session that is `ending`, none did (no
+        check runs on a conversation that is over)."""
+        entries, done = _usage_entries(usage)
         new = entries[done:]
-        last = _asked(messages)
+        if new:
+            setattr(usage, _REPORTED, len(entries))
         for index, entry in enumerate(new):
             report = functools.partial(request_usage, entry)
-            asked = True if index < len(new) - 1 else last
+            asked = False if ending else True if index < len(new) - 1 else last
             sid = await report_usage_or_warn(self.service, sid, report, tool_calls=asked)
-        if wrapper is not None and len(entries) > done:
-            setattr(wrapper, _REPORTED, len(entries))
+        return sid
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Remove and return the latest item: the view minus that item continues as a
@@ -278,6 +318,7 @@ class CtxLedgerSession:
         sid = self.ledger_session_id()
         if sid is None:
             return None
+        sid = await self._report_left(sid, wrapper, ending=True)
         messages = live_messages(self.service, sid)
         if not messages:
             return None
@@ -311,6 +352,7 @@ class CtxLedgerSession:
         self._pending = None
         sid = self.ledger_session_id()
         if sid is not None:
+            sid = await self._report_left(sid, wrapper, ending=True)
             await self.service.end_session(sid, "cleared")
 
     async def run_compaction(
@@ -341,15 +383,27 @@ def _asked(messages: list[Any]) -> bool | None:
     return None
 
 
-def _usage_entries(wrapper: Any) -> tuple[list[Any], int]:
+def _task() -> asyncio.Task[Any] | None:
+    """The task a session call is made from (None: not in a task)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
+def _usage(wrapper: Any) -> Any:
+    """The run's ``Usage`` (None: a call without the Runner's wrapper)."""
+    return getattr(wrapper, "usage", None)
+
+
+def _usage_entries(usage: Any) -> tuple[list[Any], int]:
     """The run's model requests (usage entries) and how many were reported already."""
-    usage = getattr(wrapper, "usage", None)
     entries = list(getattr(usage, "request_usage_entries", None) or ())
-    return entries, int(getattr(wrapper, _REPORTED, 0) or 0)
+    return entries, int(getattr(usage, _REPORTED, 0) or 0)
 
 
 def _unreported(wrapper: Any) -> bool:
-    entries, done = _usage_entries(wrapper)
+    entries, done = _usage_entries(_usage(wrapper))
     return len(entries) > done
 
 

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import RunHooks
+from agents import FunctionTool, RunHooks
 from agents.lifecycle import RunHooksBase
 
 from ctxledger import InvalidInput
+from ctxledger.integrations.common import read_persisted_call
 from ctxledger.integrations.openai_agents import CtxLedgerSession
+from ctxledger.runtime import read_persisted_tool as read_persisted_schema
 
 
 class CtxLedgerRunHooks(RunHooks[Any]):
@@ -74,4 +76,26 @@ class CtxLedgerRunHooks(RunHooks[Any]):
             await self.hooks.on_tool_end(context, agent, tool, result)
 
 
-__all__ = ["CtxLedgerRunHooks"]
+def read_persisted_tool(session: CtxLedgerSession) -> FunctionTool:
+    """The ``read_persisted`` tool over `session`'s conversation, for the agent's
+    ``tools=[...]``: a tool output over the budget is stored out of the context, and the
+    next run is sent a preview telling the model to call ``read_persisted`` with its ref
+    (without the tool, the SDK ends that run: the tool is not found in the agent).
+    Errors come back to the model as ``{"error": ...}``."""
+    if not isinstance(session, CtxLedgerSession):
+        raise InvalidInput(f"session must be a CtxLedgerSession, got {type(session).__name__}")
+    schema = read_persisted_schema()["function"]
+
+    async def invoke(context: Any, arguments: str) -> str:
+        return await read_persisted_call(session.service, session.ledger_session_id(), arguments)
+
+    return FunctionTool(
+        name=schema["name"],
+        description=schema["description"],
+        params_json_schema=schema["parameters"],
+        on_invoke_tool=invoke,
+        strict_json_schema=False,  # (offset and limit have defaults)
+    )
+
+
+__all__ = ["CtxLedgerRunHooks", "read_persisted_tool"]

@@ -18,7 +18,9 @@ import msgspec
 from ctxledger.errors import InvalidMessage
 from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 
-ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: ``developer`` is OpenAI's system role for o-series / gpt-5 models: kept as sent and
+#: read as a system message (added in session 37; older ledgers never hold it)
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
 JSON = dict[str, Any]
 #: one chat message in the OpenAI shape
@@ -27,7 +29,7 @@ Message = JSON
 
 def _check_content(content: Any, role: str, index: int | None) -> None:
     if content is None:
-        if role in ("user", "system"):
+        if role in ("user", "system", "developer"):
             raise InvalidMessage(f"{role} message has no content", index=index)
         return
     if isinstance(content, str):
@@ -101,7 +103,8 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:  # a list or an object is unhashable
         raise InvalidMessage(
-            f"unknown role {role!r}; expected one of system, user, assistant, tool", index=index
+            f"unknown role {role!r}; expected one of system, developer, user, assistant, tool",
+            index=index,
         )
     if "content" not in message and role != "assistant":
         raise InvalidMessage(f"{role} message has no 'content' field", index=index)

@@ -233,7 +233,7 @@ def _summary_role(
     roles = layout.roles
     pre = roles[before[-1]] if before else None
     post = roles[after_first]
-    only_system = all(roles[i] == "system" for i in before)
+    only_system = all(roles[i] in ("system", "developer") for i in before)
     if only_system or layout.last_user is None:
         # a transcript must open with (and keep) a user turn: the summary is that turn
         return "user", after_first if post == "user" else None

@@ -190,7 +190,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
 def openai_upstream(
     body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
 ) -> JSONDict:
-    out = {**body, "messages": view}
+    out = {**body, "messages": _client_system_role(body, view)}
     if max_tokens is not None:
         out["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = (
             max_tokens
@@ -198,6 +198,18 @@ def openai_upstream(
     if body.get("stream"):
         out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return out
+
+
+def _client_system_role(body: Mapping[str, Any], view: list[JSONDict]) -> list[JSONDict]:
+    """`view` with its system prompt in the role the client gave it: a leading
+    ``developer`` message (o-series / gpt-5 clients) is the session's system prompt,
+    and goes upstream as ``developer`` again, as the client sent it this turn."""
+    raw = body.get("messages")
+    first = raw[0] if isinstance(raw, list) and raw else None
+    developer = isinstance(first, Mapping) and first.get("role") == "developer"
+    if developer and view and view[0].get("role") == "system":
+        return [{**view[0], "role": "developer"}, *view[1:]]
+    return view
 
 
 def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:

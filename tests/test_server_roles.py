@@ -109,3 +109,33 @@ async def test_compaction_keeps_a_developer_system_prompt_and_its_role(tmp_path:
         for seen in r.upstream.requests:
             first = seen.json["messages"][0]
             assert first["role"] == "developer" and first["content"].startswith(DEV)
+
+
+async def test_a_leading_developer_message_outlives_every_compaction_as_sent(
+    tmp_path: Path,
+) -> None:
+    """A session without a system prompt whose first message is a developer message: it
+    is the head Hermes keeps (the system prompt's place), carried by id with its role,
+    never summarized, on the first compaction and after it (no fossilized-head rule)."""
+    dev = {"role": "developer", "content": "INSTRUCTION: indent with tabs"}
+    async with rig(tmp_path) as r:
+        start = {"model": "gpt-5", "session_id": "s", "context_length": 8192}
+        assert (await r.http.post("/v1/sessions", json=start)).status_code == 201
+        sid, batch = "s", [dev]
+        for round_ in range(2):
+            for i in range(8):
+                batch += [
+                    {"role": "user", "content": ask(i)},
+                    {"role": "assistant", "content": "ok"},
+                ]
+            res = await r.http.post(f"/v1/sessions/{sid}/messages", json={"messages": batch})
+            assert res.status_code == 200, res.text
+            res = await r.http.post(f"/v1/sessions/{sid}/compress", json={})
+            assert res.status_code == 200, res.text
+            sid, batch = res.json()["session_id"], []
+            view = (await r.http.get(f"/v1/sessions/{sid}/api-messages")).json()["messages"]
+            assert view[0] == dev, round_
+            assert all(m["role"] != "developer" for m in view[1:])
+        assert len(switches(r)) == 2
+        replay = (await r.http.get(f"/v1/sessions/{sid}/replay", params={"verify": "true"})).json()
+        assert replay["equal"] is True and replay["drifted"] is False

@@ -222,7 +222,7 @@ Failure = Literal["fallback", "aborted"]
 
 def _conversation(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The messages a user counts: the list without its leading system prompt."""
-    skip = 1 if messages and messages[0].get("role") == "system" else 0
+    skip = 1 if messages and messages[0].get("role") in ("system", "developer") else 0
     return list(messages[skip:])
 
 

@@ -529,7 +529,12 @@ def _draft(job: _Job, b: _Bounds) -> PlanDraft:
         + sum(_old_merged_summary_tokens(messages[i], counts[i]) for i in unmerged)
     )
     budget, built = _budget(job, targets, summarized_tokens)
-    system_note = layout.has_system and not markers.has_system_note(content_text(messages[0]))
+    # a leading developer message is carried as it is (by id, role kept): no note on it
+    system_note = (
+        layout.has_system
+        and messages[0].get("role") == "system"
+        and not markers.has_system_note(content_text(messages[0]))
+    )
     # the summary arrives framed (prefix, end marker) and the first compaction adds a
     # note: small budgets would otherwise "progress" by rewriting a summary into itself
     framing = _framing_tokens() + (rough_text_tokens(markers.system_note()) if system_note else 0)

@@ -307,7 +307,7 @@ class SearchIndex:
                         str(event.message.get("role") or ""),
                         "appended",
                         seq,
-                        message_text(event.message, text_only=True),
+                        _indexed_text(event.message),
                     )
                 )
             elif isinstance(event, SessionStarted):
@@ -328,7 +328,7 @@ class SearchIndex:
                                 str(entry.message.get("role") or ""),
                                 entry.origin,
                                 seq,
-                                message_text(entry.message, text_only=True),
+                                _indexed_text(entry.message),
                             )
                         )
             elif isinstance(event, SummaryGenerated):
@@ -423,6 +423,14 @@ class _Transaction:
 
 
 # --------------------------------------------------------------------------- recall
+
+
+def _indexed_text(message: JSON) -> str:
+    """What recall finds a message by: the text a reader reads, and a refusal's text
+    (something the model said; a content-null refusal has no other text)."""
+    text = message_text(message, text_only=True)
+    refusal = message.get("refusal")
+    return f"{text}\n{refusal}" if isinstance(refusal, str) and refusal else text
 
 
 def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:

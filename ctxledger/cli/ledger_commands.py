@@ -205,6 +205,9 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
                 text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
                 lines=True,
             )
+        refusal = msg.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            echo(f"  refusal: {refusal}", lines=True)
         if calls:
             echo(f"  → {calls}")
 

@@ -12,6 +12,9 @@ One block per message, separated by blank lines::
     [TOOL RESULT call_1 · terminal]
     1 failed, 12 passed
 
+An assistant's refusal (OpenAI's ``refusal`` field, beside null or empty content) is a
+``[REFUSAL] text`` line of its block: the model said it, so a summary may say so.
+
 A content longer than 6,000 characters keeps its first 4,000 and last 1,500 around a
 cut mark that says how many characters were left out; tool-call arguments longer than
 1,500 characters keep their first 1,200. Shorter ones are sent whole (the lengths
@@ -141,6 +144,9 @@ def serialize_message(
     lines = [label]
     if text.strip():
         lines.append(cut_middle(redact(text)))
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():  # what the model said instead
+        lines.append(f"[REFUSAL] {cut_middle(redact(refusal))}")
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             lines.append(_call_line(call))

@@ -364,6 +364,26 @@ def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
+def _api_message(message: JSONDict) -> JSONDict:
+    """An exported message as the Messages API takes it (it answers 400 to a key it does
+    not know and to an empty assistant turn). The export keeps an OpenAI refusal as a
+    ``refusal`` key beside its (often empty) content, for its own round trip: upstream,
+    the refusal is a text block (what the model said), before any ``tool_use``. A
+    mid-conversation system or developer message loses its ``ctxledger_role`` mark."""
+    if "refusal" not in message and "ctxledger_role" not in message:
+        return message
+    out = dict(message)
+    out.pop("ctxledger_role", None)
+    refusal, content = out.pop("refusal", None), out.get("content")
+    if not (isinstance(refusal, str) and refusal and isinstance(content, list)):
+        return out
+    if not any(isinstance(b, Mapping) and b.get("text") == refusal for b in content):
+        kinds = [b.get("type") if isinstance(b, Mapping) else None for b in content]
+        at = kinds.index("tool_use") if "tool_use" in kinds else len(content)
+        out["content"] = [*content[:at], {"type": "text", "text": refusal}, *content[at:]]
+    return out
+
+
 def _marker_on_last_block(message: JSONDict) -> JSONDict:
     """A message whose prompt-cache marker sits on the message itself (the native layout
     marks a content-less tool-call turn so) with the marker moved onto its last content
@@ -396,7 +416,8 @@ def anthropic_upstream(
     system: Any = None
     if view and view[0].get("role") == "system":
         system, view = view[0].get("content"), view[1:]
-    messages = [_marker_on_last_block(m) for m in anthropic_document(None, view)["messages"]]
+    exported = anthropic_document(None, view)["messages"]
+    messages = [_marker_on_last_block(_api_message(m)) for m in exported]
     out = {**body, "messages": messages}
     out.pop("system", None)
     if system is not None:

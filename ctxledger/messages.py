@@ -125,15 +125,26 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     elif (
         role == "assistant"
         and message.get("content") is None
-        # OpenAI answers a refusal as content null + "refusal"; clients send it back
+        # OpenAI answers a refusal as content null + "refusal", an audio reply as content
+        # null + "audio" (sent back as {"id": ...}); clients send them back
         and not isinstance(message.get("refusal"), str)
+        and audio_reference(message.get("audio")) is None
     ):
         raise InvalidMessage(
-            "assistant message has neither content nor tool_calls (nor a refusal)", index=index
+            "assistant message has neither content nor tool_calls (nor a refusal or an audio id)",
+            index=index,
         )
     if "name" in message and not isinstance(message["name"], str):
         raise InvalidMessage("'name' must be a string", index=index)
     return dict(message)
+
+
+def audio_reference(audio: Any) -> str | None:
+    """The id of an OpenAI audio reply (``{"id": "audio_..."}``, as a client sends it
+    back), else None."""
+    if isinstance(audio, Mapping) and isinstance(audio.get("id"), str) and audio["id"]:
+        return audio["id"]
+    return None
 
 
 def tool_call_ids(message: Mapping[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
-from ctxledger.messages import kind_of
+from ctxledger.messages import audio_reference, kind_of
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.sseparse import SSEEvent, SSEParser
 from ctxledger.server.upstream_reply import (
@@ -227,18 +227,21 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
         if isinstance(c, Mapping)
     ]
     content, refusal = message.get("content"), message.get("refusal")
-    if not calls and content is None and isinstance(refusal, str):  # sent back as it came
-        return {"role": "assistant", "content": None, "refusal": refusal}
-    if not calls and not isinstance(content, str | list):
+    audio = audio_reference(message.get("audio"))
+    out: JSONDict = {"role": "assistant", "content": None}
+    if not calls and content is None and (isinstance(refusal, str) or audio):
+        if isinstance(refusal, str):  # sent back as it came
+            out["refusal"] = refusal
+    elif not calls and not isinstance(content, str | list):
         return None
-    out: JSONDict = {
-        "role": "assistant",
-        "content": content if content is not None else ("" if not calls else None),
-    }
+    else:
+        out["content"] = content if content is not None else ("" if not calls else None)
     if calls:
         out["tool_calls"] = calls
     if isinstance(refusal, str) and refusal:  # beside content too (gateways send content "")
         out["refusal"] = refusal
+    if audio:  # an audio reply is sent back by its id alone (not its data or transcript)
+        out["audio"] = {"id": audio}
     return out
 
 
@@ -265,6 +268,7 @@ class OpenAIStream:
     wants_usage: bool
     content: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
+    audio: str | None = None
     calls: dict[int, JSONDict] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: JSONDict | None = None
@@ -294,6 +298,7 @@ class OpenAIStream:
             self.content.append(delta["content"])
         if isinstance(delta.get("refusal"), str):
             self.refusal.append(delta["refusal"])
+        self.audio = audio_reference(delta.get("audio")) or self.audio
         for call in delta.get("tool_calls") or ():
             where = "a chunk's tool call index"
             slot = self.calls.setdefault(
@@ -324,10 +329,11 @@ class OpenAIStream:
         return openai_reply(
             {
                 "content": "".join(self.content)
-                if self.content or not (calls or self.refusal)
+                if self.content or not (calls or self.refusal or self.audio)
                 else None,
                 "tool_calls": calls,
                 "refusal": "".join(self.refusal) if self.refusal else None,
+                "audio": {"id": self.audio},
             }
         )
 

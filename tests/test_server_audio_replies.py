@@ -1,0 +1,84 @@
+"""An audio reply through the chat proxy (session 37): OpenAI answers an audio model
+with content null and an ``audio`` object; a client sends it back as
+``{"role": "assistant", "audio": {"id": ...}}``. The proxy recorded nothing of such a
+reply and the state API refused the message, so the second turn of an audio
+conversation was a 422. The reply is now recorded by its audio id (not its base64
+data), and the next turn continues the same session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.fake_upstream import Raw
+from helpers.server_rig import rig
+
+from ctxledger.errors import InvalidMessage
+from ctxledger.messages import validate_message
+
+pytestmark = pytest.mark.anyio
+
+AUDIO = {"id": "audio_abc", "data": "UklGRg==", "expires_at": 1, "transcript": "Hello there"}
+SSE = "text/event-stream"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _json_reply() -> Raw:
+    message = {"role": "assistant", "content": None, "refusal": None, "audio": AUDIO}
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m"}
+    body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+    body["usage"] = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}
+    return Raw((json.dumps(body).encode(),))
+
+
+def _stream_reply() -> Raw:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return f"data: {json.dumps({'id': 'c', 'choices': [choice]})}\n\n".encode()
+
+    pieces = [
+        chunk({"role": "assistant", "content": None}),
+        chunk({"audio": {"id": "audio_abc", "transcript": "Hello"}}),
+        chunk({"audio": {"data": "UklGRg==", "expires_at": 1, "transcript": " there"}}),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    ]
+    return Raw(tuple(pieces), SSE)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_audio_reply_is_recorded_by_its_id_and_the_next_turn_continues(
+    tmp_path: Path, stream: bool
+) -> None:
+    async with rig(tmp_path) as r:
+        headers = {"X-Ctxledger-Session": "voice", "authorization": "Bearer sk"}
+        history: list[Any] = [{"role": "user", "content": "say hello"}]
+        r.upstream.queue(_stream_reply() if stream else _json_reply())
+        body = {"model": "gpt-4o-audio-preview", "messages": history, "stream": stream}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        recorded = {"role": "assistant", "content": None, "audio": {"id": "audio_abc"}}
+        assert r.service.ledger.api_messages("voice")[-1] == recorded
+        history += [{"role": "assistant", "audio": {"id": "audio_abc"}}]
+        history += [{"role": "user", "content": "again"}]
+        r.upstream.queue(_json_reply())
+        body = {"model": "gpt-4o-audio-preview", "messages": history}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        assert r.upstream.requests[-1].json["messages"][1] == recorded
+        assert len(r.service.ledger.chains.chain("voice")) == 1  # no branch
+        assert len(r.service.ledger.api_messages("voice")) == 4
+
+
+@pytest.mark.parametrize("audio", [{}, {"id": ""}, {"id": 5}, "audio_abc", None])
+def test_an_assistant_message_with_no_audio_id_and_no_content_is_still_refused(
+    audio: Any,
+) -> None:
+    with pytest.raises(InvalidMessage, match="neither content nor tool_calls"):
+        validate_message({"role": "assistant", "content": None, "audio": audio})

@@ -14,6 +14,7 @@ from helpers.fake_upstream import Say
 from helpers.server_rig import Rig, ask, rig, switches
 
 from ctxledger import CompressionConfig
+from ctxledger.importers.anthropic import parse_anthropic
 from ctxledger.importers.export import export_messages
 from ctxledger.messages import validate_message
 from ctxledger.tokens import count_message
@@ -93,6 +94,7 @@ def test_developer_is_a_message_role_and_exports_round_trip() -> None:
     assert validate_message(dev) == dev
     doc = json.loads(export_messages(None, [{"role": "user", "content": "a"}, dev], "anthropic"))
     assert doc["messages"][1] == {**dev, "role": "user", "ctxledger_role": "developer"}
+    assert parse_anthropic(json.dumps(doc))[0].messages[1] == dev  # and back
 
 
 async def test_compaction_keeps_a_developer_system_prompt_and_its_role(tmp_path: Path) -> None:

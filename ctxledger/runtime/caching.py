@@ -97,6 +97,10 @@ def _mark(
     return None  # an empty list, or one ending in a non-object part
 
 
+#: the roles read as the system prompt (OpenAI's ``developer`` is its newer name)
+_INSTRUCTIONS = ("system", "developer")
+
+
 def apply_cache_markers(
     messages: Sequence[dict[str, Any]],
     *,
@@ -105,8 +109,8 @@ def apply_cache_markers(
 ) -> list[dict[str, Any]]:
     """Return the messages with up to four ``cache_control`` breakpoints.
 
-    Breakpoints go on the system prompt (when ``messages[0]`` is one) and on the last
-    three non-system messages that can carry one on this route (all four on those when
+    Breakpoints go on the system prompt (when ``messages[0]`` is one; a leading
+    ``developer`` message counts as one) and on the last three non-system messages that can carry one on this route (all four on those when
     there is no system prompt), as hermes-agent 0.19 places them (session 31,
     ``tests/test_parity_caching.py``). Unmarked messages are the caller's own objects
     (shallow list copy); marked ones are deep copies.
@@ -117,7 +121,7 @@ def apply_cache_markers(
     if not out:
         return out
     targets: list[int] = []
-    if out[0].get("role") == "system":
+    if out[0].get("role") in _INSTRUCTIONS:
         targets.append(0)
     room = MAX_BREAKPOINTS - len(targets)
     rolling: list[int] = []
@@ -125,7 +129,7 @@ def apply_cache_markers(
         if len(rolling) == room:
             break
         message = out[index]
-        if message.get("role") != "system" and _carries(message, native_anthropic):
+        if message.get("role") not in _INSTRUCTIONS and _carries(message, native_anthropic):
             rolling.append(index)
     targets.extend(reversed(rolling))
     for index in targets:

@@ -142,9 +142,8 @@ def validate_message(message: Any, index: int | None = None) -> Message:
 def audio_reference(audio: Any) -> str | None:
     """The id of an OpenAI audio reply (``{"id": "audio_..."}``, as a client sends it
     back), else None."""
-    if isinstance(audio, Mapping) and isinstance(audio.get("id"), str) and audio["id"]:
-        return audio["id"]
-    return None
+    audio_id = audio.get("id") if isinstance(audio, Mapping) else None
+    return audio_id if isinstance(audio_id, str) and audio_id else None
 
 
 def tool_call_ids(message: Mapping[str, Any]) -> list[str]:

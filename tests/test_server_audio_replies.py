@@ -82,3 +82,41 @@ def test_an_assistant_message_with_no_audio_id_and_no_content_is_still_refused(
 ) -> None:
     with pytest.raises(InvalidMessage, match="neither content nor tool_calls"):
         validate_message({"role": "assistant", "content": None, "audio": audio})
+
+
+def _reply(message: dict[str, Any]) -> Raw:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m"}
+    body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+    return Raw((json.dumps(body).encode(),))
+
+
+@pytest.mark.parametrize(
+    ("first", "sent_back"),
+    [
+        ({"audio": AUDIO}, {"audio": {"id": "audio_other"}}),
+        ({"refusal": "No A."}, {"refusal": "No B."}),
+    ],
+    ids=["audio id", "refusal"],
+)
+async def test_a_different_audio_id_or_refusal_sent_back_makes_a_branch(
+    tmp_path: Path, first: dict[str, Any], sent_back: dict[str, Any]
+) -> None:
+    """A client that goes on from another reply (another choice of n=2, an edited
+    history) must not have the recorded one sent upstream in its place."""
+    async with rig(tmp_path) as r:
+        headers = {"X-Ctxledger-Session": "v", "authorization": "Bearer sk"}
+        history: list[Any] = [{"role": "user", "content": "say hello"}]
+        r.upstream.queue(_reply({"role": "assistant", "content": None, **first}))
+        body = {"model": "m", "messages": history}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        mine = {"role": "assistant", "content": None, **sent_back}
+        history += [mine, {"role": "user", "content": "again"}]
+        r.upstream.queue(_reply({"role": "assistant", "content": "ok"}))
+        body = {"model": "m", "messages": history}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        assert r.upstream.requests[-1].json["messages"][1] == mine
+        ledger = r.service.ledger
+        kinds = sorted(ledger.chains.kind(s.session_id) for s in ledger.sessions())
+        assert kinds == ["branch", "root"]

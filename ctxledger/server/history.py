@@ -9,9 +9,9 @@ prefix of the client's list; the rest is the new suffix. When no line of the fam
 matches, the client edited or dropped something: the request gets a new branch.
 
 Messages are compared as dicts first and, when those differ, by what a provider
-sees (role, text, tool calls, tool call id), so a client that drops ``null`` fields or moves its own
-``cache_control`` markers still continues its line; a tool-call id the ledger repaired
-(a re-used one) is compared as the client sent it.
+sees (role, text, tool calls, tool call id, refusal, audio id), so a client that drops
+``null`` fields or moves its own ``cache_control`` markers still continues its line; a
+tool-call id the ledger repaired (a re-used one) is compared as the client sent it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.ledger import Ledger
+from ctxledger.messages import audio_reference
 from ctxledger.projections.transcript import load_bodies
 
 Key = tuple[Any, ...]
@@ -59,11 +60,15 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
     def original(call_id: Any) -> Any:
         return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
 
+    refusal = message.get("refusal")
     return (
         message.get("role"),
         content_key(message.get("content")),
         _calls_key(message.get("tool_calls") or (), original),
         original(message.get("tool_call_id")),
+        # what an assistant said instead of content: a refusal, an audio reply (by id)
+        refusal if isinstance(refusal, str) and refusal else None,
+        audio_reference(message.get("audio")),
     )
 
 

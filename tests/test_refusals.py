@@ -4,11 +4,15 @@ it, and the Anthropic face sends it as a text block the Messages API accepts."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+
 from ctxledger.analysis.recall import recall
+from ctxledger.tokens import message_text
 from ctxledger.cli.main import cli
 from ctxledger.compressor.serialize import serialize_turns
 from ctxledger.ledger.facade import Ledger
@@ -38,6 +42,22 @@ def test_recall_finds_a_refusal(tmp_path: Path) -> None:
     with ledger:
         hits = recall(ledger, sid, "picking lock").hits
         assert [h.role for h in hits] == ["assistant"]
+
+
+def test_an_index_folded_before_refusals_were_indexed_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index folded by an older version (schema 1: text only) is built again, so
+    recall finds an old refusal whether or not an index existed before the upgrade."""
+    recall_module = sys.modules[recall.__module__]  # the package exports the function
+    with monkeypatch.context() as old:
+        old.setattr(recall_module, "INDEX_SCHEMA", 1)
+        old.setattr(recall_module, "_indexed_text", lambda m: message_text(m, text_only=True))
+        ledger, sid = _ledger(tmp_path / "l.db")
+        with ledger:
+            assert recall(ledger, sid, "picking lock").hits == []
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        assert [h.role for h in recall(ledger, sid, "picking lock").hits] == ["assistant"]
 
 
 def test_the_summarizer_reads_a_refusal() -> None:

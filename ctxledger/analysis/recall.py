@@ -59,8 +59,8 @@ from ctxledger.messages import JSON
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import message_text
 
-#: bump to rebuild every index built by an older layout
-INDEX_SCHEMA = 1
+#: bump to rebuild every index built by an older layout (2: a refusal's text is indexed)
+INDEX_SCHEMA = 2
 MAX_LIMIT = 100
 #: events folded per write transaction (a long first build still lets writers in between)
 FOLD_CHUNK = 20_000

@@ -42,6 +42,7 @@ def test_recall_finds_a_refusal(tmp_path: Path) -> None:
     with ledger:
         hits = recall(ledger, sid, "picking lock").hits
         assert [h.role for h in hits] == ["assistant"]
+        assert hits[0].snippet.startswith("I can't")  # no empty line for the null content
 
 
 def test_an_index_folded_before_refusals_were_indexed_is_rebuilt(

@@ -430,7 +430,7 @@ def _indexed_text(message: JSON) -> str:
     (something the model said; a content-null refusal has no other text)."""
     text = message_text(message, text_only=True)
     refusal = message.get("refusal")
-    return f"{text}\n{refusal}" if isinstance(refusal, str) and refusal else text
+    return "\n".join(p for p in (text, refusal if isinstance(refusal, str) else "") if p)
 
 
 def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:

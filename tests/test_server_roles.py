@@ -16,6 +16,7 @@ from helpers.server_rig import Rig, ask, rig, switches
 from ctxledger import CompressionConfig
 from ctxledger.importers.anthropic import parse_anthropic
 from ctxledger.importers.export import export_messages
+from ctxledger.importers.responses import STUBS, messages_to_items
 from ctxledger.messages import validate_message
 from ctxledger.tokens import count_message
 
@@ -87,6 +88,38 @@ async def test_the_state_api_takes_a_developer_message_and_refuses_an_empty_one(
         assert res.status_code == 200, res.text
         view = (await r.http.get("/v1/sessions/s/api-messages")).json()
         assert view["messages"] == good
+
+
+@pytest.mark.parametrize("face", ["chat", "responses"])
+async def test_a_state_api_session_led_by_a_developer_message_goes_on_through_a_face(
+    tmp_path: Path, face: str
+) -> None:
+    """A session whose first message is a developer message (the state API stores it as
+    a message) continued through a face with the same messages: the same line, and the
+    developer message goes upstream as it is, no fork."""
+    async with rig(tmp_path) as r:
+        assert (await r.http.post("/v1/sessions", json={"model": "gpt-5", "session_id": "c"})).status_code == 201
+        base = [
+            {"role": "developer", "content": "Use pytest."},
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "ok"},
+        ]
+        assert (await r.http.post("/v1/sessions/c/messages", json={"messages": base})).is_success
+        more = [*base, {"role": "user", "content": "next"}]
+        headers = {**AUTH, "X-Ctxledger-Session": "c"}
+        if face == "chat":
+            res = await _chat(r, more, **headers)
+        else:
+            body = {"model": "gpt-5", "input": messages_to_items(more)}
+            res = await r.http.post("/v1/responses", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        ledger = r.service.ledger
+        assert [s.session_id for s in ledger.sessions()] == ["c"]  # no branch
+        recorded = [{k: v for k, v in m.items() if k != STUBS} for m in ledger.api_messages("c")]
+        assert recorded[:4] == more
+        sent = r.upstream.requests[-1].json
+        first = sent["messages"][0] if face == "chat" else sent["input"][0]
+        assert first["role"] == "developer"
 
 
 def test_developer_is_a_message_role_and_exports_round_trip() -> None:

@@ -53,6 +53,9 @@ class ClientTurn:
     stream: bool
     max_tokens: int | None
     wants_usage: bool = False  # OpenAI: the client asked for the usage chunk itself
+    #: the leading ``developer`` message `system_prompt` was taken from, as a message: a
+    #: session recorded with it as its first message (the state API) is matched by it
+    lead: JSONDict | None = None
 
     def __post_init__(self) -> None:
         # a client-sent message carrying the proxy's response-id key would let a later
@@ -157,10 +160,13 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     knows from the raw bytes; stripping is skipped, not the check, when it says no)."""
     raw = _messages(body)
     system: str | None = None
+    lead: JSONDict | None = None
     if isinstance(raw[0], Mapping) and raw[0].get("role") in ("system", "developer"):
         system = text_of_parts(raw[0].get("content"))
         if system is None:
             raise InvalidInput("messages[0]: a system message needs text content")
+        if raw[0].get("role") == "developer":
+            lead = strip_cache_markers(raw[0]) if markers else dict(raw[0])
         raw = raw[1:]
     messages = (
         [strip_cache_markers(m) if isinstance(m, dict) else m for m in raw]
@@ -184,6 +190,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         stream=bool(body.get("stream")),
         max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
         wants_usage=wants,
+        lead=lead,
     )
 
 

@@ -65,7 +65,7 @@ from ctxledger.server.formats import (
     openai_upstream,
 )
 from ctxledger.server.forwarding import admit, forwarded_headers
-from ctxledger.server.history import stable_key
+from ctxledger.server.history import Match, stable_key
 from ctxledger.server.routing import (
     Endpoint,
     check_session_id,
@@ -222,11 +222,9 @@ class Turn:
                 title=f"proxy ({self.api.name})",
             )
         else:
-            match = self.state.history.match(family, suffix, turn.system_prompt)
+            match, suffix, system_prompt = self._match(family)
             sid = match.session_id
-            answered = match.branch and self.state.history.answered(
-                family, suffix, turn.system_prompt
-            )
+            answered = match.branch and self.state.history.answered(family, suffix, system_prompt)
             if answered:
                 self.session_id, self.repeat = answered, True
                 self.notices.append(f"session {answered} already answered this history")
@@ -253,6 +251,20 @@ class Turn:
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices += result.notices
+
+    def _match(self, family: str) -> tuple[Match, list[Any], str | None]:
+        """Where the request lands, with the messages and system prompt it is matched
+        by. A leading developer message is the system prompt, unless the family was
+        recorded with it as its first message (a state-API session): then it is matched,
+        and goes on, as that message."""
+        turn, history = self.turn, self.state.history
+        match = history.match(family, turn.messages, turn.system_prompt)
+        if match.branch and turn.lead is not None:
+            as_message = [turn.lead, *turn.messages]
+            other = history.match(family, as_message, None)
+            if not other.branch and other.suffix_start > 0:  # it was recorded as a message
+                return other, as_message, None
+        return match, turn.messages, turn.system_prompt
 
     @staticmethod
     def _check_whole(messages: list[Any]) -> None:

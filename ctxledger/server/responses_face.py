@@ -150,6 +150,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     except InvalidInput as exc:
         raise InvalidInput(f"input: {exc}") from None
     system: str | None = None
+    lead: JSONDict | None = None
     where = _system_role(body)
     if where == "instructions":
         system = body["instructions"]
@@ -159,6 +160,8 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         system = text_of_parts(messages[0].get("content"))
         if system is None:
             raise InvalidInput(f"input[0]: a {where} message needs text content")
+        if where == "developer":  # see ClientTurn.lead
+            lead = {"role": where, "content": messages[0].get("content")}
         messages = messages[1:]
     if markers:
         messages = [strip_cache_markers(m) for m in messages]
@@ -170,6 +173,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         tools=tools,
         stream=bool(body.get("stream")),
         max_tokens=_max_tokens(body, "max_output_tokens"),
+        lead=lead,
     )
 
 

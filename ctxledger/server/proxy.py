@@ -50,6 +50,7 @@ from ctxledger.runtime.caching import (
     supports_prompt_caching,
 )
 from ctxledger.runtime.service_io import check_new_batch
+from ctxledger.runtime.toolbudget import for_client_tools
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import (
     AnthropicStream,
@@ -316,8 +317,12 @@ class Turn:
         raise AssertionError("unreachable")
 
     def _view(self) -> list[Any]:
-        """The compacted view to send; a repeat's ends before the reply the ledger kept,
-        with the prompt-cache markers placed on that shorter view (as the first time)."""
+        """The compacted view to send, its stored-output previews honest about the client's tools."""
+        return for_client_tools(self._compacted_view(), self.turn.tools, self.session_id)
+
+    def _compacted_view(self) -> list[Any]:
+        """The compacted view; a repeat's ends before the reply the ledger kept, with the
+        prompt-cache markers placed on that shorter view (as the first time)."""
         if not self.repeat:
             return self.svc.api_messages(self.session_id)
         svc = self.svc

@@ -1,0 +1,53 @@
+"""A big tool output sent through a proxy face is stored out of the view (HERMES_SPEC
+§6); its preview told the upstream model to call ``read_persisted``, a tool the client's
+own agent does not have (an Agents SDK run then ended with ModelBehaviorError). The
+upstream now gets a preview naming no such tool, unless the client declares it; the
+ledger keeps the standard block (replay and what-if read that)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.server_rig import rig
+
+from ctxledger.runtime.toolbudget import READ_PERSISTED_TOOL_NAME, read_persisted_tool
+
+pytestmark = pytest.mark.anyio
+
+AUTH = {"authorization": "Bearer sk", "X-Ctxledger-Session": "big"}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+GREP = {"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.parametrize("declared", [False, True])
+async def test_a_proxied_preview_names_no_tool_the_client_lacks(
+    tmp_path: Path, declared: bool
+) -> None:
+    output = "".join(f"match {i}: some line of the repository\n" for i in range(3000))
+    messages: list[Any] = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": output},
+    ]
+    tools = [GREP, read_persisted_tool()] if declared else [GREP]
+    async with rig(tmp_path) as r:
+        body = {"model": "gpt-4.1", "messages": messages, "tools": tools}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=AUTH)
+        assert res.status_code == 200, res.text
+        sent = r.upstream.requests[-1].json["messages"][-1]["content"]
+        sent = sent if isinstance(sent, str) else sent[0]["text"]
+        assert sent.startswith("[tool output stored outside the context") and len(sent) < 5000
+        assert (f"call {READ_PERSISTED_TOOL_NAME} with" in sent) is declared
+        honest = "No tool in this conversation reads it" in sent
+        assert honest is not declared
+        if honest:
+            assert "GET /v1/sessions/big/persisted/REF" in sent
+        kept = r.service.ledger.api_messages("big")[-2]["content"]  # the reply is last
+        assert f"call {READ_PERSISTED_TOOL_NAME} with" in kept  # the ledger's block is unchanged

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-
 from ctxledger.analysis.recall import recall
-from ctxledger.tokens import message_text
 from ctxledger.cli.main import cli
 from ctxledger.compressor.serialize import serialize_turns
 from ctxledger.ledger.facade import Ledger
 from ctxledger.server.formats import anthropic_upstream
+from ctxledger.tokens import message_text
 
 SAID = "I can't help with picking that lock."
 REFUSAL = {"role": "assistant", "content": None, "refusal": SAID}

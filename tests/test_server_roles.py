@@ -98,7 +98,9 @@ async def test_a_state_api_session_led_by_a_developer_message_goes_on_through_a_
     a message) continued through a face with the same messages: the same line, and the
     developer message goes upstream as it is, no fork."""
     async with rig(tmp_path) as r:
-        assert (await r.http.post("/v1/sessions", json={"model": "gpt-5", "session_id": "c"})).status_code == 201
+        assert (
+            await r.http.post("/v1/sessions", json={"model": "gpt-5", "session_id": "c"})
+        ).status_code == 201
         base = [
             {"role": "developer", "content": "Use pytest."},
             {"role": "user", "content": "go"},

@@ -21,6 +21,8 @@ from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 #: ``developer`` is OpenAI's system role for o-series / gpt-5 models: kept as sent and
 #: read as a system message (added in session 37; older ledgers never hold it)
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: the roles that give instructions: a leading one is read as the system prompt
+INSTRUCTION_ROLES = ("system", "developer")
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
 JSON = dict[str, Any]
 #: one chat message in the OpenAI shape
@@ -29,7 +31,7 @@ Message = JSON
 
 def _check_content(content: Any, role: str, index: int | None) -> None:
     if content is None:
-        if role in ("user", "system", "developer"):
+        if role == "user" or role in INSTRUCTION_ROLES:
             raise InvalidMessage(f"{role} message has no content", index=index)
         return
     if isinstance(content, str):

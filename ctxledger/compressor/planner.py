@@ -52,7 +52,7 @@ from ctxledger.compressor.plancache import PlanCache, Scan, scan
 from ctxledger.compressor.plans import CompactionPlan, OrphanAction, Role, SkipReason
 from ctxledger.compressor.prune import Prune, PruneKind
 from ctxledger.errors import InvalidInput
-from ctxledger.messages import content_text, is_text_content_empty
+from ctxledger.messages import INSTRUCTION_ROLES, content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
 
 __all__ = [
@@ -233,7 +233,7 @@ def _summary_role(
     roles = layout.roles
     pre = roles[before[-1]] if before else None
     post = roles[after_first]
-    only_system = all(roles[i] in ("system", "developer") for i in before)
+    only_system = all(roles[i] in INSTRUCTION_ROLES for i in before)
     if only_system or layout.last_user is None:
         # a transcript must open with (and keep) a user turn: the summary is that turn
         return "user", after_first if post == "user" else None

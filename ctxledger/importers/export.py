@@ -25,7 +25,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.model import ImportedSession
 from ctxledger.limits import json_depth, too_deep
-from ctxledger.messages import content_text
+from ctxledger.messages import INSTRUCTION_ROLES, content_text
 
 EXPORT_FORMATS = ("openai", "anthropic", "sharegpt")
 
@@ -158,7 +158,7 @@ def _anthropic(system_prompt: str | None, messages: Sequence[Message]) -> dict[s
             results = []
         if role == "assistant":
             out.append(_anthropic_assistant(m))
-        elif role in ("system", "developer"):
+        elif role in INSTRUCTION_ROLES:
             out.append({"role": "user", "content": content_text(m), "ctxledger_role": role})
         else:
             content = m.get("content")

@@ -20,7 +20,7 @@ from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
-from ctxledger.messages import audio_reference, kind_of
+from ctxledger.messages import INSTRUCTION_ROLES, audio_reference, kind_of
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.sseparse import SSEEvent, SSEParser
 from ctxledger.server.upstream_reply import (
@@ -161,7 +161,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     raw = _messages(body)
     system: str | None = None
     lead: JSONDict | None = None
-    if isinstance(raw[0], Mapping) and raw[0].get("role") in ("system", "developer"):
+    if isinstance(raw[0], Mapping) and raw[0].get("role") in INSTRUCTION_ROLES:
         system = text_of_parts(raw[0].get("content"))
         if system is None:
             raise InvalidInput("messages[0]: a system message needs text content")

@@ -39,6 +39,7 @@ import httpx
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.messages import INSTRUCTION_ROLES
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
 from ctxledger.server.formats import (
@@ -75,7 +76,6 @@ JSONDict = dict[str, Any]
 
 #: fields naming conversation state kept by the provider, which the proxy never sees
 _PROVIDER_STATE = ("conversation",)
-_SYSTEM_ROLES = ("system", "developer")
 #: a response in one of these states has output worth recording
 _FINISHED = ("completed", "incomplete")
 
@@ -135,7 +135,7 @@ def _system_role(body: Mapping[str, Any]) -> str | None:
     raw = body.get("input")
     if isinstance(raw, list) and raw and isinstance(raw[0], Mapping):
         first = raw[0]
-        if first.get("type", "message") == "message" and first.get("role") in _SYSTEM_ROLES:
+        if first.get("type", "message") == "message" and first.get("role") in INSTRUCTION_ROLES:
             return str(first["role"])
     return None
 

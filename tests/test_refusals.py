@@ -86,3 +86,29 @@ def test_the_anthropic_face_sends_a_refusal_as_a_text_block() -> None:
     }
     assert out["messages"][4]["content"][0]["type"] == "tool_result"
     assert all("refusal" not in m and "ctxledger_role" not in m for m in out["messages"])
+
+
+def test_the_anthropic_face_sends_openai_only_shapes_as_the_messages_api_takes_them() -> None:
+    """An audio reply, a ``refusal`` content part, ``name`` and an empty assistant turn
+    (recorded through the OpenAI faces) and a leading developer message (state API)."""
+    refusal_part = {"type": "refusal", "refusal": "No."}
+    view = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "a", "name": "ann"},
+        {"role": "assistant", "content": None, "audio": {"id": "audio_1"}},
+        {"role": "user", "content": "b"},
+        {"role": "assistant", "content": [refusal_part]},
+        {"role": "user", "content": "c"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "d"},
+    ]
+    out = anthropic_upstream({"model": "claude-sonnet-4", "max_tokens": 9}, view, None)
+    assert out["system"] == "Be brief."
+    assert out["messages"] == [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": [{"type": "text", "text": "[audio reply audio_1]"}]},
+        {"role": "user", "content": "b"},
+        {"role": "assistant", "content": [{"type": "text", "text": "No."}]},
+        {"role": "user", "content": "c"},
+        {"role": "user", "content": "d"},
+    ]

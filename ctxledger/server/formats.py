@@ -377,24 +377,45 @@ def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-def _api_message(message: JSONDict) -> JSONDict:
-    """An exported message as the Messages API takes it (it answers 400 to a key it does
-    not know and to an empty assistant turn). The export keeps an OpenAI refusal as a
-    ``refusal`` key beside its (often empty) content, for its own round trip: upstream,
-    the refusal is a text block (what the model said), before any ``tool_use``. A
-    mid-conversation system or developer message loses its ``ctxledger_role`` mark."""
-    if "refusal" not in message and "ctxledger_role" not in message:
-        return message
-    out = dict(message)
-    out.pop("ctxledger_role", None)
-    refusal, content = out.pop("refusal", None), out.get("content")
-    if not (isinstance(refusal, str) and refusal and isinstance(content, list)):
-        return out
-    if not any(isinstance(b, Mapping) and b.get("text") == refusal for b in content):
-        kinds = [b.get("type") if isinstance(b, Mapping) else None for b in content]
-        at = kinds.index("tool_use") if "tool_use" in kinds else len(content)
-        out["content"] = [*content[:at], {"type": "text", "text": refusal}, *content[at:]]
-    return out
+#: keys of an exported message the Messages API does not know (it answers 400 to them)
+_OPENAI_ONLY = ("ctxledger_role", "refusal", "audio", "name")
+
+
+def _api_message(message: JSONDict) -> JSONDict | None:
+    """An exported message as the Messages API takes it (None: nothing to send). The
+    export keeps an OpenAI refusal as a ``refusal`` key beside its (often empty)
+    content, for its own round trip: upstream, the refusal is a text block (what the
+    model said) before any ``tool_use``, as is a ``refusal`` content part. An audio
+    reply (kept by its id alone) is a text block naming it; an assistant turn left
+    empty is not sent (the API refuses one). The other OpenAI-only keys go."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else ()
+    if (
+        content
+        and not any(k in message for k in _OPENAI_ONLY)
+        and not any(isinstance(b, Mapping) and b.get("type") == "refusal" for b in parts)
+    ):
+        return message  # the common case: as exported
+    out = {k: v for k, v in message.items() if k not in _OPENAI_ONLY}
+    if isinstance(content, list):
+        content = [_refusal_part(b) for b in content]
+        refusal, audio = message.get("refusal"), audio_reference(message.get("audio"))
+        said = refusal if isinstance(refusal, str) and refusal else None
+        if audio and not content:
+            said = f"[audio reply {audio}]"
+        if said and not any(isinstance(b, Mapping) and b.get("text") == said for b in content):
+            kinds = [b.get("type") if isinstance(b, Mapping) else None for b in content]
+            at = kinds.index("tool_use") if "tool_use" in kinds else len(content)
+            content = [*content[:at], {"type": "text", "text": said}, *content[at:]]
+        out["content"] = content
+    return None if out.get("role") == "assistant" and not content else out
+
+
+def _refusal_part(block: Any) -> Any:
+    """An OpenAI ``refusal`` content part as the text block the Messages API takes."""
+    if isinstance(block, Mapping) and block.get("type") == "refusal":
+        return {"type": "text", "text": str(block.get("refusal") or "")}
+    return block
 
 
 def _marker_on_last_block(message: JSONDict) -> JSONDict:
@@ -427,10 +448,11 @@ def anthropic_upstream(
     body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
 ) -> JSONDict:
     system: Any = None
-    if view and view[0].get("role") == "system":
+    if view and view[0].get("role") in INSTRUCTION_ROLES:  # a leading developer message too
         system, view = view[0].get("content"), view[1:]
     exported = anthropic_document(None, view)["messages"]
-    messages = [_marker_on_last_block(_api_message(m)) for m in exported]
+    sent = [m for m in map(_api_message, exported) if m is not None]
+    messages = [_marker_on_last_block(m) for m in sent]
     out = {**body, "messages": messages}
     out.pop("system", None)
     if system is not None:

@@ -89,8 +89,9 @@ def test_the_anthropic_face_sends_a_refusal_as_a_text_block() -> None:
 
 
 def test_the_anthropic_face_sends_openai_only_shapes_as_the_messages_api_takes_them() -> None:
-    """An audio reply, a ``refusal`` content part, ``name`` and an empty assistant turn
-    (recorded through the OpenAI faces) and a leading developer message (state API)."""
+    """An audio reply, a ``refusal`` content part, ``name``, an empty assistant turn and a
+    refusal its content already says (recorded through the OpenAI faces) and a leading
+    developer message (state API)."""
     refusal_part = {"type": "refusal", "refusal": "No."}
     view = [
         {"role": "developer", "content": "Be brief."},
@@ -101,6 +102,7 @@ def test_the_anthropic_face_sends_openai_only_shapes_as_the_messages_api_takes_t
         {"role": "user", "content": "c"},
         {"role": "assistant", "content": ""},
         {"role": "user", "content": "d"},
+        {"role": "assistant", "content": "No.", "refusal": "No."},  # said once
     ]
     out = anthropic_upstream({"model": "claude-sonnet-4", "max_tokens": 9}, view, None)
     assert out["system"] == "Be brief."
@@ -111,4 +113,5 @@ def test_the_anthropic_face_sends_openai_only_shapes_as_the_messages_api_takes_t
         {"role": "assistant", "content": [{"type": "text", "text": "No."}]},
         {"role": "user", "content": "c"},
         {"role": "user", "content": "d"},
+        {"role": "assistant", "content": [{"type": "text", "text": "No."}]},
     ]

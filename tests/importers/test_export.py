@@ -129,3 +129,12 @@ def test_developer_messages_export_to_openai_and_import_back_as_developer() -> N
     (back,) = parse_openai(export_messages(None, messages, "openai"))
     assert back.messages == messages and back.system_prompt is None
     assert back.warnings == []
+
+
+def test_sharegpt_exports_a_developer_message_as_a_system_turn() -> None:
+    messages = [{"role": "developer", "content": "Use pytest."}, {"role": "user", "content": "go"}]
+    doc = json.loads(export_messages(None, messages, "sharegpt"))
+    assert doc["conversations"] == [
+        {"from": "system", "value": "Use pytest."},
+        {"from": "human", "value": "go"},
+    ]

@@ -60,6 +60,18 @@ def test_an_index_folded_before_refusals_were_indexed_is_rebuilt(
         assert [h.role for h in recall(ledger, sid, "picking lock").hits] == ["assistant"]
 
 
+def test_show_and_the_summarizer_say_an_audio_reply_and_a_refusal_once(tmp_path: Path) -> None:
+    said_twice = {"role": "assistant", "content": "No.", "refusal": "No."}
+    audio = {"role": "assistant", "content": None, "audio": {"id": "audio_1"}}
+    text = serialize_turns([ASK, said_twice, {"role": "user", "content": "ok"}, audio])
+    assert "[REFUSAL]" not in text and "[ASSISTANT]\n[AUDIO REPLY audio_1]" in text
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        sid = ledger.start_session(model="gpt-4o-audio-preview", context_length=16_000)
+        ledger.append_messages(sid, [ASK, said_twice, {"role": "user", "content": "ok"}, audio])
+    out = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.db"), "show", sid]).output
+    assert "refusal:" not in out and "audio reply: audio_1" in out
+
+
 def test_the_summarizer_reads_a_refusal() -> None:
     text = serialize_turns([ASK, REFUSAL, {**REFUSAL, "content": "", "refusal": " "}])
     assert f"[ASSISTANT]\n[REFUSAL] {SAID}" in text

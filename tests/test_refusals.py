@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from ctxledger.analysis.recall import recall
 from ctxledger.cli.main import cli
 from ctxledger.compressor.serialize import serialize_turns
+from ctxledger.importers.responses import messages_to_items
 from ctxledger.ledger.facade import Ledger
 from ctxledger.server.formats import anthropic_upstream
 from ctxledger.tokens import message_text
@@ -127,3 +128,10 @@ def test_the_anthropic_face_sends_openai_only_shapes_as_the_messages_api_takes_t
         {"role": "user", "content": "d"},
         {"role": "assistant", "content": [{"type": "text", "text": "No."}]},
     ]
+
+
+def test_the_responses_face_sends_a_recorded_refusal_as_a_refusal_part() -> None:
+    """A refusal recorded through a chat face, continued on the Responses face: an
+    output message with a refusal part (it gave no input item at all)."""
+    items = messages_to_items([ASK, REFUSAL])
+    assert items[1] == {"role": "assistant", "content": [{"type": "refusal", "refusal": SAID}]}

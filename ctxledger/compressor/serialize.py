@@ -147,8 +147,8 @@ def serialize_message(
     if text.strip():
         lines.append(cut_middle(redact(text)))
     refusal = message.get("refusal")
-    said = refusal.strip() if isinstance(refusal, str) else ""
-    if said and said != text.strip():  # what the model said instead (once)
+    refusal = refusal if isinstance(refusal, str) else ""
+    if refusal.strip() and refusal.strip() != text.strip():  # what it said instead (once)
         lines.append(f"[REFUSAL] {cut_middle(redact(refusal))}")
     if audio := audio_reference(message.get("audio")):  # a spoken reply, kept by its id
         lines.append(f"[AUDIO REPLY {audio}]")

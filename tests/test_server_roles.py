@@ -48,11 +48,26 @@ async def test_a_leading_developer_message_goes_upstream_as_developer(
             assert res.status_code == 200, res.text
             history.append(res.json()["choices"][0]["message"])
             sent = r.upstream.requests[-1].json["messages"]
-            assert sent[0] == {"role": "developer", "content": DEV}
+            assert sent[0] == history[0]  # as sent: its role, and list content as a list
             assert sent[1:] == [{k: v for k, v in m.items()} for m in history[1:-1]]
         ledger = r.service.ledger
         assert ledger.transcript.session("dev").system_prompt == DEV  # one session, no branch
         assert len(ledger.chains.chain("dev")) == 1
+
+
+@pytest.mark.parametrize("role", ["developer", "system"])
+async def test_a_leading_instruction_message_is_forwarded_byte_for_byte(
+    tmp_path: Path, role: str
+) -> None:
+    """Its ``name`` and list content reach the upstream as the client sent them (they
+    were dropped and flattened: the ledger keeps the prompt as text)."""
+    lead = {"role": role, "content": [{"type": "text", "text": DEV}], "name": "policy"}
+    async with rig(tmp_path) as r:
+        res = await _chat(r, [lead, {"role": "user", "content": "hi"}])
+        assert res.status_code == 200, res.text
+        assert r.upstream.requests[0].json["messages"][0] == lead
+        (session,) = r.service.ledger.sessions()
+        assert r.service.ledger.transcript.session(session.session_id).system_prompt == DEV
 
 
 async def test_a_developer_message_after_the_system_prompt_is_recorded_and_sent_as_is(

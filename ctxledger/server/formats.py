@@ -208,13 +208,20 @@ def openai_upstream(
 
 
 def _client_system_role(body: Mapping[str, Any], view: list[JSONDict]) -> list[JSONDict]:
-    """`view` with its system prompt in the role the client gave it: a leading
-    ``developer`` message (o-series / gpt-5 clients) is the session's system prompt,
-    and goes upstream as ``developer`` again, as the client sent it this turn."""
+    """`view` with its system prompt as the client sent it this turn: the client's own
+    leading system / developer message (its role, list content, ``name``) when the view
+    holds its text unchanged (no compaction note, no cache marker on it), else the
+    view's text in the client's role (a leading ``developer`` message of o-series /
+    gpt-5 clients is the session's system prompt and goes upstream as ``developer``)."""
     raw = body.get("messages")
     first = raw[0] if isinstance(raw, list) and raw else None
-    developer = isinstance(first, Mapping) and first.get("role") == "developer"
-    if developer and view and view[0].get("role") == "system":
+    if not (isinstance(first, Mapping) and first.get("role") in INSTRUCTION_ROLES):
+        return view
+    if not view or view[0].get("role") != "system":
+        return view
+    if view[0] == {"role": "system", "content": text_of_parts(first.get("content"))}:
+        return [strip_cache_markers(first), *view[1:]]
+    if first.get("role") == "developer":
         return [{**view[0], "role": "developer"}, *view[1:]]
     return view
 

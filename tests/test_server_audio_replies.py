@@ -120,3 +120,37 @@ async def test_a_different_audio_id_or_refusal_sent_back_makes_a_branch(
         ledger = r.service.ledger
         kinds = sorted(ledger.chains.kind(s.session_id) for s in ledger.sessions())
         assert kinds == ["branch", "root"]
+
+
+@pytest.mark.parametrize("reopened", [False, True], ids=["same service", "recorded before"])
+async def test_a_refusal_sent_back_as_empty_content_goes_on_the_same_line(
+    tmp_path: Path, reopened: bool
+) -> None:
+    """A client that keeps only role and content sends a refusal back as
+    ``content: ""``: it continues its line (as it did before refusals were compared),
+    also in a conversation recorded before this service started."""
+    headers = {"X-Ctxledger-Session": "v", "authorization": "Bearer sk"}
+    history: list[Any] = [{"role": "user", "content": "pick a lock"}]
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_reply({"role": "assistant", "content": None, "refusal": "No."}))
+        res = await r.http.post(
+            "/v1/chat/completions", json={"model": "m", "messages": history}, headers=headers
+        )
+        assert res.status_code == 200, res.text
+        if not reopened:
+            await _send_back_empty(r, history, headers)
+    if reopened:
+        async with rig(tmp_path) as r:
+            await _send_back_empty(r, history, headers)
+
+
+async def _send_back_empty(r: Any, history: list[Any], headers: dict[str, str]) -> None:
+    history = [*history, {"role": "assistant", "content": ""}, {"role": "user", "content": "ok"}]
+    r.upstream.queue(_reply({"role": "assistant", "content": "fine"}))
+    res = await r.http.post(
+        "/v1/chat/completions", json={"model": "m", "messages": history}, headers=headers
+    )
+    assert res.status_code == 200, res.text
+    ledger = r.service.ledger
+    assert [ledger.chains.kind(s.session_id) for s in ledger.sessions()] == ["root"]
+    assert len(ledger.api_messages("v")) == 4

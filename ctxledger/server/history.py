@@ -9,8 +9,8 @@ prefix of the client's list; the rest is the new suffix. When no line of the fam
 matches, the client edited or dropped something: the request gets a new branch.
 
 Messages are compared as dicts first and, when those differ, by what a provider
-sees (role, text, tool calls, tool call id, refusal, audio id), so a client that drops
-``null`` fields or moves its own ``cache_control`` markers still continues its line; a
+sees (role, text, tool calls, tool call id, and a refusal or audio id when the client's
+copy carries one), so a client that drops ``null`` fields or moves its own ``cache_control`` markers still continues its line; a
 tool-call id the ledger repaired (a re-used one) is compared as the client sent it.
 """
 
@@ -70,6 +70,18 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
         refusal if isinstance(refusal, str) and refusal else None,
         audio_reference(message.get("audio")),
     )
+
+
+def _same(recorded: Key, client: Key) -> bool:
+    """Whether a recorded message's key is the client's. A refusal or an audio id is
+    compared only when the client's copy carries one: a client that keeps only role and
+    content sends a refusal back as ``content: ""`` (as matched before refusals were
+    keyed), while a different one is another reply (a branch)."""
+    if client[4] is None or client[5] is None:
+        refusal = recorded[4] if client[4] is not None else None
+        audio = recorded[5] if client[5] is not None else None
+        recorded = (*recorded[:4], refusal, audio)
+    return recorded == client
 
 
 def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
@@ -178,7 +190,9 @@ class HistoryIndex:
         """How many leading messages the two lists share (equal dicts, else equal keys;
         `renames`: the ledger's repaired tool-call ids, replacement -> original)."""
         for i, (a, b) in enumerate(zip(recorded, client, strict=False)):
-            if a != b and (not isinstance(b, Mapping) or message_key(a, renames) != message_key(b)):
+            if a != b and (
+                not isinstance(b, Mapping) or not _same(message_key(a, renames), message_key(b))
+            ):
                 return i
         return min(len(recorded), len(client))
 

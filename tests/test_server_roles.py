@@ -111,7 +111,8 @@ async def test_a_state_api_session_led_by_a_developer_message_goes_on_through_a_
 ) -> None:
     """A session whose first message is a developer message (the state API stores it as
     a message) continued through a face with the same messages: the same line, and the
-    developer message goes upstream as it is, no fork."""
+    developer message goes upstream as it is, no fork; the same request sent again (a
+    retry) is recognised as answered, not a branch."""
     async with rig(tmp_path) as r:
         assert (
             await r.http.post("/v1/sessions", json={"model": "gpt-5", "session_id": "c"})
@@ -124,14 +125,16 @@ async def test_a_state_api_session_led_by_a_developer_message_goes_on_through_a_
         assert (await r.http.post("/v1/sessions/c/messages", json={"messages": base})).is_success
         more = [*base, {"role": "user", "content": "next"}]
         headers = {**AUTH, "X-Ctxledger-Session": "c"}
-        if face == "chat":
-            res = await _chat(r, more, **headers)
-        else:
-            body = {"model": "gpt-5", "input": messages_to_items(more)}
-            res = await r.http.post("/v1/responses", json=body, headers=headers)
-        assert res.status_code == 200, res.text
         ledger = r.service.ledger
-        assert [s.session_id for s in ledger.sessions()] == ["c"]  # no branch
+        for _ in range(2):  # the turn, then a retry of it
+            if face == "chat":
+                res = await _chat(r, more, **headers)
+            else:
+                body = {"model": "gpt-5", "input": messages_to_items(more)}
+                res = await r.http.post("/v1/responses", json=body, headers=headers)
+            assert res.status_code == 200, res.text
+            assert [s.session_id for s in ledger.sessions()] == ["c"]  # no branch
+        assert len(ledger.api_messages("c")) == 5  # the retry recorded nothing
         recorded = [{k: v for k, v in m.items() if k != STUBS} for m in ledger.api_messages("c")]
         assert recorded[:4] == more
         sent = r.upstream.requests[-1].json

@@ -226,6 +226,8 @@ class Turn:
             match, suffix, system_prompt = self._match(family)
             sid = match.session_id
             answered = match.branch and self.state.history.answered(family, suffix, system_prompt)
+            if match.branch and not answered and self.turn.lead is not None:  # as in _match
+                answered = self.state.history.answered(family, [self.turn.lead, *suffix], None)
             if answered:
                 self.session_id, self.repeat = answered, True
                 self.notices.append(f"session {answered} already answered this history")

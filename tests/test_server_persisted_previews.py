@@ -6,6 +6,7 @@ ledger keeps the standard block (replay and what-if read that)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +52,39 @@ async def test_a_proxied_preview_names_no_tool_the_client_lacks(
             assert "GET /v1/sessions/big/persisted/REF" in sent
         kept = r.service.ledger.api_messages("big")[-2]["content"]  # the reply is last
         assert f"call {READ_PERSISTED_TOOL_NAME} with" in kept  # the ledger's block is unchanged
+
+
+async def test_the_preview_names_the_chain_root_after_a_compaction(tmp_path: Path) -> None:
+    """The rewritten preview names the chain's first session, not its tip: a compaction
+    does not change the bytes of a preview still in the view (a prompt-cache hit)."""
+    output = "".join(f"match {i}: some line of the repository\n" for i in range(3000))
+    messages: list[Any] = []
+    for i in range(6):
+        messages += [
+            {"role": "user", "content": f"step {i}"},
+            {"role": "assistant", "content": "ok"},
+        ]
+    messages += [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": output},
+    ]
+    async with rig(tmp_path) as r:
+        body = {"model": "gpt-4.1", "messages": messages, "tools": [GREP]}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=AUTH)
+        assert res.status_code == 200, res.text
+        messages.append(res.json()["choices"][0]["message"])
+        res = await r.http.post("/v1/sessions/big/compress", json={})
+        assert res.status_code == 200, res.text
+        assert r.service.ledger.tip("big") != "big"
+        body["messages"] = [*messages, {"role": "user", "content": "next"}]
+        res = await r.http.post("/v1/chat/completions", json=body, headers=AUTH)
+        assert res.status_code == 200, res.text
+        assert "branch" not in res.headers.get("x-ctxledger-notice", "")
+        sent = [m["content"] for m in r.upstream.requests[-1].json["messages"]]
+        previews = [c for c in sent if isinstance(c, str) and "No tool in this" in c]
+        assert previews and "GET /v1/sessions/big/persisted/REF" in previews[0]
+        ref = re.search(r"[0-9a-f]{64}", previews[0])
+        assert ref is not None  # and the route named reads it
+        got = await r.http.get(f"/v1/sessions/big/persisted/{ref.group()}", headers=AUTH)
+        assert got.status_code == 200, got.text

@@ -240,8 +240,9 @@ def for_client_tools(messages: list[Any], tools: Sequence[Any], session_id: str)
     """`messages` for a client's own agent (a proxied request) with `tools`: unless it
     declares ``read_persisted`` (OpenAI nested, Responses / Anthropic flat), each
     preview block's line telling the model to call that tool says instead that no tool
-    here reads the output, and where it is kept. Messages left as they are (all, when
-    the tool is declared) are the caller's own objects."""
+    here reads the output, and where it is kept (`session_id`: the chain's root, named
+    the same after a compaction). Messages left as they are (all, when the tool is
+    declared) are the caller's own objects."""
     for tool in tools:
         fn = tool.get("function") if isinstance(tool, dict) else None
         named = fn if isinstance(fn, dict) else tool

@@ -320,7 +320,8 @@ class Turn:
 
     def _view(self) -> list[Any]:
         """The compacted view to send, its stored-output previews honest about the client's tools."""
-        return for_client_tools(self._compacted_view(), self.turn.tools, self.session_id)
+        root = self.svc.ledger.chains.root(self.session_id)  # named the same after a compaction
+        return for_client_tools(self._compacted_view(), self.turn.tools, root)
 
     def _compacted_view(self) -> list[Any]:
         """The compacted view; a repeat's ends before the reply the ledger kept, with the

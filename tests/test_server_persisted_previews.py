@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 from helpers.server_rig import rig
 
-from ctxledger.runtime.toolbudget import READ_PERSISTED_TOOL_NAME, read_persisted_tool
+from ctxledger.runtime.toolbudget import (
+    READ_PERSISTED_TOOL_NAME,
+    for_client_tools,
+    preview_block,
+    read_persisted_tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -88,3 +93,39 @@ async def test_the_preview_names_the_chain_root_after_a_compaction(tmp_path: Pat
         assert ref is not None  # and the route named reads it
         got = await r.http.get(f"/v1/sessions/big/persisted/{ref.group()}", headers=AUTH)
         assert got.status_code == 200, got.text
+
+
+def _tool(shape: str, name: str) -> dict[str, Any]:
+    schema = {"type": "object"}
+    if shape == "chat":  # nested under "function"
+        return {"type": "function", "function": {"name": name, "parameters": schema}}
+    if shape == "anthropic":
+        return {"name": name, "input_schema": schema}
+    return {"type": "function", "name": name, "parameters": schema}  # Responses: flat
+
+
+@pytest.mark.parametrize("shape", ["chat", "anthropic", "responses"])
+@pytest.mark.parametrize("marked", [False, True], ids=["text", "cache-marked parts"])
+def test_the_preview_rewrite_reads_each_tool_shape_and_marked_parts(
+    shape: str, marked: bool
+) -> None:
+    """Each face's tool shape is read for a declared ``read_persisted``; a preview whose
+    content the cache marker turned into parts is rewritten in its first part, marker kept."""
+    block = preview_block("x" * 5000, ref="a" * 64, tool_call_id="call_1")
+    marker = {"type": "ephemeral"}
+    content: Any = [{"type": "text", "text": block, "cache_control": marker}] if marked else block
+    message = {"role": "tool", "tool_call_id": "call_1", "content": content}
+    [kept] = for_client_tools(
+        [message], [_tool(shape, "grep"), _tool(shape, "read_persisted")], "r"
+    )
+    assert kept is message
+    [out] = for_client_tools([message], [_tool(shape, "grep")], "r")
+    text = out["content"][0]["text"] if marked else out["content"]
+    assert text.startswith(block.split("\n", 1)[0])
+    assert (
+        "No tool in this conversation reads it" in text
+        and f"call {READ_PERSISTED_TOOL_NAME}" not in text
+    )
+    assert "GET /v1/sessions/r/persisted/REF" in text
+    if marked:
+        assert out["content"][0]["cache_control"] == marker

@@ -16,6 +16,7 @@ from helpers.fake_upstream import Raw
 from helpers.server_rig import rig
 
 from ctxledger.errors import InvalidMessage
+from ctxledger.importers.responses import messages_to_items
 from ctxledger.messages import validate_message
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +155,23 @@ async def _send_back_empty(r: Any, history: list[Any], headers: dict[str, str]) 
     ledger = r.service.ledger
     assert [ledger.chains.kind(s.session_id) for s in ledger.sessions()] == ["root"]
     assert len(ledger.api_messages("v")) == 4
+
+
+async def test_a_refusal_recorded_by_the_chat_face_goes_on_through_the_responses_face(
+    tmp_path: Path,
+) -> None:
+    """A Responses client sends the refusal back as an output message with a refusal
+    part (the form the Responses face gave it): the same line, no branch."""
+    headers = {"X-Ctxledger-Session": "v", "authorization": "Bearer sk"}
+    history: list[Any] = [{"role": "user", "content": "pick a lock"}]
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_reply({"role": "assistant", "content": None, "refusal": "No."}))
+        body = {"model": "m", "messages": history}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        history = [*r.service.ledger.api_messages("v"), {"role": "user", "content": "ok"}]
+        body = {"model": "m", "input": messages_to_items(history)}
+        res = await r.http.post("/v1/responses", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        ledger = r.service.ledger
+        assert [ledger.chains.kind(s.session_id) for s in ledger.sessions()] == ["root"]

@@ -60,16 +60,32 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
     def original(call_id: Any) -> Any:
         return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
 
-    refusal = message.get("refusal")
+    content, refusal = _content_and_refusal(message)
     return (
         message.get("role"),
-        content_key(message.get("content")),
+        content_key(content),
         _calls_key(message.get("tool_calls") or (), original),
         original(message.get("tool_call_id")),
         # what an assistant said instead of content: a refusal, an audio reply (by id)
-        refusal if isinstance(refusal, str) and refusal else None,
+        refusal,
         audio_reference(message.get("audio")),
     )
+
+
+def _is_refusal_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "refusal"
+
+
+def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The content without refusal parts, and the refusal: the ``refusal`` field, else
+    the parts' text. A Responses client sends a chat face's refusal back as a content
+    part, so both forms have one key."""
+    content, refusal = message.get("content"), message.get("refusal")
+    if isinstance(content, list) and any(_is_refusal_part(p) for p in content):
+        said = "".join(str(p.get("refusal") or "") for p in content if _is_refusal_part(p))
+        content = [p for p in content if not _is_refusal_part(p)]
+        refusal = refusal if isinstance(refusal, str) and refusal else said
+    return content, refusal if isinstance(refusal, str) and refusal else None
 
 
 def _same(recorded: Key, client: Key) -> bool:

@@ -18,7 +18,11 @@ import msgspec
 from ctxledger.errors import InvalidMessage
 from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 
-ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: ``developer`` is OpenAI's system role for o-series / gpt-5 models: kept as sent and
+#: read as a system message (added in session 37; older ledgers never hold it)
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: the roles that give instructions: a leading one is read as the system prompt
+INSTRUCTION_ROLES = ("system", "developer")
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
 JSON = dict[str, Any]
 #: one chat message in the OpenAI shape
@@ -27,7 +31,7 @@ Message = JSON
 
 def _check_content(content: Any, role: str, index: int | None) -> None:
     if content is None:
-        if role in ("user", "system"):
+        if role == "user" or role in INSTRUCTION_ROLES:
             raise InvalidMessage(f"{role} message has no content", index=index)
         return
     if isinstance(content, str):
@@ -101,7 +105,8 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:  # a list or an object is unhashable
         raise InvalidMessage(
-            f"unknown role {role!r}; expected one of system, user, assistant, tool", index=index
+            f"unknown role {role!r}; expected one of system, developer, user, assistant, tool",
+            index=index,
         )
     if "content" not in message and role != "assistant":
         raise InvalidMessage(f"{role} message has no 'content' field", index=index)
@@ -122,15 +127,25 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     elif (
         role == "assistant"
         and message.get("content") is None
-        # OpenAI answers a refusal as content null + "refusal"; clients send it back
+        # OpenAI answers a refusal as content null + "refusal", an audio reply as content
+        # null + "audio" (sent back as {"id": ...}); clients send them back
         and not isinstance(message.get("refusal"), str)
+        and audio_reference(message.get("audio")) is None
     ):
         raise InvalidMessage(
-            "assistant message has neither content nor tool_calls (nor a refusal)", index=index
+            "assistant message has neither content nor tool_calls (nor a refusal or an audio id)",
+            index=index,
         )
     if "name" in message and not isinstance(message["name"], str):
         raise InvalidMessage("'name' must be a string", index=index)
     return dict(message)
+
+
+def audio_reference(audio: Any) -> str | None:
+    """The id of an OpenAI audio reply (``{"id": "audio_..."}``, as a client sends it
+    back), else None."""
+    audio_id = audio.get("id") if isinstance(audio, Mapping) else None
+    return audio_id if isinstance(audio_id, str) and audio_id else None
 
 
 def tool_call_ids(message: Mapping[str, Any]) -> list[str]:

@@ -345,3 +345,26 @@ def test_a_summary_beside_a_refusal_reads_as_before_unless_a_refusal_took_it() -
     # what merge_summary makes of a refusal with null content reads back as merged
     refusal = {"role": "assistant", "content": None, "refusal": "no"}
     assert split_merged(merge_summary(refusal, "BODY")) == ("BODY", refusal)
+
+
+DEV = {"role": "developer", "content": "You are helpful."}
+
+
+def test_a_leading_developer_message_is_the_head_kept_as_sent_with_no_note() -> None:
+    """A session with no system prompt whose first message is a developer message
+    (session 37): it is the head, carried as sent (no system note on it, and the plan
+    records none), and a later compaction's summary opens the transcript as a user turn."""
+    messages = [DEV, *_chat(8, system=False)]
+    first = _plan(messages)
+    assert not first.system_note
+    out = apply(first, messages, "s").messages
+    assert out[0] == DEV
+    later = [*out, *_chat(6, system=False)][:-1]  # the tail opens with a user turn
+    again = _plan(later, compaction_count=1)
+    assert again.head_end == 1 and later[again.tail_start]["role"] == "user"
+    assert again.summary_role == "user" and again.merge_index == again.tail_start
+
+
+def test_feedback_counts_no_leading_developer_message() -> None:
+    text = feedback([DEV, *_chat(8, system=False)], [DEV, *_chat(2, system=False)], 900, 300)
+    assert text.splitlines()[0] == "Compressed: 16 → 4 messages"

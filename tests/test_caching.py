@@ -170,6 +170,16 @@ def test_only_last_three_non_system_messages_are_marked() -> None:
     assert marked == [0, 4, 5, 6]
 
 
+def test_a_developer_message_is_marked_as_the_system_prompt_is() -> None:
+    """OpenAI's developer role is the system prompt's newer name (session 37): a leading
+    one takes the system breakpoint, a later one is not a rolling one."""
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(6)]
+    messages = [{"role": "developer", "content": "d"}, *turns[:4]]
+    messages += [{"role": "developer", "content": "later"}, *turns[4:]]
+    out = apply_cache_markers(messages)
+    assert [i for i, m in enumerate(out) if markers_in(m)] == [0, 4, 6, 7]
+
+
 def test_tool_and_empty_messages_marked_on_message_only_for_native_anthropic() -> None:
     """Message-level markers only on the native route; elsewhere a breakpoint goes to
     the last messages that can carry one in a content part."""

@@ -59,8 +59,8 @@ from ctxledger.messages import JSON
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import message_text
 
-#: bump to rebuild every index built by an older layout
-INDEX_SCHEMA = 1
+#: bump to rebuild every index built by an older layout (2: a refusal's text is indexed)
+INDEX_SCHEMA = 2
 MAX_LIMIT = 100
 #: events folded per write transaction (a long first build still lets writers in between)
 FOLD_CHUNK = 20_000
@@ -307,7 +307,7 @@ class SearchIndex:
                         str(event.message.get("role") or ""),
                         "appended",
                         seq,
-                        message_text(event.message, text_only=True),
+                        _indexed_text(event.message),
                     )
                 )
             elif isinstance(event, SessionStarted):
@@ -328,7 +328,7 @@ class SearchIndex:
                                 str(entry.message.get("role") or ""),
                                 entry.origin,
                                 seq,
-                                message_text(entry.message, text_only=True),
+                                _indexed_text(entry.message),
                             )
                         )
             elif isinstance(event, SummaryGenerated):
@@ -423,6 +423,14 @@ class _Transaction:
 
 
 # --------------------------------------------------------------------------- recall
+
+
+def _indexed_text(message: JSON) -> str:
+    """What recall finds a message by: the text a reader reads, and a refusal's text
+    (something the model said; a content-null refusal has no other text)."""
+    text = message_text(message, text_only=True)
+    refusal = message.get("refusal")
+    return "\n".join(p for p in (text, refusal if isinstance(refusal, str) else "") if p)
 
 
 def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:

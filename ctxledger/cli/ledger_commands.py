@@ -36,7 +36,7 @@ from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
-from ctxledger.messages import content_text
+from ctxledger.messages import audio_reference, content_text
 from ctxledger.terminal import inline, styled
 
 #: the longest session id the sessions table keeps on one line (generated ids: 32)
@@ -205,6 +205,11 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
                 text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
                 lines=True,
             )
+        refusal = msg.get("refusal")
+        if isinstance(refusal, str) and refusal and refusal.strip() != text.strip():
+            echo(f"  refusal: {refusal}", lines=True)
+        if audio := audio_reference(msg.get("audio")):
+            echo(f"  audio reply: {audio}")
         if calls:
             echo(f"  → {calls}")
 

@@ -24,7 +24,7 @@ from ctxledger.compressor import markers
 from ctxledger.compressor.markers import merge_summary, split_merged
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import CompressionError
-from ctxledger.messages import Message, content_text
+from ctxledger.messages import INSTRUCTION_ROLES, Message, content_text
 
 if TYPE_CHECKING:
     from ctxledger.compressor.planner import CompactionPlan
@@ -222,7 +222,7 @@ Failure = Literal["fallback", "aborted"]
 
 def _conversation(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The messages a user counts: the list without its leading system prompt."""
-    skip = 1 if messages and messages[0].get("role") == "system" else 0
+    skip = 1 if messages and messages[0].get("role") in INSTRUCTION_ROLES else 0
     return list(messages[skip:])
 
 

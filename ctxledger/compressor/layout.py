@@ -18,7 +18,7 @@ from ctxledger.compressor import markers
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.markers import split_merged
 from ctxledger.errors import InvalidMessage
-from ctxledger.messages import is_text_content_empty
+from ctxledger.messages import INSTRUCTION_ROLES, is_text_content_empty
 
 
 @dataclass(slots=True)
@@ -40,6 +40,8 @@ class Layout:
     merged: set[int] = field(default_factory=set)  # ... of which merged into a real message
     last_user: int | None = None
     last_reply: int | None = None
+    #: whether the first message is the system prompt, or a leading ``developer`` message
+    #: (a session without one whose first message gives the instructions): protected alike
     has_system: bool = False
 
     def _span(self, i: int) -> int:
@@ -263,7 +265,7 @@ class Scanner:
             result_owner=self.result_owner, answered=self.answered,
             long_args=self.long_args, long_results=self.long_results,
             summaries=self.summaries, merged=self.merged,
-            has_system=n > 0 and self.roles[0] == "system",
+            has_system=n > 0 and self.roles[0] in INSTRUCTION_ROLES,
             span_start=self.span_start, span_end=self.span_end,
         )  # fmt: skip
         _find_anchors(messages, layout)

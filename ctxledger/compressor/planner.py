@@ -52,7 +52,7 @@ from ctxledger.compressor.plancache import PlanCache, Scan, scan
 from ctxledger.compressor.plans import CompactionPlan, OrphanAction, Role, SkipReason
 from ctxledger.compressor.prune import Prune, PruneKind
 from ctxledger.errors import InvalidInput
-from ctxledger.messages import content_text, is_text_content_empty
+from ctxledger.messages import INSTRUCTION_ROLES, content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
 
 __all__ = [
@@ -233,7 +233,7 @@ def _summary_role(
     roles = layout.roles
     pre = roles[before[-1]] if before else None
     post = roles[after_first]
-    only_system = all(roles[i] == "system" for i in before)
+    only_system = all(roles[i] in INSTRUCTION_ROLES for i in before)
     if only_system or layout.last_user is None:
         # a transcript must open with (and keep) a user turn: the summary is that turn
         return "user", after_first if post == "user" else None
@@ -529,7 +529,12 @@ def _draft(job: _Job, b: _Bounds) -> PlanDraft:
         + sum(_old_merged_summary_tokens(messages[i], counts[i]) for i in unmerged)
     )
     budget, built = _budget(job, targets, summarized_tokens)
-    system_note = layout.has_system and not markers.has_system_note(content_text(messages[0]))
+    # a leading developer message is carried as it is (by id, role kept): no note on it
+    system_note = (
+        layout.has_system
+        and messages[0].get("role") == "system"
+        and not markers.has_system_note(content_text(messages[0]))
+    )
     # the summary arrives framed (prefix, end marker) and the first compaction adds a
     # note: small budgets would otherwise "progress" by rewriting a summary into itself
     framing = _framing_tokens() + (rough_text_tokens(markers.system_note()) if system_note else 0)

@@ -12,6 +12,11 @@ One block per message, separated by blank lines::
     [TOOL RESULT call_1 · terminal]
     1 failed, 12 passed
 
+An assistant's refusal (OpenAI's ``refusal`` field, beside null or empty content) is a
+``[REFUSAL] text`` line of its block (unless its content says the same): the model said
+it, so a summary may say so. An audio reply (kept by its id) is an ``[AUDIO REPLY id]``
+line.
+
 A content longer than 6,000 characters keeps its first 4,000 and last 1,500 around a
 cut mark that says how many characters were left out; tool-call arguments longer than
 1,500 characters keep their first 1,200. Shorter ones are sent whole (the lengths
@@ -32,7 +37,7 @@ from typing import Any
 
 from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.redact import redact
-from ctxledger.messages import content_text
+from ctxledger.messages import audio_reference, content_text
 
 #: a content up to this long is sent whole; a longer one keeps its head and tail
 CONTENT_MAX_CHARS = 6000
@@ -141,6 +146,12 @@ def serialize_message(
     lines = [label]
     if text.strip():
         lines.append(cut_middle(redact(text)))
+    refusal = message.get("refusal")
+    refusal = refusal if isinstance(refusal, str) else ""
+    if refusal.strip() and refusal.strip() != text.strip():  # what it said instead (once)
+        lines.append(f"[REFUSAL] {cut_middle(redact(refusal))}")
+    if audio := audio_reference(message.get("audio")):  # a spoken reply, kept by its id
+        lines.append(f"[AUDIO REPLY {audio}]")
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             lines.append(_call_line(call))

@@ -39,6 +39,7 @@ from ctxledger.importers.common import (
     unique_key,
 )
 from ctxledger.importers.model import ImportedSession
+from ctxledger.messages import INSTRUCTION_ROLES
 
 _MESSAGE_META = ("role", "content", "usage", "type")
 _THINKING = ("thinking", "redacted_thinking")
@@ -210,9 +211,9 @@ def add_anthropic_message(
     if not isinstance(raw, dict):
         raise b.src.error(f"a message must be a JSON object, got {type_name(raw)}", origin)
     role = raw.get("role")
-    if raw.get("ctxledger_role") == "system":
-        # a mid-conversation system message, as our exporter writes it
-        b.add({"role": "system", "content": text_of_parts(raw.get("content"))}, origin)
+    if raw.get("ctxledger_role") in INSTRUCTION_ROLES:
+        # a mid-conversation system (developer) message, as our exporter writes it
+        b.add({"role": raw["ctxledger_role"], "content": text_of_parts(raw.get("content"))}, origin)
         return None
     if role == "assistant":
         return add_assistant(b, raw, origin, index)

@@ -10,7 +10,7 @@ compaction: the summary ``message`` and, in newer versions, the
 ``replacement_history``). Older rollouts (bare items, a meta object first,
 ``record_type: state`` lines) are read too.
 
-Mapping: messages -> user / assistant / system (``developer``) messages; function
+Mapping: messages -> user / assistant / system / developer messages; function
 and custom tool calls -> ``tool_calls`` attached to the assistant message of the
 same response; outputs -> ``tool`` messages; reasoning items -> the next assistant
 message's ``reasoning_content`` (summary text) and ``codex_reasoning_items`` (the raw
@@ -264,12 +264,8 @@ class _Rollout:
             self.b.add(msg, lineno)
         elif role == "user":
             self.b.add({**extras, "role": "user", "content": content_from_parts(parts, "")}, lineno)
-        elif role in ("developer", "system"):
-            if role == "developer":
-                self.b.warn("developer messages were imported as system messages")
-            self.b.add(
-                {**extras, "role": "system", "content": content_from_parts(parts, "")}, lineno
-            )
+        elif role in ("developer", "system"):  # each kept in its own role
+            self.b.add({**extras, "role": role, "content": content_from_parts(parts, "")}, lineno)
         else:
             raise self.src.error(f"a message item with unknown role {role!r}", lineno)
 

@@ -4,8 +4,8 @@
 * ``anthropic``: ``{"system": ..., "messages": [...]}`` with content blocks; tool
   messages become ``tool_result`` blocks of one user message (merged with the user
   text that follows them), tool calls become ``tool_use`` blocks, reasoning becomes
-  ``thinking`` blocks; a mid-conversation system message becomes a user message
-  marked ``"ctxledger_role": "system"``;
+  ``thinking`` blocks; a mid-conversation system (or developer) message becomes a
+  user message marked ``"ctxledger_role": "system"`` (``"developer"``);
 * ``sharegpt``: ``{"conversations": [{from, value}]}`` with roles system / human /
   gpt / tool, tool calls as ``<tool_call>`` JSON, results as ``<tool_response>`` JSON
   (consecutive results share one tool turn) and reasoning as ``<think>``.
@@ -25,7 +25,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.model import ImportedSession
 from ctxledger.limits import json_depth, too_deep
-from ctxledger.messages import content_text
+from ctxledger.messages import INSTRUCTION_ROLES, content_text
 
 EXPORT_FORMATS = ("openai", "anthropic", "sharegpt")
 
@@ -158,8 +158,8 @@ def _anthropic(system_prompt: str | None, messages: Sequence[Message]) -> dict[s
             results = []
         if role == "assistant":
             out.append(_anthropic_assistant(m))
-        elif role == "system":
-            out.append({"role": "user", "content": content_text(m), "ctxledger_role": "system"})
+        elif role in INSTRUCTION_ROLES:
+            out.append({"role": "user", "content": content_text(m), "ctxledger_role": role})
         else:
             content = m.get("content")
             out.append(
@@ -178,7 +178,7 @@ def _anthropic(system_prompt: str | None, messages: Sequence[Message]) -> dict[s
 
 # --------------------------------------------------------------------------- sharegpt
 
-_FROM = {"system": "system", "user": "human", "assistant": "gpt"}
+_FROM = {"system": "system", "developer": "system", "user": "human", "assistant": "gpt"}
 _GPT_KNOWN = frozenset({"role", "content", "tool_calls", "reasoning_content"})
 _TURN_KNOWN = frozenset({"role", "content"})
 _RESPONSE_KNOWN = frozenset({"role", "content", "tool_call_id", "name"})

@@ -12,8 +12,9 @@ Accepted shapes (``parse_openai``):
 
 A ``usage`` block on an assistant message is taken off the message and reported as
 an :class:`ImportedUsage` after it. Legacy ``function_call`` / ``function`` pairs
-become ``tool_calls`` / ``tool`` messages with synthesized ids; ``developer``
-messages become ``system`` messages.
+become ``tool_calls`` / ``tool`` messages with synthesized ids. A ``developer`` message
+is kept as one (a message role since session 37; a leading one is a message, not the
+system prompt, so an export imports back as the same messages).
 
 The helpers every importer shares live in :mod:`ctxledger.importers.common`.
 """
@@ -91,9 +92,6 @@ def add_openai_message(st: OpenAIReader, raw: Any, origin: Origin) -> None:
     if type(raw) is not dict:
         raise st.b.src.error(f"a message must be a JSON object, got {type_name(raw)}", origin)
     role = raw.get("role")
-    if role == "developer":
-        raw["role"] = role = "system"
-        st.b.warn("'developer' messages were imported as 'system' messages")
     if role == "system" and not st.b.messages and st.b.system_prompt is None:
         text = text_of_parts(raw.get("content"))
         if text is not None:

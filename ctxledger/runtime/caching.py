@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from ctxledger.errors import InvalidInput
+from ctxledger.messages import INSTRUCTION_ROLES
 
 CacheTTL = Literal["5m", "1h"]
 MAX_BREAKPOINTS: Final = 4
@@ -105,9 +106,10 @@ def apply_cache_markers(
 ) -> list[dict[str, Any]]:
     """Return the messages with up to four ``cache_control`` breakpoints.
 
-    Breakpoints go on the system prompt (when ``messages[0]`` is one) and on the last
-    three non-system messages that can carry one on this route (all four on those when
-    there is no system prompt), as hermes-agent 0.19 places them (session 31,
+    Breakpoints go on the system prompt (when ``messages[0]`` is one; a leading
+    ``developer`` message counts as one) and on the last three non-system messages
+    that can carry one on this route (all four on those when there is no system
+    prompt), as hermes-agent 0.19 places them (session 31,
     ``tests/test_parity_caching.py``). Unmarked messages are the caller's own objects
     (shallow list copy); marked ones are deep copies.
     """
@@ -117,7 +119,7 @@ def apply_cache_markers(
     if not out:
         return out
     targets: list[int] = []
-    if out[0].get("role") == "system":
+    if out[0].get("role") in INSTRUCTION_ROLES:
         targets.append(0)
     room = MAX_BREAKPOINTS - len(targets)
     rolling: list[int] = []
@@ -125,7 +127,7 @@ def apply_cache_markers(
         if len(rolling) == room:
             break
         message = out[index]
-        if message.get("role") != "system" and _carries(message, native_anthropic):
+        if message.get("role") not in INSTRUCTION_ROLES and _carries(message, native_anthropic):
             rolling.append(index)
     targets.extend(reversed(rolling))
     for index in targets:

@@ -48,6 +48,10 @@ DEFAULT_EXEMPT_TOOLS: Final = frozenset(
     {"read_file", "readfile", "file_read", "read", "view_file", READ_PERSISTED_TOOL_NAME}
 )
 
+#: how a preview block opens, and its line telling the model how to read the output
+_BLOCK_HEAD = "[tool output stored outside the context: call "
+_READ_LINE = f"To read part of it, call {READ_PERSISTED_TOOL_NAME} with "
+
 _BLOB_STEM_CHARS = 64
 _BLOB_HASH_CHARS = 16
 _UNSAFE_BLOB_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -217,10 +221,10 @@ def preview_block(
     preview = preview_text(content, preview_chars)
     example = _json_text({"ref": ref, "offset": 0, "limit": DEFAULT_MAX_SLICE_CHARS})
     lines = [
-        f"[tool output stored outside the context: call {_json_text(tool_call_id)}]",
+        f"{_BLOCK_HEAD}{_json_text(tool_call_id)}]",
         f"The output was too large to include ({total:,} characters). "
         f"It is kept in full under ref {_json_text(ref)}.",
-        f"To read part of it, call {READ_PERSISTED_TOOL_NAME} with {example}: offset and limit "
+        f"{_READ_LINE}{example}: offset and limit "
         f"count characters (limit at most {DEFAULT_MAX_SLICE_CHARS:,}), and each reply says "
         "where the next slice starts.",
         f"Preview (first {len(preview):,} of {total:,} characters):",
@@ -230,6 +234,45 @@ def preview_block(
     remaining = total - len(preview)
     tail = f"[... {remaining:,} more characters not shown]" if remaining > 0 else "[end of output]"
     return shown + tail
+
+
+def for_client_tools(messages: list[Any], tools: Sequence[Any], session_id: str) -> list[Any]:
+    """`messages` for a client's own agent (a proxied request) with `tools`: unless it
+    declares ``read_persisted`` (OpenAI nested, Responses / Anthropic flat), each
+    preview block's line telling the model to call that tool says instead that no tool
+    here reads the output, and where it is kept (`session_id`: the chain's root, named
+    the same after a compaction). Messages left as they are (all, when the tool is
+    declared) are the caller's own objects."""
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        named = fn if isinstance(fn, dict) else tool
+        if isinstance(named, dict) and named.get("name") == READ_PERSISTED_TOOL_NAME:
+            return messages
+    where = f"by ctxledger under that ref (state API: GET /v1/sessions/{session_id}/persisted/REF)"
+    out = list(messages)
+    for i, message in enumerate(out):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not content or message.get("role") != "tool":
+            continue
+        if isinstance(content, str) and content.startswith(_BLOCK_HEAD):
+            out[i] = {**message, "content": _honest_block(content, where)}
+        elif isinstance(content, list) and isinstance(content[0], dict):
+            text = content[0].get("text")
+            if isinstance(text, str) and text.startswith(_BLOCK_HEAD):  # a cache marker's parts
+                first = {**content[0], "text": _honest_block(text, where)}
+                out[i] = {**message, "content": [first, *content[1:]]}
+    return out
+
+
+def _honest_block(block: str, where: str) -> str:
+    lines = block.split("\n", 3)
+    if len(lines) < 4 or not lines[2].startswith(_READ_LINE):
+        return block
+    lines[2] = (
+        "No tool in this conversation reads it: work from the preview below, or run the "
+        f"tool again for a smaller output. The full output is kept {where}."
+    )
+    return "\n".join(lines)
 
 
 def safe_blob_name(tool_call_id: str) -> str:
@@ -342,6 +385,7 @@ __all__ = [
     "SliceResult",
     "ToolBudget",
     "ToolResult",
+    "for_client_tools",
     "plan_persistence",
     "preview_block",
     "preview_text",

@@ -10,7 +10,7 @@ proxied conversation is stored exactly as an imported one would be.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +20,9 @@ from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
-from ctxledger.messages import kind_of
+from ctxledger.messages import INSTRUCTION_ROLES, audio_reference, kind_of
 from ctxledger.server.history import strip_cache_markers
+from ctxledger.server.sseparse import SSEEvent, SSEParser
 from ctxledger.server.upstream_reply import (
     BadUpstreamReply,
     check_openai_message,
@@ -52,6 +53,9 @@ class ClientTurn:
     stream: bool
     max_tokens: int | None
     wants_usage: bool = False  # OpenAI: the client asked for the usage chunk itself
+    #: the leading ``developer`` message `system_prompt` was taken from, as a message: a
+    #: session recorded with it as its first message (the state API) is matched by it
+    lead: JSONDict | None = None
 
     def __post_init__(self) -> None:
         # a client-sent message carrying the proxy's response-id key would let a later
@@ -141,89 +145,6 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
     return messages
 
 
-# --------------------------------------------------------------------------- SSE
-
-
-@dataclass
-class SSEEvent:
-    raw: bytes
-    event: str | None
-    data: str
-
-
-#: what ends an SSE event: a blank line, with either line ending
-_SEPARATORS = (b"\n\n", b"\r\n\r\n")
-
-
-class SSEParser:
-    """Split a byte stream into SSE events, keeping each event's raw bytes for forwarding.
-
-    Linear in the bytes fed, however they are chunked: each separator's search resumes
-    where its last one stopped, and a separator found beyond the next event is kept
-    for later (a stream of CRLF events looks for "\n\n" once, not once per event).
-    """
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._start = 0  # where the next event begins in the buffer
-        #: per separator: where its next occurrence at or after the next event begins
-        #: (-1: none known), and where a look for it resumes (none begins before that)
-        self._next = [-1, -1]
-        self._looked = [0, 0]
-
-    def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
-        """The events `chunk` completes."""
-        self._buffer += chunk
-        while True:
-            cut, sep = self._boundary()
-            if cut < 0:
-                if self._start:  # drop what was handed out (once per chunk, not per event)
-                    del self._buffer[: self._start]
-                    self._looked = [max(0, at - self._start) for at in self._looked]
-                    self._start = 0
-                return
-            raw = bytes(self._buffer[self._start : cut + sep])
-            self._start = cut + sep
-            yield self._parse(raw)
-
-    def _boundary(self) -> tuple[int, int]:
-        """(start, length) of the earliest separator after the next event's start, or (-1, 0)."""
-        best = (-1, 0)
-        start, buffer = self._start, self._buffer
-        for k, sep in enumerate(_SEPARATORS):
-            at = self._next[k]
-            if at < start:  # none known, or it was inside what was handed out
-                at = buffer.find(sep, max(start, self._looked[k]))
-                self._next[k] = at
-                self._looked[k] = at if at >= 0 else max(start, len(buffer) - len(sep) + 1)
-            if at >= 0 and (best[0] < 0 or at < best[0]):
-                best = (at, len(sep))
-        return best
-
-    @staticmethod
-    def _parse(raw: bytes) -> SSEEvent:
-        name: str | None = None
-        data: list[str] = []
-        for line in raw.decode("utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if key == "event":
-                name = value
-            elif key == "data":
-                data.append(value)
-        return SSEEvent(raw=raw, event=name, data="\n".join(data))
-
-    @property
-    def pending(self) -> int:
-        """Bytes held of an event not yet ended."""
-        return len(self._buffer) - self._start
-
-    def rest(self) -> bytes:
-        rest = bytes(self._buffer[self._start :])
-        self._buffer, self._start, self._next, self._looked = bytearray(), 0, [-1, -1], [0, 0]
-        return rest
-
-
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
@@ -239,10 +160,13 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     knows from the raw bytes; stripping is skipped, not the check, when it says no)."""
     raw = _messages(body)
     system: str | None = None
-    if isinstance(raw[0], Mapping) and raw[0].get("role") in ("system", "developer"):
+    lead: JSONDict | None = None
+    if isinstance(raw[0], Mapping) and raw[0].get("role") in INSTRUCTION_ROLES:
         system = text_of_parts(raw[0].get("content"))
         if system is None:
             raise InvalidInput("messages[0]: a system message needs text content")
+        if raw[0].get("role") == "developer":
+            lead = strip_cache_markers(raw[0]) if markers else dict(raw[0])
         raw = raw[1:]
     messages = (
         [strip_cache_markers(m) if isinstance(m, dict) else m for m in raw]
@@ -266,13 +190,14 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         stream=bool(body.get("stream")),
         max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
         wants_usage=wants,
+        lead=lead,
     )
 
 
 def openai_upstream(
     body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
 ) -> JSONDict:
-    out = {**body, "messages": view}
+    out = {**body, "messages": _client_system_role(body, view)}
     if max_tokens is not None:
         out["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = (
             max_tokens
@@ -280,6 +205,25 @@ def openai_upstream(
     if body.get("stream"):
         out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return out
+
+
+def _client_system_role(body: Mapping[str, Any], view: list[JSONDict]) -> list[JSONDict]:
+    """`view` with its system prompt as the client sent it this turn: the client's own
+    leading system / developer message (its role, list content, ``name``) when the view
+    holds its text unchanged (no compaction note, no cache marker on it), else the
+    view's text in the client's role (a leading ``developer`` message of o-series /
+    gpt-5 clients is the session's system prompt and goes upstream as ``developer``)."""
+    raw = body.get("messages")
+    first = raw[0] if isinstance(raw, list) and raw else None
+    if not (isinstance(first, Mapping) and first.get("role") in INSTRUCTION_ROLES):
+        return view
+    if not view or view[0].get("role") != "system":
+        return view
+    if view[0] == {"role": "system", "content": text_of_parts(first.get("content"))}:
+        return [strip_cache_markers(first), *view[1:]]
+    if first.get("role") == "developer":
+        return [{**view[0], "role": "developer"}, *view[1:]]
+    return view
 
 
 def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
@@ -297,18 +241,21 @@ def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:
         if isinstance(c, Mapping)
     ]
     content, refusal = message.get("content"), message.get("refusal")
-    if not calls and content is None and isinstance(refusal, str):  # sent back as it came
-        return {"role": "assistant", "content": None, "refusal": refusal}
-    if not calls and not isinstance(content, str | list):
+    audio = audio_reference(message.get("audio"))
+    out: JSONDict = {"role": "assistant", "content": None}
+    if not calls and content is None and (isinstance(refusal, str) or audio):
+        if isinstance(refusal, str):  # sent back as it came
+            out["refusal"] = refusal
+    elif not calls and not isinstance(content, str | list):
         return None
-    out: JSONDict = {
-        "role": "assistant",
-        "content": content if content is not None else ("" if not calls else None),
-    }
+    else:
+        out["content"] = content if content is not None else ("" if not calls else None)
     if calls:
         out["tool_calls"] = calls
     if isinstance(refusal, str) and refusal:  # beside content too (gateways send content "")
         out["refusal"] = refusal
+    if audio:  # an audio reply is sent back by its id alone (not its data or transcript)
+        out["audio"] = {"id": audio}
     return out
 
 
@@ -335,6 +282,7 @@ class OpenAIStream:
     wants_usage: bool
     content: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
+    audio: str | None = None
     calls: dict[int, JSONDict] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: JSONDict | None = None
@@ -364,6 +312,7 @@ class OpenAIStream:
             self.content.append(delta["content"])
         if isinstance(delta.get("refusal"), str):
             self.refusal.append(delta["refusal"])
+        self.audio = audio_reference(delta.get("audio")) or self.audio
         for call in delta.get("tool_calls") or ():
             where = "a chunk's tool call index"
             slot = self.calls.setdefault(
@@ -394,10 +343,11 @@ class OpenAIStream:
         return openai_reply(
             {
                 "content": "".join(self.content)
-                if self.content or not (calls or self.refusal)
+                if self.content or not (calls or self.refusal or self.audio)
                 else None,
                 "tool_calls": calls,
                 "refusal": "".join(self.refusal) if self.refusal else None,
+                "audio": {"id": self.audio},
             }
         )
 
@@ -434,6 +384,47 @@ def anthropic_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
+#: keys of an exported message the Messages API does not know (it answers 400 to them)
+_OPENAI_ONLY = ("ctxledger_role", "refusal", "audio", "name")
+
+
+def _api_message(message: JSONDict) -> JSONDict | None:
+    """An exported message as the Messages API takes it (None: nothing to send). The
+    export keeps an OpenAI refusal as a ``refusal`` key beside its (often empty)
+    content, for its own round trip: upstream, the refusal is a text block (what the
+    model said) before any ``tool_use``, as is a ``refusal`` content part. An audio
+    reply (kept by its id alone) is a text block naming it; an assistant turn left
+    empty is not sent (the API refuses one). The other OpenAI-only keys go."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else ()
+    if (
+        content
+        and not any(k in message for k in _OPENAI_ONLY)
+        and not any(isinstance(b, Mapping) and b.get("type") == "refusal" for b in parts)
+    ):
+        return message  # the common case: as exported
+    out = {k: v for k, v in message.items() if k not in _OPENAI_ONLY}
+    if isinstance(content, list):
+        content = [_refusal_part(b) for b in content]
+        refusal, audio = message.get("refusal"), audio_reference(message.get("audio"))
+        said = refusal if isinstance(refusal, str) and refusal else None
+        if audio and not content:
+            said = f"[audio reply {audio}]"
+        if said and not any(isinstance(b, Mapping) and b.get("text") == said for b in content):
+            kinds = [b.get("type") if isinstance(b, Mapping) else None for b in content]
+            at = kinds.index("tool_use") if "tool_use" in kinds else len(content)
+            content = [*content[:at], {"type": "text", "text": said}, *content[at:]]
+        out["content"] = content
+    return None if out.get("role") == "assistant" and not content else out
+
+
+def _refusal_part(block: Any) -> Any:
+    """An OpenAI ``refusal`` content part as the text block the Messages API takes."""
+    if isinstance(block, Mapping) and block.get("type") == "refusal":
+        return {"type": "text", "text": str(block.get("refusal") or "")}
+    return block
+
+
 def _marker_on_last_block(message: JSONDict) -> JSONDict:
     """A message whose prompt-cache marker sits on the message itself (the native layout
     marks a content-less tool-call turn so) with the marker moved onto its last content
@@ -464,9 +455,11 @@ def anthropic_upstream(
     body: Mapping[str, Any], view: list[JSONDict], max_tokens: int | None
 ) -> JSONDict:
     system: Any = None
-    if view and view[0].get("role") == "system":
+    if view and view[0].get("role") in INSTRUCTION_ROLES:  # a leading developer message too
         system, view = view[0].get("content"), view[1:]
-    messages = [_marker_on_last_block(m) for m in anthropic_document(None, view)["messages"]]
+    exported = anthropic_document(None, view)["messages"]
+    sent = [m for m in map(_api_message, exported) if m is not None]
+    messages = [_marker_on_last_block(m) for m in sent]
     out = {**body, "messages": messages}
     out.pop("system", None)
     if system is not None:

@@ -9,9 +9,9 @@ prefix of the client's list; the rest is the new suffix. When no line of the fam
 matches, the client edited or dropped something: the request gets a new branch.
 
 Messages are compared as dicts first and, when those differ, by what a provider
-sees (role, text, tool calls, tool call id), so a client that drops ``null`` fields or moves its own
-``cache_control`` markers still continues its line; a tool-call id the ledger repaired
-(a re-used one) is compared as the client sent it.
+sees (role, text, tool calls, tool call id, and a refusal or audio id when the client's
+copy carries one), so a client that drops ``null`` fields or moves its own ``cache_control`` markers still continues its line; a
+tool-call id the ledger repaired (a re-used one) is compared as the client sent it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.ledger import Ledger
+from ctxledger.messages import audio_reference
 from ctxledger.projections.transcript import load_bodies
 
 Key = tuple[Any, ...]
@@ -59,12 +60,44 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
     def original(call_id: Any) -> Any:
         return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
 
+    content, refusal = _content_and_refusal(message)
     return (
         message.get("role"),
-        content_key(message.get("content")),
+        content_key(content),
         _calls_key(message.get("tool_calls") or (), original),
         original(message.get("tool_call_id")),
+        # what an assistant said instead of content: a refusal, an audio reply (by id)
+        refusal,
+        audio_reference(message.get("audio")),
     )
+
+
+def _is_refusal_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "refusal"
+
+
+def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The content without refusal parts, and the refusal: the ``refusal`` field, else
+    the parts' text. A Responses client sends a chat face's refusal back as a content
+    part, so both forms have one key."""
+    content, refusal = message.get("content"), message.get("refusal")
+    if isinstance(content, list) and any(_is_refusal_part(p) for p in content):
+        said = "".join(str(p.get("refusal") or "") for p in content if _is_refusal_part(p))
+        content = [p for p in content if not _is_refusal_part(p)]
+        refusal = refusal if isinstance(refusal, str) and refusal else said
+    return content, refusal if isinstance(refusal, str) and refusal else None
+
+
+def _same(recorded: Key, client: Key) -> bool:
+    """Whether a recorded message's key is the client's. A refusal or an audio id is
+    compared only when the client's copy carries one: a client that keeps only role and
+    content sends a refusal back as ``content: ""`` (as matched before refusals were
+    keyed), while a different one is another reply (a branch)."""
+    if client[4] is None or client[5] is None:
+        refusal = recorded[4] if client[4] is not None else None
+        audio = recorded[5] if client[5] is not None else None
+        recorded = (*recorded[:4], refusal, audio)
+    return recorded == client
 
 
 def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
@@ -173,7 +206,9 @@ class HistoryIndex:
         """How many leading messages the two lists share (equal dicts, else equal keys;
         `renames`: the ledger's repaired tool-call ids, replacement -> original)."""
         for i, (a, b) in enumerate(zip(recorded, client, strict=False)):
-            if a != b and (not isinstance(b, Mapping) or message_key(a, renames) != message_key(b)):
+            if a != b and (
+                not isinstance(b, Mapping) or not _same(message_key(a, renames), message_key(b))
+            ):
                 return i
         return min(len(recorded), len(client))
 

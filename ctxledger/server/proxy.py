@@ -50,6 +50,7 @@ from ctxledger.runtime.caching import (
     supports_prompt_caching,
 )
 from ctxledger.runtime.service_io import check_new_batch
+from ctxledger.runtime.toolbudget import for_client_tools
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import (
     AnthropicStream,
@@ -65,7 +66,7 @@ from ctxledger.server.formats import (
     openai_upstream,
 )
 from ctxledger.server.forwarding import admit, forwarded_headers
-from ctxledger.server.history import stable_key
+from ctxledger.server.history import Match, stable_key
 from ctxledger.server.routing import (
     Endpoint,
     check_session_id,
@@ -222,11 +223,11 @@ class Turn:
                 title=f"proxy ({self.api.name})",
             )
         else:
-            match = self.state.history.match(family, suffix, turn.system_prompt)
+            match, suffix, system_prompt = self._match(family)
             sid = match.session_id
-            answered = match.branch and self.state.history.answered(
-                family, suffix, turn.system_prompt
-            )
+            answered = match.branch and self.state.history.answered(family, suffix, system_prompt)
+            if match.branch and not answered and self.turn.lead is not None:  # as in _match
+                answered = self.state.history.answered(family, [self.turn.lead, *suffix], None)
             if answered:
                 self.session_id, self.repeat = answered, True
                 self.notices.append(f"session {answered} already answered this history")
@@ -253,6 +254,20 @@ class Turn:
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices += result.notices
+
+    def _match(self, family: str) -> tuple[Match, list[Any], str | None]:
+        """Where the request lands, with the messages and system prompt it is matched
+        by. A leading developer message is the system prompt, unless the family was
+        recorded with it as its first message (a state-API session): then it is matched,
+        and goes on, as that message."""
+        turn, history = self.turn, self.state.history
+        match = history.match(family, turn.messages, turn.system_prompt)
+        if match.branch and turn.lead is not None:
+            as_message = [turn.lead, *turn.messages]
+            other = history.match(family, as_message, None)
+            if not other.branch and other.suffix_start > 0:  # it was recorded as a message
+                return other, as_message, None
+        return match, turn.messages, turn.system_prompt
 
     @staticmethod
     def _check_whole(messages: list[Any]) -> None:
@@ -304,8 +319,13 @@ class Turn:
         raise AssertionError("unreachable")
 
     def _view(self) -> list[Any]:
-        """The compacted view to send; a repeat's ends before the reply the ledger kept,
-        with the prompt-cache markers placed on that shorter view (as the first time)."""
+        """The compacted view to send, its stored-output previews honest about the client's tools."""
+        root = self.svc.ledger.chains.root(self.session_id)  # named the same after a compaction
+        return for_client_tools(self._compacted_view(), self.turn.tools, root)
+
+    def _compacted_view(self) -> list[Any]:
+        """The compacted view; a repeat's ends before the reply the ledger kept, with the
+        prompt-cache markers placed on that shorter view (as the first time)."""
         if not self.repeat:
             return self.svc.api_messages(self.session_id)
         svc = self.svc

@@ -39,6 +39,7 @@ import httpx
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.messages import INSTRUCTION_ROLES
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
 from ctxledger.server.formats import (
@@ -75,7 +76,6 @@ JSONDict = dict[str, Any]
 
 #: fields naming conversation state kept by the provider, which the proxy never sees
 _PROVIDER_STATE = ("conversation",)
-_SYSTEM_ROLES = ("system", "developer")
 #: a response in one of these states has output worth recording
 _FINISHED = ("completed", "incomplete")
 
@@ -135,7 +135,7 @@ def _system_role(body: Mapping[str, Any]) -> str | None:
     raw = body.get("input")
     if isinstance(raw, list) and raw and isinstance(raw[0], Mapping):
         first = raw[0]
-        if first.get("type", "message") == "message" and first.get("role") in _SYSTEM_ROLES:
+        if first.get("type", "message") == "message" and first.get("role") in INSTRUCTION_ROLES:
             return str(first["role"])
     return None
 
@@ -150,6 +150,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
     except InvalidInput as exc:
         raise InvalidInput(f"input: {exc}") from None
     system: str | None = None
+    lead: JSONDict | None = None
     where = _system_role(body)
     if where == "instructions":
         system = body["instructions"]
@@ -159,6 +160,8 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         system = text_of_parts(messages[0].get("content"))
         if system is None:
             raise InvalidInput(f"input[0]: a {where} message needs text content")
+        if where == "developer":  # see ClientTurn.lead
+            lead = {"role": where, "content": messages[0].get("content")}
         messages = messages[1:]
     if markers:
         messages = [strip_cache_markers(m) for m in messages]
@@ -170,6 +173,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         tools=tools,
         stream=bool(body.get("stream")),
         max_tokens=_max_tokens(body, "max_output_tokens"),
+        lead=lead,
     )
 
 

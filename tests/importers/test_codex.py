@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers.import_fixtures import assert_valid, codex_lines, jsonl
+from helpers.import_fixtures import assert_valid, codex_lines, cx_item, cx_message, jsonl
 
 from ctxledger.importers.codex import parse_codex
 from ctxledger.usage import normalize_usage
@@ -31,3 +31,13 @@ def test_codex_rollout_maps_items_usage_and_compaction() -> None:
     patch = child.messages[3]["tool_calls"][0]
     assert patch["function"] == {"name": "apply_patch", "arguments": '{"input":"*** Begin Patch"}'}
     assert any("event_msg" in w for w in parent.warnings)
+
+
+def test_a_codex_developer_message_is_kept_as_developer() -> None:
+    lines = [
+        cx_item(cx_message("developer", "sandbox: read-only")),
+        cx_item(cx_message("user", "hi")),
+    ]
+    (s,) = parse_codex(jsonl(lines), path="rollout.jsonl")
+    assert [m["role"] for m in s.messages] == ["developer", "user"]
+    assert not any("developer" in w for w in s.warnings)

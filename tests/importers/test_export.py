@@ -115,3 +115,26 @@ def test_arguments_holding_nan_are_exported_as_the_text_sent(fmt: str, arguments
     parse = parse_anthropic if fmt == "anthropic" else parse_sharegpt
     (back,) = parse(text)
     assert back.messages[1]["tool_calls"][0]["function"]["arguments"] == arguments
+
+
+def test_developer_messages_export_to_openai_and_import_back_as_developer() -> None:
+    """A developer message (leading or later) is a message role: the openai export of it
+    imports back as the same messages, with no warning (it came back as system before)."""
+    messages = [
+        {"role": "developer", "content": "Use pytest."},
+        {"role": "user", "content": "go"},
+        {"role": "developer", "content": [{"type": "text", "text": "Prefer tabs."}]},
+        {"role": "assistant", "content": "ok"},
+    ]
+    (back,) = parse_openai(export_messages(None, messages, "openai"))
+    assert back.messages == messages and back.system_prompt is None
+    assert back.warnings == []
+
+
+def test_sharegpt_exports_a_developer_message_as_a_system_turn() -> None:
+    messages = [{"role": "developer", "content": "Use pytest."}, {"role": "user", "content": "go"}]
+    doc = json.loads(export_messages(None, messages, "sharegpt"))
+    assert doc["conversations"] == [
+        {"from": "system", "value": "Use pytest."},
+        {"from": "human", "value": "go"},
+    ]

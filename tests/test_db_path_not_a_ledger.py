@@ -84,6 +84,7 @@ def test_an_empty_file_becomes_a_ledger(tmp_path: Path) -> None:
     [
         (5, "a ledger is a file path or a postgresql:// URL, got int"),
         ("l\x00.db", "holds a NUL character"),
+        ("l\ud800.db", "holds a lone surrogate"),  # (was a UnicodeEncodeError)
     ],
 )
 def test_a_target_no_file_can_have_is_invalid_input(
@@ -181,3 +182,22 @@ def test_a_ledger_path_under_the_home_folder_is_expanded(
         if "verify" in args:
             assert json.loads(result.output)["events_checked"] > 0, result.output
     assert os.listdir(work) == []
+
+
+@pytest.mark.parametrize("given", ["l.db", None, 5])
+def test_a_path_given_where_an_opened_store_or_ledger_goes_is_named(
+    tmp_path: Path, given: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library user's mistake (session 37's fuzzing): ``Ledger("l.db")`` was an
+    AttributeError from deep in the fold ('str' object has no attribute
+    'load_checkpoint'), ``ContextService("l.db")`` one on ``.config``. Both now say
+    what they take and which call opens a path; nothing is created."""
+    from ctxledger import ContextService
+    from ctxledger.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=r"opened event store, got .*Ledger\.open\(path\)"):
+        Ledger(given)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"takes a Ledger, got .*ContextService\.open\(path\)"):
+        ContextService(given)  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []

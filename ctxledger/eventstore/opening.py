@@ -57,8 +57,9 @@ def _refuse_collapsed_url(text: str) -> None:
 
 def target_text(target: object) -> str:
     """A ledger target as text: a path (str, bytes or path-like, ``~`` expanded) or a URL;
-    a number, a path holding NUL (no file name can) or a SQLite ``file:`` URI is
-    InvalidInput, not a TypeError / ValueError / a stray folder."""
+    a number, a path holding NUL or a lone surrogate (no file name can) or a SQLite
+    ``file:`` URI is InvalidInput, not a TypeError / ValueError / UnicodeEncodeError / a
+    stray folder."""
     if isinstance(target, bytes):
         target = os.fsdecode(target)
     if not isinstance(target, str | os.PathLike):
@@ -76,6 +77,12 @@ def target_text(target: object) -> str:
         raise InvalidInput(
             f"the ledger path {text!r} holds a NUL character, which no file name can"
         )
+    try:  # a lone surrogate no file system name can hold ('\udcff' is byte 0xff: fine)
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"the ledger path {text!r} holds a lone surrogate, which no file name can"
+        ) from None
     if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
         raise InvalidInput(
             f"{text!r} is a SQLite URI, not a ledger path: give the file's path (a ledger "

@@ -244,10 +244,12 @@ def query_int(request: Request, name: str, default: int | None, *, minimum: int 
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+    try:  # ASCII digits only: int() alone took "1_000", " 5", "+1" and "٣" (Arabic-Indic 3)
+        value = int(raw) if _QUERY_INTEGER.fullmatch(raw) else None
+    except ValueError:  # past int()'s 4,300-digit cap
+        value = None
+    if value is None:
+        raise InvalidInput(f"query parameter {name!r} must be an integer, got {_raw(raw)}")
     if value < minimum:
         raise InvalidInput(f"query parameter {name!r} must be ≥ {minimum}, got {value}")
     return value
@@ -262,7 +264,13 @@ def query_bool(request: Request, name: str, default: bool | None = False) -> boo
         return True
     if lowered in ("0", "false", "no"):
         return False
-    raise InvalidInput(f"query parameter {name!r} must be true or false, got {raw!r}")
+    raise InvalidInput(f"query parameter {name!r} must be true or false, got {_raw(raw)}")
+
+
+def _raw(value: str) -> str:
+    """A query value as an error quotes it: its first 40 characters (a 5,000-digit value
+    was quoted whole)."""
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
 
 
 def query_str(request: Request, name: str, *, required: bool = False) -> str | None:
@@ -276,6 +284,8 @@ def query_str(request: Request, name: str, *, required: bool = False) -> str | N
 #: every route can name again (no "/", no surrounding blanks, no control characters)
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 _DECIMAL = re.compile(r"[0-9]{1,18}")
+#: a query parameter's integer, in ASCII digits
+_QUERY_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def check_session_id(value: object, what: str) -> str:

@@ -162,6 +162,35 @@ def test_parse_ref() -> None:
     assert parse_ref(" ses_a ") == ("ses_a", None)
 
 
+@pytest.mark.parametrize("seq", ["1_0", "+1", " 1", "\u0661", "\u00b2", "9" * 5000])
+def test_the_seq_of_a_reference_is_ascii_digits(seq: str) -> None:
+    """Session 37: ``int()`` took "1_0", "+1", " 1" and "١" as sequence numbers."""
+    with pytest.raises(InvalidInput, match="the part after @ must be an event sequence number"):
+        parse_ref(f"ses_a@{seq}")
+
+
+def test_a_session_id_holding_an_at_sign_is_named_whole(tmp_path: Path) -> None:
+    """A client may choose an id holding "@" (the proxy's header, the state API): ``show
+    me@host`` was refused ("the part after @ must be …") and ``show v@2`` showed the
+    session ``v…`` (a prefix) at seq 2. A whole id is that session; ``ID@SEQ`` still works."""
+    db = str(tmp_path / "l.db")
+    with Ledger.open(db) as ledger:
+        for sid in ("me@host", "v@2"):
+            ledger.start_session(model="m", context_length=8192, session_id=sid)
+            ledger.append_messages(sid, [{"role": "user", "content": f"hello from {sid}"}])
+    runner = CliRunner()
+    for ref, said in [("me@host", "me@host"), ("v@2", "v@2"), ("me@host@2", "me@host")]:
+        for command in ("show", "export"):
+            shown = runner.invoke(cli, ["--db", db, command, ref])
+            assert shown.exit_code == 0 and f"hello from {said}" in shown.output, shown.output
+    both = runner.invoke(cli, ["--db", db, "diff", "me@host", "v@2", "--json"])
+    assert both.exit_code == 0, both.output
+    assert (
+        json.loads(both.output)["a"]["session_id"],
+        json.loads(both.output)["b"]["session_id"],
+    ) == ("me@host", "v@2")
+
+
 def test_cli_diff_json_and_colored_terminal_output(
     chain: tuple[Ledger, str], tmp_path: Path
 ) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+from collections.abc import Container
 
 import msgspec
 
@@ -155,20 +156,25 @@ class SummaryDiff(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- references
 
 
-def parse_ref(ref: str) -> tuple[str, int | None]:
-    """``SESSION@SEQ`` -> (SESSION, SEQ); anything else -> (ref, None). Raises InvalidInput."""
+def parse_ref(ref: str, sessions: Container[str] = ()) -> tuple[str, int | None]:
+    """``SESSION@SEQ`` -> (SESSION, SEQ); anything else -> (ref, None). Raises InvalidInput.
+
+    A `ref` that is a whole id in `sessions` is that session: an id a client chose may
+    hold "@" (``user@laptop`` was refused, ``v@2`` read as session ``v…`` at seq 2)."""
     if not isinstance(ref, str) or not ref.strip():
         raise InvalidInput("a reference is required: SESSION, SESSION@SEQ or a compaction id")
     ref = ref.strip()
-    if "@" not in ref:
+    if "@" not in ref or ref in sessions:
         return ref, None
     name, _, seq_text = ref.rpartition("@")
     if not name:
         raise InvalidInput(f"{ref!r}: name the session before the @ (SESSION@SEQ)")
-    try:
-        seq = int(seq_text)
-    except ValueError:
-        raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number") from None
+    try:  # ASCII digits: int() alone took "1_0", "+1", " 1" and "١" (Arabic-Indic 1)
+        seq = int(seq_text) if seq_text.isascii() and seq_text.isdigit() else None
+    except ValueError:  # past int()'s 4,300-digit cap
+        seq = None
+    if seq is None:
+        raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number")
     if seq < 1:
         raise InvalidInput(f"{ref!r}: event sequence numbers start at 1")
     return name, seq
@@ -372,7 +378,7 @@ def compaction_views(
 
 def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None) -> View:
     """A side of a diff: ``SESSION``, ``SESSION@SEQ`` or a compaction id (its continuation)."""
-    name, seq = parse_ref(ref)
+    name, seq = parse_ref(ref, ledger.chains.state.sessions)
     if seq is None and is_compaction_ref(ledger, name):
         return compaction_views(ledger, find_compaction(ledger, name), coverage=coverage)[1]
     try:
@@ -533,7 +539,7 @@ def diff(
     """
     other = b_ledger or ledger
     if b_ref is None:
-        name, seq = parse_ref(a_ref)
+        name, seq = parse_ref(a_ref, ledger.chains.state.sessions)
         if seq is not None or not is_compaction_ref(ledger, name):
             resolve_view(ledger, a_ref)  # a reference to nothing is named as such first
             raise InvalidInput(
@@ -541,8 +547,8 @@ def diff(
             )
         before, after = compaction_views(ledger, find_compaction(ledger, name))
         return diff_views(before, after)
-    a_name, a_seq = parse_ref(a_ref)
-    b_name, b_seq = parse_ref(b_ref)
+    a_name, a_seq = parse_ref(a_ref, ledger.chains.state.sessions)
+    b_name, b_seq = parse_ref(b_ref, other.chains.state.sessions)
     if (
         a_seq is None
         and b_seq is None

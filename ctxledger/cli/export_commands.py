@@ -53,7 +53,7 @@ from ctxledger.ledger.facade import Ledger
 def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) -> None:
     """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON."""
     ledger = state_of(ctx).ledger(reads=True)
-    ref, seq = parse_ref(session)
+    ref, seq = parse_ref(session, ledger.chains.state.sessions)
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)
     view = transcript.session(sid)

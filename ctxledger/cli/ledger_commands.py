@@ -157,7 +157,7 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     --json has the full ids); `pin` takes either.
     """
     ledger = state_of(ctx).ledger(reads=True)
-    ref, seq = parse_ref(session)
+    ref, seq = parse_ref(session, ledger.chains.state.sessions)
     if at_seq is not None:
         if seq is not None and seq != at_seq:
             raise InvalidInput(

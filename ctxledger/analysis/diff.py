@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Container
 
 import msgspec
 
@@ -39,6 +38,7 @@ from ctxledger.analysis.compactions import (
     is_compaction_ref,
     resolve_session_ref_error,
 )
+from ctxledger.analysis.refs import ledger_ref, parse_ref
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
@@ -154,30 +154,6 @@ class SummaryDiff(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # --------------------------------------------------------------------------- references
-
-
-def parse_ref(ref: str, sessions: Container[str] = ()) -> tuple[str, int | None]:
-    """``SESSION@SEQ`` -> (SESSION, SEQ); anything else -> (ref, None). Raises InvalidInput.
-
-    A `ref` that is a whole id in `sessions` is that session: an id a client chose may
-    hold "@" (``user@laptop`` was refused, ``v@2`` read as session ``v…`` at seq 2)."""
-    if not isinstance(ref, str) or not ref.strip():
-        raise InvalidInput("a reference is required: SESSION, SESSION@SEQ or a compaction id")
-    ref = ref.strip()
-    if "@" not in ref or ref in sessions:
-        return ref, None
-    name, _, seq_text = ref.rpartition("@")
-    if not name:
-        raise InvalidInput(f"{ref!r}: name the session before the @ (SESSION@SEQ)")
-    try:  # ASCII digits: int() alone took "1_0", "+1", " 1" and "١" (Arabic-Indic 1)
-        seq = int(seq_text) if seq_text.isascii() and seq_text.isdigit() else None
-    except ValueError:  # past int()'s 4,300-digit cap
-        seq = None
-    if seq is None:
-        raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number")
-    if seq < 1:
-        raise InvalidInput(f"{ref!r}: event sequence numbers start at 1")
-    return name, seq
 
 
 def transcript_at(ledger: Ledger, session_id: str, seq: int | None) -> TranscriptProjection:
@@ -378,7 +354,7 @@ def compaction_views(
 
 def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None) -> View:
     """A side of a diff: ``SESSION``, ``SESSION@SEQ`` or a compaction id (its continuation)."""
-    name, seq = parse_ref(ref, ledger.chains.state.sessions)
+    name, seq = ledger_ref(ledger, ref)
     if seq is None and is_compaction_ref(ledger, name):
         return compaction_views(ledger, find_compaction(ledger, name), coverage=coverage)[1]
     try:
@@ -539,7 +515,7 @@ def diff(
     """
     other = b_ledger or ledger
     if b_ref is None:
-        name, seq = parse_ref(a_ref, ledger.chains.state.sessions)
+        name, seq = ledger_ref(ledger, a_ref)
         if seq is not None or not is_compaction_ref(ledger, name):
             resolve_view(ledger, a_ref)  # a reference to nothing is named as such first
             raise InvalidInput(
@@ -547,8 +523,8 @@ def diff(
             )
         before, after = compaction_views(ledger, find_compaction(ledger, name))
         return diff_views(before, after)
-    a_name, a_seq = parse_ref(a_ref, ledger.chains.state.sessions)
-    b_name, b_seq = parse_ref(b_ref, other.chains.state.sessions)
+    a_name, a_seq = ledger_ref(ledger, a_ref)
+    b_name, b_seq = ledger_ref(other, b_ref)
     if (
         a_seq is None
         and b_seq is None
@@ -577,6 +553,7 @@ __all__ = [
     "diff",
     "diff_summaries",
     "diff_views",
+    "ledger_ref",
     "parse_ref",
     "resolve_view",
     "session_view",

@@ -1,6 +1,6 @@
 """Session 37's fuzzing of what a user or a library caller names, kept as properties:
-a ``SESSION@SEQ`` reference, a query parameter's integer, and the object handed to
-``Ledger()`` / ``ContextService()``. Each input is one answer or one ``InvalidInput``,
+a ``SESSION@SEQ`` reference, a query parameter's integer (and every integer a user
+spells: one rule), and the object handed to ``Ledger()`` / ``ContextService()``. Each input is one answer or one ``InvalidInput``,
 never another exception."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import string
 from typing import Any
 from urllib.parse import quote
 
+import click
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +17,10 @@ from starlette.requests import Request
 
 from ctxledger import ContextService, Ledger
 from ctxledger.analysis.diff import parse_ref
+from ctxledger.cli.app import ASCII_INT
 from ctxledger.errors import InvalidInput
-from ctxledger.server.routing import SESSION_ID, query_int
+from ctxledger.integers import ascii_int
+from ctxledger.server.routing import SESSION_ID, decimal, query_int
 
 _IDS = st.text(
     alphabet=string.ascii_letters + string.digits + "._:@-", min_size=1, max_size=12
@@ -26,12 +29,21 @@ _IDS = st.text(
 _NUMBERISH = st.text(alphabet=string.digits + "+-_ .e\u0661\u00b2\u2007\uff11", max_size=8)
 
 
+def _spelled(text: str, *, signed: bool = False, most: int = 4300) -> int | None:
+    """The one rule, written plainly: ASCII digits (a "-" first when signed), spaces and
+    tabs around allowed."""
+    body = text.strip(" \t")
+    digits = body[1:] if signed and body.startswith("-") else body
+    ok = digits.isascii() and digits.isdigit() and len(digits) <= most
+    return int(body) if ok else None
+
+
 def _is_seq(text: str) -> bool:
-    return text.isascii() and text.isdigit() and int(text) >= 1
+    return (_spelled(text) or 0) >= 1
 
 
 @settings(max_examples=100, deadline=None)
-@given(name=_IDS, seq=st.one_of(_NUMBERISH, st.text(max_size=6)))
+@given(name=_IDS, seq=st.one_of(_NUMBERISH, st.text(max_size=6)).filter(lambda t: "@" not in t))
 def test_a_reference_is_a_session_and_an_ascii_seq_or_one_invalid_input(
     name: str, seq: str
 ) -> None:
@@ -43,7 +55,7 @@ def test_a_reference_is_a_session_and_an_ascii_seq_or_one_invalid_input(
     except InvalidInput:
         assert not _is_seq(seq)
     else:
-        assert _is_seq(seq) and got == (name, int(seq))
+        assert _is_seq(seq) and got == (name, _spelled(seq))
     assert parse_ref(ref, {ref}) == (ref, None)  # a whole id is that session, "@" or not
 
 
@@ -59,11 +71,28 @@ def test_a_query_integer_is_ascii_digits_or_one_short_invalid_input(raw: str) ->
         value = query_int(request, "limit", None, minimum=1)
     except InvalidInput as exc:
         assert "\n" not in str(exc) and len(str(exc)) < 200
-        assert not (raw.isascii() and raw.isdigit() and len(raw) < 4300 and int(raw) >= 1)
+        assert not _is_seq(raw)
     else:
-        assert value == (int(raw) if raw else None) and (
-            raw == "" or (raw.isascii() and raw.isdigit())
+        assert value == (_spelled(raw) if raw else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.one_of(_NUMBERISH, st.text(max_size=6), st.just("9" * 19)))
+def test_refs_queries_headers_and_options_read_an_integer_by_one_rule(raw: str) -> None:
+    """``SESSION@SEQ``, a query integer, ``Last-Event-ID`` and the CLI's integer options
+    each had their own rule (blanks, signs, digits of other scripts, lengths)."""
+    signed = _spelled(raw, signed=True)
+    assert ascii_int(raw) == _spelled(raw) and decimal(raw) == _spelled(raw, most=18)
+    try:
+        assert query_int(_request(f"after={quote(raw)}"), "after", 0, minimum=-(10**30)) == (
+            signed if raw else 0
         )
+    except InvalidInput:
+        assert signed is None
+    try:
+        assert ASCII_INT.convert(raw, None, None) == signed
+    except click.BadParameter:
+        assert signed is None
 
 
 _NOT_A_STORE = st.one_of(

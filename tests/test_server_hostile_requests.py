@@ -425,7 +425,8 @@ def test_a_resent_turn_with_malformed_tool_calls_is_a_422_not_a_500(
         ("after=1_000", "'after' must be an integer, got '1_000'"),
         ("after=%2B1", "'after' must be an integer, got '+1'"),
         ("limit=%D9%A3", "'limit' must be an integer, got '٣'"),
-        ("limit=%205", "'limit' must be an integer, got ' 5'"),
+        ("limit=1%205", "'limit' must be an integer, got '1 5'"),
+        ("limit=5%C2%A0", "'limit' must be an integer, got '5\\xa0'"),
         (
             "after=" + "9" * 5000,
             "got '9999999999999999999999999999999999999999'… (5,000 characters)",
@@ -437,9 +438,9 @@ def test_a_resent_turn_with_malformed_tool_calls_is_a_422_not_a_500(
 def test_a_query_integer_is_ascii_digits_and_an_error_quotes_it_short(
     tmp_path: Path, query: str, says: str
 ) -> None:
-    """Session 37's fuzzing: ``int()`` took "1_000", "+1", " 5" and Arabic-Indic digits
-    as numbers (a header's digits were already ASCII only), and a 5,000-digit value
-    was quoted whole in the error."""
+    """Session 37's fuzzing: ``int()`` took "1_000", "+1", "5" and a no-break space, and
+    Arabic-Indic digits as numbers, and a 5,000-digit value was quoted whole in the
+    error. Spaces and tabs around the digits are allowed (as around a header's)."""
 
     async def main() -> tuple[int, str]:
         async with rig(tmp_path, token=TOKEN) as r:

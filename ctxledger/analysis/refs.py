@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Container
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import ascii_int
 from ctxledger.ledger.facade import Ledger
 
 
@@ -30,13 +31,10 @@ def parse_ref(
     if "@" not in ref:
         return ref, None
     name, _, seq_text = ref.rpartition("@")
-    try:  # ASCII digits: int() alone took "1_0", "+1", " 1" and "١" (Arabic-Indic 1)
-        seq = int(seq_text) if seq_text.isascii() and seq_text.isdigit() else None
-    except ValueError:  # past int()'s 4,300-digit cap
-        seq = None
+    seq = ascii_int(seq_text)  # int() alone took "1_0", "+1" and "١" (Arabic-Indic 1)
     if ref in sessions:
         if name in sessions and seq is not None and seq >= 1:
-            raise InvalidInput(_ambiguous(ref, name, seq_text, sessions, last_seq))
+            raise InvalidInput(_ambiguous(ref, name, seq, sessions, last_seq))
         return ref, None
     if not name:
         raise InvalidInput(f"{ref!r}: name the session before the @ (SESSION@SEQ)")
@@ -48,18 +46,18 @@ def parse_ref(
 
 
 def _ambiguous(
-    ref: str, name: str, seq_text: str, sessions: Container[str], last_seq: int | None
+    ref: str, name: str, seq: int, sessions: Container[str], last_seq: int | None
 ) -> str:
     """The error for a ref that is both a whole session id and SESSION@SEQ."""
     whole = f"{ref}@{last_seq if last_seq else 'SEQ'}"
     zeros = "0"  # a leading 0 keeps the seq and is no longer the id
-    while f"{name}@{zeros}{seq_text}" in sessions:
+    while f"{name}@{zeros}{seq}" in sessions:
         zeros += "0"
-    at = f"{name}@{zeros}{seq_text}"
+    at = f"{name}@{zeros}{seq}"
     return (
         f"{ref!r} is ambiguous: it is session {ref!r} and also session {name!r} at seq "
-        f"{int(seq_text)}; write {whole!r} for session {ref!r} (as of that event) or "
-        f"{at!r} for session {name!r} at seq {int(seq_text)}"
+        f"{seq}; write {whole!r} for session {ref!r} (as of that event) or "
+        f"{at!r} for session {name!r} at seq {seq}"
     )
 
 

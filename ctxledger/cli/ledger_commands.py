@@ -15,6 +15,7 @@ from ctxledger.analysis.listing import session_rows
 from ctxledger.analysis.refs import ledger_ref
 from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
+    ASCII_INT,
     CONTEXT_LENGTH,
     POSITIVE,
     REF,
@@ -146,7 +147,11 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 @cli.command()
 @click.argument("session", type=REF)
 @click.option(
-    "--at", "at_seq", type=int, default=None, help="Show the view as of this event sequence number."
+    "--at",
+    "at_seq",
+    type=ASCII_INT,
+    default=None,
+    help="Show the view as of this event sequence number.",
 )
 @json_option
 @click.pass_context

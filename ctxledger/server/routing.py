@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import ascii_int
 from ctxledger.limits import json_problem, max_json_depth, walked_depth
 from ctxledger.server.errors import HTTPError
 
@@ -244,10 +245,7 @@ def query_int(request: Request, name: str, default: int | None, *, minimum: int 
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:  # ASCII digits only: int() alone took "1_000", " 5", "+1" and "٣" (Arabic-Indic 3)
-        value = int(raw) if _QUERY_INTEGER.fullmatch(raw) else None
-    except ValueError:  # past int()'s 4,300-digit cap
-        value = None
+    value = ascii_int(raw, signed=True)  # int() alone took "1_000", "+1" and "٣"
     if value is None:
         raise InvalidInput(f"query parameter {name!r} must be an integer, got {_raw(raw)}")
     if value < minimum:
@@ -283,9 +281,6 @@ def query_str(request: Request, name: str, *, required: bool = False) -> str | N
 #: a session id a client may choose (the proxy's header, the state API's start): one that
 #: every route can name again (no "/", no surrounding blanks, no control characters)
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
-_DECIMAL = re.compile(r"[0-9]{1,18}")
-#: a query parameter's integer, in ASCII digits
-_QUERY_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def check_session_id(value: object, what: str) -> str:
@@ -300,10 +295,8 @@ def check_session_id(value: object, what: str) -> str:
 
 
 def decimal(raw: str) -> int | None:
-    """The non-negative integer a header spells in ASCII digits (blanks around), else None
-    (``str.isdigit`` also takes "²", which ``int`` refuses)."""
-    text = raw.strip()
-    return int(text) if _DECIMAL.fullmatch(text) else None
+    """The non-negative integer a header spells in 1 to 18 ASCII digits, else None."""
+    return ascii_int(raw, max_digits=18)
 
 
 def path_param(request: Request, name: str) -> str:

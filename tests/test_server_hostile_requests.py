@@ -152,6 +152,21 @@ def test_superscript_digits_in_last_event_id_are_a_clear_error(tmp_path: Path) -
     assert status == 422 and "Last-Event-ID" in text
 
 
+def test_a_long_last_event_id_is_quoted_short(tmp_path: Path) -> None:
+    """A 5,000-digit Last-Event-ID was quoted whole in the 422 (a query value was
+    already quoted short)."""
+
+    async def main() -> tuple[int, str]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            headers = {**AUTH, "last-event-id": "9" * 5000}
+            response = await r.http.get("/v1/events?follow=false", headers=headers)
+            return response.status_code, response.json()["error"]["message"]
+
+    status, message = anyio.run(main)
+    assert status == 422 and message.startswith("Last-Event-ID must be"), message
+    assert "(5,000 characters)" in message and len(message) < 200, message
+
+
 @pytest.mark.parametrize(
     "sid", [" ", " pad ", "a/b", "../../etc/passwd", "a\nb", "é", "s" * 201, 5]
 )

@@ -247,7 +247,7 @@ def query_int(request: Request, name: str, default: int | None, *, minimum: int 
         return default
     value = ascii_int(raw, signed=True)  # int() alone took "1_000", "+1" and "٣"
     if value is None:
-        raise InvalidInput(f"query parameter {name!r} must be an integer, got {_raw(raw)}")
+        raise InvalidInput(f"query parameter {name!r} must be an integer, got {quoted_short(raw)}")
     if value < minimum:
         raise InvalidInput(f"query parameter {name!r} must be ≥ {minimum}, got {value}")
     return value
@@ -262,12 +262,12 @@ def query_bool(request: Request, name: str, default: bool | None = False) -> boo
         return True
     if lowered in ("0", "false", "no"):
         return False
-    raise InvalidInput(f"query parameter {name!r} must be true or false, got {_raw(raw)}")
+    raise InvalidInput(f"query parameter {name!r} must be true or false, got {quoted_short(raw)}")
 
 
-def _raw(value: str) -> str:
-    """A query value as an error quotes it: its first 40 characters (a 5,000-digit value
-    was quoted whole)."""
+def quoted_short(value: str) -> str:
+    """A client's value (a query parameter, a header) as an error quotes it: its first 40
+    characters (a 5,000-digit value was quoted whole)."""
     return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
 
 
@@ -323,5 +323,6 @@ __all__ = [
     "query_bool",
     "query_int",
     "query_str",
+    "quoted_short",
     "read_body",
 ]

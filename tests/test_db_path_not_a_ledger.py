@@ -99,6 +99,18 @@ def test_a_target_no_file_can_have_is_invalid_input(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("bad", ["\ud800", "\x00"])
+def test_a_url_no_server_can_have_is_called_a_url_without_its_password(bad: str) -> None:
+    """A lone surrogate or NUL in a URL was reported as 'the ledger path …', password
+    and all."""
+    from ctxledger.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as caught:
+        Ledger.open(f"postgresql://u:hunter2@h{bad}/db")
+    assert str(caught.value).startswith("the ledger URL 'postgresql://h"), caught.value
+    assert "which no URL can" in str(caught.value) and "hunter2" not in str(caught.value)
+
+
 def test_a_ledger_whose_file_name_is_not_utf8_opens_again(tmp_path: Path) -> None:
     """A name holding byte 0xff (text: a lone surrogate) was created, then refused on
     every later open: the foreign-database check quoted the name as UTF-8

@@ -84,6 +84,7 @@ def test_an_empty_file_becomes_a_ledger(tmp_path: Path) -> None:
     [
         (5, "a ledger is a file path or a postgresql:// URL, got int"),
         ("l\x00.db", "holds a NUL character"),
+        ("l\ud800.db", "holds a lone surrogate"),  # (was a UnicodeEncodeError)
     ],
 )
 def test_a_target_no_file_can_have_is_invalid_input(
@@ -96,6 +97,18 @@ def test_a_target_no_file_can_have_is_invalid_input(
     with pytest.raises(InvalidInput, match=said):
         Ledger.open(target)  # type: ignore[arg-type]
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "\x00"])
+def test_a_url_no_server_can_have_is_called_a_url_without_its_password(bad: str) -> None:
+    """A lone surrogate or NUL in a URL was reported as 'the ledger path …', password
+    and all."""
+    from ctxledger.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as caught:
+        Ledger.open(f"postgresql://u:hunter2@h{bad}/db")
+    assert str(caught.value).startswith("the ledger URL 'postgresql://h"), caught.value
+    assert "which no URL can" in str(caught.value) and "hunter2" not in str(caught.value)
 
 
 def test_a_ledger_whose_file_name_is_not_utf8_opens_again(tmp_path: Path) -> None:
@@ -181,3 +194,22 @@ def test_a_ledger_path_under_the_home_folder_is_expanded(
         if "verify" in args:
             assert json.loads(result.output)["events_checked"] > 0, result.output
     assert os.listdir(work) == []
+
+
+@pytest.mark.parametrize("given", ["l.db", None, 5])
+def test_a_path_given_where_an_opened_store_or_ledger_goes_is_named(
+    tmp_path: Path, given: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library user's mistake (session 37's fuzzing): ``Ledger("l.db")`` was an
+    AttributeError from deep in the fold ('str' object has no attribute
+    'load_checkpoint'), ``ContextService("l.db")`` one on ``.config``. Both now say
+    what they take and which call opens a path; nothing is created."""
+    from ctxledger import ContextService
+    from ctxledger.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match=r"opened event store, got .*Ledger\.open\(path\)"):
+        Ledger(given)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"takes a Ledger, got .*ContextService\.open\(path\)"):
+        ContextService(given)  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == []

@@ -162,6 +162,67 @@ def test_parse_ref() -> None:
     assert parse_ref(" ses_a ") == ("ses_a", None)
 
 
+@pytest.mark.parametrize("seq", ["1_0", "+1", "1 0", "\u0661", "\u00b2", "9" * 5000])
+def test_the_seq_of_a_reference_is_ascii_digits(seq: str) -> None:
+    """Session 37: ``int()`` took "1_0", "+1" and "١" as sequence numbers. Spaces and
+    tabs around the digits are allowed (the one rule, ``ascii_int``); inside, not."""
+    with pytest.raises(InvalidInput, match="the part after @ must be an event sequence number"):
+        parse_ref(f"ses_a@{seq}")
+
+
+def test_a_session_id_holding_an_at_sign_is_named_whole(tmp_path: Path) -> None:
+    """A client may choose an id holding "@" (the proxy's header, the state API): ``show
+    me@host`` was refused ("the part after @ must be …") and ``show v@2`` showed the
+    session ``v…`` (a prefix) at seq 2. A whole id is that session; ``ID@SEQ`` still works."""
+    db = str(tmp_path / "l.db")
+    with Ledger.open(db) as ledger:
+        for sid in ("me@host", "v@2"):
+            ledger.start_session(model="m", context_length=8192, session_id=sid)
+            ledger.append_messages(sid, [{"role": "user", "content": f"hello from {sid}"}])
+    runner = CliRunner()
+    for ref, said in [("me@host", "me@host"), ("v@2", "v@2"), ("me@host@2", "me@host")]:
+        for command in ("show", "export"):
+            shown = runner.invoke(cli, ["--db", db, command, ref])
+            assert shown.exit_code == 0 and f"hello from {said}" in shown.output, shown.output
+    both = runner.invoke(cli, ["--db", db, "diff", "me@host", "v@2", "--json"])
+    assert both.exit_code == 0, both.output
+    assert (
+        json.loads(both.output)["a"]["session_id"],
+        json.loads(both.output)["b"]["session_id"],
+    ) == ("me@host", "v@2")
+
+
+def test_a_ref_that_is_a_whole_id_and_session_at_seq_is_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    """Sessions ``v`` and ``v@2`` both exist: ``v@2`` is session ``v@2`` and session ``v``
+    at seq 2. Either silent reading is wrong for someone, so it is refused, naming how to
+    write each one; the spellings it names work."""
+    db = str(tmp_path / "l.db")
+    with Ledger.open(db) as ledger:
+        for sid in ("v", "v@2"):
+            ledger.start_session(model="m", context_length=8192, session_id=sid)
+            ledger.append_messages(sid, [{"role": "user", "content": f"hello from {sid}"}])
+        last = ledger.store.last_seq()
+        with pytest.raises(InvalidInput, match="ambiguous"):
+            diff(ledger, "v@2", "v")
+    runner = CliRunner()
+    for args in (["show", "v@2"], ["export", "v@2"], ["diff", "v@2", "v"]):
+        refused = runner.invoke(cli, ["--db", db, *args])
+        assert refused.exit_code == 2, refused.output
+        assert f"write 'v@2@{last}' for session 'v@2'" in refused.output
+        assert "or 'v@02' for session 'v' at seq 2" in refused.output
+    for args, said in [
+        (["show", f"v@2@{last}"], "v@2"),
+        (["show", "v@02"], "v"),
+        (["show", "v", "--at", "2"], "v"),
+        (["export", "v@02"], "v"),
+    ]:
+        shown = runner.invoke(cli, ["--db", db, *args])
+        assert shown.exit_code == 0 and f"hello from {said}" in shown.output, shown.output
+        assert "hello from v@2" not in shown.output or said == "v@2"
+
+
 def test_cli_diff_json_and_colored_terminal_output(
     chain: tuple[Ledger, str], tmp_path: Path
 ) -> None:

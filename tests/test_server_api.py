@@ -493,3 +493,19 @@ async def test_a_changed_system_prompt_is_recorded_once_and_counted(api: Api) ->
     )
     assert err["error"]["code"] == "invalid_input"
     assert (await api.call("GET", f"/v1/sessions/{sid}"))["version"] == before + 1
+
+
+async def test_diff_refuses_a_ref_that_is_a_whole_id_and_a_session_at_a_seq(api: Api) -> None:
+    """Sessions ``v`` and ``v@2``: ``b=v@2`` is refused as ambiguous (a JSON 422 naming
+    both spellings); ``v@2@SEQ`` and ``v@02`` each name one reading."""
+    for sid in ("v", "v@2"):
+        await api.call("POST", "/v1/sessions", 201, json={"model": "m", "session_id": sid})
+        message = {"role": "user", "content": f"hello from {sid}"}
+        await api.call("POST", f"/v1/sessions/{sid}/messages", json={"messages": [message]})
+    last = api.last_seq()
+    refused = await api.call("GET", "/v1/diff", 422, params={"a": "v", "b": "v@2"})
+    assert f"'v@2@{last}' for session 'v@2'" in refused["error"]["message"]
+    assert "'v@02' for session 'v' at seq 2" in refused["error"]["message"]
+    for b, said in [(f"v@2@{last}", "v@2"), ("v@02", "v")]:
+        got = await api.call("GET", "/v1/diff", params={"a": "v", "b": b})
+        assert got["b"]["session_id"] == said

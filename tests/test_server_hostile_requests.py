@@ -152,6 +152,21 @@ def test_superscript_digits_in_last_event_id_are_a_clear_error(tmp_path: Path) -
     assert status == 422 and "Last-Event-ID" in text
 
 
+def test_a_long_last_event_id_is_quoted_short(tmp_path: Path) -> None:
+    """A 5,000-digit Last-Event-ID was quoted whole in the 422 (a query value was
+    already quoted short)."""
+
+    async def main() -> tuple[int, str]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            headers = {**AUTH, "last-event-id": "9" * 5000}
+            response = await r.http.get("/v1/events?follow=false", headers=headers)
+            return response.status_code, response.json()["error"]["message"]
+
+    status, message = anyio.run(main)
+    assert status == 422 and message.startswith("Last-Event-ID must be"), message
+    assert "(5,000 characters)" in message and len(message) < 200, message
+
+
 @pytest.mark.parametrize(
     "sid", [" ", " pad ", "a/b", "../../etc/passwd", "a\nb", "é", "s" * 201, 5]
 )
@@ -417,3 +432,35 @@ def test_a_resent_turn_with_malformed_tool_calls_is_a_422_not_a_500(
     status, text, appended = anyio.run(main)
     assert status == 422 and ("tool call" in text or "'tool_calls'" in text), text
     assert appended == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("after=1_000", "'after' must be an integer, got '1_000'"),
+        ("after=%2B1", "'after' must be an integer, got '+1'"),
+        ("limit=%D9%A3", "'limit' must be an integer, got '٣'"),
+        ("limit=1%205", "'limit' must be an integer, got '1 5'"),
+        ("limit=5%C2%A0", "'limit' must be an integer, got '5\\xa0'"),
+        (
+            "after=" + "9" * 5000,
+            "got '9999999999999999999999999999999999999999'… (5,000 characters)",
+        ),
+        ("follow=" + "x" * 300, "'follow' must be true or false, got 'xxxx"),
+        ("limit=0", "'limit' must be ≥ 1, got 0"),
+    ],
+)
+def test_a_query_integer_is_ascii_digits_and_an_error_quotes_it_short(
+    tmp_path: Path, query: str, says: str
+) -> None:
+    """Session 37's fuzzing: ``int()`` took "1_000", "+1", "5" and a no-break space, and
+    Arabic-Indic digits as numbers, and a 5,000-digit value was quoted whole in the
+    error. Spaces and tabs around the digits are allowed (as around a header's)."""
+
+    async def main() -> tuple[int, str]:
+        async with rig(tmp_path, token=TOKEN) as r:
+            response = await r.http.get(f"/v1/events?follow=false&{query}", headers=AUTH)
+            return response.status_code, response.json()["error"]["message"]
+
+    status, message = anyio.run(main)
+    assert status == 422 and says in message and len(message) < 200, message

@@ -38,6 +38,7 @@ from ctxledger.analysis.compactions import (
     is_compaction_ref,
     resolve_session_ref_error,
 )
+from ctxledger.analysis.refs import ledger_ref, parse_ref
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
@@ -153,25 +154,6 @@ class SummaryDiff(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # --------------------------------------------------------------------------- references
-
-
-def parse_ref(ref: str) -> tuple[str, int | None]:
-    """``SESSION@SEQ`` -> (SESSION, SEQ); anything else -> (ref, None). Raises InvalidInput."""
-    if not isinstance(ref, str) or not ref.strip():
-        raise InvalidInput("a reference is required: SESSION, SESSION@SEQ or a compaction id")
-    ref = ref.strip()
-    if "@" not in ref:
-        return ref, None
-    name, _, seq_text = ref.rpartition("@")
-    if not name:
-        raise InvalidInput(f"{ref!r}: name the session before the @ (SESSION@SEQ)")
-    try:
-        seq = int(seq_text)
-    except ValueError:
-        raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number") from None
-    if seq < 1:
-        raise InvalidInput(f"{ref!r}: event sequence numbers start at 1")
-    return name, seq
 
 
 def transcript_at(ledger: Ledger, session_id: str, seq: int | None) -> TranscriptProjection:
@@ -372,7 +354,7 @@ def compaction_views(
 
 def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None) -> View:
     """A side of a diff: ``SESSION``, ``SESSION@SEQ`` or a compaction id (its continuation)."""
-    name, seq = parse_ref(ref)
+    name, seq = ledger_ref(ledger, ref)
     if seq is None and is_compaction_ref(ledger, name):
         return compaction_views(ledger, find_compaction(ledger, name), coverage=coverage)[1]
     try:
@@ -533,7 +515,7 @@ def diff(
     """
     other = b_ledger or ledger
     if b_ref is None:
-        name, seq = parse_ref(a_ref)
+        name, seq = ledger_ref(ledger, a_ref)
         if seq is not None or not is_compaction_ref(ledger, name):
             resolve_view(ledger, a_ref)  # a reference to nothing is named as such first
             raise InvalidInput(
@@ -541,8 +523,8 @@ def diff(
             )
         before, after = compaction_views(ledger, find_compaction(ledger, name))
         return diff_views(before, after)
-    a_name, a_seq = parse_ref(a_ref)
-    b_name, b_seq = parse_ref(b_ref)
+    a_name, a_seq = ledger_ref(ledger, a_ref)
+    b_name, b_seq = ledger_ref(other, b_ref)
     if (
         a_seq is None
         and b_seq is None
@@ -571,6 +553,7 @@ __all__ = [
     "diff",
     "diff_summaries",
     "diff_views",
+    "ledger_ref",
     "parse_ref",
     "resolve_view",
     "session_view",

@@ -230,7 +230,7 @@ def diff_cmd(
     b_db: str | None,
     as_json: bool,
 ) -> None:
-    """Differences between A and B: sessions, SESSION@SEQ points or compaction ids.
+    """Differences between A and B: sessions, SESSION@SEQ points (see show --help) or compactions.
 
     With only A (a compaction): the view it replaced vs the view it made.
     """

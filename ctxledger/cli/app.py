@@ -34,6 +34,7 @@ from ctxledger.eventstore.opening import (
     open_store,
     require_ledger_file,
 )
+from ctxledger.integers import ascii_int
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
@@ -226,16 +227,41 @@ class SecondsType(click.ParamType[float, Any]):
         return seconds
 
 
+def _ascii_digits(kind: click.ParamType[Any, Any], value: Any, param: Any, ctx: Any) -> None:
+    """Fail unless a text `value` is an integer in ASCII digits (:func:`ascii_int`)."""
+    if isinstance(value, str) and ascii_int(value, signed=True) is None:
+        kind.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+
+
+class AsciiInt(click.types.IntParamType):
+    """click's INTEGER, read as the server and SESSION@SEQ read one: click calls int(),
+    which took "1_0", "+1" and "١" (Arabic-Indic 1)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        _ascii_digits(self, value, param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class AsciiIntRange(click.IntRange):
+    """click's IntRange, in ASCII digits (:class:`AsciiInt`)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        _ascii_digits(self, value, param, ctx)
+        return super().convert(value, param, ctx)
+
+
 #: the option types every command shares, so one kind of value is checked one way
 LEDGER_TARGET = LedgerTargetType()
 SECONDS = SecondsType()
 #: a context window in tokens: at least MIN_CONTEXT_LENGTH here; the upper bound is the
 #: library's own check (its message names the range)
-CONTEXT_LENGTH = click.IntRange(min=MIN_CONTEXT_LENGTH)
+CONTEXT_LENGTH = AsciiIntRange(min=MIN_CONTEXT_LENGTH)
 #: a count that must be at least 1 (turns, tokens, workers, batch sizes)
-POSITIVE = click.IntRange(min=1)
+POSITIVE = AsciiIntRange(min=1)
 #: a count that may be 0 (retries, turns kept)
-NON_NEGATIVE = click.IntRange(min=0)
+NON_NEGATIVE = AsciiIntRange(min=0)
+#: any integer (a seed, an event sequence number that the command checks itself)
+ASCII_INT = AsciiInt()
 
 
 class _UsageLine(click.ClickException):

@@ -10,7 +10,9 @@ import anyio
 import click
 
 from ctxledger.cli.app import (
+    ASCII_INT,
     CONTEXT_LENGTH,
+    AsciiIntRange,
     cli,
     echo,
     emit_json,
@@ -44,12 +46,12 @@ DEMO_MAX_TURNS = 10_000
 
 @cli.command()
 @click.option(
-    "--seed", type=int, default=7, show_default=True, help="Seed of the generated session."
+    "--seed", type=ASCII_INT, default=7, show_default=True, help="Seed of the generated session."
 )
 @click.option(
     "--turns",
     # at most DEMO_MAX_TURNS: 400 turns take ~25 s and 45 MB, so 10**30 ran until interrupted
-    type=click.IntRange(min=1, max=DEMO_MAX_TURNS),
+    type=AsciiIntRange(min=1, max=DEMO_MAX_TURNS),
     default=40,
     show_default=True,
     help=f"User turns to simulate (at most {DEMO_MAX_TURNS:,}).",

@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import click
 
-from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.analysis.diff import transcript_at
+from ctxledger.analysis.refs import ledger_ref
 from ctxledger.cli.app import (
     NON_NEGATIVE,
     POSITIVE,
@@ -51,9 +52,12 @@ from ctxledger.ledger.facade import Ledger
 @click.pass_context
 @handle_errors
 def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) -> None:
-    """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON."""
+    """Export the live view of SESSION (or SESSION@SEQ) as OpenAI, Anthropic or ShareGPT JSON.
+
+    SESSION@SEQ reads as in `show --help` (an id holding @, an ambiguous one).
+    """
     ledger = state_of(ctx).ledger(reads=True)
-    ref, seq = parse_ref(session)
+    ref, seq = ledger_ref(ledger, session)
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)
     view = transcript.session(sid)

@@ -10,10 +10,12 @@ import click
 import msgspec
 from rich.table import Column, Table
 
-from ctxledger.analysis.diff import parse_ref, transcript_at
+from ctxledger.analysis.diff import transcript_at
 from ctxledger.analysis.listing import session_rows
+from ctxledger.analysis.refs import ledger_ref
 from ctxledger.analysis.replay import rebuild_check
 from ctxledger.cli.app import (
+    ASCII_INT,
     CONTEXT_LENGTH,
     POSITIVE,
     REF,
@@ -145,7 +147,11 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 @cli.command()
 @click.argument("session", type=REF)
 @click.option(
-    "--at", "at_seq", type=int, default=None, help="Show the view as of this event sequence number."
+    "--at",
+    "at_seq",
+    type=ASCII_INT,
+    default=None,
+    help="Show the view as of this event sequence number.",
 )
 @json_option
 @click.pass_context
@@ -155,9 +161,13 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
 
     Each message shows its index and a short id (a unique suffix of its message id;
     --json has the full ids); `pin` takes either.
+
+    A session id holding @ (me@host) is named whole. When sessions a and a@1 both
+    exist, a@1 is refused as ambiguous: write a@1@SEQ for session a@1, and a@01
+    (or a --at 1) for session a at seq 1.
     """
     ledger = state_of(ctx).ledger(reads=True)
-    ref, seq = parse_ref(session)
+    ref, seq = ledger_ref(ledger, session)
     if at_seq is not None:
         if seq is not None and seq != at_seq:
             raise InvalidInput(

@@ -14,6 +14,7 @@ from ctxledger.cli.app import (
     LEDGER_TARGET,
     POSITIVE,
     SECONDS,
+    AsciiIntRange,
     cli,
     config_file_option,
     handle_errors,
@@ -55,7 +56,7 @@ def _require_server_extra() -> None:
 )
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=AsciiIntRange(0, 65535),
     default=8765,
     show_default=True,
     help="Port (0: any free port).",
@@ -104,7 +105,7 @@ def _require_server_extra() -> None:
     "--workers",
     # 10**9 forked until the machine gave out: more processes than any host has cores
     # share one ledger no better
-    type=click.IntRange(1, MAX_WORKERS),
+    type=AsciiIntRange(1, MAX_WORKERS),
     default=1,
     show_default=True,
     help="Worker processes sharing the ledger (a file, or a postgresql:// URL for many hosts).",

@@ -55,10 +55,20 @@ def _refuse_collapsed_url(text: str) -> None:
         )
 
 
+def _kind(text: str) -> str:
+    return "URL" if is_url(text) else "file name"
+
+
+def _named(text: str) -> str:
+    """`text` as an error names it: a URL (without its password) or a path."""
+    return f"the ledger URL {shown_url(text)!r}" if is_url(text) else f"the ledger path {text!r}"
+
+
 def target_text(target: object) -> str:
     """A ledger target as text: a path (str, bytes or path-like, ``~`` expanded) or a URL;
-    a number, a path holding NUL (no file name can) or a SQLite ``file:`` URI is
-    InvalidInput, not a TypeError / ValueError / a stray folder."""
+    a number, a path holding NUL or a lone surrogate (no file name can) or a SQLite
+    ``file:`` URI is InvalidInput, not a TypeError / ValueError / UnicodeEncodeError / a
+    stray folder."""
     if isinstance(target, bytes):
         target = os.fsdecode(target)
     if not isinstance(target, str | os.PathLike):
@@ -73,9 +83,13 @@ def target_text(target: object) -> str:
             "postgresql:// URL"
         )
     if "\x00" in text and text != TEMPORARY:  # (the private temporary log's name)
+        raise InvalidInput(f"{_named(text)} holds a NUL character, which no {_kind(text)} can")
+    try:  # a lone surrogate no file system name can hold ('\udcff' is byte 0xff: fine)
+        os.fsencode(text)
+    except UnicodeEncodeError:
         raise InvalidInput(
-            f"the ledger path {text!r} holds a NUL character, which no file name can"
-        )
+            f"{_named(text)} holds a lone surrogate, which no {_kind(text)} can"
+        ) from None
     if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
         raise InvalidInput(
             f"{text!r} is a SQLite URI, not a ledger path: give the file's path (a ledger "

@@ -100,6 +100,11 @@ class Ledger:
         config: CompressionConfig | None = None,
         projector: Projector | None = None,
     ) -> None:
+        if not isinstance(store, EventStore):  # Ledger("x.db") failed deep in the fold
+            raise InvalidInput(
+                f"Ledger() takes an opened event store, got {type(store).__name__}; "
+                "open a ledger file or URL with Ledger.open(path)"
+            )
         self.store = store
         self.clock = clock
         self.ids = ids

@@ -84,6 +84,11 @@ class ServiceCore:
         engine: ContextEngine | None = None,
         provider: str | None = None,
     ) -> None:
+        if not isinstance(ledger, Ledger):  # ContextService("x.db") failed on .config
+            raise InvalidInput(
+                f"{type(self).__name__}() takes a Ledger, got {type(ledger).__name__}; "
+                f"open a ledger file or URL with {type(self).__name__}.open(path)"
+            )
         self.ledger = ledger
         self.config = checked_config(config) or ledger.config
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()

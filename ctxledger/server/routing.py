@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import ascii_int
 from ctxledger.limits import json_problem, max_json_depth, walked_depth
 from ctxledger.server.errors import HTTPError
 
@@ -244,10 +245,9 @@ def query_int(request: Request, name: str, default: int | None, *, minimum: int 
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+    value = ascii_int(raw, signed=True)  # int() alone took "1_000", "+1" and "٣"
+    if value is None:
+        raise InvalidInput(f"query parameter {name!r} must be an integer, got {quoted_short(raw)}")
     if value < minimum:
         raise InvalidInput(f"query parameter {name!r} must be ≥ {minimum}, got {value}")
     return value
@@ -262,7 +262,13 @@ def query_bool(request: Request, name: str, default: bool | None = False) -> boo
         return True
     if lowered in ("0", "false", "no"):
         return False
-    raise InvalidInput(f"query parameter {name!r} must be true or false, got {raw!r}")
+    raise InvalidInput(f"query parameter {name!r} must be true or false, got {quoted_short(raw)}")
+
+
+def quoted_short(value: str) -> str:
+    """A client's value (a query parameter, a header) as an error quotes it: its first 40
+    characters (a 5,000-digit value was quoted whole)."""
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
 
 
 def query_str(request: Request, name: str, *, required: bool = False) -> str | None:
@@ -275,7 +281,6 @@ def query_str(request: Request, name: str, *, required: bool = False) -> str | N
 #: a session id a client may choose (the proxy's header, the state API's start): one that
 #: every route can name again (no "/", no surrounding blanks, no control characters)
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
-_DECIMAL = re.compile(r"[0-9]{1,18}")
 
 
 def check_session_id(value: object, what: str) -> str:
@@ -290,10 +295,8 @@ def check_session_id(value: object, what: str) -> str:
 
 
 def decimal(raw: str) -> int | None:
-    """The non-negative integer a header spells in ASCII digits (blanks around), else None
-    (``str.isdigit`` also takes "²", which ``int`` refuses)."""
-    text = raw.strip()
-    return int(text) if _DECIMAL.fullmatch(text) else None
+    """The non-negative integer a header spells in 1 to 18 ASCII digits, else None."""
+    return ascii_int(raw, max_digits=18)
 
 
 def path_param(request: Request, name: str) -> str:
@@ -320,5 +323,6 @@ __all__ = [
     "query_bool",
     "query_int",
     "query_str",
+    "quoted_short",
     "read_body",
 ]

@@ -31,6 +31,7 @@ from ctxledger.server.routing import (
     path_param,
     query_bool,
     query_int,
+    quoted_short,
 )
 
 if TYPE_CHECKING:
@@ -147,7 +148,9 @@ def _after(request: Request) -> int:
         if last:
             after = decimal(last)
             if after is None:
-                raise InvalidInput(f"Last-Event-ID must be an event sequence number, got {last!r}")
+                raise InvalidInput(
+                    f"Last-Event-ID must be an event sequence number, got {quoted_short(last)}"
+                )
     return after or 0
 
 

@@ -1,0 +1,69 @@
+"""References to a point of a session: ``SESSION``, ``SESSION@SEQ`` (``show``, ``export``,
+``diff`` and ``GET /v1/diff``).
+
+A client may choose a session id holding "@" (``me@host``): a ref that is one whole id
+is that session, unless its part before the last "@" is a session too (``a`` and
+``a@1``), which is refused as ambiguous with both spellings named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from ctxledger.errors import InvalidInput
+from ctxledger.integers import ascii_int
+from ctxledger.ledger.facade import Ledger
+
+
+def parse_ref(
+    ref: str, sessions: Container[str] = (), *, last_seq: int | None = None
+) -> tuple[str, int | None]:
+    """``SESSION@SEQ`` -> (SESSION, SEQ); anything else -> (ref, None). Raises InvalidInput.
+
+    A `ref` that is a whole id in `sessions` is that session: an id a client chose may
+    hold "@" (``user@laptop`` was refused, ``v@2`` read as session ``v…`` at seq 2).
+    When its part before the last "@" is a session too (``a`` and ``a@1`` both exist)
+    the ref is ambiguous and refused, naming how to write each reading (`last_seq`, the
+    log's last event, makes the first one concrete)."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidInput("a reference is required: SESSION, SESSION@SEQ or a compaction id")
+    ref = ref.strip()
+    if "@" not in ref:
+        return ref, None
+    name, _, seq_text = ref.rpartition("@")
+    seq = ascii_int(seq_text)  # int() alone took "1_0", "+1" and "١" (Arabic-Indic 1)
+    if ref in sessions:
+        if name in sessions and seq is not None and seq >= 1:
+            raise InvalidInput(_ambiguous(ref, name, seq, sessions, last_seq))
+        return ref, None
+    if not name:
+        raise InvalidInput(f"{ref!r}: name the session before the @ (SESSION@SEQ)")
+    if seq is None:
+        raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number")
+    if seq < 1:
+        raise InvalidInput(f"{ref!r}: event sequence numbers start at 1")
+    return name, seq
+
+
+def _ambiguous(
+    ref: str, name: str, seq: int, sessions: Container[str], last_seq: int | None
+) -> str:
+    """The error for a ref that is both a whole session id and SESSION@SEQ."""
+    whole = f"{ref}@{last_seq if last_seq else 'SEQ'}"
+    zeros = "0"  # a leading 0 keeps the seq and is no longer the id
+    while f"{name}@{zeros}{seq}" in sessions:
+        zeros += "0"
+    at = f"{name}@{zeros}{seq}"
+    return (
+        f"{ref!r} is ambiguous: it is session {ref!r} and also session {name!r} at seq "
+        f"{seq}; write {whole!r} for session {ref!r} (as of that event) or "
+        f"{at!r} for session {name!r} at seq {seq}"
+    )
+
+
+def ledger_ref(ledger: Ledger, ref: str) -> tuple[str, int | None]:
+    """:func:`parse_ref` against `ledger`'s sessions (``show``, ``export``, ``diff``)."""
+    return parse_ref(ref, ledger.chains.state.sessions, last_seq=ledger.store.last_seq())
+
+
+__all__ = ["ledger_ref", "parse_ref"]

@@ -1,0 +1,31 @@
+"""Integers a user or a client spells as text: ASCII digits, one rule everywhere.
+
+``int()`` alone takes ``1_000``, ``+1`` and non-ASCII digits (``١``, Arabic-Indic 1)
+and raises past 4,300 digits. Every integer read from text a person or a client sends
+(``SESSION@SEQ``, the server's query integers and ``Last-Event-ID``, the CLI's integer
+options) goes through :func:`ascii_int`, so one kind of value is read one way.
+
+Blanks: spaces and tabs around the digits are allowed, everywhere (``int()`` allowed
+them, and HTTP strips them around a header value); nothing is allowed inside.
+"""
+
+from __future__ import annotations
+
+#: the most digits ``int()`` reads by default (``sys.int_info.default_max_str_digits``)
+MAX_DIGITS = 4300
+
+
+def ascii_int(text: str, *, signed: bool = False, max_digits: int = MAX_DIGITS) -> int | None:
+    """The integer `text` spells in 1 to `max_digits` ASCII digits (a leading ``-`` when
+    `signed`; spaces and tabs around), else None."""
+    body = text.strip(" \t")
+    digits = body[1:] if signed and body.startswith("-") else body
+    if not (0 < len(digits) <= max_digits and digits.isascii() and digits.isdigit()):
+        return None
+    try:
+        return int(body)
+    except ValueError:  # a lower PYTHONINTMAXSTRDIGITS than the default
+        return None
+
+
+__all__ = ["MAX_DIGITS", "ascii_int"]

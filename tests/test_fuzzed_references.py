@@ -1,0 +1,109 @@
+"""Session 37's fuzzing of what a user or a library caller names, kept as properties:
+a ``SESSION@SEQ`` reference, a query parameter's integer (and every integer a user
+spells: one rule), and the object handed to ``Ledger()`` / ``ContextService()``. Each input is one answer or one ``InvalidInput``,
+never another exception."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+from urllib.parse import quote
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.requests import Request
+
+from ctxledger import ContextService, Ledger
+from ctxledger.analysis.diff import parse_ref
+from ctxledger.cli.app import ASCII_INT
+from ctxledger.errors import InvalidInput
+from ctxledger.integers import ascii_int
+from ctxledger.server.routing import SESSION_ID, decimal, query_int
+
+_IDS = st.text(
+    alphabet=string.ascii_letters + string.digits + "._:@-", min_size=1, max_size=12
+).filter(SESSION_ID.fullmatch)
+#: text that looks like a number to someone: digits of every script, signs, blanks, "_"
+_NUMBERISH = st.text(alphabet=string.digits + "+-_ .e\u0661\u00b2\u2007\uff11", max_size=8)
+
+
+def _spelled(text: str, *, signed: bool = False, most: int = 4300) -> int | None:
+    """The one rule, written plainly: ASCII digits (a "-" first when signed), spaces and
+    tabs around allowed."""
+    body = text.strip(" \t")
+    digits = body[1:] if signed and body.startswith("-") else body
+    ok = digits.isascii() and digits.isdigit() and len(digits) <= most
+    return int(body) if ok else None
+
+
+def _is_seq(text: str) -> bool:
+    return (_spelled(text) or 0) >= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=_IDS, seq=st.one_of(_NUMBERISH, st.text(max_size=6)).filter(lambda t: "@" not in t))
+def test_a_reference_is_a_session_and_an_ascii_seq_or_one_invalid_input(
+    name: str, seq: str
+) -> None:
+    ref = f"{name}@{seq}"
+    if ref.strip() != ref:
+        return  # (blanks around a whole reference are stripped: another rule)
+    try:
+        got = parse_ref(ref)
+    except InvalidInput:
+        assert not _is_seq(seq)
+    else:
+        assert _is_seq(seq) and got == (name, _spelled(seq))
+    assert parse_ref(ref, {ref}) == (ref, None)  # a whole id is that session, "@" or not
+
+
+def _request(query: str) -> Request:
+    return Request({"type": "http", "method": "GET", "query_string": query.encode(), "headers": []})
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.one_of(_NUMBERISH, st.text(max_size=6), st.just("9" * 5000)))
+def test_a_query_integer_is_ascii_digits_or_one_short_invalid_input(raw: str) -> None:
+    request = _request(f"limit={quote(raw)}")
+    try:
+        value = query_int(request, "limit", None, minimum=1)
+    except InvalidInput as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 200
+        assert not _is_seq(raw)
+    else:
+        assert value == (_spelled(raw) if raw else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.one_of(_NUMBERISH, st.text(max_size=6), st.just("9" * 19)))
+def test_refs_queries_headers_and_options_read_an_integer_by_one_rule(raw: str) -> None:
+    """``SESSION@SEQ``, a query integer, ``Last-Event-ID`` and the CLI's integer options
+    each had their own rule (blanks, signs, digits of other scripts, lengths)."""
+    signed = _spelled(raw, signed=True)
+    assert ascii_int(raw) == _spelled(raw) and decimal(raw) == _spelled(raw, most=18)
+    try:
+        assert query_int(_request(f"after={quote(raw)}"), "after", 0, minimum=-(10**30)) == (
+            signed if raw else 0
+        )
+    except InvalidInput:
+        assert signed is None
+    try:
+        assert ASCII_INT.convert(raw, None, None) == signed
+    except click.BadParameter:
+        assert signed is None
+
+
+_NOT_A_STORE = st.one_of(
+    st.none(), st.integers(), st.text(max_size=8), st.binary(max_size=4), st.lists(st.integers())
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(given_value=_NOT_A_STORE)
+def test_ledger_and_service_take_only_what_they_name(given_value: Any) -> None:
+    with pytest.raises(InvalidInput, match=r"Ledger\.open\(path\)"):
+        Ledger(given_value)
+    with pytest.raises(InvalidInput, match=r"ContextService\.open\(path\)"):
+        ContextService(given_value)

@@ -28,4 +28,17 @@ def ascii_int(text: str, *, signed: bool = False, max_digits: int = MAX_DIGITS) 
         return None
 
 
-__all__ = ["MAX_DIGITS", "ascii_int"]
+def all_digits(text: str) -> bool:
+    """Whether `text` is ASCII digits only, spaces and tabs around (of any length: a
+    reader tells "too many digits" from "not a number" with it)."""
+    body = text.strip(" \t")
+    return bool(body) and body.isascii() and body.isdigit()
+
+
+def quoted_short(value: str) -> str:
+    """A user's or a client's value (an option, a query parameter, a header) as an error
+    quotes it: its first 40 characters (a 5,000-digit value was quoted whole)."""
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
+
+
+__all__ = ["MAX_DIGITS", "all_digits", "ascii_int", "quoted_short"]

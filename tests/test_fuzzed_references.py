@@ -17,7 +17,7 @@ from starlette.requests import Request
 
 from ctxledger import ContextService, Ledger
 from ctxledger.analysis.diff import parse_ref
-from ctxledger.cli.app import ASCII_INT
+from ctxledger.cli.app import ASCII_INT, CONTEXT_LENGTH, NON_NEGATIVE, POSITIVE
 from ctxledger.errors import InvalidInput
 from ctxledger.integers import ascii_int
 from ctxledger.server.routing import SESSION_ID, decimal, query_int
@@ -107,3 +107,26 @@ def test_ledger_and_service_take_only_what_they_name(given_value: Any) -> None:
         Ledger(given_value)
     with pytest.raises(InvalidInput, match=r"ContextService\.open\(path\)"):
         ContextService(given_value)
+
+
+@pytest.mark.parametrize("kind", [POSITIVE, NON_NEGATIVE, CONTEXT_LENGTH, ASCII_INT])
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("1_0", "is not an integer in ASCII digits."),
+        ("\u0661\u0660\u0662\u0664", "is not an integer in ASCII digits."),
+        ("+2048", "is not an integer in ASCII digits."),
+        # 5,000 ASCII digits are digits: too many of them, and quoted short
+        ("9" * 5000, "has over 4,300 digits."),
+    ],
+)
+def test_every_integer_option_type_reads_ascii_digits_and_quotes_short(
+    kind: click.ParamType[Any, Any], raw: str, says: str
+) -> None:
+    """The ranged option types (``--port``, ``--turns``, ``--context-length`` …) had no
+    test of the ASCII rule; a 5,000-digit value was called "not ASCII digits" and quoted
+    whole (5,100 bytes)."""
+    with pytest.raises(click.BadParameter) as caught:
+        kind.convert(raw, None, None)
+    message = caught.value.format_message()
+    assert message.endswith(says) and len(message) < 120, message

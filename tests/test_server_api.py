@@ -476,6 +476,24 @@ async def test_an_oversized_body_is_413_and_appends_nothing(
     assert api.last_seq() == before
 
 
+async def test_a_declared_length_of_more_than_18_digits_is_413_before_the_body() -> None:
+    """A Content-Length of 19 or more digits (which uvicorn takes) was read as no length,
+    so the server waited for the body until the client gave up."""
+    from starlette.requests import Request
+
+    from ctxledger.server import routing
+    from ctxledger.server.errors import HTTPError
+
+    async def receive() -> Any:
+        raise AssertionError("the body was read")
+
+    for declared in (b"9" * 19, b" " + b"1" * 40):
+        scope = {"type": "http", "method": "POST", "headers": [(b"content-length", declared)]}
+        with pytest.raises(HTTPError) as caught:
+            await routing.read_body(Request(scope, receive))
+        assert caught.value.status == 413 and caught.value.code == "body_too_large"
+
+
 async def test_a_changed_system_prompt_is_recorded_once_and_counted(api: Api) -> None:
     sid = await _session(api, turns=2)
     before = (await api.call("GET", f"/v1/sessions/{sid}"))["version"]

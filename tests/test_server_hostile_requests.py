@@ -61,6 +61,10 @@ def _outcome(r: Any, response: Any, before: int) -> tuple[int, str, int, int]:
         ({}, [(b"x-ctxledger-context-length", b"2048\xc2\xb3")], "must be an integer"),
         ({}, [(b"x-ctxledger-context-length", b"1023")], "must be an integer \u2265 1024"),
         ({}, [(b"x-ctxledger-context-length", b"1" + b"0" * 15)], "is out of range"),
+        # 19 digits were "must be an integer" (an 18-digit cap of its own), a 5,000-byte
+        # value was quoted whole
+        ({}, [(b"x-ctxledger-context-length", b"9" * 19)], "is out of range"),
+        ({}, [(b"x-ctxledger-context-length", b"x" * 5000)], "(5,000 characters)"),
         ({"max_tokens": 10**30}, [], "'max_tokens' must be a positive integer up to 1,0"),
         ({"max_tokens": -5}, [], "'max_tokens' must be a positive integer up to"),
         ({"max_completion_tokens": 0}, [], "'max_completion_tokens' must be a positive"),
@@ -453,7 +457,7 @@ def test_a_resent_turn_with_malformed_tool_calls_is_a_422_not_a_500(
 def test_a_query_integer_is_ascii_digits_and_an_error_quotes_it_short(
     tmp_path: Path, query: str, says: str
 ) -> None:
-    """Session 37's fuzzing: ``int()`` took "1_000", "+1", "5" and a no-break space, and
+    """Session 37's fuzzing: ``int()`` took "1_000", "+1", a no-break space and
     Arabic-Indic digits as numbers, and a 5,000-digit value was quoted whole in the
     error. Spaces and tabs around the digits are allowed (as around a header's)."""
 

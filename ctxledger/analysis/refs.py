@@ -63,7 +63,8 @@ def _ambiguous(
 
 def ledger_ref(ledger: Ledger, ref: str) -> tuple[str, int | None]:
     """:func:`parse_ref` against `ledger`'s sessions (``show``, ``export``, ``diff``)."""
-    return parse_ref(ref, ledger.chains.state.sessions, last_seq=ledger.store.last_seq())
+    last_seq = ledger.store.last_seq() if "@" in ref else None  # only an @ can be ambiguous
+    return parse_ref(ref, ledger.chains.state.sessions, last_seq=last_seq)
 
 
 __all__ = ["ledger_ref", "parse_ref"]

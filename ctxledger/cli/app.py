@@ -34,7 +34,7 @@ from ctxledger.eventstore.opening import (
     open_store,
     require_ledger_file,
 )
-from ctxledger.integers import ascii_int
+from ctxledger.integers import MAX_DIGITS, all_digits, ascii_int, quoted_short
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
 from ctxledger.terminal import BIDI_CONTROLS, PlainConsole, inline, plain
@@ -229,8 +229,11 @@ class SecondsType(click.ParamType[float, Any]):
 
 def _ascii_digits(kind: click.ParamType[Any, Any], value: Any, param: Any, ctx: Any) -> None:
     """Fail unless a text `value` is an integer in ASCII digits (:func:`ascii_int`)."""
-    if isinstance(value, str) and ascii_int(value, signed=True) is None:
-        kind.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+    if not isinstance(value, str) or ascii_int(value, signed=True) is not None:
+        return
+    if all_digits(value.strip(" \t").removeprefix("-")):
+        kind.fail(f"{quoted_short(value)} has over {MAX_DIGITS:,} digits.", param, ctx)
+    kind.fail(f"{quoted_short(value)} is not an integer in ASCII digits.", param, ctx)
 
 
 class AsciiInt(click.types.IntParamType):

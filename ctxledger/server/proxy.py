@@ -41,8 +41,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ctxledger.errors import ContextOverflowError, CtxLedgerError
+from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
 from ctxledger.importers.responses import asks_for_tools
+from ctxledger.integers import ascii_int, quoted_short
 from ctxledger.limits import check_context_length
 from ctxledger.runtime.caching import (
     apply_cache_markers,
@@ -70,7 +71,6 @@ from ctxledger.server.history import Match, stable_key
 from ctxledger.server.routing import (
     Endpoint,
     check_session_id,
-    decimal,
     decode_body,
     read_body,
 )
@@ -182,8 +182,10 @@ def _context_length(request: Request, state: ServerState) -> int:
     raw = request.headers.get(CONTEXT_HEADER)
     if raw is None:
         return state.context_length
-    value = decimal(raw)
-    return check_context_length(raw if value is None else value, CONTEXT_HEADER)
+    value = ascii_int(raw)  # no digit cap of its own: the check below bounds it
+    if value is None:
+        raise InvalidInput(f"{CONTEXT_HEADER} must be an integer, got {quoted_short(raw)}")
+    return check_context_length(value, CONTEXT_HEADER)
 
 
 class Turn:

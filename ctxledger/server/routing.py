@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import ascii_int
+from ctxledger.integers import all_digits, ascii_int, quoted_short
 from ctxledger.limits import json_problem, max_json_depth, walked_depth
 from ctxledger.server.errors import HTTPError
 
@@ -72,7 +72,9 @@ class JSON(Response):
 async def read_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     length = decimal(declared) if declared is not None else None
-    if length is not None and length > MAX_BODY_BYTES:
+    # a length over 18 digits is no int64 (uvicorn still takes it): far over the cap too
+    too_long = declared is not None and length is None and all_digits(declared)
+    if too_long or (length is not None and length > MAX_BODY_BYTES):
         raise HTTPError(413, "body_too_large", f"request body over {MAX_BODY_BYTES:,} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -263,12 +265,6 @@ def query_bool(request: Request, name: str, default: bool | None = False) -> boo
     if lowered in ("0", "false", "no"):
         return False
     raise InvalidInput(f"query parameter {name!r} must be true or false, got {quoted_short(raw)}")
-
-
-def quoted_short(value: str) -> str:
-    """A client's value (a query parameter, a header) as an error quotes it: its first 40
-    characters (a 5,000-digit value was quoted whole)."""
-    return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
 
 
 def query_str(request: Request, name: str, *, required: bool = False) -> str | None:

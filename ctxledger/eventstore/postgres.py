@@ -297,7 +297,7 @@ class PostgresEventStore(EventStore):
 
         heads, race = [(r.stream, len(r.events)) for r in requests], False
         try:
-            versions = copy_append(conn, self._appender.key, self._channel, heads, prepare)
+            versions = copy_append(conn, self._appender, heads, prepare)
         except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected) as exc:
             name = getattr(exc.diag, "constraint_name", None)
             if name not in q.RACES and name != "events_event_id_key" and name is not None:
@@ -320,7 +320,7 @@ class PostgresEventStore(EventStore):
             if sum(len(b.rows) for b in batches) <= CALL_ROWS:
                 return self._appender.call(conn, batches)
             heads = [(b.stream, len(b.rows)) for b in batches]
-            versions = copy_append(conn, self._appender.key, self._channel, heads, lambda: batches)
+            versions = copy_append(conn, self._appender, heads, lambda: batches)
             if versions is not None:
                 return versions
         except psycopg.errors.UniqueViolation as exc:

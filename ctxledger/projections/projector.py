@@ -20,6 +20,7 @@ from typing import Protocol
 import msgspec
 
 from ctxledger.collector import collector_paused
+from ctxledger.errors import InvalidEvent
 from ctxledger.events import Event, MessageAppended, Recorded
 from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.projections.accounting import AccountingProjection
@@ -192,7 +193,35 @@ class Projector:
                     )
                     break
         projector.catch_up(store, to_seq, heads=True)
+        projector._check_streams(store)
         return projector
+
+    def _check_streams(self, store: EventSource) -> None:
+        """A log folded from rows without their streams (PostgreSQL's ``read_rows``: each
+        session is read from the payloads) is checked against the store's ``streams()``
+        once, as a fold of SQLite's heads checks every message row against its stream:
+        a folded session with no stream of its name, or a stream behind the fold (its
+        row renamed, removed or swapped), is refused here, not at the first read of it.
+        One query; a stream ahead of the fold is an append made meanwhile."""
+        heads = _heads_of(store)
+        if heads is None or _columns_of(heads) is not None:
+            return  # SQLite's heads carry their stream: its fold checks each row
+        streams, sessions = getattr(store, "streams", None), self.transcript.state.sessions
+        if not sessions or not callable(streams):
+            return
+        held: dict[str, int] = dict(streams())
+        for sid, view in sessions.items():
+            version = held.get(sid)
+            if version is None:
+                raise InvalidEvent(
+                    f"the session {sid!r} has events but no stream of that name (its "
+                    "streams row renamed or removed?); run verify() on the log"
+                )
+            if version < view.version:
+                raise InvalidEvent(
+                    f"the session {sid!r} has {view.version} events but its stream holds "
+                    f"{version} (its streams row renamed or swapped?); run verify() on the log"
+                )
 
     def save_checkpoint(self, store: EventSource) -> None:
         store.save_checkpoint(CHECKPOINT_NAME, self.last_seq, self.encode())

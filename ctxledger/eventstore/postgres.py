@@ -46,10 +46,8 @@ import psycopg_pool
 
 from ctxledger.errors import (
     CtxLedgerError,
-    IntegrityError,
     InvalidConfig,
     InvalidInput,
-    StorageFullError,
     StoreError,
     UnknownBlob,
 )
@@ -75,6 +73,7 @@ from ctxledger.eventstore.postgres_append import (
     stream_ends,
 )
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
+from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.postgres_url import describe, is_postgres_url, split_schema
@@ -105,11 +104,6 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _IDLE_REREAD = 1.0
 #: an append that keeps losing races to other appenders of its streams gives up
 _RACE_RETRIES = 50
-_RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
-
-
-class ConnectionLost(StoreError):
-    """The PostgreSQL server could not be reached (down, restarting, or the network)."""
 
 
 class PostgresEventStore(EventStore):
@@ -222,24 +216,7 @@ class PostgresEventStore(EventStore):
         raise AssertionError("unreachable")
 
     def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
-        where = f"could not {action} in {self.where}"
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        if isinstance(exc, psycopg.errors.DiskFull):
-            return StorageFullError(
-                f"{where}: the server's disk is full; nothing from this operation was written: "
-                "free space on the server and retry"
-            )
-        if isinstance(exc, psycopg.errors.IntegrityError):
-            return IntegrityError(
-                f"{where}: the tables broke a ctxledger rule ({detail}); was the log written "
-                "by something else? run verify()"
-            )
-        if isinstance(exc, psycopg.OperationalError):
-            return ConnectionLost(
-                f"{where}: the server could not be reached ({detail}); check it is running and "
-                f"the URL{_RESEND if action == 'append' else ''}"  # (an open, a read: no hint)
-            )
-        return StoreError(f"{where}: {detail}")
+        return translated(exc, action, self.where)
 
     # --- appending -------------------------------------------------------------------------
 

@@ -1,0 +1,39 @@
+"""The psycopg exceptions of a PostgreSQL ledger turned into the ctxledger error a user
+can act on: a full disk, tables broken by another writer, a server out of reach."""
+
+from __future__ import annotations
+
+import psycopg
+import psycopg.errors
+
+from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
+
+__all__ = ["ConnectionLost", "translated"]
+
+_RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
+
+
+class ConnectionLost(StoreError):
+    """The PostgreSQL server could not be reached (down, restarting, or the network)."""
+
+
+def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:
+    """The error to raise for `exc` met while trying to `action` in the ledger `where`."""
+    said = f"could not {action} in {where}"
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StorageFullError(
+            f"{said}: the server's disk is full; nothing from this operation was written: "
+            "free space on the server and retry"
+        )
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        return IntegrityError(
+            f"{said}: the tables broke a ctxledger rule ({detail}); was the log written "
+            "by something else? run verify()"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return ConnectionLost(
+            f"{said}: the server could not be reached ({detail}); check it is running and "
+            f"the URL{_RESEND if action == 'append' else ''}"  # (an open, a read: no hint)
+        )
+    return StoreError(f"{said}: {detail}")

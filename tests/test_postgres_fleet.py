@@ -8,11 +8,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import test_eventstore_postgres
+from helpers.pg_server import PgServer
+from test_eventstore_postgres import schema_for
 
 from ctxledger import Ledger
-from ctxledger.errors import InvalidEvent
+from ctxledger.errors import InvalidEvent, StoreError
 from ctxledger.eventstore import postgres_append
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.testing.eventstore import message
@@ -111,3 +114,39 @@ def test_a_stream_ahead_of_the_fold_is_an_append_made_meanwhile(
     monkeypatch.setattr(PostgresEventStore, "streams", grown)
     with Ledger.open(url) as ledger:
         assert [s for s, _ in real(ledger.store)] == ["S"]  # type: ignore[arg-type]
+
+
+def test_a_role_with_the_readme_grants_reads_and_writes_and_one_without_is_told(
+    pg_server: PgServer, url: str, tmp_path: Path
+) -> None:
+    """A fleet's agents connect as a role of their own. (Session 37: the README named no
+    grants; a role without USAGE on the schema was told "no schema has been selected to
+    create in", one without table grants only "permission denied for table".) With the
+    README's grants a reader reads and a writer appends; without them, one line names
+    them."""
+    schema = schema_for(tmp_path)
+    with PostgresEventStore(url, index_dir=tmp_path) as owner:
+        owner.append("ses_a", [message("ses_a", "m")], expected_version=None)
+    agent, reader = f"agent_{schema}", f"reader_{schema}"
+    as_role = {r: url.replace("postgres@", f"{r}@") for r in (agent, reader)}
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        for role in (agent, reader):
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+        with pytest.raises(StoreError, match=r"no schema .* the role connecting needs USAGE"):
+            PostgresEventStore(as_role[agent], index_dir=tmp_path)
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {agent}, {reader}")
+        with pytest.raises(StoreError, match=r"denied for table _migrations; the role .* SELECT"):
+            PostgresEventStore(as_role[agent], index_dir=tmp_path)
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {reader}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} TO {agent}")
+        conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {agent}")
+    with PostgresEventStore(as_role[agent], index_dir=tmp_path) as store:
+        store.append("ses_b", [message("ses_b", "x" * 100_000)], expected_version=None)
+        store.append("ses_a", [message("ses_a", f"{i}") for i in range(20)], expected_version=1)
+        store.save_checkpoint("c", 1, b"s")
+        store.save_checkpoint("c", 2, b"t")
+    with PostgresEventStore(as_role[reader], index_dir=tmp_path) as store:
+        assert store.verify().ok and store.streams() == [("ses_a", 21), ("ses_b", 1)]
+        assert store.load_checkpoint("c") == (2, b"t")
+        with pytest.raises(StoreError, match=r"denied for table .* INSERT and UPDATE"):
+            store.append("ses_a", [message("ses_a", "no")], expected_version=None)

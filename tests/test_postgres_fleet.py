@@ -11,10 +11,12 @@ from typing import Any
 import psycopg
 import pytest
 import test_eventstore_postgres
+from click.testing import CliRunner
 from helpers.pg_server import PgServer
 from test_eventstore_postgres import schema_for
 
 from ctxledger import Ledger
+from ctxledger.cli.main import cli
 from ctxledger.errors import InvalidEvent, StoreError
 from ctxledger.eventstore import postgres_append
 from ctxledger.eventstore.postgres import PostgresEventStore
@@ -150,3 +152,32 @@ def test_a_role_with_the_readme_grants_reads_and_writes_and_one_without_is_told(
         assert store.load_checkpoint("c") == (2, b"t")
         with pytest.raises(StoreError, match=r"denied for table .* INSERT and UPDATE"):
             store.append("ses_a", [message("ses_a", "no")], expected_version=None)
+
+
+@pytest.mark.parametrize(
+    "command", [["verify"], ["sessions"], ["show", "S"], ["export", "S"], ["audit", "S"]]
+)
+def test_a_read_of_a_url_naming_no_ledger_is_refused_and_creates_nothing(
+    pg_server: PgServer, url: str, tmp_path: Path, command: list[str]
+) -> None:
+    """(Session 37: ``verify`` of a URL with another ``?schema=`` or database than meant
+    created the schema and its tables and printed ``ok: 0 events``; SQLite refuses a
+    missing file.) Nothing is created; a URL naming a ledger still reads."""
+    schema = schema_for(tmp_path)
+    with Ledger.open(url) as ledger:
+        ledger.start_session(model="m", context_length=8192, session_id="S")
+    other = url.replace(f"schema={schema}", f"schema={schema}_x")
+    said = f"no ledger in postgresql://127.0.0.1:{pg_server.port}/postgres (schema {schema}_x)"
+    for target in (other, f"{pg_server.url.rsplit('/', 1)[0]}/template1?schema={schema}"):
+        done = CliRunner().invoke(cli, ["--db", target, *command])
+        assert done.exit_code != 0 and "no ledger in " in done.output, done.output
+    assert said in CliRunner().invoke(cli, ["--db", other, *command]).output
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"{schema}_x",))
+        assert found.fetchone() is None
+    assert CliRunner().invoke(cli, ["--db", url, *command]).exit_code in (0, 1)
+    if command == ["verify"]:  # a second ledger a command reads: named by its option
+        copy = str(tmp_path / "c.db")
+        moved = CliRunner().invoke(cli, ["migrate", "--from", other, "--to", copy])
+        named = said.removeprefix("no ledger in ")
+        assert moved.exit_code == 2 and f"--from {named}: no ledger there" in moved.output

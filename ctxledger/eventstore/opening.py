@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.postgres_url import is_postgres_url, require_ledger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
@@ -89,11 +90,14 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
     """Refuse (InvalidInput, nothing created) a SQLite ledger file that does not exist.
 
     For commands that only read a ledger: opening a store creates a missing file (and
-    its folders), which would turn a mistyped path into an empty ledger. A server URL
-    passes (its store says whether it can be reached). `option` names a second ledger
+    its folders), which would turn a mistyped path into an empty ledger. A PostgreSQL
+    URL is refused likewise when its database and schema hold no ledger (its store's
+    open says whether the server can be reached). `option` names a second ledger
     (``--b-db``, ``--from``) in the message; else it is the ledger (``--db``).
     """
     text = target_text(target)
+    if is_postgres_url(text):
+        require_ledger(text, option)
     if is_url(text) or _is_file(text):
         return
     _refuse_collapsed_url(text)

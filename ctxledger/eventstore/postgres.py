@@ -35,7 +35,6 @@ skipped or repeated.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -76,7 +75,12 @@ from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
-from ctxledger.eventstore.postgres_url import describe, is_postgres_url, split_schema
+from ctxledger.eventstore.postgres_url import (
+    SCHEMA_NAME,
+    describe,
+    is_postgres_url,
+    split_schema,
+)
 from ctxledger.eventstore.rows import (
     BlobChecks,
     ChainVerifier,
@@ -99,7 +103,6 @@ _READ_BATCH = 2000
 #: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
 _ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
 _IDLE_REREAD = 1.0
 #: an append that keeps losing races to other appenders of its streams gives up
@@ -132,7 +135,7 @@ class PostgresEventStore(EventStore):
             raise InvalidInput(f"not a PostgreSQL URL: {url!r}; use postgresql://user@host/db")
         conninfo, url_schema = split_schema(url)
         self.schema = schema or url_schema or "public"
-        if not _SCHEMA_NAME.fullmatch(self.schema):
+        if not SCHEMA_NAME.fullmatch(self.schema):
             raise InvalidConfig(
                 f"schema {self.schema!r} must be a lowercase identifier (letters, digits, _)"
             )

@@ -7,7 +7,13 @@ from __future__ import annotations
 import psycopg
 import psycopg.errors
 
-from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
+from ctxledger.errors import (
+    ConnectionLost,
+    CtxLedgerError,
+    IntegrityError,
+    StorageFullError,
+    StoreError,
+)
 
 __all__ = ["ConnectionLost", "translated"]
 
@@ -18,10 +24,6 @@ GRANTS = (
     "tables and USAGE on its sequences to write; CREATE on the database (or on the "
     "empty schema) to create a ledger or apply a newer ctxledger's migrations"
 )
-
-
-class ConnectionLost(StoreError):
-    """The PostgreSQL server could not be reached (down, restarting, or the network)."""
 
 
 def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:

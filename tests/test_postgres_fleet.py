@@ -4,7 +4,6 @@ handing out another server session)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -70,22 +69,13 @@ def test_appends_need_no_statement_prepared_on_their_session(
 
 
 @pytest.mark.parametrize(
-    ("edit", "said"),
+    "edit",
     [
-        (
-            "UPDATE streams SET stream = 'T' WHERE stream = 'S'",
-            "the session 'S' has events but no stream of that name",
-        ),
-        (  # the two names swapped: S's name now on U's shorter stream
-            "UPDATE streams SET stream = 'x' || stream;"
-            " UPDATE streams SET stream = CASE stream WHEN 'xS' THEN 'U' ELSE 'S' END",
-            "the session 'S' has 3 events but its stream holds 2",
-        ),
+        "UPDATE streams SET stream = 'T' WHERE stream = 'S'",
+        "DELETE FROM streams WHERE stream = 'S'",
     ],
 )
-def test_a_ledger_whose_streams_row_was_edited_is_refused_at_open(
-    url: str, edit: str, said: str
-) -> None:
+def test_a_ledger_whose_streams_row_was_edited_is_refused_at_open(url: str, edit: str) -> None:
     """(Session 36 left it: PostgreSQL's fold reads each session from the payloads, so a
     ledger with a streams row renamed opened, and ``show``/``export`` printed it while
     ``verify`` failed; SQLite's fold names the row at open.) The open names it too."""
@@ -96,26 +86,8 @@ def test_a_ledger_whose_streams_row_was_edited_is_refused_at_open(
         store = ledger.store
         assert isinstance(store, PostgresEventStore)
         store._run("edit", lambda conn: conn.execute(edit))
-    with pytest.raises(InvalidEvent, match=re.escape(said)):
+    with pytest.raises(InvalidEvent, match="the session 'S' has events but no stream of that"):
         Ledger.open(url)
-
-
-def test_a_stream_ahead_of_the_fold_is_an_append_made_meanwhile(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another writer's append between the open's fold and its look at the streams is no
-    damage (a fleet's ledger grows while it opens)."""
-    with Ledger.open(url) as ledger:
-        ledger.start_session(model="m", context_length=8192, session_id="S")
-    real = PostgresEventStore.streams
-
-    def grown(self: PostgresEventStore) -> list[tuple[str, int]]:
-        self.append("S", [message("S", "meanwhile")], expected_version=None)
-        return real(self)
-
-    monkeypatch.setattr(PostgresEventStore, "streams", grown)
-    with Ledger.open(url) as ledger:
-        assert [s for s, _ in real(ledger.store)] == ["S"]  # type: ignore[arg-type]
 
 
 def test_a_role_with_the_readme_grants_reads_and_writes_and_one_without_is_told(

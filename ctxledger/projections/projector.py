@@ -198,30 +198,22 @@ class Projector:
 
     def _check_streams(self, store: EventSource) -> None:
         """A log folded from rows without their streams (PostgreSQL's ``read_rows``: each
-        session is read from the payloads) is checked against the store's ``streams()``
-        once, as a fold of SQLite's heads checks every message row against its stream:
-        a folded session with no stream of its name, or a stream behind the fold (its
-        row renamed, removed or swapped), is refused here, not at the first read of it.
-        One query; a stream ahead of the fold is an append made meanwhile."""
-        heads = _heads_of(store)
-        if heads is None or _columns_of(heads) is not None:
-            return  # SQLite's heads carry their stream: its fold checks each row
-        streams, sessions = getattr(store, "streams", None), self.transcript.state.sessions
-        if not sessions or not callable(streams):
+        session is read from the payloads) is checked against the store's stream names
+        once (``stream_names``, PostgreSQL's only), as a fold of SQLite's heads checks each
+        message row against its stream: a folded session with no stream of its name (its
+        row renamed or removed) is refused here, not at the first read of it. (Rows
+        whose names were swapped are named by that read: ``base.of_stream``.)"""
+        names = getattr(store, "stream_names", None)
+        sessions = self.transcript.state.sessions
+        if not sessions or not callable(names):
             return
-        held: dict[str, int] = dict(streams())
-        for sid, view in sessions.items():
-            version = held.get(sid)
-            if version is None:
-                raise InvalidEvent(
-                    f"the session {sid!r} has events but no stream of that name (its "
-                    "streams row renamed or removed?); run verify() on the log"
-                )
-            if version < view.version:
-                raise InvalidEvent(
-                    f"the session {sid!r} has {view.version} events but its stream holds "
-                    f"{version} (its streams row renamed or swapped?); run verify() on the log"
-                )
+        held: set[str] = names()
+        missing = next((sid for sid in sessions if sid not in held), None)
+        if missing is not None:
+            raise InvalidEvent(
+                f"the session {missing!r} has events but no stream of that name (its "
+                "streams row renamed or removed?); run verify() on the log"
+            )
 
     def save_checkpoint(self, store: EventSource) -> None:
         store.save_checkpoint(CHECKPOINT_NAME, self.last_seq, self.encode())

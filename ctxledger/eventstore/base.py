@@ -341,10 +341,7 @@ class EventStore(abc.ABC):
             empty = False
             yield record
         if empty:
-            raise InvalidEvent(
-                f"the session {session!r} has events but no stream of that name (its "
-                "streams row renamed or removed?); run verify() on the log"
-            )
+            raise no_stream(session)
 
     @abc.abstractmethod
     def read_all(
@@ -555,6 +552,14 @@ def in_versions(
                 f"{shown(version)}, not one from 1 up; run verify() on the log"
             )
     return rows
+
+
+def no_stream(session: str) -> InvalidEvent:
+    """A session whose events exist has no stream of its name (read or open)."""
+    return InvalidEvent(
+        f"the session {session!r} has events but no stream of that name (its streams row "
+        "renamed or removed?); run verify() on the log"
+    )
 
 
 def of_stream(records: list[Recorded], stream: str) -> list[Recorded]:

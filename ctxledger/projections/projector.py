@@ -20,8 +20,8 @@ from typing import Protocol
 import msgspec
 
 from ctxledger.collector import collector_paused
-from ctxledger.errors import InvalidEvent
 from ctxledger.events import Event, MessageAppended, Recorded
+from ctxledger.eventstore.base import no_stream
 from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.bodies import Bodies
@@ -210,10 +210,7 @@ class Projector:
         held: set[str] = names()
         missing = next((sid for sid in sessions if sid not in held), None)
         if missing is not None:
-            raise InvalidEvent(
-                f"the session {missing!r} has events but no stream of that name (its "
-                "streams row renamed or removed?); run verify() on the log"
-            )
+            raise no_stream(missing)
 
     def save_checkpoint(self, store: EventSource) -> None:
         store.save_checkpoint(CHECKPOINT_NAME, self.last_seq, self.encode())

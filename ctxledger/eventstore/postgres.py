@@ -68,13 +68,13 @@ from ctxledger.eventstore.postgres_append import (
     CALL_ROWS,
     Appender,
     client_side,
-    prepare,
     stream_ends,
 )
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
+from ctxledger.eventstore.postgres_session import check_session, configure, connect, set_up
 from ctxledger.eventstore.postgres_url import (
     SCHEMA_NAME,
     describe,
@@ -152,7 +152,7 @@ class PostgresEventStore(EventStore):
         self._appender = Appender(q.lock_key(self.schema, "append"), q.notify_channel(self.schema))
         self._channel = self._appender.channel
         self._conninfo = conninfo
-        commit = "on" if durability == "full" else "off"
+        self._commit = commit = "on" if durability == "full" else "off"
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, round(connect_timeout)),
@@ -173,18 +173,21 @@ class PostgresEventStore(EventStore):
             timeout=connect_timeout,
             open=True,
             name=f"ctxledger-{self.schema}",
-            configure=prepare,
+            configure=lambda conn: configure(conn, self.schema, commit, self.where, self._appender),
         )
 
     def _migrate(self) -> str:
         """Create the schema and tables if needed; returns the ledger's id (one connection)."""
         try:
-            with psycopg.connect(self._conninfo, **self._kwargs) as conn:
-                exists = conn.execute(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-                ).fetchone()
-                if not exists:
-                    q.create_schema(conn, self.schema)
+            with connect(self._conninfo, self._kwargs) as conn:
+                found, pid = set_up(conn, self.schema, self._commit)
+                if found != self.schema:  # no such schema yet (or no USAGE, or a pooler)
+                    exists = conn.execute(
+                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+                    ).fetchone()
+                    if not exists:
+                        q.create_schema(conn, self.schema)
+                check_session(conn, pid, self.schema, self.where)  # before any table is made
                 q.PG_MIGRATIONS.apply(conn, self.schema)
                 row = conn.execute(q.LEDGER_ID).fetchone()
         except psycopg.Error as exc:

@@ -1,0 +1,113 @@
+"""A PostgreSQL ledger behind a connection pooler (session 37's review, F1), simulated
+without one: PgBouncer's refusal of the ``options`` startup parameter, a server session
+whose search path is another client's, one that changes between statements, and
+statements another client already prepared on the session. (By hand with a real
+PgBouncer 1.18: docs/notes/s37-fleet.md, "Review 1".)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import test_eventstore_postgres
+from helpers.pg_server import PgServer
+from test_eventstore_postgres import schema_for
+
+from ctxledger.errors import StoreError
+from ctxledger.eventstore import postgres, postgres_session
+from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.testing.eventstore import message
+
+url, store = test_eventstore_postgres.url, test_eventstore_postgres.store
+
+_TABLES = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
+
+
+def _tables(pg_server: PgServer, schema: str) -> int:
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        row = conn.execute(_TABLES, (schema,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_pooler_refusing_the_options_parameter_still_gets_the_ledgers_schema(
+    pg_server: PgServer, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Review F1: PgBouncer refuses ``options``, ``unsupported startup parameter``; every
+    open failed.) The store connects without it and sets schema and durability itself:
+    the ledger is in the URL's schema, appended to and verified."""
+    real = psycopg.connect
+    sent: list[bool] = []
+
+    def bouncer(conninfo: str, **kwargs: Any) -> Any:
+        sent.append("options" in kwargs)
+        if "options" in kwargs:
+            raise psycopg.OperationalError("FATAL:  unsupported startup parameter: options")
+        return real(conninfo, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", bouncer)
+    with PostgresEventStore(url, index_dir=tmp_path, durability="normal") as store:
+        store.append("ses_a", [message("ses_a", f"{i}") for i in range(3)], None)
+        assert store.try_lease("k") is not None  # (the lease connection: no options)
+        durability = store._run("look", lambda c: c.execute("SHOW synchronous_commit"))
+        assert durability.fetchone() == ("off",)
+        assert store.verify().ok and store.streams() == [("ses_a", 3)]
+    assert sent[:2] == [True, False] and not any(sent[2:])  # asked once, then never sent
+    assert _tables(pg_server, schema_for(tmp_path)) > 0
+
+
+@pytest.mark.parametrize(
+    ("session", "said"),
+    [
+        ("another_path", r"no schema t_\w+ on the connection's search path \(it reads public\)"),
+        ("another_session", "reach different server sessions .* pool_mode = transaction"),
+    ],
+)
+def test_a_connection_not_on_the_ledgers_schema_is_refused_before_any_table_is_made(
+    pg_server: PgServer,
+    url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    session: str,
+    said: str,
+) -> None:
+    """(Review F1: with ``ignore_startup_parameters = options`` a ``?schema=`` was dropped
+    without a word: the ledger made and written in ``public``.) A session whose search
+    path is another client's, or statements that reach another server session (a
+    pooler in transaction mode), are refused at the open: nothing is created."""
+    real = postgres_session.set_up
+
+    def pooled(conn: Any, schema: str, commit: str) -> tuple[str | None, int]:
+        found, pid = real(conn, schema, commit)
+        if session == "another_path":
+            conn.execute("SET search_path TO public")
+            return found, pid
+        return found, pid + 1
+
+    monkeypatch.setattr(postgres, "set_up", pooled)
+    with pytest.raises(StoreError, match=said):
+        PostgresEventStore(url, index_dir=tmp_path)
+    assert _tables(pg_server, schema_for(tmp_path)) == 0
+
+
+def test_statements_another_client_prepared_on_the_session_are_no_error(
+    url: str, tmp_path: Path
+) -> None:
+    """(Review F1: behind PgBouncer in transaction mode the pool's setup met
+    ``prepared statement "ctxledger_seal" already exists`` and every connection failed;
+    appends timed out.) A pool connection whose session holds the statements already
+    (perhaps prepared by another ledger's store) is set up, and the store uses plain
+    statements from then on: every append path, reads, the chain."""
+    with PostgresEventStore(url, index_dir=tmp_path, pool_size=1) as store:
+        store.append("ses_a", [message("ses_a", "first")], None)
+
+        # the pool's setup of a new connection, on a session holding them: as behind a pooler
+        store._run("set up", store._pool._configure)  # type: ignore[arg-type]
+        assert store._appender.plain
+        for events in (1, 3, 20):
+            store.append("ses_a", [message("ses_a", f"m{i}") for i in range(events)], None)
+        store.append("ses_a", [message("ses_a", "z" * 100_000)], None)  # a blob
+        assert [r.version for r in store.read_stream("ses_a")] == list(range(1, 27))
+        assert store.verify().ok

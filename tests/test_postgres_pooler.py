@@ -16,7 +16,7 @@ from helpers.pg_server import PgServer
 from test_eventstore_postgres import schema_for
 
 from ctxledger.errors import StoreError
-from ctxledger.eventstore import postgres, postgres_session
+from ctxledger.eventstore import postgres, postgres_append, postgres_session
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.testing.eventstore import message
 
@@ -111,3 +111,19 @@ def test_statements_another_client_prepared_on_the_session_are_no_error(
         store.append("ses_a", [message("ses_a", "z" * 100_000)], None)  # a blob
         assert [r.version for r in store.read_stream("ses_a")] == list(range(1, 27))
         assert store.verify().ok
+
+
+def test_reads_of_a_store_on_plain_statements_use_none_prepared(
+    store: PostgresEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Review F6: under transaction pooling each ``read_stream`` tried the prepared
+    lookup, prepared it again and then ran it plain: three round trips.) Once the
+    store is on plain statements, a read asks the plain query only."""
+    store.append("ses_a", [message("ses_a", "m")], None)
+    store._appender.plain = True
+
+    def prepared(conn: Any, stream: str) -> Any:
+        raise AssertionError("the prepared lookup was asked")
+
+    monkeypatch.setattr(postgres_append, "_ends_prepared", prepared)
+    assert [r.version for r in store.read_stream("ses_a")] == [1]

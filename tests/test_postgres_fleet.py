@@ -153,3 +153,25 @@ def test_a_read_of_a_url_naming_no_ledger_is_refused_and_creates_nothing(
         moved = CliRunner().invoke(cli, ["migrate", "--from", other, "--to", copy])
         named = said.removeprefix("no ledger in ")
         assert moved.exit_code == 2 and f"--from {named}: no ledger there" in moved.output
+
+
+def test_a_read_command_opens_one_connection_before_its_pool(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Review F2: the no-ledger check made a connection of its own before the store's
+    open made another, so every read paid a second connect, and ``verify`` of a server
+    that accepts and never answers waited twice the connect timeout, 21.6 s.) The check
+    is the open's: one connection, the pool's apart."""
+    with Ledger.open(url) as ledger:
+        ledger.start_session(model="m", context_length=8192, session_id="S")
+    real, made = psycopg.connect, []
+
+    def counted(conninfo: str, **kwargs: Any) -> Any:
+        made.append(conninfo)
+        return real(conninfo, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", counted)
+    for command in (["verify"], ["show", "S"]):
+        made.clear()
+        assert CliRunner().invoke(cli, ["--db", url, *command]).exit_code == 0
+        assert len(made) == 1, command

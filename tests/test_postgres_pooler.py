@@ -16,7 +16,7 @@ from helpers.pg_server import PgServer
 from test_eventstore_postgres import schema_for
 
 from ctxledger.errors import StoreError
-from ctxledger.eventstore import postgres, postgres_append, postgres_session
+from ctxledger.eventstore import postgres_append, postgres_session
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.testing.eventstore import message
 
@@ -86,7 +86,7 @@ def test_a_connection_not_on_the_ledgers_schema_is_refused_before_any_table_is_m
             return found, pid
         return found, pid + 1
 
-    monkeypatch.setattr(postgres, "set_up", pooled)
+    monkeypatch.setattr(postgres_session, "set_up", pooled)
     with pytest.raises(StoreError, match=said):
         PostgresEventStore(url, index_dir=tmp_path)
     assert _tables(pg_server, schema_for(tmp_path)) == 0

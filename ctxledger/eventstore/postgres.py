@@ -74,7 +74,7 @@ from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
-from ctxledger.eventstore.postgres_session import check_session, configure, connect, set_up
+from ctxledger.eventstore.postgres_session import configure, connect, open_schema
 from ctxledger.eventstore.postgres_url import (
     SCHEMA_NAME,
     describe,
@@ -119,6 +119,8 @@ class PostgresEventStore(EventStore):
     sets ``synchronous_commit=off``: a server crash may lose the last commits, never
     corrupts the log. `index_dir` is where local side indexes live (recall's FTS5
     file): default ``$CTXLEDGER_INDEX_DIR``, else the user cache directory.
+    ``create=False`` (a command that only reads): a URL holding no ledger is NoLedger
+    (an InvalidInput), nothing created.
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class PostgresEventStore(EventStore):
         pool_size: int = 4,
         connect_timeout: float = 10.0,
         index_dir: str | os.PathLike[str] | None = None,
+        create: bool = True,
     ) -> None:
         if not is_postgres_url(url):
             raise InvalidInput(f"not a PostgreSQL URL: {url!r}; use postgresql://user@host/db")
@@ -162,7 +165,7 @@ class PostgresEventStore(EventStore):
             # LATIN1 left psycopg to encode in LATIN1: a raw UnicodeEncodeError on "€")
             "client_encoding": "UTF8",
         }
-        self.ledger_id = self._migrate()
+        self.ledger_id = self._migrate(create)
         self._leases = PgLeases(conninfo, self._kwargs, self.schema)
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             conninfo,
@@ -176,18 +179,12 @@ class PostgresEventStore(EventStore):
             configure=lambda conn: configure(conn, self.schema, commit, self.where, self._appender),
         )
 
-    def _migrate(self) -> str:
-        """Create the schema and tables if needed; returns the ledger's id (one connection)."""
+    def _migrate(self, create: bool) -> str:
+        """Create the schema and tables if needed (`create`; else NoLedger when there is
+        no ledger); returns the ledger's id (one connection)."""
         try:
             with connect(self._conninfo, self._kwargs) as conn:
-                found, pid = set_up(conn, self.schema, self._commit)
-                if found != self.schema:  # no such schema yet (or no USAGE, or a pooler)
-                    exists = conn.execute(
-                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-                    ).fetchone()
-                    if not exists:
-                        q.create_schema(conn, self.schema)
-                check_session(conn, pid, self.schema, self.where)  # before any table is made
+                open_schema(conn, self.schema, self._commit, self.where, create=create)
                 q.PG_MIGRATIONS.apply(conn, self.schema)
                 row = conn.execute(q.LEDGER_ID).fetchone()
         except psycopg.Error as exc:

@@ -27,10 +27,12 @@ import psycopg
 import psycopg.errors
 
 from ctxledger.errors import StoreError
+from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.postgres_append import Appender, prepare
 from ctxledger.eventstore.postgres_errors import GRANTS
+from ctxledger.eventstore.postgres_url import NoLedger
 
-__all__ = ["check_schema", "check_session", "configure", "connect", "set_up"]
+__all__ = ["check_schema", "check_session", "configure", "connect", "open_schema", "set_up"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -65,6 +67,25 @@ def set_up(conn: Conn, schema: str, commit: str) -> tuple[str | None, int]:
     row = cur.fetchone()
     assert row is not None
     return (None if row[0] is None else str(row[0])), int(row[1])
+
+
+def open_schema(conn: Conn, schema: str, commit: str, where: str, *, create: bool) -> None:
+    """The store's first connection: set up (:func:`set_up`), the schema created if
+    missing and `create`, the session checked (:func:`check_session`) before any table is
+    read or made. Without `create`, a database and schema with no ledger is
+    :class:`NoLedger`, nothing created (the same connection: no second connect)."""
+    found, pid = set_up(conn, schema, commit)
+    if found != schema:  # no such schema yet (or no USAGE on it, or a pooler)
+        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        if exists.fetchone() is None:
+            if not create:
+                raise NoLedger(where)
+            q.create_schema(conn, schema)
+    check_session(conn, pid, schema, where)
+    if not create:
+        found_table = conn.execute("SELECT to_regclass('_migrations')").fetchone()
+        if found_table is None or found_table[0] is None:
+            raise NoLedger(where)
 
 
 def check_session(conn: Conn, pid: int, schema: str, where: str) -> None:

@@ -12,7 +12,7 @@ import urllib.parse
 
 from ctxledger.errors import InvalidInput
 
-__all__ = ["SCHEMA_NAME", "describe", "is_postgres_url", "require_ledger", "split_schema"]
+__all__ = ["SCHEMA_NAME", "NoLedger", "describe", "is_postgres_url", "split_schema"]
 
 #: the schemas a ledger may live in (a lowercase identifier: never quoted)
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -70,31 +70,19 @@ def describe(conninfo: str, schema: str) -> str:
     return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"
 
 
-def require_ledger(url: str, option: str | None = None) -> None:
-    """Refuse (InvalidInput, nothing created) a URL whose database and schema hold no
-    ledger, for a command that only reads: the store's open would create one there, and
-    a mistyped URL (another database, another ``?schema=``) read as an empty ledger that
-    verifies. One connection; a server it cannot reach, or a role that may not look,
-    passes (the store's open says what is wrong), as does a schema no ledger may have."""
-    import psycopg  # (only for a URL: a PostgreSQL ledger needs psycopg anyway)
+class NoLedger(InvalidInput):
+    """A database and schema holding no ledger, opened by a command that only reads
+    (``PostgresEventStore(create=False)``): nothing was created there, so a mistyped
+    URL (another database, another ``?schema=``) is not read as an empty ledger that
+    verifies. `option` names a second ledger (``--from``, ``--b-db``) in the message."""
 
-    conninfo, named = split_schema(url)
-    schema = named or "public"
-    if not SCHEMA_NAME.fullmatch(schema):
-        return
-    try:
-        with psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=10, client_encoding="UTF8"
-        ) as conn:
-            row = conn.execute("SELECT to_regclass(%s)", (f"{schema}._migrations",)).fetchone()
-    except psycopg.Error:
-        return
-    if row is not None and row[0] is not None:
-        return
-    where = describe(conninfo, schema)
-    if option is not None:
-        raise InvalidInput(f"{option} {where}: no ledger there")
-    raise InvalidInput(
-        f"no ledger in {where} (another database or ?schema= than meant?); "
-        "`ctxledger import FILE`, `ctxledger demo` or `ctxledger migrate --to URL` creates one"
-    )
+    def __init__(self, where: str, option: str | None = None) -> None:
+        self.where = where
+        if option is not None:
+            super().__init__(f"{option} {where}: no ledger there")
+        else:
+            super().__init__(
+                f"no ledger in {where} (another database or ?schema= than meant?); "
+                "`ctxledger import FILE`, `ctxledger demo` or `ctxledger migrate --to URL` "
+                "creates one"
+            )

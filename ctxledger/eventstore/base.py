@@ -391,6 +391,13 @@ class EventStore(abc.ABC):
     def streams(self) -> list[tuple[str, int]]:
         """(stream, version) for every stream, oldest first."""
 
+    def stream_names(self) -> set[str] | None:
+        """Every stream's name, for the open's check of a log folded from rows without
+        their streams (PostgreSQL's: a streams row renamed or removed is refused there);
+        None (this default) when the store's fold checks each row against its stream
+        itself (SQLite's). A store wrapping another passes it on."""
+        return None
+
     @abc.abstractmethod
     def put_blob(self, data: bytes) -> str:
         """Store `data` once (content-addressed); returns its sha256 hex."""

@@ -370,7 +370,7 @@ class PostgresEventStore(EventStore):
         """(stream, version) for every stream, in order of their first event (read-only)."""
         return [(str(s), int(v)) for s, v in self._fetch("list streams", q.STREAMS, ())]
 
-    def stream_names(self) -> set[str]:
+    def stream_names(self) -> set[str] | None:
         """Every stream's name (the open's check of its fold: a streams row renamed or
         removed). One scan of the names only: 0.5 ms for 3,000, ``streams()`` 12 ms."""
         return {str(row[0]) for row in self._fetch("list streams", _STREAM_NAMES, ())}

@@ -21,7 +21,7 @@ import msgspec
 
 from ctxledger.collector import collector_paused
 from ctxledger.events import Event, MessageAppended, Recorded
-from ctxledger.eventstore.base import no_stream
+from ctxledger.eventstore.base import EventStore, no_stream
 from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.bodies import Bodies
@@ -199,15 +199,16 @@ class Projector:
     def _check_streams(self, store: EventSource) -> None:
         """A log folded from rows without their streams (PostgreSQL's ``read_rows``: each
         session is read from the payloads) is checked against the store's stream names
-        once (``stream_names``, PostgreSQL's only), as a fold of SQLite's heads checks each
+        once (``EventStore.stream_names``, None for SQLite), as a fold of SQLite's heads checks each
         message row against its stream: a folded session with no stream of its name (its
         row renamed or removed) is refused here, not at the first read of it. (Rows
         whose names were swapped are named by that read: ``base.of_stream``.)"""
-        names = getattr(store, "stream_names", None)
         sessions = self.transcript.state.sessions
-        if not sessions or not callable(names):
+        if not sessions or not isinstance(store, EventStore):
             return
-        held: set[str] = names()
+        held = store.stream_names()
+        if held is None:
+            return
         missing = next((sid for sid in sessions if sid not in held), None)
         if missing is not None:
             raise no_stream(missing)

@@ -141,6 +141,14 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
         assert [r.version for r in records if r.stream == "ses_b"] == [1, 2, 3]
         assert store.streams() == [("ses_a", 6), ("ses_b", 3)]
 
+    def test_stream_names_are_every_streams_name_or_none(self, store: EventStore) -> None:
+        """``stream_names()`` (the open's check of a fold from rows without their
+        streams): every stream's name, or None for a store whose fold checks each row."""
+        assert store.stream_names() in (None, set())
+        store.append("ses_a", [message("ses_a")], 0)
+        store.append("ses_b", [message("ses_b")], 0)
+        assert store.stream_names() in (None, {"ses_a", "ses_b"})
+
     @pytest.mark.parametrize("expected", [0, 1, 3, 7])
     def test_stale_expected_version_raises_and_writes_nothing(
         self, store: EventStore, expected: int

@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
+from psycopg import sql
 
 from ctxledger.errors import StoreError
 from ctxledger.eventstore import postgres_schema as q
@@ -56,11 +57,13 @@ def connect(conninfo: str, kwargs: dict[str, Any]) -> Conn:
 def set_up(conn: Conn, schema: str, commit: str) -> tuple[str | None, int]:
     """Set the ledger's schema and durability on `conn` (one round trip); returns the
     connection's ``current_schema()`` after (None while the schema does not exist) and
-    its server process id. `schema` is a checked identifier and `commit` ``on``/``off``:
-    nothing to quote."""
+    its server process id. `schema` is quoted (``user``, ``order``: reserved words);
+    `commit` is ``on`` or ``off``."""
     cur = conn.execute(
-        f"SET search_path TO {schema}; SET synchronous_commit TO {commit}; "
-        "SELECT current_schema(), pg_backend_pid()"
+        sql.SQL(
+            "SET search_path TO {}; SET synchronous_commit TO {}; "
+            "SELECT current_schema(), pg_backend_pid()"
+        ).format(sql.Identifier(schema), sql.SQL(commit))
     )
     while cur.nextset():
         pass

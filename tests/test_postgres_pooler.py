@@ -127,3 +127,25 @@ def test_reads_of_a_store_on_plain_statements_use_none_prepared(
 
     monkeypatch.setattr(postgres_append, "_ends_prepared", prepared)
     assert [r.version for r in store.read_stream("ses_a")] == [1]
+
+
+def test_an_open_whose_pool_connection_shares_the_opens_server_session_is_refused(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Review 2, G1: behind PgBouncer in transaction mode, idle, every statement got the
+    same server session, the open's check passed, and a store then wrote into another
+    store's ledger at its durability.) The open's connection stays open until the pool's
+    first is set up; the two on one server process (a fake pid here: only a pooler in
+    transaction mode hands one to two open clients) refuse the open, naming the mode."""
+    real = postgres_session.set_up
+    pids: list[int] = []
+
+    def shared(conn: Any, schema: str, commit: str) -> tuple[str | None, int]:
+        found, pid = real(conn, schema, commit)
+        pids.append(pid)
+        return found, pids[0]  # (the pool's connection reports the open's server process)
+
+    monkeypatch.setattr(postgres_session, "set_up", shared)
+    with pytest.raises(StoreError, match=r"share a server session .* pool_mode = transaction"):
+        PostgresEventStore(url, index_dir=tmp_path, pool_size=1)
+    assert len(pids) >= 2 and pids[1] != pids[0]  # (the server's two sessions were distinct)

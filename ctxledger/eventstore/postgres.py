@@ -74,7 +74,7 @@ from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
-from ctxledger.eventstore.postgres_session import configure, connect, open_schema
+from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
 from ctxledger.eventstore.postgres_url import (
     SCHEMA_NAME,
     describe,
@@ -165,32 +165,38 @@ class PostgresEventStore(EventStore):
             # LATIN1 left psycopg to encode in LATIN1: a raw UnicodeEncodeError on "€")
             "client_encoding": "UTF8",
         }
-        self.ledger_id = self._migrate(create)
+        self._setup = setup = PoolSetUp(self.schema, commit, self.where, self._appender)
+        opener = self._open(create)
         self._leases = PgLeases(conninfo, self._kwargs, self.schema)
-        self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
-            conninfo,
-            # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
-            kwargs={**self._kwargs, "prepare_threshold": None},
-            min_size=1,
-            max_size=pool_size,
-            timeout=connect_timeout,
-            open=True,
-            name=f"ctxledger-{self.schema}",
-            configure=lambda conn: configure(conn, self.schema, commit, self.where, self._appender),
-        )
+        try:  # the pool's first connection compared with the open's, then the tables made
+            kwargs = {**self._kwargs, "prepare_threshold": None}  # (psycopg's: DEALLOCATE ALL)
+            self._pool = setup.pool(conninfo, kwargs, pool_size, connect_timeout)
+            q.PG_MIGRATIONS.apply(opener, self.schema)
+            self.ledger_id = str(opener.execute(q.LEDGER_ID).fetchall()[0][0])
+        except BaseException as exc:
+            if hasattr(self, "_pool"):
+                self._pool.close()
+            if isinstance(exc, psycopg.Error):
+                raise self._translate(exc, "open the ledger") from exc
+            raise
+        finally:
+            opener.close()
 
-    def _migrate(self, create: bool) -> str:
-        """Create the schema and tables if needed (`create`; else NoLedger when there is
-        no ledger); returns the ledger's id (one connection)."""
+    def _open(self, create: bool) -> Conn:
+        """The open's connection: the schema set up, created if needed (`create`; else
+        NoLedger when there is no ledger), the session checked; left open."""
+        conn = None
         try:
-            with connect(self._conninfo, self._kwargs) as conn:
-                open_schema(conn, self.schema, self._commit, self.where, create=create)
-                q.PG_MIGRATIONS.apply(conn, self.schema)
-                row = conn.execute(q.LEDGER_ID).fetchone()
-        except psycopg.Error as exc:
-            raise self._translate(exc, "open the ledger") from exc
-        assert row is not None
-        return str(row[0])
+            conn = connect(self._conninfo, self._kwargs)
+            pid = open_schema(conn, self.schema, self._commit, self.where, create=create)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, psycopg.Error):
+                raise self._translate(exc, "open the ledger") from exc
+            raise
+        self._setup.opener = (conn, pid)
+        return conn
 
     def __repr__(self) -> str:
         return f"PostgresEventStore({self.where!r}, durability={self.durability!r})"

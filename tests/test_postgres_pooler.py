@@ -15,7 +15,7 @@ import test_eventstore_postgres
 from helpers.pg_server import PgServer
 from test_eventstore_postgres import schema_for
 
-from ctxledger.errors import StoreError
+from ctxledger.errors import ConnectionLost, StoreError
 from ctxledger.eventstore import postgres_append, postgres_session
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.testing.eventstore import message
@@ -149,3 +149,23 @@ def test_an_open_whose_pool_connection_shares_the_opens_server_session_is_refuse
     with pytest.raises(StoreError, match=r"share a server session .* pool_mode = transaction"):
         PostgresEventStore(url, index_dir=tmp_path, pool_size=1)
     assert len(pids) >= 2 and pids[1] != pids[0]  # (the server's two sessions were distinct)
+
+
+def test_a_pool_connection_off_the_ledgers_schema_is_refused_and_named_on_timeout(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Review 2, G2: the pool's per-connection schema check was untested, and its reason
+    went only to psycopg_pool's log: the caller read "couldn't get a connection".) A new
+    pool connection whose schema is not the ledger's is never used, and the pool's
+    timeout names why its connections were refused."""
+    with PostgresEventStore(url, index_dir=tmp_path, pool_size=1, connect_timeout=1) as store:
+        real = postgres_session.set_up
+
+        def public(conn: Any, schema: str, commit: str) -> tuple[str | None, int]:
+            return "public", real(conn, schema, commit)[1]  # (as a dropped SET would read)
+
+        monkeypatch.setattr(postgres_session, "set_up", public)
+        with store._pool.connection() as conn:
+            conn.close()  # (the pool replaces it: its setup is asked again)
+        with pytest.raises(ConnectionLost, match=r"refused: .*no schema t_\w+ on the .* public"):
+            store.append("ses_a", [message("ses_a", "m")], None)

@@ -226,7 +226,10 @@ class PostgresEventStore(EventStore):
         raise AssertionError("unreachable")
 
     def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
-        return translated(exc, action, self.where)
+        error = translated(exc, action, self.where)
+        if isinstance(exc, psycopg_pool.PoolTimeout) and isinstance(error, ConnectionLost):
+            return self._setup.timed_out(error)  # (with why new connections were refused)
+        return error
 
     # --- appending -------------------------------------------------------------------------
 

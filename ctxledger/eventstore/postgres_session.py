@@ -142,7 +142,7 @@ class PoolSetUp:
     The open's connection (`opener`, server process `pid`) stays open until the pool's
     first connection is set up (:meth:`opened`): a pool connection on the same server
     session, or an opener moved to another one, is a pooler in transaction mode, refused.
-    """
+    The last refusal is kept for the pool's timeout to name (:meth:`timed_out`)."""
 
     def __init__(self, schema: str, commit: str, where: str, appender: Appender) -> None:
         self.schema, self.commit, self.where, self.appender = schema, commit, where, appender
@@ -163,8 +163,7 @@ class PoolSetUp:
                     self.compared.set()
             check_schema(found, self.schema, self.where)
         except StoreError as exc:
-            if opening:
-                self.refused = exc
+            self.refused = exc
             raise
         if self.appender.plain or opening:  # (opening: the tables may not be made yet; an
             return  # append prepares its statements where they are missing: Appender.held)
@@ -213,6 +212,10 @@ class PoolSetUp:
             row = conn.execute("SELECT pg_backend_pid()").fetchone()
             if row is None or int(row[0]) != pid:
                 raise _pooled(self.where, "its statements reach different server sessions")
+
+    def timed_out(self, error: ConnectionLost) -> ConnectionLost:
+        """`error` (the pool gave no connection in time) with the last refusal's reason."""
+        return ConnectionLost(f"{error}{self._why()}") if self.refused else error
 
     def _why(self) -> str:
         return f" (the last new connection was refused: {self.refused})" if self.refused else ""

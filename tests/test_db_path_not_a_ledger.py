@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import IntegrityError
+from ctxledger.errors import IntegrityError, InvalidInput
 
 
 def _mode(path: Path) -> int:
@@ -181,3 +181,17 @@ def test_a_ledger_path_under_the_home_folder_is_expanded(
         if "verify" in args:
             assert json.loads(result.output)["events_checked"] > 0, result.output
     assert os.listdir(work) == []
+
+
+def test_an_existing_open_of_a_missing_file_is_refused_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    """(Review 2, G4: ``Ledger.open(path, existing=True)`` created the missing file; only
+    a URL was checked.) A missing file is refused as the read commands refuse it, and
+    neither it nor its folder is made; an existing ledger still opens."""
+    missing = tmp_path / "nowhere" / "ledger.db"
+    with pytest.raises(InvalidInput, match="no ledger file at"):
+        Ledger.open(missing, existing=True)
+    assert not missing.parent.exists()
+    Ledger.open(tmp_path / "made.db").close()
+    Ledger.open(tmp_path / "made.db", existing=True).close()

@@ -157,7 +157,7 @@ def open_store(
 
     `options` go to the backend's constructor. `read_only` opens a SQLite file writing
     nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. `existing`
-    (a command that only reads; :func:`require_ledger_file` checks a file): a URL
+    (a command that only reads): a missing file (:func:`require_ledger_file`) or a URL
     holding no ledger is refused, nothing created; a str names the option. Raises
     InvalidInput for an unknown scheme, and InvalidConfig when the PostgreSQL extra is
     not installed.
@@ -166,6 +166,8 @@ def open_store(
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)
+        if existing:  # (a missing file is refused, not created)
+            require_ledger_file(text, existing if isinstance(existing, str) else None)
         return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:

@@ -124,7 +124,8 @@ class Ledger:
         existing: bool = False,
     ) -> Ledger:
         """Open (creating if needed) and fold a ledger: a SQLite path or a ``postgresql://`` URL.
-        `existing`: a URL holding no ledger is refused (``open_store``), nothing created.
+        `existing`: a missing file or a URL holding no ledger is refused (``open_store``),
+        nothing created.
 
         Without `config`, the settings are resolved as everywhere else: defaults < the
         config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config

@@ -39,6 +39,7 @@ from ctxledger.compressor.summarizers.recorded import RecordedSummarizer
 from ctxledger.errors import (
     CompressionError,
     ConcurrencyError,
+    ConnectionLost,
     ContextOverflowError,
     CtxLedgerError,
     DuplicateEventError,
@@ -94,6 +95,7 @@ __all__ = [
     "CompressionConfig",
     "CompressionError",
     "ConcurrencyError",
+    "ConnectionLost",
     "ContextEngine",
     "ContextOverflowError",
     "ContextService",

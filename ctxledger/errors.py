@@ -125,6 +125,11 @@ class IntegrityError(StoreError):
     """The log's hash chain does not verify."""
 
 
+class ConnectionLost(StoreError):
+    """The PostgreSQL server could not be reached (down, restarting, or the network);
+    retry later (an append cut off may or may not be stored: re-send the same events)."""
+
+
 class LedgerChanged(StoreError):
     """A ledger read without locks (SQLite ``immutable=1``) changed during the read:
     what was read may be torn; run the command again."""

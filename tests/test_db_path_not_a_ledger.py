@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
-from ctxledger.errors import IntegrityError
+from ctxledger.errors import IntegrityError, InvalidInput
 
 
 def _mode(path: Path) -> int:
@@ -213,3 +213,17 @@ def test_a_path_given_where_an_opened_store_or_ledger_goes_is_named(
     with pytest.raises(InvalidInput, match=r"takes a Ledger, got .*ContextService\.open\(path\)"):
         ContextService(given)  # type: ignore[arg-type]
     assert os.listdir(tmp_path) == []
+
+
+def test_an_existing_open_of_a_missing_file_is_refused_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    """(Review 2, G4: ``Ledger.open(path, existing=True)`` created the missing file; only
+    a URL was checked.) A missing file is refused as the read commands refuse it, and
+    neither it nor its folder is made; an existing ledger still opens."""
+    missing = tmp_path / "nowhere" / "ledger.db"
+    with pytest.raises(InvalidInput, match="no ledger file at"):
+        Ledger.open(missing, existing=True)
+    assert not missing.parent.exists()
+    Ledger.open(tmp_path / "made.db").close()
+    Ledger.open(tmp_path / "made.db", existing=True).close()

@@ -43,6 +43,8 @@ def schema_for(path: Path) -> str:
 
 
 class TestPostgresStore(EventStoreContract):
+    names_streams = True  # (the projector's open checks a fold against these names)
+
     @pytest.fixture(autouse=True)
     def _server(self, pg_server: PgServer) -> None:
         self.url = pg_server.url

@@ -64,9 +64,9 @@ def spy_copies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = postgres_copy.copy_append
 
-    def spy(conn: Any, key: int, channel: str, heads: Any, prepare: Any) -> dict[str, int] | None:
+    def spy(conn: Any, appender: Any, heads: Any, prepare: Any) -> dict[str, int] | None:
         seen.append(sum(n for _, n in heads))
-        return real(conn, key, channel, heads, prepare)
+        return real(conn, appender, heads, prepare)
 
     monkeypatch.setattr("ctxledger.eventstore.postgres.copy_append", spy)
     return seen

@@ -394,15 +394,13 @@ _NO_STREAM = (
 )
 
 
-def _renamed_streams_row(url: str) -> None:
-    """A ledger of session S whose streams row is renamed T (PostgreSQL opens it: its fold
-    reads each session from the payload)."""
-    with Ledger.open(url) as ledger:
-        ledger.start_session(model="m", context_length=8192, session_id="S")
-        ledger.append_messages("S", [{"role": "user", "content": "hi"}])
-        store = ledger.store
-        assert isinstance(store, PostgresEventStore)
-        store._run("rename", lambda conn: conn.execute("UPDATE streams SET stream = 'T'"))
+def _renamed_streams_row(ledger: Ledger) -> None:
+    """Session S in `ledger`, its streams row then renamed T (a later open is refused)."""
+    ledger.start_session(model="m", context_length=8192, session_id="S")
+    ledger.append_messages("S", [{"role": "user", "content": "hi"}])
+    store = ledger.store
+    assert isinstance(store, PostgresEventStore)
+    store._run("rename", lambda conn: conn.execute("UPDATE streams SET stream = 'T'"))
 
 
 @pytest.mark.parametrize(
@@ -414,7 +412,8 @@ def test_a_session_whose_streams_row_was_renamed_is_named_not_read_as_empty(
 ) -> None:
     """(Session 36: ``read_stream('S')`` found no stream and ``audit S`` printed an empty
     audit; ``replay S --config`` reads the session through ``history``.)"""
-    _renamed_streams_row(url)
+    with Ledger.open(url) as ledger:
+        _renamed_streams_row(ledger)
     if command[-1] == "--config":
         (tmp_path / "other.toml").write_text("threshold = 0.6\n")
         command = [*command, str(tmp_path / "other.toml")]
@@ -425,8 +424,11 @@ def test_a_session_whose_streams_row_was_renamed_is_named_not_read_as_empty(
 
 def test_a_renamed_streams_row_is_named_by_the_runtime_state(url: str) -> None:
     """The engine's runtime state (``status``, the pressure checks) reads the chain's
-    sessions with ``read_session``: not a fresh state from nothing read."""
-    _renamed_streams_row(url)
-    with Ledger.open(url) as ledger, pytest.raises(InvalidEvent) as refused:
-        ContextService(ledger).status("S")
+    sessions with ``read_session``: not a fresh state from nothing read. (Session 37: a
+    ledger opened after the rename is refused at open, as on SQLite; the row is renamed
+    here under a ledger already open, which the runtime state still reads.)"""
+    with Ledger.open(url) as ledger:
+        _renamed_streams_row(ledger)
+        with pytest.raises(InvalidEvent) as refused:
+            ContextService(ledger).status("S")
     assert str(refused.value) == _NO_STREAM

@@ -15,6 +15,7 @@ from openapi_spec_validator import validate as validate_openapi
 from starlette.routing import Route
 
 from ctxledger import CompressionConfig, ContextService
+from ctxledger.errors import ConnectionLost
 from ctxledger.events import UsageReported
 from ctxledger.server import create_app, endpoints
 from ctxledger.server.openapi import build_schema
@@ -527,3 +528,31 @@ async def test_diff_refuses_a_ref_that_is_a_whole_id_and_a_session_at_a_seq(api:
     for b, said in [(f"v@2@{last}", "v@2"), ("v@02", "v")]:
         got = await api.call("GET", "/v1/diff", params={"a": "v", "b": b})
         assert got["b"]["session_id"] == said
+
+
+async def test_a_store_server_out_of_reach_is_a_503_to_retry_logged_in_one_line(
+    api: Api, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """(Session 37: a PostgreSQL server restarting for longer than the pool's timeout
+    answered 500 ``ledger_error`` and logged a traceback per request.) 503
+    ``store_unavailable`` with ``Retry-After``, one warning line; the schema says so."""
+    sid = await _session(api)
+
+    async def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionLost("could not append in postgresql://db/x: the server could not be")
+
+    monkeypatch.setattr(api.service, "append", unreachable)
+    resp = await api.client.post(
+        f"/v1/sessions/{sid}/messages", headers=AUTH, json={"messages": [{"role": "user"}]}
+    )
+    assert resp.status_code == 503 and resp.headers["retry-after"] == "1"
+    assert resp.json()["error"]["code"] == "store_unavailable"
+    logged = [r for r in caplog.records if "could not append" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is None
+    schema = await api.call("GET", "/openapi.json")
+    assert (
+        "store_unavailable"
+        in schema["paths"]["/v1/sessions/{session_id}/messages"]["post"]["responses"]["503"][
+            "description"
+        ]
+    )

@@ -18,6 +18,7 @@ from helpers.fake_upstream import Cut, Error, Say, Seen
 from helpers.server_rig import Rig, ask, rig, switches
 
 from ctxledger import CompressionConfig
+from ctxledger.errors import ConnectionLost
 from ctxledger.tokens import count_messages
 
 pytestmark = pytest.mark.anyio
@@ -534,3 +535,34 @@ async def test_a_repeated_turn_is_not_recorded_and_keeps_the_full_set_of_cache_m
         assert [m["content"] for m in ledger.transcript.live_messages(node.session_id)][-1] == (
             msgs[-1]["content"]
         )
+
+
+@pytest.mark.parametrize(
+    ("api", "path", "body", "said"),
+    [
+        ("openai", "/v1/chat/completions", {"model": "gpt-4.1"}, "server_error"),
+        ("anthropic", "/v1/messages", {"model": "claude-x", "max_tokens": 64}, "api_error"),
+    ],
+)
+async def test_a_store_server_out_of_reach_is_a_503_to_retry_on_the_proxy_face(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    api: str,
+    path: str,
+    body: dict[str, Any],
+    said: str,
+) -> None:
+    """(Review F3: only the state API's 503 was tested.) A turn whose ledger server is
+    out of reach is 503 ``store_unavailable`` with ``Retry-After`` in the provider's
+    error shape; nothing goes upstream."""
+    async with rig(tmp_path, api=api) as r:
+
+        async def unreachable(*args: Any, **kwargs: Any) -> Any:
+            raise ConnectionLost("could not append in postgresql://db/x: the server could not")
+
+        monkeypatch.setattr(r.service, "start_session", unreachable)
+        messages = [{"role": "user", "content": "hi"}]
+        resp = await r.http.post(path, json={**body, "messages": messages})
+        assert resp.status_code == 503 and resp.headers["retry-after"] == "1"
+        assert resp.json()["error"]["code"] == "store_unavailable"
+        assert resp.json()["error"]["type"] == said and r.upstream.requests == []

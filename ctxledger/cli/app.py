@@ -108,14 +108,16 @@ class State:
         if self._ledger is None:
             if existing or reads:
                 require_ledger_file(self.db)
+            must = existing or reads  # (a URL holding no ledger: refused at the open)
             if reads:
-                self._ledger = open_for_reading(self.db, self._open)
+                self._ledger = open_for_reading(self.db, lambda ro: self._open(ro, must))
             else:  # an empty file names nothing recorded: read, not made a ledger
-                self._ledger = self._open(existing and _empty_file(self.db))
+                self._ledger = self._open(existing and _empty_file(self.db), must)
         return self._ledger
 
-    def _open(self, read_only: bool) -> Ledger:
-        return Ledger.open(self.db, config=self.config(), read_only=read_only)
+    def _open(self, read_only: bool, existing: bool) -> Ledger:
+        config = self.config()
+        return Ledger.open(self.db, config=config, read_only=read_only, existing=existing)
 
     def changed_instead(self, exc: CtxLedgerError) -> CtxLedgerError:
         """The ledger's change (LedgerChanged) when `exc` may come of a torn lock-free
@@ -180,7 +182,7 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
     ``migrate --from``), which must exist: opened as :func:`open_for_reading` says, its
     reads checked for a change (:func:`_checked`)."""
     require_ledger_file(target, option)
-    opened = open_for_reading(target, lambda ro: open_store(target, read_only=ro))
+    opened = open_for_reading(target, lambda ro: open_store(target, read_only=ro, existing=option))
     with opened as store, _checked(store):
         yield store
 

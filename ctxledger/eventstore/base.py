@@ -341,10 +341,7 @@ class EventStore(abc.ABC):
             empty = False
             yield record
         if empty:
-            raise InvalidEvent(
-                f"the session {session!r} has events but no stream of that name (its "
-                "streams row renamed or removed?); run verify() on the log"
-            )
+            raise no_stream(session)
 
     @abc.abstractmethod
     def read_all(
@@ -393,6 +390,13 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     def streams(self) -> list[tuple[str, int]]:
         """(stream, version) for every stream, oldest first."""
+
+    def stream_names(self) -> set[str] | None:
+        """Every stream's name, for the open's check of a log folded from rows without
+        their streams (PostgreSQL's: a streams row renamed or removed is refused there);
+        None (this default) when the store's fold checks each row against its stream
+        itself (SQLite's). A store wrapping another passes it on."""
+        return None
 
     @abc.abstractmethod
     def put_blob(self, data: bytes) -> str:
@@ -555,6 +559,14 @@ def in_versions(
                 f"{shown(version)}, not one from 1 up; run verify() on the log"
             )
     return rows
+
+
+def no_stream(session: str) -> InvalidEvent:
+    """A session whose events exist has no stream of its name (read or open)."""
+    return InvalidEvent(
+        f"the session {session!r} has events but no stream of that name (its streams row "
+        "renamed or removed?); run verify() on the log"
+    )
 
 
 def of_stream(records: list[Recorded], stream: str) -> list[Recorded]:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
@@ -103,9 +104,10 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
     """Refuse (InvalidInput, nothing created) a SQLite ledger file that does not exist.
 
     For commands that only read a ledger: opening a store creates a missing file (and
-    its folders), which would turn a mistyped path into an empty ledger. A server URL
-    passes (its store says whether it can be reached). `option` names a second ledger
-    (``--b-db``, ``--from``) in the message; else it is the ledger (``--db``).
+    its folders), which would turn a mistyped path into an empty ledger. A URL passes:
+    its store's open refuses a database and schema holding no ledger
+    (``open_store(existing=...)``, on the open's own connection). `option` names a
+    second ledger (``--b-db``, ``--from``) in the message; else it is the ledger (``--db``).
     """
     text = target_text(target)
     if is_url(text) or _is_file(text):
@@ -162,12 +164,15 @@ def open_store(
     *,
     durability: Durability = "full",
     read_only: bool = False,
+    existing: bool | str = False,
     **options: Any,
 ) -> EventStore:
     """Open the event store `target` names: a PostgreSQL URL or a SQLite file path.
 
     `options` go to the backend's constructor. `read_only` opens a SQLite file writing
-    nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. Raises
+    nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. `existing`
+    (a command that only reads): a missing file (:func:`require_ledger_file`) or a URL
+    holding no ledger is refused, nothing created; a str names the option. Raises
     InvalidInput for an unknown scheme, and InvalidConfig when the PostgreSQL extra is
     not installed.
     """
@@ -175,6 +180,8 @@ def open_store(
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)
+        if existing:  # (a missing file is refused, not created)
+            require_ledger_file(text, existing if isinstance(existing, str) else None)
         return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:
@@ -194,7 +201,12 @@ def open_store(
             f"a PostgreSQL ledger needs the postgres extra ({exc.name} is missing): "
             "pip install 'ctxledger[postgres]'"
         ) from exc
-    return PostgresEventStore(text, durability=durability, **options)
+    try:
+        return PostgresEventStore(text, durability=durability, create=not existing, **options)
+    except NoLedger as exc:
+        if isinstance(existing, str):
+            raise NoLedger(exc.where, existing) from None
+        raise
 
 
 def close_quietly(store: EventStore) -> None:

@@ -35,7 +35,6 @@ skipped or repeated.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -46,10 +45,8 @@ import psycopg_pool
 
 from ctxledger.errors import (
     CtxLedgerError,
-    IntegrityError,
     InvalidConfig,
     InvalidInput,
-    StorageFullError,
     StoreError,
     UnknownBlob,
 )
@@ -71,13 +68,19 @@ from ctxledger.eventstore.postgres_append import (
     CALL_ROWS,
     Appender,
     client_side,
-    prepare,
     stream_ends,
 )
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
+from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
-from ctxledger.eventstore.postgres_url import describe, is_postgres_url, split_schema
+from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
+from ctxledger.eventstore.postgres_url import (
+    SCHEMA_NAME,
+    describe,
+    is_postgres_url,
+    split_schema,
+)
 from ctxledger.eventstore.rows import (
     BlobChecks,
     ChainVerifier,
@@ -92,6 +95,7 @@ __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 #: read_at: the rows at given seqs, a bounded array of them per query
 _READ_AT = "SELECT seq, version, schema, payload, hash FROM events WHERE seq = ANY(%s) ORDER BY seq"
 _READ_AT_CHUNK = 5000
+_STREAM_NAMES = "SELECT stream FROM streams"
 
 T = TypeVar("T")
 Conn = psycopg.Connection[tuple[Any, ...]]
@@ -100,16 +104,10 @@ _READ_BATCH = 2000
 #: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
 _ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: without a notification, a follower re-reads at least this often (a safety net only)
 _IDLE_REREAD = 1.0
 #: an append that keeps losing races to other appenders of its streams gives up
 _RACE_RETRIES = 50
-_RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
-
-
-class ConnectionLost(StoreError):
-    """The PostgreSQL server could not be reached (down, restarting, or the network)."""
 
 
 class PostgresEventStore(EventStore):
@@ -121,6 +119,8 @@ class PostgresEventStore(EventStore):
     sets ``synchronous_commit=off``: a server crash may lose the last commits, never
     corrupts the log. `index_dir` is where local side indexes live (recall's FTS5
     file): default ``$CTXLEDGER_INDEX_DIR``, else the user cache directory.
+    ``create=False`` (a command that only reads): a URL holding no ledger is NoLedger
+    (an InvalidInput), nothing created.
     """
 
     def __init__(
@@ -133,12 +133,13 @@ class PostgresEventStore(EventStore):
         pool_size: int = 4,
         connect_timeout: float = 10.0,
         index_dir: str | os.PathLike[str] | None = None,
+        create: bool = True,
     ) -> None:
         if not is_postgres_url(url):
             raise InvalidInput(f"not a PostgreSQL URL: {url!r}; use postgresql://user@host/db")
         conninfo, url_schema = split_schema(url)
         self.schema = schema or url_schema or "public"
-        if not _SCHEMA_NAME.fullmatch(self.schema):
+        if not SCHEMA_NAME.fullmatch(self.schema):
             raise InvalidConfig(
                 f"schema {self.schema!r} must be a lowercase identifier (letters, digits, _)"
             )
@@ -154,7 +155,7 @@ class PostgresEventStore(EventStore):
         self._appender = Appender(q.lock_key(self.schema, "append"), q.notify_channel(self.schema))
         self._channel = self._appender.channel
         self._conninfo = conninfo
-        commit = "on" if durability == "full" else "off"
+        self._commit = commit = "on" if durability == "full" else "off"
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, round(connect_timeout)),
@@ -164,35 +165,38 @@ class PostgresEventStore(EventStore):
             # LATIN1 left psycopg to encode in LATIN1: a raw UnicodeEncodeError on "€")
             "client_encoding": "UTF8",
         }
-        self.ledger_id = self._migrate()
+        self._setup = setup = PoolSetUp(self.schema, commit, self.where, self._appender)
+        opener = self._open(create)
         self._leases = PgLeases(conninfo, self._kwargs, self.schema)
-        self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
-            conninfo,
-            # no automatic prepares: psycopg would DEALLOCATE ALL (ours too) after a ROLLBACK
-            kwargs={**self._kwargs, "prepare_threshold": None},
-            min_size=1,
-            max_size=pool_size,
-            timeout=connect_timeout,
-            open=True,
-            name=f"ctxledger-{self.schema}",
-            configure=prepare,
-        )
+        try:  # the pool's first connection compared with the open's, then the tables made
+            kwargs = {**self._kwargs, "prepare_threshold": None}  # (psycopg's: DEALLOCATE ALL)
+            self._pool = setup.pool(conninfo, kwargs, pool_size, connect_timeout)
+            q.PG_MIGRATIONS.apply(opener, self.schema)
+            self.ledger_id = str(opener.execute(q.LEDGER_ID).fetchall()[0][0])
+        except BaseException as exc:
+            if hasattr(self, "_pool"):
+                self._pool.close()
+            if isinstance(exc, psycopg.Error):
+                raise self._translate(exc, "open the ledger") from exc
+            raise
+        finally:
+            opener.close()
 
-    def _migrate(self) -> str:
-        """Create the schema and tables if needed; returns the ledger's id (one connection)."""
+    def _open(self, create: bool) -> Conn:
+        """The open's connection: the schema set up, created if needed (`create`; else
+        NoLedger when there is no ledger), the session checked; left open."""
+        conn = None
         try:
-            with psycopg.connect(self._conninfo, **self._kwargs) as conn:
-                exists = conn.execute(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-                ).fetchone()
-                if not exists:
-                    q.create_schema(conn, self.schema)
-                q.PG_MIGRATIONS.apply(conn, self.schema)
-                row = conn.execute(q.LEDGER_ID).fetchone()
-        except psycopg.Error as exc:
-            raise self._translate(exc, "open the ledger") from exc
-        assert row is not None
-        return str(row[0])
+            conn = connect(self._conninfo, self._kwargs)
+            pid = open_schema(conn, self.schema, self._commit, self.where, create=create)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, psycopg.Error):
+                raise self._translate(exc, "open the ledger") from exc
+            raise
+        self._setup.opener = (conn, pid)
+        return conn
 
     def __repr__(self) -> str:
         return f"PostgresEventStore({self.where!r}, durability={self.durability!r})"
@@ -222,24 +226,10 @@ class PostgresEventStore(EventStore):
         raise AssertionError("unreachable")
 
     def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
-        where = f"could not {action} in {self.where}"
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        if isinstance(exc, psycopg.errors.DiskFull):
-            return StorageFullError(
-                f"{where}: the server's disk is full; nothing from this operation was written: "
-                "free space on the server and retry"
-            )
-        if isinstance(exc, psycopg.errors.IntegrityError):
-            return IntegrityError(
-                f"{where}: the tables broke a ctxledger rule ({detail}); was the log written "
-                "by something else? run verify()"
-            )
-        if isinstance(exc, psycopg.OperationalError):
-            return ConnectionLost(
-                f"{where}: the server could not be reached ({detail}); check it is running and "
-                f"the URL{_RESEND if action == 'append' else ''}"  # (an open, a read: no hint)
-            )
-        return StoreError(f"{where}: {detail}")
+        error = translated(exc, action, self.where)
+        if isinstance(exc, psycopg_pool.PoolTimeout) and isinstance(error, ConnectionLost):
+            return self._setup.timed_out(error)  # (with why new connections were refused)
+        return error
 
     # --- appending -------------------------------------------------------------------------
 
@@ -297,7 +287,7 @@ class PostgresEventStore(EventStore):
 
         heads, race = [(r.stream, len(r.events)) for r in requests], False
         try:
-            versions = copy_append(conn, self._appender.key, self._channel, heads, prepare)
+            versions = copy_append(conn, self._appender, heads, prepare)
         except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected) as exc:
             name = getattr(exc.diag, "constraint_name", None)
             if name not in q.RACES and name != "events_event_id_key" and name is not None:
@@ -320,7 +310,7 @@ class PostgresEventStore(EventStore):
             if sum(len(b.rows) for b in batches) <= CALL_ROWS:
                 return self._appender.call(conn, batches)
             heads = [(b.stream, len(b.rows)) for b in batches]
-            versions = copy_append(conn, self._appender.key, self._channel, heads, lambda: batches)
+            versions = copy_append(conn, self._appender, heads, lambda: batches)
             if versions is not None:
                 return versions
         except psycopg.errors.UniqueViolation as exc:
@@ -389,6 +379,11 @@ class PostgresEventStore(EventStore):
         """(stream, version) for every stream, in order of their first event (read-only)."""
         return [(str(s), int(v)) for s, v in self._fetch("list streams", q.STREAMS, ())]
 
+    def stream_names(self) -> set[str] | None:
+        """Every stream's name (the open's check of its fold: a streams row renamed or
+        removed). One scan of the names only: 0.5 ms for 3,000, ``streams()`` 12 ms."""
+        return {str(row[0]) for row in self._fetch("list streams", _STREAM_NAMES, ())}
+
     def read_all(
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
     ) -> Iterator[Recorded]:
@@ -436,7 +431,9 @@ class PostgresEventStore(EventStore):
         self, stream: str, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
-        found = self._run("read a stream", lambda conn: stream_ends(conn, stream))
+        found = self._run(
+            "read a stream", lambda conn: stream_ends(conn, stream, self._appender.plain)
+        )
         if found is None:
             return
         stream_id, upto = found[0], MAX_SEQ if to_version is None else to_version

@@ -23,7 +23,8 @@ Read_stream's lookup (:func:`stream_ends`) is prepared here too, with the ``CALL
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 import psycopg
@@ -33,7 +34,7 @@ from psycopg import generators, pq
 from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
-from ctxledger.eventstore.postgres_copy import Placed, hash_rows
+from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
 from ctxledger.eventstore.resends import NOT_STORED, already_stored
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
@@ -43,22 +44,17 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 #: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN);
-#: the statements a connection prepared (``_prepare``): planned once per connection
+#: the statements a connection prepared (:func:`prepare`): planned once per connection
 _HEAD = (
     "SELECT pg_advisory_xact_lock(%s);"
     "EXECUTE ctxledger_seal(%s);"
     "EXECUTE ctxledger_streams(%s);"
     "EXECUTE ctxledger_next_streams(%s)"
 )
-_PREPARED = {
-    "ctxledger_seal(text)": q.SEAL,
-    "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
-    "ctxledger_next_streams(integer)": q.NEXT_STREAM_IDS,
-    "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
-        q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
-    ),
-}
 _INSERT_ROW = "EXECUTE ctxledger_insert(%s, %s, %s, %s, %s, %s, %s, %s)"
+#: the same without the prepared statements (a connection that cannot keep them)
+_HEAD_PLAIN = unprepared(_HEAD)
+_INSERT_ROW_PLAIN = unprepared(_INSERT_ROW)
 #: the one-event append, prepared with libpq on each pool connection (protocol level:
 #: psycopg's DEALLOCATE ALL after a ROLLBACK only runs once psycopg prepared something,
 #: and the pool's ``prepare_threshold=None`` keeps it from ever doing so)
@@ -79,6 +75,8 @@ _INLINE_ROWS = 16
 CALL_ROWS = 16
 _json = msgspec.json.Encoder().encode
 _COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
+_MISSING = psycopg.errors.InvalidSqlStatementName
+T = TypeVar("T")
 
 
 def _rollback(conn: Conn) -> None:
@@ -112,6 +110,28 @@ class Appender:
         self.channel = channel
         self._key = b"%d" % key
         self._channel = channel.encode()
+        #: set when prepared statements do not hold on this store's connections (:meth:`held`)
+        self.plain = False
+
+    def held(self, conn: Conn, fn: Callable[[Conn], T]) -> T:
+        """`fn(conn)`, which uses the statements each pool connection prepared
+        (:func:`prepare`). When one is gone (a ``DISCARD ALL`` or ``DEALLOCATE``, a pooler
+        that hands out another server session) they are prepared again and `fn` runs once
+        more; if that does not hold either (a pooler in transaction mode), `fn` runs on
+        plain statements, and so does every later append of this store. Safe to repeat:
+        a missing statement fails its transaction, rolled back, before anything is kept."""
+        if not self.plain:
+            try:
+                return fn(conn)
+            except _MISSING:
+                _rollback(conn)
+            prepare(conn, again=True)
+            try:
+                return fn(conn)
+            except _MISSING:
+                _rollback(conn)
+                self.plain = True
+        return fn(conn)
 
     def call(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
         """A small append without blobs: one ``ctxledger_insert`` call (autocommit: its
@@ -123,7 +143,7 @@ class Appender:
         arguments: the same steps in one round trip, its row written once (sealed
         directly) when the lock is free."""
         if len(batches) == 1 and len(batches[0].rows) == 1:
-            return self.call_one(conn, batches[0])
+            return self.held(conn, lambda c: self.call_one(c, batches[0]))
         return self.call_many(conn, batches)
 
     def call_many(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
@@ -144,6 +164,8 @@ class Appender:
         libpq's own call and binary ``bytea`` arguments: no statement to parse on the
         server, no query to build or bytes to hex-encode here."""
         ((event_id, kind, schema, payload),) = batch.rows
+        if self.plain:
+            return self._call_one_plain(conn, batch)
         text = conn.info.encoding
         expected = batch.expected_version
         params: list[bytes | None] = [
@@ -167,6 +189,17 @@ class Appender:
         value = found.get_value(0, 0)
         assert value is not None
         return {batch.stream: int(value)}
+
+    def _call_one_plain(self, conn: Conn, batch: PreparedBatch) -> dict[str, int]:
+        """:meth:`call_one` as a plain ``CALL`` (psycopg binds the same arguments)."""
+        ((event_id, kind, schema, payload),) = batch.rows
+        header = _json((event_id, kind, schema))[1:-1]
+        head = (self.key, self.channel, batch.stream, batch.expected_version, _json(batch.stream))
+        found = conn.execute(
+            q.CALL_ONE, (*head, event_id, kind, schema, payload, header)
+        ).fetchone()
+        assert found is not None
+        return {batch.stream: int(found[0])}
 
     def call_params(self, batches: list[PreparedBatch]) -> tuple[Any, ...]:
         """The arguments of ``ctxledger_insert`` (those of migration 0002's
@@ -194,6 +227,16 @@ class Appender:
         *,
         check_ids: bool,
     ) -> dict[str, int]:
+        """:meth:`_transaction` on the connection's statements (:meth:`held`)."""
+        return self.held(conn, lambda c: self._transaction(c, batches, new_blobs, check_ids))
+
+    def _transaction(
+        self,
+        conn: Conn,
+        batches: list[PreparedBatch],
+        new_blobs: dict[str, bytes],
+        check_ids: bool,
+    ) -> dict[str, int]:
         """One append transaction in two round trips (three with blobs, four for big batches).
 
         Statements are bound client-side and sent several per message (simple query
@@ -208,7 +251,8 @@ class Appender:
                 self._store_blobs(conn, new_blobs)  # before the lock: big bytes, no ordering
             # the lock first; then statements of their own, whose snapshots see every commit
             head = (self.key, self.channel, names, len(names))
-            cur.execute(_HEAD if new_blobs else "BEGIN;" + _HEAD, head)
+            statement = _HEAD_PLAIN if self.plain else _HEAD
+            cur.execute(statement if new_blobs else "BEGIN;" + statement, head)
             _, tail, found_rows, id_rows = _results(cur)[-4:]
             found = {str(s): (int(i), int(v)) for s, i, v in found_rows}
             current: list[tuple[int | None, int]] = [found.get(n, (None, 0)) for n in names]
@@ -275,7 +319,7 @@ class Appender:
         else:
             rows: list[tuple[Any, ...]] = []
             hash_rows(plan, seq, prev, rows.append)
-            statements += [_INSERT_ROW] * len(rows)
+            statements += [_INSERT_ROW_PLAIN if self.plain else _INSERT_ROW] * len(rows)
             params += [value for row in rows for value in row]
         statements += ["SELECT pg_notify(%s, %s)", "COMMIT"]
         cur.execute(";".join(statements), [*params, self.channel, str(end)])
@@ -300,15 +344,20 @@ def client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bo
     return bool(new_blobs) or any(b.chain == "linked" for b in batches)
 
 
-def prepare(conn: Conn) -> None:
+def prepare(conn: Conn, *, again: bool = False) -> None:
     """Prepare the append's statements on a new pool connection (SQL-level PREPARE, so
     they can be EXECUTEd inside the multi-statement messages of an append; the
     one-event ``CALL`` at protocol level, for :meth:`Appender.call_one`, and
-    :func:`stream_ends` beside it)."""
-    for name, statement in _PREPARED.items():
-        conn.execute(f"PREPARE {name} AS {statement}")
+    :func:`stream_ends` beside it). `again`: those still there are left as they are."""
+    kept: tuple[type[psycopg.Error], ...] = (
+        (psycopg.errors.DuplicatePreparedStatement,) if again else ()
+    )
+    for name, statement in PREPARED.items():
+        with contextlib.suppress(*kept):
+            conn.execute(f"PREPARE {name} AS {statement}")
     for protocol_name in _PROTOCOL:
-        _send_prepare(conn, protocol_name)
+        with contextlib.suppress(*kept):
+            _send_prepare(conn, protocol_name)
 
 
 def _send_prepare(conn: Conn, name: bytes) -> None:
@@ -320,21 +369,22 @@ def _send_prepare(conn: Conn, name: bytes) -> None:
         raise psycopg.errors.error_from_result(done, encoding=conn.info.encoding)
 
 
-def stream_ends(conn: Conn, stream: str) -> Ends:
+def stream_ends(conn: Conn, stream: str, plain: bool = False) -> Ends:
     """The stream's id and the (seq, version) of its lowest and highest sealed rows by
     version (``STREAM_ENDS``), or None for no such stream. The statement prepared on the
     connection; when it is gone (a ``DISCARD ALL`` or ``DEALLOCATE``, a pooler that
     hands out another server session) it is prepared again, and if that does not hold
     either, the query runs unprepared: a read never depends on the session's state. For
     an idle autocommit connection (the pool's): in an open transaction, a missing
-    statement aborts it and neither retry can run.
+    statement aborts it and neither retry can run. `plain` (the store's
+    ``Appender.plain``: prepared statements do not hold there): unprepared at once.
 
     A name holding NUL is no stream (appends refuse it): text parameters end at a NUL,
     so it would be looked up cut short."""
     if "\x00" in stream:
         return None
-    held, found = _ends_prepared(conn, stream)
-    if not held:
+    held, found = (False, None) if plain else _ends_prepared(conn, stream)
+    if not held and not plain:
         with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):
             _send_prepare(conn, _ENDS)
         held, found = _ends_prepared(conn, stream)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -42,9 +43,30 @@ from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import AppendRequest, PreparedBatch
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_header, chain_rows, chain_tip
 
-__all__ = ["Placed", "copy_append", "copy_shaped", "hash_rows"]
+__all__ = ["PREPARED", "Placed", "copy_append", "copy_shaped", "hash_rows", "unprepared"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+
+#: the statements each pool connection prepares (SQL-level: ``EXECUTE``d in the appends'
+#: multi-statement messages; ``$n`` parameters, each used once and in order)
+PREPARED = {
+    "ctxledger_seal(text)": q.SEAL,
+    "ctxledger_streams(text[])": q.STREAMS_NAMED.replace("%s", "$1"),
+    "ctxledger_next_streams(integer)": q.NEXT_STREAM_IDS,
+    "ctxledger_insert(bigint, text, bigint, bigint, text, integer, bytea, text)": (
+        q.INSERT_EVENTS + "($1, $2, $3, $4, $5, $6, $7, $8)"
+    ),
+}
+
+
+def unprepared(sql: str) -> str:
+    """`sql` with each ``EXECUTE name(%s, ...)`` of a :data:`PREPARED` statement replaced by
+    its text (``%s`` parameters): for a connection that cannot keep prepared statements."""
+    for name, statement in PREPARED.items():
+        call = f"EXECUTE {name.split('(')[0]}({', '.join(['%s'] * (name.count(',') + 1))})"
+        sql = sql.replace(call, re.sub(r"\$\d+", "%s", statement))
+    return sql
+
 
 _HEAD = (
     "SELECT pg_advisory_xact_lock(%s);"
@@ -56,6 +78,7 @@ _HEAD = (
     "EXECUTE ctxledger_streams(%s);"
     "SELECT pg_notify(%s, ((SELECT coalesce(max(seq), 0) FROM events) + %s)::text);"
 ) + q.COPY_EVENTS
+_HEAD_PLAIN = unprepared(_HEAD)
 _TUPLES = pq.ExecStatus.TUPLES_OK
 _COMMAND = pq.ExecStatus.COMMAND_OK
 _COPY_IN = pq.ExecStatus.COPY_IN
@@ -78,6 +101,17 @@ _MESSAGE = 128 * 1024
 
 #: one stream's rows placed in the log: (batch, stream id, version before them)
 Placed = tuple[PreparedBatch, int, int]
+T = TypeVar("T")
+
+
+class Appending(Protocol):
+    """What :func:`copy_append` needs of the store's appender (``postgres_append.Appender``)."""
+
+    key: int
+    channel: str
+    plain: bool
+
+    def held(self, conn: Conn, fn: Callable[[Conn], T]) -> T: ...
 
 
 def hash_rows(
@@ -118,8 +152,18 @@ def copy_shaped(requests: Sequence[AppendRequest], more_than: int) -> bool:
 
 def copy_append(
     conn: Conn,
-    key: int,
-    channel: str,
+    appender: Appending,
+    heads: Sequence[tuple[str, int]],
+    prepare: Callable[[], list[PreparedBatch] | None],
+) -> dict[str, int] | None:
+    """:func:`_copy_append` on the connection's statements (``appender.held``): its
+    head's ``EXECUTE``s, or plain statements where they do not hold."""
+    return appender.held(conn, lambda c: _copy_append(c, appender, heads, prepare))
+
+
+def _copy_append(
+    conn: Conn,
+    appender: Appending,
     heads: Sequence[tuple[str, int]],
     prepare: Callable[[], list[PreparedBatch] | None],
 ) -> dict[str, int] | None:
@@ -134,7 +178,9 @@ def copy_append(
     names = [stream for stream, _ in heads]
     new = sorted(stream for stream, n in heads if n)  # streams with rows, made if missing
     total = sum(n for _, n in heads)
-    head = psycopg.ClientCursor(conn).mogrify(_HEAD, (key, channel, new, names, channel, total))
+    key, channel = appender.key, appender.channel
+    params = (key, channel, new, names, channel, total)
+    head = psycopg.ClientCursor(conn).mogrify(_HEAD_PLAIN if appender.plain else _HEAD, params)
     text = conn.info.encoding
     pgconn = conn.pgconn
     with conn.lock:

@@ -7,11 +7,15 @@ tested without the store (and without psycopg: :func:`describe` imports it when 
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 
 from ctxledger.errors import InvalidInput
 
-__all__ = ["describe", "is_postgres_url", "split_schema"]
+__all__ = ["SCHEMA_NAME", "NoLedger", "describe", "is_postgres_url", "split_schema"]
+
+#: the schemas a ledger may live in (a lowercase identifier: never quoted)
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def is_postgres_url(target: str) -> bool:
@@ -64,3 +68,21 @@ def describe(conninfo: str, schema: str) -> str:
     host = str(info.get("host") or "localhost")
     port = f":{info['port']}" if info.get("port") else ""
     return f"postgresql://{host}{port}/{info.get('dbname') or ''} (schema {schema})"
+
+
+class NoLedger(InvalidInput):
+    """A database and schema holding no ledger, opened by a command that only reads
+    (``PostgresEventStore(create=False)``): nothing was created there, so a mistyped
+    URL (another database, another ``?schema=``) is not read as an empty ledger that
+    verifies. `option` names a second ledger (``--from``, ``--b-db``) in the message."""
+
+    def __init__(self, where: str, option: str | None = None) -> None:
+        self.where = where
+        if option is not None:
+            super().__init__(f"{option} {where}: no ledger there")
+        else:
+            super().__init__(
+                f"no ledger in {where} (another database or ?schema= than meant?); "
+                "`ctxledger import FILE`, `ctxledger demo` or `ctxledger migrate --to URL` "
+                "creates one"
+            )

@@ -395,7 +395,7 @@ def verify_file(
     require_ledger_file(path)
     store: EventStore
     if server:
-        store, read_only = open_store(path), False
+        store, read_only = open_store(path, existing=True), False
     else:  # (read-only again when a writable open failed for writing only: a full disk)
         lite = open_for_reading(path, lambda ro: SQLiteEventStore(path, read_only=ro))
         store, read_only = lite, lite.read_only

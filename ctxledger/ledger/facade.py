@@ -126,8 +126,11 @@ class Ledger:
         config: CompressionConfig | None = None,
         durability: Durability = "full",
         read_only: bool = False,
+        existing: bool = False,
     ) -> Ledger:
         """Open (creating if needed) and fold a ledger: a SQLite path or a ``postgresql://`` URL.
+        `existing`: a missing file or a URL holding no ledger is refused (``open_store``),
+        nothing created.
 
         Without `config`, the settings are resolved as everywhere else: defaults < the
         config file found (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config
@@ -138,7 +141,7 @@ class Ledger:
             config = resolve_config().config
         # SQLite makes missing parent folders (0700); read_only: an existing file, nothing written
         target = path if path is not None else default_db_path()
-        store = open_store(target, durability=durability, read_only=read_only)
+        store = open_store(target, durability=durability, read_only=read_only, existing=existing)
         try:
             return cls(store, clock=clock, ids=ids, config=config)
         except BaseException:  # a log the fold cannot read: closed (its -wal, -shm go too)

@@ -21,6 +21,7 @@ import msgspec
 
 from ctxledger.collector import collector_paused
 from ctxledger.events import Event, MessageAppended, Recorded
+from ctxledger.eventstore.base import EventStore, no_stream
 from ctxledger.eventstore.rows import ColumnRow, HeadRow
 from ctxledger.projections.accounting import AccountingProjection
 from ctxledger.projections.bodies import Bodies
@@ -192,7 +193,25 @@ class Projector:
                     )
                     break
         projector.catch_up(store, to_seq, heads=True)
+        projector._check_streams(store)
         return projector
+
+    def _check_streams(self, store: EventSource) -> None:
+        """A log folded from rows without their streams (PostgreSQL's ``read_rows``: each
+        session is read from the payloads) is checked against the store's stream names
+        once (``EventStore.stream_names``, None for SQLite), as a fold of SQLite's heads checks each
+        message row against its stream: a folded session with no stream of its name (its
+        row renamed or removed) is refused here, not at the first read of it. (Rows
+        whose names were swapped are named by that read: ``base.of_stream``.)"""
+        sessions = self.transcript.state.sessions
+        if not sessions or not isinstance(store, EventStore):
+            return
+        held = store.stream_names()
+        if held is None:
+            return
+        missing = next((sid for sid in sessions if sid not in held), None)
+        if missing is not None:
+            raise no_stream(missing)
 
     def save_checkpoint(self, store: EventSource) -> None:
         store.save_checkpoint(CHECKPOINT_NAME, self.last_seq, self.encode())

@@ -57,8 +57,11 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
                 require_bearer(request, state.token)
             return await endpoint.handler(request, state)
         except Exception as exc:
-            if not isinstance(exc, HTTPError) and classify(exc)[0] >= 500:  # on either face
-                # the path as a client sent it, decoded: %1b is an ESC (shown escaped)
+            status = 0 if isinstance(exc, HTTPError) else classify(exc)[0]
+            # the path as a client sent it, decoded: %1b is an ESC (shown escaped)
+            if status == 503:  # the store's server out of reach: expected, one line
+                log.warning("%s %s: %s", request.method, inline(request.url.path), message_of(exc))
+            elif status >= 500:  # on either face
                 log.exception("%s %s failed", request.method, inline(request.url.path))
             if endpoint.auth == "proxy":
                 return provider_error_response(_api_of(endpoint, state), exc)

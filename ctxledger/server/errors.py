@@ -16,6 +16,7 @@ from ctxledger.compressor.redact import redact
 from ctxledger.errors import (
     CompressionError,
     ConcurrencyError,
+    ConnectionLost,
     ContextOverflowError,
     CtxLedgerError,
     IntegrityError,
@@ -44,11 +45,16 @@ _MAP: tuple[tuple[type[Exception], int, str], ...] = (
     (ConcurrencyError, 409, "version_conflict"),
     (SessionEndedError, 409, "session_ended"),
     (StorageFullError, 507, "storage_full"),
+    (ConnectionLost, 503, "store_unavailable"),
     (IntegrityError, 500, "integrity_error"),
     (ContextOverflowError, 422, "context_overflow"),
     (CompressionError, 502, "compression_failed"),
     (CtxLedgerError, 500, "ledger_error"),
 )
+
+
+#: 401: how to authenticate; 503 (the store's server out of reach): when to try again
+_HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "1"}}
 
 
 class HTTPError(Exception):
@@ -100,7 +106,7 @@ def error_response(exc: Exception) -> JSONResponse:
         if status < 500 or code != "internal"
         else f"internal error: {message_of(exc)}"
     )
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = _HEADERS.get(status)
     return JSONResponse(
         {"error": {"code": code, "message": message, **extra}}, status_code=status, headers=headers
     )
@@ -123,7 +129,8 @@ def provider_error_body(api: str, status: int, code: str, message: str) -> dict[
 
 def provider_error_response(api: str, exc: Exception) -> JSONResponse:
     status, code, _ = classify(exc)
-    return JSONResponse(provider_error_body(api, status, code, message_of(exc)), status_code=status)
+    body = provider_error_body(api, status, code, message_of(exc))
+    return JSONResponse(body, status_code=status, headers=_HEADERS.get(status))
 
 
 __all__ = [

@@ -29,6 +29,7 @@ _ERRORS = {
     "401": "unauthorized: missing or wrong bearer token (nothing appended)",
     "404": "unknown_session / not_found",
     "422": "invalid_input / invalid_message: bad input, nothing appended",
+    "503": "store_unavailable: the ledger's PostgreSQL server is out of reach; retry later",
 }
 
 

@@ -102,7 +102,11 @@ def ids(records: Any) -> list[str]:
 class EventStoreContract(HostileRowsContract, abc.ABC):
     """Subclass per backend; `make_store` opens (or creates) a store at `path`.
 
-    Includes :class:`~ctxledger.testing.hostile_rows.HostileRowsContract` (forged rows)."""
+    Includes :class:`~ctxledger.testing.hostile_rows.HostileRowsContract` (forged rows).
+    A store whose ``stream_names()`` answers (its open's fold trusts it) sets
+    ``names_streams = True``: None from it is then a failure."""
+
+    names_streams: ClassVar[bool] = False
 
     @abc.abstractmethod
     def make_store(self, path: Path) -> EventStore: ...
@@ -140,6 +144,15 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
         assert [r.version for r in records if r.stream == "ses_a"] == [1, 2, 3, 4, 5, 6]
         assert [r.version for r in records if r.stream == "ses_b"] == [1, 2, 3]
         assert store.streams() == [("ses_a", 6), ("ses_b", 3)]
+
+    def test_stream_names_are_every_streams_name_or_none(self, store: EventStore) -> None:
+        """``stream_names()`` (the open's check of a fold from rows without their
+        streams): every stream's name, or None for a store whose fold checks each row."""
+        allowed = () if self.names_streams else (None,)
+        assert store.stream_names() in (*allowed, set())
+        store.append("ses_a", [message("ses_a")], 0)
+        store.append("ses_b", [message("ses_b")], 0)
+        assert store.stream_names() in (*allowed, {"ses_a", "ses_b"})
 
     @pytest.mark.parametrize("expected", [0, 1, 3, 7])
     def test_stale_expected_version_raises_and_writes_nothing(

@@ -321,11 +321,18 @@ PATH_ROOTS = frozenset(
     | {"proc", "sys", "lib", "work", "data", "app", "src", "workspace", "testbed", "repo"}
     | {"code", "project", "users"}
 )
+#: the first names of :data:`PATH_ROOTS` a project's own tree starts with as often
+#: (``lib/util.py``, ``src/``, ``app/``, ``bin/``): after caseless prose they are as
+#: likely a relative path's first folder (session 37; ``data`` stays a root: a
+#: container's volume, and session 35 keeps ``已修改/data/José/``)
+PROJECT_ROOTS = frozenset(
+    {"lib", "bin", "src", "app", "code", "project", "repo", "work", "workspace"}
+)
 #: the first names of an absolute path read after caseless prose (session 36, review 1:
-#: one list with :data:`PATH_ROOTS`): those and more top directories of systems,
-#: containers and phones, kept out of :data:`PATH_ROOTS` (``/run`` or ``/media`` alone
-#: is more often a word than a path), and a one-letter MSYS drive (:func:`system_root`)
-_SYSTEM_ROOTS = PATH_ROOTS | frozenset(
+#: one list with :data:`PATH_ROOTS`): those but :data:`PROJECT_ROOTS`, and more top
+#: directories of systems, containers and phones, kept out of :data:`PATH_ROOTS`
+#: (``/run`` or ``/media`` alone is more often a word than a path; :func:`system_root`)
+_SYSTEM_ROOTS = (PATH_ROOTS - PROJECT_ROOTS) | frozenset(
     {"boot", "lib64", "media", "run", "workspaces", "private", "volumes", "nix", "snap"}
     | {"content", "sdcard", "storage"}
 )
@@ -347,13 +354,14 @@ def system_root(path: str) -> bool:
     first name (``用户/app.py``, ``データ/src/app.py``): the text cannot tell them apart.
     The absolute reading (``/app.py``, ``/src/app.py``) is then a path the text may not
     hold: none, unless it starts at a system's top directory (``/home``, ``/etc``),
-    which a relative path hardly names second. The matcher reads it alike
-    (:func:`.factbounds.inside_longer_path`).
+    which a relative path hardly names second. Session 37: not at a name a project's
+    tree starts with too (:data:`PROJECT_ROOTS`: ``项目/lib/util.py`` gave the false
+    ``/lib/util.py``) nor at one letter (``目录/a/b.txt``; session 36 read an MSYS drive
+    there). The matcher reads it alike (:func:`.factbounds.inside_longer_path`).
     """
     name = path[1:].split("/", 1)[0]
     folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
-    drive = len(folded) == 1 and "a" <= folded <= "z" and path.count("/") > 1  # (``/c/x``)
-    return drive or folded in _SYSTEM_ROOTS
+    return folded in _SYSTEM_ROOTS
 
 
 #: marks looked back over before a path to find the character they sit on (the

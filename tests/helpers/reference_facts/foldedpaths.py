@@ -48,16 +48,16 @@ def caseless_before(text: str, start: int) -> bool:
 
 def system_root(path: str) -> bool:
     """Session 36: whether absolute `path` starts at a top directory of a system or
-    container (``/home``, ``/etc``, ``/app``, …, as the matcher reads it) or an MSYS
-    drive's letter (``/c/…``): after caseless prose it is read absolute
-    (``修改/home/用户/app.py``); any other could be a relative path's tail."""
-    roots = "bin boot data dev etc home lib lib64 media mnt opt proc root run sbin srv sys tmp"
-    roots += " usr var users work workspace workspaces testbed app src repo code project"
+    container (``/home``, ``/etc``, ``/usr``, …, as the matcher reads it): after
+    caseless prose it is read absolute (``修改/home/用户/app.py``); any other could be a
+    relative path's tail. Session 37: so could a name a project's own tree starts with
+    (``项目/lib/util.py``, ``src``, ``app``, ``bin``, …) or a single letter
+    (``目录/a/b.txt``, no MSYS drive any more)."""
+    roots = "boot data dev etc home lib64 media mnt opt proc root run sbin srv sys tmp"
+    roots += " usr var users workspaces testbed"
     roots += " private volumes nix snap content sdcard storage"
     first = "".join(matcher_reads(c) for c in path[1:].split("/")[0])
-    return first in roots.split() or (
-        len(path[1:].split("/")) > 1 and first in "abcdefghijklmnopqrstuvwxyz" and len(first) == 1
-    )
+    return first in roots.split()
 
 
 def longer_when_folded(text: str, start: int, end: int) -> bool:

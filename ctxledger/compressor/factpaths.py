@@ -42,6 +42,7 @@ from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
+from ctxledger.compressor.facturls import mask, urls
 
 __all__ = [
     "PATH_CHARS",
@@ -102,9 +103,6 @@ _UNC_RIGHT = re.compile(r"[A-Za-z0-9_.+@~$\-\\/]*")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 #: what may not stand before a Windows path (else it is part of something longer)
 _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
-_URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
-_URL_STRIP = ".,;:!?)]}'\""
 
 #: the conventional placeholder of an example path (``git diff -- path/to/file1``,
 #: ``/path/to/working/dir``, ``C:\\path\\to\\x``), in lower case only
@@ -129,44 +127,6 @@ _OBJECT_NAMES = frozenset(
         "response",
     ]
 )
-
-
-def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """`text` with `spans` blanked out (same length, so positions stay valid)."""
-    if not spans:
-        return text
-    n = len(text)
-    if len(spans) < 8 or not all(0 <= start <= end <= n for start, end in spans):
-        chars = list(text)
-        for start, end in spans:
-            chars[start:end] = " " * (end - start)
-        return "".join(chars)
-    # many spans (a long text): the union blanked between slices of `text`, no char list
-    out: list[str] = []
-    done = 0
-    for start, end in sorted(spans):
-        if end <= done:
-            continue
-        start = max(start, done)
-        out.append(text[done:start])
-        out.append(" " * (end - start))
-        done = end
-    out.append(text[done:])
-    return "".join(out)
-
-
-def urls(text: str) -> list[tuple[int, int, str]]:
-    found: list[tuple[int, int, str]] = []
-    for match in _URL_TAIL.finditer(text):
-        start = match.start()
-        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
-            start -= 1
-        scheme = text[start : match.start()]
-        value = text[start : match.end()].rstrip(_URL_STRIP)
-        if len(scheme) < 2 or not _URL_SCHEME.match(scheme) or len(value) <= len(scheme) + 4:
-            continue
-        found.append((start, start + len(value), value))
-    return found
 
 
 def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:

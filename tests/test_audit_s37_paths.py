@@ -62,3 +62,62 @@ def test_the_matcher_reads_a_project_folder_after_caseless_prose_alike() -> None
     assert retention([drive], "用户/c/x.py") == ([], [drive])
     etc = _path_fact("see /etc/hosts now")
     assert retention([etc], "x/etc/hosts " * 9 + "修改/etc/hosts") == ([etc], [])
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # a drive to the matcher, written with a fullwidth colon or letter: none
+        ("see x：/tmp/build.sh now", []),
+        ("修改x：/tmp/build.sh", []),
+        ("see ｘ：/tmp/build.sh now", []),
+        ("see x﹕/etc/hosts now", []),
+        # not a drive: a caseless or cased name, two letters, a path character before
+        ("see 用：/tmp/build.sh now", ["/tmp/build.sh"]),
+        ("see é：/tmp/build.sh now", ["/tmp/build.sh"]),
+        ("see ab：/tmp/build.sh now", ["/tmp/build.sh"]),
+        ("see 1x：/tmp/build.sh now", ["/tmp/build.sh"]),
+        ("see x: /tmp/build.sh now", ["/tmp/build.sh"]),
+        ("see x:/tmp/build.sh now", ["x:/tmp/build.sh"]),  # (ASCII: a drive, as before)
+        # a backslash before an absolute path: ``//usr/x.py`` to the matcher, none
+        ("see \\/usr/home/app.py", []),
+        ('see "\\/usr\\/bin\\/x.py" now', []),  # (before: /usr, /bin, /x.py, all lost)
+        ("see a\\/usr/x.py", []),
+        ("see \\/用户/home/app.py", []),
+        ("see src\\lib/x.py now", ["src\\lib/x.py"]),  # (not an absolute path: as before)
+        # a ``//`` start is a UNC path to the matcher: a word character glued on goes on it
+        ("see //a/app.py修改", []),
+        ("see //home٣ now", []),
+        ("see //a/app.pyé ok", ["//a/app.pyé"]),
+        ("see //tmp/x.py ok", ["//tmp/x.py"]),
+        ("see //a/app.py。 ok", ["//a/app.py"]),
+        # dots before a ``\\`` (the matcher's ``/``) after a path: more of its name
+        ("see /tmp/x.py.\\/etc/a now", []),
+        ("see ../home/x.\\a now", []),
+        ("see app.py.\\x now", []),
+        ("see .env.\\x now", []),
+        ("see Makefile.\\x now", []),
+        ("see /tmp/x-\\y now", ["/tmp/x"]),  # (dashes alone end the name, as before)
+        ("see /tmp/x.py\\y now", ["/tmp/x.py"]),
+        # a fullwidth colon before a ``//`` start: a URL's ``://`` to the matcher
+        ("see ：//home/x now", []),
+        ("see 用：//etc/hosts now", []),
+        # ``./`` before a ``/``: the fact would be the absolute ``/src/a.py``
+        ("see .//src/a.py now", []),
+        ("see ././/x.py now", []),
+        ("see ./src/a.py now", ["./src/a.py"]),
+        ("see ..//src/a.py now", ["..//src/a.py"]),
+    ],
+)
+def test_paths_the_matcher_reads_longer_are_none(text: str, paths: list[str]) -> None:
+    """Each fact is kept in its own text (facts_of checks it and the reference)."""
+    assert facts_of(text, "path", "user") == paths
+
+
+def test_a_fullwidth_drive_or_backslash_keeps_the_fact_unstated() -> None:
+    """The matcher's side, unchanged: ``/tmp/build.sh`` is not stated after a fullwidth
+    drive nor after a ``\\``, so the extraction reads none there (the two agree)."""
+    fact = _path_fact("see /tmp/build.sh now")
+    for text in ("x：/tmp/build.sh", "a\\/tmp/build.sh", "see //tmp/build.sh"):
+        assert retention([fact], text) == ([], [fact]), text
+    assert retention([fact], "用：/tmp/build.sh") == ([fact], [])

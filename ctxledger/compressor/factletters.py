@@ -156,6 +156,12 @@ def folded_word_beside(text: str, start: int, end: int) -> bool:
     )
 
 
+def word_after(text: str, end: int) -> bool:
+    """Whether the character at `end` of `text`, as the matcher reads it (folded: ``٣``
+    is a digit, a superscript digit a blank), starts with a word character."""
+    return end < len(text) and is_word(_fold(text[end])[:1])
+
+
 def is_word(char: str) -> bool:
     """Whether `char` (one character or none) is a word character (as ``\\w`` of a str
     regex): the one test the fact modules share."""
@@ -362,6 +368,25 @@ def system_root(path: str) -> bool:
     name = path[1:].split("/", 1)[0]
     folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
     return folded in _SYSTEM_ROOTS
+
+
+def folded_colon_before(text: str, start: int) -> bool:
+    """Whether the matcher, reading `text` folded, sees a ``:`` the text wrote otherwise
+    (``：``) right before the path starting with a ``/`` at `start`, ending a drive (an
+    ASCII letter after no path character: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh``,
+    ``factbounds._after_drive``) or, before a ``//`` start, a URL's ``://``: the path is
+    a longer one's tail to it, which no finder reads (their colons are ASCII): none
+    (session 37)."""
+    if text[max(0, start - 2) : start].isascii():
+        return False
+    seen = "".join(map(_fold, text[max(0, start - 3) : start]))
+    if not seen.endswith(":"):
+        return False
+    if text.startswith("//", start):
+        return True
+    if len(seen) < 2 or seen[-2] not in string.ascii_letters:
+        return False
+    return len(seen) == 2 or seen[-3] not in PATH_CHARS
 
 
 #: marks looked back over before a path to find the character they sit on (the

@@ -26,6 +26,7 @@ from ctxledger.compressor.factletters import (
     caseless_letters,
     dotted_name_goes_on,
     folded_after,
+    folded_colon_before,
     folded_dots_go_on,
     folded_name_char,
     folded_word_beside,
@@ -40,6 +41,7 @@ from ctxledger.compressor.factletters import (
     system_root,
     wide_slashes,
     with_name_letters,
+    word_after,
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
@@ -89,8 +91,9 @@ SECOND_SUFFIXES = (
 #: more of a name: a word character, but a superscript digit
 MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
-#: character, ``+``, ``~``, ``@`` or ``/`` (the matcher reads ``app.py..+r`` as one name)
-MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/]"
+#: character, ``+``, ``~``, ``@``, ``/`` or ``\\`` (the matcher reads ``app.py..+r`` as
+#: one name, and ``app.py.\\x`` as ``app.py./x``: session 37)
+MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/\\]"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
 DOTFILE = re.compile(
@@ -442,6 +445,8 @@ def cut_path(text: str, start: int, end: int) -> bool:
     either after a caseless letter unless it starts at a system root (:func:`system_root`),
     before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
     or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`)."""
+    if text[start] == "/" and folded_colon_before(text, start):
+        return True  # (session 37: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh`` to the matcher)
     if text[start - 1 if start else 0 : end + 1].isascii():
         # (ASCII in it and beside it: most paths of a long text, one look; a name's
         # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)
@@ -457,7 +462,16 @@ def cut_path(text: str, start: int, end: int) -> bool:
         return True
     if folded_word_beside(text, start, end):
         return True
+    if text.startswith("//", start) and _unc_cut(text, start, end):
+        return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
+
+
+def _unc_cut(text: str, start: int, end: int) -> bool:
+    """Whether a slash path starting with ``//`` is cut as the matcher reads it: a UNC
+    path's name, which a letter of any script, a mark or a word character glued on
+    goes on (session 37: ``//a/app.py修改``, ``//home٣``)."""
+    return cut_name(text, start, end, every_letter=True) or word_after(text, end)
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:

@@ -293,7 +293,10 @@ def _scan(
                 start -= 1
             if wide and start > 0 and not text[start - 1].isascii():
                 start = name_start(text, start)
-            alone = False
+            # (session 37: ``\/usr/x.py`` is ``//usr/x.py`` to the matcher, a longer path,
+            # and ``/tmp/x.py.\`` is ``/tmp/x.py./``)
+            alone = start > 0 and text[start - 1] == "\\" and text[start] == "/"
+            alone = alone or (text.startswith("\\", end) and _dot_before(text, start, end))
         else:
             while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
@@ -313,6 +316,14 @@ def _scan(
         if not slash:
             last, last_start = anchor, start
     return None
+
+
+def _dot_before(text: str, start: int, end: int) -> bool:
+    """Whether the slash path ``text[start:end]`` ends with dots and dashes holding a
+    dot (which the judgement strips): before a ``\\``, the matcher's ``/``, they are
+    more of its name (``factbounds.inside_longer_path``)."""
+    tail = text[start:end]
+    return "." in tail[len(tail.rstrip(".-")) :]
 
 
 def _after_superscript(text: str, start: int, anchor: int) -> int:
@@ -490,6 +501,8 @@ def _named(text: str, *, repeats: bool) -> Iterator[tuple[int, str]]:
             yield start, value
 
 
+#: ``./`` before a ``/``: the fact (``normalize_fact`` drops ``./``) would be absolute
+_DOTS_BEFORE_ROOT = re.compile(r"(?:\./)+/")
 #: a candidate not judged yet (None is "no path"; compared by identity)
 _UNJUDGED: Any = object()
 
@@ -508,7 +521,7 @@ def _dot_starts_path(text: str, start: int) -> bool:
     ``../``, ``.\\``, ``..\\`` or a dotted name (``.env``, ``.github/``), not dots
     (``...``) or a dot before no name (``.5``, ``.-``)."""
     if text.startswith(("./", "../", ".\\", "..\\"), start):
-        return True
+        return _DOTS_BEFORE_ROOT.match(text, start) is None  # (session 37: ``.//src``)
     return start + 1 < len(text) and (text[start + 1].isascii() and text[start + 1].isalpha())
 
 

@@ -135,3 +135,19 @@ def caseless_file_after(text: str, end: int, path: str) -> bool:
         if ends and first and has_ext("x." + ".".join(suffixes[:count])):
             return True
     return False
+
+
+def drive_before(text: str, start: int) -> bool:
+    """Session 37: whether the text before the ``/`` at `start`, read as the matcher
+    reads it, ends with a ``:`` written with a character that is not ASCII (``x：``,
+    ``ｘ:``), after an ASCII letter after no path character or the text's start (a
+    drive) or before a ``//`` (a URL's ``://``): no finder reads those, and the matcher
+    reads no path of its own there."""
+    raw = text[max(0, start - 3) : start]
+    if len(raw) < 1 or raw[-2:].isascii():
+        return False
+    seen = "".join(matcher_reads(c) for c in raw)
+    if seen.endswith(":") and text.startswith("//", start):
+        return True
+    head = r"\A|" if start <= 3 else ""  # (the window starts the text)
+    return re.search(f"(?:{head}[^A-Za-z0-9_.+@~\\-])[A-Za-z]:\\Z", seen) is not None

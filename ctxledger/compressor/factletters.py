@@ -376,8 +376,8 @@ def folded_colon_before(text: str, start: int) -> bool:
     ASCII letter after no path character: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh``,
     ``factbounds._after_drive``) or, before a ``//`` start, a URL's ``://``: the path is
     a longer one's tail to it, which no finder reads (their colons are ASCII): none
-    (session 37)."""
-    if text[max(0, start - 2) : start].isascii():
+    (session 37; an ASCII ``:`` before it starts no path: ``factpaths._NOT_BEFORE_PATH``)."""
+    if start < 1 or text[start - 1].isascii():
         return False
     seen = "".join(map(_fold, text[max(0, start - 3) : start]))
     if not seen.endswith(":"):
@@ -405,12 +405,17 @@ def base_before(text: str, start: int) -> str | None:
         char = text[at]
         if char.isascii():
             return char if at < start - 1 else None
-        folded = unicodedata.normalize("NFKC", char).casefold() or char
-        base = _without_marks(folded)
+        base = _folded_base(char)  # (cached: a run of marks is read at every match)
         if base:
             return base[-1] if char not in SUPERSCRIPT_DIGITS else None
         at -= 1
     return text[at + 1] if at >= 0 else None  # (a long run of marks: judged as a mark)
+
+
+@functools.lru_cache(maxsize=4096)
+def _folded_base(char: str) -> str:
+    """`char` folded (NFKC, case) without the marks it ends with: empty for a mark."""
+    return _without_marks(unicodedata.normalize("NFKC", char).casefold() or char)
 
 
 def _without_marks(folded: str) -> str:

@@ -445,8 +445,6 @@ def cut_path(text: str, start: int, end: int) -> bool:
     either after a caseless letter unless it starts at a system root (:func:`system_root`),
     before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
     or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`)."""
-    if text[start] == "/" and folded_colon_before(text, start):
-        return True  # (session 37: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh`` to the matcher)
     if text[start - 1 if start else 0 : end + 1].isascii():
         # (ASCII in it and beside it: most paths of a long text, one look; a name's
         # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)
@@ -454,6 +452,8 @@ def cut_path(text: str, start: int, end: int) -> bool:
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
+    if after_folder and folded_colon_before(text, start):
+        return True  # (session 37: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh`` to the matcher)
     if after_folder and caseless_before(text, start) and not system_root(text[start:end]):
         return True
     if cut_name(text, start, end) or folded_dots_go_on(text, start, end):

@@ -207,8 +207,9 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
     if len(text) > width:
         return _by_window(text, scans, width)
     spans: dict[int, int] = {}  # one window (most texts)
+    backslash = "\\" in text
     for pattern in scans:
-        _scan(text, pattern, (0, 0, 0), width, spans)
+        _scan(text, pattern, (0, 0, 0), width, spans, backslash)
     windows = list(_windows_spans(text))
     if windows:
         _replace_by_windows(spans, [(-1, -1), *windows])
@@ -229,6 +230,7 @@ def _by_window(
     windows = _in_windows(_windows_spans(text), width)
     head = next(windows, None)
     carry = (-1, -1)  # the last Windows path of the windows before
+    backslash = "\\" in text
     while pending or head is not None:
         starts = [start for _, _, start in pending]
         window = min([*starts, head[0] * width] if head is not None else starts) // width
@@ -237,7 +239,7 @@ def _by_window(
         going_on = []
         for pattern, state, start in pending:
             if start < limit:
-                stopped = _scan(text, pattern, state, limit, spans)
+                stopped = _scan(text, pattern, state, limit, spans, backslash)
                 if stopped is not None:
                     going_on.append((pattern, *stopped))
             else:
@@ -265,7 +267,12 @@ def _may_match(pattern: re.Pattern[str], text: str) -> bool:
 
 
 def _scan(
-    text: str, pattern: re.Pattern[str], state: _ScanState, limit: int, spans: dict[int, int]
+    text: str,
+    pattern: re.Pattern[str],
+    state: _ScanState,
+    limit: int,
+    spans: dict[int, int],
+    backslash: bool = True,
 ) -> tuple[_ScanState, int] | None:
     """One scan of `text` for candidate spans (see :func:`_span_ends`) from `state`,
     each start's longest end added to `spans`, up to the first start at `limit` or
@@ -273,7 +280,8 @@ def _scan(
     at the end. A start never comes before the one before it: a slash path's start
     grows left to no further than the end of the last match, a name's to the last
     name anchor (or that name's start), and neither over a character that may not
-    start a span."""
+    start a span. `backslash`: whether the text holds a ``\\`` (a slash path beside one
+    may be none: :func:`_beside_backslash`)."""
     # (by identity: a compiled pattern's hash reads its whole program)
     slashes, mixed = pattern is _SLASH_AND_RIGHT, pattern is _SLASH_OR_EXTENSION
     extensions = mixed or pattern is _EXT_ANCHOR
@@ -295,8 +303,8 @@ def _scan(
                 start = name_start(text, start)
             # (session 37: ``\/usr/x.py`` is ``//usr/x.py`` to the matcher, a longer path,
             # and ``/tmp/x.py.\`` is ``/tmp/x.py./``)
-            alone = start > 0 and text[start - 1] == "\\" and text[start] == "/"
-            alone = alone or (text.startswith("\\", end) and _dot_before(text, start, end))
+            # (session 37: `backslash`, whether the text holds one, asked once per text)
+            alone = backslash and _beside_backslash(text, start, end)
         else:
             while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
@@ -318,10 +326,15 @@ def _scan(
     return None
 
 
-def _dot_before(text: str, start: int, end: int) -> bool:
-    """Whether the slash path ``text[start:end]`` ends with dots and dashes holding a
-    dot (which the judgement strips): before a ``\\``, the matcher's ``/``, they are
-    more of its name (``factbounds.inside_longer_path``)."""
+def _beside_backslash(text: str, start: int, end: int) -> bool:
+    """Whether the matcher reads the slash path ``text[start:end]`` longer at a ``\\``,
+    its ``/`` (session 37): an absolute path after one (``\\/usr`` is ``//usr``), or a
+    path whose trailing dots and dashes (the judgement strips them) hold a dot before
+    one (``/tmp/x.py.\\`` is ``/tmp/x.py./``: ``factbounds.inside_longer_path``)."""
+    if start > 0 and text[start - 1] == "\\" and text[start] == "/":
+        return True
+    if not text.startswith("\\", end):
+        return False
     tail = text[start:end]
     return "." in tail[len(tail.rstrip(".-")) :]
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 from helpers.fact_checks import facts_of
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ctxledger.compressor.facts import extract_facts, retention
 
@@ -121,3 +123,24 @@ def test_a_fullwidth_drive_or_backslash_keeps_the_fact_unstated() -> None:
     for text in ("x：/tmp/build.sh", "a\\/tmp/build.sh", "see //tmp/build.sh"):
         assert retention([fact], text) == ([], [fact]), text
     assert retention([fact], "用：/tmp/build.sh") == ([fact], [])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(
+        ["", " ", "x：", "ｘ：", "ab：", "用：", "：", "\\", "a\\", "项目", "修改", "x"]
+    ),
+    st.sampled_from(["/", "//", "./", ".//", "~/", "", "/lib/", "/etc/", "/c/", "/data/"]),
+    st.sampled_from(["app.py", "x/a.py", "build.sh", "home/x", "用户/a.py", "run"]),
+    st.sampled_from(["", " ", ".", "..", ".\\", "\\", "修改", "٣", "é", "。", "\\x", "-\\"]),
+    st.sampled_from([" now", ""]),
+)
+@example("x：", "/", "tmp/build.sh", "", " now")
+@example("\\", "/", "usr/x.py", "", "")
+@example(" ", "//", "a/app.py", "修改", "")
+@example("项目", "/lib/", "util.py", "", "")
+def test_new_shapes_agree_with_the_reference(
+    before: str, root: str, name: str, after: str, end: str
+) -> None:
+    """Extraction and reference agree, and each path fact is kept in its own text."""
+    facts_of(f"see {before}{root}{name}{after}{end}", "path", "user")

@@ -152,7 +152,7 @@ def folded_word_beside(text: str, start: int, end: int) -> bool:
         end < len(text)
         and not text[end].isascii()
         and is_word(text[end - 1])
-        and (is_word(_fold(text[end])[:1]))
+        and word_after(text, end)
     )
 
 

@@ -444,7 +444,10 @@ def cut_path(text: str, start: int, end: int) -> bool:
     such a name is no name, as a Windows path's, ``_name_first``). Session 36: none
     either after a caseless letter unless it starts at a system root (:func:`system_root`),
     before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
-    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`)."""
+    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`).
+    Session 37: none either after what it reads as a drive's or a URL's ``:``
+    (:func:`.factletters.folded_colon_before`: ``x：/tmp``), nor, a ``//`` start, beside
+    what goes on a UNC path's name (:func:`_unc_cut`: ``//a/app.py修改``)."""
     if text[start - 1 if start else 0 : end + 1].isascii():
         # (ASCII in it and beside it: most paths of a long text, one look; a name's
         # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)

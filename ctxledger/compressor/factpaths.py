@@ -301,9 +301,7 @@ def _scan(
                 start -= 1
             if wide and start > 0 and not text[start - 1].isascii():
                 start = name_start(text, start)
-            # (session 37: ``\/usr/x.py`` is ``//usr/x.py`` to the matcher, a longer path,
-            # and ``/tmp/x.py.\`` is ``/tmp/x.py./``)
-            # (session 37: `backslash`, whether the text holds one, asked once per text)
+            # (session 37: ``\/usr/x.py`` is ``//usr/x.py`` to the matcher, a longer path)
             alone = backslash and _beside_backslash(text, start, end)
         else:
             while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):

@@ -93,6 +93,12 @@ def test_the_matcher_reads_a_project_folder_after_caseless_prose_alike() -> None
         ("see //a/app.pyé ok", ["//a/app.pyé"]),
         ("see //tmp/x.py ok", ["//tmp/x.py"]),
         ("see //a/app.py。 ok", ["//a/app.py"]),
+        # review 1: the matcher ends the name at trailing dots or dashes, or a folder's
+        # ``/``: what follows them does not go on it (kept, as on main)
+        ("see //tmp/x.py.修改", ["//tmp/x.py"]),
+        ("see //tmp/x.py-修改", ["//tmp/x.py"]),
+        ("see //srv/share/ملف.py", ["//srv/share/"]),
+        ("见 //srv/share/报告.docx.请检查", ["//srv/share/"]),
         # dots before a ``\\`` (the matcher's ``/``) after a path: more of its name
         ("see /tmp/x.py.\\/etc/a now", []),
         ("see ../home/x.\\a now", []),

@@ -473,8 +473,13 @@ def cut_path(text: str, start: int, end: int) -> bool:
 def _unc_cut(text: str, start: int, end: int) -> bool:
     """Whether a slash path starting with ``//`` is cut as the matcher reads it: a UNC
     path's name, which a letter of any script, a mark or a word character glued on
-    goes on (session 37: ``//a/app.py修改``, ``//home٣``)."""
-    return cut_name(text, start, end, every_letter=True) or word_after(text, end)
+    goes on (session 37: ``//a/app.py修改``, ``//home٣``). After the name the matcher
+    reads the character its own end stops at: a folder's ``/`` or the first of the dots
+    and dashes the judgement strips (review 1: ``//tmp/x.py.修改``, ``//srv/share/ملف``
+    keep their fact)."""
+    value = text[start:end]
+    tail = end - 1 if value.endswith("/") else start + len(value.rstrip(".-"))
+    return cut_name(text, start, tail, every_letter=True) or word_after(text, tail)
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:

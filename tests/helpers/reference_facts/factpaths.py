@@ -339,10 +339,13 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     )
 
 
-def _unc_goes_on(text: str, end: int) -> bool:
+def _unc_goes_on(text: str, start: int, end: int) -> bool:
     """Session 37: whether the character at `end`, read as the matcher reads it, goes on
     a UNC path's last name (a ``//`` start is one to it): a word character, a letter or
-    mark of any script, or a path character but a dot or dash (``＠`` is ``@``)."""
+    mark of any script, or a path character but a dot or dash (``＠`` is ``@``). A span
+    ending with a ``/``, a dot or a dash ends there to the matcher (review 1)."""
+    if text[end - 1] in "/.-":
+        return False
     seen = matcher_reads(text[end : end + 1])[:1]
     return bool(seen) and (
         is_word_char(seen) or seen in "+@~" or unicodedata.category(seen)[0] in "LM"
@@ -402,7 +405,7 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # session 37: ``\\/usr`` is ``//usr``, ``x：/tmp`` a drive's, to the matcher
         if text[end : end + 1] == "\\" and re.search(r"\.[.\-]*\Z", text[start:end]):
             continue  # session 37: ``/tmp/x.py.\\`` is ``/tmp/x.py./`` to the matcher
-        if text.startswith("//", start) and _unc_goes_on(text, end):
+        if text.startswith("//", start) and _unc_goes_on(text, start, end):
             continue  # session 37: a ``//`` start is a UNC path to the matcher
         if caseless_file_after(text, end, text[start:end]):
             continue  # session 36: ``/home/x/app`` of ``/home/x/app用户.py`` is cut

@@ -377,13 +377,13 @@ def folded_colon_before(text: str, start: int) -> bool:
     ``factbounds._after_drive``) or, before a ``//`` start, a URL's ``://``: the path is
     a longer one's tail to it, which no finder reads (their colons are ASCII): none
     (session 37; an ASCII ``:`` before it starts no path: ``factpaths._NOT_BEFORE_PATH``)."""
-    if start < 1 or text[start - 1].isascii():
-        return False
-    seen = "".join(map(_fold, text[max(0, start - 3) : start]))
-    if not seen.endswith(":"):
-        return False
+    if start < 1 or text[start - 1].isascii() or not (seen := _fold(text[start - 1])).endswith(":"):
+        return False  # (review 1: one folded character, most often no colon, is read first)
     if text.startswith("//", start):
         return True
+    for at in (start - 2, start - 3):  # (the folds of the two before it, as far as needed)
+        if at >= 0 and len(seen) < 3:
+            seen = _fold(text[at]) + seen
     if len(seen) < 2 or seen[-2] not in string.ascii_letters:
         return False
     return len(seen) == 2 or seen[-3] not in PATH_CHARS

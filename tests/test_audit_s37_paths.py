@@ -40,6 +40,10 @@ def _path_fact(text: str):  # type: ignore[no-untyped-def]
         ("修改/home/用户/app.py文件", ["/home/用户/app.py"]),
         ("打开/tmp/x.log", ["/tmp/x.log"]),
         ("项目/data/x.csv", ["/data/x.csv"]),  # (a container's volume: left, see the note)
+        # review 1: a container's work folder stays a top directory, as ``testbed``
+        ("已修改/workspace/app.py", ["/workspace/app.py"]),
+        ("已修改/repo/app.py", ["/repo/app.py"]),
+        ("已修改/testbed/app.py", ["/testbed/app.py"]),
         # not after caseless prose: as before
         ("see /lib/util.py ok", ["/lib/util.py"]),
         ("see 项目 /lib/util.py ok", ["/lib/util.py"]),

@@ -330,10 +330,10 @@ PATH_ROOTS = frozenset(
 #: the first names of :data:`PATH_ROOTS` a project's own tree starts with as often
 #: (``lib/util.py``, ``src/``, ``app/``, ``bin/``): after caseless prose they are as
 #: likely a relative path's first folder (session 37; ``data`` stays a root: a
-#: container's volume, and session 35 keeps ``已修改/data/José/``)
-PROJECT_ROOTS = frozenset(
-    {"lib", "bin", "src", "app", "code", "project", "repo", "work", "workspace"}
-)
+#: container's volume, and session 35 keeps ``已修改/data/José/``; review 1: so do
+#: the work folders a container's tree starts at, ``workspace``, ``repo``, ``work``,
+#: ``code``, ``project``, as ``testbed`` and ``workspaces``)
+PROJECT_ROOTS = frozenset({"lib", "bin", "src", "app"})
 #: the first names of an absolute path read after caseless prose (session 36, review 1:
 #: one list with :data:`PATH_ROOTS`): those but :data:`PROJECT_ROOTS`, and more top
 #: directories of systems, containers and phones, kept out of :data:`PATH_ROOTS`

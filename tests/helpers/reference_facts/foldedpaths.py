@@ -51,10 +51,11 @@ def system_root(path: str) -> bool:
     container (``/home``, ``/etc``, ``/usr``, …, as the matcher reads it): after
     caseless prose it is read absolute (``修改/home/用户/app.py``); any other could be a
     relative path's tail. Session 37: so could a name a project's own tree starts with
-    (``项目/lib/util.py``, ``src``, ``app``, ``bin``, …) or a single letter
-    (``目录/a/b.txt``, no MSYS drive any more)."""
+    (``项目/lib/util.py``, ``src``, ``app``, ``bin``) or a single letter
+    (``目录/a/b.txt``, no MSYS drive any more); review 1: a container's work folder
+    (``workspace``, ``repo``, ``work``, ``code``, ``project``) stays a top one."""
     roots = "boot data dev etc home lib64 media mnt opt proc root run sbin srv sys tmp"
-    roots += " usr var users workspaces testbed"
+    roots += " usr var users workspaces testbed workspace repo work code project"
     roots += " private volumes nix snap content sdcard storage"
     first = "".join(matcher_reads(c) for c in path[1:].split("/")[0])
     return first in roots.split()

@@ -111,6 +111,14 @@ def test_the_matcher_reads_a_project_folder_after_caseless_prose_alike() -> None
         ("see Makefile.\\x now", []),
         ("see /tmp/x-\\y now", ["/tmp/x"]),  # (dashes alone end the name, as before)
         ("see /tmp/x.py\\y now", ["/tmp/x.py"]),
+        # review 1: an escaped newline after the dots, which the unescape blanks, is
+        # read by the matcher as written: ``.\\n`` is ``./n``, more of the name
+        ('print("wrote /tmp/out.txt.\\n")', []),
+        ("'Modified src/app.py.\\n'", []),
+        ('see "app.py.\\n"', []),
+        ('see "app.py.-\\t\\n"', []),
+        ('print("wrote /tmp/out.txt\\n")', ["/tmp/out.txt"]),  # (no dot: as before)
+        ('print("wrote /tmp/out-\\n")', ["/tmp/out"]),
         # a fullwidth colon before a ``//`` start: a URL's ``://`` to the matcher
         ("see ：//home/x now", []),
         ("see 用：//etc/hosts now", []),

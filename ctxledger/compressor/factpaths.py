@@ -19,7 +19,7 @@ import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ctxledger.compressor.factescapes import unescaped
+from ctxledger.compressor.factescapes import backslash_after_dots, unescaped
 from ctxledger.compressor.factgrep import branch_spans, context_spans
 from ctxledger.compressor.factletters import is_word as is_word_char
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
@@ -556,7 +556,7 @@ def path_text(text: str) -> str:
     addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
-    text = text if blanked is None else blanked
+    text = text if blanked is None else backslash_after_dots(text, blanked)
     text = mask(text, context_spans(text))
     text = mask(text, branch_spans(text))
     if "'" not in text and '"' not in text:

@@ -118,6 +118,8 @@ def test_the_matcher_reads_a_project_folder_after_caseless_prose_alike() -> None
         ('see "app.py.\\n"', []),
         ('see "app.py.-\\t\\n"', []),
         ('print("wrote /tmp/out.txt\\n")', ["/tmp/out.txt"]),  # (no dot: as before)
+        ('see  /app.py.\\n" now', ["/app.py"]),  # (after two blanks the matcher reads it
+        ('see  app.py.\\n" now', ["app.py"]),  # with the escape blanked: as before)
         ('print("wrote /tmp/out-\\n")', ["/tmp/out"]),
         # a fullwidth colon before a ``//`` start: a URL's ``://`` to the matcher
         ("see ：//home/x now", []),

@@ -193,8 +193,10 @@ def backslash_after_dots(text: str, blanked: str) -> str:
     right after a run of dots and dashes holding a dot put back (review 1 of session 37):
     the matcher reads ``out.txt.\\n`` as written, ``out.txt./n``, a longer name, and
     finds no fact ending before an escape in the blanked text, so the path finders see
-    that ``\\`` (``factpaths._beside_backslash``, ``MORE_AFTER_DOT``), not a blank.
-    Linear: each run of dots is read back once, from the escape after it."""
+    that ``\\`` (``factpaths._beside_backslash``, ``MORE_AFTER_DOT``), not a blank;
+    unless the word ending there follows two blanks: the matcher reads such a word in
+    the blanked text (:func:`escape_follows`: ``see  /app.py.\\n"`` states ``/app.py``).
+    Linear: each word is read back once, from the escape after it."""
     pieces, done = [], 0
     for match in _SINGLE.finditer(text):
         at = match.start()
@@ -203,7 +205,10 @@ def backslash_after_dots(text: str, blanked: str) -> str:
         run = at
         while run and text[run - 1] in ".-":
             run -= 1
-        if "." in text[run:at]:
+        word = run
+        while word and not blanked[word - 1].isspace():
+            word -= 1
+        if "." in text[run:at] and blanked[max(0, word - 2) : word] != "  ":
             pieces += [blanked[done:at], "\\"]
             done = at + 1
     return "".join([*pieces, blanked[done:]]) if pieces else blanked

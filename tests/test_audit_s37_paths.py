@@ -110,6 +110,8 @@ def test_the_matcher_reads_a_project_folder_after_caseless_prose_alike() -> None
         ("see .env.\\x now", []),
         ("see Makefile.\\x now", []),
         ("see /tmp/x-\\y now", ["/tmp/x"]),  # (dashes alone end the name, as before)
+        ("see /srv/share/.\\ now", ["/srv/share/"]),  # (review 1: a folder's ``/`` ends it)
+        ('see "/srv/share/.\\n" now', ["/srv/share/"]),
         ("see /tmp/x.py\\y now", ["/tmp/x.py"]),
         # review 1: an escaped newline after the dots, which the unescape blanks, is
         # read by the matcher as written: ``.\\n`` is ``./n``, more of the name
@@ -164,3 +166,4 @@ def test_new_shapes_agree_with_the_reference(
 ) -> None:
     """Extraction and reference agree, and each path fact is kept in its own text."""
     facts_of(f"see {before}{root}{name}{after}{end}", "path", "user")
+

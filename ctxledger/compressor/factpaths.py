@@ -334,7 +334,8 @@ def _beside_backslash(text: str, start: int, end: int) -> bool:
     if not text.startswith("\\", end):
         return False
     tail = text[start:end]
-    return "." in tail[len(tail.rstrip(".-")) :]
+    stem = tail.rstrip(".-")  # (a folder's ``/`` before the dots ends it: ``/srv/share/.\\``)
+    return "." in tail[len(stem) :] and not stem.endswith("/")
 
 
 def _after_superscript(text: str, start: int, anchor: int) -> int:

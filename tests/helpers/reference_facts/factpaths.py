@@ -403,8 +403,11 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
         if text[start] == "/" and start and (text[start - 1] == "\\" or drive_before(text, start)):
             continue  # session 37: ``\\/usr`` is ``//usr``, ``x：/tmp`` a drive's, to the matcher
-        if text[end : end + 1] == "\\" and re.search(r"\.[.\-]*\Z", text[start:end]):
-            continue  # session 37: ``/tmp/x.py.\\`` is ``/tmp/x.py./`` to the matcher
+        if text[end : end + 1] == "\\":
+            name, dots = re.fullmatch(r"(.*?)([.\-]*)", text[start:end], re.S).groups()
+            if "." in dots and not name.endswith("/"):
+                continue  # session 37: ``/tmp/x.py.\\`` is ``/tmp/x.py./`` to the matcher
+                # (review 1: a folder's ``/srv/share/.\\`` is ``/srv/share/`` to it)
         if text.startswith("//", start) and _unc_goes_on(text, start, end):
             continue  # session 37: a ``//`` start is a UNC path to the matcher
         if caseless_file_after(text, end, text[start:end]):

@@ -386,6 +386,16 @@ def _glued(char: str, side: int) -> bool:
     return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
 
 
+def _dots_before_backslash(text: str, start: int, end: int) -> bool:
+    """Session 37: whether the span ends with dots and dashes, a dot among them, right
+    before a ``\\``, which the matcher reads as a ``/`` going on the name; review 1:
+    not after a folder's ``/`` (``/srv/share/.\\`` is ``/srv/share/`` to it)."""
+    if text[end : end + 1] != "\\":
+        return False
+    name, dots = re.fullmatch(r"(.*?)([.\-]*)", text[start:end], re.S).groups()
+    return "." in dots and not name.endswith("/")
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
@@ -403,11 +413,8 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
         if text[start] == "/" and start and (text[start - 1] == "\\" or drive_before(text, start)):
             continue  # session 37: ``\\/usr`` is ``//usr``, ``x：/tmp`` a drive's, to the matcher
-        if text[end : end + 1] == "\\":
-            name, dots = re.fullmatch(r"(.*?)([.\-]*)", text[start:end], re.S).groups()
-            if "." in dots and not name.endswith("/"):
-                continue  # session 37: ``/tmp/x.py.\\`` is ``/tmp/x.py./`` to the matcher
-                # (review 1: a folder's ``/srv/share/.\\`` is ``/srv/share/`` to it)
+        if _dots_before_backslash(text, start, end):
+            continue  # session 37: ``/tmp/x.py.\\`` is ``/tmp/x.py./`` to the matcher
         if text.startswith("//", start) and _unc_goes_on(text, start, end):
             continue  # session 37: a ``//`` start is a UNC path to the matcher
         if caseless_file_after(text, end, text[start:end]):

@@ -28,6 +28,7 @@ from helpers.reference_facts.foldedpaths import (
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
+    escape_after_dot,  # review 1 of session 37
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
     matcher_reads,  # session 35, review 1
@@ -541,31 +542,11 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 
 
 def path_text(text: str) -> str:
-    text = _escape_after_dot(text, unescape_lines(text))  # session 31: ``"docs\\nsetup.py\\n"``
+    text = escape_after_dot(text, unescape_lines(text))  # session 31: ``"docs\\nsetup.py\\n"``
     text = mask(text, _grep_context(text))
     text = mask(text, _tree_branches(text))  # session 34
     text = mask(text, range_addresses(text))  # session 33
     return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
-
-
-def _escape_after_dot(raw: str, blanked: str) -> str:
-    """Review 1 of session 37: a blanked escape whose backslash follows a name's trailing
-    dots (and dashes, one dot at least: ``out.txt.\\n``) keeps that backslash, which the
-    matcher reads, in the text as written, as a ``/`` going on the name; but a word two
-    blanks stand before is read by the matcher with the escape blanked (its second
-    reading), so there the blank stays."""
-    chars = list(blanked)
-    for at, char in enumerate(raw):
-        if char == "\\" and blanked[at] == " " and raw[at + 1 : at + 2] in ("n", "r", "t"):
-            before = at
-            while before > 0 and raw[before - 1] in ".-":
-                before -= 1
-            head = blanked[:at]
-            word = head.split()[-1] if head and not head[-1].isspace() else ""
-            after_two_blanks = head[: len(head) - len(word)].endswith("  ")
-            if "." in raw[before:at] and not after_two_blanks:
-                chars[at] = "\\"
-    return "".join(chars)
 
 
 def _tree_branches(text: str) -> list[tuple[int, int]]:

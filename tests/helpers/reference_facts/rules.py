@@ -444,6 +444,26 @@ def unescape_lines(text: str) -> str:
     return "".join(chars)
 
 
+def escape_after_dot(raw: str, blanked: str) -> str:
+    """Review 1 of session 37: a blanked escape whose backslash follows a name's trailing
+    dots (and dashes, one dot at least: ``out.txt.\\n``) keeps that backslash, which the
+    matcher reads, in the text as written, as a ``/`` going on the name; but a word two
+    blanks stand before is read by the matcher with the escape blanked (its second
+    reading), so there the blank stays."""
+    chars = list(blanked)
+    for at, char in enumerate(raw):
+        if char == "\\" and blanked[at] == " " and raw[at + 1 : at + 2] in ("n", "r", "t"):
+            before = at
+            while before > 0 and raw[before - 1] in ".-":
+                before -= 1
+            head = blanked[:at]
+            word = head.split()[-1] if head and not head[-1].isspace() else ""
+            after_two_blanks = head[: len(head) - len(word)].endswith("  ")
+            if "." in raw[before:at] and not after_two_blanks:
+                chars[at] = "\\"
+    return "".join(chars)
+
+
 def _double_quoted_strings(line: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the strings of `line` between a ``"`` and the next (or the
     line's end), read left to right, a backslash taking the next character with it."""

@@ -123,6 +123,16 @@ def test_the_matcher_reads_a_project_folder_after_caseless_prose_alike() -> None
         ('see  /app.py.\\n" now', ["/app.py"]),  # (after two blanks the matcher reads it
         ('see  app.py.\\n" now', ["app.py"]),  # with the escape blanked: as before)
         ('print("wrote /tmp/out-\\n")', ["/tmp/out"]),
+        # review 2: in a word a Windows path finder reads (a drive, a backslash), the
+        # ``\\`` would go into the path (``C:/a/b.txt.\\``): none, as for /tmp/out.txt
+        ('print("saved C:/out/report.csv.\\n")', []),
+        ('see "C:/a/b.txt.\\n"', []),
+        ('see "C:/a/b.txt..\\r\\n"', []),
+        ('see "(D:/x/.\\n"', []),
+        ('see "C:\\\\a\\\\b.txt.\\n"', []),
+        ('see "/tmp/x.py,C:/a.txt.\\n"', ["/tmp/x.py"]),
+        ('see "lib/C:/a.txt.\\n"', []),  # (no drive after a path character)
+        ('see  C:/a/b.txt.\\n" now', ["C:/a/b.txt"]),  # (after two blanks: as on main)
         # a fullwidth colon before a ``//`` start: a URL's ``://`` to the matcher
         ("see ：//home/x now", []),
         ("see 用：//etc/hosts now", []),

@@ -31,6 +31,9 @@ __all__ = ["backslash_after_dots", "escape_follows", "escape_spans", "unescaped"
 #: a ``\\n`` no path can hold (before a blank, a quote, a closing bracket, ``,``, ``;``,
 #: a backslash, a line's end, or a JOIN of the matcher), or a ``\\r\\n``
 _EVIDENCE = re.compile(r"\\(?:n(?=[\s\"',;)\]}\\\x00]|\Z)|r\\n)")
+#: in a word: a drive where a Windows path finder starts one (after no path character,
+#: separator or ``:``): it would take in a backslash put back after the word's dots
+_DRIVE = re.compile(r"(?<![A-Za-z0-9_.+@~\-/\\:%])[A-Za-z]:[\\/]")
 #: from a backslash: an escaped backslash (a pair), or an escape (group 1)
 _ESCAPE = re.compile(r"\\(?:\\|([nrt]))")
 
@@ -195,7 +198,11 @@ def backslash_after_dots(text: str, blanked: str) -> str:
     finds no fact ending before an escape in the blanked text, so the path finders see
     that ``\\`` (``factpaths._beside_backslash``, ``MORE_AFTER_DOT``), not a blank;
     unless the word ending there follows two blanks: the matcher reads such a word in
-    the blanked text (:func:`escape_follows`: ``see  /app.py.\\n"`` states ``/app.py``).
+    the blanked text (:func:`escape_follows`: ``see  /app.py.\\n"`` states ``/app.py``),
+    or holds a drive: the Windows path finder would grow over that ``\\`` (review 2:
+    ``C:/out/report.csv.\\n`` gave ``C:/out/report.csv.\\``), so the word is blanked
+    from the drive on instead: no fact, as for ``/tmp/out.txt``
+    (on main its fact was LOST in its own text: the matcher reads ``report.csv./n``).
     Linear: each word is read back once, from the escape after it."""
     pieces, done = [], 0
     for match in _SINGLE.finditer(text):
@@ -208,9 +215,14 @@ def backslash_after_dots(text: str, blanked: str) -> str:
         word = run
         while word and not blanked[word - 1].isspace():
             word -= 1
-        if "." in text[run:at] and blanked[max(0, word - 2) : word] != "  ":
+        if "." not in text[run:at] or blanked[max(0, word - 2) : word] == "  ":
+            continue
+        drive = _DRIVE.search(blanked, word, run)
+        if drive is None:
             pieces += [blanked[done:at], "\\"]
-            done = at + 1
+        else:
+            pieces += [blanked[done : drive.start()], " " * (at - drive.start() + 1)]
+        done = at + 1
     return "".join([*pieces, blanked[done:]]) if pieces else blanked
 
 

@@ -229,4 +229,40 @@ def test_a_path_the_matcher_finds_as_written_is_extracted(
     assume([f.value for f in facts] == [path])
     text = f"see {before}{path}{after} now"
     if fact_in_text(facts[0], text) and not _known_loss(before, root, name, after):
-        assert any(path in value for value in facts_of(text, "path", "user")), text
+        assert _covered(text, 4 + len(before), path), text
+
+
+def _covered(text: str, at: int, path: str) -> bool:
+    """Whether a path extracted from `text` (checked by facts_of) is the one written at
+    `at`, alone or grown over it (review 2 F5: not a longer path elsewhere that only
+    holds it, as ``/usr/x.py`` holds ``/x.py``)."""
+    end = at + len(path)
+    for value in facts_of(text, "path", "user"):
+        start = text.find(value)
+        while 0 <= start <= at:
+            if start + len(value) >= end:
+                return True
+            start = text.find(value, start + 1)
+    return False
+
+
+@pytest.mark.parametrize("before", ["", " ", "\\", "x：", "修改"])
+@pytest.mark.parametrize("root", ["/", "//", "./", ""])
+def test_the_shapes_of_both_reviews_keep_a_path_the_matcher_finds(before: str, root: str) -> None:
+    """Review 2 (F5): the property above, exhaustive over a small product holding the
+    shapes its fixes were found in (``//tmp/x.py.修改``, ``/srv/share/.\\``,
+    ``see  /app.py.\\n"``)."""
+    afters = ['.\\n"', '..\\r\\n"', ".\\", "", ".修改", "-修改", "ملف.py"]
+    missed = []
+    for name in ("app.py", "srv/share/", "tmp/x.py"):
+        path = root + name
+        alone = [f for f in extract_facts([{"role": "user", "content": f"see {path} now"}])]
+        facts = [f for f in alone if f.kind == "path"]
+        if [f.value for f in facts] != [path]:
+            continue
+        for after in afters:
+            text = f"see {before}{path}{after} now"
+            found = fact_in_text(facts[0], text) and not _known_loss(before, root, name, after)
+            if found and not _covered(text, 4 + len(before), path):
+                missed.append(text)
+    assert missed == []

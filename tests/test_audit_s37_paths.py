@@ -10,6 +10,8 @@ extraction, the matcher and the reference.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from helpers.fact_checks import facts_of
 from hypothesis import assume, example, given, settings
@@ -224,12 +226,26 @@ def test_a_path_the_matcher_finds_as_written_is_extracted(
     it in the text, is extracted from it, alone or as part of a longer path, but in the
     shapes named in :func:`_known_loss`: the rules of this session drop no true fact."""
     path = root + name
-    alone = extract_facts([{"role": "user", "content": f"see {path} now"}])
-    facts = [f for f in alone if f.kind == "path"]
-    assume([f.value for f in facts] == [path])
-    text = f"see {before}{path}{after} now"
-    if fact_in_text(facts[0], text) and not _known_loss(before, root, name, after):
-        assert _covered(text, 4 + len(before), path), text
+    assume(_alone(path) is not None)
+    assert not _missed(before, root, name, after), f"see {before}{path}{after} now"
+
+
+@functools.cache
+def _alone(path: str):  # type: ignore[no-untyped-def]
+    """The fact of `path` read alone, when it is `path` itself (else None)."""
+    facts = extract_facts([{"role": "user", "content": f"see {path} now"}])
+    paths = [f for f in facts if f.kind == "path"]
+    return paths[0] if [f.value for f in paths] == [path] else None
+
+
+def _missed(before: str, root: str, name: str, after: str) -> bool:
+    """Whether the matcher finds the path as written (its fact read alone) in the text
+    and no extracted path is it (:func:`_covered`), out of :func:`_known_loss`'s shapes."""
+    path = root + name
+    fact, text = _alone(path), f"see {before}{path}{after} now"
+    if fact is None or not fact_in_text(fact, text) or _known_loss(before, root, name, after):
+        return False
+    return not _covered(text, 4 + len(before), path)
 
 
 def _covered(text: str, at: int, path: str) -> bool:
@@ -253,16 +269,7 @@ def test_the_shapes_of_both_reviews_keep_a_path_the_matcher_finds(before: str, r
     shapes its fixes were found in (``//tmp/x.py.修改``, ``/srv/share/.\\``,
     ``see  /app.py.\\n"``)."""
     afters = ['.\\n"', '..\\r\\n"', ".\\", "", ".修改", "-修改", "ملف.py"]
-    missed = []
-    for name in ("app.py", "srv/share/", "tmp/x.py"):
-        path = root + name
-        alone = [f for f in extract_facts([{"role": "user", "content": f"see {path} now"}])]
-        facts = [f for f in alone if f.kind == "path"]
-        if [f.value for f in facts] != [path]:
-            continue
-        for after in afters:
-            text = f"see {before}{path}{after} now"
-            found = fact_in_text(facts[0], text) and not _known_loss(before, root, name, after)
-            if found and not _covered(text, 4 + len(before), path):
-                missed.append(text)
+    names = ("app.py", "srv/share/", "tmp/x.py")
+    shapes = [(name, after) for name in names for after in afters]
+    missed = [f"{root}{n}{a}" for n, a in shapes if _missed(before, root, n, a)]
     assert missed == []

@@ -35,7 +35,7 @@ def _path_fact(text: str):  # type: ignore[no-untyped-def]
         # a system's or container's top directory after caseless prose: an absolute path
         # (session 35; review 1: one root list, ``/app``, ``/Volumes``, an MSYS drive)
         ("修改/etc/hosts", ["/etc/hosts"]),
-        ("修改/app/main.py", ["/app/main.py"]),
+        ("修改/app/main.py", []),  # (session 37: ``app`` is a project's folder too)
         ("修改/workspaces/x/a.py", ["/workspaces/x/a.py"]),
         ("修改/private/etc/hosts", ["/private/etc/hosts"]),
         ("打开/Volumes/USB/a.txt", ["/Volumes/USB/a.txt"]),
@@ -48,12 +48,12 @@ def _path_fact(text: str):  # type: ignore[no-untyped-def]
         ("修改/lib64/ld.so", ["/lib64/ld.so"]),
         ("打开/media/usb/a.txt", ["/media/usb/a.txt"]),
         ("打开/run/x.pid", ["/run/x.pid"]),
-        ("修改/C/Users/x.py", ["/C/Users/x.py"]),
-        ("修改/Ｃ/x.py", ["/Ｃ/x.py"]),
+        ("修改/C/Users/x.py", []),  # (session 37: one letter, no MSYS drive)
+        ("修改/Ｃ/x.py", []),
         # the word before the slash decides (a verb or a noun) and nothing in the text
-        # tells them apart: a relative path under a root's name stays a false fact
-        ("项目/lib/util.py", ["/lib/util.py"]),
-        ("see データ/src/app.py ok", ["/src/app.py"]),
+        # tells them apart: session 37, none under a name a project's tree starts with
+        ("项目/lib/util.py", []),
+        ("see データ/src/app.py ok", []),
         ("修改/home/用户/app.py文件", ["/home/用户/app.py"]),
         ("修改/ＨＯＭＥ/x.py", ["/ＨＯＭＥ/x.py"]),
         ("打开/tmp/x.log", ["/tmp/x.log"]),

@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["escape_follows", "escape_spans", "unescaped"]
+__all__ = ["backslash_after_dots", "escape_follows", "escape_spans", "unescaped"]
 
 #: a ``\\n`` no path can hold (before a blank, a quote, a closing bracket, ``,``, ``;``,
 #: a backslash, a line's end, or a JOIN of the matcher), or a ``\\r\\n``
 _EVIDENCE = re.compile(r"\\(?:n(?=[\s\"',;)\]}\\\x00]|\Z)|r\\n)")
+#: in a word: a drive where a Windows path finder starts one (after no path character,
+#: separator or ``:``): it would take in a backslash put back after the word's dots
+_DRIVE = re.compile(r"(?<![A-Za-z0-9_.+@~\-/\\:%])[A-Za-z]:[\\/]")
 #: from a backslash: an escaped backslash (a pair), or an escape (group 1)
 _ESCAPE = re.compile(r"\\(?:\\|([nrt]))")
 
@@ -186,6 +189,41 @@ def unescaped(text: str) -> str | None:
     (same length), or None when it has no escaped line."""
     lines = _escaped_lines(text)
     return None if not lines else _joined(text, lines)
+
+
+def backslash_after_dots(text: str, blanked: str) -> str:
+    """`blanked` (:func:`unescaped` of `text`) with the backslash of each escape blanked
+    right after a run of dots and dashes holding a dot put back (review 1 of session 37):
+    the matcher reads ``out.txt.\\n`` as written, ``out.txt./n``, a longer name, and
+    finds no fact ending before an escape in the blanked text, so the path finders see
+    that ``\\`` (``factpaths._beside_backslash``, ``MORE_AFTER_DOT``), not a blank;
+    unless the word ending there follows two blanks: the matcher reads such a word in
+    the blanked text (:func:`escape_follows`: ``see  /app.py.\\n"`` states ``/app.py``),
+    or holds a drive: the Windows path finder would grow over that ``\\`` (review 2:
+    ``C:/out/report.csv.\\n`` gave ``C:/out/report.csv.\\``), so the word is blanked
+    from the drive on instead: no fact, as for ``/tmp/out.txt``
+    (on main its fact was LOST in its own text: the matcher reads ``report.csv./n``).
+    Linear: each word is read back once, from the escape after it."""
+    pieces, done = [], 0
+    for match in _SINGLE.finditer(text):
+        at = match.start()
+        if blanked[at] != " " or text[at - 1 : at] not in (".", "-"):
+            continue
+        run = at
+        while run and text[run - 1] in ".-":
+            run -= 1
+        word = run
+        while word and not blanked[word - 1].isspace():
+            word -= 1
+        if "." not in text[run:at] or blanked[max(0, word - 2) : word] == "  ":
+            continue
+        drive = _DRIVE.search(blanked, word, run)
+        if drive is None:
+            pieces += [blanked[done:at], "\\"]
+        else:
+            pieces += [blanked[done : drive.start()], " " * (at - drive.start() + 1)]
+        done = at + 1
+    return "".join([*pieces, blanked[done:]]) if pieces else blanked
 
 
 def escape_follows(text: str) -> list[str] | None:

@@ -152,8 +152,14 @@ def folded_word_beside(text: str, start: int, end: int) -> bool:
         end < len(text)
         and not text[end].isascii()
         and is_word(text[end - 1])
-        and (is_word(_fold(text[end])[:1]))
+        and word_after(text, end)
     )
+
+
+def word_after(text: str, end: int) -> bool:
+    """Whether the character at `end` of `text`, as the matcher reads it (folded: ``٣``
+    is a digit, a superscript digit a blank), starts with a word character."""
+    return end < len(text) and is_word(_fold(text[end])[:1])
 
 
 def is_word(char: str) -> bool:
@@ -321,11 +327,18 @@ PATH_ROOTS = frozenset(
     | {"proc", "sys", "lib", "work", "data", "app", "src", "workspace", "testbed", "repo"}
     | {"code", "project", "users"}
 )
+#: the first names of :data:`PATH_ROOTS` a project's own tree starts with as often
+#: (``lib/util.py``, ``src/``, ``app/``, ``bin/``): after caseless prose they are as
+#: likely a relative path's first folder (session 37; ``data`` stays a root: a
+#: container's volume, and session 35 keeps ``已修改/data/José/``; review 1: so do
+#: the work folders a container's tree starts at, ``workspace``, ``repo``, ``work``,
+#: ``code``, ``project``, as ``testbed`` and ``workspaces``)
+PROJECT_ROOTS = frozenset({"lib", "bin", "src", "app"})
 #: the first names of an absolute path read after caseless prose (session 36, review 1:
-#: one list with :data:`PATH_ROOTS`): those and more top directories of systems,
-#: containers and phones, kept out of :data:`PATH_ROOTS` (``/run`` or ``/media`` alone
-#: is more often a word than a path), and a one-letter MSYS drive (:func:`system_root`)
-_SYSTEM_ROOTS = PATH_ROOTS | frozenset(
+#: one list with :data:`PATH_ROOTS`): those but :data:`PROJECT_ROOTS`, and more top
+#: directories of systems, containers and phones, kept out of :data:`PATH_ROOTS`
+#: (``/run`` or ``/media`` alone is more often a word than a path; :func:`system_root`)
+_SYSTEM_ROOTS = (PATH_ROOTS - PROJECT_ROOTS) | frozenset(
     {"boot", "lib64", "media", "run", "workspaces", "private", "volumes", "nix", "snap"}
     | {"content", "sdcard", "storage"}
 )
@@ -347,13 +360,33 @@ def system_root(path: str) -> bool:
     first name (``用户/app.py``, ``データ/src/app.py``): the text cannot tell them apart.
     The absolute reading (``/app.py``, ``/src/app.py``) is then a path the text may not
     hold: none, unless it starts at a system's top directory (``/home``, ``/etc``),
-    which a relative path hardly names second. The matcher reads it alike
-    (:func:`.factbounds.inside_longer_path`).
+    which a relative path hardly names second. Session 37: not at a name a project's
+    tree starts with too (:data:`PROJECT_ROOTS`: ``项目/lib/util.py`` gave the false
+    ``/lib/util.py``) nor at one letter (``目录/a/b.txt``; session 36 read an MSYS drive
+    there). The matcher reads it alike (:func:`.factbounds.inside_longer_path`).
     """
     name = path[1:].split("/", 1)[0]
     folded = name.lower() if name.isascii() else unicodedata.normalize("NFKC", name).casefold()
-    drive = len(folded) == 1 and "a" <= folded <= "z" and path.count("/") > 1  # (``/c/x``)
-    return drive or folded in _SYSTEM_ROOTS
+    return folded in _SYSTEM_ROOTS
+
+
+def folded_colon_before(text: str, start: int) -> bool:
+    """Whether the matcher, reading `text` folded, sees a ``:`` the text wrote otherwise
+    (``：``) right before the path starting with a ``/`` at `start`, ending a drive (an
+    ASCII letter after no path character: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh``,
+    ``factbounds._after_drive``) or, before a ``//`` start, a URL's ``://``: the path is
+    a longer one's tail to it, which no finder reads (their colons are ASCII): none
+    (session 37; an ASCII ``:`` before it starts no path: ``factpaths._NOT_BEFORE_PATH``)."""
+    if start < 1 or text[start - 1].isascii() or not (seen := _fold(text[start - 1])).endswith(":"):
+        return False  # (review 1: one folded character, most often no colon, is read first)
+    if text.startswith("//", start):
+        return True
+    for at in (start - 2, start - 3):  # (the folds of the two before it, as far as needed)
+        if at >= 0 and len(seen) < 3:
+            seen = _fold(text[at]) + seen
+    if len(seen) < 2 or seen[-2] not in string.ascii_letters:
+        return False
+    return len(seen) == 2 or seen[-3] not in PATH_CHARS
 
 
 #: marks looked back over before a path to find the character they sit on (the
@@ -372,12 +405,17 @@ def base_before(text: str, start: int) -> str | None:
         char = text[at]
         if char.isascii():
             return char if at < start - 1 else None
-        folded = unicodedata.normalize("NFKC", char).casefold() or char
-        base = _without_marks(folded)
+        base = _folded_base(char)  # (cached: a run of marks is read at every match)
         if base:
             return base[-1] if char not in SUPERSCRIPT_DIGITS else None
         at -= 1
     return text[at + 1] if at >= 0 else None  # (a long run of marks: judged as a mark)
+
+
+@functools.lru_cache(maxsize=4096)
+def _folded_base(char: str) -> str:
+    """`char` folded (NFKC, case) without the marks it ends with: empty for a mark."""
+    return _without_marks(unicodedata.normalize("NFKC", char).casefold() or char)
 
 
 def _without_marks(folded: str) -> str:

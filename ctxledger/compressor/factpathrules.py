@@ -26,6 +26,7 @@ from ctxledger.compressor.factletters import (
     caseless_letters,
     dotted_name_goes_on,
     folded_after,
+    folded_colon_before,
     folded_dots_go_on,
     folded_name_char,
     folded_word_beside,
@@ -40,6 +41,7 @@ from ctxledger.compressor.factletters import (
     system_root,
     wide_slashes,
     with_name_letters,
+    word_after,
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 
@@ -89,8 +91,9 @@ SECOND_SUFFIXES = (
 #: more of a name: a word character, but a superscript digit
 MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
-#: character, ``+``, ``~``, ``@`` or ``/`` (the matcher reads ``app.py..+r`` as one name)
-MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/]"
+#: character, ``+``, ``~``, ``@``, ``/`` or ``\\`` (the matcher reads ``app.py..+r`` as
+#: one name, and ``app.py.\\x`` as ``app.py./x``: session 37)
+MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/\\]"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
 DOTFILE = re.compile(
@@ -441,7 +444,10 @@ def cut_path(text: str, start: int, end: int) -> bool:
     such a name is no name, as a Windows path's, ``_name_first``). Session 36: none
     either after a caseless letter unless it starts at a system root (:func:`system_root`),
     before what the matcher reads as more of it (:func:`.factletters.folded_dots_go_on`),
-    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`)."""
+    or, a bare name, after what it reads as a word (:func:`.factletters.folded_word_beside`).
+    Session 37: none either after what it reads as a drive's or a URL's ``:``
+    (:func:`.factletters.folded_colon_before`: ``x：/tmp``), nor, a ``//`` start, beside
+    what goes on a UNC path's name (:func:`_unc_cut`: ``//a/app.py修改``)."""
     if text[start - 1 if start else 0 : end + 1].isascii():
         # (ASCII in it and beside it: most paths of a long text, one look; a name's
         # dots before more of it, ``app.py.／``, are the caller's: :func:`dotted_name_goes_on`)
@@ -449,6 +455,8 @@ def cut_path(text: str, start: int, end: int) -> bool:
     after_folder = text[start] == "/" and start and not text[start - 1].isascii()
     if after_folder and in_folded_folder(text, start):
         return True
+    if after_folder and folded_colon_before(text, start):
+        return True  # (session 37: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh`` to the matcher)
     if after_folder and caseless_before(text, start) and not system_root(text[start:end]):
         return True
     if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
@@ -457,7 +465,21 @@ def cut_path(text: str, start: int, end: int) -> bool:
         return True
     if folded_word_beside(text, start, end):
         return True
+    if text.startswith("//", start) and _unc_cut(text, start, end):
+        return True
     return not text[start:end].isascii() and mark_after_slash(text, start, end)
+
+
+def _unc_cut(text: str, start: int, end: int) -> bool:
+    """Whether a slash path starting with ``//`` is cut as the matcher reads it: a UNC
+    path's name, which a letter of any script, a mark or a word character glued on
+    goes on (session 37: ``//a/app.py修改``, ``//home٣``). After the name the matcher
+    reads the character its own end stops at: a folder's ``/`` or the first of the dots
+    and dashes the judgement strips (review 1: ``//tmp/x.py.修改``, ``//srv/share/ملف``
+    keep their fact)."""
+    value = text[start:end]
+    tail = end - 1 if value.endswith("/") else start + len(value.rstrip(".-"))
+    return cut_name(text, start, tail, every_letter=True) or word_after(text, tail)
 
 
 def cut_name(text: str, start: int, end: int, *, every_letter: bool = False) -> bool:

@@ -19,7 +19,7 @@ import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ctxledger.compressor.factescapes import unescaped
+from ctxledger.compressor.factescapes import backslash_after_dots, unescaped
 from ctxledger.compressor.factgrep import branch_spans, context_spans
 from ctxledger.compressor.factletters import is_word as is_word_char
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
@@ -42,6 +42,7 @@ from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
+from ctxledger.compressor.facturls import mask, urls
 
 __all__ = [
     "PATH_CHARS",
@@ -102,9 +103,6 @@ _UNC_RIGHT = re.compile(r"[A-Za-z0-9_.+@~$\-\\/]*")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 #: what may not stand before a Windows path (else it is part of something longer)
 _NOT_BEFORE_WINDOWS = PATH_CHARS | _NOT_BEFORE_PATH | frozenset("\\")
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
-_URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
-_URL_STRIP = ".,;:!?)]}'\""
 
 #: the conventional placeholder of an example path (``git diff -- path/to/file1``,
 #: ``/path/to/working/dir``, ``C:\\path\\to\\x``), in lower case only
@@ -129,44 +127,6 @@ _OBJECT_NAMES = frozenset(
         "response",
     ]
 )
-
-
-def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """`text` with `spans` blanked out (same length, so positions stay valid)."""
-    if not spans:
-        return text
-    n = len(text)
-    if len(spans) < 8 or not all(0 <= start <= end <= n for start, end in spans):
-        chars = list(text)
-        for start, end in spans:
-            chars[start:end] = " " * (end - start)
-        return "".join(chars)
-    # many spans (a long text): the union blanked between slices of `text`, no char list
-    out: list[str] = []
-    done = 0
-    for start, end in sorted(spans):
-        if end <= done:
-            continue
-        start = max(start, done)
-        out.append(text[done:start])
-        out.append(" " * (end - start))
-        done = end
-    out.append(text[done:])
-    return "".join(out)
-
-
-def urls(text: str) -> list[tuple[int, int, str]]:
-    found: list[tuple[int, int, str]] = []
-    for match in _URL_TAIL.finditer(text):
-        start = match.start()
-        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
-            start -= 1
-        scheme = text[start : match.start()]
-        value = text[start : match.end()].rstrip(_URL_STRIP)
-        if len(scheme) < 2 or not _URL_SCHEME.match(scheme) or len(value) <= len(scheme) + 4:
-            continue
-        found.append((start, start + len(value), value))
-    return found
 
 
 def bounded(pattern: re.Pattern[str], text: str, not_before: str = "") -> Iterator[re.Match[str]]:
@@ -247,8 +207,9 @@ def _span_ends(text: str) -> Iterable[tuple[int, int]]:
     if len(text) > width:
         return _by_window(text, scans, width)
     spans: dict[int, int] = {}  # one window (most texts)
+    backslash = "\\" in text
     for pattern in scans:
-        _scan(text, pattern, (0, 0, 0), width, spans)
+        _scan(text, pattern, (0, 0, 0), width, spans, backslash)
     windows = list(_windows_spans(text))
     if windows:
         _replace_by_windows(spans, [(-1, -1), *windows])
@@ -269,6 +230,7 @@ def _by_window(
     windows = _in_windows(_windows_spans(text), width)
     head = next(windows, None)
     carry = (-1, -1)  # the last Windows path of the windows before
+    backslash = "\\" in text
     while pending or head is not None:
         starts = [start for _, _, start in pending]
         window = min([*starts, head[0] * width] if head is not None else starts) // width
@@ -277,7 +239,7 @@ def _by_window(
         going_on = []
         for pattern, state, start in pending:
             if start < limit:
-                stopped = _scan(text, pattern, state, limit, spans)
+                stopped = _scan(text, pattern, state, limit, spans, backslash)
                 if stopped is not None:
                     going_on.append((pattern, *stopped))
             else:
@@ -305,7 +267,12 @@ def _may_match(pattern: re.Pattern[str], text: str) -> bool:
 
 
 def _scan(
-    text: str, pattern: re.Pattern[str], state: _ScanState, limit: int, spans: dict[int, int]
+    text: str,
+    pattern: re.Pattern[str],
+    state: _ScanState,
+    limit: int,
+    spans: dict[int, int],
+    backslash: bool = True,
 ) -> tuple[_ScanState, int] | None:
     """One scan of `text` for candidate spans (see :func:`_span_ends`) from `state`,
     each start's longest end added to `spans`, up to the first start at `limit` or
@@ -313,7 +280,8 @@ def _scan(
     at the end. A start never comes before the one before it: a slash path's start
     grows left to no further than the end of the last match, a name's to the last
     name anchor (or that name's start), and neither over a character that may not
-    start a span."""
+    start a span. `backslash`: whether the text holds a ``\\`` (a slash path beside one
+    may be none: :func:`_beside_backslash`)."""
     # (by identity: a compiled pattern's hash reads its whole program)
     slashes, mixed = pattern is _SLASH_AND_RIGHT, pattern is _SLASH_OR_EXTENSION
     extensions = mixed or pattern is _EXT_ANCHOR
@@ -333,7 +301,8 @@ def _scan(
                 start -= 1
             if wide and start > 0 and not text[start - 1].isascii():
                 start = name_start(text, start)
-            alone = False
+            # (session 37: ``\/usr/x.py`` is ``//usr/x.py`` to the matcher, a longer path)
+            alone = backslash and _beside_backslash(text, start, end)
         else:
             while start > last and ((c := text[start - 1]).isalnum() or c in "_.-"):
                 start -= 1
@@ -353,6 +322,20 @@ def _scan(
         if not slash:
             last, last_start = anchor, start
     return None
+
+
+def _beside_backslash(text: str, start: int, end: int) -> bool:
+    """Whether the matcher reads the slash path ``text[start:end]`` longer at a ``\\``,
+    its ``/`` (session 37): an absolute path after one (``\\/usr`` is ``//usr``), or a
+    path whose trailing dots and dashes (the judgement strips them) hold a dot before
+    one (``/tmp/x.py.\\`` is ``/tmp/x.py./``: ``factbounds.inside_longer_path``)."""
+    if start > 0 and text[start - 1] == "\\" and text[start] == "/":
+        return True
+    if not text.startswith("\\", end):
+        return False
+    tail = text[start:end]
+    stem = tail.rstrip(".-")  # (a folder's ``/`` before the dots ends it: ``/srv/share/.\\``)
+    return "." in tail[len(stem) :] and not stem.endswith("/")
 
 
 def _after_superscript(text: str, start: int, anchor: int) -> int:
@@ -530,6 +513,8 @@ def _named(text: str, *, repeats: bool) -> Iterator[tuple[int, str]]:
             yield start, value
 
 
+#: ``./`` before a ``/``: the fact (``normalize_fact`` drops ``./``) would be absolute
+_DOTS_BEFORE_ROOT = re.compile(r"(?:\./)+/")
 #: a candidate not judged yet (None is "no path"; compared by identity)
 _UNJUDGED: Any = object()
 
@@ -548,7 +533,7 @@ def _dot_starts_path(text: str, start: int) -> bool:
     ``../``, ``.\\``, ``..\\`` or a dotted name (``.env``, ``.github/``), not dots
     (``...``) or a dot before no name (``.5``, ``.-``)."""
     if text.startswith(("./", "../", ".\\", "..\\"), start):
-        return True
+        return _DOTS_BEFORE_ROOT.match(text, start) is None  # (session 37: ``.//src``)
     return start + 1 < len(text) and (text[start + 1].isascii() and text[start + 1].isalpha())
 
 
@@ -572,7 +557,7 @@ def path_text(text: str) -> str:
     addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
-    text = text if blanked is None else blanked
+    text = text if blanked is None else backslash_after_dots(text, blanked)
     text = mask(text, context_spans(text))
     text = mask(text, branch_spans(text))
     if "'" not in text and '"' not in text:

@@ -19,6 +19,7 @@ from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (l
 from helpers.reference_facts.foldedpaths import (
     caseless_before,
     caseless_file_after,
+    drive_before,
     longer_when_folded,
     system_root,
     tail_of_folder,
@@ -27,8 +28,10 @@ from helpers.reference_facts.foldedpaths import (
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
+    escape_after_dot,  # review 1 of session 37
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
+    matcher_reads,  # session 35, review 1
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -272,7 +275,8 @@ def _name_ends(text: str, end: int) -> bool:
         stop += 1
     if after == "-":
         return stop == len(text) or text[stop].isspace()
-    return stop == len(text) or not (is_word_char(text[stop]) or text[stop] in "+~@/")
+    # (session 37: a ``\\`` is the matcher's ``/``)
+    return stop == len(text) or not (is_word_char(text[stop]) or text[stop] in "+~@/\\")
 
 
 def _device_unc_paths(text: str) -> Iterator[tuple[int, int]]:
@@ -336,6 +340,19 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     )
 
 
+def _unc_goes_on(text: str, start: int, end: int) -> bool:
+    """Session 37: whether the character at `end`, read as the matcher reads it, goes on
+    a UNC path's last name (a ``//`` start is one to it): a word character, a letter or
+    mark of any script, or a path character but a dot or dash (``＠`` is ``@``). A span
+    ending with a ``/``, a dot or a dash ends there to the matcher (review 1)."""
+    if text[end - 1] in "/.-":
+        return False
+    seen = matcher_reads(text[end : end + 1])[:1]
+    return bool(seen) and (
+        is_word_char(seen) or seen in "+@~" or unicodedata.category(seen)[0] in "LM"
+    )
+
+
 def _cased_beside(text: str, start: int, end: int) -> bool:
     """Session 34: whether the character before `start` or at `end`, folded as the
     matcher folds it (NFKC, case), goes on the name there: a mark or a letter of an
@@ -370,6 +387,16 @@ def _glued(char: str, side: int) -> bool:
     return unicodedata.category(near) in ("Lu", "Ll", "Lt", "Mn", "Mc", "Me")
 
 
+def _dots_before_backslash(text: str, start: int, end: int) -> bool:
+    """Session 37: whether the span ends with dots and dashes, a dot among them, right
+    before a ``\\``, which the matcher reads as a ``/`` going on the name; review 1:
+    not after a folder's ``/`` (``/srv/share/.\\`` is ``/srv/share/`` to it)."""
+    if text[end : end + 1] != "\\":
+        return False
+    name, dots = re.fullmatch(r"(.*?)([.\-]*)", text[start:end], re.S).groups()
+    return "." in dots and not name.endswith("/")
+
+
 def span_ends(text: str) -> dict[int, int]:
     """Start -> the longest end of the candidate spans at that start."""
     spans: dict[int, int] = {}
@@ -385,6 +412,12 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
         if text[start] == "/" and caseless_before(text, start) and not system_root(text[start:end]):
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
+        if text[start] == "/" and start and (text[start - 1] == "\\" or drive_before(text, start)):
+            continue  # session 37: ``\\/usr`` is ``//usr``, ``x：/tmp`` a drive's, to the matcher
+        if _dots_before_backslash(text, start, end):
+            continue  # session 37: ``/tmp/x.py.\\`` is ``/tmp/x.py./`` to the matcher
+        if text.startswith("//", start) and _unc_goes_on(text, start, end):
+            continue  # session 37: a ``//`` start is a UNC path to the matcher
         if caseless_file_after(text, end, text[start:end]):
             continue  # session 36: ``/home/x/app`` of ``/home/x/app用户.py`` is cut
         if word_beside_when_folded(text, start, end):
@@ -445,6 +478,8 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
             text.startswith(("./", "../", ".\\", "..\\"), start) or dotted
         ):
             continue
+        if re.match(r"(?:\./)+/", text[start:end]):
+            continue  # session 37: ``.//src/a.py`` is ``/src/a.py`` as a fact
         value = plausible_path(text[start:end])
         if value is None or _ENVIRONMENT_PATH.search(value.replace("\\", "/")):
             continue
@@ -507,7 +542,7 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 
 
 def path_text(text: str) -> str:
-    text = unescape_lines(text)  # session 31: ``"docs\\nsetup.py\\n"`` lists two names
+    text = escape_after_dot(text, unescape_lines(text))  # session 31: ``"docs\\nsetup.py\\n"``
     text = mask(text, _grep_context(text))
     text = mask(text, _tree_branches(text))  # session 34
     text = mask(text, range_addresses(text))  # session 33

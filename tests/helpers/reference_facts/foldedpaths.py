@@ -48,16 +48,17 @@ def caseless_before(text: str, start: int) -> bool:
 
 def system_root(path: str) -> bool:
     """Session 36: whether absolute `path` starts at a top directory of a system or
-    container (``/home``, ``/etc``, ``/app``, …, as the matcher reads it) or an MSYS
-    drive's letter (``/c/…``): after caseless prose it is read absolute
-    (``修改/home/用户/app.py``); any other could be a relative path's tail."""
-    roots = "bin boot data dev etc home lib lib64 media mnt opt proc root run sbin srv sys tmp"
-    roots += " usr var users work workspace workspaces testbed app src repo code project"
+    container (``/home``, ``/etc``, ``/usr``, …, as the matcher reads it): after
+    caseless prose it is read absolute (``修改/home/用户/app.py``); any other could be a
+    relative path's tail. Session 37: so could a name a project's own tree starts with
+    (``项目/lib/util.py``, ``src``, ``app``, ``bin``) or a single letter
+    (``目录/a/b.txt``, no MSYS drive any more); review 1: a container's work folder
+    (``workspace``, ``repo``, ``work``, ``code``, ``project``) stays a top one."""
+    roots = "boot data dev etc home lib64 media mnt opt proc root run sbin srv sys tmp"
+    roots += " usr var users workspaces testbed workspace repo work code project"
     roots += " private volumes nix snap content sdcard storage"
     first = "".join(matcher_reads(c) for c in path[1:].split("/")[0])
-    return first in roots.split() or (
-        len(path[1:].split("/")) > 1 and first in "abcdefghijklmnopqrstuvwxyz" and len(first) == 1
-    )
+    return first in roots.split()
 
 
 def longer_when_folded(text: str, start: int, end: int) -> bool:
@@ -135,3 +136,19 @@ def caseless_file_after(text: str, end: int, path: str) -> bool:
         if ends and first and has_ext("x." + ".".join(suffixes[:count])):
             return True
     return False
+
+
+def drive_before(text: str, start: int) -> bool:
+    """Session 37: whether the text before the ``/`` at `start`, read as the matcher
+    reads it, ends with a ``:`` written with a character that is not ASCII (``x：``,
+    ``ｘ:``), after an ASCII letter after no path character or the text's start (a
+    drive) or before a ``//`` (a URL's ``://``): no finder reads those, and the matcher
+    reads no path of its own there."""
+    raw = text[max(0, start - 3) : start]
+    if len(raw) < 1 or raw[-2:].isascii():
+        return False
+    seen = "".join(matcher_reads(c) for c in raw)
+    if seen.endswith(":") and text.startswith("//", start):
+        return True
+    head = r"\A|" if start <= 3 else ""  # (the window starts the text)
+    return re.search(f"(?:{head}[^A-Za-z0-9_.+@~\\-])[A-Za-z]:\\Z", seen) is not None

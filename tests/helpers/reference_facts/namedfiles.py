@@ -58,7 +58,7 @@ def _more_after_dot(text: str, at: int) -> bool:
     at += 1
     while at < len(text) and text[at] in ".-":
         at += 1
-    return at < len(text) and (_word(text[at]) or text[at] in "+~@/")
+    return at < len(text) and (_word(text[at]) or text[at] in "+~@/\\")  # (``\\``: s37)
 
 
 def _ends(text: str, at: int, dotfile: bool) -> bool:

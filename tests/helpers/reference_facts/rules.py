@@ -8,6 +8,7 @@ time range as a zone, a cut amount, a banner as ``ls -l``) shows as a difference
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator
 
@@ -442,6 +443,45 @@ def unescape_lines(text: str) -> str:
                     chars[at] = chars[at + 1] = " "
         start = end + 1
     return "".join(chars)
+
+
+def escape_after_dot(raw: str, blanked: str) -> str:
+    """Review 1 of session 37: a blanked escape whose backslash follows a name's trailing
+    dots (and dashes, one dot at least: ``out.txt.\\n``) keeps that backslash, which the
+    matcher reads, in the text as written, as a ``/`` going on the name; but a word two
+    blanks stand before is read by the matcher with the escape blanked (its second
+    reading), so there the blank stays. In a word holding a drive (review 2), a Windows
+    path would take that backslash in: the word is blanked from the drive on (no fact,
+    as ``out.txt``'s)."""
+    chars = list(blanked)
+    for at, char in enumerate(raw):
+        if char == "\\" and blanked[at] == " " and raw[at + 1 : at + 2] in ("n", "r", "t"):
+            before = at
+            while before > 0 and raw[before - 1] in ".-":
+                before -= 1
+            head = blanked[:at]
+            word = head.split()[-1] if head and not head[-1].isspace() else ""
+            after_two_blanks = head[: len(head) - len(word)].endswith("  ")
+            if "." not in raw[before:at] or after_two_blanks:
+                continue
+            windows = _windows_start(blanked, at - len(word), at)
+            if windows is None:
+                chars[at] = "\\"
+            else:
+                chars[windows : at + 1] = " " * (at + 1 - windows)
+    return "".join(chars)
+
+
+def _windows_start(blanked: str, start: int, end: int) -> int | None:
+    """Where a Windows path finder starts one in ``blanked[start:end]`` (a word) at a
+    drive letter (``C:/``, ``C:\\``) that no path character, slash, backslash, ``:``
+    or ``%`` stands before; None when it has none."""
+    for at in range(start, end):
+        letter = blanked[at].isascii() and blanked[at].isalpha()
+        drive = letter and blanked[at + 1 : at + 3] in (":/", ":\\")
+        if drive and (at == 0 or not re.match(r"[A-Za-z0-9_.+@~\-/\\:%]", blanked[at - 1])):
+            return at
+    return None
 
 
 def _double_quoted_strings(line: str) -> list[tuple[int, int]]:

@@ -1,0 +1,51 @@
+"""URLs in a text, and a text with spans blanked out: what fact extraction masks before
+it looks for paths (:mod:`.factpaths`; moved out of it in session 37, at 600 lines)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["mask", "urls"]
+
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
+_URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
+_URL_STRIP = ".,;:!?)]}'\""
+
+
+def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` with `spans` blanked out (same length, so positions stay valid)."""
+    if not spans:
+        return text
+    n = len(text)
+    if len(spans) < 8 or not all(0 <= start <= end <= n for start, end in spans):
+        chars = list(text)
+        for start, end in spans:
+            chars[start:end] = " " * (end - start)
+        return "".join(chars)
+    # many spans (a long text): the union blanked between slices of `text`, no char list
+    out: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if end <= done:
+            continue
+        start = max(start, done)
+        out.append(text[done:start])
+        out.append(" " * (end - start))
+        done = end
+    out.append(text[done:])
+    return "".join(out)
+
+
+def urls(text: str) -> list[tuple[int, int, str]]:
+    found: list[tuple[int, int, str]] = []
+    for match in _URL_TAIL.finditer(text):
+        start = match.start()
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
+            start -= 1
+        scheme = text[start : match.start()]
+        value = text[start : match.end()].rstrip(_URL_STRIP)
+        if len(scheme) < 2 or not _URL_SCHEME.match(scheme) or len(value) <= len(scheme) + 4:
+            continue
+        found.append((start, start + len(value), value))
+    return found

@@ -35,9 +35,11 @@ What the host does that the engine survives:
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each
 lands after the messages it counted; the latest one goes through the service, so a
-compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. When the
-host asks without a fresh report (its pre-call estimate), the compaction runs as a
-manual one. ``recall`` and ``expand_compaction`` are the engine's tools.
+compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Otherwise
+``compress(force=True)`` (its ``/compress``) is a ``manual`` compaction, and
+``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
+passed (:class:`~ctxledger.integrations.hermes_host.Asked`); every one was ``manual``
+before session 37. ``recall`` and ``expand_compaction`` are the engine's tools.
 """
 
 from __future__ import annotations
@@ -238,7 +240,8 @@ class CtxLedgerEngine(ContextEngine):
         self._last_summary_dropped_count = 0
         try:
             ids = self._lineage(None)
-            return self._shared.run(lambda svc: self._compress(svc, messages, focus_topic, ids))  # type: ignore[no-any-return]
+            asked = host.Asked(focus_topic, bool(force), current_tokens)
+            return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
             logger.warning("ctxledger compaction failed: %s", exc)
@@ -247,9 +250,9 @@ class CtxLedgerEngine(ContextEngine):
             return messages
 
     async def _compress(
-        self, svc: ContextService, messages: list[JSON], focus: str | None, ids: tuple[str, ...]
+        self, svc: ContextService, messages: list[JSON], asked: host.Asked, ids: tuple[str, ...]
     ) -> list[JSON]:
-        focus = focus_topic(focus)  # a focus the ledger refuses appends nothing first
+        focus = focus_topic(asked.focus)  # a focus the ledger refuses appends nothing first
         messages = host.unmarked(messages)
         if self._root is None:
             await self._resume(svc, messages, ids)
@@ -261,7 +264,7 @@ class CtxLedgerEngine(ContextEngine):
         self._handed = [host.digest(m) for m in messages]
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
-            result = await svc.compress(sid, focus=focus)
+            result = await asked.run(svc, sid, focus)
         sid = result.session_id
         self._report_failure(result)
         self._last_compression_made_progress = result.compressed

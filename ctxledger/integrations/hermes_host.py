@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
@@ -16,6 +16,10 @@ from ctxledger.integrations.common import host_title
 from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
 from ctxledger.usage import normalize_usage
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.service import ContextService
+    from ctxledger.runtime.service_io import TurnResult
 
 JSON = dict[str, Any]
 
@@ -152,3 +156,32 @@ def compactions(chains: ChainsProjection, session_id: str) -> int:
     conversation goes on."""
     parents = (parent for parent, _ in chains.branched_from(session_id, MAX_CHAIN))
     return sum(chains.compression_count(sid) for sid in (session_id, *parents))
+
+
+class Asked(NamedTuple):
+    """How Hermes asked for a compaction: ``force=True`` is its ``/compress`` (the user
+    asked: ``manual``, forced, past the cooldown); ``force=False`` is Hermes's own
+    decision (its preflight, overflow retries, gateway hygiene), recorded as such with
+    the size it measured (``ContextService.host_compress``). Both were recorded as
+    ``manual`` before session 37, which a what-if replayed as asked for by the user."""
+
+    focus: str | None
+    force: bool
+    tokens: Any  # as Hermes passed it (:func:`measured`)
+
+    async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
+        if self.force:
+            return await svc.compress(sid, focus=focus)
+        tokens = measured(self.tokens)
+        said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
+        source = f"hermes decided (compress, force=False): {said}"
+        return await svc.host_compress(sid, source, tokens=tokens, focus=focus)
+
+
+def measured(value: Any) -> int | None:
+    """The request size Hermes passed with ``compress`` (``current_tokens``), when it is a
+    count the ledger takes (else None: the ledger's own estimate stands in)."""
+    try:
+        return check_token_count(value, "current_tokens") if value else None
+    except InvalidInput:
+        return None

@@ -246,10 +246,58 @@ class ContextService(ServiceCore):
         tokens = self._estimate(sid)
         return await self._compress_now(sid, "manual", tokens, "manual /compress", focus=focus)
 
-    async def _auto_compress(
-        self, sid: str, trigger: Trigger, tokens: int, source: str, *, size_decided: bool = False
+    async def host_compress(
+        self,
+        session_id: str,
+        source: str,
+        *,
+        tokens: int | None = None,
+        beyond: int | None = None,
+        focus: str | None = None,
     ) -> TurnResult:
-        """Compress when the size calls for it and the guards allow; record a skip otherwise."""
+        """A compaction a host decided on its own, before a model call (Hermes's context
+        engine asked with ``compress(force=False)``: its preflight, its overflow retries,
+        its gateway's hygiene): recorded as what it is, trigger ``preflight``, the plan
+        not forced and the guards (cooldown, anti-thrash) applying, as for every
+        automatic compaction; ``compress`` is the one the user asked for.
+
+        `tokens`: the request size the host measured (default: this ledger's estimate);
+        it decided, so the size is not judged again. The ledger's own estimate of the
+        view is recorded beside it (``CompressionChecked.details["estimate"]``): what
+        the host counts beyond the view (its system prompt, its tools schema) is the
+        difference, which a what-if replays (:mod:`ctxledger.analysis.history`).
+
+        `beyond` (a what-if replaying such a decision): the host's size is this ledger's
+        estimate plus `beyond`, and is judged against the threshold as the host judged
+        it; below, nothing is recorded."""
+        focus = focus_topic(focus)
+        sid = self._live_tip(session_id)
+        estimate = self._estimate(sid)
+        measured = estimate + beyond if beyond is not None else tokens
+        host = {"decided_by": "host", "force": False, "estimate": estimate}
+        return await self._auto_compress(
+            sid,
+            "preflight",
+            estimate if measured is None else measured,
+            source,
+            size_decided=beyond is None,
+            focus=focus,
+            host=host,
+        )
+
+    async def _auto_compress(
+        self,
+        sid: str,
+        trigger: Trigger,
+        tokens: int,
+        source: str,
+        *,
+        size_decided: bool = False,
+        focus: str | None = None,
+        host: dict[str, Any] | None = None,
+    ) -> TurnResult:
+        """Compress when the size calls for it and the guards allow; record a skip otherwise.
+        `host`: what a host's decision adds to the recorded details (:meth:`host_compress`)."""
         threshold = self.config.threshold_tokens(self.ledger.transcript.session(sid).context_length)
         if not size_decided:
             ok, reason = self.engine.should_compress(sid, tokens)
@@ -260,8 +308,13 @@ class ContextService(ServiceCore):
         if ok:
             ok, reason = self.tracker.guard(sid, self.ledger.clock())
         if ok:
-            return await self._compress_now(sid, trigger, tokens, source)
-        details = {"tokens": tokens, "threshold_tokens": threshold, "source": source}
+            return await self._compress_now(sid, trigger, tokens, source, focus=focus, host=host)
+        details = {
+            "tokens": tokens,
+            "threshold_tokens": threshold,
+            "source": source,
+            **(host or {}),
+        }
         self._record(
             sid, (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details})
         )
@@ -275,6 +328,7 @@ class ContextService(ServiceCore):
         source: str,
         *,
         focus: str | None = None,
+        host: dict[str, Any] | None = None,
     ) -> TurnResult:
         async with self._lock(requested), self._lease(requested):
             for attempt in range(1, RACE_RETRIES + 1):
@@ -295,6 +349,7 @@ class ContextService(ServiceCore):
                         "attempt": attempt,
                         "focus": focus,
                         "context_length": view.context_length,
+                        **(host or {}),
                     },
                 }
                 self._record(sid, (CompressionChecked, check))

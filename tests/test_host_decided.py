@@ -1,0 +1,114 @@
+"""A compaction a host decided on its own (Hermes's ``compress(force=False)``) is
+recorded as what it is, re-plans exactly, and a what-if of its chain does not double it
+(session 37; session 36 recorded every one as ``manual /compress``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from helpers.ledger_helpers import SMALL, deterministic_ledger
+
+from ctxledger.analysis.history import CompressStep, history
+from ctxledger.analysis.replay import verify_compactions
+from ctxledger.analysis.whatif import whatif
+from ctxledger.events import CompressionChecked, CompressionSkipped, SessionSwitched
+from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
+
+
+async def _host_decides(ledger: Ledger, extra: int) -> str:
+    """A host that decides when to compact, as Hermes does: after each user message it
+    measures the request (the ledger's estimate plus `extra`, its system prompt and
+    tools schema the ledger does not hold) and asks, not forced, at the threshold; each
+    answer comes with a usage report (Hermes passes them with its next hand-over)."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(14):
+        sid = (
+            await svc.append(sid, [{"role": "user", "content": f"turn {turn} " + "word " * 900}])
+        ).session_id
+        status = svc.status(sid)
+        measured = status["tokens"] + extra
+        if measured >= status["threshold_tokens"]:
+            source = f"host decided: ~{measured:,} tokens"
+            sid = (await svc.host_compress(sid, source, tokens=measured)).session_id
+        prompt = svc.status(sid)["tokens"] + extra
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5}
+        ledger.report_usage(sid, usage, tool_calls=False)
+        sid = (await svc.append(sid, [{"role": "assistant", "content": f"done {turn}"}])).session_id
+    return svc.tip(sid)
+
+
+def _switches(ledger: Ledger) -> list[SessionSwitched]:
+    return [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)]
+
+
+@pytest.mark.parametrize("extra", [0, 1_500])
+def test_a_host_s_own_compaction_is_recorded_replans_and_is_not_doubled(
+    tmp_path: Path, extra: int
+) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = anyio.run(_host_decides, ledger, extra)
+    switches = _switches(ledger)
+    assert len(switches) >= 2
+    # recorded as the host's own decision: preflight, not forced, what it measured
+    assert {s.trigger for s in switches} == {"preflight"}
+    assert not any(s.plan["forced"] for s in switches)
+    checks = [r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)]
+    assert len(checks) == len(switches)
+    for check in checks:
+        assert check.details["decided_by"] == "host" and check.details["force"] is False
+        assert check.tokens - check.details["estimate"] == extra
+    # replay --verify re-plans each exactly
+    assert not verify_compactions(ledger, tip).drifted
+    # the what-if replays the host's decisions (judged with what it counted beyond the view)
+    steps = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
+    assert [s.beyond for s in steps] == [extra] * len(switches)
+    repro = whatif(ledger, tip).reproduction
+    assert repro is not None
+    assert repro.compactions == [len(switches)] * 2, repro.differences
+    assert repro.matching_compactions == len(switches)
+    assert not any("twice" in w for w in repro.warnings), repro.warnings
+
+
+async def _guarded(ledger: Ledger) -> tuple[str, list[str]]:
+    """A host asking (not forced) while the anti-thrash guard holds: nothing compacts, the
+    skip says the host decided; a forced ask (``/compress``) still compacts."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(8):
+        await svc.append(sid, [{"role": "user", "content": f"turn {turn} " + "word " * 900}])
+        await svc.append(sid, [{"role": "assistant", "content": f"done {turn}"}])
+    svc.tracker.state(sid)  # (folded, then kept current)
+    notices: list[str] = []
+    blocked = SMALL.anti_thrash_strikes
+    for _ in range(blocked):
+        ledger.append_events(
+            sid,
+            [
+                CompressionSkipped(
+                    **ledger.event_fields(sid), trigger="preflight", reason="too_few_messages"
+                )
+            ],
+        )
+    result = await svc.host_compress(sid, "host decided", tokens=20_000)
+    notices += result.notices
+    assert result.session_id == sid and not result.compressed
+    forced = await svc.compress(sid)
+    assert forced.compressed
+    return sid, notices
+
+
+def test_a_host_s_own_ask_honours_the_guards_a_forced_one_does_not(tmp_path: Path) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sid, notices = anyio.run(_guarded, ledger)
+    assert notices and notices[0].startswith("automatic compression skipped")
+    [skip] = [
+        r.event
+        for r in ledger.store.read_session(sid)
+        if isinstance(r.event, CompressionSkipped) and r.event.details.get("decided_by")
+    ]
+    assert skip.trigger == "preflight" and skip.details["tokens"] == 20_000
+    assert skip.details["force"] is False

@@ -28,6 +28,9 @@ What the host does that the engine survives:
   it continues, as Hermes's store links them, handed over by ``bind_session_state``);
 * its CLI's ``/new``, ``/resume <id>`` and ``/branch`` call ``on_session_reset`` alone
   (no ``on_session_start``): the next chain is the new id's, never the old one's.
+* another writer (``ctxledger compress`` / ``undo`` from a shell) may move the chain's
+  tip while Hermes runs: ``should_compress`` says yes at Hermes's next check and
+  ``compress`` hands back the tip's view, nothing compacted again (:meth:`_adopt`);
 * its ``/compress here [N]`` (CLI, gateway) hands only the head, a strict prefix of what
   the ledger may hold, and re-appends the last N exchanges after the result: the head
   goes on as a branch of the chain's tip, the conversation's chain from then on.
@@ -58,18 +61,14 @@ from ctxledger import (
     RECALL_TOOL,
     ContextService,
     CtxLedgerError,
-    TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
-from ctxledger.compressor.planner import plan
-from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
-from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import taking_as_recorded
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
@@ -92,6 +91,7 @@ class CtxLedgerEngine(ContextEngine):
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on
         self._known: list[JSON] = []  # the host messages the ledger holds, in order
+        self._seen: str | None = None  # the ledger session whose view the host holds
         self._pending: list[JSON] = []  # usage reports not written yet
         self._handed: list[bytes] = []  # digests of the host's list at the last compaction
         self._resumable = False  # a chain titled with the Hermes id may be continued
@@ -201,7 +201,11 @@ class CtxLedgerEngine(ContextEngine):
         self._pending.append(report)
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
-        """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds."""
+        """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds; or
+        whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
+        every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
+        if self._seen is not None and self._run_safely(self._moved):
+            return True
         if (
             prompt_tokens is None
             or self.threshold_tokens <= 0
@@ -257,37 +261,57 @@ class CtxLedgerEngine(ContextEngine):
         if self._root is None:
             await self._resume(svc, messages, ids)
             ids = ()  # looked for once
-        if self._rewinds(messages) and not self._head_compacts(svc, len(messages), focus):
+        root = self._root
+        if (
+            root is not None
+            and self._rewinds(messages)
+            and not host.head_compacts(
+                svc, svc.tip(root), len(messages), focus, self.context_length
+            )
+        ):
             self._handed = [host.digest(m) for m in messages]
             return messages  # no progress, and no branch: the host keeps its list
+        moved = self._moved(svc)
         sid, last = await self._sync(svc, messages, ids)
         self._handed = [host.digest(m) for m in messages]
+        if moved and not asked.force:
+            return self._adopt(svc, sid, last)
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
             result = await asked.run(svc, sid, focus)
-        sid = result.session_id
-        self._report_failure(result)
+        for name, value in host.failure_report(result).items():
+            setattr(self, name, value)
         self._last_compression_made_progress = result.compressed
+        return self._hand_back(svc, result.session_id)
+
+    def _hand_back(self, svc: ContextService, sid: str) -> list[JSON]:
+        """The live view of `sid`, which the host takes now (its list from then on)."""
         self.compression_count = host.compactions(svc.ledger.chains, sid)
         view = host.unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
-        self._known = copy.deepcopy(view)
+        self._known, self._seen = copy.deepcopy(view), sid
         return view
 
-    def _report_failure(self, result: TurnResult) -> None:
-        """What Hermes's ``/compress`` reads to report a failed summary (its
-        ``summarize_manual_compression``, its gateway): an abandoned compaction
-        (``_last_compress_aborted``, nothing removed) or a fallback summary and how many
-        messages it replaced, each with its reason (``_last_summary_error``, redacted)."""
-        for outcome in result.compactions:
-            if outcome.fallback:
-                self._last_summary_fallback_used = True
-                # stored redacted (at the source): one-lined, not redacted again
-                said = reason_line(outcome.failure or "", redacted=True)
-                self._last_summary_error = said or outcome.failure_class
-                self._last_summary_dropped_count = outcome.removed
-        if result.aborted is not None:
-            self._last_compress_aborted = True
-            self._last_summary_error = result.aborted
+    def _moved(self, svc: ContextService) -> bool:
+        """Whether another writer moved the chain's tip since the host took its view
+        (``ctxledger compress`` / ``undo`` from a shell, a model switch's preflight): the
+        host still holds ``_seen``'s view until it takes the tip's (:meth:`_adopt`)."""
+        root, seen = self._root, self._seen
+        return root is not None and seen is not None and svc.tip(root) != seen
+
+    def _adopt(self, svc: ContextService, sid: str, last: JSON | None) -> list[JSON]:
+        """Hermes asked (at its check before its next model call) while the tip had moved:
+        it takes the tip's view with its new messages appended, and nothing is compacted
+        again (it measured its old list). Before session 37 it kept sending its own list
+        while its new messages went onto the moved tip, a view it never sent."""
+        if last is not None:
+            svc.ledger.report_usage(sid, last)  # its prompt: the old list's (accounting)
+        logger.warning(
+            "ctxledger: another writer moved this conversation's ledger chain (ctxledger "
+            "compress or undo?); Hermes takes its view now (%s)",
+            sid,
+        )
+        self._last_compression_made_progress = True
+        return self._hand_back(svc, sid)
 
     async def _sync(
         self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...]
@@ -303,6 +327,7 @@ class CtxLedgerEngine(ContextEngine):
             n = 0
         elif self._root is None or messages[:n] != self._known:
             check_new_messages(messages)  # a list the ledger cannot take starts nothing
+            self._seen = None
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,
@@ -310,35 +335,17 @@ class CtxLedgerEngine(ContextEngine):
             )
             self._known, n = [], 0
         sid = svc.tip(self._root)
+        held = self._seen in (None, sid)  # (else moved: the host holds `_seen`'s view)
         suffix = copy.deepcopy(messages[n:])
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
             self._known.extend(copy.deepcopy(suffix))
+        self._seen = sid if held else self._seen
         return sid, self._write_queued(svc, sid, keep_latest=True)
 
     def _rewinds(self, messages: list[JSON]) -> bool:
         """A strict prefix of what the ledger holds (:meth:`_branch`)."""
         return 0 < len(messages) < len(self._known) and messages == self._known[: len(messages)]
-
-    def _head_compacts(self, svc: ContextService, count: int, focus: str | None) -> bool:
-        """Whether a branch holding the first `count` messages of the tip's view would
-        compact, forced as ``/compress`` is: the planner's decision on that prefix (the
-        parent's system prompt, the window the branch takes, no pins, no compaction in
-        effect), before anything is written. Hermes keeps its list when nothing
-        compacts; a branch then ended the tip and recorded the conversation again."""
-        assert self._root is not None
-        tip = svc.tip(self._root)
-        inp = compaction_input(svc.ledger, tip)
-        k = count + len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
-        decision = plan(
-            inp.messages[:k],
-            svc.config,
-            token_counts(inp, svc.config)[:k],
-            context_length=self.context_length or inp.context_length,
-            focus=focus,
-            force=True,
-        )
-        return decision.action == "compress"
 
     async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
         """The host handed a strict prefix of what the ledger holds: Hermes's
@@ -350,7 +357,7 @@ class CtxLedgerEngine(ContextEngine):
         hands a strict prefix branches as well: ``/retry`` with a preflight compaction
         (the history cut before the last user message, that message again), ``/undo``
         followed by ``/compress`` or an exit. A ``compress`` whose head would not compact
-        starts no branch (:meth:`_head_compacts`)."""
+        starts no branch (:func:`host.head_compacts`)."""
         check_new_messages(head)
         tip = svc.tip(root)
         parent = svc.ledger.transcript.session(tip)
@@ -365,7 +372,7 @@ class CtxLedgerEngine(ContextEngine):
             )
         if not parent.ended:
             await svc.end_session(tip, "branched")
-        self._root, self._known = branch, []
+        self._root, self._known, self._seen = branch, [], None
 
     def _lineage(self, host_id: str | None) -> tuple[str, ...]:
         """With no chain yet, in the host's thread (Hermes's store is queried where Hermes
@@ -442,6 +449,7 @@ class CtxLedgerEngine(ContextEngine):
                 # temporary agent) is a strict prefix of what the ledger holds: a branch
                 known = messages[: len(view)] + view[len(messages) :]
                 self._root, self._known = lineage.session_id, copy.deepcopy(known)
+                self._seen = None
                 await self._follow_model(svc, tip)
                 return
 
@@ -503,6 +511,7 @@ class CtxLedgerEngine(ContextEngine):
             return
         self._hermes_session, self._resumable = session_id, True
         self._root, self._known, self._pending, self._handed = None, [], [], []
+        self._seen = None
 
     def bind_session_state(self, session_db: Any = None, session_id: str = "") -> None:
         """Hermes hands its session store (``state.db``) to an engine that has this hook
@@ -531,6 +540,7 @@ class CtxLedgerEngine(ContextEngine):
         CLI's ``/new``, ``/resume``, ``/branch``) is learnt at the next hand-over."""
         super().on_session_reset()
         self._root, self._known, self._pending, self._handed = None, [], [], []
+        self._seen = None
         self._resumable = False
 
     # --- tools and status -----------------------------------------------------------------------

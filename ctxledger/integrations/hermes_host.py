@@ -1,7 +1,8 @@
 """What Hermes Agent hands its context engine, read as the ledger takes it: its usage
 reports, its message dicts (the session store's mark, what a message says as the store
-gives it back), its session ids and context lengths. Plain functions that load without
-Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
+gives it back), its session ids and context lengths, how it asked for a compaction (``force``); and
+the engine's helpers that need no Hermes state (a head's plan, a failure's report).
+They load without Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctxledger.compressor.assemble import reason_line
+from ctxledger.compressor.planner import plan
+from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title
+from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
 from ctxledger.usage import normalize_usage
@@ -185,3 +190,44 @@ def measured(value: Any) -> int | None:
         return check_token_count(value, "current_tokens") if value else None
     except InvalidInput:
         return None
+
+
+def head_compacts(
+    svc: ContextService, tip: str, count: int, focus: str | None, context_length: int
+) -> bool:
+    """Whether a branch holding the first `count` messages of the view of `tip` would
+    compact, forced as ``/compress`` is: the planner's decision on that prefix (the
+    parent's system prompt, the window the branch takes, no pins, no compaction in
+    effect), before anything is written. Hermes keeps its list when nothing
+    compacts; a branch then ended the tip and recorded the conversation again."""
+    inp = compaction_input(svc.ledger, tip)
+    k = count + len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
+    decision = plan(
+        inp.messages[:k],
+        svc.config,
+        token_counts(inp, svc.config)[:k],
+        context_length=context_length or inp.context_length,
+        focus=focus,
+        force=True,
+    )
+    return decision.action == "compress"
+
+
+def failure_report(result: TurnResult) -> dict[str, Any]:
+    """What Hermes's ``/compress`` reads to report a failed summary (its
+    ``summarize_manual_compression``, its gateway), as the engine's attributes to set: an
+    abandoned compaction (``_last_compress_aborted``, nothing removed) or a fallback
+    summary and how many messages it replaced, each with its reason
+    (``_last_summary_error``, redacted)."""
+    out: dict[str, Any] = {}
+    for outcome in result.compactions:
+        if outcome.fallback:
+            # stored redacted (at the source): one-lined, not redacted again
+            said = reason_line(outcome.failure or "", redacted=True)
+            out["_last_summary_fallback_used"] = True
+            out["_last_summary_error"] = said or outcome.failure_class
+            out["_last_summary_dropped_count"] = outcome.removed
+    if result.aborted is not None:
+        out["_last_compress_aborted"] = True
+        out["_last_summary_error"] = result.aborted
+    return out

@@ -13,6 +13,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from ctxledger.analysis.history import CompressStep, history
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
+from ctxledger.errors import InvalidInput
 from ctxledger.events import CompressionChecked, CompressionSkipped, SessionSwitched
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
@@ -112,3 +113,14 @@ def test_a_host_s_own_ask_honours_the_guards_a_forced_one_does_not(tmp_path: Pat
     ]
     assert skip.trigger == "preflight" and skip.details["tokens"] == 20_000
     assert skip.details["force"] is False
+
+
+@pytest.mark.parametrize("kw", [{"tokens": -1}, {"tokens": 1.5}, {"beyond": "12"}])
+def test_a_host_s_figures_are_checked_before_anything_is_written(kw: dict) -> None:
+    ledger = deterministic_ledger()
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    version = ledger.version(sid)
+    with pytest.raises(InvalidInput):
+        anyio.run(lambda: svc.host_compress(sid, "host decided", **kw))
+    assert ledger.version(sid) == version

@@ -3,9 +3,9 @@
 :func:`history` reads from the log every message the agent appended (across the whole
 chain, in seq order and in the batches it appended them), every provider usage
 report, manual ``/compress`` requests and the compactions a host decided on its own,
-model switches, learned limits, pins and system prompt changes, as a list of :data:`Step`. Compactions, skips, warnings and cooldowns
-are *decisions*, not steps: a what-if service makes its own (see
-:mod:`ctxledger.analysis.whatif`).
+model switches, learned limits, pins and system prompt changes, as a list of
+:data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not steps: a
+what-if service makes its own (see :mod:`ctxledger.analysis.whatif`).
 """
 
 from __future__ import annotations

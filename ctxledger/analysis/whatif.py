@@ -2,8 +2,8 @@
 
 :func:`~ctxledger.analysis.history.history` reads what the agent did from the log — every message it appended
 (across the whole chain, in seq order and in the batches it appended them),
-every provider usage report, manual ``/compress`` requests (and a host's own decisions), model switches, learned
-limits, pins and system prompt changes — as a list of :data:`Step`. Compactions,
+every provider usage report, manual ``/compress`` requests (and a host's own
+decisions), model switches, learned limits, pins and system prompt changes — as a list of :data:`Step`. Compactions,
 skips, warnings and cooldowns are *decisions*, so they are not steps: the what-if
 service makes its own.
 

@@ -44,6 +44,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
 from ctxledger.ledger.prompt import set_system_prompt
+from ctxledger.limits import check_token_count
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -271,6 +272,10 @@ class ContextService(ServiceCore):
         estimate plus `beyond`, and is judged against the threshold as the host judged
         it; below, nothing is recorded."""
         focus = focus_topic(focus)
+        if tokens is not None:
+            tokens = check_token_count(tokens, "tokens")
+        if beyond is not None and not is_int(beyond):
+            raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens

@@ -124,3 +124,49 @@ def test_a_host_s_figures_are_checked_before_anything_is_written(kw: dict) -> No
     with pytest.raises(InvalidInput):
         anyio.run(lambda: svc.host_compress(sid, "host decided", **kw))
     assert ledger.version(sid) == version
+
+
+async def _two_agents(ledger: Ledger) -> tuple[str, list[bool]]:
+    """A conversation of two huge messages: host agent "a" asks twice, each pass a no-op
+    (too few messages: two strikes), then is blocked, even once the conversation has
+    grown; agent "b" (a new process, ``--resume``, the gateway's hygiene agent) starts
+    from no strikes, as a fresh Hermes agent's in-memory count does, and compacts."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(2):
+        big = f"ask {turn} " + "word " * 4_000
+        await svc.append(
+            sid, [{"role": "user", "content": big}, {"role": "assistant", "content": "ok"}]
+        )
+    done = []
+    for _ in range(3):
+        done.append(
+            (await svc.host_compress(sid, "a decided", tokens=30_000, agent="a")).compressed
+        )
+    svc = ContextService(ledger, config=SMALL)  # another process on the same ledger
+    for turn in range(2, 14):
+        small = f"ask {turn} " + "word " * 900
+        await svc.append(
+            sid, [{"role": "user", "content": small}, {"role": "assistant", "content": "ok"}]
+        )
+    done.append((await svc.host_compress(sid, "a decided", tokens=30_000, agent="a")).compressed)
+    assert svc.status(sid)["blocked"]
+    result = await svc.host_compress(sid, "b decided", tokens=30_000, agent="b")
+    done.append(result.compressed)
+    return result.session_id, done
+
+
+def test_a_host_agent_s_strikes_last_as_long_as_the_agent(tmp_path: Path) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip, done = anyio.run(_two_agents, ledger)
+    assert done == [False, False, False, False, True]
+    svc = ContextService(ledger, config=SMALL)
+    # the guard's state is folded from the events: a reopened ledger decides the same
+    svc.tracker.forget(tip)
+    assert svc.tracker.host_agent(tip) == "b"
+    assert not svc.status(tip)["blocked"]
+    assert not verify_compactions(ledger, tip).drifted
+    steps = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
+    assert [s.agent for s in steps] == ["a", "a", "a", "a", "b"]
+    repro = whatif(ledger, tip).reproduction
+    assert repro is not None and repro.compactions == [1, 1], repro.differences

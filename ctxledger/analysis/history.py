@@ -90,6 +90,8 @@ class CompressStep(_Step, frozen=True, kw_only=True):
 
     focus: str | None = None
     beyond: int | None = None
+    #: the host agent that decided (``host_compress(agent=)``): its strikes are its own
+    agent: str | None = None
 
 
 class ModelStep(_Step, frozen=True, kw_only=True):
@@ -241,8 +243,13 @@ def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
     tokens = e.tokens if isinstance(e, CompressionChecked) else details.get("tokens")
     estimate = details.get("estimate")
     beyond = tokens - estimate if isinstance(tokens, int) and isinstance(estimate, int) else 0
-    focus = details.get("focus")
-    return CompressStep(focus=focus if isinstance(focus, str) else None, beyond=beyond, at=e.at)
+    focus, agent = details.get("focus"), details.get("agent")
+    return CompressStep(
+        focus=focus if isinstance(focus, str) else None,
+        beyond=beyond,
+        agent=agent if isinstance(agent, str) and agent else None,
+        at=e.at,
+    )
 
 
 class _Reader:

@@ -164,7 +164,9 @@ class _Driver:
             self.sid = result.session_id
         elif isinstance(step, CompressStep) and step.beyond is not None:
             source = f"the host's decision, replayed: estimate + {step.beyond:,} tokens it counted"
-            result = await svc.host_compress(self.sid, source, beyond=step.beyond, focus=step.focus)
+            result = await svc.host_compress(
+                self.sid, source, beyond=step.beyond, focus=step.focus, agent=step.agent
+            )
             self.sid = result.session_id
         elif isinstance(step, CompressStep):
             self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id

@@ -92,6 +92,7 @@ class CtxLedgerEngine(ContextEngine):
         self._root: str | None = None  # the ledger chain this agent's conversation is on
         self._known: list[JSON] = []  # the host messages the ledger holds, in order
         self._seen: str | None = None  # the ledger session whose view the host holds
+        self._agent = host.agent_token()  # this agent's name for its strikes (Asked)
         self._pending: list[JSON] = []  # usage reports not written yet
         self._handed: list[bytes] = []  # digests of the host's list at the last compaction
         self._resumable = False  # a chain titled with the Hermes id may be continued
@@ -118,6 +119,7 @@ class CtxLedgerEngine(ContextEngine):
         clone._known = copy.deepcopy(self._known, memo)
         clone._pending = copy.deepcopy(self._pending, memo)
         clone._handed = list(self._handed)
+        clone._agent = host.agent_token()  # another agent: its own strikes
         return clone
 
     # --- token state ----------------------------------------------------------------------
@@ -215,8 +217,10 @@ class CtxLedgerEngine(ContextEngine):
         root = self._root
         if root is None:
             return True
-        status = self._run_safely(lambda svc: svc.status(root))
-        return not (status and (status["blocked"] or status["cooldown_remaining"] > 0))
+        guard = self._run_safely(
+            lambda svc: svc.tracker.guard(svc.tip(root), svc.ledger.clock(), self._agent)
+        )
+        return not guard or bool(guard[0])
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
         """Before a call, without a real count: Hermes's rough estimate of ``messages``
@@ -244,7 +248,7 @@ class CtxLedgerEngine(ContextEngine):
         self._last_summary_dropped_count = 0
         try:
             ids = self._lineage(None)
-            asked = host.Asked(focus_topic, bool(force), current_tokens)
+            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent)
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
@@ -526,6 +530,7 @@ class CtxLedgerEngine(ContextEngine):
         ``compress`` (its memory flush, ``commit_memory_session``): the ledger holds that
         list already, and taking it for a new conversation started a second root with
         the whole uncompacted history at every compaction."""
+        self._agent = host.agent_token()  # Hermes clears its strike count here, every time
         if not isinstance(messages, list) or not messages:
             return
         messages, handed = host.unmarked(messages), self._handed
@@ -540,7 +545,7 @@ class CtxLedgerEngine(ContextEngine):
         CLI's ``/new``, ``/resume``, ``/branch``) is learnt at the next hand-over."""
         super().on_session_reset()
         self._root, self._known, self._pending, self._handed = None, [], [], []
-        self._seen = None
+        self._seen, self._agent = None, host.agent_token()  # (Hermes clears its count)
         self._resumable = False
 
     # --- tools and status -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -173,6 +174,7 @@ class Asked(NamedTuple):
     focus: str | None
     force: bool
     tokens: Any  # as Hermes passed it (:func:`measured`)
+    agent: str | None = None  # the engine copy asking (:func:`agent_token`)
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
@@ -180,7 +182,14 @@ class Asked(NamedTuple):
         tokens = measured(self.tokens)
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
         source = f"hermes decided (compress, force=False): {said}"
-        return await svc.host_compress(sid, source, tokens=tokens, focus=focus)
+        return await svc.host_compress(sid, source, tokens=tokens, focus=focus, agent=self.agent)
+
+
+def agent_token() -> str:
+    """A new name for one Hermes agent's engine (its own copy, a session's end, a reset):
+    Hermes counts ineffective compressions in the agent's memory, so the ledger's strikes
+    for the host's own decisions last as long as the name (``host_compress(agent=)``)."""
+    return uuid.uuid4().hex[:12]
 
 
 def measured(value: Any) -> int | None:

@@ -44,6 +44,7 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.events import (
+    CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
     CooldownStarted,
@@ -82,6 +83,26 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     #: model switched or a reported 0 (Hermes's kept count); a response without usage
     #: leaves it, and the in-loop check judges such a response by max(it, estimate)
     last_real_prompt: int | None = None
+
+
+def fold_host_agent(
+    state: RuntimeState, agent: str | None, event: Event
+) -> tuple[RuntimeState, str | None]:
+    """The host agent whose own decisions (``ContextService.host_compress(agent=)``) the
+    strikes are counted for, and the state: a decision by another agent starts the
+    strikes again from none, as a fresh agent's in-memory count does (Hermes's
+    ``_ineffective_compression_count``: a new process, ``--resume``, the gateway's
+    hygiene agent, a session's end). Kept beside :class:`RuntimeState` (whose encoded
+    form the guard-rule goldens fix); events without an ``agent`` (every ledger written
+    before session 37) change nothing."""
+    if not isinstance(event, CompressionChecked | CompressionSkipped):
+        return state, agent
+    details = event.details
+    asking = details.get("agent")
+    if details.get("decided_by") != "host" or not isinstance(asking, str) or asking == agent:
+        return state, agent
+    anti = msgspec.structs.replace(state.anti, strikes=0, last_pass_struck=False)
+    return msgspec.structs.replace(state, anti=anti), asking
 
 
 def _after_usage(
@@ -207,6 +228,8 @@ class RuntimeTracker:
         self.ledger = ledger
         self.config = config or ledger.config
         self._states: dict[str, RuntimeState] = {}
+        #: chain root -> the host agent its strikes are counted for (:func:`fold_host_agent`)
+        self._agents: dict[str, str | None] = {}
         #: session -> chain root (a session's root never changes once it started)
         self._roots: dict[str, str] = {}
         ledger.projector.listeners.append(self._on_record)
@@ -228,11 +251,12 @@ class RuntimeTracker:
         if state is None:
             return
         try:
-            self._states[root] = fold_runtime(state, rec.event, self.config)
+            self._states[root] = self._fold(root, state, rec.event)
         except Exception:
             # never break the ledger's fold: drop the cache, and the next state() refolds
             # the chain from the store (raising there if the event really cannot be folded)
             del self._states[root]
+            self._agents.pop(root, None)
 
     def state(self, session_id: str) -> RuntimeState:
         """The chain's state as of the ledger's last folded event."""
@@ -247,10 +271,11 @@ class RuntimeTracker:
         # streams by seq instead of reading them one after the other; events the
         # projector has not folded yet reach the cache through the listener later
         streams = [ledger.store.read_session(sid) for sid in ledger.chains.chain(root)]
+        self._agents.pop(root, None)
         for rec in heapq.merge(*streams, key=lambda r: r.seq):
             if rec.seq > seq:
                 break
-            state = fold_runtime(state, rec.event, self.config)
+            state = self._fold(root, state, rec.event)
         self._states[root] = state
         return state
 
@@ -259,16 +284,32 @@ class RuntimeTracker:
         self.forget(session_id)
         return self.state(session_id)
 
-    def forget(self, session_id: str) -> None:
-        self._states.pop(self._root(session_id), None)
+    def _fold(self, root: str, state: RuntimeState, event: Event) -> RuntimeState:
+        state, self._agents[root] = fold_host_agent(state, self._agents.get(root), event)
+        return fold_runtime(state, event, self.config)
 
-    def guard(self, session_id: str, now: float) -> tuple[bool, str]:
-        """Whether automatic compression may run now: no cooldown, not blocked by strikes."""
+    def host_agent(self, session_id: str) -> str | None:
+        """The host agent the chain's strikes are counted for (None: no host named one)."""
+        self.state(session_id)
+        return self._agents.get(self._root(session_id))
+
+    def forget(self, session_id: str) -> None:
+        root = self._root(session_id)
+        self._states.pop(root, None)
+        self._agents.pop(root, None)
+
+    def guard(self, session_id: str, now: float, agent: str | None = None) -> tuple[bool, str]:
+        """Whether automatic compression may run now: no cooldown, not blocked by strikes.
+        `agent`: a host agent asking (:func:`fold_host_agent`); strikes counted for another
+        agent do not hold it."""
         state = self.state(session_id)
         if state.cooldown.active(now):
             return False, f"summarizer cooldown: {state.cooldown.remaining(now):.0f}s left"
-        if state.anti.blocked(self.config.anti_thrash_strikes):
-            return False, state.anti.describe(self.config.anti_thrash_strikes)
+        anti, limit = state.anti, self.config.anti_thrash_strikes
+        if agent is not None and agent != self.host_agent(session_id):
+            anti = msgspec.structs.replace(anti, strikes=0)
+        if anti.blocked(limit):
+            return False, anti.describe(limit)
         return True, "no cooldown, not blocked"
 
 

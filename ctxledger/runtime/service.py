@@ -255,6 +255,7 @@ class ContextService(ServiceCore):
         tokens: int | None = None,
         beyond: int | None = None,
         focus: str | None = None,
+        agent: str | None = None,
     ) -> TurnResult:
         """A compaction a host decided on its own, before a model call (Hermes's context
         engine asked with ``compress(force=False)``: its preflight, its overflow retries,
@@ -270,8 +271,15 @@ class ContextService(ServiceCore):
 
         `beyond` (a what-if replaying such a decision): the host's size is this ledger's
         estimate plus `beyond`, and is judged against the threshold as the host judged
-        it; below, nothing is recorded."""
+        it; below, nothing is recorded.
+
+        `agent`: the host agent deciding (recorded as ``details["agent"]``). The strikes
+        of the anti-thrash guard last as long as the agent that earned them, as a host's
+        in-memory count does: another agent's ask starts from none
+        (:meth:`RuntimeTracker.guard`, folded from the events)."""
         focus = focus_topic(focus)
+        if agent is not None and (not isinstance(agent, str) or not agent):
+            raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
         if tokens is not None:
             tokens = check_token_count(tokens, "tokens")
         if beyond is not None and not is_int(beyond):
@@ -279,7 +287,9 @@ class ContextService(ServiceCore):
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens
-        host = {"decided_by": "host", "force": False, "estimate": estimate}
+        host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
+        if agent is not None:
+            host["agent"] = agent
         return await self._auto_compress(
             sid,
             "preflight",
@@ -311,7 +321,9 @@ class ContextService(ServiceCore):
         else:
             ok, reason = self.config.enabled, "compression is disabled"
         if ok:
-            ok, reason = self.tracker.guard(sid, self.ledger.clock())
+            agent, now = (host or {}).get("agent"), self.ledger.clock()
+            guarded = self.tracker.guard(sid, now, agent) if agent else self.tracker.guard(sid, now)
+            ok, reason = guarded
         if ok:
             return await self._compress_now(sid, trigger, tokens, source, focus=focus, host=host)
         details = {

@@ -182,12 +182,16 @@ def test_hermes_s_own_compactions_are_recorded_as_its_own_and_a_whatif_keeps_the
     assert len(switches) == result["compression_count"] >= 1
     assert {s.trigger for s in switches} <= {"preflight", "in_loop"}
     assert not any(s.plan["forced"] for s in switches)
+    # which compactions Hermes decided before a call (preflight) and which a usage report
+    # made (in_loop) depends on timing inside Hermes (the reviewer's run and the note's
+    # differed), so the host's checks are checked for whatever of them there are
     hosts = [e for e in events if isinstance(e, CompressionChecked) and e.trigger == "preflight"]
-    assert hosts and all(
-        e.source.startswith("hermes decided (compress, force=False)") for e in hosts
-    )
+    assert all(e.source.startswith("hermes decided (compress, force=False)") for e in hosts)
     assert all(
-        e.details["decided_by"] == "host" and e.tokens > e.details["estimate"] for e in hosts
+        e.details["decided_by"] == "host"
+        and e.tokens > e.details["estimate"]
+        and isinstance(e.details["agent"], str)
+        for e in hosts
     )
     assert not verify_compactions(ledger, tip).drifted
     repro = whatif(ledger, tip).reproduction

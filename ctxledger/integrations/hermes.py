@@ -278,8 +278,11 @@ class CtxLedgerEngine(ContextEngine):
         moved = self._moved(svc)
         sid, last = await self._sync(svc, messages, ids)
         self._handed = [host.digest(m) for m in messages]
+        if moved and last is not None:  # its prompt: the list it sent (accounting only)
+            svc.ledger.report_usage(self._seen or sid, last)
+            last = None
         if moved and not asked.force:
-            return self._adopt(svc, sid, last)
+            return self._adopt(svc, sid)
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
             result = await asked.run(svc, sid, focus)
@@ -302,13 +305,11 @@ class CtxLedgerEngine(ContextEngine):
         root, seen = self._root, self._seen
         return root is not None and seen is not None and svc.tip(root) != seen
 
-    def _adopt(self, svc: ContextService, sid: str, last: JSON | None) -> list[JSON]:
+    def _adopt(self, svc: ContextService, sid: str) -> list[JSON]:
         """Hermes asked (at its check before its next model call) while the tip had moved:
         it takes the tip's view with its new messages appended, and nothing is compacted
         again (it measured its old list). Before session 37 it kept sending its own list
         while its new messages went onto the moved tip, a view it never sent."""
-        if last is not None:
-            svc.ledger.report_usage(sid, last)  # its prompt: the old list's (accounting)
         logger.warning(
             "ctxledger: another writer moved this conversation's ledger chain (ctxledger "
             "compress or undo?); Hermes takes its view now (%s)",
@@ -318,11 +319,13 @@ class CtxLedgerEngine(ContextEngine):
         return self._hand_back(svc, sid)
 
     async def _sync(
-        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...]
+        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...], hold: bool = False
     ) -> tuple[str, JSON | None]:
         """Append the host's new messages (without the session store's mark: callers
         pass them through :func:`host.unmarked` once); write queued usage but the latest
-        (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`)."""
+        (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`).
+        While another writer has moved the tip, the usage goes on ``_seen`` (the view the
+        host sent), and with `hold` the messages wait for :meth:`_adopt`."""
         if self._root is None:
             await self._resume(svc, messages, ids)
         n = len(self._known)
@@ -338,14 +341,14 @@ class CtxLedgerEngine(ContextEngine):
                 title=host.title(self._hermes_session or "?"),
             )
             self._known, n = [], 0
-        sid = svc.tip(self._root)
-        held = self._seen in (None, sid)  # (else moved: the host holds `_seen`'s view)
-        suffix = copy.deepcopy(messages[n:])
+        sid, seen = svc.tip(self._root), self._seen
+        moved = seen not in (None, sid)  # the host holds `seen`'s view, not the tip's
+        suffix = [] if moved and hold else copy.deepcopy(messages[n:])
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
             self._known.extend(copy.deepcopy(suffix))
-        self._seen = sid if held else self._seen
-        return sid, self._write_queued(svc, sid, keep_latest=True)
+        self._seen = seen if moved else sid
+        return sid, self._write_queued(svc, self._seen or sid, keep_latest=True)
 
     def _rewinds(self, messages: list[JSON]) -> bool:
         """A strict prefix of what the ledger holds (:meth:`_branch`)."""
@@ -480,9 +483,9 @@ class CtxLedgerEngine(ContextEngine):
         ids = self._lineage(host_id)
 
         async def flush(svc: ContextService) -> str:
-            sid, last = await self._sync(svc, messages, ids)
+            sid, last = await self._sync(svc, messages, ids, hold=not final)
             if last is not None and final:
-                svc.ledger.report_usage(sid, last)
+                svc.ledger.report_usage(self._seen or sid, last)
             elif last is not None:
                 self._pending.insert(0, last)
             return sid

@@ -3,7 +3,7 @@ Agent is still running (session 37).
 
 Run by ``tests/test_integration_hermes_outside.py`` with the python of ``.venv-hermes``:
 
-    .venv-hermes/bin/python tests/hermes_outside_writer.py WORKDIR
+    .venv-hermes/bin/python tests/hermes_outside_writer.py WORKDIR [state]
 
 Hermes (the README's ``config.yaml``, the fake upstream of ``hermes_scenario.py``) runs
 five small turns, none reaching its threshold; after turn 2 the CLI compacts the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,14 @@ def main() -> None:
     db = home / "ctxledger.ledger.db"
     base_url = serve()
 
+    from hermes_state import SessionDB
     from run_agent import AIAgent
 
+    # with "state": Hermes's session store, as its CLI keeps it (a compaction, the adopt
+    # included, ends the session and goes on under a new id)
+    store = SessionDB(home / "state.db") if sys.argv[2:] == ["state"] else None
     agent = AIAgent(
+        session_db=store,
         base_url=base_url,
         api_key="sk-fake",
         model="fake-model",
@@ -62,6 +68,7 @@ def main() -> None:
     history: list[dict[str, Any]] = []
     turns: list[int] = []  # the turn of each request
     counts: list[int] = []
+    ids: list[str] = []  # Hermes's session id after each turn
     said: dict[str, str] = {}
     for turn in range(5):
         if turn == 3:
@@ -76,7 +83,13 @@ def main() -> None:
         history = result["messages"]
         turns += [turn] * (len(REQUESTS) - before)
         counts.append(engine.compression_count)
+        ids.append(agent.session_id)
     engine.on_session_end(agent.session_id, history)
+    archived = None
+    if store is not None:  # the rows Hermes's store set aside at a compaction (in place)
+        with sqlite3.connect(home / "state.db") as con:
+            query = "SELECT count(*) FROM messages WHERE session_id = ? AND active = 0"
+            archived = con.execute(query, (agent.session_id,)).fetchone()[0]
     (workdir / "outside.json").write_text(
         json.dumps(
             {
@@ -85,6 +98,8 @@ def main() -> None:
                 "requests": REQUESTS,
                 "turns": turns,
                 "counts": counts,
+                "ids": ids,
+                "archived": archived,
                 "said": said,
                 "history": history,
             }

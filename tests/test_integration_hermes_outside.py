@@ -20,10 +20,14 @@ def _key(message: dict) -> tuple:
     return (message["role"], message.get("content"), calls, message.get("tool_call_id"))
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+@pytest.fixture(scope="module", params=["no-store", "state"])
+def run(tmp_path_factory, request):
+    """Without Hermes's session store, and with it (its CLI's: Hermes treats the adopt as
+    a full compaction, its memory flush, its store's rows set aside, one of the turn's
+    compression attempts)."""
     workdir = tmp_path_factory.mktemp("outside")
-    run_hermes_script("hermes_outside_writer.py", workdir, timeout=600)
+    extra = ["state"] if request.param == "state" else []
+    run_hermes_script("hermes_outside_writer.py", workdir, *extra, timeout=600)
     result = json.loads((workdir / "outside.json").read_text())
     ledger = Ledger.open(result["db"])
     yield result, ledger
@@ -74,3 +78,13 @@ def test_hermes_sends_the_ledger_s_view_after_a_cli_compress_and_undo(run):
     assert result["counts"] == [0, 0, 0, 1, 0]
     # the final view holds Hermes's final list, message for message
     assert views[reverted] == [_key(m) for m in result["history"]]
+
+
+def test_hermes_s_store_sets_its_list_aside_at_an_adopt_as_at_a_compaction(run):
+    """The adopts (after the CLI's compress, after its undo) are compactions to Hermes:
+    with its store it archives the list it held and keeps the ledger's view, in place
+    (its default: one session id); without a store nothing is archived."""
+    result, _ = run
+    assert len(set(result["ids"])) == 1
+    if result["archived"] is not None:
+        assert result["archived"] > 0

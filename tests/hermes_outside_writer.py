@@ -37,24 +37,16 @@ def _cli(db: Path, *args: str) -> str:
     return proc.stdout
 
 
-def main() -> None:
-    workdir = Path(sys.argv[1])
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(CONFIG)
-    os.environ["HERMES_HOME"] = str(home)
-    db = home / "ctxledger.ledger.db"
-    base_url = serve()
-
+def _agent(home: Path, with_store: bool) -> tuple[Any, Any]:
+    """Hermes's agent on the fake upstream, with its session store when `with_store`
+    (as its CLI keeps it: a compaction, an adopt included, archives the list it held)."""
     from hermes_state import SessionDB
     from run_agent import AIAgent
 
-    # with "state": Hermes's session store, as its CLI keeps it (a compaction, the adopt
-    # included, ends the session and goes on under a new id)
-    store = SessionDB(home / "state.db") if sys.argv[2:] == ["state"] else None
+    store = SessionDB(home / "state.db") if with_store else None
     agent = AIAgent(
         session_db=store,
-        base_url=base_url,
+        base_url=serve(),
         api_key="sk-fake",
         model="fake-model",
         provider="custom",
@@ -63,6 +55,24 @@ def main() -> None:
         skip_context_files=True,
         enabled_toolsets=["context_engine"],
     )
+    return agent, store
+
+
+def _archived(home: Path, session_id: str) -> int:
+    """The rows Hermes's store set aside at a compaction made in place (its default)."""
+    with sqlite3.connect(home / "state.db") as con:
+        query = "SELECT count(*) FROM messages WHERE session_id = ? AND active = 0"
+        return int(con.execute(query, (session_id,)).fetchone()[0])
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1])
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(CONFIG)
+    os.environ["HERMES_HOME"] = str(home)
+    db = home / "ctxledger.ledger.db"
+    agent, store = _agent(home, sys.argv[2:] == ["state"])
     engine = agent.context_compressor
     filler = " ".join(f"alpha{i} beta gamma delta" for i in range(900))
     history: list[dict[str, Any]] = []
@@ -85,26 +95,10 @@ def main() -> None:
         counts.append(engine.compression_count)
         ids.append(agent.session_id)
     engine.on_session_end(agent.session_id, history)
-    archived = None
-    if store is not None:  # the rows Hermes's store set aside at a compaction (in place)
-        with sqlite3.connect(home / "state.db") as con:
-            query = "SELECT count(*) FROM messages WHERE session_id = ? AND active = 0"
-            archived = con.execute(query, (agent.session_id,)).fetchone()[0]
-    (workdir / "outside.json").write_text(
-        json.dumps(
-            {
-                "db": str(db),
-                "root": engine._root,
-                "requests": REQUESTS,
-                "turns": turns,
-                "counts": counts,
-                "ids": ids,
-                "archived": archived,
-                "said": said,
-                "history": history,
-            }
-        )
-    )
+    out = {"db": str(db), "root": engine._root, "requests": REQUESTS, "turns": turns}
+    out |= {"counts": counts, "ids": ids, "said": said, "history": history}
+    out["archived"] = _archived(home, agent.session_id) if store is not None else None
+    (workdir / "outside.json").write_text(json.dumps(out))
 
 
 if __name__ == "__main__":

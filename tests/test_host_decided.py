@@ -16,6 +16,7 @@ from ctxledger.analysis.whatif import whatif
 from ctxledger.errors import InvalidInput
 from ctxledger.events import CompressionChecked, CompressionSkipped, SessionSwitched
 from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.engine import HOST_AGENTS_KEPT
 from ctxledger.runtime.service import ContextService
 
 
@@ -150,7 +151,8 @@ async def _two_agents(ledger: Ledger) -> tuple[str, list[bool]]:
             sid, [{"role": "user", "content": small}, {"role": "assistant", "content": "ok"}]
         )
     done.append((await svc.host_compress(sid, "a decided", tokens=30_000, agent="a")).compressed)
-    assert svc.status(sid)["blocked"]
+    # a's strikes are a's (the chain's own guard, ``status``, holds none)
+    assert not svc.tracker.guard(sid, ledger.clock(), "a")[0]
     result = await svc.host_compress(sid, "b decided", tokens=30_000, agent="b")
     done.append(result.compressed)
     return result.session_id, done
@@ -163,10 +165,62 @@ def test_a_host_agent_s_strikes_last_as_long_as_the_agent(tmp_path: Path) -> Non
     svc = ContextService(ledger, config=SMALL)
     # the guard's state is folded from the events: a reopened ledger decides the same
     svc.tracker.forget(tip)
-    assert svc.tracker.host_agent(tip) == "b"
+    assert svc.tracker.host_strikes(tip) == {"a": 2}  # b's compaction neither used nor cleared them
     assert not svc.status(tip)["blocked"]
     assert not verify_compactions(ledger, tip).drifted
     steps = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
     assert [s.agent for s in steps] == ["a", "a", "a", "a", "b"]
     repro = whatif(ledger, tip).reproduction
     assert repro is not None and repro.compactions == [1, 1], repro.differences
+
+
+async def _alternating(ledger: Ledger, agents: list[str | None]) -> tuple[str, list[bool]]:
+    """Host agents asking in turn on a conversation of two huge messages (each pass a
+    no-op: a strike): Hermes's gateway, its cached agent "a" and a fresh hygiene agent
+    before each message. Whether each ask was held by the anti-thrash guard."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(2):
+        big = f"ask {turn} " + "word " * 4_000
+        await svc.append(
+            sid, [{"role": "user", "content": big}, {"role": "assistant", "content": "ok"}]
+        )
+    held = []
+    for agent in agents:
+        result = await svc.host_compress(sid, f"{agent} decided", tokens=30_000, agent=agent)
+        held.append(any("paused after" in notice for notice in result.notices))
+    return sid, held
+
+
+def test_another_agent_s_ask_neither_uses_nor_clears_an_agent_s_strikes(tmp_path: Path) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    agents: list[str | None] = ["a", "h1", "a", "h2", "a", None, None, "h3", None]
+    sid, held = anyio.run(_alternating, ledger, agents)
+    # a is held at its third ask, as Hermes's cached agent is; the unnamed strikes are
+    # the chain's: they hold unnamed asks, and a named ask neither uses nor clears them
+    assert held == [False, False, False, False, True, False, False, False, True]
+    live = ContextService(ledger, config=SMALL).tracker
+    assert live.host_strikes(sid) == {"a": 2, "h1": 1, "h2": 1, "h3": 1}
+    assert live.state(sid).anti.strikes == 2
+    reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
+    assert reopened.host_strikes(sid) == live.host_strikes(sid)
+    now = ledger.clock()
+    assert [reopened.guard(sid, now, a)[0] for a in ("a", "h4", None)] == [False, True, False]
+    steps = [s for s in history(ledger, sid).steps if isinstance(s, CompressStep)]
+    assert [s.agent for s in steps] == agents
+    assert not verify_compactions(ledger, sid).drifted
+    repro = whatif(ledger, sid).reproduction
+    assert repro is not None and repro.exact, repro.differences
+
+
+def test_a_chain_keeps_the_strikes_of_its_latest_host_agents_only(tmp_path: Path) -> None:
+    """Memory is bounded: an agent copy asks once and is gone (the gateway's hygiene
+    agent, a renamed agent after a session's end), so the least recently struck go."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    agents: list[str | None] = [f"h{i}" for i in range(HOST_AGENTS_KEPT + 2)]
+    sid, held = anyio.run(_alternating, ledger, agents)
+    assert not any(held)
+    kept = {f"h{i}": 1 for i in range(2, HOST_AGENTS_KEPT + 2)}
+    assert ContextService(ledger, config=SMALL).tracker.host_strikes(sid) == kept
+    reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
+    assert reopened.host_strikes(sid) == kept

@@ -91,6 +91,7 @@ class CompressStep(_Step, frozen=True, kw_only=True):
     focus: str | None = None
     beyond: int | None = None
     #: the host agent that decided (``host_compress(agent=)``): its strikes are its own
+    #: (:class:`~ctxledger.runtime.engine.HostAgents`)
     agent: str | None = None
 
 

@@ -273,10 +273,12 @@ class ContextService(ServiceCore):
         estimate plus `beyond`, and is judged against the threshold as the host judged
         it; below, nothing is recorded.
 
-        `agent`: the host agent deciding (recorded as ``details["agent"]``). The strikes
-        of the anti-thrash guard last as long as the agent that earned them, as a host's
-        in-memory count does: another agent's ask starts from none
-        (:meth:`RuntimeTracker.guard`, folded from the events)."""
+        `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
+        anti-thrash strikes are its own, as a host's in-memory count is: another
+        agent's ask neither uses nor clears them, and a name opts out of the chain's
+        shared strikes (unnamed and the ledger's own passes, which still hold unnamed
+        asks); the fallback streak and the cooldown hold every ask
+        (:class:`~ctxledger.runtime.engine.HostAgents`, folded from the events)."""
         focus = focus_topic(focus)
         if agent is not None and (not isinstance(agent, str) or not agent):
             raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")

@@ -323,9 +323,7 @@ class ContextService(ServiceCore):
         else:
             ok, reason = self.config.enabled, "compression is disabled"
         if ok:
-            agent, now = (host or {}).get("agent"), self.ledger.clock()
-            guarded = self.tracker.guard(sid, now, agent) if agent else self.tracker.guard(sid, now)
-            ok, reason = guarded
+            ok, reason = self.tracker.guard(sid, self.ledger.clock(), (host or {}).get("agent"))
         if ok:
             return await self._compress_now(sid, trigger, tokens, source, focus=focus, host=host)
         details = {

@@ -127,18 +127,24 @@ def test_a_host_s_figures_are_checked_before_anything_is_written(kw: dict) -> No
     assert ledger.version(sid) == version
 
 
+async def _two_huge_exchanges(svc: ContextService) -> str:
+    """A session of two huge exchanges: every compaction of it is a no-op (a strike)."""
+    sid = svc.ledger.start_session(model="m", context_length=16_000)
+    for turn in range(2):
+        big = f"ask {turn} " + "word " * 4_000
+        await svc.append(
+            sid, [{"role": "user", "content": big}, {"role": "assistant", "content": "ok"}]
+        )
+    return sid
+
+
 async def _two_agents(ledger: Ledger) -> tuple[str, list[bool]]:
     """A conversation of two huge messages: host agent "a" asks twice, each pass a no-op
     (too few messages: two strikes), then is blocked, even once the conversation has
     grown; agent "b" (a new process, ``--resume``, the gateway's hygiene agent) starts
     from no strikes, as a fresh Hermes agent's in-memory count does, and compacts."""
     svc = ContextService(ledger, config=SMALL)
-    sid = ledger.start_session(model="m", context_length=16_000)
-    for turn in range(2):
-        big = f"ask {turn} " + "word " * 4_000
-        await svc.append(
-            sid, [{"role": "user", "content": big}, {"role": "assistant", "content": "ok"}]
-        )
+    sid = await _two_huge_exchanges(svc)
     done = []
     for _ in range(3):
         done.append(
@@ -179,12 +185,7 @@ async def _alternating(ledger: Ledger, agents: list[str | None]) -> tuple[str, l
     no-op: a strike): Hermes's gateway, its cached agent "a" and a fresh hygiene agent
     before each message. Whether each ask was held by the anti-thrash guard."""
     svc = ContextService(ledger, config=SMALL)
-    sid = ledger.start_session(model="m", context_length=16_000)
-    for turn in range(2):
-        big = f"ask {turn} " + "word " * 4_000
-        await svc.append(
-            sid, [{"role": "user", "content": big}, {"role": "assistant", "content": "ok"}]
-        )
+    sid = await _two_huge_exchanges(svc)
     held = []
     for agent in agents:
         result = await svc.host_compress(sid, f"{agent} decided", tokens=30_000, agent=agent)

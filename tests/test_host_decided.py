@@ -225,3 +225,17 @@ def test_a_chain_keeps_the_strikes_of_its_latest_host_agents_only(tmp_path: Path
     assert ContextService(ledger, config=SMALL).tracker.host_strikes(sid) == kept
     reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
     assert reopened.host_strikes(sid) == kept
+
+
+def test_a_blocked_agent_outlives_the_cap(tmp_path: Path) -> None:
+    """A blocked agent asks no more (Hermes's ``should_compress`` says no) while a fresh
+    hygiene agent asks once per message: the cap drops the agents with the fewest strikes
+    first, so the blocked one stays held (review 3; it was dropped after 16 messages)."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    agents: list[str | None] = ["a", "a", *(f"h{i}" for i in range(HOST_AGENTS_KEPT + 1)), "a"]
+    sid, held = anyio.run(_alternating, ledger, agents)
+    assert held == [False] * (HOST_AGENTS_KEPT + 3) + [True]
+    strikes = ContextService(ledger, config=SMALL).tracker.host_strikes(sid)
+    assert len(strikes) == HOST_AGENTS_KEPT and strikes["a"] == 2
+    reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
+    assert reopened.host_strikes(sid) == strikes

@@ -85,9 +85,10 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     last_real_prompt: int | None = None
 
 
-#: the named host agents whose strikes a chain keeps (the least recently charged goes
-#: first): a Hermes conversation has one long-lived agent and fresh copies that ask once
-#: (the gateway's hygiene agent per message, a session's end renames the agent)
+#: the named host agents whose strikes a chain keeps (the one with the fewest strikes goes
+#: first, of those the least recently charged, so a blocked agent outlives the others): a
+#: Hermes conversation has one long-lived agent and fresh copies that ask once (the
+#: gateway's hygiene agent per message, a session's end renames the agent)
 HOST_AGENTS_KEPT = 16
 
 
@@ -144,8 +145,8 @@ class HostAgents:
         anti = folded.anti
         if anti.strikes or anti.last_pass_struck:  # a fresh slot is no slot
             self.slots[agent] = replace(anti, fallback_streak=0)
-            if len(self.slots) > HOST_AGENTS_KEPT:
-                del self.slots[next(iter(self.slots))]
+            if len(self.slots) > HOST_AGENTS_KEPT:  # fewest strikes, then least recent
+                del self.slots[min(self.slots, key=lambda kept: self.slots[kept].strikes)]
         if isinstance(event, UsageReported) and _fits(state, event, config):
             shared = replace(shared, strikes=0, last_pass_struck=False)
         return replace(folded, anti=replace(shared, fallback_streak=anti.fallback_streak))

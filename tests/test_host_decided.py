@@ -13,10 +13,13 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from ctxledger.analysis.history import CompressStep, history
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
+from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
+from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.events import CompressionChecked, CompressionSkipped, SessionSwitched
+from ctxledger.ledger.compaction import compact
 from ctxledger.ledger.facade import Ledger
-from ctxledger.runtime.engine import HOST_AGENTS_KEPT
+from ctxledger.runtime.engine import HOST_AGENTS_KEPT, RuntimeTracker
 from ctxledger.runtime.service import ContextService
 
 
@@ -239,3 +242,46 @@ def test_a_blocked_agent_outlives_the_cap(tmp_path: Path) -> None:
     assert len(strikes) == HOST_AGENTS_KEPT and strikes["a"] == 2
     reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
     assert reopened.host_strikes(sid) == strikes
+
+
+class _CliDuringTheSummary:
+    """The summarizer of agent a's ask: while it runs, ``ctxledger compress`` (another
+    process: ``compact()``, no check of its own) compacts the same session."""
+
+    kind, model = "offline", None
+
+    def __init__(self, path: Path, sid: str) -> None:
+        self.path, self.sid, self.calls = path, sid, 0
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.calls += 1
+        if self.calls == 1:
+            other = Ledger.open(self.path, config=SMALL)
+            await compact(other, other.tip(self.sid), OfflineSummarizer(), trigger="manual")
+        return await OfflineSummarizer().summarize(request)
+
+
+async def _cli_compacts_during_an_ask(path: Path) -> tuple[str, RuntimeTracker]:
+    ledger = deterministic_ledger(path)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    svc = ContextService(ledger, config=SMALL, summarizer=_CliDuringTheSummary(path, sid))
+    for turn in range(12):
+        exchange = [{"role": "user", "content": f"q{turn} " + "word " * 900}]
+        await svc.append(sid, [*exchange, {"role": "assistant", "content": f"a{turn}"}])
+    result = await svc.host_compress(sid, "a decided", tokens=30_000, agent="a")
+    assert not result.compressed  # the CLI compacted first: a continues on its continuation
+    tip = svc.tip(sid)
+    ledger.report_usage(tip, {"prompt_tokens": 15_000, "completion_tokens": 5}, tool_calls=False)
+    return tip, svc.tracker
+
+
+def test_another_writer_s_compaction_is_not_charged_to_the_agent_that_checked(
+    tmp_path: Path,
+) -> None:
+    """Review 3: the CLI's compaction landed between a's check and a's outcome and was
+    charged to a (its verdict a strike of a's, where a compacted nothing)."""
+    tip, live = anyio.run(_cli_compacts_during_an_ask, tmp_path / "l.db")
+    reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
+    for tracker in (live, reopened):
+        assert tracker.host_strikes(tip) == {}
+        assert tracker.state(tip).anti.strikes == 1  # the CLI's verdict: shared, as on main

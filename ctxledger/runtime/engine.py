@@ -111,19 +111,25 @@ class HostAgents:
 
     def __init__(self) -> None:
         self.slots: dict[str, AntiThrash] = {}  # agent -> its strikes (none: fresh)
-        self._pending: str | None = None  # the agent of the last check, until its outcome
+        #: the agent, trigger and session of the last check, until its outcome
+        self._pending: tuple[str, str, str] | None = None
         self._verdict: str | None = None  # the agent whose compaction the next count judges
 
     def fold(self, state: RuntimeState, event: Event, config: CompressionConfig) -> RuntimeState:
         """One transition (see :func:`fold_runtime`), each strike charged to its slot."""
         charged: str | None = None
         if isinstance(event, CompressionChecked):
-            self._pending = _asking(event)
+            asking = _asking(event)
+            self._pending = None if asking is None else (asking, event.trigger, event.session_id)
         elif isinstance(event, CompressionSkipped):
-            charged, self._pending = _asking(event) or self._pending, None
-        elif isinstance(event, SessionSwitched) and event.reason == "compression":
-            charged = self._verdict = self._pending
+            charged, self._pending = _asking(event) or self._outcome_of(event), None
+        elif isinstance(event, SessionSwitched):
+            # only the check's own outcome: another writer's compaction (the CLI's, no
+            # check) or an undo between a check and its outcome is not the agent's
+            compaction, outcome = event.reason == "compression", self._outcome_of(event)
             self._pending = None
+            if compaction:
+                charged = self._verdict = outcome
         elif isinstance(event, UsageReported) and event.purpose == "agent":
             charged = self._verdict if state.first_after_compaction else None
             self._verdict = None
@@ -134,6 +140,12 @@ class HostAgents:
         if charged is None:
             return fold_runtime(state, event, config)
         return self._charge(charged, state, event, config)
+
+    def _outcome_of(self, event: CompressionSkipped | SessionSwitched) -> str | None:
+        """The agent of the pending check if `event` is its outcome (same trigger, session)."""
+        if self._pending is None or self._pending[1:] != (event.trigger, event.session_id):
+            return None
+        return self._pending[0]
 
     def _charge(
         self, agent: str, state: RuntimeState, event: Event, config: CompressionConfig

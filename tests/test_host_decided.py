@@ -183,14 +183,24 @@ def test_a_host_agent_s_strikes_last_as_long_as_the_agent(tmp_path: Path) -> Non
     assert repro is not None and repro.compactions == [1, 1], repro.differences
 
 
+_FITS, _NEW_WINDOW = "<a fitting count>", "<a new window>"
+
+
 async def _alternating(ledger: Ledger, agents: list[str | None]) -> tuple[str, list[bool]]:
     """Host agents asking in turn on a conversation of two huge messages (each pass a
     no-op: a strike): Hermes's gateway, its cached agent "a" and a fresh hygiene agent
-    before each message. Whether each ask was held by the anti-thrash guard."""
+    before each message (`_FITS`, `_NEW_WINDOW`: events between the asks). Whether each
+    ask was held by the anti-thrash guard."""
     svc = ContextService(ledger, config=SMALL)
     sid = await _two_huge_exchanges(svc)
     held = []
     for agent in agents:
+        if agent == _FITS:  # a real count below the threshold
+            ledger.report_usage(sid, {"prompt_tokens": 2_000, "completion_tokens": 5})
+            continue
+        if agent == _NEW_WINDOW:
+            ledger.switch_model(sid, "m2", 16_000)
+            continue
         result = await svc.host_compress(sid, f"{agent} decided", tokens=30_000, agent=agent)
         held.append(any("paused after" in notice for notice in result.notices))
     return sid, held
@@ -285,3 +295,51 @@ def test_another_writer_s_compaction_is_not_charged_to_the_agent_that_checked(
     for tracker in (live, reopened):
         assert tracker.host_strikes(tip) == {}
         assert tracker.state(tip).anti.strikes == 1  # the CLI's verdict: shared, as on main
+
+
+@pytest.mark.parametrize(
+    ("between", "held_after"),
+    [((_FITS,), [False, False, True]), ((_NEW_WINDOW,), [False, False, True]), ((), [True] * 3)],
+)
+def test_a_fitting_count_or_a_new_window_clears_every_agent_s_strikes(
+    tmp_path: Path, between: tuple[str, ...], held_after: list[bool]
+) -> None:
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    agents: list[str | None] = ["a", "a", "a", *between, "a", "a", "a"]
+    sid, held = anyio.run(_alternating, ledger, agents)
+    assert held == [False, False, True, *held_after]
+    reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
+    assert reopened.host_strikes(sid) == ContextService(ledger, config=SMALL).tracker.host_strikes(
+        sid
+    )
+
+
+async def _compacting_agents(ledger: Ledger, agents: list[tuple[str, bool]]) -> str:
+    """Each agent in turn compacts the grown conversation (a good saving: no strike);
+    when `judged`, the first count after it is still over the threshold (its strike)."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for agent, judged in agents:
+        for turn in range(6):
+            exchange = [{"role": "user", "content": f"{agent} {turn} " + "word " * 1_800}]
+            exchange.append({"role": "assistant", "content": "ok"})
+            sid = (await svc.append(sid, exchange)).session_id
+        result = await svc.host_compress(sid, f"{agent} decided", tokens=30_000, agent=agent)
+        assert result.compressed, (agent, result.notices)
+        sid = result.session_id
+        if judged:
+            ledger.report_usage(sid, {"prompt_tokens": 15_000, "completion_tokens": 5})
+    return sid
+
+
+def test_an_agent_charged_again_outlives_the_cap_among_equal_strikes(tmp_path: Path) -> None:
+    """Among agents with as many strikes, the least recently charged goes first: x, struck
+    first, compacts again (no strike) and outlives h0 (a FIFO cap drops x)."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    hygiene = [(f"h{i}", True) for i in range(HOST_AGENTS_KEPT - 1)]
+    agents = [("x", True), *hygiene, ("x", False), ("n", True)]
+    sid = anyio.run(_compacting_agents, ledger, agents)
+    kept = {agent: 1 for agent, _ in agents if agent != "h0"}
+    assert ContextService(ledger, config=SMALL).tracker.host_strikes(sid) == kept
+    reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
+    assert reopened.host_strikes(sid) == kept

@@ -104,8 +104,9 @@ class HostAgents:
     name opts out: the host keeps its own count, and a what-if's own loop decisions,
     which the host never made, would hold its replayed steps). A real prompt count below
     the threshold and a new window clear every slot (as the shared one); the fallback
-    streak stays shared and holds every ask. At most :data:`HOST_AGENTS_KEPT` slots. Events without an agent (every ledger
-    written before) fold exactly as :func:`fold_runtime` alone."""
+    streak stays shared and holds every ask. At most :data:`HOST_AGENTS_KEPT` slots. Events
+    without an agent (every ledger written before) fold exactly as :func:`fold_runtime`
+    alone."""
 
     __slots__ = ("_pending", "_verdict", "slots")
 

@@ -278,7 +278,10 @@ class ContextService(ServiceCore):
         agent's ask neither uses nor clears them, and a name opts out of the chain's
         shared strikes (unnamed and the ledger's own passes, which still hold unnamed
         asks); the fallback streak and the cooldown hold every ask
-        (:class:`~ctxledger.runtime.engine.HostAgents`, folded from the events)."""
+        (:class:`~ctxledger.runtime.engine.HostAgents`, folded from the events). Unnamed,
+        a what-if may not replay it exactly: its own loop's no-op passes (preflight,
+        hygiene), which the host never ran, strike the shared slot and can hold the
+        replayed ask; name the agent for an exact what-if."""
         focus = focus_topic(focus)
         if agent is not None and (not isinstance(agent, str) or not agent):
             raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")

@@ -305,9 +305,9 @@ async def test_the_guards_run_once_per_automatic_trigger_in_the_service(
     calls: list[str] = []
     guard = svc.tracker.guard
 
-    def counting_guard(session_id: str, now: float) -> tuple[bool, str]:
+    def counting_guard(session_id: str, now: float, agent: str | None = None) -> tuple[bool, str]:
         calls.append(session_id)
-        return guard(session_id, now)
+        return guard(session_id, now, agent)
 
     svc.tracker.guard = counting_guard  # type: ignore[method-assign]
     blocked = await svc.preflight(sid)

@@ -2,10 +2,10 @@
 
 :func:`history` reads from the log every message the agent appended (across the whole
 chain, in seq order and in the batches it appended them), every provider usage
-report, manual ``/compress`` requests, model switches, learned limits, pins and system
-prompt changes, as a list of :data:`Step`. Compactions, skips, warnings and cooldowns
-are *decisions*, not steps: a what-if service makes its own (see
-:mod:`ctxledger.analysis.whatif`).
+report, manual ``/compress`` requests and the compactions a host decided on its own,
+model switches, learned limits, pins and system prompt changes, as a list of
+:data:`Step`. Compactions, skips, warnings and cooldowns are *decisions*, not steps: a
+what-if service makes its own (see :mod:`ctxledger.analysis.whatif`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import msgspec
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.events import (
+    CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
     MessageAppended,
@@ -78,9 +79,20 @@ class UsageStep(_Step, frozen=True, kw_only=True):
 
 
 class CompressStep(_Step, frozen=True, kw_only=True):
-    """A manual ``/compress [focus]``."""
+    """A manual ``/compress [focus]``, or (``beyond`` set) a compaction a host decided on
+    its own (``ContextService.host_compress``: Hermes's ``compress(force=False)``).
+
+    ``beyond``: the tokens the host counted beyond the ledger's estimate of the view
+    (its system prompt, its tools schema). A what-if judges the host's size (its own
+    estimate plus ``beyond``) against its threshold as the host did: where its own loop
+    compacted at that point already, the host's request is under it and nothing is
+    compacted twice."""
 
     focus: str | None = None
+    beyond: int | None = None
+    #: the host agent that decided (``host_compress(agent=)``): its strikes are its own
+    #: (:class:`~ctxledger.runtime.engine.HostAgents`)
+    agent: str | None = None
 
 
 class ModelStep(_Step, frozen=True, kw_only=True):
@@ -220,6 +232,27 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
     return StartInfo(**info)
 
 
+def _host_decided(e: CompressionChecked | CompressionSkipped) -> bool:
+    """A host's own decision to compact (:meth:`ContextService.host_compress`), read once:
+    its first attempt's check, or the skip its guards recorded instead."""
+    details = e.details
+    return details.get("decided_by") == "host" and details.get("attempt", 1) == 1
+
+
+def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
+    details = e.details
+    tokens = e.tokens if isinstance(e, CompressionChecked) else details.get("tokens")
+    estimate = details.get("estimate")
+    beyond = tokens - estimate if isinstance(tokens, int) and isinstance(estimate, int) else 0
+    focus, agent = details.get("focus"), details.get("agent")
+    return CompressStep(
+        focus=focus if isinstance(focus, str) else None,
+        beyond=beyond,
+        agent=agent if isinstance(agent, str) and agent else None,
+        at=e.at,
+    )
+
+
 class _Reader:
     """Turns the chain's events into steps, folding the recorded view for usage offsets."""
 
@@ -272,6 +305,8 @@ class _Reader:
             self.focus[e.compaction_id] = e.focus
         elif isinstance(e, SessionSwitched):
             self._switched(e)
+        elif isinstance(e, CompressionChecked | CompressionSkipped) and _host_decided(e):
+            self.steps.append(_host_step(e))
         elif isinstance(e, CompressionSkipped) and e.trigger == "manual":
             plan = e.details.get("plan") if isinstance(e.details.get("plan"), dict) else {}
             self.steps.append(CompressStep(focus=(plan or {}).get("focus"), at=at))

@@ -2,8 +2,8 @@
 
 :func:`~ctxledger.analysis.history.history` reads what the agent did from the log — every message it appended
 (across the whole chain, in seq order and in the batches it appended them),
-every provider usage report, manual ``/compress`` requests, model switches, learned
-limits, pins and system prompt changes — as a list of :data:`Step`. Compactions,
+every provider usage report, manual ``/compress`` requests (and a host's own
+decisions), model switches, learned limits, pins and system prompt changes — as a list of :data:`Step`. Compactions,
 skips, warnings and cooldowns are *decisions*, so they are not steps: the what-if
 service makes its own.
 
@@ -160,6 +160,12 @@ class _Driver:
                 model=_usage_model(step.model),
                 cost_usd=_cost(step.cost_usd),
                 tool_calls=step.tool_calls,
+            )
+            self.sid = result.session_id
+        elif isinstance(step, CompressStep) and step.beyond is not None:
+            source = f"the host's decision, replayed: estimate + {step.beyond:,} tokens it counted"
+            result = await svc.host_compress(
+                self.sid, source, beyond=step.beyond, focus=step.focus, agent=step.agent
             )
             self.sid = result.session_id
         elif isinstance(step, CompressStep):

@@ -50,7 +50,9 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:
     """What to say of `doubled` manual compactions the what-if made right after one of
     its own: a host deciding every compaction when the recording has no automatic one
-    (Hermes's context engine asks for each), else the what-if's settings."""
+    (Hermes's context engine recorded each as asked for until session 37; since, a
+    decision of Hermes's own is a host's ``preflight``, which the what-if judges
+    instead of doubling), else the what-if's settings."""
     said = (
         f"{doubled} compaction(s) the agent asked for (manual) came right after one the "
         "what-if's loop made on its own at the same point, nothing appended between, so "

@@ -28,6 +28,9 @@ What the host does that the engine survives:
   it continues, as Hermes's store links them, handed over by ``bind_session_state``);
 * its CLI's ``/new``, ``/resume <id>`` and ``/branch`` call ``on_session_reset`` alone
   (no ``on_session_start``): the next chain is the new id's, never the old one's.
+* another writer (``ctxledger compress`` / ``undo`` from a shell) may move the chain's
+  tip while Hermes runs: ``should_compress`` says yes at Hermes's next check and
+  ``compress`` hands back the tip's view, nothing compacted again (:meth:`_adopt`);
 * its ``/compress here [N]`` (CLI, gateway) hands only the head, a strict prefix of what
   the ledger may hold, and re-appends the last N exchanges after the result: the head
   goes on as a branch of the chain's tip, the conversation's chain from then on.
@@ -35,9 +38,11 @@ What the host does that the engine survives:
 Usage reports are queued by ``update_from_response`` and written when the host next
 hands over its messages (``compress``, a recall tool call, the session's end), so each
 lands after the messages it counted; the latest one goes through the service, so a
-compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. When the
-host asks without a fresh report (its pre-call estimate), the compaction runs as a
-manual one. ``recall`` and ``expand_compaction`` are the engine's tools.
+compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Otherwise
+``compress(force=True)`` (its ``/compress``) is a ``manual`` compaction, and
+``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
+passed (:class:`~ctxledger.integrations.hermes_host.Asked`); every one was ``manual``
+before session 37. ``recall`` and ``expand_compaction`` are the engine's tools.
 """
 
 from __future__ import annotations
@@ -56,18 +61,14 @@ from ctxledger import (
     RECALL_TOOL,
     ContextService,
     CtxLedgerError,
-    TurnResult,
 )
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
-from ctxledger.compressor.planner import plan
-from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
-from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import taking_as_recorded
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
@@ -90,6 +91,8 @@ class CtxLedgerEngine(ContextEngine):
         self._hermes_session: str | None = None
         self._root: str | None = None  # the ledger chain this agent's conversation is on
         self._known: list[JSON] = []  # the host messages the ledger holds, in order
+        self._seen: str | None = None  # the ledger session whose view the host holds
+        self._agent = host.agent_token()  # this agent's name for its strikes (Asked)
         self._pending: list[JSON] = []  # usage reports not written yet
         self._handed: list[bytes] = []  # digests of the host's list at the last compaction
         self._resumable = False  # a chain titled with the Hermes id may be continued
@@ -116,6 +119,7 @@ class CtxLedgerEngine(ContextEngine):
         clone._known = copy.deepcopy(self._known, memo)
         clone._pending = copy.deepcopy(self._pending, memo)
         clone._handed = list(self._handed)
+        clone._agent = host.agent_token()  # another agent: its own strikes
         return clone
 
     # --- token state ----------------------------------------------------------------------
@@ -199,7 +203,11 @@ class CtxLedgerEngine(ContextEngine):
         self._pending.append(report)
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
-        """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds."""
+        """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds; or
+        whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
+        every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
+        if self._seen is not None and self._run_safely(self._moved):
+            return True
         if (
             prompt_tokens is None
             or self.threshold_tokens <= 0
@@ -209,8 +217,10 @@ class CtxLedgerEngine(ContextEngine):
         root = self._root
         if root is None:
             return True
-        status = self._run_safely(lambda svc: svc.status(root))
-        return not (status and (status["blocked"] or status["cooldown_remaining"] > 0))
+        guard = self._run_safely(
+            lambda svc: svc.tracker.guard(svc.tip(root), svc.ledger.clock(), self._agent)
+        )
+        return not guard or bool(guard[0])
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
         """Before a call, without a real count: Hermes's rough estimate of ``messages``
@@ -238,7 +248,8 @@ class CtxLedgerEngine(ContextEngine):
         self._last_summary_dropped_count = 0
         try:
             ids = self._lineage(None)
-            return self._shared.run(lambda svc: self._compress(svc, messages, focus_topic, ids))  # type: ignore[no-any-return]
+            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent)
+            return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
             logger.warning("ctxledger compaction failed: %s", exc)
@@ -247,51 +258,74 @@ class CtxLedgerEngine(ContextEngine):
             return messages
 
     async def _compress(
-        self, svc: ContextService, messages: list[JSON], focus: str | None, ids: tuple[str, ...]
+        self, svc: ContextService, messages: list[JSON], asked: host.Asked, ids: tuple[str, ...]
     ) -> list[JSON]:
-        focus = focus_topic(focus)  # a focus the ledger refuses appends nothing first
+        focus = focus_topic(asked.focus)  # a focus the ledger refuses appends nothing first
         messages = host.unmarked(messages)
         if self._root is None:
             await self._resume(svc, messages, ids)
             ids = ()  # looked for once
-        if self._rewinds(messages) and not self._head_compacts(svc, len(messages), focus):
+        root = self._root
+        if (
+            root is not None
+            and self._rewinds(messages)
+            and not host.head_compacts(
+                svc, svc.tip(root), len(messages), focus, self.context_length
+            )
+        ):
             self._handed = [host.digest(m) for m in messages]
             return messages  # no progress, and no branch: the host keeps its list
+        moved = self._moved(svc)
         sid, last = await self._sync(svc, messages, ids)
         self._handed = [host.digest(m) for m in messages]
+        if moved and last is not None:  # its prompt: the list it sent (accounting only)
+            svc.ledger.report_usage(self._seen or sid, last)
+            last = None
+        if moved and not asked.force:
+            return self._adopt(svc, sid)
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
-            result = await svc.compress(sid, focus=focus)
-        sid = result.session_id
-        self._report_failure(result)
+            result = await asked.run(svc, sid, focus)
+        for name, value in host.failure_report(result).items():
+            setattr(self, name, value)
         self._last_compression_made_progress = result.compressed
+        return self._hand_back(svc, result.session_id)
+
+    def _hand_back(self, svc: ContextService, sid: str) -> list[JSON]:
+        """The live view of `sid`, which the host takes now (its list from then on)."""
         self.compression_count = host.compactions(svc.ledger.chains, sid)
         view = host.unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
-        self._known = copy.deepcopy(view)
+        self._known, self._seen = copy.deepcopy(view), sid
         return view
 
-    def _report_failure(self, result: TurnResult) -> None:
-        """What Hermes's ``/compress`` reads to report a failed summary (its
-        ``summarize_manual_compression``, its gateway): an abandoned compaction
-        (``_last_compress_aborted``, nothing removed) or a fallback summary and how many
-        messages it replaced, each with its reason (``_last_summary_error``, redacted)."""
-        for outcome in result.compactions:
-            if outcome.fallback:
-                self._last_summary_fallback_used = True
-                # stored redacted (at the source): one-lined, not redacted again
-                said = reason_line(outcome.failure or "", redacted=True)
-                self._last_summary_error = said or outcome.failure_class
-                self._last_summary_dropped_count = outcome.removed
-        if result.aborted is not None:
-            self._last_compress_aborted = True
-            self._last_summary_error = result.aborted
+    def _moved(self, svc: ContextService) -> bool:
+        """Whether another writer moved the chain's tip since the host took its view
+        (``ctxledger compress`` / ``undo`` from a shell, a model switch's preflight): the
+        host still holds ``_seen``'s view until it takes the tip's (:meth:`_adopt`)."""
+        root, seen = self._root, self._seen
+        return root is not None and seen is not None and svc.tip(root) != seen
+
+    def _adopt(self, svc: ContextService, sid: str) -> list[JSON]:
+        """Hermes asked (at its check before its next model call) while the tip had moved:
+        it takes the tip's view with its new messages appended, and nothing is compacted
+        again (it measured its old list). Before session 37 it kept sending its own list
+        while its new messages went onto the moved tip, a view it never sent."""
+        logger.warning(
+            "ctxledger: another writer moved this conversation's ledger chain (ctxledger "
+            "compress or undo?); Hermes takes its view now (%s)",
+            sid,
+        )
+        self._last_compression_made_progress = True
+        return self._hand_back(svc, sid)
 
     async def _sync(
-        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...]
+        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...], hold: bool = False
     ) -> tuple[str, JSON | None]:
         """Append the host's new messages (without the session store's mark: callers
         pass them through :func:`host.unmarked` once); write queued usage but the latest
-        (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`)."""
+        (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`).
+        While another writer has moved the tip, the usage goes on ``_seen`` (the view the
+        host sent), and with `hold` the messages wait for :meth:`_adopt`."""
         if self._root is None:
             await self._resume(svc, messages, ids)
         n = len(self._known)
@@ -300,42 +334,25 @@ class CtxLedgerEngine(ContextEngine):
             n = 0
         elif self._root is None or messages[:n] != self._known:
             check_new_messages(messages)  # a list the ledger cannot take starts nothing
+            self._seen = None
             self._root = await svc.start_session(
                 model=self._model,
                 context_length=self.context_length or None,
                 title=host.title(self._hermes_session or "?"),
             )
             self._known, n = [], 0
-        sid = svc.tip(self._root)
-        suffix = copy.deepcopy(messages[n:])
+        sid, seen = svc.tip(self._root), self._seen
+        moved = seen not in (None, sid)  # the host holds `seen`'s view, not the tip's
+        suffix = [] if moved and hold else copy.deepcopy(messages[n:])
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
             self._known.extend(copy.deepcopy(suffix))
-        return sid, self._write_queued(svc, sid, keep_latest=True)
+        self._seen = seen if moved else sid
+        return sid, self._write_queued(svc, self._seen or sid, keep_latest=True)
 
     def _rewinds(self, messages: list[JSON]) -> bool:
         """A strict prefix of what the ledger holds (:meth:`_branch`)."""
         return 0 < len(messages) < len(self._known) and messages == self._known[: len(messages)]
-
-    def _head_compacts(self, svc: ContextService, count: int, focus: str | None) -> bool:
-        """Whether a branch holding the first `count` messages of the tip's view would
-        compact, forced as ``/compress`` is: the planner's decision on that prefix (the
-        parent's system prompt, the window the branch takes, no pins, no compaction in
-        effect), before anything is written. Hermes keeps its list when nothing
-        compacts; a branch then ended the tip and recorded the conversation again."""
-        assert self._root is not None
-        tip = svc.tip(self._root)
-        inp = compaction_input(svc.ledger, tip)
-        k = count + len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
-        decision = plan(
-            inp.messages[:k],
-            svc.config,
-            token_counts(inp, svc.config)[:k],
-            context_length=self.context_length or inp.context_length,
-            focus=focus,
-            force=True,
-        )
-        return decision.action == "compress"
 
     async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
         """The host handed a strict prefix of what the ledger holds: Hermes's
@@ -347,7 +364,7 @@ class CtxLedgerEngine(ContextEngine):
         hands a strict prefix branches as well: ``/retry`` with a preflight compaction
         (the history cut before the last user message, that message again), ``/undo``
         followed by ``/compress`` or an exit. A ``compress`` whose head would not compact
-        starts no branch (:meth:`_head_compacts`)."""
+        starts no branch (:func:`host.head_compacts`)."""
         check_new_messages(head)
         tip = svc.tip(root)
         parent = svc.ledger.transcript.session(tip)
@@ -362,7 +379,7 @@ class CtxLedgerEngine(ContextEngine):
             )
         if not parent.ended:
             await svc.end_session(tip, "branched")
-        self._root, self._known = branch, []
+        self._root, self._known, self._seen = branch, [], None
 
     def _lineage(self, host_id: str | None) -> tuple[str, ...]:
         """With no chain yet, in the host's thread (Hermes's store is queried where Hermes
@@ -439,6 +456,7 @@ class CtxLedgerEngine(ContextEngine):
                 # temporary agent) is a strict prefix of what the ledger holds: a branch
                 known = messages[: len(view)] + view[len(messages) :]
                 self._root, self._known = lineage.session_id, copy.deepcopy(known)
+                self._seen = None
                 await self._follow_model(svc, tip)
                 return
 
@@ -465,9 +483,9 @@ class CtxLedgerEngine(ContextEngine):
         ids = self._lineage(host_id)
 
         async def flush(svc: ContextService) -> str:
-            sid, last = await self._sync(svc, messages, ids)
+            sid, last = await self._sync(svc, messages, ids, hold=not final)
             if last is not None and final:
-                svc.ledger.report_usage(sid, last)
+                svc.ledger.report_usage(self._seen or sid, last)
             elif last is not None:
                 self._pending.insert(0, last)
             return sid
@@ -500,6 +518,7 @@ class CtxLedgerEngine(ContextEngine):
             return
         self._hermes_session, self._resumable = session_id, True
         self._root, self._known, self._pending, self._handed = None, [], [], []
+        self._seen = None
 
     def bind_session_state(self, session_db: Any = None, session_id: str = "") -> None:
         """Hermes hands its session store (``state.db``) to an engine that has this hook
@@ -514,6 +533,7 @@ class CtxLedgerEngine(ContextEngine):
         ``compress`` (its memory flush, ``commit_memory_session``): the ledger holds that
         list already, and taking it for a new conversation started a second root with
         the whole uncompacted history at every compaction."""
+        self._agent = host.agent_token()  # Hermes clears its strike count here, every time
         if not isinstance(messages, list) or not messages:
             return
         messages, handed = host.unmarked(messages), self._handed
@@ -528,6 +548,7 @@ class CtxLedgerEngine(ContextEngine):
         CLI's ``/new``, ``/resume``, ``/branch``) is learnt at the next hand-over."""
         super().on_session_reset()
         self._root, self._known, self._pending, self._handed = None, [], [], []
+        self._seen, self._agent = None, host.agent_token()  # (Hermes clears its count)
         self._resumable = False
 
     # --- tools and status -----------------------------------------------------------------------

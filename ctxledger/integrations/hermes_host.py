@@ -1,21 +1,31 @@
 """What Hermes Agent hands its context engine, read as the ledger takes it: its usage
 reports, its message dicts (the session store's mark, what a message says as the store
-gives it back), its session ids and context lengths. Plain functions that load without
-Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
+gives it back), its session ids and context lengths, how it asked for a compaction (``force``); and
+the engine's helpers that need no Hermes state (a head's plan, a failure's report).
+They load without Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctxledger.compressor.assemble import reason_line
+from ctxledger.compressor.planner import plan
+from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title
+from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
 from ctxledger.usage import normalize_usage
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.service import ContextService
+    from ctxledger.runtime.service_io import TurnResult
 
 JSON = dict[str, Any]
 
@@ -152,3 +162,81 @@ def compactions(chains: ChainsProjection, session_id: str) -> int:
     conversation goes on."""
     parents = (parent for parent, _ in chains.branched_from(session_id, MAX_CHAIN))
     return sum(chains.compression_count(sid) for sid in (session_id, *parents))
+
+
+class Asked(NamedTuple):
+    """How Hermes asked for a compaction: ``force=True`` is its ``/compress`` (the user
+    asked: ``manual``, forced, past the cooldown); ``force=False`` is Hermes's own
+    decision (its preflight, overflow retries, gateway hygiene), recorded as such with
+    the size it measured (``ContextService.host_compress``). Both were recorded as
+    ``manual`` before session 37, which a what-if replayed as asked for by the user."""
+
+    focus: str | None
+    force: bool
+    tokens: Any  # as Hermes passed it (:func:`measured`)
+    agent: str | None = None  # the engine copy asking (:func:`agent_token`)
+
+    async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
+        if self.force:
+            return await svc.compress(sid, focus=focus)
+        tokens = measured(self.tokens)
+        said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
+        source = f"hermes decided (compress, force=False): {said}"
+        return await svc.host_compress(sid, source, tokens=tokens, focus=focus, agent=self.agent)
+
+
+def agent_token() -> str:
+    """A new name for one Hermes agent's engine (its own copy, a session's end, a reset):
+    Hermes counts ineffective compressions in the agent's memory, so the ledger's strikes
+    for the host's own decisions last as long as the name (``host_compress(agent=)``)."""
+    return uuid.uuid4().hex[:12]
+
+
+def measured(value: Any) -> int | None:
+    """The request size Hermes passed with ``compress`` (``current_tokens``), when it is a
+    count the ledger takes (else None: the ledger's own estimate stands in)."""
+    try:
+        return check_token_count(value, "current_tokens") if value else None
+    except InvalidInput:
+        return None
+
+
+def head_compacts(
+    svc: ContextService, tip: str, count: int, focus: str | None, context_length: int
+) -> bool:
+    """Whether a branch holding the first `count` messages of the view of `tip` would
+    compact, forced as ``/compress`` is: the planner's decision on that prefix (the
+    parent's system prompt, the window the branch takes, no pins, no compaction in
+    effect), before anything is written. Hermes keeps its list when nothing
+    compacts; a branch then ended the tip and recorded the conversation again."""
+    inp = compaction_input(svc.ledger, tip)
+    k = count + len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
+    decision = plan(
+        inp.messages[:k],
+        svc.config,
+        token_counts(inp, svc.config)[:k],
+        context_length=context_length or inp.context_length,
+        focus=focus,
+        force=True,
+    )
+    return decision.action == "compress"
+
+
+def failure_report(result: TurnResult) -> dict[str, Any]:
+    """What Hermes's ``/compress`` reads to report a failed summary (its
+    ``summarize_manual_compression``, its gateway), as the engine's attributes to set: an
+    abandoned compaction (``_last_compress_aborted``, nothing removed) or a fallback
+    summary and how many messages it replaced, each with its reason
+    (``_last_summary_error``, redacted)."""
+    out: dict[str, Any] = {}
+    for outcome in result.compactions:
+        if outcome.fallback:
+            # stored redacted (at the source): one-lined, not redacted again
+            said = reason_line(outcome.failure or "", redacted=True)
+            out["_last_summary_fallback_used"] = True
+            out["_last_summary_error"] = said or outcome.failure_class
+            out["_last_summary_dropped_count"] = outcome.removed
+    if result.aborted is not None:
+        out["_last_compress_aborted"] = True
+        out["_last_summary_error"] = result.aborted
+    return out

@@ -44,6 +44,7 @@ import msgspec
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.events import (
+    CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
     CooldownStarted,
@@ -82,6 +83,110 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True):
     #: model switched or a reported 0 (Hermes's kept count); a response without usage
     #: leaves it, and the in-loop check judges such a response by max(it, estimate)
     last_real_prompt: int | None = None
+
+
+#: the named host agents whose strikes a chain keeps (the one with the fewest strikes goes
+#: first, of those the least recently charged, so a blocked agent outlives the others): a
+#: Hermes conversation has one long-lived agent and fresh copies that ask once (the
+#: gateway's hygiene agent per message, a session's end renames the agent)
+HOST_AGENTS_KEPT = 16
+
+
+class HostAgents:
+    """The anti-thrash strikes of a chain's named host agents, beside :class:`RuntimeState`
+    (whose encoded form the guard-rule goldens fix; its ``anti`` is the shared slot).
+
+    A pass a host agent decided (``ContextService.host_compress(agent=)``: the check's or
+    skip's ``details["agent"]``) strikes in that agent's own slot, as Hermes counts
+    ``_ineffective_compression_count`` in each agent's memory: another agent's pass
+    neither uses nor clears it. Unnamed and ledger-decided passes strike in the shared
+    slot, per chain (HERMES_SPEC §2), as before session 37; they hold unnamed asks only (a
+    name opts out: the host keeps its own count, and a what-if's own loop decisions,
+    which the host never made, would hold its replayed steps). A real prompt count below
+    the threshold and a new window clear every slot (as the shared one); the fallback
+    streak stays shared and holds every ask. At most :data:`HOST_AGENTS_KEPT` slots. Events
+    without an agent (every ledger written before) fold exactly as :func:`fold_runtime`
+    alone."""
+
+    __slots__ = ("_pending", "_verdict", "slots")
+
+    def __init__(self) -> None:
+        self.slots: dict[str, AntiThrash] = {}  # agent -> its strikes (none: fresh)
+        #: the agent, trigger and session of the last check, until its outcome
+        self._pending: tuple[str, str, str] | None = None
+        self._verdict: str | None = None  # the agent whose compaction the next count judges
+
+    def fold(self, state: RuntimeState, event: Event, config: CompressionConfig) -> RuntimeState:
+        """One transition (see :func:`fold_runtime`), each strike charged to its slot."""
+        charged: str | None = None
+        if isinstance(event, CompressionChecked):
+            asking = _asking(event)
+            self._pending = None if asking is None else (asking, event.trigger, event.session_id)
+        elif isinstance(event, CompressionSkipped):
+            charged, self._pending = _asking(event) or self._outcome_of(event), None
+        elif isinstance(event, SessionSwitched):
+            # only the check's own outcome: another writer's compaction (the CLI's, no
+            # check) or an undo between a check and its outcome is not the agent's
+            compaction, outcome = event.reason == "compression", self._outcome_of(event)
+            self._pending = None
+            if compaction:
+                charged = self._verdict = outcome
+        elif isinstance(event, UsageReported) and event.purpose == "agent":
+            charged = self._verdict if state.first_after_compaction else None
+            self._verdict = None
+            if _fits(state, event, config):
+                self.slots.clear()
+        elif isinstance(event, ModelSwitched | ContextLimitLearned):
+            self.slots.clear()
+        if charged is None:
+            return fold_runtime(state, event, config)
+        return self._charge(charged, state, event, config)
+
+    def _outcome_of(self, event: CompressionSkipped | SessionSwitched) -> str | None:
+        """The agent of the pending check if `event` is its outcome (same trigger, session)."""
+        if self._pending is None or self._pending[1:] != (event.trigger, event.session_id):
+            return None
+        return self._pending[0]
+
+    def _charge(
+        self, agent: str, state: RuntimeState, event: Event, config: CompressionConfig
+    ) -> RuntimeState:
+        replace = msgspec.structs.replace
+        shared = state.anti
+        own = replace(self.slots.pop(agent, AntiThrash()), fallback_streak=shared.fallback_streak)
+        folded = fold_runtime(replace(state, anti=own), event, config)
+        anti = folded.anti
+        if anti.strikes or anti.last_pass_struck:  # a fresh slot is no slot
+            self.slots[agent] = replace(anti, fallback_streak=0)
+            if len(self.slots) > HOST_AGENTS_KEPT:  # fewest strikes, then least recent
+                del self.slots[min(self.slots, key=lambda kept: self.slots[kept].strikes)]
+        if isinstance(event, UsageReported) and _fits(state, event, config):
+            shared = replace(shared, strikes=0, last_pass_struck=False)
+        return replace(folded, anti=replace(shared, fallback_streak=anti.fallback_streak))
+
+    def anti(self, shared: AntiThrash, agent: str | None) -> AntiThrash:
+        """The strikes that hold `agent`'s ask: its own (a name opts out of the shared ones,
+        as a Hermes agent counts only its own passes), and the chain's fallback streak."""
+        if agent is None:
+            return shared
+        own = self.slots.get(agent, AntiThrash())
+        return msgspec.structs.replace(own, fallback_streak=shared.fallback_streak)
+
+
+def _asking(event: CompressionChecked | CompressionSkipped) -> str | None:
+    """The host agent that decided the pass (``host_compress(agent=)``), if one was named."""
+    details = event.details
+    asking = details.get("agent")
+    if details.get("decided_by") != "host" or not isinstance(asking, str):
+        return None
+    return asking
+
+
+def _fits(state: RuntimeState, event: UsageReported, config: CompressionConfig) -> bool:
+    """A real prompt count below the threshold (:func:`_after_usage` clears the strikes)."""
+    if not event.counted or state.context_length < 1:
+        return False
+    return event.usage.prompt < max(1, config.threshold_tokens(state.context_length))
 
 
 def _after_usage(
@@ -207,6 +312,8 @@ class RuntimeTracker:
         self.ledger = ledger
         self.config = config or ledger.config
         self._states: dict[str, RuntimeState] = {}
+        #: chain root -> its named host agents' strikes (:class:`HostAgents`)
+        self._agents: dict[str, HostAgents] = {}
         #: session -> chain root (a session's root never changes once it started)
         self._roots: dict[str, str] = {}
         ledger.projector.listeners.append(self._on_record)
@@ -228,11 +335,12 @@ class RuntimeTracker:
         if state is None:
             return
         try:
-            self._states[root] = fold_runtime(state, rec.event, self.config)
+            self._states[root] = self._fold(root, state, rec.event)
         except Exception:
             # never break the ledger's fold: drop the cache, and the next state() refolds
             # the chain from the store (raising there if the event really cannot be folded)
             del self._states[root]
+            self._agents.pop(root, None)
 
     def state(self, session_id: str) -> RuntimeState:
         """The chain's state as of the ledger's last folded event."""
@@ -247,10 +355,11 @@ class RuntimeTracker:
         # streams by seq instead of reading them one after the other; events the
         # projector has not folded yet reach the cache through the listener later
         streams = [ledger.store.read_session(sid) for sid in ledger.chains.chain(root)]
+        self._agents[root] = HostAgents()
         for rec in heapq.merge(*streams, key=lambda r: r.seq):
             if rec.seq > seq:
                 break
-            state = fold_runtime(state, rec.event, self.config)
+            state = self._fold(root, state, rec.event)
         self._states[root] = state
         return state
 
@@ -259,16 +368,31 @@ class RuntimeTracker:
         self.forget(session_id)
         return self.state(session_id)
 
-    def forget(self, session_id: str) -> None:
-        self._states.pop(self._root(session_id), None)
+    def _fold(self, root: str, state: RuntimeState, event: Event) -> RuntimeState:
+        return self._agents.setdefault(root, HostAgents()).fold(state, event, self.config)
 
-    def guard(self, session_id: str, now: float) -> tuple[bool, str]:
-        """Whether automatic compression may run now: no cooldown, not blocked by strikes."""
+    def host_strikes(self, session_id: str) -> dict[str, int]:
+        """The strikes of the chain's named host agents that have any (:class:`HostAgents`)."""
+        self.state(session_id)
+        agents = self._agents[self._root(session_id)]
+        return {agent: anti.strikes for agent, anti in agents.slots.items()}
+
+    def forget(self, session_id: str) -> None:
+        root = self._root(session_id)
+        self._states.pop(root, None)
+        self._agents.pop(root, None)
+
+    def guard(self, session_id: str, now: float, agent: str | None = None) -> tuple[bool, str]:
+        """Whether automatic compression may run now: no cooldown, not blocked by strikes.
+        `agent`: a host agent asking; its own strikes hold it, not another agent's nor
+        the chain's shared ones (:class:`HostAgents`)."""
         state = self.state(session_id)
         if state.cooldown.active(now):
             return False, f"summarizer cooldown: {state.cooldown.remaining(now):.0f}s left"
-        if state.anti.blocked(self.config.anti_thrash_strikes):
-            return False, state.anti.describe(self.config.anti_thrash_strikes)
+        limit = self.config.anti_thrash_strikes
+        anti = self._agents[self._root(session_id)].anti(state.anti, agent)
+        if anti.blocked(limit):
+            return False, anti.describe(limit)
         return True, "no cooldown, not blocked"
 
 
@@ -380,6 +504,7 @@ __all__ = [
     "NOOP_REASONS",
     "BuiltinEngine",
     "ContextEngine",
+    "HostAgents",
     "RuntimeState",
     "RuntimeTracker",
     "fold_runtime",

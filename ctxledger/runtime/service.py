@@ -44,6 +44,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
 from ctxledger.ledger.prompt import set_system_prompt
+from ctxledger.limits import check_token_count
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -246,10 +247,77 @@ class ContextService(ServiceCore):
         tokens = self._estimate(sid)
         return await self._compress_now(sid, "manual", tokens, "manual /compress", focus=focus)
 
-    async def _auto_compress(
-        self, sid: str, trigger: Trigger, tokens: int, source: str, *, size_decided: bool = False
+    async def host_compress(
+        self,
+        session_id: str,
+        source: str,
+        *,
+        tokens: int | None = None,
+        beyond: int | None = None,
+        focus: str | None = None,
+        agent: str | None = None,
     ) -> TurnResult:
-        """Compress when the size calls for it and the guards allow; record a skip otherwise."""
+        """A compaction a host decided on its own, before a model call (Hermes's context
+        engine asked with ``compress(force=False)``: its preflight, its overflow retries,
+        its gateway's hygiene): recorded as what it is, trigger ``preflight``, the plan
+        not forced and the guards (cooldown, anti-thrash) applying, as for every
+        automatic compaction; ``compress`` is the one the user asked for.
+
+        `tokens`: the request size the host measured (default: this ledger's estimate);
+        it decided, so the size is not judged again. The ledger's own estimate of the
+        view is recorded beside it (``CompressionChecked.details["estimate"]``): what
+        the host counts beyond the view (its system prompt, its tools schema) is the
+        difference, which a what-if replays (:mod:`ctxledger.analysis.history`).
+
+        `beyond` (a what-if replaying such a decision): the host's size is this ledger's
+        estimate plus `beyond`, and is judged against the threshold as the host judged
+        it; below, nothing is recorded.
+
+        `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
+        anti-thrash strikes are its own, as a host's in-memory count is: another
+        agent's ask neither uses nor clears them, and a name opts out of the chain's
+        shared strikes (unnamed and the ledger's own passes, which still hold unnamed
+        asks); the fallback streak and the cooldown hold every ask
+        (:class:`~ctxledger.runtime.engine.HostAgents`, folded from the events). Unnamed,
+        a what-if may not replay it exactly: its own loop's no-op passes (preflight,
+        hygiene), which the host never ran, strike the shared slot and can hold the
+        replayed ask; name the agent for an exact what-if."""
+        focus = focus_topic(focus)
+        if agent is not None and (not isinstance(agent, str) or not agent):
+            raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
+        if tokens is not None:
+            tokens = check_token_count(tokens, "tokens")
+        if beyond is not None and not is_int(beyond):
+            raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
+        sid = self._live_tip(session_id)
+        estimate = self._estimate(sid)
+        measured = estimate + beyond if beyond is not None else tokens
+        host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
+        if agent is not None:
+            host["agent"] = agent
+        return await self._auto_compress(
+            sid,
+            "preflight",
+            estimate if measured is None else measured,
+            source,
+            size_decided=beyond is None,
+            focus=focus,
+            host=host,
+        )
+
+    async def _auto_compress(
+        self,
+        sid: str,
+        trigger: Trigger,
+        tokens: int,
+        source: str,
+        *,
+        size_decided: bool = False,
+        focus: str | None = None,
+        host: dict[str, Any] | None = None,
+    ) -> TurnResult:
+        """Compress when the size calls for it and the guards allow; record a skip otherwise.
+        `host`: what a host's decision adds to the recorded details (:meth:`host_compress`)."""
         threshold = self.config.threshold_tokens(self.ledger.transcript.session(sid).context_length)
         if not size_decided:
             ok, reason = self.engine.should_compress(sid, tokens)
@@ -258,10 +326,15 @@ class ContextService(ServiceCore):
         else:
             ok, reason = self.config.enabled, "compression is disabled"
         if ok:
-            ok, reason = self.tracker.guard(sid, self.ledger.clock())
+            ok, reason = self.tracker.guard(sid, self.ledger.clock(), (host or {}).get("agent"))
         if ok:
-            return await self._compress_now(sid, trigger, tokens, source)
-        details = {"tokens": tokens, "threshold_tokens": threshold, "source": source}
+            return await self._compress_now(sid, trigger, tokens, source, focus=focus, host=host)
+        details = {
+            "tokens": tokens,
+            "threshold_tokens": threshold,
+            "source": source,
+            **(host or {}),
+        }
         self._record(
             sid, (CompressionSkipped, {"trigger": trigger, "reason": reason, "details": details})
         )
@@ -275,6 +348,7 @@ class ContextService(ServiceCore):
         source: str,
         *,
         focus: str | None = None,
+        host: dict[str, Any] | None = None,
     ) -> TurnResult:
         async with self._lock(requested), self._lease(requested):
             for attempt in range(1, RACE_RETRIES + 1):
@@ -295,6 +369,7 @@ class ContextService(ServiceCore):
                         "attempt": attempt,
                         "focus": focus,
                         "context_length": view.context_length,
+                        **(host or {}),
                     },
                 }
                 self._record(sid, (CompressionChecked, check))

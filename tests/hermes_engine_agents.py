@@ -1,0 +1,100 @@
+"""The Hermes engine driven as Hermes drives it, without a model (session 37, review 1):
+two agents on one conversation, and a shell's ``ctxledger compress`` landing while
+Hermes waits on a model call.
+
+Run by ``tests/test_integration_hermes_agents.py`` with the python of ``.venv-hermes``:
+
+    .venv-hermes/bin/python tests/hermes_engine_agents.py WORKDIR
+
+Each flow writes its own ledger in ``WORKDIR`` and what the engine said in
+``WORKDIR/agents.json``; the test reads the ledgers with the project's ctxledger.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hermes_engine_flows import a, engine, u
+
+
+def _big(i: int) -> list[dict[str, Any]]:
+    words = " ".join(f"alpha{i}x{k} beta" for k in range(1500))
+    return [u(f"ask {i} {words}"), a(f"answer {i}")]
+
+
+def two_agents(workdir: Path) -> dict[str, Any]:
+    """A conversation of two huge exchanges: agent one's ``compress(force=False)`` (its
+    preflight) finds too few messages twice, two strikes, and its ask is blocked even
+    once the conversation has grown; a second agent (Hermes's copy of the engine for
+    each AIAgent: a new process, ``--resume``, the gateway's hygiene agent) starts with
+    no strikes, as Hermes's own in-memory count does, and compacts. Agent one compacts
+    too after its session's end (Hermes clears its count there)."""
+    one = engine(workdir / "agents.db", window=64_000)
+    one.on_session_start("A")
+    history = _big(0) + _big(1)
+    asks = [len(one.compress(history, current_tokens=60_000)) for _ in range(2)]
+    history += [m for i in range(2, 30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    blocked = [one.should_compress(60_000), len(one.compress(history, current_tokens=60_000))]
+    two = copy.deepcopy(one)
+    fresh = [two.should_compress(60_000), len(two.compress(history, current_tokens=60_000))]
+    return {
+        "asks": asks,
+        "blocked": blocked,
+        "fresh": fresh,
+        "history": len(history),
+        "count": two.compression_count,
+    }
+
+
+def _cli(db: Path, *args: str) -> str:
+    argv = [sys.executable, "-m", "ctxledger", "--db", str(db), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+def race(workdir: Path) -> dict[str, Any]:
+    """Hermes checked (nothing moved), sent its 12-message list, and a shell's
+    ``ctxledger compress`` lands while it waits; the reply (two usage reports, a recall
+    call) is handed over at the recall, then Hermes's next check adopts the CLI's view.
+    The reports of the request on the old list belong to the session Hermes sent it on."""
+    db = workdir / "race.db"
+    e = engine(db, window=64_000)
+    e.on_session_start("R")
+    old = [m for i in range(6) for m in _big(i)]
+    e.update_from_response({"prompt_tokens": 20_000, "completion_tokens": 10})
+    e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=old)
+    sent_on = e._seen
+    _cli(db, "compress", str(e._root), "--json")
+    call = a("", tool_calls=[{"id": "c1", "type": "function", "function": {"name": "recall"}}])
+    call["tool_calls"][0]["function"]["arguments"] = json.dumps({"query": "x"})
+    for prompt in (33_333, 33_334):
+        e.update_from_response({"prompt_tokens": prompt, "completion_tokens": 10})
+    e.handle_tool_call("recall", {"query": "x"}, messages=[*old, call])
+    result = {"role": "tool", "tool_call_id": "c1", "content": "found"}
+    check = e.should_compress(100)
+    view = e.compress([*old, call, result], current_tokens=40_000)
+    e.update_from_response({"prompt_tokens": 9_000, "completion_tokens": 10})
+    e.on_session_end("R", [*view, a("done")])
+    return {
+        "sent_on": sent_on,
+        "adopted": e._seen,
+        "check": check,
+        "view": [[m["role"], (m.get("content") or "")[:12]] for m in view],
+    }
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1])
+    (workdir / "home").mkdir(exist_ok=True)
+    os.environ["HERMES_HOME"] = str(workdir / "home")
+    out = {flow.__name__: flow(workdir) for flow in (two_agents, race)}
+    (workdir / "agents.json").write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

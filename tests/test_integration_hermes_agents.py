@@ -1,0 +1,68 @@
+"""The Hermes engine as Hermes drives it (``tests/hermes_engine_agents.py`` under
+``.venv-hermes``, no model): a second agent is not held by the first agent's strikes,
+and the reply to a request Hermes sent before a shell's ``ctxledger compress`` is
+recorded on the session it was sent on (session 37, review 1)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.hermes_run import run_hermes_script
+
+from ctxledger import Ledger
+from ctxledger.analysis.replay import verify_compactions
+from ctxledger.events import CompressionChecked, MessageAppended, SessionSwitched, UsageReported
+
+
+@pytest.fixture(scope="module")
+def flows(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("hermes-agents")
+    run_hermes_script("hermes_engine_agents.py", workdir)
+    return workdir, json.loads((workdir / "agents.json").read_text())
+
+
+def test_a_second_agent_is_not_held_by_the_first_agent_s_strikes(flows):
+    workdir, out = flows
+    said = out["two_agents"]
+    assert said["asks"] == [4, 4]  # too few messages, twice: the host keeps its list
+    assert said["blocked"] == [False, said["history"]]  # agent one: blocked, nothing done
+    assert said["fresh"][0] is True and said["fresh"][1] < said["history"]
+    assert said["count"] == 1
+    ledger = Ledger.open(workdir / "agents.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        agents = [e.details["agent"] for e in events if isinstance(e, CompressionChecked)]
+        assert len(agents) == 3 and agents[0] == agents[1] != agents[2]
+        [switch] = [e for e in events if isinstance(e, SessionSwitched)]
+        assert switch.trigger == "preflight" and not switch.plan["forced"]
+        assert not verify_compactions(ledger, switch.new_session_id).drifted
+    finally:
+        ledger.close()
+
+
+def test_the_reply_to_a_request_sent_before_a_cli_compress_stays_on_its_session(flows):
+    workdir, out = flows
+    said = out["race"]
+    assert said["check"] is True and said["sent_on"] != said["adopted"]
+    ledger = Ledger.open(workdir / "race.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        usage = {e.usage.prompt: e.session_id for e in events if isinstance(e, UsageReported)}
+        sent_on, adopted = said["sent_on"], said["adopted"]
+        assert usage == {20_000: sent_on, 33_333: sent_on, 33_334: sent_on, 9_000: adopted}
+        # Hermes's call and the tool's answer went onto the CLI's continuation only when
+        # Hermes took its view, and that view is what the ledger holds
+        [switch] = [e for e in events if isinstance(e, SessionSwitched)]
+        assert switch.new_session_id == adopted and ledger.tip(sent_on) == adopted
+        appended = [e for e in events if isinstance(e, MessageAppended)]
+        assert [e.message["role"] for e in appended if e.session_id == adopted] == [
+            "assistant",
+            "tool",
+            "assistant",
+        ]
+        view = [[m["role"], (m.get("content") or "")[:12]] for m in ledger.api_messages(adopted)]
+        assert view[: len(said["view"])] == said["view"]
+        assert not verify_compactions(ledger, adopted).drifted
+    finally:
+        ledger.close()

@@ -197,31 +197,34 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
         return
     short = dict(zip(view.live, short_ids(view.live), strict=True))
     for i, (mid, msg, n) in enumerate(zip(ids, messages, tokens, strict=True)):
-        calls = ", ".join(
-            f"{c['function']['name']}({c['function']['arguments'][:60]})"
-            for c in msg.get("tool_calls") or []
-        )
         label = short[mid] if mid is not None else "system"
-        pin = " [pinned]" if mid in view.pinned else ""
-        head = styled(
-            (f"{i:>4} {msg['role']}", "bold"), " ", (f"{n} tok", "dim"), f"  id {label}{pin}"
+        _echo_message(i, msg, n, label + (" [pinned]" if mid in view.pinned else ""))
+
+
+def _echo_message(i: int, msg: dict[str, Any], n: int, label: str) -> None:
+    """One message of ``show``: its head line, text (long ones cut), refusal, audio
+    reply and tool calls, all as plain text."""
+    calls = ", ".join(
+        f"{c['function']['name']}({c['function']['arguments'][:60]})"
+        for c in msg.get("tool_calls") or []
+    )
+    head = styled((f"{i:>4} {msg['role']}", "bold"), " ", (f"{n} tok", "dim"), f"  id {label}")
+    if msg.get("tool_call_id"):
+        head.append_text(styled(" ", (f"← {msg['tool_call_id']}", "dim")))
+    console.print(head)
+    text = content_text(msg)
+    if text:
+        echo(
+            text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
+            lines=True,
         )
-        if msg.get("tool_call_id"):
-            head.append_text(styled(" ", (f"← {msg['tool_call_id']}", "dim")))
-        console.print(head)
-        text = content_text(msg)
-        if text:
-            echo(
-                text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
-                lines=True,
-            )
-        refusal = msg.get("refusal")
-        if isinstance(refusal, str) and refusal and refusal.strip() != text.strip():
-            echo(f"  refusal: {refusal}", lines=True)
-        if audio := audio_reference(msg.get("audio")):
-            echo(f"  audio reply: {audio}")
-        if calls:
-            echo(f"  → {calls}")
+    refusal = msg.get("refusal")
+    if isinstance(refusal, str) and refusal and refusal.strip() != text.strip():
+        echo(f"  refusal: {refusal}", lines=True)
+    if audio := audio_reference(msg.get("audio")):
+        echo(f"  audio reply: {audio}")
+    if calls:
+        echo(f"  → {calls}")
 
 
 _USAGE_ROWS = (

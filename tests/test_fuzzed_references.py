@@ -6,9 +6,11 @@ never another exception."""
 from __future__ import annotations
 
 import string
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import click
 import pytest
 from hypothesis import given, settings
@@ -17,8 +19,8 @@ from starlette.requests import Request
 
 from ctxledger import ContextService, Ledger
 from ctxledger.analysis.diff import parse_ref
-from ctxledger.cli.app import ASCII_INT, CONTEXT_LENGTH, NON_NEGATIVE, POSITIVE
-from ctxledger.errors import InvalidInput
+from ctxledger.cli.app import ASCII_INT, CONTEXT_LENGTH, NON_NEGATIVE, POSITIVE, SECONDS
+from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.integers import ascii_int
 from ctxledger.server.routing import SESSION_ID, decimal, query_int
 
@@ -130,3 +132,28 @@ def test_every_integer_option_type_reads_ascii_digits_and_quotes_short(
         kind.convert(raw, None, None)
     message = caught.value.format_message()
     assert message.endswith(says) and len(message) < 120, message
+
+
+@pytest.mark.parametrize("raw", ["1_0", "\u0661", "\uff11", "9" * 5000 + "x"])
+def test_a_seconds_option_reads_ascii_and_quotes_short(raw: str) -> None:
+    """``float()`` took "1_0" as 10.0 and "١" as 1.0 (``serve --stall-timeout``,
+    ``trajectories compress --timeout``), and a 5,000-character value was quoted whole."""
+    with pytest.raises(click.BadParameter) as caught:
+        SECONDS.convert(raw, None, None)
+    assert len(caught.value.format_message()) < 120
+
+
+def test_service_open_takes_the_ledger_s_opening_options(tmp_path: Path) -> None:
+    """``ContextService.open(path, existing=True)`` (and ``read_only=``) was a TypeError
+    that left the ledger it had just opened unclosed."""
+    missing = tmp_path / "none.db"
+    with pytest.raises(CtxLedgerError):
+        ContextService.open(missing, existing=True)
+    assert not missing.exists()
+    made = tmp_path / "made.db"
+    anyio.run(ContextService.open(made).aclose)
+    service = ContextService.open(made, read_only=True)
+    assert service.ledger.store.read_only
+    anyio.run(service.aclose)
+    with pytest.raises(TypeError):
+        ContextService.open(made, no_such_option=1)

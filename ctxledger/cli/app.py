@@ -220,12 +220,15 @@ class SecondsType(click.ParamType[float, Any]):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
+        # float() alone took "1_0" (10.0) and digits of other scripts ("١" as 1.0)
+        if isinstance(value, str) and (not value.isascii() or "_" in value):
+            self.fail(f"{quoted_short(value)} is not a number of seconds in ASCII digits.")
         try:
             seconds = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds")
+            self.fail(f"{quoted_short(str(value))} is not a number of seconds")
         if not math.isfinite(seconds) or seconds <= 0:
-            self.fail(f"must be a finite number of seconds > 0, got {value!r}")
+            self.fail(f"must be a finite number of seconds > 0, got {quoted_short(str(value))}")
         return seconds
 
 

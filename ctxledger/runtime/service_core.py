@@ -104,12 +104,19 @@ class ServiceCore:
         """Open a ledger (a SQLite file, created on first use, or a ``postgresql://`` URL)
         with the service on top.
 
-        ``clock``, ``ids`` and ``durability`` go to the ledger; the rest to the service.
+        ``clock``, ``ids``, ``durability``, ``read_only`` and ``existing`` go to the ledger
+        (:meth:`Ledger.open`); the rest to the service.
         Without ``config=``, the settings are resolved as by the CLI and
         :meth:`Ledger.open`: defaults < config file < ``CTXLEDGER_<KEY>`` variables.
         """
-        ledger_kwargs = {k: kwargs.pop(k) for k in ("clock", "ids", "durability") if k in kwargs}
-        return cls(Ledger.open(path, config=kwargs.get("config"), **ledger_kwargs), **kwargs)
+        opening = ("clock", "ids", "durability", "read_only", "existing")
+        ledger_kwargs = {k: kwargs.pop(k) for k in opening if k in kwargs}
+        ledger = Ledger.open(path, config=kwargs.get("config"), **ledger_kwargs)
+        try:
+            return cls(ledger, **kwargs)
+        except BaseException:  # a bad service argument: the ledger just opened is closed
+            ledger.close()
+            raise
 
     async def aclose(self) -> None:
         self.ledger.close()

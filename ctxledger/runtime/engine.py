@@ -182,11 +182,17 @@ def _asking(event: CompressionChecked | CompressionSkipped) -> str | None:
     return asking
 
 
+def _threshold(state: RuntimeState, config: CompressionConfig) -> int:
+    """The threshold a real prompt count is judged against (strikes, their clearing)."""
+    return max(1, config.threshold_tokens(state.context_length))
+
+
 def _fits(state: RuntimeState, event: UsageReported, config: CompressionConfig) -> bool:
-    """A real prompt count below the threshold (:func:`_after_usage` clears the strikes)."""
+    """A real prompt count that clears the strikes, as :func:`_after_usage` judges it
+    (:meth:`AntiThrash.after_real_prompt`): the per-agent slots clear at the same point."""
     if not event.counted or state.context_length < 1:
         return False
-    return event.usage.prompt < max(1, config.threshold_tokens(state.context_length))
+    return AntiThrash.clears(event.usage.prompt, _threshold(state, config))
 
 
 def _after_usage(
@@ -203,7 +209,7 @@ def _after_usage(
         kept = state.last_real_prompt if not event.reported else None
         return msgspec.structs.replace(state, first_after_compaction=False, last_real_prompt=kept)
     prompt = event.usage.prompt
-    threshold = max(1, config.threshold_tokens(state.context_length))
+    threshold = _threshold(state, config)
     anti = state.anti.after_real_prompt(prompt, threshold, state.first_after_compaction)
     return msgspec.structs.replace(
         state, anti=anti, first_after_compaction=False, last_real_prompt=prompt

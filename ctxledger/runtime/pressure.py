@@ -151,13 +151,18 @@ class AntiThrash(msgspec.Struct, frozen=True, kw_only=True):
             last_reason=reason or self.last_reason,
         )
 
+    @staticmethod
+    def clears(prompt_tokens: int, threshold_tokens: int) -> bool:
+        """Whether a real prompt of this size clears the strikes (a prompt that fits)."""
+        return prompt_tokens < threshold_tokens
+
     def after_real_prompt(
         self, prompt_tokens: int, threshold_tokens: int, first_after_compaction: bool
     ) -> AntiThrash:
         """The state after the provider reported a real prompt size (pure)."""
         _non_negative(prompt_tokens=prompt_tokens)
         _positive(threshold_tokens=threshold_tokens)
-        if prompt_tokens < threshold_tokens:
+        if AntiThrash.clears(prompt_tokens, threshold_tokens):
             return msgspec.structs.replace(self, strikes=0, last_pass_struck=False)
         if first_after_compaction and not self.last_pass_struck:
             return msgspec.structs.replace(

@@ -23,6 +23,7 @@ from ctxledger.compressor import markers
 from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
 from ctxledger.limits import check_token_count
+from ctxledger.runtime.toolbudget import tool_name
 
 JSON = dict[str, Any]
 
@@ -174,7 +175,7 @@ def sent_tools(tools: Sequence[Any], own: Any) -> list[Any]:
 def _named(tool: Any) -> Any:
     """A tool's name: a ``BaseTool``'s, or a provider tool dict's (either shape)."""
     if isinstance(tool, dict):
-        return tool.get("name") or (tool.get("function") or {}).get("name")
+        return tool_name(tool)
     return getattr(tool, "name", None)
 
 

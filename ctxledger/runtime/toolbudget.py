@@ -236,6 +236,15 @@ def preview_block(
     return shown + tail
 
 
+def tool_name(tool: Any) -> Any:
+    """A declared tool's name, in either shape: OpenAI's nested ``{"function": {"name"}}``
+    or the flat ``{"name"}`` of Responses and Anthropic (None for anything else)."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function")
+    return (fn if isinstance(fn, dict) else tool).get("name")
+
+
 def for_client_tools(messages: list[Any], tools: Sequence[Any], session_id: str) -> list[Any]:
     """`messages` for a client's own agent (a proxied request) with `tools`: unless it
     declares ``read_persisted`` (OpenAI nested, Responses / Anthropic flat), each
@@ -243,11 +252,8 @@ def for_client_tools(messages: list[Any], tools: Sequence[Any], session_id: str)
     here reads the output, and where it is kept (`session_id`: the chain's root, named
     the same after a compaction). Messages left as they are (all, when the tool is
     declared) are the caller's own objects."""
-    for tool in tools:
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        named = fn if isinstance(fn, dict) else tool
-        if isinstance(named, dict) and named.get("name") == READ_PERSISTED_TOOL_NAME:
-            return messages
+    if any(tool_name(tool) == READ_PERSISTED_TOOL_NAME for tool in tools):
+        return messages
     where = f"by ctxledger under that ref (state API: GET /v1/sessions/{session_id}/persisted/REF)"
     out = list(messages)
     for i, message in enumerate(out):
@@ -392,4 +398,5 @@ __all__ = [
     "read_persisted_tool",
     "read_slice",
     "safe_blob_name",
+    "tool_name",
 ]

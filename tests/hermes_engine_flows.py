@@ -438,22 +438,12 @@ def cli_compress_here(workdir: Path) -> dict[str, Any]:
     import types
 
     import cli
-    from run_agent import AIAgent
+    import hermes_scenario
 
     home = Path(os.environ["HERMES_HOME"])  # set up before Hermes was imported (main)
     state = store(workdir, "cli")
-    agent = AIAgent(
-        base_url="http://127.0.0.1:9/v1",  # never called
-        api_key="sk-fake",
-        model="fake-model",
-        provider="custom",
-        quiet_mode=True,
-        skip_memory=True,
-        skip_context_files=True,
-        enabled_toolsets=["context_engine"],
-        session_id="H",
-        session_db=state,
-    )
+    never_called = "http://127.0.0.1:9/v1"  # ctxledger summarizes: no model call
+    agent = hermes_scenario.fake_agent(never_called, session_id="H", session_db=state)
     agent.compression_in_place = False  # compression.in_place: false
     e = agent.context_compressor
     view, _ = agent._compress_context(talk(0, 12), None, approx_tokens=1000, force=True)

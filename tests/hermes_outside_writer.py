@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hermes_scenario import CONFIG, REQUESTS, serve
+from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
 
 
 def _cli(db: Path, *args: str) -> str:
@@ -41,21 +41,9 @@ def _agent(home: Path, with_store: bool) -> tuple[Any, Any]:
     """Hermes's agent on the fake upstream, with its session store when `with_store`
     (as its CLI keeps it: a compaction, an adopt included, archives the list it held)."""
     from hermes_state import SessionDB
-    from run_agent import AIAgent
 
     store = SessionDB(home / "state.db") if with_store else None
-    agent = AIAgent(
-        session_db=store,
-        base_url=serve(),
-        api_key="sk-fake",
-        model="fake-model",
-        provider="custom",
-        quiet_mode=True,
-        skip_memory=True,
-        skip_context_files=True,
-        enabled_toolsets=["context_engine"],
-    )
-    return agent, store
+    return fake_agent(serve(), session_db=store), store
 
 
 def _archived(home: Path, session_id: str) -> int:

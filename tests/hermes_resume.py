@@ -32,8 +32,6 @@ CONVERSATIONS = {"conv-1": (8, True), "conv-rot": (6, False)}
 
 
 def _run(base_url: str, store: Any, name: str, phase: str) -> dict[str, Any]:
-    from run_agent import AIAgent
-
     turns, in_place = CONVERSATIONS[name]
     session = name if phase == "1" else store.resolve_resume_session_id(name)
     history = (
@@ -41,18 +39,7 @@ def _run(base_url: str, store: Any, name: str, phase: str) -> dict[str, Any]:
         if phase == "2"
         else None
     )
-    agent = AIAgent(
-        base_url=base_url,
-        api_key="sk-fake",
-        model="fake-model",
-        provider="custom",
-        quiet_mode=True,
-        skip_memory=True,
-        skip_context_files=True,
-        enabled_toolsets=["context_engine"],
-        session_id=session,
-        session_db=store,
-    )
+    agent = hermes_scenario.fake_agent(base_url, session_id=session, session_db=store)
     agent.compression_in_place = in_place  # what compression.in_place sets
     filler = " ".join(f"alpha{i} beta gamma delta" for i in range(1500))
     first = 0 if phase == "1" else turns

@@ -180,6 +180,24 @@ async def _send(send: Any, status: int, ctype: str, data: bytes) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+def fake_agent(base_url: str, **extra: Any) -> Any:
+    """Hermes's own agent on the fake upstream at `base_url`, ctxledger as its context
+    engine, no memory or context files (`extra`: a session id, a session store …)."""
+    from run_agent import AIAgent
+
+    return AIAgent(
+        base_url=base_url,
+        api_key="sk-fake",
+        model="fake-model",
+        provider="custom",
+        quiet_mode=True,
+        skip_memory=True,
+        skip_context_files=True,
+        enabled_toolsets=["context_engine"],
+        **extra,
+    )
+
+
 def serve() -> str:
     import uvicorn
 
@@ -405,18 +423,7 @@ def main() -> None:
     os.environ.pop("CTXLEDGER_DB", None)
     base_url = serve()
 
-    from run_agent import AIAgent
-
-    agent = AIAgent(
-        base_url=base_url,
-        api_key="sk-fake",
-        model="fake-model",
-        provider="custom",
-        quiet_mode=True,
-        skip_memory=True,
-        skip_context_files=True,
-        enabled_toolsets=["context_engine"],
-    )
+    agent = fake_agent(base_url)
     engine = agent.context_compressor
     history, finals, compress_at = _conversation(agent, turns)
     agent.shutdown_memory_provider() if hasattr(agent, "shutdown_memory_provider") else None

@@ -250,12 +250,8 @@ class AsciiInt(click.types.IntParamType):
         return super().convert(value, param, ctx)
 
 
-class AsciiIntRange(click.IntRange):
-    """click's IntRange, in ASCII digits (:class:`AsciiInt`)."""
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        _ascii_digits(self, value, param, ctx)
-        return super().convert(value, param, ctx)
+class AsciiIntRange(AsciiInt, click.IntRange):
+    """click's IntRange, in ASCII digits (:class:`AsciiInt`'s check, then the range)."""
 
 
 #: the option types every command shares, so one kind of value is checked one way

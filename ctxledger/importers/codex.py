@@ -40,6 +40,7 @@ from ctxledger.importers.common import (
 )
 from ctxledger.importers.model import ImportedSession
 from ctxledger.limits import check_token_count
+from ctxledger.messages import INSTRUCTION_ROLES
 
 _WRAPPERS = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
 _ITEM_TYPES = frozenset(
@@ -264,7 +265,7 @@ class _Rollout:
             self.b.add(msg, lineno)
         elif role == "user":
             self.b.add({**extras, "role": "user", "content": content_from_parts(parts, "")}, lineno)
-        elif role in ("developer", "system"):  # each kept in its own role
+        elif role in INSTRUCTION_ROLES:  # each kept in its own role
             self.b.add({**extras, "role": role, "content": content_from_parts(parts, "")}, lineno)
         else:
             raise self.src.error(f"a message item with unknown role {role!r}", lineno)

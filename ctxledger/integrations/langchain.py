@@ -386,7 +386,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         thread = thread_id(state, state_messages(state), RUN_KEY)
         self.service.ledger.refresh()
         known = self._runs.get(thread) or self._threads.get(thread) or self._recorded(thread)
-        return None if known is None else self.service.tip(known.root)
+        return None if known is None else self.service.ledger.tip(known.root)  # (refreshed)
 
     def _known(self, thread: str) -> Thread | None:
         self.service.ledger.refresh()

@@ -148,6 +148,13 @@ def audio_reference(audio: Any) -> str | None:
     return audio_id if isinstance(audio_id, str) and audio_id else None
 
 
+def refusal_text(message: Mapping[str, Any]) -> str | None:
+    """What an assistant said instead of answering: OpenAI's ``refusal`` field when it is
+    a non-empty string, else None."""
+    refusal = message.get("refusal")
+    return refusal if isinstance(refusal, str) and refusal else None
+
+
 def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
     return [c["id"] for c in message.get("tool_calls") or ()]
 

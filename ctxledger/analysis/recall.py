@@ -55,7 +55,7 @@ from ctxledger.errors import (
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
 from ctxledger.ledger.facade import Ledger
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, refusal_text
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import message_text
 
@@ -429,8 +429,7 @@ def _indexed_text(message: JSON) -> str:
     """What recall finds a message by: the text a reader reads, and a refusal's text
     (something the model said; a content-null refusal has no other text)."""
     text = message_text(message, text_only=True)
-    refusal = message.get("refusal")
-    return "\n".join(p for p in (text, refusal if isinstance(refusal, str) else "") if p)
+    return "\n".join(p for p in (text, refusal_text(message) or "") if p)
 
 
 def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> RecallResult:

@@ -38,7 +38,7 @@ from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
-from ctxledger.messages import audio_reference, content_text
+from ctxledger.messages import audio_reference, content_text, refusal_text
 from ctxledger.terminal import inline, styled
 
 #: the longest session id the sessions table keeps on one line (generated ids: 32)
@@ -218,8 +218,8 @@ def _echo_message(i: int, msg: dict[str, Any], n: int, label: str) -> None:
             text if len(text) < 1200 else text[:800] + f"\n… ({len(text):,} chars)",
             lines=True,
         )
-    refusal = msg.get("refusal")
-    if isinstance(refusal, str) and refusal and refusal.strip() != text.strip():
+    refusal = refusal_text(msg)
+    if refusal and refusal.strip() != text.strip():
         echo(f"  refusal: {refusal}", lines=True)
     if audio := audio_reference(msg.get("audio")):
         echo(f"  audio reply: {audio}")

@@ -37,7 +37,7 @@ from typing import Any
 
 from ctxledger.compressor.markers import unwrap_summary
 from ctxledger.compressor.redact import redact
-from ctxledger.messages import audio_reference, content_text
+from ctxledger.messages import audio_reference, content_text, refusal_text
 
 #: a content up to this long is sent whole; a longer one keeps its head and tail
 CONTENT_MAX_CHARS = 6000
@@ -146,8 +146,7 @@ def serialize_message(
     lines = [label]
     if text.strip():
         lines.append(cut_middle(redact(text)))
-    refusal = message.get("refusal")
-    refusal = refusal if isinstance(refusal, str) else ""
+    refusal = refusal_text(message) or ""
     if refusal.strip() and refusal.strip() != text.strip():  # what it said instead (once)
         lines.append(f"[REFUSAL] {cut_middle(redact(refusal))}")
     if audio := audio_reference(message.get("audio")):  # a spoken reply, kept by its id

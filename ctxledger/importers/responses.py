@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxledger.errors import InvalidInput
-from ctxledger.messages import kind_of
+from ctxledger.messages import kind_of, refusal_text
 
 JSON = dict[str, Any]
 
@@ -249,8 +249,8 @@ def _assistant_items(msg: Mapping[str, Any], stubs: Sequence[Mapping[str, Any]])
     if has_text and not text_done:  # text the ledger added (a merged summary)
         text = {"role": "assistant", "content": _content_from_chat(content, None, "output_text")}
         out.insert(0, text)
-    refusal = msg.get("refusal")
-    if not has_text and not text_done and isinstance(refusal, str) and refusal:
+    refusal = refusal_text(msg)
+    if not has_text and not text_done and refusal:
         # a refusal recorded by a chat face: the Responses output message says it so
         out.insert(0, {"role": "assistant", "content": [{"type": "refusal", "refusal": refusal}]})
     for call_id, call in calls.items():

@@ -20,7 +20,7 @@ from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
-from ctxledger.messages import INSTRUCTION_ROLES, audio_reference, kind_of
+from ctxledger.messages import INSTRUCTION_ROLES, audio_reference, kind_of, refusal_text
 from ctxledger.server.history import strip_cache_markers
 from ctxledger.server.sseparse import SSEEvent, SSEParser
 from ctxledger.server.upstream_reply import (
@@ -406,8 +406,7 @@ def _api_message(message: JSONDict) -> JSONDict | None:
     out = {k: v for k, v in message.items() if k not in _OPENAI_ONLY}
     if isinstance(content, list):
         content = [_refusal_part(b) for b in content]
-        refusal, audio = message.get("refusal"), audio_reference(message.get("audio"))
-        said = refusal if isinstance(refusal, str) and refusal else None
+        said, audio = refusal_text(message), audio_reference(message.get("audio"))
         if audio and not content:
             said = f"[audio reply {audio}]"
         if said and not any(isinstance(b, Mapping) and b.get("text") == said for b in content):

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.ledger import Ledger
-from ctxledger.messages import audio_reference
+from ctxledger.messages import audio_reference, refusal_text
 from ctxledger.projections.transcript import load_bodies
 
 Key = tuple[Any, ...]
@@ -80,12 +80,12 @@ def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The content without refusal parts, and the refusal: the ``refusal`` field, else
     the parts' text. A Responses client sends a chat face's refusal back as a content
     part, so both forms have one key."""
-    content, refusal = message.get("content"), message.get("refusal")
+    content, refusal = message.get("content"), refusal_text(message)
     if isinstance(content, list) and any(_is_refusal_part(p) for p in content):
         said = "".join(str(p.get("refusal") or "") for p in content if _is_refusal_part(p))
         content = [p for p in content if not _is_refusal_part(p)]
-        refusal = refusal if isinstance(refusal, str) and refusal else said
-    return content, refusal if isinstance(refusal, str) and refusal else None
+        refusal = refusal or said or None
+    return content, refusal
 
 
 def _same(recorded: Key, client: Key) -> bool:

@@ -164,19 +164,27 @@ def transcript_at(ledger: Ledger, session_id: str, seq: int | None) -> Transcrip
     """
     if seq is None:
         return ledger.transcript
+    _check_in_log(ledger, seq)
+    transcript = ledger.projector_at(seq).transcript
+    if session_id not in transcript.state.sessions:
+        raise _not_started(ledger, session_id, seq)
+    return transcript
+
+
+def _check_in_log(ledger: Ledger, seq: int) -> None:
     if seq < 1:
         raise InvalidInput(f"event sequence numbers start at 1, got {seq}")
     last = ledger.store.last_seq()
     if seq > last:
         raise InvalidInput(f"seq {seq} is past the end of the log (the last event is {last})")
-    transcript = ledger.projector_at(seq).transcript
-    if session_id not in transcript.state.sessions:
-        started = ledger.chains.lineage(session_id).started_seq
-        raise UnknownSession(
-            f"session {session_id!r} had not started at seq {seq}: it starts at seq {started}"
-            " (`ctxledger chain` lists the sessions before it)"
-        )
-    return transcript
+
+
+def _not_started(ledger: Ledger, session_id: str, seq: int) -> UnknownSession:
+    started = ledger.chains.lineage(session_id).started_seq
+    return UnknownSession(
+        f"session {session_id!r} had not started at seq {seq}: it starts at seq {started}"
+        " (`ctxledger chain` lists the sessions before it)"
+    )
 
 
 # --------------------------------------------------------------------------- views
@@ -365,6 +373,22 @@ def resolve_view(ledger: Ledger, ref: str, *, coverage: _Coverage | None = None)
         raise resolve_session_ref_error(name) from None
 
 
+def _check_named(ledger: Ledger, name: str, seq: int | None) -> None:
+    """What :func:`resolve_view` would refuse of a session reference, without folding
+    the log up to `seq` to build a view nobody reads."""
+    ledger.refresh()
+    try:
+        sid = ledger.resolve(name)
+    except UnknownSession:
+        if seq is not None:
+            raise
+        raise resolve_session_ref_error(name) from None
+    if seq is not None:
+        _check_in_log(ledger, seq)
+        if seq < ledger.chains.lineage(sid).started_seq:
+            raise _not_started(ledger, sid, seq)
+
+
 # --------------------------------------------------------------------------- diffing
 
 
@@ -517,7 +541,7 @@ def diff(
     if b_ref is None:
         name, seq = ledger_ref(ledger, a_ref)
         if seq is not None or not is_compaction_ref(ledger, name):
-            resolve_view(ledger, a_ref)  # a reference to nothing is named as such first
+            _check_named(ledger, name, seq)  # a reference to nothing is named as such first
             raise InvalidInput(
                 "give two references to compare, or one compaction id (before vs after)"
             )

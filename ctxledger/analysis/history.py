@@ -37,6 +37,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.messages import JSON
 from ctxledger.projections import Projector
+from ctxledger.runtime.engine import host_agent
 from ctxledger.tokens import count_message
 
 # --------------------------------------------------------------------------- steps
@@ -244,11 +245,11 @@ def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
     tokens = e.tokens if isinstance(e, CompressionChecked) else details.get("tokens")
     estimate = details.get("estimate")
     beyond = tokens - estimate if isinstance(tokens, int) and isinstance(estimate, int) else 0
-    focus, agent = details.get("focus"), details.get("agent")
+    focus = details.get("focus")
     return CompressStep(
         focus=focus if isinstance(focus, str) else None,
         beyond=beyond,
-        agent=agent if isinstance(agent, str) and agent else None,
+        agent=host_agent(e),
         at=e.at,
     )
 

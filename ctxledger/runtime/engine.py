@@ -120,10 +120,10 @@ class HostAgents:
         """One transition (see :func:`fold_runtime`), each strike charged to its slot."""
         charged: str | None = None
         if isinstance(event, CompressionChecked):
-            asking = _asking(event)
+            asking = host_agent(event)
             self._pending = None if asking is None else (asking, event.trigger, event.session_id)
         elif isinstance(event, CompressionSkipped):
-            charged, self._pending = _asking(event) or self._outcome_of(event), None
+            charged, self._pending = host_agent(event) or self._outcome_of(event), None
         elif isinstance(event, SessionSwitched):
             # only the check's own outcome: another writer's compaction (the CLI's, no
             # check) or an undo between a check and its outcome is not the agent's
@@ -173,11 +173,12 @@ class HostAgents:
         return msgspec.structs.replace(own, fallback_streak=shared.fallback_streak)
 
 
-def _asking(event: CompressionChecked | CompressionSkipped) -> str | None:
-    """The host agent that decided the pass (``host_compress(agent=)``), if one was named."""
+def host_agent(event: CompressionChecked | CompressionSkipped) -> str | None:
+    """The host agent that decided the pass (``host_compress(agent=)``), if one was named
+    (an empty name is none): the fold and the what-if's history read it alike."""
     details = event.details
     asking = details.get("agent")
-    if details.get("decided_by") != "host" or not isinstance(asking, str):
+    if details.get("decided_by") != "host" or not isinstance(asking, str) or not asking:
         return None
     return asking
 
@@ -514,4 +515,5 @@ __all__ = [
     "RuntimeState",
     "RuntimeTracker",
     "fold_runtime",
+    "host_agent",
 ]

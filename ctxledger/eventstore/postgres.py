@@ -431,9 +431,7 @@ class PostgresEventStore(EventStore):
         self, stream: str, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[Recorded]:
         """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
-        found = self._run(
-            "read a stream", lambda conn: stream_ends(conn, stream, self._appender.plain)
-        )
+        found = self._run("read a stream", lambda conn: stream_ends(conn, stream, self._appender))
         if found is None:
             return
         stream_id, upto = found[0], MAX_SEQ if to_version is None else to_version

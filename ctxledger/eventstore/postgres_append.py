@@ -369,27 +369,30 @@ def _send_prepare(conn: Conn, name: bytes) -> None:
         raise psycopg.errors.error_from_result(done, encoding=conn.info.encoding)
 
 
-def stream_ends(conn: Conn, stream: str, plain: bool = False) -> Ends:
+def stream_ends(conn: Conn, stream: str, appender: Appender) -> Ends:
     """The stream's id and the (seq, version) of its lowest and highest sealed rows by
     version (``STREAM_ENDS``), or None for no such stream. The statement prepared on the
     connection; when it is gone (a ``DISCARD ALL`` or ``DEALLOCATE``, a pooler that
     hands out another server session) it is prepared again, and if that does not hold
     either, the query runs unprepared: a read never depends on the session's state. For
     an idle autocommit connection (the pool's): in an open transaction, a missing
-    statement aborts it and neither retry can run. `plain` (the store's
-    ``Appender.plain``: prepared statements do not hold there): unprepared at once.
+    statement aborts it and neither retry can run. On a store whose prepared statements
+    do not hold (``appender.plain``, set by its appends or here, as :meth:`Appender.held`
+    sets it) the query runs unprepared at once.
 
     A name holding NUL is no stream (appends refuse it): text parameters end at a NUL,
     so it would be looked up cut short."""
     if "\x00" in stream:
         return None
-    held, found = (False, None) if plain else _ends_prepared(conn, stream)
-    if not held and not plain:
-        with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):
-            _send_prepare(conn, _ENDS)
+    if not appender.plain:
         held, found = _ends_prepared(conn, stream)
-    if held:
-        return found
+        if not held:
+            with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):
+                _send_prepare(conn, _ENDS)
+            held, found = _ends_prepared(conn, stream)
+        if held:
+            return found
+        appender.plain = True  # (as held() decides it: later reads go plain at once)
     row = conn.execute(q.STREAM_ENDS, (stream,)).fetchone()
     return None if row is None else tuple(row)
 

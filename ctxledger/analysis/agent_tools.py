@@ -129,13 +129,22 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
 _TOOLS = {"recall": _tool_recall, "expand_compaction": _tool_expand}
 
 
-def _arguments(arguments_json: Any) -> Any:
-    """A call's arguments: JSON text, or the object a framework already decoded."""
-    if isinstance(arguments_json, Mapping):
-        return dict(arguments_json)
-    if not isinstance(arguments_json, str | bytes | bytearray | None):
-        raise ValueError(f"expected a JSON string, got {type(arguments_json).__name__}")
-    return json.loads(arguments_json or "{}")
+def tool_arguments(arguments_json: Any) -> dict[str, Any]:
+    """A tool call's arguments as an object: JSON text, or the object a framework already
+    decoded. InvalidInput (its message for the model to read) when they are no object."""
+    try:
+        if isinstance(arguments_json, Mapping):
+            return dict(arguments_json)
+        if not isinstance(arguments_json, str | bytes | bytearray | None):
+            raise ValueError(f"expected a JSON string, got {type(arguments_json).__name__}")
+        args = json.loads(arguments_json or "{}")
+    except RecursionError:
+        raise InvalidInput("arguments are not valid JSON: they nest too deeply") from None
+    except ValueError as exc:
+        raise InvalidInput(f"arguments are not valid JSON: {exc}") from None
+    if not isinstance(args, dict):
+        raise InvalidInput("arguments must be a JSON object")
+    return args
 
 
 def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json: str) -> str:
@@ -148,13 +157,9 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
     if handler is None:
         return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
     try:
-        args = _arguments(arguments_json)
-    except RecursionError:
-        return json.dumps({"error": "arguments nest too deeply"})
-    except ValueError as exc:
-        return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
-    if not isinstance(args, dict):
-        return json.dumps({"error": "arguments must be a JSON object"})
+        args = tool_arguments(arguments_json)
+    except InvalidInput as exc:
+        return json.dumps({"error": str(exc)})
     try:
         return json.dumps(handler(ledger, session_id, args), ensure_ascii=False)
     except (InvalidInput, NotFound) as exc:
@@ -163,4 +168,4 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
         return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
 
 
-__all__ = ["EXPAND_TOOL", "RECALL_TOOL", "handle_tool_call"]
+__all__ = ["EXPAND_TOOL", "RECALL_TOOL", "handle_tool_call", "tool_arguments"]

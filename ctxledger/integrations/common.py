@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxledger import ContextService
-from ctxledger.errors import CtxLedgerError
+from ctxledger.analysis.agent_tools import tool_arguments
+from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore import is_url
 from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
 from ctxledger.ledger.prompt import held_prompt
@@ -142,10 +143,10 @@ async def read_persisted_call(service: ContextService, session_id: str | None, a
     if session_id is None:
         return json.dumps({"error": "nothing is recorded in this conversation yet"})
     try:
-        decoded = json.loads(args or "{}") if isinstance(args, str | bytes) else args
-    except (ValueError, RecursionError) as exc:  # (a deeply nested value: RecursionError)
-        return json.dumps({"error": f"arguments are not valid JSON: {exc}"})
-    if not isinstance(decoded, dict) or not isinstance(decoded.get("ref"), str):
+        decoded = tool_arguments(args)  # (as recall's and expand_compaction's are read)
+    except InvalidInput as exc:
+        return json.dumps({"error": str(exc)})
+    if not isinstance(decoded.get("ref"), str):
         return json.dumps({"error": "arguments must be an object with a string 'ref'"})
     window = {k: decoded[k] for k in ("offset", "limit") if decoded.get(k) is not None}
     try:

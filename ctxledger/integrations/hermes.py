@@ -206,21 +206,19 @@ class CtxLedgerEngine(ContextEngine):
         """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds; or
         whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
         every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
-        if self._seen is not None and self._run_safely(self._moved):
-            return True
-        if (
-            prompt_tokens is None
-            or self.threshold_tokens <= 0
-            or prompt_tokens < self.threshold_tokens
-        ):
-            return False
+        over = prompt_tokens is not None and 0 < self.threshold_tokens <= prompt_tokens
         root = self._root
-        if root is None:
+        if root is None or (self._seen is None and not over):
+            return over
+        answer = self._run_safely(lambda svc: self._should(svc, root, over))
+        return over if answer is None else bool(answer)
+
+    def _should(self, svc: ContextService, root: str, over: bool) -> bool:
+        """:meth:`should_compress` on the tip read once: moved, else the guard if `over`."""
+        tip = svc.tip(root)
+        if self._seen not in (None, tip):
             return True
-        guard = self._run_safely(
-            lambda svc: svc.tracker.guard(svc.tip(root), svc.ledger.clock(), self._agent)
-        )
-        return not guard or bool(guard[0])
+        return over and bool(svc.tracker.guard(tip, svc.ledger.clock(), self._agent)[0])
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
         """Before a call, without a real count: Hermes's rough estimate of ``messages``

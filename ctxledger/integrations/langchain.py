@@ -527,7 +527,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         held = set(ids)
         for n in range(1, self._generations(thread) + 1):
             root = self._root(thread, n)
-            if self._is_ended(root) or last_recorded(self.service, root) - held:
+            last = last_recorded(self.service, root)
+            if self._is_ended(root) or last not in held | {None}:
                 continue
             yield known if root == known.root else self._read(root)
 

@@ -167,13 +167,13 @@ def rewrites(ids: list[str], seen: list[str]) -> bool:
     return not set(seen[shared:]).isdisjoint(ids[shared:])
 
 
-def last_recorded(service: ContextService, root: str) -> set[str]:
+def last_recorded(service: ContextService, root: str) -> str | None:
     """The LangChain id of the last message of the session `root`'s live view, the last
-    one it recorded, without reading its chain (none: a view that ends without one)."""
+    one it recorded, without reading its chain (None: a view that ends without one)."""
     transcript = service.ledger.transcript
     live = transcript.session(service.tip(root)).live
     last = transcript.original(live[-1]).get(LC_ID) if live else None
-    return {last} if isinstance(last, str) else set()
+    return last if isinstance(last, str) else None
 
 
 def recorded_ids(service: ContextService, root: str) -> list[str]:

@@ -584,7 +584,7 @@ class Ledger:
 
     def projector_at(self, seq: int) -> Projector:
         """The projections as they were right after event `seq` (read-only)."""
-        return Projector.rebuild(self.store, to_seq=check_seq(seq))
+        return Projector.rebuild(self.store, to_seq=check_seq(seq), check_streams=False)
 
     def verify(self) -> VerifyReport:
         return self.store.verify()

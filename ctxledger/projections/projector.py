@@ -177,9 +177,16 @@ class Projector:
 
     @classmethod
     def rebuild(
-        cls, store: EventSource, to_seq: int | None = None, *, use_checkpoint: bool = True
+        cls,
+        store: EventSource,
+        to_seq: int | None = None,
+        *,
+        use_checkpoint: bool = True,
+        check_streams: bool = True,
     ) -> Projector:
-        """A fresh projector folded from the log (from the latest usable checkpoint)."""
+        """A fresh projector folded from the log (from the latest usable checkpoint).
+        `check_streams` False: a past view of a ledger whose open checked the stream
+        names (:meth:`_check_streams`; a query of every stream name on PostgreSQL)."""
         projector = cls()
         if use_checkpoint:
             for name in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):
@@ -193,7 +200,8 @@ class Projector:
                     )
                     break
         projector.catch_up(store, to_seq, heads=True)
-        projector._check_streams(store)
+        if check_streams:
+            projector._check_streams(store)
         return projector
 
     def _check_streams(self, store: EventSource) -> None:

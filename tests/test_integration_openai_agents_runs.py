@@ -18,7 +18,14 @@ from helpers.frameworks import require
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 require("agents", "agents")
-from agents import Agent, GuardrailFunctionOutput, Runner, function_tool, output_guardrail  # noqa: E402
+from agents import (  # noqa: E402
+    Agent,
+    GuardrailFunctionOutput,
+    Runner,
+    RunState,
+    function_tool,
+    output_guardrail,
+)
 from agents.exceptions import OutputGuardrailTripwireTriggered  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
 from agents.usage import Usage  # noqa: E402
@@ -45,6 +52,12 @@ def lookup(key: str) -> str:
     return f"{key} = 42"
 
 
+@function_tool(needs_approval=True)
+def delete(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
 @output_guardrail
 async def no_numbers(context: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
     return GuardrailFunctionOutput(output_info=None, tripwire_triggered="42" in str(output))
@@ -67,14 +80,14 @@ def _reported(svc: ContextService, session_id: str | None = None) -> list[int]:
     return [e.usage.prompt for e in events if session_id in (None, e.session_id)]
 
 
-async def _run(agent: Agent[Any], text: str, session: CtxLedgerSession, streamed: bool) -> None:
+async def _run(agent: Agent[Any], text: Any, session: CtxLedgerSession, streamed: bool) -> Any:
     hooks = CtxLedgerRunHooks(session)
     if not streamed:
-        await Runner.run(agent, text, session=session, hooks=hooks)
-        return
+        return await Runner.run(agent, text, session=session, hooks=hooks)
     result = Runner.run_streamed(agent, text, session=session, hooks=hooks)
     async for _ in result.stream_events():
         pass
+    return result
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
@@ -104,6 +117,31 @@ def test_a_tripped_output_guardrail_loses_no_usage(service, streamed):
     assert _reported(service) == [501, 602, 703]  # each request once, in order
     texts = [m.get("content") for m in service.api_messages(session.ledger_session_id() or "")]
     assert "k is 42" not in texts and texts[-1] == "k is known"  # the blocked answer is not kept
+    assert service.ledger.verify().ok
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_run_resumed_from_json_reports_only_its_own_requests(service, streamed):
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel(
+        [
+            _step(function_call("delete", {"path": "a.txt"}, call_id="c1"), 501),
+            _step(assistant_message("deleted a.txt"), 602),
+        ]
+    )
+    agent = Agent(name="a", instructions="Do.", model=model, tools=[delete])
+
+    async def runs() -> None:
+        first = await _run(agent, "delete a.txt", session, streamed)
+        assert first.interruptions  # (the tool waits for an approval)
+        state = await RunState.from_json(agent, first.to_state().to_json())
+        state.approve(first.interruptions[0])
+        assert (await _run(agent, state, session, streamed)).final_output == "deleted a.txt"
+
+    anyio.run(runs)
+    assert _reported(service) == [501, 602]  # (the resumed run reported 501 again)
+    view = service.api_messages(session.ledger_session_id() or "")
+    assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "assistant"]
     assert service.ledger.verify().ok
 
 

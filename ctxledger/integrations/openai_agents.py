@@ -207,8 +207,11 @@ class CtxLedgerSession:
         """The live view as input items (the latest `limit` of them when given).
 
         A full read is the start of a run: preflight runs first, so a history over the
-        threshold is compacted before it is sent.
+        threshold is compacted before it is sent. The requests a run's ``Usage`` holds
+        at its first read were made before the run started: a run resumed from a
+        ``RunState`` carries the interrupted run's, which that run reported.
         """
+        _claim_carried(_usage(wrapper))
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
@@ -400,6 +403,15 @@ def _usage_entries(usage: Any) -> tuple[list[Any], int]:
     """The run's model requests (usage entries) and how many were reported already."""
     entries = list(getattr(usage, "request_usage_entries", None) or ())
     return entries, int(getattr(usage, _REPORTED, 0) or 0)
+
+
+def _claim_carried(usage: Any) -> None:
+    """Count the requests a run's `usage` holds when the session first sees it as
+    reported (the run's first read, before its first model call). A ``RunState``
+    rebuilt from JSON carries the interrupted run's entries without our count (an
+    attribute, not serialised); one copied in process keeps it."""
+    if usage is not None and not hasattr(usage, _REPORTED):
+        setattr(usage, _REPORTED, len(_usage_entries(usage)[0]))
 
 
 def _unreported(wrapper: Any) -> bool:

@@ -166,3 +166,37 @@ def test_a_host_decided_compaction_the_whatif_doubles_is_said(tmp_path: Path) ->
     plain = deterministic_ledger(tmp_path / "plain.db")
     plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
     assert plain_repro is not None and not any("twice" in w for w in plain_repro.warnings)
+
+
+async def _checked_between_turns(ledger: Ledger, host: bool) -> str:
+    """A loop that runs preflight after each final answer (as an Agents SDK session does
+    when the next run reads its history), not after the user message; `host`: a host
+    decides there instead (``host_compress``, which a what-if replays)."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(14):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 900}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.append(sid, [{"role": "assistant", "content": f"done {turn}"}])).session_id
+        if host:
+            sid = (await svc.host_compress(sid, "host", beyond=0, agent="h")).session_id
+        else:
+            sid = (await svc.preflight(sid)).session_id
+    return svc.tip(sid)
+
+
+def test_a_chain_checked_between_turns_says_why_the_whatif_cannot_match(tmp_path: Path) -> None:
+    """Session 38 (an Agents SDK session's ledger): every recorded compaction came one
+    message before the what-if's, '0 of N reproduced' and no word of why."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    repro = whatif(ledger, anyio.run(_checked_between_turns, ledger, False)).reproduction
+    assert repro is not None and not repro.exact and repro.compactions[0] >= 2
+    [warning] = [w for w in repro.warnings if "after a final answer" in w]
+    assert warning.startswith(f"{repro.compactions[0]} recorded compaction(s) ran preflight")
+    hosted = deterministic_ledger(tmp_path / "host.db")
+    host_repro = whatif(hosted, anyio.run(_checked_between_turns, hosted, True)).reproduction
+    assert host_repro is not None and host_repro.compactions[0] >= 2
+    assert not any("final answer" in w for w in host_repro.warnings)  # (replayed as decided)
+    plain = deterministic_ledger(tmp_path / "plain.db")
+    plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
+    assert plain_repro is not None and not any("final answer" in w for w in plain_repro.warnings)

@@ -2,9 +2,9 @@
 
 The reproduction line ("reproduced: 0 of 1 recorded compactions") is a fact; these
 warnings say when it is not the what-if's fault: the log carries no provider usage, a
-recorded compaction was the source agent's, or the chain was imported (no agent loop
+recorded compaction was the source agent's, the chain was imported (no agent loop
 ran as its messages arrived) while the what-if runs the loop's automatic triggers over
-them.
+them, or the agent ran preflight between turns, where the what-if's loop runs none.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import itertools
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.history import History, UsageStep
+from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
 
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
@@ -44,7 +45,40 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
         out.append(_doubled_warning(doubled, recorded))
+    between = _between_turns(ledger, recorded)
+    if between:
+        out.append(
+            f"{between} recorded compaction(s) ran preflight after a final answer, before the "
+            "next user message (an Agents SDK session checks when a run reads its history "
+            "and after each write); the what-if's loop runs preflight after the user "
+            "message, so it compacts one message later there and cannot match them"
+        )
     return out
+
+
+def _between_turns(ledger: Ledger, recorded: list[CompactionRecord]) -> int:
+    """How many recorded preflight compactions were made between turns: the view they
+    compacted ends in an assistant message without tool calls (the turn was answered).
+    A host's own decision (``host_compress``: Hermes) is left out: the what-if replays it."""
+    count = 0
+    for r in recorded:
+        if r.switch.trigger != "preflight":
+            continue
+        view = ledger.transcript.live_messages(r.session_id)
+        last = view[-1] if view else {}
+        if last.get("role") == "assistant" and not last.get("tool_calls"):
+            count += not _host_decided(ledger, r)
+    return count
+
+
+def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:
+    """Whether the check that made compaction `r` was a host's decision."""
+    checks = [
+        x.event
+        for x in ledger.store.read_session(r.session_id)
+        if isinstance(x.event, CompressionChecked) and x.seq < r.seq
+    ]
+    return bool(checks) and checks[-1].details.get("decided_by") == "host"
 
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:

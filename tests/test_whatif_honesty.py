@@ -200,3 +200,33 @@ def test_a_chain_checked_between_turns_says_why_the_whatif_cannot_match(tmp_path
     plain = deterministic_ledger(tmp_path / "plain.db")
     plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
     assert plain_repro is not None and not any("final answer" in w for w in plain_repro.warnings)
+
+
+async def _no_hygiene(ledger: Ledger) -> str:
+    """A loop without hygiene (as every adapter and the proxy): the provider counts far
+    more than the view (a tool output sent whole in its run, kept as a preview)."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(40):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 200}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        usage = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
+        answer = {"role": "assistant", "content": f"done {turn} " + "fixed " * 150}
+        sid = (await svc.append(sid, [answer])).session_id
+    return svc.tip(sid)
+
+
+def test_hygiene_the_recording_never_ran_is_said(tmp_path: Path) -> None:
+    """Session 38 (an Agents SDK session with big tool outputs): the what-if's hygiene
+    compacted at most user turns, the recording never, and the report said nothing."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    report = whatif(ledger, anyio.run(_no_hygiene, ledger))
+    repro = report.reproduction
+    assert repro is not None
+    assert "hygiene" not in [c.trigger for c in report.recorded.compactions]
+    hygiene = sum(c.trigger == "hygiene" for c in report.whatif.compactions)
+    assert hygiene >= 1
+    [warning] = [w for w in repro.warnings if "hygiene compaction" in w]
+    assert warning.startswith(f"the what-if's loop made {hygiene} hygiene compaction(s)")

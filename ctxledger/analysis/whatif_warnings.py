@@ -4,7 +4,8 @@ The reproduction line ("reproduced: 0 of 1 recorded compactions") is a fact; the
 warnings say when it is not the what-if's fault: the log carries no provider usage, a
 recorded compaction was the source agent's, the chain was imported (no agent loop
 ran as its messages arrived) while the what-if runs the loop's automatic triggers over
-them, or the agent ran preflight between turns, where the what-if's loop runs none.
+them, the agent ran preflight between turns, where the what-if's loop runs none, or
+the what-if's hygiene compacted where the agent, which may run no hygiene, did not.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
         out.append(_doubled_warning(doubled, recorded))
+    hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
+    if hygiene and not any(r.switch.trigger == "hygiene" for r in recorded):
+        out.append(
+            f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
+            "the last prompt the provider counted) and the recording has none: an agent that "
+            "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
+            "run none) never compacts there"
+        )
     between = _between_turns(ledger, recorded)
     if between:
         out.append(

@@ -46,6 +46,18 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
         out.append(_doubled_warning(doubled, recorded))
+    out.extend(_loop_warnings(ledger, recorded, whatif))
+    return out
+
+
+def _loop_warnings(
+    ledger: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
+) -> list[str]:
+    """Where the what-if's loop (hygiene before a user turn, preflight right after it)
+    checks at other points than the agent did: the adapters and the proxy run no hygiene,
+    and run preflight before every model call (an Agents SDK session also when a run
+    reads its history, after the previous run's final answer)."""
+    out: list[str] = []
     hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
     if hygiene and not any(r.switch.trigger == "hygiene" for r in recorded):
         out.append(
@@ -54,30 +66,37 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
             "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
             "run none) never compacts there"
         )
-    between = _between_turns(ledger, recorded)
-    if between:
+    answered, tools = _preflight_points(ledger, recorded)
+    if answered or tools:
         out.append(
-            f"{between} recorded compaction(s) ran preflight after a final answer, before the "
-            "next user message (an Agents SDK session checks when a run reads its history "
-            "and after each write); the what-if's loop runs preflight after the user "
-            "message, so it compacts one message later there and cannot match them"
+            f"{answered + tools} recorded compaction(s) ran preflight where the what-if's loop "
+            f"runs none: {answered} after a final answer (an Agents SDK session checks when a "
+            f"run reads its history), {tools} after tool results (the LangChain middleware, "
+            "the proxy and an Agents SDK session check before every model call); the "
+            "what-if runs preflight only right after a user message, so it compacts later "
+            "there and cannot match them"
         )
     return out
 
 
-def _between_turns(ledger: Ledger, recorded: list[CompactionRecord]) -> int:
-    """How many recorded preflight compactions were made between turns: the view they
-    compacted ends in an assistant message without tool calls (the turn was answered).
-    A host's own decision (``host_compress``: Hermes) is left out: the what-if replays it."""
-    count = 0
+def _preflight_points(ledger: Ledger, recorded: list[CompactionRecord]) -> tuple[int, int]:
+    """How many recorded preflight compactions were made after a final answer (the view
+    they compacted ends in an assistant message without tool calls) and after tool
+    results (it ends in a tool message): not right after a user message, where the
+    what-if's loop runs preflight. A host's own decision (``host_compress``: Hermes) is
+    left out: the what-if replays it."""
+    answered = tools = 0
     for r in recorded:
         if r.switch.trigger != "preflight":
             continue
         view = ledger.transcript.live_messages(r.session_id)
         last = view[-1] if view else {}
-        if last.get("role") == "assistant" and not last.get("tool_calls"):
-            count += not _host_decided(ledger, r)
-    return count
+        role = last.get("role")
+        final = role == "assistant" and not last.get("tool_calls")
+        if (final or role == "tool") and not _host_decided(ledger, r):
+            answered += final
+            tools += role == "tool"
+    return answered, tools
 
 
 def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:

@@ -4,8 +4,9 @@ The reproduction line ("reproduced: 0 of 1 recorded compactions") is a fact; the
 warnings say when it is not the what-if's fault: the log carries no provider usage, a
 recorded compaction was the source agent's, the chain was imported (no agent loop
 ran as its messages arrived) while the what-if runs the loop's automatic triggers over
-them, the agent ran preflight between turns, where the what-if's loop runs none, or
-the what-if's hygiene compacted where the agent, which may run no hygiene, did not.
+them, the agent ran preflight where the what-if's loop runs none (after a final answer or
+after tool results), or the what-if's hygiene compacted where the agent, which may run
+no hygiene, did not.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def _preflight_points(ledger: Ledger, recorded: list[CompactionRecord]) -> tuple
     for r in recorded:
         if r.switch.trigger != "preflight":
             continue
-        view = ledger.transcript.live_messages(r.session_id)
-        last = view[-1] if view else {}
+        live = ledger.transcript.live_ids(r.session_id)
+        last = ledger.transcript.messages_of(live[-1:])[0] if live else {}  # (its body only)
         role = last.get("role")
         final = role == "assistant" and not last.get("tool_calls")
         if (final or role == "tool") and not _host_decided(ledger, r):

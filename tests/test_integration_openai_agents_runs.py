@@ -145,6 +145,26 @@ def test_a_run_resumed_from_json_reports_only_its_own_requests(service, streamed
     assert service.ledger.verify().ok
 
 
+def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_them(service):
+    """A run's first read claims the requests its ``Usage`` already holds only if the
+    chain's last recorded usage is the last of them (a resumed run's, reported by the run
+    that made them); requests made elsewhere (another session, none) are reported here."""
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    question = {"role": "user", "content": "q"}
+    elsewhere = types.SimpleNamespace(usage=Usage())
+    _one_request(elsewhere.usage, 301)  # (made before this session saw the run)
+
+    async def steps() -> None:
+        await session.get_items(wrapper=elsewhere)
+        await session.add_items(
+            [question, {"role": "assistant", "content": "a"}], wrapper=elsewhere
+        )
+
+    anyio.run(steps)
+    assert _reported(service) == [301]  # (it was claimed, and lost)
+    assert service.ledger.verify().ok
+
+
 def test_two_runs_at_once_on_one_session_interleave_as_the_readme_says(service):
     session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
     model = ScriptedModel([_step(assistant_message(f"a{i}", item_id=f"m{i}"), 100) for i in (1, 2)])

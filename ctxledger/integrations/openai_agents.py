@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger import ContextService, InvalidInput
+from ctxledger.events import UsageReported
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import (
     KEY_KEPT,
@@ -208,15 +209,14 @@ class CtxLedgerSession:
 
         A full read is the start of a run: preflight runs first, so a history over the
         threshold is compacted before it is sent. The requests a run's ``Usage`` holds
-        at its first read were made before the run started: a run resumed from a
-        ``RunState`` carries the interrupted run's, which that run reported.
+        at its first read were made before the run started (see _claim_carried).
         """
-        _claim_carried(_usage(wrapper))
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
         sid = self.ledger_session_id()
+        self._claim_carried(_usage(wrapper), sid)
         if sid is None:
             # a run starts here, before its first call's hook: a prompt left pending by a
             # run that failed before it saved anything was never this run's
@@ -229,6 +229,30 @@ class CtxLedgerSession:
         if limit is not None:
             return items[-limit:] if limit else []
         return items
+
+    def _claim_carried(self, usage: Any, sid: str | None) -> None:
+        """Count as reported the requests a run's `usage` holds when the session first sees
+        it (a run's first read: a resumed run's, before its first model call), if the last
+        of them is the last usage the conversation's chain (`sid`) recorded: a run resumed
+        from ``RunState`` JSON carries the interrupted run's entries without our count (an
+        attribute, not serialised), and that run reported them. Otherwise (a run that wrote
+        elsewhere or not at all before it was resumed here, a write that failed) none are:
+        reported again rather than lost."""
+        if usage is None or hasattr(usage, _REPORTED):
+            return
+        entries = _usage_entries(usage)[0]
+        raw = _raw_or_none(entries[-1]) if entries else None
+        carried = sid is not None and raw is not None and self._last_recorded_usage(sid) == raw
+        setattr(usage, _REPORTED, len(entries) if carried else 0)
+
+    def _last_recorded_usage(self, sid: str) -> Any:
+        """The raw usage of the last ``UsageReported`` of `sid`'s chain (None: none)."""
+        ledger = self.service.ledger
+        for session in reversed(ledger.chains.chain(sid)):
+            for record in reversed(list(ledger.store.read_session(session))):
+                if isinstance(record.event, UsageReported):
+                    return record.event.raw
+        return None
 
     async def record_system_prompt(self, text: Any) -> bool:
         """The system prompt the agent is sent (``CtxLedgerRunHooks`` give each model
@@ -405,13 +429,13 @@ def _usage_entries(usage: Any) -> tuple[list[Any], int]:
     return entries, int(getattr(usage, _REPORTED, 0) or 0)
 
 
-def _claim_carried(usage: Any) -> None:
-    """Count the requests a run's `usage` holds when the session first sees it as
-    reported (the run's first read, before its first model call). A ``RunState``
-    rebuilt from JSON carries the interrupted run's entries without our count (an
-    attribute, not serialised); one copied in process keeps it."""
-    if usage is not None and not hasattr(usage, _REPORTED):
-        setattr(usage, _REPORTED, len(_usage_entries(usage)[0]))
+def _raw_or_none(entry: Any) -> JSON | None:
+    """`entry` as :func:`request_usage` records it; None for figures no ledger records
+    (a report of them is dropped with a warning, so none was recorded)."""
+    try:
+        return request_usage(entry)
+    except InvalidInput:
+        return None
 
 
 def _unreported(wrapper: Any) -> bool:

@@ -13,6 +13,7 @@ import weakref
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from helpers.frameworks import require
 
@@ -42,6 +43,7 @@ from ctxledger.events import (  # noqa: E402
 )
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
+from ctxledger.usage import CanonicalUsage  # noqa: E402
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
 
@@ -143,6 +145,56 @@ def test_a_run_resumed_from_json_reports_only_its_own_requests(service, streamed
     view = service.api_messages(session.ledger_session_id() or "")
     assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "assistant"]
     assert service.ledger.verify().ok
+
+
+class _PaidSummarizer(OfflineSummarizer):
+    """The offline summary with the usage of a model call, as an LLM summarizer reports."""
+
+    async def summarize(self, request: Any) -> Any:
+        result = await super().summarize(request)
+        return msgspec.structs.replace(result, usage=CanonicalUsage(input=900, output=50))
+
+
+def _purposes(svc: ContextService) -> list[tuple[str, int]]:
+    events = [r.event for r in svc.ledger.store.read_all() if isinstance(r.event, UsageReported)]
+    return [(e.purpose, e.usage.prompt) for e in events]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_resume_after_a_summarizer_reported_usage_reports_only_its_own_requests(
+    tmp_path, streamed
+):
+    """The interrupted run's save compacts with a summarizer that reports usage, so the
+    chain's last report is the summarizer's, not the run's last request."""
+    config = CompressionConfig(threshold_floor_tokens=0, context_length=3_000)
+    ledger = Ledger.open(tmp_path / "agents.db", config=config)
+    service = ContextService(ledger, config=config, summarizer=_PaidSummarizer())
+    session = CtxLedgerSession("u", service, model="scripted", context_length=3_000)
+    model = ScriptedModel(
+        [
+            *(_step(assistant_message(f"ok {i} " + "filler " * 300), 400 + i) for i in range(3)),
+            _step(function_call("delete", {"path": "a.txt"}, call_id="c1"), 501),
+            _step(assistant_message("deleted"), 602),
+        ]
+    )
+    agent = Agent(name="a", instructions="Do.", model=model, tools=[delete])
+
+    async def runs() -> None:
+        for i in range(3):
+            await _run(agent, f"turn {i} " + "word " * 300, session, streamed)
+        first = await _run(agent, "delete a.txt " + "word " * 300, session, streamed)
+        assert first.interruptions and _purposes(service)[-1][0] == "summarizer"
+        state = await RunState.from_json(agent, first.to_state().to_json())
+        state.approve(first.interruptions[0])
+        assert (await _run(agent, state, session, streamed)).final_output == "deleted"
+
+    try:
+        anyio.run(runs)
+        agent_reports = [n for purpose, n in _purposes(service) if purpose == "agent"]
+        assert agent_reports == [400, 401, 402, 501, 602]  # (the resumed run reported 501 again)
+        assert service.ledger.verify().ok
+    finally:
+        ledger.close()
 
 
 def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_them(service):

@@ -233,7 +233,7 @@ class CtxLedgerSession:
     def _claim_carried(self, usage: Any, sid: str | None) -> None:
         """Count as reported the requests a run's `usage` holds when the session first sees
         it (a run's first read: a resumed run's, before its first model call), if the last
-        of them is the last usage the conversation's chain (`sid`) recorded: a run resumed
+        of them is the last agent usage the conversation's chain (`sid`) recorded: a run resumed
         from ``RunState`` JSON carries the interrupted run's entries without our count (an
         attribute, not serialised), and that run reported them. Otherwise (a run that wrote
         elsewhere or not at all before it was resumed here, a write that failed) none are:
@@ -246,12 +246,15 @@ class CtxLedgerSession:
         setattr(usage, _REPORTED, len(entries) if carried else 0)
 
     def _last_recorded_usage(self, sid: str) -> Any:
-        """The raw usage of the last ``UsageReported`` of `sid`'s chain (None: none)."""
+        """The raw usage of the last agent ``UsageReported`` of `sid`'s chain (None: none);
+        a summarizer's, reported by a compaction after the run's last write, is not one
+        of the run's requests."""
         ledger = self.service.ledger
         for session in reversed(ledger.chains.chain(sid)):
             for record in reversed(list(ledger.store.read_session(session))):
-                if isinstance(record.event, UsageReported):
-                    return record.event.raw
+                event = record.event
+                if isinstance(event, UsageReported) and event.purpose == "agent":
+                    return event.raw
         return None
 
     async def record_system_prompt(self, text: Any) -> bool:

@@ -217,6 +217,81 @@ def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_
     assert service.ledger.verify().ok
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_resume_after_another_run_reported_reports_only_its_own_requests(service, streamed):
+    """Another run on the session reports between the interruption and the resume (runs
+    interleaved on one session): the carried request is found further back on the chain."""
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel(
+        [
+            _step(function_call("delete", {"path": "a.txt"}, call_id="c1"), 501),
+            _step(assistant_message("deleted a.txt"), 602),
+        ]
+    )
+    agent = Agent(name="a", instructions="Do.", model=model, tools=[delete])
+    other_model = ScriptedModel([_step(assistant_message("done"), 700)])
+    other = Agent(name="a", instructions="Do.", model=other_model)
+
+    async def runs() -> None:
+        first = await _run(agent, "delete a.txt", session, streamed)
+        assert first.interruptions  # (the tool waits for an approval)
+        saved = first.to_state().to_json()
+        await _run(other, "something else", session, streamed)
+        state = await RunState.from_json(agent, saved)
+        state.approve(first.interruptions[0])
+        assert (await _run(agent, state, session, streamed)).final_output == "deleted a.txt"
+
+    anyio.run(runs)
+    assert _reported(service) == [501, 700, 602]  # (the resumed run reported 501 again)
+    assert service.ledger.verify().ok
+
+
+def test_a_carried_request_the_ledger_did_not_record_is_reported_after_those_it_did(service):
+    """Of the requests a ``Usage`` carries, those the chain recorded in order from the
+    first are claimed; the first one it did not record, and those after it, are reported
+    (a resume in another process: a new session object)."""
+    question = {"role": "user", "content": "q"}
+    interrupted = types.SimpleNamespace(usage=Usage())
+    _one_request(interrupted.usage, 301)
+    resumed = types.SimpleNamespace(usage=Usage())
+
+    async def steps() -> None:
+        first = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+        await first.add_items([question], wrapper=interrupted)
+        _one_request(interrupted.usage, 402)  # (its write failed: never recorded)
+        resumed.usage.add(interrupted.usage)  # (without our count: as from RunState JSON)
+        session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+        await session.get_items(wrapper=resumed)
+        await session.add_items([{"role": "assistant", "content": "a"}], wrapper=resumed)
+
+    anyio.run(steps)
+    assert _reported(service) == [301, 402]  # (301 was reported again, or 402 was lost)
+    assert service.ledger.verify().ok
+
+
+def test_a_carried_request_no_ledger_can_record_does_not_hide_those_before_it(service, caplog):
+    """A request whose figures no ledger records (its report is dropped with a warning)
+    is claimed with the recorded ones: reporting it again records nothing either."""
+    question = {"role": "user", "content": "q"}
+    interrupted = types.SimpleNamespace(usage=Usage())
+    _one_request(interrupted.usage, 301)
+    resumed = types.SimpleNamespace(usage=Usage())
+
+    async def steps() -> None:
+        first = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+        await first.add_items([question], wrapper=interrupted)
+        _one_request(interrupted.usage, -5)  # (figures no ledger records)
+        resumed.usage.add(interrupted.usage)
+        session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+        await session.get_items(wrapper=resumed)
+        await session.add_items([{"role": "assistant", "content": "a"}], wrapper=resumed)
+
+    anyio.run(steps)
+    assert _reported(service) == [301]  # (301 was reported again)
+    assert "not recorded" not in caplog.text  # (nor was the bad one reported again)
+    assert service.ledger.verify().ok
+
+
 def test_two_runs_at_once_on_one_session_interleave_as_the_readme_says(service):
     session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
     model = ScriptedModel([_step(assistant_message(f"a{i}", item_id=f"m{i}"), 100) for i in (1, 2)])

@@ -198,9 +198,9 @@ def test_a_resume_after_a_summarizer_reported_usage_reports_only_its_own_request
 
 
 def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_them(service):
-    """A run's first read claims the requests its ``Usage`` already holds only if the
-    chain's last recorded usage is the last of them (a resumed run's, reported by the run
-    that made them); requests made elsewhere (another session, none) are reported here."""
+    """A run's first read claims the requests its ``Usage`` already holds only as far as
+    the chain's agent reports hold them (a resumed run's, reported by the run that made
+    them); requests made elsewhere (another session, none) are reported here."""
     session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
     question = {"role": "user", "content": "q"}
     elsewhere = types.SimpleNamespace(usage=Usage())
@@ -213,7 +213,7 @@ def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_
         )
 
     anyio.run(steps)
-    assert _reported(service) == [301]  # (it was claimed, and lost)
+    assert _reported(service) == [301]  # (the first version claimed it and lost it)
     assert service.ledger.verify().ok
 
 

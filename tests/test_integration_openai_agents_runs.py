@@ -246,10 +246,15 @@ def test_a_resume_after_another_run_reported_reports_only_its_own_requests(servi
     assert service.ledger.verify().ok
 
 
-def test_a_carried_request_the_ledger_did_not_record_is_reported_after_those_it_did(service):
+@pytest.mark.parametrize(("after", "reported"), [(402, [301, 402]), (-5, [301])])
+def test_a_carried_request_the_ledger_did_not_record_is_reported_after_those_it_did(
+    service, caplog, after, reported
+):
     """Of the requests a ``Usage`` carries, those the chain recorded in order from the
     first are claimed; the first one it did not record, and those after it, are reported
-    (a resume in another process: a new session object)."""
+    (a resume in another process: a new session object). A request whose figures no
+    ledger records (-5: its report is dropped with a warning) is claimed with them:
+    reporting it again records nothing either, and it hides none before it."""
     question = {"role": "user", "content": "q"}
     interrupted = types.SimpleNamespace(usage=Usage())
     _one_request(interrupted.usage, 301)
@@ -258,37 +263,15 @@ def test_a_carried_request_the_ledger_did_not_record_is_reported_after_those_it_
     async def steps() -> None:
         first = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
         await first.add_items([question], wrapper=interrupted)
-        _one_request(interrupted.usage, 402)  # (its write failed: never recorded)
+        _one_request(interrupted.usage, after)  # (its write failed: never recorded)
         resumed.usage.add(interrupted.usage)  # (without our count: as from RunState JSON)
         session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
         await session.get_items(wrapper=resumed)
         await session.add_items([{"role": "assistant", "content": "a"}], wrapper=resumed)
 
     anyio.run(steps)
-    assert _reported(service) == [301, 402]  # (301 was reported again, or 402 was lost)
-    assert service.ledger.verify().ok
-
-
-def test_a_carried_request_no_ledger_can_record_does_not_hide_those_before_it(service, caplog):
-    """A request whose figures no ledger records (its report is dropped with a warning)
-    is claimed with the recorded ones: reporting it again records nothing either."""
-    question = {"role": "user", "content": "q"}
-    interrupted = types.SimpleNamespace(usage=Usage())
-    _one_request(interrupted.usage, 301)
-    resumed = types.SimpleNamespace(usage=Usage())
-
-    async def steps() -> None:
-        first = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
-        await first.add_items([question], wrapper=interrupted)
-        _one_request(interrupted.usage, -5)  # (figures no ledger records)
-        resumed.usage.add(interrupted.usage)
-        session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
-        await session.get_items(wrapper=resumed)
-        await session.add_items([{"role": "assistant", "content": "a"}], wrapper=resumed)
-
-    anyio.run(steps)
-    assert _reported(service) == [301]  # (301 was reported again)
-    assert "not recorded" not in caplog.text  # (nor was the bad one reported again)
+    assert _reported(service) == reported  # (301 was reported again, or 402 was lost)
+    assert "not recorded" not in caplog.text  # (nor was the -5 reported again)
     assert service.ledger.verify().ok
 
 

@@ -166,3 +166,88 @@ def test_a_host_decided_compaction_the_whatif_doubles_is_said(tmp_path: Path) ->
     plain = deterministic_ledger(tmp_path / "plain.db")
     plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
     assert plain_repro is not None and not any("twice" in w for w in plain_repro.warnings)
+
+
+async def _checked_between_turns(ledger: Ledger, where: str) -> str:
+    """A loop that runs preflight after each final answer (`where` "answer": as an Agents
+    SDK session does when the next run reads its history) or after each turn's tool
+    results ("tools": before the model call they go to, as the LangChain middleware and
+    the proxy do), never right after the user message; "host": a host decides after the
+    answer (``host_compress``, which a what-if replays)."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(14):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 900}
+        sid = (await svc.append(sid, [ask])).session_id
+        if where == "tools":
+            call = {
+                "id": f"c{turn}",
+                "type": "function",
+                "function": {"name": "f", "arguments": "{}"},
+            }
+            batch = [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"c{turn}", "content": f"result {turn}"},
+            ]
+            sid = (await svc.append(sid, batch)).session_id
+            sid = (await svc.preflight(sid)).session_id
+        sid = (await svc.append(sid, [{"role": "assistant", "content": f"done {turn}"}])).session_id
+        if where == "host":
+            sid = (await svc.host_compress(sid, "host", beyond=0, agent="h")).session_id
+        elif where == "answer":
+            sid = (await svc.preflight(sid)).session_id
+    return svc.tip(sid)
+
+
+@pytest.mark.parametrize("where", ["answer", "tools"])
+def test_a_chain_checked_between_turns_says_why_the_whatif_cannot_match(
+    tmp_path: Path, where: str
+) -> None:
+    """Session 38 (Agents SDK and LangChain ledgers): every recorded compaction came
+    before the what-if's, '0 of N reproduced' and no word of why."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    repro = whatif(ledger, anyio.run(_checked_between_turns, ledger, where)).reproduction
+    assert repro is not None and not repro.exact and repro.compactions[0] >= 2
+    [warning] = [w for w in repro.warnings if "ran preflight where" in w]
+    n = repro.compactions[0]
+    assert warning.startswith(f"{n} recorded compaction(s) ran preflight where the what-if")
+    answered, tools = (n, 0) if where == "answer" else (0, n)
+    assert f": {answered} after a final answer" in warning
+    assert f", {tools} after tool results" in warning
+    hosted = deterministic_ledger(tmp_path / "host.db")
+    host_repro = whatif(hosted, anyio.run(_checked_between_turns, hosted, "host")).reproduction
+    assert host_repro is not None and host_repro.compactions[0] >= 2
+    assert not any("ran preflight where" in w for w in host_repro.warnings)  # (replayed)
+    plain = deterministic_ledger(tmp_path / "plain.db")
+    plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
+    assert plain_repro is not None and not any("ran preflight" in w for w in plain_repro.warnings)
+
+
+async def _no_hygiene(ledger: Ledger) -> str:
+    """A loop without hygiene (as every adapter and the proxy): the provider counts far
+    more than the view (a tool output sent whole in its run, kept as a preview)."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(40):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 200}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        usage = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
+        answer = {"role": "assistant", "content": f"done {turn} " + "fixed " * 150}
+        sid = (await svc.append(sid, [answer])).session_id
+    return svc.tip(sid)
+
+
+def test_hygiene_the_recording_never_ran_is_said(tmp_path: Path) -> None:
+    """Session 38 (an Agents SDK session with big tool outputs): the what-if's hygiene
+    compacted at most user turns, the recording never, and the report said nothing."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    report = whatif(ledger, anyio.run(_no_hygiene, ledger))
+    repro = report.reproduction
+    assert repro is not None
+    assert "hygiene" not in [c.trigger for c in report.recorded.compactions]
+    hygiene = sum(c.trigger == "hygiene" for c in report.whatif.compactions)
+    assert hygiene >= 1
+    [warning] = [w for w in repro.warnings if "hygiene compaction" in w]
+    assert warning.startswith(f"the what-if's loop made {hygiene} hygiene compaction(s)")

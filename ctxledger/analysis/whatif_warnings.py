@@ -2,9 +2,11 @@
 
 The reproduction line ("reproduced: 0 of 1 recorded compactions") is a fact; these
 warnings say when it is not the what-if's fault: the log carries no provider usage, a
-recorded compaction was the source agent's, or the chain was imported (no agent loop
+recorded compaction was the source agent's, the chain was imported (no agent loop
 ran as its messages arrived) while the what-if runs the loop's automatic triggers over
-them.
+them, the agent ran preflight where the what-if's loop runs none (after a final answer or
+after tool results), or the what-if's hygiene compacted where the agent, which may run
+no hygiene, did not.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.history import History, UsageStep
+from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
 
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
@@ -44,7 +47,67 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
         out.append(_doubled_warning(doubled, recorded))
+    out.extend(_loop_warnings(ledger, recorded, whatif))
     return out
+
+
+def _loop_warnings(
+    ledger: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
+) -> list[str]:
+    """Where the what-if's loop (hygiene before a user turn, preflight right after it)
+    checks at other points than the agent did: the adapters and the proxy run no hygiene,
+    and run preflight before every model call (an Agents SDK session also when a run
+    reads its history, after the previous run's final answer)."""
+    out: list[str] = []
+    hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
+    if hygiene and not any(r.switch.trigger == "hygiene" for r in recorded):
+        out.append(
+            f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
+            "the last prompt the provider counted) and the recording has none: an agent that "
+            "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
+            "run none) never compacts there"
+        )
+    answered, tools = _preflight_points(ledger, recorded)
+    if answered or tools:
+        out.append(
+            f"{answered + tools} recorded compaction(s) ran preflight where the what-if's loop "
+            f"runs none: {answered} after a final answer (an Agents SDK session checks when a "
+            f"run reads its history), {tools} after tool results (the LangChain middleware, "
+            "the proxy and an Agents SDK session check before every model call); the "
+            "what-if runs preflight only right after a user message, so it compacts later "
+            "there and cannot match them"
+        )
+    return out
+
+
+def _preflight_points(ledger: Ledger, recorded: list[CompactionRecord]) -> tuple[int, int]:
+    """How many recorded preflight compactions were made after a final answer (the view
+    they compacted ends in an assistant message without tool calls) and after tool
+    results (it ends in a tool message): not right after a user message, where the
+    what-if's loop runs preflight. A host's own decision (``host_compress``: Hermes) is
+    left out: the what-if replays it."""
+    answered = tools = 0
+    for r in recorded:
+        if r.switch.trigger != "preflight":
+            continue
+        live = ledger.transcript.live_ids(r.session_id)
+        last = ledger.transcript.messages_of(live[-1:])[0] if live else {}  # (its body only)
+        role = last.get("role")
+        final = role == "assistant" and not last.get("tool_calls")
+        if (final or role == "tool") and not _host_decided(ledger, r):
+            answered += final
+            tools += role == "tool"
+    return answered, tools
+
+
+def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:
+    """Whether the check that made compaction `r` was a host's decision."""
+    checks = [
+        x.event
+        for x in ledger.store.read_session(r.session_id)
+        if isinstance(x.event, CompressionChecked) and x.seq < r.seq
+    ]
+    return bool(checks) and checks[-1].details.get("decided_by") == "host"
 
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:

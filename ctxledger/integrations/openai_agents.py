@@ -35,11 +35,12 @@ import asyncio
 import functools
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ctxledger import ContextService, InvalidInput
+from ctxledger.events import UsageReported
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integrations.common import (
     KEY_KEPT,
@@ -207,13 +208,15 @@ class CtxLedgerSession:
         """The live view as input items (the latest `limit` of them when given).
 
         A full read is the start of a run: preflight runs first, so a history over the
-        threshold is compacted before it is sent.
+        threshold is compacted before it is sent. The requests a run's ``Usage`` holds
+        at its first read were made before the run started (see _claim_carried).
         """
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
             raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
         sid = self.ledger_session_id()
+        self._claim_carried(_usage(wrapper), sid)
         if sid is None:
             # a run starts here, before its first call's hook: a prompt left pending by a
             # run that failed before it saved anything was never this run's
@@ -226,6 +229,58 @@ class CtxLedgerSession:
         if limit is not None:
             return items[-limit:] if limit else []
         return items
+
+    def _claim_carried(self, usage: Any, sid: str | None) -> None:
+        """Count as reported the requests a run's `usage` holds when the session first sees
+        it (a run's first read: a resumed run's, before its first model call) that the
+        conversation's chain (`sid`) recorded: a run resumed from ``RunState`` JSON carries
+        the interrupted run's entries without our count (an attribute, not serialised), and
+        that run reported them. Only those recorded, from the first on, are claimed (see
+        _recorded_count); the rest (made by a run that wrote elsewhere or not at all, or
+        after a write that failed) are reported again rather than lost."""
+        if usage is None or hasattr(usage, _REPORTED):
+            return
+        entries = _usage_entries(usage)[0]
+        claimed = self._recorded_count(sid, entries) if sid is not None and entries else 0
+        setattr(usage, _REPORTED, claimed)
+
+    def _recorded_count(self, sid: str, entries: list[Any]) -> int:
+        """How many of a run's `entries`, from the first, stand in order among the agent
+        usage reports of `sid`'s chain (searched from the newest back: other runs on the
+        session may have reported in between). A request is known by its figures (as
+        :func:`request_usage` records them): one whose figures no ledger records (a report
+        of it is dropped with a warning) counts as recorded. An entry matching another
+        request's report of equal figures would be taken as recorded: no usage report
+        says which request it was."""
+        wanted = [_raw_or_none(entry) for entry in entries]
+        pending = [raw for raw in wanted if raw is not None]
+        if not pending:
+            return len(entries)
+        seen: list[Any] = []  # (the chain's agent reports, newest first)
+        for raw in self._agent_reports_back(sid):
+            seen.append(raw)
+            if raw == pending[-1]:
+                pending.pop()
+                if not pending:
+                    return len(entries)
+        # not all were recorded: the longest run of them from the first (one pass over the
+        # reports, oldest first: each is looked for after the one before it)
+        oldest_first = reversed(seen)
+        for index, raw in enumerate(wanted):
+            if raw is not None and not any(report == raw for report in oldest_first):
+                return index
+        return len(entries)
+
+    def _agent_reports_back(self, sid: str) -> Iterator[Any]:
+        """The raw usage of each agent ``UsageReported`` of `sid`'s chain, newest first (a
+        summarizer's, reported by a compaction after a run's write, is no request of a
+        run's)."""
+        ledger = self.service.ledger
+        for session in reversed(ledger.chains.chain(sid)):
+            for record in reversed(list(ledger.store.read_session(session))):
+                event = record.event
+                if isinstance(event, UsageReported) and event.purpose == "agent":
+                    yield event.raw
 
     async def record_system_prompt(self, text: Any) -> bool:
         """The system prompt the agent is sent (``CtxLedgerRunHooks`` give each model
@@ -400,6 +455,15 @@ def _usage_entries(usage: Any) -> tuple[list[Any], int]:
     """The run's model requests (usage entries) and how many were reported already."""
     entries = list(getattr(usage, "request_usage_entries", None) or ())
     return entries, int(getattr(usage, _REPORTED, 0) or 0)
+
+
+def _raw_or_none(entry: Any) -> JSON | None:
+    """`entry` as :func:`request_usage` records it; None for figures no ledger records
+    (a report of them is dropped with a warning, so none was recorded)."""
+    try:
+        return request_usage(entry)
+    except InvalidInput:
+        return None
 
 
 def _unreported(wrapper: Any) -> bool:

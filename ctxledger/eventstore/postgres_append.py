@@ -35,7 +35,7 @@ from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
-from ctxledger.eventstore.resends import NOT_STORED, already_stored
+from ctxledger.eventstore.resends import StoredAs, already_stored
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
 __all__ = ["CALL_ROWS", "Appender", "client_side", "prepare", "stream_ends"]
@@ -335,8 +335,11 @@ class Appender:
     def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
         """Whether this append is a re-send (:func:`already_stored`; one query for its ids)."""
         wanted = [row[0] for batch in batches for row in batch.rows]
-        stored: dict[str, object] = dict(conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall())
-        return already_stored(batches, lambda event_id: stored.get(event_id, NOT_STORED))
+        stored: dict[str, StoredAs] = {
+            str(r[0]): (r[1], r[2], r[3], bytes(r[4]))
+            for r in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
+        }
+        return already_stored(batches, stored.get)
 
 
 def client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:

@@ -66,7 +66,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     refuse_unwritable,
 )
-from ctxledger.eventstore.resends import NOT_STORED, already_stored
+from ctxledger.eventstore.resends import StoredAs, already_stored
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -370,10 +370,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 q.INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
             )
 
-    def _stored_in(self, event_id: str) -> object:
-        """The stream name holding `event_id` as stored, or NOT_STORED (:func:`already_stored`)."""
-        row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
-        return NOT_STORED if row is None else row[0]
+    def _stored_in(self, event_id: str) -> StoredAs | None:
+        """The row holding `event_id` as stored, or None (:func:`already_stored`)."""
+        row = self._conn.execute(q.ROW_OF_EVENT, (event_id,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2], bytes(row[3]))
 
     # --- reading -----------------------------------------------------------------------------
 

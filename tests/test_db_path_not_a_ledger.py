@@ -227,3 +227,35 @@ def test_an_existing_open_of_a_missing_file_is_refused_and_creates_nothing(
     assert not missing.parent.exists()
     Ledger.open(tmp_path / "made.db").close()
     Ledger.open(tmp_path / "made.db", existing=True).close()
+
+
+def test_an_existing_open_of_an_empty_or_foreign_file_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """(Session 38: ``Ledger.open(empty_file, existing=True)`` wrote a ledger's schema into
+    it.) `existing` says a ledger is there: an empty file opened for writing, a text file
+    and another program's SQLite database are each one clear error, the file's bytes
+    unchanged and nothing beside it; read-only, an empty file still reads as an empty
+    ledger (session 32: the read commands), and the read commands leave it as it was."""
+    import sqlite3
+
+    empty, text, foreign = tmp_path / "empty.db", tmp_path / "notes.db", tmp_path / "app.db"
+    empty.write_bytes(b"")
+    text.write_text("not a ledger\n")
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    before = {p.name: p.read_bytes() for p in (empty, text, foreign)}
+    cases = [
+        (empty, InvalidInput, "is an empty file, not a ledger.*nothing was written"),
+        (text, IntegrityError, "is not an SQLite database"),
+        (foreign, InvalidInput, "is not a ctxledger ledger"),
+    ]
+    for path, error, says in cases:
+        with pytest.raises(error, match=says):
+            Ledger.open(path, existing=True)
+    with Ledger.open(empty, existing=True, read_only=True) as ledger:
+        assert ledger.sessions() == []
+    for args in (["sessions", "--json"], ["verify"], ["show", "x"], ["pin", "x", "1"]):
+        CliRunner().invoke(cli, ["--db", str(empty), *args])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

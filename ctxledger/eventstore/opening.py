@@ -171,8 +171,10 @@ def open_store(
 
     `options` go to the backend's constructor. `read_only` opens a SQLite file writing
     nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. `existing`
-    (a command that only reads): a missing file (:func:`require_ledger_file`) or a URL
-    holding no ledger is refused, nothing created; a str names the option. Raises
+    (a command that only reads): a missing file (:func:`require_ledger_file`), an empty
+    one opened for writing (it would be made a ledger; read-only it reads as an empty
+    ledger, session 32's choice for the read commands) or a URL holding no ledger is
+    refused, nothing created; a str names the option. Raises
     InvalidInput for an unknown scheme, and InvalidConfig when the PostgreSQL extra is
     not installed.
     """
@@ -182,6 +184,12 @@ def open_store(
         _refuse_collapsed_url(text)
         if existing:  # (a missing file is refused, not created)
             require_ledger_file(text, existing if isinstance(existing, str) else None)
+            if not read_only and os.path.getsize(text) == 0:
+                raise InvalidInput(
+                    f"{text} is an empty file, not a ledger: opening it for writing with "
+                    "existing=True would make it one; nothing was written (open it without "
+                    "existing to start a ledger there, or read_only=True to read it as empty)"
+                )
         return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:

@@ -256,10 +256,8 @@ async def test_a_key_sent_twice_or_to_another_write_is_a_400(tmp_path: Path) -> 
         assert {"name": "Idempotency-Key", "in": "header"}.items() <= op["parameters"][-1].items()
 
 
-def test_the_key_over_uvicorn_on_127_0_0_1(tmp_path: Path) -> None:
-    service = ContextService.open(
-        tmp_path / "tcp.db", config=CompressionConfig(context_length=8192)
-    )
+def test_the_key_over_uvicorn_on_127_0_0_1(ledger_at: str) -> None:
+    service = ContextService.open(ledger_at, config=CompressionConfig(context_length=8192))
     app = create_app(service, token=TOKEN, own_service=True)
     with serving(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
         sid = http.post("/v1/sessions", json={"model": "m"}, headers=AUTH).json()["session_id"]

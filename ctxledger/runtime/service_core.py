@@ -278,7 +278,7 @@ class ServiceCore:
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
         if expected_version is None:
-            sid, (ids_, planned, repairs) = self._on_tip(
+            sid, (message_ids, planned, repairs) = self._on_tip(
                 session_id, lambda tip: self._with_ids(ids, lambda: self._append_to(tip, batch))
             )
         else:
@@ -293,9 +293,9 @@ class ServiceCore:
                     sid, expected_version, self.ledger.version(sid), superseded=moved
                 )
             # the store re-checks the version the projection read (== expected) atomically
-            ids_, planned, repairs = self._with_ids(ids, lambda: self._append_to(sid, batch))
+            message_ids, planned, repairs = self._with_ids(ids, lambda: self._append_to(sid, batch))
         notices = append_notices([(p.tool_call_id, p.chars, p.ref) for p in planned], repairs)
-        return TurnResult(session_id=sid, message_ids=ids_, notices=notices)
+        return TurnResult(session_id=sid, message_ids=message_ids, notices=notices)
 
     def _with_ids(self, ids: Callable[[], IdGenerator] | None, write: Callable[[], T]) -> T:
         """`write()` drawing the ledger's ids from a fresh ``ids()`` when given. Swapped

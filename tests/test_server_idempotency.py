@@ -202,6 +202,24 @@ async def test_an_expected_version_resend_is_answered_not_a_409(tmp_path: Path) 
         assert plain.status_code == 409  # without the key: as before
 
 
+async def test_a_resend_after_a_compaction_answers_the_first_answer(tmp_path: Path) -> None:
+    # the keyed messages are carried into the continuation by id: the re-send still
+    # finds the append where it was stored and answers as then (the old session)
+    async with server(str(tmp_path / "c.db")) as api:
+        sid = await _start(api)
+        for i in range(8):
+            words = f"step {i}: edited src/mod_{i}.py and ran the suite " + "word " * 80
+            turn = [{"role": "user", "content": words}, {"role": "assistant", "content": "ok"}]
+            await api.post(f"/v1/sessions/{sid}/messages", {"messages": turn})
+        first = await api.post(f"/v1/sessions/{sid}/messages", TURN, key="late")
+        done = (await api.post(f"/v1/sessions/{sid}/compress", {})).json()
+        assert done["session_id"] != sid  # compacted: a continuation is the tip
+        end = api.last_seq()
+        again = await api.post(f"/v1/sessions/{sid}/messages", TURN, key="late")
+        assert (again.status_code, again.json()) == (200, first.json())
+        assert api.last_seq() == end
+
+
 @pytest.mark.parametrize(
     ("header", "says"),
     [

@@ -121,6 +121,17 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
     )
 
 
+def _refuse_empty_file(text: str) -> None:
+    """InvalidInput for an empty file an ``existing`` open would write a ledger into
+    (``Ledger.open(path, existing=True)`` did, session 37's note left it)."""
+    if os.path.getsize(text) == 0:
+        raise InvalidInput(
+            f"{text} is an empty file, not a ledger: opening it for writing with "
+            "existing=True would make it one; nothing was written (open it without "
+            "existing to start a ledger there, or read_only=True to read it as empty)"
+        )
+
+
 def _is_file(text: str) -> bool:
     """Whether `text` names a file; InvalidInput for a path no file can have (a name
     over the system's limit was an OSError traceback)."""
@@ -184,12 +195,8 @@ def open_store(
         _refuse_collapsed_url(text)
         if existing:  # (a missing file is refused, not created)
             require_ledger_file(text, existing if isinstance(existing, str) else None)
-            if not read_only and os.path.getsize(text) == 0:
-                raise InvalidInput(
-                    f"{text} is an empty file, not a ledger: opening it for writing with "
-                    "existing=True would make it one; nothing was written (open it without "
-                    "existing to start a ledger there, or read_only=True to read it as empty)"
-                )
+            if not read_only:
+                _refuse_empty_file(text)
         return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:

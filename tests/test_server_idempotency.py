@@ -161,6 +161,15 @@ async def test_a_resend_racing_the_first_is_settled_by_the_store(
         again = await two.post(f"/v1/sessions/{sid}/messages", TURN, key="race")
         assert (again.status_code, again.json()) == (200, first.json())
         assert again.headers["Idempotent-Replayed"] == "true" and len(looks) == 2
+        # with an expected version the racing twin finds it passed (a 409 without the key)
+        versioned = {**TURN, "expected_version": first.json()["version"]}
+        monkeypatch.setattr(idem.KeyedAppend, "stored", real)
+        first = await one.post(f"/v1/sessions/{sid}/messages", versioned, key="race-v")
+        end = one.last_seq()
+        monkeypatch.setattr(idem.KeyedAppend, "stored", first_look_misses)
+        looks.clear()
+        again = await two.post(f"/v1/sessions/{sid}/messages", versioned, key="race-v")
+        assert (again.status_code, again.json()) == (200, first.json())
         looks.clear()
         other = {"messages": [{"role": "user", "content": "not the same"}]}
         reused = await two.post(f"/v1/sessions/{sid}/messages", other, key="race")

@@ -33,9 +33,8 @@ def already_stored(
     """True when every event is already stored as sent (a re-send); False when none is.
 
     `stored_in(event_id)` is the row holding that id as (stream name, kind, schema,
-    payload), as stored, or None. Raises
-    DuplicateEventError when only some are, or one lives in another stream or holds
-    another event.
+    payload), as stored, or None. Raises DuplicateEventError when only some are, or
+    one lives in another stream or holds another event.
     """
     found: str | None = None
     missing: str | None = None

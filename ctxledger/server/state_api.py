@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger import CompactionOutcome, TurnResult, compact
-from ctxledger.errors import DuplicateEventError, InvalidInput
+from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidInput
 from ctxledger.server.idempotency import KEY_PARAM, REPLAYED, KeyedAppend, request_key
 from ctxledger.server.routing import (
     JSON,
@@ -101,9 +101,10 @@ async def _keyed_append(
         result = await state.service.append(
             sid, messages, expected_version=body.get("expected_version"), ids=keyed.ids
         )
-    except (DuplicateEventError, InvalidInput) as exc:
-        # the same request stored meanwhile (a racing re-send) is answered from the
-        # store; a stored event id of the key holding another event: the key's reuse
+    except (DuplicateEventError, InvalidInput, ConcurrencyError) as exc:
+        # the same request stored meanwhile (a racing re-send: its ids are taken, or its
+        # expected version passed) is answered from the store; a stored event id of the
+        # key holding another event: the key's reuse
         stored = keyed.stored(state.ledger, count)
         if stored is not None:
             return JSON(stored, headers=REPLAYED)

@@ -35,7 +35,7 @@ from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
-from ctxledger.eventstore.resends import StoredAs, already_stored
+from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
 __all__ = ["CALL_ROWS", "Appender", "client_side", "prepare", "stream_ends"]
@@ -336,7 +336,7 @@ class Appender:
         """Whether this append is a re-send (:func:`already_stored`; one query for its ids)."""
         wanted = [row[0] for batch in batches for row in batch.rows]
         stored: dict[str, StoredAs] = {
-            str(r[0]): (r[1], r[2], r[3], bytes(r[4]))
+            str(r[0]): (r[1], r[2], r[3], as_stored(r[4]))
             for r in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
         }
         return already_stored(batches, stored.get)

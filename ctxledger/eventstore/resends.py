@@ -19,12 +19,19 @@ from ctxledger.errors import DuplicateEventError
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.rows import shown
 
-__all__ = ["StoredAs", "already_stored"]
+__all__ = ["StoredAs", "already_stored", "as_stored"]
 
 #: a stored row as `stored_in` answers it: (stream name, kind, schema, payload), each as
 #: stored (a stream name may be anything, even NULL on a hand-edited row: compared as
 #: stored, never as its str())
 StoredAs = tuple[object, object, object, object]
+
+
+def as_stored(value: object) -> object:
+    """A payload column's value to compare: bytes as bytes (a driver may answer a
+    memoryview), any other type as it is (SQLite keeps whatever a hand edit put in the
+    column, TEXT say): it then compares unequal, never a TypeError from ``bytes()``."""
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else value
 
 
 def already_stored(

@@ -66,7 +66,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     refuse_unwritable,
 )
-from ctxledger.eventstore.resends import StoredAs, already_stored
+from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -373,7 +373,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
     def _stored_in(self, event_id: str) -> StoredAs | None:
         """The row holding `event_id` as stored, or None (:func:`already_stored`)."""
         row = self._conn.execute(q.ROW_OF_EVENT, (event_id,)).fetchone()
-        return None if row is None else (row[0], row[1], row[2], bytes(row[3]))
+        return None if row is None else (row[0], row[1], row[2], as_stored(row[3]))
 
     # --- reading -----------------------------------------------------------------------------
 

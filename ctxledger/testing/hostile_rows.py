@@ -1,4 +1,5 @@
-"""Part of the event-store contract: a hostile or damaged row never crashes a read.
+"""Part of the event-store contract: a hostile or damaged row never crashes a read (nor an
+append's re-send check).
 
 Each test forges a row the store's own code never writes (stored verbatim, its chain
 hash computed by the store, as ``ctxledger migrate`` stores a copied row) and checks
@@ -11,13 +12,15 @@ runs it.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxledger.errors import IntegrityError, InvalidEvent
+from ctxledger.errors import DuplicateEventError, IntegrityError, InvalidEvent
 from ctxledger.events import (
     Event,
     LayoutEntry,
@@ -204,3 +207,20 @@ class HostileRowsContract:
             with pytest.raises(IntegrityError, match=r"does not verify .* nothing was copied"):
                 copy_ledger(store, dest)
             assert dest.last_seq() == 0
+
+    def test_a_payload_stored_as_text_is_compared_as_stored_by_a_re_send(
+        self, store: EventStore
+    ) -> None:
+        """A hand edit that leaves a payload as TEXT (a SQLite column keeps any type):
+        an append re-using its id is answered (refused: the row holds something else
+        than the bytes sent), never a TypeError from the re-send check."""
+        if not isinstance(store, SQLiteEventStore):
+            pytest.skip("only SQLite's payload column keeps a value of another type")
+        store.append("ses_h", [_started(), _message("hi")], 0)
+        with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+            conn.execute("UPDATE events SET payload = CAST(payload AS TEXT)")
+        for expected in (2, 0, None):
+            for content in ("another", "hi"):
+                with pytest.raises(DuplicateEventError, match="holding another event"):
+                    store.append("ses_h", [_message(content)], expected)
+        assert store.last_seq() == 2

@@ -226,6 +226,10 @@ async def test_a_resend_after_a_compaction_answers_the_first_answer(tmp_path: Pa
         end = api.last_seq()
         again = await api.post(f"/v1/sessions/{sid}/messages", TURN, key="late")
         assert (again.status_code, again.json()) == (200, first.json())
+        # the path is part of the request: the same messages sent to the tip are another
+        tip = await api.post(f"/v1/sessions/{done['session_id']}/messages", TURN, key="late")
+        assert tip.status_code == 422
+        assert "a re-send goes to the path of the first send" in tip.json()["error"]["message"]
         assert api.last_seq() == end
 
 

@@ -155,8 +155,9 @@ class KeyedAppend:
         return HTTPError(
             422,
             "idempotency_key_reused",
-            f"{HEADER} {self.key!r} was already used for another request (another body "
-            "or session); nothing appended: send a new key for a new request",
+            f"{HEADER} {self.key!r} was already used for another request (another body, "
+            "or another path: a re-send goes to the path of the first send, even once "
+            "that session was compacted); nothing appended: send a new key for a new request",
         )
 
 

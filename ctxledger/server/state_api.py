@@ -281,7 +281,8 @@ ENDPOINTS = [
             "another character than visible ASCII; nothing appended",
             409: "expected_version is stale: nothing written; current_version says where the session is",
             422: "invalid_input / invalid_message: bad input, nothing appended; "
-            "idempotency_key_reused: the key was used for another request, nothing appended",
+            "idempotency_key_reused: the key was used for another request (another body or "
+            "path), nothing appended",
         },
     ),
     Endpoint(

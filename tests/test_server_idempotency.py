@@ -280,7 +280,10 @@ async def test_a_key_sent_twice_or_to_another_write_is_a_400(tmp_path: Path) -> 
         ]:
             resp = await api.post(path, body, key="k")
             assert resp.status_code == 400, resp.text
-            assert resp.json()["error"]["code"] == "idempotency_key_unsupported"
+            error = resp.json()["error"]
+            assert error["code"] == "idempotency_key_unsupported"
+            assert "taken by POST /v1/sessions/{id}/messages only, not by POST" in error["message"]
+            assert "send it without the header" in error["message"]
             assert api.last_seq() == end
         schema = (await api.client.get("/openapi.json")).json()
         op = schema["paths"]["/v1/sessions/{session_id}/messages"]["post"]

@@ -112,9 +112,8 @@ def _same_event(
         payload = payload.encode()
     if not isinstance(payload, bytes):
         return False
-    try:
-        (theirs,) = decode_rows([(0, 0, schema, payload, "")], get_blob)
+    try:  # (the re-sent row too: a copy's stored= row is the caller's bytes)
+        theirs, mine = decode_rows([(0, 0, schema, payload, ""), (0, 0, *sent, "")], get_blob)
     except (InvalidEvent, IntegrityError):
         return False
-    (mine,) = decode_rows([(0, 0, *sent, "")], get_blob)
     return theirs.event == mine.event

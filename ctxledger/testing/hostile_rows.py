@@ -248,4 +248,7 @@ class HostileRowsContract:
         for event in (msgspec.structs.replace(long, tokens=1), other):
             with pytest.raises(DuplicateEventError, match="holding another event"):
                 store.append("ses_h", [event], None)
+        # a copy's row (stored=) under a stored id, its bytes no event: another event too
+        with pytest.raises(DuplicateEventError, match="holding another event"):
+            store.append_many([AppendRequest("ses_h", [long], None, None, [(1, b"{}")])])
         assert store.last_seq() == 4 and store.verify().ok

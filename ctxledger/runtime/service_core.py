@@ -18,6 +18,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.lowlevel
 
+from ctxledger.clock import IdGenerator
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
@@ -47,6 +48,7 @@ from ctxledger.runtime.overflow import (
 )
 from ctxledger.runtime.service_io import (
     TurnResult,
+    append_notices,
     is_int,
     json_safe,
 )
@@ -261,6 +263,7 @@ class ServiceCore:
         messages: Sequence[Mapping[str, Any]],
         *,
         expected_version: int | None = None,
+        ids: Callable[[], IdGenerator] | None = None,
     ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
         stored out of the context in the same atomic append (HERMES_SPEC §6).
@@ -268,13 +271,15 @@ class ServiceCore:
         With ``expected_version`` the append is optimistic: it goes to `session_id` itself
         only while that session is the tip at exactly that version, else
         ``ConcurrencyError`` (naming the tip and its version) and nothing is written.
+        `ids`: a fresh id source for each try of the append (message, event and repaired
+        call ids; the state API's ``Idempotency-Key`` derives them from the key).
         """
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
         if expected_version is None:
-            sid, (ids, planned, repairs) = self._on_tip(
-                session_id, lambda tip: self._append_to(tip, batch)
+            sid, (message_ids, planned, repairs) = self._on_tip(
+                session_id, lambda tip: self._with_ids(ids, lambda: self._append_to(tip, batch))
             )
         else:
             if not is_int(expected_version) or expected_version < 0:
@@ -288,13 +293,21 @@ class ServiceCore:
                     sid, expected_version, self.ledger.version(sid), superseded=moved
                 )
             # the store re-checks the version the projection read (== expected) atomically
-            ids, planned, repairs = self._append_to(sid, batch)
-        notices = [
-            f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
-            for p in planned
-        ]
-        notices += [f"repaired {r.describe()}" for r in repairs]
-        return TurnResult(session_id=sid, message_ids=ids, notices=notices)
+            message_ids, planned, repairs = self._with_ids(ids, lambda: self._append_to(sid, batch))
+        notices = append_notices([(p.tool_call_id, p.chars, p.ref) for p in planned], repairs)
+        return TurnResult(session_id=sid, message_ids=message_ids, notices=notices)
+
+    def _with_ids(self, ids: Callable[[], IdGenerator] | None, write: Callable[[], T]) -> T:
+        """`write()` drawing the ledger's ids from a fresh ``ids()`` when given. Swapped
+        for the synchronous write only: nothing awaits in between, so no other task of
+        the event loop draws an id from it (the server runs no ledger work in threads)."""
+        if ids is None:
+            return write()
+        kept, self.ledger.ids = self.ledger.ids, ids()
+        try:
+            return write()
+        finally:
+            self.ledger.ids = kept
 
     def _append_to(
         self, sid: str, batch: list[Any]

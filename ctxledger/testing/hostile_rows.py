@@ -12,8 +12,6 @@ runs it.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -208,23 +206,6 @@ class HostileRowsContract:
             with pytest.raises(IntegrityError, match=r"does not verify .* nothing was copied"):
                 copy_ledger(store, dest)
             assert dest.last_seq() == 0
-
-    def test_a_payload_stored_as_text_is_compared_as_stored_by_a_re_send(
-        self, store: EventStore
-    ) -> None:
-        """A hand edit that leaves a payload as TEXT (a SQLite column keeps any type):
-        an append re-using its id is answered as a read decodes the row (the same event:
-        a re-send; another: refused), never a TypeError from the re-send check."""
-        if not isinstance(store, SQLiteEventStore):
-            pytest.skip("only SQLite's payload column keeps a value of another type")
-        store.append("ses_h", [_started(), _message("hi")], 0)
-        with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
-            conn.execute("UPDATE events SET payload = CAST(payload AS TEXT)")
-        for expected in (2, 0, None):
-            with pytest.raises(DuplicateEventError, match="holding another event"):
-                store.append("ses_h", [_message("another")], expected)
-            assert store.append("ses_h", [_message("hi")], expected) == 2  # a re-send
-        assert store.last_seq() == 2
 
     def test_the_same_events_stored_as_other_bytes_are_a_re_send(self, store: EventStore) -> None:
         """A re-send is judged by its events, not its bytes: a long content stored inline

@@ -127,15 +127,14 @@ def _refuse_unmade_ledger(text: str) -> None:
     ``PRAGMA journal_mode=WAL`` alone makes one), that an ``existing`` open would write a
     ledger into (``Ledger.open(path, existing=True)`` did, session 37's note left it)."""
     if os.path.getsize(text) == 0:
-        what, read = "an empty file", ", or read_only=True to read it as empty"
+        what, read = "an empty file", "; the read commands read it as empty"
     elif holds_no_table(text):
         what, read = "a SQLite database holding no table", ""
     else:
         return
     raise InvalidInput(
-        f"{text} is {what}, not a ledger: opening it for writing with existing=True would "
-        f"make it one; nothing was written (open it without existing to start a ledger "
-        f"there{read})"
+        f"{text} is {what}, not a ledger; nothing was written (a write starts a ledger "
+        f"there: `ctxledger import FILE`, or Ledger.open without existing=True{read})"
     )
 
 

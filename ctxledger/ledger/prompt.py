@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger.compressor import markers
-from ctxledger.events import SystemPromptSet
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import prompt_event
 from ctxledger.limits import check_input_text, check_text
-from ctxledger.tokens import count_message
+from ctxledger.messages import check_system_role
 
 __all__ = ["held_prompt", "set_system_prompt"]
 
@@ -40,17 +40,18 @@ def held_prompt(current: str | None, text: str) -> str:
     return base
 
 
-def set_system_prompt(ledger: Ledger, session_id: str, text: Any) -> bool:
-    """Record `text` (see :func:`held_prompt`) as the live session's system prompt; False
-    (nothing written) when it is already the current one. ``InvalidInput`` for a text
-    that is not a string of valid Unicode or is over the input limit,
-    ``SessionEndedError`` for an ended session."""
+def set_system_prompt(ledger: Ledger, session_id: str, text: Any, role: object = "system") -> bool:
+    """Record `text` (see :func:`held_prompt`) in `role` (``system`` or ``developer``) as
+    the live session's system prompt; False (nothing written) when it is already the
+    current one in that role. ``InvalidInput`` for a role that is neither, for a text that
+    is not a string of valid Unicode or is over the input limit, ``SessionEndedError``
+    for an ended session."""
     view = ledger.live_session(session_id)
+    role = check_system_role(role, "role")
     text = held_prompt(view.system_prompt, check_text(text, "system_prompt"))
-    if view.system_prompt == text:
+    if view.system_prompt == text and view.system_role == role:
         return False  # checked when it was written (the hot path of a per-call prompt)
     check_input_text(text, "system_prompt")
-    tokens = count_message({"role": "system", "content": text}, view.encoding)
-    event = SystemPromptSet(**ledger.event_fields(session_id), text=text, tokens=tokens)
+    event = prompt_event(ledger.event_fields(session_id), text, role, view.encoding)
     ledger.append([AppendRequest(session_id, [event], ledger.version(session_id))])
     return True

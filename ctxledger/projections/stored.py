@@ -13,7 +13,7 @@ import msgspec
 
 from ctxledger.errors import IntegrityError
 from ctxledger.events import SessionSwitched
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, SystemRole
 from ctxledger.projections.bodies import Bodies
 
 __all__ = [
@@ -38,6 +38,8 @@ class SessionView(msgspec.Struct, kw_only=True):
     compaction_id: str | None = None
     system_prompt: str | None = None
     system_tokens: int = 0
+    #: the role the system prompt is given back in (``SystemPromptSet.role``)
+    system_role: SystemRole = "system"
     tools: list[JSON] = msgspec.field(default_factory=list)
     tools_tokens: int = 0
     live: list[str] = msgspec.field(default_factory=list)

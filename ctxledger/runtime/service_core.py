@@ -140,12 +140,14 @@ class ServiceCore:
         reason: SessionReason = "new",
         title: str | None = None,
         session_id: str | None = None,
+        system_role: str = "system",
     ) -> str:
         """Start a session (a branch or delegate names its parent). Returns its id."""
         spec = SessionSpec(
             model=model,
             context_length=context_length,
             system_prompt=system_prompt,
+            system_role=system_role,
             tools=tools,
             parent_session_id=parent_session_id,
             reason=reason,

@@ -198,6 +198,7 @@ class Turn:
                 model=turn.model,
                 context_length=context_length,
                 system_prompt=turn.system_prompt,
+                system_role=turn.system_role,
                 tools=turn.tools or None,
                 session_id=family,
                 title=f"proxy ({self.api.name})",
@@ -219,6 +220,7 @@ class Turn:
                     model=turn.model,
                     context_length=parent.context_length,
                     system_prompt=turn.system_prompt,
+                    system_role=turn.system_role,
                     tools=turn.tools or None,
                     parent_session_id=sid,
                     reason="branch",
@@ -229,6 +231,7 @@ class Turn:
                 )
             else:
                 suffix = suffix[match.suffix_start :]
+                sid = await self._keep_role(sid, system_prompt)
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
         result = await svc.preflight(sid)
@@ -248,6 +251,17 @@ class Turn:
             if not other.branch and other.suffix_start > 0:  # it was recorded as a message
                 return other, as_message, None
         return match, turn.messages, turn.system_prompt
+
+    async def _keep_role(self, sid: str, system_prompt: str | None) -> str:
+        """The line's tip, its system prompt recorded in the role the client sends it in
+        now when the line holds it in the other (the text matched: a session recorded
+        before roles were kept, or a client that changed its role)."""
+        role = self.turn.system_role
+        ledger = self.state.ledger
+        view = ledger.transcript.session(ledger.tip(sid))
+        if system_prompt is None or view.system_prompt is None or view.system_role == role:
+            return sid
+        return (await self.svc.set_system_prompt(sid, view.system_prompt, role=role)).session_id
 
     @staticmethod
     def _check_whole(messages: list[Any]) -> None:

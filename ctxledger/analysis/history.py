@@ -35,7 +35,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, StoredRole, role_of
 from ctxledger.projections import Projector
 from ctxledger.runtime.engine import host_agent
 from ctxledger.tokens import count_message
@@ -118,6 +118,7 @@ class SystemStep(_Step, frozen=True, kw_only=True):
     """The system prompt changed mid-session (a ``SystemPromptSet`` after the start)."""
 
     text: str
+    role: StoredRole = msgspec.UNSET  # (as the event's: unset for ``system``)
 
 
 Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep | SystemStep
@@ -130,6 +131,7 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     context_length: int
     system_prompt: str | None = None
+    system_role: StoredRole = msgspec.UNSET  # (as ``SystemPromptSet.role``)
     tools: list[JSON] = msgspec.field(default_factory=list)
     title: str | None = None
     source: str | None = None
@@ -142,6 +144,7 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
             model=self.model,
             context_length=self.context_length,
             system_prompt=self.system_prompt,
+            system_role=role_of(self.system_role),
             tools=self.tools or None,
             title=self.title,
             source=self.source,
@@ -227,7 +230,7 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 at=e.at,
             )
         elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, frozenset()):
-            info["system_prompt"] = e.text
+            info["system_prompt"], info["system_role"] = e.text, e.role
         elif isinstance(e, ToolsDeclared) and (rec.version == 2 or "system_prompt" in info):
             info["tools"] = e.tools  # (the start's, after its prompt if it had one)
     return StartInfo(**info)
@@ -332,7 +335,7 @@ class _Reader:
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
         elif isinstance(e, SystemPromptSet) and not _opening_prompt(rec, self.continuations):
-            self.steps.append(SystemStep(text=e.text, at=at))
+            self.steps.append(SystemStep(text=e.text, role=e.role, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
 

@@ -92,7 +92,7 @@ def add_openai_message(st: OpenAIReader, raw: Any, origin: Origin) -> None:
     if type(raw) is not dict:
         raise st.b.src.error(f"a message must be a JSON object, got {type_name(raw)}", origin)
     role = raw.get("role")
-    if role == "system" and not st.b.messages and st.b.system_prompt is None:
+    if role == st.b.system_role and not st.b.messages and st.b.system_prompt is None:
         text = text_of_parts(raw.get("content"))
         if text is not None:
             st.b.system_prompt = text

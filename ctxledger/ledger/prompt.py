@@ -40,14 +40,14 @@ def held_prompt(current: str | None, text: str) -> str:
     return base
 
 
-def set_system_prompt(ledger: Ledger, session_id: str, text: Any, role: object = "system") -> bool:
-    """Record `text` (see :func:`held_prompt`) in `role` (``system`` or ``developer``) as
-    the live session's system prompt; False (nothing written) when it is already the
-    current one in that role. ``InvalidInput`` for a role that is neither, for a text that
-    is not a string of valid Unicode or is over the input limit, ``SessionEndedError``
-    for an ended session."""
+def set_system_prompt(ledger: Ledger, session_id: str, text: Any, role: object = None) -> bool:
+    """Record `text` (see :func:`held_prompt`) in `role` (``system`` or ``developer``;
+    None: the current prompt's) as the live session's system prompt; False (nothing
+    written) when it is already the current one in that role. ``InvalidInput`` for a
+    role that is neither, for a text that is not a string of valid Unicode or is over
+    the input limit, ``SessionEndedError`` for an ended session."""
     view = ledger.live_session(session_id)
-    role = check_system_role(role, "role")
+    role = view.system_role if role is None else check_system_role(role, "role")
     text = held_prompt(view.system_prompt, check_text(text, "system_prompt"))
     if view.system_prompt == text and view.system_role == role:
         return False  # checked when it was written (the hot path of a per-call prompt)

@@ -126,14 +126,14 @@ async def hygiene(request: Request, state: ServerState) -> Response:
 
 _SYSTEM = (
     Param("system_prompt", "string", True, "the system prompt the next call sends"),
-    Param("role", "string", False, "its role: system (default) or developer"),
+    Param("role", "string", False, "its role: system or developer (default: as now)"),
 )
 
 
 async def system_prompt(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _SYSTEM)
     sid = path_param(request, "session_id")
-    role = body.get("role", "system")
+    role = body.get("role")  # (None: the role the session's prompt has)
     result = await state.service.set_system_prompt(sid, body["system_prompt"], role=role)
     return JSON(turn_json(state, result))
 

@@ -11,11 +11,13 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import anyio
 import click.testing
 import msgspec
 import pytest
 from click.testing import CliRunner
-from helpers.ledger_helpers import compact_now, deterministic_ledger
+from helpers.frameworks import require
+from helpers.ledger_helpers import SMALL, compact_now, deterministic_ledger
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,9 +32,11 @@ from ctxledger.importers.export import export_messages
 from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
+from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.prompt import set_system_prompt
+from ctxledger.runtime.service import ContextService
 
 GOLDEN = Path(__file__).parent / "golden"
 PARSERS = {"openai": parse_openai, "anthropic": parse_anthropic, "sharegpt": parse_sharegpt}
@@ -195,3 +199,31 @@ def test_a_ledger_written_before_roles_opens_verifies_and_replays_byte_for_byte(
         assert rebuild_check(ledger, tip).equal
         drift = verify_compactions(ledger, tip)
         assert len(drift.compactions) == 2 and not drift.drifted
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def test_the_adapters_read_a_developer_prompt_as_the_prompt_and_a_developer_message_as_one() -> (
+    None
+):
+    """``live_messages`` / ``system_view`` (Hermes, Agents, LangChain): a prompt held as
+    developer is the system message, not a message; a session opening with a developer
+    message of its own (no prompt) keeps it as a message."""
+    service = ContextService(deterministic_ledger(), config=SMALL)
+    dev = anyio.run(
+        lambda: service.start_session(model="m", system_prompt="Be brief.", system_role="developer")
+    )
+    plain = anyio.run(lambda: service.start_session(model="m"))
+    lead = {"role": "developer", "content": "Use tabs."}
+    user = {"role": "user", "content": "hi"}
+    anyio.run(service.append, dev, [user])
+    anyio.run(service.append, plain, [lead, user])
+    assert live_messages(service, dev) == [user]
+    assert system_view(service, dev) == {"role": "developer", "content": "Be brief."}
+    assert live_messages(service, plain) == [lead, user] and system_view(service, plain) is None
+    require("langchain.agents", "langchain")
+    from ctxledger.integrations.langchain_messages import system_message
+
+    made = system_message(None, system_view(service, dev))  # as langchain-openai marks it
+    assert made is not None and made.additional_kwargs == {"__openai_role__": "developer"}

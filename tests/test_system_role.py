@@ -21,6 +21,8 @@ from helpers.ledger_helpers import SMALL, compact_now, deterministic_ledger
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.analysis.compactions import find_compaction
+from ctxledger.analysis.diff import compaction_views, resolve_view
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.analysis.whatif import history, replay_history, whatif
 from ctxledger.cli.main import cli
@@ -227,3 +229,13 @@ def test_the_adapters_read_a_developer_prompt_as_the_prompt_and_a_developer_mess
 
     made = system_message(None, system_view(service, dev))  # as langchain-openai marks it
     assert made is not None and made.additional_kwargs == {"__openai_role__": "developer"}
+
+
+def test_diff_shows_the_prompt_in_its_role_before_and_after_a_compaction() -> None:
+    ledger = deterministic_ledger()
+    sid = _session(ledger, "developer")
+    outcome = compact_now(ledger, sid)
+    assert outcome.compaction_id is not None
+    record = find_compaction(ledger, outcome.compaction_id)
+    for view in (resolve_view(ledger, sid), *compaction_views(ledger, record)):
+        assert view.entries[0].role == view.entries[0].message["role"] == "developer"

@@ -160,3 +160,24 @@ async def test_a_responses_line_recorded_with_the_item_as_system_goes_on(tmp_pat
         )
         assert [s.session_id for s in r.service.ledger.sessions()] == ["o"]  # no branch
         assert len(await _view(r, "o")) == 1 + 3 + 2
+
+
+async def test_a_prompt_sent_with_no_role_keeps_the_role_held(tmp_path: Path) -> None:
+    """Responses ``instructions`` (as Anthropic's ``system``) say no role: a prompt held
+    as developer stays so; a leading system item says one, and it is recorded."""
+    async with rig(tmp_path) as r:
+        start = {"model": "gpt-5", "session_id": "n", "system_prompt": DEV}
+        start["system_role"] = "developer"
+        assert (await r.http.post("/v1/sessions", json=start)).status_code == 201
+        items = await _respond(r, [{"role": "user", "content": "hi"}], "n")
+        assert _roles(r) == ["developer"]
+        assert r.upstream.requests[-1].json["instructions"] == DEV
+        body = {
+            "model": "gpt-5",
+            "input": [{"role": "system", "content": DEV}, *items, {"role": "user", "content": "b"}],
+        }
+        headers = {**AUTH, "X-Ctxledger-Session": "n"}
+        res = await r.http.post("/v1/responses", json=body, headers=headers)
+        assert res.status_code == 200, res.text
+        assert _roles(r) == ["developer", msgspec.UNSET]
+        assert [s.session_id for s in r.service.ledger.sessions()] == ["n"]

@@ -56,7 +56,7 @@ class ClientTurn:
     #: the leading ``developer`` message `system_prompt` was taken from, as a message: a
     #: session recorded with it as its first message (the state API) is matched by it
     lead: JSONDict | None = None
-    system_role: str = "system"  # the role of the message `system_prompt` came from
+    system_role: str | None = None  # the role of the message it came from (None: no role)
 
     def __post_init__(self) -> None:
         # a client-sent message carrying the proxy's response-id key would let a later
@@ -192,7 +192,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
         wants_usage=wants,
         lead=lead,
-        system_role="system" if lead is None else "developer",
+        system_role=None if system is None else ("system" if lead is None else "developer"),
     )
 
 

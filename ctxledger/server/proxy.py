@@ -198,7 +198,7 @@ class Turn:
                 model=turn.model,
                 context_length=context_length,
                 system_prompt=turn.system_prompt,
-                system_role=turn.system_role,
+                system_role=turn.system_role or "system",
                 tools=turn.tools or None,
                 session_id=family,
                 title=f"proxy ({self.api.name})",
@@ -220,7 +220,7 @@ class Turn:
                     model=turn.model,
                     context_length=parent.context_length,
                     system_prompt=turn.system_prompt,
-                    system_role=turn.system_role,
+                    system_role=turn.system_role or "system",
                     tools=turn.tools or None,
                     parent_session_id=sid,
                     reason="branch",
@@ -255,11 +255,14 @@ class Turn:
     async def _keep_role(self, sid: str, system_prompt: str | None) -> str:
         """The line's tip, its system prompt recorded in the role the client sends it in
         now when the line holds it in the other (the text matched: a session recorded
-        before roles were kept, or a client that changed its role)."""
+        before roles were kept, or a client that changed its role). A prompt sent with no
+        role (Anthropic's ``system``, Responses ``instructions``) keeps the one held."""
         role = self.turn.system_role
         ledger = self.state.ledger
         view = ledger.transcript.session(ledger.tip(sid))
-        if system_prompt is None or view.system_prompt is None or view.system_role == role:
+        if role is None or system_prompt is None or view.system_prompt is None:
+            return sid
+        if view.system_role == role:
             return sid
         return (await self.svc.set_system_prompt(sid, view.system_prompt, role=role)).session_id
 

@@ -174,7 +174,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         stream=bool(body.get("stream")),
         max_tokens=_max_tokens(body, "max_output_tokens"),
         lead=lead,
-        system_role="developer" if where == "developer" else "system",
+        system_role=where if where in INSTRUCTION_ROLES else None,  # (instructions: no role)
     )
 
 

@@ -38,6 +38,7 @@ from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.prompt import set_system_prompt
+from ctxledger.projections.projector import Projector
 from ctxledger.runtime.service import ContextService
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -239,3 +240,18 @@ def test_diff_shows_the_prompt_in_its_role_before_and_after_a_compaction() -> No
     record = find_compaction(ledger, outcome.compaction_id)
     for view in (resolve_view(ledger, sid), *compaction_views(ledger, record)):
         assert view.entries[0].role == view.entries[0].message["role"] == "developer"
+
+
+def test_a_checkpoint_keeps_the_role_and_a_state_without_roles_encodes_as_before(
+    tmp_path: Path,
+) -> None:
+    ledger = deterministic_ledger(tmp_path / "c.db")
+    dev, plain = _session(ledger, "developer"), _session(ledger, "system")
+    compact_now(ledger, dev)
+    fingerprint = ledger.projector.fingerprint()
+    assert fingerprint.count(b"prompt_role") == 2  # the developer session and its continuation
+    ledger.projector.save_checkpoint(ledger.store)
+    loaded = Projector.rebuild(ledger.store)
+    assert loaded.fingerprint() == fingerprint
+    assert loaded.transcript.api_messages(ledger.tip(dev))[0]["role"] == "developer"
+    assert loaded.transcript.api_messages(plain)[0]["role"] == "system"

@@ -36,7 +36,7 @@ from ctxledger.events import (
     ToolsDeclared,
 )
 from ctxledger.eventstore.rows import ColumnRow, HeadRow
-from ctxledger.messages import JSON, role_of
+from ctxledger.messages import JSON
 from ctxledger.projections import rowfold
 from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.roughsum import RoughSums
@@ -175,7 +175,7 @@ class TranscriptProjection:
             view.tools, view.tools_tokens = parent.tools, parent.tools_tokens
             view.system_prompt = switch.system_prompt
             view.system_tokens = switch.system_prompt_tokens
-            view.system_role = role_of(switch.system_prompt_role)
+            view.prompt_role = switch.system_prompt_role
             carried = {x.message_id for x in switch.layout}
             view.pinned = [p for p in parent.pinned if p in carried]
             for entry in switch.layout:
@@ -186,7 +186,7 @@ class TranscriptProjection:
         assert isinstance(e, SystemPromptSet)
         view = self.state.sessions[e.session_id]
         view.system_prompt, view.system_tokens = e.text, e.tokens
-        view.system_role = role_of(e.role)
+        view.prompt_role = e.role
         self._api.pop(e.session_id, None)
 
     def _tools(self, seq: int, e: Event) -> None:

@@ -11,10 +11,12 @@ from typing import Any
 
 import msgspec
 import pytest
-from helpers.server_rig import Rig, ask, rig
+from helpers.server_rig import Rig, ask, rig, switches
 
-from ctxledger.events import SystemPromptSet
+from ctxledger import CompressionConfig
+from ctxledger.events import MessageAppended, SystemPromptSet
 from ctxledger.importers.responses import STUBS, items_to_messages, messages_to_items
+from ctxledger.tokens import count_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -84,6 +86,71 @@ async def test_a_line_recorded_as_system_takes_the_clients_role_without_a_branch
         assert [s.session_id for s in r.service.ledger.sessions()] == ["s"]  # no branch
         assert _roles(r) == [msgspec.UNSET, "developer"]  # the start's, then the role: once
         assert (await _view(r, "s"))[0] == {"role": "developer", "content": DEV}
+
+
+async def _line_recorded_as_system(r: Rig, history: list[Any]) -> None:
+    """Session ``s``: the prompt recorded as ``system``, then `history` (no preflight)."""
+    await r.service.start_session(
+        model="gpt-5", context_length=8192, system_prompt=DEV, session_id="s"
+    )
+    await r.service.append("s", history)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "user", "content": 5},
+        {"role": "tool", "content": "x"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": 3}}
+            ],
+        },
+    ],
+)
+async def test_a_refused_request_records_no_role(tmp_path: Path, bad: Any) -> None:
+    """The role change goes in the suffix's atomic append: a request whose new message is
+    refused (422) leaves the ledger as it was, as on a line that needs no role change."""
+    async with rig(tmp_path) as r:
+        base = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+        await _line_recorded_as_system(r, base)
+        before = r.last_seq()
+        body = {"model": "gpt-5", "messages": [{"role": "developer", "content": DEV}, *base, bad]}
+        headers = {**AUTH, "X-Ctxledger-Session": "s"}
+        res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert res.status_code == 422, res.text
+        assert r.last_seq() == before  # nothing appended
+        assert _roles(r) == [msgspec.UNSET]
+
+
+async def test_the_role_change_compacts_only_after_the_new_messages(tmp_path: Path) -> None:
+    """A line over the threshold, continued in the other role: the client's new message
+    is appended (with the role) before the preflight compacts, as without a role change;
+    the compaction's continuation holds the prompt as developer."""
+    config = CompressionConfig(context_length=8192)
+    async with rig(tmp_path, config=config) as r:
+        history: list[Any] = []
+        while sum(count_messages(history)) <= config.threshold_tokens(8192):
+            i = len(history)
+            history += [
+                {"role": "user", "content": ask(i, 200)},
+                {"role": "assistant", "content": f"a{i}"},
+            ]
+        await _line_recorded_as_system(r, history)
+        await _chat(
+            r,
+            [{"role": "developer", "content": DEV}, *history, {"role": "user", "content": "NEW"}],
+            "s",
+        )
+        records = [x.event for x in r.service.ledger.store.read_all()]
+        [new] = [e for e in records if type(e) is MessageAppended and e.message["content"] == "NEW"]
+        assert new.session_id == "s"  # appended before the compaction, to the line's session
+        [switch] = switches(r)
+        assert switch.session_id == "s" and switch.system_prompt_role == "developer"
+        tip = r.service.tip("s")
+        assert (await _view(r, tip))[0]["role"] == "developer"
 
 
 async def test_the_state_api_takes_a_role_and_refuses_an_unknown_one(tmp_path: Path) -> None:

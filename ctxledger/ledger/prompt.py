@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger.compressor import markers
+from ctxledger.events import SystemPromptSet
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import prompt_event
 from ctxledger.limits import check_input_text, check_text
 from ctxledger.messages import check_system_role
 
-__all__ = ["held_prompt", "set_system_prompt"]
+__all__ = ["held_prompt", "role_change", "set_system_prompt"]
 
 
 def held_prompt(current: str | None, text: str) -> str:
@@ -55,3 +56,14 @@ def set_system_prompt(ledger: Ledger, session_id: str, text: Any, role: object =
     event = prompt_event(ledger.event_fields(session_id), text, role, view.encoding)
     ledger.append([AppendRequest(session_id, [event], ledger.version(session_id))])
     return True
+
+
+def role_change(ledger: Ledger, session_id: str, role: str | None) -> list[SystemPromptSet]:
+    """The event recording the live session's prompt (its text as held) in `role` when
+    it holds it in the other; none when `role` is None, the session has no prompt, or it
+    holds it in `role` already. Built for a writer that appends it with other events in
+    one atomic append (a proxied turn whose client changed the prompt's role)."""
+    view = ledger.live_session(session_id)
+    if role is None or view.system_prompt is None or view.system_role == role:
+        return []
+    return [prompt_event(ledger.event_fields(session_id), view.system_prompt, role, view.encoding)]

@@ -33,8 +33,9 @@ from ctxledger.events import (
     ToolOutputPersisted,
 )
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.prompt import role_change
 from ctxledger.ledger.spec import SessionSpec, checked_tools
-from ctxledger.messages import JSON, CallIdRepair
+from ctxledger.messages import JSON, CallIdRepair, check_system_role
 from ctxledger.runtime.caching import (
     apply_cache_markers,
     native_cache_layout,
@@ -263,6 +264,7 @@ class ServiceCore:
         messages: Sequence[Mapping[str, Any]],
         *,
         expected_version: int | None = None,
+        system_role: str | None = None,
     ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
         stored out of the context in the same atomic append (HERMES_SPEC §6).
@@ -270,13 +272,16 @@ class ServiceCore:
         With ``expected_version`` the append is optimistic: it goes to `session_id` itself
         only while that session is the tip at exactly that version, else
         ``ConcurrencyError`` (naming the tip and its version) and nothing is written.
+        `system_role` (``system`` or ``developer``): the session's prompt is recorded in
+        that role in the same append when it holds it in the other (None: as held).
         """
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
+        role = None if system_role is None else check_system_role(system_role)
         if expected_version is None:
             sid, (ids, planned, repairs) = self._on_tip(
-                session_id, lambda tip: self._append_to(tip, batch)
+                session_id, lambda tip: self._append_to(tip, batch, role)
             )
         else:
             if not is_int(expected_version) or expected_version < 0:
@@ -290,7 +295,7 @@ class ServiceCore:
                     sid, expected_version, self.ledger.version(sid), superseded=moved
                 )
             # the store re-checks the version the projection read (== expected) atomically
-            ids, planned, repairs = self._append_to(sid, batch)
+            ids, planned, repairs = self._append_to(sid, batch, role)
         notices = [
             f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
             for p in planned
@@ -299,15 +304,18 @@ class ServiceCore:
         return TurnResult(session_id=sid, message_ids=ids, notices=notices)
 
     def _append_to(
-        self, sid: str, batch: list[Any]
+        self, sid: str, batch: list[Any], role: str | None = None
     ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
         """Check against the session's calls (re-used tool-call ids are repaired, as every
-        entry point does), plan the tool-output budget, append atomically."""
+        entry point does), plan the tool-output budget, append atomically (with the
+        prompt's change to `role`, if any)."""
         validated, repairs = self.ledger.check_messages(sid, batch)
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
-        return self._append_planned(sid, validated, planned, blobs, repairs), planned, repairs
+        extra: list[Event] = [*role_change(self.ledger, sid, role)]
+        ids = self._append_planned(sid, validated, planned, blobs, repairs, extra)
+        return ids, planned, repairs
 
     def _append_planned(
         self,
@@ -316,13 +324,14 @@ class ServiceCore:
         planned: list[PlannedOutput],
         blobs: dict[str, bytes],
         repairs: list[CallIdRepair],
+        extra: list[Event],
     ) -> list[str]:
         if not planned:
-            return self.ledger.append_messages(sid, msgs, repairs=repairs)
+            return self.ledger.append_messages(sid, msgs, repairs=repairs, extra_events=extra)
         # the ToolOutputPersisted events name their messages, so the ids are reserved here
         encoding = self.ledger.transcript.session(sid).encoding
         reserved = [self.ledger.ids("msg") for _ in msgs]
-        extra: list[Event] = [
+        extra = extra + [
             ToolOutputPersisted(
                 **self.ledger.event_fields(sid),
                 message_id=reserved[p.index],

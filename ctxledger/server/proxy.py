@@ -191,7 +191,7 @@ class Turn:
         """Append the new suffix (or start the session / a branch), then preflight."""
         svc, turn, ledger = self.svc, self.turn, self.state.ledger
         ledger.refresh()
-        suffix = turn.messages
+        suffix, role = turn.messages, None
         if family not in ledger.chains.state.sessions:
             self._check_whole(suffix)
             sid = await svc.start_session(
@@ -231,9 +231,9 @@ class Turn:
                 )
             else:
                 suffix = suffix[match.suffix_start :]
-                sid = await self._keep_role(sid, system_prompt)
-        if suffix:
-            sid = (await svc.append(sid, suffix)).session_id
+                role = self._changed_role(sid, system_prompt)
+        if suffix or role:  # the role with the suffix: a refused suffix records neither
+            sid = (await svc.append(sid, suffix, system_role=role)).session_id
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices += result.notices
@@ -252,19 +252,17 @@ class Turn:
                 return other, as_message, None
         return match, turn.messages, turn.system_prompt
 
-    async def _keep_role(self, sid: str, system_prompt: str | None) -> str:
-        """The line's tip, its system prompt recorded in the role the client sends it in
-        now when the line holds it in the other (the text matched: a session recorded
-        before roles were kept, or a client that changed its role). A prompt sent with no
-        role (Anthropic's ``system``, Responses ``instructions``) keeps the one held."""
+    def _changed_role(self, sid: str, system_prompt: str | None) -> str | None:
+        """The role the client sends the line's system prompt in now, when the line holds
+        it in the other (the text matched: a session recorded before roles were kept, or a
+        client that changed its role), else None. A prompt sent with no role (Anthropic's
+        ``system``, Responses ``instructions``) keeps the one held."""
         role = self.turn.system_role
         ledger = self.state.ledger
         view = ledger.transcript.session(ledger.tip(sid))
         if role is None or system_prompt is None or view.system_prompt is None:
-            return sid
-        if view.system_role == role:
-            return sid
-        return (await self.svc.set_system_prompt(sid, view.system_prompt, role=role)).session_id
+            return None
+        return None if view.system_role == role else role
 
     @staticmethod
     def _check_whole(messages: list[Any]) -> None:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from ctxledger.analysis.compactions import find_compaction
 from ctxledger.analysis.diff import compaction_views, resolve_view
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
+from ctxledger.analysis.undo import undo
 from ctxledger.analysis.whatif import history, replay_history, whatif
 from ctxledger.cli.main import cli
 from ctxledger.errors import InvalidInput
@@ -127,6 +128,44 @@ def test_what_if_replays_the_role_of_the_start_and_of_a_change(tmp_path: Path) -
         ]
         assert roles == ["developer", msgspec.UNSET, "developer"]
         assert _head(scratch, result.session_id) == {"role": "developer", "content": "Be terse."}
+
+
+def test_an_undo_restores_the_prompt_in_its_role() -> None:
+    """A revert's switch names the restored session's role: the head stays developer."""
+    ledger = deterministic_ledger()
+    sid = _session(ledger, "developer")
+    outcome = compact_now(ledger, sid)
+    assert outcome.compaction_id is not None
+    result = undo(ledger, outcome.compaction_id)
+    assert _head(ledger, result.new_session_id) == {"role": "developer", "content": "Be brief."}
+
+
+def test_an_imported_chain_continues_in_the_developer_role() -> None:
+    """The switch of an imported compaction chain records its continuation's role."""
+    ledger = deterministic_ledger()
+    user = {"role": "user", "content": "hi"}
+    first = ImportedSession(
+        key="a",
+        source_format="openai",
+        messages=[user],
+        system_prompt="one",
+        system_role="developer",
+        end_reason="compression",
+    )
+    second = ImportedSession(
+        key="b",
+        source_format="openai",
+        messages=[{"role": "user", "content": "What happened so far: a greeting."}, user],
+        system_prompt="two",
+        system_role="developer",
+        parent_key="a",
+        summary_index=0,
+    )
+    sids = import_sessions(ledger, [first, second], model="m", context_length=16_000)
+    assert ledger.chains.chain(sids[0]) == sids
+    [switch] = [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)]
+    assert switch.system_prompt_role == "developer"
+    assert _head(ledger, sids[1]) == {"role": "developer", "content": "two"}
 
 
 # --------------------------------------------------------------------------- validation

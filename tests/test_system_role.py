@@ -39,7 +39,7 @@ from ctxledger.integrations.common import live_messages, system_view
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.prompt import set_system_prompt
-from ctxledger.projections.projector import Projector
+from ctxledger.projections.projector import ROLELESS_CHECKPOINT_NAME, Projector
 from ctxledger.runtime.service import ContextService
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -279,6 +279,37 @@ def test_diff_shows_the_prompt_in_its_role_before_and_after_a_compaction() -> No
     record = find_compaction(ledger, outcome.compaction_id)
     for view in (resolve_view(ledger, sid), *compaction_views(ledger, record)):
         assert view.entries[0].role == view.entries[0].message["role"] == "developer"
+
+
+def test_a_checkpoint_saved_here_wins_over_a_later_roleless_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``projector/v4``: an older version saving its ``projector/v3`` checkpoint (its fold
+    dropped the roles) over this ledger later does not replace the one saved here; a v3
+    alone (no v4 saved) is still loaded, not rebuilt from the log."""
+    ledger = deterministic_ledger(tmp_path / "c.db")
+    dev = _session(ledger, "developer")
+    ledger.projector.save_checkpoint(ledger.store)
+    ledger.append_messages(dev, [{"role": "user", "content": "later"}])
+    older = Projector.decode(ledger.projector.encode())
+    for view in older.transcript.state.sessions.values():
+        view.prompt_role = msgspec.UNSET  # what the older fold holds
+    ledger.store.save_checkpoint(ROLELESS_CHECKPOINT_NAME, older.last_seq, older.encode())
+    assert Projector.rebuild(ledger.store).transcript.session(dev).system_role == "developer"
+    decoded: list[int] = []
+    real = Projector.decode
+
+    def counted(data: bytes, *args: object, **kwargs: object) -> Projector:
+        decoded.append(len(data))
+        return real(data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Projector, "decode", counted)
+    plain = deterministic_ledger(tmp_path / "p.db")
+    _session(plain, "system")
+    state = plain.projector.encode()
+    plain.store.save_checkpoint(ROLELESS_CHECKPOINT_NAME, plain.projector.last_seq, state)
+    assert Projector.rebuild(plain.store).fingerprint() == plain.projector.fingerprint()
+    assert decoded == [len(state)]  # the v3 was loaded
 
 
 def test_a_checkpoint_keeps_the_role_and_a_state_without_roles_encodes_as_before(

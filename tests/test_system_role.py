@@ -168,6 +168,26 @@ def test_an_imported_chain_continues_in_the_developer_role() -> None:
     assert _head(ledger, sids[1]) == {"role": "developer", "content": "two"}
 
 
+def test_an_openai_file_naming_developer_takes_a_leading_system_message_as_its_prompt() -> None:
+    """The file's ``system_role`` wins over the leading message's role (said in a
+    warning); without the field a leading developer message stays a message (s37)."""
+    user = {"role": "user", "content": "hi"}
+    named = {"system_role": "developer", "messages": [{"role": "system", "content": "S"}, user]}
+    (session,) = parse_openai(json.dumps(named))
+    assert (session.system_prompt, session.system_role, session.messages) == (
+        "S",
+        "developer",
+        [user],
+    )
+    assert any("leading system message is the prompt" in w for w in session.warnings)
+    unnamed = {"messages": [{"role": "developer", "content": "S"}, user]}
+    (session,) = parse_openai(json.dumps(unnamed))
+    assert (session.system_prompt, [m["role"] for m in session.messages]) == (
+        None,
+        ["developer", "user"],
+    )
+
+
 # --------------------------------------------------------------------------- validation
 
 

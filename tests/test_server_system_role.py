@@ -160,6 +160,10 @@ async def test_the_state_api_takes_a_role_and_refuses_an_unknown_one(tmp_path: P
         res = await r.http.post("/v1/sessions", json=bad)
         assert res.status_code == 422 and "system_role must be 'system' or 'developer'" in res.text
         assert r.last_seq() == before  # nothing appended
+        alone = {"model": "gpt-5", "session_id": "x", "system_role": "developer"}
+        res = await r.http.post("/v1/sessions", json=alone)  # no prompt to hold the role
+        assert res.status_code == 422 and "'developer' needs a system_prompt" in res.text
+        assert r.last_seq() == before
         good = {**bad, "system_role": "developer"}
         assert (await r.http.post("/v1/sessions", json=good)).status_code == 201
         assert (await _view(r, "x")) == [{"role": "developer", "content": DEV}]

@@ -27,7 +27,7 @@ from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.analysis.undo import undo
 from ctxledger.analysis.whatif import history, replay_history, whatif
 from ctxledger.cli.main import cli
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.events import SessionSwitched, SystemPromptSet, encode_event
 from ctxledger.eventstore.rows import decode_stored
 from ctxledger.importers.anthropic import parse_anthropic
@@ -209,6 +209,27 @@ def test_an_unknown_role_is_refused_by_the_python_api_and_nothing_is_appended(ro
     bad.system_role = role  # type: ignore[assignment]
     with pytest.raises(InvalidInput, match="system_role must be"):
         import_sessions(ledger, [bad])
+    assert _appended(ledger) == before
+
+
+def test_a_developer_role_without_a_prompt_is_refused_and_nothing_is_appended() -> None:
+    """Refused, not kept for a later prompt: a ``set_system_prompt`` without a role
+    would otherwise give back ``system`` after the caller asked for developer."""
+    ledger = deterministic_ledger()
+    before = _appended(ledger)
+    with pytest.raises(InvalidInput, match="system_role 'developer' needs a system_prompt"):
+        ledger.start_session(model="m", context_length=16_000, system_role="developer")
+    assert ledger.start_session(model="m", context_length=16_000, system_role="system")
+    assert _appended(ledger) > before
+    before = _appended(ledger)
+    user = [{"role": "user", "content": "hi"}]
+    for parse in (parse_openai, parse_anthropic):
+        text = json.dumps({"system_role": "developer", "messages": user})
+        with pytest.raises(ImportFormatError, match="system_role 'developer' names no system"):
+            parse(text)
+    bare = ImportedSession(key="k", source_format="openai", messages=user, system_role="developer")
+    with pytest.raises(InvalidInput, match="needs a system_prompt"):
+        import_sessions(ledger, [bare])
     assert _appended(ledger) == before
 
 

@@ -456,6 +456,10 @@ def conversation_session(
         extras.update(fmt.read_system(obj["system"], b, origin("system")))
     for i, m in enumerate(messages):
         reader.add(m, origin("messages", i), i)
+    if b.system_role != "system" and b.system_prompt is None:
+        raise src.error(
+            f"system_role {b.system_role!r} names no system prompt", origin("system_role")
+        )
     if obj.get("usage") is not None:
         b.add_usage(obj["usage"], origin("usage"), shape=reader.usage_shape, model=reader.model)
     ctx = obj.get("context_length")

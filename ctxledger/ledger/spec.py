@@ -61,7 +61,9 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str | None = None
 
     def __post_init__(self) -> None:
-        check_system_role(self.system_role)
+        if check_system_role(self.system_role) != "system" and self.system_prompt is None:
+            # refused, not kept for a later prompt: a session has no role without a prompt
+            raise InvalidInput(f"system_role {self.system_role!r} needs a system_prompt")
 
 
 def check_model(model: object) -> str:

@@ -41,7 +41,10 @@ _START = (
     Param("context_length", "integer", False, "context window in tokens (default: the server's)"),
     Param("system_prompt", "string"),
     Param(
-        "system_role", "string", False, "the system prompt's role: system (default) or developer"
+        "system_role",
+        "string",
+        False,
+        "the system prompt's role: system (default) or developer (with a system_prompt)",
     ),
     Param("tools", "array", False, "OpenAI function tool schemas (count toward preflight)"),
     Param("parent_session_id", "string"),

@@ -160,7 +160,9 @@ class History(msgspec.Struct, frozen=True, kw_only=True):
     steps: list[Step]
     #: the configuration the chain was compacted with (its first compaction's, else its start's)
     config: CompressionConfig
-    message_ids: frozenset[str]
+    #: every message id the chain recorded, in log order (a tuple, not a set: a history
+    #: encodes, and compares, the same in every run)
+    message_ids: tuple[str, ...]
     notes: list[str]
 
 
@@ -268,7 +270,7 @@ class _Reader:
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
         self.notes: list[str] = []
-        self.ids: set[str] = set()
+        self.ids: dict[str, None] = {}  # (ordered as read)
         self.start_config: JSON | None = None
         self.compaction_config: JSON | None = None
 
@@ -286,7 +288,7 @@ class _Reader:
     def read(self, rec: Recorded) -> None:
         e = rec.event
         if isinstance(e, MessageAppended):
-            self.ids.add(e.message_id)
+            self.ids[e.message_id] = None
             if e.message.get("role") == "user":
                 self.flush()  # a user message opens a turn: hygiene and preflight run around it
                 self.batch.append(e)
@@ -385,6 +387,6 @@ def history(ledger: Ledger, session_id: str) -> History:
         start=_start_info(ledger, chain[0]),
         steps=reader.steps,
         config=CompressionConfig.from_snapshot(snapshot),
-        message_ids=frozenset(reader.ids),
+        message_ids=tuple(reader.ids),
         notes=reader.notes,
     )

@@ -63,7 +63,9 @@ def role_change(ledger: Ledger, session_id: str, role: str | None) -> list[Syste
     it holds it in the other; none when `role` is None, the session has no prompt, or it
     holds it in `role` already. Built for a writer that appends it with other events in
     one atomic append (a proxied turn whose client changed the prompt's role)."""
+    if role is None:  # (every append asks: nothing read then)
+        return []
     view = ledger.live_session(session_id)
-    if role is None or view.system_prompt is None or view.system_role == role:
+    if view.system_prompt is None or view.system_role == role:
         return []
     return [prompt_event(ledger.event_fields(session_id), view.system_prompt, role, view.encoding)]

@@ -70,7 +70,7 @@ from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import replaying_recorded
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, role_of
 from ctxledger.runtime.service import ContextService
 from ctxledger.usage import check_usage_report, normalize_usage
 
@@ -187,7 +187,8 @@ class _Driver:
                 scoped_guards=step.scoped_guards,
             )
         elif isinstance(step, SystemStep):
-            self.sid = (await svc.set_system_prompt(self.sid, step.text)).session_id
+            role = role_of(step.role)
+            self.sid = (await svc.set_system_prompt(self.sid, step.text, role=role)).session_id
         else:
             self._pin(step)
 

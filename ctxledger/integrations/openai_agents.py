@@ -391,6 +391,7 @@ class CtxLedgerSession:
                 model=view.model,
                 context_length=view.context_length,
                 system_prompt=view.system_prompt,
+                system_role=view.system_role,
                 parent_session_id=sid,
                 reason="branch",
                 session_id=next_id,

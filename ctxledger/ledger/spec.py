@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.events import SessionReason
+from ctxledger.events import SessionReason, SystemPromptSet
 from ctxledger.limits import (
     MAX_MODEL_CHARS,
     MAX_REASON_CHARS,
@@ -25,7 +25,8 @@ from ctxledger.limits import (
     check_name,
     check_nonblank,
 )
-from ctxledger.tokens import DEFAULT_ENCODING, check_encoding
+from ctxledger.messages import check_system_role, stored_role
+from ctxledger.tokens import DEFAULT_ENCODING, check_encoding, count_message
 
 __all__ = [
     "SessionSpec",
@@ -35,6 +36,7 @@ __all__ = [
     "check_session_id",
     "check_title",
     "checked_tools",
+    "prompt_event",
 ]
 
 
@@ -45,6 +47,9 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: None: the ledger's configured ``context_length``
     context_length: int | None = None
     system_prompt: str | None = None
+    #: the role the system prompt is given back in: ``system`` or ``developer`` (s38;
+    #: checked here, so a bad one is refused before anything is built)
+    system_role: str = "system"
     tools: Sequence[Mapping[str, Any]] | None = None
     parent_session_id: str | None = None
     reason: SessionReason = "new"
@@ -54,6 +59,11 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     encoding: str = DEFAULT_ENCODING
     #: None: a new id from the ledger's id generator
     session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if check_system_role(self.system_role) != "system" and self.system_prompt is None:
+            # refused, not kept for a later prompt: a session has no role without a prompt
+            raise InvalidInput(f"system_role {self.system_role!r} needs a system_prompt")
 
 
 def check_model(model: object) -> str:
@@ -70,6 +80,14 @@ def check_names(spec: SessionSpec) -> None:
     check_model(spec.model)
     check_title(spec.title)
     check_encoding(spec.encoding)
+
+
+def prompt_event(fields: dict[str, Any], text: str, role: object, encoding: str) -> SystemPromptSet:
+    """The ``SystemPromptSet`` recording `text` in `role` (checked: ``system`` or
+    ``developer``, else InvalidInput), counted as a system message under `encoding`."""
+    role = check_system_role(role)
+    tokens = count_message({"role": "system", "content": text}, encoding)
+    return SystemPromptSet(**fields, text=text, tokens=tokens, role=stored_role(role))
 
 
 def check_end_reason(reason: object) -> str:

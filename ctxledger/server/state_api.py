@@ -41,6 +41,12 @@ _START = (
     Param("model", "string", True, "model name"),
     Param("context_length", "integer", False, "context window in tokens (default: the server's)"),
     Param("system_prompt", "string"),
+    Param(
+        "system_role",
+        "string",
+        False,
+        "the system prompt's role: system (default) or developer (with a system_prompt)",
+    ),
     Param("tools", "array", False, "OpenAI function tool schemas (count toward preflight)"),
     Param("parent_session_id", "string"),
     Param("reason", "string", False, "new, branch or delegate"),
@@ -152,13 +158,17 @@ async def hygiene(request: Request, state: ServerState) -> Response:
     return JSON(turn_json(state, result))
 
 
-_SYSTEM = (Param("system_prompt", "string", True, "the system prompt the next call sends"),)
+_SYSTEM = (
+    Param("system_prompt", "string", True, "the system prompt the next call sends"),
+    Param("role", "string", False, "its role: system or developer (default: as now)"),
+)
 
 
 async def system_prompt(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _SYSTEM)
     sid = path_param(request, "session_id")
-    result = await state.service.set_system_prompt(sid, body["system_prompt"])
+    role = body.get("role")  # (None: the role the session's prompt has)
+    result = await state.service.set_system_prompt(sid, body["system_prompt"], role=role)
     return JSON(turn_json(state, result))
 
 

@@ -256,12 +256,17 @@ class ContextService(ServiceCore):
         beyond: int | None = None,
         focus: str | None = None,
         agent: str | None = None,
+        refused: bool = False,
     ) -> TurnResult:
         """A compaction a host decided on its own, before a model call (Hermes's context
         engine asked with ``compress(force=False)``: its preflight, its overflow retries,
         its gateway's hygiene): recorded as what it is, trigger ``preflight``, the plan
         not forced and the guards (cooldown, anti-thrash) applying, as for every
         automatic compaction; ``compress`` is the one the user asked for.
+
+        `refused`: the host compacts because its provider refused the request (a
+        context-length error: Hermes's overflow retries), trigger ``overflow``; the
+        size is not judged, in a what-if either (the provider decided, not the threshold).
 
         `tokens`: the request size the host measured (default: this ledger's estimate);
         it decided, so the size is not judged again. The ledger's own estimate of the
@@ -297,10 +302,10 @@ class ContextService(ServiceCore):
             host["agent"] = agent
         return await self._auto_compress(
             sid,
-            "preflight",
+            "overflow" if refused else "preflight",
             estimate if measured is None else measured,
             source,
-            size_decided=beyond is None,
+            size_decided=beyond is None or refused,
             focus=focus,
             host=host,
         )

@@ -455,20 +455,10 @@ class CtxLedgerEngine(ContextEngine):
                 known = messages[: len(view)] + view[len(messages) :]
                 self._root, self._known = lineage.session_id, copy.deepcopy(known)
                 self._seen = None
-                await self._follow_model(svc, tip)
+                self.compression_count = await host.follow_model(
+                    svc, tip, self._model, self.context_length
+                )
                 return
-
-    async def _follow_model(self, svc: ContextService, tip: str) -> None:
-        """A resumed chain written under another model or window switches to the agent's
-        (the service takes its thresholds from the session's window); the compaction
-        count is the chain's."""
-        session = svc.ledger.transcript.session(tip)
-        if self.context_length and (session.model, session.context_length) != (
-            self._model,
-            self.context_length,
-        ):
-            tip = (await svc.switch_model(tip, self._model, self.context_length)).session_id
-        self.compression_count = host.compactions(svc.ledger.chains, tip)
 
     def _flush(
         self, messages: list[JSON], *, final: bool = False, host_id: str | None = None

@@ -222,6 +222,16 @@ def head_compacts(
     return decision.action == "compress"
 
 
+async def follow_model(svc: ContextService, tip: str, model: str, context_length: int) -> int:
+    """A resumed chain written under another model or window switches to the agent's
+    (the service takes its thresholds from the session's window); returns the chain's
+    compaction count (Hermes's ``compression_count``)."""
+    session = svc.ledger.transcript.session(tip)
+    if context_length and (session.model, session.context_length) != (model, context_length):
+        tip = (await svc.switch_model(tip, model, context_length)).session_id
+    return compactions(svc.ledger.chains, tip)
+
+
 def failure_report(result: TurnResult) -> dict[str, Any]:
     """What Hermes's ``/compress`` reads to report a failed summary (its
     ``summarize_manual_compression``, its gateway), as the engine's attributes to set: an

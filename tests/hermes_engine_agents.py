@@ -88,11 +88,34 @@ def race(workdir: Path) -> dict[str, Any]:
     }
 
 
+def refusals(workdir: Path) -> dict[str, Any]:
+    """Hermes's ``api_request_error`` hook (session 38): a refusal for the request's size
+    makes the session's next ``compress`` an ``overflow``; another failure, another
+    session's refusal, or one an ask came after (Hermes answered it another way) leave
+    it Hermes's preflight."""
+    e = engine(workdir / "refusals.db", window=64_000)
+    e.on_session_start("O")
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    hook = e._shared.refusal
+    hook(reason="context_overflow", session_id="other")
+    hook(reason="context_overflow", session_id="O")
+    asked = e.should_compress(60_000)  # an ask: the refusal was answered another way
+    hook(reason="rate_limit", session_id="O", status_code=429)
+    view = e.compress(history, current_tokens=60_000)
+    history = [
+        *view,
+        *(m for i in range(30, 50) for m in (u(f"ask {i} " + "word " * 900), a("ok"))),
+    ]
+    hook(reason="payload_too_large", session_id="O", status_code=413)
+    e.compress(history, current_tokens=30_000)
+    return {"asked": asked, "left": dict(e._shared.refused), "count": e.compression_count}
+
+
 def main() -> None:
     workdir = Path(sys.argv[1])
     (workdir / "home").mkdir(exist_ok=True)
     os.environ["HERMES_HOME"] = str(workdir / "home")
-    out = {flow.__name__: flow(workdir) for flow in (two_agents, race)}
+    out = {flow.__name__: flow(workdir) for flow in (two_agents, race, refusals)}
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 
 

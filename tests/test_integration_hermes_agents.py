@@ -66,3 +66,22 @@ def test_the_reply_to_a_request_sent_before_a_cli_compress_stays_on_its_session(
         assert not verify_compactions(ledger, adopted).drifted
     finally:
         ledger.close()
+
+
+def test_a_refusal_hermes_reports_makes_the_next_compaction_an_overflow(flows):
+    workdir, out = flows
+    said = out["refusals"]
+    assert said["asked"] is True and said["count"] == 2
+    assert said["left"] == {"other": "context_overflow"}  # another session's, kept for it
+    ledger = Ledger.open(workdir / "refusals.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        checks = [e for e in events if isinstance(e, CompressionChecked)]
+        assert [e.trigger for e in checks] == ["preflight", "overflow"]
+        assert "refused the request (payload_too_large)" in checks[1].source
+        assert checks[1].tokens == 30_000 < checks[1].threshold_tokens
+        switches = [e for e in events if isinstance(e, SessionSwitched)]
+        assert [e.trigger for e in switches] == ["preflight", "overflow"]
+        assert not verify_compactions(ledger, switches[-1].new_session_id).drifted
+    finally:
+        ledger.close()

@@ -41,8 +41,10 @@ lands after the messages it counted; the latest one goes through the service, so
 compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Otherwise
 ``compress(force=True)`` (its ``/compress``) is a ``manual`` compaction, and
 ``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
-passed (:class:`~ctxledger.integrations.hermes_host.Asked`); every one was ``manual``
-before session 37. ``recall`` and ``expand_compaction`` are the engine's tools.
+passed (:class:`~ctxledger.integrations.hermes_host.Asked`), or ``overflow`` when its
+``api_request_error`` hook said the provider refused the request for its size (session
+38); every one was ``manual`` before session 37. ``recall`` and ``expand_compaction``
+are the engine's tools.
 """
 
 from __future__ import annotations
@@ -207,6 +209,7 @@ class CtxLedgerEngine(ContextEngine):
         whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
         every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
         over = prompt_tokens is not None and 0 < self.threshold_tokens <= prompt_tokens
+        self._shared.refused.pop(self._hermes_session or "", None)  # asked: none pending
         root = self._root
         if root is None or (self._seen is None and not over):
             return over
@@ -246,7 +249,8 @@ class CtxLedgerEngine(ContextEngine):
         self._last_summary_dropped_count = 0
         try:
             ids = self._lineage(None)
-            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent)
+            refused = self._shared.refused.pop(self._hermes_session or "", None)
+            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent, refused)
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
@@ -576,8 +580,14 @@ class CtxLedgerEngine(ContextEngine):
 
 
 def register(ctx: Any) -> None:
-    """Hermes's plugin hook: register the engine (used when ``context.engine: ctxledger``)."""
-    ctx.register_context_engine(CtxLedgerEngine())
+    """Hermes's plugin hook: register the engine (used when ``context.engine: ctxledger``),
+    and its ``api_request_error`` hook, which tells the engine that the provider refused
+    a request for its size (:meth:`Shared.refusal`, ``host.Asked.refused``)."""
+    engine = CtxLedgerEngine()
+    ctx.register_context_engine(engine)
+    register_hook = getattr(ctx, "register_hook", None)  # (a directory engine's drops it)
+    if callable(register_hook):
+        register_hook("api_request_error", engine._shared.refusal)
 
 
 __all__ = ["DB_NAME", "CtxLedgerEngine", "chat_usage", "default_db_path", "register"]

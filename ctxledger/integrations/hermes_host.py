@@ -169,20 +169,30 @@ class Asked(NamedTuple):
     asked: ``manual``, forced, past the cooldown); ``force=False`` is Hermes's own
     decision (its preflight, overflow retries, gateway hygiene), recorded as such with
     the size it measured (``ContextService.host_compress``). Both were recorded as
-    ``manual`` before session 37, which a what-if replayed as asked for by the user."""
+    ``manual`` before session 37, which a what-if replayed as asked for by the user.
+
+    ``refused``: why the provider refused the request Hermes now compacts for (its
+    ``api_request_error`` hook said so: a context-length error, 413, the long-context
+    tier; :meth:`~ctxledger.integrations.hermes_shared.Shared.refusal`): Hermes's
+    recovery, recorded as ``overflow`` (session 38; ``preflight`` before, which a
+    what-if judged against the threshold and dropped)."""
 
     focus: str | None
     force: bool
     tokens: Any  # as Hermes passed it (:func:`measured`)
     agent: str | None = None  # the engine copy asking (:func:`agent_token`)
+    refused: str | None = None
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
             return await svc.compress(sid, focus=focus)
         tokens = measured(self.tokens)
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
-        source = f"hermes decided (compress, force=False): {said}"
-        return await svc.host_compress(sid, source, tokens=tokens, focus=focus, agent=self.agent)
+        why = f", after its provider refused the request ({self.refused})" if self.refused else ""
+        source = f"hermes decided (compress, force=False{why}): {said}"
+        return await svc.host_compress(
+            sid, source, tokens=tokens, focus=focus, agent=self.agent, refused=bool(self.refused)
+        )
 
 
 def agent_token() -> str:

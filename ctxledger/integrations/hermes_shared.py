@@ -16,6 +16,8 @@ from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target
 
 DB_NAME = "ctxledger.ledger.db"
+#: the failure reasons (Hermes's ``FailoverReason``) its recovery answers by compacting
+OVERFLOW_REASONS = frozenset({"context_overflow", "payload_too_large", "long_context_tier"})
 
 
 def default_db_path(hermes_home: str | None = None) -> str | Path:
@@ -39,6 +41,18 @@ class Shared:
         self._loop: LoopThread | None = None
         self._config: CompressionConfig | None = None
         self.store_failed = False  # Hermes's store could not be read (warned once)
+        #: Hermes session id -> why its provider refused its last request (:meth:`refusal`)
+        self.refused: dict[str, str] = {}
+
+    def refusal(self, **hook: Any) -> None:
+        """Hermes's ``api_request_error`` plugin hook (hermes-agent 0.19.0 calls it for
+        every failed model call, before its recovery): a refusal for the request's size
+        (``reason`` ``context_overflow``, ``payload_too_large``, ``long_context_tier``) is
+        kept for the session's next ``compress``, which Hermes's recovery calls without
+        asking ``should_compress`` first; any ask clears it (a refusal Hermes answered
+        another way, e.g. a lower output cap)."""
+        if hook.get("reason") in OVERFLOW_REASONS:
+            self.refused[str(hook.get("session_id") or "")] = str(hook["reason"])
 
     def run(self, make: Callable[[ContextService], Any]) -> Any:
         with self._lock:

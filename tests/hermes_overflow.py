@@ -1,0 +1,96 @@
+"""A real Hermes Agent whose provider refuses one request with a context-length error
+while Hermes measured it under its threshold (session 38).
+
+Run by ``tests/test_integration_hermes_overflow.py`` with the python of ``.venv-hermes``:
+
+    .venv-hermes/bin/python tests/hermes_overflow.py WORKDIR
+
+The fake upstream of ``hermes_scenario.py`` answers each ask in one reply (no tools) and
+refuses the first request of turn 5 once (HTTP 400, ``context_length_exceeded``, the
+window it states is the one Hermes has: no window is learnt). Hermes's recovery compacts
+(``compress(force=False)`` with no yes from its check) and sends the request again.
+``WORKDIR/overflow.json`` holds every chat request, which one was refused, Hermes's
+compaction count and the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import hermes_scenario
+from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
+
+REFUSED: list[int] = []  # the index in REQUESTS of the refused request
+TURNS = 5
+ERROR = {
+    "error": {
+        "message": "This model's maximum context length is 64000 tokens. However, your "
+        "messages resulted in 71234 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }
+}
+_serve_turn = hermes_scenario.app
+
+
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
+    n = sum(1 for m in body.get("messages") or [] if m.get("role") == "user")
+    return {"content": f"Done with step {n}: part {n} is reviewed."}
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http" or not scope["path"].endswith("/chat/completions") or REFUSED:
+        await _serve_turn(scope, receive, send)
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    request = json.loads(body or b"{}")
+    users = sum(1 for m in request.get("messages") or [] if m.get("role") == "user")
+    if users == TURNS:
+        REFUSED.append(len(REQUESTS))
+        REQUESTS.append(request)
+        await hermes_scenario._send(send, 400, "application/json", json.dumps(ERROR).encode())
+        return
+
+    async def replay() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    await _serve_turn(scope, replay, send)
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1])
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(CONFIG)
+    os.environ["HERMES_HOME"] = str(home)
+    hermes_scenario._reply = _answer  # one reply a turn, no tool call
+    hermes_scenario.app = _app
+    agent = fake_agent(serve())
+    engine = agent.context_compressor
+    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(600))
+    history: list[dict[str, Any]] = []
+    counts: list[int] = []
+    for turn in range(TURNS):
+        result = agent.run_conversation(
+            f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
+            conversation_history=history or None,
+        )
+        history = result["messages"]
+        counts.append(engine.compression_count)
+    engine.on_session_end(agent.session_id, history)
+    out = {"db": str(home / "ctxledger.ledger.db"), "root": engine._root, "counts": counts}
+    out |= {"requests": REQUESTS, "refused": REFUSED, "threshold": engine.threshold_tokens}
+    (workdir / "overflow.json").write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -111,11 +111,66 @@ def refusals(workdir: Path) -> dict[str, Any]:
     return {"asked": asked, "left": dict(e._shared.refused), "count": e.compression_count}
 
 
+def _hermes_cooldown(workdir: Path) -> list[bool]:
+    """Hermes's own compressor, its CLI's way (a session store): a summary failure's
+    cooldown is kept on the session's row, so a second agent bound to the session, and
+    the first after its session's end, are held by it; without a store, a fresh
+    compressor is not."""
+    from agent.context_compressor import ContextCompressor
+    from hermes_state import SessionDB
+
+    store = SessionDB(workdir / "state.db")
+    store.create_session("S", source="cli")
+
+    def compressor(bound: bool) -> Any:
+        c = ContextCompressor("fake-model", config_context_length=64_000, quiet_mode=True)
+        if bound:
+            c.bind_session_state(store, "S")
+        return c
+
+    one = compressor(True)
+    one._record_compression_failure_cooldown(86_400, "summary failed")
+    two = compressor(True)
+    one.on_session_end("S", [])  # clears its memory; the row keeps the cooldown
+    return [
+        two._automatic_compression_blocked(),
+        bool(one.get_active_compression_failure_cooldown()),
+        compressor(False)._automatic_compression_blocked(),
+    ]
+
+
+def cooldown(workdir: Path) -> dict[str, Any]:
+    """A summary that failed over to the fallback starts the ledger's cooldown on the
+    chain: the agent, a second agent (Hermes's copy of the engine) and the agent after
+    its session's end are held, as Hermes's store-bound agents are (hermes-agent 0.19.0
+    keeps the cooldown on the session's row in ``state.db``)."""
+    from helpers.failing import SecretSummarizer
+
+    os.environ["CTXLEDGER_COOLDOWN_GENERIC"] = "86400"  # (no clock in the checks)
+    try:
+        e = engine(workdir / "cooldown.db", window=64_000)
+    finally:
+        os.environ.pop("CTXLEDGER_COOLDOWN_GENERIC")
+    e.on_session_start("S")
+
+    def fail(svc: Any) -> None:
+        svc.summarizer = svc.engine.summarizer = SecretSummarizer("server")
+
+    e._shared.run(fail)
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    view = e.compress(history, current_tokens=60_000)
+    held = [e._last_summary_fallback_used, e.should_compress(60_000)]
+    held.append(copy.deepcopy(e).should_compress(60_000))
+    e.on_session_end("S", [*view, a("bye")])
+    held.append(e.should_compress(60_000))
+    return {"ours": held, "hermes": _hermes_cooldown(workdir)}
+
+
 def main() -> None:
     workdir = Path(sys.argv[1])
     (workdir / "home").mkdir(exist_ok=True)
     os.environ["HERMES_HOME"] = str(workdir / "home")
-    out = {flow.__name__: flow(workdir) for flow in (two_agents, race, refusals)}
+    out = {flow.__name__: flow(workdir) for flow in (two_agents, race, refusals, cooldown)}
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 
 

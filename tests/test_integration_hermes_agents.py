@@ -85,3 +85,15 @@ def test_a_refusal_hermes_reports_makes_the_next_compaction_an_overflow(flows):
         assert not verify_compactions(ledger, switches[-1].new_session_id).drifted
     finally:
         ledger.close()
+
+
+def test_a_summary_failure_s_cooldown_holds_every_agent_of_the_conversation(flows):
+    """Session 38: Hermes 0.19.0 keeps the cooldown on the session's row in its store
+    (its CLI and gateway), not only in the agent: a second agent and the agent after its
+    session's end are held, as by the ledger's cooldown on the chain. Only without a
+    store is it the agent's alone (not reproduced: see docs/notes/s38-hermes3.md)."""
+    _, out = flows
+    said = out["cooldown"]
+    assert said["hermes"] == [True, True, False]
+    fallback, *asks = said["ours"]
+    assert fallback is True and asks == [False, False, False]

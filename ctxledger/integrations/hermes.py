@@ -399,22 +399,7 @@ class CtxLedgerEngine(ContextEngine):
         own = self._hermes_session
         if own is None or not self._resumable:
             return ()
-        get_session = getattr(self._session_db, "get_session", None)
-        try:
-            ancestors = (
-                host.compression_ancestors(get_session, own) if callable(get_session) else []
-            )
-        except Exception as exc:  # the host's store, its own errors: resume by own id only
-            if not self._shared.store_failed:  # a silent second root otherwise: told once
-                logger.warning(
-                    "ctxledger: Hermes's session store could not tell what %s continues "
-                    "(%s): a conversation it rotated may start a new ledger chain",
-                    own,
-                    exc,
-                )
-            self._shared.store_failed = True
-            ancestors = []
-        return (own, *ancestors)
+        return (own, *self._shared.ancestors(self._session_db, own))
 
     def _rebind(self, host_id: str | None) -> None:
         """After a reset with no start (the CLI's ``/new``, ``/resume <id>``, ``/branch``

@@ -4,6 +4,7 @@ Loads without Hermes."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -14,6 +15,9 @@ from ctxledger import CompressionConfig, ContextService
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target
+from ctxledger.integrations.hermes_host import compression_ancestors
+
+logger = logging.getLogger("ctxledger.integrations.hermes")  # (the engine's, as before)
 
 DB_NAME = "ctxledger.ledger.db"
 #: the failure reasons (Hermes's ``FailoverReason``) its recovery answers by compacting
@@ -53,6 +57,27 @@ class Shared:
         another way, e.g. a lower output cap)."""
         if hook.get("reason") in OVERFLOW_REASONS:
             self.refused[str(hook.get("session_id") or "")] = str(hook["reason"])
+
+    def ancestors(self, session_db: Any, session_id: str) -> list[str]:
+        """The Hermes ids `session_id` continues, read from Hermes's session store in
+        the host's thread (:func:`~ctxledger.integrations.hermes_host.compression_ancestors`);
+        none when the store has no ``get_session`` or fails (its own errors: the resume
+        goes by the session's own id, and a failure is told once)."""
+        get_session = getattr(session_db, "get_session", None)
+        if not callable(get_session):
+            return []
+        try:
+            return compression_ancestors(get_session, session_id)
+        except Exception as exc:
+            if not self.store_failed:  # a silent second root otherwise: told once
+                logger.warning(
+                    "ctxledger: Hermes's session store could not tell what %s continues "
+                    "(%s): a conversation it rotated may start a new ledger chain",
+                    session_id,
+                    exc,
+                )
+            self.store_failed = True
+            return []
 
     def run(self, make: Callable[[ContextService], Any]) -> Any:
         with self._lock:

@@ -82,7 +82,7 @@ T = TypeVar("T")
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
 
 
-class CtxLedgerEngine(ContextEngine):
+class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     """Hermes's ``ContextEngine`` backed by :class:`~ctxledger.ContextService`."""
 
     def __init__(
@@ -149,6 +149,7 @@ class CtxLedgerEngine(ContextEngine):
         """
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
         self._last_compression_made_progress = False
+        self._forget_real_usage()
         window = host.window(context_length)
         if window is None:
             logger.warning(
@@ -201,6 +202,7 @@ class CtxLedgerEngine(ContextEngine):
             logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
             return
         self.last_prompt_tokens, self.last_completion_tokens = last
+        self._real_prompt(last[0])
         self.last_total_tokens = total
         self._pending.append(report)
 
@@ -511,6 +513,7 @@ class CtxLedgerEngine(ContextEngine):
         list already, and taking it for a new conversation started a second root with
         the whole uncompacted history at every compaction."""
         self._agent = host.agent_token()  # Hermes clears its strike count here, every time
+        self._forget_real_usage()  # (and its counts: before it notes a compaction's estimate)
         if not isinstance(messages, list) or not messages:
             return
         messages, handed = host.unmarked(messages), self._handed
@@ -527,6 +530,7 @@ class CtxLedgerEngine(ContextEngine):
         self._root, self._known, self._pending, self._handed = None, [], [], []
         self._seen, self._agent = None, host.agent_token()  # (Hermes clears its count)
         self._resumable = False
+        self._forget_real_usage()
 
     # --- tools and status -----------------------------------------------------------------------
 

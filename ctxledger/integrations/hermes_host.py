@@ -195,6 +195,62 @@ class Asked(NamedTuple):
         )
 
 
+class RealUsageTrust:
+    """When Hermes's rough estimate of a request (its system prompt, messages and tools
+    schema at ~4 characters a token) is not to be trusted over the provider's count:
+    the engine's ``should_defer_preflight_to_real_usage``, which Hermes asks before its
+    turn preflight and its check before each model call (hermes-agent 0.19.0, #36718).
+    Without it, a chain whose schema-heavy estimate stays at the threshold after a
+    compaction, while the provider's count fits, was compacted again at every check.
+
+    Hermes sets ``awaiting_real_usage_after_compression`` and
+    ``last_compression_rough_tokens`` (its estimate of the compacted request) on its
+    engine after each compaction it made; the engine keeps the provider's counts
+    (:meth:`_real_prompt`). An estimate at the threshold is deferred until the
+    compacted request has been counted, and after that while it has grown by no more
+    than max(4,096, 5 % of the threshold) since the last estimate whose request
+    the provider counted under the threshold (which then moves up to it)."""
+
+    threshold_tokens: int = 0
+    awaiting_real_usage_after_compression: bool = False
+    last_compression_rough_tokens: int = 0
+    last_real_prompt_tokens: int = 0
+    last_rough_tokens_when_real_prompt_fit: int = 0
+
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
+        threshold = self.threshold_tokens
+        if threshold <= 0 or not isinstance(rough_tokens, int) or rough_tokens < threshold:
+            return False
+        if self.awaiting_real_usage_after_compression:
+            return True  # the compacted request has no count yet
+        if not 0 < self.last_real_prompt_tokens < threshold:
+            return False  # no count, or the last one did not fit
+        fitted = self.last_rough_tokens_when_real_prompt_fit or self.last_compression_rough_tokens
+        if fitted <= 0 or rough_tokens - fitted > max(4_096, threshold // 20):
+            return False
+        self.last_rough_tokens_when_real_prompt_fit = max(fitted, rough_tokens)
+        return True
+
+    def _real_prompt(self, prompt: int) -> None:
+        """The provider counted a request (``update_from_response``): under the
+        threshold right after a compaction, Hermes's estimate of the compacted request
+        is the one known to fit; at or over it, none is."""
+        compacted = self.last_compression_rough_tokens
+        if prompt > 0:
+            self.last_real_prompt_tokens = prompt
+            if prompt >= self.threshold_tokens:
+                self.last_rough_tokens_when_real_prompt_fit = 0
+            elif self.awaiting_real_usage_after_compression and compacted > 0:
+                self.last_rough_tokens_when_real_prompt_fit = compacted
+        self.awaiting_real_usage_after_compression = False
+
+    def _forget_real_usage(self) -> None:
+        """Another model (its counts judged another window), a session's end, a reset."""
+        self.awaiting_real_usage_after_compression = False
+        self.last_compression_rough_tokens = self.last_real_prompt_tokens = 0
+        self.last_rough_tokens_when_real_prompt_fit = 0
+
+
 def agent_token() -> str:
     """A new name for one Hermes agent's engine (its own copy, a session's end, a reset):
     Hermes counts ineffective compressions in the agent's memory, so the ledger's strikes

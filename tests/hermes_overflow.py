@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
-from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
+from hermes_scenario import CONFIG, REQUESTS, fake_agent, one_reply, serve
 
 REFUSED: list[int] = []  # the index in REQUESTS of the refused request
 TURNS = 5
@@ -35,11 +35,6 @@ ERROR = {
     }
 }
 _serve_turn = hermes_scenario.app
-
-
-def _answer(body: dict[str, Any]) -> dict[str, Any]:
-    n = sum(1 for m in body.get("messages") or [] if m.get("role") == "user")
-    return {"content": f"Done with step {n}: part {n} is reviewed."}
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -72,7 +67,7 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(CONFIG)
     os.environ["HERMES_HOME"] = str(home)
-    hermes_scenario._reply = _answer  # one reply a turn, no tool call
+    hermes_scenario._reply = one_reply  # one reply a turn, no tool call
     hermes_scenario.app = _app
     agent = fake_agent(serve())
     engine = agent.context_compressor

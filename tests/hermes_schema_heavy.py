@@ -21,16 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
-from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
+from hermes_scenario import CONFIG, REQUESTS, fake_agent, one_reply, serve
 
 TURNS = 12
 HUGE = 10  # the turn whose ask is long
 _count = hermes_scenario._rough_tokens
-
-
-def _answer(body: dict[str, Any]) -> dict[str, Any]:
-    n = sum(1 for m in body.get("messages") or [] if m.get("role") == "user")
-    return {"content": f"Done with step {n}."}
 
 
 def _provider_count(body: dict[str, Any]) -> int:
@@ -49,7 +44,7 @@ def main() -> None:
     rules = " ".join(f"rule{i}: keep the alpha module tidy." for i in range(6_900))
     (home / "SOUL.md").write_text(f"You are a careful reviewer.\n{rules}\n")
     os.environ["HERMES_HOME"] = str(home)
-    hermes_scenario._reply = _answer
+    hermes_scenario._reply = one_reply
     hermes_scenario._rough_tokens = _provider_count
     agent = fake_agent(serve(), load_soul_identity=True)
     engine = agent.context_compressor

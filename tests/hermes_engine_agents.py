@@ -92,7 +92,8 @@ def refusals(workdir: Path) -> dict[str, Any]:
     """Hermes's ``api_request_error`` hook (session 38): a refusal for the request's size
     makes the session's next ``compress`` an ``overflow``; another failure, another
     session's refusal, or one an ask came after (Hermes answered it another way) leave
-    it Hermes's preflight."""
+    it Hermes's preflight. A smaller window of the same model right after a refusal is
+    the provider's: learnt, not a model switch."""
     e = engine(workdir / "refusals.db", window=64_000)
     e.on_session_start("O")
     history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
@@ -108,6 +109,10 @@ def refusals(workdir: Path) -> dict[str, Any]:
     ]
     hook(reason="payload_too_large", session_id="O", status_code=413)
     e.compress(history, current_tokens=30_000)
+    hook(reason="context_overflow", session_id="O")  # the provider stated 48,000 tokens
+    e.update_model("m1", 48_000)  # (Hermes's update_model, before it compacts)
+    e.should_compress(1)
+    e.update_model("m1", 40_000)  # no refusal: a switch
     return {"asked": asked, "left": dict(e._shared.refused), "count": e.compression_count}
 
 

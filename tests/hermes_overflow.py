@@ -5,9 +5,11 @@ Run by ``tests/test_integration_hermes_overflow.py`` with the python of ``.venv-
 
     .venv-hermes/bin/python tests/hermes_overflow.py WORKDIR
 
-The fake upstream of ``hermes_scenario.py`` answers each ask in one reply (no tools) and
-refuses the first request of turn 5 once (HTTP 400, ``context_length_exceeded``, the
-window it states is the one Hermes has: no window is learnt). Hermes's recovery compacts
+The fake upstream of ``hermes_scenario.py`` (a recall call a turn: the ledger chain
+starts at turn 1, with the window Hermes has) refuses the first request of turn 5 once
+(HTTP 400, ``context_length_exceeded``, stating a window of 60,000 tokens where Hermes
+has 64,000: Hermes takes it with ``update_model`` before it compacts). Hermes's
+recovery compacts
 (``compress(force=False)`` with no yes from its check) and sends the request again.
 ``WORKDIR/overflow.json`` holds every chat request, which one was refused, Hermes's
 compaction count and the ledger.
@@ -22,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
-from hermes_scenario import CONFIG, REQUESTS, fake_agent, one_reply, serve
+from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
 
 REFUSED: list[int] = []  # the index in REQUESTS of the refused request
 TURNS = 5
 ERROR = {
     "error": {
-        "message": "This model's maximum context length is 64000 tokens. However, your "
+        "message": "This model's maximum context length is 60000 tokens. However, your "
         "messages resulted in 71234 tokens. Please reduce the length of the messages.",
         "type": "invalid_request_error",
         "code": "context_length_exceeded",
@@ -67,7 +69,6 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(CONFIG)
     os.environ["HERMES_HOME"] = str(home)
-    hermes_scenario._reply = one_reply  # one reply a turn, no tool call
     hermes_scenario.app = _app
     agent = fake_agent(serve())
     engine = agent.context_compressor

@@ -12,7 +12,14 @@ from helpers.hermes_run import run_hermes_script
 
 from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
-from ctxledger.events import CompressionChecked, MessageAppended, SessionSwitched, UsageReported
+from ctxledger.events import (
+    CompressionChecked,
+    ContextLimitLearned,
+    MessageAppended,
+    ModelSwitched,
+    SessionSwitched,
+    UsageReported,
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +90,10 @@ def test_a_refusal_hermes_reports_makes_the_next_compaction_an_overflow(flows):
         switches = [e for e in events if isinstance(e, SessionSwitched)]
         assert [e.trigger for e in switches] == ["preflight", "overflow"]
         assert not verify_compactions(ledger, switches[-1].new_session_id).drifted
+        [learnt] = [e for e in events if isinstance(e, ContextLimitLearned)]
+        assert learnt.context_length == 48_000 and "(context_overflow)" in learnt.evidence
+        [switched] = [e for e in events if isinstance(e, ModelSwitched)]
+        assert switched.context_length == 40_000
     finally:
         ledger.close()
 

@@ -13,7 +13,7 @@ from helpers.hermes_run import run_hermes_script
 from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
-from ctxledger.events import CompressionChecked, SessionSwitched
+from ctxledger.events import CompressionChecked, ContextLimitLearned, SessionSwitched
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +45,14 @@ def test_a_compaction_after_a_provider_refusal_is_recorded_as_overflow(run):
     assert "refused" in check.source and check.tokens < result["threshold"]
     [switch] = [e for e in events if isinstance(e, SessionSwitched)]
     assert switch.trigger == "overflow" and not switch.plan["forced"]
-    # what Hermes sent again is the continuation's view (its answer appended since)
+    # the window the provider stated is learnt (its threshold: 85 % of 60,000)
+    [learnt] = [e for e in events if isinstance(e, ContextLimitLearned)]
+    assert (learnt.previous_context_length, learnt.context_length) == (64_000, 60_000)
+    assert check.threshold_tokens == result["threshold"] == 51_000
+    # what Hermes sent again is the continuation's view (the rest of its turn since)
     sent = [_said(m) for m in again["messages"] if m["role"] != "system"]
     view = [_said(m) for m in ledger.api_messages(switch.new_session_id)]
-    assert view[:-1] == sent and view[-1][0] == "assistant"
+    assert view[: len(sent)] == sent and len(view) > len(sent)
     assert not verify_compactions(ledger, tip).drifted
     report = whatif(ledger, tip)
     assert report.reproduction is not None

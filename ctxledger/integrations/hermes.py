@@ -161,6 +161,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             self._model = model or self._model
             self.context_length = self.threshold_tokens = 0
             return
+        refusal = self._shared.refused.get(self._hermes_session or "")  # (a stated window?)
+        learnt = refusal if model == self._model and window < self.context_length else None
         changed = bool(self._root) and (model, window) != (self._model, self.context_length)
         self._model = model or self._model
         self.context_length = window
@@ -171,14 +173,18 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         self.protect_last_n = config.protect_last_n
         root = self._root
         if changed and root is not None:
-            self._run_safely(lambda svc: self._switch(svc, root))
+            self._run_safely(lambda svc: self._switch(svc, root, learnt))
 
-    async def _switch(self, svc: ContextService, root: str) -> None:
+    async def _switch(self, svc: ContextService, root: str, learnt: str | None) -> None:
         """The old model's queued reports go to the chain first (accounting only): written
-        after the switch they counted the old model's prompt against the new window."""
+        after the switch they counted the old model's prompt against the new window. A
+        smaller window of the same model right after a refusal (`learnt`: its reason) is
+        the one the provider stated: recorded as learnt (``ContextLimitLearned``)."""
         tip = svc.tip(root)
         self._write_queued(svc, tip, keep_latest=False)
-        await svc.switch_model(tip, self._model, self.context_length)
+        said = f"hermes: its provider refused a request ({learnt}) and stated this window"
+        if learnt is None or not svc.ledger.learn_context_limit(tip, self.context_length, said):
+            await svc.switch_model(tip, self._model, self.context_length)
 
     def _write_queued(self, svc: ContextService, sid: str, *, keep_latest: bool) -> JSON | None:
         """Write the queued usage reports to `sid` (accounting only), all of them or all

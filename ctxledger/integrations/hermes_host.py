@@ -1,8 +1,10 @@
 """What Hermes Agent hands its context engine, read as the ledger takes it: its usage
 reports, its message dicts (the session store's mark, what a message says as the store
 gives it back), its session ids and context lengths, how it asked for a compaction (``force``); and
-the engine's helpers that need no Hermes state (a head's plan, a failure's report).
-They load without Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
+the engine's helpers that need no Hermes state (a head's plan, a failure's report, a
+resume's model), and its answer to when Hermes's estimate waits for the provider's
+count (:class:`RealUsageTrust`). They load without Hermes;
+:mod:`ctxledger.integrations.hermes` is the engine."""
 
 from __future__ import annotations
 

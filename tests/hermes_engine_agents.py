@@ -171,11 +171,37 @@ def cooldown(workdir: Path) -> dict[str, Any]:
     return {"ours": held, "hermes": _hermes_cooldown(workdir)}
 
 
+def no_usage(workdir: Path) -> dict[str, Any]:
+    """After a compaction Hermes sets its engine waiting for the provider's count; a
+    response without usage (Hermes calls ``update_from_response({})``) or with one
+    the engine drops (NaN) ends the wait, as it ends it for Hermes's own compressor:
+    an estimate of twice the threshold is no longer deferred."""
+    from agent.context_compressor import ContextCompressor
+
+    ours = engine(workdir / "nousage.db", window=64_000)
+    ours.on_session_start("N")
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    ours.compress(history, current_tokens=60_000)
+    theirs = ContextCompressor("fake-model", config_context_length=64_000, quiet_mode=True)
+    out: dict[str, Any] = {}
+    for name, e in (("hermes", theirs), ("ours", ours)):
+        said = []
+        for usage in ({}, {"prompt_tokens": float("nan")}):
+            e.last_compression_rough_tokens = e.threshold_tokens + 10  # (Hermes, after it)
+            e.awaiting_real_usage_after_compression = True
+            e.update_from_response(usage)
+            said.append(e.should_defer_preflight_to_real_usage(2 * e.threshold_tokens))
+        out[name] = said
+    return out
+
+
 def main() -> None:
     workdir = Path(sys.argv[1])
     (workdir / "home").mkdir(exist_ok=True)
     os.environ["HERMES_HOME"] = str(workdir / "home")
-    out = {flow.__name__: flow(workdir) for flow in (two_agents, race, refusals, cooldown)}
+    out = {
+        flow.__name__: flow(workdir) for flow in (two_agents, race, refusals, cooldown, no_usage)
+    }
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 
 

@@ -108,3 +108,10 @@ def test_a_summary_failure_s_cooldown_holds_every_agent_of_the_conversation(flow
     assert said["hermes"] == [True, True, False]
     fallback, *asks = said["ours"]
     assert fallback is True and asks == [False, False, False]
+
+
+def test_a_response_without_usage_ends_the_wait_for_the_provider_s_count(flows):
+    """Session 38, review 1: the deferral stayed on after a response with no usage (or
+    one the engine drops), so Hermes never compacted again; its own compressor ends it."""
+    _, out = flows
+    assert out["no_usage"] == {"hermes": [False, False], "ours": [False, False]}

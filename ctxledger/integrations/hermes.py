@@ -197,8 +197,12 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
 
     def update_from_response(self, usage: dict[str, Any]) -> None:
         """Keep the report for the next ``compress``. One whose figures are not numbers
-        (NaN, infinity, text) is dropped with a warning: it raised into the host's loop."""
+        (NaN, infinity, text) is dropped with a warning: it raised into the host's loop.
+        Either way, and for none (Hermes calls with ``{}`` after a response without
+        usage), the wait for the compacted request's count ends, as with Hermes's own
+        compressor: it kept the deferral on for good (no compaction after the first)."""
         if not usage:
+            self._real_prompt(0)
             return
         try:
             report = chat_usage(usage)
@@ -206,6 +210,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             total = host.tokens(usage, "total_tokens")
         except (AttributeError, InvalidInput) as exc:
             logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
+            self._real_prompt(0)
             return
         self.last_prompt_tokens, self.last_completion_tokens = last
         self._real_prompt(last[0])

@@ -116,6 +116,36 @@ def refusals(workdir: Path) -> dict[str, Any]:
     return {"asked": asked, "left": dict(e._shared.refused), "count": e.compression_count}
 
 
+def unanswered(workdir: Path) -> dict[str, Any]:
+    """Refusals Hermes does not answer by compacting (review 1): one whose turn ended,
+    one a next request came after, a turn's fourth (Hermes gives the turn up), one
+    about the output cap are not pending; nor one the turn left early (no hook) when
+    the gateway's hygiene agent (a fresh copy on the session) compacts next."""
+    registered = engine(workdir / "unanswered.db", window=64_000)
+    shared = registered._shared
+    pending = []
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t1")
+    shared.turn_ended(session_id="S", turn_id="t1", completed=False)
+    pending.append(dict(shared.refused))
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t2")
+    shared.request_started(session_id="S", turn_id="t2", api_request_id="r2")
+    pending.append(dict(shared.refused))
+    for _ in range(4):  # (Hermes compacts for the first three)
+        shared.refusal(reason="payload_too_large", session_id="S", turn_id="t3")
+        pending.append(dict(shared.refused))
+        shared.refused.clear()
+    cap = {"message": "Range of max_tokens should be [1, 65536]"}
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t4", error=cap)
+    pending.append(dict(shared.refused))
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t5")
+    pending.append(dict(shared.refused))  # kept: the turn left early, no hook after it
+    hygiene = copy.deepcopy(registered)  # (Hermes's agent set-up for the hygiene agent)
+    hygiene.on_session_start("S")
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    hygiene.compress(history, current_tokens=60_000)
+    return {"pending": pending}
+
+
 def _hermes_cooldown(workdir: Path) -> list[bool]:
     """Hermes's own compressor, its CLI's way (a session store): a summary failure's
     cooldown is kept on the session's row, so a second agent bound to the session, and
@@ -200,7 +230,8 @@ def main() -> None:
     (workdir / "home").mkdir(exist_ok=True)
     os.environ["HERMES_HOME"] = str(workdir / "home")
     out = {
-        flow.__name__: flow(workdir) for flow in (two_agents, race, refusals, cooldown, no_usage)
+        flow.__name__: flow(workdir)
+        for flow in (two_agents, race, refusals, unanswered, cooldown, no_usage)
     }
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 

@@ -13,6 +13,11 @@ recovery compacts
 (``compress(force=False)`` with no yes from its check) and sends the request again.
 ``WORKDIR/overflow.json`` holds every chat request, which one was refused, Hermes's
 compaction count and the ledger.
+
+Then (review 1) a second agent with ``compression.enabled: false`` goes on with the
+conversation: its first request is refused, Hermes gives the turn up ("Run /compress"),
+and the TUI's ``/compress`` (``_compress_context``, ``force=False``) follows: no answer
+to the refusal. ``WORKDIR/overflow.json`` adds what that turn said and the ledger root.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from typing import Any
 import hermes_scenario
 from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
 
-REFUSED: list[int] = []  # the index in REQUESTS of the refused request
+REFUSED: list[int] = []  # the index in REQUESTS of each refused request
+REFUSE: list[bool] = []  # refuse the next chat request
 TURNS = 5
 ERROR = {
     "error": {
@@ -40,7 +46,7 @@ _serve_turn = hermes_scenario.app
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] != "http" or not scope["path"].endswith("/chat/completions") or REFUSED:
+    if scope["type"] != "http" or not scope["path"].endswith("/chat/completions") or not REFUSE:
         await _serve_turn(scope, receive, send)
         return
     body = b""
@@ -49,18 +55,22 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
-    request = json.loads(body or b"{}")
-    users = sum(1 for m in request.get("messages") or [] if m.get("role") == "user")
-    if users == TURNS:
-        REFUSED.append(len(REQUESTS))
-        REQUESTS.append(request)
-        await hermes_scenario._send(send, 400, "application/json", json.dumps(ERROR).encode())
-        return
+    REFUSE.clear()
+    REFUSED.append(len(REQUESTS))
+    REQUESTS.append(json.loads(body or b"{}"))
+    await hermes_scenario._send(send, 400, "application/json", json.dumps(ERROR).encode())
 
-    async def replay() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
 
-    await _serve_turn(scope, replay, send)
+def _compression_off(home: Path, url: str, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """A second agent, compression off: its request refused, then the TUI's /compress."""
+    (home / "config.yaml").write_text(CONFIG + "compression:\n  enabled: false\n")
+    agent = fake_agent(url)
+    REFUSE.append(True)
+    result = agent.run_conversation("Turn 6: and part 6?", conversation_history=history)
+    agent._compress_context(result["messages"], None, approx_tokens=30_000)  # the TUI's
+    engine = agent.context_compressor
+    engine.on_session_end(agent.session_id, result["messages"])
+    return {"said": result.get("error"), "root": engine._root, "left": engine._shared.refused}
 
 
 def main() -> None:
@@ -70,12 +80,15 @@ def main() -> None:
     (home / "config.yaml").write_text(CONFIG)
     os.environ["HERMES_HOME"] = str(home)
     hermes_scenario.app = _app
-    agent = fake_agent(serve())
+    url = serve()
+    agent = fake_agent(url)
     engine = agent.context_compressor
     filler = " ".join(f"alpha{i} beta gamma delta" for i in range(600))
     history: list[dict[str, Any]] = []
     counts: list[int] = []
     for turn in range(TURNS):
+        if turn == TURNS - 1:  # the first request of the last turn is refused
+            REFUSE.append(True)
         result = agent.run_conversation(
             f"Turn {turn}: review part {turn} of the alpha module.\n{filler}",
             conversation_history=history or None,
@@ -84,7 +97,8 @@ def main() -> None:
         counts.append(engine.compression_count)
     engine.on_session_end(agent.session_id, history)
     out = {"db": str(home / "ctxledger.ledger.db"), "root": engine._root, "counts": counts}
-    out |= {"requests": REQUESTS, "refused": REFUSED, "threshold": engine.threshold_tokens}
+    out |= {"requests": REQUESTS, "refused": REFUSED[:], "threshold": engine.threshold_tokens}
+    out["off"] = _compression_off(home, url, history)
     (workdir / "overflow.json").write_text(json.dumps(out))
 
 

@@ -98,6 +98,22 @@ def test_a_refusal_hermes_reports_makes_the_next_compaction_an_overflow(flows):
         ledger.close()
 
 
+def test_a_refusal_hermes_does_not_answer_by_compacting_leaves_no_overflow(flows):
+    """Review 1: a refusal stayed pending until an ask; the gateway's hygiene agent (and
+    the TUI's and ACP's ``/compress``) never ask, and were recorded ``overflow``."""
+    workdir, out = flows
+    o, p = {"S": "context_overflow"}, {"S": "payload_too_large"}
+    assert out["unanswered"]["pending"] == [{}, {}, p, p, p, {}, {}, o]
+    ledger = Ledger.open(workdir / "unanswered.db")
+    try:
+        checks = [
+            r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)
+        ]
+        assert [e.trigger for e in checks] == ["preflight"]
+    finally:
+        ledger.close()
+
+
 def test_a_summary_failure_s_cooldown_holds_every_agent_of_the_conversation(flows):
     """Session 38: Hermes 0.19.0 keeps the cooldown on the session's row in its store
     (its CLI and gateway), not only in the agent: a second agent and the agent after its

@@ -58,3 +58,20 @@ def test_a_compaction_after_a_provider_refusal_is_recorded_as_overflow(run):
     assert report.reproduction is not None
     assert report.reproduction.compactions == [1, 1], report.reproduction.differences
     assert not any("overflow" in note for note in report.notes), report.notes
+
+
+def test_a_compaction_that_answers_no_refusal_is_not_an_overflow(run):
+    """Review 1: with its compression off Hermes gives a refused turn up ("Run
+    /compress"); the TUI's ``/compress`` that follows (``force=False``) was recorded
+    ``overflow``, the refusal still pending. It is Hermes's preflight-like decision."""
+    result, ledger = run
+    off = result["off"]
+    assert "compression.enabled: false" in off["said"] and off["left"] == {}
+    ledger.refresh()
+    chain = set(ledger.chains.chain(ledger.tip(off["root"])))
+    [check] = [
+        r.event
+        for r in ledger.store.read_all()
+        if r.event.session_id in chain and isinstance(r.event, CompressionChecked)
+    ]
+    assert check.trigger == "preflight" and "refused" not in check.source

@@ -507,6 +507,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             self._hermes_session = session_id or self._hermes_session
             return
         self._hermes_session, self._resumable = session_id, True
+        self._shared.refused.pop(session_id, None)  # a new agent was refused nothing
         self._root, self._known, self._pending, self._handed = None, [], [], []
         self._seen = None
 
@@ -581,13 +582,17 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
 
 def register(ctx: Any) -> None:
     """Hermes's plugin hook: register the engine (used when ``context.engine: ctxledger``),
-    and its ``api_request_error`` hook, which tells the engine that the provider refused
-    a request for its size (:meth:`Shared.refusal`, ``host.Asked.refused``)."""
+    its ``api_request_error`` hook, which tells the engine that the provider refused a
+    request for its size (:meth:`Shared.refusal`, ``host.Asked.refused``), and the two
+    that end such a refusal unanswered (a request's start, a turn's end)."""
     engine = CtxLedgerEngine()
     ctx.register_context_engine(engine)
     register_hook = getattr(ctx, "register_hook", None)  # (a directory engine's drops it)
     if callable(register_hook):
-        register_hook("api_request_error", engine._shared.refusal)
+        shared = engine._shared
+        register_hook("api_request_error", shared.refusal)
+        register_hook("pre_api_request", shared.request_started)
+        register_hook("on_session_end", shared.turn_ended)
 
 
 __all__ = ["DB_NAME", "CtxLedgerEngine", "chat_usage", "default_db_path", "register"]

@@ -253,6 +253,33 @@ class RealUsageTrust:
         self.last_rough_tokens_when_real_prompt_fit = 0
 
 
+def compaction_answers(reason: str, error: Any) -> bool:
+    """Whether Hermes 0.19.0 answers a refusal for the request's size (its classified
+    `reason`; `error`: the hook's ``{"message": ...}``) by compacting: not with its
+    compression off (``compression.enabled: false`` in its config: it tells the user to
+    run ``/compress``), nor a context-length error about the output cap (it lowers
+    ``max_tokens`` or gives the turn up). Outside Hermes: yes."""
+    try:
+        from agent.model_metadata import (
+            is_output_cap_error,
+            parse_available_output_tokens_from_error,
+        )
+        from hermes_cli.config import load_config_readonly
+    except ImportError:
+        return True
+    try:
+        section = load_config_readonly().get("compression")
+    except Exception:  # Hermes's agent takes its defaults then: compression on
+        section = None
+    enabled = section.get("enabled", True) if isinstance(section, dict) else True
+    if str(enabled).lower() not in {"true", "1", "yes"}:  # (as Hermes reads it)
+        return False
+    said = str(error.get("message") or "").lower() if isinstance(error, dict) else ""
+    return reason != "context_overflow" or not (
+        is_output_cap_error(said) or parse_available_output_tokens_from_error(said) is not None
+    )
+
+
 def agent_token() -> str:
     """A new name for one Hermes agent's engine (its own copy, a session's end, a reset):
     Hermes counts ineffective compressions in the agent's memory, so the ledger's strikes

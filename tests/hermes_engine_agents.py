@@ -92,8 +92,9 @@ def refusals(workdir: Path) -> dict[str, Any]:
     """Hermes's ``api_request_error`` hook (session 38): a refusal for the request's size
     makes the session's next ``compress`` an ``overflow``; another failure, another
     session's refusal, or one an ask came after (Hermes answered it another way) leave
-    it Hermes's preflight. A smaller window of the same model right after a refusal is
-    the provider's: learnt, not a model switch."""
+    it Hermes's preflight. A smaller window of the same model right after a
+    context-length refusal is the provider's: learnt, not a model switch (review 1: not
+    Hermes's own cut for the long-context tier)."""
     e = engine(workdir / "refusals.db", window=64_000)
     e.on_session_start("O")
     history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
@@ -113,6 +114,9 @@ def refusals(workdir: Path) -> dict[str, Any]:
     e.update_model("m1", 48_000)  # (Hermes's update_model, before it compacts)
     e.should_compress(1)
     e.update_model("m1", 40_000)  # no refusal: a switch
+    hook(reason="long_context_tier", session_id="O", status_code=429)
+    e.update_model("m1", 32_000)  # Hermes's own cut for the tier: a switch too
+    e.should_compress(1)
     return {"asked": asked, "left": dict(e._shared.refused), "count": e.compression_count}
 
 

@@ -79,6 +79,7 @@ from ctxledger.tokens import rough_message_tokens
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 T = TypeVar("T")
+OVERFLOW = "context_overflow"  # the refusal after which a smaller window was stated
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
 
 
@@ -161,8 +162,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             self._model = model or self._model
             self.context_length = self.threshold_tokens = 0
             return
-        refusal = self._shared.refused.get(self._hermes_session or "")  # (a stated window?)
-        learnt = refusal if model == self._model and window < self.context_length else None
+        shrunk = model == self._model and window < self.context_length  # (a stated window?)
+        learnt = shrunk and self._shared.refused.get(self._hermes_session or "") == OVERFLOW
         changed = bool(self._root) and (model, window) != (self._model, self.context_length)
         self._model = model or self._model
         self.context_length = window
@@ -175,15 +176,16 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if changed and root is not None:
             self._run_safely(lambda svc: self._switch(svc, root, learnt))
 
-    async def _switch(self, svc: ContextService, root: str, learnt: str | None) -> None:
+    async def _switch(self, svc: ContextService, root: str, learnt: bool) -> None:
         """The old model's queued reports go to the chain first (accounting only): written
         after the switch they counted the old model's prompt against the new window. A
-        smaller window of the same model right after a refusal (`learnt`: its reason) is
-        the one the provider stated: recorded as learnt (``ContextLimitLearned``)."""
+        smaller window of the same model right after a context-length refusal (`learnt`)
+        is the one the provider stated: learnt (``ContextLimitLearned``); Hermes's own
+        cut for the long-context tier ("not a model capability") is a switch."""
         tip = svc.tip(root)
         self._write_queued(svc, tip, keep_latest=False)
-        said = f"hermes: its provider refused a request ({learnt}) and stated this window"
-        if learnt is None or not svc.ledger.learn_context_limit(tip, self.context_length, said):
+        said = f"hermes: its provider refused a request ({OVERFLOW}) and stated this window"
+        if not learnt or not svc.ledger.learn_context_limit(tip, self.context_length, said):
             await svc.switch_model(tip, self._model, self.context_length)
 
     def _write_queued(self, svc: ContextService, sid: str, *, keep_latest: bool) -> JSON | None:
@@ -198,9 +200,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     def update_from_response(self, usage: dict[str, Any]) -> None:
         """Keep the report for the next ``compress``. One whose figures are not numbers
         (NaN, infinity, text) is dropped with a warning: it raised into the host's loop.
-        Either way, and for none (Hermes calls with ``{}`` after a response without
-        usage), the wait for the compacted request's count ends, as with Hermes's own
-        compressor: it kept the deferral on for good (no compaction after the first)."""
+        Either way, and for none (``{}``: a response without usage), the wait for the
+        compacted request's count ends, as Hermes's compressor ends it (it stayed on)."""
         if not usage:
             self._real_prompt(0)
             return

@@ -34,6 +34,8 @@ plugins:
   enabled: [ctxledger]
 context:
   engine: ctxledger
+agent:
+  environment_probe: false
 """
 
 #: every chat request the upstream received (the parsed JSON body)

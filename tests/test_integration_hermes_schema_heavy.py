@@ -33,7 +33,8 @@ def test_the_compacted_request_is_sent_before_its_estimate_compacts_it_again(run
     result, ledger = run
     assert result["counts"] == [0] * 10 + [1, 1]  # the long ask's turn, once
     tip = ledger.tip(result["root"])
-    events = [r.event for r in ledger.store.read_all()]
+    chain = set(ledger.chains.chain(tip))  # (the no-usage agent's chain is another)
+    events = [r.event for r in ledger.store.read_all() if r.event.session_id in chain]
     [switch] = [e for e in events if isinstance(e, SessionSwitched)]
     assert switch.trigger == "preflight"
     # the provider counted the compacted request under the threshold, and the one after
@@ -42,3 +43,14 @@ def test_the_compacted_request_is_sent_before_its_estimate_compacts_it_again(run
     assert not verify_compactions(ledger, tip).drifted
     repro = whatif(ledger, tip).reproduction
     assert repro is not None and repro.compactions == [1, 1], repro.differences
+
+
+def test_compactions_go_on_when_the_provider_reports_no_usage(run):
+    """Review 1: Hermes 0.19.0 ends the wait for the compacted request's count on a
+    response without usage (``update_from_response({})``); the engine ignored the empty
+    report and kept deferring: one compaction, then requests past the window."""
+    result, _ = run
+    said = result["no_usage"]
+    assert said["counts"][-1] >= 2, said["counts"]
+    # every request Hermes sent stayed under its threshold (by the same estimate)
+    assert max(said["sizes"]) < said["threshold"], said["sizes"]

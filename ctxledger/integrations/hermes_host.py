@@ -2,8 +2,9 @@
 reports, its message dicts (the session store's mark, what a message says as the store
 gives it back), its session ids and context lengths, how it asked for a compaction (``force``); and
 the engine's helpers that need no Hermes state (a head's plan, a failure's report, a
-resume's model), and its answer to when Hermes's estimate waits for the provider's
-count (:class:`RealUsageTrust`). They load without Hermes;
+resume's model), its answer to when Hermes's estimate waits for the provider's
+count (:class:`RealUsageTrust`), and whether Hermes answers a refusal by compacting
+(:func:`compaction_answers`, which reads Hermes's config in Hermes). They load without Hermes;
 :mod:`ctxledger.integrations.hermes` is the engine."""
 
 from __future__ import annotations

@@ -88,11 +88,155 @@ def race(workdir: Path) -> dict[str, Any]:
     }
 
 
+def refusals(workdir: Path) -> dict[str, Any]:
+    """Hermes's ``api_request_error`` hook (session 38): a refusal for the request's size
+    makes the session's next ``compress`` an ``overflow``; another failure, another
+    session's refusal, or one an ask came after (Hermes answered it another way) leave
+    it Hermes's preflight. A smaller window of the same model right after a
+    context-length refusal is the provider's: learnt, not a model switch (review 1: not
+    Hermes's own cut for the long-context tier)."""
+    e = engine(workdir / "refusals.db", window=64_000)
+    e.on_session_start("O")
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    hook = e._shared.refusal
+    hook(reason="context_overflow", session_id="other")
+    hook(reason="context_overflow", session_id="O")
+    asked = e.should_compress(60_000)  # an ask: the refusal was answered another way
+    hook(reason="rate_limit", session_id="O", status_code=429)
+    view = e.compress(history, current_tokens=60_000)
+    history = [
+        *view,
+        *(m for i in range(30, 50) for m in (u(f"ask {i} " + "word " * 900), a("ok"))),
+    ]
+    hook(reason="payload_too_large", session_id="O", status_code=413)
+    e.compress(history, current_tokens=30_000)
+    hook(reason="context_overflow", session_id="O")  # the provider stated 48,000 tokens
+    e.update_model("m1", 48_000)  # (Hermes's update_model, before it compacts)
+    e.should_compress(1)
+    e.update_model("m1", 40_000)  # no refusal: a switch
+    hook(reason="long_context_tier", session_id="O", status_code=429)
+    e.update_model("m1", 32_000)  # Hermes's own cut for the tier: a switch too
+    e.should_compress(1)
+    return {"asked": asked, "left": dict(e._shared.refused), "count": e.compression_count}
+
+
+def unanswered(workdir: Path) -> dict[str, Any]:
+    """Refusals Hermes does not answer by compacting (review 1): one whose turn ended,
+    one a next request came after, a turn's fourth (Hermes gives the turn up), one
+    about the output cap are not pending; nor one the turn left early (no hook) when
+    the gateway's hygiene agent (a fresh copy on the session) compacts next."""
+    registered = engine(workdir / "unanswered.db", window=64_000)
+    shared = registered._shared
+    pending = []
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t1")
+    shared.turn_ended(session_id="S", turn_id="t1", completed=False)
+    pending.append(dict(shared.refused))
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t2")
+    shared.request_started(session_id="S", turn_id="t2", api_request_id="r2")
+    pending.append(dict(shared.refused))
+    for _ in range(4):  # (Hermes compacts for the first three)
+        shared.refusal(reason="payload_too_large", session_id="S", turn_id="t3")
+        pending.append(dict(shared.refused))
+        shared.refused.clear()
+    cap = {"message": "Range of max_tokens should be [1, 65536]"}
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t4", error=cap)
+    pending.append(dict(shared.refused))
+    shared.refusal(reason="context_overflow", session_id="S", turn_id="t5")
+    pending.append(dict(shared.refused))  # kept: the turn left early, no hook after it
+    hygiene = copy.deepcopy(registered)  # (Hermes's agent set-up for the hygiene agent)
+    hygiene.on_session_start("S")
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    hygiene.compress(history, current_tokens=60_000)
+    return {"pending": pending}
+
+
+def _hermes_cooldown(workdir: Path) -> list[bool]:
+    """Hermes's own compressor, its CLI's way (a session store): a summary failure's
+    cooldown is kept on the session's row, so a second agent bound to the session, and
+    the first after its session's end, are held by it; without a store, a fresh
+    compressor is not."""
+    from agent.context_compressor import ContextCompressor
+    from hermes_state import SessionDB
+
+    store = SessionDB(workdir / "state.db")
+    store.create_session("S", source="cli")
+
+    def compressor(bound: bool) -> Any:
+        c = ContextCompressor("fake-model", config_context_length=64_000, quiet_mode=True)
+        if bound:
+            c.bind_session_state(store, "S")
+        return c
+
+    one = compressor(True)
+    one._record_compression_failure_cooldown(86_400, "summary failed")
+    two = compressor(True)
+    one.on_session_end("S", [])  # clears its memory; the row keeps the cooldown
+    return [
+        two._automatic_compression_blocked(),
+        bool(one.get_active_compression_failure_cooldown()),
+        compressor(False)._automatic_compression_blocked(),
+    ]
+
+
+def cooldown(workdir: Path) -> dict[str, Any]:
+    """A summary that failed over to the fallback starts the ledger's cooldown on the
+    chain: the agent, a second agent (Hermes's copy of the engine) and the agent after
+    its session's end are held, as Hermes's store-bound agents are (hermes-agent 0.19.0
+    keeps the cooldown on the session's row in ``state.db``)."""
+    from helpers.failing import SecretSummarizer
+
+    os.environ["CTXLEDGER_COOLDOWN_GENERIC"] = "86400"  # (no clock in the checks)
+    try:
+        e = engine(workdir / "cooldown.db", window=64_000)
+    finally:
+        os.environ.pop("CTXLEDGER_COOLDOWN_GENERIC")
+    e.on_session_start("S")
+
+    def fail(svc: Any) -> None:
+        svc.summarizer = svc.engine.summarizer = SecretSummarizer("server")
+
+    e._shared.run(fail)
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    view = e.compress(history, current_tokens=60_000)
+    held = [e._last_summary_fallback_used, e.should_compress(60_000)]
+    held.append(copy.deepcopy(e).should_compress(60_000))
+    e.on_session_end("S", [*view, a("bye")])
+    held.append(e.should_compress(60_000))
+    return {"ours": held, "hermes": _hermes_cooldown(workdir)}
+
+
+def no_usage(workdir: Path) -> dict[str, Any]:
+    """After a compaction Hermes sets its engine waiting for the provider's count; a
+    response without usage (Hermes calls ``update_from_response({})``) or with one
+    the engine drops (NaN) ends the wait, as it ends it for Hermes's own compressor:
+    an estimate of twice the threshold is no longer deferred."""
+    from agent.context_compressor import ContextCompressor
+
+    ours = engine(workdir / "nousage.db", window=64_000)
+    ours.on_session_start("N")
+    history = [m for i in range(30) for m in (u(f"ask {i} " + "word " * 900), a(f"ok {i}"))]
+    ours.compress(history, current_tokens=60_000)
+    theirs = ContextCompressor("fake-model", config_context_length=64_000, quiet_mode=True)
+    out: dict[str, Any] = {}
+    for name, e in (("hermes", theirs), ("ours", ours)):
+        said = []
+        for usage in ({}, {"prompt_tokens": float("nan")}):
+            e.last_compression_rough_tokens = e.threshold_tokens + 10  # (Hermes, after it)
+            e.awaiting_real_usage_after_compression = True
+            e.update_from_response(usage)
+            said.append(e.should_defer_preflight_to_real_usage(2 * e.threshold_tokens))
+        out[name] = said
+    return out
+
+
 def main() -> None:
     workdir = Path(sys.argv[1])
     (workdir / "home").mkdir(exist_ok=True)
     os.environ["HERMES_HOME"] = str(workdir / "home")
-    out = {flow.__name__: flow(workdir) for flow in (two_agents, race)}
+    out = {
+        flow.__name__: flow(workdir)
+        for flow in (two_agents, race, refusals, unanswered, cooldown, no_usage)
+    }
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 
 

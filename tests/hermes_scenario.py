@@ -34,6 +34,8 @@ plugins:
   enabled: [ctxledger]
 context:
   engine: ctxledger
+agent:
+  environment_probe: false
 """
 
 #: every chat request the upstream received (the parsed JSON body)
@@ -83,6 +85,12 @@ def _reply(body: dict[str, Any]) -> dict[str, Any]:
     if compaction and "expand_compaction" in tools:
         return _call("expand_compaction", {"compaction_id": compaction, "max_chars": 200})
     return {"content": f"Done with step {n}: the alpha module is reviewed."}
+
+
+def one_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """An answer with no tool call (for ``_reply``: a turn is one model call)."""
+    n = sum(1 for m in body.get("messages") or [] if m.get("role") == "user")
+    return {"content": f"Done with step {n}: part {n} is reviewed."}
 
 
 def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:

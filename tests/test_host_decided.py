@@ -343,3 +343,45 @@ def test_an_agent_charged_again_outlives_the_cap_among_equal_strikes(tmp_path: P
     assert ContextService(ledger, config=SMALL).tracker.host_strikes(sid) == kept
     reopened = ContextService(Ledger.open(tmp_path / "l.db"), config=SMALL).tracker
     assert reopened.host_strikes(sid) == kept
+
+
+async def _refused(ledger: Ledger) -> tuple[str, int, int]:
+    """A host whose provider refused a request the host measured under its threshold (a
+    context-length error: Hermes's overflow retry) compacts anyway; a usage report of
+    the compacted request follows."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(12):
+        exchange = [{"role": "user", "content": f"turn {turn} " + "word " * 600}]
+        exchange.append({"role": "assistant", "content": f"done {turn}"})
+        sid = (await svc.append(sid, exchange)).session_id
+    status = svc.status(sid)
+    measured = status["tokens"] + 500
+    source = f"host decided after a refusal: ~{measured:,} tokens"
+    result = await svc.host_compress(sid, source, tokens=measured, agent="a", refused=True)
+    assert result.compressed, result.notices
+    sid = result.session_id
+    ledger.report_usage(sid, {"prompt_tokens": svc.status(sid)["tokens"], "completion_tokens": 5})
+    return sid, measured, status["threshold_tokens"]
+
+
+def test_a_host_s_compaction_after_a_refusal_is_overflow_and_replays(tmp_path: Path) -> None:
+    """Session 38: Hermes compacts after its provider refused the request (under its own
+    threshold); recorded as ``overflow`` (the host's decision, guards applying), and a
+    what-if replays it whatever the size (judged against the threshold it was dropped)."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip, measured, threshold = anyio.run(_refused, ledger)
+    assert measured < threshold
+    [switch] = _switches(ledger)
+    assert switch.trigger == "overflow" and not switch.plan["forced"]
+    [check] = [r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)]
+    assert check.trigger == "overflow" and check.details["decided_by"] == "host"
+    assert check.tokens == measured and check.details["agent"] == "a"
+    assert not verify_compactions(ledger, tip).drifted
+    [step] = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
+    assert step.refused and step.beyond == 500 and step.agent == "a"
+    report = whatif(ledger, tip)
+    assert report.reproduction is not None
+    assert report.reproduction.compactions == [1, 1], report.reproduction.differences
+    assert report.reproduction.matching_compactions == 1
+    assert not any("overflow" in note for note in report.notes), report.notes

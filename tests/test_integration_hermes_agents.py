@@ -12,7 +12,14 @@ from helpers.hermes_run import run_hermes_script
 
 from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
-from ctxledger.events import CompressionChecked, MessageAppended, SessionSwitched, UsageReported
+from ctxledger.events import (
+    CompressionChecked,
+    ContextLimitLearned,
+    MessageAppended,
+    ModelSwitched,
+    SessionSwitched,
+    UsageReported,
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +73,61 @@ def test_the_reply_to_a_request_sent_before_a_cli_compress_stays_on_its_session(
         assert not verify_compactions(ledger, adopted).drifted
     finally:
         ledger.close()
+
+
+def test_a_refusal_hermes_reports_makes_the_next_compaction_an_overflow(flows):
+    workdir, out = flows
+    said = out["refusals"]
+    assert said["asked"] is True and said["count"] == 2
+    assert said["left"] == {"other": "context_overflow"}  # another session's, kept for it
+    ledger = Ledger.open(workdir / "refusals.db")
+    try:
+        events = [r.event for r in ledger.store.read_all()]
+        checks = [e for e in events if isinstance(e, CompressionChecked)]
+        assert [e.trigger for e in checks] == ["preflight", "overflow"]
+        assert "refused the request (payload_too_large)" in checks[1].source
+        assert checks[1].tokens == 30_000 < checks[1].threshold_tokens
+        switches = [e for e in events if isinstance(e, SessionSwitched)]
+        assert [e.trigger for e in switches] == ["preflight", "overflow"]
+        assert not verify_compactions(ledger, switches[-1].new_session_id).drifted
+        [learnt] = [e for e in events if isinstance(e, ContextLimitLearned)]
+        assert learnt.context_length == 48_000 and "(context_overflow)" in learnt.evidence
+        switched = [e.context_length for e in events if isinstance(e, ModelSwitched)]
+        assert switched == [40_000, 32_000]
+    finally:
+        ledger.close()
+
+
+def test_a_refusal_hermes_does_not_answer_by_compacting_leaves_no_overflow(flows):
+    """Review 1: a refusal stayed pending until an ask; the gateway's hygiene agent (and
+    the TUI's and ACP's ``/compress``) never ask, and were recorded ``overflow``."""
+    workdir, out = flows
+    o, p = {"S": "context_overflow"}, {"S": "payload_too_large"}
+    assert out["unanswered"]["pending"] == [{}, {}, p, p, p, {}, {}, o]
+    ledger = Ledger.open(workdir / "unanswered.db")
+    try:
+        checks = [
+            r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)
+        ]
+        assert [e.trigger for e in checks] == ["preflight"]
+    finally:
+        ledger.close()
+
+
+def test_a_summary_failure_s_cooldown_holds_every_agent_of_the_conversation(flows):
+    """Session 38: Hermes 0.19.0 keeps the cooldown on the session's row in its store
+    (its CLI and gateway), not only in the agent: a second agent and the agent after its
+    session's end are held, as by the ledger's cooldown on the chain. Only without a
+    store is it the agent's alone (not reproduced: see docs/notes/s38-hermes3.md)."""
+    _, out = flows
+    said = out["cooldown"]
+    assert said["hermes"] == [True, True, False]
+    fallback, *asks = said["ours"]
+    assert fallback is True and asks == [False, False, False]
+
+
+def test_a_response_without_usage_ends_the_wait_for_the_provider_s_count(flows):
+    """Session 38, review 1: the deferral stayed on after a response with no usage (or
+    one the engine drops), so Hermes never compacted again; its own compressor ends it."""
+    _, out = flows
+    assert out["no_usage"] == {"hermes": [False, False], "ours": [False, False]}

@@ -94,6 +94,9 @@ class CompressStep(_Step, frozen=True, kw_only=True):
     #: the host agent that decided (``host_compress(agent=)``): its strikes are its own
     #: (:class:`~ctxledger.runtime.engine.HostAgents`)
     agent: str | None = None
+    #: the host compacted because its provider refused the request (trigger
+    #: ``overflow``, ``host_compress(refused=True)``): replayed whatever the size
+    refused: bool = False
 
 
 class ModelStep(_Step, frozen=True, kw_only=True):
@@ -255,6 +258,7 @@ def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
         focus=focus if isinstance(focus, str) else None,
         beyond=beyond,
         agent=host_agent(e),
+        refused=e.trigger == "overflow",
         at=e.at,
     )
 
@@ -273,6 +277,8 @@ class _Reader:
         self.ids: dict[str, None] = {}  # (ordered as read)
         self.start_config: JSON | None = None
         self.compaction_config: JSON | None = None
+        #: sessions a host's overflow check was read on (its compaction is replayed as a step)
+        self.host_overflow: set[str] = set()
 
     def flush(self) -> None:
         if self.batch:
@@ -313,6 +319,8 @@ class _Reader:
             self._switched(e)
         elif isinstance(e, CompressionChecked | CompressionSkipped) and _host_decided(e):
             self.steps.append(_host_step(e))
+            if e.trigger == "overflow":
+                self.host_overflow.add(e.session_id)
         elif isinstance(e, CompressionSkipped) and e.trigger == "manual":
             plan = e.details.get("plan") if isinstance(e.details.get("plan"), dict) else {}
             self.steps.append(CompressStep(focus=(plan or {}).get("focus"), at=at))
@@ -346,7 +354,7 @@ class _Reader:
             self.notes.append(f"the revert of {e.compaction_id} was not replayed")
         elif e.trigger == "manual":
             self.steps.append(CompressStep(focus=self.focus.get(e.compaction_id), at=e.at))
-        elif e.trigger == "overflow":
+        elif e.trigger == "overflow" and e.session_id not in self.host_overflow:
             self.notes.append(
                 f"overflow compaction {e.compaction_id} was not replayed (it answered a provider error)"
             )

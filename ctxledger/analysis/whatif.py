@@ -165,7 +165,12 @@ class _Driver:
         elif isinstance(step, CompressStep) and step.beyond is not None:
             source = f"the host's decision, replayed: estimate + {step.beyond:,} tokens it counted"
             result = await svc.host_compress(
-                self.sid, source, beyond=step.beyond, focus=step.focus, agent=step.agent
+                self.sid,
+                source,
+                beyond=step.beyond,
+                focus=step.focus,
+                agent=step.agent,
+                refused=step.refused,
             )
             self.sid = result.session_id
         elif isinstance(step, CompressStep):

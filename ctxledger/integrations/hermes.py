@@ -41,8 +41,10 @@ lands after the messages it counted; the latest one goes through the service, so
 compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Otherwise
 ``compress(force=True)`` (its ``/compress``) is a ``manual`` compaction, and
 ``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
-passed (:class:`~ctxledger.integrations.hermes_host.Asked`); every one was ``manual``
-before session 37. ``recall`` and ``expand_compaction`` are the engine's tools.
+passed (:class:`~ctxledger.integrations.hermes_host.Asked`), or ``overflow`` when its
+``api_request_error`` hook said the provider refused the request for its size (session
+38); every one was ``manual`` before session 37. ``recall`` and ``expand_compaction``
+are the engine's tools.
 """
 
 from __future__ import annotations
@@ -77,10 +79,11 @@ from ctxledger.tokens import rough_message_tokens
 logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 T = TypeVar("T")
+OVERFLOW = "context_overflow"  # the refusal after which a smaller window was stated
 _TOOLS = {t["function"]["name"]: t["function"] for t in (RECALL_TOOL, EXPAND_TOOL)}
 
 
-class CtxLedgerEngine(ContextEngine):
+class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     """Hermes's ``ContextEngine`` backed by :class:`~ctxledger.ContextService`."""
 
     def __init__(
@@ -147,6 +150,7 @@ class CtxLedgerEngine(ContextEngine):
         """
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
         self._last_compression_made_progress = False
+        self._forget_real_usage()
         window = host.window(context_length)
         if window is None:
             logger.warning(
@@ -158,6 +162,8 @@ class CtxLedgerEngine(ContextEngine):
             self._model = model or self._model
             self.context_length = self.threshold_tokens = 0
             return
+        shrunk = model == self._model and window < self.context_length  # (a stated window?)
+        learnt = shrunk and self._shared.refused.get(self._hermes_session or "") == OVERFLOW
         changed = bool(self._root) and (model, window) != (self._model, self.context_length)
         self._model = model or self._model
         self.context_length = window
@@ -168,14 +174,19 @@ class CtxLedgerEngine(ContextEngine):
         self.protect_last_n = config.protect_last_n
         root = self._root
         if changed and root is not None:
-            self._run_safely(lambda svc: self._switch(svc, root))
+            self._run_safely(lambda svc: self._switch(svc, root, learnt))
 
-    async def _switch(self, svc: ContextService, root: str) -> None:
+    async def _switch(self, svc: ContextService, root: str, learnt: bool) -> None:
         """The old model's queued reports go to the chain first (accounting only): written
-        after the switch they counted the old model's prompt against the new window."""
+        after the switch they counted the old model's prompt against the new window. A
+        smaller window of the same model right after a context-length refusal (`learnt`)
+        is the one the provider stated: learnt (``ContextLimitLearned``); Hermes's own
+        cut for the long-context tier ("not a model capability") is a switch."""
         tip = svc.tip(root)
         self._write_queued(svc, tip, keep_latest=False)
-        await svc.switch_model(tip, self._model, self.context_length)
+        said = f"hermes: its provider refused a request ({OVERFLOW}) and stated this window"
+        if not learnt or not svc.ledger.learn_context_limit(tip, self.context_length, said):
+            await svc.switch_model(tip, self._model, self.context_length)
 
     def _write_queued(self, svc: ContextService, sid: str, *, keep_latest: bool) -> JSON | None:
         """Write the queued usage reports to `sid` (accounting only), all of them or all
@@ -188,8 +199,11 @@ class CtxLedgerEngine(ContextEngine):
 
     def update_from_response(self, usage: dict[str, Any]) -> None:
         """Keep the report for the next ``compress``. One whose figures are not numbers
-        (NaN, infinity, text) is dropped with a warning: it raised into the host's loop."""
+        (NaN, infinity, text) is dropped with a warning: it raised into the host's loop.
+        Either way, and for none (``{}``: a response without usage), the wait for the
+        compacted request's count ends, as Hermes's compressor ends it (it stayed on)."""
         if not usage:
+            self._real_prompt(0)
             return
         try:
             report = chat_usage(usage)
@@ -197,8 +211,10 @@ class CtxLedgerEngine(ContextEngine):
             total = host.tokens(usage, "total_tokens")
         except (AttributeError, InvalidInput) as exc:
             logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
+            self._real_prompt(0)
             return
         self.last_prompt_tokens, self.last_completion_tokens = last
+        self._real_prompt(last[0])
         self.last_total_tokens = total
         self._pending.append(report)
 
@@ -207,6 +223,7 @@ class CtxLedgerEngine(ContextEngine):
         whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
         every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
         over = prompt_tokens is not None and 0 < self.threshold_tokens <= prompt_tokens
+        self._shared.refused.pop(self._hermes_session or "", None)  # asked: none pending
         root = self._root
         if root is None or (self._seen is None and not over):
             return over
@@ -246,7 +263,8 @@ class CtxLedgerEngine(ContextEngine):
         self._last_summary_dropped_count = 0
         try:
             ids = self._lineage(None)
-            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent)
+            refused = self._shared.refused.pop(self._hermes_session or "", None)
+            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent, refused)
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
@@ -396,22 +414,7 @@ class CtxLedgerEngine(ContextEngine):
         own = self._hermes_session
         if own is None or not self._resumable:
             return ()
-        get_session = getattr(self._session_db, "get_session", None)
-        try:
-            ancestors = (
-                host.compression_ancestors(get_session, own) if callable(get_session) else []
-            )
-        except Exception as exc:  # the host's store, its own errors: resume by own id only
-            if not self._shared.store_failed:  # a silent second root otherwise: told once
-                logger.warning(
-                    "ctxledger: Hermes's session store could not tell what %s continues "
-                    "(%s): a conversation it rotated may start a new ledger chain",
-                    own,
-                    exc,
-                )
-            self._shared.store_failed = True
-            ancestors = []
-        return (own, *ancestors)
+        return (own, *self._shared.ancestors(self._session_db, own))
 
     def _rebind(self, host_id: str | None) -> None:
         """After a reset with no start (the CLI's ``/new``, ``/resume <id>``, ``/branch``
@@ -456,20 +459,10 @@ class CtxLedgerEngine(ContextEngine):
                 known = messages[: len(view)] + view[len(messages) :]
                 self._root, self._known = lineage.session_id, copy.deepcopy(known)
                 self._seen = None
-                await self._follow_model(svc, tip)
+                self.compression_count = await host.follow_model(
+                    svc, tip, self._model, self.context_length
+                )
                 return
-
-    async def _follow_model(self, svc: ContextService, tip: str) -> None:
-        """A resumed chain written under another model or window switches to the agent's
-        (the service takes its thresholds from the session's window); the compaction
-        count is the chain's."""
-        session = svc.ledger.transcript.session(tip)
-        if self.context_length and (session.model, session.context_length) != (
-            self._model,
-            self.context_length,
-        ):
-            tip = (await svc.switch_model(tip, self._model, self.context_length)).session_id
-        self.compression_count = host.compactions(svc.ledger.chains, tip)
 
     def _flush(
         self, messages: list[JSON], *, final: bool = False, host_id: str | None = None
@@ -516,6 +509,7 @@ class CtxLedgerEngine(ContextEngine):
             self._hermes_session = session_id or self._hermes_session
             return
         self._hermes_session, self._resumable = session_id, True
+        self._shared.refused.pop(session_id, None)  # a new agent was refused nothing
         self._root, self._known, self._pending, self._handed = None, [], [], []
         self._seen = None
 
@@ -533,6 +527,7 @@ class CtxLedgerEngine(ContextEngine):
         list already, and taking it for a new conversation started a second root with
         the whole uncompacted history at every compaction."""
         self._agent = host.agent_token()  # Hermes clears its strike count here, every time
+        self._forget_real_usage()  # (and its counts: before it notes a compaction's estimate)
         if not isinstance(messages, list) or not messages:
             return
         messages, handed = host.unmarked(messages), self._handed
@@ -549,6 +544,7 @@ class CtxLedgerEngine(ContextEngine):
         self._root, self._known, self._pending, self._handed = None, [], [], []
         self._seen, self._agent = None, host.agent_token()  # (Hermes clears its count)
         self._resumable = False
+        self._forget_real_usage()
 
     # --- tools and status -----------------------------------------------------------------------
 
@@ -587,8 +583,18 @@ class CtxLedgerEngine(ContextEngine):
 
 
 def register(ctx: Any) -> None:
-    """Hermes's plugin hook: register the engine (used when ``context.engine: ctxledger``)."""
-    ctx.register_context_engine(CtxLedgerEngine())
+    """Hermes's plugin hook: register the engine (used when ``context.engine: ctxledger``),
+    its ``api_request_error`` hook, which tells the engine that the provider refused a
+    request for its size (:meth:`Shared.refusal`, ``host.Asked.refused``), and the two
+    that end such a refusal unanswered (a request's start, a turn's end)."""
+    engine = CtxLedgerEngine()
+    ctx.register_context_engine(engine)
+    register_hook = getattr(ctx, "register_hook", None)  # (a directory engine's drops it)
+    if callable(register_hook):
+        shared = engine._shared
+        register_hook("api_request_error", shared.refusal)
+        register_hook("pre_api_request", shared.request_started)
+        register_hook("on_session_end", shared.turn_ended)
 
 
 __all__ = ["DB_NAME", "CtxLedgerEngine", "chat_usage", "default_db_path", "register"]

@@ -1,8 +1,11 @@
 """What Hermes Agent hands its context engine, read as the ledger takes it: its usage
 reports, its message dicts (the session store's mark, what a message says as the store
 gives it back), its session ids and context lengths, how it asked for a compaction (``force``); and
-the engine's helpers that need no Hermes state (a head's plan, a failure's report).
-They load without Hermes; :mod:`ctxledger.integrations.hermes` is the engine."""
+the engine's helpers that need no Hermes state (a head's plan, a failure's report, a
+resume's model), its answer to when Hermes's estimate waits for the provider's
+count (:class:`RealUsageTrust`), and whether Hermes answers a refusal by compacting
+(:func:`compaction_answers`, which reads Hermes's config in Hermes). They load without Hermes;
+:mod:`ctxledger.integrations.hermes` is the engine."""
 
 from __future__ import annotations
 
@@ -169,20 +172,113 @@ class Asked(NamedTuple):
     asked: ``manual``, forced, past the cooldown); ``force=False`` is Hermes's own
     decision (its preflight, overflow retries, gateway hygiene), recorded as such with
     the size it measured (``ContextService.host_compress``). Both were recorded as
-    ``manual`` before session 37, which a what-if replayed as asked for by the user."""
+    ``manual`` before session 37, which a what-if replayed as asked for by the user.
+
+    ``refused``: why the provider refused the request Hermes now compacts for (its
+    ``api_request_error`` hook said so: a context-length error, 413, the long-context
+    tier; :meth:`~ctxledger.integrations.hermes_shared.Shared.refusal`): Hermes's
+    recovery, recorded as ``overflow`` (session 38; ``preflight`` before, which a
+    what-if judged against the threshold and dropped)."""
 
     focus: str | None
     force: bool
     tokens: Any  # as Hermes passed it (:func:`measured`)
     agent: str | None = None  # the engine copy asking (:func:`agent_token`)
+    refused: str | None = None
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
             return await svc.compress(sid, focus=focus)
         tokens = measured(self.tokens)
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
-        source = f"hermes decided (compress, force=False): {said}"
-        return await svc.host_compress(sid, source, tokens=tokens, focus=focus, agent=self.agent)
+        why = f", after its provider refused the request ({self.refused})" if self.refused else ""
+        source = f"hermes decided (compress, force=False{why}): {said}"
+        return await svc.host_compress(
+            sid, source, tokens=tokens, focus=focus, agent=self.agent, refused=bool(self.refused)
+        )
+
+
+class RealUsageTrust:
+    """When Hermes's rough estimate of a request (its system prompt, messages and tools
+    schema at ~4 characters a token) is not to be trusted over the provider's count:
+    the engine's ``should_defer_preflight_to_real_usage``, which Hermes asks before its
+    turn preflight and its check before each model call (hermes-agent 0.19.0, #36718).
+    Without it, a chain whose schema-heavy estimate stays at the threshold after a
+    compaction, while the provider's count fits, was compacted again at every check.
+
+    Hermes sets ``awaiting_real_usage_after_compression`` and
+    ``last_compression_rough_tokens`` (its estimate of the compacted request) on its
+    engine after each compaction it made; the engine keeps the provider's counts
+    (:meth:`_real_prompt`). An estimate at the threshold is deferred until the
+    compacted request has been counted, and after that while it has grown by no more
+    than max(4,096, 5 % of the threshold) since the last estimate whose request
+    the provider counted under the threshold (which then moves up to it)."""
+
+    threshold_tokens: int = 0
+    awaiting_real_usage_after_compression: bool = False
+    last_compression_rough_tokens: int = 0
+    last_real_prompt_tokens: int = 0
+    last_rough_tokens_when_real_prompt_fit: int = 0
+
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
+        threshold = self.threshold_tokens
+        if threshold <= 0 or not isinstance(rough_tokens, int) or rough_tokens < threshold:
+            return False
+        if self.awaiting_real_usage_after_compression:
+            return True  # the compacted request has no count yet
+        if not 0 < self.last_real_prompt_tokens < threshold:
+            return False  # no count, or the last one did not fit
+        fitted = self.last_rough_tokens_when_real_prompt_fit or self.last_compression_rough_tokens
+        if fitted <= 0 or rough_tokens - fitted > max(4_096, threshold // 20):
+            return False
+        self.last_rough_tokens_when_real_prompt_fit = max(fitted, rough_tokens)
+        return True
+
+    def _real_prompt(self, prompt: int) -> None:
+        """The provider counted a request (``update_from_response``): under the
+        threshold right after a compaction, Hermes's estimate of the compacted request
+        is the one known to fit; at or over it, none is."""
+        compacted = self.last_compression_rough_tokens
+        if prompt > 0:
+            self.last_real_prompt_tokens = prompt
+            if prompt >= self.threshold_tokens:
+                self.last_rough_tokens_when_real_prompt_fit = 0
+            elif self.awaiting_real_usage_after_compression and compacted > 0:
+                self.last_rough_tokens_when_real_prompt_fit = compacted
+        self.awaiting_real_usage_after_compression = False
+
+    def _forget_real_usage(self) -> None:
+        """Another model (its counts judged another window), a session's end, a reset."""
+        self.awaiting_real_usage_after_compression = False
+        self.last_compression_rough_tokens = self.last_real_prompt_tokens = 0
+        self.last_rough_tokens_when_real_prompt_fit = 0
+
+
+def compaction_answers(reason: str, error: Any) -> bool:
+    """Whether Hermes 0.19.0 answers a refusal for the request's size (its classified
+    `reason`; `error`: the hook's ``{"message": ...}``) by compacting: not with its
+    compression off (``compression.enabled: false`` in its config: it tells the user to
+    run ``/compress``), nor a context-length error about the output cap (it lowers
+    ``max_tokens`` or gives the turn up). Outside Hermes: yes."""
+    try:
+        from agent.model_metadata import (
+            is_output_cap_error,
+            parse_available_output_tokens_from_error,
+        )
+        from hermes_cli.config import load_config_readonly
+    except ImportError:
+        return True
+    try:
+        section = load_config_readonly().get("compression")
+    except Exception:  # Hermes's agent takes its defaults then: compression on
+        section = None
+    enabled = section.get("enabled", True) if isinstance(section, dict) else True
+    if str(enabled).lower() not in {"true", "1", "yes"}:  # (as Hermes reads it)
+        return False
+    said = str(error.get("message") or "").lower() if isinstance(error, dict) else ""
+    return reason != "context_overflow" or not (
+        is_output_cap_error(said) or parse_available_output_tokens_from_error(said) is not None
+    )
 
 
 def agent_token() -> str:
@@ -220,6 +316,16 @@ def head_compacts(
         force=True,
     )
     return decision.action == "compress"
+
+
+async def follow_model(svc: ContextService, tip: str, model: str, context_length: int) -> int:
+    """A resumed chain written under another model or window switches to the agent's
+    (the service takes its thresholds from the session's window); returns the chain's
+    compaction count (Hermes's ``compression_count``)."""
+    session = svc.ledger.transcript.session(tip)
+    if context_length and (session.model, session.context_length) != (model, context_length):
+        tip = (await svc.switch_model(tip, model, context_length)).session_id
+    return compactions(svc.ledger.chains, tip)
 
 
 def failure_report(result: TurnResult) -> dict[str, Any]:

@@ -4,6 +4,7 @@ Loads without Hermes."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -14,8 +15,16 @@ from ctxledger import CompressionConfig, ContextService
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target
+from ctxledger.integrations.hermes_host import compaction_answers, compression_ancestors
+
+logger = logging.getLogger("ctxledger.integrations.hermes")  # (the engine's, as before)
 
 DB_NAME = "ctxledger.ledger.db"
+#: the failure reasons (Hermes's ``FailoverReason``) its recovery answers by compacting
+OVERFLOW_REASONS = frozenset({"context_overflow", "payload_too_large", "long_context_tier"})
+#: how many of them in one turn it answers so (its ``max_compression_attempts``): at the
+#: next it gives the turn up
+HERMES_ATTEMPTS = 3
 
 
 def default_db_path(hermes_home: str | None = None) -> str | Path:
@@ -39,6 +48,65 @@ class Shared:
         self._loop: LoopThread | None = None
         self._config: CompressionConfig | None = None
         self.store_failed = False  # Hermes's store could not be read (warned once)
+        #: Hermes session id -> why its provider refused its last request (:meth:`refusal`)
+        self.refused: dict[str, str] = {}
+        #: Hermes session id -> (its turn, how many size refusals that turn had)
+        self._turns: dict[str, tuple[str, int]] = {}
+
+    def refusal(self, **hook: Any) -> None:
+        """Hermes's ``api_request_error`` plugin hook (hermes-agent 0.19.0 calls it for
+        every failed model call, before its recovery): a refusal for the request's size
+        (``reason`` ``context_overflow``, ``payload_too_large``, ``long_context_tier``) is
+        kept for the session's next ``compress``, which Hermes's recovery calls without
+        asking ``should_compress`` first. Not one Hermes will not answer by compacting:
+        past its attempts of the turn, with its compression off, about the output cap
+        (:func:`~ctxledger.integrations.hermes_host.compaction_answers`). Until then it
+        is dropped by any ask (Hermes answered it another way), the next request's
+        start and the turn's end (:meth:`request_started`, :meth:`turn_ended`), a new
+        agent on the session (the gateway's hygiene agent): a later compaction (the
+        TUI's, ACP's ``/compress``) is no answer to it (review 1)."""
+        session, reason = str(hook.get("session_id") or ""), hook.get("reason")
+        if reason not in OVERFLOW_REASONS:
+            return
+        turn = str(hook.get("turn_id") or "")
+        last, count = self._turns.get(session, ("", 0))
+        count = count + 1 if turn and turn == last else 1
+        self._turns[session] = (turn, count)
+        if count <= HERMES_ATTEMPTS and compaction_answers(str(reason), hook.get("error")):
+            self.refused[session] = str(reason)
+        else:
+            self.refused.pop(session, None)
+
+    def request_started(self, **hook: Any) -> None:
+        """Hermes's ``pre_api_request`` plugin hook: a refusal before this request was
+        answered, or will not be."""
+        self.refused.pop(str(hook.get("session_id") or ""), None)
+
+    def turn_ended(self, **hook: Any) -> None:
+        """Hermes's ``on_session_end`` plugin hook (the end of every completed turn)."""
+        self.refused.pop(str(hook.get("session_id") or ""), None)
+        self._turns.pop(str(hook.get("session_id") or ""), None)
+
+    def ancestors(self, session_db: Any, session_id: str) -> list[str]:
+        """The Hermes ids `session_id` continues, read from Hermes's session store in
+        the host's thread (:func:`~ctxledger.integrations.hermes_host.compression_ancestors`);
+        none when the store has no ``get_session`` or fails (its own errors: the resume
+        goes by the session's own id, and a failure is told once)."""
+        get_session = getattr(session_db, "get_session", None)
+        if not callable(get_session):
+            return []
+        try:
+            return compression_ancestors(get_session, session_id)
+        except Exception as exc:
+            if not self.store_failed:  # a silent second root otherwise: told once
+                logger.warning(
+                    "ctxledger: Hermes's session store could not tell what %s continues "
+                    "(%s): a conversation it rotated may start a new ledger chain",
+                    session_id,
+                    exc,
+                )
+            self.store_failed = True
+            return []
 
     def run(self, make: Callable[[ContextService], Any]) -> Any:
         with self._lock:

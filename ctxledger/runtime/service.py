@@ -258,12 +258,17 @@ class ContextService(ServiceCore):
         beyond: int | None = None,
         focus: str | None = None,
         agent: str | None = None,
+        refused: bool = False,
     ) -> TurnResult:
         """A compaction a host decided on its own, before a model call (Hermes's context
         engine asked with ``compress(force=False)``: its preflight, its overflow retries,
         its gateway's hygiene): recorded as what it is, trigger ``preflight``, the plan
         not forced and the guards (cooldown, anti-thrash) applying, as for every
         automatic compaction; ``compress`` is the one the user asked for.
+
+        `refused`: the host compacts because its provider refused the request (a
+        context-length error: Hermes's overflow retries), trigger ``overflow``; the
+        size is not judged, in a what-if either (the provider decided, not the threshold).
 
         `tokens`: the request size the host measured (default: this ledger's estimate);
         it decided, so the size is not judged again. The ledger's own estimate of the
@@ -285,24 +290,18 @@ class ContextService(ServiceCore):
         hygiene), which the host never ran, strike the shared slot and can hold the
         replayed ask; name the agent for an exact what-if."""
         focus = focus_topic(focus)
-        if agent is not None and (not isinstance(agent, str) or not agent):
-            raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
-        if tokens is not None:
-            tokens = check_token_count(tokens, "tokens")
-        if beyond is not None and not is_int(beyond):
-            raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
+        tokens = _host_size(agent, tokens, beyond)
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens
         host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
-        if agent is not None:
-            host["agent"] = agent
+        host |= {} if agent is None else {"agent": agent}
         return await self._auto_compress(
             sid,
-            "preflight",
+            "overflow" if refused else "preflight",
             estimate if measured is None else measured,
             source,
-            size_decided=beyond is None,
+            size_decided=beyond is None or refused,
             focus=focus,
             host=host,
         )
@@ -573,6 +572,18 @@ class ContextService(ServiceCore):
     ) -> None:
         self._overflow.pop(root, None)
         self._skip_overflow(sid, f"overflow recovery gave up: {exc}", facts)
+
+
+def _host_size(agent: str | None, tokens: int | None, beyond: int | None) -> int | None:
+    """:meth:`ContextService.host_compress`'s arguments checked; the size the host
+    measured (`tokens`) as the ledger takes it."""
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
+    if tokens is not None:
+        tokens = check_token_count(tokens, "tokens")
+    if beyond is not None and not is_int(beyond):
+        raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
+    return tokens
 
 
 __all__ = ["ContextEngine", "ContextService", "Recovery", "TurnResult"]

@@ -44,6 +44,8 @@ from ctxledger.compressor.factletters import (
     word_after,
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
+from ctxledger.compressor.factnouns import folder_noun_before
+from ctxledger.compressor.factseparators import reads_back
 
 __all__ = [
     "DOTFILE",
@@ -168,14 +170,24 @@ def plausible_path(raw: str) -> str | None:
     if "\\" in value and not _uniform(value):
         return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
     if windows or value.startswith((".\\", "..\\", "~\\")):
-        value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
-        posix = value.replace("\\", "/")
-        return value if _plausible(posix[2:] if windows else posix) is not None else None
+        single = _single(value) if "\\\\" in value else value
+        if single is None:
+            return None
+        posix = single.replace("\\", "/")
+        return single if _plausible(posix[2:] if windows else posix) is not None else None
     if value.startswith("\\\\"):
         return _unc(value)
     if "\\" in value:
         return _relative_windows(value)
     return _plausible(value)
+
+
+def _single(raw: str) -> str | None:
+    """`raw` JSON-escaped (its backslashes doubled) as the path it names, each doubled
+    backslash one; None when it mixes in a ``/``, a path the matcher cannot read there
+    (session 38: ``D:\\\\a/b.txt``, :func:`.factseparators.reads_back`)."""
+    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw)
+    return value if reads_back(raw, value) else None
 
 
 def _uniform(value: str) -> bool:
@@ -235,7 +247,9 @@ def _relative_windows(raw: str) -> str | None:
     name with a known extension, or three names or more of two characters each
     (``src\\app\\models``).
     """
-    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
+    value = _single(raw) if "\\\\" in raw else raw
+    if value is None:
+        return None
     names = value.replace("/", "\\").split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
@@ -436,6 +450,12 @@ def name_start(text: str, start: int) -> int:
     return start
 
 
+def _relative_after(text: str, start: int, end: int) -> bool:
+    """Whether a slash path at `start` after caseless prose is a relative path's tail:
+    not at a system root (session 36), or after a folder's noun (session 38)."""
+    return not system_root(text[start:end]) or folder_noun_before(text, start)
+
+
 def cut_path(text: str, start: int, end: int) -> bool:
     """:func:`cut_name` for a slash path or name the extraction finds in a text that is not
     ASCII (review 1 of session 35), which is also none when the matcher, reading the text
@@ -457,7 +477,8 @@ def cut_path(text: str, start: int, end: int) -> bool:
         return True
     if after_folder and folded_colon_before(text, start):
         return True  # (session 37: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh`` to the matcher)
-    if after_folder and caseless_before(text, start) and not system_root(text[start:end]):
+    # (session 38: after a folder's noun, ``项目/data/x.csv``, a relative path's ``/``)
+    if after_folder and caseless_before(text, start) and _relative_after(text, start, end):
         return True
     if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
         return True

@@ -42,6 +42,7 @@ from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
+from ctxledger.compressor.factseparators import escape_letter_before_colon, folded_separator_before
 from ctxledger.compressor.facturls import mask, urls
 
 __all__ = [
@@ -422,7 +423,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = grow.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
-        if cut_name(text, start, end, every_letter=True):
+        if cut_name(text, start, end, every_letter=True) or folded_separator_before(text, start):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
             yield start, end
@@ -557,7 +558,8 @@ def path_text(text: str) -> str:
     addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
-    text = text if blanked is None else backslash_after_dots(text, blanked)
+    if blanked is not None:  # (session 38: ``\\nx：/tmp`` is no drive to the matcher)
+        text = backslash_after_dots(text, escape_letter_before_colon(text, blanked))
     text = mask(text, context_spans(text))
     text = mask(text, branch_spans(text))
     if "'" not in text and '"' not in text:

@@ -17,9 +17,11 @@ from collections.abc import Iterator, Sequence
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.foldedpaths import (
+    after_folder_noun,
     caseless_before,
     caseless_file_after,
     drive_before,
+    folds_to_separator,
     longer_when_folded,
     system_root,
     tail_of_folder,
@@ -29,6 +31,7 @@ from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
     escape_after_dot,  # review 1 of session 37
+    escape_letter_kept,  # session 38
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
     matcher_reads,  # session 35, review 1
@@ -412,6 +415,8 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
         if text[start] == "/" and caseless_before(text, start) and not system_root(text[start:end]):
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
+        if text[start] == "/" and caseless_before(text, start) and after_folder_noun(text, start):
+            continue  # session 38: ``项目/data/x.csv`` is the project's ``data/x.csv``
         if text[start] == "/" and start and (text[start - 1] == "\\" or drive_before(text, start)):
             continue  # session 37: ``\\/usr`` is ``//usr``, ``x：/tmp`` a drive's, to the matcher
         if _dots_before_backslash(text, start, end):
@@ -437,11 +442,7 @@ def span_ends(text: str) -> dict[int, int]:
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
         if not inside and plausible_path(text[match.start() : match.end()]) is not None:
             windows.append(match.span())
-    # (session 33's review: a UNC path cut at a letter it cannot grow over is none)
-    for match in _UNC_PATH.finditer(read):  # session 31, judged as relative ones
-        value = text[match.start() : match.end()]
-        if plausible_path(value) is not None and not _cut(text, match.end()):
-            windows.append(match.span())
+    windows.extend(_unc_spans(text, read))
     for start, end in _device_unc_paths(read):  # session 32
         if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
@@ -455,6 +456,18 @@ def span_ends(text: str) -> dict[int, int]:
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
     return spans
+
+
+def _unc_spans(text: str, read: str) -> Iterator[tuple[int, int]]:
+    """Session 31: the UNC paths of `text`, judged as relative ones; session 33's review:
+    none cut at a letter it cannot grow over; session 38: none after a character the
+    matcher reads as ``:`` or ``/`` (``：\\\\srv`` is a URL's ``://srv`` to it)."""
+    for match in _UNC_PATH.finditer(read):
+        value = text[match.start() : match.end()]
+        if folds_to_separator(text, match.start()):
+            continue
+        if plausible_path(value) is not None and not _cut(text, match.end()):
+            yield match.span()
 
 
 def _placeholder(value: str) -> bool:
@@ -542,7 +555,8 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 
 
 def path_text(text: str) -> str:
-    text = escape_after_dot(text, unescape_lines(text))  # session 31: ``"docs\\nsetup.py\\n"``
+    blanked = escape_letter_kept(text, unescape_lines(text))  # session 38: ``\\nx：/tmp``
+    text = escape_after_dot(text, blanked)  # session 31: ``"docs\\nsetup.py\\n"``
     text = mask(text, _grep_context(text))
     text = mask(text, _tree_branches(text))  # session 34
     text = mask(text, range_addresses(text))  # session 33

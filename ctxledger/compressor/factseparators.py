@@ -1,0 +1,88 @@
+"""Separators the matcher reads otherwise than a Windows path finder (session 38).
+
+The first two shapes gave a path fact the matcher (:mod:`.factmatch`) never finds in its
+own text, so the audit called it lost wherever it stood; the third dropped a path the
+matcher finds:
+
+- a JSON string's path that mixes its separators (``"D:\\\\a/b.txt"`` holds the path
+  ``D:\\a/b.txt``): the judgement reads each doubled backslash as one, the matcher
+  reads the path written with every separator single or every one doubled
+  (``D:/a/b.txt``, ``D://a//b.txt``), never some of each (:func:`reads_back`);
+- a UNC path right after a character that folds to a ``:`` or a ``/`` (``：\\\\srv``,
+  ``／\\\\srv``): the matcher, reading the text folded, sees a URL's ``://`` or a
+  longer path's ``///`` there (:func:`folded_separator_before`; an ASCII ``:`` or ``/``
+  there already starts no UNC path);
+- a one-letter word after an escaped newline before a fullwidth colon
+  (``"a\\nx：/tmp/hosts"``): the extraction blanked the escape and read a drive there
+  (``x：/tmp`` is ``x:/tmp`` to the matcher, ``factletters.folded_colon_before``), but
+  the matcher reads the text as written first, ``nx:/tmp/hosts``, no drive, and finds
+  ``/tmp/hosts``: the escape's letter is put back before such a word
+  (:func:`escape_letter_before_colon`), so the extraction reads no drive either (left by
+  session 37, review 2, F4).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["escape_letter_before_colon", "folded_separator_before", "reads_back"]
+
+#: the leading ``./`` pieces the normalized fact drops (``factmatch.normalize_fact``)
+_DOT_SLASHES = re.compile(r"\A(?:\./)+")
+#: the characters that fold (NFKC, case) to a ``:`` (every one, by a scan of Unicode)
+_COLONS = "\ufe13\ufe55\uff1a"
+#: an escape's letter, then one ASCII letter, such a colon and a ``/``
+_LETTER_COLON = re.compile(r"\\[nrt](?=[A-Za-z][" + _COLONS + "]/)")
+
+
+def reads_back(raw: str, value: str) -> bool:
+    """Whether the matcher finds Windows path `value` where a JSON string wrote it as
+    `raw` (`value` is `raw` with each doubled backslash one, :func:`.factpathrules.plausible_path`):
+    `raw` read with ``/`` for ``\\`` ends with the normalized value, or with it written
+    with every separator doubled (``D:\\\\a\\\\b.txt``, ``.\\\\a/b.txt`` whose
+    ``./`` the normalized fact drops); not ``D:\\\\a/b.txt``."""
+    if "/" not in value:
+        return True  # (every separator a doubled backslash: read doubled)
+    written = raw.replace("\\", "/")
+    needle = _DOT_SLASHES.sub("", value.replace("\\", "/"), count=1)
+    return written.endswith(needle) or written.endswith(needle.replace("/", "//"))
+
+
+def folded_separator_before(text: str, start: int) -> bool:
+    """Whether the character before `start` is not ASCII and folds (NFKC, case) to end
+    with a ``:`` or a ``/`` (``：``, ``﹕``, ``／``, ``＼``): a UNC path starting at
+    `start` is a URL's or a longer path's tail to the matcher."""
+    if start < 1 or text[start - 1].isascii():
+        return False
+    folded = unicodedata.normalize("NFKC", text[start - 1]).casefold()
+    return folded.endswith((":", "/", "\\"))
+
+
+def escape_letter_before_colon(text: str, blanked: str) -> str:
+    """`blanked` (`text` with its escapes blanked, ``factescapes.unescaped``) with the
+    letter of each blanked escape put back before one ASCII letter, a character folding
+    to ``:`` and a ``/`` (``\\nx：/``): the matcher reads ``nx:/`` there, no drive.
+    Not before another character (``\\nC：../a.py.\\n`` keeps ``../a.py``, as on
+    main), nor when the word ends in dots or dashes before an escape
+    (``"\\nx：/tmp/x.py.\\n"``): the matcher reads ``x.py./n`` as written, and the
+    word alone in the blanked text, where ``x：`` is a drive, so it finds no path there
+    (``factescapes.backslash_after_dots``). Linear: each word is read once."""
+    if not any(colon in text for colon in _COLONS):
+        return blanked
+    pieces, done = [], 0
+    for match in _LETTER_COLON.finditer(text):
+        at = match.end() - 1
+        if blanked[at] == " " and not _dots_before_escape(text, blanked, at + 1):
+            pieces += [blanked[done:at], text[at]]
+            done = at + 1
+    return "".join([*pieces, blanked[done:]]) if pieces else blanked
+
+
+def _dots_before_escape(text: str, blanked: str, start: int) -> bool:
+    """Whether the word of `blanked` from `start` ends with a dot or dash right before a
+    blanked escape's backslash."""
+    end = start
+    while end < len(blanked) and not blanked[end].isspace():
+        end += 1
+    return end < len(text) and text[end] == "\\" and text[end - 1] in ".-"

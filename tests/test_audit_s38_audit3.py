@@ -1,0 +1,141 @@
+"""Session 38 (audit3): path facts of the shapes session 37 left.
+
+A relative path after a folder's noun glued to caseless prose (``项目/data/x.csv`` gave
+the false ``/data/x.csv``), a JSON string's path mixing doubled backslashes and slashes
+(``D:\\\\a/b.txt`` gave ``D:\\a/b.txt``, lost in its own text), a UNC path after a
+fullwidth colon or slash (``：\\\\srv\\share\\hosts``, lost in its own text) and a
+fullwidth "drive" after an escaped newline (``"a\\nx：/tmp/hosts"``: the matcher finds
+``/tmp/hosts``, the extraction read none). Each is read alike by the extraction, the
+matcher and the reference (:func:`helpers.fact_checks.facts_of` checks both).
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.fact_checks import facts_of
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor.facts import extract_facts, retention
+
+
+def _path_fact(text: str):  # type: ignore[no-untyped-def]
+    (fact,) = [f for f in extract_facts([{"role": "user", "content": text}]) if f.kind == "path"]
+    return fact
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # a folder's noun before a system root's name: the folder's relative path
+        ("项目/data/x.csv", []),
+        ("项目/tmp/x.json", []),
+        ("见目录/etc/hosts", []),
+        ("プロジェクト/tmp/a.py", []),
+        ("ﾌﾟﾛｼﾞｪｸﾄ/tmp/a.py", []),  # (halfwidth: the matcher reads it folded)
+        ("폴더/home/x.py", []),
+        ("项目目录/var/log/app.log", []),
+        # any other word: an absolute path glued to prose, as before
+        ("修改/data/x.csv", ["/data/x.csv"]),
+        ("已修改/data/José/", ["/data/José/"]),
+        ("打开/tmp/x.log", ["/tmp/x.log"]),
+        ("项目 /data/x.csv", ["/data/x.csv"]),
+        ("see /data/x.csv ok", ["/data/x.csv"]),
+    ],
+)
+def test_a_path_after_a_folder_noun_is_relative(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+def test_the_matcher_reads_a_path_after_a_folder_noun_alike() -> None:
+    """``/data/x.csv`` is not stated by ``项目/data/x.csv``: by the plain check, by the
+    regex fallback (after eight rejected occurrences) and by its stricter pattern (after
+    a thousand); ``修改/data/x.csv`` still states it."""
+    data = _path_fact("see /data/x.csv now")
+    for text in ("项目/data/x.csv", "ﾌﾟﾛｼﾞｪｸﾄ/data/x.csv", "x/data/x.csv " * 9 + "项目/data/x.csv"):
+        assert retention([data], text) == ([], [data]), text
+    assert retention([data], "项目/data/x.csv " * 1100) == ([], [data])
+    assert retention([data], "项目/data/x.csv " * 1100 + "修改/data/x.csv") == ([data], [])
+    assert retention([data], "修改/data/x.csv") == ([data], [])
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # a JSON string's path mixing doubled backslashes and slashes: none (before: the
+        # path with single backslashes, which the matcher never finds there)
+        ("see D:\\\\a/b.txt ok", []),
+        ('see "D:\\\\a/b/c.txt" ok', []),
+        ("see D:/a\\\\b.txt ok", []),
+        ("see ..\\\\a/b.txt ok", []),
+        ("see ~\\\\a/b.txt ok", []),
+        ("see .\\\\a\\\\b/c.txt ok", []),
+        # every separator doubled, or single, or a leading ``.\\`` the fact drops: as before
+        ("see D:\\\\a\\\\b.txt ok", ["D:\\a\\b.txt"]),
+        ("see src\\\\a\\\\b.txt ok", ["src\\a\\b.txt"]),
+        ("see C:\\Users\\me/a.txt ok", ["C:\\Users\\me/a.txt"]),
+        ("see .\\\\a/b.txt ok", [".\\a/b.txt"]),
+        # a UNC path after a character the matcher reads as ``:`` or ``/``: none
+        ("see ：\\\\srv\\share\\hosts", []),
+        ("see x：\\\\srv\\share\\hosts", []),
+        ("见﹕\\\\srv\\share\\a.txt", ["a.txt"]),  # (a bare name, as after ``／``)
+        ("see ︓\\\\srv\\share\\a.txt", ["a.txt"]),
+        ("see ／\\\\srv\\share\\a.txt", ["a.txt"]),
+        ("see ＼\\\\srv\\share\\a.txt", ["a.txt"]),
+        ("see ：\\\\\\\\srv\\\\share\\\\a.txt", ["a.txt"]),
+        # after anything else: as before
+        ("see \\\\srv\\share\\hosts", ["\\\\srv\\share\\hosts"]),
+        ("see ％\\\\srv\\share\\a.txt", ["\\\\srv\\share\\a.txt"]),
+        ("见 \\\\srv\\share\\a.txt", ["\\\\srv\\share\\a.txt"]),
+        # a one-letter word and a fullwidth colon after an escaped newline: the matcher
+        # reads ``nx:``, no drive, and finds the path; so does the extraction now
+        ('{"path": "a\\nx：/tmp/hosts\\n"}', ["/tmp/hosts"]),
+        ('"a\\r\\nC：/etc/hosts\\n"', ["/etc/hosts"]),
+        ('"a\\n\\tx：/src/main.py:"', ["/src/main.py"]),
+        ('"a\\\\nx：/tmp/hosts\\n"', ["/tmp/hosts"]),  # (no escape: as before)
+        ("see x：/tmp/hosts now", []),  # (a drive to the matcher: as before)
+        ('"a\\n x：/tmp/hosts\\n"', []),
+        # the word ends in dots before an escape: the matcher reads it longer as written
+        # (``x.py./n``) and with the drive blanked, so finds no path: none, as before
+        ('"\\nx：/tmp/x.py.\\n now', []),
+        ('"a \\nx：/tmp/x.py.\\n now', []),
+        ('"a \\nx：/tmp/x.py\\n now', ["/tmp/x.py"]),
+        ('"\\nC：../a.py.\\n now', ["../a.py"]),  # (no ``/`` after the colon: as before)
+        ('"a\\nx：//srv/a.txt\\n"', []),  # (a URL's ``://`` to the matcher: as before)
+    ],
+)
+def test_separators_read_as_the_matcher_reads_them(text: str, paths: list[str]) -> None:
+    assert facts_of(text, "path", "user") == paths
+
+
+def test_the_matcher_never_found_the_mixed_and_colon_shapes() -> None:
+    """Why they are none: the path each gave before is not stated by its own text."""
+    mixed = _path_fact("see D:\\a/b.txt now")
+    assert retention([mixed], "see D:\\\\a/b.txt ok") == ([], [mixed])
+    unc = _path_fact("see \\\\srv\\share\\hosts now")
+    assert retention([unc], "see ：\\\\srv\\share\\hosts") == ([], [unc])
+    hosts = _path_fact("see /tmp/hosts now")
+    assert retention([hosts], '{"path": "a\\nx：/tmp/hosts\\n"}') == ([hosts], [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["", " ", "\\n", "\\r\\n", "\\t", "a", "项目", "修改", "ﾌﾟﾛｼﾞｪｸﾄ", "폴더"]),
+    st.sampled_from(["", "x", "C", "ab", "：", "／", "﹕", "x：", "︓"]),
+    st.sampled_from(
+        ["/data/", "/tmp/", "\\\\srv\\share\\", "D:\\\\a/", "D:\\\\a\\\\", "..\\\\a/", "/lib/"]
+    ),
+    st.sampled_from(["x.csv", "b.txt", "hosts", "a/b.txt"]),
+    st.sampled_from(["", "\\n", " now", '"', "。", ".\\n", "-.\\n"]),
+)
+@example("项目", "", "/data/", "x.csv", "")
+@example(" ", "：", "\\\\srv\\share\\", "hosts", "")
+@example(" ", "", "D:\\\\a/", "b.txt", "")
+@example("\\n", "x：", "/tmp/", "hosts", "\\n")
+def test_the_session_shapes_agree_with_the_reference_and_the_matcher(
+    before: str, glue: str, root: str, name: str, after: str
+) -> None:
+    """Extraction and reference agree, and each fact is kept in its own text (a JSON
+    string's line or prose around it)."""
+    facts_of(f'{{"path": "{before}{glue}{root}{name}{after}"}}', "path", "user")
+    facts_of(f"see {before}{glue}{root}{name}{after}", "path", "user")

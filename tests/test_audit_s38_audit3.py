@@ -70,11 +70,15 @@ def test_the_matcher_reads_a_path_after_a_folder_noun_alike() -> None:
         ("see ..\\\\a/b.txt ok", []),
         ("see ~\\\\a/b.txt ok", []),
         ("see .\\\\a\\\\b/c.txt ok", []),
+        ("see src\\\\a/config.json ok", []),  # (nor the names in it: no ``a/config.json``)
+        ('"\\n\\nC~\\\\a/x.py- now', []),
         # every separator doubled, or single, or a leading ``.\\`` the fact drops: as before
         ("see D:\\\\a\\\\b.txt ok", ["D:\\a\\b.txt"]),
         ("see src\\\\a\\\\b.txt ok", ["src\\a\\b.txt"]),
         ("see C:\\Users\\me/a.txt ok", ["C:\\Users\\me/a.txt"]),
         ("see .\\\\a/b.txt ok", [".\\a/b.txt"]),
+        ("see D:\\\\a\\\\x.py/ ok", ["D:\\a\\x.py/"]),  # (the fact drops a last ``/``)
+        ("see .\\\\a/config.json\\\\ ok", [".\\a/config.json\\"]),
         # a UNC path after a character the matcher reads as ``:`` or ``/``: none
         ("see ：\\\\srv\\share\\hosts", []),
         ("see x：\\\\srv\\share\\hosts", []),

@@ -45,7 +45,7 @@ from ctxledger.compressor.factletters import (
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 from ctxledger.compressor.factnouns import folder_noun_before
-from ctxledger.compressor.factseparators import reads_back
+from ctxledger.compressor.factseparators import single_separators
 
 __all__ = [
     "DOTFILE",
@@ -170,7 +170,7 @@ def plausible_path(raw: str) -> str | None:
     if "\\" in value and not _uniform(value):
         return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
     if windows or value.startswith((".\\", "..\\", "~\\")):
-        single = _single(value) if "\\\\" in value else value
+        single = single_separators(value) if "\\\\" in value else value
         if single is None:
             return None
         posix = single.replace("\\", "/")
@@ -180,14 +180,6 @@ def plausible_path(raw: str) -> str | None:
     if "\\" in value:
         return _relative_windows(value)
     return _plausible(value)
-
-
-def _single(raw: str) -> str | None:
-    """`raw` JSON-escaped (its backslashes doubled) as the path it names, each doubled
-    backslash one; None when it mixes in a ``/``, a path the matcher cannot read there
-    (session 38: ``D:\\\\a/b.txt``, :func:`.factseparators.reads_back`)."""
-    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw)
-    return value if reads_back(raw, value) else None
 
 
 def _uniform(value: str) -> bool:
@@ -247,7 +239,7 @@ def _relative_windows(raw: str) -> str | None:
     name with a known extension, or three names or more of two characters each
     (``src\\app\\models``).
     """
-    value = _single(raw) if "\\\\" in raw else raw
+    value = single_separators(raw) if "\\\\" in raw else raw
     if value is None:
         return None
     names = value.replace("/", "\\").split("\\")

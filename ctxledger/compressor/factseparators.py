@@ -7,7 +7,7 @@ matcher finds:
 - a JSON string's path that mixes its separators (``"D:\\\\a/b.txt"`` holds the path
   ``D:\\a/b.txt``): the judgement reads each doubled backslash as one, the matcher
   reads the path written with every separator single or every one doubled
-  (``D:/a/b.txt``, ``D://a//b.txt``), never some of each (:func:`reads_back`);
+  (``D:/a/b.txt``, ``D://a//b.txt``), never some of each (:func:`single_separators`);
 - a UNC path right after a character that folds to a ``:`` or a ``/`` (``：\\\\srv``,
   ``／\\\\srv``): the matcher, reading the text folded, sees a URL's ``://`` or a
   longer path's ``///`` there (:func:`folded_separator_before`; an ASCII ``:`` or ``/``
@@ -26,8 +26,17 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["escape_letter_before_colon", "folded_separator_before", "reads_back"]
+__all__ = [
+    "escape_letter_before_colon",
+    "folded_separator_before",
+    "mixes_separators",
+    "single_separators",
+]
 
+#: a run of backslashes a JSON string doubled
+_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
+#: every run of backslashes
+_BACKSLASH_RUNS = re.compile(r"\\+")
 #: the leading ``./`` pieces the normalized fact drops (``factmatch.normalize_fact``)
 _DOT_SLASHES = re.compile(r"\A(?:\./)+")
 #: the characters that fold (NFKC, case) to a ``:`` (every one, by a scan of Unicode)
@@ -36,17 +45,31 @@ _COLONS = "\ufe13\ufe55\uff1a"
 _LETTER_COLON = re.compile(r"\\[nrt](?=[A-Za-z][" + _COLONS + "]/)")
 
 
-def reads_back(raw: str, value: str) -> bool:
-    """Whether the matcher finds Windows path `value` where a JSON string wrote it as
-    `raw` (`value` is `raw` with each doubled backslash one, :func:`.factpathrules.plausible_path`):
-    `raw` read with ``/`` for ``\\`` ends with the normalized value, or with it written
-    with every separator doubled (``D:\\\\a\\\\b.txt``, ``.\\\\a/b.txt`` whose
-    ``./`` the normalized fact drops); not ``D:\\\\a/b.txt``."""
+def single_separators(raw: str) -> str | None:
+    """The path JSON-escaped `raw` (its backslashes doubled: ``D:\\\\a\\\\b.txt``) names,
+    each doubled backslash one (``D:\\a\\b.txt``); None when it also holds a ``/`` where
+    the matcher cannot read it (``D:\\\\a/b.txt``): it finds the normalized path written
+    with every separator single or every one doubled, and ``./`` pieces first and
+    separators last dropped (``.\\\\a/b.txt``, ``D:\\\\a\\\\x.py/`` are read)."""
+    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw)
     if "/" not in value:
-        return True  # (every separator a doubled backslash: read doubled)
-    written = raw.replace("\\", "/")
-    needle = _DOT_SLASHES.sub("", value.replace("\\", "/"), count=1)
-    return written.endswith(needle) or written.endswith(needle.replace("/", "//"))
+        return value  # (every separator a doubled backslash: read doubled)
+    written = raw.replace("\\", "/").rstrip("/")
+    needle = _DOT_SLASHES.sub("", value.replace("\\", "/"), count=1).rstrip("/")
+    read = written.endswith(needle) or written.endswith(needle.replace("/", "//"))
+    return value if read else None
+
+
+def mixes_separators(raw: str) -> bool:
+    """Whether candidate `raw` (before the judgement strips its trailing dots) is a
+    JSON-escaped path (each backslash doubled) :func:`single_separators` reads as none:
+    a path all the same, whose names are none of their own (``src\\\\a/b.txt`` names no ``a/b.txt``)."""
+    value = raw.rstrip(".-,:")
+    if "\\\\" not in value or "/" not in value:
+        return False
+    # (each backslash doubled: a run of another length reads its names alone, as before)
+    doubled = all(len(run) == 2 for run in _BACKSLASH_RUNS.findall(value))
+    return doubled and single_separators(value) is None
 
 
 def folded_separator_before(text: str, start: int) -> bool:

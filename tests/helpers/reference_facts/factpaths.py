@@ -35,6 +35,7 @@ from helpers.reference_facts.rules import (
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
     matcher_reads,  # session 35, review 1
+    mixed_escaped,  # session 38
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -440,8 +441,9 @@ def span_ends(text: str) -> dict[int, int]:
     # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
     for match in _RELATIVE_WINDOWS_PATH.finditer(read):
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        if not inside and plausible_path(text[match.start() : match.end()]) is not None:
-            windows.append(match.span())
+        value = text[match.start() : match.end()]
+        if not inside and (plausible_path(value) is not None or mixed_escaped(value)):
+            windows.append(match.span())  # session 38: a JSON-mixed one is none, its names too
     windows.extend(_unc_spans(text, read))
     for start, end in _device_unc_paths(read):  # session 32
         if plausible_path(text[start:end]) is not None and not _cut(text, end):

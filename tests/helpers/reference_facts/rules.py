@@ -242,7 +242,7 @@ def plausible_path(raw: str) -> str | None:
     Session 31: a UNC path is judged here alone (:func:`unc_path`)."""
     if raw.startswith("\\\\"):
         return unc_path(raw)
-    if _mixed_escaped(raw):
+    if mixed_escaped(raw):
         return None
     value = _code_plausible_path(raw)
     if value is None:
@@ -270,14 +270,15 @@ def plausible_path(raw: str) -> str | None:
     return value
 
 
-def _mixed_escaped(raw: str) -> bool:
+def mixed_escaped(raw: str) -> bool:
     """Session 38: a path a JSON string escaped (a doubled backslash) that also holds a
     ``/`` (``D:\\\\a/b.txt``): the matcher reads a path's separators all single or all
     doubled, so no path; leading ``.\\\\`` pieces aside (the normalized fact drops them)."""
-    rest = raw
+    rest = raw.rstrip(".-,:").rstrip("/\\")  # (separators last: the fact drops them)
     while rest.startswith(".\\\\"):
         rest = rest[3:]
-    return "\\\\" in rest and "/" in rest
+    runs = re.findall(r"\\+", rest)  # (each doubled: a JSON string's; as ``plausible_path``)
+    return "/" in rest and bool(runs) and all(len(run) == 2 for run in runs)
 
 
 _NAME_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
@@ -459,22 +460,21 @@ def unescape_lines(text: str) -> str:
 
 
 def escape_letter_kept(raw: str, blanked: str) -> str:
-    """Session 38: a blanked escape's letter before one ASCII letter and a character
-    not ASCII folding to ``:`` and a ``/`` (``\\nx：/tmp``) is put back: the matcher reads ``nx:``
-    there in the text as written, no drive (``x：/tmp`` alone is one to it); unless the
-    word ends in dots or dashes before an escape: the matcher reads it longer as written
-    (``x.py./n``) and with a drive blanked."""
+    """Session 38: a blanked escape's letter before one ASCII letter, a character not
+    ASCII folding to ``:`` and a ``/`` (``\\nx：/tmp``) is put back: the matcher reads
+    ``nx:`` there in the text as written, no drive (``x：/tmp`` alone is one to it);
+    unless the word ends in dots or dashes before an escape: the matcher reads it
+    longer as written (``x.py./n``) and with a drive blanked."""
     chars = list(blanked)
     for at in range(1, len(raw) - 3):
         escape = raw[at - 1] == "\\" and raw[at] in "nrt" and blanked[at] == " "
         colon = ord(raw[at + 2]) >= 128 and matcher_reads(raw[at + 2]) == ":"
-        colon = colon and raw[at + 3] == "/"  # (before a path's ``/``: there it is a drive)
-        word = blanked[at + 1 :].split()[0]  # (not a word ending in dots before an escape)
-        end = at + 1 + len(word)
-        if end < len(raw) and raw[end] == "\\" and word[-1] in ".-":
+        drive_like = raw[at + 1] in string.ascii_letters and colon and raw[at + 3] == "/"
+        if not (escape and drive_like):
             continue
-        drive_like = raw[at + 1] in string.ascii_letters and colon
-        if escape and drive_like:
+        word = blanked[at + 1 :].split()[0]  # (the word from the letter after the escape)
+        end = at + 1 + len(word)
+        if not (end < len(raw) and raw[end] == "\\" and word[-1] in ".-"):
             chars[at] = raw[at]
     return "".join(chars)
 

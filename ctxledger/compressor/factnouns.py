@@ -30,6 +30,9 @@ FOLDER_NOUNS = (
 #: the most characters the longest noun takes as written (a halfwidth katakana and its
 #: sound mark fold to one character)
 _LOOK_BACK = 2 * max(len(noun) for noun in FOLDER_NOUNS)
+#: what a noun's last character may be as written, folded alone (a halfwidth katakana's
+#: sound mark folds to a combining one): most characters before a path are none of them
+_LAST = frozenset(noun[-1] for noun in FOLDER_NOUNS) | {"\u3099", "\u309a"}
 
 
 def folder_noun_before(text: str, start: int, *, folded: bool = False) -> bool:
@@ -38,7 +41,9 @@ def folder_noun_before(text: str, start: int, *, folded: bool = False) -> bool:
     if start < 1 or text[start - 1].isascii():
         return False
     if folded:
-        return text.endswith(FOLDER_NOUNS, 0, start)
+        return text[start - 1] in _LAST and text.endswith(FOLDER_NOUNS, 0, start)
+    if unicodedata.normalize("NFKC", text[start - 1])[-1:] not in _LAST:
+        return False
     before = unicodedata.normalize("NFKC", text[max(0, start - _LOOK_BACK) : start]).casefold()
     return before.endswith(FOLDER_NOUNS)
 

@@ -45,7 +45,11 @@ from ctxledger.compressor.factletters import (
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
 from ctxledger.compressor.factnouns import folder_noun_before
-from ctxledger.compressor.factseparators import single_separators
+from ctxledger.compressor.factseparators import (
+    BACKSLASH_RUNS,
+    DOUBLED_BACKSLASHES,
+    single_separators,
+)
 
 __all__ = [
     "DOTFILE",
@@ -111,9 +115,6 @@ _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 _ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
 #: what a name of a relative Windows path starts with
 _NAME_START = frozenset(string.ascii_letters + string.digits + "_")
-#: a run of backslashes in a Windows path: a JSON string's escapes double each one
-_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
-_BACKSLASH_RUNS = re.compile(r"\\+")
 #: a UNC path's server (a host name, an address, ``wsl$``) and share (``c$``) names
 _UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
 #: a date written with slashes and a month's name (``20/May/2024``, nginx's and
@@ -185,7 +186,7 @@ def plausible_path(raw: str) -> str | None:
 def _uniform(value: str) -> bool:
     """Whether the backslashes of `value` separate alike: each alone, or each doubled (a
     JSON string's escapes); a UNC path's leading ones are :func:`_unc`'s to judge."""
-    runs = {len(run) for run in _BACKSLASH_RUNS.findall(value.lstrip("\\"))}
+    runs = {len(run) for run in BACKSLASH_RUNS.findall(value.lstrip("\\"))}
     return runs <= {1} or runs == {2}
 
 
@@ -206,7 +207,7 @@ def _unc(raw: str) -> str | None:
     escaped = "\\\\" in rest
     if lead != (4 if escaped else 2):
         return None
-    names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
+    names = (DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
     device = names[0] in ("?", ".")  # ``\\\\.\\pipe\\name``: the device namespace

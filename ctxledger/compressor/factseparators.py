@@ -27,16 +27,18 @@ import re
 import unicodedata
 
 __all__ = [
+    "BACKSLASH_RUNS",
+    "DOUBLED_BACKSLASHES",
     "escape_letter_before_colon",
     "folded_separator_before",
     "mixes_separators",
     "single_separators",
 ]
 
-#: a run of backslashes a JSON string doubled
-_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
+#: a run of backslashes a JSON string doubled (also read by ``factpathrules``)
+DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
 #: every run of backslashes
-_BACKSLASH_RUNS = re.compile(r"\\+")
+BACKSLASH_RUNS = re.compile(r"\\+")
 #: the leading ``./`` pieces the normalized fact drops (``factmatch.normalize_fact``)
 _DOT_SLASHES = re.compile(r"\A(?:\./)+")
 #: the characters that fold (NFKC, case) to a ``:`` (every one, by a scan of Unicode)
@@ -51,7 +53,7 @@ def single_separators(raw: str) -> str | None:
     the matcher cannot read it (``D:\\\\a/b.txt``): it finds the normalized path written
     with every separator single or every one doubled, and ``./`` pieces first and
     separators last dropped (``.\\\\a/b.txt``, ``D:\\\\a\\\\x.py/`` are read)."""
-    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw)
+    value = DOUBLED_BACKSLASHES.sub("\\\\", raw)
     if "/" not in value:
         return value  # (every separator a doubled backslash: read doubled)
     written = raw.replace("\\", "/").rstrip("/")
@@ -68,7 +70,7 @@ def mixes_separators(raw: str) -> bool:
     if "\\\\" not in value or "/" not in value:
         return False
     # (each backslash doubled: a run of another length reads its names alone, as before)
-    doubled = all(len(run) == 2 for run in _BACKSLASH_RUNS.findall(value))
+    doubled = all(len(run) == 2 for run in BACKSLASH_RUNS.findall(value))
     return doubled and single_separators(value) is None
 
 

@@ -41,7 +41,7 @@ def _path_fact(text: str):  # type: ignore[no-untyped-def]
         ("修改/usr/lib/x.so", ["/usr/lib/x.so"]),
         ("修改/home/用户/app.py文件", ["/home/用户/app.py"]),
         ("打开/tmp/x.log", ["/tmp/x.log"]),
-        ("项目/data/x.csv", []),  # (session 38: after a folder noun; was the false /data/x.csv)
+        ("项目/data/x.csv", ["/data/x.csv"]),  # (a container's volume: left, see the note)
         # review 1: a container's work folder stays a top directory, as ``testbed``
         ("已修改/workspace/app.py", ["/workspace/app.py"]),
         ("已修改/repo/app.py", ["/repo/app.py"]),

@@ -1,7 +1,8 @@
 """Session 38 (audit3): path facts of the shapes session 37 left.
 
-A relative path after a folder's noun glued to caseless prose (``项目/data/x.csv`` gave
-the false ``/data/x.csv``), a JSON string's path mixing doubled backslashes and slashes
+A folder's noun glued to an absolute path names that path (``主目录/home/me``: kept as
+session 36 reads it, review 1; ``项目/data/x.csv`` still gives the known false
+``/data/x.csv``, test_audit_s37_paths), a JSON string's path mixing doubled backslashes and slashes
 (``D:\\\\a/b.txt`` gave ``D:\\a/b.txt``, lost in its own text), a UNC path after a
 fullwidth colon or slash (``：\\\\srv\\share\\hosts``, lost in its own text) and a
 fullwidth "drive" after an escaped newline (``"a\\nx：/tmp/hosts"``: the matcher finds
@@ -11,12 +12,17 @@ matcher and the reference (:func:`helpers.fact_checks.facts_of` checks both).
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from helpers.fact_checks import facts_of
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.facts import extract_facts, retention
+
+#: ``폴더`` decomposed (NFD, as macOS writes file names): conjoining jamo
+_NFD_FOLDER = unicodedata.normalize("NFD", "폴더")
 
 
 def _path_fact(text: str):  # type: ignore[no-untyped-def]
@@ -27,36 +33,37 @@ def _path_fact(text: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("text", "paths"),
     [
-        # a folder's noun before a system root's name: the folder's relative path
-        ("项目/data/x.csv", []),
-        ("项目/tmp/x.json", []),
-        ("见目录/etc/hosts", []),
-        ("プロジェクト/tmp/a.py", []),
-        ("ﾌﾟﾛｼﾞｪｸﾄ/tmp/a.py", []),  # (halfwidth: the matcher reads it folded)
-        ("폴더/home/x.py", []),
-        ("项目目录/var/log/app.log", []),
-        # any other word: an absolute path glued to prose, as before
-        ("修改/data/x.csv", ["/data/x.csv"]),
-        ("已修改/data/José/", ["/data/José/"]),
-        ("打开/tmp/x.log", ["/tmp/x.log"]),
-        ("项目 /data/x.csv", ["/data/x.csv"]),
-        ("see /data/x.csv ok", ["/data/x.csv"]),
+        # a folder's noun glued to an absolute path names that path (review 1: "home
+        # directory /home/me"): the absolute reading of session 36 stays, in any form
+        ("主目录/home/me/.bashrc", ["/home/me/.bashrc"]),
+        ("工作目录/tmp/build/out.log", ["/tmp/build/out.log"]),
+        ("安装目录/usr/local/bin/tool", ["/usr/local/bin/tool"]),
+        ("根目录/etc/hosts", ["/etc/hosts"]),
+        ("日志目录/var/log/nginx/error.log", ["/var/log/nginx/error.log"]),
+        ("ホームディレクトリ/home/me/.bashrc", ["/home/me/.bashrc"]),
+        ("作業ディレクトリ/tmp/build/out.log", ["/tmp/build/out.log"]),
+        ("홈 디렉토리/home/me/.bashrc", ["/home/me/.bashrc"]),
+        ("설치 폴더/opt/app/bin/run", ["/opt/app/bin/run"]),
+        (unicodedata.normalize("NFD", "폴더/home/x.py"), ["/home/x.py"]),
+        (unicodedata.normalize("NFD", "ディレクトリ/tmp/a.py"), ["/tmp/a.py"]),
+        ("ﾌﾟﾛｼﾞｪｸﾄ/tmp/a.py", ["/tmp/a.py"]),
     ],
 )
-def test_a_path_after_a_folder_noun_is_relative(text: str, paths: list[str]) -> None:
+def test_a_folder_noun_before_an_absolute_path_names_it(text: str, paths: list[str]) -> None:
+    """Each fact is also found by the matcher in its own text (:func:`facts_of`)."""
     assert facts_of(text, "path", "user") == paths
 
 
-def test_the_matcher_reads_a_path_after_a_folder_noun_alike() -> None:
-    """``/data/x.csv`` is not stated by ``项目/data/x.csv``: by the plain check, by the
-    regex fallback (after eight rejected occurrences) and by its stricter pattern (after
-    a thousand); ``修改/data/x.csv`` still states it."""
-    data = _path_fact("see /data/x.csv now")
-    for text in ("项目/data/x.csv", "ﾌﾟﾛｼﾞｪｸﾄ/data/x.csv", "x/data/x.csv " * 9 + "项目/data/x.csv"):
-        assert retention([data], text) == ([], [data]), text
-    assert retention([data], "项目/data/x.csv " * 1100) == ([], [data])
-    assert retention([data], "项目/data/x.csv " * 1100 + "修改/data/x.csv") == ([data], [])
-    assert retention([data], "修改/data/x.csv") == ([data], [])
+def test_the_matcher_keeps_a_path_after_a_folder_noun() -> None:
+    """A summary saying ``主目录/home/me/.bashrc`` keeps ``/home/me/.bashrc``, by the plain
+    check, by the regex fallback and by its stricter pattern (past a thousand rejects)."""
+    bashrc = _path_fact("check /home/me/.bashrc please")
+    for text in ("主目录/home/me/.bashrc", "x/home/me/.bashrc " * 9 + "主目录/home/me/.bashrc"):
+        assert retention([bashrc], text) == ([bashrc], []), text
+    assert retention([bashrc], "用/home/me/.bashrc1 " * 1100 + "目录/home/me/.bashrc") == (
+        [bashrc],
+        [],
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,7 +131,9 @@ def test_the_matcher_never_found_the_mixed_and_colon_shapes() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.sampled_from(["", " ", "\\n", "\\r\\n", "\\t", "a", "项目", "修改", "ﾌﾟﾛｼﾞｪｸﾄ", "폴더"]),
+    st.sampled_from(
+        ["", " ", "\\n", "\\r\\n", "\\t", "a", "项目", "修改", "ﾌﾟﾛｼﾞｪｸﾄ", "폴더", _NFD_FOLDER]
+    ),
     st.sampled_from(["", "x", "C", "ab", "：", "／", "﹕", "x：", "︓"]),
     st.sampled_from(
         ["/data/", "/tmp/", "\\\\srv\\share\\", "D:\\\\a/", "D:\\\\a\\\\", "..\\\\a/", "/lib/"]

@@ -35,7 +35,6 @@ from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
 from ctxledger.compressor.factletters import caseless_before, caseless_letters, is_word
-from ctxledger.compressor.factnouns import folder_noun_before, folder_noun_behinds
 from ctxledger.compressor.factpathrules import (
     caseless_file_after,
     caseless_letter,
@@ -313,10 +312,7 @@ def after_caseless(haystack: str, start: int, needle: str) -> bool:
     ``修改/home/x`` is prose glued on), as the extraction reads it."""
     if in_caseless_folder(haystack, start):
         return True
-    if not caseless_before(haystack, start):
-        return False
-    # (session 38: after a folder's noun, ``项目/data/x.csv``, a relative path's ``/``)
-    return not system_root(needle) or folder_noun_before(haystack, start, folded=True)
+    return caseless_before(haystack, start) and not system_root(needle)
 
 
 def _in_folder_not_url(haystack: str, start: int, needle: str) -> bool:
@@ -483,13 +479,12 @@ PYTHON_REJECTS = 1000
 def _plain_after_no_caseless(needle: str, windows: bool) -> re.Pattern[str]:
     """The plain pattern of absolute path `needle` that also rejects a match right
     after a caseless letter (:func:`after_caseless` without marks) unless it starts at
-    a system root (there, session 38: right after a folder's noun, ``项目/data/x.csv``,
-    :mod:`.factnouns`), in C (session 36, review 1: ``用户/x.py`` repeated, rejected one
+    a system root, in C (session 36, review 1: ``用户/x.py`` repeated, rejected one
     match at a time in Python, took 10 times main's time). The lookbehind's class
     doubles the pattern's compile time: only a text with many such matches asks. For
     the matcher's normalized text only: its class leaves out caseless letters that have
     a compatibility decomposition (``ﾞ``, ``ʱ``), which normalizing has replaced."""
-    caseless = folder_noun_behinds() if system_root(needle) else [caseless_letters()]
+    caseless = [] if system_root(needle) else [caseless_letters()]
     return re.compile(_plain(needle, True, windows, caseless))
 
 

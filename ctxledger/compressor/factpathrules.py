@@ -44,7 +44,6 @@ from ctxledger.compressor.factletters import (
     word_after,
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
-from ctxledger.compressor.factnouns import folder_noun_before
 from ctxledger.compressor.factseparators import (
     BACKSLASH_RUNS,
     DOUBLED_BACKSLASHES,
@@ -443,12 +442,6 @@ def name_start(text: str, start: int) -> int:
     return start
 
 
-def _relative_after(text: str, start: int, end: int) -> bool:
-    """Whether a slash path at `start` after caseless prose is a relative path's tail:
-    not at a system root (session 36), or after a folder's noun (session 38)."""
-    return not system_root(text[start:end]) or folder_noun_before(text, start)
-
-
 def cut_path(text: str, start: int, end: int) -> bool:
     """:func:`cut_name` for a slash path or name the extraction finds in a text that is not
     ASCII (review 1 of session 35), which is also none when the matcher, reading the text
@@ -470,8 +463,7 @@ def cut_path(text: str, start: int, end: int) -> bool:
         return True
     if after_folder and folded_colon_before(text, start):
         return True  # (session 37: ``x：/tmp/build.sh`` is ``x:/tmp/build.sh`` to the matcher)
-    # (session 38: after a folder's noun, ``项目/data/x.csv``, a relative path's ``/``)
-    if after_folder and caseless_before(text, start) and _relative_after(text, start, end):
+    if after_folder and caseless_before(text, start) and not system_root(text[start:end]):
         return True
     if cut_name(text, start, end) or folded_dots_go_on(text, start, end):
         return True

@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 # under test
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (lists, no rule)
 from helpers.reference_facts.foldedpaths import (
-    after_folder_noun,
     caseless_before,
     caseless_file_after,
     drive_before,
@@ -416,8 +415,6 @@ def span_ends(text: str) -> dict[int, int]:
             continue  # review 1 of session 35: ``／用户/app.py`` read as ``/用户/app.py``
         if text[start] == "/" and caseless_before(text, start) and not system_root(text[start:end]):
             continue  # session 36: ``用户/app.py`` names no ``/app.py``
-        if text[start] == "/" and caseless_before(text, start) and after_folder_noun(text, start):
-            continue  # session 38: ``项目/data/x.csv`` is the project's ``data/x.csv``
         if text[start] == "/" and start and (text[start - 1] == "\\" or drive_before(text, start)):
             continue  # session 37: ``\\/usr`` is ``//usr``, ``x：/tmp`` a drive's, to the matcher
         if _dots_before_backslash(text, start, end):

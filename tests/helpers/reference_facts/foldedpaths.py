@@ -46,21 +46,6 @@ def caseless_before(text: str, start: int) -> bool:
     return False
 
 
-_FOLDER_NOUNS = (
-    "项目 目录 文件夹 仓库 工程 專案 項目 目錄 資料夾 倉庫 プロジェクト フォルダ フォルダー"
-)
-_FOLDER_NOUNS += " ディレクトリ リポジトリ 프로젝트 폴더 디렉토리 디렉터리 저장소 โฟลเดอร์ ไดเรกทอรี"
-_FOLDER_NOUNS += " โปรเจกต์ مجلد مشروع"
-
-
-def after_folder_noun(text: str, start: int) -> bool:
-    """Session 38: whether a word naming a folder (project, directory, folder,
-    repository, in a caseless script) ends at `start`, as the matcher reads the text
-    before it: a path after it is that folder's (``项目/data/x.csv``)."""
-    read = unicodedata.normalize("NFKC", text[max(0, start - 40) : start]).casefold()
-    return any(read.endswith(noun) for noun in _FOLDER_NOUNS.split())
-
-
 def folds_to_separator(text: str, start: int) -> bool:
     """Session 38: the character before a UNC path is one the matcher, reading the text
     NFKC-folded and case-folded, reads as a ``:`` or a ``/`` (``：``, ``／``, ``＼``): a

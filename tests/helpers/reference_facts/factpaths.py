@@ -334,10 +334,12 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     if any(unicodedata.category(c).startswith(("L", "M")) for c in beside):
         return True
     # review 1 of session 35: after it, a character the matcher reads as an ASCII
-    # letter, digit or ``_`` first goes on the name (``①`` is ``1``)
+    # letter, digit or ``_`` first goes on the name (``①`` is ``1``); session 38: but a
+    # footnote's superscript digit, a blank to the matcher (``srv\\x.log¹``)
     after = unicodedata.normalize("NFKC", text[end : end + 1]).casefold()[:1]
     return (
         ord(text[end : end + 1] or "a") >= 128
+        and text[end : end + 1] not in _SUPERSCRIPTS
         and (after.isalnum() or after == "_")
         and after.isascii()
     )

@@ -69,16 +69,23 @@ def test_the_matcher_keeps_a_path_after_a_folder_noun() -> None:
 @pytest.mark.parametrize(
     ("text", "paths"),
     [
-        # a JSON string's path mixing doubled backslashes and slashes: none (before: the
-        # path with single backslashes, which the matcher never finds there)
-        ("see D:\\\\a/b.txt ok", []),
-        ('see "D:\\\\a/b/c.txt" ok', []),
-        ("see D:/a\\\\b.txt ok", []),
-        ("see ..\\\\a/b.txt ok", []),
-        ("see ~\\\\a/b.txt ok", []),
-        ("see .\\\\a\\\\b/c.txt ok", []),
-        ("see src\\\\a/config.json ok", []),  # (nor the names in it: no ``a/config.json``)
-        ('"\\n\\nC~\\\\a/x.py- now', []),
+        # a JSON string's path mixing doubled backslashes and slashes: its file's name,
+        # which the matcher finds (before: the path with single backslashes, which it
+        # never finds there; review 1: then none at all)
+        ("see D:\\\\a/b.txt ok", ["b.txt"]),
+        ('see "D:\\\\a/b/c.txt" ok', ["c.txt"]),
+        ("see D:/a\\\\b.txt ok", ["b.txt"]),
+        ("see ..\\\\a/b.txt ok", ["b.txt"]),
+        ("see ~\\\\a/b.txt ok", ["b.txt"]),
+        ("see .\\\\a\\\\b/c.txt ok", ["c.txt"]),
+        ("see src\\\\a/config.json ok", ["config.json"]),  # (not the tail ``a/config.json``)
+        ('{"p": "C:\\\\Users\\\\me/Documents/report.docx"}', ["report.docx"]),
+        ('{"p": "D:\\\\proj\\\\src/app/Makefile"}', ["Makefile"]),
+        ('{"cmd": "type \\\\\\\\srv\\\\share\\\\a/b.txt"}', ["b.txt"]),  # (an escaped UNC path)
+        ("see \\\\\\\\srv\\\\share\\\\x/ ok", ["\\\\srv\\share\\x/"]),  # (a last ``/``: read)
+        ("see src\\\\a/report.docx ok", []),  # (relative: a known extension only)
+        ("see D:\\\\a/Documents ok", []),  # (a folder's name)
+        ('"\\n\\nC~\\\\a/x.py- now', ["x.py"]),
         # every separator doubled, or single, or a leading ``.\\`` the fact drops: as before
         ("see D:\\\\a\\\\b.txt ok", ["D:\\a\\b.txt"]),
         ("see src\\\\a\\\\b.txt ok", ["src\\a\\b.txt"]),
@@ -123,6 +130,8 @@ def test_the_matcher_never_found_the_mixed_and_colon_shapes() -> None:
     """Why they are none: the path each gave before is not stated by its own text."""
     mixed = _path_fact("see D:\\a/b.txt now")
     assert retention([mixed], "see D:\\\\a/b.txt ok") == ([], [mixed])
+    name = _path_fact("see b.txt now")  # (what the extraction gives now: found there)
+    assert retention([name], "see D:\\\\a/b.txt ok") == ([name], [])
     unc = _path_fact("see \\\\srv\\share\\hosts now")
     assert retention([unc], "see ：\\\\srv\\share\\hosts") == ([], [unc])
     hosts = _path_fact("see /tmp/hosts now")

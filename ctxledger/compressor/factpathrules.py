@@ -170,11 +170,11 @@ def plausible_path(raw: str) -> str | None:
     if "\\" in value and not _uniform(value):
         return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
     if windows or value.startswith((".\\", "..\\", "~\\")):
-        single = single_separators(value) if "\\\\" in value else value
-        if single is None:
-            return None
+        single = DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
         posix = single.replace("\\", "/")
-        return single if _plausible(posix[2:] if windows else posix) is not None else None
+        if _plausible(posix[2:] if windows else posix) is None:
+            return None
+        return single if single is value or single_separators(value) else _file_name(value, True)
     if value.startswith("\\\\"):
         return _unc(value)
     if "\\" in value:
@@ -225,6 +225,8 @@ def _unc(raw: str) -> str | None:
     literal = device and len(names) > 2
     if formula or (not file and not literal and _ESCAPE_LIKE.search(raw) is not None):
         return None
+    if escaped and "/" in rest and single_separators(raw) is None:
+        return _file_name(raw, True)  # (session 38, review 1: ``\\\\\\\\srv\\\\s\\\\a/b.txt``)
     return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
 
 
@@ -239,9 +241,7 @@ def _relative_windows(raw: str) -> str | None:
     name with a known extension, or three names or more of two characters each
     (``src\\app\\models``).
     """
-    value = single_separators(raw) if "\\\\" in raw else raw
-    if value is None:
-        return None
+    value = DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
     names = value.replace("/", "\\").split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
@@ -251,7 +251,27 @@ def _relative_windows(raw: str) -> str | None:
         return None
     if any(has_ext(name) for name in names[:-1]):
         return None
-    return value if _plausible(value.replace("\\", "/")) is not None else None
+    if _plausible(value.replace("\\", "/")) is None:
+        return None
+    return value if value is raw or single_separators(raw) else _file_name(raw, False)
+
+
+#: a file's name with an extension of one letter and up to 7 letters or digits more
+_FILE_NAME = re.compile(r"\w[\w.+@~-]*\.[A-Za-z][A-Za-z0-9]{0,7}")
+
+
+def _file_name(value: str, anchored: bool) -> str | None:
+    """The file name ending a JSON string's path that mixes its separators
+    (``C:\\\\Users\\\\me/Documents/report.docx``), which the matcher finds there though
+    it reads no path written with some separators single and some doubled
+    (:func:`.factseparators.single_separators`); None when the path ends with a folder.
+    A path from a drive, ``.\\``, ``~\\`` or a UNC server (`anchored`) ends with a file's
+    name when it has an extension, a relative one when the name alone is a path (a
+    known extension or file name: ``src\\\\a/config.json``). Session 38, review 1."""
+    name = value.replace("\\", "/").rsplit("/", 1)[-1]
+    if _plausible(name) is not None:
+        return name
+    return name if anchored and _FILE_NAME.fullmatch(name) else None
 
 
 def _name_first(name: str) -> bool:

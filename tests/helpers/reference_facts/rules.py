@@ -242,8 +242,9 @@ def plausible_path(raw: str) -> str | None:
     Session 31: a UNC path is judged here alone (:func:`unc_path`)."""
     if raw.startswith("\\\\"):
         return unc_path(raw)
-    if mixed_escaped(raw):
-        return None
+    if mixed_escaped(raw):  # session 38: no path the matcher reads; review 1: its file
+        single = _code_plausible_path(raw.replace("\\\\", "\\"))
+        return None if single is None else mixed_file_name(raw)
     value = _code_plausible_path(raw)
     if value is None:
         return None
@@ -268,6 +269,20 @@ def plausible_path(raw: str) -> str | None:
     if directories and formula and _code_plausible_path(names[-1]) is None:
         return None
     return value
+
+
+def mixed_file_name(raw: str) -> str | None:
+    """Session 38, review 1: the last name of a JSON-mixed path, which the matcher finds
+    after its separator: a name that is a path alone (a known extension, a known file),
+    or after a drive, ``.\\``, ``..\\``, ``~\\`` or two backslashes a name with an
+    extension (``C:\\\\Users\\\\me/report.docx``)."""
+    value = raw.rstrip(".-,:")
+    name = re.split(r"[\\/]", value)[-1]
+    if name and _code_plausible_path(name) == name:
+        return name
+    anchored = re.match(r"[A-Za-z]:|\.\.?\\|~\\|\\\\", value) is not None
+    with_extension = re.fullmatch(r"\w[\w.+@~-]*\.[A-Za-z][A-Za-z0-9]{0,7}", name)
+    return name if anchored and with_extension else None
 
 
 def mixed_escaped(raw: str) -> bool:
@@ -400,6 +415,8 @@ def unc_path(raw: str) -> str | None:
             single = value[i] == "\\" and (i == 0 or value[i - 1] != "\\")
             if single and value[i + 1] in "nrt":
                 return None
+    if escaped and mixed_escaped(rest):  # session 38, review 1: its file's name
+        return mixed_file_name(value)
     return "\\\\" + "\\".join(names) + ("\\" if value.endswith("\\") else "")
 
 

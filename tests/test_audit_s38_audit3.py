@@ -108,7 +108,8 @@ def test_the_matcher_keeps_a_path_after_a_folder_noun() -> None:
         # a one-letter word and a fullwidth colon after an escaped newline: the matcher
         # reads ``nx:``, no drive, and finds the path; so does the extraction now
         ('{"path": "a\\nx：/tmp/hosts\\n"}', ["/tmp/hosts"]),
-        ('"a\\r\\nC：/etc/hosts\\n"', ["/etc/hosts"]),
+        ('"a\\r\\nC：/etc/hosts\\n"', []),  # (review 1: a capital is a drive's: none)
+        ('"a\\r\\nc：/etc/hosts\\n"', ["/etc/hosts"]),
         ('"a\\n\\tx：/src/main.py:"', ["/src/main.py"]),
         ('"a\\\\nx：/tmp/hosts\\n"', ["/tmp/hosts"]),  # (no escape: as before)
         ("see x：/tmp/hosts now", []),  # (a drive to the matcher: as before)

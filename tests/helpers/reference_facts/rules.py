@@ -477,7 +477,8 @@ def unescape_lines(text: str) -> str:
 
 
 def escape_letter_kept(raw: str, blanked: str) -> str:
-    """Session 38: a blanked escape's letter before one ASCII letter, a character not
+    """Session 38: a blanked escape's letter before one lower-case ASCII letter (review 1:
+    a capital is a drive's), a character not
     ASCII folding to ``:`` and a ``/`` (``\\nx：/tmp``) is put back: the matcher reads
     ``nx:`` there in the text as written, no drive (``x：/tmp`` alone is one to it);
     unless the word ends in dots or dashes before an escape: the matcher reads it
@@ -486,7 +487,7 @@ def escape_letter_kept(raw: str, blanked: str) -> str:
     for at in range(1, len(raw) - 3):
         escape = raw[at - 1] == "\\" and raw[at] in "nrt" and blanked[at] == " "
         colon = ord(raw[at + 2]) >= 128 and matcher_reads(raw[at + 2]) == ":"
-        drive_like = raw[at + 1] in string.ascii_letters and colon and raw[at + 3] == "/"
+        drive_like = raw[at + 1] in string.ascii_lowercase and colon and raw[at + 3] == "/"
         if not (escape and drive_like):
             continue
         word = blanked[at + 1 :].split()[0]  # (the word from the letter after the escape)

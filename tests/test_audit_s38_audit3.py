@@ -85,6 +85,7 @@ def test_the_matcher_keeps_a_path_after_a_folder_noun() -> None:
         ("see \\\\\\\\srv\\\\share\\\\x/ ok", ["\\\\srv\\share\\x/"]),  # (a last ``/``: read)
         ("see src\\\\a/report.docx ok", []),  # (relative: a known extension only)
         ("see D:\\\\a/Documents ok", []),  # (a folder's name)
+        ("see pvlib/irradiance.py.backup ok", []),  # (no JSON-mixed path: as before)
         ('"\\n\\nC~\\\\a/x.py- now', ["x.py"]),
         # every separator doubled, or single, or a leading ``.\\`` the fact drops: as before
         ("see D:\\\\a\\\\b.txt ok", ["D:\\a\\b.txt"]),

@@ -257,7 +257,7 @@ def _relative_windows(raw: str) -> str | None:
 
 
 #: a file's name with an extension of one letter and up to 7 letters or digits more
-_FILE_NAME = re.compile(r"\w[\w.+@~-]*\.[A-Za-z][A-Za-z0-9]{0,7}")
+_EXTENDED_NAME = re.compile(r"\w[\w.+@~-]*\.[A-Za-z][A-Za-z0-9]{0,7}")
 
 
 def _file_name(value: str, anchored: bool) -> str | None:
@@ -271,7 +271,7 @@ def _file_name(value: str, anchored: bool) -> str | None:
     name = value.replace("\\", "/").rsplit("/", 1)[-1]
     if _plausible(name) is not None:
         return name
-    return name if anchored and _FILE_NAME.fullmatch(name) else None
+    return name if anchored and _EXTENDED_NAME.fullmatch(name) else None
 
 
 def _name_first(name: str) -> bool:

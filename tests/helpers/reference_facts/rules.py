@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
 from ctxledger.compressor.factpathrules import has_ext  # (the known extensions, no rule)
 from ctxledger.compressor.factpaths import plausible_path as _code_plausible_path
+from helpers.reference_facts.mixedpaths import mixed_escaped, mixed_file_name  # session 38
 
 _DIGITS = "0123456789"
 
@@ -269,31 +270,6 @@ def plausible_path(raw: str) -> str | None:
     if directories and formula and _code_plausible_path(names[-1]) is None:
         return None
     return value
-
-
-def mixed_file_name(raw: str) -> str | None:
-    """Session 38, review 1: the last name of a JSON-mixed path, which the matcher finds
-    after its separator: a name that is a path alone (a known extension, a known file),
-    or after a drive, ``.\\``, ``..\\``, ``~\\`` or two backslashes a name with an
-    extension (``C:\\\\Users\\\\me/report.docx``)."""
-    value = raw.rstrip(".-,:")
-    name = re.split(r"[\\/]", value)[-1]
-    if name and _code_plausible_path(name) == name:
-        return name
-    anchored = re.match(r"[A-Za-z]:|\.\.?\\|~\\|\\\\", value) is not None
-    with_extension = re.fullmatch(r"\w[\w.+@~-]*\.[A-Za-z][A-Za-z0-9]{0,7}", name)
-    return name if anchored and with_extension else None
-
-
-def mixed_escaped(raw: str) -> bool:
-    """Session 38: a path a JSON string escaped (a doubled backslash) that also holds a
-    ``/`` (``D:\\\\a/b.txt``): the matcher reads a path's separators all single or all
-    doubled, so no path; leading ``.\\\\`` pieces aside (the normalized fact drops them)."""
-    rest = raw.rstrip(".-,:").rstrip("/\\")  # (separators last: the fact drops them)
-    while rest.startswith(".\\\\"):
-        rest = rest[3:]
-    runs = re.findall(r"\\+", rest)  # (each doubled: a JSON string's; as ``plausible_path``)
-    return "/" in rest and bool(runs) and all(len(run) == 2 for run in runs)
 
 
 _NAME_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"

@@ -7,7 +7,9 @@ matcher finds:
 - a JSON string's path that mixes its separators (``"D:\\\\a/b.txt"`` holds the path
   ``D:\\a/b.txt``): the judgement reads each doubled backslash as one, the matcher
   reads the path written with every separator single or every one doubled
-  (``D:/a/b.txt``, ``D://a//b.txt``), never some of each (:func:`single_separators`);
+  (``D:/a/b.txt``, ``D://a//b.txt``), never some of each (:func:`single_separators`):
+  the file's name it finds after the last separator is read instead (``b.txt``, review
+  1: ``factpathrules._file_name``);
 - a UNC path right after a character that folds to a ``:`` or a ``/`` (``：\\\\srv``,
   ``／\\\\srv``): the matcher, reading the text folded, sees a URL's ``://`` or a
   longer path's ``///`` there (:func:`folded_separator_before`; an ASCII ``:`` or ``/``

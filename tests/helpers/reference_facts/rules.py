@@ -245,7 +245,7 @@ def plausible_path(raw: str) -> str | None:
         return unc_path(raw)
     if mixed_escaped(raw):  # session 38: no path the matcher reads; review 1: its file
         single = _code_plausible_path(raw.replace("\\\\", "\\"))
-        return None if single is None else mixed_file_name(raw)
+        return None if single is None else mixed_file_name(raw, _code_plausible_path)
     value = _code_plausible_path(raw)
     if value is None:
         return None
@@ -392,7 +392,7 @@ def unc_path(raw: str) -> str | None:
             if single and value[i + 1] in "nrt":
                 return None
     if escaped and mixed_escaped(rest):  # session 38, review 1: its file's name
-        return mixed_file_name(value)
+        return mixed_file_name(value, _code_plausible_path)
     return "\\\\" + "\\".join(names) + ("\\" if value.endswith("\\") else "")
 
 

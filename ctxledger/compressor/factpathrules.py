@@ -44,6 +44,11 @@ from ctxledger.compressor.factletters import (
     word_after,
 )
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS, division
+from ctxledger.compressor.factseparators import (
+    BACKSLASH_RUNS,
+    DOUBLED_BACKSLASHES,
+    single_separators,
+)
 
 __all__ = [
     "DOTFILE",
@@ -109,9 +114,6 @@ _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 _ESCAPE_LIKE = re.compile(r"(?<!\\)\\[nrt]")
 #: what a name of a relative Windows path starts with
 _NAME_START = frozenset(string.ascii_letters + string.digits + "_")
-#: a run of backslashes in a Windows path: a JSON string's escapes double each one
-_DOUBLED_BACKSLASHES = re.compile(r"\\{2,}")
-_BACKSLASH_RUNS = re.compile(r"\\+")
 #: a UNC path's server (a host name, an address, ``wsl$``) and share (``c$``) names
 _UNC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?")
 #: a date written with slashes and a month's name (``20/May/2024``, nginx's and
@@ -168,9 +170,11 @@ def plausible_path(raw: str) -> str | None:
     if "\\" in value and not _uniform(value):
         return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
     if windows or value.startswith((".\\", "..\\", "~\\")):
-        value = _DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
-        posix = value.replace("\\", "/")
-        return value if _plausible(posix[2:] if windows else posix) is not None else None
+        single = DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
+        posix = single.replace("\\", "/")
+        if _plausible(posix[2:] if windows else posix) is None:
+            return None
+        return single if single is value or single_separators(value) else _file_name(value, True)
     if value.startswith("\\\\"):
         return _unc(value)
     if "\\" in value:
@@ -181,7 +185,7 @@ def plausible_path(raw: str) -> str | None:
 def _uniform(value: str) -> bool:
     """Whether the backslashes of `value` separate alike: each alone, or each doubled (a
     JSON string's escapes); a UNC path's leading ones are :func:`_unc`'s to judge."""
-    runs = {len(run) for run in _BACKSLASH_RUNS.findall(value.lstrip("\\"))}
+    runs = {len(run) for run in BACKSLASH_RUNS.findall(value.lstrip("\\"))}
     return runs <= {1} or runs == {2}
 
 
@@ -202,7 +206,7 @@ def _unc(raw: str) -> str | None:
     escaped = "\\\\" in rest
     if lead != (4 if escaped else 2):
         return None
-    names = (_DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
+    names = (DOUBLED_BACKSLASHES.sub("\\\\", rest) if escaped else rest).split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
     device = names[0] in ("?", ".")  # ``\\\\.\\pipe\\name``: the device namespace
@@ -221,6 +225,8 @@ def _unc(raw: str) -> str | None:
     literal = device and len(names) > 2
     if formula or (not file and not literal and _ESCAPE_LIKE.search(raw) is not None):
         return None
+    if escaped and "/" in rest and single_separators(raw) is None:
+        return _file_name(raw, True)  # (session 38, review 1: ``\\\\\\\\srv\\\\s\\\\a/b.txt``)
     return "\\\\" + "\\".join(names) + ("\\" if raw.endswith("\\") else "")
 
 
@@ -235,7 +241,7 @@ def _relative_windows(raw: str) -> str | None:
     name with a known extension, or three names or more of two characters each
     (``src\\app\\models``).
     """
-    value = _DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
+    value = DOUBLED_BACKSLASHES.sub("\\\\", raw) if "\\\\" in raw else raw
     names = value.replace("/", "\\").split("\\")
     if names[-1] == "":
         names.pop()  # a directory's trailing separator
@@ -245,7 +251,27 @@ def _relative_windows(raw: str) -> str | None:
         return None
     if any(has_ext(name) for name in names[:-1]):
         return None
-    return value if _plausible(value.replace("\\", "/")) is not None else None
+    if _plausible(value.replace("\\", "/")) is None:
+        return None
+    return value if value is raw or single_separators(raw) else _file_name(raw, False)
+
+
+#: a file's name with an extension of one letter and up to 7 letters or digits more
+_EXTENDED_NAME = re.compile(r"\w[\w.+@~-]*\.[A-Za-z][A-Za-z0-9]{0,7}")
+
+
+def _file_name(value: str, anchored: bool) -> str | None:
+    """The file name ending a JSON string's path that mixes its separators
+    (``C:\\\\Users\\\\me/Documents/report.docx``), which the matcher finds there though
+    it reads no path written with some separators single and some doubled
+    (:func:`.factseparators.single_separators`); None when the path ends with a folder.
+    A path from a drive, ``.\\``, ``~\\`` or a UNC server (`anchored`) ends with a file's
+    name when it has an extension, a relative one when the name alone is a path (a
+    known extension or file name: ``src\\\\a/config.json``). Session 38, review 1."""
+    name = value.replace("\\", "/").rsplit("/", 1)[-1]
+    if _plausible(name) is not None:
+        return name
+    return name if anchored and _EXTENDED_NAME.fullmatch(name) else None
 
 
 def _name_first(name: str) -> bool:

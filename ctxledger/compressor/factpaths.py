@@ -42,6 +42,11 @@ from ctxledger.compressor.factpathrules import PATH_CHARS as _PATH_CHARS
 from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIXES
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
+from ctxledger.compressor.factseparators import (
+    escape_letter_before_colon,
+    folded_separator_before,
+    mixes_separators,
+)
 from ctxledger.compressor.facturls import mask, urls
 
 __all__ = [
@@ -389,10 +394,11 @@ def _windows_spans(text: str) -> Iterator[tuple[int, int]]:
     return (span for span in spans if not cut_name(text, *span, every_letter=True))
 
 
-def _bounded_judge() -> Callable[[str], bool]:
-    """Whether :func:`plausible_path` judges a candidate a path, each distinct candidate
-    judged once (a long text repeats its paths) in a cache bounded by count and
-    characters (emptied when full)."""
+def _bounded_judge(mixed: bool = False) -> Callable[[str], bool]:
+    """Whether :func:`plausible_path` judges a candidate a path (`mixed`: or it is a
+    JSON string's path mixing its separators, :func:`mixes_separators`), each distinct
+    candidate judged once (a long text repeats its paths) in a cache bounded by count
+    and characters (emptied when full)."""
     judged: dict[str, bool] = {}
     held = 0  # (characters of the candidates in judged)
 
@@ -404,7 +410,8 @@ def _bounded_judge() -> Callable[[str], bool]:
             if held > _JUDGED_CHARS or len(judged) >= _JUDGED_MAX:
                 judged.clear()
                 held = len(raw)
-            good = judged[raw] = plausible_path(raw) is not None
+            good = plausible_path(raw) is not None or (mixed and mixes_separators(raw))
+            judged[raw] = good
         return good
 
     return is_path
@@ -422,7 +429,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = grow.match(text, match.end())
         end = done = right.end() if right is not None else match.end()
-        if cut_name(text, start, end, every_letter=True):
+        if cut_name(text, start, end, every_letter=True) or folded_separator_before(text, start):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
             yield start, end
@@ -458,15 +465,16 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the relative Windows paths of `text` (``src\\app.py``), by
     start: a name after no path character, separator or ``:`` (``\\d+\\.`` is none),
     then a backslash and what a Windows path grows over, when :func:`plausible_path`
-    judges it a path (else the names in it are looked at alone, as before)."""
-    is_path = _bounded_judge()
+    judges it a path (else the names in it are looked at alone, as before) or it is a
+    JSON string's path that mixes its separators (judged none: :func:`mixes_separators`)."""
+    is_path = _bounded_judge(mixed=True)
     wide = not text.isascii()  # (the same starts, found from each backslash: session 35)
     grow = with_name_letters(_WINDOWS_RIGHT.pattern) if wide else _WINDOWS_RIGHT
     found = ((m.start(1), m.end()) for m in _RELATIVE_START.finditer(text))
     for start, after in first_names(text) if wide else found:
         right = grow.match(text, after)
         end = right.end() if right is not None else after
-        if is_path(text[start:end]):
+        if is_path(text[start:end]):  # (session 38: a JSON-mixed one too, judged none)
             yield start, end
 
 
@@ -557,7 +565,8 @@ def path_text(text: str) -> str:
     addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
-    text = text if blanked is None else backslash_after_dots(text, blanked)
+    if blanked is not None:  # (session 38: ``\\nx：/tmp`` is no drive to the matcher)
+        text = backslash_after_dots(text, escape_letter_before_colon(text, blanked))
     text = mask(text, context_spans(text))
     text = mask(text, branch_spans(text))
     if "'" not in text and '"' not in text:

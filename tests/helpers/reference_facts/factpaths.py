@@ -20,6 +20,7 @@ from helpers.reference_facts.foldedpaths import (
     caseless_before,
     caseless_file_after,
     drive_before,
+    folds_to_separator,
     longer_when_folded,
     system_root,
     tail_of_folder,
@@ -29,9 +30,11 @@ from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
     escape_after_dot,  # review 1 of session 37
+    escape_letter_kept,  # session 38
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
     matcher_reads,  # session 35, review 1
+    mixed_escaped,  # session 38
     plausible_path,  # session 30's review: 1b, 1c
     unescape_lines,  # session 31
 )
@@ -331,10 +334,12 @@ def _letter_beside(text: str, start: int, end: int) -> bool:
     if any(unicodedata.category(c).startswith(("L", "M")) for c in beside):
         return True
     # review 1 of session 35: after it, a character the matcher reads as an ASCII
-    # letter, digit or ``_`` first goes on the name (``①`` is ``1``)
+    # letter, digit or ``_`` first goes on the name (``①`` is ``1``); session 38: but a
+    # footnote's superscript digit, a blank to the matcher (``srv\\x.log¹``)
     after = unicodedata.normalize("NFKC", text[end : end + 1]).casefold()[:1]
     return (
         ord(text[end : end + 1] or "a") >= 128
+        and text[end : end + 1] not in _SUPERSCRIPTS
         and (after.isalnum() or after == "_")
         and after.isascii()
     )
@@ -435,13 +440,10 @@ def span_ends(text: str) -> dict[int, int]:
     # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
     for match in _RELATIVE_WINDOWS_PATH.finditer(read):
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        if not inside and plausible_path(text[match.start() : match.end()]) is not None:
-            windows.append(match.span())
-    # (session 33's review: a UNC path cut at a letter it cannot grow over is none)
-    for match in _UNC_PATH.finditer(read):  # session 31, judged as relative ones
         value = text[match.start() : match.end()]
-        if plausible_path(value) is not None and not _cut(text, match.end()):
-            windows.append(match.span())
+        if not inside and (plausible_path(value) is not None or mixed_escaped(value)):
+            windows.append(match.span())  # session 38: a JSON-mixed one is none, its names too
+    windows.extend(_unc_spans(text, read))
     for start, end in _device_unc_paths(read):  # session 32
         if plausible_path(text[start:end]) is not None and not _cut(text, end):
             windows.append((start, end))
@@ -455,6 +457,18 @@ def span_ends(text: str) -> dict[int, int]:
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
     return spans
+
+
+def _unc_spans(text: str, read: str) -> Iterator[tuple[int, int]]:
+    """Session 31: the UNC paths of `text`, judged as relative ones; session 33's review:
+    none cut at a letter it cannot grow over; session 38: none after a character the
+    matcher reads as ``:`` or ``/`` (``：\\\\srv`` is a URL's ``://srv`` to it)."""
+    for match in _UNC_PATH.finditer(read):
+        value = text[match.start() : match.end()]
+        if folds_to_separator(text, match.start()):
+            continue
+        if plausible_path(value) is not None and not _cut(text, match.end()):
+            yield match.span()
 
 
 def _placeholder(value: str) -> bool:
@@ -542,7 +556,8 @@ def _grep_context(text: str) -> list[tuple[int, int]]:
 
 
 def path_text(text: str) -> str:
-    text = escape_after_dot(text, unescape_lines(text))  # session 31: ``"docs\\nsetup.py\\n"``
+    blanked = escape_letter_kept(text, unescape_lines(text))  # session 38: ``\\nx：/tmp``
+    text = escape_after_dot(text, blanked)  # session 31: ``"docs\\nsetup.py\\n"``
     text = mask(text, _grep_context(text))
     text = mask(text, _tree_branches(text))  # session 34
     text = mask(text, range_addresses(text))  # session 33

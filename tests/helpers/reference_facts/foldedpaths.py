@@ -46,6 +46,16 @@ def caseless_before(text: str, start: int) -> bool:
     return False
 
 
+def folds_to_separator(text: str, start: int) -> bool:
+    """Session 38: the character before a UNC path is one the matcher, reading the text
+    NFKC-folded and case-folded, reads as a ``:`` or a ``/`` (``：``, ``／``, ``＼``): a
+    URL's ``://`` or a longer path there."""
+    if start == 0 or ord(text[start - 1]) < 128:
+        return False
+    last = unicodedata.normalize("NFKC", text[start - 1]).casefold()[-1:]
+    return last in (":", "/", "\\")
+
+
 def system_root(path: str) -> bool:
     """Session 36: whether absolute `path` starts at a top directory of a system or
     container (``/home``, ``/etc``, ``/usr``, …, as the matcher reads it): after

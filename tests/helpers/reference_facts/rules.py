@@ -9,12 +9,14 @@ time range as a zone, a cut amount, a banner as ``ls -l``) shows as a difference
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from collections.abc import Iterator
 
 from ctxledger.compressor.factlookalikes import TEX_COMMANDS  # (a list of names, no rule)
 from ctxledger.compressor.factpathrules import has_ext  # (the known extensions, no rule)
 from ctxledger.compressor.factpaths import plausible_path as _code_plausible_path
+from helpers.reference_facts.mixedpaths import mixed_escaped, mixed_file_name  # session 38
 
 _DIGITS = "0123456789"
 
@@ -241,6 +243,9 @@ def plausible_path(raw: str) -> str | None:
     Session 31: a UNC path is judged here alone (:func:`unc_path`)."""
     if raw.startswith("\\\\"):
         return unc_path(raw)
+    if mixed_escaped(raw):  # session 38: no path the matcher reads; review 1: its file
+        single = _code_plausible_path(raw.replace("\\\\", "\\"))
+        return None if single is None else mixed_file_name(raw, _code_plausible_path)
     value = _code_plausible_path(raw)
     if value is None:
         return None
@@ -386,6 +391,8 @@ def unc_path(raw: str) -> str | None:
             single = value[i] == "\\" and (i == 0 or value[i - 1] != "\\")
             if single and value[i + 1] in "nrt":
                 return None
+    if escaped and mixed_escaped(rest):  # session 38, review 1: its file's name
+        return mixed_file_name(value, _code_plausible_path)
     return "\\\\" + "\\".join(names) + ("\\" if value.endswith("\\") else "")
 
 
@@ -442,6 +449,27 @@ def unescape_lines(text: str) -> str:
                     at += start + piece_start
                     chars[at] = chars[at + 1] = " "
         start = end + 1
+    return "".join(chars)
+
+
+def escape_letter_kept(raw: str, blanked: str) -> str:
+    """Session 38: a blanked escape's letter before one lower-case ASCII letter (review 1:
+    a capital is a drive's), a character not
+    ASCII folding to ``:`` and a ``/`` (``\\nx：/tmp``) is put back: the matcher reads
+    ``nx:`` there in the text as written, no drive (``x：/tmp`` alone is one to it);
+    unless the word ends in dots or dashes before an escape: the matcher reads it
+    longer as written (``x.py./n``) and with a drive blanked."""
+    chars = list(blanked)
+    for at in range(1, len(raw) - 3):
+        escape = raw[at - 1] == "\\" and raw[at] in "nrt" and blanked[at] == " "
+        colon = ord(raw[at + 2]) >= 128 and matcher_reads(raw[at + 2]) == ":"
+        drive_like = raw[at + 1] in string.ascii_lowercase and colon and raw[at + 3] == "/"
+        if not (escape and drive_like):
+            continue
+        word = blanked[at + 1 :].split()[0]  # (the word from the letter after the escape)
+        end = at + 1 + len(word)
+        if not (end < len(raw) and raw[end] == "\\" and word[-1] in ".-"):
+            chars[at] = raw[at]
     return "".join(chars)
 
 

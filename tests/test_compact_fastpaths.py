@@ -370,11 +370,15 @@ def test_rows_the_projections_have_not_seen_mean_no_own_fold(tmp_path: Path) -> 
         ledger.close()
 
 
-def test_an_append_that_wrote_nothing_is_read_back_not_folded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("theirs", ["ours", "theirs"])
+def test_an_append_that_wrote_nothing_is_read_back_not_folded(tmp_path: Path, theirs: str) -> None:
     # review (session 26): another writer stores events with the same (deterministic) ids
-    # between the ledger's look at the log's end and its append; the append is then a
-    # re-send that writes nothing, and the rows at the seqs after the look are the other
-    # writer's: the ledger must fold those (read back), never its own events at their seqs
+    # between the ledger's look at the log's end and its append; the append then writes
+    # nothing, and the rows at the seqs after the look are the other writer's: the ledger
+    # must fold those (read back), never its own events at their seqs. Session 38: only
+    # the same events are a re-send (written nothing, answered as written); the same id
+    # holding another event is refused (before, it too was taken as a re-send)
+    from ctxledger.errors import DuplicateEventError
     from ctxledger.events import ModelSwitched
     from ctxledger.eventstore.base import AppendRequest
 
@@ -395,16 +399,21 @@ def test_an_append_that_wrote_nothing_is_read_back_not_folded(tmp_path: Path) ->
 
         def racing_last_seq() -> int:
             seq = real()
-            other.append([AppendRequest(sid, [switch("theirs")], version)])
+            other.append([AppendRequest(sid, [switch(theirs)], version)])
             return seq
 
         ledger.store.last_seq = racing_last_seq  # type: ignore[method-assign]
         with _Spy() as spy:
-            ledger.append([AppendRequest(sid, [switch("ours")], version)], own=True)
+            if theirs == "ours":
+                ledger.append([AppendRequest(sid, [switch("ours")], version)], own=True)
+            else:
+                with pytest.raises(DuplicateEventError, match="holding another event"):
+                    ledger.append([AppendRequest(sid, [switch("ours")], version)], own=True)
         ledger.store.last_seq = real  # type: ignore[method-assign]
-        assert spy.folded == [False]
-        assert ledger.transcript.state.sessions[sid].model == "theirs"
+        assert spy.folded == ([False] if theirs == "ours" else [])
+        assert ledger.transcript.state.sessions[sid].model == theirs
         assert ledger.projector.fingerprint() == _fold_of_the_log(ledger).fingerprint()
+        assert ledger.store.last_seq() == version + 1
     finally:
         other.close()
         ledger.close()

@@ -227,3 +227,45 @@ def test_an_existing_open_of_a_missing_file_is_refused_and_creates_nothing(
     assert not missing.parent.exists()
     Ledger.open(tmp_path / "made.db").close()
     Ledger.open(tmp_path / "made.db", existing=True).close()
+
+
+def test_an_existing_open_of_an_empty_or_foreign_file_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """(Session 38: ``Ledger.open(empty_file, existing=True)`` wrote a ledger's schema into
+    it.) `existing` says a ledger is there: an empty file opened for writing, a text file
+    and another program's SQLite database are each one clear error, the file's bytes
+    unchanged and nothing beside it; so is a SQLite database holding no table (a PRAGMA
+    alone writes its first page: review 1). Read-only, an empty file still reads as an
+    empty ledger (session 32: the read commands), and the read commands leave it as it was."""
+    import contextlib
+    import sqlite3
+
+    empty, text, foreign = tmp_path / "empty.db", tmp_path / "notes.db", tmp_path / "app.db"
+    empty.write_bytes(b"")
+    text.write_text("not a ledger\n")
+    # SQLite databases holding no table: a first page written by a PRAGMA alone (WAL
+    # mode: the read that looks leaves no -wal/-shm), and one marked as another program's
+    bare = {name: tmp_path / f"{name}.db" for name in ("wal", "paged", "marked")}
+    setup = ("PRAGMA journal_mode=WAL", "PRAGMA page_size=8192; VACUUM", "PRAGMA user_version=3")
+    for path, script in zip([foreign, *bare.values()], ["CREATE TABLE t (x)", *setup], strict=True):
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.executescript(script)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    no_table = "is a SQLite database holding no table, not a ledger.*nothing was written"
+    cases = [
+        (empty, InvalidInput, "is an empty file, not a ledger.*nothing was written"),
+        (text, IntegrityError, "is not an SQLite database"),
+        (foreign, InvalidInput, "is not a ctxledger ledger"),
+        (bare["wal"], InvalidInput, no_table),
+        (bare["paged"], InvalidInput, no_table),
+        (bare["marked"], InvalidInput, "another program's: application id 0, user version 3"),
+    ]
+    for path, error, says in cases:
+        with pytest.raises(error, match=says):
+            Ledger.open(path, existing=True)
+    with Ledger.open(empty, existing=True, read_only=True) as ledger:
+        assert ledger.sessions() == []
+    for args in (["sessions", "--json"], ["verify"], ["show", "x"], ["pin", "x", "1"]):
+        CliRunner().invoke(cli, ["--db", str(empty), *args])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -192,6 +192,24 @@ def test_a_session_id_holding_an_at_sign_is_named_whole(tmp_path: Path) -> None:
     ) == ("me@host", "v@2")
 
 
+def test_a_prefix_of_an_id_holding_an_at_sign_is_refused_naming_the_id(tmp_path: Path) -> None:
+    """Session 38: ``show me@h`` (a prefix of ``me@host``) was read as SESSION@SEQ and
+    refused with "the part after @ must be …" alone; the error now names the ids it
+    starts. What resolves is unchanged (a prefix is never taken as a whole id)."""
+    db = str(tmp_path / "l.db")
+    with Ledger.open(db) as ledger:
+        for sid in ("me@host", "me@hub", "you@0x"):
+            ledger.start_session(model="m", context_length=8192, session_id=sid)
+    runner = CliRunner()
+    for ref, names in [("me@h", "sessions 'me@host', 'me@hub'"), ("you@0", "session 'you@0x'")]:
+        for command in (["show", ref], ["export", ref], ["diff", ref, "me@host"]):
+            out = runner.invoke(cli, ["--db", db, *command])
+            assert out.exit_code == 2, out.output
+            assert f"it is also the start of {names}: a ref holding @" in out.output
+    with pytest.raises(InvalidInput, match=r"^'me@h': the part after @ must be .* number$"):
+        parse_ref("me@h", ["you@0x"])  # starting no id: the message as before
+
+
 def test_a_ref_that_is_a_whole_id_and_session_at_seq_is_refused_naming_both(
     tmp_path: Path,
 ) -> None:

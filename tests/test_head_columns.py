@@ -79,7 +79,7 @@ def test_a_ledger_written_before_the_columns_opens_verifies_rebuilds_and_replays
             FACTS["head_hash"],
         )
         rebuilt = Projector.rebuild(store, use_checkpoint=False)
-        from_checkpoint = Projector.rebuild(store)  # main's projector/v3 checkpoint
+        from_checkpoint = Projector.rebuild(store)  # main's projector/v3 checkpoint (no v4 saved)
         for projector in (rebuilt, from_checkpoint):
             assert projector.last_seq == FACTS["last_seq"]
             assert (

@@ -313,7 +313,8 @@ def test_a_resume_beside_a_branch_skips_the_chain_whose_tip_ended(flows):
 
 
 def test_a_branch_takes_its_parent_s_system_prompt_and_window(flows):
-    """The agent's model has no known window (0): the branch keeps the parent's."""
+    """The agent's model has no known window (0): the branch keeps the parent's (and
+    the parent's prompt in its role, session 38)."""
     workdir, _ = flows
     ledger = Ledger.open(workdir / "inherits.db")
     try:
@@ -323,6 +324,7 @@ def test_a_branch_takes_its_parent_s_system_prompt_and_window(flows):
         assert branch.parent_session_id == ledger.tip(parent.session_id)
         # before: no system prompt, no window (the agent's 0 taken for "none")
         assert ledger.transcript.session(branch.session_id).system_prompt == "be brief"
+        assert ledger.transcript.session(branch.session_id).system_role == "developer"
         assert branch.context_length == 64_000
         assert appended[branch.session_id] == _talk(0, 3)
     finally:

@@ -470,6 +470,26 @@ def test_pop_item_goes_on_with_a_chain_whose_recorded_model_is_refused_now(servi
     anyio.run(scenario)
 
 
+def test_pop_item_branches_with_the_prompt_in_its_role(service):
+    """The branch pop_item starts takes the chain's prompt in its role (session 38)."""
+
+    async def scenario() -> None:
+        await service.start_session(
+            model="gpt-5",
+            context_length=16_000,
+            system_prompt="Be brief.",
+            system_role="developer",
+            session_id="conv-d",
+        )
+        await service.append("conv-d", [{"role": "user", "content": t} for t in ("a", "b")])
+        session = CtxLedgerSession("conv-d", service)
+        assert await session.pop_item() == {"role": "user", "content": "b"}
+        assert session.ledger_session_id() == "conv-d~2"
+
+    anyio.run(scenario)
+    assert system_view(service, "conv-d~2") == {"role": "developer", "content": "Be brief."}
+
+
 def test_a_whole_id_over_todays_limit_branches_and_starts_again(service, monkeypatch):
     """An SDK id recorded whole (before keys were made) past today's 1,024 characters of a
     chosen id: pop_item and the session after clear_session go on under it."""

@@ -13,6 +13,7 @@ import weakref
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from helpers.frameworks import require
 
@@ -42,6 +43,7 @@ from ctxledger.events import (  # noqa: E402
 )
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
+from ctxledger.usage import CanonicalUsage  # noqa: E402
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0, context_length=16_000)
 
@@ -145,10 +147,60 @@ def test_a_run_resumed_from_json_reports_only_its_own_requests(service, streamed
     assert service.ledger.verify().ok
 
 
+class _PaidSummarizer(OfflineSummarizer):
+    """The offline summary with the usage of a model call, as an LLM summarizer reports."""
+
+    async def summarize(self, request: Any) -> Any:
+        result = await super().summarize(request)
+        return msgspec.structs.replace(result, usage=CanonicalUsage(input=900, output=50))
+
+
+def _purposes(svc: ContextService) -> list[tuple[str, int]]:
+    events = [r.event for r in svc.ledger.store.read_all() if isinstance(r.event, UsageReported)]
+    return [(e.purpose, e.usage.prompt) for e in events]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_resume_after_a_summarizer_reported_usage_reports_only_its_own_requests(
+    tmp_path, streamed
+):
+    """The interrupted run's save compacts with a summarizer that reports usage, so the
+    chain's last report is the summarizer's, not the run's last request."""
+    config = CompressionConfig(threshold_floor_tokens=0, context_length=3_000)
+    ledger = Ledger.open(tmp_path / "agents.db", config=config)
+    service = ContextService(ledger, config=config, summarizer=_PaidSummarizer())
+    session = CtxLedgerSession("u", service, model="scripted", context_length=3_000)
+    model = ScriptedModel(
+        [
+            *(_step(assistant_message(f"ok {i} " + "filler " * 300), 400 + i) for i in range(3)),
+            _step(function_call("delete", {"path": "a.txt"}, call_id="c1"), 501),
+            _step(assistant_message("deleted"), 602),
+        ]
+    )
+    agent = Agent(name="a", instructions="Do.", model=model, tools=[delete])
+
+    async def runs() -> None:
+        for i in range(3):
+            await _run(agent, f"turn {i} " + "word " * 300, session, streamed)
+        first = await _run(agent, "delete a.txt " + "word " * 300, session, streamed)
+        assert first.interruptions and _purposes(service)[-1][0] == "summarizer"
+        state = await RunState.from_json(agent, first.to_state().to_json())
+        state.approve(first.interruptions[0])
+        assert (await _run(agent, state, session, streamed)).final_output == "deleted"
+
+    try:
+        anyio.run(runs)
+        agent_reports = [n for purpose, n in _purposes(service) if purpose == "agent"]
+        assert agent_reports == [400, 401, 402, 501, 602]  # (the resumed run reported 501 again)
+        assert service.ledger.verify().ok
+    finally:
+        ledger.close()
+
+
 def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_them(service):
-    """A run's first read claims the requests its ``Usage`` already holds only if the
-    chain's last recorded usage is the last of them (a resumed run's, reported by the run
-    that made them); requests made elsewhere (another session, none) are reported here."""
+    """A run's first read claims the requests its ``Usage`` already holds only as far as
+    the chain's agent reports hold them (a resumed run's, reported by the run that made
+    them); requests made elsewhere (another session, none) are reported here."""
     session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
     question = {"role": "user", "content": "q"}
     elsewhere = types.SimpleNamespace(usage=Usage())
@@ -161,7 +213,65 @@ def test_requests_a_run_carries_count_as_reported_only_when_the_ledger_recorded_
         )
 
     anyio.run(steps)
-    assert _reported(service) == [301]  # (it was claimed, and lost)
+    assert _reported(service) == [301]  # (the first version claimed it and lost it)
+    assert service.ledger.verify().ok
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_resume_after_another_run_reported_reports_only_its_own_requests(service, streamed):
+    """Another run on the session reports between the interruption and the resume (runs
+    interleaved on one session): the carried request is found further back on the chain."""
+    session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+    model = ScriptedModel(
+        [
+            _step(function_call("delete", {"path": "a.txt"}, call_id="c1"), 501),
+            _step(assistant_message("deleted a.txt"), 602),
+        ]
+    )
+    agent = Agent(name="a", instructions="Do.", model=model, tools=[delete])
+    other_model = ScriptedModel([_step(assistant_message("done"), 700)])
+    other = Agent(name="a", instructions="Do.", model=other_model)
+
+    async def runs() -> None:
+        first = await _run(agent, "delete a.txt", session, streamed)
+        assert first.interruptions  # (the tool waits for an approval)
+        saved = first.to_state().to_json()
+        await _run(other, "something else", session, streamed)
+        state = await RunState.from_json(agent, saved)
+        state.approve(first.interruptions[0])
+        assert (await _run(agent, state, session, streamed)).final_output == "deleted a.txt"
+
+    anyio.run(runs)
+    assert _reported(service) == [501, 700, 602]  # (the resumed run reported 501 again)
+    assert service.ledger.verify().ok
+
+
+@pytest.mark.parametrize(("after", "reported"), [(402, [301, 402]), (-5, [301])])
+def test_a_carried_request_the_ledger_did_not_record_is_reported_after_those_it_did(
+    service, caplog, after, reported
+):
+    """Of the requests a ``Usage`` carries, those the chain recorded in order from the
+    first are claimed; the first one it did not record, and those after it, are reported
+    (a resume in another process: a new session object). A request whose figures no
+    ledger records (-5: its report is dropped with a warning) is claimed with them:
+    reporting it again records nothing either, and it hides none before it."""
+    question = {"role": "user", "content": "q"}
+    interrupted = types.SimpleNamespace(usage=Usage())
+    _one_request(interrupted.usage, 301)
+    resumed = types.SimpleNamespace(usage=Usage())
+
+    async def steps() -> None:
+        first = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+        await first.add_items([question], wrapper=interrupted)
+        _one_request(interrupted.usage, after)  # (its write failed: never recorded)
+        resumed.usage.add(interrupted.usage)  # (without our count: as from RunState JSON)
+        session = CtxLedgerSession("u", service, model="scripted", context_length=16_000)
+        await session.get_items(wrapper=resumed)
+        await session.add_items([{"role": "assistant", "content": "a"}], wrapper=resumed)
+
+    anyio.run(steps)
+    assert _reported(service) == reported  # (301 was reported again, or 402 was lost)
+    assert "not recorded" not in caplog.text  # (nor was the -5 reported again)
     assert service.ledger.verify().ok
 
 

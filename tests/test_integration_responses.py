@@ -86,7 +86,7 @@ def test_parallel_calls_become_one_assistant_turn_with_its_results_after_it():
         "tool",
         "tool",
         "assistant",
-        "system",
+        "developer",  # recorded with its own role since session 38 (was "system")
         "user",
     ]
     turn = messages[1]

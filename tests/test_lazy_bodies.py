@@ -215,7 +215,7 @@ def test_a_v2_checkpoint_written_by_main_still_loads(tmp_path: Path) -> None:
         assert rebuild_check(ledger, tip).equal
         assert all(not c.drift for c in verify_compactions(ledger, tip).compactions)
         ledger.append_messages(tip, [{"role": "user", "content": "new after the upgrade"}])
-        ledger.projector.save_checkpoint(ledger.store)  # now saved as v3
+        ledger.projector.save_checkpoint(ledger.store)  # now saved as v4 (CHECKPOINT_NAME)
         assert ledger.store.load_checkpoint(CHECKPOINT_NAME) is not None
         again = Projector.rebuild(ledger.store)
         assert again.fingerprint() == ledger.projector.fingerprint()

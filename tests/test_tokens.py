@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ctxledger import tokens
 
 
@@ -42,3 +44,23 @@ def test_rough_estimate_is_hermes_formula() -> None:
         )
         == 3 + 10
     )
+
+
+def test_a_big_batch_is_counted_in_chunks_with_the_same_counts(monkeypatch: Any) -> None:
+    """Session 38: tiktoken's batch encode submits a Future per text up front and returns
+    every token list at once (an import of 200,000 tiny messages peaked ~390 MiB in it);
+    the texts now go in chunks, the counts unchanged."""
+    real = tokens._encoding(tokens.DEFAULT_ENCODING)
+    sizes: list[int] = []
+
+    class Recording:
+        def encode_ordinary_batch(self, texts: list[str], *, num_threads: int) -> Any:
+            sizes.append(len(texts))
+            return real.encode_ordinary_batch(texts, num_threads=num_threads)
+
+    messages = [{"role": "user", "content": f"message number {i} " * (i % 7)} for i in range(150)]
+    one_by_one = [tokens.count_message(m) for m in messages]
+    monkeypatch.setattr(tokens, "_BATCH_CHUNK", 64)
+    monkeypatch.setattr(tokens, "_encoding", lambda name: Recording())
+    assert tokens.count_messages(messages) == one_by_one
+    assert sizes == [64, 64, 22]

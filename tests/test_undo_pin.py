@@ -9,7 +9,7 @@ import anyio
 import pytest
 from click.testing import CliRunner
 from helpers.ledger_helpers import deterministic_ledger, recorded_chain
-from hypothesis import given, settings
+from hypothesis import example, given, reject, settings
 from hypothesis import strategies as st
 
 from ctxledger.analysis.compactions import chain_compactions
@@ -42,11 +42,15 @@ def test_undo_right_after_a_compaction_shows_the_pre_compaction_view(tmp_path: P
 
 @settings(max_examples=5)
 @given(seed=st.integers(0, 1000), which=st.integers(0, 10))
+@example(seed=579, which=0)  # a chain of 10 turns with no compaction: nothing to undo
 def test_undo_then_show_equals_the_pre_compaction_view_plus_what_came_after(
     tmp_path_factory: pytest.TempPathFactory, seed: int, which: int
 ) -> None:
     ledger, tip = generated(tmp_path_factory.mktemp("undo") / "l.db", seed, 10)
     records = chain_compactions(ledger, tip)
+    if not records:  # (a few seeds compact nothing; the property is about an undo)
+        ledger.close()
+        reject()
     record = records[which % len(records)]
     chain = ledger.chains.chain(tip)
     # what the agent appended after the compaction, read straight from the log

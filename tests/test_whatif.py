@@ -32,7 +32,7 @@ from ctxledger.cli.main import cli
 from ctxledger.demo.record import record_generated
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput
-from ctxledger.events import UsageReported
+from ctxledger.events import MessageAppended, UsageReported
 from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
 
@@ -91,6 +91,19 @@ def test_history_keeps_message_ids_batches_and_user_turns(chain: tuple[Ledger, s
         isinstance(s, UsageStep) and s.offset == 0 for s in hist.steps if isinstance(s, UsageStep)
     )
     assert hist.config == SMALL
+
+
+def test_history_lists_the_message_ids_in_log_order(chain: tuple[Ledger, str]) -> None:
+    """A frozenset before: its encoding's order changed from run to run (string hashing)."""
+    ledger, tip = chain
+    chain_ids = set(ledger.chains.chain(tip))
+    logged = [
+        rec.event.message_id
+        for rec in ledger.store.read_all()
+        if isinstance(rec.event, MessageAppended) and rec.event.session_id in chain_ids
+    ]
+    hist = history(ledger, tip)
+    assert hist.message_ids == tuple(logged)
 
 
 def test_a_provider_count_offset_is_kept_when_the_view_changes(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from ctxledger.analysis.refs import ledger_ref, parse_ref
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, role_of
 from ctxledger.projections.transcript import TranscriptProjection, load_bodies
 from ctxledger.tokens import count_text
 
@@ -269,7 +269,7 @@ def _view(
     session_id: str,
     seq: int | None,
     ids: list[str],
-    system: tuple[str | None, int],
+    system: tuple[str | None, int, str],
 ) -> View:
     entries: list[ViewEntry] = []
     if system[0] is not None:
@@ -277,10 +277,10 @@ def _view(
             ViewEntry(
                 message_id=SYSTEM_ID,
                 key=SYSTEM_ID,
-                role="system",
+                role=system[2],
                 origin="system",
                 tokens=system[1],
-                message={"role": "system", "content": system[0]},
+                message={"role": system[2], "content": system[0]},
             )
         )
     covered: dict[str, str] = {}
@@ -327,7 +327,7 @@ def session_view(
         sid,
         seq,
         list(view.live),
-        (view.system_prompt, view.system_tokens),
+        (view.system_prompt, view.system_tokens, view.system_role),
     )
 
 
@@ -346,7 +346,7 @@ def compaction_views(
         record.session_id,
         None,
         list(before.live),
-        (before.system_prompt, before.system_tokens),
+        (before.system_prompt, before.system_tokens, before.system_role),
     )
     b = _view(
         coverage,
@@ -355,7 +355,7 @@ def compaction_views(
         record.new_session_id,
         None,
         [e.message_id for e in switch.layout],
-        (switch.system_prompt, switch.system_prompt_tokens),
+        (switch.system_prompt, switch.system_prompt_tokens, role_of(switch.system_prompt_role)),
     )
     return a, b
 

@@ -35,7 +35,7 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec, recorded_loop
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, StoredRole, role_of
 from ctxledger.projections import Projector
 from ctxledger.runtime.engine import host_agent
 from ctxledger.tokens import count_message
@@ -118,6 +118,7 @@ class SystemStep(_Step, frozen=True, kw_only=True):
     """The system prompt changed mid-session (a ``SystemPromptSet`` after the start)."""
 
     text: str
+    role: StoredRole = msgspec.UNSET  # (as the event's: unset for ``system``)
 
 
 Step = AppendStep | UsageStep | CompressStep | ModelStep | LimitStep | PinStep | SystemStep
@@ -130,6 +131,7 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     context_length: int
     system_prompt: str | None = None
+    system_role: StoredRole = msgspec.UNSET  # (as ``SystemPromptSet.role``)
     tools: list[JSON] = msgspec.field(default_factory=list)
     title: str | None = None
     source: str | None = None
@@ -144,6 +146,7 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
             model=self.model,
             context_length=self.context_length,
             system_prompt=self.system_prompt,
+            system_role=role_of(self.system_role),
             tools=self.tools or None,
             title=self.title,
             source=self.source,
@@ -160,7 +163,9 @@ class History(msgspec.Struct, frozen=True, kw_only=True):
     steps: list[Step]
     #: the configuration the chain was compacted with (its first compaction's, else its start's)
     config: CompressionConfig
-    message_ids: frozenset[str]
+    #: every message id the chain recorded, in log order (a tuple, not a set: a history
+    #: encodes, and compares, the same in every run)
+    message_ids: tuple[str, ...]
     notes: list[str]
 
 
@@ -231,7 +236,7 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 loop=recorded_loop(e.config),
             )
         elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, frozenset()):
-            info["system_prompt"] = e.text
+            info["system_prompt"], info["system_role"] = e.text, e.role
         elif isinstance(e, ToolsDeclared) and (rec.version == 2 or "system_prompt" in info):
             info["tools"] = e.tools  # (the start's, after its prompt if it had one)
     return StartInfo(**info)
@@ -269,7 +274,7 @@ class _Reader:
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
         self.notes: list[str] = []
-        self.ids: set[str] = set()
+        self.ids: dict[str, None] = {}  # (ordered as read)
         self.start_config: JSON | None = None
         self.compaction_config: JSON | None = None
 
@@ -287,7 +292,7 @@ class _Reader:
     def read(self, rec: Recorded) -> None:
         e = rec.event
         if isinstance(e, MessageAppended):
-            self.ids.add(e.message_id)
+            self.ids[e.message_id] = None
             if e.message.get("role") == "user":
                 self.flush()  # a user message opens a turn: hygiene and preflight run around it
                 self.batch.append(e)
@@ -336,7 +341,7 @@ class _Reader:
         elif isinstance(e, MessagePinned):
             self.steps.append(PinStep(message_id=e.message_id, pinned=e.pinned, at=at))
         elif isinstance(e, SystemPromptSet) and not _opening_prompt(rec, self.continuations):
-            self.steps.append(SystemStep(text=e.text, at=at))
+            self.steps.append(SystemStep(text=e.text, role=e.role, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
 
@@ -386,6 +391,6 @@ def history(ledger: Ledger, session_id: str) -> History:
         start=_start_info(ledger, chain[0]),
         steps=reader.steps,
         config=CompressionConfig.from_snapshot(snapshot),
-        message_ids=frozenset(reader.ids),
+        message_ids=tuple(reader.ids),
         notes=reader.notes,
     )

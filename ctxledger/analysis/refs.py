@@ -8,7 +8,7 @@ is that session, unless its part before the last "@" is a session too (``a`` and
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Collection, Container
 
 from ctxledger.errors import InvalidInput
 from ctxledger.integers import ascii_int
@@ -16,7 +16,7 @@ from ctxledger.ledger.facade import Ledger
 
 
 def parse_ref(
-    ref: str, sessions: Container[str] = (), *, last_seq: int | None = None
+    ref: str, sessions: Collection[str] = (), *, last_seq: int | None = None
 ) -> tuple[str, int | None]:
     """``SESSION@SEQ`` -> (SESSION, SEQ); anything else -> (ref, None). Raises InvalidInput.
 
@@ -24,7 +24,8 @@ def parse_ref(
     hold "@" (``user@laptop`` was refused, ``v@2`` read as session ``v…`` at seq 2).
     When its part before the last "@" is a session too (``a`` and ``a@1`` both exist)
     the ref is ambiguous and refused, naming how to write each reading (`last_seq`, the
-    log's last event, makes the first one concrete)."""
+    log's last event, makes the first one concrete). A ref refused as ``SESSION@SEQ``
+    that starts ids in `sessions` (``me@h`` of ``me@host``) names them in its error."""
     if not isinstance(ref, str) or not ref.strip():
         raise InvalidInput("a reference is required: SESSION, SESSION@SEQ or a compaction id")
     ref = ref.strip()
@@ -37,12 +38,27 @@ def parse_ref(
             raise InvalidInput(_ambiguous(ref, name, seq, sessions, last_seq))
         return ref, None
     if not name:
-        raise InvalidInput(f"{ref!r}: name the session before the @ (SESSION@SEQ)")
+        raise _refused(ref, "name the session before the @ (SESSION@SEQ)", sessions)
     if seq is None:
-        raise InvalidInput(f"{ref!r}: the part after @ must be an event sequence number")
+        raise _refused(ref, "the part after @ must be an event sequence number", sessions)
     if seq < 1:
-        raise InvalidInput(f"{ref!r}: event sequence numbers start at 1")
+        raise _refused(ref, "event sequence numbers start at 1", sessions)
     return name, seq
+
+
+def _refused(ref: str, problem: str, sessions: Collection[str]) -> InvalidInput:
+    """A ref read as ``SESSION@SEQ`` and refused; when it starts session ids (a prefix of
+    ``me@host``: only a whole id is taken as is, see :func:`parse_ref`) they are named."""
+    starting = sorted(s for s in sessions if isinstance(s, str) and s.startswith(ref))
+    if not starting:
+        return InvalidInput(f"{ref!r}: {problem}")
+    shown = ", ".join(repr(s) for s in starting[:3])
+    more = f" (and {len(starting) - 3} more)" if len(starting) > 3 else ""
+    which = "session" if len(starting) == 1 else "sessions"
+    return InvalidInput(
+        f"{ref!r}: {problem}; it is also the start of {which} {shown}{more}: a ref "
+        "holding @ is read as SESSION@SEQ unless it is a whole id, so write the whole id"
+    )
 
 
 def _ambiguous(

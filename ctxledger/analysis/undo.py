@@ -36,6 +36,7 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop, with_loop
+from ctxledger.messages import stored_role
 
 
 class UndoResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,6 +109,7 @@ def _revert_events(
         reason="revert",
         system_prompt=restored.system_prompt,
         system_prompt_tokens=restored.system_tokens,
+        system_prompt_role=stored_role(restored.system_role),
         layout=layout,
         plan={
             "action": "revert",

@@ -38,7 +38,7 @@ from ctxledger.analysis.whatif_loop import (
 )
 from ctxledger.errors import InvalidInput
 from ctxledger.limits import replaying_recorded
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, role_of
 from ctxledger.runtime.service import ContextService
 from ctxledger.usage import check_usage_report, normalize_usage
 
@@ -160,7 +160,8 @@ class _Driver:
                 scoped_guards=step.scoped_guards,
             )
         elif isinstance(step, SystemStep):
-            self.sid = (await svc.set_system_prompt(self.sid, step.text)).session_id
+            role = role_of(step.role)
+            self.sid = (await svc.set_system_prompt(self.sid, step.text, role=role)).session_id
         else:
             self._pin(step)
 

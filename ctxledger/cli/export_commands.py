@@ -61,7 +61,8 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
     sid = ledger.resolve(ref)
     transcript = transcript_at(ledger, sid, seq)
     view = transcript.session(sid)
-    text = export_messages(view.system_prompt, transcript.live_messages(sid), fmt)
+    messages = transcript.live_messages(sid)
+    text = export_messages(view.system_prompt, messages, fmt, view.system_role)
     if out_path is None:
         click.echo(json_text(text))
     else:

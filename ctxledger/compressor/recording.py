@@ -36,7 +36,7 @@ from ctxledger.events import (
     UsageReported,
     envelope,
 )
-from ctxledger.messages import JSON, content_text
+from ctxledger.messages import JSON, SystemRole, content_text, stored_role
 from ctxledger.tokens import count_message, count_message_after
 from ctxledger.usage import CanonicalUsage
 
@@ -60,6 +60,9 @@ class CompactionInput(msgspec.Struct, frozen=True, kw_only=True):
     pinned_ids: list[str] = msgspec.field(default_factory=list)
     compaction_count: int = 0
     expected_version: int = 0
+    #: the role the system prompt is given back in: ``messages`` holds it as ``system``
+    #: (the planner's rules for the system prompt apply alike), the switch keeps the role
+    system_role: SystemRole = "system"
 
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
@@ -315,6 +318,7 @@ def _switch_event(
         trigger=trigger,
         system_prompt=system_prompt,
         system_prompt_tokens=system_tokens,
+        system_prompt_role=stored_role(inp.system_role),
         layout=layout,
         plan=msgspec.to_builtins(the_plan),
         config=prepared.config.to_snapshot(),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore.readonly import read_only_target, tidy_side_files
+from ctxledger.eventstore.readonly import connect_read_only, tidy_side_files
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -150,21 +150,44 @@ def refuse_foreign_database(path: str) -> None:
     Read-only; a missing or empty file (a new ledger) or one SQLite cannot read is left
     to the store's open, which reports what it finds.
     """
-    try:
-        if os.path.getsize(path) == 0:
-            return
-        # the read-only open's own choice (see .readonly): immutable where nothing can
-        # be written, so no -wal/-shm is made beside a ledger on a read-only folder
-        uri = read_only_target(path)
-        if uri is None:
-            return
-        conn = sqlite3.connect(uri, uri=True)
-    except (OSError, sqlite3.Error, StoreError):
+    conn = _peek(path)
+    if conn is None:
         return
     try:
         refuse_foreign_connection(conn, path)
     finally:
         conn.close()
+
+
+def holds_no_table(path: str) -> bool:
+    """Whether the SQLite database at `path` holds no table, index or view: one a
+    program made and never filled (a ``PRAGMA journal_mode=WAL`` alone writes its first
+    page). False for an empty file, a missing one and one SQLite cannot read (read-only);
+    InvalidInput for another program's (:func:`refuse_foreign_connection`)."""
+    conn = _peek(path)
+    if conn is None:
+        return False
+    try:
+        refuse_foreign_connection(conn, path)
+        return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def _peek(path: str) -> sqlite3.Connection | None:
+    """A connection reading the database at `path` writing nothing, or None for a
+    missing or empty file and one SQLite cannot open."""
+    try:
+        if os.path.getsize(path) == 0:
+            return None
+        # the read-only open's own (see .readonly): immutable where nothing can be
+        # written, so no -wal/-shm is made beside a ledger on a read-only folder, and
+        # those its close may remove removed (a WAL database no one has open)
+        return connect_read_only(path)[0]
+    except (OSError, sqlite3.Error, StoreError):
+        return None
 
 
 def refuse_foreign_connection(conn: sqlite3.Connection, path: str) -> None:

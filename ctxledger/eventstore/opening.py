@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.migrations import holds_no_table
 from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
@@ -121,6 +122,22 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
     )
 
 
+def _refuse_unmade_ledger(text: str) -> None:
+    """InvalidInput for an empty file, or a SQLite database holding no table (a
+    ``PRAGMA journal_mode=WAL`` alone makes one), that an ``existing`` open would write a
+    ledger into (``Ledger.open(path, existing=True)`` did, session 37's note left it)."""
+    if os.path.getsize(text) == 0:
+        what, read = "an empty file", "; the read commands read it as empty"
+    elif holds_no_table(text):
+        what, read = "a SQLite database holding no table", ""
+    else:
+        return
+    raise InvalidInput(
+        f"{text} is {what}, not a ledger; nothing was written (a write starts a ledger "
+        f"there: `ctxledger import FILE`, or Ledger.open without existing=True{read})"
+    )
+
+
 def _is_file(text: str) -> bool:
     """Whether `text` names a file; InvalidInput for a path no file can have (a name
     over the system's limit was an OSError traceback)."""
@@ -171,8 +188,11 @@ def open_store(
 
     `options` go to the backend's constructor. `read_only` opens a SQLite file writing
     nothing (:mod:`.readonly`); a PostgreSQL URL with it is InvalidConfig. `existing`
-    (a command that only reads): a missing file (:func:`require_ledger_file`) or a URL
-    holding no ledger is refused, nothing created; a str names the option. Raises
+    (a command that only reads): a missing file (:func:`require_ledger_file`), an empty
+    one or a SQLite database holding no table opened for writing (it would be made a
+    ledger; read-only it reads as an empty ledger, session 32's choice for the read
+    commands) or a URL holding no ledger is
+    refused, nothing created; a str names the option. Raises
     InvalidInput for an unknown scheme, and InvalidConfig when the PostgreSQL extra is
     not installed.
     """
@@ -182,6 +202,8 @@ def open_store(
         _refuse_collapsed_url(text)
         if existing:  # (a missing file is refused, not created)
             require_ledger_file(text, existing if isinstance(existing, str) else None)
+            if not read_only:
+                _refuse_unmade_ledger(text)
         return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:

@@ -35,7 +35,7 @@ from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
-from ctxledger.eventstore.resends import NOT_STORED, already_stored
+from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
 __all__ = ["CALL_ROWS", "Appender", "client_side", "prepare", "stream_ends"]
@@ -265,7 +265,7 @@ class Appender:
                 None,
             )
             if stale is not None or check_ids:
-                if self._already_stored(conn, batches):
+                if self._already_stored(conn, batches, new_blobs):
                     conn.execute("COMMIT")  # a re-send: only the seal of what was waiting
                     return {n: version for n, (_, version) in zip(names, current, strict=True)}
                 if stale is not None:
@@ -332,11 +332,22 @@ class Appender:
         if missing:
             conn.cursor().executemany(q.INSERT_BLOB, missing)
 
-    def _already_stored(self, conn: Conn, batches: list[PreparedBatch]) -> bool:
-        """Whether this append is a re-send (:func:`already_stored`; one query for its ids)."""
+    def _already_stored(
+        self, conn: Conn, batches: list[PreparedBatch], new_blobs: dict[str, bytes]
+    ) -> bool:
+        """Whether this append is a re-send (:func:`already_stored`; one query for its ids,
+        blobs read on this connection only for a row whose bytes differ)."""
         wanted = [row[0] for batch in batches for row in batch.rows]
-        stored: dict[str, object] = dict(conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall())
-        return already_stored(batches, lambda event_id: stored.get(event_id, NOT_STORED))
+        stored: dict[str, StoredAs] = {
+            str(r[0]): (r[1], r[2], r[3], as_stored(r[4]))
+            for r in conn.execute(q.STREAMS_OF_EVENTS, (wanted,)).fetchall()
+        }
+
+        def blob_in(ref: str) -> bytes | None:
+            row = conn.execute(q.GET_BLOB, (ref,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return already_stored(batches, stored.get, blobs_then(new_blobs, blob_in))
 
 
 def client_side(batches: list[PreparedBatch], new_blobs: dict[str, bytes]) -> bool:

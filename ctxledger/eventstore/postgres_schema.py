@@ -569,8 +569,8 @@ COPY_EVENTS = (
     " FROM STDIN (FORMAT BINARY)"
 )
 STREAMS_OF_EVENTS = (
-    "SELECT e.event_id, s.stream FROM events AS e JOIN streams AS s USING (stream_id)"
-    " WHERE e.event_id = ANY(%s)"
+    "SELECT e.event_id, s.stream, e.kind, e.schema, e.payload FROM events AS e"
+    " JOIN streams AS s USING (stream_id) WHERE e.event_id = ANY(%s)"
 )
 #: reads bound only from below (the caller caps the LIMIT and drops rows past its end): an
 #: upper bound makes the planner guess a small range from stale statistics, and then it

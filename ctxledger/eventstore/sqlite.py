@@ -66,7 +66,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     refuse_unwritable,
 )
-from ctxledger.eventstore.resends import NOT_STORED, already_stored
+from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
@@ -308,7 +308,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
         conn = self._conn
         current, stale = self._versions(batches)
         if stale is not None or check_ids:
-            if already_stored(batches, self._stored_in):  # a re-send: the versions as they are
+            blobs = blobs_then(new_blobs, self._blob_in)
+            if already_stored(batches, self._stored_in, blobs):  # a re-send: versions as they are
                 return {b.stream: v for b, (_, v) in zip(batches, current, strict=True)}
             if stale is not None:
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
@@ -370,10 +371,14 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 q.INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
             )
 
-    def _stored_in(self, event_id: str) -> object:
-        """The stream name holding `event_id` as stored, or NOT_STORED (:func:`already_stored`)."""
-        row = self._conn.execute(q.STREAM_OF_EVENT, (event_id,)).fetchone()
-        return NOT_STORED if row is None else row[0]
+    def _stored_in(self, event_id: str) -> StoredAs | None:
+        """The row holding `event_id` as stored, or None (:func:`already_stored`)."""
+        row = self._conn.execute(q.ROW_OF_EVENT, (event_id,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2], as_stored(row[3]))
+
+    def _blob_in(self, ref: str) -> bytes | None:
+        row = self._conn.execute(q.GET_BLOB, (ref,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     # --- reading -----------------------------------------------------------------------------
 

@@ -45,8 +45,9 @@ INSERT_EVENT = (
 # instead of per row makes batched appends ~15 % faster than executemany alone
 BLOCK = 64
 INSERT_BLOCK = INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (BLOCK - 1)
-STREAM_OF_EVENT = (
-    "SELECT s.stream FROM events AS e JOIN streams AS s USING (stream_id) WHERE e.event_id = ?"
+ROW_OF_EVENT = (
+    "SELECT s.stream, e.kind, e.schema, e.payload"
+    " FROM events AS e JOIN streams AS s USING (stream_id) WHERE e.event_id = ?"
 )
 # no kind column: the payload carries its tag, and every column fetched costs ~10 % of a read
 READ_ALL = (

@@ -27,7 +27,7 @@ import msgspec
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
 from ctxledger.limits import json_depth, json_problem, max_json_depth, not_json
-from ctxledger.messages import CallIdRepair, repair_call_ids, validate_messages
+from ctxledger.messages import CallIdRepair, check_system_role, repair_call_ids, validate_messages
 from ctxledger.usage import normalize_usage
 
 #: where a message came from: a 1-based line, a JSON path inside a document, or a description
@@ -239,11 +239,19 @@ class SessionBuilder:
         self.origins: list[Origin] = []
         self.usages: list[ImportedUsage] = []
         self.system_prompt: str | None = None
+        self.system_role = "system"
         self._warnings: collections.Counter[str] = collections.Counter()
 
     def add(self, message: dict[str, Any], origin: Origin) -> None:
         self.messages.append(message)
         self.origins.append(origin)
+
+    def checked_role(self, role: Any, origin: Origin) -> str:
+        """`role` as the system prompt's role, else an error at `origin`."""
+        try:
+            return check_system_role(role)
+        except InvalidInput as err:
+            raise self.src.error(str(err), origin) from None
 
     def warn(self, text: str) -> None:
         self._warnings[text] += 1
@@ -313,6 +321,7 @@ class SessionBuilder:
             source_format=self.source_format,
             messages=self.messages,
             system_prompt=self.system_prompt,
+            system_role=self.system_role,
             usages=self.usages,
             warnings=self.warnings,
             repairs=repairs,
@@ -392,7 +401,7 @@ class MessageReader(abc.ABC):
 
 #: top-level fields of a conversation object that are read; the others become ``extras``
 CONVERSATION_FIELDS = frozenset(
-    {"messages", "model", "tools", "title", "system", "usage", "context_length"}
+    {"messages", "model", "tools", "title", "system", "system_role", "usage", "context_length"}
 )
 
 Convert = Callable[[SourceText, dict[str, Any], str, tuple[int, ...]], ImportedSession]
@@ -441,10 +450,16 @@ def conversation_session(
     b = SessionBuilder(src, key, fmt.name)
     reader = fmt.reader(b, obj["model"] if isinstance(obj.get("model"), str) else None)
     extras = {k: v for k, v in obj.items() if k not in fmt.fields}
+    if obj.get("system_role") is not None:  # (s38: the role the system prompt comes back in)
+        b.system_role = b.checked_role(obj["system_role"], origin("system_role"))
     if obj.get("system") is not None:
         extras.update(fmt.read_system(obj["system"], b, origin("system")))
     for i, m in enumerate(messages):
         reader.add(m, origin("messages", i), i)
+    if b.system_role != "system" and b.system_prompt is None:
+        raise src.error(
+            f"system_role {b.system_role!r} names no system prompt", origin("system_role")
+        )
     if obj.get("usage") is not None:
         b.add_usage(obj["usage"], origin("usage"), shape=reader.usage_shape, model=reader.model)
     ctx = obj.get("context_length")

@@ -1,6 +1,9 @@
 """Exporters: a system prompt and OpenAI-shape messages -> a file in another format.
 
-* ``openai``: ``{"messages": [...]}`` with the system message first;
+* ``openai``: ``{"messages": [...]}`` with the system message first (a prompt given
+  back as ``developer``: a leading developer message and ``"system_role": "developer"``,
+  which the anthropic export also writes beside ``system``, and sharegpt as a
+  ``ctxledger_role`` field of its system turn);
 * ``anthropic``: ``{"system": ..., "messages": [...]}`` with content blocks; tool
   messages become ``tool_result`` blocks of one user message (merged with the user
   text that follows them), tool calls become ``tool_use`` blocks, reasoning becomes
@@ -25,7 +28,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.model import ImportedSession
 from ctxledger.limits import json_depth, too_deep
-from ctxledger.messages import INSTRUCTION_ROLES, content_text
+from ctxledger.messages import INSTRUCTION_ROLES, check_system_role, content_text
 
 EXPORT_FORMATS = ("openai", "anthropic", "sharegpt")
 
@@ -54,9 +57,20 @@ def _extras(message: Message, known: frozenset[str]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- openai
 
 
-def _openai(system_prompt: str | None, messages: Sequence[Message]) -> dict[str, Any]:
-    head = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
-    return {"messages": head + [dict(m) for m in messages]}
+def _openai(
+    system_prompt: str | None, messages: Sequence[Message], system_role: str = "system"
+) -> dict[str, Any]:
+    head = [{"role": system_role, "content": system_prompt}] if system_prompt is not None else []
+    return {
+        **_role_field(system_prompt, system_role),
+        "messages": head + [dict(m) for m in messages],
+    }
+
+
+def _role_field(system_prompt: str | None, role: str) -> dict[str, Any]:
+    """The conversation's ``system_role`` field: only for a prompt given in another role
+    than ``system`` (its import reads the leading message in that role as the prompt)."""
+    return {"system_role": role} if system_prompt is not None and role != "system" else {}
 
 
 # --------------------------------------------------------------------------- anthropic
@@ -135,7 +149,9 @@ def _tool_result(m: Message) -> dict[str, Any]:
     return block
 
 
-def _anthropic(system_prompt: str | None, messages: Sequence[Message]) -> dict[str, Any]:
+def _anthropic(
+    system_prompt: str | None, messages: Sequence[Message], system_role: str = "system"
+) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     for m in messages:
@@ -172,6 +188,7 @@ def _anthropic(system_prompt: str | None, messages: Sequence[Message]) -> dict[s
     if results:
         out.append({"role": "user", "content": results})
     doc: dict[str, Any] = {} if system_prompt is None else {"system": system_prompt}
+    doc.update(_role_field(system_prompt, system_role))
     doc["messages"] = out
     return doc
 
@@ -220,10 +237,12 @@ def _tool_response(m: Message) -> str:
     return f"<tool_response>\n{json.dumps(payload, ensure_ascii=False)}\n</tool_response>"
 
 
-def _sharegpt(system_prompt: str | None, messages: Sequence[Message]) -> dict[str, Any]:
+def _sharegpt(
+    system_prompt: str | None, messages: Sequence[Message], system_role: str = "system"
+) -> dict[str, Any]:
     turns: list[dict[str, Any]] = []
-    if system_prompt is not None:
-        turns.append({"from": "system", "value": system_prompt})
+    if system_prompt is not None:  # (the format has one system role: another one is marked)
+        turns.append({"from": "system", "value": system_prompt, **_role_mark(system_role)})
     i = 0
     while i < len(messages):
         m = messages[i]
@@ -251,24 +270,31 @@ def _sharegpt(system_prompt: str | None, messages: Sequence[Message]) -> dict[st
     return {"conversations": turns}
 
 
-_EXPORTERS: dict[str, Callable[[str | None, Sequence[Message]], dict[str, Any]]] = {
+def _role_mark(role: str) -> dict[str, str]:
+    return {} if role == "system" else {"ctxledger_role": role}
+
+
+_EXPORTERS: dict[str, Callable[[str | None, Sequence[Message], str], dict[str, Any]]] = {
     "openai": _openai,
     "anthropic": _anthropic,
     "sharegpt": _sharegpt,
 }
 
 
-def export_messages(system_prompt: str | None, messages: Sequence[Message], format: str) -> str:
-    """The messages (and system prompt) as one JSON document in `format`, newline-terminated."""
+def export_messages(
+    system_prompt: str | None, messages: Sequence[Message], format: str, system_role: str = "system"
+) -> str:
+    """The messages (and system prompt, given back in `system_role`) as one JSON document
+    in `format`, newline-terminated."""
     exporter = _EXPORTERS.get(format)
     if exporter is None:
         raise InvalidInput(
             f"unknown export format {format!r}; expected one of {', '.join(EXPORT_FORMATS)}"
         )
-    doc = exporter(system_prompt, messages)
+    doc = exporter(system_prompt, messages, check_system_role(system_role))
     return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
 
 
 def export_session(session: ImportedSession, format: str) -> str:
     """Export an imported session (its system prompt and messages)."""
-    return export_messages(session.system_prompt, session.messages, format)
+    return export_messages(session.system_prompt, session.messages, format, session.system_role)

@@ -40,6 +40,8 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     source_format: str
     messages: list[dict[str, Any]]
     system_prompt: str | None = None
+    #: the role the system prompt is given back in: ``system`` or ``developer`` (s38)
+    system_role: str = "system"
     tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
     model: str | None = None
     context_length: int | None = None

@@ -88,14 +88,18 @@ def _legacy_function_result(st: OpenAIReader, msg: dict[str, Any], origin: Origi
 
 
 def add_openai_message(st: OpenAIReader, raw: Any, origin: Origin) -> None:
-    """Normalize one OpenAI message in place and add it (leading system message -> system prompt)."""
+    """Normalize one OpenAI message in place and add it (leading system message -> system
+    prompt; a leading developer one too when the conversation's ``system_role`` says
+    developer: the prompt is kept in the role the file names)."""
     if type(raw) is not dict:
         raise st.b.src.error(f"a message must be a JSON object, got {type_name(raw)}", origin)
     role = raw.get("role")
-    if role == "system" and not st.b.messages and st.b.system_prompt is None:
+    if role in ("system", st.b.system_role) and not st.b.messages and st.b.system_prompt is None:
         text = text_of_parts(raw.get("content"))
         if text is not None:
             st.b.system_prompt = text
+            if role != st.b.system_role:
+                st.b.warn(f"the leading {role} message is the prompt, kept as {st.b.system_role}")
             if set(raw) - {"role", "content"}:
                 st.b.warn("fields of the system message other than its content were not kept")
             return

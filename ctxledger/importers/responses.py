@@ -39,7 +39,8 @@ JSON = dict[str, Any]
 #: the chat-message key holding the per-item stubs
 STUBS = "responses_items"
 _TEXT_PARTS = frozenset({"input_text", "output_text"})
-_OWN_ROLES = {"user": "user", "system": "system", "developer": "system"}
+#: (a ``developer`` item was recorded as ``system`` before session 38: see server.history)
+_OWN_ROLES = {"user": "user", "system": "system", "developer": "developer"}
 #: output items besides ``function_call`` (which becomes ``tool_calls``) that ask the
 #: client to run something and call the model again; they ride along as stubs
 _CLIENT_CALLS = frozenset(

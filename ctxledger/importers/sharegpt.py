@@ -217,6 +217,8 @@ def add_turns(
         extras = {k: v for k, v in turn.items() if k not in ("from", "value")}
         if role == "system" and not b.messages and b.system_prompt is None:
             b.system_prompt = value
+            if "ctxledger_role" in extras:  # (see importers.export)
+                b.system_role = b.checked_role(extras.pop("ctxledger_role"), origin)
             if extras:
                 b.warn("fields of the system turn other than its value were not kept")
         elif role in ("system", "user"):

@@ -178,9 +178,20 @@ def live_messages(service: ContextService, session_id: str) -> list[JSON]:
     """The chain tip's live messages (the API view without its system message), as fresh
     dicts the host may mutate. Cache markers are left to the host's own provider code."""
     view = service.api_messages(session_id, cache=False)
-    if view and view[0].get("role") == "system":
+    if _prompt_first(service, session_id, view):
         view = view[1:]
     return [_copy(m) for m in view]
+
+
+def _prompt_first(service: ContextService, session_id: str, view: list[JSON]) -> bool:
+    """Whether `view` (the tip's) opens with the system prompt: a system message, or a
+    developer one when the tip holds its prompt in that role (s38; a state-API session
+    may open with a developer message of its own)."""
+    role = view[0].get("role") if view else None
+    if role != "developer":
+        return role == "system"
+    ledger = service.ledger
+    return ledger.transcript.session(ledger.tip(session_id)).system_role == "developer"
 
 
 def _copy(value: Any) -> Any:
@@ -194,7 +205,7 @@ def _copy(value: Any) -> Any:
 def system_view(service: ContextService, session_id: str) -> JSON | None:
     """The system message of the tip's view (the prompt plus any compaction note), if any."""
     view = service.api_messages(session_id, cache=False)
-    return _copy(view[0]) if view and view[0].get("role") == "system" else None
+    return _copy(view[0]) if _prompt_first(service, session_id, view) else None
 
 
 def finite_schema(schema: Any, name: str) -> Any:

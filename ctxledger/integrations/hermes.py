@@ -371,6 +371,7 @@ class CtxLedgerEngine(ContextEngine):
                 model=self._model,
                 context_length=self.context_length or parent.context_length,
                 system_prompt=parent.system_prompt,
+                system_role=parent.system_role,
                 parent_session_id=tip,
                 reason="branch",
                 title=svc.ledger.chains.lineage(root).title,

@@ -72,9 +72,13 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     """The system message to send: the agent's own for this call (a ``dynamic_prompt``
     or a prompt changed since the thread started applies, its content blocks kept), with
     the ledger's compaction note added when the view has one; with none from the agent,
-    the ledger's (a leading system message of the state, which the ledger holds)."""
+    the ledger's (a leading system message of the state, which the ledger holds; a prompt
+    held as ``developer`` marked as langchain-openai marks that role)."""
     if host is None:
-        return None if ledger is None else SystemMessage(content=ledger["content"])
+        if ledger is None:
+            return None
+        role = {"__openai_role__": "developer"} if ledger.get("role") == "developer" else {}
+        return SystemMessage(content=ledger["content"], additional_kwargs=role)
     if ledger is None or not markers.has_system_note(text_of(ledger.get("content"))):
         return host
     content = host.content

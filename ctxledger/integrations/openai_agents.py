@@ -35,7 +35,7 @@ import asyncio
 import functools
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -233,27 +233,55 @@ class CtxLedgerSession:
 
     def _claim_carried(self, usage: Any, sid: str | None) -> None:
         """Count as reported the requests a run's `usage` holds when the session first sees
-        it (a run's first read: a resumed run's, before its first model call), if the last
-        of them is the last usage the conversation's chain (`sid`) recorded: a run resumed
-        from ``RunState`` JSON carries the interrupted run's entries without our count (an
-        attribute, not serialised), and that run reported them. Otherwise (a run that wrote
-        elsewhere or not at all before it was resumed here, a write that failed) none are:
-        reported again rather than lost."""
+        it (a run's first read: a resumed run's, before its first model call) that the
+        conversation's chain (`sid`) recorded: a run resumed from ``RunState`` JSON carries
+        the interrupted run's entries without our count (an attribute, not serialised), and
+        that run reported them. Only those recorded, from the first on, are claimed (see
+        _recorded_count); the rest (made by a run that wrote elsewhere or not at all, or
+        after a write that failed) are reported again rather than lost."""
         if usage is None or hasattr(usage, _REPORTED):
             return
         entries = _usage_entries(usage)[0]
-        raw = _raw_or_none(entries[-1]) if entries else None
-        carried = sid is not None and raw is not None and self._last_recorded_usage(sid) == raw
-        setattr(usage, _REPORTED, len(entries) if carried else 0)
+        claimed = self._recorded_count(sid, entries) if sid is not None and entries else 0
+        setattr(usage, _REPORTED, claimed)
 
-    def _last_recorded_usage(self, sid: str) -> Any:
-        """The raw usage of the last ``UsageReported`` of `sid`'s chain (None: none)."""
+    def _recorded_count(self, sid: str, entries: list[Any]) -> int:
+        """How many of a run's `entries`, from the first, stand in order among the agent
+        usage reports of `sid`'s chain (searched from the newest back: other runs on the
+        session may have reported in between). A request is known by its figures (as
+        :func:`request_usage` records them): one whose figures no ledger records (a report
+        of it is dropped with a warning) counts as recorded. An entry matching another
+        request's report of equal figures would be taken as recorded: no usage report
+        says which request it was."""
+        wanted = [_raw_or_none(entry) for entry in entries]
+        pending = [raw for raw in wanted if raw is not None]
+        if not pending:
+            return len(entries)
+        seen: list[Any] = []  # (the chain's agent reports, newest first)
+        for raw in self._agent_reports_back(sid):
+            seen.append(raw)
+            if raw == pending[-1]:
+                pending.pop()
+                if not pending:
+                    return len(entries)
+        # not all were recorded: the longest run of them from the first (one pass over the
+        # reports, oldest first: each is looked for after the one before it)
+        oldest_first = reversed(seen)
+        for index, raw in enumerate(wanted):
+            if raw is not None and not any(report == raw for report in oldest_first):
+                return index
+        return len(entries)
+
+    def _agent_reports_back(self, sid: str) -> Iterator[Any]:
+        """The raw usage of each agent ``UsageReported`` of `sid`'s chain, newest first (a
+        summarizer's, reported by a compaction after a run's write, is no request of a
+        run's)."""
         ledger = self.service.ledger
         for session in reversed(ledger.chains.chain(sid)):
             for record in reversed(list(ledger.store.read_session(session))):
-                if isinstance(record.event, UsageReported):
-                    return record.event.raw
-        return None
+                event = record.event
+                if isinstance(event, UsageReported) and event.purpose == "agent":
+                    yield event.raw
 
     async def record_system_prompt(self, text: Any) -> bool:
         """The system prompt the agent is sent (``CtxLedgerRunHooks`` give each model
@@ -364,6 +392,7 @@ class CtxLedgerSession:
                 model=view.model,
                 context_length=view.context_length,
                 system_prompt=view.system_prompt,
+                system_role=view.system_role,
                 parent_session_id=sid,
                 reason="branch",
                 session_id=next_id,

@@ -68,6 +68,8 @@ def compaction_input(source: Ledger | Projector, session_id: str) -> CompactionI
     t = projector.transcript
     view = t.session(session_id)
     messages = t.api_messages(session_id)
+    if view.system_role != "system" and view.system_prompt is not None:
+        messages[0] = {"role": "system", "content": view.system_prompt}  # (see system_role)
     ids: list[str | None] = [None] if view.system_prompt is not None else []
     ids.extend(view.live)
     return CompactionInput(
@@ -82,6 +84,7 @@ def compaction_input(source: Ledger | Projector, session_id: str) -> CompactionI
         pinned_ids=list(view.pinned),
         compaction_count=projector.chains.compression_count(session_id),
         expected_version=view.version,
+        system_role=view.system_role,
     )
 
 

@@ -38,7 +38,6 @@ from ctxledger.events import (
     PressureWarning,
     SessionReason,
     SessionStarted,
-    SystemPromptSet,
     ToolCallIdsRepaired,
     ToolsDeclared,
     UsageReported,
@@ -61,6 +60,7 @@ from ctxledger.ledger.spec import (
     check_names,
     check_session_id,
     checked_tools,
+    prompt_event,
     with_loop,
 )
 from ctxledger.limits import check_context_length, check_input_text, check_seq, check_text
@@ -73,7 +73,7 @@ from ctxledger.projections import (
     SessionView,
     TranscriptProjection,
 )
-from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages, count_tools
+from ctxledger.tokens import DEFAULT_ENCODING, count_messages, count_tools
 from ctxledger.usage import NO_USAGE, check_usage_report, normalize_usage
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
@@ -286,9 +286,8 @@ class Ledger:
             )
         ]
         if system_prompt is not None:
-            tokens = count_message({"role": "system", "content": system_prompt}, encoding)
             events.append(
-                SystemPromptSet(**self.event_fields(sid), text=system_prompt, tokens=tokens)
+                prompt_event(self.event_fields(sid), system_prompt, spec.system_role, encoding)
             )
         if tool_list:
             tokens = count_tools(tool_list, encoding)
@@ -301,6 +300,7 @@ class Ledger:
         model: str,
         context_length: int | None = None,
         system_prompt: str | None = None,
+        system_role: str = "system",
         tools: Sequence[Mapping[str, Any]] | None = None,
         parent_session_id: str | None = None,
         reason: SessionReason = "new",
@@ -315,6 +315,7 @@ class Ledger:
                 model=model,
                 context_length=context_length,
                 system_prompt=system_prompt,
+                system_role=system_role,
                 tools=tools,
                 parent_session_id=parent_session_id,
                 reason=reason,

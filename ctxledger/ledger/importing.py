@@ -38,7 +38,7 @@ from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
-from ctxledger.messages import JSON, content_text, validate_messages
+from ctxledger.messages import JSON, check_system_role, content_text, stored_role, validate_messages
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages
 from ctxledger.usage import normalize_usage
 
@@ -168,6 +168,7 @@ def _events(
         model=s.model or model or DEFAULT_MODEL,  # `model` fills in for a file without one
         context_length=ctx,
         system_prompt=s.system_prompt,
+        system_role=s.system_role,
         tools=s.tools,
         parent_session_id=parent_sid,
         reason=reason,
@@ -364,6 +365,7 @@ def _end_with_switch(
             trigger="import",
             system_prompt=child.system_prompt,
             system_prompt_tokens=system_tokens,
+            system_prompt_role=stored_role(check_system_role(child.system_role)),
             layout=layout,
             plan={
                 "imported": fmt,

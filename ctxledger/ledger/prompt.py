@@ -23,10 +23,11 @@ from ctxledger.compressor import markers
 from ctxledger.events import SystemPromptSet
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import prompt_event
 from ctxledger.limits import check_input_text, check_text
-from ctxledger.tokens import count_message
+from ctxledger.messages import check_system_role
 
-__all__ = ["held_prompt", "set_system_prompt"]
+__all__ = ["held_prompt", "role_change", "set_system_prompt"]
 
 
 def held_prompt(current: str | None, text: str) -> str:
@@ -40,17 +41,31 @@ def held_prompt(current: str | None, text: str) -> str:
     return base
 
 
-def set_system_prompt(ledger: Ledger, session_id: str, text: Any) -> bool:
-    """Record `text` (see :func:`held_prompt`) as the live session's system prompt; False
-    (nothing written) when it is already the current one. ``InvalidInput`` for a text
-    that is not a string of valid Unicode or is over the input limit,
-    ``SessionEndedError`` for an ended session."""
+def set_system_prompt(ledger: Ledger, session_id: str, text: Any, role: object = None) -> bool:
+    """Record `text` (see :func:`held_prompt`) in `role` (``system`` or ``developer``;
+    None: the current prompt's) as the live session's system prompt; False (nothing
+    written) when it is already the current one in that role. ``InvalidInput`` for a
+    role that is neither, for a text that is not a string of valid Unicode or is over
+    the input limit, ``SessionEndedError`` for an ended session."""
     view = ledger.live_session(session_id)
+    role = view.system_role if role is None else check_system_role(role, "role")
     text = held_prompt(view.system_prompt, check_text(text, "system_prompt"))
-    if view.system_prompt == text:
+    if view.system_prompt == text and view.system_role == role:
         return False  # checked when it was written (the hot path of a per-call prompt)
     check_input_text(text, "system_prompt")
-    tokens = count_message({"role": "system", "content": text}, view.encoding)
-    event = SystemPromptSet(**ledger.event_fields(session_id), text=text, tokens=tokens)
+    event = prompt_event(ledger.event_fields(session_id), text, role, view.encoding)
     ledger.append([AppendRequest(session_id, [event], ledger.version(session_id))])
     return True
+
+
+def role_change(ledger: Ledger, session_id: str, role: str | None) -> list[SystemPromptSet]:
+    """The event recording the live session's prompt (its text as held) in `role` when
+    it holds it in the other; none when `role` is None, the session has no prompt, or it
+    holds it in `role` already. Built for a writer that appends it with other events in
+    one atomic append (a proxied turn whose client changed the prompt's role)."""
+    if role is None:  # (every append asks: nothing read then)
+        return []
+    view = ledger.live_session(session_id)
+    if view.system_prompt is None or view.system_role == role:
+        return []
+    return [prompt_event(ledger.event_fields(session_id), view.system_prompt, role, view.encoding)]

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.events import SessionReason
+from ctxledger.events import SessionReason, SystemPromptSet
 from ctxledger.limits import (
     MAX_MODEL_CHARS,
     MAX_REASON_CHARS,
@@ -25,7 +25,8 @@ from ctxledger.limits import (
     check_name,
     check_nonblank,
 )
-from ctxledger.tokens import DEFAULT_ENCODING, check_encoding
+from ctxledger.messages import check_system_role, stored_role
+from ctxledger.tokens import DEFAULT_ENCODING, check_encoding, count_message
 
 __all__ = [
     "LOOPS",
@@ -38,6 +39,7 @@ __all__ = [
     "check_session_id",
     "check_title",
     "checked_tools",
+    "prompt_event",
     "recorded_loop",
     "with_loop",
 ]
@@ -50,6 +52,9 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: None: the ledger's configured ``context_length``
     context_length: int | None = None
     system_prompt: str | None = None
+    #: the role the system prompt is given back in: ``system`` or ``developer`` (s38;
+    #: checked here, so a bad one is refused before anything is built)
+    system_role: str = "system"
     tools: Sequence[Mapping[str, Any]] | None = None
     parent_session_id: str | None = None
     reason: SessionReason = "new"
@@ -62,6 +67,11 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: where the host checks for compaction (:data:`LOOPS`); None: not said (the
     #: ``SessionStarted.config`` snapshot gets no :data:`LOOP_KEY`)
     loop: str | None = None
+
+    def __post_init__(self) -> None:
+        if check_system_role(self.system_role) != "system" and self.system_prompt is None:
+            # refused, not kept for a later prompt: a session has no role without a prompt
+            raise InvalidInput(f"system_role {self.system_role!r} needs a system_prompt")
 
 
 #: the agent loops a what-if can replay: ``hermes`` (HERMES_SPEC §2: hygiene before a
@@ -115,6 +125,14 @@ def check_names(spec: SessionSpec) -> None:
     check_encoding(spec.encoding)
     if spec.loop is not None:
         check_loop(spec.loop)
+
+
+def prompt_event(fields: dict[str, Any], text: str, role: object, encoding: str) -> SystemPromptSet:
+    """The ``SystemPromptSet`` recording `text` in `role` (checked: ``system`` or
+    ``developer``, else InvalidInput), counted as a system message under `encoding`."""
+    role = check_system_role(role)
+    tokens = count_message({"role": "system", "content": text}, encoding)
+    return SystemPromptSet(**fields, text=text, tokens=tokens, role=stored_role(role))
 
 
 def check_end_reason(reason: object) -> str:

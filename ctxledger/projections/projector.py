@@ -32,8 +32,14 @@ from ctxledger.projections.transcript import TranscriptProjection
 
 #: bump whenever a projection's state gains or changes a field: a checkpoint saved under
 #: another name is ignored (the rebuild starts from the log), never decoded into the wrong
-#: shape with defaults filling what an older fold never computed
-CHECKPOINT_NAME = "projector/v3"
+#: shape with defaults filling what an older fold never computed. v4 (session 38): a
+#: session's ``prompt_role``; a checkpoint saved here wins over a later v3 that an older
+#: version saved over a ledger holding roles (its fold dropped them)
+CHECKPOINT_NAME = "projector/v4"
+#: the checkpoint before the system prompt's role (still loaded when no v4 is saved: a
+#: state without roles encodes as v3 did, so one saved over a ledger written before
+#: session 38 is today's state, and an upgraded ledger does not rebuild from its log)
+ROLELESS_CHECKPOINT_NAME = "projector/v3"
 #: the checkpoint before message bodies could stay in the log (still loaded)
 LEGACY_CHECKPOINT_NAME = "projector/v2"
 
@@ -189,7 +195,7 @@ class Projector:
         names (:meth:`_check_streams`; a query of every stream name on PostgreSQL)."""
         projector = cls()
         if use_checkpoint:
-            for name in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):
+            for name in (CHECKPOINT_NAME, ROLELESS_CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):
                 saved = store.load_checkpoint(name)
                 if saved is not None and (to_seq is None or saved[0] <= to_seq):
                     heads = _heads_of(store)

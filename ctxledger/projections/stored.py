@@ -13,7 +13,7 @@ import msgspec
 
 from ctxledger.errors import IntegrityError
 from ctxledger.events import SessionSwitched
-from ctxledger.messages import JSON
+from ctxledger.messages import JSON, StoredRole, SystemRole, role_of
 from ctxledger.projections.bodies import Bodies
 
 __all__ = [
@@ -38,6 +38,9 @@ class SessionView(msgspec.Struct, kw_only=True):
     compaction_id: str | None = None
     system_prompt: str | None = None
     system_tokens: int = 0
+    #: the role the system prompt is given back in, as its event stores it (unset for
+    #: ``system``: a state without roles encodes, checkpoints and fingerprints as before)
+    prompt_role: StoredRole = msgspec.UNSET
     tools: list[JSON] = msgspec.field(default_factory=list)
     tools_tokens: int = 0
     live: list[str] = msgspec.field(default_factory=list)
@@ -49,6 +52,11 @@ class SessionView(msgspec.Struct, kw_only=True):
     config: JSON = msgspec.field(default_factory=dict)
     #: the stream version as of the last folded event (the expected version of the next append)
     version: int = 0
+
+    @property
+    def system_role(self) -> SystemRole:
+        """The role the system prompt is given back in: ``system`` or ``developer``."""
+        return role_of(self.prompt_role)
 
 
 class StoredMessage(msgspec.Struct, kw_only=True, gc=False):

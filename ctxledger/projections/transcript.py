@@ -175,6 +175,7 @@ class TranscriptProjection:
             view.tools, view.tools_tokens = parent.tools, parent.tools_tokens
             view.system_prompt = switch.system_prompt
             view.system_tokens = switch.system_prompt_tokens
+            view.prompt_role = switch.system_prompt_role
             carried = {x.message_id for x in switch.layout}
             view.pinned = [p for p in parent.pinned if p in carried]
             for entry in switch.layout:
@@ -185,6 +186,7 @@ class TranscriptProjection:
         assert isinstance(e, SystemPromptSet)
         view = self.state.sessions[e.session_id]
         view.system_prompt, view.system_tokens = e.text, e.tokens
+        view.prompt_role = e.role
         self._api.pop(e.session_id, None)
 
     def _tools(self, seq: int, e: Event) -> None:
@@ -331,7 +333,7 @@ class TranscriptProjection:
         if cached is None:
             view = self._view(session_id)
             cached = (
-                [{"role": "system", "content": view.system_prompt}]
+                [{"role": view.system_role, "content": view.system_prompt}]
                 if view.system_prompt is not None
                 else []
             )

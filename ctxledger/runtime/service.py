@@ -89,15 +89,17 @@ class ContextService(ServiceCore):
         return await self.preflight(sid)
 
     async def set_system_prompt(
-        self, session_id: str, text: str, *, seen: str | None = None
+        self, session_id: str, text: str, *, seen: str | None = None, role: str | None = None
     ) -> TurnResult:
         """Record a changed system prompt on the session's tip, then run preflight (the
         estimate now counts it: a grown prompt can compact here). The same prompt as the
         current one writes nothing and runs nothing (a client that posts its prompt before
         every call), unless `seen`, the prompt the caller read before deciding to call, is
         another: another worker recorded this change since, and preflight runs as after
-        a write (:mod:`ctxledger.ledger.prompt`)."""
-        sid, wrote = self._on_tip(session_id, lambda tip: set_system_prompt(self.ledger, tip, text))
+        a write (:mod:`ctxledger.ledger.prompt`). `role`: ``system`` or ``developer`` (None: as now)."""
+        sid, wrote = self._on_tip(
+            session_id, lambda tip: set_system_prompt(self.ledger, tip, text, role)
+        )
         if wrote or (
             seen is not None and seen != self.ledger.transcript.session(sid).system_prompt
         ):

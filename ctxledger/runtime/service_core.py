@@ -18,6 +18,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.lowlevel
 
+from ctxledger.clock import IdGenerator
 from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
@@ -33,8 +34,9 @@ from ctxledger.events import (
     ToolOutputPersisted,
 )
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.prompt import role_change
 from ctxledger.ledger.spec import SessionSpec, checked_tools
-from ctxledger.messages import JSON, CallIdRepair
+from ctxledger.messages import JSON, CallIdRepair, check_system_role
 from ctxledger.runtime.caching import (
     apply_cache_markers,
     native_cache_layout,
@@ -47,6 +49,7 @@ from ctxledger.runtime.overflow import (
 )
 from ctxledger.runtime.service_io import (
     TurnResult,
+    append_notices,
     is_int,
     json_safe,
 )
@@ -140,6 +143,7 @@ class ServiceCore:
         reason: SessionReason = "new",
         title: str | None = None,
         session_id: str | None = None,
+        system_role: str = "system",
         loop: str | None = None,
     ) -> str:
         """Start a session (a branch or delegate names its parent). Returns its id.
@@ -149,6 +153,7 @@ class ServiceCore:
             model=model,
             context_length=context_length,
             system_prompt=system_prompt,
+            system_role=system_role,
             tools=tools,
             parent_session_id=parent_session_id,
             reason=reason,
@@ -265,6 +270,8 @@ class ServiceCore:
         messages: Sequence[Mapping[str, Any]],
         *,
         expected_version: int | None = None,
+        ids: Callable[[], IdGenerator] | None = None,
+        system_role: str | None = None,
     ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
         stored out of the context in the same atomic append (HERMES_SPEC §6).
@@ -272,13 +279,19 @@ class ServiceCore:
         With ``expected_version`` the append is optimistic: it goes to `session_id` itself
         only while that session is the tip at exactly that version, else
         ``ConcurrencyError`` (naming the tip and its version) and nothing is written.
+        `ids`: a fresh id source for each try of the append (message, event and repaired
+        call ids; the state API's ``Idempotency-Key`` derives them from the key).
+        `system_role` (``system`` or ``developer``): the session's prompt is recorded in
+        that role in the same append when it holds it in the other (None: as held).
         """
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
+        role = None if system_role is None else check_system_role(system_role)
         if expected_version is None:
-            sid, (ids, planned, repairs) = self._on_tip(
-                session_id, lambda tip: self._append_to(tip, batch)
+            sid, (message_ids, planned, repairs) = self._on_tip(
+                session_id,
+                lambda tip: self._with_ids(ids, lambda: self._append_to(tip, batch, role)),
             )
         else:
             if not is_int(expected_version) or expected_version < 0:
@@ -292,24 +305,37 @@ class ServiceCore:
                     sid, expected_version, self.ledger.version(sid), superseded=moved
                 )
             # the store re-checks the version the projection read (== expected) atomically
-            ids, planned, repairs = self._append_to(sid, batch)
-        notices = [
-            f"tool output of call {p.tool_call_id!r} ({p.chars:,} chars) stored outside the context as {p.ref}"
-            for p in planned
-        ]
-        notices += [f"repaired {r.describe()}" for r in repairs]
-        return TurnResult(session_id=sid, message_ids=ids, notices=notices)
+            message_ids, planned, repairs = self._with_ids(
+                ids, lambda: self._append_to(sid, batch, role)
+            )
+        notices = append_notices([(p.tool_call_id, p.chars, p.ref) for p in planned], repairs)
+        return TurnResult(session_id=sid, message_ids=message_ids, notices=notices)
+
+    def _with_ids(self, ids: Callable[[], IdGenerator] | None, write: Callable[[], T]) -> T:
+        """`write()` drawing the ledger's ids from a fresh ``ids()`` when given. Swapped
+        for the synchronous write only: nothing awaits in between, so no other task of
+        the event loop draws an id from it (the server runs no ledger work in threads)."""
+        if ids is None:
+            return write()
+        kept, self.ledger.ids = self.ledger.ids, ids()
+        try:
+            return write()
+        finally:
+            self.ledger.ids = kept
 
     def _append_to(
-        self, sid: str, batch: list[Any]
+        self, sid: str, batch: list[Any], role: str | None = None
     ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
         """Check against the session's calls (re-used tool-call ids are repaired, as every
-        entry point does), plan the tool-output budget, append atomically."""
+        entry point does), plan the tool-output budget, append atomically (with the
+        prompt's change to `role`, if any)."""
         validated, repairs = self.ledger.check_messages(sid, batch)
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
-        return self._append_planned(sid, validated, planned, blobs, repairs), planned, repairs
+        extra: list[Event] = [*role_change(self.ledger, sid, role)]
+        ids = self._append_planned(sid, validated, planned, blobs, repairs, extra)
+        return ids, planned, repairs
 
     def _append_planned(
         self,
@@ -318,13 +344,14 @@ class ServiceCore:
         planned: list[PlannedOutput],
         blobs: dict[str, bytes],
         repairs: list[CallIdRepair],
+        extra: list[Event],
     ) -> list[str]:
         if not planned:
-            return self.ledger.append_messages(sid, msgs, repairs=repairs)
+            return self.ledger.append_messages(sid, msgs, repairs=repairs, extra_events=extra)
         # the ToolOutputPersisted events name their messages, so the ids are reserved here
         encoding = self.ledger.transcript.session(sid).encoding
         reserved = [self.ledger.ids("msg") for _ in msgs]
-        extra: list[Event] = [
+        extra = extra + [
             ToolOutputPersisted(
                 **self.ledger.event_fields(sid),
                 message_id=reserved[p.index],

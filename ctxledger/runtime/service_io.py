@@ -6,6 +6,7 @@ result types are re-exported there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -14,7 +15,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.limits import MAX_FOCUS_CHARS, check_name, replaying
-from ctxledger.messages import check_new_messages
+from ctxledger.messages import CallIdRepair, check_new_messages
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,9 +100,24 @@ def focus_topic(focus: Any) -> str | None:
     return check_name(focus, "focus", MAX_FOCUS_CHARS, lines=True).strip() or None
 
 
+def append_notices(
+    outputs: Sequence[tuple[str, int, str]], repairs: Sequence[CallIdRepair]
+) -> list[str]:
+    """What an append tells the user: each tool output stored outside the context (its
+    call id, chars and blob ref), then each repaired tool-call id. The service's append
+    says it, and the state API's answer again to a keyed append's re-send
+    (``server/idempotency``), from the events the append stored."""
+    notices = [
+        f"tool output of call {call_id!r} ({chars:,} chars) stored outside the context as {ref}"
+        for call_id, chars, ref in outputs
+    ]
+    return notices + [f"repaired {r.describe()}" for r in repairs]
+
+
 __all__ = [
     "Recovery",
     "TurnResult",
+    "append_notices",
     "check_error_report",
     "focus_topic",
     "is_int",

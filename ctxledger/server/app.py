@@ -34,6 +34,7 @@ from ctxledger.server.errors import (
     message_of,
     provider_error_response,
 )
+from ctxledger.server.idempotency import refuse_idempotency_key
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
 from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, DEFAULT_STALL_TIMEOUT, ServerState
@@ -55,6 +56,8 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
         try:
             if endpoint.auth == "bearer":
                 require_bearer(request, state.token)
+            if endpoint.tag == "state" and endpoint.method == "POST":
+                refuse_idempotency_key(request, endpoint.headers)
             return await endpoint.handler(request, state)
         except Exception as exc:
             status = 0 if isinstance(exc, HTTPError) else classify(exc)[0]

@@ -56,6 +56,7 @@ class ClientTurn:
     #: the leading ``developer`` message `system_prompt` was taken from, as a message: a
     #: session recorded with it as its first message (the state API) is matched by it
     lead: JSONDict | None = None
+    system_role: str | None = None  # the role of the message it came from (None: no role)
 
     def __post_init__(self) -> None:
         # a client-sent message carrying the proxy's response-id key would let a later
@@ -191,6 +192,7 @@ def openai_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         max_tokens=_max_tokens(body, "max_completion_tokens", "max_tokens"),
         wants_usage=wants,
         lead=lead,
+        system_role=None if system is None else ("system" if lead is None else "developer"),
     )
 
 
@@ -212,18 +214,17 @@ def _client_system_role(body: Mapping[str, Any], view: list[JSONDict]) -> list[J
     leading system / developer message (its role, list content, ``name``) when the view
     holds its text unchanged (no compaction note, no cache marker on it), else the
     view's text in the client's role (a leading ``developer`` message of o-series /
-    gpt-5 clients is the session's system prompt and goes upstream as ``developer``)."""
+    gpt-5 clients is the session's system prompt and goes upstream as ``developer``).
+    A request without one gets the view's, in the role the ledger holds (s38)."""
     raw = body.get("messages")
     first = raw[0] if isinstance(raw, list) and raw else None
     if not (isinstance(first, Mapping) and first.get("role") in INSTRUCTION_ROLES):
         return view
-    if not view or view[0].get("role") != "system":
+    if not view or (held := view[0].get("role")) not in INSTRUCTION_ROLES:
         return view
-    if view[0] == {"role": "system", "content": text_of_parts(first.get("content"))}:
+    if view[0] == {"role": held, "content": text_of_parts(first.get("content"))}:
         return [strip_cache_markers(first), *view[1:]]
-    if first.get("role") == "developer":
-        return [{**view[0], "role": "developer"}, *view[1:]]
-    return view
+    return [{**view[0], "role": first.get("role")}, *view[1:]]
 
 
 def openai_reply(message: Mapping[str, Any]) -> JSONDict | None:

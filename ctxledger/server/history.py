@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
 from ctxledger.messages import audio_reference, refusal_text
 from ctxledger.projections.transcript import load_bodies
@@ -62,7 +63,7 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
 
     content, refusal = _content_and_refusal(message)
     return (
-        message.get("role"),
+        _role(message),
         content_key(content),
         _calls_key(message.get("tool_calls") or (), original),
         original(message.get("tool_call_id")),
@@ -70,6 +71,17 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
         refusal,
         audio_reference(message.get("audio")),
     )
+
+
+def _role(message: Mapping[str, Any]) -> Any:
+    """A message's role as compared: a Responses ``developer`` item recorded before
+    session 38 is a ``system`` message whose item stub says ``developer``."""
+    role = message.get("role")
+    if role == "system":
+        stubs = message.get(STUBS)
+        if isinstance(stubs, list) and stubs and isinstance(stubs[0], Mapping):
+            return "developer" if stubs[0].get("role") == "developer" else role
+    return role
 
 
 def _is_refusal_part(part: Any) -> bool:

@@ -49,6 +49,10 @@ def _parameters(e: Endpoint) -> list[dict[str, Any]]:
         {"name": q.name, "in": "query", "required": q.required, "schema": _schema_of(q)}
         for q in e.query
     ]
+    params += [
+        {"name": h.name, "in": "header", "required": h.required, "schema": _schema_of(h)}
+        for h in e.headers
+    ]
     return params
 
 

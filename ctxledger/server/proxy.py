@@ -41,10 +41,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidInput
+from ctxledger.errors import ContextOverflowError, CtxLedgerError
 from ctxledger.importers.responses import asks_for_tools
-from ctxledger.integers import ascii_int, quoted_short
-from ctxledger.limits import check_context_length
 from ctxledger.runtime.caching import (
     apply_cache_markers,
     native_cache_layout,
@@ -67,10 +65,10 @@ from ctxledger.server.formats import (
     openai_upstream,
 )
 from ctxledger.server.forwarding import admit, forwarded_headers
-from ctxledger.server.history import Match, stable_key
+from ctxledger.server.history import Match
+from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
     Endpoint,
-    check_session_id,
     decode_body,
     read_body,
 )
@@ -96,10 +94,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ctxledger.server")
 
-SESSION_HEADER = "x-ctxledger-session"
 #: the most one upstream stream event may hold: the whole reply's (response.completed)
 MAX_EVENT_BYTES = MAX_REPLY_BYTES
-CONTEXT_HEADER = "x-ctxledger-context-length"
 
 #: what a face records of an answer: one message, several (a Responses output), or nothing
 Reply = dict[str, Any] | list[dict[str, Any]] | None
@@ -170,24 +166,6 @@ def _error(api: Api, status: int, code: str, message: str) -> Response:
     return JSON(provider_error_body(api.served_by, status, code, message), status_code=status)
 
 
-def _family(request: Request, turn: ClientTurn) -> str:
-    """The session family of a request: ``X-Ctxledger-Session``, else the stable key."""
-    header = request.headers.get(SESSION_HEADER)
-    if header is None:
-        return stable_key(turn.system_prompt, turn.messages)
-    return check_session_id(header.strip(), SESSION_HEADER)
-
-
-def _context_length(request: Request, state: ServerState) -> int:
-    raw = request.headers.get(CONTEXT_HEADER)
-    if raw is None:
-        return state.context_length
-    value = ascii_int(raw)  # no digit cap of its own: the check below bounds it
-    if value is None:
-        raise InvalidInput(f"{CONTEXT_HEADER} must be an integer, got {quoted_short(raw)}")
-    return check_context_length(value, CONTEXT_HEADER)
-
-
 class Turn:
     """One proxied request, from its arrival to its recorded reply."""
 
@@ -213,13 +191,14 @@ class Turn:
         """Append the new suffix (or start the session / a branch), then preflight."""
         svc, turn, ledger = self.svc, self.turn, self.state.ledger
         ledger.refresh()
-        suffix = turn.messages
+        suffix, role = turn.messages, None
         if family not in ledger.chains.state.sessions:
             check_new_batch(suffix)  # (before it is started: a bad list appends nothing)
             sid = await svc.start_session(
                 model=turn.model,
                 context_length=context_length,
                 system_prompt=turn.system_prompt,
+                system_role=turn.system_role or "system",
                 tools=turn.tools or None,
                 session_id=family,
                 title=f"proxy ({self.api.name})",
@@ -242,6 +221,7 @@ class Turn:
                     model=turn.model,
                     context_length=parent.context_length,
                     system_prompt=turn.system_prompt,
+                    system_role=turn.system_role or "system",
                     tools=turn.tools or None,
                     parent_session_id=sid,
                     reason="branch",
@@ -253,8 +233,9 @@ class Turn:
                 )
             else:
                 suffix = suffix[match.suffix_start :]
-        if suffix:
-            sid = (await svc.append(sid, suffix)).session_id
+                role = self._changed_role(sid, system_prompt)
+        if suffix or role:  # the role with the suffix: a refused suffix records neither
+            sid = (await svc.append(sid, suffix, system_role=role)).session_id
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices += result.notices
@@ -272,6 +253,18 @@ class Turn:
             if not other.branch and other.suffix_start > 0:  # it was recorded as a message
                 return other, as_message, None
         return match, turn.messages, turn.system_prompt
+
+    def _changed_role(self, sid: str, system_prompt: str | None) -> str | None:
+        """The role the client sends the line's system prompt in now, when the line holds
+        it in the other (the text matched: a session recorded before roles were kept, or a
+        client that changed its role), else None. A prompt sent with no role (Anthropic's
+        ``system``, Responses ``instructions``) keeps the one held."""
+        role = self.turn.system_role
+        ledger = self.state.ledger
+        view = ledger.transcript.session(ledger.tip(sid))
+        if role is None or system_prompt is None or view.system_prompt is None:
+            return None
+        return None if view.system_role == role else role
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""
@@ -515,8 +508,8 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     raw = await read_body(request)
     body = await decode_body(raw)
     turn = api.turn(body, b"cache_control" in raw)
-    family = (api.resolve and api.resolve(state, request, body, turn)) or _family(request, turn)
-    context_length = _context_length(request, state)
+    family = (api.resolve and api.resolve(state, request, body, turn)) or family_of(request, turn)
+    context_length = context_length_of(request, state)
     sent_on = forwarded_headers(request)
     release = await state.take_turn(family, request.receive)
     if release is None:

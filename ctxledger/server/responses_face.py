@@ -174,6 +174,7 @@ def responses_turn(body: Mapping[str, Any], markers: bool = True) -> ClientTurn:
         stream=bool(body.get("stream")),
         max_tokens=_max_tokens(body, "max_output_tokens"),
         lead=lead,
+        system_role=where if where in INSTRUCTION_ROLES else None,  # (instructions: no role)
     )
 
 
@@ -186,7 +187,7 @@ def responses_upstream(
     out.pop("previous_response_id", None)  # resolved into the view (see resolve_previous)
     where = _system_role(body)
     head: list[JSONDict] = []
-    if where is not None and view and view[0].get("role") == "system":
+    if where is not None and view and view[0].get("role") in INSTRUCTION_ROLES:
         system, view = view[0].get("content"), view[1:]
         if where == "instructions":
             out["instructions"] = system

@@ -52,6 +52,8 @@ class Endpoint:
     tag: str = "state"
     body: tuple[Param, ...] | None = None
     query: tuple[Param, ...] = ()
+    #: request headers the endpoint reads (documented in the OpenAPI schema)
+    headers: tuple[Param, ...] = ()
     auth: str = "bearer"  # "bearer" (state API), "none", or "proxy"
     stream: bool = False  # answers text/event-stream
     responses: dict[int, str] = field(default_factory=dict)

@@ -14,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ctxledger import CompactionOutcome, TurnResult, compact
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidInput
+from ctxledger.server.idempotency import KEY_PARAM, REPLAYED, KeyedAppend, request_key
 from ctxledger.server.routing import (
     JSON,
     Endpoint,
@@ -40,6 +41,12 @@ _START = (
     Param("model", "string", True, "model name"),
     Param("context_length", "integer", False, "context window in tokens (default: the server's)"),
     Param("system_prompt", "string"),
+    Param(
+        "system_role",
+        "string",
+        False,
+        "the system prompt's role: system (default) or developer (with a system_prompt)",
+    ),
     Param("tools", "array", False, "OpenAI function tool schemas (count toward preflight)"),
     Param("parent_session_id", "string"),
     Param("reason", "string", False, "new, branch or delegate"),
@@ -75,11 +82,41 @@ _APPEND = (
 
 
 async def append(request: Request, state: ServerState) -> Response:
+    key = request_key(request)  # (a bad key is refused before the body is read)
     body = await json_object(request, _APPEND)
     sid = path_param(request, "session_id")
-    result = await state.service.append(
-        sid, body["messages"], expected_version=body.get("expected_version")
-    )
+    if key is None:
+        result = await state.service.append(
+            sid, body["messages"], expected_version=body.get("expected_version")
+        )
+        return JSON(turn_json(state, result))
+    return await _keyed_append(state, KeyedAppend(key, sid, body), sid, body)
+
+
+async def _keyed_append(
+    state: ServerState, keyed: KeyedAppend, sid: str, body: dict[str, Any]
+) -> Response:
+    """An append with an ``Idempotency-Key`` (``server/idempotency``): the first answer
+    again when the request is stored, else the append under the key's ids."""
+    messages = body["messages"]
+    count = len(messages) if isinstance(messages, list) else 0
+    stored = keyed.stored(state.ledger, count)
+    if stored is not None:
+        return JSON(stored, headers=REPLAYED)
+    try:
+        result = await state.service.append(
+            sid, messages, expected_version=body.get("expected_version"), ids=keyed.ids
+        )
+    except (DuplicateEventError, InvalidInput, ConcurrencyError) as exc:
+        # the same request stored meanwhile (a racing re-send: its ids are taken, or its
+        # expected version passed) is answered from the store; a stored event id of the
+        # key holding another event: the key's reuse
+        stored = keyed.stored(state.ledger, count)
+        if stored is not None:
+            return JSON(stored, headers=REPLAYED)
+        if isinstance(exc, DuplicateEventError):
+            raise keyed.reused() from None
+        raise
     return JSON(turn_json(state, result))
 
 
@@ -121,13 +158,17 @@ async def hygiene(request: Request, state: ServerState) -> Response:
     return JSON(turn_json(state, result))
 
 
-_SYSTEM = (Param("system_prompt", "string", True, "the system prompt the next call sends"),)
+_SYSTEM = (
+    Param("system_prompt", "string", True, "the system prompt the next call sends"),
+    Param("role", "string", False, "its role: system or developer (default: as now)"),
+)
 
 
 async def system_prompt(request: Request, state: ServerState) -> Response:
     body = await json_object(request, _SYSTEM)
     sid = path_param(request, "session_id")
-    result = await state.service.set_system_prompt(sid, body["system_prompt"])
+    role = body.get("role")  # (None: the role the session's prompt has)
+    result = await state.service.set_system_prompt(sid, body["system_prompt"], role=role)
     return JSON(turn_json(state, result))
 
 
@@ -242,10 +283,16 @@ ENDPOINTS = [
         "POST",
         _S + "/messages",
         append,
-        "Append messages (all or nothing; optional expected version)",
+        "Append messages (all or nothing; optional expected version and Idempotency-Key)",
         body=_APPEND,
+        headers=(KEY_PARAM,),
         responses={
-            409: "expected_version is stale: nothing written; current_version says where the session is"
+            400: "invalid_idempotency_key: the Idempotency-Key is empty, too long or holds "
+            "another character than visible ASCII; nothing appended",
+            409: "expected_version is stale: nothing written; current_version says where the session is",
+            422: "invalid_input / invalid_message: bad input, nothing appended; "
+            "idempotency_key_reused: the key was used for another request (another body or "
+            "path), nothing appended",
         },
     ),
     Endpoint(

@@ -309,6 +309,20 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
             store.append("ses_b", [message("ses_b", event_id="evt_shared")], 0)
         assert store.streams() == [("ses_a", 1)]
 
+    def test_a_stored_id_holding_another_event_raises_duplicate(self, store: EventStore) -> None:
+        # a re-send is the same events: the same ids holding others are refused (before
+        # session 38 they answered success and wrote nothing)
+        one, two = message("ses_a", event_id="evt_one"), message("ses_a", event_id="evt_two")
+        store.append("ses_a", [one, two], 0)
+        for batch in (
+            [message("ses_a", event_id="evt_one")],
+            [one, message("ses_a", "x", event_id="evt_two")],
+        ):
+            for expected in (2, 0, None):
+                with pytest.raises(DuplicateEventError, match="holding another event"):
+                    store.append("ses_a", batch, expected)
+        assert store.append("ses_a", [one, two], 0) == 2 and store.last_seq() == 2
+
     def test_one_id_twice_in_a_batch_raises_duplicate(self, store: EventStore) -> None:
         twin = message("ses_a")
         with pytest.raises(DuplicateEventError):

@@ -1,4 +1,5 @@
-"""Part of the event-store contract: a hostile or damaged row never crashes a read.
+"""Part of the event-store contract: a hostile or damaged row never crashes a read (nor an
+append's re-send check).
 
 Each test forges a row the store's own code never writes (stored verbatim, its chain
 hash computed by the store, as ``ctxledger migrate`` stores a copied row) and checks
@@ -15,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from ctxledger.errors import IntegrityError, InvalidEvent
+from ctxledger.errors import DuplicateEventError, IntegrityError, InvalidEvent
 from ctxledger.events import (
     Event,
     LayoutEntry,
@@ -204,3 +206,30 @@ class HostileRowsContract:
             with pytest.raises(IntegrityError, match=r"does not verify .* nothing was copied"):
                 copy_ledger(store, dest)
             assert dest.last_seq() == 0
+
+    def test_the_same_events_stored_as_other_bytes_are_a_re_send(self, store: EventStore) -> None:
+        """A re-send is judged by its events, not its bytes: a long content stored inline
+        (a copy's row, or a writer with a higher blob_threshold) and a switch written
+        inside sharing_contents() (its layout by reference, schema 2) are re-sent by a
+        plain append that would store them otherwise: a no-op; a changed one is refused."""
+        long, by_ref = _message(TEXT), _message(TEXT, n=2)
+        store.append("ses_h", [_started()], 0)
+        store.append_many([AppendRequest("ses_h", [long], 1, None, [(1, encode_event(long))])])
+        store.append("ses_h", [by_ref], 2)
+        with sharing_contents():
+            list(store.read_all())  # the run reads TEXT from its blob: a layout may refer to it
+            switch = _switch(_merged(message={"role": "user", "content": TEXT + " [summary]"}))
+            store.append("ses_h", [switch], 3)
+        rows = list(store.read_stored())[1:]
+        assert [(row[5], len(row[6]) > len(TEXT)) for row in rows] == [(1, True), (1, False), (2, False)]  # fmt: skip
+        for expected in (1, None):
+            assert store.append("ses_h", [long, by_ref, switch], expected) == 4
+            assert store.append("ses_h", [switch], expected) == 4
+        other = _switch(_merged(message={"role": "user", "content": TEXT + " [other]"}))
+        for event in (msgspec.structs.replace(long, tokens=1), other):
+            with pytest.raises(DuplicateEventError, match="holding another event"):
+                store.append("ses_h", [event], None)
+        # a copy's row (stored=) under a stored id, its bytes no event: another event too
+        with pytest.raises(DuplicateEventError, match="holding another event"):
+            store.append_many([AppendRequest("ses_h", [long], None, None, [(1, b"{}")])])
+        assert store.last_seq() == 4 and store.verify().ok

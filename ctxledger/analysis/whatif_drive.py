@@ -105,6 +105,10 @@ class _Driver:
     ) -> None:
         self.svc, self.sid, self.ids, self.clock, self.loop = svc, session_id, ids, clock, loop
         self.turn = 0
+        #: every_call: the check after a batch's last request, run before the next step
+        #: (a model call follows) unless that step is a user turn (a run that ended on a
+        #: tool result, no call following: the next run's append checks itself)
+        self.pending = False
         self.calls: list[CallTokens] = []
         self.notes: list[str] = []
 
@@ -112,6 +116,10 @@ class _Driver:
         if self.clock is not None and step.at is not None:
             self.clock.now = max(self.clock.now, step.at)
         svc = self.svc
+        if self.pending:
+            self.pending = False
+            if not (isinstance(step, AppendStep) and step.user_turn):
+                await self._preflight()
         if isinstance(step, AppendStep):
             await self._append(step)
         elif isinstance(step, UsageStep):
@@ -178,10 +186,12 @@ class _Driver:
             if step.user_turn and self.loop == HERMES:
                 await self._preflight()
             return
-        for part in requests(step):
+        parts = list(requests(step))
+        for i, part in enumerate(parts, 1):
             await self._write(part)
-            if feeds_a_call(part):
+            if feeds_a_call(part) and i < len(parts):
                 await self._preflight()
+        self.pending = feeds_a_call(parts[-1])
 
     async def _write(self, step: AppendStep) -> None:
         if self.ids is not None and step.message_ids is not None:

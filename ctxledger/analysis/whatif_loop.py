@@ -11,7 +11,10 @@ settings reproduces a chain only when it checks at the same points:
 - ``every_call`` (the LangChain middleware, the proxy's three faces): no hygiene;
   ``preflight`` after the messages of each request, before the model call they feed
   (a user message, a tool loop's results). A model's reply is appended after its call,
-  so a recorded batch is split before each reply that follows what fed it.
+  so a recorded batch is split before each reply that follows what fed it. The check
+  after a batch's last request waits for the next step: a run that ended on a tool
+  result (LangChain's ``ToolStrategy``, a ``return_direct`` tool) calls no model after
+  it, and the next run's user message is checked when it is appended.
 - ``per_run`` (the Agents SDK session): no hygiene; ``preflight`` when a run reads its
   history (before the user message it saves) and after a run's final answer is saved
   (the Runner's post-write compaction hook, which it defers while tools ran). A run's

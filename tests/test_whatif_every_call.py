@@ -1,6 +1,7 @@
 """The every-call loop (the LangChain middleware, the proxy) where a recorded batch is not
-one plain request: a run that ends on a tool result, no model call following (session 38,
-review 1). Recorded through the real LangChain agent."""
+one plain request: a run that ends on a tool result, no model call following; one append
+carrying a whole history (a proxy branch, a first request with a history). Recorded
+through the real LangChain agent and the proxy (session 38, review 1)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from helpers.frameworks import require
+from helpers.server_rig import ask, rig
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 require("langchain.agents", "langchain")
@@ -116,3 +118,26 @@ async def test_a_run_ending_in_a_direct_tool_result_is_not_checked_after_it(
         await anyio.to_thread.run_sync(lambda: _exact(ledger, tip))
     finally:
         ledger.close()
+
+
+async def test_one_request_carrying_many_user_turns_is_checked_once(tmp_path: Path) -> None:
+    # the proxy appends a branch's (an edited message's) or a new family's whole history
+    # in one batch and checks once; checked after each user message, the what-if compacted
+    # twice where the proxy compacted once
+    async with rig(tmp_path, config=CompressionConfig(context_length=4_096)) as r:
+        client = r.openai(**{"X-Ctxledger-Session": "chat"})
+        history: list[Any] = [{"role": "system", "content": "You help."}]
+        for i in range(24):
+            history.append({"role": "user", "content": ask(i, 60)})
+            res = await client.chat.completions.create(model="gpt-4.1", messages=history)
+            history.append(res.choices[0].message.model_dump(exclude_none=True))
+        edited = [*history[:45], {"role": "user", "content": ask(99, 60)}]
+        await client.chat.completions.create(model="gpt-4.1", messages=edited)
+        late = r.openai(**{"X-Ctxledger-Session": "late"})
+        first = [*history, {"role": "user", "content": ask(200, 60)}]
+        await late.chat.completions.create(model="gpt-4.1", messages=first)
+        ledger = r.service.ledger
+        tips = {r.service.tip(s) for s in ledger.chains.state.sessions}
+        assert len({ledger.chains.root(t) for t in tips}) == 3  # chat, its branch, late
+        for tip in tips:
+            await anyio.to_thread.run_sync(lambda tip=tip: _exact(ledger, tip))

@@ -53,6 +53,9 @@ class AppendStep(_Step, frozen=True, kw_only=True):
 
     messages: list[JSON]
     message_ids: list[str] | None = None
+    #: recorded right after the previous step's messages, nothing between them (a user
+    #: message is cut into a step of its own; an every_call what-if joins them again)
+    joined: bool = False
 
     @property
     def user_turn(self) -> bool:
@@ -271,6 +274,7 @@ class _Reader:
         #: the native continuations read so far (their event 2 is never a start prompt)
         self.continuations: set[str] = set()
         self.batch: list[MessageAppended] = []
+        self.joined = False
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
         self.notes: list[str] = []
@@ -285,9 +289,11 @@ class _Reader:
                     messages=[e.message for e in self.batch],
                     message_ids=[e.message_id for e in self.batch],
                     at=self.batch[0].at,
+                    joined=self.joined,
                 )
             )
             self.batch = []
+            self.joined = True  # (until an event is read)
 
     def read(self, rec: Recorded) -> None:
         e = rec.event
@@ -301,6 +307,7 @@ class _Reader:
                 self.batch.append(e)
         elif not isinstance(e, ToolOutputPersisted):  # persisted outputs are re-decided
             self.flush()
+            self.joined = False
             self._decision(rec)
         self.projector.apply(rec)
 

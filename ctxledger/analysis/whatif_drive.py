@@ -33,8 +33,9 @@ from ctxledger.analysis.whatif_loop import (
     HERMES,
     PER_RUN,
     checks_after,
-    feeds_a_call,
-    requests,
+    request_end,
+    runs,
+    split,
 )
 from ctxledger.errors import InvalidInput
 from ctxledger.limits import replaying_recorded
@@ -105,21 +106,22 @@ class _Driver:
     ) -> None:
         self.svc, self.sid, self.ids, self.clock, self.loop = svc, session_id, ids, clock, loop
         self.turn = 0
-        #: every_call: the check after a batch's last request, run before the next step
-        #: (a model call follows) unless that step is a user turn (a run that ended on a
-        #: tool result, no call following: the next run's append checks itself)
+        #: every_call: the check after a run of appends that ends in its request, run
+        #: before the next step (none: no model call followed it)
         self.pending = False
         self.calls: list[CallTokens] = []
         self.notes: list[str] = []
 
-    async def play(self, step: Step) -> None:
+    def _follow(self, step: Step) -> None:
         if self.clock is not None and step.at is not None:
             self.clock.now = max(self.clock.now, step.at)
+
+    async def play(self, step: Step) -> None:
+        self._follow(step)
         svc = self.svc
         if self.pending:
             self.pending = False
-            if not (isinstance(step, AppendStep) and step.user_turn):
-                await self._preflight()
+            await self._preflight()
         if isinstance(step, AppendStep):
             await self._append(step)
         elif isinstance(step, UsageStep):
@@ -181,17 +183,31 @@ class _Driver:
                 self.sid = (await self.svc.hygiene(self.sid)).session_id
             elif self.loop == PER_RUN:
                 await self._preflight()  # (a run reads its history, then saves the message)
-        if self.loop != EVERY_CALL:
-            await self._write(step)
-            if step.user_turn and self.loop == HERMES:
+        await self._write(step)
+        if step.user_turn and self.loop == HERMES:
+            await self._preflight()
+
+    async def play_run(self, run: list[AppendStep]) -> None:
+        """every_call: appends with nothing recorded between them, as one request (one
+        check, after its last message that is not the model's) and the reply to it."""
+        end = request_end(run)
+        for j, step in enumerate(run):
+            self._follow(step)
+            if self.pending:  # (the last run's request: something was recorded after it)
+                self.pending = False
                 await self._preflight()
-            return
-        parts = list(requests(step))
-        for i, part in enumerate(parts, 1):
-            await self._write(part)
-            if feeds_a_call(part) and i < len(parts):
-                await self._preflight()
-        self.pending = feeds_a_call(parts[-1])
+            self.turn += step.user_turn
+            if end is None or j != end[0]:
+                await self._write(step)
+                continue
+            request, reply = split(step, end[1] + 1)
+            await self._write(request)
+            if reply.messages or j < len(run) - 1:
+                await self._preflight()  # (the reply follows its call)
+            else:
+                self.pending = True  # (the run ended on it: a call follows, or none)
+            if reply.messages:
+                await self._write(reply)
 
     async def _write(self, step: AppendStep) -> None:
         if self.ids is not None and step.message_ids is not None:
@@ -229,8 +245,11 @@ async def drive(
     """Play `steps` through `svc` on the session `session_id` (already started), checking
     where `loop` checks (:mod:`~ctxledger.analysis.whatif_loop`)."""
     driver = _Driver(svc, session_id, ids, clock, loop)
-    for step in steps:
-        await driver.play(step)
+    for item in runs(steps) if loop == EVERY_CALL else steps:
+        if isinstance(item, list):
+            await driver.play_run(item)
+        else:
+            await driver.play(item)
     return DriveResult(session_id=svc.tip(driver.sid), calls=driver.calls, notes=driver.notes)
 
 

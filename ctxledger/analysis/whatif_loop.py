@@ -10,11 +10,13 @@ settings reproduces a chain only when it checks at the same points:
   which every loop replays.
 - ``every_call`` (the LangChain middleware, the proxy's three faces): no hygiene;
   ``preflight`` after the messages of each request, before the model call they feed
-  (a user message, a tool loop's results). A model's reply is appended after its call,
-  so a recorded batch is split before each reply that follows what fed it. The check
-  after a batch's last request waits for the next step: a run that ended on a tool
-  result (LangChain's ``ToolStrategy``, a ``return_direct`` tool) calls no model after
-  it, and the next run's user message is checked when it is appended.
+  (a user message, a tool loop's results). Appends with nothing recorded between them
+  (``AppendStep.joined``) are one request and the reply to it (:func:`runs`, :func:`request_end`): a proxy
+  branch or a first request carries a whole history in one append, and a run that
+  ended on a tool result (LangChain's ``ToolStrategy``, a ``return_direct`` tool) is
+  followed by the next run's user message with no model call between. The check after
+  a run whose last message is not the model's waits for the next step (none: no call
+  followed, nothing is checked).
 - ``per_run`` (the Agents SDK session): no hygiene; ``preflight`` when a run reads its
   history (before the user message it saves) and after a run's final answer is saved
   (the Runner's post-write compaction hook, which it defers while tools ran). A run's
@@ -25,9 +27,9 @@ The in-loop check after each response is ``report_usage``'s own: the same everyw
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from ctxledger.analysis.history import AppendStep, UsageStep
+from ctxledger.analysis.history import AppendStep, Step, UsageStep
 from ctxledger.ledger.spec import check_loop
 
 HERMES = "hermes"
@@ -43,16 +45,38 @@ def replay_loop(recorded: str | None, chosen: str | None) -> str:
     return recorded or HERMES
 
 
-def requests(step: AppendStep) -> Iterator[AppendStep]:
-    """`step` cut before each model reply (an assistant message right after a message
-    that is not one): the request's messages, then the reply and what follows it."""
-    messages = step.messages
-    start = 0
-    for i in range(1, len(messages)):
-        if messages[i].get("role") == "assistant" and messages[i - 1].get("role") != "assistant":
-            yield _part(step, start, i)
-            start = i
-    yield step if start == 0 else _part(step, start, len(messages))
+def runs(steps: Iterable[Step]) -> Iterator[Step | list[AppendStep]]:
+    """`steps` with each run of appends recorded with nothing between them as a list."""
+    run: list[AppendStep] = []
+    for step in steps:
+        if isinstance(step, AppendStep):
+            if run and not step.joined:
+                yield run
+                run = []
+            run.append(step)
+            continue
+        if run:
+            yield run
+            run = []
+        yield step
+    if run:
+        yield run
+
+
+def request_end(run: list[AppendStep]) -> tuple[int, int] | None:
+    """Where the request of `run` ends: the step and message index of its last message
+    that is not the model's (after it, the reply); None: the run is all replies."""
+    for j in range(len(run) - 1, -1, -1):
+        messages = run[j].messages
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].get("role") != "assistant":
+                return j, i
+    return None
+
+
+def split(step: AppendStep, at: int) -> tuple[AppendStep, AppendStep]:
+    """`step`'s messages before index `at`, and from it on."""
+    return _part(step, 0, at), _part(step, at, len(step.messages))
 
 
 def _part(step: AppendStep, start: int, end: int) -> AppendStep:
@@ -62,12 +86,6 @@ def _part(step: AppendStep, start: int, end: int) -> AppendStep:
         message_ids=None if ids is None else ids[start:end],
         at=step.at,
     )
-
-
-def feeds_a_call(step: AppendStep) -> bool:
-    """Whether the model is called on `step` next: it ends in a message that is not the
-    model's (a user message, tool results)."""
-    return bool(step.messages) and step.messages[-1].get("role") != "assistant"
 
 
 def checks_after(loop: str, step: UsageStep) -> bool:
@@ -81,7 +99,8 @@ __all__ = [
     "HERMES",
     "PER_RUN",
     "checks_after",
-    "feeds_a_call",
     "replay_loop",
-    "requests",
+    "request_end",
+    "runs",
+    "split",
 ]

@@ -270,14 +270,15 @@ def _report(
         scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls)
     )
     turns = _turn_tokens(result.calls)
+    changes = config_changes(hist.config, effective)
     reproduction = _reproduction(
-        ledger, hist, scratch, result.session_id, recorded, alternative, turns
+        ledger, hist, scratch, result.session_id, (recorded, alternative), turns, changes
     )
     return WhatIfReport(
         session_id=sid,
         root=hist.start.session_id,
         summarizer=getattr(summarizer, "kind", "offline") if summarizer is not None else "offline",
-        config_changes=config_changes(hist.config, effective),
+        config_changes=changes,
         recorded=recorded,
         whatif=alternative,
         turns=turns,
@@ -293,11 +294,12 @@ def _reproduction(
     hist: History,
     scratch: Ledger,
     tip: str,
-    recorded: ChainReport,
-    alternative: ChainReport,
+    reports: tuple[ChainReport, ChainReport],
     turns: list[TurnTokens],
+    changes: dict[str, list[Any]],
 ) -> Reproduction:
     """Compare the two chains compaction by compaction and turn by turn (never claims more)."""
+    recorded, alternative = reports
     mine, theirs = chain_signature(ledger, hist.session_id), chain_signature(scratch, tip)
     matching = 0
     for a, b in zip(mine, theirs, strict=False):
@@ -332,7 +334,9 @@ def _reproduction(
         turns_differing=len(differing),
         turns=len(turns),
         differences=differences,
-        warnings=comparison_warnings(ledger, hist, scratch, tip),
+        warnings=comparison_warnings(
+            ledger, hist, scratch, tip, matching=matching, changed=changes
+        ),
     )
 
 

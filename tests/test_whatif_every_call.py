@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
+from helpers.fake_upstream import Say
 from helpers.frameworks import require
 from helpers.server_rig import ask, rig
 
@@ -141,3 +143,37 @@ async def test_one_request_carrying_many_user_turns_is_checked_once(tmp_path: Pa
         assert len({ledger.chains.root(t) for t in tips}) == 3  # chat, its branch, late
         for tip in tips:
             await anyio.to_thread.run_sync(lambda tip=tip: _exact(ledger, tip))
+
+
+def _compacted_after(out: Path, report: Any) -> list[str]:
+    """The role of the last message each what-if compaction compacted (`out`: its ledger)."""
+    scratch = Ledger.open(out)
+    try:
+        last = [scratch.transcript.live_ids(c.session_id)[-1:] for c in report.whatif.compactions]
+        return [scratch.transcript.messages_of(ids)[0]["role"] for ids in last]
+    finally:
+        scratch.close()
+
+
+async def test_a_tool_result_is_checked_before_the_reply_it_feeds(tmp_path: Path) -> None:
+    # the proxy appends a tool result and the model's reply to it with nothing recorded
+    # between (a check that did not compact): under a lower threshold the what-if checks
+    # after the tool result, before the call, as the proxy does, never after the reply
+    async with rig(tmp_path, config=CompressionConfig(context_length=4_096)) as r:
+        client = r.openai(**{"X-Ctxledger-Session": "tools"})
+        history: list[Any] = [{"role": "system", "content": "You help."}]
+        for i in range(10):
+            history.append({"role": "user", "content": ask(i, 30)})
+            r.upstream.queue(Say("looking", tool=("read_file", {"path": f"m{i}.py"})))
+            res = await client.chat.completions.create(model="gpt-4.1", messages=history)
+            reply = res.choices[0].message.model_dump(exclude_none=True)
+            call = reply["tool_calls"][0]["id"]
+            history += [reply, {"role": "tool", "tool_call_id": call, "content": ask(i, 120)}]
+            res = await client.chat.completions.create(model="gpt-4.1", messages=history)
+            history.append(res.choices[0].message.model_dump(exclude_none=True))
+        ledger, tip = r.service.ledger, r.service.tip("tools")
+        lower = msgspec.structs.replace(ledger.config, threshold=0.3)
+        out = tmp_path / "whatif.db"
+        report = await anyio.to_thread.run_sync(lambda: whatif(ledger, tip, config=lower, out=out))
+    roles = _compacted_after(out, report)
+    assert "tool" in roles and "assistant" not in roles, roles

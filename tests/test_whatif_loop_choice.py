@@ -123,3 +123,31 @@ def test_continuations_carry_the_loop_the_host_named() -> None:
     assert tip in loops and set(loops.values()) == {"every_call"} and len(loops) == 3
     plain = anyio.run(lambda: svc.start_session(model="m", context_length=16_000))
     assert LOOP_KEY not in ledger.transcript.session(plain).config
+
+
+def test_the_last_final_answer_is_checked_after_it_is_saved_under_per_run() -> None:
+    """The Agents SDK's post-write hook checks after a run's final answer is saved: where
+    the last answer pushes the view over the threshold, only that check compacts (an
+    earlier answer's view is checked again at the next run's read)."""
+    ledger = deterministic_ledger()
+    svc = ContextService(ledger, config=SMALL)
+
+    async def chain() -> str:
+        sid = await svc.start_session(model="m", context_length=16_000, loop="per_run")
+        for turn in range(6):
+            sid = (await svc.preflight(sid)).session_id  # (the run reads its history)
+            words = 3_500 if turn == 5 else 1_000
+            ask = {"role": "user", "content": f"turn {turn} " + "word " * words}
+            sid = (await svc.append(sid, [ask])).session_id
+            sent = ledger.transcript.total_tokens(svc.tip(sid)) + 40
+            sid = (await svc.append(sid, [{"role": "assistant", "content": "ok"}])).session_id
+            usage = {"prompt_tokens": sent, "completion_tokens": 5}
+            sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
+            sid = (await svc.preflight(sid)).session_id  # (the post-write hook)
+        return svc.tip(sid)
+
+    tip = anyio.run(chain)
+    report = whatif(ledger, tip)
+    repro = report.reproduction
+    assert [c.trigger for c in report.recorded.compactions] == ["preflight"]
+    assert repro is not None and report.reproduces_recorded, repro.differences

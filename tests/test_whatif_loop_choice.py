@@ -11,10 +11,12 @@ from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, deterministic_ledger
 from test_whatif_honesty import _checked_between_turns
 
+from ctxledger.analysis.replay import _other_configs
 from ctxledger.analysis.undo import undo
 from ctxledger.analysis.whatif import whatif
 from ctxledger.cli.main import cli
 from ctxledger.errors import InvalidInput
+from ctxledger.events import SessionSwitched
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import LOOP_KEY
 from ctxledger.runtime.service import ContextService
@@ -151,3 +153,27 @@ def test_the_last_final_answer_is_checked_after_it_is_saved_under_per_run() -> N
     repro = report.reproduction
     assert [c.trigger for c in report.recorded.compactions] == ["preflight"]
     assert repro is not None and report.reproduces_recorded, repro.differences
+
+
+def test_replay_verify_compares_settings_without_the_loop() -> None:
+    """A continuation's snapshot names the host's loop, the compaction's does not: not a
+    second configuration to re-plan with, nor a setting said to differ."""
+    ledger = deterministic_ledger()
+    svc = ContextService(ledger, config=SMALL)
+
+    async def chain() -> str:
+        sid = await svc.start_session(model="m", context_length=16_000, loop="every_call")
+        for turn in range(6):
+            ask = {"role": "user", "content": f"turn {turn} " + "word " * 300}
+            sid = (await svc.append(sid, [ask, {"role": "assistant", "content": "ok"}])).session_id
+        return (await svc.compress(sid)).session_id
+
+    tip = anyio.run(chain)
+    [switch] = [
+        r.event
+        for s in ledger.chains.chain(tip)
+        for r in ledger.store.read_session(s)
+        if isinstance(r.event, SessionSwitched)
+    ]
+    assert LOOP_KEY in ledger.transcript.session(tip).config
+    assert _other_configs(ledger, switch) == []

@@ -78,7 +78,12 @@ def test_an_old_ledger_is_reproduced_with_the_loop_its_host_ran(
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [("bogus", "'bogus'"), ("per_run ", "'per_run '"), ("ëvery-call", "non-ASCII")],
+    [
+        ("bogus", "'bogus'"),
+        ("per_run ", "'per_run '"),
+        ("ëvery-call", "non-ASCII"),
+        ("x" * 60, f"'{'x' * 37}'..."),
+    ],
 )
 def test_a_bad_loop_is_a_clear_error(tmp_path: Path, value: str, shown: str) -> None:
     db = tmp_path / "l.db"
@@ -177,3 +182,21 @@ def test_replay_verify_compares_settings_without_the_loop() -> None:
     ]
     assert LOOP_KEY in ledger.transcript.session(tip).config
     assert _other_configs(ledger, switch) == []
+
+
+def test_diff_replays_the_loop_chosen_with_loop(tmp_path: Path) -> None:
+    """``diff A --loop`` compares A with its what-if under that loop, as ``replay --loop``."""
+    db = tmp_path / "l.db"
+    ledger = deterministic_ledger(db)
+    tip = anyio.run(_every_call, ledger)
+    ledger.close()
+
+    def diff(*args: str) -> str:
+        out = CliRunner().invoke(cli, ["--db", str(db), "diff", tip, *args])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    assert "no differences; +0 tokens" in diff("--loop", "every-call")
+    assert "no differences" not in diff("--loop", "hermes")
+    out = CliRunner().invoke(cli, ["--db", str(db), "diff", tip, "--loop", "bogus"])
+    assert out.exit_code == 2 and "loop must be one of" in out.output

@@ -47,6 +47,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
+from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import content_text
 from ctxledger.terminal import block, styled
 
@@ -216,6 +217,12 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
     default=None,
     help="Resolve B in this other ledger, a file or a URL (e.g. a what-if kept with `replay --out`).",
 )
+@click.option(
+    "--loop",
+    default=None,
+    metavar="hermes|every-call|per-run",
+    help="What-if: check for compaction where this agent loop checks (as `replay --loop`).",
+)
 @json_option
 @quiet_option
 @click.pass_context
@@ -227,21 +234,23 @@ def diff_cmd(
     config_path: Path | None,
     summarizer_kind: str | None,
     b_db: str | None,
+    loop: str | None,
     as_json: bool,
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points (see show --help) or compactions.
 
     With only A (a compaction): the view it replaced vs the view it made.
     """
+    loop = None if loop is None else check_loop(loop)  # (before the ledger is opened)
     ledger = state_of(ctx).ledger(reads=True)
-    if config_path is not None or summarizer_kind is not None:
+    if any(x is not None for x in (config_path, summarizer_kind, loop)):
         if b is not None or b_db is not None:
             raise InvalidInput(
                 "--config compares A with its own what-if replay: give no B and no --b-db"
             )
         with spinner(ctx, f"replaying the history of {a} (what-if)"):
             report: DiffReport | SummaryDiff = _whatif_diff(
-                ctx, ledger, a, config_path, summarizer_kind
+                ctx, ledger, a, (config_path, summarizer_kind, loop)
             )
     elif b_db is not None:
         if b is None:
@@ -258,33 +267,29 @@ def diff_cmd(
         _print_diff(report)
 
 
-def _whatif_diff(
-    ctx: click.Context,
-    ledger: Ledger,
-    a: str,
-    config_path: Path | None,
-    summarizer_kind: str | None,
-) -> DiffReport:
+#: a what-if diff's ``--config``, ``--summarizer`` and ``--loop``
+_WhatIfArgs = tuple[Path | None, str | None, str | None]
+
+
+def _whatif_diff(ctx: click.Context, ledger: Ledger, a: str, args: _WhatIfArgs) -> DiffReport:
     from ctxledger.analysis.whatif import history, whatif_reads
 
     with whatif_reads():  # a large content is read once for the history and the replay
-        return _replayed_diff(ctx, ledger, history(ledger, a), config_path, summarizer_kind)
+        return _replayed_diff(ctx, ledger, history(ledger, a), args)
 
 
 def _replayed_diff(
-    ctx: click.Context,
-    ledger: Ledger,
-    hist: History,
-    config_path: Path | None,
-    summarizer_kind: str | None,
+    ctx: click.Context, ledger: Ledger, hist: History, args: _WhatIfArgs
 ) -> DiffReport:
     from ctxledger.analysis.whatif import replay_history
     from ctxledger.cli.compress import make_summarizer
 
+    config_path, summarizer_kind, loop = args
     # the file overrides the recorded settings (keys it does not set keep their values)
     config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with replay_history(hist, config=config, summarizer=summarizer) as (scratch, result):
+    replayed = replay_history(hist, config=config, summarizer=summarizer, loop=loop)
+    with replayed as (scratch, result):
         # only the two views are compared: no what-if report (two chain audits) is built
         tip, alt_tip = ledger.tip(hist.session_id), scratch.tip(result.session_id)
         recorded = session_view(ledger, tip, label=f"{tip} (recorded)")

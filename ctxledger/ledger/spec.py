@@ -90,7 +90,12 @@ def check_loop(loop: object) -> str:
     InvalidInput naming the choices."""
     name = loop.replace("-", "_") if isinstance(loop, str) and loop.isascii() else None
     if name not in LOOPS:
-        shown = repr(loop)[:40] if not isinstance(loop, str) or loop.isascii() else "non-ASCII"
+        if not isinstance(loop, str):
+            shown = repr(loop)[:40]
+        elif loop.isascii():  # (cut inside its quotes)
+            shown = repr(loop[:37]) + ("..." if len(loop) > 37 else "")
+        else:
+            shown = "non-ASCII"
         choices = ", ".join(x.replace("_", "-") for x in LOOPS)
         raise InvalidInput(f"loop must be one of {choices} (got {shown})")
     return name
